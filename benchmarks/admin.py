@@ -1,0 +1,53 @@
+from django.contrib import admin
+
+from benchmarks.models import Blob, BenchmarkVersion, Paper, Snippet, Task
+
+
+@admin.register(Paper)
+class PaperAdmin(admin.ModelAdmin):
+    list_display = ["slug", "title", "venue", "arxiv_v1_date", "first_commit_date"]
+    search_fields = ["slug", "title"]
+
+
+class SnippetInline(admin.TabularInline):
+    model = Snippet
+    fields = ["file_path", "name", "depth", "loc", "start_line", "end_line"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["paper", "revision", "content_hash", "environment_hash", "created_at"]
+    list_filter = ["paper"]
+    readonly_fields = ["content_hash", "environment_hash", "files"]
+    inlines = [SnippetInline]
+
+
+@admin.register(Snippet)
+class SnippetAdmin(admin.ModelAdmin):
+    list_display = ["name", "task", "file_path", "depth", "loc"]
+    list_filter = ["task__paper"]
+    search_fields = ["name"]
+    readonly_fields = ["task", "parent", "code_hash"]
+
+
+@admin.register(BenchmarkVersion)
+class BenchmarkVersionAdmin(admin.ModelAdmin):
+    list_display = ["name", "status", "manifest_hash", "published_at"]
+    list_filter = ["status"]
+    filter_horizontal = ["tasks"]
+    readonly_fields = ["manifest", "manifest_hash", "published_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A published version is frozen: nothing but its notes can change.
+        if obj is not None and obj.is_frozen:
+            return [f.name for f in obj._meta.fields if f.name != "notes"] + ["tasks"]
+        return self.readonly_fields
+
+
+@admin.register(Blob)
+class BlobAdmin(admin.ModelAdmin):
+    list_display = ["sha256", "size"]

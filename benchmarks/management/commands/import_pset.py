@@ -1,0 +1,41 @@
+"""Import a problem set in the FORMAT.md layout into a benchmark version."""
+
+from pathlib import Path
+
+from django.core.management.base import CommandError, CommandParser
+
+from benchmarks.management.base import VersionCommand
+
+from benchmarks.paper2code import PackageError
+from benchmarks.services import pset_import
+
+
+class Command(VersionCommand):
+    help = "Import a problem set (papers.yaml + one folder per paper) into a benchmark version, atomically."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("path", type=Path, help="Folder holding papers.yaml.")
+        parser.add_argument("--version", required=True, help="Benchmark version name.")
+        parser.add_argument("--requirements", type=Path, help="Requirements shared by every task of the set.")
+        parser.add_argument("--publish", action="store_true", help="Publish (freeze) the version afterwards.")
+
+    def handle(self, *args: object, path: Path, version: str, requirements: Path | None, publish: bool,
+               **options: object) -> None:
+        shared = ""
+        if requirements is not None:
+            try:
+                shared = Path(requirements).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CommandError(f"{requirements}: cannot read requirements: {exc}") from exc
+        try:
+            result = pset_import(root=path, version_name=version, shared_requirements=shared, publish=publish)
+        except PackageError as exc:
+            raise CommandError(f"nothing imported; {len(exc.problems)} problem(s):\n{exc}") from exc
+        for warning in result.warnings:
+            self.stderr.write(str(warning))
+        tasks = result.tasks_created + result.tasks_unchanged
+        snippets = sum(t.snippets.count() for t in tasks)
+        self.stdout.write(
+            f"version {result.version.name} ({result.version.status}): {len(tasks)} paper(s), {snippets} snippet(s); "
+            f"{len(result.tasks_created)} new task revision(s), {len(result.tasks_unchanged)} unchanged"
+        )

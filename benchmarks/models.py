@@ -1,0 +1,120 @@
+"""Papers, their task packages (content-addressed files), snippets and frozen benchmark versions."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Paper(models.Model):
+    """A research paper whose official code the benchmark draws tasks from."""
+
+    slug = models.SlugField(max_length=100, unique=True, help_text="The paper's id in papers.yaml.")
+    title = models.CharField(max_length=500)
+    arxiv_abs = models.URLField(max_length=500, blank=True)
+    arxiv_date = models.DateField(null=True, blank=True)
+    arxiv_v1_date = models.DateField(null=True, blank=True)
+    github_url = models.URLField(max_length=500, blank=True)
+    first_commit_date = models.DateField(null=True, blank=True, help_text="For contamination analysis.")
+    last_commit_date = models.DateField(null=True, blank=True)
+    venue = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Blob(models.Model):
+    """One file content, stored once in Django storage under its sha256."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.PositiveBigIntegerField()
+
+    def __str__(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def storage_name(self) -> str:
+        return f"blobs/{self.sha256[:2]}/{self.sha256}"
+
+
+class Task(models.Model):
+    """One paper's package at one revision: a new revision is made whenever its content changes."""
+
+    paper = models.ForeignKey(Paper, on_delete=models.PROTECT, related_name="tasks")
+    revision = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64, db_index=True)
+    files = models.JSONField(help_text="Relative path -> sha256 of every file of the package.")
+    paper_path = models.CharField(max_length=300)
+    annotated_paths = models.JSONField(default=list)
+    context_paths = models.JSONField(default=list)
+    test_entry_point = models.CharField(max_length=300, default="paper2code_test.py")
+    requirements = models.TextField(blank=True)
+    environment_hash = models.CharField(max_length=64, help_text="sha256 of the requirements.")
+    extra_metadata = models.JSONField(default=dict, blank=True, help_text="Other papers.yaml keys, kept.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["paper__slug", "-revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["paper", "revision"], name="task_unique_revision"),
+            models.UniqueConstraint(fields=["paper", "content_hash"], name="task_unique_content"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.paper.slug} r{self.revision}"
+
+
+class Snippet(models.Model):
+    """One benchmark item: a marked region of an annotated file that a model must write."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="snippets")
+    file_path = models.CharField(max_length=300)
+    name = models.CharField(max_length=300)
+    position = models.PositiveIntegerField(help_text="Index of the snippet within its file, by start line.")
+    start_line = models.PositiveIntegerField()
+    end_line = models.PositiveIntegerField()
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    depth = models.PositiveSmallIntegerField()
+    loc = models.PositiveIntegerField(help_text="Lines of code, the snippet's weight (FORMAT.md section 4).")
+    code_hash = models.CharField(max_length=64)
+    reference_code = models.TextField()
+
+    class Meta:
+        ordering = ["task", "file_path", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "file_path", "position"], name="snippet_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.file_path}:{self.name}"
+
+
+class BenchmarkVersion(models.Model):
+    """A set of tasks: curated while draft, frozen by a manifest hash once published."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        PUBLISHED = "published"
+        DEPRECATED = "deprecated"
+
+    name = models.CharField(max_length=50, unique=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
+    tasks = models.ManyToManyField(Task, related_name="versions", blank=True)
+    notes = models.TextField(blank=True)
+    manifest = models.JSONField(null=True, blank=True)
+    manifest_hash = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_frozen(self) -> bool:
+        return self.status != self.Status.DRAFT

@@ -1,0 +1,110 @@
+"""Reads of benchmark data used by pages, commands and workers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from django.core.files.storage import default_storage
+from django.db.models import Count, QuerySet, Sum
+from django.shortcuts import get_object_or_404
+
+from benchmarks.models import Blob, BenchmarkVersion, Snippet, Task
+from benchmarks.paper2code import mask, parse
+from benchmarks.paper2code.pset import PaperPackage
+
+
+def blob_read(*, sha256: str) -> bytes:
+    with default_storage.open(Blob(sha256=sha256, size=0).storage_name, "rb") as handle:
+        return handle.read()
+
+
+def task_file_text(*, task: Task, path: str) -> str:
+    return blob_read(sha256=task.files[path]).decode("utf-8")
+
+
+def versions_visible(*, user) -> QuerySet[BenchmarkVersion]:
+    """Published and deprecated versions for everyone; drafts too for maintainers."""
+    versions = BenchmarkVersion.objects.annotate(task_count=Count("tasks"))
+    if user_is_maintainer(user=user):
+        return versions
+    return versions.exclude(status=BenchmarkVersion.Status.DRAFT)
+
+
+def user_is_maintainer(*, user) -> bool:
+    from django.conf import settings
+
+    return bool(user.is_authenticated and (user.is_superuser or user.groups.filter(name=settings.MAINTAINERS_GROUP).exists()))
+
+
+def version_get(*, name: str, user) -> BenchmarkVersion:
+    return get_object_or_404(versions_visible(user=user), name=name)
+
+
+def version_tasks(*, version: BenchmarkVersion) -> QuerySet[Task]:
+    """The version's tasks with their paper, snippet count and total lines of code."""
+    return (
+        version.tasks.select_related("paper")
+        .annotate(snippet_count=Count("snippets"), total_loc=Sum("snippets__loc"))
+        .order_by("paper__slug")
+    )
+
+
+def version_task_for_paper(*, version: BenchmarkVersion, slug: str) -> Task:
+    return get_object_or_404(version.tasks.select_related("paper"), paper__slug=slug)
+
+
+def version_snippet_get(*, version: BenchmarkVersion, snippet_id: int) -> Snippet:
+    return get_object_or_404(Snippet.objects.select_related("task"), pk=snippet_id, task__versions=version)
+
+
+@dataclass
+class SnippetNode:
+    snippet: Snippet
+    children: list[SnippetNode] = field(default_factory=list)
+
+
+def snippet_tree(*, task: Task) -> dict[str, list[SnippetNode]]:
+    """Annotated file path -> its top-level snippets, each with its nested children."""
+    nodes = {s.pk: SnippetNode(s) for s in task.snippets.order_by("file_path", "position")}
+    tree: dict[str, list[SnippetNode]] = {path: [] for path in task.annotated_paths}
+    for node in nodes.values():
+        parent_id = node.snippet.parent_id
+        (nodes[parent_id].children if parent_id else tree.setdefault(node.snippet.file_path, [])).append(node)
+    return tree
+
+
+def snippet_masked_file(*, snippet: Snippet) -> str:
+    """The annotated file as a model sees it with this snippet masked (FORMAT.md section 5)."""
+    annotated = parse(task_file_text(task=snippet.task, path=snippet.file_path), snippet.file_path)
+    return mask(annotated, annotated.snippets[snippet.position])
+
+
+def task_package(*, task: Task) -> PaperPackage:
+    """Rebuild the paper package of a stored task, byte for byte."""
+    files = {path: blob_read(sha256=digest) for path, digest in sorted(task.files.items())}
+    paper = task.paper
+    return PaperPackage(
+        id=paper.slug,
+        title=paper.title,
+        arxiv_abs=paper.arxiv_abs,
+        arxiv_date=paper.arxiv_date,
+        arxiv_v1_date=paper.arxiv_v1_date,
+        github_url=paper.github_url,
+        first_commit_date=paper.first_commit_date,
+        last_commit_date=paper.last_commit_date,
+        venue=paper.venue,
+        paper_path=task.paper_path,
+        annotated_paths=tuple(task.annotated_paths),
+        context_paths=tuple(task.context_paths),
+        requirements_path=_requirements_path(files),
+        files=files,
+        annotated={p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths},
+        extra=dict(task.extra_metadata),
+    )
+
+
+def _requirements_path(files: dict[str, bytes]) -> str | None:
+    for name in ("paper2code_requirements.txt", "requirements.txt"):
+        if name in files:
+            return name
+    return None
+

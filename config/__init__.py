@@ -1,0 +1,5 @@
+"""The Django project (the design card's `platform/`; see README for why it is named config)."""
+
+from .celery import app as celery_app
+
+__all__ = ["celery_app"]

@@ -1,0 +1,10 @@
+"""URL routes of the platform."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("benchmarks.urls")),
+]

@@ -1,0 +1,1 @@
+"""Author submissions, revisions, validation reports and reviews (see issue 4)."""
