@@ -1,0 +1,92 @@
+"""Public pages show versions, papers and snippet trees; only maintainers see masked files; no page leaks reference code."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.urls import reverse
+
+from benchmarks.models import BenchmarkVersion, Snippet
+from benchmarks.services import pset_import
+from tests.conftest import DEMO_PSET
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def maintainer(client):
+    user = User.objects.create_user("maya", password="pw-maintainer-1")
+    user.groups.add(Group.objects.get_or_create(name="maintainers")[0])
+    return user
+
+
+def test_home_says_what_the_platform_is_and_lists_published_versions(client, demo_version):
+    draft = BenchmarkVersion.objects.create(name="next-draft")
+    response = client.get(reverse("home"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "living benchmark" in body and "lines of code" in body
+    assert demo_version.name in body
+    assert draft.name not in body, "drafts are for maintainers"
+    assert "htmx-2.0.11.min.js" in body
+
+
+def test_version_page_lists_papers_with_snippet_counts(client, demo_version):
+    body = client.get(reverse("version-detail", args=[demo_version.name])).content.decode()
+    for task in demo_version.tasks.all():
+        assert task.paper.title in body
+        assert f'<td class="num">{task.snippets.count()}</td>' in body
+    total = Snippet.objects.filter(task__versions=demo_version).count()
+    assert f"{total} snippets" in body
+
+
+def test_draft_version_page_is_hidden_from_the_public(client, maintainer):
+    pset_import(root=DEMO_PSET, version_name="draft-1")
+    assert client.get(reverse("version-detail", args=["draft-1"])).status_code == 404
+    client.force_login(maintainer)
+    assert client.get(reverse("version-detail", args=["draft-1"])).status_code == 200
+
+
+def test_paper_page_shows_metadata_and_tree_but_no_reference_code(client, demo_version):
+    task = demo_version.tasks.get(paper__slug="dampnest")
+    response = client.get(reverse("paper-detail", args=[demo_version.name, "dampnest"]))
+    body = response.content.decode()
+    assert task.paper.title in body and "2025-01-20" in body
+    for snippet in task.snippets.all():
+        assert snippet.name in body
+    nested = task.snippets.filter(depth=2).first()
+    assert nested is not None
+    assert f'id="snippet-{nested.pk}"' in body
+    for snippet in task.snippets.filter(loc__gte=3):
+        assert snippet.reference_code.strip().splitlines()[0].strip() not in body
+    assert "masked view" not in body
+
+
+def test_masked_view_is_for_maintainers_only(client, demo_version, maintainer):
+    snippet = Snippet.objects.filter(task__versions=demo_version, depth=1).first()
+    url = reverse("snippet-masked", args=[demo_version.name, snippet.pk])
+    assert client.get(url).status_code == 403
+    client.force_login(User.objects.create_user("ann", password="pw-author-1"))
+    assert client.get(url).status_code == 403
+
+    client.force_login(maintainer)
+    page = client.get(reverse("paper-detail", args=[demo_version.name, snippet.task.paper.slug])).content.decode()
+    assert f'hx-get="{url}"' in page
+    partial = client.get(url, headers={"HX-Request": "true"})
+    assert partial.status_code == 200
+    body = partial.content.decode()
+    assert "<html" not in body, "htmx gets the partial only"
+    assert f"# TODO: Implement block &quot;{snippet.name}&quot;" in body
+    assert f"# Approximately {snippet.loc} line" in body
+    assert "paper2code" not in body, "no marker lines in what a model sees"
+    assert "<html" in client.get(url).content.decode(), "without JavaScript the link opens a full page"
+
+
+def test_unknown_version_paper_and_snippet_are_404(client, demo_version):
+    assert client.get(reverse("version-detail", args=["nope"])).status_code == 404
+    assert client.get(reverse("paper-detail", args=[demo_version.name, "nope"])).status_code == 404
+
+
+def test_login_page_labels_its_inputs(client):
+    body = client.get(reverse("login")).content.decode()
+    assert '<label for="id_username">' in body and '<label for="id_password">' in body
