@@ -145,7 +145,7 @@ def pset_import(
             )
         version.tasks.set(wanted)
     if publish and not version.is_frozen:
-        version_publish(version=version)
+        result.version = version_publish(version=version)
     return result
 
 

@@ -112,8 +112,35 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "evaluation.tasks.item_generate": {"queue": "llm"},
+    "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
+}
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # An unacknowledged task (its worker died) is redelivered after this many seconds.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+
+# Calls per minute per provider (the prefix of the litellm model string), e.g. "openai=500,anthropic=50".
+LLM_RATE_LIMITS = env.dict("LLM_RATE_LIMITS", default={})
+
+_redis_cache = env("REDIS_URL", default="")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_cache}
+    if _redis_cache
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 SANDBOX_BACKEND = env("SANDBOX_BACKEND", default="auto")
+# Environments (venvs, image build logs) and fetched task files are cached here, per worker host.
+SANDBOX_CACHE_DIR = Path(env("SANDBOX_CACHE_DIR", default=str(VAR_DIR / "sandbox")))
+# Hard limits of one test run in the sandbox.
+SANDBOX_WALL_SECONDS = env.float("SANDBOX_WALL_SECONDS", default=300.0)
+SANDBOX_MEMORY_MB = env.int("SANDBOX_MEMORY_MB", default=4096)
+SANDBOX_PROCESSES = env.int("SANDBOX_PROCESSES", default=256)
+SANDBOX_CPUS = env.float("SANDBOX_CPUS", default=1.0)
+SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)
+SANDBOX_DISK_MB = env.int("SANDBOX_DISK_MB", default=1024)
+SANDBOX_DOCKER_BASE_IMAGE = env("SANDBOX_DOCKER_BASE_IMAGE", default="rcb-sandbox-base:bookworm")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -126,6 +153,8 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {"TITLE": "Research-code benchmark API", "VERSION": "1"}
 
 MAINTAINERS_GROUP = "maintainers"
+# Encrypts per-model API keys at rest; defaults to a key derived from SECRET_KEY.
+FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 

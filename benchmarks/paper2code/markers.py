@@ -34,6 +34,12 @@ def count_loc(code: str) -> int:
     return sum(1 for line in code.split("\n") if (s := line.strip()) and not s.startswith("#"))
 
 
+def code_indent(code: str) -> str:
+    """The indentation of the placeholder lines: the smallest space/tab indent of a non-blank code line."""
+    widths = [len(line) - len(line.lstrip(" \t")) for line in split_lines(code) if line.strip()]
+    return " " * min(widths, default=0)
+
+
 def _leading(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
@@ -55,9 +61,7 @@ class Snippet:
 
     @property
     def code_indent(self) -> str:
-        """The indentation of the placeholder lines: the smallest space/tab indent of a non-blank code line."""
-        widths = [len(line) - len(line.lstrip(" \t")) for line in split_lines(self.code) if line.strip()]
-        return " " * min(widths, default=0)
+        return code_indent(self.code)
 
 
 @dataclass(frozen=True)

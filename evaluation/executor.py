@@ -1,0 +1,85 @@
+"""Run one item in the sandbox: splice the answer, run the tests under the harness, classify the outcome.
+
+A worker process keeps its backend and one session per environment warm across items.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from benchmarks.models import Snippet
+from benchmarks.paper2code import splice
+from evaluation.outcomes import Verdict, answer_forbidden, outcome_classify
+from evaluation.sandbox import Backend, ExecResult, Limits, Session, backend_get
+from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
+from evaluation.taskfiles import task_annotated, task_files, task_hidden_modules
+
+_lock = threading.Lock()
+_backend: Backend | None = None
+_sessions: dict[str, Session] = {}
+
+
+def limits_default() -> Limits:
+    return Limits(
+        wall_seconds=settings.SANDBOX_WALL_SECONDS,
+        memory_bytes=settings.SANDBOX_MEMORY_MB * 1024 * 1024,
+        processes=settings.SANDBOX_PROCESSES,
+        cpus=settings.SANDBOX_CPUS,
+        output_bytes=settings.SANDBOX_OUTPUT_KB * 1024,
+        disk_bytes=settings.SANDBOX_DISK_MB * 1024 * 1024,
+    )
+
+
+def backend_current() -> Backend:
+    global _backend
+    with _lock:
+        if _backend is None:
+            _backend = backend_get()
+        return _backend
+
+
+def session_for(task_environment_hash: str, requirements: str) -> Session:
+    """The warm session of this environment, building the environment the first time (EnvironmentBuildError)."""
+    backend = backend_current()
+    with _lock:
+        session = _sessions.get(task_environment_hash)
+        if session is None:
+            environment = backend.environment_build(env_hash=task_environment_hash, requirements=requirements)
+            session = _sessions[task_environment_hash] = backend.session_open(environment)
+        return session
+
+
+def sessions_close() -> None:
+    with _lock:
+        for session in _sessions.values():
+            session.close()
+        _sessions.clear()
+
+
+@dataclass(frozen=True)
+class ItemRun:
+    verdict: Verdict
+    result: ExecResult | None
+    backend: str
+
+
+def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None) -> ItemRun:
+    """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
+    task = snippet.task
+    backend = backend_current()
+    forbidden = answer_forbidden(code, task_hidden_modules(task))
+    if forbidden:
+        return ItemRun(Verdict("failed", "forbidden", forbidden), None, backend.name)
+    annotated = task_annotated(task, snippet.file_path)
+    files = task_files(task)
+    files[snippet.file_path] = splice(annotated, annotated.snippets[snippet.position], code).encode("utf-8")
+    nonce = nonce_new()
+    files.update(harness_files(nonce))
+    session = session_for(task.environment_hash, task.requirements)
+    result = session.run(files=files, command=harness_command(session.environment.python, task.test_entry_point),
+                         limits=limits or limits_default())
+    harness = harness_verdict(result.stdout, nonce)
+    return ItemRun(outcome_classify(result=result, harness=harness), result, backend.name)

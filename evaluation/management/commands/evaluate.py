@@ -1,0 +1,84 @@
+"""Evaluate a model on a published benchmark version, with a progress bar and a summary table."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from django.core.management.base import CommandError, CommandParser
+from tqdm import tqdm
+
+from benchmarks.management.base import VersionCommand
+from benchmarks.models import BenchmarkVersion
+from evaluation import services, tasks
+from evaluation.models import EvaluationRun, ModelEntry, RunScore
+from evaluation.selectors import run_items_missing, run_progress
+
+
+class Command(VersionCommand):
+    help = "Evaluate a registered model on a published version through the Celery workers (or --inline)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--model", required=True, help="Registered model name, e.g. reference.")
+        parser.add_argument("--version", required=True, help="Published benchmark version name.")
+        parser.add_argument("--without-paper", action="store_true", help="The ablation: no paper in the prompt.")
+        parser.add_argument("--samples", type=int, default=1, help="Answers per snippet (pass@k when > 1).")
+        parser.add_argument("--inline", action="store_true", help="Run every item in this process, no worker.")
+        parser.add_argument("--timeout", type=float, default=24 * 3600, help="Seconds to wait for the workers.")
+
+    def handle(self, *args, model: str, version: str, without_paper: bool, samples: int, inline: bool,
+               timeout: float, **options) -> None:
+        try:
+            model_entry = ModelEntry.objects.get(name=model)
+            benchmark = BenchmarkVersion.objects.get(name=version)
+            run = services.run_start(model=model_entry, version=benchmark, with_paper=not without_paper,
+                                     samples=samples, dispatch=not inline)
+        except ModelEntry.DoesNotExist as exc:
+            raise CommandError(f"no registered model named {model!r}") from exc
+        except BenchmarkVersion.DoesNotExist as exc:
+            raise CommandError(f"no benchmark version named {version!r}") from exc
+        except services.EvaluationError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"run {run.pk}: {model_entry} on {benchmark}, {run.total_items} item(s)")
+        if inline:
+            self._run_inline(run)
+        else:
+            self._follow(run, timeout)
+        run.refresh_from_db()
+        self._summary(run)
+
+    def _run_inline(self, run: EvaluationRun) -> None:
+        EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
+        calls_model = run.model.kind == ModelEntry.Kind.LITELLM
+        for snippet_id, sample in tqdm(run_items_missing(run), unit="item", file=sys.stderr):
+            if calls_model:
+                tasks.item_generate.apply(args=(run.pk, snippet_id, sample), throw=True)
+            tasks.item_evaluate.apply(args=(run.pk, snippet_id, sample), throw=True)
+
+    def _follow(self, run: EvaluationRun, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with tqdm(total=run.total_items, unit="item", file=sys.stderr) as bar:
+            while time.monotonic() < deadline:
+                run.refresh_from_db()
+                progress = run_progress(run)
+                bar.update(progress.done - bar.n)
+                bar.set_postfix(passed=progress.passed, failed=progress.failed, errors=progress.errors)
+                if not run.is_active:
+                    return
+                time.sleep(0.5)
+        raise CommandError(f"run {run.pk} did not finish within {timeout:.0f} s; it goes on in the workers")
+
+    def _summary(self, run: EvaluationRun) -> None:
+        if run.status != EvaluationRun.Status.COMPLETED:
+            raise CommandError(f"run {run.pk} ended {run.status}")
+        rows = list(RunScore.objects.filter(run=run).select_related("paper").order_by("paper__slug"))
+        rows.sort(key=lambda r: r.paper is not None)
+        header = f"{'paper':<28} {'items':>5} {'pass':>5} {'fail':>5} {'err':>4} {'pass@1':>7} {'scaled':>7}  95% CI"
+        self.stdout.write(header)
+        self.stdout.write("-" * len(header))
+        for row in rows:
+            name = row.paper.slug if row.paper else "ALL"
+            self.stdout.write(
+                f"{name[:28]:<28} {row.items:>5} {row.passed:>5} {row.failed:>5} {row.errors:>4} "
+                f"{row.pass_rate:>6.1f}% {row.scaled_pass_rate:>6.1f}%  [{row.scaled_ci_low:.1f}, {row.scaled_ci_high:.1f}]"
+            )

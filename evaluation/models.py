@@ -1,0 +1,177 @@
+"""Registered models, evaluation runs, and per item (run, snippet, sample) one generation and one outcome."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from benchmarks.models import BenchmarkVersion, Paper, Snippet
+from evaluation.crypto import secret_decrypt, secret_encrypt
+
+
+class ModelEntry(models.Model):
+    """A model that can be evaluated: a litellm model string, or a built-in calibration model."""
+
+    class Kind(models.TextChoices):
+        LITELLM = "litellm", "Called through litellm"
+        REFERENCE = "reference", "Calibration: answers with the reference code"
+        PLACEHOLDER = "placeholder", "Calibration: answers with the masked placeholder only"
+        UPLOADED = "uploaded", "Generations uploaded by its developers"
+
+    name = models.SlugField(max_length=100, unique=True)
+    display_name = models.CharField(max_length=200)
+    organization = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.LITELLM)
+    litellm_model = models.CharField(max_length=200, blank=True, help_text='e.g. "openai/gpt-4o-mini"')
+    api_base = models.URLField(max_length=500, blank=True)
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    knowledge_cutoff = models.DateField(null=True, blank=True)
+    open_weights = models.BooleanField(default=False)
+    default_params = models.JSONField(default=dict, blank=True, help_text="e.g. {\"max_tokens\": 2048}")
+    continuous = models.BooleanField(default=False, help_text="Evaluate on every new published version.")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+    def api_key_set(self, plain: str | None) -> None:
+        self.api_key_encrypted = secret_encrypt(plain) if plain else ""
+
+    def api_key_get(self) -> str | None:
+        return secret_decrypt(self.api_key_encrypted) if self.api_key_encrypted else None
+
+    @property
+    def provider(self) -> str:
+        return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else self.kind
+
+
+class EvaluationRun(models.Model):
+    """One model on one published version under one setting; its items are snippets x samples."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        CANCELLED = "cancelled"
+
+    model = models.ForeignKey(ModelEntry, on_delete=models.PROTECT, related_name="runs")
+    version = models.ForeignKey(BenchmarkVersion, on_delete=models.PROTECT, related_name="runs")
+    protocol = models.CharField(max_length=20, default="rcb-v1", help_text="Prompt template version.")
+    with_paper = models.BooleanField(default=True)
+    samples = models.PositiveSmallIntegerField(default=1)
+    params = models.JSONField(default=dict, blank=True, help_text="Generation parameters, e.g. temperature.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    total_items = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_progress_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.model} on {self.version}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+
+class Generation(models.Model):
+    """The model's answer for one item, with what it cost."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="generations")
+    snippet = models.ForeignKey(Snippet, on_delete=models.PROTECT, related_name="+")
+    sample = models.PositiveSmallIntegerField(default=0)
+    prompt_hash = models.CharField(max_length=64)
+    raw_answer = models.TextField(blank=True)
+    extracted_code = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True, help_text="USD; null: unknown.")
+    attempts = models.PositiveSmallIntegerField(default=1)
+    error = models.TextField(blank=True, help_text="Why no answer could be had (not the model's fault).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="generation_unique_item")]
+
+
+class Outcome(models.Model):
+    """What the tests said about one item; errors are infrastructure problems, never scored."""
+
+    class Status(models.TextChoices):
+        PASSED = "passed"
+        FAILED = "failed"
+        ERROR = "error"
+
+    class Category(models.TextChoices):
+        NONE = "", "passed"
+        SYNTAX = "syntax", "Syntax error"
+        NAME_IMPORT = "name_import", "Name or import error"
+        RUNTIME = "runtime", "Runtime error"
+        WRONG_RESULT = "wrong_result", "Wrong result"
+        TIMEOUT = "timeout", "Timeout"
+        MEMORY = "memory", "Memory"
+        FORBIDDEN = "forbidden", "Uses hidden test or reference code"
+        INFRASTRUCTURE = "infrastructure", "Infrastructure"
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="outcomes")
+    snippet = models.ForeignKey(Snippet, on_delete=models.PROTECT, related_name="+")
+    sample = models.PositiveSmallIntegerField(default=0)
+    generation = models.OneToOneField(Generation, null=True, blank=True, on_delete=models.CASCADE)
+    status = models.CharField(max_length=10, choices=Status.choices)
+    category = models.CharField(max_length=20, choices=Category.choices, blank=True)
+    detail = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds the test ran.")
+    stdout_tail = models.TextField(blank=True)
+    stderr_tail = models.TextField(blank=True)
+    environment_hash = models.CharField(max_length=64, blank=True)
+    sandbox_backend = models.CharField(max_length=20, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="outcome_unique_item")]
+
+
+class RunScore(models.Model):
+    """Aggregates of a finished run, overall (paper null) and per paper, so pages never recompute."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="scores")
+    paper = models.ForeignKey(Paper, null=True, blank=True, on_delete=models.CASCADE)
+    items = models.PositiveIntegerField()
+    passed = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField()
+    errors = models.PositiveIntegerField()
+    pass_rate = models.FloatField()
+    pass_rate_std = models.FloatField()
+    scaled_pass_rate = models.FloatField()
+    scaled_pass_rate_std = models.FloatField()
+    scaled_ci_low = models.FloatField()
+    scaled_ci_high = models.FloatField()
+    pass_rate_ci_low = models.FloatField()
+    pass_rate_ci_high = models.FloatField()
+    pass_at_k = models.JSONField(default=dict, blank=True, help_text="k -> pass@k (percent), when samples > 1.")
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "paper"], name="runscore_unique_paper",
+                                    condition=models.Q(paper__isnull=False)),
+            models.UniqueConstraint(fields=["run"], name="runscore_unique_overall",
+                                    condition=models.Q(paper__isnull=True)),
+        ]

@@ -1,0 +1,103 @@
+"""The one sandbox interface every backend implements: build an environment once, then run many tests in it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+
+class SandboxError(Exception):
+    """An infrastructure failure (engine gone, image missing, build failed): retried, never scored."""
+
+
+class EnvironmentBuildError(SandboxError):
+    """A task's requirements could not be installed; `log` holds the build output."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Hard limits of one run; output beyond `output_bytes` per stream is dropped."""
+
+    wall_seconds: float = 120.0
+    memory_bytes: int = 1024 * 1024 * 1024
+    processes: int = 64
+    cpus: float = 1.0
+    output_bytes: int = 1024 * 1024
+    disk_bytes: int = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A built environment: `location` is a venv folder (local, bwrap) or an image tag (docker)."""
+
+    hash: str
+    backend: str
+    location: str
+    python: str
+    build_log: str = ""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one run did; `exit_code` is None when it was killed (timeout, memory)."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration: float
+    backend: str
+    oom_killed: bool = False
+    output_truncated: bool = False
+
+
+class Session:
+    """Runs commands in fresh work folders of one environment; a backend may keep it warm between runs."""
+
+    def __init__(self, backend: Backend, environment: Environment):
+        self.backend = backend
+        self.environment = environment
+
+    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        """Copy `files` into a fresh writable work folder and run `command` there under `limits`."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release whatever the session holds; runs never leave anything behind themselves."""
+
+
+class Backend:
+    """A way to isolate untrusted code; subclasses set `name` and implement the three methods."""
+
+    name: ClassVar[str]
+    # True for backends that isolate nothing; they warn on every use.
+    unsafe: ClassVar[bool] = False
+
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = Path(cache_dir)
+
+    def available(self) -> tuple[bool, str]:
+        """Whether this backend works on this machine, and why not."""
+        raise NotImplementedError
+
+    def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
+        """Build (once per hash, reused afterwards) the environment with these requirements installed."""
+        raise NotImplementedError
+
+    def session_open(self, environment: Environment) -> Session:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def session(self, environment: Environment) -> Iterator[Session]:
+        session = self.session_open(environment)
+        try:
+            yield session
+        finally:
+            session.close()

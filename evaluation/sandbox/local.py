@@ -1,0 +1,39 @@
+"""The `local` backend: no isolation at all, for development on a trusted machine only."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, Session
+from evaluation.sandbox.process import files_write, process_run, rlimits
+from evaluation.sandbox.venv import venv_build
+
+logger = logging.getLogger(__name__)
+
+
+class LocalSession(Session):
+    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        logger.warning("SANDBOX_BACKEND=local runs untrusted code WITHOUT isolation; use docker or bwrap")
+        with tempfile.TemporaryDirectory(prefix="rcb-local-") as work:
+            files_write(Path(work), files)
+            env = {"PATH": "/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+            return process_run(command, cwd=Path(work), limits=limits, backend="local", env=env,
+                               preexec=rlimits(limits))
+
+
+class LocalBackend(Backend):
+    name = "local"
+    unsafe = True
+
+    def available(self) -> tuple[bool, str]:
+        return True, "always available, but isolates nothing (development only)"
+
+    def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
+        return venv_build(cache_dir=self.cache_dir / "venvs", backend=self.name, env_hash=env_hash,
+                          requirements=requirements)
+
+    def session_open(self, environment: Environment) -> Session:
+        return LocalSession(self, environment)

@@ -1,0 +1,104 @@
+"""Run a host process under limits with capped output and a wall-clock timeout (for the local and bwrap backends)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from evaluation.sandbox.base import ExecResult, Limits
+
+CHUNK = 65536
+
+
+def files_write(folder: Path, files: Mapping[str, bytes]) -> None:
+    """Write a task's files into a work folder, refusing paths that would leave it."""
+    root = folder.resolve()
+    for relative, data in files.items():
+        target = (root / relative).resolve()
+        if root not in target.parents:
+            raise ValueError(f"{relative}: path leaves the work folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def rlimits(limits: Limits, *, address_space: bool = True) -> Callable[[], None]:
+    """A preexec function applying the run's limits to the child (and everything it starts)."""
+
+    def apply() -> None:
+        os.setsid()
+        if address_space:
+            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_bytes, limits.disk_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        cpu = int(limits.wall_seconds) + 5
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+    return apply
+
+
+def _drain(stream, cap: int, sink: list[bytes], truncated: list[bool]) -> None:
+    kept = 0
+    while chunk := stream.read(CHUNK):
+        if kept < cap:
+            sink.append(chunk[: cap - kept])
+            kept += min(len(chunk), cap - kept)
+        if kept >= cap and len(chunk):
+            truncated[0] = truncated[0] or kept + len(chunk) > cap
+    stream.close()
+
+
+def process_run(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    limits: Limits,
+    backend: str,
+    env: Mapping[str, str],
+    preexec: Callable[[], None],
+) -> ExecResult:
+    """Start `argv` in its own session, keep at most `limits.output_bytes` per stream, kill the group on timeout."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, preexec_fn=preexec, close_fds=True,
+    )
+    out: list[bytes] = []
+    err: list[bytes] = []
+    truncated = [False]
+    readers = [
+        threading.Thread(target=_drain, args=(proc.stdout, limits.output_bytes, out, truncated), daemon=True),
+        threading.Thread(target=_drain, args=(proc.stderr, limits.output_bytes, err, truncated), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        # Whatever happened, nothing the run started may outlive it.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    for reader in readers:
+        reader.join(timeout=5)
+    code = proc.returncode
+    return ExecResult(
+        exit_code=None if timed_out or code < 0 else code,
+        stdout=b"".join(out).decode("utf-8", "replace"),
+        stderr=b"".join(err).decode("utf-8", "replace"),
+        timed_out=timed_out,
+        duration=time.monotonic() - start,
+        backend=backend,
+        oom_killed=False,
+        output_truncated=truncated[0],
+    )

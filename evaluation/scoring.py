@@ -1,0 +1,126 @@
+"""Scores of a run (FORMAT.md 8) with bootstrap confidence intervals and pass@k, stored when the run finishes."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Sum
+
+from benchmarks.paper2code import ItemResult, Score, pass_at_k, score
+from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
+
+BOOTSTRAP_ITERATIONS = 1000
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+
+def bootstrap_ci(results: Sequence[ItemResult], *, iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0,
+                 ) -> tuple[Interval, Interval]:
+    """95% percentile intervals of (pass rate, scaled pass rate), resampling snippets with replacement.
+
+    Each resample keeps all samples of a drawn snippet together and averages the rates over sample indices,
+    as `score` does; errors stay out of numerators and denominators.
+    """
+    snippets = sorted({r.snippet_id for r in results})
+    samples = sorted({r.sample for r in results})
+    if not snippets:
+        return Interval(0.0, 0.0), Interval(0.0, 0.0)
+    index = {s: i for i, s in enumerate(snippets)}
+    # Per sample index, per snippet: (evaluated, passed, evaluated LoC, passed LoC).
+    table = {s: [(0, 0, 0, 0)] * len(snippets) for s in samples}
+    for r in results:
+        if r.status != "error":
+            passed = r.status == "passed"
+            table[r.sample][index[r.snippet_id]] = (1, int(passed), r.loc, r.loc if passed else 0)
+    rng = random.Random(seed)
+    rates: list[float] = []
+    scaled: list[float] = []
+    for _ in range(iterations):
+        drawn = rng.choices(range(len(snippets)), k=len(snippets))
+        per_sample = []
+        for s in samples:
+            rows = table[s]
+            n = sum(rows[i][0] for i in drawn)
+            if n:
+                per_sample.append((100.0 * sum(rows[i][1] for i in drawn) / n,
+                                   100.0 * sum(rows[i][3] for i in drawn) / (sum(rows[i][2] for i in drawn) or 1)))
+        if per_sample:
+            rates.append(sum(p for p, _ in per_sample) / len(per_sample))
+            scaled.append(sum(q for _, q in per_sample) / len(per_sample))
+    return _percentiles(rates), _percentiles(scaled)
+
+
+def _percentiles(values: list[float]) -> Interval:
+    if not values:
+        return Interval(0.0, 0.0)
+    values = sorted(values)
+    return Interval(values[int(0.025 * (len(values) - 1))], values[int(round(0.975 * (len(values) - 1)))])
+
+
+def pass_at_ks(results: Sequence[ItemResult], samples: int) -> dict[str, dict[str, float]]:
+    """Unbiased pass@k for k = 1..samples, plain and LoC-weighted, over snippets with enough evaluated samples."""
+    if samples <= 1:
+        return {}
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in results:
+        if r.status != "error":
+            row = counts[r.snippet_id]
+            row[0] += 1
+            row[1] += r.status == "passed"
+            row[2] = r.loc
+    plain: dict[str, float] = {}
+    scaled: dict[str, float] = {}
+    for k in range(1, samples + 1):
+        rows = [(pass_at_k(n, c, k), loc) for n, c, loc in counts.values() if n >= k]
+        if rows:
+            plain[str(k)] = 100.0 * sum(p for p, _ in rows) / len(rows)
+            scaled[str(k)] = 100.0 * sum(p * loc for p, loc in rows) / (sum(loc for _, loc in rows) or 1)
+    return {"pass@k": plain, "scaled_pass@k": scaled}
+
+
+def run_item_results(run: EvaluationRun) -> dict[int | None, list[ItemResult]]:
+    """Outcomes as ItemResults, overall (key None) and per paper id."""
+    grouped: dict[int | None, list[ItemResult]] = defaultdict(list)
+    rows = Outcome.objects.filter(run=run).values_list("snippet_id", "snippet__loc", "sample", "status",
+                                                       "snippet__task__paper_id")
+    for snippet_id, loc, sample, status, paper_id in rows:
+        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=status)
+        grouped[None].append(item)
+        grouped[paper_id].append(item)
+    return grouped
+
+
+@transaction.atomic
+def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
+    """Compute and store the run's aggregates, replacing earlier ones; returns the overall score."""
+    RunScore.objects.filter(run=run).delete()
+    overall = None
+    for paper_id, results in run_item_results(run).items():
+        summary: Score = score(results)
+        rate_ci, scaled_ci = bootstrap_ci(results, seed=run.pk)
+        usage = Generation.objects.filter(run=run, **({"snippet__task__paper_id": paper_id} if paper_id else {}))
+        totals = usage.aggregate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost"))
+        unknown_cost = usage.filter(cost__isnull=True).exists()
+        row = RunScore.objects.create(
+            run=run, paper_id=paper_id, items=summary.items, passed=summary.passed, failed=summary.failed,
+            errors=summary.errors, pass_rate=summary.pass_rate, pass_rate_std=summary.pass_rate_std,
+            scaled_pass_rate=summary.scaled_pass_rate, scaled_pass_rate_std=summary.scaled_pass_rate_std,
+            pass_rate_ci_low=rate_ci.low, pass_rate_ci_high=rate_ci.high,
+            scaled_ci_low=scaled_ci.low, scaled_ci_high=scaled_ci.high,
+            pass_at_k=pass_at_ks(results, run.samples),
+            prompt_tokens=totals["prompt"] or 0, completion_tokens=totals["completion"] or 0,
+            # Unknown cost anywhere makes the total unknown, not an undercount.
+            cost=None if unknown_cost else (totals["cost"] or Decimal(0)),
+        )
+        if paper_id is None:
+            overall = row
+    return overall

@@ -1,0 +1,176 @@
+"""Functions that change evaluation state: register models, start, cancel and resume runs, record results."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from benchmarks.models import BenchmarkVersion, Snippet
+from benchmarks.paper2code import PROTOCOL, TEMPLATES, code_indent, extract_code, prompt_hash
+from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
+from evaluation.outcomes import Verdict, tail
+from evaluation.sandbox import ExecResult
+from evaluation.scoring import run_scores_store
+from evaluation.selectors import item_prompt, run_items_missing, run_snippets
+
+MAX_SAMPLES = 20
+
+
+class EvaluationError(ValueError):
+    """A request that cannot be carried out, with a message for the person who made it."""
+
+
+@transaction.atomic
+def model_register(
+    *, name: str, display_name: str, litellm_model: str, api_base: str = "", api_key: str | None = None,
+    organization: str = "", knowledge_cutoff: date | None = None, open_weights: bool = False,
+    default_params: dict | None = None, owner=None,
+) -> ModelEntry:
+    model = ModelEntry(name=name, display_name=display_name, litellm_model=litellm_model, api_base=api_base,
+                       organization=organization, knowledge_cutoff=knowledge_cutoff, open_weights=open_weights,
+                       default_params=default_params or {}, owner=owner, kind=ModelEntry.Kind.LITELLM)
+    if not litellm_model:
+        raise EvaluationError("litellm_model is required, e.g. 'openai/gpt-4o-mini'")
+    model.api_key_set(api_key)
+    model.full_clean()
+    model.save()
+    return model
+
+
+@transaction.atomic
+def run_start(
+    *, model: ModelEntry, version: BenchmarkVersion, with_paper: bool = True, samples: int = 1,
+    params: dict | None = None, protocol: str = PROTOCOL, user=None, dispatch: bool = True,
+) -> EvaluationRun:
+    """Create a run and (unless told not to) dispatch its items once the transaction commits."""
+    if version.status == BenchmarkVersion.Status.DRAFT:
+        raise EvaluationError(f"version {version.name} is a draft; runs are pinned to published versions")
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise EvaluationError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
+    if protocol not in TEMPLATES:
+        raise EvaluationError(f"unknown protocol {protocol!r}; known: {', '.join(TEMPLATES)}")
+    if model.kind == ModelEntry.Kind.UPLOADED:
+        raise EvaluationError(f"model {model.name} has uploaded generations; it cannot be called")
+    run = EvaluationRun(model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
+                        protocol=protocol, created_by=user)
+    run.full_clean()
+    run.save()
+    run.total_items = run_snippets(run).count() * samples
+    run.save(update_fields=["total_items"])
+    if dispatch:
+        transaction.on_commit(lambda: run_dispatch(run=run))
+    return run
+
+
+def run_dispatch(*, run: EvaluationRun) -> int:
+    """Queue every item without an outcome; returns how many. Items already done are never queued again."""
+    from evaluation import tasks
+
+    missing = run_items_missing(run)
+    EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
+        status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now())
+    calls_model = run.model.kind == ModelEntry.Kind.LITELLM
+    for snippet_id, sample in missing:
+        task = tasks.item_generate if calls_model else tasks.item_evaluate
+        task.delay(run.pk, snippet_id, sample)
+    if not missing:
+        run_maybe_finish(run=run)
+    return len(missing)
+
+
+@transaction.atomic
+def run_cancel(*, run: EvaluationRun) -> EvaluationRun:
+    """Stop a run: queued items are skipped when they reach a worker; results so far stay."""
+    run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
+    if not run.is_active:
+        raise EvaluationError(f"run {run.pk} is {run.status}; only queued or running runs can be cancelled")
+    run.status = EvaluationRun.Status.CANCELLED
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "finished_at"])
+    return run
+
+
+def run_resume(*, run: EvaluationRun) -> int:
+    """Continue a cancelled or stalled run: only items without an outcome are dispatched."""
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
+        if run.status == EvaluationRun.Status.COMPLETED:
+            raise EvaluationError(f"run {run.pk} is already completed")
+        run.status = EvaluationRun.Status.RUNNING
+        run.finished_at = None
+        run.save(update_fields=["status", "finished_at"])
+    return run_dispatch(run=run)
+
+
+def calibration_answer(*, model: ModelEntry, snippet: Snippet) -> str:
+    """What a calibration model answers: the reference code, or only the masked placeholder lines."""
+    if model.kind == ModelEntry.Kind.REFERENCE:
+        return f"```python\n{snippet.reference_code}```"
+    indent = code_indent(snippet.reference_code)
+    return (f'```python\n{indent}# TODO: Implement block "{snippet.name}"\n'
+            f"{indent}# Approximately {snippet.loc} line(s) of code.\n```")
+
+
+def generation_record(
+    *, run: EvaluationRun, snippet: Snippet, sample: int, prompt: str, raw_answer: str = "",
+    prompt_tokens: int | None = None, completion_tokens: int | None = None, latency: float | None = None,
+    cost: float | Decimal | None = None, attempts: int = 1, error: str = "",
+) -> Generation:
+    """Store the answer for an item once; a second call (a redelivered task) returns the first."""
+    defaults = dict(prompt_hash=prompt_hash(prompt), raw_answer=raw_answer, extracted_code=extract_code(raw_answer),
+                    prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, latency=latency,
+                    cost=None if cost is None else Decimal(str(cost)).quantize(Decimal("0.000001")),
+                    attempts=attempts, error=error)
+    try:
+        with transaction.atomic():
+            generation, _ = Generation.objects.get_or_create(run=run, snippet=snippet, sample=sample,
+                                                             defaults=defaults)
+    except IntegrityError:
+        generation = Generation.objects.get(run=run, snippet=snippet, sample=sample)
+    return generation
+
+
+def calibration_generation(*, run: EvaluationRun, snippet: Snippet, sample: int) -> Generation:
+    prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
+    return generation_record(run=run, snippet=snippet, sample=sample, prompt=prompt, latency=0.0, cost=0,
+                             raw_answer=calibration_answer(model=run.model, snippet=snippet))
+
+
+def outcome_record(
+    *, run: EvaluationRun, snippet: Snippet, sample: int, verdict: Verdict, generation: Generation | None = None,
+    result: ExecResult | None = None, backend: str = "",
+) -> tuple[Outcome, bool]:
+    """Store the outcome of an item exactly once (unique per run, snippet, sample); returns (outcome, created)."""
+    defaults = dict(
+        generation=generation, status=verdict.status, category=verdict.category, detail=verdict.detail[:2000],
+        exit_code=result.exit_code if result else None, duration=result.duration if result else None,
+        stdout_tail=tail(result.stdout) if result else "", stderr_tail=tail(result.stderr) if result else "",
+        environment_hash=snippet.task.environment_hash, sandbox_backend=backend,
+    )
+    try:
+        with transaction.atomic():
+            outcome, created = Outcome.objects.get_or_create(run=run, snippet=snippet, sample=sample,
+                                                             defaults=defaults)
+    except IntegrityError:
+        outcome, created = Outcome.objects.get(run=run, snippet=snippet, sample=sample), False
+    if created:
+        EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now())
+    return outcome, created
+
+
+def run_maybe_finish(*, run: EvaluationRun) -> bool:
+    """Complete the run and store its scores when its last item is in; exactly one caller does it."""
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
+        if run.status != EvaluationRun.Status.RUNNING:
+            return False
+        if Outcome.objects.filter(run=run).count() < run.total_items:
+            return False
+        run_scores_store(run=run)
+        run.status = EvaluationRun.Status.COMPLETED
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "finished_at"])
+    return True

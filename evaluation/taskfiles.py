@@ -1,0 +1,62 @@
+"""A task's files on a worker: fetched from storage by content hash into a local cache, shared by all items."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+
+from benchmarks.models import Snippet, Task
+from benchmarks.paper2code import AnnotatedFile, parse, strip_markers
+from benchmarks.selectors import blob_read
+
+
+def blob_cached(sha256: str) -> bytes:
+    """Blob bytes from the worker's cache, fetched from storage once; the hash is checked on the way in."""
+    path = Path(settings.SANDBOX_CACHE_DIR) / "blobs" / sha256[:2] / sha256
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    data = blob_read(sha256=sha256)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+        tmp.write(data)
+    os.replace(tmp.name, path)
+    return data
+
+
+@functools.lru_cache(maxsize=64)
+def _task_files(task_id: int, content_hash: str) -> dict[str, bytes]:
+    task = Task.objects.get(pk=task_id)
+    return {path: blob_cached(digest) for path, digest in task.files.items()}
+
+
+def task_files(task: Task) -> dict[str, bytes]:
+    """Every file of the task package (a fresh dict; the bytes are shared)."""
+    return dict(_task_files(task.pk, task.content_hash))
+
+
+def task_annotated(task: Task, path: str) -> AnnotatedFile:
+    return parse(task_files(task)[path].decode("utf-8"), path)
+
+
+def task_hidden_modules(task: Task) -> frozenset[str]:
+    """Module names a model must not use: the test entry point and any file holding a copy of reference code."""
+    files = task_files(task)
+    visible = set(task.annotated_paths) | set(task.context_paths)
+    references = [
+        strip_markers(s.reference_code).strip()
+        for s in Snippet.objects.filter(task=task, loc__gte=2).only("reference_code")
+    ]
+    hidden = {Path(task.test_entry_point).stem}
+    for path, data in files.items():
+        if not path.endswith(".py") or path in visible:
+            continue
+        text = data.decode("utf-8", "replace")
+        if any(ref and ref in text for ref in references):
+            hidden.add(Path(path).stem)
+    return frozenset(hidden)

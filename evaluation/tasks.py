@@ -1,0 +1,109 @@
+"""Celery entry points of the evaluation pipeline: `llm` queue generates, `sandbox` queue tests.
+
+Every task is idempotent (results are unique per run, snippet and sample), so a redelivery after a worker died
+(late acknowledgement) only finishes what is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
+
+from benchmarks.models import Snippet
+from evaluation import services
+from evaluation.executor import item_execute
+from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
+from evaluation.outcomes import Verdict
+from evaluation.sandbox import EnvironmentBuildError, SandboxError
+from evaluation.selectors import item_prompt
+
+logger = logging.getLogger(__name__)
+SANDBOX_RETRIES = 3
+
+
+def _item(run_id: int, snippet_id: int) -> tuple[EvaluationRun | None, Snippet]:
+    run = EvaluationRun.objects.select_related("model", "version").filter(pk=run_id).first()
+    return run, Snippet.objects.select_related("task", "task__paper").get(pk=snippet_id)
+
+
+def provider_wait(provider: str) -> float:
+    """Seconds to wait before the next call to this provider under LLM_RATE_LIMITS (calls per minute), or 0."""
+    limit = settings.LLM_RATE_LIMITS.get(provider)
+    if not limit:
+        return 0.0
+    window = int(time.time() // 60)
+    key = f"llm-rate:{provider}:{window}"
+    cache.add(key, 0, timeout=120)
+    if cache.incr(key) <= int(limit):
+        return 0.0
+    return 60 - time.time() % 60 + 0.1
+
+
+@shared_task(bind=True, max_retries=None)
+def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
+    """Ask the model for one item, store the answer, and hand the item to the sandbox queue."""
+    from evaluation.llm import ModelCall, ModelCallError, complete
+
+    run, snippet = _item(run_id, snippet_id)
+    if run is None or not run.is_active:
+        return
+    if not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists():
+        wait = provider_wait(run.model.provider)
+        if wait:
+            raise self.retry(countdown=wait)
+        prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
+        model = run.model
+        call = ModelCall(model=model.litellm_model, api_base=model.api_base or None, api_key=model.api_key_get(),
+                         params={**model.default_params, **run.params})
+        try:
+            completion = complete(call, prompt)
+        except ModelCallError as exc:
+            generation = services.generation_record(run=run, snippet=snippet, sample=sample, prompt=prompt,
+                                                    error=str(exc))
+            verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {exc}")
+            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+            services.run_maybe_finish(run=run)
+            return
+        services.generation_record(
+            run=run, snippet=snippet, sample=sample, prompt=prompt, raw_answer=completion.text,
+            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+            latency=completion.latency, cost=completion.cost, attempts=completion.attempts,
+        )
+    item_evaluate.delay(run_id, snippet_id, sample)
+
+
+@shared_task(bind=True, max_retries=SANDBOX_RETRIES)
+def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
+    """Test one item's answer in the sandbox and record its outcome (once)."""
+    run, snippet = _item(run_id, snippet_id)
+    if run is None or not run.is_active:
+        return
+    if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
+        services.run_maybe_finish(run=run)
+        return
+    generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
+    if generation is None:
+        if run.model.kind == ModelEntry.Kind.LITELLM:
+            item_generate.delay(run_id, snippet_id, sample)
+            return
+        generation = services.calibration_generation(run=run, snippet=snippet, sample=sample)
+    try:
+        item_run = item_execute(snippet=snippet, code=generation.extracted_code)
+    except EnvironmentBuildError as exc:
+        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
+                          f"environment of task {snippet.task} could not be built: {exc}\n{exc.log[-1500:]}")
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+    except SandboxError as exc:
+        if self.request.retries < SANDBOX_RETRIES:
+            logger.warning("sandbox failure on run %s item %s/%s, retrying: %s", run_id, snippet_id, sample, exc)
+            raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"sandbox failure: {exc}")
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+    else:
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=item_run.verdict,
+                                generation=generation, result=item_run.result, backend=item_run.backend)
+    services.run_maybe_finish(run=run)
