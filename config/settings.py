@@ -1,5 +1,6 @@
 """Settings, all read from the environment; the defaults run the embedded platform (SQLite, filesystem broker)."""
 
+import os
 from pathlib import Path
 
 import environ
@@ -66,6 +67,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Web process and worker write concurrently; wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+    # A file, not memory, so Celery workers started by the tests can share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -141,6 +144,8 @@ SANDBOX_CPUS = env.float("SANDBOX_CPUS", default=1.0)
 SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)
 SANDBOX_DISK_MB = env.int("SANDBOX_DISK_MB", default=1024)
 SANDBOX_DOCKER_BASE_IMAGE = env("SANDBOX_DOCKER_BASE_IMAGE", default="rcb-sandbox-base:bookworm")
+# An environment image build (pip, with the host's network) silent for this long is given up.
+SANDBOX_DOCKER_BUILD_SECONDS = env.int("SANDBOX_DOCKER_BUILD_SECONDS", default=1800)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

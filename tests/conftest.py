@@ -51,3 +51,125 @@ def demo_version(db):
     from benchmarks.services import pset_import
 
     return pset_import(root=DEMO_PSET, version_name="demo-test", publish=True).version
+
+
+def database_url_for_workers() -> str:
+    """The URL of the database this test process uses (the test database), for worker subprocesses."""
+    from django.db import connection
+
+    conf = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{conf['NAME']}"
+    user = conf["USER"] or "postgres"
+    auth = f"{user}:{conf['PASSWORD']}" if conf["PASSWORD"] else user
+    return f"postgres://{auth}@{conf['HOST'] or '127.0.0.1'}:{conf['PORT'] or 5432}/{conf['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def sandbox_cache(tmp_path_factory) -> Path:
+    """One environment cache for the whole session, so each environment is built once."""
+    return tmp_path_factory.mktemp("sandbox-cache")
+
+
+@pytest.fixture
+def media_root(settings, tmp_path) -> Path:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def worker_broker(redis_url: str):
+    """A Redis database of its own for this test's broker, emptied before and after."""
+    import random
+
+    import redis
+
+    url = redis_url.rsplit("/", 1)[0] + f"/{random.randint(1, 15)}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+
+
+class WorkerProcess:
+    """A real Celery worker in its own process group, sharing this test's database, storage and broker."""
+
+    def __init__(self, *, broker: str, queues: str, env: dict[str, str], log: Path):
+        self.broker, self.queues, self.env, self.log = broker, queues, env, log
+        self.process = None
+
+    def start(self) -> WorkerProcess:
+        import subprocess
+        import sys
+
+        celery = str(Path(sys.executable).with_name("celery"))
+        command = [celery, "-A", "config", "worker", "--queues", self.queues, "--concurrency", "1",
+                   "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h"]
+        self.process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=self.log.open("a"),
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def kill(self, sig: int = 9) -> None:
+        """Signal the whole process group (main process and pool children)."""
+        import signal
+
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            try:
+                self.process.wait(timeout=30)
+            except Exception:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def output(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+@pytest.fixture
+def celery_worker_factory(worker_broker, media_root, sandbox_cache, tmp_path, settings):
+    """Start real workers: `start(queues="sandbox", SANDBOX_BACKEND="bwrap", ...)`; all are stopped afterwards."""
+    import signal
+
+    settings.CELERY_BROKER_URL = worker_broker
+    from config.celery import app
+
+    saved = (app.conf.broker_url, app.conf.broker_transport_options)
+    app.conf.broker_url, app.conf.broker_transport_options = worker_broker, {}
+    _pool_reset(app)
+    workers: list[WorkerProcess] = []
+
+    def start(*, queues: str = "default,llm,sandbox", **extra: str) -> WorkerProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("CELERY_RESULT_BACKEND",)}
+        env.update(DATABASE_URL=database_url_for_workers(), CELERY_BROKER_URL=worker_broker,
+                   MEDIA_ROOT=str(media_root), SANDBOX_CACHE_DIR=str(sandbox_cache), **extra)
+        worker = WorkerProcess(broker=worker_broker, queues=queues, env=env, log=tmp_path / f"worker{len(workers)}.log")
+        workers.append(worker.start())
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.kill(signal.SIGTERM)
+    app.conf.broker_url, app.conf.broker_transport_options = saved
+    _pool_reset(app)
+
+
+def _pool_reset(app) -> None:
+    """Drop pooled broker connections so the next publish uses the current broker settings."""
+    if app._pool is not None:
+        app.pool.force_close_all()
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+def sandbox_backend_or_missing(name: str, cache: Path):
+    """The named sandbox backend, or a skip (a failure under CI) saying why it cannot run here."""
+    from evaluation.sandbox import backend_get
+
+    try:
+        backend = backend_get(name, cache_dir=cache)
+    except Exception as exc:
+        service_missing(f"sandbox backend {name}", f"{type(exc).__name__}: {exc}")
+    ok, reason = backend.available()
+    if not ok:
+        service_missing(f"sandbox backend {name}", reason)
+    return backend

@@ -1,0 +1,213 @@
+"""A small OpenAI-compatible HTTP server on 127.0.0.1 so tests call models over real HTTP.
+
+Usage::
+
+    from tests.evaluation.openai_server import openai_server
+
+    with openai_server(responder=lambda prompt, body: "answer", failures=[429, "timeout"]) as server:
+        server.base_url        # "http://127.0.0.1:PORT/v1", the api_base of a ModelCall
+        ...                    # call the model
+        server.requests        # every request received, failed ones included, in order
+        server.requests[-1].prompt, .body, .headers["Authorization"], .path, .failure
+        server.chat_requests   # only the POST /v1/chat/completions ones
+
+Endpoints: ``POST /v1/chat/completions`` answers a ``chat.completion`` whose
+``choices[0].message.content`` is ``responder(prompt, body)``; ``prompt`` is the content of the last
+user message. ``GET /v1/models`` lists the model names requested so far (or ``test-model``).
+
+``failures`` is a script consumed one entry per chat completion request before normal answers:
+an int is returned as that HTTP status with an OpenAI-style error body; ``"timeout"`` sleeps
+``timeout_seconds`` (default 2 s, longer than a test client's tiny timeout) then answers normally;
+``"close"`` drops the connection without a response. ``retry_after`` (seconds), when set, is sent
+as a ``Retry-After`` header on 429 and 503 answers. A 401 quotes the presented key back in its
+message, as OpenAI does, so tests can check that callers scrub it.
+
+Token counts are whitespace-separated words of the prompt and of the answer, so tests can predict
+them. A responder that raises produces a 500 (which clients retry). ``server.failures`` can be extended while the server runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from email.message import Message
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+Responder = Callable[[str, dict], str]
+Failure = int | str
+
+
+def echo_responder(prompt: str, body: dict) -> str:
+    """The default answer: says which prompt it saw."""
+    return f"echo: {prompt}"
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: Message  # case-insensitive: headers["Authorization"]
+    body: dict
+    failure: Failure | None  # the scripted failure served for this request, None when answered
+
+    @property
+    def prompt(self) -> str:
+        return _last_user_message(self.body)
+
+
+@dataclass
+class OpenAIServer:
+    responder: Responder = echo_responder
+    failures: list[Failure] = field(default_factory=list)
+    timeout_seconds: float = 2.0
+    retry_after: float | None = None
+    requests: list[RecordedRequest] = field(default_factory=list, repr=False)
+    base_url: str = ""
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def next_failure(self) -> Failure | None:
+        with self.lock:
+            return self.failures.pop(0) if self.failures else None
+
+    def record(self, request: RecordedRequest) -> None:
+        with self.lock:
+            self.requests.append(request)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+
+def _last_user_message(body: dict) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # content parts
+                return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return content or ""
+    return ""
+
+
+def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:  # quiet test output
+            pass
+
+        def _read_body(self) -> dict:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                return json.loads(raw) if raw else {}
+            except ValueError:
+                return {"_raw": raw.decode("utf-8", "replace")}
+
+        def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            server.record(RecordedRequest("GET", self.path, self.headers, {}, None))
+            if self.path.rstrip("/").endswith("/models"):
+                names = sorted({r.body.get("model") for r in server.chat_requests if r.body.get("model")})
+                data = [{"id": n, "object": "model", "created": 0, "owned_by": "tests"} for n in names or ["test-model"]]
+                self._send_json(200, {"object": "list", "data": data})
+            else:
+                self._send_json(404, _error("not found", "invalid_request_error"))
+
+        def do_POST(self) -> None:
+            body = self._read_body()
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                server.record(RecordedRequest("POST", self.path, self.headers, body, None))
+                self._send_json(404, _error("not found", "invalid_request_error"))
+                return
+            failure = server.next_failure()
+            server.record(RecordedRequest("POST", self.path, self.headers, body, failure))
+            if failure == "close":
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(2)
+                return
+            if failure == "timeout":
+                server.stopping.wait(server.timeout_seconds)
+            elif isinstance(failure, int):
+                headers = {}
+                if server.retry_after is not None and failure in (429, 503):
+                    headers["Retry-After"] = f"{server.retry_after:g}"
+                phrase = HTTPStatus(failure).phrase if failure in HTTPStatus._value2member_map_ else "error"
+                kind = "rate_limit_error" if failure == 429 else "server_error" if failure >= 500 else "invalid_request_error"
+                message = f"scripted failure: {failure} {phrase}"
+                if failure == 401:  # like OpenAI, quote the key back, so tests can prove callers scrub it
+                    message += f"; incorrect API key provided: {self.headers.get('Authorization', '').removeprefix('Bearer ')}"
+                self._send_json(failure, _error(message, kind), headers)
+                return
+            prompt = _last_user_message(body)
+            try:
+                text = server.responder(prompt, body)
+            except Exception as exc:  # a broken responder shows as a server error, not a hung client
+                self._send_json(500, _error(f"responder failed: {exc!r}", "server_error"))
+                return
+            prompt_tokens, completion_tokens = len(prompt.split()), len(text.split())
+            with contextlib.suppress(OSError):  # the client may have given up on a slow answer
+                self._send_json(200, {
+                    "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "test-model"),
+                    "choices": [{
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": completion_tokens,
+                        "total_tokens": prompt_tokens + completion_tokens,
+                    },
+                })
+
+    return Handler
+
+
+def _error(message: str, kind: str) -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+@contextlib.contextmanager
+def openai_server(
+    responder: Responder = echo_responder,
+    failures: list[Failure] | None = None,
+    *,
+    timeout_seconds: float = 2.0,
+    retry_after: float | None = None,
+) -> Iterator[OpenAIServer]:
+    """Run the server in a thread for the duration of the block; see the module docstring."""
+    state = OpenAIServer(
+        responder=responder, failures=list(failures or []), timeout_seconds=timeout_seconds, retry_after=retry_after,
+    )
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
+    httpd.block_on_close = False  # a handler still sleeping on a "timeout" must not delay the test
+    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        state.stopping.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)

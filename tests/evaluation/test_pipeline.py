@@ -1,0 +1,129 @@
+"""The Celery pipeline with real workers, Redis and a real sandbox: calibration scores, worker death, cancel/resume."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_for(predicate, *, timeout: float, worker=None, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    logs = worker.output()[-6000:] if worker else ""
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+
+
+def run_and_wait(model_name: str, version, worker, *, samples: int = 1, timeout: float = 600) -> EvaluationRun:
+    run = services.run_start(model=ModelEntry.objects.get(name=model_name), version=version, samples=samples)
+    wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+             timeout=timeout, worker=worker, what=f"{model_name} run to complete")
+    return EvaluationRun.objects.get(pk=run.pk)
+
+
+@pytest.fixture
+def demo(media_root):
+    return pset_import(root=DEMO_PSET, version_name="demo-pipeline", publish=True).version
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_reference_scores_100_and_placeholder_0(backend, demo, celery_worker_factory, sandbox_cache):
+    sandbox_backend_or_missing(backend, sandbox_cache)
+    worker = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND=backend)
+
+    reference = run_and_wait("reference", demo, worker)
+    placeholder = run_and_wait("placeholder", demo, worker)
+
+    total = RunScore.objects.get(run=reference, paper=None)
+    assert (total.items, total.passed, total.errors, total.scaled_pass_rate) == (33, 33, 0, 100.0)
+    assert RunScore.objects.filter(run=reference, paper__isnull=False).count() == 3
+    zero = RunScore.objects.get(run=placeholder, paper=None)
+    assert (zero.passed, zero.failed, zero.errors, zero.scaled_pass_rate) == (0, 33, 0, 0.0)
+    assert set(Outcome.objects.filter(run=reference).values_list("sandbox_backend", flat=True)) == {backend}
+
+
+def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(demo, celery_worker_factory, sandbox_cache):
+    backend = "bwrap"
+    sandbox_backend_or_missing(backend, sandbox_cache)
+    options = dict(SANDBOX_BACKEND=backend, CELERY_VISIBILITY_TIMEOUT="5")
+    first = celery_worker_factory(queues="sandbox", **options)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=demo, samples=3)
+
+    wait_for(lambda: Outcome.objects.filter(run=run).count() >= 10, timeout=300, worker=first,
+             what="the first outcomes")
+    first.kill(signal.SIGKILL)
+    done_at_kill = Outcome.objects.filter(run=run).count()
+    assert done_at_kill < run.total_items, "the worker must die mid-run for this test to mean anything"
+
+    second = celery_worker_factory(queues="sandbox", **options)
+    wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+             timeout=300, worker=second, what="the run to complete after the restart")
+
+    outcomes = Outcome.objects.filter(run=run)
+    assert outcomes.count() == run.total_items == 99
+    assert outcomes.values("snippet", "sample").distinct().count() == 99
+    assert set(outcomes.values_list("status", flat=True)) == {"passed"}
+    assert RunScore.objects.get(run=run, paper=None).scaled_pass_rate == 100.0
+
+
+def test_cancel_stops_dispatched_items_and_resume_finishes_only_the_missing(demo, celery_worker_factory,
+                                                                          sandbox_cache):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=demo)
+    services.run_cancel(run=run)
+    worker = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="local")
+    time.sleep(3)
+    assert Outcome.objects.filter(run=run).count() == 0, "a cancelled run's queued items are skipped"
+
+    dispatched = services.run_resume(run=run)
+    assert dispatched == 33
+    wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+             timeout=300, worker=worker, what="the resumed run")
+    assert services.run_resume.__doc__ and Outcome.objects.filter(run=run).count() == 33
+
+
+def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and_answers(
+        demo, celery_worker_factory, sandbox_cache):
+    import re
+
+    from benchmarks.models import Snippet
+    from evaluation.models import Generation
+    from tests.evaluation.openai_server import openai_server
+
+    references = {s.name: s.reference_code for s in Snippet.objects.filter(task__versions=demo)}
+
+    def answer_with_reference(prompt: str, body: dict) -> str:
+        name = re.findall(r'# TODO: Implement block "([^"]+)"', prompt)[0]  # the example comes later
+        return f"Here is the block.\n```python\n{references[name]}```\n"
+
+    with openai_server(responder=answer_with_reference, failures=[429, 500]) as server:
+        model = services.model_register(name="local-gpt", display_name="Local GPT", litellm_model="openai/rcb-local",
+                                        api_base=server.base_url, api_key="sk-test-secret-123")
+        worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND="local")
+        run = services.run_start(model=model, version=demo)
+        wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+                 timeout=300, worker=worker, what="the model run")
+        auth = {r.headers["Authorization"] for r in server.chat_requests}
+
+    generations = Generation.objects.filter(run=run)
+    assert generations.count() == 33
+    for generation in generations:
+        assert generation.prompt_tokens > 100 and generation.completion_tokens > 0
+        assert generation.latency > 0 and generation.raw_answer.startswith("Here is the block.")
+        assert generation.extracted_code and len(generation.prompt_hash) == 64
+        assert generation.cost is None, "a model unknown to the cost tables costs unknown, not zero"
+    assert auth == {"Bearer sk-test-secret-123"}
+    assert len(server.chat_requests) == 35, "two failures were retried"
+    score = RunScore.objects.get(run=run, paper=None)
+    assert score.scaled_pass_rate == 100.0 and score.prompt_tokens > 0 and score.cost is None
+    assert "sk-test-secret-123" not in worker.output()
