@@ -1,0 +1,104 @@
+"""Evaluation services: refusals with clear messages, keys encrypted at rest, idempotent writes, one finish."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from benchmarks.models import Snippet
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.outcomes import Verdict
+from tests.conftest import DEMO_PSET
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def version(media_root):
+    return pset_import(root=DEMO_PSET, version_name="svc", publish=True).version
+
+
+def test_calibration_models_exist():
+    assert set(ModelEntry.objects.filter(kind__in=["reference", "placeholder"]).values_list("name", flat=True)) == {
+        "reference", "placeholder"}
+
+
+def test_api_key_is_encrypted_at_rest_and_never_in_repr():
+    model = services.model_register(name="m", display_name="M", litellm_model="openai/x", api_key="sk-very-secret")
+    stored = ModelEntry.objects.values_list("api_key_encrypted", flat=True).get(pk=model.pk)
+    assert "sk-very-secret" not in stored and stored
+    assert model.api_key_get() == "sk-very-secret"
+    from evaluation.llm import ModelCall
+
+    assert "sk-very-secret" not in repr(ModelCall(model="openai/x", api_key=model.api_key_get()))
+
+
+def test_runs_are_pinned_to_published_versions(media_root):
+    draft = pset_import(root=DEMO_PSET, version_name="draft").version
+    with pytest.raises(services.EvaluationError, match="draft"):
+        services.run_start(model=ModelEntry.objects.get(name="reference"), version=draft, dispatch=False)
+
+
+@pytest.mark.parametrize("samples", [0, 21])
+def test_samples_out_of_range_are_refused(version, samples):
+    with pytest.raises(services.EvaluationError, match="samples must be between 1 and 20"):
+        services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=samples,
+                           dispatch=False)
+
+
+def test_outcome_is_recorded_once_and_the_run_finishes_once(version):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    snippets = list(Snippet.objects.filter(task__versions=version))
+    assert run.total_items == len(snippets) == 33
+    for snippet in snippets:
+        first = services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""))
+        again = services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("failed", "runtime", ""))
+        assert first[1] and not again[1] and again[0].status == "passed"
+    assert services.run_maybe_finish(run=run) is True
+    assert services.run_maybe_finish(run=run) is False
+    assert Outcome.objects.filter(run=run).count() == 33
+    assert RunScore.objects.get(run=run, paper=None).scaled_pass_rate == 100.0
+
+
+def test_errors_are_reported_not_scored(version):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    for i, snippet in enumerate(Snippet.objects.filter(task__versions=version)):
+        verdict = Verdict("error", "infrastructure", "engine gone") if i % 2 else Verdict("passed", "", "")
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict)
+    services.run_maybe_finish(run=run)
+    score = RunScore.objects.get(run=run, paper=None)
+    assert score.errors == 16 and score.passed == 17 and score.pass_rate == 100.0
+
+
+def test_cancel_twice_is_refused(version):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    services.run_cancel(run=run)
+    with pytest.raises(services.EvaluationError, match="cancelled"):
+        services.run_cancel(run=run)
+
+
+def test_evaluate_command_inline_prints_a_summary(version, capsys, settings, sandbox_cache):
+    settings.SANDBOX_BACKEND = "local"
+    settings.SANDBOX_CACHE_DIR = sandbox_cache
+    call_command("evaluate", model="reference", version="svc", inline=True)
+    out = capsys.readouterr().out
+    assert "ALL" in out and "100.0%" in out and "dampnest" in out
+
+
+def test_evaluate_command_names_unknown_model_and_version(version):
+    with pytest.raises(CommandError, match="no registered model named 'nope'"):
+        call_command("evaluate", model="nope", version="svc")
+    with pytest.raises(CommandError, match="no benchmark version named 'v0'"):
+        call_command("evaluate", model="reference", version="v0")
+
+
+def test_sandbox_check_reports_every_backend(capsys):
+    call_command("sandbox_check")
+    out = capsys.readouterr().out
+    for name in ("docker", "bwrap", "local"):
+        assert name in out
+    assert "selects:" in out
