@@ -41,12 +41,23 @@ def task_files(task: Task) -> dict[str, bytes]:
 
 
 def task_annotated(task: Task, path: str) -> AnnotatedFile:
-    return parse(task_files(task)[path].decode("utf-8"), path)
+    return _task_annotated(task.pk, task.content_hash, path)
+
+
+@functools.lru_cache(maxsize=256)
+def _task_annotated(task_id: int, content_hash: str, path: str) -> AnnotatedFile:
+    return parse(_task_files(task_id, content_hash)[path].decode("utf-8"), path)
 
 
 def task_hidden_modules(task: Task) -> frozenset[str]:
     """Module names a model must not use: the test entry point and any file holding a copy of reference code."""
-    files = task_files(task)
+    return _task_hidden_modules(task.pk, task.content_hash)
+
+
+@functools.lru_cache(maxsize=64)
+def _task_hidden_modules(task_id: int, content_hash: str) -> frozenset[str]:
+    task = Task.objects.get(pk=task_id)
+    files = _task_files(task_id, content_hash)
     visible = set(task.annotated_paths) | set(task.context_paths)
     references = [
         strip_markers(s.reference_code).strip()
