@@ -118,6 +118,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "evaluation.tasks.item_generate": {"queue": "llm"},
     "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
+    "submissions.tasks.revision_validate": {"queue": "sandbox"},
 }
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # An unacknowledged task (its worker died) is redelivered after this many seconds.
@@ -158,10 +159,19 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {"TITLE": "Research-code benchmark API", "VERSION": "1"}
 
 MAINTAINERS_GROUP = "maintainers"
+# Validation of submissions: reference runs in a row, and the time limit of one test run.
+SUBMISSION_REFERENCE_RUNS = env.int("SUBMISSION_REFERENCE_RUNS", default=3)
+SUBMISSION_TEST_SECONDS = env.float("SUBMISSION_TEST_SECONDS", default=300.0)
 # Encrypts per-model API keys at rest; defaults to a key derived from SECRET_KEY.
 FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="benchmark@localhost")
 
 LOGGING = {
     "version": 1,

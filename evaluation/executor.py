@@ -66,20 +66,26 @@ class ItemRun:
     backend: str
 
 
+def package_test(*, files: dict[str, bytes], test_entry_point: str, environment_hash: str, requirements: str,
+                 limits: Limits | None = None) -> ItemRun:
+    """Run a package's test entry point under the harness in the sandbox and classify what happened."""
+    nonce = nonce_new()
+    session = session_for(environment_hash, requirements)
+    result = session.run(files={**files, **harness_files(nonce)},
+                         command=harness_command(session.environment.python, test_entry_point),
+                         limits=limits or limits_default())
+    harness = harness_verdict(result.stdout, nonce)
+    return ItemRun(outcome_classify(result=result, harness=harness), result, session.backend.name)
+
+
 def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None) -> ItemRun:
     """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
     task = snippet.task
-    backend = backend_current()
     forbidden = answer_forbidden(code, task_hidden_modules(task))
     if forbidden:
-        return ItemRun(Verdict("failed", "forbidden", forbidden), None, backend.name)
+        return ItemRun(Verdict("failed", "forbidden", forbidden), None, backend_current().name)
     annotated = task_annotated(task, snippet.file_path)
     files = task_files(task)
     files[snippet.file_path] = splice(annotated, annotated.snippets[snippet.position], code).encode("utf-8")
-    nonce = nonce_new()
-    files.update(harness_files(nonce))
-    session = session_for(task.environment_hash, task.requirements)
-    result = session.run(files=files, command=harness_command(session.environment.python, task.test_entry_point),
-                         limits=limits or limits_default())
-    harness = harness_verdict(result.stdout, nonce)
-    return ItemRun(outcome_classify(result=result, harness=harness), result, backend.name)
+    return package_test(files=files, test_entry_point=task.test_entry_point, environment_hash=task.environment_hash,
+                        requirements=task.requirements, limits=limits)

@@ -1,0 +1,130 @@
+"""An author's proposal of a task: a submission, its immutable revisions, their validation, and the review."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Submission(models.Model):
+    """One paper proposed by an author; `draft` keeps what the form holds until it is submitted."""
+
+    class State(models.TextChoices):
+        DRAFT = "draft"
+        SUBMITTED = "submitted"
+        VALIDATING = "validating"
+        INVALID = "invalid"
+        AWAITING_REVIEW = "awaiting_review", "awaiting review"
+        CHANGES_REQUESTED = "changes_requested", "changes requested"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+        WITHDRAWN = "withdrawn"
+
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="submissions")
+    title = models.CharField(max_length=500, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.DRAFT, db_index=True)
+    draft = models.JSONField(default=dict, blank=True, help_text="The form's current content, step by step.")
+    task = models.ForeignKey("benchmarks.Task", null=True, blank=True, on_delete=models.PROTECT,
+                             related_name="submissions", help_text="Set when accepted.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"submission {self.pk}"
+
+    @property
+    def latest_revision(self) -> Revision | None:
+        return self.revisions.order_by("-number").first()
+
+
+class Revision(models.Model):
+    """An immutable snapshot of a submission: metadata and every file by content hash."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    metadata = models.JSONField(help_text="The papers.yaml entry of the paper.")
+    files = models.JSONField(help_text="Relative path -> sha256 of every file of the package.")
+    paper_path = models.CharField(max_length=300)
+    annotated_paths = models.JSONField(default=list)
+    context_paths = models.JSONField(default=list)
+    test_entry_point = models.CharField(max_length=300, default="paper2code_test.py")
+    requirements = models.TextField(blank=True)
+    source = models.JSONField(default=dict, help_text="Where the code came from: git URL and commit, or archive.")
+    note = models.TextField(blank=True, help_text="The author's answer to the review, for this revision.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["submission", "number"]
+        constraints = [models.UniqueConstraint(fields=["submission", "number"], name="revision_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.submission} r{self.number}"
+
+
+class ValidationReport(models.Model):
+    """The automated checks of FORMAT.md section 9 for one revision."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+        ERROR = "error"
+
+    revision = models.OneToOneField(Revision, on_delete=models.CASCADE, related_name="report")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    sandbox_backend = models.CharField(max_length=20, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+
+class ValidationCheck(models.Model):
+    """One check of a report, turning from pending to passed or failed as validation runs."""
+
+    report = models.ForeignKey(ValidationReport, on_delete=models.CASCADE, related_name="checks")
+    position = models.PositiveIntegerField()
+    key = models.CharField(max_length=300)
+    label = models.CharField(max_length=500)
+    status = models.CharField(max_length=10, choices=ValidationReport.Status.choices,
+                              default=ValidationReport.Status.PENDING)
+    detail = models.TextField(blank=True)
+    duration = models.FloatField(null=True, blank=True)
+    snippet_file = models.CharField(max_length=300, blank=True)
+    snippet_name = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["report", "position"]
+        constraints = [models.UniqueConstraint(fields=["report", "key"], name="check_unique_key")]
+
+
+class Comment(models.Model):
+    """A maintainer's or author's remark on a submission, or on one snippet of a revision."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="comments")
+    revision = models.ForeignKey(Revision, null=True, blank=True, on_delete=models.SET_NULL)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    snippet_file = models.CharField(max_length=300, blank=True)
+    snippet_name = models.CharField(max_length=300, blank=True)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+
+class StateChange(models.Model):
+    """The audit record of every transition: who, when, from what to what, and why."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="history")
+    from_state = models.CharField(max_length=20, choices=Submission.State.choices)
+    to_state = models.CharField(max_length=20, choices=Submission.State.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]

@@ -1,0 +1,87 @@
+"""Between a submission's draft or revision and the format library's PaperPackage."""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import date
+from pathlib import Path
+
+from benchmarks.paper2code import PackageError, Problem, parse
+from benchmarks.paper2code.pset import PaperPackage, read_pset_with_warnings
+from benchmarks.selectors import blob_read
+from submissions.models import Revision
+
+PAPER_FILES = ("paper2code_paper.tex", "paper2code_paper.md")
+REQUIREMENTS_FILE = "paper2code_requirements.txt"
+DATE_FIELDS = ("arxiv_date", "arxiv_v1_date", "first_commit_date", "last_commit_date")
+
+
+def draft_problems(draft: dict) -> list[str]:
+    """What a draft still lacks before it can be submitted, in the author's words."""
+    problems = []
+    metadata = draft.get("metadata") or {}
+    if not metadata.get("title"):
+        problems.append("the paper's title is missing (step 1)")
+    if not metadata.get("id"):
+        problems.append("the paper id is missing (step 1)")
+    files = draft.get("files") or {}
+    if not draft.get("paper_path") or draft["paper_path"] not in files:
+        problems.append("the paper text is missing (step 2)")
+    if not any(path not in PAPER_FILES for path in files):
+        problems.append("no code yet (step 3)")
+    annotated = draft.get("annotated_paths") or []
+    if not annotated:
+        problems.append("pick at least one annotated file (step 4)")
+    missing = [p for p in [*annotated, *(draft.get("context_paths") or [])] if p not in files]
+    if missing:
+        problems.append(f"files not in the code: {', '.join(missing)}")
+    entry = draft.get("test_entry_point")
+    if not entry or entry not in files:
+        problems.append("the test entry point is not one of the files (step 4)")
+    return problems
+
+
+def _date(value: object) -> date | None:
+    if not value:
+        return None
+    return value if isinstance(value, date) else date.fromisoformat(str(value))
+
+
+def revision_package(revision: Revision) -> PaperPackage:
+    """The revision as a paper package, ready to become a Task."""
+    files = {path: blob_read(sha256=digest) for path, digest in sorted(revision.files.items())}
+    meta = revision.metadata
+    return PaperPackage(
+        id=meta["id"], title=meta["title"], arxiv_abs=meta.get("arxiv_abs", ""),
+        arxiv_date=_date(meta.get("arxiv_date")), arxiv_v1_date=_date(meta.get("arxiv_v1_date")),
+        github_url=meta.get("github_url", ""), first_commit_date=_date(meta.get("first_commit_date")),
+        last_commit_date=_date(meta.get("last_commit_date")), venue=meta.get("venue", ""),
+        paper_path=revision.paper_path, annotated_paths=tuple(revision.annotated_paths),
+        context_paths=tuple(revision.context_paths),
+        requirements_path=next((p for p in (REQUIREMENTS_FILE, "requirements.txt") if p in files), None),
+        files=files, annotated={p: parse(files[p].decode("utf-8"), p) for p in revision.annotated_paths},
+    )
+
+
+def pset_archive_draft(files: dict[str, bytes]) -> dict | None:
+    """Draft values from an archive holding a whole one-paper problem set (papers.yaml), else None.
+
+    Raises PackageError with every problem found, as import_pset would.
+    """
+    if "papers.yaml" not in files:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        for path, data in files.items():
+            (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / path).write_bytes(data)
+        packages, _ = read_pset_with_warnings(tmp)
+    if len(packages) != 1:
+        raise PackageError([Problem("papers.yaml", 0, f"a submission holds one paper; this lists {len(packages)}")])
+    package = packages[0]
+    metadata = {k: (v.isoformat() if isinstance(v, date) else v) for k, v in package.metadata().items()
+                if k not in ("annotated_file_paths", "context_file_paths")}
+    return {
+        "metadata": metadata, "paper_path": package.paper_path, "annotated_paths": list(package.annotated_paths),
+        "context_paths": list(package.context_paths), "test_entry_point": package.test_entry_point,
+        "requirements": package.requirements, "package_files": dict(package.files),
+    }

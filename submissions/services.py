@@ -1,0 +1,226 @@
+"""Functions that change submissions: the state machine of DESIGN.md, each transition checked and audited."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.core.mail import send_mail
+from django.db import transaction
+
+from benchmarks.models import BenchmarkVersion, Task
+from benchmarks.selectors import user_is_maintainer
+from benchmarks.services import blob_store, task_store
+from submissions.models import Comment, Revision, StateChange, Submission, ValidationReport
+from submissions.packages import revision_package
+
+State = Submission.State
+
+# (from, to) -> who may make it: the submission's author, a maintainer (never on their own submission), or the system.
+TRANSITIONS: dict[tuple[str, str], str] = {
+    (State.DRAFT, State.SUBMITTED): "author",
+    (State.SUBMITTED, State.VALIDATING): "system",
+    (State.VALIDATING, State.INVALID): "system",
+    (State.VALIDATING, State.AWAITING_REVIEW): "system",
+    (State.INVALID, State.DRAFT): "author",
+    (State.AWAITING_REVIEW, State.CHANGES_REQUESTED): "maintainer",
+    (State.AWAITING_REVIEW, State.ACCEPTED): "maintainer",
+    (State.AWAITING_REVIEW, State.REJECTED): "maintainer",
+    (State.CHANGES_REQUESTED, State.VALIDATING): "author",
+    **{(s, State.WITHDRAWN): "author" for s in (State.DRAFT, State.SUBMITTED, State.VALIDATING, State.INVALID,
+                                                 State.AWAITING_REVIEW, State.CHANGES_REQUESTED)},
+}
+EDITABLE = (State.DRAFT, State.CHANGES_REQUESTED)
+
+
+class TransitionError(ValueError):
+    """A transition the state machine does not allow, with the states named."""
+
+
+def _may(actor: AbstractBaseUser | None, role: str, submission: Submission) -> bool:
+    if role == "system":
+        return actor is None
+    if actor is None or not actor.is_authenticated:
+        return False
+    if role == "author":
+        return actor.pk == submission.author_id
+    return user_is_maintainer(user=actor) and actor.pk != submission.author_id
+
+
+def _transition(submission: Submission, to: str, *, actor, reason: str = "") -> Submission:
+    """Move to `to` if the state machine and the actor's role allow it; record it and tell the author."""
+    submission = Submission.objects.select_for_update().get(pk=submission.pk)
+    role = TRANSITIONS.get((submission.state, to))
+    if role is None:
+        raise TransitionError(f"a submission that is {submission.get_state_display()} cannot become "
+                              f"{Submission.State(to).label}")
+    if not _may(actor, role, submission):
+        raise PermissionDenied(f"only the {role} may move a submission from {submission.state} to {to}"
+                               + (" (authors never review their own submissions)" if role == "maintainer" else ""))
+    StateChange.objects.create(submission=submission, from_state=submission.state, to_state=to, actor=actor,
+                               reason=reason)
+    submission.state = to
+    submission.save(update_fields=["state", "updated_at"])
+    transaction.on_commit(lambda: _notify(submission.pk, to, reason))
+    return submission
+
+
+def _notify(submission_id: int, state: str, reason: str) -> None:
+    submission = Submission.objects.select_related("author").get(pk=submission_id)
+    if not submission.author.email:
+        return
+    label = Submission.State(state).label
+    body = f'Your submission "{submission}" is now {label}.' + (f"\n\nReason: {reason}" if reason else "")
+    send_mail(f"[research-code benchmark] {submission}: {label}", body, settings.DEFAULT_FROM_EMAIL,
+              [submission.author.email], fail_silently=True)
+
+
+def _require_author(submission: Submission, actor) -> None:
+    if not actor.is_authenticated or actor.pk != submission.author_id:
+        raise PermissionDenied("only the submission's author may do this")
+
+
+@transaction.atomic
+def submission_create(*, author) -> Submission:
+    if not author.is_authenticated:
+        raise PermissionDenied("sign in to submit a paper")
+    return Submission.objects.create(author=author)
+
+
+@transaction.atomic
+def draft_update(*, submission: Submission, actor, values: dict) -> Submission:
+    """Keep what the author typed in one step of the form (state draft or changes requested)."""
+    _require_author(submission, actor)
+    submission = Submission.objects.select_for_update().get(pk=submission.pk)
+    if submission.state not in EDITABLE:
+        raise TransitionError(f"a submission that is {submission.get_state_display()} cannot be edited")
+    submission.draft = {**submission.draft, **values}
+    submission.title = submission.draft.get("metadata", {}).get("title", submission.title)
+    submission.save(update_fields=["draft", "title", "updated_at"])
+    return submission
+
+
+def draft_files_store(files: dict[str, bytes]) -> dict[str, str]:
+    """Store uploaded or cloned files by content hash; path -> sha256 for the draft."""
+    return {path: blob_store(content=data).sha256 for path, data in sorted(files.items())}
+
+
+def _revision_create(submission: Submission, *, note: str = "") -> Revision:
+    from submissions.packages import draft_problems
+
+    problems = draft_problems(submission.draft)
+    if problems:
+        raise TransitionError("the submission is incomplete: " + "; ".join(problems))
+    draft = submission.draft
+    number = (submission.revisions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
+    revision = Revision.objects.create(
+        submission=submission, number=number, metadata=draft["metadata"], files=draft["files"],
+        paper_path=draft["paper_path"], annotated_paths=draft["annotated_paths"],
+        context_paths=draft.get("context_paths", []), test_entry_point=draft["test_entry_point"],
+        requirements=draft.get("requirements", ""), source=draft.get("source", {}), note=note,
+    )
+    ValidationReport.objects.create(revision=revision)
+    return revision
+
+
+@transaction.atomic
+def submission_submit(*, submission: Submission, actor, note: str = "") -> Revision:
+    """Freeze the draft as a new revision and start its validation (also the answer to requested changes)."""
+    submission = Submission.objects.select_for_update().get(pk=submission.pk)
+    _require_author(submission, actor)
+    if submission.state == State.DRAFT:
+        _transition(submission, State.SUBMITTED, actor=actor)
+        revision = _revision_create(submission, note=note)
+        _transition(submission, State.VALIDATING, actor=None)
+    elif submission.state == State.CHANGES_REQUESTED:
+        revision = _revision_create(submission, note=note)
+        _transition(submission, State.VALIDATING, actor=actor, reason=note)
+    else:
+        raise TransitionError(f"a submission that is {submission.get_state_display()} cannot be submitted")
+    report_id = revision.report.pk
+    transaction.on_commit(lambda: _validation_start(report_id))
+    return revision
+
+
+def _validation_start(report_id: int) -> None:
+    from submissions.tasks import revision_validate
+
+    revision_validate.delay(report_id)
+
+
+@transaction.atomic
+def validation_finish(*, report: ValidationReport) -> Submission:
+    """Move the submission on by its report: awaiting review when every check passed, else invalid."""
+    submission = report.revision.submission
+    passed = report.status == ValidationReport.Status.PASSED
+    failed = [c.label for c in report.checks.exclude(status=ValidationReport.Status.PASSED)]
+    reason = "every check passed" if passed else "failed checks: " + "; ".join(failed[:10])
+    return _transition(submission, State.AWAITING_REVIEW if passed else State.INVALID, actor=None, reason=reason)
+
+
+@transaction.atomic
+def submission_edit(*, submission: Submission, actor) -> Submission:
+    """Back to draft after a failed validation, keeping everything the author entered."""
+    return _transition(submission, State.DRAFT, actor=actor)
+
+
+@transaction.atomic
+def submission_withdraw(*, submission: Submission, actor, reason: str = "") -> Submission:
+    return _transition(submission, State.WITHDRAWN, actor=actor, reason=reason)
+
+
+@transaction.atomic
+def submission_request_changes(*, submission: Submission, actor, reason: str) -> Submission:
+    _reason_required(reason)
+    submission = _transition(submission, State.CHANGES_REQUESTED, actor=actor, reason=reason)
+    Comment.objects.create(submission=submission, revision=submission.latest_revision, author=actor, body=reason)
+    return submission
+
+
+@transaction.atomic
+def submission_reject(*, submission: Submission, actor, reason: str) -> Submission:
+    _reason_required(reason)
+    return _transition(submission, State.REJECTED, actor=actor, reason=reason)
+
+
+@transaction.atomic
+def submission_accept(*, submission: Submission, actor, reason: str) -> Task:
+    """Turn the last validated revision into a Task and add it to the current draft benchmark version."""
+    _reason_required(reason)
+    submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
+    revision = submission.latest_revision
+    task, _ = task_store(package=revision_package(revision))
+    version = draft_version_current()
+    version.tasks.remove(*version.tasks.filter(paper=task.paper))
+    version.tasks.add(task)
+    submission.task = task
+    submission.save(update_fields=["task", "updated_at"])
+    return task
+
+
+def draft_version_current() -> BenchmarkVersion:
+    """The newest draft version, created (named `next`, or `next-N`) when there is none."""
+    version = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT).order_by("-created_at").first()
+    if version:
+        return version
+    name, n = "next", 1
+    while BenchmarkVersion.objects.filter(name=name).exists():
+        n += 1
+        name = f"next-{n}"
+    return BenchmarkVersion.objects.create(name=name, notes="Draft: accepted submissions are added here.")
+
+
+def _reason_required(reason: str) -> None:
+    if not reason.strip():
+        raise TransitionError("a decision needs a reason for the author")
+
+
+@transaction.atomic
+def comment_add(*, submission: Submission, actor, body: str, snippet_file: str = "", snippet_name: str = "",
+                ) -> Comment:
+    if not (actor.is_authenticated and (actor.pk == submission.author_id or user_is_maintainer(user=actor))):
+        raise PermissionDenied("only the author and maintainers may comment")
+    if not body.strip():
+        raise TransitionError("a comment cannot be empty")
+    return Comment.objects.create(submission=submission, revision=submission.latest_revision, author=actor,
+                                  body=body.strip(), snippet_file=snippet_file, snippet_name=snippet_name)

@@ -1,0 +1,140 @@
+"""Validation of a revision (FORMAT.md section 9), run by a Celery worker; each check is saved as it finishes."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from benchmarks.paper2code import mask, noop, parse, splice
+from benchmarks.selectors import blob_read
+from benchmarks.services import environment_hash
+from evaluation.executor import limits_default, package_test, session_for
+from evaluation.sandbox import EnvironmentBuildError, SandboxError
+from submissions import services
+from submissions.models import ValidationCheck, ValidationReport
+
+logger = logging.getLogger(__name__)
+Status = ValidationReport.Status
+MIN_PAPER_WORDS = 100
+
+
+def checks_plan(report: ValidationReport, annotated: dict) -> None:
+    """Create every check as pending, so the page shows the whole list from the start."""
+    rows = [("paper", "Paper text is present and non-trivial", "", ""),
+            ("markers", "Snippet markers are valid", "", ""),
+            ("requirements", "Requirements install", "", ""),
+            ("reference", f"Reference passes its tests {settings.SUBMISSION_REFERENCE_RUNS} times in a row", "", "")]
+    for path, parsed in annotated.items():
+        for s in parsed.snippets:
+            rows.append((f"masked:{path}:{s.index}", f'Masking "{s.name}" makes the tests fail', path, s.name))
+            rows.append((f"noop:{path}:{s.index}", f'A no-op "{s.name}" makes the tests fail', path, s.name))
+    ValidationCheck.objects.bulk_create([
+        ValidationCheck(report=report, position=i, key=key, label=label, snippet_file=f, snippet_name=n)
+        for i, (key, label, f, n) in enumerate(rows)
+    ], ignore_conflicts=True)
+
+
+def _set(report: ValidationReport, key: str, status: str, detail: str = "", duration: float | None = None) -> None:
+    ValidationCheck.objects.filter(report=report, key=key).update(status=status, detail=detail[-8000:],
+                                                                  duration=duration)
+
+
+def _output(run) -> str:
+    if run.result is None:
+        return run.verdict.detail
+    return f"{run.verdict.detail}\n--- stdout ---\n{run.result.stdout[-3000:]}\n--- stderr ---\n{run.result.stderr[-3000:]}"
+
+
+@shared_task(bind=True, max_retries=2)
+def revision_validate(self, report_id: int) -> str:
+    report = ValidationReport.objects.select_related("revision__submission").get(pk=report_id)
+    revision = report.revision
+    files = {path: blob_read(sha256=digest) for path, digest in revision.files.items()}
+    annotated = {p: parse(files[p].decode("utf-8", "replace"), p) for p in revision.annotated_paths if p in files}
+    checks_plan(report, annotated)
+    ValidationReport.objects.filter(pk=report.pk).update(status=Status.RUNNING, started_at=timezone.now())
+    try:
+        status = _validate(report, revision, files, annotated)
+    except SandboxError as exc:
+        if self.request.retries < self.max_retries:
+            raise self.retry(exc=exc, countdown=5)
+        logger.exception("validation of report %s failed on infrastructure", report_id)
+        ValidationCheck.objects.filter(report=report, status__in=[Status.PENDING, Status.RUNNING]).update(
+            status=Status.ERROR, detail=f"the sandbox failed: {exc}; nothing is wrong with the submission")
+        status = Status.ERROR
+    ValidationReport.objects.filter(pk=report.pk).update(status=status, finished_at=timezone.now())
+    report.refresh_from_db()
+    services.validation_finish(report=report)
+    return status
+
+
+def _validate(report, revision, files: dict[str, bytes], annotated: dict) -> str:
+    ok = True
+    paper = files.get(revision.paper_path, b"").decode("utf-8", "replace")
+    words = len(paper.split())
+    if words >= MIN_PAPER_WORDS:
+        _set(report, "paper", Status.PASSED, f"{words} words")
+    else:
+        ok = False
+        _set(report, "paper", Status.FAILED, f"{revision.paper_path or 'the paper'} has {words} words; "
+                                             f"at least {MIN_PAPER_WORDS} are expected")
+    problems = [str(p) for a in annotated.values() for p in a.problems]
+    missing = [p for p in revision.annotated_paths if p not in files]
+    empty = [p for p, a in annotated.items() if not a.snippets]
+    marker_errors = [str(p) for a in annotated.values() for p in a.errors] + \
+        [f"{p}: file not found" for p in missing] + [f"{p}: no snippet markers" for p in empty]
+    if marker_errors:
+        _set(report, "markers", Status.FAILED, "\n".join(marker_errors + [w for w in problems if "warning" in w]))
+        ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
+            status=Status.SKIPPED, detail="not run: the markers must be valid first")
+        return Status.FAILED
+    _set(report, "markers", Status.PASSED, "\n".join(problems) or f"{sum(len(a.snippets) for a in annotated.values())} snippets")
+
+    env_hash = environment_hash(revision.requirements)
+    started = time.monotonic()
+    try:
+        session = session_for(env_hash, revision.requirements)
+    except EnvironmentBuildError as exc:
+        _set(report, "requirements", Status.FAILED, f"{exc}\n{exc.log[-6000:]}", time.monotonic() - started)
+        ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
+            status=Status.SKIPPED, detail="not run: the requirements must install first")
+        return Status.FAILED
+    ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=session.backend.name)
+    _set(report, "requirements", Status.PASSED, session.environment.build_log[-4000:], time.monotonic() - started)
+
+    limits = limits_default()
+    limits = type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
+
+    def test(package_files: dict[str, bytes]):
+        return package_test(files=package_files, test_entry_point=revision.test_entry_point,
+                            environment_hash=env_hash, requirements=revision.requirements, limits=limits)
+
+    started = time.monotonic()
+    for attempt in range(1, settings.SUBMISSION_REFERENCE_RUNS + 1):
+        run = test(files)
+        if run.verdict.status != "passed":
+            _set(report, "reference", Status.FAILED, f"run {attempt} failed: {_output(run)}", time.monotonic() - started)
+            ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
+                status=Status.SKIPPED, detail="not run: the reference must pass first")
+            return Status.FAILED
+    _set(report, "reference", Status.PASSED, f"passed {settings.SUBMISSION_REFERENCE_RUNS} times",
+         time.monotonic() - started)
+
+    for path, parsed in annotated.items():
+        for s in parsed.snippets:
+            for kind, text in (("masked", mask(parsed, s)), ("noop", splice(parsed, s, noop(s)))):
+                started = time.monotonic()
+                run = test({**files, path: text.encode("utf-8")})
+                if run.verdict.status == "passed":
+                    ok = False
+                    _set(report, f"{kind}:{path}:{s.index}", Status.FAILED,
+                         f'the tests still pass with "{s.name}" {"masked" if kind == "masked" else "replaced by pass"}:'
+                         " they do not cover this snippet", time.monotonic() - started)
+                else:
+                    _set(report, f"{kind}:{path}:{s.index}", Status.PASSED,
+                         f"failed as it should ({run.verdict.category})", time.monotonic() - started)
+    return Status.PASSED if ok else Status.FAILED

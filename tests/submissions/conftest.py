@@ -1,0 +1,74 @@
+"""Fixtures for submissions: people in every role and a draft holding a demo paper."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from submissions import services
+from tests.conftest import DEMO_PSET
+
+
+@pytest.fixture
+def author(db):
+    return User.objects.create_user("ada", email="ada@example.org", password="pw-ada-12345")
+
+
+@pytest.fixture
+def other_author(db):
+    return User.objects.create_user("bob", email="bob@example.org", password="pw-bob-12345")
+
+
+@pytest.fixture
+def maintainer(db):
+    user = User.objects.create_user("maya", email="maya@example.org", password="pw-maya-12345")
+    user.groups.add(Group.objects.get_or_create(name="maintainers")[0])
+    return user
+
+
+@pytest.fixture
+def admin(db):
+    return User.objects.create_superuser("root", email="root@example.org", password="pw-root-12345")
+
+
+def demo_files(paper: str = "dampnest") -> dict[str, bytes]:
+    folder = DEMO_PSET / paper
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def fill_draft(submission, author, paper: str = "dampnest", **overrides):
+    files = demo_files(paper)
+    paper_path = "paper2code_paper.md" if "paper2code_paper.md" in files else "paper2code_paper.tex"
+    values = {
+        "metadata": {"id": paper, "title": f"Demo {paper}", "venue": "DEMO2025", "arxiv_abs": "",
+                     "github_url": "", "arxiv_date": "2025-03-14", "arxiv_v1_date": None,
+                     "first_commit_date": "2025-01-20", "last_commit_date": None},
+        "files": services.draft_files_store(files), "paper_path": paper_path,
+        "annotated_paths": ["optimizer.py"] if paper == "dampnest" else [],
+        "context_paths": [], "test_entry_point": "paper2code_test.py",
+        "requirements": "numpy\n", "source": {"kind": "archive", "name": f"{paper}.zip"},
+    }
+    values.update(overrides)
+    return services.draft_update(submission=submission, actor=author, values=values)
+
+
+@pytest.fixture
+def draft(author, media_root):
+    return fill_draft(services.submission_create(author=author), author)
+
+
+@pytest.fixture
+def sandbox(settings, sandbox_cache):
+    """Validation runs in bwrap (a real sandbox), with a fresh executor cache for this test."""
+    from evaluation import executor
+    from tests.conftest import sandbox_backend_or_missing
+
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
+    settings.SUBMISSION_REFERENCE_RUNS = 2
+    executor.sessions_close()
+    executor._backend = backend
+    yield backend
+    executor.sessions_close()
+    executor._backend = None

@@ -1,0 +1,103 @@
+"""Submitting starts validation (FORMAT.md 9); good packages reach review, bad ones say why; acceptance makes a Task."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.models import BenchmarkVersion, Task
+from submissions import services
+from submissions.models import Submission, ValidationCheck, ValidationReport
+from submissions.tasks import revision_validate
+from tests.submissions.conftest import demo_files, fill_draft
+
+pytestmark = pytest.mark.django_db
+
+
+def validate(submission: Submission, author, **draft_values) -> ValidationReport:
+    if draft_values:
+        fill_draft(submission, author, **draft_values)
+    revision = services.submission_submit(submission=submission, actor=author)
+    revision_validate.apply(args=(revision.report.pk,), throw=True)
+    return ValidationReport.objects.get(pk=revision.report.pk)
+
+
+def checks(report: ValidationReport) -> dict[str, tuple[str, str]]:
+    return {c.key: (c.status, c.detail) for c in report.checks.all()}
+
+
+def test_demo_paper_validates_and_acceptance_adds_it_to_the_draft_version(draft, author, maintainer, sandbox):
+    report = validate(draft, author)
+    assert report.status == "passed", checks(report)
+    assert report.checks.count() == 4 + 2 * 12
+    assert set(report.checks.values_list("status", flat=True)) == {"passed"}
+    draft.refresh_from_db()
+    assert draft.state == Submission.State.AWAITING_REVIEW
+
+    task = services.submission_accept(submission=draft, actor=maintainer, reason="clean and well tested")
+
+    assert Task.objects.get(pk=task.pk).snippets.count() == 12
+    version = BenchmarkVersion.objects.get(status=BenchmarkVersion.Status.DRAFT)
+    assert list(version.tasks.all()) == [task]
+    assert Submission.objects.get(pk=draft.pk).task == task
+
+
+def test_changes_requested_then_a_revision_validates_again(draft, author, maintainer, sandbox):
+    validate(draft, author)
+    services.submission_request_changes(submission=draft, actor=maintainer, reason="name the snippets better")
+    revision = services.submission_submit(submission=draft, actor=author, note="renamed them")
+    assert revision.number == 2 and Submission.objects.get(pk=draft.pk).state == Submission.State.VALIDATING
+
+
+def test_tests_that_pass_with_a_snippet_masked_mark_it_uncovered(draft, author, sandbox):
+    files = demo_files()
+    test = files["paper2code_test.py"].decode()
+    # A test that only imports the module covers nothing.
+    files["paper2code_test.py"] = b"import optimizer\nprint('ok')\n"
+    report = validate(draft, author, files=services.draft_files_store(files))
+    assert test and report.status == "failed"
+    uncovered = ValidationCheck.objects.filter(report=report, status="failed", key__startswith="masked:")
+    assert uncovered.count() == 12
+    assert "do not cover this snippet" in uncovered.first().detail
+    assert Submission.objects.get(pk=draft.pk).state == Submission.State.INVALID
+
+
+def test_invalid_markers_are_reported_with_file_and_line(draft, author, sandbox):
+    files = demo_files()
+    lines = files["optimizer.py"].decode().splitlines(keepends=True)
+    end = next(i for i, line in enumerate(lines) if "</paper2code" in line)
+    files["optimizer.py"] = "".join(lines[:end] + lines[end + 1:]).encode()
+    report = validate(draft, author, files=services.draft_files_store(files))
+    status, detail = checks(report)["markers"]
+    assert status == "failed" and "optimizer.py:" in detail and "never closed" in detail
+    assert checks(report)["reference"][0] == "skipped"
+
+
+def test_tests_that_never_finish_time_out(draft, author, sandbox, settings):
+    settings.SUBMISSION_TEST_SECONDS = 2
+    files = demo_files()
+    files["paper2code_test.py"] = b"import time\nwhile True:\n    time.sleep(0.1)\n"
+    report = validate(draft, author, files=services.draft_files_store(files))
+    status, detail = checks(report)["reference"]
+    assert status == "failed" and "time limit" in detail
+
+
+def test_requirements_that_fail_to_install_are_shown(draft, author, sandbox):
+    report = validate(draft, author, requirements="this-package-does-not-exist-rcb==1.0\n")
+    status, detail = checks(report)["requirements"]
+    assert status == "failed" and "this-package-does-not-exist-rcb" in detail
+
+
+def test_an_empty_paper_fails_the_paper_check(draft, author, sandbox):
+    files = demo_files()
+    files["paper2code_paper.md"] = b""
+    report = validate(draft, author, files=services.draft_files_store(files))
+    status, detail = checks(report)["paper"]
+    assert status == "failed" and "0 words" in detail
+
+
+def test_an_incomplete_draft_cannot_be_submitted(author, media_root):
+    submission = services.submission_create(author=author)
+    with pytest.raises(services.TransitionError, match="title is missing"):
+        services.submission_submit(submission=submission, actor=author)
+    assert Submission.objects.get(pk=submission.pk).state == Submission.State.DRAFT
+    assert not submission.revisions.exists()
