@@ -12,7 +12,8 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# serialized_rollback restores the calibration models (data migration) that a transactional flush removes.
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def wait_for(predicate, *, timeout: float, worker=None, what: str = "condition"):
