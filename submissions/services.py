@@ -224,3 +224,43 @@ def comment_add(*, submission: Submission, actor, body: str, snippet_file: str =
         raise TransitionError("a comment cannot be empty")
     return Comment.objects.create(submission=submission, revision=submission.latest_revision, author=actor,
                                   body=body.strip(), snippet_file=snippet_file, snippet_name=snippet_name)
+
+
+@transaction.atomic
+def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: str) -> Submission:
+    """Put the paper's text into the draft as paper2code_paper.tex or .md (replacing any earlier one)."""
+    from submissions.packages import PAPER_FILES
+
+    files = {p: h for p, h in (submission.draft.get("files") or {}).items() if p not in PAPER_FILES}
+    files.update(draft_files_store({paper_path: text.encode("utf-8")}))
+    return draft_update(submission=submission, actor=actor, values={"files": files, "paper_path": paper_path})
+
+
+@transaction.atomic
+def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], source: dict) -> Submission:
+    """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step."""
+    from submissions.packages import PAPER_FILES, pset_archive_draft
+
+    whole = pset_archive_draft(files)
+    if whole is not None:
+        stored = draft_files_store(whole.pop("package_files"))
+        return draft_update(submission=submission, actor=actor, values={**whole, "files": stored, "source": source})
+    kept = {p: h for p, h in (submission.draft.get("files") or {}).items() if p in PAPER_FILES}
+    stored = {**draft_files_store(files), **kept}
+    chosen = {key: [p for p in submission.draft.get(key) or [] if p in stored]
+              for key in ("annotated_paths", "context_paths")}
+    return draft_update(submission=submission, actor=actor, values={"files": stored, "source": source, **chosen})
+
+
+@transaction.atomic
+def draft_files_choose(*, submission: Submission, actor, annotated_paths: list[str], context_paths: list[str],
+                       test_entry_point: str, requirements: str) -> Submission:
+    """The annotated, context and test files picked from the tree, and the requirements."""
+    from submissions.packages import REQUIREMENTS_FILE
+
+    files = dict(submission.draft.get("files") or {})
+    if requirements.strip():
+        files.update(draft_files_store({REQUIREMENTS_FILE: requirements.encode("utf-8")}))
+    return draft_update(submission=submission, actor=actor, values={
+        "annotated_paths": annotated_paths, "context_paths": context_paths, "test_entry_point": test_entry_point,
+        "requirements": requirements, "files": files})

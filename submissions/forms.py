@@ -1,0 +1,127 @@
+"""The author's forms, one per step of a submission, and the maintainer's decision form."""
+
+from __future__ import annotations
+
+from django import forms
+from django.utils.text import slugify
+
+from submissions.packages import PAPER_FILES
+
+
+class MetadataForm(forms.Form):
+    title = forms.CharField(max_length=500)
+    id = forms.SlugField(max_length=100, required=False, label="Paper id",
+                         help_text="Folder name in the problem set; made from the title when left empty.")
+    arxiv_abs = forms.URLField(required=False, label="Abstract page (arXiv) link", assume_scheme="https")
+    venue = forms.CharField(max_length=100, required=False, help_text="e.g. ICLR2025")
+    arxiv_v1_date = forms.DateField(required=False, label="Date of the paper's first version",
+                                    widget=forms.DateInput(attrs={"type": "date"}))
+    arxiv_date = forms.DateField(required=False, label="Date of the version used",
+                                 widget=forms.DateInput(attrs={"type": "date"}))
+    github_url = forms.URLField(required=False, label="Official code repository", assume_scheme="https")
+    first_commit_date = forms.DateField(required=False, label="Date of the code's first commit",
+                                        widget=forms.DateInput(attrs={"type": "date"}))
+    last_commit_date = forms.DateField(required=False, label="Date of the code's last commit",
+                                       widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("title") and not data.get("id"):
+            data["id"] = slugify(data["title"])[:100] or "paper"
+        first, last = data.get("first_commit_date"), data.get("last_commit_date")
+        if first and last and last < first:
+            self.add_error("last_commit_date", "The last commit cannot be before the first.")
+        return data
+
+    def draft_values(self) -> dict:
+        return {"metadata": {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in self.cleaned_data.items()}}
+
+
+class PaperForm(forms.Form):
+    FORMATS = [("md", "Markdown (.md)"), ("tex", "LaTeX (.tex)")]
+    upload = forms.FileField(required=False, label="Upload the paper's text (.tex or .md)")
+    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 12}), label="… or paste it here")
+    text_format = forms.ChoiceField(choices=FORMATS, initial="md", label="Format of pasted text")
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("upload")
+        if upload:
+            name = upload.name.lower()
+            if not name.endswith((".tex", ".md")):
+                self.add_error("upload", "The paper must be a .tex or .md file.")
+                return data
+            raw = upload.read()
+            if not raw.strip():
+                self.add_error("upload", f"{upload.name} is empty (0 bytes of text).")
+                return data
+            try:
+                data["paper_text"] = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                self.add_error("upload", f"{upload.name} is not UTF-8 text (byte {exc.start}).")
+                return data
+            data["paper_path"] = PAPER_FILES[0] if name.endswith(".tex") else PAPER_FILES[1]
+        elif data.get("text", "").strip():
+            data["paper_text"] = data["text"]
+            data["paper_path"] = PAPER_FILES[0] if data.get("text_format") == "tex" else PAPER_FILES[1]
+        else:
+            self.add_error("text", "Upload the paper or paste its text.")
+        return data
+
+
+class CodeForm(forms.Form):
+    SOURCES = [("archive", "An archive (.zip or .tar.gz)"), ("git", "A git repository at a commit")]
+    source = forms.ChoiceField(choices=SOURCES, widget=forms.RadioSelect, initial="archive", label="Code from")
+    archive = forms.FileField(required=False, label="Archive (.zip, .tar.gz); a whole one-paper problem set works too")
+    git_url = forms.CharField(required=False, label="Repository URL (https://…)", max_length=500)
+    commit = forms.CharField(required=False, label="Commit (full hash)", max_length=40)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("source") == "archive" and not data.get("archive"):
+            self.add_error("archive", "Choose an archive to upload.")
+        if data.get("source") == "git":
+            if not data.get("git_url"):
+                self.add_error("git_url", "Give the repository's https:// URL.")
+            commit = (data.get("commit") or "").strip().lower()
+            if not commit or len(commit) < 7 or any(c not in "0123456789abcdef" for c in commit):
+                self.add_error("commit", "Give the commit as a hexadecimal hash (at least 7 characters).")
+            data["commit"] = commit
+        return data
+
+
+class FilesForm(forms.Form):
+    annotated_paths = forms.MultipleChoiceField(label="Annotated files (holding snippet markers)",
+                                                widget=forms.CheckboxSelectMultiple)
+    context_paths = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
+                                              label="Context files (shown to the model unmasked)")
+    test_entry_point = forms.ChoiceField(label="Test entry point (run as `python FILE`)")
+    requirements = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 5}),
+                                   label="Requirements (pip lines)")
+
+    def __init__(self, *args, paths: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        python = [(p, p) for p in paths if p.endswith(".py")]
+        self.fields["annotated_paths"].choices = python
+        self.fields["context_paths"].choices = [(p, p) for p in paths]
+        self.fields["test_entry_point"].choices = python
+
+    def clean(self):
+        data = super().clean()
+        both = set(data.get("annotated_paths") or []) & set(data.get("context_paths") or [])
+        if both:
+            self.add_error("context_paths", f"Already annotated: {', '.join(sorted(both))}.")
+        if data.get("test_entry_point") in (data.get("annotated_paths") or []):
+            self.add_error("test_entry_point", "The test entry point cannot be an annotated file.")
+        return data
+
+
+class DecisionForm(forms.Form):
+    DECISIONS = [("accept", "Accept"), ("request_changes", "Request changes"), ("reject", "Reject")]
+    decision = forms.ChoiceField(choices=DECISIONS, widget=forms.RadioSelect)
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), label="Reason (sent to the author)")
+
+
+class CommentForm(forms.Form):
+    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label="Comment")
+    snippet = forms.CharField(required=False, widget=forms.HiddenInput)

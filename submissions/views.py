@@ -1,0 +1,238 @@
+"""Pages for authors (sign up, the submission form in steps, their submissions) and maintainers (queue, review)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import UserCreationForm
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from benchmarks.paper2code import PackageError
+from benchmarks.selectors import blob_read, user_is_maintainer
+from submissions import forms, selectors, services
+from submissions.intake import IntakeError, archive_files, git_files, limits_default
+from submissions.models import Submission
+from submissions.packages import draft_problems
+
+STEPS = [("details", "Paper details"), ("paper", "Paper text"), ("code", "Code"), ("files", "Files and tests")]
+
+
+class SignupForm(UserCreationForm):
+    class Meta(UserCreationForm.Meta):
+        fields = ("username", "email")
+
+
+def signup(request: HttpRequest) -> HttpResponse:
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user)
+        messages.success(request, "Welcome! You can now submit a paper.")
+        return redirect("submission-list")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+def maintainer_required(view):
+    @login_required
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        if not user_is_maintainer(user=request.user):
+            raise PermissionDenied("maintainers only")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+@login_required
+def submission_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "submissions/list.html", {"submissions": selectors.submissions_of(user=request.user)})
+
+
+@login_required
+@require_POST
+def submission_new(request: HttpRequest) -> HttpResponse:
+    submission = services.submission_create(author=request.user)
+    return redirect("submission-step", pk=submission.pk, step="details")
+
+
+def _go(request: HttpRequest, url: str) -> HttpResponse:
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _step_form(step: str, submission: Submission, request: HttpRequest):
+    draft = submission.draft
+    data, uploads = (request.POST, request.FILES) if request.method == "POST" else (None, None)
+    if step == "details":
+        return forms.MetadataForm(data, initial=draft.get("metadata"))
+    if step == "paper":
+        return forms.PaperForm(data, uploads)
+    if step == "code":
+        source = draft.get("source") or {}
+        return forms.CodeForm(data, uploads, initial={"source": source.get("kind", "archive"),
+                                                      "git_url": source.get("url", ""),
+                                                      "commit": source.get("commit", "")})
+    paths = sorted(draft.get("files") or {})
+    return forms.FilesForm(data, paths=paths, initial={
+        "annotated_paths": draft.get("annotated_paths"), "context_paths": draft.get("context_paths"),
+        "test_entry_point": draft.get("test_entry_point") or ("paper2code_test.py" if "paper2code_test.py" in paths
+                                                             else None),
+        "requirements": draft.get("requirements", "")})
+
+
+def _step_save(step: str, submission: Submission, form, user) -> None:
+    """Raises IntakeError or PackageError for code that cannot be taken."""
+    data = form.cleaned_data
+    if step == "details":
+        services.draft_update(submission=submission, actor=user, values=form.draft_values())
+    elif step == "paper":
+        services.draft_paper_save(submission=submission, actor=user, paper_path=data["paper_path"],
+                                  text=data["paper_text"])
+    elif step == "code":
+        if data["source"] == "git":
+            files = git_files(data["git_url"], data["commit"], limits=limits_default())
+            source = {"kind": "git", "url": data["git_url"], "commit": data["commit"]}
+        else:
+            upload = data["archive"]
+            files = archive_files(upload, filename=upload.name, limits=limits_default())
+            source = {"kind": "archive", "name": upload.name, "size": upload.size}
+        services.draft_code_save(submission=submission, actor=user, files=files, source=source)
+    else:
+        services.draft_files_choose(submission=submission, actor=user, annotated_paths=data["annotated_paths"],
+                                    context_paths=data["context_paths"], test_entry_point=data["test_entry_point"],
+                                    requirements=data["requirements"])
+
+
+@login_required
+def submission_step(request: HttpRequest, pk: int, step: str) -> HttpResponse:
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    if submission.author_id != request.user.pk:
+        raise PermissionDenied("only the author edits a submission")
+    if step not in dict(STEPS):
+        return redirect("submission-step", pk=pk, step="details")
+    if submission.state not in services.EDITABLE:
+        messages.info(request, f"This submission is {submission.get_state_display()} and cannot be edited now.")
+        return redirect("submission-detail", pk=pk)
+    form = _step_form(step, submission, request)
+    if request.method == "POST" and form.is_valid():
+        try:
+            _step_save(step, submission, form, request.user)
+        except IntakeError as exc:
+            form.add_error("archive" if form.cleaned_data.get("source") == "archive" else "git_url", str(exc))
+        except PackageError as exc:
+            form.add_error("archive", "The problem set in the archive is not valid:\n" + str(exc))
+        else:
+            names = [name for name, _ in STEPS]
+            following = names[names.index(step) + 1] if step != names[-1] else None
+            url = (reverse("submission-step", args=[pk, following]) if following
+                   else reverse("submission-detail", args=[pk]))
+            return _go(request, url)
+    context = {"submission": submission, "form": form, "step": step, "steps": STEPS,
+               "files": sorted(submission.draft.get("files") or {})}
+    template = "submissions/_step.html" if request.htmx else "submissions/step.html"
+    return render(request, template, context)
+
+
+def _detail_context(submission: Submission, user) -> dict:
+    revision = submission.latest_revision
+    revisions = list(submission.revisions.order_by("number"))
+    return {
+        "submission": submission, "revision": revision, "revisions": revisions,
+        "report": getattr(revision, "report", None) if revision else None,
+        "tree": selectors.revision_snippet_tree(revision=revision) if revision else {},
+        "history": submission.history.select_related("actor"),
+        "comments": submission.comments.select_related("author"),
+        "is_author": user.pk == submission.author_id,
+        "is_maintainer": user_is_maintainer(user=user),
+        "draft_problems": draft_problems(submission.draft),
+        "comment_form": forms.CommentForm(),
+    }
+
+
+@login_required
+def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    return render(request, "submissions/detail.html", _detail_context(submission, request.user))
+
+
+@login_required
+def submission_report(request: HttpRequest, pk: int) -> HttpResponse:
+    """The validation report alone, polled by htmx while validation runs."""
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    return render(request, "submissions/_report.html", _detail_context(submission, request.user))
+
+
+@login_required
+@require_POST
+def submission_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    reason = request.POST.get("reason", "").strip()
+    try:
+        if action == "submit":
+            services.submission_submit(submission=submission, actor=request.user, note=reason)
+            messages.success(request, "Submitted: validation has started.")
+        elif action == "withdraw":
+            services.submission_withdraw(submission=submission, actor=request.user, reason=reason)
+            messages.success(request, "Withdrawn.")
+        elif action == "edit":
+            services.submission_edit(submission=submission, actor=request.user)
+            return redirect("submission-step", pk=pk, step="details")
+        else:
+            raise PermissionDenied(f"unknown action {action}")
+    except services.TransitionError as exc:
+        messages.error(request, str(exc))
+    return redirect("submission-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def comment_create(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    form = forms.CommentForm(request.POST)
+    if form.is_valid():
+        file, _, name = form.cleaned_data["snippet"].partition("::")
+        services.comment_add(submission=submission, actor=request.user, body=form.cleaned_data["body"],
+                             snippet_file=file, snippet_name=name)
+    else:
+        messages.error(request, "A comment cannot be empty.")
+    target = "review-detail" if user_is_maintainer(user=request.user) and request.user.pk != submission.author_id \
+        else "submission-detail"
+    return redirect(target, pk=pk)
+
+
+@maintainer_required
+def review_queue(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state") or None
+    older = request.GET.get("older_than_days")
+    queue = selectors.review_queue(state=state, older_than_days=int(older) if older and older.isdigit() else None)
+    context = {"queue": queue, "states": Submission.State.choices, "state": state, "older": older or ""}
+    template = "submissions/_queue_table.html" if request.htmx else "submissions/queue.html"
+    return render(request, template, context)
+
+
+@maintainer_required
+def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    form = forms.DecisionForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        decide = {"accept": services.submission_accept, "reject": services.submission_reject,
+                  "request_changes": services.submission_request_changes}[form.cleaned_data["decision"]]
+        try:
+            decide(submission=submission, actor=request.user, reason=form.cleaned_data["reason"])
+        except services.TransitionError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Decision recorded: {form.cleaned_data['decision'].replace('_', ' ')}.")
+            return redirect("review-detail", pk=pk)
+    context = _detail_context(submission, request.user)
+    revisions = context["revisions"]
+    context.update(form=form, can_decide=submission.state == Submission.State.AWAITING_REVIEW
+                   and submission.author_id != request.user.pk,
+                   diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],
+                   paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(
+                       "utf-8", "replace")[:3000] if context["revision"] else "")
+    return render(request, "submissions/review.html", context)

@@ -1,0 +1,199 @@
+"""Author and maintainer pages: a permission matrix over every page and action, the form in steps, errors by fields."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from django.urls import reverse
+
+from config.celery import app as celery_app
+from submissions.packages import draft_problems
+from submissions.models import Submission
+from tests.submissions.conftest import demo_files
+
+pytestmark = pytest.mark.django_db
+State = Submission.State
+
+
+def zip_of(files: dict[str, bytes], top: str = "dampnest-main") -> io.BytesIO:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(f"{top}/{path}", data)
+    buffer.seek(0)
+    buffer.name = "dampnest.zip"
+    return buffer
+
+
+@pytest.fixture
+def people(author, other_author, maintainer, admin):
+    return {"anonymous": None, "author": author, "other author": other_author, "maintainer": maintainer,
+            "admin": admin}
+
+
+def as_(client, user):
+    client.logout()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+PAGES = [
+    # (name, method, url args -> kwargs, {role: expected status})
+    ("submission-list", "get", {}, {"anonymous": 302, "author": 200, "other author": 200, "maintainer": 200, "admin": 200}),
+    ("submission-detail", "get", {"pk": True}, {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 200, "admin": 200}),
+    ("submission-report", "get", {"pk": True}, {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 200, "admin": 200}),
+    ("submission-step", "get", {"pk": True, "step": "details"}, {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 403, "admin": 403}),
+    ("review-queue", "get", {}, {"anonymous": 302, "author": 403, "other author": 403, "maintainer": 200, "admin": 200}),
+    ("review-detail", "get", {"pk": True}, {"anonymous": 302, "author": 403, "other author": 403, "maintainer": 200, "admin": 200}),
+]
+
+
+@pytest.mark.parametrize("name,method,kwargs,expected", PAGES, ids=[p[0] for p in PAGES])
+def test_page_permissions(client, people, draft, name, method, kwargs, expected):
+    url = reverse(name, kwargs={k: (draft.pk if v is True else v) for k, v in kwargs.items()})
+    for role, user in people.items():
+        response = getattr(as_(client, user), method)(url)
+        assert response.status_code == expected[role], f"{role} on {name}: {response.status_code}"
+
+
+ACTIONS = [
+    # (action, state before, {role: allowed})
+    ("withdraw", State.AWAITING_REVIEW, {"author": True}),
+    ("edit", State.INVALID, {"author": True}),
+    ("submit", State.AWAITING_REVIEW, {}),
+]
+
+
+@pytest.mark.parametrize("action,state,allowed", ACTIONS)
+def test_action_permissions(client, people, draft, action, state, allowed):
+    for role, user in people.items():
+        Submission.objects.filter(pk=draft.pk).update(state=state)
+        response = as_(client, user).post(reverse("submission-action", args=[draft.pk, action]))
+        after = Submission.objects.get(pk=draft.pk).state
+        if allowed.get(role):
+            assert after != state, f"{role} should be able to {action}"
+        else:
+            assert after == state, f"{role} must not {action}"
+            assert response.status_code in (302, 403)
+
+
+def test_decisions_only_by_maintainers_who_are_not_the_author(client, people, draft):
+    for role, user in people.items():
+        Submission.objects.filter(pk=draft.pk).update(state=State.AWAITING_REVIEW)
+        as_(client, user).post(reverse("review-detail", args=[draft.pk]),
+                               {"decision": "reject", "reason": "out of scope"})
+        rejected = Submission.objects.get(pk=draft.pk).state == State.REJECTED
+        assert rejected == (role in ("maintainer", "admin")), role
+
+
+def test_comments_by_author_and_maintainers_only(client, people, draft):
+    for role, user in people.items():
+        as_(client, user).post(reverse("comment-create", args=[draft.pk]), {"body": f"from {role}"})
+    assert sorted(draft.comments.values_list("body", flat=True)) == ["from admin", "from author", "from maintainer"]
+
+
+def test_signup_logs_in_and_lists_submissions(client):
+    response = client.post(reverse("signup"), {"username": "newbie", "email": "n@example.org",
+                                               "password1": "a-long-pass-phrase-9", "password2": "a-long-pass-phrase-9"})
+    assert response.status_code == 302
+    assert client.get(reverse("submission-list")).status_code == 200
+
+
+def test_password_reset_sends_a_mail(client, author, mailoutbox):
+    client.post(reverse("password_reset"), {"email": author.email})
+    assert len(mailoutbox) == 1 and "/accounts/reset/" in mailoutbox[0].body
+
+
+@pytest.fixture
+def eager():
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = False
+
+
+def test_the_form_in_steps_from_an_archive_to_validation(client, author, media_root, sandbox, eager,
+                                                          django_capture_on_commit_callbacks):
+    client.force_login(author)
+    client.post(reverse("submission-new"))
+    submission = Submission.objects.get(author=author)
+    step = lambda name: reverse("submission-step", args=[submission.pk, name])  # noqa: E731
+
+    response = client.post(step("details"), {"title": "DampNest", "venue": "DEMO2025",
+                                              "first_commit_date": "2025-01-20"})
+    assert response.status_code == 302 and response.url == step("paper")
+    files = demo_files()
+    paper = io.BytesIO(files.pop("paper2code_paper.md"))
+    paper.name = "paper.md"
+    assert client.post(step("paper"), {"upload": paper, "text_format": "md"}).url == step("code")
+    response = client.post(step("code"), {"source": "archive", "archive": zip_of(files)})
+    assert response.status_code == 302, response.content.decode()
+    assert response.url == step("files")
+    page = client.get(step("files")).content.decode()
+    assert 'value="optimizer.py"' in page
+    response = client.post(step("files"), {"annotated_paths": ["optimizer.py"], "test_entry_point": "paper2code_test.py",
+                                           "requirements": "numpy\n"})
+    assert response.url == reverse("submission-detail", args=[submission.pk])
+    submission.refresh_from_db()
+    assert submission.draft["metadata"]["id"] == "dampnest"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("submission-action", args=[submission.pk, "submit"]))
+
+    submission.refresh_from_db()
+    assert submission.state == State.AWAITING_REVIEW, submission.history.last().reason
+    report = client.get(reverse("submission-report", args=[submission.pk])).content.decode()
+    assert "every 2s" not in report, "polling stops when validation is done"
+    assert report.count('class="badge passed"') >= 28
+
+
+def test_a_whole_problem_set_archive_fills_every_step(client, author, media_root):
+    from tests.conftest import DEMO_PSET
+
+    client.force_login(author)
+    client.post(reverse("submission-new"))
+    submission = Submission.objects.get(author=author)
+    papers = (DEMO_PSET / "papers.yaml").read_text()
+    entry = "- id: dampnest" + papers.split("- id: dampnest")[1].split("\n- id:")[0]
+    files = {"papers.yaml": entry.encode(), **{f"dampnest/{p}": d for p, d in demo_files().items()}}
+    response = client.post(reverse("submission-step", args=[submission.pk, "code"]),
+                           {"source": "archive", "archive": zip_of(files, top="set")})
+    assert response.status_code == 302
+    submission.refresh_from_db()
+    assert submission.draft["annotated_paths"] == ["optimizer.py"]
+    assert submission.draft["metadata"]["title"].startswith("DampNest")
+    assert draft_problems(submission.draft) == []
+
+
+@pytest.mark.parametrize("case,files,message", [
+    ("path traversal", {"../evil.py": b"x"}, ".."),
+    ("not an archive", None, "zip"),
+])
+def test_bad_archives_are_refused_next_to_the_field(client, draft, author, case, files, message):
+    client.force_login(author)
+    upload = zip_of(files, top="") if files else io.BytesIO(b"just text, not an archive")
+    upload.name = "code.zip"
+    response = client.post(reverse("submission-step", args=[draft.pk, "code"]),
+                           {"source": "archive", "archive": upload}, headers={"HX-Request": "true"})
+    body = response.content.decode()
+    assert response.status_code == 200 and "<html" not in body, "htmx gets the step back with the error"
+    assert 'id="id_archive_error"' in body and message in body.lower()
+    draft.refresh_from_db()
+    assert "optimizer.py" in draft.draft["files"], "a refused upload loses nothing already in the draft"
+
+
+def test_empty_paper_upload_is_refused_by_the_field(client, draft, author):
+    client.force_login(author)
+    empty = io.BytesIO(b"")
+    empty.name = "paper.md"
+    body = client.post(reverse("submission-step", args=[draft.pk, "paper"]), {"upload": empty}).content.decode()
+    assert "The submitted file is empty" in body or "is empty" in body
+
+
+def test_forbidden_git_url_is_refused_by_the_field(client, draft, author):
+    client.force_login(author)
+    body = client.post(reverse("submission-step", args=[draft.pk, "code"]),
+                       {"source": "git", "git_url": "file:///etc", "commit": "a" * 40}).content.decode()
+    assert 'id="id_git_url_error"' in body and "https" in body
