@@ -21,7 +21,7 @@ Device files and FIFOs are refused.
 Git repositories are fetched over https only, from public addresses only (settings
 SUBMISSION_GIT_ALLOWED_HOSTS lifts the address check for listed hosts), with git's own
 configuration, hooks, credential helpers, LFS and submodules switched off, under a deadline and
-a size cap; the commit's files are read from git's object store, never from a checkout. To trust
+a size cap; the commit's files are read from git's object store, not from a working tree. To trust
 a private CA, set GIT_SSL_CAINFO in the environment (git reads it); verification is never off.
 """
 
@@ -109,7 +109,7 @@ def _entry_path(name: str, where: str) -> str:
         raise IntakeError(f"{where}: entry {name!r} has a NUL character in its name")
     _utf8_check(name, what="entry name", where=where)
     unified = name.replace("\\", "/")  # Windows tools write backslashes
-    if unified.startswith("/") or re.match(r"[A-Za-z]:", unified):
+    if unified.startswith("/") or re.match(r"[A-Za-z]:(/|$)", unified):
         raise IntakeError(f"{where}: entry '{name}' has an absolute path; paths must be relative to the package folder")
     parts = [part for part in unified.split("/") if part not in ("", ".")]
     if ".." in parts:
@@ -313,8 +313,8 @@ def _archive_kind(raw: bytes) -> str | None:
         return "zip"
     if raw.startswith(b"\x1f\x8b"):
         return "tar.gz"
-    if raw[257:262] == b"ustar":
-        return "tar"
+    if raw[257:262] == b"ustar" or (raw and len(raw) % tarfile.BLOCKSIZE == 0 and not raw.strip(b"\0")):
+        return "tar"  # with a POSIX or GNU header, or empty (only end-of-archive blocks)
     return next((name for magic, name in _OTHER_FORMATS.items() if raw.startswith(magic)), None)
 
 
@@ -328,7 +328,7 @@ def _zip_collect(raw: bytes, package: _Package) -> None:
     except UnicodeDecodeError as exc:
         raise IntakeError(f"{where}: entry name {exc.object[:200]!r} is marked UTF-8 but is not valid UTF-8; "
                           f"rename the file") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise IntakeError(f"{where} is not a readable zip archive ({exc})") from None
     with archive:
         members = []
@@ -441,6 +441,11 @@ def _tar_collect(raw: bytes, package: _Package, *, compressed: bool) -> None:
     # Headers, padding and skipped entries are decompressed too: the whole stream is capped, not only files.
     cap = limits.max_unpacked_bytes + (limits.max_files + 2) * _TAR_HEADER_ALLOWANCE
     source: BinaryIO = gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") if compressed else io.BytesIO(raw)
+    if compressed:
+        try:  # tell a broken gzip from a gzip of something else
+            source.peek(tarfile.BLOCKSIZE)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise IntakeError(f"{where} is not a readable gzip file ({exc}); upload {_ACCEPTED}") from None
     stream = _CountingReader(source, cap)
     position = "at its start"
     try:
@@ -539,6 +544,8 @@ _GIT_CONFIG = (
     ("init.defaultBranch", "intake"),
     ("advice.detachedHead", "false"),
 )
+
+
 def git_url_check(url: str) -> str:
     """The normalized https URL of a public git repository, or an IntakeError saying why it is refused."""
     return _git_url_resolve(url)[0]
@@ -730,6 +737,7 @@ class _Clone:
         return out.decode().strip()
 
     def files(self, sha: str, *, shown: str) -> dict[str, bytes]:
+        """The commit's files: the tree listed and checked against the limits first, then the blobs read."""
         package = _Package(where=f"{self.url} at commit {shown}", limits=self.limits, noun="files")
         blobs: list[tuple[str, str, str, bool]] = []  # (oid, path, entry name, is a symlink)
         pending = bytearray()
@@ -774,35 +782,29 @@ class _Clone:
         return oid, path, name, is_link
 
     def _blobs_read(self, oids: list[str], package: _Package) -> dict[str, bytes]:
-        """Contents by object id, in one `git cat-file --batch` (sizes were checked in the listing)."""
-        if not oids:
-            return {}
-        wanted = self.root / "blobs.txt"
-        wanted.write_text("".join(f"{oid}\n" for oid in oids))
-        out = self._run("cat-file", "--batch", stdin=wanted)
-        contents, at = {}, 0
-        for oid in oids:
-            end = out.index(b"\n", at)
-            header = out[at:end].decode("ascii").split()
-            if len(header) != 3:
-                raise IntakeError(f"{package.where}: git object {oid} is missing from what the server sent")
-            size = int(header[2])
-            contents[oid] = out[end + 1:end + 1 + size]
-            at = end + 1 + size + 1
+        """Contents by object id, one blob at a time through GitPython's `cat-file --batch` (the listing
+        checked the sizes, and every blob is local by now: nothing more is fetched)."""
+        contents = {}
+        try:
+            for oid in oids:
+                if time.monotonic() >= self.deadline:
+                    raise self._timeout()
+                contents[oid] = self.git.get_object_data(oid)[3]
+        except IntakeError:
+            raise
+        except ValueError as exc:  # GitPython's word for a missing object
+            raise IntakeError(f"{package.where}: the server sent incomplete data ({exc})") from None
+        finally:
+            self.git.clear_cache()  # ends the persistent cat-file process before the folder goes
         return contents
 
-    def _run(self, *args: str, stdin: Path | None = None,
-             on_stdout: Callable[[bytes], None] | None = None) -> bytes:
+    def _run(self, *args: str, on_stdout: Callable[[bytes], None] | None = None) -> bytes:
         """Run one git command; raises _GitFailed when git fails, IntakeError at the deadline or size cap."""
         if time.monotonic() >= self.deadline:
             raise self._timeout()
-        istream = stdin.open("rb") if stdin else None
-        try:  # a session of its own, so a kill reaches git's helpers (remote-https, index-pack) too
-            handle = self.git.execute([self.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True,
-                                      istream=istream, start_new_session=True)
-        finally:
-            if istream:
-                istream.close()
+        # A session of its own, so a kill reaches git's helpers (remote-https, index-pack) too.
+        handle = self.git.execute([self.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True,
+                                  start_new_session=True)
         process = handle.proc
         verdict: list[IntakeError] = []
         stop = threading.Event()

@@ -81,7 +81,15 @@ def _step_form(step: str, submission: Submission, request: HttpRequest):
         "annotated_paths": draft.get("annotated_paths"), "context_paths": draft.get("context_paths"),
         "test_entry_point": draft.get("test_entry_point") or ("paper2code_test.py" if "paper2code_test.py" in paths
                                                              else None),
-        "requirements": draft.get("requirements", "")})
+        "requirements": draft.get("requirements") or _requirements_in(draft.get("files") or {})})
+
+
+def _requirements_in(files: dict[str, str]) -> str:
+    """The requirements file that came with the code, to start the field from."""
+    for name in ("paper2code_requirements.txt", "requirements.txt"):
+        if name in files:
+            return blob_read(sha256=files[name]).decode("utf-8", "replace")
+    return ""
 
 
 def _step_save(step: str, submission: Submission, form, user) -> None:
