@@ -197,3 +197,14 @@ def test_forbidden_git_url_is_refused_by_the_field(client, draft, author):
     body = client.post(reverse("submission-step", args=[draft.pk, "code"]),
                        {"source": "git", "git_url": "file:///etc", "commit": "a" * 40}).content.decode()
     assert 'id="id_git_url_error"' in body and "https" in body
+
+
+def test_maintainer_add_command(author, capsys):
+    from django.core.management import CommandError, call_command
+
+    from benchmarks.selectors import user_is_maintainer
+
+    call_command("maintainer_add", "ada")
+    assert user_is_maintainer(user=author) and "now a maintainer" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="no account named 'zed'"):
+        call_command("maintainer_add", "zed")
