@@ -44,12 +44,14 @@ def rlimits(limits: Limits, *, address_space: bool = True) -> Callable[[], None]
 
 def _drain(stream, cap: int, sink: list[bytes], truncated: list[bool]) -> None:
     kept = 0
-    while chunk := stream.read(CHUNK):
-        if kept < cap:
-            sink.append(chunk[: cap - kept])
-            kept += min(len(chunk), cap - kept)
-        if kept >= cap and len(chunk):
-            truncated[0] = truncated[0] or kept + len(chunk) > cap
+    # Keep reading past the cap so the child never blocks on a full pipe; only dropped bytes mark truncation.
+    while chunk := stream.read1(CHUNK):
+        taken = chunk[: cap - kept]
+        if taken:
+            sink.append(taken)
+            kept += len(taken)
+        if len(taken) < len(chunk):
+            truncated[0] = True
     stream.close()
 
 

@@ -1,0 +1,373 @@
+"""The `bwrap` backend: bubblewrap namespaces, uid 65534, cgroup v1 limits and a size-limited tmpfs work folder.
+
+bwrap runs as root (no user namespace: one made by root maps the sandbox user to host root, which owns the
+bound /dev nodes and could chmod them), keeps only the capabilities setpriv needs to become uid/gid 65534,
+and setpriv drops them all before anything of the task runs. The task's files reach the tmpfs as a tar
+archive on stdin, so no copy of them (the harness nonce included) stays visible to the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
+from evaluation.sandbox.process import files_write, process_run, rlimits
+from evaluation.sandbox.venv import venv_build
+
+logger = logging.getLogger(__name__)
+
+SANDBOX_UID = SANDBOX_GID = 65534
+WORK_DIR = "/sandbox"
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+# bwrap's monitor and the pid-1 reaper of the new pid namespace count against the run's pids cgroup.
+BWRAP_OWN_PROCESSES = 2
+# Printed by the sandbox once its files are unpacked: without it bwrap, setpriv or tar failed (infrastructure).
+STARTED = "rcb-bwrap-started"
+PROBE_TIMEOUT = 20
+SETPRIV = "/usr/bin/setpriv"
+
+TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+ETC_FROM_HOST = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
+ETC_OWN = {
+    "passwd": f"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:{SANDBOX_UID}:{SANDBOX_GID}::{WORK_DIR}:/bin/sh\n",
+    "group": f"root:x:0:\nsandbox:x:{SANDBOX_GID}:\n",
+    "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
+}
+
+
+def _setpriv() -> list[str]:
+    return [SETPRIV, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def _system_binds(etc_dir: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """Links for /bin and friends, and the read-only binds of /usr, a few host /etc files and our own passwd etc."""
+    links: list[str] = []
+    binds = [("/usr", "/usr")]
+    for name in TOP_LEVEL:
+        path = Path("/") / name
+        if path.is_symlink():
+            links += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            binds.append((str(path), str(path)))
+    binds += [(f"/etc/{name}", f"/etc/{name}") for name in ETC_FROM_HOST if os.path.lexists(f"/etc/{name}")]
+    binds += [(str(etc_dir / name), f"/etc/{name}") for name in ETC_OWN]
+    return links, binds
+
+
+def _ro_binds(binds: Sequence[tuple[str, str]]) -> list[str]:
+    """Read-only binds; their missing parents are made 0755 (bwrap would copy modes like /root's 0700)."""
+    args: list[str] = []
+    exists = {"/", "/tmp", WORK_DIR}
+    bound: list[PurePosixPath] = []
+    for source, dest in binds:
+        target = PurePosixPath(dest)
+        if not any(mount == target or mount in target.parents for mount in bound):
+            for parent in reversed(target.parents):
+                if str(parent) not in exists:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+                    exists.add(str(parent))
+        args += ["--ro-bind", source, dest]
+        bound.append(target)
+    return args
+
+
+def _sandbox_args(limits: Limits) -> list[str]:
+    """Namespaces, a fresh /proc and /dev, and size-limited tmpfs folders for the work folder and /tmp."""
+    return [
+        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        "--hostname", "sandbox", "--die-with-parent", "--new-session",
+        "--proc", "/proc", "--dev", "/dev",
+        "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
+        "--perms", "0777", "--size", str(limits.disk_bytes), "--tmpfs", WORK_DIR,
+        "--chdir", WORK_DIR,
+        "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
+    ]
+
+
+def _interpreter_prefixes(venv: Path) -> list[Path]:
+    """The base interpreter's installation that the venv's python links to (pyvenv.cfg `home`, the real path)."""
+    prefixes: list[Path] = []
+    config = venv / "pyvenv.cfg"
+    if config.exists():
+        for line in config.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                home = Path(value.strip())
+                prefixes.append(home.parent if home.name == "bin" else home)
+    real = Path(os.path.realpath(venv / "bin" / "python"))
+    prefixes.append(real.parent.parent)
+    roots = [Path("/usr"), *(Path("/") / name for name in TOP_LEVEL)]
+    kept: list[Path] = []
+    for prefix in prefixes:
+        covered = any(prefix == root or root in prefix.parents for root in [*roots, *kept])
+        if not covered and prefix.is_dir():
+            kept.append(prefix)
+    return kept
+
+
+def _bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def _probe(etc_dir: Path) -> tuple[bool, str]:
+    """Start one empty sandbox with the flags every run uses; the answer holds for the life of the process."""
+    if os.geteuid() != 0:
+        return False, ("the bwrap backend runs bwrap as root and drops to uid 65534 with setpriv; "
+                       "run the worker as root or use docker")
+    bwrap = _bwrap()
+    if bwrap is None:
+        return False, "bwrap is not installed (apt-get install bubblewrap)"
+    if not os.path.exists(SETPRIV) or shutil.which("tar", path="/usr/bin:/bin") is None:
+        return False, f"{SETPRIV} and tar are needed inside the sandbox (apt-get install util-linux tar)"
+    links, binds = _system_binds(etc_dir)
+    command = [bwrap, *_sandbox_args(Limits()), *links, *_ro_binds(binds), "--clearenv", "--", *_setpriv(),
+               "/bin/sh", "-c", f'test "$(id -u)" = {SANDBOX_UID}']
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+        version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap could not start: {exc}"
+    if proc.returncode != 0:
+        return False, f"bwrap cannot create its sandbox here: {proc.stderr.strip() or f'exit {proc.returncode}'}"
+    return True, version.stdout.strip()
+
+
+class RunCgroups:
+    """One run's cgroup v1 folders (pids, memory, cpu), nested under the worker's own cgroup and removed afterwards."""
+
+    def __init__(self, limits: Limits):
+        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.folders: dict[str, Path] = {}
+        settings = {
+            "pids": [("pids.max", str(limits.processes + BWRAP_OWN_PROCESSES))],
+            # memsw after the plain limit (it may never be below it); without swap accounting it is absent.
+            "memory": [("memory.limit_in_bytes", str(limits.memory_bytes)),
+                       ("memory.memsw.limit_in_bytes", str(limits.memory_bytes))],
+            "cpu": [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", str(max(1000, int(limits.cpus * 100000))))],
+        }
+        for controller, values in settings.items():
+            folder = _cgroup_create(controller, name)
+            if folder is None:
+                continue
+            try:
+                for file, value in values:
+                    if (folder / file).exists():
+                        (folder / file).write_text(value)
+            except OSError as exc:
+                logger.warning("cgroup %s: cannot set limits (%s); running without it", folder, exc)
+                _cgroup_remove(folder)
+                continue
+            self.folders[controller] = folder
+
+    def attach(self) -> None:
+        """Move the calling process into every folder (run in the child between fork and exec)."""
+        pid = str(os.getpid()).encode()
+        for folder in self.folders.values():
+            fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+
+    def oom_killed(self) -> bool:
+        memory = self.folders.get("memory")
+        if memory is None:
+            return False
+        try:
+            lines = (memory / "memory.oom_control").read_text().splitlines()
+        except OSError:
+            return False
+        counters = dict(line.split() for line in lines if len(line.split()) == 2)
+        return int(counters.get("oom_kill", "0")) > 0
+
+    def remove(self) -> None:
+        for folder in self.folders.values():
+            _cgroup_remove(folder)
+            # An empty `rcb` would keep whoever owns the worker's cgroup from removing it; a busy one stays.
+            with contextlib.suppress(OSError):
+                folder.parent.rmdir()
+        self.folders.clear()
+
+
+def _cgroup_create(controller: str, name: str) -> Path | None:
+    """`<mount>/<worker's cgroup>/rcb/<name>`, or None when this v1 controller is not mounted or not writable."""
+    mount = CGROUP_MOUNT / controller
+    own = ""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                own = path.lstrip("/")
+    except OSError:
+        return None
+    # Inside a container the mount may already be rooted at our own cgroup.
+    base = mount / own if (mount / own).is_dir() else mount
+    if not (base / "cgroup.procs").exists():
+        return None
+    folder = base / "rcb" / name
+    try:
+        folder.parent.mkdir(exist_ok=True)
+        folder.mkdir()
+    except OSError:
+        return None
+    return folder
+
+
+def _cgroup_remove(folder: Path) -> None:
+    """Kill whatever is left in the folder, then remove it (rmdir is refused while a task is still exiting)."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            pids = (folder / "cgroup.procs").read_text().split()
+        except FileNotFoundError:
+            return
+        except OSError:
+            pids = []
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                logger.warning("cgroup %s could not be removed: %s", folder, exc)
+                return
+            time.sleep(0.02)
+
+
+def _archive(files: Mapping[str, bytes]) -> IO[bytes]:
+    """The task's files as an unlinked tar file, owned by the sandbox user (paths checked by files_write)."""
+    archive = tempfile.TemporaryFile(prefix="rcb-bwrap-")
+    with tempfile.TemporaryDirectory(prefix="rcb-bwrap-") as staging:
+        files_write(Path(staging), files)
+
+        def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            info.uid, info.gid, info.uname, info.gname = SANDBOX_UID, SANDBOX_GID, "", ""
+            info.mode = 0o755 if info.isdir() else 0o644
+            return info
+
+        with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for child in sorted(os.listdir(staging)):
+                tar.add(os.path.join(staging, child), arcname=child, filter=owned)
+    archive.seek(0)
+    return archive
+
+
+def _preexec(limits: Limits, cgroups: RunCgroups, stdin_fd: int) -> Callable[[], None]:
+    """The run's limits on bwrap and everything below it; rlimits stand in for the controllers that are missing."""
+    apply = rlimits(limits, address_space="memory" not in cgroups.folders)
+
+    def preexec() -> None:
+        cgroups.attach()
+        apply()
+        if "pids" not in cgroups.folders:
+            # Counts every process of uid 65534 on the host, so only a fallback for the pids cgroup.
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        os.dup2(stdin_fd, 0)
+
+    return preexec
+
+
+class BwrapSession(Session):
+    def __init__(self, backend: BwrapBackend, environment: Environment):
+        super().__init__(backend, environment)
+        venv = Path(environment.location)
+        links, binds = _system_binds(backend.etc_dir)
+        binds += [(str(path), str(path)) for path in (venv, *_interpreter_prefixes(venv))]
+        self._mounts = links + _ro_binds(binds)
+        self._path = f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"
+
+    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        threads = str(max(1, math.ceil(limits.cpus)))
+        env = {
+            "PATH": self._path, "HOME": WORK_DIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "USER": "sandbox",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            # Thread pools default to one thread per host core; each thread counts against the pids limit.
+            "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+        }
+        setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
+        unpack = f'PATH=/usr/bin:/bin tar -x -o -f - && printf "%s\\n" {STARTED} >&2 && exec "$@" </dev/null'
+        # The tmpfs folders come first: a venv under /tmp (as in tests) is bound on top of the new /tmp.
+        argv = [_bwrap() or "bwrap", *_sandbox_args(limits), *self._mounts, "--clearenv", *setenv, "--", *_setpriv(),
+                "/bin/sh", "-c", unpack, "rcb-unpack", *command]
+        cgroups = RunCgroups(limits)
+        try:
+            with _archive(files) as archive:
+                try:
+                    result = process_run(argv, cwd=Path("/"), limits=limits, backend="bwrap",
+                                         env={"PATH": "/usr/bin:/bin"},
+                                         preexec=_preexec(limits, cgroups, archive.fileno()))
+                except (OSError, subprocess.SubprocessError) as exc:
+                    raise SandboxError(f"bwrap could not start: {exc}") from exc
+            oom = cgroups.oom_killed()
+        finally:
+            cgroups.remove()
+        return _started(result, oom)
+
+
+def _started(result: ExecResult, oom: bool) -> ExecResult:
+    """Strip the start line from stderr; a run without it never reached the task's command."""
+    head, found, rest = result.stderr.partition(STARTED + "\n")
+    if not found:
+        how = "timed out" if result.timed_out else f"exit {result.exit_code}"
+        raise SandboxError(f"the bwrap sandbox did not start ({how}): {result.stderr[-2000:]}")
+    # bwrap reports a child killed by a signal as 128 + signal; an OOM kill of the test is a kill, not an exit.
+    exit_code = None if oom and result.exit_code == 128 + signal.SIGKILL else result.exit_code
+    return replace(result, stderr=head + rest, exit_code=exit_code, oom_killed=oom)
+
+
+class BwrapBackend(Backend):
+    name = "bwrap"
+
+    def __init__(self, cache_dir: Path):
+        super().__init__(cache_dir)
+        self.etc_dir = self.cache_dir / "bwrap-etc"
+
+    def _etc_write(self) -> None:
+        self.etc_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in ETC_OWN.items():
+            path = self.etc_dir / name
+            if not path.exists() or path.read_text() != text:
+                # Replaced whole, so a concurrent worker never binds a half-written file.
+                staging = path.with_name(f".{name}.{os.getpid()}")
+                staging.write_text(text)
+                staging.replace(path)
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            self._etc_write()
+        except OSError as exc:
+            return False, f"cannot write {self.etc_dir}: {exc}"
+        return _probe(self.etc_dir)
+
+    def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
+        return venv_build(cache_dir=self.cache_dir / "venvs", backend=self.name, env_hash=env_hash,
+                          requirements=requirements)
+
+    def session_open(self, environment: Environment) -> Session:
+        self._etc_write()
+        return BwrapSession(self, environment)
