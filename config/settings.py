@@ -163,6 +163,17 @@ MAINTAINERS_GROUP = "maintainers"
 # Validation of submissions: reference runs in a row, and the time limit of one test run.
 SUBMISSION_REFERENCE_RUNS = env.int("SUBMISSION_REFERENCE_RUNS", default=3)
 SUBMISSION_TEST_SECONDS = env.float("SUBMISSION_TEST_SECONDS", default=300.0)
+# Limits on what authors upload or point to (bytes, files, seconds).
+SUBMISSION_MAX_ARCHIVE_BYTES = env.int("SUBMISSION_MAX_ARCHIVE_BYTES", default=50 * 1024 * 1024)
+SUBMISSION_MAX_UNPACKED_BYTES = env.int("SUBMISSION_MAX_UNPACKED_BYTES", default=200 * 1024 * 1024)
+SUBMISSION_MAX_FILES = env.int("SUBMISSION_MAX_FILES", default=5000)
+SUBMISSION_MAX_FILE_BYTES = env.int("SUBMISSION_MAX_FILE_BYTES", default=50 * 1024 * 1024)
+SUBMISSION_CLONE_TIMEOUT = env.int("SUBMISSION_CLONE_TIMEOUT", default=120)
+SUBMISSION_MAX_REPO_BYTES = env.int("SUBMISSION_MAX_REPO_BYTES", default=200 * 1024 * 1024)
+# Hosts exempt from the private-network refusal of git URLs (tests, or an internal forge).
+SUBMISSION_GIT_ALLOWED_HOSTS = env.list("SUBMISSION_GIT_ALLOWED_HOSTS", default=[])
+# A pasted paper text can run to a few MB.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 # Encrypts per-model API keys at rest; defaults to a key derived from SECRET_KEY.
 FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
 

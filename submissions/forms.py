@@ -76,6 +76,17 @@ class CodeForm(forms.Form):
     git_url = forms.CharField(required=False, label="Repository URL (https://…)", max_length=500)
     commit = forms.CharField(required=False, label="Commit (full hash)", max_length=40)
 
+    def clean_git_url(self) -> str:
+        url = self.cleaned_data.get("git_url", "").strip()
+        if url and self.data.get("source") == "git":
+            from submissions.intake import IntakeError, git_url_check
+
+            try:
+                return git_url_check(url)
+            except IntakeError as exc:
+                raise forms.ValidationError(str(exc)) from exc
+        return url
+
     def clean(self):
         data = super().clean()
         if data.get("source") == "archive" and not data.get("archive"):
