@@ -169,9 +169,12 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def submission_report(request: HttpRequest, pk: int) -> HttpResponse:
-    """The validation report alone, polled by htmx while validation runs."""
+    """The validation report alone, polled by htmx while validation runs; then the whole page reloads once."""
     submission = selectors.submission_get(pk=pk, user=request.user)
-    return render(request, "submissions/_report.html", _detail_context(submission, request.user))
+    response = render(request, "submissions/_report.html", _detail_context(submission, request.user))
+    if request.htmx and submission.state not in (Submission.State.SUBMITTED, Submission.State.VALIDATING):
+        response["HX-Refresh"] = "true"  # the state and the author's actions changed with the verdict
+    return response
 
 
 @login_required
