@@ -173,3 +173,15 @@ def sandbox_backend_or_missing(name: str, cache: Path):
     if not ok:
         service_missing(f"sandbox backend {name}", reason)
     return backend
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _workers_disconnected_at_the_end(django_db_setup, django_db_blocker):
+    """Workers started by tests (one SIGKILLed on purpose) may leave sessions that block dropping the test DB."""
+    yield
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute("select pg_terminate_backend(pid) from pg_stat_activity "
+                           "where datname = current_database() and pid <> pg_backend_pid()")
