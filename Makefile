@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-DEMO_VERSION ?= demo-1.0
+DEMO_VERSION ?= demo-1.0.0
 HOST ?= 127.0.0.1:8000
 
 .PHONY: install run test

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from benchmarks.models import Blob, BenchmarkVersion, Paper, Snippet, Task
+from benchmarks.models import Blob, BenchmarkVersion, Paper, Snippet, SnippetRetirement, Task, VersionTask
 
 
 @admin.register(Paper)
@@ -20,6 +20,7 @@ class SnippetInline(admin.TabularInline):
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
+    search_fields = ["paper__slug", "paper__title"]
     list_display = ["paper", "revision", "content_hash", "environment_hash", "created_at"]
     list_filter = ["paper"]
     readonly_fields = ["content_hash", "environment_hash", "files"]
@@ -34,18 +35,33 @@ class SnippetAdmin(admin.ModelAdmin):
     readonly_fields = ["task", "parent", "code_hash"]
 
 
+class VersionTaskInline(admin.TabularInline):
+    model = VersionTask
+    extra = 0
+    autocomplete_fields = ["task"]
+
+
+class SnippetRetirementInline(admin.TabularInline):
+    model = SnippetRetirement
+    extra = 0
+    raw_id_fields = ["snippet"]
+
+
 @admin.register(BenchmarkVersion)
 class BenchmarkVersionAdmin(admin.ModelAdmin):
     list_display = ["name", "status", "manifest_hash", "published_at"]
     list_filter = ["status"]
-    filter_horizontal = ["tasks"]
-    readonly_fields = ["manifest", "manifest_hash", "published_at"]
+    inlines = [VersionTaskInline, SnippetRetirementInline]
+    readonly_fields = ["manifest", "manifest_hash", "published_at", "changelog", "downloads", "previous"]
 
     def get_readonly_fields(self, request, obj=None):
         # A published version is frozen: nothing but its notes can change.
         if obj is not None and obj.is_frozen:
-            return [f.name for f in obj._meta.fields if f.name != "notes"] + ["tasks"]
+            return [f.name for f in obj._meta.fields if f.name != "notes"]
         return self.readonly_fields
+
+    def get_inlines(self, request, obj):
+        return [] if obj is not None and obj.is_frozen else self.inlines
 
 
 @admin.register(Blob)

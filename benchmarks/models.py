@@ -100,14 +100,20 @@ class BenchmarkVersion(models.Model):
         PUBLISHED = "published"
         DEPRECATED = "deprecated"
 
-    name = models.CharField(max_length=50, unique=True)
+    name = models.CharField(max_length=50, unique=True, help_text="A semantic version, e.g. 1.2.0 or demo-1.0.0.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
-    tasks = models.ManyToManyField(Task, related_name="versions", blank=True)
-    notes = models.TextField(blank=True)
+    tasks = models.ManyToManyField(Task, through="VersionTask", related_name="versions", blank=True)
+    notes = models.TextField(blank=True, help_text="Release notes.")
+    previous = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                 help_text="The release the changelog is computed against.")
+    changelog = models.JSONField(null=True, blank=True, help_text="Tasks added, removed and changed.")
     manifest = models.JSONField(null=True, blank=True)
     manifest_hash = models.CharField(max_length=64, blank=True)
+    downloads = models.JSONField(default=dict, blank=True, help_text="Download kind -> storage name and sha256.")
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    deprecated_at = models.DateTimeField(null=True, blank=True)
+    deprecation_note = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -118,3 +124,31 @@ class BenchmarkVersion(models.Model):
     @property
     def is_frozen(self) -> bool:
         return self.status != self.Status.DRAFT
+
+
+class VersionTask(models.Model):
+    """A task's place in a version, with its split: public tasks can be downloaded, held-out ones never."""
+
+    class Split(models.TextChoices):
+        PUBLIC = "public"
+        HELD_OUT = "held_out", "Held out"
+
+    version = models.ForeignKey(BenchmarkVersion, on_delete=models.CASCADE, related_name="memberships")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="memberships")
+    split = models.CharField(max_length=10, choices=Split.choices, default=Split.PUBLIC)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "task"], name="versiontask_unique")]
+
+
+class SnippetRetirement(models.Model):
+    """A snippet left out of one version (e.g. its tests turned out flaky), with the maintainer's reason."""
+
+    version = models.ForeignKey(BenchmarkVersion, on_delete=models.CASCADE, related_name="retirements")
+    snippet = models.ForeignKey(Snippet, on_delete=models.CASCADE, related_name="retirements")
+    reason = models.TextField()
+    retired_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "snippet"], name="retirement_unique")]

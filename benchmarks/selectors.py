@@ -7,8 +7,8 @@ from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from benchmarks.models import Blob, BenchmarkVersion, Snippet, Task
-from benchmarks.paper2code import mask, parse
+from benchmarks.models import Blob, BenchmarkVersion, Snippet, Task, VersionTask
+from benchmarks.paper2code import build_prompt, mask, parse
 from benchmarks.paper2code.pset import PaperPackage
 
 
@@ -46,6 +46,30 @@ def version_tasks(*, version: BenchmarkVersion) -> QuerySet[Task]:
         .annotate(snippet_count=Count("snippets"), total_loc=Sum("snippets__loc"))
         .order_by("paper__slug")
     )
+
+
+def version_snippets(*, version: BenchmarkVersion, split: str | None = None) -> QuerySet[Snippet]:
+    """The version's benchmark items: snippets of its tasks, less those retired from it."""
+    snippets = Snippet.objects.filter(task__memberships__version=version).exclude(retirements__version=version)
+    if split:
+        snippets = snippets.filter(task__memberships__version=version, task__memberships__split=split)
+    return snippets.select_related("task", "task__paper").order_by("task__paper__slug", "file_path", "position")
+
+
+def version_public_tasks(*, version: BenchmarkVersion) -> QuerySet[Task]:
+    return version_tasks(version=version).filter(memberships__version=version,
+                                                 memberships__split=VersionTask.Split.PUBLIC)
+
+
+def snippet_prompt(*, snippet: Snippet, files: dict[str, bytes], with_paper: bool, protocol: str) -> str:
+    """The prompt for one snippet (FORMAT.md 5-6): paper unless the ablation, context files, the masked file."""
+    task = snippet.task
+    annotated = parse(files[snippet.file_path].decode("utf-8"), snippet.file_path)
+    masked = mask(annotated, annotated.snippets[snippet.position])
+    context = [(path, files[path].decode("utf-8")) for path in task.context_paths]
+    paper = files[task.paper_path].decode("utf-8") if with_paper else None
+    return build_prompt(paper_text=paper, context_files=context, masked_path=snippet.file_path, masked_code=masked,
+                        protocol=protocol)
 
 
 def version_task_for_paper(*, version: BenchmarkVersion, slug: str) -> Task:

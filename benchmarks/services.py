@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import re
+import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.core.exceptions import PermissionDenied
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
-from benchmarks.models import Blob, BenchmarkVersion, Paper, Snippet, Task
-from benchmarks.paper2code import PackageError, Problem
+from benchmarks.models import Blob, BenchmarkVersion, Paper, Snippet, SnippetRetirement, Task, VersionTask
+from benchmarks.paper2code import PROTOCOL, PackageError, Problem
 from benchmarks.paper2code.pset import PaperPackage, read_pset_with_warnings, write_pset
-from benchmarks.selectors import task_package, version_tasks
+from benchmarks.selectors import blob_read, task_package, version_tasks
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -143,48 +149,208 @@ def pset_import(
                 [Problem(file=str(root), line=0, message=f"version {version.name} is {version.status} and frozen; "
                          "import into a new version name instead")]
             )
-        version.tasks.set(wanted)
+        for task in new_tasks:
+            version_task_set(version=version, task=task)
     if publish and not version.is_frozen:
         result.version = version_publish(version=version)
     return result
 
 
+SEMVER_RE = re.compile(r"^(?:[a-z][a-z0-9-]*-)?\d+\.\d+\.\d+$")
+
+# Sent after a version is published; evaluation queues the continuously evaluated models on it.
+version_published = Signal()
+
+
 def version_manifest(*, version: BenchmarkVersion) -> dict:
-    """The frozen content of a version: every task and snippet by content hash."""
-    tasks = version.tasks.select_related("paper").prefetch_related("snippets").order_by("paper__slug")
+    """The frozen content of a version: every task (with its split) and live snippet by content hash."""
+    memberships = version.memberships.select_related("task__paper").order_by("task__paper__slug")
+    retired = set(version.retirements.values_list("snippet_id", flat=True))
+    snippets: dict[int, list[Snippet]] = {}
+    for snippet in Snippet.objects.filter(task__memberships__version=version).order_by("file_path", "position"):
+        if snippet.pk not in retired:
+            snippets.setdefault(snippet.task_id, []).append(snippet)
     return {
         "version": version.name,
         "tasks": [
             {
-                "paper": task.paper.slug,
-                "revision": task.revision,
-                "content_hash": task.content_hash,
-                "environment_hash": task.environment_hash,
+                "paper": m.task.paper.slug,
+                "revision": m.task.revision,
+                "content_hash": m.task.content_hash,
+                "environment_hash": m.task.environment_hash,
+                "split": m.split,
                 "snippets": [
-                    {"file": s.file_path, "name": s.name, "loc": s.loc, "code_hash": s.code_hash}
-                    for s in task.snippets.all()
+                    {"id": s.pk, "file": s.file_path, "name": s.name, "loc": s.loc, "code_hash": s.code_hash}
+                    for s in snippets.get(m.task_id, [])
                 ],
             }
-            for task in tasks
+            for m in memberships
+        ],
+        "retired": [
+            {"id": r.snippet_id, "name": r.snippet.name, "paper": r.snippet.task.paper.slug, "reason": r.reason}
+            for r in version.retirements.select_related("snippet__task__paper").order_by("snippet_id")
         ],
     }
 
 
+def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
+    """Papers added, removed and changed (new task content, or snippets retired or restored) since `previous`."""
+    before = {t["paper"]: t for t in (previous or {}).get("tasks", [])}
+    after = {t["paper"]: t for t in manifest["tasks"]}
+    changed = []
+    for paper in sorted(set(before) & set(after)):
+        old, new = before[paper], after[paper]
+        if (old["content_hash"], old["split"], [s["code_hash"] for s in old["snippets"]]) != (
+                new["content_hash"], new["split"], [s["code_hash"] for s in new["snippets"]]):
+            changed.append({"paper": paper, "from_revision": old["revision"], "to_revision": new["revision"],
+                            "snippets_before": len(old["snippets"]), "snippets_after": len(new["snippets"]),
+                            "split": new["split"]})
+    return {"added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)),
+            "changed": changed}
+
+
+def _require_maintainer(actor) -> None:
+    """`actor` None is the operator on the command line."""
+    from benchmarks.selectors import user_is_maintainer
+
+    if actor is not None and not user_is_maintainer(user=actor):
+        raise PermissionDenied("only maintainers curate and publish versions")
+
+
+def _require_draft(version: BenchmarkVersion) -> None:
+    if version.is_frozen:
+        raise ValueError(f"version {version.name} is {version.status} and frozen")
+
+
 @transaction.atomic
-def version_publish(*, version: BenchmarkVersion) -> BenchmarkVersion:
-    """Freeze a draft version: from now on its manifest hash identifies exactly what was evaluated."""
+def version_draft_create(*, name: str, actor=None, notes: str = "") -> BenchmarkVersion:
+    """A new draft starting from the latest published release's tasks, splits and retirements."""
+    _require_maintainer(actor)
+    if not SEMVER_RE.match(name):
+        raise ValueError(f"{name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
+    if BenchmarkVersion.objects.filter(name=name).exists():
+        raise ValueError(f"a version named {name} exists already")
+    version = BenchmarkVersion.objects.create(name=name, notes=notes)
+    latest = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).order_by("-published_at").first()
+    if latest:
+        VersionTask.objects.bulk_create([VersionTask(version=version, task_id=m.task_id, split=m.split)
+                                         for m in latest.memberships.all()])
+        SnippetRetirement.objects.bulk_create([
+            SnippetRetirement(version=version, snippet_id=r.snippet_id, reason=r.reason, retired_by=r.retired_by)
+            for r in latest.retirements.all()])
+    return version
+
+
+@transaction.atomic
+def version_task_set(*, version: BenchmarkVersion, task: Task, split: str = VersionTask.Split.PUBLIC,
+                     actor=None) -> VersionTask:
+    """Put a task into a draft (replacing another revision of the same paper) with a split."""
+    _require_maintainer(actor)
+    _require_draft(version)
+    version.memberships.filter(task__paper=task.paper).exclude(task=task).delete()
+    membership, _ = VersionTask.objects.update_or_create(version=version, task=task, defaults={"split": split})
+    return membership
+
+
+@transaction.atomic
+def version_task_remove(*, version: BenchmarkVersion, task: Task, actor=None) -> None:
+    _require_maintainer(actor)
+    _require_draft(version)
+    version.memberships.filter(task=task).delete()
+    version.retirements.filter(snippet__task=task).delete()
+
+
+@transaction.atomic
+def snippet_retire(*, version: BenchmarkVersion, snippet: Snippet, reason: str, actor=None) -> SnippetRetirement:
+    """Leave one snippet out of a draft, with a reason that the changelog and manifest keep."""
+    _require_maintainer(actor)
+    _require_draft(version)
+    if not reason.strip():
+        raise ValueError("retiring a snippet needs a reason")
+    if not version.memberships.filter(task=snippet.task).exists():
+        raise ValueError(f"snippet {snippet.name} is not in version {version.name}")
+    retirement, _ = SnippetRetirement.objects.update_or_create(
+        version=version, snippet=snippet, defaults={"reason": reason.strip(), "retired_by": actor})
+    return retirement
+
+
+@transaction.atomic
+def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None = None) -> BenchmarkVersion:
+    """Freeze a draft: manifest and its hash, changelog against the latest release, downloads; then announce it."""
+    _require_maintainer(actor)
     version = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
     if version.status != BenchmarkVersion.Status.DRAFT:
         raise ValueError(f"version {version.name} is already {version.status}")
-    if not version.tasks.exists():
+    if not SEMVER_RE.match(version.name):
+        raise ValueError(f"{version.name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
+    if not version.memberships.exists():
         raise ValueError(f"version {version.name} has no tasks to publish")
+    previous = (BenchmarkVersion.objects.filter(status__in=[BenchmarkVersion.Status.PUBLISHED,
+                                                           BenchmarkVersion.Status.DEPRECATED])
+                .exclude(pk=version.pk).order_by("-published_at").first())
     version.manifest = version_manifest(version=version)
     version.manifest_hash = sha256_hex(json.dumps(version.manifest, sort_keys=True, separators=(",", ":")))
+    version.previous = previous
+    version.changelog = release_changelog(previous=previous.manifest if previous else None, manifest=version.manifest)
+    if notes is not None:
+        version.notes = notes
     version.status = BenchmarkVersion.Status.PUBLISHED
     version.published_at = timezone.now()
+    version.downloads = release_downloads_build(version=version)
     version.full_clean()
     version.save()
+    transaction.on_commit(lambda: version_published.send(sender=BenchmarkVersion, version=version))
     return version
+
+
+@transaction.atomic
+def version_deprecate(*, version: BenchmarkVersion, actor=None, note: str) -> BenchmarkVersion:
+    _require_maintainer(actor)
+    if version.status != BenchmarkVersion.Status.PUBLISHED:
+        raise ValueError(f"only published versions can be deprecated; {version.name} is {version.status}")
+    version.status = BenchmarkVersion.Status.DEPRECATED
+    version.deprecated_at = timezone.now()
+    version.deprecation_note = note
+    version.save(update_fields=["status", "deprecated_at", "deprecation_note"])
+    return version
+
+
+def release_downloads_build(*, version: BenchmarkVersion) -> dict:
+    """The public problem set as a zip and every live item as JSONL (masked prompt only), stored with their hashes."""
+    from benchmarks.selectors import snippet_prompt, task_package, version_public_tasks, version_snippets
+
+    buffer = io.BytesIO()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_pset(Path(tmp) / version.name, [task_package(task=t) for t in version_public_tasks(version=version)])
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted((Path(tmp) / version.name).rglob("*")):
+                if path.is_file():
+                    info = zipfile.ZipInfo(str(path.relative_to(tmp)), date_time=(2000, 1, 1, 0, 0, 0))
+                    archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+    lines = []
+    files_by_task: dict[int, dict[str, bytes]] = {}
+    for snippet in version_snippets(version=version):
+        files = files_by_task.setdefault(snippet.task_id, {
+            p: blob_read(sha256=d) for p, d in snippet.task.files.items()})
+        lines.append(json.dumps({
+            "id": str(snippet.pk), "paper": snippet.task.paper.slug, "file": snippet.file_path,
+            "snippet": snippet.name, "loc": snippet.loc, "protocol": PROTOCOL,
+            "masked_code": snippet_masked_text(snippet=snippet, files=files),
+            "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=PROTOCOL),
+        }, ensure_ascii=False))
+    downloads = {}
+    for kind, name, data in (("pset", f"{version.name}-problem-set.zip", buffer.getvalue()),
+                             ("items", f"{version.name}-items.jsonl", ("\n".join(lines) + "\n").encode())):
+        blob = blob_store(content=data)
+        downloads[kind] = {"filename": name, "sha256": blob.sha256, "size": blob.size}
+    return downloads
+
+
+def snippet_masked_text(*, snippet: Snippet, files: dict[str, bytes]) -> str:
+    from benchmarks.paper2code import mask, parse
+
+    annotated = parse(files[snippet.file_path].decode("utf-8"), snippet.file_path)
+    return mask(annotated, annotated.snippets[snippet.position])
 
 
 def version_export(*, version: BenchmarkVersion, root: Path) -> list[PaperPackage]:

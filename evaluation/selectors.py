@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from benchmarks.models import Snippet
-from benchmarks.paper2code import build_prompt, mask
+from benchmarks.selectors import snippet_prompt, version_snippets
 from evaluation.models import EvaluationRun, Generation, Outcome
-from evaluation.taskfiles import task_annotated, task_files
+from evaluation.taskfiles import task_files
 
 
 def run_snippets(run: EvaluationRun) -> QuerySet[Snippet]:
-    return Snippet.objects.filter(task__versions=run.version).select_related("task", "task__paper").order_by("pk")
+    return version_snippets(version=run.version).order_by("pk")
 
 
 def run_items(run: EvaluationRun) -> list[tuple[int, int]]:
@@ -53,12 +53,5 @@ def run_progress(run: EvaluationRun) -> Progress:
 
 
 def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
-    """The rcb-v1 prompt for one snippet: paper (unless the ablation), context files, the masked file."""
-    task = snippet.task
-    files = task_files(task)
-    annotated = task_annotated(task, snippet.file_path)
-    masked = mask(annotated, annotated.snippets[snippet.position])
-    context = [(path, files[path].decode("utf-8")) for path in task.context_paths]
-    paper = files[task.paper_path].decode("utf-8") if with_paper else None
-    return build_prompt(paper_text=paper, context_files=context, masked_path=snippet.file_path, masked_code=masked,
-                        protocol=protocol)
+    """The prompt for one item, from the worker's cached task files."""
+    return snippet_prompt(snippet=snippet, files=task_files(snippet.task), with_paper=with_paper, protocol=protocol)

@@ -14,6 +14,7 @@ from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, tail
 from evaluation.sandbox import ExecResult
 from evaluation.scoring import run_scores_store
+from benchmarks.selectors import version_snippets
 from evaluation.selectors import item_prompt, run_items_missing, run_snippets
 
 MAX_SAMPLES = 20
@@ -174,3 +175,85 @@ def run_maybe_finish(*, run: EvaluationRun) -> bool:
         run.finished_at = timezone.now()
         run.save(update_fields=["status", "finished_at"])
     return True
+
+
+def continuous_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list[EvaluationRun]:
+    """Queue every model marked for continuous evaluation on a newly published version."""
+    runs = []
+    for model in ModelEntry.objects.filter(continuous=True, kind=ModelEntry.Kind.LITELLM):
+        runs.append(run_start(model=model, version=version))
+    return runs
+
+
+def generation_reusable(*, run: EvaluationRun, snippet: Snippet, sample: int, prompt: str) -> Generation | None:
+    """An earlier answer of the same model to exactly this prompt under the same settings, if there is one."""
+    return (Generation.objects.filter(run__model=run.model, run__protocol=run.protocol, run__params=run.params,
+                                      sample=sample, prompt_hash=prompt_hash(prompt), error="")
+            .exclude(run=run).order_by("-created_at").first())
+
+
+class UploadError(ValueError):
+    """A generations file that cannot be taken; `problems` lists every bad line as 'line N: ...'."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("; ".join(problems[:20]) + (f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""))
+
+
+MAX_ANSWER_CHARS = 200_000
+
+
+@transaction.atomic
+def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes, user=None,
+                    with_paper: bool = True) -> EvaluationRun:
+    """Score uploaded generations (JSONL of item id, sample, answer) like the platform's own; all or nothing."""
+    import json
+
+    if version.status == BenchmarkVersion.Status.DRAFT:
+        raise EvaluationError(f"version {version.name} is a draft; uploads are scored on published versions")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UploadError([f"the file is not UTF-8 text (byte {exc.start})"]) from exc
+    snippets = {str(s.pk): s for s in version_snippets(version=version)}
+    problems, rows, seen = [], [], set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"line {number}: not JSON ({exc.msg})")
+            continue
+        if not isinstance(row, dict):
+            problems.append(f"line {number}: expected an object with id, sample and answer")
+            continue
+        item, sample, answer = str(row.get("id", "")), row.get("sample", 0), row.get("answer")
+        if item not in snippets:
+            problems.append(f"line {number}: unknown item id {item!r} in version {version.name}")
+        elif not isinstance(sample, int) or isinstance(sample, bool) or not 0 <= sample < MAX_SAMPLES:
+            problems.append(f"line {number}: sample must be an integer from 0 to {MAX_SAMPLES - 1}")
+        elif not isinstance(answer, str):
+            problems.append(f"line {number}: answer must be a string")
+        elif len(answer) > MAX_ANSWER_CHARS:
+            problems.append(f"line {number}: answer is {len(answer)} characters; at most {MAX_ANSWER_CHARS}")
+        elif (item, sample) in seen:
+            problems.append(f"line {number}: item {item} sample {sample} appears twice")
+        else:
+            seen.add((item, sample))
+            rows.append((snippets[item], sample, answer))
+    if not rows and not problems:
+        problems.append("the file holds no generations")
+    samples = 1 + max((s for _, s, _ in rows), default=0)
+    missing = [f"{i}/{s}" for i in snippets for s in range(samples) if (i, s) not in seen]
+    if missing and not problems:
+        problems.append(f"{len(missing)} item(s) have no answer, e.g. {', '.join(missing[:5])}")
+    if problems:
+        raise UploadError(problems)
+    run = EvaluationRun.objects.create(model=model, version=version, with_paper=with_paper, samples=samples,
+                                       created_by=user, total_items=len(rows), params={"uploaded": True})
+    for snippet, sample, answer in rows:
+        generation_record(run=run, snippet=snippet, sample=sample, raw_answer=answer, cost=0, latency=0.0,
+                          prompt=item_prompt(snippet, with_paper=with_paper, protocol=run.protocol))
+    transaction.on_commit(lambda: run_dispatch(run=run))
+    return run

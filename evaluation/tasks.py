@@ -56,6 +56,14 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
         if wait:
             raise self.retry(countdown=wait)
         prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
+        earlier = services.generation_reusable(run=run, snippet=snippet, sample=sample, prompt=prompt)
+        if earlier is not None:  # unchanged item on a new release: same model, settings and prompt
+            services.generation_record(
+                run=run, snippet=snippet, sample=sample, prompt=prompt, raw_answer=earlier.raw_answer,
+                prompt_tokens=earlier.prompt_tokens, completion_tokens=earlier.completion_tokens,
+                latency=earlier.latency, cost=earlier.cost, attempts=0)
+            item_evaluate.delay(run_id, snippet_id, sample)
+            return
         model = run.model
         call = ModelCall(model=model.litellm_model, api_base=model.api_base or None, api_key=model.api_key_get(),
                          params={**model.default_params, **run.params})

@@ -48,7 +48,7 @@ def main() -> None:
 
         logging.disable(logging.WARNING)  # the local backend's per-run warning would drown the table
         call_command("migrate", verbosity=0)
-        version = pset_import(root=REPO / "benchmarks" / "demo", version_name="bench", publish=True).version
+        version = pset_import(root=REPO / "benchmarks" / "demo", version_name="bench-1.0.0", publish=True).version
         snippets = list(Snippet.objects.filter(task__versions=version).select_related("task").order_by("pk"))
         items = snippets * args.repeat
 

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.selectors import user_is_maintainer
-from benchmarks.services import blob_store, task_store
+from benchmarks.services import blob_store, task_store, version_draft_create, version_task_set
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationReport
 from submissions.packages import revision_package
 
@@ -190,24 +190,29 @@ def submission_accept(*, submission: Submission, actor, reason: str) -> Task:
     submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
     revision = submission.latest_revision
     task, _ = task_store(package=revision_package(revision))
-    version = draft_version_current()
-    version.tasks.remove(*version.tasks.filter(paper=task.paper))
-    version.tasks.add(task)
+    version_task_set(version=draft_version_current(), task=task)
     submission.task = task
     submission.save(update_fields=["task", "updated_at"])
     return task
 
 
 def draft_version_current() -> BenchmarkVersion:
-    """The newest draft version, created (named `next`, or `next-N`) when there is none."""
+    """The newest draft version; when there is none, the next minor release after the latest one, as a draft."""
     version = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT).order_by("-created_at").first()
     if version:
         return version
-    name, n = "next", 1
+    latest = BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT).order_by("-published_at").first()
+    name = next_minor(latest.name) if latest else "0.1.0"
     while BenchmarkVersion.objects.filter(name=name).exists():
-        n += 1
-        name = f"next-{n}"
-    return BenchmarkVersion.objects.create(name=name, notes="Draft: accepted submissions are added here.")
+        name = next_minor(name)
+    return version_draft_create(name=name, notes="Draft: accepted submissions are added here.")
+
+
+def next_minor(name: str) -> str:
+    """demo-1.2.3 -> demo-1.3.0."""
+    prefix, _, number = name.rpartition("-") if "-" in name else ("", "", name)
+    major, minor, _ = (int(x) for x in number.split("."))
+    return f"{prefix + '-' if prefix else ''}{major}.{minor + 1}.0"
 
 
 def _reason_required(reason: str) -> None:

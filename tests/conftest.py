@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Group, User
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_PSET = REPO / "benchmarks" / "demo"
@@ -50,7 +51,7 @@ def tcp_open():
 def demo_version(db):
     from benchmarks.services import pset_import
 
-    return pset_import(root=DEMO_PSET, version_name="demo-test", publish=True).version
+    return pset_import(root=DEMO_PSET, version_name="demo-test-1.0.0", publish=True).version
 
 
 def database_url_for_workers() -> str:
@@ -185,3 +186,25 @@ def _workers_disconnected_at_the_end(django_db_setup, django_db_blocker):
         with django_db_blocker.unblock(), connection.cursor() as cursor:
             cursor.execute("select pg_terminate_backend(pid) from pg_stat_activity "
                            "where datname = current_database() and pid <> pg_backend_pid()")
+
+
+@pytest.fixture
+def author(db):
+    return User.objects.create_user("ada", email="ada@example.org", password="pw-ada-12345")
+
+
+@pytest.fixture
+def other_author(db):
+    return User.objects.create_user("bob", email="bob@example.org", password="pw-bob-12345")
+
+
+@pytest.fixture
+def maintainer(db):
+    user = User.objects.create_user("maya", email="maya@example.org", password="pw-maya-12345")
+    user.groups.add(Group.objects.get_or_create(name="maintainers")[0])
+    return user
+
+
+@pytest.fixture
+def admin(db):
+    return User.objects.create_superuser("root", email="root@example.org", password="pw-root-12345")

@@ -104,7 +104,7 @@ def test_make_run_serves_the_demo_without_postgres_or_redis(tmp_path: Path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None:
             try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/versions/demo-1.0/", timeout=5).read().decode()
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/versions/demo-1.0.0/", timeout=5).read().decode()
                 if "ready." in log.read_text():
                     break
             except OSError:

@@ -45,10 +45,10 @@ def test_export_of_unknown_version_names_it(tmp_path: Path):
 
 
 def test_publish_freezes_a_manifest_with_its_hash():
-    version = pset_import(root=DEMO_PSET, version_name="v1", publish=True).version
+    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     version.refresh_from_db()
     assert version.status == BenchmarkVersion.Status.PUBLISHED and len(version.manifest_hash) == 64
     snippets = sum(len(t["snippets"]) for t in version.manifest["tasks"])
     assert snippets == sum(t.snippets.count() for t in version.tasks.all())
-    again = pset_import(root=DEMO_PSET, version_name="v2", publish=True).version
+    again = pset_import(root=DEMO_PSET, version_name="1.1.0", publish=True).version
     assert again.manifest_hash != version.manifest_hash, "the manifest names its version"

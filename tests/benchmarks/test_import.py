@@ -88,12 +88,12 @@ def test_one_bad_paper_imports_nothing_and_names_paper_file_and_line(pset: Path)
 
 
 def test_published_version_is_frozen(pset: Path):
-    pset_import(root=pset, version_name="v1", publish=True)
+    pset_import(root=pset, version_name="1.0.0", publish=True)
     paper = pset / "dampnest" / "paper2code_paper.md"
     paper.write_text(paper.read_text() + "\nAn erratum.\n")
 
-    with pytest.raises(PackageError, match="v1 is published and frozen"):
-        pset_import(root=pset, version_name="v1")
+    with pytest.raises(PackageError, match="1.0.0 is published and frozen"):
+        pset_import(root=pset, version_name="1.0.0")
     assert Task.objects.count() == 3, "the rejected import left nothing behind"
 
 

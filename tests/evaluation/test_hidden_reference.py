@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 ])
 def test_copying_the_hidden_reference_never_passes(backend_name, answer, media_root, sandbox_cache):
     backend = sandbox_backend_or_missing(backend_name, sandbox_cache)
-    version = pset_import(root=DEMO_PSET, version_name="hidden", publish=True).version
+    version = pset_import(root=DEMO_PSET, version_name="hidden-1.0.0", publish=True).version
     snippet = Snippet.objects.get(task__versions=version, task__paper__slug="dampnest",
                                   name="remember gradient for next step")
     executor.sessions_close()

@@ -26,7 +26,7 @@ def engine_gone(monkeypatch, tmp_path):
 
 
 def test_a_dead_engine_is_an_error_after_retries_not_a_failure(media_root, engine_gone):
-    version = pset_import(root=DEMO_PSET, version_name="infra", publish=True).version
+    version = pset_import(root=DEMO_PSET, version_name="infra-1.0.0", publish=True).version
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     snippet = version.tasks.first().snippets.first()

@@ -35,7 +35,7 @@ def run_and_wait(model_name: str, version, worker, *, samples: int = 1, timeout:
 
 @pytest.fixture
 def demo(media_root):
-    return pset_import(root=DEMO_PSET, version_name="demo-pipeline", publish=True).version
+    return pset_import(root=DEMO_PSET, version_name="pipeline-1.0.0", publish=True).version
 
 
 @pytest.mark.parametrize("backend", ["bwrap", "docker"])

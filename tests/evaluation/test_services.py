@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="svc", publish=True).version
+    return pset_import(root=DEMO_PSET, version_name="svc-1.0.0", publish=True).version
 
 
 def test_calibration_models_exist():
@@ -84,14 +84,14 @@ def test_cancel_twice_is_refused(version):
 def test_evaluate_command_inline_prints_a_summary(version, capsys, settings, sandbox_cache):
     settings.SANDBOX_BACKEND = "local"
     settings.SANDBOX_CACHE_DIR = sandbox_cache
-    call_command("evaluate", model="reference", version="svc", inline=True)
+    call_command("evaluate", model="reference", version="svc-1.0.0", inline=True)
     out = capsys.readouterr().out
     assert "ALL" in out and "100.0%" in out and "dampnest" in out
 
 
 def test_evaluate_command_names_unknown_model_and_version(version):
     with pytest.raises(CommandError, match="no registered model named 'nope'"):
-        call_command("evaluate", model="nope", version="svc")
+        call_command("evaluate", model="nope", version="svc-1.0.0")
     with pytest.raises(CommandError, match="no benchmark version named 'v0'"):
         call_command("evaluate", model="reference", version="v0")
 

@@ -3,32 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
 
 from submissions import services
 from tests.conftest import DEMO_PSET
-
-
-@pytest.fixture
-def author(db):
-    return User.objects.create_user("ada", email="ada@example.org", password="pw-ada-12345")
-
-
-@pytest.fixture
-def other_author(db):
-    return User.objects.create_user("bob", email="bob@example.org", password="pw-bob-12345")
-
-
-@pytest.fixture
-def maintainer(db):
-    user = User.objects.create_user("maya", email="maya@example.org", password="pw-maya-12345")
-    user.groups.add(Group.objects.get_or_create(name="maintainers")[0])
-    return user
-
-
-@pytest.fixture
-def admin(db):
-    return User.objects.create_superuser("root", email="root@example.org", password="pw-root-12345")
 
 
 def demo_files(paper: str = "dampnest") -> dict[str, bytes]:

@@ -144,6 +144,6 @@ def test_submit_validate_review_revise_accept(browser_page, live_server, media_r
     assert page.get_by_test_id("state").inner_text() == "Accepted"
     shot(page, "10-accepted")
     page.goto(f"{base}/")
-    page.get_by_role("link", name="next").click()
+    page.get_by_role("link", name="0.1.0").click()
     assert page.get_by_role("link", name="DampNest: Curvature-Damped Momentum").is_visible()
     shot(page, "11-draft-version")

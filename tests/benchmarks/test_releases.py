@@ -1,0 +1,91 @@
+"""Releases: curation of a draft, publishing with manifest, changelog and downloads, splits, retirement."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from benchmarks.models import BenchmarkVersion, Snippet, VersionTask
+from benchmarks.selectors import blob_read, version_snippets
+from benchmarks.services import (
+    pset_import, snippet_retire, version_deprecate, version_draft_create, version_publish, version_task_set,
+)
+from tests.conftest import DEMO_PSET
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def first(media_root):
+    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+
+
+def test_a_new_draft_starts_from_the_latest_release_and_publishes_a_changelog(first, tmp_path, maintainer):
+    changed = Path(shutil.copytree(DEMO_PSET, tmp_path / "pset"))
+    code = changed / "dampnest" / "optimizer.py"
+    code.write_text(code.read_text() + "\n")
+    draft = version_draft_create(name="1.1.0", actor=maintainer)
+    assert draft.tasks.count() == 3
+    new_task = pset_import(root=changed, version_name="staging").tasks_created[0]
+    version_task_set(version=draft, task=new_task, actor=maintainer)
+    pooling = draft.tasks.get(paper__slug="topk-attention-pool")
+    draft.memberships.filter(task=pooling).delete()
+
+    published = version_publish(version=draft, actor=maintainer, notes="Fresh DampNest code.")
+
+    assert published.previous == first and published.notes == "Fresh DampNest code."
+    assert published.changelog["removed"] == ["topk-attention-pool"] and published.changelog["added"] == []
+    assert [c["paper"] for c in published.changelog["changed"]] == ["dampnest"]
+    assert published.changelog["changed"][0]["to_revision"] == 2
+
+
+def test_held_out_tasks_are_never_downloadable_but_their_prompts_are(first, maintainer):
+    draft = version_draft_create(name="1.1.0", actor=maintainer)
+    held = draft.tasks.get(paper__slug="trimmed-infonce")
+    version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT, actor=maintainer)
+    published = version_publish(version=draft, actor=maintainer)
+
+    archive = zipfile.ZipFile(io.BytesIO(blob_read(sha256=published.downloads["pset"]["sha256"])))
+    names = archive.namelist()
+    assert any(n.startswith("1.1.0/dampnest/") for n in names)
+    assert not any("trimmed-infonce" in n for n in names), "held-out code never leaves the platform"
+    assert "trimmed-infonce" not in archive.read("1.1.0/papers.yaml").decode()
+    items = [json.loads(line) for line in blob_read(sha256=published.downloads["items"]["sha256"]).decode().splitlines()]
+    assert len(items) == 33 and {i["paper"] for i in items} == {"dampnest", "topk-attention-pool", "trimmed-infonce"}
+    held_item = next(i for i in items if i["paper"] == "trimmed-infonce")
+    reference = Snippet.objects.get(pk=int(held_item["id"])).reference_code
+    assert "TODO: Implement block" in held_item["masked_code"] and held_item["prompt"].count("## ") >= 1
+    assert reference.strip() not in held_item["prompt"]
+
+
+def test_retired_snippets_leave_the_items_and_are_listed_with_their_reason(first, maintainer):
+    draft = version_draft_create(name="1.1.0", actor=maintainer)
+    snippet = version_snippets(version=draft).first()
+    snippet_retire(version=draft, snippet=snippet, reason="flaky on some BLAS builds", actor=maintainer)
+    published = version_publish(version=draft, actor=maintainer)
+    assert version_snippets(version=published).count() == 32
+    assert published.manifest["retired"][0]["reason"] == "flaky on some BLAS builds"
+    assert [c["snippets_after"] for c in published.changelog["changed"]] == [c["snippets_before"] - 1
+                                                                            for c in published.changelog["changed"]]
+
+
+def test_published_versions_never_change(first, maintainer):
+    with pytest.raises(ValueError, match="frozen"):
+        version_task_set(version=first, task=first.tasks.first(), actor=maintainer)
+    with pytest.raises(ValueError, match="frozen"):
+        snippet_retire(version=first, snippet=version_snippets(version=first).first(), reason="x", actor=maintainer)
+    deprecated = version_deprecate(version=first, actor=maintainer, note="superseded by 1.1.0")
+    assert deprecated.status == BenchmarkVersion.Status.DEPRECATED
+
+
+def test_names_must_be_semantic_versions_and_curation_is_for_maintainers(first, author, maintainer):
+    with pytest.raises(ValueError, match="not a semantic version"):
+        version_draft_create(name="next", actor=maintainer)
+    with pytest.raises(PermissionDenied):
+        version_draft_create(name="2.0.0", actor=author)
