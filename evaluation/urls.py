@@ -1,0 +1,3 @@
+"""Public leaderboard, model and run pages."""
+
+urlpatterns: list = []
