@@ -1,3 +1,31 @@
 """REST API routes (/api/v1/)."""
 
-urlpatterns: list = []
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from benchmarks import api as releases
+from config.api import api_not_found
+from evaluation import api as evaluation
+
+urlpatterns = [
+    path("releases/", releases.ReleaseList.as_view(), name="api-release-list"),
+    path("releases/<str:name>/", releases.ReleaseDetail.as_view(), name="api-release-detail"),
+    path("releases/<str:name>/downloads/<str:kind>/", releases.ReleaseDownload.as_view(),
+         name="api-release-download"),
+    path("releases/<str:name>/items/", releases.ItemList.as_view(), name="api-item-list"),
+    path("releases/<str:name>/items/<int:item_id>/", releases.ItemDetail.as_view(), name="api-item-detail"),
+    path("releases/<str:name>/leaderboard/", evaluation.Leaderboard.as_view(), name="api-leaderboard"),
+    path("releases/<str:name>/leaderboard.csv", evaluation.Leaderboard.as_view(), {"format": "csv"},
+         name="api-leaderboard-csv"),
+    path("models/", evaluation.ModelList.as_view(), name="api-model-list"),
+    path("models/<slug:name>/", evaluation.ModelDetail.as_view(), name="api-model-detail"),
+    path("runs/", evaluation.RunStart.as_view(), name="api-run-start"),
+    path("runs/upload/", evaluation.RunUpload.as_view(), name="api-run-upload"),
+    path("runs/<int:pk>/", evaluation.RunDetail.as_view(), name="api-run-detail"),
+    path("runs/<int:pk>/cancel/", evaluation.RunCancel.as_view(), name="api-run-cancel"),
+    path("runs/<int:pk>/resume/", evaluation.RunResume.as_view(), name="api-run-resume"),
+    path("runs/<int:pk>/results/", evaluation.RunResults.as_view(), name="api-run-results"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    re_path(r"^(?P<path>.*)$", api_not_found),
+]

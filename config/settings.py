@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "benchmarks",
     "submissions",
     "evaluation",
@@ -156,8 +157,26 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env("API_THROTTLE_USER", default="1000/hour"),
+        "anon": env("API_THROTTLE_ANON", default="100/hour"),
+    },
+    "EXCEPTION_HANDLER": "config.api.exception_handler",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Research-code benchmark API", "VERSION": "1"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Research-code benchmark API",
+    "VERSION": "1",
+    # The docs page works offline: Swagger UI is served from the drf-spectacular-sidecar package, not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 
 MAINTAINERS_GROUP = "maintainers"
 # Validation of submissions: reference runs in a row, and the time limit of one test run.

@@ -3,8 +3,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from evaluation.views_tokens import api_tokens
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/tokens/", api_tokens, name="api-tokens"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include("config.api_urls")),
     path("", include("submissions.urls")),

@@ -41,6 +41,28 @@ def model_register(
     return model
 
 
+MODEL_EDITABLE_FIELDS = ("display_name", "organization", "litellm_model", "api_base", "knowledge_cutoff",
+                         "open_weights", "default_params")
+
+
+@transaction.atomic
+def model_update(*, model: ModelEntry, api_key: str | None = None, clear_api_key: bool = False,
+                 **changes) -> ModelEntry:
+    """Change a model's description or call settings; its name (the id runs refer to) never changes."""
+    unknown = set(changes) - set(MODEL_EDITABLE_FIELDS)
+    if unknown:
+        raise EvaluationError(f"cannot change {', '.join(sorted(unknown))} of a model")
+    for field, value in changes.items():
+        setattr(model, field, value)
+    if model.kind == ModelEntry.Kind.LITELLM and not model.litellm_model:
+        raise EvaluationError("litellm_model is required, e.g. 'openai/gpt-4o-mini'")
+    if api_key or clear_api_key:
+        model.api_key_set(api_key)
+    model.full_clean()
+    model.save()
+    return model
+
+
 @transaction.atomic
 def run_start(
     *, model: ModelEntry, version: BenchmarkVersion, with_paper: bool = True, samples: int = 1,

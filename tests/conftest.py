@@ -208,3 +208,11 @@ def maintainer(db):
 @pytest.fixture
 def admin(db):
     return User.objects.create_superuser("root", email="root@example.org", password="pw-root-12345")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """API throttles and rate limits count in the cache (Redis under CI): each test starts from zero."""
+    from django.core.cache import cache
+
+    cache.clear()

@@ -1,0 +1,160 @@
+"""REST API for releases (published or deprecated benchmark versions), their downloads and their items."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import generics, serializers
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.views import APIView
+
+from benchmarks.models import BenchmarkVersion, Snippet
+from benchmarks.paper2code import PROTOCOL
+from benchmarks.selectors import (blob_read, snippet_masked_file, snippet_prompt, version_get, version_snippets,
+                                  versions_visible)
+
+DOWNLOAD_TYPES = {".zip": "application/zip", ".jsonl": "application/x-ndjson"}
+
+
+def release_get(*, name: str, user) -> BenchmarkVersion:
+    """A published or deprecated version; drafts are not releases, even for maintainers."""
+    version = version_get(name=name, user=user)
+    if version.status == BenchmarkVersion.Status.DRAFT:
+        raise Http404(f"no release {name}")
+    return version
+
+
+class DownloadSerializer(serializers.Serializer):
+    filename = serializers.CharField()
+    sha256 = serializers.CharField()
+    size = serializers.IntegerField()
+    url = serializers.CharField()
+
+
+class ReleaseSerializer(serializers.ModelSerializer):
+    previous = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    task_count = serializers.IntegerField(read_only=True)
+    downloads = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BenchmarkVersion
+        fields = ["name", "status", "notes", "manifest_hash", "previous", "changelog", "task_count", "downloads",
+                  "published_at", "deprecated_at", "deprecation_note"]
+
+    @extend_schema_field(serializers.DictField(child=DownloadSerializer()))
+    def get_downloads(self, version: BenchmarkVersion) -> dict:
+        request = self.context.get("request")
+        links = {}
+        for kind, entry in version.downloads.items():
+            url = reverse("api-release-download", kwargs={"name": version.name, "kind": kind})
+            links[kind] = {"filename": entry["filename"], "sha256": entry["sha256"], "size": entry["size"],
+                           "url": request.build_absolute_uri(url) if request else url}
+        return links
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    """A benchmark item as a model sees it: never the reference code, never the tests."""
+
+    paper = serializers.CharField(source="task.paper.slug")
+    file = serializers.CharField(source="file_path")
+    snippet = serializers.CharField(source="name")
+    masked_code = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Snippet
+        fields = ["id", "paper", "file", "snippet", "loc", "depth", "masked_code"]
+
+    def get_masked_code(self, snippet: Snippet) -> str:
+        return snippet_masked_file(snippet=snippet)
+
+
+class ItemDetailSerializer(ItemSerializer):
+    prompt = serializers.SerializerMethodField()
+    protocol = serializers.SerializerMethodField()
+
+    class Meta(ItemSerializer.Meta):
+        fields = [*ItemSerializer.Meta.fields, "protocol", "prompt"]
+
+    def get_protocol(self, snippet: Snippet) -> str:
+        return PROTOCOL
+
+    def get_prompt(self, snippet: Snippet) -> str:
+        files = {path: blob_read(sha256=digest) for path, digest in snippet.task.files.items()}
+        return snippet_prompt(snippet=snippet, files=files, with_paper=self.context["with_paper"], protocol=PROTOCOL)
+
+
+class ReleaseList(generics.ListAPIView):
+    """Published and deprecated releases, newest first."""
+
+    serializer_class = ReleaseSerializer
+
+    def get_queryset(self):
+        return (versions_visible(user=self.request.user).exclude(status=BenchmarkVersion.Status.DRAFT)
+                .order_by("-published_at", "name"))
+
+
+class ReleaseDetail(generics.RetrieveAPIView):
+    """One release: manifest hash, changelog against the previous release, downloads with their sha256."""
+
+    serializer_class = ReleaseSerializer
+    queryset = BenchmarkVersion.objects.none()  # for the schema; get_object does the lookup
+
+    def get_object(self) -> BenchmarkVersion:
+        return release_get(name=self.kwargs["name"], user=self.request.user)
+
+
+class IgnoreClientContentNegotiation(BaseContentNegotiation):
+    """A download is a file whatever the client's Accept header says."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ReleaseDownload(APIView):
+    """A release file (the public problem set as zip, or every item as JSONL), byte for byte as hashed."""
+
+    content_negotiation_class = IgnoreClientContentNegotiation
+
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    def get(self, request, name: str, kind: str) -> HttpResponse:
+        version = release_get(name=name, user=request.user)
+        entry = version.downloads.get(kind)
+        if entry is None:
+            raise Http404(f"release {name} has no download {kind!r}; it has: {', '.join(version.downloads)}")
+        suffix = "." + entry["filename"].rsplit(".", 1)[-1]
+        response = HttpResponse(blob_read(sha256=entry["sha256"]),
+                                content_type=DOWNLOAD_TYPES.get(suffix, "application/octet-stream"))
+        response["Content-Disposition"] = f'attachment; filename="{entry["filename"]}"'
+        response["X-Content-SHA256"] = entry["sha256"]
+        return response
+
+
+class ItemList(generics.ListAPIView):
+    """The release's items (snippets less retired ones) with the masked file; ids are what uploads refer to."""
+
+    serializer_class = ItemSerializer
+
+    def get_queryset(self):
+        return version_snippets(version=release_get(name=self.kwargs["name"], user=self.request.user))
+
+
+@extend_schema(parameters=[OpenApiParameter("with_paper", bool, description="Include the paper (default true).")])
+class ItemDetail(generics.RetrieveAPIView):
+    """One item with its full prompt (FORMAT.md sections 5-6)."""
+
+    serializer_class = ItemDetailSerializer
+    queryset = Snippet.objects.none()  # for the schema; get_object does the lookup
+
+    def get_object(self) -> Snippet:
+        version = release_get(name=self.kwargs["name"], user=self.request.user)
+        return get_object_or_404(version_snippets(version=version), pk=self.kwargs["item_id"])
+
+    def get_serializer_context(self) -> dict:
+        with_paper = self.request.query_params.get("with_paper", "true").lower() not in ("false", "0", "no")
+        return {**super().get_serializer_context(), "with_paper": with_paper}

@@ -1,0 +1,72 @@
+"""Cross-cutting parts of the REST API: one error body for every failure, and the owner-or-maintainer rule."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import resolve
+from rest_framework import exceptions, permissions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from benchmarks.selectors import user_is_maintainer
+
+
+def error_body(*, code: str, message: str, details=None) -> dict:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def exception_handler(exc, context):
+    """DRF's handler, reshaped to {"error": {code, message, details}}; service errors become 400s."""
+    from evaluation.services import EvaluationError, UploadError
+
+    if isinstance(exc, UploadError):
+        return Response(error_body(code="invalid_upload", message="the upload was rejected; nothing was stored",
+                                   details=exc.problems), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, DjangoValidationError):
+        details = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        return Response(error_body(code="invalid", message="the request is not valid", details=details),
+                        status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, EvaluationError):
+        return Response(error_body(code="invalid", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        body = error_body(code="invalid", message="the request is not valid", details=response.data)
+    else:
+        detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
+        code = detail.code if hasattr(detail, "code") else "error"
+        details = {"wait": exc.wait} if isinstance(exc, exceptions.Throttled) else None
+        body = error_body(code=code, message=str(detail), details=details)
+    response.data = body
+    return response
+
+
+def api_not_found(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Unknown addresses under /api/v1/ answer with the same error body as everything else."""
+    message = f"no endpoint at {request.path}"
+    # The catch-all route stops Django's redirect to the address with a slash: say it instead.
+    if not request.path.endswith("/") and resolve(request.path + "/").func is not api_not_found:
+        message += f"; did you mean {request.path}/ ?"
+    return JsonResponse(error_body(code="not_found", message=message), status=404)
+
+
+class IsOwnerOrMaintainer(permissions.BasePermission):
+    """Reads for everyone; changes for the object's owner (the view's `owner_field`) or a maintainer."""
+
+    message = "only the owner or a maintainer may do this"
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        return user_may_change(user=request.user, owner_id=getattr(obj, f"{view.owner_field}_id"))
+
+
+def user_may_change(*, user, owner_id: int | None) -> bool:
+    return bool(user.is_authenticated and (owner_id == user.pk or user_is_maintainer(user=user)))

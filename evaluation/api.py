@@ -1,0 +1,334 @@
+"""REST API for models, runs (start, status, cancel, resume, results), uploaded generations and leaderboards."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import generics, permissions, serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from benchmarks.api import release_get
+from benchmarks.models import BenchmarkVersion
+from benchmarks.paper2code import PROTOCOL, TEMPLATES
+from config.api import IsOwnerOrMaintainer, user_may_change
+from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.selectors import run_progress
+from evaluation.services import (MAX_SAMPLES, model_register, model_update, run_cancel, run_from_upload, run_resume,
+                                 run_start)
+
+# Models
+
+class ModelEntrySerializer(serializers.ModelSerializer):
+    """A registered model; its API key can be written but is never returned."""
+
+    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True, trim_whitespace=False,
+                                    help_text="The provider key, stored encrypted; an empty string removes it.")
+    has_api_key = serializers.BooleanField(read_only=True)
+    owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = ModelEntry
+        fields = ["name", "display_name", "organization", "kind", "litellm_model", "api_base", "api_key",
+                  "has_api_key", "knowledge_cutoff", "open_weights", "default_params", "owner", "created_at"]
+        read_only_fields = ["kind", "created_at"]
+        extra_kwargs = {"litellm_model": {"required": True, "allow_blank": False}}
+
+
+class ModelUpdateSerializer(ModelEntrySerializer):
+    class Meta(ModelEntrySerializer.Meta):
+        read_only_fields = ["name", "kind", "created_at"]
+        extra_kwargs = {"litellm_model": {"allow_blank": False}}
+
+
+class ModelList(generics.ListCreateAPIView):
+    """Every registered model (public); POST registers one owned by the caller."""
+
+    serializer_class = ModelEntrySerializer
+    queryset = ModelEntry.objects.select_related("owner")
+
+    def perform_create(self, serializer) -> None:
+        serializer.instance = model_register(owner=self.request.user, **serializer.validated_data)
+
+
+class ModelDetail(generics.RetrieveUpdateAPIView):
+    """One model (public); PATCH by its owner or a maintainer."""
+
+    serializer_class = ModelUpdateSerializer
+    queryset = ModelEntry.objects.select_related("owner")
+    lookup_field = "name"
+    permission_classes = [permissions.IsAuthenticatedOrReadOnly, IsOwnerOrMaintainer]
+    owner_field = "owner"
+    http_method_names = ["get", "patch", "head", "options"]
+
+    def perform_update(self, serializer) -> None:
+        changes = dict(serializer.validated_data)
+        api_key = changes.pop("api_key", None)
+        serializer.instance = model_update(model=serializer.instance, api_key=api_key or None,
+                                           clear_api_key=api_key == "", **changes)
+
+
+# Runs
+
+class ProgressSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    done = serializers.IntegerField()
+    passed = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    errors = serializers.IntegerField()
+    generated = serializers.IntegerField()
+    percent = serializers.FloatField()
+
+
+class ScoreSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunScore
+        fields = ["items", "passed", "failed", "errors", "pass_rate", "pass_rate_std", "pass_rate_ci_low",
+                  "pass_rate_ci_high", "scaled_pass_rate", "scaled_pass_rate_std", "scaled_ci_low", "scaled_ci_high",
+                  "pass_at_k", "prompt_tokens", "completion_tokens", "cost"]
+
+
+class RunSerializer(serializers.ModelSerializer):
+    model = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    release = serializers.SlugRelatedField(source="version", slug_field="name", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    progress = serializers.SerializerMethodField()
+    score = serializers.SerializerMethodField()
+
+    class Meta:
+        model = EvaluationRun
+        fields = ["id", "model", "release", "status", "protocol", "with_paper", "samples", "params", "total_items",
+                  "progress", "score", "created_by", "created_at", "started_at", "finished_at"]
+
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, run: EvaluationRun) -> dict:
+        progress = run_progress(run)
+        return {**ProgressSerializer(progress).data, "percent": progress.percent}
+
+    @extend_schema_field(ScoreSerializer(allow_null=True))
+    def get_score(self, run: EvaluationRun) -> dict | None:
+        score = run.scores.filter(paper=None).first()
+        return ScoreSerializer(score).data if score else None
+
+
+def _release_field(**kwargs) -> serializers.SlugRelatedField:
+    return serializers.SlugRelatedField(slug_field="name", help_text="A published release, e.g. 1.0.0.",
+                                        queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
+                                        **kwargs)
+
+
+class RunStartSerializer(serializers.Serializer):
+    model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
+    release = _release_field()
+    with_paper = serializers.BooleanField(default=True)
+    samples = serializers.IntegerField(default=1, min_value=1, max_value=MAX_SAMPLES)
+    params = serializers.DictField(default=dict, help_text="Generation parameters, e.g. {\"temperature\": 0}.")
+    protocol = serializers.ChoiceField(choices=sorted(TEMPLATES), default=PROTOCOL)
+
+
+class UploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text='JSONL: one {"id": item id, "sample": 0, "answer": "..."} per line.')
+    model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
+    release = _release_field()
+    with_paper = serializers.BooleanField(default=True)
+
+
+def _require_model_use(view: APIView, request, model: ModelEntry) -> None:
+    """Runs spend the model owner's key and put rows on the leaderboard in the model's name: owner or maintainer.
+
+    Built-in calibration models have no owner, so only maintainers run them.
+    """
+    if not user_may_change(user=request.user, owner_id=model.owner_id):
+        view.permission_denied(request, message=f"only the owner of model {model.name} or a maintainer may run it")
+
+
+class RunStart(APIView):
+    """Start a run of a model on a release; its items are queued once the run is saved."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(request=RunStartSerializer, responses={201: RunSerializer})
+    def post(self, request, *args, **kwargs) -> Response:
+        serializer = RunStartSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        _require_model_use(self, request, data["model"])
+        run = run_start(version=data.pop("release"), user=request.user, **data)
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunUpload(APIView):
+    """Score uploaded generations (JSONL) as a new run; a file with any bad line is refused whole."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request=UploadSerializer, responses={201: RunSerializer})
+    def post(self, request, *args, **kwargs) -> Response:
+        serializer = UploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        _require_model_use(self, request, data["model"])
+        run = run_from_upload(model=data["model"], version=data["release"], data=data["file"].read(),
+                              user=request.user, with_paper=data["with_paper"])
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunDetail(generics.RetrieveAPIView):
+    """A run's status, progress and (once completed) overall score."""
+
+    serializer_class = RunSerializer
+    queryset = EvaluationRun.objects.select_related("model", "version", "created_by")
+
+
+class RunAction(generics.GenericAPIView):
+    """Base of run actions (POST, by the run's creator or a maintainer)."""
+
+    serializer_class = RunSerializer
+    queryset = EvaluationRun.objects.select_related("model", "version", "created_by")
+    permission_classes = [permissions.IsAuthenticated, IsOwnerOrMaintainer]
+    owner_field = "created_by"
+
+    def act(self, run: EvaluationRun) -> None:
+        raise NotImplementedError
+
+    @extend_schema(request=None, responses={200: RunSerializer})
+    def post(self, request, *args, **kwargs) -> Response:
+        run = self.get_object()
+        self.act(run)
+        run.refresh_from_db()
+        return Response(RunSerializer(run).data)
+
+
+class RunCancel(RunAction):
+    """Cancel a queued or running run; results so far stay."""
+
+    def act(self, run: EvaluationRun) -> None:
+        run_cancel(run=run)
+
+
+class RunResume(RunAction):
+    """Resume a cancelled or stalled run: only items without an outcome are queued."""
+
+    def act(self, run: EvaluationRun) -> None:
+        run_resume(run=run)
+
+
+class ResultSerializer(serializers.ModelSerializer):
+    """One item's outcome and the model's code; never the reference code, tests or test output."""
+
+    item = serializers.IntegerField(source="snippet_id")
+    paper = serializers.CharField(source="snippet.task.paper.slug")
+    file = serializers.CharField(source="snippet.file_path")
+    snippet = serializers.CharField(source="snippet.name")
+    extracted_code = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Outcome
+        fields = ["item", "sample", "paper", "file", "snippet", "status", "category", "duration", "extracted_code"]
+
+    def get_extracted_code(self, outcome: Outcome) -> str | None:
+        # The reference calibration model answers with the reference code: never hand that out.
+        if outcome.generation is None or outcome.run.model.kind == ModelEntry.Kind.REFERENCE:
+            return None
+        return outcome.generation.extracted_code
+
+
+class RunResults(generics.ListAPIView):
+    """Per-item results of a run so far, for the run's creator or a maintainer."""
+
+    serializer_class = ResultSerializer
+
+    def get_queryset(self):
+        run = get_object_or_404(EvaluationRun.objects.select_related("model"), pk=self.kwargs["pk"])
+        if not user_may_change(user=self.request.user, owner_id=run.created_by_id):
+            self.permission_denied(self.request, message="only the run's creator or a maintainer may see its code")
+        return (Outcome.objects.filter(run=run)
+                .select_related("generation", "run__model", "snippet__task__paper")
+                .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
+
+
+# Leaderboards
+
+LEADERBOARD_COLUMNS = ["rank", "run", "model", "display_name", "organization", "open_weights", "knowledge_cutoff",
+                       "with_paper", "samples", "scaled_pass_rate", "scaled_ci_low", "scaled_ci_high", "pass_rate",
+                       "pass_rate_ci_low", "pass_rate_ci_high", "items", "passed", "errors", "prompt_tokens",
+                       "completion_tokens", "cost"]
+
+
+class LeaderboardRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    run = serializers.IntegerField()
+    model = serializers.CharField()
+    display_name = serializers.CharField()
+    organization = serializers.CharField()
+    open_weights = serializers.BooleanField()
+    knowledge_cutoff = serializers.DateField(allow_null=True)
+    with_paper = serializers.BooleanField()
+    samples = serializers.IntegerField()
+    scaled_pass_rate = serializers.FloatField()
+    scaled_ci_low = serializers.FloatField()
+    scaled_ci_high = serializers.FloatField()
+    pass_rate = serializers.FloatField()
+    pass_rate_ci_low = serializers.FloatField()
+    pass_rate_ci_high = serializers.FloatField()
+    items = serializers.IntegerField()
+    passed = serializers.IntegerField()
+    errors = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+
+
+def _leaderboard_rows(*, version: BenchmarkVersion) -> list[dict]:
+    """One row per completed run of the release, from its stored overall score, best scaled pass rate first."""
+    scores = (RunScore.objects.filter(paper=None, run__version=version, run__status=EvaluationRun.Status.COMPLETED)
+              .select_related("run__model").order_by("-scaled_pass_rate", "-pass_rate", "run_id"))
+    rows = []
+    for rank, score in enumerate(scores, start=1):
+        run, model = score.run, score.run.model
+        rows.append({
+            "rank": rank, "run": run.pk, "model": model.name, "display_name": model.display_name,
+            "organization": model.organization, "open_weights": model.open_weights,
+            "knowledge_cutoff": model.knowledge_cutoff, "with_paper": run.with_paper, "samples": run.samples,
+            **{field: getattr(score, field) for field in LEADERBOARD_COLUMNS[9:]},
+        })
+    return rows
+
+
+class CSVRenderer(BaseRenderer):
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        buffer = io.StringIO()
+        if isinstance(data, dict) and "error" in data:
+            writer = csv.writer(buffer)
+            writer.writerows([["error", "message"], [data["error"]["code"], data["error"]["message"]]])
+        else:
+            writer = csv.DictWriter(buffer, fieldnames=LEADERBOARD_COLUMNS)
+            writer.writeheader()
+            writer.writerows(data or [])
+        return buffer.getvalue().encode(self.charset)
+
+
+class Leaderboard(APIView):
+    """The release's leaderboard: JSON, or CSV with ?format=csv or at leaderboard.csv."""
+
+    renderer_classes = [JSONRenderer, CSVRenderer]
+
+    @extend_schema(responses={(200, "application/json"): LeaderboardRowSerializer(many=True),
+                              (200, "text/csv"): LeaderboardRowSerializer(many=True)})
+    def get(self, request, name: str, format: str | None = None) -> Response:
+        version = release_get(name=name, user=request.user)
+        rows = LeaderboardRowSerializer(_leaderboard_rows(version=version), many=True).data
+        response = Response(rows)
+        if request.accepted_renderer.format == "csv":
+            response["Content-Disposition"] = f'attachment; filename="leaderboard-{version.name}.csv"'
+        return response

@@ -1,0 +1,58 @@
+"""Fixtures of the API tests: a published release, clients for each kind of caller, and no real dispatch."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from benchmarks.services import pset_import
+from tests.conftest import DEMO_PSET
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counts():
+    """Throttle counts live in the cache; each test starts with none."""
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def dispatched(monkeypatch) -> list[int]:
+    """Runs queued by a resume, recorded instead of published: these tests have no broker or worker."""
+    from evaluation import services
+
+    calls: list[int] = []
+    monkeypatch.setattr(services, "run_dispatch", lambda *, run: calls.append(run.pk) or 0)
+    return calls
+
+
+@pytest.fixture
+def release(media_root):
+    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+
+
+def client_for(user=None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+@pytest.fixture
+def clients(author, other_author, maintainer) -> dict[str, APIClient]:
+    """One client per caller: `author` owns what the tests create, `other` does not, `maintainer` may do all."""
+    return {"anonymous": client_for(None), "owner": client_for(author), "other": client_for(other_author),
+            "maintainer": client_for(maintainer)}
+
+
+def reference_answers(version) -> bytes:
+    """The JSONL of a perfect upload: every item of the version answered with its reference code."""
+    import json
+
+    from benchmarks.selectors import version_snippets
+
+    return "".join(json.dumps({"id": str(s.pk), "sample": 0, "answer": f"```python\n{s.reference_code}```"}) + "\n"
+                   for s in version_snippets(version=version)).encode()

@@ -1,0 +1,191 @@
+"""What the API returns: secrets and reference code never, hashes that match, leaderboards ranked, one error body."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.throttling import AnonRateThrottle
+
+from benchmarks.selectors import version_snippets
+from evaluation import services
+from evaluation.models import EvaluationRun, Generation, ModelEntry
+from evaluation.outcomes import Verdict
+from tests.api.conftest import reference_answers
+
+pytestmark = pytest.mark.django_db
+
+
+def _finish(run: EvaluationRun, *, passing: int) -> EvaluationRun:
+    """Record an outcome for every item (the first `passing` pass) and let the run finish and score itself."""
+    EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
+    for index, snippet in enumerate(version_snippets(version=run.version).order_by("pk")):
+        generation = Generation.objects.filter(run=run, snippet=snippet).first()
+        verdict = Verdict("passed", "", "") if index < passing else Verdict("failed", "wrong_result", "assert")
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
+    assert services.run_maybe_finish(run=run)
+    run.refresh_from_db()
+    return run
+
+
+def test_model_api_key_is_write_only(clients, author):
+    response = clients["owner"].post("/api/v1/models/", {
+        "name": "secretive", "display_name": "Secretive", "litellm_model": "openai/s", "api_key": "sk-top-secret",
+        "knowledge_cutoff": "2025-01-31", "open_weights": True}, format="json")
+    assert response.status_code == 201
+    body = response.json()
+    assert body["owner"] == "ada" and body["has_api_key"] is True and "api_key" not in body
+    assert ModelEntry.objects.get(name="secretive").api_key_get() == "sk-top-secret"
+    for url in ("/api/v1/models/", "/api/v1/models/secretive/"):
+        assert b"sk-top-secret" not in clients["owner"].get(url).content
+    cleared = clients["owner"].patch("/api/v1/models/secretive/", {"api_key": ""}, format="json").json()
+    assert cleared["has_api_key"] is False and cleared["knowledge_cutoff"] == "2025-01-31"
+
+
+def test_model_name_cannot_change_and_duplicates_are_refused(clients, author):
+    services.model_register(name="m1", display_name="M1", litellm_model="openai/m1", owner=author)
+    clients["owner"].patch("/api/v1/models/m1/", {"name": "m2"}, format="json")
+    assert ModelEntry.objects.filter(name="m1").exists()
+    duplicate = clients["owner"].post("/api/v1/models/", {"name": "m1", "display_name": "x", "litellm_model": "a/b"},
+                                      format="json")
+    assert duplicate.status_code == 400 and "name" in duplicate.json()["error"]["details"]
+
+
+def test_release_lists_downloads_whose_bytes_match_their_sha256(clients, release):
+    body = clients["anonymous"].get("/api/v1/releases/1.0.0/").json()
+    assert body["manifest_hash"] == release.manifest_hash and body["changelog"] == release.changelog
+    for kind, entry in body["downloads"].items():
+        response = clients["anonymous"].get(entry["url"])
+        assert response.status_code == 200
+        assert hashlib.sha256(response.content).hexdigest() == entry["sha256"] == release.downloads[kind]["sha256"]
+        assert response["Content-Disposition"] == f'attachment; filename="{entry["filename"]}"'
+    missing = clients["anonymous"].get("/api/v1/releases/1.0.0/downloads/secret/")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == "release 1.0.0 has no download 'secret'; it has: pset, items"
+
+
+def test_drafts_are_not_releases(clients, maintainer, media_root):
+    from benchmarks.services import pset_import
+    from tests.conftest import DEMO_PSET
+
+    pset_import(root=DEMO_PSET, version_name="2.0.0")
+    assert clients["maintainer"].get("/api/v1/releases/2.0.0/").status_code == 404
+    assert clients["maintainer"].get("/api/v1/releases/").json()["count"] == 0
+
+
+def test_items_show_the_masked_code_never_the_reference(clients, release):
+    snippets = list(version_snippets(version=release))
+    body = clients["anonymous"].get("/api/v1/releases/1.0.0/items/").json()
+    assert body["count"] == len(snippets)
+    assert set(body["results"][0]) == {"id", "paper", "file", "snippet", "loc", "depth", "masked_code"}
+    # Other snippets of the same file stay visible (FORMAT.md section 5): only an item's own code is masked.
+    masked = {item["id"]: item["masked_code"] for item in body["results"]}
+    for snippet in snippets:
+        assert snippet.reference_code.strip() not in masked[snippet.pk]
+        assert f'TODO: Implement block "{snippet.name}"' in masked[snippet.pk]
+    detail = clients["anonymous"].get(f"/api/v1/releases/1.0.0/items/{snippets[0].pk}/?with_paper=false").json()
+    assert snippets[0].reference_code.strip() not in detail["prompt"]
+    assert detail["masked_code"] in detail["prompt"]
+
+
+def test_results_give_the_models_code_but_never_a_reference_runs(clients, release, author):
+    model = services.model_register(name="up", display_name="Up", litellm_model="local/up", owner=author)
+    uploaded = services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author)
+    _finish(uploaded, passing=2)
+    results = clients["owner"].get(f"/api/v1/runs/{uploaded.pk}/results/").json()["results"]
+    assert {r["status"] for r in results} == {"passed", "failed"}
+    assert all(r["extracted_code"] for r in results)
+
+    reference = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, user=author,
+                                   dispatch=False)
+    for snippet in version_snippets(version=release):
+        services.calibration_generation(run=reference, snippet=snippet, sample=0)
+    _finish(reference, passing=100)
+    body = clients["owner"].get(f"/api/v1/runs/{reference.pk}/results/").json()
+    assert body["count"] == reference.total_items
+    assert all(r["extracted_code"] is None for r in body["results"])
+
+
+def test_run_status_progress_and_actions(clients, release, author):
+    services.model_register(name="mine", display_name="Mine", litellm_model="openai/mine", owner=author)
+    started = clients["owner"].post("/api/v1/runs/", {"model": "mine", "release": "1.0.0", "samples": 2,
+                                                      "params": {"temperature": 0}}, format="json").json()
+    run = EvaluationRun.objects.get(pk=started["id"])
+    assert (run.samples, run.params, run.created_by) == (2, {"temperature": 0}, author)
+    assert started["progress"]["total"] == run.total_items and started["score"] is None
+    cancelled = clients["owner"].post(f"/api/v1/runs/{run.pk}/cancel/").json()
+    assert cancelled["status"] == "cancelled"
+    again = clients["owner"].post(f"/api/v1/runs/{run.pk}/cancel/")
+    assert again.status_code == 400 and "only queued or running runs" in again.json()["error"]["message"]
+    assert clients["owner"].post(f"/api/v1/runs/{run.pk}/resume/").json()["status"] == "running"
+
+
+def test_run_start_refuses_bad_settings_with_the_error_body(clients, release):
+    response = clients["maintainer"].post("/api/v1/runs/", {"model": "reference", "release": "1.0.0", "samples": 99},
+                                     format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid" and "samples" in response.json()["error"]["details"]
+
+
+def test_leaderboard_ranks_completed_runs_by_scaled_pass_rate(clients, release, author):
+    weak = services.model_register(name="weak", display_name="Weak", litellm_model="a/weak", owner=author)
+    strong = services.model_register(name="strong", display_name="Strong", litellm_model="a/strong", owner=author,
+                                     organization="Lab", open_weights=True)
+    for model, passing in ((weak, 1), (strong, 4)):
+        run = services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author)
+        _finish(run, passing=passing)
+    services.run_start(model=weak, version=release, user=author, dispatch=False)  # still queued: not ranked
+    rows = clients["anonymous"].get("/api/v1/releases/1.0.0/leaderboard/").json()
+    assert [(r["rank"], r["model"]) for r in rows] == [(1, "strong"), (2, "weak")]
+    assert rows[0]["organization"] == "Lab" and rows[0]["open_weights"] is True
+    assert rows[0]["scaled_ci_low"] <= rows[0]["scaled_pass_rate"] <= rows[0]["scaled_ci_high"]
+    for url in ("/api/v1/releases/1.0.0/leaderboard/?format=csv", "/api/v1/releases/1.0.0/leaderboard.csv"):
+        response = clients["anonymous"].get(url)
+        assert response["Content-Type"].startswith("text/csv")
+        table = list(csv.DictReader(io.StringIO(response.content.decode())))
+        assert [row["model"] for row in table] == ["strong", "weak"]
+        assert float(table[0]["scaled_pass_rate"]) == pytest.approx(rows[0]["scaled_pass_rate"])
+
+
+@pytest.mark.parametrize("url", ["/api/v1/nowhere/", "/api/v1/releases/9.9.9/", "/api/v1/runs/12345/",
+                                 "/api/v1/models/nobody/", "/api/v1/releases/9.9.9/leaderboard.csv"])
+def test_not_found_has_the_error_body(clients, url):
+    response = clients["anonymous"].get(url)
+    assert response.status_code == 404
+    if response["Content-Type"].startswith("text/csv"):
+        assert response.content.decode().splitlines()[1].startswith("not_found,")
+    else:
+        assert response.json()["error"]["code"] == "not_found"
+
+
+def test_anonymous_callers_are_throttled_with_the_error_body(clients, monkeypatch):
+    monkeypatch.setattr(AnonRateThrottle, "THROTTLE_RATES", {"anon": "2/hour", "user": "1000/hour"})
+    for _ in range(2):
+        assert clients["anonymous"].get("/api/v1/models/").status_code == 200
+    refused = clients["anonymous"].get("/api/v1/models/")
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "throttled" and refused.json()["error"]["details"]["wait"] > 0
+    assert clients["owner"].get("/api/v1/models/").status_code == 200
+
+
+def test_docs_page_is_served_without_a_cdn(client):
+    page = client.get("/api/v1/docs/").content.decode()
+    assert "drf_spectacular_sidecar/swagger-ui-dist" in page
+    assert "cdn" not in page.lower()
+
+
+def test_upload_needs_a_file(clients, release, author):
+    services.model_register(name="up", display_name="Up", litellm_model="local/up", owner=author)
+    response = clients["owner"].post("/api/v1/runs/upload/", {"model": "up", "release": "1.0.0",
+                                                              "file": SimpleUploadedFile("empty.jsonl", b"")},
+                                     format="multipart")
+    assert response.status_code == 400 and "file" in response.json()["error"]["details"]
+
+
+def test_a_missing_slash_is_pointed_out(clients):
+    response = clients["anonymous"].get("/api/v1/releases")
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == "no endpoint at /api/v1/releases; did you mean /api/v1/releases/ ?"
