@@ -1,10 +1,34 @@
-"""Public pages of benchmark versions and papers; the masked view is for maintainers only."""
+"""Pages of benchmark versions and papers, and the maintainers' release pages (curate, publish, deprecate).
 
+Public pages never show code of held-out tasks; the masked view is for maintainers only. Every release form is a
+plain POST that redirects back (works without JavaScript); htmx swaps the page's main region in place.
+"""
+
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
-from benchmarks import selectors
+from benchmarks import selectors, services
+from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
+
+DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/jsonl"}
+
+
+def maintainer_required(view):
+    """Anonymous visitors go to the login page; signed-in non-maintainers get 403."""
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not selectors.user_is_maintainer(user=request.user):
+            raise PermissionDenied("Only maintainers curate and publish versions.")
+        return view(request, *args, **kwargs)
+    return wrapper
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -14,20 +38,41 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def version_detail(request: HttpRequest, name: str) -> HttpResponse:
     version = selectors.version_get(name=name, user=request.user)
-    tasks = selectors.version_tasks(version=version)
+    tasks = list(selectors.version_tasks(version=version))
+    splits = dict(version.memberships.values_list("task_id", "split"))
+    for task in tasks:
+        task.held_out = splits.get(task.pk) == VersionTask.Split.HELD_OUT
     totals = {"snippets": sum(t.snippet_count for t in tasks), "loc": sum(t.total_loc or 0 for t in tasks)}
-    return render(request, "benchmarks/version_detail.html", {"version": version, "tasks": tasks, "totals": totals})
+    context = {"version": version, "tasks": tasks, "totals": totals,
+               "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())]}
+    return render(request, "benchmarks/version_detail.html", context)
+
+
+def version_download(request: HttpRequest, name: str, kind: str) -> HttpResponse:
+    version = selectors.version_get(name=name, user=request.user)
+    info = version.downloads.get(kind)
+    if not info or kind not in DOWNLOAD_TYPES:
+        raise Http404("No such download.")
+    response = HttpResponse(selectors.blob_read(sha256=info["sha256"]), content_type=DOWNLOAD_TYPES[kind])
+    response["Content-Disposition"] = f'attachment; filename="{info["filename"]}"'
+    response["X-Content-SHA256"] = info["sha256"]
+    return response
 
 
 def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
     version = selectors.version_get(name=name, user=request.user)
     task = selectors.version_task_for_paper(version=version, slug=slug)
+    is_maintainer = selectors.user_is_maintainer(user=request.user)
+    held_out = version.memberships.filter(task=task, split=VersionTask.Split.HELD_OUT).exists()
+    if held_out and not is_maintainer:
+        raise Http404("Held-out tasks are listed on the version page only.")
     context = {
         "version": version,
         "task": task,
         "paper": task.paper,
+        "held_out": held_out,
         "tree": selectors.snippet_tree(task=task),
-        "is_maintainer": selectors.user_is_maintainer(user=request.user),
+        "is_maintainer": is_maintainer,
     }
     return render(request, "benchmarks/paper_detail.html", context)
 
@@ -40,3 +85,111 @@ def snippet_masked(request: HttpRequest, name: str, snippet_id: int) -> HttpResp
     template = "benchmarks/_snippet_masked.html" if request.htmx else "benchmarks/snippet_masked.html"
     context = {"version": version, "snippet": snippet, "masked": selectors.snippet_masked_file(snippet=snippet)}
     return render(request, template, context)
+
+
+@maintainer_required
+def version_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        name = request.POST.get("name", "").strip()
+        try:
+            version = services.version_draft_create(name=name, actor=request.user)
+        except ValueError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Draft {version.name} created from the latest release.")
+            return redirect("version-curate", name=version.name)
+    return render(request, "benchmarks/version_new.html", {"name": request.POST.get("name", "")})
+
+
+def _draft(request: HttpRequest, name: str) -> BenchmarkVersion:
+    version = selectors.version_get(name=name, user=request.user)
+    if version.is_frozen:
+        raise Http404(f"Version {version.name} is {version.status}; only drafts are curated.")
+    return version
+
+
+@maintainer_required
+def version_curate(request: HttpRequest, name: str) -> HttpResponse:
+    version = _draft(request, name)
+    memberships = list(version.memberships.select_related("task__paper").order_by("task__paper__slug"))
+    retired = {r.snippet_id: r for r in version.retirements.select_related("retired_by")}
+    snippets: dict[int, list[Snippet]] = {}
+    for snippet in Snippet.objects.filter(task__memberships__version=version).order_by("file_path", "position"):
+        snippet.retirement = retired.get(snippet.pk)
+        snippets.setdefault(snippet.task_id, []).append(snippet)
+    for membership in memberships:
+        membership.snippets = snippets.get(membership.task_id, [])
+    candidates = (Task.objects.exclude(memberships__version=version).select_related("paper")
+                  .order_by("paper__slug", "-revision"))
+    context = {"version": version, "memberships": memberships, "candidates": candidates,
+               "splits": VersionTask.Split.choices}
+    return render(request, "benchmarks/version_curate.html", context)
+
+
+def _release_action(action):
+    """A maintainer's POST on a version: run the service, report its refusal as a message, redirect back."""
+    @require_POST
+    @maintainer_required
+    @wraps(action)
+    def wrapper(request: HttpRequest, name: str, *args, **kwargs) -> HttpResponse:
+        version = selectors.version_get(name=name, user=request.user)
+        try:
+            done = action(request, version, *args, **kwargs)
+        except (ValueError, Task.DoesNotExist, Snippet.DoesNotExist) as exc:
+            messages.error(request, str(exc))
+            done = None
+        if done:
+            messages.success(request, done)
+        target = "version-curate" if not BenchmarkVersion.objects.get(pk=version.pk).is_frozen else "version-detail"
+        return redirect(target, name=version.name)
+    return wrapper
+
+
+@_release_action
+def version_task_add(request: HttpRequest, version: BenchmarkVersion) -> str:
+    task = get_object_or_404(Task.objects.select_related("paper"), pk=request.POST.get("task") or 0)
+    split = request.POST.get("split", VersionTask.Split.PUBLIC)
+    if split not in VersionTask.Split.values:
+        raise ValueError(f"unknown split {split!r}")
+    services.version_task_set(version=version, task=task, split=split, actor=request.user)
+    return f"Added {task} ({split})."
+
+
+@_release_action
+def version_task_split(request: HttpRequest, version: BenchmarkVersion, task_id: int) -> str:
+    task = get_object_or_404(version.tasks.select_related("paper"), pk=task_id)
+    split = request.POST.get("split", "")
+    if split not in VersionTask.Split.values:
+        raise ValueError(f"unknown split {split!r}")
+    services.version_task_set(version=version, task=task, split=split, actor=request.user)
+    return f"{task.paper.slug} is now {VersionTask.Split(split).label.lower()}."
+
+
+@_release_action
+def version_task_drop(request: HttpRequest, version: BenchmarkVersion, task_id: int) -> str:
+    task = get_object_or_404(version.tasks.select_related("paper"), pk=task_id)
+    services.version_task_remove(version=version, task=task, actor=request.user)
+    return f"Dropped {task}."
+
+
+@_release_action
+def version_snippet_retire(request: HttpRequest, version: BenchmarkVersion, snippet_id: int) -> str:
+    snippet = selectors.version_snippet_get(version=version, snippet_id=snippet_id)
+    services.snippet_retire(version=version, snippet=snippet, reason=request.POST.get("reason", ""),
+                            actor=request.user)
+    return f"Retired {snippet.name}."
+
+
+@_release_action
+def version_publish(request: HttpRequest, version: BenchmarkVersion) -> str:
+    published = services.version_publish(version=version, actor=request.user, notes=request.POST.get("notes") or None)
+    return f"Published {published.name}; manifest hash {published.manifest_hash[:12]}."
+
+
+@_release_action
+def version_deprecate(request: HttpRequest, version: BenchmarkVersion) -> str:
+    note = request.POST.get("note", "").strip()
+    if not note:
+        raise ValueError("deprecating a version needs a note saying why and what to use instead")
+    services.version_deprecate(version=version, actor=request.user, note=note)
+    return f"Deprecated {version.name}."

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
-from django.db.models import QuerySet
+from django.db.models import Case, CharField, Count, Q, QuerySet, Sum, Value, When
 
-from benchmarks.models import Snippet
+from benchmarks.models import BenchmarkVersion, Paper, Snippet, VersionTask
 from benchmarks.selectors import snippet_prompt, version_snippets
-from evaluation.models import EvaluationRun, Generation, Outcome
+from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, RunScore
 from evaluation.taskfiles import task_files
 
 
@@ -55,3 +56,198 @@ def run_progress(run: EvaluationRun) -> Progress:
 def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
     """The prompt for one item, from the worker's cached task files."""
     return snippet_prompt(snippet=snippet, files=task_files(snippet.task), with_paper=with_paper, protocol=protocol)
+
+
+# Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.
+
+SIZE_BUCKETS = (("1-2", 1, 2), ("3-5", 3, 5), ("6-10", 6, 10), ("11+", 11, None))
+LEADERBOARD_SORTS = {
+    "rank": lambda r: r.score.scaled_pass_rate,
+    "model": lambda r: r.run.model.display_name.lower(),
+    "organization": lambda r: r.run.model.organization.lower(),
+    "open_weights": lambda r: r.run.model.open_weights,
+    "cutoff": lambda r: r.run.model.knowledge_cutoff or date.min,
+    "pass": lambda r: r.score.pass_rate,
+    "items": lambda r: r.score.items,
+    "errors": lambda r: r.score.errors,
+    "tokens": lambda r: r.tokens,
+    "cost": lambda r: (r.score.cost is not None, r.score.cost or 0),
+}
+
+
+@dataclass
+class LeaderboardRow:
+    run: EvaluationRun
+    score: RunScore
+    rank: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.score.prompt_tokens + self.score.completion_tokens
+
+    @property
+    def setting(self) -> str:
+        return "with paper" if self.run.with_paper else "without paper"
+
+
+@dataclass(frozen=True)
+class LeaderboardFilters:
+    open_weights: bool = False
+    paper: str = ""  # "", "with" or "without"
+    q: str = ""
+    sort: str = "rank"
+    descending: bool = True
+
+    @classmethod
+    def from_query(cls, params) -> LeaderboardFilters:
+        sort = params.get("sort", "rank")
+        sort = sort if sort in LEADERBOARD_SORTS else "rank"
+        paper = params.get("paper", "")
+        return cls(open_weights=params.get("open") in ("1", "on", "true"),
+                   paper=paper if paper in ("with", "without") else "", q=params.get("q", "").strip()[:100],
+                   sort=sort, descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc")
+
+
+def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
+    """The latest completed run of each (model, with/without paper) on the version."""
+    runs = (EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
+            .select_related("model").order_by("model_id", "with_paper", "-finished_at", "-pk"))
+    latest: dict[tuple[int, bool], EvaluationRun] = {}
+    for run in runs:
+        latest.setdefault((run.model_id, run.with_paper), run)
+    return list(latest.values())
+
+
+def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters | None = None) -> list[LeaderboardRow]:
+    """Ranked by scaled pass@1 (ties share a rank), filtered, then sorted as asked."""
+    filters = filters or LeaderboardFilters()
+    runs = leaderboard_runs(version=version)
+    if filters.open_weights:
+        runs = [r for r in runs if r.model.open_weights]
+    if filters.paper:
+        runs = [r for r in runs if r.with_paper == (filters.paper == "with")]
+    if filters.q:
+        needle = filters.q.lower()
+        runs = [r for r in runs if needle in r.model.display_name.lower() or needle in r.model.name.lower()
+                or needle in r.model.organization.lower()]
+    scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)}
+    rows = sorted((LeaderboardRow(run=r, score=scores[r.pk]) for r in runs if r.pk in scores),
+                  key=lambda row: (-row.score.scaled_pass_rate, row.run.model.display_name.lower()))
+    for position, row in enumerate(rows, start=1):
+        same = position > 1 and rows[position - 2].score.scaled_pass_rate == row.score.scaled_pass_rate
+        row.rank = rows[position - 2].rank if same else position
+    if filters.sort != "rank" or not filters.descending:
+        rows.sort(key=LEADERBOARD_SORTS[filters.sort], reverse=filters.descending)
+    return rows
+
+
+@dataclass
+class PaperHeatMap:
+    papers: list[Paper]
+    rows: list[tuple[LeaderboardRow, list[RunScore | None]]]
+
+
+def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[LeaderboardRow]) -> PaperHeatMap:
+    """Models x papers, each cell the run's stored per-paper score (None: no scored item of that paper)."""
+    papers = list(Paper.objects.filter(tasks__memberships__version=version).order_by("slug").distinct())
+    scores = {(s.run_id, s.paper_id): s
+              for s in RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False)}
+    return PaperHeatMap(papers=papers, rows=[(row, [scores.get((row.run.pk, p.pk)) for p in papers]) for row in rows])
+
+
+def leaderboard_size_buckets(*, rows: list[LeaderboardRow]) -> list[tuple[LeaderboardRow, list[dict | None]]]:
+    """Pass rate per snippet-size bucket per run, from one aggregate query over outcomes (errors not scored)."""
+    bucket = Case(*[When(snippet__loc__gte=low, snippet__loc__lte=high, then=Value(label)) if high else
+                    When(snippet__loc__gte=low, then=Value(label)) for label, low, high in SIZE_BUCKETS],
+                  output_field=CharField())
+    counts = (Outcome.objects.filter(run__in=[r.run for r in rows]).exclude(status=Outcome.Status.ERROR)
+              .annotate(bucket=bucket).values("run_id", "bucket")
+              .annotate(items=Count("id"), passed=Count("id", filter=Q(status=Outcome.Status.PASSED))).order_by())
+    table = {(c["run_id"], c["bucket"]): {"items": c["items"], "passed": c["passed"],
+                                          "rate": 100.0 * c["passed"] / c["items"]} for c in counts}
+    return [(row, [table.get((row.run.pk, label)) for label, _, _ in SIZE_BUCKETS]) for row in rows]
+
+
+@dataclass
+class PaperAblation:
+    model: ModelEntry
+    with_paper: LeaderboardRow
+    without_paper: LeaderboardRow
+
+    @property
+    def difference(self) -> float:
+        return self.with_paper.score.scaled_pass_rate - self.without_paper.score.scaled_pass_rate
+
+
+def leaderboard_paper_ablation(*, rows: list[LeaderboardRow]) -> list[PaperAblation]:
+    """Models evaluated both with and without the paper: what reading it is worth."""
+    by_model: dict[int, dict[bool, LeaderboardRow]] = {}
+    for row in rows:
+        by_model.setdefault(row.run.model_id, {})[row.run.with_paper] = row
+    pairs = [PaperAblation(model=both[True].run.model, with_paper=both[True], without_paper=both[False])
+             for both in by_model.values() if len(both) == 2]
+    return sorted(pairs, key=lambda p: -p.difference)
+
+
+@dataclass
+class ContaminationRow:
+    row: LeaderboardRow
+    papers_kept: int
+    papers_total: int
+    scaled_pass_rate: float | None  # None: the cut-off is unknown, or no paper is newer than it
+
+
+def leaderboard_contamination(*, version: BenchmarkVersion, rows: list[LeaderboardRow]) -> list[ContaminationRow]:
+    """Scaled pass rate over only the papers whose code appeared after the model's knowledge cut-off.
+
+    Per-paper stored rates are weighted by each paper's live lines of code, so the result matches the scaled
+    rate a run restricted to those papers would have.
+    """
+    loc = dict(version_snippets(version=version).order_by().values("task__paper_id")
+               .annotate(total=Sum("loc")).values_list("task__paper_id", "total"))
+    scores = (RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False)
+              .select_related("paper").only("run_id", "paper__first_commit_date", "scaled_pass_rate", "paper_id"))
+    by_run: dict[int, list[RunScore]] = {}
+    for score in scores:
+        by_run.setdefault(score.run_id, []).append(score)
+    result = []
+    for row in rows:
+        cutoff = row.run.model.knowledge_cutoff
+        kept = [s for s in by_run.get(row.run.pk, []) if cutoff and s.paper.first_commit_date
+                and s.paper.first_commit_date > cutoff]
+        weight = sum(loc.get(s.paper_id, 0) for s in kept)
+        rate = sum(s.scaled_pass_rate * loc.get(s.paper_id, 0) for s in kept) / weight if weight else None
+        result.append(ContaminationRow(row=row, papers_kept=len(kept), papers_total=len(loc),
+                                       scaled_pass_rate=rate))
+    return result
+
+
+def latest_published_version() -> BenchmarkVersion | None:
+    return (BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
+            .order_by("-published_at").first())
+
+
+def model_runs(*, model: ModelEntry) -> list[tuple[EvaluationRun, RunScore | None]]:
+    """A model's runs on visible (published or deprecated) versions, newest first, with the overall score."""
+    runs = list(model.runs.exclude(version__status=BenchmarkVersion.Status.DRAFT).select_related("version"))
+    scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)}
+    return [(run, scores.get(run.pk)) for run in runs]
+
+
+def run_paper_scores(*, run: EvaluationRun) -> list[RunScore]:
+    return list(run.scores.filter(paper__isnull=False).select_related("paper").order_by("paper__slug"))
+
+
+@dataclass
+class RunItem:
+    outcome: Outcome
+    show_reference: bool
+
+
+def run_item_rows(*, run: EvaluationRun) -> list[RunItem]:
+    """Every recorded item with the model's answer; reference code only where the task is in the public split."""
+    public = set(VersionTask.objects.filter(version=run.version_id, split=VersionTask.Split.PUBLIC)
+                 .values_list("task_id", flat=True))
+    outcomes = (Outcome.objects.filter(run=run).select_related("snippet__task__paper", "generation")
+                .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
+    return [RunItem(outcome=o, show_reference=o.snippet.task_id in public) for o in outcomes]

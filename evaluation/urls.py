@@ -1,3 +1,13 @@
 """Public leaderboard, model and run pages."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from evaluation import views
+
+urlpatterns = [
+    path("leaderboard/", views.leaderboard_latest, name="leaderboard-latest"),
+    path("versions/<str:name>/leaderboard/", views.leaderboard, name="leaderboard"),
+    path("models/<slug:name>/", views.model_detail, name="model-detail"),
+    path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+    path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
+]

@@ -156,8 +156,10 @@ def celery_worker_factory(worker_broker, media_root, sandbox_cache, tmp_path, se
 
 def _pool_reset(app) -> None:
     """Drop pooled broker connections so the next publish uses the current broker settings."""
-    if app._pool is not None:
-        app.pool.force_close_all()
+    from kombu import pools
+
+    # kombu keeps pools in a registry keyed by broker: reset it whole, or a closed pool is handed out again.
+    pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
 

@@ -1,0 +1,109 @@
+"""Public leaderboard, model and run pages: server-rendered, htmx partials for sorting, filters and progress."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from benchmarks.models import BenchmarkVersion
+from benchmarks.selectors import version_get
+from evaluation import selectors
+from evaluation.models import EvaluationRun, ModelEntry
+
+BREAKDOWNS = {
+    "papers": "Per paper",
+    "sizes": "By snippet size",
+    "ablation": "With vs. without paper",
+    "contamination": "After knowledge cut-off",
+}
+COLUMNS = [("rank", "Rank"), ("model", "Model"), ("organization", "Organization"), ("open_weights", "Open weights"),
+           ("cutoff", "Knowledge cut-off"), ("rank", "Scaled pass@1 (95% CI)"), ("pass", "pass@1 (95% CI)"),
+           ("items", "Items"), ("errors", "Errors"), ("tokens", "Tokens"), ("cost", "Cost (USD)")]
+
+
+def leaderboard_latest(request: HttpRequest) -> HttpResponse:
+    version = selectors.latest_published_version()
+    if version is None:
+        raise Http404("No benchmark version is published yet.")
+    return redirect("leaderboard", name=version.name)
+
+
+def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
+    version = version_get(name=name, user=request.user)
+    if version.status == BenchmarkVersion.Status.DRAFT:
+        raise Http404("Drafts have no leaderboard.")
+    filters = selectors.LeaderboardFilters.from_query(request.GET)
+    rows = selectors.leaderboard_rows(version=version, filters=filters)
+    context = {"version": version, "rows": rows, "filters": filters,
+               "columns": _sort_links(filters), "filter_query": _query(filters)}
+    target = request.htmx.target if request.htmx else None
+    if target == "leaderboard-table":
+        return render(request, "evaluation/_leaderboard_table.html", context)
+    view = request.GET.get("view", "papers")
+    context.update(view=view if view in BREAKDOWNS else "papers", breakdowns=BREAKDOWNS)
+    context.update(_breakdown(version=version, rows=rows, view=context["view"]))
+    if target == "breakdown":
+        return render(request, "evaluation/_leaderboard_breakdown.html", context)
+    context["chart"] = [{"label": f"{r.run.model.display_name} ({r.setting})", "value": r.score.scaled_pass_rate,
+                         "low": r.score.scaled_ci_low, "high": r.score.scaled_ci_high}
+                        for r in sorted(rows, key=lambda r: r.rank)]
+    context["chart_height"] = 80 + 36 * len(rows)
+    return render(request, "evaluation/leaderboard.html", context)
+
+
+def _breakdown(*, version: BenchmarkVersion, rows, view: str) -> dict:
+    if view == "sizes":
+        return {"size_labels": [label for label, _, _ in selectors.SIZE_BUCKETS],
+                "size_rows": selectors.leaderboard_size_buckets(rows=rows)}
+    if view == "ablation":
+        return {"ablation": selectors.leaderboard_paper_ablation(rows=rows)}
+    if view == "contamination":
+        return {"contamination": selectors.leaderboard_contamination(version=version, rows=rows)}
+    return {"heatmap": selectors.leaderboard_paper_heatmap(version=version, rows=rows)}
+
+
+def _query(filters: selectors.LeaderboardFilters, **override) -> str:
+    params = {"open": "1" if filters.open_weights else "", "paper": filters.paper, "q": filters.q,
+              "sort": filters.sort, "dir": "desc" if filters.descending else "asc"}
+    params.update(override)
+    return urlencode({k: v for k, v in params.items() if v})
+
+
+def _sort_links(filters: selectors.LeaderboardFilters) -> list[dict]:
+    """Each header links to its sort; clicking the current one flips the direction."""
+    columns = []
+    for key, label in COLUMNS:
+        current = filters.sort == key
+        default_desc = key in ("rank", "pass", "items", "tokens")
+        descending = not filters.descending if current else default_desc
+        columns.append({"key": key, "label": label, "current": current and label != "Rank",
+                        "aria": ("descending" if filters.descending else "ascending") if current else "none",
+                        "query": _query(filters, sort=key, dir="desc" if descending else "asc")})
+    return columns
+
+
+def model_detail(request: HttpRequest, name: str) -> HttpResponse:
+    model = get_object_or_404(ModelEntry, name=name)
+    return render(request, "evaluation/model_detail.html",
+                  {"model": model, "runs": selectors.model_runs(model=model)})
+
+
+def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:
+    run = get_object_or_404(EvaluationRun.objects.select_related("model", "version"), pk=pk)
+    version_get(name=run.version.name, user=request.user)  # 404 where the version is not visible
+    return run
+
+
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run_visible(request, pk)
+    context = {"run": run, "progress": selectors.run_progress(run),
+               "overall": run.scores.filter(paper__isnull=True).first(),
+               "paper_scores": selectors.run_paper_scores(run=run), "items": selectors.run_item_rows(run=run)}
+    return render(request, "evaluation/run_detail.html", context)
+
+
+def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run_visible(request, pk)
+    return render(request, "evaluation/_run_progress.html", {"run": run, "progress": selectors.run_progress(run)})

@@ -1,0 +1,204 @@
+"""Leaderboard, model and run pages: ranking with intervals, sorting and filters, breakdowns, no leaks, bounded queries."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils.html import escape
+
+from benchmarks.models import Snippet, VersionTask
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, RunScore
+from evaluation.outcomes import Verdict
+from tests.conftest import DEMO_PSET
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def version(media_root):
+    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+
+
+def evaluate(version, model, passes, *, with_paper=True, answer="", cost=0):
+    """A completed run whose item passes when `passes(snippet)` is true."""
+    run = services.run_start(model=model, version=version, with_paper=with_paper, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
+        generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p",
+                                                raw_answer=answer or f"```python\nanswer_{snippet.pk} = 1\n```",
+                                                prompt_tokens=10, completion_tokens=5, cost=cost)
+        verdict = Verdict("passed", "", "") if passes(snippet) else Verdict("failed", "wrong_result", "assert")
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
+    assert services.run_maybe_finish(run=run)
+    return run
+
+
+def model(name, **fields):
+    return ModelEntry.objects.create(name=name, display_name=fields.pop("display_name", name.title()), **fields)
+
+
+def test_leaderboard_ranks_by_scaled_pass_rate_and_shows_intervals(client, version):
+    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(version, ModelEntry.objects.get(name="placeholder"), lambda s: False)
+    evaluate(version, model("halfway", organization="Lab"), lambda s: s.loc >= 3)
+    body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
+    order = [body.index(f'href="{reverse("model-detail", args=[n])}"') for n in ("reference", "halfway", "placeholder")]
+    assert order == sorted(order)
+    halfway = RunScore.objects.get(run__model__name="halfway", paper=None)
+    assert 0 < halfway.scaled_pass_rate < 100 and halfway.scaled_pass_rate > halfway.pass_rate
+    assert f"{halfway.scaled_pass_rate:.1f}%" in body
+    assert f"[{halfway.scaled_ci_low:.1f}, {halfway.scaled_ci_high:.1f}]" in body
+    assert "100.0%" in body and "[100.0, 100.0]" in body
+    assert 'id="ranking-data"' in body and "chart-4.6.1.umd.min.js" in body
+
+
+def test_only_the_latest_completed_run_per_model_and_setting_counts(client, version):
+    placeholder = ModelEntry.objects.get(name="placeholder")
+    old = evaluate(version, placeholder, lambda s: True)
+    new = evaluate(version, placeholder, lambda s: False)
+    services.run_start(model=placeholder, version=version, dispatch=False)  # queued: not on the board
+    body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
+    assert reverse("run-detail", args=[new.pk]) in body
+    assert reverse("run-detail", args=[old.pk]) not in body
+
+
+def test_unknown_cost_reads_unknown(client, version):
+    evaluate(version, model("pricey"), lambda s: True, cost=None)
+    assert "unknown" in client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
+
+
+def test_sorting_and_filters_with_htmx_partial(client, version):
+    evaluate(version, model("alpha", display_name="Alpha", open_weights=True), lambda s: False)
+    evaluate(version, model("zulu", display_name="Zulu"), lambda s: True)
+    evaluate(version, model("zulu-np", display_name="Zulu NP"), lambda s: s.loc > 4, with_paper=False)
+    url = reverse("leaderboard", args=["1.0.0"])
+    by_name = client.get(url, {"sort": "model", "dir": "asc"}, headers={"HX-Request": "true",
+                                                                         "HX-Target": "leaderboard-table"})
+    body = by_name.content.decode()
+    assert "<html" not in body and 'id="leaderboard-table"' in body
+    assert body.index(">Alpha<") < body.index(">Zulu<") < body.index(">Zulu NP<")
+    assert "sort=model&amp;dir=desc" in body, "the current column's header flips the direction"
+    ranked = client.get(url).content.decode()
+    assert ranked.index(">Zulu<") < ranked.index(">Alpha<")
+    open_only = client.get(url, {"open": "1"}).content.decode()
+    assert ">Alpha<" in open_only and ">Zulu<" not in open_only
+    without = client.get(url, {"paper": "without"}).content.decode()
+    assert ">Zulu NP<" in without and ">Alpha<" not in without
+    search = client.get(url, {"q": "zul"}).content.decode()
+    assert ">Zulu<" in search and ">Alpha<" not in search
+    assert client.get(url, {"sort": "nonsense"}).status_code == 200
+
+
+def test_per_paper_heat_map_shows_stored_per_paper_rates(client, version):
+    evaluate(version, model("dampnest-only"), lambda s: s.task.paper.slug == "dampnest")
+    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "papers"}).content.decode()
+    assert "Per paper" in body
+    cells = body.split('class="heatmap"')[1].split("</table>")[0]
+    assert cells.count("100.0%") == 1 and cells.count("0.0%") == 3  # 100.0% contains "0.0%" once
+    assert "hsl(120, 70%, 82%)" in cells and "hsl(0, 70%, 82%)" in cells
+
+
+def test_size_buckets_from_outcomes(client, version):
+    evaluate(version, model("small-only"), lambda s: s.loc <= 2)
+    small = Snippet.objects.filter(task__versions=version, loc__lte=2).count()
+    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"},
+                      headers={"HX-Request": "true", "HX-Target": "breakdown"}).content.decode()
+    assert "<html" not in body
+    assert f"100.0% <span class=\"ci\">({small}/{small})</span>" in body
+    big = Snippet.objects.filter(task__versions=version, loc__gte=11).count()
+    if big:
+        assert f"0.0% <span class=\"ci\">(0/{big})</span>" in body
+
+
+def test_with_versus_without_paper_pairs(client, version):
+    both = model("both")
+    evaluate(version, both, lambda s: True, with_paper=True)
+    evaluate(version, both, lambda s: s.loc <= 2, with_paper=False)
+    evaluate(version, model("single"), lambda s: True)
+    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "ablation"}).content.decode()
+    section = body.split('id="breakdown"')[1]
+    without = RunScore.objects.get(run__model=both, run__with_paper=False, paper=None).scaled_pass_rate
+    assert f"+{100 - without:.1f} pts" in section
+    assert ">Single<" not in section
+
+
+def test_contamination_keeps_only_papers_after_the_cutoff(client, version):
+    # Demo papers' code first commits: dampnest 2025-01-20, topk-attention-pool 2025-04-28, trimmed-infonce 2025-08-04.
+    evaluate(version, model("late", knowledge_cutoff=date(2025, 3, 1)), lambda s: s.task.paper.slug != "dampnest")
+    evaluate(version, model("nodate"), lambda s: True)
+    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "contamination"}).content.decode()
+    section = body.split('id="breakdown"')[1]
+    late_row = section.split(">Late ")[1].split("</tr>")[0]
+    assert "2 of 3" in late_row and "100.0%" in late_row, "dampnest (before the cut-off) is left out"
+    overall = RunScore.objects.get(run__model__name="late", paper=None).scaled_pass_rate
+    assert f"{overall:.1f}%" in late_row and overall < 100
+    assert "cut-off unknown" in section.split(">Nodate ")[1].split("</tr>")[0]
+
+
+def test_leaderboard_queries_stay_bounded(client, version, django_assert_max_num_queries):
+    def count_queries(view):
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(reverse("leaderboard", args=["1.0.0"]), {"view": view}).status_code == 200
+        return len(ctx.captured_queries)
+
+    for i in range(2):
+        evaluate(version, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 2 == 0)
+    few = {view: count_queries(view) for view in ("papers", "sizes", "ablation", "contamination")}
+    for i in range(2, 8):
+        evaluate(version, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 3 == 0,
+                 with_paper=bool(i % 2))
+    assert max(few.values()) <= 8, few
+    for view, queries in few.items():
+        with django_assert_max_num_queries(queries):
+            client.get(reverse("leaderboard", args=["1.0.0"]), {"view": view})
+        assert count_queries(view) == queries
+
+
+def test_model_page_never_shows_the_api_key(client, version):
+    entry = services.model_register(name="keyed", display_name="Keyed", litellm_model="openai/keyed-1",
+                                    api_key="sk-super-secret-123", organization="Keyco")
+    run = evaluate(version, entry, lambda s: True)
+    body = client.get(reverse("model-detail", args=["keyed"])).content.decode()
+    assert "openai/keyed-1" in body and "Keyco" in body and reverse("run-detail", args=[run.pk]) in body
+    assert "sk-super-secret-123" not in body and entry.api_key_encrypted not in body
+
+
+def test_run_page_shows_answers_but_reference_code_only_for_public_tasks(client, version):
+    held = version.memberships.get(task__paper__slug="dampnest")
+    VersionTask.objects.filter(pk=held.pk).update(split=VersionTask.Split.HELD_OUT)
+    run = evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert "Held-out task" in body and 'id="run-progress"' in body and 'hx-trigger="every 2s"' not in body
+    for snippet in Snippet.objects.filter(task__versions=version, loc__gte=3).select_related("task__paper"):
+        assert f"answer_{snippet.pk} = 1" in body
+        if snippet.task.paper.slug == "dampnest":
+            assert code_line(snippet) not in body
+    public = Snippet.objects.filter(task__versions=version, loc__gte=3).exclude(task__paper__slug="dampnest").first()
+    assert code_line(public) in body
+
+
+def code_line(snippet) -> str:
+    """The snippet's first line of code (not a marker comment) as the page escapes it."""
+    line = next(ln.strip() for ln in snippet.reference_code.splitlines() if ln.strip() and not ln.strip().startswith("#"))
+    return escape(line)
+
+
+def test_running_run_polls_its_progress_partial(client, version):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert f'hx-get="{reverse("run-progress", args=[run.pk])}"' in body and 'hx-trigger="every 2s"' in body
+    partial = client.get(reverse("run-progress", args=[run.pk]), headers={"HX-Request": "true"}).content.decode()
+    assert "<html" not in partial and f"0 of {run.total_items} items" in partial
+
+
+def test_nav_leaderboard_link_goes_to_the_latest_release(client, version):
+    assert 'href="/leaderboard/"' in client.get(reverse("home")).content.decode()
+    response = client.get(reverse("leaderboard-latest"))
+    assert response.status_code == 302 and response["Location"] == reverse("leaderboard", args=["1.0.0"])

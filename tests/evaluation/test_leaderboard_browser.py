@@ -1,0 +1,107 @@
+"""In a real browser (Debian's Chromium driven by Playwright): the calibration models on the demo release rank as
+expected, a column header sorts the table in place, and the per-paper view opens. Screenshots go to
+test-artifacts/leaderboard/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmarks.models import Snippet
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry
+from evaluation.outcomes import Verdict
+from tests.conftest import DEMO_PSET, REPO, service_missing
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+ARTIFACTS = REPO / "test-artifacts" / "leaderboard"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture
+def browser_page(live_server):
+    if not Path(CHROMIUM).exists():
+        service_missing("Chromium", f"{CHROMIUM} not found (apt-get install chromium)")
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still synchronous.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(30_000)
+        yield page
+        browser.close()
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def calibrate(version, name: str, passed: bool) -> EvaluationRun:
+    run = services.run_start(model=ModelEntry.objects.get(name=name), version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    verdict = Verdict("passed", "", "") if passed else Verdict("failed", "wrong_result", "assertion failed")
+    for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
+        generation = services.calibration_generation(run=run, snippet=snippet, sample=0)
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
+    assert services.run_maybe_finish(run=run)
+    return run
+
+
+def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, media_root):
+    page, base = browser_page, live_server.url
+    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    calibrate(version, "reference", passed=True)
+    calibrate(version, "placeholder", passed=False)
+
+    page.goto(f"{base}/")
+    page.get_by_role("link", name="Leaderboard", exact=True).click()
+    page.wait_for_url(f"{base}/versions/1.0.0/leaderboard/")
+    table = page.locator("#leaderboard-table tbody tr")
+    assert table.count() == 2
+    reference = ModelEntry.objects.get(name="reference").display_name
+    placeholder = ModelEntry.objects.get(name="placeholder").display_name
+    assert reference in table.nth(0).inner_text() and "100.0%" in table.nth(0).inner_text()
+    assert placeholder in table.nth(1).inner_text() and "0.0%" in table.nth(1).inner_text()
+    page.wait_for_function("document.getElementById('ranking-chart').width > 0")
+    shot(page, "01-ranking")
+
+    page.locator("#leaderboard-table thead").get_by_role("link", name="Scaled pass@1 (95% CI)").click()
+    page.wait_for_url("**sort=rank&dir=asc**")
+    page.wait_for_function(f"document.querySelector('#leaderboard-table tbody tr').innerText.includes({placeholder!r})")
+    assert "<html" not in page.locator("#leaderboard-table").inner_html()
+    assert page.locator("h1").count() == 1, "htmx swapped the table only"
+    shot(page, "02-sorted-ascending")
+
+    tabs = page.get_by_role("navigation", name="Breakdowns")
+    tabs.get_by_role("link", name="By snippet size").click()
+    page.locator("#breakdown").get_by_text("11+ lines").wait_for()
+    assert tabs.get_by_role("link", name="By snippet size").get_attribute("aria-current") == "page"
+    shot(page, "03-by-size")
+
+    tabs.get_by_role("link", name="Per paper").click()
+    heat = page.locator("#breakdown table.heatmap")
+    heat.wait_for()
+    assert tabs.get_by_role("link", name="Per paper").get_attribute("aria-current") == "page"
+    assert heat.locator("thead th").count() == 1 + version.tasks.count()
+    rows = heat.locator("tbody tr")
+    assert rows.nth(0).inner_text().count("100.0%") == version.tasks.count()
+    assert "100.0%" not in rows.nth(1).inner_text()
+    shot(page, "04-per-paper")
+
+    page.locator("#leaderboard-table").get_by_role("link", name=reference).click()
+    page.get_by_role("heading", name=reference).wait_for()
+    shot(page, "05-model")
+    page.locator("table a[href^='/runs/']").first.click()
+    page.get_by_role("heading", name="Items").wait_for()
+    page.locator("details.item").first.locator("summary").click()
+    shot(page, "06-run")
