@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from benchmarks.models import Snippet
 from benchmarks.services import pset_import
@@ -85,13 +86,14 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     tabs = page.get_by_role("navigation", name="Breakdowns")
     tabs.get_by_role("link", name="By snippet size").click()
     page.locator("#breakdown").get_by_text("11+ lines").wait_for()
-    assert tabs.get_by_role("link", name="By snippet size").get_attribute("aria-current") == "page"
+    # htmx settles attributes a moment after the swap: wait for it rather than read it at once.
+    expect(tabs.get_by_role("link", name="By snippet size")).to_have_attribute("aria-current", "page")
     shot(page, "03-by-size")
 
     tabs.get_by_role("link", name="Per paper").click()
     heat = page.locator("#breakdown table.heatmap")
     heat.wait_for()
-    assert tabs.get_by_role("link", name="Per paper").get_attribute("aria-current") == "page"
+    expect(tabs.get_by_role("link", name="Per paper")).to_have_attribute("aria-current", "page")
     assert heat.locator("thead th").count() == 1 + version.tasks.count()
     rows = heat.locator("tbody tr")
     assert rows.nth(0).inner_text().count("100.0%") == version.tasks.count()
