@@ -207,6 +207,21 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="benchmark@localhost")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "config.logs.JsonFormatter"}},
+    # One JSON object per line in production (LOG_FORMAT=json), plain lines while developing.
+    "handlers": {"console": {"class": "logging.StreamHandler",
+                             **({"formatter": "json"} if env("LOG_FORMAT", default="plain") == "json" else {})}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
+
+# Production: cookies only over https, HSTS, and the proxy's scheme header trusted when it sets one.
+if not DEBUG:
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
+    if env.bool("BEHIND_TLS_PROXY", default=True):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # /healthz answers the load balancer over plain http inside the private network.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]

@@ -3,9 +3,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from config.health import healthz
 from evaluation.views_tokens import api_tokens
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/tokens/", api_tokens, name="api-tokens"),
     path("accounts/", include("django.contrib.auth.urls")),
