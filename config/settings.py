@@ -126,6 +126,9 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # An unacknowledged task (its worker died) is redelivered after this many seconds.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
 
+# A running run with no new result for this long is flagged as stalled on the operations page.
+RUN_STALL_SECONDS = env.int("RUN_STALL_SECONDS", default=900)
+
 # Calls per minute per provider (the prefix of the litellm model string), e.g. "openai=500,anthropic=50".
 LLM_RATE_LIMITS = env.dict("LLM_RATE_LIMITS", default={})
 

@@ -140,6 +140,7 @@ class Outcome(models.Model):
     stderr_tail = models.TextField(blank=True)
     environment_hash = models.CharField(max_length=64, blank=True)
     sandbox_backend = models.CharField(max_length=20, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="Host name of the worker that ran it.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

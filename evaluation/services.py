@@ -164,14 +164,14 @@ def calibration_generation(*, run: EvaluationRun, snippet: Snippet, sample: int)
 
 def outcome_record(
     *, run: EvaluationRun, snippet: Snippet, sample: int, verdict: Verdict, generation: Generation | None = None,
-    result: ExecResult | None = None, backend: str = "",
+    result: ExecResult | None = None, backend: str = "", worker: str = "",
 ) -> tuple[Outcome, bool]:
     """Store the outcome of an item exactly once (unique per run, snippet, sample); returns (outcome, created)."""
     defaults = dict(
         generation=generation, status=verdict.status, category=verdict.category, detail=verdict.detail[:2000],
         exit_code=result.exit_code if result else None, duration=result.duration if result else None,
         stdout_tail=tail(result.stdout) if result else "", stderr_tail=tail(result.stderr) if result else "",
-        environment_hash=snippet.task.environment_hash, sandbox_backend=backend,
+        environment_hash=snippet.task.environment_hash, sandbox_backend=backend, worker=worker[:200],
     )
     try:
         with transaction.atomic():

@@ -113,5 +113,6 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
     else:
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=item_run.verdict,
-                                generation=generation, result=item_run.result, backend=item_run.backend)
+                                generation=generation, result=item_run.result, backend=item_run.backend,
+                                worker=self.request.hostname or "")
     services.run_maybe_finish(run=run)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.conf import settings
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from benchmarks.models import BenchmarkVersion
 from benchmarks.selectors import version_get
-from evaluation import selectors
+from evaluation import selectors, services
+from evaluation.operations import queues_status, runs_stalled, workers_status
+from submissions.views import maintainer_required
 from evaluation.models import EvaluationRun, ModelEntry
 
 BREAKDOWNS = {
@@ -107,3 +112,26 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
     return render(request, "evaluation/_run_progress.html", {"run": run, "progress": selectors.run_progress(run)})
+
+
+@maintainer_required
+def operations(request: HttpRequest) -> HttpResponse:
+    """Queues, workers and stalled runs, for maintainers keeping the platform running."""
+    context = {"queues": queues_status(), "workers": workers_status(), "stalled": runs_stalled(),
+               "stall_seconds": settings.RUN_STALL_SECONDS,
+               "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
+                   "model", "version")}
+    return render(request, "evaluation/operations.html", context)
+
+
+@maintainer_required
+@require_POST
+def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(EvaluationRun, pk=pk)
+    try:
+        dispatched = services.run_resume(run=run)
+    except services.EvaluationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
+    return redirect("operations")

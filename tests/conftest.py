@@ -105,7 +105,7 @@ class WorkerProcess:
 
         celery = str(Path(sys.executable).with_name("celery"))
         command = [celery, "-A", "config", "worker", "--queues", self.queues, "--concurrency", "1",
-                   "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h"]
+                   "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}-{id(self)}@%h"]
         self.process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=self.log.open("a"),
                                         stderr=subprocess.STDOUT, start_new_session=True)
         return self
@@ -141,8 +141,8 @@ def celery_worker_factory(worker_broker, media_root, sandbox_cache, tmp_path, se
 
     def start(*, queues: str = "default,llm,sandbox", **extra: str) -> WorkerProcess:
         env = {k: v for k, v in os.environ.items() if k not in ("CELERY_RESULT_BACKEND",)}
-        env.update(DATABASE_URL=database_url_for_workers(), CELERY_BROKER_URL=worker_broker,
-                   MEDIA_ROOT=str(media_root), SANDBOX_CACHE_DIR=str(sandbox_cache), **extra)
+        env.update({"DATABASE_URL": database_url_for_workers(), "CELERY_BROKER_URL": worker_broker,
+                    "MEDIA_ROOT": str(media_root), "SANDBOX_CACHE_DIR": str(sandbox_cache), **extra})
         worker = WorkerProcess(broker=worker_broker, queues=queues, env=env, log=tmp_path / f"worker{len(workers)}.log")
         workers.append(worker.start())
         return worker

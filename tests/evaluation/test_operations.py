@@ -1,0 +1,79 @@
+"""The operations page: queues with length and age, stalled runs resumed; and two workers sharing one run."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from benchmarks.services import pset_import
+from config.celery import app
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, Outcome
+from evaluation.operations import queues_status
+from tests.conftest import DEMO_PSET, _pool_reset, sandbox_backend_or_missing
+
+
+@pytest.fixture
+def version(media_root):
+    return pset_import(root=DEMO_PSET, version_name="ops-1.0.0", publish=True).version
+
+
+@pytest.fixture
+def fresh_broker(worker_broker):
+    saved = (app.conf.broker_url, app.conf.broker_transport_options)
+    app.conf.broker_url, app.conf.broker_transport_options = worker_broker, {}
+    _pool_reset(app)
+    yield worker_broker
+    app.conf.broker_url, app.conf.broker_transport_options = saved
+    _pool_reset(app)
+
+
+@pytest.mark.django_db
+def test_operations_page_is_for_maintainers(client, author, maintainer):
+    assert client.get("/operations/").status_code == 302
+    client.force_login(author)
+    assert client.get("/operations/").status_code == 403
+    client.force_login(maintainer)
+    assert client.get("/operations/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_stalled_run_is_flagged_and_resuming_queues_only_its_missing_items(client, maintainer, version,
+                                                                            fresh_broker):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    snippets = list(version.tasks.first().snippets.all())
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    for snippet in snippets:
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=services.Verdict("passed", "", ""))
+    EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now() - timedelta(hours=1))
+    client.force_login(maintainer)
+
+    page = client.get("/operations/").content.decode()
+    assert f'data-stalled-run="{run.pk}"' in page
+
+    client.post(f"/operations/runs/{run.pk}/resume/")
+    time.sleep(0.5)
+    sandbox = next(q for q in queues_status() if q.name == "sandbox")
+    assert sandbox.length == run.total_items - len(snippets)
+    assert sandbox.oldest_seconds is not None and 0 <= sandbox.oldest_seconds < 60
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_two_workers_with_their_own_caches_split_one_run(version, celery_worker_factory, sandbox_cache, tmp_path):
+    sandbox_backend_or_missing("bwrap", sandbox_cache)
+    first = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="bwrap", SANDBOX_CACHE_DIR=str(tmp_path / "a"))
+    second = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="bwrap", SANDBOX_CACHE_DIR=str(tmp_path / "b"))
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=3)
+    deadline = time.monotonic() + 600
+    while EvaluationRun.objects.get(pk=run.pk).status != EvaluationRun.Status.COMPLETED:
+        assert time.monotonic() < deadline, first.output()[-3000:] + second.output()[-3000:]
+        time.sleep(0.5)
+    outcomes = Outcome.objects.filter(run=run)
+    assert outcomes.count() == outcomes.values("snippet", "sample").distinct().count() == 99
+    assert set(outcomes.values_list("status", flat=True)) == {"passed"}
+    assert len(set(outcomes.values_list("worker", flat=True))) == 2, "both workers took part"
+    for cache in ("a", "b"):
+        assert any((tmp_path / cache / "blobs").rglob("*")), f"worker {cache} fetched task files into its own cache"
