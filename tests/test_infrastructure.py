@@ -35,13 +35,18 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
 
 
 def stop(process: subprocess.Popen) -> None:
+    """SIGTERM the whole process group, then SIGKILL whatever is left (a worker slow to shut down)."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 @pytest.mark.django_db
