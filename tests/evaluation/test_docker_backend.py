@@ -118,7 +118,7 @@ for host in {host_addresses()!r}:
     except OSError as exc:
         print("blocked", host, exc)
 try:
-    socket.getaddrinfo("pypi.org", 443)
+    socket.getaddrinfo("example.org", 443)
     print("resolved")
 except OSError as exc:
     print("no dns", exc)
