@@ -18,7 +18,7 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import PROTOCOL, TEMPLATES
 from config.api import IsOwnerOrMaintainer, user_may_change
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
-from evaluation.selectors import run_progress
+from evaluation.selectors import leaderboard_rows, run_progress
 from evaluation.services import (MAX_SAMPLES, model_register, model_update, run_cancel, run_from_upload, run_resume,
                                  run_start)
 
@@ -286,19 +286,15 @@ class LeaderboardRowSerializer(serializers.Serializer):
 
 
 def _leaderboard_rows(*, version: BenchmarkVersion) -> list[dict]:
-    """One row per completed run of the release, from its stored overall score, best scaled pass rate first."""
-    scores = (RunScore.objects.filter(paper=None, run__version=version, run__status=EvaluationRun.Status.COMPLETED)
-              .select_related("run__model").order_by("-scaled_pass_rate", "-pass_rate", "run_id"))
-    rows = []
-    for rank, score in enumerate(scores, start=1):
-        run, model = score.run, score.run.model
-        rows.append({
-            "rank": rank, "run": run.pk, "model": model.name, "display_name": model.display_name,
-            "organization": model.organization, "open_weights": model.open_weights,
-            "knowledge_cutoff": model.knowledge_cutoff, "with_paper": run.with_paper, "samples": run.samples,
-            **{field: getattr(score, field) for field in LEADERBOARD_COLUMNS[9:]},
-        })
-    return rows
+    """The same ranking as the leaderboard page (latest completed run per model and setting), as flat rows."""
+    return [
+        {"rank": row.rank, "run": row.run.pk, "model": row.run.model.name,
+         "display_name": row.run.model.display_name, "organization": row.run.model.organization,
+         "open_weights": row.run.model.open_weights, "knowledge_cutoff": row.run.model.knowledge_cutoff,
+         "with_paper": row.run.with_paper, "samples": row.run.samples,
+         **{field: getattr(row.score, field) for field in LEADERBOARD_COLUMNS[9:]}}
+        for row in leaderboard_rows(version=version)
+    ]
 
 
 class CSVRenderer(BaseRenderer):

@@ -16,7 +16,7 @@ import pytest
 from celery import Celery
 from django.db import connection
 
-from tests.conftest import REPO, UNDER_CI, service_missing
+from tests.conftest import REPO, UNDER_CI
 
 SERVICE_VARIABLES = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
 
