@@ -7,28 +7,16 @@ plain POST that redirects back (works without JavaScript); htmx swaps the page's
 from functools import wraps
 
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from benchmarks import selectors, services
+from benchmarks.permissions import maintainer_required
 from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
 
 DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/jsonl"}
-
-
-def maintainer_required(view):
-    """Anonymous visitors go to the login page; signed-in non-maintainers get 403."""
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not selectors.user_is_maintainer(user=request.user):
-            raise PermissionDenied("Only maintainers curate and publish versions.")
-        return view(request, *args, **kwargs)
-    return wrapper
 
 
 def home(request: HttpRequest) -> HttpResponse:

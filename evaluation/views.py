@@ -11,10 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from benchmarks.models import BenchmarkVersion
+from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import version_get
 from evaluation import selectors, services
 from evaluation.operations import queues_status, runs_stalled, workers_status
-from submissions.views import maintainer_required
 from evaluation.models import EvaluationRun, ModelEntry
 
 BREAKDOWNS = {

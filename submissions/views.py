@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks.paper2code import PackageError
+from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer
 from submissions import forms, selectors, services
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
@@ -36,16 +37,6 @@ def signup(request: HttpRequest) -> HttpResponse:
         messages.success(request, "Welcome! You can now submit a paper.")
         return redirect("submission-list")
     return render(request, "registration/signup.html", {"form": form})
-
-
-def maintainer_required(view):
-    @login_required
-    def wrapped(request: HttpRequest, *args, **kwargs):
-        if not user_is_maintainer(user=request.user):
-            raise PermissionDenied("maintainers only")
-        return view(request, *args, **kwargs)
-
-    return wrapped
 
 
 @login_required
