@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404
 
 from benchmarks.models import Blob, BenchmarkVersion, Snippet, Task, VersionTask
 from benchmarks.paper2code import build_prompt, mask, parse
-from benchmarks.paper2code.pset import PaperPackage
+from benchmarks.paper2code.pset import PaperPackage, requirements_file
 
 
 def blob_read(*, sha256: str) -> bytes:
@@ -61,11 +61,16 @@ def version_public_tasks(*, version: BenchmarkVersion) -> QuerySet[Task]:
                                                  memberships__split=VersionTask.Split.PUBLIC)
 
 
+def snippet_masked(*, snippet: Snippet, files: dict[str, bytes]) -> str:
+    """The annotated file as a model sees it with this snippet masked (FORMAT.md section 5)."""
+    annotated = parse(files[snippet.file_path].decode("utf-8"), snippet.file_path)
+    return mask(annotated, annotated.snippets[snippet.position])
+
+
 def snippet_prompt(*, snippet: Snippet, files: dict[str, bytes], with_paper: bool, protocol: str) -> str:
     """The prompt for one snippet (FORMAT.md 5-6): paper unless the ablation, context files, the masked file."""
     task = snippet.task
-    annotated = parse(files[snippet.file_path].decode("utf-8"), snippet.file_path)
-    masked = mask(annotated, annotated.snippets[snippet.position])
+    masked = snippet_masked(snippet=snippet, files=files)
     context = [(path, files[path].decode("utf-8")) for path in task.context_paths]
     paper = files[task.paper_path].decode("utf-8") if with_paper else None
     return build_prompt(paper_text=paper, context_files=context, masked_path=snippet.file_path, masked_code=masked,
@@ -97,9 +102,9 @@ def snippet_tree(*, task: Task) -> dict[str, list[SnippetNode]]:
 
 
 def snippet_masked_file(*, snippet: Snippet) -> str:
-    """The annotated file as a model sees it with this snippet masked (FORMAT.md section 5)."""
-    annotated = parse(task_file_text(task=snippet.task, path=snippet.file_path), snippet.file_path)
-    return mask(annotated, annotated.snippets[snippet.position])
+    """The masked file, reading only that file from storage."""
+    path = snippet.file_path
+    return snippet_masked(snippet=snippet, files={path: blob_read(sha256=snippet.task.files[path])})
 
 
 def task_package(*, task: Task) -> PaperPackage:
@@ -119,16 +124,8 @@ def task_package(*, task: Task) -> PaperPackage:
         paper_path=task.paper_path,
         annotated_paths=tuple(task.annotated_paths),
         context_paths=tuple(task.context_paths),
-        requirements_path=_requirements_path(files),
+        requirements_path=requirements_file(files),
         files=files,
         annotated={p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths},
         extra=dict(task.extra_metadata),
     )
-
-
-def _requirements_path(files: dict[str, bytes]) -> str | None:
-    for name in ("paper2code_requirements.txt", "requirements.txt"):
-        if name in files:
-            return name
-    return None
-

@@ -317,7 +317,9 @@ def version_deprecate(*, version: BenchmarkVersion, actor=None, note: str) -> Be
 
 def release_downloads_build(*, version: BenchmarkVersion) -> dict:
     """The public problem set as a zip and every live item as JSONL (masked prompt only), stored with their hashes."""
-    from benchmarks.selectors import snippet_prompt, task_package, version_public_tasks, version_snippets
+    from benchmarks.selectors import (
+        snippet_masked, snippet_prompt, task_package, version_public_tasks, version_snippets,
+    )
 
     buffer = io.BytesIO()
     with tempfile.TemporaryDirectory() as tmp:
@@ -335,7 +337,7 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
         lines.append(json.dumps({
             "id": str(snippet.pk), "paper": snippet.task.paper.slug, "file": snippet.file_path,
             "snippet": snippet.name, "loc": snippet.loc, "protocol": PROTOCOL,
-            "masked_code": snippet_masked_text(snippet=snippet, files=files),
+            "masked_code": snippet_masked(snippet=snippet, files=files),
             "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=PROTOCOL),
         }, ensure_ascii=False))
     downloads = {}
@@ -344,13 +346,6 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
         blob = blob_store(content=data)
         downloads[kind] = {"filename": name, "sha256": blob.sha256, "size": blob.size}
     return downloads
-
-
-def snippet_masked_text(*, snippet: Snippet, files: dict[str, bytes]) -> str:
-    from benchmarks.paper2code import mask, parse
-
-    annotated = parse(files[snippet.file_path].decode("utf-8"), snippet.file_path)
-    return mask(annotated, annotated.snippets[snippet.position])
 
 
 def version_export(*, version: BenchmarkVersion, root: Path) -> list[PaperPackage]:

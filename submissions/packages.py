@@ -7,12 +7,12 @@ from datetime import date
 from pathlib import Path
 
 from benchmarks.paper2code import PackageError, Problem, parse
-from benchmarks.paper2code.pset import PaperPackage, read_pset_with_warnings
+from benchmarks.paper2code.pset import REQUIREMENTS_NAMES, PaperPackage, read_pset_with_warnings, requirements_file
 from benchmarks.selectors import blob_read
 from submissions.models import Revision
 
 PAPER_FILES = ("paper2code_paper.tex", "paper2code_paper.md")
-REQUIREMENTS_FILE = "paper2code_requirements.txt"
+REQUIREMENTS_FILE = REQUIREMENTS_NAMES[0]  # the name the form writes the requirements under
 DATE_FIELDS = ("arxiv_date", "arxiv_v1_date", "first_commit_date", "last_commit_date")
 
 
@@ -58,7 +58,7 @@ def revision_package(revision: Revision) -> PaperPackage:
         last_commit_date=_date(meta.get("last_commit_date")), venue=meta.get("venue", ""),
         paper_path=revision.paper_path, annotated_paths=tuple(revision.annotated_paths),
         context_paths=tuple(revision.context_paths),
-        requirements_path=next((p for p in (REQUIREMENTS_FILE, "requirements.txt") if p in files), None),
+        requirements_path=requirements_file(files),
         files=files, annotated={p: parse(files[p].decode("utf-8"), p) for p in revision.annotated_paths},
     )
 

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks.paper2code import PackageError
+from benchmarks.paper2code.pset import requirements_file
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer
 from submissions import forms, selectors, services
@@ -77,10 +78,8 @@ def _step_form(step: str, submission: Submission, request: HttpRequest):
 
 def _requirements_in(files: dict[str, str]) -> str:
     """The requirements file that came with the code, to start the field from."""
-    for name in ("paper2code_requirements.txt", "requirements.txt"):
-        if name in files:
-            return blob_read(sha256=files[name]).decode("utf-8", "replace")
-    return ""
+    name = requirements_file(files)
+    return blob_read(sha256=files[name]).decode("utf-8", "replace") if name else ""
 
 
 def _step_save(step: str, submission: Submission, form, user) -> None:

@@ -113,6 +113,12 @@ class PaperPackage:
         return entry
 
 
+def requirements_file(paths: Iterable[str]) -> str | None:
+    """The package's requirements file: paper2code_requirements.txt, else requirements.txt, else none."""
+    present = set(paths)
+    return next((name for name in REQUIREMENTS_NAMES if name in present), None)
+
+
 def read_pset(root: str | Path) -> list[PaperPackage]:
     """Every paper of the problem set at `root`, in papers.yaml order; PackageError lists every error."""
     papers, _warnings = read_pset_with_warnings(root)
@@ -283,7 +289,7 @@ def _paper_read(root: Path, entry: _Entry) -> tuple[PaperPackage | None, list[Pr
     paper_path = next((name for name in PAPER_TEXT_NAMES if name in files), None)
     if paper_path is None:
         error(in_folder(PAPER_TEXT_NAMES[0]), 0, f"missing paper text: neither {' nor '.join(PAPER_TEXT_NAMES)}")
-    requirements_path = next((name for name in REQUIREMENTS_NAMES if name in files), None)
+    requirements_path = requirements_file(files)
 
     texts: dict[str, str] = {}
     must_be_text = [*annotated_paths, *context_paths, TEST_ENTRY_POINT, paper_path, requirements_path]
