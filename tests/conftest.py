@@ -218,3 +218,26 @@ def _fresh_cache():
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture
+def browser_page(live_server):
+    """A page in Debian's headless Chromium driven by Playwright (no browser download), over the live server."""
+    import shutil
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        service_missing("Chromium", f"{chromium} not found (apt-get install chromium)")
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still synchronous.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(60_000)
+        yield page
+        browser.close()
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

@@ -4,9 +4,6 @@ test-artifacts/leaderboard/."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -16,34 +13,14 @@ from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict
-from tests.conftest import DEMO_PSET, REPO, service_missing
+from tests.conftest import DEMO_PSET, REPO
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ARTIFACTS = REPO / "test-artifacts" / "leaderboard"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@pytest.fixture
-def browser_page(live_server):
-    if not Path(CHROMIUM).exists():
-        service_missing("Chromium", f"{CHROMIUM} not found (apt-get install chromium)")
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still synchronous.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.set_default_timeout(30_000)
-        yield page
-        browser.close()
-    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 

@@ -4,40 +4,16 @@ in the draft version. Screenshots of every step go to test-artifacts/browser/.""
 
 from __future__ import annotations
 
-import os
-import shutil
 import zipfile
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
 
 from config.celery import app as celery_app
-from tests.conftest import DEMO_PSET, REPO, service_missing
+from tests.conftest import DEMO_PSET, REPO
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ARTIFACTS = REPO / "test-artifacts" / "browser"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@pytest.fixture
-def browser_page(live_server):
-    if not Path(CHROMIUM).exists():
-        service_missing("Chromium", f"{CHROMIUM} not found (apt-get install chromium)")
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still synchronous.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.set_default_timeout(60_000)
-        yield page
-        browser.close()
-    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 @pytest.fixture
@@ -48,6 +24,7 @@ def eager_validation():
 
 
 def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
