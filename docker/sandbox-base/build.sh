@@ -31,7 +31,9 @@ rootfs_image="rcb-sandbox-rootfs:$release"
 cache="${SANDBOX_CACHE_DIR:-$REPO/var/sandbox}/base"
 # python3-venv brings ensurepip (and its bundled pip wheel), enough to build environments in /opt/env.
 include="python3,python3-venv,ca-certificates"
-tarball="$cache/debian-$release-$arch-minbase-$(echo "$include" | sha256sum | cut -c1-12).tar"
+# The name changes with what goes into the rootfs, so a cached tarball of another recipe is never reused.
+recipe="$include apt-sources-kept"
+tarball="$cache/debian-$release-$arch-minbase-$(echo "$recipe" | sha256sum | cut -c1-12).tar"
 
 if [[ $force == 0 ]] && docker image inspect "$image" >/dev/null 2>&1; then
     echo "$image exists (use --force to rebuild)"
@@ -66,8 +68,9 @@ if [[ $fresh == 1 || ! -s $tarball ]]; then
     debootstrap --variant=minbase --arch="$arch" --include="$include" \
         "$release" "$root" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
         { tail -20 "$cache/debootstrap.log" >&2; exit 1; }
-    # Sandboxes install nothing at run time: drop apt's sources (they name the mirror), lists and caches.
-    rm -rf "$root"/etc/apt/sources.list "$root"/etc/apt/sources.list.d/* "$root"/var/lib/apt/lists/* \
+    # Lists and caches go; apt's sources stay for the service images built on this rootfs (docker/services),
+    # and the sandbox layer (./Dockerfile) drops them, since sandboxes install nothing at run time.
+    rm -rf "$root"/var/lib/apt/lists/* \
         "$root"/var/cache/apt/* "$root"/var/cache/debconf/*-old "$root"/var/log/* \
         "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/*
     : >"$root/etc/resolv.conf"
