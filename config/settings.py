@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -44,6 +45,10 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+if not DEBUG:
+    # Serves the collected static files in production (gunicorn has none); runserver serves them while debugging.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -93,9 +98,29 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", default=str(VAR_DIR / "staticfiles")))
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+# Task files, uploads and release downloads: a folder (shared between hosts, or one host's) or an S3 bucket.
+STORAGE_BACKEND = env("STORAGE_BACKEND", default="filesystem")
+if STORAGE_BACKEND == "s3":
+    _default_storage = {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
+        "bucket_name": env("S3_BUCKET"),
+        "endpoint_url": env("S3_ENDPOINT_URL", default="") or None,
+        "region_name": env("S3_REGION", default="") or None,
+        "access_key": env("S3_ACCESS_KEY_ID", default="") or None,
+        "secret_key": env("S3_SECRET_ACCESS_KEY", default="") or None,
+        "location": env("S3_PREFIX", default=""),
+        # Objects are private; the platform streams them, so no signed URLs leave the server.
+        "default_acl": None,
+        "querystring_auth": True,
+    }}
+elif STORAGE_BACKEND == "filesystem":
+    _default_storage = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+else:
+    raise ImproperlyConfigured(f"STORAGE_BACKEND must be 'filesystem' or 's3', not {STORAGE_BACKEND!r}")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "default": _default_storage,
+    # The images use whitenoise's compressed, hashed storage (collectstatic at build time).
+    "staticfiles": {"BACKEND": env("STATICFILES_BACKEND",
+                                   default="django.contrib.staticfiles.storage.StaticFilesStorage")},
 }
 
 # Celery: Redis when configured, else kombu's filesystem transport so `make run` needs no server.
