@@ -217,6 +217,28 @@ def _require_maintainer(actor) -> None:
         raise PermissionDenied("only maintainers curate and publish versions")
 
 
+def maintainer_grant(*, user) -> None:
+    """Make `user` a maintainer: they review submissions and curate versions."""
+    from django.conf import settings
+    from django.contrib.auth.models import Group
+
+    user.groups.add(Group.objects.get_or_create(name=settings.MAINTAINERS_GROUP)[0])
+
+
+def maintainer_ensure(*, username: str, email: str, password: str) -> tuple[object, bool]:
+    """The maintainer account `username`, created with `password` if missing; an existing password is kept,
+    so a password changed on the site survives restarts. Returns (user, created)."""
+    from django.contrib.auth import get_user_model
+
+    with transaction.atomic():
+        user, created = get_user_model().objects.get_or_create(username=username, defaults={"email": email})
+        if created:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        maintainer_grant(user=user)
+    return user, created
+
+
 def _require_draft(version: BenchmarkVersion) -> None:
     if version.is_frozen:
         raise ValueError(f"version {version.name} is {version.status} and frozen")
@@ -332,8 +354,9 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
     lines = []
     files_by_task: dict[int, dict[str, bytes]] = {}
     for snippet in version_snippets(version=version):
-        files = files_by_task.setdefault(snippet.task_id, {
-            p: blob_read(sha256=d) for p, d in snippet.task.files.items()})
+        if snippet.task_id not in files_by_task:  # setdefault would read every file again for each snippet
+            files_by_task[snippet.task_id] = {p: blob_read(sha256=d) for p, d in snippet.task.files.items()}
+        files = files_by_task[snippet.task_id]
         lines.append(json.dumps({
             "id": str(snippet.pk), "paper": snippet.task.paper.slug, "file": snippet.file_path,
             "snippet": snippet.name, "loc": snippet.loc, "protocol": PROTOCOL,
