@@ -1,0 +1,178 @@
+"""The Docker Compose stack as an operator runs it: images built with no registry (docker/build.sh), `up -d`,
+/healthz, the `reference` model evaluated on the demo release through the REST API by the stack's own workers
+(the sandbox worker through the host's engine), the leaderboard page, a clean stop and a restart that keeps
+every record. Timings are printed (pytest -s); the stack uses a project name and volumes of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+import requests
+
+from tests.conftest import REPO, service_missing
+
+PROJECT = f"rcbci{os.getpid()}"
+# The site sits behind a TLS proxy in production; the tests speak to gunicorn as that proxy would.
+PROXY_HEADERS = {"X-Forwarded-Proto": "https", "Host": "localhost"}
+SERVICES = ("postgres", "redis", "web", "worker", "sandbox-worker")
+
+
+def _compose_command() -> list[str]:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    service_missing("Docker Compose", "neither `docker compose` nor Debian's docker-compose is installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Stack:
+    def __init__(self, env_file, port: int):
+        self.compose = [*_compose_command(), "--project-name", PROJECT, "--env-file", str(env_file)]
+        self.url = f"http://127.0.0.1:{port}"
+        # Only what the engine client needs: the test process's own settings must not leak into the stack.
+        self.env = {key: value for key, value in os.environ.items()
+                    if key in ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "LANG")}
+
+    def run(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run([*self.compose, *args], cwd=REPO, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+        if check and proc.returncode != 0:
+            pytest.fail(f"compose {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                        f"{proc.stderr[-3000:]}\n{self.logs()}")
+        return proc
+
+    def logs(self) -> str:
+        proc = subprocess.run([*self.compose, "logs", "--no-color", "--tail", "40"], cwd=REPO, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        return proc.stdout[-8000:]
+
+    def exec(self, service: str, *command: str) -> str:
+        return self.run("exec", "-T", service, *command, timeout=180).stdout
+
+    def get(self, path: str, **kwargs) -> requests.Response:
+        return requests.get(self.url + path, headers={**PROXY_HEADERS, **kwargs.pop("headers", {})}, timeout=30,
+                            **kwargs)
+
+    def wait_healthy(self, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                response = self.get("/healthz")
+                if response.status_code == 200:
+                    return response.json()
+                last = f"{response.status_code} {response.text[:300]}"
+            except requests.RequestException as exc:
+                last = str(exc)
+            time.sleep(2)
+        pytest.fail(f"/healthz did not answer 200 within {timeout} s (last: {last})\n{self.logs()}")
+
+    def exit_codes(self) -> dict[str, int]:
+        ids = self.run("ps", "-q").stdout.split()
+        codes = {}
+        for container in ids:
+            proc = subprocess.run(
+                ["docker", "inspect", "--format", '{{index .Config.Labels "com.docker.compose.service"}} '
+                 "{{.State.Running}} {{.State.ExitCode}}", container],
+                capture_output=True, text=True, check=True, env=self.env)
+            service, running, code = proc.stdout.split()
+            codes[service] = -1 if running == "true" else int(code)
+        return codes
+
+
+def _env_file(path, port: int) -> None:
+    lines = (REPO / ".env.example").read_text().splitlines()
+    values = {
+        "SECRET_KEY": "compose-test-" + "s" * 50, "POSTGRES_PASSWORD": "pgsecret123", "REDIS_PASSWORD": "redissecret123",
+        "MAINTAINER_PASSWORD": "maintainer-secret-123", "WEB_PORT": str(port),
+        "DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid), "RCB_ENV_FILE": str(path),
+        "WEB_CONCURRENCY": "2", "WORKER_CONCURRENCY": "2",
+    }
+    out = [f"{line.split('=', 1)[0]}={values.pop(line.split('=', 1)[0])}"
+           if "=" in line and not line.startswith("#") and line.split("=", 1)[0] in values else line
+           for line in lines]
+    path.write_text("\n".join(out + [f"{key}={value}" for key, value in values.items()]) + "\n")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
+        service_missing("Docker engine", "`docker info` does not answer")
+    _compose_command()
+    port = _free_port()
+    env_file = tmp_path_factory.mktemp("compose") / "stack.env"
+    _env_file(env_file, port)
+    stack = Stack(env_file, port)
+    started = time.monotonic()
+    build = subprocess.run(["bash", "docker/build.sh"], cwd=REPO, env={**stack.env, "RCB_ENV_FILE": str(env_file)},
+                           capture_output=True, text=True, timeout=1200)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    print(f"\nimages built in {time.monotonic() - started:.1f} s")
+    try:
+        yield stack
+    finally:
+        stack.run("down", "--volumes", "--timeout", "60", timeout=300, check=False)
+
+
+def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack):
+    started = time.monotonic()
+    stack.run("up", "-d", timeout=600)
+    health = stack.wait_healthy()
+    print(f"up and healthy in {time.monotonic() - started:.1f} s: {health['checks']}")
+    assert set(health["checks"]) == {"database", "broker", "storage"}
+
+    # The image's production settings, as the running container has them.
+    deploy = stack.exec("web", "python", "manage.py", "check", "--deploy", "--fail-level", "WARNING")
+    assert "no issues" in deploy
+    # Only the sandbox worker holds the engine socket.
+    for service in ("web", "worker"):
+        assert stack.run("exec", "-T", service, "test", "-S", "/var/run/docker.sock", check=False).returncode != 0
+    assert stack.run("exec", "-T", "sandbox-worker", "test", "-S", "/var/run/docker.sock", check=False).returncode == 0
+    assert stack.exec("web", "id", "-u").strip() == "10002"
+
+    token = stack.exec("web", "python", "manage.py", "drf_create_token", "maintainer").split()[2]
+    api = requests.Session()
+    api.headers.update({**PROXY_HEADERS, "Authorization": f"Token {token}"})
+    started = time.monotonic()
+    response = api.post(f"{stack.url}/api/v1/runs/", json={"model": "reference", "release": "demo-1.0.0",
+                                                           "with_paper": True, "samples": 1}, timeout=30)
+    assert response.status_code == 201, response.text
+    run = response.json()
+    deadline = time.monotonic() + 600
+    while run["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(2)
+        run = api.get(f"{stack.url}/api/v1/runs/{run['id']}/", timeout=30).json()
+    print(f"reference evaluated on 33 items in {time.monotonic() - started:.1f} s "
+          "(including the first build of the numpy environment image)")
+    assert run["status"] == "completed", (run, stack.logs())
+    assert run["progress"]["done"] == run["total_items"] == 33
+    assert run["score"]["scaled_pass_rate"] == 100.0 and run["score"]["errors"] == 0
+
+    page = stack.get("/versions/demo-1.0.0/leaderboard/")
+    assert page.status_code == 200
+    assert "Reference (calibration)" in page.text and "100.0%" in page.text
+    assert stack.get("/static/vendor/htmx-2.0.11.min.js").status_code == 200
+
+    started = time.monotonic()
+    stack.run("stop", "--timeout", "60", timeout=300)
+    print(f"stopped in {time.monotonic() - started:.1f} s")
+    assert stack.exit_codes() == dict.fromkeys(SERVICES, 0)
+
+    # A restart finds everything where it was, and starting again loads nothing twice.
+    stack.run("up", "-d", timeout=600)
+    stack.wait_healthy()
+    again = api.get(f"{stack.url}/api/v1/runs/{run['id']}/", timeout=30).json()
+    assert again["status"] == "completed" and again["score"] == run["score"]
+    assert "already loaded" in stack.run("logs", "--no-color", "web").stdout
