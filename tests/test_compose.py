@@ -6,6 +6,7 @@ every record. Timings are printed (pytest -s); the stack uses a project name and
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import socket
@@ -126,7 +127,44 @@ def stack(tmp_path_factory):
         stack.run("down", "--volumes", "--timeout", "60", timeout=300, check=False)
 
 
-def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack):
+def _remote_worker(stack: Stack, name: str) -> None:
+    """A sandbox worker started as README's "Adding a sandbox worker host" says: its environment names the
+    database, the broker and the storage, and it has a cache volume of its own. It joins the stack's network
+    (a real second host would use addresses) and mounts the media volume (a shared filesystem there)."""
+    env = {"SECRET_KEY": "compose-test-" + "s" * 50, "SANDBOX_BACKEND": "docker",
+           "DATABASE_URL": "postgres://rcb:pgsecret123@postgres:5432/rcb",
+           "REDIS_URL": "redis://:redissecret123@redis:6379/0"}
+    subprocess.run(
+        ["docker", "run", "-d", "--name", name, "--hostname", name, "--network", f"{PROJECT}_default",
+         *[arg for key, value in env.items() for arg in ("--env", f"{key}={value}")],
+         "--group-add", str(os.stat("/var/run/docker.sock").st_gid),
+         "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{name}-cache:/var/cache/rcb",
+         "-v", f"{PROJECT}_media:/var/lib/rcb/media", "rcb-app:latest", "worker", "sandbox"],
+        check=True, capture_output=True, env=stack.env, timeout=60)
+
+
+def _remote_worker_remove(stack: Stack, name: str) -> None:
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, env=stack.env, timeout=120)
+    subprocess.run(["docker", "volume", "rm", f"{name}-cache"], capture_output=True, env=stack.env, timeout=60)
+
+
+def _run_reference(stack: Stack, api: requests.Session) -> dict:
+    started = time.monotonic()
+    response = api.post(f"{stack.url}/api/v1/runs/", json={"model": "reference", "release": "demo-1.0.0",
+                                                           "with_paper": True, "samples": 1}, timeout=30)
+    assert response.status_code == 201, response.text
+    run = response.json()
+    deadline = time.monotonic() + 600
+    while run["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(2)
+        run = api.get(f"{stack.url}/api/v1/runs/{run['id']}/", timeout=30).json()
+    print(f"reference evaluated on {run['total_items']} items in {time.monotonic() - started:.1f} s "
+          "(with the numpy environment image built first if the engine lacks it)")
+    assert run["status"] == "completed", (run, stack.logs())
+    return run
+
+
+def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack, tmp_path):
     started = time.monotonic()
     stack.run("up", "-d", timeout=600)
     health = stack.wait_healthy()
@@ -145,34 +183,63 @@ def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack):
     token = stack.exec("web", "python", "manage.py", "drf_create_token", "maintainer").split()[2]
     api = requests.Session()
     api.headers.update({**PROXY_HEADERS, "Authorization": f"Token {token}"})
-    started = time.monotonic()
-    response = api.post(f"{stack.url}/api/v1/runs/", json={"model": "reference", "release": "demo-1.0.0",
-                                                           "with_paper": True, "samples": 1}, timeout=30)
-    assert response.status_code == 201, response.text
-    run = response.json()
-    deadline = time.monotonic() + 600
-    while run["status"] in ("queued", "running") and time.monotonic() < deadline:
-        time.sleep(2)
-        run = api.get(f"{stack.url}/api/v1/runs/{run['id']}/", timeout=30).json()
-    print(f"reference evaluated on 33 items in {time.monotonic() - started:.1f} s "
-          "(including the first build of the numpy environment image)")
-    assert run["status"] == "completed", (run, stack.logs())
+    remote = f"{PROJECT}-remote-worker"
+    try:
+        _remote_worker(stack, remote)
+        run = _run_reference(stack, api)
+    finally:
+        _remote_worker_remove(stack, remote)
     assert run["progress"]["done"] == run["total_items"] == 33
     assert run["score"]["scaled_pass_rate"] == 100.0 and run["score"]["errors"] == 0
+    workers = stack.exec("web", "python", "manage.py", "shell", "--verbosity", "0", "-c",
+                         "from evaluation.models import Outcome; "
+                         f"print(sorted(set(Outcome.objects.filter(run_id={run['id']}).values_list('worker', flat=True))))")
+    print(f"items scored by {workers.strip()}")
+    assert remote in workers, "the worker started from environment variables alone took no item"
 
     page = stack.get("/versions/demo-1.0.0/leaderboard/")
     assert page.status_code == 200
     assert "Reference (calibration)" in page.text and "100.0%" in page.text
     assert stack.get("/static/vendor/htmx-2.0.11.min.js").status_code == 200
 
+    # Backup as the README says: the database and the media, from the running stack.
+    dump, media = tmp_path / "rcb.dump", tmp_path / "media.tar"
+    dump.write_bytes(_exec_bytes(stack, "postgres", "pg_dump", "--format=custom", "-U", "rcb", "rcb"))
+    media.write_bytes(_exec_bytes(stack, "web", "tar", "-C", "/var/lib/rcb/media", "-cf", "-", "."))
+
     started = time.monotonic()
     stack.run("stop", "--timeout", "60", timeout=300)
     print(f"stopped in {time.monotonic() - started:.1f} s")
     assert stack.exit_codes() == dict.fromkeys(SERVICES, 0)
 
-    # A restart finds everything where it was, and starting again loads nothing twice.
+    # Restore into an empty stack (volumes removed), as the README says; every record and file comes back.
+    stack.run("down", "--volumes", "--timeout", "60", timeout=300)
+    stack.run("up", "-d", "postgres", timeout=300)
+    _until(lambda: stack.run("exec", "-T", "postgres", "pg_isready", "-q", check=False).returncode == 0, 120)
+    _exec_bytes(stack, "postgres", "pg_restore", "--clean", "--if-exists", "-U", "rcb", "-d", "rcb",
+                stdin=dump.read_bytes())
     stack.run("up", "-d", timeout=600)
     stack.wait_healthy()
+    _exec_bytes(stack, "web", "tar", "-C", "/var/lib/rcb/media", "-xf", "-", stdin=media.read_bytes())
     again = api.get(f"{stack.url}/api/v1/runs/{run['id']}/", timeout=30).json()
     assert again["status"] == "completed" and again["score"] == run["score"]
     assert "already loaded" in stack.run("logs", "--no-color", "web").stdout
+    release = api.get(f"{stack.url}/api/v1/releases/demo-1.0.0/", timeout=30).json()
+    for kind, entry in release["downloads"].items():
+        body = api.get(f"{stack.url}/api/v1/releases/demo-1.0.0/downloads/{kind}/", timeout=30).content
+        assert hashlib.sha256(body).hexdigest() == entry["sha256"], kind
+    assert "Reference (calibration)" in stack.get("/versions/demo-1.0.0/leaderboard/").text
+
+
+def _exec_bytes(stack: Stack, service: str, *command: str, stdin: bytes | None = None) -> bytes:
+    proc = subprocess.run([*stack.compose, "exec", "-T", service, *command], cwd=REPO, env=stack.env,
+                          input=stdin, capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    return proc.stdout
+
+
+def _until(condition, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not ready within {timeout} s"
+        time.sleep(1)
