@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -12,6 +13,11 @@ from django.conf import settings
 from benchmarks.models import Snippet, Task
 from benchmarks.paper2code import AnnotatedFile, parse, strip_markers
 from benchmarks.selectors import blob_read
+from evaluation.sandbox.base import SandboxError
+
+
+class TaskFilesUnavailable(SandboxError):
+    """A task file could not be read from storage, or came back altered: infrastructure, retried, never scored."""
 
 
 def blob_cached(sha256: str) -> bytes:
@@ -21,7 +27,12 @@ def blob_cached(sha256: str) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         pass
-    data = blob_read(sha256=sha256)
+    try:
+        data = blob_read(sha256=sha256)
+    except Exception as exc:  # each storage backend fails its own way (OSError, botocore errors)
+        raise TaskFilesUnavailable(f"task file {sha256} cannot be read from storage: {exc}") from exc
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise TaskFilesUnavailable(f"task file {sha256} read from storage has other content; not cached")
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
         tmp.write(data)
