@@ -43,6 +43,17 @@ def provider_wait(provider: str) -> float:
     return 60 - time.time() % 60 + 0.1
 
 
+def _retry_or_error(task, *, run: EvaluationRun, snippet: Snippet, sample: int, exc: SandboxError,
+                    generation: Generation | None = None) -> None:
+    """Retry an infrastructure failure with backoff; once retries are spent, record the item as an error."""
+    if task.request.retries < SANDBOX_RETRIES:
+        logger.warning("sandbox failure on run %s item %s/%s, retrying: %s", run.pk, snippet.pk, sample, exc)
+        raise task.retry(exc=exc, countdown=2 ** task.request.retries)
+    verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"sandbox failure: {exc}")
+    services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+    services.run_maybe_finish(run=run)
+
+
 @shared_task(bind=True, max_retries=None)
 def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
     """Ask the model for one item, store the answer, and hand the item to the sandbox queue."""
@@ -55,7 +66,11 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
         wait = provider_wait(run.model.provider)
         if wait:
             raise self.retry(countdown=wait)
-        prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
+        try:
+            prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
+        except SandboxError as exc:  # the task's files could not be read from storage
+            _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
+            return
         earlier = services.generation_reusable(run=run, snippet=snippet, sample=sample, prompt=prompt)
         if earlier is not None:  # unchanged item on a new release: same model, settings and prompt
             services.generation_record(
@@ -94,23 +109,20 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
         services.run_maybe_finish(run=run)
         return
     generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
-    if generation is None:
-        if run.model.kind == ModelEntry.Kind.LITELLM:
-            item_generate.delay(run_id, snippet_id, sample)
-            return
-        generation = services.calibration_generation(run=run, snippet=snippet, sample=sample)
+    if generation is None and run.model.kind == ModelEntry.Kind.LITELLM:
+        item_generate.delay(run_id, snippet_id, sample)
+        return
     try:
+        if generation is None:
+            generation = services.calibration_generation(run=run, snippet=snippet, sample=sample)
         item_run = item_execute(snippet=snippet, code=generation.extracted_code)
     except EnvironmentBuildError as exc:
         verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
                           f"environment of task {snippet.task} could not be built: {exc}\n{exc.log[-1500:]}")
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
     except SandboxError as exc:
-        if self.request.retries < SANDBOX_RETRIES:
-            logger.warning("sandbox failure on run %s item %s/%s, retrying: %s", run_id, snippet_id, sample, exc)
-            raise self.retry(exc=exc, countdown=2 ** self.request.retries)
-        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"sandbox failure: {exc}")
-        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+        _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc, generation=generation)
+        return
     else:
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=item_run.verdict,
                                 generation=generation, result=item_run.result, backend=item_run.backend,
