@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -25,7 +26,8 @@ def _broker() -> None:
 
 
 def _storage() -> None:
-    name = default_storage.save("healthz/probe", ContentFile(b"ok"))
+    # A name of its own per probe: on S3 a save overwrites, and concurrent probes would delete each other's.
+    name = default_storage.save(f"healthz/probe-{uuid.uuid4().hex}", ContentFile(b"ok"))
     try:
         with default_storage.open(name) as handle:
             if handle.read() != b"ok":

@@ -101,6 +101,8 @@ MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))
 # Task files, uploads and release downloads: a folder (shared between hosts, or one host's) or an S3 bucket.
 STORAGE_BACKEND = env("STORAGE_BACKEND", default="filesystem")
 if STORAGE_BACKEND == "s3":
+    import botocore.config
+
     _default_storage = {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
         "bucket_name": env("S3_BUCKET"),
         "endpoint_url": env("S3_ENDPOINT_URL", default="") or None,
@@ -108,6 +110,9 @@ if STORAGE_BACKEND == "s3":
         "access_key": env("S3_ACCESS_KEY_ID", default="") or None,
         "secret_key": env("S3_SECRET_ACCESS_KEY", default="") or None,
         "location": env("S3_PREFIX", default=""),
+        # Fail within seconds when the endpoint hangs, so /healthz and workers notice (boto waits minutes).
+        "client_config": botocore.config.Config(connect_timeout=5, read_timeout=30,
+                                                retries={"max_attempts": 3, "mode": "standard"}),
         # Objects are private; the platform streams them, so no signed URLs leave the server.
         "default_acl": None,
         "querystring_auth": True,
