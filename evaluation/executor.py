@@ -5,6 +5,7 @@ A worker process keeps its backend and one session per environment warm across i
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 
@@ -13,10 +14,11 @@ from django.conf import settings
 from benchmarks.models import Snippet
 from benchmarks.paper2code import splice
 from evaluation.outcomes import Verdict, answer_forbidden, outcome_classify
-from evaluation.sandbox import Backend, ExecResult, Limits, Session, backend_get
+from evaluation.sandbox import Backend, ExecResult, Limits, SandboxError, Session, backend_get
 from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
 from evaluation.taskfiles import task_annotated, task_files, task_hidden_modules
 
+logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _backend: Backend | None = None
 _sessions: dict[str, Session] = {}
@@ -38,7 +40,19 @@ def backend_current() -> Backend:
     with _lock:
         if _backend is None:
             _backend = backend_get()
+            _orphans_remove(_backend)
         return _backend
+
+
+def _orphans_remove(backend: Backend) -> None:
+    """Once per worker process: sandboxes of a worker killed mid-run would otherwise stay on the engine."""
+    try:
+        removed = backend.orphans_remove(older_than=settings.SANDBOX_WALL_SECONDS + 60)
+    except SandboxError as exc:
+        logger.warning("could not look for orphaned sandboxes: %s", exc)
+        return
+    if removed:
+        logger.info("removed %d orphaned sandbox(es)", removed)
 
 
 def session_for(task_environment_hash: str, requirements: str) -> Session:

@@ -91,6 +91,10 @@ class Backend:
         """Build (once per hash, reused afterwards) the environment with these requirements installed."""
         raise NotImplementedError
 
+    def orphans_remove(self, *, older_than: float) -> int:
+        """Remove sandboxes left by a killed worker (older than any run may last); returns how many."""
+        return 0
+
     def session_open(self, environment: Environment) -> Session:
         raise NotImplementedError
 

@@ -361,5 +361,18 @@ class DockerBackend(Backend):
             pip_errors = [ln.strip() for ln in log.splitlines() if ln.strip().startswith("ERROR:")]
             raise EnvironmentBuildError(f"installing requirements failed: {(pip_errors or [error])[-1]}", log)
 
+    def orphans_remove(self, *, older_than: float) -> int:
+        """Sandbox containers outlive a worker killed mid-run; any older than a run may last is an orphan, whichever
+        worker on this engine made it."""
+        api = self.client().api
+        removed = 0
+        with engine_errors("removing orphaned sandbox containers"):
+            for container in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+                if time.time() - container["Created"] > older_than:
+                    with contextlib.suppress(docker.errors.NotFound):
+                        api.remove_container(container["Id"], force=True)
+                        removed += 1
+        return removed
+
     def session_open(self, environment: Environment) -> Session:
         return DockerSession(self, environment)

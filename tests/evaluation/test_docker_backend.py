@@ -3,6 +3,7 @@ have no network, no root, no writable root filesystem, and leave no container be
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import socketserver
@@ -178,3 +179,27 @@ def test_no_container_is_left_after_runs_that_end_finish_fail_or_time_out(sessio
 
     assert timed.timed_out and timed.exit_code is None
     assert sandbox_containers(session.environment.hash) == []
+
+
+def test_orphaned_sandboxes_are_removed_and_nothing_else(backend):
+    """Containers of a worker killed mid-run stay on the engine; the next worker process removes the ones older
+    than any run may last, and leaves younger sandboxes (another worker's live runs) and other containers alone."""
+    client = docker.from_env()
+    base = backend.base_image
+    orphan = client.containers.run(base, ["sleep", "300"], detach=True, network_disabled=True,
+                                   labels={"rcb.sandbox": "1"})
+    other = client.containers.run(base, ["sleep", "300"], detach=True, network_disabled=True)
+    try:
+        assert backend.orphans_remove(older_than=3600) == 0  # a live run of another worker: kept
+        orphan.reload()
+        time.sleep(1.1)
+        assert backend.orphans_remove(older_than=1) == 1
+        with pytest.raises(docker.errors.NotFound):
+            orphan.reload()
+        other.reload()
+        assert other.status == "running"
+    finally:
+        for container in (orphan, other):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+        client.close()
