@@ -1,8 +1,16 @@
 #!/bin/sh
-# Redis for the broker and the cache: append-only file in /data, a password when REDIS_PASSWORD is set.
+# Redis for the broker and the cache: append-only file in /data, a password when REDIS_PASSWORD is set. The
+# password goes into a configuration file only this user reads, so it never shows in the process list.
 set -eu
-if [ -n "${REDIS_PASSWORD:-}" ]; then
-    exec redis-server --bind 0.0.0.0 --protected-mode no --dir /data --appendonly yes \
-        --requirepass "$REDIS_PASSWORD" "$@"
-fi
-exec redis-server --bind 0.0.0.0 --protected-mode no --dir /data --appendonly yes "$@"
+config="$(mktemp)"
+chmod 600 "$config"
+{
+    echo "bind 0.0.0.0"
+    echo "protected-mode no"
+    echo "dir /data"
+    echo "appendonly yes"
+    if [ -n "${REDIS_PASSWORD:-}" ]; then
+        echo "requirepass \"$REDIS_PASSWORD\""
+    fi
+} >"$config"
+exec redis-server "$config" "$@"
