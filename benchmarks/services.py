@@ -269,6 +269,8 @@ def version_task_set(*, version: BenchmarkVersion, task: Task, split: str = Vers
     """Put a task into a draft (replacing another revision of the same paper) with a split."""
     _require_maintainer(actor)
     _require_draft(version)
+    if split not in VersionTask.Split.values:
+        raise ValueError(f"unknown split {split!r}")
     version.memberships.filter(task__paper=task.paper).exclude(task=task).delete()
     membership, _ = VersionTask.objects.update_or_create(version=version, task=task, defaults={"split": split})
     return membership

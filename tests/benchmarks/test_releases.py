@@ -89,3 +89,11 @@ def test_names_must_be_semantic_versions_and_curation_is_for_maintainers(first, 
         version_draft_create(name="next", actor=maintainer)
     with pytest.raises(PermissionDenied):
         version_draft_create(name="2.0.0", actor=author)
+
+
+def test_an_unknown_split_is_refused_and_changes_nothing(first, maintainer):
+    draft = version_draft_create(name="1.1.0", actor=maintainer)
+    task = draft.tasks.get(paper__slug="trimmed-infonce")
+    with pytest.raises(ValueError, match="unknown split 'secret'"):
+        version_task_set(version=draft, task=task, split="secret", actor=maintainer)
+    assert draft.memberships.get(task=task).split == VersionTask.Split.PUBLIC
