@@ -22,6 +22,13 @@ def service_missing(service: str, reason: str) -> None:
     pytest.skip(message)
 
 
+def free_port() -> int:
+    """A localhost port nothing listens on now, for a server a test starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _tcp_open(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1):

@@ -9,14 +9,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 
 import pytest
 import requests
 
-from tests.conftest import REPO, service_missing
+from tests.conftest import REPO, free_port, service_missing
 
 PROJECT = f"rcbci{os.getpid()}"
 # The site sits behind a TLS proxy in production; the tests speak to gunicorn as that proxy would.
@@ -30,12 +29,6 @@ def _compose_command() -> list[str]:
     if shutil.which("docker-compose"):
         return ["docker-compose"]
     service_missing("Docker Compose", "neither `docker compose` nor Debian's docker-compose is installed")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Stack:
@@ -112,7 +105,7 @@ def stack(tmp_path_factory):
     if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
         service_missing("Docker engine", "`docker info` does not answer")
     _compose_command()
-    port = _free_port()
+    port = free_port()
     env_file = tmp_path_factory.mktemp("compose") / "stack.env"
     _env_file(env_file, port)
     stack = Stack(env_file, port)

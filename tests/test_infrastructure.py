@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import pytest
 from celery import Celery
 from django.db import connection
 
-from tests.conftest import REPO, UNDER_CI
+from tests.conftest import REPO, UNDER_CI, free_port
 
 SERVICE_VARIABLES = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
 
@@ -87,12 +86,6 @@ def test_celery_worker_round_trip_over_the_embedded_filesystem_broker(tmp_path: 
         assert client.send_task("config.ping", queue="default").get(timeout=60) == "pong"
     finally:
         stop(worker)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_make_run_serves_the_demo_without_postgres_or_redis(tmp_path: Path):

@@ -6,7 +6,6 @@ import hashlib
 import io
 import os
 import runpy
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from django.urls import reverse
 
 from benchmarks.models import Blob, Task
 from benchmarks.services import pset_import, version_publish
-from tests.conftest import DEMO_PSET, REPO, _tcp_open, service_missing
+from tests.conftest import DEMO_PSET, REPO, _tcp_open, free_port, service_missing
 
 pytestmark = pytest.mark.django_db
 
@@ -46,12 +45,6 @@ class S3Server:
             self.process.wait(timeout=10)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def files_under(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
 
@@ -64,7 +57,7 @@ def s3(media_root, tmp_path):
     moto_server = Path(sys.executable).with_name("moto_server")
     if not moto_server.exists():
         service_missing("moto S3 server", f"{moto_server} not found (pip install 'moto[server]')")
-    port = _free_port()
+    port = free_port()
     env = {"STORAGE_BACKEND": "s3", "S3_BUCKET": "rcb-test", "S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
            "S3_REGION": "us-east-1", "S3_ACCESS_KEY_ID": "test-key", "S3_SECRET_ACCESS_KEY": "test-secret",
            "S3_PREFIX": "platform"}
