@@ -114,6 +114,11 @@ def columns_read(conn: psycopg.Connection, table: str) -> list[str]:
                                        "'public' and table_name = %s order by ordinal_position", (table,))]
 
 
+def sequences_read(conn: psycopg.Connection) -> dict[str, int]:
+    return dict(conn.execute("select sequencename, coalesce(last_value, 0) from pg_sequences "
+                             "where schemaname = 'public'").fetchall())
+
+
 def snapshot(url: str) -> tuple[dict[str, Table], dict[str, int]]:
     """Every table's rows (md5 per row, by primary key) and every sequence's last value."""
     with connect(url) as conn:
@@ -128,8 +133,7 @@ def snapshot(url: str) -> tuple[dict[str, Table], dict[str, int]]:
                 " = 'public' and c.table_name = %s and c.constraint_type = 'PRIMARY KEY' order by k.ordinal_position",
                 (name,))] or columns
             tables[name] = Table(columns, key, rows_read(conn, name, columns, key))
-        sequences = dict(conn.execute("select sequencename, coalesce(last_value, 0) from pg_sequences "
-                                      "where schemaname = 'public'").fetchall())
+        sequences = sequences_read(conn)
     return tables, sequences
 
 
@@ -304,8 +308,7 @@ class UpgradeCheck:
                     self.problems.append(f"table {name}: {len(table.rows)} -> {len(new)} rows, {len(lost)} lost "
                                          f"(e.g. {lost[:3]}), {len(changed)} changed (e.g. {changed[:3]})")
                 lines.append(f"{name:<40} {len(table.rows):>6} {len(new):>6}  {table.digest[:12]}  {status}")
-            new_seqs = dict(conn.execute("select sequencename, coalesce(last_value, 0) from pg_sequences "
-                                         "where schemaname = 'public'").fetchall())
+            new_seqs = sequences_read(conn)
         for seq, value in old_seqs.items():
             if seq in new_seqs and new_seqs[seq] < value:
                 self.problems.append(f"sequence {seq} went back from {value} to {new_seqs[seq]}")

@@ -21,6 +21,7 @@ PROJECT = f"rcbci{os.getpid()}"
 # The site sits behind a TLS proxy in production; the tests speak to gunicorn as that proxy would.
 PROXY_HEADERS = {"X-Forwarded-Proto": "https", "Host": "localhost"}
 SERVICES = ("postgres", "redis", "web", "worker", "sandbox-worker")
+SECRET_KEY, POSTGRES_PASSWORD, REDIS_PASSWORD = "compose-test-" + "s" * 50, "pgsecret123", "redissecret123"
 
 
 def _compose_command() -> list[str]:
@@ -89,7 +90,7 @@ class Stack:
 def _env_file(path, port: int) -> None:
     lines = (REPO / ".env.example").read_text().splitlines()
     values = {
-        "SECRET_KEY": "compose-test-" + "s" * 50, "POSTGRES_PASSWORD": "pgsecret123", "REDIS_PASSWORD": "redissecret123",
+        "SECRET_KEY": SECRET_KEY, "POSTGRES_PASSWORD": POSTGRES_PASSWORD, "REDIS_PASSWORD": REDIS_PASSWORD,
         "MAINTAINER_PASSWORD": "maintainer-secret-123", "WEB_PORT": str(port),
         "DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid), "RCB_ENV_FILE": str(path),
         "WEB_CONCURRENCY": "2", "WORKER_CONCURRENCY": "2",
@@ -124,9 +125,9 @@ def _remote_worker(stack: Stack, name: str) -> None:
     """A sandbox worker started as README's "Adding a sandbox worker host" says: its environment names the
     database, the broker and the storage, and it has a cache volume of its own. It joins the stack's network
     (a real second host would use addresses) and mounts the media volume (a shared filesystem there)."""
-    env = {"SECRET_KEY": "compose-test-" + "s" * 50, "SANDBOX_BACKEND": "docker",
-           "DATABASE_URL": "postgres://rcb:pgsecret123@postgres:5432/rcb",
-           "REDIS_URL": "redis://:redissecret123@redis:6379/0"}
+    env = {"SECRET_KEY": SECRET_KEY, "SANDBOX_BACKEND": "docker",
+           "DATABASE_URL": f"postgres://rcb:{POSTGRES_PASSWORD}@postgres:5432/rcb",
+           "REDIS_URL": f"redis://:{REDIS_PASSWORD}@redis:6379/0"}
     subprocess.run(
         ["docker", "run", "-d", "--name", name, "--hostname", name, "--network", f"{PROJECT}_default",
          *[arg for key, value in env.items() for arg in ("--env", f"{key}={value}")],
