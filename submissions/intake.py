@@ -30,11 +30,9 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
-import ipaddress
 import os
 import re
 import signal
-import socket
 import stat
 import subprocess
 import tarfile
@@ -51,6 +49,8 @@ from urllib.parse import urlsplit
 
 import git
 from django.conf import settings
+
+from config.addresses import AddressRefused, HostUnresolvable, host_addresses_check, ip_literal
 
 MB = 1024 * 1024
 _CHUNK = MB
@@ -519,8 +519,6 @@ def _tar_hardlink_data(member: tarfile.TarInfo, package: _Package) -> bytes:
 # --- git -------------------------------------------------------------------------------------------
 
 _COMMIT = re.compile(r"[0-9a-fA-F]{7,40}")
-_PRIVATE_V4 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
-_UNIQUE_LOCAL_V6 = ipaddress.ip_network("fc00::/7")
 _POLL_SECONDS = 0.2
 _STDERR_KEEP = 64 * 1024  # a server can send endless "remote:" lines; keep the tail
 
@@ -585,52 +583,17 @@ def _git_url_resolve(url: str) -> tuple[str, list[str]]:
         host = host.encode("idna").decode("ascii") if not host.isascii() else host
     except UnicodeError:
         raise IntakeError(f"git host {host} is not a valid host name") from None
-    literal = _ip_literal(host)
+    literal = ip_literal(host)
     shown = f"[{host}]" if literal and literal.version == 6 else host
     normalized = f"https://{shown}{f':{port}' if port and port != 443 else ''}{parts.path}"
-    if host in _allowed_hosts():
-        return normalized, []
-    if literal:
-        if problem := _address_problem(literal):
-            raise IntakeError(f"git host {host} is {problem} address; refused")
-        return normalized, []
     try:
-        infos = socket.getaddrinfo(host, port or 443, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise IntakeError(f"could not reach {normalized}: the host name {host} does not resolve ({exc})") from None
-    addresses = sorted({info[4][0] for info in infos})
-    for address in addresses:
-        if problem := _address_problem(ipaddress.ip_address(address)):
-            raise IntakeError(f"git host {host} resolves to {problem} address ({address}); refused")
+        addresses = host_addresses_check(host, port or 443, what="git host",
+                                         allowed_hosts=settings.SUBMISSION_GIT_ALLOWED_HOSTS)
+    except HostUnresolvable as exc:
+        raise IntakeError(f"could not reach {normalized}: {exc}") from None
+    except AddressRefused as exc:
+        raise IntakeError(str(exc)) from None
     return normalized, addresses
-
-
-def _allowed_hosts() -> set[str]:
-    return {h.strip().strip("[]").lower() for h in getattr(settings, "SUBMISSION_GIT_ALLOWED_HOSTS", [])}
-
-
-def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None  # a name; odd IPv4 spellings (127.1, 0x7f.1) are caught after resolution
-
-
-def _address_problem(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    """Why an address may not be contacted ("a loopback", ...), or None for a public address."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    checks = (
-        (ip.is_unspecified, "an unspecified"),
-        (ip.is_loopback, "a loopback"),
-        (ip.is_link_local, "a link-local"),
-        (ip.is_multicast, "a multicast"),
-        (ip.version == 6 and ip in _UNIQUE_LOCAL_V6, "a unique-local"),
-        (ip.version == 4 and any(ip in net for net in _PRIVATE_V4), "a private-network"),
-        (ip.is_reserved, "a reserved"),
-        (not ip.is_global, "a special-use (not public)"),
-    )
-    return next((problem for hit, problem in checks if hit), None)
 
 
 def git_files(url: str, commit: str, *, limits: Limits) -> dict[str, bytes]:
