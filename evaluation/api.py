@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, permissions, serializers, status
@@ -17,6 +14,7 @@ from benchmarks.api import release_get
 from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import PROTOCOL, TEMPLATES
 from config.api import IsOwnerOrMaintainer, user_may_change
+from config.csv_export import csv_text
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.selectors import leaderboard_rows, run_progress
 from evaluation.services import (MAX_SAMPLES, model_register, model_update, run_cancel, run_from_upload, run_resume,
@@ -303,15 +301,12 @@ class CSVRenderer(BaseRenderer):
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
-        buffer = io.StringIO()
         if isinstance(data, dict) and "error" in data:
-            writer = csv.writer(buffer)
-            writer.writerows([["error", "message"], [data["error"]["code"], data["error"]["message"]]])
+            text = csv_text(header=["error", "message"], rows=[[data["error"]["code"], data["error"]["message"]]])
         else:
-            writer = csv.DictWriter(buffer, fieldnames=LEADERBOARD_COLUMNS)
-            writer.writeheader()
-            writer.writerows(data or [])
-        return buffer.getvalue().encode(self.charset)
+            text = csv_text(header=LEADERBOARD_COLUMNS,
+                            rows=([row.get(name) for name in LEADERBOARD_COLUMNS] for row in data or []))
+        return text.encode(self.charset)
 
 
 class Leaderboard(APIView):

@@ -150,6 +150,26 @@ def test_leaderboard_ranks_completed_runs_by_scaled_pass_rate(clients, release, 
         assert float(table[0]["scaled_pass_rate"]) == pytest.approx(rows[0]["scaled_pass_rate"])
 
 
+@pytest.mark.parametrize("hostile", ["=HYPERLINK(\"https://evil.example\",\"x\")", "+1+cmd|' /C calc'!A0",
+                                     "-2+3", "@SUM(1,2)", "\tstart", "\rstart"])
+def test_leaderboard_csv_neutralises_cells_a_spreadsheet_would_run(clients, release, author, hostile):
+    model = services.model_register(name="sly", display_name=hostile, litellm_model="a/sly", owner=author,
+                                    organization=hostile)
+    _finish(services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author),
+            passing=2)
+    response = clients["anonymous"].get("/api/v1/releases/1.0.0/leaderboard.csv")
+    row = next(csv.DictReader(io.StringIO(response.content.decode(), newline="")))
+    assert row["display_name"] == "'" + hostile and row["organization"] == "'" + hostile
+    assert row["model"] == "sly" and int(row["passed"]) == 2 and 0 < float(row["pass_rate"]) < 100
+
+
+def test_csv_cell_keeps_numbers_and_plain_text():
+    from config.csv_export import csv_cell
+
+    assert [csv_cell(v) for v in (-0.5, "-0.5", "1e-3", "Lab", None, "=1")] == [-0.5, "-0.5", "1e-3", "Lab", None,
+                                                                               "'=1"]
+
+
 @pytest.mark.parametrize("url", ["/api/v1/nowhere/", "/api/v1/releases/9.9.9/", "/api/v1/runs/12345/",
                                  "/api/v1/models/nobody/", "/api/v1/releases/9.9.9/leaderboard.csv"])
 def test_not_found_has_the_error_body(clients, url):
