@@ -1,7 +1,12 @@
-"""/healthz: does this web process reach its database, broker and storage? Answers within a few seconds."""
+"""/healthz: does this web process reach its database, broker and storage? Answers within a few seconds.
+
+The public (load balancers, anyone) learns only healthy or not; which dependency failed and why (host names,
+error texts) is for maintainers and the log.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 
@@ -10,7 +15,10 @@ from django.core.files.storage import default_storage
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from benchmarks.selectors import user_is_maintainer
+
 TIMEOUT = 2.0
+logger = logging.getLogger(__name__)
 
 
 def _database() -> None:
@@ -46,4 +54,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
         except Exception as exc:  # any failure of a dependency is an unhealthy answer, not a 500
             healthy = False
             checks[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-    return JsonResponse({"healthy": healthy, "checks": checks}, status=200 if healthy else 503)
+            logger.warning("healthz: %s failed: %s", name, checks[name]["error"])
+    body: dict = {"healthy": healthy}
+    if user_is_maintainer(user=request.user):
+        body["checks"] = checks
+    return JsonResponse(body, status=200 if healthy else 503)

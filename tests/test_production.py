@@ -33,15 +33,17 @@ def test_json_log_lines():
 
 
 @pytest.mark.django_db
-def test_healthz_is_ok_when_everything_answers(client, media_root):
+def test_healthz_is_ok_when_everything_answers(client, media_root, maintainer):
     response = client.get("/healthz")
-    body = response.json()
-    assert response.status_code == 200 and body["healthy"], body
-    assert set(body["checks"]) == {"database", "broker", "storage"}
+    assert response.status_code == 200 and response.json() == {"healthy": True}
+    client.force_login(maintainer)
+    body = client.get("/healthz").json()
+    assert body["healthy"] and set(body["checks"]) == {"database", "broker", "storage"}, body
 
 
 @pytest.mark.django_db
-def test_healthz_is_503_when_the_broker_is_gone(client, media_root, tcp_open):
+def test_healthz_is_503_when_the_broker_is_gone_and_names_it_only_to_maintainers_and_the_log(
+        client, media_root, maintainer, author, caplog):
     from config.celery import app
     from tests.conftest import _pool_reset
 
@@ -49,10 +51,20 @@ def test_healthz_is_503_when_the_broker_is_gone(client, media_root, tcp_open):
     app.conf.broker_url, app.conf.broker_transport_options = "redis://127.0.0.1:1/0", {}
     _pool_reset(app)
     try:
-        response = client.get("/healthz")
+        public = client.get("/healthz")
+        client.force_login(author)
+        signed_in = client.get("/healthz")
+        client.force_login(maintainer)
+        detailed = client.get("/healthz")
     finally:
         app.conf.broker_url, app.conf.broker_transport_options = saved
         _pool_reset(app)
-    body = response.json()
-    assert response.status_code == 503 and not body["healthy"]
+    for response in (public, signed_in):  # neither the broker's address nor the error reaches a non-maintainer
+        assert response.status_code == 503 and response.json() == {"healthy": False}
+        assert b"127.0.0.1" not in response.content
+    body = detailed.json()
+    assert detailed.status_code == 503 and not body["healthy"]
     assert body["checks"]["broker"]["ok"] is False and body["checks"]["database"]["ok"] is True
+    assert "127.0.0.1:1" in body["checks"]["broker"]["error"]
+    assert any("broker failed" in record.getMessage() and "127.0.0.1:1" in record.getMessage()
+               for record in caplog.records), "the reason is in the log"
