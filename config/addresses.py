@@ -20,6 +20,8 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _PRIVATE_V4 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 _UNIQUE_LOCAL_V6 = ipaddress.ip_network("fc00::/7")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 
 class AddressRefused(OSError):
@@ -42,8 +44,15 @@ def ip_literal(host: str) -> IPAddress | None:
 
 def address_problem(ip: IPAddress) -> str | None:
     """Why an address may not be contacted ("a loopback", ...), or None for a public address."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:  # the same host, by its IPv4 rules
         ip = ip.ipv4_mapped
+    for kind, inner in _embedded_ipv4(ip):  # a relay or translator would carry the connection to the inner one
+        if problem := _own_address_problem(inner):
+            return f"{kind} address for {inner}, {problem}"
+    return _own_address_problem(ip)
+
+
+def _own_address_problem(ip: IPAddress) -> str | None:
     checks = (
         (ip.is_unspecified, "an unspecified"),
         (ip.is_loopback, "a loopback"),
@@ -55,6 +64,22 @@ def address_problem(ip: IPAddress) -> str | None:
         (not ip.is_global, "a special-use (not public)"),
     )
     return next((problem for hit, problem in checks if hit), None)
+
+
+def _embedded_ipv4(ip: IPAddress) -> list[tuple[str, ipaddress.IPv4Address]]:
+    """The IPv4 addresses an IPv6 address stands for: 6to4 (2002::/16), Teredo (2001::/32; server and client),
+    NAT64 (64:ff9b::/96) and the deprecated IPv4-compatible form (::a.b.c.d)."""
+    if ip.version == 4:
+        return []
+    found = []
+    if ip.sixtofour:
+        found.append(("a 6to4", ip.sixtofour))
+    if ip.teredo:
+        found += [("a Teredo", ip.teredo[1]), ("a Teredo", ip.teredo[0])]
+    if ip in _NAT64 or (ip in _IPV4_COMPATIBLE and int(ip) > 1):  # :: and ::1 are IPv6's own
+        kind = "a NAT64" if ip in _NAT64 else "an IPv4-compatible"
+        found.append((kind, ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)))
+    return found
 
 
 def hosts_normalized(hosts: Iterable[str]) -> frozenset[str]:

@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import io
 import os
+import ipaddress
 import socket
 import stat
 import subprocess
@@ -330,6 +331,18 @@ def no_git_process(monkeypatch):
     ("https://192.168.1.20:8443/repo.git", "git host 192.168.1.20 is a private-network address; refused"),
     ("https://[::1]/repo.git", "git host ::1 is a loopback address; refused"),
     ("https://[::ffff:127.0.0.1]/repo.git", "git host ::ffff:127.0.0.1 is a loopback address; refused"),
+    ("https://[::ffff:10.0.0.1]/repo.git", "git host ::ffff:10.0.0.1 is a private-network address; refused"),
+    ("https://[2002:7f00:1::]/repo.git", "git host 2002:7f00:1:: is a 6to4 address for 127.0.0.1, a loopback address"),
+    ("https://[2002:a9fe:a9fe::1]/x.git", "git host 2002:a9fe:a9fe::1 is a 6to4 address for 169.254.169.254, a link-"),
+    ("https://[2002:c0a8:0101::]/repo.git", "git host 2002:c0a8:0101:: is a 6to4 address for 192.168.1.1, a private-"),
+    # Teredo: the client's IPv4 is stored inverted (here 127.0.0.1 and 10.0.0.1), the server's in the clear.
+    ("https://[2001:0:5ef5:79fd::80ff:fffe]/r.git", "git host 2001:0:5ef5:79fd::80ff:fffe is a Teredo address for "
+                                                    "127.0.0.1, a loopback address; refused"),
+    ("https://[2001:0:4136:e378::f5ff:fffe]/r.git", "git host 2001:0:4136:e378::f5ff:fffe is a Teredo address for "
+                                                    "10.0.0.1, a private-network address; refused"),
+    ("https://[64:ff9b::a9fe:a9fe]/latest/meta-data", "git host 64:ff9b::a9fe:a9fe is a NAT64 address for "
+                                                      "169.254.169.254, a link-local address; refused"),
+    ("https://[::127.0.0.1]/repo.git", "git host ::127.0.0.1 is an IPv4-compatible address for 127.0.0.1, a loopback"),
     ("https://169.254.169.254/latest/meta-data", "git host 169.254.169.254 is a link-local address; refused"),
     ("https://[fd12::1]/repo.git", "git host fd12::1 is a unique-local address; refused"),
     ("https://224.0.0.1/repo.git", "git host 224.0.0.1 is a multicast address; refused"),
@@ -342,6 +355,21 @@ def test_forbidden_git_urls_are_refused_before_anything_is_contacted(url, messag
     with pytest.raises(IntakeError) as caught:
         git_files(url, "0" * 40, limits=Limits())
     assert str(caught.value).startswith(message)
+
+
+def test_host_name_resolving_to_a_6to4_address_of_a_private_one_is_refused(monkeypatch, settings, no_git_process):
+    settings.SUBMISSION_GIT_ALLOWED_HOSTS = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, **kw: [
+        (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2002:a00:1::1", port, 0, 0))])
+    with pytest.raises(IntakeError, match=r"^git host sly\.example resolves to a 6to4 address for 10\.0\.0\.1, a "
+                                          r"private-network address \(2002:a00:1::1\); refused$"):
+        git_url_check("https://sly.example/team/repo.git")
+
+
+def test_6to4_of_a_public_address_is_allowed():
+    from config.addresses import address_problem
+
+    assert address_problem(ipaddress.ip_address("2002:808:808::1")) is None  # 8.8.8.8 behind a 6to4 relay
 
 
 def test_host_name_resolving_to_a_private_address_is_refused(monkeypatch, settings, no_git_process):
