@@ -34,6 +34,7 @@ import os
 import re
 import signal
 import stat
+import struct
 import subprocess
 import tarfile
 import tempfile
@@ -56,6 +57,7 @@ MB = 1024 * 1024
 _CHUNK = MB
 _JUNK_FOLDERS = frozenset({"__MACOSX", "__pycache__", ".git"})
 _JUNK_FILES = frozenset({".DS_Store"})
+_ZIP_CENTRAL_HEADER = 46  # bytes of a central-directory header before its name, extra field and comment
 _ACCEPTED = "a .zip, .tar.gz (.tgz) or .tar archive"
 _OTHER_FORMATS = {  # magic bytes of formats authors try, to name them in the refusal
     b"7z\xbc\xaf\x27\x1c": "7z", b"Rar!": "RAR", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"(\xb5/\xfd": "zstd",
@@ -320,9 +322,7 @@ def _archive_kind(raw: bytes) -> str | None:
 
 def _zip_collect(raw: bytes, package: _Package) -> None:
     where, limits = package.where, package.limits
-    total = _zip_entry_total(raw, where)
-    if total > limits.max_files:  # before zipfile builds one object per entry
-        raise IntakeError(f"{where} has more than {limits.max_files} entries (limit {limits.max_files})")
+    _zip_directory_check(raw, where, max_files=limits.max_files)  # before zipfile builds one object per entry
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
     except UnicodeDecodeError as exc:
@@ -348,15 +348,32 @@ def _zip_collect(raw: bytes, package: _Package) -> None:
             _zip_member_collect(archive, info, name, path, package)
 
 
-def _zip_entry_total(raw: bytes, where: str) -> int:
-    """The entry count of the zip's end-of-central-directory record, read without parsing the entries."""
+def _zip_directory_check(raw: bytes, where: str, *, max_files: int) -> None:
+    """Refuse a zip whose end record declares too many entries, or whose central directory holds other than the
+    declared entries: zipfile parses the whole directory (one object per entry) whatever count is declared."""
     try:
         record = zipfile._EndRecData(io.BytesIO(raw))  # noqa: SLF001 (stdlib; stable since Python 2)
     except OSError:
         record = None
     if not record:
         raise IntakeError(f"{where} is not a readable zip archive (its central directory is missing; truncated?)")
-    return record[zipfile._ECD_ENTRIES_TOTAL]  # noqa: SLF001
+    total, size = record[zipfile._ECD_ENTRIES_TOTAL], record[zipfile._ECD_SIZE]  # noqa: SLF001
+    start = record[zipfile._ECD_LOCATION] - size  # noqa: SLF001
+    if record[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:  # noqa: SLF001
+        start -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator
+    malformed = f"{where} is not a readable zip archive (its central directory does not match its end record"
+    if total > max_files:
+        raise IntakeError(f"{where} has more than {max_files} entries (limit {max_files})")
+    if start < 0:
+        raise IntakeError(f"{malformed})")
+    position, end = start, start + size
+    for index in range(total):  # walk the fixed headers only: at most `total` steps, no object per entry
+        if raw[position:position + 4] != zipfile.stringCentralDir or position + _ZIP_CENTRAL_HEADER > end:
+            raise IntakeError(f"{malformed}: entry {index + 1} of {total} is missing)")
+        name, extra, comment = struct.unpack_from("<3H", raw, position + 28)
+        position += _ZIP_CENTRAL_HEADER + name + extra + comment
+    if position != end:
+        raise IntakeError(f"{malformed}: it holds more entries than the {total} it declares)")
 
 
 def _zip_name(info: zipfile.ZipInfo) -> str:

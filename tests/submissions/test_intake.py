@@ -191,6 +191,54 @@ def test_too_many_entries(kind):
     assert refused(data, filename="many", limits=Limits(max_files=5)) == "many has more than 5 entries (limit 5)"
 
 
+def central_directory_bomb(*, entries: int, declared: int) -> bytes:
+    """One stored file whose central directory repeats its header `entries` times; the end record says `declared`."""
+    import struct
+    import zlib
+
+    name, data = b"f" * 40, b"x"
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(data), 1, 1, len(name), 0) + name + data
+    header = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(data), 1, 1, len(name),
+                         0, 0, 0, 0, 0, 0) + name
+    directory = header * entries
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, declared, declared, len(directory), len(local), 0)
+    return local + directory + end
+
+
+@pytest.mark.parametrize("declared", [1, 5000])
+def test_zip_central_directory_holding_more_entries_than_declared_is_refused_before_zipfile_parses_it(declared):
+    bomb = central_directory_bomb(entries=400_000, declared=declared)  # 34 MB
+    assert len(bomb) > 30 * MB
+    tracemalloc.start()
+    started = time.perf_counter()
+    message = refused(bomb, filename="bomb.zip", limits=Limits(max_archive_bytes=50 * MB, max_files=5000))
+    elapsed, peak = time.perf_counter() - started, tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert message == (f"bomb.zip is not a readable zip archive (its central directory does not match its end "
+                       f"record: it holds more entries than the {declared} it declares)")
+    # zipfile itself took seconds and over 200 MB here (one ZipInfo per entry) before the entry count was refused.
+    assert elapsed < 1.0 and peak < 5 * MB, f"{elapsed:.2f} s, {peak / MB:.1f} MB"
+
+
+def test_zip_central_directory_declaring_more_entries_than_it_holds_is_refused():
+    message = refused(central_directory_bomb(entries=3, declared=4), filename="short.zip")
+    assert message.endswith("end record: entry 4 of 4 is missing)")
+
+
+def test_zip_with_zip64_end_records_is_read():
+    import struct
+
+    plain = zip_bytes({"p/a.py": b"a = 1\n", "p/b.py": b"b = 2\n", "p/c.txt": b"c"})
+    end = plain[-22:]  # the classic end record (no comment); rewritten as zip64, as tools do past 65535 entries
+    _, _, _, _, entries, size, offset, _ = struct.unpack("<4s4H2LH", end)
+    body = plain[:-22]
+    end64 = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, size, offset)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, len(body), 1)
+    classic = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    files = archive_files(body + end64 + locator + classic, filename="z64.zip", limits=Limits())
+    assert files == {"a.py": b"a = 1\n", "b.py": b"b = 2\n", "c.txt": b"c"}
+
+
 def test_upload_over_the_archive_limit():
     assert refused(bytes(2 * MB), filename="big.zip", limits=Limits(max_archive_bytes=MB)) == \
         "big.zip is larger than 1 MB, the limit for archives"
