@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, permissions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -16,9 +16,10 @@ from benchmarks.paper2code import PROTOCOL, TEMPLATES
 from config.api import IsOwnerOrMaintainer, user_may_change
 from config.csv_export import csv_text
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
-from evaluation.selectors import leaderboard_rows, run_progress
+from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
+                                  run_progress)
 from evaluation.services import (MAX_SAMPLES, model_register, model_update, run_cancel, run_from_upload, run_resume,
-                                 run_start)
+                                 run_start, run_verify)
 
 # Models
 
@@ -100,7 +101,7 @@ class RunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = EvaluationRun
-        fields = ["id", "model", "release", "status", "protocol", "with_paper", "samples", "params", "total_items",
+        fields = ["id", "model", "release", "status", "provenance", "protocol", "with_paper", "samples", "params", "total_items",
                   "progress", "score", "created_by", "created_at", "started_at", "finished_at"]
 
     @extend_schema_field(ProgressSerializer)
@@ -217,6 +218,24 @@ class RunResume(RunAction):
         run_resume(run=run)
 
 
+class RunVerifySerializer(serializers.Serializer):
+    reason = serializers.CharField(help_text="How the self-reported answers were checked; kept in the audit record.")
+
+
+class RunVerify(APIView):
+    """A maintainer marks a completed self-reported (uploaded) run as verified, saying why."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(request=RunVerifySerializer, responses={200: RunSerializer})
+    def post(self, request, pk: int) -> Response:
+        serializer = RunVerifySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        run = get_object_or_404(EvaluationRun, pk=pk)
+        run = run_verify(run=run, actor=request.user, reason=serializer.validated_data["reason"])
+        return Response(RunSerializer(run).data)
+
+
 class ResultSerializer(serializers.ModelSerializer):
     """One item's outcome and the model's code; never the reference code, tests or test output."""
 
@@ -253,46 +272,22 @@ class RunResults(generics.ListAPIView):
 
 # Leaderboards
 
-LEADERBOARD_COLUMNS = ["rank", "run", "model", "display_name", "organization", "open_weights", "knowledge_cutoff",
-                       "with_paper", "samples", "scaled_pass_rate", "scaled_ci_low", "scaled_ci_high", "pass_rate",
-                       "pass_rate_ci_low", "pass_rate_ci_high", "items", "passed", "errors", "prompt_tokens",
-                       "completion_tokens", "cost"]
+_FIELD_KINDS = {
+    "int": serializers.IntegerField, "float": serializers.FloatField, "str": serializers.CharField,
+    "bool": serializers.BooleanField, "date": serializers.DateField,
+    "decimal": lambda **kw: serializers.DecimalField(max_digits=12, decimal_places=6, **kw),
+}
+_COLUMN_HELP = {
+    "rank": "Position among ranked entries (ties share one); null for calibration models' reference lines.",
+    "provenance": "verified (the platform generated the answers), self_reported (uploaded, not yet verified by a "
+                  "maintainer) or reported (published results imported as published).",
+    "calibration": "A built-in calibration model (reference or placeholder): a reference line, never ranked.",
+}
 
-
-class LeaderboardRowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField()
-    run = serializers.IntegerField()
-    model = serializers.CharField()
-    display_name = serializers.CharField()
-    organization = serializers.CharField()
-    open_weights = serializers.BooleanField()
-    knowledge_cutoff = serializers.DateField(allow_null=True)
-    with_paper = serializers.BooleanField()
-    samples = serializers.IntegerField()
-    scaled_pass_rate = serializers.FloatField()
-    scaled_ci_low = serializers.FloatField()
-    scaled_ci_high = serializers.FloatField()
-    pass_rate = serializers.FloatField()
-    pass_rate_ci_low = serializers.FloatField()
-    pass_rate_ci_high = serializers.FloatField()
-    items = serializers.IntegerField()
-    passed = serializers.IntegerField()
-    errors = serializers.IntegerField()
-    prompt_tokens = serializers.IntegerField()
-    completion_tokens = serializers.IntegerField()
-    cost = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
-
-
-def _leaderboard_rows(*, version: BenchmarkVersion) -> list[dict]:
-    """The same ranking as the leaderboard page (latest completed run per model and setting), as flat rows."""
-    return [
-        {"rank": row.rank, "run": row.run.pk, "model": row.run.model.name,
-         "display_name": row.run.model.display_name, "organization": row.run.model.organization,
-         "open_weights": row.run.model.open_weights, "knowledge_cutoff": row.run.model.knowledge_cutoff,
-         "with_paper": row.run.with_paper, "samples": row.run.samples,
-         **{field: getattr(row.score, field) for field in LEADERBOARD_COLUMNS[9:]}}
-        for row in leaderboard_rows(version=version)
-    ]
+LeaderboardRowSerializer = type("LeaderboardRowSerializer", (serializers.Serializer,), {
+    column.key: _FIELD_KINDS[column.kind](allow_null=column.nullable, help_text=_COLUMN_HELP.get(column.key, ""))
+    for column in LEADERBOARD_COLUMNS
+})
 
 
 class CSVRenderer(BaseRenderer):
@@ -304,8 +299,8 @@ class CSVRenderer(BaseRenderer):
         if isinstance(data, dict) and "error" in data:
             text = csv_text(header=["error", "message"], rows=[[data["error"]["code"], data["error"]["message"]]])
         else:
-            text = csv_text(header=LEADERBOARD_COLUMNS,
-                            rows=([row.get(name) for name in LEADERBOARD_COLUMNS] for row in data or []))
+            keys = [column.key for column in LEADERBOARD_COLUMNS]
+            text = csv_text(header=keys, rows=([row.get(key) for key in keys] for row in data or []))
         return text.encode(self.charset)
 
 
@@ -314,11 +309,20 @@ class Leaderboard(APIView):
 
     renderer_classes = [JSONRenderer, CSVRenderer]
 
-    @extend_schema(responses={(200, "application/json"): LeaderboardRowSerializer(many=True),
-                              (200, "text/csv"): LeaderboardRowSerializer(many=True)})
+    @extend_schema(
+        parameters=[OpenApiParameter("provenance", str, enum=EvaluationRun.Provenance.values,
+                                     description="Only ranked entries of this provenance; calibration reference "
+                                                 "lines are always included (rank null)."),
+                    OpenApiParameter("open", bool, description="Only open-weights models."),
+                    OpenApiParameter("paper", str, enum=["with", "without"], description="Only this setting."),
+                    OpenApiParameter("q", str, description="Model name or organization contains this.")],
+        responses={(200, "application/json"): LeaderboardRowSerializer(many=True),
+                   (200, "text/csv"): LeaderboardRowSerializer(many=True)})
     def get(self, request, name: str, format: str | None = None) -> Response:
         version = release_get(name=name, user=request.user)
-        rows = LeaderboardRowSerializer(_leaderboard_rows(version=version), many=True).data
+        filters = LeaderboardFilters.from_query(request.query_params)
+        records = [leaderboard_record(row) for row in leaderboard_rows(version=version, filters=filters)]
+        rows = LeaderboardRowSerializer(records, many=True).data
         response = Response(rows)
         if request.accepted_renderer.format == "csv":
             response["Content-Disposition"] = f'attachment; filename="leaderboard-{version.name}.csv"'

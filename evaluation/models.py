@@ -62,6 +62,11 @@ class EvaluationRun(models.Model):
         COMPLETED = "completed"
         CANCELLED = "cancelled"
 
+    class Provenance(models.TextChoices):
+        VERIFIED = "verified", "Verified: the platform generated the answers"
+        SELF_REPORTED = "self_reported", "Self-reported: answers uploaded by the model's developers"
+        REPORTED = "reported", "Reported: published results imported as published"
+
     model = models.ForeignKey(ModelEntry, on_delete=models.PROTECT, related_name="runs")
     version = models.ForeignKey(BenchmarkVersion, on_delete=models.PROTECT, related_name="runs")
     protocol = models.CharField(max_length=20, default="rcb-v1", help_text="Prompt template version.")
@@ -69,6 +74,7 @@ class EvaluationRun(models.Model):
     samples = models.PositiveSmallIntegerField(default=1)
     params = models.JSONField(default=dict, blank=True, help_text="Generation parameters, e.g. temperature.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    provenance = models.CharField(max_length=20, choices=Provenance.choices, default=Provenance.VERIFIED)
     total_items = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -85,6 +91,39 @@ class EvaluationRun(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+    @property
+    def is_calibration(self) -> bool:
+        return self.model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
+
+
+class ProvenanceChange(models.Model):
+    """The audit record of a maintainer changing a run's provenance (e.g. verifying an upload), and why."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="provenance_changes")
+    from_provenance = models.CharField(max_length=20, choices=EvaluationRun.Provenance.choices)
+    to_provenance = models.CharField(max_length=20, choices=EvaluationRun.Provenance.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    reason = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+
+class EnvironmentLock(models.Model):
+    """What an environment held when a worker first used it: installed distributions, or the image id."""
+
+    environment_hash = models.CharField(max_length=64)
+    backend = models.CharField(max_length=20)
+    lock_hash = models.CharField(max_length=64, help_text="sha256 of the canonical JSON of `lock`.")
+    lock = models.JSONField(help_text='{"python": ..., "distributions": {name: version}} or {"image_id": ...}')
+    worker = models.CharField(max_length=200, blank=True, help_text="The worker that recorded it first.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["environment_hash", "backend", "lock_hash"],
+                                               name="environmentlock_unique")]
 
 
 class Generation(models.Model):
@@ -141,6 +180,9 @@ class Outcome(models.Model):
     environment_hash = models.CharField(max_length=64, blank=True)
     sandbox_backend = models.CharField(max_length=20, blank=True)
     worker = models.CharField(max_length=200, blank=True, help_text="Host name of the worker that ran it.")
+    environment_lock = models.ForeignKey(EnvironmentLock, null=True, blank=True, on_delete=models.PROTECT,
+                                         related_name="+")
+    limits = models.JSONField(default=dict, blank=True, help_text="The sandbox limits the test ran under.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
@@ -66,6 +67,7 @@ LEADERBOARD_SORTS = {
     "organization": lambda r: r.run.model.organization.lower(),
     "open_weights": lambda r: r.run.model.open_weights,
     "cutoff": lambda r: r.run.model.knowledge_cutoff or date.min,
+    "provenance": lambda r: r.run.provenance,
     "pass": lambda r: r.score.pass_rate,
     "items": lambda r: r.score.items,
     "errors": lambda r: r.score.errors,
@@ -78,7 +80,7 @@ LEADERBOARD_SORTS = {
 class LeaderboardRow:
     run: EvaluationRun
     score: RunScore
-    rank: int = 0
+    rank: int | None = None  # None: a calibration model's reference line, never ranked
 
     @property
     def tokens(self) -> int:
@@ -88,22 +90,88 @@ class LeaderboardRow:
     def setting(self) -> str:
         return "with paper" if self.run.with_paper else "without paper"
 
+    @property
+    def calibration(self) -> bool:
+        return self.run.is_calibration
+
+
+@dataclass(frozen=True)
+class LeaderboardColumn:
+    """One leaderboard column: its API and CSV field, its value type, and its page header if the page shows it."""
+
+    key: str
+    kind: str  # int, float, str, bool, date or decimal
+    value: Callable[[LeaderboardRow], object]
+    label: str = ""  # blank: in the API and CSV only (the page folds it into another cell)
+    sort: str = ""  # the page's sort key (LEADERBOARD_SORTS) of this header
+    nullable: bool = False
+
+
+def _score(field: str) -> Callable[[LeaderboardRow], object]:
+    return lambda row: getattr(row.score, field)
+
+
+# The one list of leaderboard columns: the page, the JSON API and the CSV download all read it.
+LEADERBOARD_COLUMNS = (
+    LeaderboardColumn("rank", "int", lambda r: r.rank, "Rank", "rank", nullable=True),
+    LeaderboardColumn("run", "int", lambda r: r.run.pk),
+    LeaderboardColumn("model", "str", lambda r: r.run.model.name),
+    LeaderboardColumn("display_name", "str", lambda r: r.run.model.display_name, "Model", "model"),
+    LeaderboardColumn("organization", "str", lambda r: r.run.model.organization, "Organization", "organization"),
+    LeaderboardColumn("open_weights", "bool", lambda r: r.run.model.open_weights, "Open weights", "open_weights"),
+    LeaderboardColumn("knowledge_cutoff", "date", lambda r: r.run.model.knowledge_cutoff, "Knowledge cut-off",
+                      "cutoff", nullable=True),
+    LeaderboardColumn("provenance", "str", lambda r: r.run.provenance, "Provenance", "provenance"),
+    LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
+    LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
+    LeaderboardColumn("samples", "int", lambda r: r.run.samples),
+    LeaderboardColumn("scaled_pass_rate", "float", _score("scaled_pass_rate"), "Scaled pass@1 (95% CI)", "rank"),
+    LeaderboardColumn("scaled_ci_low", "float", _score("scaled_ci_low")),
+    LeaderboardColumn("scaled_ci_high", "float", _score("scaled_ci_high")),
+    LeaderboardColumn("pass_rate", "float", _score("pass_rate"), "pass@1 (95% CI)", "pass"),
+    LeaderboardColumn("pass_rate_ci_low", "float", _score("pass_rate_ci_low")),
+    LeaderboardColumn("pass_rate_ci_high", "float", _score("pass_rate_ci_high")),
+    LeaderboardColumn("items", "int", _score("items"), "Items", "items"),
+    LeaderboardColumn("passed", "int", _score("passed")),
+    LeaderboardColumn("errors", "int", _score("errors"), "Errors", "errors"),
+    LeaderboardColumn("prompt_tokens", "int", _score("prompt_tokens")),
+    LeaderboardColumn("completion_tokens", "int", _score("completion_tokens")),
+    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens"),
+    LeaderboardColumn("cost", "decimal", _score("cost"), "Cost (USD)", "cost", nullable=True),
+)
+LEADERBOARD_PAGE_COLUMNS = tuple(c for c in LEADERBOARD_COLUMNS if c.label)
+
+
+def leaderboard_record(row: LeaderboardRow) -> dict:
+    """A row as the API and the CSV give it: one field per column."""
+    return {column.key: column.value(row) for column in LEADERBOARD_COLUMNS}
+
 
 @dataclass(frozen=True)
 class LeaderboardFilters:
+    """Filters narrow the ranked entries; calibration models' reference lines are always shown."""
+
     open_weights: bool = False
     paper: str = ""  # "", "with" or "without"
+    provenance: str = ""  # "" or an EvaluationRun.Provenance value
     q: str = ""
     sort: str = "rank"
     descending: bool = True
+
+    @property
+    def any(self) -> bool:
+        return bool(self.open_weights or self.paper or self.provenance or self.q)
 
     @classmethod
     def from_query(cls, params) -> LeaderboardFilters:
         sort = params.get("sort", "rank")
         sort = sort if sort in LEADERBOARD_SORTS else "rank"
         paper = params.get("paper", "")
+        provenance = params.get("provenance", "")
         return cls(open_weights=params.get("open") in ("1", "on", "true"),
-                   paper=paper if paper in ("with", "without") else "", q=params.get("q", "").strip()[:100],
+                   paper=paper if paper in ("with", "without") else "",
+                   provenance=provenance if provenance in EvaluationRun.Provenance.values else "",
+                   q=params.get("q", "").strip()[:100],
                    sort=sort, descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc")
 
 
@@ -117,27 +185,33 @@ def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
     return list(latest.values())
 
 
+def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
+    if run.is_calibration:
+        return True
+    needle = filters.q.lower()
+    return ((not filters.open_weights or run.model.open_weights)
+            and (not filters.paper or run.with_paper == (filters.paper == "with"))
+            and (not filters.provenance or run.provenance == filters.provenance)
+            and (not needle or needle in run.model.display_name.lower() or needle in run.model.name.lower()
+                 or needle in run.model.organization.lower()))
+
+
 def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters | None = None) -> list[LeaderboardRow]:
-    """Ranked by scaled pass@1 (ties share a rank), filtered, then sorted as asked."""
+    """Calibration reference lines (unranked) first, then the other entries ranked by scaled pass@1 (ties share
+    a rank), filtered, then sorted as asked; scores come from the stored aggregates."""
     filters = filters or LeaderboardFilters()
-    runs = leaderboard_runs(version=version)
-    if filters.open_weights:
-        runs = [r for r in runs if r.model.open_weights]
-    if filters.paper:
-        runs = [r for r in runs if r.with_paper == (filters.paper == "with")]
-    if filters.q:
-        needle = filters.q.lower()
-        runs = [r for r in runs if needle in r.model.display_name.lower() or needle in r.model.name.lower()
-                or needle in r.model.organization.lower()]
+    runs = [run for run in leaderboard_runs(version=version) if _leaderboard_keep(run, filters)]
     scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)}
     rows = sorted((LeaderboardRow(run=r, score=scores[r.pk]) for r in runs if r.pk in scores),
                   key=lambda row: (-row.score.scaled_pass_rate, row.run.model.display_name.lower()))
-    for position, row in enumerate(rows, start=1):
-        same = position > 1 and rows[position - 2].score.scaled_pass_rate == row.score.scaled_pass_rate
-        row.rank = rows[position - 2].rank if same else position
+    calibration = [row for row in rows if row.calibration]
+    ranked = [row for row in rows if not row.calibration]
+    for position, row in enumerate(ranked, start=1):
+        same = position > 1 and ranked[position - 2].score.scaled_pass_rate == row.score.scaled_pass_rate
+        row.rank = ranked[position - 2].rank if same else position
     if filters.sort != "rank" or not filters.descending:
-        rows.sort(key=LEADERBOARD_SORTS[filters.sort], reverse=filters.descending)
-    return rows
+        ranked.sort(key=LEADERBOARD_SORTS[filters.sort], reverse=filters.descending)
+    return calibration + ranked
 
 
 @dataclass

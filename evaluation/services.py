@@ -5,16 +5,17 @@ from __future__ import annotations
 from datetime import date
 from decimal import Decimal
 
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import PROTOCOL, TEMPLATES, code_indent, extract_code, prompt_hash
-from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
+from benchmarks.selectors import user_is_maintainer, version_snippets
+from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.outcomes import Verdict, tail
 from evaluation.sandbox import ExecResult
 from evaluation.scoring import run_scores_store
-from benchmarks.selectors import version_snippets
 from evaluation.selectors import item_prompt, run_items_missing, run_snippets
 
 MAX_SAMPLES = 20
@@ -273,9 +274,31 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
     if problems:
         raise UploadError(problems)
     run = EvaluationRun.objects.create(model=model, version=version, with_paper=with_paper, samples=samples,
-                                       created_by=user, total_items=len(rows), params={"uploaded": True})
+                                       created_by=user, total_items=len(rows), params={"uploaded": True},
+                                       provenance=EvaluationRun.Provenance.SELF_REPORTED)
     for snippet, sample, answer in rows:
         generation_record(run=run, snippet=snippet, sample=sample, raw_answer=answer, cost=0, latency=0.0,
                           prompt=item_prompt(snippet, with_paper=with_paper, protocol=run.protocol))
     transaction.on_commit(lambda: run_dispatch(run=run))
+    return run
+
+
+@transaction.atomic
+def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
+    """A maintainer vouches for a self-reported run (e.g. reproduced its answers); recorded with the reason."""
+    if not user_is_maintainer(user=actor):
+        raise PermissionDenied("only maintainers may verify a run")
+    reason = reason.strip()
+    if not reason:
+        raise EvaluationError("say why the run is verified (e.g. how its answers were checked)")
+    run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
+    if run.provenance != EvaluationRun.Provenance.SELF_REPORTED:
+        raise EvaluationError(f"run {run.pk} is {run.get_provenance_display().split(':')[0].lower()}; "
+                              "only self-reported runs can be verified")
+    if run.status != EvaluationRun.Status.COMPLETED:
+        raise EvaluationError(f"run {run.pk} is {run.status}; verify it once it has completed")
+    ProvenanceChange.objects.create(run=run, from_provenance=run.provenance,
+                                    to_provenance=EvaluationRun.Provenance.VERIFIED, actor=actor, reason=reason)
+    run.provenance = EvaluationRun.Provenance.VERIFIED
+    run.save(update_fields=["provenance"])
     return run

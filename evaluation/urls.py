@@ -10,6 +10,7 @@ urlpatterns = [
     path("models/<slug:name>/", views.model_detail, name="model-detail"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
+    path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),
     path("operations/", views.operations, name="operations"),
     path("operations/runs/<int:pk>/resume/", views.run_resume, name="run-resume"),
 ]

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import maintainer_required
-from benchmarks.selectors import version_get
+from benchmarks.selectors import user_is_maintainer, version_get
 from evaluation import selectors, services
 from evaluation.operations import queues_status, runs_stalled, workers_status
 from evaluation.models import EvaluationRun, ModelEntry
@@ -23,9 +23,6 @@ BREAKDOWNS = {
     "ablation": "With vs. without paper",
     "contamination": "After knowledge cut-off",
 }
-COLUMNS = [("rank", "Rank"), ("model", "Model"), ("organization", "Organization"), ("open_weights", "Open weights"),
-           ("cutoff", "Knowledge cut-off"), ("rank", "Scaled pass@1 (95% CI)"), ("pass", "pass@1 (95% CI)"),
-           ("items", "Items"), ("errors", "Errors"), ("tokens", "Tokens"), ("cost", "Cost (USD)")]
 
 
 def leaderboard_latest(request: HttpRequest) -> HttpResponse:
@@ -42,6 +39,9 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     filters = selectors.LeaderboardFilters.from_query(request.GET)
     rows = selectors.leaderboard_rows(version=version, filters=filters)
     context = {"version": version, "rows": rows, "filters": filters,
+               "ranked": [row for row in rows if not row.calibration],
+               "calibration": [row for row in rows if row.calibration],
+               "provenances": [(value, value.replace("_", "-")) for value in EvaluationRun.Provenance.values],
                "columns": _sort_links(filters), "filter_query": _query(filters)}
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
@@ -51,9 +51,10 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     context.update(_breakdown(version=version, rows=rows, view=context["view"]))
     if target == "breakdown":
         return render(request, "evaluation/_leaderboard_breakdown.html", context)
-    context["chart"] = [{"label": f"{r.run.model.display_name} ({r.setting})", "value": r.score.scaled_pass_rate,
-                         "low": r.score.scaled_ci_low, "high": r.score.scaled_ci_high}
-                        for r in sorted(rows, key=lambda r: r.rank)]
+    context["chart"] = [{"label": f"{r.run.model.display_name} ({'reference line' if r.calibration else r.setting})",
+                         "value": r.score.scaled_pass_rate, "low": r.score.scaled_ci_low,
+                         "high": r.score.scaled_ci_high}
+                        for r in sorted(rows, key=lambda r: -r.score.scaled_pass_rate)]
     context["chart_height"] = 80 + 36 * len(rows)
     return render(request, "evaluation/leaderboard.html", context)
 
@@ -70,7 +71,8 @@ def _breakdown(*, version: BenchmarkVersion, rows, view: str) -> dict:
 
 
 def _query(filters: selectors.LeaderboardFilters, **override) -> str:
-    params = {"open": "1" if filters.open_weights else "", "paper": filters.paper, "q": filters.q,
+    params = {"open": "1" if filters.open_weights else "", "paper": filters.paper, "provenance": filters.provenance,
+              "q": filters.q,
               "sort": filters.sort, "dir": "desc" if filters.descending else "asc"}
     params.update(override)
     return urlencode({k: v for k, v in params.items() if v})
@@ -79,11 +81,12 @@ def _query(filters: selectors.LeaderboardFilters, **override) -> str:
 def _sort_links(filters: selectors.LeaderboardFilters) -> list[dict]:
     """Each header links to its sort; clicking the current one flips the direction."""
     columns = []
-    for key, label in COLUMNS:
+    for column in selectors.LEADERBOARD_PAGE_COLUMNS:
+        key, label = column.sort, column.label
         current = filters.sort == key
         default_desc = key in ("rank", "pass", "items", "tokens")
         descending = not filters.descending if current else default_desc
-        columns.append({"key": key, "label": label, "current": current and label != "Rank",
+        columns.append({"key": key, "label": label, "column": column, "current": current and label != "Rank",
                         "aria": ("descending" if filters.descending else "ascending") if current else "none",
                         "query": _query(filters, sort=key, dir="desc" if descending else "asc")})
     return columns
@@ -105,8 +108,25 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
     context = {"run": run, "progress": selectors.run_progress(run),
                "overall": run.scores.filter(paper__isnull=True).first(),
-               "paper_scores": selectors.run_paper_scores(run=run), "items": selectors.run_item_rows(run=run)}
+               "paper_scores": selectors.run_paper_scores(run=run), "items": selectors.run_item_rows(run=run),
+               "provenance_changes": run.provenance_changes.select_related("actor"),
+               "may_verify": (run.provenance == EvaluationRun.Provenance.SELF_REPORTED
+                              and run.status == EvaluationRun.Status.COMPLETED
+                              and user_is_maintainer(user=request.user))}
     return render(request, "evaluation/run_detail.html", context)
+
+
+@maintainer_required
+@require_POST
+def run_verify(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run_visible(request, pk)
+    try:
+        services.run_verify(run=run, actor=request.user, reason=request.POST.get("reason", ""))
+    except services.EvaluationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run {run.pk} is verified.")
+    return redirect("run-detail", pk=run.pk)
 
 
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:

@@ -1,6 +1,8 @@
-"""Template filters for score display: percentages with intervals and heat-map colours."""
+"""Template filters for score display: percentages with intervals, heat-map colours, leaderboard cells."""
 
 from django import template
+from django.urls import reverse
+from django.utils.html import format_html
 
 register = template.Library()
 
@@ -16,3 +18,44 @@ def heat(value: float | None) -> str:
 @register.filter
 def pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}%"
+
+
+PROVENANCE_BADGES = {"verified": "verified", "self_reported": "self-reported", "reported": "reported"}
+
+
+@register.filter
+def provenance_badge(run) -> str:
+    """The row's mark: calibration models are reference lines; other runs say who generated their answers."""
+    if run.is_calibration:
+        return format_html('<span class="badge provenance calibration" title="{}">calibration</span>',
+                           "A built-in calibration model: a reference line, not ranked")
+    return format_html('<span class="badge provenance {}" title="{}">{}</span>', run.provenance,
+                       run.get_provenance_display(), PROVENANCE_BADGES[run.provenance])
+
+
+@register.simple_tag
+def leaderboard_cell(row, column) -> str:
+    """One page cell of a leaderboard row; columns whose value needs more than text are formatted here."""
+    value = column.value(row)
+    score = row.score
+    if column.key == "rank":
+        return "ref." if value is None else str(value)
+    if column.key == "display_name":
+        return format_html('<a href="{}">{}</a> <a class="muted" href="{}">{}</a>',
+                           reverse("model-detail", args=[row.run.model.name]), value,
+                           reverse("run-detail", args=[row.run.pk]), row.setting)
+    if column.key == "provenance":
+        return provenance_badge(row.run)
+    if column.key == "scaled_pass_rate":
+        return format_html('<strong>{}</strong> <span class="ci">[{}, {}]</span>', pct(value),
+                           f"{score.scaled_ci_low:.1f}", f"{score.scaled_ci_high:.1f}")
+    if column.key == "pass_rate":
+        return format_html('{} <span class="ci">[{}, {}]</span>', pct(value),
+                           f"{score.pass_rate_ci_low:.1f}", f"{score.pass_rate_ci_high:.1f}")
+    if column.kind == "bool":
+        return "yes" if value else "no"
+    if column.kind == "date":
+        return value.strftime("%Y-%m-%d") if value else "unknown"
+    if column.kind == "decimal":
+        return "unknown" if value is None else f"{value:.4f}"
+    return str(value) if value not in (None, "") else "—"

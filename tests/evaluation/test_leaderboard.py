@@ -44,12 +44,17 @@ def model(name, **fields):
 
 
 def test_leaderboard_ranks_by_scaled_pass_rate_and_shows_intervals(client, version):
+    """Calibration models are reference lines above the ranking; the other entries are ranked."""
     evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
     evaluate(version, ModelEntry.objects.get(name="placeholder"), lambda s: False)
     evaluate(version, model("halfway", organization="Lab"), lambda s: s.loc >= 3)
+    evaluate(version, model("nothing"), lambda s: False)
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
-    order = [body.index(f'href="{reverse("model-detail", args=[n])}"') for n in ("reference", "halfway", "placeholder")]
-    assert order == sorted(order)
+    table = body.split('id="leaderboard-table"')[1].split("</table>")[0]
+    reference_lines, ranked = table.split('<tbody class="ranked">')
+    assert "Reference (calibration)" in reference_lines and "Placeholder (calibration)" in reference_lines
+    order = [ranked.index(f'href="{reverse("model-detail", args=[n])}"') for n in ("halfway", "nothing")]
+    assert order == sorted(order) and "(calibration)" not in ranked
     halfway = RunScore.objects.get(run__model__name="halfway", paper=None)
     assert 0 < halfway.scaled_pass_rate < 100 and halfway.scaled_pass_rate > halfway.pass_rate
     assert f"{halfway.scaled_pass_rate:.1f}%" in body

@@ -1,5 +1,5 @@
-"""In a real browser (Debian's Chromium driven by Playwright): the calibration models on the demo release rank as
-expected, a column header sorts the table in place, and the per-paper view opens. Screenshots go to
+"""In a real browser (Debian's Chromium driven by Playwright): the calibration models on the demo release show as
+reference lines above the ranked entries, a column header sorts the table in place, and the per-paper view opens. Screenshots go to
 test-artifacts/leaderboard/."""
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ def shot(page, name: str) -> None:
 
 
 def calibrate(version, name: str, passed: bool) -> EvaluationRun:
-    run = services.run_start(model=ModelEntry.objects.get(name=name), version=version, dispatch=False)
+    model = (ModelEntry.objects.filter(name=name).first()
+             or ModelEntry.objects.create(name=name, display_name=name.title(), litellm_model=f"local/{name}"))
+    run = services.run_start(model=model, version=version, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     verdict = Verdict("passed", "", "") if passed else Verdict("failed", "wrong_result", "assertion failed")
     for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
@@ -40,22 +42,28 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     calibrate(version, "reference", passed=True)
     calibrate(version, "placeholder", passed=False)
+    calibrate(version, "strong", passed=True)
+    calibrate(version, "weak", passed=False)
 
     page.goto(f"{base}/")
     page.get_by_role("link", name="Leaderboard", exact=True).click()
     page.wait_for_url(f"{base}/versions/1.0.0/leaderboard/")
-    table = page.locator("#leaderboard-table tbody tr")
-    assert table.count() == 2
+    lines = page.locator("#leaderboard-table tbody.reference-lines tr.calibration")
     reference = ModelEntry.objects.get(name="reference").display_name
     placeholder = ModelEntry.objects.get(name="placeholder").display_name
-    assert reference in table.nth(0).inner_text() and "100.0%" in table.nth(0).inner_text()
-    assert placeholder in table.nth(1).inner_text() and "0.0%" in table.nth(1).inner_text()
+    assert lines.count() == 2
+    assert reference in lines.nth(0).inner_text() and "100.0%" in lines.nth(0).inner_text()
+    assert placeholder in lines.nth(1).inner_text() and "ref." in lines.nth(1).inner_text()
+    table = page.locator("#leaderboard-table tbody.ranked tr")
+    assert table.count() == 2
+    assert "Strong" in table.nth(0).inner_text() and "100.0%" in table.nth(0).inner_text()
+    assert "Weak" in table.nth(1).inner_text() and "0.0%" in table.nth(1).inner_text()
     page.wait_for_function("document.getElementById('ranking-chart').width > 0")
     shot(page, "01-ranking")
 
     page.locator("#leaderboard-table thead").get_by_role("link", name="Scaled pass@1 (95% CI)").click()
     page.wait_for_url("**sort=rank&dir=asc**")
-    page.wait_for_function(f"document.querySelector('#leaderboard-table tbody tr').innerText.includes({placeholder!r})")
+    page.wait_for_function("document.querySelector('#leaderboard-table tbody.ranked tr').innerText.includes('Weak')")
     assert "<html" not in page.locator("#leaderboard-table").inner_html()
     assert page.locator("h1").count() == 1, "htmx swapped the table only"
     shot(page, "02-sorted-ascending")

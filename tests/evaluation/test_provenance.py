@@ -1,0 +1,170 @@
+"""Run provenance: platform-generated runs are verified, uploads self-reported until a maintainer verifies them (with
+a reason, audited); the leaderboard marks and filters rows, and calibration models are unranked reference lines."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from benchmarks.models import Snippet
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, ProvenanceChange
+from evaluation.outcomes import Verdict
+from evaluation.selectors import LEADERBOARD_COLUMNS
+from tests.api.conftest import reference_answers
+from tests.conftest import DEMO_PSET
+from tests.evaluation.test_leaderboard import evaluate, model
+
+pytestmark = pytest.mark.django_db
+BOARD = "/api/v1/releases/1.0.0/leaderboard/"
+
+
+@pytest.fixture
+def version(media_root):
+    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+
+
+def api(user=None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+def uploaded(version, owner, passes) -> EvaluationRun:
+    """A completed run made from an upload of reference answers; items pass where `passes(snippet)`."""
+    entry = services.model_register(name="uploader", display_name="Uploader", litellm_model="local/x", owner=owner)
+    run = services.run_from_upload(model=entry, version=version, data=reference_answers(version), user=owner)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    for generation in run.generations.select_related("snippet__task"):
+        verdict = Verdict("passed", "", "") if passes(generation.snippet) else Verdict("failed", "wrong_result", "x")
+        services.outcome_record(run=run, snippet=generation.snippet, sample=0, verdict=verdict, generation=generation)
+    assert services.run_maybe_finish(run=run)
+    run.refresh_from_db()
+    return run
+
+
+def test_platform_runs_are_verified_and_uploads_self_reported(version, author):
+    called = evaluate(version, model("called", kind=ModelEntry.Kind.LITELLM, litellm_model="local/y"), lambda s: True)
+    upload = uploaded(version, author, lambda s: True)
+    calibration = evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    assert called.provenance == calibration.provenance == EvaluationRun.Provenance.VERIFIED
+    assert upload.provenance == EvaluationRun.Provenance.SELF_REPORTED
+    assert calibration.is_calibration and not called.is_calibration
+    assert api().get(f"/api/v1/runs/{upload.pk}/").json()["provenance"] == "self_reported"
+
+
+def test_calibration_lines_are_unranked_and_ranks_count_only_ranked_entries(client, version, author):
+    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(version, ModelEntry.objects.get(name="placeholder"), lambda s: False)
+    evaluate(version, model("half"), lambda s: s.loc >= 3)
+    uploaded(version, author, lambda s: s.loc < 3)
+    rows = api().get(BOARD).json()
+    assert [(r["model"], r["rank"], r["calibration"], r["provenance"]) for r in rows] == [
+        ("reference", None, True, "verified"), ("placeholder", None, True, "verified"),
+        ("half", 1, False, "verified"), ("uploader", 2, False, "self_reported")]
+    body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
+    table = body.split('id="leaderboard-table"')[1].split("</table>")[0]
+    reference_lines, ranked = table.split('<tbody class="ranked">')
+    assert reference_lines.count('<tr class="calibration">') == 2 and reference_lines.count(">ref.</td>") == 2
+    assert reference_lines.count(">calibration</span>") == 2
+    assert '<tr class="verified"><td class="num">1</td>' in ranked
+    assert '<tr class="self_reported"><td class="num">2</td>' in ranked
+    assert ">self-reported</span>" in ranked and ">verified</span>" in ranked
+    assert "2 ranked rows" in table and "2 calibration reference lines (not ranked)" in table
+
+
+def test_provenance_filter_on_page_and_api(client, version, author):
+    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(version, model("half"), lambda s: s.loc >= 3)
+    uploaded(version, author, lambda s: True)
+    verified = api().get(BOARD, {"provenance": "verified"}).json()
+    assert [(r["model"], r["rank"]) for r in verified] == [("reference", None), ("half", 1)]
+    self_reported = api().get(BOARD, {"provenance": "self_reported"}).json()
+    assert [(r["model"], r["rank"]) for r in self_reported] == [("reference", None), ("uploader", 1)]
+    assert [r["model"] for r in api().get(BOARD, {"provenance": "reported"}).json()] == ["reference"]
+    assert len(api().get(BOARD, {"provenance": "nonsense"}).json()) == 3, "an unknown value filters nothing"
+    page = client.get(reverse("leaderboard", args=["1.0.0"]), {"provenance": "verified"},
+                      headers={"HX-Request": "true", "HX-Target": "leaderboard-table"}).content.decode()
+    assert "<html" not in page and ">Half</a>" in page and ">Uploader</a>" not in page
+    assert "provenance=verified" in page, "sort links keep the filter"
+
+
+def test_api_and_csv_give_exactly_the_one_column_list(version):
+    evaluate(version, model("half"), lambda s: s.loc >= 3)
+    keys = [column.key for column in LEADERBOARD_COLUMNS]
+    (row,) = api().get(BOARD).json()
+    assert list(row) == keys
+    header = next(csv.reader(io.StringIO(api().get("/api/v1/releases/1.0.0/leaderboard.csv").content.decode())))
+    assert header == keys
+    schema = api().get("/api/v1/schema/", {"format": "json"}).json()
+    assert list(schema["components"]["schemas"]["LeaderboardRow"]["properties"]) == keys
+
+
+def test_leaderboard_reads_stored_aggregates_not_outcomes(client, version, author):
+    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    uploaded(version, author, lambda s: True)
+    for caller, url in ((api(), BOARD), (client, reverse("leaderboard", args=["1.0.0"]) + "?view=papers")):
+        with CaptureQueriesContext(connection) as ctx:
+            assert caller.get(url).status_code == 200
+        tables = " ".join(q["sql"] for q in ctx.captured_queries)
+        assert "evaluation_runscore" in tables and "evaluation_outcome" not in tables, url
+
+
+def test_maintainer_verifies_an_upload_with_a_reason_and_it_is_audited(client, version, author, maintainer):
+    run = uploaded(version, author, lambda s: True)
+    client.force_login(maintainer)
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert reverse("run-verify", args=[run.pk]) in page and ">self-reported</span>" in page
+    response = client.post(reverse("run-verify", args=[run.pk]), {"reason": "  "}, follow=True)
+    assert "say why the run is verified" in response.content.decode()
+    run.refresh_from_db()
+    assert run.provenance == "self_reported" and not ProvenanceChange.objects.exists()
+    client.post(reverse("run-verify", args=[run.pk]), {"reason": "answers regenerated through the provider: same"})
+    run.refresh_from_db()
+    assert run.provenance == "verified"
+    (change,) = ProvenanceChange.objects.filter(run=run)
+    assert (change.from_provenance, change.to_provenance, change.actor, change.reason) == (
+        "self_reported", "verified", maintainer, "answers regenerated through the provider: same")
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert "answers regenerated through the provider: same" in page and "self_reported → verified by maya" in page
+    assert reverse("run-verify", args=[run.pk]) not in page, "nothing left to verify"
+    assert [r["model"] for r in api().get(BOARD, {"provenance": "verified"}).json()] == ["uploader"]
+    again = api(maintainer).post(f"/api/v1/runs/{run.pk}/verify/", {"reason": "twice"}, format="json")
+    assert again.status_code == 400 and "only self-reported runs can be verified" in again.json()["error"]["message"]
+
+
+def test_only_maintainers_verify(client, version, author, other_author, maintainer):
+    run = uploaded(version, author, lambda s: True)
+    for user in (author, other_author):
+        client.force_login(user)
+        assert client.post(reverse("run-verify", args=[run.pk]), {"reason": "trust me"}).status_code == 403
+        response = api(user).post(f"/api/v1/runs/{run.pk}/verify/", {"reason": "trust me"}, format="json")
+        assert response.status_code == 403, response.content
+    client.logout()
+    assert client.post(reverse("run-verify", args=[run.pk]), {"reason": "x"}).status_code == 302  # to the login
+    assert api().post(f"/api/v1/runs/{run.pk}/verify/", {"reason": "x"}, format="json").status_code in (401, 403)
+    assert api(maintainer).post(f"/api/v1/runs/{run.pk}/verify/", {}, format="json").status_code == 400
+    run.refresh_from_db()
+    assert run.provenance == "self_reported" and not ProvenanceChange.objects.exists()
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert reverse("run-verify", args=[run.pk]) not in page
+
+
+def test_only_completed_self_reported_runs_can_be_verified(version, maintainer):
+    platform = evaluate(version, model("half"), lambda s: True)
+    with pytest.raises(services.EvaluationError, match="is verified; only self-reported"):
+        services.run_verify(run=platform, actor=maintainer, reason="x")
+    entry = services.model_register(name="up2", display_name="Up2", litellm_model="local/x", owner=maintainer)
+    pending = services.run_from_upload(model=entry, version=version, data=reference_answers(version))
+    with pytest.raises(services.EvaluationError, match="verify it once it has completed"):
+        services.run_verify(run=pending, actor=maintainer, reason="x")
+    assert Snippet.objects.exists() and not ProvenanceChange.objects.exists()
