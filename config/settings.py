@@ -226,8 +226,10 @@ SUBMISSION_MAX_REPO_BYTES = env.int("SUBMISSION_MAX_REPO_BYTES", default=200 * 1
 SUBMISSION_GIT_ALLOWED_HOSTS = env.list("SUBMISSION_GIT_ALLOWED_HOSTS", default=[])
 # A pasted paper text can run to a few MB.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
-# Encrypts per-model API keys at rest; defaults to a key derived from SECRET_KEY.
+# Encrypts per-model API keys at rest: required in production; while debugging it defaults to SECRET_KEY.
 FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
+# Earlier keys that still decrypt (for a key change; `manage.py model_keys_reencrypt` moves keys to the new one).
+FIELD_ENCRYPTION_KEY_FALLBACKS = env.list("FIELD_ENCRYPTION_KEY_FALLBACKS", default=[])
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env("EMAIL_HOST", default="localhost")
@@ -247,8 +249,16 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
 
-# Production: cookies only over https, HSTS, and the proxy's scheme header trusted when it sets one.
+# Production: no placeholder secrets, cookies only over https, HSTS, and the proxy's scheme header trusted.
 if not DEBUG:
+    from config.production import production_secrets_check
+
+    production_secrets_check(
+        secrets={name: env(name, default="") for name in (
+            "SECRET_KEY", "FIELD_ENCRYPTION_KEY", "MAINTAINER_PASSWORD", "POSTGRES_PASSWORD", "REDIS_PASSWORD",
+            "EMAIL_HOST_PASSWORD", "S3_SECRET_ACCESS_KEY")},
+        urls={name: env(name, default="") for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")},
+        secret_key=SECRET_KEY, field_key=FIELD_ENCRYPTION_KEY)
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)

@@ -22,6 +22,7 @@ PROJECT = f"rcbci{os.getpid()}"
 PROXY_HEADERS = {"X-Forwarded-Proto": "https", "Host": "localhost"}
 SERVICES = ("postgres", "redis", "web", "worker", "sandbox-worker")
 SECRET_KEY, POSTGRES_PASSWORD, REDIS_PASSWORD = "compose-test-" + "s" * 50, "pgsecret123", "redissecret123"
+FIELD_ENCRYPTION_KEY = "compose-test-field-key-" + "f" * 30
 
 
 def _compose_command() -> list[str]:
@@ -90,8 +91,8 @@ class Stack:
 def _env_file(path, port: int) -> None:
     lines = (REPO / ".env.example").read_text().splitlines()
     values = {
-        "SECRET_KEY": SECRET_KEY, "POSTGRES_PASSWORD": POSTGRES_PASSWORD, "REDIS_PASSWORD": REDIS_PASSWORD,
-        "MAINTAINER_PASSWORD": "maintainer-secret-123", "WEB_PORT": str(port),
+        "SECRET_KEY": SECRET_KEY, "FIELD_ENCRYPTION_KEY": FIELD_ENCRYPTION_KEY, "POSTGRES_PASSWORD": POSTGRES_PASSWORD,
+        "REDIS_PASSWORD": REDIS_PASSWORD, "MAINTAINER_PASSWORD": "maintainer-secret-123", "WEB_PORT": str(port),
         "DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid), "RCB_ENV_FILE": str(path),
         "WEB_CONCURRENCY": "2", "WORKER_CONCURRENCY": "2",
     }
@@ -125,7 +126,7 @@ def _remote_worker(stack: Stack, name: str) -> None:
     """A sandbox worker started as README's "Adding a sandbox worker host" says: its environment names the
     database, the broker and the storage, and it has a cache volume of its own. It joins the stack's network
     (a real second host would use addresses) and mounts the media volume (a shared filesystem there)."""
-    env = {"SECRET_KEY": SECRET_KEY, "SANDBOX_BACKEND": "docker",
+    env = {"SECRET_KEY": SECRET_KEY, "FIELD_ENCRYPTION_KEY": FIELD_ENCRYPTION_KEY, "SANDBOX_BACKEND": "docker",
            "DATABASE_URL": f"postgres://rcb:{POSTGRES_PASSWORD}@postgres:5432/rcb",
            "REDIS_URL": f"redis://:{REDIS_PASSWORD}@redis:6379/0"}
     subprocess.run(

@@ -13,7 +13,69 @@ import pytest
 from tests.conftest import REPO
 
 PRODUCTION = {"DEBUG": "false", "SECRET_KEY": "k" * 30 + "-a-long-random-production-secret-value-1234",
+              "FIELD_ENCRYPTION_KEY": "f" * 20 + "-a-key-of-its-own-for-model-api-keys",
               "ALLOWED_HOSTS": "bench.example.org", "LOG_FORMAT": "json"}
+
+
+def _manage_check(env: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env={**env, "VAR_DIR": str(tmp_path)},
+                          capture_output=True, text=True, timeout=120)
+
+
+def _env_example() -> dict[str, str]:
+    lines = (REPO / ".env.example").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+def test_production_refuses_to_start_with_the_placeholders_of_env_example(tmp_path):
+    compose_urls = {"DATABASE_URL": "postgres://rcb:change-me@postgres:5432/rcb",
+                    "REDIS_URL": "redis://:change-me@redis:6379/0"}  # as docker-compose.yml builds them
+    base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
+    proc = _manage_check({**base, **_env_example(), **compose_urls}, tmp_path)
+    assert proc.returncode != 0
+    for name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY", "MAINTAINER_PASSWORD", "POSTGRES_PASSWORD", "REDIS_PASSWORD"):
+        assert f"- {name} is still the placeholder of .env.example" in proc.stderr, (name, proc.stderr[-2000:])
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        assert f"- the password in {name} is still the placeholder" in proc.stderr, proc.stderr[-2000:]
+    assert "change-me@" not in proc.stderr, "a URL's password is named, never printed"
+
+
+@pytest.mark.parametrize(("field_key", "message"), [
+    ("", "FIELD_ENCRYPTION_KEY is required in production (a secret of its own, not SECRET_KEY)"),
+    (PRODUCTION["SECRET_KEY"], "FIELD_ENCRYPTION_KEY must differ from SECRET_KEY"),
+    ("short-key", "FIELD_ENCRYPTION_KEY is 9 characters; use at least 32"),
+])
+def test_production_requires_a_field_encryption_key_of_its_own(tmp_path, field_key, message):
+    proc = _manage_check({**os.environ, **PRODUCTION, "FIELD_ENCRYPTION_KEY": field_key}, tmp_path)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
+
+
+def test_development_defaults_need_no_secrets(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY", "DEBUG")}
+    proc = _manage_check(env, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.django_db
+def test_keys_stored_under_the_secret_key_derivation_move_to_the_field_key(settings):
+    from django.core.management import call_command
+
+    from evaluation.models import ModelEntry
+
+    settings.FIELD_ENCRYPTION_KEY, settings.FIELD_ENCRYPTION_KEY_FALLBACKS = "", []  # as sites ran before
+    model = ModelEntry.objects.create(name="legacy", display_name="Legacy", litellm_model="openai/l")
+    model.api_key_set("sk-legacy")
+    model.save()
+    assert model.api_key_get() == "sk-legacy"  # development default: derived from SECRET_KEY, as before
+
+    settings.FIELD_ENCRYPTION_KEY = "a-new-field-key-of-its-own-0123456789"
+    with pytest.raises(ValueError, match="FIELD_ENCRYPTION_KEY_FALLBACKS"):
+        ModelEntry.objects.get(name="legacy").api_key_get()
+    settings.FIELD_ENCRYPTION_KEY_FALLBACKS = [settings.SECRET_KEY]
+    assert ModelEntry.objects.get(name="legacy").api_key_get() == "sk-legacy"
+    call_command("model_keys_reencrypt")
+    settings.FIELD_ENCRYPTION_KEY_FALLBACKS = []
+    assert ModelEntry.objects.get(name="legacy").api_key_get() == "sk-legacy", "readable by the new key alone"
 
 
 def test_check_deploy_reports_nothing_with_the_production_environment(tmp_path):
