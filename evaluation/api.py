@@ -130,11 +130,23 @@ class RunStartSerializer(serializers.Serializer):
     protocol = serializers.ChoiceField(choices=sorted(TEMPLATES), default=PROTOCOL)
 
 
+UPLOAD_FORMAT = (
+    'JSONL, one object per line: {"id": item id, "sample": 0, "answer": "..."} or {"id": ..., "sample": ..., '
+    '"code": "..."}. Exactly one of the two: "answer" is a raw model response, from which the run\'s protocol '
+    "extracts the last fenced python block (```python ... ```); \"code\" is the snippet body, used as is. "
+    'An "answer" with no fenced python block is refused with its line number (it would extract nothing and '
+    "score 0). Every item of the release needs a line for each sample; a file with any bad line is refused "
+    "whole and nothing is stored.")
+
+
 class UploadSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text='JSONL: one {"id": item id, "sample": 0, "answer": "..."} per line.')
+    file = serializers.FileField(help_text=UPLOAD_FORMAT)
     model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
     release = _release_field()
     with_paper = serializers.BooleanField(default=True)
+    protocol = serializers.ChoiceField(choices=sorted(TEMPLATES), default=PROTOCOL,
+                                       help_text='The prompt protocol the answers were made with; it extracts code '
+                                                 'from "answer" lines.')
 
 
 def _require_model_use(view: APIView, request, model: ModelEntry) -> None:
@@ -167,14 +179,14 @@ class RunUpload(APIView):
     permission_classes = [permissions.IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(request=UploadSerializer, responses={201: RunSerializer})
+    @extend_schema(request=UploadSerializer, responses={201: RunSerializer}, description=UPLOAD_FORMAT)
     def post(self, request, *args, **kwargs) -> Response:
         serializer = UploadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         _require_model_use(self, request, data["model"])
         run = run_from_upload(model=data["model"], version=data["release"], data=data["file"].read(),
-                              user=request.user, with_paper=data["with_paper"])
+                              user=request.user, with_paper=data["with_paper"], protocol=data["protocol"])
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

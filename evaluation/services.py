@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
@@ -10,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Snippet
-from benchmarks.paper2code import PROTOCOL, TEMPLATES, code_indent, extract_code, prompt_hash
+from benchmarks.paper2code import PROTOCOL, TEMPLATES, code_indent, extract_code, has_code_block, prompt_hash
 from benchmarks.selectors import user_is_maintainer, version_snippets
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.outcomes import Verdict, tail
@@ -141,10 +142,14 @@ def calibration_answer(*, model: ModelEntry, snippet: Snippet) -> str:
 def generation_record(
     *, run: EvaluationRun, snippet: Snippet, sample: int, prompt: str, raw_answer: str = "",
     prompt_tokens: int | None = None, completion_tokens: int | None = None, latency: float | None = None,
-    cost: float | Decimal | None = None, attempts: int = 1, error: str = "",
+    cost: float | Decimal | None = None, attempts: int = 1, error: str = "", code: str | None = None,
 ) -> Generation:
-    """Store the answer for an item once; a second call (a redelivered task) returns the first."""
-    defaults = dict(prompt_hash=prompt_hash(prompt), raw_answer=raw_answer, extracted_code=extract_code(raw_answer),
+    """Store the answer for an item once; a second call (a redelivered task) returns the first.
+
+    `code`, when given, is the snippet body itself (an upload's `code` field), used as is instead of extracted.
+    """
+    extracted = extract_code(raw_answer) if code is None else code
+    defaults = dict(prompt_hash=prompt_hash(prompt), raw_answer=raw_answer, extracted_code=extracted,
                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, latency=latency,
                     cost=None if cost is None else Decimal(str(cost)).quantize(Decimal("0.000001")),
                     attempts=attempts, error=error)
@@ -224,50 +229,83 @@ class UploadError(ValueError):
 
 
 MAX_ANSWER_CHARS = 200_000
+UPLOAD_FIELDS = ("answer", "code")
+
+
+@dataclass(frozen=True)
+class UploadedAnswer:
+    snippet: Snippet
+    sample: int
+    answer: str  # the raw model response ("" when the line gave `code`)
+    code: str | None  # the snippet body as uploaded, or None: extract it from `answer`
+
+
+def upload_line_parse(row, *, snippets: dict[str, Snippet], version: BenchmarkVersion,
+                      protocol: str) -> UploadedAnswer | str:
+    """One JSONL line of an upload, or what is wrong with it (the caller adds the line number).
+
+    A line gives exactly one of `answer` (a raw model response, from which the run's protocol extracts the last
+    fenced python block) or `code` (the snippet body, used as is). An `answer` without a fenced python block is
+    refused rather than scored: extraction would find nothing and the item would silently fail.
+    """
+    if not isinstance(row, dict):
+        return 'expected an object with "id", "sample" and one of "answer" or "code"'
+    item, sample = str(row.get("id", "")), row.get("sample", 0)
+    if item not in snippets:
+        return f"unknown item id {item!r} in version {version.name}"
+    if not isinstance(sample, int) or isinstance(sample, bool) or not 0 <= sample < MAX_SAMPLES:
+        return f"sample must be an integer from 0 to {MAX_SAMPLES - 1}"
+    given = [field for field in UPLOAD_FIELDS if field in row]
+    if len(given) != 1:
+        return ('give either "answer" (a raw model response) or "code" (the snippet body), not both'
+                if given else 'no "answer" (a raw model response) or "code" (the snippet body)')
+    field, text = given[0], row[given[0]]
+    if not isinstance(text, str):
+        return f"{field} must be a string"
+    if len(text) > MAX_ANSWER_CHARS:
+        return f"{field} is {len(text)} characters; at most {MAX_ANSWER_CHARS}"
+    if field == "answer" and not has_code_block(text):
+        return (f"answer has no fenced python block (```python ... ```), so protocol {protocol} would extract "
+                'nothing; wrap the code in one, or send the snippet body as "code"')
+    return UploadedAnswer(snippet=snippets[item], sample=sample, answer=text if field == "answer" else "",
+                          code=text if field == "code" else None)
 
 
 @transaction.atomic
 def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes, user=None,
-                    with_paper: bool = True) -> EvaluationRun:
-    """Score uploaded generations (JSONL of item id, sample, answer) like the platform's own; all or nothing."""
+                    with_paper: bool = True, protocol: str = PROTOCOL) -> EvaluationRun:
+    """Score uploaded generations (JSONL, see `upload_line_parse`) like the platform's own; all or nothing."""
     import json
 
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"version {version.name} is a draft; uploads are scored on published versions")
+    if protocol not in TEMPLATES:
+        raise EvaluationError(f"unknown protocol {protocol!r}; known: {', '.join(TEMPLATES)}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UploadError([f"the file is not UTF-8 text (byte {exc.start})"]) from exc
     snippets = {str(s.pk): s for s in version_snippets(version=version)}
-    problems, rows, seen = [], [], set()
+    problems: list[str] = []
+    rows: list[UploadedAnswer] = []
+    seen: set[tuple[str, int]] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            parsed = upload_line_parse(json.loads(line), snippets=snippets, version=version, protocol=protocol)
         except json.JSONDecodeError as exc:
-            problems.append(f"line {number}: not JSON ({exc.msg})")
-            continue
-        if not isinstance(row, dict):
-            problems.append(f"line {number}: expected an object with id, sample and answer")
-            continue
-        item, sample, answer = str(row.get("id", "")), row.get("sample", 0), row.get("answer")
-        if item not in snippets:
-            problems.append(f"line {number}: unknown item id {item!r} in version {version.name}")
-        elif not isinstance(sample, int) or isinstance(sample, bool) or not 0 <= sample < MAX_SAMPLES:
-            problems.append(f"line {number}: sample must be an integer from 0 to {MAX_SAMPLES - 1}")
-        elif not isinstance(answer, str):
-            problems.append(f"line {number}: answer must be a string")
-        elif len(answer) > MAX_ANSWER_CHARS:
-            problems.append(f"line {number}: answer is {len(answer)} characters; at most {MAX_ANSWER_CHARS}")
-        elif (item, sample) in seen:
-            problems.append(f"line {number}: item {item} sample {sample} appears twice")
+            parsed = f"not JSON ({exc.msg})"
+        if isinstance(parsed, str):
+            problems.append(f"line {number}: {parsed}")
+        elif (str(parsed.snippet.pk), parsed.sample) in seen:
+            problems.append(f"line {number}: item {parsed.snippet.pk} sample {parsed.sample} appears twice")
         else:
-            seen.add((item, sample))
-            rows.append((snippets[item], sample, answer))
+            seen.add((str(parsed.snippet.pk), parsed.sample))
+            rows.append(parsed)
     if not rows and not problems:
         problems.append("the file holds no generations")
-    samples = 1 + max((s for _, s, _ in rows), default=0)
+    samples = 1 + max((row.sample for row in rows), default=0)
     missing = [f"{i}/{s}" for i in snippets for s in range(samples) if (i, s) not in seen]
     if missing and not problems:
         problems.append(f"{len(missing)} item(s) have no answer, e.g. {', '.join(missing[:5])}")
@@ -275,10 +313,11 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
         raise UploadError(problems)
     run = EvaluationRun.objects.create(model=model, version=version, with_paper=with_paper, samples=samples,
                                        created_by=user, total_items=len(rows), params={"uploaded": True},
-                                       provenance=EvaluationRun.Provenance.SELF_REPORTED)
-    for snippet, sample, answer in rows:
-        generation_record(run=run, snippet=snippet, sample=sample, raw_answer=answer, cost=0, latency=0.0,
-                          prompt=item_prompt(snippet, with_paper=with_paper, protocol=run.protocol))
+                                       protocol=protocol, provenance=EvaluationRun.Provenance.SELF_REPORTED)
+    for row in rows:
+        generation_record(run=run, snippet=row.snippet, sample=row.sample, raw_answer=row.answer, code=row.code,
+                          cost=0, latency=0.0,
+                          prompt=item_prompt(row.snippet, with_paper=with_paper, protocol=run.protocol))
     transaction.on_commit(lambda: run_dispatch(run=run))
     return run
 

@@ -13,3 +13,8 @@ def extract_code(answer: str) -> str:
     """The body of the last ```python block in `answer`, or "" when there is none."""
     blocks = _BLOCK_RE.findall(answer)
     return blocks[-1] if blocks else ""
+
+
+def has_code_block(answer: str) -> bool:
+    """Whether `answer` holds a complete ```python block for `extract_code` to take."""
+    return _BLOCK_RE.search(answer) is not None

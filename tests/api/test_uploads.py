@@ -1,4 +1,5 @@
-"""Uploading generations: every bad line named precisely, nothing stored on refusal, a perfect upload scored whole."""
+"""Uploading generations: every bad line named precisely, nothing stored on refusal, a perfect upload scored whole;
+a line gives either a raw `answer` (extracted by the protocol) or the snippet's `code` (used as is)."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def test_wrong_shapes_each_named(clients, release, model):
     rows[1]["sample"] = "first"
     rows[2]["answer"] = None
     _refused(_upload(clients["owner"], release, _encode(rows)),
-             "line 1: expected an object with id, sample and answer",
+             'line 1: expected an object with "id", "sample" and one of "answer" or "code"',
              "line 2: sample must be an integer from 0 to 19",
              "line 3: answer must be a string")
 
@@ -127,3 +128,63 @@ def test_reference_answers_make_a_run_whose_items_all_have_generations(clients, 
     assert set(generations) == {s.pk for s in items}
     for snippet in items:
         assert generations[snippet.pk].extracted_code.strip() == snippet.reference_code.strip()
+
+
+def test_code_lines_are_used_as_is(clients, release, model, django_capture_on_commit_callbacks):
+    """`code` is the snippet body itself: no fence needed, nothing extracted, stored exactly as sent."""
+    items = list(version_snippets(version=release))
+    rows = [{"id": str(s.pk), "sample": 0, "code": s.reference_code} for s in items]
+    rows[0]["code"] = "x = '```python\\nnot a fence'\n"  # fence-like text inside code stays code
+    with django_capture_on_commit_callbacks(execute=False):
+        response = _upload(clients["owner"], release, _encode(rows))
+    assert response.status_code == 201, response.content[:500]
+    generations = {g.snippet_id: g for g in Generation.objects.filter(run_id=response.json()["id"])}
+    assert generations[items[0].pk].extracted_code == rows[0]["code"]
+    for snippet in items[1:]:
+        assert generations[snippet.pk].extracted_code == snippet.reference_code
+        assert generations[snippet.pk].raw_answer == ""
+
+
+def test_answer_and_code_lines_mix_in_one_file(clients, release, model, django_capture_on_commit_callbacks):
+    rows = _lines(release)
+    snippet = version_snippets(version=release).get(pk=int(rows[1]["id"]))
+    rows[1] = {"id": rows[1]["id"], "sample": 0, "code": snippet.reference_code}
+    with django_capture_on_commit_callbacks(execute=False):
+        response = _upload(clients["owner"], release, _encode(rows))
+    assert response.status_code == 201, response.content[:500]
+    stored = Generation.objects.get(run_id=response.json()["id"], snippet=snippet)
+    assert stored.extracted_code == snippet.reference_code
+    first = Generation.objects.get(run_id=response.json()["id"], snippet_id=int(rows[0]["id"]))
+    assert first.raw_answer == rows[0]["answer"] and first.extracted_code in rows[0]["answer"]
+
+
+def test_answer_without_a_fenced_block_is_refused_with_its_line(clients, release, model):
+    rows = _lines(release)
+    rows[3]["answer"] = rows[3]["answer"].replace("```python\n", "").replace("```", "")  # bare code, no fence
+    rows[5]["answer"] = "```py\nx = 1\n```"  # not a python fence for rcb-v1
+    rows[6]["answer"] = "```python\nx = 1\n"  # never closed
+    _refused(_upload(clients["owner"], release, _encode(rows)),
+             *[f'line {n}: answer has no fenced python block (```python ... ```), so protocol rcb-v1 would extract '
+               'nothing; wrap the code in one, or send the snippet body as "code"' for n in (4, 6, 7)])
+
+
+def test_a_line_with_both_or_neither_is_refused(clients, release, model):
+    rows = _lines(release)
+    rows[0]["code"] = "x = 1\n"
+    del rows[2]["answer"]
+    rows[4] = {"id": rows[4]["id"], "sample": 0, "code": 7}
+    details = _refused(_upload(clients["owner"], release, _encode(rows)),
+                       'line 1: give either "answer" (a raw model response) or "code" (the snippet body), not both',
+                       'line 3: no "answer" (a raw model response) or "code" (the snippet body)',
+                       "line 5: code must be a string")
+    assert len(details) == 3
+
+
+def test_the_schema_documents_answer_and_code(clients):
+    schema = clients["anonymous"].get("/api/v1/schema/", {"format": "json"}).json()
+    upload = schema["paths"]["/api/v1/runs/upload/"]["post"]
+    assert "fenced python block is refused with its line number" in upload["description"]
+    body = upload["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"].rsplit("/", 1)[1]
+    fields = schema["components"]["schemas"][body]["properties"]
+    assert '"code" is the snippet body, used as is' in fields["file"]["description"]
+    assert "protocol" in fields

@@ -68,7 +68,8 @@ def test_bad_uploads_store_nothing(media_root, author, content, message):
 def test_duplicate_and_overlong_answers_are_named_by_line(media_root, author):
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     item = str(version_snippets(version=version).first().pk)
-    lines = [json.dumps({"id": item, "sample": 0, "answer": "a"}), json.dumps({"id": item, "sample": 0, "answer": "b"}),
+    lines = [json.dumps({"id": item, "sample": 0, "answer": "```python\na\n```"}),
+             json.dumps({"id": item, "sample": 0, "answer": "```python\nb\n```"}),
              json.dumps({"id": item, "sample": 1, "answer": "x" * 300_000})]
     model = ModelEntry.objects.create(name="up", display_name="Up", kind="uploaded", owner=author)
     with pytest.raises(services.UploadError) as error:
