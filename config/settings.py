@@ -1,6 +1,7 @@
 """Settings, all read from the environment; the defaults run the embedded platform (SQLite, filesystem broker)."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -15,6 +16,8 @@ VAR_DIR = Path(env("VAR_DIR", default=str(BASE_DIR / "var")))
 
 DEBUG = env.bool("DEBUG", default=True)
 SECRET_KEY = env("SECRET_KEY", default="insecure-dev-key-change-me" if DEBUG else environ.Env.NOTSET)
+# Behind a TLS proxy (production default), which sets X-Forwarded-Proto and appends the client to X-Forwarded-For.
+BEHIND_TLS_PROXY = env.bool("BEHIND_TLS_PROXY", default=not DEBUG)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -30,6 +33,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "benchmarks",
     "submissions",
     "evaluation",
@@ -44,6 +48,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 if not DEBUG:
@@ -84,6 +90,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = ["config.auth.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
+# Sign-in lockout (django-axes, attempts in the database): failures per account and, separately, per client address
+# before signing in is refused, even with the right password, for LOGIN_LOCKOUT_MINUTES.
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no banner on every command; lockouts are still logged as warnings
+AXES_LOCKOUT_CALLABLE = "config.auth.lockout_response"
+AXES_CLIENT_IP_CALLABLE = RATELIMIT_IP_META_KEY = "config.auth.client_ip"
+# Sign-ups and password-reset mails per client address and per account (e-mail), e.g. "10/h" (counted in the cache).
+SIGNUP_RATE = env("SIGNUP_RATE", default="10/h")
+PASSWORD_RESET_RATE = env("PASSWORD_RESET_RATE", default="5/h")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
@@ -264,7 +283,7 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
-    if env.bool("BEHIND_TLS_PROXY", default=True):
+    if BEHIND_TLS_PROXY:
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     # /healthz answers the load balancer over plain http inside the private network.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from config.auth import PasswordResetLimitedView
 from config.health import healthz
 from evaluation.views_tokens import api_tokens
 
@@ -10,6 +11,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/tokens/", api_tokens, name="api-tokens"),
+    path("accounts/password_reset/", PasswordResetLimitedView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include("config.api_urls")),
     path("", include("submissions.urls")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -17,6 +18,7 @@ from benchmarks.paper2code import PackageError
 from benchmarks.paper2code.pset import requirements_file
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer
+from config.auth import rate_limited, rate_limited_response
 from submissions import forms, selectors, services
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
@@ -32,9 +34,12 @@ class SignupForm(UserCreationForm):
 
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
+    if request.method == "POST" and rate_limited(request, action="signup", rate=settings.SIGNUP_RATE,
+                                                 account=request.POST.get("email", "")):
+        return rate_limited_response(request, what="sign-ups")
     if request.method == "POST" and form.is_valid():
         user = form.save()
-        login(request, user)
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, "Welcome! You can now submit a paper.")
         return redirect("submission-list")
     return render(request, "registration/signup.html", {"form": form})

@@ -1,0 +1,59 @@
+"""Limits on guessing and flooding the account pages: django-axes locks sign-in per account and per client address
+after repeated failures; sign-up and password reset are rate-limited per address and per account (django-ratelimit,
+counted in the cache)."""
+
+from __future__ import annotations
+
+from axes.backends import AxesStandaloneBackend
+from django.conf import settings
+from django.contrib.auth.views import PasswordResetView
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django_ratelimit.core import is_ratelimited
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The client's address: behind the TLS proxy, the last X-Forwarded-For hop (the one the proxy itself added;
+    earlier ones are the client's to invent), else the connection's own address."""
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") if settings.BEHIND_TLS_PROXY else ""
+    return forwarded.split(",")[-1].strip() or request.META.get("REMOTE_ADDR", "")
+
+
+class LoginLimitBackend(AxesStandaloneBackend):
+    """Axes' lockout for every sign-in made by a web request; `authenticate()` without a request (management
+    commands, scripts on the server) has no client to limit, so it goes on to the next backend."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if request is None:
+            return None
+        return super().authenticate(request, username, password, **kwargs)
+
+
+def lockout_response(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
+    """What a locked-out sign-in sees (axes' AXES_LOCKOUT_CALLABLE): a page saying so and for how long."""
+    minutes = max(1, round(settings.AXES_COOLOFF_TIME.total_seconds() / 60))
+    return render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
+
+
+def rate_limited(request: HttpRequest, *, action: str, rate: str, account: str) -> bool:
+    """Count this request of `action` per client address and per account (a username or e-mail); True when either
+    went over `rate` (e.g. "5/h")."""
+    by_address = is_ratelimited(request, group=f"{action}:ip", key="ip", rate=rate, increment=True)
+    by_account = bool(account) and is_ratelimited(request, group=f"{action}:account",
+                                                  key=lambda group, request: account.strip().lower(), rate=rate,
+                                                  increment=True)
+    return by_address or by_account
+
+
+def rate_limited_response(request: HttpRequest, *, what: str) -> HttpResponse:
+    return render(request, "registration/rate_limited.html", {"what": what}, status=429)
+
+
+class PasswordResetLimitedView(PasswordResetView):
+    """Django's password reset, refusing floods of reset mails to one address or from one client."""
+
+    def post(self, request, *args, **kwargs):
+        if rate_limited(request, action="password-reset", rate=settings.PASSWORD_RESET_RATE,
+                        account=request.POST.get("email", "")):
+            return rate_limited_response(request, what="password reset requests")
+        return super().post(request, *args, **kwargs)
