@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, permissions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -16,6 +17,7 @@ from benchmarks.paper2code import PROTOCOL, TEMPLATES
 from config.api import IsOwnerOrMaintainer, user_may_change
 from config.csv_export import csv_text
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.reproducibility import run_manifest
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
                                   run_progress)
 from evaluation.services import (MAX_SAMPLES, model_register, model_update, run_cancel, run_from_upload, run_resume,
@@ -246,6 +248,20 @@ class RunVerify(APIView):
         run = get_object_or_404(EvaluationRun, pk=pk)
         run = run_verify(run=run, actor=request.user, reason=serializer.validated_data["reason"])
         return Response(RunSerializer(run).data)
+
+
+class RunManifest(APIView):
+    """The run's reproducibility record: per item the task, prompt, answer and code hashes, environment lock,
+    protocol, limits, sandbox backend, worker and verdict, with `sha256` over the canonical JSON of the rest.
+    Held-out items are listed to maintainers only; others get the public items (`scope`, `items_withheld`)."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, pk: int) -> Response:
+        run = get_object_or_404(EvaluationRun.objects.select_related("model", "version"), pk=pk)
+        release_get(name=run.version.name, user=request.user)
+        response = Response(run_manifest(run=run, user=request.user))
+        response["Content-Disposition"] = f'inline; filename="run-{run.pk}-manifest.json"'
+        return response
 
 
 class ResultSerializer(serializers.ModelSerializer):

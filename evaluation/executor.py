@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _backend: Backend | None = None
 _sessions: dict[str, Session] = {}
+_locks: dict[str, dict] = {}  # environment hash -> what it held when this worker first used it
 
 
 def limits_default() -> Limits:
@@ -63,6 +64,7 @@ def session_for(task_environment_hash: str, requirements: str) -> Session:
         if session is None:
             environment = backend.environment_build(env_hash=task_environment_hash, requirements=requirements)
             session = _sessions[task_environment_hash] = backend.session_open(environment)
+            _locks[task_environment_hash] = backend.environment_lock(environment)
         return session
 
 
@@ -71,6 +73,7 @@ def sessions_close() -> None:
         for session in _sessions.values():
             session.close()
         _sessions.clear()
+        _locks.clear()
 
 
 @dataclass(frozen=True)
@@ -78,18 +81,21 @@ class ItemRun:
     verdict: Verdict
     result: ExecResult | None
     backend: str
+    limits: Limits | None = None  # None: refused before it ran
+    environment_lock: dict | None = None
 
 
 def package_test(*, files: dict[str, bytes], test_entry_point: str, environment_hash: str, requirements: str,
                  limits: Limits | None = None) -> ItemRun:
     """Run a package's test entry point under the harness in the sandbox and classify what happened."""
     nonce = nonce_new()
+    limits = limits or limits_default()
     session = session_for(environment_hash, requirements)
     result = session.run(files={**files, **harness_files(nonce)},
-                         command=harness_command(session.environment.python, test_entry_point),
-                         limits=limits or limits_default())
+                         command=harness_command(session.environment.python, test_entry_point), limits=limits)
     harness = harness_verdict(result.stdout, nonce)
-    return ItemRun(outcome_classify(result=result, harness=harness), result, session.backend.name)
+    return ItemRun(outcome_classify(result=result, harness=harness), result, session.backend.name, limits,
+                   _locks.get(environment_hash))
 
 
 def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None) -> ItemRun:

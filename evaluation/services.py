@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import date
 from decimal import Decimal
 
@@ -13,9 +13,10 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import PROTOCOL, TEMPLATES, code_indent, extract_code, has_code_block, prompt_hash
 from benchmarks.selectors import user_is_maintainer, version_snippets
-from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
+from evaluation.reproducibility import canonical_hash
+from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.outcomes import Verdict, tail
-from evaluation.sandbox import ExecResult
+from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_scores_store
 from evaluation.selectors import item_prompt, run_items_missing, run_snippets
 
@@ -168,16 +169,35 @@ def calibration_generation(*, run: EvaluationRun, snippet: Snippet, sample: int)
                              raw_answer=calibration_answer(model=run.model, snippet=snippet))
 
 
+def environment_lock_record(*, environment_hash: str, backend: str, lock: dict, worker: str = "") -> EnvironmentLock:
+    """The stored lock of an environment as a worker found it; the same content is stored once."""
+    lock_hash = canonical_hash(lock)
+    try:
+        with transaction.atomic():
+            record, _ = EnvironmentLock.objects.get_or_create(
+                environment_hash=environment_hash, backend=backend, lock_hash=lock_hash,
+                defaults={"lock": lock, "worker": worker[:200]})
+    except IntegrityError:
+        record = EnvironmentLock.objects.get(environment_hash=environment_hash, backend=backend, lock_hash=lock_hash)
+    return record
+
+
 def outcome_record(
     *, run: EvaluationRun, snippet: Snippet, sample: int, verdict: Verdict, generation: Generation | None = None,
-    result: ExecResult | None = None, backend: str = "", worker: str = "",
+    result: ExecResult | None = None, backend: str = "", worker: str = "", limits: Limits | None = None,
+    environment_lock: dict | None = None,
 ) -> tuple[Outcome, bool]:
     """Store the outcome of an item exactly once (unique per run, snippet, sample); returns (outcome, created)."""
+    lock = None
+    if environment_lock is not None:
+        lock = environment_lock_record(environment_hash=snippet.task.environment_hash, backend=backend,
+                                       lock=environment_lock, worker=worker)
     defaults = dict(
         generation=generation, status=verdict.status, category=verdict.category, detail=verdict.detail[:2000],
         exit_code=result.exit_code if result else None, duration=result.duration if result else None,
         stdout_tail=tail(result.stdout) if result else "", stderr_tail=tail(result.stderr) if result else "",
         environment_hash=snippet.task.environment_hash, sandbox_backend=backend, worker=worker[:200],
+        environment_lock=lock, limits=asdict(limits) if limits else {},
     )
     try:
         with transaction.atomic():

@@ -7,6 +7,7 @@ Every task is idempotent (results are unique per run, snippet and sample), so a 
 from __future__ import annotations
 
 import logging
+import socket
 import time
 
 from celery import shared_task
@@ -126,5 +127,7 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
     else:
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=item_run.verdict,
                                 generation=generation, result=item_run.result, backend=item_run.backend,
-                                worker=self.request.hostname or "")
+                                worker=self.request.hostname or f"inline@{socket.gethostname()}",
+                                limits=item_run.limits,
+                                environment_lock=item_run.environment_lock)
     services.run_maybe_finish(run=run)

@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),
+    path("runs/<int:pk>/manifest.json", views.run_manifest, name="run-manifest"),
     path("operations/", views.operations, name="operations"),
     path("operations/runs/<int:pk>/resume/", views.run_resume, name="run-resume"),
 ]

@@ -6,14 +6,14 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
-from evaluation import selectors, services
+from evaluation import reproducibility, selectors, services
 from evaluation.operations import queues_status, runs_stalled, workers_status
 from evaluation.models import EvaluationRun, ModelEntry
 
@@ -127,6 +127,14 @@ def run_verify(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"Run {run.pk} is verified.")
     return redirect("run-detail", pk=run.pk)
+
+
+def run_manifest(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run's reproducibility record as a download (the same document as the API's)."""
+    run = _run_visible(request, pk)
+    response = JsonResponse(reproducibility.run_manifest(run=run, user=request.user), json_dumps_params={"indent": 1})
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-manifest.json"'
+    return response
 
 
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:

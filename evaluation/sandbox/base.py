@@ -98,6 +98,12 @@ class Backend:
     def session_open(self, environment: Environment) -> Session:
         raise NotImplementedError
 
+    def environment_lock(self, environment: Environment) -> dict:
+        """What the built environment holds, for reproducibility records; here: a venv's installed distributions."""
+        from evaluation.sandbox.lock import venv_lock
+
+        return venv_lock(Path(environment.location))
+
     @contextlib.contextmanager
     def session(self, environment: Environment) -> Iterator[Session]:
         session = self.session_open(environment)

@@ -37,6 +37,7 @@ from docker.utils.socket import frames_iter
 from evaluation.sandbox.base import (
     Backend, Environment, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session,
 )
+from evaluation.sandbox.lock import image_lock
 
 ENV_REPOSITORY = "rcb-env"
 PYTHON = "/opt/env/bin/python"
@@ -373,6 +374,10 @@ class DockerBackend(Backend):
                         api.remove_container(container["Id"], force=True)
                         removed += 1
         return removed
+
+    def environment_lock(self, environment: Environment) -> dict:
+        with engine_errors(f"reading image {environment.location}"):
+            return image_lock(self.client().images.get(environment.location), tag=environment.location)
 
     def session_open(self, environment: Environment) -> Session:
         return DockerSession(self, environment)

@@ -1,0 +1,133 @@
+"""The reproducibility record of a run (a manifest with a hash over it) and the re-execution of its items."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from benchmarks.models import VersionTask
+from benchmarks.selectors import user_is_maintainer
+from evaluation.models import EvaluationRun, Outcome
+
+MANIFEST_FORMAT = "rcb-run-manifest/1"
+
+
+def canonical_json(value) -> str:
+    """The one JSON spelling of `value` that hashes agree on: sorted keys, no spaces, UTF-8, dates as ISO text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def canonical_hash(value) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def run_outcomes(run: EvaluationRun) -> QuerySet[Outcome]:
+    return (Outcome.objects.filter(run=run)
+            .select_related("snippet__task__paper", "generation", "environment_lock")
+            .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
+
+
+def manifest_outcomes(*, run: EvaluationRun, user) -> tuple[list[Outcome], int]:
+    """The outcomes a user may see in a run's manifest, and how many were withheld.
+
+    Held-out items are private (DESIGN.md, Splits): only maintainers get them; everyone else gets the public split.
+    """
+    # Issue 10 item 2 moves "who may see an item" into one visibility selector; use it here once it lands.
+    outcomes = list(run_outcomes(run))
+    if user_is_maintainer(user=user):
+        return outcomes, 0
+    public = set(VersionTask.objects.filter(version=run.version_id, split=VersionTask.Split.PUBLIC)
+                 .values_list("task_id", flat=True))
+    visible = [o for o in outcomes if o.snippet.task_id in public]
+    return visible, len(outcomes) - len(visible)
+
+
+def _item(outcome: Outcome, run: EvaluationRun) -> dict:
+    snippet, generation, lock = outcome.snippet, outcome.generation, outcome.environment_lock
+    return {
+        "item": snippet.pk, "sample": outcome.sample, "paper": snippet.task.paper.slug,
+        "file": snippet.file_path, "snippet": snippet.name,
+        "task_content_hash": snippet.task.content_hash,
+        "prompt_hash": generation.prompt_hash if generation else None,
+        "answer_hash": _sha256(generation.raw_answer) if generation else None,
+        "code_hash": _sha256(generation.extracted_code) if generation else None,
+        "environment_hash": outcome.environment_hash,
+        "environment_lock": lock.lock_hash if lock else None,
+        "protocol": run.protocol, "limits": outcome.limits, "sandbox_backend": outcome.sandbox_backend,
+        "worker": outcome.worker, "verdict": {"status": outcome.status, "category": outcome.category},
+    }
+
+
+def run_manifest(*, run: EvaluationRun, user) -> dict:
+    """Per item what went in (task, prompt, answer, environment, limits) and what came out, hashed as a whole.
+
+    `sha256` is the hash of the canonical JSON of every other key, so anyone can recompute it.
+    """
+    outcomes, withheld = manifest_outcomes(run=run, user=user)
+    locks = {o.environment_lock.lock_hash: o.environment_lock.lock for o in outcomes if o.environment_lock}
+    body = {
+        "format": MANIFEST_FORMAT,
+        "run": {"id": run.pk, "model": run.model.name, "model_kind": run.model.kind, "release": run.version.name,
+                "release_manifest_hash": run.version.manifest_hash, "protocol": run.protocol,
+                "with_paper": run.with_paper, "samples": run.samples, "params": run.params,
+                "provenance": run.provenance, "status": run.status, "finished_at": run.finished_at},
+        "scope": "all items" if not withheld else "public items only",
+        "items_withheld": withheld,
+        "items": [_item(o, run) for o in outcomes],
+        "environments": dict(sorted(locks.items())),
+    }
+    body = json.loads(canonical_json(body))  # JSON-native (dates as text), so a re-encoded copy hashes the same
+    return {**body, "sha256": canonical_hash(body)}
+
+
+def manifest_verify(manifest: dict) -> bool:
+    """Whether a manifest's `sha256` matches the rest of it."""
+    body = {key: value for key, value in manifest.items() if key != "sha256"}
+    return manifest.get("sha256") == canonical_hash(body)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One item executed again: the stored verdict against the new one."""
+
+    outcome: Outcome
+    status: str
+    category: str
+    detail: str
+    environment_lock: str | None  # lock hash of the environment it ran in now
+
+    @property
+    def agrees(self) -> bool:
+        return (self.status, self.category) == (self.outcome.status, self.outcome.category)
+
+    @property
+    def same_environment(self) -> bool | None:
+        stored = self.outcome.environment_lock.lock_hash if self.outcome.environment_lock else None
+        return None if stored is None or self.environment_lock is None else stored == self.environment_lock
+
+
+def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
+    """Execute every recorded item of the run again with its stored code and compare verdicts; stores nothing.
+
+    Infrastructure failures now are reported as an `error` verdict, as a worker would record them.
+    """
+    from evaluation.executor import item_execute
+    from evaluation.sandbox import EnvironmentBuildError, SandboxError
+
+    for outcome in run_outcomes(run):
+        code = outcome.generation.extracted_code if outcome.generation else ""
+        try:
+            item_run = item_execute(snippet=outcome.snippet, code=code)
+        except (EnvironmentBuildError, SandboxError) as exc:
+            yield Agreement(outcome, Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, str(exc), None)
+            continue
+        lock = canonical_hash(item_run.environment_lock) if item_run.environment_lock is not None else None
+        yield Agreement(outcome, item_run.verdict.status, item_run.verdict.category, item_run.verdict.detail, lock)
