@@ -42,6 +42,8 @@ def _request(client, caller: str, method: str, url: str, world: dict):
         upload = SimpleUploadedFile("answers.jsonl", reference_answers(world["release"]))
         return client.post(url, {"file": upload, "model": world["model"].name, "release": release},
                            format="multipart")
+    if method == "post-verify":
+        return client.post(url, {"reason": f"checked by {caller}"}, format="json")
     return getattr(client, method)(url)
 
 
@@ -57,6 +59,7 @@ READS = [
     ("get", "/api/v1/models/"),
     ("get", "/api/v1/models/{model}/"),
     ("get", "/api/v1/runs/{run}/"),
+    ("get", "/api/v1/runs/{run}/manifest/"),
     ("get", "/api/v1/schema/"),
     ("get", "/api/v1/docs/"),
 ]
@@ -68,6 +71,8 @@ WRITES = [
     ("post", "/api/v1/runs/{run}/cancel/", OWNER_OR_MAINTAINER),
     ("post", "/api/v1/runs/{run}/resume/", OWNER_OR_MAINTAINER),
     ("get", "/api/v1/runs/{run}/results/", OWNER_OR_MAINTAINER),
+    # The maintainer passes the permission check; the queued run is what is refused.
+    ("post-verify", "/api/v1/runs/{run}/verify/", {"anonymous": 401, "owner": 403, "other": 403, "maintainer": 400}),
 ]
 CASES = ([(method, url, caller, EVERYONE[caller]) for method, url in READS for caller in CALLERS]
          + [(method, url, caller, expected[caller]) for method, url, expected in WRITES for caller in CALLERS])
@@ -82,7 +87,7 @@ def test_permission(clients, world, method, url, caller, expected):
     assert response.status_code == expected, response.content[:500]
     if expected >= 400:
         error = response.json()["error"]
-        assert error["code"] == {401: "not_authenticated", 403: "permission_denied"}[expected]
+        assert error["code"] == {400: "invalid", 401: "not_authenticated", 403: "permission_denied"}[expected]
         assert error["message"]
 
 
