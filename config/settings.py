@@ -170,6 +170,12 @@ CELERY_TASK_ROUTES = {
     "evaluation.tasks.item_generate": {"queue": "llm"},
     "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
     "submissions.tasks.revision_validate": {"queue": "sandbox"},
+    "evaluation.tasks.environments_prune": {"queue": "sandbox"},
+}
+# For `celery -A config beat`: the daily clean-up (or run `manage.py cleanup` from cron on every worker host).
+CELERY_BEAT_SCHEDULE = {
+    "drafts-prune": {"task": "submissions.tasks.drafts_prune", "schedule": 24 * 3600},
+    "environments-prune": {"task": "evaluation.tasks.environments_prune", "schedule": 24 * 3600},
 }
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # An unacknowledged task (its worker died) is redelivered after this many seconds.
@@ -241,6 +247,14 @@ SUBMISSION_MAX_FILES = env.int("SUBMISSION_MAX_FILES", default=5000)
 SUBMISSION_MAX_FILE_BYTES = env.int("SUBMISSION_MAX_FILE_BYTES", default=50 * 1024 * 1024)
 SUBMISSION_CLONE_TIMEOUT = env.int("SUBMISSION_CLONE_TIMEOUT", default=120)
 SUBMISSION_MAX_REPO_BYTES = env.int("SUBMISSION_MAX_REPO_BYTES", default=200 * 1024 * 1024)
+# Per author (maintainers exempt): bytes of files their submissions keep, and distinct environments (requirement
+# sets) their revisions of the last SANDBOX_ENVIRONMENT_UNUSED_DAYS need.
+SUBMISSION_USER_MAX_BYTES = env.int("SUBMISSION_USER_MAX_BYTES", default=1024 * 1024 * 1024)
+SUBMISSION_USER_MAX_ENVIRONMENTS = env.int("SUBMISSION_USER_MAX_ENVIRONMENTS", default=10)
+# Clean-up (`manage.py cleanup`, or the Celery tasks of CELERY_BEAT_SCHEDULE): drafts never submitted that hold no
+# files, untouched this many days, are deleted; environments no run used this many days are removed from the host.
+SUBMISSION_DRAFT_ABANDONED_DAYS = env.int("SUBMISSION_DRAFT_ABANDONED_DAYS", default=30)
+SANDBOX_ENVIRONMENT_UNUSED_DAYS = env.int("SANDBOX_ENVIRONMENT_UNUSED_DAYS", default=30)
 # Hosts exempt from the private-network refusal of git URLs (tests, or an internal forge).
 SUBMISSION_GIT_ALLOWED_HOSTS = env.list("SUBMISSION_GIT_ALLOWED_HOSTS", default=[])
 # A pasted paper text can run to a few MB.

@@ -61,10 +61,14 @@ def session_for(task_environment_hash: str, requirements: str) -> Session:
     backend = backend_current()
     with _lock:
         session = _sessions.get(task_environment_hash)
+        if session is not None and not backend.environment_kept(env_hash=task_environment_hash):
+            session.close()  # the clean-up removed it since: build it again
+            session = None
         if session is None:
             environment = backend.environment_build(env_hash=task_environment_hash, requirements=requirements)
             session = _sessions[task_environment_hash] = backend.session_open(environment)
             _locks[task_environment_hash] = backend.environment_lock(environment)
+        backend.environment_used(env_hash=task_environment_hash)
         return session
 
 

@@ -131,3 +131,14 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
                                 limits=item_run.limits,
                                 environment_lock=item_run.environment_lock)
     services.run_maybe_finish(run=run)
+
+
+@shared_task
+def environments_prune() -> list[str]:
+    """Periodic (CELERY_BEAT_SCHEDULE, queue sandbox): remove the environments of the worker host that takes it which
+    no run used for SANDBOX_ENVIRONMENT_UNUSED_DAYS (with several hosts, run `manage.py cleanup` on each)."""
+    from evaluation.executor import backend_current
+
+    removed = backend_current().environments_prune(unused_seconds=settings.SANDBOX_ENVIRONMENT_UNUSED_DAYS * 86400)
+    logger.info("removed %d unused environment(s): %s", len(removed), ", ".join(h[:12] for h in removed))
+    return removed

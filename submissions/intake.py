@@ -86,7 +86,8 @@ def limits_default() -> Limits:
     return Limits(**{f.name: getattr(settings, f"SUBMISSION_{f.name.upper()}", f.default) for f in fields(Limits)})
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
+    """A byte count as people read it: 1.5 MB, 2 GB."""
     for unit, factor in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
         if n >= factor:
             value = n / factor
@@ -159,8 +160,8 @@ class _Package:
 
     def size_check(self, name: str, size: int) -> None:
         if size > self.limits.max_file_bytes:
-            raise IntakeError(f"{self.where}: entry '{name}' is {_size(size)} unpacked, over the limit "
-                              f"of {_size(self.limits.max_file_bytes)} per file")
+            raise IntakeError(f"{self.where}: entry '{name}' is {size_text(size)} unpacked, over the limit "
+                              f"of {size_text(self.limits.max_file_bytes)} per file")
 
     def reserve(self, name: str, size: int) -> None:
         """Refuse an entry before reading it when its declared size already breaks a limit."""
@@ -169,7 +170,7 @@ class _Package:
             raise self.too_large()
 
     def too_large(self) -> IntakeError:
-        return IntakeError(f"{self.where} unpacks to more than {_size(self.limits.max_unpacked_bytes)} "
+        return IntakeError(f"{self.where} unpacks to more than {size_text(self.limits.max_unpacked_bytes)} "
                            f"(the limit for unpacked files)")
 
     def read(self, stream: BinaryIO, name: str, declared: int) -> bytes:
@@ -181,11 +182,11 @@ class _Package:
             # The declared size passed the limits, so stopping one chunk past it stops at the limits.
             if count > declared:
                 raise IntakeError(f"{self.where}: entry '{name}' holds more data than its declared size "
-                                  f"({_size(declared)}); the archive is corrupt or forged")
+                                  f"({size_text(declared)}); the archive is corrupt or forged")
             chunks.append(chunk)
         if count != declared:
-            raise IntakeError(f"{self.where}: entry '{name}' holds {_size(count)}, not its declared size "
-                              f"{_size(declared)}; the archive is corrupt or forged")
+            raise IntakeError(f"{self.where}: entry '{name}' holds {size_text(count)}, not its declared size "
+                              f"{size_text(declared)}; the archive is corrupt or forged")
         self.unpacked += count
         return b"".join(chunks)
 
@@ -298,7 +299,7 @@ def _upload_read(data: bytes | BinaryIO, *, filename: str, limit: int) -> bytes:
     else:
         declared = getattr(data, "size", None)  # Django's UploadedFile knows its size
         if isinstance(declared, int) and declared > limit:
-            raise IntakeError(f"{filename} is {_size(declared)}, over the limit of {_size(limit)} for archives")
+            raise IntakeError(f"{filename} is {size_text(declared)}, over the limit of {size_text(limit)} for archives")
         start = data.tell() if getattr(data, "seekable", lambda: False)() else None
         raw = data.read(limit + 1)
         if start is not None:
@@ -306,7 +307,7 @@ def _upload_read(data: bytes | BinaryIO, *, filename: str, limit: int) -> bytes:
         if not isinstance(raw, bytes):
             raise TypeError("archive_files needs a binary file (opened with 'rb')")
     if len(raw) > limit:
-        raise IntakeError(f"{filename} is larger than {_size(limit)}, the limit for archives")
+        raise IntakeError(f"{filename} is larger than {size_text(limit)}, the limit for archives")
     return raw
 
 
@@ -831,7 +832,7 @@ class _Clone:
                            f"(the limit); stopped")
 
     def _too_large(self) -> IntakeError:
-        return IntakeError(f"the repository at {self.url} is larger than {_size(self.limits.max_repo_bytes)} "
+        return IntakeError(f"the repository at {self.url} is larger than {size_text(self.limits.max_repo_bytes)} "
                            f"(the limit for fetched repositories); stopped")
 
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import transaction
+from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services import blob_store, task_store, version_draft_create, version_task_set
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationReport
 from submissions.packages import revision_package
+from submissions.quotas import environments_check, stored_bytes_check
 
 State = Submission.State
 
@@ -81,10 +85,23 @@ def _require_author(submission: Submission, actor) -> None:
 
 
 @transaction.atomic
-def submission_create(*, author) -> Submission:
+def submission_create(*, author, values: dict | None = None) -> Submission:
+    """A new submission; the form makes it on its first save (`values`: that step's draft values), so that opening
+    the form leaves nothing behind."""
     if not author.is_authenticated:
         raise PermissionDenied("sign in to submit a paper")
-    return Submission.objects.create(author=author)
+    values = values or {}
+    return Submission.objects.create(author=author, draft=values, title=values.get("metadata", {}).get("title", ""))
+
+
+@transaction.atomic
+def drafts_abandoned_remove(*, older_than: timedelta) -> int:
+    """Delete drafts that were never submitted and hold no files, untouched for `older_than`; how many."""
+    abandoned = Submission.objects.filter(state=State.DRAFT, revisions__isnull=True,
+                                          updated_at__lt=timezone.now() - older_than)
+    ids = [pk for pk, draft in abandoned.values_list("pk", "draft") if not (draft or {}).get("files")]
+    Submission.objects.filter(pk__in=ids).delete()
+    return len(ids)
 
 
 @transaction.atomic
@@ -112,6 +129,7 @@ def _revision_create(submission: Submission, *, note: str = "") -> Revision:
     if problems:
         raise TransitionError("the submission is incomplete: " + "; ".join(problems))
     draft = submission.draft
+    environments_check(submission=submission, requirements=draft.get("requirements", ""))
     number = (submission.revisions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
     revision = Revision.objects.create(
         submission=submission, number=number, metadata=draft["metadata"], files=draft["files"],
@@ -237,7 +255,9 @@ def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: st
     from submissions.packages import PAPER_FILES
 
     files = {p: h for p, h in (submission.draft.get("files") or {}).items() if p not in PAPER_FILES}
-    files.update(draft_files_store({paper_path: text.encode("utf-8")}))
+    paper = {paper_path: text.encode("utf-8")}
+    stored_bytes_check(submission=submission, new=paper, kept=files.values())
+    files.update(draft_files_store(paper))
     return draft_update(submission=submission, actor=actor, values={"files": files, "paper_path": paper_path})
 
 
@@ -248,9 +268,11 @@ def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], s
 
     whole = pset_archive_draft(files)
     if whole is not None:
+        stored_bytes_check(submission=submission, new=whole["package_files"], kept=())
         stored = draft_files_store(whole.pop("package_files"))
         return draft_update(submission=submission, actor=actor, values={**whole, "files": stored, "source": source})
     kept = {p: h for p, h in (submission.draft.get("files") or {}).items() if p in PAPER_FILES}
+    stored_bytes_check(submission=submission, new=files, kept=kept.values())
     stored = {**draft_files_store(files), **kept}
     chosen = {key: [p for p in submission.draft.get(key) or [] if p in stored]
               for key in ("annotated_paths", "context_paths")}
@@ -265,7 +287,9 @@ def draft_files_choose(*, submission: Submission, actor, annotated_paths: list[s
 
     files = dict(submission.draft.get("files") or {})
     if requirements.strip():
-        files.update(draft_files_store({REQUIREMENTS_FILE: requirements.encode("utf-8")}))
+        new = {REQUIREMENTS_FILE: requirements.encode("utf-8")}
+        stored_bytes_check(submission=submission, new=new, kept=[h for p, h in files.items() if p not in new])
+        files.update(draft_files_store(new))
     return draft_update(submission=submission, actor=actor, values={
         "annotated_paths": annotated_paths, "context_paths": context_paths, "test_entry_point": test_entry_point,
         "requirements": requirements, "files": files})

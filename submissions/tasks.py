@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
@@ -138,3 +139,11 @@ def _validate(report, revision, files: dict[str, bytes], annotated: dict) -> str
                     _set(report, f"{kind}:{path}:{s.index}", Status.PASSED,
                          f"failed as it should ({run.verdict.category})", time.monotonic() - started)
     return Status.PASSED if ok else Status.FAILED
+
+
+@shared_task
+def drafts_prune() -> int:
+    """Periodic (CELERY_BEAT_SCHEDULE): delete abandoned empty drafts."""
+    removed = services.drafts_abandoned_remove(older_than=timedelta(days=settings.SUBMISSION_DRAFT_ABANDONED_DAYS))
+    logger.info("deleted %d abandoned empty draft(s)", removed)
+    return removed

@@ -23,6 +23,7 @@ from submissions import forms, selectors, services
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
 from submissions.packages import draft_problems
+from submissions.quotas import QuotaExceeded
 
 STEPS = [("details", "Paper details"), ("paper", "Paper text"), ("code", "Code"), ("files", "Files and tests")]
 
@@ -51,10 +52,15 @@ def submission_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
 def submission_new(request: HttpRequest) -> HttpResponse:
-    submission = services.submission_create(author=request.user)
-    return redirect("submission-step", pk=submission.pk, step="details")
+    """The form's first step; the submission is created when it is first saved, so an opened form costs nothing."""
+    form = forms.MetadataForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        submission = services.submission_create(author=request.user, values=form.draft_values())
+        return _go(request, reverse("submission-step", args=[submission.pk, "paper"]))
+    context = {"submission": None, "form": form, "step": "details", "steps": STEPS, "files": [],
+               "post_url": reverse("submission-new")}
+    return render(request, "submissions/_step.html" if request.htmx else "submissions/step.html", context)
 
 
 def _go(request: HttpRequest, url: str) -> HttpResponse:
@@ -128,6 +134,8 @@ def submission_step(request: HttpRequest, pk: int, step: str) -> HttpResponse:
             form.add_error("archive" if form.cleaned_data.get("source") == "archive" else "git_url", str(exc))
         except PackageError as exc:
             form.add_error("archive", "The problem set in the archive is not valid:\n" + str(exc))
+        except QuotaExceeded as exc:
+            form.add_error(None, str(exc))
         else:
             names = [name for name, _ in STEPS]
             following = names[names.index(step) + 1] if step != names[-1] else None
@@ -135,7 +143,8 @@ def submission_step(request: HttpRequest, pk: int, step: str) -> HttpResponse:
                    else reverse("submission-detail", args=[pk]))
             return _go(request, url)
     context = {"submission": submission, "form": form, "step": step, "steps": STEPS,
-               "files": sorted(submission.draft.get("files") or {})}
+               "files": sorted(submission.draft.get("files") or {}),
+               "post_url": reverse("submission-step", args=[pk, step])}
     template = "submissions/_step.html" if request.htmx else "submissions/step.html"
     return render(request, template, context)
 
@@ -189,7 +198,7 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
             return redirect("submission-step", pk=pk, step="details")
         else:
             raise PermissionDenied(f"unknown action {action}")
-    except services.TransitionError as exc:
+    except (services.TransitionError, QuotaExceeded) as exc:
         messages.error(request, str(exc))
     return redirect("submission-detail", pk=pk)
 

@@ -168,7 +168,7 @@ def test_an_archive_uploaded_to_a_submission_is_stored_in_the_bucket(s3, client,
 
     files = demo_files()
     client.force_login(author)
-    client.post(reverse("submission-new"))
+    client.post(reverse("submission-new"), {"title": "DampNest"})
     submission = Submission.objects.get(author=author)
     response = client.post(reverse("submission-step", args=[submission.pk, "code"]),
                            {"source": "archive", "archive": zip_of(files)})

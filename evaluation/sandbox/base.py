@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,31 @@ class Backend:
     def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
         """Build (once per hash, reused afterwards) the environment with these requirements installed."""
         raise NotImplementedError
+
+    def environment_remove(self, *, env_hash: str) -> bool:
+        """Delete the built environment of `env_hash` from this host (rebuilt if needed again); False if it is in
+        use and stays."""
+        raise NotImplementedError
+
+    def environment_used(self, *, env_hash: str) -> None:
+        """Note that a run used `env_hash` now (its marker's time is its last use)."""
+        marker = self.cache_dir / "used" / env_hash
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+    def environment_kept(self, *, env_hash: str) -> bool:
+        """False once `environments_prune` removed it (a warm session of it must then be reopened)."""
+        return (self.cache_dir / "used" / env_hash).exists()
+
+    def environments_prune(self, *, unused_seconds: float) -> list[str]:
+        """Remove the environments no run used for `unused_seconds`; their hashes."""
+        folder, removed = self.cache_dir / "used", []
+        cutoff = time.time() - unused_seconds
+        for marker in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if marker.stat().st_mtime < cutoff and self.environment_remove(env_hash=marker.name):
+                marker.unlink(missing_ok=True)
+                removed.append(marker.name)
+        return removed
 
     def orphans_remove(self, *, older_than: float) -> int:
         """Remove sandboxes left by a killed worker (older than any run may last); returns how many."""

@@ -28,7 +28,7 @@ from typing import IO
 
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
 from evaluation.sandbox.process import files_write, process_run, rlimits
-from evaluation.sandbox.venv import venv_build
+from evaluation.sandbox.venv import venv_build, venv_remove
 
 logger = logging.getLogger(__name__)
 
@@ -367,6 +367,9 @@ class BwrapBackend(Backend):
     def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
         return venv_build(cache_dir=self.cache_dir / "venvs", backend=self.name, env_hash=env_hash,
                           requirements=requirements)
+
+    def environment_remove(self, *, env_hash: str) -> bool:
+        return venv_remove(cache_dir=self.cache_dir / "venvs", env_hash=env_hash)
 
     def session_open(self, environment: Environment) -> Session:
         self._etc_write()

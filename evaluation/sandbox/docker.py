@@ -324,6 +324,24 @@ class DockerBackend(Backend):
         return Environment(hash=env_hash, backend=self.name, location=tag, python=PYTHON,
                            build_log=log_path.read_text() if log_path.exists() else "")
 
+    def environment_remove(self, *, env_hash: str) -> bool:
+        """Untag and delete the environment's image; an image a container still uses stays."""
+        folder = self.cache_dir / "images"
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f"{env_hash}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            with engine_errors(f"removing the environment {env_hash[:20]}"):
+                try:
+                    self.client().images.remove(f"{ENV_REPOSITORY}:{env_hash[:20]}")
+                except docker.errors.ImageNotFound:
+                    pass
+                except docker.errors.APIError as exc:
+                    if exc.status_code == 409:  # a container of it exists: in use
+                        return False
+                    raise
+            (folder / f"{env_hash}.log").unlink(missing_ok=True)
+        return True
+
     def _image(self, tag: str):
         try:
             return self.client().images.get(tag)

@@ -27,6 +27,17 @@ def venv_build(*, cache_dir: Path, backend: str, env_hash: str, requirements: st
                        build_log=log_path.read_text() if log_path.exists() else "")
 
 
+def venv_remove(*, cache_dir: Path, env_hash: str) -> bool:
+    """Delete the venv of `env_hash` and its log, under the build lock (a build of it waits, then rebuilds)."""
+    if not (cache_dir / env_hash).exists():
+        return True
+    with open(cache_dir / f"{env_hash}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        shutil.rmtree(cache_dir / env_hash, ignore_errors=True)
+        (cache_dir / f"{env_hash}.log").unlink(missing_ok=True)
+    return True
+
+
 def _build(target: Path, requirements: str, log_path: Path) -> None:
     staging = target.with_name(target.name + ".building")
     shutil.rmtree(staging, ignore_errors=True)

@@ -59,7 +59,7 @@ def test_submit_validate_review_revise_accept(browser_page, live_server, media_r
     page.get_by_label("Password confirmation").fill("a-long-pass-phrase-9")
     shot(page, "01-signup")
     page.get_by_role("button", name="Create account").click()
-    page.get_by_role("button", name="Submit a new paper").click()
+    page.get_by_role("link", name="Submit a new paper").click()
     page.get_by_label("Title").fill("DampNest: Curvature-Damped Momentum")
     page.get_by_label("Venue").fill("DEMO2025")
     shot(page, "02-details")

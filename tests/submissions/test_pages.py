@@ -117,13 +117,13 @@ def eager():
 def test_the_form_in_steps_from_an_archive_to_validation(client, author, media_root, sandbox, eager,
                                                           django_capture_on_commit_callbacks):
     client.force_login(author)
-    client.post(reverse("submission-new"))
+    client.post(reverse("submission-new"), {"title": "DampNest"})
     submission = Submission.objects.get(author=author)
     step = lambda name: reverse("submission-step", args=[submission.pk, name])  # noqa: E731
 
     response = client.post(step("details"), {"title": "DampNest", "venue": "DEMO2025",
                                               "first_commit_date": "2025-01-20"})
-    assert response.status_code == 302 and response.url == step("paper")
+    assert response.status_code == 302 and response.url == step("paper")  # the first step again: saved the same
     files = demo_files()
     paper = io.BytesIO(files.pop("paper2code_paper.md"))
     paper.name = "paper.md"
@@ -153,7 +153,7 @@ def test_a_whole_problem_set_archive_fills_every_step(client, author, media_root
     from tests.conftest import DEMO_PSET
 
     client.force_login(author)
-    client.post(reverse("submission-new"))
+    client.post(reverse("submission-new"), {"title": "DampNest"})
     submission = Submission.objects.get(author=author)
     papers = (DEMO_PSET / "papers.yaml").read_text()
     entry = "- id: dampnest" + papers.split("- id: dampnest")[1].split("\n- id:")[0]
