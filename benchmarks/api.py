@@ -12,11 +12,15 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
 from benchmarks.models import BenchmarkVersion, Snippet
-from benchmarks.paper2code import PROTOCOL
-from benchmarks.selectors import (blob_read, snippet_masked_file, snippet_prompt, version_get, version_snippets,
-                                  versions_visible)
+from benchmarks.paper2code import Protocol
+from benchmarks.selectors import (blob_read, protocol_get, snippet_masked_file, snippet_prompt, version_get,
+                                  version_snippets, versions_visible)
+from benchmarks.services import release_items_jsonl, sha256_hex, version_settings
 
 DOWNLOAD_TYPES = {".zip": "application/zip", ".jsonl": "application/x-ndjson"}
+
+
+PROTOCOL_PARAMETER = OpenApiParameter("protocol", str, description="A prompt protocol's name (default: the release's).")
 
 
 def release_get(*, name: str, user) -> BenchmarkVersion:
@@ -25,6 +29,11 @@ def release_get(*, name: str, user) -> BenchmarkVersion:
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise Http404(f"no release {name}")
     return version
+
+
+def request_protocol(request, version: BenchmarkVersion) -> Protocol:
+    """The protocol named by `?protocol=` (UnknownProtocol, a 400, if none has that name), else the release's."""
+    return protocol_get(name=request.query_params.get("protocol") or version.protocol_id)
 
 
 class DownloadSerializer(serializers.Serializer):
@@ -38,11 +47,17 @@ class ReleaseSerializer(serializers.ModelSerializer):
     previous = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     task_count = serializers.IntegerField(read_only=True)
     downloads = serializers.SerializerMethodField()
+    settings = serializers.SerializerMethodField()
 
     class Meta:
         model = BenchmarkVersion
         fields = ["name", "status", "notes", "manifest_hash", "previous", "changelog", "task_count", "downloads",
-                  "published_at", "deprecated_at", "deprecation_note"]
+                  "settings", "published_at", "deprecated_at", "deprecation_note"]
+
+    @extend_schema_field(serializers.DictField())
+    def get_settings(self, version: BenchmarkVersion) -> dict:
+        """Default prompt protocol and the limits of one test run that every run on the release uses."""
+        return version_settings(version=version)
 
     @extend_schema_field(serializers.DictField(child=DownloadSerializer()))
     def get_downloads(self, version: BenchmarkVersion) -> dict:
@@ -68,7 +83,7 @@ class ItemSerializer(serializers.ModelSerializer):
         fields = ["id", "paper", "file", "snippet", "loc", "depth", "masked_code"]
 
     def get_masked_code(self, snippet: Snippet) -> str:
-        return snippet_masked_file(snippet=snippet)
+        return snippet_masked_file(snippet=snippet, protocol=self.context["protocol"])
 
 
 class ItemDetailSerializer(ItemSerializer):
@@ -79,11 +94,12 @@ class ItemDetailSerializer(ItemSerializer):
         fields = [*ItemSerializer.Meta.fields, "protocol", "prompt"]
 
     def get_protocol(self, snippet: Snippet) -> str:
-        return PROTOCOL
+        return self.context["protocol"].name
 
     def get_prompt(self, snippet: Snippet) -> str:
         files = {path: blob_read(sha256=digest) for path, digest in snippet.task.files.items()}
-        return snippet_prompt(snippet=snippet, files=files, with_paper=self.context["with_paper"], protocol=PROTOCOL)
+        return snippet_prompt(snippet=snippet, files=files, with_paper=self.context["with_paper"],
+                              protocol=self.context["protocol"])
 
 
 class ReleaseList(generics.ListAPIView):
@@ -116,6 +132,8 @@ class IgnoreClientContentNegotiation(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+@extend_schema(parameters=[OpenApiParameter("protocol", str, description=(
+    "Items only: a prompt protocol's name; another than the release's is built on request, not the hashed file."))])
 class ReleaseDownload(APIView):
     """A release file (the public problem set as zip, or every item as JSONL), byte for byte as hashed."""
 
@@ -127,14 +145,21 @@ class ReleaseDownload(APIView):
         entry = version.downloads.get(kind)
         if entry is None:
             raise Http404(f"release {name} has no download {kind!r}; it has: {', '.join(version.downloads)}")
-        suffix = "." + entry["filename"].rsplit(".", 1)[-1]
-        response = HttpResponse(blob_read(sha256=entry["sha256"]),
-                                content_type=DOWNLOAD_TYPES.get(suffix, "application/octet-stream"))
-        response["Content-Disposition"] = f'attachment; filename="{entry["filename"]}"'
-        response["X-Content-SHA256"] = entry["sha256"]
+        filename, digest = entry["filename"], entry["sha256"]
+        protocol = request_protocol(request, version)
+        if kind == "items" and protocol.name != version.protocol_id:
+            data = release_items_jsonl(version=version, protocol=protocol)
+            filename, digest = filename.replace("-items.jsonl", f"-items-{protocol.name}.jsonl"), sha256_hex(data)
+        else:
+            data = blob_read(sha256=digest)
+        suffix = "." + filename.rsplit(".", 1)[-1]
+        response = HttpResponse(data, content_type=DOWNLOAD_TYPES.get(suffix, "application/octet-stream"))
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        response["X-Content-SHA256"] = digest
         return response
 
 
+@extend_schema(parameters=[PROTOCOL_PARAMETER])
 class ItemList(generics.ListAPIView):
     """The release's items (snippets less retired ones) with the masked file; ids are what uploads refer to."""
 
@@ -143,8 +168,15 @@ class ItemList(generics.ListAPIView):
     def get_queryset(self):
         return version_snippets(version=release_get(name=self.kwargs["name"], user=self.request.user))
 
+    def get_serializer_context(self) -> dict:
+        if getattr(self, "swagger_fake_view", False):  # the schema generator has no release
+            return super().get_serializer_context()
+        version = release_get(name=self.kwargs["name"], user=self.request.user)
+        return {**super().get_serializer_context(), "protocol": request_protocol(self.request, version)}
 
-@extend_schema(parameters=[OpenApiParameter("with_paper", bool, description="Include the paper (default true).")])
+
+@extend_schema(parameters=[OpenApiParameter("with_paper", bool, description="Include the paper (default true)."),
+                           PROTOCOL_PARAMETER])
 class ItemDetail(generics.RetrieveAPIView):
     """One item with its full prompt (FORMAT.md sections 5-6)."""
 
@@ -156,5 +188,9 @@ class ItemDetail(generics.RetrieveAPIView):
         return get_object_or_404(version_snippets(version=version), pk=self.kwargs["item_id"])
 
     def get_serializer_context(self) -> dict:
+        if getattr(self, "swagger_fake_view", False):  # the schema generator has no release
+            return super().get_serializer_context()
+        version = release_get(name=self.kwargs["name"], user=self.request.user)
         with_paper = self.request.query_params.get("with_paper", "true").lower() not in ("false", "0", "no")
-        return {**super().get_serializer_context(), "with_paper": with_paper}
+        return {**super().get_serializer_context(), "with_paper": with_paper,
+                "protocol": request_protocol(self.request, version)}

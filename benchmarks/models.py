@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+
+from benchmarks.paper2code import CONTEXT_JOINS, MASKINGS, PROTOCOL, Protocol
 
 
 class Paper(models.Model):
@@ -92,6 +95,30 @@ class Snippet(models.Model):
         return f"{self.task} {self.file_path}:{self.name}"
 
 
+class PromptProtocol(models.Model):
+    """A prompt template with the layout of its code part; never edited, since published numbers depend on it."""
+
+    name = models.CharField(max_length=20, unique=True, validators=[RegexValidator(
+        r"^[a-z0-9][a-z0-9.-]*$", "lower-case letters, digits, dots and hyphens, starting with a letter or digit")])
+    template = models.TextField(help_text="string.Template text: $paper, $code, $name, $loc; $$ for a dollar.")
+    template_without_paper = models.TextField(blank=True, help_text="For the ablation; blank: the template with "
+                                                                    "$paper saying the paper is not given.")
+    masking = models.CharField(max_length=20, default="standard", choices=[(m, m) for m in MASKINGS])
+    masked_header = models.BooleanField(default=True, help_text='"## <path>" before the masked file.')
+    context_join = models.CharField(max_length=20, default="standard", choices=[(c, c) for c in CONTEXT_JOINS])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def as_protocol(self) -> Protocol:
+        return Protocol(name=self.name, template=self.template, template_without_paper=self.template_without_paper,
+                        masking=self.masking, masked_header=self.masked_header, context_join=self.context_join)
+
+
 class BenchmarkVersion(models.Model):
     """A set of tasks: curated while draft, frozen by a manifest hash once published."""
 
@@ -114,6 +141,15 @@ class BenchmarkVersion(models.Model):
     published_at = models.DateTimeField(null=True, blank=True)
     deprecated_at = models.DateTimeField(null=True, blank=True)
     deprecation_note = models.TextField(blank=True)
+    # Evaluation settings: set while draft; at publish blank limits take this site's settings and all are frozen.
+    protocol = models.ForeignKey(PromptProtocol, to_field="name", db_column="protocol", default=PROTOCOL,
+                                 on_delete=models.PROTECT, related_name="+", help_text="Runs' default protocol.")
+    time_limit_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(24 * 3600)],
+        help_text="Wall-clock limit of one test run.")
+    memory_mb = models.PositiveIntegerField(null=True, blank=True,
+                                            validators=[MinValueValidator(64), MaxValueValidator(1024 * 1024)])
+    cpus = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.1), MaxValueValidator(256)])
 
     class Meta:
         ordering = ["-created_at"]

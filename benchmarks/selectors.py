@@ -7,8 +7,8 @@ from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from benchmarks.models import Blob, BenchmarkVersion, Snippet, Task, VersionTask
-from benchmarks.paper2code import build_prompt, mask, parse
+from benchmarks.models import Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, VersionTask
+from benchmarks.paper2code import Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
 
 
@@ -61,20 +61,46 @@ def version_public_tasks(*, version: BenchmarkVersion) -> QuerySet[Task]:
                                                  memberships__split=VersionTask.Split.PUBLIC)
 
 
-def snippet_masked(*, snippet: Snippet, files: dict[str, bytes]) -> str:
-    """The annotated file as a model sees it with this snippet masked (FORMAT.md section 5)."""
+class UnknownProtocol(ValueError):
+    """A prompt protocol name that no protocol has; the message lists the known ones."""
+
+
+def protocol_get(*, name: str) -> Protocol:
+    """The prompt protocol of that name (UnknownProtocol listing the known ones if there is none)."""
+    row = PromptProtocol.objects.filter(name=name).first()
+    if row is None:
+        known = ", ".join(protocol_names())
+        raise UnknownProtocol(f"unknown prompt protocol {name!r}; known: {known}")
+    return row.as_protocol()
+
+
+def protocol_names() -> list[str]:
+    return list(PromptProtocol.objects.values_list("name", flat=True))
+
+
+def snippet_masked(*, snippet: Snippet, files: dict[str, bytes], protocol: Protocol) -> str:
+    """The annotated file as a model sees it with this snippet masked (FORMAT.md section 5), in the protocol's style."""
     annotated = parse(files[snippet.file_path].decode("utf-8"), snippet.file_path)
-    return mask(annotated, annotated.snippets[snippet.position])
+    return protocol_mask(protocol, annotated, annotated.snippets[snippet.position])
 
 
-def snippet_prompt(*, snippet: Snippet, files: dict[str, bytes], with_paper: bool, protocol: str) -> str:
+def snippet_prompt(*, snippet: Snippet, files: dict[str, bytes], with_paper: bool, protocol: Protocol) -> str:
     """The prompt for one snippet (FORMAT.md 5-6): paper unless the ablation, context files, the masked file."""
     task = snippet.task
-    masked = snippet_masked(snippet=snippet, files=files)
+    masked = snippet_masked(snippet=snippet, files=files, protocol=protocol)
     context = [(path, files[path].decode("utf-8")) for path in task.context_paths]
     paper = files[task.paper_path].decode("utf-8") if with_paper else None
-    return build_prompt(paper_text=paper, context_files=context, masked_path=snippet.file_path, masked_code=masked,
-                        protocol=protocol)
+    return build_prompt(protocol=protocol, paper_text=paper, context_files=context, masked_path=snippet.file_path,
+                        masked_code=masked, name=snippet.name, loc=snippet.loc)
+
+
+def version_settings_text(*, version: BenchmarkVersion) -> str:
+    """A release's evaluation settings in one line; a draft's blank limit is this site's setting at publish."""
+    unset = "this site's at publish"
+    time_limit = f"{version.time_limit_seconds} s" if version.time_limit_seconds else unset
+    memory = f"{version.memory_mb} MB" if version.memory_mb else unset
+    cpus = f"{version.cpus:g}" if version.cpus else unset
+    return f"protocol {version.protocol_id}, time limit per test {time_limit}, memory {memory}, CPUs {cpus}"
 
 
 def version_task_for_paper(*, version: BenchmarkVersion, slug: str) -> Task:
@@ -101,10 +127,11 @@ def snippet_tree(*, task: Task) -> dict[str, list[SnippetNode]]:
     return tree
 
 
-def snippet_masked_file(*, snippet: Snippet) -> str:
+def snippet_masked_file(*, snippet: Snippet, protocol: Protocol) -> str:
     """The masked file, reading only that file from storage."""
     path = snippet.file_path
-    return snippet_masked(snippet=snippet, files={path: blob_read(sha256=snippet.task.files[path])})
+    return snippet_masked(snippet=snippet, files={path: blob_read(sha256=snippet.task.files[path])},
+                          protocol=protocol)
 
 
 def task_package(*, task: Task) -> PaperPackage:

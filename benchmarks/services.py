@@ -5,23 +5,25 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import re
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from benchmarks.models import Blob, BenchmarkVersion, Paper, Snippet, SnippetRetirement, Task, VersionTask
-from benchmarks.paper2code import PROTOCOL, PackageError, Problem
+from benchmarks.models import (Blob, BenchmarkVersion, Paper, PromptProtocol, Snippet, SnippetRetirement, Task,
+                               VersionTask)
+from benchmarks.paper2code import PackageError, Problem, Protocol
 from benchmarks.paper2code.pset import PaperPackage, read_pset_with_warnings, write_pset
-from benchmarks.selectors import blob_read, task_package, version_tasks
+from benchmarks.selectors import blob_read, protocol_get, task_package, version_tasks
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -130,11 +132,26 @@ class ImportResult:
 
 @transaction.atomic
 def pset_import(
-    *, root: Path, version_name: str, shared_requirements: str = "", publish: bool = False
+    *, root: Path, version_name: str, shared_requirements: str = "", publish: bool = False,
+    release_settings: dict | None = None,
 ) -> ImportResult:
-    """Import a problem set into a version: all or nothing; the same content twice changes nothing."""
+    """Import a problem set into a version: all or nothing; the same content twice changes nothing.
+
+    `release_settings` (keys of RELEASE_SETTINGS) are set on the draft; a published version must already have them.
+    """
     packages, warnings = read_pset_with_warnings(root)
     version, _ = BenchmarkVersion.objects.get_or_create(name=version_name)
+    changed = {k: v for k, v in (release_settings or {}).items() if version_settings(version=version)[k] != v}
+    if changed and version.is_frozen:
+        raise PackageError([Problem(file=str(root), line=0, message=(
+            f"version {version.name} is {version.status} with "
+            f"{', '.join(f'{k} {version_settings(version=version)[k]}' for k in changed)}; its settings are frozen: "
+            "import into a new version name instead"))])
+    if changed:
+        try:
+            version = version_settings_set(version=version, **changed)
+        except ValueError as exc:
+            raise PackageError([Problem(file=str(root), line=0, message=str(exc))]) from exc
     result = ImportResult(version=version, warnings=warnings)
     for package in packages:
         task, created = task_store(package=package, shared_requirements=shared_requirements)
@@ -162,6 +179,48 @@ SEMVER_RE = re.compile(r"^(?:[a-z][a-z0-9-]*-)?\d+\.\d+\.\d+$")
 version_published = Signal()
 
 
+# A release's evaluation settings: the default prompt protocol and the limits of one test run.
+RELEASE_SETTINGS = ("protocol", "time_limit_seconds", "memory_mb", "cpus")
+
+
+def version_settings(*, version: BenchmarkVersion) -> dict:
+    return {"protocol": version.protocol_id, "time_limit_seconds": version.time_limit_seconds,
+            "memory_mb": version.memory_mb, "cpus": version.cpus}
+
+
+@transaction.atomic
+def version_settings_set(*, version: BenchmarkVersion, actor=None, **changes) -> BenchmarkVersion:
+    """Change a draft's evaluation settings (None: this site's limit at publish); a release's never change."""
+    _require_maintainer(actor)
+    _require_draft(version)
+    unknown = set(changes) - set(RELEASE_SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown release setting(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(RELEASE_SETTINGS)}")
+    if "protocol" in changes:  # UnknownProtocol lists the known ones
+        changes["protocol_id"] = protocol_get(name=changes.pop("protocol")).name
+    for field_name, value in changes.items():
+        setattr(version, field_name, value)
+    try:
+        version.full_clean()
+    except ValidationError as exc:
+        raise ValueError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+    version.save()
+    return version
+
+
+def _settings_pin(version: BenchmarkVersion) -> None:
+    """At publish, a limit left blank takes this site's current setting, so the release records every value."""
+    from django.conf import settings
+
+    if version.time_limit_seconds is None:
+        version.time_limit_seconds = max(1, math.ceil(settings.SANDBOX_WALL_SECONDS))
+    if version.memory_mb is None:
+        version.memory_mb = settings.SANDBOX_MEMORY_MB
+    if version.cpus is None:
+        version.cpus = settings.SANDBOX_CPUS
+
+
 def version_manifest(*, version: BenchmarkVersion) -> dict:
     """The frozen content of a version: every task (with its split) and live snippet by content hash."""
     memberships = version.memberships.select_related("task__paper").order_by("task__paper__slug")
@@ -172,6 +231,7 @@ def version_manifest(*, version: BenchmarkVersion) -> dict:
             snippets.setdefault(snippet.task_id, []).append(snippet)
     return {
         "version": version.name,
+        "settings": version_settings(version=version),
         "tasks": [
             {
                 "paper": m.task.paper.slug,
@@ -205,8 +265,12 @@ def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
             changed.append({"paper": paper, "from_revision": old["revision"], "to_revision": new["revision"],
                             "snippets_before": len(old["snippets"]), "snippets_after": len(new["snippets"]),
                             "split": new["split"]})
+    old_settings = (previous or {}).get("settings") or {}
+    settings_changed = [{"setting": key, "from": old_settings.get(key), "to": value}
+                        for key, value in manifest.get("settings", {}).items()
+                        if previous is not None and old_settings.get(key) != value]
     return {"added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)),
-            "changed": changed}
+            "changed": changed, "settings": settings_changed}
 
 
 def _require_maintainer(actor) -> None:
@@ -252,8 +316,11 @@ def version_draft_create(*, name: str, actor=None, notes: str = "") -> Benchmark
         raise ValueError(f"{name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
     if BenchmarkVersion.objects.filter(name=name).exists():
         raise ValueError(f"a version named {name} exists already")
-    version = BenchmarkVersion.objects.create(name=name, notes=notes)
     latest = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).order_by("-published_at").first()
+    # The new draft keeps the latest release's settings until a maintainer changes them.
+    pinned = {"protocol_id": latest.protocol_id, "time_limit_seconds": latest.time_limit_seconds,
+              "memory_mb": latest.memory_mb, "cpus": latest.cpus} if latest else {}
+    version = BenchmarkVersion.objects.create(name=name, notes=notes, **pinned)
     if latest:
         VersionTask.objects.bulk_create([VersionTask(version=version, task_id=m.task_id, split=m.split)
                                          for m in latest.memberships.all()])
@@ -312,6 +379,7 @@ def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None 
     previous = (BenchmarkVersion.objects.filter(status__in=[BenchmarkVersion.Status.PUBLISHED,
                                                            BenchmarkVersion.Status.DEPRECATED])
                 .exclude(pk=version.pk).order_by("-published_at").first())
+    _settings_pin(version)
     version.manifest = version_manifest(version=version)
     version.manifest_hash = sha256_hex(json.dumps(version.manifest, sort_keys=True, separators=(",", ":")))
     version.previous = previous
@@ -341,9 +409,7 @@ def version_deprecate(*, version: BenchmarkVersion, actor=None, note: str) -> Be
 
 def release_downloads_build(*, version: BenchmarkVersion) -> dict:
     """The public problem set as a zip and every live item as JSONL (masked prompt only), stored with their hashes."""
-    from benchmarks.selectors import (
-        snippet_masked, snippet_prompt, task_package, version_public_tasks, version_snippets,
-    )
+    from benchmarks.selectors import protocol_get, task_package, version_public_tasks
 
     buffer = io.BytesIO()
     with tempfile.TemporaryDirectory() as tmp:
@@ -353,6 +419,19 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
                 if path.is_file():
                     info = zipfile.ZipInfo(str(path.relative_to(tmp)), date_time=(2000, 1, 1, 0, 0, 0))
                     archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+    items = release_items_jsonl(version=version, protocol=protocol_get(name=version.protocol_id))
+    downloads = {}
+    for kind, name, data in (("pset", f"{version.name}-problem-set.zip", buffer.getvalue()),
+                             ("items", f"{version.name}-items.jsonl", items)):
+        blob = blob_store(content=data)
+        downloads[kind] = {"filename": name, "sha256": blob.sha256, "size": blob.size}
+    return downloads
+
+
+def release_items_jsonl(*, version: BenchmarkVersion, protocol: Protocol) -> bytes:
+    """Every live item as one JSON line: masked file and prompt (with the paper) in `protocol`, never reference code."""
+    from benchmarks.selectors import snippet_masked, snippet_prompt, version_snippets
+
     lines = []
     files_by_task: dict[int, dict[str, bytes]] = {}
     for snippet in version_snippets(version=version):
@@ -361,16 +440,11 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
         files = files_by_task[snippet.task_id]
         lines.append(json.dumps({
             "id": str(snippet.pk), "paper": snippet.task.paper.slug, "file": snippet.file_path,
-            "snippet": snippet.name, "loc": snippet.loc, "protocol": PROTOCOL,
-            "masked_code": snippet_masked(snippet=snippet, files=files),
-            "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=PROTOCOL),
+            "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name,
+            "masked_code": snippet_masked(snippet=snippet, files=files, protocol=protocol),
+            "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=protocol),
         }, ensure_ascii=False))
-    downloads = {}
-    for kind, name, data in (("pset", f"{version.name}-problem-set.zip", buffer.getvalue()),
-                             ("items", f"{version.name}-items.jsonl", ("\n".join(lines) + "\n").encode())):
-        blob = blob_store(content=data)
-        downloads[kind] = {"filename": name, "sha256": blob.sha256, "size": blob.size}
-    return downloads
+    return ("\n".join(lines) + "\n").encode()
 
 
 def version_export(*, version: BenchmarkVersion, root: Path) -> list[PaperPackage]:
@@ -378,3 +452,19 @@ def version_export(*, version: BenchmarkVersion, root: Path) -> list[PaperPackag
     packages = [task_package(task=task) for task in version_tasks(version=version)]
     write_pset(root, packages)
     return packages
+
+
+@transaction.atomic
+def protocol_add(*, name: str, template: str, template_without_paper: str = "", masking: str = "standard",
+                 masked_header: bool = True, context_join: str = "standard") -> PromptProtocol:
+    """Add a prompt protocol; an existing one is never changed, since runs and releases name it."""
+    if PromptProtocol.objects.filter(name=name).exists():
+        raise ValueError(f"a prompt protocol named {name!r} exists already; protocols never change: pick a new name")
+    row = PromptProtocol(name=name, template=template, template_without_paper=template_without_paper,
+                         masking=masking, masked_header=masked_header, context_join=context_join)
+    problems = row.as_protocol().problems()
+    if problems:
+        raise ValueError(f"prompt protocol {name!r} is not usable: " + "; ".join(problems))
+    row.full_clean()
+    row.save()
+    return row

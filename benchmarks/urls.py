@@ -13,6 +13,7 @@ urlpatterns = [
     path("versions/<str:name>/curate/tasks/<int:task_id>/drop/", views.version_task_drop, name="version-task-drop"),
     path("versions/<str:name>/curate/snippets/<int:snippet_id>/retire/", views.version_snippet_retire,
          name="version-snippet-retire"),
+    path("versions/<str:name>/curate/settings/", views.version_settings, name="version-settings"),
     path("versions/<str:name>/publish/", views.version_publish, name="version-publish"),
     path("versions/<str:name>/deprecate/", views.version_deprecate, name="version-deprecate"),
     path("versions/<str:name>/papers/<slug:slug>/", views.paper_detail, name="paper-detail"),

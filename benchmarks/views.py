@@ -71,7 +71,8 @@ def snippet_masked(request: HttpRequest, name: str, snippet_id: int) -> HttpResp
     version = selectors.version_get(name=name, user=request.user)
     snippet = selectors.version_snippet_get(version=version, snippet_id=snippet_id)
     template = "benchmarks/_snippet_masked.html" if request.htmx else "benchmarks/snippet_masked.html"
-    context = {"version": version, "snippet": snippet, "masked": selectors.snippet_masked_file(snippet=snippet)}
+    masked = selectors.snippet_masked_file(snippet=snippet, protocol=selectors.protocol_get(name=version.protocol_id))
+    context = {"version": version, "snippet": snippet, "masked": masked}
     return render(request, template, context)
 
 
@@ -110,7 +111,7 @@ def version_curate(request: HttpRequest, name: str) -> HttpResponse:
     candidates = (Task.objects.exclude(memberships__version=version).select_related("paper")
                   .order_by("paper__slug", "-revision"))
     context = {"version": version, "memberships": memberships, "candidates": candidates,
-               "splits": VersionTask.Split.choices}
+               "splits": VersionTask.Split.choices, "protocols": selectors.protocol_names()}
     return render(request, "benchmarks/version_curate.html", context)
 
 
@@ -162,6 +163,24 @@ def version_snippet_retire(request: HttpRequest, version: BenchmarkVersion, snip
     services.snippet_retire(version=version, snippet=snippet, reason=request.POST.get("reason", ""),
                             actor=request.user)
     return f"Retired {snippet.name}."
+
+
+def _number(request: HttpRequest, key: str, kind: type):
+    """A number from the form, None when left blank; a clear refusal when it is not one."""
+    text = request.POST.get(key, "").strip()
+    try:
+        return kind(text) if text else None
+    except ValueError:
+        raise ValueError(f"{key.replace('_', ' ')}: {text!r} is not a number") from None
+
+
+@_release_action
+def version_settings(request: HttpRequest, version: BenchmarkVersion) -> str:
+    services.version_settings_set(
+        version=version, actor=request.user, protocol=request.POST.get("protocol", version.protocol_id),
+        time_limit_seconds=_number(request, "time_limit_seconds", int), memory_mb=_number(request, "memory_mb", int),
+        cpus=_number(request, "cpus", float))
+    return f"Evaluation settings of {version.name} saved."
 
 
 @_release_action

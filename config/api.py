@@ -10,7 +10,7 @@ from rest_framework import exceptions, permissions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from benchmarks.selectors import user_is_maintainer
+from benchmarks.selectors import UnknownProtocol, user_is_maintainer
 
 
 def error_body(*, code: str, message: str, details=None) -> dict:
@@ -21,6 +21,8 @@ def exception_handler(exc, context):
     """DRF's handler, reshaped to {"error": {code, message, details}}; service errors become 400s."""
     from evaluation.services import EvaluationError, UploadError
 
+    if isinstance(exc, UnknownProtocol):
+        return Response(error_body(code="unknown_protocol", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, UploadError):
         return Response(error_body(code="invalid_upload", message="the upload was rejected; nothing was stored",
                                    details=exc.problems), status=status.HTTP_400_BAD_REQUEST)

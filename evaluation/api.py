@@ -13,7 +13,6 @@ from rest_framework.views import APIView
 
 from benchmarks.api import release_get
 from benchmarks.models import BenchmarkVersion
-from benchmarks.paper2code import PROTOCOL, TEMPLATES
 from config.api import IsOwnerOrMaintainer, user_may_change
 from config.csv_export import csv_text
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
@@ -129,7 +128,8 @@ class RunStartSerializer(serializers.Serializer):
     with_paper = serializers.BooleanField(default=True)
     samples = serializers.IntegerField(default=1, min_value=1, max_value=MAX_SAMPLES)
     params = serializers.DictField(default=dict, help_text="Generation parameters, e.g. {\"temperature\": 0}.")
-    protocol = serializers.ChoiceField(choices=sorted(TEMPLATES), default=PROTOCOL)
+    protocol = serializers.CharField(required=False, max_length=20,
+                                     help_text="A prompt protocol's name; default: the release's protocol.")
 
 
 UPLOAD_FORMAT = (
@@ -146,9 +146,9 @@ class UploadSerializer(serializers.Serializer):
     model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
     release = _release_field()
     with_paper = serializers.BooleanField(default=True)
-    protocol = serializers.ChoiceField(choices=sorted(TEMPLATES), default=PROTOCOL,
-                                       help_text='The prompt protocol the answers were made with; it extracts code '
-                                                 'from "answer" lines.')
+    protocol = serializers.CharField(required=False, max_length=20,
+                                     help_text='The prompt protocol the answers were made with (default: the '
+                                               'release\'s); it extracts code from "answer" lines.')
 
 
 def _require_model_use(view: APIView, request, model: ModelEntry) -> None:
@@ -188,7 +188,7 @@ class RunUpload(APIView):
         data = serializer.validated_data
         _require_model_use(self, request, data["model"])
         run = run_from_upload(model=data["model"], version=data["release"], data=data["file"].read(),
-                              user=request.user, with_paper=data["with_paper"], protocol=data["protocol"])
+                              user=request.user, with_paper=data["with_paper"], protocol=data.get("protocol"))
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
+from django.db.models import Max
 
-from benchmarks.models import Snippet
+from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import splice
 from evaluation.outcomes import Verdict, answer_forbidden, outcome_classify
 from evaluation.sandbox import Backend, ExecResult, Limits, SandboxError, Session, backend_get
@@ -36,6 +37,17 @@ def limits_default() -> Limits:
     )
 
 
+def limits_for_release(version: BenchmarkVersion) -> Limits:
+    """This worker's limits with the release's own time, memory and CPU limits, which a run on it must use."""
+    limits = limits_default()
+    return replace(
+        limits,
+        wall_seconds=float(version.time_limit_seconds or limits.wall_seconds),
+        memory_bytes=version.memory_mb * 1024 * 1024 if version.memory_mb else limits.memory_bytes,
+        cpus=version.cpus or limits.cpus,
+    )
+
+
 def backend_current() -> Backend:
     global _backend
     with _lock:
@@ -47,8 +59,9 @@ def backend_current() -> Backend:
 
 def _orphans_remove(backend: Backend) -> None:
     """Once per worker process: sandboxes of a worker killed mid-run would otherwise stay on the engine."""
+    longest = BenchmarkVersion.objects.aggregate(longest=Max("time_limit_seconds"))["longest"] or 0
     try:
-        removed = backend.orphans_remove(older_than=settings.SANDBOX_WALL_SECONDS + 60)
+        removed = backend.orphans_remove(older_than=max(settings.SANDBOX_WALL_SECONDS, longest) + 60)
     except SandboxError as exc:
         logger.warning("could not look for orphaned sandboxes: %s", exc)
         return

@@ -9,7 +9,7 @@ from datetime import date
 from django.db.models import Case, CharField, Count, Q, QuerySet, Sum, Value, When
 
 from benchmarks.models import BenchmarkVersion, Paper, Snippet, VersionTask
-from benchmarks.selectors import snippet_prompt, version_snippets
+from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, RunScore
 from evaluation.taskfiles import task_files
 
@@ -54,8 +54,9 @@ def run_progress(run: EvaluationRun) -> Progress:
 
 
 def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
-    """The prompt for one item, from the worker's cached task files."""
-    return snippet_prompt(snippet=snippet, files=task_files(snippet.task), with_paper=with_paper, protocol=protocol)
+    """The prompt for one item in the named protocol, from the worker's cached task files."""
+    return snippet_prompt(snippet=snippet, files=task_files(snippet.task), with_paper=with_paper,
+                          protocol=protocol_get(name=protocol))
 
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.

@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Snippet
-from benchmarks.paper2code import PROTOCOL, TEMPLATES, code_indent, extract_code, has_code_block, prompt_hash
-from benchmarks.selectors import user_is_maintainer, version_snippets
+from benchmarks.paper2code import code_indent, extract_code, has_code_block, prompt_hash
+from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer, version_snippets
 from evaluation.reproducibility import canonical_hash
 from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.outcomes import Verdict, tail
@@ -66,18 +66,26 @@ def model_update(*, model: ModelEntry, api_key: str | None = None, clear_api_key
     return model
 
 
+def run_protocol(*, version: BenchmarkVersion, protocol: str | None) -> str:
+    """The protocol a run on `version` uses: the one named (it must exist), else the release's."""
+    protocol = protocol or version.protocol_id
+    try:
+        return protocol_get(name=protocol).name
+    except UnknownProtocol as exc:
+        raise EvaluationError(str(exc)) from exc
+
+
 @transaction.atomic
 def run_start(
     *, model: ModelEntry, version: BenchmarkVersion, with_paper: bool = True, samples: int = 1,
-    params: dict | None = None, protocol: str = PROTOCOL, user=None, dispatch: bool = True,
+    params: dict | None = None, protocol: str | None = None, user=None, dispatch: bool = True,
 ) -> EvaluationRun:
-    """Create a run and (unless told not to) dispatch its items once the transaction commits."""
+    """Create a run (in the release's protocol unless another is named) and dispatch its items after commit."""
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"version {version.name} is a draft; runs are pinned to published versions")
     if not 1 <= samples <= MAX_SAMPLES:
         raise EvaluationError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
-    if protocol not in TEMPLATES:
-        raise EvaluationError(f"unknown protocol {protocol!r}; known: {', '.join(TEMPLATES)}")
+    protocol = run_protocol(version=version, protocol=protocol)
     if model.kind == ModelEntry.Kind.UPLOADED:
         raise EvaluationError(f"model {model.name} has uploaded generations; it cannot be called")
     run = EvaluationRun(model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
@@ -293,14 +301,13 @@ def upload_line_parse(row, *, snippets: dict[str, Snippet], version: BenchmarkVe
 
 @transaction.atomic
 def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes, user=None,
-                    with_paper: bool = True, protocol: str = PROTOCOL) -> EvaluationRun:
+                    with_paper: bool = True, protocol: str | None = None) -> EvaluationRun:
     """Score uploaded generations (JSONL, see `upload_line_parse`) like the platform's own; all or nothing."""
     import json
 
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"version {version.name} is a draft; uploads are scored on published versions")
-    if protocol not in TEMPLATES:
-        raise EvaluationError(f"unknown protocol {protocol!r}; known: {', '.join(TEMPLATES)}")
+    protocol = run_protocol(version=version, protocol=protocol)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

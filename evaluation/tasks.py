@@ -16,7 +16,7 @@ from django.core.cache import cache
 
 from benchmarks.models import Snippet
 from evaluation import services
-from evaluation.executor import item_execute
+from evaluation.executor import item_execute, limits_for_release
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
@@ -116,7 +116,8 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
     try:
         if generation is None:
             generation = services.calibration_generation(run=run, snippet=snippet, sample=sample)
-        item_run = item_execute(snippet=snippet, code=generation.extracted_code)
+        item_run = item_execute(snippet=snippet, code=generation.extracted_code,
+                                limits=limits_for_release(run.version))
     except EnvironmentBuildError as exc:
         verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
                           f"environment of task {snippet.task} could not be built: {exc}\n{exc.log[-1500:]}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from benchmarks.paper2code.markers import AnnotatedFile, Snippet, is_marker, split_lines
 
 
@@ -26,6 +28,27 @@ def mask(file: AnnotatedFile, snippet: Snippet) -> str:
     before = [line for line in lines[: snippet.start_line - 1] if not is_marker(line)]
     after = [line for line in lines[snippet.end_line:] if not is_marker(line)]
     return "".join(before + placeholder + after)
+
+
+def mask_original(file: AnnotatedFile, snippet: Snippet) -> str:
+    """The masked file exactly as the original harness built it (FORMAT.md 10; issue 11 item 4 (a)).
+
+    The file's lines as str.splitlines gives them (no line ends), the snippet's marker and code lines replaced by the
+    two placeholder lines, each ending with its own "\\n", every other marker line removed, all joined by "\\n":
+    each placeholder line is followed by an empty line and the file's last newline is lost unless a placeholder
+    line comes last.
+    """
+    lines = _lines_of(file, snippet)
+    # str.splitlines also breaks at \r, \f, \u2028, ...: split each of our lines so that line numbers still match.
+    before = [piece for line in lines[: snippet.start_line - 1] for piece in line.splitlines() if not is_marker(piece)]
+    after = [piece for line in lines[snippet.end_line:] for piece in line.splitlines() if not is_marker(piece)]
+    placeholder = [f'{snippet.code_indent}# TODO: Implement block "{snippet.name}"\n',
+                   f"{snippet.code_indent}# Approximately {snippet.loc} line(s) of code.\n"]
+    return "\n".join(before + placeholder + after)
+
+
+# Masking styles a prompt protocol can name.
+MASKINGS: dict[str, Callable[[AnnotatedFile, Snippet], str]] = {"standard": mask, "original": mask_original}
 
 
 def splice(file: AnnotatedFile, snippet: Snippet, code: str) -> str:

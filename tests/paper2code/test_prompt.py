@@ -1,4 +1,5 @@
-"""The rcb-v1 prompt holds the paper (or says it is omitted), the code part of FORMAT.md 5 and the instructions."""
+"""Prompt protocols: rcb-v1 holds the paper (or says it is omitted), the code part of FORMAT.md 5 and the
+instructions; any protocol is a string.Template with $paper, $code, $name and $loc and a layout of its code part."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import re
 import pytest
 
 from benchmarks.paper2code.extract import extract_code
-from benchmarks.paper2code.prompt import PROTOCOL, TEMPLATES, build_prompt, prompt_hash
+from benchmarks.paper2code.prompt import (NO_PAPER_TEXT, PROTOCOL, RCB_V1, Protocol, build_prompt, code_part,
+                                          prompt_hash, template_problems)
 
 MASKED = 'def f(x):\n    # TODO: Implement block "double"\n    # Approximately 1 line(s) of code.\n'
+CONTEXT = [("utils.py", "A = 1\n"), ("cfg.py", "B = 2")]
 
 
-def prompt(paper_text: str | None = "We double {x}.") -> str:
-    return build_prompt(paper_text=paper_text, context_files=[("utils.py", "A = 1\n"), ("cfg.py", "B = 2")],
-                        masked_path="model.py", masked_code=MASKED)
+def prompt(paper_text: str | None = "We double {x}.", protocol: Protocol = RCB_V1) -> str:
+    return build_prompt(protocol=protocol, paper_text=paper_text, context_files=CONTEXT, masked_path="model.py",
+                        masked_code=MASKED, name="double", loc=1)
 
 
 def test_code_part_lists_context_files_then_masked_file() -> None:
@@ -22,8 +25,8 @@ def test_code_part_lists_context_files_then_masked_file() -> None:
 
 
 def test_paper_text_is_included_verbatim() -> None:
-    text = prompt()
-    assert "# Paper\n\nWe double {x}.\n" in text and "# Paper (omitted)" not in text
+    text = prompt("We double {x} for $5 and $paper.")
+    assert "# Paper\n\nWe double {x} for $5 and $paper.\n" in text and "# Paper (omitted)" not in text
 
 
 def test_without_paper_says_it_is_omitted() -> None:
@@ -46,16 +49,44 @@ def test_worked_example_answers_at_the_todo_indentation() -> None:
     assert len(todo.group(1)) > 4  # the example TODO sits inside a loop inside a method
 
 
-def test_unknown_protocol_names_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=PROTOCOL):
-        build_prompt(paper_text=None, context_files=[], masked_path="m.py", masked_code="", protocol="rcb-v0")
+def test_default_protocol_is_rcb_v1_and_usable() -> None:
+    assert PROTOCOL == RCB_V1.name == "rcb-v1" and RCB_V1.problems() == []
 
 
-def test_default_protocol_is_stored_by_version() -> None:
-    assert PROTOCOL == "rcb-v1" and PROTOCOL in TEMPLATES
-    explicit = build_prompt(paper_text="We double {x}.", context_files=[("utils.py", "A = 1\n"), ("cfg.py", "B = 2")],
-                            masked_path="model.py", masked_code=MASKED, protocol="rcb-v1")
-    assert prompt() == explicit
+def test_template_placeholders_dollar_and_snippet_facts() -> None:
+    mine = Protocol(name="t", template="P[$paper] C[$code] N[$name] L[${loc}] $$5")
+    assert prompt("text", mine) == f"P[text] C[{code_part(mine, CONTEXT, 'model.py', MASKED)}] N[double] L[1] $5"
+
+
+def test_ablation_without_a_template_of_its_own_says_the_paper_is_not_given() -> None:
+    mine = Protocol(name="t", template="P[$paper] C[$code]")
+    assert prompt(None, mine).startswith(f"P[{NO_PAPER_TEXT}] C[## utils.py")
+    ablation = Protocol(name="t", template="P[$paper] C[$code]", template_without_paper="only C[$code] $name")
+    assert prompt(None, ablation).startswith("only C[## utils.py") and prompt(None, ablation).endswith(" double")
+
+
+def test_code_part_without_masked_header_and_with_original_context_join() -> None:
+    original = Protocol(name="o", template="$paper$code", masked_header=False, context_join="original")
+    assert code_part(original, [("u.py", "A = 1\r\nB = 2\n"), ("c.py", "C\n\nD")], "m.py", "x\n") == (
+        "## u.py\n\nA = 1B = 2\n\n## c.py\n\nCD\n\nx\n")
+
+
+def test_template_problems_say_where() -> None:
+    assert template_problems("$paper\n$code\ncosts $5") == [
+        'line 3: a lone "$" (write $$ for a dollar sign, or one of $paper, $code, $name, $loc)']
+    assert template_problems("$paper $code\n\n$snippet") == [
+        "line 3: unknown placeholder $snippet; known: $paper, $code, $name, $loc"]
+    assert template_problems("$paper only") == ["$code is missing: the model would never see the masked file"]
+    assert template_problems("$code only", paper=False) == []
+    assert template_problems("$$paper $code")[0].startswith("$paper is missing")
+
+
+def test_protocol_problems_name_unknown_styles() -> None:
+    problems = Protocol(name="x", template="$paper $code", masking="wild", context_join="glue",
+                        template_without_paper="$oops").problems()
+    assert problems[0].startswith("masking 'wild' is unknown; known: standard, original")
+    assert problems[1].startswith("context join 'glue' is unknown")
+    assert "template without paper: line 1: unknown placeholder $oops" in problems[2]
 
 
 def test_prompt_hash_is_sha256_hex() -> None:

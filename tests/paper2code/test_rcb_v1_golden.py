@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.paper2code import build_prompt, mask
+from benchmarks.paper2code import RCB_V1, build_prompt, protocol_mask
 from benchmarks.paper2code.pset import read_pset
 
 GOLDEN = json.loads((Path(__file__).parent / "data" / "rcb_v1_golden.json").read_text(encoding="utf-8"))
@@ -36,16 +36,18 @@ def test_every_demo_item_is_covered() -> None:
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_demo_prompts_are_unchanged(key, package, context, path, annotated, snippet) -> None:
     expected = GOLDEN["demo"][key]
-    masked = mask(annotated, snippet)
+    masked = protocol_mask(RCB_V1, annotated, snippet)
     assert sha(masked) == expected["masked"]
     for with_paper, column in ((True, "with_paper"), (False, "without_paper")):
-        prompt = build_prompt(paper_text=package.paper_text if with_paper else None, context_files=context,
-                              masked_path=path, masked_code=masked)
+        prompt = build_prompt(protocol=RCB_V1, paper_text=package.paper_text if with_paper else None,
+                              context_files=context, masked_path=path, masked_code=masked, name=snippet.name,
+                              loc=snippet.loc)
         assert sha(prompt) == expected[column], column
 
 
 @pytest.mark.parametrize("case", GOLDEN["synthetic"], ids=lambda c: repr(c["paper_text"])[:30])
 def test_synthetic_prompts_are_unchanged(case: dict) -> None:
-    prompt = build_prompt(paper_text=case["paper_text"], context_files=[tuple(c) for c in case["context_files"]],
-                          masked_path=case["masked_path"], masked_code=case["masked_code"])
+    prompt = build_prompt(protocol=RCB_V1, paper_text=case["paper_text"],
+                          context_files=[tuple(c) for c in case["context_files"]], masked_path=case["masked_path"],
+                          masked_code=case["masked_code"], name="any", loc=3)
     assert prompt == case["prompt"]

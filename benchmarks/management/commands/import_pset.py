@@ -5,8 +5,8 @@ from pathlib import Path
 from django.core.management.base import CommandError, CommandParser
 
 from benchmarks.management.base import VersionCommand
-
 from benchmarks.paper2code import PackageError
+from benchmarks.selectors import version_settings_text
 from benchmarks.services import pset_import
 
 
@@ -18,8 +18,14 @@ class Command(VersionCommand):
         parser.add_argument("--version", required=True, help="Benchmark version name.")
         parser.add_argument("--requirements", type=Path, help="Requirements shared by every task of the set.")
         parser.add_argument("--publish", action="store_true", help="Publish (freeze) the version afterwards.")
+        parser.add_argument("--protocol", help="The release's default prompt protocol (default rcb-v1).")
+        parser.add_argument("--time-limit", type=int, metavar="SECONDS",
+                            help="Wall-clock limit of one test run on this release (the original harness: 60).")
+        parser.add_argument("--memory", type=int, metavar="MB", help="Memory limit of one test run, in MB.")
+        parser.add_argument("--cpus", type=float, help="CPU limit of one test run.")
 
     def handle(self, *args: object, path: Path, version: str, requirements: Path | None, publish: bool,
+               protocol: str | None, time_limit: int | None, memory: int | None, cpus: float | None,
                **options: object) -> None:
         shared = ""
         if requirements is not None:
@@ -28,11 +34,14 @@ class Command(VersionCommand):
             except (OSError, UnicodeDecodeError) as exc:
                 raise CommandError(f"{requirements}: cannot read requirements: {exc}") from exc
         try:
-            result = pset_import(root=path, version_name=version, shared_requirements=shared, publish=publish)
+            given = {"protocol": protocol, "time_limit_seconds": time_limit, "memory_mb": memory, "cpus": cpus}
+            result = pset_import(root=path, version_name=version, shared_requirements=shared, publish=publish,
+                                 release_settings={k: v for k, v in given.items() if v is not None})
         except PackageError as exc:
             raise CommandError(f"nothing imported; {len(exc.problems)} problem(s):\n{exc}") from exc
         for warning in result.warnings:
             self.stderr.write(str(warning))
+        self.stdout.write(f"settings: {version_settings_text(version=result.version)}")
         tasks = result.tasks_created + result.tasks_unchanged
         snippets = sum(t.snippets.count() for t in tasks)
         self.stdout.write(

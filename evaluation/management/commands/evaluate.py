@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from benchmarks.management.base import VersionCommand
 from benchmarks.models import BenchmarkVersion
+from benchmarks.selectors import version_settings_text
 from evaluation import services, tasks
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.selectors import run_items_missing, run_progress
@@ -23,23 +24,25 @@ class Command(VersionCommand):
         parser.add_argument("--version", required=True, help="Published benchmark version name.")
         parser.add_argument("--without-paper", action="store_true", help="The ablation: no paper in the prompt.")
         parser.add_argument("--samples", type=int, default=1, help="Answers per snippet (pass@k when > 1).")
+        parser.add_argument("--protocol", help="A prompt protocol's name (default: the release's).")
         parser.add_argument("--inline", action="store_true", help="Run every item in this process, no worker.")
         parser.add_argument("--timeout", type=float, default=24 * 3600, help="Seconds to wait for the workers.")
 
-    def handle(self, *args, model: str, version: str, without_paper: bool, samples: int, inline: bool,
-               timeout: float, **options) -> None:
+    def handle(self, *args, model: str, version: str, without_paper: bool, samples: int, protocol: str | None,
+               inline: bool, timeout: float, **options) -> None:
         try:
             model_entry = ModelEntry.objects.get(name=model)
             benchmark = BenchmarkVersion.objects.get(name=version)
             run = services.run_start(model=model_entry, version=benchmark, with_paper=not without_paper,
-                                     samples=samples, dispatch=not inline)
+                                     samples=samples, protocol=protocol, dispatch=not inline)
         except ModelEntry.DoesNotExist as exc:
             raise CommandError(f"no registered model named {model!r}") from exc
         except BenchmarkVersion.DoesNotExist as exc:
             raise CommandError(f"no benchmark version named {version!r}") from exc
         except services.EvaluationError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"run {run.pk}: {model_entry} on {benchmark}, {run.total_items} item(s)")
+        self.stdout.write(f"run {run.pk}: {model_entry} on {benchmark}, {run.total_items} item(s) in protocol "
+                          f"{run.protocol}; release settings: {version_settings_text(version=benchmark)}")
         if inline:
             self._run_inline(run)
         else:
