@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from benchmarks.models import Blob, BenchmarkVersion, Paper, Snippet, SnippetRetirement, Task, VersionTask
+from benchmarks.models import (Blob, BenchmarkVersion, Paper, PromptProtocol, Snippet, SnippetRetirement, Task,
+                               VersionTask)
 
 
 @admin.register(Paper)
@@ -67,3 +68,19 @@ class BenchmarkVersionAdmin(admin.ModelAdmin):
 @admin.register(Blob)
 class BlobAdmin(admin.ModelAdmin):
     list_display = ["sha256", "size"]
+
+
+@admin.register(PromptProtocol)
+class PromptProtocolAdmin(admin.ModelAdmin):
+    """Read only: runs and releases name protocols, so one is added (protocol_add) and never changed."""
+
+    list_display = ["name", "masking", "context_join", "masked_header", "created_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

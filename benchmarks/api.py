@@ -15,12 +15,13 @@ from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import Protocol
 from benchmarks.selectors import (blob_read, protocol_get, snippet_masked_file, snippet_prompt, version_get,
                                   version_snippets, versions_visible)
-from benchmarks.services import release_items_jsonl, sha256_hex, version_settings
+from benchmarks.services import release_items_in_protocol, version_settings
 
 DOWNLOAD_TYPES = {".zip": "application/zip", ".jsonl": "application/x-ndjson"}
 
 
-PROTOCOL_PARAMETER = OpenApiParameter("protocol", str, description="A prompt protocol's name (default: the release's).")
+PROTOCOL_PARAMETER = OpenApiParameter("protocol", str,
+                                      description="A prompt protocol's name (default: the release's).")
 
 
 def release_get(*, name: str, user) -> BenchmarkVersion:
@@ -148,10 +149,9 @@ class ReleaseDownload(APIView):
         filename, digest = entry["filename"], entry["sha256"]
         protocol = request_protocol(request, version)
         if kind == "items" and protocol.name != version.protocol_id:
-            data = release_items_jsonl(version=version, protocol=protocol)
-            filename, digest = filename.replace("-items.jsonl", f"-items-{protocol.name}.jsonl"), sha256_hex(data)
-        else:
-            data = blob_read(sha256=digest)
+            filename = filename.replace("-items.jsonl", f"-items-{protocol.name}.jsonl")
+            digest = release_items_in_protocol(version=version, protocol=protocol)
+        data = blob_read(sha256=digest)
         suffix = "." + filename.rsplit(".", 1)[-1]
         response = HttpResponse(data, content_type=DOWNLOAD_TYPES.get(suffix, "application/octet-stream"))
         response["Content-Disposition"] = f'attachment; filename="{filename}"'

@@ -447,6 +447,18 @@ def release_items_jsonl(*, version: BenchmarkVersion, protocol: Protocol) -> byt
     return ("\n".join(lines) + "\n").encode()
 
 
+def release_items_in_protocol(*, version: BenchmarkVersion, protocol: Protocol) -> str:
+    """The sha256 of the release's items JSONL in another protocol, built once: releases and protocols never change."""
+    from django.core.cache import cache
+
+    key = f"release-items:{version.pk}:{version.manifest_hash}:{protocol.name}"
+    digest = cache.get(key)
+    if digest is None or not Blob.objects.filter(sha256=digest).exists():
+        digest = blob_store(content=release_items_jsonl(version=version, protocol=protocol)).sha256
+        cache.set(key, digest, timeout=None)
+    return digest
+
+
 def version_export(*, version: BenchmarkVersion, root: Path) -> list[PaperPackage]:
     """Write a version's tasks as a problem set in the FORMAT.md layout."""
     packages = [task_package(task=task) for task in version_tasks(version=version)]

@@ -5,6 +5,7 @@ The expected masked files and prompts are written out by hand from issue 11 item
 
 from __future__ import annotations
 
+import hashlib
 import json
 from io import StringIO
 from pathlib import Path
@@ -14,9 +15,11 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
-from evaluation.models import ModelEntry
+from evaluation import executor
+from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.selectors import item_prompt
 from evaluation.services import EvaluationError, run_start
+from tests.conftest import sandbox_backend_or_missing
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +61,7 @@ def legacy_pset(root: Path) -> Path:
         "  context_file_paths: [utils.py]\n", encoding="utf-8")
     for name, data in (("model.py", NESTED), ("tail.py", TAIL), ("tail_nonl.py", TAIL_NO_NEWLINE),
                        ("utils.py", UTILS), ("paper2code_paper.md", b"We add one.\n"),
-                       ("paper2code_test.py", b"import model, tail, tail_nonl\n")):
+                       ("paper2code_test.py", b"import tail, tail_nonl\nassert tail.f(1) == 2 and tail_nonl.g(1) == 0\n")):
         (paper / name).write_bytes(data)
     return root
 
@@ -121,6 +124,8 @@ def test_items_jsonl_in_another_protocol(original):
     assert {json.loads(line)["protocol"] for line in stored.content.splitlines()} == {"rcb-v1"}
     response = client.get("/api/v1/releases/1.0.0/downloads/items/?protocol=rcb-original")
     assert response.status_code == 200 and "1.0.0-items-rcb-original.jsonl" in response["Content-Disposition"]
+    assert response["X-Content-SHA256"] == hashlib.sha256(response.content).hexdigest()
+    assert client.get("/api/v1/releases/1.0.0/downloads/items/?protocol=rcb-original").content == response.content
     rows = [json.loads(line) for line in response.content.splitlines()]
     assert {(r["file"], r["snippet"]): r["masked_code"].encode() for r in rows} == MASKED_ORIGINAL
     assert next(r for r in rows if r["snippet"] == "last")["prompt"].encode() == PROMPT_LAST
@@ -181,3 +186,23 @@ def test_protocol_add_never_changes_an_existing_protocol(tmp_path):
         call_command("protocol_add", "Has Space", template=str(path))
     with pytest.raises(CommandError, match="cannot read the template"):
         call_command("protocol_add", "missing", template=str(tmp_path / "nope.txt"))
+
+
+@pytest.fixture
+def bwrap(sandbox_cache):
+    executor.sessions_close()
+    executor._backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    yield
+    executor.sessions_close()
+    executor._backend = None
+
+
+def test_evaluate_runs_in_the_named_protocol(original, bwrap):
+    out = StringIO()
+    call_command("evaluate", model="reference", version="1.0.0", protocol="rcb-original", without_paper=True,
+                 inline=True, stdout=out)
+    run = EvaluationRun.objects.get()
+    assert run.protocol == "rcb-original" and not run.with_paper and "in protocol rcb-original" in out.getvalue()
+    assert run.scores.get(paper=None).scaled_pass_rate == 100.0
+    last = Generation.objects.get(run=run, snippet__name="last")
+    assert last.prompt_hash == hashlib.sha256(PROMPT_LAST_WITHOUT_PAPER).hexdigest()
