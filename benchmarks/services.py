@@ -265,10 +265,11 @@ def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
             changed.append({"paper": paper, "from_revision": old["revision"], "to_revision": new["revision"],
                             "snippets_before": len(old["snippets"]), "snippets_after": len(new["snippets"]),
                             "split": new["split"]})
-    old_settings = (previous or {}).get("settings") or {}
+    # Releases frozen before settings were in the manifest have none to compare with.
+    old_settings = (previous or {}).get("settings")
     settings_changed = [{"setting": key, "from": old_settings.get(key), "to": value}
                         for key, value in manifest.get("settings", {}).items()
-                        if previous is not None and old_settings.get(key) != value]
+                        if old_settings is not None and old_settings.get(key) != value]
     return {"added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)),
             "changed": changed, "settings": settings_changed}
 
