@@ -155,3 +155,4 @@ def test_runs_use_the_releases_time_limit_not_the_workers(tmp_path, media_root, 
     assert (outcomes["1.0.0"].status, outcomes["1.0.0"].category) == ("failed", "timeout")
     assert "time limit" in outcomes["1.0.0"].detail
     assert outcomes["1.1.0"].status == "passed"
+    assert [outcomes[name].limits["wall_seconds"] for name in ("1.0.0", "1.1.0")] == [1.0, 60.0]
