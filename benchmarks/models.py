@@ -95,11 +95,14 @@ class Snippet(models.Model):
         return f"{self.task} {self.file_path}:{self.name}"
 
 
+PROTOCOL_NAME_RE = r"^[a-z0-9][a-z0-9.-]*$"
+
+
 class PromptProtocol(models.Model):
     """A prompt template with the layout of its code part; never edited, since published numbers depend on it."""
 
     name = models.CharField(max_length=20, unique=True, validators=[RegexValidator(
-        r"^[a-z0-9][a-z0-9.-]*$", "lower-case letters, digits, dots and hyphens, starting with a letter or digit")])
+        PROTOCOL_NAME_RE, "lower-case letters, digits, dots and hyphens, starting with a letter or digit")])
     template = models.TextField(help_text="string.Template text: $paper, $code, $name, $loc; $$ for a dollar.")
     template_without_paper = models.TextField(blank=True, help_text="For the ablation; blank: the template with "
                                                                     "$paper saying the paper is not given.")

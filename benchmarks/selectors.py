@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from benchmarks.models import Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, VersionTask
+from benchmarks.models import PROTOCOL_NAME_RE, Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, VersionTask
 from benchmarks.paper2code import Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
 
@@ -67,7 +68,9 @@ class UnknownProtocol(ValueError):
 
 def protocol_get(*, name: str) -> Protocol:
     """The prompt protocol of that name (UnknownProtocol listing the known ones if there is none)."""
-    row = PromptProtocol.objects.filter(name=name).first()
+    # A name no protocol can have (e.g. with a NUL, which PostgreSQL refuses in a query) is unknown without asking.
+    possible = len(name) <= 20 and re.match(PROTOCOL_NAME_RE, name)
+    row = PromptProtocol.objects.filter(name=name).first() if possible else None
     if row is None:
         known = ", ".join(protocol_names())
         raise UnknownProtocol(f"unknown prompt protocol {name!r}; known: {known}")

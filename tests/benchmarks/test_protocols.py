@@ -115,6 +115,9 @@ def test_unknown_protocol_is_a_400_naming_the_known_ones(original):
         assert response.json()["error"] == {
             "code": "unknown_protocol", "message": "unknown prompt protocol 'rcb-v9'; known: rcb-original, rcb-v1",
             "details": None}
+    for hostile in ("rcb-v1\x00", "rcb-v1'; --", "x" * 5000):
+        response = client.get("/api/v1/releases/1.0.0/items/", {"protocol": hostile})
+        assert response.status_code == 400 and "known: rcb-original, rcb-v1" in response.json()["error"]["message"]
 
 
 def test_items_jsonl_in_another_protocol(original):
