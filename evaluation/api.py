@@ -19,8 +19,8 @@ from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.reproducibility import run_manifest
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
                                   run_progress)
-from evaluation.services import (MAX_SAMPLES, model_register, model_update, run_cancel, run_from_upload, run_resume,
-                                 run_start, run_verify)
+from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, model_register, model_update, run_cancel,
+                                 run_from_upload, run_resume, run_start, run_verify)
 
 # Models
 
@@ -233,7 +233,8 @@ class RunResume(RunAction):
 
 
 class RunVerifySerializer(serializers.Serializer):
-    reason = serializers.CharField(help_text="How the self-reported answers were checked; kept in the audit record.")
+    reason = serializers.CharField(max_length=MAX_REASON_CHARS,
+                                   help_text="How the self-reported answers were checked; kept in the audit record.")
 
 
 class RunVerify(APIView):

@@ -103,10 +103,11 @@ class Agreement:
     category: str
     detail: str
     environment_lock: str | None  # lock hash of the environment it ran in now
+    skipped: bool = False  # no answer was recorded (the model call failed): nothing to execute
 
     @property
     def agrees(self) -> bool:
-        return (self.status, self.category) == (self.outcome.status, self.outcome.category)
+        return self.skipped or (self.status, self.category) == (self.outcome.status, self.outcome.category)
 
     @property
     def same_environment(self) -> bool | None:
@@ -117,15 +118,19 @@ class Agreement:
 def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
     """Execute every recorded item of the run again with its stored code and compare verdicts; stores nothing.
 
-    Infrastructure failures now are reported as an `error` verdict, as a worker would record them.
+    Items without a recorded answer (the model call failed) are skipped; infrastructure failures now are
+    reported as an `error` verdict, as a worker would record them.
     """
     from evaluation.executor import item_execute
     from evaluation.sandbox import EnvironmentBuildError, SandboxError
 
     for outcome in run_outcomes(run):
-        code = outcome.generation.extracted_code if outcome.generation else ""
+        generation = outcome.generation
+        if generation is None or generation.error:
+            yield Agreement(outcome, outcome.status, outcome.category, "no answer was recorded", None, skipped=True)
+            continue
         try:
-            item_run = item_execute(snippet=outcome.snippet, code=code)
+            item_run = item_execute(snippet=outcome.snippet, code=generation.extracted_code)
         except (EnvironmentBuildError, SandboxError) as exc:
             yield Agreement(outcome, Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, str(exc), None)
             continue

@@ -349,6 +349,9 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
     return run
 
 
+MAX_REASON_CHARS = 2000
+
+
 @transaction.atomic
 def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
     """A maintainer vouches for a self-reported run (e.g. reproduced its answers); recorded with the reason."""
@@ -357,6 +360,8 @@ def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
     reason = reason.strip()
     if not reason:
         raise EvaluationError("say why the run is verified (e.g. how its answers were checked)")
+    if len(reason) > MAX_REASON_CHARS:
+        raise EvaluationError(f"the reason is {len(reason)} characters; at most {MAX_REASON_CHARS}")
     run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
     if run.provenance != EvaluationRun.Provenance.SELF_REPORTED:
         raise EvaluationError(f"run {run.pk} is {run.get_provenance_display().split(':')[0].lower()}; "

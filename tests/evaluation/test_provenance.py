@@ -8,6 +8,7 @@ import io
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
@@ -60,6 +61,8 @@ def test_platform_runs_are_verified_and_uploads_self_reported(version, author):
     assert upload.provenance == EvaluationRun.Provenance.SELF_REPORTED
     assert calibration.is_calibration and not called.is_calibration
     assert api().get(f"/api/v1/runs/{upload.pk}/").json()["provenance"] == "self_reported"
+    model_page = Client().get(reverse("model-detail", args=["uploader"])).content.decode()
+    assert ">self-reported</span>" in model_page
 
 
 def test_calibration_lines_are_unranked_and_ranks_count_only_ranked_entries(client, version, author):
@@ -153,6 +156,8 @@ def test_only_maintainers_verify(client, version, author, other_author, maintain
     assert client.post(reverse("run-verify", args=[run.pk]), {"reason": "x"}).status_code == 302  # to the login
     assert api().post(f"/api/v1/runs/{run.pk}/verify/", {"reason": "x"}, format="json").status_code in (401, 403)
     assert api(maintainer).post(f"/api/v1/runs/{run.pk}/verify/", {}, format="json").status_code == 400
+    with pytest.raises(services.EvaluationError, match="the reason is 2001 characters; at most 2000"):
+        services.run_verify(run=run, actor=maintainer, reason="x" * 2001)
     run.refresh_from_db()
     assert run.provenance == "self_reported" and not ProvenanceChange.objects.exists()
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()

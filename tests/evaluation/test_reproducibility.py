@@ -192,3 +192,21 @@ def test_docker_lock_is_the_image_id(tmp_path):
     finally:
         client.close()
     assert lock["image_id"].startswith("sha256:")
+
+
+def test_items_without_a_recorded_answer_are_skipped_not_disagreements(version, settings):
+    settings.SANDBOX_BACKEND = "local"  # nothing runs: every item lacks an answer
+    executor.sessions_close()
+    executor._backend = None
+    entry = ModelEntry.objects.create(name="flaky", display_name="Flaky", litellm_model="local/flaky")
+    run = services.run_start(model=entry, version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
+        generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p", error="HTTP 500")
+        services.outcome_record(run=run, snippet=snippet, sample=0, generation=generation,
+                                verdict=Verdict("error", "infrastructure", "no answer: HTTP 500"))
+    out = StringIO()
+    call_command("run_reproduce", str(run.pk), stdout=out)
+    executor._backend = None
+    assert out.getvalue().count("skipped  item ") == run.total_items
+    assert f"0 disagree, {run.total_items} skipped (no answer recorded)" in out.getvalue()

@@ -23,11 +23,16 @@ class Command(BaseCommand):
             raise CommandError(f"no run with id {run_id}")
         self.stdout.write(f"run {run.pk}: {run.model} on {run.version}, protocol {run.protocol}, "
                           f"sandbox {backend_current().name}")
-        total = agreed = environment_changed = 0
+        total = agreed = environment_changed = skipped = 0
         try:
             for agreement in run_reproduce(run=run):
                 outcome = agreement.outcome
                 total += 1
+                if agreement.skipped:
+                    skipped += 1
+                    self.stdout.write(f"skipped  item {outcome.snippet_id} sample {outcome.sample}: "
+                                      f"{agreement.detail} (stored {outcome.status})")
+                    continue
                 agreed += agreement.agrees
                 environment_changed += agreement.same_environment is False
                 stored = f"{outcome.status}{'/' + outcome.category if outcome.category else ''}"
@@ -41,7 +46,10 @@ class Command(BaseCommand):
             sessions_close()
         if not total:
             raise CommandError(f"run {run.pk} has no recorded item to reproduce")
-        self.stdout.write(f"summary: {agreed} of {total} item(s) agree ({100.0 * agreed / total:.1f}%), "
-                          f"{total - agreed} disagree; {environment_changed} ran in a different environment")
-        if agreed < total:
-            raise CommandError(f"{total - agreed} of {total} item(s) of run {run.pk} disagree with the record")
+        executed = total - skipped
+        self.stdout.write(f"summary: {agreed} of {executed} item(s) agree "
+                          f"({100.0 * agreed / executed if executed else 100.0:.1f}%), {executed - agreed} disagree, "
+                          f"{skipped} skipped (no answer recorded); "
+                          f"{environment_changed} ran in a different environment")
+        if agreed < executed:
+            raise CommandError(f"{executed - agreed} of {executed} item(s) of run {run.pk} disagree with the record")
