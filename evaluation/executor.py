@@ -79,8 +79,9 @@ def session_for(task_environment_hash: str, requirements: str) -> Session:
             session = None
         if session is None:
             environment = backend.environment_build(env_hash=task_environment_hash, requirements=requirements)
+            lock = backend.environment_lock(environment)  # before caching: a failure here leaves no lockless session
             session = _sessions[task_environment_hash] = backend.session_open(environment)
-            _locks[task_environment_hash] = backend.environment_lock(environment)
+            _locks[task_environment_hash] = lock
         backend.environment_used(env_hash=task_environment_hash)
         return session
 

@@ -116,13 +116,15 @@ class Agreement:
 
 
 def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
-    """Execute every recorded item of the run again with its stored code and compare verdicts; stores nothing.
+    """Execute every recorded item of the run again with its stored code and limits, compare verdicts; stores nothing.
 
     Items without a recorded answer (the model call failed) are skipped; infrastructure failures now are
     reported as an `error` verdict, as a worker would record them.
     """
-    from evaluation.executor import item_execute
-    from evaluation.sandbox import EnvironmentBuildError, SandboxError
+    from evaluation.executor import item_execute, limits_for_release
+    from evaluation.sandbox import EnvironmentBuildError, Limits, SandboxError
+
+    known = set(Limits.__dataclass_fields__)
 
     for outcome in run_outcomes(run):
         generation = outcome.generation
@@ -130,7 +132,10 @@ def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
             yield Agreement(outcome, outcome.status, outcome.category, "no answer was recorded", None, skipped=True)
             continue
         try:
-            item_run = item_execute(snippet=outcome.snippet, code=generation.extracted_code)
+            # The limits the item ran under, as recorded; older outcomes have none: the release's.
+            limits = (Limits(**{k: v for k, v in outcome.limits.items() if k in known}) if outcome.limits
+                      else limits_for_release(run.version))
+            item_run = item_execute(snippet=outcome.snippet, code=generation.extracted_code, limits=limits)
         except (EnvironmentBuildError, SandboxError) as exc:
             yield Agreement(outcome, Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, str(exc), None)
             continue
