@@ -205,8 +205,10 @@ SANDBOX_CPUS = env.float("SANDBOX_CPUS", default=1.0)
 SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)
 SANDBOX_DISK_MB = env.int("SANDBOX_DISK_MB", default=1024)
 SANDBOX_DOCKER_BASE_IMAGE = env("SANDBOX_DOCKER_BASE_IMAGE", default="rcb-sandbox-base:bookworm")
-# An environment image build (pip, with the host's network) silent for this long is given up.
-SANDBOX_DOCKER_BUILD_SECONDS = env.int("SANDBOX_DOCKER_BUILD_SECONDS", default=1800)
+# Building one environment (every round of fetching outside and installing in the network-less sandbox) may take
+# this long, and fetch at most this many MB of distributions from the package index.
+SANDBOX_BUILD_SECONDS = env.int("SANDBOX_BUILD_SECONDS", default=1800)
+SANDBOX_FETCH_MB = env.int("SANDBOX_FETCH_MB", default=4096)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -28,7 +28,8 @@ from typing import IO
 
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
 from evaluation.sandbox.process import files_write, process_run, rlimits
-from evaluation.sandbox.venv import venv_build, venv_remove
+from evaluation.sandbox.install import INPUTS
+from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ BWRAP_OWN_PROCESSES = 2
 STARTED = "rcb-bwrap-started"
 PROBE_TIMEOUT = 20
 SETPRIV = "/usr/bin/setpriv"
+# Where a build step sees the worker's pip package (alone, so nothing else of the worker is importable).
+PIP_DIR = "/rcb-pip"
 
 TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 ETC_FROM_HOST = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
@@ -72,19 +75,19 @@ def _system_binds(etc_dir: Path) -> tuple[list[str], list[tuple[str, str]]]:
     return links, binds
 
 
-def _ro_binds(binds: Sequence[tuple[str, str]]) -> list[str]:
-    """Read-only binds; their missing parents are made 0755 (bwrap would copy modes like /root's 0700)."""
+def _ro_binds(binds: Sequence[tuple[str, str]], writable: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """Read-only binds, then writable ones; missing parents are made 0755 (bwrap would copy modes like /root's 0700)."""
     args: list[str] = []
     exists = {"/", "/tmp", WORK_DIR}
     bound: list[PurePosixPath] = []
-    for source, dest in binds:
+    for (source, dest), flag in [*((b, "--ro-bind") for b in binds), *((b, "--bind") for b in writable)]:
         target = PurePosixPath(dest)
         if not any(mount == target or mount in target.parents for mount in bound):
             for parent in reversed(target.parents):
                 if str(parent) not in exists:
                     args += ["--perms", "0755", "--dir", str(parent)]
                     exists.add(str(parent))
-        args += ["--ro-bind", source, dest]
+        args += [flag, source, dest]
         bound.append(target)
     return args
 
@@ -293,13 +296,19 @@ def _preexec(limits: Limits, cgroups: RunCgroups, stdin_fd: int) -> Callable[[],
 
 
 class BwrapSession(Session):
-    def __init__(self, backend: BwrapBackend, environment: Environment):
+    """Runs in the environment's venv bound read-only; a build (`building`) binds it writable, with its inputs."""
+
+    def __init__(self, backend: BwrapBackend, environment: Environment, *, building: Sequence[tuple[str, str]] = (),
+                 env: Mapping[str, str] | None = None):
         super().__init__(backend, environment)
         venv = Path(environment.location)
         links, binds = _system_binds(backend.etc_dir)
-        binds += [(str(path), str(path)) for path in (venv, *_interpreter_prefixes(venv))]
-        self._mounts = links + _ro_binds(binds)
+        binds += [(str(path), str(path)) for path in _interpreter_prefixes(venv)]
+        venv_bind = [(str(venv), str(venv))]
+        self._mounts = links + (_ro_binds([*binds, *building], venv_bind) if building else
+                                _ro_binds(venv_bind + binds))
         self._path = f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"
+        self._env = dict(env or {})
 
     def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
         threads = str(max(1, math.ceil(limits.cpus)))
@@ -308,6 +317,7 @@ class BwrapSession(Session):
             "PYTHONDONTWRITEBYTECODE": "1",
             # Thread pools default to one thread per host core; each thread counts against the pids limit.
             "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+            **self._env,
         }
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
         unpack = f'PATH=/usr/bin:/bin tar -x -o -f - && printf "%s\\n" {STARTED} >&2 && exec "$@" </dev/null'
@@ -340,6 +350,24 @@ def _started(result: ExecResult, oom: bool) -> ExecResult:
     return replace(result, stderr=head + rest, exit_code=exit_code, oom_killed=oom)
 
 
+class BwrapBuild:
+    """The build sandbox of a venv: a run of its own, with the venv writable and the worker's pip on PYTHONPATH."""
+
+    def __init__(self, backend: BwrapBackend, venv: Path):
+        self.backend, self.venv = backend, venv
+        self.python = str(venv / "bin" / "python")
+
+    def inputs_at(self, inputs: Path) -> str:
+        return INPUTS
+
+    def run(self, command: Sequence[str], *, inputs: Path, env: Mapping[str, str], limits: Limits) -> ExecResult:
+        environment = Environment(hash="build", backend=BwrapBackend.name, location=str(self.venv),
+                                  python=self.python)
+        building = [(str(inputs), INPUTS), (str(pip_package()), f"{PIP_DIR}/pip")]
+        session = BwrapSession(self.backend, environment, building=building, env={**env, "PYTHONPATH": PIP_DIR})
+        return session.run(files={}, command=command, limits=limits)
+
+
 class BwrapBackend(Backend):
     name = "bwrap"
 
@@ -365,8 +393,10 @@ class BwrapBackend(Backend):
         return _probe(self.etc_dir)
 
     def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
+        self._etc_write()
         return venv_build(cache_dir=self.cache_dir / "venvs", backend=self.name, env_hash=env_hash,
-                          requirements=requirements)
+                          requirements=requirements, sandbox_for=lambda venv: BwrapBuild(self, venv),
+                          build_uid=SANDBOX_UID)
 
     def environment_remove(self, *, env_hash: str) -> bool:
         return venv_remove(cache_dir=self.cache_dir / "venvs", env_hash=env_hash)

@@ -8,27 +8,32 @@ kill an exec'd process tree short of killing the container; a fresh container is
 The work files travel as a tar on the container's stdin: the archive API refuses containers with a read-only
 root (and would not see a tmpfs anyway), and a bind mount needs the engine to share the worker's filesystem.
 
-An environment image pip-installs the requirements into /opt/env, with the host's network and pip index settings
-(read at build time; this host's local folders and file:// indexes are left out). A task without requirements
-gets the base image itself under its environment tag.
+An environment image is built by install.py (fetching on the worker, which runs nothing; pip inside) through
+DockerBuild: each build step is a container of the base image (its /opt/env handed to uid 10001 once per base,
+`rcb-env-build`) with no network, uid 10001, no capabilities and an empty environment; the fetched files come
+on stdin into a tmpfs, and the container of the install that succeeded is committed as the environment image.
+Not `docker build`: the classic builder's RUN steps cannot drop capabilities or limit processes, a COPY of the
+fetched files would stay in a layer of every image for good, and each round of fetching would send a new build
+context; a step container gets exactly the isolation of a run, and a tmpfs never enters the commit. No host
+configuration reaches a build (no pip.conf, no proxy, no index address). A task without requirements gets the
+base image itself under its environment tag.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import fcntl
 import io
-import os
-import re
 import socket
-import subprocess
-import sys
 import tarfile
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 import docker
 import requests
@@ -37,6 +42,7 @@ from docker.utils.socket import frames_iter
 from evaluation.sandbox.base import (
     Backend, Environment, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session,
 )
+from evaluation.sandbox.install import INPUTS, requirements_install
 from evaluation.sandbox.lock import image_lock
 
 ENV_REPOSITORY = "rcb-env"
@@ -47,22 +53,10 @@ TMP_BYTES = 64 * 1024 * 1024
 # The unpack step's exit status and last words; the test itself never runs if unpacking failed.
 UNPACK_FAILED = 125
 UNPACK_MESSAGE = "rcb-sandbox: unpacking the work files failed"
-UNPACK = f'tar -x -C /work || {{ echo "{UNPACK_MESSAGE}" >&2; exit {UNPACK_FAILED}; }}; exec "$@"'
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-PIP_KEYS = ("index-url", "extra-index-url", "trusted-host", "find-links", "cert", "timeout", "default-timeout",
-            "retries", "proxy")
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
-
-ENV_DOCKERFILE = """\
-FROM {base}
-USER root
-COPY rcb-build/ /tmp/rcb-build/
-RUN PIP_CONFIG_FILE=/tmp/rcb-build/pip.conf /opt/env/bin/python -m pip install --no-input --no-cache-dir \\
-        --progress-bar off --root-user-action=ignore -r /tmp/rcb-build/requirements.txt \\
- && rm -rf /tmp/rcb-build
-USER {user}
-"""
-
+UNPACK = f'tar -x -C "$0" || {{ echo "{UNPACK_MESSAGE}" >&2; exit {UNPACK_FAILED}; }}; exec "$@"'
+# Build containers are found by name (a label would pass into the committed image, and from it to every run).
+BUILD_NAME = "rcb-build-"
+BUILD_REPOSITORY = "rcb-env-build"
 
 @contextlib.contextmanager
 def engine_errors(what: str) -> Iterator[None]:
@@ -83,76 +77,85 @@ class DockerSession(Session):
         api = self.backend.client().api
         with engine_errors("creating the sandbox container"):
             container = api.create_container(
-                self.environment.location, ["sh", "-c", UNPACK, "rcb-unpack", *command],
+                self.environment.location, ["sh", "-c", UNPACK, "/work", *command],
                 user=SANDBOX_USER, working_dir="/work", hostname="sandbox", stdin_open=True,
                 network_disabled=True, environment=run_environment(limits),
                 labels={LABEL: "1", "rcb.env": self.environment.hash},
                 host_config=api.create_host_config(**host_config(limits)),
             )["Id"]
         try:
-            return self._run(api, container, archive, limits)
+            return container_run(api, container, io.BytesIO(archive), limits)
         finally:
-            with engine_errors("removing the sandbox container"), contextlib.suppress(docker.errors.NotFound):
-                api.remove_container(container, force=True)
+            container_remove(api, container)
 
-    def _run(self, api, container: str, archive: bytes, limits: Limits) -> ExecResult:
+
+def container_remove(api, container: str) -> None:
+    with engine_errors("removing the sandbox container"), contextlib.suppress(docker.errors.NotFound):
+        api.remove_container(container, force=True)
+
+
+def container_run(api, container: str, archive: IO[bytes], limits: Limits) -> ExecResult:
+    """Start a created container, send `archive` on its stdin, collect capped output, kill it at the deadline."""
+    with engine_errors("starting the sandbox container"):
+        # Attach before start, so no output is missed; stdin closes (StdinOnce) when the archive is sent.
+        stream = api.attach_socket(container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+    output = CappedOutput(limits.output_bytes)
+    reader = threading.Thread(target=output.read, args=(stream,), daemon=True)
+    try:
         with engine_errors("starting the sandbox container"):
-            # Attach before start, so no output is missed; stdin closes (StdinOnce) when the archive is sent.
-            stream = api.attach_socket(container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        output = CappedOutput(limits.output_bytes)
-        reader = threading.Thread(target=output.read, args=(stream,), daemon=True)
-        try:
-            with engine_errors("starting the sandbox container"):
-                api.start(container)
-            start = time.monotonic()
-            reader.start()
-            raw = getattr(stream, "_sock", stream)
-            # A run that dies before reading all of its stdin closes the connection; its exit status tells.
-            with contextlib.suppress(OSError):
-                raw.sendall(archive)
-                raw.shutdown(socket.SHUT_WR)
-            timed_out = self._wait(api, container, start + limits.wall_seconds)
-            duration = time.monotonic() - start
-            reader.join(timeout=10)
-        finally:
-            with contextlib.suppress(OSError):
-                stream.close()
-        with engine_errors("inspecting the sandbox container"):
-            state = api.inspect_container(container)["State"]
-        code, oom_killed = state["ExitCode"], bool(state["OOMKilled"])
-        stderr = output.text(2)
-        if code == UNPACK_FAILED and stderr.rstrip().endswith(UNPACK_MESSAGE):
-            raise SandboxError(f"{UNPACK_MESSAGE}: {stderr.strip()[-500:]}")
-        killed = timed_out or (oom_killed and code == 137)
-        return ExecResult(
-            exit_code=None if killed else code, stdout=output.text(1), stderr=stderr, timed_out=timed_out,
-            duration=duration, backend=DockerBackend.name, oom_killed=oom_killed,
-            output_truncated=output.truncated,
-        )
+            api.start(container)
+        start = time.monotonic()
+        reader.start()
+        raw = getattr(stream, "_sock", stream)
+        # A run that dies before reading all of its stdin closes the connection; its exit status tells.
+        with contextlib.suppress(OSError):
+            while chunk := archive.read(1 << 20):
+                raw.sendall(chunk)
+            raw.shutdown(socket.SHUT_WR)
+        timed_out = _container_wait(api, container, start + limits.wall_seconds)
+        duration = time.monotonic() - start
+        reader.join(timeout=10)
+    finally:
+        with contextlib.suppress(OSError):
+            stream.close()
+    with engine_errors("inspecting the sandbox container"):
+        state = api.inspect_container(container)["State"]
+    code, oom_killed = state["ExitCode"], bool(state["OOMKilled"])
+    stderr = output.text(2)
+    if code == UNPACK_FAILED and stderr.rstrip().endswith(UNPACK_MESSAGE):
+        raise SandboxError(f"{UNPACK_MESSAGE}: {stderr.strip()[-500:]}")
+    killed = timed_out or (oom_killed and code == 137)
+    return ExecResult(
+        exit_code=None if killed else code, stdout=output.text(1), stderr=stderr, timed_out=timed_out,
+        duration=duration, backend=DockerBackend.name, oom_killed=oom_killed,
+        output_truncated=output.truncated,
+    )
 
-    def _wait(self, api, container: str, deadline: float) -> bool:
-        """Wait for the run to end by `deadline`; kill it if it does not. True when it was killed for time."""
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                api.wait(container, timeout=max(remaining, 0.1))
-                return False
-            except requests.exceptions.RequestException:
-                # A read timeout looks like any other transport error; asking the engine tells them apart.
-                with engine_errors("waiting for the sandbox container"):
-                    if not api.inspect_container(container)["State"]["Running"]:
-                        return False
-        with engine_errors("killing the sandbox container"):
-            try:
-                api.kill(container)
-            except docker.errors.APIError as exc:
-                if exc.status_code != 409:
-                    raise
-                return False  # it ended on its own just in time
-            api.wait(container, timeout=60)
-        return True
+
+
+def _container_wait(api, container: str, deadline: float) -> bool:
+    """Wait for the run to end by `deadline`; kill it if it does not. True when it was killed for time."""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            api.wait(container, timeout=max(remaining, 0.1))
+            return False
+        except requests.exceptions.RequestException:
+            # A read timeout looks like any other transport error; asking the engine tells them apart.
+            with engine_errors("waiting for the sandbox container"):
+                if not api.inspect_container(container)["State"]["Running"]:
+                    return False
+    with engine_errors("killing the sandbox container"):
+        try:
+            api.kill(container)
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
+            return False  # it ended on its own just in time
+        api.wait(container, timeout=60)
+    return True
 
 
 class CappedOutput:
@@ -203,14 +206,15 @@ def run_environment(limits: Limits) -> dict[str, str]:
             "MKL_NUM_THREADS": threads}
 
 
-def host_config(limits: Limits) -> dict:
+def host_config(limits: Limits, *, work: str = "/work", tmp_bytes: int = TMP_BYTES, read_only: bool = True) -> dict:
+    """A run's container (or, with the root writable for /opt/env, a build step's): no network, no capabilities."""
     return {
         "network_mode": "none",
-        "read_only": True,
+        "read_only": read_only,
         "init": True,
         "tmpfs": {
-            "/work": f"size={limits.disk_bytes},uid=10001,gid=10001,mode=0700,exec,nosuid,nodev",
-            "/tmp": f"size={min(limits.disk_bytes, TMP_BYTES)},mode=1777,exec,nosuid,nodev",
+            work: f"size={limits.disk_bytes},uid=10001,gid=10001,mode=0700,exec,nosuid,nodev",
+            "/tmp": f"size={min(limits.disk_bytes, tmp_bytes)},mode=1777,exec,nosuid,nodev",
         },
         "mem_limit": limits.memory_bytes,
         "memswap_limit": limits.memory_bytes,
@@ -224,52 +228,69 @@ def host_config(limits: Limits) -> dict:
     }
 
 
-def pip_config() -> tuple[str, dict[str, str], list[str]]:
-    """This host's pip index settings, read now, as a pip.conf for the image build, its extra files, and notes."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    found: dict[str, str] = {}
-    # Later lines override earlier ones, in pip's own order (global, user, site, environment).
-    for line in proc.stdout.splitlines():
-        key, _, value = line.partition("=")
-        name = key.rpartition(".")[2]
-        if name in PIP_KEYS and value:
-            with contextlib.suppress(ValueError, SyntaxError):
-                found[name] = str(ast.literal_eval(value))
-    lines, extra, notes = ["[global]"], {}, []
-    for name, value in found.items():
-        if name in ("index-url", "extra-index-url", "find-links"):
-            # Local folders and file:// indexes of this host do not exist inside the build.
-            kept = [v for v in value.split() if v.startswith(("http://", "https://"))]
-            notes += [f"not passed to the image build (a local path): {name} {v}" for v in value.split()
-                      if v not in kept]
-            value = " ".join(kept)
-        elif name == "cert":
-            if not Path(value).is_file():
-                continue
-            extra["cert.pem"] = Path(value).read_text()
-            value = "/tmp/rcb-build/cert.pem"
-        if value:
-            lines.append(f"{name} = {value}")
-    return "\n".join(lines) + "\n", extra, notes
-
-
-def build_context(*, base: str, requirements: str, pip_conf: str, extra: Mapping[str, str]) -> bytes:
-    files = {"Dockerfile": ENV_DOCKERFILE.format(base=base, user=SANDBOX_USER),
-             "rcb-build/requirements.txt": requirements, "rcb-build/pip.conf": pip_conf}
-    files.update({f"rcb-build/{name}": text for name, text in extra.items()})
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
 def built_on(image, base_id: str) -> bool:
     """Whether an environment image stands on this base image (a rebuilt base rebuilds every environment)."""
     return image.id == base_id or (image.labels or {}).get("rcb.base") == base_id
+
+
+class DockerBuild:
+    """Build steps as containers of the build image: no network, uid 10001, no capabilities, /opt/env writable.
+
+    The inputs travel on stdin into a tmpfs (never part of an image); the container of the last step that
+    succeeded is kept (`installed`) for the backend to commit, every other one is removed at once.
+    """
+
+    python = PYTHON
+
+    def __init__(self, backend: DockerBackend, image: str):
+        self.backend, self.image = backend, image
+        self.installed: str | None = None
+
+    def inputs_at(self, inputs: Path) -> str:
+        return INPUTS
+
+    def run(self, command: Sequence[str], *, inputs: Path, env: Mapping[str, str], limits: Limits) -> ExecResult:
+        api = self.backend.client().api
+        size = sum(path.stat().st_size for path in inputs.rglob("*") if path.is_file())
+        # tmpfs pages count against the memory limit: the inputs come on top of what the build itself needs.
+        limits = replace(limits, memory_bytes=limits.memory_bytes + size,
+                         disk_bytes=max(limits.disk_bytes, size + (64 << 20)))
+        variables = {"PATH": "/opt/env/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", **env}
+        # `env -i`: the step sees only these; nothing set on the container could pass into the committed image.
+        argv = ["sh", "-c", UNPACK, INPUTS, "env", "-i", *(f"{k}={v}" for k, v in variables.items()), *command]
+        with engine_errors("creating a build container"):
+            container = api.create_container(
+                self.image, argv, user=SANDBOX_USER, working_dir="/tmp", hostname="sandbox", stdin_open=True,
+                network_disabled=True, name=f"{BUILD_NAME}{uuid.uuid4().hex[:12]}",
+                host_config=api.create_host_config(**host_config(limits, work=INPUTS, tmp_bytes=limits.disk_bytes,
+                                                                 read_only=False)),
+            )["Id"]
+        try:
+            with tempfile.TemporaryFile() as archive:
+                with tarfile.open(fileobj=archive, mode="w") as tar:
+                    for path in sorted(inputs.iterdir()):
+                        tar.add(path, arcname=path.name, filter=_owned_by_sandbox)
+                archive.seek(0)
+                result = container_run(api, container, archive, limits)
+        except BaseException:
+            container_remove(api, container)
+            raise
+        if result.exit_code == 0:
+            self.discard()
+            self.installed = container
+        else:
+            container_remove(api, container)
+        return result
+
+    def discard(self) -> None:
+        if self.installed is not None:
+            container_remove(self.backend.client().api, self.installed)
+            self.installed = None
+
+
+def _owned_by_sandbox(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid, info.gid, info.uname, info.gname = 10001, 10001, "", ""
+    return info
 
 
 class DockerBackend(Backend):
@@ -280,7 +301,6 @@ class DockerBackend(Backend):
 
         super().__init__(cache_dir)
         self.base_image = settings.SANDBOX_DOCKER_BASE_IMAGE
-        self.build_seconds = settings.SANDBOX_DOCKER_BUILD_SECONDS
         self._client: docker.DockerClient | None = None
 
     def client(self) -> docker.DockerClient:
@@ -349,45 +369,65 @@ class DockerBackend(Backend):
             return None
 
     def _build(self, tag: str, base, env_hash: str, requirements: str, log_path: Path) -> None:
-        log = f"base image {self.base_image} ({base.id}); requirements:\n{requirements}\n"
-        if not [ln for ln in requirements.splitlines() if ln.strip() and not ln.strip().startswith("#")]:
-            # Nothing to install: the environment is the base image under the environment's tag.
-            base.tag(tag)
-            log_path.write_text(log + "no requirements: tagged the base image\n")
-            return
-        pip_conf, extra, notes = pip_config()
-        log += "pip.conf for the build:\n" + pip_conf + "".join(f"{note}\n" for note in notes)
-        context = build_context(base=self.base_image, requirements=requirements, pip_conf=pip_conf, extra=extra)
-        error = ""
-        # Only builds get a network (the host's, for pip); runs never do.
-        for chunk in self.client().api.build(
-            fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
-            network_mode="host", timeout=self.build_seconds, labels={"rcb.base": base.id, "rcb.env": env_hash},
-            buildargs={k: v for k, v in os.environ.items() if k in PROXY_VARIABLES},
-        ):
-            log += ANSI.sub("", chunk.get("stream", ""))
-            if "error" in chunk:
-                error = chunk["error"]
-                log += f"\n{error}\n"
+        header = f"base image {self.base_image} ({base.id})\n"
+        sandbox = DockerBuild(self, self._build_image(base))
+        try:
+            log = header + requirements_install(requirements=requirements, sandbox=sandbox,
+                                                work=self.cache_dir / "images" / f"{env_hash}.inputs",
+                                                dists=self.cache_dir / "dists")
+            if sandbox.installed is None:
+                # Nothing to install: the environment is the base image under the environment's tag.
+                base.tag(tag)
+            else:
+                repository, _, name = tag.partition(":")
+                self.client().api.commit(sandbox.installed, repository=repository, tag=name, changes=[
+                    f"USER {SANDBOX_USER}", "WORKDIR /work", f'CMD ["{PYTHON}"]',
+                    f"LABEL rcb.base={base.id} rcb.env={env_hash}"])
+        except EnvironmentBuildError as exc:
+            log_path.write_text(header + exc.log)
+            raise EnvironmentBuildError(str(exc), header + exc.log) from exc
+        finally:
+            sandbox.discard()
         log_path.write_text(log)
-        if error:
-            # The steps before the failing one stay behind as untagged images; the base itself is never among them.
-            layers = [layer for layer in re.findall(r"^ ---> ([0-9a-f]{12})$", log, re.M)
-                      if not base.id.startswith(f"sha256:{layer}")]
-            if layers:
-                with contextlib.suppress(docker.errors.APIError):
-                    self.client().images.remove(layers[-1])
-            pip_errors = [ln.strip() for ln in log.splitlines() if ln.strip().startswith("ERROR:")]
-            raise EnvironmentBuildError(f"installing requirements failed: {(pip_errors or [error])[-1]}", log)
+
+    def _build_image(self, base) -> str:
+        """The base image with /opt/env handed to the sandbox user, made once per base image (no network)."""
+        tag = f"{BUILD_REPOSITORY}:{base.id.removeprefix('sha256:')[:20]}"
+        with open(self.cache_dir / "images" / "build-image.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self._image(tag) is not None:
+                return tag
+            api = self.client().api
+            container = api.create_container(
+                base.id, ["chown", "-R", SANDBOX_USER, "/opt/env"], user="0:0", network_disabled=True,
+                name=f"{BUILD_NAME}{uuid.uuid4().hex[:12]}",
+                host_config=api.create_host_config(network_mode="none", cap_drop=["ALL"], cap_add=["CHOWN"],
+                                                   security_opt=["no-new-privileges"]))["Id"]
+            try:
+                api.start(container)
+                if api.wait(container, timeout=120)["StatusCode"] != 0:
+                    raise SandboxError(f"preparing {tag}: chown of /opt/env failed: {api.logs(container)[-500:]!r}")
+                api.commit(container, repository=BUILD_REPOSITORY, tag=tag.partition(":")[2],
+                           changes=[f"USER {SANDBOX_USER}", f'CMD ["{PYTHON}"]'])
+            finally:
+                container_remove(api, container)
+        return tag
 
     def orphans_remove(self, *, older_than: float) -> int:
         """Sandbox containers outlive a worker killed mid-run; any older than a run may last is an orphan, whichever
         worker on this engine made it."""
+        from django.conf import settings
+
         api = self.client().api
         removed = 0
         with engine_errors("removing orphaned sandbox containers"):
-            for container in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
-                if time.time() - container["Created"] > older_than:
+            runs = [(c, older_than) for c in api.containers(all=True, filters={"label": f"{LABEL}=1"})]
+            # A build step may last as long as a whole build; the engine's name filter matches substrings.
+            builds = [(c, settings.SANDBOX_BUILD_SECONDS + 60) for c in api.containers(
+                all=True, filters={"name": BUILD_NAME}) if any(n.lstrip("/").startswith(BUILD_NAME)
+                                                              for n in c.get("Names") or [])]
+            for container, limit in runs + builds:
+                if time.time() - container["Created"] > limit:
                     with contextlib.suppress(docker.errors.NotFound):
                         api.remove_container(container["Id"], force=True)
                         removed += 1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, Session
 from evaluation.sandbox.process import files_write, process_run, rlimits
-from evaluation.sandbox.venv import venv_build, venv_remove
+from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,29 @@ class LocalSession(Session):
                                preexec=rlimits(limits))
 
 
+class LocalBuild:
+    """Build steps as plain processes: no isolation, but with an empty environment (no worker secrets)."""
+
+    def __init__(self, backend: LocalBackend, venv: Path):
+        self.backend, self.venv = backend, venv
+        self.python = str(venv / "bin" / "python")
+
+    def inputs_at(self, inputs: Path) -> str:
+        return str(inputs)
+
+    def run(self, command: Sequence[str], *, inputs: Path, env: Mapping[str, str], limits: Limits) -> ExecResult:
+        # A folder holding only the worker's pip, so the step imports nothing else of the worker.
+        runner = self.backend.cache_dir / "pip-runner"
+        runner.mkdir(parents=True, exist_ok=True)
+        if not (runner / "pip").exists():
+            (runner / "pip").symlink_to(pip_package())
+        with tempfile.TemporaryDirectory(prefix="rcb-local-build-") as home:
+            step_env = {"PATH": f"{self.venv}/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+                        "PYTHONPATH": str(runner), **env}
+            return process_run(command, cwd=Path(home), limits=limits, backend="local", env=step_env,
+                               preexec=rlimits(limits, address_space=False))
+
+
 class LocalBackend(Backend):
     name = "local"
     unsafe = True
@@ -33,7 +56,7 @@ class LocalBackend(Backend):
 
     def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
         return venv_build(cache_dir=self.cache_dir / "venvs", backend=self.name, env_hash=env_hash,
-                          requirements=requirements)
+                          requirements=requirements, sandbox_for=lambda venv: LocalBuild(self, venv))
 
     def environment_remove(self, *, env_hash: str) -> bool:
         return venv_remove(cache_dir=self.cache_dir / "venvs", env_hash=env_hash)

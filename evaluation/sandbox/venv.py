@@ -1,28 +1,47 @@
-"""Environments as virtualenvs, built once per requirements hash and reused (local and bwrap backends)."""
+"""Environments as virtualenvs, built once per requirements hash and reused (local and bwrap backends).
+
+The venv is made in place (its scripts name their real path) and counts as built once BUILT exists in it.
+Requirements are installed by install.py through the backend's build sandbox, with the worker's own pip
+(its package alone on the step's PYTHONPATH), so the venv needs no pip of its own.
+"""
 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
+import os
 import shutil
-import subprocess
-import sys
 import venv
+from collections.abc import Callable
 from pathlib import Path
 
 from evaluation.sandbox.base import Environment, EnvironmentBuildError
+from evaluation.sandbox.install import BuildSandbox, requirements_install
 
-BUILD_TIMEOUT = 900
+BUILT = ".rcb-built"
 
 
-def venv_build(*, cache_dir: Path, backend: str, env_hash: str, requirements: str) -> Environment:
-    """The venv for `env_hash`, built under a lock so concurrent workers build it once."""
+def pip_package() -> Path:
+    """The worker's pip package folder (trusted code, read-only in build sandboxes)."""
+    spec = importlib.util.find_spec("pip")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("pip is not installed in the worker's environment")
+    return Path(spec.origin).parent
+
+
+def venv_build(*, cache_dir: Path, backend: str, env_hash: str, requirements: str,
+               sandbox_for: Callable[[Path], BuildSandbox], build_uid: int | None = None) -> Environment:
+    """The venv for `env_hash`, built under a lock so concurrent workers build it once.
+
+    `sandbox_for(venv)` gives the build sandbox; `build_uid` (the sandbox user) owns the venv while it is built.
+    """
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / env_hash
+    log_path = cache_dir / f"{env_hash}.log"
     with open(cache_dir / f"{env_hash}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        log_path = cache_dir / f"{env_hash}.log"
-        if not (target / "bin" / "python").exists():
-            _build(target, requirements, log_path)
+        if not (target / BUILT).exists():
+            _build(target, requirements, log_path, sandbox_for, build_uid, dists=cache_dir.parent / "dists")
     return Environment(hash=env_hash, backend=backend, location=str(target), python=str(target / "bin" / "python"),
                        build_log=log_path.read_text() if log_path.exists() else "")
 
@@ -38,27 +57,33 @@ def venv_remove(*, cache_dir: Path, env_hash: str) -> bool:
     return True
 
 
-def _build(target: Path, requirements: str, log_path: Path) -> None:
-    staging = target.with_name(target.name + ".building")
-    shutil.rmtree(staging, ignore_errors=True)
-    venv.EnvBuilder(with_pip=False, symlinks=True).create(staging)
-    log = f"python {sys.version.split()[0]}; requirements:\n{requirements}\n"
-    lines = [ln for ln in requirements.splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    if lines:
-        (staging / "requirements.txt").write_text(requirements)
-        # The builder's own pip installs into the venv, so venvs need no pip of their own.
-        command = [sys.executable, "-m", "pip", "--python", str(staging / "bin" / "python"), "install",
-                   "--no-input", "--disable-pip-version-check", "-r", str(staging / "requirements.txt")]
+def _build(target: Path, requirements: str, log_path: Path, sandbox_for: Callable[[Path], BuildSandbox],
+           build_uid: int | None, *, dists: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(target)
+    try:
+        if build_uid is not None:
+            _chown_tree(target, build_uid)
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
-        except subprocess.TimeoutExpired as exc:
-            log_path.write_text(log + f"\npip timed out after {BUILD_TIMEOUT} s")
-            raise EnvironmentBuildError(f"installing requirements timed out after {BUILD_TIMEOUT} s", log) from exc
-        log += proc.stdout + proc.stderr
-        if proc.returncode != 0:
-            log_path.write_text(log)
-            shutil.rmtree(staging, ignore_errors=True)
-            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise EnvironmentBuildError(f"installing requirements failed: {last}", log)
+            log = requirements_install(requirements=requirements, sandbox=sandbox_for(target),
+                                       work=target.with_name(target.name + ".inputs"), dists=dists)
+        finally:
+            if build_uid is not None:
+                _chown_tree(target, 0)
+    except EnvironmentBuildError as exc:
+        log_path.write_text(exc.log)
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
     log_path.write_text(log)
-    staging.rename(target)
+    (target / BUILT).touch()
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    """Hand the venv to the build user, or back to root (never following a link the build made)."""
+    os.chown(root, uid, uid)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
