@@ -15,7 +15,9 @@ from django.db.models import Max
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import splice
 from evaluation.outcomes import Verdict, answer_forbidden, outcome_classify
-from evaluation.sandbox import Backend, ExecResult, Limits, SandboxError, Session, backend_get
+from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
+from evaluation.selectors import environment_failure
+from evaluation.services import environment_failure_record
 from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
 from evaluation.taskfiles import task_annotated, task_files, task_hidden_modules
 
@@ -70,7 +72,11 @@ def _orphans_remove(backend: Backend) -> None:
 
 
 def session_for(task_environment_hash: str, requirements: str) -> Session:
-    """The warm session of this environment, building the environment the first time (EnvironmentBuildError)."""
+    """The warm session of this environment, building the environment the first time (EnvironmentBuildError).
+
+    A failed build is remembered (with its log) for every worker: until a maintainer retries it from the
+    operations page, items needing the environment fail at once instead of building it again each time.
+    """
     backend = backend_current()
     with _lock:
         session = _sessions.get(task_environment_hash)
@@ -78,7 +84,17 @@ def session_for(task_environment_hash: str, requirements: str) -> Session:
             session.close()  # the clean-up removed it since: build it again
             session = None
         if session is None:
-            environment = backend.environment_build(env_hash=task_environment_hash, requirements=requirements)
+            failure = environment_failure(env_hash=task_environment_hash)
+            if failure is not None:
+                raise EnvironmentBuildError(
+                    f"{failure.message} (failed on {failure.failed_at:%Y-%m-%d %H:%M} UTC and remembered; "
+                    "a maintainer can retry it on the operations page)", failure.log)
+            try:
+                environment = backend.environment_build(env_hash=task_environment_hash, requirements=requirements)
+            except EnvironmentBuildError as exc:
+                environment_failure_record(env_hash=task_environment_hash, requirements=requirements,
+                                           backend=backend.name, message=str(exc), log=exc.log)
+                raise
             lock = backend.environment_lock(environment)  # before caching: a failure here leaves no lockless session
             session = _sessions[task_environment_hash] = backend.session_open(environment)
             _locks[task_environment_hash] = lock

@@ -218,3 +218,17 @@ class RunScore(models.Model):
             models.UniqueConstraint(fields=["run"], name="runscore_unique_overall",
                                     condition=models.Q(paper__isnull=True)),
         ]
+
+
+class EnvironmentFailure(models.Model):
+    """An environment whose build failed, with its log: items needing it fail at once until a maintainer retries."""
+
+    environment_hash = models.CharField(max_length=64, unique=True)
+    requirements = models.TextField(blank=True)
+    backend = models.CharField(max_length=20, blank=True)
+    message = models.TextField()
+    log = models.TextField(blank=True)
+    failed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"environment {self.environment_hash[:12]} failed on {self.backend}"

@@ -10,7 +10,7 @@ from django.db.models import Case, CharField, Count, Q, QuerySet, Sum, Value, Wh
 
 from benchmarks.models import BenchmarkVersion, Paper, Snippet, VersionTask
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
-from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, RunScore
+from evaluation.models import EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, RunScore
 from evaluation.taskfiles import task_files
 
 
@@ -325,3 +325,13 @@ def run_item_rows(*, run: EvaluationRun) -> list[RunItem]:
     outcomes = (Outcome.objects.filter(run=run).select_related("snippet__task__paper", "generation")
                 .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
     return [RunItem(outcome=o, show_reference=o.snippet.task_id in public) for o in outcomes]
+
+
+def environment_failure(*, env_hash: str) -> EnvironmentFailure | None:
+    """The remembered failed build of this environment, if any."""
+    return EnvironmentFailure.objects.filter(environment_hash=env_hash).first()
+
+
+def environment_failures() -> QuerySet[EnvironmentFailure]:
+    """Remembered failed builds, newest first, for the operations page."""
+    return EnvironmentFailure.objects.order_by("-failed_at")

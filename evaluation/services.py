@@ -13,7 +13,7 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import code_indent, extract_code, has_code_block, prompt_hash
 from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer, version_snippets
-from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
+from evaluation.models import EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.outcomes import Verdict, tail
 from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
@@ -21,6 +21,8 @@ from evaluation.scoring import run_scores_store
 from evaluation.selectors import item_prompt, run_items_missing, run_snippets
 
 MAX_SAMPLES = 20
+# How an item's outcome begins when its environment could not be built (so a retry finds those items again).
+ENVIRONMENT_FAILED = "environment could not be built"
 
 
 class EvaluationError(ValueError):
@@ -373,3 +375,29 @@ def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
     run.provenance = EvaluationRun.Provenance.VERIFIED
     run.save(update_fields=["provenance"])
     return run
+
+
+def environment_failure_record(*, env_hash: str, requirements: str, backend: str, message: str, log: str
+                               ) -> EnvironmentFailure:
+    """Remember that this environment failed to build (the latest failure wins), so nobody builds it again for now."""
+    failure, _ = EnvironmentFailure.objects.update_or_create(
+        environment_hash=env_hash,
+        defaults={"requirements": requirements, "backend": backend, "message": message[:2000],
+                  "log": log[-200_000:], "failed_at": timezone.now()})
+    return failure
+
+
+def environment_retry(*, failure: EnvironmentFailure) -> int:
+    """Forget a failed build and evaluate again the items it failed: their runs resume; returns how many runs."""
+    with transaction.atomic():
+        EnvironmentFailure.objects.filter(pk=failure.pk).delete()
+        outcomes = Outcome.objects.filter(
+            environment_hash=failure.environment_hash, status=Outcome.Status.ERROR,
+            category=Outcome.Category.INFRASTRUCTURE, detail__startswith=ENVIRONMENT_FAILED,
+            run__status__in=[EvaluationRun.Status.RUNNING, EvaluationRun.Status.COMPLETED])
+        run_ids = set(outcomes.values_list("run_id", flat=True))
+        Outcome.objects.filter(pk__in=list(outcomes.values_list("pk", flat=True))).delete()
+        EvaluationRun.objects.filter(pk__in=run_ids).update(status=EvaluationRun.Status.RUNNING, finished_at=None)
+    for run in EvaluationRun.objects.filter(pk__in=run_ids):
+        run_dispatch(run=run)
+    return len(run_ids)

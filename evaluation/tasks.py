@@ -120,7 +120,7 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
                                 limits=limits_for_release(run.version))
     except EnvironmentBuildError as exc:
         verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
-                          f"environment of task {snippet.task} could not be built: {exc}\n{exc.log[-1500:]}")
+                          f"{services.ENVIRONMENT_FAILED} (task {snippet.task}): {exc}\n{exc.log[-1500:]}")
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
     except SandboxError as exc:
         _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc, generation=generation)

@@ -14,4 +14,5 @@ urlpatterns = [
     path("runs/<int:pk>/manifest.json", views.run_manifest, name="run-manifest"),
     path("operations/", views.operations, name="operations"),
     path("operations/runs/<int:pk>/resume/", views.run_resume, name="run-resume"),
+    path("operations/environments/<int:pk>/retry/", views.environment_retry, name="environment-retry"),
 ]

@@ -15,7 +15,7 @@ from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
 from evaluation import reproducibility, selectors, services
 from evaluation.operations import queues_status, runs_stalled, workers_status
-from evaluation.models import EvaluationRun, ModelEntry
+from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry
 
 BREAKDOWNS = {
     "papers": "Per paper",
@@ -148,8 +148,19 @@ def operations(request: HttpRequest) -> HttpResponse:
     context = {"queues": queues_status(), "workers": workers_status(), "stalled": runs_stalled(),
                "stall_seconds": settings.RUN_STALL_SECONDS,
                "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
-                   "model", "version")}
+                   "model", "version"),
+               "environment_failures": selectors.environment_failures()}
     return render(request, "evaluation/operations.html", context)
+
+
+@maintainer_required
+@require_POST
+def environment_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    failure = get_object_or_404(EnvironmentFailure, pk=pk)
+    runs = services.environment_retry(failure=failure)
+    messages.success(request, f"Environment {failure.environment_hash[:12]} will be built again when next needed; "
+                              f"{runs} run(s) resumed for its items.")
+    return redirect("operations")
 
 
 @maintainer_required
