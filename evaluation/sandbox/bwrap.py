@@ -356,6 +356,7 @@ class BwrapBuild:
     def __init__(self, backend: BwrapBackend, venv: Path):
         self.backend, self.venv = backend, venv
         self.python = str(venv / "bin" / "python")
+        self.interpreter = os.path.realpath(self.python)
 
     def inputs_at(self, inputs: Path) -> str:
         return INPUTS

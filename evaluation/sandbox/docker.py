@@ -244,6 +244,7 @@ class DockerBuild:
 
     def __init__(self, backend: DockerBackend, image: str):
         self.backend, self.image = backend, image
+        self.interpreter = f"docker {image}"
         self.installed: str | None = None
 
     def inputs_at(self, inputs: Path) -> str:

@@ -384,7 +384,10 @@ def _project_of(filename: str) -> NormalizedName | None:
 
 
 def _candidate(url: str, *, sha256: str | None = None, requires_python: str | None = None,
-               yanked: bool = False) -> Candidate | None:
+               yanked: bool = False, base: str = "") -> Candidate | None:
+    """The file an index links to, if its name is a distribution's; a remote page never leads to a local file."""
+    if base.startswith(("http://", "https://")) and not url.startswith(("http://", "https://")):
+        return None
     filename = unquote(PurePosixPath(urlparse(url).path).name)
     if not filename or filename.startswith(".") or "/" in filename or "\\" in filename:
         return None
@@ -411,7 +414,7 @@ def _html_candidates(html: str, base: str) -> list[Candidate]:
         url, _, fragment = urljoin(base, href).partition("#")
         sha256 = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
         candidate = _candidate(url, sha256=sha256, requires_python=link.get("data-requires-python"),
-                               yanked="data-yanked" in link)
+                               yanked="data-yanked" in link, base=base)
         if candidate:
             found.append(candidate)
     return found
@@ -421,7 +424,8 @@ def _json_candidates(data: dict, base: str) -> list[Candidate]:
     found = []
     for item in data.get("files", []):
         candidate = _candidate(urljoin(base, item.get("url", "")), sha256=(item.get("hashes") or {}).get("sha256"),
-                               requires_python=item.get("requires-python"), yanked=bool(item.get("yanked")))
+                               requires_python=item.get("requires-python"), yanked=bool(item.get("yanked")),
+                               base=base)
         if candidate:
             found.append(candidate)
     return found

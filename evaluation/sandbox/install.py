@@ -22,7 +22,7 @@ from django.conf import settings
 from packaging.requirements import InvalidRequirement, Requirement
 
 from evaluation.sandbox.base import EnvironmentBuildError, ExecResult, Limits, SandboxError
-from evaluation.sandbox.fetch import PROBE, Fetcher, IndexConfig, requirement_lines, target_from_probe
+from evaluation.sandbox.fetch import PROBE, Fetcher, IndexConfig, Target, requirement_lines, target_from_probe
 
 # Where a sandboxed build step sees its inputs (the fetched files and the requirements), read-only.
 INPUTS = "/rcb-build"
@@ -31,6 +31,7 @@ OUTPUT_BYTES = 4 * 1024 * 1024
 # The whole environment of a build step besides PATH, HOME, TMPDIR and LANG: no configuration file is read.
 BUILD_ENV = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
              "PIP_NO_CACHE_DIR": "1", "PYTHONNOUSERSITE": "1"}
+_targets: dict[str, Target] = {}
 MISSING = re.compile(r"(?:satisfies the requirement|No matching distribution found for|depends on) ([^\s()]+)")
 
 
@@ -38,6 +39,7 @@ class BuildSandbox(Protocol):
     """Runs one build step with the environment writable, `inputs` read-only, no network, no secrets."""
 
     python: str  # the environment's interpreter, as the step sees it
+    interpreter: str  # names the interpreter behind it: the same name, the same wheel tags and markers
 
     def inputs_at(self, inputs: Path) -> str:
         """Where the step sees the inputs folder."""
@@ -78,10 +80,7 @@ def requirements_install(*, requirements: str, sandbox: BuildSandbox, work: Path
 
 def _rounds(wanted: list[Requirement], *, sandbox: BuildSandbox, work: Path, dists: Path, log: list[str],
             deadline: float) -> str:
-    probe = sandbox.run([sandbox.python, "-c", PROBE], inputs=work, env=BUILD_ENV, limits=build_limits(deadline))
-    if probe.exit_code != 0:
-        raise SandboxError(f"the environment's interpreter did not start in the build sandbox: {probe.stderr[-500:]}")
-    target = target_from_probe(probe.stdout)
+    target = _target(sandbox, work, deadline)
     log.append(f"python {target.markers['python_full_version']} ({target.tags[0]})")
     fetcher = Fetcher(config=IndexConfig.host(), target=target, cache=dists,
                       max_bytes=settings.SANDBOX_FETCH_MB << 20)
@@ -111,6 +110,17 @@ def _rounds(wanted: list[Requirement], *, sandbox: BuildSandbox, work: Path, dis
             raise EnvironmentBuildError(f"installing requirements failed: {last}", _joined(log))
     raise EnvironmentBuildError(f"installing requirements failed: still missing distributions after {BUILD_ROUNDS} "
                                 "rounds of fetching", _joined(log))
+
+
+def _target(sandbox: BuildSandbox, work: Path, deadline: float) -> Target:
+    """What the environment's interpreter accepts, asked of it in the sandbox once per interpreter and process."""
+    if sandbox.interpreter not in _targets:
+        probe = sandbox.run([sandbox.python, "-c", PROBE], inputs=work, env=BUILD_ENV, limits=build_limits(deadline))
+        if probe.exit_code != 0:
+            raise SandboxError(f"the environment's interpreter did not start in the build sandbox: "
+                               f"{probe.stderr[-500:]}")
+        _targets[sandbox.interpreter] = target_from_probe(probe.stdout)
+    return _targets[sandbox.interpreter]
 
 
 def _reported_missing(output: str) -> list[Requirement]:

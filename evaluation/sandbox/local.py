@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ class LocalBuild:
     def __init__(self, backend: LocalBackend, venv: Path):
         self.backend, self.venv = backend, venv
         self.python = str(venv / "bin" / "python")
+        self.interpreter = os.path.realpath(self.python)
 
     def inputs_at(self, inputs: Path) -> str:
         return str(inputs)

@@ -15,6 +15,7 @@ import json
 import tarfile
 import threading
 import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,45 @@ def test_dependencies_an_sdist_declares_only_when_built_are_fetched_in_a_later_r
         result = session.run(files={"p.py": b"import six; print(six.__name__)"},
                              command=[environment.python, "p.py"], limits=LIMITS)
     assert result.stdout.strip() == "six", result.stderr
+
+
+def wheel(name: str, requires: list[str]) -> tuple[str, bytes]:
+    """A pure-Python wheel of one module `<name>` whose METADATA declares `requires`."""
+    module = name.replace("-", "_")
+    dist_info = f"{module}-1.0.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {f"{module}.py": f"NAME = {name!r}\n", f"{dist_info}/METADATA": metadata,
+             f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: rcb-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{dist_info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{dist_info}/RECORD"])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return f"{module}-1.0-py3-none-any.whl", buffer.getvalue()
+
+
+def test_the_hosts_find_links_folders_and_file_indexes_are_honoured_and_declared_dependencies_fetched(
+        backend, monkeypatch, tmp_path):
+    top, dependency = f"rcb-top-{uuid.uuid4().hex[:8]}", f"rcb-dep-{uuid.uuid4().hex[:8]}"
+    links = tmp_path / "links"
+    links.mkdir()
+    filename, data = wheel(top, [dependency, f"{dependency}-never; python_version < '3'"])
+    (links / filename).write_bytes(data)
+    project = tmp_path / "index" / "simple" / dependency
+    project.mkdir(parents=True)
+    filename, data = wheel(dependency, [])
+    (project / filename).write_bytes(data)
+    (project / "index.html").write_text(f'<a href="{filename}">{filename}</a>')
+    host = IndexConfig.host()
+    monkeypatch.setenv("PIP_FIND_LINKS", " ".join([*host.find_links, str(links)]))
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", " ".join([*host.index_urls[1:], (tmp_path / "index" / "simple").as_uri()]))
+    env_hash = hashlib.sha256(f"rcb-test-find-links-{uuid.uuid4()}".encode()).hexdigest()
+
+    environment = backend.environment_build(env_hash=env_hash, requirements=f"{top}\n")
+
+    assert "round 2" not in environment.build_log, "the wheel's declared dependency came in the first round"
+    assert str(tmp_path) not in environment.build_log
+    with backend.session(environment) as session:
+        source = f"import {top.replace('-', '_')} as a, {dependency.replace('-', '_')} as b; print(a.NAME, b.NAME)"
+        result = session.run(files={"p.py": source.encode()}, command=[environment.python, "p.py"], limits=LIMITS)
+    assert result.stdout.split() == [top, dependency], result.stderr
