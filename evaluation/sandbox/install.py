@@ -74,6 +74,10 @@ def requirements_install(*, requirements: str, sandbox: BuildSandbox, work: Path
     deadline = time.monotonic() + settings.SANDBOX_BUILD_SECONDS
     try:
         return _rounds(wanted, sandbox=sandbox, work=work, dists=dists, log=log, deadline=deadline)
+    except EnvironmentBuildError as exc:
+        if exc.log:
+            raise
+        raise EnvironmentBuildError(str(exc), _joined([*log, str(exc)])) from exc  # refused while fetching
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -249,3 +249,20 @@ def test_the_hosts_find_links_folders_and_file_indexes_are_honoured_and_declared
         source = f"import {top.replace('-', '_')} as a, {dependency.replace('-', '_')} as b; print(a.NAME, b.NAME)"
         result = session.run(files={"p.py": source.encode()}, command=[environment.python, "p.py"], limits=LIMITS)
     assert result.stdout.split() == [top, dependency], result.stderr
+
+
+def test_fetching_more_than_the_configured_megabytes_is_refused_with_the_log(sandbox_cache, settings, monkeypatch,
+                                                                             tmp_path):
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    name = f"rcb-big-{uuid.uuid4().hex[:8]}"
+    filename, data = wheel(name, [])
+    (tmp_path / filename).write_bytes(data + b"\0" * (2 << 20))
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    settings.SANDBOX_FETCH_MB = 1
+    env_hash = hashlib.sha256(f"rcb-test-too-big-{uuid.uuid4()}".encode()).hexdigest()
+
+    with pytest.raises(EnvironmentBuildError) as failure:
+        backend.environment_build(env_hash=env_hash, requirements=f"{name}\n")
+
+    assert "more than 1 MB of distributions" in str(failure.value)
+    assert name in failure.value.log and "more than 1 MB" in failure.value.log
