@@ -115,7 +115,19 @@ def index():
 
 @pytest.fixture(params=["bwrap", "docker"])
 def backend(request, sandbox_cache):
-    return sandbox_backend_or_missing(request.param, sandbox_cache)
+    """The backend; every environment a test builds (each of its own hash) is removed afterwards."""
+    backend = sandbox_backend_or_missing(request.param, sandbox_cache)
+    built: list[str] = []
+    real = backend.environment_build
+
+    def build(**kwargs):
+        built.append(kwargs["env_hash"])
+        return real(**kwargs)
+
+    backend.environment_build = build
+    yield backend
+    for env_hash in built:
+        backend.environment_remove(env_hash=env_hash)
 
 
 @pytest.fixture
@@ -182,7 +194,7 @@ def test_a_hostile_sdist_that_fails_fails_inside_the_sandbox(backend, index, wor
 
 def test_a_package_that_exists_only_as_an_sdist_builds_and_imports(backend):
     requirements = "antlr4-python3-runtime==4.9.3\n"
-    env_hash = hashlib.sha256(f"rcb-test-sdist-only\n{requirements}".encode()).hexdigest()
+    env_hash = hashlib.sha256(f"rcb-test-sdist-only-{uuid.uuid4()}\n{requirements}".encode()).hexdigest()
 
     environment = backend.environment_build(env_hash=env_hash, requirements=requirements)
 
