@@ -10,7 +10,8 @@ register = template.Library()
 @register.filter
 def heat(value: float | None) -> str:
     """A light background from red (0%) to green (100%), dark text stays readable on every shade."""
-    if value is None:
+    # A missing cell reaches the filter as the template's '' (an attribute of None), not as None.
+    if not isinstance(value, (int, float)):
         return "background: #f6f8fa"
     return f"background: hsl({round(1.2 * max(0.0, min(100.0, value)))}, 70%, 82%)"
 

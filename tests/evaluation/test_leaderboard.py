@@ -207,3 +207,13 @@ def test_nav_leaderboard_link_goes_to_the_latest_release(client, version):
     assert 'href="/leaderboard/"' in client.get(reverse("home")).content.decode()
     response = client.get(reverse("leaderboard-latest"))
     assert response.status_code == 302 and response["Location"] == reverse("leaderboard", args=["1.0.0"])
+
+
+def test_size_tab_with_an_empty_bucket_renders(client, version):
+    """A run with no scored item in a size bucket shows a neutral cell (the heat filter used to receive '')."""
+    run = evaluate(version, model("small-scored"), lambda s: True)
+    run.outcomes.filter(snippet__loc__gt=2).delete()
+    response = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "background: #f6f8fa" in body and "<td class=\"num\" style=\"background: #f6f8fa\">—</td>" in body
