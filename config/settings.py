@@ -186,6 +186,8 @@ RUN_STALL_SECONDS = env.int("RUN_STALL_SECONDS", default=900)
 
 # Calls per minute per provider (the prefix of the litellm model string), e.g. "openai=500,anthropic=50".
 LLM_RATE_LIMITS = env.dict("LLM_RATE_LIMITS", default={})
+# Hosts users' models may reach although their addresses are private (an in-house inference server; tests).
+MODEL_API_ALLOWED_HOSTS = env.list("MODEL_API_ALLOWED_HOSTS", default=[])
 
 _redis_cache = env("REDIS_URL", default="")
 CACHES = {

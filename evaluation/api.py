@@ -28,22 +28,34 @@ class ModelEntrySerializer(serializers.ModelSerializer):
     """A registered model; its API key can be written but is never returned."""
 
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True, trim_whitespace=False,
-                                    help_text="The provider key, stored encrypted; an empty string removes it.")
+                                    help_text="The provider key, stored encrypted; an empty string removes it. Required "
+                                              "for kind litellm unless a maintainer registers it (the platform's keys "
+                                              "are used then).")
     has_api_key = serializers.BooleanField(read_only=True)
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    kind = serializers.ChoiceField(
+        choices=[ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED], default=ModelEntry.Kind.LITELLM,
+        help_text="litellm: the platform calls it with its api_key; uploaded: only its uploaded generations are scored.")
 
     class Meta:
         model = ModelEntry
         fields = ["name", "display_name", "organization", "kind", "litellm_model", "api_base", "api_key",
                   "has_api_key", "knowledge_cutoff", "open_weights", "default_params", "owner", "created_at"]
-        read_only_fields = ["kind", "created_at"]
-        extra_kwargs = {"litellm_model": {"required": True, "allow_blank": False}}
+        read_only_fields = ["created_at"]
+        extra_kwargs = {
+            "litellm_model": {"help_text": 'e.g. "openai/gpt-4o-mini"; required for kind litellm'},
+            "api_base": {"help_text": "The provider's endpoint; a user's model needs https at a public address."},
+            "default_params": {"help_text": "Generation parameters: temperature, top_p, top_k, max_tokens, "
+                                            "max_completion_tokens, seed, stop, presence_penalty, "
+                                            "frequency_penalty, reasoning_effort."},
+        }
 
 
 class ModelUpdateSerializer(ModelEntrySerializer):
+    kind = serializers.CharField(read_only=True)
+
     class Meta(ModelEntrySerializer.Meta):
-        read_only_fields = ["name", "kind", "created_at"]
-        extra_kwargs = {"litellm_model": {"allow_blank": False}}
+        read_only_fields = ["name", "created_at"]
 
 
 class ModelList(generics.ListCreateAPIView):

@@ -1,4 +1,14 @@
-"""The one place the platform calls models: a litellm completion with retries, token, latency and cost accounting."""
+"""The one place the platform calls models: a litellm completion with retries, token, latency and cost accounting.
+
+Whose key pays, and where a call may go, is decided here for every call. A call with a key of its own
+(`ModelCall.api_key`) sends that key and nothing else: its provider must be one whose only credential is that
+key (OWN_KEY_PROVIDERS; litellm reads AWS, Google or Azure credentials from the environment for others), and
+litellm's own key resolution is asked first, since for some api_base values it replaces the given key by a
+provider key of the environment. A call without a key of its own uses the platform's provider keys from the
+environment and must say so (`platform_key=True`: maintainers' models). Unless told otherwise
+(`private_addresses=True`, maintainers' models and local servers in tests), every connection of the call goes
+to public addresses only, checked at the resolution it connects with (config.addresses).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +22,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
+
+from config.addresses import Refusals, public_connections_only
 
 # Use the cost tables shipped with the pinned litellm: no fetch at import (workers may be offline) and
 # costs that do not change under a run. Offline mode also stops litellm fetching tokenizers and catalogs.
@@ -19,6 +32,22 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ["LITELLM_OFFLINE_MODE"] = "true"
 
 import litellm  # noqa: E402  (must follow the environment above)
+
+_ACCOUNT_VARIABLES = ("OPENAI_ORGANIZATION", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "OPENAI_PROJECT")
+_platform_organization: str | None = None
+
+
+def _account_ids_hide() -> None:
+    """OpenAI's client sends the environment's organization and project with whatever key it has, to whatever
+    api_base: keep them out of the environment; the platform's own calls get the organization back."""
+    global _platform_organization
+    for name in _ACCOUNT_VARIABLES:
+        value = os.environ.pop(name, None)
+        if value and "ORG" in name:
+            _platform_organization = value
+
+
+_account_ids_hide()
 
 litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stdout for every error
 litellm.set_verbose = False
@@ -77,8 +106,97 @@ BACKOFF_BASE = 1.0
 BACKOFF_FACTOR = 2.0
 BACKOFF_CAP = 60.0
 RETRYABLE_STATUS = frozenset({408, 429})  # and every 5xx
-# Arguments complete() sets itself; a model's params may not override them.
-RESERVED_PARAMS = frozenset({"model", "messages", "api_base", "base_url", "api_key", "timeout", "num_retries", "stream"})
+
+# Providers whose one credential is the API key litellm is given (sent as a header): a model's own key can
+# stand alone there. Others (bedrock, vertex_ai, azure, sagemaker, watsonx, ...) also read credentials of the
+# environment, so only the platform's own models use them.
+OWN_KEY_PROVIDERS = frozenset({
+    "openai", "text-completion-openai", "anthropic", "gemini", "mistral", "codestral", "groq", "deepseek",
+    "together_ai", "fireworks_ai", "openrouter", "xai", "cohere", "cohere_chat", "perplexity", "deepinfra",
+    "cerebras", "hosted_vllm", "nvidia_nim", "sambanova", "moonshot", "dashscope",
+})
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+
+
+def _number(low: float, high: float) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and low <= v <= high
+
+
+def _integer(low: int, high: int) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _stop(value: object) -> bool:
+    if isinstance(value, str):
+        return 0 < len(value) <= 100
+    return (isinstance(value, list) and 0 < len(value) <= 4
+            and all(isinstance(v, str) and 0 < len(v) <= 100 for v in value))
+
+
+# The generation parameters a model or run may set, each with what it accepts; anything else is refused.
+GENERATION_PARAMS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "temperature": (_number(0, 2), "a number from 0 to 2"),
+    "top_p": (_number(0, 1), "a number from 0 to 1"),
+    "top_k": (_integer(1, 1000), "an integer from 1 to 1000"),
+    "max_tokens": (_integer(1, 1_000_000), "an integer from 1 to 1000000"),
+    "max_completion_tokens": (_integer(1, 1_000_000), "an integer from 1 to 1000000"),
+    "seed": (_integer(-(2 ** 63), 2 ** 63 - 1), "an integer"),
+    "stop": (_stop, "a string or a list of at most 4 strings (each 1 to 100 characters)"),
+    "presence_penalty": (_number(-2, 2), "a number from -2 to 2"),
+    "frequency_penalty": (_number(-2, 2), "a number from -2 to 2"),
+    "reasoning_effort": (lambda v: v in REASONING_EFFORTS, f"one of {', '.join(REASONING_EFFORTS)}"),
+}
+
+
+def params_problems(params: object, *, where: str = "params") -> list[str]:
+    """What is wrong with a set of generation parameters, one message per parameter (empty: none)."""
+    if not isinstance(params, Mapping):
+        return [f"{where} must be an object of generation parameters, e.g. {{\"temperature\": 0}}"]
+    problems = []
+    for name, value in params.items():
+        if name not in GENERATION_PARAMS:
+            problems.append(f"{where}: unknown generation parameter {name!r}; allowed: {', '.join(GENERATION_PARAMS)}")
+        elif not GENERATION_PARAMS[name][0](value):
+            problems.append(f"{where}.{name} must be {GENERATION_PARAMS[name][1]} (got {value!r})")
+    return problems
+
+
+def provider_problem(*, model: str, api_base: str | None) -> str | None:
+    """Why litellm cannot place `model` with a provider, or None."""
+    try:
+        litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception:  # noqa: BLE001  (litellm raises several types for a model string it cannot place)
+        return f"litellm does not know the provider of {model!r}; write it as provider/model, e.g. openai/gpt-4o-mini"
+    return None
+
+
+def own_key_problem(*, model: str, api_base: str | None, api_key: str) -> str | None:
+    """Why litellm could send something other than `api_key` for this model and api_base, or None.
+
+    Reads the environment as litellm will: run it where the call happens.
+    """
+    if problem := provider_problem(model=model, api_base=api_base):
+        return problem
+    _, provider, resolved_key, _ = litellm.get_llm_provider(model=model, api_base=api_base, api_key=api_key)
+    if provider not in OWN_KEY_PROVIDERS:
+        return (f"provider {provider!r} takes credentials from the platform's environment besides a key; a model "
+                f"with its own key must use one of {', '.join(sorted(OWN_KEY_PROVIDERS))}")
+    if resolved_key not in (None, api_key):
+        return (f"for api_base {api_base} litellm would send the platform's {provider} key instead of the model's "
+                f"own; name the provider in the model string (e.g. {provider}/...)")
+    return None
+
+
+def api_base_problem(api_base: str) -> str | None:
+    """Why an api_base cannot be a user's endpoint (https, a host, no credentials in it), or None."""
+    parts = urlsplit(api_base)
+    if parts.scheme != "https":
+        return f"api_base must use https:// (got {parts.scheme or 'no scheme'}://)"
+    if not parts.hostname:
+        return "api_base has no host"
+    if parts.username is not None or parts.password is not None:
+        return "api_base must not contain credentials (user:password@); the key goes in api_key"
+    return None
 
 
 @dataclass(frozen=True)
@@ -87,17 +205,35 @@ class ModelCall:
 
     model: str  # e.g. "openai/gpt-4o-mini"
     api_base: str | None = None
-    api_key: str | None = field(default=None, repr=False)  # None: litellm reads the provider's key from the environment
-    params: Mapping[str, object] = field(default_factory=dict)  # temperature, max_tokens, top_p...
+    api_key: str | None = field(default=None, repr=False)  # the model's own key: the only one sent
+    params: Mapping[str, object] = field(default_factory=dict)  # GENERATION_PARAMS only
     timeout: float = 300
     max_retries: int = 5
+    platform_key: bool = False  # without api_key, litellm may use the platform's provider keys (maintainers only)
+    private_addresses: bool = False  # may connect to loopback and private addresses (maintainers only)
+    exempt_hosts: tuple[str, ...] = ()  # hosts exempt from the public-address rule (MODEL_API_ALLOWED_HOSTS)
 
     def __post_init__(self) -> None:
-        reserved = RESERVED_PARAMS.intersection(self.params)
-        if reserved:
-            raise ValueError(f"params may not set {', '.join(sorted(reserved))}")
+        if problems := params_problems(self.params):
+            raise ValueError("; ".join(problems))
         if self.max_retries < 0 or self.timeout <= 0:
             raise ValueError("max_retries must be >= 0 and timeout > 0")
+
+    def refusal(self) -> str | None:
+        """Why this call may not be made at all, or None: checked before any connection."""
+        if not self.api_key:
+            if self.platform_key:
+                return None
+            return "the model has no API key of its own, and only maintainers' models use the platform's keys"
+        if self.api_base and not self.private_addresses and (problem := api_base_problem(self.api_base)):
+            return problem
+        return own_key_problem(model=self.model, api_base=self.api_base, api_key=self.api_key)
+
+    def connections(self) -> contextlib.AbstractContextManager[Refusals]:
+        """Where the call may connect: anywhere for maintainers' models, else public addresses only."""
+        if self.private_addresses:
+            return contextlib.nullcontext(Refusals())
+        return public_connections_only(what="model endpoint host", allowed_hosts=self.exempt_hosts)
 
 
 @dataclass(frozen=True)
@@ -124,12 +260,16 @@ class ModelCallError(Exception):
 
 def complete(call: ModelCall, prompt: str, *, sleep: Callable[[float], None] = time.sleep) -> Completion:
     """Send `prompt` as one user message; retry rate limits, 5xx, timeouts and connection errors with backoff."""
+    _account_ids_hide()
+    if refusal := call.refusal():
+        raise ModelCallError(f"{call.model}: not called: {refusal}", retryable=False, attempts=0)
     attempt = 0
     while True:
         attempt += 1
         started = time.perf_counter()
+        refusals = Refusals()
         try:
-            with _key_scrubber.scrubbing(call.api_key):
+            with _key_scrubber.scrubbing(call.api_key), call.connections() as refusals:
                 response = litellm.completion(
                     model=call.model,
                     messages=[{"role": "user", "content": prompt}],
@@ -137,10 +277,15 @@ def complete(call: ModelCall, prompt: str, *, sleep: Callable[[float], None] = t
                     api_key=call.api_key,
                     timeout=call.timeout,
                     num_retries=0,  # retries are ours, so they are counted, logged and backed off in one place
+                    **({"organization": _platform_organization} if call.platform_key and _platform_organization else {}),
                     **call.params,
                 )
         except Exception as exc:  # noqa: BLE001  (every failure becomes a ModelCallError without the key)
             latency = time.perf_counter() - started
+            if refusals.refused:
+                logger.warning("model %s attempt %d refused: %s", call.model, attempt, refusals.refused)
+                raise ModelCallError(f"{call.model}: not called: {refusals.refused}", retryable=False,
+                                     attempts=attempt) from None
             status = _status_code(exc)
             reason = _scrub(f"{type(exc).__name__}: {exc}", call.api_key)
             retryable = _retryable(exc, status)

@@ -5,20 +5,28 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import date
 from decimal import Decimal
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import code_indent, extract_code, has_code_block, prompt_hash
 from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer, version_snippets
-from evaluation.models import EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
+from config.addresses import AddressRefused, host_addresses_check
+from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome,
+                               ProvenanceChange)
 from evaluation.outcomes import Verdict, tail
 from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_scores_store
 from evaluation.selectors import item_prompt, run_items_missing, run_snippets
+
+if TYPE_CHECKING:
+    from evaluation.llm import ModelCall
 
 MAX_SAMPLES = 20
 # How an item's outcome begins when its environment could not be built (so a retry finds those items again).
@@ -29,19 +37,68 @@ class EvaluationError(ValueError):
     """A request that cannot be carried out, with a message for the person who made it."""
 
 
+def user_pays_platform(*, user) -> bool:
+    """Whether `user` (None: the platform itself, a command or the scheduler) may spend the platform's provider
+    keys and reach private addresses (local inference servers): maintainers only."""
+    return user is None or user_is_maintainer(user=user)
+
+
+def model_endpoint_check(*, model: ModelEntry, api_key: str | None) -> None:
+    """Whether the platform may call `model` with `api_key` (its own key, or None) as its owner set it up.
+
+    A user's model brings its own key and an https api_base at a public address; only maintainers' models
+    (or the platform's, without owner) use the platform's keys and private addresses. ValidationError names
+    the field at fault.
+    """
+    from evaluation.llm import api_base_problem, own_key_problem, params_problems, provider_problem  # litellm: heavy
+
+    if model.kind == ModelEntry.Kind.UPLOADED:
+        if model.api_base or api_key:
+            raise ValidationError({"api_base" if model.api_base else "api_key":
+                                   "a model of uploaded generations is never called: it takes no api_base or api_key"})
+        if problems := params_problems(model.default_params, where="default_params"):
+            raise ValidationError({"default_params": problems})
+        return
+    if model.kind != ModelEntry.Kind.LITELLM:
+        raise ValidationError({"kind": f"{model.kind} models are built in; register 'litellm' or 'uploaded' models"})
+    if not model.litellm_model:
+        raise ValidationError({"litellm_model": "litellm_model is required, e.g. 'openai/gpt-4o-mini'"})
+    if problems := params_problems(model.default_params, where="default_params"):
+        raise ValidationError({"default_params": problems})
+    platform = user_pays_platform(user=model.owner)
+    if not api_key and not platform:
+        raise ValidationError({"api_key": "api_key is required: a model without a key of its own would be called "
+                                          "with the platform's provider keys, which only maintainers' models use "
+                                          "(to score answers made elsewhere, register kind 'uploaded')"})
+    if model.api_base and not platform:
+        if problem := api_base_problem(model.api_base):
+            raise ValidationError({"api_base": problem})
+        parts = urlsplit(model.api_base)
+        try:
+            host_addresses_check(parts.hostname or "", parts.port or 443, what="api_base host",
+                                 allowed_hosts=settings.MODEL_API_ALLOWED_HOSTS)
+        except AddressRefused as exc:
+            raise ValidationError({"api_base": str(exc)}) from None
+    api_base = model.api_base or None
+    problem = (own_key_problem(model=model.litellm_model, api_base=api_base, api_key=api_key) if api_key
+               else provider_problem(model=model.litellm_model, api_base=api_base))
+    if problem:
+        raise ValidationError({"litellm_model": problem})
+
+
 @transaction.atomic
 def model_register(
-    *, name: str, display_name: str, litellm_model: str, api_base: str = "", api_key: str | None = None,
+    *, name: str, display_name: str, litellm_model: str = "", api_base: str = "", api_key: str | None = None,
     organization: str = "", knowledge_cutoff: date | None = None, open_weights: bool = False,
-    default_params: dict | None = None, owner=None,
+    default_params: dict | None = None, owner=None, kind: str = ModelEntry.Kind.LITELLM,
 ) -> ModelEntry:
+    """Register a model owned by `owner` (who registers it; None: the platform): see model_endpoint_check."""
     model = ModelEntry(name=name, display_name=display_name, litellm_model=litellm_model, api_base=api_base,
                        organization=organization, knowledge_cutoff=knowledge_cutoff, open_weights=open_weights,
-                       default_params=default_params or {}, owner=owner, kind=ModelEntry.Kind.LITELLM)
-    if not litellm_model:
-        raise EvaluationError("litellm_model is required, e.g. 'openai/gpt-4o-mini'")
-    model.api_key_set(api_key)
+                       default_params={} if default_params is None else default_params, owner=owner, kind=kind)
     model.full_clean()
+    model_endpoint_check(model=model, api_key=api_key)
+    model.api_key_set(api_key)
     model.save()
     return model
 
@@ -59,11 +116,10 @@ def model_update(*, model: ModelEntry, api_key: str | None = None, clear_api_key
         raise EvaluationError(f"cannot change {', '.join(sorted(unknown))} of a model")
     for field, value in changes.items():
         setattr(model, field, value)
-    if model.kind == ModelEntry.Kind.LITELLM and not model.litellm_model:
-        raise EvaluationError("litellm_model is required, e.g. 'openai/gpt-4o-mini'")
     if api_key or clear_api_key:
         model.api_key_set(api_key)
     model.full_clean()
+    model_endpoint_check(model=model, api_key=model.api_key_get())
     model.save()
     return model
 
@@ -75,6 +131,27 @@ def run_protocol(*, version: BenchmarkVersion, protocol: str | None) -> str:
         return protocol_get(name=protocol).name
     except UnknownProtocol as exc:
         raise EvaluationError(str(exc)) from exc
+
+
+def model_call(*, run: EvaluationRun) -> ModelCall:
+    """How the run's model is called: with its own key only, unless maintainers run it on the platform's keys.
+
+    Checked again here, where the call happens, since owners, keys and maintainers change after run start.
+    """
+    from evaluation.llm import ModelCall
+
+    model = run.model
+    api_key = model.api_key_get()
+    if not api_key and not user_pays_platform(user=run.created_by):
+        raise EvaluationError(f"model {model.name} has no API key of its own, and only maintainers run models on "
+                              f"the platform's keys")
+    try:
+        return ModelCall(model=model.litellm_model, api_base=model.api_base or None, api_key=api_key,
+                         params={**model.default_params, **run.params}, platform_key=not api_key,
+                         private_addresses=user_pays_platform(user=model.owner),
+                         exempt_hosts=tuple(settings.MODEL_API_ALLOWED_HOSTS))
+    except ValueError as exc:  # settings stored before they were checked
+        raise EvaluationError(f"run {run.pk} cannot call model {model.name}: {exc}") from None
 
 
 @transaction.atomic
@@ -90,6 +167,15 @@ def run_start(
     protocol = run_protocol(version=version, protocol=protocol)
     if model.kind == ModelEntry.Kind.UPLOADED:
         raise EvaluationError(f"model {model.name} has uploaded generations; it cannot be called")
+    from evaluation.llm import params_problems
+
+    if problems := params_problems(params or {}):
+        raise ValidationError({"params": problems})
+    if model.kind == ModelEntry.Kind.LITELLM:
+        if not model.has_api_key and not user_pays_platform(user=user):
+            raise EvaluationError(f"model {model.name} has no API key of its own: only maintainers run it, on the "
+                                  f"platform's keys")
+        model_endpoint_check(model=model, api_key=model.api_key_get())
     run = EvaluationRun(model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
                         protocol=protocol, created_by=user)
     run.full_clean()

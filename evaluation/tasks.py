@@ -58,7 +58,7 @@ def _retry_or_error(task, *, run: EvaluationRun, snippet: Snippet, sample: int, 
 @shared_task(bind=True, max_retries=None)
 def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
     """Ask the model for one item, store the answer, and hand the item to the sandbox queue."""
-    from evaluation.llm import ModelCall, ModelCallError, complete
+    from evaluation.llm import ModelCallError, complete
 
     run, snippet = _item(run_id, snippet_id)
     if run is None or not run.is_active:
@@ -80,12 +80,9 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
                 latency=earlier.latency, cost=earlier.cost, attempts=0)
             item_evaluate.delay(run_id, snippet_id, sample)
             return
-        model = run.model
-        call = ModelCall(model=model.litellm_model, api_base=model.api_base or None, api_key=model.api_key_get(),
-                         params={**model.default_params, **run.params})
         try:
-            completion = complete(call, prompt)
-        except ModelCallError as exc:
+            completion = complete(services.model_call(run=run), prompt)
+        except (services.EvaluationError, ModelCallError) as exc:
             generation = services.generation_record(run=run, snippet=snippet, sample=sample, prompt=prompt,
                                                     error=str(exc))
             verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {exc}")

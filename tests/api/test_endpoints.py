@@ -41,15 +41,24 @@ def test_model_api_key_is_write_only(clients, author):
     assert ModelEntry.objects.get(name="secretive").api_key_get() == "sk-top-secret"
     for url in ("/api/v1/models/", "/api/v1/models/secretive/"):
         assert b"sk-top-secret" not in clients["owner"].get(url).content
-    cleared = clients["owner"].patch("/api/v1/models/secretive/", {"api_key": ""}, format="json").json()
-    assert cleared["has_api_key"] is False and cleared["knowledge_cutoff"] == "2025-01-31"
+    refused = clients["owner"].patch("/api/v1/models/secretive/", {"api_key": ""}, format="json")
+    assert refused.status_code == 400 and "api_key is required" in str(refused.json()["error"]["details"]["api_key"])
+    assert ModelEntry.objects.get(name="secretive").api_key_get() == "sk-top-secret"
+    replaced = clients["owner"].patch("/api/v1/models/secretive/", {"api_key": "sk-new"}, format="json").json()
+    assert replaced["has_api_key"] is True and replaced["knowledge_cutoff"] == "2025-01-31"
+    assert ModelEntry.objects.get(name="secretive").api_key_get() == "sk-new"
+    clients["maintainer"].post("/api/v1/models/", {"name": "platform-paid", "display_name": "P",
+                                                   "litellm_model": "openai/p", "api_key": "sk-p"}, format="json")
+    cleared = clients["maintainer"].patch("/api/v1/models/platform-paid/", {"api_key": ""}, format="json").json()
+    assert cleared["has_api_key"] is False
 
 
 def test_model_name_cannot_change_and_duplicates_are_refused(clients, author):
-    services.model_register(name="m1", display_name="M1", litellm_model="openai/m1", owner=author)
+    services.model_register(name="m1", display_name="M1", litellm_model="openai/m1", owner=author, api_key="k")
     clients["owner"].patch("/api/v1/models/m1/", {"name": "m2"}, format="json")
     assert ModelEntry.objects.filter(name="m1").exists()
-    duplicate = clients["owner"].post("/api/v1/models/", {"name": "m1", "display_name": "x", "litellm_model": "a/b"},
+    duplicate = clients["owner"].post("/api/v1/models/", {"name": "m1", "display_name": "x", "litellm_model": "openai/b",
+                                                            "api_key": "k"},
                                       format="json")
     assert duplicate.status_code == 400 and "name" in duplicate.json()["error"]["details"]
 
@@ -92,7 +101,7 @@ def test_items_show_the_masked_code_never_the_reference(clients, release):
 
 
 def test_results_give_the_models_code_but_never_a_reference_runs(clients, release, author):
-    model = services.model_register(name="up", display_name="Up", litellm_model="local/up", owner=author)
+    model = services.model_register(name="up", display_name="Up", kind="uploaded", owner=author)
     uploaded = services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author)
     _finish(uploaded, passing=2)
     results = clients["owner"].get(f"/api/v1/runs/{uploaded.pk}/results/").json()["results"]
@@ -110,7 +119,8 @@ def test_results_give_the_models_code_but_never_a_reference_runs(clients, releas
 
 
 def test_run_status_progress_and_actions(clients, release, author):
-    services.model_register(name="mine", display_name="Mine", litellm_model="openai/mine", owner=author)
+    services.model_register(name="mine", display_name="Mine", litellm_model="openai/mine", owner=author,
+                            api_key="sk-mine")
     started = clients["owner"].post("/api/v1/runs/", {"model": "mine", "release": "1.0.0", "samples": 2,
                                                       "params": {"temperature": 0}}, format="json").json()
     run = EvaluationRun.objects.get(pk=started["id"])
@@ -131,8 +141,9 @@ def test_run_start_refuses_bad_settings_with_the_error_body(clients, release):
 
 
 def test_leaderboard_ranks_completed_runs_by_scaled_pass_rate(clients, release, author):
-    weak = services.model_register(name="weak", display_name="Weak", litellm_model="a/weak", owner=author)
-    strong = services.model_register(name="strong", display_name="Strong", litellm_model="a/strong", owner=author,
+    weak = services.model_register(name="weak", display_name="Weak", litellm_model="openai/weak", owner=author,
+                                   api_key="sk-weak")
+    strong = services.model_register(name="strong", display_name="Strong", kind="uploaded", owner=author,
                                      organization="Lab", open_weights=True)
     for model, passing in ((weak, 1), (strong, 4)):
         run = services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author)
@@ -198,7 +209,7 @@ def test_docs_page_is_served_without_a_cdn(client):
 
 
 def test_upload_needs_a_file(clients, release, author):
-    services.model_register(name="up", display_name="Up", litellm_model="local/up", owner=author)
+    services.model_register(name="up", display_name="Up", kind="uploaded", owner=author)
     response = clients["owner"].post("/api/v1/runs/upload/", {"model": "up", "release": "1.0.0",
                                                               "file": SimpleUploadedFile("empty.jsonl", b"")},
                                      format="multipart")

@@ -32,7 +32,8 @@ def _request(client, caller: str, method: str, url: str, world: dict):
     """The request a caller makes; bodies are valid so that only permissions decide."""
     release = world["release"].name
     if method == "post-model":
-        return client.post(url, {"name": f"m-{caller}", "display_name": "M", "litellm_model": "openai/m"},
+        return client.post(url, {"name": f"m-{caller}", "display_name": "M", "litellm_model": "openai/m",
+                                 "api_key": "sk-m"},
                            format="json")
     if method == "patch-model":
         return client.patch(url, {"display_name": f"renamed by {caller}"}, format="json")
@@ -138,7 +139,8 @@ def test_token_is_created_shown_once_and_revoked(client, author):
     assert key in response.content.decode()
     assert key not in client.get("/accounts/tokens/").content.decode()
     api = client_with_token(key)
-    assert api.post("/api/v1/models/", {"name": "via-token", "display_name": "T", "litellm_model": "x/y"},
+    assert api.post("/api/v1/models/", {"name": "via-token", "display_name": "T", "litellm_model": "openai/y",
+                                               "api_key": "k"},
                     format="json").status_code == 201
     client.post("/accounts/tokens/", {"action": "revoke"})
     assert not Token.objects.filter(user=author).exists()

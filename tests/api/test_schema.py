@@ -33,7 +33,8 @@ def api_schema(release):
 @pytest.fixture
 def real_ids(release, author, maintainer) -> dict:
     """Identifiers of objects that exist, so that the fuzzed queries also reach real data, not only 404s."""
-    model = services.model_register(name="fuzz-model", display_name="Fuzz", litellm_model="openai/f", owner=author)
+    model = services.model_register(name="fuzz-model", display_name="Fuzz", litellm_model="openai/f", owner=author,
+                                    api_key="sk-fuzz")
     run = services.run_start(model=model, version=release, user=author, dispatch=False)
     return {"ids": {"name": release.name, "item_id": version_snippets(version=release).first().pk, "id": run.pk,
                     "kind": "items"},

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def model(author):
-    return services.model_register(name="uploader", display_name="Uploader", litellm_model="local/x", owner=author)
+    return services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
 
 
 def _upload(client, release, content: bytes, model_name: str = "uploader", **extra):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import re
 
 import pytest
 
-from evaluation.llm import Completion, ModelCall, ModelCallError, complete
+from evaluation.llm import OWN_KEY_PROVIDERS, Completion, ModelCall, ModelCallError, complete, params_problems
 from tests.evaluation.openai_server import openai_server
 
 KEY = "rcb-model-secret-7f3a9c2e51"
@@ -27,7 +30,7 @@ def sleeps() -> list[float]:
 
 def call_for(server, **overrides) -> ModelCall:
     settings = {"model": UNKNOWN_MODEL, "api_base": server.base_url, "api_key": KEY, "params": {},
-                "timeout": 0.25, "max_retries": 3}
+                "timeout": 0.25, "max_retries": 3, "private_addresses": True}  # the server is on loopback
     return ModelCall(**(settings | overrides))
 
 
@@ -54,12 +57,21 @@ def test_the_per_model_key_is_sent_as_bearer_token(server):
     assert server.chat_requests[0].headers["Authorization"] == f"Bearer {KEY}"
 
 
-def test_without_a_model_key_the_provider_key_comes_from_the_environment(server, monkeypatch):
+def test_a_platform_model_without_a_key_uses_the_provider_key_of_the_environment(server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "rcb-env-key-42")
 
-    complete(call_for(server, api_key=None), "hello", sleep=lambda s: None)
+    complete(call_for(server, api_key=None, platform_key=True), "hello", sleep=lambda s: None)
 
     assert server.chat_requests[0].headers["Authorization"] == "Bearer rcb-env-key-42"
+
+
+def test_a_model_without_a_key_that_is_not_the_platforms_is_never_called(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "rcb-env-key-42")
+
+    with pytest.raises(ModelCallError, match="no API key of its own") as raised:
+        complete(call_for(server, api_key=None), "hello", sleep=lambda s: None)
+
+    assert not raised.value.retryable and server.requests == []
 
 
 def test_rate_limits_and_server_errors_are_retried_with_growing_backoff(server, sleeps):
@@ -153,6 +165,114 @@ def test_the_key_never_shows_in_repr_errors_or_logs(server, caplog):
     assert KEY not in caplog.text
 
 
-def test_params_may_not_override_the_call_itself():
-    with pytest.raises(ValueError, match="api_key"):
-        ModelCall(model=KNOWN_MODEL, api_base=None, api_key=None, params={"api_key": "x"})
+@pytest.mark.parametrize(("params", "message"), [
+    ({"api_key": "x"}, "params: unknown generation parameter 'api_key'; allowed: temperature, top_p"),
+    ({"api_base": "http://127.0.0.1"}, "unknown generation parameter 'api_base'"),
+    ({"extra_headers": {"X": "1"}}, "unknown generation parameter 'extra_headers'"),
+    ({"temperature": "hot"}, "params.temperature must be a number from 0 to 2 (got 'hot')"),
+    ({"max_tokens": 0}, "params.max_tokens must be an integer from 1 to 1000000 (got 0)"),
+    ({"stop": ["a"] * 5}, "params.stop must be a string or a list of at most 4 strings"),
+    ({"reasoning_effort": "maximal"}, "params.reasoning_effort must be one of none, minimal, low, medium, high"),
+])
+def test_only_allowed_generation_params_with_sane_values_are_accepted(params, message):
+    assert message in "; ".join(params_problems(params))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ModelCall(model=KNOWN_MODEL, api_key=KEY, params=params)
+
+
+def test_allowed_generation_params_reach_the_provider(server):
+    params = {"temperature": 0, "top_p": 0.9, "max_tokens": 50, "seed": 7, "stop": ["END"], "presence_penalty": 0.5}
+    assert params_problems(params) == []
+    complete(call_for(server, params=params), "hello", sleep=lambda s: None)
+    assert {k: server.chat_requests[0].body[k] for k in params} == params
+
+
+# --- a model's own key and nothing else ---------------------------------------------------------------
+
+# Fake platform credentials of many providers: none may ever reach a model's endpoint.
+PLATFORM_SECRETS = {
+    "OPENAI_API_KEY": "platform-openai-k1", "ANTHROPIC_API_KEY": "platform-anthropic-k2",
+    "GEMINI_API_KEY": "platform-gemini-k3", "GROQ_API_KEY": "platform-groq-k4", "MISTRAL_API_KEY": "platform-mistral-k5",
+    "DEEPSEEK_API_KEY": "platform-deepseek-k6", "TOGETHERAI_API_KEY": "platform-together-k7",
+    "TOGETHER_AI_API_KEY": "platform-together-k8", "FIREWORKS_AI_API_KEY": "platform-fireworks-k9",
+    "OPENROUTER_API_KEY": "platform-openrouter-k10", "XAI_API_KEY": "platform-xai-k11",
+    "COHERE_API_KEY": "platform-cohere-k12", "PERPLEXITYAI_API_KEY": "platform-perplexity-k13",
+    "DEEPINFRA_API_KEY": "platform-deepinfra-k14", "CEREBRAS_API_KEY": "platform-cerebras-k15",
+    "HOSTED_VLLM_API_KEY": "platform-vllm-k16", "NVIDIA_NIM_API_KEY": "platform-nim-k17",
+    "SAMBANOVA_API_KEY": "platform-sambanova-k18", "MOONSHOT_API_KEY": "platform-moonshot-k19",
+    "DASHSCOPE_API_KEY": "platform-dashscope-k20", "CODESTRAL_API_KEY": "platform-codestral-k21",
+    "AZURE_API_KEY": "platform-azure-k22", "AWS_ACCESS_KEY_ID": "platform-aws-k23",
+    "AWS_SECRET_ACCESS_KEY": "platform-aws-k24", "LITELLM_API_KEY": "platform-litellm-k25",
+    "OPENAI_ORGANIZATION": "platform-org-k26", "OPENAI_ORG_ID": "platform-org-k27",
+    "OPENAI_PROJECT_ID": "platform-project-k28",
+}
+
+
+@pytest.fixture
+def platform_secrets(monkeypatch) -> dict[str, str]:
+    for name, value in PLATFORM_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    return PLATFORM_SECRETS
+
+
+def _everything_sent(server) -> str:
+    return "\n".join(f"{r.method} {r.path}\n{r.headers}\n{json.dumps(r.body)}" for r in server.requests)
+
+
+@pytest.mark.parametrize("provider", sorted(OWN_KEY_PROVIDERS))
+def test_each_own_key_provider_sends_the_models_key_and_no_platform_secret(provider, server, platform_secrets):
+    call = call_for(server, model=f"{provider}/rcb-test-model", max_retries=0, timeout=5)
+    with contextlib.suppress(ModelCallError):  # providers other than OpenAI's format get a 404 from the server
+        complete(call, "hello", sleep=lambda s: None)
+
+    assert server.requests, f"{provider}: nothing reached the endpoint"
+    sent = _everything_sent(server)
+    assert KEY in sent
+    assert [name for name, value in platform_secrets.items() if value in sent] == []
+
+
+@pytest.mark.parametrize("model", ["bedrock/anthropic.claude-3", "vertex_ai/gemini-pro", "azure/gpt-4o",
+                                   "sagemaker/endpoint", "ollama/llama3", "rcb-unknown/model"])
+def test_providers_that_read_other_credentials_are_refused_for_a_models_own_key(model, server, platform_secrets):
+    with pytest.raises(ModelCallError, match="not called: ") as raised:
+        complete(call_for(server, model=model), "hello", sleep=lambda s: None)
+    assert not raised.value.retryable and server.requests == []
+
+
+def test_an_api_base_for_which_litellm_would_swap_in_a_platform_key_is_refused(platform_secrets):
+    """litellm maps some api_base values to a provider and then prefers that provider's environment key."""
+    call = ModelCall(model="gpt-4o", api_base="https://api.groq.com/openai/v1", api_key=KEY)
+    with pytest.raises(ModelCallError, match="litellm would send the platform's groq key instead of the model's own"):
+        complete(call, "hello", sleep=lambda s: None)
+
+
+@pytest.mark.parametrize(("api_base", "message"), [
+    ("http://api.example.org/v1", "api_base must use https:// (got http://)"),
+    ("https://user:pw@api.example.org/v1", "api_base must not contain credentials"),
+])
+def test_a_users_api_base_must_be_https_without_credentials(api_base, message):
+    with pytest.raises(ModelCallError, match=re.escape(message)):
+        complete(ModelCall(model=KNOWN_MODEL, api_base=api_base, api_key=KEY), "hello", sleep=lambda s: None)
+
+
+def test_a_users_model_never_connects_to_a_loopback_endpoint(server, sleeps):
+    for host in ("127.0.0.1", "localhost"):
+        api_base = server.base_url.replace("http://127.0.0.1", f"https://{host}")
+        with pytest.raises(ModelCallError, match=f"not called: model endpoint host {host} resolves to a loopback "
+                                                 r"address \(") as raised:
+            complete(call_for(server, api_base=api_base, private_addresses=False), "hi", sleep=sleeps.append)
+        assert not raised.value.retryable and raised.value.attempts == 1
+    assert server.requests == [] and sleeps == []
+
+
+def test_a_users_model_without_an_api_base_cannot_reach_a_private_endpoint_of_the_environment(server, monkeypatch):
+    """litellm sends a model without api_base to OPENAI_BASE_URL when the platform sets it (an internal proxy)."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_BASE", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "platform-key")
+    with pytest.raises(ModelCallError, match="not called: model endpoint host 127.0.0.1 resolves to a loopback"):
+        complete(ModelCall(model="openai/x", api_key=KEY, max_retries=0), "hi", sleep=lambda s: None)
+    assert server.requests == []
+    complete(ModelCall(model="openai/x", platform_key=True, private_addresses=True, max_retries=0), "hi",
+             sleep=lambda s: None)
+    assert [r.headers["Authorization"] for r in server.chat_requests] == ["Bearer platform-key"]  # the platform's own model does go there
