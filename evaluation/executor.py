@@ -55,6 +55,9 @@ def backend_current() -> Backend:
     with _lock:
         if _backend is None:
             _backend = backend_get()
+            if _backend.unsafe:
+                logger.warning("sandbox backend %s isolates NOTHING: untrusted code runs as this worker's user on "
+                               "this host; set SANDBOX_BACKEND=docker or bwrap outside development", _backend.name)
             _orphans_remove(_backend)
         return _backend
 

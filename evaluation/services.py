@@ -43,12 +43,13 @@ def user_pays_platform(*, user) -> bool:
     return user is None or user_is_maintainer(user=user)
 
 
-def model_endpoint_check(*, model: ModelEntry, api_key: str | None) -> None:
+def model_endpoint_check(*, model: ModelEntry, api_key: str | None, platform_pays: bool | None = None) -> None:
     """Whether the platform may call `model` with `api_key` (its own key, or None) as its owner set it up.
 
     A user's model brings its own key and an https api_base at a public address; only maintainers' models
-    (or the platform's, without owner) use the platform's keys and private addresses. ValidationError names
-    the field at fault.
+    (or the platform's, without owner) use private addresses, and the platform's keys where `platform_pays`
+    (default: the owner is a maintainer; at run start: the one starting it is). ValidationError names the
+    field at fault.
     """
     from evaluation.llm import api_base_problem, own_key_problem, params_problems, provider_problem  # litellm: heavy
 
@@ -66,7 +67,7 @@ def model_endpoint_check(*, model: ModelEntry, api_key: str | None) -> None:
     if problems := params_problems(model.default_params, where="default_params"):
         raise ValidationError({"default_params": problems})
     platform = user_pays_platform(user=model.owner)
-    if not api_key and not platform:
+    if not api_key and not (platform if platform_pays is None else platform_pays):
         raise ValidationError({"api_key": "api_key is required: a model without a key of its own would be called "
                                           "with the platform's provider keys, which only maintainers' models use "
                                           "(to score answers made elsewhere, register kind 'uploaded')"})
@@ -175,7 +176,7 @@ def run_start(
         if not model.has_api_key and not user_pays_platform(user=user):
             raise EvaluationError(f"model {model.name} has no API key of its own: only maintainers run it, on the "
                                   f"platform's keys")
-        model_endpoint_check(model=model, api_key=model.api_key_get())
+        model_endpoint_check(model=model, api_key=model.api_key_get(), platform_pays=user_pays_platform(user=user))
     run = EvaluationRun(model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
                         protocol=protocol, created_by=user)
     run.full_clean()

@@ -4,6 +4,23 @@
 set -eu
 VENV="${VENV:-.venv}"
 HOST="${HOST:-127.0.0.1:8000}"
+# A real sandbox where the machine has one. SANDBOX_BACKEND=auto refuses to run untrusted code without one, so on a
+# machine with neither Docker nor bubblewrap this development server falls back to `local`, explicitly and loudly.
+status=0
+"$VENV/bin/python" manage.py sandbox_check || status=$?
+if [ "$status" -eq 3 ]; then
+    printf '%s\n' \
+        "################################################################################################################" \
+        "WARNING: neither Docker nor bubblewrap works on this machine, so \`make run\` sets SANDBOX_BACKEND=local:" \
+        "submitted tests and model answers run WITHOUT ANY ISOLATION, as your user, on this machine. Only for" \
+        "development with code you trust. Install Docker or bubblewrap (see sandbox_check above) for a real sandbox." \
+        "################################################################################################################" >&2
+    SANDBOX_BACKEND=local
+    export SANDBOX_BACKEND
+elif [ "$status" -ne 0 ]; then
+    echo "SANDBOX_BACKEND names a sandbox that does not work here (see above); fix it or unset it." >&2
+    exit "$status"
+fi
 "$VENV/bin/celery" -A config worker --loglevel INFO --queues default,llm,sandbox --concurrency 2 &
 WORKER=$!
 trap 'kill $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM

@@ -32,7 +32,8 @@ def wait_completed(client: APIClient, run_id: int, worker, timeout: float = 300)
     pytest.fail(f"run {run_id} did not complete\n{worker.output()[-4000:]}")
 
 
-def test_api_model_run_leaderboard_and_identical_upload(author, media_root, celery_worker_factory, sandbox_cache):
+def test_api_model_run_leaderboard_and_identical_upload(author, media_root, celery_worker_factory, sandbox_cache,
+                                                         settings):
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     version = pset_import(root=DEMO_PSET, version_name="demo-1.0.0", publish=True).version
     references = {s.name: s.reference_code for s in version_snippets(version=version)}
@@ -43,8 +44,11 @@ def test_api_model_run_leaderboard_and_identical_upload(author, media_root, cele
         name = re.findall(r'# TODO: Implement block "([^"]+)"', prompt)[0]
         return f"```python\n{references[name]}```"
 
-    worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND="bwrap")
-    with openai_server(responder=answer) as server:
+    # An author's model needs https at a public address: the local server is exempted as an in-house one would be.
+    settings.MODEL_API_ALLOWED_HOSTS = ["127.0.0.1"]
+    with openai_server(responder=answer, tls=True) as server:
+        worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND="bwrap",
+                                       MODEL_API_ALLOWED_HOSTS="127.0.0.1", SSL_CERT_FILE=server.ca_file)
         model = api.post("/api/v1/models/", {
             "name": "local-gpt", "display_name": "Local GPT", "organization": "Test lab",
             "litellm_model": "openai/rcb-local", "api_base": server.base_url, "api_key": "sk-e2e",

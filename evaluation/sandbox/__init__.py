@@ -1,4 +1,8 @@
-"""Sandbox backends behind one interface (base.py); `backend_get` picks one by name or, for `auto`, by what works."""
+"""Sandbox backends behind one interface (base.py); `backend_get` picks one by name or, for `auto`, by what works.
+
+`auto` never picks `local` (no isolation): where neither docker nor bwrap works it refuses, saying why each
+does not; `local` runs only when named, and warns on every run.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ BACKENDS = {
     "bwrap": "evaluation.sandbox.bwrap.BwrapBackend",
     "local": "evaluation.sandbox.local.LocalBackend",
 }
-AUTO_ORDER: tuple[str, ...] = ("docker", "bwrap", "local")
+AUTO_ORDER: tuple[str, ...] = ("docker", "bwrap")
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -25,24 +29,35 @@ def backend_class(name: str) -> type[Backend]:
 
 
 def backend_get(name: str | None = None, *, cache_dir: Path | None = None) -> Backend:
-    """The backend named (default: settings.SANDBOX_BACKEND); `auto` is docker, else bwrap, else local."""
+    """The backend named (default: settings.SANDBOX_BACKEND); `auto` is docker, else bwrap, else a refusal."""
     from django.conf import settings
 
     name = name or settings.SANDBOX_BACKEND
     cache_dir = Path(cache_dir or settings.SANDBOX_CACHE_DIR)
     if name != "auto":
         return backend_class(name)(cache_dir)
+    reasons = []
     for candidate in AUTO_ORDER:
         try:
             backend = backend_class(candidate)(cache_dir)
-        except ImportError:  # e.g. the docker SDK missing on a light install
+        except ImportError as exc:  # e.g. the docker SDK missing on a light install
+            reasons.append(f"{candidate}: cannot load ({exc})")
             continue
-        if backend.available()[0]:
+        ok, reason = backend.available()
+        if ok:
             return backend
-    raise SandboxError("no sandbox backend is available")
+        reasons.append(f"{candidate}: {reason}")
+    raise NoSandboxError(
+        "SANDBOX_BACKEND=auto found no sandbox, and untrusted code never runs without one ("
+        + "; ".join(reasons) + "). Install Docker or bubblewrap, or on a trusted development machine set "
+        "SANDBOX_BACKEND=local explicitly (no isolation at all).")
+
+
+class NoSandboxError(SandboxError):
+    """`auto` found neither docker nor bwrap working."""
 
 
 __all__ = [
-    "AUTO_ORDER", "BACKENDS", "Backend", "Environment", "EnvironmentBuildError", "ExecResult", "Limits", "SandboxError",
-    "Session", "backend_class", "backend_get",
+    "AUTO_ORDER", "BACKENDS", "Backend", "Environment", "EnvironmentBuildError", "ExecResult", "Limits",
+    "NoSandboxError", "SandboxError", "Session", "backend_class", "backend_get",
 ]

@@ -22,6 +22,9 @@ an int is returned as that HTTP status with an OpenAI-style error body; ``"timeo
 as a ``Retry-After`` header on 429 and 503 answers. A 401 quotes the presented key back in its
 message, as OpenAI does, so tests can check that callers scrub it.
 
+``tls=True`` serves HTTPS instead (``https://127.0.0.1:PORT/v1``) with a certificate for 127.0.0.1 and
+localhost from a throwaway CA whose file is ``server.ca_file`` (point ``SSL_CERT_FILE`` at it).
+
 Token counts are whitespace-separated words of the prompt and of the answer, so tests can predict
 them. A responder that raises produces a 500 (which clients retry). ``server.failures`` can be extended while the server runs.
 """
@@ -30,6 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
+import tempfile
 import threading
 import time
 import uuid
@@ -38,6 +43,7 @@ from dataclasses import dataclass, field
 from email.message import Message
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 Responder = Callable[[str, dict], str]
 Failure = int | str
@@ -69,6 +75,7 @@ class OpenAIServer:
     retry_after: float | None = None
     requests: list[RecordedRequest] = field(default_factory=list, repr=False)
     base_url: str = ""
+    ca_file: str = ""
     stopping: threading.Event = field(default_factory=threading.Event, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -194,6 +201,7 @@ def openai_server(
     *,
     timeout_seconds: float = 2.0,
     retry_after: float | None = None,
+    tls: bool = False,
 ) -> Iterator[OpenAIServer]:
     """Run the server in a thread for the duration of the block; see the module docstring."""
     state = OpenAIServer(
@@ -201,13 +209,24 @@ def openai_server(
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
     httpd.block_on_close = False  # a handler still sleeping on a "timeout" must not delay the test
-    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        state.stopping.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    httpd.daemon_threads = True
+    with tempfile.TemporaryDirectory(prefix="openai-tls-") as folder:
+        if tls:
+            from tests.submissions.git_server import certificates_make
+
+            ca_file, cert_file, key_file = certificates_make(Path(folder))
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert_file, key_file)
+            # The handshake happens in the handler thread, so a client that never completes it cannot block accept().
+            httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+            state.ca_file = str(ca_file)
+        state.base_url = f"{'https' if tls else 'http'}://127.0.0.1:{httpd.server_address[1]}/v1"
+        thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True)
+        thread.start()
+        try:
+            yield state
+        finally:
+            state.stopping.set()
+            httpd.shutdown()
+            httpd.server_close()
+            thread.join(timeout=5)

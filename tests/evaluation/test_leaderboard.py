@@ -40,6 +40,7 @@ def evaluate(version, model, passes, *, with_paper=True, answer="", cost=0):
 
 
 def model(name, **fields):
+    fields.setdefault("litellm_model", f"openai/{name}")
     return ModelEntry.objects.create(name=name, display_name=fields.pop("display_name", name.title()), **fields)
 
 

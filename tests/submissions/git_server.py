@@ -55,7 +55,7 @@ def git_https_server(
         _git("clone", "--quiet", "--mirror", str(repo_path), str(served))
         for key in ("uploadpack.allowAnySHA1InWant", "uploadpack.allowFilter", "http.uploadpack"):
             _git("-C", str(served), "config", key, "true")
-        ca_file, cert_file, key_file = _certificates(workdir)
+        ca_file, cert_file, key_file = certificates_make(workdir)
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_file, key_file)
@@ -87,7 +87,7 @@ def _isolated_env() -> dict[str, str]:
     return env
 
 
-def _certificates(folder: Path) -> tuple[Path, Path, Path]:
+def certificates_make(folder: Path) -> tuple[Path, Path, Path]:
     """A throwaway CA and a server certificate for 127.0.0.1/localhost signed by it (EC keys: fast)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
