@@ -161,11 +161,18 @@ def params_problems(params: object, *, where: str = "params") -> list[str]:
     return problems
 
 
+def _provider(model: str, api_base: str | None, api_key: str | None) -> tuple[str, str | None] | None:
+    """The provider litellm places `model` with and the key it would use, or None when it cannot place it."""
+    try:
+        _, provider, resolved_key, _ = litellm.get_llm_provider(model=model, api_base=api_base, api_key=api_key)
+    except Exception:  # noqa: BLE001  (litellm raises several types for a model string it cannot place)
+        return None
+    return provider, resolved_key
+
+
 def provider_problem(*, model: str, api_base: str | None) -> str | None:
     """Why litellm cannot place `model` with a provider, or None."""
-    try:
-        litellm.get_llm_provider(model=model, api_base=api_base)
-    except Exception:  # noqa: BLE001  (litellm raises several types for a model string it cannot place)
+    if _provider(model, api_base, None) is None:
         return f"litellm does not know the provider of {model!r}; write it as provider/model, e.g. openai/gpt-4o-mini"
     return None
 
@@ -175,9 +182,10 @@ def own_key_problem(*, model: str, api_base: str | None, api_key: str) -> str | 
 
     Reads the environment as litellm will: run it where the call happens.
     """
-    if problem := provider_problem(model=model, api_base=api_base):
-        return problem
-    _, provider, resolved_key, _ = litellm.get_llm_provider(model=model, api_base=api_base, api_key=api_key)
+    placed = _provider(model, api_base, api_key)
+    if placed is None:
+        return provider_problem(model=model, api_base=api_base)
+    provider, resolved_key = placed
     if provider not in OWN_KEY_PROVIDERS:
         return (f"provider {provider!r} takes credentials from the platform's environment besides a key; a model "
                 f"with its own key must use one of {', '.join(sorted(OWN_KEY_PROVIDERS))}")
@@ -194,6 +202,10 @@ def api_base_problem(api_base: str) -> str | None:
         return f"api_base must use https:// (got {parts.scheme or 'no scheme'}://)"
     if not parts.hostname:
         return "api_base has no host"
+    try:
+        parts.port  # noqa: B018  (raises for a port out of range)
+    except ValueError:
+        return f"api_base has an invalid port ({parts.netloc})"
     if parts.username is not None or parts.password is not None:
         return "api_base must not contain credentials (user:password@); the key goes in api_key"
     return None

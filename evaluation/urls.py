@@ -7,7 +7,9 @@ from evaluation import views
 urlpatterns = [
     path("leaderboard/", views.leaderboard_latest, name="leaderboard-latest"),
     path("versions/<str:name>/leaderboard/", views.leaderboard, name="leaderboard"),
+    path("models/new/", views.model_new, name="model-new"),
     path("models/<slug:name>/", views.model_detail, name="model-detail"),
+    path("models/<slug:name>/runs/", views.run_new, name="run-new"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),

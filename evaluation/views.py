@@ -6,6 +6,8 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -13,7 +15,9 @@ from django.views.decorators.http import require_POST
 from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
+from config.api import user_may_change
 from evaluation import reproducibility, selectors, services
+from evaluation.forms import ModelRegisterForm, RunStartForm
 from evaluation.operations import queues_status, runs_stalled, workers_status
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry
 
@@ -92,10 +96,55 @@ def _sort_links(filters: selectors.LeaderboardFilters) -> list[dict]:
     return columns
 
 
-def model_detail(request: HttpRequest, name: str) -> HttpResponse:
+def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None = None) -> HttpResponse:
     model = get_object_or_404(ModelEntry, name=name)
+    may_run = model.kind != ModelEntry.Kind.UPLOADED and user_may_change(user=request.user, owner_id=model.owner_id)
     return render(request, "evaluation/model_detail.html",
-                  {"model": model, "runs": selectors.model_runs(model=model)})
+                  {"model": model, "runs": selectors.model_runs(model=model),
+                   "run_form": (run_form or RunStartForm()) if may_run else None},
+                  status=400 if run_form is not None else 200)
+
+
+def _service_errors(form, exc: Exception) -> None:
+    """A service's refusal shown on the form: per field where it names one."""
+    if isinstance(exc, ValidationError) and hasattr(exc, "error_dict"):
+        for field, errors in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+    else:
+        form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
+
+
+@login_required
+def model_new(request: HttpRequest) -> HttpResponse:
+    """Register a model owned by the signed-in user (the same service as POST /api/v1/models/)."""
+    form = ModelRegisterForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            model = services.model_register(owner=request.user, **form.service_values())
+        except (ValidationError, services.EvaluationError) as exc:
+            _service_errors(form, exc)
+        else:
+            messages.success(request, f"Model {model.name} registered.")
+            return redirect("model-detail", name=model.name)
+    return render(request, "evaluation/model_new.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def run_new(request: HttpRequest, name: str) -> HttpResponse:
+    """Start a run of a model (its owner or a maintainer; the same service as POST /api/v1/runs/)."""
+    model = get_object_or_404(ModelEntry, name=name)
+    if not user_may_change(user=request.user, owner_id=model.owner_id):
+        raise PermissionDenied(f"only the owner of model {model.name} or a maintainer may run it")
+    form = RunStartForm(request.POST)
+    if form.is_valid():
+        try:
+            run = services.run_start(model=model, user=request.user, **form.service_values())
+        except (ValidationError, services.EvaluationError) as exc:
+            _service_errors(form, exc)
+        else:
+            return redirect("run-detail", pk=run.pk)
+    return model_detail(request, name, run_form=form)
 
 
 def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:

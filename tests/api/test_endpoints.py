@@ -164,7 +164,7 @@ def test_leaderboard_ranks_completed_runs_by_scaled_pass_rate(clients, release, 
 @pytest.mark.parametrize("hostile", ["=HYPERLINK(\"https://evil.example\",\"x\")", "+1+cmd|' /C calc'!A0",
                                      "-2+3", "@SUM(1,2)", "\tstart", "\rstart"])
 def test_leaderboard_csv_neutralises_cells_a_spreadsheet_would_run(clients, release, author, hostile):
-    model = services.model_register(name="sly", display_name=hostile, litellm_model="a/sly", owner=author,
+    model = services.model_register(name="sly", display_name=hostile, kind="uploaded", owner=author,
                                     organization=hostile)
     _finish(services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author),
             passing=2)

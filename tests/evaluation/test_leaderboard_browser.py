@@ -26,7 +26,7 @@ def shot(page, name: str) -> None:
 
 def calibrate(version, name: str, passed: bool) -> EvaluationRun:
     model = (ModelEntry.objects.filter(name=name).first()
-             or ModelEntry.objects.create(name=name, display_name=name.title(), litellm_model=f"local/{name}"))
+             or ModelEntry.objects.create(name=name, display_name=name.title(), litellm_model=f"openai/{name}"))
     run = services.run_start(model=model, version=version, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     verdict = Verdict("passed", "", "") if passed else Verdict("failed", "wrong_result", "assertion failed")

@@ -249,6 +249,7 @@ def test_an_api_base_for_which_litellm_would_swap_in_a_platform_key_is_refused(p
 @pytest.mark.parametrize(("api_base", "message"), [
     ("http://api.example.org/v1", "api_base must use https:// (got http://)"),
     ("https://user:pw@api.example.org/v1", "api_base must not contain credentials"),
+    ("https://api.example.org:99999/v1", "api_base has an invalid port (api.example.org:99999)"),
 ])
 def test_a_users_api_base_must_be_https_without_credentials(api_base, message):
     with pytest.raises(ModelCallError, match=re.escape(message)):

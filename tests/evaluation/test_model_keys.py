@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.urls import reverse
 
 from benchmarks.services import maintainer_grant, pset_import
 from evaluation import services
@@ -50,6 +51,7 @@ def _refusal(response) -> dict:
     ("https://10.1.2.3/v1", "api_base host 10.1.2.3 is a private-network address; refused"),
     ("https://169.254.169.254/latest", "api_base host 169.254.169.254 is a link-local address; refused"),
     ("https://user:pw@api.example.org/v1", "api_base must not contain credentials"),
+    ("https://api.example.org:99999/v1", "api_base has an invalid port"),
 ])
 def test_an_author_cannot_register_a_model_at_a_local_or_private_address(api_base, message, author, server, settings):
     settings.MODEL_API_ALLOWED_HOSTS = []
@@ -147,6 +149,58 @@ def test_the_call_is_checked_again_where_it_is_made(author, maintainer, release)
     author.refresh_from_db()
     call = services.model_call(run=EvaluationRun.objects.select_related("model", "created_by").get(pk=run.pk))
     assert (call.api_key, call.platform_key, call.private_addresses) == (None, True, True)
+
+
+# --- the web forms: the same refusals -------------------------------------------------------------------
+
+
+def _form(client, **fields):
+    values = {"name": "attack", "display_name": "Attack", "kind": "litellm", "litellm_model": "openai/attack",
+              "api_key": OWN_KEY, **fields}
+    return client.post(reverse("model-new"), values)
+
+
+@pytest.mark.django_db
+def test_the_register_form_refuses_local_addresses_keyless_models_and_unknown_params(client, author, server, settings):
+    settings.MODEL_API_ALLOWED_HOSTS = []
+    client.force_login(author)
+    assert client.get(reverse("model-new")).status_code == 200
+    for fields, message in (
+            ({"api_base": server.base_url}, "api_base must use https:// (got http://)"),
+            ({"api_base": server.base_url.replace("http://", "https://")}, "is a loopback address; refused"),
+            ({"api_base": "https://169.254.169.254/latest"}, "169.254.169.254 is a link-local address"),
+            ({"api_key": ""}, "api_key is required"),
+            ({"default_params": '{"api_base": "http://127.0.0.1:1"}'}, "unknown generation parameter &#x27;api_base&#x27;"),
+    ):
+        response = _form(client, **fields)
+        assert response.status_code == 400 and message in response.content.decode(), fields
+    assert not ModelEntry.objects.filter(name="attack").exists() and server.requests == []
+    assert OWN_KEY not in _form(client, api_key=OWN_KEY, api_base="http://x").content.decode()  # never shown back
+
+    response = _form(client, default_params='{"temperature": 0}')
+    assert response.status_code == 302 and response["Location"] == reverse("model-detail", args=["attack"])
+    model = ModelEntry.objects.get(name="attack")
+    assert (model.owner, model.api_key_get(), model.default_params) == (author, OWN_KEY, {"temperature": 0})
+
+
+@pytest.mark.django_db
+def test_the_run_form_refuses_unknown_params_and_strangers(client, author, other_author, release):
+    services.model_register(name="keyed", display_name="K", litellm_model="openai/k", api_key=OWN_KEY, owner=author)
+    url = reverse("run-new", args=["keyed"])
+    client.force_login(other_author)
+    assert "Start a run" not in client.get(reverse("model-detail", args=["keyed"])).content.decode()
+    assert client.post(url, {"release": release.name, "samples": 1}).status_code == 403
+    client.force_login(author)
+    assert "Start a run" in client.get(reverse("model-detail", args=["keyed"])).content.decode()
+    for params, message in (('{"mock_response": "pass"}', "unknown generation parameter &#x27;mock_response&#x27;"),
+                            ('{"top_p": 3}', "params.top_p must be a number from 0 to 1 (got 3)")):
+        response = client.post(url, {"release": release.name, "samples": 1, "with_paper": "on", "params": params})
+        assert response.status_code == 400 and message in response.content.decode()
+    assert not EvaluationRun.objects.exists()
+    response = client.post(url, {"release": release.name, "samples": 1, "params": '{"temperature": 0}'})
+    run = EvaluationRun.objects.get()
+    assert response["Location"] == reverse("run-detail", args=[run.pk])
+    assert (run.params, run.with_paper, run.created_by) == ({"temperature": 0}, False, author)
 
 
 # --- through a real worker --------------------------------------------------------------------------------

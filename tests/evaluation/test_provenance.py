@@ -42,7 +42,7 @@ def api(user=None) -> APIClient:
 
 def uploaded(version, owner, passes) -> EvaluationRun:
     """A completed run made from an upload of reference answers; items pass where `passes(snippet)`."""
-    entry = services.model_register(name="uploader", display_name="Uploader", litellm_model="local/x", owner=owner)
+    entry = services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=owner)
     run = services.run_from_upload(model=entry, version=version, data=reference_answers(version), user=owner)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for generation in run.generations.select_related("snippet__task"):
@@ -54,7 +54,7 @@ def uploaded(version, owner, passes) -> EvaluationRun:
 
 
 def test_platform_runs_are_verified_and_uploads_self_reported(version, author):
-    called = evaluate(version, model("called", kind=ModelEntry.Kind.LITELLM, litellm_model="local/y"), lambda s: True)
+    called = evaluate(version, model("called", kind=ModelEntry.Kind.LITELLM, litellm_model="openai/y"), lambda s: True)
     upload = uploaded(version, author, lambda s: True)
     calibration = evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
     assert called.provenance == calibration.provenance == EvaluationRun.Provenance.VERIFIED
@@ -168,7 +168,7 @@ def test_only_completed_self_reported_runs_can_be_verified(version, maintainer):
     platform = evaluate(version, model("half"), lambda s: True)
     with pytest.raises(services.EvaluationError, match="is verified; only self-reported"):
         services.run_verify(run=platform, actor=maintainer, reason="x")
-    entry = services.model_register(name="up2", display_name="Up2", litellm_model="local/x", owner=maintainer)
+    entry = services.model_register(name="up2", display_name="Up2", kind="uploaded", owner=maintainer)
     pending = services.run_from_upload(model=entry, version=version, data=reference_answers(version))
     with pytest.raises(services.EvaluationError, match="verify it once it has completed"):
         services.run_verify(run=pending, actor=maintainer, reason="x")

@@ -1,0 +1,50 @@
+"""The web forms that register a model and start a run; both hand their values to the services the API calls."""
+
+from __future__ import annotations
+
+from django import forms
+
+from benchmarks.models import BenchmarkVersion
+from evaluation.models import ModelEntry
+from evaluation.services import MAX_SAMPLES
+
+PARAMS_HELP = ('JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temperature, top_p, top_k, max_tokens, '
+               "max_completion_tokens, seed, stop, presence_penalty, frequency_penalty, reasoning_effort.")
+
+
+class ModelRegisterForm(forms.Form):
+    name = forms.SlugField(max_length=100, help_text="The model's id in URLs and the API; it never changes.")
+    display_name = forms.CharField(max_length=200)
+    organization = forms.CharField(max_length=200, required=False)
+    kind = forms.ChoiceField(choices=[(ModelEntry.Kind.LITELLM, "The platform calls it with my API key"),
+                                      (ModelEntry.Kind.UPLOADED, "I upload its generations")],
+                             initial=ModelEntry.Kind.LITELLM, widget=forms.RadioSelect)
+    litellm_model = forms.CharField(max_length=200, required=False, label="litellm model",
+                                    help_text='provider/model, e.g. "openai/gpt-4o-mini"')
+    api_base = forms.CharField(max_length=500, required=False, label="API base URL",
+                               help_text="Only for a non-default endpoint: https at a public address.")
+    api_key = forms.CharField(required=False, label="API key", widget=forms.PasswordInput(render_value=False),
+                              strip=False, help_text="Stored encrypted, never shown again; only this key is sent.")
+    knowledge_cutoff = forms.DateField(required=False, label="Knowledge cut-off",
+                                       widget=forms.DateInput(attrs={"type": "date"}))
+    open_weights = forms.BooleanField(required=False)
+    default_params = forms.JSONField(required=False, label="Default generation parameters", help_text=PARAMS_HELP)
+
+    def service_values(self) -> dict:
+        values = dict(self.cleaned_data)
+        values["default_params"] = values["default_params"] or {}
+        values["api_key"] = values["api_key"] or None
+        return values
+
+
+class RunStartForm(forms.Form):
+    release = forms.ModelChoiceField(queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
+                                     to_field_name="name", empty_label=None)
+    with_paper = forms.BooleanField(required=False, initial=True, label="Prompt with the paper")
+    samples = forms.IntegerField(min_value=1, max_value=MAX_SAMPLES, initial=1)
+    params = forms.JSONField(required=False, label="Generation parameters", help_text=PARAMS_HELP)
+
+    def service_values(self) -> dict:
+        values = dict(self.cleaned_data)
+        return {"version": values["release"], "with_paper": values["with_paper"], "samples": values["samples"],
+                "params": values["params"] or {}}
