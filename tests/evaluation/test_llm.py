@@ -266,6 +266,17 @@ def test_a_users_model_never_connects_to_a_loopback_endpoint(server, sleeps):
     assert server.requests == [] and sleeps == []
 
 
+@pytest.mark.parametrize("provider", sorted(OWN_KEY_PROVIDERS))
+def test_each_own_key_provider_resolves_under_the_guard(provider, server):
+    """Every provider's client resolves the endpoint in the calling thread, where the guard checks it."""
+    api_base = server.base_url.replace("http://127.0.0.1", "https://localhost")
+    call = call_for(server, model=f"{provider}/rcb-test-model", api_base=api_base, private_addresses=False,
+                    max_retries=0, timeout=5)
+    with pytest.raises(ModelCallError, match="not called: model endpoint host localhost resolves to a loopback"):
+        complete(call, "hello", sleep=lambda s: None)
+    assert server.requests == []
+
+
 def test_a_users_model_without_an_api_base_cannot_reach_a_private_endpoint_of_the_environment(server, monkeypatch):
     """litellm sends a model without api_base to OPENAI_BASE_URL when the platform sets it (an internal proxy)."""
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
