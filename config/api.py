@@ -1,4 +1,5 @@
-"""Cross-cutting parts of the REST API: one error body for every failure, and the owner-or-maintainer rule."""
+"""Cross-cutting parts of the REST API: one error body for every failure, request bodies the database can store,
+and the owner-or-maintainer rule."""
 
 from __future__ import annotations
 
@@ -6,11 +7,51 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import resolve
-from rest_framework import exceptions, permissions, status
+from rest_framework import exceptions, parsers, permissions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from benchmarks.selectors import UnknownProtocol, user_is_maintainer
+
+
+def _nul_at(value, where: str = "body") -> str | None:
+    """Where a NUL character hides in parsed request data (keys included), or None."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict) or hasattr(value, "lists"):
+        items = (((k, v[0] if len(v) == 1 else v) for k, v in value.lists()) if hasattr(value, "lists")
+                 else value.items())  # a form's QueryDict: a list per field
+        for key, item in items:
+            if "\x00" in str(key):
+                return f"{where}: a key"
+            if found := _nul_at(item, f"{where}.{key}"):
+                return found
+    if isinstance(value, list):
+        return next((found for index, item in enumerate(value) if (found := _nul_at(item, f"{where}[{index}]"))), None)
+    return None
+
+
+class _NoNul:
+    """PostgreSQL stores no NUL character (in text or jsonb): refuse it while parsing, saying where, instead of
+    failing at the database."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        parsed = super().parse(stream, media_type, parser_context)
+        if where := _nul_at(getattr(parsed, "data", parsed)):
+            raise exceptions.ParseError(f"{where} contains a NUL character (\\u0000), which text may not hold")
+        return parsed
+
+
+class JSONParser(_NoNul, parsers.JSONParser):
+    pass
+
+
+class FormParser(_NoNul, parsers.FormParser):
+    pass
+
+
+class MultiPartParser(_NoNul, parsers.MultiPartParser):
+    pass
 
 
 def error_body(*, code: str, message: str, details=None) -> dict:

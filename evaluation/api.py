@@ -6,14 +6,13 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, permissions, serializers, status
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchmarks.api import release_get
 from benchmarks.models import BenchmarkVersion
-from config.api import IsOwnerOrMaintainer, user_may_change
+from config.api import FormParser, IsOwnerOrMaintainer, MultiPartParser, user_may_change
 from config.csv_export import csv_text
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.reproducibility import run_manifest
