@@ -34,13 +34,13 @@ from urllib.parse import unquote, urljoin, urlparse
 
 import requests
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag, parse_tag
 from packaging.utils import (
     InvalidSdistFilename, InvalidWheelFilename, NormalizedName, canonicalize_name, parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from evaluation.sandbox.base import EnvironmentBuildError, SandboxError
 
@@ -132,15 +132,25 @@ def _constraints(paths: Sequence[str]) -> dict[str, SpecifierSet]:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One file of a project, as an index lists it."""
+    """One file of a project, as an index lists it (a listing may hold thousands: tags are parsed when asked)."""
 
     filename: str
     url: str
     version: Version
-    wheel_tags: frozenset[Tag] | None  # None for an sdist
     sha256: str | None = None
     requires_python: str | None = None
     yanked: bool = False
+
+    @property
+    def is_wheel(self) -> bool:
+        return self.filename.endswith(".whl")
+
+    @functools.cached_property
+    def wheel_tags(self) -> frozenset[Tag]:
+        try:
+            return parse_wheel_filename(self.filename)[3] if self.is_wheel else frozenset()
+        except InvalidWheelFilename:
+            return frozenset()
 
 
 @dataclass
@@ -218,7 +228,7 @@ class Fetcher:
                 result.fetched.append(candidate.filename)
             wanted = frozenset({"", *map(canonicalize_name, requirement.extras)})
             needs, notes = self._declared(path, candidate)
-            queue += [(needed, wanted if candidate.wheel_tags is not None else frozenset({""})) for needed in needs]
+            queue += [(needed, wanted if candidate.is_wheel else frozenset({""})) for needed in needs]
             result.notes += notes
         return result
 
@@ -230,30 +240,21 @@ class Fetcher:
         name = canonicalize_name(requirement.name)
         specifier = requirement.specifier & self.config.constraints.get(name, SpecifierSet())
         pinned = any(spec.operator in ("==", "===") for spec in specifier)
-        usable = []
-        for candidate in self._candidates(name):
-            if candidate.yanked and not pinned:
-                continue
-            if candidate.requires_python:
-                try:
-                    if not SpecifierSet(candidate.requires_python).contains(self.target.python, prereleases=True):
-                        continue
-                except ValueError:
-                    pass
-            if candidate.wheel_tags is not None and not candidate.wheel_tags & self.target.tag_rank.keys():
-                continue
-            usable.append(candidate)
-        versions = set(specifier.filter({c.version for c in usable}))
-        if not versions:
-            return None
-
-        def rank(candidate: Candidate) -> tuple:
-            if candidate.wheel_tags is None:
-                return (candidate.version, 0, 0)
-            best = min(self.target.tag_rank.get(tag, 10**6) for tag in candidate.wheel_tags)
-            return (candidate.version, 1, -best)
-
-        return max((c for c in usable if c.version in versions), key=rank)
+        versions = specifier.filter({c.version for c in self._candidates(name)
+                                     if not (c.yanked and not pinned) and _python_fits(c.requires_python,
+                                                                                       self.target.python)})
+        # Newest first; within a version a wheel this interpreter takes (its best tag first), else the sdist.
+        for version in sorted(versions, reverse=True):
+            files = [c for c in self._candidates(name) if c.version == version and not (c.yanked and not pinned)
+                     and _python_fits(c.requires_python, self.target.python)]
+            wheels = [(min(self.target.tag_rank.get(tag, 10**6) for tag in c.wheel_tags), c) for c in files
+                      if c.is_wheel and c.wheel_tags & self.target.tag_rank.keys()]
+            if wheels:
+                return min(wheels, key=lambda ranked: ranked[0])[1]
+            sdists = [c for c in files if not c.is_wheel]
+            if sdists:
+                return sdists[0]
+        return None
 
     def _candidates(self, name: NormalizedName) -> list[Candidate]:
         if name not in self._listings:
@@ -350,7 +351,7 @@ class Fetcher:
     @staticmethod
     def _declared(path: Path, candidate: Candidate) -> tuple[list[Requirement], list[str]]:
         """What a file says it needs, read as data: a wheel's Requires-Dist, an sdist's build requirements."""
-        texts = _wheel_requires(path) if candidate.wheel_tags is not None else _sdist_build_requires(path)
+        texts = _wheel_requires(path) if candidate.is_wheel else _sdist_build_requires(path)
         found, notes = [], []
         for text in texts:
             try:
@@ -375,10 +376,10 @@ def _link(source: Path, destination: Path) -> None:
 def _project_of(filename: str) -> NormalizedName | None:
     try:
         if filename.endswith(".whl"):
-            return parse_wheel_filename(filename)[0]
+            return canonicalize_name(filename.split("-")[0])
         if filename.endswith(SDIST_SUFFIXES):
             return parse_sdist_filename(filename)[0]
-    except (InvalidWheelFilename, InvalidSdistFilename):
+    except InvalidSdistFilename:
         return None
     return None
 
@@ -393,14 +394,25 @@ def _candidate(url: str, *, sha256: str | None = None, requires_python: str | No
         return None
     try:
         if filename.endswith(".whl"):
-            _, version, _, tags = parse_wheel_filename(filename)
-            return Candidate(filename, url, version, frozenset(tags), sha256, requires_python, yanked)
-        if filename.endswith(SDIST_SUFFIXES):
-            _, version = parse_sdist_filename(filename)
-            return Candidate(filename, url, version, None, sha256, requires_python, yanked)
-    except (InvalidWheelFilename, InvalidSdistFilename):
+            # name-version-...: the version alone now; the tags only for the files a build considers.
+            version = Version(filename.split("-")[1])
+        elif filename.endswith(SDIST_SUFFIXES):
+            version = parse_sdist_filename(filename)[1]
+        else:
+            return None
+    except (InvalidSdistFilename, InvalidVersion, IndexError):
         return None
-    return None
+    return Candidate(filename, url, version, sha256, requires_python, yanked)
+
+
+@functools.lru_cache(maxsize=4096)
+def _python_fits(requires_python: str | None, python: Version) -> bool:
+    if not requires_python:
+        return True
+    try:
+        return SpecifierSet(requires_python).contains(python, prereleases=True)
+    except InvalidSpecifier:
+        return True
 
 
 def _html_candidates(html: str, base: str) -> list[Candidate]:
