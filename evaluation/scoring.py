@@ -5,22 +5,16 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Sum
 
 from benchmarks.paper2code import ItemResult, Score, pass_at_k, score
+from benchmarks.paper2code.comparison import Interval, percentiles
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
 
 BOOTSTRAP_ITERATIONS = 1000
-
-
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    high: float
 
 
 def bootstrap_ci(results: Sequence[ItemResult], *, iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0,
@@ -56,14 +50,7 @@ def bootstrap_ci(results: Sequence[ItemResult], *, iterations: int = BOOTSTRAP_I
         if per_sample:
             rates.append(sum(p for p, _ in per_sample) / len(per_sample))
             scaled.append(sum(q for _, q in per_sample) / len(per_sample))
-    return _percentiles(rates), _percentiles(scaled)
-
-
-def _percentiles(values: list[float]) -> Interval:
-    if not values:
-        return Interval(0.0, 0.0)
-    values = sorted(values)
-    return Interval(values[int(0.025 * (len(values) - 1))], values[int(round(0.975 * (len(values) - 1)))])
+    return percentiles(rates), percentiles(scaled)
 
 
 def pass_at_ks(results: Sequence[ItemResult], samples: int) -> dict[str, dict[str, float]]:
