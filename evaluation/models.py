@@ -17,6 +17,7 @@ class ModelEntry(models.Model):
         REFERENCE = "reference", "Calibration: answers with the reference code"
         PLACEHOLDER = "placeholder", "Calibration: answers with the masked placeholder only"
         UPLOADED = "uploaded", "Generations uploaded by its developers"
+        REPORTED = "reported", "Published results only (imported, never called)"
 
     name = models.SlugField(max_length=100, unique=True)
     display_name = models.CharField(max_length=200)
@@ -76,6 +77,7 @@ class EvaluationRun(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     provenance = models.CharField(max_length=20, choices=Provenance.choices, default=Provenance.VERIFIED)
     total_items = models.PositiveIntegerField(default=0)
+    source = models.TextField(blank=True, help_text="Where reported results were published (reported runs).")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

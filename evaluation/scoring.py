@@ -105,8 +105,9 @@ def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
             scaled_ci_low=scaled_ci.low, scaled_ci_high=scaled_ci.high,
             pass_at_k=pass_at_ks(results, run.samples),
             prompt_tokens=totals["prompt"] or 0, completion_tokens=totals["completion"] or 0,
-            # Unknown cost anywhere makes the total unknown, not an undercount.
-            cost=None if unknown_cost else (totals["cost"] or Decimal(0)),
+            # Unknown cost anywhere makes the total unknown, not an undercount; published results have none.
+            cost=None if unknown_cost or run.provenance == EvaluationRun.Provenance.REPORTED
+            else (totals["cost"] or Decimal(0)),
         )
         if paper_id is None:
             overall = row

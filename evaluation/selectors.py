@@ -123,6 +123,7 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("knowledge_cutoff", "date", lambda r: r.run.model.knowledge_cutoff, "Knowledge cut-off",
                       "cutoff", nullable=True),
     LeaderboardColumn("provenance", "str", lambda r: r.run.provenance, "Provenance", "provenance"),
+    LeaderboardColumn("source", "str", lambda r: r.run.source),  # where a reported run's results were published
     LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
     LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
     LeaderboardColumn("samples", "int", lambda r: r.run.samples),

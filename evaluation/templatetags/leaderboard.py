@@ -46,6 +46,8 @@ def leaderboard_cell(row, column) -> str:
                            reverse("model-detail", args=[row.run.model.name]), value,
                            reverse("run-detail", args=[row.run.pk]), row.setting)
     if column.key == "provenance":
+        if row.run.source:
+            return format_html('{} <span class="muted source">{}</span>', provenance_badge(row.run), row.run.source)
         return provenance_badge(row.run)
     if column.key == "scaled_pass_rate":
         return format_html('<strong>{}</strong> <span class="ci">[{}, {}]</span>', pct(value),
