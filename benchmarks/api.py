@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -13,10 +14,11 @@ from rest_framework.views import APIView
 
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import Protocol
-from benchmarks.selectors import (blob_read, protocol_get, snippet_masked_file, snippet_prompt, version_get,
+from benchmarks.selectors import (blob_read, protocol_get, snippet_masked_file, snippet_prompt,
                                   version_snippets, versions_visible)
 from benchmarks.services import release_items_in_protocol, version_settings
 
+RELEASES_NAMED = 20  # an unknown-release error lists at most this many names
 DOWNLOAD_TYPES = {".zip": "application/zip", ".jsonl": "application/x-ndjson"}
 
 
@@ -24,11 +26,25 @@ PROTOCOL_PARAMETER = OpenApiParameter("protocol", str,
                                       description="A prompt protocol's name (default: the release's).")
 
 
+def releases_visible(*, user) -> QuerySet[BenchmarkVersion]:
+    """Published and deprecated versions; drafts are not releases, even for maintainers."""
+    return versions_visible(user=user).exclude(status=BenchmarkVersion.Status.DRAFT)
+
+
+def release_unknown_message(*, name: str) -> str:
+    """Says which releases exist, so a mistyped name can be corrected without another request."""
+    names = list(BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT)
+                 .order_by("-published_at", "name").values_list("name", flat=True)[:RELEASES_NAMED])
+    shown = str(name)[:100]
+    if not names:
+        return f"no release {shown!r}: no release is published yet"
+    return f"no release {shown!r}; releases: {', '.join(names)}" + (" …" if len(names) == RELEASES_NAMED else "")
+
+
 def release_get(*, name: str, user) -> BenchmarkVersion:
-    """A published or deprecated version; drafts are not releases, even for maintainers."""
-    version = version_get(name=name, user=user)
-    if version.status == BenchmarkVersion.Status.DRAFT:
-        raise Http404(f"no release {name}")
+    version = releases_visible(user=user).filter(name=name).first()
+    if version is None:
+        raise Http404(release_unknown_message(name=name))
     return version
 
 
@@ -109,8 +125,7 @@ class ReleaseList(generics.ListAPIView):
     serializer_class = ReleaseSerializer
 
     def get_queryset(self):
-        return (versions_visible(user=self.request.user).exclude(status=BenchmarkVersion.Status.DRAFT)
-                .order_by("-published_at", "name"))
+        return releases_visible(user=self.request.user).order_by("-published_at", "name")
 
 
 class ReleaseDetail(generics.RetrieveAPIView):

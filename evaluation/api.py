@@ -10,7 +10,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchmarks.api import release_get
+from benchmarks.api import release_get, release_unknown_message
 from benchmarks.models import BenchmarkVersion
 from config.api import FormParser, IsOwnerOrMaintainer, MultiPartParser, user_may_change
 from config.csv_export import csv_text
@@ -127,10 +127,21 @@ class RunSerializer(serializers.ModelSerializer):
         return ScoreSerializer(score).data if score else None
 
 
+class ReleaseField(serializers.SlugRelatedField):
+    """A release by name; an unknown name is refused with the names that exist."""
+
+    def to_internal_value(self, data):
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            if isinstance(data, str) and error.get_codes() == ["does_not_exist"]:
+                raise serializers.ValidationError(release_unknown_message(name=data), code="does_not_exist") from error
+            raise
+
+
 def _release_field(**kwargs) -> serializers.SlugRelatedField:
-    return serializers.SlugRelatedField(slug_field="name", help_text="A published release, e.g. 1.0.0.",
-                                        queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
-                                        **kwargs)
+    return ReleaseField(slug_field="name", help_text="A published release, e.g. 1.0.0.",
+                        queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT), **kwargs)
 
 
 class RunStartSerializer(serializers.Serializer):
