@@ -99,7 +99,7 @@ class ProgressSerializer(serializers.Serializer):
 class ScoreSerializer(serializers.ModelSerializer):
     class Meta:
         model = RunScore
-        fields = ["items", "passed", "failed", "errors", "pass_rate", "pass_rate_std", "pass_rate_ci_low",
+        fields = ["items", "passed", "failed", "errors", "flagged", "pass_rate", "pass_rate_std", "pass_rate_ci_low",
                   "pass_rate_ci_high", "scaled_pass_rate", "scaled_pass_rate_std", "scaled_ci_low", "scaled_ci_high",
                   "pass_at_k", "prompt_tokens", "completion_tokens", "cost"]
 

@@ -7,19 +7,24 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.db.models import Max
 
 from benchmarks.models import BenchmarkVersion, Snippet
-from benchmarks.paper2code import splice
-from evaluation.outcomes import Verdict, answer_forbidden, outcome_classify
+from benchmarks.paper2code import AnnotatedFile, splice
+from evaluation.audit import answer_audit
+from evaluation.outcomes import Verdict, outcome_classify, outcome_flag, runtime_findings
 from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
 from evaluation.selectors import environment_failure
 from evaluation.services import environment_failure_record
-from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
-from evaluation.taskfiles import task_annotated, task_files, task_hidden_modules
+from evaluation.sandbox.harness import (
+    GuardSpec, answer_span, harness_command, harness_files, harness_verdict, nonce_new,
+)
+from evaluation.taskfiles import task_annotated, task_files, task_hidden_files
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -124,25 +129,46 @@ class ItemRun:
 
 def package_test(*, files: dict[str, bytes], test_entry_point: str, environment_hash: str, requirements: str,
                  limits: Limits | None = None) -> ItemRun:
-    """Run a package's test entry point under the harness in the sandbox and classify what happened."""
+    """Run a package's own test entry point under the harness in the sandbox and classify what happened."""
+    session = session_for(environment_hash, requirements)
+    return harness_run(session=session, files=files, test_entry_point=test_entry_point, limits=limits)
+
+
+def harness_run(*, session: Session, files: dict[str, bytes], test_entry_point: str, limits: Limits | None = None,
+                guard: GuardSpec | None = None, static_findings: list[dict] | None = None) -> ItemRun:
+    """One run under the harness: classify it, and flag it when the audit found anything (static or runtime)."""
     nonce = nonce_new()
     limits = limits or limits_default()
-    session = session_for(environment_hash, requirements)
     result = session.run(files={**files, **harness_files(nonce)},
-                         command=harness_command(session.environment.python, test_entry_point), limits=limits)
+                         command=harness_command(session.environment.python, test_entry_point, guard), limits=limits)
     harness = harness_verdict(result.stdout, nonce)
-    return ItemRun(outcome_classify(result=result, harness=harness), result, session.backend.name, limits,
-                   _locks.get(environment_hash))
+    findings = [*(static_findings or []), *runtime_findings(harness.records)]
+    return ItemRun(outcome_flag(outcome_classify(result=result, harness=harness), findings), result,
+                   session.backend.name, limits, _locks.get(session.environment.hash))
 
 
-def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None) -> ItemRun:
+def answer_test(*, session: Session, files: dict[str, bytes], annotated: AnnotatedFile, position: int, code: str,
+                test_entry_point: str, hidden_files: Iterable[str], limits: Limits | None = None,
+                static_audit: bool = True) -> ItemRun:
+    """Splice `code` as the body of the snippet at `position` of `annotated` and test it, audited twice: statically
+    here, and at run time by the harness's guard on the answer's own lines."""
+    marked = annotated.snippets[position]
+    spliced = splice(annotated, marked, code)
+    first, last = answer_span(marked.start_line, code)
+    hidden = sorted(hidden_files)
+    modules = tuple(sorted({PurePosixPath(path).stem for path in hidden}))
+    guard = GuardSpec(answer_file=annotated.path, first_line=first, last_line=last, hidden_modules=modules,
+                      hidden_files=tuple(hidden))
+    static = [f.as_dict() for f in answer_audit(source=spliced, first_line=first, last_line=last,
+                                                hidden_modules=modules, hidden_files=hidden)] if static_audit else []
+    return harness_run(session=session, files={**files, annotated.path: spliced.encode("utf-8")},
+                       test_entry_point=test_entry_point, limits=limits, guard=guard, static_findings=static)
+
+
+def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None, static_audit: bool = True) -> ItemRun:
     """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
     task = snippet.task
-    forbidden = answer_forbidden(code, task_hidden_modules(task))
-    if forbidden:
-        return ItemRun(Verdict("failed", "forbidden", forbidden), None, backend_current().name)
-    annotated = task_annotated(task, snippet.file_path)
-    files = task_files(task)
-    files[snippet.file_path] = splice(annotated, annotated.snippets[snippet.position], code).encode("utf-8")
-    return package_test(files=files, test_entry_point=task.test_entry_point, environment_hash=task.environment_hash,
-                        requirements=task.requirements, limits=limits)
+    session = session_for(task.environment_hash, task.requirements)
+    return answer_test(session=session, files=task_files(task), annotated=task_annotated(task, snippet.file_path),
+                       position=snippet.position, code=code, test_entry_point=task.test_entry_point,
+                       hidden_files=task_hidden_files(task), limits=limits, static_audit=static_audit)

@@ -156,6 +156,12 @@ class Outcome(models.Model):
         PASSED = "passed"
         FAILED = "failed"
         ERROR = "error"
+        # The answer did something a genuine snippet has no reason to do: not scored until a maintainer reviews it.
+        FLAGGED = "flagged"
+
+    class Review(models.TextChoices):
+        CONFIRMED = "confirmed", "Confirmed: tampering, scored as failed"
+        CLEARED = "cleared", "Cleared: the measured verdict stands"
 
     class Category(models.TextChoices):
         NONE = "", "passed"
@@ -166,6 +172,7 @@ class Outcome(models.Model):
         TIMEOUT = "timeout", "Timeout"
         MEMORY = "memory", "Memory"
         FORBIDDEN = "forbidden", "Uses hidden test or reference code"
+        TAMPERING = "tampering", "Tampers with its test"
         INFRASTRUCTURE = "infrastructure", "Infrastructure"
 
     run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="outcomes")
@@ -185,10 +192,22 @@ class Outcome(models.Model):
     environment_lock = models.ForeignKey(EnvironmentLock, null=True, blank=True, on_delete=models.PROTECT,
                                          related_name="+")
     limits = models.JSONField(default=dict, blank=True, help_text="The sandbox limits the test ran under.")
+    findings = models.JSONField(default=list, blank=True,
+                                help_text="Audit findings (static and runtime): kind, line, detail, source.")
+    measured_status = models.CharField(max_length=10, blank=True,
+                                       help_text="What the test said (passed/failed) before the outcome was flagged.")
+    review = models.CharField(max_length=10, choices=Review.choices, blank=True)
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="outcome_unique_item")]
+
+    @property
+    def was_flagged(self) -> bool:
+        return bool(self.findings)
 
 
 class RunScore(models.Model):
@@ -200,6 +219,7 @@ class RunScore(models.Model):
     passed = models.PositiveIntegerField()
     failed = models.PositiveIntegerField()
     errors = models.PositiveIntegerField()
+    flagged = models.PositiveIntegerField(default=0, help_text="Items awaiting a maintainer's review, not scored.")
     pass_rate = models.FloatField()
     pass_rate_std = models.FloatField()
     scaled_pass_rate = models.FloatField()

@@ -1,4 +1,4 @@
-"""From a sandbox run to an outcome: the rcb-v1 pass rule, the completion guard, and a failure category."""
+"""From a sandbox run to an outcome: the rcb-v1 pass rule, the completion guard, a failure category, and the flag."""
 
 from __future__ import annotations
 
@@ -22,6 +22,32 @@ class Verdict:
     status: str
     category: str
     detail: str
+    # Audit findings (dicts: kind, line, detail, source); with any, `status` is flagged and `measured` the test's word.
+    findings: tuple[dict, ...] = ()
+    measured: str = ""
+
+
+def outcome_flag(verdict: Verdict, findings: list[dict]) -> Verdict:
+    """An answer with audit findings is neither passed nor failed until a maintainer reviews it."""
+    if not findings or verdict.status == Outcome.Status.ERROR:
+        return verdict
+    kinds = sorted({f["kind"] for f in findings})
+    detail = f"flagged for review ({', '.join(kinds)}); the test said: {verdict.status}"
+    if verdict.detail:
+        detail += f" ({verdict.detail})"
+    return Verdict(Outcome.Status.FLAGGED, verdict.category, detail, tuple(findings), verdict.status)
+
+
+def runtime_findings(records: tuple[dict, ...]) -> list[dict]:
+    """The runtime guard's records as findings, duplicates folded."""
+    seen: dict[tuple, dict] = {}
+    for record in records:
+        if record.get("kind") == "info":
+            continue
+        finding = {"kind": str(record.get("kind", "")), "line": record.get("line"),
+                   "detail": str(record.get("detail", ""))[:500], "source": "runtime"}
+        seen.setdefault((finding["kind"], finding["line"], finding["detail"]), finding)
+    return list(seen.values())
 
 
 def outcome_classify(*, result: ExecResult, harness: HarnessVerdict) -> Verdict:
@@ -51,14 +77,6 @@ def outcome_classify(*, result: ExecResult, harness: HarnessVerdict) -> Verdict:
         return Verdict(failed, Category.RUNTIME, ", ".join(sorted(names)))
     return Verdict(failed, Category.RUNTIME if result.exit_code else Category.WRONG_RESULT,
                    f"exit status {result.exit_code}" if result.exit_code else "the output reports a failure")
-
-
-def answer_forbidden(code: str, hidden_modules: frozenset[str]) -> str | None:
-    """Why an answer may not run: it names a hidden module (the tests or a copy of the reference), or None."""
-    for module in sorted(hidden_modules):
-        if re.search(rf"(?<![\w]){re.escape(module)}(?![\w])", code):
-            return f"the answer refers to {module!r}, which holds the hidden tests or reference code"
-    return None
 
 
 def tail(text: str) -> str:

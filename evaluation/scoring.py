@@ -12,6 +12,7 @@ from django.db.models import Sum
 
 from benchmarks.paper2code import ItemResult, Score, pass_at_k, score
 from benchmarks.paper2code.comparison import Interval, percentiles
+from benchmarks.paper2code.metrics import EVALUATED
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
 
 BOOTSTRAP_ITERATIONS = 1000
@@ -32,7 +33,7 @@ def bootstrap_ci(results: Sequence[ItemResult], *, iterations: int = BOOTSTRAP_I
     # Per sample index, per snippet: (evaluated, passed, evaluated LoC, passed LoC).
     table = {s: [(0, 0, 0, 0)] * len(snippets) for s in samples}
     for r in results:
-        if r.status != "error":
+        if r.status in EVALUATED:
             passed = r.status == "passed"
             table[r.sample][index[r.snippet_id]] = (1, int(passed), r.loc, r.loc if passed else 0)
     rng = random.Random(seed)
@@ -59,7 +60,7 @@ def pass_at_ks(results: Sequence[ItemResult], samples: int) -> dict[str, dict[st
         return {}
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for r in results:
-        if r.status != "error":
+        if r.status in EVALUATED:
             row = counts[r.snippet_id]
             row[0] += 1
             row[1] += r.status == "passed"
@@ -99,7 +100,7 @@ def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
         unknown_cost = usage.filter(cost__isnull=True).exists()
         row = RunScore.objects.create(
             run=run, paper_id=paper_id, items=summary.items, passed=summary.passed, failed=summary.failed,
-            errors=summary.errors, pass_rate=summary.pass_rate, pass_rate_std=summary.pass_rate_std,
+            errors=summary.errors, flagged=summary.flagged, pass_rate=summary.pass_rate, pass_rate_std=summary.pass_rate_std,
             scaled_pass_rate=summary.scaled_pass_rate, scaled_pass_rate_std=summary.scaled_pass_rate_std,
             pass_rate_ci_low=rate_ci.low, pass_rate_ci_high=rate_ci.high,
             scaled_ci_low=scaled_ci.low, scaled_ci_high=scaled_ci.high,

@@ -9,6 +9,7 @@ from datetime import date
 from django.db.models import Case, CharField, Count, Q, QuerySet, Sum, Value, When
 
 from benchmarks.models import BenchmarkVersion, Paper, Snippet, VersionTask
+from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from evaluation.models import EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, RunScore
 from evaluation.taskfiles import task_files
@@ -38,6 +39,7 @@ class Progress:
     failed: int
     errors: int
     generated: int
+    flagged: int = 0
 
     @property
     def percent(self) -> float:
@@ -49,7 +51,7 @@ def run_progress(run: EvaluationRun) -> Progress:
     counts = {s: 0 for s in Outcome.Status.values}
     counts.update(Outcome.objects.filter(run=run).values_list("status").annotate(n=Count("id")).order_by())
     return Progress(total=run.total_items, done=sum(counts.values()), passed=counts["passed"],
-                    failed=counts["failed"], errors=counts["error"],
+                    failed=counts["failed"], errors=counts["error"], flagged=counts["flagged"],
                     generated=Generation.objects.filter(run=run).count())
 
 
@@ -72,6 +74,7 @@ LEADERBOARD_SORTS = {
     "pass": lambda r: r.score.pass_rate,
     "items": lambda r: r.score.items,
     "errors": lambda r: r.score.errors,
+    "flags": lambda r: r.score.flagged,
     "tokens": lambda r: r.tokens,
     "cost": lambda r: (r.score.cost is not None, r.score.cost or 0),
 }
@@ -136,6 +139,7 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("items", "int", _score("items"), "Items", "items"),
     LeaderboardColumn("passed", "int", _score("passed")),
     LeaderboardColumn("errors", "int", _score("errors"), "Errors", "errors"),
+    LeaderboardColumn("flagged", "int", _score("flagged"), "Flags", "flags"),
     LeaderboardColumn("prompt_tokens", "int", _score("prompt_tokens")),
     LeaderboardColumn("completion_tokens", "int", _score("completion_tokens")),
     LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens"),
@@ -231,11 +235,11 @@ def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[Leaderboa
 
 
 def leaderboard_size_buckets(*, rows: list[LeaderboardRow]) -> list[tuple[LeaderboardRow, list[dict | None]]]:
-    """Pass rate per snippet-size bucket per run, from one aggregate query over outcomes (errors not scored)."""
+    """Pass rate per snippet-size bucket per run, from one aggregate query over outcomes (errors, flags not scored)."""
     bucket = Case(*[When(snippet__loc__gte=low, snippet__loc__lte=high, then=Value(label)) if high else
                     When(snippet__loc__gte=low, then=Value(label)) for label, low, high in SIZE_BUCKETS],
                   output_field=CharField())
-    counts = (Outcome.objects.filter(run__in=[r.run for r in rows]).exclude(status=Outcome.Status.ERROR)
+    counts = (Outcome.objects.filter(run__in=[r.run for r in rows], status__in=EVALUATED)
               .annotate(bucket=bucket).values("run_id", "bucket")
               .annotate(items=Count("id"), passed=Count("id", filter=Q(status=Outcome.Status.PASSED))).order_by())
     table = {(c["run_id"], c["bucket"]): {"items": c["items"], "passed": c["passed"],
@@ -336,3 +340,10 @@ def environment_failure(*, env_hash: str) -> EnvironmentFailure | None:
 def environment_failures() -> QuerySet[EnvironmentFailure]:
     """Remembered failed builds, newest first, for the operations page."""
     return EnvironmentFailure.objects.order_by("-failed_at")
+
+
+def run_flags(*, run: EvaluationRun) -> list[Outcome]:
+    """Outcomes of the run the audit flagged, awaiting review or reviewed, with their evidence (for maintainers)."""
+    return list(Outcome.objects.filter(Q(status=Outcome.Status.FLAGGED) | ~Q(review=""), run=run)
+                .select_related("snippet__task__paper", "generation", "reviewed_by")
+                .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))

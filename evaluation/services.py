@@ -295,6 +295,7 @@ def outcome_record(
         stdout_tail=tail(result.stdout) if result else "", stderr_tail=tail(result.stderr) if result else "",
         environment_hash=snippet.task.environment_hash, sandbox_backend=backend, worker=worker[:200],
         environment_lock=lock, limits=asdict(limits) if limits else {},
+        findings=list(verdict.findings), measured_status=verdict.measured,
     )
     try:
         with transaction.atomic():
@@ -305,6 +306,33 @@ def outcome_record(
     if created:
         EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now())
     return outcome, created
+
+
+@transaction.atomic
+def outcome_review(*, outcome: Outcome, reviewer, decision: str) -> Outcome:
+    """A maintainer's decision on a flagged outcome: confirmed tampering fails it, cleared restores what the test
+    said; a completed run's stored scores are recomputed either way."""
+    from benchmarks.selectors import user_is_maintainer
+
+    if not user_is_maintainer(user=reviewer):
+        raise EvaluationError("only maintainers review flagged outcomes")
+    outcome = Outcome.objects.select_for_update().get(pk=outcome.pk)
+    if outcome.status != Outcome.Status.FLAGGED:
+        raise EvaluationError(f"outcome {outcome.pk} is not flagged (it is {outcome.status})")
+    if decision == Outcome.Review.CONFIRMED:
+        outcome.status, outcome.category = Outcome.Status.FAILED, Outcome.Category.TAMPERING
+    elif decision == Outcome.Review.CLEARED:
+        if outcome.measured_status not in (Outcome.Status.PASSED, Outcome.Status.FAILED):
+            raise EvaluationError(f"outcome {outcome.pk} has no measured verdict to restore")
+        outcome.status = outcome.measured_status
+    else:
+        raise EvaluationError(f"unknown review decision {decision!r}: choose confirmed or cleared")
+    outcome.review, outcome.reviewed_by, outcome.reviewed_at = decision, reviewer, timezone.now()
+    outcome.detail = f"{outcome.detail}\n{Outcome.Review(decision).label} by {reviewer.get_username()}"[:2000]
+    outcome.save(update_fields=["status", "category", "review", "reviewed_by", "reviewed_at", "detail"])
+    if outcome.run.status == EvaluationRun.Status.COMPLETED:
+        run_scores_store(run=outcome.run)
+    return outcome
 
 
 def run_maybe_finish(*, run: EvaluationRun) -> bool:

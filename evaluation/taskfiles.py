@@ -60,13 +60,13 @@ def _task_annotated(task_id: int, content_hash: str, path: str) -> AnnotatedFile
     return parse(_task_files(task_id, content_hash)[path].decode("utf-8"), path)
 
 
-def task_hidden_modules(task: Task) -> frozenset[str]:
-    """Module names a model must not use: the test entry point and any file holding a copy of reference code."""
-    return _task_hidden_modules(task.pk, task.content_hash)
+def task_hidden_files(task: Task) -> frozenset[str]:
+    """Paths of the task's hidden files: the test entry point and every .py file holding a copy of reference code."""
+    return _task_hidden_files(task.pk, task.content_hash)
 
 
 @functools.lru_cache(maxsize=64)
-def _task_hidden_modules(task_id: int, content_hash: str) -> frozenset[str]:
+def _task_hidden_files(task_id: int, content_hash: str) -> frozenset[str]:
     task = Task.objects.get(pk=task_id)
     files = _task_files(task_id, content_hash)
     visible = set(task.annotated_paths) | set(task.context_paths)
@@ -74,11 +74,11 @@ def _task_hidden_modules(task_id: int, content_hash: str) -> frozenset[str]:
         strip_markers(s.reference_code).strip()
         for s in Snippet.objects.filter(task=task, loc__gte=2).only("reference_code")
     ]
-    hidden = {Path(task.test_entry_point).stem}
+    hidden = {task.test_entry_point}
     for path, data in files.items():
         if not path.endswith(".py") or path in visible:
             continue
         text = data.decode("utf-8", "replace")
         if any(ref and ref in text for ref in references):
-            hidden.add(Path(path).stem)
+            hidden.add(path)
     return frozenset(hidden)

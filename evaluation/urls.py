@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),
     path("runs/<int:pk>/manifest.json", views.run_manifest, name="run-manifest"),
+    path("runs/<int:pk>/outcomes/<int:outcome_pk>/review/", views.outcome_review, name="outcome-review"),
     path("operations/", views.operations, name="operations"),
     path("operations/runs/<int:pk>/resume/", views.run_resume, name="run-resume"),
     path("operations/environments/<int:pk>/retry/", views.environment_retry, name="environment-retry"),

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from benchmarks.models import BenchmarkVersion
@@ -19,7 +20,7 @@ from config.api import user_may_change
 from evaluation import reproducibility, selectors, services
 from evaluation.forms import ModelRegisterForm, RunStartForm
 from evaluation.operations import queues_status, runs_stalled, workers_status
-from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry
+from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 
 BREAKDOWNS = {
     "papers": "Per paper",
@@ -162,6 +163,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "may_verify": (run.provenance == EvaluationRun.Provenance.SELF_REPORTED
                               and run.status == EvaluationRun.Status.COMPLETED
                               and user_is_maintainer(user=request.user))}
+    # The evidence can quote hidden files (a flagged answer read them): maintainers only.
+    context["flags"] = selectors.run_flags(run=run) if user_is_maintainer(user=request.user) else None
     return render(request, "evaluation/run_detail.html", context)
 
 
@@ -184,6 +187,19 @@ def run_manifest(request: HttpRequest, pk: int) -> HttpResponse:
     response = JsonResponse(reproducibility.run_manifest(run=run, user=request.user), json_dumps_params={"indent": 1})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-manifest.json"'
     return response
+
+
+@maintainer_required
+@require_POST
+def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
+    outcome = get_object_or_404(Outcome.objects.select_related("run"), pk=outcome_pk, run_id=pk)
+    try:
+        services.outcome_review(outcome=outcome, reviewer=request.user, decision=request.POST.get("decision", ""))
+    except services.EvaluationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Outcome {outcome.pk}: {Outcome.Review(request.POST['decision']).label}.")
+    return redirect(f"{reverse('run-detail', args=[pk])}#flags")
 
 
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:

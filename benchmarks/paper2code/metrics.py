@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from math import prod
 from typing import Literal
 
-Status = Literal["passed", "failed", "error"]
+Status = Literal["passed", "failed", "error", "flagged"]
+# Only these are rated; errors (infrastructure) and flagged items (awaiting review) are counted but never scored.
+EVALUATED = ("passed", "failed")
 
 
 @dataclass(frozen=True)
 class ItemResult:
-    """The outcome of one sample of one snippet; "error" means it could not be evaluated."""
+    """The outcome of one sample of one snippet; "error": it could not be evaluated, "flagged": under review."""
 
     snippet_id: str
     loc: int
@@ -34,6 +36,7 @@ class Score:
     passed: int
     failed: int
     errors: int
+    flagged: int = 0
 
 
 def _percent(part: int, whole: int) -> float:
@@ -41,7 +44,7 @@ def _percent(part: int, whole: int) -> float:
 
 
 def score(results: Iterable[ItemResult]) -> Score:
-    """Score results, leaving errors out of every rate (never counted against a model) but counting them.
+    """Score results, leaving errors and flagged items out of every rate (never counted for or against a model).
 
     A sample index where every result is an error has nothing to rate and is left out of the
     means; a sample whose evaluated snippets total 0 LoC has a scaled pass rate of 0.
@@ -53,7 +56,7 @@ def score(results: Iterable[ItemResult]) -> Score:
     rates: list[float] = []
     scaled: list[float] = []
     for sample_results in by_sample.values():
-        evaluated = [r for r in sample_results if r.status != "error"]
+        evaluated = [r for r in sample_results if r.status in EVALUATED]
         if not evaluated:
             continue
         passed = [r for r in evaluated if r.status == "passed"]
@@ -69,6 +72,7 @@ def score(results: Iterable[ItemResult]) -> Score:
         passed=sum(r.status == "passed" for r in results),
         failed=sum(r.status == "failed" for r in results),
         errors=sum(r.status == "error" for r in results),
+        flagged=sum(r.status == "flagged" for r in results),
     )
 
 

@@ -55,6 +55,9 @@ def leaderboard_cell(row, column) -> str:
     if column.key == "pass_rate":
         return format_html('{} <span class="ci">[{}, {}]</span>', pct(value),
                            f"{score.pass_rate_ci_low:.1f}", f"{score.pass_rate_ci_high:.1f}")
+    if column.key == "flagged" and value:
+        return format_html('<span class="badge flagged" title="{}">{}</span>',
+                           "items awaiting a maintainer's review, not scored", value)
     if column.kind == "bool":
         return "yes" if value else "no"
     if column.kind == "date":

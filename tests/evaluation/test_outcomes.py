@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.outcomes import answer_forbidden, outcome_classify
+from evaluation.outcomes import outcome_classify
 from evaluation.sandbox import ExecResult, Limits, backend_get
 from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
 
@@ -64,14 +64,6 @@ def test_early_exit_cannot_forge_the_harness_line(session):
     forged = "import sys\nprint('\\nrcb-done-00000000000000000000000000000000 completed 0')\nsys.exit(0)\n"
     verdict, _ = judge(session, forged)
     assert verdict.status == "failed"
-
-
-def test_answers_naming_hidden_modules_are_refused():
-    hidden = frozenset({"model_ref", "paper2code_test"})
-    assert answer_forbidden("from model_ref import step\n", hidden)
-    assert answer_forbidden("m = __import__('paper2code_test')\n", hidden)
-    assert answer_forbidden("x = model_reference + 1\n", hidden) is None
-    assert answer_forbidden("y = step(model)\n", hidden) is None
 
 
 def test_local_backend_warns_on_every_use(session, caplog):

@@ -47,10 +47,12 @@ def test_reference_scores_100_and_placeholder_0(backend, demo, celery_worker_fac
     placeholder = run_and_wait("placeholder", demo, worker)
 
     total = RunScore.objects.get(run=reference, paper=None)
-    assert (total.items, total.passed, total.errors, total.scaled_pass_rate) == (33, 33, 0, 100.0)
+    assert (total.items, total.passed, total.errors, total.flagged, total.scaled_pass_rate) == (33, 33, 0, 0, 100.0)
     assert RunScore.objects.filter(run=reference, paper__isnull=False).count() == 3
     zero = RunScore.objects.get(run=placeholder, paper=None)
-    assert (zero.passed, zero.failed, zero.errors, zero.scaled_pass_rate) == (0, 33, 0, 0.0)
+    assert (zero.passed, zero.failed, zero.errors, zero.flagged, zero.scaled_pass_rate) == (0, 33, 0, 0, 0.0)
+    # Neither calibration answer raises a finding, statically or at run time.
+    assert not Outcome.objects.filter(run__in=[reference, placeholder]).exclude(findings=[]).exists()
     assert set(Outcome.objects.filter(run=reference).values_list("sandbox_backend", flat=True)) == {backend}
 
 

@@ -65,7 +65,8 @@ class Command(VersionCommand):
                 run.refresh_from_db()
                 progress = run_progress(run)
                 bar.update(progress.done - bar.n)
-                bar.set_postfix(passed=progress.passed, failed=progress.failed, errors=progress.errors)
+                bar.set_postfix(passed=progress.passed, failed=progress.failed, errors=progress.errors,
+                                flagged=progress.flagged)
                 if not run.is_active:
                     return
                 time.sleep(0.5)
@@ -76,12 +77,12 @@ class Command(VersionCommand):
             raise CommandError(f"run {run.pk} ended {run.status}")
         rows = list(RunScore.objects.filter(run=run).select_related("paper").order_by("paper__slug"))
         rows.sort(key=lambda r: r.paper is not None)
-        header = f"{'paper':<28} {'items':>5} {'pass':>5} {'fail':>5} {'err':>4} {'pass@1':>7} {'scaled':>7}  95% CI"
+        header = f"{'paper':<28} {'items':>5} {'pass':>5} {'fail':>5} {'err':>4} {'flag':>4} {'pass@1':>7} {'scaled':>7}  95% CI"
         self.stdout.write(header)
         self.stdout.write("-" * len(header))
         for row in rows:
             name = row.paper.slug if row.paper else "ALL"
             self.stdout.write(
-                f"{name[:28]:<28} {row.items:>5} {row.passed:>5} {row.failed:>5} {row.errors:>4} "
+                f"{name[:28]:<28} {row.items:>5} {row.passed:>5} {row.failed:>5} {row.errors:>4} {row.flagged:>4} "
                 f"{row.pass_rate:>6.1f}% {row.scaled_pass_rate:>6.1f}%  [{row.scaled_ci_low:.1f}, {row.scaled_ci_high:.1f}]"
             )

@@ -1,0 +1,135 @@
+"""Flagged outcomes: never scored until a maintainer reviews them, shown with their evidence to maintainers only,
+reviewed through a POST action (CSRF-protected, maintainers only), counted on the leaderboard."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from benchmarks.models import Snippet
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.outcomes import Verdict, outcome_flag
+from tests.conftest import DEMO_PSET
+
+pytestmark = pytest.mark.django_db
+EVIDENCE = "opens 'optimizer_ref.py' (hidden file)"
+
+
+@pytest.fixture
+def version(media_root):
+    return pset_import(root=DEMO_PSET, version_name="flags-1.0.0", publish=True).version
+
+
+@pytest.fixture
+def run(version):
+    """A completed run: every item passed by the test, the first three flagged by the audit."""
+    model = ModelEntry.objects.create(name="sly", display_name="Sly", litellm_model="openai/sly")
+    run = services.run_start(model=model, version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    snippets = list(Snippet.objects.filter(task__versions=version).order_by("pk"))
+    for index, snippet in enumerate(snippets):
+        verdict = Verdict("passed", "", "")
+        if index < 3:
+            verdict = outcome_flag(verdict, [{"kind": "hidden", "line": 12, "detail": EVIDENCE, "source": "runtime"}])
+        generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p",
+                                                raw_answer="```python\nx = 1\n```")
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
+    assert services.run_maybe_finish(run=run)
+    return EvaluationRun.objects.get(pk=run.pk)
+
+
+def overall(run) -> RunScore:
+    return RunScore.objects.get(run=run, paper=None)
+
+
+def test_a_flagged_outcome_is_neither_passed_nor_failed_nor_scored(run):
+    flagged = Outcome.objects.filter(run=run, status="flagged")
+    assert flagged.count() == 3
+    assert set(flagged.values_list("measured_status", flat=True)) == {"passed"}
+    score = overall(run)
+    # 30 items rated, all passed; the three under review count for nothing either way.
+    assert (score.items, score.passed, score.failed, score.errors, score.flagged) == (33, 30, 0, 0, 3)
+    assert score.pass_rate == 100.0 and score.scaled_pass_rate == 100.0
+    assert sum(s.flagged for s in RunScore.objects.filter(run=run, paper__isnull=False)) == 3
+
+
+def test_confirming_fails_the_item_and_rescores_the_run(run, maintainer):
+    outcome = Outcome.objects.filter(run=run, status="flagged").first()
+    services.outcome_review(outcome=outcome, reviewer=maintainer, decision="confirmed")
+    outcome.refresh_from_db()
+    assert (outcome.status, outcome.category, outcome.review, outcome.reviewed_by) == (
+        "failed", "tampering", "confirmed", maintainer)
+    score = overall(run)
+    assert (score.passed, score.failed, score.flagged) == (30, 1, 2)
+    assert score.pass_rate == pytest.approx(100 * 30 / 31)
+
+
+def test_clearing_restores_the_measured_verdict(run, admin):
+    outcome = Outcome.objects.filter(run=run, status="flagged").first()
+    services.outcome_review(outcome=outcome, reviewer=admin, decision="cleared")
+    outcome.refresh_from_db()
+    assert (outcome.status, outcome.review) == ("passed", "cleared")
+    assert outcome.findings, "the evidence stays on record"
+    assert (overall(run).passed, overall(run).flagged) == (31, 2)
+
+
+def test_review_refusals(run, author, maintainer):
+    outcome = Outcome.objects.filter(run=run, status="flagged").first()
+    with pytest.raises(services.EvaluationError, match="only maintainers"):
+        services.outcome_review(outcome=outcome, reviewer=author, decision="cleared")
+    with pytest.raises(services.EvaluationError, match="unknown review decision"):
+        services.outcome_review(outcome=outcome, reviewer=maintainer, decision="passed")
+    services.outcome_review(outcome=outcome, reviewer=maintainer, decision="confirmed")
+    with pytest.raises(services.EvaluationError, match="is not flagged"):
+        services.outcome_review(outcome=outcome, reviewer=maintainer, decision="cleared")
+    passed = Outcome.objects.filter(run=run, status="passed").first()
+    with pytest.raises(services.EvaluationError, match="is not flagged"):
+        services.outcome_review(outcome=passed, reviewer=maintainer, decision="confirmed")
+
+
+def test_evidence_is_for_maintainers_only(run, client, author, maintainer):
+    url = reverse("run-detail", args=[run.pk])
+    for who in (None, author):
+        if who:
+            client.force_login(who)
+        body = client.get(url).content.decode()
+        assert "3 flagged for review" in body
+        assert "hidden file" not in body and "outcome-review" not in body and 'id="flags"' not in body
+    client.force_login(maintainer)
+    body = client.get(url).content.decode()
+    assert 'id="flags"' in body and "Flagged items (3)" in body
+    assert "opens &#x27;optimizer_ref.py&#x27; (hidden file)" in body
+    assert body.count('name="decision" value="confirmed"') == 3
+
+
+def test_the_review_action_is_a_maintainers_csrf_protected_post(run, author, maintainer):
+    outcome = Outcome.objects.filter(run=run, status="flagged").first()
+    url = reverse("outcome-review", args=[run.pk, outcome.pk])
+    anonymous = Client()
+    assert anonymous.post(url, {"decision": "cleared"}).status_code == 302  # to the login page
+    other = Client()
+    other.force_login(author)
+    assert other.post(url, {"decision": "cleared"}).status_code == 403
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(maintainer)
+    assert strict.post(url, {"decision": "cleared"}).status_code == 403, "no CSRF token, no review"
+    staff = Client()
+    staff.force_login(maintainer)
+    assert staff.get(url).status_code == 405
+    wrong_run = reverse("outcome-review", args=[run.pk + 1000, outcome.pk])
+    assert staff.post(wrong_run, {"decision": "cleared"}).status_code == 404
+    outcome.refresh_from_db()
+    assert outcome.status == "flagged", "nothing above changed it"
+    response = staff.post(url, {"decision": "confirmed"})
+    assert response.status_code == 302 and response["Location"].endswith("#flags")
+    outcome.refresh_from_db()
+    assert (outcome.status, outcome.reviewed_by) == ("failed", maintainer)
+
+
+def test_the_leaderboard_shows_a_rows_flag_count(run, client, version):
+    body = client.get(reverse("leaderboard", args=[version.name])).content.decode()
+    assert ">Flags</a>" in body
+    assert 'title="items awaiting a maintainer&#x27;s review, not scored">3</span>' in body
