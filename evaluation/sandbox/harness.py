@@ -435,7 +435,7 @@ _rcb_main()
 
 # The supervisor: the only holder of the nonce; prints the completion line after the test process is gone.
 SUPERVISOR_SOURCE = r'''
-import os, sys, re, json, base64, secrets, subprocess, select
+import base64, os, select, sys
 
 
 def nondumpable():
@@ -453,52 +453,53 @@ def main():
     os.remove(".rcb-harness.py")
     nondumpable()
     entry, spec = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "{}"
-    key = secrets.token_hex(24)
+    key = os.urandom(24).hex()
     report_r, report_w = os.pipe()
     key_r, key_w = os.pipe()
     os.write(key_w, key.encode())
     os.close(key_w)
-    child = subprocess.Popen([sys.executable, "-B", "-c", CHILD, entry, spec, str(report_w), str(key_r)],
-                             pass_fds=(report_w, key_r))
+    pid = os.fork()
+    if pid == 0:  # a fresh interpreter: nothing of this process's memory (the nonce) reaches the test
+        try:
+            os.close(report_r)
+            os.set_inheritable(report_w, True)
+            os.set_inheritable(key_r, True)
+            os.execv(sys.executable, [sys.executable, "-B", "-c", CHILD, entry, spec, str(report_w), str(key_r)])
+        finally:
+            os._exit(127)
     os.close(report_w)
     os.close(key_r)
-    pattern = re.compile(rb"\n" + re.escape(key.encode()) + rb" ([RF]) ([^\n]*)\n")
-    buffer, records, dropped, finish = b"", [], 0, None
-    exit_code = None
+    marker = b"\n" + key.encode() + b" "
+    buffer, records, dropped, finish, wait_status = b"", [], 0, None, None
     while True:
         ready, _, _ = select.select([report_r], [], [], 0.05)
         chunk = os.read(report_r, 65536) if ready else b""
-        eof = ready and not chunk
         buffer += chunk
-        while (match := pattern.search(buffer)) is not None:
-            kind, body = match.group(1), match.group(2).decode("utf-8", "replace")
-            if kind == b"R":
-                fields = body.split("\t", 3)
-                if len(fields) == 4:
-                    kind_, event, line, detail = fields
-                    item = {"kind": kind_, "event": event, "line": int(line) if line.isdigit() else None,
-                            "detail": detail}
-                else:
-                    item = {"kind": "tampering", "event": "report", "line": None, "detail": "unreadable record"}
+        while (start := buffer.find(marker)) >= 0 and (end := buffer.find(b"\n", start + len(marker))) >= 0:
+            kind, _, body = buffer[start + len(marker):end].decode("utf-8", "replace").partition(" ")
+            if kind == "R":
                 if len(records) < RECORDS_MAX:
-                    records.append(item)
+                    records.append(body)
                 else:
                     dropped += 1
-            else:
+            elif kind == "F":
                 parts = body.split()
-                if len(parts) == 3 and finish is None and parts[2] == str(child.pid):
+                if len(parts) == 3 and finish is None and parts[2] == str(pid) and parts[1].lstrip("-").isdigit():
                     finish = (parts[0], int(parts[1]))
-            buffer = buffer[match.end() - 1:]
-        buffer = buffer[-65536:]
-        if eof:
-            exit_code = child.wait()
+            buffer = buffer[end:]
+        buffer = buffer[start:][-65536:] if start >= 0 else buffer[-len(marker):]
+        if wait_status is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            wait_status = status if done else None
+        if ready and not chunk:  # every writer is gone
+            if wait_status is None:
+                wait_status = os.waitpid(pid, 0)[1]
             break
-        if exit_code is None:
-            exit_code = child.poll()
-        elif not ready:
+        if wait_status is not None and not ready:
             break
     os.close(report_r)
-    code = exit_code if exit_code >= 0 else 128 - exit_code
+    code = os.waitstatus_to_exitcode(wait_status)
+    code = code if code >= 0 else 128 - code
     if finish is None:
         status = "incomplete"
     elif finish[1] != code:
@@ -506,8 +507,8 @@ def main():
     else:
         status = finish[0]
     if dropped:
-        records.append({"kind": "info", "event": "", "line": None, "detail": f"{dropped} more record(s) dropped"})
-    blob = base64.b64encode(json.dumps(records).encode()).decode()
+        records.append(f"info\t\t\t{dropped} more record(s) dropped")
+    blob = base64.b64encode("\n".join(records).encode()).decode()
     sys.stdout.flush()
     sys.stderr.flush()
     os.write(1, f"\n{nonce} {status} {code} {blob}\n".encode())
@@ -566,11 +567,19 @@ def answer_span(start_line: int, code: str) -> tuple[int, int]:
 
 
 def _records(blob: str) -> tuple[dict, ...]:
+    """The guard's records, one line each: kind, event, line and detail separated by tabs."""
     try:
-        items = json.loads(base64.b64decode(blob, validate=True))
+        text = base64.b64decode(blob, validate=True).decode("utf-8", "replace")
     except (binascii.Error, ValueError):
         return ({"kind": "tampering", "event": "report", "line": None, "detail": "unreadable guard records"},)
-    return tuple(item for item in items if isinstance(item, dict))
+    records = []
+    for row in text.splitlines():
+        fields = row.split("\t", 3)
+        if len(fields) != 4:
+            fields = ["tampering", "report", "", "unreadable guard record"]
+        kind, event, line, detail = fields
+        records.append({"kind": kind, "event": event, "line": int(line) if line.isdigit() else None, "detail": detail})
+    return tuple(records)
 
 
 def harness_verdict(stdout: str, nonce: str) -> HarnessVerdict:
