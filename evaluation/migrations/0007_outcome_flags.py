@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluation', '0005_environment_failure'),
+        ('evaluation', '0006_reported_results'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
