@@ -20,8 +20,14 @@ DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/jsonl"}
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    versions = selectors.versions_visible(user=request.user)
-    return render(request, "benchmarks/home.html", {"versions": versions})
+    from evaluation import selectors as results  # evaluation builds on benchmarks, not the other way round
+
+    versions = selectors.versions_visible(user=request.user).select_related("previous")
+    current = results.latest_published_version()
+    calibration, ranked = results.leaderboard_top(version=current) if current else ([], [])
+    return render(request, "benchmarks/home.html", {
+        "versions": versions, "current": current, "calibration": calibration, "ranked": ranked,
+        "summary_columns": results.LEADERBOARD_SUMMARY_COLUMNS, "counts": results.site_counts(version=current)})
 
 
 def version_detail(request: HttpRequest, name: str) -> HttpResponse:

@@ -301,6 +301,34 @@ def leaderboard_contamination(*, version: BenchmarkVersion, rows: list[Leaderboa
     return result
 
 
+# The home page's short leaderboard: a subset of the one column list, read by the same cell tag.
+LEADERBOARD_SUMMARY_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS
+                                    if c.key in ("rank", "display_name", "provenance", "scaled_pass_rate"))
+
+
+def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> tuple[list[LeaderboardRow], list[LeaderboardRow]]:
+    """The calibration reference lines and the `limit` best ranked rows of the version's leaderboard."""
+    rows = leaderboard_rows(version=version)
+    return [r for r in rows if r.calibration], [r for r in rows if not r.calibration][:limit]
+
+
+@dataclass(frozen=True)
+class SiteCounts:
+    papers: int  # in the release
+    snippets: int  # benchmark items of the release
+    models: int  # registered, calibration models excluded
+    runs: int  # completed, on every release
+
+
+def site_counts(*, version: BenchmarkVersion | None) -> SiteCounts:
+    calibration = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
+    return SiteCounts(papers=version.tasks.count() if version else 0,
+                      snippets=version_snippets(version=version).count() if version else 0,
+                      models=ModelEntry.objects.exclude(kind__in=calibration).count(),
+                      runs=EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED)
+                      .exclude(model__kind__in=calibration).count())
+
+
 def latest_published_version() -> BenchmarkVersion | None:
     return (BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
             .order_by("-published_at").first())
