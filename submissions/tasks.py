@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 
 from celery import shared_task
@@ -95,35 +97,64 @@ def _validate(report, revision, files: dict[str, bytes], annotated: dict) -> str
         return Status.FAILED
     _set(report, "markers", Status.PASSED, "\n".join(problems) or f"{sum(len(a.snippets) for a in annotated.values())} snippets")
 
-    env_hash = environment_hash(revision.requirements)
+    for check in sandbox_checks(files=files, annotated=annotated, requirements=revision.requirements,
+                                test_entry_point=revision.test_entry_point):
+        if check.backend:
+            ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)
+        _set(report, check.key, check.status, check.detail, check.duration)
+        if check.blocks:
+            ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
+                status=Status.SKIPPED, detail=check.blocks)
+            return Status.FAILED
+        ok = ok and check.status == Status.PASSED
+    return Status.PASSED if ok else Status.FAILED
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One finished sandbox check of a package (keys as in `checks_plan`)."""
+
+    key: str
+    status: str
+    detail: str = ""
+    duration: float | None = None
+    backend: str = ""  # the sandbox backend, given with the requirements check
+    blocks: str = ""  # a failure that stops the remaining checks: why they are not run
+
+
+def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: str,
+                   test_entry_point: str) -> Iterator[CheckResult]:
+    """FORMAT.md section 9 in the sandbox: the requirements install, the reference passes its tests
+    SUBMISSION_REFERENCE_RUNS times, and each snippet masked, then replaced by a no-op, makes them fail.
+
+    The one implementation for submissions and for whole problem sets (validate_pset)."""
+    env_hash = environment_hash(requirements)
     started = time.monotonic()
     try:
-        session = session_for(env_hash, revision.requirements)
+        session = session_for(env_hash, requirements)
     except EnvironmentBuildError as exc:
-        _set(report, "requirements", Status.FAILED, f"{exc}\n{exc.log[-6000:]}", time.monotonic() - started)
-        ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
-            status=Status.SKIPPED, detail="not run: the requirements must install first")
-        return Status.FAILED
-    ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=session.backend.name)
-    _set(report, "requirements", Status.PASSED, session.environment.build_log[-4000:], time.monotonic() - started)
+        yield CheckResult("requirements", Status.FAILED, f"{exc}\n{exc.log[-6000:]}", time.monotonic() - started,
+                          blocks="not run: the requirements must install first")
+        return
+    yield CheckResult("requirements", Status.PASSED, session.environment.build_log[-4000:],
+                      time.monotonic() - started, backend=session.backend.name)
 
     limits = limits_default()
     limits = type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
 
     def test(package_files: dict[str, bytes]):
-        return package_test(files=package_files, test_entry_point=revision.test_entry_point,
-                            environment_hash=env_hash, requirements=revision.requirements, limits=limits)
+        return package_test(files=package_files, test_entry_point=test_entry_point,
+                            environment_hash=env_hash, requirements=requirements, limits=limits)
 
     started = time.monotonic()
     for attempt in range(1, settings.SUBMISSION_REFERENCE_RUNS + 1):
         run = test(files)
         if run.verdict.status != "passed":
-            _set(report, "reference", Status.FAILED, f"run {attempt} failed: {_output(run)}", time.monotonic() - started)
-            ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
-                status=Status.SKIPPED, detail="not run: the reference must pass first")
-            return Status.FAILED
-    _set(report, "reference", Status.PASSED, f"passed {settings.SUBMISSION_REFERENCE_RUNS} times",
-         time.monotonic() - started)
+            yield CheckResult("reference", Status.FAILED, f"run {attempt} failed: {_output(run)}",
+                              time.monotonic() - started, blocks="not run: the reference must pass first")
+            return
+    yield CheckResult("reference", Status.PASSED, f"passed {settings.SUBMISSION_REFERENCE_RUNS} times",
+                      time.monotonic() - started)
 
     for path, parsed in annotated.items():
         for s in parsed.snippets:
@@ -131,14 +162,13 @@ def _validate(report, revision, files: dict[str, bytes], annotated: dict) -> str
                 started = time.monotonic()
                 run = test({**files, path: text.encode("utf-8")})
                 if run.verdict.status == "passed":
-                    ok = False
-                    _set(report, f"{kind}:{path}:{s.index}", Status.FAILED,
-                         f'the tests still pass with "{s.name}" {"masked" if kind == "masked" else "replaced by pass"}:'
-                         " they do not cover this snippet", time.monotonic() - started)
+                    yield CheckResult(
+                        f"{kind}:{path}:{s.index}", Status.FAILED,
+                        f'the tests still pass with "{s.name}" {"masked" if kind == "masked" else "replaced by pass"}:'
+                        " they do not cover this snippet", time.monotonic() - started)
                 else:
-                    _set(report, f"{kind}:{path}:{s.index}", Status.PASSED,
-                         f"failed as it should ({run.verdict.category})", time.monotonic() - started)
-    return Status.PASSED if ok else Status.FAILED
+                    yield CheckResult(f"{kind}:{path}:{s.index}", Status.PASSED,
+                                      f"failed as it should ({run.verdict.category})", time.monotonic() - started)
 
 
 @shared_task
