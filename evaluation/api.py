@@ -14,6 +14,7 @@ from benchmarks.api import release_get, release_unknown_message
 from benchmarks.models import BenchmarkVersion
 from config.api import FormParser, IsOwnerOrMaintainer, MultiPartParser, user_may_change
 from config.csv_export import csv_text
+from evaluation.comparison import ComparisonError, comparison_from_query, comparison_record
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.reproducibility import run_manifest
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
@@ -378,3 +379,21 @@ class Leaderboard(APIView):
         if request.accepted_renderer.format == "csv":
             response["Content-Disposition"] = f'attachment; filename="leaderboard-{version.name}.csv"'
         return response
+
+
+class Compare(APIView):
+    """Two runs of one release compared (?a=RUN&b=RUN): LoC-weighted difference of scaled pass@1 (a minus b,
+    percentage points) with a paired bootstrap 95% interval clustered by paper and an exact McNemar p-value,
+    overall and per paper, and per item both pass values. Held-out items count in `overall` only
+    (`items_withheld`) unless you are a maintainer."""
+
+    @extend_schema(parameters=[OpenApiParameter("a", int, required=True, description="Run id."),
+                               OpenApiParameter("b", int, required=True, description="Run id.")],
+                   responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, name: str) -> Response:
+        version = release_get(name=name, user=request.user)
+        try:
+            result = comparison_from_query(version=version, params=request.query_params, user=request.user)
+        except ComparisonError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(comparison_record(result))

@@ -18,6 +18,7 @@ from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
 from config.api import user_may_change
 from evaluation import reproducibility, selectors, services
+from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelRegisterForm, RunStartForm
 from evaluation.operations import queues_status, runs_stalled, workers_status
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
@@ -239,3 +240,13 @@ def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
     return redirect("operations")
+
+
+
+def release_compare(request: HttpRequest, name: str) -> HttpResponse:
+    version = version_get(name=name, user=request.user)
+    try:
+        result = comparison_from_query(version=version, params=request.GET, user=request.user)
+    except ComparisonError as exc:
+        return render(request, "evaluation/compare.html", {"error": str(exc), "release": name}, status=400)
+    return render(request, "evaluation/compare.html", {"result": result, "release": name})

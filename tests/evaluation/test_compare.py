@@ -1,0 +1,122 @@
+"""Comparing two runs: page and API show the hand-computed difference, interval and McNemar p-value; held-out
+items only count in the release aggregate for non-maintainers; bad input gets a clear error; bounded queries."""
+
+from __future__ import annotations
+
+from math import comb
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.conf import settings
+from django.urls import reverse
+
+from benchmarks.models import Snippet, VersionTask
+from evaluation.models import ModelEntry
+from tests.evaluation.test_leaderboard import evaluate, model, version  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.django_db
+
+A_PAPERS, B_PAPERS = {"topk-attention-pool", "dampnest"}, {"trimmed-infonce", "dampnest"}
+
+
+@pytest.fixture
+def pair(version):
+    a = evaluate(version, model("alpha"), lambda s: s.task.paper.slug in A_PAPERS)
+    b = evaluate(version, model("beta"), lambda s: s.task.paper.slug in B_PAPERS)
+    snippets = list(Snippet.objects.filter(task__versions=version).select_related("task__paper"))
+    loc = {p: sum(s.loc for s in snippets if s.task.paper.slug == p)
+           for p in ("topk-attention-pool", "trimmed-infonce", "dampnest")}
+    count = {p: sum(1 for s in snippets if s.task.paper.slug == p) for p in loc}
+    return a, b, loc, count
+
+
+def two_sided(b, c):
+    n = b + c
+    return min(1.0, 2 * sum(comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n)
+
+
+def test_api_numbers_match_the_hand_computed_ones(client, version, pair):
+    a, b, loc, count = pair
+    data = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).json()
+    overall = data["overall"]
+    # Only A passes topk items, only B passes trimmed items, both pass dampnest.
+    assert overall["a_only"] == count["topk-attention-pool"] and overall["b_only"] == count["trimmed-infonce"]
+    assert overall["items"] == sum(count.values())
+    assert overall["difference"] == pytest.approx(
+        100 * (loc["topk-attention-pool"] - loc["trimmed-infonce"]) / sum(loc.values()))
+    assert overall["mcnemar_p"] == pytest.approx(two_sided(count["topk-attention-pool"], count["trimmed-infonce"]))
+    # Three papers: all-topk (+100) and all-trimmed (-100) resamples each have probability 1/27 > 2.5%.
+    assert (overall["ci_low"], overall["ci_high"]) == (-100.0, 100.0)
+    papers = {p["paper"]: p for p in data["papers"]}
+    topk = papers["topk-attention-pool"]
+    assert (topk["difference"], topk["ci_low"], topk["ci_high"]) == (100.0, 100.0, 100.0)
+    assert topk["mcnemar_p"] == pytest.approx(2 / 2 ** count["topk-attention-pool"])
+    damp = papers["dampnest"]
+    assert (damp["difference"], damp["ci_low"], damp["ci_high"], damp["mcnemar_p"]) == (0.0, 0.0, 0.0, 1.0)
+    assert {(i["paper"], i["a"], i["b"]) for i in data["items"]} == {
+        ("topk-attention-pool", 1.0, 0.0), ("trimmed-infonce", 0.0, 1.0), ("dampnest", 1.0, 1.0)}
+    assert data["items_withheld"] == 0
+
+
+def test_page_shows_the_same_numbers_and_both_outcomes(client, version, pair):
+    a, b, loc, count = pair
+    api = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).json()
+    body = client.get(reverse("release-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).content.decode()
+    o = api["overall"]
+    for value in (o["difference"], o["ci_low"], o["ci_high"]):
+        assert f"{value:.2f}" in body
+    assert f'{o["mcnemar_p"]:.4f}' in body
+    assert f'<td class="num">{o["a_only"]}</td><td class="num">{o["b_only"]}</td>' in body
+    assert body.count("<tr><td>") == len(api["papers"]) + len(api["items"])
+    assert "Alpha vs Beta" in body
+
+
+def test_held_out_items_only_in_the_aggregate_for_non_maintainers(client, version, pair):
+    a, b, loc, count = pair
+    VersionTask.objects.filter(version=version, task__paper__slug="dampnest").update(split=VersionTask.Split.HELD_OUT)
+    url = reverse("api-compare", args=[version.name])
+    data = client.get(url, {"a": a.pk, "b": b.pk}).json()
+    assert data["items_withheld"] == count["dampnest"]
+    assert data["overall"]["items"] == sum(count.values())  # still counted in the release aggregate
+    assert "dampnest" not in {p["paper"] for p in data["papers"]} | {i["paper"] for i in data["items"]}
+    body = client.get(reverse("release-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).content.decode()
+    assert "dampnest" not in body
+    maintainer = User.objects.create_user("m")
+    maintainer.groups.add(Group.objects.get_or_create(name=settings.MAINTAINERS_GROUP)[0])
+    client.force_login(maintainer)
+    data = client.get(url, {"a": a.pk, "b": b.pk}).json()
+    assert data["items_withheld"] == 0 and "dampnest" in {p["paper"] for p in data["papers"]}
+
+
+@pytest.mark.parametrize("query, message", [
+    ({"a": "x", "b": "1"}, "?a= must be a run id"),
+    ({"a": "1"}, "?b= must be a run id"),
+    ({"a": "²", "b": "1"}, "?a= must be a run id"),
+    ({"a": "999999", "b": "1"}, "no such run on release"),
+])
+def test_bad_queries_get_a_clear_error(client, version, pair, query, message):
+    a, b, _, _ = pair
+    query = {k: (str(b.pk) if v == "1" else v) for k, v in query.items()}
+    response = client.get(reverse("api-compare", args=[version.name]), query)
+    assert response.status_code == 400 and message in response.json()["detail"]
+    page = client.get(reverse("release-compare", args=[version.name]), query)
+    assert page.status_code == 400 and message in page.content.decode()
+
+
+def test_same_run_and_other_release_are_refused(client, version, pair, media_root):
+    from benchmarks.services import pset_import
+    from tests.conftest import DEMO_PSET
+
+    a, b, _, _ = pair
+    response = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": a.pk})
+    assert response.status_code == 400 and "two different runs" in response.json()["detail"]
+    other = pset_import(root=DEMO_PSET, version_name="2.0.0", publish=True).version
+    c = evaluate(other, ModelEntry.objects.get(name="alpha"), lambda s: True)
+    response = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": c.pk})
+    assert response.status_code == 400 and "no such run on release" in response.json()["detail"]
+
+
+def test_comparison_queries_are_bounded(client, version, pair, django_assert_max_num_queries):
+    a, b, _, _ = pair
+    with django_assert_max_num_queries(12):
+        client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": b.pk})
