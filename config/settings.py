@@ -171,6 +171,7 @@ CELERY_TASK_ROUTES = {
     "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
     "submissions.tasks.revision_validate": {"queue": "sandbox"},
     "evaluation.tasks.environments_prune": {"queue": "sandbox"},
+    "evaluation.tasks.run_dispatch": {"queue": "default"},
 }
 # For `celery -A config beat`: the daily clean-up (or run `manage.py cleanup` from cron on every worker host).
 CELERY_BEAT_SCHEDULE = {

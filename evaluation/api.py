@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, permissions, serializers, status
@@ -18,7 +19,7 @@ from evaluation.comparison import ComparisonError, comparison_from_query, compar
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.reproducibility import run_manifest
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
-                                  run_progress)
+                                  run_outcomes_ordered, run_progress)
 from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, model_register, model_update, run_cancel,
                                  run_from_upload, run_resume, run_start, run_verify)
 
@@ -174,6 +175,25 @@ class UploadSerializer(serializers.Serializer):
                                                'release\'s); it extracts code from "answer" lines.')
 
 
+UPLOAD_PROGRESS = (
+    " The answer comes once the file is checked and stored; its items are then queued and scored in the background "
+    "(status queued, then running): follow `follow.status` (this run's status and progress), `follow.page` or "
+    "`follow.results`.")
+
+
+class FollowSerializer(serializers.Serializer):
+    status = serializers.URLField(help_text="The run's status and progress (API).")
+    page = serializers.URLField(help_text="The run's page.")
+    results = serializers.URLField(help_text="Per-item results so far (API, paginated).")
+
+
+class UploadedRunSerializer(RunSerializer):
+    follow = FollowSerializer(read_only=True)
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "follow"]
+
+
 def _require_model_use(view: APIView, request, model: ModelEntry) -> None:
     """Runs spend the model owner's key and put rows on the leaderboard in the model's name: owner or maintainer.
 
@@ -204,7 +224,8 @@ class RunUpload(APIView):
     permission_classes = [permissions.IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(request=UploadSerializer, responses={201: RunSerializer}, description=UPLOAD_FORMAT)
+    @extend_schema(request=UploadSerializer, responses={201: UploadedRunSerializer},
+                   description=UPLOAD_FORMAT + UPLOAD_PROGRESS)
     def post(self, request, *args, **kwargs) -> Response:
         serializer = UploadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -212,7 +233,12 @@ class RunUpload(APIView):
         _require_model_use(self, request, data["model"])
         run = run_from_upload(model=data["model"], version=data["release"], data=data["file"].read(),
                               user=request.user, with_paper=data["with_paper"], protocol=data.get("protocol"))
-        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        # Stored, not yet scored: the items are queued in the background; say where to follow them.
+        status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
+        follow = {"status": status_url, "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
+                  "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk]))}
+        return Response({**RunSerializer(run).data, "follow": follow}, status=status.HTTP_201_CREATED,
+                        headers={"Location": status_url})
 
 
 class RunDetail(generics.RetrieveAPIView):
@@ -317,9 +343,7 @@ class RunResults(generics.ListAPIView):
         run = get_object_or_404(EvaluationRun.objects.select_related("model"), pk=self.kwargs["pk"])
         if not user_may_change(user=self.request.user, owner_id=run.created_by_id):
             self.permission_denied(self.request, message="only the run's creator or a maintainer may see its code")
-        return (Outcome.objects.filter(run=run)
-                .select_related("generation", "run__model", "snippet__task__paper")
-                .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
+        return run_outcomes_ordered(run).select_related("generation", "run__model", "snippet__task__paper")
 
 
 # Leaderboards

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
+from django.core.paginator import Page, Paginator
 from django.db.models import Case, CharField, Count, Q, QuerySet, Sum, Value, When
 
 from benchmarks.models import BenchmarkVersion, Paper, Snippet, VersionTask
@@ -351,13 +352,24 @@ class RunItem:
     show_reference: bool
 
 
-def run_item_rows(*, run: EvaluationRun) -> list[RunItem]:
-    """Every recorded item with the model's answer; reference code only where the task is in the public split."""
+RUN_PAGE_ITEMS = 100
+
+
+def run_outcomes_ordered(run: EvaluationRun) -> QuerySet[Outcome]:
+    """A run's outcomes in item order, read along the (run, snippet, sample) unique index: a page costs its own
+    rows, not a sort of the whole run (snippet ids follow the order items were imported in)."""
+    return Outcome.objects.filter(run=run).order_by("snippet_id", "sample")
+
+
+def run_item_page(*, run: EvaluationRun, page: str | int | None) -> Page:
+    """One page of recorded items with the model's answer; reference code only where the task is public."""
     public = set(VersionTask.objects.filter(version=run.version_id, split=VersionTask.Split.PUBLIC)
                  .values_list("task_id", flat=True))
-    outcomes = (Outcome.objects.filter(run=run).select_related("snippet__task__paper", "generation")
-                .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
-    return [RunItem(outcome=o, show_reference=o.snippet.task_id in public) for o in outcomes]
+    outcomes = run_outcomes_ordered(run).select_related("snippet__task__paper", "generation")
+    current = Paginator(outcomes, RUN_PAGE_ITEMS).get_page(page)
+    current.object_list = [RunItem(outcome=o, show_reference=o.snippet.task_id in public)
+                           for o in current.object_list]
+    return current
 
 
 def environment_failure(*, env_hash: str) -> EnvironmentFailure | None:

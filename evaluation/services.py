@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import code_indent, extract_code, has_code_block, prompt_hash
-from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer, version_snippets
+from benchmarks.selectors import (UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer,
+                                  version_snippets)
 from config.addresses import AddressRefused, host_addresses_check
 from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome,
                                ProvenanceChange)
@@ -24,6 +25,7 @@ from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_scores_store
 from evaluation.selectors import item_prompt, run_items_missing, run_snippets
+from evaluation.taskfiles import task_files
 
 if TYPE_CHECKING:
     from evaluation.llm import ModelCall
@@ -458,12 +460,36 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
     run = EvaluationRun.objects.create(model=model, version=version, with_paper=with_paper, samples=samples,
                                        created_by=user, total_items=len(rows), params={"uploaded": True},
                                        protocol=protocol, provenance=EvaluationRun.Provenance.SELF_REPORTED)
-    for row in rows:
-        generation_record(run=run, snippet=row.snippet, sample=row.sample, raw_answer=row.answer, code=row.code,
-                          cost=0, latency=0.0,
-                          prompt=item_prompt(row.snippet, with_paper=with_paper, protocol=run.protocol))
-    transaction.on_commit(lambda: run_dispatch(run=run))
+    upload_generations_store(run=run, rows=rows)
+    transaction.on_commit(lambda: run_dispatch_later(run=run))
     return run
+
+
+UPLOAD_BATCH = 1000
+
+
+def upload_generations_store(*, run: EvaluationRun, rows: list[UploadedAnswer]) -> None:
+    """Store an upload's answers in bulk; each snippet's prompt is built (and hashed) once for all its samples."""
+    protocol = protocol_get(name=run.protocol)
+    hashes: dict[int, str] = {}
+    generations = []
+    for row in rows:
+        if row.snippet.pk not in hashes:
+            prompt = snippet_prompt(snippet=row.snippet, files=task_files(row.snippet.task),
+                                    with_paper=run.with_paper, protocol=protocol)
+            hashes[row.snippet.pk] = prompt_hash(prompt)
+        generations.append(Generation(
+            run=run, snippet=row.snippet, sample=row.sample, prompt_hash=hashes[row.snippet.pk],
+            raw_answer=row.answer, extracted_code=extract_code(row.answer) if row.code is None else row.code,
+            latency=0.0, cost=Decimal("0"), attempts=1))
+    Generation.objects.bulk_create(generations, batch_size=UPLOAD_BATCH)
+
+
+def run_dispatch_later(*, run: EvaluationRun) -> None:
+    """Queue the run's items from a worker (Celery task `run_dispatch`), not inside the web request."""
+    from evaluation import tasks
+
+    tasks.run_dispatch.delay(run.pk)
 
 
 MAX_REASON_CHARS = 2000

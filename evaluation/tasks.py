@@ -131,6 +131,15 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
     services.run_maybe_finish(run=run)
 
 
+@shared_task(bind=True, max_retries=None)
+def run_dispatch(self, run_id: int) -> int:
+    """Queue every item of a run that has no outcome yet (a large upload's items leave the web request here)."""
+    run = EvaluationRun.objects.select_related("model", "version").filter(pk=run_id).first()
+    if run is None or not run.is_active:
+        return 0
+    return services.run_dispatch(run=run)
+
+
 @shared_task
 def environments_prune() -> list[str]:
     """Periodic (CELERY_BEAT_SCHEDULE, queue sandbox): remove the environments of the worker host that takes it which

@@ -159,7 +159,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
     context = {"run": run, "progress": selectors.run_progress(run),
                "overall": run.scores.filter(paper__isnull=True).first(),
-               "paper_scores": selectors.run_paper_scores(run=run), "items": selectors.run_item_rows(run=run),
+               "paper_scores": selectors.run_paper_scores(run=run), 
+               "items": selectors.run_item_page(run=run, page=request.GET.get("page")),
                "provenance_changes": run.provenance_changes.select_related("actor"),
                "may_verify": (run.provenance == EvaluationRun.Provenance.SELF_REPORTED
                               and run.status == EvaluationRun.Status.COMPLETED
