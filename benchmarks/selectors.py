@@ -9,7 +9,7 @@ from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from benchmarks.models import PROTOCOL_NAME_RE, Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, VersionTask
-from benchmarks.paper2code import Protocol, build_prompt, parse, protocol_mask
+from benchmarks.paper2code import AnnotatedFile, Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
 
 
@@ -81,16 +81,21 @@ def protocol_names() -> list[str]:
     return list(PromptProtocol.objects.values_list("name", flat=True))
 
 
-def snippet_masked(*, snippet: Snippet, files: dict[str, bytes], protocol: Protocol) -> str:
-    """The annotated file as a model sees it with this snippet masked (FORMAT.md section 5), in the protocol's style."""
-    annotated = parse(files[snippet.file_path].decode("utf-8"), snippet.file_path)
+def snippet_masked(*, snippet: Snippet, files: dict[str, bytes], protocol: Protocol,
+                   annotated: AnnotatedFile | None = None) -> str:
+    """The annotated file as a model sees it with this snippet masked (FORMAT.md section 5), in the protocol's style.
+
+    `annotated`: the snippet's file already parsed (a caller building many prompts parses each file once)."""
+    if annotated is None:
+        annotated = parse(files[snippet.file_path].decode("utf-8"), snippet.file_path)
     return protocol_mask(protocol, annotated, annotated.snippets[snippet.position])
 
 
-def snippet_prompt(*, snippet: Snippet, files: dict[str, bytes], with_paper: bool, protocol: Protocol) -> str:
+def snippet_prompt(*, snippet: Snippet, files: dict[str, bytes], with_paper: bool, protocol: Protocol,
+                   annotated: AnnotatedFile | None = None) -> str:
     """The prompt for one snippet (FORMAT.md 5-6): paper unless the ablation, context files, the masked file."""
     task = snippet.task
-    masked = snippet_masked(snippet=snippet, files=files, protocol=protocol)
+    masked = snippet_masked(snippet=snippet, files=files, protocol=protocol, annotated=annotated)
     context = [(path, files[path].decode("utf-8")) for path in task.context_paths]
     paper = files[task.paper_path].decode("utf-8") if with_paper else None
     return build_prompt(protocol=protocol, paper_text=paper, context_files=context, masked_path=snippet.file_path,

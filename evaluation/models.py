@@ -78,6 +78,8 @@ class EvaluationRun(models.Model):
     provenance = models.CharField(max_length=20, choices=Provenance.choices, default=Provenance.VERIFIED)
     total_items = models.PositiveIntegerField(default=0)
     source = models.TextField(blank=True, help_text="Where reported results were published (reported runs).")
+    done_items = models.PositiveIntegerField(
+        default=0, help_text="Outcomes recorded, counted as they come: a cheap test of whether the run may be done.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -13,7 +13,7 @@ from benchmarks.models import BenchmarkVersion, Paper, Snippet, VersionTask
 from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from evaluation.models import EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, RunScore
-from evaluation.taskfiles import task_files
+from evaluation.taskfiles import task_annotated, task_files
 
 
 def run_snippets(run: EvaluationRun) -> QuerySet[Snippet]:
@@ -59,7 +59,8 @@ def run_progress(run: EvaluationRun) -> Progress:
 def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
     """The prompt for one item in the named protocol, from the worker's cached task files."""
     return snippet_prompt(snippet=snippet, files=task_files(snippet.task), with_paper=with_paper,
-                          protocol=protocol_get(name=protocol))
+                          protocol=protocol_get(name=protocol),
+                          annotated=task_annotated(snippet.task, snippet.file_path))
 
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.

@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Count, F, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Snippet
@@ -25,7 +27,7 @@ from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_scores_store
 from evaluation.selectors import item_prompt, run_items_missing, run_snippets
-from evaluation.taskfiles import task_files
+from evaluation.taskfiles import task_annotated, task_files
 
 if TYPE_CHECKING:
     from evaluation.llm import ModelCall
@@ -195,6 +197,7 @@ def run_dispatch(*, run: EvaluationRun) -> int:
     from evaluation import tasks
 
     missing = run_items_missing(run)
+    run_done_recount(run=run)
     EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
         status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now())
     calls_model = run.model.kind == ModelEntry.Kind.LITELLM
@@ -306,7 +309,8 @@ def outcome_record(
     except IntegrityError:
         outcome, created = Outcome.objects.get(run=run, snippet=snippet, sample=sample), False
     if created:
-        EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now())
+        EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now(),
+                                                       done_items=F("done_items") + 1)
     return outcome, created
 
 
@@ -337,8 +341,20 @@ def outcome_review(*, outcome: Outcome, reviewer, decision: str) -> Outcome:
     return outcome
 
 
+def run_done_recount(*, run: EvaluationRun) -> None:
+    """Set the run's counter of outcomes from the outcomes themselves (after some were deleted)."""
+    # In the UPDATE itself, so an outcome recorded meanwhile is counted, never lost (too high only delays the end).
+    done = Outcome.objects.filter(run=OuterRef("pk")).order_by().values("run").annotate(n=Count("pk")).values("n")
+    EvaluationRun.objects.filter(pk=run.pk).update(done_items=Coalesce(Subquery(done), 0))
+
+
 def run_maybe_finish(*, run: EvaluationRun) -> bool:
-    """Complete the run and store its scores when its last item is in; exactly one caller does it."""
+    """Complete the run and store its scores when its last item is in; exactly one caller does it.
+
+    Called after every item: one unlocked read of the counter, the row lock and full count only at the end."""
+    if not EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.RUNNING,
+                                        done_items__gte=F("total_items")).exists():
+        return False
     with transaction.atomic():
         run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
         if run.status != EvaluationRun.Status.RUNNING:
@@ -476,7 +492,8 @@ def upload_generations_store(*, run: EvaluationRun, rows: list[UploadedAnswer]) 
     for row in rows:
         if row.snippet.pk not in hashes:
             prompt = snippet_prompt(snippet=row.snippet, files=task_files(row.snippet.task),
-                                    with_paper=run.with_paper, protocol=protocol)
+                                    with_paper=run.with_paper, protocol=protocol,
+                                    annotated=task_annotated(row.snippet.task, row.snippet.file_path))
             hashes[row.snippet.pk] = prompt_hash(prompt)
         generations.append(Generation(
             run=run, snippet=row.snippet, sample=row.sample, prompt_hash=hashes[row.snippet.pk],

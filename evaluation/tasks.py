@@ -27,7 +27,9 @@ SANDBOX_RETRIES = 3
 
 
 def _item(run_id: int, snippet_id: int) -> tuple[EvaluationRun | None, Snippet]:
-    run = EvaluationRun.objects.select_related("model", "version").filter(pk=run_id).first()
+    # Not the release's manifest and changelog: they grow with the release and no item needs them.
+    run = (EvaluationRun.objects.select_related("model", "version").defer("version__manifest", "version__changelog")
+           .filter(pk=run_id).first())
     return run, Snippet.objects.select_related("task", "task__paper").get(pk=snippet_id)
 
 

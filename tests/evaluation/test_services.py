@@ -102,3 +102,35 @@ def test_sandbox_check_reports_every_backend(capsys):
     for name in ("docker", "bwrap", "local"):
         assert name in out
     assert "selects:" in out
+
+
+@pytest.mark.parametrize("samples", [1, 10])
+def test_recording_an_item_costs_the_same_queries_in_a_small_and_a_large_run(version, samples,
+                                                                             django_assert_num_queries):
+    """Per item: the outcome's get-or-create, one counter update, one unlocked read of the counter; no row lock
+    and no count of the run's outcomes until the last item."""
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=samples,
+                             dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    snippets = Snippet.objects.filter(task__versions=version).select_related("task")  # as a worker loads it
+    items = [(s, k) for k in range(samples) for s in snippets]
+    for snippet, sample in items[:-1]:
+        # get_or_create (2 savepoints, select, insert, 2 releases), the counter's update, the counter's read
+        with django_assert_num_queries(8):
+            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=Verdict("passed", "", ""))
+            assert services.run_maybe_finish(run=run) is False
+    snippet, sample = items[-1]
+    services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=Verdict("passed", "", ""))
+    assert services.run_maybe_finish(run=run) is True
+    assert EvaluationRun.objects.get(pk=run.pk).done_items == run.total_items == 33 * samples
+
+
+def test_a_resume_recounts_so_deleted_outcomes_are_done_again(version):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    for snippet in Snippet.objects.filter(task__versions=version):
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""))
+    Outcome.objects.filter(run=run)[:1].get().delete()  # e.g. an environment retry forgets an item
+    services.run_done_recount(run=run)
+    assert EvaluationRun.objects.get(pk=run.pk).done_items == 32
+    assert services.run_maybe_finish(run=run) is False
