@@ -141,10 +141,11 @@ def reported_results_import(*, version: BenchmarkVersion, data: bytes, source: s
             raise EvaluationError(f"model {entry.name!r} already has reported results on {version.name} "
                                   f"(run {earlier.pk}); nothing was imported")
         samples = max(len(passed) for passed in entry.completions.values())
+        total = sum(len(p) for p in entry.completions.values())
         run = EvaluationRun.objects.create(
             model=model, version=version, protocol=protocol, samples=samples, created_by=user, source=source,
             status=EvaluationRun.Status.COMPLETED, provenance=EvaluationRun.Provenance.REPORTED,
-            total_items=sum(len(p) for p in entry.completions.values()), params={"reported": True},
+            total_items=total, done_items=total, params={"reported": True},
             started_at=now, finished_at=now, last_progress_at=now)
         Outcome.objects.bulk_create(
             Outcome(run=run, snippet_id=snippet_id, sample=sample,

@@ -74,7 +74,7 @@ def main() -> None:
     version = pset_import(root=tmp / "pset", version_name="1.0.0", publish=True).version
     snippets = list(version_snippets(version=version))
     user = get_user_model().objects.create_user(username="bench", password="x", email="bench@example.org")
-    services.model_register(name="uploader", display_name="Uploader", litellm_model="local/x", owner=user)
+    services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=user)
     content = "".join(json.dumps({"id": str(s.pk), "sample": k, "answer": f"```python\n{s.reference_code}```"}) + "\n"
                       for k in range(SAMPLES) for s in snippets).encode()
     client = APIClient()

@@ -37,7 +37,7 @@ def _post(client, version, content: bytes):
 
 @pytest.fixture
 def uploader(author):
-    return services.model_register(name="uploader", display_name="Uploader", litellm_model="local/x", owner=author)
+    return services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
 
 
 @pytest.mark.django_db
