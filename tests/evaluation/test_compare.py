@@ -120,3 +120,10 @@ def test_comparison_queries_are_bounded(client, version, pair, django_assert_max
     a, b, _, _ = pair
     with django_assert_max_num_queries(12):
         client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": b.pk})
+
+
+def test_leaderboard_offers_the_comparison_of_any_two_rows(client, version, pair):
+    a, b, _, _ = pair
+    body = client.get(reverse("leaderboard", args=[version.name])).content.decode()
+    assert f'action="{reverse("release-compare", args=[version.name])}"' in body
+    assert f'<option value="{a.pk}"' in body and f'<option value="{b.pk}"' in body
