@@ -1,4 +1,4 @@
-"""At phone width (390 px, an iPhone 12-14) the home, leaderboard and release pages fit the screen: no horizontal
+"""At phone width (390 px, an iPhone 12-14) the home, leaderboard, release and guide pages fit the screen: no horizontal
 overflow, for a visitor and for a signed-in maintainer with the longest navigation. Screenshots go to
 test-artifacts/phone/."""
 
@@ -14,7 +14,8 @@ from tests.evaluation.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ARTIFACTS = REPO / "test-artifacts" / "phone"
-PAGES = {"home": "/", "leaderboard": "/versions/1.0.0/leaderboard/", "release": "/versions/1.0.0/"}
+PAGES = {"home": "/", "leaderboard": "/versions/1.0.0/leaderboard/", "release": "/versions/1.0.0/",
+         "format-guide": "/guides/format/"}
 
 
 def overflow(page) -> int:
