@@ -71,9 +71,14 @@ def task_content_hash(*, package: PaperPackage, requirements: str) -> str:
     return sha256_hex(f"{package.content_hash}\n{sha256_hex(requirements)}")
 
 
-def task_store(*, package: PaperPackage, shared_requirements: str = "") -> tuple[Task, bool]:
-    """The Task for this package's content, created as the paper's next revision if the content is new."""
-    requirements = "\n".join(part for part in (shared_requirements.strip(), package.requirements.strip()) if part)
+def task_store(*, package: PaperPackage, shared_requirements: str = "",
+               environment: str | None = None) -> tuple[Task, bool]:
+    """The Task for this package's content, created as the paper's next revision if the content is new.
+
+    With `environment` (a legacy set's one shared environment), the task is built from it alone; the package's
+    own requirements file stays among its files, informational."""
+    requirements = environment.strip() if environment is not None else "\n".join(
+        part for part in (shared_requirements.strip(), package.requirements.strip()) if part)
     paper = _paper_upsert(package=package)
     content_hash = task_content_hash(package=package, requirements=requirements)
     existing = Task.objects.filter(paper=paper, content_hash=content_hash).first()
@@ -133,7 +138,7 @@ class ImportResult:
 @transaction.atomic
 def pset_import(
     *, root: Path, version_name: str, shared_requirements: str = "", publish: bool = False,
-    release_settings: dict | None = None,
+    release_settings: dict | None = None, environment: str | None = None,
 ) -> ImportResult:
     """Import a problem set into a version: all or nothing; the same content twice changes nothing.
 
@@ -154,7 +159,8 @@ def pset_import(
             raise PackageError([Problem(file=str(root), line=0, message=str(exc))]) from exc
     result = ImportResult(version=version, warnings=warnings)
     for package in packages:
-        task, created = task_store(package=package, shared_requirements=shared_requirements)
+        task, created = task_store(package=package, shared_requirements=shared_requirements,
+                                   environment=environment)
         (result.tasks_created if created else result.tasks_unchanged).append(task)
     new_tasks = result.tasks_created + result.tasks_unchanged
     current = set(version.tasks.values_list("pk", flat=True))

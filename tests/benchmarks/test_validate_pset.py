@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from tests.conftest import DEMO_PSET
 from tests.submissions.conftest import sandbox  # noqa: F401 (the fixture)
@@ -116,3 +117,34 @@ def test_a_set_that_does_not_load_is_refused_with_its_problems(tmp_path):
         call_command("validate_pset", str(tmp_path))
     with pytest.raises(CommandError, match="cannot read the environment"):
         call_command("validate_pset", str(tmp_path), environment=str(tmp_path / "nope.txt"))
+
+
+def test_import_with_a_shared_environment_builds_every_task_from_it(tmp_path, sandbox, client, media_root):  # noqa: F811
+    """The legacy case end to end: imported with --environment, the task is built from the shared environment
+    (recorded on it and shown on its page), keeps its own unreachable requirements as a file, and its reference
+    passes its tests in that environment in the sandbox."""
+    from benchmarks.models import Task
+    from benchmarks.selectors import blob_read
+    from benchmarks.services import environment_hash
+    from evaluation.executor import limits_default, package_test
+
+    environment = legacy_pset(tmp_path / "pset")
+    with pytest.raises(CommandError, match="not both"):
+        call_command("import_pset", str(tmp_path / "pset"), version="1.0.0", environment=str(environment),
+                     requirements=str(environment))
+    call_command("import_pset", str(tmp_path / "pset"), version="1.0.0", environment=str(environment),
+                 publish=True, stdout=io.StringIO(), stderr=io.StringIO())
+    task = Task.objects.get(paper__slug="legacy-sum")
+    shared = environment.read_text().strip()
+    assert task.requirements == shared and task.environment_hash == environment_hash(shared)
+    assert blob_read(sha256=task.files["requirements.txt"]) == b"numpy==0.0.1\n"  # kept, informational
+    page = client.get(reverse("paper-detail", args=["1.0.0", "legacy-sum"])).content.decode()
+    assert task.environment_hash[:12] in page and "the standard library is enough here" in page
+    files = {path: blob_read(sha256=digest) for path, digest in task.files.items()}
+    run = package_test(files=files, test_entry_point=task.test_entry_point, environment_hash=task.environment_hash,
+                       requirements=task.requirements, limits=limits_default())
+    assert run.verdict.status == "passed", run.verdict.detail
+    # Without --environment, today's behaviour: the task's own requirements, which cannot be installed.
+    call_command("import_pset", str(tmp_path / "pset"), version="1.1.0", stdout=io.StringIO(), stderr=io.StringIO())
+    own = Task.objects.filter(paper__slug="legacy-sum").order_by("-revision").first()
+    assert own.revision == 2 and own.requirements == "numpy==0.0.1"

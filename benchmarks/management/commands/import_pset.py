@@ -17,6 +17,9 @@ class Command(VersionCommand):
         parser.add_argument("path", type=Path, help="Folder holding papers.yaml.")
         parser.add_argument("--version", required=True, help="Benchmark version name.")
         parser.add_argument("--requirements", type=Path, help="Requirements shared by every task of the set.")
+        parser.add_argument("--environment", type=Path,
+                            help="Build every task in this one environment (a legacy set's shared requirements) "
+                                 "instead of its own; the tasks' own requirement files are kept as files.")
         parser.add_argument("--publish", action="store_true", help="Publish (freeze) the version afterwards.")
         parser.add_argument("--protocol", help="The release's default prompt protocol (default rcb-v1).")
         parser.add_argument("--time-limit", type=int, metavar="SECONDS",
@@ -24,7 +27,8 @@ class Command(VersionCommand):
         parser.add_argument("--memory", type=int, metavar="MB", help="Memory limit of one test run, in MB.")
         parser.add_argument("--cpus", type=float, help="CPU limit of one test run.")
 
-    def handle(self, *args: object, path: Path, version: str, requirements: Path | None, publish: bool,
+    def handle(self, *args: object, path: Path, version: str, requirements: Path | None,
+               environment: Path | None, publish: bool,
                protocol: str | None, time_limit: int | None, memory: int | None, cpus: float | None,
                **options: object) -> None:
         shared = ""
@@ -33,9 +37,18 @@ class Command(VersionCommand):
                 shared = Path(requirements).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise CommandError(f"{requirements}: cannot read requirements: {exc}") from exc
+        if environment is not None and requirements is not None:
+            raise CommandError("give --environment (one environment for every task) or --requirements "
+                               "(lines added to each task's own), not both")
+        shared_environment = None
+        if environment is not None:
+            try:
+                shared_environment = Path(environment).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CommandError(f"{environment}: cannot read the environment: {exc}") from exc
         try:
             given = {"protocol": protocol, "time_limit_seconds": time_limit, "memory_mb": memory, "cpus": cpus}
-            result = pset_import(root=path, version_name=version, shared_requirements=shared, publish=publish,
+            result = pset_import(root=path, version_name=version, shared_requirements=shared, publish=publish, environment=shared_environment,
                                  release_settings={k: v for k, v in given.items() if v is not None})
         except PackageError as exc:
             raise CommandError(f"nothing imported; {len(exc.problems)} problem(s):\n{exc}") from exc
