@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
+from evaluation.sandbox.forkserver import ForkRefused, ForkServer, preload_modules
 from evaluation.sandbox.process import files_write, process_run, rlimits
 from evaluation.sandbox.install import INPUTS
 from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
@@ -42,6 +43,10 @@ BWRAP_OWN_PROCESSES = 2
 STARTED = "rcb-bwrap-started"
 PROBE_TIMEOUT = 20
 SETPRIV = "/usr/bin/setpriv"
+# A fork server that restarted this often for one session (new imports, other limits) gives way to cold starts.
+ZYGOTE_RESTARTS = 8
+# The exit status of a fork that could not build its sandbox (it printed `rcb-fork: why`).
+FORK_SETUP_FAILED = 125
 # Where a build step sees the worker's pip package (alone, so nothing else of the worker is importable).
 PIP_DIR = "/rcb-pip"
 
@@ -157,11 +162,11 @@ def _probe(etc_dir: Path) -> tuple[bool, str]:
 class RunCgroups:
     """One run's cgroup v1 folders (pids, memory, cpu), nested under the worker's own cgroup and removed afterwards."""
 
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: Limits, own: int = BWRAP_OWN_PROCESSES):
         name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.folders: dict[str, Path] = {}
         settings = {
-            "pids": [("pids.max", str(limits.processes + BWRAP_OWN_PROCESSES))],
+            "pids": [("pids.max", str(limits.processes + own))],
             # memsw after the plain limit (it may never be below it); without swap accounting it is absent.
             "memory": [("memory.limit_in_bytes", str(limits.memory_bytes)),
                        ("memory.memsw.limit_in_bytes", str(limits.memory_bytes))],
@@ -309,16 +314,114 @@ class BwrapSession(Session):
                                 _ro_binds(venv_bind + binds))
         self._path = f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"
         self._env = dict(env or {})
+        self._forkserver_on = backend.forkserver and not building
+        self._forkserver: ForkServer | None = None
+        self._preloaded: list[str] = []
+        self._restarts = 0
 
-    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+    def _env_for(self, limits: Limits) -> dict[str, str]:
         threads = str(max(1, math.ceil(limits.cpus)))
-        env = {
+        return {
             "PATH": self._path, "HOME": WORK_DIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "USER": "sandbox",
             "PYTHONDONTWRITEBYTECODE": "1",
             # Thread pools default to one thread per host core; each thread counts against the pids limit.
             "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
             **self._env,
         }
+
+    def _forkable(self, command: Sequence[str]) -> bool:
+        """A Python script run by the environment's interpreter (the harness), which a fork can run as is."""
+        return (self._forkserver_on and len(command) >= 3 and command[0] == self.environment.python
+                and command[1] == "-B" and not command[2].startswith("-"))
+
+    def _zygote(self, files: Mapping[str, bytes], limits: Limits) -> ForkServer | None:
+        """The warm fork server, (re)started when this item imports modules it has not tried yet."""
+        wanted = preload_modules(files)
+        zygote = self._forkserver
+        if zygote is not None and (not zygote.alive() or zygote.limits != (limits.cpus, limits.memory_bytes)
+                                   or set(wanted) - set(zygote.loaded) - set(zygote.failed)):
+            zygote.close()
+            zygote = self._forkserver = None
+            self._restarts += 1
+        if zygote is None:
+            if self._restarts > ZYGOTE_RESTARTS:
+                return None
+            preload = list(dict.fromkeys([*self._preloaded, *wanted]))
+            env = self._env_for(limits)
+            setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
+
+            def argv_for(python_args: list[str]) -> list[str]:
+                return [_bwrap() or "bwrap", *_sandbox_args(limits), *self._mounts, "--clearenv", *setenv, "--",
+                        *_setpriv(), self.environment.python, *python_args]
+
+            def preexec_for(cgroups: RunCgroups) -> Callable[[], None]:
+                def preexec() -> None:
+                    cgroups.attach()
+                    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                return preexec
+
+            zygote = ForkServer(argv_for, preload=preload, limits=limits, cgroups_for=RunCgroups,
+                                preexec_for=preexec_for)
+            zygote.limits = (limits.cpus, limits.memory_bytes)
+            self._preloaded = preload
+            self._forkserver = zygote
+            logger.info("fork server for environment %s: preloaded %s%s", self.environment.hash,
+                        ", ".join(zygote.loaded) or "nothing",
+                        f" (not importable: {', '.join(zygote.failed)})" if zygote.failed else "")
+        return zygote
+
+    def _cold_only(self, reason: str) -> None:
+        logger.warning("environment %s: the fork server is off, every item starts cold: %s",
+                       self.environment.hash, reason)
+        self._forkserver_on = False
+        if self._forkserver is not None:
+            self._forkserver.close()
+            self._forkserver = None
+
+    def _fork_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult | None:
+        """The item in a fork of the warm zygote; None when it must run cold (the environment then stays cold)."""
+        try:
+            zygote = self._zygote(files, limits)
+            if zygote is None:
+                self._cold_only("it had to restart too often")
+                return None
+            with _archive(files) as archive:
+                result, oom = zygote.run(archive=archive.fileno(), work=WORK_DIR, argv=command[2:],
+                                         env=self._env_for(limits), limits=limits,
+                                         rlimits=_child_rlimits(limits, address_space=False))
+        except ForkRefused as exc:
+            self._cold_only(str(exc))
+            return None
+        if result.exit_code == FORK_SETUP_FAILED and "rcb-fork:" in result.stderr:
+            self._cold_only(f"a fork could not set up its sandbox: {result.stderr[-1500:]}")
+            return None
+        exit_code = None if oom and result.exit_code == 128 + signal.SIGKILL else result.exit_code
+        return replace(result, exit_code=exit_code, oom_killed=oom)
+
+    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        if self._forkable(command):
+            result = self._fork_run(files=files, command=command, limits=limits)
+            if result is not None and not _crashed(result):
+                return result
+            if result is not None:
+                cold = self._cold_run(files=files, command=command, limits=limits)
+                if not _crashed(cold):
+                    self._cold_only(f"an item crashed in a fork (exit {result.exit_code}) but not when started cold")
+                return cold
+        return self._cold_run(files=files, command=command, limits=limits)
+
+    @property
+    def forking(self) -> bool:
+        """Whether items of this session run in forks of a live fork server (False once it fell back to cold)."""
+        return self._forkserver_on and self._forkserver is not None and self._forkserver.alive()
+
+    def close(self) -> None:
+        if self._forkserver is not None:
+            self._forkserver.close()
+            self._forkserver = None
+
+    def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        env = self._env_for(limits)
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
         unpack = f'PATH=/usr/bin:/bin tar -x -o -f - && printf "%s\\n" {STARTED} >&2 && exec "$@" </dev/null'
         # The tmpfs folders come first: a venv under /tmp (as in tests) is bound on top of the new /tmp.
@@ -337,6 +440,21 @@ class BwrapSession(Session):
         finally:
             cgroups.remove()
         return _started(result, oom)
+
+
+def _crashed(result: ExecResult) -> bool:
+    """Killed by a signal it was not sent by a limit (a segfault or abort), as bwrap reports it: 128 + signal."""
+    code = result.exit_code
+    return code is not None and code > 128 and not result.timed_out and not result.oom_killed
+
+
+def _child_rlimits(limits: Limits, *, address_space: bool) -> dict[str, int]:
+    """The rlimits `process.rlimits` sets on a cold start, for a fork to set on itself."""
+    cpu = int(limits.wall_seconds) + 5
+    values = {"RLIMIT_FSIZE": limits.disk_bytes, "RLIMIT_CORE": 0, "RLIMIT_CPU": cpu}
+    if address_space:
+        values["RLIMIT_AS"] = limits.memory_bytes
+    return values
 
 
 def _started(result: ExecResult, oom: bool) -> ExecResult:
@@ -372,9 +490,15 @@ class BwrapBuild:
 class BwrapBackend(Backend):
     name = "bwrap"
 
-    def __init__(self, cache_dir: Path):
+    def __init__(self, cache_dir: Path, *, forkserver: bool | None = None):
         super().__init__(cache_dir)
         self.etc_dir = self.cache_dir / "bwrap-etc"
+        if forkserver is None:
+            from django.conf import settings
+
+            forkserver = getattr(settings, "SANDBOX_FORKSERVER", True)
+        # Items of a session fork from a warm zygote that has the environment's heavy modules imported.
+        self.forkserver = forkserver
 
     def _etc_write(self) -> None:
         self.etc_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,161 @@
+"""The bwrap fork server: items fork from a warm zygote, yet each is as isolated as a cold start, from the zygote and
+from every other item (what one leaves behind, the next never sees)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from evaluation.sandbox.forkserver import preload_modules
+from tests.conftest import sandbox_backend_or_missing
+from tests.evaluation.test_sandbox_attacks import LIMITS, run
+
+
+@pytest.fixture(scope="module")
+def session(sandbox_cache):
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    assert backend.forkserver
+    environment = backend.environment_build(env_hash=hashlib.sha256(b"").hexdigest(), requirements="")
+    with backend.session(environment) as session:
+        yield session
+
+
+def report(entry_body: str) -> str:
+    """An entry point that runs `entry_body` (which sets `found`) and prints it as one JSON line."""
+    return "import json, os, sys\nfound = {}\n" + entry_body + "\nprint('REPORT ' + json.dumps(found))\n"
+
+
+def found_in(attack) -> dict:
+    assert attack.verdict.completed, attack.output[-3000:]
+    line = next(line for line in attack.verdict.stdout.splitlines() if line.startswith("REPORT "))
+    return json.loads(line.removeprefix("REPORT "))
+
+
+def test_preload_is_the_imports_minus_the_tasks_own_modules():
+    files = {"paper2code_test.py": b"import numpy as np\nfrom torch.nn import functional\nimport model\nfrom . import x\n",
+             "model.py": b"import scipy.linalg\nimport helpers\n", "helpers/__init__.py": b"", "data.csv": b"a"}
+    assert preload_modules(files) == ["numpy", "torch", "scipy"]
+
+
+def test_items_run_in_forks_with_the_imports_preloaded_and_a_fresh_random_state(session):
+    entry = report("found['warm'] = 'fractions' in sys.modules\nimport fractions, random\n"
+                   "found['random'] = random.random()\nfound['pid'] = os.getpid()")
+    first, second = found_in(run(session, "", entry_point=entry)), found_in(run(session, "", entry_point=entry))
+    assert session.forking
+    assert first["warm"] and second["warm"]
+    assert first["pid"] == second["pid"] == 2  # under its own reaper in its own pid namespace, as bwrap does
+    assert first["random"] != second["random"]  # reseeded per item, not the zygote's one state for all
+
+
+def test_an_item_runs_unprivileged_with_no_capabilities(session):
+    status = found_in(run(session, "", entry_point=report(
+        "found.update(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines() if ':\\t' in line)"
+        "\nfound['uid'] = os.getuid()")))
+    assert status["uid"] == 65534
+    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[key], 16) == 0, (key, status[key])
+    assert status["NoNewPrivs"].strip() == "1"
+
+
+LEAVE_BEHIND = report('''
+import subprocess
+subprocess.Popen(["/bin/sh", "-c", "sleep 300 # rcb-leftover-marker"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        import time
+        time.sleep(300)
+    os._exit(0)
+for folder in ("/tmp", "/dev/shm", os.environ["HOME"], "."):
+    open(os.path.join(folder, "rcb-leftover"), "w").write("x")
+os.environ["RCB_LEFTOVER"] = "1"
+os.putenv("RCB_LEFTOVER_PUT", "1")
+found["left"] = True
+''')
+
+LOOK_FOR_LEFTOVERS = report('''
+found["files"] = [f for f in ("/tmp", "/dev/shm", os.environ["HOME"], ".")
+                  if os.path.exists(os.path.join(f, "rcb-leftover"))]
+found["env"] = [k for k in os.environ if k.startswith("RCB_")]
+# /proc is the fork server's pid namespace: its reaper, the zygote, and this item's fork, reaper and itself.
+found["processes"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+found["leftover_cmdlines"] = []
+for pid in os.listdir("/proc"):
+    try:
+        if pid.isdigit() and b"rcb-leftover-marker" in open(f"/proc/{pid}/cmdline", "rb").read():
+            found["leftover_cmdlines"].append(pid)
+    except OSError:
+        pass
+''')
+
+
+def test_nothing_an_item_leaves_reaches_the_next_one(session):
+    from tests.evaluation.test_sandbox_attacks import assert_no_process_with
+
+    assert found_in(run(session, "", entry_point=LEAVE_BEHIND))["left"]
+    assert_no_process_with("rcb-leftover-marker")
+    seen = found_in(run(session, "", entry_point=LOOK_FOR_LEFTOVERS))
+    assert session.forking
+    assert seen == {"files": [], "env": [], "processes": 5, "leftover_cmdlines": []}
+
+
+ATTACK_THE_ZYGOTE = report('''
+import ctypes, signal
+libc = ctypes.CDLL(None, use_errno=True)
+def parent(pid):
+    return next(line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("PPid:"))
+
+
+# /proc shows the fork server's pid namespace: this item, its reaper, the fork that set it up, the zygote.
+reaper = parent(os.readlink("/proc/self"))
+helper = parent(reaper)
+zygote = parent(helper)
+targets = [helper, zygote]
+found["targets"] = [b"recv_fds" in open(f"/proc/{pid}/cmdline", "rb").read() for pid in targets]
+found["got"] = []
+for pid in targets:
+    for what in ("environ", "mem", "maps", "fd/0"):
+        try:
+            with open(f"/proc/{pid}/{what}", "rb") as f:
+                if what == "mem":
+                    f.seek(int(open(f"/proc/{pid}/maps").read().split("-")[0], 16))
+                f.read(16)
+            found["got"].append(f"read {what}")
+        except OSError:
+            pass
+    try:
+        fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+        if libc.syscall(424, fd, signal.SIGKILL, None, 0) == 0:  # pidfd_send_signal through /proc/<pid>
+            found["got"].append("signalled through /proc")
+    except OSError:
+        pass
+    if libc.ptrace(16, int(pid), None, None) == 0:  # PTRACE_ATTACH by the pid /proc shows
+        found["got"].append("ptrace attach")
+''')
+
+
+def test_an_item_cannot_read_signal_or_trace_the_fork_server(session):
+    run(session, "", entry_point=ATTACK_THE_ZYGOTE)  # the zygote now has the attack's imports: it stays
+    zygote = session._forkserver
+    seen = found_in(run(session, "", entry_point=ATTACK_THE_ZYGOTE))
+    assert seen["targets"] == [True, True]  # both are visible in /proc, and that is all
+    assert seen["got"] == []
+    assert zygote.alive() and session._forkserver is zygote and session.forking
+    after = found_in(run(session, "", entry_point=report("found['ok'] = True")))
+    assert after["ok"]
+
+
+def test_limits_hold_in_a_fork(session):
+    from dataclasses import replace
+
+    slow = run(session, "", entry_point="import time\ntime.sleep(30)\n", limits=replace(LIMITS, wall_seconds=2))
+    assert slow.result.timed_out and slow.seconds < 10
+    hungry = run(session, "", entry_point="x = bytearray(900 * 1024 * 1024)\nx[::4096] = b'1' * len(x[::4096])\n")
+    assert not hungry.verdict.completed and (hungry.result.oom_killed or hungry.result.exit_code != 0)
+    bomb = run(session, "", entry_point=report(
+        "n = 0\ntry:\n    while n < 500:\n        if os.fork() == 0:\n            import time; time.sleep(5); os._exit(0)\n"
+        "        n += 1\nexcept OSError:\n    pass\nfound['n'] = n"))
+    assert found_in(bomb)["n"] < LIMITS.processes
+    assert session.forking
