@@ -496,7 +496,7 @@ class BwrapBackend(Backend):
         if forkserver is None:
             from django.conf import settings
 
-            forkserver = getattr(settings, "SANDBOX_FORKSERVER", True)
+            forkserver = getattr(settings, "SANDBOX_FORKSERVER", False)
         # Items of a session fork from a warm zygote that has the environment's heavy modules imported.
         self.forkserver = forkserver
 
