@@ -85,7 +85,7 @@ def test_submit_validate_review_revise_accept(browser_page, live_server, media_r
 
     # The maintainer asks for a change.
     log_in(page, base, "maya", "pw-maya-12345")
-    page.get_by_role("link", name="Review").click()
+    page.get_by_role("link", name="Review", exact=True).click()
     shot(page, "07-queue")
     page.get_by_role("link", name="DampNest: Curvature-Damped Momentum").click()
     page.get_by_label("Request changes").check()
