@@ -24,7 +24,8 @@ class TaskAdmin(admin.ModelAdmin):
     search_fields = ["paper__slug", "paper__title"]
     list_display = ["paper", "revision", "content_hash", "environment_hash", "created_at"]
     list_filter = ["paper"]
-    readonly_fields = ["content_hash", "environment_hash", "files"]
+    # A task's content is immutable (new content is a new revision); requirements only enter through the policy.
+    readonly_fields = ["content_hash", "environment_hash", "files", "test_entry_point", "requirements"]
     inlines = [SnippetInline]
 
 

@@ -6,6 +6,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from benchmarks.paper2code import CONTEXT_JOINS, MASKINGS, PROTOCOL, Protocol
+from benchmarks.validators import link_validate
 
 
 class Paper(models.Model):
@@ -13,10 +14,10 @@ class Paper(models.Model):
 
     slug = models.SlugField(max_length=100, unique=True, help_text="The paper's id in papers.yaml.")
     title = models.CharField(max_length=500)
-    arxiv_abs = models.URLField(max_length=500, blank=True)
+    arxiv_abs = models.URLField(max_length=500, blank=True, validators=[link_validate])
     arxiv_date = models.DateField(null=True, blank=True)
     arxiv_v1_date = models.DateField(null=True, blank=True)
-    github_url = models.URLField(max_length=500, blank=True)
+    github_url = models.URLField(max_length=500, blank=True, validators=[link_validate])
     first_commit_date = models.DateField(null=True, blank=True, help_text="For contamination analysis.")
     last_commit_date = models.DateField(null=True, blank=True)
     venue = models.CharField(max_length=100, blank=True)

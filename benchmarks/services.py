@@ -22,7 +22,8 @@ from django.utils import timezone
 from benchmarks.models import (Blob, BenchmarkVersion, Paper, PromptProtocol, Snippet, SnippetRetirement, Task,
                                VersionTask)
 from benchmarks.paper2code import PackageError, Problem, Protocol
-from benchmarks.paper2code.pset import PaperPackage, read_pset_with_warnings, write_pset
+from benchmarks.paper2code.pset import PAPERS_YAML, PaperPackage, read_pset_with_warnings, write_pset
+from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read, protocol_get, task_package, version_tasks
 
 
@@ -58,12 +59,17 @@ def _paper_upsert(*, package: PaperPackage) -> Paper:
         "last_commit_date": package.last_commit_date,
         "venue": package.venue or "",
     }
-    paper, created = Paper.objects.get_or_create(slug=package.id, defaults=fields)
-    if not created and any(getattr(paper, k) != v for k, v in fields.items()):
-        for key, value in fields.items():
-            setattr(paper, key, value)
-        paper.full_clean()
-        paper.save()
+    paper = Paper.objects.filter(slug=package.id).first() or Paper(slug=package.id)
+    if paper.pk and all(getattr(paper, k) == v for k, v in fields.items()):
+        return paper
+    for key, value in fields.items():
+        setattr(paper, key, value)
+    try:
+        paper.full_clean(exclude=["slug"])  # ids follow the format's own rule (dots allowed), checked when read
+    except ValidationError as exc:
+        raise PackageError([Problem(PAPERS_YAML, 0, f"paper {package.id}: {field}: {' '.join(messages)}")
+                            for field, messages in exc.message_dict.items()]) from exc
+    paper.save()
     return paper
 
 
@@ -144,7 +150,14 @@ def pset_import(
 
     `release_settings` (keys of RELEASE_SETTINGS) are set on the draft; a published version must already have them.
     """
-    packages, warnings = read_pset_with_warnings(root)
+    problems = [*requirements_problems(shared_requirements, file="shared requirements"),
+                *requirements_problems(environment or "", file="shared environment")]
+    try:
+        packages, warnings = read_pset_with_warnings(root)
+    except PackageError as exc:
+        raise PackageError([*problems, *exc.problems]) from exc
+    if problems:
+        raise PackageError(problems)
     version, _ = BenchmarkVersion.objects.get_or_create(name=version_name)
     changed = {k: v for k, v in (release_settings or {}).items() if version_settings(version=version)[k] != v}
     if changed and version.is_frozen:

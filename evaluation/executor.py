@@ -15,7 +15,8 @@ from django.conf import settings
 from django.db.models import Max
 
 from benchmarks.models import BenchmarkVersion, Snippet
-from benchmarks.paper2code import AnnotatedFile, splice
+from benchmarks.paper2code import AnnotatedFile, PackageError, splice
+from benchmarks.paper2code.requirements import requirements_vetted
 from evaluation.audit import answer_audit
 from evaluation.outcomes import Verdict, outcome_classify, outcome_flag, runtime_findings
 from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
@@ -92,6 +93,7 @@ def session_for(task_environment_hash: str, requirements: str) -> Session:
             session.close()  # the clean-up removed it since: build it again
             session = None
         if session is None:
+            requirements = requirements_for_pip(requirements)
             failure = environment_failure(env_hash=task_environment_hash)
             if failure is not None:
                 raise EnvironmentBuildError(
@@ -108,6 +110,14 @@ def session_for(task_environment_hash: str, requirements: str) -> Session:
             _locks[task_environment_hash] = lock
         backend.environment_used(env_hash=task_environment_hash)
         return session
+
+
+def requirements_for_pip(requirements: str) -> str:
+    """The last line of defence of the requirements policy: only vetted, canonical lines ever reach pip."""
+    try:
+        return requirements_vetted(requirements)
+    except PackageError as exc:
+        raise EnvironmentBuildError(f"requirements refused: {exc.problems[0]}", str(exc)) from exc
 
 
 def sessions_close() -> None:

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
+from benchmarks.validators import link_validate
 from evaluation.crypto import secret_decrypt, secret_encrypt
 
 
@@ -24,7 +25,7 @@ class ModelEntry(models.Model):
     organization = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.LITELLM)
     litellm_model = models.CharField(max_length=200, blank=True, help_text='e.g. "openai/gpt-4o-mini"')
-    api_base = models.URLField(max_length=500, blank=True)
+    api_base = models.URLField(max_length=500, blank=True, validators=[link_validate])
     api_key_encrypted = models.TextField(blank=True, editable=False)
     knowledge_cutoff = models.DateField(null=True, blank=True)
     open_weights = models.BooleanField(default=False)

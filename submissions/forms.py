@@ -5,6 +5,9 @@ from __future__ import annotations
 from django import forms
 from django.utils.text import slugify
 
+from benchmarks.paper2code.pset import TEST_ENTRY_POINT
+from benchmarks.paper2code.requirements import requirements_problems
+from benchmarks.validators import link_validate
 from submissions.packages import PAPER_FILES
 
 
@@ -12,13 +15,15 @@ class MetadataForm(forms.Form):
     title = forms.CharField(max_length=500)
     id = forms.SlugField(max_length=100, required=False, label="Paper id",
                          help_text="Folder name in the problem set; made from the title when left empty.")
-    arxiv_abs = forms.URLField(required=False, label="Abstract page (arXiv) link", assume_scheme="https")
+    arxiv_abs = forms.URLField(required=False, label="Abstract page (arXiv) link", assume_scheme="https",
+                               validators=[link_validate])
     venue = forms.CharField(max_length=100, required=False, help_text="e.g. ICLR2025")
     arxiv_v1_date = forms.DateField(required=False, label="Date of the paper's first version",
                                     widget=forms.DateInput(attrs={"type": "date"}))
     arxiv_date = forms.DateField(required=False, label="Date of the version used",
                                  widget=forms.DateInput(attrs={"type": "date"}))
-    github_url = forms.URLField(required=False, label="Official code repository", assume_scheme="https")
+    github_url = forms.URLField(required=False, label="Official code repository", assume_scheme="https",
+                                validators=[link_validate])
     first_commit_date = forms.DateField(required=False, label="Date of the code's first commit",
                                         widget=forms.DateInput(attrs={"type": "date"}))
     last_commit_date = forms.DateField(required=False, label="Date of the code's last commit",
@@ -106,24 +111,36 @@ class FilesForm(forms.Form):
                                                 widget=forms.CheckboxSelectMultiple)
     context_paths = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
                                               label="Context files (shown to the model unmasked)")
-    test_entry_point = forms.ChoiceField(label="Test entry point (run as `python FILE`)")
-    requirements = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 5}),
-                                   label="Requirements (pip lines)")
+    requirements = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 5}), label="Requirements (one per line)",
+        help_text="PEP 508 requirements from the package index (name, extras, versions, markers) and comments; "
+                  "no pip options, URLs, repositories or local paths.")
+    test_entry_point = TEST_ENTRY_POINT  # FORMAT.md 1: every task runs `python paper2code_test.py`; shown, not chosen
 
     def __init__(self, *args, paths: list[str], **kwargs):
         super().__init__(*args, **kwargs)
+        self.paths = paths
         python = [(p, p) for p in paths if p.endswith(".py")]
         self.fields["annotated_paths"].choices = python
         self.fields["context_paths"].choices = [(p, p) for p in paths]
-        self.fields["test_entry_point"].choices = python
+
+    def clean_requirements(self) -> str:
+        text = self.cleaned_data.get("requirements", "")
+        refused = requirements_problems(text)
+        if refused:
+            raise forms.ValidationError([f"Line {p.line}: {p.message}" for p in refused])
+        return text
 
     def clean(self):
         data = super().clean()
         both = set(data.get("annotated_paths") or []) & set(data.get("context_paths") or [])
         if both:
             self.add_error("context_paths", f"Already annotated: {', '.join(sorted(both))}.")
-        if data.get("test_entry_point") in (data.get("annotated_paths") or []):
-            self.add_error("test_entry_point", "The test entry point cannot be an annotated file.")
+        if TEST_ENTRY_POINT in (data.get("annotated_paths") or []):
+            self.add_error("annotated_paths", f"The test entry point {TEST_ENTRY_POINT} cannot be an annotated file.")
+        if TEST_ENTRY_POINT not in self.paths:
+            self.add_error(None, f"The code has no {TEST_ENTRY_POINT}: every task runs `python {TEST_ENTRY_POINT}` "
+                                 "in the paper's folder (step 3).")
         return data
 
 

@@ -7,7 +7,10 @@ from datetime import date
 from pathlib import Path
 
 from benchmarks.paper2code import PackageError, Problem, parse
-from benchmarks.paper2code.pset import REQUIREMENTS_NAMES, PaperPackage, read_pset_with_warnings, requirements_file
+from benchmarks.paper2code.links import link_problem
+from benchmarks.paper2code.pset import (LINK_FIELDS, REQUIREMENTS_NAMES, TEST_ENTRY_POINT, PaperPackage,
+                                        read_pset_with_warnings, requirements_file)
+from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read
 from submissions.models import Revision
 
@@ -35,10 +38,19 @@ def draft_problems(draft: dict) -> list[str]:
     missing = [p for p in [*annotated, *(draft.get("context_paths") or [])] if p not in files]
     if missing:
         problems.append(f"files not in the code: {', '.join(missing)}")
-    entry = draft.get("test_entry_point")
-    if not entry or entry not in files:
-        problems.append("the test entry point is not one of the files (step 4)")
+    if TEST_ENTRY_POINT not in files:
+        problems.append(f"the code has no {TEST_ENTRY_POINT}, the test entry point every task runs (step 3)")
+    problems += [f"requirements line {p.line}: {p.message} (step 4)"
+                 for p in requirements_problems(draft_requirements(files))]
+    problems += [f"{key}: {problem} (step 1)" for key in LINK_FIELDS
+                 if (problem := link_problem(str(metadata.get(key) or "")))]
     return problems
+
+
+def draft_requirements(files: dict[str, str]) -> str:
+    """The requirements of a draft: its requirements file (FORMAT.md 1), the one place they are kept."""
+    name = requirements_file(files)
+    return blob_read(sha256=files[name]).decode("utf-8", "replace") if name else ""
 
 
 def _date(value: object) -> date | None:
@@ -48,7 +60,7 @@ def _date(value: object) -> date | None:
 
 
 def revision_package(revision: Revision) -> PaperPackage:
-    """The revision as a paper package, ready to become a Task."""
+    """The revision as a paper package: what validation tests and what acceptance stores as a Task."""
     files = {path: blob_read(sha256=digest) for path, digest in sorted(revision.files.items())}
     meta = revision.metadata
     return PaperPackage(
@@ -59,7 +71,8 @@ def revision_package(revision: Revision) -> PaperPackage:
         paper_path=revision.paper_path, annotated_paths=tuple(revision.annotated_paths),
         context_paths=tuple(revision.context_paths),
         requirements_path=requirements_file(files),
-        files=files, annotated={p: parse(files[p].decode("utf-8"), p) for p in revision.annotated_paths},
+        files=files, annotated={p: parse(files[p].decode("utf-8", "replace"), p)
+                                for p in revision.annotated_paths if p in files},
     )
 
 
@@ -82,6 +95,5 @@ def pset_archive_draft(files: dict[str, bytes]) -> dict | None:
                 if k not in ("annotated_file_paths", "context_file_paths")}
     return {
         "metadata": metadata, "paper_path": package.paper_path, "annotated_paths": list(package.annotated_paths),
-        "context_paths": list(package.context_paths), "test_entry_point": package.test_entry_point,
-        "requirements": package.requirements, "package_files": dict(package.files),
+        "context_paths": list(package.context_paths), "package_files": dict(package.files),
     }

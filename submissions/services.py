@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Task
+from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services import blob_store, task_store, version_draft_create, version_task_set
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationReport
@@ -123,7 +124,7 @@ def draft_files_store(files: dict[str, bytes]) -> dict[str, str]:
 
 
 def _revision_create(submission: Submission, *, note: str = "") -> Revision:
-    from submissions.packages import draft_problems
+    from submissions.packages import draft_problems, draft_requirements
 
     problems = draft_problems(submission.draft)
     if problems:
@@ -134,8 +135,8 @@ def _revision_create(submission: Submission, *, note: str = "") -> Revision:
     revision = Revision.objects.create(
         submission=submission, number=number, metadata=draft["metadata"], files=draft["files"],
         paper_path=draft["paper_path"], annotated_paths=draft["annotated_paths"],
-        context_paths=draft.get("context_paths", []), test_entry_point=draft["test_entry_point"],
-        requirements=draft.get("requirements", ""), source=draft.get("source", {}), note=note,
+        context_paths=draft.get("context_paths", []), test_entry_point=TEST_ENTRY_POINT,
+        requirements=draft_requirements(draft["files"]), source=draft.get("source", {}), note=note,
     )
     ValidationReport.objects.create(revision=revision)
     return revision
@@ -207,7 +208,11 @@ def submission_accept(*, submission: Submission, actor, reason: str) -> Task:
     _reason_required(reason)
     submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
     revision = submission.latest_revision
-    task, _ = task_store(package=revision_package(revision))
+    package = revision_package(revision)
+    if revision.test_entry_point != package.test_entry_point:  # validated before the entry point was fixed
+        raise TransitionError(f"r{revision.number} was validated with {revision.test_entry_point}, but a task "
+                              f"always runs {package.test_entry_point}: request changes instead")
+    task, _ = task_store(package=package)
     version_task_set(version=draft_version_current(), task=task)
     submission.task = task
     submission.save(update_fields=["task", "updated_at"])
@@ -281,15 +286,15 @@ def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], s
 
 @transaction.atomic
 def draft_files_choose(*, submission: Submission, actor, annotated_paths: list[str], context_paths: list[str],
-                       test_entry_point: str, requirements: str) -> Submission:
-    """The annotated, context and test files picked from the tree, and the requirements."""
+                       requirements: str) -> Submission:
+    """The annotated and context files picked from the tree, and the requirements, kept as the requirements file."""
     from submissions.packages import REQUIREMENTS_FILE
 
     files = dict(submission.draft.get("files") or {})
-    if requirements.strip():
-        new = {REQUIREMENTS_FILE: requirements.encode("utf-8")}
+    name = requirements_file(files) or REQUIREMENTS_FILE
+    if requirements.strip() or name in files:
+        new = {name: requirements.encode("utf-8")}
         stored_bytes_check(submission=submission, new=new, kept=[h for p, h in files.items() if p not in new])
         files.update(draft_files_store(new))
     return draft_update(submission=submission, actor=actor, values={
-        "annotated_paths": annotated_paths, "context_paths": context_paths, "test_entry_point": test_entry_point,
-        "requirements": requirements, "files": files})
+        "annotated_paths": annotated_paths, "context_paths": context_paths, "files": files})

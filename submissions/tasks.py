@@ -12,13 +12,14 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from benchmarks.paper2code import mask, noop, parse, splice
-from benchmarks.selectors import blob_read
+from benchmarks.paper2code import mask, noop, splice
+from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.services import environment_hash
 from evaluation.executor import limits_default, package_test, session_for
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from submissions import services
 from submissions.models import ValidationCheck, ValidationReport
+from submissions.packages import revision_package
 
 logger = logging.getLogger(__name__)
 Status = ValidationReport.Status
@@ -55,13 +56,11 @@ def _output(run) -> str:
 @shared_task(bind=True, max_retries=2)
 def revision_validate(self, report_id: int) -> str:
     report = ValidationReport.objects.select_related("revision__submission").get(pk=report_id)
-    revision = report.revision
-    files = {path: blob_read(sha256=digest) for path, digest in revision.files.items()}
-    annotated = {p: parse(files[p].decode("utf-8", "replace"), p) for p in revision.annotated_paths if p in files}
-    checks_plan(report, annotated)
+    package = revision_package(report.revision)  # the very package acceptance stores as the Task
+    checks_plan(report, package.annotated)
     ValidationReport.objects.filter(pk=report.pk).update(status=Status.RUNNING, started_at=timezone.now())
     try:
-        status = _validate(report, revision, files, annotated)
+        status = _validate(report, package, report.revision.annotated_paths)
     except SandboxError as exc:
         if self.request.retries < self.max_retries:
             raise self.retry(exc=exc, countdown=5)
@@ -75,18 +74,19 @@ def revision_validate(self, report_id: int) -> str:
     return status
 
 
-def _validate(report, revision, files: dict[str, bytes], annotated: dict) -> str:
+def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
     ok = True
-    paper = files.get(revision.paper_path, b"").decode("utf-8", "replace")
+    files, annotated = dict(package.files), package.annotated
+    paper = files.get(package.paper_path, b"").decode("utf-8", "replace")
     words = len(paper.split())
     if words >= MIN_PAPER_WORDS:
         _set(report, "paper", Status.PASSED, f"{words} words")
     else:
         ok = False
-        _set(report, "paper", Status.FAILED, f"{revision.paper_path or 'the paper'} has {words} words; "
+        _set(report, "paper", Status.FAILED, f"{package.paper_path or 'the paper'} has {words} words; "
                                              f"at least {MIN_PAPER_WORDS} are expected")
     problems = [str(p) for a in annotated.values() for p in a.problems]
-    missing = [p for p in revision.annotated_paths if p not in files]
+    missing = [p for p in annotated_paths if p not in files]
     empty = [p for p, a in annotated.items() if not a.snippets]
     marker_errors = [str(p) for a in annotated.values() for p in a.errors] + \
         [f"{p}: file not found" for p in missing] + [f"{p}: no snippet markers" for p in empty]
@@ -97,8 +97,8 @@ def _validate(report, revision, files: dict[str, bytes], annotated: dict) -> str
         return Status.FAILED
     _set(report, "markers", Status.PASSED, "\n".join(problems) or f"{sum(len(a.snippets) for a in annotated.values())} snippets")
 
-    for check in sandbox_checks(files=files, annotated=annotated, requirements=revision.requirements,
-                                test_entry_point=revision.test_entry_point):
+    for check in sandbox_checks(files=files, annotated=annotated, requirements=package.requirements,
+                                test_entry_point=package.test_entry_point):
         if check.backend:
             ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)
         _set(report, check.key, check.status, check.detail, check.duration)
@@ -153,8 +153,8 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
             yield CheckResult("reference", Status.FAILED, f"run {attempt} failed: {_output(run)}",
                               time.monotonic() - started, blocks="not run: the reference must pass first")
             return
-    yield CheckResult("reference", Status.PASSED, f"passed {settings.SUBMISSION_REFERENCE_RUNS} times",
-                      time.monotonic() - started)
+    yield CheckResult("reference", Status.PASSED, f"python {test_entry_point} passed "
+                      f"{settings.SUBMISSION_REFERENCE_RUNS} times", time.monotonic() - started)
 
     for path, parsed in annotated.items():
         for s in parsed.snippets:

@@ -15,14 +15,13 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks.paper2code import PackageError
-from benchmarks.paper2code.pset import requirements_file
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer
 from config.auth import rate_limited, rate_limited_response
 from submissions import forms, selectors, services
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
-from submissions.packages import draft_problems
+from submissions.packages import draft_problems, draft_requirements
 from submissions.quotas import QuotaExceeded
 
 STEPS = [("details", "Paper details"), ("paper", "Paper text"), ("code", "Code"), ("files", "Files and tests")]
@@ -79,18 +78,9 @@ def _step_form(step: str, submission: Submission, request: HttpRequest):
         return forms.CodeForm(data, uploads, initial={"source": source.get("kind", "archive"),
                                                       "git_url": source.get("url", ""),
                                                       "commit": source.get("commit", "")})
-    paths = sorted(draft.get("files") or {})
-    return forms.FilesForm(data, paths=paths, initial={
+    return forms.FilesForm(data, paths=sorted(draft.get("files") or {}), initial={
         "annotated_paths": draft.get("annotated_paths"), "context_paths": draft.get("context_paths"),
-        "test_entry_point": draft.get("test_entry_point") or ("paper2code_test.py" if "paper2code_test.py" in paths
-                                                             else None),
-        "requirements": draft.get("requirements") or _requirements_in(draft.get("files") or {})})
-
-
-def _requirements_in(files: dict[str, str]) -> str:
-    """The requirements file that came with the code, to start the field from."""
-    name = requirements_file(files)
-    return blob_read(sha256=files[name]).decode("utf-8", "replace") if name else ""
+        "requirements": draft_requirements(draft.get("files") or {})})
 
 
 def _step_save(step: str, submission: Submission, form, user) -> None:
@@ -112,8 +102,7 @@ def _step_save(step: str, submission: Submission, form, user) -> None:
         services.draft_code_save(submission=submission, actor=user, files=files, source=source)
     else:
         services.draft_files_choose(submission=submission, actor=user, annotated_paths=data["annotated_paths"],
-                                    context_paths=data["context_paths"], test_entry_point=data["test_entry_point"],
-                                    requirements=data["requirements"])
+                                    context_paths=data["context_paths"], requirements=data["requirements"])
 
 
 @login_required

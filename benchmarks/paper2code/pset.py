@@ -22,8 +22,10 @@ from types import MappingProxyType
 
 import yaml
 
+from benchmarks.paper2code.links import link_problem
 from benchmarks.paper2code.markers import AnnotatedFile, parse
 from benchmarks.paper2code.problems import PackageError, Problem
+from benchmarks.paper2code.requirements import requirements_problems
 
 PAPERS_YAML = "papers.yaml"
 TEST_ENTRY_POINT = "paper2code_test.py"
@@ -31,6 +33,7 @@ PAPER_TEXT_NAMES = ("paper2code_paper.tex", "paper2code_paper.md")  # first wins
 REQUIREMENTS_NAMES = ("paper2code_requirements.txt", "requirements.txt")  # first wins
 
 _TEXT_FIELDS = ("title", "arxiv_abs", "github_url", "venue")
+LINK_FIELDS = ("arxiv_abs", "github_url")  # rendered as links: http(s) only
 _DATE_FIELDS = ("arxiv_date", "arxiv_v1_date", "first_commit_date", "last_commit_date")
 _KNOWN_FIELDS = ("id", *_TEXT_FIELDS, *_DATE_FIELDS, "annotated_file_paths", "context_file_paths")
 _SAFE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -301,6 +304,9 @@ def _paper_read(root: Path, entry: _Entry) -> tuple[PaperPackage | None, list[Pr
             error(bad.file, bad.line, bad.message)
     if paper_path in texts and not texts[paper_path].strip():
         error(in_folder(paper_path), 0, "the paper text is empty")
+    if requirements_path in texts:
+        for problem in requirements_problems(texts[requirements_path], file=in_folder(requirements_path)):
+            error(problem.file, problem.line, problem.message)
 
     annotated: dict[str, AnnotatedFile] = {}
     for path in annotated_paths:
@@ -337,7 +343,10 @@ def _fields_read(entry: _Entry, error: Callable[[str, int, str], None]) -> dict[
         value = entry.data.get(key)
         if isinstance(value, (list, dict)):
             error(PAPERS_YAML, entry.line_of(key), f"{key} must be a string, got {type(value).__name__}")
-        fields[key] = "" if value is None else str(value)
+        text = fields[key] = "" if value is None else str(value)
+        problem = link_problem(text) if key in LINK_FIELDS else ""
+        if problem:
+            error(PAPERS_YAML, entry.line_of(key), f"{key} {problem}")
     for key in _DATE_FIELDS:
         value, message = _date_parse(entry.data.get(key))
         if message:

@@ -23,8 +23,7 @@ def fill_draft(submission, author, paper: str = "dampnest", **overrides):
                      "first_commit_date": "2025-01-20", "last_commit_date": None},
         "files": services.draft_files_store(files), "paper_path": paper_path,
         "annotated_paths": ["optimizer.py"] if paper == "dampnest" else [],
-        "context_paths": [], "test_entry_point": "paper2code_test.py",
-        "requirements": "numpy\n", "source": {"kind": "archive", "name": f"{paper}.zip"},
+        "context_paths": [], "source": {"kind": "archive", "name": f"{paper}.zip"},
     }
     values.update(overrides)
     return services.draft_update(submission=submission, actor=author, values=values)

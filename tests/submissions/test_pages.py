@@ -133,8 +133,7 @@ def test_the_form_in_steps_from_an_archive_to_validation(client, author, media_r
     assert response.url == step("files")
     page = client.get(step("files")).content.decode()
     assert 'value="optimizer.py"' in page
-    response = client.post(step("files"), {"annotated_paths": ["optimizer.py"], "test_entry_point": "paper2code_test.py",
-                                           "requirements": "numpy\n"})
+    response = client.post(step("files"), {"annotated_paths": ["optimizer.py"], "requirements": "numpy\n"})
     assert response.url == reverse("submission-detail", args=[submission.pk])
     submission.refresh_from_db()
     assert submission.draft["metadata"]["id"] == "dampnest"
@@ -165,6 +164,17 @@ def test_a_whole_problem_set_archive_fills_every_step(client, author, media_root
     assert submission.draft["annotated_paths"] == ["optimizer.py"]
     assert submission.draft["metadata"]["title"].startswith("DampNest")
     assert draft_problems(submission.draft) == []
+
+
+def test_the_files_step_refuses_code_without_the_fixed_entry_point(client, draft, author):
+    from submissions import services
+
+    files = {("run_tests.py" if p == "paper2code_test.py" else p): h for p, h in draft.draft["files"].items()}
+    services.draft_update(submission=draft, actor=author, values={"files": files})
+    client.force_login(author)
+    body = client.post(reverse("submission-step", args=[draft.pk, "files"]),
+                       {"annotated_paths": ["optimizer.py"]}).content.decode()
+    assert "The code has no paper2code_test.py" in body
 
 
 @pytest.mark.parametrize("case,files,message", [

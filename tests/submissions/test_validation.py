@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from benchmarks.models import BenchmarkVersion, Task
 from submissions import services
-from submissions.models import Submission, ValidationCheck, ValidationReport
+from submissions.models import Revision, Submission, ValidationCheck, ValidationReport
 from submissions.tasks import revision_validate
 from tests.submissions.conftest import demo_files, fill_draft
 
@@ -82,7 +83,8 @@ def test_tests_that_never_finish_time_out(draft, author, sandbox, settings):
 
 
 def test_requirements_that_fail_to_install_are_shown(draft, author, sandbox):
-    report = validate(draft, author, requirements="this-package-does-not-exist-rcb==1.0\n")
+    files = {**demo_files(), "paper2code_requirements.txt": b"this-package-does-not-exist-rcb==1.0\n"}
+    report = validate(draft, author, files=services.draft_files_store(files))
     status, detail = checks(report)["requirements"]
     assert status == "failed" and "this-package-does-not-exist-rcb" in detail
 
@@ -101,3 +103,45 @@ def test_an_incomplete_draft_cannot_be_submitted(author, media_root):
         services.submission_submit(submission=submission, actor=author)
     assert Submission.objects.get(pk=submission.pk).state == Submission.State.DRAFT
     assert not submission.revisions.exists()
+
+
+def test_the_entry_point_validation_runs_is_the_one_the_task_runs(draft, author, maintainer, sandbox, client):
+    """FORMAT.md 1: `python paper2code_test.py`, from the form through validation and acceptance to the Task."""
+    from evaluation.executor import item_execute
+
+    client.force_login(author)
+    files = {**demo_files(), "run_other.py": b"raise SystemExit('not the entry point')\n"}
+    fill_draft(draft, author, files=services.draft_files_store(files))
+    step = reverse("submission-step", args=[draft.pk, "files"])
+    page = client.get(step).content.decode()
+    assert "<code>paper2code_test.py</code>" in page and 'name="test_entry_point"' not in page
+    saved = client.post(step, {"annotated_paths": ["optimizer.py"], "requirements": "numpy\n",
+                               "test_entry_point": "run_other.py"})  # no such field: the choice is not the author's
+    assert saved.status_code == 302
+    report = validate(draft, author)
+    assert report.status == "passed", checks(report)
+    assert report.revision.test_entry_point == "paper2code_test.py"
+    assert checks(report)["reference"][1].startswith("python paper2code_test.py passed")
+
+    task = services.submission_accept(submission=draft, actor=maintainer, reason="well tested")
+    assert task.test_entry_point == report.revision.test_entry_point
+    snippet = task.snippets.order_by("pk").first()
+    assert item_execute(snippet=snippet, code=snippet.reference_code).verdict.status == "passed"
+    assert item_execute(snippet=snippet, code="").verdict.status == "failed"
+
+
+def test_a_revision_validated_with_another_entry_point_is_not_accepted(draft, author, maintainer, media_root):
+    """Revisions made while the form still offered a choice: acceptance refuses rather than silently switching."""
+    revision = services.submission_submit(submission=draft, actor=author)
+    Revision.objects.filter(pk=revision.pk).update(test_entry_point="run_other.py")
+    Submission.objects.filter(pk=draft.pk).update(state=Submission.State.AWAITING_REVIEW)
+    with pytest.raises(services.TransitionError, match="validated with run_other.py"):
+        services.submission_accept(submission=draft, actor=maintainer, reason="ok")
+    assert not Task.objects.exists()
+
+
+def test_code_without_paper2code_test_py_cannot_be_submitted(draft, author):
+    files = {("run_tests.py" if p == "paper2code_test.py" else p): d for p, d in demo_files().items()}
+    fill_draft(draft, author, files=services.draft_files_store(files))
+    with pytest.raises(services.TransitionError, match="the code has no paper2code_test.py"):
+        services.submission_submit(submission=draft, actor=author)
