@@ -130,13 +130,14 @@ def _revision_create(submission: Submission, *, note: str = "") -> Revision:
     if problems:
         raise TransitionError("the submission is incomplete: " + "; ".join(problems))
     draft = submission.draft
-    environments_check(submission=submission, requirements=draft.get("requirements", ""))
+    requirements = draft_requirements(draft["files"])
+    environments_check(submission=submission, requirements=requirements)
     number = (submission.revisions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
     revision = Revision.objects.create(
         submission=submission, number=number, metadata=draft["metadata"], files=draft["files"],
         paper_path=draft["paper_path"], annotated_paths=draft["annotated_paths"],
         context_paths=draft.get("context_paths", []), test_entry_point=TEST_ENTRY_POINT,
-        requirements=draft_requirements(draft["files"]), source=draft.get("source", {}), note=note,
+        requirements=requirements, source=draft.get("source", {}), note=note,
     )
     ValidationReport.objects.create(revision=revision)
     return revision

@@ -14,8 +14,11 @@ def demo_files(paper: str = "dampnest") -> dict[str, bytes]:
             if p.is_file() and "__pycache__" not in p.parts}
 
 
-def fill_draft(submission, author, paper: str = "dampnest", **overrides):
+def fill_draft(submission, author, paper: str = "dampnest", requirements: str | None = None, **overrides):
+    """`requirements` replaces the package's requirements file, where a draft keeps them."""
     files = demo_files(paper)
+    if requirements is not None:
+        files["paper2code_requirements.txt"] = requirements.encode()
     paper_path = "paper2code_paper.md" if "paper2code_paper.md" in files else "paper2code_paper.tex"
     values = {
         "metadata": {"id": paper, "title": f"Demo {paper}", "venue": "DEMO2025", "arxiv_abs": "",
