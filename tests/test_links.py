@@ -110,7 +110,8 @@ def test_a_draft_holding_one_cannot_be_submitted(draft, author):
 @pytest.mark.parametrize("value", ["javascript:alert(1)", "ftp://example.org/v1"])
 def test_model_registration_refuses_it(author, value):
     with pytest.raises(ValidationError, match="api_base"):
-        model_register(name="m", display_name="M", litellm_model="openai/m", api_base=value, owner=author)
+        model_register(name="m", display_name="M", litellm_model="openai/m", api_base=value, api_key="sk-own",
+                       owner=author)
     assert not ModelEntry.objects.filter(name="m").exists()
 
 
@@ -118,9 +119,9 @@ def test_the_api_refuses_it_on_create_and_on_change(author):
     api = APIClient()
     api.force_authenticate(author)
     created = api.post("/api/v1/models/", {"name": "m", "display_name": "M", "litellm_model": "openai/m",
-                                           "api_base": "javascript:alert(1)"}, format="json")
+                                           "api_key": "sk-own", "api_base": "javascript:alert(1)"}, format="json")
     assert created.status_code == 400 and "must start with http" in str(created.json()["error"]["details"]["api_base"])
-    model_register(name="mine", display_name="Mine", litellm_model="openai/mine", owner=author)
+    model_register(name="mine", display_name="Mine", litellm_model="openai/mine", api_key="sk-own", owner=author)
     changed = api.patch("/api/v1/models/mine/", {"api_base": "javascript:alert(1)"}, format="json")
     assert changed.status_code == 400 and "must start with http" in str(changed.json()["error"]["details"]["api_base"])
     assert ModelEntry.objects.get(name="mine").api_base == ""
