@@ -134,3 +134,14 @@ def test_a_stored_one_is_never_rendered_as_an_href(client, demo_version):
     assert "javascript:" not in body.lower()
     good = client.get(reverse("paper-detail", args=[demo_version.name, "topk-attention-pool"])).content.decode()
     assert 'href="https://example.org/fictional-code/topk-attention-pool"' in good
+
+
+def test_the_model_registration_page_refuses_it(client, author):
+    client.force_login(author)
+    response = client.post(reverse("model-new"), {
+        "name": "m", "display_name": "M", "kind": "litellm", "litellm_model": "openai/m", "api_key": "sk-own",
+        "api_base": "javascript:alert(1)"})
+    body = response.content.decode()
+    assert response.status_code == 400 and "must start with http" in body
+    assert 'href="javascript' not in body.lower()
+    assert not ModelEntry.objects.filter(name="m").exists()
