@@ -147,3 +147,13 @@ def test_a_revision_stored_before_the_policy_fails_validation_without_running_pi
     check = report.checks.get(key="requirements")
     assert check.status == "failed" and "requirements:2" in check.detail and "-r" in check.detail
     assert "root:" not in check.detail, "the host's /etc/passwd never reaches the report"
+
+
+@pytest.mark.parametrize("line,why", ATTACKS, ids=IDS)
+def test_import_pset_refuses_a_shared_environment(tmp_path, line, why):
+    environment = tmp_path / "environment.txt"
+    environment.write_text(hostile(line))
+    with pytest.raises(CommandError) as caught:
+        call_command("import_pset", str(DEMO_PSET), version="v1", environment=str(environment))
+    assert "shared environment:2: error:" in str(caught.value) and why in str(caught.value)
+    assert not Task.objects.exists()
