@@ -15,8 +15,9 @@ from rest_framework.views import APIView
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import Protocol
 from benchmarks.selectors import (blob_read, protocol_get, snippet_masked_file, snippet_prompt,
-                                  version_snippets, versions_visible)
+                                  versions_visible)
 from benchmarks.services import release_items_in_protocol, version_settings
+from benchmarks.visibility import changelog_visible, items_visible
 
 RELEASES_NAMED = 20  # an unknown-release error lists at most this many names
 DOWNLOAD_TYPES = {".zip": "application/zip", ".jsonl": "application/x-ndjson"}
@@ -63,6 +64,7 @@ class DownloadSerializer(serializers.Serializer):
 class ReleaseSerializer(serializers.ModelSerializer):
     previous = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     task_count = serializers.IntegerField(read_only=True)
+    changelog = serializers.SerializerMethodField()
     downloads = serializers.SerializerMethodField()
     settings = serializers.SerializerMethodField()
 
@@ -75,6 +77,11 @@ class ReleaseSerializer(serializers.ModelSerializer):
     def get_settings(self, version: BenchmarkVersion) -> dict:
         """Default prompt protocol and the limits of one test run that every run on the release uses."""
         return version_settings(version=version)
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_changelog(self, version: BenchmarkVersion) -> dict | None:
+        request = self.context.get("request")
+        return changelog_visible(version=version, user=request.user) if request else None
 
     @extend_schema_field(serializers.DictField(child=DownloadSerializer()))
     def get_downloads(self, version: BenchmarkVersion) -> dict:
@@ -176,12 +183,13 @@ class ReleaseDownload(APIView):
 
 @extend_schema(parameters=[PROTOCOL_PARAMETER])
 class ItemList(generics.ListAPIView):
-    """The release's items (snippets less retired ones) with the masked file; ids are what uploads refer to."""
+    """The release's items (snippets less retired ones; held-out ones for maintainers only) with the masked file;
+    ids are what uploads refer to."""
 
     serializer_class = ItemSerializer
 
     def get_queryset(self):
-        return version_snippets(version=release_get(name=self.kwargs["name"], user=self.request.user))
+        return items_visible(version=release_get(name=self.kwargs["name"], user=self.request.user), user=self.request.user)
 
     def get_serializer_context(self) -> dict:
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no release
@@ -200,7 +208,7 @@ class ItemDetail(generics.RetrieveAPIView):
 
     def get_object(self) -> Snippet:
         version = release_get(name=self.kwargs["name"], user=self.request.user)
-        return get_object_or_404(version_snippets(version=version), pk=self.kwargs["item_id"])
+        return get_object_or_404(items_visible(version=version, user=self.request.user), pk=self.kwargs["item_id"])
 
     def get_serializer_context(self) -> dict:
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no release

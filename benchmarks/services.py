@@ -428,7 +428,8 @@ def version_deprecate(*, version: BenchmarkVersion, actor=None, note: str) -> Be
 
 
 def release_downloads_build(*, version: BenchmarkVersion) -> dict:
-    """The public problem set as a zip and every live item as JSONL (masked prompt only), stored with their hashes."""
+    """The public problem set as a zip and its live items as JSONL (masked prompt only), stored with their hashes;
+    held-out tasks are in neither."""
     from benchmarks.selectors import protocol_get, task_package, version_public_tasks
 
     buffer = io.BytesIO()
@@ -449,12 +450,14 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
 
 
 def release_items_jsonl(*, version: BenchmarkVersion, protocol: Protocol) -> bytes:
-    """Every live item as one JSON line: masked file and prompt (with the paper) in `protocol`, never reference code."""
-    from benchmarks.selectors import snippet_masked, snippet_prompt, version_snippets
+    """Every live public item as one JSON line: masked file and prompt (with the paper) in `protocol`, never
+    reference code; held-out items never leave the platform."""
+    from benchmarks.selectors import snippet_masked, snippet_prompt
+    from benchmarks.visibility import items_public
 
     lines = []
     files_by_task: dict[int, dict[str, bytes]] = {}
-    for snippet in version_snippets(version=version):
+    for snippet in items_public(version=version):
         if snippet.task_id not in files_by_task:  # setdefault would read every file again for each snippet
             files_by_task[snippet.task_id] = {p: blob_read(sha256=d) for p, d in snippet.task.files.items()}
         files = files_by_task[snippet.task_id]
@@ -471,7 +474,7 @@ def release_items_in_protocol(*, version: BenchmarkVersion, protocol: Protocol) 
     """The sha256 of the release's items JSONL in another protocol, built once: releases and protocols never change."""
     from django.core.cache import cache
 
-    key = f"release-items:{version.pk}:{version.manifest_hash}:{protocol.name}"
+    key = f"release-items-public:{version.pk}:{version.manifest_hash}:{protocol.name}"  # never an older key's file
     digest = cache.get(key)
     if digest is None or not Blob.objects.filter(sha256=digest).exists():
         digest = blob_store(content=release_items_jsonl(version=version, protocol=protocol)).sha256

@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from benchmarks import selectors, services
+from benchmarks import selectors, services, visibility
 from benchmarks.permissions import maintainer_required
 from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
 
@@ -27,17 +27,25 @@ def home(request: HttpRequest) -> HttpResponse:
     calibration, ranked = results.leaderboard_top(version=current) if current else ([], [])
     return render(request, "benchmarks/home.html", {
         "versions": versions, "current": current, "calibration": calibration, "ranked": ranked,
-        "summary_columns": results.LEADERBOARD_SUMMARY_COLUMNS, "counts": results.site_counts(version=current)})
+        "summary_columns": results.LEADERBOARD_SUMMARY_COLUMNS, "counts": results.site_counts(version=current),
+        "changelog": visibility.changelog_visible(version=current, user=request.user) if current else None})
 
 
 def version_detail(request: HttpRequest, name: str) -> HttpResponse:
     version = selectors.version_get(name=name, user=request.user)
-    tasks = list(selectors.version_tasks(version=version))
+    every = list(selectors.version_tasks(version=version))
+    visible = set(visibility.tasks_visible(version=version, user=request.user).values_list("pk", flat=True))
     splits = dict(version.memberships.values_list("task_id", "split"))
-    for task in tasks:
+    for task in every:
         task.held_out = splits.get(task.pk) == VersionTask.Split.HELD_OUT
-    totals = {"snippets": sum(t.snippet_count for t in tasks), "loc": sum(t.total_loc or 0 for t in tasks)}
-    context = {"version": version, "tasks": tasks, "totals": totals,
+    tasks = [t for t in every if t.pk in visible]
+    hidden = [t for t in every if t.pk not in visible]  # held-out tasks a non-maintainer sees as one count
+    totals = {"papers": len(every), "snippets": sum(t.snippet_count for t in every),
+              "loc": sum(t.total_loc or 0 for t in every)}
+    held_out = {"papers": len(hidden), "snippets": sum(t.snippet_count for t in hidden),
+                "loc": sum(t.total_loc or 0 for t in hidden)}
+    context = {"version": version, "tasks": tasks, "totals": totals, "held_out": held_out,
+               "changelog": visibility.changelog_visible(version=version, user=request.user),
                "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())]}
     return render(request, "benchmarks/version_detail.html", context)
 
@@ -57,9 +65,9 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
     version = selectors.version_get(name=name, user=request.user)
     task = selectors.version_task_for_paper(version=version, slug=slug)
     is_maintainer = selectors.user_is_maintainer(user=request.user)
+    if not visibility.task_visible(version=version, task=task, user=request.user):
+        raise Http404("No such paper in this version.")  # the same answer as for a paper not in it
     held_out = version.memberships.filter(task=task, split=VersionTask.Split.HELD_OUT).exists()
-    if held_out and not is_maintainer:
-        raise Http404("Held-out tasks are listed on the version page only.")
     context = {
         "version": version,
         "task": task,

@@ -189,6 +189,9 @@ RUN_STALL_SECONDS = env.int("RUN_STALL_SECONDS", default=900)
 LLM_RATE_LIMITS = env.dict("LLM_RATE_LIMITS", default={})
 # Hosts users' models may reach although their addresses are private (an in-house inference server; tests).
 MODEL_API_ALLOWED_HOSTS = env.list("MODEL_API_ALLOWED_HOSTS", default=[])
+# Providers whose models may receive held-out prompts even when a non-maintainer registered the model (at the
+# provider's own address, sampling parameters only); models registered by maintainers are trusted anyway.
+HELD_OUT_PROVIDERS = frozenset(env.list("HELD_OUT_PROVIDERS", default=[]))
 
 _redis_cache = env("REDIS_URL", default="")
 CACHES = {

@@ -11,6 +11,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchmarks import visibility
 from benchmarks.api import release_get, release_unknown_message
 from benchmarks.models import BenchmarkVersion
 from config.api import FormParser, IsOwnerOrMaintainer, MultiPartParser, user_may_change
@@ -112,11 +113,13 @@ class RunSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     progress = serializers.SerializerMethodField()
     score = serializers.SerializerMethodField()
+    split_scores = serializers.SerializerMethodField()
 
     class Meta:
         model = EvaluationRun
-        fields = ["id", "model", "release", "status", "provenance", "protocol", "with_paper", "samples", "params", "total_items",
-                  "progress", "score", "created_by", "created_at", "started_at", "finished_at"]
+        fields = ["id", "model", "release", "status", "provenance", "protocol", "with_paper", "samples", "params",
+                  "total_items", "covers_held_out", "progress", "score", "split_scores", "created_by", "created_at",
+                  "started_at", "finished_at"]
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, run: EvaluationRun) -> dict:
@@ -125,8 +128,14 @@ class RunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ScoreSerializer(allow_null=True))
     def get_score(self, run: EvaluationRun) -> dict | None:
-        score = run.scores.filter(paper=None).first()
+        score = run.scores.filter(paper=None, split="").first()
         return ScoreSerializer(score).data if score else None
+
+    @extend_schema_field(serializers.DictField(child=ScoreSerializer(),
+                                               help_text="Aggregates per split: public, held_out (when covered)."))
+    def get_split_scores(self, run: EvaluationRun) -> dict:
+        return {score.split: ScoreSerializer(score).data
+                for score in run.scores.filter(paper=None).exclude(split="")}
 
 
 class ReleaseField(serializers.SlugRelatedField):
@@ -242,10 +251,12 @@ class RunUpload(APIView):
 
 
 class RunDetail(generics.RetrieveAPIView):
-    """A run's status, progress and (once completed) overall score."""
+    """A run's status, progress and (once completed) overall and per-split scores."""
 
     serializer_class = RunSerializer
-    queryset = EvaluationRun.objects.select_related("model", "version", "created_by")
+
+    def get_queryset(self):
+        return visibility.runs_visible(user=self.request.user).select_related("model", "version", "created_by")
 
 
 class RunAction(generics.GenericAPIView):
@@ -328,22 +339,19 @@ class ResultSerializer(serializers.ModelSerializer):
         fields = ["item", "sample", "paper", "file", "snippet", "status", "category", "duration", "extracted_code"]
 
     def get_extracted_code(self, outcome: Outcome) -> str | None:
-        # The reference calibration model answers with the reference code: never hand that out.
-        if outcome.generation is None or outcome.run.model.kind == ModelEntry.Kind.REFERENCE:
-            return None
-        return outcome.generation.extracted_code
+        return outcome.generation.extracted_code if outcome.generation else None
 
 
 class RunResults(generics.ListAPIView):
-    """Per-item results of a run so far, for the run's creator or a maintainer."""
+    """Per-item results of a run so far: public items for everyone, held-out ones for maintainers only (the same
+    rule as the run page)."""
 
     serializer_class = ResultSerializer
 
     def get_queryset(self):
-        run = get_object_or_404(EvaluationRun.objects.select_related("model"), pk=self.kwargs["pk"])
-        if not user_may_change(user=self.request.user, owner_id=run.created_by_id):
-            self.permission_denied(self.request, message="only the run's creator or a maintainer may see its code")
-        return run_outcomes_ordered(run).select_related("generation", "run__model", "snippet__task__paper")
+        run = get_object_or_404(visibility.runs_visible(user=self.request.user), pk=self.kwargs["pk"])
+        return run_outcomes_ordered(run=run, user=self.request.user).select_related(
+            "generation", "run__model", "snippet__task__paper")
 
 
 # Leaderboards
@@ -358,6 +366,7 @@ _COLUMN_HELP = {
     "provenance": "verified (the platform generated the answers), self_reported (uploaded, not yet verified by a "
                   "maintainer) or reported (published results imported as published).",
     "calibration": "A built-in calibration model (reference or placeholder): a reference line, never ranked.",
+    "held_out_scaled_pass_rate": "The held-out split's aggregate; null when the run covers the public split only.",
 }
 
 LeaderboardRowSerializer = type("LeaderboardRowSerializer", (serializers.Serializer,), {

@@ -74,6 +74,8 @@ class EvaluationRun(models.Model):
     protocol = models.CharField(max_length=20, default="rcb-v1", help_text="Prompt template version.")
     with_paper = models.BooleanField(default=True)
     samples = models.PositiveSmallIntegerField(default=1)
+    covers_held_out = models.BooleanField(
+        default=False, help_text="Evaluates the held-out split too (only runs of models maintainers trust).")
     params = models.JSONField(default=dict, blank=True, help_text="Generation parameters, e.g. temperature.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     provenance = models.CharField(max_length=20, choices=Provenance.choices, default=Provenance.VERIFIED)
@@ -214,10 +216,17 @@ class Outcome(models.Model):
 
 
 class RunScore(models.Model):
-    """Aggregates of a finished run, overall (paper null) and per paper, so pages never recompute."""
+    """Aggregates of a finished run, so pages never recompute: overall (paper null, split ""), per split
+    (paper null, split set) and per paper (split "")."""
+
+    class Split(models.TextChoices):
+        ALL = "", "all"
+        PUBLIC = "public"
+        HELD_OUT = "held_out", "held out"
 
     run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="scores")
     paper = models.ForeignKey(Paper, null=True, blank=True, on_delete=models.CASCADE)
+    split = models.CharField(max_length=10, choices=Split.choices, blank=True, default="")
     items = models.PositiveIntegerField()
     passed = models.PositiveIntegerField()
     failed = models.PositiveIntegerField()
@@ -240,7 +249,7 @@ class RunScore(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "paper"], name="runscore_unique_paper",
                                     condition=models.Q(paper__isnull=False)),
-            models.UniqueConstraint(fields=["run"], name="runscore_unique_overall",
+            models.UniqueConstraint(fields=["run", "split"], name="runscore_unique_split",
                                     condition=models.Q(paper__isnull=True)),
         ]
 

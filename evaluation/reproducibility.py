@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from benchmarks.models import VersionTask
-from benchmarks.selectors import user_is_maintainer
+from benchmarks.visibility import outcomes_visible
 from evaluation.models import EvaluationRun, Outcome
 
 MANIFEST_FORMAT = "rcb-run-manifest/1"
@@ -40,14 +39,8 @@ def manifest_outcomes(*, run: EvaluationRun, user) -> tuple[list[Outcome], int]:
 
     Held-out items are private (DESIGN.md, Splits): only maintainers get them; everyone else gets the public split.
     """
-    # Issue 10 item 2 moves "who may see an item" into one visibility selector; use it here once it lands.
-    outcomes = list(run_outcomes(run))
-    if user_is_maintainer(user=user):
-        return outcomes, 0
-    public = set(VersionTask.objects.filter(version=run.version_id, split=VersionTask.Split.PUBLIC)
-                 .values_list("task_id", flat=True))
-    visible = [o for o in outcomes if o.snippet.task_id in public]
-    return visible, len(outcomes) - len(visible)
+    visible = list(run_outcomes(run).filter(pk__in=outcomes_visible(run=run, user=user).values("pk")))
+    return visible, Outcome.objects.filter(run=run).count() - len(visible)
 
 
 def _item(outcome: Outcome, run: EvaluationRun) -> dict:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Sum
 
 from benchmarks.paper2code import ItemResult, Score, pass_at_k, score
 from benchmarks.paper2code.comparison import Interval, percentiles
@@ -87,29 +86,63 @@ def run_item_results(run: EvaluationRun) -> dict[int | None, list[ItemResult]]:
     return grouped
 
 
+# One outcome as scoring reads it: (snippet id, loc, sample, status, paper id, split).
+OutcomeRow = tuple[int, int, int, str, int, str]
+# One generation's usage: (paper id, split, prompt tokens, completion tokens, cost).
+UsageRow = tuple[int, str, int | None, int | None, Decimal | None]
+
+
+def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], samples: int, seed: int) -> list[dict]:
+    """The RunScore fields of a run: overall, per split and per paper (plain data, so migrations can call it)."""
+    groups: dict[tuple[str, int | None], list[ItemResult]] = defaultdict(list)
+    for snippet_id, loc, sample, status, paper_id, split in outcomes:
+        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=status)
+        for key in (("", None), (split, None), ("", paper_id)):
+            groups[key].append(item)
+    rows = []
+    for (split, paper_id), results in groups.items():
+        summary: Score = score(results)
+        rate_ci, scaled_ci = bootstrap_ci(results, seed=seed)
+        used = [u for u in usage if (paper_id is None or u[0] == paper_id) and (not split or u[1] == split)]
+        rows.append(dict(
+            paper_id=paper_id, split=split, items=summary.items, passed=summary.passed, failed=summary.failed,
+            errors=summary.errors, flagged=summary.flagged, pass_rate=summary.pass_rate,
+            pass_rate_std=summary.pass_rate_std, scaled_pass_rate=summary.scaled_pass_rate,
+            scaled_pass_rate_std=summary.scaled_pass_rate_std,
+            pass_rate_ci_low=rate_ci.low, pass_rate_ci_high=rate_ci.high,
+            scaled_ci_low=scaled_ci.low, scaled_ci_high=scaled_ci.high,
+            pass_at_k=pass_at_ks(results, samples),
+            prompt_tokens=sum(u[2] or 0 for u in used), completion_tokens=sum(u[3] or 0 for u in used),
+            # Unknown cost anywhere makes the total unknown, not an undercount.
+            cost=None if any(u[4] is None for u in used) else sum((u[4] for u in used), Decimal(0)),
+        ))
+    return rows
+
+
+def run_score_inputs(*, run, outcome_model, generation_model, membership_model) -> tuple[list, list]:
+    """Outcome and usage rows of a run, with each item's split in the run's version (models passed in, so a
+    migration can give its historical ones)."""
+    splits = dict(membership_model.objects.filter(version_id=run.version_id).values_list("task_id", "split"))
+    outcomes = [(snippet_id, loc, sample, status, paper_id, splits.get(task_id, "public"))
+                for snippet_id, loc, sample, status, paper_id, task_id in outcome_model.objects.filter(run=run)
+                .values_list("snippet_id", "snippet__loc", "sample", "status", "snippet__task__paper_id",
+                             "snippet__task_id")]
+    usage = [(paper_id, splits.get(task_id, "public"), prompt, completion, cost)
+             for paper_id, task_id, prompt, completion, cost in generation_model.objects.filter(run=run)
+             .values_list("snippet__task__paper_id", "snippet__task_id", "prompt_tokens", "completion_tokens", "cost")]
+    return outcomes, usage
+
+
 @transaction.atomic
 def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
     """Compute and store the run's aggregates, replacing earlier ones; returns the overall score."""
+    from benchmarks.models import VersionTask
+
     RunScore.objects.filter(run=run).delete()
-    overall = None
-    for paper_id, results in run_item_results(run).items():
-        summary: Score = score(results)
-        rate_ci, scaled_ci = bootstrap_ci(results, seed=run.pk)
-        usage = Generation.objects.filter(run=run, **({"snippet__task__paper_id": paper_id} if paper_id else {}))
-        totals = usage.aggregate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost"))
-        unknown_cost = usage.filter(cost__isnull=True).exists()
-        row = RunScore.objects.create(
-            run=run, paper_id=paper_id, items=summary.items, passed=summary.passed, failed=summary.failed,
-            errors=summary.errors, flagged=summary.flagged, pass_rate=summary.pass_rate, pass_rate_std=summary.pass_rate_std,
-            scaled_pass_rate=summary.scaled_pass_rate, scaled_pass_rate_std=summary.scaled_pass_rate_std,
-            pass_rate_ci_low=rate_ci.low, pass_rate_ci_high=rate_ci.high,
-            scaled_ci_low=scaled_ci.low, scaled_ci_high=scaled_ci.high,
-            pass_at_k=pass_at_ks(results, run.samples),
-            prompt_tokens=totals["prompt"] or 0, completion_tokens=totals["completion"] or 0,
-            # Unknown cost anywhere makes the total unknown, not an undercount; published results have none.
-            cost=None if unknown_cost or run.provenance == EvaluationRun.Provenance.REPORTED
-            else (totals["cost"] or Decimal(0)),
-        )
-        if paper_id is None:
-            overall = row
-    return overall
+    outcomes, usage = run_score_inputs(run=run, outcome_model=Outcome, generation_model=Generation,
+                                       membership_model=VersionTask)
+    rows = score_rows(outcomes=outcomes, usage=usage, samples=run.samples, seed=run.pk)
+    if run.provenance == EvaluationRun.Provenance.REPORTED:  # published results have no cost
+        rows = [{**fields, "cost": None} for fields in rows]
+    stored = RunScore.objects.bulk_create([RunScore(run=run, **fields) for fields in rows])
+    return next((r for r in stored if r.paper_id is None and r.split == ""), None)

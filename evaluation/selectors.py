@@ -9,7 +9,8 @@ from datetime import date
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, CharField, Count, Q, QuerySet, Sum, Value, When
 
-from benchmarks.models import BenchmarkVersion, Paper, Snippet, VersionTask
+from benchmarks import visibility
+from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from evaluation.models import EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, RunScore
@@ -17,7 +18,7 @@ from evaluation.taskfiles import task_annotated, task_files
 
 
 def run_snippets(run: EvaluationRun) -> QuerySet[Snippet]:
-    return version_snippets(version=run.version).order_by("pk")
+    return visibility.run_snippets(run=run).order_by("pk")
 
 
 def run_items(run: EvaluationRun) -> list[tuple[int, int]]:
@@ -74,23 +75,29 @@ LEADERBOARD_SORTS = {
     "cutoff": lambda r: r.run.model.knowledge_cutoff or date.min,
     "provenance": lambda r: r.run.provenance,
     "pass": lambda r: r.score.pass_rate,
+    "held_out": lambda r: r.held_out.scaled_pass_rate if r.held_out else -1.0,
     "items": lambda r: r.score.items,
     "errors": lambda r: r.score.errors,
     "flags": lambda r: r.score.flagged,
     "tokens": lambda r: r.tokens,
-    "cost": lambda r: (r.score.cost is not None, r.score.cost or 0),
+    "cost": lambda r: (r.overall.cost is not None, r.overall.cost or 0),
 }
 
 
 @dataclass
 class LeaderboardRow:
+    """A run's place: ranked by its public split's score (what every run covers; the overall score where a version
+    has no public item), with the held-out split's aggregate beside it when the run covered it."""
+
     run: EvaluationRun
     score: RunScore
+    overall: RunScore
+    held_out: RunScore | None = None
     rank: int | None = None  # None: a calibration model's reference line, never ranked
 
     @property
     def tokens(self) -> int:
-        return self.score.prompt_tokens + self.score.completion_tokens
+        return self.overall.prompt_tokens + self.overall.completion_tokens
 
     @property
     def setting(self) -> str:
@@ -114,7 +121,18 @@ class LeaderboardColumn:
 
 
 def _score(field: str) -> Callable[[LeaderboardRow], object]:
+    """A field of the public split's score (what ranks a row)."""
     return lambda row: getattr(row.score, field)
+
+
+def _run_total(field: str) -> Callable[[LeaderboardRow], object]:
+    """A field of the whole run (tokens and cost are spent on every item, held-out ones included)."""
+    return lambda row: getattr(row.overall, field)
+
+
+def _held_out(field: str) -> Callable[[LeaderboardRow], object]:
+    """A field of the held-out split's aggregate; None for a run that covers the public split only."""
+    return lambda row: getattr(row.held_out, field) if row.held_out else None
 
 
 # The one list of leaderboard columns: the page, the JSON API and the CSV download all read it.
@@ -138,14 +156,18 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("pass_rate", "float", _score("pass_rate"), "pass@1 (95% CI)", "pass"),
     LeaderboardColumn("pass_rate_ci_low", "float", _score("pass_rate_ci_low")),
     LeaderboardColumn("pass_rate_ci_high", "float", _score("pass_rate_ci_high")),
+    LeaderboardColumn("held_out_scaled_pass_rate", "float", _held_out("scaled_pass_rate"), "Held-out scaled pass@1",
+                      "held_out", nullable=True),
+    LeaderboardColumn("held_out_pass_rate", "float", _held_out("pass_rate"), nullable=True),
+    LeaderboardColumn("held_out_items", "int", _held_out("items"), nullable=True),
     LeaderboardColumn("items", "int", _score("items"), "Items", "items"),
     LeaderboardColumn("passed", "int", _score("passed")),
     LeaderboardColumn("errors", "int", _score("errors"), "Errors", "errors"),
     LeaderboardColumn("flagged", "int", _score("flagged"), "Flags", "flags"),
-    LeaderboardColumn("prompt_tokens", "int", _score("prompt_tokens")),
-    LeaderboardColumn("completion_tokens", "int", _score("completion_tokens")),
+    LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens")),
+    LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens")),
     LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens"),
-    LeaderboardColumn("cost", "decimal", _score("cost"), "Cost (USD)", "cost", nullable=True),
+    LeaderboardColumn("cost", "decimal", _run_total("cost"), "Cost (USD)", "cost", nullable=True),
 )
 LEADERBOARD_PAGE_COLUMNS = tuple(c for c in LEADERBOARD_COLUMNS if c.label)
 
@@ -209,8 +231,10 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
     a rank), filtered, then sorted as asked; scores come from the stored aggregates."""
     filters = filters or LeaderboardFilters()
     runs = [run for run in leaderboard_runs(version=version) if _leaderboard_keep(run, filters)]
-    scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)}
-    rows = sorted((LeaderboardRow(run=r, score=scores[r.pk]) for r in runs if r.pk in scores),
+    scores = {(s.run_id, s.split): s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)}
+    rows = sorted((LeaderboardRow(run=r, score=scores.get((r.pk, "public")) or scores[(r.pk, "")],
+                                  overall=scores[(r.pk, "")], held_out=scores.get((r.pk, "held_out")))
+                   for r in runs if (r.pk, "") in scores),
                   key=lambda row: (-row.score.scaled_pass_rate, row.run.model.display_name.lower()))
     calibration = [row for row in rows if row.calibration]
     ranked = [row for row in rows if not row.calibration]
@@ -228,20 +252,26 @@ class PaperHeatMap:
     rows: list[tuple[LeaderboardRow, list[RunScore | None]]]
 
 
-def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[LeaderboardRow]) -> PaperHeatMap:
-    """Models x papers, each cell the run's stored per-paper score (None: no scored item of that paper)."""
-    papers = list(Paper.objects.filter(tasks__memberships__version=version).order_by("slug").distinct())
+def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[LeaderboardRow], user) -> PaperHeatMap:
+    """Models x papers the user may see one by one, each cell the run's stored per-paper score (None: no scored
+    item of that paper)."""
+    papers = list(visibility.papers_visible(version=version, user=user).order_by("slug"))
     scores = {(s.run_id, s.paper_id): s
               for s in RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False)}
     return PaperHeatMap(papers=papers, rows=[(row, [scores.get((row.run.pk, p.pk)) for p in papers]) for row in rows])
 
 
-def leaderboard_size_buckets(*, rows: list[LeaderboardRow]) -> list[tuple[LeaderboardRow, list[dict | None]]]:
-    """Pass rate per snippet-size bucket per run, from one aggregate query over outcomes (errors, flags not scored)."""
+def leaderboard_size_buckets(*, rows: list[LeaderboardRow], user) -> list[tuple[LeaderboardRow, list[dict | None]]]:
+    """Pass rate per snippet-size bucket per run over the items the user may see (a bucket of a few held-out items
+    would tell their outcomes), from one aggregate query over outcomes (errors and flags not scored)."""
     bucket = Case(*[When(snippet__loc__gte=low, snippet__loc__lte=high, then=Value(label)) if high else
                     When(snippet__loc__gte=low, then=Value(label)) for label, low, high in SIZE_BUCKETS],
                   output_field=CharField())
-    counts = (Outcome.objects.filter(run__in=[r.run for r in rows], status__in=EVALUATED)
+    outcomes = Outcome.objects.filter(run__in=[r.run for r in rows])
+    if rows and not visibility.user_sees_held_out(user=user):
+        outcomes = outcomes.filter(snippet__task__memberships__version=rows[0].run.version_id,
+                                   snippet__task__memberships__split=visibility.PUBLIC)
+    counts = (outcomes.filter(status__in=EVALUATED)
               .annotate(bucket=bucket).values("run_id", "bucket")
               .annotate(items=Count("id"), passed=Count("id", filter=Q(status=Outcome.Status.PASSED))).order_by())
     table = {(c["run_id"], c["bucket"]): {"items": c["items"], "passed": c["passed"],
@@ -278,15 +308,17 @@ class ContaminationRow:
     scaled_pass_rate: float | None  # None: the cut-off is unknown, or no paper is newer than it
 
 
-def leaderboard_contamination(*, version: BenchmarkVersion, rows: list[LeaderboardRow]) -> list[ContaminationRow]:
-    """Scaled pass rate over only the papers whose code appeared after the model's knowledge cut-off.
+def leaderboard_contamination(*, version: BenchmarkVersion, rows: list[LeaderboardRow], user,
+                              ) -> list[ContaminationRow]:
+    """Scaled pass rate over only the papers (those the user may see one by one) whose code appeared after the
+    model's knowledge cut-off.
 
     Per-paper stored rates are weighted by each paper's live lines of code, so the result matches the scaled
     rate a run restricted to those papers would have.
     """
-    loc = dict(version_snippets(version=version).order_by().values("task__paper_id")
+    loc = dict(visibility.items_visible(version=version, user=user).order_by().values("task__paper_id")
                .annotate(total=Sum("loc")).values_list("task__paper_id", "total"))
-    scores = (RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False)
+    scores = (RunScore.objects.filter(run__in=[r.run for r in rows], paper__in=list(loc))
               .select_related("paper").only("run_id", "paper__first_commit_date", "scaled_pass_rate", "paper_id"))
     by_run: dict[int, list[RunScore]] = {}
     for score in scores:
@@ -339,12 +371,14 @@ def latest_published_version() -> BenchmarkVersion | None:
 def model_runs(*, model: ModelEntry) -> list[tuple[EvaluationRun, RunScore | None]]:
     """A model's runs on visible (published or deprecated) versions, newest first, with the overall score."""
     runs = list(model.runs.exclude(version__status=BenchmarkVersion.Status.DRAFT).select_related("version"))
-    scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)}
+    scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True, split="")}
     return [(run, scores.get(run.pk)) for run in runs]
 
 
-def run_paper_scores(*, run: EvaluationRun) -> list[RunScore]:
-    return list(run.scores.filter(paper__isnull=False).select_related("paper").order_by("paper__slug"))
+def run_split_scores(*, run: EvaluationRun) -> list[RunScore]:
+    """A run's aggregates per split (public, held out) and overall; aggregates are public."""
+    order = {"public": 0, "held_out": 1, "": 2}
+    return sorted(run.scores.filter(paper__isnull=True), key=lambda s: order[s.split])
 
 
 @dataclass
@@ -356,19 +390,19 @@ class RunItem:
 RUN_PAGE_ITEMS = 100
 
 
-def run_outcomes_ordered(run: EvaluationRun) -> QuerySet[Outcome]:
-    """A run's outcomes in item order, read along the (run, snippet, sample) unique index: a page costs its own
-    rows, not a sort of the whole run (snippet ids follow the order items were imported in)."""
-    return Outcome.objects.filter(run=run).order_by("snippet_id", "sample")
+def run_outcomes_ordered(*, run: EvaluationRun, user) -> QuerySet[Outcome]:
+    """The run's outcomes the user may see, in item order, read along the (run, snippet, sample) unique index: a
+    page costs its own rows, not a sort of the whole run (snippet ids follow the order items were imported in)."""
+    return visibility.outcomes_visible(run=run, user=user).order_by("snippet_id", "sample")
 
 
-def run_item_page(*, run: EvaluationRun, page: str | int | None) -> Page:
-    """One page of recorded items with the model's answer; reference code only where the task is public."""
-    public = set(VersionTask.objects.filter(version=run.version_id, split=VersionTask.Split.PUBLIC)
-                 .values_list("task_id", flat=True))
-    outcomes = run_outcomes_ordered(run).select_related("snippet__task__paper", "generation")
+def run_item_page(*, run: EvaluationRun, user, page: str | int | None) -> Page:
+    """One page of the items the user may see with the model's answer, and reference code where the user may see
+    the task."""
+    visible_tasks = set(visibility.tasks_visible(version=run.version, user=user).values_list("pk", flat=True))
+    outcomes = run_outcomes_ordered(run=run, user=user).select_related("snippet__task__paper", "generation")
     current = Paginator(outcomes, RUN_PAGE_ITEMS).get_page(page)
-    current.object_list = [RunItem(outcome=o, show_reference=o.snippet.task_id in public)
+    current.object_list = [RunItem(outcome=o, show_reference=o.snippet.task_id in visible_tasks)
                            for o in current.object_list]
     return current
 

@@ -15,10 +15,10 @@ from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import code_indent, extract_code, has_code_block, prompt_hash
-from benchmarks.selectors import (UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer,
-                                  version_snippets)
+from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
 from config.addresses import AddressRefused, host_addresses_check
 from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome,
                                ProvenanceChange)
@@ -182,7 +182,8 @@ def run_start(
                                   f"platform's keys")
         model_endpoint_check(model=model, api_key=model.api_key_get(), platform_pays=user_pays_platform(user=user))
     run = EvaluationRun(model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
-                        protocol=protocol, created_by=user)
+                        protocol=protocol, created_by=user,
+                        covers_held_out=visibility.run_covers_held_out(model=model, params=params))
     run.full_clean()
     run.save()
     run.total_items = run_snippets(run).count() * samples
@@ -437,7 +438,11 @@ def upload_line_parse(row, *, snippets: dict[str, Snippet], version: BenchmarkVe
 @transaction.atomic
 def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes, user=None,
                     with_paper: bool = True, protocol: str | None = None) -> EvaluationRun:
-    """Score uploaded generations (JSONL, see `upload_line_parse`) like the platform's own; all or nothing."""
+    """Score uploaded generations (JSONL, see `upload_line_parse`) like the platform's own; all or nothing.
+
+    An upload answers the public split only: held-out prompts never leave the platform, so nobody could answer
+    them honestly, and a held-out id is as unknown here as any other.
+    """
     import json
 
     if version.status == BenchmarkVersion.Status.DRAFT:
@@ -447,7 +452,7 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UploadError([f"the file is not UTF-8 text (byte {exc.start})"]) from exc
-    snippets = {str(s.pk): s for s in version_snippets(version=version)}
+    snippets = {str(s.pk): s for s in visibility.items_public(version=version)}
     problems: list[str] = []
     rows: list[UploadedAnswer] = []
     seen: set[tuple[str, int]] = set()

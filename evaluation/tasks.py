@@ -20,7 +20,7 @@ from evaluation.executor import item_execute, limits_for_release
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
-from evaluation.selectors import item_prompt
+from evaluation.selectors import item_prompt, run_snippets
 
 logger = logging.getLogger(__name__)
 SANDBOX_RETRIES = 3
@@ -64,6 +64,9 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
 
     run, snippet = _item(run_id, snippet_id)
     if run is None or not run.is_active:
+        return
+    if not run_snippets(run).filter(pk=snippet.pk).exists():
+        logger.error("run %s does not cover item %s (held out?); its prompt is not sent", run.pk, snippet.pk)
         return
     if not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists():
         wait = provider_wait(run.model.provider)

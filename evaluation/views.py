@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
@@ -54,7 +55,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         return render(request, "evaluation/_leaderboard_table.html", context)
     view = request.GET.get("view", "papers")
     context.update(view=view if view in BREAKDOWNS else "papers", breakdowns=BREAKDOWNS)
-    context.update(_breakdown(version=version, rows=rows, view=context["view"]))
+    context.update(_breakdown(version=version, rows=rows, view=context["view"], user=request.user))
     if target == "breakdown":
         return render(request, "evaluation/_leaderboard_breakdown.html", context)
     context["chart"] = [{"label": f"{r.run.model.display_name} ({'reference line' if r.calibration else r.setting})",
@@ -65,15 +66,15 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "evaluation/leaderboard.html", context)
 
 
-def _breakdown(*, version: BenchmarkVersion, rows, view: str) -> dict:
+def _breakdown(*, version: BenchmarkVersion, rows, view: str, user) -> dict:
     if view == "sizes":
         return {"size_labels": [label for label, _, _ in selectors.SIZE_BUCKETS],
-                "size_rows": selectors.leaderboard_size_buckets(rows=rows)}
+                "size_rows": selectors.leaderboard_size_buckets(rows=rows, user=user)}
     if view == "ablation":
         return {"ablation": selectors.leaderboard_paper_ablation(rows=rows)}
     if view == "contamination":
-        return {"contamination": selectors.leaderboard_contamination(version=version, rows=rows)}
-    return {"heatmap": selectors.leaderboard_paper_heatmap(version=version, rows=rows)}
+        return {"contamination": selectors.leaderboard_contamination(version=version, rows=rows, user=user)}
+    return {"heatmap": selectors.leaderboard_paper_heatmap(version=version, rows=rows, user=user)}
 
 
 def _query(filters: selectors.LeaderboardFilters, **override) -> str:
@@ -90,7 +91,7 @@ def _sort_links(filters: selectors.LeaderboardFilters) -> list[dict]:
     for column in selectors.LEADERBOARD_PAGE_COLUMNS:
         key, label = column.sort, column.label
         current = filters.sort == key
-        default_desc = key in ("rank", "pass", "items", "tokens")
+        default_desc = key in ("rank", "pass", "held_out", "items", "tokens")
         descending = not filters.descending if current else default_desc
         columns.append({"key": key, "label": label, "column": column, "current": current and label != "Rank",
                         "aria": ("descending" if filters.descending else "ascending") if current else "none",
@@ -150,17 +151,16 @@ def run_new(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:
-    run = get_object_or_404(EvaluationRun.objects.select_related("model", "version"), pk=pk)
-    version_get(name=run.version.name, user=request.user)  # 404 where the version is not visible
-    return run
+    return get_object_or_404(visibility.runs_visible(user=request.user).select_related("model", "version"), pk=pk)
 
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
-    context = {"run": run, "progress": selectors.run_progress(run),
-               "overall": run.scores.filter(paper__isnull=True).first(),
-               "paper_scores": selectors.run_paper_scores(run=run), 
-               "items": selectors.run_item_page(run=run, page=request.GET.get("page")),
+    items = selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
+    progress = selectors.run_progress(run)
+    context = {"run": run, "progress": progress, "split_scores": selectors.run_split_scores(run=run),
+               "paper_scores": visibility.paper_scores_visible(run=run, user=request.user), "items": items,
+               "items_hidden": progress.done - items.paginator.count,
                "provenance_changes": run.provenance_changes.select_related("actor"),
                "may_verify": (run.provenance == EvaluationRun.Provenance.SELF_REPORTED
                               and run.status == EvaluationRun.Status.COMPLETED

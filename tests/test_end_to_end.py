@@ -75,7 +75,7 @@ def test_api_model_run_leaderboard_and_identical_upload(author, media_root, cele
     uploaded = wait_completed(api, upload.json()["id"], worker)
 
     fields = ("items", "passed", "failed", "errors", "pass_rate", "scaled_pass_rate", "scaled_ci_low", "scaled_ci_high")
-    own = RunScore.objects.get(run_id=generated["id"], paper=None)
-    theirs = RunScore.objects.get(run_id=uploaded["id"], paper=None)
+    own = RunScore.objects.get(run_id=generated["id"], paper=None, split="")
+    theirs = RunScore.objects.get(run_id=uploaded["id"], paper=None, split="")
     assert [getattr(theirs, f) for f in fields] == [getattr(own, f) for f in fields]
     assert EvaluationRun.objects.get(pk=uploaded["id"]).generations.count() == 33

@@ -18,7 +18,7 @@ def heat(value: float | None) -> str:
 
 @register.filter
 def pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}%"
+    return "—" if value is None or value == "" else f"{value:.1f}%"
 
 
 PROVENANCE_BADGES = {"verified": "verified", "self_reported": "self-reported", "reported": "reported"}
@@ -58,6 +58,11 @@ def leaderboard_cell(row, column) -> str:
     if column.key == "flagged" and value:
         return format_html('<span class="badge flagged" title="{}">{}</span>',
                            "items awaiting a maintainer's review, not scored", value)
+    if column.key == "held_out_scaled_pass_rate":
+        if row.held_out is None:
+            return format_html('<span class="muted" title="{}">public only</span>',
+                               "Uploads and runs of models not trusted with held-out prompts cover the public split only")
+        return format_html('{} <span class="ci">({} items)</span>', pct(value), row.held_out.items)
     if column.kind == "bool":
         return "yes" if value else "no"
     if column.kind == "date":

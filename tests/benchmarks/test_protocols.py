@@ -206,6 +206,6 @@ def test_evaluate_runs_in_the_named_protocol(original, bwrap):
                  inline=True, stdout=out)
     run = EvaluationRun.objects.get()
     assert run.protocol == "rcb-original" and not run.with_paper and "in protocol rcb-original" in out.getvalue()
-    assert run.scores.get(paper=None).scaled_pass_rate == 100.0
+    assert run.scores.get(paper=None, split="").scaled_pass_rate == 100.0
     last = Generation.objects.get(run=run, snippet__name="last")
     assert last.prompt_hash == hashlib.sha256(PROMPT_LAST_WITHOUT_PAPER).hexdigest()

@@ -45,7 +45,7 @@ def test_a_new_draft_starts_from_the_latest_release_and_publishes_a_changelog(fi
     assert published.changelog["changed"][0]["to_revision"] == 2
 
 
-def test_held_out_tasks_are_never_downloadable_but_their_prompts_are(first, maintainer):
+def test_held_out_tasks_and_their_prompts_are_never_downloadable(first, maintainer):
     draft = version_draft_create(name="1.1.0", actor=maintainer)
     held = draft.tasks.get(paper__slug="trimmed-infonce")
     version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT, actor=maintainer)
@@ -57,11 +57,41 @@ def test_held_out_tasks_are_never_downloadable_but_their_prompts_are(first, main
     assert not any("trimmed-infonce" in n for n in names), "held-out code never leaves the platform"
     assert "trimmed-infonce" not in archive.read("1.1.0/papers.yaml").decode()
     items = [json.loads(line) for line in blob_read(sha256=published.downloads["items"]["sha256"]).decode().splitlines()]
-    assert len(items) == 33 and {i["paper"] for i in items} == {"dampnest", "topk-attention-pool", "trimmed-infonce"}
-    held_item = next(i for i in items if i["paper"] == "trimmed-infonce")
-    reference = Snippet.objects.get(pk=int(held_item["id"])).reference_code
-    assert "TODO: Implement block" in held_item["masked_code"] and held_item["prompt"].count("## ") >= 1
-    assert reference.strip() not in held_item["prompt"]
+    held = Snippet.objects.filter(task__paper__slug="trimmed-infonce", task__versions=published)
+    assert len(items) == 33 - held.count() and {i["paper"] for i in items} == {"dampnest", "topk-attention-pool"}
+    public_item = items[0]
+    assert "TODO: Implement block" in public_item["masked_code"] and public_item["prompt"].count("## ") >= 1
+
+
+def test_the_upgrade_rewrites_old_items_files_without_held_out_prompts(first, maintainer):
+    """Releases published before held-out items became private have every item in their JSONL: the data migration
+    keeps only the public ones, under a new sha256 that the download serves."""
+    import importlib
+
+    from django.apps import apps
+
+    from benchmarks.services import blob_store
+    from benchmarks.selectors import protocol_get, snippet_prompt
+
+    migration = importlib.import_module("benchmarks.migrations.0004_items_download_public_only")
+    VersionTask.objects.filter(version=first, task__paper__slug="trimmed-infonce").update(split="held_out")
+    old = "".join(json.dumps({"id": str(s.pk), "paper": s.task.paper.slug, "prompt": snippet_prompt(
+        snippet=s, files={p: blob_read(sha256=d) for p, d in s.task.files.items()}, with_paper=False,
+        protocol=protocol_get(name="rcb-v1"))}) + "\n" for s in version_snippets(version=first)).encode()
+    blob = blob_store(content=old)
+    first.downloads = {**first.downloads, "items": {**first.downloads["items"], "sha256": blob.sha256,
+                                                    "size": blob.size}}
+    first.save()
+    migration.forwards(apps, None)
+    first.refresh_from_db()
+    entry = first.downloads["items"]
+    lines = [json.loads(line) for line in blob_read(sha256=entry["sha256"]).decode().splitlines()]
+    assert entry["sha256"] != blob.sha256 and entry["size"] == len(blob_read(sha256=entry["sha256"]))
+    assert {line["paper"] for line in lines} == {"dampnest", "topk-attention-pool"}
+    assert len(lines) == version_snippets(version=first, split="public").count()
+    migration.forwards(apps, None)  # twice changes nothing
+    first.refresh_from_db()
+    assert first.downloads["items"] == entry
 
 
 def test_retired_snippets_leave_the_items_and_are_listed_with_their_reason(first, maintainer):

@@ -42,7 +42,7 @@ def test_a_dead_engine_is_an_error_after_retries_not_a_failure(media_root, engin
         for other in task.snippets.all():
             services.outcome_record(run=run, snippet=other, sample=0, verdict=services.Verdict("passed", "", ""))
     services.run_maybe_finish(run=run)
-    score = RunScore.objects.get(run=run, paper=None)
+    score = RunScore.objects.get(run=run, paper=None, split="")
     assert score.errors == 1 and score.pass_rate == 100.0
 
 

@@ -56,7 +56,7 @@ def test_leaderboard_ranks_by_scaled_pass_rate_and_shows_intervals(client, versi
     assert "Reference (calibration)" in reference_lines and "Placeholder (calibration)" in reference_lines
     order = [ranked.index(f'href="{reverse("model-detail", args=[n])}"') for n in ("halfway", "nothing")]
     assert order == sorted(order) and "(calibration)" not in ranked
-    halfway = RunScore.objects.get(run__model__name="halfway", paper=None)
+    halfway = RunScore.objects.get(run__model__name="halfway", paper=None, split="")
     assert 0 < halfway.scaled_pass_rate < 100 and halfway.scaled_pass_rate > halfway.pass_rate
     assert f"{halfway.scaled_pass_rate:.1f}%" in body
     assert f"[{halfway.scaled_ci_low:.1f}, {halfway.scaled_ci_high:.1f}]" in body
@@ -129,7 +129,7 @@ def test_with_versus_without_paper_pairs(client, version):
     evaluate(version, model("single"), lambda s: True)
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "ablation"}).content.decode()
     section = body.split('id="breakdown"')[1]
-    without = RunScore.objects.get(run__model=both, run__with_paper=False, paper=None).scaled_pass_rate
+    without = RunScore.objects.get(run__model=both, run__with_paper=False, paper=None, split="").scaled_pass_rate
     assert f"+{100 - without:.1f} pts" in section
     assert ">Single<" not in section
 
@@ -142,7 +142,7 @@ def test_contamination_keeps_only_papers_after_the_cutoff(client, version):
     section = body.split('id="breakdown"')[1]
     late_row = section.split(">Late ")[1].split("</tr>")[0]
     assert "2 of 3" in late_row and "100.0%" in late_row, "dampnest (before the cut-off) is left out"
-    overall = RunScore.objects.get(run__model__name="late", paper=None).scaled_pass_rate
+    overall = RunScore.objects.get(run__model__name="late", paper=None, split="").scaled_pass_rate
     assert f"{overall:.1f}%" in late_row and overall < 100
     assert "cut-off unknown" in section.split(">Nodate ")[1].split("</tr>")[0]
 
@@ -175,16 +175,19 @@ def test_model_page_never_shows_the_api_key(client, version):
     assert "sk-super-secret-123" not in body and entry.api_key_encrypted not in body
 
 
-def test_run_page_shows_answers_but_reference_code_only_for_public_tasks(client, version):
+def test_run_page_shows_public_answers_and_never_held_out_items(client, version):
     held = version.memberships.get(task__paper__slug="dampnest")
     VersionTask.objects.filter(pk=held.pk).update(split=VersionTask.Split.HELD_OUT)
     run = evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
     body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
-    assert "Held-out task" in body and 'id="run-progress"' in body and 'hx-trigger="every 2s"' not in body
+    held = Snippet.objects.filter(task__versions=version, task__paper__slug="dampnest")
+    assert f"{held.count()} held-out items not listed" in body
+    assert 'id="run-progress"' in body and 'hx-trigger="every 2s"' not in body
     for snippet in Snippet.objects.filter(task__versions=version, loc__gte=3).select_related("task__paper"):
-        assert f"answer_{snippet.pk} = 1" in body
         if snippet.task.paper.slug == "dampnest":
-            assert code_line(snippet) not in body
+            assert code_line(snippet) not in body and f"answer_{snippet.pk} = 1" not in body
+        else:
+            assert f"answer_{snippet.pk} = 1" in body
     public = Snippet.objects.filter(task__versions=version, loc__gte=3).exclude(task__paper__slug="dampnest").first()
     assert code_line(public) in body
 

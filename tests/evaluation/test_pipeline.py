@@ -46,10 +46,10 @@ def test_reference_scores_100_and_placeholder_0(backend, demo, celery_worker_fac
     reference = run_and_wait("reference", demo, worker)
     placeholder = run_and_wait("placeholder", demo, worker)
 
-    total = RunScore.objects.get(run=reference, paper=None)
+    total = RunScore.objects.get(run=reference, paper=None, split="")
     assert (total.items, total.passed, total.errors, total.flagged, total.scaled_pass_rate) == (33, 33, 0, 0, 100.0)
     assert RunScore.objects.filter(run=reference, paper__isnull=False).count() == 3
-    zero = RunScore.objects.get(run=placeholder, paper=None)
+    zero = RunScore.objects.get(run=placeholder, paper=None, split="")
     assert (zero.passed, zero.failed, zero.errors, zero.flagged, zero.scaled_pass_rate) == (0, 33, 0, 0, 0.0)
     # Neither calibration answer raises a finding, statically or at run time.
     assert not Outcome.objects.filter(run__in=[reference, placeholder]).exclude(findings=[]).exists()
@@ -77,7 +77,7 @@ def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(demo, celery
     assert outcomes.count() == run.total_items == 99
     assert outcomes.values("snippet", "sample").distinct().count() == 99
     assert set(outcomes.values_list("status", flat=True)) == {"passed"}
-    assert RunScore.objects.get(run=run, paper=None).scaled_pass_rate == 100.0
+    assert RunScore.objects.get(run=run, paper=None, split="").scaled_pass_rate == 100.0
 
 
 def test_cancel_stops_dispatched_items_and_resume_finishes_only_the_missing(demo, celery_worker_factory,
@@ -127,6 +127,6 @@ def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and
         assert generation.cost is None, "a model unknown to the cost tables costs unknown, not zero"
     assert auth == {"Bearer sk-test-secret-123"}
     assert len(server.chat_requests) == 35, "two failures were retried"
-    score = RunScore.objects.get(run=run, paper=None)
+    score = RunScore.objects.get(run=run, paper=None, split="")
     assert score.scaled_pass_rate == 100.0 and score.prompt_tokens > 0 and score.cost is None
     assert "sk-test-secret-123" not in worker.output()

@@ -34,7 +34,7 @@ def run_inline(run: EvaluationRun) -> RunScore:
             if calls_model and not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists():
                 item_generate.apply(args=(run.pk, snippet.pk, sample), throw=True)
             item_evaluate.apply(args=(run.pk, snippet.pk, sample), throw=True)
-    return RunScore.objects.get(run=run, paper=None)
+    return RunScore.objects.get(run=run, paper=None, split="")
 
 
 def test_an_upload_of_the_reference_answers_scores_like_the_reference_model(media_root, bwrap, author):

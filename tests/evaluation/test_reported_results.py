@@ -38,7 +38,7 @@ def test_scores_equal_a_hand_computation(version, capsys):
     # trimmed-infonce 30 (10): 109 lines over 33 snippets.
     # Model-A (one completion) passes dampnest but its 18-line update rule (11 snippets, 30 lines) and the 14-line
     # topk forward pass: 12 of 33 snippets, 44 of 109 lines.
-    a = RunScore.objects.get(run__model__name="model-a-2025", paper__isnull=True)
+    a = RunScore.objects.get(run__model__name="model-a-2025", paper__isnull=True, split="")
     assert (a.items, a.passed, a.failed, a.errors) == (33, 12, 21, 0)
     assert a.pass_rate == pytest.approx(100 * 12 / 33)
     assert a.scaled_pass_rate == pytest.approx(100 * 44 / 109)
@@ -49,7 +49,7 @@ def test_scores_equal_a_hand_computation(version, capsys):
     assert (trimmed.pass_rate, trimmed.scaled_pass_rate) == (0, 0)
     # model-b, two completions: the first passes everything, the second only trimmed-infonce (10 snippets, 30
     # lines); pass@1 is the mean over completions, as for every run with samples.
-    b = RunScore.objects.get(run__model__name="model-b", paper__isnull=True)
+    b = RunScore.objects.get(run__model__name="model-b", paper__isnull=True, split="")
     assert b.run.samples == 2 and (b.passed, b.failed) == (33 + 10, 23)
     assert b.pass_rate == pytest.approx((100 + 100 * 10 / 33) / 2)
     assert b.scaled_pass_rate == pytest.approx((100 + 100 * 30 / 109) / 2)
@@ -71,13 +71,13 @@ def test_scored_by_the_same_code_as_a_verified_run(version):
     from tests.evaluation.test_leaderboard import evaluate, model
 
     call_command("import_results", str(FIXTURE), version="1.0.0")
-    reported = RunScore.objects.get(run__model__name="model-a-2025", paper__isnull=True)
+    reported = RunScore.objects.get(run__model__name="model-a-2025", paper__isnull=True, split="")
     passes = set(Outcome.objects.filter(run=reported.run, status="passed").values_list("snippet_id", flat=True))
     verified = evaluate(version, model("same"), lambda s: s.pk in passes)
     # The bootstrap is seeded by the run id: rescore the verified run's items under the reported run's seed.
     from evaluation.scoring import bootstrap_ci, run_item_results
     rate_ci, scaled_ci = bootstrap_ci(run_item_results(verified)[None], seed=reported.run.pk)
-    mine = verified.scores.get(paper__isnull=True)
+    mine = verified.scores.get(paper__isnull=True, split="")
     fields = ("items", "passed", "failed", "errors", "pass_rate", "scaled_pass_rate")
     assert [getattr(mine, f) for f in fields] == [getattr(reported, f) for f in fields]
     assert (rate_ci.low, rate_ci.high, scaled_ci.low, scaled_ci.high) == (

@@ -140,7 +140,7 @@ def test_reference_run_records_its_lock_and_reproduces_fully_until_a_verdict_is_
     for snippet in Snippet.objects.filter(task__versions=version).order_by("pk"):
         item_evaluate.apply(args=(run.pk, snippet.pk, 0), throw=True)
     run.refresh_from_db()
-    assert run.status == "completed" and run.scores.get(paper=None).scaled_pass_rate == 100.0
+    assert run.status == "completed" and run.scores.get(paper=None, split="").scaled_pass_rate == 100.0
 
     outcomes = list(Outcome.objects.filter(run=run).select_related("environment_lock", "snippet__task"))
     assert all(o.environment_lock and o.limits["wall_seconds"] > 0 and o.worker for o in outcomes)

@@ -60,7 +60,7 @@ def test_outcome_is_recorded_once_and_the_run_finishes_once(version):
     assert services.run_maybe_finish(run=run) is True
     assert services.run_maybe_finish(run=run) is False
     assert Outcome.objects.filter(run=run).count() == 33
-    assert RunScore.objects.get(run=run, paper=None).scaled_pass_rate == 100.0
+    assert RunScore.objects.get(run=run, paper=None, split="").scaled_pass_rate == 100.0
 
 
 def test_errors_are_reported_not_scored(version):
@@ -70,7 +70,7 @@ def test_errors_are_reported_not_scored(version):
         verdict = Verdict("error", "infrastructure", "engine gone") if i % 2 else Verdict("passed", "", "")
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict)
     services.run_maybe_finish(run=run)
-    score = RunScore.objects.get(run=run, paper=None)
+    score = RunScore.objects.get(run=run, paper=None, split="")
     assert score.errors == 16 and score.passed == 17 and score.pass_rate == 100.0
 
 

@@ -99,7 +99,7 @@ def test_an_upload_is_queued_in_the_background_and_scored_without_the_llm_queue(
     outcomes = Outcome.objects.filter(run_id=run_id)
     assert outcomes.count() == 66 and outcomes.values("snippet", "sample").distinct().count() == 66
     assert set(outcomes.values_list("status", flat=True)) == {"passed"}
-    assert RunScore.objects.get(run_id=run_id, paper=None).scaled_pass_rate == 100.0
+    assert RunScore.objects.get(run_id=run_id, paper=None, split="").scaled_pass_rate == 100.0
 
 
 @pytest.mark.django_db

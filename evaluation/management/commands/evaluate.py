@@ -76,12 +76,13 @@ class Command(VersionCommand):
         if run.status != EvaluationRun.Status.COMPLETED:
             raise CommandError(f"run {run.pk} ended {run.status}")
         rows = list(RunScore.objects.filter(run=run).select_related("paper").order_by("paper__slug"))
-        rows.sort(key=lambda r: r.paper is not None)
-        header = f"{'paper':<28} {'items':>5} {'pass':>5} {'fail':>5} {'err':>4} {'flag':>4} {'pass@1':>7} {'scaled':>7}  95% CI"
+        rows.sort(key=lambda r: (r.paper is not None, r.split != "", r.split))
+        header = (f"{'paper':<28} {'items':>5} {'pass':>5} {'fail':>5} {'err':>4} {'flag':>4} {'pass@1':>7} "
+                  f"{'scaled':>7}  95% CI")
         self.stdout.write(header)
         self.stdout.write("-" * len(header))
         for row in rows:
-            name = row.paper.slug if row.paper else "ALL"
+            name = row.paper.slug if row.paper else {"": "ALL", "public": "ALL public", "held_out": "ALL held out"}[row.split]
             self.stdout.write(
                 f"{name[:28]:<28} {row.items:>5} {row.passed:>5} {row.failed:>5} {row.errors:>4} {row.flagged:>4} "
                 f"{row.pass_rate:>6.1f}% {row.scaled_pass_rate:>6.1f}%  [{row.scaled_ci_low:.1f}, {row.scaled_ci_high:.1f}]"

@@ -36,7 +36,7 @@ class Command(VersionCommand):
         except EvaluationError as exc:
             raise CommandError(str(exc)) from exc
         for run in runs:
-            score = run.scores.get(paper__isnull=True)
+            score = run.scores.get(paper__isnull=True, split="")
             self.stdout.write(f"run {run.pk}: {run.model.display_name} (reported) scaled pass@1 "
                               f"{score.scaled_pass_rate:.1f}%, pass@1 {score.pass_rate:.1f}% over {score.items} "
                               "snippets")

@@ -1,0 +1,422 @@
+"""Every page and API endpoint x every role x public item, held-out item and draft version: the status each role
+gets, and no line of the held-out task's code or tests (nor its name) in any body a non-maintainer receives.
+
+The URL list is read from the URLconf itself (API routes included), so a new endpoint without a row in CASES
+fails `test_every_route_has_cases` until someone decides who may see it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.contrib import admin as django_admin
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from benchmarks.models import Snippet, VersionTask
+from benchmarks.services import pset_import, version_draft_create, version_publish, version_task_set
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, Outcome
+from evaluation.outcomes import Verdict
+from submissions.services import submission_create
+
+pytestmark = pytest.mark.django_db
+
+HIDDEN_SLUG = "zq-secret"
+HIDDEN_TITLE = "Zqx Hidden Paper Title"
+HIDDEN_CODE = '''\
+def secret_value(x):
+    # <paper2code name="secret outer">
+    zqx_hidden_alpha = x * 4242 + 17
+    # <paper2code name="secret inner">
+    zqx_hidden_beta = zqx_hidden_alpha - 9191
+    # </paper2code name="secret inner">
+    # </paper2code name="secret outer">
+    return zqx_hidden_beta
+'''
+HIDDEN_TEST = '''\
+import secretmod
+
+zqx_hidden_test_gamma = secretmod.secret_value(2)
+assert zqx_hidden_test_gamma == 2 * 4242 + 17 - 9191, "zqx_hidden_test_delta"
+print("zqx hidden test passed")
+'''
+OPEN_CODE = '''\
+def open_value(x):
+    # <paper2code name="open double">
+    doubled = x * 2
+    # </paper2code name="open double">
+    return doubled
+'''
+OPEN_TEST = "import openmod\n\nassert openmod.open_value(3) == 6\n"
+# What must never reach a non-maintainer: every line of the held-out task's code and tests, and its name.
+SECRETS = sorted({ln.strip() for ln in (HIDDEN_CODE + HIDDEN_TEST).splitlines() if "zqx" in ln}
+                 | {HIDDEN_SLUG, HIDDEN_TITLE})
+ROLES = ("anonymous", "author", "other", "maintainer", "admin")
+NON_MAINTAINERS = ("anonymous", "author", "other")
+
+
+def _write_pset(root: Path) -> Path:
+    root.mkdir()
+    (root / "papers.yaml").write_text(textwrap.dedent(f"""\
+        - id: zq-open
+          title: Zq Open Paper
+          annotated_file_paths: openmod.py
+          context_file_paths: null
+        - id: {HIDDEN_SLUG}
+          title: {HIDDEN_TITLE}
+          annotated_file_paths: secretmod.py
+          context_file_paths: null
+        """))
+    for slug, module, code, test in (("zq-open", "openmod", OPEN_CODE, OPEN_TEST),
+                                     (HIDDEN_SLUG, "secretmod", HIDDEN_CODE, HIDDEN_TEST)):
+        (root / slug).mkdir()
+        (root / slug / "paper2code_paper.md").write_text(f"# {slug}\n\nA paper about {module}.\n")
+        (root / slug / f"{module}.py").write_text(code)
+        (root / slug / "paper2code_test.py").write_text(test)
+    return root
+
+
+def _finish(run: EvaluationRun, *, hostile_detail: bool) -> None:
+    """Outcomes for every item of the run; a held-out one carries what a hostile answer printed (the task's code
+    and tests as lines ending in `Error`) in its detail and output tails."""
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    leak = "\n".join(f"{ln} Error" for ln in (HIDDEN_CODE + HIDDEN_TEST).splitlines())
+    for snippet in services.run_snippets(run):
+        generation = services.calibration_generation(run=run, snippet=snippet, sample=0)
+        held = snippet.task.paper.slug == HIDDEN_SLUG
+        verdict = Verdict("failed", "runtime", leak) if held and hostile_detail else Verdict("passed", "", "")
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
+        if held:
+            Outcome.objects.filter(run=run, snippet=snippet).update(stdout_tail=leak, stderr_tail=leak)
+    assert services.run_maybe_finish(run=run)
+
+
+@pytest.fixture
+def world(tmp_path, media_root, author, other_author, maintainer, admin):
+    imported = pset_import(root=_write_pset(tmp_path / "set"), version_name="1.0.0")
+    version = imported.version
+    version_task_set(version=version, task=version.tasks.get(paper__slug=HIDDEN_SLUG),
+                     split=VersionTask.Split.HELD_OUT)
+    version = version_publish(version=version)
+    draft = version_draft_create(name="1.1.0")
+    held = Snippet.objects.filter(task__paper__slug=HIDDEN_SLUG).order_by("pk")
+    public = Snippet.objects.get(task__paper__slug="zq-open")
+
+    reference = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, user=maintainer,
+                                   dispatch=False)
+    assert reference.covers_held_out and reference.total_items == 3
+    _finish(reference, hostile_detail=True)
+    own = services.model_register(name="ada-model", display_name="Ada", litellm_model="openai/ada", owner=author,
+                                  api_key="sk-ada")
+    own_run = services.run_start(model=own, version=version, user=author, dispatch=False)
+    assert not own_run.covers_held_out and own_run.total_items == 1
+    uploaded = services.run_from_upload(
+        model=own, version=version, user=author,
+        data=json.dumps({"id": str(public.pk), "sample": 0, "code": "    doubled = x * 2\n"}).encode())
+    assert not uploaded.covers_held_out
+    _finish(own_run, hostile_detail=False)
+    _finish(uploaded, hostile_detail=False)
+    submission = submission_create(author=author)
+    return {"version": version, "draft": draft, "held": held, "public": public, "reference": reference,
+            "own_run": own_run, "uploaded": uploaded, "model": own, "submission": submission,
+            "users": {"author": author, "other": other_author, "maintainer": maintainer, "admin": admin}}
+
+
+# Expected status per role: O open, M maintainers' page, H held-out or draft data, S signed in, A author only.
+OPEN = dict.fromkeys(ROLES, 200)
+MAINT = {"anonymous": 302, "author": 403, "other": 403, "maintainer": 200, "admin": 200}
+MAINT_API = {"anonymous": 403, "author": 403, "other": 403, "maintainer": 200, "admin": 200}
+HIDDEN = {"anonymous": 404, "author": 404, "other": 404, "maintainer": 200, "admin": 200}
+HIDDEN_MAINT = {"anonymous": 403, "author": 403, "other": 403, "maintainer": 200, "admin": 200}
+SIGNED_IN = {"anonymous": 302, "author": 200, "other": 200, "maintainer": 200, "admin": 200}
+AUTHOR = {"anonymous": 302, "author": 200, "other": 403, "maintainer": 200, "admin": 200}
+POST_ONLY = dict.fromkeys(ROLES, 405)
+POST_MAINT = {"anonymous": 302, "author": 403, "other": 403, "maintainer": 405, "admin": 405}
+POST_API = {"anonymous": 401, "author": 405, "other": 405, "maintainer": 405, "admin": 405}
+NOT_FOUND = dict.fromkeys(ROLES, 404)
+STAFF = {"anonymous": 302, "author": 302, "other": 302, "maintainer": 302, "admin": 200}
+REDIRECT = dict.fromkeys(ROLES, 302)
+# A draft has no runs: hidden from non-maintainers, and for maintainers these runs are not on it.
+HIDDEN_DRAFT_COMPARE = {**HIDDEN, "maintainer": 400, "admin": 400}
+
+
+def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
+    """URL name -> (label, kwargs, query string, expected status per role) for each kind of data."""
+    v, d = w["version"].name, w["draft"].name
+    held, public = w["held"], w["public"]
+    held_task, public_task = held[0].task, public.task
+    ref, own, up = w["reference"].pk, w["own_run"].pk, w["uploaded"].pk
+    sub = w["submission"].pk
+    leaderboard = [(f"{view} tab", {"name": v}, f"view={view}", OPEN)
+                   for view in ("papers", "sizes", "ablation", "contamination")]
+    return {
+        "healthz": [("site", {}, "", OPEN)],
+        "api-tokens": [("own tokens", {}, "", SIGNED_IN)],
+        "login": [("form", {}, "", OPEN)],
+        "logout": [("form", {}, "", POST_ONLY)],
+        "password_change": [("form", {}, "", SIGNED_IN)],
+        "password_change_done": [("page", {}, "", SIGNED_IN)],
+        "password_reset": [("form", {}, "", OPEN)],
+        "password_reset_done": [("page", {}, "", OPEN)],
+        "password_reset_confirm": [("bad token", {"uidb64": "x", "token": "y"}, "", OPEN)],
+        "password_reset_complete": [("page", {}, "", OPEN)],
+        "api-release-list": [("releases", {}, "", OPEN)],
+        "api-release-detail": [("public release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
+        "api-release-download": [(f"{kind}", {"name": v, "kind": kind}, "", OPEN) for kind in ("pset", "items")]
+        + [("draft pset", {"name": d, "kind": "pset"}, "", NOT_FOUND)],
+        "api-item-list": [("release items", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
+        "api-item-detail": [("public item", {"name": v, "item_id": public.pk}, "", OPEN)]
+        + [(f"held-out item {s.name}", {"name": v, "item_id": s.pk}, "", HIDDEN) for s in held]
+        + [(f"held-out item {s.name} without paper", {"name": v, "item_id": s.pk}, "with_paper=false", HIDDEN)
+           for s in held]
+        + [("draft item", {"name": d, "item_id": public.pk}, "", NOT_FOUND)],
+        "api-leaderboard": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
+        "api-leaderboard-csv": [("release", {"name": v}, "", OPEN)],
+        "api-model-list": [("models", {}, "", OPEN)],
+        "api-model-detail": [("author's model", {"name": w["model"].name}, "", OPEN),
+                             ("reference model", {"name": "reference"}, "", OPEN)],
+        "api-run-start": [("form", {}, "", POST_API)],
+        "api-run-upload": [("form", {}, "", POST_API)],
+        "api-run-detail": [(label, {"pk": pk}, "", OPEN) for label, pk in
+                           (("reference run", ref), ("author's run", own), ("upload", up))],
+        "api-run-cancel": [("reference run", {"pk": ref}, "", POST_API)],
+        "api-run-resume": [("reference run", {"pk": ref}, "", POST_API)],
+        "api-run-verify": [("upload", {"pk": up}, "", POST_API)],
+        "api-run-manifest": [(label, {"pk": pk}, "", OPEN) for label, pk in
+                             (("reference run", ref), ("author's run", own), ("upload", up))],
+        "api-run-results": [(label, {"pk": pk}, "", OPEN) for label, pk in
+                            (("reference run", ref), ("author's run", own), ("upload", up))],
+        "api-schema": [("schema", {}, "", OPEN)],
+        "api-docs": [("swagger", {}, "", OPEN)],
+        "/api/v1/<catch-all>": [("unknown", {"path": "nothing/here/"}, "", NOT_FOUND)],
+        "signup": [("form", {}, "", OPEN)],
+        "submission-list": [("own", {}, "", SIGNED_IN)],
+        "submission-new": [("form", {}, "", SIGNED_IN)],
+        "submission-detail": [("author's draft", {"pk": sub}, "", AUTHOR)],
+        "submission-report": [("author's draft", {"pk": sub}, "", AUTHOR)],
+        "submission-step": [("author's draft", {"pk": sub, "step": "details"}, "",
+                             {**AUTHOR, "maintainer": 403, "admin": 403})],
+        "comment-create": [("author's draft", {"pk": sub}, "", {**POST_ONLY, "anonymous": 302})],
+        "submission-action": [("author's draft", {"pk": sub, "action": "withdraw"}, "",
+                               {**POST_ONLY, "anonymous": 302})],
+        "review-queue": [("queue", {}, "", MAINT)],
+        "review-detail": [("author's draft", {"pk": sub}, "", MAINT)],
+        "leaderboard-latest": [("latest", {}, "", REDIRECT)],
+        "leaderboard": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)] + leaderboard,
+        "model-new": [("form", {}, "", SIGNED_IN)],
+        "run-new": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
+        "environment-retry": [("a failed build", {"pk": 1}, "", POST_MAINT)],
+        "model-detail": [("author's model", {"name": w["model"].name}, "", OPEN),
+                         ("reference model", {"name": "reference"}, "", OPEN)],
+        "run-detail": [(label, {"pk": pk}, "", OPEN) for label, pk in
+                       (("reference run", ref), ("author's run", own), ("upload", up))],
+        "run-progress": [("reference run", {"pk": ref}, "", OPEN)],
+        "operations": [("page", {}, "", MAINT)],
+        "run-resume": [("reference run", {"pk": ref}, "", POST_MAINT)],
+        "run-verify": [("upload", {"pk": up}, "", POST_MAINT)],
+        "run-manifest": [(label, {"pk": pk}, "", OPEN) for label, pk in
+                         (("reference run", ref), ("author's run", own), ("upload", up))],
+        "home": [("versions", {}, "", OPEN)],
+        "guide": [(slug, {"slug": slug}, "", OPEN) for slug in ("format", "leaderboard")],
+        "release-compare": [("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
+                            ("draft", {"name": d}, f"a={ref}&b={own}", HIDDEN_DRAFT_COMPARE)],
+        "api-compare": [("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
+                        ("draft", {"name": d}, f"a={ref}&b={own}", NOT_FOUND)],
+        "outcome-review": [("a reference outcome", {"pk": ref, "outcome_pk": w["reference"].outcomes.first().pk}, "",
+                            POST_MAINT)],
+        "version-new": [("form", {}, "", MAINT)],
+        "version-detail": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", HIDDEN)],
+        "version-download": [(kind, {"name": v, "kind": kind}, "", OPEN) for kind in ("pset", "items")],
+        "version-curate": [("draft", {"name": d}, "", MAINT), ("release", {"name": v}, "", {**MAINT, "maintainer": 404,
+                                                                                          "admin": 404})],
+        "version-task-add": [("draft", {"name": d}, "", POST_ONLY)],
+        "version-task-split": [("held-out task", {"name": d, "task_id": held_task.pk}, "", POST_ONLY)],
+        "version-task-drop": [("public task", {"name": d, "task_id": public_task.pk}, "", POST_ONLY)],
+        "version-snippet-retire": [("held-out item", {"name": d, "snippet_id": held[0].pk}, "", POST_ONLY)],
+        "version-publish": [("draft", {"name": d}, "", POST_ONLY)],
+        "version-settings": [("draft", {"name": d}, "", POST_ONLY)],
+        "version-deprecate": [("release", {"name": v}, "", POST_ONLY)],
+        "paper-detail": [("public paper", {"name": v, "slug": "zq-open"}, "", OPEN),
+                         ("held-out paper", {"name": v, "slug": HIDDEN_SLUG}, "", HIDDEN),
+                         ("draft paper", {"name": d, "slug": "zq-open"}, "", HIDDEN)],
+        "snippet-masked": [("public item", {"name": v, "snippet_id": public.pk}, "", HIDDEN_MAINT)]
+        + [(f"held-out item {s.name}", {"name": v, "snippet_id": s.pk}, "", HIDDEN_MAINT) for s in held],
+    }
+
+
+def _routes(resolver=None, prefix: str = "") -> list[tuple[str, str]]:
+    """(key, pattern) of every route outside the admin site: its name, or its full pattern when unnamed."""
+    resolver = resolver or get_resolver()
+    routes = []
+    for pattern in resolver.url_patterns:
+        if isinstance(pattern, URLResolver):
+            if pattern.app_name != "admin":
+                routes += _routes(pattern, prefix + str(pattern.pattern))
+        elif isinstance(pattern, URLPattern):
+            full = prefix + str(pattern.pattern)
+            unnamed = "/api/v1/<catch-all>" if prefix.startswith("api/v1/") else full
+            routes.append((pattern.name or unnamed, full))
+    return routes
+
+
+def _admin_urls(w: dict) -> list[tuple[str, str]]:
+    """The admin site: its index, and the list and change page of every registered model (held-out rows first)."""
+    urls = [("admin index", reverse("admin:index"))]
+    for model, model_admin in django_admin.site._registry.items():
+        meta = model._meta
+        urls.append((f"admin {meta.label} list", reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")))
+        row = (w["held"][0] if model is Snippet else w["held"][0].task if model is w["held"][0].task.__class__
+               else model.objects.first())
+        if row is not None:
+            urls.append((f"admin {meta.label} row",
+                         reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[row.pk])))
+    return urls
+
+
+def _client(role: str, users: dict) -> Client:
+    client = Client()
+    if role != "anonymous":
+        client.force_login(users[role])
+    return client
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    return [text for item in value for text in _strings(item)] if isinstance(value, list) else [str(value)]
+
+
+def _text(response) -> str:
+    """The body as text: a zip download member by member, JSON (and JSON lines) as its strings unescaped."""
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    if body[:2] == b"PK":
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            return "\n".join(archive.read(name).decode("utf-8", "replace") for name in archive.namelist())
+    text = body.decode("utf-8", "replace")
+    if "json" in response.get("Content-Type", ""):
+        for line in text.splitlines() if "ndjson" in response["Content-Type"] else [text]:
+            text += "\n" + "\n".join(_strings(json.loads(line)))
+    return text
+
+
+def _leaks(text: str) -> list[str]:
+    from html import unescape
+
+    plain = unescape(text)
+    return [secret for secret in SECRETS if secret in text or secret in plain]
+
+
+def test_every_route_has_cases(world):
+    routes = {key for key, _ in _routes()}
+    cases = set(_cases(world))
+    assert not routes - cases, f"routes nobody has decided visibility for: {sorted(routes - cases)}"
+    assert not cases - routes, f"cases for routes that no longer exist: {sorted(cases - routes)}"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_matrix(world, role):
+    client = _client(role, world["users"])
+    problems, requests = [], 0
+    patterns = dict(_routes())
+    for name, cases in _cases(world).items():
+        for label, kwargs, query, expected in cases:
+            url = (f"/api/v1/{kwargs['path']}" if name == "/api/v1/<catch-all>" else reverse(name, kwargs=kwargs))
+            response = client.get(url + (f"?{query}" if query else ""))
+            requests += 1
+            where = f"{name} ({label}) {url}{'?' + query if query else ''} [{patterns.get(name, '')}]"
+            if response.status_code != expected[role]:
+                problems.append(f"{where}: status {response.status_code}, expected {expected[role]}")
+            # A 404 page may quote the address asked for: the asker's own words, not a leak.
+            if role in NON_MAINTAINERS and (leaked := _leaks(_text(response).replace(url, ""))):
+                problems.append(f"{where}: shows {leaked}")
+    for label, url in _admin_urls(world):
+        response = client.get(url)
+        requests += 1
+        if response.status_code != STAFF[role]:
+            problems.append(f"{label} {url}: status {response.status_code}, expected {STAFF[role]}")
+        if role in NON_MAINTAINERS and (leaked := _leaks(_text(response))):
+            problems.append(f"{label} {url}: shows {leaked}")
+    assert requests > 80
+    assert not problems, "\n".join(problems)
+
+
+def test_maintainers_do_see_the_held_out_items_the_matrix_hides(world):
+    """The scan finds what it looks for: the same bodies, as a maintainer, hold the held-out code and outputs."""
+    client = _client("maintainer", world["users"])
+    v, held = world["version"].name, world["held"]
+    inner = held.get(name="secret inner")
+    prompt = client.get(reverse("api-item-detail", kwargs={"name": v, "item_id": inner.pk})).json()["prompt"]
+    assert "zqx_hidden_alpha = x * 4242 + 17" in prompt  # the sibling's code, unmasked in the prompt
+    run_page = client.get(reverse("run-detail", kwargs={"pk": world["reference"].pk})).content.decode()
+    assert _leaks(run_page) and "Error" in run_page
+    results = client.get(reverse("api-run-results", kwargs={"pk": world["reference"].pk})).json()
+    assert results["count"] == 3
+    anonymous = Client().get(reverse("api-run-results", kwargs={"pk": world["reference"].pk})).json()
+    assert anonymous["count"] == 1 and anonymous["results"][0]["item"] == world["public"].pk
+
+
+def test_scores_are_reported_per_split_and_held_out_ones_only_in_aggregate(world):
+    v = world["version"].name
+    detail = Client().get(reverse("api-run-detail", kwargs={"pk": world["reference"].pk})).json()
+    assert detail["covers_held_out"] is True
+    assert detail["split_scores"]["public"]["items"] == 1 and detail["split_scores"]["held_out"]["items"] == 2
+    assert detail["split_scores"]["held_out"]["scaled_pass_rate"] == 0.0  # both held-out items failed
+    own = Client().get(reverse("api-run-detail", kwargs={"pk": world["own_run"].pk})).json()
+    assert own["covers_held_out"] is False and own["total_items"] == 1
+    rows = {r["run"]: r for r in Client().get(reverse("api-leaderboard", kwargs={"name": v})).json()}
+    reference = rows[world["reference"].pk]
+    assert reference["scaled_pass_rate"] == 100.0 and reference["items"] == 1
+    assert reference["held_out_scaled_pass_rate"] == 0.0 and reference["held_out_items"] == 2
+    assert rows[world["uploaded"].pk]["held_out_items"] is None
+    page = Client().get(reverse("run-detail", kwargs={"pk": world["reference"].pk})).content.decode()
+    assert "Held-out split (aggregate only)" in page and "2 held-out items not listed" in page
+    # The size tab counts only what the viewer may see item by item: all three items sit in the 1-2 lines bucket.
+    sizes = {"name": v}
+    anonymous = Client().get(reverse("leaderboard", kwargs=sizes), {"view": "sizes"}).content.decode()
+    maintainer = _client("maintainer", world["users"]).get(reverse("leaderboard", kwargs=sizes),
+                                                           {"view": "sizes"}).content.decode()
+    assert "(1/1)" in anonymous and "(1/3)" not in anonymous and "(1/3)" in maintainer
+
+
+def test_an_upload_cannot_name_or_need_a_held_out_item(world):
+    model, version, held = world["model"], world["version"], world["held"][0]
+    public = world["public"]
+    rows = [{"id": str(public.pk), "sample": 0, "code": "    doubled = x * 2\n"},
+            {"id": str(held.pk), "sample": 0, "code": "    zqx = 1\n"}]
+    with pytest.raises(services.UploadError) as refused:
+        services.run_from_upload(model=model, version=version, data="\n".join(map(json.dumps, rows)).encode())
+    assert refused.value.problems == [f"line 2: unknown item id '{held.pk}' in version {version.name}"]
+
+
+def test_only_endpoints_maintainers_trust_get_held_out_prompts(world, settings, maintainer, author):
+    from benchmarks.visibility import run_covers_held_out
+
+    version = world["version"]
+    cases = [
+        (dict(name="m-own", litellm_model="openai/x", owner=maintainer, api_key="sk", api_base="http://10.0.0.9"),
+         {}, True),
+        (dict(name="a-plain", litellm_model="openai/x", owner=author, api_key="sk-own"), {}, True),
+        (dict(name="a-base", litellm_model="openai/x", owner=author, api_key="sk-own",
+              api_base="https://93.184.216.34"), {}, False),
+        (dict(name="a-run-params", litellm_model="openai/x", owner=author, api_key="sk-own"), {"metadata": {"a": 1}},
+         False),
+        (dict(name="a-other", litellm_model="anthropic/x", owner=author, api_key="sk-own"), {}, False),
+    ]
+    settings.HELD_OUT_PROVIDERS = frozenset({"openai"})
+    for fields, params, expected in cases:
+        model = services.model_register(display_name=fields["name"], **fields)
+        assert run_covers_held_out(model=model, params=params) is expected, fields["name"]
+        if params:  # model_register and run_start refuse non-sampling parameters before this rule is asked
+            continue
+        run = services.run_start(model=model, version=version, params=params, dispatch=False)
+        assert run.covers_held_out is expected and run.total_items == (3 if expected else 1), fields["name"]
+    settings.HELD_OUT_PROVIDERS = frozenset()
+    assert not run_covers_held_out(model=ModelEntry.objects.get(name="a-plain"))
