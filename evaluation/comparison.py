@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from benchmarks.models import Snippet, VersionTask
+from benchmarks import visibility
+from benchmarks.models import Snippet
 from benchmarks.paper2code.comparison import Comparison, PairedItem, compare
-from benchmarks.selectors import user_is_maintainer
 from evaluation.models import EvaluationRun, Outcome
 
 # A fixed seed: the same pair of runs always gets the same interval.
@@ -65,9 +65,7 @@ def run_comparison(*, a: EvaluationRun, b: EvaluationRun, user) -> RunComparison
         raise ComparisonError("choose two different runs")
     values_a, values_b = _pass_values(a), _pass_values(b)
     shared = values_a.keys() & values_b.keys()
-    public = set(VersionTask.objects.filter(version=a.version_id, split=VersionTask.Split.PUBLIC)
-                 .values_list("task_id", flat=True))
-    everything = user_is_maintainer(user=user)
+    visible = set(visibility.tasks_visible(version=a.version, user=user).values_list("pk", flat=True))
     snippets = (Snippet.objects.filter(pk__in=shared)
                 .values_list("pk", "loc", "task_id", "task__paper__slug", "file_path", "name")
                 .order_by("task__paper__slug", "file_path", "position"))
@@ -77,7 +75,7 @@ def run_comparison(*, a: EvaluationRun, b: EvaluationRun, user) -> RunComparison
         item = PairedItem(item_id=str(snippet_id), paper_id=paper, loc=loc, a=values_a[snippet_id],
                           b=values_b[snippet_id])
         paired.append(item)
-        if everything or task_id in public:
+        if task_id in visible:
             by_paper[paper].append(item)
             rows.append(ItemRow(item=snippet_id, paper=paper, file=file_path, snippet=name, loc=loc,
                                 a=item.a, b=item.b))
