@@ -89,9 +89,18 @@ class DockerSession(Session):
             container_remove(api, container)
 
 
-def container_remove(api, container: str) -> None:
-    with engine_errors("removing the sandbox container"), contextlib.suppress(docker.errors.NotFound):
-        api.remove_container(container, force=True)
+def container_remove(api, container: str) -> bool:
+    """Remove a container; False when it was already gone or another worker is removing it (not an error)."""
+    with engine_errors("removing the sandbox container"):
+        try:
+            api.remove_container(container, force=True)
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409 and "already in progress" in str(exc.explanation or exc):
+                return False
+            raise
+    return True
 
 
 def container_run(api, container: str, archive: IO[bytes], limits: Limits) -> ExecResult:
@@ -429,9 +438,7 @@ class DockerBackend(Backend):
                                                               for n in c.get("Names") or [])]
             for container, limit in runs + builds:
                 if time.time() - container["Created"] > limit:
-                    with contextlib.suppress(docker.errors.NotFound):
-                        api.remove_container(container["Id"], force=True)
-                        removed += 1
+                    removed += container_remove(api, container["Id"])
         return removed
 
     def environment_lock(self, environment: Environment) -> dict:
