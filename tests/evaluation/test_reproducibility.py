@@ -198,7 +198,7 @@ def test_items_without_a_recorded_answer_are_skipped_not_disagreements(version, 
     settings.SANDBOX_BACKEND = "local"  # nothing runs: every item lacks an answer
     executor.sessions_close()
     executor._backend = None
-    entry = ModelEntry.objects.create(name="flaky", display_name="Flaky", litellm_model="local/flaky")
+    entry = ModelEntry.objects.create(name="flaky", display_name="Flaky", litellm_model="openai/flaky")
     run = services.run_start(model=entry, version=version, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
