@@ -248,3 +248,14 @@ def browser_page(live_server):
         yield page
         browser.close()
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+def client_for(user=None):
+    """A REST API client that authenticates as `user` with their token (anonymous when None)."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from django.core.cache import cache
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from benchmarks.services import pset_import
-from tests.conftest import DEMO_PSET
+from tests.conftest import DEMO_PSET, client_for
 
 
 @pytest.fixture(autouse=True)
@@ -34,11 +33,6 @@ def release(media_root):
     return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
-def client_for(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
-    return client
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from django.urls import reverse
 from benchmarks.services import maintainer_grant, pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry
-from tests.api.conftest import client_for
+from tests.conftest import client_for
 from tests.conftest import DEMO_PSET
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_llm import PLATFORM_SECRETS

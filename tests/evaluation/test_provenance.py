@@ -11,8 +11,6 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from benchmarks.models import Snippet
 from benchmarks.services import pset_import
@@ -21,7 +19,7 @@ from evaluation.models import EvaluationRun, ModelEntry, ProvenanceChange
 from evaluation.outcomes import Verdict
 from evaluation.selectors import LEADERBOARD_COLUMNS
 from tests.api.conftest import reference_answers
-from tests.conftest import DEMO_PSET
+from tests.conftest import DEMO_PSET, client_for
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
@@ -33,11 +31,7 @@ def version(media_root):
     return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
-    return client
+api = client_for
 
 
 def uploaded(version, owner, passes) -> EvaluationRun:

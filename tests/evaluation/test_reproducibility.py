@@ -11,8 +11,6 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from benchmarks.models import Snippet, VersionTask
 from benchmarks.services import pset_import
@@ -22,7 +20,7 @@ from evaluation.outcomes import Verdict
 from evaluation.reproducibility import MANIFEST_FORMAT, canonical_hash, manifest_verify
 from evaluation.sandbox import Limits
 from evaluation.tasks import item_evaluate
-from tests.conftest import DEMO_PSET, sandbox_backend_or_missing, service_missing
+from tests.conftest import DEMO_PSET, client_for, sandbox_backend_or_missing, service_missing
 
 pytestmark = pytest.mark.django_db
 LOCK = {"kind": "venv", "python": "3.11.2", "distributions": {"numpy": "1.26.4"}}
@@ -36,11 +34,7 @@ def version(media_root):
     return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
-    return client
+api = client_for
 
 
 def recorded(version) -> EvaluationRun:
