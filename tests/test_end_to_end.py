@@ -47,7 +47,7 @@ def test_api_model_run_leaderboard_and_identical_upload(author, media_root, cele
     # An author's model needs https at a public address: the local server is exempted as an in-house one would be.
     settings.MODEL_API_ALLOWED_HOSTS = ["127.0.0.1"]
     with openai_server(responder=answer, tls=True) as server:
-        worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND="bwrap",
+        worker = celery_worker_factory(queues="default,llm,sandbox", SANDBOX_BACKEND="bwrap",
                                        MODEL_API_ALLOWED_HOSTS="127.0.0.1", SSL_CERT_FILE=server.ca_file)
         model = api.post("/api/v1/models/", {
             "name": "local-gpt", "display_name": "Local GPT", "organization": "Test lab",
