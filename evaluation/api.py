@@ -21,8 +21,8 @@ from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.reproducibility import run_manifest
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
                                   run_outcomes_ordered, run_progress)
-from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, model_register, model_update, run_cancel,
-                                 run_from_upload, run_resume, run_start, run_verify)
+from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, UPLOAD_FORMAT, model_register, model_update,
+                                 run_cancel, run_from_upload, run_resume, run_start, run_verify, upload_bytes)
 
 # Models
 
@@ -165,15 +165,6 @@ class RunStartSerializer(serializers.Serializer):
                                      help_text="A prompt protocol's name; default: the release's protocol.")
 
 
-UPLOAD_FORMAT = (
-    'JSONL, one object per line: {"id": item id, "sample": 0, "answer": "..."} or {"id": ..., "sample": ..., '
-    '"code": "..."}. Exactly one of the two: "answer" is a raw model response, from which the run\'s protocol '
-    "extracts the last fenced python block (```python ... ```); \"code\" is the snippet body, used as is. "
-    'An "answer" with no fenced python block is refused with its line number (it would extract nothing and '
-    "score 0). Every item of the release needs a line for each sample; a file with any bad line is refused "
-    "whole and nothing is stored.")
-
-
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text=UPLOAD_FORMAT)
     model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
@@ -240,7 +231,7 @@ class RunUpload(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         _require_model_use(self, request, data["model"])
-        run = run_from_upload(model=data["model"], version=data["release"], data=data["file"].read(),
+        run = run_from_upload(model=data["model"], version=data["release"], data=upload_bytes(data["file"]),
                               user=request.user, with_paper=data["with_paper"], protocol=data.get("protocol"))
         # Stored, not yet scored: the items are queued in the background; say where to follow them.
         status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))

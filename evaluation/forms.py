@@ -1,15 +1,21 @@
-"""The web forms that register a model and start a run; both hand their values to the services the API calls."""
+"""The web forms that register a model, start a run and upload generations; each hands its values to the service
+the API calls."""
 
 from __future__ import annotations
 
 from django import forms
 
-from benchmarks.models import BenchmarkVersion
+from benchmarks.models import BenchmarkVersion, PromptProtocol
 from evaluation.models import ModelEntry
-from evaluation.services import MAX_SAMPLES
+from evaluation.services import MAX_SAMPLES, UPLOAD_FORMAT
 
 PARAMS_HELP = ('JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temperature, top_p, top_k, max_tokens, '
                "max_completion_tokens, seed, stop, presence_penalty, frequency_penalty, reasoning_effort.")
+
+
+def _releases():
+    return forms.ModelChoiceField(queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
+                                  to_field_name="name", empty_label=None)
 
 
 class ModelRegisterForm(forms.Form):
@@ -38,8 +44,7 @@ class ModelRegisterForm(forms.Form):
 
 
 class RunStartForm(forms.Form):
-    release = forms.ModelChoiceField(queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
-                                     to_field_name="name", empty_label=None)
+    release = _releases()
     with_paper = forms.BooleanField(required=False, initial=True, label="Prompt with the paper")
     samples = forms.IntegerField(min_value=1, max_value=MAX_SAMPLES, initial=1)
     params = forms.JSONField(required=False, label="Generation parameters", help_text=PARAMS_HELP)
@@ -48,3 +53,21 @@ class RunStartForm(forms.Form):
         values = dict(self.cleaned_data)
         return {"version": values["release"], "with_paper": values["with_paper"], "samples": values["samples"],
                 "params": values["params"] or {}}
+
+
+class RunUploadForm(forms.Form):
+    """A JSONL of generations scored as a self-reported run (the same service as POST /api/v1/runs/upload/)."""
+
+    file = forms.FileField(label="Generations (JSONL)", help_text=UPLOAD_FORMAT,
+                           widget=forms.FileInput(attrs={"accept": ".jsonl,.json,.txt,application/jsonl"}))
+    release = _releases()
+    with_paper = forms.BooleanField(required=False, initial=True, label="The answers were made with the paper in "
+                                                                         "the prompt")
+    protocol = forms.ModelChoiceField(queryset=PromptProtocol.objects.order_by("name"), to_field_name="name",
+                                      required=False, empty_label="the release's protocol", label="Prompt protocol",
+                                      help_text='The protocol that extracts code from "answer" lines.')
+
+    def service_values(self) -> dict:
+        values = self.cleaned_data
+        return {"version": values["release"], "with_paper": values["with_paper"],
+                "protocol": values["protocol"].name if values["protocol"] else None}

@@ -394,6 +394,24 @@ class UploadError(ValueError):
 
 MAX_ANSWER_CHARS = 200_000
 UPLOAD_FIELDS = ("answer", "code")
+# A release's worth of answers at the longest answer allowed is far below this; a bigger file is not an upload.
+UPLOAD_MAX_BYTES = 64 * 1024 * 1024
+UPLOAD_FORMAT = (
+    'JSONL, one object per line: {"id": item id, "sample": 0, "answer": "..."} or {"id": ..., "sample": ..., '
+    '"code": "..."}. Exactly one of the two: "answer" is a raw model response, from which the run\'s protocol '
+    "extracts the last fenced python block (```python ... ```); \"code\" is the snippet body, used as is. "
+    'An "answer" with no fenced python block is refused with its line number (it would extract nothing and '
+    "score 0). Every item of the release needs a line for each sample; a file with any bad line is refused "
+    "whole and nothing is stored.")
+
+
+def upload_bytes(file) -> bytes:
+    """The content of an uploaded generations file (page or API), refused before reading when it is too big."""
+    if file.size > UPLOAD_MAX_BYTES:
+        from django.template.defaultfilters import filesizeformat
+
+        raise UploadError([f"the file is {filesizeformat(file.size)}; at most {filesizeformat(UPLOAD_MAX_BYTES)}"])
+    return file.read()
 
 
 @dataclass(frozen=True)
@@ -447,6 +465,9 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
 
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"version {version.name} is a draft; uploads are scored on published versions")
+    if model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
+        # A reference line must stay what the platform made it, never someone's file.
+        raise EvaluationError(f"model {model.name} is a calibration model: the platform makes its answers")
     protocol = run_protocol(version=version, protocol=protocol)
     try:
         text = data.decode("utf-8")

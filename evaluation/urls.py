@@ -11,6 +11,7 @@ urlpatterns = [
     path("models/new/", views.model_new, name="model-new"),
     path("models/<slug:name>/", views.model_detail, name="model-detail"),
     path("models/<slug:name>/runs/", views.run_new, name="run-new"),
+    path("models/<slug:name>/uploads/", views.run_upload, name="run-upload"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),

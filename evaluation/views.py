@@ -20,7 +20,7 @@ from benchmarks.selectors import user_is_maintainer, version_get
 from config.api import user_may_change
 from evaluation import reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
-from evaluation.forms import ModelRegisterForm, RunStartForm
+from evaluation.forms import ModelRegisterForm, RunStartForm, RunUploadForm
 from evaluation.operations import queues_status, runs_stalled, workers_status
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 
@@ -99,13 +99,24 @@ def _sort_links(filters: selectors.LeaderboardFilters) -> list[dict]:
     return columns
 
 
-def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None = None) -> HttpResponse:
+# Problems of a refused upload listed on the page; the rest are counted (the API's answer lists them all).
+UPLOAD_PROBLEMS_SHOWN = 200
+
+
+def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None = None,
+                 upload_form: RunUploadForm | None = None, upload_problems: list[str] | None = None) -> HttpResponse:
     model = get_object_or_404(ModelEntry, name=name)
-    may_run = model.kind != ModelEntry.Kind.UPLOADED and user_may_change(user=request.user, owner_id=model.owner_id)
-    return render(request, "evaluation/model_detail.html",
-                  {"model": model, "runs": selectors.model_runs(model=model),
-                   "run_form": (run_form or RunStartForm()) if may_run else None},
-                  status=400 if run_form is not None else 200)
+    may_change = user_may_change(user=request.user, owner_id=model.owner_id)
+    may_run = model.kind != ModelEntry.Kind.UPLOADED and may_change
+    may_upload = model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED) and may_change
+    problems = upload_problems or []
+    context = {"model": model, "runs": selectors.model_runs(model=model),
+               "run_form": (run_form or RunStartForm()) if may_run else None,
+               "upload_form": upload_form or (RunUploadForm() if may_upload else None),
+               "upload_problems": problems[:UPLOAD_PROBLEMS_SHOWN],
+               "upload_problems_more": max(0, len(problems) - UPLOAD_PROBLEMS_SHOWN)}
+    return render(request, "evaluation/model_detail.html", context,
+                  status=400 if run_form is not None or upload_form is not None else 200)
 
 
 def _service_errors(form, exc: Exception) -> None:
@@ -148,6 +159,31 @@ def run_new(request: HttpRequest, name: str) -> HttpResponse:
         else:
             return redirect("run-detail", pk=run.pk)
     return model_detail(request, name, run_form=form)
+
+
+@login_required
+@require_POST
+def run_upload(request: HttpRequest, name: str) -> HttpResponse:
+    """Score an uploaded JSONL of generations (the model's owner or a maintainer; the same service and refusals as
+    POST /api/v1/runs/upload/): a file with any bad line is refused whole, every line's problem listed."""
+    model = get_object_or_404(ModelEntry, name=name)
+    if not user_may_change(user=request.user, owner_id=model.owner_id):
+        raise PermissionDenied(f"only the owner of model {model.name} or a maintainer may upload its generations")
+    form = RunUploadForm(request.POST, request.FILES)
+    problems: list[str] = []
+    if form.is_valid():
+        try:
+            data = services.upload_bytes(form.cleaned_data["file"])
+            run = services.run_from_upload(model=model, user=request.user, data=data, **form.service_values())
+        except services.UploadError as exc:
+            problems = exc.problems
+        except (ValidationError, services.EvaluationError) as exc:
+            _service_errors(form, exc)
+        else:
+            messages.success(request, f"{run.total_items} answer(s) stored as run {run.pk}; its items are being "
+                                      f"scored (self-reported until a maintainer verifies it).")
+            return redirect("run-detail", pk=run.pk)
+    return model_detail(request, name, upload_form=form, upload_problems=problems)
 
 
 def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:
