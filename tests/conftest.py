@@ -206,7 +206,8 @@ def _workers_disconnected_at_the_end(django_db_setup, django_db_blocker):
     yield
     from django.db import connection
 
-    if connection.vendor == "postgresql":
+    # pytest-django creates the test database only when a collected test uses it; otherwise there is none to clean.
+    if connection.vendor == "postgresql" and connection.settings_dict["NAME"].startswith("test_"):
         with django_db_blocker.unblock(), connection.cursor() as cursor:
             cursor.execute("select pg_terminate_backend(pid) from pg_stat_activity "
                            "where datname = current_database() and pid <> pg_backend_pid()")
