@@ -47,6 +47,10 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {"version": version, "tasks": tasks, "totals": totals, "held_out": held_out,
                "changelog": visibility.changelog_visible(version=version, user=request.user),
                "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())]}
+    if not version.is_frozen and selectors.user_is_maintainer(user=request.user):
+        from submissions.selectors import version_validation_view  # submissions builds on benchmarks
+
+        context.update(version_validation_view(version=version))
     return render(request, "benchmarks/version_detail.html", context)
 
 

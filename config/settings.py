@@ -170,6 +170,7 @@ CELERY_TASK_ROUTES = {
     "evaluation.tasks.item_generate": {"queue": "llm"},
     "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
     "submissions.tasks.revision_validate": {"queue": "sandbox"},
+    "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
     "evaluation.tasks.environments_prune": {"queue": "sandbox"},
     "evaluation.tasks.run_dispatch": {"queue": "default"},
 }

@@ -128,3 +128,63 @@ class StateChange(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
+
+
+class SetValidation(models.Model):
+    """The section 9 checks of every paper of a problem set (a folder, or a draft version's tasks), one paper per
+    worker task; started by `validate_pset` or by a maintainer on a draft version's page."""
+
+    Status = ValidationReport.Status
+
+    version = models.ForeignKey("benchmarks.BenchmarkVersion", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="validations", help_text="Blank: a problem set read from a folder.")
+    source = models.CharField(max_length=500, help_text="The folder or the version validated.")
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [models.UniqueConstraint(
+            fields=["version"], condition=models.Q(status__in=["pending", "running"]),
+            name="setvalidation_one_active_per_version")]
+
+    def __str__(self) -> str:
+        return f"validation of {self.source}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+
+
+class SetValidationPaper(models.Model):
+    """One paper of a set validation: its package by content hash, and its checks as they finish."""
+
+    Status = ValidationReport.Status
+
+    validation = models.ForeignKey(SetValidation, on_delete=models.CASCADE, related_name="papers")
+    position = models.PositiveIntegerField()
+    paper = models.CharField(max_length=100, help_text="The paper's id in papers.yaml.")
+    files = models.JSONField(help_text="Relative path -> sha256 of every file of the package.")
+    annotated_paths = models.JSONField(default=list)
+    test_entry_point = models.CharField(max_length=300, default="paper2code_test.py")
+    requirements = models.TextField(blank=True, help_text="What the tests run in (a shared environment if given).")
+    snippets = models.JSONField(default=list, help_text="[{file, index, name}] of every snippet, in check order.")
+    checks = models.JSONField(default=list, help_text="[{key, status, detail, duration}] of the finished checks.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    sandbox_backend = models.CharField(max_length=20, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["validation", "position"]
+        constraints = [models.UniqueConstraint(fields=["validation", "paper"], name="setvalidationpaper_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.paper} in {self.validation}"
+
+    @property
+    def checks_total(self) -> int:
+        """requirements, reference, and masked and no-op per snippet (as `sandbox_checks` yields them)."""
+        return 2 + 2 * len(self.snippets)

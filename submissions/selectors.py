@@ -1,4 +1,4 @@
-"""Reads for submission pages: an author's list, the review queue, snippet trees and revision diffs."""
+"""Reads for submission pages: an author's list, the review queue, snippet trees, revision diffs, set validations."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from benchmarks.paper2code import parse
 from benchmarks.selectors import blob_read, user_is_maintainer
-from submissions.models import Revision, Submission, ValidationCheck
+from submissions.models import Revision, SetValidation, SetValidationPaper, Submission, ValidationCheck
 
 OPEN_STATES = [Submission.State.SUBMITTED, Submission.State.VALIDATING, Submission.State.AWAITING_REVIEW,
                Submission.State.CHANGES_REQUESTED, Submission.State.INVALID]
@@ -79,3 +79,88 @@ def revision_diff(*, old: Revision, new: Revision) -> list[tuple[str, str]]:
                                             f"r{old.number}/{path}", f"r{new.number}/{path}"))
         diffs.append((path, text or "(binary or whitespace-only change)"))
     return diffs
+
+
+# Set validations (validate_pset and a draft version's page)
+
+PASSED = SetValidation.Status.PASSED
+
+
+@dataclass
+class PaperValidationSummary:
+    """One paper of a set validation as the command and the page show it."""
+
+    paper: str
+    status: str
+    done: int
+    total: int
+    reference_passed: bool
+    snippets: list[dict]  # {file, name, masked_fails, noop_fails, checked}
+    problems: list[str]
+
+    @property
+    def covered(self) -> int:
+        return sum(s["masked_fails"] and s["noop_fails"] for s in self.snippets)
+
+    @property
+    def uncovered(self) -> list[dict]:
+        return [s for s in self.snippets if s["checked"] and not (s["masked_fails"] and s["noop_fails"])]
+
+    @property
+    def line(self) -> str:
+        return (f"{self.paper}: reference {'passed' if self.reference_passed else 'FAILED'}, "
+                f"{self.covered}/{len(self.snippets)} snippets covered")
+
+
+def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
+    """A paper's checks read back: which snippets its tests do not cover, and every problem in words."""
+    by_key = {c["key"]: c for c in paper.checks}
+    snippets, problems = [], []
+    for s in paper.snippets:
+        masked, noop = by_key.get(f"masked:{s['file']}:{s['index']}"), by_key.get(f"noop:{s['file']}:{s['index']}")
+        snippets.append({"file": s["file"], "name": s["name"], "checked": masked is not None and noop is not None,
+                         "masked_fails": bool(masked and masked["status"] == PASSED),
+                         "noop_fails": bool(noop and noop["status"] == PASSED)})
+    names = {f"{s['file']}:{s['index']}": s["name"] for s in paper.snippets}
+    for check in paper.checks:
+        if check["status"] == PASSED:
+            continue
+        kind, _, rest = check["key"].partition(":")
+        if kind in ("masked", "noop"):
+            problems.append(f'"{names[rest]}" ({rest.rpartition(":")[0]}) '
+                            f'{"masked" if kind == "masked" else "as a no-op"}: '
+                            "the tests still pass, they do not cover this snippet")
+        else:
+            problems.append(f"{kind}: {check['detail'].strip().splitlines()[0] if check['detail'].strip() else ''}")
+        if check.get("blocks"):
+            problems.append(check["blocks"])
+    reference = by_key.get("reference")
+    finished = paper.status not in (SetValidation.Status.PENDING, SetValidation.Status.RUNNING)
+    return PaperValidationSummary(
+        paper=paper.paper, status=paper.status, total=paper.checks_total,
+        done=paper.checks_total if finished else len(paper.checks),
+        reference_passed=bool(reference and reference["status"] == PASSED), snippets=snippets, problems=problems)
+
+
+def set_validation_summaries(*, validation: SetValidation) -> list[PaperValidationSummary]:
+    return [set_paper_summary(paper=p) for p in validation.papers.order_by("position")]
+
+
+def set_validation_json(*, summaries: list[PaperValidationSummary]) -> dict:
+    """The report of `validate_pset --json` (issue 11): per paper, the reference and each snippet's checks."""
+    return {"papers": {s.paper: {"reference_passed": s.reference_passed,
+                                 "snippets": {n["name"]: {"masked_fails": n["masked_fails"],
+                                                          "noop_fails": n["noop_fails"]} for n in s.snippets}}
+                       for s in summaries}}
+
+
+def version_validation_view(*, version) -> dict:
+    """The latest validation of a version with its progress and per-paper summaries, for its page."""
+    latest = version.validations.select_related("started_by").order_by("-created_at", "-pk").first()
+    if latest is None:
+        return {"validation": None}
+    summaries = set_validation_summaries(validation=latest)
+    done, total = sum(s.done for s in summaries), sum(s.total for s in summaries)
+    progress = {"done": done, "total": total, "percent": 100 * done / total if total else 0, "papers": len(summaries),
+                "papers_done": sum(s.status not in ("pending", "running") for s in summaries)}
+    return {"validation": latest, "summaries": summaries, "progress": progress}

@@ -1,25 +1,21 @@
-"""Validation of a revision (FORMAT.md section 9), run by a Celery worker; each check is saved as it finishes."""
+"""Celery entry points of validation (FORMAT.md section 9): a revision's, each check saved as it finishes, and one
+paper of a set validation; the sandbox checks themselves are in submissions/validation.py."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from benchmarks.paper2code import mask, noop, splice
 from benchmarks.paper2code.pset import PaperPackage
-from benchmarks.services import environment_hash
-from evaluation.executor import limits_default, package_test, session_for
-from evaluation.sandbox import EnvironmentBuildError, SandboxError
-from submissions import services
-from submissions.models import ValidationCheck, ValidationReport
+from evaluation.sandbox import SandboxError
+from submissions import services, validation
+from submissions.models import SetValidationPaper, ValidationCheck, ValidationReport
 from submissions.packages import revision_package
+from submissions.validation import sandbox_checks
 
 logger = logging.getLogger(__name__)
 Status = ValidationReport.Status
@@ -45,12 +41,6 @@ def checks_plan(report: ValidationReport, annotated: dict) -> None:
 def _set(report: ValidationReport, key: str, status: str, detail: str = "", duration: float | None = None) -> None:
     ValidationCheck.objects.filter(report=report, key=key).update(status=status, detail=detail[-8000:],
                                                                   duration=duration)
-
-
-def _output(run) -> str:
-    if run.result is None:
-        return run.verdict.detail
-    return f"{run.verdict.detail}\n--- stdout ---\n{run.result.stdout[-3000:]}\n--- stderr ---\n{run.result.stderr[-3000:]}"
 
 
 @shared_task(bind=True, max_retries=2)
@@ -110,65 +100,18 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
     return Status.PASSED if ok else Status.FAILED
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """One finished sandbox check of a package (keys as in `checks_plan`)."""
-
-    key: str
-    status: str
-    detail: str = ""
-    duration: float | None = None
-    backend: str = ""  # the sandbox backend, given with the requirements check
-    blocks: str = ""  # a failure that stops the remaining checks: why they are not run
-
-
-def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: str,
-                   test_entry_point: str) -> Iterator[CheckResult]:
-    """FORMAT.md section 9 in the sandbox: the requirements install, the reference passes its tests
-    SUBMISSION_REFERENCE_RUNS times, and each snippet masked, then replaced by a no-op, makes them fail.
-
-    The one implementation for submissions and for whole problem sets (validate_pset)."""
-    env_hash = environment_hash(requirements)
-    started = time.monotonic()
+@shared_task(bind=True, max_retries=2)
+def set_paper_validate(self, paper_id: int) -> str:
+    """One paper of a set validation (validate_pset --workers, or a draft version's page)."""
+    paper = SetValidationPaper.objects.get(pk=paper_id)
     try:
-        session = session_for(env_hash, requirements)
-    except EnvironmentBuildError as exc:
-        yield CheckResult("requirements", Status.FAILED, f"{exc}\n{exc.log[-6000:]}", time.monotonic() - started,
-                          blocks="not run: the requirements must install first")
-        return
-    yield CheckResult("requirements", Status.PASSED, session.environment.build_log[-4000:],
-                      time.monotonic() - started, backend=session.backend.name)
-
-    limits = limits_default()
-    limits = type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
-
-    def test(package_files: dict[str, bytes]):
-        return package_test(files=package_files, test_entry_point=test_entry_point,
-                            environment_hash=env_hash, requirements=requirements, limits=limits)
-
-    started = time.monotonic()
-    for attempt in range(1, settings.SUBMISSION_REFERENCE_RUNS + 1):
-        run = test(files)
-        if run.verdict.status != "passed":
-            yield CheckResult("reference", Status.FAILED, f"run {attempt} failed: {_output(run)}",
-                              time.monotonic() - started, blocks="not run: the reference must pass first")
-            return
-    yield CheckResult("reference", Status.PASSED, f"python {test_entry_point} passed "
-                      f"{settings.SUBMISSION_REFERENCE_RUNS} times", time.monotonic() - started)
-
-    for path, parsed in annotated.items():
-        for s in parsed.snippets:
-            for kind, text in (("masked", mask(parsed, s)), ("noop", splice(parsed, s, noop(s)))):
-                started = time.monotonic()
-                run = test({**files, path: text.encode("utf-8")})
-                if run.verdict.status == "passed":
-                    yield CheckResult(
-                        f"{kind}:{path}:{s.index}", Status.FAILED,
-                        f'the tests still pass with "{s.name}" {"masked" if kind == "masked" else "replaced by pass"}:'
-                        " they do not cover this snippet", time.monotonic() - started)
-                else:
-                    yield CheckResult(f"{kind}:{path}:{s.index}", Status.PASSED,
-                                      f"failed as it should ({run.verdict.category})", time.monotonic() - started)
+        return validation.set_paper_run(paper=paper)
+    except SandboxError as exc:
+        if self.request.retries < self.max_retries:
+            raise self.retry(exc=exc, countdown=5)
+        logger.exception("set validation of paper %s failed on infrastructure", paper_id)
+        validation.set_paper_error(paper=paper, message=str(exc))
+        return Status.ERROR
 
 
 @shared_task

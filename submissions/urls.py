@@ -11,6 +11,8 @@ urlpatterns = [
     path("submissions/<int:pk>/edit/<slug:step>/", views.submission_step, name="submission-step"),
     path("submissions/<int:pk>/comments/", views.comment_create, name="comment-create"),
     path("submissions/<int:pk>/<slug:action>/", views.submission_action, name="submission-action"),
+    path("versions/<str:name>/validate/", views.version_validate, name="version-validate"),
+    path("versions/<str:name>/validation/", views.version_validation, name="version-validation"),
     path("review/", views.review_queue, name="review-queue"),
     path("review/<int:pk>/", views.review_detail, name="review-detail"),
 ]

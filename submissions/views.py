@@ -16,9 +16,9 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks.paper2code import PackageError
 from benchmarks.permissions import maintainer_required
-from benchmarks.selectors import blob_read, user_is_maintainer
+from benchmarks.selectors import blob_read, user_is_maintainer, version_get
 from config.auth import rate_limited, rate_limited_response
-from submissions import forms, selectors, services
+from submissions import forms, selectors, services, validation
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
 from submissions.packages import draft_problems, draft_requirements
@@ -240,3 +240,25 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
                    paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(
                        "utf-8", "replace")[:3000] if context["revision"] else "")
     return render(request, "submissions/review.html", context)
+
+
+@require_POST
+@maintainer_required
+def version_validate(request: HttpRequest, name: str) -> HttpResponse:
+    """Start the checks of every paper of a draft version on the workers."""
+    version = version_get(name=name, user=request.user)
+    try:
+        started = validation.version_validation_start(version=version, actor=request.user)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Validating {started.papers.count()} paper(s) of {version.name} on the workers.")
+    return redirect("version-detail", name=version.name)
+
+
+@maintainer_required
+def version_validation(request: HttpRequest, name: str) -> HttpResponse:
+    """The validation section of a draft version's page, polled while it runs."""
+    version = version_get(name=name, user=request.user)
+    return render(request, "submissions/_set_validation.html",
+                  {"version": version, **selectors.version_validation_view(version=version)})

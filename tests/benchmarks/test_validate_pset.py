@@ -67,7 +67,7 @@ def legacy_pset(root):
     return environment
 
 
-def test_shared_environment_passes_the_reference_and_flags_exactly_the_uncovered_snippet(tmp_path, sandbox):  # noqa: F811
+def test_shared_environment_passes_the_reference_and_flags_exactly_the_uncovered_snippet(tmp_path, sandbox, media_root):  # noqa: F811
     environment = legacy_pset(tmp_path / "pset")
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(CommandError, match=r"2 problem\(s\) in 1 of 1 paper\(s\)"):
@@ -84,7 +84,7 @@ def test_shared_environment_passes_the_reference_and_flags_exactly_the_uncovered
     assert "check" in err.getvalue()  # the progress bar
 
 
-def test_own_requirements_that_cannot_install_fail_the_paper(tmp_path, sandbox):  # noqa: F811
+def test_own_requirements_that_cannot_install_fail_the_paper(tmp_path, sandbox, media_root):  # noqa: F811
     legacy_pset(tmp_path / "pset")
     out = io.StringIO()
     with pytest.raises(CommandError, match="problem"):
@@ -95,7 +95,7 @@ def test_own_requirements_that_cannot_install_fail_the_paper(tmp_path, sandbox):
     assert "requirements:" in out.getvalue() and "not run: the requirements must install first" in out.getvalue()
 
 
-def test_a_covered_set_passes(tmp_path, sandbox):  # noqa: F811
+def test_a_covered_set_passes(tmp_path, sandbox, media_root):  # noqa: F811
     """The demo's pure-Python paper: every snippet covered, exit status zero."""
     import shutil
 

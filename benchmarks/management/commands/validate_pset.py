@@ -1,6 +1,7 @@
-"""Check a whole problem set as submissions are checked (FORMAT.md section 9), inline, paper by paper."""
+"""Check a whole problem set as submissions are checked (FORMAT.md section 9), inline or on the workers."""
 
 import json
+import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -8,10 +9,11 @@ from tqdm import tqdm
 
 from benchmarks.paper2code import PackageError
 from benchmarks.paper2code.pset import read_pset
-from submissions.models import ValidationReport
-from submissions.tasks import sandbox_checks
+from evaluation.sandbox import SandboxError
+from submissions import selectors, validation
+from submissions.models import SetValidation
 
-PASSED = ValidationReport.Status.PASSED
+POLL_SECONDS = 0.5
 
 
 def _read(path: Path, what: str) -> str:
@@ -23,58 +25,78 @@ def _read(path: Path, what: str) -> str:
 
 class Command(BaseCommand):
     help = ("Run the section 9 checks of every paper of a problem set (reference passes N times, each snippet "
-            "masked and replaced by a no-op makes the tests fail) with the submissions' validation code.")
+            "masked and replaced by a no-op makes the tests fail) with the submissions' validation code: paper by "
+            "paper here, or with --workers one paper per task on the workers' sandbox queue, in parallel.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path, help="Folder holding papers.yaml.")
         parser.add_argument("--environment", type=Path,
                             help="Requirements every paper runs in instead of its own (a legacy shared environment).")
         parser.add_argument("--json", type=Path, dest="json_out", metavar="OUT", help="Write the results as JSON.")
+        parser.add_argument("--workers", action="store_true",
+                            help="Queue one task per paper on the `sandbox` queue and wait for the workers.")
+        parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                            help="With --workers: give up waiting after this long (default: wait).")
 
-    def handle(self, *args, path: Path, environment: Path | None, json_out: Path | None, **options) -> None:
+    def handle(self, *args, path: Path, environment: Path | None, json_out: Path | None, workers: bool = False,
+               timeout: float | None = None, **options) -> None:
         shared = _read(environment, "the environment") if environment is not None else None
         try:
             papers = read_pset(Path(path))
         except PackageError as exc:
             raise CommandError(f"{path}: {len(exc.problems)} problem(s):\n{exc}") from exc
-        total = sum(2 + 2 * len(a.snippets) for p in papers for a in p.annotated.values())
-        report: dict[str, dict] = {}
-        failures, failing_papers = 0, 0
+        run = validation.pset_validation_create(packages=papers, source=str(path), environment=shared)
+        total = sum(p.checks_total for p in run.papers.all())
         with tqdm(total=total, unit="check", file=self.stderr._out) as progress:
-            for paper in papers:
-                progress.set_description(paper.id)
-                names = {(path_, s.index): s.name for path_, a in paper.annotated.items() for s in a.snippets}
-                snippets = {name: {"masked_fails": False, "noop_fails": False} for name in names.values()}
-                entry = {"reference_passed": False, "snippets": snippets}
-                problems: list[str] = []
-                for check in sandbox_checks(files=dict(paper.files), annotated=dict(paper.annotated),
-                                            requirements=paper.requirements if shared is None else shared,
-                                            test_entry_point=paper.test_entry_point):
-                    progress.update(1)
-                    kind, _, rest = check.key.partition(":")
-                    if kind in ("masked", "noop"):
-                        file_path, _, index = rest.rpartition(":")
-                        name = names[(file_path, int(index))]
-                        snippets[name][f"{kind}_fails"] = check.status == PASSED
-                        if check.status != PASSED:
-                            problems.append(f'"{name}" ({file_path}) {"masked" if kind == "masked" else "as a no-op"}: '
-                                            "the tests still pass, they do not cover this snippet")
-                    elif kind == "reference":
-                        entry["reference_passed"] = check.status == PASSED
-                    if check.status != PASSED:
-                        if kind not in ("masked", "noop"):
-                            problems.append(f"{kind}: {check.detail.strip().splitlines()[0] if check.detail else ''}")
-                        if check.blocks:
-                            problems.append(check.blocks)
-                report[paper.id] = entry
-                failures += len(problems)
-                failing_papers += bool(problems)
-                covered = sum(s["masked_fails"] and s["noop_fails"] for s in snippets.values())
-                summary = (f"{paper.id}: reference {'passed' if entry['reference_passed'] else 'FAILED'}, "
-                           f"{covered}/{len(snippets)} snippets covered")
-                progress.write(summary + "".join(f"\n  {p}" for p in problems), file=self.stdout._out)
+            if workers:
+                self._on_workers(run, progress, timeout)
+            else:
+                self._inline(run, progress)
+        summaries = selectors.set_validation_summaries(validation=run)
         if json_out is not None:
-            Path(json_out).write_text(json.dumps({"papers": report}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            Path(json_out).write_text(json.dumps(selectors.set_validation_json(summaries=summaries), indent=2,
+                                                 ensure_ascii=False) + "\n", encoding="utf-8")
+        failures = sum(len(s.problems) for s in summaries)
         if failures:
-            raise CommandError(f"{failures} problem(s) in {failing_papers} of {len(papers)} paper(s)")
+            failing = sum(bool(s.problems) for s in summaries)
+            raise CommandError(f"{failures} problem(s) in {failing} of {len(papers)} paper(s)")
         self.stdout.write(f"all checks passed: {len(papers)} paper(s), {total} check(s)")
+
+    def _summary_write(self, paper, progress: tqdm) -> None:
+        summary = selectors.set_paper_summary(paper=paper)
+        progress.write(summary.line + "".join(f"\n  {p}" for p in summary.problems), file=self.stdout._out)
+
+    def _inline(self, run: SetValidation, progress: tqdm) -> None:
+        for paper in run.papers.order_by("position"):
+            progress.set_description(paper.paper)
+            before = progress.n
+            try:
+                validation.set_paper_run(paper=paper, on_check=lambda _: progress.update(1))
+            except SandboxError as exc:
+                validation.set_paper_error(paper=paper, message=str(exc))
+            paper.refresh_from_db()
+            progress.update(before + paper.checks_total - progress.n)  # checks a failure left unrun count as done
+            self._summary_write(paper, progress)
+
+    def _on_workers(self, run: SetValidation, progress: tqdm, timeout: float | None) -> None:
+        validation.set_validation_dispatch(validation=run)
+        progress.set_description(f"{run.papers.count()} paper(s) queued on `sandbox`")
+        reported: set[int] = set()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            papers = list(run.papers.order_by("position"))
+            done = sum(selectors.set_paper_summary(paper=p).done for p in papers)
+            progress.update(done - progress.n)
+            for paper in papers:
+                if paper.pk not in reported and paper.finished_at is not None:
+                    reported.add(paper.pk)
+                    self._summary_write(paper, progress)
+            running = [p.paper for p in papers if p.status == "running"]
+            if running:
+                progress.set_description(", ".join(running)[:60])
+            if len(reported) == len(papers):
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise CommandError(f"gave up after {timeout:g} s with {len(papers) - len(reported)} paper(s) "
+                                   "unfinished; is a worker consuming the `sandbox` queue?")
+            time.sleep(POLL_SECONDS)
