@@ -242,6 +242,8 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "version-snippet-retire": [("held-out item", {"name": d, "snippet_id": held[0].pk}, "", POST_ONLY)],
         "version-publish": [("draft", {"name": d}, "", POST_ONLY)],
         "version-settings": [("draft", {"name": d}, "", POST_ONLY)],
+        "version-validate": [("draft", {"name": d}, "", POST_ONLY)],
+        "version-validation": [("draft", {"name": d}, "", MAINT)],
         "version-deprecate": [("release", {"name": v}, "", POST_ONLY)],
         "paper-detail": [("public paper", {"name": v, "slug": "zq-open"}, "", OPEN),
                          ("held-out paper", {"name": v, "slug": HIDDEN_SLUG}, "", HIDDEN),
