@@ -7,7 +7,9 @@ process is unforgeable, so the harness splits the run in two and makes cheating 
 
 - The supervisor (this file, started by the sandbox) reads a one-time nonce from a file it deletes, makes itself
   non-dumpable (so no other process of the same user can read its memory or /proc files) and starts the test in a
-  fresh interpreter. The nonce never exists in the test's process: only the supervisor prints the completion line
+  fresh interpreter. Under the fork server (RCB_WARM, a warm start that has the environment's modules imported) it
+  forks the test process first, before it reads the nonce, and that process runs CHILD in place of an exec once
+  the supervisor, non-dumpable by then, has deleted nonce and harness and handed it its key. The nonce never exists in the test's process: only the supervisor prints the completion line
   `<nonce> <status> <exit code> <records>` after the test process is gone, so neither the answer nor a child it
   starts can print it, and killing the supervisor leaves no line (not completed).
 - The test process installs an audit hook (PEP 578; it cannot be removed from Python) before anything else runs.
@@ -120,10 +122,12 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                  ("torch.testing", None), ("torch.testing._comparison", None), ("pytest", None),
                  ("sys", ("exit", "audit", "excepthook")), ("os", ("_exit", "write", "kill", "abort")))
 
-    def snapshot():
+    def snapshot(tops=None):
         for name, only in framework:
             module = modules.get(name)
             if type_(module) is not ModuleType or name in snapshotted:
+                continue
+            if tops is not None and name.split(".", 1)[0] not in tops:
                 continue
             snapshotted.add(name)
             # The namespaces themselves are kept: looking them up again later could run the answer's code.
@@ -392,7 +396,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
 
     sys.meta_path.insert(0, HiddenFinder)
     import unittest  # noqa: the framework is in its original state here, before anything of the task ran
-    snapshot()
+    # Only what a fresh interpreter has loaded now: a warm start's preloads are snapshotted when a cold one would.
+    snapshot(("builtins", "unittest", "sys", "os"))
     sys.addaudithook(hook)
 
 
@@ -401,6 +406,8 @@ def _rcb_main():
     entry, spec, report_fd, key_fd = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     key = os.read(key_fd, 256).decode()
     os.close(key_fd)
+    if len(key) != 48:  # no key: the supervisor is gone, and the test must not run without it
+        os._exit(70)
     _rcb_guard(spec, key, report_fd, sys._getframe(0), entry)
     del key
     import runpy, traceback
@@ -447,26 +454,62 @@ def nondumpable():
         print(f"rcb-harness: cannot make the supervisor non-dumpable: {exc}", file=sys.stderr)
 
 
+def child_in_process(entry, spec, report_w, key_r):
+    """The test process of a warm start: CHILD run here as a fresh interpreter would run it, with the same argv."""
+    sys.argv = ["-c", entry, spec, str(report_w), str(key_r)]
+    code = 1
+    try:
+        exec(compile(CHILD, "<string>", "exec", dont_inherit=True), {"__name__": "__main__", "__builtins__": __builtins__})
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
 def main():
-    nonce = open(".rcb-nonce").read().strip()
-    os.remove(".rcb-nonce")
-    os.remove(".rcb-harness.py")
-    nondumpable()
     entry, spec = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "{}"
-    key = os.urandom(24).hex()
     report_r, report_w = os.pipe()
     key_r, key_w = os.pipe()
-    os.write(key_w, key.encode())
-    os.close(key_w)
-    pid = os.fork()
-    if pid == 0:  # a fresh interpreter: nothing of this process's memory (the nonce) reaches the test
-        try:
+    if globals().get("RCB_WARM"):
+        # A warm start (a fork of the fork server, with its imports): the test process is a fork of this one, so it
+        # is made before the nonce is read and waits for its key, which it gets once nonce and harness are gone.
+        pid = os.fork()
+        if pid == 0:
             os.close(report_r)
-            os.set_inheritable(report_w, True)
-            os.set_inheritable(key_r, True)
-            os.execv(sys.executable, [sys.executable, "-B", "-c", CHILD, entry, spec, str(report_w), str(key_r)])
-        finally:
-            os._exit(127)
+            os.close(key_w)
+            child_in_process(entry, spec, report_w, key_r)
+        try:
+            nondumpable()
+            nonce = open(".rcb-nonce").read().strip()
+            os.remove(".rcb-nonce")
+            os.remove(".rcb-harness.py")
+            key = os.urandom(24).hex()
+            os.write(key_w, key.encode())
+            os.close(key_w)
+        except BaseException:
+            os.kill(pid, 9)
+            raise
+    else:
+        nonce = open(".rcb-nonce").read().strip()
+        os.remove(".rcb-nonce")
+        os.remove(".rcb-harness.py")
+        nondumpable()
+        key = os.urandom(24).hex()
+        os.write(key_w, key.encode())
+        os.close(key_w)
+        pid = os.fork()
+        if pid == 0:  # a fresh interpreter: nothing of this process's memory (the nonce) reaches the test
+            try:
+                os.close(report_r)
+                os.set_inheritable(report_w, True)
+                os.set_inheritable(key_r, True)
+                os.execv(sys.executable, [sys.executable, "-B", "-c", CHILD, entry, spec, str(report_w), str(key_r)])
+            finally:
+                os._exit(127)
     os.close(report_w)
     os.close(key_r)
     marker = b"\n" + key.encode() + b" "
@@ -582,11 +625,22 @@ def _records(blob: str) -> tuple[dict, ...]:
     return tuple(records)
 
 
-def harness_verdict(stdout: str, nonce: str) -> HarnessVerdict:
-    """Find the supervisor's own last line; anything else means the test did not run to its end."""
+def _final_line(stdout: str, nonce: str) -> re.Match | None:
     match = None
     for match in re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) ?([A-Za-z0-9+/=]*)\n?", stdout):
         pass
+    return match
+
+
+def harness_status(stdout: str, nonce: str) -> tuple[str, int] | None:
+    """The supervisor's status and the test process's exit code (128 + signal when killed), or None."""
+    match = _final_line(stdout, nonce)
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def harness_verdict(stdout: str, nonce: str) -> HarnessVerdict:
+    """Find the supervisor's own last line; anything else means the test did not run to its end."""
+    match = _final_line(stdout, nonce)
     if match is None:
         return HarnessVerdict(False, stdout, "the test did not run to its end (the process exited or was killed early)")
     cleaned = stdout[: match.start()] + stdout[match.end():]
