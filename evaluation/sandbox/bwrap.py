@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import math
 import os
@@ -27,7 +28,8 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
-from evaluation.sandbox.forkserver import ForkRefused, ForkServer, preload_modules
+from evaluation.sandbox.forkserver import HARNESS_PRELOAD, ForkRefused, ForkServer, own_modules, preload_modules
+from evaluation.sandbox.harness import HARNESS_FILE, NONCE_FILE, harness_status
 from evaluation.sandbox.process import files_write, process_run, rlimits
 from evaluation.sandbox.install import INPUTS
 from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
@@ -334,9 +336,11 @@ class BwrapSession(Session):
         return (self._forkserver_on and len(command) >= 3 and command[0] == self.environment.python
                 and command[1] == "-B" and not command[2].startswith("-"))
 
-    def _zygote(self, files: Mapping[str, bytes], limits: Limits) -> ForkServer | None:
+    def _zygote(self, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ForkServer | None:
         """The warm fork server, (re)started when this item imports modules it has not tried yet."""
-        wanted = preload_modules(files)
+        wanted = preload_modules(files, answer=_answer_lines(command))
+        if _harnessed(command):
+            wanted = [*HARNESS_PRELOAD, *wanted]
         zygote = self._forkserver
         if zygote is not None and (not zygote.alive() or zygote.limits != (limits.cpus, limits.memory_bytes)
                                    or set(wanted) - set(zygote.loaded) - set(zygote.failed)):
@@ -381,14 +385,15 @@ class BwrapSession(Session):
     def _fork_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult | None:
         """The item in a fork of the warm zygote; None when it must run cold (the environment then stays cold)."""
         try:
-            zygote = self._zygote(files, limits)
+            zygote = self._zygote(files, command, limits)
             if zygote is None:
                 self._cold_only("it had to restart too often")
                 return None
             with _archive(files) as archive:
                 result, oom = zygote.run(archive=archive.fileno(), work=WORK_DIR, argv=command[2:],
                                          env=self._env_for(limits), limits=limits,
-                                         rlimits=_child_rlimits(limits, address_space=False))
+                                         rlimits=_child_rlimits(limits, address_space=False),
+                                         own=own_modules(files), warm_harness=_harnessed(command))
         except ForkRefused as exc:
             self._cold_only(str(exc))
             return None
@@ -401,12 +406,13 @@ class BwrapSession(Session):
     def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
         if self._forkable(command):
             result = self._fork_run(files=files, command=command, limits=limits)
-            if result is not None and not _crashed(result):
+            if result is not None and not _crashed(result, files):
                 return result
             if result is not None:
                 cold = self._cold_run(files=files, command=command, limits=limits)
-                if not _crashed(cold):
-                    self._cold_only(f"an item crashed in a fork (exit {result.exit_code}) but not when started cold")
+                if not _crashed(cold, files):
+                    self._cold_only(f"an item crashed in a fork ({_crash_code(result, files)}) but not when "
+                                    "started cold")
                 return cold
         return self._cold_run(files=files, command=command, limits=limits)
 
@@ -442,9 +448,34 @@ class BwrapSession(Session):
         return _started(result, oom)
 
 
-def _crashed(result: ExecResult) -> bool:
+def _harnessed(command: Sequence[str]) -> bool:
+    return len(command) >= 3 and command[2] == HARNESS_FILE
+
+
+def _answer_lines(command: Sequence[str]) -> tuple[str, int, int] | None:
+    """The answer's file and lines from a harness command's guard spec (None without one)."""
+    if not _harnessed(command) or len(command) < 5:
+        return None
+    try:
+        spec = json.loads(command[4])
+        return (str(spec["answer_file"]), int(spec["first_line"]), int(spec["last_line"])) if spec.get(
+            "answer_file") else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _crash_code(result: ExecResult, files: Mapping[str, bytes]) -> int | None:
+    """The test process's exit status: the harness reports it (its own exit is 1 when the test did not complete)."""
+    nonce = files.get(NONCE_FILE)
+    if nonce is not None:
+        status = harness_status(result.stdout, nonce.decode())
+        return status[1] if status and status[0] == "incomplete" else None
+    return result.exit_code
+
+
+def _crashed(result: ExecResult, files: Mapping[str, bytes] = {}) -> bool:
     """Killed by a signal it was not sent by a limit (a segfault or abort), as bwrap reports it: 128 + signal."""
-    code = result.exit_code
+    code = _crash_code(result, files)
     return code is not None and code > 128 and not result.timed_out and not result.oom_killed
 
 

@@ -8,6 +8,13 @@ namespace (unprivileged: uid 65534 maps to itself), mounts a fresh size-limited 
 /dev/shm, drops every capability of its new namespace and runs the harness exactly as `python -B harness entry`
 would, as pid 2 under a reaper, so nothing it starts outlives it. The zygote is not dumpable and lives outside the
 item's pid namespace: an item cannot name it to signal or trace it, nor read its memory or environment.
+
+Under the harness the fork runs it warm (RCB_WARM): the supervisor forks the test process before it reads the nonce,
+and that process runs the harness's test code in place instead of exec'ing a fresh interpreter. The files are
+unpacked by a process of their own, so the nonce is never in the memory the test process is a copy of. What the
+zygote preloads is derived from the task's files minus the answer's own lines, and an item keeps loaded only what the
+preloads brought (what a cold start has too once the test imported them), never the zygote's own tools (ctypes,
+socket, ...) nor a module of a task file's name: an import of the answer's is audited exactly as on a cold start.
 """
 
 from __future__ import annotations
@@ -39,17 +46,21 @@ ZYGOTE_PROCESSES = 8
 CHILD_OWN_PROCESSES = 2
 
 ZYGOTE_SOURCE = r'''
-import ctypes, importlib, json, os, signal, socket, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no item may read our memory or environ, or trace us
-ctl = socket.socket(fileno=int(sys.argv[1]))
+import sys
+# The preloads come first, before any tool of the fork server's own: what they import is what an item keeps loaded
+# (a cold start has it too once the test imported them); the rest (ctypes, socket, ...) is dropped in every item.
 loaded, failed = [], []
-for name in json.loads(sys.argv[2]):
+for name in filter(None, sys.argv[2].split(",")):
     try:
-        importlib.import_module(name)
+        __import__(name)
         loaded.append(name)
     except BaseException as exc:
         failed.append(f"{name}: {type(exc).__name__}")
+kept = frozenset(sys.modules)
+import ctypes, json, os, signal, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no item may read our memory or environ, or trace us
+ctl = socket.socket(fileno=int(sys.argv[1]))
 base_path = list(sys.path)
 
 
@@ -61,7 +72,7 @@ ctl.send(json.dumps({"loaded": loaded, "failed": failed, "threads": threads()}).
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 16384, 1 << 18, 2, 4
+MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_BIND = 16384, 1 << 18, 2, 4, 4096
 
 
 def check(result, what):
@@ -74,6 +85,17 @@ def status_code(status):
     return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
+def mounts_below(folder):
+    """The mounts under `folder` (a venv bound below /tmp), held open so they can be bound again on a fresh tmpfs."""
+    points = []
+    with open("/proc/self/mountinfo") as info:
+        for line in info:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point.startswith(folder + "/") and not any(point == p or point.startswith(p + "/") for p in points):
+                points.append(point)
+    return [(point, os.open(point, os.O_PATH)) for point in points]
+
+
 def caps_drop():
     for cap in range(64):
         libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (stops at the first unknown one, harmlessly)
@@ -83,12 +105,29 @@ def caps_drop():
     check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")  # PR_SET_NO_NEW_PRIVS
 
 
+def unpack(archive):
+    """In a process of its own, so no byte of the files (the harness nonce) is ever in the item's memory."""
+    unpacker = os.fork()
+    if unpacker == 0:
+        try:
+            import tarfile
+            with os.fdopen(archive, "rb") as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+                tar.extractall(".")
+            os._exit(0)
+        except BaseException as exc:
+            os.write(2, f"rcb-fork: unpacking the item's files: {exc}\n".encode())
+            os._exit(125)
+    os.close(archive)
+    _, status = os.waitpid(unpacker, 0)
+    if status != 0:
+        os._exit(125)
+
+
 def item(request, archive):
     """pid 2 of the item's namespaces, no capabilities: unpack, then the harness exactly as a cold start."""
-    import random, tarfile
+    import random
     os.chdir(request["work"])
-    with os.fdopen(archive, "rb") as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
-        tar.extractall(request["work"])
+    unpack(archive)
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
@@ -104,8 +143,14 @@ def item(request, archive):
         torch.set_num_threads(threads_allowed)
         torch.manual_seed(torch.initial_seed())
     import runpy
+    # Loaded as a cold start would have it: the interpreter's start and the preloads, never a tool of ours, and no
+    # module of the task's own names (the task's files, the hidden reference among them, are imported from here).
+    own = frozenset(request["own"])
+    for name in list(sys.modules):
+        if name not in kept or name.split(".", 1)[0] in own:
+            del sys.modules[name]
     try:
-        runpy.run_path(sys.argv[0], run_name="__main__")
+        runpy.run_path(sys.argv[0], run_name="__main__", init_globals={"RCB_WARM": True} if request["warm"] else None)
     except SystemExit as exc:
         code = exc.code
         os._exit(code if isinstance(code, int) else (0 if code is None else 1))
@@ -147,8 +192,14 @@ def child(request, fds):
     size = int(request["disk_bytes"])
     for folder, mode in ((request["work"], "0777"), ("/tmp", "1777"), ("/dev/shm", "1777")):
         if os.path.isdir(folder):
+            below = mounts_below(folder)
             check(libc.mount(b"tmpfs", folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                              f"size={size},mode={mode}".encode()), f"mount {folder}")
+            for point, fd in below:
+                os.makedirs(point, exist_ok=True)
+                check(libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None, MS_BIND | MS_REC, None),
+                      f"bind {point}")
+                os.close(fd)
     libc.sethostname(b"sandbox", 7)
     import resource
     for limit, value in request["rlimits"].items():
@@ -199,12 +250,24 @@ while True:
 '''
 
 
-def preload_modules(files: Mapping[str, bytes]) -> list[str]:
-    """Top-level modules the task's Python files import, minus the task's own modules (first-seen order)."""
-    own = {PurePosixPath(name).parts[0].removesuffix(".py") for name in files}
+# What the harness's test process imports before its audit hook is installed (a cold start has them loaded too).
+HARNESS_PRELOAD = ("ast", "json", "types", "importlib.machinery", "unittest")
+
+
+def own_modules(files: Mapping[str, bytes]) -> list[str]:
+    """The top-level names the task's own files and folders take (imported from the work folder, never preloaded)."""
+    return sorted({PurePosixPath(name).parts[0].removesuffix(".py") for name in files})
+
+
+def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] | None = None) -> list[str]:
+    """Top-level modules the task's Python files import, minus the task's own modules (first-seen order).
+
+    The answer's own lines (`answer`: file, first and last line) and the harness files never count: what the fork
+    server preloads does not depend on the answer, so an import of the answer's is audited as on a cold start."""
+    own = set(own_modules(files))
     names: list[str] = []
     for name, data in files.items():
-        if not name.endswith(".py"):
+        if not name.endswith(".py") or PurePosixPath(name).name.startswith(".rcb-"):
             continue
         try:
             tree = ast.parse(data)
@@ -216,6 +279,8 @@ def preload_modules(files: Mapping[str, bytes]) -> list[str]:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 found = [node.module]
             else:
+                continue
+            if answer and name == answer[0] and answer[1] <= node.lineno <= answer[2]:
                 continue
             for module in found:
                 top = module.split(".")[0]
@@ -237,7 +302,7 @@ class ForkServer:
         self.log = tempfile.TemporaryFile(prefix="rcb-zygote-")  # a file, so import chatter never blocks it
         self.cgroups = cgroups_for(Limits(memory_bytes=limits.memory_bytes, processes=ZYGOTE_PROCESSES,
                                           cpus=limits.cpus))
-        argv = argv_for(["-B", "-c", ZYGOTE_SOURCE, str(inside.fileno()), json.dumps(list(preload))])
+        argv = argv_for(["-B", "-c", ZYGOTE_SOURCE, str(inside.fileno()), ",".join(preload)])
         try:
             self.proc = subprocess.Popen(argv, cwd="/", env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=self.log,
@@ -269,14 +334,15 @@ class ForkServer:
         return json.loads(message) if message else None
 
     def run(self, *, archive: int, work: str, argv: Sequence[str], env: Mapping[str, str], limits: Limits,
-            rlimits: Mapping[str, int]) -> tuple[ExecResult, bool]:
+            rlimits: Mapping[str, int], own: Sequence[str] = (), warm_harness: bool = False) -> tuple[ExecResult, bool]:
         """One item in a fresh fork; (result, oom killed). ForkRefused when the zygote cannot take it."""
         cgroups = self._cgroups_for(limits, own=CHILD_OWN_PROCESSES)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         procs = [os.open(folder / "cgroup.procs", os.O_WRONLY) for folder in cgroups.folders.values()]
         request = {"work": work, "argv": list(argv), "env": dict(env), "disk_bytes": limits.disk_bytes,
-                   "threads": env.get("OMP_NUM_THREADS", "1"), "rlimits": dict(rlimits)}
+                   "threads": env.get("OMP_NUM_THREADS", "1"), "rlimits": dict(rlimits),
+                   "own": list(own), "warm": warm_harness}
         start = time.monotonic()
         try:
             try:
