@@ -209,9 +209,9 @@ SANDBOX_WALL_SECONDS = env.float("SANDBOX_WALL_SECONDS", default=300.0)
 SANDBOX_MEMORY_MB = env.int("SANDBOX_MEMORY_MB", default=4096)
 SANDBOX_PROCESSES = env.int("SANDBOX_PROCESSES", default=256)
 SANDBOX_CPUS = env.float("SANDBOX_CPUS", default=1.0)
-# bwrap: each item forks from a warm zygote per environment that has the heavy modules imported. Off by default:
-# the harness now execs a fresh interpreter for the test, which a fork does not run correctly yet (issue 14).
-SANDBOX_FORKSERVER = env.bool("SANDBOX_FORKSERVER", default=False)
+# bwrap: each item forks from a warm zygote per environment that has the heavy modules imported (false: a fresh
+# interpreter per item). An environment whose preloads are not fork-safe falls back to cold starts by itself.
+SANDBOX_FORKSERVER = env.bool("SANDBOX_FORKSERVER", default=True)
 SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)
 SANDBOX_DISK_MB = env.int("SANDBOX_DISK_MB", default=1024)
 SANDBOX_DOCKER_BASE_IMAGE = env("SANDBOX_DOCKER_BASE_IMAGE", default="rcb-sandbox-base:bookworm")
