@@ -12,8 +12,8 @@ from evaluation.sandbox.forkserver import preload_modules
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_sandbox_attacks import LIMITS, Run
 
-# The harness now execs a fresh interpreter for the test, which a fork does not run yet: these tests run the
-# entry point directly (the isolation of a fork does not depend on the harness).
+# These run the entry point directly (the isolation of a fork does not depend on the harness; the harness under the
+# fork server is tested in test_forkserver_harness.py).
 
 
 def run(session, model: str, *, limits=LIMITS, entry_point: str) -> Run:
@@ -172,4 +172,29 @@ def test_limits_hold_in_a_fork(session):
         "n = 0\ntry:\n    while n < 500:\n        if os.fork() == 0:\n            import time; time.sleep(5); os._exit(0)\n"
         "        n += 1\nexcept OSError:\n    pass\nfound['n'] = n"))
     assert found_in(bomb)["n"] < LIMITS.processes
+    assert session.forking
+
+
+def test_an_item_has_no_network(session):
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        seen = found_in(run(session, "", entry_point=report(f"""
+import socket
+found["interfaces"] = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
+found["reached"] = []
+for host in ("127.0.0.1", "localhost"):
+    try:
+        socket.create_connection((host, {port}), timeout=1).close()
+        found["reached"].append(host)
+    except OSError:
+        pass
+""")))
+    finally:
+        listener.close()
+    assert seen["reached"] == [] and set(seen["interfaces"]) <= {"lo"}
     assert session.forking

@@ -54,6 +54,8 @@ def test_reference_scores_100_and_placeholder_0(backend, demo, celery_worker_fac
     # Neither calibration answer raises a finding, statically or at run time.
     assert not Outcome.objects.filter(run__in=[reference, placeholder]).exclude(findings=[]).exists()
     assert set(Outcome.objects.filter(run=reference).values_list("sandbox_backend", flat=True)) == {backend}
+    if backend == "bwrap":  # the fork server is on by default, and these items ran in its forks
+        assert "fork server for environment" in worker.output() and "starts cold" not in worker.output()
 
 
 def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(demo, celery_worker_factory, sandbox_cache):
