@@ -1,16 +1,23 @@
-"""Cold start against the warm fork server on bwrap, for items whose tests import numpy (and torch if the
-environment has it), against the naive baseline (a fresh interpreter per item, no sandbox) in the same run.
+"""A heavy problem set (tests that import torch and numpy on the CPU, a spread of test durations) evaluated under the
+harness on bwrap by parallel workers, warm (fork server) and cold (a fresh sandboxed interpreter per item), against
+the naive baseline measured in the same run: sequential, a fresh copy and a fresh interpreter per item, no sandbox.
 
-The items run their entry point directly, not through the harness: the harness now execs a fresh interpreter for
-the test, which the fork server does not run yet (SANDBOX_FORKSERVER stays off by default).
-Run: .venv/bin/python scripts/bench_forkserver.py [--items N] [--torch]
+Each worker is a process with its own bwrap session (so its own fork server), as a Celery worker of concurrency 1
+has; the items go through `evaluation.executor.harness_run` with the answer's guard, as production runs them. The
+Celery pipeline around it (queueing, database, scoring) is not measured here (issue 14 item 2).
+
+Prints wall time, the sum of the tests' own time (each test measures its body, without interpreter start and
+imports), the limit (own time / workers), the ratio to the limit and the ratio against the naive baseline.
+Run: .venv/bin/python scripts/bench_forkserver.py [--papers 20] [--snippets 10] [--workers 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
-import statistics
+import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,71 +27,180 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-ENTRY = '''
-import {modules}
+REQUIREMENTS = "numpy\ntorch==2.13.0\n"
+ENTRY = '''import time
+import unittest
+
+import numpy as np
+import torch
+
 import model
-x = numpy.arange(1000, dtype=float)
-assert abs(float((x * x).sum()) - model.expected()) < 1e-6
+
+
+class TestSnippet(unittest.TestCase):
+    def test_snippet(self):
+        start = time.perf_counter()
+        out = model.forward({iterations})
+        self.assertTrue(bool(torch.isfinite(out).all()))
+        self.assertEqual(np.asarray(out.shape).tolist(), [64, 64])
+        print(f"RCB-OWN {{time.perf_counter() - start:.4f}}")
+
+
+if __name__ == "__main__":
+    unittest.main()
 '''
-MODEL = "def expected():\n    return float(sum(i * i for i in range(1000)))\n"
+MODEL = '''import torch
+
+
+def forward(iterations):
+    # paper2code snippet start
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 64, generator=generator)
+    w = torch.randn(64, 64, generator=generator) / 8
+    for _ in range(iterations):
+        x = torch.tanh(x @ w)
+    return x
+    # paper2code snippet end
+'''
+ANSWER_LINES = (6, 11)  # the snippet's body in model.py, watched by the guard as an answer's
+CALIBRATE = '''import time, torch
+torch.set_num_threads(1)
+x, w = torch.randn(64, 64), torch.randn(64, 64) / 8
+start = time.perf_counter()
+for _ in range(20000):
+    x = torch.tanh(x @ w)
+print(20000 / (time.perf_counter() - start))
+'''
+OWN = re.compile(r"RCB-OWN ([0-9.]+)")
+
+
+def durations(papers: int, snippets: int) -> list[float]:
+    """Seconds of test body per item: most under 0.5 s, some about 1 s, a few several seconds (fixed seed)."""
+    rng = random.Random(14)
+    spread = []
+    for _ in range(papers * snippets):
+        draw = rng.random()
+        spread.append(rng.uniform(0.02, 0.5) if draw < 0.85 else rng.uniform(0.5, 1.5) if draw < 0.97
+                      else rng.uniform(2.0, 4.0))
+    return spread
+
+
+def items_for(seconds: list[float], per_second: float) -> list[dict[str, bytes]]:
+    return [{"paper2code_test.py": ENTRY.format(iterations=max(1, int(s * per_second))).encode(),
+             "model.py": MODEL.encode()} for s in seconds]
+
+
+def limits():
+    from evaluation.sandbox import Limits
+
+    return Limits(wall_seconds=120, memory_bytes=2048 * 1024 * 1024, processes=64, cpus=1.0)
+
+
+def worker(cache: str, forkserver: bool, items: list[dict[str, bytes]], queue, results) -> None:
+    import django
+
+    django.setup()
+    from evaluation.executor import harness_run
+    from evaluation.sandbox.bwrap import BwrapBackend
+    from evaluation.sandbox.harness import GuardSpec
+
+    backend = BwrapBackend(Path(cache), forkserver=forkserver)
+    environment = backend.environment_build(env_hash="bench-torch", requirements=REQUIREMENTS)
+    guard = GuardSpec(answer_file="model.py", first_line=ANSWER_LINES[0], last_line=ANSWER_LINES[1])
+    with backend.session(environment) as session:
+        while (index := queue.get()) is not None:
+            run = harness_run(session=session, files=items[index], test_entry_point="paper2code_test.py",
+                              limits=limits(), guard=guard)
+            own = OWN.search(run.result.stdout if run.result else "")
+            results.put((index, str(run.verdict.status), float(own.group(1)) if own else None,
+                         run.result.stderr[-1500:] if run.result else ""))
+        results.put(("forking", session.forking if forkserver else None))
+
+
+def sandboxed(cache: Path, items: list[dict[str, bytes]], *, forkserver: bool, workers: int) -> tuple[float, list]:
+    context = multiprocessing.get_context("fork")
+    queue, results = context.Queue(), context.Queue()
+    for index in range(len(items)):
+        queue.put(index)
+    for _ in range(workers):
+        queue.put(None)
+    start = time.monotonic()
+    processes = [context.Process(target=worker, args=(str(cache), forkserver, items, queue, results))
+                 for _ in range(workers)]
+    for process in processes:
+        process.start()
+    outcomes, forking = [], []
+    while len(forking) < workers:
+        message = results.get(timeout=3600)
+        (forking if message[0] == "forking" else outcomes).append(message)
+    wall = time.monotonic() - start
+    for process in processes:
+        process.join()
+    failed = [o for o in outcomes if o[1] != "passed"]
+    if failed:
+        sys.exit(f"{len(failed)} item(s) did not pass, e.g. {failed[0]}")
+    if forkserver and not all(f[1] for f in forking):
+        sys.exit("a worker's fork server fell back to cold starts (see the log)")
+    return wall, [o[2] for o in outcomes]
+
+
+def naive(python: str, items: list[dict[str, bytes]]) -> tuple[float, list[float]]:
+    own, start = [], time.monotonic()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    for files in items:
+        with tempfile.TemporaryDirectory() as folder:
+            for name, data in files.items():
+                Path(folder, name).write_bytes(data)
+            done = subprocess.run([python, "-B", "paper2code_test.py"], cwd=folder, env=env, capture_output=True,
+                                  text=True, check=True)
+            own.append(float(OWN.search(done.stdout).group(1)))
+    return time.monotonic() - start, own
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=20)
-    parser.add_argument("--torch", action="store_true", help="the environment also installs and imports torch")
+    parser.add_argument("--papers", type=int, default=20)
+    parser.add_argument("--snippets", type=int, default=10, help="items per paper")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()
-    from evaluation.sandbox import Limits
     from evaluation.sandbox.bwrap import BwrapBackend
 
-    cache = Path(os.environ.get("SANDBOX_CACHE_DIR", str(REPO / "var" / "sandbox-bench")))
-    modules = "numpy, torch" if args.torch else "numpy"
-    requirements = "numpy\ntorch==2.13.0\n" if args.torch else "numpy\n"
-    files = {"paper2code_test.py": ENTRY.format(modules=modules).encode(), "model.py": MODEL.encode()}
-    limits = Limits(wall_seconds=60, memory_bytes=2048 * 1024 * 1024)
-    timings: dict[str, list[float]] = {}
-    for label, forkserver in (("bwrap cold", False), ("bwrap fork server", True)):
-        backend = BwrapBackend(cache, forkserver=forkserver)
-        ok, why = backend.available()
-        if not ok:
-            sys.exit(f"bwrap is not available: {why}")
-        environment = backend.environment_build(env_hash=f"bench-{'torch' if args.torch else 'numpy'}",
-                                                requirements=requirements)
-        with backend.session(environment) as session:
-            times = []
-            for _ in range(args.items + 1):
-                start = time.monotonic()
-                result = session.run(files=files, command=[environment.python, "-B", "paper2code_test.py"],
-                                     limits=limits)
-                times.append(time.monotonic() - start)
-                if result.exit_code != 0:
-                    sys.exit(f"{label}: an item failed: {result.stderr[-2000:]}")
-            if forkserver and not session.forking:
-                sys.exit("the fork server fell back to cold starts (see the log)")
-            timings[label] = times[1:]  # the first item starts the fork server / warms the page cache
-            python = environment.python
-    naive = []
-    for _ in range(args.items):
-        with tempfile.TemporaryDirectory() as folder:
-            for name, data in files.items():
-                Path(folder, name).write_bytes(data)
-            start = time.monotonic()
-            subprocess.run([python, "-B", "paper2code_test.py"], cwd=folder, check=True)
-            naive.append(time.monotonic() - start)
-    timings = {"naive (fresh interpreter, no sandbox)": naive, **timings}
-    base = statistics.median(naive)
-    print(f"{args.items} items importing {modules}")
-    print(f"{'':40} {'median s':>9} {'mean s':>8} {'vs naive':>9}")
-    for label, times in timings.items():
-        print(f"{label:40} {statistics.median(times):9.3f} {statistics.mean(times):8.3f} "
-              f"{statistics.median(times) / base:8.2f}x")
-    print("per item (s):")
-    for label, times in timings.items():
-        print(f"  {label}: {' '.join(f'{t:.3f}' for t in times)}")
+    cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
+    backend = BwrapBackend(cache, forkserver=False)
+    ok, why = backend.available()
+    if not ok:
+        sys.exit(f"bwrap is not available: {why}")
+    print("building the environment (numpy, torch) once ...", flush=True)
+    environment = backend.environment_build(env_hash="bench-torch", requirements=REQUIREMENTS)
+    calibrate = subprocess.run([environment.python, "-c", CALIBRATE], capture_output=True, text=True, check=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    per_second = float(calibrate.stdout.strip())
+    seconds = durations(args.papers, args.snippets)
+    items = items_for(seconds, per_second)
+    print(f"{len(items)} items ({args.papers} papers x {args.snippets}), tests import torch and numpy; "
+          f"{args.workers} workers on {os.cpu_count()} cores", flush=True)
+    naive(environment.python, items[:1])  # the page cache holds torch for every mode alike
+    rows = {}
+    print("naive baseline ...", flush=True)
+    rows["naive (sequential, fresh interpreter, no sandbox)"] = naive(environment.python, items)
+    print("bwrap cold ...", flush=True)
+    rows["bwrap cold (fresh sandboxed interpreter per item)"] = sandboxed(cache, items, forkserver=False,
+                                                                          workers=args.workers)
+    print("bwrap warm ...", flush=True)
+    rows["bwrap warm (fork server per worker)"] = sandboxed(cache, items, forkserver=True, workers=args.workers)
+    base_wall, base_own = rows["naive (sequential, fresh interpreter, no sandbox)"]
+    limit = sum(base_own) / args.workers
+    print(f"\nthe tests' own time: {sum(base_own):.1f} s (the naive run's, uncontended); "
+          f"the limit: {limit:.1f} s (own time / {args.workers} cores)")
+    print(f"{'':52} {'wall s':>8} {'own s':>8} {'/limit':>7} {'/naive':>7}")
+    for label, (wall, own) in rows.items():
+        print(f"{label:52} {wall:8.1f} {sum(own):8.1f} {wall / limit:6.2f}x {wall / base_wall:6.2f}x")
+    print("own s: the tests' own time summed in that mode (each test measures its body, without interpreter start "
+          "and imports)")
 
 
 if __name__ == "__main__":

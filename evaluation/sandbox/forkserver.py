@@ -153,14 +153,20 @@ def item(request, archive):
         runpy.run_path(sys.argv[0], run_name="__main__", init_globals={"RCB_WARM": True} if request["warm"] else None)
     except SystemExit as exc:
         code = exc.code
-        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+        code = code if isinstance(code, int) else (0 if code is None else 1)
     except BaseException:
         import traceback
         traceback.print_exc()
-        os._exit(1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+        code = 1
+    else:
+        code = 0
+    # What the item printed is still buffered (stdout is a pipe): an exit without flushing, as here, would lose it.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code)
 
 
 def child(request, fds):

@@ -198,3 +198,10 @@ for host in ("127.0.0.1", "localhost"):
         listener.close()
     assert seen["reached"] == [] and set(seen["interfaces"]) <= {"lo"}
     assert session.forking
+
+
+def test_what_an_item_prints_before_sys_exit_reaches_the_worker(session):
+    # unittest.main() ends with sys.exit: a fork that ended with os._exit before flushing lost the test's output.
+    done = run(session, "", entry_point="import sys\nprint('printed before exit')\nsys.exit(3)\n")
+    assert (done.result.exit_code, done.result.stdout) == (3, "printed before exit\n")
+    assert session.forking
