@@ -10,6 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
+from config.highlight import CSS_CLASS
+
 # slug -> (file under docs/, title); the navigation and the guides index read this list.
 GUIDES = {
     "format": ("FORMAT.md", "The task format"),
@@ -21,7 +23,8 @@ GUIDES = {
 def guide_html(filename: str) -> str:
     """The guide as HTML; the file is the repository's own text, so its Markdown is trusted."""
     text = (settings.BASE_DIR / "docs" / filename).read_text(encoding="utf-8")
-    return markdown.markdown(text, extensions=["fenced_code", "tables", "toc"], output_format="html")
+    return markdown.markdown(text, extensions=["fenced_code", "tables", "toc", "codehilite"], output_format="html",
+                             extension_configs={"codehilite": {"css_class": CSS_CLASS, "guess_lang": False}})
 
 
 def guide(request: HttpRequest, slug: str) -> HttpResponse:

@@ -13,6 +13,7 @@ from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
+from config.highlight import answer_diff
 from evaluation.models import EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, RunScore
 from evaluation.taskfiles import task_annotated, task_files
 
@@ -386,6 +387,18 @@ class RunItem:
     outcome: Outcome
     show_reference: bool
 
+    @property
+    def code(self) -> str | None:
+        """The code the test ran: extracted from the answer, or uploaded as is (None without a stored answer)."""
+        return self.outcome.generation.extracted_code if self.outcome.generation else None
+
+    @property
+    def diff(self) -> str:
+        """Reference to the model's code, for a viewer who may see the reference; "" otherwise or when equal."""
+        if not self.show_reference or self.code is None:
+            return ""
+        return answer_diff(reference=self.outcome.snippet.reference_code, answer=self.code)
+
 
 RUN_PAGE_ITEMS = 100
 
@@ -405,6 +418,17 @@ def run_item_page(*, run: EvaluationRun, user, page: str | int | None) -> Page:
     current.object_list = [RunItem(outcome=o, show_reference=o.snippet.task_id in visible_tasks)
                            for o in current.object_list]
     return current
+
+
+def run_item(*, run: EvaluationRun, outcome_pk: int, user) -> RunItem | None:
+    """One item of a run with its answer (and the reference where the user may see the task), or None when the
+    user may not see that outcome: the same rule as the run page's list."""
+    outcome = (visibility.outcomes_visible(run=run, user=user).filter(pk=outcome_pk)
+               .select_related("snippet__task__paper", "generation").first())
+    if outcome is None:
+        return None
+    return RunItem(outcome=outcome, show_reference=visibility.task_visible(version=run.version,
+                                                                           task=outcome.snippet.task, user=user))
 
 
 def environment_failure(*, env_hash: str) -> EnvironmentFailure | None:

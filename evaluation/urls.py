@@ -13,6 +13,7 @@ urlpatterns = [
     path("models/<slug:name>/runs/", views.run_new, name="run-new"),
     path("models/<slug:name>/uploads/", views.run_upload, name="run-upload"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+    path("runs/<int:pk>/items/<int:outcome_pk>/", views.run_item, name="run-item"),
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),
     path("runs/<int:pk>/manifest.json", views.run_manifest, name="run-manifest"),

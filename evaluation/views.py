@@ -206,6 +206,15 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "evaluation/run_detail.html", context)
 
 
+def run_item(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
+    """One item of a run: the outcome and its detail, the model's code beside the reference, and their diff."""
+    run = _run_visible(request, pk)
+    item = selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
+    if item is None:
+        raise Http404("No such item in this run.")  # the same answer for a held-out item as for none
+    return render(request, "evaluation/run_item.html", {"run": run, "item": item, "outcome": item.outcome})
+
+
 @maintainer_required
 @require_POST
 def run_verify(request: HttpRequest, pk: int) -> HttpResponse:

@@ -275,3 +275,12 @@ def client_for(user=None):
     if user is not None:
         client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
     return client
+
+
+def page_text(html: str) -> str:
+    """A page as a reader sees its text: tags dropped, entities resolved. Highlighted code is one span per token,
+    so a line of code is found (or proven absent) only in this form."""
+    import re
+    from html import unescape
+
+    return unescape(re.sub(r"<[^>]+>", "", html))

@@ -20,7 +20,7 @@ def test_format_guide_renders_the_repository_file(client):
     for heading in headings:
         assert heading.replace("`", "").split()[-1] in body  # rendered (code spans become <code>)
     assert '<h1 id="the-task-package-format-researchcodebench-compatible">' in body
-    assert "<pre><code>" in body, "fenced blocks render as code"
+    assert '<div class="highlight"><pre>' in body, "fenced blocks render as highlighted code"
 
 
 def test_leaderboard_guide_says_the_token_scheme(client):

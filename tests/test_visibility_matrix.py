@@ -146,6 +146,10 @@ REDIRECT = dict.fromkeys(ROLES, 302)
 HIDDEN_DRAFT_COMPARE = {**HIDDEN, "maintainer": 400, "admin": 400}
 
 
+def _outcome(run_pk: int, snippet: Snippet) -> Outcome:
+    return Outcome.objects.get(run_id=run_pk, snippet=snippet)
+
+
 def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
     """URL name -> (label, kwargs, query string, expected status per role) for each kind of data."""
     v, d = w["version"].name, w["draft"].name
@@ -218,6 +222,12 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "run-detail": [(label, {"pk": pk}, "", OPEN) for label, pk in
                        (("reference run", ref), ("author's run", own), ("upload", up))],
         "run-progress": [("reference run", {"pk": ref}, "", OPEN)],
+        "run-item": [("public item of the reference run", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "", OPEN),
+                     ("public item of the author's run", {"pk": own, "outcome_pk": _outcome(own, public).pk}, "", OPEN),
+                     ("public item of the upload", {"pk": up, "outcome_pk": _outcome(up, public).pk}, "", OPEN)]
+        + [(f"held-out item {s.name} of the reference run", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", HIDDEN)
+           for s in held]
+        + [("an outcome of another run", {"pk": own, "outcome_pk": _outcome(ref, held[0]).pk}, "", NOT_FOUND)],
         "operations": [("page", {}, "", MAINT)],
         "run-resume": [("reference run", {"pk": ref}, "", POST_MAINT)],
         "run-verify": [("upload", {"pk": up}, "", POST_MAINT)],
@@ -311,10 +321,14 @@ def _text(response) -> str:
 
 
 def _leaks(text: str) -> list[str]:
+    """The secrets a body holds: as sent, with entities resolved, or with tags dropped (highlighted code is split
+    into one span per token, so a leaked line reads whole only without them)."""
+    import re
     from html import unescape
 
     plain = unescape(text)
-    return [secret for secret in SECRETS if secret in text or secret in plain]
+    untagged = unescape(re.sub(r"<[^>]+>", "", text))
+    return [secret for secret in SECRETS if secret in text or secret in plain or secret in untagged]
 
 
 def test_every_route_has_cases(world):
@@ -360,6 +374,9 @@ def test_maintainers_do_see_the_held_out_items_the_matrix_hides(world):
     assert "zqx_hidden_alpha = x * 4242 + 17" in prompt  # the sibling's code, unmasked in the prompt
     run_page = client.get(reverse("run-detail", kwargs={"pk": world["reference"].pk})).content.decode()
     assert _leaks(run_page) and "Error" in run_page
+    item = _outcome(world["reference"].pk, inner)
+    item_page = client.get(reverse("run-item", kwargs={"pk": world["reference"].pk, "outcome_pk": item.pk}))
+    assert "zqx_hidden_beta = zqx_hidden_alpha - 9191" in _leaks(item_page.content.decode())
     results = client.get(reverse("api-run-results", kwargs={"pk": world["reference"].pk})).json()
     assert results["count"] == 3
     anonymous = Client().get(reverse("api-run-results", kwargs={"pk": world["reference"].pk})).json()

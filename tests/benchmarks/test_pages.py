@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.services import pset_import
-from tests.conftest import DEMO_PSET
+from tests.conftest import DEMO_PSET, page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -76,8 +76,10 @@ def test_masked_view_is_for_maintainers_only(client, demo_version, maintainer):
     assert partial.status_code == 200
     body = partial.content.decode()
     assert "<html" not in body, "htmx gets the partial only"
-    assert f"# TODO: Implement block &quot;{snippet.name}&quot;" in body
-    assert f"# Approximately {snippet.loc} line" in body
+    text = page_text(body)
+    assert f'# TODO: Implement block "{snippet.name}"' in text
+    assert f"# Approximately {snippet.loc} line" in text
+    assert '<div class="highlight">' in body, "the masked file is highlighted"
     assert "paper2code" not in body, "no marker lines in what a model sees"
     assert "<html" in client.get(url).content.decode(), "without JavaScript the link opens a full page"
 

@@ -1,0 +1,126 @@
+"""A run's item on its own page: the outcome and its detail, the model's code highlighted beside the reference, and
+the diff between them (hand-checked); hostile answers stay text; held-out items follow the visibility matrix
+(tests/test_visibility_matrix.py covers this route for every role)."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from html import unescape
+
+import pytest
+from django.urls import reverse
+
+from benchmarks.models import Snippet
+from benchmarks.services import pset_import
+from config.highlight import MAX_HIGHLIGHT_CHARS, answer_diff, code_html, style_css
+from evaluation import services
+from evaluation.models import Outcome
+from evaluation.outcomes import Verdict
+from tests.conftest import DEMO_PSET, REPO
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_diff_of_an_answer_against_the_reference_by_hand():
+    reference = "        a = x + 1\n        b = a * 2\n        return b\n"
+    answer = "    a = x + 1\n    b = a * 3\n    return b\n"  # re-indented, one line changed
+    assert answer_diff(reference=reference, answer=answer) == (
+        "--- reference\n+++ model's answer\n@@ -1,3 +1,3 @@\n a = x + 1\n-b = a * 2\n+b = a * 3\n return b\n")
+    assert answer_diff(reference=reference, answer=reference.replace("        ", "  ")) == ""
+    assert answer_diff(reference=reference, answer="").startswith("--- reference\n+++ model's answer\n@@ -1,3 +0,0 @@")
+
+
+def test_highlighting_escapes_hostile_text_and_gives_up_on_huge_text():
+    hostile = 'x = "</code></pre><script>alert(1)</script>"\n'
+    html = str(code_html(hostile))
+    assert "<script>" not in html and "&lt;script&gt;" in html and '<span class="n">x</span>' in html
+    huge = "y = 1\n" * (MAX_HIGHLIGHT_CHARS // 6 + 1) + "<b>"
+    plain = str(code_html(huge))
+    assert '<span class="n">' not in plain and plain.endswith("&lt;b&gt;</code></pre></div>")
+
+
+def test_the_stylesheet_is_what_pygments_makes():
+    text = (REPO / "static" / "css" / "pygments.css").read_text()
+    assert text.split("\n", 1)[1] == style_css(), "regenerate static/css/pygments.css from config.highlight"
+
+
+@pytest.fixture
+def scored(media_root, author):
+    """An upload on the demo release answering one snippet with a changed line and a hostile string, one with a
+    re-indented reference, and the rest with the reference; outcomes recorded by hand."""
+    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    snippets = list(Snippet.objects.filter(task__versions=version).order_by("pk"))
+    changed, same = snippets[0], snippets[1]
+    kept, last = changed.reference_code.rstrip("\n").rsplit("\n", 1)
+    indent = last[:len(last) - len(last.lstrip())]
+    hostile = f"{kept}\n{indent}zz = '</code><script>alert(1)</script>'\n"
+    lines = []
+    for snippet in snippets:
+        code = hostile if snippet == changed else (
+            "\n".join("  " + ln for ln in same.reference_code.splitlines()) + "\n" if snippet == same
+            else snippet.reference_code)
+        lines.append(json.dumps({"id": str(snippet.pk), "sample": 0, "code": code}))
+    model = services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
+    run = services.run_from_upload(model=model, version=version, data="\n".join(lines).encode(), user=author)
+    for generation in run.generations.select_related("snippet__task"):
+        verdict = (Verdict("failed", "runtime", "NameError: name 'zz' is not defined")
+                   if generation.snippet == changed else Verdict("passed", "", ""))
+        services.outcome_record(run=run, snippet=generation.snippet, sample=0, verdict=verdict,
+                                generation=generation)
+    return {"run": run, "changed": changed, "same": same, "last": last}
+
+
+def _page(client, run, snippet):
+    outcome = Outcome.objects.get(run=run, snippet=snippet)
+    response = client.get(reverse("run-item", args=[run.pk, outcome.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def _text(html: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def test_a_public_item_shows_the_answer_beside_the_reference_with_their_diff(client, scored):
+    run, changed = scored["run"], scored["changed"]
+    body = _page(client, run, changed)
+    assert "Runtime error" in body and "NameError: name &#x27;zz&#x27; is not defined" in body
+    assert body.count('<div class="highlight">') >= 3  # answer, reference, diff
+    side = body[body.index('class="side-by-side"'):body.index("<h2>Difference</h2>")]
+    assert "The model's code" in side and "Reference" in side
+    diff = _text(body[body.index('<div class="diff">'):])
+    assert "--- reference" in diff and "+++ model's answer" in diff
+    reference = textwrap.dedent(changed.reference_code).rstrip().splitlines()
+    # Only the last line differs: it goes, the hostile line comes (dedented like the rest, shown as text).
+    assert [ln for ln in diff.splitlines() if ln[:1] and ln[0] in "+-" and ln[:3] not in ("---", "+++")] == [
+        f"-{reference[-1]}", f"+{reference[-1][:len(reference[-1]) - len(reference[-1].lstrip())]}"
+                             "zz = '</code><script>alert(1)</script>'"]
+    assert "<script>alert(1)</script>" not in body
+    assert '<span class="gi">' in body and '<span class="gd">' in body
+
+
+def test_an_answer_equal_to_the_reference_but_for_indentation_has_no_diff(client, scored):
+    body = _page(client, scored["run"], scored["same"])
+    assert "The model's code is the reference code (apart from indentation)." in body
+    assert '<div class="diff">' not in body
+
+
+def test_the_run_page_highlights_answers_and_links_each_item(client, scored):
+    run = scored["run"]
+    body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    for outcome in Outcome.objects.filter(run=run):
+        assert reverse("run-item", args=[run.pk, outcome.pk]) in body
+    assert '<div class="highlight">' in body and "<script>alert(1)</script>" not in body
+
+
+def test_an_outcome_of_another_run_or_none_is_not_found(client, scored, author):
+    run = scored["run"]
+    outcome = Outcome.objects.filter(run=run).first()
+    other = services.run_from_upload(model=run.model, version=run.version, user=author,
+                                     data="\n".join(json.dumps({"id": str(g.snippet_id), "sample": 0,
+                                                                "code": g.extracted_code})
+                                                    for g in run.generations.all()).encode())
+    assert client.get(reverse("run-item", args=[other.pk, outcome.pk])).status_code == 404
+    assert client.get(reverse("run-item", args=[run.pk, 999999])).status_code == 404
