@@ -317,25 +317,37 @@ class RunManifest(APIView):
 
 
 class ResultSerializer(serializers.ModelSerializer):
-    """One item's outcome and the model's code; never the reference code, tests or test output."""
+    """One item's outcome with the error detail its page shows, and the model's code; never the reference code,
+    tests or test output."""
 
     item = serializers.IntegerField(source="snippet_id")
     paper = serializers.CharField(source="snippet.task.paper.slug")
     file = serializers.CharField(source="snippet.file_path")
     snippet = serializers.CharField(source="snippet.name")
+    category_label = serializers.CharField(source="get_category_display",
+                                           help_text='The category in words, e.g. "Name or import error".')
+    detail = serializers.CharField(help_text="What went wrong, as the item's page says it (e.g. the exception's "
+                                             "name, the time limit); empty when it passed.")
     extracted_code = serializers.SerializerMethodField()
+    page = serializers.SerializerMethodField(help_text="The item's page: the code beside the reference, the diff.")
 
     class Meta:
         model = Outcome
-        fields = ["item", "sample", "paper", "file", "snippet", "status", "category", "duration", "extracted_code"]
+        fields = ["item", "sample", "paper", "file", "snippet", "status", "category", "category_label", "detail",
+                  "duration", "extracted_code", "page"]
 
     def get_extracted_code(self, outcome: Outcome) -> str | None:
         return outcome.generation.extracted_code if outcome.generation else None
 
+    def get_page(self, outcome: Outcome) -> str:
+        url = reverse("run-item", args=[outcome.run_id, outcome.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url
+
 
 class RunResults(generics.ListAPIView):
-    """Per-item results of a run so far: public items for everyone, held-out ones for maintainers only (the same
-    rule as the run page)."""
+    """Per-item results of a run so far, with the error detail of the item's page: public items for everyone,
+    held-out ones for maintainers only (the same rule as the run page)."""
 
     serializer_class = ResultSerializer
 
