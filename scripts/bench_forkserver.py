@@ -183,6 +183,7 @@ def main() -> None:
     items = items_for(seconds, per_second)
     print(f"{len(items)} items ({args.papers} papers x {args.snippets}), tests import torch and numpy; "
           f"{args.workers} workers on {os.cpu_count()} cores", flush=True)
+    start_load = os.getloadavg()
     naive(environment.python, items[:1])  # the page cache holds torch for every mode alike
     rows = {}
     print("naive baseline ...", flush=True)
@@ -194,7 +195,9 @@ def main() -> None:
     rows["bwrap warm (fork server per worker)"] = sandboxed(cache, items, forkserver=True, workers=args.workers)
     base_wall, base_own = rows["naive (sequential, fresh interpreter, no sandbox)"]
     limit = sum(base_own) / args.workers
-    print(f"\nthe tests' own time: {sum(base_own):.1f} s (the naive run's, uncontended); "
+    print(f"\nload average (1, 5, 15 min) at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"(at the start: {' '.join(f'{x:.1f}' for x in start_load)}); other work on the machine inflates every row")
+    print(f"the tests' own time: {sum(base_own):.1f} s (the naive run's, uncontended); "
           f"the limit: {limit:.1f} s (own time / {args.workers} cores)")
     print(f"{'':52} {'wall s':>8} {'own s':>8} {'/limit':>7} {'/naive':>7}")
     for label, (wall, own) in rows.items():

@@ -473,7 +473,7 @@ def _crash_code(result: ExecResult, files: Mapping[str, bytes]) -> int | None:
     return result.exit_code
 
 
-def _crashed(result: ExecResult, files: Mapping[str, bytes] = {}) -> bool:
+def _crashed(result: ExecResult, files: Mapping[str, bytes]) -> bool:
     """Killed by a signal it was not sent by a limit (a segfault or abort), as bwrap reports it: 128 + signal."""
     code = _crash_code(result, files)
     return code is not None and code > 128 and not result.timed_out and not result.oom_killed
