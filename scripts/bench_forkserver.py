@@ -197,7 +197,7 @@ def main() -> None:
     limit = sum(base_own) / args.workers
     print(f"\nload average (1, 5, 15 min) at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
           f"(at the start: {' '.join(f'{x:.1f}' for x in start_load)}); other work on the machine inflates every row")
-    print(f"the tests' own time: {sum(base_own):.1f} s (the naive run's, uncontended); "
+    print(f"the tests' own time: {sum(base_own):.1f} s (the naive run's, one item at a time); "
           f"the limit: {limit:.1f} s (own time / {args.workers} cores)")
     print(f"{'':52} {'wall s':>8} {'own s':>8} {'/limit':>7} {'/naive':>7}")
     for label, (wall, own) in rows.items():
