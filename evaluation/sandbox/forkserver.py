@@ -87,10 +87,12 @@ def status_code(status):
 
 def mounts_below(folder):
     """The mounts under `folder` (a venv bound below /tmp), held open so they can be bound again on a fresh tmpfs."""
+    import re
     points = []
-    with open("/proc/self/mountinfo") as info:
+    with open("/proc/self/mountinfo", "rb") as info:
         for line in info:
-            point = line.split()[4].encode().decode("unicode_escape")
+            # The kernel writes space, tab, newline and backslash of a path as octal escapes (\040).
+            point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), line.split()[4]))
             if point.startswith(folder + "/") and not any(point == p or point.startswith(p + "/") for p in points):
                 points.append(point)
     return [(point, os.open(point, os.O_PATH)) for point in points]
