@@ -1,12 +1,13 @@
 """Paired comparison of two models on the same items: LoC-weighted difference of scaled pass@1, a paired
-bootstrap interval clustered by paper, and an exact McNemar test (pure: no Django)."""
+bootstrap interval clustered by paper, an exact McNemar test, and ranks with ties from those tests over many models
+with Holm's correction (pure: no Django)."""
 
 from __future__ import annotations
 
-import math
+import functools
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 BOOTSTRAP_ITERATIONS = 1000
@@ -74,6 +75,7 @@ def paired_bootstrap(items: Sequence[PairedItem], *, iterations: int = BOOTSTRAP
     return percentiles(values)
 
 
+@functools.lru_cache(maxsize=65536)  # a leaderboard asks the same pairs on every view
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value: binomial(b + c, 1/2), twice the smaller tail, at most 1."""
     if b < 0 or c < 0:
@@ -81,8 +83,12 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+    # C(n, k + 1) = C(n, k) (n - k) / (k + 1), exactly, far faster than math.comb for each k.
+    term = total = 1
+    for k in range(min(b, c)):
+        term = term * (n - k) // (k + 1)
+        total += term
+    return min(1.0, 2 * total / 2 ** n)
 
 
 def passed(value: float) -> bool:
@@ -96,3 +102,69 @@ def compare(items: Sequence[PairedItem], *, iterations: int = BOOTSTRAP_ITERATIO
     return Comparison(items=len(items), difference=scaled_difference(items),
                       interval=paired_bootstrap(items, iterations=iterations, seed=seed),
                       a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only))
+
+
+# Ranks: the family-wise level of "significantly better" over all pairs of ranked models.
+RANK_ALPHA = 0.05
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the i-th smallest is multiplied by (m - i + 1),
+    kept monotone and capped at 1. Rejecting where adjusted <= alpha holds the family-wise error at alpha."""
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for position, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - position) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+@dataclass(frozen=True)
+class PairTest:
+    better: Hashable  # the entry passing more of the discordant items
+    worse: Hashable
+    better_only: int  # discordant items only `better` passes
+    worse_only: int
+    p_value: float
+    adjusted: float  # Holm-adjusted over every pair of the family
+
+    @property
+    def significant(self) -> bool:
+        return self.adjusted <= RANK_ALPHA and self.better_only != self.worse_only
+
+
+def pairwise_tests(entries: Mapping[Hashable, Mapping[str, float]]) -> list[PairTest]:
+    """An exact McNemar test for every pair of entries (entry -> item id -> pass value), Holm-adjusted together.
+
+    Every entry must have a value for the same items: a paired test compares like with like (ValueError if not).
+    """
+    keys = list(entries)
+    items = sorted(entries[keys[0]]) if keys else []
+    for key in keys:
+        if entries[key].keys() != set(items):
+            raise ValueError(f"entry {key!r} covers {len(entries[key])} items, not the same {len(items)} as "
+                             f"{keys[0]!r}; rank only entries scored on the same items")
+    # A bit per item passed: discordant counts are two popcounts per pair, whatever the number of items.
+    bits = {key: int("".join("1" if passed(entries[key][item]) else "0" for item in reversed(items)) or "0", 2)
+            for key in keys}
+    raw = []
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            a_only, b_only = (bits[a] & ~bits[b]).bit_count(), (bits[b] & ~bits[a]).bit_count()
+            raw.append((a, b, a_only, b_only) if a_only >= b_only else (b, a, b_only, a_only))
+    p_values = [mcnemar_exact(x, y) for _, _, x, y in raw]
+    return [PairTest(better=a, worse=b, better_only=x, worse_only=y, p_value=p, adjusted=adj)
+            for (a, b, x, y), p, adj in zip(raw, p_values, holm(p_values))]
+
+
+def significance_ranks(entries: Mapping[Hashable, Mapping[str, float]]) -> dict[Hashable, int]:
+    """Rank of each entry: 1 + the number of entries significantly better than it (McNemar, Holm at RANK_ALPHA).
+
+    Entries no test separates share a rank, and ranks need not be consecutive (1, 1, 3: two tie, the third is
+    beaten by both)."""
+    better = {key: 0 for key in entries}
+    for test in pairwise_tests(entries):
+        if test.significant:
+            better[test.worse] += 1
+    return {key: 1 + count for key, count in better.items()}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from benchmarks.paper2code.comparison import (Interval, PairedItem, compare, mcnemar_exact, paired_bootstrap,
-                                              scaled_difference)
+from benchmarks.paper2code.comparison import (Interval, PairedItem, compare, holm, mcnemar_exact, paired_bootstrap,
+                                              pairwise_tests, scaled_difference, significance_ranks)
 
 
 def item(n, paper, loc, a, b):
@@ -57,3 +57,41 @@ def test_bootstrap_degenerate_and_properties():
     assert interval.low <= scaled_difference(mixed) <= interval.high
     assert interval.low < interval.high
     assert paired_bootstrap(mixed, seed=1) == interval  # fixed seed, same interval
+
+
+def test_holm_by_hand():
+    # Sorted: 0.005 x 4 = 0.02, 0.01 x 3 = 0.03, 0.03 x 2 = 0.06, 0.04 x 1 = 0.04 -> kept monotone at 0.06.
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.9, 0.8]) == [1.0, 1.0]  # capped
+    assert holm([]) == []
+
+
+def three_models():
+    """A passes all 12 items, B items 0-5, C items 0-4."""
+    return {"A": {str(i): 1.0 for i in range(12)},
+            "B": {str(i): float(i < 6) for i in range(12)},
+            "C": {str(i): float(i < 5) for i in range(12)}}
+
+
+def test_pairwise_tests_by_hand():
+    tests = {(t.better, t.worse): t for t in pairwise_tests(three_models())}
+    ab, ac, bc = tests[("A", "B")], tests[("A", "C")], tests[("B", "C")]
+    assert (ab.better_only, ab.worse_only, ab.p_value) == (6, 0, pytest.approx(2 / 2 ** 6))
+    assert (ac.better_only, ac.worse_only, ac.p_value) == (7, 0, pytest.approx(2 / 2 ** 7))
+    assert (bc.better_only, bc.worse_only, bc.p_value) == (1, 0, 1.0)
+    # Holm over 3 pairs: A-C 3 x 1/64 = 0.047 <= 0.05 (significant); A-B 2 x 1/32 = 0.0625 (not); B-C 1.
+    assert ac.adjusted == pytest.approx(3 / 64) and ac.significant
+    assert ab.adjusted == pytest.approx(2 / 32) and not ab.significant
+    assert not bc.significant
+
+
+def test_ranks_admit_ties():
+    # Only C is beaten (by A): A and B share rank 1, although A passes more; uncorrected, B would be 2nd.
+    assert significance_ranks(three_models()) == {"A": 1, "B": 1, "C": 2}
+    assert significance_ranks({"solo": {"1": 1.0}}) == {"solo": 1}
+    assert significance_ranks({}) == {}
+
+
+def test_ranks_need_the_same_items():
+    with pytest.raises(ValueError, match="not the same"):
+        significance_ranks({"A": {"1": 1.0, "2": 0.0}, "B": {"1": 1.0}})
