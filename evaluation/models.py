@@ -244,6 +244,12 @@ class RunScore(models.Model):
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # Item-level aggregates of the split rows (paper null), so ranks and item difficulty never read outcomes.
+    item_passes = models.JSONField(default=dict, blank=True,
+                                   help_text="Item id -> share of its scored samples that passed (split rows).")
+    categories = models.JSONField(default=dict, blank=True,
+                                  help_text="Scored answers per outcome category, e.g. {\"passed\": 3, "
+                                            "\"syntax\": 1} (split rows).")
 
     class Meta:
         constraints = [

@@ -133,6 +133,37 @@ def run_score_inputs(*, run, outcome_model, generation_model, membership_model) 
     return outcomes, usage
 
 
+# One outcome as item statistics read it: (snippet id, status, category, split).
+ItemOutcomeRow = tuple[int, str, str, str]
+# A failed outcome without a category (e.g. reported results, which say only passed or failed).
+UNCLASSIFIED = "unclassified"
+
+
+def item_statistics(*, outcomes: Sequence[ItemOutcomeRow]) -> dict[str, dict]:
+    """Per split ("" all, "public", "held_out"): each scored item's share of passed samples, and the scored
+    answers per outcome category (passed or the failure's category); errors and flags are not scored."""
+    counts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    categories: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for snippet_id, status, category, split in outcomes:
+        if status not in EVALUATED:
+            continue
+        label = "passed" if status == Outcome.Status.PASSED else category or UNCLASSIFIED
+        for key in ("", split):
+            counts[key][snippet_id][0] += 1
+            counts[key][snippet_id][1] += status == Outcome.Status.PASSED
+            categories[key][label] += 1
+    return {key: {"item_passes": {str(i): passed / n for i, (n, passed) in sorted(items.items())},
+                  "categories": dict(categories[key])} for key, items in counts.items()}
+
+
+def run_item_inputs(*, run, outcome_model, membership_model) -> list[ItemOutcomeRow]:
+    """The run's outcomes with each item's split (models passed in, so a migration can give its historical ones)."""
+    splits = dict(membership_model.objects.filter(version_id=run.version_id).values_list("task_id", "split"))
+    return [(snippet_id, status, category, splits.get(task_id, "public"))
+            for snippet_id, status, category, task_id in outcome_model.objects.filter(run=run)
+            .values_list("snippet_id", "status", "category", "snippet__task_id")]
+
+
 @transaction.atomic
 def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
     """Compute and store the run's aggregates, replacing earlier ones; returns the overall score."""
@@ -144,5 +175,8 @@ def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
     rows = score_rows(outcomes=outcomes, usage=usage, samples=run.samples, seed=run.pk)
     if run.provenance == EvaluationRun.Provenance.REPORTED:  # published results have no cost
         rows = [{**fields, "cost": None} for fields in rows]
-    stored = RunScore.objects.bulk_create([RunScore(run=run, **fields) for fields in rows])
+    items = item_statistics(outcomes=run_item_inputs(run=run, outcome_model=Outcome, membership_model=VersionTask))
+    stored = RunScore.objects.bulk_create([
+        RunScore(run=run, **fields, **(items.get(fields["split"], {}) if fields["paper_id"] is None else {}))
+        for fields in rows])
     return next((r for r in stored if r.paper_id is None and r.split == ""), None)
