@@ -72,7 +72,14 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
     if not visibility.task_visible(version=version, task=task, user=request.user):
         raise Http404("No such paper in this version.")  # the same answer as for a paper not in it
     held_out = version.memberships.filter(task=task, split=VersionTask.Split.HELD_OUT).exists()
+    difficulty = None
+    if version.is_frozen:  # drafts have no runs
+        from evaluation import analysis, selectors as results
+
+        difficulty = analysis.snippet_difficulty(version=version, rows=results.leaderboard_rows(version=version),
+                                                 user=request.user, task=task)
     context = {
+        "difficulty": difficulty,
         "version": version,
         "task": task,
         "paper": task.paper,

@@ -18,6 +18,7 @@ urlpatterns = [
     path("releases/<str:name>/leaderboard.csv", evaluation.Leaderboard.as_view(), {"format": "csv"},
          name="api-leaderboard-csv"),
     path("releases/<str:name>/compare/", evaluation.Compare.as_view(), name="api-compare"),
+    path("releases/<str:name>/difficulty/", evaluation.Difficulty.as_view(), name="api-difficulty"),
     path("models/", evaluation.ModelList.as_view(), name="api-model-list"),
     path("models/<slug:name>/", evaluation.ModelDetail.as_view(), name="api-model-detail"),
     path("runs/", evaluation.RunStart.as_view(), name="api-run-start"),

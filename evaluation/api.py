@@ -16,6 +16,7 @@ from benchmarks.api import release_get, release_unknown_message
 from benchmarks.models import BenchmarkVersion
 from config.api import FormParser, IsOwnerOrMaintainer, MultiPartParser, user_may_change
 from config.csv_export import csv_text
+from evaluation.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_difficulty
 from evaluation.comparison import ComparisonError, comparison_from_query, comparison_record
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.reproducibility import run_manifest
@@ -365,7 +366,11 @@ _FIELD_KINDS = {
     "decimal": lambda **kw: serializers.DecimalField(max_digits=12, decimal_places=6, **kw),
 }
 _COLUMN_HELP = {
-    "rank": "Position among ranked entries (ties share one); null for calibration models' reference lines.",
+    "rank": "1 + the number of entries significantly better (exact McNemar on the items both scored, every pair of "
+            "ranked entries, Holm-corrected, family-wise level 0.05): entries no test separates share a rank. Null "
+            "for calibration models' reference lines and for runs missing a scored answer on some item "
+            "(rank_note says why).",
+    "rank_note": "Why the row has no rank; empty when ranked.",
     "provenance": "verified (the platform generated the answers), self_reported (uploaded, not yet verified by a "
                   "maintainer) or reported (published results imported as published).",
     "calibration": "A built-in calibration model (reference or placeholder): a reference line, never ranked.",
@@ -433,3 +438,36 @@ class Compare(APIView):
         except ComparisonError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(comparison_record(result))
+
+
+class DifficultyCSVRenderer(BaseRenderer):
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        if isinstance(data, dict):  # an error body
+            return csv_text(header=["error", "message"], rows=[[data["error"]["code"], data["error"]["message"]]]
+                            ).encode(self.charset)
+        return csv_text(header=list(DIFFICULTY_FIELDS),
+                        rows=([row[key] for key in DIFFICULTY_FIELDS] for row in data)).encode(self.charset)
+
+
+class Difficulty(APIView):
+    """The release's snippets, hardest first: per snippet the leaderboard entries with a scored answer (`models`,
+    calibration models left out), how many pass it (most of their samples), `pass_share`, and `point_biserial`, the
+    correlation of passing it with the entries' scaled pass@1 (null where undefined). Held-out snippets are listed
+    to maintainers only. JSON, or CSV with ?format=csv."""
+
+    renderer_classes = [JSONRenderer, DifficultyCSVRenderer]
+
+    @extend_schema(parameters=[OpenApiParameter("paper", str, description="Only this paper's snippets (its id).")],
+                   responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR})
+    def get(self, request, name: str, format: str | None = None) -> Response:
+        version = release_get(name=name, user=request.user)
+        items = snippet_difficulty(version=version, rows=leaderboard_rows(version=version), user=request.user)
+        paper = request.query_params.get("paper")
+        response = Response([difficulty_record(i) for i in items if not paper or i.snippet.paper == paper])
+        if request.accepted_renderer.format == "csv":
+            response["Content-Disposition"] = f'attachment; filename="difficulty-{version.name}.csv"'
+        return response

@@ -14,6 +14,7 @@ from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from config.highlight import answer_diff
+from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
 from evaluation.models import EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, RunScore
 from evaluation.taskfiles import task_annotated, task_files
 
@@ -69,7 +70,9 @@ def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
 
 SIZE_BUCKETS = (("1-2", 1, 2), ("3-5", 3, 5), ("6-10", 6, 10), ("11+", 11, None))
 LEADERBOARD_SORTS = {
-    "rank": lambda r: r.score.scaled_pass_rate,
+    # Descending means best first: rank 1 first, ties by score, unranked rows last.
+    "rank": lambda r: (-r.rank if r.rank is not None else float("-inf"), r.score.scaled_pass_rate),
+    "score": lambda r: r.score.scaled_pass_rate,
     "model": lambda r: r.run.model.display_name.lower(),
     "organization": lambda r: r.run.model.organization.lower(),
     "open_weights": lambda r: r.run.model.open_weights,
@@ -94,7 +97,8 @@ class LeaderboardRow:
     score: RunScore
     overall: RunScore
     held_out: RunScore | None = None
-    rank: int | None = None  # None: a calibration model's reference line, never ranked
+    rank: int | None = None  # None: a calibration model's reference line, or not comparable (rank_note says why)
+    rank_note: str = ""
 
     @property
     def tokens(self) -> int:
@@ -139,6 +143,7 @@ def _held_out(field: str) -> Callable[[LeaderboardRow], object]:
 # The one list of leaderboard columns: the page, the JSON API and the CSV download all read it.
 LEADERBOARD_COLUMNS = (
     LeaderboardColumn("rank", "int", lambda r: r.rank, "Rank", "rank", nullable=True),
+    LeaderboardColumn("rank_note", "str", lambda r: r.rank_note),  # why a row is unranked
     LeaderboardColumn("run", "int", lambda r: r.run.pk),
     LeaderboardColumn("model", "str", lambda r: r.run.model.name),
     LeaderboardColumn("display_name", "str", lambda r: r.run.model.display_name, "Model", "model"),
@@ -151,7 +156,7 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
     LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
     LeaderboardColumn("samples", "int", lambda r: r.run.samples),
-    LeaderboardColumn("scaled_pass_rate", "float", _score("scaled_pass_rate"), "Scaled pass@1 (95% CI)", "rank"),
+    LeaderboardColumn("scaled_pass_rate", "float", _score("scaled_pass_rate"), "Scaled pass@1 (95% CI)", "score"),
     LeaderboardColumn("scaled_ci_low", "float", _score("scaled_ci_low")),
     LeaderboardColumn("scaled_ci_high", "float", _score("scaled_ci_high")),
     LeaderboardColumn("pass_rate", "float", _score("pass_rate"), "pass@1 (95% CI)", "pass"),
@@ -228,22 +233,22 @@ def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
 
 
 def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters | None = None) -> list[LeaderboardRow]:
-    """Calibration reference lines (unranked) first, then the other entries ranked by scaled pass@1 (ties share
-    a rank), filtered, then sorted as asked; scores come from the stored aggregates."""
+    """Calibration reference lines (unranked) first, then the other entries, ranked with ties by paired tests over
+    every entry of the version (so a filter hides rows but never changes a rank), filtered, then sorted as asked
+    (best rank first, ties by scaled pass@1); scores come from the stored aggregates."""
     filters = filters or LeaderboardFilters()
-    runs = [run for run in leaderboard_runs(version=version) if _leaderboard_keep(run, filters)]
-    scores = {(s.run_id, s.split): s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)}
+    runs = leaderboard_runs(version=version)
+    scores = {(s.run_id, s.split): s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)
+              .defer(*ITEM_STATISTICS)}
     rows = sorted((LeaderboardRow(run=r, score=scores.get((r.pk, "public")) or scores[(r.pk, "")],
                                   overall=scores[(r.pk, "")], held_out=scores.get((r.pk, "held_out")))
                    for r in runs if (r.pk, "") in scores),
                   key=lambda row: (-row.score.scaled_pass_rate, row.run.model.display_name.lower()))
+    leaderboard_rank(version=version, rows=rows)
+    rows = [row for row in rows if _leaderboard_keep(row.run, filters)]
     calibration = [row for row in rows if row.calibration]
-    ranked = [row for row in rows if not row.calibration]
-    for position, row in enumerate(ranked, start=1):
-        same = position > 1 and ranked[position - 2].score.scaled_pass_rate == row.score.scaled_pass_rate
-        row.rank = ranked[position - 2].rank if same else position
-    if filters.sort != "rank" or not filters.descending:
-        ranked.sort(key=LEADERBOARD_SORTS[filters.sort], reverse=filters.descending)
+    ranked = sorted((row for row in rows if not row.calibration), key=LEADERBOARD_SORTS[filters.sort],
+                    reverse=filters.descending)
     return calibration + ranked
 
 
@@ -258,7 +263,8 @@ def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[Leaderboa
     item of that paper)."""
     papers = list(visibility.papers_visible(version=version, user=user).order_by("slug"))
     scores = {(s.run_id, s.paper_id): s
-              for s in RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False)}
+              for s in RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False)
+              .defer(*ITEM_STATISTICS)}
     return PaperHeatMap(papers=papers, rows=[(row, [scores.get((row.run.pk, p.pk)) for p in papers]) for row in rows])
 
 

@@ -8,6 +8,7 @@ urlpatterns = [
     path("leaderboard/", views.leaderboard_latest, name="leaderboard-latest"),
     path("versions/<str:name>/leaderboard/", views.leaderboard, name="leaderboard"),
     path("releases/<str:name>/compare/", views.release_compare, name="release-compare"),
+    path("releases/<str:name>/difficulty/", views.release_difficulty, name="release-difficulty"),
     path("models/new/", views.model_new, name="model-new"),
     path("models/<slug:name>/", views.model_detail, name="model-detail"),
     path("models/<slug:name>/runs/", views.run_new, name="run-new"),

@@ -18,7 +18,7 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
 from config.api import user_may_change
-from evaluation import reproducibility, selectors, services
+from evaluation import analysis, reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelRegisterForm, RunStartForm, RunUploadForm
 from evaluation.operations import queues_status, runs_stalled, workers_status
@@ -29,6 +29,7 @@ BREAKDOWNS = {
     "sizes": "By snippet size",
     "ablation": "With vs. without paper",
     "contamination": "After knowledge cut-off",
+    "failures": "Failure categories",
 }
 
 
@@ -49,7 +50,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
                "ranked": [row for row in rows if not row.calibration],
                "calibration": [row for row in rows if row.calibration],
                "provenances": [(value, value.replace("_", "-")) for value in EvaluationRun.Provenance.values],
-               "columns": _sort_links(filters), "filter_query": _query(filters)}
+               "columns": _sort_links(filters), "filter_query": _query(filters), "rank_method": analysis.RANK_METHOD}
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
         return render(request, "evaluation/_leaderboard_table.html", context)
@@ -74,6 +75,13 @@ def _breakdown(*, version: BenchmarkVersion, rows, view: str, user) -> dict:
         return {"ablation": selectors.leaderboard_paper_ablation(rows=rows)}
     if view == "contamination":
         return {"contamination": selectors.leaderboard_contamination(version=version, rows=rows, user=user)}
+    if view == "failures":
+        segments, table = analysis.leaderboard_failures(rows=rows)
+        chart = {"labels": [f"{r.row.run.model.display_name} ({r.row.setting})" for r in table],
+                 "segments": [{"label": label, "key": key, "shares": [r.shares[i] for r in table],
+                               "counts": [r.counts[i] for r in table]} for i, (key, label) in enumerate(segments)]}
+        return {"failure_segments": segments, "failures": table, "failure_chart": chart,
+                "failure_chart_height": 80 + 32 * len(table)}
     return {"heatmap": selectors.leaderboard_paper_heatmap(version=version, rows=rows, user=user)}
 
 
@@ -91,9 +99,9 @@ def _sort_links(filters: selectors.LeaderboardFilters) -> list[dict]:
     for column in selectors.LEADERBOARD_PAGE_COLUMNS:
         key, label = column.sort, column.label
         current = filters.sort == key
-        default_desc = key in ("rank", "pass", "held_out", "items", "tokens")
+        default_desc = key in ("rank", "score", "pass", "held_out", "items", "tokens")
         descending = not filters.descending if current else default_desc
-        columns.append({"key": key, "label": label, "column": column, "current": current and label != "Rank",
+        columns.append({"key": key, "label": label, "column": column, "current": current,
                         "aria": ("descending" if filters.descending else "ascending") if current else "none",
                         "query": _query(filters, sort=key, dir="desc" if descending else "asc")})
     return columns
@@ -287,6 +295,22 @@ def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
     return redirect("operations")
 
+
+
+DIFFICULTY_PAGE_ITEMS = 100  # the page lists the hardest; the downloads hold every snippet
+
+
+def release_difficulty(request: HttpRequest, name: str) -> HttpResponse:
+    """The release's snippets, hardest first: the share of leaderboard entries passing each and how well passing it
+    separates strong from weak entries (held-out ones for maintainers only)."""
+    version = version_get(name=name, user=request.user)
+    if version.status == BenchmarkVersion.Status.DRAFT:
+        raise Http404("Drafts have no results.")
+    rows = selectors.leaderboard_rows(version=version)
+    items = analysis.snippet_difficulty(version=version, rows=rows, user=request.user)
+    return render(request, "evaluation/difficulty.html", {
+        "version": version, "items": items[:DIFFICULTY_PAGE_ITEMS], "total": len(items),
+        "entries": sum(not r.calibration for r in rows)})
 
 
 def release_compare(request: HttpRequest, name: str) -> HttpResponse:

@@ -158,7 +158,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
     ref, own, up = w["reference"].pk, w["own_run"].pk, w["uploaded"].pk
     sub = w["submission"].pk
     leaderboard = [(f"{view} tab", {"name": v}, f"view={view}", OPEN)
-                   for view in ("papers", "sizes", "ablation", "contamination")]
+                   for view in ("papers", "sizes", "ablation", "contamination", "failures")]
     return {
         "healthz": [("site", {}, "", OPEN)],
         "api-tokens": [("own tokens", {}, "", SIGNED_IN)],
@@ -237,6 +237,9 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "guide": [(slug, {"slug": slug}, "", OPEN) for slug in ("format", "leaderboard")],
         "release-compare": [("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
                             ("draft", {"name": d}, f"a={ref}&b={own}", HIDDEN_DRAFT_COMPARE)],
+        "release-difficulty": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
+        "api-difficulty": [("release", {"name": v}, "", OPEN), ("release as CSV", {"name": v}, "format=csv", OPEN),
+                           ("draft", {"name": d}, "", NOT_FOUND)],
         "api-compare": [("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
                         ("draft", {"name": d}, f"a={ref}&b={own}", NOT_FOUND)],
         "outcome-review": [("a reference outcome", {"pk": ref, "outcome_pk": w["reference"].outcomes.first().pk}, "",

@@ -21,6 +21,7 @@ def pct(value: float | None) -> str:
     return "—" if value is None or value == "" else f"{value:.1f}%"
 
 
+RANK_TITLES = {True: "no entry is significantly better", False: "1 + the entries significantly better"}
 PROVENANCE_BADGES = {"verified": "verified", "self_reported": "self-reported", "reported": "reported"}
 
 
@@ -40,7 +41,11 @@ def leaderboard_cell(row, column) -> str:
     value = column.value(row)
     score = row.score
     if column.key == "rank":
-        return "ref." if value is None else str(value)
+        if row.calibration:
+            return "ref."
+        if value is None:
+            return format_html('<span class="muted unranked" title="{}">unranked</span>', row.rank_note)
+        return format_html('<span title="{}">{}</span>', RANK_TITLES[value == 1], value)
     if column.key == "display_name":
         return format_html('<a href="{}">{}</a> <a class="muted" href="{}">{}</a>',
                            reverse("model-detail", args=[row.run.model.name]), value,

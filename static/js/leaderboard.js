@@ -1,42 +1,85 @@
-// Draws the leaderboard's ranking as horizontal bars with 95% interval whiskers (data from json_script).
+// Draws the leaderboard's charts from json_script data: the ranking (horizontal bars with 95% interval whiskers)
+// and the failure categories (stacked bars); again whenever htmx swaps a breakdown in. Tables beside each chart
+// hold the same numbers.
 (function () {
-  const canvas = document.getElementById("ranking-chart");
-  const source = document.getElementById("ranking-data");
-  if (!canvas || !source || !window.Chart) return;
-  const rows = JSON.parse(source.textContent);
-  const whiskers = {
-    id: "whiskers",
-    afterDatasetsDraw(chart) {
-      const { ctx, scales: { x, y } } = chart;
-      ctx.save();
-      ctx.strokeStyle = "#1b1f24";
-      ctx.lineWidth = 1.5;
-      rows.forEach((row, i) => {
-        const cy = y.getPixelForValue(i), lo = x.getPixelForValue(row.low), hi = x.getPixelForValue(row.high);
-        ctx.beginPath();
-        ctx.moveTo(lo, cy); ctx.lineTo(hi, cy);
-        ctx.moveTo(lo, cy - 5); ctx.lineTo(lo, cy + 5);
-        ctx.moveTo(hi, cy - 5); ctx.lineTo(hi, cy + 5);
-        ctx.stroke();
-      });
-      ctx.restore();
-    },
-  };
-  new window.Chart(canvas, {
-    type: "bar",
-    data: {
-      labels: rows.map((r) => r.label),
-      datasets: [{ label: "Scaled pass@1 (%)", data: rows.map((r) => r.value), backgroundColor: "#0a58ca99",
-                   borderColor: "#0a58ca", borderWidth: 1 }],
-    },
-    options: {
-      indexAxis: "y", maintainAspectRatio: false, animation: false,
-      scales: { x: { min: 0, max: 100, title: { display: true, text: "scaled pass@1 (%)" } } },
-      plugins: {
-        legend: { display: false },
-        tooltip: { callbacks: { label: (c) => `${rows[c.dataIndex].value.toFixed(1)}% [${rows[c.dataIndex].low.toFixed(1)}, ${rows[c.dataIndex].high.toFixed(1)}]` } },
+  const COLOURS = { passed: "#1a7f37", syntax: "#8250df", name_import: "#bf3989", runtime: "#cf222e",
+                    wrong_result: "#fb8500", timeout: "#9a6700", memory: "#0969da", forbidden: "#57606a",
+                    tampering: "#24292f", unclassified: "#afb8c1" };
+
+  function ranking() {
+    const canvas = document.getElementById("ranking-chart");
+    const source = document.getElementById("ranking-data");
+    if (!canvas || !source || canvas.dataset.drawn) return;
+    canvas.dataset.drawn = "1";
+    const rows = JSON.parse(source.textContent);
+    const whiskers = {
+      id: "whiskers",
+      afterDatasetsDraw(chart) {
+        const { ctx, scales: { x, y } } = chart;
+        ctx.save();
+        ctx.strokeStyle = "#1b1f24";
+        ctx.lineWidth = 1.5;
+        rows.forEach((row, i) => {
+          const cy = y.getPixelForValue(i), lo = x.getPixelForValue(row.low), hi = x.getPixelForValue(row.high);
+          ctx.beginPath();
+          ctx.moveTo(lo, cy); ctx.lineTo(hi, cy);
+          ctx.moveTo(lo, cy - 5); ctx.lineTo(lo, cy + 5);
+          ctx.moveTo(hi, cy - 5); ctx.lineTo(hi, cy + 5);
+          ctx.stroke();
+        });
+        ctx.restore();
       },
-    },
-    plugins: [whiskers],
-  });
+    };
+    new window.Chart(canvas, {
+      type: "bar",
+      data: {
+        labels: rows.map((r) => r.label),
+        datasets: [{ label: "Scaled pass@1 (%)", data: rows.map((r) => r.value), backgroundColor: "#0a58ca99",
+                     borderColor: "#0a58ca", borderWidth: 1 }],
+      },
+      options: {
+        indexAxis: "y", maintainAspectRatio: false, animation: false,
+        scales: { x: { min: 0, max: 100, title: { display: true, text: "scaled pass@1 (%)" } } },
+        plugins: {
+          legend: { display: false },
+          tooltip: { callbacks: { label: (c) => `${rows[c.dataIndex].value.toFixed(1)}% [${rows[c.dataIndex].low.toFixed(1)}, ${rows[c.dataIndex].high.toFixed(1)}]` } },
+        },
+      },
+      plugins: [whiskers],
+    });
+  }
+
+  function failures() {
+    const canvas = document.getElementById("failure-chart");
+    const source = document.getElementById("failure-data");
+    if (!canvas || !source || canvas.dataset.drawn) return;
+    canvas.dataset.drawn = "1";
+    const data = JSON.parse(source.textContent);
+    new window.Chart(canvas, {
+      type: "bar",
+      data: {
+        labels: data.labels,
+        datasets: data.segments.map((s) => ({ label: s.label, data: s.shares, counts: s.counts,
+                                              backgroundColor: COLOURS[s.key] || "#6e7781" })),
+      },
+      options: {
+        indexAxis: "y", maintainAspectRatio: false, animation: false,
+        scales: { x: { stacked: true, min: 0, max: 100, title: { display: true, text: "share of scored answers (%)" } },
+                  y: { stacked: true } },
+        plugins: {
+          legend: { position: "bottom" },
+          tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${c.dataset.counts[c.dataIndex]} (${c.parsed.x.toFixed(1)}%)` } },
+        },
+      },
+    });
+  }
+
+  function draw() {
+    if (!window.Chart) return;
+    ranking();
+    failures();
+  }
+
+  draw();
+  document.body.addEventListener("htmx:afterSettle", draw);
 })();
