@@ -5,7 +5,7 @@ every item's pass share and the answers per outcome category: no page view reads
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -15,7 +15,6 @@ from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.paper2code.comparison import RANK_ALPHA, passed, significance_ranks
 from benchmarks.paper2code.difficulty import Difficulty, item_difficulty
-from benchmarks.selectors import version_snippets
 from evaluation.models import Outcome, RunScore
 from evaluation.scoring import UNCLASSIFIED
 
@@ -39,14 +38,6 @@ RANK_METHOD = (f"rank = 1 + the number of entries significantly better: an exact
 RANK_CACHE_SECONDS = 24 * 3600
 
 
-def rank_items(*, version: BenchmarkVersion) -> set[str]:
-    """The items ranks compare runs on: the public split, which every run covers (all items where a release has no
-    public split), as the leaderboard's score does."""
-    public = set(version_snippets(version=version, split=visibility.PUBLIC).values_list("pk", flat=True))
-    ids = public or set(version_snippets(version=version).values_list("pk", flat=True))
-    return {str(pk) for pk in ids}
-
-
 def leaderboard_rank(*, version: BenchmarkVersion, rows: Iterable) -> None:
     """Set each row's rank (None: unranked) and rank_note. Calibration lines are never ranked; a run missing a
     scored answer on some item (an infrastructure error, a flag awaiting review) is not compared, since a paired
@@ -63,20 +54,27 @@ def leaderboard_rank(*, version: BenchmarkVersion, rows: Iterable) -> None:
             row.rank, row.rank_note = cached[row.run.pk]
         return
     item_statistics_load(scores=[row.score for row in rows if not row.calibration], fields=("item_passes",))
-    items = rank_items(version=version) if rows else set()
     entries = {}
     for row in rows:
         row.rank = None
         if row.calibration:
             row.rank_note = "calibration model: a reference line, not ranked"
             continue
-        missing = len(items - row.score.item_passes.keys())
-        if missing or not items:
-            row.rank_note = (f"not ranked: {missing} of {len(items)} items have no scored answer (infrastructure "
+        # Items with outcomes but no scored answer: every sample an infrastructure error or awaiting review.
+        missing = row.score.items - len(row.score.item_passes)
+        if missing or not row.score.item_passes:
+            row.rank_note = (f"not ranked: {missing} of {row.score.items} items have no scored answer (infrastructure "
                              f"errors or flags awaiting review), and ranks compare runs on the same items")
             continue
         row.rank_note = ""
-        entries[row.run.pk] = {item: row.score.item_passes[item] for item in items}
+        entries[row.run.pk] = row.score.item_passes
+    # Complete runs of one release cover the same items; should any not, the largest group is compared.
+    groups = Counter(frozenset(passes) for passes in entries.values())
+    items = max(groups, key=lambda g: (groups[g], len(g))) if groups else frozenset()
+    for row in rows:
+        if row.run.pk in entries and entries[row.run.pk].keys() != items:
+            row.rank_note = "not ranked: its run covers other items than the ranked runs"
+            del entries[row.run.pk]
     ranks = significance_ranks(entries)
     for row in rows:
         if row.run.pk in ranks and not row.calibration:

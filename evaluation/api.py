@@ -453,6 +453,19 @@ class DifficultyCSVRenderer(BaseRenderer):
                         rows=([row[key] for key in DIFFICULTY_FIELDS] for row in data)).encode(self.charset)
 
 
+class DifficultySerializer(serializers.Serializer):
+    item = serializers.IntegerField()
+    paper = serializers.CharField()
+    file = serializers.CharField()
+    snippet = serializers.CharField()
+    loc = serializers.IntegerField()
+    models = serializers.IntegerField(help_text="Leaderboard entries with a scored answer (calibration left out).")
+    passed = serializers.IntegerField(help_text="Entries passing it (most of their samples).")
+    pass_share = serializers.FloatField(help_text="passed / models, 0..1.")
+    point_biserial = serializers.FloatField(allow_null=True, help_text="Correlation of passing with the entries' "
+                                            "scaled pass@1; null where undefined (all or none pass, equal scores).")
+
+
 class Difficulty(APIView):
     """The release's snippets, hardest first: per snippet the leaderboard entries with a scored answer (`models`,
     calibration models left out), how many pass it (most of their samples), `pass_share`, and `point_biserial`, the
@@ -462,7 +475,8 @@ class Difficulty(APIView):
     renderer_classes = [JSONRenderer, DifficultyCSVRenderer]
 
     @extend_schema(parameters=[OpenApiParameter("paper", str, description="Only this paper's snippets (its id).")],
-                   responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR})
+                   responses={(200, "application/json"): DifficultySerializer(many=True),
+                              (200, "text/csv"): DifficultySerializer(many=True)})
     def get(self, request, name: str, format: str | None = None) -> Response:
         version = release_get(name=name, user=request.user)
         items = snippet_difficulty(version=version, rows=leaderboard_rows(version=version), user=request.user)

@@ -136,3 +136,16 @@ def test_held_out_snippets_only_for_maintainers(client, version, maintainer):
     client.force_login(maintainer)
     assert held <= {i["item"] for i in client.get(url).json()}
     assert "dampnest" in client.get(reverse("release-difficulty", args=["1.0.0"])).content.decode()
+
+
+def test_a_hostile_snippet_name_is_neither_a_formula_nor_markup(client, version):
+    hostile = '=HYPERLINK("https://evil.example")<script>alert(1)</script>'
+    snippet = Snippet.objects.filter(task__versions=version).first()
+    Snippet.objects.filter(pk=snippet.pk).update(name=hostile)
+    evaluate(version, model("top"), lambda s: True)
+    evaluate(version, model("low"), lambda s: False)
+    text = client.get(reverse("api-difficulty", args=["1.0.0"]), {"format": "csv"}).content.decode()
+    row = next(r for r in csv.DictReader(io.StringIO(text)) if r["item"] == str(snippet.pk))
+    assert row["snippet"] == "'" + hostile
+    page = client.get(reverse("release-difficulty", args=["1.0.0"])).content.decode()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

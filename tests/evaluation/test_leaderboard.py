@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -148,6 +149,7 @@ def test_contamination_keeps_only_papers_after_the_cutoff(client, version):
 
 def test_leaderboard_queries_stay_bounded(client, version, django_assert_max_num_queries):
     def count_queries(view):
+        cache.clear()  # ranks are cached: a second view of the same rows reads less
         with CaptureQueriesContext(connection) as ctx:
             assert client.get(reverse("leaderboard", args=["1.0.0"]), {"view": view}).status_code == 200
         return len(ctx.captured_queries)
@@ -160,6 +162,7 @@ def test_leaderboard_queries_stay_bounded(client, version, django_assert_max_num
                  with_paper=bool(i % 2))
     assert max(few.values()) <= 8, few
     for view, queries in few.items():
+        cache.clear()
         with django_assert_max_num_queries(queries):
             client.get(reverse("leaderboard", args=["1.0.0"]), {"view": view})
         assert count_queries(view) == queries

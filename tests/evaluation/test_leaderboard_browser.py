@@ -58,11 +58,17 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     assert table.count() == 2
     assert "Strong" in table.nth(0).inner_text() and "100.0%" in table.nth(0).inner_text()
     assert "Weak" in table.nth(1).inner_text() and "0.0%" in table.nth(1).inner_text()
+    # Every item tells the two apart (McNemar p = 2 / 2**items): Weak is ranked 2nd, beside its score.
+    assert table.nth(0).locator("td").first.inner_text() == "1" and table.nth(1).locator("td").first.inner_text() == "2"
+    expect(page.get_by_text("Holm-corrected at a family-wise level of 0.05")).to_be_visible()
     page.wait_for_function("document.getElementById('ranking-chart').width > 0")
     shot(page, "01-ranking")
 
-    page.locator("#leaderboard-table thead").get_by_role("link", name="Scaled pass@1 (95% CI)").click()
-    page.wait_for_url("**sort=rank&dir=asc**")
+    score_header = page.locator("#leaderboard-table thead").get_by_role("link", name="Scaled pass@1 (95% CI)")
+    score_header.click()
+    page.wait_for_url("**sort=score&dir=desc**")
+    score_header.click()  # the current column's header flips the direction
+    page.wait_for_url("**sort=score&dir=asc**")
     page.wait_for_function("document.querySelector('#leaderboard-table tbody.ranked tr').innerText.includes('Weak')")
     assert "<html" not in page.locator("#leaderboard-table").inner_html()
     assert page.locator("h1").count() == 1, "htmx swapped the table only"
@@ -75,6 +81,19 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     expect(tabs.get_by_role("link", name="By snippet size")).to_have_attribute("aria-current", "page")
     shot(page, "03-by-size")
 
+    tabs.get_by_role("link", name="Failure categories").click()
+    page.locator("#failure-table").wait_for()
+    expect(tabs.get_by_role("link", name="Failure categories")).to_have_attribute("aria-current", "page")
+    page.wait_for_function("(document.getElementById('failure-chart') || {}).width > 0")
+    rows = page.locator("#failure-table tbody tr")
+    cells = {rows.nth(i).locator("th").inner_text().split(" (")[0]: rows.nth(i).locator("td").all_inner_texts()
+             for i in range(rows.count())}
+    items = str(Snippet.objects.filter(task__versions=version).count())
+    # Scored answers, passed, wrong result: the calibration lines too, as on the table above.
+    assert cells == {"Reference": [items, items, "0"], "Placeholder": [items, "0", items], "Strong": [items, items, "0"],
+                     "Weak": [items, "0", items]}
+    shot(page, "04-failure-categories")
+
     tabs.get_by_role("link", name="Per paper").click()
     heat = page.locator("#breakdown table.heatmap")
     heat.wait_for()
@@ -83,12 +102,12 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     rows = heat.locator("tbody tr")
     assert rows.nth(0).inner_text().count("100.0%") == version.tasks.count()
     assert "100.0%" not in rows.nth(1).inner_text()
-    shot(page, "04-per-paper")
+    shot(page, "05-per-paper")
 
     page.locator("#leaderboard-table").get_by_role("link", name=reference).click()
     page.get_by_role("heading", name=reference).wait_for()
-    shot(page, "05-model")
+    shot(page, "06-model")
     page.locator("table a[href^='/runs/']").first.click()
     page.get_by_role("heading", name="Items").wait_for()
     page.locator("details.item").first.locator("summary").click()
-    shot(page, "06-run")
+    shot(page, "07-run")
