@@ -3,16 +3,14 @@
 import os
 import time
 
-from celery import Celery
-from celery.signals import before_task_publish
+from celery import Celery, bootsteps
+from celery.signals import before_task_publish, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-
-
 
 @app.task(name="config.ping")
 def ping() -> str:
@@ -25,3 +23,57 @@ def _stamp_enqueued_at(headers: dict | None = None, **kwargs: object) -> None:
     """When the message was queued, so the operations page can tell the age of a queue's oldest task."""
     if headers is not None:
         headers.setdefault("enqueued_at", time.time())
+
+
+@worker_ready.connect
+def _watchdog_start(sender=None, **kwargs: object) -> None:
+    """Every worker looks for lost work (evaluation/watchdog.py), so no beat process is needed."""
+    from evaluation.watchdog import watchdog_start
+
+    watchdog_start(worker=getattr(sender, "hostname", "") or "")
+
+
+@worker_shutdown.connect
+def _watchdog_stop(**kwargs: object) -> None:
+    from evaluation.watchdog import watchdog_stop
+
+    watchdog_stop()
+
+
+class BrokerOutage(bootsteps.StartStopStep):
+    """Records on the operations page that this worker lost the broker and when it was back."""
+
+    requires = {"celery.worker.consumer.connection:Connection"}
+
+    def __init__(self, parent, **kwargs: object) -> None:
+        super().__init__(parent, **kwargs)
+        self.lost_at: float | None = None
+
+    def start(self, parent) -> None:
+        if self.lost_at is None:
+            return
+        lost_at, self.lost_at = self.lost_at, None
+        import datetime
+        import logging
+
+        from django.db import connections
+
+        from evaluation import services
+        from evaluation.models import OperationsEvent
+
+        try:
+            services.event_record(
+                kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, worker=parent.hostname or "",
+                since=datetime.datetime.fromtimestamp(lost_at, tz=datetime.UTC),
+                detail=f"the worker lost its broker connection and reconnected after {time.time() - lost_at:.0f} s; "
+                       "tasks queued meanwhile or held unacknowledged may be lost (the watchdog queues them again)")
+        except Exception:  # the database may be down too; the worker log keeps it
+            logging.getLogger(__name__).warning("could not record the broker outage", exc_info=True)
+        finally:
+            connections.close_all()
+
+    def stop(self, parent) -> None:  # the consumer stops its steps when the connection is lost (and at shutdown)
+        self.lost_at = time.time()
+
+
+app.steps["consumer"].add(BrokerOutage)

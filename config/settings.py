@@ -82,6 +82,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
     # A file, not memory, so Celery workers started by the tests can share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
+# A persistent connection (conn_max_age in DATABASE_URL) is checked before reuse, so one broken by a database
+# restart is replaced instead of failing the next request or task.
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -183,8 +186,19 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # An unacknowledged task (its worker died) is redelivered after this many seconds.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
 
+# A worker never gives up on the broker: it reconnects until the broker is back (a task it is running goes on).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+
 # A running run with no new result for this long is flagged as stalled on the operations page.
 RUN_STALL_SECONDS = env.int("RUN_STALL_SECONDS", default=900)
+# Every worker looks this often (seconds; 0: never) for runs and validations that made no progress for
+# RUN_REDISPATCH_SECONDS while no task of theirs is queued or held by a worker, and queues their missing work again.
+RUN_WATCH_SECONDS = env.int("RUN_WATCH_SECONDS", default=60)
+RUN_REDISPATCH_SECONDS = env.int("RUN_REDISPATCH_SECONDS", default=300)
+# A task that loses its database connection waits this long for the database, then runs again in place.
+DATABASE_OUTAGE_WAIT_SECONDS = env.int("DATABASE_OUTAGE_WAIT_SECONDS", default=600)
 
 # Calls per minute per provider (the prefix of the litellm model string), e.g. "openai=500,anthropic=50".
 LLM_RATE_LIMITS = env.dict("LLM_RATE_LIMITS", default={})

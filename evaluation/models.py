@@ -88,6 +88,8 @@ class EvaluationRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     last_progress_at = models.DateTimeField(null=True, blank=True)
+    redispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the watchdog last queued again items that had no outcome and no task.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -272,3 +274,31 @@ class EnvironmentFailure(models.Model):
 
     def __str__(self) -> str:
         return f"environment {self.environment_hash[:12]} failed on {self.backend}"
+
+
+class OperationsEvent(models.Model):
+    """Something the platform went through and recovered from by itself (a service down, lost work queued again),
+    kept for the operations page."""
+
+    class Kind(models.TextChoices):
+        BROKER_UNAVAILABLE = "broker_unavailable", "Broker unavailable"
+        DATABASE_UNAVAILABLE = "database_unavailable", "Database unavailable"
+        ITEMS_REDISPATCHED = "items_redispatched", "Items re-dispatched"
+        VALIDATION_REDISPATCHED = "validation_redispatched", "Validation re-dispatched"
+
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    detail = models.TextField()
+    worker = models.CharField(max_length=200, blank=True)
+    run = models.ForeignKey(EvaluationRun, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    report = models.ForeignKey("submissions.ValidationReport", null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="events")
+    items = models.PositiveIntegerField(default=0, help_text="Items queued again (re-dispatch events).")
+    since = models.DateTimeField(null=True, blank=True, help_text="When the outage began, where known.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["-created_at"], name="event_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.detail[:80]}"

@@ -74,3 +74,60 @@ def runs_stalled(*, seconds: int | None = None) -> QuerySet[EvaluationRun]:
     limit = timezone.now() - timedelta(seconds=seconds if seconds is not None else settings.RUN_STALL_SECONDS)
     return (EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING, last_progress_at__lt=limit)
             .select_related("model", "version").order_by("last_progress_at"))
+
+
+def queues_waiting(names: tuple[str, ...] = QUEUES) -> dict[str, int] | None:
+    """Messages waiting per queue on any broker Celery's virtual transports serve (Redis, the embedded filesystem
+    one); None when the broker does not answer."""
+    from config.celery import app
+
+    try:
+        with app.connection_for_read() as conn:
+            conn.ensure_connection(max_retries=1)
+            channel = conn.default_channel
+            return {name: channel.queue_declare(queue=name, passive=False).message_count for name in names}
+    except Exception:  # the broker is down or refuses: nobody can tell what waits
+        return None
+
+
+@dataclass(frozen=True)
+class TasksLive:
+    """What the workers hold a task for (running, prefetched, or waiting for a retry's countdown)."""
+
+    runs: frozenset[int]
+    reports: frozenset[int]
+
+
+RUN_TASKS = {"evaluation.tasks.item_generate", "evaluation.tasks.item_evaluate", "evaluation.tasks.run_dispatch"}
+REPORT_TASKS = {"submissions.tasks.revision_validate"}
+
+
+def tasks_live(timeout: float = 1.0) -> TasksLive | None:
+    """Runs and validation reports some worker holds a task of; None when the workers cannot be asked."""
+    from config.celery import app
+
+    runs, reports = set(), set()
+    try:
+        inspector = app.control.inspect(timeout=timeout)
+        replies = [inspector.active(), inspector.reserved(), inspector.scheduled()]
+    except Exception:  # the broker is down: liveness is unknown, so nothing may be presumed lost
+        return None
+    for reply in replies:
+        for tasks in (reply or {}).values():
+            for task in tasks:
+                task = task.get("request", task)  # scheduled tasks wrap the request
+                args = task.get("args") or ()
+                if not args or not isinstance(args, (list, tuple)):
+                    continue
+                if task.get("name") in RUN_TASKS:
+                    runs.add(int(args[0]))
+                elif task.get("name") in REPORT_TASKS:
+                    reports.add(int(args[0]))
+    return TasksLive(frozenset(runs), frozenset(reports))
+
+
+def events_recent(limit: int = 50):
+    """The latest things the platform recovered from by itself, newest first."""
+    from evaluation.models import OperationsEvent
+
+    return OperationsEvent.objects.select_related("run", "report__revision__submission")[:limit]

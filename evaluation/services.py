@@ -14,14 +14,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import code_indent, extract_code, has_code_block, prompt_hash
 from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
 from config.addresses import AddressRefused, host_addresses_check
-from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome,
-                               ProvenanceChange)
+from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry,
+                               OperationsEvent, Outcome, ProvenanceChange)
 from evaluation.outcomes import Verdict, tail
 from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
@@ -202,12 +203,41 @@ def run_dispatch(*, run: EvaluationRun) -> int:
     EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
         status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now())
     calls_model = run.model.kind == ModelEntry.Kind.LITELLM
-    for snippet_id, sample in missing:
-        task = tasks.item_generate if calls_model else tasks.item_evaluate
-        task.delay(run.pk, snippet_id, sample)
+    task = tasks.item_generate if calls_model else tasks.item_evaluate
+    for queued, (snippet_id, sample) in enumerate(missing):
+        try:
+            task.delay(run.pk, snippet_id, sample)
+        except KombuOperationalError as exc:  # the broker is down: the watchdog queues the rest when it is back
+            event_record(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=run, since=timezone.now(),
+                         detail=f"run {run.pk}: the broker refused new tasks ({exc}); {queued} of {len(missing)} "
+                                f"item(s) queued, the watchdog queues the rest once it answers")
+            return queued
     if not missing:
         run_maybe_finish(run=run)
     return len(missing)
+
+
+def event_record(*, kind: str, detail: str, worker: str = "", run: EvaluationRun | None = None, report=None,
+                 items: int = 0, since=None) -> OperationsEvent:
+    """Remember something the platform recovered from by itself, for the operations page."""
+    return OperationsEvent.objects.create(kind=kind, detail=detail[:4000], worker=worker[:200], run=run,
+                                          report=report, items=items, since=since)
+
+
+def run_redispatch_lost(*, run: EvaluationRun, idle_seconds: float, worker: str = "") -> int:
+    """Queue again the items of an active run that have no outcome while no task of the run is queued or held by a
+    worker (the broker lost them, or their worker died); one watchdog wins when several look at once."""
+    claimed = EvaluationRun.objects.filter(pk=run.pk, status__in=[EvaluationRun.Status.QUEUED,
+                                                                   EvaluationRun.Status.RUNNING],
+                                           redispatched_at=run.redispatched_at)
+    if not claimed.update(redispatched_at=timezone.now()):
+        return 0
+    queued = run_dispatch(run=run)
+    if queued:
+        event_record(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run, items=queued, worker=worker,
+                     detail=f"run {run.pk}: {queued} item(s) without an outcome and without a queued or running task "
+                            f"after {idle_seconds:.0f} s without progress were re-dispatched")
+    return queued
 
 
 @transaction.atomic
@@ -304,14 +334,15 @@ def outcome_record(
         findings=list(verdict.findings), measured_status=verdict.measured,
     )
     try:
+        # The outcome and its count in one transaction: a connection lost between them never skips the count.
         with transaction.atomic():
             outcome, created = Outcome.objects.get_or_create(run=run, snippet=snippet, sample=sample,
                                                              defaults=defaults)
+            if created:
+                EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now(),
+                                                               done_items=F("done_items") + 1)
     except IntegrityError:
         outcome, created = Outcome.objects.get(run=run, snippet=snippet, sample=sample), False
-    if created:
-        EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now(),
-                                                       done_items=F("done_items") + 1)
     return outcome, created
 
 

@@ -21,6 +21,7 @@ from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_snippets
+from evaluation.watchdog import database_outage_outlasted
 
 logger = logging.getLogger(__name__)
 SANDBOX_RETRIES = 3
@@ -58,6 +59,7 @@ def _retry_or_error(task, *, run: EvaluationRun, snippet: Snippet, sample: int, 
 
 
 @shared_task(bind=True, max_retries=None)
+@database_outage_outlasted
 def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
     """Ask the model for one item, store the answer, and hand the item to the sandbox queue."""
     from evaluation.llm import ModelCallError, complete
@@ -103,6 +105,7 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
 
 
 @shared_task(bind=True, max_retries=SANDBOX_RETRIES)
+@database_outage_outlasted
 def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
     """Test one item's answer in the sandbox and record its outcome (once)."""
     run, snippet = _item(run_id, snippet_id)
@@ -137,6 +140,7 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
 
 
 @shared_task(bind=True, max_retries=None)
+@database_outage_outlasted
 def run_dispatch(self, run_id: int) -> int:
     """Queue every item of a run that has no outcome yet (a large upload's items leave the web request here)."""
     run = EvaluationRun.objects.select_related("model", "version").filter(pk=run_id).first()

@@ -21,7 +21,7 @@ from config.api import user_may_change
 from evaluation import analysis, reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelRegisterForm, RunStartForm, RunUploadForm
-from evaluation.operations import queues_status, runs_stalled, workers_status
+from evaluation.operations import events_recent, queues_status, runs_stalled, workers_status
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 
 BREAKDOWNS = {
@@ -269,7 +269,7 @@ def operations(request: HttpRequest) -> HttpResponse:
                "stall_seconds": settings.RUN_STALL_SECONDS,
                "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
                    "model", "version"),
-               "environment_failures": selectors.environment_failures()}
+               "environment_failures": selectors.environment_failures(), "events": events_recent()}
     return render(request, "evaluation/operations.html", context)
 
 

@@ -163,9 +163,57 @@ def submission_submit(*, submission: Submission, actor, note: str = "") -> Revis
 
 
 def _validation_start(report_id: int) -> None:
+    from kombu.exceptions import OperationalError as KombuOperationalError
+
+    from evaluation import services as evaluation_services
+    from evaluation.models import OperationsEvent
     from submissions.tasks import revision_validate
 
-    revision_validate.delay(report_id)
+    try:
+        revision_validate.delay(report_id)
+    except KombuOperationalError as exc:  # the broker is down: the watchdog queues it once it answers
+        evaluation_services.event_record(
+            kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, report=ValidationReport.objects.get(pk=report_id),
+            since=timezone.now(), detail=f"validation report {report_id} could not be queued ({exc}); the watchdog "
+                                         f"queues it once the broker answers")
+
+
+def validations_unfinished() -> list[ValidationReport]:
+    """Reports of the revisions that submissions now validating wait for, not yet finished."""
+    reports = (ValidationReport.objects.filter(status__in=[ValidationReport.Status.PENDING,
+                                                           ValidationReport.Status.RUNNING],
+                                               revision__submission__state=State.VALIDATING)
+               .select_related("revision__submission").order_by("revision__submission", "-revision__number"))
+    latest: dict[int, ValidationReport] = {}
+    for report in reports:
+        latest.setdefault(report.revision.submission_id, report)
+    return list(latest.values())
+
+
+def validation_redispatched_at(*, report: ValidationReport):
+    from evaluation.models import OperationsEvent
+
+    event = OperationsEvent.objects.filter(report=report, kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED).first()
+    return event.created_at if event else None
+
+
+def validation_redispatch_lost(*, report: ValidationReport, worker: str = "") -> bool:
+    """Queue a validation again whose task was lost (no worker holds it, none waits); one watchdog wins."""
+    from evaluation import services as evaluation_services
+    from evaluation.models import OperationsEvent
+
+    since = validation_redispatched_at(report=report)
+    with transaction.atomic():
+        report = ValidationReport.objects.select_for_update().select_related("revision__submission").get(pk=report.pk)
+        if report.status not in (ValidationReport.Status.PENDING, ValidationReport.Status.RUNNING) or \
+                validation_redispatched_at(report=report) != since:
+            return False
+        evaluation_services.event_record(
+            kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED, report=report, worker=worker,
+            detail=f"validation of {report.revision.submission} (revision {report.revision.number}) was "
+                   f"{report.get_status_display().lower()} with no queued or running task; it was queued again")
+        transaction.on_commit(lambda: _validation_start(report.pk))
+    return True
 
 
 @transaction.atomic

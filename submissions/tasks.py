@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from benchmarks.paper2code.pset import PaperPackage
 from evaluation.sandbox import SandboxError
+from evaluation.watchdog import database_outage_outlasted
 from submissions import services, validation
 from submissions.models import SetValidationPaper, ValidationCheck, ValidationReport
 from submissions.packages import revision_package
@@ -44,8 +45,11 @@ def _set(report: ValidationReport, key: str, status: str, detail: str = "", dura
 
 
 @shared_task(bind=True, max_retries=2)
+@database_outage_outlasted
 def revision_validate(self, report_id: int) -> str:
     report = ValidationReport.objects.select_related("revision__submission").get(pk=report_id)
+    if report.status not in (Status.PENDING, Status.RUNNING):  # a redelivered or re-dispatched copy: done already
+        return report.status
     package = revision_package(report.revision)  # the very package acceptance stores as the Task
     checks_plan(report, package.annotated)
     ValidationReport.objects.filter(pk=report.pk).update(status=Status.RUNNING, started_at=timezone.now())
@@ -58,9 +62,11 @@ def revision_validate(self, report_id: int) -> str:
         ValidationCheck.objects.filter(report=report, status__in=[Status.PENDING, Status.RUNNING]).update(
             status=Status.ERROR, detail=f"the sandbox failed: {exc}; nothing is wrong with the submission")
         status = Status.ERROR
-    ValidationReport.objects.filter(pk=report.pk).update(status=status, finished_at=timezone.now())
-    report.refresh_from_db()
-    services.validation_finish(report=report)
+    # Only the copy that ends the running report moves the submission on; any other finds it finished.
+    if ValidationReport.objects.filter(pk=report.pk, status=Status.RUNNING).update(status=status,
+                                                                                  finished_at=timezone.now()):
+        report.refresh_from_db()
+        services.validation_finish(report=report)
     return status
 
 
@@ -101,6 +107,7 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
 
 
 @shared_task(bind=True, max_retries=2)
+@database_outage_outlasted
 def set_paper_validate(self, paper_id: int) -> str:
     """One paper of a set validation (validate_pset --workers, or a draft version's page)."""
     paper = SetValidationPaper.objects.get(pk=paper_id)

@@ -1,0 +1,157 @@
+"""Work lost to a fault is found and queued again: every worker looks every RUN_WATCH_SECONDS (a thread of its main
+process, so the embedded default has it too) for runs and validations that made no progress for
+RUN_REDISPATCH_SECONDS while no task of theirs waits in a queue or is held by a worker.
+
+A broker that restarts without persistence loses every queued and unacknowledged message; a task whose database
+stayed down past DATABASE_OUTAGE_WAIT_SECONDS gives up. Both leave work that nothing would ever pick up again.
+Re-dispatching is safe because results are unique per item (and per check): what is done is skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connections
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+
+def _idle_since(*moments: datetime | None) -> datetime | None:
+    known = [m for m in moments if m is not None]
+    return max(known) if known else None
+
+
+def lost_work_redispatch(*, worker: str = "") -> int:
+    """One look: queue again what was lost; returns how many runs and validations were re-dispatched."""
+    from evaluation import services
+    from evaluation.models import EvaluationRun
+    from evaluation.operations import queues_waiting, tasks_live
+    from submissions import services as submission_services
+    from submissions.models import ValidationReport
+
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
+    runs = [run for run in EvaluationRun.objects.filter(status__in=[EvaluationRun.Status.QUEUED,
+                                                                     EvaluationRun.Status.RUNNING])
+            .select_related("model", "version").defer("version__manifest", "version__changelog")
+            if (_idle_since(run.created_at, run.last_progress_at, run.redispatched_at) or now) < cutoff]
+    reports = [report for report in submission_services.validations_unfinished()
+               if (_idle_since(report.revision.created_at, report.started_at,
+                               submission_services.validation_redispatched_at(report=report)) or now) < cutoff]
+    if not runs and not reports:
+        return 0
+    live, waiting = tasks_live(), queues_waiting()
+    if live is None or waiting is None:  # the broker is down: wait until it can tell what is still queued
+        return 0
+    redispatched = 0
+    for run in runs:
+        queues = ("llm", "sandbox") if run.model.kind == run.model.Kind.LITELLM else ("sandbox",)
+        if run.pk in live.runs or any(waiting.get(q) for q in (*queues, "default")):
+            continue
+        idle = (now - _idle_since(run.created_at, run.last_progress_at, run.redispatched_at)).total_seconds()
+        redispatched += bool(services.run_redispatch_lost(run=run, idle_seconds=idle, worker=worker))
+    for report in reports:
+        if report.pk in live.reports or waiting.get("sandbox"):
+            continue
+        redispatched += submission_services.validation_redispatch_lost(report=report, worker=worker)
+    return redispatched
+
+
+def database_outage_outlasted(body):
+    """Decorates a bound Celery task: when its database connection is lost, wait for the database (up to
+    DATABASE_OUTAGE_WAIT_SECONDS), record the outage and run the task again in place (tasks are idempotent), so
+    its message is neither lost nor needs the broker; past the wait it fails and the watchdog finds its work."""
+
+    @functools.wraps(body)
+    def wrapper(task, *args, **kwargs):
+        while True:
+            try:
+                return body(task, *args, **kwargs)
+            except (OperationalError, InterfaceError) as exc:
+                if not _connection_lost():
+                    raise  # e.g. a lock timeout: the database answers, so this is not an outage
+                since = timezone.now()
+                logger.warning("task %s%s lost its database connection (%s); waiting for the database",
+                               task.name, args, exc)
+                if not database_wait(timeout=settings.DATABASE_OUTAGE_WAIT_SECONDS):
+                    raise
+                _outage_record(since=since, worker=task.request.hostname or "", what=f"{task.name}{tuple(args)}",
+                               error=exc)
+
+    return wrapper
+
+
+def _connection_lost() -> bool:
+    conn = connections["default"]
+    return conn.connection is None or not conn.is_usable()
+
+
+def database_wait(*, timeout: float) -> bool:
+    """Reconnect until the database answers (True) or `timeout` seconds pass (False)."""
+    deadline, pause = time.monotonic() + timeout, 0.5
+    while True:
+        for conn in connections.all(initialized_only=True):
+            try:
+                conn.close()
+            except Exception:  # closing a dead connection may fail too; it is dropped either way
+                conn.connection = None
+        try:
+            connections["default"].ensure_connection()
+            with connections["default"].cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except (OperationalError, InterfaceError):
+            if time.monotonic() + pause > deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
+def _outage_record(*, since: datetime, worker: str, what: str, error: Exception) -> None:
+    from evaluation import services
+    from evaluation.models import OperationsEvent
+
+    seconds = (timezone.now() - since).total_seconds()
+    services.event_record(kind=OperationsEvent.Kind.DATABASE_UNAVAILABLE, worker=worker, since=since,
+                          detail=f"the database connection was lost ({str(error).strip()[:300]}); {what} waited "
+                                 f"{seconds:.0f} s for the database and ran again")
+
+
+class Watchdog(threading.Thread):
+    """The worker's look for lost work, every RUN_WATCH_SECONDS, with its own database connection."""
+
+    def __init__(self, *, worker: str):
+        super().__init__(name="rcb-watchdog", daemon=True)
+        self.worker, self.stopped = worker, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(settings.RUN_WATCH_SECONDS):
+            try:
+                lost_work_redispatch(worker=self.worker)
+            except Exception:  # a service is down: look again next time
+                logger.warning("the watchdog could not look for lost work", exc_info=True)
+            finally:
+                connections.close_all()
+
+
+_watchdog: Watchdog | None = None
+
+
+def watchdog_start(*, worker: str) -> None:
+    global _watchdog
+    if settings.RUN_WATCH_SECONDS > 0 and _watchdog is None:
+        _watchdog = Watchdog(worker=worker)
+        _watchdog.start()
+
+
+def watchdog_stop() -> None:
+    global _watchdog
+    if _watchdog is not None:
+        _watchdog.stopped.set()
+        _watchdog = None
