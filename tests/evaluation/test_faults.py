@@ -7,46 +7,15 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.db import DatabaseError, connection
+from django.db import connection
 
 from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, OperationsEvent, Outcome, RunScore
 from tests.conftest import DEMO_PSET
-from tests.outages import PostgresCluster, RedisServer, default_database
+from tests.outages import WATCH, default_database, own_postgres, own_redis, polled, worker_broker  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-
-# Workers look for lost work every 2 s and re-dispatch what has no outcome and no live task after 6 s.
-WATCH = {"RUN_WATCH_SECONDS": "2", "RUN_REDISPATCH_SECONDS": "6", "SANDBOX_BACKEND": "local"}
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    server = RedisServer(tmp_path).start()
-    yield server
-    server.kill()
-
-
-@pytest.fixture
-def worker_broker(own_redis):
-    """Overrides the shared-Redis broker of conftest: these tests kill their broker."""
-    return own_redis.url
-
-
-def polled(query, *, timeout: float, what: str, worker=None):
-    """Poll `query()` until it returns something truthy; the database may be down for a while meanwhile."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = query()
-        except DatabaseError:
-            connection.close()
-            value = None
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{worker.output()[-6000:] if worker else ''}")
 
 
 def assert_every_item_once_and_scored(run: EvaluationRun) -> None:
@@ -88,3 +57,35 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
     page = operations_page(client, maintainer)
     assert f'data-event="{redispatched.pk}"' in page and "re-dispatched" in page
     assert "broker" in page.lower()
+
+
+def test_database_stopped_mid_run_loses_no_item_and_the_run_completes_by_itself(
+        own_postgres, celery_worker_factory, media_root, client):
+    from django.contrib.auth.models import Group, User
+
+    with default_database(own_postgres.url()):
+        version = pset_import(root=DEMO_PSET, version_name="faults-db-1.0.0", publish=True).version
+        worker = celery_worker_factory(queues="default,sandbox", **WATCH)
+        run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+        polled(lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes",
+               worker=worker)
+
+        done_before = Outcome.objects.filter(run=run).count()
+        connection.close()
+        own_postgres.stop("immediate")  # every session ends at once, as in a crash
+        time.sleep(5)
+        own_postgres.start()
+        assert done_before < run.total_items, "the database must go down mid-run for this test to mean anything"
+
+        polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
+               what="the run to complete by itself", worker=worker)
+        assert_every_item_once_and_scored(run)
+        outage = OperationsEvent.objects.filter(kind=OperationsEvent.Kind.DATABASE_UNAVAILABLE).first()
+        assert outage is not None, worker.output()[-4000:]
+        assert outage.worker and outage.since is not None
+
+        maintainer = User.objects.create_user("maya", password="pw-maya-12345")
+        maintainer.groups.add(Group.objects.get_or_create(name="maintainers")[0])
+        page = operations_page(client, maintainer)
+        assert f'data-event="{outage.pk}"' in page and "Database unavailable" in page
+        worker.kill()
