@@ -563,7 +563,12 @@ def run_dispatch_later(*, run: EvaluationRun) -> None:
     """Queue the run's items from a worker (Celery task `run_dispatch`), not inside the web request."""
     from evaluation import tasks
 
-    tasks.run_dispatch.delay(run.pk)
+    try:
+        tasks.run_dispatch.delay(run.pk)
+    except KombuOperationalError as exc:  # stored already: the watchdog dispatches the queued run once it answers
+        event_record(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=run, since=timezone.now(),
+                     detail=f"run {run.pk}: the broker refused its dispatch ({exc}); the watchdog dispatches it once "
+                            f"the broker answers")
 
 
 MAX_REASON_CHARS = 2000
