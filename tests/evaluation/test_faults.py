@@ -129,3 +129,21 @@ def test_embedded_broker_losing_its_queue_mid_run_the_run_completes_by_itself(me
         worker.kill(15)
         app.conf.broker_url, app.conf.broker_transport_options = saved
         _pool_reset(app)
+
+
+def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
+        own_redis, celery_worker_factory, media_root):
+    version = pset_import(root=DEMO_PSET, version_name="faults-start-1.0.0", publish=True).version
+    own_redis.kill()
+    started = time.monotonic()
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+    assert time.monotonic() - started < 30, "a refused dispatch fails fast instead of hanging the request"
+    refused = OperationsEvent.objects.get(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=run)
+    assert "0 of 33" in refused.detail
+
+    own_redis.start()
+    worker = celery_worker_factory(queues="default,sandbox", **WATCH)
+    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
+           what="the run to complete by itself", worker=worker)
+    assert_every_item_once_and_scored(run)
+    assert OperationsEvent.objects.get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run).items == 33
