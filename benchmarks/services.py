@@ -283,7 +283,7 @@ def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
                 new["content_hash"], new["split"], [s["code_hash"] for s in new["snippets"]]):
             changed.append({"paper": paper, "from_revision": old["revision"], "to_revision": new["revision"],
                             "snippets_before": len(old["snippets"]), "snippets_after": len(new["snippets"]),
-                            "split": new["split"]})
+                            "from_split": old["split"], "split": new["split"]})
     # Releases frozen before settings were in the manifest have none to compare with.
     old_settings = (previous or {}).get("settings")
     settings_changed = [{"setting": key, "from": old_settings.get(key), "to": value}

@@ -74,12 +74,27 @@ class PaperForm(forms.Form):
         return data
 
 
+def commit_problem(commit: str) -> str | None:
+    """Why a commit the author typed does not pin the code, or None: only a full hash names one commit for good
+    (a branch moves, an abbreviation can become ambiguous)."""
+    if not commit:
+        return "Give the commit's full hash (git rev-parse HEAD prints it)."
+    if bad := sorted({c for c in commit if c not in "0123456789abcdef"}):
+        return (f"A commit hash is hexadecimal (0-9, a-f); {commit[:50]!r} has {', '.join(map(repr, bad[:5]))}. "
+                "Give the full hash, not a branch or tag name (git rev-parse HEAD prints it).")
+    if len(commit) != 40:
+        return (f"Give the full commit hash: 40 hexadecimal characters; this one has {len(commit)}. "
+                "git rev-parse HEAD prints it.")
+    return None
+
+
 class CodeForm(forms.Form):
     SOURCES = [("archive", "An archive (.zip or .tar.gz)"), ("git", "A git repository at a commit")]
     source = forms.ChoiceField(choices=SOURCES, widget=forms.RadioSelect, initial="archive", label="Code from")
     archive = forms.FileField(required=False, label="Archive (.zip, .tar.gz); a whole one-paper problem set works too")
     git_url = forms.CharField(required=False, label="Repository URL (https://…)", max_length=500)
-    commit = forms.CharField(required=False, label="Commit (full hash)", max_length=40)
+    commit = forms.CharField(required=False, label="Commit (full hash)", max_length=100,
+                             help_text="40 hexadecimal characters, e.g. from git rev-parse HEAD; never a branch.")
 
     def clean_git_url(self) -> str:
         url = self.cleaned_data.get("git_url", "").strip()
@@ -100,8 +115,8 @@ class CodeForm(forms.Form):
             if not data.get("git_url"):
                 self.add_error("git_url", "Give the repository's https:// URL.")
             commit = (data.get("commit") or "").strip().lower()
-            if not commit or len(commit) < 7 or any(c not in "0123456789abcdef" for c in commit):
-                self.add_error("commit", "Give the commit as a hexadecimal hash (at least 7 characters).")
+            if problem := commit_problem(commit):
+                self.add_error("commit", problem)
             data["commit"] = commit
         return data
 
@@ -148,6 +163,12 @@ class DecisionForm(forms.Form):
     DECISIONS = [("accept", "Accept"), ("request_changes", "Request changes"), ("reject", "Reject")]
     decision = forms.ChoiceField(choices=DECISIONS, widget=forms.RadioSelect)
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), label="Reason (sent to the author)")
+    replace_confirmed = forms.BooleanField(required=False, label="Replace the draft's task of the same paper id")
+
+    def __init__(self, *args, existing=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if existing is None:  # asked only when accepting would replace something
+            del self.fields["replace_confirmed"]
 
 
 class CommentForm(forms.Form):

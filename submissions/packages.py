@@ -97,3 +97,57 @@ def pset_archive_draft(files: dict[str, bytes]) -> dict | None:
         "metadata": metadata, "paper_path": package.paper_path, "annotated_paths": list(package.annotated_paths),
         "context_paths": list(package.context_paths), "package_files": dict(package.files),
     }
+
+
+# How many annotated-file candidates an intake summary parses, so a huge archive stays a quick save.
+INTAKE_MAX_SCANNED = 500
+
+
+def markers_detected(files: dict[str, bytes]) -> list[dict]:
+    """The Python files that hold snippet markers (or lines that look like them), each with its snippet count
+    and every marker problem, the malformed line itself included (FORMAT.md 2)."""
+    found = []
+    for path in sorted(p for p, data in files.items() if p.endswith(".py") and b"paper2code" in data)[
+            :INTAKE_MAX_SCANNED]:
+        parsed = parse(files[path].decode("utf-8", "replace"), path)
+        found.append({"path": path, "snippets": len(parsed.snippets),
+                      "problems": [f"line {p.line}: {p.severity}: {p.message}" for p in parsed.problems]})
+    return found
+
+
+def pset_shortcut_reason(files: dict[str, bytes]) -> str:
+    """Why an archive was taken as plain code rather than as a one-paper problem set."""
+    nested = sorted(p for p in files if p.rsplit("/", 1)[-1] == "papers.yaml")
+    if nested:
+        return (f"its papers.yaml is at {nested[0]}, not at the archive's top (or inside its one top folder), so "
+                "it was taken as plain code; a problem set keeps papers.yaml beside the paper's folder")
+    return ("it has no papers.yaml, so it was taken as the paper's code; a whole one-paper problem set (papers.yaml "
+            "beside the paper's folder) would also fill the details, the paper text and the files")
+
+
+def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole: dict | None) -> dict:
+    """What a code upload did to the draft, in the author's words: the files found, what each step was filled
+    with, the annotated files detected (they hold markers), and why the problem-set shortcut did (not) apply."""
+    stored = whole["package_files"] if whole else files
+    summary: dict = {"source": source, "file_count": len(stored), "problem_set": whole is not None, "steps": []}
+    steps = summary["steps"]
+    if whole:
+        meta = whole["metadata"]
+        summary["reason"] = f"its papers.yaml lists one paper, {meta.get('id')}: every step was filled from it"
+        given = [k for k, v in meta.items() if v not in (None, "", [])]
+        steps.append(("Paper details", f"from papers.yaml: {', '.join(given)}"))
+        steps.append(("Paper text", f"from {whole['paper_path']}"))
+        steps.append(("Annotated files", "from papers.yaml: " + (", ".join(whole["annotated_paths"]) or "none")))
+        steps.append(("Context files", "from papers.yaml: " + (", ".join(whole["context_paths"]) or "none")))
+    else:
+        summary["reason"] = pset_shortcut_reason(files)
+        kept = draft.get("paper_path") if draft.get("paper_path") in (draft.get("files") or {}) else None
+        in_archive = next((p for p in PAPER_FILES if p in files), None)
+        steps.append(("Paper text", f"kept from step 2 ({kept})" if kept else
+                      f"from {in_archive} in the code" if in_archive else "none yet: add it in step 2"))
+    requirements = requirements_file(stored)
+    steps.append(("Requirements", f"from {requirements}" if requirements else "no requirements file found"))
+    steps.append(("Test entry point", f"{TEST_ENTRY_POINT} found" if TEST_ENTRY_POINT in stored
+                  else f"{TEST_ENTRY_POINT} is missing: every task runs it"))
+    summary["markers"] = markers_detected(stored)
+    return summary

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from benchmarks.paper2code import parse
 from benchmarks.selectors import blob_read, user_is_maintainer
-from submissions.models import Revision, SetValidation, SetValidationPaper, Submission, ValidationCheck
+from submissions.models import Revision, SetValidation, SetValidationPaper, StateChange, Submission, ValidationCheck
 
 OPEN_STATES = [Submission.State.SUBMITTED, Submission.State.VALIDATING, Submission.State.AWAITING_REVIEW,
                Submission.State.CHANGES_REQUESTED, Submission.State.INVALID]
@@ -164,3 +164,11 @@ def version_validation_view(*, version) -> dict:
     progress = {"done": done, "total": total, "percent": 100 * done / total if total else 0, "papers": len(summaries),
                 "papers_done": sum(s.status not in ("pending", "running") for s in summaries)}
     return {"validation": latest, "summaries": summaries, "progress": progress}
+
+
+def changes_requested(*, submission: Submission) -> StateChange | None:
+    """The maintainer's request for changes the submission is answering now (None in any other state)."""
+    if submission.state != Submission.State.CHANGES_REQUESTED:
+        return None
+    return (submission.history.filter(to_state=Submission.State.CHANGES_REQUESTED).select_related("actor")
+            .order_by("-created_at", "-pk").first())

@@ -251,10 +251,29 @@ def submission_reject(*, submission: Submission, actor, reason: str) -> Submissi
     return _transition(submission, State.REJECTED, actor=actor, reason=reason)
 
 
+def draft_paper_existing(*, submission: Submission) -> tuple[BenchmarkVersion, Task] | None:
+    """The current draft's task of the same paper id as the submission's latest revision, which accepting it would
+    replace (None when the paper id is new to the draft, or there is no draft yet)."""
+    revision = submission.latest_revision
+    draft = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT).order_by("-created_at").first()
+    if revision is None or draft is None:
+        return None
+    membership = (draft.memberships.filter(task__paper__slug=revision.metadata.get("id"))
+                  .select_related("task__paper").first())
+    return (draft, membership.task) if membership else None
+
+
 @transaction.atomic
-def submission_accept(*, submission: Submission, actor, reason: str) -> Task:
-    """Turn the last validated revision into a Task and add it to the current draft benchmark version."""
+def submission_accept(*, submission: Submission, actor, reason: str, replace_confirmed: bool = False) -> Task:
+    """Turn the last validated revision into a Task and add it to the current draft benchmark version; when that
+    draft already holds the paper id, only with the maintainer's explicit confirmation that it is replaced."""
     _reason_required(reason)
+    existing = draft_paper_existing(submission=submission)
+    if existing and not replace_confirmed:
+        draft, task = existing
+        raise TransitionError(f"paper id {task.paper.slug} is already in draft {draft.name} (task revision "
+                              f"{task.revision}, \"{task.paper.title}\"); accepting replaces it: confirm the "
+                              "replacement to accept")
     submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
     revision = submission.latest_revision
     package = revision_package(revision)
@@ -277,7 +296,7 @@ def draft_version_current() -> BenchmarkVersion:
     name = next_minor(latest.name) if latest else "0.1.0"
     while BenchmarkVersion.objects.filter(name=name).exists():
         name = next_minor(name)
-    return version_draft_create(name=name, notes="Draft: accepted submissions are added here.")
+    return version_draft_create(name=name)  # notes are the publisher's words, never a placeholder
 
 
 def next_minor(name: str) -> str:
@@ -318,19 +337,26 @@ def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: st
 @transaction.atomic
 def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], source: dict) -> Submission:
     """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step."""
-    from submissions.packages import PAPER_FILES, pset_archive_draft
+    from submissions.packages import PAPER_FILES, intake_summary, pset_archive_draft
 
     whole = pset_archive_draft(files)
+    summary = intake_summary(files=files, source=source, draft=submission.draft, whole=whole)
     if whole is not None:
         stored_bytes_check(submission=submission, new=whole["package_files"], kept=())
         stored = draft_files_store(whole.pop("package_files"))
-        return draft_update(submission=submission, actor=actor, values={**whole, "files": stored, "source": source})
+        return draft_update(submission=submission, actor=actor,
+                            values={**whole, "files": stored, "source": source, "intake": summary})
     kept = {p: h for p, h in (submission.draft.get("files") or {}).items() if p in PAPER_FILES}
     stored_bytes_check(submission=submission, new=files, kept=kept.values())
     stored = {**draft_files_store(files), **kept}
     chosen = {key: [p for p in submission.draft.get(key) or [] if p in stored]
               for key in ("annotated_paths", "context_paths")}
-    return draft_update(submission=submission, actor=actor, values={"files": stored, "source": source, **chosen})
+    values = {"files": stored, "source": source, "intake": summary, **chosen}
+    if not chosen["annotated_paths"]:  # preselect what holds markers; the files step shows it and why
+        values["annotated_paths"] = [m["path"] for m in summary["markers"] if m["snippets"]]
+    if submission.draft.get("paper_path") not in kept:
+        values["paper_path"] = next((p for p in PAPER_FILES if p in stored), submission.draft.get("paper_path"))
+    return draft_update(submission=submission, actor=actor, values=values)
 
 
 @transaction.atomic

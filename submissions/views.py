@@ -132,7 +132,7 @@ def submission_step(request: HttpRequest, pk: int, step: str) -> HttpResponse:
                    else reverse("submission-detail", args=[pk]))
             return _go(request, url)
     context = {"submission": submission, "form": form, "step": step, "steps": STEPS,
-               "files": sorted(submission.draft.get("files") or {}),
+               "files": sorted(submission.draft.get("files") or {}), "intake": submission.draft.get("intake"),
                "post_url": reverse("submission-step", args=[pk, step])}
     template = "submissions/_step.html" if request.htmx else "submissions/step.html"
     return render(request, template, context)
@@ -151,6 +151,8 @@ def _detail_context(submission: Submission, user) -> dict:
         "is_maintainer": user_is_maintainer(user=user),
         "draft_problems": draft_problems(submission.draft),
         "comment_form": forms.CommentForm(),
+        "changes_requested": selectors.changes_requested(submission=submission),
+        "intake": submission.draft.get("intake"),
     }
 
 
@@ -221,12 +223,15 @@ def review_queue(request: HttpRequest) -> HttpResponse:
 @maintainer_required
 def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = selectors.submission_get(pk=pk, user=request.user)
-    form = forms.DecisionForm(request.POST or None)
+    existing = services.draft_paper_existing(submission=submission)
+    form = forms.DecisionForm(request.POST or None, existing=existing)
     if request.method == "POST" and form.is_valid():
+        decision = form.cleaned_data["decision"]
         decide = {"accept": services.submission_accept, "reject": services.submission_reject,
-                  "request_changes": services.submission_request_changes}[form.cleaned_data["decision"]]
+                  "request_changes": services.submission_request_changes}[decision]
+        extra = {"replace_confirmed": form.cleaned_data.get("replace_confirmed", False)} if decision == "accept" else {}
         try:
-            decide(submission=submission, actor=request.user, reason=form.cleaned_data["reason"])
+            decide(submission=submission, actor=request.user, reason=form.cleaned_data["reason"], **extra)
         except services.TransitionError as exc:
             form.add_error(None, str(exc))
         else:
@@ -234,7 +239,7 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect("review-detail", pk=pk)
     context = _detail_context(submission, request.user)
     revisions = context["revisions"]
-    context.update(form=form, can_decide=submission.state == Submission.State.AWAITING_REVIEW
+    context.update(form=form, existing=existing, can_decide=submission.state == Submission.State.AWAITING_REVIEW
                    and submission.author_id != request.user.pk,
                    diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],
                    paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(

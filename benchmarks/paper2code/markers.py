@@ -113,6 +113,8 @@ class _Scan:
         self.closed: list[tuple[_Open, int]] = []
         self.stack: list[_Open] = []
         self.first_start: dict[str, int] = {}
+        # Near-miss lines as (line, name or "", is an end, reason): a knock-on error names the line behind it.
+        self.misses: list[tuple[int, str, bool, str]] = []
 
     def report(self, line: int, message: str, *names: str, severity: Severity = "error") -> None:
         self.problems.append(Problem(file=self.path, line=line, message=message, names=names, severity=severity))
@@ -124,9 +126,22 @@ class _Scan:
             self.first_start[name] = n
         self.stack.append(_Open(name, n, indent))
 
+    def _miss_behind(self, name: str, *, end: bool, before: int | None = None, after: int | None = None) -> str:
+        """' ; line N looks like its start/end marker but is malformed (why)' for the near miss most likely behind
+        an unmatched marker: one of that name, else the nearest of the right kind; "" when there is none."""
+        kind = [m for m in self.misses if m[2] == end and (before is None or m[0] < before)
+                and (after is None or m[0] > after)]
+        named = [m for m in kind if m[1] == name]
+        pick = (named or kind)
+        if not pick:
+            return ""
+        line, _, _, reason = pick[-1] if before is not None else pick[0]
+        return f"; line {line} looks like its {'end' if end else 'start'} marker but is malformed ({reason})"
+
     def end(self, n: int, name: str, indent: str) -> None:
         if not self.stack:
-            self.report(n, f'end marker for "{name}" has no matching start marker', name)
+            self.report(n, f'end marker for "{name}" has no matching start marker'
+                           + self._miss_behind(name, end=False, before=n), name)
             return
         inner = self.stack[-1]
         if inner.name == name:
@@ -140,7 +155,8 @@ class _Scan:
         at = next((i for i in range(len(self.stack) - 1, -1, -1) if self.stack[i].name == name), None)
         if at is None:
             self.report(n, f'end marker for "{name}" has no matching start marker; the innermost open '
-                           f'snippet is "{inner.name}" (line {inner.line})', name, inner.name)
+                           f'snippet is "{inner.name}" (line {inner.line})'
+                           + self._miss_behind(name, end=False, before=n), name, inner.name)
             return
         self.report(n, f'end marker for "{name}" (started at line {self.stack[at].line}) closes it while '
                        f'"{inner.name}" (line {inner.line}) is still open; snippets must nest', name, inner.name)
@@ -151,12 +167,16 @@ class _Scan:
     def near_miss(self, n: int, line: str) -> None:
         name = _NAME_RE.search(line)
         names = tuple(g for g in name.groups() if g)[:1] if name else ()
-        self.report(n, f"looks like a snippet marker but is not one ({_near_miss_reason(line)}); "
+        reason = _near_miss_reason(line)
+        self.misses.append((n, names[0].rstrip("> ").strip("\"'") if names else "",
+                            bool(re.search(r"<\s*/", line)), reason))
+        self.report(n, f"looks like a snippet marker but is not one ({reason}); "
                        f"expected {_EXPECTED} or its </paper2code ...> end", *names, severity="warning")
 
     def finish(self) -> None:
         for unclosed in self.stack:
-            self.report(unclosed.line, f'start marker for "{unclosed.name}" is never closed', unclosed.name)
+            self.report(unclosed.line, f'start marker for "{unclosed.name}" is never closed'
+                        + self._miss_behind(unclosed.name, end=True, after=unclosed.line), unclosed.name)
         self.problems.sort(key=lambda p: p.line)
 
 

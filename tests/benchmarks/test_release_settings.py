@@ -92,7 +92,7 @@ def test_a_new_draft_keeps_the_settings_and_the_changelog_names_a_change(tmp_pat
     published = version_publish(version=draft)
     assert published.changelog["settings"] == [{"setting": "time_limit_seconds", "from": 60, "to": 90}]
     page = Client().get("/versions/1.1.0/").content.decode()
-    assert "time_limit_seconds: 60 → 90" in page
+    assert "time limit: 60 s → 90 s" in page
 
 
 def test_release_and_leaderboard_pages_and_api_show_the_settings(tmp_path, media_root):

@@ -1,0 +1,35 @@
+"""A release changelog's entries in words ("moved to held out", "time limit 60 s → 120 s"), not stored values."""
+
+from django import template
+
+register = template.Library()
+
+SPLITS = {"public": "public", "held_out": "held out"}
+SETTINGS = {"protocol": ("prompt protocol", ""), "time_limit_seconds": ("time limit", " s"),
+            "memory_mb": ("memory limit", " MB"), "cpus": ("CPUs", "")}
+
+
+@register.filter
+def change_words(change: dict) -> str:
+    """What happened to one paper between two releases."""
+    words = []
+    if change.get("from_revision") != change.get("to_revision"):
+        words.append(f"new revision (r{change.get('from_revision')} → r{change.get('to_revision')})")
+    before, after = change.get("snippets_before"), change.get("snippets_after")
+    if before != after:
+        words.append(f"{after} snippets instead of {before}")
+    if change.get("from_split") and change["from_split"] != change.get("split"):
+        words.append(f"moved to {SPLITS.get(change['split'], change['split'])}")
+    if not words:
+        words.append("snippets retired, restored or edited")
+    return "; ".join(words)
+
+
+@register.filter
+def setting_words(change: dict) -> str:
+    label, unit = SETTINGS.get(change.get("setting"), (str(change.get("setting", "")).replace("_", " "), ""))
+
+    def value(v) -> str:
+        return "this site's default" if v is None else f"{v}{unit}"
+
+    return f"{label}: {value(change.get('from'))} → {value(change.get('to'))}"

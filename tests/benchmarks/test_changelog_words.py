@@ -1,0 +1,39 @@
+"""A release's changelog speaks words ("moved to held out", "time limit: 60 s → 120 s"), not stored values."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from benchmarks.models import VersionTask
+from benchmarks.services import pset_import, version_draft_create, version_publish, version_task_set
+from benchmarks.templatetags.changelog import change_words, setting_words
+from tests.conftest import DEMO_PSET, page_text
+
+pytestmark = pytest.mark.django_db
+
+
+def test_changes_in_words():
+    moved = {"paper": "p", "from_revision": 1, "to_revision": 1, "snippets_before": 3, "snippets_after": 3,
+             "from_split": "public", "split": "held_out"}
+    assert change_words(moved) == "moved to held out"
+    assert change_words({**moved, "to_revision": 2, "snippets_after": 4, "split": "public"}) == (
+        "new revision (r1 → r2); 4 snippets instead of 3")
+    assert change_words({**moved, "split": "public"}) == "snippets retired, restored or edited"
+    assert setting_words({"setting": "time_limit_seconds", "from": 60, "to": 120}) == "time limit: 60 s → 120 s"
+    assert setting_words({"setting": "memory_mb", "from": None, "to": 2048}) == (
+        "memory limit: this site's default → 2048 MB")
+
+
+def test_a_paper_moved_to_held_out_reads_so_on_the_release_page(media_root, maintainer):
+    first = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    draft = version_draft_create(name="1.1.0")
+    version_task_set(version=draft, task=first.tasks.get(paper__slug="dampnest"), split=VersionTask.Split.HELD_OUT)
+    release = version_publish(version=draft)
+    assert release.changelog["changed"][0]["from_split"] == "public"
+    client = Client()
+    client.force_login(maintainer)
+    text = " ".join(page_text(client.get(f"/versions/{release.name}/").content.decode()).split())
+    assert "changed dampnest: moved to held out" in text and "held_out)" not in text
+    public = " ".join(page_text(Client().get(f"/versions/{release.name}/").content.decode()).split())
+    assert "dampnest" not in public and "1 change to held-out papers" in public

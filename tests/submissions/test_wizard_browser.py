@@ -1,0 +1,66 @@
+"""In a real browser (Debian's Chromium driven by Playwright): after an archive upload the wizard's files step says
+what the archive gave (files found, each step's source, annotated files detected by their markers, a malformed
+marker line), and the annotated file is preselected; a review page warns before acceptance replaces a paper id.
+At desktop and phone width; screenshots go to test-artifacts/wizard/."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from submissions import services
+from submissions.models import Submission
+from tests.benchmarks.test_phone_width_browser import overflow, too_wide
+from tests.conftest import REPO
+from tests.evaluation.test_upload_browser import sign_in
+from tests.submissions.conftest import demo_files
+from tests.submissions.test_wizard_feedback import MALFORMED, _awaiting, _zip
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+ARTIFACTS = REPO / "test-artifacts" / "wizard"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_files_step_says_what_the_archive_gave(browser_page, live_server, media_root, author, tmp_path, width):
+    page, base = browser_page, live_server.url
+    page.set_viewport_size({"width": width, "height": 900})
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    submission = services.submission_create(author=author, values={"metadata": {"title": "Damp", "id": "dampnest"}})
+    archive = tmp_path / "dampnest-main.zip"
+    archive.write_bytes(_zip({**demo_files("dampnest"), "extra.py": MALFORMED}).getvalue())
+    sign_in(page, base, author)
+
+    page.goto(f"{base}/submissions/{submission.pk}/edit/code/")
+    page.get_by_label("An archive (.zip or .tar.gz)").check()
+    page.get_by_label("Archive (.zip, .tar.gz)").set_input_files(str(archive))
+    page.get_by_role("button", name="Save and continue").click()
+    intake = page.get_by_test_id("intake")
+    expect(intake).to_contain_text("6 files found. Not a problem set: it has no papers.yaml")
+    expect(intake).to_contain_text("from paper2code_paper.md in the code")
+    expect(intake).to_contain_text("preselected below as an annotated file")
+    expect(intake).to_contain_text("line 2 looks like its start marker but is malformed")
+    expect(page.get_by_role("checkbox", name="optimizer.py").first).to_be_checked()
+    page.screenshot(path=str(ARTIFACTS / f"files-step-{width}.png"), full_page=True)
+    assert overflow(page) <= 0, too_wide(page)
+    assert Submission.objects.get(pk=submission.pk).draft["annotated_paths"] == ["optimizer.py"]
+
+
+def test_the_review_page_warns_before_replacing_a_paper_id(browser_page, live_server, media_root, author,
+                                                          maintainer):
+    page, base = browser_page, live_server.url
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    services.submission_accept(submission=_awaiting(author, media_root, "DampNest"), actor=maintainer, reason="ok")
+    second = _awaiting(author, media_root, "Another paper")
+    sign_in(page, base, maintainer)
+    page.goto(f"{base}/review/{second.pk}/")
+    expect(page.get_by_test_id("paper-exists")).to_contain_text("Paper id dampnest is already in draft")
+    page.get_by_label("Accept").check()
+    page.get_by_label("Reason (sent to the author)").fill("Fine.")
+    page.get_by_role("button", name="Record decision").click()
+    expect(page.locator(".errors")).to_contain_text("confirm the replacement")
+    page.screenshot(path=str(ARTIFACTS / "review-replace-refused.png"), full_page=True)
+    page.get_by_label("Replace the draft's task of the same paper id").check()
+    page.get_by_label("Reason (sent to the author)").fill("Fine.")
+    page.get_by_label("Accept").check()
+    page.get_by_role("button", name="Record decision").click()
+    expect(page.get_by_test_id("state")).to_have_text("Accepted")
