@@ -15,8 +15,10 @@ from config.highlight import CSS_CLASS
 # slug -> (file under docs/, title); the navigation and the guides index read this list.
 GUIDES = {
     "format": ("FORMAT.md", "The task format"),
+    "submitting": ("SUBMITTING.md", "Preparing and submitting a paper"),
     "leaderboard": ("LEADERBOARD.md", "Getting on the leaderboard"),
 }
+EXAMPLE_PAPER = "dampnest"  # the demo paper the example archive holds
 
 
 @lru_cache(maxsize=len(GUIDES))
@@ -33,3 +35,35 @@ def guide(request: HttpRequest, slug: str) -> HttpResponse:
     filename, title = GUIDES[slug]
     return render(request, "guide.html", {"title": title, "body": mark_safe(guide_html(filename)),
                                           "guides": GUIDES.items(), "slug": slug})
+
+
+@lru_cache(maxsize=1)
+def example_archive() -> bytes:
+    """A one-paper problem set from the demo set (its papers.yaml entry and folder) as a zip, the same bytes every
+    time: what step 3 of the submission form takes whole."""
+    import io
+    import zipfile
+
+    import yaml
+
+    demo = settings.BASE_DIR / "benchmarks" / "demo"
+    entry = next(e for e in yaml.safe_load((demo / "papers.yaml").read_text(encoding="utf-8"))
+                 if e["id"] == EXAMPLE_PAPER)
+    members = {"papers.yaml": yaml.safe_dump([entry], sort_keys=False, allow_unicode=True).encode("utf-8")}
+    folder = demo / EXAMPLE_PAPER
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            members[f"{EXAMPLE_PAPER}/{path.relative_to(folder).as_posix()}"] = path.read_bytes()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(f"example-{EXAMPLE_PAPER}/{name}", date_time=(2025, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    return buffer.getvalue()
+
+
+def guide_example(request: HttpRequest) -> HttpResponse:
+    response = HttpResponse(example_archive(), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="example-{EXAMPLE_PAPER}.zip"'
+    return response

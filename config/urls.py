@@ -4,13 +4,14 @@ from django.contrib import admin
 from django.urls import include, path
 
 from config.auth import PasswordResetLimitedView
-from config.guides import guide
+from config.guides import guide, guide_example
 from config.health import healthz
 from evaluation.views_tokens import api_tokens
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("guides/submitting/example.zip", guide_example, name="guide-example"),
     path("guides/<slug:slug>/", guide, name="guide"),
     path("accounts/tokens/", api_tokens, name="api-tokens"),
     path("accounts/password_reset/", PasswordResetLimitedView.as_view(), name="password_reset"),

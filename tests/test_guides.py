@@ -40,3 +40,32 @@ def test_guides_are_linked_from_the_navigation_and_the_readme(client):
     readme = (REPO / "README.md").read_text()
     for filename, _ in GUIDES.values():
         assert f"(docs/{filename})" in readme
+
+
+def test_submitting_guide_links_an_example_archive_the_form_takes_whole(client, author, media_root):
+    """The example archive is the demo paper as a one-paper problem set: the same bytes on every download, and the
+    code step fills every step from it so that the draft can be submitted at once."""
+    import io
+    import zipfile
+
+    from submissions import services
+    from submissions.intake import archive_files, limits_default
+    from submissions.packages import draft_problems
+
+    body = client.get("/guides/submitting/").content.decode()
+    assert 'href="/guides/submitting/example.zip"' in body and "full 40-character" in body
+    assert "The rules of validation" in body and "<table>" in body
+    response = client.get("/guides/submitting/example.zip")
+    assert response["Content-Type"] == "application/zip" and "example-dampnest.zip" in response["Content-Disposition"]
+    assert client.get("/guides/submitting/example.zip").content == response.content
+    names = zipfile.ZipFile(io.BytesIO(response.content)).namelist()
+    assert "example-dampnest/papers.yaml" in names and "example-dampnest/dampnest/paper2code_test.py" in names
+    assert not any("__pycache__" in name for name in names)
+
+    submission = services.submission_create(author=author)
+    files = archive_files(io.BytesIO(response.content), filename="example-dampnest.zip", limits=limits_default())
+    services.draft_code_save(submission=submission, actor=author, files=files,
+                             source={"kind": "archive", "name": "example-dampnest.zip"})
+    submission.refresh_from_db()
+    assert submission.draft["intake"]["problem_set"] and draft_problems(submission.draft) == []
+    assert submission.draft["metadata"]["id"] == "dampnest" and submission.draft["annotated_paths"] == ["optimizer.py"]

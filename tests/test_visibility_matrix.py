@@ -234,7 +234,8 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "run-manifest": [(label, {"pk": pk}, "", OPEN) for label, pk in
                          (("reference run", ref), ("author's run", own), ("upload", up))],
         "home": [("versions", {}, "", OPEN)],
-        "guide": [(slug, {"slug": slug}, "", OPEN) for slug in ("format", "leaderboard")],
+        "guide": [(slug, {"slug": slug}, "", OPEN) for slug in ("format", "submitting", "leaderboard")],
+        "guide-example": [("demo paper archive", {}, "", OPEN)],
         "release-compare": [("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
                             ("draft", {"name": d}, f"a={ref}&b={own}", HIDDEN_DRAFT_COMPARE)],
         "release-difficulty": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
