@@ -111,3 +111,14 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     page.get_by_role("heading", name="Items").wait_for()
     page.locator("details.item").first.locator("summary").click()
     shot(page, "07-run")
+
+    page.goto(f"{base}/versions/1.0.0/leaderboard/")
+    page.get_by_role("link", name="hardest snippets of this release").click()
+    page.get_by_role("heading", name="Hardest snippets of release 1.0.0").wait_for()
+    rows = page.locator("#difficulty-table tbody tr")
+    assert rows.count() == Snippet.objects.filter(task__versions=version).count()
+    assert "1 of 2" in rows.first.inner_text()  # Strong passes every snippet, Weak none
+    shot(page, "08-hardest-snippets")
+    rows.first.get_by_role("link").click()
+    page.locator("#difficulty").wait_for()
+    shot(page, "09-paper-difficulty")
