@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluation', '0010_held_out_split'),
+        ('evaluation', '0011_runscore_item_statistics'),
         ('submissions', '0001_initial'),
     ]
 
