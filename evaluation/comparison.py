@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from benchmarks import visibility
 from benchmarks.models import Snippet
 from benchmarks.paper2code.comparison import Comparison, PairedItem, compare
+from benchmarks.paper2code.metrics import EVALUATED
 from evaluation.models import EvaluationRun, Outcome
 
 # A fixed seed: the same pair of runs always gets the same interval.
@@ -47,9 +48,10 @@ class RunComparison:
 
 
 def _pass_values(run: EvaluationRun) -> dict[int, float]:
-    """Per snippet, the share of its evaluated samples that passed (errors are not evaluations, as in scoring)."""
+    """Per snippet, the share of its scored samples that passed (errors and answers awaiting review are not scored,
+    as in scoring and in the leaderboard's ranks)."""
     counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for snippet_id, status in (Outcome.objects.filter(run=run).exclude(status=Outcome.Status.ERROR)
+    for snippet_id, status in (Outcome.objects.filter(run=run, status__in=EVALUATED)
                                .values_list("snippet_id", "status")):
         counts[snippet_id][0] += 1
         counts[snippet_id][1] += status == Outcome.Status.PASSED
