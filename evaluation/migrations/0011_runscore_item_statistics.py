@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ("benchmarks", "0004_items_download_public_only"),
-        ("evaluation", "0011_operations_events"),
+        ("evaluation", "0010_held_out_split"),
     ]
 
     operations = [
