@@ -66,6 +66,7 @@ MODULES = {
     "gc": None, "inspect": None, "signal": "exit", "subprocess": "process", "multiprocessing": None,
     "pty": "process", "runpy": "exec", "importlib": None, "imp": "exec", "marshal": "exec", "code": "exec",
     "codeop": "exec", "__main__": "tampering", "builtins": None, "unittest.mock": "tampering", "_thread": None,
+    "posix": "process",  # os's own back end: _exit, kill, write on any descriptor without going through os
 }
 # Attribute names that reach frames, code or closures whatever the object.
 FRAME_ATTRIBUTES = {
@@ -197,8 +198,11 @@ class _Audit(ast.NodeVisitor):
                 if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text):
                     self.flag(node, "hidden", f"a string names {name!r}, which holds the hidden tests or reference code")
                     break
-            if "/proc/" in text:
+            # /dev/fd and /dev/std* are links into /proc/self: the same memory and descriptors by another name.
+            if re.search(r"/proc\b|/dev/(fd|std)", text):
                 self.flag(node, "memory", f"a string names {text[:80]!r}")
+            if text in FRAME_ATTRIBUTES and text.startswith("__"):  # vars(type)["__subclasses__"] and the like
+                self.flag(node, "introspection", f"a string names the attribute {text!r}")
             if "rcb-" in text or "paper2code_test" in text:
                 self.flag(node, "tampering", f"a string names harness or test files: {text[:80]!r}")
 

@@ -366,6 +366,13 @@ class BwrapSession(Session):
 
             zygote = ForkServer(argv_for, preload=preload, limits=limits, cgroups_for=RunCgroups,
                                 preexec_for=preexec_for)
+            if not zygote.native:
+                # The zygote's own ctypes stays reachable in every fork (its classes outlive sys.modules), which gives
+                # an answer memory access no audit event shows. A cold start without numpy-like preloads has none,
+                # and is cheap anyway: such environments run cold.
+                zygote.close()
+                raise ForkRefused(f"no preload loads ctypes ({', '.join(zygote.loaded) or 'nothing'}), so a fork would "
+                                  "hold the fork server's own native module where a cold start has none")
             zygote.limits = (limits.cpus, limits.memory_bytes)
             self._preloaded = preload
             self._forkserver = zygote

@@ -68,7 +68,7 @@ def threads():
     return len(os.listdir("/proc/self/task"))
 
 
-ctl.send(json.dumps({"loaded": loaded, "failed": failed, "threads": threads()}).encode())
+ctl.send(json.dumps({"loaded": loaded, "failed": failed, "threads": threads(), "native": "_ctypes" in kept}).encode())
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -327,6 +327,8 @@ class ForkServer:
             stderr = self._stop()
             raise ForkRefused(f"the fork server did not start: {stderr[-2000:]}")
         self.loaded, self.failed, threads = hello["loaded"], hello["failed"], hello["threads"]
+        # Whether the preloads themselves loaded ctypes (numpy and torch do): only then may an item see it loaded.
+        self.native = hello["native"]
         if threads > 1:
             self._stop()
             raise ForkRefused(f"importing {', '.join(self.loaded)} started {threads - 1} thread(s)")

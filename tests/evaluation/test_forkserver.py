@@ -3,11 +3,11 @@ from every other item (what one leaves behind, the next never sees)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
 
+from benchmarks.services import environment_hash
 from evaluation.sandbox.forkserver import preload_modules
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_sandbox_attacks import LIMITS, Run
@@ -22,7 +22,8 @@ def run(session, model: str, *, limits=LIMITS, entry_point: str) -> Run:
     from evaluation.sandbox.harness import HarnessVerdict
 
     start = time.monotonic()
-    result = session.run(files={"paper2code_test.py": entry_point.encode(), "model.py": model.encode()},
+    # numpy, as real tests import it: environments whose preloads load no ctypes run cold (see bwrap._zygote).
+    result = session.run(files={"paper2code_test.py": ("import numpy\n" + entry_point).encode(), "model.py": model.encode()},
                          command=[session.environment.python, "-B", "paper2code_test.py"], limits=limits)
     return Run(result, HarnessVerdict(result.exit_code == 0, result.stdout, ""), time.monotonic() - start)
 
@@ -31,7 +32,7 @@ def run(session, model: str, *, limits=LIMITS, entry_point: str) -> Run:
 def session(sandbox_cache):
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
     backend.forkserver = True
-    environment = backend.environment_build(env_hash=hashlib.sha256(b"").hexdigest(), requirements="")
+    environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
     with backend.session(environment) as session:
         yield session
 

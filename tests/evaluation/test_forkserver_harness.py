@@ -14,6 +14,9 @@ from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_answer_tampering import ANNOTATED, ATTACKS, FILES, HIDDEN, LAYER_NORM, LIMITS, body, reference
 from tests.evaluation.test_sandbox_attacks import ENTRY_POINT, HONEST, run
 
+# Real tests import numpy (which loads ctypes): only such environments fork, the others run cold (see bwrap._zygote).
+NUMPY_ENTRY_POINT = "import numpy\n" + ENTRY_POINT
+
 
 def session_of(sandbox_cache, *, warm: bool, requirements: str = "numpy"):
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
@@ -70,15 +73,15 @@ def test_a_warm_start_gives_the_verdict_of_a_cold_start(warm, cold, answer):
 
 @pytest.mark.parametrize("mode", ["warm", "cold"])
 def test_an_answer_importing_ctypes_is_recorded_although_the_fork_server_uses_it(sandbox_cache, mode):
-    # numpy imports ctypes itself; in an environment without it only the answer's own import loads it (cold), and
-    # the fork server's own ctypes must not hide that import from the guard.
+    # numpy (preloaded warm, imported by the test cold) has loaded ctypes before the answer runs: the guard drops it
+    # from sys.modules when the answer starts, so the answer's own import is seen, warm and cold alike.
     from evaluation.executor import harness_run
     from evaluation.sandbox.harness import GuardSpec
 
     model = "def answer():\n    import ctypes\n    return 41\n"
-    with session_of(sandbox_cache, warm=mode == "warm", requirements="") as session:
+    with session_of(sandbox_cache, warm=mode == "warm") as session:
         for _ in range(2):
-            item = harness_run(session=session, files={"paper2code_test.py": ENTRY_POINT.encode(),
+            item = harness_run(session=session, files={"paper2code_test.py": NUMPY_ENTRY_POINT.encode(),
                                                        "model.py": model.encode()},
                                test_entry_point="paper2code_test.py", limits=LIMITS,
                                guard=GuardSpec(answer_file="model.py", first_line=2, last_line=3))
@@ -98,6 +101,7 @@ def test_what_the_fork_server_preloads_does_not_depend_on_the_answer(warm):
 # The test itself (not the answer: the guard records nothing of it) looks for the nonce everywhere it can reach.
 NONCE_HUNT = '''
 import os, re
+import numpy
 found = []
 pattern = re.compile(rb"rcb-done-[0-9a-f]{32}")
 canary = ("rcb-done-" + "0123456789abcdef" * 2).encode()  # made at run time: proof the search finds one
@@ -130,7 +134,7 @@ print("FOUND " + "|".join(sorted(set(found))))
 
 @pytest.mark.parametrize("mode", ["warm", "cold"])
 def test_the_nonce_never_reaches_the_test_process(sandbox_cache, mode):
-    with session_of(sandbox_cache, warm=mode == "warm", requirements="") as session:
+    with session_of(sandbox_cache, warm=mode == "warm") as session:
         for _ in range(2):  # the second from a running fork server
             attack = run(session, HONEST, entry_point=NONCE_HUNT)
             assert attack.verdict.completed, attack.output[-3000:]
@@ -164,6 +168,7 @@ def test_a_fork_sees_the_environment_read_only_even_when_it_lies_below_tmp(sandb
 # Crashes only in a fork of the fork server (whose command line is in sys.orig_argv), never on a cold start.
 CRASHES_WHEN_WARM = '''
 import os, signal, sys, unittest
+import numpy
 if any("recv_fds" in arg for arg in sys.orig_argv):
     os.kill(os.getpid(), signal.SIGSEGV)
 
@@ -178,8 +183,8 @@ unittest.main()
 
 
 def test_a_crash_in_a_fork_that_a_cold_start_does_not_have_turns_the_environment_cold(sandbox_cache, caplog):
-    with session_of(sandbox_cache, warm=True, requirements="") as session:
-        assert run(session, HONEST).passed and session.forking
+    with session_of(sandbox_cache, warm=True) as session:
+        assert run(session, HONEST, entry_point=NUMPY_ENTRY_POINT).passed and session.forking
         with caplog.at_level("WARNING", logger="evaluation.sandbox.bwrap"):
             crashed = run(session, HONEST, entry_point=CRASHES_WHEN_WARM)
         assert crashed.passed, crashed.output[-2000:]  # the item's result is the cold start's
