@@ -373,6 +373,11 @@ class BwrapSession(Session):
                 zygote.close()
                 raise ForkRefused(f"no preload loads ctypes ({', '.join(zygote.loaded) or 'nothing'}), so a fork would "
                                   "hold the fork server's own native module where a cold start has none")
+            missing = {"memory", "pids"} - set(zygote.cgroups.folders)
+            if missing:
+                # A cold start falls back on rlimits for these; a fork has only the item's cgroups to hold it.
+                zygote.close()
+                raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup controller on this host")
             zygote.limits = (limits.cpus, limits.memory_bytes)
             self._preloaded = preload
             self._forkserver = zygote
