@@ -35,7 +35,11 @@ What remains possible, and is left to the static audit (evaluation/audit.py) and
 every flag: fooling the tests in ways no audit event shows (replacing an assertion helper and restoring it before
 the test ends; a signal handler, which receives a frame without any event, running while the hook holds the key);
 and in-process forgery after a recorded step (an answer that read the key through gc or /proc/self/mem can announce
-a completion, but its records are already out, so the outcome is flagged, never passed).
+a completion, but its records are already out, so the outcome is flagged, never passed). One route to memory has
+no recorded step: once ctypes is loaded in the test process (numpy and torch load it; a warm start forks only when its
+preloads did), its classes are reachable through `object.__subclasses__()` and a Union of an integer and a pointer
+reads memory without any audit event. Only the static audit sees that walk (`__subclasses__`, `__closure__`,
+`__globals__`, by attribute or by string).
 """
 
 from __future__ import annotations
