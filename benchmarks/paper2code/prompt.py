@@ -148,8 +148,27 @@ def build_prompt(
         template, paper = protocol.template_without_paper, ""
     else:
         template, paper = protocol.template, NO_PAPER_TEXT if paper_text is None else paper_text
-    return string.Template(template).substitute(
-        paper=paper, code=code_part(protocol, context_files, masked_path, masked_code), name=name, loc=str(loc))
+    return paper.join(_template_parts(template, code=code_part(protocol, context_files, masked_path, masked_code),
+                                      name=name, loc=str(loc)))
+
+
+def build_prompt_parts(*, protocol: Protocol, context_files: Sequence[tuple[str, str]], masked_path: str,
+                       masked_code: str, name: str, loc: int) -> list[str]:
+    """The prompt (with the paper) split where the paper goes: `paper_text.join(parts)` is `build_prompt`'s answer.
+    Lets a file hold each paper once however many of its items it lists."""
+    return _template_parts(protocol.template, code=code_part(protocol, context_files, masked_path, masked_code),
+                           name=name, loc=str(loc))
+
+
+def _template_parts(template: str, **values: str) -> list[str]:
+    """The template's text between its $paper placeholders, each piece substituted with `values`."""
+    pieces, start = [], 0
+    for match in string.Template.pattern.finditer(template):
+        if (match.group("named") or match.group("braced")) == "paper":
+            pieces.append(template[start:match.start()])
+            start = match.end()
+    pieces.append(template[start:])
+    return [string.Template(piece).substitute(values) for piece in pieces]
 
 
 def prompt_hash(prompt: str) -> str:
