@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
@@ -14,8 +15,13 @@ from benchmarks.paper2code.pset import PaperPackage, requirements_file
 
 
 def blob_read(*, sha256: str) -> bytes:
-    with default_storage.open(Blob(sha256=sha256, size=0).storage_name, "rb") as handle:
+    with blob_open(sha256=sha256) as handle:
         return handle.read()
+
+
+def blob_open(*, sha256: str) -> File:
+    """The stored content as a file to read in chunks (downloads are never read whole)."""
+    return default_storage.open(Blob(sha256=sha256, size=0).storage_name, "rb")
 
 
 def task_file_text(*, task: Task, path: str) -> str:
@@ -55,11 +61,6 @@ def version_snippets(*, version: BenchmarkVersion, split: str | None = None) -> 
     if split:
         snippets = snippets.filter(task__memberships__version=version, task__memberships__split=split)
     return snippets.select_related("task", "task__paper").order_by("task__paper__slug", "file_path", "position")
-
-
-def version_public_tasks(*, version: BenchmarkVersion) -> QuerySet[Task]:
-    return version_tasks(version=version).filter(memberships__version=version,
-                                                 memberships__split=VersionTask.Split.PUBLIC)
 
 
 class UnknownProtocol(ValueError):
@@ -142,9 +143,9 @@ def snippet_masked_file(*, snippet: Snippet, protocol: Protocol) -> str:
                           protocol=protocol)
 
 
-def task_package(*, task: Task) -> PaperPackage:
-    """Rebuild the paper package of a stored task, byte for byte."""
-    files = {path: blob_read(sha256=digest) for path, digest in sorted(task.files.items())}
+def task_package(*, task: Task, with_files: bool = True) -> PaperPackage:
+    """Rebuild the paper package of a stored task, byte for byte; without files, its papers.yaml entry only."""
+    files = {path: blob_read(sha256=digest) for path, digest in sorted(task.files.items())} if with_files else {}
     paper = task.paper
     return PaperPackage(
         id=paper.slug,
@@ -159,8 +160,8 @@ def task_package(*, task: Task) -> PaperPackage:
         paper_path=task.paper_path,
         annotated_paths=tuple(task.annotated_paths),
         context_paths=tuple(task.context_paths),
-        requirements_path=requirements_file(files),
+        requirements_path=requirements_file(task.files),
         files=files,
-        annotated={p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths},
+        annotated={p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths if with_files},
         extra=dict(task.extra_metadata),
     )

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import re
+import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.files.base import ContentFile
+from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.dispatch import Signal
@@ -21,8 +22,9 @@ from django.utils import timezone
 
 from benchmarks.models import (Blob, BenchmarkVersion, Paper, PromptProtocol, Snippet, SnippetRetirement, Task,
                                VersionTask)
-from benchmarks.paper2code import PackageError, Problem, Protocol
-from benchmarks.paper2code.pset import PAPERS_YAML, PaperPackage, read_pset_with_warnings, write_pset
+from benchmarks.paper2code import PackageError, Problem, Protocol, parse
+from benchmarks.paper2code.pset import (PAPERS_YAML, PaperPackage, papers_yaml_dump, read_pset_with_warnings,
+                                        write_pset)
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read, protocol_get, task_package, version_tasks
 
@@ -39,12 +41,26 @@ def environment_hash(requirements: str) -> str:
 
 def blob_store(*, content: bytes) -> Blob:
     """Store content once under its sha256 (idempotent)."""
-    digest = sha256_hex(content)
-    blob, created = Blob.objects.get_or_create(sha256=digest, defaults={"size": len(content)})
+    return _blob_save(sha256_hex(content), len(content), ContentFile(content))
+
+
+def blob_store_file(*, file: BinaryIO) -> Blob:
+    """Store an open file's content once under its sha256, reading it in chunks (never whole in memory)."""
+    digest, size = hashlib.sha256(), 0
+    file.seek(0)
+    for chunk in iter(lambda: file.read(1024 * 1024), b""):
+        digest.update(chunk)
+        size += len(chunk)
+    file.seek(0)
+    return _blob_save(digest.hexdigest(), size, File(file))
+
+
+def _blob_save(digest: str, size: int, content: File) -> Blob:
+    blob, created = Blob.objects.get_or_create(sha256=digest, defaults={"size": size})
     if created or not default_storage.exists(blob.storage_name):
         if default_storage.exists(blob.storage_name):
             default_storage.delete(blob.storage_name)
-        default_storage.save(blob.storage_name, ContentFile(content))
+        default_storage.save(blob.storage_name, content)
     return blob
 
 
@@ -427,47 +443,75 @@ def version_deprecate(*, version: BenchmarkVersion, actor=None, note: str) -> Be
     return version
 
 
+DOWNLOAD_CHUNK = 1024 * 1024
+
+
 def release_downloads_build(*, version: BenchmarkVersion) -> dict:
     """The public problem set as a zip and its live items as JSONL (masked prompt only), stored with their hashes;
-    held-out tasks are in neither."""
-    from benchmarks.selectors import protocol_get, task_package, version_public_tasks
+    held-out tasks are in neither. Both are written to temporary files a file and a line at a time."""
+    from benchmarks.selectors import protocol_get
 
-    buffer = io.BytesIO()
-    with tempfile.TemporaryDirectory() as tmp:
-        write_pset(Path(tmp) / version.name, [task_package(task=t) for t in version_public_tasks(version=version)])
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted((Path(tmp) / version.name).rglob("*")):
-                if path.is_file():
-                    info = zipfile.ZipInfo(str(path.relative_to(tmp)), date_time=(2000, 1, 1, 0, 0, 0))
-                    archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
-    items = release_items_jsonl(version=version, protocol=protocol_get(name=version.protocol_id))
     downloads = {}
-    for kind, name, data in (("pset", f"{version.name}-problem-set.zip", buffer.getvalue()),
-                             ("items", f"{version.name}-items.jsonl", items)):
-        blob = blob_store(content=data)
+    builds = (("pset", f"{version.name}-problem-set.zip", lambda out: release_pset_zip_write(version=version, out=out)),
+              ("items", f"{version.name}-items.jsonl", lambda out: release_items_write(
+                  version=version, protocol=protocol_get(name=version.protocol_id), out=out)))
+    for kind, name, write in builds:
+        with tempfile.TemporaryFile() as out:
+            write(out)
+            blob = blob_store_file(file=out)
         downloads[kind] = {"filename": name, "sha256": blob.sha256, "size": blob.size}
     return downloads
 
 
-def release_items_jsonl(*, version: BenchmarkVersion, protocol: Protocol) -> bytes:
-    """Every live public item as one JSON line: masked file and prompt (with the paper) in `protocol`, never
-    reference code; held-out items never leave the platform."""
-    from benchmarks.selectors import snippet_masked, snippet_prompt
+def release_pset_zip_write(*, version: BenchmarkVersion, out: BinaryIO) -> None:
+    """The public tasks in the problem-set layout (FORMAT.md) as a zip, under a folder named after the version;
+    each file is copied from storage in chunks, never all at once."""
+    from benchmarks.selectors import blob_open, task_package
+    from benchmarks.visibility import tasks_public
+
+    tasks = list(tasks_public(version=version))
+    members = {f"{version.name}/{task.paper.slug}/{path}": digest for task in tasks for path, digest in task.files.items()}
+    listing = f"{version.name}/{PAPERS_YAML}"
+    papers_yaml = papers_yaml_dump(task_package(task=t, with_files=False) for t in tasks).encode("utf-8")
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted([*members, listing]):
+            info = zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0))  # equal content, equal bytes
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o600 << 16
+            with archive.open(info, "w") as member:
+                if name == listing:
+                    member.write(papers_yaml)
+                    continue
+                with blob_open(sha256=members[name]) as source:
+                    shutil.copyfileobj(source, member, DOWNLOAD_CHUNK)
+
+
+def release_items_write(*, version: BenchmarkVersion, protocol: Protocol, out: BinaryIO) -> None:
+    """Every live public item as JSON lines, in `protocol`, never reference code; held-out items never leave the
+    platform. Each paper's text is written once, in a `paper` line before its items; an item's prompt is
+    `paper_text.join(prompt_parts)` (docs/LEADERBOARD.md). One task's files are in memory at a time."""
+    from benchmarks.paper2code import build_prompt_parts
+    from benchmarks.selectors import snippet_masked
     from benchmarks.visibility import items_public
 
-    lines = []
-    files_by_task: dict[int, dict[str, bytes]] = {}
-    for snippet in items_public(version=version):
-        if snippet.task_id not in files_by_task:  # setdefault would read every file again for each snippet
-            files_by_task[snippet.task_id] = {p: blob_read(sha256=d) for p, d in snippet.task.files.items()}
-        files = files_by_task[snippet.task_id]
-        lines.append(json.dumps({
-            "id": str(snippet.pk), "paper": snippet.task.paper.slug, "file": snippet.file_path,
-            "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name,
-            "masked_code": snippet_masked(snippet=snippet, files=files, protocol=protocol),
-            "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=protocol),
-        }, ensure_ascii=False))
-    return ("\n".join(lines) + "\n").encode()
+    task_id, files, annotated = None, {}, {}
+    for snippet in items_public(version=version).iterator(chunk_size=500):
+        task = snippet.task
+        if task.pk != task_id:  # items come paper by paper: only the current task's files are kept
+            task_id = task.pk
+            files = {p: blob_read(sha256=d) for p, d in task.files.items()}
+            annotated = {p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths}
+            _json_line(out, {"type": "paper", "paper": task.paper.slug, "paper_text": files[task.paper_path].decode("utf-8")})
+        masked = snippet_masked(snippet=snippet, files=files, protocol=protocol, annotated=annotated[snippet.file_path])
+        parts = build_prompt_parts(protocol=protocol, masked_path=snippet.file_path, masked_code=masked,
+                                   context_files=[(p, files[p].decode("utf-8")) for p in task.context_paths],
+                                   name=snippet.name, loc=snippet.loc)
+        _json_line(out, {"type": "item", "id": str(snippet.pk), "paper": task.paper.slug, "file": snippet.file_path,
+                         "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name, "masked_code": masked,
+                         "prompt_parts": parts})
+
+
+def _json_line(out: BinaryIO, record: dict) -> None:
+    out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
 def release_items_in_protocol(*, version: BenchmarkVersion, protocol: Protocol) -> str:
@@ -477,7 +521,9 @@ def release_items_in_protocol(*, version: BenchmarkVersion, protocol: Protocol) 
     key = f"release-items-public:{version.pk}:{version.manifest_hash}:{protocol.name}"  # never an older key's file
     digest = cache.get(key)
     if digest is None or not Blob.objects.filter(sha256=digest).exists():
-        digest = blob_store(content=release_items_jsonl(version=version, protocol=protocol)).sha256
+        with tempfile.TemporaryFile() as out:
+            release_items_write(version=version, protocol=protocol, out=out)
+            digest = blob_store_file(file=out).sha256
         cache.set(key, digest, timeout=None)
     return digest
 

@@ -46,6 +46,11 @@ def items_public(*, version: BenchmarkVersion) -> QuerySet[Snippet]:
     return version_snippets(version=version, split=PUBLIC)
 
 
+def tasks_public(*, version: BenchmarkVersion) -> QuerySet[Task]:
+    """The tasks whose files the problem-set download holds: the public split's."""
+    return version_tasks(version=version).filter(memberships__version=version, memberships__split=PUBLIC)
+
+
 # Task files and paper pages
 
 def tasks_visible(*, version: BenchmarkVersion, user) -> QuerySet[Task]:
@@ -139,6 +144,13 @@ def outcomes_visible(*, run: EvaluationRun, user) -> QuerySet[Outcome]:
         return outcomes
     return outcomes.filter(snippet__task__memberships__version=run.version_id,
                            snippet__task__memberships__split=PUBLIC)
+
+
+def split_scores_itemized(*, runs: list[EvaluationRun], user) -> QuerySet[RunScore]:
+    """The stored aggregate of each run whose finer breakdowns (e.g. by snippet size) the user may see: over every
+    item for maintainers, over the public split for everyone else."""
+    split = RunScore.Split.ALL if user_sees_held_out(user=user) else RunScore.Split.PUBLIC
+    return RunScore.objects.filter(run__in=runs, paper__isnull=True, split=split)
 
 
 def paper_scores_visible(*, run: EvaluationRun, user) -> QuerySet[RunScore]:

@@ -284,3 +284,24 @@ def page_text(html: str) -> str:
     from html import unescape
 
     return unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def download_body(response) -> bytes:
+    """A download's bytes: downloads are streamed, never one body in memory."""
+    assert response.streaming, "downloads are streamed"
+    return b"".join(response.streaming_content)
+
+
+def items_read(data: bytes) -> list[dict]:
+    """The items of an items JSONL, each with its `prompt` rebuilt as a consumer does, from its paper's line."""
+    import json
+
+    papers, items = {}, []
+    for line in data.decode("utf-8").splitlines():
+        record = json.loads(line)
+        if record["type"] == "paper":
+            assert record["paper"] not in papers, "each paper's text is written once"
+            papers[record["paper"]] = record["paper_text"]
+        else:
+            items.append({**record, "prompt": papers[record["paper"]].join(record["prompt_parts"])})
+    return items

@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from benchmarks.models import Blob, Task
 from benchmarks.services import pset_import, version_publish
-from tests.conftest import DEMO_PSET, REPO, _tcp_open, free_port, service_missing
+from tests.conftest import DEMO_PSET, REPO, _tcp_open, download_body, free_port, service_missing
 
 pytestmark = pytest.mark.django_db
 
@@ -154,9 +154,10 @@ def test_publishing_builds_the_downloads_in_the_bucket_and_both_download_views_s
                     f"/api/v1/releases/{release.name}/downloads/{kind}/"):
             response = client.get(url)
             assert response.status_code == 200, url
-            assert hashlib.sha256(response.content).hexdigest() == entry["sha256"] == response["X-Content-SHA256"]
-            assert len(response.content) == entry["size"]
-    archive = client.get(reverse("version-download", args=[release.name, "pset"])).content
+            body = download_body(response)
+            assert hashlib.sha256(body).hexdigest() == entry["sha256"] == response["X-Content-SHA256"]
+            assert len(body) == entry["size"]
+    archive = download_body(client.get(reverse("version-download", args=[release.name, "pset"])))
     assert "s3-1.0.0/papers.yaml" in zipfile.ZipFile(io.BytesIO(archive)).namelist()
     assert files_under(media_root) == []
 

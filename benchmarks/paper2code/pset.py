@@ -174,10 +174,14 @@ def write_pset(root: str | Path, papers: Iterable[PaperPackage]) -> None:
             target = folder / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
+    (root / PAPERS_YAML).write_text(papers_yaml_dump(papers), encoding="utf-8")
+
+
+def papers_yaml_dump(papers: Iterable[PaperPackage]) -> str:
+    """The papers.yaml text listing these papers (their files are not needed)."""
     listing = [paper.metadata() for paper in papers]
     # Dates stay date objects, which the dumper writes unquoted and the loader reads back as dates.
-    text = yaml.dump(listing, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
-    (root / PAPERS_YAML).write_text(text, encoding="utf-8")
+    return yaml.dump(listing, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
 @dataclass(frozen=True)

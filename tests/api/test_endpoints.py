@@ -15,6 +15,7 @@ from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.outcomes import Verdict
 from tests.api.conftest import reference_answers
+from tests.conftest import download_body
 
 pytestmark = pytest.mark.django_db
 
@@ -69,7 +70,7 @@ def test_release_lists_downloads_whose_bytes_match_their_sha256(clients, release
     for kind, entry in body["downloads"].items():
         response = clients["anonymous"].get(entry["url"])
         assert response.status_code == 200
-        assert hashlib.sha256(response.content).hexdigest() == entry["sha256"] == release.downloads[kind]["sha256"]
+        assert hashlib.sha256(download_body(response)).hexdigest() == entry["sha256"] == release.downloads[kind]["sha256"]
         assert response["Content-Disposition"] == f'attachment; filename="{entry["filename"]}"'
     missing = clients["anonymous"].get("/api/v1/releases/1.0.0/downloads/secret/")
     assert missing.status_code == 404

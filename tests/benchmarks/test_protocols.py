@@ -19,7 +19,7 @@ from evaluation import executor
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.selectors import item_prompt
 from evaluation.services import EvaluationError, run_start
-from tests.conftest import sandbox_backend_or_missing
+from tests.conftest import download_body, items_read, sandbox_backend_or_missing
 
 pytestmark = pytest.mark.django_db
 
@@ -124,12 +124,13 @@ def test_items_jsonl_in_another_protocol(original):
     client = APIClient()
     stored = client.get("/api/v1/releases/1.0.0/downloads/items/")
     assert stored["X-Content-SHA256"] == original.downloads["items"]["sha256"]
-    assert {json.loads(line)["protocol"] for line in stored.content.splitlines()} == {"rcb-v1"}
+    assert {item["protocol"] for item in items_read(download_body(stored))} == {"rcb-v1"}
     response = client.get("/api/v1/releases/1.0.0/downloads/items/?protocol=rcb-original")
     assert response.status_code == 200 and "1.0.0-items-rcb-original.jsonl" in response["Content-Disposition"]
-    assert response["X-Content-SHA256"] == hashlib.sha256(response.content).hexdigest()
-    assert client.get("/api/v1/releases/1.0.0/downloads/items/?protocol=rcb-original").content == response.content
-    rows = [json.loads(line) for line in response.content.splitlines()]
+    body = download_body(response)
+    assert response["X-Content-SHA256"] == hashlib.sha256(body).hexdigest()
+    assert download_body(client.get("/api/v1/releases/1.0.0/downloads/items/?protocol=rcb-original")) == body
+    rows = items_read(body)
     assert {(r["file"], r["snippet"]): r["masked_code"].encode() for r in rows} == MASKED_ORIGINAL
     assert next(r for r in rows if r["snippet"] == "last")["prompt"].encode() == PROMPT_LAST
 
@@ -149,7 +150,7 @@ def test_a_release_with_another_default_protocol(tmp_path, original):
     call_command("import_pset", str(tmp_path / "pset"), version="2.0.0", protocol="rcb-original", publish=True,
                  stdout=StringIO())
     release = BenchmarkVersion.objects.get(name="2.0.0")
-    rows = [json.loads(line) for line in APIClient().get("/api/v1/releases/2.0.0/downloads/items/").content.splitlines()]
+    rows = items_read(download_body(APIClient().get("/api/v1/releases/2.0.0/downloads/items/")))
     assert {(r["file"], r["snippet"]): r["masked_code"].encode() for r in rows} == MASKED_ORIGINAL
     run = run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     assert run.protocol == "rcb-original"

@@ -13,7 +13,7 @@ from django.utils.html import escape
 
 from benchmarks.models import BenchmarkVersion, Snippet, VersionTask
 from benchmarks.services import pset_import, version_draft_create, version_publish
-from tests.conftest import DEMO_PSET
+from tests.conftest import DEMO_PSET, download_body
 
 pytestmark = pytest.mark.django_db
 
@@ -136,7 +136,7 @@ def test_public_version_page_has_notes_changelog_hash_and_downloads(client, draf
         response = client.get(reverse("version-download", args=["1.1.0", kind]))
         assert response.status_code == 200
         assert response["Content-Disposition"] == f'attachment; filename="{info["filename"]}"'
-        assert hashlib.sha256(response.content).hexdigest() == info["sha256"]
+        assert hashlib.sha256(download_body(response)).hexdigest() == info["sha256"]
     assert client.get(reverse("version-download", args=["1.1.0", "secrets"])).status_code == 404
 
 

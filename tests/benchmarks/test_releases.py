@@ -16,7 +16,7 @@ from benchmarks.selectors import blob_read, version_snippets
 from benchmarks.services import (
     pset_import, snippet_retire, version_deprecate, version_draft_create, version_publish, version_task_set,
 )
-from tests.conftest import DEMO_PSET
+from tests.conftest import DEMO_PSET, items_read
 
 pytestmark = pytest.mark.django_db
 
@@ -56,11 +56,42 @@ def test_held_out_tasks_and_their_prompts_are_never_downloadable(first, maintain
     assert any(n.startswith("1.1.0/dampnest/") for n in names)
     assert not any("trimmed-infonce" in n for n in names), "held-out code never leaves the platform"
     assert "trimmed-infonce" not in archive.read("1.1.0/papers.yaml").decode()
-    items = [json.loads(line) for line in blob_read(sha256=published.downloads["items"]["sha256"]).decode().splitlines()]
+    items = items_read(blob_read(sha256=published.downloads["items"]["sha256"]))
     held = Snippet.objects.filter(task__paper__slug="trimmed-infonce", task__versions=published)
     assert len(items) == 33 - held.count() and {i["paper"] for i in items} == {"dampnest", "topk-attention-pool"}
     public_item = items[0]
     assert "TODO: Implement block" in public_item["masked_code"] and public_item["prompt"].count("## ") >= 1
+
+
+def test_the_items_file_holds_each_paper_once_and_every_prompt_as_the_api_gives_it(first):
+    """Each paper's text is written once, in its own line; every item's prompt rebuilt from it is the API's."""
+    from rest_framework.test import APIClient
+
+    data = blob_read(sha256=first.downloads["items"]["sha256"])
+    records = [json.loads(line) for line in data.decode().splitlines()]
+    papers = [r for r in records if r["type"] == "paper"]
+    assert sorted(r["paper"] for r in papers) == ["dampnest", "topk-attention-pool", "trimmed-infonce"]
+    for paper in papers:
+        assert data.decode().count(json.dumps(paper["paper_text"], ensure_ascii=False)[1:-1][:200]) == 1
+    items = items_read(data)  # asserts too that no paper's line comes twice
+    assert len(items) == version_snippets(version=first).count() == 33
+    client = APIClient()
+    for item in items:
+        assert "prompt" not in json.loads(next(line for line in data.decode().splitlines() if f'"id": "{item["id"]}"' in line))
+        api = client.get(f"/api/v1/releases/1.0.0/items/{item['id']}/").json()
+        assert item["prompt"] == api["prompt"] and item["masked_code"] == api["masked_code"], item["snippet"]
+
+
+def test_the_problem_set_zip_reads_back_as_the_tasks_it_was_built_from(first, tmp_path):
+    """Built member by member from storage, the zip is still the problem set: read back, every paper has its
+    task's content hash."""
+    from benchmarks.paper2code.pset import read_pset
+    from benchmarks.selectors import task_package
+
+    zipfile.ZipFile(io.BytesIO(blob_read(sha256=first.downloads["pset"]["sha256"]))).extractall(tmp_path)
+    packages = {p.id: p for p in read_pset(tmp_path / "1.0.0")}
+    assert {slug: p.content_hash for slug, p in packages.items()} == {
+        t.paper.slug: task_package(task=t).content_hash for t in first.tasks.select_related("paper")}
 
 
 def test_the_upgrade_rewrites_old_items_files_without_held_out_prompts(first, maintainer):
