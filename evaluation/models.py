@@ -243,6 +243,8 @@ class RunScore(models.Model):
     pass_rate_ci_low = models.FloatField()
     pass_rate_ci_high = models.FloatField()
     pass_at_k = models.JSONField(default=dict, blank=True, help_text="k -> pass@k (percent), when samples > 1.")
+    size_buckets = models.JSONField(default=dict, blank=True, help_text=(
+        "Snippet-size bucket -> {items, passed} of the scored outcomes; on overall and split rows."))
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)

@@ -15,6 +15,8 @@ from benchmarks.paper2code.metrics import EVALUATED
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
 
 BOOTSTRAP_ITERATIONS = 1000
+# The leaderboard's snippet-size buckets: (label, fewest lines of code, most or None).
+SIZE_BUCKETS = (("1-2", 1, 2), ("3-5", 3, 5), ("6-10", 6, 10), ("11+", 11, None))
 
 
 def bootstrap_ci(results: Sequence[ItemResult], *, iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0,
@@ -86,6 +88,19 @@ def run_item_results(run: EvaluationRun) -> dict[int | None, list[ItemResult]]:
     return grouped
 
 
+def size_buckets(results: Sequence[ItemResult]) -> dict[str, dict[str, int]]:
+    """Scored outcomes and passes per snippet-size bucket (errors and flagged items are not scored)."""
+    table: dict[str, dict[str, int]] = {}
+    for r in results:
+        label = next((label for label, low, high in SIZE_BUCKETS if r.loc >= low and (high is None or r.loc <= high)),
+                     None)
+        if r.status in EVALUATED and label is not None:
+            cell = table.setdefault(label, {"items": 0, "passed": 0})
+            cell["items"] += 1
+            cell["passed"] += r.status == "passed"
+    return table
+
+
 # One outcome as scoring reads it: (snippet id, loc, sample, status, paper id, split).
 OutcomeRow = tuple[int, int, int, str, int, str]
 # One generation's usage: (paper id, split, prompt tokens, completion tokens, cost).
@@ -111,7 +126,7 @@ def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], sam
             scaled_pass_rate_std=summary.scaled_pass_rate_std,
             pass_rate_ci_low=rate_ci.low, pass_rate_ci_high=rate_ci.high,
             scaled_ci_low=scaled_ci.low, scaled_ci_high=scaled_ci.high,
-            pass_at_k=pass_at_ks(results, samples),
+            pass_at_k=pass_at_ks(results, samples), size_buckets=size_buckets(results) if paper_id is None else {},
             prompt_tokens=sum(u[2] or 0 for u in used), completion_tokens=sum(u[3] or 0 for u in used),
             # Unknown cost anywhere makes the total unknown, not an undercount.
             cost=None if any(u[4] is None for u in used) else sum((u[4] for u in used), Decimal(0)),

@@ -7,15 +7,15 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, CharField, Count, Q, QuerySet, Sum, Value, When
+from django.db.models import Count, Q, QuerySet, Sum
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
-from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from config.highlight import answer_diff
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
 from evaluation.models import EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, RunScore
+from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
 
 
@@ -68,7 +68,6 @@ def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.
 
-SIZE_BUCKETS = (("1-2", 1, 2), ("3-5", 3, 5), ("6-10", 6, 10), ("11+", 11, None))
 LEADERBOARD_SORTS = {
     # Descending means best first: rank 1 first, ties by score, unranked rows last.
     "rank": lambda r: (-r.rank if r.rank is not None else float("-inf"), r.score.scaled_pass_rate),
@@ -271,20 +270,14 @@ def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[Leaderboa
 
 def leaderboard_size_buckets(*, rows: list[LeaderboardRow], user) -> list[tuple[LeaderboardRow, list[dict | None]]]:
     """Pass rate per snippet-size bucket per run over the items the user may see (a bucket of a few held-out items
-    would tell their outcomes), from one aggregate query over outcomes (errors and flags not scored)."""
-    bucket = Case(*[When(snippet__loc__gte=low, snippet__loc__lte=high, then=Value(label)) if high else
-                    When(snippet__loc__gte=low, then=Value(label)) for label, low, high in SIZE_BUCKETS],
-                  output_field=CharField())
-    outcomes = Outcome.objects.filter(run__in=[r.run for r in rows])
-    if rows and not visibility.user_sees_held_out(user=user):
-        outcomes = outcomes.filter(snippet__task__memberships__version=rows[0].run.version_id,
-                                   snippet__task__memberships__split=visibility.PUBLIC)
-    counts = (outcomes.filter(status__in=EVALUATED)
-              .annotate(bucket=bucket).values("run_id", "bucket")
-              .annotate(items=Count("id"), passed=Count("id", filter=Q(status=Outcome.Status.PASSED))).order_by())
-    table = {(c["run_id"], c["bucket"]): {"items": c["items"], "passed": c["passed"],
-                                          "rate": 100.0 * c["passed"] / c["items"]} for c in counts}
-    return [(row, [table.get((row.run.pk, label)) for label, _, _ in SIZE_BUCKETS]) for row in rows]
+    would tell their outcomes), from the runs' stored aggregates (errors and flags not scored)."""
+    stored = dict(visibility.split_scores_itemized(runs=[r.run for r in rows], user=user)
+                  .values_list("run_id", "size_buckets"))
+
+    def cell(counts: dict | None) -> dict | None:
+        return counts and {**counts, "rate": 100.0 * counts["passed"] / counts["items"]}
+
+    return [(row, [cell(stored.get(row.run.pk, {}).get(label)) for label, _, _ in SIZE_BUCKETS]) for row in rows]
 
 
 @dataclass

@@ -15,6 +15,7 @@ from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.outcomes import Verdict
+from evaluation.scoring import run_scores_store
 from tests.conftest import DEMO_PSET, page_text
 
 pytestmark = pytest.mark.django_db
@@ -219,7 +220,27 @@ def test_size_tab_with_an_empty_bucket_renders(client, version):
     """A run with no scored item in a size bucket shows a neutral cell (the heat filter used to receive '')."""
     run = evaluate(version, model("small-scored"), lambda s: True)
     run.outcomes.filter(snippet__loc__gt=2).delete()
+    run_scores_store(run=run)
     response = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
     assert response.status_code == 200
     body = response.content.decode()
     assert "background: #f6f8fa" in body and "<td class=\"num\" style=\"background: #f6f8fa\">—</td>" in body
+
+
+def test_size_tab_reads_the_stored_aggregates_not_the_outcomes(client, version, django_assert_max_num_queries):
+    """Each run's size buckets are stored with its scores: the tab shows them though the outcomes are gone, and its
+    queries do not grow with the number of runs."""
+    run = evaluate(version, model("sized"), lambda s: s.loc <= 2)
+    overall = run.scores.get(paper__isnull=True, split="")
+    small = overall.size_buckets["1-2"]
+    assert small["items"] == small["passed"] > 0 and all(
+        cell["passed"] == 0 for label, cell in overall.size_buckets.items() if label != "1-2")
+    run.outcomes.all().delete()
+    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"}).content.decode()
+    assert f'100.0% <span class="ci">({small["passed"]}/{small["items"]})</span>' in body
+    with django_assert_max_num_queries(12) as few:
+        client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
+    for n in range(3):
+        evaluate(version, model(f"more-{n}"), lambda s: True)
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
