@@ -1,0 +1,160 @@
+"""Peak memory and time of building and serving the downloads of a generated 1,000-item release, old path vs new.
+
+Runs on its own SQLite database and media folder in a temporary folder (nothing shared is touched):
+`python scripts/bench_downloads.py [items]`. The release is the upload benchmark's (20 papers of about 290 kB of
+text each). "old" is the code before this change, kept below as the baseline: each file built whole in memory (the
+items JSONL repeating its paper's text in every prompt, every task's files held until the end) and served by reading
+the whole blob into the response. "new" is the live code: written to a temporary file a file and a line at a time
+(each paper's text once) and streamed from storage in chunks. Peak memory is traced Python allocation
+(tracemalloc), in a second pass so the times are not slowed by the tracing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ITEMS = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+
+
+# The baseline: the code of benchmarks/services.py and benchmarks/views.py before this change.
+
+def old_items_jsonl(*, version, protocol) -> bytes:
+    from benchmarks.selectors import blob_read, snippet_masked, snippet_prompt
+    from benchmarks.visibility import items_public
+
+    lines = []
+    files_by_task: dict[int, dict[str, bytes]] = {}
+    for snippet in items_public(version=version):
+        if snippet.task_id not in files_by_task:
+            files_by_task[snippet.task_id] = {p: blob_read(sha256=d) for p, d in snippet.task.files.items()}
+        files = files_by_task[snippet.task_id]
+        lines.append(json.dumps({
+            "id": str(snippet.pk), "paper": snippet.task.paper.slug, "file": snippet.file_path,
+            "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name,
+            "masked_code": snippet_masked(snippet=snippet, files=files, protocol=protocol),
+            "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=protocol),
+        }, ensure_ascii=False))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def old_pset_zip(*, version) -> bytes:
+    from benchmarks.paper2code.pset import write_pset
+    from benchmarks.selectors import task_package
+    from benchmarks.visibility import tasks_public
+
+    buffer = io.BytesIO()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_pset(Path(tmp) / version.name, [task_package(task=t) for t in tasks_public(version=version)])
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted((Path(tmp) / version.name).rglob("*")):
+                if path.is_file():
+                    info = zipfile.ZipInfo(str(path.relative_to(tmp)), date_time=(2000, 1, 1, 0, 0, 0))
+                    archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()
+
+
+def old_serve(sha256: str) -> int:
+    from django.http import HttpResponse
+
+    from benchmarks.selectors import blob_read
+
+    response = HttpResponse(blob_read(sha256=sha256), content_type="application/jsonl")
+    return sum(len(chunk) for chunk in response)
+
+
+def new_serve(client, url: str) -> int:
+    response = client.get(url)
+    assert response.streaming, url
+    return sum(len(chunk) for chunk in response.streaming_content)
+
+
+def measure(label: str, work, results: dict) -> None:
+    started = time.perf_counter()
+    work()
+    seconds = time.perf_counter() - started
+    tracemalloc.start()
+    work()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    results[label] = (seconds, peak)
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-downloads-"))
+    os.environ.update({"VAR_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings"})
+    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "MEDIA_ROOT"):
+        os.environ.pop(name, None)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+    from django.urls import reverse
+
+    from benchmarks.selectors import protocol_get
+    from benchmarks.services import (blob_store, blob_store_file, pset_import, release_items_write,
+                                     release_pset_zip_write, version_publish)
+    from scripts import bench_upload
+
+    setup_test_environment()
+    call_command("migrate", verbosity=0)
+    bench_upload.ITEMS = ITEMS
+    bench_upload.pset_generate(tmp / "pset")
+    from django.contrib.auth import get_user_model
+
+    admin = get_user_model().objects.create_superuser("bench", "bench@example.org", "x")
+    version = version_publish(version=pset_import(root=tmp / "pset", version_name="1.0.0").version, actor=admin)
+    protocol = protocol_get(name=version.protocol_id)
+    stored: dict[str, str] = {}
+
+    def new_items() -> None:
+        with tempfile.TemporaryFile() as out:
+            release_items_write(version=version, protocol=protocol, out=out)
+            stored["new_items"] = blob_store_file(file=out).sha256
+
+    def new_zip() -> None:
+        with tempfile.TemporaryFile() as out:
+            release_pset_zip_write(version=version, out=out)
+            blob_store_file(file=out)
+
+    def old_items() -> None:
+        stored["old_items"] = blob_store(content=old_items_jsonl(version=version, protocol=protocol)).sha256
+
+    client = Client()
+    results: dict[str, tuple[float, int]] = {}
+    measure("build items JSONL, old", old_items, results)
+    measure("build items JSONL, new", new_items, results)
+    measure("build problem-set zip, old", lambda: blob_store(content=old_pset_zip(version=version)), results)
+    measure("build problem-set zip, new", new_zip, results)
+    measure("serve items JSONL, old", lambda: old_serve(stored["old_items"]), results)
+    measure("serve items JSONL, new", lambda: new_serve(client, reverse("version-download", args=["1.0.0", "items"])),
+            results)
+
+    from benchmarks.models import Blob
+
+    old_size, new_size = (Blob.objects.get(sha256=stored[k]).size for k in ("old_items", "new_items"))
+    print(f"release: {len(version.manifest['tasks'])} papers, "
+          f"{ITEMS} items; items JSONL {old_size / 1e6:.1f} MB old, {new_size / 1e6:.1f} MB new "
+          f"({old_size / new_size:.1f}x smaller)")
+    print(f"{'':32} {'seconds':>9} {'peak MB':>9}")
+    for label, (seconds, peak) in results.items():
+        print(f"{label:32} {seconds:9.2f} {peak / 1e6:9.1f}")
+    for what in ("build items JSONL", "build problem-set zip", "serve items JSONL"):
+        (old_s, old_m), (new_s, new_m) = results[f"{what}, old"], results[f"{what}, new"]
+        print(f"{what}: time old/new {old_s / new_s:.2f}x, peak memory old/new {old_m / max(new_m, 1):.1f}x")
+
+
+if __name__ == "__main__":
+    main()
