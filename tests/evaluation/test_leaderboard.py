@@ -244,3 +244,16 @@ def test_size_tab_reads_the_stored_aggregates_not_the_outcomes(client, version, 
         evaluate(version, model(f"more-{n}"), lambda s: True)
     with django_assert_max_num_queries(len(few.captured_queries)):
         client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
+
+
+def test_the_upgrade_stores_size_buckets_of_scores_stored_before(version):
+    import importlib
+
+    from django.apps import apps
+
+    run = evaluate(version, model("older"), lambda s: s.loc > 2)
+    expected = dict(run.scores.filter(paper__isnull=True).values_list("split", "size_buckets"))
+    assert expected[""] and expected["public"]
+    RunScore.objects.filter(run=run).update(size_buckets={})
+    importlib.import_module("evaluation.migrations.0011_run_score_size_buckets").forwards(apps, None)
+    assert dict(run.scores.filter(paper__isnull=True).values_list("split", "size_buckets")) == expected
