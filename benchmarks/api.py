@@ -17,11 +17,10 @@ from benchmarks.paper2code import Protocol
 from benchmarks.selectors import (blob_read, protocol_get, snippet_masked_file, snippet_prompt,
                                   versions_visible)
 from benchmarks.services import release_items_in_protocol, version_settings
-from benchmarks.views import download_response
+from benchmarks.views import DOWNLOAD_TYPES, download_response
 from benchmarks.visibility import changelog_visible, items_visible
 
 RELEASES_NAMED = 20  # an unknown-release error lists at most this many names
-DOWNLOAD_TYPES = {".zip": "application/zip", ".jsonl": "application/x-ndjson"}
 
 
 PROTOCOL_PARAMETER = OpenApiParameter("protocol", str,
@@ -174,9 +173,8 @@ class ReleaseDownload(APIView):
         if kind == "items" and protocol.name != version.protocol_id:
             filename = filename.replace("-items.jsonl", f"-items-{protocol.name}.jsonl")
             digest = release_items_in_protocol(version=version, protocol=protocol)
-        suffix = "." + filename.rsplit(".", 1)[-1]
         return download_response(sha256=digest, filename=filename,
-                                 content_type=DOWNLOAD_TYPES.get(suffix, "application/octet-stream"))
+                                 content_type=DOWNLOAD_TYPES.get(kind, "application/octet-stream"))
 
 
 @extend_schema(parameters=[PROTOCOL_PARAMETER])

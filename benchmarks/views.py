@@ -16,7 +16,7 @@ from benchmarks import selectors, services, visibility
 from benchmarks.permissions import maintainer_required
 from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
 
-DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/jsonl"}
+DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson"}  # the page's and the API's
 DOWNLOAD_BLOCK_BYTES = 256 * 1024  # FileResponse's 4 kB blocks made serving a 190 MB file twice as slow
 
 

@@ -77,7 +77,7 @@ def old_serve(sha256: str) -> int:
 def new_serve(sha256: str) -> int:
     from benchmarks.views import download_response
 
-    response = download_response(sha256=sha256, filename="items.jsonl", content_type="application/jsonl")
+    response = download_response(sha256=sha256, filename="items.jsonl", content_type="application/x-ndjson")
     served = sum(len(chunk) for chunk in response)
     response.close()
     return served
