@@ -107,6 +107,17 @@ OutcomeRow = tuple[int, int, int, str, int, str]
 UsageRow = tuple[int, str, int | None, int | None, Decimal | None]
 
 
+def size_buckets_by_split(outcomes: Sequence[OutcomeRow]) -> dict[str, dict[str, dict[str, int]]]:
+    """The size buckets of a run's overall row (key "") and of each split's row (not in `score_rows`, whose rows
+    an earlier migration stores whole in the RunScore of its time)."""
+    groups: dict[str, list[ItemResult]] = defaultdict(list)
+    for snippet_id, loc, sample, status, _paper_id, split in outcomes:
+        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=status)
+        groups[""].append(item)
+        groups[split].append(item)
+    return {split: size_buckets(results) for split, results in groups.items()}
+
+
 def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], samples: int, seed: int) -> list[dict]:
     """The RunScore fields of a run: overall, per split and per paper (plain data, so migrations can call it)."""
     groups: dict[tuple[str, int | None], list[ItemResult]] = defaultdict(list)
@@ -126,7 +137,7 @@ def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], sam
             scaled_pass_rate_std=summary.scaled_pass_rate_std,
             pass_rate_ci_low=rate_ci.low, pass_rate_ci_high=rate_ci.high,
             scaled_ci_low=scaled_ci.low, scaled_ci_high=scaled_ci.high,
-            pass_at_k=pass_at_ks(results, samples), size_buckets=size_buckets(results) if paper_id is None else {},
+            pass_at_k=pass_at_ks(results, samples),
             prompt_tokens=sum(u[2] or 0 for u in used), completion_tokens=sum(u[3] or 0 for u in used),
             # Unknown cost anywhere makes the total unknown, not an undercount.
             cost=None if any(u[4] is None for u in used) else sum((u[4] for u in used), Decimal(0)),
@@ -188,6 +199,9 @@ def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
     outcomes, usage = run_score_inputs(run=run, outcome_model=Outcome, generation_model=Generation,
                                        membership_model=VersionTask)
     rows = score_rows(outcomes=outcomes, usage=usage, samples=run.samples, seed=run.pk)
+    buckets = size_buckets_by_split(outcomes)
+    rows = [{**fields, "size_buckets": buckets.get(fields["split"], {}) if fields["paper_id"] is None else {}}
+            for fields in rows]
     if run.provenance == EvaluationRun.Provenance.REPORTED:  # published results have no cost
         rows = [{**fields, "cost": None} for fields in rows]
     items = item_statistics(outcomes=run_item_inputs(run=run, outcome_model=Outcome, membership_model=VersionTask))

@@ -240,9 +240,11 @@ def test_size_tab_reads_the_stored_aggregates_not_the_outcomes(client, version, 
     assert f'100.0% <span class="ci">({small["passed"]}/{small["items"]})</span>' in body
     with django_assert_max_num_queries(12) as few:
         client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
+    queries = len(few.captured_queries)  # read now: the next request empties the connection's query log
     for n in range(3):
         evaluate(version, model(f"more-{n}"), lambda s: True)
-    with django_assert_max_num_queries(len(few.captured_queries)):
+    client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})  # whatever the page caches, cached again
+    with django_assert_max_num_queries(queries):
         client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
 
 
@@ -255,5 +257,5 @@ def test_the_upgrade_stores_size_buckets_of_scores_stored_before(version):
     expected = dict(run.scores.filter(paper__isnull=True).values_list("split", "size_buckets"))
     assert expected[""] and expected["public"]
     RunScore.objects.filter(run=run).update(size_buckets={})
-    importlib.import_module("evaluation.migrations.0011_run_score_size_buckets").forwards(apps, None)
+    importlib.import_module("evaluation.migrations.0013_run_score_size_buckets").forwards(apps, None)
     assert dict(run.scores.filter(paper__isnull=True).values_list("split", "size_buckets")) == expected

@@ -5,25 +5,23 @@ from django.db import migrations, models
 
 
 def forwards(apps, schema_editor):
-    from evaluation.scoring import run_score_inputs, score_rows
+    from evaluation.scoring import run_score_inputs, size_buckets_by_split
 
     EvaluationRun = apps.get_model("evaluation", "EvaluationRun")
     RunScore = apps.get_model("evaluation", "RunScore")
     for run in EvaluationRun.objects.filter(scores__isnull=False).distinct():
-        outcomes, usage = run_score_inputs(run=run, outcome_model=apps.get_model("evaluation", "Outcome"),
+        outcomes, _ = run_score_inputs(run=run, outcome_model=apps.get_model("evaluation", "Outcome"),
                                            generation_model=apps.get_model("evaluation", "Generation"),
                                            membership_model=apps.get_model("benchmarks", "VersionTask"))
-        for fields in score_rows(outcomes=outcomes, usage=usage, samples=run.samples, seed=run.pk):
-            if fields["paper_id"] is None:
-                RunScore.objects.filter(run=run, paper__isnull=True, split=fields["split"]).update(
-                    size_buckets=fields["size_buckets"])
+        for split, buckets in size_buckets_by_split(outcomes).items():
+            RunScore.objects.filter(run=run, paper__isnull=True, split=split).update(size_buckets=buckets)
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
         ("benchmarks", "0001_initial"),
-        ("evaluation", "0010_held_out_split"),
+        ("evaluation", "0012_operations_events"),
     ]
 
     operations = [
