@@ -34,7 +34,7 @@ def test_home_shows_the_leaderboard_top_counts_and_paths(client, release):
     assert f"<strong>{release.tasks.count()}</strong> papers" in body and f"<strong>{snippets}</strong> snippets" in body
     assert "<strong>2</strong> models" in body and "<strong>2</strong> completed runs" in body  # calibration not counted
     assert "Changes in 1.0.0" in body and "added</span> dampnest" in body
-    for path, label in (("/leaderboard/", "Browse the leaderboard"), ("/submissions/new/", "Contribute a paper"),
+    for path, label in (("/leaderboard/", "Browse the leaderboard"), ("/guides/submitting/", "Contribute a paper"),
                         ("/models/new/", "Evaluate your model")):
         assert f'href="{path}"><strong>{label}</strong>' in body
 

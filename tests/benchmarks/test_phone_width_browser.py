@@ -1,5 +1,6 @@
-"""At phone width (390 px, an iPhone 12-14) the home, leaderboard, release and guide pages fit the screen: no horizontal
-overflow, for a visitor and for a signed-in maintainer with the longest navigation. Screenshots go to
+"""At phone width (390 px, an iPhone 12-14) the public pages fit the screen: home, the leaderboard and its tabs, the
+hardest snippets, a paper, a release, a comparison, a run, an item with its diff, a model and the guides; no
+horizontal overflow, for a visitor and for a signed-in maintainer with the longest navigation. Screenshots go to
 test-artifacts/phone/."""
 
 from __future__ import annotations
@@ -15,7 +16,21 @@ from tests.evaluation.test_leaderboard_browser import calibrate
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ARTIFACTS = REPO / "test-artifacts" / "phone"
 PAGES = {"home": "/", "leaderboard": "/versions/1.0.0/leaderboard/", "release": "/versions/1.0.0/",
-         "format-guide": "/guides/format/"}
+         "format-guide": "/guides/format/", "submitting-guide": "/guides/submitting/",
+         "leaderboard-sizes": "/versions/1.0.0/leaderboard/?view=sizes",
+         "leaderboard-failures": "/versions/1.0.0/leaderboard/?view=failures",
+         "hardest-snippets": "/releases/1.0.0/difficulty/", "paper": "/versions/1.0.0/papers/dampnest/",
+         "model": "/models/strong/"}
+
+
+def run_pages(runs) -> dict[str, str]:
+    """Pages of particular runs: the comparison of two, a run, and one of its public items."""
+    from evaluation.models import Outcome
+
+    strong, placeholder = runs["strong"], runs["placeholder"]
+    item = Outcome.objects.filter(run=placeholder, snippet__task__versions__name="1.0.0").order_by("pk").first()
+    return {"compare": f"/releases/1.0.0/compare/?a={strong.pk}&b={placeholder.pk}", "run": f"/runs/{strong.pk}/",
+            "item": f"/runs/{placeholder.pk}/items/{item.pk}/"}
 
 
 def overflow(page) -> int:
@@ -33,12 +48,13 @@ def too_wide(page) -> list[str]:
 def test_pages_fit_a_phone_screen(browser_page, live_server, media_root, admin):
     page, base = browser_page, live_server.url
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-    for name, passed in (("reference", True), ("placeholder", False), ("strong", True)):
-        calibrate(version, name, passed=passed)  # the leaderboard tables have rows, as in use
+    runs = {name: calibrate(version, name, passed=passed)  # the leaderboard tables have rows, as in use
+            for name, passed in (("reference", True), ("placeholder", False), ("strong", True))}
+    pages = {**PAGES, **run_pages(runs)}
     page.set_viewport_size({"width": 390, "height": 844})
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for name, path in PAGES.items():
-        page.goto(f"{base}{path}")
+    for name, path in pages.items():
+        assert page.goto(f"{base}{path}").status == 200, path
         page.screenshot(path=str(ARTIFACTS / f"visitor-{name}.png"), full_page=True)
         assert overflow(page) <= 0, f"{path} overflows at 390 px by {overflow(page)} px (visitor): {too_wide(page)}"
 
@@ -46,8 +62,8 @@ def test_pages_fit_a_phone_screen(browser_page, live_server, media_root, admin):
     signed_in.force_login(admin)
     page.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "url": base,
                                "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value}])
-    for name, path in PAGES.items():
-        page.goto(f"{base}{path}")
+    for name, path in pages.items():
+        assert page.goto(f"{base}{path}").status == 200, path
         assert page.get_by_role("button", name="Log out").is_visible()
         page.screenshot(path=str(ARTIFACTS / f"maintainer-{name}.png"), full_page=True)
         assert overflow(page) <= 0, f"{path} overflows at 390 px by {overflow(page)} px (maintainer): {too_wide(page)}"
