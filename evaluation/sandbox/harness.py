@@ -566,7 +566,8 @@ def main():
     blob = base64.b64encode("\n".join(records).encode()).decode()
     sys.stdout.flush()
     sys.stderr.flush()
-    os.write(1, f"\n{nonce} {status} {code} {blob}\n".encode())
+    # The blob's length goes first: a line another writer cut into (over PIPE_BUF a write is not atomic) is refused.
+    os.write(1, f"\n{nonce} {status} {code} {len(blob)} {blob}\n".encode())
     os._exit(code if status == "completed" else 1)
 
 
@@ -639,7 +640,7 @@ def _records(blob: str) -> tuple[dict, ...]:
 
 def _final_line(stdout: str, nonce: str) -> re.Match | None:
     match = None
-    for match in re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) ?([A-Za-z0-9+/=]*)\n?", stdout):
+    for match in re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*)(?=\n|$)", stdout):
         pass
     return match
 
@@ -656,7 +657,9 @@ def harness_verdict(stdout: str, nonce: str) -> HarnessVerdict:
     if match is None:
         return HarnessVerdict(False, stdout, "the test did not run to its end (the process exited or was killed early)")
     cleaned = stdout[: match.start()] + stdout[match.end():]
-    records = _records(match.group(3)) if match.group(3) else ()
+    if len(match.group(4)) != int(match.group(3)):
+        return HarnessVerdict(False, cleaned, "the harness's verdict line was cut by another writer")
+    records = _records(match.group(4)) if match.group(4) else ()
     status = match.group(1)
     if status == "completed":
         return HarnessVerdict(True, cleaned, "", records)

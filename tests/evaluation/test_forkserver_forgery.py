@@ -178,3 +178,19 @@ def test_an_answers_ctypes_import_is_seen_although_the_test_loaded_it(sandbox_ca
             assert item.verdict.status == "flagged", (entry_point[:40], item.verdict)
             assert ("native", 1) in {(f["kind"], f["line"]) for f in item.verdict.findings}
         assert session.forking == (mode == "warm")
+
+
+def test_a_verdict_line_another_writer_cut_into_does_not_complete():
+    # Over PIPE_BUF a write to the shared stdout is not atomic: a leftover process of the answer could put a newline
+    # into the supervisor's line so that its records (the evidence) fall off the end; the declared length refuses it.
+    import base64
+
+    from evaluation.sandbox.harness import harness_verdict
+
+    nonce = "rcb-done-" + "ab" * 16
+    blob = base64.b64encode(b"memory\topen\t3\topens '/proc/self/mem'" * 200).decode()
+    honest = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob}\n", nonce)
+    assert honest.completed and honest.records and honest.stdout == "out\n"
+    cut = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob[:4000]}\n{blob[4000:]}\n", nonce)
+    assert not cut.completed and not cut.records and "cut by another writer" in cut.reason
+    assert not harness_verdict(f"\n{nonce} completed 0 {len(blob)}\n {blob}\n", nonce).completed
