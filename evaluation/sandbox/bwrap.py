@@ -29,7 +29,7 @@ from typing import IO
 
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
 from evaluation.sandbox.forkserver import HARNESS_PRELOAD, ForkRefused, ForkServer, own_modules, preload_modules
-from evaluation.sandbox.harness import HARNESS_FILE, NONCE_FILE, harness_status
+from evaluation.sandbox.harness import HARNESS_FILE, NONCE_FILE, harness_status, harness_verdict
 from evaluation.sandbox.process import files_write, process_run, rlimits
 from evaluation.sandbox.install import INPUTS
 from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
@@ -420,6 +420,10 @@ class BwrapSession(Session):
             result = self._fork_run(files=files, command=command, limits=limits)
             if result is not None and not _crashed(result, files):
                 return result
+            if result is not None and _recorded(result, files):
+                # The answer left evidence before the crash: that decides (flagged); a cold rerun would give it a
+                # second try without it.
+                return result
             if result is not None:
                 cold = self._cold_run(files=files, command=command, limits=limits)
                 if not _crashed(cold, files):
@@ -483,6 +487,12 @@ def _crash_code(result: ExecResult, files: Mapping[str, bytes]) -> int | None:
         status = harness_status(result.stdout, nonce.decode())
         return status[1] if status and status[0] == "incomplete" else None
     return result.exit_code
+
+
+def _recorded(result: ExecResult, files: Mapping[str, bytes]) -> bool:
+    """Whether the harness's guard recorded anything the answer did."""
+    nonce = files.get(NONCE_FILE)
+    return nonce is not None and bool(harness_verdict(result.stdout, nonce.decode()).records)
 
 
 def _crashed(result: ExecResult, files: Mapping[str, bytes]) -> bool:

@@ -194,3 +194,21 @@ def test_a_verdict_line_another_writer_cut_into_does_not_complete():
     cut = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob[:4000]}\n{blob[4000:]}\n", nonce)
     assert not cut.completed and not cut.records and "cut by another writer" in cut.reason
     assert not harness_verdict(f"\n{nonce} completed 0 {len(blob)}\n {blob}\n", nonce).completed
+
+
+def test_an_answer_that_crashes_only_warm_after_a_recorded_step_is_judged_on_that_evidence(sandbox_cache):
+    # The cold fallback for a crash only seen in forks must not hand the answer a second, evidence-free try.
+    from evaluation.executor import harness_run
+    from evaluation.sandbox.harness import GuardSpec
+
+    model = ("def answer():\n    import ctypes, os, signal, sys\n"
+             "    if any('recv_fds' in arg for arg in sys.orig_argv):\n"
+             "        os.kill(os.getpid(), signal.SIGSEGV)\n    return 42\n")
+    with session_of(sandbox_cache, warm=True) as session:
+        item = harness_run(session=session, files={"paper2code_test.py": NUMPY_ENTRY_POINT.encode(),
+                                                   "model.py": model.encode()},
+                           test_entry_point="paper2code_test.py", limits=LIMITS,
+                           guard=GuardSpec(answer_file="model.py", first_line=2, last_line=5))
+        assert session.forking, "the environment stays warm: the crash was the answer's own"
+    assert item.verdict.status == "flagged", item.verdict
+    assert "native" in {f["kind"] for f in item.verdict.findings}
