@@ -193,6 +193,8 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 # A running run with no new result for this long is flagged as stalled on the operations page.
 RUN_STALL_SECONDS = env.int("RUN_STALL_SECONDS", default=900)
+# Runs one user (not a maintainer) may have queued or running at once, started or uploaded.
+RUNS_ACTIVE_PER_USER = env.int("RUNS_ACTIVE_PER_USER", default=3)
 # Every worker looks this often (seconds; 0: never) for runs and validations that made no progress for
 # RUN_REDISPATCH_SECONDS while no task of theirs is queued or held by a worker, and queues their missing work again.
 RUN_WATCH_SECONDS = env.int("RUN_WATCH_SECONDS", default=60)

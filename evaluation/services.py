@@ -160,6 +160,25 @@ def model_call(*, run: EvaluationRun) -> ModelCall:
         raise EvaluationError(f"run {run.pk} cannot call model {model.name}: {exc}") from None
 
 
+class RunQuotaExceeded(EvaluationError):
+    """The user already has as many active runs as one user may have."""
+
+
+def run_quota_check(*, user) -> None:
+    """A user (maintainers and the platform exempt) has at most RUNS_ACTIVE_PER_USER runs queued or running: the
+    workers are shared, and each run is up to samples x items sandbox evaluations."""
+    if user_pays_platform(user=user):
+        return
+    limit = settings.RUNS_ACTIVE_PER_USER
+    active = list(EvaluationRun.objects.filter(
+        created_by=user, status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING),
+    ).order_by("pk").values_list("pk", flat=True))
+    if len(active) >= limit:
+        raise RunQuotaExceeded(f"you have {len(active)} runs queued or running ({', '.join(f'#{pk}' for pk in active)})"
+                              f", the most one user may have at once ({limit}): start this one when one of them "
+                              "has finished, or cancel one")
+
+
 @transaction.atomic
 def run_start(
     *, model: ModelEntry, version: BenchmarkVersion, with_paper: bool = True, samples: int = 1,
@@ -168,6 +187,7 @@ def run_start(
     """Create a run (in the release's protocol unless another is named) and dispatch its items after commit."""
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"version {version.name} is a draft; runs are pinned to published versions")
+    run_quota_check(user=user)
     if not 1 <= samples <= MAX_SAMPLES:
         raise EvaluationError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
     protocol = run_protocol(version=version, protocol=protocol)
@@ -258,6 +278,8 @@ def run_resume(*, run: EvaluationRun) -> int:
         run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
         if run.status == EvaluationRun.Status.COMPLETED:
             raise EvaluationError(f"run {run.pk} is already completed")
+        if run.status == EvaluationRun.Status.CANCELLED:  # active again: it counts as a new one would
+            run_quota_check(user=run.created_by)
         run.status = EvaluationRun.Status.RUNNING
         run.finished_at = None
         run.save(update_fields=["status", "finished_at"])
@@ -499,6 +521,7 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
     if model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
         # A reference line must stay what the platform made it, never someone's file.
         raise EvaluationError(f"model {model.name} is a calibration model: the platform makes its answers")
+    run_quota_check(user=user)
     protocol = run_protocol(version=version, protocol=protocol)
     try:
         text = data.decode("utf-8")

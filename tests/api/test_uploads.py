@@ -188,3 +188,25 @@ def test_the_schema_documents_answer_and_code(clients):
     fields = schema["components"]["schemas"][body]["properties"]
     assert '"code" is the snippet body, used as is' in fields["file"]["description"]
     assert "protocol" in fields
+
+
+def test_a_user_has_only_so_many_runs_at_once(clients, release, model, settings):
+    # The workers are shared: a signed-in user cannot queue runs without end, by upload, start or resume.
+    settings.RUNS_ACTIVE_PER_USER = 2
+    data = reference_answers(release)
+    first, second = (_upload(clients["owner"], release, data) for _ in range(2))
+    assert first.status_code == second.status_code == 201
+    ids = [first.json()["id"], second.json()["id"]]
+    refused = _upload(clients["owner"], release, data)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_runs"
+    assert f"2 runs queued or running (#{ids[0]}, #{ids[1]})" in refused.json()["error"]["message"]
+    assert EvaluationRun.objects.count() == 2, "nothing stored for the refused one"
+
+    assert clients["owner"].post(f"/api/v1/runs/{ids[0]}/cancel/").status_code == 200
+    third = _upload(clients["owner"], release, data)
+    assert third.status_code == 201
+    resumed = clients["owner"].post(f"/api/v1/runs/{ids[0]}/resume/")
+    assert resumed.status_code == 429, "a cancelled run resumed counts as a new one"
+    assert EvaluationRun.objects.get(pk=ids[0]).status == "cancelled"
+    # Maintainers run the platform's own work and are not limited.
+    assert all(_upload(clients["maintainer"], release, data).status_code == 201 for _ in range(3))
