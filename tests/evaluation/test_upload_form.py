@@ -150,3 +150,13 @@ def test_the_empty_leaderboard_says_how_to_get_on_it(client, release):
     filtered = client.get(reverse("leaderboard", args=[release.name]), {"q": "nothing"}).content.decode()
     assert "matches the filters" in filtered and "How to get a model" not in filtered
     assert ModelEntry.objects.filter(name="reference").exists()
+
+
+def test_an_upload_beyond_the_users_active_runs_is_refused_on_the_page(client, release, model, author, settings):
+    settings.RUNS_ACTIVE_PER_USER = 1
+    client.force_login(author)
+    assert _post(client, reference_answers(release), release).status_code == 302
+    response = _post(client, reference_answers(release), release)
+    first = EvaluationRun.objects.get()
+    assert response.status_code == 400 and EvaluationRun.objects.count() == 1
+    assert f"you have 1 run queued or running (#{first.pk})" in unescape(response.content.decode())
