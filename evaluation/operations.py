@@ -112,6 +112,9 @@ def tasks_live(timeout: float = 1.0) -> TasksLive | None:
         replies = [inspector.active(), inspector.reserved(), inspector.scheduled()]
     except Exception:  # the broker is down: liveness is unknown, so nothing may be presumed lost
         return None
+    if any(reply is None for reply in replies):
+        # No worker answered (this one's own consumer too, e.g. while it reconnects): unknown, not "nothing held".
+        return None
     for reply in replies:
         for tasks in (reply or {}).values():
             for task in tasks:
