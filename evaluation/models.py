@@ -93,6 +93,8 @@ class EvaluationRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Active runs are looked up by status on every watchdog pass and per user by the run quota.
+        indexes = [models.Index(fields=["status", "created_by"], name="run_status_created_by")]
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.model} on {self.version}"
