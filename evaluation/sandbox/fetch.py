@@ -44,7 +44,15 @@ from packaging.version import InvalidVersion, Version
 
 from evaluation.sandbox.base import EnvironmentBuildError, SandboxError
 
-DEFAULT_INDEX = "https://pypi.org/simple"
+
+def _pip_default_index() -> str:
+    """pip's own default index when the host's pip configuration names none (pip owns that address, not this file)."""
+    from pip._internal.models.index import PyPI
+
+    return PyPI.simple_url
+
+
+DEFAULT_INDEX = _pip_default_index()
 SIMPLE_ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
                  "text/html;q=0.01")
 # pip's own default when an sdist has no [build-system] (and what setuptools then asks for).
