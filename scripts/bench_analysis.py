@@ -9,11 +9,9 @@ split scores the pages read), as the query-bound test builds it (`leaderboard_wo
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -114,21 +112,13 @@ def main() -> None:
     parser.add_argument("items", nargs="?", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
-    os.environ.update({"VAR_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings"})
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "MEDIA_ROOT"):
-        os.environ.pop(name, None)
-    import django
+    from scripts.bench_django import django_fresh
 
-    django.setup()
+    django_fresh("bench-analysis-")
     from django.core.cache import cache
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
-    from django.test.utils import setup_test_environment
 
-    setup_test_environment()
-    call_command("migrate", verbosity=0)
     start = time.perf_counter()
     small = leaderboard_world(name="small", models=5, items=50)
     large = leaderboard_world(name="large", models=args.models, items=args.items, seed=1)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 import tempfile
 import time
@@ -95,16 +94,10 @@ def measure(label: str, work, results: dict) -> None:
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-downloads-"))
-    os.environ.update({"VAR_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings"})
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "MEDIA_ROOT"):
-        os.environ.pop(name, None)
-    import django
+    from scripts.bench_django import django_fresh
 
-    django.setup()
-    from django.core.management import call_command
+    tmp = django_fresh("bench-downloads-")
     from django.test import Client
-    from django.test.utils import setup_test_environment
     from django.urls import reverse
 
     from benchmarks.selectors import protocol_get
@@ -112,8 +105,6 @@ def main() -> None:
                                      release_pset_zip_write, version_publish)
     from scripts import bench_upload
 
-    setup_test_environment()
-    call_command("migrate", verbosity=0)
     bench_upload.ITEMS = ITEMS
     bench_upload.pset_generate(tmp / "pset")
     from django.contrib.auth import get_user_model

@@ -6,9 +6,7 @@ Its own SQLite database and media folder in a temporary folder: `python scripts/
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,14 +15,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-item-"))
-    os.environ.update({"VAR_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings"})
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "MEDIA_ROOT"):
-        os.environ.pop(name, None)
-    import django
+    from scripts.bench_django import django_fresh
 
-    django.setup()
-    from django.core.management import call_command
+    django_fresh("bench-item-", test_environment=False)
 
     from benchmarks.services import pset_import
     from evaluation import services, tasks
@@ -32,7 +25,6 @@ def main() -> None:
     from evaluation.outcomes import Verdict
     from evaluation.selectors import run_items
 
-    call_command("migrate", verbosity=0)
     version = pset_import(root=ROOT / "benchmarks" / "demo", version_name="1.0.0", publish=True).version
     for samples in (1, 20):
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=samples,

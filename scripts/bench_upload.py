@@ -9,9 +9,7 @@ time and size of a results page and of the run page.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -48,17 +46,11 @@ def pset_generate(root: Path) -> None:
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-upload-"))
-    os.environ.update({"VAR_DIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings"})
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "MEDIA_ROOT"):
-        os.environ.pop(name, None)
-    import django
+    from scripts.bench_django import django_fresh
 
-    django.setup()
+    tmp = django_fresh("bench-upload-")
     from django.core.files.uploadedfile import SimpleUploadedFile
-    from django.core.management import call_command
     from django.db import connection
-    from django.test.utils import setup_test_environment
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
@@ -68,8 +60,6 @@ def main() -> None:
     from evaluation import services
     from evaluation.models import EvaluationRun, Generation, Outcome
 
-    setup_test_environment()
-    call_command("migrate", verbosity=0)
     pset_generate(tmp / "pset")
     version = pset_import(root=tmp / "pset", version_name="1.0.0", publish=True).version
     snippets = list(version_snippets(version=version))
