@@ -199,6 +199,9 @@ RUNS_ACTIVE_PER_USER = env.int("RUNS_ACTIVE_PER_USER", default=3)
 # RUN_REDISPATCH_SECONDS while no task of theirs is queued or held by a worker, and queues their missing work again.
 RUN_WATCH_SECONDS = env.int("RUN_WATCH_SECONDS", default=60)
 RUN_REDISPATCH_SECONDS = env.int("RUN_REDISPATCH_SECONDS", default=300)
+# A validation (a submission's, or one paper of a set) lost again after this many re-dispatches is given up: its
+# unfinished checks become errors of the platform, so it ends and can be run again instead of blocking for ever.
+VALIDATION_REDISPATCH_MAX = env.int("VALIDATION_REDISPATCH_MAX", default=3)
 # A task that loses its database connection waits this long for the database, then runs again in place.
 DATABASE_OUTAGE_WAIT_SECONDS = env.int("DATABASE_OUTAGE_WAIT_SECONDS", default=600)
 

@@ -289,6 +289,7 @@ class OperationsEvent(models.Model):
         DATABASE_UNAVAILABLE = "database_unavailable", "Database unavailable"
         ITEMS_REDISPATCHED = "items_redispatched", "Items re-dispatched"
         VALIDATION_REDISPATCHED = "validation_redispatched", "Validation re-dispatched"
+        VALIDATION_ABANDONED = "validation_abandoned", "Validation given up"
 
     kind = models.CharField(max_length=30, choices=Kind.choices)
     detail = models.TextField()
@@ -296,6 +297,8 @@ class OperationsEvent(models.Model):
     run = models.ForeignKey(EvaluationRun, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     report = models.ForeignKey("submissions.ValidationReport", null=True, blank=True, on_delete=models.CASCADE,
                                related_name="events")
+    set_validation = models.ForeignKey("submissions.SetValidation", null=True, blank=True, on_delete=models.CASCADE,
+                                       related_name="events")
     items = models.PositiveIntegerField(default=0, help_text="Items queued again (re-dispatch events).")
     since = models.DateTimeField(null=True, blank=True, help_text="When the outage began, where known.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -96,17 +96,20 @@ class TasksLive:
 
     runs: frozenset[int]
     reports: frozenset[int]
+    set_papers: frozenset[int]
 
 
 RUN_TASKS = {"evaluation.tasks.item_generate", "evaluation.tasks.item_evaluate", "evaluation.tasks.run_dispatch"}
 REPORT_TASKS = {"submissions.tasks.revision_validate"}
+SET_PAPER_TASKS = {"submissions.tasks.set_paper_validate"}
 
 
 def tasks_live(timeout: float = 1.0) -> TasksLive | None:
-    """Runs and validation reports some worker holds a task of; None when the workers cannot be asked."""
+    """Runs, validation reports and papers of set validations some worker holds a task of; None when the workers
+    cannot be asked."""
     from config.celery import app
 
-    runs, reports = set(), set()
+    runs, reports, set_papers = set(), set(), set()
     try:
         inspector = app.control.inspect(timeout=timeout)
         replies = [inspector.active(), inspector.reserved(), inspector.scheduled()]
@@ -126,11 +129,14 @@ def tasks_live(timeout: float = 1.0) -> TasksLive | None:
                     runs.add(int(args[0]))
                 elif task.get("name") in REPORT_TASKS:
                     reports.add(int(args[0]))
-    return TasksLive(frozenset(runs), frozenset(reports))
+                elif task.get("name") in SET_PAPER_TASKS:
+                    set_papers.add(int(args[0]))
+    return TasksLive(frozenset(runs), frozenset(reports), frozenset(set_papers))
 
 
 def events_recent(limit: int = 50):
     """The latest things the platform recovered from by itself, newest first."""
     from evaluation.models import OperationsEvent
 
-    return OperationsEvent.objects.select_related("run", "report__revision__submission")[:limit]
+    return OperationsEvent.objects.select_related("run", "report__revision__submission",
+                                                "set_validation__version")[:limit]

@@ -238,10 +238,10 @@ def run_dispatch(*, run: EvaluationRun) -> int:
 
 
 def event_record(*, kind: str, detail: str, worker: str = "", run: EvaluationRun | None = None, report=None,
-                 items: int = 0, since=None) -> OperationsEvent:
+                 set_validation=None, items: int = 0, since=None) -> OperationsEvent:
     """Remember something the platform recovered from by itself, for the operations page."""
     return OperationsEvent.objects.create(kind=kind, detail=detail[:4000], worker=worker[:200], run=run,
-                                          report=report, items=items, since=since)
+                                          report=report, set_validation=set_validation, items=items, since=since)
 
 
 def run_redispatch_lost(*, run: EvaluationRun, idle_seconds: float, worker: str = "") -> int:

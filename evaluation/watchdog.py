@@ -1,6 +1,8 @@
 """Work lost to a fault is found and queued again: every worker looks every RUN_WATCH_SECONDS (a thread of its main
-process, so the embedded default has it too) for runs and validations that made no progress for
-RUN_REDISPATCH_SECONDS while no task of theirs waits in a queue or is held by a worker.
+process, so the embedded default has it too) for runs, submissions' validations and papers of set validations that
+made no progress for RUN_REDISPATCH_SECONDS while no task of theirs waits in a queue or is held by a worker. A
+validation lost again after VALIDATION_REDISPATCH_MAX re-dispatches is given up (its checks become errors of the
+platform), so it ends and can be run again rather than block what waits for it.
 
 A broker that restarts without persistence loses every queued and unacknowledged message; a task whose database
 stayed down past DATABASE_OUTAGE_WAIT_SECONDS gives up. Both leave work that nothing would ever pick up again.
@@ -13,11 +15,17 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from evaluation.operations import TasksLive
 
 logger = logging.getLogger(__name__)
 
@@ -27,39 +35,79 @@ def _idle_since(*moments: datetime | None) -> datetime | None:
     return max(known) if known else None
 
 
-def lost_work_redispatch(*, worker: str = "") -> int:
-    """One look: queue again what was lost; returns how many runs and validations were re-dispatched."""
+@dataclass(frozen=True)
+class Watched:
+    """One kind of work that a fault can lose, as the watchdog sees it."""
+
+    unfinished: Callable[[], Iterable[Any]]
+    moved_at: Callable[[Any], tuple[datetime | None, ...]]  # creation, last progress, last re-dispatch
+    held: Callable[[TasksLive, Any], bool]  # some worker runs, prefetched or schedules a task of it
+    queues: Callable[[Any], tuple[str, ...]]  # where its tasks would wait
+    redispatch: Callable[..., int]  # (item, idle_seconds=, worker=) -> how many tasks were queued again
+    # How often it was queued again, and what ends it once that reached VALIDATION_REDISPATCH_MAX; None: no limit.
+    redispatches: Callable[[Any], int] | None = None
+    give_up: Callable[..., None] | None = None  # (item, worker=)
+
+
+def _watched() -> tuple[Watched, ...]:
     from evaluation import services
     from evaluation.models import EvaluationRun
-    from evaluation.operations import queues_waiting, tasks_live
     from submissions import services as submission_services
-    from submissions.models import ValidationReport
+    from submissions import validation as set_validation
+
+    runs = Watched(
+        unfinished=lambda: EvaluationRun.objects.filter(status__in=[EvaluationRun.Status.QUEUED,
+                                                                    EvaluationRun.Status.RUNNING])
+        .select_related("model", "version").defer("version__manifest", "version__changelog"),
+        moved_at=lambda run: (run.created_at, run.last_progress_at, run.redispatched_at),
+        held=lambda live, run: run.pk in live.runs,
+        queues=lambda run: ("llm", "sandbox", "default") if run.model.kind == run.model.Kind.LITELLM
+        else ("sandbox", "default"),
+        redispatch=lambda run, **kw: services.run_redispatch_lost(run=run, **kw))
+    reports = Watched(
+        unfinished=submission_services.validations_unfinished,
+        moved_at=lambda report: (report.revision.created_at, report.started_at,
+                                 submission_services.validation_redispatched_at(report=report)),
+        held=lambda live, report: report.pk in live.reports,
+        queues=lambda report: ("sandbox",),
+        redispatch=lambda report, idle_seconds, worker: submission_services.validation_redispatch_lost(
+            report=report, worker=worker),
+        redispatches=lambda report: submission_services.validation_redispatches(report=report),
+        give_up=lambda report, worker: submission_services.validation_give_up(report=report, worker=worker))
+    set_papers = Watched(
+        unfinished=set_validation.set_papers_unfinished,
+        moved_at=lambda paper: (paper.validation.created_at, paper.started_at, paper.redispatched_at),
+        held=lambda live, paper: paper.pk in live.set_papers,
+        queues=lambda paper: ("sandbox",),
+        redispatch=lambda paper, idle_seconds, worker: set_validation.set_paper_redispatch_lost(
+            paper=paper, idle_seconds=idle_seconds, worker=worker),
+        redispatches=lambda paper: paper.redispatches,
+        give_up=lambda paper, worker: set_validation.set_paper_give_up(paper=paper, worker=worker))
+    return runs, reports, set_papers
+
+
+def lost_work_redispatch(*, worker: str = "") -> int:
+    """One look: queue again what was lost (runs, submissions' validations, papers of set validations), one rule for
+    all; returns how many tasks were queued again."""
+    from evaluation.operations import queues_waiting, tasks_live
 
     now = timezone.now()
     cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
-    runs = [run for run in EvaluationRun.objects.filter(status__in=[EvaluationRun.Status.QUEUED,
-                                                                     EvaluationRun.Status.RUNNING])
-            .select_related("model", "version").defer("version__manifest", "version__changelog")
-            if (_idle_since(run.created_at, run.last_progress_at, run.redispatched_at) or now) < cutoff]
-    reports = [report for report in submission_services.validations_unfinished()
-               if (_idle_since(report.revision.created_at, report.started_at,
-                               submission_services.validation_redispatched_at(report=report)) or now) < cutoff]
-    if not runs and not reports:
+    idle = [(kind, item, moved) for kind in _watched() for item in kind.unfinished()
+            if (moved := _idle_since(*kind.moved_at(item)) or now) < cutoff]
+    if not idle:
         return 0
     live, waiting = tasks_live(), queues_waiting()
     if live is None or waiting is None:  # the broker is down: wait until it can tell what is still queued
         return 0
     redispatched = 0
-    for run in runs:
-        queues = ("llm", "sandbox") if run.model.kind == run.model.Kind.LITELLM else ("sandbox",)
-        if run.pk in live.runs or any(waiting.get(q) for q in (*queues, "default")):
+    for kind, item, moved in idle:
+        if kind.held(live, item) or any(waiting.get(q) for q in kind.queues(item)):
             continue
-        idle = (now - _idle_since(run.created_at, run.last_progress_at, run.redispatched_at)).total_seconds()
-        redispatched += bool(services.run_redispatch_lost(run=run, idle_seconds=idle, worker=worker))
-    for report in reports:
-        if report.pk in live.reports or waiting.get("sandbox"):
+        if kind.give_up is not None and kind.redispatches(item) >= settings.VALIDATION_REDISPATCH_MAX:
+            kind.give_up(item, worker=worker)
             continue
-        redispatched += submission_services.validation_redispatch_lost(report=report, worker=worker)
+        redispatched += kind.redispatch(item, idle_seconds=(now - moved).total_seconds(), worker=worker)
     return redispatched
 
 

@@ -141,6 +141,8 @@ class SetValidation(models.Model):
     source = models.CharField(max_length=500, help_text="The folder or the version validated.")
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    on_workers = models.BooleanField(default=False, help_text="Its papers were queued for the workers, whose watchdog "
+                                                              "queues a lost one again (inline: the command's own).")
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -176,6 +178,8 @@ class SetValidationPaper(models.Model):
     sandbox_backend = models.CharField(max_length=20, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    redispatched_at = models.DateTimeField(null=True, blank=True, help_text="When the watchdog last queued it again.")
+    redispatches = models.PositiveIntegerField(default=0, help_text="How often the watchdog queued it again.")
 
     class Meta:
         ordering = ["validation", "position"]

@@ -97,6 +97,7 @@ class PaperValidationSummary:
     reference_passed: bool
     snippets: list[dict]  # {file, name, masked_fails, noop_fails, checked}
     problems: list[str]
+    redispatches: int = 0  # how often the watchdog queued it again after its task was lost
 
     @property
     def covered(self) -> int:
@@ -139,7 +140,8 @@ def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
     return PaperValidationSummary(
         paper=paper.paper, status=paper.status, total=paper.checks_total,
         done=paper.checks_total if finished else len(paper.checks),
-        reference_passed=bool(reference and reference["status"] == PASSED), snippets=snippets, problems=problems)
+        reference_passed=bool(reference and reference["status"] == PASSED), snippets=snippets, problems=problems,
+        redispatches=paper.redispatches)
 
 
 def set_validation_summaries(*, validation: SetValidation) -> list[PaperValidationSummary]:

@@ -216,6 +216,34 @@ def validation_redispatch_lost(*, report: ValidationReport, worker: str = "") ->
     return True
 
 
+def validation_redispatches(*, report: ValidationReport) -> int:
+    from evaluation.models import OperationsEvent
+
+    return OperationsEvent.objects.filter(report=report, kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED).count()
+
+
+def validation_give_up(*, report: ValidationReport, worker: str = "") -> bool:
+    """End a validation the workers lost more than VALIDATION_REDISPATCH_MAX times: its unfinished checks become
+    errors of the platform and the submission becomes invalid, so its author can edit and submit it again."""
+    from evaluation import services as evaluation_services
+    from evaluation.models import OperationsEvent
+
+    Status = ValidationReport.Status
+    lost = (f"the workers lost this validation {validation_redispatches(report=report) + 1} time(s) (a broker or "
+            "worker failure); nothing is known about the submission: edit it and submit it again")
+    with transaction.atomic():
+        if not ValidationReport.objects.filter(pk=report.pk, status__in=[Status.PENDING, Status.RUNNING]).update(
+                status=Status.ERROR, finished_at=timezone.now()):
+            return False  # it finished meanwhile, or another watchdog gave it up
+        report.checks.filter(status__in=[Status.PENDING, Status.RUNNING]).update(status=Status.ERROR, detail=lost)
+        report.refresh_from_db()
+        evaluation_services.event_record(
+            kind=OperationsEvent.Kind.VALIDATION_ABANDONED, report=report, worker=worker,
+            detail=f"validation of {report.revision.submission} (revision {report.revision.number}): {lost}")
+        validation_finish(report=report)
+    return True
+
+
 @transaction.atomic
 def validation_finish(*, report: ValidationReport) -> Submission:
     """Move the submission on by its report: awaiting review when every check passed, else invalid."""

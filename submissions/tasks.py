@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from benchmarks.paper2code.pset import PaperPackage
@@ -110,15 +111,23 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
 @database_outage_outlasted
 def set_paper_validate(self, paper_id: int) -> str:
     """One paper of a set validation (validate_pset --workers, or a draft version's page)."""
-    paper = SetValidationPaper.objects.get(pk=paper_id)
+    paper = SetValidationPaper.objects.select_related("validation").get(pk=paper_id)
+    if paper.status not in (Status.PENDING, Status.RUNNING):  # a redelivered or re-dispatched copy: done already
+        return paper.status
     try:
         return validation.set_paper_run(paper=paper)
     except SandboxError as exc:
         if self.request.retries < self.max_retries:
             raise self.retry(exc=exc, countdown=5)
         logger.exception("set validation of paper %s failed on infrastructure", paper_id)
-        validation.set_paper_error(paper=paper, message=str(exc))
-        return Status.ERROR
+        validation.set_paper_error(paper=paper, detail=f"the sandbox failed: {exc}")
+    except (OperationalError, InterfaceError):
+        raise  # the database is away: the decorator waits for it, past that the watchdog queues the paper again
+    except Exception as exc:  # e.g. a stored file missing: the paper ends as an error the page shows
+        logger.exception("set validation of paper %s failed", paper_id)
+        validation.set_paper_error(paper=paper, detail=f"the platform failed on this paper: "
+                                                       f"{type(exc).__name__}: {exc}")
+    return Status.ERROR
 
 
 @shared_task

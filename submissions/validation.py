@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
@@ -95,8 +96,52 @@ def set_validation_dispatch(*, validation: SetValidation) -> None:
     """One task per paper on the `sandbox` queue, so the workers check papers in parallel."""
     from submissions.tasks import set_paper_validate
 
+    SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
     for paper_id in validation.papers.values_list("pk", flat=True):
         set_paper_validate.delay(paper_id)
+
+
+def set_papers_unfinished() -> list[SetValidationPaper]:
+    """Papers of set validations on the workers that have no result yet (the watchdog's to look after)."""
+    return list(SetValidationPaper.objects.filter(status__in=ACTIVE, validation__status__in=ACTIVE,
+                                                  validation__on_workers=True)
+                .select_related("validation").defer("files", "checks"))
+
+
+def set_paper_redispatch_lost(*, paper: SetValidationPaper, idle_seconds: float, worker: str = "") -> int:
+    """Queue a paper again whose task was lost (no worker holds it, none waits); one watchdog wins."""
+    from evaluation import services as evaluation_services
+    from evaluation.models import OperationsEvent
+    from submissions.tasks import set_paper_validate
+
+    claimed = SetValidationPaper.objects.filter(pk=paper.pk, status__in=ACTIVE, redispatched_at=paper.redispatched_at)
+    if not claimed.update(redispatched_at=timezone.now(), redispatches=F("redispatches") + 1):
+        return 0
+    evaluation_services.event_record(
+        kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED, set_validation=paper.validation, worker=worker, items=1,
+        detail=f"paper {paper.paper} of the {paper.validation} was {paper.get_status_display().lower()} with no "
+               f"queued or running task after {idle_seconds:.0f} s without progress; it was queued again")
+    set_paper_validate.delay(paper.pk)
+    return 1
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def set_paper_give_up(*, paper: SetValidationPaper, worker: str = "") -> bool:
+    """End a paper the workers lost more than VALIDATION_REDISPATCH_MAX times, as an error of the platform, so its
+    validation finishes and a maintainer can start another."""
+    from evaluation import services as evaluation_services
+    from evaluation.models import OperationsEvent
+
+    lost = (f"the workers lost this paper's task {_times(paper.redispatches + 1)} (a broker or worker failure); "
+            "nothing is known about it: validate again")
+    if not set_paper_error(paper=paper, detail=lost):
+        return False
+    evaluation_services.event_record(kind=OperationsEvent.Kind.VALIDATION_ABANDONED, set_validation=paper.validation,
+                                     worker=worker, detail=f"paper {paper.paper} of the {paper.validation}: {lost}")
+    return True
 
 
 def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult], None] | None = None) -> str:
@@ -124,25 +169,28 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
     return status
 
 
-def set_paper_error(*, paper: SetValidationPaper, message: str) -> None:
-    """The sandbox failed on this paper (after retries): an error of the platform, not of the paper."""
-    SetValidationPaper.objects.filter(pk=paper.pk).update(checks=[{
-        "key": "infrastructure", "status": Status.ERROR, "detail": f"the sandbox failed: {message}", "duration": None,
-        "blocks": "not run: the sandbox failed; nothing is known about this paper"}])
-    _paper_finish(paper=paper, status=Status.ERROR)
+def set_paper_error(*, paper: SetValidationPaper, detail: str) -> bool:
+    """The platform failed on this paper (the sandbox after retries, a lost task, a fault of the platform's code):
+    an error of the platform, not of the paper, which ends it. False when it had ended already."""
+    return _paper_finish(paper=paper, status=Status.ERROR, checks=[{
+        "key": "infrastructure", "status": Status.ERROR, "detail": detail, "duration": None,
+        "blocks": "not run: the platform failed; nothing is known about this paper"}])
 
 
 @transaction.atomic
-def _paper_finish(*, paper: SetValidationPaper, status: str) -> None:
-    SetValidationPaper.objects.filter(pk=paper.pk).update(status=status, finished_at=timezone.now())
+def _paper_finish(*, paper: SetValidationPaper, status: str, checks: list[dict] | None = None) -> bool:
+    changes = {"status": status, "finished_at": timezone.now(), **({"checks": checks} if checks is not None else {})}
+    if not SetValidationPaper.objects.filter(pk=paper.pk, status__in=ACTIVE).update(**changes):
+        return False  # a copy of its task, or the watchdog, ended it already
     validation = SetValidation.objects.select_for_update().get(pk=paper.validation_id)
     statuses = set(validation.papers.values_list("status", flat=True))
     if statuses & set(ACTIVE):
-        return
+        return True
     validation.status = (Status.ERROR if Status.ERROR in statuses else
                          Status.FAILED if Status.FAILED in statuses else Status.PASSED)
     validation.finished_at = timezone.now()
     validation.save(update_fields=["status", "finished_at"])
+    return True
 
 
 def _output(run) -> str:

@@ -73,7 +73,7 @@ class Command(BaseCommand):
             try:
                 validation.set_paper_run(paper=paper, on_check=lambda _: progress.update(1))
             except SandboxError as exc:
-                validation.set_paper_error(paper=paper, message=str(exc))
+                validation.set_paper_error(paper=paper, detail=f"the sandbox failed: {exc}")
             paper.refresh_from_db()
             progress.update(before + paper.checks_total - progress.n)  # checks a failure left unrun count as done
             self._summary_write(paper, progress)
