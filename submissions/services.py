@@ -15,7 +15,7 @@ from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services import blob_store, task_store, version_draft_create, version_task_set
-from submissions.models import Comment, Revision, StateChange, Submission, ValidationReport
+from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
 from submissions.packages import revision_package
 from submissions.quotas import environments_check, stored_bytes_check
 
@@ -235,7 +235,10 @@ def validation_give_up(*, report: ValidationReport, worker: str = "") -> bool:
         if not ValidationReport.objects.filter(pk=report.pk, status__in=[Status.PENDING, Status.RUNNING]).update(
                 status=Status.ERROR, finished_at=timezone.now()):
             return False  # it finished meanwhile, or another watchdog gave it up
-        report.checks.filter(status__in=[Status.PENDING, Status.RUNNING]).update(status=Status.ERROR, detail=lost)
+        if not report.checks.filter(status__in=[Status.PENDING, Status.RUNNING]).update(status=Status.ERROR,
+                                                                                       detail=lost):
+            ValidationCheck.objects.create(report=report, position=report.checks.count(), key="infrastructure",
+                                           label="The workers ran the validation", status=Status.ERROR, detail=lost)
         report.refresh_from_db()
         evaluation_services.event_record(
             kind=OperationsEvent.Kind.VALIDATION_ABANDONED, report=report, worker=worker,

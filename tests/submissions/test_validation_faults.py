@@ -95,3 +95,28 @@ def test_database_stopped_in_the_middle_of_a_validation(own_postgres, celery_wor
         page = operations_page(client)
         assert f'data-event="{outage.pk}"' in page
         worker.kill()
+
+
+def test_a_validation_lost_past_the_limit_makes_the_submission_invalid_for_its_author_to_submit_again(
+        own_redis, celery_worker_factory, media_root, client):
+    worker = celery_worker_factory(queues="sandbox", VALIDATION_REDISPATCH_MAX="0", **WORKER)
+    first, first_report = submitted("ada")
+    second, second_report = submitted("bob")
+    polled(lambda: first_report.checks.filter(status="passed").exists(), timeout=600,
+           what="the first validation to be under way", worker=worker)
+    own_redis.kill()  # the waiting validation's message is gone with it
+    time.sleep(3)
+    own_redis.start()
+
+    polled(lambda: finished(second_report), timeout=600, what="the lost validation to end", worker=worker)
+    second_report.refresh_from_db()
+    second.refresh_from_db()
+    assert second_report.status == "error" and second.state == Submission.State.INVALID
+    lost = second_report.checks.get(status="error")  # its checks were never planned: the task never ran
+    assert "the workers lost this validation 1 time(s)" in lost.detail
+    assert lost.label in StateChange.objects.get(submission=second, to_state=Submission.State.INVALID).reason
+    assert OperationsEvent.objects.get(kind=OperationsEvent.Kind.VALIDATION_ABANDONED).report_id == second_report.pk
+    services.submission_edit(submission=second, actor=second.author)  # back to draft, to submit again
+    assert Submission.objects.get(pk=second.pk).state == Submission.State.DRAFT
+    polled(lambda: finished(first_report), timeout=600, what="the first validation", worker=worker)
+    assert_validated_once(first, first_report)
