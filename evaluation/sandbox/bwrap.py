@@ -8,9 +8,7 @@ archive on stdin, so no copy of them (the harness nonce included) stays visible 
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import logging
 import math
 import os
@@ -20,16 +18,14 @@ import signal
 import subprocess
 import tarfile
 import tempfile
-import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import IO
 
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
-from evaluation.sandbox.forkserver import HARNESS_PRELOAD, ForkRefused, ForkServer, own_modules, preload_modules
-from evaluation.sandbox.harness import HARNESS_FILE, NONCE_FILE, harness_status, harness_verdict
+from evaluation.sandbox.cgroups import RunCgroups
+from evaluation.sandbox.forkserver import ForkingSession, ProcessZygote
 from evaluation.sandbox.process import files_write, process_run, rlimits
 from evaluation.sandbox.install import INPUTS
 from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
@@ -38,17 +34,10 @@ logger = logging.getLogger(__name__)
 
 SANDBOX_UID = SANDBOX_GID = 65534
 WORK_DIR = "/sandbox"
-CGROUP_MOUNT = Path("/sys/fs/cgroup")
-# bwrap's monitor and the pid-1 reaper of the new pid namespace count against the run's pids cgroup.
-BWRAP_OWN_PROCESSES = 2
 # Printed by the sandbox once its files are unpacked: without it bwrap, setpriv or tar failed (infrastructure).
 STARTED = "rcb-bwrap-started"
 PROBE_TIMEOUT = 20
 SETPRIV = "/usr/bin/setpriv"
-# A fork server that restarted this often for one session (new imports, other limits) gives way to cold starts.
-ZYGOTE_RESTARTS = 8
-# The exit status of a fork that could not build its sandbox (it printed `rcb-fork: why`).
-FORK_SETUP_FAILED = 125
 # Where a build step sees the worker's pip package (alone, so nothing else of the worker is importable).
 PIP_DIR = "/rcb-pip"
 
@@ -161,114 +150,6 @@ def _probe(etc_dir: Path) -> tuple[bool, str]:
     return True, version.stdout.strip()
 
 
-class RunCgroups:
-    """One run's cgroup v1 folders (pids, memory, cpu), nested under the worker's own cgroup and removed afterwards."""
-
-    def __init__(self, limits: Limits, own: int = BWRAP_OWN_PROCESSES):
-        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        self.folders: dict[str, Path] = {}
-        settings = {
-            "pids": [("pids.max", str(limits.processes + own))],
-            # memsw after the plain limit (it may never be below it); without swap accounting it is absent.
-            "memory": [("memory.limit_in_bytes", str(limits.memory_bytes)),
-                       ("memory.memsw.limit_in_bytes", str(limits.memory_bytes))],
-            "cpu": [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", str(max(1000, int(limits.cpus * 100000))))],
-        }
-        for controller, values in settings.items():
-            folder = _cgroup_create(controller, name)
-            if folder is None:
-                continue
-            try:
-                for file, value in values:
-                    if (folder / file).exists():
-                        (folder / file).write_text(value)
-            except OSError as exc:
-                logger.warning("cgroup %s: cannot set limits (%s); running without it", folder, exc)
-                _cgroup_remove(folder)
-                continue
-            self.folders[controller] = folder
-
-    def attach(self) -> None:
-        """Move the calling process into every folder (run in the child between fork and exec)."""
-        pid = str(os.getpid()).encode()
-        for folder in self.folders.values():
-            fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-
-    def oom_killed(self) -> bool:
-        memory = self.folders.get("memory")
-        if memory is None:
-            return False
-        try:
-            lines = (memory / "memory.oom_control").read_text().splitlines()
-        except OSError:
-            return False
-        counters = dict(line.split() for line in lines if len(line.split()) == 2)
-        return int(counters.get("oom_kill", "0")) > 0
-
-    def remove(self) -> None:
-        for folder in self.folders.values():
-            _cgroup_remove(folder)
-            # An empty `rcb` would keep whoever owns the worker's cgroup from removing it; a busy one stays.
-            with contextlib.suppress(OSError):
-                folder.parent.rmdir()
-        self.folders.clear()
-
-
-def _cgroup_create(controller: str, name: str) -> Path | None:
-    """`<mount>/<worker's cgroup>/rcb/<name>`, or None when this v1 controller is not mounted or not writable."""
-    mount = CGROUP_MOUNT / controller
-    own = ""
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            if controller in controllers.split(","):
-                own = path.lstrip("/")
-    except OSError:
-        return None
-    # Inside a container the mount may already be rooted at our own cgroup.
-    base = mount / own if (mount / own).is_dir() else mount
-    if not (base / "cgroup.procs").exists():
-        return None
-    folder = base / "rcb" / name
-    try:
-        folder.parent.mkdir(exist_ok=True)
-        folder.mkdir()
-    except OSError:
-        return None
-    return folder
-
-
-def _cgroup_remove(folder: Path) -> None:
-    """Kill whatever is left in the folder, then remove it (rmdir is refused while a task is still exiting)."""
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            pids = (folder / "cgroup.procs").read_text().split()
-        except FileNotFoundError:
-            return
-        except OSError:
-            pids = []
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            folder.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if time.monotonic() > deadline:
-                logger.warning("cgroup %s could not be removed: %s", folder, exc)
-                return
-            time.sleep(0.02)
-
-
 def _archive(files: Mapping[str, bytes]) -> IO[bytes]:
     """The task's files as an unlinked tar file, owned by the sandbox user (paths checked by files_write)."""
     archive = tempfile.TemporaryFile(prefix="rcb-bwrap-")
@@ -302,12 +183,14 @@ def _preexec(limits: Limits, cgroups: RunCgroups, stdin_fd: int) -> Callable[[],
     return preexec
 
 
-class BwrapSession(Session):
+class BwrapSession(ForkingSession):
     """Runs in the environment's venv bound read-only; a build (`building`) binds it writable, with its inputs."""
+
+    work_dir = WORK_DIR
 
     def __init__(self, backend: BwrapBackend, environment: Environment, *, building: Sequence[tuple[str, str]] = (),
                  env: Mapping[str, str] | None = None):
-        super().__init__(backend, environment)
+        super().__init__(backend, environment, forkserver=backend.forkserver and not building)
         venv = Path(environment.location)
         links, binds = _system_binds(backend.etc_dir)
         binds += [(str(path), str(path)) for path in _interpreter_prefixes(venv)]
@@ -316,10 +199,6 @@ class BwrapSession(Session):
                                 _ro_binds(venv_bind + binds))
         self._path = f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"
         self._env = dict(env or {})
-        self._forkserver_on = backend.forkserver and not building
-        self._forkserver: ForkServer | None = None
-        self._preloaded: list[str] = []
-        self._restarts = 0
 
     def _env_for(self, limits: Limits) -> dict[str, str]:
         threads = str(max(1, math.ceil(limits.cpus)))
@@ -331,116 +210,28 @@ class BwrapSession(Session):
             **self._env,
         }
 
-    def _forkable(self, command: Sequence[str]) -> bool:
-        """A Python script run by the environment's interpreter (the harness), which a fork can run as is."""
-        return (self._forkserver_on and len(command) >= 3 and command[0] == self.environment.python
-                and command[1] == "-B" and not command[2].startswith("-"))
+    def _archive(self, files: Mapping[str, bytes]) -> IO[bytes]:
+        return _archive(files)
 
-    def _zygote(self, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ForkServer | None:
-        """The warm fork server, (re)started when this item imports modules it has not tried yet."""
-        wanted = preload_modules(files, answer=_answer_lines(command))
-        if _harnessed(command):
-            wanted = [*HARNESS_PRELOAD, *wanted]
-        zygote = self._forkserver
-        if zygote is not None and (not zygote.alive() or zygote.limits != (limits.cpus, limits.memory_bytes)
-                                   or set(wanted) - set(zygote.loaded) - set(zygote.failed)):
-            zygote.close()
-            zygote = self._forkserver = None
-            self._restarts += 1
-        if zygote is None:
-            if self._restarts > ZYGOTE_RESTARTS:
-                return None
-            preload = list(dict.fromkeys([*self._preloaded, *wanted]))
-            env = self._env_for(limits)
-            setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
+    def _item_cgroups(self, limits: Limits, *, own: int) -> RunCgroups:
+        return RunCgroups(limits, own=own)
 
-            def argv_for(python_args: list[str]) -> list[str]:
-                return [_bwrap() or "bwrap", *_sandbox_args(limits), *self._mounts, "--clearenv", *setenv, "--",
-                        *_setpriv(), self.environment.python, *python_args]
+    def _zygote_start(self, preload: Sequence[str], limits: Limits) -> ProcessZygote:
+        env = self._env_for(limits)
+        setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
 
-            def preexec_for(cgroups: RunCgroups) -> Callable[[], None]:
-                def preexec() -> None:
-                    cgroups.attach()
-                    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-                return preexec
+        def argv_for(python_args: list[str]) -> list[str]:
+            return [_bwrap() or "bwrap", *_sandbox_args(limits), *self._mounts, "--clearenv", *setenv, "--",
+                    *_setpriv(), self.environment.python, *python_args]
 
-            zygote = ForkServer(argv_for, preload=preload, limits=limits, cgroups_for=RunCgroups,
-                                preexec_for=preexec_for)
-            if not zygote.native:
-                # The zygote's own ctypes stays reachable in every fork (its classes outlive sys.modules), which gives
-                # an answer memory access no audit event shows. A cold start without numpy-like preloads has none,
-                # and is cheap anyway: such environments run cold.
-                zygote.close()
-                raise ForkRefused(f"no preload loads ctypes ({', '.join(zygote.loaded) or 'nothing'}), so a fork would "
-                                  "hold the fork server's own native module where a cold start has none")
-            missing = {"memory", "pids"} - set(zygote.cgroups.folders)
-            if missing:
-                # A cold start falls back on rlimits for these; a fork has only the item's cgroups to hold it.
-                zygote.close()
-                raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup controller on this host")
-            zygote.limits = (limits.cpus, limits.memory_bytes)
-            self._preloaded = preload
-            self._forkserver = zygote
-            logger.info("fork server for environment %s: preloaded %s%s", self.environment.hash,
-                        ", ".join(zygote.loaded) or "nothing",
-                        f" (not importable: {', '.join(zygote.failed)})" if zygote.failed else "")
-        return zygote
+        def preexec_for(cgroups: RunCgroups) -> Callable[[], None]:
+            def preexec() -> None:
+                cgroups.attach()
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            return preexec
 
-    def _cold_only(self, reason: str) -> None:
-        logger.warning("environment %s: the fork server is off, every item starts cold: %s",
-                       self.environment.hash, reason)
-        self._forkserver_on = False
-        if self._forkserver is not None:
-            self._forkserver.close()
-            self._forkserver = None
-
-    def _fork_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult | None:
-        """The item in a fork of the warm zygote; None when it must run cold (the environment then stays cold)."""
-        try:
-            zygote = self._zygote(files, command, limits)
-            if zygote is None:
-                self._cold_only("it had to restart too often")
-                return None
-            with _archive(files) as archive:
-                result, oom = zygote.run(archive=archive.fileno(), work=WORK_DIR, argv=command[2:],
-                                         env=self._env_for(limits), limits=limits,
-                                         rlimits=_child_rlimits(limits, address_space=False),
-                                         own=own_modules(files), warm_harness=_harnessed(command))
-        except ForkRefused as exc:
-            self._cold_only(str(exc))
-            return None
-        if result.exit_code == FORK_SETUP_FAILED and "rcb-fork:" in result.stderr:
-            self._cold_only(f"a fork could not set up its sandbox: {result.stderr[-1500:]}")
-            return None
-        exit_code = None if oom and result.exit_code == 128 + signal.SIGKILL else result.exit_code
-        return replace(result, exit_code=exit_code, oom_killed=oom)
-
-    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
-        if self._forkable(command):
-            result = self._fork_run(files=files, command=command, limits=limits)
-            if result is not None and not _crashed(result, files):
-                return result
-            if result is not None and _recorded(result, files):
-                # The answer left evidence before the crash: that decides (flagged); a cold rerun would give it a
-                # second try without it.
-                return result
-            if result is not None:
-                cold = self._cold_run(files=files, command=command, limits=limits)
-                if not _crashed(cold, files):
-                    self._cold_only(f"an item crashed in a fork ({_crash_code(result, files)}) but not when "
-                                    "started cold")
-                return cold
-        return self._cold_run(files=files, command=command, limits=limits)
-
-    @property
-    def forking(self) -> bool:
-        """Whether items of this session run in forks of a live fork server (False once it fell back to cold)."""
-        return self._forkserver_on and self._forkserver is not None and self._forkserver.alive()
-
-    def close(self) -> None:
-        if self._forkserver is not None:
-            self._forkserver.close()
-            self._forkserver = None
+        return ProcessZygote(argv_for, preload=preload, limits=limits, cgroups_for=RunCgroups,
+                             preexec_for=preexec_for)
 
     def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
         env = self._env_for(limits)
@@ -462,52 +253,6 @@ class BwrapSession(Session):
         finally:
             cgroups.remove()
         return _started(result, oom)
-
-
-def _harnessed(command: Sequence[str]) -> bool:
-    return len(command) >= 3 and command[2] == HARNESS_FILE
-
-
-def _answer_lines(command: Sequence[str]) -> tuple[str, int, int] | None:
-    """The answer's file and lines from a harness command's guard spec (None without one)."""
-    if not _harnessed(command) or len(command) < 5:
-        return None
-    try:
-        spec = json.loads(command[4])
-        return (str(spec["answer_file"]), int(spec["first_line"]), int(spec["last_line"])) if spec.get(
-            "answer_file") else None
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def _crash_code(result: ExecResult, files: Mapping[str, bytes]) -> int | None:
-    """The test process's exit status: the harness reports it (its own exit is 1 when the test did not complete)."""
-    nonce = files.get(NONCE_FILE)
-    if nonce is not None:
-        status = harness_status(result.stdout, nonce.decode())
-        return status[1] if status and status[0] == "incomplete" else None
-    return result.exit_code
-
-
-def _recorded(result: ExecResult, files: Mapping[str, bytes]) -> bool:
-    """Whether the harness's guard recorded anything the answer did."""
-    nonce = files.get(NONCE_FILE)
-    return nonce is not None and bool(harness_verdict(result.stdout, nonce.decode()).records)
-
-
-def _crashed(result: ExecResult, files: Mapping[str, bytes]) -> bool:
-    """Killed by a signal it was not sent by a limit (a segfault or abort), as bwrap reports it: 128 + signal."""
-    code = _crash_code(result, files)
-    return code is not None and code > 128 and not result.timed_out and not result.oom_killed
-
-
-def _child_rlimits(limits: Limits, *, address_space: bool) -> dict[str, int]:
-    """The rlimits `process.rlimits` sets on a cold start, for a fork to set on itself."""
-    cpu = int(limits.wall_seconds) + 5
-    values = {"RLIMIT_FSIZE": limits.disk_bytes, "RLIMIT_CORE": 0, "RLIMIT_CPU": cpu}
-    if address_space:
-        values["RLIMIT_AS"] = limits.memory_bytes
-    return values
 
 
 def _started(result: ExecResult, oom: bool) -> ExecResult:

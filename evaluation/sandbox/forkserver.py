@@ -32,9 +32,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import PurePosixPath
 
-from evaluation.sandbox.base import ExecResult, Limits, SandboxError
+from evaluation.sandbox.base import ExecResult, Limits, SandboxError, Session
+from evaluation.sandbox.harness import HARNESS_FILE, NONCE_FILE, harness_status, harness_verdict
 from evaluation.sandbox.process import _drain
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,11 @@ kept = frozenset(sys.modules)
 import ctypes, json, os, signal, socket
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no item may read our memory or environ, or trace us
-ctl = socket.socket(fileno=int(sys.argv[1]))
+if sys.argv[1].startswith("/"):  # a socket the worker listens on (docker: bound into the container)
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ctl.connect(sys.argv[1])
+else:  # inherited (bwrap)
+    ctl = socket.socket(fileno=int(sys.argv[1]))
 base_path = list(sys.path)
 
 
@@ -105,6 +111,41 @@ def caps_drop():
     data = (ctypes.c_uint32 * 6)()
     check(libc.capset(header, data), "capset")
     check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")  # PR_SET_NO_NEW_PRIVS
+
+
+# What an item may never do again although its fork needed it (Docker's default profile refuses the same): make
+# namespaces, join them, mount. clone3 says ENOSYS, so the C library falls back to clone, whose flags are checked.
+SECCOMP = {"x86_64": (0xC000003E, {"clone": 56, "clone3": 435, "unshare": 272, "setns": 308, "mount": 165,
+                                   "umount2": 166, "pivot_root": 155, "open_tree": 428, "move_mount": 429,
+                                   "fsopen": 430, "fsmount": 432, "fspick": 433, "mount_setattr": 442}),
+           "aarch64": (0xC00000B7, {"clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "mount": 40,
+                                    "umount2": 39, "pivot_root": 41, "open_tree": 428, "move_mount": 429,
+                                    "fsopen": 430, "fsmount": 432, "fspick": 433, "mount_setattr": 442})}
+NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
+
+
+def namespaces_refuse():
+    """A seccomp filter (after no_new_privs): EPERM for the calls above, for other ABIs, and for a clone into new
+    namespaces."""
+    import platform, struct
+    arch, numbers = SECCOMP[platform.machine()]
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, deny, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    program = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny),
+               (load, 0, 0, 0), (jge, 0, 1, 0x40000000), (ret, 0, 0, deny)]  # x32 numbers
+    for name, number in numbers.items():
+        if name not in ("clone", "clone3"):
+            program += [(jeq, 0, 1, number), (ret, 0, 0, deny)]
+    program += [(jeq, 0, 1, numbers["clone3"]), (ret, 0, 0, enosys),
+                (jeq, 0, 3, numbers["clone"]), (load, 0, 0, 16), (jset, 0, 1, NAMESPACE_FLAGS), (ret, 0, 0, deny),
+                (ret, 0, 0, allow)]
+    code = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+    buffer = ctypes.create_string_buffer(code, len(code))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    check(libc.prctl(22, 2, ctypes.byref(Program(len(program), ctypes.addressof(buffer))), 0, 0), "seccomp")
 
 
 def unpack(archive):
@@ -220,6 +261,7 @@ def child(request, fds):
     # pid 1 of the new pid namespace: reaps, and its exit kills whatever the item left running.
     libc.prctl(4, 1, 0, 0, 0)  # the item is dumpable as on a cold start (for its own debugging tools)
     caps_drop()
+    namespaces_refuse()
     os.setsid()
     pid = os.fork()
     if pid == 0:
@@ -301,36 +343,80 @@ class ForkRefused(Exception):
     """The fork server cannot run this item (threads in the zygote, or it is gone): run it cold."""
 
 
-class ForkServer:
-    """The worker's end of one zygote: started with a bwrap argv, then `run` per item."""
+def zygote_args(control: str, preload: Sequence[str]) -> list[str]:
+    """The interpreter's arguments that make it a zygote: `control` is an inherited fd's number or a socket's path."""
+    return ["-B", "-c", ZYGOTE_SOURCE, control, ",".join(preload)]
+
+
+class Zygote:
+    """A started zygote process: its control socket, whether it lives, and how to stop it (returns its stderr).
+
+    `held` names the limits that hold the zygote itself (its own memory and pids cgroups, or its container's)."""
+
+    control: socket.socket
+    held: frozenset[str]
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def stop(self) -> str:
+        raise NotImplementedError
+
+
+class ProcessZygote(Zygote):
+    """The zygote as a child process of the worker (bwrap), its control socket inherited, in cgroups of its own."""
 
     def __init__(self, argv_for, *, preload: Sequence[str], limits: Limits, cgroups_for, preexec_for):
-        self._cgroups_for = cgroups_for
         self.control, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = tempfile.TemporaryFile(prefix="rcb-zygote-")  # a file, so import chatter never blocks it
         self.cgroups = cgroups_for(Limits(memory_bytes=limits.memory_bytes, processes=ZYGOTE_PROCESSES,
                                           cpus=limits.cpus))
-        argv = argv_for(["-B", "-c", ZYGOTE_SOURCE, str(inside.fileno()), ",".join(preload)])
+        self.held = frozenset(self.cgroups.folders)
         try:
-            self.proc = subprocess.Popen(argv, cwd="/", env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=self.log,
-                                         pass_fds=(inside.fileno(),), preexec_fn=preexec_for(self.cgroups),
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(argv_for(zygote_args(str(inside.fileno()), preload)), cwd="/",
+                                         env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=self.log, pass_fds=(inside.fileno(),),
+                                         preexec_fn=preexec_for(self.cgroups), start_new_session=True)
         except OSError as exc:
             self.cgroups.remove()
             self.log.close()
+            self.control.close()
             raise SandboxError(f"the fork server could not start: {exc}") from exc
         finally:
             inside.close()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> str:
+        with contextlib.suppress(OSError):
+            self.control.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.cgroups.remove()
+        self.log.seek(0)
+        stderr = self.log.read().decode("utf-8", "replace")
+        self.log.close()
+        return stderr
+
+
+class ForkServer:
+    """The worker's end of one started zygote: checks what it preloaded, then `run` per item."""
+
+    def __init__(self, zygote: Zygote, *, cgroups_for, backend: str):
+        self.zygote, self.control, self.backend = zygote, zygote.control, backend
+        self._cgroups_for = cgroups_for
         hello = self._receive(START_SECONDS)
         if hello is None:
-            stderr = self._stop()
+            stderr = self.zygote.stop()
             raise ForkRefused(f"the fork server did not start: {stderr[-2000:]}")
         self.loaded, self.failed, threads = hello["loaded"], hello["failed"], hello["threads"]
         # Whether the preloads themselves loaded ctypes (numpy and torch do): only then may an item see it loaded.
         self.native = hello["native"]
+        self.limits: tuple[float, int] | None = None
         if threads > 1:
-            self._stop()
+            self.zygote.stop()
             raise ForkRefused(f"importing {', '.join(self.loaded)} started {threads - 1} thread(s)")
 
     def _receive(self, timeout: float) -> dict | None:
@@ -347,6 +433,11 @@ class ForkServer:
             rlimits: Mapping[str, int], own: Sequence[str] = (), warm_harness: bool = False) -> tuple[ExecResult, bool]:
         """One item in a fresh fork; (result, oom killed). ForkRefused when the zygote cannot take it."""
         cgroups = self._cgroups_for(limits, own=CHILD_OWN_PROCESSES)
+        missing = {"memory", "pids"} - set(cgroups.folders)
+        if missing:
+            # A cold start falls back on rlimits or its container for these; a fork has only the item's cgroups.
+            cgroups.remove()
+            raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup for an item of the fork server")
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         procs = [os.open(folder / "cgroup.procs", os.O_WRONLY) for folder in cgroups.folders.values()]
@@ -392,23 +483,193 @@ class ForkServer:
         code = reply["status"]
         return ExecResult(exit_code=None if timed_out else code, stdout=b"".join(out).decode("utf-8", "replace"),
                           stderr=b"".join(err).decode("utf-8", "replace"), timed_out=timed_out,
-                          duration=time.monotonic() - start, backend="bwrap",
+                          duration=time.monotonic() - start, backend=self.backend,
                           output_truncated=truncated[0]), oom
 
-    def _stop(self) -> str:
-        with contextlib.suppress(OSError):
-            self.control.close()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.cgroups.remove()
-        self.log.seek(0)
-        stderr = self.log.read().decode("utf-8", "replace")
-        self.log.close()
-        return stderr
-
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.zygote.alive()
 
     def close(self) -> None:
-        self._stop()
+        self.zygote.stop()
+
+
+# A fork server that restarted this often for one session (new imports, other limits) gives way to cold starts.
+ZYGOTE_RESTARTS = 8
+# The exit status of a fork that could not build its sandbox (it printed `rcb-fork: why`).
+FORK_SETUP_FAILED = 125
+
+
+class ForkingSession(Session):
+    """A session whose harness items run in forks of a warm zygote, and cold (`_cold_run`) when they cannot.
+
+    A backend supplies how its zygote starts (`_zygote_start`), where an item's cgroups nest (`_item_cgroups`), an
+    item's variables (`_env_for`) and its work folder (`work_dir`); the rules of when to fork are all here."""
+
+    work_dir: str
+
+    def __init__(self, backend, environment, *, forkserver: bool):
+        super().__init__(backend, environment)
+        self._forkserver_on = forkserver
+        self._forkserver: ForkServer | None = None
+        self._preloaded: list[str] = []
+        self._restarts = 0
+
+    def _zygote_start(self, preload: Sequence[str], limits: Limits) -> Zygote:
+        raise NotImplementedError
+
+    def _item_cgroups(self, limits: Limits, *, own: int):
+        raise NotImplementedError
+
+    def _env_for(self, limits: Limits) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        raise NotImplementedError
+
+    def _archive(self, files: Mapping[str, bytes]):
+        """The item's files as a tar file, owned by the sandbox user."""
+        raise NotImplementedError
+
+    def _forkable(self, command: Sequence[str]) -> bool:
+        """A Python script run by the environment's interpreter (the harness), which a fork can run as is."""
+        return (self._forkserver_on and len(command) >= 3 and command[0] == self.environment.python
+                and command[1] == "-B" and not command[2].startswith("-"))
+
+    def _zygote(self, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ForkServer | None:
+        """The warm fork server, (re)started when this item imports modules it has not tried yet."""
+        wanted = preload_modules(files, answer=_answer_lines(command))
+        if harnessed(command):
+            wanted = [*HARNESS_PRELOAD, *wanted]
+        server = self._forkserver
+        if server is not None and (not server.alive() or server.limits != (limits.cpus, limits.memory_bytes)
+                                   or set(wanted) - set(server.loaded) - set(server.failed)):
+            server.close()
+            server = self._forkserver = None
+            self._restarts += 1
+        if server is None:
+            if self._restarts > ZYGOTE_RESTARTS:
+                return None
+            preload = list(dict.fromkeys([*self._preloaded, *wanted]))
+            server = ForkServer(self._zygote_start(preload, limits), cgroups_for=self._item_cgroups,
+                                backend=self.backend.name)
+            if not server.native:
+                # The zygote's own ctypes stays reachable in every fork (its classes outlive sys.modules), which gives
+                # an answer memory access no audit event shows. A cold start without numpy-like preloads has none,
+                # and is cheap anyway: such environments run cold.
+                server.close()
+                raise ForkRefused(f"no preload loads ctypes ({', '.join(server.loaded) or 'nothing'}), so a fork would "
+                                  "hold the fork server's own native module where a cold start has none")
+            missing = {"memory", "pids"} - set(server.zygote.held)
+            if missing:
+                # A cold start falls back on rlimits for these; a fork has only cgroups to hold it.
+                server.close()
+                raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup controller on this host")
+            server.limits = (limits.cpus, limits.memory_bytes)
+            self._preloaded = preload
+            self._forkserver = server
+            logger.info("fork server for environment %s (%s): preloaded %s%s", self.environment.hash,
+                        self.backend.name, ", ".join(server.loaded) or "nothing",
+                        f" (not importable: {', '.join(server.failed)})" if server.failed else "")
+        return server
+
+    def _cold_only(self, reason: str) -> None:
+        logger.warning("environment %s (%s): the fork server is off, every item starts cold: %s",
+                       self.environment.hash, self.backend.name, reason)
+        self._forkserver_on = False
+        if self._forkserver is not None:
+            self._forkserver.close()
+            self._forkserver = None
+
+    def _fork_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult | None:
+        """The item in a fork of the warm zygote; None when it must run cold (the environment then stays cold)."""
+        try:
+            server = self._zygote(files, command, limits)
+            if server is None:
+                self._cold_only("it had to restart too often")
+                return None
+            with self._archive(files) as archive:
+                result, oom = server.run(archive=archive.fileno(), work=self.work_dir, argv=command[2:],
+                                         env=self._env_for(limits), limits=limits,
+                                         rlimits=child_rlimits(limits, address_space=False),
+                                         own=own_modules(files), warm_harness=harnessed(command))
+        except ForkRefused as exc:
+            self._cold_only(str(exc))
+            return None
+        if result.exit_code == FORK_SETUP_FAILED and "rcb-fork:" in result.stderr:
+            self._cold_only(f"a fork could not set up its sandbox: {result.stderr[-1500:]}")
+            return None
+        exit_code = None if oom and result.exit_code == 128 + signal.SIGKILL else result.exit_code
+        return replace(result, exit_code=exit_code, oom_killed=oom)
+
+    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        if self._forkable(command):
+            result = self._fork_run(files=files, command=command, limits=limits)
+            if result is not None and not _crashed(result, files):
+                return result
+            if result is not None and _recorded(result, files):
+                # The answer left evidence before the crash: that decides (flagged); a cold rerun would give it a
+                # second try without it.
+                return result
+            if result is not None:
+                cold = self._cold_run(files=files, command=command, limits=limits)
+                if not _crashed(cold, files):
+                    self._cold_only(f"an item crashed in a fork ({_crash_code(result, files)}) but not when "
+                                    "started cold")
+                return cold
+        return self._cold_run(files=files, command=command, limits=limits)
+
+    @property
+    def forking(self) -> bool:
+        """Whether items of this session run in forks of a live fork server (False once it fell back to cold)."""
+        return self._forkserver_on and self._forkserver is not None and self._forkserver.alive()
+
+    def close(self) -> None:
+        if self._forkserver is not None:
+            self._forkserver.close()
+            self._forkserver = None
+
+
+def harnessed(command: Sequence[str]) -> bool:
+    return len(command) >= 3 and command[2] == HARNESS_FILE
+
+
+def _answer_lines(command: Sequence[str]) -> tuple[str, int, int] | None:
+    """The answer's file and lines from a harness command's guard spec (None without one)."""
+    if not harnessed(command) or len(command) < 5:
+        return None
+    try:
+        spec = json.loads(command[4])
+        return (str(spec["answer_file"]), int(spec["first_line"]), int(spec["last_line"])) if spec.get(
+            "answer_file") else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _crash_code(result: ExecResult, files: Mapping[str, bytes]) -> int | None:
+    """The test process's exit status: the harness reports it (its own exit is 1 when the test did not complete)."""
+    nonce = files.get(NONCE_FILE)
+    if nonce is not None:
+        status = harness_status(result.stdout, nonce.decode())
+        return status[1] if status and status[0] == "incomplete" else None
+    return result.exit_code
+
+
+def _recorded(result: ExecResult, files: Mapping[str, bytes]) -> bool:
+    """Whether the harness's guard recorded anything the answer did."""
+    nonce = files.get(NONCE_FILE)
+    return nonce is not None and bool(harness_verdict(result.stdout, nonce.decode()).records)
+
+
+def _crashed(result: ExecResult, files: Mapping[str, bytes]) -> bool:
+    """Killed by a signal it was not sent by a limit (a segfault or abort), as bwrap reports it: 128 + signal."""
+    code = _crash_code(result, files)
+    return code is not None and code > 128 and not result.timed_out and not result.oom_killed
+
+
+def child_rlimits(limits: Limits, *, address_space: bool) -> dict[str, int]:
+    """The rlimits `process.rlimits` sets on a cold start, for a fork to set on itself."""
+    cpu = int(limits.wall_seconds) + 5
+    values = {"RLIMIT_FSIZE": limits.disk_bytes, "RLIMIT_CORE": 0, "RLIMIT_CPU": cpu}
+    if address_space:
+        values["RLIMIT_AS"] = limits.memory_bytes
+    return values
