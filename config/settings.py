@@ -228,7 +228,7 @@ SANDBOX_WALL_SECONDS = env.float("SANDBOX_WALL_SECONDS", default=300.0)
 SANDBOX_MEMORY_MB = env.int("SANDBOX_MEMORY_MB", default=4096)
 SANDBOX_PROCESSES = env.int("SANDBOX_PROCESSES", default=256)
 SANDBOX_CPUS = env.float("SANDBOX_CPUS", default=1.0)
-# bwrap: each item forks from a warm zygote per environment that has the heavy modules imported (false: a fresh
+# bwrap and docker: each item forks from a warm zygote per worker and environment that has the heavy modules imported (false: a fresh
 # interpreter per item). An environment whose preloads are not fork-safe falls back to cold starts by itself.
 SANDBOX_FORKSERVER = env.bool("SANDBOX_FORKSERVER", default=True)
 SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)

@@ -213,9 +213,6 @@ class BwrapSession(ForkingSession):
     def _archive(self, files: Mapping[str, bytes]) -> IO[bytes]:
         return _archive(files)
 
-    def _item_cgroups(self, limits: Limits, *, own: int) -> RunCgroups:
-        return RunCgroups(limits, own=own)
-
     def _zygote_start(self, preload: Sequence[str], limits: Limits) -> ProcessZygote:
         env = self._env_for(limits)
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]

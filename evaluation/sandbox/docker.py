@@ -1,9 +1,13 @@
 """The `docker` backend: one throwaway container per run, from an image per environment layered on the sandbox base.
 
-Every run gets a new container (read-only root, no network, uid 10001, no capabilities, memory, CPU and process
-limits, tmpfs /work and /tmp) that is removed afterwards whatever happens. A warm container per session would
-save about 0.2 s a run but share /tmp, the process table and the memory cgroup between runs, and Docker cannot
-kill an exec'd process tree short of killing the container; a fresh container is the simpler guarantee.
+A cold run gets a new container (read-only root, no network, uid 10001, no capabilities, memory, CPU and process
+limits, tmpfs /work and /tmp) that is removed afterwards whatever happens. With the fork server on, a session keeps
+one long-lived container of the same kind (`ContainerZygote`) whose zygote forks each harness item into namespaces,
+tmpfs folders and cgroups of its own (forkserver.py); it reaches the worker through a unix socket in a folder bound
+into the container, the only way to pass it file descriptors, and its items' cgroups nest under the container's on
+the worker's host. A worker that shares neither (another host, its own pid namespace) runs every item cold. The
+container's seccomp profile is Docker's default one (20.10's, vendored in seccomp/, moby's Apache-2.0 text) plus the
+few calls a fork needs to build an item's sandbox, which each item's own filter refuses again.
 
 The work files travel as a tar on the container's stdin: the archive API refuses containers with a read-only
 root (and would not see a tmpfs anyway), and a bind mount needs the engine to share the worker's filesystem.
@@ -23,7 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import io
+import json
+import os
+import select
+import shutil
 import socket
 import tarfile
 import tempfile
@@ -42,6 +51,10 @@ from docker.utils.socket import frames_iter
 from evaluation.sandbox.base import (
     Backend, Environment, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session,
 )
+from evaluation.sandbox.cgroups import RunCgroups
+from evaluation.sandbox.forkserver import (
+    CHILD_OWN_PROCESSES, START_SECONDS, ZYGOTE_PROCESSES, ForkingSession, ForkRefused, Zygote, zygote_args,
+)
 from evaluation.sandbox.install import INPUTS, requirements_install
 from evaluation.sandbox.lock import image_lock
 
@@ -57,6 +70,23 @@ UNPACK = f'tar -x -C "$0" || {{ echo "{UNPACK_MESSAGE}" >&2; exit {UNPACK_FAILED
 # Build containers are found by name (a label would pass into the committed image, and from it to every run).
 BUILD_NAME = "rcb-build-"
 BUILD_REPOSITORY = "rcb-env-build"
+# Fork server containers: labelled apart from runs (they live as long as their worker's session, not one run).
+ZYGOTE_LABEL = "rcb.zygote"
+WORKER_LABEL = "rcb.worker"  # host:pid of the worker whose session it serves
+CONTROL_DIR = "/rcb-control"
+CONTROL_SOCKET = f"{CONTROL_DIR}/control.sock"
+SECCOMP_DEFAULT = Path(__file__).with_name("seccomp") / "docker-default.json"
+# What a fork needs before its item runs: its own namespaces, tmpfs folders and hostname.
+FORK_SYSCALLS = ("unshare", "mount", "umount2", "sethostname")
+ZYGOTE_LOG_BYTES = 64 * 1024
+
+
+@functools.cache
+def forkserver_seccomp() -> str:
+    """The fork server container's profile: Docker's default one, plus FORK_SYSCALLS."""
+    profile = json.loads(SECCOMP_DEFAULT.read_text())
+    profile["syscalls"].append({"names": list(FORK_SYSCALLS), "action": "SCMP_ACT_ALLOW"})
+    return json.dumps(profile)
 
 @contextlib.contextmanager
 def engine_errors(what: str) -> Iterator[None]:
@@ -69,10 +99,104 @@ def engine_errors(what: str) -> Iterator[None]:
         raise SandboxError(f"{what}: {exc}") from exc
 
 
-class DockerSession(Session):
-    backend: DockerBackend
+class ContainerZygote(Zygote):
+    """The zygote as the main process of a long-lived container of the environment's image (a cold run's isolation,
+    its seccomp profile widened by FORK_SYSCALLS), connected back to the worker through a bound unix socket."""
 
-    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+    def __init__(self, backend: DockerBackend, environment: Environment, *, preload: Sequence[str], limits: Limits):
+        self.api = backend.client().api
+        self.container: str | None = None
+        self.stream = None
+        self.output = CappedOutput(ZYGOTE_LOG_BYTES)
+        self.folder = Path(tempfile.mkdtemp(prefix="zygote-", dir=backend.cache_dir))
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.folder.chmod(0o755)
+            listener.bind(str(self.folder / "control.sock"))
+            os.chmod(self.folder / "control.sock", 0o666)  # for uid 10001; it is unlinked once the zygote connected
+            listener.listen(1)
+            config = host_config(replace(limits, memory_bytes=2 * limits.memory_bytes,
+                                         processes=limits.processes + ZYGOTE_PROCESSES + CHILD_OWN_PROCESSES))
+            # The zygote's pages and an item's both count: the container holds twice an item's memory, each item
+            # its own share in its cgroup below.
+            config.update(binds={str(self.folder): {"bind": CONTROL_DIR, "mode": "ro"}}, auto_remove=True,
+                          security_opt=["no-new-privileges", f"seccomp={forkserver_seccomp()}"])
+            with engine_errors("creating the fork server container"):
+                self.container = self.api.create_container(
+                    environment.location, [PYTHON, *zygote_args(CONTROL_SOCKET, preload)], user=SANDBOX_USER,
+                    working_dir="/work", hostname="sandbox", network_disabled=True,
+                    environment=run_environment(limits), labels={ZYGOTE_LABEL: "1", "rcb.env": environment.hash,
+                                                  WORKER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
+                    host_config=self.api.create_host_config(**config))["Id"]
+                self.stream = self.api.attach_socket(self.container, params={"stdout": 1, "stderr": 1, "stream": 1})
+                self.reader = threading.Thread(target=self.output.read, args=(self.stream,), daemon=True)
+                self.reader.start()
+                self.api.start(self.container)
+                self.pid = int(self.api.inspect_container(self.container)["State"]["Pid"])
+            self.control = self._accept(listener)
+        except BaseException:
+            listener.close()
+            self.stop()
+            raise
+        listener.close()
+        self.held = frozenset({"memory", "pids"}) if self._cgroups_visible() else frozenset()
+
+    def _accept(self, listener: socket.socket) -> socket.socket:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if select.select([listener], [], [], 0.5)[0]:
+                control, _ = listener.accept()
+                (self.folder / "control.sock").unlink()  # nothing else in the container can connect now
+                return control
+            if not self.reader.is_alive():
+                break
+        raise ForkRefused(f"the fork server container did not connect: {self.output.text(2)[-2000:]}")
+
+    def _cgroups_visible(self) -> bool:
+        """Whether this worker sees the container's cgroups (its init's pid names the container here)."""
+        try:
+            return self.container in Path(f"/proc/{self.pid}/cgroup").read_text()
+        except OSError:
+            return False
+
+    def item_cgroups(self, limits: Limits, *, own: int) -> RunCgroups:
+        return RunCgroups(limits, own=own, pid=self.pid)
+
+    def alive(self) -> bool:
+        return self.reader.is_alive()
+
+    def stop(self) -> str:
+        with contextlib.suppress(OSError, AttributeError):
+            self.control.close()
+        if self.container is not None:
+            with contextlib.suppress(SandboxError):
+                container_remove(self.api, self.container)
+        if self.stream is not None:
+            self.reader.join(timeout=5)
+            with contextlib.suppress(OSError):
+                self.stream.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return self.output.text(2)
+
+
+class DockerSession(ForkingSession):
+    backend: DockerBackend
+    work_dir = "/work"
+
+    def __init__(self, backend: DockerBackend, environment: Environment):
+        super().__init__(backend, environment, forkserver=backend.forkserver)
+
+    def _zygote_start(self, preload: Sequence[str], limits: Limits) -> ContainerZygote:
+        return ContainerZygote(self.backend, self.environment, preload=preload, limits=limits)
+
+    @contextlib.contextmanager
+    def _archive(self, files: Mapping[str, bytes]) -> Iterator[IO[bytes]]:
+        with tempfile.TemporaryFile(prefix="rcb-docker-") as archive:
+            archive.write(work_archive(files))
+            archive.seek(0)
+            yield archive
+
+    def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
         archive = work_archive(files)
         api = self.backend.client().api
         with engine_errors("creating the sandbox container"):
@@ -306,11 +430,12 @@ def _owned_by_sandbox(info: tarfile.TarInfo) -> tarfile.TarInfo:
 class DockerBackend(Backend):
     name = "docker"
 
-    def __init__(self, cache_dir: Path):
+    def __init__(self, cache_dir: Path, *, forkserver: bool | None = None):
         from django.conf import settings
 
         super().__init__(cache_dir)
         self.base_image = settings.SANDBOX_DOCKER_BASE_IMAGE
+        self.forkserver = getattr(settings, "SANDBOX_FORKSERVER", False) if forkserver is None else forkserver
         self._client: docker.DockerClient | None = None
 
     def client(self) -> docker.DockerClient:

@@ -59,7 +59,8 @@ for name in filter(None, sys.argv[2].split(",")):
     except BaseException as exc:
         failed.append(f"{name}: {type(exc).__name__}")
 kept = frozenset(sys.modules)
-import ctypes, json, os, signal, socket
+import ctypes, json, os, select, signal, socket
+base_env = dict(os.environ)  # exactly what a cold start of this backend gets, which every item gets back
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no item may read our memory or environ, or trace us
 if sys.argv[1].startswith("/"):  # a socket the worker listens on (docker: bound into the container)
@@ -172,11 +173,11 @@ def item(request, archive):
     os.chdir(request["work"])
     unpack(archive)
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(base_env)
     sys.argv = list(request["argv"])
     sys.path[:] = [request["work"], *base_path[1:]]
     sys.dont_write_bytecode = True
-    threads_allowed = int(request["threads"])
+    threads_allowed = int(base_env.get("OMP_NUM_THREADS", "1"))
     random.seed()
     # Only generators the zygote already created need a fresh seed; one imported later seeds itself.
     if "numpy.random" in sys.modules:
@@ -295,6 +296,13 @@ while True:
     for fd in fds:
         os.close(fd)
     ctl.send(json.dumps({"started": True}).encode())
+    # Waiting on the item and on the worker at once: a worker gone mid-item (EOF) ends the zygote, and with it
+    # its sandbox (bwrap's, or the container whose init it is the child of) and the item.
+    ended = os.pidfd_open(pid)
+    while not select.select([ended, ctl], [], [])[0].count(ended):
+        if not ctl.recv(1, socket.MSG_PEEK):
+            os._exit(0)
+    os.close(ended)
     _, status = os.waitpid(pid, 0)
     ctl.send(json.dumps({"status": status_code(status)}).encode())
 '''
@@ -351,10 +359,14 @@ def zygote_args(control: str, preload: Sequence[str]) -> list[str]:
 class Zygote:
     """A started zygote process: its control socket, whether it lives, and how to stop it (returns its stderr).
 
-    `held` names the limits that hold the zygote itself (its own memory and pids cgroups, or its container's)."""
+    `held` names the limits that hold the zygote itself (its own memory and pids cgroups, or its container's);
+    `item_cgroups` makes an item's cgroups where its limits hold it."""
 
     control: socket.socket
     held: frozenset[str]
+
+    def item_cgroups(self, limits: Limits, *, own: int):
+        raise NotImplementedError
 
     def alive(self) -> bool:
         raise NotImplementedError
@@ -368,6 +380,7 @@ class ProcessZygote(Zygote):
 
     def __init__(self, argv_for, *, preload: Sequence[str], limits: Limits, cgroups_for, preexec_for):
         self.control, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._cgroups_for = cgroups_for
         self.log = tempfile.TemporaryFile(prefix="rcb-zygote-")  # a file, so import chatter never blocks it
         self.cgroups = cgroups_for(Limits(memory_bytes=limits.memory_bytes, processes=ZYGOTE_PROCESSES,
                                           cpus=limits.cpus))
@@ -384,6 +397,9 @@ class ProcessZygote(Zygote):
             raise SandboxError(f"the fork server could not start: {exc}") from exc
         finally:
             inside.close()
+
+    def item_cgroups(self, limits: Limits, *, own: int):
+        return self._cgroups_for(limits, own=own)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -404,9 +420,8 @@ class ProcessZygote(Zygote):
 class ForkServer:
     """The worker's end of one started zygote: checks what it preloaded, then `run` per item."""
 
-    def __init__(self, zygote: Zygote, *, cgroups_for, backend: str):
+    def __init__(self, zygote: Zygote, *, backend: str):
         self.zygote, self.control, self.backend = zygote, zygote.control, backend
-        self._cgroups_for = cgroups_for
         hello = self._receive(START_SECONDS)
         if hello is None:
             stderr = self.zygote.stop()
@@ -429,10 +444,9 @@ class ForkServer:
             return None
         return json.loads(message) if message else None
 
-    def run(self, *, archive: int, work: str, argv: Sequence[str], env: Mapping[str, str], limits: Limits,
-            rlimits: Mapping[str, int], own: Sequence[str] = (), warm_harness: bool = False) -> tuple[ExecResult, bool]:
+    def run(self, *, archive: int, work: str, argv: Sequence[str], limits: Limits, rlimits: Mapping[str, int], own: Sequence[str] = (), warm_harness: bool = False) -> tuple[ExecResult, bool]:
         """One item in a fresh fork; (result, oom killed). ForkRefused when the zygote cannot take it."""
-        cgroups = self._cgroups_for(limits, own=CHILD_OWN_PROCESSES)
+        cgroups = self.zygote.item_cgroups(limits, own=CHILD_OWN_PROCESSES)
         missing = {"memory", "pids"} - set(cgroups.folders)
         if missing:
             # A cold start falls back on rlimits or its container for these; a fork has only the item's cgroups.
@@ -441,8 +455,7 @@ class ForkServer:
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         procs = [os.open(folder / "cgroup.procs", os.O_WRONLY) for folder in cgroups.folders.values()]
-        request = {"work": work, "argv": list(argv), "env": dict(env), "disk_bytes": limits.disk_bytes,
-                   "threads": env.get("OMP_NUM_THREADS", "1"), "rlimits": dict(rlimits),
+        request = {"work": work, "argv": list(argv), "disk_bytes": limits.disk_bytes, "rlimits": dict(rlimits),
                    "own": list(own), "warm": warm_harness}
         start = time.monotonic()
         try:
@@ -502,8 +515,8 @@ FORK_SETUP_FAILED = 125
 class ForkingSession(Session):
     """A session whose harness items run in forks of a warm zygote, and cold (`_cold_run`) when they cannot.
 
-    A backend supplies how its zygote starts (`_zygote_start`), where an item's cgroups nest (`_item_cgroups`), an
-    item's variables (`_env_for`) and its work folder (`work_dir`); the rules of when to fork are all here."""
+    A backend supplies how its zygote starts (`_zygote_start`, with the environment a cold start has), its item
+    archive (`_archive`) and work folder (`work_dir`); the rules of when to fork are all here."""
 
     work_dir: str
 
@@ -515,12 +528,6 @@ class ForkingSession(Session):
         self._restarts = 0
 
     def _zygote_start(self, preload: Sequence[str], limits: Limits) -> Zygote:
-        raise NotImplementedError
-
-    def _item_cgroups(self, limits: Limits, *, own: int):
-        raise NotImplementedError
-
-    def _env_for(self, limits: Limits) -> dict[str, str]:
         raise NotImplementedError
 
     def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
@@ -550,8 +557,7 @@ class ForkingSession(Session):
             if self._restarts > ZYGOTE_RESTARTS:
                 return None
             preload = list(dict.fromkeys([*self._preloaded, *wanted]))
-            server = ForkServer(self._zygote_start(preload, limits), cgroups_for=self._item_cgroups,
-                                backend=self.backend.name)
+            server = ForkServer(self._zygote_start(preload, limits), backend=self.backend.name)
             if not server.native:
                 # The zygote's own ctypes stays reachable in every fork (its classes outlive sys.modules), which gives
                 # an answer memory access no audit event shows. A cold start without numpy-like preloads has none,
@@ -563,7 +569,7 @@ class ForkingSession(Session):
             if missing:
                 # A cold start falls back on rlimits for these; a fork has only cgroups to hold it.
                 server.close()
-                raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup controller on this host")
+                raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup holds the fork server here")
             server.limits = (limits.cpus, limits.memory_bytes)
             self._preloaded = preload
             self._forkserver = server
@@ -588,8 +594,7 @@ class ForkingSession(Session):
                 self._cold_only("it had to restart too often")
                 return None
             with self._archive(files) as archive:
-                result, oom = server.run(archive=archive.fileno(), work=self.work_dir, argv=command[2:],
-                                         env=self._env_for(limits), limits=limits,
+                result, oom = server.run(archive=archive.fileno(), work=self.work_dir, argv=command[2:], limits=limits,
                                          rlimits=child_rlimits(limits, address_space=False),
                                          own=own_modules(files), warm_harness=harnessed(command))
         except ForkRefused as exc:

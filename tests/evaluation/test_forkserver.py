@@ -1,5 +1,5 @@
-"""The bwrap fork server: items fork from a warm zygote, yet each is as isolated as a cold start, from the zygote and
-from every other item (what one leaves behind, the next never sees)."""
+"""The fork server, on bwrap and docker: items fork from a warm zygote, yet each is as isolated as a cold start, from the
+zygote and from every other item (what one leaves behind, the next never sees)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,12 @@ def run(session, model: str, *, limits=LIMITS, entry_point: str) -> Run:
     return Run(result, HarnessVerdict(result.exit_code == 0, result.stdout, ""), time.monotonic() - start)
 
 
-@pytest.fixture(scope="module")
-def session(sandbox_cache):
-    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+SANDBOX_UID = {"bwrap": 65534, "docker": 10001}
+
+
+@pytest.fixture(scope="module", params=["bwrap", "docker"])
+def session(request, sandbox_cache):
+    backend = sandbox_backend_or_missing(request.param, sandbox_cache)
     backend.forkserver = True
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
     with backend.session(environment) as session:
@@ -68,7 +71,7 @@ def test_an_item_runs_unprivileged_with_no_capabilities(session):
     status = found_in(run(session, "", entry_point=report(
         "found.update(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines() if ':\\t' in line)"
         "\nfound['uid'] = os.getuid()")))
-    assert status["uid"] == 65534
+    assert status["uid"] == SANDBOX_UID[session.backend.name]
     for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(status[key], 16) == 0, (key, status[key])
     assert status["NoNewPrivs"].strip() == "1"
@@ -160,6 +163,92 @@ def test_an_item_cannot_read_signal_or_trace_the_fork_server(session):
     assert zygote.alive() and session._forkserver is zygote and session.forking
     after = found_in(run(session, "", entry_point=report("found['ok'] = True")))
     assert after["ok"]
+
+
+MAKE_NAMESPACES = report('''
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]
+found["made"] = []
+for name, flag in (("user", 0x10000000), ("mount", 0x00020000), ("net", 0x40000000), ("pid", 0x20000000)):
+    if libc.unshare(flag) == 0:
+        found["made"].append(f"unshare {name}")
+    pid = libc.syscall(CLONE, flag | 17, 0, 0, 0, 0)  # clone(flags | SIGCHLD), as fork does
+    if pid == 0:
+        os._exit(0)
+    if pid > 0:
+        os.waitpid(pid, 0)
+        found["made"].append(f"clone {name}")
+if libc.mount(b"none", b"/tmp", b"tmpfs", 0, None) == 0:
+    found["made"].append("mount")
+child = os.fork()
+if child == 0:
+    os._exit(0)
+found["plain fork"] = os.waitpid(child, 0)[1] == 0
+''')
+
+
+def test_an_item_can_make_no_namespace_and_mount_nothing(session):
+    # The fork needed these to build the item's sandbox; Docker's default profile refuses them to a cold start.
+    seen = found_in(run(session, "", entry_point=MAKE_NAMESPACES))
+    assert seen == {"made": [], "plain fork": True}
+    assert session.forking
+
+
+def test_a_worker_killed_mid_item_takes_its_fork_server_and_the_item_along(sandbox_cache, tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from tests.evaluation.test_sandbox_attacks import assert_no_process_with, processes_with
+
+    marker = f"rcb-orphan-{os.getpid()}-{time.monotonic_ns()}"
+    script = tmp_path / "worker.py"
+    script.write_text(f'''
+import django, os, sys
+os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+django.setup()
+from benchmarks.services import environment_hash
+from evaluation.sandbox import Limits, backend_get
+backend = backend_get(sys.argv[1], cache_dir=sys.argv[2])
+backend.forkserver = True
+environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
+session = backend.session_open(environment)
+entry = "import numpy, subprocess, time\\nsubprocess.run(['/bin/sh', '-c', 'sleep 300 # {marker}'])\\n"
+print("started", flush=True)
+session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment.python, "-B", "paper2code_test.py"],
+            limits=Limits(wall_seconds=600))
+''')
+    for backend in ("bwrap", "docker"):
+        started = time.time()
+        worker = subprocess.Popen([sys.executable, str(script), backend, str(sandbox_cache)], stdout=subprocess.PIPE,
+                                  text=True, cwd=os.getcwd())
+        try:
+            assert worker.stdout.readline() == "started\n"
+            deadline = time.monotonic() + 60
+            while not processes_with(marker) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert processes_with(marker), f"{backend}: the item never started"
+        finally:
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
+        assert_no_process_with(marker)
+        if backend == "docker":
+            import docker
+
+            from evaluation.sandbox.docker import WORKER_LABEL
+            client, label = docker.from_env(), f"{WORKER_LABEL}={socket.gethostname()}:{worker.pid}"
+            deadline = time.monotonic() + 10
+            while client.containers.list(all=True, filters={"label": label}) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert client.containers.list(all=True, filters={"label": label}) == []
+            # What the killed worker had: its fork server container, found through the engine's event log.
+            events = client.events(since=started, until=time.time(), decode=True,
+                                   filters={"label": label, "event": "destroy"})
+            assert [event["Actor"]["Attributes"][WORKER_LABEL] for event in events] == [label.split("=")[1]]
 
 
 def test_limits_hold_in_a_fork(session):

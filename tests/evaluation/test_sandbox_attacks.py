@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.paper2code import passes
+from benchmarks.services import environment_hash
 from evaluation.sandbox import ExecResult, Limits, Session
 from evaluation.sandbox.harness import HarnessVerdict, harness_command, harness_files, harness_verdict, nonce_new
 from tests.conftest import sandbox_backend_or_missing
@@ -101,13 +102,33 @@ def assert_no_process_with(marker: str) -> None:
     assert not left, f"processes outlived the run: {left}"
 
 
-@pytest.fixture(scope="session", params=["bwrap", "docker"])
+class Forking(Session):
+    """A session whose items also import numpy, as real tests do, so each runs in a fork of its fork server; it
+    fails an attack that made the fork server give way to cold starts."""
+
+    def __init__(self, session: Session):
+        super().__init__(session.backend, session.environment)
+        self.session = session
+
+    def run(self, *, files, command, limits) -> ExecResult:
+        result = self.session.run(files={**files, "imports_numpy.py": b"import numpy\n"}, command=command,
+                                  limits=limits)
+        assert self.session.forking, "the fork server gave way to cold starts"
+        return result
+
+
+@pytest.fixture(scope="session", params=["bwrap", "docker", "bwrap-fork", "docker-fork"])
 def sandbox(request, sandbox_cache) -> Session:
-    """One environment (no requirements) and one session per backend for the whole test session."""
-    backend = sandbox_backend_or_missing(request.param, sandbox_cache)
-    environment = backend.environment_build(env_hash=hashlib.sha256(b"").hexdigest(), requirements="")
+    """One session per backend for the whole test session: cold (an environment without requirements, whose items
+    start a fresh sandbox each) and in forks of the fork server (numpy)."""
+    name, _, fork = request.param.partition("-")
+    backend = sandbox_backend_or_missing(name, sandbox_cache)
+    backend.forkserver = bool(fork)
+    requirements = "numpy" if fork else ""
+    env_hash = environment_hash(requirements) if fork else hashlib.sha256(b"").hexdigest()
+    environment = backend.environment_build(env_hash=env_hash, requirements=requirements)
     with backend.session(environment) as session:
-        yield session
+        yield Forking(session) if fork else session
 
 
 def test_an_honest_answer_passes(sandbox):
