@@ -487,9 +487,11 @@ def release_pset_zip_write(*, version: BenchmarkVersion, out: BinaryIO) -> None:
 
 def release_items_write(*, version: BenchmarkVersion, protocol: Protocol, out: BinaryIO) -> None:
     """Every live public item as JSON lines, in `protocol`, never reference code; held-out items never leave the
-    platform. Each paper's text is written once, in a `paper` line before its items; an item's prompt is
-    `paper_text.join(prompt_parts)` (docs/LEADERBOARD.md). One task's files are in memory at a time."""
-    from benchmarks.paper2code import build_prompt_parts
+    platform. What a paper's items share is written once, in a `paper` line before them: its text and its
+    `prompt_template` (the protocol's template with the paper's context files laid out); an item line holds its
+    masked file and fields once, and its prompt is `prompt_fill(prompt_template, {**paper, **item})`
+    (benchmarks.paper2code.items, docs/LEADERBOARD.md). One task's files are in memory at a time."""
+    from benchmarks.paper2code import prompt_template
     from benchmarks.selectors import snippet_masked
     from benchmarks.visibility import items_public
 
@@ -500,14 +502,13 @@ def release_items_write(*, version: BenchmarkVersion, protocol: Protocol, out: B
             task_id = task.pk
             files = {p: blob_read(sha256=d) for p, d in task.files.items()}
             annotated = {p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths}
-            _json_line(out, {"type": "paper", "paper": task.paper.slug, "paper_text": files[task.paper_path].decode("utf-8")})
+            template = prompt_template(protocol=protocol,
+                                       context_files=[(p, files[p].decode("utf-8")) for p in task.context_paths])
+            _json_line(out, {"type": "paper", "paper": task.paper.slug, "paper_text": files[task.paper_path].decode("utf-8"),
+                             "prompt_template": template})
         masked = snippet_masked(snippet=snippet, files=files, protocol=protocol, annotated=annotated[snippet.file_path])
-        parts = build_prompt_parts(protocol=protocol, masked_path=snippet.file_path, masked_code=masked,
-                                   context_files=[(p, files[p].decode("utf-8")) for p in task.context_paths],
-                                   name=snippet.name, loc=snippet.loc)
         _json_line(out, {"type": "item", "id": str(snippet.pk), "paper": task.paper.slug, "file": snippet.file_path,
-                         "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name, "masked_code": masked,
-                         "prompt_parts": parts})
+                         "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name, "masked_code": masked})
 
 
 def _json_line(out: BinaryIO, record: dict) -> None:

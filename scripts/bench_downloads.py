@@ -1,11 +1,13 @@
-"""Peak memory and time of building and serving the downloads of a generated 1,000-item release, old path vs new.
+"""Size, peak memory and time of building and serving the downloads of a generated 1,000-item release, old paths vs new.
 
 Runs on its own SQLite database and media folder in a temporary folder (nothing shared is touched):
 `python scripts/bench_downloads.py [items]`. The release is the upload benchmark's (20 papers of about 290 kB of
 text each). "old" is the code before this change, kept below as the baseline: each file built whole in memory (the
 items JSONL repeating its paper's text in every prompt, every task's files held until the end) and served by reading
 the whole blob into the response. "new" is the live code: written to a temporary file a file and a line at a time
-(each paper's text once) and streamed from storage in blocks. Serving is timed on the response objects both views
+(each paper's text and prompt template once, each masked file once) and streamed from storage in blocks.
+"prompt_parts" is the streamed writer before the prompt template moved into the paper line: each item line held
+its masked file twice (`masked_code` and inside `prompt_parts`) and the paper's context files again. Serving is timed on the response objects both views
 return (the whole body iterated, as a WSGI server does), without the rest of Django's request handling. Peak memory is traced Python allocation
 (tracemalloc), in a second pass so the times are not slowed by the tracing.
 """
@@ -46,6 +48,32 @@ def old_items_jsonl(*, version, protocol) -> bytes:
             "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=protocol),
         }, ensure_ascii=False))
     return ("\n".join(lines) + "\n").encode()
+
+
+def prompt_parts_items_write(*, version, protocol, out) -> None:
+    from benchmarks.paper2code import parse
+    from benchmarks.paper2code.prompt import _template_parts, code_part
+    from benchmarks.selectors import blob_read, snippet_masked
+    from benchmarks.visibility import items_public
+
+    def line(record: dict) -> None:
+        out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+
+    task_id, files, annotated = None, {}, {}
+    for snippet in items_public(version=version).iterator(chunk_size=500):
+        task = snippet.task
+        if task.pk != task_id:
+            task_id = task.pk
+            files = {p: blob_read(sha256=d) for p, d in task.files.items()}
+            annotated = {p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths}
+            line({"type": "paper", "paper": task.paper.slug, "paper_text": files[task.paper_path].decode("utf-8")})
+        masked = snippet_masked(snippet=snippet, files=files, protocol=protocol, annotated=annotated[snippet.file_path])
+        code = code_part(protocol, [(p, files[p].decode("utf-8")) for p in task.context_paths], snippet.file_path,
+                         masked)
+        parts = _template_parts(protocol.template, code=code, name=snippet.name, loc=str(snippet.loc))
+        line({"type": "item", "id": str(snippet.pk), "paper": task.paper.slug, "file": snippet.file_path,
+              "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name, "masked_code": masked,
+              "prompt_parts": parts})
 
 
 def old_pset_zip(*, version) -> bytes:
@@ -124,11 +152,17 @@ def main() -> None:
             release_pset_zip_write(version=version, out=out)
             blob_store_file(file=out)
 
+    def prompt_parts_items() -> None:
+        with tempfile.TemporaryFile() as out:
+            prompt_parts_items_write(version=version, protocol=protocol, out=out)
+            stored["prompt_parts_items"] = blob_store_file(file=out).sha256
+
     def old_items() -> None:
         stored["old_items"] = blob_store(content=old_items_jsonl(version=version, protocol=protocol)).sha256
 
     results: dict[str, tuple[float, int]] = {}
     measure("build items JSONL, old", old_items, results)
+    measure("build items JSONL, prompt_parts", prompt_parts_items, results)
     measure("build items JSONL, new", new_items, results)
     measure("build problem-set zip, old", lambda: blob_store(content=old_pset_zip(version=version)), results)
     measure("build problem-set zip, new", new_zip, results)
@@ -139,17 +173,26 @@ def main() -> None:
     response.close()
 
     from benchmarks.models import Blob
+    from benchmarks.paper2code import items_read
+    from benchmarks.selectors import blob_read
 
-    old_size, new_size = (Blob.objects.get(sha256=stored[k]).size for k in ("old_items", "new_items"))
-    print(f"release: {len(version.manifest['tasks'])} papers, "
-          f"{ITEMS} items; items JSONL {old_size / 1e6:.1f} MB old, {new_size / 1e6:.1f} MB new "
-          f"({old_size / new_size:.1f}x smaller)")
+    sizes = {k: Blob.objects.get(sha256=stored[k]).size for k in ("old_items", "prompt_parts_items", "new_items")}
+    prompts = [item["prompt"] for item in items_read(blob_read(sha256=stored["new_items"]).decode().splitlines())]
+    assert prompts == [item["prompt"] for item in
+                       items_read(blob_read(sha256=stored["prompt_parts_items"]).decode().splitlines())]
+    print(f"release: {len(version.manifest['tasks'])} papers, {len(prompts)} items; items JSONL "
+          f"{sizes['old_items'] / 1e6:.1f} MB old, {sizes['prompt_parts_items'] / 1e6:.1f} MB prompt_parts, "
+          f"{sizes['new_items'] / 1e6:.1f} MB new ({sizes['prompt_parts_items'] / sizes['new_items']:.1f}x smaller "
+          f"than prompt_parts, {sizes['old_items'] / sizes['new_items']:.1f}x than old); the same prompts read back")
     print(f"{'':32} {'seconds':>9} {'peak MB':>9}")
     for label, (seconds, peak) in results.items():
         print(f"{label:32} {seconds:9.2f} {peak / 1e6:9.1f}")
     for what in ("build items JSONL", "build problem-set zip", "serve items JSONL"):
         (old_s, old_m), (new_s, new_m) = results[f"{what}, old"], results[f"{what}, new"]
         print(f"{what}: time old/new {old_s / new_s:.2f}x, peak memory old/new {old_m / max(new_m, 1):.1f}x")
+    (parts_s, parts_m), (new_s, new_m) = results["build items JSONL, prompt_parts"], results["build items JSONL, new"]
+    print(f"build items JSONL: time prompt_parts/new {parts_s / new_s:.2f}x, "
+          f"peak memory prompt_parts/new {parts_m / max(new_m, 1):.1f}x")
 
 
 if __name__ == "__main__":

@@ -293,15 +293,13 @@ def download_body(response) -> bytes:
 
 
 def items_read(data: bytes) -> list[dict]:
-    """The items of an items JSONL, each with its `prompt` rebuilt as a consumer does, from its paper's line."""
+    """The items of an items JSONL, each with its `prompt` rebuilt by the reader the docs describe; each paper's
+    line comes once."""
     import json
 
-    papers, items = {}, []
-    for line in data.decode("utf-8").splitlines():
-        record = json.loads(line)
-        if record["type"] == "paper":
-            assert record["paper"] not in papers, "each paper's text is written once"
-            papers[record["paper"]] = record["paper_text"]
-        else:
-            items.append({**record, "prompt": papers[record["paper"]].join(record["prompt_parts"])})
-    return items
+    from benchmarks.paper2code import items_read as read
+
+    lines = data.decode("utf-8").splitlines()
+    papers = [json.loads(line)["paper"] for line in lines if line.startswith('{"type": "paper"')]
+    assert len(papers) == len(set(papers)), "each paper's text is written once"
+    return list(read(lines))

@@ -6,12 +6,14 @@ from benchmarks.paper2code.masking import MASKINGS, mask, mask_original, noop, s
 from benchmarks.paper2code.metrics import ItemResult, Score, pass_at_k, score
 from benchmarks.paper2code.outcome import FAIL_STRINGS, passes
 from benchmarks.paper2code.problems import PackageError, Problem
-from benchmarks.paper2code.prompt import (CONTEXT_JOINS, PROTOCOL, RCB_V1, Protocol, build_prompt, build_prompt_parts,
-                                          protocol_mask, prompt_hash)
+from benchmarks.paper2code.items import items_read
+from benchmarks.paper2code.prompt import (CONTEXT_JOINS, PROTOCOL, RCB_V1, Protocol, build_prompt, prompt_fill,
+                                          prompt_hash, prompt_template, protocol_mask)
 
 __all__ = [
     "CONTEXT_JOINS", "END_RE", "FAIL_STRINGS", "MASKINGS", "PROTOCOL", "RCB_V1", "START_RE",
     "AnnotatedFile", "ItemResult", "PackageError", "Problem", "Protocol", "Score", "Snippet",
-    "build_prompt", "build_prompt_parts", "code_indent", "count_loc", "extract_code", "has_code_block", "mask",
-    "mask_original", "noop", "parse", "pass_at_k", "passes", "prompt_hash", "protocol_mask", "score", "splice", "strip_markers",
+    "build_prompt", "code_indent", "count_loc", "extract_code", "has_code_block", "items_read", "mask",
+    "mask_original", "noop", "parse", "pass_at_k", "passes", "prompt_fill", "prompt_hash", "prompt_template",
+    "protocol_mask", "score", "splice", "strip_markers",
 ]

@@ -122,12 +122,16 @@ def protocol_mask(protocol: Protocol, file: AnnotatedFile, snippet: Snippet) -> 
     return MASKINGS[protocol.masking](file, snippet)
 
 
+def _context_part(protocol: Protocol, context_files: Sequence[tuple[str, str]]) -> str:
+    joined = [(path, "".join(content.splitlines()) if protocol.context_join == "original" else content)
+              for path, content in context_files]
+    return "".join(f"## {path}\n\n{content}\n\n" for path, content in joined)
+
+
 def code_part(protocol: Protocol, context_files: Sequence[tuple[str, str]], masked_path: str,
               masked_code: str) -> str:
     """Each context file as "## <path>", a blank line, its content and blank lines; then the masked file."""
-    joined = [(path, "".join(content.splitlines()) if protocol.context_join == "original" else content)
-              for path, content in context_files]
-    context = "".join(f"## {path}\n\n{content}\n\n" for path, content in joined)
+    context = _context_part(protocol, context_files)
     if protocol.masked_header:
         return context + f"## {masked_path}\n\n{masked_code}\n\n"
     return context + masked_code
@@ -152,14 +156,6 @@ def build_prompt(
                                       name=name, loc=str(loc)))
 
 
-def build_prompt_parts(*, protocol: Protocol, context_files: Sequence[tuple[str, str]], masked_path: str,
-                       masked_code: str, name: str, loc: int) -> list[str]:
-    """The prompt (with the paper) split where the paper goes: `paper_text.join(parts)` is `build_prompt`'s answer.
-    Lets a file hold each paper once however many of its items it lists."""
-    return _template_parts(protocol.template, code=code_part(protocol, context_files, masked_path, masked_code),
-                           name=name, loc=str(loc))
-
-
 def _template_parts(template: str, **values: str) -> list[str]:
     """The template's text between its $paper placeholders, each piece substituted with `values`."""
     pieces, start = [], 0
@@ -169,6 +165,50 @@ def _template_parts(template: str, **values: str) -> list[str]:
             start = match.end()
     pieces.append(template[start:])
     return [string.Template(piece).substitute(values) for piece in pieces]
+
+
+# What an item's prompt takes from the lines of a release's items file, by template placeholder.
+TEMPLATE_FIELDS = {"paper": "paper_text", "name": "snippet", "loc": "loc"}
+
+
+def prompt_template(*, protocol: Protocol, context_files: Sequence[tuple[str, str]]) -> list[str | dict[str, str]]:
+    """The prompt (with the paper) of every item of one paper, the template and context files laid out and what
+    differs per item left as `{"$": field}` (`paper_text`, `file`, `masked_code`, `snippet`, `loc`: the fields of
+    the items file's lines), so a file holds it once per paper; `prompt_fill` gives `build_prompt`'s answer."""
+    parts: list[str | dict[str, str]] = []
+
+    def text(piece: str) -> None:
+        if piece and parts and isinstance(parts[-1], str):
+            parts[-1] += piece
+        elif piece:
+            parts.append(piece)
+
+    template, start = protocol.template, 0
+    for match in string.Template.pattern.finditer(template):
+        text(template[start:match.start()])
+        start = match.end()
+        name = match.group("named") or match.group("braced")
+        if match.group("escaped") is not None:
+            text("$")
+        elif name == "code":
+            text(_context_part(protocol, context_files))
+            if protocol.masked_header:
+                text("## ")
+                parts.append({"$": "file"})
+                text("\n\n")
+            parts.append({"$": "masked_code"})
+            text("\n\n" if protocol.masked_header else "")
+        elif name in TEMPLATE_FIELDS:
+            parts.append({"$": TEMPLATE_FIELDS[name]})
+        else:
+            raise ValueError(f"protocol {protocol.name}: unknown placeholder in its template at {match.start()}")
+    text(template[start:])
+    return parts
+
+
+def prompt_fill(template: Sequence[str | dict[str, str]], fields: dict) -> str:
+    """One item's prompt from its paper's `prompt_template` and the fields of its paper and item lines."""
+    return "".join(part if isinstance(part, str) else str(fields[part["$"]]) for part in template)
 
 
 def prompt_hash(prompt: str) -> str:

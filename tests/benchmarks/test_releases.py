@@ -82,6 +82,27 @@ def test_the_items_file_holds_each_paper_once_and_every_prompt_as_the_api_gives_
         assert item["prompt"] == api["prompt"] and item["masked_code"] == api["masked_code"], item["snippet"]
 
 
+def test_the_items_file_holds_each_masked_file_once_and_the_documented_reader_rebuilds_every_prompt(first, tmp_path):
+    """An item line holds its masked file once (no prompt text of its own); the reader printed in
+    docs/LEADERBOARD.md, run as it is, gives the API's prompt for every item."""
+    data = blob_read(sha256=first.downloads["items"]["sha256"])
+    for line in data.decode().splitlines():
+        record = json.loads(line)
+        if record["type"] == "item":
+            assert set(record) == {"type", "id", "paper", "file", "snippet", "loc", "protocol", "masked_code"}
+            assert line.count(json.dumps(record["masked_code"], ensure_ascii=False)[1:-1]) == 1
+    (tmp_path / "1.0.0-items.jsonl").write_bytes(data)
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "LEADERBOARD.md").read_text()
+    reader = guide.split("The items to answer are in")[1].split("```python\n")[1].split("```")[0]
+    scope: dict = {"json": json, "open": lambda name, **kw: open(tmp_path / name, **kw)}
+    exec(reader, scope)  # noqa: S102 - the documentation's own code, as a reader copies it
+    assert scope["prompts"] == {item["id"]: item["prompt"] for item in items_read(data)}
+    from rest_framework.test import APIClient
+
+    some = next(iter(scope["prompts"]))
+    assert scope["prompts"][some] == APIClient().get(f"/api/v1/releases/1.0.0/items/{some}/").json()["prompt"]
+
+
 def test_the_problem_set_zip_reads_back_as_the_tasks_it_was_built_from(first, tmp_path):
     """Built member by member from storage, the zip is still the problem set: read back, every paper has its
     task's content hash."""

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.paper2code.extract import extract_code
 from benchmarks.paper2code.prompt import (NO_PAPER_TEXT, PROTOCOL, RCB_V1, Protocol, build_prompt, code_part,
-                                          prompt_hash, template_problems)
+                                          prompt_fill, prompt_hash, prompt_template, template_problems)
 
 MASKED = 'def f(x):\n    # TODO: Implement block "double"\n    # Approximately 1 line(s) of code.\n'
 CONTEXT = [("utils.py", "A = 1\n"), ("cfg.py", "B = 2")]
@@ -92,3 +92,36 @@ def test_protocol_problems_name_unknown_styles() -> None:
 def test_prompt_hash_is_sha256_hex() -> None:
     assert prompt_hash("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert prompt_hash(prompt()) != prompt_hash(prompt(None))
+
+
+@pytest.mark.parametrize("protocol", [
+    RCB_V1,
+    Protocol(name="bare", template="$$5 ${paper}|$code|$name ($loc) $paper", masked_header=False,
+             context_join="original"),
+    Protocol(name="code-first", template="$code$paper"),
+], ids=lambda p: p.name)
+def test_a_papers_prompt_template_filled_with_an_items_fields_is_its_prompt(protocol: Protocol) -> None:
+    """What the items file keeps once per paper, filled with one item's fields, is build_prompt's answer."""
+    template = prompt_template(protocol=protocol, context_files=CONTEXT)
+    fields = {"paper_text": "We double {x} for $5 and $paper.", "file": "model.py", "masked_code": MASKED,
+              "snippet": "double", "loc": 1}
+    assert prompt_fill(template, fields) == prompt("We double {x} for $5 and $paper.", protocol)
+    assert MASKED not in "".join(p for p in template if isinstance(p, str)), "the masked file is the item's"
+
+
+def test_the_items_reader_reads_both_layouts_of_the_file() -> None:
+    """Files of releases published before the prompt template moved into the paper line keep `prompt_parts`."""
+    import json
+
+    from benchmarks.paper2code import items_read
+
+    paper = "We double {x}."
+    item = {"type": "item", "id": "7", "paper": "p", "file": "model.py", "snippet": "double", "loc": 1,
+            "protocol": "rcb-v1", "masked_code": MASKED}
+    now = [{"type": "paper", "paper": "p", "paper_text": paper,
+            "prompt_template": prompt_template(protocol=RCB_V1, context_files=CONTEXT)}, item]
+    before = [{"type": "paper", "paper": "p", "paper_text": paper},
+              {**item, "prompt_parts": prompt("\x00").split("\x00")}]
+    for lines in (now, before):
+        (read,) = items_read(json.dumps(line) for line in lines)
+        assert read["prompt"] == prompt(paper) and read["masked_code"] == MASKED
