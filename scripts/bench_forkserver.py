@@ -1,6 +1,7 @@
 """A heavy problem set (tests that import torch and numpy on the CPU, a spread of test durations) evaluated under the
-harness on bwrap by parallel workers, warm (fork server) and cold (a fresh sandboxed interpreter per item), against
-the naive baseline measured in the same run: sequential, a fresh copy and a fresh interpreter per item, no sandbox.
+harness on bwrap and docker by parallel workers, warm (fork server) and cold (a fresh sandbox and interpreter per
+item), against the naive baseline measured in the same run: sequential, a fresh copy and a fresh interpreter per
+item, no sandbox.
 
 Each worker is a process with its own bwrap session (so its own fork server), as a Celery worker of concurrency 1
 has; the items go through `evaluation.executor.harness_run` with the answer's guard, as production runs them. The
@@ -8,7 +9,8 @@ Celery pipeline around it (queueing, database, scoring) is not measured here (is
 
 Prints wall time, the sum of the tests' own time (each test measures its body, without interpreter start and
 imports), the limit (own time / workers), the ratio to the limit and the ratio against the naive baseline.
-Run: .venv/bin/python scripts/bench_forkserver.py [--papers 20] [--snippets 10] [--workers 2]
+Run: .venv/bin/python scripts/bench_forkserver.py [--papers 20] [--snippets 10] [--workers 2] [--backends bwrap,docker]
+      [--modes cold,warm]
 """
 
 from __future__ import annotations
@@ -96,15 +98,15 @@ def limits():
     return Limits(wall_seconds=120, memory_bytes=2048 * 1024 * 1024, processes=64, cpus=1.0)
 
 
-def worker(cache: str, forkserver: bool, items: list[dict[str, bytes]], queue, results) -> None:
+def worker(name: str, cache: str, forkserver: bool, items: list[dict[str, bytes]], queue, results) -> None:
     import django
 
     django.setup()
     from evaluation.executor import harness_run
-    from evaluation.sandbox.bwrap import BwrapBackend
+    from evaluation.sandbox import backend_class
     from evaluation.sandbox.harness import GuardSpec
 
-    backend = BwrapBackend(Path(cache), forkserver=forkserver)
+    backend = backend_class(name)(Path(cache), forkserver=forkserver)
     environment = backend.environment_build(env_hash="bench-torch", requirements=REQUIREMENTS)
     guard = GuardSpec(answer_file="model.py", first_line=ANSWER_LINES[0], last_line=ANSWER_LINES[1])
     with backend.session(environment) as session:
@@ -117,7 +119,8 @@ def worker(cache: str, forkserver: bool, items: list[dict[str, bytes]], queue, r
         results.put(("forking", session.forking if forkserver else None))
 
 
-def sandboxed(cache: Path, items: list[dict[str, bytes]], *, forkserver: bool, workers: int) -> tuple[float, list]:
+def sandboxed(name: str, cache: Path, items: list[dict[str, bytes]], *, forkserver: bool,
+              workers: int) -> tuple[float, list]:
     context = multiprocessing.get_context("fork")
     queue, results = context.Queue(), context.Queue()
     for index in range(len(items)):
@@ -125,7 +128,7 @@ def sandboxed(cache: Path, items: list[dict[str, bytes]], *, forkserver: bool, w
     for _ in range(workers):
         queue.put(None)
     start = time.monotonic()
-    processes = [context.Process(target=worker, args=(str(cache), forkserver, items, queue, results))
+    processes = [context.Process(target=worker, args=(name, str(cache), forkserver, items, queue, results))
                  for _ in range(workers)]
     for process in processes:
         process.start()
@@ -162,11 +165,14 @@ def main() -> None:
     parser.add_argument("--papers", type=int, default=20)
     parser.add_argument("--snippets", type=int, default=10, help="items per paper")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--backends", default="bwrap,docker", help="comma-separated; bwrap also builds the naive venv")
+    parser.add_argument("--modes", default="cold,warm", help="cold, warm or both")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()
+    from evaluation.sandbox import backend_class
     from evaluation.sandbox.bwrap import BwrapBackend
 
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
@@ -188,11 +194,18 @@ def main() -> None:
     rows = {}
     print("naive baseline ...", flush=True)
     rows["naive (sequential, fresh interpreter, no sandbox)"] = naive(environment.python, items)
-    print("bwrap cold ...", flush=True)
-    rows["bwrap cold (fresh sandboxed interpreter per item)"] = sandboxed(cache, items, forkserver=False,
-                                                                          workers=args.workers)
-    print("bwrap warm ...", flush=True)
-    rows["bwrap warm (fork server per worker)"] = sandboxed(cache, items, forkserver=True, workers=args.workers)
+    labels = {"cold": "cold (fresh sandbox and interpreter per item)", "warm": "warm (fork server per worker)"}
+    for name in args.backends.split(","):
+        other = backend_class(name)(cache, forkserver=False)
+        ok, why = other.available()
+        if not ok:
+            sys.exit(f"{name} is not available: {why}")
+        print(f"building the {name} environment once ...", flush=True)
+        other.environment_build(env_hash="bench-torch", requirements=REQUIREMENTS)
+        for mode in args.modes.split(","):
+            print(f"{name} {mode} ...", flush=True)
+            rows[f"{name} {labels[mode]}"] = sandboxed(name, cache, items, forkserver=mode == "warm",
+                                                      workers=args.workers)
     base_wall, base_own = rows["naive (sequential, fresh interpreter, no sandbox)"]
     limit = sum(base_own) / args.workers
     print(f"\nload average (1, 5, 15 min) at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
@@ -202,6 +215,10 @@ def main() -> None:
     print(f"{'':52} {'wall s':>8} {'own s':>8} {'/limit':>7} {'/naive':>7}")
     for label, (wall, own) in rows.items():
         print(f"{label:52} {wall:8.1f} {sum(own):8.1f} {wall / limit:6.2f}x {wall / base_wall:6.2f}x")
+    for mode in ("cold", "warm"):
+        pair = [rows.get(f"{name} {labels[mode]}") for name in ("docker", "bwrap")]
+        if all(pair):
+            print(f"docker {mode} / bwrap {mode}: {pair[0][0] / pair[1][0]:.2f}x")
     print("own s: the tests' own time summed in that mode (each test measures its body, without interpreter start "
           "and imports)")
 
