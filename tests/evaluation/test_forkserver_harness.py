@@ -1,4 +1,4 @@
-"""The harness under the bwrap fork server (a warm start): the same verdicts as a cold start for honest, wrong and
+"""The harness under the fork server (a warm start), on bwrap and docker: the same verdicts as a cold start for honest, wrong and
 hostile answers, and the guarantees of the cold start kept (the nonce never in the test's process, the supervisor
 out of its reach, an answer's imports audited although the fork server preloaded the task's)."""
 
@@ -14,26 +14,31 @@ from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_answer_tampering import ANNOTATED, ATTACKS, FILES, HIDDEN, LAYER_NORM, LIMITS, body, reference
 from tests.evaluation.test_sandbox_attacks import ENTRY_POINT, HONEST, run
 
-# Real tests import numpy (which loads ctypes): only such environments fork, the others run cold (see bwrap._zygote).
+# Real tests import numpy (which loads ctypes): only such environments fork, the others run cold (see ForkingSession._zygote).
 NUMPY_ENTRY_POINT = "import numpy\n" + ENTRY_POINT
 
 
-def session_of(sandbox_cache, *, warm: bool, requirements: str = "numpy"):
-    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+@pytest.fixture(scope="module", params=["bwrap", "docker"])
+def backend_name(request) -> str:
+    return request.param
+
+
+def session_of(sandbox_cache, backend_name: str, *, warm: bool, requirements: str = "numpy"):
+    backend = sandbox_backend_or_missing(backend_name, sandbox_cache)
     backend.forkserver = warm
     environment = backend.environment_build(env_hash=environment_hash(requirements), requirements=requirements)
     return backend.session(environment)
 
 
 @pytest.fixture(scope="module")
-def warm(sandbox_cache):
-    with session_of(sandbox_cache, warm=True) as session:
+def warm(sandbox_cache, backend_name):
+    with session_of(sandbox_cache, backend_name, warm=True) as session:
         yield session
 
 
 @pytest.fixture(scope="module")
-def cold(sandbox_cache):
-    with session_of(sandbox_cache, warm=False) as session:
+def cold(sandbox_cache, backend_name):
+    with session_of(sandbox_cache, backend_name, warm=False) as session:
         yield session
 
 
@@ -72,14 +77,14 @@ def test_a_warm_start_gives_the_verdict_of_a_cold_start(warm, cold, answer):
 
 
 @pytest.mark.parametrize("mode", ["warm", "cold"])
-def test_an_answer_importing_ctypes_is_recorded_although_the_fork_server_uses_it(sandbox_cache, mode):
+def test_an_answer_importing_ctypes_is_recorded_although_the_fork_server_uses_it(sandbox_cache, backend_name, mode):
     # numpy (preloaded warm, imported by the test cold) has loaded ctypes before the answer runs: the guard drops it
     # from sys.modules when the answer starts, so the answer's own import is seen, warm and cold alike.
     from evaluation.executor import harness_run
     from evaluation.sandbox.harness import GuardSpec
 
     model = "def answer():\n    import ctypes\n    return 41\n"
-    with session_of(sandbox_cache, warm=mode == "warm") as session:
+    with session_of(sandbox_cache, backend_name, warm=mode == "warm") as session:
         for _ in range(2):
             item = harness_run(session=session, files={"paper2code_test.py": NUMPY_ENTRY_POINT.encode(),
                                                        "model.py": model.encode()},
@@ -105,7 +110,9 @@ import numpy
 found = []
 pattern = re.compile(rb"rcb-done-[0-9a-f]{32}")
 canary = ("rcb-done-" + "0123456789abcdef" * 2).encode()  # made at run time: proof the search finds one
-for label, pid in (("self", "self"), ("parent", str(os.getppid()))):
+# The parent as /proc names it (a fork's /proc is its fork server's pid namespace, where getppid() means another).
+parent = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("PPid:"))
+for label, pid in (("self", "self"), ("parent", parent)):
     try:
         with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
             for line in maps:
@@ -133,8 +140,8 @@ print("FOUND " + "|".join(sorted(set(found))))
 
 
 @pytest.mark.parametrize("mode", ["warm", "cold"])
-def test_the_nonce_never_reaches_the_test_process(sandbox_cache, mode):
-    with session_of(sandbox_cache, warm=mode == "warm") as session:
+def test_the_nonce_never_reaches_the_test_process(sandbox_cache, backend_name, mode):
+    with session_of(sandbox_cache, backend_name, warm=mode == "warm") as session:
         for _ in range(2):  # the second from a running fork server
             attack = run(session, HONEST, entry_point=NONCE_HUNT)
             assert attack.verdict.completed, attack.output[-3000:]
@@ -182,10 +189,11 @@ unittest.main()
 '''
 
 
-def test_a_crash_in_a_fork_that_a_cold_start_does_not_have_turns_the_environment_cold(sandbox_cache, caplog):
-    with session_of(sandbox_cache, warm=True) as session:
+def test_a_crash_in_a_fork_that_a_cold_start_does_not_have_turns_the_environment_cold(sandbox_cache, backend_name,
+                                                                                      caplog):
+    with session_of(sandbox_cache, backend_name, warm=True) as session:
         assert run(session, HONEST, entry_point=NUMPY_ENTRY_POINT).passed and session.forking
-        with caplog.at_level("WARNING", logger="evaluation.sandbox.bwrap"):
+        with caplog.at_level("WARNING", logger="evaluation.sandbox.forkserver"):
             crashed = run(session, HONEST, entry_point=CRASHES_WHEN_WARM)
         assert crashed.passed, crashed.output[-2000:]  # the item's result is the cold start's
         assert not session.forking
