@@ -1,5 +1,5 @@
-"""The fork server, on bwrap and docker: items fork from a warm zygote, yet each is as isolated as a cold start, from the
-zygote and from every other item (what one leaves behind, the next never sees)."""
+"""The fork server, on bwrap and docker: items fork from a warm zygote, yet each is as isolated as a cold start,
+from the zygote and from every other item (what one leaves behind, the next never sees)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def run(session, model: str, *, limits=LIMITS, entry_point: str) -> Run:
     from evaluation.sandbox.harness import HarnessVerdict
 
     start = time.monotonic()
-    # numpy, as real tests import it: environments whose preloads load no ctypes run cold (see ForkingSession._zygote).
+    # numpy, as real tests import it: environments whose preloads load no ctypes run cold (ForkingSession._zygote).
     result = session.run(files={"paper2code_test.py": ("import numpy\n" + entry_point).encode(), "model.py": model.encode()},
                          command=[session.environment.python, "-B", "paper2code_test.py"], limits=limits)
     return Run(result, HarnessVerdict(result.exit_code == 0, result.stdout, ""), time.monotonic() - start)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.evaluation.test_answer_tampering import FORGE
-from tests.evaluation.test_forkserver_harness import NUMPY_ENTRY_POINT, session_of
+from tests.evaluation.test_forkserver_harness import NUMPY_ENTRY_POINT, backend_name, session_of  # noqa: F401
 from tests.evaluation.test_sandbox_attacks import ENTRY_POINT, LIMITS
 
 
@@ -135,41 +135,41 @@ def judged(session, body: str, *, entry_point: str = NUMPY_ENTRY_POINT):
 
 @pytest.mark.parametrize("path", ["//proc/self/{}", "/dev/fd/../{}", "/proc/../proc/self/{}"])
 @pytest.mark.parametrize("mode", ["warm", "cold"])
-def test_procfs_under_another_name_is_process_memory(sandbox_cache, mode, path):
-    with session_of(sandbox_cache, warm=mode == "warm") as session:
+def test_procfs_under_another_name_is_process_memory(sandbox_cache, backend_name, mode, path):
+    with session_of(sandbox_cache, backend_name, warm=mode == "warm") as session:
         status, kinds, item = judged(session, lines(*key_hunt(path.format("maps"), path.format("mem"))))
         assert session.forking == (mode == "warm")
     assert status == "flagged" and "memory" in kinds, (status, kinds, item.result.stderr[-800:])
 
 
 @pytest.mark.parametrize("mode", ["warm", "cold"])
-def test_an_environment_whose_preloads_load_no_ctypes_runs_cold(sandbox_cache, mode):
+def test_an_environment_whose_preloads_load_no_ctypes_runs_cold(sandbox_cache, backend_name, mode):
     # Warm, the fork server's own ctypes would be reachable and give the answer memory no audit event shows.
-    with session_of(sandbox_cache, warm=mode == "warm", requirements="") as session:
+    with session_of(sandbox_cache, backend_name, warm=mode == "warm", requirements="") as session:
         status, kinds, item = judged(session, ZYGOTE_CTYPES, entry_point=ENTRY_POINT)
         assert not session.forking
     assert status == "failed", (status, kinds, item.result.stderr[-800:])  # no ctypes here: the wrong 41 fails
 
 
-def test_the_stealthy_forgery_is_caught_by_both_audits(sandbox_cache):
+def test_the_stealthy_forgery_is_caught_by_both_audits(sandbox_cache, backend_name):
     from evaluation.audit import answer_audit
 
     source = "def answer():\n" + STEALTHY + "    return 41\n"
     static = {finding.kind for finding in answer_audit(source=source, first_line=2, last_line=1 + STEALTHY.count("\n"))}
     assert {"memory", "process"} <= static, static
     for warm in (True, False):
-        with session_of(sandbox_cache, warm=warm) as session:
+        with session_of(sandbox_cache, backend_name, warm=warm) as session:
             status, kinds, item = judged(session, STEALTHY)
         assert status == "flagged" and "memory" in kinds, (warm, status, kinds, item.result.stderr[-800:])
 
 
 @pytest.mark.parametrize("mode", ["warm", "cold"])
-def test_an_answers_ctypes_import_is_seen_although_the_test_loaded_it(sandbox_cache, mode):
+def test_an_answers_ctypes_import_is_seen_although_the_test_loaded_it(sandbox_cache, backend_name, mode):
     from evaluation.executor import harness_run
     from evaluation.sandbox.harness import GuardSpec
 
     model = "import ctypes\ndef answer():\n    return 42\n"
-    with session_of(sandbox_cache, warm=mode == "warm") as session:
+    with session_of(sandbox_cache, backend_name, warm=mode == "warm") as session:
         for entry_point in (LATE_NUMPY, NUMPY_ENTRY_POINT):  # numpy imported after the answer, then before it
             item = harness_run(session=session, files={"paper2code_test.py": entry_point.encode(),
                                                        "model.py": model.encode()},
@@ -196,7 +196,7 @@ def test_a_verdict_line_another_writer_cut_into_does_not_complete():
     assert not harness_verdict(f"\n{nonce} completed 0 {len(blob)}\n {blob}\n", nonce).completed
 
 
-def test_an_answer_that_crashes_only_warm_after_a_recorded_step_is_judged_on_that_evidence(sandbox_cache):
+def test_an_answer_that_crashes_only_warm_after_a_recorded_step_is_judged_on_that_evidence(sandbox_cache, backend_name):
     # The cold fallback for a crash only seen in forks must not hand the answer a second, evidence-free try.
     from evaluation.executor import harness_run
     from evaluation.sandbox.harness import GuardSpec
@@ -204,7 +204,7 @@ def test_an_answer_that_crashes_only_warm_after_a_recorded_step_is_judged_on_tha
     model = ("def answer():\n    import ctypes, os, signal, sys\n"
              "    if any('recv_fds' in arg for arg in sys.orig_argv):\n"
              "        os.kill(os.getpid(), signal.SIGSEGV)\n    return 42\n")
-    with session_of(sandbox_cache, warm=True) as session:
+    with session_of(sandbox_cache, backend_name, warm=True) as session:
         item = harness_run(session=session, files={"paper2code_test.py": NUMPY_ENTRY_POINT.encode(),
                                                    "model.py": model.encode()},
                            test_entry_point="paper2code_test.py", limits=LIMITS,

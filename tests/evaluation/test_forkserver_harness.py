@@ -1,5 +1,5 @@
-"""The harness under the fork server (a warm start), on bwrap and docker: the same verdicts as a cold start for honest, wrong and
-hostile answers, and the guarantees of the cold start kept (the nonce never in the test's process, the supervisor
+"""The harness under the fork server (a warm start), on bwrap and docker: the same verdicts as a cold start for
+honest, wrong and hostile answers, and the guarantees of the cold start kept (the nonce never in the test's process, the supervisor
 out of its reach, an answer's imports audited although the fork server preloaded the task's)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_answer_tampering import ANNOTATED, ATTACKS, FILES, HIDDEN, LAYER_NORM, LIMITS, body, reference
 from tests.evaluation.test_sandbox_attacks import ENTRY_POINT, HONEST, run
 
-# Real tests import numpy (which loads ctypes): only such environments fork, the others run cold (see ForkingSession._zygote).
+# Real tests import numpy (which loads ctypes): only such environments fork, the others run cold
+# (see ForkingSession._zygote).
 NUMPY_ENTRY_POINT = "import numpy\n" + ENTRY_POINT
 
 
