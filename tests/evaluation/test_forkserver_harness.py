@@ -1,6 +1,6 @@
 """The harness under the fork server (a warm start), on bwrap and docker: the same verdicts as a cold start for
-honest, wrong and hostile answers, and the guarantees of the cold start kept (the nonce never in the test's process, the supervisor
-out of its reach, an answer's imports audited although the fork server preloaded the task's)."""
+honest, wrong and hostile answers, and the guarantees of the cold start kept (the nonce never in the test's process,
+the supervisor out of its reach, an answer's imports audited although the fork server preloaded the task's)."""
 
 from __future__ import annotations
 
