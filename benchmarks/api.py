@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -17,8 +17,9 @@ from benchmarks.paper2code import Protocol
 from benchmarks.selectors import (blob_read, protocol_get, snippet_masked_file, snippet_prompt,
                                   versions_visible)
 from benchmarks.services import release_items_in_protocol, version_settings
-from benchmarks.views import DOWNLOAD_TYPES, download_response
+from benchmarks.views import DOWNLOAD_TYPES, DOWNLOADS_RETRY_AFTER, download_response, downloads_not_ready_message
 from benchmarks.visibility import changelog_visible, items_visible
+from config.api import error_body
 
 RELEASES_NAMED = 20  # an unknown-release error lists at most this many names
 
@@ -66,12 +67,14 @@ class ReleaseSerializer(serializers.ModelSerializer):
     task_count = serializers.IntegerField(read_only=True)
     changelog = serializers.SerializerMethodField()
     downloads = serializers.SerializerMethodField()
+    downloads_status = serializers.CharField(read_only=True, help_text=(
+        '"ready"; "preparing" while a worker builds them after publishing (no downloads listed yet); "failed"'))
     settings = serializers.SerializerMethodField()
 
     class Meta:
         model = BenchmarkVersion
         fields = ["name", "status", "notes", "manifest_hash", "previous", "changelog", "task_count", "downloads",
-                  "settings", "published_at", "deprecated_at", "deprecation_note"]
+                  "downloads_status", "settings", "published_at", "deprecated_at", "deprecation_note"]
 
     @extend_schema_field(serializers.DictField())
     def get_settings(self, version: BenchmarkVersion) -> dict:
@@ -166,6 +169,12 @@ class ReleaseDownload(APIView):
     def get(self, request, name: str, kind: str) -> HttpResponse:
         version = release_get(name=name, user=request.user)
         entry = version.downloads.get(kind)
+        if entry is None and kind in DOWNLOAD_TYPES and version.downloads_status in ("preparing", "failed"):
+            # 409 while a worker builds them (ask again after Retry-After), 503 when the build failed
+            preparing = version.downloads_status == "preparing"
+            return JsonResponse(error_body(code=f"downloads_{version.downloads_status}",
+                                           message=downloads_not_ready_message(version=version)),
+                                status=409 if preparing else 503, headers={"Retry-After": str(DOWNLOADS_RETRY_AFTER)})
         if entry is None:
             raise Http404(f"release {name} has no download {kind!r}; it has: {', '.join(version.downloads)}")
         filename, digest = entry["filename"], entry["sha256"]

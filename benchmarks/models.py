@@ -141,6 +141,10 @@ class BenchmarkVersion(models.Model):
     manifest = models.JSONField(null=True, blank=True)
     manifest_hash = models.CharField(max_length=64, blank=True)
     downloads = models.JSONField(default=dict, blank=True, help_text="Download kind -> storage name and sha256.")
+    downloads_failed = models.TextField(blank=True, help_text="Why the downloads could not be built (blank: built, "
+                                                              "or being prepared).")
+    downloads_queued_at = models.DateTimeField(null=True, blank=True,
+                                               help_text="When a worker was last asked to build the downloads.")
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
     deprecated_at = models.DateTimeField(null=True, blank=True)
@@ -164,6 +168,13 @@ class BenchmarkVersion(models.Model):
     @property
     def is_frozen(self) -> bool:
         return self.status != self.Status.DRAFT
+
+    @property
+    def downloads_status(self) -> str:
+        """"ready", "preparing" (a worker builds them after publishing), "failed", or "" for a draft."""
+        if not self.is_frozen:
+            return ""
+        return "ready" if self.downloads else "failed" if self.downloads_failed else "preparing"
 
 
 class VersionTask(models.Model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import json
 import math
 import re
@@ -27,6 +28,8 @@ from benchmarks.paper2code.pset import (PAPERS_YAML, PaperPackage, papers_yaml_d
                                         write_pset)
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read, protocol_get, task_package, version_tasks
+
+logger = logging.getLogger(__name__)
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -204,7 +207,7 @@ def pset_import(
         for task in new_tasks:
             version_task_set(version=version, task=task)
     if publish and not version.is_frozen:
-        result.version = version_publish(version=version)
+        result.version = version_publish(version=version, downloads_inline=True)
     return result
 
 
@@ -402,8 +405,11 @@ def snippet_retire(*, version: BenchmarkVersion, snippet: Snippet, reason: str, 
 
 
 @transaction.atomic
-def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None = None) -> BenchmarkVersion:
-    """Freeze a draft: manifest and its hash, changelog against the latest release, downloads; then announce it."""
+def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None = None,
+                    downloads_inline: bool = False) -> BenchmarkVersion:
+    """Freeze a draft: manifest and its hash, changelog against the latest release; then announce it. Its downloads
+    are built by a worker once this commits (a large release takes minutes, too long for a request), or here with
+    `downloads_inline` (the import command, which has no request to answer)."""
     _require_maintainer(actor)
     version = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
     if version.status != BenchmarkVersion.Status.DRAFT:
@@ -424,11 +430,74 @@ def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None 
         version.notes = notes
     version.status = BenchmarkVersion.Status.PUBLISHED
     version.published_at = timezone.now()
-    version.downloads = release_downloads_build(version=version)
+    version.downloads = release_downloads_build(version=version) if downloads_inline else {}
+    version.downloads_failed = ""
     version.full_clean()
     version.save()
+    if not downloads_inline:
+        transaction.on_commit(lambda: release_downloads_queue(version=version))
     transaction.on_commit(lambda: version_published.send(sender=BenchmarkVersion, version=version))
     return version
+
+
+def release_downloads_queue(*, version: BenchmarkVersion) -> None:
+    """Have a worker build a release's downloads (the `default` queue). A broker that refuses, or loses the task,
+    leaves it to the workers' watchdog, which queues it again (evaluation/watchdog.py)."""
+    from kombu.exceptions import OperationalError as KombuOperationalError
+
+    from benchmarks.tasks import release_downloads_prepare as prepare
+
+    BenchmarkVersion.objects.filter(pk=version.pk).update(downloads_queued_at=timezone.now())
+    try:
+        prepare.delay(version.pk)
+    except KombuOperationalError as exc:
+        logger.warning("the downloads of %s could not be queued (%s); the watchdog queues them once the broker "
+                       "answers", version.name, exc)
+
+
+def releases_downloads_pending() -> list[BenchmarkVersion]:
+    """Published or deprecated releases whose downloads are neither built nor failed (being prepared)."""
+    return [v for v in BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT)
+            .only("pk", "name", "status", "downloads", "downloads_failed", "published_at", "downloads_queued_at")
+            if v.downloads_status == "preparing"]
+
+
+def release_downloads_redispatch_lost(*, version: BenchmarkVersion) -> bool:
+    """Queue again the build of downloads whose task was lost (no worker holds it, none waits); one watchdog wins."""
+    claimed = BenchmarkVersion.objects.filter(pk=version.pk, downloads_queued_at=version.downloads_queued_at)
+    if not claimed.update(downloads_queued_at=timezone.now()):
+        return False
+    from benchmarks.tasks import release_downloads_prepare as prepare
+
+    prepare.delay(version.pk)
+    return True
+
+
+def release_downloads_prepare(*, version_id: int) -> dict:
+    """Build and keep a published release's downloads unless they exist (a redelivered task builds nothing)."""
+    version = BenchmarkVersion.objects.get(pk=version_id)
+    if version.downloads or not version.is_frozen:
+        return version.downloads
+    downloads = release_downloads_build(version=version)
+    BenchmarkVersion.objects.filter(pk=version.pk).update(downloads=downloads, downloads_failed="")
+    return downloads
+
+
+def release_downloads_fail(*, version_id: int, error: Exception) -> None:
+    """The build failed for good (after the task's retries): the release's page and API say why."""
+    logger.error("the downloads of release %s could not be built: %s", version_id, error)
+    if not BenchmarkVersion.objects.get(pk=version_id).downloads:
+        BenchmarkVersion.objects.filter(pk=version_id).update(downloads_failed=f"{type(error).__name__}: {error}"[:2000])
+
+
+def release_downloads_retry(*, version: BenchmarkVersion, actor) -> None:
+    """A maintainer has the downloads whose build failed prepared again."""
+    _require_maintainer(actor)
+    if version.downloads_status != "failed":
+        raise ValueError(f"the downloads of {version.name} are {version.downloads_status or 'not built for a draft'}; "
+                         "only failed ones are prepared again")
+    BenchmarkVersion.objects.filter(pk=version.pk).update(downloads_failed="")
+    release_downloads_queue(version=version)
 
 
 @transaction.atomic

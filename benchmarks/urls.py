@@ -15,6 +15,7 @@ urlpatterns = [
          name="version-snippet-retire"),
     path("versions/<str:name>/curate/settings/", views.version_settings, name="version-settings"),
     path("versions/<str:name>/publish/", views.version_publish, name="version-publish"),
+    path("versions/<str:name>/prepare-downloads/", views.version_downloads_retry, name="version-downloads-retry"),
     path("versions/<str:name>/deprecate/", views.version_deprecate, name="version-deprecate"),
     path("versions/<str:name>/papers/<slug:slug>/", views.paper_detail, name="paper-detail"),
     path("versions/<str:name>/snippets/<int:snippet_id>/masked/", views.snippet_masked, name="snippet-masked"),

@@ -20,6 +20,17 @@ DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson"}  #
 DOWNLOAD_BLOCK_BYTES = 256 * 1024  # FileResponse's 4 kB blocks made serving a 190 MB file twice as slow
 
 
+DOWNLOADS_RETRY_AFTER = 10  # seconds a client is told to wait for downloads being prepared
+
+
+def downloads_not_ready_message(*, version: BenchmarkVersion) -> str:
+    """What the page and the API say about a release whose downloads do not exist yet."""
+    if version.downloads_status == "failed":
+        return (f"the downloads of {version.name} could not be built ({version.downloads_failed}); a maintainer can "
+                "have them prepared again on the release's page")
+    return f"the downloads of {version.name} are being prepared; try again in a little while"
+
+
 def download_response(*, sha256: str, filename: str, content_type: str) -> FileResponse:
     """A stored file as an attachment, streamed from storage in blocks (never read whole), with its sha256."""
     response = FileResponse(selectors.blob_open(sha256=sha256), as_attachment=True, filename=filename,
@@ -66,6 +77,9 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 def version_download(request: HttpRequest, name: str, kind: str) -> HttpResponse:
     version = selectors.version_get(name=name, user=request.user)
+    if kind in DOWNLOAD_TYPES and version.downloads_status in ("preparing", "failed"):
+        return HttpResponse(downloads_not_ready_message(version=version), status=409, content_type="text/plain",
+                            headers={"Retry-After": str(DOWNLOADS_RETRY_AFTER)})
     info = version.downloads.get(kind)
     if not info or kind not in DOWNLOAD_TYPES:
         raise Http404("No such download.")
@@ -218,7 +232,14 @@ def version_settings(request: HttpRequest, version: BenchmarkVersion) -> str:
 @_release_action
 def version_publish(request: HttpRequest, version: BenchmarkVersion) -> str:
     published = services.version_publish(version=version, actor=request.user, notes=request.POST.get("notes") or None)
-    return f"Published {published.name}; manifest hash {published.manifest_hash[:12]}."
+    return (f"Published {published.name}; manifest hash {published.manifest_hash[:12]}. Its downloads are being "
+            "prepared by a worker.")
+
+
+@_release_action
+def version_downloads_retry(request: HttpRequest, version: BenchmarkVersion) -> str:
+    services.release_downloads_retry(version=version, actor=request.user)
+    return f"The downloads of {version.name} are being prepared again."
 
 
 @_release_action

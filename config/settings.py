@@ -176,6 +176,7 @@ CELERY_TASK_ROUTES = {
     "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
     "evaluation.tasks.environments_prune": {"queue": "sandbox"},
     "evaluation.tasks.run_dispatch": {"queue": "default"},
+    "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
 }
 # For `celery -A config beat`: the daily clean-up (or run `manage.py cleanup` from cron on every worker host).
 CELERY_BEAT_SCHEDULE = {
@@ -202,6 +203,9 @@ RUN_REDISPATCH_SECONDS = env.int("RUN_REDISPATCH_SECONDS", default=300)
 # A validation (a submission's, or one paper of a set) lost again after this many re-dispatches is given up: its
 # unfinished checks become errors of the platform, so it ends and can be run again instead of blocking for ever.
 VALIDATION_REDISPATCH_MAX = env.int("VALIDATION_REDISPATCH_MAX", default=3)
+# A release's downloads are built by a worker after publishing; a failed build is tried again after this many seconds
+# (three times) before the release's page says it failed.
+RELEASE_DOWNLOADS_RETRY_SECONDS = env.int("RELEASE_DOWNLOADS_RETRY_SECONDS", default=30)
 # A task that loses its database connection waits this long for the database, then runs again in place.
 DATABASE_OUTAGE_WAIT_SECONDS = env.int("DATABASE_OUTAGE_WAIT_SECONDS", default=600)
 

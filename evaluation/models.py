@@ -290,6 +290,7 @@ class OperationsEvent(models.Model):
         ITEMS_REDISPATCHED = "items_redispatched", "Items re-dispatched"
         VALIDATION_REDISPATCHED = "validation_redispatched", "Validation re-dispatched"
         VALIDATION_ABANDONED = "validation_abandoned", "Validation given up"
+        DOWNLOADS_REDISPATCHED = "downloads_redispatched", "Downloads re-dispatched"
 
     kind = models.CharField(max_length=30, choices=Kind.choices)
     detail = models.TextField()

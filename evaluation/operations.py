@@ -97,19 +97,21 @@ class TasksLive:
     runs: frozenset[int]
     reports: frozenset[int]
     set_papers: frozenset[int]
+    releases: frozenset[int]  # whose downloads a worker builds
 
 
 RUN_TASKS = {"evaluation.tasks.item_generate", "evaluation.tasks.item_evaluate", "evaluation.tasks.run_dispatch"}
 REPORT_TASKS = {"submissions.tasks.revision_validate"}
 SET_PAPER_TASKS = {"submissions.tasks.set_paper_validate"}
+RELEASE_TASKS = {"benchmarks.tasks.release_downloads_prepare"}
 
 
 def tasks_live(timeout: float = 1.0) -> TasksLive | None:
-    """Runs, validation reports and papers of set validations some worker holds a task of; None when the workers
-    cannot be asked."""
+    """Runs, validation reports, papers of set validations and releases (their downloads) some worker holds a task
+    of; None when the workers cannot be asked."""
     from config.celery import app
 
-    runs, reports, set_papers = set(), set(), set()
+    runs, reports, set_papers, releases = set(), set(), set(), set()
     try:
         inspector = app.control.inspect(timeout=timeout)
         replies = [inspector.active(), inspector.reserved(), inspector.scheduled()]
@@ -131,7 +133,9 @@ def tasks_live(timeout: float = 1.0) -> TasksLive | None:
                     reports.add(int(args[0]))
                 elif task.get("name") in SET_PAPER_TASKS:
                     set_papers.add(int(args[0]))
-    return TasksLive(frozenset(runs), frozenset(reports), frozenset(set_papers))
+                elif task.get("name") in RELEASE_TASKS:
+                    releases.add(int(args[0]))
+    return TasksLive(frozenset(runs), frozenset(reports), frozenset(set_papers), frozenset(releases))
 
 
 def events_recent(limit: int = 50):

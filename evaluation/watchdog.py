@@ -1,6 +1,6 @@
 """Work lost to a fault is found and queued again: every worker looks every RUN_WATCH_SECONDS (a thread of its main
-process, so the embedded default has it too) for runs, submissions' validations and papers of set validations that
-made no progress for RUN_REDISPATCH_SECONDS while no task of theirs waits in a queue or is held by a worker. A
+process, so the embedded default has it too) for runs, submissions' validations, papers of set validations and
+releases' downloads that made no progress for RUN_REDISPATCH_SECONDS while no task of theirs waits in a queue or is held by a worker. A
 validation lost again after VALIDATION_REDISPATCH_MAX re-dispatches is given up (its checks become errors of the
 platform), so it ends and can be run again rather than block what waits for it.
 
@@ -50,6 +50,7 @@ class Watched:
 
 
 def _watched() -> tuple[Watched, ...]:
+    from benchmarks import services as benchmark_services
     from evaluation import services
     from evaluation.models import EvaluationRun
     from submissions import services as submission_services
@@ -83,12 +84,31 @@ def _watched() -> tuple[Watched, ...]:
             paper=paper, idle_seconds=idle_seconds, worker=worker),
         redispatches=lambda paper: paper.redispatches,
         give_up=lambda paper, worker: set_validation.set_paper_give_up(paper=paper, worker=worker))
-    return runs, reports, set_papers
+    releases = Watched(
+        unfinished=benchmark_services.releases_downloads_pending,
+        moved_at=lambda version: (version.published_at, version.downloads_queued_at),
+        held=lambda live, version: version.pk in live.releases,
+        queues=lambda version: ("default",),
+        redispatch=_release_downloads_redispatch)
+    return runs, reports, set_papers, releases
+
+
+def _release_downloads_redispatch(version, *, idle_seconds: float, worker: str) -> int:
+    from benchmarks import services as benchmark_services
+    from evaluation import services
+    from evaluation.models import OperationsEvent
+
+    if not benchmark_services.release_downloads_redispatch_lost(version=version):
+        return 0
+    services.event_record(kind=OperationsEvent.Kind.DOWNLOADS_REDISPATCHED, worker=worker,
+                          detail=f"the downloads of release {version.name} were being prepared with no queued or "
+                                 f"running task after {idle_seconds:.0f} s; their build was queued again")
+    return 1
 
 
 def lost_work_redispatch(*, worker: str = "") -> int:
-    """One look: queue again what was lost (runs, submissions' validations, papers of set validations), one rule for
-    all; returns how many tasks were queued again."""
+    """One look: queue again what was lost (runs, submissions' validations, papers of set validations, releases'
+    downloads), one rule for all; returns how many tasks were queued again."""
     from evaluation.operations import queues_waiting, tasks_live
 
     now = timezone.now()

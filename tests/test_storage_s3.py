@@ -145,7 +145,7 @@ def test_healthz_checks_the_bucket_and_is_503_naming_storage_once_the_server_is_
 def test_publishing_builds_the_downloads_in_the_bucket_and_both_download_views_serve_them(s3, client, maintainer,
                                                                                          media_root):
     draft = pset_import(root=DEMO_PSET, version_name="s3-1.0.0").version
-    release = version_publish(version=draft, actor=maintainer)
+    release = version_publish(version=draft, actor=maintainer, downloads_inline=True)
 
     keys = s3.keys()
     for kind, entry in release.downloads.items():

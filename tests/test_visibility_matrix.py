@@ -103,7 +103,7 @@ def world(tmp_path, media_root, author, other_author, maintainer, admin):
     version = imported.version
     version_task_set(version=version, task=version.tasks.get(paper__slug=HIDDEN_SLUG),
                      split=VersionTask.Split.HELD_OUT)
-    version = version_publish(version=version)
+    version = version_publish(version=version, downloads_inline=True)
     draft = version_draft_create(name="1.1.0")
     held = Snippet.objects.filter(task__paper__slug=HIDDEN_SLUG).order_by("pk")
     public = Snippet.objects.get(task__paper__slug="zq-open")
@@ -259,6 +259,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "version-validate": [("draft", {"name": d}, "", POST_ONLY)],
         "version-validation": [("draft", {"name": d}, "", MAINT)],
         "version-deprecate": [("release", {"name": v}, "", POST_ONLY)],
+        "version-downloads-retry": [("release", {"name": v}, "", POST_ONLY)],
         "paper-detail": [("public paper", {"name": v, "slug": "zq-open"}, "", OPEN),
                          ("held-out paper", {"name": v, "slug": HIDDEN_SLUG}, "", HIDDEN),
                          ("draft paper", {"name": d, "slug": "zq-open"}, "", HIDDEN)],

@@ -127,7 +127,8 @@ def test_publish_and_deprecate_through_the_version_page(client, draft, maintaine
 def test_public_version_page_has_notes_changelog_hash_and_downloads(client, draft, maintainer):
     pool = draft.tasks.get(paper__slug="topk-attention-pool")
     draft.memberships.filter(task=pool).delete()
-    version = version_publish(version=draft, actor=maintainer, notes="Pooling paper removed.")
+    version = version_publish(version=draft, actor=maintainer, notes="Pooling paper removed.",
+                              downloads_inline=True)
     body = client.get(reverse("version-detail", args=["1.1.0"])).content.decode()
     assert "Pooling paper removed." in body and version.manifest_hash in body
     assert "removed</span> topk-attention-pool" in body and "since 1.0.0" in body

@@ -49,7 +49,7 @@ def test_held_out_tasks_and_their_prompts_are_never_downloadable(first, maintain
     draft = version_draft_create(name="1.1.0", actor=maintainer)
     held = draft.tasks.get(paper__slug="trimmed-infonce")
     version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT, actor=maintainer)
-    published = version_publish(version=draft, actor=maintainer)
+    published = version_publish(version=draft, actor=maintainer, downloads_inline=True)
 
     archive = zipfile.ZipFile(io.BytesIO(blob_read(sha256=published.downloads["pset"]["sha256"])))
     names = archive.namelist()
