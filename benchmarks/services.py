@@ -487,7 +487,8 @@ def release_downloads_fail(*, version_id: int, error: Exception) -> None:
     """The build failed for good (after the task's retries): the release's page and API say why."""
     logger.error("the downloads of release %s could not be built: %s", version_id, error)
     if not BenchmarkVersion.objects.get(pk=version_id).downloads:
-        BenchmarkVersion.objects.filter(pk=version_id).update(downloads_failed=f"{type(error).__name__}: {error}"[:2000])
+        BenchmarkVersion.objects.filter(pk=version_id).update(
+            downloads_failed=f"{type(error).__name__}: {error}"[:2000])
 
 
 def release_downloads_retry(*, version: BenchmarkVersion, actor) -> None:
@@ -573,8 +574,8 @@ def release_items_write(*, version: BenchmarkVersion, protocol: Protocol, out: B
             annotated = {p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths}
             template = prompt_template(protocol=protocol,
                                        context_files=[(p, files[p].decode("utf-8")) for p in task.context_paths])
-            _json_line(out, {"type": "paper", "paper": task.paper.slug, "paper_text": files[task.paper_path].decode("utf-8"),
-                             "prompt_template": template})
+            _json_line(out, {"type": "paper", "paper": task.paper.slug,
+                             "paper_text": files[task.paper_path].decode("utf-8"), "prompt_template": template})
         masked = snippet_masked(snippet=snippet, files=files, protocol=protocol, annotated=annotated[snippet.file_path])
         _json_line(out, {"type": "item", "id": str(snippet.pk), "paper": task.paper.slug, "file": snippet.file_path,
                          "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name, "masked_code": masked})

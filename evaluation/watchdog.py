@@ -1,8 +1,8 @@
 """Work lost to a fault is found and queued again: every worker looks every RUN_WATCH_SECONDS (a thread of its main
 process, so the embedded default has it too) for runs, submissions' validations, papers of set validations and
-releases' downloads that made no progress for RUN_REDISPATCH_SECONDS while no task of theirs waits in a queue or is held by a worker. A
-validation lost again after VALIDATION_REDISPATCH_MAX re-dispatches is given up (its checks become errors of the
-platform), so it ends and can be run again rather than block what waits for it.
+releases' downloads that made no progress for RUN_REDISPATCH_SECONDS while no task of theirs waits in a queue or is
+held by a worker. A validation lost again after VALIDATION_REDISPATCH_MAX re-dispatches is given up (its checks
+become errors of the platform), so it ends and can be run again rather than block what waits for it.
 
 A broker that restarts without persistence loses every queued and unacknowledged message; a task whose database
 stayed down past DATABASE_OUTAGE_WAIT_SECONDS gives up. Both leave work that nothing would ever pick up again.
