@@ -429,7 +429,8 @@ class ForkServer:
         self.loaded, self.failed, threads = hello["loaded"], hello["failed"], hello["threads"]
         # Whether the preloads themselves loaded ctypes (numpy and torch do): only then may an item see it loaded.
         self.native = hello["native"]
-        self.limits: tuple[float, int] | None = None
+        # The limits it was started for (its own cgroups or container hold it by them): others need a new one.
+        self.limits: tuple[float, int, int] | None = None
         if threads > 1:
             self.zygote.stop()
             raise ForkRefused(f"importing {', '.join(self.loaded)} started {threads - 1} thread(s)")
@@ -548,7 +549,7 @@ class ForkingSession(Session):
         if harnessed(command):
             wanted = [*HARNESS_PRELOAD, *wanted]
         server = self._forkserver
-        if server is not None and (not server.alive() or server.limits != (limits.cpus, limits.memory_bytes)
+        if server is not None and (not server.alive() or server.limits != _zygote_key(limits)
                                    or set(wanted) - set(server.loaded) - set(server.failed)):
             server.close()
             server = self._forkserver = None
@@ -570,7 +571,7 @@ class ForkingSession(Session):
                 # A cold start falls back on rlimits for these; a fork has only cgroups to hold it.
                 server.close()
                 raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup holds the fork server here")
-            server.limits = (limits.cpus, limits.memory_bytes)
+            server.limits = _zygote_key(limits)
             self._preloaded = preload
             self._forkserver = server
             logger.info("fork server for environment %s (%s): preloaded %s%s", self.environment.hash,
@@ -632,6 +633,10 @@ class ForkingSession(Session):
         if self._forkserver is not None:
             self._forkserver.close()
             self._forkserver = None
+
+
+def _zygote_key(limits: Limits) -> tuple[float, int, int]:
+    return limits.cpus, limits.memory_bytes, limits.processes
 
 
 def harnessed(command: Sequence[str]) -> bool:
