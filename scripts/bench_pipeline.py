@@ -1,0 +1,649 @@
+"""A heavy problem set in the task format (tests that import torch, numpy and scipy on the CPU, a spread of test
+durations) evaluated with the `reference` model through the whole platform: import_pset into a fresh database, real
+Celery workers on bwrap or docker, a run started by the platform's own service, scored; against the naive baseline
+measured in the same script run (sequential, a fresh copy of the task's files and a fresh interpreter per item, no
+sandbox, no platform).
+
+What it does, in order:
+1. A fresh database (PostgreSQL `rcb_benchpipe`, dropped and created, as in production; or `--database sqlite`) and a
+   broker of its own (a Redis database claimed as the test fixtures claim theirs, or `--broker filesystem`).
+2. The environment (numpy, scipy, torch==2.13.0; one shared requirements file, as the published set has one shared
+   environment) is built before anything is timed, for the chosen backend and for bwrap (the naive baseline uses
+   the bwrap environment's venv python, outside any sandbox). The workload of 64x64 tanh-matmul steps is calibrated
+   with that python, single-threaded, so each paper's test body lasts its drawn duration.
+3. The problem set: `--papers` papers sharing `--snippets` snippets, nested up to depth 3 (each stage function of
+   a model.py is one snippet, holding a nested one that may hold another), a model_ref.py the tests compare with,
+   a context file and a LaTeX paper. Each paper's test checks every stage against the reference, then runs the
+   paper's workload and prints `RCB-OWN <seconds>`: the time of its own body, without interpreter start and
+   imports. Durations per paper (the test runs whole for each of its items): most under 0.5 s, a tenth about
+   1 s, a tenth 2-5 s. Imported with `manage.py import_pset --publish`.
+4. `--workers` Celery workers (`celery -A config worker --concurrency 1`, queues sandbox and default, as
+   tests/conftest.py starts them), then `services.run_start` of the reference model (as the site and the API do);
+   the wall time is from that call until the run is completed.
+5. `--validate`: one generated paper (a short-test one) submitted as a submission by an author and validated by the
+   same workers (submissions' `revision_validate` task): its wall time and number of test runs.
+6. The naive baseline over the same items, in the same order.
+
+Where the time goes, per item (the sums of every item of the run, divided by the number of items):
+- own: the tests' own body time (RCB-OWN, from the outcome's stdout).
+- in the sandbox beyond own: Outcome.duration (what the backend timed: bwrap from the sandboxed process's or the
+  fork's start to its exit; docker from the container's start to its exit, so creating, attaching and removing
+  the container count as outside) minus own: interpreter start, imports, harness, fork.
+- outside the sandbox, in the task: the worker's busy time per item (Celery's own "Task ... succeeded in Xs",
+  parsed from each worker's log) minus Outcome.duration: loading the item, building the prompt, splicing and the
+  audit, storing the outcome, the end-of-run check, and the scoring of the last item.
+- outside the sandbox, between tasks: workers x wall minus the busy time: the broker, acknowledgement and prefetch,
+  and the workers' idle time at the end while the last items run on the other one.
+
+The fork server's mode is read from the worker logs ("fork server for environment ...: preloaded" when items fork
+from it, "the fork server is off" when it fell back; no message: it was never on).
+The machine is shared: the load average is printed at the start and the end, and only ratios measured in the same
+run are comparable.
+
+Run: .venv/bin/python scripts/bench_pipeline.py [--papers 20] [--snippets 212] [--workers 2] [--backend bwrap]
+     [--forkserver on|off] [--validate] [--database postgres|sqlite] [--broker redis|filesystem]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+REQUIREMENTS = "numpy\nscipy\ntorch==2.13.0\n"
+POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/rcb_benchpipe"
+VERSION = "bench-pipeline-1.0.0"
+OWN = re.compile(r"RCB-OWN ([0-9.]+)")
+TASK_DONE = re.compile(r"Task ([\w.]+)\[[0-9a-f-]+\] succeeded in ([0-9.]+)s")
+CALIBRATE = """import time, torch
+torch.set_num_threads(1)
+x, w = torch.randn(64, 64), torch.randn(2, 64, 64) / 8
+w0 = w[0]
+for _ in range(2000):
+    x = torch.tanh(x @ w0)
+start = time.perf_counter()
+for _ in range(20000):
+    x = torch.tanh(x @ w0)
+print(20000 / (time.perf_counter() - start))
+"""
+THREADS_ONE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+# What a stage of a paper's model does, for informative snippet names (FORMAT.md 3: the name is the only hint).
+STAGES = [
+    ("gated residual update", "input gate", "gate sharpening"),
+    ("normalised attention mixing", "score temperature", "score clipping"),
+    ("momentum-damped projection", "damping factor", "damping floor"),
+    ("spectral feature scaling", "scale estimate", "scale smoothing"),
+    ("contrastive similarity head", "similarity logits", "logit margin"),
+    ("low-rank adapter update", "adapter gate", "gate warm-up"),
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The problem set
+
+
+@dataclass(frozen=True)
+class PaperPlan:
+    paper_id: str
+    snippets: int
+    seconds: float  # the test body's own time, drawn
+    uses_scipy: bool
+
+
+def papers_plan(papers: int, snippets: int, seed: int = 14) -> list[PaperPlan]:
+    """Snippets spread over the papers; per paper a test duration: a tenth 2-5 s, a tenth ~1 s, the rest < 0.5 s."""
+    rng = random.Random(seed)
+    long_ones = max(1, round(papers / 10)) if papers >= 3 else 0
+    middle = round(papers / 10)
+    seconds = ([rng.uniform(2.0, 5.0) for _ in range(long_ones)] + [rng.uniform(0.6, 1.2) for _ in range(middle)]
+               + [rng.uniform(0.05, 0.45) for _ in range(papers - long_ones - middle)])
+    rng.shuffle(seconds)
+    counts = [snippets // papers + (1 if p < snippets % papers else 0) for p in range(papers)]
+    return [PaperPlan(f"heavy-{p:02d}", counts[p], seconds[p], p % 3 == 1) for p in range(papers)]
+
+
+def _groups(count: int) -> list[int]:
+    """Sizes of the nested groups of one file (3: depth 3, 2: depth 2, 1: flat) adding up to `count`."""
+    sizes, pattern = [], [3, 2, 1, 2, 3, 2]
+    while sum(sizes) < count:
+        sizes.append(min(pattern[len(sizes) % len(pattern)], count - sum(sizes)))
+    return sizes
+
+
+def _stage(paper: int, index: int, size: int, uses_scipy: bool) -> str:
+    """One stage function whose body is a snippet, holding a nested one (size >= 2) that holds another (size 3)."""
+    outer, inner, innermost = (f"{name} of stage {index}" for name in STAGES[(paper + index) % len(STAGES)])
+    a, b, c, d = 0.3 + 0.05 * index, 0.1 * (paper % 5), 0.05 + 0.01 * index, 0.5 + 0.02 * paper
+    scipy_factor = f" * float(special.expit({0.2 + 0.1 * index:.2f}))" if uses_scipy else ""
+    ind = " " * 4
+    lines = [f"def stage_{index}(x, w):", f'{ind}# <paper2code name="{outer}">']
+    if size >= 2:
+        lines.append(f'{ind}# <paper2code name="{inner}">')
+    lines.append(f"{ind}gate_{index} = torch.sigmoid(x @ w[{index % 2}] * {a:.2f} + {b:.2f})")
+    if size == 3:
+        lines += [f'{ind}# <paper2code name="{innermost}">',
+                  f"{ind}gate_{index} = gate_{index} * gate_{index} + {c:.2f}",
+                  f'{ind}# </paper2code name="{innermost}">']
+    if size >= 2:
+        lines.append(f'{ind}# </paper2code name="{inner}">')
+    lines += [f"{ind}hidden_{index} = torch.tanh(x @ w[{(index + 1) % 2}]) * gate_{index}{scipy_factor}",
+              f"{ind}out_{index} = x + {d:.2f} * MIX * hidden_{index}",
+              f'{ind}# </paper2code name="{outer}">',
+              f"{ind}return out_{index}", "", ""]
+    return "\n".join(lines)
+
+
+def _model(paper: int, plan: PaperPlan) -> tuple[str, list[str]]:
+    head = "import torch\n" + ("from scipy import special\n" if plan.uses_scipy else "") + "\nfrom utils import MIX\n\n\n"
+    sizes = _groups(plan.snippets)
+    return head + "".join(_stage(paper, i, size, plan.uses_scipy) for i, size in enumerate(sizes)), \
+        [f"stage_{i}" for i in range(len(sizes))]
+
+
+TEST = '''"""Tests for {paper_id}: every stage matches the reference implementation, then the paper's workload runs."""
+
+import time
+import unittest
+
+import numpy as np
+import torch
+{scipy_import}
+import model
+import model_ref
+
+STAGES = {stages!r}
+ITERATIONS = {iterations}
+
+
+class TestStages(unittest.TestCase):
+    def test_stages_match_the_reference_and_the_workload_runs(self):
+        start = time.perf_counter()
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(64, 64, generator=generator)
+        w = torch.randn(2, 64, 64, generator=generator) / 8
+        for name in STAGES:
+            with self.subTest(stage=name):
+                self.assertTrue(torch.allclose(getattr(model, name)(x, w), getattr(model_ref, name)(x, w)))
+        y, w0 = x, w[0]
+        for _ in range(ITERATIONS):
+            y = torch.tanh(y @ w0)
+        self.assertTrue(bool(torch.isfinite(y).all()))
+        self.assertEqual(np.asarray(y.shape).tolist(), [64, 64])
+{scipy_check}        print(f"RCB-OWN {{time.perf_counter() - start:.4f}}")
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+SCIPY_CHECK = "        self.assertLess(float(scipy.linalg.norm(y.numpy())), 1e6)\n"
+
+
+def _paper_text(paper_id: str, title: str, size: int) -> str:
+    paragraph = (f"We study {title.lower()} ({paper_id}). Each stage applies a gated update "
+                 "$h_{t+1} = x_t + \\alpha\\,\\tanh(W x_t) \\odot \\sigma(\\beta W' x_t + b)$, where the gate is "
+                 "sharpened by squaring and the mixing weight $\\alpha$ is shared across stages. We show that the "
+                 "update is stable for small $\\alpha$ and report results on synthetic benchmarks.\n\n")
+    body = paragraph * max(1, size // len(paragraph))
+    return (f"\\documentclass{{article}}\n\\title{{{title}}}\n\\begin{{document}}\n\\maketitle\n"
+            f"\\section{{Method}}\n{body}\\end{{document}}\n")
+
+
+def pset_heavy_generate(root: Path, plans: list[PaperPlan], *, per_second: float, paper_bytes: int) -> None:
+    """Write the set in the FORMAT.md layout; `per_second`: workload steps per second on one core."""
+    entries = []
+    for number, plan in enumerate(plans):
+        folder = root / plan.paper_id
+        folder.mkdir(parents=True, exist_ok=True)
+        title = f"Heavy Stage Networks {number}: {STAGES[number % len(STAGES)][0].capitalize()}"
+        source, stages = _model(number, plan)
+        test = TEST.format(paper_id=plan.paper_id, stages=stages, iterations=max(1, int(plan.seconds * per_second)),
+                           scipy_import="import scipy.linalg\n" if plan.uses_scipy else "",
+                           scipy_check=SCIPY_CHECK if plan.uses_scipy else "")
+        files = {"paper2code_paper.tex": _paper_text(plan.paper_id, title, paper_bytes),
+                 "paper2code_test.py": test, "model.py": source, "model_ref.py": source,
+                 "utils.py": "# Shared constants of the stages.\nMIX = 1.0\n", "requirements.txt": REQUIREMENTS}
+        for path, text in files.items():
+            (folder / path).write_text(text, encoding="utf-8")
+        entries.append({
+            "id": plan.paper_id, "title": title, "arxiv_abs": f"https://example.org/fictional-papers/{plan.paper_id}",
+            "arxiv_date": "2025-06-01", "arxiv_v1_date": "2025-05-01",
+            "github_url": f"https://example.org/fictional-code/{plan.paper_id}",
+            "first_commit_date": "2025-04-01", "last_commit_date": "2025-06-15", "venue": "BENCH2025",
+            "annotated_file_paths": "model.py", "context_file_paths": ["utils.py"],
+        })
+    (root / "papers.yaml").write_text("# Generated by scripts/bench_pipeline.py; every paper is fictional.\n"
+                                      + yaml.safe_dump(entries, sort_keys=False), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The platform around it: database, broker, workers
+
+
+def postgres_recreate(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+
+
+def postgres_drop(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+class RedisClaim:
+    """A Redis database of this run's own, claimed in database 0 with SET NX as tests/conftest.py's worker_broker
+    claims its, so this run and parallel test runs never empty each other's broker."""
+
+    def __init__(self, base_url: str):
+        import redis
+
+        self.base, own = base_url.rsplit("/", 1)
+        self.claims = redis.Redis.from_url(f"{self.base}/0")
+        self.token = f"bench-{os.getpid()}-{uuid.uuid4().hex}"
+        for _ in range(120):
+            self.number = next((n for n in range(1, 16) if str(n) != own
+                                and self.claims.set(f"rcb:test-broker:{n}", self.token, nx=True, ex=3 * 3600)), None)
+            if self.number is not None:
+                break
+            time.sleep(1)
+        else:
+            sys.exit("every Redis database 1-15 is claimed")
+        self.url = f"{self.base}/{self.number}"
+        redis.Redis.from_url(self.url).flushdb()
+
+    def release(self) -> None:
+        import redis
+
+        redis.Redis.from_url(self.url).flushdb()
+        if self.claims.get(f"rcb:test-broker:{self.number}") == self.token.encode():
+            self.claims.delete(f"rcb:test-broker:{self.number}")
+
+
+class Worker:
+    """A real Celery worker process (its own process group), as tests/conftest.py's WorkerProcess starts one."""
+
+    def __init__(self, number: int, env: dict[str, str], log: Path, queues: str = "sandbox,default"):
+        celery = str(Path(sys.executable).with_name("celery"))
+        self.hostname = f"bench{number}-{os.getpid()}@{os.uname().nodename}"
+        self.log = log
+        self.process = subprocess.Popen(
+            [celery, "-A", "config", "worker", "--queues", queues, "--concurrency", "1", "--loglevel", "INFO",
+             "--without-gossip", "--without-mingle", "--hostname", self.hostname],
+            cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def ready(self) -> bool:
+        if self.process.poll() is not None:
+            sys.exit(f"worker {self.hostname} exited ({self.process.returncode}):\n{self.output()[-3000:]}")
+        return " ready." in self.output()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def busy(self, task: str) -> list[float]:
+        """Seconds of each finished `task` this worker ran, as Celery logs them."""
+        return [float(s) for name, s in TASK_DONE.findall(self.output()) if name == task]
+
+    def fork_mode(self) -> str:
+        log = self.output()
+        preloaded = re.findall(r"fork server for environment \w+: preloaded ([^\n]*)", log)
+        off = re.findall(r"the fork server is off, every item starts cold: ([^\n]*)", log)
+        if off:
+            return f"COLD (fell back: {off[-1][:160]})"
+        if preloaded:
+            return f"fork server (preloaded {preloaded[-1][:120]})"
+        return "cold (no fork server in this worker's log: SANDBOX_FORKSERVER off, or the backend has none)"
+
+
+def platform_environment(args, tmp: Path, broker: str, database: str) -> dict[str, str]:
+    """The settings this script and its workers share (the same database, storage, broker and sandbox cache)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_RESULT_BACKEND", "REDIS_URL")}
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "VAR_DIR": str(tmp / "var"), "DATABASE_URL": database,
+                "CELERY_BROKER_URL": broker, "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+                "MEDIA_ROOT": str(tmp / "media"), "SANDBOX_BACKEND": args.backend,
+                "SANDBOX_CACHE_DIR": str(args.cache), "SANDBOX_FORKSERVER": "true" if args.forkserver == "on" else
+                "false", "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    return env
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Measurements
+
+
+def environments_build(args) -> tuple[str, str]:
+    """Build (or find built) the environment for the backend and for bwrap; the environment hash and the bwrap
+    environment's python, which the naive baseline runs outside any sandbox."""
+    from benchmarks.paper2code.requirements import requirements_vetted
+    from benchmarks.services import environment_hash
+    from evaluation.sandbox import backend_get
+
+    requirements = requirements_vetted(REQUIREMENTS)
+    env_hash = environment_hash(requirements)
+    pythons = {}
+    for name in dict.fromkeys([args.backend, "bwrap"]):
+        backend = backend_get(name, cache_dir=args.cache)
+        ok, why = backend.available()
+        if not ok:
+            sys.exit(f"the {name} backend is not available: {why}")
+        start = time.monotonic()
+        pythons[name] = backend.environment_build(env_hash=env_hash, requirements=requirements).python
+        print(f"  environment {env_hash[:12]} on {name}: ready in {time.monotonic() - start:.0f} s", flush=True)
+    return env_hash, pythons["bwrap"]
+
+
+def run_wait(run_id: int, timeout: float, workers: list[Worker]) -> None:
+    from evaluation.models import EvaluationRun
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = EvaluationRun.objects.filter(pk=run_id).values_list("status", flat=True).get()
+        if status != EvaluationRun.Status.QUEUED and status != EvaluationRun.Status.RUNNING:
+            if status != EvaluationRun.Status.COMPLETED:
+                sys.exit(f"run {run_id} ended {status}")
+            return
+        for worker in workers:
+            worker.ready()  # exits when a worker died
+        time.sleep(0.1)
+    sys.exit(f"run {run_id} did not finish within {timeout:.0f} s:\n{workers[0].output()[-3000:]}")
+
+
+def naive_items(run) -> list[tuple[str, dict[str, bytes]]]:
+    """Each item of the run as the naive baseline runs it: the task's files with the reference answer spliced."""
+    from benchmarks.paper2code import splice
+    from evaluation.models import Outcome
+    from evaluation.taskfiles import task_annotated, task_files
+
+    items = []
+    for outcome in Outcome.objects.filter(run=run).select_related("snippet__task").order_by("pk"):
+        snippet = outcome.snippet
+        annotated = task_annotated(snippet.task, snippet.file_path)
+        spliced = splice(annotated, annotated.snippets[snippet.position], snippet.reference_code)
+        items.append((snippet.task.test_entry_point,
+                      {**task_files(snippet.task), snippet.file_path: spliced.encode("utf-8")}))
+    return items
+
+
+def naive(python: str, items: list[tuple[str, dict[str, bytes]]]) -> tuple[float, list[float]]:
+    """Sequential, a fresh copy in a temporary folder and a fresh interpreter per item, no sandbox, no platform."""
+    own, start = [], time.monotonic()
+    env = {**os.environ, **THREADS_ONE}
+    for entry, files in items:
+        with tempfile.TemporaryDirectory(prefix="bench-naive-") as folder:
+            for name, data in files.items():
+                Path(folder, name).parent.mkdir(parents=True, exist_ok=True)
+                Path(folder, name).write_bytes(data)
+            done = subprocess.run([python, entry], cwd=folder, env=env, capture_output=True, text=True)
+            found = OWN.search(done.stdout)
+            if done.returncode != 0 or not found:
+                sys.exit(f"the naive run of an item failed ({done.returncode}):\n{done.stderr[-2000:]}")
+            own.append(float(found.group(1)))
+    return time.monotonic() - start, own
+
+
+def validation_measure(root: Path, plans: list[PaperPlan], workers: list[Worker]) -> dict:
+    """Submit one generated paper (the first with a short test) as an author would and wait for its validation."""
+    from django.conf import settings
+    from django.contrib.auth.models import User
+
+    from submissions import services
+    from submissions.models import ValidationReport
+
+    plan = next((p for p in plans if p.seconds < 0.5), plans[0])
+    folder = root / plan.paper_id
+    entry = next(e for e in yaml.safe_load((root / "papers.yaml").read_text()) if e["id"] == plan.paper_id)
+    files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    author = User.objects.create_user(f"bench-author-{uuid.uuid4().hex[:8]}", email="author@example.org")
+    metadata = {key: str(entry[key]) for key in ("title", "venue", "arxiv_abs", "github_url", "arxiv_date",
+                                                 "arxiv_v1_date", "first_commit_date", "last_commit_date")}
+    values = {"metadata": {**metadata, "id": f"{plan.paper_id}-submitted"}, "files": services.draft_files_store(files),
+              "paper_path": "paper2code_paper.tex", "annotated_paths": ["model.py"], "context_paths": ["utils.py"],
+              "source": {"kind": "archive", "name": f"{plan.paper_id}.zip"}}
+    submission = services.draft_update(submission=services.submission_create(author=author), actor=author,
+                                       values=values)
+    busy_before = sum(len(w.busy("submissions.tasks.revision_validate")) for w in workers)
+    start = time.monotonic()
+    report_id = services.submission_submit(submission=submission, actor=author).report.pk
+    deadline = start + 3600
+    while ValidationReport.objects.filter(pk=report_id, status__in=["pending", "running"]).exists():
+        if time.monotonic() > deadline:
+            sys.exit("the validation did not finish within an hour")
+        time.sleep(0.1)
+    wall = time.monotonic() - start
+    report = ValidationReport.objects.get(pk=report_id)
+    checks = list(report.checks.order_by("position"))
+    snippet_checks = [c for c in checks if c.key.startswith(("masked:", "noop:")) and c.status in ("passed", "failed")]
+    reference = next(c for c in checks if c.key == "reference")
+    runs = (settings.SUBMISSION_REFERENCE_RUNS if reference.status == "passed" else 0) + len(snippet_checks)
+    while sum(len(w.busy("submissions.tasks.revision_validate")) for w in workers) == busy_before:
+        time.sleep(0.1)  # the task logs its end just after the report is stored
+    busy = [s for w in workers for s in w.busy("submissions.tasks.revision_validate")][-1]
+    failed = [f"{c.key}: {c.status} {c.detail[:300]}" for c in checks if c.status != "passed"]
+    return {"paper": plan.paper_id, "snippets": plan.snippets, "seconds": plan.seconds, "wall": wall, "busy": busy,
+            "runs": runs, "status": report.status, "backend": report.sandbox_backend,
+            "reference_s": reference.duration or 0.0,
+            "snippet_checks_s": sum(c.duration or 0.0 for c in snippet_checks), "failed": failed}
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--papers", type=int, default=20)
+    parser.add_argument("--snippets", type=int, default=212, help="snippets of the whole set (spread over papers)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="Celery workers of concurrency 1")
+    parser.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap")
+    parser.add_argument("--forkserver", choices=["on", "off"], default="on", help="SANDBOX_FORKSERVER of the workers")
+    parser.add_argument("--validate", action="store_true", help="also time one paper's submission validation")
+    parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres",
+                        help=f"postgres: {POSTGRES_URL} (dropped and created); sqlite: in the temporary folder")
+    parser.add_argument("--broker", choices=["redis", "filesystem"], default="redis",
+                        help="redis: a database of its own on the server of REDIS_URL (default 127.0.0.1:6379); "
+                             "filesystem: the embedded broker in the temporary folder")
+    parser.add_argument("--paper-kb", type=int, default=290, help="size of each paper's text (the published ~290)")
+    parser.add_argument("--cache", type=Path, default=REPO / "var" / "sandbox-bench",
+                        help="sandbox cache (environments are kept between runs)")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the run")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, set) and database")
+    args = parser.parse_args()
+    if args.snippets < args.papers:
+        parser.error("--snippets must be at least --papers")
+    args.cache = args.cache.resolve()
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    load_start = load()
+    print(f"load average (1, 5, 15 min) at the start: {load_start}; {os.cpu_count()} cores; folder {tmp}", flush=True)
+    claim = RedisClaim(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")) if args.broker == "redis" else None
+    broker = claim.url if claim else "filesystem://"
+    database = POSTGRES_URL if args.database == "postgres" else f"sqlite:///{tmp / 'db.sqlite3'}"
+    workers: list[Worker] = []
+    try:
+        if args.database == "postgres":
+            postgres_recreate(database)
+        env = platform_environment(args, tmp, broker, database)
+        os.environ.clear()
+        os.environ.update(env)
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connections
+
+        print(f"database: {args.database} ({database}); broker: {broker}; backend: {args.backend}, "
+              f"SANDBOX_FORKSERVER={env['SANDBOX_FORKSERVER']}", flush=True)
+        start = time.monotonic()
+        call_command("migrate", verbosity=0)
+        print(f"  migrated in {time.monotonic() - start:.0f} s", flush=True)
+
+        print("building the environments before timing ...", flush=True)
+        env_hash, python = environments_build(args)
+        calibrated = subprocess.run([python, "-c", CALIBRATE], capture_output=True, text=True, check=True,
+                                    env={**os.environ, **THREADS_ONE})
+        per_second = float(calibrated.stdout.strip())
+        plans = papers_plan(args.papers, args.snippets)
+        root = tmp / "pset"
+        pset_heavy_generate(root, plans, per_second=per_second, paper_bytes=args.paper_kb * 1000)
+        start = time.monotonic()
+        call_command("import_pset", str(root), version=VERSION, publish=True, verbosity=0)
+        print(f"  set generated and imported in {time.monotonic() - start:.0f} s "
+              f"(workload calibrated: {per_second:.0f} steps/s on one core)", flush=True)
+
+        from benchmarks.models import BenchmarkVersion, Snippet
+        from evaluation import services
+        from evaluation.models import EvaluationRun, ModelEntry, Outcome
+
+        version = BenchmarkVersion.objects.get(name=VERSION)
+        hashes = set(version.tasks.values_list("environment_hash", flat=True))
+        if hashes != {env_hash}:
+            sys.exit(f"the tasks' environments {sorted(hashes)} are not the one built ({env_hash})")
+        depths = {}
+        for depth in Snippet.objects.values_list("depth", flat=True):
+            depths[depth] = depths.get(depth, 0) + 1
+        own_planned = sum(p.seconds * p.snippets for p in plans)
+        print(f"set: {len(plans)} papers, {sum(depths.values())} snippets (by depth: "
+              f"{', '.join(f'{d}: {n}' for d, n in sorted(depths.items()))}); tests import torch and numpy "
+              f"({sum(p.uses_scipy for p in plans)} papers also scipy); planned own time {own_planned:.0f} s; "
+              f"test durations per paper: {sum(p.seconds < 0.5 for p in plans)} under 0.5 s, "
+              f"{sum(0.5 <= p.seconds < 2 for p in plans)} about 1 s, "
+              f"{sum(p.seconds >= 2 for p in plans)} of 2-5 s", flush=True)
+
+        connections.close_all()
+        workers = [Worker(i, env, tmp / f"worker{i}.log") for i in range(args.workers)]
+        deadline = time.monotonic() + 120
+        while not all(w.ready() for w in workers):
+            if time.monotonic() > deadline:
+                sys.exit(f"the workers did not start:\n{workers[0].output()[-3000:]}")
+            time.sleep(0.2)
+        print(f"{args.workers} worker(s) ready; starting the reference run ...", flush=True)
+
+        start = time.monotonic()
+        run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+        run_wait(run.pk, args.timeout, workers)
+        wall = time.monotonic() - start
+        run = EvaluationRun.objects.get(pk=run.pk)
+        outcomes = list(Outcome.objects.filter(run=run).order_by("pk").values(
+            "status", "detail", "duration", "stdout_tail", "sandbox_backend", "worker"))
+        bad = [o for o in outcomes if o["status"] != "passed"]
+        own = [float(m.group(1)) for o in outcomes if (m := OWN.search(o["stdout_tail"]))]
+        deadline = time.monotonic() + 30  # the last task logs its end just after the run is completed
+        while sum(len(w.busy("evaluation.tasks.item_evaluate")) for w in workers) < len(outcomes) and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        busy = {w.hostname: w.busy("evaluation.tasks.item_evaluate") for w in workers}
+        modes = {w.hostname: w.fork_mode() for w in workers}
+
+        validation = validation_measure(root, plans, workers) if args.validate else None
+        for worker in workers:
+            worker.stop()
+
+        print(f"run {run.pk} completed: {len(outcomes)} items, {len(outcomes) - len(bad)} passed", flush=True)
+        print("naive baseline (sequential, fresh copy and interpreter per item, no sandbox) ...", flush=True)
+        naive_wall, naive_own = naive(python, naive_items(run))
+        load_end = load()
+
+        items = len(outcomes)
+        sandbox = sum(o["duration"] or 0.0 for o in outcomes)
+        busy_total = sum(sum(b) for b in busy.values())
+        busy_count = sum(len(b) for b in busy.values())
+        # Each worker logs its tasks in the order it stored their outcomes: paired, the per-item spread (the first
+        # item of a worker also starts its fork server, which Outcome.duration does not count).
+        outside = sorted(b - (o["duration"] or 0.0) for w in workers
+                         for b, o in zip(busy[w.hostname], [o for o in outcomes if o["worker"] == w.hostname]))
+        cores = min(args.workers, os.cpu_count() or args.workers)
+        limit = sum(naive_own) / cores
+        print()
+        print(f"load average (1, 5, 15 min): at the start {load_start}, at the end {load_end} "
+              "(other work on the machine inflates every row alike)")
+        print(f"backend {args.backend}, {args.workers} worker(s) of concurrency 1 on {os.cpu_count()} cores, "
+              f"{args.database} + {args.broker} broker; modes:")
+        for hostname, mode in modes.items():
+            print(f"  {hostname}: {mode} ({len(busy[hostname])} items)")
+        if bad:
+            print(f"!! {len(bad)} item(s) did not pass, e.g. {bad[0]['status']}: {bad[0]['detail'][:500]}")
+        if len(own) != items:
+            print(f"!! {items - len(own)} item(s) printed no RCB-OWN")
+        if busy_count != items:
+            print(f"!! the worker logs show {busy_count} finished item tasks for {items} items")
+        print(f"items: {items}; the tests' own time: {sum(own):.1f} s in the run, {sum(naive_own):.1f} s in the naive "
+              f"baseline; the limit: {limit:.1f} s (naive own time / {cores} cores)")
+        print(f"the limit from the run's own time instead: {sum(own) / cores:.1f} s (own time in parallel, inflated by "
+              f"contention); the run's wall against it: {wall / (sum(own) / cores):.2f}x")
+        print(f"own time per item: {sum(x < 0.5 for x in own)} under 0.5 s, {sum(0.5 <= x < 2 for x in own)} of "
+              f"0.5-2 s, {sum(x >= 2 for x in own)} of 2 s or more (longest {max(own, default=0):.1f} s)")
+        print(f"{'':44} {'wall s':>8} {'/limit':>7} {'/naive':>7}")
+        print(f"{'platform run (' + args.backend + ', fork server ' + args.forkserver + ')':44} {wall:8.1f} "
+              f"{wall / limit:6.2f}x {wall / naive_wall:6.2f}x")
+        print(f"{'naive baseline':44} {naive_wall:8.1f} {naive_wall / limit:6.2f}x {1:6.2f}x")
+        print("per item, in the run (ms):")
+        print(f"  own (the test's body){'':22} {1000 * sum(own) / items:8.1f}")
+        print(f"  in the sandbox beyond own{'':18} {1000 * (sandbox - sum(own)) / items:8.1f}  "
+              "(Outcome.duration - own: start, imports, harness)")
+        print(f"  outside the sandbox, in the task{'':11} {1000 * (busy_total - sandbox) / items:8.1f}  "
+              "(worker busy - Outcome.duration)")
+        if outside:
+            print(f"    per item: median {1000 * outside[len(outside) // 2]:.1f}, 90th percentile "
+                  f"{1000 * outside[int(len(outside) * 0.9)]:.1f}, max {1000 * outside[-1]:.1f}")
+        print(f"  outside the sandbox, between tasks{'':9} {1000 * (args.workers * wall - busy_total) / items:8.1f}  "
+              f"({args.workers} x wall - worker busy: broker, ack, idle at the end)")
+        print(f"  naive: wall - own per item{'':17} {1000 * (naive_wall - sum(naive_own)) / items:8.1f}  "
+              "(interpreter start, imports, the copy)")
+        print(f"run timestamps: started -> finished {(run.finished_at - run.started_at).total_seconds():.1f} s "
+              f"(the script's wall includes dispatch and the last poll)")
+        if validation:
+            v = validation
+            print(f"validation of {v['paper']} as a submission ({v['snippets']} snippets, test body "
+                  f"{v['seconds']:.2f} s, {v['backend']}): {v['status']} in {v['wall']:.1f} s wall "
+                  f"(task {v['busy']:.1f} s), {v['runs']} test runs ({v['wall'] / max(1, v['runs']):.2f} s each; "
+                  f"reference check {v['reference_s']:.1f} s, snippet checks {v['snippet_checks_s']:.1f} s)")
+            for line in v["failed"]:
+                print(f"  !! {line}")
+        connections.close_all()
+    finally:
+        for worker in workers:
+            worker.stop()
+        if claim:
+            claim.release()
+        if not args.keep:
+            if args.database == "postgres":
+                try:
+                    from django.db import connections
+
+                    connections.close_all()
+                except Exception:
+                    pass
+                postgres_drop(database)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
