@@ -315,7 +315,7 @@ class Worker:
 
     def fork_mode(self) -> str:
         log = self.output()
-        preloaded = re.findall(r"fork server for environment \w+: preloaded ([^\n]*)", log)
+        preloaded = re.findall(r"fork server for environment \w+(?: \([^)]*\))?: preloaded ([^\n]*)", log)
         off = re.findall(r"the fork server is off, every item starts cold: ([^\n]*)", log)
         if off:
             return f"COLD (fell back: {off[-1][:160]})"
@@ -601,7 +601,7 @@ def main() -> None:
         print(f"own time per item: {sum(x < 0.5 for x in own)} under 0.5 s, {sum(0.5 <= x < 2 for x in own)} of "
               f"0.5-2 s, {sum(x >= 2 for x in own)} of 2 s or more (longest {max(own, default=0):.1f} s)")
         print(f"{'':44} {'wall s':>8} {'/limit':>7} {'/naive':>7}")
-        print(f"{'platform run (' + args.backend + ', fork server ' + args.forkserver + ')':44} {wall:8.1f} "
+        print(f"{'platform run (' + args.backend + ', SANDBOX_FORKSERVER ' + args.forkserver + ')':44} {wall:8.1f} "
               f"{wall / limit:6.2f}x {wall / naive_wall:6.2f}x")
         print(f"{'naive baseline':44} {naive_wall:8.1f} {naive_wall / limit:6.2f}x {1:6.2f}x")
         print("per item, in the run (ms):")
