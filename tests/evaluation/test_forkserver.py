@@ -223,6 +223,7 @@ session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment
             limits=Limits(wall_seconds=600))
 ''')
     for backend in ("bwrap", "docker"):
+        sandbox_backend_or_missing(backend, sandbox_cache)
         started = time.time()
         worker = subprocess.Popen([sys.executable, str(script), backend, str(sandbox_cache)], stdout=subprocess.PIPE,
                                   text=True, cwd=os.getcwd())
