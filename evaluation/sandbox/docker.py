@@ -79,6 +79,7 @@ SECCOMP_DEFAULT = Path(__file__).with_name("seccomp") / "docker-default.json"
 # What a fork needs before its item runs: its own namespaces, tmpfs folders and hostname.
 FORK_SYSCALLS = ("unshare", "mount", "umount2", "sethostname")
 ZYGOTE_LOG_BYTES = 64 * 1024
+ZYGOTE_FOLDER_BYTES = 1024 * 1024
 
 
 @functools.cache
@@ -115,11 +116,13 @@ class ContainerZygote(Zygote):
             listener.bind(str(self.folder / "control.sock"))
             os.chmod(self.folder / "control.sock", 0o666)  # for uid 10001; it is unlinked once the zygote connected
             listener.listen(1)
-            config = host_config(replace(limits, memory_bytes=2 * limits.memory_bytes,
-                                         processes=limits.processes + ZYGOTE_PROCESSES + CHILD_OWN_PROCESSES))
             # The zygote's pages and an item's both count: the container holds twice an item's memory, each item
-            # its own share in its cgroup below.
+            # its own share in its cgroup below. Its own folders stay tiny: every item mounts fresh ones.
+            config = host_config(replace(limits, memory_bytes=2 * limits.memory_bytes, disk_bytes=ZYGOTE_FOLDER_BYTES,
+                                         processes=limits.processes + ZYGOTE_PROCESSES + CHILD_OWN_PROCESSES),
+                                 tmp_bytes=ZYGOTE_FOLDER_BYTES)
             config.update(binds={str(self.folder): {"bind": CONTROL_DIR, "mode": "ro"}}, auto_remove=True,
+                          shm_size=ZYGOTE_FOLDER_BYTES,
                           security_opt=["no-new-privileges", f"seccomp={forkserver_seccomp()}"])
             with engine_errors("creating the fork server container"):
                 self.container = self.api.create_container(

@@ -48,7 +48,8 @@ ZYGOTE_PROCESSES = 8
 CHILD_OWN_PROCESSES = 2
 
 ZYGOTE_SOURCE = r'''
-import sys
+import os, sys
+os.chdir("/")  # read-only: nothing an item writes can lie where the zygote's own imports look ("" on sys.path)
 # The preloads come first, before any tool of the fork server's own: what they import is what an item keeps loaded
 # (a cold start has it too once the test imported them); the rest (ctypes, socket, ...) is dropped in every item.
 loaded, failed = [], []
@@ -79,7 +80,7 @@ ctl.send(json.dumps({"loaded": loaded, "failed": failed, "threads": threads(), "
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_BIND = 16384, 1 << 18, 2, 4, 4096
+MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND = 16384, 1 << 18, 2, 4, 8, 4096
 
 
 def check(result, what):
@@ -167,11 +168,15 @@ def unpack(archive):
         os._exit(125)
 
 
-def item(request, archive):
-    """pid 2 of the item's namespaces, no capabilities: unpack, then the harness exactly as a cold start."""
+def item(request, archive, ready):
+    """pid 2 of the item's namespaces, no capabilities: unpack, say the sandbox is ready, then the harness exactly as
+    a cold start. Only this says the fork's set-up succeeded: nothing of the item's can say it failed."""
     import random
+    libc.prctl(4, 1, 0, 0, 0)  # dumpable as on a cold start (for its own debugging tools); its reaper is not
     os.chdir(request["work"])
     unpack(archive)
+    os.write(ready, b"R")
+    os.close(ready)
     os.environ.clear()
     os.environ.update(base_env)
     sys.argv = list(request["argv"])
@@ -213,7 +218,7 @@ def item(request, archive):
     os._exit(code)
 
 
-def child(request, fds):
+def child(request, fds, ready):
     """Between fork and the item: own cgroups, own namespaces, fresh tmpfs folders, limits, no capabilities."""
     archive, out, err, *cgroups = fds
     for fd in cgroups:
@@ -225,9 +230,12 @@ def child(request, fds):
     os.dup2(null, 0)
     os.dup2(out, 1)
     os.dup2(err, 2)
-    # 0-2 are open in the zygote, so every received fd is above them: keep the archive, close all else.
-    os.closerange(3, archive)
-    os.closerange(archive + 1, 65536)
+    # 0-2 are open in the zygote, so every received fd is above them: keep the archive and `ready`, close all else.
+    low = 3
+    for kept_fd in sorted((archive, ready)):
+        os.closerange(low, kept_fd)
+        low = kept_fd + 1
+    os.closerange(low, 65536)
     uid, gid = os.getuid(), os.getgid()
     # Dumpable again (like a cold start): /proc/self of a non-dumpable process is root's, so no uid_map either.
     libc.prctl(4, 1, 0, 0, 0)
@@ -250,6 +258,11 @@ def child(request, fds):
                 check(libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None, MS_BIND | MS_REC, None),
                       f"bind {point}")
                 os.close(fd)
+    if os.path.isdir("/dev/mqueue"):  # the new IPC namespace's own message queues, not the container's
+        check(libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+              "mount /dev/mqueue")
+    # The zygote's folder lies under the fresh work folder now; a process kept there would hold it open for items.
+    os.chdir(request["work"])
     libc.sethostname(b"sandbox", 7)
     import resource
     for limit, value in request["rlimits"].items():
@@ -257,17 +270,19 @@ def child(request, fds):
     reaper = os.fork()
     if reaper:
         os.close(archive)
+        os.close(ready)
         _, status = os.waitpid(reaper, 0)
         os._exit(status_code(status))
-    # pid 1 of the new pid namespace: reaps, and its exit kills whatever the item left running.
-    libc.prctl(4, 1, 0, 0, 0)  # the item is dumpable as on a cold start (for its own debugging tools)
+    # pid 1 of the new pid namespace, not dumpable (an item may not trace it nor open what it has open): reaps, and
+    # its exit kills whatever the item left running.
     caps_drop()
     namespaces_refuse()
     os.setsid()
     pid = os.fork()
     if pid == 0:
-        item(request, archive)
+        item(request, archive, ready)
     os.close(archive)
+    os.close(ready)
     while True:
         done, status = os.wait()
         if done == pid:
@@ -285,15 +300,17 @@ while True:
             os.close(fd)
         ctl.send(json.dumps({"refused": f"{count} threads in the fork server"}).encode())
         continue
+    ready_read, ready = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             ctl.close()
-            child(request, fds)
+            os.close(ready_read)
+            child(request, fds, ready)
         except BaseException as exc:
             import traceback; os.write(2, f"rcb-fork: {exc} {traceback.format_exc()}\n".encode())
         os._exit(125)
-    for fd in fds:
+    for fd in (*fds, ready):
         os.close(fd)
     ctl.send(json.dumps({"started": True}).encode())
     # Waiting on the item and on the worker at once: a worker gone mid-item (EOF) ends the zygote, and with it
@@ -304,7 +321,10 @@ while True:
             os._exit(0)
     os.close(ended)
     _, status = os.waitpid(pid, 0)
-    ctl.send(json.dumps({"status": status_code(status)}).encode())
+    # Every holder of `ready` is gone with the fork (the item closed its end before the answer ran).
+    set_up = os.read(ready_read, 1) == b"R"
+    os.close(ready_read)
+    ctl.send(json.dumps({"status": status_code(status), "ready": set_up}).encode())
 '''
 
 
@@ -495,6 +515,9 @@ class ForkServer:
                 if fd >= 0:
                     os.close(fd)
         code = reply["status"]
+        if not reply.get("ready"):
+            stderr = b"".join(err).decode("utf-8", "replace")
+            raise ForkRefused(f"a fork could not set up its sandbox: {stderr[-1500:]}")
         return ExecResult(exit_code=None if timed_out else code, stdout=b"".join(out).decode("utf-8", "replace"),
                           stderr=b"".join(err).decode("utf-8", "replace"), timed_out=timed_out,
                           duration=time.monotonic() - start, backend=self.backend,
@@ -509,8 +532,6 @@ class ForkServer:
 
 # A fork server that restarted this often for one session (new imports, other limits) gives way to cold starts.
 ZYGOTE_RESTARTS = 8
-# The exit status of a fork that could not build its sandbox (it printed `rcb-fork: why`).
-FORK_SETUP_FAILED = 125
 
 
 class ForkingSession(Session):
@@ -600,9 +621,6 @@ class ForkingSession(Session):
                                          own=own_modules(files), warm_harness=harnessed(command))
         except ForkRefused as exc:
             self._cold_only(str(exc))
-            return None
-        if result.exit_code == FORK_SETUP_FAILED and "rcb-fork:" in result.stderr:
-            self._cold_only(f"a fork could not set up its sandbox: {result.stderr[-1500:]}")
             return None
         exit_code = None if oom and result.exit_code == 128 + signal.SIGKILL else result.exit_code
         return replace(result, exit_code=exit_code, oom_killed=oom)

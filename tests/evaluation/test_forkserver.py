@@ -88,13 +88,26 @@ if os.fork() == 0:
     os._exit(0)
 for folder in ("/tmp", "/dev/shm", os.environ["HOME"], "."):
     open(os.path.join(folder, "rcb-leftover"), "w").write("x")
+# Every folder another process of the sandbox has open (its cwd, its root), and the message queues (docker has them).
+me = os.readlink("/proc/self")
+for pid in os.listdir("/proc"):
+    for kind in ("cwd", "root"):
+        try:
+            if pid.isdigit() and pid != me:
+                open(f"/proc/{pid}/{kind}/rcb-leftover", "w").write("x")
+        except OSError:
+            pass
+if os.path.isdir("/dev/mqueue"):
+    os.close(os.open("/dev/mqueue/rcb-leftover", os.O_CREAT | os.O_RDWR, 0o600))
 os.environ["RCB_LEFTOVER"] = "1"
 os.putenv("RCB_LEFTOVER_PUT", "1")
 found["left"] = True
 ''')
 
 LOOK_FOR_LEFTOVERS = report('''
-found["files"] = [f for f in ("/tmp", "/dev/shm", os.environ["HOME"], ".")
+me = os.readlink("/proc/self")
+held = [f"/proc/{pid}/{kind}" for pid in os.listdir("/proc") if pid.isdigit() and pid != me for kind in ("cwd", "root")]
+found["files"] = [f for f in ("/tmp", "/dev/shm", os.environ["HOME"], ".", "/dev/mqueue", *held)
                   if os.path.exists(os.path.join(f, "rcb-leftover"))]
 found["env"] = [k for k in os.environ if k.startswith("RCB_")]
 # /proc is the fork server's pid namespace: its reaper, the zygote, and this item's fork, reaper and itself.
@@ -130,7 +143,7 @@ def parent(pid):
 reaper = parent(os.readlink("/proc/self"))
 helper = parent(reaper)
 zygote = parent(helper)
-targets = [helper, zygote]
+targets = [reaper, helper, zygote]
 found["targets"] = [b"recv_fds" in open(f"/proc/{pid}/cmdline", "rb").read() for pid in targets]
 found["got"] = []
 for pid in targets:
@@ -144,6 +157,8 @@ for pid in targets:
         except OSError:
             pass
     try:
+        if pid == reaper:
+            raise OSError("its own reaper is the item's to end (as an exit would)")
         fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
         if libc.syscall(424, fd, signal.SIGKILL, None, 0) == 0:  # pidfd_send_signal through /proc/<pid>
             found["got"].append("signalled through /proc")
@@ -158,7 +173,7 @@ def test_an_item_cannot_read_signal_or_trace_the_fork_server(session):
     run(session, "", entry_point=ATTACK_THE_ZYGOTE)  # the zygote now has the attack's imports: it stays
     zygote = session._forkserver
     seen = found_in(run(session, "", entry_point=ATTACK_THE_ZYGOTE))
-    assert seen["targets"] == [True, True]  # both are visible in /proc, and that is all
+    assert seen["targets"] == [True, True, True]  # all are visible in /proc, and that is all
     assert seen["got"] == []
     assert zygote.alive() and session._forkserver is zygote and session.forking
     after = found_in(run(session, "", entry_point=report("found['ok'] = True")))
@@ -250,6 +265,14 @@ session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment
             events = client.events(since=started, until=time.time(), decode=True,
                                    filters={"label": label, "event": "destroy"})
             assert [event["Actor"]["Attributes"][WORKER_LABEL] for event in events] == [label.split("=")[1]]
+
+
+def test_an_item_cannot_pass_itself_off_as_a_failed_fork(session):
+    # A fork whose sandbox could not be set up is run again cold; an item that says so of itself is only an exit.
+    done = run(session, "", entry_point="import os, sys\nprint('rcb-fork: set-up failed', file=sys.stderr)\n"
+                                        "sys.stderr.flush()\nos._exit(125)\n")
+    assert done.result.exit_code == 125 and "rcb-fork:" in done.result.stderr
+    assert session.forking
 
 
 def test_limits_hold_in_a_fork(session):
