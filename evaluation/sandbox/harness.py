@@ -85,6 +85,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     channel = fstat(report_fd)
     channel = (channel.st_dev, channel.st_ino)
     pid = getpid()
+    main_thread = get_ident()
+    task_folder = cwd.rstrip("/") + "/"
 
     def spellings(relative):
         # Filenames are compared as exact strings: no library code runs inside the hook once the answer has run.
@@ -200,6 +202,18 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             frame = frame.f_back
         return None
 
+    def on_answer_thread(frame):
+        """Another thread than the test's, running no task code, once the answer started: only the answer can have
+        handed it the work (a C function given to a thread pool leaves no frame of its own), so it is the answer's."""
+        if not state["started"] or get_ident() == main_thread:
+            return False
+        while frame is not None:
+            name = str_.__str__(frame.f_code.co_filename)
+            if str_.startswith(name, task_folder) or not str_.startswith(name, ("/", "<")):
+                return False
+            frame = frame.f_back
+        return True
+
     def text(value):
         kind = type_(value)
         if kind is str_:
@@ -296,6 +310,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             elif event == "open":
                 what = opened_hidden(args[0])
                 line = answer_line_anywhere(frame) if what else None
+                if what and line is None and on_answer_thread(frame):
+                    line = first
                 if line is not None:
                     record("memory" if what == "process memory" else "hidden", event, line,
                            "opens " + text(args[0]) + " (" + what + ")")
@@ -303,6 +319,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 name = args[0] if type_(args[0]) is str_ else ""
                 if name in hidden_modules or name.rsplit(".", 1)[-1] in hidden_modules:
                     line = answer_line_anywhere(frame)
+                    if line is None and on_answer_thread(frame):
+                        line = first
                     if line is not None:
                         record("hidden", event, line, "imports the hidden module " + text(name))
                 elif name.split(".", 1)[0] in native:
@@ -312,6 +330,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             elif event == "rcb.hidden.call":
                 caller = frame.f_back
                 line = answer_line_direct(caller) if caller is not None else None
+                if line is None and on_answer_thread(frame):
+                    line = first
                 if line is not None:
                     what = ("reads " + text(args[1]) + " of") if len_(args) > 1 else "calls hidden code in"
                     record("hidden", event, line, what + " " + text(args[0]))
@@ -325,6 +345,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     line = answer_line_direct(frame, look_through=name != "__code__")
                 else:
                     line = answer_line_direct(frame, look_through=event not in strict)
+                    # A library's own threads take frames (logging) and compile (dataclasses); never these.
+                    if line is None and event in through and event != "sys._getframe" and on_answer_thread(frame):
+                        line = first
                 if line is None:
                     return
                 kind = kinds.get(event) or ("native" if event.startswith("ctypes.") else
