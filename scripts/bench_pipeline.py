@@ -5,8 +5,9 @@ measured in the same script run (sequential, a fresh copy of the task's files an
 sandbox, no platform).
 
 What it does, in order:
-1. A fresh database (PostgreSQL `rcb_benchpipe`, dropped and created, as in production; or `--database sqlite`) and a
-   broker of its own (a Redis database claimed as the test fixtures claim theirs, or `--broker filesystem`).
+1. A fresh database (PostgreSQL `rcb_benchpipe`, dropped and created, as in production, so one run of this script at
+   a time; or `--database sqlite`) and a broker of its own (a Redis database claimed as the test fixtures claim
+   theirs, or `--broker filesystem`).
 2. The environment (numpy, scipy, torch==2.13.0; one shared requirements file, as the published set has one shared
    environment) is built before anything is timed, for the chosen backend and for bwrap (the naive baseline uses
    the bwrap environment's venv python, outside any sandbox). The workload of 64x64 tanh-matmul steps is calibrated
