@@ -338,7 +338,8 @@ def own_modules(files: Mapping[str, bytes]) -> list[str]:
 
 
 def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] | None = None) -> list[str]:
-    """Top-level modules the task's Python files import, minus the task's own modules (first-seen order).
+    """The modules the task's Python files import, minus the task's own modules (first-seen order), as imported:
+    `scipy.linalg`, not only `scipy` (a package does not import its submodules; each would cost every item).
 
     The answer's own lines (`answer`: file, first and last line) and the harness files never count: what the fork
     server preloads does not depend on the answer, so an import of the answer's is audited as on a cold start."""
@@ -362,8 +363,8 @@ def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] 
                 continue
             for module in found:
                 top = module.split(".")[0]
-                if top not in own and top not in names and not top.startswith("_"):
-                    names.append(top)
+                if top not in own and module not in names and not top.startswith("_"):
+                    names.append(module)
     return names
 
 

@@ -54,7 +54,7 @@ def found_in(attack) -> dict:
 def test_preload_is_the_imports_minus_the_tasks_own_modules():
     files = {"paper2code_test.py": b"import numpy as np\nfrom torch.nn import functional\nimport model\nfrom . import x\n",
              "model.py": b"import scipy.linalg\nimport helpers\n", "helpers/__init__.py": b"", "data.csv": b"a"}
-    assert preload_modules(files) == ["numpy", "torch", "scipy"]
+    assert preload_modules(files) == ["numpy", "torch.nn", "scipy.linalg"]
 
 
 def test_items_run_in_forks_with_the_imports_preloaded_and_a_fresh_random_state(session):
