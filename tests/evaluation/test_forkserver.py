@@ -4,6 +4,7 @@ from the zygote and from every other item (what one leaves behind, the next neve
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,7 @@ def run(session, model: str, *, limits=LIMITS, entry_point: str) -> Run:
 
 
 SANDBOX_UID = {"bwrap": 65534, "docker": 10001}
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", params=["bwrap", "docker"])
@@ -241,7 +243,7 @@ session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment
         sandbox_backend_or_missing(backend, sandbox_cache)
         started = time.time()
         worker = subprocess.Popen([sys.executable, str(script), backend, str(sandbox_cache)], stdout=subprocess.PIPE,
-                                  text=True, cwd=os.getcwd())
+                                  text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
         try:
             assert worker.stdout.readline() == "started\n"
             deadline = time.monotonic() + 60

@@ -101,10 +101,10 @@ def test_publishing_queues_continuous_models_and_reuses_unchanged_answers(media_
         draft = version_draft_create(name="1.1.0", actor=maintainer)
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             version_publish(version=draft, actor=maintainer)
-        assert len(callbacks) == 1, "publishing announces the release once it is committed"
-        # The announcement's receiver queues the continuous model (its dispatch waits for a commit that a
-        # test transaction never makes, so the items are run inline below).
-        callbacks[0]()
+        assert len(callbacks) == 2, "publishing queues its downloads' build and announces the release, once committed"
+        # The announcement (the last) has its receiver queue the continuous model (its dispatch waits for a commit
+        # that a test transaction never makes, so the items are run inline below).
+        callbacks[-1]()
         queued = EvaluationRun.objects.filter(version__name="1.1.0")
         assert [r.model for r in queued] == [model]
         second = run_inline(EvaluationRun.objects.get(pk=queued[0].pk))
