@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -174,6 +175,35 @@ def celery_worker_factory(worker_broker, media_root, sandbox_cache, tmp_path, se
         worker.kill(signal.SIGTERM)
     app.conf.broker_url, app.conf.broker_transport_options = saved
     _pool_reset(app)
+
+
+@contextlib.contextmanager
+def embedded_worker(tmp_path: Path, *, queues: str, env: dict[str, str]):
+    """A worker on kombu's filesystem broker (no Redis), as `make run` starts one; this process publishes there too.
+    Yields (worker, the broker's queue folder)."""
+    from config.celery import app
+
+    folders = {name: tmp_path / "broker" / name for name in ("queue", "processed", "control")}
+    for folder in folders.values():
+        folder.mkdir(parents=True)
+    saved = (app.conf.broker_url, app.conf.broker_transport_options)
+    app.conf.broker_url = "filesystem://"
+    app.conf.broker_transport_options = {"data_folder_in": str(folders["queue"]),
+                                         "data_folder_out": str(folders["queue"]),
+                                         "processed_folder": str(folders["processed"]),
+                                         "control_folder": str(folders["control"]), "store_processed": False}
+    _pool_reset(app)
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("CELERY_BROKER_URL", "REDIS_URL", "CELERY_RESULT_BACKEND")}
+    environment.update({"VAR_DIR": str(tmp_path), "DATABASE_URL": database_url_for_workers(), **env})
+    worker = WorkerProcess(broker="filesystem://", queues=queues, env=environment, log=tmp_path / "worker.log")
+    try:
+        worker.start()
+        yield worker, folders["queue"]
+    finally:
+        worker.kill(15)
+        app.conf.broker_url, app.conf.broker_transport_options = saved
+        _pool_reset(app)
 
 
 def _pool_reset(app) -> None:

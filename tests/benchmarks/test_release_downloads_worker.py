@@ -7,7 +7,6 @@ no Redis) builds them too."""
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 
 import pytest
@@ -119,30 +118,11 @@ def test_a_build_the_broker_lost_is_queued_again_by_the_watchdog(own_redis, cele
 
 def test_the_embedded_default_builds_the_downloads_too(media_root, sandbox_cache, tmp_path, maintainer):
     """kombu's filesystem broker and a worker on every queue, as `make run` starts them."""
-    from config.celery import app
-    from tests.conftest import WorkerProcess, _pool_reset, database_url_for_workers
+    from tests.conftest import embedded_worker
 
-    folders = {name: tmp_path / "broker" / name for name in ("queue", "processed", "control")}
-    for folder in folders.values():
-        folder.mkdir(parents=True)
-    saved = (app.conf.broker_url, app.conf.broker_transport_options)
-    app.conf.broker_url = "filesystem://"
-    app.conf.broker_transport_options = {"data_folder_in": str(folders["queue"]),
-                                         "data_folder_out": str(folders["queue"]),
-                                         "processed_folder": str(folders["processed"]),
-                                         "control_folder": str(folders["control"]), "store_processed": False}
-    _pool_reset(app)
-    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "REDIS_URL", "CELERY_RESULT_BACKEND")}
-    env.update({"VAR_DIR": str(tmp_path), "DATABASE_URL": database_url_for_workers(), "MEDIA_ROOT": str(media_root),
-                "SANDBOX_CACHE_DIR": str(sandbox_cache)})
-    worker = WorkerProcess(broker="filesystem://", queues="default,llm,sandbox", env=env, log=tmp_path / "worker.log")
-    try:
-        worker.start()
+    with embedded_worker(tmp_path, queues="default,llm,sandbox",
+                         env={"MEDIA_ROOT": str(media_root), "SANDBOX_CACHE_DIR": str(sandbox_cache)}) as (worker, _):
         draft = pset_import(root=DEMO_PSET, version_name="1.0.0").version
         version = version_publish(version=draft, actor=maintainer)
         polled(lambda: ready(version), timeout=180, what="the embedded worker to build the downloads", worker=worker)
         assert APIClient().get(ITEMS).status_code == 200
-    finally:
-        worker.kill(15)
-        app.conf.broker_url, app.conf.broker_transport_options = saved
-        _pool_reset(app)

@@ -93,42 +93,21 @@ def test_database_stopped_mid_run_loses_no_item_and_the_run_completes_by_itself(
 
 def test_embedded_broker_losing_its_queue_mid_run_the_run_completes_by_itself(media_root, sandbox_cache, tmp_path):
     """The embedded default (kombu's filesystem broker, no Redis): its queue folder emptied mid-run."""
-    import os
+    from tests.conftest import embedded_worker
 
-    from config.celery import app
-    from tests.conftest import WorkerProcess, _pool_reset, database_url_for_workers
-
-    folders = {name: tmp_path / "broker" / name for name in ("queue", "processed", "control")}
-    for folder in folders.values():
-        folder.mkdir(parents=True)
-    saved = (app.conf.broker_url, app.conf.broker_transport_options)
-    app.conf.broker_url = "filesystem://"
-    app.conf.broker_transport_options = {"data_folder_in": str(folders["queue"]),
-                                         "data_folder_out": str(folders["queue"]),
-                                         "processed_folder": str(folders["processed"]),
-                                         "control_folder": str(folders["control"]), "store_processed": False}
-    _pool_reset(app)
-    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "REDIS_URL", "CELERY_RESULT_BACKEND")}
-    env.update({"VAR_DIR": str(tmp_path), "DATABASE_URL": database_url_for_workers(), "MEDIA_ROOT": str(media_root),
-                "SANDBOX_CACHE_DIR": str(sandbox_cache), **WATCH})
-    worker = WorkerProcess(broker="filesystem://", queues="default,sandbox", env=env, log=tmp_path / "worker.log")
-    try:
-        worker.start()
+    with embedded_worker(tmp_path, queues="default,sandbox", env={
+            "MEDIA_ROOT": str(media_root), "SANDBOX_CACHE_DIR": str(sandbox_cache), **WATCH}) as (worker, queue):
         version = pset_import(root=DEMO_PSET, version_name="faults-fs-1.0.0", publish=True).version
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
         polled(lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes",
                worker=worker)
-        lost = [message.unlink() for message in folders["queue"].glob("*.msg")]
+        lost = [message.unlink() for message in queue.glob("*.msg")]
         assert lost, "messages must be waiting for this test to mean anything"
 
         polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
                what="the run to complete by itself", worker=worker)
         assert_every_item_once_and_scored(run)
         assert OperationsEvent.objects.get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run).items >= len(lost)
-    finally:
-        worker.kill(15)
-        app.conf.broker_url, app.conf.broker_transport_options = saved
-        _pool_reset(app)
 
 
 def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
