@@ -1,11 +1,20 @@
-"""One set-up for the benchmarks that run the platform in-process: a fresh temporary folder with SQLite and the
-embedded broker (whatever the shell's environment names), Django set up and migrated."""
+"""What the benchmark scripts share: a fresh temporary folder with SQLite and the embedded broker (whatever the
+shell's environment names), Django set up and migrated, for those that run the platform in-process; and the naive
+baseline of the heavy sets (a fresh copy and interpreter per item, no sandbox)."""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
+
+# What a heavy set's test prints: the time of its own body, without interpreter start and imports.
+OWN = re.compile(r"RCB-OWN ([0-9.]+)")
+THREADS_ONE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def django_fresh(prefix: str, *, test_environment: bool = True) -> Path:
@@ -25,3 +34,21 @@ def django_fresh(prefix: str, *, test_environment: bool = True) -> Path:
         setup_test_environment()
     call_command("migrate", verbosity=0)
     return tmp
+
+
+def naive(python: str, items: list[tuple[str, dict[str, bytes]]]) -> tuple[float, list[float]]:
+    """(wall, own time per item) of running each item's entry point sequentially, in a fresh copy of its files in a
+    temporary folder and a fresh interpreter, no sandbox, no platform."""
+    own, start = [], time.monotonic()
+    env = {**os.environ, **THREADS_ONE}
+    for entry, files in items:
+        with tempfile.TemporaryDirectory(prefix="bench-naive-") as folder:
+            for name, data in files.items():
+                Path(folder, name).parent.mkdir(parents=True, exist_ok=True)
+                Path(folder, name).write_bytes(data)
+            done = subprocess.run([python, "-B", entry], cwd=folder, env=env, capture_output=True, text=True)
+            found = OWN.search(done.stdout)
+            if done.returncode != 0 or not found:
+                sys.exit(f"the naive run of an item failed ({done.returncode}):\n{done.stderr[-2000:]}")
+            own.append(float(found.group(1)))
+    return time.monotonic() - start, own

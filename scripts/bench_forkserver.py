@@ -19,15 +19,15 @@ import argparse
 import multiprocessing
 import os
 import random
-import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from scripts.bench_django import OWN, naive  # noqa: E402
 
 REQUIREMENTS = "numpy\ntorch==2.13.0\n"
 ENTRY = '''import time
@@ -73,7 +73,6 @@ for _ in range(20000):
     x = torch.tanh(x @ w)
 print(20000 / (time.perf_counter() - start))
 '''
-OWN = re.compile(r"RCB-OWN ([0-9.]+)")
 
 
 def durations(papers: int, snippets: int) -> list[float]:
@@ -147,19 +146,6 @@ def sandboxed(name: str, cache: Path, items: list[dict[str, bytes]], *, forkserv
     return wall, [o[2] for o in outcomes]
 
 
-def naive(python: str, items: list[dict[str, bytes]]) -> tuple[float, list[float]]:
-    own, start = [], time.monotonic()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    for files in items:
-        with tempfile.TemporaryDirectory() as folder:
-            for name, data in files.items():
-                Path(folder, name).write_bytes(data)
-            done = subprocess.run([python, "-B", "paper2code_test.py"], cwd=folder, env=env, capture_output=True,
-                                  text=True, check=True)
-            own.append(float(OWN.search(done.stdout).group(1)))
-    return time.monotonic() - start, own
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--papers", type=int, default=20)
@@ -187,13 +173,14 @@ def main() -> None:
     per_second = float(calibrate.stdout.strip())
     seconds = durations(args.papers, args.snippets)
     items = items_for(seconds, per_second)
+    entries = [("paper2code_test.py", files) for files in items]
     print(f"{len(items)} items ({args.papers} papers x {args.snippets}), tests import torch and numpy; "
           f"{args.workers} workers on {os.cpu_count()} cores", flush=True)
     start_load = os.getloadavg()
-    naive(environment.python, items[:1])  # the page cache holds torch for every mode alike
+    naive(environment.python, entries[:1])  # the page cache holds torch for every mode alike
     rows = {}
     print("naive baseline ...", flush=True)
-    rows["naive (sequential, fresh interpreter, no sandbox)"] = naive(environment.python, items)
+    rows["naive (sequential, fresh interpreter, no sandbox)"] = naive(environment.python, entries)
     labels = {"cold": "cold (fresh sandbox and interpreter per item)", "warm": "warm (fork server per worker)"}
     for name in args.backends.split(","):
         other = backend_class(name)(cache, forkserver=False)

@@ -48,6 +48,7 @@ Run: .venv/bin/python scripts/bench_pipeline.py [--papers 20] [--snippets 212] [
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -66,10 +67,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from scripts.bench_django import OWN, THREADS_ONE, naive  # noqa: E402
+from scripts.redis_claim import redis_database_claimed  # noqa: E402
+
 REQUIREMENTS = "numpy\nscipy\ntorch==2.13.0\n"
 POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/rcb_benchpipe"
 VERSION = "bench-pipeline-1.0.0"
-OWN = re.compile(r"RCB-OWN ([0-9.]+)")
 TASK_DONE = re.compile(r"Task ([\w.]+)\[[0-9a-f-]+\] succeeded in ([0-9.]+)s")
 CALIBRATE = """import time, torch
 torch.set_num_threads(1)
@@ -83,7 +86,6 @@ for _ in range(6):  # the best of several rounds: other work on the machine only
     best = max(best, 4000 / (time.perf_counter() - start))
 print(best)
 """
-THREADS_ONE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 # What a stage of a paper's model does, for informative snippet names (FORMAT.md 3: the name is the only hint).
 STAGES = [
@@ -253,35 +255,6 @@ def postgres_drop(url: str) -> None:
         connection.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 
 
-class RedisClaim:
-    """A Redis database of this run's own, claimed in database 0 with SET NX as tests/conftest.py's worker_broker
-    claims its, so this run and parallel test runs never empty each other's broker."""
-
-    def __init__(self, base_url: str):
-        import redis
-
-        self.base, own = base_url.rsplit("/", 1)
-        self.claims = redis.Redis.from_url(f"{self.base}/0")
-        self.token = f"bench-{os.getpid()}-{uuid.uuid4().hex}"
-        for _ in range(120):
-            self.number = next((n for n in range(1, 16) if str(n) != own
-                                and self.claims.set(f"rcb:test-broker:{n}", self.token, nx=True, ex=3 * 3600)), None)
-            if self.number is not None:
-                break
-            time.sleep(1)
-        else:
-            sys.exit("every Redis database 1-15 is claimed")
-        self.url = f"{self.base}/{self.number}"
-        redis.Redis.from_url(self.url).flushdb()
-
-    def release(self) -> None:
-        import redis
-
-        redis.Redis.from_url(self.url).flushdb()
-        if self.claims.get(f"rcb:test-broker:{self.number}") == self.token.encode():
-            self.claims.delete(f"rcb:test-broker:{self.number}")
-
-
 class Worker:
     """A real Celery worker process (its own process group), as tests/conftest.py's WorkerProcess starts one."""
 
@@ -394,23 +367,6 @@ def naive_items(run) -> list[tuple[str, dict[str, bytes]]]:
     return items
 
 
-def naive(python: str, items: list[tuple[str, dict[str, bytes]]]) -> tuple[float, list[float]]:
-    """Sequential, a fresh copy in a temporary folder and a fresh interpreter per item, no sandbox, no platform."""
-    own, start = [], time.monotonic()
-    env = {**os.environ, **THREADS_ONE}
-    for entry, files in items:
-        with tempfile.TemporaryDirectory(prefix="bench-naive-") as folder:
-            for name, data in files.items():
-                Path(folder, name).parent.mkdir(parents=True, exist_ok=True)
-                Path(folder, name).write_bytes(data)
-            done = subprocess.run([python, entry], cwd=folder, env=env, capture_output=True, text=True)
-            found = OWN.search(done.stdout)
-            if done.returncode != 0 or not found:
-                sys.exit(f"the naive run of an item failed ({done.returncode}):\n{done.stderr[-2000:]}")
-            own.append(float(found.group(1)))
-    return time.monotonic() - start, own
-
-
 def validation_measure(root: Path, plans: list[PaperPlan], workers: list[Worker]) -> dict:
     """Submit one generated paper (the first with a short test) as an author would and wait for its validation."""
     from django.conf import settings
@@ -487,8 +443,10 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     load_start = load()
     print(f"load average (1, 5, 15 min) at the start: {load_start}; {os.cpu_count()} cores; folder {tmp}", flush=True)
-    claim = RedisClaim(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")) if args.broker == "redis" else None
-    broker = claim.url if claim else "filesystem://"
+    claim = contextlib.ExitStack()  # the Redis database claimed, released in the `finally` below
+    broker = claim.enter_context(redis_database_claimed(
+        os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120,
+        ttl_seconds=3 * 3600)) if args.broker == "redis" else "filesystem://"
     database = POSTGRES_URL if args.database == "postgres" else f"sqlite:///{tmp / 'db.sqlite3'}"
     workers: list[Worker] = []
     try:
@@ -636,8 +594,7 @@ def main() -> None:
     finally:
         for worker in workers:
             worker.stop()
-        if claim:
-            claim.release()
+        claim.close()
         if not args.keep:
             if args.database == "postgres":
                 try:

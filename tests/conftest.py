@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -92,27 +90,13 @@ def media_root(settings, tmp_path) -> Path:
 def worker_broker(redis_url: str):
     """A Redis database of its own for this test's broker, emptied before and after. Databases are claimed in
     database 0 (SET NX), so test runs sharing one Redis server never empty each other's broker."""
-    import redis
+    from scripts.redis_claim import RedisTaken, redis_database_claimed
 
-    base, own = redis_url.rsplit("/", 1)
-    claims = redis.Redis.from_url(f"{base}/0")
-    token = f"{os.getpid()}-{uuid.uuid4().hex}"
-    number = None
-    for _ in range(600):
-        number = next((n for n in range(1, 16) if str(n) != own
-                       and claims.set(f"rcb:test-broker:{n}", token, nx=True, ex=3600)), None)
-        if number is not None:
-            break
-        time.sleep(1)
-    else:
-        pytest.fail("every Redis database 1-15 is claimed by another test run")
-    url = f"{base}/{number}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
-    if claims.get(f"rcb:test-broker:{number}") == token.encode():
-        claims.delete(f"rcb:test-broker:{number}")
+    try:
+        with redis_database_claimed(redis_url, wait_seconds=600, ttl_seconds=3600) as url:
+            yield url
+    except RedisTaken as exc:
+        pytest.fail(str(exc))
 
 
 class WorkerProcess:
