@@ -618,7 +618,7 @@ class ForkingSession(Session):
                 return None
             with self._archive(files) as archive:
                 result, oom = server.run(archive=archive.fileno(), work=self.work_dir, argv=command[2:], limits=limits,
-                                         rlimits=child_rlimits(limits, address_space=False),
+                                         rlimits=child_rlimits(limits),
                                          own=own_modules(files), warm_harness=harnessed(command))
         except ForkRefused as exc:
             self._cold_only(str(exc))
@@ -695,10 +695,6 @@ def _crashed(result: ExecResult, files: Mapping[str, bytes]) -> bool:
     return code is not None and code > 128 and not result.timed_out and not result.oom_killed
 
 
-def child_rlimits(limits: Limits, *, address_space: bool) -> dict[str, int]:
-    """The rlimits `process.rlimits` sets on a cold start, for a fork to set on itself."""
-    cpu = int(limits.wall_seconds) + 5
-    values = {"RLIMIT_FSIZE": limits.disk_bytes, "RLIMIT_CORE": 0, "RLIMIT_CPU": cpu}
-    if address_space:
-        values["RLIMIT_AS"] = limits.memory_bytes
-    return values
+def child_rlimits(limits: Limits) -> dict[str, int]:
+    """The rlimits `process.rlimits` sets on a cold start, for a fork to set on itself (memory: its cgroup)."""
+    return {"RLIMIT_FSIZE": limits.disk_bytes, "RLIMIT_CORE": 0, "RLIMIT_CPU": int(limits.wall_seconds) + 5}
