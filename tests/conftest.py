@@ -15,6 +15,13 @@ DEMO_PSET = REPO / "benchmarks" / "demo"
 UNDER_CI = os.environ.get("CI") == "true"
 
 
+def pytest_configure(config) -> None:
+    """The suite hashes passwords with MD5: PBKDF2's 0.26 s per conftest user is deliberate cost, not something tested."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def service_missing(service: str, reason: str) -> None:
     """Skip locally; under CI a missing service is a failure, never a silent skip."""
     message = f"{service} is not available: {reason}"

@@ -16,12 +16,6 @@ pytestmark = pytest.mark.django_db
 ATTACKER, OTHER = "203.0.113.7", "198.51.100.20"
 
 
-@pytest.fixture(autouse=True)
-def _fast_hashing(settings):
-    """Dozens of sign-ins per test: hash the fixtures' passwords cheaply (the lockout does not depend on it)."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def sign_in(username: str, password: str, *, ip: str) -> tuple[int, str, bool]:
     """Post the sign-in form from `ip`; (status, page text, signed in?)."""
     client = Client(REMOTE_ADDR=ip)
