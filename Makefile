@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEMO_VERSION ?= demo-1.0.0
 HOST ?= 127.0.0.1:8000
 
-.PHONY: install run test
+.PHONY: install run test test-fast
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,3 +22,7 @@ run: install
 
 test: install
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The fast loop: no browser, no Celery worker, no sandbox, no Docker (the full suite is `make test`).
+test-fast: install
+	$(VENV)/bin/pytest -m "not (browser or worker or sandbox or docker or slow)" $(PYTEST_ARGS)

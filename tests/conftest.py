@@ -22,6 +22,25 @@ def pytest_configure(config) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# Markers given by what a test uses, so a fast loop can leave the heavy kinds out (README: make test-fast).
+_MARKED_BY_FIXTURE = {
+    "browser": {"browser_page", "live_server", "page"},
+    "worker": {"celery_worker_factory", "worker_broker"},
+    "sandbox": {"sandbox_cache", "sandbox"},
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for marker, names in _MARKED_BY_FIXTURE.items():
+            if fixtures & names:
+                item.add_marker(marker)
+        if "docker" in item.nodeid.lower():
+            item.add_marker("docker")
+            item.add_marker("sandbox")
+
+
 def service_missing(service: str, reason: str) -> None:
     """Skip locally; under CI a missing service is a failure, never a silent skip."""
     message = f"{service} is not available: {reason}"

@@ -18,6 +18,8 @@ import requests
 
 from tests.conftest import REPO, free_port, service_missing
 
+pytestmark = [pytest.mark.docker, pytest.mark.slow]  # the whole compose stack: images, services, a run
+
 PROJECT = f"rcbci{os.getpid()}"
 # The site sits behind a TLS proxy in production; the tests speak to gunicorn as that proxy would.
 PROXY_HEADERS = {"X-Forwarded-Proto": "https", "Host": "localhost"}

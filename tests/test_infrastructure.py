@@ -17,6 +17,8 @@ from django.db import connection
 
 from tests.conftest import REPO, UNDER_CI, free_port
 
+pytestmark = [pytest.mark.worker, pytest.mark.slow]  # real workers and a whole `make run`
+
 SERVICE_VARIABLES = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
 
 
