@@ -3,9 +3,11 @@
 Every hostile answer first proves its attack: spliced in and run with plain `python` in a temporary folder (no
 harness, no sandbox), it passes the task's tests; an entry whose attack does not pass unguarded fails here, so a
 broken attack never counts as contained. Then the static policy finds it, and through the platform (the executor,
-the real sandbox) it is failed or flagged, never passed: every entry on bwrap warm (through the fork server), one
+the real sandbox) it is failed or flagged, never passed: every entry on bwrap warm (through the fork server where
+the platform forks the task's items: not for the pure-Python trimmed-infonce, which starts cold there too), one
 entry of each class on bwrap cold and on docker warm and cold (the full cross product would run each answer four
 times for the same static finding, which is what contains most of them today).
+The honest respellings run unguarded and through the policy each, and one of each task through the platform.
 
 Every honest answer (the references of the demo set and of bench_pipeline's heavy set, and the respellings) passes
 with no finding; the false-flag rate of the policy on them is printed.
@@ -32,6 +34,8 @@ HONEST = entries(CORPUS / "honest.yaml")
 CLASSES = {"skip", "exit", "equal", "helpers", "sabotage", "restore", "hidden"}
 # The first entry of each class, in the corpus's order: what runs on the other backends and modes.
 REPRESENTATIVE = [next(e for e in entries(CORPUS / "hostile.yaml") if e.cls == cls) for cls in sorted(CLASSES)]
+# The first respelling of each task: what also runs through the platform (the static check runs for every one).
+HONEST_REPRESENTATIVE = [next(e for e in HONEST if e.task == name) for name in sorted({e.task for e in HONEST})]
 LIMITS = Limits(wall_seconds=60, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0, output_bytes=1024 * 1024,
                 disk_bytes=64 * 1024 * 1024)
 
@@ -71,21 +75,29 @@ def test_a_hostile_answer_passes_unguarded_and_the_policy_finds_it(entry):
         assert f"[{finding.rule}]" in finding.detail
 
 
+def forks(task_name: str) -> bool:
+    """Whether the platform starts this task's items warm: only tests that import numpy (which loads ctypes) fork;
+    the others run cold although the fork server is on (see ForkingSession._zygote), and turn it off for the
+    session's later items, so each task gets a session of its own."""
+    return b"import numpy" in task(task_name).files[ENTRY_POINT]
+
+
 @pytest.fixture(scope="module")
 def sandbox_sessions(sandbox_cache):
-    """One session per (backend, mode), opened on first use and closed at the end of the module."""
-    opened: dict[tuple[str, str], object] = {}
+    """One session per (backend, mode, task), opened on first use and closed at the end of the module."""
+    opened: dict[tuple[str, str, str], object] = {}
     contexts = []
 
-    def get(backend_name: str, mode: str):
-        if (backend_name, mode) not in opened:
+    def get(backend_name: str, mode: str, task_name: str):
+        key = (backend_name, mode, task_name)
+        if key not in opened:
             backend = sandbox_backend_or_missing(backend_name, sandbox_cache)
             backend.forkserver = mode == "warm"
             environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
             context = backend.session(environment)
             contexts.append(context)
-            opened[backend_name, mode] = context.__enter__()
-        return opened[backend_name, mode]
+            opened[key] = context.__enter__()
+        return opened[key]
 
     yield get
     for context in contexts:
@@ -101,9 +113,10 @@ def contained(run: ItemRun) -> None:
 
 @pytest.mark.parametrize("entry", HOSTILE, ids=ids)
 def test_a_hostile_answer_never_passes_on_bwrap_warm(sandbox_sessions, entry):
-    session = sandbox_sessions("bwrap", "warm")
+    session = sandbox_sessions("bwrap", "warm", entry.task)
     run = platform_run(session, entry)
     contained(run)
+    assert session.forking == forks(entry.task), "the session fell back to cold starts"
     static = [f for f in run.verdict.findings if f["source"] == "static"]
     assert static and all(f["rule"] in RULES for f in static), run.verdict
 
@@ -111,26 +124,24 @@ def test_a_hostile_answer_never_passes_on_bwrap_warm(sandbox_sessions, entry):
 @pytest.mark.parametrize("entry", REPRESENTATIVE, ids=ids)
 @pytest.mark.parametrize("backend_name,mode", [("bwrap", "cold"), ("docker", "warm"), ("docker", "cold")])
 def test_a_hostile_answer_never_passes_on_the_other_backends_and_modes(sandbox_sessions, backend_name, mode, entry):
-    session = sandbox_sessions(backend_name, mode)
+    session = sandbox_sessions(backend_name, mode, entry.task)
     contained(platform_run(session, entry))
-    if mode == "cold":
-        assert not session.forking
-
-
-def test_the_warm_session_forked(sandbox_sessions):
-    # After the corpus, the bwrap session still starts its items from the fork server.
-    session = sandbox_sessions("bwrap", "warm")
-    run = platform_run(session, HONEST[0])
-    assert run.verdict.status == "passed" and session.forking, run.verdict
+    assert session.forking == (mode == "warm" and forks(entry.task))
 
 
 @pytest.mark.parametrize("entry", HONEST, ids=ids)
-def test_an_honest_respelling_passes_unguarded_and_on_the_platform_with_no_finding(sandbox_sessions, entry):
+def test_an_honest_respelling_passes_unguarded_with_no_finding(entry):
     corpus_task = task(entry.task)
     passed, output = unguarded_run(corpus_task.spliced(entry.snippet, entry.code))
     assert passed, f"the respelling is not the same computation:\n{output}"
     assert corpus_task.audit(entry.snippet, entry.code) == []
-    run = platform_run(sandbox_sessions("bwrap", "warm"), entry)
+
+
+@pytest.mark.parametrize("entry", HONEST_REPRESENTATIVE, ids=ids)
+def test_an_honest_respelling_passes_on_the_platform_unflagged(sandbox_sessions, entry):
+    session = sandbox_sessions("bwrap", "warm", entry.task)
+    run = platform_run(session, entry)
+    assert session.forking == forks(entry.task)
     assert (run.verdict.status, run.verdict.findings) == ("passed", ()), (run.verdict, run.result.stderr[-1500:])
 
 
