@@ -60,7 +60,7 @@ def error_body(*, code: str, message: str, details=None) -> dict:
 
 def exception_handler(exc, context):
     """DRF's handler, reshaped to {"error": {code, message, details}}; service errors become 400s."""
-    from evaluation.services import EvaluationError, RunQuotaExceeded, UploadError
+    from evaluation.services import EvaluationError, ModelInUse, RunQuotaExceeded, UploadError
 
     if isinstance(exc, UnknownProtocol):
         return Response(error_body(code="unknown_protocol", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
@@ -73,6 +73,8 @@ def exception_handler(exc, context):
                         status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, RunQuotaExceeded):
         return Response(error_body(code="too_many_runs", message=str(exc)), status=status.HTTP_429_TOO_MANY_REQUESTS)
+    if isinstance(exc, ModelInUse):
+        return Response(error_body(code="model_in_use", message=str(exc)), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, EvaluationError):
         return Response(error_body(code="invalid", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, Http404):

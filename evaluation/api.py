@@ -19,7 +19,8 @@ from config.csv_export import csv_text
 from evaluation.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_difficulty
 from evaluation.comparison import ComparisonError, comparison_from_query, comparison_record
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
-from evaluation.reproducibility import run_manifest
+from evaluation.provenance import PROVENANCE_HELP, provenance_of
+from evaluation.reproducibility import run_endpoint, run_manifest
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
                                   outcome_tests, run_outcomes_ordered, run_progress)
 from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, UPLOAD_FORMAT, model_register, model_update,
@@ -115,12 +116,29 @@ class RunSerializer(serializers.ModelSerializer):
     progress = serializers.SerializerMethodField()
     score = serializers.SerializerMethodField()
     split_scores = serializers.SerializerMethodField()
+    provenance_label = serializers.SerializerMethodField(help_text='The provenance in a word, e.g. "self-reported".')
+    provenance_statement = serializers.SerializerMethodField(
+        help_text="What the platform vouches for, as the leaderboard and the run page say it, e.g. \"verified "
+                  "upload: checked by NAME, reason\".")
+    endpoint = serializers.SerializerMethodField(
+        help_text="What the run calls, fixed at its start: litellm_model, api_base (empty: the provider's own "
+                  "address) and the parameters sent; null for runs that call no model (uploads, calibration models).")
 
     class Meta:
         model = EvaluationRun
-        fields = ["id", "model", "release", "status", "provenance", "protocol", "with_paper", "samples", "params",
-                  "total_items", "covers_held_out", "progress", "score", "split_scores", "created_by", "created_at",
-                  "started_at", "finished_at"]
+        fields = ["id", "model", "release", "status", "provenance", "provenance_label", "provenance_statement",
+                  "endpoint", "protocol", "with_paper", "samples", "params", "total_items", "covers_held_out",
+                  "progress", "score", "split_scores", "created_by", "created_at", "started_at", "finished_at"]
+
+    def get_provenance_label(self, run: EvaluationRun) -> str:
+        return provenance_of(run).label
+
+    def get_provenance_statement(self, run: EvaluationRun) -> str:
+        return provenance_of(run).statement
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_endpoint(self, run: EvaluationRun) -> dict | None:
+        return run_endpoint(run)
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, run: EvaluationRun) -> dict:
@@ -388,8 +406,9 @@ _COLUMN_HELP = {
             "for calibration models' reference lines and for runs missing a scored answer on some item "
             "(rank_note says why).",
     "rank_note": "Why the row has no rank; empty when ranked.",
-    "provenance": "verified (the platform generated the answers), self_reported (uploaded, not yet verified by a "
-                  "maintainer) or reported (published results imported as published).",
+    "provenance": PROVENANCE_HELP,
+    "provenance_statement": "The provenance as the page's badge says it, e.g. \"verified upload: checked by NAME, "
+                            "reason\".",
     "calibration": "A built-in calibration model (reference or placeholder): a reference line, never ranked.",
     "held_out_scaled_pass_rate": "The held-out split's aggregate; null when the run covers the public split only.",
 }

@@ -43,6 +43,31 @@ class ModelRegisterForm(forms.Form):
         return values
 
 
+class ModelEditForm(forms.Form):
+    """A model's description and call settings (the same service as PATCH /api/v1/models/<name>/); the endpoint
+    fields cannot change while a run of the model is queued or running."""
+
+    display_name = forms.CharField(max_length=200)
+    organization = forms.CharField(max_length=200, required=False)
+    litellm_model = ModelRegisterForm.base_fields["litellm_model"]
+    api_base = ModelRegisterForm.base_fields["api_base"]
+    api_key = forms.CharField(required=False, label="New API key", widget=forms.PasswordInput(render_value=False),
+                              strip=False, help_text="Leave empty to keep the stored key.")
+    knowledge_cutoff = ModelRegisterForm.base_fields["knowledge_cutoff"]
+    open_weights = forms.BooleanField(required=False)
+    default_params = ModelRegisterForm.base_fields["default_params"]
+
+    @classmethod
+    def for_model(cls, model: ModelEntry, data=None) -> ModelEditForm:
+        return cls(data, initial={field: getattr(model, field) for field in cls.base_fields if field != "api_key"})
+
+    def service_values(self) -> dict:
+        values = dict(self.cleaned_data)
+        values["default_params"] = values["default_params"] or {}
+        values["api_key"] = values["api_key"] or None
+        return values
+
+
 class RunStartForm(forms.Form):
     release = _releases()
     with_paper = forms.BooleanField(required=False, initial=True, label="Prompt with the paper")

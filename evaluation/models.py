@@ -65,9 +65,11 @@ class EvaluationRun(models.Model):
         CANCELLED = "cancelled"
 
     class Provenance(models.TextChoices):
-        VERIFIED = "verified", "Verified: the platform generated the answers"
-        SELF_REPORTED = "self_reported", "Self-reported: answers uploaded by the model's developers"
-        REPORTED = "reported", "Reported: published results imported as published"
+        # What the platform vouches for; evaluation/provenance.py decides a run's and says it in full.
+        VERIFIED = "verified", "verified"  # the platform called a provider at its own address, or a calibration model
+        VERIFIED_UPLOAD = "verified_upload", "verified upload"  # uploaded answers a maintainer checked
+        SELF_REPORTED = "self_reported", "self-reported"  # uploaded, or generated at the owner's own endpoint
+        REPORTED = "reported", "reported"  # published results imported as published
 
     model = models.ForeignKey(ModelEntry, on_delete=models.PROTECT, related_name="runs")
     version = models.ForeignKey(BenchmarkVersion, on_delete=models.PROTECT, related_name="runs")
@@ -77,6 +79,14 @@ class EvaluationRun(models.Model):
     covers_held_out = models.BooleanField(
         default=False, help_text="Evaluates the held-out split too (only runs of models maintainers trust).")
     params = models.JSONField(default=dict, blank=True, help_text="Generation parameters, e.g. temperature.")
+    # What the run calls, fixed at its start: every item's generation and held-out check read these, never the
+    # model's current settings, so editing the model after the start changes nothing the run sends anywhere.
+    litellm_model = models.CharField(max_length=200, blank=True,
+                                     help_text="The model string called, as the model had it at the run's start.")
+    api_base = models.CharField(max_length=500, blank=True,
+                                help_text="The endpoint called, as at the run's start; empty: the provider's own address.")
+    model_params = models.JSONField(default=dict, blank=True,
+                                    help_text="The model's default parameters at the run's start (`params` override them).")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     provenance = models.CharField(max_length=20, choices=Provenance.choices, default=Provenance.VERIFIED)
     total_items = models.PositiveIntegerField(default=0)
@@ -106,6 +116,16 @@ class EvaluationRun(models.Model):
     @property
     def is_calibration(self) -> bool:
         return self.model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
+
+    @property
+    def provider(self) -> str:
+        """The provider the run calls, from its snapshot (like ModelEntry.provider)."""
+        return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else self.model.kind
+
+    @property
+    def call_params(self) -> dict:
+        """The generation parameters every item is sent with: the snapshot's defaults, overridden by the run's."""
+        return {**self.model_params, **self.params}
 
 
 class ProvenanceChange(models.Model):

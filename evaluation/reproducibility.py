@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 
 from benchmarks.visibility import outcomes_visible
 from evaluation.models import EvaluationRun, Outcome
+from evaluation.provenance import provenance_of
 
 MANIFEST_FORMAT = "rcb-run-manifest/1"
 
@@ -59,19 +60,28 @@ def _item(outcome: Outcome, run: EvaluationRun) -> dict:
     }
 
 
+def run_endpoint(run: EvaluationRun) -> dict | None:
+    """What the run calls, as it snapshot at its start; None for runs that call no model (uploads, calibration)."""
+    if not run.litellm_model:
+        return None
+    return {"litellm_model": run.litellm_model, "api_base": run.api_base, "params": run.call_params}
+
+
 def run_manifest(*, run: EvaluationRun, user) -> dict:
     """Per item what went in (task, prompt, answer, environment, limits) and what came out, hashed as a whole.
 
     `sha256` is the hash of the canonical JSON of every other key, so anyone can recompute it.
     """
     outcomes, withheld = manifest_outcomes(run=run, user=user)
+    said = provenance_of(run)
     locks = {o.environment_lock.lock_hash: o.environment_lock.lock for o in outcomes if o.environment_lock}
     body = {
         "format": MANIFEST_FORMAT,
         "run": {"id": run.pk, "model": run.model.name, "model_kind": run.model.kind, "release": run.version.name,
                 "release_manifest_hash": run.version.manifest_hash, "protocol": run.protocol,
                 "with_paper": run.with_paper, "samples": run.samples, "params": run.params,
-                "provenance": run.provenance, "status": run.status, "finished_at": run.finished_at},
+                "provenance": said.value, "provenance_label": said.label, "provenance_statement": said.statement,
+                "endpoint": run_endpoint(run), "status": run.status, "finished_at": run.finished_at},
         "scope": "all items" if not withheld else "public items only",
         "items_withheld": withheld,
         "items": [_item(o, run) for o in outcomes],

@@ -7,14 +7,16 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum, prefetch_related_objects
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from config.highlight import answer_diff
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
-from evaluation.models import EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, RunScore
+from evaluation.models import (EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange,
+                               RunScore)
+from evaluation.provenance import provenance_of
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
 
@@ -158,6 +160,7 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("knowledge_cutoff", "date", lambda r: r.run.model.knowledge_cutoff, "Knowledge cut-off",
                       "cutoff", nullable=True),
     LeaderboardColumn("provenance", "str", lambda r: r.run.provenance, "Provenance", "provenance"),
+    LeaderboardColumn("provenance_statement", "str", lambda r: provenance_of(r.run).statement),  # the badge's words
     LeaderboardColumn("source", "str", lambda r: r.run.source),  # where a reported run's results were published
     LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
     LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
@@ -211,6 +214,10 @@ class LeaderboardFilters:
                    sort=sort, descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc")
 
 
+# Who verified an upload, and why: its row's provenance statement says it (one query for all such rows).
+_VERIFICATIONS = Prefetch("provenance_changes", queryset=ProvenanceChange.objects.select_related("actor"))
+
+
 def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
     """The latest completed run of each (model, with/without paper) on the version."""
     runs = (EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
@@ -218,6 +225,8 @@ def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
     latest: dict[tuple[int, bool], EvaluationRun] = {}
     for run in runs:
         latest.setdefault((run.model_id, run.with_paper), run)
+    verified_uploads = [run for run in latest.values() if run.provenance == EvaluationRun.Provenance.VERIFIED_UPLOAD]
+    prefetch_related_objects(verified_uploads, _VERIFICATIONS)  # no query when the release has none
     return list(latest.values())
 
 

@@ -24,6 +24,7 @@ from config.addresses import AddressRefused, host_addresses_check
 from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry,
                                OperationsEvent, Outcome, ProvenanceChange)
 from evaluation.outcomes import Verdict, tail
+from evaluation.provenance import provenance_at_start
 from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_scores_store
@@ -111,15 +112,41 @@ def model_register(
 
 MODEL_EDITABLE_FIELDS = ("display_name", "organization", "litellm_model", "api_base", "knowledge_cutoff",
                          "open_weights", "default_params")
+# What a run snapshots at its start: these cannot change while a run of the model is queued or running.
+MODEL_ENDPOINT_FIELDS = ("litellm_model", "api_base", "default_params")
+
+
+class ModelInUse(EvaluationError):
+    """A change to a model's endpoint while a run of it is queued or running."""
+
+
+def model_endpoint_unchanged_check(*, model: ModelEntry, changes: dict) -> None:
+    """Refuse a change of the model's endpoint (model string, api_base, default parameters) while any run of it is
+    queued or running, naming the runs. Callers hold the model's row lock, which run_start takes too."""
+    changed = [field for field in MODEL_ENDPOINT_FIELDS
+               if field in changes and changes[field] != getattr(model, field)]
+    if not changed:
+        return
+    active = list(EvaluationRun.objects.filter(model=model, status__in=(
+        EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)).order_by("pk").values_list("pk", flat=True))
+    if active:
+        runs = ", ".join(f"#{pk}" for pk in active)
+        raise ModelInUse(f"{', '.join(changed)} of model {model.name} cannot change while run{'s' if len(active) > 1 else ''}"
+                         f" {runs} {'are' if len(active) > 1 else 'is'} queued or running: each run calls the "
+                         f"endpoint it started with; cancel {'them' if len(active) > 1 else 'it'} or wait until "
+                         f"{'they finish' if len(active) > 1 else 'it finishes'}, then change the model")
 
 
 @transaction.atomic
 def model_update(*, model: ModelEntry, api_key: str | None = None, clear_api_key: bool = False,
                  **changes) -> ModelEntry:
-    """Change a model's description or call settings; its name (the id runs refer to) never changes."""
+    """Change a model's description or call settings; its name (the id runs refer to) never changes, nor its
+    endpoint while a run of it is active (model_endpoint_unchanged_check)."""
     unknown = set(changes) - set(MODEL_EDITABLE_FIELDS)
     if unknown:
         raise EvaluationError(f"cannot change {', '.join(sorted(unknown))} of a model")
+    model = ModelEntry.objects.select_for_update().get(pk=model.pk)
+    model_endpoint_unchanged_check(model=model, changes=changes)
     for field, value in changes.items():
         setattr(model, field, value)
     if api_key or clear_api_key:
@@ -140,7 +167,8 @@ def run_protocol(*, version: BenchmarkVersion, protocol: str | None) -> str:
 
 
 def model_call(*, run: EvaluationRun) -> ModelCall:
-    """How the run's model is called: with its own key only, unless maintainers run it on the platform's keys.
+    """How the run's model is called: the model string, endpoint and parameters the run snapshot at its start, with
+    the model's own key only, unless maintainers run it on the platform's keys.
 
     Checked again here, where the call happens, since owners, keys and maintainers change after run start.
     """
@@ -152,8 +180,8 @@ def model_call(*, run: EvaluationRun) -> ModelCall:
         raise EvaluationError(f"model {model.name} has no API key of its own, and only maintainers run models on "
                               f"the platform's keys")
     try:
-        return ModelCall(model=model.litellm_model, api_base=model.api_base or None, api_key=api_key,
-                         params={**model.default_params, **run.params}, platform_key=not api_key,
+        return ModelCall(model=run.litellm_model, api_base=run.api_base or None, api_key=api_key,
+                         params=run.call_params, platform_key=not api_key,
                          private_addresses=user_pays_platform(user=model.owner),
                          exempt_hosts=tuple(settings.MODEL_API_ALLOWED_HOSTS))
     except ValueError as exc:  # settings stored before they were checked
@@ -197,13 +225,19 @@ def run_start(
 
     if problems := params_problems(params or {}):
         raise ValidationError({"params": problems})
+    # Locked so that no edit of the model's endpoint slips between this snapshot and the run's commit.
+    model = ModelEntry.objects.select_for_update().get(pk=model.pk)
     if model.kind == ModelEntry.Kind.LITELLM:
         if not model.has_api_key and not user_pays_platform(user=user):
             raise EvaluationError(f"model {model.name} has no API key of its own: only maintainers run it, on the "
                                   f"platform's keys")
         model_endpoint_check(model=model, api_key=model.api_key_get(), platform_pays=user_pays_platform(user=user))
+    calls = model.kind == ModelEntry.Kind.LITELLM
     run = EvaluationRun(model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
                         protocol=protocol, created_by=user,
+                        litellm_model=model.litellm_model if calls else "", api_base=model.api_base if calls else "",
+                        model_params=dict(model.default_params) if calls else {},
+                        provenance=provenance_at_start(model=model, api_base=model.api_base if calls else ""),
                         covers_held_out=visibility.run_covers_held_out(model=model, params=params))
     run.full_clean()
     run.save()
@@ -432,7 +466,10 @@ def continuous_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list
 
 def generation_reusable(*, run: EvaluationRun, snippet: Snippet, sample: int, prompt: str) -> Generation | None:
     """An earlier answer of the same model to exactly this prompt under the same settings, if there is one."""
+    # The same endpoint too: an answer of the owner's own api_base must never become one of the provider's.
     return (Generation.objects.filter(run__model=run.model, run__protocol=run.protocol, run__params=run.params,
+                                      run__litellm_model=run.litellm_model, run__api_base=run.api_base,
+                                      run__model_params=run.model_params, run__provenance=run.provenance,
                                       sample=sample, prompt_hash=prompt_hash(prompt), error="")
             .exclude(run=run).order_by("-created_at").first())
 
@@ -599,7 +636,8 @@ MAX_REASON_CHARS = 2000
 
 @transaction.atomic
 def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
-    """A maintainer vouches for a self-reported run (e.g. reproduced its answers); recorded with the reason."""
+    """A maintainer vouches for a self-reported upload (e.g. reproduced its answers): it becomes a verified upload,
+    recorded with who checked it and why."""
     if not user_is_maintainer(user=actor):
         raise PermissionDenied("only maintainers may verify a run")
     reason = reason.strip()
@@ -609,13 +647,16 @@ def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
         raise EvaluationError(f"the reason is {len(reason)} characters; at most {MAX_REASON_CHARS}")
     run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
     if run.provenance != EvaluationRun.Provenance.SELF_REPORTED:
-        raise EvaluationError(f"run {run.pk} is {run.get_provenance_display().split(':')[0].lower()}; "
-                              "only self-reported runs can be verified")
+        raise EvaluationError(f"run {run.pk} is {run.get_provenance_display()}; only self-reported runs can be "
+                              "verified")
+    if run.api_base:
+        raise EvaluationError(f"run {run.pk} was generated at its owner's own endpoint, not uploaded: only uploads "
+                              "are verified (a run at the provider's own address is verified by itself)")
     if run.status != EvaluationRun.Status.COMPLETED:
         raise EvaluationError(f"run {run.pk} is {run.status}; verify it once it has completed")
     ProvenanceChange.objects.create(run=run, from_provenance=run.provenance,
-                                    to_provenance=EvaluationRun.Provenance.VERIFIED, actor=actor, reason=reason)
-    run.provenance = EvaluationRun.Provenance.VERIFIED
+                                    to_provenance=EvaluationRun.Provenance.VERIFIED_UPLOAD, actor=actor, reason=reason)
+    run.provenance = EvaluationRun.Provenance.VERIFIED_UPLOAD
     run.save(update_fields=["provenance"])
     return run
 

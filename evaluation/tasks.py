@@ -14,6 +14,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
+from benchmarks import visibility
 from benchmarks.models import Snippet
 from evaluation import services
 from evaluation.executor import item_execute, limits_for_release
@@ -71,7 +72,18 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
         logger.error("run %s does not cover item %s (held out?); its prompt is not sent", run.pk, snippet.pk)
         return
     if not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        wait = provider_wait(run.model.provider)
+        if (run.covers_held_out and not visibility.run_sends_held_out(run=run)
+                and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()):
+            # Covered at the start, untrusted now (a maintainer's role revoked, HELD_OUT_PROVIDERS changed): the
+            # held-out prompt stays here; the item is an error, never scored, so the run can still finish.
+            logger.error("run %s may no longer send held-out item %s to %s; its prompt is not sent", run.pk,
+                         snippet.pk, run.api_base or run.provider)
+            verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
+                              "not sent: the run's endpoint is no longer trusted with held-out prompts")
+            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
+            services.run_maybe_finish(run=run)
+            return
+        wait = provider_wait(run.provider)
         if wait:
             raise self.retry(countdown=wait)
         try:

@@ -11,6 +11,7 @@ urlpatterns = [
     path("releases/<str:name>/difficulty/", views.release_difficulty, name="release-difficulty"),
     path("models/new/", views.model_new, name="model-new"),
     path("models/<slug:name>/", views.model_detail, name="model-detail"),
+    path("models/<slug:name>/edit/", views.model_edit, name="model-edit"),
     path("models/<slug:name>/runs/", views.run_new, name="run-new"),
     path("models/<slug:name>/uploads/", views.run_upload, name="run-upload"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),

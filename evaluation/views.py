@@ -20,7 +20,8 @@ from benchmarks.selectors import user_is_maintainer, version_get
 from config.api import user_may_change
 from evaluation import analysis, reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
-from evaluation.forms import ModelRegisterForm, RunStartForm, RunUploadForm
+from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
+from evaluation.provenance import provenance_choices
 from evaluation.operations import events_recent, queues_status, runs_stalled, workers_status
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 
@@ -49,7 +50,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     context = {"version": version, "rows": rows, "filters": filters,
                "ranked": [row for row in rows if not row.calibration],
                "calibration": [row for row in rows if row.calibration],
-               "provenances": [(value, value.replace("_", "-")) for value in EvaluationRun.Provenance.values],
+               "provenances": provenance_choices(),
                "columns": _sort_links(filters), "filter_query": _query(filters), "rank_method": analysis.RANK_METHOD}
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
@@ -119,6 +120,7 @@ def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None 
     may_upload = model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED) and may_change
     problems = upload_problems or []
     context = {"model": model, "runs": selectors.model_runs(model=model),
+               "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
                "run_form": (run_form or RunStartForm()) if may_run else None,
                "upload_form": upload_form or (RunUploadForm() if may_upload else None),
                "upload_problems": problems[:UPLOAD_PROBLEMS_SHOWN],
@@ -149,6 +151,27 @@ def model_new(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Model {model.name} registered.")
             return redirect("model-detail", name=model.name)
     return render(request, "evaluation/model_new.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+def model_edit(request: HttpRequest, name: str) -> HttpResponse:
+    """Change a model's description or call settings (its owner or a maintainer; the same service as PATCH
+    /api/v1/models/<name>/): its endpoint cannot change while a run of it is queued or running."""
+    model = get_object_or_404(ModelEntry, name=name)
+    if not user_may_change(user=request.user, owner_id=model.owner_id) or model.kind not in (
+            ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED):
+        raise PermissionDenied(f"only the owner of model {model.name} or a maintainer may change it")
+    form = ModelEditForm.for_model(model, request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.model_update(model=model, **form.service_values())
+        except (ValidationError, services.EvaluationError) as exc:
+            _service_errors(form, exc)
+        else:
+            messages.success(request, f"Model {model.name} changed.")
+            return redirect("model-detail", name=model.name)
+    return render(request, "evaluation/model_edit.html", {"model": model, "form": form},
+                  status=400 if form.errors else 200)
 
 
 @login_required
@@ -206,7 +229,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "paper_scores": visibility.paper_scores_visible(run=run, user=request.user), "items": items,
                "items_hidden": progress.done - items.paginator.count,
                "provenance_changes": run.provenance_changes.select_related("actor"),
-               "may_verify": (run.provenance == EvaluationRun.Provenance.SELF_REPORTED
+               "may_verify": (run.provenance == EvaluationRun.Provenance.SELF_REPORTED and not run.api_base
                               and run.status == EvaluationRun.Status.COMPLETED
                               and user_is_maintainer(user=request.user))}
     # The evidence can quote hidden files (a flagged answer read them): maintainers only.

@@ -214,6 +214,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "leaderboard-latest": [("latest", {}, "", REDIRECT)],
         "leaderboard": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)] + leaderboard,
         "model-new": [("form", {}, "", SIGNED_IN)],
+        "model-edit": [("author's model", {"name": w["model"].name}, "", AUTHOR)],
         "run-new": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
         "run-upload": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
         "environment-retry": [("a failed build", {"pk": 1}, "", POST_MAINT)],

@@ -4,6 +4,8 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html
 
+from evaluation.provenance import provenance_of
+
 register = template.Library()
 
 
@@ -22,17 +24,23 @@ def pct(value: float | None) -> str:
 
 
 RANK_TITLES = {True: "no entry is significantly better", False: "1 + the entries significantly better"}
-PROVENANCE_BADGES = {"verified": "verified", "self_reported": "self-reported", "reported": "reported"}
 
 
 @register.filter
 def provenance_badge(run) -> str:
-    """The row's mark: calibration models are reference lines; other runs say who generated their answers."""
+    """The row's mark: calibration models are reference lines; other runs say what the platform vouches for."""
+    said = provenance_of(run)
     if run.is_calibration:
         return format_html('<span class="badge provenance calibration" title="{}">calibration</span>',
-                           "A built-in calibration model: a reference line, not ranked")
-    return format_html('<span class="badge provenance {}" title="{}">{}</span>', run.provenance,
-                       run.get_provenance_display(), PROVENANCE_BADGES[run.provenance])
+                           f"A built-in calibration model: a reference line, not ranked ({said.statement})")
+    return format_html('<span class="badge provenance {}" title="{}">{}</span>', said.value, said.statement,
+                       said.label)
+
+
+@register.filter
+def provenance_statement(run) -> str:
+    """What the platform vouches for about the run's answers, in the words of every other surface."""
+    return provenance_of(run).statement
 
 
 @register.simple_tag

@@ -229,14 +229,15 @@ def test_a_real_worker_sends_an_authors_model_its_own_key_and_never_the_platform
         assert {r.headers["Authorization"] for r in server.requests} == {f"Bearer {OWN_KEY}"}
         assert [name for name, value in PLATFORM_SECRETS.items() if value in sent] == []
 
-        # The endpoint's name resolves to loopback once the run has started (as after a DNS change): run start
-        # refuses it, and so does the worker, where it connects.
+        # The endpoint's name resolves to loopback once the run has started (as after a DNS change): the model's
+        # edit refuses it, and so does the worker, where it connects to the run's snapshot.
+        services.run_cancel(run=run)
         refused = client.patch("/api/v1/models/attack/", {"api_base": server.base_url.replace("127.0.0.1", "localhost")},
                                format="json")
         assert "localhost resolves to a loopback address" in refused.content.decode()
         rebound = services.run_start(model=ModelEntry.objects.get(name="attack"), version=release, user=author,
                                      with_paper=False, dispatch=False)
-        ModelEntry.objects.filter(name="attack").update(api_base=server.base_url.replace("127.0.0.1", "localhost"))
+        EvaluationRun.objects.filter(pk=rebound.pk).update(api_base=server.base_url.replace("127.0.0.1", "localhost"))
         services.run_dispatch(run=rebound)
         wait_for(lambda: Generation.objects.filter(run=rebound).count() == rebound.total_items, timeout=300,
                  worker=worker, what="every item of the rebound run")

@@ -135,14 +135,16 @@ def test_maintainer_verifies_an_upload_with_a_reason_and_it_is_audited(client, v
     assert run.provenance == "self_reported" and not ProvenanceChange.objects.exists()
     client.post(reverse("run-verify", args=[run.pk]), {"reason": "answers regenerated through the provider: same"})
     run.refresh_from_db()
-    assert run.provenance == "verified"
+    assert run.provenance == "verified_upload"
     (change,) = ProvenanceChange.objects.filter(run=run)
     assert (change.from_provenance, change.to_provenance, change.actor, change.reason) == (
-        "self_reported", "verified", maintainer, "answers regenerated through the provider: same")
+        "self_reported", "verified_upload", maintainer, "answers regenerated through the provider: same")
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
-    assert "answers regenerated through the provider: same" in page and "self_reported → verified by maya" in page
+    assert "verified upload: checked by maya, answers regenerated through the provider: same" in page
+    assert "self-reported → verified upload by maya" in page
     assert reverse("run-verify", args=[run.pk]) not in page, "nothing left to verify"
-    assert [r["model"] for r in api().get(BOARD, {"provenance": "verified"}).json()] == ["uploader"]
+    assert [r["model"] for r in api().get(BOARD, {"provenance": "verified_upload"}).json()] == ["uploader"]
+    assert api().get(BOARD, {"provenance": "verified"}).json() == [], "a verified upload is not platform-generated"
     again = api(maintainer).post(f"/api/v1/runs/{run.pk}/verify/", {"reason": "twice"}, format="json")
     assert again.status_code == 400 and "only self-reported runs can be verified" in again.json()["error"]["message"]
 

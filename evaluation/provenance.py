@@ -1,0 +1,73 @@
+"""What the platform vouches for about a run's answers, decided and worded in one place.
+
+Verified means the platform called a provider at the provider's own address (no api_base), or a calibration model
+answered; a run against an owner's own endpoint (api_base) is self-reported, since that endpoint can answer anything,
+and so is an upload until a maintainer checks it (a verified upload, which names who checked it and why). The
+leaderboard, the run page, the API and the run manifest all say it with `provenance_of`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evaluation.models import EvaluationRun, ModelEntry, ProvenanceChange
+
+Provenance = EvaluationRun.Provenance
+
+
+@dataclass(frozen=True)
+class ProvenanceLabel:
+    value: str  # as stored and filtered on (EvaluationRun.Provenance), e.g. "self_reported"
+    label: str  # the short word of badges and filters, e.g. "self-reported"
+    statement: str  # what exactly the platform vouches for, e.g. "verified upload: checked by maya, ..."
+
+
+# How the API documents the provenance values.
+PROVENANCE_HELP = (
+    "verified (the platform called a provider at the provider's own address, or a calibration model answered), "
+    "verified_upload (uploaded answers a maintainer checked: provenance_statement names who and why), "
+    "self_reported (uploaded and not checked, or generated at the owner's own endpoint, api_base, which can answer "
+    "anything) or reported (published results imported as published).")
+
+
+def provenance_at_start(*, model: ModelEntry, api_base: str) -> str:
+    """The provenance a run the platform generates gets from its endpoint snapshot."""
+    if model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER) or not api_base:
+        return Provenance.VERIFIED
+    return Provenance.SELF_REPORTED
+
+
+def provenance_choices() -> list[tuple[str, str]]:
+    """(value, label) of every provenance, for filters."""
+    return [(value, label) for value, label in Provenance.choices]
+
+
+def _verification(run: EvaluationRun) -> ProvenanceChange | None:
+    # .all() so a prefetch (the leaderboard's) answers without a query per row.
+    changes = [c for c in run.provenance_changes.all() if c.to_provenance == Provenance.VERIFIED_UPLOAD]
+    return changes[-1] if changes else None
+
+
+def provenance_of(run: EvaluationRun) -> ProvenanceLabel:
+    """The run's provenance in words: its label and the sentence saying what the platform vouches for."""
+    value = run.provenance
+    label = Provenance(value).label
+    if value == Provenance.VERIFIED:
+        if run.is_calibration:
+            statement = "a built-in calibration model: the platform made its answers"
+        else:
+            statement = (f"the platform called {run.litellm_model or run.model.litellm_model} at the provider's own "
+                         f"address")
+    elif value == Provenance.VERIFIED_UPLOAD:
+        change = _verification(run)
+        who = (change.actor.get_username() if change and change.actor else "a former maintainer")
+        statement = f"checked by {who}, {change.reason}" if change else "checked by a maintainer"
+    elif value == Provenance.SELF_REPORTED:
+        if run.api_base:
+            statement = (f"the platform called the owner's own endpoint {run.api_base}, not a provider's own address: "
+                         f"it can answer anything")
+        else:
+            statement = "answers uploaded by the model's developers, not checked by a maintainer"
+    else:
+        statement = "published results imported as published" + (f" ({run.source})" if run.source else "")
+    return ProvenanceLabel(value=value, label=label, statement=f"{label}: {statement}")
