@@ -57,6 +57,10 @@ class Task(models.Model):
     test_entry_point = models.CharField(max_length=300, default="paper2code_test.py")
     requirements = models.TextField(blank=True)
     environment_hash = models.CharField(max_length=64, help_text="sha256 of the requirements.")
+    environment_file = models.CharField(
+        max_length=300, blank=True,
+        help_text="The shared environment file a legacy set was imported with (--environment): the task runs in it "
+                  "and its own requirements file is only a file; empty when built from its own requirements.")
     extra_metadata = models.JSONField(default=dict, blank=True, help_text="Other papers.yaml keys, kept.")
     test_manifest = models.JSONField(
         null=True, blank=True, help_text="The tests the reference completes, with each one's outcome (FORMAT.md 7.5); "

@@ -28,6 +28,14 @@ def task_file_text(*, task: Task, path: str) -> str:
     return blob_read(sha256=task.files[path]).decode("utf-8")
 
 
+def task_kept_requirements(*, task: Task) -> tuple[str, str] | None:
+    """(path, text) of the requirements file a task run in a shared environment keeps as a file, never installed."""
+    path = requirements_file(task.files) if task.environment_file else None
+    if path is None:
+        return None
+    return path, blob_read(sha256=task.files[path]).decode("utf-8", "replace")
+
+
 def versions_visible(*, user) -> QuerySet[BenchmarkVersion]:
     """Published and deprecated versions for everyone; drafts too for maintainers."""
     versions = BenchmarkVersion.objects.annotate(task_count=Count("tasks"))
@@ -160,7 +168,7 @@ def task_package(*, task: Task, with_files: bool = True) -> PaperPackage:
         paper_path=task.paper_path,
         annotated_paths=tuple(task.annotated_paths),
         context_paths=tuple(task.context_paths),
-        requirements_path=requirements_file(task.files),
+        requirements_path=None if task.environment_file else requirements_file(task.files),
         files=files,
         annotated={p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths if with_files},
         extra=dict(task.extra_metadata),

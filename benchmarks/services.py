@@ -97,12 +97,14 @@ def task_content_hash(*, package: PaperPackage, requirements: str) -> str:
 
 
 def task_store(*, package: PaperPackage, shared_requirements: str = "",
-               environment: str | None = None, test_manifest: dict | None = None) -> tuple[Task, bool]:
+               environment: str | None = None, environment_file: str = "",
+               test_manifest: dict | None = None) -> tuple[Task, bool]:
     """The Task for this package's content, created as the paper's next revision if the content is new.
 
-    With `environment` (a legacy set's one shared environment), the task is built from it alone; the package's
-    own requirements file stays among its files, informational. `test_manifest`: what its validation's reference
-    run completed (FORMAT.md 7.5); without one, the first item tested makes it."""
+    With `environment` (a legacy set's one shared environment, read from `environment_file`), the task is built
+    from it alone; the package's own requirements file stays among its files, verbatim, never read.
+    `test_manifest`: what its validation's reference run completed (FORMAT.md 7.5); without one, the first item
+    tested makes it."""
     requirements = environment.strip() if environment is not None else "\n".join(
         part for part in (shared_requirements.strip(), package.requirements.strip()) if part)
     paper = _paper_upsert(package=package)
@@ -126,6 +128,7 @@ def task_store(*, package: PaperPackage, shared_requirements: str = "",
         test_entry_point=package.test_entry_point,
         requirements=requirements,
         environment_hash=environment_hash(requirements),
+        environment_file=environment_file[:300] if environment is not None else "",
         extra_metadata=_jsonable(dict(package.extra)),
         test_manifest=test_manifest,
     )
@@ -168,16 +171,19 @@ class ImportResult:
 @transaction.atomic
 def pset_import(
     *, root: Path, version_name: str, shared_requirements: str = "", publish: bool = False,
-    release_settings: dict | None = None, environment: str | None = None,
+    release_settings: dict | None = None, environment: str | None = None, environment_file: str = "",
 ) -> ImportResult:
     """Import a problem set into a version: all or nothing; the same content twice changes nothing.
+
+    `environment` (the text of `environment_file`): every task runs in this one shared environment, and the papers'
+    own requirements files are files, never read as requirements (a legacy set: FORMAT.md's import of the original).
 
     `release_settings` (keys of RELEASE_SETTINGS) are set on the draft; a published version must already have them.
     """
     problems = [*requirements_problems(shared_requirements, file="shared requirements"),
                 *requirements_problems(environment or "", file="shared environment")]
     try:
-        packages, warnings = read_pset_with_warnings(root)
+        packages, warnings = read_pset_with_warnings(root, shared_environment=environment is not None)
     except PackageError as exc:
         raise PackageError([*problems, *exc.problems]) from exc
     if problems:
@@ -197,7 +203,7 @@ def pset_import(
     result = ImportResult(version=version, warnings=warnings)
     for package in packages:
         task, created = task_store(package=package, shared_requirements=shared_requirements,
-                                   environment=environment)
+                                   environment=environment, environment_file=environment_file)
         (result.tasks_created if created else result.tasks_unchanged).append(task)
     new_tasks = result.tasks_created + result.tasks_unchanged
     current = set(version.tasks.values_list("pk", flat=True))

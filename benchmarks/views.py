@@ -106,6 +106,7 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
         "paper": task.paper,
         "held_out": held_out,
         "tree": selectors.snippet_tree(task=task),
+        "kept_requirements": selectors.task_kept_requirements(task=task),
         "is_maintainer": is_maintainer,
     }
     return render(request, "benchmarks/paper_detail.html", context)

@@ -25,13 +25,15 @@ from evaluation.services import environment_failure_record
 from evaluation.sandbox.harness import (
     GuardSpec, answer_span, harness_command, harness_files, harness_verdict, nonce_new,
 )
-from evaluation.taskfiles import task_annotated, task_files, task_hidden_files
+from evaluation.sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
+from evaluation.taskfiles import blob_cached, task_annotated, task_files, task_hidden_files
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _backend: Backend | None = None
 _sessions: dict[str, Session] = {}
 _locks: dict[str, dict] = {}  # environment hash -> what it held when this worker first used it
+_announced: dict[str, set[int]] = {}  # environment hash -> tasks whose imports its session was told of
 
 
 def limits_default() -> Limits:
@@ -126,6 +128,7 @@ def sessions_close() -> None:
             session.close()
         _sessions.clear()
         _locks.clear()
+        _announced.clear()
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,9 @@ class ItemRun:
     environment_lock: dict | None = None
     # The tests this run completed, as a manifest (FORMAT.md 7.5), when it passed: a reference's run makes its task's.
     manifest: dict | None = None
+    forked: bool | None = None  # in a fork of the warm fork server, or cold although it is on; None: there is none
+    fork_starts: tuple[ZygoteStart, ...] = ()  # the fork server starts this item caused, with their reasons
+    fork_cold: str = ""  # why this item turned the environment's fork server off for good
 
 
 def package_test(*, files: dict[str, bytes], test_entry_point: str, environment_hash: str, requirements: str,
@@ -153,13 +159,19 @@ def harness_run(*, session: Session, files: dict[str, bytes], test_entry_point: 
     flag it when the audit found anything (static or runtime)."""
     nonce = nonce_new()
     limits = limits or limits_default()
+    forking = isinstance(session, ForkingSession)
+    starts_before, cold_before = (len(session.starts), session.cold_reason) if forking else (0, "")
     result = session.run(files={**files, **harness_files(nonce)},
                          command=harness_command(session.environment.python, test_entry_point, guard), limits=limits)
     harness = harness_verdict(result.stdout, nonce)
     findings = [*(static_findings or []), *runtime_findings(harness.records)]
     verdict = outcome_flag(outcome_classify(result=result, harness=harness, manifest=manifest), findings)
+    fork = {}
+    if forking and session.forkserver_wanted:
+        fork = {"forked": result.forked, "fork_starts": tuple(session.starts[starts_before:]),
+                "fork_cold": session.cold_reason if session.cold_reason != cold_before else ""}
     return ItemRun(verdict, result, session.backend.name, limits, _locks.get(session.environment.hash),
-                   manifest_made(harness) if verdict.status == "passed" else None)
+                   manifest_made(harness) if verdict.status == "passed" else None, **fork)
 
 
 def answer_test(*, session: Session, files: dict[str, bytes], annotated: AnnotatedFile, position: int, code: str,
@@ -212,10 +224,34 @@ def task_manifest(*, task: Task, session: Session, limits: Limits | None = None)
     return manifest
 
 
+def release_preloads_announce(*, session: Session, task: Task) -> None:
+    """Tell a fork server's session what every task of this task's releases in its environment imports (their
+    files minus every snippet's body), once per task: its zygote then starts with all of them, instead of starting
+    again for each paper whose imports it has not seen."""
+    if not isinstance(session, ForkingSession):
+        return
+    with _lock:
+        announced = _announced.setdefault(task.environment_hash, set())
+        if task.pk in announced:
+            return
+        tasks = list(Task.objects.filter(versions__in=task.versions.all(), environment_hash=task.environment_hash)
+                     .exclude(pk__in=announced).distinct().prefetch_related("snippets"))
+        announced.update({task.pk, *(t.pk for t in tasks)})
+    modules: list[str] = []
+    helpers: list[str] = []
+    for other in tasks:
+        files = {path: blob_cached(digest) if path.endswith(".py") else b"" for path, digest in other.files.items()}
+        spans = [(s.file_path, s.start_line, s.end_line) for s in other.snippets.all()]
+        modules += preload_modules(files, skipped=spans)
+        helpers += helper_calls(files, other.test_entry_point)
+    session.preload_expect(modules=modules, helpers=helpers)
+
+
 def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None, static_audit: bool = True) -> ItemRun:
     """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
     task = snippet.task
     session = session_for(task.environment_hash, task.requirements)
+    release_preloads_announce(session=session, task=task)
     manifest = task_manifest(task=task, session=session, limits=limits)
     return answer_test(session=session, files=task_files(task), annotated=task_annotated(task, snippet.file_path),
                        position=snippet.position, code=code, test_entry_point=task.test_entry_point,

@@ -218,6 +218,9 @@ class Outcome(models.Model):
     environment_hash = models.CharField(max_length=64, blank=True)
     sandbox_backend = models.CharField(max_length=20, blank=True)
     worker = models.CharField(max_length=200, blank=True, help_text="Host name of the worker that ran it.")
+    forked = models.BooleanField(null=True, blank=True, help_text=(
+        "Run in a fork of the warm fork server (True) or started cold although the worker's fork server is on "
+        "(False); empty where there is none (its backend has none, or SANDBOX_FORKSERVER is off)."))
     environment_lock = models.ForeignKey(EnvironmentLock, null=True, blank=True, on_delete=models.PROTECT,
                                          related_name="+")
     limits = models.JSONField(default=dict, blank=True, help_text="The sandbox limits the test ran under.")
@@ -321,6 +324,8 @@ class OperationsEvent(models.Model):
         VALIDATION_REDISPATCHED = "validation_redispatched", "Validation re-dispatched"
         VALIDATION_ABANDONED = "validation_abandoned", "Validation given up"
         DOWNLOADS_REDISPATCHED = "downloads_redispatched", "Downloads re-dispatched"
+        FORKSERVER_STARTED = "forkserver_started", "Fork server started"
+        FORKSERVER_COLD = "forkserver_cold", "Fork server off: items start cold"
 
     kind = models.CharField(max_length=30, choices=Kind.choices)
     detail = models.TextField()

@@ -142,5 +142,6 @@ def events_recent(limit: int = 50):
     """The latest things the platform recovered from by itself, newest first."""
     from evaluation.models import OperationsEvent
 
-    return OperationsEvent.objects.select_related("run", "report__revision__submission",
-                                                "set_validation__version")[:limit]
+    # The fork server's starts are not faults: the operations page shows them per run, beside its cold items.
+    return OperationsEvent.objects.exclude(kind=OperationsEvent.Kind.FORKSERVER_STARTED).select_related(
+        "run", "report__revision__submission", "set_validation__version")[:limit]

@@ -56,7 +56,7 @@ def _item(outcome: Outcome, run: EvaluationRun) -> dict:
         "environment_hash": outcome.environment_hash,
         "environment_lock": lock.lock_hash if lock else None,
         "protocol": run.protocol, "limits": outcome.limits, "sandbox_backend": outcome.sandbox_backend,
-        "worker": outcome.worker, "verdict": {"status": outcome.status, "category": outcome.category},
+        "forked": outcome.forked, "worker": outcome.worker, "verdict": {"status": outcome.status, "category": outcome.category},
     }
 
 
@@ -72,6 +72,8 @@ def run_manifest(*, run: EvaluationRun, user) -> dict:
 
     `sha256` is the hash of the canonical JSON of every other key, so anyone can recompute it.
     """
+    from evaluation.selectors import run_forkserver
+
     outcomes, withheld = manifest_outcomes(run=run, user=user)
     said = provenance_of(run)
     locks = {o.environment_lock.lock_hash: o.environment_lock.lock for o in outcomes if o.environment_lock}
@@ -86,6 +88,9 @@ def run_manifest(*, run: EvaluationRun, user) -> dict:
         "items_withheld": withheld,
         "items": [_item(o, run) for o in outcomes],
         "environments": dict(sorted(locks.items())),
+        # Warm and cold items, the fork server's starts with their reasons (their imports only when nothing is
+        # withheld: they tell what a held-out task imports) and where it went cold.
+        "fork_server": run_forkserver(run=run).as_dict(details=not withheld),
     }
     body = json.loads(canonical_json(body))  # JSON-native (dates as text), so a re-encoded copy hashes the same
     return {**body, "sha256": canonical_hash(body)}

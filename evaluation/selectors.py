@@ -467,3 +467,52 @@ def run_flags(*, run: EvaluationRun) -> list[Outcome]:
     return list(Outcome.objects.filter(Q(status=Outcome.Status.FLAGGED) | ~Q(review=""), run=run)
                 .select_related("snippet__task__paper", "generation", "reviewed_by")
                 .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
+
+
+@dataclass(frozen=True)
+class RunForkServer:
+    """What the fork server did for a run: items warm and cold, each start with its reason, and where it went cold."""
+
+    items_warm: int
+    items_cold: int
+    starts: list[dict]
+    cold: list[dict]
+
+    @property
+    def start_reasons(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for start in self.starts:
+            counts[start["reason"]] = counts.get(start["reason"], 0) + 1
+        return counts
+
+    def as_dict(self, *, details: bool) -> dict:
+        """For the manifest; without `details`, no module names (they tell what a held-out task imports)."""
+        def shown(event: dict) -> dict:
+            return event if details else {k: v for k, v in event.items() if k != "detail"}
+        return {"items_warm": self.items_warm, "items_cold": self.items_cold, "start_reasons": self.start_reasons,
+                "starts": [shown(s) for s in self.starts], "cold": [shown(c) for c in self.cold]}
+
+
+def run_forkserver(*, run: EvaluationRun) -> RunForkServer:
+    from evaluation.models import OperationsEvent
+
+    counts = dict(run.outcomes.exclude(forked=None).values_list("forked").annotate(n=Count("pk")))
+    events = run.events.filter(kind__in=[OperationsEvent.Kind.FORKSERVER_STARTED, OperationsEvent.Kind.FORKSERVER_COLD]
+                               ).order_by("created_at", "pk")
+    starts, cold = [], []
+    for event in events:
+        where, _, what = event.detail.partition(": ")
+        if event.kind == OperationsEvent.Kind.FORKSERVER_STARTED:
+            starts.append({"worker": event.worker, "environment": where, "reason": what.split(":", 1)[0],
+                           "detail": what, "at": event.created_at.isoformat()})
+        else:
+            cold.append({"worker": event.worker, "environment": where, "detail": what,
+                         "at": event.created_at.isoformat()})
+    return RunForkServer(items_warm=counts.get(True, 0), items_cold=counts.get(False, 0), starts=starts, cold=cold)
+
+
+def runs_forkserver_recent(*, limit: int = 10) -> list[tuple[EvaluationRun, RunForkServer]]:
+    """The latest runs whose items went through a fork server, with what it did, for the operations page."""
+    runs = (EvaluationRun.objects.filter(outcomes__forked__isnull=False).distinct().select_related("model", "version")
+            .order_by("-pk")[:limit])
+    return [(run, run_forkserver(run=run)) for run in runs]

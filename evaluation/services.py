@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from dataclasses import asdict, dataclass
 from datetime import date
 from decimal import Decimal
@@ -278,6 +280,19 @@ def event_record(*, kind: str, detail: str, worker: str = "", run: EvaluationRun
                                           report=report, set_validation=set_validation, items=items, since=since)
 
 
+def forkserver_events_record(*, run: EvaluationRun, worker: str, environment_hash: str, backend: str,
+                             starts: Iterable = (), cold: str = "") -> None:
+    """The fork server starts an item of `run` caused (each with its reason), and its turning cold for good, which
+    the run page warns maintainers of."""
+    where = f"environment {environment_hash[:12]} ({backend})"
+    for start in starts:
+        event_record(kind=OperationsEvent.Kind.FORKSERVER_STARTED, run=run, worker=worker,
+                     detail=f"{where}: {start}")
+    if cold:
+        event_record(kind=OperationsEvent.Kind.FORKSERVER_COLD, run=run, worker=worker,
+                     detail=f"{where}: the fork server is off on this worker, every item starts cold: {cold}")
+
+
 def run_redispatch_lost(*, run: EvaluationRun, idle_seconds: float, worker: str = "") -> int:
     """Queue again the items of an active run that have no outcome while no task of the run is queued or held by a
     worker (the broker lost them, or their worker died); one watchdog wins when several look at once."""
@@ -374,7 +389,7 @@ def environment_lock_record(*, environment_hash: str, backend: str, lock: dict, 
 def outcome_record(
     *, run: EvaluationRun, snippet: Snippet, sample: int, verdict: Verdict, generation: Generation | None = None,
     result: ExecResult | None = None, backend: str = "", worker: str = "", limits: Limits | None = None,
-    environment_lock: dict | None = None,
+    environment_lock: dict | None = None, forked: bool | None = None,
 ) -> tuple[Outcome, bool]:
     """Store the outcome of an item exactly once (unique per run, snippet, sample); returns (outcome, created)."""
     lock = None
@@ -387,7 +402,7 @@ def outcome_record(
         stdout_tail=tail(result.stdout) if result else "", stderr_tail=tail(result.stderr) if result else "",
         environment_hash=snippet.task.environment_hash, sandbox_backend=backend, worker=worker[:200],
         environment_lock=lock, limits=asdict(limits) if limits else {},
-        findings=list(verdict.findings), measured_status=verdict.measured, tests=list(verdict.tests),
+        findings=list(verdict.findings), measured_status=verdict.measured, tests=list(verdict.tests), forked=forked,
     )
     try:
         # The outcome and its count in one transaction: a connection lost between them never skips the count.

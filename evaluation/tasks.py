@@ -147,7 +147,12 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
                                 generation=generation, result=item_run.result, backend=item_run.backend,
                                 worker=self.request.hostname or f"inline@{socket.gethostname()}",
                                 limits=item_run.limits,
-                                environment_lock=item_run.environment_lock)
+                                environment_lock=item_run.environment_lock, forked=item_run.forked)
+        if item_run.fork_starts or item_run.fork_cold:
+            services.forkserver_events_record(run=run, worker=self.request.hostname or socket.gethostname(),
+                                              environment_hash=snippet.task.environment_hash,
+                                              backend=item_run.backend, starts=item_run.fork_starts,
+                                              cold=item_run.fork_cold)
     services.run_maybe_finish(run=run)
 
 

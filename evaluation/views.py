@@ -234,6 +234,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                               and user_is_maintainer(user=request.user))}
     # The evidence can quote hidden files (a flagged answer read them): maintainers only.
     context["flags"] = selectors.run_flags(run=run) if user_is_maintainer(user=request.user) else None
+    context["fork_server"] = selectors.run_forkserver(run=run) if user_is_maintainer(user=request.user) else None
     return render(request, "evaluation/run_detail.html", context)
 
 
@@ -292,7 +293,8 @@ def operations(request: HttpRequest) -> HttpResponse:
                "stall_seconds": settings.RUN_STALL_SECONDS,
                "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
                    "model", "version"),
-               "environment_failures": selectors.environment_failures(), "events": events_recent()}
+               "environment_failures": selectors.environment_failures(), "events": events_recent(),
+               "fork_servers": selectors.runs_forkserver_recent()}
     return render(request, "evaluation/operations.html", context)
 
 

@@ -36,13 +36,20 @@ Where the time goes, per item (the sums of every item of the run, divided by the
 - outside the sandbox, between tasks: workers x wall minus the busy time: the broker, acknowledgement and prefetch,
   and the workers' idle time at the end while the last items run on the other one.
 
+`--set heterogeneous` (issue 19): each paper's test also imports two of REAL_MODULES (modules of the libraries the
+environment holds: scipy's subpackages, sympy, networkx, mpmath, jinja2, torch's) and calls one real function of each
+before its timed body, so the papers' import graphs genuinely differ as a published set's do; the run reports the fork
+servers' starts with their reasons, permanent cold fall-backs and the items that ran warm and cold (Outcome.forked).
+Items are dispatched as the platform queues them (paper after paper); two workers take them in turn.
+
 The fork server's mode is read from the worker logs ("fork server for environment ...: preloaded" when items fork
 from it, "the fork server is off" when it fell back; no message: it was never on).
 The machine is shared: the load average is printed at the start and the end, and only ratios measured in the same
 run are comparable.
 
 Run: .venv/bin/python scripts/bench_pipeline.py [--papers 20] [--snippets 212] [--workers 2] [--backend bwrap]
-     [--forkserver on|off] [--validate] [--database postgres|sqlite] [--broker redis|filesystem]
+     [--forkserver on|off] [--set homogeneous|heterogeneous] [--validate] [--database postgres|sqlite]
+     [--broker redis|filesystem]
 """
 
 from __future__ import annotations
@@ -108,9 +115,37 @@ class PaperPlan:
     snippets: int
     seconds: float  # the test body's own time, drawn
     uses_scipy: bool
+    real: tuple[int, ...] = ()  # --set heterogeneous: the REAL_MODULES this paper's test imports and calls
 
 
-def papers_plan(papers: int, snippets: int, seed: int = 14) -> list[PaperPlan]:
+# --set heterogeneous: modules of the libraries the environment holds (scipy's subpackages, sympy, networkx,
+# mpmath, jinja2, torch's), each with one real call, so papers' import graphs genuinely differ (scipy.signal
+# imports most of scipy, sympy 2 s of modules, torch.testing.assert_close imports sympy on its first call).
+REAL_MODULES = [
+    ("scipy.signal", "scipy.signal.savgol_filter(np.linspace(0, 1, 21), 5, 2).sum()"),
+    ("scipy.sparse.csgraph", "scipy.sparse.csgraph.shortest_path(np.ones((4, 4))).sum()"),
+    ("scipy.optimize", "scipy.optimize.minimize_scalar(lambda v: (v - 1) ** 2).x"),
+    ("scipy.stats", "scipy.stats.norm.cdf(0.5)"),
+    ("scipy.interpolate", "scipy.interpolate.CubicSpline([0, 1, 2], [0, 1, 0])(0.5)"),
+    ("scipy.integrate", "scipy.integrate.quad(np.sin, 0, 1)[0]"),
+    ("scipy.spatial", "scipy.spatial.KDTree(np.eye(3)).query([0, 0, 1])[0]"),
+    ("scipy.ndimage", "scipy.ndimage.gaussian_filter(np.eye(5), 1).sum()"),
+    ("scipy.fft", "abs(scipy.fft.fft(np.ones(8))[0])"),
+    ("scipy.special", "scipy.special.expit(0.3)"),
+    ("sympy", "sympy.sqrt(2).evalf()"),
+    ("networkx", "len(networkx.cycle_basis(networkx.cycle_graph(5)))"),
+    ("mpmath", "mpmath.quad(mpmath.sin, [0, 1])"),
+    ("torch.distributions", "torch.distributions.Normal(0.0, 1.0).log_prob(torch.tensor(0.0))"),
+    ("torch.nn.functional", "torch.nn.functional.softplus(torch.tensor(0.5))"),
+    ("torch.testing", "torch.testing.assert_close(torch.ones(2), torch.ones(2)) or 1.0"),
+    ("jinja2", "len(jinja2.Template('{{ x }}').render(x=1))"),
+    ("scipy.linalg", "scipy.linalg.norm(np.eye(2))"),
+    ("numpy.polynomial", "numpy.polynomial.Polynomial.fit([0, 1, 2], [0, 1, 4], 2).degree()"),
+    ("torch.fft", "torch.fft.rfft(torch.ones(8)).abs()[0]"),
+]
+
+
+def papers_plan(papers: int, snippets: int, seed: int = 14, *, heterogeneous: bool = False) -> list[PaperPlan]:
     """Snippets spread over the papers; per paper a test duration: a tenth 2-5 s, a tenth ~1 s, the rest < 0.5 s."""
     rng = random.Random(seed)
     long_ones = max(1, round(papers / 10)) if papers >= 3 else 0
@@ -119,7 +154,10 @@ def papers_plan(papers: int, snippets: int, seed: int = 14) -> list[PaperPlan]:
                + [rng.uniform(0.05, 0.45) for _ in range(papers - long_ones - middle)])
     rng.shuffle(seconds)
     counts = [snippets // papers + (1 if p < snippets % papers else 0) for p in range(papers)]
-    return [PaperPlan(f"heavy-{p:02d}", counts[p], seconds[p], p % 3 == 1) for p in range(papers)]
+    pool = len(REAL_MODULES)
+    return [PaperPlan(f"heavy-{p:02d}", counts[p], seconds[p], p % 3 == 1,
+                      tuple(dict.fromkeys([p % pool, (7 * p + 3) % pool])) if heterogeneous else ())
+            for p in range(papers)]
 
 
 def _groups(count: int) -> list[int]:
@@ -167,7 +205,7 @@ import unittest
 
 import numpy as np
 import torch
-{scipy_import}
+{scipy_import}{real_imports}
 import model
 import model_ref
 
@@ -177,7 +215,7 @@ ITERATIONS = {iterations}
 
 class TestStages(unittest.TestCase):
     def test_stages_match_the_reference_and_the_workload_runs(self):
-        start = time.perf_counter()
+{real_calls}        start = time.perf_counter()
         generator = torch.Generator().manual_seed(0)
         x = torch.randn(64, 64, generator=generator)
         w = torch.randn(2, 64, 64, generator=generator) / 8
@@ -218,7 +256,10 @@ def pset_heavy_generate(root: Path, plans: list[PaperPlan], *, per_second: float
         source, stages = _model(number, plan)
         test = TEST.format(paper_id=plan.paper_id, stages=stages, iterations=max(1, int(plan.seconds * per_second)),
                            scipy_import="import scipy.linalg\n" if plan.uses_scipy else "",
-                           scipy_check=SCIPY_CHECK if plan.uses_scipy else "")
+                           scipy_check=SCIPY_CHECK if plan.uses_scipy else "",
+                           real_imports="".join(f"import {REAL_MODULES[i][0]}\n" for i in plan.real),
+                           real_calls="".join(f"        self.assertTrue(np.isfinite(float({REAL_MODULES[i][1]})))\n"
+                                              for i in plan.real))
         files = {"paper2code_paper.tex": _paper_text(plan.paper_id, title, paper_bytes),
                  "paper2code_test.py": test, "model.py": source, "model_ref.py": source,
                  "utils.py": "# Shared constants of the stages.\nMIX = 1.0\n", "requirements.txt": REQUIREMENTS}
@@ -287,6 +328,14 @@ class Worker:
     def busy(self, task: str) -> list[float]:
         """Seconds of each finished `task` this worker ran, as Celery logs them."""
         return [float(s) for name, s in TASK_DONE.findall(self.output()) if name == task]
+
+    def fork_starts(self) -> list[str]:
+        """Why each of this worker's fork server starts happened ("first", "new imports: ...", ...)."""
+        return re.findall(r"fork server for environment \w+ \([^)]*\): preloaded .*\(start \d+: ([^\n]*)\)$",
+                          self.output(), flags=re.M)
+
+    def fork_offs(self) -> list[str]:
+        return re.findall(r"the fork server is off, every item starts cold: ([^\n]*)", self.output())
 
     def fork_mode(self) -> str:
         log = self.output()
@@ -422,6 +471,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="Celery workers of concurrency 1")
     parser.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap")
     parser.add_argument("--forkserver", choices=["on", "off"], default="on", help="SANDBOX_FORKSERVER of the workers")
+    parser.add_argument("--set", choices=["homogeneous", "heterogeneous"], default="homogeneous", dest="kind",
+                        help="heterogeneous: each paper's test also imports and calls two of REAL_MODULES (scipy's "
+                             "subpackages, sympy, networkx, mpmath, jinja2, torch's), so import graphs differ")
     parser.add_argument("--validate", action="store_true", help="also time one paper's submission validation")
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres",
                         help=f"postgres: {POSTGRES_URL} (dropped and created); sqlite: in the temporary folder")
@@ -472,7 +524,7 @@ def main() -> None:
         per_second = args.steps_per_second or float(subprocess.run(
             [python, "-c", CALIBRATE], capture_output=True, text=True, check=True,
             env={**os.environ, **THREADS_ONE}).stdout.strip())
-        plans = papers_plan(args.papers, args.snippets)
+        plans = papers_plan(args.papers, args.snippets, heterogeneous=args.kind == "heterogeneous")
         root = tmp / "pset"
         pset_heavy_generate(root, plans, per_second=per_second, paper_bytes=args.paper_kb * 1000)
         start = time.monotonic()
@@ -483,6 +535,8 @@ def main() -> None:
 
         from benchmarks.models import BenchmarkVersion, Snippet
         from evaluation import services
+        from django.db.models import Count
+
         from evaluation.models import EvaluationRun, ModelEntry, Outcome
 
         version = BenchmarkVersion.objects.get(name=VERSION)
@@ -524,6 +578,9 @@ def main() -> None:
             time.sleep(0.1)
         busy = {w.hostname: w.busy("evaluation.tasks.item_evaluate") for w in workers}
         modes = {w.hostname: w.fork_mode() for w in workers}
+        starts = {w.hostname: w.fork_starts() for w in workers}
+        offs = {w.hostname: w.fork_offs() for w in workers}
+        forked = dict(Outcome.objects.filter(run=run).values_list("forked").annotate(n=Count("pk")))
 
         validation = validation_measure(root, plans, workers) if args.validate else None
         for worker in workers:
@@ -551,6 +608,14 @@ def main() -> None:
               f"{args.database} + {args.broker} broker; modes:")
         for hostname, mode in modes.items():
             print(f"  {hostname}: {mode} ({len(busy[hostname])} items)")
+            reasons: dict[str, int] = {}
+            for reason in starts[hostname]:
+                reasons[reason.split(":", 1)[0]] = reasons.get(reason.split(":", 1)[0], 0) + 1
+            print(f"    fork server starts: {len(starts[hostname])} ("
+                  f"{', '.join(f'{k} {v}' for k, v in reasons.items()) or 'none'}); permanent cold fallbacks: "
+                  f"{len(offs[hostname])}{' (' + offs[hostname][-1][:120] + ')' if offs[hostname] else ''}")
+        print(f"set: {args.kind}; items warm (forked) {forked.get(True, 0)}, cold {forked.get(False, 0)}"
+              f"{', no fork server ' + str(forked[None]) if forked.get(None) else ''}")
         if bad:
             print(f"!! {len(bad)} item(s) did not pass, e.g. {bad[0]['status']}: {bad[0]['detail'][:500]}")
         if len(own) != items:

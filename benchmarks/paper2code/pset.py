@@ -31,6 +31,8 @@ PAPERS_YAML = "papers.yaml"
 TEST_ENTRY_POINT = "paper2code_test.py"
 PAPER_TEXT_NAMES = ("paper2code_paper.tex", "paper2code_paper.md")  # first wins
 REQUIREMENTS_NAMES = ("paper2code_requirements.txt", "requirements.txt")  # first wins
+LEGACY_HINT = ("; a legacy set that ran in one shared environment is imported with --environment FILE, which "
+               "keeps each paper's requirements file as a file, never installed")
 
 _TEXT_FIELDS = ("title", "arxiv_abs", "github_url", "venue")
 LINK_FIELDS = ("arxiv_abs", "github_url")  # rendered as links: http(s) only
@@ -62,7 +64,7 @@ class PaperPackage:
     paper_path: str
     annotated_paths: tuple[str, ...]
     context_paths: tuple[str, ...]
-    requirements_path: str | None
+    requirements_path: str | None  # None too when the set runs in a shared environment: the file is then only a file
     files: Mapping[str, bytes]
     annotated: Mapping[str, AnnotatedFile]
     extra: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
@@ -122,13 +124,17 @@ def requirements_file(paths: Iterable[str]) -> str | None:
     return next((name for name in REQUIREMENTS_NAMES if name in present), None)
 
 
-def read_pset(root: str | Path) -> list[PaperPackage]:
-    """Every paper of the problem set at `root`, in papers.yaml order; PackageError lists every error."""
-    papers, _warnings = read_pset_with_warnings(root)
+def read_pset(root: str | Path, *, shared_environment: bool = False) -> list[PaperPackage]:
+    """Every paper of the problem set at `root`, in papers.yaml order; PackageError lists every error.
+
+    `shared_environment`: the set runs in one environment given beside it (a legacy set), so a paper's own
+    requirements file is one of its files like any other: kept verbatim, never read as requirements."""
+    papers, _warnings = read_pset_with_warnings(root, shared_environment=shared_environment)
     return papers
 
 
-def read_pset_with_warnings(root: str | Path) -> tuple[list[PaperPackage], list[Problem]]:
+def read_pset_with_warnings(root: str | Path, *, shared_environment: bool = False,
+                            ) -> tuple[list[PaperPackage], list[Problem]]:
     """Like read_pset, also returning the warnings (near-miss markers) that do not stop a set from loading."""
     root = Path(root)
     entries, problems = _papers_yaml_read(root)
@@ -142,7 +148,7 @@ def read_pset_with_warnings(root: str | Path) -> tuple[list[PaperPackage], list[
             problems.append(Problem(PAPERS_YAML, entry.line, message))
             continue
         seen[paper_id] = entry.line
-        paper, paper_problems = _paper_read(root, entry)
+        paper, paper_problems = _paper_read(root, entry, shared_environment=shared_environment)
         problems += [p for p in paper_problems if p.severity == "error"]
         warnings += [p for p in paper_problems if p.severity == "warning"]
         if paper is not None:
@@ -265,7 +271,7 @@ def _value_lines(mapping: yaml.MappingNode) -> tuple[dict[str, int | list[int]],
     return lines, duplicates
 
 
-def _paper_read(root: Path, entry: _Entry) -> tuple[PaperPackage | None, list[Problem]]:
+def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple[PaperPackage | None, list[Problem]]:
     """One paper's package, or None with the problems (errors and warnings) that keep it from loading."""
     paper_id = entry.id
     problems: list[Problem] = []
@@ -296,7 +302,7 @@ def _paper_read(root: Path, entry: _Entry) -> tuple[PaperPackage | None, list[Pr
     paper_path = next((name for name in PAPER_TEXT_NAMES if name in files), None)
     if paper_path is None:
         error(in_folder(PAPER_TEXT_NAMES[0]), 0, f"missing paper text: neither {' nor '.join(PAPER_TEXT_NAMES)}")
-    requirements_path = requirements_file(files)
+    requirements_path = None if shared_environment else requirements_file(files)
 
     texts: dict[str, str] = {}
     must_be_text = [*annotated_paths, *context_paths, TEST_ENTRY_POINT, paper_path, requirements_path]
@@ -309,8 +315,9 @@ def _paper_read(root: Path, entry: _Entry) -> tuple[PaperPackage | None, list[Pr
     if paper_path in texts and not texts[paper_path].strip():
         error(in_folder(paper_path), 0, "the paper text is empty")
     if requirements_path in texts:
-        for problem in requirements_problems(texts[requirements_path], file=in_folder(requirements_path)):
-            error(problem.file, problem.line, problem.message)
+        refused = requirements_problems(texts[requirements_path], file=in_folder(requirements_path))
+        for number, problem in enumerate(refused):
+            error(problem.file, problem.line, problem.message + (LEGACY_HINT if number == 0 else ""))
 
     annotated: dict[str, AnnotatedFile] = {}
     for path in annotated_paths:

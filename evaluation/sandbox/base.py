@@ -57,6 +57,7 @@ class ExecResult:
     backend: str
     oom_killed: bool = False
     output_truncated: bool = False
+    forked: bool = False  # run in a fork of the warm fork server (a warm start), not started cold
 
 
 class Session:

@@ -213,7 +213,7 @@ class BwrapSession(ForkingSession):
     def _archive(self, files: Mapping[str, bytes]) -> IO[bytes]:
         return _archive(files)
 
-    def _zygote_start(self, preload: Sequence[str], limits: Limits) -> ProcessZygote:
+    def _zygote_start(self, preload: Sequence[str], limits: Limits, helpers: Sequence[str] = ()) -> ProcessZygote:
         env = self._env_for(limits)
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
 
@@ -228,7 +228,7 @@ class BwrapSession(ForkingSession):
             return preexec
 
         return ProcessZygote(argv_for, preload=preload, limits=limits, cgroups_for=RunCgroups,
-                             preexec_for=preexec_for)
+                             preexec_for=preexec_for, helpers=helpers)
 
     def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
         env = self._env_for(limits)

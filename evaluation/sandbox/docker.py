@@ -104,7 +104,8 @@ class ContainerZygote(Zygote):
     """The zygote as the main process of a long-lived container of the environment's image (a cold run's isolation,
     its seccomp profile widened by FORK_SYSCALLS), connected back to the worker through a bound unix socket."""
 
-    def __init__(self, backend: DockerBackend, environment: Environment, *, preload: Sequence[str], limits: Limits):
+    def __init__(self, backend: DockerBackend, environment: Environment, *, preload: Sequence[str], limits: Limits,
+                 helpers: Sequence[str] = ()):
         self.api = backend.client().api
         self.container: str | None = None
         self.stream = None
@@ -126,7 +127,7 @@ class ContainerZygote(Zygote):
                           security_opt=["no-new-privileges", f"seccomp={forkserver_seccomp()}"])
             with engine_errors("creating the fork server container"):
                 self.container = self.api.create_container(
-                    environment.location, [PYTHON, *zygote_args(CONTROL_SOCKET, preload)], user=SANDBOX_USER,
+                    environment.location, [PYTHON, *zygote_args(CONTROL_SOCKET, preload, helpers)], user=SANDBOX_USER,
                     working_dir="/work", hostname="sandbox", network_disabled=True,
                     environment=run_environment(limits), labels={ZYGOTE_LABEL: "1", "rcb.env": environment.hash,
                                                   WORKER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
@@ -189,8 +190,8 @@ class DockerSession(ForkingSession):
     def __init__(self, backend: DockerBackend, environment: Environment):
         super().__init__(backend, environment, forkserver=backend.forkserver)
 
-    def _zygote_start(self, preload: Sequence[str], limits: Limits) -> ContainerZygote:
-        return ContainerZygote(self.backend, self.environment, preload=preload, limits=limits)
+    def _zygote_start(self, preload: Sequence[str], limits: Limits, helpers: Sequence[str] = ()) -> ContainerZygote:
+        return ContainerZygote(self.backend, self.environment, preload=preload, limits=limits, helpers=helpers)
 
     @contextlib.contextmanager
     def _archive(self, files: Mapping[str, bytes]) -> Iterator[IO[bytes]]:

@@ -13,8 +13,26 @@ Under the harness the fork runs it warm (RCB_WARM): the supervisor forks the tes
 and that process runs the harness's test code in place instead of exec'ing a fresh interpreter. The files are
 unpacked by a process of their own, so the nonce is never in the memory the test process is a copy of. What the
 zygote preloads is derived from the task's files minus the answer's own lines, and an item keeps loaded only what the
-preloads brought (what a cold start has too once the test imported them), never the zygote's own tools (ctypes,
-socket, ...) nor a module of a task file's name: an import of the answer's is audited exactly as on a cold start.
+preloads brought, never the zygote's own tools (ctypes, socket, ...) nor a module of a task file's name: an import of
+the answer's is audited exactly as on a cold start.
+
+Across a set's papers (one shared environment, items of twenty papers interleaved) the zygote is one per session and
+its preloads only grow: every module an item of the session imported, and, announced at a run's first item
+(`preload_expect`), every module the release's tasks in this environment import outside their snippets' bodies,
+plus what the helpers their tests call import on first call (`helper_calls`, `lazy_imports`: torch.testing's
+assert_close imports sympy). So it starts again at most once per import set not seen yet (none when announced), and
+a start for new imports never counts towards ZYGOTE_RESTARTS, which only ends a session that keeps dying or meeting
+other limits. A preload that starts a thread on import is left out (and imported by the items that need it).
+
+What changes in the isolation argument: a fork no longer holds only what a cold start of *that* item has once its
+test imported its modules, but what a cold start of it *could* have loaded: modules of the environment that another
+task of the session imports. Nothing of an item's own or hidden code is among them (a task's own module names are
+dropped from every fork as before), the answer's imports do not choose them (the answer's lines never count, and a
+release's are announced without any snippet's body), and the imports the guard audits stay fresh imports: the task's
+own modules are dropped by the fork and native ones (ctypes, mmap) by the harness at the answer's start. What remains
+different from a cold start is import-time state of modules the item never imports (a warnings filter, a
+registry); a preload that breaks an item shows as a crash in a fork that a cold start has not, which turns the
+environment cold (see `run`), as before.
 """
 
 from __future__ import annotations
@@ -31,8 +49,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from evaluation.sandbox.base import ExecResult, Limits, SandboxError, Session
@@ -52,13 +70,99 @@ import os, sys
 os.chdir("/")  # read-only: nothing an item writes can lie where the zygote's own imports look ("" on sys.path)
 # The preloads come first, before any tool of the fork server's own: what they import is what an item keeps loaded
 # (a cold start has it too once the test imported them); the rest (ctypes, socket, ...) is dropped in every item.
-loaded, failed = [], []
+loaded, failed, threaded = [], [], ""
 for name in filter(None, sys.argv[2].split(",")):
     try:
         __import__(name)
         loaded.append(name)
     except BaseException as exc:
         failed.append(f"{name}: {type(exc).__name__}")
+    if len(os.listdir("/proc/self/task")) > 1:  # a fork would lose them: the worker starts us again without it
+        threaded = name
+        break
+
+
+def lazy_imports(helpers, limit=400):
+    """The imports inside the functions the test calls (`helpers`, dotted names), and inside the functions of their
+    own package those call, three levels down: what a first call of, say, torch.testing.assert_close imports."""
+    import dis, importlib.util
+    module_type = type(sys)
+    found, seen, queue = [], set(), []
+    for dotted in helpers:
+        parts = dotted.split(".")
+        for end in range(len(parts), 0, -1):  # the longest prefix the preloads imported, then its attributes
+            obj = sys.modules.get(".".join(parts[:end]))
+            if obj is not None:
+                for part in parts[end:]:
+                    obj = getattr(obj, part, None)
+                if obj is not None:
+                    queue.append((obj, 0))
+                break
+    while queue and len(seen) < limit:
+        obj, depth = queue.pop(0)
+        if isinstance(obj, type):
+            queue += [(vars(obj)[m], depth) for m in ("__init__", "__call__") if m in vars(obj)]
+            continue
+        function = getattr(obj, "__func__", obj)
+        code, names = getattr(function, "__code__", None), getattr(function, "__globals__", None)
+        if code is None or not isinstance(names, dict) or id(code) in seen:
+            continue
+        seen.add(id(code))
+        package, top = names.get("__package__") or "", str(names.get("__name__") or "").split(".")[0]
+        codes = [code]
+        while codes:
+            current = codes.pop()
+            codes += [c for c in current.co_consts if hasattr(c, "co_code")]
+            consts, module = [], None
+            for instruction in dis.get_instructions(current):
+                op, arg = instruction.opname, instruction.argval
+                if op == "LOAD_CONST":
+                    consts = (consts + [arg])[-2:]
+                    continue
+                if op == "IMPORT_NAME":
+                    level, fromlist = consts if len(consts) == 2 else (0, None)
+                    try:
+                        name = importlib.util.resolve_name("." * level + arg, package) if isinstance(level, int) \
+                            and level else arg
+                    except (ImportError, ValueError, TypeError):
+                        name = ""
+                    if name:
+                        found.append((name, ""))
+                        found += [(name, item) for item in (fromlist if isinstance(fromlist, tuple) else ())
+                                  if isinstance(item, str) and item != "*"]
+                elif op in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD") and depth < 3:
+                    source = names if op == "LOAD_GLOBAL" else vars(module) if module is not None else {}
+                    target = source.get(arg) if isinstance(arg, str) else None
+                    owner = getattr(target, "__name__" if isinstance(target, module_type) else "__module__", "")
+                    if target is not None and isinstance(owner, str) and owner.split(".")[0] == top:
+                        if isinstance(target, module_type):
+                            module = target  # its attribute, read next, is followed too
+                            continue
+                        queue.append((target, depth + 1))
+                module = None
+    return list(dict.fromkeys(found))
+
+
+warmed = []
+if not threaded and len(sys.argv) > 3 and sys.argv[3]:
+    before = frozenset(sys.modules)
+    targets = lazy_imports(sys.argv[3].split(","))
+    for name in frozenset(sys.modules) - before:  # the scanner's own tools (dis, ...): no item may see them loaded
+        del sys.modules[name]
+    for name, item in targets:
+        if (f"{name}.{item}" if item else name) in sys.modules:
+            continue
+        try:
+            module = __import__(name, fromlist=[item] if item else [])
+        except BaseException:
+            continue
+        if item and isinstance(getattr(module, item, None), type(sys)):
+            warmed.append(f"{name}.{item}")
+        elif not item:
+            warmed.append(name)
+        if len(os.listdir("/proc/self/task")) > 1:
+            threaded = f"{name}.{item}" if item else name
+            break
 kept = frozenset(sys.modules)
 import ctypes, json, os, select, signal, socket
 base_env = dict(os.environ)  # exactly what a cold start of this backend gets, which every item gets back
@@ -76,7 +180,8 @@ def threads():
     return len(os.listdir("/proc/self/task"))
 
 
-ctl.send(json.dumps({"loaded": loaded, "failed": failed, "threads": threads(), "native": "_ctypes" in kept}).encode())
+ctl.send(json.dumps({"loaded": loaded, "failed": failed, "threads": threads(), "native": "_ctypes" in kept,
+                     "threaded": threaded, "warmed": warmed}).encode())
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -337,12 +442,15 @@ def own_modules(files: Mapping[str, bytes]) -> list[str]:
     return sorted({PurePosixPath(name).parts[0].removesuffix(".py") for name in files})
 
 
-def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] | None = None) -> list[str]:
+def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] | None = None,
+                    skipped: Iterable[tuple[str, int, int]] = ()) -> list[str]:
     """The modules the task's Python files import, minus the task's own modules (first-seen order), as imported:
     `scipy.linalg`, not only `scipy` (a package does not import its submodules; each would cost every item).
 
     The answer's own lines (`answer`: file, first and last line) and the harness files never count: what the fork
-    server preloads does not depend on the answer, so an import of the answer's is audited as on a cold start."""
+    server preloads does not depend on the answer, so an import of the answer's is audited as on a cold start.
+    `skipped` spans (file, first, last) never count either (a release's snippets, whose bodies are hidden)."""
+    spans = [*skipped, *([answer] if answer else [])]
     own = set(own_modules(files))
     names: list[str] = []
     for name, data in files.items():
@@ -359,7 +467,7 @@ def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] 
                 found = [node.module]
             else:
                 continue
-            if answer and name == answer[0] and answer[1] <= node.lineno <= answer[2]:
+            if any(name == file and first <= node.lineno <= last for file, first, last in spans):
                 continue
             for module in found:
                 top = module.split(".")[0]
@@ -368,13 +476,51 @@ def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] 
     return names
 
 
+def helper_calls(files: Mapping[str, bytes], entry: str) -> list[str]:
+    """The functions of the environment's modules the test entry point calls, as dotted names through its imports
+    (`torch.testing.assert_close`): the zygote warms what their first call imports (their lazy imports). Derived
+    from the test's own code, which never holds the answer."""
+    try:
+        tree = ast.parse(files.get(entry, b""))
+    except (SyntaxError, ValueError):
+        return []
+    own = set(own_modules(files))
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    calls: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        parts, func = [], node.func
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name) or func.id not in aliases:
+            continue
+        dotted = ".".join([aliases[func.id], *reversed(parts)])
+        if dotted.split(".")[0] not in own and not dotted.startswith("_") and dotted not in calls:
+            calls.append(dotted)
+    return calls
+
+
 class ForkRefused(Exception):
     """The fork server cannot run this item (threads in the zygote, or it is gone): run it cold."""
 
 
-def zygote_args(control: str, preload: Sequence[str]) -> list[str]:
-    """The interpreter's arguments that make it a zygote: `control` is an inherited fd's number or a socket's path."""
-    return ["-B", "-c", ZYGOTE_SOURCE, control, ",".join(preload)]
+class PreloadThreaded(Exception):
+    """Importing this preload started a thread, which a fork would lose: the zygote starts again without it."""
+
+
+def zygote_args(control: str, preload: Sequence[str], helpers: Sequence[str] = ()) -> list[str]:
+    """The interpreter's arguments that make it a zygote: `control` is an inherited fd's number or a socket's path;
+    `helpers` the functions the tests call whose first call imports more (see lazy_imports)."""
+    return ["-B", "-c", ZYGOTE_SOURCE, control, ",".join(preload), ",".join(helpers)]
 
 
 class Zygote:
@@ -399,7 +545,8 @@ class Zygote:
 class ProcessZygote(Zygote):
     """The zygote as a child process of the worker (bwrap), its control socket inherited, in cgroups of its own."""
 
-    def __init__(self, argv_for, *, preload: Sequence[str], limits: Limits, cgroups_for, preexec_for):
+    def __init__(self, argv_for, *, preload: Sequence[str], limits: Limits, cgroups_for, preexec_for,
+                 helpers: Sequence[str] = ()):
         self.control, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._cgroups_for = cgroups_for
         self.log = tempfile.TemporaryFile(prefix="rcb-zygote-")  # a file, so import chatter never blocks it
@@ -407,7 +554,7 @@ class ProcessZygote(Zygote):
                                           cpus=limits.cpus))
         self.held = frozenset(self.cgroups.folders)
         try:
-            self.proc = subprocess.Popen(argv_for(zygote_args(str(inside.fileno()), preload)), cwd="/",
+            self.proc = subprocess.Popen(argv_for(zygote_args(str(inside.fileno()), preload, helpers)), cwd="/",
                                          env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=self.log, pass_fds=(inside.fileno(),),
                                          preexec_fn=preexec_for(self.cgroups), start_new_session=True)
@@ -448,10 +595,15 @@ class ForkServer:
             stderr = self.zygote.stop()
             raise ForkRefused(f"the fork server did not start: {stderr[-2000:]}")
         self.loaded, self.failed, threads = hello["loaded"], hello["failed"], hello["threads"]
+        self.warmed: list[str] = hello.get("warmed", [])  # what the helpers the tests call import on first call
         # Whether the preloads themselves loaded ctypes (numpy and torch do): only then may an item see it loaded.
         self.native = hello["native"]
         # The limits it was started for (its own cgroups or container hold it by them): others need a new one.
         self.limits: tuple[float, int, int] | None = None
+        self.helpers: frozenset[str] = frozenset()
+        if hello.get("threaded"):
+            self.zygote.stop()
+            raise PreloadThreaded(hello["threaded"])
         if threads > 1:
             self.zygote.stop()
             raise ForkRefused(f"importing {', '.join(self.loaded)} started {threads - 1} thread(s)")
@@ -531,26 +683,54 @@ class ForkServer:
         self.zygote.stop()
 
 
-# A fork server that restarted this often for one session (new imports, other limits) gives way to cold starts.
+# A fork server that had to start again this often for one session for reasons other than new imports (it died, an
+# item came with other limits) gives way to cold starts; new imports restart it as often as they come (a finite set).
 ZYGOTE_RESTARTS = 8
+
+
+@dataclass(frozen=True)
+class ZygoteStart:
+    """One start of a session's fork server and why: first, new imports (modules or a helper's lazy imports not
+    preloaded yet), limits (an item with other limits), gone (the zygote died), threads (a preload started one)."""
+
+    reason: str
+    detail: str
+    at: float = field(default_factory=time.time)
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}" if self.detail else self.reason
 
 
 class ForkingSession(Session):
     """A session whose harness items run in forks of a warm zygote, and cold (`_cold_run`) when they cannot.
 
-    A backend supplies how its zygote starts (`_zygote_start`, with the environment a cold start has), its item
-    archive (`_archive`) and work folder (`work_dir`); the rules of when to fork are all here."""
+    What the zygote preloads only grows: every module an item of the session imported (and every module announced
+    by `preload_expect`, the imports of every task a release runs in this environment), so items of twenty papers
+    interleaved restart it at most once per import set not seen yet, and not at all when announced at the run's
+    start. A backend supplies how its zygote starts (`_zygote_start`, with the environment a cold start has), its
+    item archive (`_archive`) and work folder (`work_dir`); the rules of when to fork are all here."""
 
     work_dir: str
 
     def __init__(self, backend, environment, *, forkserver: bool):
         super().__init__(backend, environment)
-        self._forkserver_on = forkserver
+        self._forkserver_on = self.forkserver_wanted = forkserver
         self._forkserver: ForkServer | None = None
-        self._preloaded: list[str] = []
-        self._restarts = 0
+        self._preloaded: list[str] = []  # every module tried so far, in order: what the next start preloads
+        self._helpers: list[str] = []  # every helper whose lazy imports the next start warms
+        self._threaded: dict[str, str] = {}  # preloads that start a thread on import, never preloaded again
+        self._unforkable: frozenset[str] | None = None  # a preload set that loads no ctypes (items run cold)
+        self._restarts = 0  # restarts that were not for new imports (see ZYGOTE_RESTARTS)
+        self.starts: list[ZygoteStart] = []
+        self.cold_reason = ""  # why the fork server is off for good, once it is
+        self.items_warm = self.items_cold = 0
 
-    def _zygote_start(self, preload: Sequence[str], limits: Limits) -> Zygote:
+    def preload_expect(self, *, modules: Iterable[str], helpers: Iterable[str] = ()) -> None:
+        """Announce what items of this session will import: the next start preloads it too (no restart for it)."""
+        self._preloaded = list(dict.fromkeys([*self._preloaded, *modules]))
+        self._helpers = list(dict.fromkeys([*self._helpers, *helpers]))
+
+    def _zygote_start(self, preload: Sequence[str], limits: Limits, helpers: Sequence[str] = ()) -> Zygote:
         raise NotImplementedError
 
     def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
@@ -565,56 +745,99 @@ class ForkingSession(Session):
         return (self._forkserver_on and len(command) >= 3 and command[0] == self.environment.python
                 and command[1] == "-B" and not command[2].startswith("-"))
 
+    def _restart_reason(self, server: ForkServer, wanted: Sequence[str], helpers: Sequence[str],
+                        limits: Limits) -> tuple[str, str] | None:
+        if not server.alive():
+            return "gone", "the fork server exited"
+        if server.limits != _zygote_key(limits):
+            return "limits", f"an item with other limits ({_zygote_key(limits)} instead of {server.limits})"
+        tried = {*server.loaded, *(f.split(":", 1)[0] for f in server.failed), *self._threaded}
+        new = [name for name in wanted if name not in tried]
+        if new:
+            return "new imports", ", ".join(new[:8]) + (f" and {len(new) - 8} more" if len(new) > 8 else "")
+        new = [name for name in helpers if name not in server.helpers]
+        if new:
+            return "new imports", "what " + ", ".join(new[:4]) + (" and more" if len(new) > 4 else "") + \
+                " import on first call"
+        return None
+
     def _zygote(self, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ForkServer | None:
-        """The warm fork server, (re)started when this item imports modules it has not tried yet."""
+        """The warm fork server, (re)started when this item imports modules it has not tried yet; None when this
+        item runs cold (the fork server is then off for good only if `cold_reason` says so)."""
         wanted = preload_modules(files, answer=_answer_lines(command))
         if harnessed(command):
             wanted = [*HARNESS_PRELOAD, *wanted]
+        helpers = helper_calls(files, _entry(command))
         server = self._forkserver
-        if server is not None and (not server.alive() or server.limits != _zygote_key(limits)
-                                   or set(wanted) - set(server.loaded) - set(server.failed)):
+        reason = ("first", "") if server is None and not self.starts else None
+        if server is not None:
+            reason = self._restart_reason(server, wanted, helpers, limits)
+            if reason is None:
+                return server
             server.close()
             server = self._forkserver = None
-            self._restarts += 1
-        if server is None:
-            if self._restarts > ZYGOTE_RESTARTS:
-                return None
-            preload = list(dict.fromkeys([*self._preloaded, *wanted]))
-            server = ForkServer(self._zygote_start(preload, limits), backend=self.backend.name)
-            if not server.native:
-                # The zygote's own ctypes stays reachable in every fork (its classes outlive sys.modules), which gives
-                # an answer memory access no audit event shows. A cold start without numpy-like preloads has none,
-                # and is cheap anyway: such environments run cold.
-                server.close()
-                raise ForkRefused(f"no preload loads ctypes ({', '.join(server.loaded) or 'nothing'}), so a fork would "
-                                  "hold the fork server's own native module where a cold start has none")
-            missing = {"memory", "pids"} - set(server.zygote.held)
-            if missing:
-                # A cold start falls back on rlimits for these; a fork has only cgroups to hold it.
-                server.close()
-                raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup holds the fork server here")
-            server.limits = _zygote_key(limits)
-            self._preloaded = preload
-            self._forkserver = server
-            logger.info("fork server for environment %s (%s): preloaded %s%s", self.environment.hash,
-                        self.backend.name, ", ".join(server.loaded) or "nothing",
-                        f" (not importable: {', '.join(server.failed)})" if server.failed else "")
+            if reason[0] != "new imports":
+                self._restarts += 1
+        if self._restarts > ZYGOTE_RESTARTS:
+            self._cold_only(f"it had to start again {self._restarts} times (the last: {reason[1] if reason else '?'})")
+            return None
+        self.preload_expect(modules=wanted, helpers=helpers)
+        while True:
+            preload = [name for name in self._preloaded if name not in self._threaded]
+            if self._unforkable is not None and frozenset(preload) <= self._unforkable:
+                return None  # tried: these preloads load no ctypes; an item bringing more imports tries again
+            try:
+                server = ForkServer(self._zygote_start(preload, limits, self._helpers), backend=self.backend.name)
+            except PreloadThreaded as exc:
+                name = str(exc)
+                if name in preload:
+                    self._threaded[name] = name
+                    self.starts.append(ZygoteStart("threads", f"importing {name} started a thread; not preloaded"))
+                else:  # one of the helpers' lazy imports: this session warms none of them any more
+                    self._helpers = []
+                    self.starts.append(ZygoteStart("threads", f"a helper's lazy import ({name}) started a thread; "
+                                                              "lazy imports are not warmed"))
+                continue
+            break
+        self.starts.append(ZygoteStart(*(reason or ("new imports", ""))))
+        if not server.native:
+            # The zygote's own ctypes stays reachable in every fork (its classes outlive sys.modules), which gives
+            # an answer memory access no audit event shows. A cold start without numpy-like preloads has none,
+            # and is cheap anyway: such items run cold, until an item brings more imports.
+            server.close()
+            self._unforkable = frozenset(preload)
+            logger.info("environment %s (%s): this item runs cold: no preload loads ctypes (%s)", self.environment.hash,
+                        self.backend.name, ", ".join(server.loaded) or "nothing")
+            return None
+        missing = {"memory", "pids"} - set(server.zygote.held)
+        if missing:
+            # A cold start falls back on rlimits for these; a fork has only cgroups to hold it.
+            server.close()
+            raise ForkRefused(f"no {' or '.join(sorted(missing))} cgroup holds the fork server here")
+        server.limits = _zygote_key(limits)
+        server.helpers = frozenset(self._helpers)
+        self._forkserver = server
+        logger.info("fork server for environment %s (%s): preloaded %s%s%s (start %d: %s)", self.environment.hash,
+                    self.backend.name, ", ".join(server.loaded) or "nothing",
+                    f" (not importable: {', '.join(server.failed)})" if server.failed else "",
+                    f"; warmed {len(server.warmed)} lazy import(s)" if server.warmed else "",
+                    len(self.starts), self.starts[-1])
         return server
 
     def _cold_only(self, reason: str) -> None:
         logger.warning("environment %s (%s): the fork server is off, every item starts cold: %s",
                        self.environment.hash, self.backend.name, reason)
         self._forkserver_on = False
+        self.cold_reason = reason
         if self._forkserver is not None:
             self._forkserver.close()
             self._forkserver = None
 
     def _fork_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult | None:
-        """The item in a fork of the warm zygote; None when it must run cold (the environment then stays cold)."""
+        """The item in a fork of the warm zygote; None when it must run cold."""
         try:
             server = self._zygote(files, command, limits)
             if server is None:
-                self._cold_only("it had to restart too often")
                 return None
             with self._archive(files) as archive:
                 result, oom = server.run(archive=archive.fileno(), work=self.work_dir, argv=command[2:], limits=limits,
@@ -627,14 +850,23 @@ class ForkingSession(Session):
         return replace(result, exit_code=exit_code, oom_killed=oom)
 
     def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        result = self._run(files=files, command=command, limits=limits)
+        if self._forkable(command) or self.cold_reason:
+            if result.forked:
+                self.items_warm += 1
+            else:
+                self.items_cold += 1
+        return result
+
+    def _run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
         if self._forkable(command):
             result = self._fork_run(files=files, command=command, limits=limits)
             if result is not None and not _crashed(result, files):
-                return result
+                return replace(result, forked=True)
             if result is not None and _recorded(result, files):
                 # The answer left evidence before the crash: that decides (flagged); a cold rerun would give it a
                 # second try without it.
-                return result
+                return replace(result, forked=True)
             if result is not None:
                 cold = self._cold_run(files=files, command=command, limits=limits)
                 if not _crashed(cold, files):
@@ -660,6 +892,11 @@ def _zygote_key(limits: Limits) -> tuple[float, int, int]:
 
 def harnessed(command: Sequence[str]) -> bool:
     return len(command) >= 3 and command[2] == HARNESS_FILE
+
+
+def _entry(command: Sequence[str]) -> str:
+    """The test entry point a command runs: the harness's first argument, or the script itself."""
+    return command[3] if harnessed(command) and len(command) >= 4 else command[2] if len(command) >= 3 else ""
 
 
 def _answer_lines(command: Sequence[str]) -> tuple[str, int, int] | None:

@@ -48,7 +48,8 @@ class Command(VersionCommand):
                 raise CommandError(f"{environment}: cannot read the environment: {exc}") from exc
         try:
             given = {"protocol": protocol, "time_limit_seconds": time_limit, "memory_mb": memory, "cpus": cpus}
-            result = pset_import(root=path, version_name=version, shared_requirements=shared, publish=publish, environment=shared_environment,
+            result = pset_import(root=path, version_name=version, shared_requirements=shared, publish=publish,
+                                 environment=shared_environment, environment_file=Path(environment).name if environment else "",
                                  release_settings={k: v for k, v in given.items() if v is not None})
         except PackageError as exc:
             raise CommandError(f"nothing imported; {len(exc.problems)} problem(s):\n{exc}") from exc

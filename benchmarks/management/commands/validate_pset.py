@@ -42,7 +42,7 @@ class Command(BaseCommand):
                timeout: float | None = None, **options) -> None:
         shared = _read(environment, "the environment") if environment is not None else None
         try:
-            papers = read_pset(Path(path))
+            papers = read_pset(Path(path), shared_environment=shared is not None)
         except PackageError as exc:
             raise CommandError(f"{path}: {len(exc.problems)} problem(s):\n{exc}") from exc
         run = validation.pset_validation_create(packages=papers, source=str(path), environment=shared)
