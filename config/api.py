@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import resolve
+from kombu.exceptions import OperationalError as KombuOperationalError
 from rest_framework import exceptions, parsers, permissions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -54,6 +55,10 @@ class MultiPartParser(_NoNul, parsers.MultiPartParser):
     pass
 
 
+# Seconds a client is told to wait when the broker is down: about what a broker restart takes.
+BROKER_RETRY_AFTER = 30
+
+
 def error_body(*, code: str, message: str, details=None) -> dict:
     return {"error": {"code": code, "message": message, "details": details}}
 
@@ -62,6 +67,11 @@ def exception_handler(exc, context):
     """DRF's handler, reshaped to {"error": {code, message, details}}; service errors become 400s."""
     from evaluation.services import EvaluationError, ModelInUse, RunQuotaExceeded, UploadError
 
+    if isinstance(exc, KombuOperationalError):  # what needed the broker was not done; nothing else is lost
+        return Response(error_body(code="broker_unavailable", message=(
+            "the task queue (broker) does not answer, so this could not be queued; try again "
+            f"in {BROKER_RETRY_AFTER} s")), status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(BROKER_RETRY_AFTER)})
     if isinstance(exc, UnknownProtocol):
         return Response(error_body(code="unknown_protocol", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, UploadError):

@@ -219,7 +219,9 @@ HELD_OUT_PROVIDERS = frozenset(env.list("HELD_OUT_PROVIDERS", default=[]))
 
 _redis_cache = env("REDIS_URL", default="")
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_cache}
+    # Redis, or this process's memory while Redis is down (config/caches.py): the site answers through an outage.
+    "default": {"BACKEND": "config.caches.RedisCacheWithLocalFallback", "LOCATION": _redis_cache,
+                "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2}}
     if _redis_cache
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -20,7 +21,7 @@ from evaluation.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_di
 from evaluation.comparison import ComparisonError, comparison_from_query, comparison_record
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import PROVENANCE_HELP, provenance_of
-from evaluation.reproducibility import run_endpoint, run_manifest
+from evaluation.reproducibility import run_endpoint, run_manifest_chunks
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
                                   outcome_tests, run_outcomes_ordered, run_progress)
 from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, UPLOAD_FORMAT, model_register, model_update,
@@ -327,10 +328,12 @@ class RunManifest(APIView):
     Held-out items are listed to maintainers only; others get the public items (`scope`, `items_withheld`)."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
-    def get(self, request, pk: int) -> Response:
+    def get(self, request, pk: int) -> StreamingHttpResponse:
         run = get_object_or_404(EvaluationRun.objects.select_related("model", "version"), pk=pk)
         release_get(name=run.version.name, user=request.user)
-        response = Response(run_manifest(run=run, user=request.user))
+        # Streamed item by item (a 20,000-item run's manifest is megabytes), so not through a renderer.
+        response = StreamingHttpResponse(run_manifest_chunks(run=run, user=request.user),
+                                         content_type="application/json")
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}-manifest.json"'
         return response
 

@@ -35,28 +35,41 @@ def run_outcomes(run: EvaluationRun) -> QuerySet[Outcome]:
             .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
 
 
-def manifest_outcomes(*, run: EvaluationRun, user) -> tuple[list[Outcome], int]:
-    """The outcomes a user may see in a run's manifest, and how many were withheld.
+# The manifest's items are read this many at a time: its memory stays bounded however big the run.
+MANIFEST_CHUNK = 500
+MANIFEST_ITEM_FIELDS = ("snippet_id", "sample", "snippet__task__paper__slug", "snippet__file_path", "snippet__name",
+                        "snippet__task__content_hash", "generation__prompt_hash", "generation__raw_answer",
+                        "generation__extracted_code", "generation_id", "environment_hash",
+                        "environment_lock__lock_hash", "limits", "sandbox_backend", "forked", "worker", "status",
+                        "category")
+
+
+def manifest_outcomes(*, run: EvaluationRun, user) -> tuple[QuerySet[Outcome], int]:
+    """The outcomes a user may see in a run's manifest (in manifest order), and how many were withheld.
 
     Held-out items are private (DESIGN.md, Splits): only maintainers get them; everyone else gets the public split.
+    A run-scoped join, never `pk__in` over a subquery of the outcomes: on a fresh table (statistics from before the
+    run) PostgreSQL planned that as a nested-loop semi join, quadratic in the run's size.
     """
-    visible = list(run_outcomes(run).filter(pk__in=outcomes_visible(run=run, user=user).values("pk")))
-    return visible, Outcome.objects.filter(run=run).count() - len(visible)
+    visible = outcomes_visible(run=run, user=user).order_by(
+        "snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample")
+    return visible, Outcome.objects.filter(run=run).count() - visible.count()
 
 
-def _item(outcome: Outcome, run: EvaluationRun) -> dict:
-    snippet, generation, lock = outcome.snippet, outcome.generation, outcome.environment_lock
+def _item(row: dict, run: EvaluationRun) -> dict:
+    answered = row["generation_id"] is not None
     return {
-        "item": snippet.pk, "sample": outcome.sample, "paper": snippet.task.paper.slug,
-        "file": snippet.file_path, "snippet": snippet.name,
-        "task_content_hash": snippet.task.content_hash,
-        "prompt_hash": generation.prompt_hash if generation else None,
-        "answer_hash": _sha256(generation.raw_answer) if generation else None,
-        "code_hash": _sha256(generation.extracted_code) if generation else None,
-        "environment_hash": outcome.environment_hash,
-        "environment_lock": lock.lock_hash if lock else None,
-        "protocol": run.protocol, "limits": outcome.limits, "sandbox_backend": outcome.sandbox_backend,
-        "forked": outcome.forked, "worker": outcome.worker, "verdict": {"status": outcome.status, "category": outcome.category},
+        "item": row["snippet_id"], "sample": row["sample"], "paper": row["snippet__task__paper__slug"],
+        "file": row["snippet__file_path"], "snippet": row["snippet__name"],
+        "task_content_hash": row["snippet__task__content_hash"],
+        "prompt_hash": row["generation__prompt_hash"] if answered else None,
+        "answer_hash": _sha256(row["generation__raw_answer"]) if answered else None,
+        "code_hash": _sha256(row["generation__extracted_code"]) if answered else None,
+        "environment_hash": row["environment_hash"],
+        "environment_lock": row["environment_lock__lock_hash"],
+        "protocol": run.protocol, "limits": row["limits"], "sandbox_backend": row["sandbox_backend"],
+        "forked": row["forked"], "worker": row["worker"],
+        "verdict": {"status": row["status"], "category": row["category"]},
     }
 
 
@@ -67,17 +80,21 @@ def run_endpoint(run: EvaluationRun) -> dict | None:
     return {"litellm_model": run.litellm_model, "api_base": run.api_base, "params": run.call_params}
 
 
-def run_manifest(*, run: EvaluationRun, user) -> dict:
-    """Per item what went in (task, prompt, answer, environment, limits) and what came out, hashed as a whole.
+def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
+    """The run's manifest as UTF-8 pieces, item by item: per item what went in (task, prompt, answer,
+    environment, limits) and what came out, with `sha256` over the canonical JSON of every other key.
 
-    `sha256` is the hash of the canonical JSON of every other key, so anyone can recompute it.
+    The body is written in its canonical spelling as it is hashed (keys sorted: `environments` before `items`, so
+    the locks are read first, from the same visible outcomes), and `sha256` is added at the end.
     """
+    from evaluation.models import EnvironmentLock
     from evaluation.selectors import run_forkserver
 
     outcomes, withheld = manifest_outcomes(run=run, user=user)
     said = provenance_of(run)
-    locks = {o.environment_lock.lock_hash: o.environment_lock.lock for o in outcomes if o.environment_lock}
-    body = {
+    lock_ids = outcomes.order_by().exclude(environment_lock=None).values("environment_lock_id").distinct()
+    locks = dict(EnvironmentLock.objects.filter(pk__in=lock_ids).values_list("lock_hash", "lock"))
+    head = {
         "format": MANIFEST_FORMAT,
         "run": {"id": run.pk, "model": run.model.name, "model_kind": run.model.kind, "release": run.version.name,
                 "release_manifest_hash": run.version.manifest_hash, "protocol": run.protocol,
@@ -86,14 +103,36 @@ def run_manifest(*, run: EvaluationRun, user) -> dict:
                 "endpoint": run_endpoint(run), "status": run.status, "finished_at": run.finished_at},
         "scope": "all items" if not withheld else "public items only",
         "items_withheld": withheld,
-        "items": [_item(o, run) for o in outcomes],
         "environments": dict(sorted(locks.items())),
         # Warm and cold items, the fork server's starts with their reasons (their imports only when nothing is
         # withheld: they tell what a held-out task imports) and where it went cold.
         "fork_server": run_forkserver(run=run).as_dict(details=not withheld),
     }
-    body = json.loads(canonical_json(body))  # JSON-native (dates as text), so a re-encoded copy hashes the same
-    return {**body, "sha256": canonical_hash(body)}
+    digest = hashlib.sha256()
+
+    def piece(text: str) -> bytes:
+        data = text.encode("utf-8")
+        digest.update(data)
+        return data
+
+    keys = sorted([*head, "items"])
+    yield piece("{")
+    for position, key in enumerate(keys):
+        yield piece(("," if position else "") + json.dumps(key) + ":")
+        if key != "items":
+            yield piece(canonical_json(head[key]))
+            continue
+        yield piece("[")
+        for number, row in enumerate(outcomes.values(*MANIFEST_ITEM_FIELDS).iterator(chunk_size=MANIFEST_CHUNK)):
+            yield piece(("," if number else "") + canonical_json(_item(row, run)))
+        yield piece("]")
+    digest.update(b"}")  # the hashed body closes here; the document goes on with its hash
+    yield f',"sha256":"{digest.hexdigest()}"}}'.encode()
+
+
+def run_manifest(*, run: EvaluationRun, user) -> dict:
+    """The manifest as one document (see run_manifest_chunks; pages and API stream it instead)."""
+    return json.loads(b"".join(run_manifest_chunks(run=run, user=user)))
 
 
 def manifest_verify(manifest: dict) -> bool:

@@ -190,12 +190,10 @@ def run_item_inputs(*, run, outcome_model, membership_model) -> list[ItemOutcome
             .values_list("snippet_id", "status", "category", "snippet__task_id")]
 
 
-@transaction.atomic
-def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
-    """Compute and store the run's aggregates, replacing earlier ones; returns the overall score."""
+def run_scores_compute(*, run: EvaluationRun) -> list[RunScore]:
+    """The run's aggregates, computed (seconds on a 20,000-outcome run) but not stored: no lock is held meanwhile."""
     from benchmarks.models import VersionTask
 
-    RunScore.objects.filter(run=run).delete()
     outcomes, usage = run_score_inputs(run=run, outcome_model=Outcome, generation_model=Generation,
                                        membership_model=VersionTask)
     rows = score_rows(outcomes=outcomes, usage=usage, samples=run.samples, seed=run.pk)
@@ -205,7 +203,27 @@ def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
     if run.provenance == EvaluationRun.Provenance.REPORTED:  # published results have no cost
         rows = [{**fields, "cost": None} for fields in rows]
     items = item_statistics(outcomes=run_item_inputs(run=run, outcome_model=Outcome, membership_model=VersionTask))
-    stored = RunScore.objects.bulk_create([
-        RunScore(run=run, **fields, **(items.get(fields["split"], {}) if fields["paper_id"] is None else {}))
-        for fields in rows])
+    return [RunScore(run=run, **fields, **(items.get(fields["split"], {}) if fields["paper_id"] is None else {}))
+            for fields in rows]
+
+
+def run_scores_write(*, run: EvaluationRun, scores: list[RunScore]) -> RunScore | None:
+    """Replace the run's stored aggregates with `scores`, in one short transaction; returns the overall score."""
+    with transaction.atomic():
+        RunScore.objects.filter(run=run).delete()
+        stored = RunScore.objects.bulk_create(scores)
     return next((r for r in stored if r.paper_id is None and r.split == ""), None)
+
+
+def run_outcomes_state(*, run: EvaluationRun) -> tuple:
+    """What the aggregates depend on that can change after an outcome is stored (new outcomes, reviews): compared
+    before computing and under the lock, so scores computed outside it are written only if still true."""
+    from django.db.models import Count, Max
+
+    state = Outcome.objects.filter(run=run).aggregate(n=Count("pk"), reviewed=Max("reviewed_at"))
+    return state["n"], state["reviewed"]
+
+
+def run_scores_store(*, run: EvaluationRun) -> RunScore | None:
+    """Compute and store the run's aggregates, replacing earlier ones; returns the overall score."""
+    return run_scores_write(run=run, scores=run_scores_compute(run=run))

@@ -29,7 +29,7 @@ from evaluation.outcomes import Verdict, tail
 from evaluation.provenance import provenance_at_start
 from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
-from evaluation.scoring import run_scores_store
+from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_store, run_scores_write
 from evaluation.selectors import item_prompt, run_items_missing, run_snippets
 from evaluation.taskfiles import task_annotated, task_files
 
@@ -454,17 +454,22 @@ def run_done_recount(*, run: EvaluationRun) -> None:
 def run_maybe_finish(*, run: EvaluationRun) -> bool:
     """Complete the run and store its scores when its last item is in; exactly one caller does it.
 
-    Called after every item: one unlocked read of the counter, the row lock and full count only at the end."""
+    Called after every item: one unlocked read of the counter; at the end, scores computed without a lock and the
+    row lock held only to check the count and write them."""
     if not EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.RUNNING,
                                         done_items__gte=F("total_items")).exists():
         return False
+    # Computed before the row lock (seconds on a large run), written under it only if the outcomes are unchanged.
+    state = run_outcomes_state(run=run)
+    scores = run_scores_compute(run=run)
     with transaction.atomic():
         run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
         if run.status != EvaluationRun.Status.RUNNING:
             return False
-        if Outcome.objects.filter(run=run).count() < run.total_items:
+        now = run_outcomes_state(run=run)
+        if now[0] < run.total_items:
             return False
-        run_scores_store(run=run)
+        run_scores_write(run=run, scores=scores if now == state else run_scores_compute(run=run))
         run.status = EvaluationRun.Status.COMPLETED
         run.finished_at = timezone.now()
         run.save(update_fields=["status", "finished_at"])

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -263,7 +263,8 @@ def run_verify(request: HttpRequest, pk: int) -> HttpResponse:
 def run_manifest(request: HttpRequest, pk: int) -> HttpResponse:
     """The run's reproducibility record as a download (the same document as the API's)."""
     run = _run_visible(request, pk)
-    response = JsonResponse(reproducibility.run_manifest(run=run, user=request.user), json_dumps_params={"indent": 1})
+    response = StreamingHttpResponse(reproducibility.run_manifest_chunks(run=run, user=request.user),
+                                     content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-manifest.json"'
     return response
 

@@ -20,7 +20,7 @@ from evaluation.outcomes import Verdict
 from evaluation.reproducibility import MANIFEST_FORMAT, canonical_hash, manifest_verify
 from evaluation.sandbox import Limits
 from evaluation.tasks import item_evaluate
-from tests.conftest import DEMO_PSET, client_for, sandbox_backend_or_missing, service_missing
+from tests.conftest import DEMO_PSET, client_for, download_body, sandbox_backend_or_missing, service_missing
 
 pytestmark = pytest.mark.django_db
 LOCK = {"kind": "venv", "python": "3.11.2", "distributions": {"numpy": "1.26.4"}}
@@ -35,6 +35,11 @@ def version(media_root):
 
 
 api = client_for
+
+
+def manifest_get(client, path: str) -> dict:
+    """A manifest as its reader gets it: streamed item by item, never one body in memory."""
+    return json.loads(download_body(client.get(path)))
 
 
 def recorded(version) -> EvaluationRun:
@@ -53,7 +58,7 @@ def recorded(version) -> EvaluationRun:
 
 def test_manifest_records_every_item_and_hashes_the_whole(version, maintainer):
     run = recorded(version)
-    manifest = api(maintainer).get(f"/api/v1/runs/{run.pk}/manifest/").json()
+    manifest = manifest_get(api(maintainer), f"/api/v1/runs/{run.pk}/manifest/")
     assert manifest["format"] == MANIFEST_FORMAT and manifest["scope"] == "all items"
     assert manifest["run"]["release_manifest_hash"] == version.manifest_hash
     assert len(manifest["items"]) == run.total_items == Outcome.objects.filter(run=run).count()
@@ -74,6 +79,33 @@ def test_manifest_records_every_item_and_hashes_the_whole(version, maintainer):
     assert not manifest_verify(manifest), "the hash covers every verdict"
 
 
+def test_manifest_streams_its_canonical_spelling_from_run_scoped_queries(version, author, maintainer):
+    """What is streamed is the body's canonical JSON as hashed, then `sha256`; the items come from one run-scoped
+    query (a join for the public split), never `pk__in` over a subquery of the outcomes, which PostgreSQL planned
+    quadratically on a fresh table."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from evaluation.reproducibility import canonical_json
+
+    VersionTask.objects.filter(pk=version.memberships.get(task__paper__slug="dampnest").pk).update(
+        split=VersionTask.Split.HELD_OUT)
+    run = recorded(version)
+    for caller in (api(author), api(maintainer)):
+        with CaptureQueriesContext(connection) as queries:
+            response = caller.get(f"/api/v1/runs/{run.pk}/manifest/")
+            streamed = download_body(response)
+        assert response.streaming and response["Content-Type"] == "application/json"
+        manifest = json.loads(streamed)
+        body = {key: value for key, value in manifest.items() if key != "sha256"}
+        assert streamed == (canonical_json(body)[:-1] + f',"sha256":"{manifest["sha256"]}"}}').encode()
+        assert manifest_verify(manifest)
+        outcome_reads = [q["sql"] for q in queries if 'FROM "evaluation_outcome"' in q["sql"]]
+        assert outcome_reads and not any('"evaluation_outcome"."id" IN (SELECT' in sql for sql in outcome_reads)
+        order = [(i["paper"], i["file"]) for i in manifest["items"]]
+        assert order == sorted(order)
+
+
 def test_page_link_downloads_the_same_manifest(client, version, maintainer):
     run = recorded(version)
     client.force_login(maintainer)
@@ -81,9 +113,9 @@ def test_page_link_downloads_the_same_manifest(client, version, maintainer):
     assert f'href="{reverse("run-manifest", args=[run.pk])}" download' in page
     response = client.get(reverse("run-manifest", args=[run.pk]))
     assert response["Content-Disposition"] == f'attachment; filename="run-{run.pk}-manifest.json"'
-    downloaded = json.loads(response.content)
+    downloaded = json.loads(download_body(response))
     assert manifest_verify(downloaded)
-    assert downloaded["sha256"] == api(maintainer).get(f"/api/v1/runs/{run.pk}/manifest/").json()["sha256"]
+    assert downloaded["sha256"] == manifest_get(api(maintainer), f"/api/v1/runs/{run.pk}/manifest/")["sha256"]
 
 
 def test_held_out_items_appear_only_in_maintainers_manifests(client, version, author, maintainer):
@@ -94,15 +126,15 @@ def test_held_out_items_appear_only_in_maintainers_manifests(client, version, au
     hidden_answers = {hashlib.sha256(g.raw_answer.encode()).hexdigest()
                       for g in run.generations.filter(snippet_id__in=hidden)}
     for caller in (api(), api(author)):
-        manifest = caller.get(f"/api/v1/runs/{run.pk}/manifest/").json()
+        manifest = manifest_get(caller, f"/api/v1/runs/{run.pk}/manifest/")
         assert manifest["scope"] == "public items only" and manifest["items_withheld"] == len(hidden)
         assert {i["item"] for i in manifest["items"]}.isdisjoint(hidden)
         assert len(manifest["items"]) == run.total_items - len(hidden) and manifest_verify(manifest)
         text = json.dumps(manifest)
         assert "dampnest" not in text and not any(h in text for h in hidden_answers)
-    page = client.get(reverse("run-manifest", args=[run.pk])).content.decode()
+    page = download_body(client.get(reverse("run-manifest", args=[run.pk]))).decode()
     assert "dampnest" not in page
-    full = api(maintainer).get(f"/api/v1/runs/{run.pk}/manifest/").json()
+    full = manifest_get(api(maintainer), f"/api/v1/runs/{run.pk}/manifest/")
     assert full["items_withheld"] == 0 and hidden <= {i["item"] for i in full["items"]}
 
 

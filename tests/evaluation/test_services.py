@@ -134,3 +134,42 @@ def test_a_resume_recounts_so_deleted_outcomes_are_done_again(version):
     services.run_done_recount(run=run)
     assert EvaluationRun.objects.get(pk=run.pk).done_items == 32
     assert services.run_maybe_finish(run=run) is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_finishing_run_computes_its_scores_without_holding_its_row_lock(version, monkeypatch):
+    """The aggregation of a large run takes seconds: another session may take the run's row lock meanwhile (it
+    waited that long before), and the scores are then written in one short transaction."""
+    import threading
+
+    from django.db import DatabaseError, connection, transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks (select_for_update nowait) need PostgreSQL")
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""))
+    probes: list[str] = []
+    compute = services.run_scores_compute
+
+    def compute_while_another_session_locks(*, run):
+        def probe():
+            try:
+                with transaction.atomic():
+                    EvaluationRun.objects.select_for_update(nowait=True).get(pk=run.pk)
+                probes.append("free")
+            except DatabaseError:
+                probes.append("locked")
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=probe)
+        thread.start()
+        thread.join()
+        return compute(run=run)
+
+    monkeypatch.setattr(services, "run_scores_compute", compute_while_another_session_locks)
+    assert services.run_maybe_finish(run=run)
+    assert probes == ["free"], "the row lock is free while the scores are computed"
+    assert RunScore.objects.get(run=run, paper=None, split="").pass_rate == 100.0
