@@ -399,6 +399,34 @@ class RunItem:
             return ""
         return answer_diff(reference=self.outcome.snippet.reference_code, answer=self.code)
 
+    @property
+    def traceback_tail(self) -> str:
+        """The last traceback the test printed (stderr, else stdout), for a viewer who may see the task's tests;
+        "" when none or when the outcome passed."""
+        if not self.show_reference or self.outcome.status == Outcome.Status.PASSED:
+            return ""
+        for text in (self.outcome.stderr_tail, self.outcome.stdout_tail):
+            if (start := text.rfind("Traceback (most recent call last)")) >= 0:
+                return _last_lines(text[start:], OUTPUT_TAIL_LINES)
+        return ""
+
+    @property
+    def output_tail(self) -> str:
+        """The last lines of what the test printed (stdout and stderr), for a viewer who may see the task's tests;
+        "" when it printed nothing or the outcome passed."""
+        if not self.show_reference or self.outcome.status == Outcome.Status.PASSED:
+            return ""
+        parts = [text.rstrip() for text in (self.outcome.stdout_tail, self.outcome.stderr_tail) if text.strip()]
+        return _last_lines("\n".join(parts), OUTPUT_TAIL_LINES)
+
+
+OUTPUT_TAIL_LINES = 40
+
+
+def _last_lines(text: str, count: int) -> str:
+    lines = text.rstrip().splitlines()
+    return "\n".join((["…"] if len(lines) > count else []) + lines[-count:]) + "\n"
+
 
 RUN_PAGE_ITEMS = 100
 

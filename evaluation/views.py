@@ -190,6 +190,8 @@ def run_upload(request: HttpRequest, name: str) -> HttpResponse:
         else:
             messages.success(request, f"{run.total_items} answer(s) stored as run {run.pk}; its items are being "
                                       f"scored (self-reported until a maintainer verifies it).")
+            for warning in run.upload_warnings:
+                messages.warning(request, warning)
             return redirect("run-detail", pk=run.pk)
     return model_detail(request, name, upload_form=form, upload_problems=problems)
 
