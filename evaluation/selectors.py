@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
@@ -351,22 +351,41 @@ def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> tuple[list
 class SiteCounts:
     papers: int  # in the release
     snippets: int  # benchmark items of the release
-    models: int  # registered, calibration models excluded
-    runs: int  # completed, on every release
+    models: int  # with a completed run on the release, calibration models excluded (the ranked rows' models)
+    runs: int  # completed on the release, calibration models' excluded
+
+
+CALIBRATION_KINDS = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
+
+
+def _results() -> QuerySet[EvaluationRun]:
+    """Completed runs that put a ranked row on their release (calibration runs are reference lines)."""
+    return EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED).exclude(model__kind__in=CALIBRATION_KINDS)
 
 
 def site_counts(*, version: BenchmarkVersion | None) -> SiteCounts:
-    calibration = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
-    return SiteCounts(papers=version.tasks.count() if version else 0,
-                      snippets=version_snippets(version=version).count() if version else 0,
-                      models=ModelEntry.objects.exclude(kind__in=calibration).count(),
-                      runs=EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED)
-                      .exclude(model__kind__in=calibration).count())
+    """The counts the home page puts beside the release's leaderboard top: all of that one release."""
+    if version is None:
+        return SiteCounts(papers=0, snippets=0, models=0, runs=0)
+    runs = _results().filter(version=version)
+    return SiteCounts(papers=version.tasks.count(), snippets=version_snippets(version=version).count(),
+                      models=runs.values("model").distinct().count(), runs=runs.count())
 
 
 def latest_published_version() -> BenchmarkVersion | None:
     return (BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
             .order_by("-published_at").first())
+
+
+def leaderboard_releases() -> tuple[BenchmarkVersion | None, BenchmarkVersion | None]:
+    """The release a visitor is shown first and the newest published one, in one query. The first is the newest
+    published release with a ranked result, else the newest: a new release has none until its runs complete, and
+    an empty table shows nothing."""
+    published = list(BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
+                     .annotate(has_results=Exists(_results().filter(version=OuterRef("pk"))))
+                     .order_by("-published_at"))
+    newest = published[0] if published else None
+    return next((v for v in published if v.has_results), newest), newest
 
 
 def model_runs(*, model: ModelEntry) -> list[tuple[EvaluationRun, RunScore | None]]:

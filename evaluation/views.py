@@ -34,7 +34,8 @@ BREAKDOWNS = {
 
 
 def leaderboard_latest(request: HttpRequest) -> HttpResponse:
-    version = selectors.latest_published_version()
+    """The newest release with results (its page says when a newer release has none yet)."""
+    version, _ = selectors.leaderboard_releases()
     if version is None:
         raise Http404("No benchmark version is published yet.")
     return redirect("leaderboard", name=version.name)
@@ -50,7 +51,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
                "ranked": [row for row in rows if not row.calibration],
                "calibration": [row for row in rows if row.calibration],
                "provenances": [(value, value.replace("_", "-")) for value in EvaluationRun.Provenance.values],
-               "columns": _sort_links(filters), "filter_query": _query(filters), "rank_method": analysis.RANK_METHOD}
+               "columns": _sort_links(filters), "filter_query": _query(filters), "rank_method": analysis.RANK_METHOD,
+               "newest": selectors.latest_published_version()}
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
         return render(request, "evaluation/_leaderboard_table.html", context)
