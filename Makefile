@@ -18,6 +18,7 @@ install: $(VENV)/.installed
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py import_pset benchmarks/demo --version $(DEMO_VERSION) --publish
+	$(PY) manage.py demo_populate --version $(DEMO_VERSION)
 	HOST=$(HOST) VENV=$(VENV) sh scripts/run.sh
 
 test: install

@@ -44,10 +44,10 @@ def home(request: HttpRequest) -> HttpResponse:
     from evaluation import selectors as results  # evaluation builds on benchmarks, not the other way round
 
     versions = selectors.versions_visible(user=request.user).select_related("previous")
-    current = results.latest_published_version()
+    current, newest = results.leaderboard_releases()
     calibration, ranked = results.leaderboard_top(version=current) if current else ([], [])
     return render(request, "benchmarks/home.html", {
-        "versions": versions, "current": current, "calibration": calibration, "ranked": ranked,
+        "versions": versions, "current": current, "newest": newest, "calibration": calibration, "ranked": ranked,
         "summary_columns": results.LEADERBOARD_SUMMARY_COLUMNS, "counts": results.site_counts(version=current),
         "changelog": visibility.changelog_visible(version=current, user=request.user) if current else None})
 

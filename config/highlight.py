@@ -39,10 +39,11 @@ def code_html(text: str, language: str = "python") -> SafeString:
 
 
 def answer_diff(*, reference: str, answer: str) -> str:
-    """A unified diff from the reference snippet to the model's code, compared without their common indentation
-    (the splice re-indents an answer, so indentation alone is no difference); "" when they are the same."""
-    before = textwrap.dedent(reference).rstrip().splitlines()
-    after = textwrap.dedent(answer).rstrip().splitlines()
+    """A unified diff from the reference snippet to the model's code as the test ran it, indentation included (the
+    splice takes an answer's lines unchanged, so a dedented answer is a real difference); "" when they are the
+    same."""
+    before = reference.rstrip().splitlines()
+    after = answer.rstrip().splitlines()
     if before == after:
         return ""
     return "\n".join(difflib.unified_diff(before, after, "reference", "model's answer", lineterm="", n=3)) + "\n"

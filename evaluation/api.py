@@ -209,9 +209,13 @@ class FollowSerializer(serializers.Serializer):
 
 class UploadedRunSerializer(RunSerializer):
     follow = FollowSerializer(read_only=True)
+    warnings = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="'line N: ...' for each line taken that will likely fail, e.g. an answer indented less than its "
+                  "snippet (the protocol splices answers unchanged).")
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "follow"]
+        fields = [*RunSerializer.Meta.fields, "follow", "warnings"]
 
 
 def _require_model_use(view: APIView, request, model: ModelEntry) -> None:
@@ -257,7 +261,8 @@ class RunUpload(APIView):
         status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
         follow = {"status": status_url, "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
                   "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk]))}
-        return Response({**RunSerializer(run).data, "follow": follow}, status=status.HTTP_201_CREATED,
+        return Response({**RunSerializer(run).data, "follow": follow, "warnings": run.upload_warnings},
+                        status=status.HTTP_201_CREATED,
                         headers={"Location": status_url})
 
 

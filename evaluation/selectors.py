@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Prefetch, Q, QuerySet, Sum, prefetch_related_objects
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Sum, prefetch_related_objects
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
@@ -360,22 +360,41 @@ def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> tuple[list
 class SiteCounts:
     papers: int  # in the release
     snippets: int  # benchmark items of the release
-    models: int  # registered, calibration models excluded
-    runs: int  # completed, on every release
+    models: int  # with a completed run on the release, calibration models excluded (the ranked rows' models)
+    runs: int  # completed on the release, calibration models' excluded
+
+
+CALIBRATION_KINDS = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
+
+
+def _results() -> QuerySet[EvaluationRun]:
+    """Completed runs that put a ranked row on their release (calibration runs are reference lines)."""
+    return EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED).exclude(model__kind__in=CALIBRATION_KINDS)
 
 
 def site_counts(*, version: BenchmarkVersion | None) -> SiteCounts:
-    calibration = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
-    return SiteCounts(papers=version.tasks.count() if version else 0,
-                      snippets=version_snippets(version=version).count() if version else 0,
-                      models=ModelEntry.objects.exclude(kind__in=calibration).count(),
-                      runs=EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED)
-                      .exclude(model__kind__in=calibration).count())
+    """The counts the home page puts beside the release's leaderboard top: all of that one release."""
+    if version is None:
+        return SiteCounts(papers=0, snippets=0, models=0, runs=0)
+    runs = _results().filter(version=version)
+    return SiteCounts(papers=version.tasks.count(), snippets=version_snippets(version=version).count(),
+                      models=runs.values("model").distinct().count(), runs=runs.count())
 
 
 def latest_published_version() -> BenchmarkVersion | None:
     return (BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
             .order_by("-published_at").first())
+
+
+def leaderboard_releases() -> tuple[BenchmarkVersion | None, BenchmarkVersion | None]:
+    """The release a visitor is shown first and the newest published one, in one query. The first is the newest
+    published release with a ranked result, else the newest: a new release has none until its runs complete, and
+    an empty table shows nothing."""
+    published = list(BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
+                     .annotate(has_results=Exists(_results().filter(version=OuterRef("pk"))))
+                     .order_by("-published_at"))
+    newest = published[0] if published else None
+    return next((v for v in published if v.has_results), newest), newest
 
 
 def model_runs(*, model: ModelEntry) -> list[tuple[EvaluationRun, RunScore | None]]:
@@ -419,6 +438,34 @@ class RunItem:
         if not self.show_reference or self.code is None:
             return ""
         return answer_diff(reference=self.outcome.snippet.reference_code, answer=self.code)
+
+    @property
+    def traceback_tail(self) -> str:
+        """The last traceback the test printed (stderr, else stdout), for a viewer who may see the task's tests;
+        "" when none or when the outcome passed."""
+        if not self.show_reference or self.outcome.status == Outcome.Status.PASSED:
+            return ""
+        for text in (self.outcome.stderr_tail, self.outcome.stdout_tail):
+            if (start := text.rfind("Traceback (most recent call last)")) >= 0:
+                return _last_lines(text[start:], OUTPUT_TAIL_LINES)
+        return ""
+
+    @property
+    def output_tail(self) -> str:
+        """The last lines of what the test printed (stdout and stderr), for a viewer who may see the task's tests;
+        "" when it printed nothing or the outcome passed."""
+        if not self.show_reference or self.outcome.status == Outcome.Status.PASSED:
+            return ""
+        parts = [text.rstrip() for text in (self.outcome.stdout_tail, self.outcome.stderr_tail) if text.strip()]
+        return _last_lines("\n".join(parts), OUTPUT_TAIL_LINES)
+
+
+OUTPUT_TAIL_LINES = 40
+
+
+def _last_lines(text: str, count: int) -> str:
+    lines = text.rstrip().splitlines()
+    return "\n".join((["…"] if len(lines) > count else []) + lines[-count:]) + "\n"
 
 
 RUN_PAGE_ITEMS = 100

@@ -20,7 +20,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
-from benchmarks.paper2code import code_indent, extract_code, has_code_block, prompt_hash
+from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_code_block, indent_width, prompt_hash
 from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
 from config.addresses import AddressRefused, host_addresses_check
 from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry,
@@ -351,7 +351,7 @@ def generation_record(
 ) -> Generation:
     """Store the answer for an item once; a second call (a redelivered task) returns the first.
 
-    `code`, when given, is the snippet body itself (an upload's `code` field), used as is instead of extracted.
+    `code`, when given, is the snippet body itself (an upload's `code` field, re-indented), used instead of extracted.
     """
     extracted = extract_code(raw_answer) if code is None else code
     defaults = dict(prompt_hash=prompt_hash(prompt), raw_answer=raw_answer, extracted_code=extracted,
@@ -509,7 +509,11 @@ UPLOAD_MAX_BYTES = 64 * 1024 * 1024
 UPLOAD_FORMAT = (
     'JSONL, one object per line: {"id": item id, "sample": 0, "answer": "..."} or {"id": ..., "sample": ..., '
     '"code": "..."}. Exactly one of the two: "answer" is a raw model response, from which the run\'s protocol '
-    "extracts the last fenced python block (```python ... ```); \"code\" is the snippet body, used as is. "
+    "extracts the last fenced python block (```python ... ```) and splices it into the file unchanged, as the "
+    "original harness did, so its lines must carry the file's indentation (the indentation of the item's TODO "
+    'lines in masked_code); a line whose answer is indented less is stored and warned about. "code" is the '
+    "snippet body given directly, at any consistent indentation: it is re-indented to the snippet's "
+    "indentation (tabs count as Python reads them, to the next multiple of 8 columns). "
     'An "answer" with no fenced python block is refused with its line number (it would extract nothing and '
     "score 0). Every item of the release needs a line for each sample; a file with any bad line is refused "
     "whole and nothing is stored.")
@@ -529,7 +533,23 @@ class UploadedAnswer:
     snippet: Snippet
     sample: int
     answer: str  # the raw model response ("" when the line gave `code`)
-    code: str | None  # the snippet body as uploaded, or None: extract it from `answer`
+    code: str | None  # the snippet body re-indented to the snippet's indentation, or None: extract it from `answer`
+    warning: str = ""  # what will likely go wrong with an answer that is stored anyway
+
+
+def answer_indent_warning(*, answer: str, snippet: Snippet, protocol: str) -> str:
+    """Why an answer's extracted code will likely fail: lines indented less than the snippet, which the protocol
+    splices unchanged (FORMAT.md 7); "" when every line is at the snippet's indentation or deeper."""
+    depth = indent_width(code_indent(snippet.reference_code))
+    short = [n for n, line in enumerate(extract_code(answer).split("\n"), start=1)
+             if line.strip() and indent_width(line) < depth]
+    if not depth or not short:
+        return ""
+    lines = ", ".join(map(str, short[:5])) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
+    return (f"item {snippet.pk}: the answer's code is indented less than the snippet ({depth} columns) on its "
+            f"line(s) {lines}; protocol {protocol} splices an answer unchanged, so it will likely fail with an "
+            'IndentationError. Indent the code as it stands in the file, or send the snippet body as "code", '
+            "which is re-indented")
 
 
 def upload_line_parse(row, *, snippets: dict[str, Snippet], version: BenchmarkVersion,
@@ -537,8 +557,10 @@ def upload_line_parse(row, *, snippets: dict[str, Snippet], version: BenchmarkVe
     """One JSONL line of an upload, or what is wrong with it (the caller adds the line number).
 
     A line gives exactly one of `answer` (a raw model response, from which the run's protocol extracts the last
-    fenced python block) or `code` (the snippet body, used as is). An `answer` without a fenced python block is
-    refused rather than scored: extraction would find nothing and the item would silently fail.
+    fenced python block, spliced unchanged) or `code` (the snippet body, re-indented to the snippet's indentation).
+    An `answer` without a fenced python block is refused rather than scored: extraction would find nothing and the
+    item would silently fail. An answer indented less than the snippet is taken with a warning: the protocol's
+    treatment of answers is the benchmark's, not the upload's to change.
     """
     if not isinstance(row, dict):
         return 'expected an object with "id", "sample" and one of "answer" or "code"'
@@ -559,8 +581,12 @@ def upload_line_parse(row, *, snippets: dict[str, Snippet], version: BenchmarkVe
     if field == "answer" and not has_code_block(text):
         return (f"answer has no fenced python block (```python ... ```), so protocol {protocol} would extract "
                 'nothing; wrap the code in one, or send the snippet body as "code"')
-    return UploadedAnswer(snippet=snippets[item], sample=sample, answer=text if field == "answer" else "",
-                          code=text if field == "code" else None)
+    snippet = snippets[item]
+    if field == "code":
+        return UploadedAnswer(snippet=snippet, sample=sample, answer="",
+                              code=body_reindent(text, code_indent(snippet.reference_code)))
+    return UploadedAnswer(snippet=snippet, sample=sample, answer=text, code=None,
+                          warning=answer_indent_warning(answer=text, snippet=snippet, protocol=protocol))
 
 
 @transaction.atomic
@@ -569,7 +595,8 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
     """Score uploaded generations (JSONL, see `upload_line_parse`) like the platform's own; all or nothing.
 
     An upload answers the public split only: held-out prompts never leave the platform, so nobody could answer
-    them honestly, and a held-out id is as unknown here as any other.
+    them honestly, and a held-out id is as unknown here as any other. The returned run's `upload_warnings` lists,
+    as 'line N: ...', what will likely fail in lines that were taken (answers indented less than their snippet).
     """
     import json
 
@@ -587,6 +614,7 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
     snippets = {str(s.pk): s for s in visibility.items_public(version=version)}
     problems: list[str] = []
     rows: list[UploadedAnswer] = []
+    warnings: list[str] = []
     seen: set[tuple[str, int]] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -602,6 +630,8 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
         else:
             seen.add((str(parsed.snippet.pk), parsed.sample))
             rows.append(parsed)
+            if parsed.warning:
+                warnings.append(f"line {number}: {parsed.warning}")
     if not rows and not problems:
         problems.append("the file holds no generations")
     samples = 1 + max((row.sample for row in rows), default=0)
@@ -615,6 +645,7 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
                                        protocol=protocol, provenance=EvaluationRun.Provenance.SELF_REPORTED)
     upload_generations_store(run=run, rows=rows)
     transaction.on_commit(lambda: run_dispatch_later(run=run))
+    run.upload_warnings = warnings
     return run
 
 

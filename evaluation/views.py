@@ -35,7 +35,8 @@ BREAKDOWNS = {
 
 
 def leaderboard_latest(request: HttpRequest) -> HttpResponse:
-    version = selectors.latest_published_version()
+    """The newest release with results (its page says when a newer release has none yet)."""
+    version, _ = selectors.leaderboard_releases()
     if version is None:
         raise Http404("No benchmark version is published yet.")
     return redirect("leaderboard", name=version.name)
@@ -51,7 +52,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
                "ranked": [row for row in rows if not row.calibration],
                "calibration": [row for row in rows if row.calibration],
                "provenances": provenance_choices(),
-               "columns": _sort_links(filters), "filter_query": _query(filters), "rank_method": analysis.RANK_METHOD}
+               "columns": _sort_links(filters), "filter_query": _query(filters), "rank_method": analysis.RANK_METHOD,
+               "newest": selectors.latest_published_version()}
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
         return render(request, "evaluation/_leaderboard_table.html", context)
@@ -213,6 +215,8 @@ def run_upload(request: HttpRequest, name: str) -> HttpResponse:
         else:
             messages.success(request, f"{run.total_items} answer(s) stored as run {run.pk}; its items are being "
                                       f"scored (self-reported until a maintainer verifies it).")
+            for warning in run.upload_warnings:
+                messages.warning(request, warning)
             return redirect("run-detail", pk=run.pk)
     return model_detail(request, name, upload_form=form, upload_problems=problems)
 

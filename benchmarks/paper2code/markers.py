@@ -40,6 +40,27 @@ def code_indent(code: str) -> str:
     return " " * min(widths, default=0)
 
 
+def body_reindent(body: str, indent: str) -> str:
+    """A snippet body given at any consistent indentation, moved to `indent` (the snippet's own indentation).
+
+    Leading tabs count as Python reads them (to the next multiple of 8 columns), so a tab-indented or mixed body
+    keeps the block structure Python gives it; the common indentation goes and `indent` takes its place. Blank
+    lines stay blank; the lines' own relative indentation and everything after it are kept.
+    """
+    lines = split_lines(body)
+    expanded = [_leading(line).expandtabs(8) + line.lstrip(" \t") if line.strip() else line for line in lines]
+    widths = [len(line) - len(line.lstrip(" ")) for line in expanded if line.strip()]
+    if not widths:
+        return body
+    common = min(widths)
+    return "".join(indent + line[common:] if line.strip() else "\n" * line.endswith("\n") for line in expanded)
+
+
+def indent_width(text: str) -> int:
+    """Columns of a line's leading space/tab indentation, as Python counts them (a tab to the next multiple of 8)."""
+    return len(text[: len(text) - len(text.lstrip(" \t"))].expandtabs(8))
+
+
 def _leading(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 

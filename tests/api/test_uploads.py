@@ -1,5 +1,6 @@
 """Uploading generations: every bad line named precisely, nothing stored on refusal, a perfect upload scored whole;
-a line gives either a raw `answer` (extracted by the protocol) or the snippet's `code` (used as is)."""
+a line gives either a raw `answer` (extracted by the protocol, spliced unchanged) or the snippet's `code`
+(re-indented to the snippet's indentation)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from benchmarks.selectors import version_snippets
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation
+from benchmarks.paper2code import code_indent
 from evaluation.services import MAX_ANSWER_CHARS
 from tests.api.conftest import reference_answers
 
@@ -130,16 +132,17 @@ def test_reference_answers_make_a_run_whose_items_all_have_generations(clients, 
         assert generations[snippet.pk].extracted_code.strip() == snippet.reference_code.strip()
 
 
-def test_code_lines_are_used_as_is(clients, release, model, django_capture_on_commit_callbacks):
-    """`code` is the snippet body itself: no fence needed, nothing extracted, stored exactly as sent."""
+def test_code_lines_are_the_snippet_body(clients, release, model, django_capture_on_commit_callbacks):
+    """`code` is the snippet body itself: no fence needed, nothing extracted, stored at the snippet's indentation."""
     items = list(version_snippets(version=release))
     rows = [{"id": str(s.pk), "sample": 0, "code": s.reference_code} for s in items]
     rows[0]["code"] = "x = '```python\\nnot a fence'\n"  # fence-like text inside code stays code
     with django_capture_on_commit_callbacks(execute=False):
         response = _upload(clients["owner"], release, _encode(rows))
     assert response.status_code == 201, response.content[:500]
+    assert response.json()["warnings"] == []
     generations = {g.snippet_id: g for g in Generation.objects.filter(run_id=response.json()["id"])}
-    assert generations[items[0].pk].extracted_code == rows[0]["code"]
+    assert generations[items[0].pk].extracted_code == code_indent(items[0].reference_code) + rows[0]["code"]
     for snippet in items[1:]:
         assert generations[snippet.pk].extracted_code == snippet.reference_code
         assert generations[snippet.pk].raw_answer == ""
@@ -186,7 +189,9 @@ def test_the_schema_documents_answer_and_code(clients):
     assert "fenced python block is refused with its line number" in upload["description"]
     body = upload["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"].rsplit("/", 1)[1]
     fields = schema["components"]["schemas"][body]["properties"]
-    assert '"code" is the snippet body, used as is' in fields["file"]["description"]
+    assert '"code" is the snippet body given directly, at any consistent indentation: it is re-indented' in (
+        fields["file"]["description"])
+    assert "splices it into the file unchanged" in fields["file"]["description"]
     assert "protocol" in fields
 
 
@@ -210,3 +215,72 @@ def test_a_user_has_only_so_many_runs_at_once(clients, release, model, settings)
     assert EvaluationRun.objects.get(pk=ids[0]).status == "cancelled"
     # Maintainers run the platform's own work and are not limited.
     assert all(_upload(clients["maintainer"], release, data).status_code == 201 for _ in range(3))
+
+
+def _nested(release):
+    """A snippet whose reference is indented and has a nested block, so a shape's block structure shows."""
+    for snippet in version_snippets(version=release):
+        lines = [ln for ln in snippet.reference_code.splitlines() if ln.strip()]
+        indent = code_indent(snippet.reference_code)
+        if indent and any(ln.startswith(indent + " ") for ln in lines):
+            return snippet
+    raise AssertionError("the demo release has no indented snippet with a nested block")
+
+
+def _shape(reference: str, indent: str, *, unit: str) -> str:
+    """The reference at no common indentation, each level of 4 spaces written as `unit`."""
+    out = []
+    for line in reference.splitlines(keepends=True):
+        body = line[len(indent):] if line.strip() else line
+        spaces = len(body) - len(body.lstrip(" "))
+        out.append(unit * (spaces // 4) + " " * (spaces % 4) + body.lstrip(" ") if line.strip() else line)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("shape", ["unindented", "already indented", "indented deeper", "tabs", "mixed"])
+def test_a_code_body_at_any_consistent_indentation_is_spliced_at_the_snippets(
+        clients, release, model, django_capture_on_commit_callbacks, shape):
+    """However the body's indentation is written, what the test runs is the reference at the file's indentation:
+    the body is correct, so it cannot fail for its indentation."""
+    snippet = _nested(release)
+    indent = code_indent(snippet.reference_code)
+    flat = _shape(snippet.reference_code, indent, unit="    ")
+    body = {"unindented": flat,
+            "already indented": snippet.reference_code,
+            "indented deeper": "".join("\t" + ln if ln.strip() else ln for ln in snippet.reference_code.splitlines(True)),
+            # A tab is 8 columns to Python: one tab per level keeps the structure (levels 8 apart, still valid).
+            "tabs": _shape(snippet.reference_code, indent, unit="\t"),
+            # First level as a tab, deeper ones as a tab and spaces: as Python reads it, 8 then 12 columns.
+            "mixed": "".join("\t" + ln if ln.strip() else ln for ln in flat.splitlines(True))}[shape]
+    rows = [{"id": row["id"], "sample": 0, "code": body} if row["id"] == str(snippet.pk) else row
+            for row in _lines(release)]
+    with django_capture_on_commit_callbacks(execute=False):
+        response = _upload(clients["owner"], release, _encode(rows))
+    assert response.status_code == 201, response.content[:500]
+    stored = Generation.objects.get(run_id=response.json()["id"], snippet=snippet).extracted_code
+    assert all(ln.startswith(indent) and not ln.startswith(indent + "\t") for ln in stored.splitlines() if ln.strip())
+    compile("def f():\n    for _ in ():\n" + "".join("        " + ln[len(indent):] + "\n" if ln.strip() else "\n"
+                                                   for ln in stored.splitlines()), "snippet", "exec")
+    if shape != "tabs":  # tabs put the levels 8 columns apart, the same blocks
+        assert stored == snippet.reference_code
+
+
+def test_an_answer_indented_less_than_its_snippet_is_taken_with_a_warning_per_line(
+        clients, release, model, django_capture_on_commit_callbacks):
+    """rcb-v1 splices an answer unchanged, as the original harness did: a dedented answer is not re-indented (that
+    would change the benchmark), but the upload says, per line, that it will likely fail."""
+    snippet = _nested(release)
+    indent = code_indent(snippet.reference_code)
+    rows = _lines(release)
+    number = next(n for n, row in enumerate(rows, start=1) if row["id"] == str(snippet.pk))
+    flat = _shape(snippet.reference_code, indent, unit="    ")
+    rows[number - 1]["answer"] = f"Here it is:\n```python\n{flat}```"
+    with django_capture_on_commit_callbacks(execute=False):
+        response = _upload(clients["owner"], release, _encode(rows))
+    assert response.status_code == 201, response.content[:500]
+    [warning] = response.json()["warnings"]
+    assert warning.startswith(f"line {number}: item {snippet.pk}: the answer's code is indented less than the "
+                              f"snippet ({len(indent)} columns) on its line(s) 1, 2")
+    assert "protocol rcb-v1 splices an answer unchanged" in warning and 'send the snippet body as "code"' in warning
+    stored = Generation.objects.get(run_id=response.json()["id"], snippet=snippet)
+    assert stored.extracted_code == flat  # unchanged, as the protocol treats answers

@@ -32,7 +32,9 @@ def test_home_shows_the_leaderboard_top_counts_and_paths(client, release):
     assert f'href="/runs/{strong.pk}/"' in top
     snippets = sum(t.snippets.count() for t in release.tasks.all())
     assert f"<strong>{release.tasks.count()}</strong> papers" in body and f"<strong>{snippets}</strong> snippets" in body
-    assert "<strong>2</strong> models" in body and "<strong>2</strong> completed runs" in body  # calibration not counted
+    # calibration not counted: the counts are those of the rows listed
+    assert "<strong>2</strong> models with results" in body and "<strong>2</strong> completed runs on 1.0.0" in body
+    assert "data-newer-release" not in body
     assert "Changes in 1.0.0" in body and "added</span> dampnest" in body
     for path, label in (("/leaderboard/", "Browse the leaderboard"), ("/guides/submitting/", "Contribute a paper"),
                         ("/models/new/", "Evaluate your model")):
@@ -54,3 +56,27 @@ def test_home_queries_stay_bounded(client, release, django_assert_max_num_querie
         calibrate(release, f"model-{index}", passed=index % 2 == 0)
     with django_assert_max_num_queries(10):
         assert client.get("/").status_code == 200
+
+
+def test_after_a_publish_the_default_leaderboard_is_the_newest_release_with_results(client, release):
+    """A newly published release has no results until its runs complete: the visitor is shown the newest one that
+    has, told so and linked to the newest; the home page's counts are those of the release it lists."""
+    strong = calibrate(release, "strong", passed=True)
+    calibrate(release, "reference", passed=True)
+    services_import = pset_import(root=DEMO_PSET, version_name="2.0.0", publish=True).version
+    calibrate(services_import, "reference", passed=True)  # reference lines alone are no results
+    response = client.get("/leaderboard/")
+    assert response.status_code == 302 and response["Location"] == "/versions/1.0.0/leaderboard/"
+    page = client.get(response["Location"]).content.decode()
+    notice = page[page.index("data-newer-release"):].split("</p>")[0]
+    assert "the newest with results" in notice and 'href="/versions/2.0.0/leaderboard/">2.0.0</a>' in notice
+    home = client.get("/").content.decode()
+    assert "Release 1.0.0" in home and f'href="/runs/{strong.pk}/"' in home
+    notice = home[home.index("data-newer-release"):].split("</p>")[0]
+    assert 'href="/versions/2.0.0/leaderboard/">2.0.0</a>, has no results yet' in notice
+    assert "<strong>1</strong> model with results" in home and "<strong>1</strong> completed run on 1.0.0" in home
+    assert "No model has a completed run on this release yet" not in home
+
+    calibrate(services_import, "strong", passed=False)
+    assert client.get("/leaderboard/")["Location"] == "/versions/2.0.0/leaderboard/"
+    assert "data-newer-release" not in client.get("/").content.decode()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 from html import unescape
 
 import pytest
@@ -25,10 +24,14 @@ pytestmark = pytest.mark.django_db
 
 def test_the_diff_of_an_answer_against_the_reference_by_hand():
     reference = "        a = x + 1\n        b = a * 2\n        return b\n"
-    answer = "    a = x + 1\n    b = a * 3\n    return b\n"  # re-indented, one line changed
+    answer = "        a = x + 1\n        b = a * 3\n        return b\n"  # one line changed
     assert answer_diff(reference=reference, answer=answer) == (
-        "--- reference\n+++ model's answer\n@@ -1,3 +1,3 @@\n a = x + 1\n-b = a * 2\n+b = a * 3\n return b\n")
-    assert answer_diff(reference=reference, answer=reference.replace("        ", "  ")) == ""
+        "--- reference\n+++ model's answer\n@@ -1,3 +1,3 @@\n         a = x + 1\n-        b = a * 2\n"
+        "+        b = a * 3\n         return b\n")
+    assert answer_diff(reference=reference, answer=reference + "\n") == ""
+    # The splice takes an answer's lines unchanged: a dedented answer is a difference, the cause of its failure.
+    dedented = answer_diff(reference=reference, answer=reference.replace("        ", ""))
+    assert "-        a = x + 1\n" in dedented and "+a = x + 1\n" in dedented
     assert answer_diff(reference=reference, answer="").startswith("--- reference\n+++ model's answer\n@@ -1,3 +0,0 @@")
 
 
@@ -92,8 +95,8 @@ def test_a_public_item_shows_the_answer_beside_the_reference_with_their_diff(cli
     assert "The model's code" in side and "Reference" in side
     diff = _text(body[body.index('<div class="diff">'):])
     assert "--- reference" in diff and "+++ model's answer" in diff
-    reference = textwrap.dedent(changed.reference_code).rstrip().splitlines()
-    # Only the last line differs: it goes, the hostile line comes (dedented like the rest, shown as text).
+    reference = changed.reference_code.rstrip().splitlines()
+    # Only the last line differs: it goes, the hostile line comes (indented as in the file, shown as text).
     assert [ln for ln in diff.splitlines() if ln[:1] and ln[0] in "+-" and ln[:3] not in ("---", "+++")] == [
         f"-{reference[-1]}", f"+{reference[-1][:len(reference[-1]) - len(reference[-1].lstrip())]}"
                              "zz = '</code><script>alert(1)</script>'"]
@@ -101,9 +104,9 @@ def test_a_public_item_shows_the_answer_beside_the_reference_with_their_diff(cli
     assert '<span class="gi">' in body and '<span class="gd">' in body
 
 
-def test_an_answer_equal_to_the_reference_but_for_indentation_has_no_diff(client, scored):
+def test_a_code_body_indented_deeper_is_re_indented_so_it_has_no_diff(client, scored):
     body = _page(client, scored["run"], scored["same"])
-    assert "The model's code is the reference code (apart from indentation)." in body
+    assert "The model's code is the reference code." in body
     assert '<div class="diff">' not in body
 
 
@@ -153,3 +156,20 @@ def test_the_item_page_and_the_api_give_the_harness_s_count_of_the_tests(client,
     assert "AssertionError: 1 != 2" in row["tests"][1]["detail"]
     # Outcomes recorded before the harness counted tests have no table.
     assert 'id="tests-heading"' not in _page(client, run, scored["same"])
+
+
+def test_a_failed_public_item_shows_the_tests_traceback_and_output_tail(client, scored, author):
+    """The cause of a failure is on the item page: the traceback's last lines and the output's, to anyone who may
+    see the task (a public item here); a passed item shows none."""
+    run, changed = scored["run"], scored["changed"]
+    printed = "".join(f"step {n}\n" for n in range(100))
+    traceback = ('Traceback (most recent call last):\n  File "optimizer.py", line 12, in step\n'
+                 "    zz = '</code>'\nNameError: name 'zz' is not defined\n")
+    Outcome.objects.filter(run=run, snippet=changed).update(stdout_tail=printed, stderr_tail="warming up\n" + traceback)
+    body = _page(client, run, changed)
+    shown = unescape(body[body.index("data-traceback>") + len("data-traceback>"):])
+    assert shown.startswith(traceback) and "warming up" not in shown.split("</pre>")[0]
+    output = unescape(body[body.index("data-output>") + len("data-output>"):].split("</pre>")[0])
+    assert output.startswith("…\n") and "step 99\n" in output and "step 50\n" not in output
+    assert "NameError: name 'zz' is not defined" in output
+    assert "What the test printed" not in _page(client, run, scored["same"])
