@@ -67,6 +67,16 @@ def revision_snippet_tree(*, revision: Revision) -> dict[str, list[SnippetView]]
     return tree
 
 
+def report_mutations(*, report) -> dict[tuple[str, int], dict]:
+    """(file, snippet index) -> the mutation score a report's validation measured."""
+    found = {}
+    for key, result in report.checks.filter(key__startswith="mutation:", result__isnull=False).values_list(
+            "key", "result"):
+        path, _, index = key.removeprefix("mutation:").rpartition(":")
+        found[(path, int(index))] = result
+    return found
+
+
 def revision_diff(*, old: Revision, new: Revision) -> list[tuple[str, str]]:
     """(path, unified diff) for every file that differs between two revisions."""
     diffs = []
