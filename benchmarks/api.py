@@ -104,13 +104,19 @@ class ItemSerializer(serializers.ModelSerializer):
     file = serializers.CharField(source="file_path")
     snippet = serializers.CharField(source="name")
     masked_code = serializers.SerializerMethodField()
+    mutation = serializers.SerializerMethodField()
 
     class Meta:
         model = Snippet
-        fields = ["id", "paper", "file", "snippet", "loc", "depth", "masked_code"]
+        fields = ["id", "paper", "file", "snippet", "loc", "depth", "masked_code", "mutation"]
 
     def get_masked_code(self, snippet: Snippet) -> str:
         return snippet_masked_file(snippet=snippet, protocol=self.context["protocol"])
+
+    def get_mutation(self, snippet: Snippet) -> dict | None:
+        """How strong its tests are: the counts and score only, since a surviving mutant spells reference lines."""
+        m = snippet.mutation
+        return None if m is None else {key: m.get(key) for key in ("generated", "killed", "survived", "score")}
 
 
 class ItemDetailSerializer(ItemSerializer):

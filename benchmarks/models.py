@@ -92,6 +92,8 @@ class Snippet(models.Model):
     loc = models.PositiveIntegerField(help_text="Lines of code, the snippet's weight (FORMAT.md section 4).")
     code_hash = models.CharField(max_length=64)
     reference_code = models.TextField()
+    mutation = models.JSONField(null=True, blank=True, help_text="The mutation score of its tests (issue 24): "
+                                "generated, killed, survived, score, survivors (one-line diffs); null: not measured.")
 
     class Meta:
         ordering = ["task", "file_path", "position"]
@@ -165,6 +167,10 @@ class BenchmarkVersion(models.Model):
     memory_mb = models.PositiveIntegerField(null=True, blank=True,
                                             validators=[MinValueValidator(64), MaxValueValidator(1024 * 1024)])
     cpus = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.1), MaxValueValidator(256)])
+    mutation_score_min = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)],
+        help_text="Validation warns about a snippet whose tests kill a smaller share of its mutants (0-1; blank: the "
+                  "site's MUTATION_SCORE_MIN). A warning, never a refusal.")
 
     class Meta:
         ordering = ["-created_at"]

@@ -136,6 +136,18 @@ def task_store(*, package: PaperPackage, shared_requirements: str = "",
     return task, True
 
 
+def snippet_mutations_record(*, task: Task, mutations: dict[tuple[str, int], dict]) -> int:
+    """Keep the mutation score validation measured for each snippet of `task` ((file, position) -> result), which
+    its pages and the API show; how many snippets it updated."""
+    updated = 0
+    for snippet in task.snippets.all():
+        result = mutations.get((snippet.file_path, snippet.position))
+        if result is not None:
+            Snippet.objects.filter(pk=snippet.pk).update(mutation=result)
+            updated += 1
+    return updated
+
+
 def _jsonable(value: object) -> object:
     return json.loads(json.dumps(value, default=str))
 
@@ -229,7 +241,7 @@ version_published = Signal()
 
 
 # A release's evaluation settings: the default prompt protocol and the limits of one test run.
-RELEASE_SETTINGS = ("protocol", "time_limit_seconds", "memory_mb", "cpus")
+RELEASE_SETTINGS = ("protocol", "time_limit_seconds", "memory_mb", "cpus", "mutation_score_min")
 
 
 def version_settings(*, version: BenchmarkVersion) -> dict:

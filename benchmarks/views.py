@@ -226,7 +226,7 @@ def version_settings(request: HttpRequest, version: BenchmarkVersion) -> str:
     services.version_settings_set(
         version=version, actor=request.user, protocol=request.POST.get("protocol", version.protocol_id),
         time_limit_seconds=_number(request, "time_limit_seconds", int), memory_mb=_number(request, "memory_mb", int),
-        cpus=_number(request, "cpus", float))
+        cpus=_number(request, "cpus", float), mutation_score_min=_number(request, "mutation_score_min", float))
     return f"Evaluation settings of {version.name} saved."
 
 

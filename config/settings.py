@@ -280,6 +280,14 @@ MAINTAINERS_GROUP = "maintainers"
 # Validation of submissions: reference runs in a row, and the time limit of one test run.
 SUBMISSION_REFERENCE_RUNS = env.int("SUBMISSION_REFERENCE_RUNS", default=3)
 SUBMISSION_TEST_SECONDS = env.float("SUBMISSION_TEST_SECONDS", default=300.0)
+# Mutation score (issue 24): mutants of each reference body a submission's validation runs (0: none), the seed that
+# chooses them, the score below which validation warns (a release may state its own), and a mutant's time limit as
+# a multiple of the reference's slowest run (at least MUTATION_MIN_SECONDS; a mutant that times out is killed).
+SUBMISSION_MUTANTS = env.int("SUBMISSION_MUTANTS", default=10)
+MUTATION_SEED = env.int("MUTATION_SEED", default=24)
+MUTATION_SCORE_MIN = env.float("MUTATION_SCORE_MIN", default=0.6)
+MUTATION_TIME_FACTOR = env.float("MUTATION_TIME_FACTOR", default=3.0)
+MUTATION_MIN_SECONDS = env.float("MUTATION_MIN_SECONDS", default=10.0)
 # Limits on what authors upload or point to (bytes, files, seconds).
 SUBMISSION_MAX_ARCHIVE_BYTES = env.int("SUBMISSION_MAX_ARCHIVE_BYTES", default=50 * 1024 * 1024)
 SUBMISSION_MAX_UNPACKED_BYTES = env.int("SUBMISSION_MAX_UNPACKED_BYTES", default=200 * 1024 * 1024)

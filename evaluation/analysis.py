@@ -90,6 +90,7 @@ class SnippetRef:
     file_path: str
     name: str
     loc: int
+    mutation: dict | None = None  # its tests' mutation score (issue 24); None: not measured
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def snippet_difficulty(*, version: BenchmarkVersion, rows: Iterable, user, task:
     if task is not None:
         snippets = snippets.filter(task=task)
     snippets = [SnippetRef(*values) for values in snippets.values_list("pk", "task__paper__slug", "file_path", "name",
-                                                                       "loc")]
+                                                                       "loc", "mutation")]
     by_item: dict[str, list[tuple[bool, float]]] = defaultdict(list)
     for item_passes, score in zip(passes, scores):
         for key, value in item_passes.items():
@@ -133,10 +134,12 @@ def difficulty_record(item: SnippetDifficulty) -> dict:
     """One item's difficulty as plain data, for the API and the CSV."""
     s, d = item.snippet, item.difficulty
     return {"item": s.pk, "paper": s.paper, "file": s.file_path, "snippet": s.name, "loc": s.loc,
-            "models": d.models, "passed": d.passed, "pass_share": d.pass_share, "point_biserial": d.point_biserial}
+            "models": d.models, "passed": d.passed, "pass_share": d.pass_share, "point_biserial": d.point_biserial,
+            "mutation_score": s.mutation.get("score") if s.mutation else None}
 
 
-DIFFICULTY_FIELDS = ("item", "paper", "file", "snippet", "loc", "models", "passed", "pass_share", "point_biserial")
+DIFFICULTY_FIELDS = ("item", "paper", "file", "snippet", "loc", "models", "passed", "pass_share", "point_biserial",
+                     "mutation_score")
 
 # The stacked bar's segments, in the order of the paper's error analysis: passed, then each failure category.
 FAILURE_SEGMENTS = (("passed", "Passed"), *((c.value, c.label) for c in Outcome.Category

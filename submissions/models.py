@@ -97,6 +97,9 @@ class ValidationCheck(models.Model):
     duration = models.FloatField(null=True, blank=True)
     snippet_file = models.CharField(max_length=300, blank=True)
     snippet_name = models.CharField(max_length=300, blank=True)
+    result = models.JSONField(null=True, blank=True, help_text="What the check measured: the reference's runs "
+                                                               "(flaky, durations), a snippet's mutation score.")
+    warning = models.TextField(blank=True, help_text="Worth the author's attention, never a failure.")
 
     class Meta:
         ordering = ["report", "position"]
@@ -182,6 +185,8 @@ class SetValidationPaper(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     redispatched_at = models.DateTimeField(null=True, blank=True, help_text="When the watchdog last queued it again.")
     redispatches = models.PositiveIntegerField(default=0, help_text="How often the watchdog queued it again.")
+    mutants = models.PositiveIntegerField(default=0, help_text="Mutants per snippet to run (0: no mutation score).")
+    mutation_score_min = models.FloatField(null=True, blank=True, help_text="Warn below this mutation score.")
 
     class Meta:
         ordering = ["validation", "position"]
@@ -192,5 +197,6 @@ class SetValidationPaper(models.Model):
 
     @property
     def checks_total(self) -> int:
-        """requirements, reference, and masked and no-op per snippet (as `sandbox_checks` yields them)."""
-        return 2 + 2 * len(self.snippets)
+        """requirements, reference, masked and no-op per snippet, and its mutation score when asked (as
+        `sandbox_checks` yields them)."""
+        return 2 + (3 if self.mutants else 2) * len(self.snippets)

@@ -67,6 +67,16 @@ def revision_snippet_tree(*, revision: Revision) -> dict[str, list[SnippetView]]
     return tree
 
 
+def report_mutations(*, report) -> dict[tuple[str, int], dict]:
+    """(file, snippet index) -> the mutation score a report's validation measured."""
+    found = {}
+    for key, result in report.checks.filter(key__startswith="mutation:", result__isnull=False).values_list(
+            "key", "result"):
+        path, _, index = key.removeprefix("mutation:").rpartition(":")
+        found[(path, int(index))] = result
+    return found
+
+
 def revision_diff(*, old: Revision, new: Revision) -> list[tuple[str, str]]:
     """(path, unified diff) for every file that differs between two revisions."""
     diffs = []
@@ -95,9 +105,11 @@ class PaperValidationSummary:
     done: int
     total: int
     reference_passed: bool
-    snippets: list[dict]  # {file, name, masked_fails, noop_fails, checked}
+    snippets: list[dict]  # {file, name, masked_fails, noop_fails, checked, mutation (None: not measured)}
     problems: list[str]
     redispatches: int = 0  # how often the watchdog queued it again after its task was lost
+    warnings: list[str] = field(default_factory=list)  # never failures: a mutation score below the minimum
+    reference: dict | None = None  # the reference's runs: runs, passed, flaky, durations, spread
 
     @property
     def covered(self) -> int:
@@ -109,8 +121,13 @@ class PaperValidationSummary:
 
     @property
     def line(self) -> str:
-        return (f"{self.paper}: reference {'passed' if self.reference_passed else 'FAILED'}, "
-                f"{self.covered}/{len(self.snippets)} snippets covered")
+        scored = [s["mutation"] for s in self.snippets if s.get("mutation") and s["mutation"]["generated"]]
+        killed, generated = sum(m["killed"] for m in scored), sum(m["generated"] for m in scored)
+        mutation = f", {killed}/{generated} mutants killed ({killed / generated:.0%})" if generated else ""
+        flaky = (f" (FLAKY: passed {self.reference['passed']} of {self.reference['runs']} runs)"
+                 if self.reference and self.reference.get("flaky") else "")
+        return (f"{self.paper}: reference {'passed' if self.reference_passed else 'FAILED'}{flaky}, "
+                f"{self.covered}/{len(self.snippets)} snippets covered{mutation}")
 
 
 def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
@@ -119,9 +136,11 @@ def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
     snippets, problems = [], []
     for s in paper.snippets:
         masked, noop = by_key.get(f"masked:{s['file']}:{s['index']}"), by_key.get(f"noop:{s['file']}:{s['index']}")
+        mutation = by_key.get(f"mutation:{s['file']}:{s['index']}")
         snippets.append({"file": s["file"], "name": s["name"], "checked": masked is not None and noop is not None,
                          "masked_fails": bool(masked and masked["status"] == PASSED),
-                         "noop_fails": bool(noop and noop["status"] == PASSED)})
+                         "noop_fails": bool(noop and noop["status"] == PASSED),
+                         "mutation": mutation.get("result") if mutation else None})
     names = {f"{s['file']}:{s['index']}": s["name"] for s in paper.snippets}
     for check in paper.checks:
         if check["status"] == PASSED:
@@ -141,7 +160,8 @@ def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
         paper=paper.paper, status=paper.status, total=paper.checks_total,
         done=paper.checks_total if finished else len(paper.checks),
         reference_passed=bool(reference and reference["status"] == PASSED), snippets=snippets, problems=problems,
-        redispatches=paper.redispatches)
+        redispatches=paper.redispatches, warnings=[c["warning"] for c in paper.checks if c.get("warning")],
+        reference=reference.get("result") if reference else None)
 
 
 def set_validation_summaries(*, validation: SetValidation) -> list[PaperValidationSummary]:
@@ -150,10 +170,18 @@ def set_validation_summaries(*, validation: SetValidation) -> list[PaperValidati
 
 def set_validation_json(*, summaries: list[PaperValidationSummary]) -> dict:
     """The report of `validate_pset --json` (issue 11): per paper, the reference and each snippet's checks."""
-    return {"papers": {s.paper: {"reference_passed": s.reference_passed,
+    return {"papers": {s.paper: {"reference_passed": s.reference_passed, "reference": s.reference,
                                  "snippets": {n["name"]: {"masked_fails": n["masked_fails"],
-                                                          "noop_fails": n["noop_fails"]} for n in s.snippets}}
+                                                          "noop_fails": n["noop_fails"],
+                                                          **({"mutation": mutation_json(n["mutation"])}
+                                                             if n.get("mutation") else {})} for n in s.snippets},
+                                 "warnings": s.warnings}
                        for s in summaries}}
+
+
+def mutation_json(result: dict) -> dict:
+    """A snippet's mutation score as `validate_pset --json` and the API give it."""
+    return {key: result.get(key) for key in ("generated", "killed", "survived", "score", "survivors", "timeouts")}
 
 
 def version_validation_view(*, version) -> dict:

@@ -14,10 +14,12 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
 from benchmarks.selectors import user_is_maintainer
-from benchmarks.services import blob_store, task_store, version_draft_create, version_task_set
+from benchmarks.services import (blob_store, snippet_mutations_record, task_store, version_draft_create,
+                                 version_task_set)
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
 from submissions.packages import revision_package
 from submissions.quotas import environments_check, stored_bytes_check
+from submissions.selectors import report_mutations
 
 State = Submission.State
 
@@ -312,6 +314,7 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
         raise TransitionError(f"r{revision.number} was validated with {revision.test_entry_point}, but a task "
                               f"always runs {package.test_entry_point}: request changes instead")
     task, _ = task_store(package=package, test_manifest=revision.test_manifest)
+    snippet_mutations_record(task=task, mutations=report_mutations(report=revision.report))
     version_task_set(version=draft_version_current(), task=task)
     submission.task = task
     submission.save(update_fields=["task", "updated_at"])

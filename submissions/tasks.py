@@ -29,20 +29,26 @@ def checks_plan(report: ValidationReport, annotated: dict) -> None:
     rows = [("paper", "Paper text is present and non-trivial", "", ""),
             ("markers", "Snippet markers are valid", "", ""),
             ("requirements", "Requirements install", "", ""),
-            ("reference", f"Reference passes its tests {settings.SUBMISSION_REFERENCE_RUNS} times in a row", "", "")]
+            ("reference", f"Reference passes all {settings.SUBMISSION_REFERENCE_RUNS} runs of its tests (none flaky)", "", "")]
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             rows.append((f"masked:{path}:{s.index}", f'Masking "{s.name}" makes the tests fail', path, s.name))
             rows.append((f"noop:{path}:{s.index}", f'A no-op "{s.name}" makes the tests fail', path, s.name))
+    if settings.SUBMISSION_MUTANTS:
+        for path, parsed in annotated.items():
+            for s in parsed.snippets:
+                rows.append((f"mutation:{path}:{s.index}", f'Mutation score of "{s.name}": the tests kill wrong '
+                                                           "bodies", path, s.name))
     ValidationCheck.objects.bulk_create([
         ValidationCheck(report=report, position=i, key=key, label=label, snippet_file=f, snippet_name=n)
         for i, (key, label, f, n) in enumerate(rows)
     ], ignore_conflicts=True)
 
 
-def _set(report: ValidationReport, key: str, status: str, detail: str = "", duration: float | None = None) -> None:
+def _set(report: ValidationReport, key: str, status: str, detail: str = "", duration: float | None = None,
+         result: dict | None = None, warning: str = "") -> None:
     ValidationCheck.objects.filter(report=report, key=key).update(status=status, detail=detail[-8000:],
-                                                                  duration=duration)
+                                                                  duration=duration, result=result, warning=warning)
 
 
 @shared_task(bind=True, max_retries=2)
@@ -95,12 +101,13 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
     _set(report, "markers", Status.PASSED, "\n".join(problems) or f"{sum(len(a.snippets) for a in annotated.values())} snippets")
 
     for check in sandbox_checks(files=files, annotated=annotated, requirements=package.requirements,
-                                test_entry_point=package.test_entry_point):
+                                test_entry_point=package.test_entry_point, mutants=settings.SUBMISSION_MUTANTS,
+                                score_min=validation.mutation_score_min()):
         if check.backend:
             ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)
         if check.manifest is not None:
             Revision.objects.filter(pk=report.revision_id).update(test_manifest=check.manifest)
-        _set(report, check.key, check.status, check.detail, check.duration)
+        _set(report, check.key, check.status, check.detail, check.duration, check.result, check.warning)
         if check.blocks:
             ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
                 status=Status.SKIPPED, detail=check.blocks)

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import mask, noop, parse, splice
+from benchmarks.paper2code.mutation import mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import blob_read, user_is_maintainer
 from benchmarks.services import blob_store, environment_hash
@@ -32,17 +33,31 @@ ACTIVE = [Status.PENDING, Status.RUNNING]
 
 def _paper_row(*, validation: SetValidation, position: int, paper: str, files: dict[str, str],
                annotated_paths: Iterable[str], requirements: str, test_entry_point: str,
-               snippets: list[dict]) -> SetValidationPaper:
+               snippets: list[dict], mutants: int, score_min: float | None) -> SetValidationPaper:
     return SetValidationPaper(validation=validation, position=position, paper=paper, files=files,
                               annotated_paths=list(annotated_paths), requirements=requirements,
-                              test_entry_point=test_entry_point, snippets=snippets)
+                              test_entry_point=test_entry_point, snippets=snippets, mutants=mutants,
+                              mutation_score_min=score_min)
+
+
+def mutation_score_min(*, version: BenchmarkVersion | None = None) -> float:
+    """The score below which validation warns: the release's own, else the newest draft's (where a submission
+    would enter), else the site's MUTATION_SCORE_MIN."""
+    if version is None:
+        version = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT,
+                                                  mutation_score_min__isnull=False).order_by("-created_at").first()
+    if version is not None and version.mutation_score_min is not None:
+        return version.mutation_score_min
+    return settings.MUTATION_SCORE_MIN
 
 
 @transaction.atomic
 def pset_validation_create(*, packages: list[PaperPackage], source: str, environment: str | None = None,
-                           actor=None) -> SetValidation:
+                           actor=None, mutants: int = 0, score_min: float | None = None) -> SetValidation:
     """A validation of problem-set packages read from a folder; their files go to storage, where workers read them.
-    `environment`: requirements every paper runs in instead of its own (a legacy shared environment)."""
+    `environment`: requirements every paper runs in instead of its own (a legacy shared environment); `mutants`:
+    per snippet, for its mutation score (0: none), warned about below `score_min` (default: `mutation_score_min`)."""
+    score_min = mutation_score_min() if score_min is None else score_min
     validation = SetValidation.objects.create(source=source[:500], started_by=actor)
     rows = []
     for position, package in enumerate(packages):
@@ -52,7 +67,7 @@ def pset_validation_create(*, packages: list[PaperPackage], source: str, environ
         rows.append(_paper_row(validation=validation, position=position, paper=package.id, files=files,
                                annotated_paths=package.annotated_paths, test_entry_point=package.test_entry_point,
                                requirements=package.requirements if environment is None else environment,
-                               snippets=snippets))
+                               snippets=snippets, mutants=mutants, score_min=score_min))
     SetValidationPaper.objects.bulk_create(rows)
     return validation
 
@@ -84,7 +99,8 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
                     validation=validation, position=position, paper=task.paper.slug, files=task.files,
                     annotated_paths=task.annotated_paths, requirements=task.requirements,
                     test_entry_point=task.test_entry_point,
-                    snippets=[{"file": f, "index": i, "name": n} for f, i, n in snippets]))
+                    snippets=[{"file": f, "index": i, "name": n} for f, i, n in snippets],
+                    mutants=settings.SUBMISSION_MUTANTS, score_min=mutation_score_min(version=version)))
             SetValidationPaper.objects.bulk_create(rows)
             transaction.on_commit(lambda: set_validation_dispatch(validation=validation))
     except IntegrityError as exc:  # two maintainers at once: the constraint keeps it to one
@@ -154,9 +170,11 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
     checks: list[dict] = []
     ok = True
     for check in sandbox_checks(files=files, annotated=annotated, requirements=paper.requirements,
-                                test_entry_point=paper.test_entry_point):
+                                test_entry_point=paper.test_entry_point, mutants=paper.mutants,
+                                score_min=paper.mutation_score_min):
         checks.append({"key": check.key, "status": check.status, "detail": check.detail[-4000:],
-                       "duration": check.duration, "blocks": check.blocks})
+                       "duration": check.duration, "blocks": check.blocks, "result": check.result,
+                       "warning": check.warning})
         changes: dict = {"checks": checks}
         if check.backend:
             changes["sandbox_backend"] = check.backend
@@ -225,12 +243,17 @@ class CheckResult:
     backend: str = ""  # the sandbox backend, given with the requirements check
     blocks: str = ""  # a failure that stops the remaining checks: why they are not run
     manifest: dict | None = None  # with a passed reference check: the tests it completes (FORMAT.md 7.5)
+    result: dict | None = None  # what the check measured: the reference's runs, a snippet's mutation score
+    warning: str = ""  # worth the author's attention, never a failure (a mutation score below the minimum)
 
 
-def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: str,
-                   test_entry_point: str) -> Iterator[CheckResult]:
+def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: str, test_entry_point: str,
+                   mutants: int = 0, score_min: float | None = None) -> Iterator[CheckResult]:
     """FORMAT.md section 9 in the sandbox: the requirements install, the reference passes its tests
-    SUBMISSION_REFERENCE_RUNS times, and each snippet masked, then replaced by a no-op, makes them fail.
+    SUBMISSION_REFERENCE_RUNS times (a reference passing some runs and failing others is flaky), each snippet masked,
+    then replaced by a no-op, makes them fail; with `mutants`, up to that many mutants of each snippet's reference
+    body run as answers would, and the share the tests kill is the snippet's mutation score (a warning below
+    `score_min`, never a failure).
 
     The one implementation for submissions and for whole problem sets (validate_pset)."""
     env_hash = environment_hash(requirements)
@@ -247,28 +270,32 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
     limits = limits_default()
     limits = type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
 
-    def test(package_files: dict[str, bytes]):
+    def test(package_files: dict[str, bytes], run_limits=limits):
         return package_test(files=package_files, test_entry_point=test_entry_point,
-                            environment_hash=env_hash, requirements=requirements, limits=limits)
+                            environment_hash=env_hash, requirements=requirements, limits=run_limits)
 
     started = time.monotonic()
-    manifests = []
-    for attempt in range(1, settings.SUBMISSION_REFERENCE_RUNS + 1):
-        run = test(files)
-        if run.verdict.status != "passed":
-            yield CheckResult("reference", Status.FAILED, f"run {attempt} failed: {_output(run)}",
-                              time.monotonic() - started, blocks="not run: the reference must pass first")
-            return
-        manifests.append(run.manifest)
+    runs = [test(files) for _ in range(settings.SUBMISSION_REFERENCE_RUNS)]
+    reference = reference_runs_summary(runs)
+    if reference["passed"] < reference["runs"]:
+        first = next(i for i, run in enumerate(runs) if run.verdict.status != "passed")
+        what = (f"flaky: passed {reference['passed']} of {reference['runs']} runs" if reference["flaky"]
+                else f"failed all {reference['runs']} runs")
+        yield CheckResult("reference", Status.FAILED, f"{what}; run {first + 1}: {_output(runs[first])}",
+                          time.monotonic() - started, blocks="not run: the reference must pass every run first",
+                          result=reference)
+        return
+    manifests = [run.manifest for run in runs]
     if any(manifest != manifests[0] for manifest in manifests):
         yield CheckResult("reference", Status.FAILED, "the reference's runs did not complete the same tests: "
                           + "; ".join(f"run {n}: {sorted((m or {}).get('tests', {}).items())}"
                                       for n, m in enumerate(manifests, 1))[:3000],
-                          time.monotonic() - started, blocks="not run: the reference must pass the same tests first")
+                          time.monotonic() - started, blocks="not run: the reference must pass the same tests first",
+                          result=reference)
         return
-    yield CheckResult("reference", Status.PASSED, f"python {test_entry_point} passed "
-                      f"{settings.SUBMISSION_REFERENCE_RUNS} times{_counted(manifests[0])}",
-                      time.monotonic() - started, manifest=manifests[0])
+    yield CheckResult("reference", Status.PASSED, f"python {test_entry_point} passed {reference['runs']} times"
+                      f"{_counted(manifests[0])}; {_durations_text(reference)}", time.monotonic() - started,
+                      result=reference, manifest=manifests[0])
 
     for path, parsed in annotated.items():
         for s in parsed.snippets:
@@ -283,3 +310,61 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
                 else:
                     yield CheckResult(f"{kind}:{path}:{s.index}", Status.PASSED,
                                       f"failed as it should ({run.verdict.category})", time.monotonic() - started)
+
+    if mutants <= 0:
+        return
+    slowest = max(reference["durations"], default=0.0)
+    mutant_limits = type(limits)(**{**limits.__dict__, "wall_seconds": min(
+        limits.wall_seconds, max(settings.MUTATION_MIN_SECONDS, settings.MUTATION_TIME_FACTOR * slowest))})
+    for path, parsed in annotated.items():
+        for s in parsed.snippets:
+            started = time.monotonic()
+            found = mutants_generate(s.code, limit=mutants, seed=settings.MUTATION_SEED)
+            killed, survivors, timeouts = 0, [], []
+            for mutant in found:
+                run = test({**files, path: splice(parsed, s, mutant.body).encode("utf-8")}, mutant_limits)
+                if run.verdict.status == "passed":
+                    survivors.append(mutant.diff)
+                else:
+                    killed += 1
+                    if run.verdict.category == "timeout":
+                        timeouts.append(mutant.diff)
+            score = killed / len(found) if found else None
+            result = {"generated": len(found), "killed": killed, "survived": len(survivors), "score": score,
+                      "survivors": survivors, "timeouts": timeouts, "seed": settings.MUTATION_SEED,
+                      "limit": mutants, "time_limit": mutant_limits.wall_seconds}
+            warning = ""
+            if score is not None and score_min is not None and score < score_min:
+                warning = (f'mutation score {score:.0%} of "{s.name}" is below the minimum {score_min:.0%}: '
+                           "add a test that fails for the surviving mutants")
+            yield CheckResult(f"mutation:{path}:{s.index}", Status.PASSED, mutation_text(result),
+                              time.monotonic() - started, result=result, warning=warning)
+
+
+def reference_runs_summary(runs) -> dict:
+    """The reference's repeated runs: how many passed, flaky when some passed and some failed, and the spread of
+    their durations (what the backend timed), so a time limit too tight for the slowest run shows."""
+    durations = [round(run.result.duration, 3) for run in runs if run.result is not None]
+    passed = sum(run.verdict.status == "passed" for run in runs)
+    return {"runs": len(runs), "passed": passed, "flaky": 0 < passed < len(runs), "durations": durations,
+            "spread": round(max(durations) - min(durations), 3) if durations else None}
+
+
+def _durations_text(reference: dict) -> str:
+    durations = reference["durations"]
+    if not durations:
+        return "no durations measured"
+    return (f"durations {min(durations):.2f}-{max(durations):.2f} s (spread {reference['spread']:.2f} s; time limit "
+            f"{settings.SUBMISSION_TEST_SECONDS:g} s)")
+
+
+def mutation_text(result: dict) -> str:
+    """A snippet's mutation score in words, with each surviving mutant as a one-line diff."""
+    if not result["generated"]:
+        return "no mutants: the body offers no mutation site (or does not parse on its own)"
+    lines = [f"{result['killed']} of {result['generated']} mutants killed (score {result['score']:.0%})"
+             + (f", {len(result['timeouts'])} by the time limit ({result['time_limit']:g} s)" if result["timeouts"]
+                else "")]
+    lines += [f"survived: {diff}" for diff in result["survivors"]]
+    lines += [f"timed out: {diff}" for diff in result["timeouts"]]
+    return "\n".join(lines)

@@ -46,6 +46,7 @@ def sandbox(settings, sandbox_cache):
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
     settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
     settings.SUBMISSION_REFERENCE_RUNS = 2
+    settings.SUBMISSION_MUTANTS = 0  # a test of the mutation score asks for its mutants
     executor.sessions_close()
     executor._backend = backend
     yield backend

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from benchmarks.paper2code import PackageError
+from benchmarks.paper2code.mutation import MUTANTS_DEFAULT
 from benchmarks.paper2code.pset import read_pset
 from evaluation.sandbox import SandboxError
 from submissions import selectors, validation
@@ -25,8 +26,8 @@ def _read(path: Path, what: str) -> str:
 
 class Command(BaseCommand):
     help = ("Run the section 9 checks of every paper of a problem set (reference passes N times, each snippet "
-            "masked and replaced by a no-op makes the tests fail) with the submissions' validation code: paper by "
-            "paper here, or with --workers one paper per task on the workers' sandbox queue, in parallel.")
+            "masked and replaced by a no-op makes the tests fail; with --mutants, each snippet's mutation score) "
+            "with the submissions' validation code: paper by paper here, or with --workers one paper per task on the workers' sandbox queue, in parallel.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path, help="Folder holding papers.yaml.")
@@ -37,15 +38,26 @@ class Command(BaseCommand):
                             help="Queue one task per paper on the `sandbox` queue and wait for the workers.")
         parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                             help="With --workers: give up waiting after this long (default: wait).")
+        parser.add_argument("--mutants", type=int, nargs="?", const=MUTANTS_DEFAULT, default=0, metavar="N",
+                            help="Also run up to N mutants of each snippet's reference body (default "
+                                 f"{MUTANTS_DEFAULT}) and report the share its tests kill, with the survivors.")
+        parser.add_argument("--min-score", type=float, default=None, metavar="SCORE",
+                            help="With --mutants: warn about snippets below this mutation score (0-1; default "
+                                 "MUTATION_SCORE_MIN). A warning: it never fails the command.")
 
     def handle(self, *args, path: Path, environment: Path | None, json_out: Path | None, workers: bool = False,
-               timeout: float | None = None, **options) -> None:
+               timeout: float | None = None, mutants: int = 0, min_score: float | None = None, **options) -> None:
+        if mutants < 0:
+            raise CommandError(f"--mutants {mutants}: give a number of mutants per snippet of at least 1")
+        if min_score is not None and not 0 <= min_score <= 1:
+            raise CommandError(f"--min-score {min_score:g}: give a share of killed mutants between 0 and 1")
         shared = _read(environment, "the environment") if environment is not None else None
         try:
             papers = read_pset(Path(path), shared_environment=shared is not None)
         except PackageError as exc:
             raise CommandError(f"{path}: {len(exc.problems)} problem(s):\n{exc}") from exc
-        run = validation.pset_validation_create(packages=papers, source=str(path), environment=shared)
+        run = validation.pset_validation_create(packages=papers, source=str(path), environment=shared,
+                                                mutants=mutants, score_min=min_score)
         total = sum(p.checks_total for p in run.papers.all())
         with tqdm(total=total, unit="check", file=self.stderr._out) as progress:
             if workers:
@@ -64,7 +76,17 @@ class Command(BaseCommand):
 
     def _summary_write(self, paper, progress: tqdm) -> None:
         summary = selectors.set_paper_summary(paper=paper)
-        progress.write(summary.line + "".join(f"\n  {p}" for p in summary.problems), file=self.stdout._out)
+        lines = [summary.line, *(f"  {p}" for p in summary.problems)]
+        for snippet in summary.snippets:
+            mutation = snippet.get("mutation")
+            if mutation:
+                score = f"{mutation['score']:.0%}" if mutation["score"] is not None else "no mutants"
+                lines.append(f'  "{snippet["name"]}": mutation score {score} ({mutation["killed"]} of '
+                             f'{mutation["generated"]} killed)')
+                lines += [f"    survived: {diff}" for diff in mutation["survivors"]]
+                lines += [f"    timed out (killed): {diff}" for diff in mutation["timeouts"]]
+        lines += [f"  warning: {w}" for w in summary.warnings]
+        progress.write("\n".join(lines), file=self.stdout._out)
 
     def _inline(self, run: SetValidation, progress: tqdm) -> None:
         for paper in run.papers.order_by("position"):

@@ -1,0 +1,120 @@
+"""Mutants of a reference body: each a valid, different body made by one operator, reproducible from its seed."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from benchmarks.paper2code.markers import parse
+from benchmarks.paper2code.masking import splice
+from benchmarks.paper2code.mutation import OPERATORS, mutants_generate
+
+DEMO = Path(__file__).resolve().parents[2] / "benchmarks" / "demo"
+
+BODY = '''        # <paper2code name="inner">
+        scores = torch.softmax(q @ k.T / scale, dim=-1)  # attention
+        # </paper2code name="inner">
+        if mask is not None and n > 0:
+            scores = torch.where(mask, scores * mask, 0.0)
+        out = scores[0] + values[:, 1:]
+        total = -out.sum(1)
+        return total
+'''
+
+
+def _tree(body: str) -> str:
+    return ast.dump(ast.parse(textwrap.dedent(body)))
+
+
+def test_every_mutant_parses_differs_from_the_reference_and_keeps_the_rest_of_the_text() -> None:
+    mutants = mutants_generate(BODY, limit=200)
+    assert len(mutants) > 20
+    reference = _tree(BODY)
+    for m in mutants:
+        assert _tree(m.body) != reference, m.diff
+        changed = [i for i, (a, b) in enumerate(zip(BODY.splitlines(), m.body.splitlines())) if a != b]
+        assert changed and changed[0] == m.line - 1, m.diff
+        assert '# <paper2code name="inner">' in m.body and "# attention" in m.body or m.operator == "statement"
+
+
+def test_every_operator_of_the_issue_applies_to_a_body_that_offers_it() -> None:
+    found = {m.operator for m in mutants_generate(BODY, limit=200)}
+    assert found == set(OPERATORS)
+
+
+@pytest.mark.parametrize("operator,before,after", [
+    ("arithmetic", "q @ k.T / scale", "q @ k.T * scale"),
+    ("comparison", "mask is not None", "mask is None"),
+    ("constant", "n > 0", "n > 1"),
+    ("sign", "total = -out.sum(1)", "total = out.sum(1)"),
+    ("argument", "torch.where(mask, scores * mask, 0.0)", "torch.where(scores * mask, mask, 0.0)"),
+    ("argument", "torch.where(mask, scores * mask, 0.0)", "torch.where(mask, 0.0)"),
+    ("return", "return total", "return values"),
+    ("condition", "if mask is not None and n > 0:", "if (mask is not None or n > 0):"),
+    ("index", "scores[0]", "scores[1]"),
+    ("axis", "dim=-1", "dim=-2"),
+    ("axis", "out.sum(1)", "out.sum(0)"),
+])
+def test_each_operator_makes_the_change_it_names(operator: str, before: str, after: str) -> None:
+    diffs = [m.diff for m in mutants_generate(BODY, limit=200) if m.operator == operator]
+    assert any(before in d.split("  ->  ")[0] and after in d.split("  ->  ")[1] for d in diffs), diffs
+
+
+def test_a_statement_removed_becomes_pass_at_its_indentation() -> None:
+    removed = [m for m in mutants_generate(BODY, limit=200) if m.operator == "statement"]
+    assert "        pass\n        out = scores[0]" in "".join(m.body for m in removed)
+
+
+def test_the_choice_is_the_same_for_the_same_seed_and_another_for_another_seed() -> None:
+    first = [m.diff for m in mutants_generate(BODY, limit=8, seed=3)]
+    assert first == [m.diff for m in mutants_generate(BODY, limit=8, seed=3)]
+    assert first != [m.diff for m in mutants_generate(BODY, limit=8, seed=4)]
+    assert len(first) == 8 and len(set(first)) == 8
+
+
+def test_the_limit_spreads_the_mutants_over_the_operators() -> None:
+    operators = [m.operator for m in mutants_generate(BODY, limit=len(OPERATORS))]
+    assert sorted(operators) == sorted(OPERATORS)
+
+
+def test_mutants_equivalent_after_constant_folding_are_dropped() -> None:
+    # 2 ** 1 -> 2 * 1 and 0 * 5 -> 0 * 6 fold to the reference's constants; 2 ** 0 and 1 ** 1 fold to one value.
+    body = "z = 2 ** 1\nw = 0 * 5\n"
+    diffs = [m.diff for m in mutants_generate(body, limit=100)]
+    assert "line 1: z = 2 ** 1  ->  z = (2 * 1)" not in diffs
+    assert not [d for d in diffs if d.startswith("line 2: w = 0 * 5  ->  w = 0 *")]
+    folded = [d.split("  ->  ")[1] for d in diffs if d.startswith("line 1:") and "**" in d.split("  ->  ")[1]]
+    values = [eval(text.split("=", 1)[1]) for text in folded]  # noqa: S307 (our own constant expressions)
+    assert len(values) == len(set(values)) and 2 not in values
+    assert "line 1: z = 2 ** 1  ->  z = 3 ** 1" in diffs
+
+
+def test_no_two_mutants_are_the_same_code() -> None:
+    bodies = [ast.dump(ast.parse(textwrap.dedent(m.body))) for m in mutants_generate(BODY, limit=200)]
+    assert len(bodies) == len(set(bodies))
+
+
+def test_inputs_are_names_read_and_never_bound_nor_only_namespaces() -> None:
+    body = "h = np.tanh(self.w @ x)\nreturn [v + h for v in xs]\n"
+    replaced = {m.diff.rsplit(" ", 1)[1] for m in mutants_generate(body, limit=100) if m.operator == "return"}
+    assert replaced == {"x", "xs"}  # not h (bound), np or self (namespaces), v (a comprehension's)
+
+
+def test_a_fragment_that_does_not_parse_has_no_mutants() -> None:
+    assert mutants_generate("    x = (1 +\n", limit=10) == []
+    assert mutants_generate("pass\n", limit=10) == []
+
+
+def test_every_demo_snippet_has_mutants_whose_spliced_file_compiles() -> None:
+    for path in sorted(DEMO.glob("*/**/*.py")):
+        if path.name.endswith("_ref.py") or path.name.startswith("paper2code") or "utils" in path.name:
+            continue
+        annotated = parse(path.read_text(encoding="utf-8"), str(path))
+        for snippet in annotated.snippets:
+            mutants = mutants_generate(snippet.code, limit=10)
+            assert mutants, snippet.name
+            for m in mutants:
+                compile(splice(annotated, snippet, m.body), str(path), "exec")
