@@ -100,7 +100,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     answer_names = spellings(spec["answer_file"]) if answer else frozenset()
     answer_files = {}
     inside = set()
-    state = {"finished": False, "started": False, "sent": 0, "test_globals": None}
+    state = {"finished": False, "started": False, "sent": 0, "test_globals": None, "reported": set()}
     # (holder, label, attribute) -> value of the assertion helpers and framework parts, before the answer ran.
     protected = {}
     missing = object()
@@ -134,6 +134,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                  ("unittest.runner", None), ("unittest.main", None), ("unittest.suite", None),
                  ("unittest.loader", None), ("numpy.testing", None), ("numpy.testing._private.utils", None),
                  ("torch.testing", None), ("torch.testing._comparison", None), ("pytest", None),
+                 # What the assertion helpers call: numpy's core and linear algebra, torch's functions.
+                 ("numpy", None), ("numpy._core.numeric", None), ("numpy.core.numeric", None),
+                 ("numpy._core.fromnumeric", None), ("numpy.linalg", None), ("torch", None),
                  ("sys", ("exit", "audit", "excepthook")), ("os", ("_exit", "write", "kill", "abort")))
 
     def snapshot(tops=None):
@@ -263,7 +266,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return
         state["finished"] = True
         for name in replaced():
-            record("tampering", "replaced", None, name + " was replaced during the test")
+            if name not in state["reported"]:
+                record("tampering", "replaced", None, name + " was replaced during the test")
         status, code = args
         send("F " + str_(status) + " " + int_.__repr__(code) + " " + int_.__repr__(pid))
 
@@ -490,6 +494,14 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         except BaseException:
             return "(the exception could not be formatted)"
 
+    def boundary(where):
+        """The framework and comparison libraries compared with their snapshot at every test boundary: a helper
+        replaced for some tests and put back before the finish is seen at the first boundary it outlives."""
+        for name in replaced():
+            if name not in state["reported"]:
+                state["reported"].add(name)
+                record("tampering", "replaced", None, name + " was replaced (seen at " + where + ")")
+
     def watch_body(test, entry):
         """The test's method, wrapped on its instance: only a body that returns sets `returned`."""
         try:
@@ -543,11 +555,14 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             entry["runs"] += 1
             entry["returned"] = False
             send("T S\t" + name)
+            boundary("the start of " + name)
             watch_body(test, entry)
             self.forward("startTest", test)
 
         def stopTest(self, test):
-            report(*entry_of(test))
+            name, entry = entry_of(test)
+            report(name, entry)
+            boundary("the end of " + name)
             self.forward("stopTest", test)
 
         def addSuccess(self, test):
