@@ -27,6 +27,14 @@ process is unforgeable, so the harness splits the run in two and makes cheating 
   the test framework's assertion helpers (unittest, numpy.testing, torch.testing, builtins, the test's own classes)
   with what they were before the test and records every replacement.
 
+- The harness counts the tests itself (FORMAT.md 7.5). Before the task's code runs, `unittest.main` becomes a
+  TestProgram whose runTests uses a result object defined in the guard's closure (no framework name leads to it):
+  it wraps each test's method on its instance to learn whether the body returned, and sends a record per test over
+  the same pipe, keyed: `S id` as it starts, `E id outcome returned sub-tests detail` as it ends. The supervisor
+  keeps them and prints them beside the guard's records; a test that started and never ended is `unfinished`.
+  What a pass needs of them (the task's test manifest) is decided outside, in evaluation/outcomes.py. At every test
+  boundary the framework and comparison libraries are compared with their snapshot, not only at the finish.
+
 Once the answer may have run, the hook compares exact strings and identities only and calls no library code
 (json, os.path, getattr on foreign objects): anything the answer planted there would run inside the hook, where the
 hook's own events are not recorded.
