@@ -344,8 +344,8 @@ class RunManifest(APIView):
 
 
 class ResultSerializer(serializers.ModelSerializer):
-    """One item's outcome with the error detail its page shows, and the model's code; never the reference code,
-    tests or test output."""
+    """One item's outcome with the error detail its page shows, the model's code and the harness's count of the
+    tests (as the item's page shows it); never the reference code, the tests' files or their output."""
 
     item = serializers.IntegerField(source="snippet_id")
     paper = serializers.CharField(source="snippet.task.paper.slug")

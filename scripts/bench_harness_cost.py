@@ -1,15 +1,17 @@
-"""What the harness adds to a warm item: the tinyformer package's reference (tests/evaluation/packages/tinyformer,
-numpy) in forks of one bwrap fork server, run alternately under the harness with the answer's guard (as production
-runs an item: `executor.answer_test`) and as its bare test entry point (`python -B paper2code_test.py`, the same
-files, no harness); the difference of the medians is the harness's own cost per warm item.
+"""The harness's cost per item: the tinyformer reference (tests/evaluation/packages/tinyformer) run in one bwrap
+session under the harness, against the same test run bare (`python -B paper2code_test.py`, no harness) in the same
+session, the two interleaved so that load on the machine weighs on both alike.
 
-Run: .venv/bin/python scripts/bench_harness_cost.py [--items 30] [--backend bwrap]
-The machine may be shared: the load average is printed; compare only numbers of one run.
+`--harness FILE` measures another version of evaluation/sandbox/harness.py (e.g. the one before a change:
+`git show REV:evaluation/sandbox/harness.py > /tmp/old.py`), so before and after are compared on the same machine.
+Prints ms per item for the bare run and the harnessed run, their difference (the harness's cost) and their ratio.
+Run: .venv/bin/python scripts/bench_harness_cost.py [--items 40] [--mode warm|cold] [--harness FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -18,55 +20,76 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
 PACKAGE = REPO / "tests" / "evaluation" / "packages" / "tinyformer"
+
+
+def harness_module(path: str | None):
+    if path is None:
+        from evaluation.sandbox import harness
+
+        return harness
+    spec = importlib.util.spec_from_file_location("rcb_bench_harness", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=30, help="items of each kind")
-    parser.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap")
-    parser.add_argument("--cache", type=Path, default=REPO / "var" / "sandbox-bench")
+    parser.add_argument("--items", type=int, default=40)
+    parser.add_argument("--mode", default="warm", choices=("warm", "cold"))
+    parser.add_argument("--harness", help="a harness.py to measure instead of this tree's")
     args = parser.parse_args()
-    from scripts.bench_django import django_fresh
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
 
-    django_fresh("bench-harness-", test_environment=False)
-    from benchmarks.paper2code import parse
+    django.setup()
+    from benchmarks.paper2code import passes
     from benchmarks.services import environment_hash
-    from evaluation.executor import answer_test
-    from evaluation.sandbox import Limits, backend_get
+    from evaluation.sandbox import Limits, backend_class
 
-    files = {p.name: p.read_bytes() for p in sorted(PACKAGE.iterdir()) if p.is_file()}
-    annotated = parse(files["layers.py"].decode(), "layers.py")
-    backend = backend_get(args.backend, cache_dir=args.cache.resolve())
-    backend.forkserver = True
+    harness = harness_module(args.harness)
+    cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
+    backend = backend_class("bwrap")(cache, forkserver=args.mode == "warm")
+    ok, why = backend.available()
+    if not ok:
+        sys.exit(f"bwrap is not available: {why}")
+    files = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}
+    limits = Limits(wall_seconds=120, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0)
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
-    limits = Limits(wall_seconds=60, memory_bytes=1 << 30, processes=64, cpus=1.0, output_bytes=1 << 20,
-                    disk_bytes=64 << 20)
-    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
-    harnessed, bare = [], []
+    times: dict[str, list[float]] = {"bare": [], "harness": []}
     with backend.session(environment) as session:
-        for number in range(args.items + 2):  # the first two start the fork server: not counted
-            snippet = annotated.snippets[number % len(annotated.snippets)]
-            start = time.monotonic()
-            item = answer_test(session=session, files=files, annotated=annotated, position=snippet.index,
-                               code=snippet.code, test_entry_point="paper2code_test.py",
-                               hidden_files=["layers_ref.py"], limits=limits, static_audit=True)
-            harness_wall = time.monotonic() - start
-            assert item.verdict.status == "passed", item.verdict.detail
-            start = time.monotonic()
-            result = session.run(files=files, command=[environment.python, "-B", "paper2code_test.py"],
-                                 limits=limits)
-            bare_wall = time.monotonic() - start
-            assert result.exit_code == 0 and result.forked, result.stderr[-2000:]
-            if number >= 2:
-                harnessed.append((harness_wall, item.result.duration))
-                bare.append((bare_wall, result.duration))
-    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; all items forked: "
-          f"{session.items_cold == 0}")
-    for label, index in (("wall per item (worker's view)", 0), ("in the sandbox (ExecResult.duration)", 1)):
-        h = statistics.median(x[index] for x in harnessed)
-        b = statistics.median(x[index] for x in bare)
-        print(f"{label:38} harness {1000 * h:7.1f} ms  bare {1000 * b:7.1f} ms  harness adds {1000 * (h - b):6.1f} ms")
+        guard = harness.GuardSpec(answer_file="layers.py", first_line=56, last_line=59,
+                                  hidden_modules=("layers_ref", "paper2code_test"),
+                                  hidden_files=("layers_ref.py", "paper2code_test.py"))
+        for index in range(args.items + 2):  # the first two start the fork server and fill the page cache
+            for kind in ("bare", "harness"):
+                nonce = harness.nonce_new()
+                if kind == "bare":
+                    run_files, command = files, [environment.python, "-B", "paper2code_test.py"]
+                else:
+                    run_files = {**files, **harness.harness_files(nonce)}
+                    command = harness.harness_command(environment.python, "paper2code_test.py", guard)
+                start = time.perf_counter()
+                result = session.run(files=run_files, command=command, limits=limits)
+                elapsed = time.perf_counter() - start
+                good = passes(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr,
+                              timed_out=result.timed_out)
+                if kind == "harness":
+                    good = good and harness.harness_verdict(result.stdout, nonce).completed
+                if not good:
+                    sys.exit(f"the {kind} run did not pass: {result.stderr[-1500:]}")
+                if index >= 2:
+                    times[kind].append(elapsed)
+        forking = session.forking
+    bare, harnessed = (1000 * statistics.median(times[k]) for k in ("bare", "harness"))
+    print(f"tinyformer reference on bwrap {args.mode}{' (fork server)' if forking else ''}, {args.items} items "
+          f"each, {args.harness or 'this tree'}'s harness; load average {os.getloadavg()[0]:.1f}")
+    print(f"bare test:   {bare:7.1f} ms per item (median)")
+    print(f"harnessed:   {harnessed:7.1f} ms per item (median)")
+    print(f"harness cost {harnessed - bare:7.1f} ms per item; ratio {harnessed / bare:.2f}x the bare test")
 
 
 if __name__ == "__main__":

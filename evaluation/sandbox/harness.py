@@ -27,6 +27,14 @@ process is unforgeable, so the harness splits the run in two and makes cheating 
   the test framework's assertion helpers (unittest, numpy.testing, torch.testing, builtins, the test's own classes)
   with what they were before the test and records every replacement.
 
+- The harness counts the tests itself (FORMAT.md 7.5). Before the task's code runs, `unittest.main` becomes a
+  TestProgram whose runTests uses a result object defined in the guard's closure (no framework name leads to it):
+  it wraps each test's method on its instance to learn whether the body returned, and sends a record per test over
+  the same pipe, keyed: `S id` as it starts, `E id outcome returned sub-tests detail` as it ends. The supervisor
+  keeps them and prints them beside the guard's records; a test that started and never ended is `unfinished`.
+  What a pass needs of them (the task's test manifest) is decided outside, in evaluation/outcomes.py. At every test
+  boundary the framework and comparison libraries are compared with their snapshot, not only at the finish.
+
 Once the answer may have run, the hook compares exact strings and identities only and calls no library code
 (json, os.path, getattr on foreign objects): anything the answer planted there would run inside the hook, where the
 hook's own events are not recorded.
@@ -100,7 +108,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     answer_names = spellings(spec["answer_file"]) if answer else frozenset()
     answer_files = {}
     inside = set()
-    state = {"finished": False, "started": False, "sent": 0, "test_globals": None}
+    state = {"finished": False, "started": False, "sent": 0, "test_globals": None, "reported": set()}
     # (holder, label, attribute) -> value of the assertion helpers and framework parts, before the answer ran.
     protected = {}
     missing = object()
@@ -134,6 +142,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                  ("unittest.runner", None), ("unittest.main", None), ("unittest.suite", None),
                  ("unittest.loader", None), ("numpy.testing", None), ("numpy.testing._private.utils", None),
                  ("torch.testing", None), ("torch.testing._comparison", None), ("pytest", None),
+                 # What the assertion helpers call: numpy's core and linear algebra, torch's functions.
+                 ("numpy", None), ("numpy._core.numeric", None), ("numpy.core.numeric", None),
+                 ("numpy._core.fromnumeric", None), ("numpy.linalg", None), ("torch", None),
                  ("sys", ("exit", "audit", "excepthook")), ("os", ("_exit", "write", "kill", "abort")))
 
     def snapshot(tops=None):
@@ -263,7 +274,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return
         state["finished"] = True
         for name in replaced():
-            record("tampering", "replaced", None, name + " was replaced during the test")
+            if name not in state["reported"]:
+                record("tampering", "replaced", None, name + " was replaced during the test")
         status, code = args
         send("F " + str_(status) + " " + int_.__repr__(code) + " " + int_.__repr__(pid))
 
@@ -490,6 +502,14 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         except BaseException:
             return "(the exception could not be formatted)"
 
+    def boundary(where):
+        """The framework and comparison libraries compared with their snapshot at every test boundary: a helper
+        replaced for some tests and put back before the finish is seen at the first boundary it outlives."""
+        for name in replaced():
+            if name not in state["reported"]:
+                state["reported"].add(name)
+                record("tampering", "replaced", None, name + " was replaced (seen at " + where + ")")
+
     def watch_body(test, entry):
         """The test's method, wrapped on its instance: only a body that returns sets `returned`."""
         try:
@@ -543,11 +563,14 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             entry["runs"] += 1
             entry["returned"] = False
             send("T S\t" + name)
+            boundary("the start of " + name)
             watch_body(test, entry)
             self.forward("startTest", test)
 
         def stopTest(self, test):
-            report(*entry_of(test))
+            name, entry = entry_of(test)
+            report(name, entry)
+            boundary("the end of " + name)
             self.forward("stopTest", test)
 
         def addSuccess(self, test):
