@@ -183,7 +183,10 @@ class Context:
     hidden: frozenset[str]
 
     @classmethod
-    def of(cls, *, sources: Mapping[str, str], hidden_files: Iterable[str]) -> Context:
+    def of(cls, *, sources: Mapping[str, str], hidden_files: Iterable[str], answer: ast.Module,
+           answer_source: str, span: tuple[int, int]) -> Context:
+        """The context of an answer spliced as lines `span` of `answer` (parsed from `answer_source`, which is
+        one of `sources` or none): the snippet's own imports are not its context."""
         hidden_files = set(hidden_files)
         hidden = frozenset(PurePosixPath(path).stem for path in hidden_files)
         own, libraries = set(), set()
@@ -192,15 +195,14 @@ class Context:
                 continue
             parts = PurePosixPath(path).with_suffix("").parts
             own.update(part for part in parts if part not in hidden and part != "__init__")
+            if text == answer_source:
+                continue
             try:
                 tree = ast.parse(text)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    libraries.update(alias.name.split(".", 1)[0] for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    libraries.add(node.module.split(".", 1)[0])
+            libraries.update(_imported_tops(tree))
+        libraries.update(_imported_tops(answer, outside=span))
         return cls(frozenset(own), frozenset(libraries - hidden), hidden)
 
     def allows(self, module: str) -> bool:
@@ -508,6 +510,17 @@ class _Policy(ast.NodeVisitor):
             self.flag(target, "module-assignment", f"assigns into {ast.unparse(target)[:80]}")
 
 
+def _imported_tops(tree: ast.Module, *, outside: tuple[int, int] = (0, -1)) -> Iterator[str]:
+    """Top-level names of the modules `tree` imports absolutely, leaving out the lines `outside` spans."""
+    for node in ast.walk(tree):
+        if outside[0] <= getattr(node, "lineno", 0) <= outside[1]:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".", 1)[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module.split(".", 1)[0]
+
+
 def _bound_names(node: ast.AST) -> Iterator[str]:
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
         yield node.id
@@ -567,8 +580,8 @@ def answer_audit(*, source: str, first_line: int, last_line: int, hidden_modules
     except (RecursionError, MemoryError):
         return [_unauditable(first_line)]
     hidden_files = tuple(hidden_files)
-    context = Context.of(sources=context_sources if context_sources is not None else {"answer.py": source},
-                         hidden_files=hidden_files)
+    context = Context.of(sources=context_sources or {}, hidden_files=hidden_files, answer=tree, answer_source=source,
+                         span=(first_line, last_line))
     modules = frozenset(hidden_modules) | context.hidden
     context = Context(context.own - modules, context.libraries - modules, modules)
     names = frozenset(modules | {PurePosixPath(path).name for path in hidden_files})
