@@ -104,6 +104,9 @@ POLICY: tuple[Rule, ...] = (
          _names("builtins.float builtins.int builtins.complex builtins.bool numbers decimal.Decimal "
                 "fractions.Fraction numpy torch.Tensor torch.nn.Parameter torch.nn.parameter torch.nn.Buffer "
                 "torch._tensor")),
+    Rule("equal-to-anything", "comparison", "uses library objects that numpy's assertion helpers take as equal to "
+         "anything (a fully masked array passes assert_allclose and assert_array_equal against any value)",
+         _names("numpy.ma numpy.lib.recfunctions numpy.lib.mixins")),
     Rule("outside-context", "context", "imports a module outside the answer's context (the task's own modules, the "
          "libraries the task's files import, the standard library's computing modules)"),
     Rule("builtin-outside-allow-list", "context", "uses a builtin outside the list an answer may use"),
@@ -134,7 +137,7 @@ _DUNDER = re.compile(r"^__\w+__$")
 _DUNDER_IN_TEXT = re.compile(r"__[A-Za-z]\w*?__")
 _PROCFS = re.compile(r"/proc\b|/dev/(fd|std)")
 _SYSTEM = ("system-exit", "system-process", "system-native", "system-introspection", "system-tampering",
-           "dynamic-code", "dynamic-import", "file-access", "test-framework")
+           "dynamic-code", "dynamic-import", "file-access", "test-framework", "equal-to-anything")
 _REFLECTIVE = ("reflective-builtin", "computed-attribute", "type-construction")
 # Modules other modules keep as attributes (logging.sys, torch.os, ndarray.ctypes): an attribute of one of these
 # names leads to the module, whatever its object.
@@ -218,6 +221,7 @@ class _Policy(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # a name bound to a module or to something imported from one
         self.bound_outside: set[str] = set()  # names the file binds outside the snippet (they shadow builtins)
         self.findings: list[Finding] = []
+        self.holders: set[str] = set()  # `self.np`, `box["m"]`, `Holder.m`: attributes and items given a module
         self.allowed_calls: set[int] = set()  # ids of getattr/type nodes used as the policy allows
 
     # -- helpers
@@ -267,13 +271,15 @@ class _Policy(ast.NodeVisitor):
         if isinstance(node, (ast.Name, ast.Attribute)):
             name = self.qualified(node)
             return name is not None and not name.startswith("builtins.")
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and self.held(node):
+            return True
         if isinstance(node, ast.Call) and self.literal_getattr(node):
             return self.module_reached(node.args[0])
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.builtin(node.func.id):
             if f"builtins.{node.func.id}" in RULES["reflective-builtin"].names:
                 return True  # vars(m), globals(): a module's own namespace
             if node.func.id in PASSING:
-                return any(self.module_reached(arg) for arg in node.args)
+                return any(self.module_reached(arg) for arg in [*node.args, *(k.value for k in node.keywords)])
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return any(self.module_reached(element) for element in node.elts)
         if isinstance(node, ast.Dict):
@@ -290,6 +296,14 @@ class _Policy(ast.NodeVisitor):
             return self.module_reached(node.value)
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
             return self.module_reached(node.elt) or any(self.module_reached(g.iter) for g in node.generators)
+        return False
+
+    def held(self, node: ast.AST) -> bool:
+        """Whether `node` (an attribute or item chain) is, or is reached from, one the file gave a module."""
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            if ast.unparse(node) in self.holders:
+                return True
+            node = node.value
         return False
 
     # -- bindings (collected over the whole file first)
@@ -314,8 +328,22 @@ class _Policy(ast.NodeVisitor):
         for _ in range(3):  # aliases of aliases: `la = np.linalg; f = la`
             for node in ast.walk(tree):
                 for target, value in _bindings(node):
-                    if isinstance(target, ast.Name) and target.id not in self.aliases and self.module_reached(value):
+                    if not self.module_reached(value):
+                        continue
+                    if isinstance(target, ast.Name) and target.id not in self.aliases:
                         self.aliases[target.id] = self.qualified(value) or f"__alias__.{target.id}"
+                    elif isinstance(target, (ast.Attribute, ast.Subscript)):
+                        self.holders.add(ast.unparse(target))
+                if isinstance(node, ast.ClassDef):  # `class Holder: m = np.linalg`
+                    for statement in node.body:
+                        for target, value in _bindings(statement):
+                            if isinstance(target, ast.Name) and self.module_reached(value):
+                                self.holders.add(f"{node.name}.{target.id}")
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id not in self.aliases \
+                        and any(self.module_reached(a) for a in [*node.args, *(k.value for k in node.keywords)]):
+                    # `box.append(np.linalg)`: the container now holds a module (a method of a module is not)
+                    self.aliases[node.func.value.id] = f"__alias__.{node.func.value.id}"
 
     # -- visitors
 
@@ -491,7 +519,7 @@ class _Policy(ast.NodeVisitor):
         """Whether assigning into `node` changes a module or something of one: its root (below attributes and
         subscripts) is bound to one, or is computed by a call the policy cannot follow (`type(x)`, a function)."""
         while isinstance(node, (ast.Attribute, ast.Subscript)):
-            if isinstance(node, ast.Attribute) and _DUNDER.match(node.attr):
+            if isinstance(node, ast.Attribute) and _DUNDER.match(node.attr) or ast.unparse(node) in self.holders:
                 return True
             node = node.value
         if isinstance(node, ast.Name):

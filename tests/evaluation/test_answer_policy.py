@@ -31,11 +31,14 @@ EXAMPLES = {
     "dunder": ("code = self.forward.__code__\nreturn x", "super().__init__()\nreturn x"),
     "frame-attribute": ("g = (i for i in [1])\nf = g.gi_frame\nreturn x", "g = (i for i in [1])\nf = next(g)\nreturn x"),
     "module-assignment": ("np.linalg.norm = abs\nreturn x", "self.norm = np.linalg.norm\nreturn x"),
+    "module-assignment held by self": ("self.la = np.linalg\nself.la.norm = abs\nreturn x",
+                                       "self.la = np.linalg\nself.la = None\nself.cache = {}\nreturn x"),
     "global-statement": ("global logger\nlogger = None\nreturn x", "log = logger\nreturn x"),
     "private-attribute": ("core = np._core\nreturn x", "self._cache = {}\nreturn x"),
     "protocol-override": ("class Any:\n    def __eq__(self, other):\n        return True\nreturn x",
                           "class Any:\n    def __repr__(self):\n        return 'Any'\nreturn x"),
     "numeric-subclass": ("class Big(float):\n    pass\nreturn x", "class Big(Module):\n    pass\nreturn x"),
+    "equal-to-anything": ("wrong = np.ma.masked_all(x.shape)\nreturn x", "wrong = np.zeros(x.shape)\nreturn x"),
     "outside-context": ("import scipy\nreturn x", "import numpy.linalg\nreturn x"),
     "builtin-outside-allow-list": ("where = id(x)\nreturn x", "where = hash(1)\nreturn x"),
     "unauditable": ("return x" + ".T" * 20000, "return x" + ".T" * 20),
@@ -47,26 +50,31 @@ def findings(body: str):
     return corpus_task.audit(HOST, corpus_task.indented(HOST, body + "\n"))
 
 
+def rule_of(example: str) -> str:
+    return example.split(" ", 1)[0]  # "module-assignment held by self": a second example of the row
+
+
 def test_every_row_has_a_reason_a_kind_and_an_example():
-    assert set(EXAMPLES) == set(RULES) and len(RULES) == len(POLICY)
+    assert {rule_of(name) for name in EXAMPLES} == set(RULES) and len(RULES) == len(POLICY)
     for rule in POLICY:
         assert rule.reason and rule.kind in {"hidden", "tampering", "memory", "exit", "process", "native",
                                              "introspection", "exec", "comparison", "context"}, rule
 
 
-@pytest.mark.parametrize("rule", sorted(EXAMPLES))
-def test_the_row_finds_its_example_on_its_line(rule):
-    found = findings(EXAMPLES[rule][0])
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_the_row_finds_its_example_on_its_line(example):
+    rule = rule_of(example)
+    found = findings(EXAMPLES[example][0])
     assert rule in {f.rule for f in found}, found
     _, snippet = task("tinyformer").snippet(HOST)
     for finding in found:
-        assert snippet.start_line < finding.line <= snippet.start_line + EXAMPLES[rule][0].count("\n") + 1, finding
+        assert snippet.start_line < finding.line <= snippet.start_line + EXAMPLES[example][0].count("\n") + 1, finding
         assert finding.kind == RULES[finding.rule].kind and f"[{finding.rule}]" in finding.detail
 
 
-@pytest.mark.parametrize("rule", sorted(EXAMPLES))
-def test_the_rows_near_miss_is_no_finding(rule):
-    assert findings(EXAMPLES[rule][1]) == []
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_the_rows_near_miss_is_no_finding(example):
+    assert findings(EXAMPLES[example][1]) == []
 
 
 def test_the_context_is_the_tasks_files_not_the_answers_file_alone():
