@@ -221,6 +221,8 @@ class _Policy(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # a name bound to a module or to something imported from one
         self.bound_outside: set[str] = set()  # names the file binds outside the snippet (they shadow builtins)
         self.findings: list[Finding] = []
+        self.builtin_aliases: dict[str, str] = {}  # `F = float`
+        self.functions: dict[str, ast.AST] = {}  # the file's and the answer's own functions, by name
         self.holders: set[str] = set()  # `self.np`, `box["m"]`, `Holder.m`: attributes and items given a module
         self.allowed_calls: set[int] = set()  # ids of getattr/type nodes used as the policy allows
 
@@ -298,6 +300,25 @@ class _Policy(ast.NodeVisitor):
             return self.module_reached(node.elt) or any(self.module_reached(g.iter) for g in node.generators)
         return False
 
+    def handed(self, call: ast.Call) -> None:
+        """`patch(np.linalg)`, `map(patch, [np.linalg])`, `partial(lambda m: ..., np)`: a module handed to a function
+        of the file's or the answer's own makes that function's parameters modules too."""
+        values = [call.func, *call.args, *(k.value for k in call.keywords)]
+        if not any(self.module_reached(value) for value in values[1:]):
+            return
+        for value in values:
+            function = self.functions.get(value.id) if isinstance(value, ast.Name) else None
+            if isinstance(value, ast.Attribute):
+                function = self.functions.get(value.attr)
+            if isinstance(value, ast.Lambda):
+                function = value
+            if function is not None:
+                arguments = function.args  # type: ignore[attr-defined]
+                for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                            *filter(None, [arguments.vararg, arguments.kwarg])]:
+                    if arg.arg != "self":
+                        self.aliases.setdefault(arg.arg, f"__alias__.{arg.arg}")
+
     def held(self, node: ast.AST) -> bool:
         """Whether `node` (an attribute or item chain) is, or is reached from, one the file gave a module."""
         while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -313,6 +334,12 @@ class _Policy(ast.NodeVisitor):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not self.inside(node):
                 self.aliases[node.name] = f"__file__.{node.name}"  # the file is a module the tests share
         for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[node.name] = node
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in _BUILTIN_NAMES:
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.builtin_aliases[target.id] = f"builtins.{node.value.id}"
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".", 1)[0]
@@ -339,6 +366,13 @@ class _Policy(ast.NodeVisitor):
                         for target, value in _bindings(statement):
                             if isinstance(target, ast.Name) and self.module_reached(value):
                                 self.holders.add(f"{node.name}.{target.id}")
+                if isinstance(node, (ast.With, ast.AsyncWith)):  # `with nullcontext(np.linalg) as la`
+                    for item in node.items:
+                        if isinstance(item.optional_vars, ast.Name) and isinstance(item.context_expr, ast.Call) \
+                                and any(self.module_reached(a) for a in item.context_expr.args):
+                            self.aliases.setdefault(item.optional_vars.id, f"__alias__.{item.optional_vars.id}")
+                if isinstance(node, ast.Call):
+                    self.handed(node)
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                         and isinstance(node.func.value, ast.Name) and node.func.value.id not in self.aliases \
                         and any(self.module_reached(a) for a in [*node.args, *(k.value for k in node.keywords)]):
@@ -506,8 +540,10 @@ class _Policy(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         numeric = RULES["numeric-subclass"]
         for base in node.bases:
-            name = self.qualified(base)
-            if isinstance(base, ast.Call) or (name and any(name == n or name.startswith(f"{n}.") for n in numeric.names)):
+            name = self.builtin_aliases.get(base.id) if isinstance(base, ast.Name) else None
+            name = name or self.qualified(base)
+            computed = not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript))  # type(x), *bases
+            if computed or (name and any(name == n or name.startswith(f"{n}.") for n in numeric.names)):
                 self.flag(base, "numeric-subclass", f"class {node.name} subclasses {ast.unparse(base)}")
         for keyword in node.keywords:
             self.flag(node, "numeric-subclass", f"class {node.name} sets {keyword.arg}")
@@ -528,8 +564,9 @@ class _Policy(ast.NodeVisitor):
             if self.literal_getattr(node):
                 return self.reaches_module(node.args[0])
             func = node.func
-            if isinstance(func, ast.Attribute):  # a method's or a library function's result is a value
-                return False
+            if isinstance(func, ast.Attribute):  # a library function's or method's result is a value, an own one's
+                return func.attr in self.functions  # can be anything
+
             return True
         return self.module_reached(node)
 
