@@ -111,14 +111,30 @@ def contained(run: ItemRun) -> None:
         assert verdict.findings and all("kind" in f and "detail" in f for f in verdict.findings)
 
 
+MEASURED: dict[str, str] = {}  # entry: what the test itself said on bwrap warm (a flag keeps the test's word)
+
+
 @pytest.mark.parametrize("entry", HOSTILE, ids=ids)
 def test_a_hostile_answer_never_passes_on_bwrap_warm(sandbox_sessions, entry):
     session = sandbox_sessions("bwrap", "warm", entry.task)
     run = platform_run(session, entry)
+    MEASURED[entry.name] = run.verdict.measured or run.verdict.status
     contained(run)
     assert session.forking == forks(entry.task), "the session fell back to cold starts"
     static = [f for f in run.verdict.findings if f["source"] == "static"]
     assert static and all(f["rule"] in RULES for f in static), run.verdict
+
+
+def test_what_holds_the_hostile_answers(capsys):
+    # Reported, not asserted: how many hostile answers the test itself passed, held by the flag alone (the static
+    # policy, or the runtime guard) — on today's harness every skip is one of them.
+    if not MEASURED:
+        pytest.skip("the bwrap warm corpus did not run in this session")
+    passed = sorted(name for name, measured in MEASURED.items() if measured == "passed")
+    by_class = {cls: sum(1 for e in HOSTILE if e.cls == cls and e.name in passed) for cls in sorted(CLASSES)}
+    with capsys.disabled():
+        print(f"\nhostile corpus on bwrap warm: {len(MEASURED)} run, none passed; the test itself said passed for "
+              f"{len(passed)} (held by their flag alone), by class: {by_class}")
 
 
 @pytest.mark.parametrize("entry", REPRESENTATIVE, ids=ids)
