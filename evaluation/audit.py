@@ -302,22 +302,41 @@ class _Policy(ast.NodeVisitor):
 
     def handed(self, call: ast.Call) -> None:
         """`patch(np.linalg)`, `map(patch, [np.linalg])`, `partial(lambda m: ..., np)`: a module handed to a function
-        of the file's or the answer's own makes that function's parameters modules too."""
+        of the file's or the answer's own makes the parameter it lands in a module too (called directly: the one in
+        its position or of its keyword; handed on through another call: every parameter)."""
         values = [call.func, *call.args, *(k.value for k in call.keywords)]
         if not any(self.module_reached(value) for value in values[1:]):
             return
-        for value in values:
-            function = self.functions.get(value.id) if isinstance(value, ast.Name) else None
-            if isinstance(value, ast.Attribute):
-                function = self.functions.get(value.attr)
-            if isinstance(value, ast.Lambda):
-                function = value
+        direct = self.own_function(call.func)
+        if direct is not None:
+            arguments = direct.args  # type: ignore[attr-defined]
+            positional = [arg.arg for arg in [*arguments.posonlyargs, *arguments.args]]
+            if positional[:1] == ["self"] and isinstance(call.func, ast.Attribute):
+                positional = positional[1:]
+            names = [name for name, arg in zip(positional, call.args) if self.module_reached(arg)]
+            names += [k.arg for k in call.keywords if k.arg and self.module_reached(k.value)]
+            if any(isinstance(arg, ast.Starred) for arg in call.args) or any(not k.arg for k in call.keywords):
+                names = positional + [arg.arg for arg in arguments.kwonlyargs]
+            for name in names:
+                self.aliases.setdefault(name, f"__alias__.{name}")
+            return
+        for value in values[1:]:
+            function = self.own_function(value)
             if function is not None:
                 arguments = function.args  # type: ignore[attr-defined]
                 for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
                             *filter(None, [arguments.vararg, arguments.kwarg])]:
                     if arg.arg != "self":
                         self.aliases.setdefault(arg.arg, f"__alias__.{arg.arg}")
+
+    def own_function(self, node: ast.AST) -> ast.AST | None:
+        if isinstance(node, ast.Lambda):
+            return node
+        if isinstance(node, ast.Name):
+            return self.functions.get(node.id)
+        if isinstance(node, ast.Attribute):
+            return self.functions.get(node.attr)
+        return None
 
     def held(self, node: ast.AST) -> bool:
         """Whether `node` (an attribute or item chain) is, or is reached from, one the file gave a module."""

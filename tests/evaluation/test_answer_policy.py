@@ -31,6 +31,9 @@ EXAMPLES = {
     "dunder": ("code = self.forward.__code__\nreturn x", "super().__init__()\nreturn x"),
     "frame-attribute": ("g = (i for i in [1])\nf = g.gi_frame\nreturn x", "g = (i for i in [1])\nf = next(g)\nreturn x"),
     "module-assignment": ("np.linalg.norm = abs\nreturn x", "self.norm = np.linalg.norm\nreturn x"),
+    "module-assignment through a parameter": (
+        "def patch(module, out):\n    module.norm = abs\npatch(np.linalg, [0])\nreturn x",
+        "def apply(function, out):\n    out[0] = function(1.0)\napply(np.tanh, [0.0])\nreturn x"),
     "module-assignment held by self": ("self.la = np.linalg\nself.la.norm = abs\nreturn x",
                                        "self.la = np.linalg\nself.la = None\nself.cache = {}\nreturn x"),
     "global-statement": ("global logger\nlogger = None\nreturn x", "log = logger\nreturn x"),
