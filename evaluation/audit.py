@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -198,13 +199,8 @@ class Context:
                 continue
             parts = PurePosixPath(path).with_suffix("").parts
             own.update(part for part in parts if part not in hidden and part != "__init__")
-            if text == answer_source:
-                continue
-            try:
-                tree = ast.parse(text)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                continue
-            libraries.update(_imported_tops(tree))
+            if text != answer_source:
+                libraries.update(_libraries_of(text))
         libraries.update(_imported_tops(answer, outside=span))
         return cls(frozenset(own), frozenset(libraries - hidden), hidden)
 
@@ -340,6 +336,8 @@ class _Policy(ast.NodeVisitor):
 
     def held(self, node: ast.AST) -> bool:
         """Whether `node` (an attribute or item chain) is, or is reached from, one the file gave a module."""
+        if not self.holders:
+            return False
         while isinstance(node, (ast.Attribute, ast.Subscript)):
             if ast.unparse(node) in self.holders:
                 return True
@@ -352,7 +350,8 @@ class _Policy(ast.NodeVisitor):
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not self.inside(node):
                 self.aliases[node.name] = f"__file__.{node.name}"  # the file is a module the tests share
-        for node in ast.walk(tree):
+        nodes = list(ast.walk(tree))
+        for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in _BUILTIN_NAMES:
@@ -371,8 +370,10 @@ class _Policy(ast.NodeVisitor):
             if not self.inside(node):
                 for name in _bound_names(node):
                     self.bound_outside.add(name)
-        for _ in range(3):  # aliases of aliases: `la = np.linalg; f = la`
-            for node in ast.walk(tree):
+        bindings = [node for node in nodes if isinstance(node, _BINDING)]
+        for _ in range(4):  # aliases of aliases (`la = np.linalg; f = la`), until nothing changes
+            known = (len(self.aliases), len(self.holders))
+            for node in bindings:
                 for target, value in _bindings(node):
                     if not self.module_reached(value):
                         continue
@@ -397,6 +398,8 @@ class _Policy(ast.NodeVisitor):
                         and any(self.module_reached(a) for a in [*node.args, *(k.value for k in node.keywords)]):
                     # `box.append(np.linalg)`: the container now holds a module (a method of a module is not)
                     self.aliases[node.func.value.id] = f"__alias__.{node.func.value.id}"
+            if (len(self.aliases), len(self.holders)) == known:
+                break
 
     # -- visitors
 
@@ -574,7 +577,7 @@ class _Policy(ast.NodeVisitor):
         """Whether assigning into `node` changes a module or something of one: its root (below attributes and
         subscripts) is bound to one, or is computed by a call the policy cannot follow (`type(x)`, a function)."""
         while isinstance(node, (ast.Attribute, ast.Subscript)):
-            if isinstance(node, ast.Attribute) and _DUNDER.match(node.attr) or ast.unparse(node) in self.holders:
+            if isinstance(node, ast.Attribute) and _DUNDER.match(node.attr) or self.held(node):
                 return True
             node = node.value
         if isinstance(node, ast.Name):
@@ -594,6 +597,15 @@ class _Policy(ast.NodeVisitor):
             self.flag(target, "module-assignment", f"assigns into {ast.unparse(target)[:80]}")
 
 
+@functools.lru_cache(maxsize=256)
+def _libraries_of(text: str) -> frozenset[str]:
+    """What a task file imports, read once per worker (every item of the task has the same context files)."""
+    try:
+        return frozenset(_imported_tops(ast.parse(text)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+
+
 def _imported_tops(tree: ast.Module, *, outside: tuple[int, int] = (0, -1)) -> Iterator[str]:
     """Top-level names of the modules `tree` imports absolutely, leaving out the lines `outside` spans."""
     for node in ast.walk(tree):
@@ -603,6 +615,11 @@ def _imported_tops(tree: ast.Module, *, outside: tuple[int, int] = (0, -1)) -> I
             yield from (alias.name.split(".", 1)[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             yield node.module.split(".", 1)[0]
+
+
+# Nodes that can bind a module to a name, an attribute, an item or a parameter.
+_BINDING = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension,
+            ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Call)
 
 
 def _bound_names(node: ast.AST) -> Iterator[str]:
