@@ -218,7 +218,8 @@ class _Policy(ast.NodeVisitor):
         self.bound_outside: set[str] = set()  # names the file binds outside the snippet (they shadow builtins)
         self.findings: list[Finding] = []
         self.builtin_aliases: dict[str, str] = {}  # `F = float`
-        self.functions: dict[str, ast.AST] = {}  # the file's and the answer's own functions, by name
+        self.functions: dict[str, ast.AST] = {}
+        self.classes: set[str] = set()  # the file's and the answer's own classes  # the file's and the answer's own functions, by name
         self.holders: set[str] = set()  # `self.np`, `box["m"]`, `Holder.m`: attributes and items given a module
         self.allowed_calls: set[int] = set()  # ids of getattr/type nodes used as the policy allows
 
@@ -354,6 +355,8 @@ class _Policy(ast.NodeVisitor):
         for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
+            if isinstance(node, ast.ClassDef):
+                self.classes.add(node.name)
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in _BUILTIN_NAMES:
                 for target in node.targets:
                     if isinstance(target, ast.Name):
@@ -564,7 +567,10 @@ class _Policy(ast.NodeVisitor):
         for base in node.bases:
             name = self.builtin_aliases.get(base.id) if isinstance(base, ast.Name) else None
             name = name or self.qualified(base)
-            computed = not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript))  # type(x), *bases
+            # type(x), *bases, (1.0).__class__, x.dtype.type, a name bound to any of those: what it is is computed
+            computed = not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript)) \
+                or isinstance(base, ast.Attribute) and (name is None or self.builtin_rooted(base)) \
+                or isinstance(base, ast.Name) and name is None and base.id not in self.classes
             if computed or (name and any(name == n or name.startswith(f"{n}.") for n in numeric.names)):
                 self.flag(base, "numeric-subclass", f"class {node.name} subclasses {ast.unparse(base)}")
         for keyword in node.keywords:

@@ -4,9 +4,9 @@ Every hostile answer first proves its attack: spliced in and run with plain `pyt
 harness, no sandbox), it passes the task's tests; an entry whose attack does not pass unguarded fails here, so a
 broken attack never counts as contained. Then the static policy finds it, and through the platform (the executor,
 the real sandbox) it is failed or flagged, never passed: every entry on bwrap warm (through the fork server where
-the platform forks the task's items: not for the pure-Python trimmed-infonce, which starts cold there too), one
-entry of each class on bwrap cold and on docker warm and cold (the full cross product would run each answer four
-times for the same static finding, which is what contains most of them today).
+the platform forks the task's items: not for the pure-Python trimmed-infonce, which starts cold there too), and
+the first entry of each class and of each task on bwrap cold and on docker warm and cold (the full cross product
+would run each answer four times for the same static finding, which is what holds most of them today).
 The honest respellings run unguarded and through the policy each, and one of each task through the platform.
 
 Every honest answer (the references of the demo set and of bench_pipeline's heavy set, and the respellings) passes
@@ -32,8 +32,10 @@ CORPUS = Path(__file__).parent / "corpus"
 HOSTILE = sorted(entries(CORPUS / "hostile.yaml"), key=lambda entry: entry.task)  # one task after another: warm
 HONEST = entries(CORPUS / "honest.yaml")
 CLASSES = {"skip", "exit", "equal", "helpers", "sabotage", "restore", "hidden"}
-# The first entry of each class, in the corpus's order: what runs on the other backends and modes.
-REPRESENTATIVE = [next(e for e in entries(CORPUS / "hostile.yaml") if e.cls == cls) for cls in sorted(CLASSES)]
+# The first entry of each class, and of each task no such entry is of: what runs on the other backends and modes.
+_FIRSTS = [next(e for e in entries(CORPUS / "hostile.yaml") if e.cls == cls) for cls in sorted(CLASSES)]
+REPRESENTATIVE = _FIRSTS + [next(e for e in entries(CORPUS / "hostile.yaml") if e.task == name)
+                            for name in sorted({e.task for e in HOSTILE} - {e.task for e in _FIRSTS})]
 # The first respelling of each task: what also runs through the platform (the static check runs for every one).
 HONEST_REPRESENTATIVE = [next(e for e in HONEST if e.task == name) for name in sorted({e.task for e in HONEST})]
 LIMITS = Limits(wall_seconds=60, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0, output_bytes=1024 * 1024,

@@ -41,6 +41,8 @@ EXAMPLES = {
     "protocol-override": ("class Any:\n    def __eq__(self, other):\n        return True\nreturn x",
                           "class Any:\n    def __repr__(self):\n        return 'Any'\nreturn x"),
     "numeric-subclass": ("class Big(float):\n    pass\nreturn x", "class Big(Module):\n    pass\nreturn x"),
+    "numeric-subclass of a computed base": ("class Big(x.dtype.type):\n    pass\nreturn x",
+                                            "class Small:\n    pass\nclass Big(Small):\n    pass\nreturn x"),
     "equal-to-anything": ("wrong = np.ma.masked_all(x.shape)\nreturn x", "wrong = np.zeros(x.shape)\nreturn x"),
     "outside-context": ("import scipy\nreturn x", "import numpy.linalg\nreturn x"),
     "builtin-outside-allow-list": ("where = id(x)\nreturn x", "where = hash(1)\nreturn x"),
