@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -104,6 +105,9 @@ POLICY: tuple[Rule, ...] = (
          _names("builtins.float builtins.int builtins.complex builtins.bool numbers decimal.Decimal "
                 "fractions.Fraction numpy torch.Tensor torch.nn.Parameter torch.nn.parameter torch.nn.Buffer "
                 "torch._tensor")),
+    Rule("equal-to-anything", "comparison", "uses library objects that numpy's assertion helpers take as equal to "
+         "anything (a fully masked array passes assert_allclose and assert_array_equal against any value)",
+         _names("numpy.ma numpy.lib.recfunctions numpy.lib.mixins")),
     Rule("outside-context", "context", "imports a module outside the answer's context (the task's own modules, the "
          "libraries the task's files import, the standard library's computing modules)"),
     Rule("builtin-outside-allow-list", "context", "uses a builtin outside the list an answer may use"),
@@ -134,7 +138,7 @@ _DUNDER = re.compile(r"^__\w+__$")
 _DUNDER_IN_TEXT = re.compile(r"__[A-Za-z]\w*?__")
 _PROCFS = re.compile(r"/proc\b|/dev/(fd|std)")
 _SYSTEM = ("system-exit", "system-process", "system-native", "system-introspection", "system-tampering",
-           "dynamic-code", "dynamic-import", "file-access", "test-framework")
+           "dynamic-code", "dynamic-import", "file-access", "test-framework", "equal-to-anything")
 _REFLECTIVE = ("reflective-builtin", "computed-attribute", "type-construction")
 # Modules other modules keep as attributes (logging.sys, torch.os, ndarray.ctypes): an attribute of one of these
 # names leads to the module, whatever its object.
@@ -183,7 +187,10 @@ class Context:
     hidden: frozenset[str]
 
     @classmethod
-    def of(cls, *, sources: Mapping[str, str], hidden_files: Iterable[str]) -> Context:
+    def of(cls, *, sources: Mapping[str, str], hidden_files: Iterable[str], answer: ast.Module,
+           answer_source: str, span: tuple[int, int]) -> Context:
+        """The context of an answer spliced as lines `span` of `answer` (parsed from `answer_source`, which is
+        one of `sources` or none): the snippet's own imports are not its context."""
         hidden_files = set(hidden_files)
         hidden = frozenset(PurePosixPath(path).stem for path in hidden_files)
         own, libraries = set(), set()
@@ -192,15 +199,9 @@ class Context:
                 continue
             parts = PurePosixPath(path).with_suffix("").parts
             own.update(part for part in parts if part not in hidden and part != "__init__")
-            try:
-                tree = ast.parse(text)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    libraries.update(alias.name.split(".", 1)[0] for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    libraries.add(node.module.split(".", 1)[0])
+            if text != answer_source:
+                libraries.update(_libraries_of(text))
+        libraries.update(_imported_tops(answer, outside=span))
         return cls(frozenset(own), frozenset(libraries - hidden), hidden)
 
     def allows(self, module: str) -> bool:
@@ -216,6 +217,10 @@ class _Policy(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # a name bound to a module or to something imported from one
         self.bound_outside: set[str] = set()  # names the file binds outside the snippet (they shadow builtins)
         self.findings: list[Finding] = []
+        self.builtin_aliases: dict[str, str] = {}  # `F = float`
+        self.functions: dict[str, ast.AST] = {}
+        self.classes: set[str] = set()  # the file's and the answer's own classes  # the file's and the answer's own functions, by name
+        self.holders: set[str] = set()  # `self.np`, `box["m"]`, `Holder.m`: attributes and items given a module
         self.allowed_calls: set[int] = set()  # ids of getattr/type nodes used as the policy allows
 
     # -- helpers
@@ -265,13 +270,15 @@ class _Policy(ast.NodeVisitor):
         if isinstance(node, (ast.Name, ast.Attribute)):
             name = self.qualified(node)
             return name is not None and not name.startswith("builtins.")
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and self.held(node):
+            return True
         if isinstance(node, ast.Call) and self.literal_getattr(node):
             return self.module_reached(node.args[0])
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.builtin(node.func.id):
             if f"builtins.{node.func.id}" in RULES["reflective-builtin"].names:
                 return True  # vars(m), globals(): a module's own namespace
             if node.func.id in PASSING:
-                return any(self.module_reached(arg) for arg in node.args)
+                return any(self.module_reached(arg) for arg in [*node.args, *(k.value for k in node.keywords)])
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return any(self.module_reached(element) for element in node.elts)
         if isinstance(node, ast.Dict):
@@ -290,13 +297,70 @@ class _Policy(ast.NodeVisitor):
             return self.module_reached(node.elt) or any(self.module_reached(g.iter) for g in node.generators)
         return False
 
+    def handed(self, call: ast.Call) -> None:
+        """`patch(np.linalg)`, `map(patch, [np.linalg])`, `partial(lambda m: ..., np)`: a module handed to a function
+        of the file's or the answer's own makes the parameter it lands in a module too (called directly: the one in
+        its position or of its keyword; handed on through another call: every parameter)."""
+        values = [call.func, *call.args, *(k.value for k in call.keywords)]
+        if not any(self.module_reached(value) for value in values[1:]):
+            return
+        direct = self.own_function(call.func)
+        if direct is not None:
+            arguments = direct.args  # type: ignore[attr-defined]
+            positional = [arg.arg for arg in [*arguments.posonlyargs, *arguments.args]]
+            if positional[:1] == ["self"] and isinstance(call.func, ast.Attribute):
+                positional = positional[1:]
+            names = [name for name, arg in zip(positional, call.args) if self.module_reached(arg)]
+            names += [k.arg for k in call.keywords if k.arg and self.module_reached(k.value)]
+            if any(isinstance(arg, ast.Starred) for arg in call.args) or any(not k.arg for k in call.keywords):
+                names = positional + [arg.arg for arg in arguments.kwonlyargs]
+            for name in names:
+                self.aliases.setdefault(name, f"__alias__.{name}")
+            return
+        for value in values[1:]:
+            function = self.own_function(value)
+            if function is not None:
+                arguments = function.args  # type: ignore[attr-defined]
+                for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                            *filter(None, [arguments.vararg, arguments.kwarg])]:
+                    if arg.arg != "self":
+                        self.aliases.setdefault(arg.arg, f"__alias__.{arg.arg}")
+
+    def own_function(self, node: ast.AST) -> ast.AST | None:
+        if isinstance(node, ast.Lambda):
+            return node
+        if isinstance(node, ast.Name):
+            return self.functions.get(node.id)
+        if isinstance(node, ast.Attribute):
+            return self.functions.get(node.attr)
+        return None
+
+    def held(self, node: ast.AST) -> bool:
+        """Whether `node` (an attribute or item chain) is, or is reached from, one the file gave a module."""
+        if not self.holders:
+            return False
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            if ast.unparse(node) in self.holders:
+                return True
+            node = node.value
+        return False
+
     # -- bindings (collected over the whole file first)
 
     def collect(self, tree: ast.Module) -> None:
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not self.inside(node):
                 self.aliases[node.name] = f"__file__.{node.name}"  # the file is a module the tests share
-        for node in ast.walk(tree):
+        nodes = list(ast.walk(tree))
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[node.name] = node
+            if isinstance(node, ast.ClassDef):
+                self.classes.add(node.name)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in _BUILTIN_NAMES:
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.builtin_aliases[target.id] = f"builtins.{node.value.id}"
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".", 1)[0]
@@ -309,11 +373,36 @@ class _Policy(ast.NodeVisitor):
             if not self.inside(node):
                 for name in _bound_names(node):
                     self.bound_outside.add(name)
-        for _ in range(3):  # aliases of aliases: `la = np.linalg; f = la`
-            for node in ast.walk(tree):
+        bindings = [node for node in nodes if isinstance(node, _BINDING)]
+        for _ in range(4):  # aliases of aliases (`la = np.linalg; f = la`), until nothing changes
+            known = (len(self.aliases), len(self.holders))
+            for node in bindings:
                 for target, value in _bindings(node):
-                    if isinstance(target, ast.Name) and target.id not in self.aliases and self.module_reached(value):
+                    if not self.module_reached(value):
+                        continue
+                    if isinstance(target, ast.Name) and target.id not in self.aliases:
                         self.aliases[target.id] = self.qualified(value) or f"__alias__.{target.id}"
+                    elif isinstance(target, (ast.Attribute, ast.Subscript)):
+                        self.holders.add(ast.unparse(target))
+                if isinstance(node, ast.ClassDef):  # `class Holder: m = np.linalg`
+                    for statement in node.body:
+                        for target, value in _bindings(statement):
+                            if isinstance(target, ast.Name) and self.module_reached(value):
+                                self.holders.add(f"{node.name}.{target.id}")
+                if isinstance(node, (ast.With, ast.AsyncWith)):  # `with nullcontext(np.linalg) as la`
+                    for item in node.items:
+                        if isinstance(item.optional_vars, ast.Name) and isinstance(item.context_expr, ast.Call) \
+                                and any(self.module_reached(a) for a in item.context_expr.args):
+                            self.aliases.setdefault(item.optional_vars.id, f"__alias__.{item.optional_vars.id}")
+                if isinstance(node, ast.Call):
+                    self.handed(node)
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id not in self.aliases \
+                        and any(self.module_reached(a) for a in [*node.args, *(k.value for k in node.keywords)]):
+                    # `box.append(np.linalg)`: the container now holds a module (a method of a module is not)
+                    self.aliases[node.func.value.id] = f"__alias__.{node.func.value.id}"
+            if (len(self.aliases), len(self.holders)) == known:
+                break
 
     # -- visitors
 
@@ -476,8 +565,13 @@ class _Policy(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         numeric = RULES["numeric-subclass"]
         for base in node.bases:
-            name = self.qualified(base)
-            if isinstance(base, ast.Call) or (name and any(name == n or name.startswith(f"{n}.") for n in numeric.names)):
+            name = self.builtin_aliases.get(base.id) if isinstance(base, ast.Name) else None
+            name = name or self.qualified(base)
+            # type(x), *bases, (1.0).__class__, x.dtype.type, a name bound to any of those: what it is is computed
+            computed = not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript)) \
+                or isinstance(base, ast.Attribute) and (name is None or self.builtin_rooted(base)) \
+                or isinstance(base, ast.Name) and name is None and base.id not in self.classes
+            if computed or (name and any(name == n or name.startswith(f"{n}.") for n in numeric.names)):
                 self.flag(base, "numeric-subclass", f"class {node.name} subclasses {ast.unparse(base)}")
         for keyword in node.keywords:
             self.flag(node, "numeric-subclass", f"class {node.name} sets {keyword.arg}")
@@ -489,7 +583,7 @@ class _Policy(ast.NodeVisitor):
         """Whether assigning into `node` changes a module or something of one: its root (below attributes and
         subscripts) is bound to one, or is computed by a call the policy cannot follow (`type(x)`, a function)."""
         while isinstance(node, (ast.Attribute, ast.Subscript)):
-            if isinstance(node, ast.Attribute) and _DUNDER.match(node.attr):
+            if isinstance(node, ast.Attribute) and _DUNDER.match(node.attr) or self.held(node):
                 return True
             node = node.value
         if isinstance(node, ast.Name):
@@ -498,14 +592,40 @@ class _Policy(ast.NodeVisitor):
             if self.literal_getattr(node):
                 return self.reaches_module(node.args[0])
             func = node.func
-            if isinstance(func, ast.Attribute):  # a method's or a library function's result is a value
-                return False
+            if isinstance(func, ast.Attribute):  # a library function's or method's result is a value, an own one's
+                return func.attr in self.functions  # can be anything
+
             return True
         return self.module_reached(node)
 
     def stored(self, target: ast.Attribute | ast.Subscript) -> None:
         if self.reaches_module(target.value):
             self.flag(target, "module-assignment", f"assigns into {ast.unparse(target)[:80]}")
+
+
+@functools.lru_cache(maxsize=256)
+def _libraries_of(text: str) -> frozenset[str]:
+    """What a task file imports, read once per worker (every item of the task has the same context files)."""
+    try:
+        return frozenset(_imported_tops(ast.parse(text)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+
+
+def _imported_tops(tree: ast.Module, *, outside: tuple[int, int] = (0, -1)) -> Iterator[str]:
+    """Top-level names of the modules `tree` imports absolutely, leaving out the lines `outside` spans."""
+    for node in ast.walk(tree):
+        if outside[0] <= getattr(node, "lineno", 0) <= outside[1]:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".", 1)[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module.split(".", 1)[0]
+
+
+# Nodes that can bind a module to a name, an attribute, an item or a parameter.
+_BINDING = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension,
+            ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Call)
 
 
 def _bound_names(node: ast.AST) -> Iterator[str]:
@@ -567,8 +687,8 @@ def answer_audit(*, source: str, first_line: int, last_line: int, hidden_modules
     except (RecursionError, MemoryError):
         return [_unauditable(first_line)]
     hidden_files = tuple(hidden_files)
-    context = Context.of(sources=context_sources if context_sources is not None else {"answer.py": source},
-                         hidden_files=hidden_files)
+    context = Context.of(sources=context_sources or {}, hidden_files=hidden_files, answer=tree, answer_source=source,
+                         span=(first_line, last_line))
     modules = frozenset(hidden_modules) | context.hidden
     context = Context(context.own - modules, context.libraries - modules, modules)
     names = frozenset(modules | {PurePosixPath(path).name for path in hidden_files})

@@ -4,9 +4,9 @@ Every hostile answer first proves its attack: spliced in and run with plain `pyt
 harness, no sandbox), it passes the task's tests; an entry whose attack does not pass unguarded fails here, so a
 broken attack never counts as contained. Then the static policy finds it, and through the platform (the executor,
 the real sandbox) it is failed or flagged, never passed: every entry on bwrap warm (through the fork server where
-the platform forks the task's items: not for the pure-Python trimmed-infonce, which starts cold there too), one
-entry of each class on bwrap cold and on docker warm and cold (the full cross product would run each answer four
-times for the same static finding, which is what contains most of them today).
+the platform forks the task's items: not for the pure-Python trimmed-infonce, which starts cold there too), and
+the first entry of each class and of each task on bwrap cold and on docker warm and cold (the full cross product
+would run each answer four times for the same static finding, which is what holds most of them today).
 The honest respellings run unguarded and through the policy each, and one of each task through the platform.
 
 Every honest answer (the references of the demo set and of bench_pipeline's heavy set, and the respellings) passes
@@ -32,8 +32,10 @@ CORPUS = Path(__file__).parent / "corpus"
 HOSTILE = sorted(entries(CORPUS / "hostile.yaml"), key=lambda entry: entry.task)  # one task after another: warm
 HONEST = entries(CORPUS / "honest.yaml")
 CLASSES = {"skip", "exit", "equal", "helpers", "sabotage", "restore", "hidden"}
-# The first entry of each class, in the corpus's order: what runs on the other backends and modes.
-REPRESENTATIVE = [next(e for e in entries(CORPUS / "hostile.yaml") if e.cls == cls) for cls in sorted(CLASSES)]
+# The first entry of each class, and of each task no such entry is of: what runs on the other backends and modes.
+_FIRSTS = [next(e for e in entries(CORPUS / "hostile.yaml") if e.cls == cls) for cls in sorted(CLASSES)]
+REPRESENTATIVE = _FIRSTS + [next(e for e in entries(CORPUS / "hostile.yaml") if e.task == name)
+                            for name in sorted({e.task for e in HOSTILE} - {e.task for e in _FIRSTS})]
 # The first respelling of each task: what also runs through the platform (the static check runs for every one).
 HONEST_REPRESENTATIVE = [next(e for e in HONEST if e.task == name) for name in sorted({e.task for e in HONEST})]
 LIMITS = Limits(wall_seconds=60, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0, output_bytes=1024 * 1024,
@@ -111,14 +113,30 @@ def contained(run: ItemRun) -> None:
         assert verdict.findings and all("kind" in f and "detail" in f for f in verdict.findings)
 
 
+MEASURED: dict[str, str] = {}  # entry: what the test itself said on bwrap warm (a flag keeps the test's word)
+
+
 @pytest.mark.parametrize("entry", HOSTILE, ids=ids)
 def test_a_hostile_answer_never_passes_on_bwrap_warm(sandbox_sessions, entry):
     session = sandbox_sessions("bwrap", "warm", entry.task)
     run = platform_run(session, entry)
+    MEASURED[entry.name] = run.verdict.measured or run.verdict.status
     contained(run)
     assert session.forking == forks(entry.task), "the session fell back to cold starts"
     static = [f for f in run.verdict.findings if f["source"] == "static"]
     assert static and all(f["rule"] in RULES for f in static), run.verdict
+
+
+def test_what_holds_the_hostile_answers(capsys):
+    # Reported, not asserted: how many hostile answers the test itself passed, held by the flag alone (the static
+    # policy, or the runtime guard) — on today's harness every skip is one of them.
+    if not MEASURED:
+        pytest.skip("the bwrap warm corpus did not run in this session")
+    passed = sorted(name for name, measured in MEASURED.items() if measured == "passed")
+    by_class = {cls: sum(1 for e in HOSTILE if e.cls == cls and e.name in passed) for cls in sorted(CLASSES)}
+    with capsys.disabled():
+        print(f"\nhostile corpus on bwrap warm: {len(MEASURED)} run, none passed; the test itself said passed for "
+              f"{len(passed)} (held by their flag alone), by class: {by_class}")
 
 
 @pytest.mark.parametrize("entry", REPRESENTATIVE, ids=ids)
