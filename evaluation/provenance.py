@@ -22,12 +22,17 @@ class ProvenanceLabel:
     statement: str  # what exactly the platform vouches for, e.g. "verified upload: checked by maya, ..."
 
 
-# How the API documents the provenance values.
-PROVENANCE_HELP = (
-    "verified (the platform called a provider at the provider's own address, or a calibration model answered), "
-    "verified_upload (uploaded answers a maintainer checked: provenance_statement names who and why), "
-    "self_reported (uploaded and not checked, or generated at the owner's own endpoint, api_base, which can answer "
-    "anything) or reported (published results imported as published).")
+# What each provenance means in general (the leaderboard's legend, the API's documentation); `provenance_of` says it
+# for one run.
+PROVENANCE_MEANINGS = {
+    Provenance.VERIFIED: "the platform called a provider at the provider's own address, or a calibration model "
+                         "answered",
+    Provenance.VERIFIED_UPLOAD: "uploaded answers a maintainer checked (the statement names who, and why)",
+    Provenance.SELF_REPORTED: "answers uploaded and not checked, or fetched from the owner's own endpoint (api_base), "
+                              "which can answer anything",
+    Provenance.REPORTED: "published results imported as published",
+}
+PROVENANCE_HELP = ", ".join(f"{value} ({meaning})" for value, meaning in PROVENANCE_MEANINGS.items()) + "."
 
 
 def provenance_at_start(*, model: ModelEntry, api_base: str) -> str:
@@ -40,6 +45,11 @@ def provenance_at_start(*, model: ModelEntry, api_base: str) -> str:
 def provenance_choices() -> list[tuple[str, str]]:
     """(value, label) of every provenance, for filters."""
     return [(value, label) for value, label in Provenance.choices]
+
+
+def provenance_legend() -> list[tuple[str, str]]:
+    """(label, meaning) of every provenance, for the leaderboard's legend."""
+    return [(Provenance(value).label, meaning) for value, meaning in PROVENANCE_MEANINGS.items()]
 
 
 def _verification(run: EvaluationRun) -> ProvenanceChange | None:

@@ -21,7 +21,7 @@ from config.api import user_may_change
 from evaluation import analysis, reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
-from evaluation.provenance import provenance_choices
+from evaluation.provenance import provenance_choices, provenance_legend
 from evaluation.operations import events_recent, queues_status, runs_stalled, workers_status
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 
@@ -51,7 +51,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     context = {"version": version, "rows": rows, "filters": filters,
                "ranked": [row for row in rows if not row.calibration],
                "calibration": [row for row in rows if row.calibration],
-               "provenances": provenance_choices(),
+               "provenances": provenance_choices(), "provenance_legend": provenance_legend(),
                "columns": _sort_links(filters), "filter_query": _query(filters), "rank_method": analysis.RANK_METHOD,
                "newest": selectors.latest_published_version()}
     target = request.htmx.target if request.htmx else None

@@ -11,12 +11,14 @@ from django.apps import apps
 from django.test import Client
 from django.urls import reverse
 
+from benchmarks import visibility
 from benchmarks.models import Snippet, VersionTask
 from benchmarks.services import pset_import, version_publish, version_task_set
 from evaluation import services, tasks
 from evaluation.llm import ModelCall, complete
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.provenance import provenance_of
+from evaluation.selectors import item_prompt
 from tests.conftest import DEMO_PSET, client_for
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_leaderboard import evaluate
@@ -108,27 +110,45 @@ def held_out_version(media_root):
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_held_out_prompts_are_checked_again_per_item_against_the_snapshot(held_out_version, maintainer,
-                                                                          celery_worker_factory):
+def test_held_out_prompts_are_checked_again_per_item_against_the_snapshot(held_out_version, author, settings,
+                                                                          monkeypatch, celery_worker_factory):
     celery_worker_factory  # the test's own broker: the item handed on to the sandbox queue lands there, untested
     version, task = held_out_version
-    held = list(Snippet.objects.filter(task=task).order_by("pk")[:2])
+    held = Snippet.objects.filter(task=task).order_by("pk").first()
     with openai_server(responder=lambda prompt, body: "```python\npass\n```") as server:
-        model = services.model_register(name="house", display_name="House", litellm_model="openai/house",
-                                        api_base=server.base_url, api_key="sk-house", owner=maintainer)
-        run = services.run_start(model=model, version=version, user=maintainer, dispatch=False)
-        assert run.covers_held_out, "a maintainer's endpoint is trusted with held-out prompts"
+        # The local server stands in for the provider's own address (where litellm sends a model without api_base).
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_BASE", server.base_url)
+        settings.MODEL_API_ALLOWED_HOSTS = ["127.0.0.1"]
+        settings.HELD_OUT_PROVIDERS = frozenset({"openai"})
+        run = services.run_start(model=_own_model(author), version=version, user=author, samples=3, dispatch=False)
+        assert run.covers_held_out and run.api_base == ""
         EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-        tasks.item_generate.apply(args=(run.pk, held[0].pk, 0))
-        assert len(server.chat_requests) == 1, "while trusted, the held-out prompt goes to the snapshot's address"
+        tasks.item_generate.apply(args=(run.pk, held.pk, 0))
+        assert len(server.chat_requests) == 1, "while trusted, the held-out prompt goes to the provider"
 
-        maintainer.groups.clear()  # no longer a maintainer: the snapshot's address is nobody's to trust
-        tasks.item_generate.apply(args=(run.pk, held[1].pk, 0))
-        assert len(server.chat_requests) == 1, "the held-out prompt stayed here"
-    outcome = Outcome.objects.get(run=run, snippet=held[1])
+        settings.HELD_OUT_PROVIDERS = frozenset()  # maintainers withdraw their trust in the provider
+        # The attack without the per-item check: the run's call still goes out.
+        prompt = item_prompt(held, with_paper=run.with_paper, protocol=run.protocol)
+        complete(services.model_call(run=run), prompt)
+        assert len(server.chat_requests) == 2
+        tasks.item_generate.apply(args=(run.pk, held.pk, 1))
+        assert len(server.chat_requests) == 2, "the held-out prompt stayed here"
+    outcome = Outcome.objects.get(run=run, snippet=held, sample=1)
     assert (outcome.status, outcome.category) == ("error", "infrastructure")
     assert outcome.detail == "not sent: the run's endpoint is no longer trusted with held-out prompts"
-    assert not Generation.objects.filter(run=run, snippet=held[1]).exists()
+    assert not Generation.objects.filter(run=run, snippet=held, sample=1).exists()
+
+    # A run that covered held-out items at its start but whose snapshot is an owner's address (a run from before
+    # snapshots, given its model's edited api_base by the migration) sends no held-out prompt either.
+    settings.HELD_OUT_PROVIDERS = frozenset({"openai"})
+    run.refresh_from_db()
+    assert visibility.run_sends_held_out(run=run)
+    EvaluationRun.objects.filter(pk=run.pk).update(api_base=OWN_ENDPOINT)
+    run.refresh_from_db()
+    assert not visibility.run_sends_held_out(run=run)
+    tasks.item_generate.apply(args=(run.pk, held.pk, 2))
+    assert Outcome.objects.get(run=run, snippet=held, sample=2).detail.startswith("not sent:")
 
 
 @pytest.mark.django_db
