@@ -143,13 +143,31 @@ def lazy_imports(helpers, limit=400):
     return list(dict.fromkeys(found))
 
 
+def lazy_imports_found(helpers):
+    """lazy_imports in a fork of ours, so its own tools (dis, ...) are never loaded here, where items would see them."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            os.write(write, "".join(f"{name}\t{item}\n" for name, item in lazy_imports(helpers)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    chunks = []
+    while True:
+        chunk = os.read(read, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read)
+    os.waitpid(pid, 0)
+    return [tuple(line.split("\t", 1)) for line in b"".join(chunks).decode().splitlines() if "\t" in line]
+
+
 warmed = []
 if not threaded and len(sys.argv) > 3 and sys.argv[3]:
-    before = frozenset(sys.modules)
-    targets = lazy_imports(sys.argv[3].split(","))
-    for name in frozenset(sys.modules) - before:  # the scanner's own tools (dis, ...): no item may see them loaded
-        del sys.modules[name]
-    for name, item in targets:
+    for name, item in lazy_imports_found(sys.argv[3].split(",")):
         if (f"{name}.{item}" if item else name) in sys.modules:
             continue
         try:
@@ -788,6 +806,12 @@ class ForkingSession(Session):
                 return None  # tried: these preloads load no ctypes; an item bringing more imports tries again
             try:
                 server = ForkServer(self._zygote_start(preload, limits, self._helpers), backend=self.backend.name)
+            except ForkRefused as exc:  # it did not start (a preload crashed it): this item cold, the next tries again
+                self._restarts += 1
+                self.starts.append(ZygoteStart("gone", str(exc)[:500]))
+                if self._restarts > ZYGOTE_RESTARTS:
+                    raise
+                return None
             except PreloadThreaded as exc:
                 name = str(exc)
                 if name in preload:

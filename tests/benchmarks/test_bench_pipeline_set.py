@@ -37,3 +37,18 @@ def test_the_generated_set_imports_nested_in_one_environment(tmp_path, media_roo
         names = list(task.snippets.values_list("name", flat=True))
         assert len(set(names)) == len(names), "names are unique within a file (FORMAT.md 3)"
     assert [p.seconds >= 2 for p in plans].count(True) == 1, "a few tests last several seconds"
+
+
+def test_the_heterogeneous_set_imports_and_its_papers_import_different_modules(tmp_path, media_root):
+    """--set heterogeneous: every paper's test imports two real modules of the environment's libraries, so twenty
+    papers bring 19 import sets (papers 2 and 17 draw the same two modules): what made the fork server restart per
+    paper."""
+    from evaluation.sandbox.forkserver import preload_modules
+
+    plans = papers_plan(20, 40, heterogeneous=True)
+    pset_heavy_generate(tmp_path, plans, per_second=1000, paper_bytes=3000)
+    call_command("import_pset", str(tmp_path), version="bench-2.0.0", stdout=StringIO(), stderr=StringIO())
+    sets = {frozenset(preload_modules({p.name: p.read_bytes() for p in (tmp_path / plan.paper_id).iterdir()}))
+            for plan in plans}
+    assert len(sets) == 19
+    assert any("sympy" in s for s in sets) and any("scipy.signal" in s for s in sets)

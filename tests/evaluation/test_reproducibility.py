@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 LOCK = {"kind": "venv", "python": "3.11.2", "distributions": {"numpy": "1.26.4"}}
 ITEM_FIELDS = {"item", "sample", "paper", "file", "snippet", "task_content_hash", "prompt_hash", "answer_hash",
                "code_hash", "environment_hash", "environment_lock", "protocol", "limits", "sandbox_backend", "worker",
-               "verdict"}
+               "verdict", "forked"}
 
 
 @pytest.fixture
