@@ -192,20 +192,46 @@ def _outage_record(*, since: datetime, worker: str, what: str, error: Exception)
 
 
 class Watchdog(threading.Thread):
-    """The worker's look for lost work, every RUN_WATCH_SECONDS, with its own database connection."""
+    """The worker's feeder and look for lost work, with its own database connection: every RUN_FEED_SECONDS it tops
+    the running runs up (services.runs_feed), every RUN_WATCH_SECONDS it looks for lost work; a database outage is
+    logged once when it begins and once when it ends."""
 
     def __init__(self, *, worker: str):
         super().__init__(name="rcb-watchdog", daemon=True)
         self.worker, self.stopped = worker, threading.Event()
+        self.database_lost_at: float | None = None
 
     def run(self) -> None:
-        while not self.stopped.wait(settings.RUN_WATCH_SECONDS):
+        feed, watch = settings.RUN_FEED_SECONDS, settings.RUN_WATCH_SECONDS
+        next_look = time.monotonic() + watch
+        while not self.stopped.wait(min(feed, watch) if feed > 0 else watch):
             try:
-                lost_work_redispatch(worker=self.worker)
-            except Exception:  # a service is down: look again next time
-                logger.warning("the watchdog could not look for lost work", exc_info=True)
+                self.look(feeding=feed > 0, for_lost_work=time.monotonic() >= next_look)
             finally:
                 connections.close_all()
+            if time.monotonic() >= next_look:
+                next_look = time.monotonic() + watch
+
+    def look(self, *, feeding: bool, for_lost_work: bool) -> None:
+        from evaluation import services
+
+        try:
+            if feeding:
+                services.runs_feed()
+            if for_lost_work:
+                lost_work_redispatch(worker=self.worker)
+        except (OperationalError, InterfaceError) as exc:
+            if self.database_lost_at is None:
+                self.database_lost_at = time.monotonic()
+                logger.warning("the watchdog cannot reach the database (%s); it tries again quietly until it "
+                               "answers", str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc)
+            return
+        except Exception:  # another service is down: look again next time
+            logger.warning("the watchdog could not look for lost work", exc_info=True)
+        if self.database_lost_at is not None:
+            logger.warning("the watchdog reaches the database again after %.0f s",
+                           time.monotonic() - self.database_lost_at)
+            self.database_lost_at = None
 
 
 _watchdog: Watchdog | None = None
