@@ -198,8 +198,11 @@ RUN_STALL_SECONDS = env.int("RUN_STALL_SECONDS", default=900)
 RUNS_ACTIVE_PER_USER = env.int("RUNS_ACTIVE_PER_USER", default=3)
 # Every worker looks this often (seconds; 0: never) for runs and validations that made no progress for
 # RUN_REDISPATCH_SECONDS while no task of theirs is queued or held by a worker, and queues their missing work again.
-RUN_WATCH_SECONDS = env.int("RUN_WATCH_SECONDS", default=60)
+# On Redis the broker's queues are read per run (they hold only the feeder's shares), so a run none of whose tasks
+# is queued or held by a worker is lost after RUN_LOST_SECONDS without progress, not RUN_REDISPATCH_SECONDS.
+RUN_WATCH_SECONDS = env.int("RUN_WATCH_SECONDS", default=15)
 RUN_REDISPATCH_SECONDS = env.int("RUN_REDISPATCH_SECONDS", default=300)
+RUN_LOST_SECONDS = env.int("RUN_LOST_SECONDS", default=20)
 # A validation (a submission's, or one paper of a set) lost again after this many re-dispatches is given up: its
 # unfinished checks become errors of the platform, so it ends and can be run again instead of blocking for ever.
 VALIDATION_REDISPATCH_MAX = env.int("VALIDATION_REDISPATCH_MAX", default=3)
