@@ -100,6 +100,13 @@ class EvaluationRun(models.Model):
     last_progress_at = models.DateTimeField(null=True, blank=True)
     redispatched_at = models.DateTimeField(
         null=True, blank=True, help_text="When the watchdog last queued again items that had no outcome and no task.")
+    # The feeder (evaluation/watchdog.py) keeps a bounded number of a run's items on the broker, never all at once.
+    priority = models.SmallIntegerField(
+        default=0, help_text="Set by maintainers: a run of priority p keeps 1 + p shares of items in flight (0-10).")
+    feed_cursor = models.PositiveIntegerField(
+        default=0, help_text="How far the feeder went through the run's items in feed order (environment, paper).")
+    fed_items = models.PositiveIntegerField(
+        default=0, help_text="Items queued by the feeder, counted with done_items: fed - done are in flight.")
 
     class Meta:
         ordering = ["-created_at"]

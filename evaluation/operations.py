@@ -90,6 +90,39 @@ def queues_waiting(names: tuple[str, ...] = QUEUES) -> dict[str, int] | None:
         return None
 
 
+# Reading a queue whole is cheap while the feeder bounds it; past this many messages nobody is told anything.
+QUEUE_READ_MAX = 20_000
+
+
+def runs_queued(names: tuple[str, ...] = QUEUES) -> frozenset[int] | None:
+    """Runs some task of which waits in a queue, read from the messages themselves; None when the broker cannot be
+    read so (not Redis, down, or a queue longer than QUEUE_READ_MAX)."""
+    import ast
+
+    from config.celery import app
+
+    url = app.conf.broker_url or ""
+    if not url.startswith(("redis://", "rediss://")):
+        return None
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    runs: set[int] = set()
+    try:
+        for name in names:
+            if client.llen(name) > QUEUE_READ_MAX:
+                return None
+            for raw in client.lrange(name, 0, -1):
+                headers = json.loads(raw).get("headers", {})
+                if headers.get("task") in RUN_TASKS:
+                    args = ast.literal_eval(headers.get("argsrepr") or "()")
+                    if args:
+                        runs.add(int(args[0]))
+    except (redis.RedisError, ValueError, SyntaxError):
+        return None
+    return frozenset(runs)
+
+
 @dataclass(frozen=True)
 class TasksLive:
     """What the workers hold a task for (running, prefetched, or waiting for a retry's countdown)."""

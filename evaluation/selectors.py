@@ -31,6 +31,14 @@ def run_items(run: EvaluationRun) -> list[tuple[int, int]]:
     return [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
 
 
+def run_feed_order(run: EvaluationRun) -> list[tuple[int, int]]:
+    """Every (snippet id, sample) of the run in the order the feeder queues them: grouped by environment, then
+    paper and file, each snippet's samples together, so a worker's fork server sees few import sets at a time."""
+    ids = list(run_snippets(run).order_by("task__environment_hash", "task__paper__slug", "file_path", "pk")
+               .values_list("pk", flat=True))
+    return [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
+
+
 def run_items_missing(run: EvaluationRun) -> list[tuple[int, int]]:
     """Items without an outcome yet: what a resume dispatches."""
     done = set(Outcome.objects.filter(run=run).values_list("snippet_id", "sample"))

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, OuterRef, Subquery
+from django.db.models import Count, F, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
@@ -30,7 +30,7 @@ from evaluation.provenance import provenance_at_start
 from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_store, run_scores_write
-from evaluation.selectors import item_prompt, run_items_missing, run_snippets
+from evaluation.selectors import item_prompt, run_feed_order, run_snippets
 from evaluation.taskfiles import task_annotated, task_files
 
 if TYPE_CHECKING:
@@ -251,26 +251,92 @@ def run_start(
 
 
 def run_dispatch(*, run: EvaluationRun) -> int:
-    """Queue every item without an outcome; returns how many. Items already done are never queued again."""
-    from evaluation import tasks
-
-    missing = run_items_missing(run)
+    """(Re)start feeding the run from its first item: items already done are skipped, and only the run's share is
+    queued now (run_feed); the rest follows as items finish. Returns how many were queued now."""
     run_done_recount(run=run)
+    # Nothing of the run is presumed in flight any more: what was lost is fed again, what is done is skipped.
+    EvaluationRun.objects.filter(pk=run.pk).update(feed_cursor=0, fed_items=F("done_items"))
     EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
         status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now())
-    calls_model = run.model.kind == ModelEntry.Kind.LITELLM
-    task = tasks.item_generate if calls_model else tasks.item_evaluate
-    for queued, (snippet_id, sample) in enumerate(missing):
-        try:
-            task.delay(run.pk, snippet_id, sample)
-        except KombuOperationalError as exc:  # the broker is down: the watchdog queues the rest when it is back
-            event_record(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=run, since=timezone.now(),
-                         detail=f"run {run.pk}: the broker refused new tasks ({exc}); {queued} of {len(missing)} "
-                                f"item(s) queued, the watchdog queues the rest once it answers")
-            return queued
-    if not missing:
+    queued = run_feed(run=run)
+    if not queued:
         run_maybe_finish(run=run)
-    return len(missing)
+    return queued
+
+
+def run_share(*, run: EvaluationRun) -> int:
+    """How many of the run's items may be in flight at once: RUN_ITEMS_IN_FLIGHT per share, 1 + priority shares."""
+    return settings.RUN_ITEMS_IN_FLIGHT * (1 + max(0, run.priority))
+
+
+def _in_flight(runs) -> int:
+    totals = runs.aggregate(fed=Coalesce(Sum("fed_items"), 0), done=Coalesce(Sum("done_items"), 0))
+    return max(0, totals["fed"] - totals["done"])
+
+
+def run_feed(*, run: EvaluationRun) -> int:
+    """Top the run's items in flight up to its share (and its creator's, USER_ITEMS_IN_FLIGHT over all their runs;
+    the platform's own runs, calibration among them, have their own), in feed order; returns how many were queued.
+
+    The row lock is taken with skip_locked and held only to move the cursor: a feeder that finds it taken leaves
+    the top-up to the one holding it. A message the broker refuses stays counted as in flight: the watchdog's
+    lost-work rule (nothing queued or held for the run) feeds it again."""
+    from evaluation import tasks
+
+    active = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+    with transaction.atomic():
+        locked = (EvaluationRun.objects.select_for_update(skip_locked=True, of=("self",))
+                  .select_related("model").filter(pk=run.pk, status=EvaluationRun.Status.RUNNING).first())
+        if locked is None:
+            return 0
+        room = run_share(run=locked) - max(0, locked.fed_items - locked.done_items)
+        if locked.created_by_id is not None and not user_pays_platform(user=locked.created_by):
+            mine = EvaluationRun.objects.filter(created_by_id=locked.created_by_id, status__in=active)
+            room = min(room, settings.USER_ITEMS_IN_FLIGHT - _in_flight(mine))
+        if room <= 0:
+            return 0
+        order = run_feed_order(locked)
+        cursor, batch = locked.feed_cursor, []
+        while len(batch) < room and cursor < len(order):
+            window = order[cursor:cursor + room - len(batch)]
+            done = set(Outcome.objects.filter(run=locked, snippet_id__in={s for s, _ in window})
+                       .values_list("snippet_id", "sample"))
+            batch += [item for item in window if item not in done]
+            cursor += len(window)
+        EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
+    task = tasks.item_generate if locked.model.kind == ModelEntry.Kind.LITELLM else tasks.item_evaluate
+    for queued, (snippet_id, sample) in enumerate(batch):
+        try:
+            task.delay(locked.pk, snippet_id, sample)
+        except KombuOperationalError as exc:  # the broker is down: the watchdog feeds the run again once it answers
+            event_record(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=locked, since=timezone.now(),
+                         detail=f"run {locked.pk}: the broker refused new tasks ({exc}); {queued} of {len(batch)} "
+                                f"item(s) queued, the watchdog feeds the rest once it answers")
+            return queued
+    return len(batch)
+
+
+def runs_feed() -> int:
+    """One feeder pass: every running run topped up in turn, higher priority first, then oldest; returns how many
+    items were queued."""
+    runs = (EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING)
+            .select_related("model", "created_by").order_by("-priority", "created_at"))
+    return sum(run_feed(run=run) for run in runs)
+
+
+RUN_PRIORITY_MAX = 10
+
+
+@transaction.atomic
+def run_priority_set(*, run: EvaluationRun, priority: int, actor) -> EvaluationRun:
+    """A maintainer gives a run more shares of the workers (priority p: 1 + p shares) or the default (0)."""
+    if not user_is_maintainer(user=actor):
+        raise PermissionDenied("only maintainers set a run's priority")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= RUN_PRIORITY_MAX:
+        raise EvaluationError(f"priority must be a whole number from 0 to {RUN_PRIORITY_MAX}, got {priority!r}")
+    EvaluationRun.objects.filter(pk=run.pk).update(priority=priority)
+    run.refresh_from_db()
+    return run
 
 
 def event_record(*, kind: str, detail: str, worker: str = "", run: EvaluationRun | None = None, report=None,

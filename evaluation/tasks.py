@@ -56,7 +56,13 @@ def _retry_or_error(task, *, run: EvaluationRun, snippet: Snippet, sample: int, 
         raise task.retry(exc=exc, countdown=2 ** task.request.retries)
     verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"sandbox failure: {exc}")
     services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
-    services.run_maybe_finish(run=run)
+    _item_ended(run)
+
+
+def _item_ended(run: EvaluationRun) -> None:
+    """An item of the run has its outcome: finish the run if it was the last, else feed the run its next item."""
+    if not services.run_maybe_finish(run=run):
+        services.run_feed(run=run)
 
 
 @shared_task(bind=True, max_retries=None)
@@ -106,7 +112,7 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
                                                     error=str(exc))
             verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {exc}")
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
-            services.run_maybe_finish(run=run)
+            _item_ended(run)
             return
         services.generation_record(
             run=run, snippet=snippet, sample=sample, prompt=prompt, raw_answer=completion.text,
@@ -124,7 +130,7 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
     if run is None or not run.is_active:
         return
     if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        services.run_maybe_finish(run=run)
+        _item_ended(run)
         return
     generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
     if generation is None and run.model.kind == ModelEntry.Kind.LITELLM:
@@ -153,13 +159,13 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
                                               environment_hash=snippet.task.environment_hash,
                                               backend=item_run.backend, starts=item_run.fork_starts,
                                               cold=item_run.fork_cold)
-    services.run_maybe_finish(run=run)
+    _item_ended(run)
 
 
 @shared_task(bind=True, max_retries=None)
 @database_outage_outlasted
 def run_dispatch(self, run_id: int) -> int:
-    """Queue every item of a run that has no outcome yet (a large upload's items leave the web request here)."""
+    """Start feeding a run's items (a large upload's items leave the web request here)."""
     run = EvaluationRun.objects.select_related("model", "version").filter(pk=run_id).first()
     if run is None or not run.is_active:
         return 0

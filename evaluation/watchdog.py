@@ -1,8 +1,10 @@
 """Work lost to a fault is found and queued again: every worker looks every RUN_WATCH_SECONDS (a thread of its main
 process, so the embedded default has it too) for runs, submissions' validations, papers of set validations and
 releases' downloads that made no progress for RUN_REDISPATCH_SECONDS while no task of theirs waits in a queue or is
-held by a worker. A validation lost again after VALIDATION_REDISPATCH_MAX re-dispatches is given up (its checks
-become errors of the platform), so it ends and can be run again rather than block what waits for it.
+held by a worker. Runs are read closer: on Redis their own messages are listed (the feeder keeps the queues short),
+so a run with no task queued or held for RUN_LOST_SECONDS is fed again within seconds. A validation lost again after
+VALIDATION_REDISPATCH_MAX re-dispatches is given up (its checks become errors of the platform), so it ends and can be
+run again rather than block what waits for it. The same thread is the feeder: it tops the running runs up.
 
 A broker that restarts without persistence loses every queued and unacknowledged message; a task whose database
 stayed down past DATABASE_OUTAGE_WAIT_SECONDS gives up. Both leave work that nothing would ever pick up again.
@@ -109,12 +111,16 @@ def _release_downloads_redispatch(version, *, idle_seconds: float, worker: str) 
 def lost_work_redispatch(*, worker: str = "") -> int:
     """One look: queue again what was lost (runs, submissions' validations, papers of set validations, releases'
     downloads), one rule for all; returns how many tasks were queued again."""
-    from evaluation.operations import queues_waiting, tasks_live
+    from evaluation.operations import queues_waiting, runs_queued, tasks_live
 
     now = timezone.now()
+    # Read before the workers are asked: a message taken from a queue meanwhile is then held by its worker.
+    listed = runs_queued()
+    kinds = _watched()
     cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
-    idle = [(kind, item, moved) for kind in _watched() for item in kind.unfinished()
-            if (moved := _idle_since(*kind.moved_at(item)) or now) < cutoff]
+    run_cutoff = now - timedelta(seconds=settings.RUN_LOST_SECONDS) if listed is not None else cutoff
+    idle = [(kind, item, moved) for kind in kinds for item in kind.unfinished()
+            if (moved := _idle_since(*kind.moved_at(item)) or now) < (run_cutoff if kind is kinds[0] else cutoff)]
     if not idle:
         return 0
     live, waiting = tasks_live(), queues_waiting()
@@ -122,7 +128,12 @@ def lost_work_redispatch(*, worker: str = "") -> int:
         return 0
     redispatched = 0
     for kind, item, moved in idle:
-        if kind.held(live, item) or any(waiting.get(q) for q in kind.queues(item)):
+        if kind.held(live, item):
+            continue
+        if kind is kinds[0] and listed is not None:
+            if item.pk in listed:  # runs: their own messages were read, not just the queues' lengths
+                continue
+        elif any(waiting.get(q) for q in kind.queues(item)):
             continue
         if kind.give_up is not None and kind.redispatches(item) >= settings.VALIDATION_REDISPATCH_MAX:
             kind.give_up(item, worker=worker)
@@ -192,20 +203,46 @@ def _outage_record(*, since: datetime, worker: str, what: str, error: Exception)
 
 
 class Watchdog(threading.Thread):
-    """The worker's look for lost work, every RUN_WATCH_SECONDS, with its own database connection."""
+    """The worker's feeder and look for lost work, with its own database connection: every RUN_FEED_SECONDS it tops
+    the running runs up (services.runs_feed), every RUN_WATCH_SECONDS it looks for lost work; a database outage is
+    logged once when it begins and once when it ends."""
 
     def __init__(self, *, worker: str):
         super().__init__(name="rcb-watchdog", daemon=True)
         self.worker, self.stopped = worker, threading.Event()
+        self.database_lost_at: float | None = None
 
     def run(self) -> None:
-        while not self.stopped.wait(settings.RUN_WATCH_SECONDS):
+        feed, watch = settings.RUN_FEED_SECONDS, settings.RUN_WATCH_SECONDS
+        next_look = time.monotonic() + watch
+        while not self.stopped.wait(min(feed, watch) if feed > 0 else watch):
             try:
-                lost_work_redispatch(worker=self.worker)
-            except Exception:  # a service is down: look again next time
-                logger.warning("the watchdog could not look for lost work", exc_info=True)
+                self.look(feeding=feed > 0, for_lost_work=time.monotonic() >= next_look)
             finally:
                 connections.close_all()
+            if time.monotonic() >= next_look:
+                next_look = time.monotonic() + watch
+
+    def look(self, *, feeding: bool, for_lost_work: bool) -> None:
+        from evaluation import services
+
+        try:
+            if feeding:
+                services.runs_feed()
+            if for_lost_work:
+                lost_work_redispatch(worker=self.worker)
+        except (OperationalError, InterfaceError) as exc:
+            if self.database_lost_at is None:
+                self.database_lost_at = time.monotonic()
+                logger.warning("the watchdog cannot reach the database (%s); it tries again quietly until it "
+                               "answers", str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc)
+            return
+        except Exception:  # another service is down: look again next time
+            logger.warning("the watchdog could not look for lost work", exc_info=True)
+        if self.database_lost_at is not None:
+            logger.warning("the watchdog reaches the database again after %.0f s",
+                           time.monotonic() - self.database_lost_at)
+            self.database_lost_at = None
 
 
 _watchdog: Watchdog | None = None

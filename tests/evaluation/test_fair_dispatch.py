@@ -1,0 +1,56 @@
+"""Fair dispatch with a real worker and broker: a small run started behind a big one completes while the big one is
+still running, since the feeder keeps only a share of each run's items on the broker; and the feed order groups a
+run's items by environment and paper."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.selectors import version_snippets
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, Outcome
+from evaluation.selectors import run_feed_order
+from tests.conftest import DEMO_PSET
+from tests.outages import WATCH, own_redis, polled, worker_broker  # noqa: F401
+
+SAMPLES = 12
+
+
+def _upload_of_references(version, samples: int) -> bytes:
+    return "".join(json.dumps({"id": str(s.pk), "sample": k, "code": s.reference_code}) + "\n"
+                   for k in range(samples) for s in version_snippets(version=version)).encode()
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_a_small_run_started_behind_a_big_one_completes_first(celery_worker_factory, media_root, settings):
+    settings.RUN_ITEMS_IN_FLIGHT = 2
+    version = pset_import(root=DEMO_PSET, version_name="fair-1.0.0", publish=True).version
+    worker = celery_worker_factory(queues="default,sandbox", RUN_ITEMS_IN_FLIGHT="2", **WATCH)
+    uploader = ModelEntry.objects.create(name="bulk", display_name="Bulk", kind=ModelEntry.Kind.UPLOADED)
+    big = services.run_from_upload(model=uploader, version=version, data=_upload_of_references(version, SAMPLES))
+    polled(lambda: Outcome.objects.filter(run=big).exists(), timeout=300, what="the big run's first outcome",
+           worker=worker)
+
+    small = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+    polled(lambda: EvaluationRun.objects.get(pk=small.pk).status == EvaluationRun.Status.COMPLETED, timeout=600,
+           what="the small run to complete", worker=worker)
+    big.refresh_from_db()
+    assert big.status == EvaluationRun.Status.RUNNING, "the small run completed while the big one still ran"
+    assert Outcome.objects.filter(run=big).count() < big.total_items
+    assert big.fed_items - big.done_items <= 2, "the big run never had more than its share in flight"
+
+
+@pytest.mark.django_db
+def test_feed_order_groups_items_by_environment_and_paper(media_root):
+    version = pset_import(root=DEMO_PSET, version_name="order-1.0.0", publish=True).version
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=2,
+                             dispatch=False)
+    order = run_feed_order(run)
+    snippets = {s.pk: s for s in version_snippets(version=version)}
+    keys = [(snippets[i].task.environment_hash, snippets[i].task.paper.slug) for i, _ in order]
+    assert len(order) == run.total_items and len(set(order)) == len(order)
+    assert keys == sorted(keys), "each environment's and paper's items come together"
+    assert [sample for _, sample in order[:2]] == [0, 1], "a snippet's samples come together"

@@ -1,0 +1,59 @@
+"""Lost work found from what the broker and the workers report, with the default settings: after a broker restart
+(nothing kept on disk) or a killed worker, a run's missing items are fed again within seconds, not after
+RUN_REDISPATCH_SECONDS (300 s) of idleness."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.conf import settings
+
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.models import EvaluationRun, ModelEntry, OperationsEvent, Outcome
+from tests.conftest import DEMO_PSET
+from tests.outages import own_redis, polled, worker_broker  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+DEFAULTS = {"SANDBOX_BACKEND": "local"}  # nothing else set: the watchdog's defaults decide
+# Well under RUN_REDISPATCH_SECONDS: a run that completes in this time was found lost from the broker's report.
+RECOVERY = 120
+
+
+def _completed_once(run: EvaluationRun) -> None:
+    outcomes = Outcome.objects.filter(run=run)
+    assert outcomes.count() == outcomes.values("snippet", "sample").distinct().count() == run.total_items
+    assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run).exists()
+
+
+def test_a_broker_restart_is_recovered_from_within_seconds(own_redis, celery_worker_factory, media_root):
+    assert settings.RUN_REDISPATCH_SECONDS >= 300 > RECOVERY
+    version = pset_import(root=DEMO_PSET, version_name="lost-1.0.0", publish=True).version
+    worker = celery_worker_factory(queues="default,sandbox", **DEFAULTS)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+    polled(lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes", worker=worker)
+    own_redis.kill()
+    assert Outcome.objects.filter(run=run).count() < run.total_items
+    time.sleep(2)
+    own_redis.start()  # empty: what was queued or unacknowledged is gone
+    restarted = time.monotonic()
+    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=RECOVERY,
+           what="the run to complete after the broker restart", worker=worker)
+    print(f"broker restart: completed {time.monotonic() - restarted:.0f} s after the broker was back")
+    _completed_once(run)
+
+
+def test_a_killed_worker_is_recovered_from_within_seconds(celery_worker_factory, media_root):
+    version = pset_import(root=DEMO_PSET, version_name="killed-1.0.0", publish=True).version
+    first = celery_worker_factory(queues="default,sandbox", **DEFAULTS)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+    polled(lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes", worker=first)
+    first.kill(9)  # with its prefetched and running messages unacknowledged (hidden for the visibility timeout)
+    assert Outcome.objects.filter(run=run).count() < run.total_items
+    second = celery_worker_factory(queues="default,sandbox", **DEFAULTS)
+    killed = time.monotonic()
+    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=RECOVERY,
+           what="the run to complete after its worker was killed", worker=second)
+    print(f"killed worker: completed {time.monotonic() - killed:.0f} s after the kill")
+    _completed_once(run)
