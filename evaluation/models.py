@@ -90,6 +90,9 @@ class EvaluationRun(models.Model):
     last_progress_at = models.DateTimeField(null=True, blank=True)
     redispatched_at = models.DateTimeField(
         null=True, blank=True, help_text="When the watchdog last queued again items that had no outcome and no task.")
+    pause_reason = models.TextField(
+        blank=True, help_text="Why the run stopped itself (its model calls kept failing the same way); cleared on "
+                              "resume.")
 
     class Meta:
         ordering = ["-created_at"]
