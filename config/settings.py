@@ -196,6 +196,9 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 RUN_STALL_SECONDS = env.int("RUN_STALL_SECONDS", default=900)
 # Runs one user (not a maintainer) may have queued or running at once, started or uploaded.
 RUNS_ACTIVE_PER_USER = env.int("RUNS_ACTIVE_PER_USER", default=3)
+# A run whose model calls fail this many times in a row, the same way (a bad key, a wrong model name), pauses
+# itself instead of spending the workers on answers that cannot come; its owner fixes the model and resumes.
+RUN_PAUSE_AFTER_FAILURES = env.int("RUN_PAUSE_AFTER_FAILURES", default=5)
 # Every worker looks this often (seconds; 0: never) for runs and validations that made no progress for
 # RUN_REDISPATCH_SECONDS while no task of theirs is queued or held by a worker, and queues their missing work again.
 # On Redis the broker's queues are read per run (they hold only the feeder's shares), so a run none of whose tasks

@@ -107,6 +107,9 @@ class EvaluationRun(models.Model):
         default=0, help_text="How far the feeder went through the run's items in feed order (environment, paper).")
     fed_items = models.PositiveIntegerField(
         default=0, help_text="Items queued by the feeder, counted with done_items: fed - done are in flight.")
+    pause_reason = models.TextField(
+        blank=True, help_text="Why the run stopped itself (its model calls kept failing the same way); cleared on "
+                              "resume.")
 
     class Meta:
         ordering = ["-created_at"]

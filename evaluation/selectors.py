@@ -412,6 +412,18 @@ def model_runs(*, model: ModelEntry) -> list[tuple[EvaluationRun, RunScore | Non
     return [(run, scores.get(run.pk)) for run in runs]
 
 
+def models_owned(*, user) -> QuerySet[ModelEntry]:
+    """The models a user registered, with how many runs each has, newest first."""
+    return (ModelEntry.objects.filter(owner=user).annotate(run_count=Count("runs")).order_by("-pk"))
+
+
+def runs_started(*, user) -> list[tuple[EvaluationRun, RunScore | None]]:
+    """The runs a user started or uploaded, newest first, with the overall score of those completed."""
+    runs = list(EvaluationRun.objects.filter(created_by=user).select_related("model", "version"))
+    scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True, split="")}
+    return [(run, scores.get(run.pk)) for run in runs]
+
+
 def run_split_scores(*, run: EvaluationRun) -> list[RunScore]:
     """A run's aggregates per split (public, held out) and overall; aggregates are public."""
     order = {"public": 0, "held_out": 1, "": 2}

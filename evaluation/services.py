@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Iterable
-
 from dataclasses import asdict, dataclass
 from datetime import date
 from decimal import Decimal
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 MAX_SAMPLES = 20
 # How an item's outcome begins when its environment could not be built (so a retry finds those items again).
 ENVIRONMENT_FAILED = "environment could not be built"
+
+logger = logging.getLogger(__name__)
 
 
 class EvaluationError(ValueError):
@@ -388,17 +391,47 @@ def run_cancel(*, run: EvaluationRun) -> EvaluationRun:
 
 
 def run_resume(*, run: EvaluationRun) -> int:
-    """Continue a cancelled or stalled run: only items without an outcome are dispatched."""
+    """Continue a cancelled or stalled run: only items without an outcome are dispatched. A run that paused itself
+    also drops the outcomes of its failed model calls, so those items are asked again."""
     with transaction.atomic():
         run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
         if run.status == EvaluationRun.Status.COMPLETED:
             raise EvaluationError(f"run {run.pk} is already completed")
         if run.status == EvaluationRun.Status.CANCELLED:  # active again: it counts as a new one would
             run_quota_check(user=run.created_by)
+        if run.pause_reason:
+            failed = Generation.objects.filter(run=run).exclude(error="")
+            Outcome.objects.filter(run=run, generation__in=failed).delete()
+            failed.delete()
         run.status = EvaluationRun.Status.RUNNING
         run.finished_at = None
-        run.save(update_fields=["status", "finished_at"])
+        run.pause_reason = ""
+        run.save(update_fields=["status", "finished_at", "pause_reason"])
     return run_dispatch(run=run)
+
+
+def _failure_kind(error: str) -> str:
+    """A model call's error without what changes from call to call (request ids, counts), to tell "the same way"."""
+    return re.sub(r"[0-9a-f]{8,}|\d{4,}|gave up after \d+ attempts: ", "#", error.lower())
+
+
+def run_pause_if_failing(*, run: EvaluationRun) -> bool:
+    """Pause (cancel, saying why) an active run whose last RUN_PAUSE_AFTER_FAILURES model calls all failed the same
+    way: every queued item would fail like them. Its queued items are then skipped when they reach a worker."""
+    count = settings.RUN_PAUSE_AFTER_FAILURES
+    if count < 1:
+        return False
+    errors = list(Generation.objects.filter(run=run, attempts__gt=0).order_by("-created_at", "-pk")
+                  .values_list("error", flat=True)[:count])
+    if len(errors) < count or not errors[0] or len({_failure_kind(error) for error in errors}) != 1:
+        return False
+    reason = f"API calls are failing: {errors[0]}"
+    paused = EvaluationRun.objects.filter(pk=run.pk, status__in=[EvaluationRun.Status.QUEUED,
+                                                                 EvaluationRun.Status.RUNNING]).update(
+        status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now(), pause_reason=reason[:4000])
+    if paused:
+        logger.warning("run %s paused after %d failed model calls in a row: %s", run.pk, count, errors[0])
+    return bool(paused)
 
 
 def calibration_answer(*, model: ModelEntry, snippet: Snippet) -> str:

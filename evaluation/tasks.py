@@ -112,7 +112,8 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
                                                     error=str(exc))
             verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {exc}")
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
-            _item_ended(run)
+            if not services.run_pause_if_failing(run=run):
+                _item_ended(run)
             return
         services.generation_record(
             run=run, snippet=snippet, sample=sample, prompt=prompt, raw_answer=completion.text,

@@ -121,7 +121,7 @@ def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None 
     may_run = model.kind != ModelEntry.Kind.UPLOADED and may_change
     may_upload = model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED) and may_change
     problems = upload_problems or []
-    context = {"model": model, "runs": selectors.model_runs(model=model),
+    context = {"model": model, "runs": selectors.model_runs(model=model), "may_change": may_change,
                "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
                "run_form": (run_form or RunStartForm()) if may_run else None,
                "upload_form": upload_form or (RunUploadForm() if may_upload else None),
@@ -129,6 +129,16 @@ def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None 
                "upload_problems_more": max(0, len(problems) - UPLOAD_PROBLEMS_SHOWN)}
     return render(request, "evaluation/model_detail.html", context,
                   status=400 if run_form is not None or upload_form is not None else 200)
+
+
+@login_required
+def my_models(request: HttpRequest) -> HttpResponse:
+    return render(request, "evaluation/my_models.html", {"models": selectors.models_owned(user=request.user)})
+
+
+@login_required
+def my_runs(request: HttpRequest) -> HttpResponse:
+    return render(request, "evaluation/my_runs.html", {"runs": selectors.runs_started(user=request.user)})
 
 
 def _service_errors(form, exc: Exception) -> None:
@@ -233,6 +243,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "paper_scores": visibility.paper_scores_visible(run=run, user=request.user), "items": items,
                "items_hidden": progress.done - items.paginator.count,
                "provenance_changes": run.provenance_changes.select_related("actor"),
+               "may_steer": user_may_change(user=request.user, owner_id=run.created_by_id),
+               "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
                "may_verify": (run.provenance == EvaluationRun.Provenance.SELF_REPORTED and not run.api_base
                               and run.status == EvaluationRun.Status.COMPLETED
                               and user_is_maintainer(user=request.user))}
@@ -288,7 +300,8 @@ def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpRespon
 
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
-    return render(request, "evaluation/_run_progress.html", {"run": run, "progress": selectors.run_progress(run)})
+    return render(request, "evaluation/_run_progress.html", {"run": run, "progress": selectors.run_progress(run),
+                                                             "pause_after": settings.RUN_PAUSE_AFTER_FAILURES})
 
 
 @maintainer_required
@@ -316,14 +329,48 @@ def environment_retry(request: HttpRequest, pk: int) -> HttpResponse:
 @maintainer_required
 @require_POST
 def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(EvaluationRun, pk=pk)
+    """The operations page's Resume (maintainers, any stalled run)."""
+    _run_resumed(request, get_object_or_404(EvaluationRun, pk=pk))
+    return redirect("operations")
+
+
+def _run_steerable(request: HttpRequest, pk: int) -> EvaluationRun:
+    """A run its creator or a maintainer may cancel or resume (the API's rule: IsOwnerOrMaintainer on created_by)."""
+    run = _run_visible(request, pk)
+    if not user_may_change(user=request.user, owner_id=run.created_by_id):
+        raise PermissionDenied(f"only whoever started run {run.pk} or a maintainer may cancel or resume it")
+    return run
+
+
+@login_required
+@require_POST
+def run_cancel_own(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run page's Cancel: the same service as POST /api/v1/runs/{id}/cancel/."""
+    run = _run_steerable(request, pk)
+    try:
+        services.run_cancel(run=run)
+    except services.EvaluationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run {run.pk} cancelled: items already scored stay; Resume scores the rest.")
+    return redirect("run-detail", pk=run.pk)
+
+
+@login_required
+@require_POST
+def run_resume_own(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run page's Resume: the same service as POST /api/v1/runs/{id}/resume/."""
+    _run_resumed(request, _run_steerable(request, pk))
+    return redirect("run-detail", pk=pk)
+
+
+def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
     try:
         dispatched = services.run_resume(run=run)
     except services.EvaluationError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
-    return redirect("operations")
 
 
 

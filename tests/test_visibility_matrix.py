@@ -215,6 +215,8 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "leaderboard": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)] + leaderboard,
         "model-new": [("form", {}, "", SIGNED_IN)],
         "model-edit": [("author's model", {"name": w["model"].name}, "", AUTHOR)],
+        "my-models": [("page", {}, "", SIGNED_IN)],
+        "my-runs": [("page", {}, "", SIGNED_IN)],
         "run-new": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
         "run-upload": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
         "environment-retry": [("a failed build", {"pk": 1}, "", POST_MAINT)],
@@ -231,6 +233,8 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         + [("an outcome of another run", {"pk": own, "outcome_pk": _outcome(ref, held[0]).pk}, "", NOT_FOUND)],
         "operations": [("page", {}, "", MAINT)],
         "run-resume": [("reference run", {"pk": ref}, "", POST_MAINT)],
+        "run-cancel": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
+        "run-resume-own": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
         "run-verify": [("upload", {"pk": up}, "", POST_MAINT)],
         "run-manifest": [(label, {"pk": pk}, "", OPEN) for label, pk in
                          (("reference run", ref), ("author's run", own), ("upload", up))],
