@@ -58,6 +58,11 @@ class Task(models.Model):
     requirements = models.TextField(blank=True)
     environment_hash = models.CharField(max_length=64, help_text="sha256 of the requirements.")
     extra_metadata = models.JSONField(default=dict, blank=True, help_text="Other papers.yaml keys, kept.")
+
+    @property
+    def needs_gpu(self) -> bool:
+        """Its tests need a GPU (papers.yaml `gpu: true`): its items run only on a GPU worker (the `gpu` queue)."""
+        return self.extra_metadata.get("gpu") is True
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -178,6 +178,10 @@ def answer_test(*, session: Session, files: dict[str, bytes], annotated: Annotat
 def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None, static_audit: bool = True) -> ItemRun:
     """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
     task = snippet.task
+    limits = replace(limits or limits_default(), gpu=task.needs_gpu)
+    if limits.gpu and not (settings.SANDBOX_GPU and backend_current().gpu):
+        raise SandboxError(f"{task.paper.slug} needs a GPU, and this worker has none (SANDBOX_GPU is off or its "
+                           f"{backend_current().name} backend cannot pass GPUs): its items belong on the `gpu` queue")
     session = session_for(task.environment_hash, task.requirements)
     return answer_test(session=session, files=task_files(task), annotated=task_annotated(task, snippet.file_path),
                        position=snippet.position, code=code, test_entry_point=task.test_entry_point,
