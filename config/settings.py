@@ -169,7 +169,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {
+CELERY_TASK_ROUTES = ("evaluation.routing.item_route", {
     "evaluation.tasks.item_generate": {"queue": "llm"},
     "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
     "submissions.tasks.revision_validate": {"queue": "sandbox"},
@@ -177,7 +177,7 @@ CELERY_TASK_ROUTES = {
     "evaluation.tasks.environments_prune": {"queue": "sandbox"},
     "evaluation.tasks.run_dispatch": {"queue": "default"},
     "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
-}
+})
 # For `celery -A config beat`: the daily clean-up (or run `manage.py cleanup` from cron on every worker host).
 CELERY_BEAT_SCHEDULE = {
     "drafts-prune": {"task": "submissions.tasks.drafts_prune", "schedule": 24 * 3600},
@@ -249,6 +249,8 @@ SANDBOX_CPUS = env.float("SANDBOX_CPUS", default=1.0)
 # bwrap and docker: each item forks from a warm zygote per worker and environment that has the heavy modules imported (false: a fresh
 # interpreter per item). An environment whose preloads are not fork-safe falls back to cold starts by itself.
 SANDBOX_FORKSERVER = env.bool("SANDBOX_FORKSERVER", default=True)
+# This worker host has a GPU (and the docker backend with NVIDIA's runtime): it may take the `gpu` queue's items.
+SANDBOX_GPU = env.bool("SANDBOX_GPU", default=False)
 SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)
 SANDBOX_DISK_MB = env.int("SANDBOX_DISK_MB", default=1024)
 SANDBOX_DOCKER_BASE_IMAGE = env("SANDBOX_DOCKER_BASE_IMAGE", default="rcb-sandbox-base:bookworm")

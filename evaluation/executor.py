@@ -250,6 +250,10 @@ def release_preloads_announce(*, session: Session, task: Task) -> None:
 def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None, static_audit: bool = True) -> ItemRun:
     """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
     task = snippet.task
+    limits = replace(limits or limits_default(), gpu=task.needs_gpu)
+    if limits.gpu and not (settings.SANDBOX_GPU and backend_current().gpu):
+        raise SandboxError(f"{task.paper.slug} needs a GPU, and this worker has none (SANDBOX_GPU is off or its "
+                           f"{backend_current().name} backend cannot pass GPUs): its items belong on the `gpu` queue")
     session = session_for(task.environment_hash, task.requirements)
     release_preloads_announce(session=session, task=task)
     manifest = task_manifest(task=task, session=session, limits=limits)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from evaluation.models import EvaluationRun
 
-QUEUES = ("llm", "sandbox", "default")
+QUEUES = ("llm", "sandbox", "gpu", "default")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,19 @@ def workers_status(timeout: float = 1.0) -> list[WorkerStatus] | None:
         return None
     return [WorkerStatus(name, [f"{t['name']}{tuple(t.get('args', ()))}" for t in tasks])
             for name, tasks in sorted(active.items())]
+
+
+def gpu_workers(timeout: float = 1.0) -> list[str] | None:
+    """Workers answering that consume the `gpu` queue; None when the workers cannot be asked."""
+    from config.celery import app
+    from evaluation.routing import GPU_QUEUE
+
+    try:
+        replies = app.control.inspect(timeout=timeout).active_queues()
+    except Exception:  # a broker without broadcast support, or one that is down
+        return None
+    return sorted(name for name, queues in (replies or {}).items()
+                  if any(q.get("name") == GPU_QUEUE for q in queues or ()))
 
 
 def runs_stalled(*, seconds: int | None = None) -> QuerySet[EvaluationRun]:

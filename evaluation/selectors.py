@@ -25,6 +25,27 @@ def run_snippets(run: EvaluationRun) -> QuerySet[Snippet]:
     return visibility.run_snippets(run=run).order_by("pk")
 
 
+def run_gpu_notice(*, run: EvaluationRun) -> str | None:
+    """Why items of an active run wait: tasks that need a GPU while no worker consuming `gpu` answers (None: none
+    waits for a GPU, or a GPU worker is there)."""
+    from evaluation.operations import gpu_workers
+
+    if not run.is_active:
+        return None
+    waiting = (run_snippets(run).filter(task__extra_metadata__gpu=True)
+               .exclude(pk__in=Outcome.objects.filter(run=run).values("snippet_id")))
+    tasks = waiting.values("task_id").distinct().count()
+    if not tasks:
+        return None
+    workers = gpu_workers()
+    need = f"{tasks} task{'s' if tasks != 1 else ''} need{'s' if tasks == 1 else ''} a GPU"
+    if workers is None:
+        return f"{need}; whether a GPU worker is registered cannot be told (the workers do not answer)"
+    if not workers:
+        return f"{need}; no GPU worker is registered: their items wait on the `gpu` queue until one starts"
+    return None
+
+
 def run_items(run: EvaluationRun) -> list[tuple[int, int]]:
     """Every (snippet id, sample) of the run."""
     ids = list(run_snippets(run).values_list("pk", flat=True))

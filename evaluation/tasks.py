@@ -20,6 +20,7 @@ from evaluation import services
 from evaluation.executor import item_execute, limits_for_release
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
+from evaluation.routing import GPU_QUEUE
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_snippets
 from evaluation.watchdog import database_outage_outlasted
@@ -136,6 +137,12 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
     generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
     if generation is None and run.model.kind == ModelEntry.Kind.LITELLM:
         item_generate.delay(run_id, snippet_id, sample)
+        return
+    if snippet.task.needs_gpu and not settings.SANDBOX_GPU:
+        # Misrouted (a worker consuming `gpu` without a GPU): back to a GPU worker, never failed here for lack of one.
+        logger.warning("item %s of run %s needs a GPU and worker %s has none (SANDBOX_GPU off); queued on `%s` again",
+                       snippet.pk, run.pk, self.request.hostname, GPU_QUEUE)
+        item_evaluate.apply_async((run_id, snippet_id, sample), queue=GPU_QUEUE, countdown=30)
         return
     try:
         if generation is None:

@@ -240,6 +240,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     items = selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
     progress = selectors.run_progress(run)
     context = {"run": run, "progress": progress, "split_scores": selectors.run_split_scores(run=run),
+               "gpu_notice": selectors.run_gpu_notice(run=run),
                "paper_scores": visibility.paper_scores_visible(run=run, user=request.user), "items": items,
                "items_hidden": progress.done - items.paginator.count,
                "provenance_changes": run.provenance_changes.select_related("actor"),
@@ -301,7 +302,8 @@ def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpRespon
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
     return render(request, "evaluation/_run_progress.html", {"run": run, "progress": selectors.run_progress(run),
-                                                             "pause_after": settings.RUN_PAUSE_AFTER_FAILURES})
+                                                             "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
+                                                             "gpu_notice": selectors.run_gpu_notice(run=run)})
 
 
 @maintainer_required

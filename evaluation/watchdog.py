@@ -64,8 +64,9 @@ def _watched() -> tuple[Watched, ...]:
         .select_related("model", "version").defer("version__manifest", "version__changelog"),
         moved_at=lambda run: (run.created_at, run.last_progress_at, run.redispatched_at),
         held=lambda live, run: run.pk in live.runs,
-        queues=lambda run: ("llm", "sandbox", "default") if run.model.kind == run.model.Kind.LITELLM
-        else ("sandbox", "default"),
+        # A GPU task's items wait on `gpu` (for a GPU worker, maybe none yet): waiting there is not lost.
+        queues=lambda run: ("llm", "sandbox", "gpu", "default") if run.model.kind == run.model.Kind.LITELLM
+        else ("sandbox", "gpu", "default"),
         redispatch=lambda run, **kw: services.run_redispatch_lost(run=run, **kw))
     reports = Watched(
         unfinished=submission_services.validations_unfinished,

@@ -37,6 +37,8 @@ LEGACY_HINT = ("; a legacy set that ran in one shared environment is imported wi
 _TEXT_FIELDS = ("title", "arxiv_abs", "github_url", "venue")
 LINK_FIELDS = ("arxiv_abs", "github_url")  # rendered as links: http(s) only
 _DATE_FIELDS = ("arxiv_date", "arxiv_v1_date", "first_commit_date", "last_commit_date")
+# An optional key (kept among the extra keys): true when the paper's tests need a GPU (issue 24).
+GPU_KEY = "gpu"
 _KNOWN_FIELDS = ("id", *_TEXT_FIELDS, *_DATE_FIELDS, "annotated_file_paths", "context_file_paths")
 _SAFE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -330,6 +332,9 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
         if not parsed.snippets and parsed.is_valid:
             error(in_folder(path), 0, "annotated file has no snippets")
 
+    if GPU_KEY in entry.data and not isinstance(entry.data[GPU_KEY], bool):
+        error(PAPERS_YAML, entry.line_of(GPU_KEY), f"{GPU_KEY} is {entry.data[GPU_KEY]!r}; "
+                                                   "write true (its tests need a GPU) or false")
     if any(p.severity == "error" for p in problems):
         return None, problems
     extra = {key: value for key, value in entry.data.items() if key not in _KNOWN_FIELDS}

@@ -32,6 +32,7 @@ class Limits:
     cpus: float = 1.0
     output_bytes: int = 1024 * 1024
     disk_bytes: int = 256 * 1024 * 1024
+    gpu: bool = False  # the task's tests need a GPU: only a backend with `gpu` serves it (docker's device requests)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class Backend:
     name: ClassVar[str]
     # True for backends that isolate nothing; they warn on every use.
     unsafe: ClassVar[bool] = False
+    # True for backends that can hand a run the host's GPUs (Limits.gpu).
+    gpu: ClassVar[bool] = False
 
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)

@@ -200,6 +200,11 @@ class DockerSession(ForkingSession):
             archive.seek(0)
             yield archive
 
+    def run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
+        if limits.gpu:  # a GPU run starts its own container with the device request, never a fork of the zygote
+            return self._cold_run(files=files, command=command, limits=limits)
+        return super().run(files=files, command=command, limits=limits)
+
     def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
         archive = work_archive(files)
         api = self.backend.client().api
@@ -362,6 +367,8 @@ def host_config(limits: Limits, *, work: str = "/work", tmp_bytes: int = TMP_BYT
         "ulimits": [docker.types.Ulimit(name="core", soft=0, hard=0)],
         # Output reaches the worker through the attach stream only; nothing is written to the engine's disk.
         "log_config": docker.types.LogConfig(type="none"),
+        # A GPU task's run gets the host's GPUs (NVIDIA's container runtime); an engine without one refuses it.
+        **({"device_requests": [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]} if limits.gpu else {}),
     }
 
 
@@ -433,6 +440,7 @@ def _owned_by_sandbox(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 class DockerBackend(Backend):
     name = "docker"
+    gpu = True
 
     def __init__(self, cache_dir: Path, *, forkserver: bool | None = None):
         from django.conf import settings

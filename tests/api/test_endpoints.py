@@ -10,6 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.throttling import AnonRateThrottle
 
+from benchmarks.models import Snippet
 from benchmarks.selectors import version_snippets
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry
@@ -86,11 +87,23 @@ def test_drafts_are_not_releases(clients, maintainer, media_root):
     assert clients["maintainer"].get("/api/v1/releases/").json()["count"] == 0
 
 
+def test_items_give_their_mutation_score_without_the_surviving_mutants(clients, release):
+    """A survivor is a line of the reference body: the API gives the counts and the score only."""
+    snippets = list(version_snippets(version=release))
+    measured = {"generated": 4, "killed": 3, "survived": 1, "score": 0.75, "timeouts": [],
+                "survivors": [f"line 1: {snippets[0].reference_code.strip().splitlines()[0]}  ->  pass"]}
+    Snippet.objects.filter(pk=snippets[0].pk).update(mutation=measured)
+    items = {i["id"]: i for i in clients["anonymous"].get("/api/v1/releases/1.0.0/items/").json()["results"]}
+    assert items[snippets[0].pk]["mutation"] == {"generated": 4, "killed": 3, "survived": 1, "score": 0.75}
+    assert items[snippets[1].pk]["mutation"] is None
+    assert measured["survivors"][0] not in str(items[snippets[0].pk])
+
+
 def test_items_show_the_masked_code_never_the_reference(clients, release):
     snippets = list(version_snippets(version=release))
     body = clients["anonymous"].get("/api/v1/releases/1.0.0/items/").json()
     assert body["count"] == len(snippets)
-    assert set(body["results"][0]) == {"id", "paper", "file", "snippet", "loc", "depth", "masked_code"}
+    assert set(body["results"][0]) == {"id", "paper", "file", "snippet", "loc", "depth", "masked_code", "mutation"}
     # Other snippets of the same file stay visible (FORMAT.md section 5): only an item's own code is masked.
     masked = {item["id"]: item["masked_code"] for item in body["results"]}
     for snippet in snippets:

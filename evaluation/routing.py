@@ -1,0 +1,21 @@
+"""Where a task message goes: an item of a task that needs a GPU goes to the `gpu` queue, which only workers with a
+GPU consume; everything else by CELERY_TASK_ROUTES' table."""
+
+from __future__ import annotations
+
+GPU_QUEUE = "gpu"
+ITEM_TASKS = frozenset({"evaluation.tasks.item_evaluate"})
+
+
+def item_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
+    """Celery router: (run, snippet, sample) of a GPU task's item -> the `gpu` queue; None: the next router."""
+    if name not in ITEM_TASKS or options.get("queue") or not args or len(args) < 2:
+        return None
+    return {"queue": GPU_QUEUE} if snippet_needs_gpu(snippet_id=int(args[1])) else None
+
+
+def snippet_needs_gpu(*, snippet_id: int) -> bool:
+    from benchmarks.models import Snippet
+
+    extra = Snippet.objects.filter(pk=snippet_id).values_list("task__extra_metadata", flat=True).first()
+    return bool(extra) and extra.get("gpu") is True
