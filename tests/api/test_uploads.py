@@ -143,6 +143,7 @@ def test_code_lines_are_the_snippet_body(clients, release, model, django_capture
     assert response.json()["warnings"] == []
     generations = {g.snippet_id: g for g in Generation.objects.filter(run_id=response.json()["id"])}
     assert generations[items[0].pk].extracted_code == code_indent(items[0].reference_code) + rows[0]["code"]
+    assert {g.cost for g in generations.values()} == {None}, "what an uploader paid is unknown, not zero"
     for snippet in items[1:]:
         assert generations[snippet.pk].extracted_code == snippet.reference_code
         assert generations[snippet.pk].raw_answer == ""
