@@ -248,7 +248,8 @@ def test_a_code_body_at_any_consistent_indentation_is_spliced_at_the_snippets(
     flat = _shape(snippet.reference_code, indent, unit="    ")
     body = {"unindented": flat,
             "already indented": snippet.reference_code,
-            "indented deeper": "".join("\t" + ln if ln.strip() else ln for ln in snippet.reference_code.splitlines(True)),
+            "indented deeper": "".join("\t" + ln if ln.strip() else ln
+                                       for ln in snippet.reference_code.splitlines(True)),
             # A tab is 8 columns to Python: one tab per level keeps the structure (levels 8 apart, still valid).
             "tabs": _shape(snippet.reference_code, indent, unit="\t"),
             # First level as a tab, deeper ones as a tab and spaces: as Python reads it, 8 then 12 columns.
