@@ -398,7 +398,8 @@ CALIBRATION_KINDS = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
 
 def _results() -> QuerySet[EvaluationRun]:
     """Completed runs that put a ranked row on their release (calibration runs are reference lines)."""
-    return EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED).exclude(model__kind__in=CALIBRATION_KINDS)
+    return (EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED)
+            .exclude(model__kind__in=CALIBRATION_KINDS))
 
 
 def site_counts(*, version: BenchmarkVersion | None) -> SiteCounts:

@@ -765,7 +765,7 @@ def upload_generations_store(*, run: EvaluationRun, rows: list[UploadedAnswer]) 
         generations.append(Generation(
             run=run, snippet=row.snippet, sample=row.sample, prompt_hash=hashes[row.snippet.pk],
             raw_answer=row.answer, extracted_code=extract_code(row.answer) if row.code is None else row.code,
-            latency=0.0, cost=Decimal("0"), attempts=1))
+            latency=0.0, cost=None, attempts=1))  # what the uploader paid is unknown, not zero
     Generation.objects.bulk_create(generations, batch_size=UPLOAD_BATCH)
 
 

@@ -14,7 +14,8 @@ from benchmarks.paper2code.prompt import (CONTEXT_JOINS, PROTOCOL, RCB_V1, Proto
 __all__ = [
     "CONTEXT_JOINS", "END_RE", "FAIL_STRINGS", "MASKINGS", "PROTOCOL", "RCB_V1", "START_RE",
     "AnnotatedFile", "ItemResult", "PackageError", "Problem", "Protocol", "Score", "Snippet",
-    "body_reindent", "build_prompt", "code_indent", "indent_width", "count_loc", "extract_code", "has_code_block", "items_read", "mask",
+    "body_reindent", "build_prompt", "code_indent", "count_loc", "extract_code", "has_code_block", "indent_width",
+    "items_read", "mask",
     "mask_original", "noop", "parse", "pass_at_k", "passes", "prompt_fill", "prompt_hash", "prompt_template",
     "protocol_mask", "score", "splice", "strip_markers",
 ]

@@ -143,6 +143,7 @@ def test_code_lines_are_the_snippet_body(clients, release, model, django_capture
     assert response.json()["warnings"] == []
     generations = {g.snippet_id: g for g in Generation.objects.filter(run_id=response.json()["id"])}
     assert generations[items[0].pk].extracted_code == code_indent(items[0].reference_code) + rows[0]["code"]
+    assert {g.cost for g in generations.values()} == {None}, "what an uploader paid is unknown, not zero"
     for snippet in items[1:]:
         assert generations[snippet.pk].extracted_code == snippet.reference_code
         assert generations[snippet.pk].raw_answer == ""
@@ -247,7 +248,8 @@ def test_a_code_body_at_any_consistent_indentation_is_spliced_at_the_snippets(
     flat = _shape(snippet.reference_code, indent, unit="    ")
     body = {"unindented": flat,
             "already indented": snippet.reference_code,
-            "indented deeper": "".join("\t" + ln if ln.strip() else ln for ln in snippet.reference_code.splitlines(True)),
+            "indented deeper": "".join("\t" + ln if ln.strip() else ln
+                                       for ln in snippet.reference_code.splitlines(True)),
             # A tab is 8 columns to Python: one tab per level keeps the structure (levels 8 apart, still valid).
             "tabs": _shape(snippet.reference_code, indent, unit="\t"),
             # First level as a tab, deeper ones as a tab and spaces: as Python reads it, 8 then 12 columns.

@@ -119,6 +119,7 @@ def test_my_models_and_my_runs_list_a_users_own_things_and_the_model_page_says_w
     key = page[page.index("data-api-key>"):].split("</dd>")[0]
     assert "stored (encrypted, never shown)" in key and "PATCH /api/v1/models/keyed/" in key and "sk-mine" not in page
     client.force_login(other_author)
-    assert "PATCH" not in client.get(reverse("model-detail", args=[keyed.name])).content.decode().split("data-api-key>")[1].split("</dd>")[0]
+    theirs = client.get(reverse("model-detail", args=[keyed.name])).content.decode()
+    assert "PATCH" not in theirs.split("data-api-key>")[1].split("</dd>")[0]
     assert "Uploader" not in client.get(reverse("my-models")).content.decode()
     assert f"#{run.pk}</a>" not in client.get(reverse("my-runs")).content.decode()

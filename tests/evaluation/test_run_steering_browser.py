@@ -68,3 +68,55 @@ def _steer(page, base, author, width):
     assert resumed.status == "running" and resumed.pause_reason == ""
     assert page.locator("[data-run-paused]").count() == 0
     assert page.get_by_role("button", name="Cancel run").is_visible()
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_newcomer_goes_from_the_home_page_to_an_upload_as_the_guide_says(browser_page, live_server, media_root,
+                                                                           author, tmp_path, width):
+    """Home page, "Evaluate your model", a model of kind uploaded, its Upload generations form with the guide's
+    format: code bodies written without indentation are taken silently, an answer dedented below its snippet is
+    taken with the guide's warning. (That such an upload scores 100%: test_guide_examples, with a real worker.)"""
+    import json
+    import textwrap
+
+    from benchmarks.paper2code import code_indent
+    from benchmarks.selectors import version_snippets
+
+    version = pset_import(root=DEMO_PSET, version_name="demo-1.0.0", publish=True).version
+    snippets = list(version_snippets(version=version))
+    indented = next(s for s in snippets if code_indent(s.reference_code))
+    lines = [{"id": str(s.pk), "sample": 0, "code": textwrap.dedent(s.reference_code)} for s in snippets]
+    number = snippets.index(indented) + 1
+    lines[number - 1] = {"id": str(indented.pk), "sample": 0,
+                         "answer": f"```python\n{textwrap.dedent(indented.reference_code)}```"}
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with embedded_worker(tmp_path, queues="llm", env={}):  # the broker of make run; nothing here is scored
+        page, base = browser_page, live_server.url
+        signed_in = Client()
+        signed_in.force_login(author)
+        page.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "url": base,
+                                   "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value}])
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{base}/")
+        page.get_by_role("link", name="Evaluate your model").click()
+        page.wait_for_url(f"{base}/models/new/")
+        page.get_by_label("Name", exact=True).fill("my-model")
+        page.get_by_label("Display name").fill("My model")
+        page.locator("input[name=kind][value=uploaded]").check()
+        page.get_by_role("button", name="Register").click()
+        page.wait_for_url(f"{base}/models/my-model/")
+        assert overflow(page) <= 0, too_wide(page)
+        page.locator("input[name=file]").set_input_files(str(answers))
+        page.get_by_role("button", name="Upload and score").click()
+        page.wait_for_url(f"{base}/runs/*/")
+        messages = page.locator("ul.messages").inner_text()
+        assert f"{len(snippets)} answer(s) stored as run" in messages
+        assert f"line {number}: item {indented.pk}: the answer's code is indented less than the snippet" in messages
+        assert messages.count("indented less than the snippet") == 1
+        assert overflow(page) <= 0, f"the run page overflows at {width} px: {too_wide(page)}"
+    run = EvaluationRun.objects.get(model__name="my-model")
+    assert run.generations.get(snippet=indented).extracted_code == textwrap.dedent(indented.reference_code)
+    other = (run.generations.exclude(snippet=indented)
+             .filter(snippet__in=[s for s in snippets if code_indent(s.reference_code)]).first())
+    assert other.extracted_code == other.snippet.reference_code, "a code body is re-indented to its snippet's"

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError, CommandParser
 from tqdm import tqdm
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.paper2code import body_reindent, code_indent
+from benchmarks.paper2code import body_reindent
 from benchmarks import visibility
 from benchmarks.management.base import VersionCommand
 from evaluation import services, tasks
