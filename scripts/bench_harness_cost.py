@@ -2,10 +2,11 @@
 session under the harness, against the same test run bare (`python -B paper2code_test.py`, no harness) in the same
 session, the two interleaved so that load on the machine weighs on both alike.
 
-`--harness FILE` measures another version of evaluation/sandbox/harness.py (e.g. the one before a change:
-`git show REV:evaluation/sandbox/harness.py > /tmp/old.py`), so before and after are compared on the same machine.
-Prints ms per item for the bare run and the harnessed run, their difference (the harness's cost) and their ratio.
-Run: .venv/bin/python scripts/bench_harness_cost.py [--items 40] [--mode warm|cold] [--harness FILE]
+`--baseline FILE` also measures another version of evaluation/sandbox/harness.py (e.g. the one before a change:
+`git show REV:evaluation/sandbox/harness.py > /tmp/old.py`), interleaved item by item with this tree's, so before
+and after are compared under the same load. Prints ms per item (median) for the bare run and each harness, the
+harness's cost (the difference) and the ratio to the bare run.
+Run: .venv/bin/python scripts/bench_harness_cost.py [--items 40] [--mode warm|cold] [--baseline FILE]
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=40)
     parser.add_argument("--mode", default="warm", choices=("warm", "cold"))
-    parser.add_argument("--harness", help="a harness.py to measure instead of this tree's")
+    parser.add_argument("--baseline", help="another harness.py to measure beside this tree's")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
@@ -50,7 +51,9 @@ def main() -> None:
     from benchmarks.services import environment_hash
     from evaluation.sandbox import Limits, backend_class
 
-    harness = harness_module(args.harness)
+    harnesses = {"this tree": harness_module(None)}
+    if args.baseline:
+        harnesses[args.baseline] = harness_module(args.baseline)
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
     backend = backend_class("bwrap")(cache, forkserver=args.mode == "warm")
     ok, why = backend.available()
@@ -59,13 +62,14 @@ def main() -> None:
     files = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}
     limits = Limits(wall_seconds=120, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0)
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
-    times: dict[str, list[float]] = {"bare": [], "harness": []}
+    times: dict[str, list[float]] = {"bare": [], **{name: [] for name in harnesses}}
     with backend.session(environment) as session:
-        guard = harness.GuardSpec(answer_file="layers.py", first_line=56, last_line=59,
-                                  hidden_modules=("layers_ref", "paper2code_test"),
-                                  hidden_files=("layers_ref.py", "paper2code_test.py"))
         for index in range(args.items + 2):  # the first two start the fork server and fill the page cache
-            for kind in ("bare", "harness"):
+            for kind in times:
+                harness = harnesses.get(kind, harnesses["this tree"])
+                guard = harness.GuardSpec(answer_file="layers.py", first_line=56, last_line=59,
+                                          hidden_modules=("layers_ref", "paper2code_test"),
+                                          hidden_files=("layers_ref.py", "paper2code_test.py"))
                 nonce = harness.nonce_new()
                 if kind == "bare":
                     run_files, command = files, [environment.python, "-B", "paper2code_test.py"]
@@ -77,19 +81,20 @@ def main() -> None:
                 elapsed = time.perf_counter() - start
                 good = passes(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr,
                               timed_out=result.timed_out)
-                if kind == "harness":
+                if kind != "bare":
                     good = good and harness.harness_verdict(result.stdout, nonce).completed
                 if not good:
                     sys.exit(f"the {kind} run did not pass: {result.stderr[-1500:]}")
                 if index >= 2:
                     times[kind].append(elapsed)
         forking = session.forking
-    bare, harnessed = (1000 * statistics.median(times[k]) for k in ("bare", "harness"))
+    medians = {kind: 1000 * statistics.median(values) for kind, values in times.items()}
     print(f"tinyformer reference on bwrap {args.mode}{' (fork server)' if forking else ''}, {args.items} items "
-          f"each, {args.harness or 'this tree'}'s harness; load average {os.getloadavg()[0]:.1f}")
-    print(f"bare test:   {bare:7.1f} ms per item (median)")
-    print(f"harnessed:   {harnessed:7.1f} ms per item (median)")
-    print(f"harness cost {harnessed - bare:7.1f} ms per item; ratio {harnessed / bare:.2f}x the bare test")
+          f"each, interleaved; load average {os.getloadavg()[0]:.1f}")
+    print(f"bare test: {medians['bare']:7.1f} ms per item (median)")
+    for kind in harnesses:
+        print(f"{kind} harness: {medians[kind]:7.1f} ms per item; cost {medians[kind] - medians['bare']:6.1f} ms; "
+              f"ratio {medians[kind] / medians['bare']:.2f}x the bare test")
 
 
 if __name__ == "__main__":
