@@ -8,11 +8,27 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import resolve
 from kombu.exceptions import OperationalError as KombuOperationalError
-from rest_framework import exceptions, parsers, permissions, status
+from rest_framework import exceptions, pagination, parsers, permissions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from benchmarks.selectors import UnknownProtocol, user_is_maintainer
+
+
+class PageNumberPagination(pagination.PageNumberPagination):
+    """DRF's page-number pages, saying how many items a page holds (`page_size`), so a client can tell a short last
+    page from a smaller page size."""
+
+    def get_paginated_response(self, data):
+        response = super().get_paginated_response(data)
+        response.data["page_size"] = self.get_page_size(self.request)
+        return response
+
+    def get_paginated_response_schema(self, schema):
+        described = super().get_paginated_response_schema(schema)
+        described["properties"]["page_size"] = {"type": "integer", "example": 50,
+                                                "description": "How many items a page holds."}
+        return described
 
 
 def _nul_at(value, where: str = "body") -> str | None:

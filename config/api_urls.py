@@ -28,6 +28,7 @@ urlpatterns = [
     path("runs/<int:pk>/resume/", evaluation.RunResume.as_view(), name="api-run-resume"),
     path("runs/<int:pk>/results/", evaluation.RunResults.as_view(), name="api-run-results"),
     path("runs/<int:pk>/verify/", evaluation.RunVerify.as_view(), name="api-run-verify"),
+    path("runs/<int:pk>/priority/", evaluation.RunPriority.as_view(), name="api-run-priority"),
     path("runs/<int:pk>/manifest/", evaluation.RunManifest.as_view(), name="api-run-manifest"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -25,7 +25,8 @@ from evaluation.reproducibility import run_endpoint, run_manifest_chunks
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
                                   outcome_tests, run_outcomes_ordered, run_progress)
 from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, UPLOAD_FORMAT, model_register, model_update,
-                                 run_cancel, run_from_upload, run_resume, run_start, run_verify, upload_bytes)
+                                 RUN_PRIORITY_MAX, run_cancel, run_from_upload, run_priority_set, run_resume,
+                                 run_start, run_verify, upload_bytes)
 
 # Models
 
@@ -129,7 +130,8 @@ class RunSerializer(serializers.ModelSerializer):
         model = EvaluationRun
         fields = ["id", "model", "release", "status", "provenance", "provenance_label", "provenance_statement",
                   "endpoint", "protocol", "with_paper", "samples", "params", "total_items", "covers_held_out",
-                  "progress", "score", "split_scores", "created_by", "created_at", "started_at", "finished_at"]
+                  "priority", "progress", "score", "split_scores", "created_by", "created_at", "started_at",
+                  "finished_at"]
 
     def get_provenance_label(self, run: EvaluationRun) -> str:
         return provenance_of(run).label
@@ -306,6 +308,25 @@ class RunResume(RunAction):
 
     def act(self, run: EvaluationRun) -> None:
         run_resume(run=run)
+
+
+class RunPrioritySerializer(serializers.Serializer):
+    priority = serializers.IntegerField(min_value=0, max_value=RUN_PRIORITY_MAX, help_text=(
+        "0 (default) to 10: a run of priority p keeps 1 + p shares of items in flight on the workers."))
+
+
+class RunPriority(APIView):
+    """A maintainer sets how large a share of the workers a run gets (its items in flight)."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(request=RunPrioritySerializer, responses={200: RunSerializer})
+    def post(self, request, pk: int) -> Response:
+        serializer = RunPrioritySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        run = get_object_or_404(EvaluationRun.objects.select_related("model", "version", "created_by"), pk=pk)
+        run = run_priority_set(run=run, priority=serializer.validated_data["priority"], actor=request.user)
+        return Response(RunSerializer(run).data)
 
 
 class RunVerifySerializer(serializers.Serializer):

@@ -102,7 +102,7 @@ def test_items_give_their_mutation_score_without_the_surviving_mutants(clients, 
 def test_items_show_the_masked_code_never_the_reference(clients, release):
     snippets = list(version_snippets(version=release))
     body = clients["anonymous"].get("/api/v1/releases/1.0.0/items/").json()
-    assert body["count"] == len(snippets)
+    assert body["count"] == len(snippets) and body["page_size"] == 50, "a page says how many items it holds"
     assert set(body["results"][0]) == {"id", "paper", "file", "snippet", "loc", "depth", "masked_code", "mutation"}
     # Other snippets of the same file stay visible (FORMAT.md section 5): only an item's own code is masked.
     masked = {item["id"]: item["masked_code"] for item in body["results"]}

@@ -162,3 +162,19 @@ def client_with_token(key: str):
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return api
+
+
+def test_only_maintainers_set_a_runs_priority(clients, release, author):
+    from django.conf import settings
+
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(created_by=author)
+    for caller in ("anonymous", "owner", "other"):
+        response = clients[caller].post(f"/api/v1/runs/{run.pk}/priority/", {"priority": 5}, format="json")
+        assert response.status_code in (401, 403), (caller, response.content[:300])
+    refused = clients["maintainer"].post(f"/api/v1/runs/{run.pk}/priority/", {"priority": 11}, format="json")
+    assert refused.status_code == 400 and "priority" in str(refused.json()["error"]["details"])
+    response = clients["maintainer"].post(f"/api/v1/runs/{run.pk}/priority/", {"priority": 5}, format="json")
+    assert response.status_code == 200 and response.json()["priority"] == 5
+    run.refresh_from_db()
+    assert run.priority == 5 and services.run_share(run=run) == 6 * settings.RUN_ITEMS_IN_FLIGHT

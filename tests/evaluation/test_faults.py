@@ -118,11 +118,12 @@ def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
     assert time.monotonic() - started < 30, "a refused dispatch fails fast instead of hanging the request"
     refused = OperationsEvent.objects.get(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=run)
-    assert "0 of 33" in refused.detail
+    assert "0 of 8 item(s) queued" in refused.detail, "of the run's first share (RUN_ITEMS_IN_FLIGHT)"
 
     own_redis.start()
     worker = celery_worker_factory(queues="default,sandbox", **WATCH)
     polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
            what="the run to complete by itself", worker=worker)
     assert_every_item_once_and_scored(run)
-    assert OperationsEvent.objects.get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run).items == 33
+    # Fed again from its first item: one share now, the rest as those end.
+    assert OperationsEvent.objects.get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run).items == 8

@@ -13,7 +13,7 @@ from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, OperationsEvent, Outcome
 from tests.conftest import DEMO_PSET
-from tests.outages import own_redis, polled, worker_broker  # noqa: F401
+from tests.outages import own_postgres, own_redis, polled, worker_broker  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 DEFAULTS = {"SANDBOX_BACKEND": "local"}  # nothing else set: the watchdog's defaults decide
@@ -57,3 +57,30 @@ def test_a_killed_worker_is_recovered_from_within_seconds(celery_worker_factory,
            what="the run to complete after its worker was killed", worker=second)
     print(f"killed worker: completed {time.monotonic() - killed:.0f} s after the kill")
     _completed_once(run)
+
+
+def test_the_watchdog_says_a_database_outage_once_when_it_begins_and_once_when_it_ends(own_postgres, caplog):
+    import logging
+
+    from django.db import connections
+
+    from evaluation.watchdog import Watchdog
+    from tests.outages import default_database
+
+    with default_database(own_postgres.url()):
+        watchdog = Watchdog(worker="w1@host")
+        watchdog.look(feeding=True, for_lost_work=True)
+        connections.close_all()
+        own_postgres.stop("immediate")
+        with caplog.at_level(logging.WARNING, logger="evaluation.watchdog"):
+            for _ in range(3):
+                watchdog.look(feeding=True, for_lost_work=True)
+                connections.close_all()
+            own_postgres.start()
+            watchdog.look(feeding=True, for_lost_work=True)
+            connections.close_all()
+    lines = [r for r in caplog.records if r.name == "evaluation.watchdog"]
+    assert [r.getMessage().split(" (")[0] for r in lines] == [
+        "the watchdog cannot reach the database", lines[1].getMessage()], [r.getMessage() for r in lines]
+    assert "reaches the database again" in lines[1].getMessage()
+    assert not any(r.exc_info for r in lines), "no traceback per pass"
