@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -407,17 +409,19 @@ class RunResults(generics.ListAPIView):
 
     serializer_class = ResultSerializer
 
-    def run(self) -> EvaluationRun:
-        return get_object_or_404(visibility.runs_visible(user=self.request.user), pk=self.kwargs["pk"])
+    @cached_property
+    def run(self) -> EvaluationRun:  # read once per request: the queryset and the serializer's context need it
+        return get_object_or_404(visibility.runs_visible(user=self.request.user).select_related("version"),
+                                 pk=self.kwargs["pk"])
 
     def get_queryset(self):
-        return run_outcomes_ordered(run=self.run(), user=self.request.user).select_related(
+        return run_outcomes_ordered(run=self.run, user=self.request.user).select_related(
             "generation", "run__model", "snippet__task__paper")
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
         if "pk" in self.kwargs:
-            context["visible_tasks"] = set(visibility.tasks_visible(version=self.run().version, user=self.request.user)
+            context["visible_tasks"] = set(visibility.tasks_visible(version=self.run.version, user=self.request.user)
                                            .values_list("pk", flat=True))
         return context
 

@@ -91,9 +91,9 @@ def test_the_items_file_holds_each_masked_file_once_and_the_documented_reader_re
         if record["type"] == "item":
             assert set(record) == {"type", "id", "paper", "file", "snippet", "loc", "protocol", "masked_code"}
             assert line.count(json.dumps(record["masked_code"], ensure_ascii=False)[1:-1]) == 1
-    (tmp_path / "1.0.0-items.jsonl").write_bytes(data)
     guide = (Path(__file__).resolve().parents[2] / "docs" / "LEADERBOARD.md").read_text()
-    reader = guide.split("The items to answer are in")[1].split("```python\n")[1].split("```")[0]
+    reader = guide.split("The items file holds JSON lines of two types")[1].split("```python\n")[1].split("```")[0]
+    (tmp_path / "demo-1.0.0-items.jsonl").write_bytes(data)  # the name the guide's reader opens
     scope: dict = {"json": json, "open": lambda name, **kw: open(tmp_path / name, **kw)}
     exec(reader, scope)  # noqa: S102 - the documentation's own code, as a reader copies it
     assert scope["prompts"] == {item["id"]: item["prompt"] for item in items_read(data)}

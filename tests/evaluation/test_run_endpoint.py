@@ -4,6 +4,8 @@ snapshot; a run at its owner's own api_base is self-reported on every surface, i
 
 from __future__ import annotations
 
+import json
+
 import importlib
 
 import pytest
@@ -19,7 +21,7 @@ from evaluation.llm import ModelCall, complete
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.provenance import provenance_of
 from evaluation.selectors import item_prompt
-from tests.conftest import DEMO_PSET, client_for
+from tests.conftest import DEMO_PSET, client_for, download_body
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_leaderboard import evaluate
 from tests.evaluation.test_pipeline import wait_for
@@ -173,7 +175,7 @@ def test_a_run_at_the_owners_endpoint_is_self_reported_on_every_surface(version,
     assert (detail["provenance"], detail["provenance_label"], detail["provenance_statement"]) == (
         "self_reported", "self-reported", statement)
     assert detail["endpoint"] == {"litellm_model": "openai/ada", "api_base": OWN_ENDPOINT, "params": {}}
-    manifest = client_for().get(f"/api/v1/runs/{run.pk}/manifest/").json()["run"]
+    manifest = json.loads(download_body(client_for().get(f"/api/v1/runs/{run.pk}/manifest/")))["run"]
     assert (manifest["provenance"], manifest["provenance_label"], manifest["provenance_statement"]) == (
         "self_reported", "self-reported", statement)
     assert manifest["endpoint"] == detail["endpoint"]
@@ -200,7 +202,8 @@ def test_the_leaderboard_filter_separates_verified_uploads_from_platform_runs(ve
     assert '<option value="verified_upload" selected>verified upload</option>' in page
     detail = api.get(f"/api/v1/runs/{upload.pk}/").json()
     assert (detail["provenance_label"], detail["provenance_statement"]) == ("verified upload", statement)
-    assert api.get(f"/api/v1/runs/{upload.pk}/manifest/").json()["run"]["provenance_statement"] == statement
+    manifest = json.loads(download_body(api.get(f"/api/v1/runs/{upload.pk}/manifest/")))
+    assert manifest["run"]["provenance_statement"] == statement
 
 
 @pytest.mark.django_db
