@@ -125,6 +125,15 @@ def worker_broker(redis_url: str):
         pytest.fail(str(exc))
 
 
+def _die_with_parent() -> None:
+    """In a test's worker before it starts: killed when the test process dies, however it dies, so that no orphaned
+    worker lives on to take the tasks of a later run that claims the same Redis database."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class WorkerProcess:
     """A real Celery worker in its own process group, sharing this test's database, storage and broker."""
 
@@ -140,7 +149,7 @@ class WorkerProcess:
         command = [celery, "-A", "config", "worker", "--queues", self.queues, "--concurrency", "1",
                    "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}-{id(self)}@%h"]
         self.process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=self.log.open("a"),
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
         return self
 
     def kill(self, sig: int = 9) -> None:
