@@ -189,11 +189,18 @@ def test_a_verdict_line_another_writer_cut_into_does_not_complete():
 
     nonce = "rcb-done-" + "ab" * 16
     blob = base64.b64encode(b"memory\topen\t3\topens '/proc/self/mem'" * 200).decode()
-    honest = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob}\n", nonce)
-    assert honest.completed and honest.records and honest.stdout == "out\n"
-    cut = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob[:4000]}\n{blob[4000:]}\n", nonce)
+    # The line's second blob is the harness's count of the tests (FORMAT.md 7.5), long enough to be cut too.
+    rows = "".join(f"\n__main__.T.test_{n}\tpassed\t1\t0/0\t" for n in range(300))
+    tests = base64.b64encode(f"runs\t1{rows}".encode()).decode()
+    honest = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob} {len(tests)} {tests}\n", nonce)
+    assert honest.completed and honest.records and len(honest.tests) == 300 and honest.stdout == "out\n"
+    cut = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob} {len(tests)} {tests[:4000]}\n{tests[4000:]}\n",
+                          nonce)
     assert not cut.completed and not cut.records and "cut by another writer" in cut.reason
-    assert not harness_verdict(f"\n{nonce} completed 0 {len(blob)}\n {blob}\n", nonce).completed
+    in_records = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob[:4000]}\n{blob[4000:]} {len(tests)} "
+                                 f"{tests}\n", nonce)
+    assert not in_records.completed and not in_records.records
+    assert not harness_verdict(f"\n{nonce} completed 0 {len(blob)}\n {blob} {len(tests)} {tests}\n", nonce).completed
 
 
 def test_an_answer_that_crashes_only_warm_after_a_recorded_step_is_judged_on_that_evidence(sandbox_cache, backend_name):
