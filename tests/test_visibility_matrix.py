@@ -191,6 +191,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
                            (("reference run", ref), ("author's run", own), ("upload", up))],
         "api-run-cancel": [("reference run", {"pk": ref}, "", POST_API)],
         "api-run-resume": [("reference run", {"pk": ref}, "", POST_API)],
+        "api-run-priority": [("reference run", {"pk": ref}, "", POST_API)],
         "api-run-verify": [("upload", {"pk": up}, "", POST_API)],
         "api-run-manifest": [(label, {"pk": pk}, "", OPEN) for label, pk in
                              (("reference run", ref), ("author's run", own), ("upload", up))],
