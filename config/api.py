@@ -10,7 +10,6 @@ from django.urls import resolve
 from kombu.exceptions import OperationalError as KombuOperationalError
 from rest_framework import exceptions, pagination, parsers, permissions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from benchmarks.selectors import UnknownProtocol, user_is_maintainer
 
@@ -81,6 +80,8 @@ def error_body(*, code: str, message: str, details=None) -> dict:
 
 def exception_handler(exc, context):
     """DRF's handler, reshaped to {"error": {code, message, details}}; service errors become 400s."""
+    from rest_framework.views import exception_handler as drf_exception_handler  # here: DRF's views import this module
+
     from evaluation.services import EvaluationError, ModelInUse, RunQuotaExceeded, UploadError
 
     if isinstance(exc, KombuOperationalError):  # what needed the broker was not done; nothing else is lost

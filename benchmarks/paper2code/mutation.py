@@ -63,9 +63,22 @@ class _Site:
     replacement: ast.AST | None  # None: the statement is removed (becomes `pass`)
 
 
+# Candidates tried per mutant wanted: each try parses and compiles the whole body, and a body of many sites that all
+# compile alike (dead code) would otherwise be tried site by site, its cost growing with the square of its size.
+TRIES_PER_MUTANT = 5
+
+
 def mutants_generate(body: str, *, limit: int = MUTANTS_DEFAULT, seed: int = SEED_DEFAULT) -> list[Mutant]:
     """At most `limit` non-equivalent mutants of `body` (a snippet's code, at its own indentation), the same for the
-    same body, limit and seed; [] when the body does not parse on its own (a fragment of a statement)."""
+    same body, limit and seed; [] when the body does not parse on its own (a fragment of a statement) or nests too
+    deeply to be copied (the check then says it has no mutants)."""
+    try:
+        return _mutants(body, limit=limit, seed=seed)
+    except RecursionError:
+        return []
+
+
+def _mutants(body: str, *, limit: int, seed: int) -> list[Mutant]:
     parsed = _parse(body)
     if parsed is None or limit <= 0:
         return []
@@ -81,13 +94,17 @@ def mutants_generate(body: str, *, limit: int = MUTANTS_DEFAULT, seed: int = SEE
     rng.shuffle(order)
     seen = {_fingerprint(tree)}
     chosen: list[Mutant] = []
+    tries = TRIES_PER_MUTANT * limit
     # Round-robin over the operators, so a body of many constants does not get only constant mutants.
-    while order and len(chosen) < limit:
+    while order and len(chosen) < limit and tries > 0:
         for operator in list(order):
             group = by_operator[operator]
             if not group:
                 order.remove(operator)
                 continue
+            if tries == 0:
+                break
+            tries -= 1
             mutant = _apply(body, offset, group.pop(), seen)
             if mutant is not None:
                 chosen.append(mutant)

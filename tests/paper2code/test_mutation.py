@@ -118,3 +118,17 @@ def test_every_demo_snippet_has_mutants_whose_spliced_file_compiles() -> None:
             assert mutants, snippet.name
             for m in mutants:
                 compile(splice(annotated, snippet, m.body), str(path), "exec")
+
+
+def test_a_hostile_body_costs_bounded_time_and_a_too_deep_one_has_no_mutants():
+    """From an attacker's review: 250 lines of dead code (every mutant compiles alike, so each is dropped as
+    equivalent) took 295 s for one snippet when every site was tried; a body nested 900 deep crashed the copy."""
+    import time
+
+    dead = "x = a\nif False:\n" + "".join(f"    y = a + {i} * b - (c < {i}) + d[{i}]\n" for i in range(120)) + "return x\n"
+    started = time.monotonic()
+    found = mutants_generate(dead, limit=10, seed=1)
+    assert time.monotonic() - started < 60 and len(found) <= 10
+    assert mutants_generate(dead, limit=10, seed=1) == found  # still the same for the same body and seed
+    deep = "result = " + "-" * 900 + "(scaled - offset)\n"
+    assert mutants_generate(deep, limit=10, seed=1) == []
