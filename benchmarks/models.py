@@ -58,6 +58,9 @@ class Task(models.Model):
     requirements = models.TextField(blank=True)
     environment_hash = models.CharField(max_length=64, help_text="sha256 of the requirements.")
     extra_metadata = models.JSONField(default=dict, blank=True, help_text="Other papers.yaml keys, kept.")
+    test_manifest = models.JSONField(
+        null=True, blank=True, help_text="The tests the reference completes, with each one's outcome (FORMAT.md 7.5); "
+                                         "empty until the reference ran under the harness (validation or first use).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

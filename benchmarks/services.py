@@ -97,17 +97,21 @@ def task_content_hash(*, package: PaperPackage, requirements: str) -> str:
 
 
 def task_store(*, package: PaperPackage, shared_requirements: str = "",
-               environment: str | None = None) -> tuple[Task, bool]:
+               environment: str | None = None, test_manifest: dict | None = None) -> tuple[Task, bool]:
     """The Task for this package's content, created as the paper's next revision if the content is new.
 
     With `environment` (a legacy set's one shared environment), the task is built from it alone; the package's
-    own requirements file stays among its files, informational."""
+    own requirements file stays among its files, informational. `test_manifest`: what its validation's reference
+    run completed (FORMAT.md 7.5); without one, the first item tested makes it."""
     requirements = environment.strip() if environment is not None else "\n".join(
         part for part in (shared_requirements.strip(), package.requirements.strip()) if part)
     paper = _paper_upsert(package=package)
     content_hash = task_content_hash(package=package, requirements=requirements)
     existing = Task.objects.filter(paper=paper, content_hash=content_hash).first()
     if existing:
+        if existing.test_manifest is None and test_manifest is not None:
+            Task.objects.filter(pk=existing.pk, test_manifest__isnull=True).update(test_manifest=test_manifest)
+            existing.refresh_from_db(fields=["test_manifest"])
         return existing, False
     files = {path: blob_store(content=data).sha256 for path, data in package.files.items()}
     last = paper.tasks.order_by("-revision").values_list("revision", flat=True).first() or 0
@@ -123,6 +127,7 @@ def task_store(*, package: PaperPackage, shared_requirements: str = "",
         requirements=requirements,
         environment_hash=environment_hash(requirements),
         extra_metadata=_jsonable(dict(package.extra)),
+        test_manifest=test_manifest,
     )
     _snippets_create(task=task, package=package)
     return task, True

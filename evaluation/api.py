@@ -21,7 +21,7 @@ from evaluation.comparison import ComparisonError, comparison_from_query, compar
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.reproducibility import run_manifest
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
-                                  run_outcomes_ordered, run_progress)
+                                  outcome_tests, run_outcomes_ordered, run_progress)
 from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, UPLOAD_FORMAT, model_register, model_update,
                                  run_cancel, run_from_upload, run_resume, run_start, run_verify, upload_bytes)
 
@@ -318,8 +318,8 @@ class RunManifest(APIView):
 
 
 class ResultSerializer(serializers.ModelSerializer):
-    """One item's outcome with the error detail its page shows, and the model's code; never the reference code,
-    tests or test output."""
+    """One item's outcome with the error detail its page shows, the model's code and the harness's count of the
+    tests (as the item's page shows it); never the reference code, the tests' files or their output."""
 
     item = serializers.IntegerField(source="snippet_id")
     paper = serializers.CharField(source="snippet.task.paper.slug")
@@ -331,11 +331,19 @@ class ResultSerializer(serializers.ModelSerializer):
                                              "name, the time limit); empty when it passed.")
     extracted_code = serializers.SerializerMethodField()
     page = serializers.SerializerMethodField(help_text="The item's page: the code beside the reference, the diff.")
+    tests_summary = serializers.CharField(help_text='The harness\'s own count, e.g. "3 of 4 tests passed".')
+    tests = serializers.SerializerMethodField(help_text="Each test the harness counted: id, outcome, passed, why it "
+                                                        "did not, sub-tests; the traceback tail where the task is "
+                                                        "visible to you.")
 
     class Meta:
         model = Outcome
         fields = ["item", "sample", "paper", "file", "snippet", "status", "category", "category_label", "detail",
-                  "duration", "extracted_code", "page"]
+                  "duration", "extracted_code", "page", "tests_summary", "tests"]
+
+    def get_tests(self, outcome: Outcome) -> list[dict]:
+        visible = outcome.snippet.task_id in self.context.get("visible_tasks", ())
+        return outcome_tests(outcome=outcome, task_visible=visible)
 
     def get_extracted_code(self, outcome: Outcome) -> str | None:
         return outcome.generation.extracted_code if outcome.generation else None
@@ -352,10 +360,19 @@ class RunResults(generics.ListAPIView):
 
     serializer_class = ResultSerializer
 
+    def run(self) -> EvaluationRun:
+        return get_object_or_404(visibility.runs_visible(user=self.request.user), pk=self.kwargs["pk"])
+
     def get_queryset(self):
-        run = get_object_or_404(visibility.runs_visible(user=self.request.user), pk=self.kwargs["pk"])
-        return run_outcomes_ordered(run=run, user=self.request.user).select_related(
+        return run_outcomes_ordered(run=self.run(), user=self.request.user).select_related(
             "generation", "run__model", "snippet__task__paper")
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        if "pk" in self.kwargs:
+            context["visible_tasks"] = set(visibility.tasks_visible(version=self.run().version, user=self.request.user)
+                                           .values_list("pk", flat=True))
+        return context
 
 
 # Leaderboards

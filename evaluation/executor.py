@@ -14,11 +14,11 @@ from pathlib import PurePosixPath
 from django.conf import settings
 from django.db.models import Max
 
-from benchmarks.models import BenchmarkVersion, Snippet
+from benchmarks.models import BenchmarkVersion, Snippet, Task
 from benchmarks.paper2code import AnnotatedFile, PackageError, splice
 from benchmarks.paper2code.requirements import requirements_vetted
 from evaluation.audit import answer_audit
-from evaluation.outcomes import Verdict, outcome_classify, outcome_flag, runtime_findings
+from evaluation.outcomes import Verdict, manifest_made, outcome_classify, outcome_flag, runtime_findings
 from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
 from evaluation.selectors import environment_failure
 from evaluation.services import environment_failure_record
@@ -135,6 +135,8 @@ class ItemRun:
     backend: str
     limits: Limits | None = None  # None: refused before it ran
     environment_lock: dict | None = None
+    # The tests this run completed, as a manifest (FORMAT.md 7.5), when it passed: a reference's run makes its task's.
+    manifest: dict | None = None
 
 
 def package_test(*, files: dict[str, bytes], test_entry_point: str, environment_hash: str, requirements: str,
@@ -145,23 +147,29 @@ def package_test(*, files: dict[str, bytes], test_entry_point: str, environment_
 
 
 def harness_run(*, session: Session, files: dict[str, bytes], test_entry_point: str, limits: Limits | None = None,
-                guard: GuardSpec | None = None, static_findings: list[dict] | None = None) -> ItemRun:
-    """One run under the harness: classify it, and flag it when the audit found anything (static or runtime)."""
+                guard: GuardSpec | None = None, static_findings: list[dict] | None = None,
+                manifest: dict | None = None) -> ItemRun:
+    """One run under the harness: classify it against the task's test `manifest` (None: a reference's own run), and
+    flag it when the audit found anything (static or runtime)."""
     nonce = nonce_new()
     limits = limits or limits_default()
     result = session.run(files={**files, **harness_files(nonce)},
                          command=harness_command(session.environment.python, test_entry_point, guard), limits=limits)
     harness = harness_verdict(result.stdout, nonce)
     findings = [*(static_findings or []), *runtime_findings(harness.records)]
-    return ItemRun(outcome_flag(outcome_classify(result=result, harness=harness), findings), result,
-                   session.backend.name, limits, _locks.get(session.environment.hash))
+    verdict = outcome_flag(outcome_classify(result=result, harness=harness, manifest=manifest), findings)
+    return ItemRun(verdict, result, session.backend.name, limits, _locks.get(session.environment.hash),
+                   manifest_made(harness) if verdict.status == "passed" else None)
 
 
 def answer_test(*, session: Session, files: dict[str, bytes], annotated: AnnotatedFile, position: int, code: str,
                 test_entry_point: str, hidden_files: Iterable[str], limits: Limits | None = None,
-                static_audit: bool = True) -> ItemRun:
-    """Splice `code` as the body of the snippet at `position` of `annotated` and test it, audited twice: statically
-    here, and at run time by the harness's guard on the answer's own lines."""
+                static_audit: bool = True, manifest: dict | None = None) -> ItemRun:
+    """Splice `code` as the body of the snippet at `position` of `annotated` and test it against the task's test
+    `manifest`, audited twice: statically here, and at run time by the harness's guard on the answer's own lines.
+    Without a manifest (a task imported before there were manifests), it is made from the reference first."""
+    if manifest is None:
+        manifest = reference_manifest(session=session, files=files, test_entry_point=test_entry_point, limits=limits)
     marked = annotated.snippets[position]
     spliced = splice(annotated, marked, code)
     first, last = answer_span(marked.start_line, code)
@@ -172,13 +180,40 @@ def answer_test(*, session: Session, files: dict[str, bytes], annotated: Annotat
     static = [f.as_dict() for f in answer_audit(source=spliced, first_line=first, last_line=last,
                                                 hidden_modules=modules, hidden_files=hidden)] if static_audit else []
     return harness_run(session=session, files={**files, annotated.path: spliced.encode("utf-8")},
-                       test_entry_point=test_entry_point, limits=limits, guard=guard, static_findings=static)
+                       test_entry_point=test_entry_point, limits=limits, guard=guard, static_findings=static,
+                       manifest=manifest)
+
+
+# A task whose reference does not pass now has no manifest to give: every test an answer runs must pass, no skip.
+MANIFEST_STRICT = {"runner": "strict"}
+
+
+def reference_manifest(*, session: Session, files: dict[str, bytes], test_entry_point: str,
+                       limits: Limits | None = None) -> dict:
+    """The test manifest of a package: what its reference (the files as they are) completes under the harness."""
+    run = harness_run(session=session, files=files, test_entry_point=test_entry_point, limits=limits)
+    return run.manifest or MANIFEST_STRICT
+
+
+def task_manifest(*, task: Task, session: Session, limits: Limits | None = None) -> dict:
+    """The task revision's test manifest; one made before (validation, import) or, the first time, from its
+    reference now, stored (FORMAT.md 7.5: tasks imported before manifests existed get theirs on first use)."""
+    if task.test_manifest is not None:
+        return task.test_manifest
+    manifest = reference_manifest(session=session, files=task_files(task), test_entry_point=task.test_entry_point,
+                                  limits=limits)
+    if manifest is not MANIFEST_STRICT:  # a reference failing now (a broken environment) is tried again next time
+        Task.objects.filter(pk=task.pk, test_manifest__isnull=True).update(test_manifest=manifest)
+        task.test_manifest = manifest
+    return manifest
 
 
 def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None, static_audit: bool = True) -> ItemRun:
     """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
     task = snippet.task
     session = session_for(task.environment_hash, task.requirements)
+    manifest = task_manifest(task=task, session=session, limits=limits)
     return answer_test(session=session, files=task_files(task), annotated=task_annotated(task, snippet.file_path),
                        position=snippet.position, code=code, test_entry_point=task.test_entry_point,
-                       hidden_files=task_hidden_files(task), limits=limits, static_audit=static_audit)
+                       hidden_files=task_hidden_files(task), limits=limits, static_audit=static_audit,
+                       manifest=manifest)

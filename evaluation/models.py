@@ -203,6 +203,8 @@ class Outcome(models.Model):
     limits = models.JSONField(default=dict, blank=True, help_text="The sandbox limits the test ran under.")
     findings = models.JSONField(default=list, blank=True,
                                 help_text="Audit findings (static and runtime): kind, line, detail, source.")
+    tests = models.JSONField(default=list, blank=True,
+                             help_text="The tests the harness counted: id, outcome, passed, problem, traceback tail.")
     measured_status = models.CharField(max_length=10, blank=True,
                                        help_text="What the test said (passed/failed) before the outcome was flagged.")
     review = models.CharField(max_length=10, choices=Review.choices, blank=True)
@@ -217,6 +219,14 @@ class Outcome(models.Model):
     @property
     def was_flagged(self) -> bool:
         return bool(self.findings)
+
+    @property
+    def tests_summary(self) -> str:
+        """"3 of 4 tests passed", from the harness's own count ("" when it counted none)."""
+        if not self.tests:
+            return ""
+        passed = sum(1 for row in self.tests if row.get("passed"))
+        return f"{passed} of {len(self.tests)} test{'s' if len(self.tests) != 1 else ''} passed"
 
 
 class RunScore(models.Model):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchmarks.paper2code import passes
 from evaluation.models import Outcome
 from evaluation.sandbox import ExecResult
-from evaluation.sandbox.harness import HarnessVerdict
+from evaluation.sandbox.harness import HarnessVerdict, CountedTest
 
 Category = Outcome.Category
 _EXCEPTION_RE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Warning|Exit))\b", re.MULTILINE)
@@ -25,6 +25,8 @@ class Verdict:
     # Audit findings (dicts: kind, line, detail, source); with any, `status` is flagged and `measured` the test's word.
     findings: tuple[dict, ...] = ()
     measured: str = ""
+    # The tests the harness counted, one row each (see `test_rows`), stored on the outcome.
+    tests: tuple[dict, ...] = ()
 
 
 def outcome_flag(verdict: Verdict, findings: list[dict]) -> Verdict:
@@ -35,7 +37,8 @@ def outcome_flag(verdict: Verdict, findings: list[dict]) -> Verdict:
     detail = f"flagged for review ({', '.join(kinds)}); the test said: {verdict.status}"
     if verdict.detail:
         detail += f" ({verdict.detail})"
-    return Verdict(Outcome.Status.FLAGGED, verdict.category, detail, tuple(findings), verdict.status)
+    return replace(verdict, status=Outcome.Status.FLAGGED, detail=detail, findings=tuple(findings),
+                   measured=verdict.status)
 
 
 def runtime_findings(records: tuple[dict, ...]) -> list[dict]:
@@ -50,13 +53,96 @@ def runtime_findings(records: tuple[dict, ...]) -> list[dict]:
     return list(seen.values())
 
 
-def outcome_classify(*, result: ExecResult, harness: HarnessVerdict) -> Verdict:
-    """Apply the pass rule (FORMAT.md 7.4) plus the harness's proof that the test ran to its end."""
+# FORMAT.md 7.5: what the harness's count requires of a test, by what the reference's run did with it.
+PASSED, SKIPPED, EXPECTED_FAILURE = "passed", "skipped", "expected failure"
+
+
+def manifest_made(harness: HarnessVerdict) -> dict:
+    """The tests a passing reference run completes, as a task revision stores them: with the outcome each had.
+
+    An entry point that never runs unittest.main (a plain script, pytest) counts no tests: its runner is "script",
+    and the pass rule of 7.4 with the completion proof is all there is for it."""
+    if not harness.test_runs:
+        return {"runner": "script"}
+    return {"runner": "unittest", "runs": harness.test_runs, "tests": {t.id: t.outcome for t in harness.tests}}
+
+
+def _test_passes(record: CountedTest, expected: str | None) -> bool:
+    """One counted test against what the reference did with it (None: no manifest; the reference's own run)."""
+    if record.clean:
+        return True
+    if expected is None:
+        return record.outcome in (SKIPPED, EXPECTED_FAILURE)
+    if expected == SKIPPED:
+        return record.outcome == SKIPPED
+    return expected == EXPECTED_FAILURE and record.outcome == EXPECTED_FAILURE
+
+
+def _test_problem(record: CountedTest) -> str:
+    if record.outcome == "unfinished":
+        return "did not run to its end (the process ended during it)"
+    if record.outcome == PASSED and not record.returned:
+        return "was reported passed, but its body did not return (a swallowed exception or control flow)"
+    if record.outcome == PASSED:
+        return f"passed only {record.subtests[0]} of {record.subtests[1]} sub-tests"
+    if record.outcome == SKIPPED:
+        return f"was skipped ({record.detail.removeprefix('skipped: ')[:200]}); the reference runs it"
+    return {"failed": "failed", "error": "raised an error"}.get(record.outcome, f"ended as {record.outcome}")
+
+
+def test_rows(*, harness: HarnessVerdict, manifest: dict | None) -> list[dict]:
+    """Every counted test, and every test of the manifest that did not run, with whether it passed (FORMAT.md 7.5)."""
+    listed = (manifest or {}).get("runner") == "unittest"
+    expected = manifest["tests"] if listed else {}
+    strict = (manifest or {}).get("runner") == "strict"
+    seen = {record.id for record in harness.tests}
+    rows = [{**record.as_dict(), "passed": _test_passes(record, PASSED if strict else expected.get(record.id)
+                                                        if listed else None), "problem": ""}
+            for record in harness.tests]
+    for row, record in zip(rows, harness.tests):
+        if listed and record.id not in expected:
+            row["passed"], row["problem"] = False, "is not a test of this task's manifest"
+        elif not row["passed"]:
+            row["problem"] = _test_problem(record)
+    rows += [{"id": test, "outcome": "not run", "returned": False, "subtests": [0, 0], "detail": "", "passed": False,
+              "problem": "did not run"} for test in expected if test not in seen]
+    return rows
+
+
+def tests_problem(*, harness: HarnessVerdict, manifest: dict | None, rows: list[dict]) -> str:
+    """Why the harness's count does not make a pass, naming the tests; "" when it does."""
+    runner = (manifest or {}).get("runner")
+    if runner == "script":
+        return "" if not harness.test_runs else "the tests ran through unittest.main, which the reference's do not"
+    if runner == "unittest" and harness.test_runs != manifest.get("runs", 1):
+        return ("unittest.main never ran the tests" if not harness.test_runs else
+                f"the tests ran {harness.test_runs} times (the reference's: {manifest.get('runs', 1)})")
+    failing = [row for row in rows if not row["passed"]]
+    if not failing:
+        return ""
+    named = "; ".join(f"{row['id']} {row['problem']}" for row in failing[:3])
+    return named + (f"; and {len(failing) - 3} more" if len(failing) > 3 else "")
+
+
+def outcome_classify(*, result: ExecResult, harness: HarnessVerdict, manifest: dict | None = None) -> Verdict:
+    """Apply the pass rule (FORMAT.md 7.4), the harness's proof that the test ran to its end, and its count of the
+    tests against the task's manifest (7.5): `manifest` None only for a reference's own run, which makes one."""
+    rows = test_rows(harness=harness, manifest=manifest)
+    verdict = _classified(result=result, harness=harness, manifest=manifest, rows=rows)
+    problem = tests_problem(harness=harness, manifest=manifest, rows=rows) if harness.test_runs else ""
+    if verdict.status == Outcome.Status.FAILED and problem and problem not in verdict.detail:
+        verdict = replace(verdict, detail=f"{verdict.detail}: {problem}" if verdict.detail else problem)
+    return replace(verdict, tests=tuple(rows))
+
+
+def _classified(*, result: ExecResult, harness: HarnessVerdict, manifest: dict | None, rows: list[dict]) -> Verdict:
     ran_through = passes(exit_code=result.exit_code, stdout=harness.stdout, stderr=result.stderr,
                          timed_out=result.timed_out)
-    if ran_through and harness.completed:
-        return Verdict(Outcome.Status.PASSED, Category.NONE, "")
     failed = Outcome.Status.FAILED
+    if ran_through and harness.completed:
+        problem = tests_problem(harness=harness, manifest=manifest, rows=rows)
+        return Verdict(failed, Category.RUNTIME, problem) if problem else Verdict(Outcome.Status.PASSED,
+                                                                                  Category.NONE, "")
     if result.timed_out:
         return Verdict(failed, Category.TIMEOUT, f"no result within the time limit ({result.duration:.0f} s)")
     output = f"{harness.stdout}\n{result.stderr}"
@@ -70,7 +156,10 @@ def outcome_classify(*, result: ExecResult, harness: HarnessVerdict) -> Verdict:
     if "AssertionError" in names or re.search(r"^FAIL: ", output, re.MULTILINE):
         return Verdict(failed, Category.WRONG_RESULT, "the tests' assertions failed")
     if not harness.completed:
-        return Verdict(failed, Category.RUNTIME, harness.reason)
+        cut = [row["id"] for row in rows if row["outcome"] in ("unfinished", "not run")]
+        return Verdict(failed, Category.RUNTIME, harness.reason + (
+            f"; {cut[0]} did not run to its end" + (f" ({len(cut) - 1} more did not either)" if len(cut) > 1 else "")
+            if cut else ""))
     if result.output_truncated and result.exit_code is None:
         return Verdict(failed, Category.RUNTIME, "killed after exceeding the output limit")
     if names:

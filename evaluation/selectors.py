@@ -382,10 +382,22 @@ def run_split_scores(*, run: EvaluationRun) -> list[RunScore]:
     return sorted(run.scores.filter(paper__isnull=True), key=lambda s: order[s.split])
 
 
+def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:
+    """The tests the harness counted for a visible outcome: id, outcome, passed, why not; each failing test's
+    traceback tail only where the viewer may see the task's files (it quotes them), as for the reference code."""
+    return [{"id": row.get("id", ""), "outcome": row.get("outcome", ""), "passed": bool(row.get("passed")),
+             "problem": row.get("problem", ""), "subtests": row.get("subtests", [0, 0]),
+             "detail": row.get("detail", "") if task_visible else ""} for row in outcome.tests]
+
+
 @dataclass
 class RunItem:
     outcome: Outcome
     show_reference: bool
+
+    @property
+    def tests(self) -> list[dict]:
+        return outcome_tests(outcome=self.outcome, task_visible=self.show_reference)
 
     @property
     def code(self) -> str | None:

@@ -353,7 +353,7 @@ def outcome_record(
         stdout_tail=tail(result.stdout) if result else "", stderr_tail=tail(result.stderr) if result else "",
         environment_hash=snippet.task.environment_hash, sandbox_backend=backend, worker=worker[:200],
         environment_lock=lock, limits=asdict(limits) if limits else {},
-        findings=list(verdict.findings), measured_status=verdict.measured,
+        findings=list(verdict.findings), measured_status=verdict.measured, tests=list(verdict.tests),
     )
     try:
         # The outcome and its count in one transaction: a connection lost between them never skips the count.

@@ -54,6 +54,8 @@ class Revision(models.Model):
     requirements = models.TextField(blank=True)
     source = models.JSONField(default=dict, help_text="Where the code came from: git URL and commit, or archive.")
     note = models.TextField(blank=True, help_text="The author's answer to the review, for this revision.")
+    test_manifest = models.JSONField(null=True, blank=True,
+                                     help_text="The tests the reference completed when this revision was validated.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

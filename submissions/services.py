@@ -311,7 +311,7 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
     if revision.test_entry_point != package.test_entry_point:  # validated before the entry point was fixed
         raise TransitionError(f"r{revision.number} was validated with {revision.test_entry_point}, but a task "
                               f"always runs {package.test_entry_point}: request changes instead")
-    task, _ = task_store(package=package)
+    task, _ = task_store(package=package, test_manifest=revision.test_manifest)
     version_task_set(version=draft_version_current(), task=task)
     submission.task = task
     submission.save(update_fields=["task", "updated_at"])

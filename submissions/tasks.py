@@ -15,7 +15,7 @@ from benchmarks.paper2code.pset import PaperPackage
 from evaluation.sandbox import SandboxError
 from evaluation.watchdog import database_outage_outlasted
 from submissions import services, validation
-from submissions.models import SetValidationPaper, ValidationCheck, ValidationReport
+from submissions.models import Revision, SetValidationPaper, ValidationCheck, ValidationReport
 from submissions.packages import revision_package
 from submissions.validation import sandbox_checks
 
@@ -98,6 +98,8 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
                                 test_entry_point=package.test_entry_point):
         if check.backend:
             ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)
+        if check.manifest is not None:
+            Revision.objects.filter(pk=report.revision_id).update(test_manifest=check.manifest)
         _set(report, check.key, check.status, check.detail, check.duration)
         if check.blocks:
             ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(

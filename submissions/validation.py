@@ -161,12 +161,22 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
         if check.backend:
             changes["sandbox_backend"] = check.backend
         SetValidationPaper.objects.filter(pk=paper.pk).update(**changes)
+        if check.manifest is not None:
+            _version_task_manifest_store(paper=paper, manifest=check.manifest)
         ok = ok and check.status == Status.PASSED
         if on_check is not None:
             on_check(check)
     status = Status.PASSED if ok and len(checks) == paper.checks_total else Status.FAILED
     _paper_finish(paper=paper, status=status)
     return status
+
+
+def _version_task_manifest_store(*, paper: SetValidationPaper, manifest: dict) -> None:
+    """A draft version's validation records the test manifest of the task it checked (the same files)."""
+    version = paper.validation.version
+    if version is not None:
+        version.tasks.filter(paper__slug=paper.paper, files=paper.files, test_manifest__isnull=True).update(
+            test_manifest=manifest)
 
 
 def set_paper_error(*, paper: SetValidationPaper, detail: str) -> bool:
@@ -193,6 +203,11 @@ def _paper_finish(*, paper: SetValidationPaper, status: str, checks: list[dict] 
     return True
 
 
+def _counted(manifest: dict | None) -> str:
+    tests = (manifest or {}).get("tests")
+    return f", completing the same {len(tests)} test(s) each time" if tests is not None else ""
+
+
 def _output(run) -> str:
     if run.result is None:
         return run.verdict.detail
@@ -209,6 +224,7 @@ class CheckResult:
     duration: float | None = None
     backend: str = ""  # the sandbox backend, given with the requirements check
     blocks: str = ""  # a failure that stops the remaining checks: why they are not run
+    manifest: dict | None = None  # with a passed reference check: the tests it completes (FORMAT.md 7.5)
 
 
 def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: str,
@@ -236,14 +252,23 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
                             environment_hash=env_hash, requirements=requirements, limits=limits)
 
     started = time.monotonic()
+    manifests = []
     for attempt in range(1, settings.SUBMISSION_REFERENCE_RUNS + 1):
         run = test(files)
         if run.verdict.status != "passed":
             yield CheckResult("reference", Status.FAILED, f"run {attempt} failed: {_output(run)}",
                               time.monotonic() - started, blocks="not run: the reference must pass first")
             return
+        manifests.append(run.manifest)
+    if any(manifest != manifests[0] for manifest in manifests):
+        yield CheckResult("reference", Status.FAILED, "the reference's runs did not complete the same tests: "
+                          + "; ".join(f"run {n}: {sorted((m or {}).get('tests', {}).items())}"
+                                      for n, m in enumerate(manifests, 1))[:3000],
+                          time.monotonic() - started, blocks="not run: the reference must pass the same tests first")
+        return
     yield CheckResult("reference", Status.PASSED, f"python {test_entry_point} passed "
-                      f"{settings.SUBMISSION_REFERENCE_RUNS} times", time.monotonic() - started)
+                      f"{settings.SUBMISSION_REFERENCE_RUNS} times{_counted(manifests[0])}",
+                      time.monotonic() - started, manifest=manifests[0])
 
     for path, parsed in annotated.items():
         for s in parsed.snippets:

@@ -27,6 +27,14 @@ process is unforgeable, so the harness splits the run in two and makes cheating 
   the test framework's assertion helpers (unittest, numpy.testing, torch.testing, builtins, the test's own classes)
   with what they were before the test and records every replacement.
 
+- The harness counts the tests itself (FORMAT.md 7.5). Before the task's code runs, `unittest.main` becomes a
+  TestProgram whose runTests uses a result object defined in the guard's closure (no framework name leads to it):
+  it wraps each test's method on its instance to learn whether the body returned, and sends a record per test over
+  the same pipe, keyed: `S id` as it starts, `E id outcome returned sub-tests detail` as it ends. The supervisor
+  keeps them and prints them beside the guard's records; a test that started and never ended is `unfinished`.
+  What a pass needs of them (the task's test manifest) is decided outside, in evaluation/outcomes.py. At every test
+  boundary the framework and comparison libraries are compared with their snapshot, not only at the finish.
+
 Once the answer may have run, the hook compares exact strings and identities only and calls no library code
 (json, os.path, getattr on foreign objects): anything the answer planted there would run inside the hook, where the
 hook's own events are not recorded.
@@ -55,6 +63,10 @@ NONCE_FILE = ".rcb-nonce"
 HARNESS_FILE = ".rcb-harness.py"
 # Most records one run reports; the rest are counted, not kept.
 RECORDS_MAX = 50
+# Most tests one run reports (a row each, with a failing test's traceback tail); more end the run as not counted.
+TESTS_MAX = 2000
+# Most failing tests whose traceback tail a run reports (the rest are named, without it).
+DETAILS_MAX = 20
 
 # The test process: installs the guard, runs the entry point, reports the finish.
 CHILD_SOURCE = r'''
@@ -96,7 +108,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     answer_names = spellings(spec["answer_file"]) if answer else frozenset()
     answer_files = {}
     inside = set()
-    state = {"finished": False, "started": False, "sent": 0, "test_globals": None}
+    state = {"finished": False, "started": False, "sent": 0, "test_globals": None, "reported": set()}
     # (holder, label, attribute) -> value of the assertion helpers and framework parts, before the answer ran.
     protected = {}
     missing = object()
@@ -130,6 +142,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                  ("unittest.runner", None), ("unittest.main", None), ("unittest.suite", None),
                  ("unittest.loader", None), ("numpy.testing", None), ("numpy.testing._private.utils", None),
                  ("torch.testing", None), ("torch.testing._comparison", None), ("pytest", None),
+                 # What the assertion helpers call: numpy's core and linear algebra, torch's functions.
+                 ("numpy", None), ("numpy._core.numeric", None), ("numpy.core.numeric", None),
+                 ("numpy._core.fromnumeric", None), ("numpy.linalg", None), ("torch", None),
                  ("sys", ("exit", "audit", "excepthook")), ("os", ("_exit", "write", "kill", "abort")))
 
     def snapshot(tops=None):
@@ -259,7 +274,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return
         state["finished"] = True
         for name in replaced():
-            record("tampering", "replaced", None, name + " was replaced during the test")
+            if name not in state["reported"]:
+                record("tampering", "replaced", None, name + " was replaced during the test")
         status, code = args
         send("F " + str_(status) + " " + int_.__repr__(code) + " " + int_.__repr__(pid))
 
@@ -431,9 +447,221 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
 
     sys.meta_path.insert(0, HiddenFinder)
     import unittest  # noqa: the framework is in its original state here, before anything of the task ran
+    import unittest.case, unittest.suite, unittest.runner, traceback, time, warnings
+    from types import MethodType
+    # The harness counts the tests itself (FORMAT.md 7.5): the entry's unittest.main runs them with the result object
+    # below, which lives only in this closure (no framework name leads to it), was made before the answer ran, and
+    # reports every test over the guarded channel as it starts and as it ends.
+    TestProgram, TextTestResult, Writeln = unittest.main, unittest.runner.TextTestResult, unittest.runner._WritelnDecorator
+    SubTest, ErrorHolder = unittest.case._SubTest, unittest.suite._ErrorHolder
+    format_exception, perf_counter, object_get, type_get = (traceback.format_exception, time.perf_counter,
+                                                            object.__getattribute__, type.__getattribute__)
+    catch_warnings, simplefilter, filterwarnings = warnings.catch_warnings, warnings.simplefilter, warnings.filterwarnings
+    tests = {}
+    DETAIL_MAX = 1500
+    # Worst first: a test's outcome is the worst of what happened to it (setUp, body, sub-tests, tearDown).
+    OUTCOMES = ("error", "failed", "unexpected success", "skipped", "expected failure", "passed")
+
+    def field(value, limit=500):
+        value = value if type_(value) is str_ else "?"
+        value = value[-limit:]
+        return str_.replace(str_.replace(str_.replace(value, "\\", "\\\\"), "\t", "\\t"), "\n", "\\n")
+
+    def test_name(test):
+        kind = type_(test)
+        if kind is ErrorHolder:  # a setUpClass/setUpModule failure, which has no test of its own
+            return "fixture " + field(object_get(test, "description"))
+        if kind is SubTest:
+            test = object_get(test, "test_case")
+            kind = type_(test)
+        module, name = vars_(kind).get("__module__"), object_get(test, "_testMethodName")
+        return ".".join((field(module), field(type_get(kind, "__qualname__")), field(name)))
+
+    def entry_of(test):
+        name = test_name(test)
+        entry = tests.get(name)
+        if entry is None:
+            entry = tests[name] = {"events": [], "returned": False, "subtests": [0, 0], "detail": "", "runs": 0}
+        return name, entry
+
+    def outcome_of(entry):
+        return next((kind for kind in OUTCOMES if kind in entry["events"]), "no outcome")
+
+    def clean(entry):
+        return (outcome_of(entry) in ("skipped", "expected failure") or
+                (outcome_of(entry) == "passed" and entry["returned"] and entry["subtests"][0] == entry["subtests"][1]))
+
+    def report(name, entry):
+        passed, total = entry["subtests"]
+        send("T E\t" + "\t".join((name, outcome_of(entry), "1" if entry["returned"] else "0",
+                                   int_.__repr__(passed) + "/" + int_.__repr__(total), field(entry["detail"], DETAIL_MAX))))
+
+    def explain(err):
+        try:
+            return "".join(format_exception(*err))[-DETAIL_MAX:]
+        except BaseException:
+            return "(the exception could not be formatted)"
+
+    def boundary(where):
+        """The framework and comparison libraries compared with their snapshot at every test boundary: a helper
+        replaced for some tests and put back before the finish is seen at the first boundary it outlives."""
+        for name in replaced():
+            if name not in state["reported"]:
+                state["reported"].add(name)
+                record("tampering", "replaced", None, name + " was replaced (seen at " + where + ")")
+
+    def watch_body(test, entry):
+        """The test's method, wrapped on its instance: only a body that returns sets `returned`."""
+        try:
+            name = object_get(test, "_testMethodName")
+            original = getattr(test, name)
+        except Exception:
+            return  # TestCase.run meets the same problem and reports it as the test's error
+        function = original.__func__ if type_(original) is MethodType else None
+        if type_(function) is FunctionType and function.__code__.co_flags & 0x80:  # CO_COROUTINE: an async test
+            async def body(*args, **kwargs):
+                value = await original(*args, **kwargs)
+                entry["returned"] = True
+                return value
+        else:
+            def body(*args, **kwargs):
+                value = original(*args, **kwargs)
+                entry["returned"] = True
+                return value
+        for attribute in ("__unittest_skip__", "__unittest_skip_why__", "__unittest_expecting_failure__"):
+            try:
+                setattr(body, attribute, getattr(original, attribute))
+            except AttributeError:
+                pass
+        vars_(test)[name] = body
+
+    class Counted:
+        """The result object of the harness's own; it forwards to a TextTestResult only to print as unittest does."""
+
+        def __init__(self, printer, failfast):
+            self.printer, self.failfast, self.shouldStop, self.buffer, self.tb_locals = printer, failfast, False, False, False
+            self._testRunEntered, self._previousTestClass, self._moduleSetUpFailed = False, None, False
+            self.testsRun = 0
+
+        def forward(self, method, *args):
+            try:
+                getattr(self.printer, method)(*args)
+            except Exception:
+                pass  # the printed text only; the records decide
+
+        def note(self, test, event, detail=""):
+            name, entry = entry_of(test)
+            entry["events"].append(event)
+            if detail and not entry["detail"]:
+                entry["detail"] = detail
+            if type_(test) is ErrorHolder:
+                report(name, entry)
+
+        def startTest(self, test):
+            self.testsRun += 1
+            name, entry = entry_of(test)
+            entry["runs"] += 1
+            entry["returned"] = False
+            send("T S\t" + name)
+            boundary("the start of " + name)
+            watch_body(test, entry)
+            self.forward("startTest", test)
+
+        def stopTest(self, test):
+            name, entry = entry_of(test)
+            report(name, entry)
+            boundary("the end of " + name)
+            self.forward("stopTest", test)
+
+        def addSuccess(self, test):
+            self.note(test, "passed")
+            self.forward("addSuccess", test)
+
+        def addFailure(self, test, err):
+            self.note(test, "failed", explain(err))
+            self.shouldStop = self.shouldStop or self.failfast
+            self.forward("addFailure", test, err)
+
+        def addError(self, test, err):
+            self.note(test, "error", explain(err))
+            self.shouldStop = self.shouldStop or self.failfast
+            self.forward("addError", test, err)
+
+        def addSkip(self, test, reason):
+            self.note(test, "skipped", "skipped: " + field(reason if type_(reason) is str_ else "?"))
+            self.forward("addSkip", test, reason)
+
+        def addExpectedFailure(self, test, err):
+            self.note(test, "expected failure")
+            self.forward("addExpectedFailure", test, err)
+
+        def addUnexpectedSuccess(self, test):
+            self.note(test, "unexpected success")
+            self.shouldStop = self.shouldStop or self.failfast
+            self.forward("addUnexpectedSuccess", test)
+
+        def addSubTest(self, test, subtest, err):
+            _, entry = entry_of(test)
+            entry["subtests"][1] += 1
+            if err is None:
+                entry["subtests"][0] += 1
+            else:
+                failure = type_(err[0]) is type_ and issubclass(err[0], object_get(test, "failureException"))
+                self.note(test, "failed" if failure else "error", explain(err))
+                self.shouldStop = self.shouldStop or self.failfast
+            self.forward("addSubTest", test, subtest, err)
+
+        def addDuration(self, test, elapsed):
+            self.forward("addDuration", test, elapsed)
+
+        def stop(self):
+            self.shouldStop = True
+
+        def wasSuccessful(self):
+            return all(clean(entry) and entry["runs"] <= 1 for entry in tests.values())
+
+    def tests_run(program):
+        """TextTestRunner.run's work and output, with the harness's own result object."""
+        send("T P")
+        verbosity = program.verbosity if type_(program.verbosity) is int_ else 1
+        stream = Writeln(sys.stderr)
+        printer = TextTestResult(stream, True, verbosity)
+        result = Counted(printer, bool(program.failfast))
+        with catch_warnings():
+            if program.warnings:
+                simplefilter(program.warnings)
+                if program.warnings in ("default", "always"):
+                    filterwarnings("module", category=DeprecationWarning, message=r"Please use assert\w+ instead.")
+            started = perf_counter()
+            program.test(result)
+            taken = perf_counter() - started
+        result.forward("printErrors")
+        stream.writeln(TextTestResult.separator2)
+        stream.writeln("Ran %d test%s in %.3fs" % (result.testsRun, result.testsRun != 1 and "s" or "", taken))
+        stream.writeln()
+        counts = [(label, len_(getattr(printer, name, ()))) for label, name in (
+            ("failures", "failures"), ("errors", "errors"), ("skipped", "skipped"),
+            ("expected failures", "expectedFailures"), ("unexpected successes", "unexpectedSuccesses"))]
+        ok = result.wasSuccessful()
+        infos = ", ".join(f"{label}={count}" for label, count in counts if count)
+        stream.write("OK" if ok else "FAILED")
+        stream.writeln(f" ({infos})" if infos else "")
+        stream.flush()
+        program.result = result
+        if program.exit:
+            raise SystemExit(not ok)
+
+    class Program(TestProgram):
+        """unittest.main as the entry point calls it: parses and loads as unittest does, runs with the count above."""
+
+        def runTests(self):
+            tests_run(self)
+
+    unittest.main = Program
     # Only what a fresh interpreter has loaded now: a warm start's preloads are snapshotted when a cold one would.
     snapshot(("builtins", "unittest", "sys", "os"))
     sys.addaudithook(hook)
+    return tests_run.__code__
 
 
 def _rcb_main():
@@ -443,7 +671,7 @@ def _rcb_main():
     os.close(key_fd)
     if len(key) != 48:  # no key: the supervisor is gone, and the test must not run without it
         os._exit(70)
-    _rcb_guard(spec, key, report_fd, sys._getframe(0), entry)
+    counted = _rcb_guard(spec, key, report_fd, sys._getframe(0), entry)
     del key
     import runpy, traceback
     sys.argv = [entry]
@@ -452,11 +680,12 @@ def _rcb_main():
     try:
         runpy.run_path(entry, run_name="__main__")
     except SystemExit as exc:
-        tb, origin = exc.__traceback__, None
+        tb, origin, code_object = exc.__traceback__, None, None
         while tb is not None:
-            origin, tb = tb.tb_frame.f_code.co_filename, tb.tb_next
-        normal = origin is None or os.path.basename(origin) == os.path.basename(entry) or origin.endswith(
-            os.path.join("unittest", "main.py"))
+            code_object, tb = tb.tb_frame.f_code, tb.tb_next
+            origin = code_object.co_filename
+        normal = origin is None or code_object is counted or os.path.basename(origin) == os.path.basename(entry) or (
+            origin.endswith(os.path.join("unittest", "main.py")))
         if not normal:
             status = "early-exit"
             print(f"Early exit: SystemExit({exc.code!r}) raised in {origin}, before the test finished", file=sys.stderr)
@@ -548,34 +777,66 @@ def main():
     os.close(report_w)
     os.close(key_r)
     marker = b"\n" + key.encode() + b" "
-    buffer, records, dropped, finish, wait_status = b"", [], 0, None, None
-    while True:
-        ready, _, _ = select.select([report_r], [], [], 0.05)
-        chunk = os.read(report_r, 65536) if ready else b""
-        buffer += chunk
+    state = {"buffer": b"", "finish": None, "dropped": 0, "programs": 0, "details": 0}
+    records, tests, started = [], {}, []
+
+    def parse():
+        buffer = state["buffer"]
         while (start := buffer.find(marker)) >= 0 and (end := buffer.find(b"\n", start + len(marker))) >= 0:
             kind, _, body = buffer[start + len(marker):end].decode("utf-8", "replace").partition(" ")
             if kind == "R":
                 if len(records) < RECORDS_MAX:
                     records.append(body)
                 else:
-                    dropped += 1
+                    state["dropped"] += 1
+            elif kind == "T":
+                test_message(body)
             elif kind == "F":
                 parts = body.split()
-                if len(parts) == 3 and finish is None and parts[2] == str(pid) and parts[1].lstrip("-").isdigit():
-                    finish = (parts[0], int(parts[1]))
+                if len(parts) == 3 and state["finish"] is None and parts[2] == str(pid) and parts[1].lstrip("-").isdigit():
+                    state["finish"] = (parts[0], int(parts[1]))
             buffer = buffer[end:]
-        buffer = buffer[start:][-65536:] if start >= 0 else buffer[-len(marker):]
-        if wait_status is None:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            wait_status = status if done else None
-        if ready and not chunk:  # every writer is gone
+        state["buffer"] = buffer[start:][-65536:] if start >= 0 else buffer[-len(marker):]
+
+    def test_message(body):
+        what, _, rest = body.partition("\t")
+        if what == "P":
+            state["programs"] += 1
+        elif what == "S" and rest not in tests and len(started) < TESTS_MAX:
+            started.append(rest)
+            tests[rest] = None
+        elif what == "E" and rest.count("\t") == 4 and (rest.partition("\t")[0] in tests or len(started) < TESTS_MAX):
+            name = rest.partition("\t")[0]
+            if name not in tests:
+                started.append(name)
+            if not rest.endswith("\t"):  # a detail: kept for the first DETAILS_MAX tests that have one
+                state["details"] += 1
+                if state["details"] > DETAILS_MAX:
+                    rest = rest[:rest.rindex("\t") + 1]
+            tests[name] = rest
+
+    def read():
+        chunk = os.read(report_r, 65536)
+        state["buffer"] += chunk
+        parse()
+        return chunk
+
+    # Until every writer is gone, or the test process is reaped and a look at the pipe after that finds nothing:
+    # what it wrote before it exited is in the pipe by then, so its finish record is always read before deciding.
+    wait_status = None
+    while True:
+        ready, _, _ = select.select([report_r], [], [], 0.05)
+        if ready and not read():
             if wait_status is None:
                 wait_status = os.waitpid(pid, 0)[1]
             break
-        if wait_status is not None and not ready:
+        if wait_status is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            wait_status = status if done else None
+        elif not ready:
             break
     os.close(report_r)
+    finish = state["finish"]
     code = os.waitstatus_to_exitcode(wait_status)
     code = code if code >= 0 else 128 - code
     if finish is None:
@@ -584,13 +845,17 @@ def main():
         status = "inconsistent"
     else:
         status = finish[0]
-    if dropped:
-        records.append(f"info\t\t\t{dropped} more record(s) dropped")
+    if state["dropped"]:
+        records.append(f"info\t\t\t{state['dropped']} more record(s) dropped")
     blob = base64.b64encode("\n".join(records).encode()).decode()
+    # One row per test: id, outcome, body returned (1/0), sub-tests passed/total, detail; a test that started and
+    # never ended (the process exited during it) is "unfinished".
+    rows = [f"runs\t{state['programs']}"] + [tests[name] or f"{name}\tunfinished\t0\t0/0\t" for name in started]
+    counted = base64.b64encode("\n".join(rows).encode()).decode()
     sys.stdout.flush()
     sys.stderr.flush()
-    # The blob's length goes first: a line another writer cut into (over PIPE_BUF a write is not atomic) is refused.
-    os.write(1, f"\n{nonce} {status} {code} {len(blob)} {blob}\n".encode())
+    # Each blob's length goes first: a line another writer cut into (over PIPE_BUF a write is not atomic) is refused.
+    os.write(1, f"\n{nonce} {status} {code} {len(blob)} {blob} {len(counted)} {counted}\n".encode())
     os._exit(code if status == "completed" else 1)
 
 
@@ -598,7 +863,7 @@ main()
 '''
 
 
-HARNESS_SOURCE = f"CHILD = {CHILD_SOURCE!r}\nRECORDS_MAX = {RECORDS_MAX}\n" + SUPERVISOR_SOURCE
+HARNESS_SOURCE = f"CHILD = {CHILD_SOURCE!r}\nRECORDS_MAX = {RECORDS_MAX}\nTESTS_MAX = {TESTS_MAX}\nDETAILS_MAX = {DETAILS_MAX}\n" + SUPERVISOR_SOURCE
 
 
 @dataclass(frozen=True)
@@ -618,13 +883,37 @@ class GuardSpec:
 
 
 @dataclass(frozen=True)
+class CountedTest:
+    """One test as the harness's own result object saw it: its id, outcome, whether its body returned normally,
+    its sub-tests (passed, total) and, for a failing test, the tail of its traceback (a skip: the reason)."""
+
+    id: str
+    outcome: str  # passed, failed, error, skipped, expected failure, unexpected success, no outcome, unfinished
+    returned: bool
+    subtests: tuple[int, int] = (0, 0)
+    detail: str = ""
+
+    @property
+    def clean(self) -> bool:
+        """Passed with its body run to its end and every sub-test passed."""
+        return self.outcome == "passed" and self.returned and self.subtests[0] == self.subtests[1]
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "outcome": self.outcome, "returned": self.returned, "subtests": list(self.subtests),
+                "detail": self.detail}
+
+
+@dataclass(frozen=True)
 class HarnessVerdict:
-    """Whether the test reached its end, the output with the harness line removed, and the guard's records."""
+    """Whether the test reached its end, the output with the harness line removed, the guard's records, and the
+    tests the harness counted (`test_runs`: how often the entry's unittest.main ran them; 0 for other entries)."""
 
     completed: bool
     stdout: str
     reason: str
     records: tuple[dict, ...] = field(default=())
+    tests: tuple[CountedTest, ...] = field(default=())
+    test_runs: int = 0
 
 
 def nonce_new() -> str:
@@ -661,9 +950,34 @@ def _records(blob: str) -> tuple[dict, ...]:
     return tuple(records)
 
 
+def _unescape(text: str) -> str:
+    return re.sub(r"\\([\\tn])", lambda m: {"t": "\t", "n": "\n"}.get(m.group(1), "\\"), text)
+
+
+def _tests(blob: str) -> tuple[int, tuple[CountedTest, ...]] | None:
+    """The supervisor's test rows (see SUPERVISOR_SOURCE); None when they cannot be read."""
+    try:
+        rows = base64.b64decode(blob, validate=True).decode("utf-8", "replace").split("\n")
+    except (binascii.Error, ValueError):
+        return None
+    head, _, runs = rows[0].partition("\t")
+    if head != "runs" or not runs.isdigit():
+        return None
+    tests = []
+    for row in rows[1:]:
+        fields = row.split("\t")
+        if len(fields) != 5 or not re.fullmatch(r"\d+/\d+", fields[3]):
+            return None
+        passed, total = (int(n) for n in fields[3].split("/"))
+        tests.append(CountedTest(_unescape(fields[0]), fields[1], fields[2] == "1", (passed, total),
+                                _unescape(fields[4])))
+    return int(runs), tuple(tests)
+
+
 def _final_line(stdout: str, nonce: str) -> re.Match | None:
     match = None
-    for match in re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*)(?=\n|$)", stdout):
+    for match in re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*) (\d+) ([A-Za-z0-9+/=]*)"
+                             r"(?=\n|$)", stdout):
         pass
     return match
 
@@ -680,13 +994,17 @@ def harness_verdict(stdout: str, nonce: str) -> HarnessVerdict:
     if match is None:
         return HarnessVerdict(False, stdout, "the test did not run to its end (the process exited or was killed early)")
     cleaned = stdout[: match.start()] + stdout[match.end():]
-    if len(match.group(4)) != int(match.group(3)):
+    if len(match.group(4)) != int(match.group(3)) or len(match.group(6)) != int(match.group(5)):
         return HarnessVerdict(False, cleaned, "the harness's verdict line was cut by another writer")
     records = _records(match.group(4)) if match.group(4) else ()
+    counted = _tests(match.group(6))
+    if counted is None:
+        return HarnessVerdict(False, cleaned, "the harness's test records are unreadable", records)
+    runs, tests = counted
     status = match.group(1)
     if status == "completed":
-        return HarnessVerdict(True, cleaned, "", records)
+        return HarnessVerdict(True, cleaned, "", records, tests, runs)
     reasons = {"early-exit": "the code exited before the test finished",
                "incomplete": "the test did not run to its end (the process exited or was killed early)",
                "inconsistent": "the test process exited with another status than the one it reported"}
-    return HarnessVerdict(False, cleaned, reasons.get(status, "the test did not run to its end"), records)
+    return HarnessVerdict(False, cleaned, reasons.get(status, "the test did not run to its end"), records, tests, runs)

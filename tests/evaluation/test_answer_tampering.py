@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.paper2code import parse
 from benchmarks.services import environment_hash
-from evaluation.executor import ItemRun, answer_test
+from evaluation.executor import ItemRun, answer_test, reference_manifest
 from evaluation.sandbox import Limits, Session
 from tests.conftest import sandbox_backend_or_missing
 
@@ -38,10 +38,16 @@ def session(request, sandbox_cache) -> Session:
         yield session
 
 
+MANIFESTS: dict[int, dict] = {}  # session -> the package's test manifest, made once from the reference
+
+
 def judge(session: Session, code: str, *, static_audit: bool = True, snippet=LAYER_NORM) -> ItemRun:
+    if id(session) not in MANIFESTS:
+        MANIFESTS[id(session)] = reference_manifest(session=session, files=FILES, test_entry_point="paper2code_test.py",
+                                                    limits=LIMITS)
     return answer_test(session=session, files=FILES, annotated=ANNOTATED, position=snippet.index, code=code,
                        test_entry_point="paper2code_test.py", hidden_files=HIDDEN, limits=LIMITS,
-                       static_audit=static_audit)
+                       static_audit=static_audit, manifest=MANIFESTS[id(session)])
 
 
 def body(*lines: str) -> str:

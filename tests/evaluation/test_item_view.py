@@ -124,3 +124,32 @@ def test_an_outcome_of_another_run_or_none_is_not_found(client, scored, author):
                                                     for g in run.generations.all()).encode())
     assert client.get(reverse("run-item", args=[other.pk, outcome.pk])).status_code == 404
     assert client.get(reverse("run-item", args=[run.pk, 999999])).status_code == 404
+
+
+def test_the_item_page_and_the_api_give_the_harness_s_count_of_the_tests(client, scored):
+    from evaluation.outcomes import test_rows
+    from evaluation.sandbox.harness import CountedTest, HarnessVerdict
+
+    run, changed = scored["run"], scored["changed"]
+    counted = HarnessVerdict(True, "", "", (), (
+        CountedTest("__main__.T.test_shape", "passed", True),
+        CountedTest("__main__.T.test_values", "failed", False, detail="Traceback ...\nAssertionError: 1 != 2"),
+        CountedTest("__main__.T.test_grad", "skipped", False, detail="skipped: no GPU"),
+        CountedTest("__main__.T.test_norm", "passed", True)), 1)
+    manifest = {"runner": "unittest", "runs": 1, "tests": {f"__main__.T.test_{n}": "passed"
+                                                           for n in ("shape", "values", "grad", "norm")}}
+    Outcome.objects.filter(run=run, snippet=changed).update(tests=test_rows(harness=counted, manifest=manifest))
+    body = _page(client, run, changed)
+    table = _text(body[body.index('id="tests-heading"'):body.index("</table>")])
+    assert "2 of 4 tests passed" in table
+    assert "__main__.T.test_values" in table and "AssertionError: 1 != 2" in table
+    assert "was skipped (no GPU); the reference runs it" in table
+    results = client.get(reverse("api-run-results", args=[run.pk])).json()["results"]
+    row = next(r for r in results if r["item"] == changed.pk)
+    assert row["tests_summary"] == "2 of 4 tests passed"
+    assert [(t["id"], t["passed"]) for t in row["tests"]] == [
+        ("__main__.T.test_shape", True), ("__main__.T.test_values", False), ("__main__.T.test_grad", False),
+        ("__main__.T.test_norm", True)]
+    assert "AssertionError: 1 != 2" in row["tests"][1]["detail"]
+    # Outcomes recorded before the harness counted tests have no table.
+    assert 'id="tests-heading"' not in _page(client, run, scored["same"])

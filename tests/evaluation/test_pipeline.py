@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from benchmarks.models import Task
 from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
@@ -53,6 +54,16 @@ def test_reference_scores_100_and_placeholder_0(backend, demo, celery_worker_fac
     assert (zero.passed, zero.failed, zero.errors, zero.flagged, zero.scaled_pass_rate) == (0, 33, 0, 0, 0.0)
     # Neither calibration answer raises a finding, statically or at run time.
     assert not Outcome.objects.filter(run__in=[reference, placeholder]).exclude(findings=[]).exists()
+    # Imported without test manifests (no validation ran): each task's first item made its own from the reference
+    # (FORMAT.md 7.5), and the harness counted every test of every reference answer passed.
+    manifests = {task.paper.slug: task.test_manifest for task in Task.objects.filter(versions=demo)}
+    assert {slug: (m["runner"], len(m["tests"]), set(m["tests"].values())) for slug, m in manifests.items()} == {
+        "dampnest": ("unittest", 4, {"passed"}), "topk-attention-pool": ("unittest", 4, {"passed"}),
+        "trimmed-infonce": ("unittest", 6, {"passed"})}
+    for outcome in Outcome.objects.filter(run=reference).select_related("snippet__task"):
+        assert outcome.tests_summary == f"{len(outcome.snippet.task.test_manifest['tests'])} of " \
+                                        f"{len(outcome.snippet.task.test_manifest['tests'])} tests passed"
+    assert all(not all(row["passed"] for row in o.tests) for o in Outcome.objects.filter(run=placeholder))
     assert set(Outcome.objects.filter(run=reference).values_list("sandbox_backend", flat=True)) == {backend}
     if backend == "bwrap":
         # The fork server is on by default: the numpy papers' items ran in its forks; trimmed-infonce imports nothing

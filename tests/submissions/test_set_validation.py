@@ -70,6 +70,9 @@ def test_a_draft_version_is_validated_from_its_page_by_the_workers(tmp_path, cli
     assert "Validating 1 paper(s) of 0.9.0 on the workers." in response.content.decode()
     run = _wait_finished(SetValidation.objects.get(version=version))
     assert run.status == "failed" and run.started_by == maintainer
+    # Its reference passed: the validation recorded the test manifest of the version's task.
+    manifest = version.tasks.get().test_manifest
+    assert manifest["runner"] == "unittest" and set(manifest["tests"].values()) == {"passed"}, manifest
     partial = client.get(reverse("version-validation", args=[version.name])).content.decode()
     assert "hx-trigger" not in partial  # finished: the page stops polling
     assert "6 of 6 checks done (100%)" in partial and "1/2" in partial

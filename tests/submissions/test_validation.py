@@ -34,9 +34,15 @@ def test_demo_paper_validates_and_acceptance_adds_it_to_the_draft_version(draft,
     draft.refresh_from_db()
     assert draft.state == Submission.State.AWAITING_REVIEW
 
+    # The reference's run recorded the revision's test manifest, which acceptance carries to the task.
+    manifest = draft.latest_revision.test_manifest
+    assert manifest["runner"] == "unittest" and manifest["tests"] and set(manifest["tests"].values()) == {"passed"}
+    assert "completing the same" in checks(report)["reference"][1]
+
     task = services.submission_accept(submission=draft, actor=maintainer, reason="clean and well tested")
 
     assert Task.objects.get(pk=task.pk).snippets.count() == 12
+    assert Task.objects.get(pk=task.pk).test_manifest == manifest
     version = BenchmarkVersion.objects.get(status=BenchmarkVersion.Status.DRAFT)
     assert list(version.tasks.all()) == [task]
     assert Submission.objects.get(pk=draft.pk).task == task

@@ -1,0 +1,96 @@
+"""The harness's cost per item: the tinyformer reference (tests/evaluation/packages/tinyformer) run in one bwrap
+session under the harness, against the same test run bare (`python -B paper2code_test.py`, no harness) in the same
+session, the two interleaved so that load on the machine weighs on both alike.
+
+`--harness FILE` measures another version of evaluation/sandbox/harness.py (e.g. the one before a change:
+`git show REV:evaluation/sandbox/harness.py > /tmp/old.py`), so before and after are compared on the same machine.
+Prints ms per item for the bare run and the harnessed run, their difference (the harness's cost) and their ratio.
+Run: .venv/bin/python scripts/bench_harness_cost.py [--items 40] [--mode warm|cold] [--harness FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PACKAGE = REPO / "tests" / "evaluation" / "packages" / "tinyformer"
+
+
+def harness_module(path: str | None):
+    if path is None:
+        from evaluation.sandbox import harness
+
+        return harness
+    spec = importlib.util.spec_from_file_location("rcb_bench_harness", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=40)
+    parser.add_argument("--mode", default="warm", choices=("warm", "cold"))
+    parser.add_argument("--harness", help="a harness.py to measure instead of this tree's")
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from benchmarks.paper2code import passes
+    from benchmarks.services import environment_hash
+    from evaluation.sandbox import Limits, backend_class
+
+    harness = harness_module(args.harness)
+    cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
+    backend = backend_class("bwrap")(cache, forkserver=args.mode == "warm")
+    ok, why = backend.available()
+    if not ok:
+        sys.exit(f"bwrap is not available: {why}")
+    files = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}
+    limits = Limits(wall_seconds=120, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0)
+    environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
+    times: dict[str, list[float]] = {"bare": [], "harness": []}
+    with backend.session(environment) as session:
+        guard = harness.GuardSpec(answer_file="layers.py", first_line=56, last_line=59,
+                                  hidden_modules=("layers_ref", "paper2code_test"),
+                                  hidden_files=("layers_ref.py", "paper2code_test.py"))
+        for index in range(args.items + 2):  # the first two start the fork server and fill the page cache
+            for kind in ("bare", "harness"):
+                nonce = harness.nonce_new()
+                if kind == "bare":
+                    run_files, command = files, [environment.python, "-B", "paper2code_test.py"]
+                else:
+                    run_files = {**files, **harness.harness_files(nonce)}
+                    command = harness.harness_command(environment.python, "paper2code_test.py", guard)
+                start = time.perf_counter()
+                result = session.run(files=run_files, command=command, limits=limits)
+                elapsed = time.perf_counter() - start
+                good = passes(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr,
+                              timed_out=result.timed_out)
+                if kind == "harness":
+                    good = good and harness.harness_verdict(result.stdout, nonce).completed
+                if not good:
+                    sys.exit(f"the {kind} run did not pass: {result.stderr[-1500:]}")
+                if index >= 2:
+                    times[kind].append(elapsed)
+        forking = session.forking
+    bare, harnessed = (1000 * statistics.median(times[k]) for k in ("bare", "harness"))
+    print(f"tinyformer reference on bwrap {args.mode}{' (fork server)' if forking else ''}, {args.items} items "
+          f"each, {args.harness or 'this tree'}'s harness; load average {os.getloadavg()[0]:.1f}")
+    print(f"bare test:   {bare:7.1f} ms per item (median)")
+    print(f"harnessed:   {harnessed:7.1f} ms per item (median)")
+    print(f"harness cost {harnessed - bare:7.1f} ms per item; ratio {harnessed / bare:.2f}x the bare test")
+
+
+if __name__ == "__main__":
+    main()
