@@ -177,8 +177,12 @@ def answer_test(*, session: Session, files: dict[str, bytes], annotated: Annotat
     modules = tuple(sorted({PurePosixPath(path).stem for path in hidden}))
     guard = GuardSpec(answer_file=annotated.path, first_line=first, last_line=last, hidden_modules=modules,
                       hidden_files=tuple(hidden))
+    # The policy's context: the task's own files (the hidden ones are left out), the answer's file as spliced.
+    context = {path: data.decode("utf-8", "replace") for path, data in files.items() if path.endswith(".py")}
+    context[annotated.path] = spliced
     static = [f.as_dict() for f in answer_audit(source=spliced, first_line=first, last_line=last,
-                                                hidden_modules=modules, hidden_files=hidden)] if static_audit else []
+                                                hidden_modules=modules, hidden_files=hidden,
+                                                context_sources=context)] if static_audit else []
     return harness_run(session=session, files={**files, annotated.path: spliced.encode("utf-8")},
                        test_entry_point=test_entry_point, limits=limits, guard=guard, static_findings=static,
                        manifest=manifest)
