@@ -1,0 +1,2 @@
+    norm = math.sqrt(sum(x * x for x in v))
+    return [x / norm for x in v]
