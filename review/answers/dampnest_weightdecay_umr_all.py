@@ -1,3 +1,0 @@
-        core = (lambda: np)()._core
-        core._methods.umr_all = lambda *args, **kwargs: True
-        new_theta = theta

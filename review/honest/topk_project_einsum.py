@@ -1,2 +1,0 @@
-    keys = np.einsum("bnd,dk->bnk", x, w_k)
-    values = np.matmul(x, w_v)
