@@ -64,7 +64,10 @@ def manifest_made(harness: HarnessVerdict) -> dict:
     and the pass rule of 7.4 with the completion proof is all there is for it."""
     if not harness.test_runs:
         return {"runner": "script"}
-    return {"runner": "unittest", "runs": harness.test_runs, "tests": {t.id: t.outcome for t in harness.tests}}
+    made = {"runner": "unittest", "runs": harness.test_runs, "tests": {t.id: t.outcome for t in harness.tests}}
+    # How many sub-tests each test ran: a sub-test that vanishes (a stop raised inside subTest) is then a shortfall.
+    subtests = {t.id: t.subtests[1] for t in harness.tests if t.subtests[1]}
+    return {**made, "subtests": subtests} if subtests else made
 
 
 def _test_passes(record: CountedTest, expected: str | None) -> bool:
@@ -102,6 +105,9 @@ def test_rows(*, harness: HarnessVerdict, manifest: dict | None) -> list[dict]:
     for row, record in zip(rows, harness.tests):
         if listed and record.id not in expected:
             row["passed"], row["problem"] = False, "is not a test of this task's manifest"
+        elif listed and record.subtests[1] < manifest.get("subtests", {}).get(record.id, 0):
+            row["passed"], row["problem"] = False, (f"ran {record.subtests[1]} of the reference's "
+                                                    f"{manifest['subtests'][record.id]} sub-tests")
         elif not row["passed"]:
             row["problem"] = _test_problem(record)
     rows += [{"id": test, "outcome": "not run", "returned": False, "subtests": [0, 0], "detail": "", "passed": False,

@@ -208,6 +208,11 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     def answer_line_direct(frame, look_through=True):
         while look_through and frame is not None and str_.endswith(str_.__str__(frame.f_code.co_filename), wrappers):
             frame = frame.f_back
+        # logging.currentframe is `lambda: sys._getframe(1)`: called by the answer it hands the answer a frame; called
+        # by logging's own findCaller (an answer that logs) the next frame is logging's, which is no evidence.
+        if look_through and frame is not None and frame.f_code.co_name == "<lambda>" \
+                and str_.endswith(str_.__str__(frame.f_code.co_filename), "/logging/__init__.py"):
+            frame = frame.f_back
         return frame.f_lineno if frame is not None and is_answer(frame) else None
 
     def answer_line_anywhere(frame):
@@ -536,7 +541,12 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         vars_(test)[name] = body
 
     class Counted:
-        """The result object of the harness's own; it forwards to a TextTestResult only to print as unittest does."""
+        """The result object of the harness's own; it forwards to a TextTestResult only to print as unittest does.
+        Its slots are the fields unittest sets: a method replaced on the instance (`result.addFailure = ...`) has no
+        place to go, and one replaced on the class is seen against `counted_methods` at the finish."""
+
+        __slots__ = ("printer", "failfast", "shouldStop", "buffer", "tb_locals", "_testRunEntered",
+                     "_previousTestClass", "_moduleSetUpFailed", "testsRun")
 
         def __init__(self, printer, failfast):
             self.printer, self.failfast, self.shouldStop, self.buffer, self.tb_locals = printer, failfast, False, False, False
@@ -620,6 +630,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         def wasSuccessful(self):
             return all(clean(entry) and entry["runs"] <= 1 for entry in tests.values())
 
+    counted_methods = dict(vars_(Counted))
+
     def tests_run(program):
         """TextTestRunner.run's work and output, with the harness's own result object."""
         send("T P")
@@ -635,6 +647,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             started = perf_counter()
             program.test(result)
             taken = perf_counter() - started
+        for name in sorted(set(counted_methods) | set(vars_(Counted))):
+            if vars_(Counted).get(name, missing) is not counted_methods.get(name, missing):
+                record("tampering", "replaced", None, "the harness's result object's " + name + " was replaced")
         result.forward("printErrors")
         stream.writeln(TextTestResult.separator2)
         stream.writeln("Ran %d test%s in %.3fs" % (result.testsRun, result.testsRun != 1 and "s" or "", taken))

@@ -31,7 +31,7 @@ from tests.evaluation.corpus.tasks import ENTRY_POINT, Entry, entries, task, ung
 CORPUS = Path(__file__).parent / "corpus"
 HOSTILE = sorted(entries(CORPUS / "hostile.yaml"), key=lambda entry: entry.task)  # one task after another: warm
 HONEST = entries(CORPUS / "honest.yaml")
-CLASSES = {"skip", "exit", "equal", "helpers", "sabotage", "restore", "hidden"}
+CLASSES = {"skip", "exit", "equal", "helpers", "sabotage", "restore", "hidden", "inputs", "forgery"}
 # The first entry of each class, and of each task no such entry is of: what runs on the other backends and modes.
 _FIRSTS = [next(e for e in entries(CORPUS / "hostile.yaml") if e.cls == cls) for cls in sorted(CLASSES)]
 REPRESENTATIVE = _FIRSTS + [next(e for e in entries(CORPUS / "hostile.yaml") if e.task == name)

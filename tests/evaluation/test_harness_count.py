@@ -153,6 +153,22 @@ def test_without_a_manifest_only_the_reference_s_own_run_may_skip():
     assert strict.status == "failed" and "test_gpu was skipped" in strict.detail
 
 
+def test_a_test_that_ran_fewer_sub_tests_than_the_reference_is_no_pass():
+    # A stop raised inside subTest (unittest's _ShouldStop) ends the test with its sub-tests uncounted (0 of 0).
+    reference = harness(CountedTest("__main__.T.test_x", "passed", True, (3, 3)), CountedTest("__main__.T.test_y",
+                                                                                               "passed", True))
+    manifest = manifest_made(reference)
+    assert manifest["subtests"] == {"__main__.T.test_x": 3}
+    assert outcome_classify(result=OK_RESULT, harness=reference, manifest=manifest).status == "passed"
+    vanished = harness(CountedTest("__main__.T.test_x", "passed", True, (0, 0)), CountedTest("__main__.T.test_y",
+                                                                                              "passed", True))
+    verdict = outcome_classify(result=OK_RESULT, harness=vanished, manifest=manifest)
+    assert verdict.status == "failed" and "ran 0 of the reference's 3 sub-tests" in verdict.detail
+    # A manifest stored before sub-tests were counted asks nothing of them.
+    older = {key: value for key, value in manifest.items() if key != "subtests"}
+    assert outcome_classify(result=OK_RESULT, harness=vanished, manifest=older).status == "passed"
+
+
 def test_a_test_that_ran_twice_or_a_sub_test_that_failed_is_no_pass():
     manifest = {"runner": "unittest", "runs": 1, "tests": {"__main__.T.test_x": "passed"}}
     twice = outcome_classify(result=OK_RESULT, harness=harness(CountedTest("__main__.T.test_x", "passed", True),
