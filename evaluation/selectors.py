@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Sum, prefetch_related_objects
+from django.db.models import (Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Sum, Value, When,
+                              prefetch_related_objects)
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
@@ -54,8 +55,11 @@ def run_items(run: EvaluationRun) -> list[tuple[int, int]]:
 
 def run_feed_order(run: EvaluationRun) -> list[tuple[int, int]]:
     """Every (snippet id, sample) of the run in the order the feeder queues them: grouped by environment, then
-    paper and file, each snippet's samples together, so a worker's fork server sees few import sets at a time."""
-    ids = list(run_snippets(run).order_by("task__environment_hash", "task__paper__slug", "file_path", "pk")
+    paper and file, each snippet's samples together, so a worker's fork server sees few import sets at a time. Items
+    of tasks that need a GPU come last: they wait on the `gpu` queue, and fed first they would hold the run's whole
+    share in flight while no GPU worker takes them."""
+    needs_gpu = Case(When(task__extra_metadata__gpu=True, then=Value(1)), default=Value(0))
+    ids = list(run_snippets(run).order_by(needs_gpu, "task__environment_hash", "task__paper__slug", "file_path", "pk")
                .values_list("pk", flat=True))
     return [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
 
