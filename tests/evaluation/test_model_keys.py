@@ -214,10 +214,13 @@ def test_a_real_worker_sends_an_authors_model_its_own_key_and_never_the_platform
     settings.MODEL_API_ALLOWED_HOSTS = ["127.0.0.1"]
     # Every item fed at once: this worker only generates, and no sandbox worker ends items to make room.
     settings.RUN_ITEMS_IN_FLIGHT = settings.USER_ITEMS_IN_FLIGHT = 1000
+    # Every item of the rebound run is to be refused at the worker: no pause after the first few (issue 22's fail-fast).
+    settings.RUN_PAUSE_AFTER_FAILURES = 0
     client = client_for(author)
     with openai_server(responder=lambda prompt, body: "```python\npass\n```", tls=True) as server:
         worker = celery_worker_factory(queues="llm", MODEL_API_ALLOWED_HOSTS="127.0.0.1", SSL_CERT_FILE=server.ca_file,
-                                       RUN_ITEMS_IN_FLIGHT="1000", USER_ITEMS_IN_FLIGHT="1000", **PLATFORM_SECRETS)
+                                       RUN_ITEMS_IN_FLIGHT="1000", USER_ITEMS_IN_FLIGHT="1000",
+                                       RUN_PAUSE_AFTER_FAILURES="0", **PLATFORM_SECRETS)
         registered = _register(client, api_base=server.base_url, default_params={"temperature": 0})
         assert registered.status_code == 201, registered.content
         started = client.post("/api/v1/runs/", {"model": "attack", "release": release.name}, format="json")

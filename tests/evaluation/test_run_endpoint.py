@@ -76,7 +76,8 @@ def test_an_endpoint_edit_during_an_active_run_is_refused_by_the_api_and_the_for
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_a_resumed_run_calls_its_snapshot_even_after_the_model_changed(media_root, maintainer, celery_worker_factory):
+def test_a_resumed_run_calls_its_snapshot_even_after_the_model_changed(media_root, maintainer, celery_worker_factory,
+                                                                       settings):
     version = pset_import(root=DEMO_PSET, version_name="snap-1.0.0", publish=True).version
     with (openai_server(responder=lambda prompt, body: "```python\npass\n```") as first,
           openai_server(responder=lambda prompt, body: "```python\npass\n```") as second):
@@ -93,7 +94,9 @@ def test_a_resumed_run_calls_its_snapshot_even_after_the_model_changed(media_roo
                            params=model.default_params, private_addresses=True, max_retries=0), "probe")
         assert [(r.body["model"], r.body["temperature"]) for r in second.chat_requests] == [("snap-second", 1)]
 
-        worker = celery_worker_factory(queues="llm")
+        # Every item fed at once: this worker only generates, and no sandbox worker ends items to make room.
+        settings.RUN_ITEMS_IN_FLIGHT = settings.USER_ITEMS_IN_FLIGHT = 1000
+        worker = celery_worker_factory(queues="llm", RUN_ITEMS_IN_FLIGHT="1000", USER_ITEMS_IN_FLIGHT="1000")
         assert services.run_resume(run=run) == run.total_items
         wait_for(lambda: Generation.objects.filter(run=run).count() == run.total_items, timeout=300, worker=worker,
                  what="every item's answer")

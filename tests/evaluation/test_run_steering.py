@@ -52,7 +52,7 @@ def _wait(predicate, what: str, worker, timeout: float = 300):
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, demo, maintainer, tmp_path):
+def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, demo, maintainer, tmp_path, settings):
     """Five 401s in a row: the run stops asking (the other 28 items are never sent), says why on its page, and
     Resume on the page asks the failed items again: with the endpoint answering, every item gets its answer. (The
     worker takes no sandbox queue: scoring the answers is the pipeline tests' concern, not steering's.)"""
@@ -72,8 +72,10 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, dem
         model = services.model_register(name="local-gpt", display_name="Local GPT", litellm_model="openai/rcb-local",
                                         api_base=server.base_url, api_key="sk-wrong-key", owner=maintainer)
         # The filesystem broker, as `make run`: this worker is the only one that can take these tasks.
-        worker = stack.enter_context(embedded_worker(tmp_path, queues="default,llm",
-                                                     env={"RUN_PAUSE_AFTER_FAILURES": "5"}))[0]
+        # Every item fed at once: this worker only generates, and no sandbox worker ends items to make room.
+        settings.RUN_ITEMS_IN_FLIGHT = settings.USER_ITEMS_IN_FLIGHT = 1000
+        worker = stack.enter_context(embedded_worker(tmp_path, queues="default,llm", env={
+            "RUN_PAUSE_AFTER_FAILURES": "5", "RUN_ITEMS_IN_FLIGHT": "1000", "USER_ITEMS_IN_FLIGHT": "1000"}))[0]
         run = services.run_start(model=model, version=demo, user=maintainer)
         paused = _wait(lambda: EvaluationRun.objects.filter(pk=run.pk, status="cancelled").first(),
                        "the pause", worker)
