@@ -21,7 +21,7 @@ from tests.conftest import DEMO_PSET
 from tests.outages import WATCH, own_redis, polled, worker_broker  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-WORKER = {**WATCH, "SUBMISSION_REFERENCE_RUNS": "2"}
+WORKER = {**WATCH, "SUBMISSION_REFERENCE_RUNS": "2", "SUBMISSION_MUTANTS": "0"}  # mutants: their own tests
 Kind = OperationsEvent.Kind
 
 

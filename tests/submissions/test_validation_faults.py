@@ -18,7 +18,7 @@ from tests.outages import WATCH, default_database, own_postgres, own_redis, poll
 from tests.submissions.conftest import fill_draft
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-WORKER = {**WATCH, "SUBMISSION_REFERENCE_RUNS": "2"}
+WORKER = {**WATCH, "SUBMISSION_REFERENCE_RUNS": "2", "SUBMISSION_MUTANTS": "0"}  # mutants: their own tests
 
 
 def submitted(name: str) -> tuple[Submission, ValidationReport]:
