@@ -8,8 +8,6 @@ class Migration(migrations.Migration):
     dependencies = [
         ('evaluation', '0017_outcome_forked_and_forkserver_events'),
         ('evaluation', '0017_outcome_test_results'),
-        ('evaluation', '0017_run_feeder'),
-        ('evaluation', '0017_run_pause_reason'),
         ('evaluation', '0018_run_provenance_from_endpoint'),
     ]
 

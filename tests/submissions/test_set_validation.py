@@ -22,7 +22,7 @@ from tests.benchmarks.test_validate_pset import legacy_pset
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 EXPECTED = {"papers": {"legacy-sum": {
-    "reference_passed": True,
+    "reference_passed": True, "warnings": [],
     "snippets": {"print the values when debugging": {"masked_fails": False, "noop_fails": False},
                  "add the values": {"masked_fails": True, "noop_fails": True}}}}}
 
@@ -30,6 +30,13 @@ EXPECTED = {"papers": {"legacy-sum": {
 def _draft(tmp_path, name: str = "0.9.0") -> BenchmarkVersion:
     environment = legacy_pset(tmp_path / "pset")
     return pset_import(root=tmp_path / "pset", version_name=name, environment=environment.read_text()).version
+
+
+def _without_reference(report: dict) -> dict:
+    """The report, less the reference's repeated runs (their durations vary), which it checks."""
+    reference = report["papers"]["legacy-sum"].pop("reference")
+    assert reference["runs"] == reference["passed"] == 2 and reference["flaky"] is False, reference
+    return report
 
 
 def _wait_finished(run: SetValidation, seconds: float = 240) -> SetValidation:
@@ -51,7 +58,8 @@ def test_validate_pset_on_the_workers_gives_the_inline_results(tmp_path, celery_
     with pytest.raises(CommandError, match=r"2 problem\(s\) in 1 of 1 paper\(s\)"):
         call_command("validate_pset", str(tmp_path / "pset"), environment=str(environment), workers=True,
                      timeout=240, json_out=str(tmp_path / "report.json"), stdout=out, stderr=err)
-    assert json.loads((tmp_path / "report.json").read_text()) == EXPECTED, worker.output()[-3000:]
+    assert _without_reference(json.loads((tmp_path / "report.json").read_text())) == EXPECTED, \
+        worker.output()[-3000:]
     assert "legacy-sum: reference passed, 1/2 snippets covered" in out.getvalue()
     assert '"print the values when debugging" (calc.py) masked: the tests still pass' in out.getvalue()
     assert "6/6" in err.getvalue()  # the progress bar reached every check
@@ -75,13 +83,27 @@ def test_a_draft_version_is_validated_from_its_page_by_the_workers(tmp_path, cli
     assert manifest["runner"] == "unittest" and set(manifest["tests"].values()) == {"passed"}, manifest
     partial = client.get(reverse("version-validation", args=[version.name])).content.decode()
     assert "hx-trigger" not in partial  # finished: the page stops polling
-    assert "6 of 6 checks done (100%)" in partial and "1/2" in partial
+    # requirements, reference, and per snippet masked, no-op and its mutants (a page's validation runs them).
+    assert "8 of 8 checks done (100%)" in partial and "1/2" in partial
     assert "<code>print the values when debugging</code>" in partial  # named as not covered
     assert "the tests still pass, they do not cover this snippet" in partial
+    assert "the tests kill 0 of 4 wrong bodies" in partial and "the tests kill 9 of 9 wrong bodies" in partial
+    assert "-&gt;  print(shown)</code>" in partial  # a surviving mutant, so the author knows what to test
+    assert "mutation score 0% of &quot;print the values when debugging&quot; is below the minimum 60%" in partial
     assert "Validate every paper" in partial  # and may be run again
     from submissions.selectors import set_validation_json, set_validation_summaries
 
-    assert set_validation_json(summaries=set_validation_summaries(validation=run)) == EXPECTED
+    report = _without_reference(set_validation_json(summaries=set_validation_summaries(validation=run)))
+    paper = report["papers"]["legacy-sum"]
+    mutation = {name: snippet.pop("mutation") for name, snippet in paper["snippets"].items()}
+    warnings = paper.pop("warnings")
+    assert len(warnings) == 1 and "is below the minimum 60%" in warnings[0], warnings
+    assert report == {"papers": {"legacy-sum": {
+        k: v for k, v in EXPECTED["papers"]["legacy-sum"].items() if k != "warnings"}}}
+    assert mutation["print the values when debugging"]["score"] == 0.0
+    assert mutation["print the values when debugging"]["survived"] == 4
+    assert mutation["add the values"] == {"generated": 9, "killed": 9, "survived": 0, "score": 1.0,
+                                          "survivors": [], "timeouts": []}
 
 
 def test_only_maintainers_start_or_see_it(tmp_path, client, author, maintainer, media_root):
