@@ -1,0 +1,651 @@
+# The test process of the harness (evaluation/sandbox/harness.py, whose docstring holds the threat model):
+# installs the guard, runs the entry point, reports the finish. A program, not a module to import: the
+# supervisor compiles this text as "<string>" and runs it in the test process. Standard library only.
+
+def _rcb_guard(spec, key, report_fd, main_frame, entry):
+    import sys, os, ast, json
+    from types import CodeType, FunctionType, ModuleType
+    from importlib.machinery import PathFinder, SourceFileLoader
+    module_get = ModuleType.__getattribute__
+    audit, getframe, write, fstat, getpid, exit_now = sys.audit, sys._getframe, os.write, os.fstat, os.getpid, os._exit
+    realpath, join, stat, get_ident = os.path.realpath, os.path.join, os.stat, __import__("_thread").get_ident
+    str_, bytes_, int_, type_, len_, vars_, list_, callable_ = str, bytes, int, type, len, vars, list, callable
+    modules = sys.modules
+    cwd = os.getcwd()
+    answer = realpath(join(cwd, spec["answer_file"])) if spec.get("answer_file") else None
+    first, last = spec.get("first_line", 0), spec.get("last_line", -1)
+    hidden_modules = frozenset(spec.get("hidden_modules", ()))
+    hidden_inodes = set()
+    for path in spec.get("hidden_files", ()):
+        try:
+            info = stat(join(cwd, path))
+            hidden_inodes.add((info.st_dev, info.st_ino))
+        except OSError:
+            pass
+    try:  # every path that resolves into procfs (/proc/self/mem, //proc/.., /dev/fd/../mem) has this device
+        proc_device = stat("/proc/self").st_dev
+    except OSError:
+        proc_device = None
+    channel = fstat(report_fd)
+    channel = (channel.st_dev, channel.st_ino)
+    pid = getpid()
+    main_thread = get_ident()
+    task_folder = cwd.rstrip("/") + "/"
+
+    def spellings(relative):
+        # Filenames are compared as exact strings: no library code runs inside the hook once the answer has run.
+        return frozenset((relative, "./" + relative, join(cwd, relative), realpath(join(cwd, relative))))
+
+    entry_names = spellings(entry)
+    answer_names = spellings(spec["answer_file"]) if answer else frozenset()
+    answer_files = {}
+    inside = set()
+    state = {"finished": False, "started": False, "sent": 0, "test_globals": None, "reported": set()}
+    # (holder, label, attribute) -> value of the assertion helpers and framework parts, before the answer ran.
+    protected = {}
+    missing = object()
+    snapshotted = set()
+    prefix = ("\n" + key + " ").encode()
+    # Wrappers whose only job is to hand the caller a frame, a process or a file: look through them.
+    wrappers = ("/inspect.py", "/traceback.py", "/subprocess.py", "/os.py", "/ctypes/__init__.py", "/pathlib.py",
+                "/runpy.py", "/importlib/__init__.py", "/shutil.py", "/codecs.py", "/pty.py", "/signal.py",
+                "/multiprocessing/popen_fork.py", "<frozen importlib._bootstrap>",
+                "<frozen importlib._bootstrap_external>", "<frozen os>")
+    # Events the answer's own line must raise itself (a library doing them for it is no evidence).
+    strict = frozenset(("exec", "compile", "marshal.loads", "code.__new__", "function.__new__"))
+    through = frozenset((
+        "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
+        "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+        "os.kill", "os.killpg", "signal.pthread_kill", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+        "os.spawn", "os.fork", "os.forkpty", "pty.spawn", "os.link", "os.symlink",
+        "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at",
+        "ctypes.addressof", "ctypes.call_function", "ctypes.PyObj_FromPtr",
+    ))
+    frame_attributes = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "ag_code"))
+    native = frozenset(("ctypes", "_ctypes", "cffi", "_cffi_backend", "mmap"))
+    kinds = {"exec": "exec", "compile": "exec", "code.__new__": "exec", "function.__new__": "exec",
+             "marshal.loads": "exec", "os.kill": "exit", "os.killpg": "exit", "signal.pthread_kill": "exit",
+             "os.link": "hidden", "os.symlink": "hidden", "object.__setattr__": "tampering"}
+    watched = strict | through | {"open", "import", "object.__getattr__", "object.__setattr__", "sys.addaudithook",
+                                  "rcb.hidden.call", "rcb.harness.finish", "rcb.answer.start"}
+    answer_stem = os.path.splitext(os.path.basename(answer))[0] if answer else None
+    import_module = __import__("importlib").import_module
+    framework = (("builtins", None), ("unittest", None), ("unittest.case", None), ("unittest.result", None),
+                 ("unittest.runner", None), ("unittest.main", None), ("unittest.suite", None),
+                 ("unittest.loader", None), ("numpy.testing", None), ("numpy.testing._private.utils", None),
+                 ("torch.testing", None), ("torch.testing._comparison", None), ("pytest", None),
+                 # What the assertion helpers call: numpy's core and linear algebra, torch's functions.
+                 ("numpy", None), ("numpy._core.numeric", None), ("numpy.core.numeric", None),
+                 ("numpy._core.fromnumeric", None), ("numpy.linalg", None), ("torch", None),
+                 ("sys", ("exit", "audit", "excepthook")), ("os", ("_exit", "write", "kill", "abort")))
+
+    def snapshot(tops=None):
+        for name, only in framework:
+            module = modules.get(name)
+            if type_(module) is not ModuleType or name in snapshotted:
+                continue
+            if tops is not None and name.split(".", 1)[0] not in tops:
+                continue
+            snapshotted.add(name)
+            # The namespaces themselves are kept: looking them up again later could run the answer's code.
+            namespace = vars_(module)
+            for attribute, value in list_(namespace.items()):
+                if (only is not None and attribute not in only) or not behaviour(value):
+                    continue
+                protected[(id(namespace), name, attribute)] = (namespace, value)
+                owner = vars_(value).get("__module__") if type_(value) is type_ else None
+                if only is None and type_(owner) is str_ and str_.startswith(owner, name.split(".", 1)[0]):
+                    members = vars_(value)
+                    for member, inner in list_(members.items()):
+                        if behaviour(inner):
+                            protected[(id(members), name + "." + attribute, member)] = (members, inner)
+
+    def behaviour(value):
+        # Settings such as TestCase.maxDiff are the test's to change; functions and classes decide outcomes.
+        return callable_(value) or type_(value) in (staticmethod, classmethod, property)
+
+    def from_test(value):
+        # Only plain functions are asked for their code: any other object could run the answer's code here.
+        return type_(value) is FunctionType and str_.__str__(value.__code__.co_filename) in entry_names
+
+    def replaced():
+        if answer is None:
+            return []
+        changed = set()
+        for (_, label, attribute), (holder, value) in list_(protected.items()):
+            now = holder.get(attribute, missing)
+            if now is not value and not from_test(now):
+                changed.add(label + "." + attribute)
+        test_globals = state["test_globals"] or {}
+        for name, value in list_(test_globals.items()):
+            if type_(name) is not str_:
+                changed.add("the test's globals (a key that is not a name)")
+                continue
+            name = str_.__str__(name)
+            if type_(value) is type_ and vars_(value).get("__module__") == "__main__":
+                for member, inner in list_(vars_(value).items()):
+                    if type_(inner) is FunctionType and not from_test(inner):
+                        changed.add("the test's " + name + "." + (member if type_(member) is str_ else "?"))
+            elif (type_(value) is FunctionType and str_.__str__(value.__name__) != name
+                  and file_is_answer(value.__code__.co_filename)):
+                changed.add("the test's global " + name)
+        return sorted(changed)
+
+    def file_is_answer(name):
+        return str_.__str__(name) in answer_names
+
+    def is_answer(frame):
+        return first <= frame.f_lineno <= last and file_is_answer(frame.f_code.co_filename)
+
+    def answer_line_direct(frame, look_through=True):
+        while look_through and frame is not None and str_.endswith(str_.__str__(frame.f_code.co_filename), wrappers):
+            frame = frame.f_back
+        # logging.currentframe is `lambda: sys._getframe(1)`: called by the answer it hands the answer a frame; called
+        # by logging's own findCaller (an answer that logs) the next frame is logging's, which is no evidence.
+        if look_through and frame is not None and frame.f_code.co_name == "<lambda>" \
+                and str_.endswith(str_.__str__(frame.f_code.co_filename), "/logging/__init__.py"):
+            frame = frame.f_back
+        return frame.f_lineno if frame is not None and is_answer(frame) else None
+
+    def answer_line_anywhere(frame):
+        while frame is not None:
+            if is_answer(frame):
+                return frame.f_lineno
+            frame = frame.f_back
+        return None
+
+    def on_answer_thread(frame):
+        """Another thread than the test's, running no task code, once the answer started: only the answer can have
+        handed it the work (a C function given to a thread pool leaves no frame of its own), so it is the answer's."""
+        if not state["started"] or get_ident() == main_thread:
+            return False
+        while frame is not None:
+            name = str_.__str__(frame.f_code.co_filename)
+            if str_.startswith(name, task_folder) or not str_.startswith(name, ("/", "<")):
+                return False
+            frame = frame.f_back
+        return True
+
+    def text(value):
+        kind = type_(value)
+        if kind is str_:
+            return str_.__repr__(value)[:300]
+        if kind is bytes_:
+            return bytes_.__repr__(value)[:300]
+        if kind is int_:
+            return int_.__repr__(value)
+        return "<object>"
+
+    def send(payload):
+        try:
+            now = fstat(report_fd)
+            if (now.st_dev, now.st_ino) != channel:
+                raise OSError("the report pipe was replaced")
+            write(report_fd, prefix + payload.encode() + b"\n")
+        except OSError:
+            # Nobody hears this process any more: it must not go on to a completion.
+            exit_now(70)
+
+    def record(kind, event, line, detail):
+        state["sent"] += 1
+        if state["sent"] <= 200:
+            fields = (kind, event, "" if line is None else int_.__repr__(line), detail[:500])
+            send("R " + "\t".join(str_.replace(str_.replace(f, "\t", " "), "\n", " ") for f in fields))
+
+    def opened_hidden(path):
+        if type_(path) not in (str_, bytes_):
+            return None
+        try:  # resolved as open() resolves it: from the current folder, through every symlink
+            info = stat(path)
+        except (OSError, ValueError):
+            return None
+        if info.st_dev == proc_device:
+            return "process memory"
+        return "hidden file" if (info.st_dev, info.st_ino) in hidden_inodes else None
+
+    def finish(args):
+        caller = getframe(2)
+        if caller is not main_frame or getpid() != pid or state["finished"]:
+            record("tampering", "rcb.harness.finish", answer_line_anywhere(caller),
+                   "a completion announced by code other than the harness")
+            return
+        state["finished"] = True
+        for name in replaced():
+            if name not in state["reported"]:
+                record("tampering", "replaced", None, name + " was replaced during the test")
+        status, code = args
+        send("F " + str_(status) + " " + int_.__repr__(code) + " " + int_.__repr__(pid))
+
+    def on_exec(code):
+        if type_(code) is not CodeType:
+            return
+        filename = str_.__str__(code.co_filename)
+        if state["test_globals"] is None and filename in entry_names:
+            state["test_globals"] = vars_(modules["__main__"])
+        if not state["started"] and str_.__str__(code.co_name) == "<module>" and filename in answer_names:
+            snapshot()
+
+    def answer_start():
+        # A native module the test (or a warm start's preloads) already imported would make the answer's import of
+        # it a silent cache hit: dropped, so that import is seen as on a fresh interpreter.
+        for name in list_(modules):
+            if name.split(".", 1)[0] in ("ctypes", "_ctypes", "mmap"):
+                del modules[name]
+        # Lazily imported assertion modules (numpy.testing in numpy 2) are loaded now, so they are snapshotted too.
+        for package, testing in (("numpy", "numpy.testing"), ("torch", "torch.testing")):
+            if package in modules and testing not in modules:
+                try:
+                    import_module(testing)
+                except Exception:
+                    pass
+        snapshot()
+
+    def hook(event, args):
+        # An event name of another type could run the answer's code on hashing: sys.audit takes only str.
+        if type_(event) is not str_ or event not in watched or (event == "rcb.answer.start" and state["started"]):
+            return
+        thread = get_ident()
+        if thread in inside:
+            return
+        inside.add(thread)
+        try:
+            frame = getframe(1)
+            if event == "rcb.harness.finish":
+                finish(args)
+            elif event == "rcb.answer.start":
+                state["started"] = True
+                answer_start()
+            elif event == "sys.addaudithook":
+                line = answer_line_direct(frame)
+                if line is not None:
+                    record("tampering", event, line, "adds an audit hook")
+                raise RuntimeError("no audit hooks besides the harness's")
+            elif event == "open":
+                what = opened_hidden(args[0])
+                line = answer_line_anywhere(frame) if what else None
+                if what and line is None and on_answer_thread(frame):
+                    line = first
+                if line is not None:
+                    record("memory" if what == "process memory" else "hidden", event, line,
+                           "opens " + text(args[0]) + " (" + what + ")")
+            elif event == "import":
+                name = args[0] if type_(args[0]) is str_ else ""
+                if name in hidden_modules or name.rsplit(".", 1)[-1] in hidden_modules:
+                    line = answer_line_anywhere(frame)
+                    if line is None and on_answer_thread(frame):
+                        line = first
+                    if line is not None:
+                        record("hidden", event, line, "imports the hidden module " + text(name))
+                elif name.split(".", 1)[0] in native:
+                    line = answer_line_direct(frame)
+                    if line is not None:
+                        record("native", event, line, "imports " + text(name))
+            elif event == "rcb.hidden.call":
+                caller = frame.f_back
+                line = answer_line_direct(caller) if caller is not None else None
+                if line is None and on_answer_thread(frame):
+                    line = first
+                if line is not None:
+                    what = ("reads " + text(args[1]) + " of") if len_(args) > 1 else "calls hidden code in"
+                    record("hidden", event, line, what + " " + text(args[0]))
+            else:
+                if event == "exec":
+                    on_exec(args[0])
+                if event in ("object.__getattr__", "object.__setattr__"):
+                    name = args[1] if len_(args) > 1 and type_(args[1]) is str_ else ""
+                    if name not in frame_attributes and name != "__code__":
+                        return
+                    line = answer_line_direct(frame, look_through=name != "__code__")
+                else:
+                    line = answer_line_direct(frame, look_through=event not in strict)
+                    # A library's own threads take frames (logging) and compile (dataclasses); never these.
+                    if line is None and event in through and event != "sys._getframe" and on_answer_thread(frame):
+                        line = first
+                if line is None:
+                    return
+                kind = kinds.get(event) or ("native" if event.startswith("ctypes.") else
+                                            "process" if event.startswith(("os.", "subprocess", "pty")) else
+                                            "introspection")
+                record(kind, event, line, event + "(" + ", ".join(text(a) for a in args[:3]) + ")")
+        except RuntimeError:
+            raise
+        except Exception as exc:
+            line = answer_line_anywhere(getframe(1))
+            if line is not None:
+                record("tampering", event, line, "the guard could not inspect this event")
+        finally:
+            inside.discard(thread)
+
+    class HiddenLoader(SourceFileLoader):
+        """Hidden modules get one audit event at the top of every function, naming the module."""
+
+        def get_code(self, fullname):
+            path = self.get_filename(fullname)
+            tree = ast.parse(self.get_data(path), path)
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+                    call = ast.Expr(ast.Call(ast.Name("__rcb_audit__", ast.Load()),
+                                             [ast.Constant("rcb.hidden.call"), ast.Constant(fullname)], []))
+                    node.body.insert(0, ast.fix_missing_locations(ast.copy_location(call, node.body[0])))
+            return compile(tree, path, "exec", dont_inherit=True)
+
+        def exec_module(self, module):
+            module.__dict__["__rcb_audit__"] = audit
+            super().exec_module(module)
+            module.__class__ = WatchedModule
+
+    class WatchedModule(ModuleType):
+        """A hidden module that announces every attribute read, so `from ref import x` is seen when it is cached."""
+
+        def __getattribute__(self, name):
+            audit("rcb.hidden.call", module_get(self, "__name__"), name)
+            return module_get(self, name)
+
+    class AnswerLoader(SourceFileLoader):
+        """The answer's file announces the start of the answer, so the framework is snapshotted before it runs."""
+
+        def get_code(self, fullname):
+            path = self.get_filename(fullname)
+            tree = ast.parse(self.get_data(path), path)
+            place = None
+            for node in ast.walk(tree):
+                for name in ("body", "orelse", "finalbody"):
+                    block = getattr(node, name, None)
+                    if not isinstance(block, list):
+                        continue
+                    for index, statement in enumerate(block):
+                        line = getattr(statement, "lineno", 0)
+                        if first <= line <= last and (place is None or line < place[2]):
+                            place = (block, index, line)
+            if place is not None:
+                block, index, _ = place
+                call = ast.Expr(ast.Call(ast.Name("__rcb_audit__", ast.Load()), [ast.Constant("rcb.answer.start")], []))
+                block.insert(index, ast.fix_missing_locations(ast.copy_location(call, block[index])))
+            return compile(tree, path, "exec", dont_inherit=True)
+
+        def exec_module(self, module):
+            module.__dict__["__rcb_audit__"] = audit
+            super().exec_module(module)
+
+    class HiddenFinder:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            stem = name.rsplit(".", 1)[-1]
+            if stem not in hidden_modules and stem != answer_stem:
+                return None
+            found = PathFinder.find_spec(name, path, target)
+            if found is None or not found.origin or not found.origin.endswith(".py"):
+                return found
+            if stem in hidden_modules:
+                found.loader = HiddenLoader(found.name, found.origin)
+            elif realpath(found.origin) == answer:
+                found.loader = AnswerLoader(found.name, found.origin)
+            return found
+
+    sys.meta_path.insert(0, HiddenFinder)
+    import unittest  # noqa: the framework is in its original state here, before anything of the task ran
+    import unittest.case, unittest.suite, unittest.runner, traceback, time, warnings
+    from types import MethodType
+    # The harness counts the tests itself (FORMAT.md 7.5): the entry's unittest.main runs them with the result object
+    # below, which lives only in this closure (no framework name leads to it), was made before the answer ran, and
+    # reports every test over the guarded channel as it starts and as it ends.
+    TestProgram, TextTestResult, Writeln = unittest.main, unittest.runner.TextTestResult, unittest.runner._WritelnDecorator
+    SubTest, ErrorHolder = unittest.case._SubTest, unittest.suite._ErrorHolder
+    format_exception, perf_counter, object_get, type_get = (traceback.format_exception, time.perf_counter,
+                                                            object.__getattribute__, type.__getattribute__)
+    catch_warnings, simplefilter, filterwarnings = warnings.catch_warnings, warnings.simplefilter, warnings.filterwarnings
+    tests = {}
+    DETAIL_MAX = 1500
+    # Worst first: a test's outcome is the worst of what happened to it (setUp, body, sub-tests, tearDown).
+    OUTCOMES = ("error", "failed", "unexpected success", "skipped", "expected failure", "passed")
+
+    def field(value, limit=500):
+        value = value if type_(value) is str_ else "?"
+        value = value[-limit:]
+        return str_.replace(str_.replace(str_.replace(value, "\\", "\\\\"), "\t", "\\t"), "\n", "\\n")
+
+    def test_name(test):
+        kind = type_(test)
+        if kind is ErrorHolder:  # a setUpClass/setUpModule failure, which has no test of its own
+            return "fixture " + field(object_get(test, "description"))
+        if kind is SubTest:
+            test = object_get(test, "test_case")
+            kind = type_(test)
+        module, name = vars_(kind).get("__module__"), object_get(test, "_testMethodName")
+        return ".".join((field(module), field(type_get(kind, "__qualname__")), field(name)))
+
+    def entry_of(test):
+        name = test_name(test)
+        entry = tests.get(name)
+        if entry is None:
+            entry = tests[name] = {"events": [], "returned": False, "subtests": [0, 0], "detail": "", "runs": 0}
+        return name, entry
+
+    def outcome_of(entry):
+        return next((kind for kind in OUTCOMES if kind in entry["events"]), "no outcome")
+
+    def clean(entry):
+        return (outcome_of(entry) in ("skipped", "expected failure") or
+                (outcome_of(entry) == "passed" and entry["returned"] and entry["subtests"][0] == entry["subtests"][1]))
+
+    def report(name, entry):
+        passed, total = entry["subtests"]
+        send("T E\t" + "\t".join((name, outcome_of(entry), "1" if entry["returned"] else "0",
+                                   int_.__repr__(passed) + "/" + int_.__repr__(total), field(entry["detail"], DETAIL_MAX))))
+
+    def explain(err):
+        try:
+            return "".join(format_exception(*err))[-DETAIL_MAX:]
+        except BaseException:
+            return "(the exception could not be formatted)"
+
+    def boundary(where):
+        """The framework and comparison libraries compared with their snapshot at every test boundary: a helper
+        replaced for some tests and put back before the finish is seen at the first boundary it outlives."""
+        for name in replaced():
+            if name not in state["reported"]:
+                state["reported"].add(name)
+                record("tampering", "replaced", None, name + " was replaced (seen at " + where + ")")
+
+    def watch_body(test, entry):
+        """The test's method, wrapped on its instance: only a body that returns sets `returned`."""
+        try:
+            name = object_get(test, "_testMethodName")
+            original = getattr(test, name)
+        except Exception:
+            return  # TestCase.run meets the same problem and reports it as the test's error
+        function = original.__func__ if type_(original) is MethodType else None
+        if type_(function) is FunctionType and function.__code__.co_flags & 0x80:  # CO_COROUTINE: an async test
+            async def body(*args, **kwargs):
+                value = await original(*args, **kwargs)
+                entry["returned"] = True
+                return value
+        else:
+            def body(*args, **kwargs):
+                value = original(*args, **kwargs)
+                entry["returned"] = True
+                return value
+        for attribute in ("__unittest_skip__", "__unittest_skip_why__", "__unittest_expecting_failure__"):
+            try:
+                setattr(body, attribute, getattr(original, attribute))
+            except AttributeError:
+                pass
+        vars_(test)[name] = body
+
+    class Counted:
+        """The result object of the harness's own; it forwards to a TextTestResult only to print as unittest does.
+        Its slots are the fields unittest sets: a method replaced on the instance (`result.addFailure = ...`) has no
+        place to go, and one replaced on the class is seen against `counted_methods` at the finish."""
+
+        __slots__ = ("printer", "failfast", "shouldStop", "buffer", "tb_locals", "_testRunEntered",
+                     "_previousTestClass", "_moduleSetUpFailed", "testsRun")
+
+        def __init__(self, printer, failfast):
+            self.printer, self.failfast, self.shouldStop, self.buffer, self.tb_locals = printer, failfast, False, False, False
+            self._testRunEntered, self._previousTestClass, self._moduleSetUpFailed = False, None, False
+            self.testsRun = 0
+
+        def forward(self, method, *args):
+            try:
+                getattr(self.printer, method)(*args)
+            except Exception:
+                pass  # the printed text only; the records decide
+
+        def note(self, test, event, detail=""):
+            name, entry = entry_of(test)
+            entry["events"].append(event)
+            if detail and not entry["detail"]:
+                entry["detail"] = detail
+            if type_(test) is ErrorHolder:
+                report(name, entry)
+
+        def startTest(self, test):
+            self.testsRun += 1
+            name, entry = entry_of(test)
+            entry["runs"] += 1
+            entry["returned"] = False
+            send("T S\t" + name)
+            boundary("the start of " + name)
+            watch_body(test, entry)
+            self.forward("startTest", test)
+
+        def stopTest(self, test):
+            name, entry = entry_of(test)
+            report(name, entry)
+            boundary("the end of " + name)
+            self.forward("stopTest", test)
+
+        def addSuccess(self, test):
+            self.note(test, "passed")
+            self.forward("addSuccess", test)
+
+        def addFailure(self, test, err):
+            self.note(test, "failed", explain(err))
+            self.shouldStop = self.shouldStop or self.failfast
+            self.forward("addFailure", test, err)
+
+        def addError(self, test, err):
+            self.note(test, "error", explain(err))
+            self.shouldStop = self.shouldStop or self.failfast
+            self.forward("addError", test, err)
+
+        def addSkip(self, test, reason):
+            self.note(test, "skipped", "skipped: " + field(reason if type_(reason) is str_ else "?"))
+            self.forward("addSkip", test, reason)
+
+        def addExpectedFailure(self, test, err):
+            self.note(test, "expected failure")
+            self.forward("addExpectedFailure", test, err)
+
+        def addUnexpectedSuccess(self, test):
+            self.note(test, "unexpected success")
+            self.shouldStop = self.shouldStop or self.failfast
+            self.forward("addUnexpectedSuccess", test)
+
+        def addSubTest(self, test, subtest, err):
+            _, entry = entry_of(test)
+            entry["subtests"][1] += 1
+            if err is None:
+                entry["subtests"][0] += 1
+            else:
+                failure = type_(err[0]) is type_ and issubclass(err[0], object_get(test, "failureException"))
+                self.note(test, "failed" if failure else "error", explain(err))
+                self.shouldStop = self.shouldStop or self.failfast
+            self.forward("addSubTest", test, subtest, err)
+
+        def addDuration(self, test, elapsed):
+            self.forward("addDuration", test, elapsed)
+
+        def stop(self):
+            self.shouldStop = True
+
+        def wasSuccessful(self):
+            return all(clean(entry) and entry["runs"] <= 1 for entry in tests.values())
+
+    counted_methods = dict(vars_(Counted))
+
+    def tests_run(program):
+        """TextTestRunner.run's work and output, with the harness's own result object."""
+        send("T P")
+        verbosity = program.verbosity if type_(program.verbosity) is int_ else 1
+        stream = Writeln(sys.stderr)
+        printer = TextTestResult(stream, True, verbosity)
+        result = Counted(printer, bool(program.failfast))
+        with catch_warnings():
+            if program.warnings:
+                simplefilter(program.warnings)
+                if program.warnings in ("default", "always"):
+                    filterwarnings("module", category=DeprecationWarning, message=r"Please use assert\w+ instead.")
+            started = perf_counter()
+            program.test(result)
+            taken = perf_counter() - started
+        for name in sorted(set(counted_methods) | set(vars_(Counted))):
+            if vars_(Counted).get(name, missing) is not counted_methods.get(name, missing):
+                record("tampering", "replaced", None, "the harness's result object's " + name + " was replaced")
+        result.forward("printErrors")
+        stream.writeln(TextTestResult.separator2)
+        stream.writeln("Ran %d test%s in %.3fs" % (result.testsRun, result.testsRun != 1 and "s" or "", taken))
+        stream.writeln()
+        counts = [(label, len_(getattr(printer, name, ()))) for label, name in (
+            ("failures", "failures"), ("errors", "errors"), ("skipped", "skipped"),
+            ("expected failures", "expectedFailures"), ("unexpected successes", "unexpectedSuccesses"))]
+        ok = result.wasSuccessful()
+        infos = ", ".join(f"{label}={count}" for label, count in counts if count)
+        stream.write("OK" if ok else "FAILED")
+        stream.writeln(f" ({infos})" if infos else "")
+        stream.flush()
+        program.result = result
+        if program.exit:
+            raise SystemExit(not ok)
+
+    class Program(TestProgram):
+        """unittest.main as the entry point calls it: parses and loads as unittest does, runs with the count above."""
+
+        def runTests(self):
+            tests_run(self)
+
+    unittest.main = Program
+    # Only what a fresh interpreter has loaded now: a warm start's preloads are snapshotted when a cold one would.
+    snapshot(("builtins", "unittest", "sys", "os"))
+    sys.addaudithook(hook)
+    return tests_run.__code__
+
+
+def _rcb_main():
+    import sys, os, json
+    entry, spec, report_fd, key_fd = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    key = os.read(key_fd, 256).decode()
+    os.close(key_fd)
+    if len(key) != 48:  # no key: the supervisor is gone, and the test must not run without it
+        os._exit(70)
+    counted = _rcb_guard(spec, key, report_fd, sys._getframe(0), entry)
+    del key
+    import runpy, traceback
+    sys.argv = [entry]
+    sys.path.insert(0, os.getcwd())
+    status, code = "completed", 0
+    try:
+        runpy.run_path(entry, run_name="__main__")
+    except SystemExit as exc:
+        tb, origin, code_object = exc.__traceback__, None, None
+        while tb is not None:
+            code_object, tb = tb.tb_frame.f_code, tb.tb_next
+            origin = code_object.co_filename
+        normal = origin is None or code_object is counted or os.path.basename(origin) == os.path.basename(entry) or (
+            origin.endswith(os.path.join("unittest", "main.py")))
+        if not normal:
+            status = "early-exit"
+            print(f"Early exit: SystemExit({exc.code!r}) raised in {origin}, before the test finished", file=sys.stderr)
+        code = int(exc.code) if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.audit("rcb.harness.finish", status, code)
+    os._exit(code)
+
+
+_rcb_main()
