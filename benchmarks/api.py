@@ -110,6 +110,11 @@ class ItemSerializer(serializers.ModelSerializer):
         model = Snippet
         fields = ["id", "paper", "file", "snippet", "loc", "depth", "masked_code", "mutation"]
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.context.get("with_masked_code", True):  # each is a whole file: a page of ids stays small
+            self.fields.pop("masked_code")
+
     def get_masked_code(self, snippet: Snippet) -> str:
         return snippet_masked_file(snippet=snippet, protocol=self.context["protocol"])
 
@@ -192,7 +197,14 @@ class ReleaseDownload(APIView):
                                  content_type=DOWNLOAD_TYPES.get(kind, "application/octet-stream"))
 
 
-@extend_schema(parameters=[PROTOCOL_PARAMETER])
+def _query_flag(request, name: str, default: bool = True) -> bool:
+    value = request.query_params.get(name)
+    return default if value is None else value.lower() not in ("false", "0", "no")
+
+
+@extend_schema(parameters=[PROTOCOL_PARAMETER, OpenApiParameter(
+    "masked_code", bool, description="Include each item's masked file (default true); false gives ids and metadata "
+                                     "only, a page of which is a few kB instead of a file per item.")])
 class ItemList(generics.ListAPIView):
     """The release's items (snippets less retired ones; held-out ones for maintainers only) with the masked file;
     ids are what uploads refer to."""
@@ -206,7 +218,8 @@ class ItemList(generics.ListAPIView):
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no release
             return super().get_serializer_context()
         version = release_get(name=self.kwargs["name"], user=self.request.user)
-        return {**super().get_serializer_context(), "protocol": request_protocol(self.request, version)}
+        return {**super().get_serializer_context(), "protocol": request_protocol(self.request, version),
+                "with_masked_code": _query_flag(self.request, "masked_code")}
 
 
 @extend_schema(parameters=[OpenApiParameter("with_paper", bool, description="Include the paper (default true)."),
@@ -225,6 +238,6 @@ class ItemDetail(generics.RetrieveAPIView):
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no release
             return super().get_serializer_context()
         version = release_get(name=self.kwargs["name"], user=self.request.user)
-        with_paper = self.request.query_params.get("with_paper", "true").lower() not in ("false", "0", "no")
+        with_paper = _query_flag(self.request, "with_paper")
         return {**super().get_serializer_context(), "with_paper": with_paper,
                 "protocol": request_protocol(self.request, version)}

@@ -112,6 +112,10 @@ def test_items_show_the_masked_code_never_the_reference(clients, release):
     detail = clients["anonymous"].get(f"/api/v1/releases/1.0.0/items/{snippets[0].pk}/?with_paper=false").json()
     assert snippets[0].reference_code.strip() not in detail["prompt"]
     assert detail["masked_code"] in detail["prompt"]
+    # Ids and metadata only: what an uploader needs to name its answers, without a whole file per item.
+    light = clients["anonymous"].get("/api/v1/releases/1.0.0/items/?masked_code=false").json()
+    assert set(light["results"][0]) == {"id", "paper", "file", "snippet", "loc", "depth", "mutation"}
+    assert [i["id"] for i in light["results"]] == [i["id"] for i in body["results"]]
 
 
 def test_results_of_public_items_give_everyone_the_models_code(clients, release, author):
