@@ -124,6 +124,11 @@ class EvaluationRun(models.Model):
         return self.status in (self.Status.QUEUED, self.Status.RUNNING)
 
     @property
+    def status_label(self) -> str:
+        """Its status as pages say it: a run that paused itself is stored cancelled, with the reason, and reads Paused."""
+        return "Paused" if self.pause_reason and self.status == self.Status.CANCELLED else self.get_status_display()
+
+    @property
     def is_calibration(self) -> bool:
         return self.model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
 

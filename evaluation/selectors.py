@@ -77,8 +77,9 @@ class Progress:
     passed: int
     failed: int
     errors: int
-    generated: int
+    generated: int  # answers the model gave (a failed call is no answer)
     flagged: int = 0
+    call_failures: int = 0
 
     @property
     def percent(self) -> float:
@@ -91,7 +92,8 @@ def run_progress(run: EvaluationRun) -> Progress:
     counts.update(Outcome.objects.filter(run=run).values_list("status").annotate(n=Count("id")).order_by())
     return Progress(total=run.total_items, done=sum(counts.values()), passed=counts["passed"],
                     failed=counts["failed"], errors=counts["error"], flagged=counts["flagged"],
-                    generated=Generation.objects.filter(run=run).count())
+                    **Generation.objects.filter(run=run).aggregate(
+                        generated=Count("id", filter=Q(error="")), call_failures=Count("id", filter=~Q(error=""))))
 
 
 def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:

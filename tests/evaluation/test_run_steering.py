@@ -89,6 +89,9 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, dem
         banner = page[page.index("data-run-paused"):].split("</div>")[0]
         assert "API calls are failing:" in banner and "401" in banner and "Resume run" in banner
         assert f'action="{reverse("run-resume-own", args=[run.pk])}"' in page
+        # Said as what it is: paused (not cancelled), no answer counted for a failed call, the edit page linked.
+        assert '<span class="badge cancelled">Paused</span>' in page and "0 answers generated, 5 model calls failed" in page
+        assert reverse("model-edit", args=[run.model.name]) in banner
 
         client.post(reverse("run-resume-own", args=[run.pk]))
         assert EvaluationRun.objects.get(pk=run.pk).pause_reason == ""
