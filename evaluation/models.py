@@ -107,6 +107,9 @@ class EvaluationRun(models.Model):
         default=0, help_text="How far the feeder went through the run's items in feed order (environment, paper).")
     fed_items = models.PositiveIntegerField(
         default=0, help_text="Items queued by the feeder, counted with done_items: fed - done are in flight.")
+    feed_epoch = models.PositiveIntegerField(
+        default=0, help_text="Which feed the run's messages belong to: each (re)dispatch starts a new one, and a "
+                             "message of an earlier feed is dropped when it reaches a worker.")
     pause_reason = models.TextField(
         blank=True, help_text="Why the run stopped itself (its model calls kept failing the same way); cleared on "
                               "resume.")

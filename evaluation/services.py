@@ -257,8 +257,10 @@ def run_dispatch(*, run: EvaluationRun) -> int:
     """(Re)start feeding the run from its first item: items already done are skipped, and only the run's share is
     queued now (run_feed); the rest follows as items finish. Returns how many were queued now."""
     run_done_recount(run=run)
-    # Nothing of the run is presumed in flight any more: what was lost is fed again, what is done is skipped.
-    EvaluationRun.objects.filter(pk=run.pk).update(feed_cursor=0, fed_items=F("done_items"))
+    # Nothing of the run is presumed in flight any more: what was lost is fed again, what is done is skipped, and
+    # what is still on the broker belongs to the earlier feed and is dropped (else each resume added a share).
+    EvaluationRun.objects.filter(pk=run.pk).update(feed_cursor=0, fed_items=F("done_items"),
+                                                   feed_epoch=F("feed_epoch") + 1)
     EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
         status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now())
     queued = run_feed(run=run)
@@ -310,7 +312,7 @@ def run_feed(*, run: EvaluationRun) -> int:
     task = tasks.item_generate if locked.model.kind == ModelEntry.Kind.LITELLM else tasks.item_evaluate
     for queued, (snippet_id, sample) in enumerate(batch):
         try:
-            task.delay(locked.pk, snippet_id, sample)
+            task.delay(locked.pk, snippet_id, sample, locked.feed_epoch)
         except KombuOperationalError as exc:  # the broker is down: the watchdog feeds the run again once it answers
             event_record(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=locked, since=timezone.now(),
                          detail=f"run {locked.pk}: the broker refused new tasks ({exc}); {queued} of {len(batch)} "

@@ -60,6 +60,18 @@ def _retry_or_error(task, *, run: EvaluationRun, snippet: Snippet, sample: int, 
     _item_ended(run)
 
 
+def _item_current(run: EvaluationRun | None, epoch: int | None) -> bool:
+    """Whether a message for an item of `run` is still wanted: the run is active and the message is of its current
+    feed (a message queued before a resume or a redispatch is a copy of one the new feed queues again). A message
+    without an epoch was queued before epochs existed."""
+    if run is None or not run.is_active:
+        return False
+    if epoch is not None and epoch != run.feed_epoch:
+        logger.info("run %s: a message of its feed %s dropped (the run is on feed %s)", run.pk, epoch, run.feed_epoch)
+        return False
+    return True
+
+
 def _item_ended(run: EvaluationRun) -> None:
     """An item of the run has its outcome: finish the run if it was the last, else feed the run its next item."""
     if not services.run_maybe_finish(run=run):
@@ -68,12 +80,12 @@ def _item_ended(run: EvaluationRun) -> None:
 
 @shared_task(bind=True, max_retries=None)
 @database_outage_outlasted
-def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
+def item_generate(self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
     """Ask the model for one item, store the answer, and hand the item to the sandbox queue."""
     from evaluation.llm import ModelCallError, complete
 
     run, snippet = _item(run_id, snippet_id)
-    if run is None or not run.is_active:
+    if not _item_current(run, epoch):
         return
     if not run_snippets(run).filter(pk=snippet.pk).exists():
         logger.error("run %s does not cover item %s (held out?); its prompt is not sent", run.pk, snippet.pk)
@@ -104,7 +116,7 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
                 run=run, snippet=snippet, sample=sample, prompt=prompt, raw_answer=earlier.raw_answer,
                 prompt_tokens=earlier.prompt_tokens, completion_tokens=earlier.completion_tokens,
                 latency=earlier.latency, cost=earlier.cost, attempts=0)
-            item_evaluate.delay(run_id, snippet_id, sample)
+            item_evaluate.delay(run_id, snippet_id, sample, epoch)
             return
         try:
             completion = complete(services.model_call(run=run), prompt)
@@ -121,28 +133,28 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int) -> None:
             prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
             latency=completion.latency, cost=completion.cost, attempts=completion.attempts,
         )
-    item_evaluate.delay(run_id, snippet_id, sample)
+    item_evaluate.delay(run_id, snippet_id, sample, epoch)
 
 
 @shared_task(bind=True, max_retries=SANDBOX_RETRIES)
 @database_outage_outlasted
-def item_evaluate(self, run_id: int, snippet_id: int, sample: int) -> None:
+def item_evaluate(self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
     """Test one item's answer in the sandbox and record its outcome (once)."""
     run, snippet = _item(run_id, snippet_id)
-    if run is None or not run.is_active:
+    if not _item_current(run, epoch):
         return
     if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
         _item_ended(run)
         return
     generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
     if generation is None and run.model.kind == ModelEntry.Kind.LITELLM:
-        item_generate.delay(run_id, snippet_id, sample)
+        item_generate.delay(run_id, snippet_id, sample, epoch)
         return
     if snippet.task.needs_gpu and not settings.SANDBOX_GPU:
         # Misrouted (a worker consuming `gpu` without a GPU): back to a GPU worker, never failed here for lack of one.
         logger.warning("item %s of run %s needs a GPU and worker %s has none (SANDBOX_GPU off); queued on `%s` again",
                        snippet.pk, run.pk, self.request.hostname, GPU_QUEUE)
-        item_evaluate.apply_async((run_id, snippet_id, sample), queue=GPU_QUEUE, countdown=30)
+        item_evaluate.apply_async((run_id, snippet_id, sample, epoch), queue=GPU_QUEUE, countdown=30)
         return
     try:
         if generation is None:

@@ -54,3 +54,31 @@ def test_feed_order_groups_items_by_environment_and_paper(media_root):
     assert len(order) == run.total_items and len(set(order)) == len(order)
     assert keys == sorted(keys), "each environment's and paper's items come together"
     assert [sample for _, sample in order[:2]] == [0, 1], "a snippet's samples come together"
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_resuming_a_run_again_and_again_keeps_one_share_running(celery_worker_factory, worker_broker, media_root,
+                                                                 settings):
+    """An owner resuming a running run over and over (the API answers each) puts a new share on the broker each
+    time; only the newest feed's messages run, the others are dropped when they reach a worker."""
+    import base64
+
+    import redis
+
+    settings.RUN_ITEMS_IN_FLIGHT = 2
+    version = pset_import(root=DEMO_PSET, version_name="resume-1.0.0", publish=True).version
+    uploader = ModelEntry.objects.create(name="again", display_name="Again", kind=ModelEntry.Kind.UPLOADED)
+    run = services.run_from_upload(model=uploader, version=version, data=_upload_of_references(version, 1))
+    for _ in range(5):
+        services.run_resume(run=run)
+    # The attack's effect on the broker: five shares of two items wait there, not one.
+    queued = [json.loads(m) for m in redis.Redis.from_url(worker_broker).lrange("sandbox", 0, -1)]
+    feeds = [json.loads(base64.b64decode(m["body"]))[0][3] for m in queued]
+    run.refresh_from_db()
+    assert len(feeds) >= 5 * 2 and feeds.count(run.feed_epoch) == 2, feeds
+    worker = celery_worker_factory(queues="sandbox", RUN_ITEMS_IN_FLIGHT="2", **WATCH)
+    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=600,
+           what="the run to complete", worker=worker)
+    stale = len(feeds) - feeds.count(run.feed_epoch)
+    assert worker.output().count("dropped (the run is on feed") == stale, worker.output()[-3000:]
+    assert Outcome.objects.filter(run=run).count() == run.total_items
