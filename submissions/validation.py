@@ -109,12 +109,25 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
 
 
 def set_validation_dispatch(*, validation: SetValidation) -> None:
-    """One task per paper on the `sandbox` queue, so the workers check papers in parallel."""
+    """One task per paper on the `sandbox` queue, so the workers check papers in parallel; with the broker down, the
+    validation stays stored and the watchdog queues its papers once the broker answers (their lost-work rule)."""
+    from kombu.exceptions import OperationalError as KombuOperationalError
+
+    from evaluation import services as evaluation_services
+    from evaluation.models import OperationsEvent
     from submissions.tasks import set_paper_validate
 
     SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
-    for paper_id in validation.papers.values_list("pk", flat=True):
-        set_paper_validate.delay(paper_id)
+    papers = list(validation.papers.values_list("pk", flat=True))
+    for queued, paper_id in enumerate(papers):
+        try:
+            set_paper_validate.delay(paper_id)
+        except KombuOperationalError as exc:
+            evaluation_services.event_record(
+                kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, set_validation=validation, since=timezone.now(),
+                detail=f"the {validation}: the broker refused its papers ({exc}); {queued} of {len(papers)} queued, "
+                       f"the watchdog queues the others once the broker answers")
+            return
 
 
 def set_papers_unfinished() -> list[SetValidationPaper]:

@@ -104,6 +104,15 @@ def test_every_read_answers_and_an_upload_is_stored_while_redis_is_down(
     assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE,
                                           run_id=started.json()["id"]).exists()
 
+    # A maintainer validating a draft version: stored, said, and its papers queued by the watchdog later.
+    draft = pset_import(root=DEMO_PSET, version_name="outage-2.0.0").version
+    client.force_login(maintainer)
+    with django_capture_on_commit_callbacks(execute=True):
+        validating = client.post(f"/versions/{draft.name}/validate/")
+    assert validating.status_code == 302, validating.content[:500]
+    assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE,
+                                          set_validation__version=draft).exists()
+
     site_on_own_redis.start()
     time.sleep(0.6)
     cache = caches["default"]
