@@ -212,6 +212,26 @@ class _Entry:
         return where
 
 
+# Values papers.yaml may hold once its aliases are expanded (a published set of 20 papers holds about 500).
+YAML_VALUES_MAX = 100_000
+
+
+def _nodes_expanded(root: yaml.Node) -> int:
+    """How many nodes the document holds with every alias expanded, counted without expanding (an alias is the same
+    node object twice, so a node's count is computed once)."""
+    counts: dict[int, int] = {}
+
+    def count(node: yaml.Node) -> int:
+        if id(node) not in counts:
+            counts[id(node)] = 0  # a recursive alias counts once, never forever
+            children = [] if isinstance(node, yaml.ScalarNode) else \
+                [v for pair in node.value for v in pair] if isinstance(node, yaml.MappingNode) else node.value
+            counts[id(node)] = min(1 + sum(count(child) for child in children), YAML_VALUES_MAX + 1)
+        return counts[id(node)]
+
+    return count(root)
+
+
 def _papers_yaml_read(root: Path) -> tuple[list[_Entry], list[Problem]]:
     """The entries of papers.yaml that have a usable id, and the problems of the file itself."""
     path = root / PAPERS_YAML
@@ -225,6 +245,10 @@ def _papers_yaml_read(root: Path) -> tuple[list[_Entry], list[Problem]]:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
+        expanded = _nodes_expanded(node) if node is not None else 0
+        if expanded > YAML_VALUES_MAX:  # nested aliases: a few hundred bytes that expand to megabytes of metadata
+            return [], [Problem(PAPERS_YAML, 0, f"expands to more than {YAML_VALUES_MAX} values through its aliases "
+                                                "(*name): write the values out")]
         listing = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
@@ -286,6 +310,10 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
     context_paths = _paths_read(entry, "context_file_paths", error, required=False)
 
     folder = root / paper_id
+    if folder.is_symlink():  # as a file's symlink may not leave the paper's folder, a folder may not leave the set's
+        error(PAPERS_YAML, entry.line, f"folder {paper_id}/ is a symlink (to {os.readlink(folder)}); put the paper's "
+                                       "files in the set itself")
+        return None, problems
     if not folder.is_dir():
         error(PAPERS_YAML, entry.line, f"folder {paper_id}/ does not exist")
         return None, problems

@@ -368,3 +368,31 @@ def test_write_refuses_a_non_empty_folder(tmp_path):
         write_pset(tmp_path / "target", papers)
     write_pset(tmp_path / "empty", papers)
     assert (tmp_path / "empty" / "attn" / "model.py").read_text() == MODEL_PY
+
+
+def test_a_paper_folder_that_is_a_symlink_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    paper_make(outside)
+    (outside / "attn" / "secret.txt").write_text("not the set's\n")
+    root = tmp_path / "set"
+    root.mkdir()
+    entry = paper_make(root, "other")
+    os.symlink(outside / "attn", root / "attn")
+    pset_make(root, entry, {**entry, "id": "attn"})
+    problems = reported(root)
+    assert [p for p in problems if p.startswith("papers.yaml:") and "paper attn: folder attn/ is a symlink" in p], \
+        problems
+
+
+def test_yaml_aliases_that_expand_beyond_reason_are_refused(tmp_path):
+    """A few hundred bytes of nested aliases ("billion laughs") would expand into megabytes of metadata; an alias or
+    two, as a YAML writer makes of shared values, are fine."""
+    pset_make(tmp_path, paper_make(tmp_path))
+    text = (tmp_path / "papers.yaml").read_text()
+    levels = ["  l0: &a0 [" + ", ".join(['"xxxxxxxxxx"'] * 10) + "]"]
+    levels += [f"  l{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 10) + "]" for n in range(1, 7)]
+    (tmp_path / "papers.yaml").write_text(text.rstrip("\n") + "\n" + "\n".join(levels) + "\n")
+    assert len((tmp_path / "papers.yaml").read_bytes()) < 2000
+    problems = reported(tmp_path)
+    assert len(problems) == 1 and "expands to more than 100000 values through its aliases" in problems[0], problems
