@@ -18,6 +18,14 @@ GUIDES = {
     "submitting": ("SUBMITTING.md", "Preparing and submitting a paper"),
     "leaderboard": ("LEADERBOARD.md", "Getting on the leaderboard"),
 }
+# What each guide is for, in a line: the guides index says it to whoever does not know which to read.
+PURPOSES = {
+    "format": "What a task is: papers.yaml, the snippet markers, the test entry point, how answers are spliced and "
+              "judged (for authors and for anyone reading a score).",
+    "submitting": "How to prepare a paper and its code, submit it through the site and pass validation (for authors).",
+    "leaderboard": "How to get a model on the leaderboard: register it, start a run or upload answers, read the "
+                   "scores (for model developers).",
+}
 EXAMPLE_PAPER = "dampnest"  # the demo paper the example archive holds
 
 
@@ -27,6 +35,11 @@ def guide_html(filename: str) -> str:
     text = (settings.BASE_DIR / "docs" / filename).read_text(encoding="utf-8")
     return markdown.markdown(text, extensions=["fenced_code", "tables", "toc", "codehilite"], output_format="html",
                              extension_configs={"codehilite": {"css_class": CSS_CLASS, "guess_lang": False}})
+
+
+def guide_index(request: HttpRequest) -> HttpResponse:
+    return render(request, "guide.html", {"title": "Guides", "guides": GUIDES.items(), "slug": "",
+                                          "index": [(slug, title, PURPOSES[slug]) for slug, (_, title) in GUIDES.items()]})
 
 
 def guide(request: HttpRequest, slug: str) -> HttpResponse:

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from config.auth import PasswordResetLimitedView
-from config.guides import guide, guide_example
+from config.guides import guide, guide_example, guide_index
 from config.health import healthz
 from evaluation.views_tokens import api_tokens
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("guides/submitting/example.zip", guide_example, name="guide-example"),
+    path("guides/", guide_index, name="guide-index"),
     path("guides/<slug:slug>/", guide, name="guide"),
     path("accounts/tokens/", api_tokens, name="api-tokens"),
     path("accounts/password_reset/", PasswordResetLimitedView.as_view(), name="password_reset"),

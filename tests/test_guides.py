@@ -36,7 +36,11 @@ def test_unknown_guide_is_a_404_and_paths_cannot_escape(client):
 
 def test_guides_are_linked_from_the_navigation_and_the_readme(client):
     nav = client.get("/").content.decode().split("</nav>")[0]
-    assert 'href="/guides/format/">Guides</a>' in nav and 'href="/api/v1/docs/">API</a>' in nav
+    assert 'href="/guides/">Guides</a>' in nav and 'href="/api/v1/docs/">API</a>' in nav
+    index = client.get("/guides/").content.decode()  # the index says which guide is for whom
+    for slug in GUIDES:
+        assert f'href="/guides/{slug}/"' in index
+    assert "for model developers" in index and "for authors" in index
     readme = (REPO / "README.md").read_text()
     for filename, _ in GUIDES.values():
         assert f"(docs/{filename})" in readme

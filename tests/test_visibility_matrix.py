@@ -241,6 +241,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
                          (("reference run", ref), ("author's run", own), ("upload", up))],
         "home": [("versions", {}, "", OPEN)],
         "guide": [(slug, {"slug": slug}, "", OPEN) for slug in ("format", "submitting", "leaderboard")],
+        "guide-index": [("guides", {}, "", OPEN)],
         "guide-example": [("demo paper archive", {}, "", OPEN)],
         "release-compare": [("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
                             ("draft", {"name": d}, f"a={ref}&b={own}", HIDDEN_DRAFT_COMPARE)],
