@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
+from datetime import timezone as dt_timezone
 
 from django.core.paginator import Page, Paginator
 from django.db.models import (Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Sum, Value, When,
@@ -102,6 +103,8 @@ def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
 
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.
+
+_NEVER = datetime.min.replace(tzinfo=dt_timezone.utc)  # a run's date when it has none
 
 LEADERBOARD_SORTS = {
     # Descending means best first: rank 1 first, ties by score, unranked rows last.
@@ -251,16 +254,37 @@ class LeaderboardFilters:
 _VERIFICATIONS = Prefetch("provenance_changes", queryset=ProvenanceChange.objects.select_related("actor"))
 
 
-def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
-    """The latest completed run of each (model, with/without paper) on the version."""
-    runs = (EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
-            .select_related("model").order_by("model_id", "with_paper", "-finished_at", "-pk"))
-    latest: dict[tuple[int, bool], EvaluationRun] = {}
+# Which run is a model's row, as the leaderboard, the hardest-snippets page and the model page say it.
+LEADERBOARD_RUN_RULE = "the run its owner pinned on the model's page, else the latest completed run"
+
+
+def leaderboard_choose(runs: Iterable[EvaluationRun]) -> dict[tuple[int, int, bool], EvaluationRun]:
+    """The one rule for a model's leaderboard row per (release, model, with/without paper): of the completed runs,
+    the one its owner pinned, else the latest finished. So a new run or upload never replaces a pinned row; the
+    model page lists every run with its score, and its owner moves the pin."""
+    chosen: dict[tuple[int, int, bool], EvaluationRun] = {}
     for run in runs:
-        latest.setdefault((run.model_id, run.with_paper), run)
-    verified_uploads = [run for run in latest.values() if run.provenance == EvaluationRun.Provenance.VERIFIED_UPLOAD]
+        if run.status != EvaluationRun.Status.COMPLETED:
+            continue
+        key = (run.version_id, run.model_id, run.with_paper)
+        held = chosen.get(key)
+        if held is None or _preference(run) > _preference(held):
+            chosen[key] = run
+    return chosen
+
+
+def _preference(run: EvaluationRun) -> tuple[bool, datetime, int]:
+    return run.pinned_at is not None, run.finished_at or _NEVER, run.pk
+
+
+def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
+    """Each (model, with/without paper)'s leaderboard run on the version (leaderboard_choose says which)."""
+    runs = (EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
+            .select_related("model").order_by("model_id", "with_paper", "pk"))
+    chosen = list(leaderboard_choose(runs).values())
+    verified_uploads = [run for run in chosen if run.provenance == EvaluationRun.Provenance.VERIFIED_UPLOAD]
     prefetch_related_objects(verified_uploads, _VERIFICATIONS)  # no query when the release has none
-    return list(latest.values())
+    return chosen
 
 
 def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
@@ -431,11 +455,23 @@ def leaderboard_releases() -> tuple[BenchmarkVersion | None, BenchmarkVersion | 
     return next((v for v in published if v.has_results), newest), newest
 
 
-def model_runs(*, model: ModelEntry) -> list[tuple[EvaluationRun, RunScore | None]]:
-    """A model's runs on visible (published or deprecated) versions, newest first, with the overall score."""
-    runs = list(model.runs.exclude(version__status=BenchmarkVersion.Status.DRAFT).select_related("version"))
+@dataclass
+class ModelRun:
+    """One run of a model as its page lists it: the overall score, and whether it is the model's leaderboard row in
+    its release and setting."""
+
+    run: EvaluationRun
+    score: RunScore | None
+    on_leaderboard: bool
+
+
+def model_runs(*, model: ModelEntry) -> list[ModelRun]:
+    """A model's runs on visible (published or deprecated) versions, newest first, with the overall score and
+    which of them are its leaderboard rows (the rule of leaderboard_choose)."""
+    runs = list(model.runs.exclude(version__status=BenchmarkVersion.Status.DRAFT).select_related("version", "model"))
     scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True, split="")}
-    return [(run, scores.get(run.pk)) for run in runs]
+    chosen = {run.pk for run in leaderboard_choose(runs).values()}
+    return [ModelRun(run=run, score=scores.get(run.pk), on_leaderboard=run.pk in chosen) for run in runs]
 
 
 def models_owned(*, user) -> QuerySet[ModelEntry]:

@@ -122,6 +122,7 @@ def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None 
     may_upload = model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED) and may_change
     problems = upload_problems or []
     context = {"model": model, "runs": selectors.model_runs(model=model), "may_change": may_change,
+               "run_rule": selectors.LEADERBOARD_RUN_RULE,
                "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
                "run_form": (run_form or RunStartForm()) if may_run else None,
                "upload_form": upload_form or (RunUploadForm() if may_upload else None),
@@ -224,7 +225,9 @@ def run_upload(request: HttpRequest, name: str) -> HttpResponse:
             _service_errors(form, exc)
         else:
             messages.success(request, f"{run.total_items} answer(s) stored as run {run.pk}; its items are being "
-                                      f"scored (self-reported until a maintainer verifies it).")
+                                      f"scored (self-reported until a maintainer verifies it). Once scored it is the "
+                                      f"model's leaderboard row in its setting unless you pinned another run of the "
+                                      f"model there (its page lists every run).")
             for warning in run.upload_warnings:
                 messages.warning(request, warning)
             return redirect("run-detail", pk=run.pk)
@@ -366,6 +369,28 @@ def run_resume_own(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("run-detail", pk=pk)
 
 
+@login_required
+@require_POST
+def run_pin(request: HttpRequest, pk: int) -> HttpResponse:
+    """The model page's choice of the leaderboard run (the model's owner or a maintainer): `pinned=yes` makes this
+    run the model's row in its release and setting, `pinned=no` lifts the pin (the latest completed run again)."""
+    run = _run_visible(request, pk)
+    pinned = request.POST.get("pinned") != "no"
+    try:
+        if pinned:
+            services.run_pin(run=run, actor=request.user)
+        else:
+            services.run_unpin(run=run, actor=request.user)
+    except services.EvaluationError as exc:
+        messages.error(request, str(exc))
+    else:
+        setting = "with paper" if run.with_paper else "without paper"
+        messages.success(request, f"Run {run.pk} is now the leaderboard run of {run.model.display_name} on "
+                                  f"{run.version.name} ({setting})." if pinned else
+                         f"Run {run.pk} is no longer pinned: the latest completed run in its setting is the row.")
+    return redirect(reverse("model-detail", args=[run.model.name]) + "#runs")
+
+
 def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
     try:
         dispatched = services.run_resume(run=run)
@@ -389,7 +414,7 @@ def release_difficulty(request: HttpRequest, name: str) -> HttpResponse:
     items = analysis.snippet_difficulty(version=version, rows=rows, user=request.user)
     return render(request, "evaluation/difficulty.html", {
         "version": version, "items": items[:DIFFICULTY_PAGE_ITEMS], "total": len(items),
-        "entries": sum(not r.calibration for r in rows)})
+        "entries": sum(not r.calibration for r in rows), "run_rule": selectors.LEADERBOARD_RUN_RULE})
 
 
 def release_compare(request: HttpRequest, name: str) -> HttpResponse:
