@@ -115,6 +115,7 @@ LEADERBOARD_SORTS = {
     "open_weights": lambda r: r.run.model.open_weights,
     "cutoff": lambda r: r.run.model.knowledge_cutoff or date.min,
     "provenance": lambda r: r.run.provenance,
+    "date": lambda r: r.run.finished_at or _NEVER,
     "pass": lambda r: r.score.pass_rate,
     "held_out": lambda r: r.held_out.scaled_pass_rate if r.held_out else -1.0,
     "items": lambda r: r.score.items,
@@ -160,6 +161,8 @@ class LeaderboardColumn:
     label: str = ""  # blank: in the API and CSV only (the page folds it into another cell)
     sort: str = ""  # the page's sort key (LEADERBOARD_SORTS) of this header
     nullable: bool = False
+    toggled: bool = False  # on the page only when asked for (cols=): the key columns fit a 1366 px screen
+    title: str = ""  # the header's tooltip
 
 
 def _score(field: str) -> Callable[[LeaderboardRow], object]:
@@ -191,30 +194,50 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("pass_rate", "float", _score("pass_rate"), "pass@1 (95% CI)", "pass"),
     LeaderboardColumn("pass_rate_ci_low", "float", _score("pass_rate_ci_low")),
     LeaderboardColumn("pass_rate_ci_high", "float", _score("pass_rate_ci_high")),
-    LeaderboardColumn("organization", "str", lambda r: r.run.model.organization, "Organization", "organization"),
-    LeaderboardColumn("open_weights", "bool", lambda r: r.run.model.open_weights, "Open weights", "open_weights"),
+    LeaderboardColumn("organization", "str", lambda r: r.run.model.organization, "Organization", "organization",
+                      toggled=True),
+    LeaderboardColumn("open_weights", "bool", lambda r: r.run.model.open_weights, "Open weights", "open_weights",
+                      toggled=True),
     LeaderboardColumn("knowledge_cutoff", "date", lambda r: r.run.model.knowledge_cutoff, "Knowledge cut-off",
-                      "cutoff", nullable=True),
+                      "cutoff", nullable=True, toggled=True),
     LeaderboardColumn("provenance", "str", lambda r: r.run.provenance, "Provenance", "provenance"),
     LeaderboardColumn("provenance_statement", "str", lambda r: provenance_of(r.run).statement),  # the badge's words
     LeaderboardColumn("source", "str", lambda r: r.run.source),  # where a reported run's results were published
+    LeaderboardColumn("finished_on", "date", lambda r: r.run.finished_at and r.run.finished_at.date(), "Date", "date",
+                      nullable=True, title="The day the run completed"),
+    LeaderboardColumn("pinned", "bool", lambda r: r.run.pinned_at is not None),  # the owner's pick, not the latest
     LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
     LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
     LeaderboardColumn("samples", "int", lambda r: r.run.samples),
     LeaderboardColumn("held_out_scaled_pass_rate", "float", _held_out("scaled_pass_rate"), "Held-out scaled pass@1",
-                      "held_out", nullable=True),
+                      "held_out", nullable=True, toggled=True),
     LeaderboardColumn("held_out_pass_rate", "float", _held_out("pass_rate"), nullable=True),
     LeaderboardColumn("held_out_items", "int", _held_out("items"), nullable=True),
-    LeaderboardColumn("items", "int", _score("items"), "Items", "items"),
+    LeaderboardColumn("items", "int", _score("items"), "Items", "items", toggled=True),
     LeaderboardColumn("passed", "int", _score("passed")),
-    LeaderboardColumn("errors", "int", _score("errors"), "Errors", "errors"),
-    LeaderboardColumn("flagged", "int", _score("flagged"), "Flags", "flags"),
+    LeaderboardColumn("errors", "int", _score("errors"), "Errors", "errors", toggled=True),
+    LeaderboardColumn("flagged", "int", _score("flagged"), "Flags", "flags", toggled=True),
     LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens")),
     LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens")),
-    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens"),
-    LeaderboardColumn("cost", "decimal", _run_total("cost"), "Cost (USD)", "cost", nullable=True),
+    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens", toggled=True),
+    LeaderboardColumn("cost", "decimal", _run_total("cost"), "Cost (USD)", "cost", nullable=True, toggled=True),
 )
 LEADERBOARD_PAGE_COLUMNS = tuple(c for c in LEADERBOARD_COLUMNS if c.label)
+LEADERBOARD_KEY_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS if not c.toggled)
+LEADERBOARD_TOGGLED_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS if c.toggled)
+
+
+def leaderboard_columns_chosen(params) -> tuple[str, ...]:
+    """The toggled columns a page asks for with `cols=` (repeated, or comma-separated keys), in the list's order;
+    unknown keys are ignored."""
+    asked = {key.strip() for value in params.getlist("cols") for key in value.split(",")}
+    return tuple(c.key for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in asked)
+
+
+def leaderboard_page_columns(*, chosen: Iterable[str] = ()) -> tuple[LeaderboardColumn, ...]:
+    """The page's columns: the key ones always, then the toggled ones chosen."""
+    chosen = set(chosen)
+    return LEADERBOARD_KEY_COLUMNS + tuple(c for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in chosen)
 
 
 def leaderboard_record(row: LeaderboardRow) -> dict:
@@ -255,7 +278,7 @@ _VERIFICATIONS = Prefetch("provenance_changes", queryset=ProvenanceChange.object
 
 
 # Which run is a model's row, as the leaderboard, the hardest-snippets page and the model page say it.
-LEADERBOARD_RUN_RULE = "the run its owner pinned on the model's page, else the latest completed run"
+LEADERBOARD_RUN_RULE = "the run its owner pinned, else the latest completed run"
 
 
 def leaderboard_choose(runs: Iterable[EvaluationRun]) -> dict[tuple[int, int, bool], EvaluationRun]:
@@ -344,6 +367,24 @@ def leaderboard_size_buckets(*, rows: list[LeaderboardRow], user) -> list[tuple[
         return counts and {**counts, "rate": 100.0 * counts["passed"] / counts["items"]}
 
     return [(row, [cell(stored.get(row.run.pk, {}).get(label)) for label, _, _ in SIZE_BUCKETS]) for row in rows]
+
+
+def leaderboard_ranking_chart(*, rows: list[LeaderboardRow]) -> list[dict]:
+    """The bar chart's bars: every row's scaled pass@1 with its interval, best first."""
+    return [{"label": f"{r.run.model.display_name} ({'reference line' if r.calibration else r.setting})",
+             "value": r.score.scaled_pass_rate, "low": r.score.scaled_ci_low, "high": r.score.scaled_ci_high}
+            for r in sorted(rows, key=lambda r: -r.score.scaled_pass_rate)]
+
+
+def leaderboard_over_time(*, rows: list[LeaderboardRow]) -> dict:
+    """The score-over-time chart's points: each ranked row's scaled pass@1 (with its interval) at its model's
+    knowledge cut-off, oldest first; rows whose cut-off is unknown are counted, not drawn."""
+    dated = [r for r in rows if not r.calibration and r.run.model.knowledge_cutoff]
+    points = [{"label": f"{r.run.model.display_name} ({r.setting})", "date": r.run.model.knowledge_cutoff.isoformat(),
+               "value": r.score.scaled_pass_rate, "low": r.score.scaled_ci_low, "high": r.score.scaled_ci_high,
+               "provenance": r.run.provenance}
+              for r in sorted(dated, key=lambda r: (r.run.model.knowledge_cutoff, -r.score.scaled_pass_rate))]
+    return {"points": points, "undated": sum(1 for r in rows if not r.calibration) - len(points)}
 
 
 @dataclass

@@ -113,3 +113,15 @@ def test_the_model_page_lists_every_run_marks_the_row_and_pins(client, version, 
     assert client.post(reverse("run-pin", args=[better.pk]), {"pinned": "no"}).status_code == 302
     assert EvaluationRun.objects.get(pk=better.pk).pinned_at is None
 
+
+def test_the_leaderboard_and_the_api_state_the_rule(client, version, author):
+    entry = model("owned", owner=author)
+    run = evaluate(version, entry, lambda s: True)
+    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    body = page_text(client.get(reverse("leaderboard", args=["1.0.0"])).content.decode())
+    assert f"One row per model and setting: {selectors.LEADERBOARD_RUN_RULE}." in body
+    assert selectors.LEADERBOARD_RUN_RULE in page_text(
+        client.get(reverse("release-difficulty", args=["1.0.0"])).content.decode())
+    services.run_pin(run=run, actor=author)
+    rows = {r["model"]: r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json()}
+    assert rows["owned"]["pinned"] is True and rows["reference"]["pinned"] is False
