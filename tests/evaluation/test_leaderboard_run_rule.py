@@ -94,13 +94,13 @@ def test_the_model_page_lists_every_run_marks_the_row_and_pins(client, version, 
     assert "100.0%" in runs and "0.0%" in runs, "every run with its score"
     row_of = {pk: runs.split(f'href="{reverse("run-detail", args=[pk])}"')[1].split("</tr>")[0] for pk in
               (better.pk, worse.pk)}
-    assert "the row</strong> (latest)" in row_of[worse.pk] and "the row</strong>" not in row_of[better.pk]
+    assert "on the leaderboard</strong> (latest)" in row_of[worse.pk] and "on the leaderboard</strong>" not in row_of[better.pk]
     assert selectors.LEADERBOARD_RUN_RULE in page_text(body)
 
     response = client.post(reverse("run-pin", args=[better.pk]), {"pinned": "yes"})
     assert response.status_code == 302 and response["Location"].endswith(url + "#runs")
     body = client.get(url).content.decode()
-    assert "the row</strong> (pinned)" in body.split(f'href="{reverse("run-detail", args=[better.pk])}"')[1]\
+    assert "on the leaderboard</strong> (pinned)" in body.split(f'href="{reverse("run-detail", args=[better.pk])}"')[1]\
         .split("</tr>")[0]
     board = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     assert reverse("run-detail", args=[better.pk]) in board and reverse("run-detail", args=[worse.pk]) not in board
@@ -109,7 +109,7 @@ def test_the_model_page_lists_every_run_marks_the_row_and_pins(client, version, 
     stranger = client_for(None)
     stranger.force_login(other_author)
     assert stranger.post(reverse("run-pin", args=[worse.pk]), {"pinned": "yes"}).status_code == 403
-    assert "Pin as the row" not in stranger.get(url).content.decode()
+    assert "Pin to the leaderboard" not in stranger.get(url).content.decode()
     assert client.post(reverse("run-pin", args=[better.pk]), {"pinned": "no"}).status_code == 302
     assert EvaluationRun.objects.get(pk=better.pk).pinned_at is None
 
