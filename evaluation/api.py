@@ -444,6 +444,9 @@ _COLUMN_HELP = {
                             "reason\".",
     "calibration": "A built-in calibration model (reference or placeholder): a reference line, never ranked.",
     "held_out_scaled_pass_rate": "The held-out split's aggregate; null when the run covers the public split only.",
+    "finished_on": "The day the run completed (UTC).",
+    "pinned": "The model's owner pinned this run as its row in this setting; otherwise the row is the model's latest "
+              "completed run in the setting.",
 }
 
 LeaderboardRowSerializer = type("LeaderboardRowSerializer", (serializers.Serializer,), {

@@ -113,11 +113,19 @@ class EvaluationRun(models.Model):
     pause_reason = models.TextField(
         blank=True, help_text="Why the run stopped itself (its model calls kept failing the same way); cleared on "
                               "resume.")
+    # The owner's pick of the model's leaderboard row for this release and setting: a later run never replaces it.
+    pinned_at = models.DateTimeField(null=True, blank=True,
+                                     help_text="When the run was pinned as its model's leaderboard run in its setting.")
+    pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+")
 
     class Meta:
         ordering = ["-created_at"]
         # Active runs are looked up by status on every watchdog pass and per user by the run quota.
         indexes = [models.Index(fields=["status", "created_by"], name="run_status_created_by")]
+        constraints = [models.UniqueConstraint(fields=["model", "version", "with_paper"],
+                                               condition=models.Q(pinned_at__isnull=False),
+                                               name="run_one_pin_per_setting")]
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.model} on {self.version}"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
+from datetime import timezone as dt_timezone
 
 from django.core.paginator import Page, Paginator
 from django.db.models import (Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Sum, Value, When,
@@ -105,6 +106,8 @@ def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.
 
+_NEVER = datetime.min.replace(tzinfo=dt_timezone.utc)  # a run's date when it has none
+
 LEADERBOARD_SORTS = {
     # Descending means best first: rank 1 first, ties by score, unranked rows last.
     "rank": lambda r: (-r.rank if r.rank is not None else float("-inf"), r.score.scaled_pass_rate),
@@ -114,6 +117,7 @@ LEADERBOARD_SORTS = {
     "open_weights": lambda r: r.run.model.open_weights,
     "cutoff": lambda r: r.run.model.knowledge_cutoff or date.min,
     "provenance": lambda r: r.run.provenance,
+    "date": lambda r: r.run.finished_at or _NEVER,
     "pass": lambda r: r.score.pass_rate,
     "held_out": lambda r: r.held_out.scaled_pass_rate if r.held_out else -1.0,
     "items": lambda r: r.score.items,
@@ -159,6 +163,8 @@ class LeaderboardColumn:
     label: str = ""  # blank: in the API and CSV only (the page folds it into another cell)
     sort: str = ""  # the page's sort key (LEADERBOARD_SORTS) of this header
     nullable: bool = False
+    toggled: bool = False  # on the page only when asked for (cols=): the key columns fit a 1366 px screen
+    title: str = ""  # the header's tooltip
 
 
 def _score(field: str) -> Callable[[LeaderboardRow], object]:
@@ -190,30 +196,50 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("pass_rate", "float", _score("pass_rate"), "pass@1 (95% CI)", "pass"),
     LeaderboardColumn("pass_rate_ci_low", "float", _score("pass_rate_ci_low")),
     LeaderboardColumn("pass_rate_ci_high", "float", _score("pass_rate_ci_high")),
-    LeaderboardColumn("organization", "str", lambda r: r.run.model.organization, "Organization", "organization"),
-    LeaderboardColumn("open_weights", "bool", lambda r: r.run.model.open_weights, "Open weights", "open_weights"),
+    LeaderboardColumn("organization", "str", lambda r: r.run.model.organization, "Organization", "organization",
+                      toggled=True),
+    LeaderboardColumn("open_weights", "bool", lambda r: r.run.model.open_weights, "Open weights", "open_weights",
+                      toggled=True),
     LeaderboardColumn("knowledge_cutoff", "date", lambda r: r.run.model.knowledge_cutoff, "Knowledge cut-off",
-                      "cutoff", nullable=True),
+                      "cutoff", nullable=True, toggled=True),
     LeaderboardColumn("provenance", "str", lambda r: r.run.provenance, "Provenance", "provenance"),
     LeaderboardColumn("provenance_statement", "str", lambda r: provenance_of(r.run).statement),  # the badge's words
     LeaderboardColumn("source", "str", lambda r: r.run.source),  # where a reported run's results were published
+    LeaderboardColumn("finished_on", "date", lambda r: r.run.finished_at and r.run.finished_at.date(), "Date", "date",
+                      nullable=True, title="The day the run completed"),
+    LeaderboardColumn("pinned", "bool", lambda r: r.run.pinned_at is not None),  # the owner's pick, not the latest
     LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
     LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
     LeaderboardColumn("samples", "int", lambda r: r.run.samples),
     LeaderboardColumn("held_out_scaled_pass_rate", "float", _held_out("scaled_pass_rate"), "Held-out scaled pass@1",
-                      "held_out", nullable=True),
+                      "held_out", nullable=True, toggled=True),
     LeaderboardColumn("held_out_pass_rate", "float", _held_out("pass_rate"), nullable=True),
     LeaderboardColumn("held_out_items", "int", _held_out("items"), nullable=True),
-    LeaderboardColumn("items", "int", _score("items"), "Items", "items"),
+    LeaderboardColumn("items", "int", _score("items"), "Items", "items", toggled=True),
     LeaderboardColumn("passed", "int", _score("passed")),
-    LeaderboardColumn("errors", "int", _score("errors"), "Errors", "errors"),
-    LeaderboardColumn("flagged", "int", _score("flagged"), "Flags", "flags"),
+    LeaderboardColumn("errors", "int", _score("errors"), "Errors", "errors", toggled=True),
+    LeaderboardColumn("flagged", "int", _score("flagged"), "Flags", "flags", toggled=True),
     LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens")),
     LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens")),
-    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens"),
-    LeaderboardColumn("cost", "decimal", _run_total("cost"), "Cost (USD)", "cost", nullable=True),
+    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens", toggled=True),
+    LeaderboardColumn("cost", "decimal", _run_total("cost"), "Cost (USD)", "cost", nullable=True, toggled=True),
 )
 LEADERBOARD_PAGE_COLUMNS = tuple(c for c in LEADERBOARD_COLUMNS if c.label)
+LEADERBOARD_KEY_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS if not c.toggled)
+LEADERBOARD_TOGGLED_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS if c.toggled)
+
+
+def leaderboard_columns_chosen(params) -> tuple[str, ...]:
+    """The toggled columns a page asks for with `cols=` (repeated, or comma-separated keys), in the list's order;
+    unknown keys are ignored."""
+    asked = {key.strip() for value in params.getlist("cols") for key in value.split(",")}
+    return tuple(c.key for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in asked)
+
+
+def leaderboard_page_columns(*, chosen: Iterable[str] = ()) -> tuple[LeaderboardColumn, ...]:
+    """The page's columns: the key ones always, then the toggled ones chosen."""
+    chosen = set(chosen)
+    return LEADERBOARD_KEY_COLUMNS + tuple(c for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in chosen)
 
 
 def leaderboard_record(row: LeaderboardRow) -> dict:
@@ -253,16 +279,37 @@ class LeaderboardFilters:
 _VERIFICATIONS = Prefetch("provenance_changes", queryset=ProvenanceChange.objects.select_related("actor"))
 
 
-def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
-    """The latest completed run of each (model, with/without paper) on the version."""
-    runs = (EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
-            .select_related("model").order_by("model_id", "with_paper", "-finished_at", "-pk"))
-    latest: dict[tuple[int, bool], EvaluationRun] = {}
+# Which run is a model's row, as the leaderboard, the hardest-snippets page and the model page say it.
+LEADERBOARD_RUN_RULE = "the run its owner pinned, else the latest completed run"
+
+
+def leaderboard_choose(runs: Iterable[EvaluationRun]) -> dict[tuple[int, int, bool], EvaluationRun]:
+    """The one rule for a model's leaderboard row per (release, model, with/without paper): of the completed runs,
+    the one its owner pinned, else the latest finished. So a new run or upload never replaces a pinned row; the
+    model page lists every run with its score, and its owner moves the pin."""
+    chosen: dict[tuple[int, int, bool], EvaluationRun] = {}
     for run in runs:
-        latest.setdefault((run.model_id, run.with_paper), run)
-    verified_uploads = [run for run in latest.values() if run.provenance == EvaluationRun.Provenance.VERIFIED_UPLOAD]
+        if run.status != EvaluationRun.Status.COMPLETED:
+            continue
+        key = (run.version_id, run.model_id, run.with_paper)
+        held = chosen.get(key)
+        if held is None or _preference(run) > _preference(held):
+            chosen[key] = run
+    return chosen
+
+
+def _preference(run: EvaluationRun) -> tuple[bool, datetime, int]:
+    return run.pinned_at is not None, run.finished_at or _NEVER, run.pk
+
+
+def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
+    """Each (model, with/without paper)'s leaderboard run on the version (leaderboard_choose says which)."""
+    runs = (EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
+            .select_related("model").order_by("model_id", "with_paper", "pk"))
+    chosen = list(leaderboard_choose(runs).values())
+    verified_uploads = [run for run in chosen if run.provenance == EvaluationRun.Provenance.VERIFIED_UPLOAD]
     prefetch_related_objects(verified_uploads, _VERIFICATIONS)  # no query when the release has none
-    return list(latest.values())
+    return chosen
 
 
 def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
@@ -322,6 +369,24 @@ def leaderboard_size_buckets(*, rows: list[LeaderboardRow], user) -> list[tuple[
         return counts and {**counts, "rate": 100.0 * counts["passed"] / counts["items"]}
 
     return [(row, [cell(stored.get(row.run.pk, {}).get(label)) for label, _, _ in SIZE_BUCKETS]) for row in rows]
+
+
+def leaderboard_ranking_chart(*, rows: list[LeaderboardRow]) -> list[dict]:
+    """The bar chart's bars: every row's scaled pass@1 with its interval, best first."""
+    return [{"label": f"{r.run.model.display_name} ({'reference line' if r.calibration else r.setting})",
+             "value": r.score.scaled_pass_rate, "low": r.score.scaled_ci_low, "high": r.score.scaled_ci_high}
+            for r in sorted(rows, key=lambda r: -r.score.scaled_pass_rate)]
+
+
+def leaderboard_over_time(*, rows: list[LeaderboardRow]) -> dict:
+    """The score-over-time chart's points: each ranked row's scaled pass@1 (with its interval) at its model's
+    knowledge cut-off, oldest first; rows whose cut-off is unknown are counted, not drawn."""
+    dated = [r for r in rows if not r.calibration and r.run.model.knowledge_cutoff]
+    points = [{"label": f"{r.run.model.display_name} ({r.setting})", "date": r.run.model.knowledge_cutoff.isoformat(),
+               "value": r.score.scaled_pass_rate, "low": r.score.scaled_ci_low, "high": r.score.scaled_ci_high,
+               "provenance": r.run.provenance}
+              for r in sorted(dated, key=lambda r: (r.run.model.knowledge_cutoff, -r.score.scaled_pass_rate))]
+    return {"points": points, "undated": sum(1 for r in rows if not r.calibration) - len(points)}
 
 
 @dataclass
@@ -433,11 +498,23 @@ def leaderboard_releases() -> tuple[BenchmarkVersion | None, BenchmarkVersion | 
     return next((v for v in published if v.has_results), newest), newest
 
 
-def model_runs(*, model: ModelEntry) -> list[tuple[EvaluationRun, RunScore | None]]:
-    """A model's runs on visible (published or deprecated) versions, newest first, with the overall score."""
-    runs = list(model.runs.exclude(version__status=BenchmarkVersion.Status.DRAFT).select_related("version"))
+@dataclass
+class ModelRun:
+    """One run of a model as its page lists it: the overall score, and whether it is the model's leaderboard row in
+    its release and setting."""
+
+    run: EvaluationRun
+    score: RunScore | None
+    on_leaderboard: bool
+
+
+def model_runs(*, model: ModelEntry) -> list[ModelRun]:
+    """A model's runs on visible (published or deprecated) versions, newest first, with the overall score and
+    which of them are its leaderboard rows (the rule of leaderboard_choose)."""
+    runs = list(model.runs.exclude(version__status=BenchmarkVersion.Status.DRAFT).select_related("version", "model"))
     scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True, split="")}
-    return [(run, scores.get(run.pk)) for run in runs]
+    chosen = {run.pk for run in leaderboard_choose(runs).values()}
+    return [ModelRun(run=run, score=scores.get(run.pk), on_leaderboard=run.pk in chosen) for run in runs]
 
 
 def models_owned(*, user) -> QuerySet[ModelEntry]:

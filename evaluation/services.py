@@ -24,6 +24,7 @@ from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_code_block, indent_width, prompt_hash
 from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
 from config.addresses import AddressRefused, host_addresses_check
+from config.api import user_may_change
 from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry,
                                OperationsEvent, Outcome, ProvenanceChange)
 from evaluation.outcomes import Verdict, tail
@@ -787,6 +788,33 @@ MAX_REASON_CHARS = 2000
 
 
 @transaction.atomic
+def run_pin(*, run: EvaluationRun, actor) -> EvaluationRun:
+    """The model's owner (or a maintainer) makes a completed run the model's leaderboard row for its release and
+    setting: later runs and uploads are listed on the model page and never replace it until the pin moves or is
+    lifted (selectors.leaderboard_choose is the rule)."""
+    if not user_may_change(user=actor, owner_id=run.model.owner_id):
+        raise PermissionDenied(f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run")
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().select_related("model").get(pk=run.pk)
+        if run.status != EvaluationRun.Status.COMPLETED:
+            raise EvaluationError(f"run {run.pk} is {run.status}; only a completed run can be the leaderboard run")
+        (EvaluationRun.objects.filter(model=run.model_id, version=run.version_id, with_paper=run.with_paper,
+                                      pinned_at__isnull=False).exclude(pk=run.pk)
+         .update(pinned_at=None, pinned_by=None))
+        run.pinned_at, run.pinned_by = timezone.now(), actor
+        run.save(update_fields=["pinned_at", "pinned_by"])
+    return run
+
+
+def run_unpin(*, run: EvaluationRun, actor) -> EvaluationRun:
+    """Lift a pin: the model's row in that setting is the latest completed run again."""
+    if not user_may_change(user=actor, owner_id=run.model.owner_id):
+        raise PermissionDenied(f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run")
+    EvaluationRun.objects.filter(pk=run.pk).update(pinned_at=None, pinned_by=None)
+    run.refresh_from_db()
+    return run
+
+
 def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
     """A maintainer vouches for a self-reported upload (e.g. reproduced its answers): it becomes a verified upload,
     recorded with who checked it and why."""

@@ -22,6 +22,7 @@ urlpatterns = [
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),
     path("runs/<int:pk>/cancel/", views.run_cancel_own, name="run-cancel"),
     path("runs/<int:pk>/resume/", views.run_resume_own, name="run-resume-own"),
+    path("runs/<int:pk>/pin/", views.run_pin, name="run-pin"),
     path("runs/<int:pk>/manifest.json", views.run_manifest, name="run-manifest"),
     path("runs/<int:pk>/outcomes/<int:outcome_pk>/review/", views.outcome_review, name="outcome-review"),
     path("operations/", views.operations, name="operations"),

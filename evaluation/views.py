@@ -47,13 +47,16 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise Http404("Drafts have no leaderboard.")
     filters = selectors.LeaderboardFilters.from_query(request.GET)
+    chosen = selectors.leaderboard_columns_chosen(request.GET)
     rows = selectors.leaderboard_rows(version=version, filters=filters)
     context = {"version": version, "rows": rows, "filters": filters,
                "ranked": [row for row in rows if not row.calibration],
                "calibration": [row for row in rows if row.calibration],
                "provenances": provenance_choices(), "provenance_legend": provenance_legend(),
-               "columns": _sort_links(filters), "filter_query": _query(filters), "rank_method": analysis.RANK_METHOD,
-               "newest": selectors.latest_published_version()}
+               "columns": _sort_links(filters, chosen), "toggled_columns": selectors.LEADERBOARD_TOGGLED_COLUMNS,
+               "chosen_columns": chosen, "filter_query": _query(filters, cols=",".join(chosen)),
+               "api_query": _query(filters, sort="", dir=""), "rank_method": analysis.RANK_METHOD,
+               "run_rule": selectors.LEADERBOARD_RUN_RULE, "newest": selectors.latest_published_version()}
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
         return render(request, "evaluation/_leaderboard_table.html", context)
@@ -62,11 +65,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     context.update(_breakdown(version=version, rows=rows, view=context["view"], user=request.user))
     if target == "breakdown":
         return render(request, "evaluation/_leaderboard_breakdown.html", context)
-    context["chart"] = [{"label": f"{r.run.model.display_name} ({'reference line' if r.calibration else r.setting})",
-                         "value": r.score.scaled_pass_rate, "low": r.score.scaled_ci_low,
-                         "high": r.score.scaled_ci_high}
-                        for r in sorted(rows, key=lambda r: -r.score.scaled_pass_rate)]
-    context["chart_height"] = 80 + 36 * len(rows)
+    context.update(chart=selectors.leaderboard_ranking_chart(rows=rows), chart_height=80 + 36 * len(rows),
+                   over_time=selectors.leaderboard_over_time(rows=rows))
     return render(request, "evaluation/leaderboard.html", context)
 
 
@@ -96,17 +96,19 @@ def _query(filters: selectors.LeaderboardFilters, **override) -> str:
     return urlencode({k: v for k, v in params.items() if v})
 
 
-def _sort_links(filters: selectors.LeaderboardFilters) -> list[dict]:
-    """Each header links to its sort; clicking the current one flips the direction."""
+def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) -> list[dict]:
+    """Each header of the columns shown links to its sort (keeping the chosen columns); clicking the current one
+    flips the direction."""
     columns = []
-    for column in selectors.LEADERBOARD_PAGE_COLUMNS:
+    for column in selectors.leaderboard_page_columns(chosen=chosen):
         key, label = column.sort, column.label
         current = filters.sort == key
-        default_desc = key in ("rank", "score", "pass", "held_out", "items", "tokens")
+        default_desc = key in ("rank", "score", "pass", "held_out", "items", "tokens", "date")
         descending = not filters.descending if current else default_desc
         columns.append({"key": key, "label": label, "column": column, "current": current,
                         "aria": ("descending" if filters.descending else "ascending") if current else "none",
-                        "query": _query(filters, sort=key, dir="desc" if descending else "asc")})
+                        "query": _query(filters, sort=key, dir="desc" if descending else "asc",
+                                        cols=",".join(chosen))})
     return columns
 
 
@@ -122,6 +124,7 @@ def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None 
     may_upload = model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED) and may_change
     problems = upload_problems or []
     context = {"model": model, "runs": selectors.model_runs(model=model), "may_change": may_change,
+               "run_rule": selectors.LEADERBOARD_RUN_RULE,
                "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
                "run_form": (run_form or RunStartForm()) if may_run else None,
                "upload_form": upload_form or (RunUploadForm() if may_upload else None),
@@ -224,7 +227,9 @@ def run_upload(request: HttpRequest, name: str) -> HttpResponse:
             _service_errors(form, exc)
         else:
             messages.success(request, f"{run.total_items} answer(s) stored as run {run.pk}; its items are being "
-                                      f"scored (self-reported until a maintainer verifies it).")
+                                      f"scored (self-reported until a maintainer verifies it). Once scored it is the "
+                                      f"model's leaderboard row in its setting unless you pinned another run of the "
+                                      f"model there (its page lists every run).")
             for warning in run.upload_warnings:
                 messages.warning(request, warning)
             return redirect("run-detail", pk=run.pk)
@@ -366,6 +371,28 @@ def run_resume_own(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("run-detail", pk=pk)
 
 
+@login_required
+@require_POST
+def run_pin(request: HttpRequest, pk: int) -> HttpResponse:
+    """The model page's choice of the leaderboard run (the model's owner or a maintainer): `pinned=yes` makes this
+    run the model's row in its release and setting, `pinned=no` lifts the pin (the latest completed run again)."""
+    run = _run_visible(request, pk)
+    pinned = request.POST.get("pinned") != "no"
+    try:
+        if pinned:
+            services.run_pin(run=run, actor=request.user)
+        else:
+            services.run_unpin(run=run, actor=request.user)
+    except services.EvaluationError as exc:
+        messages.error(request, str(exc))
+    else:
+        setting = "with paper" if run.with_paper else "without paper"
+        messages.success(request, f"Run {run.pk} is now the leaderboard run of {run.model.display_name} on "
+                                  f"{run.version.name} ({setting})." if pinned else
+                         f"Run {run.pk} is no longer pinned: the latest completed run in its setting is the row.")
+    return redirect(reverse("model-detail", args=[run.model.name]) + "#runs")
+
+
 def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
     try:
         dispatched = services.run_resume(run=run)
@@ -389,7 +416,7 @@ def release_difficulty(request: HttpRequest, name: str) -> HttpResponse:
     items = analysis.snippet_difficulty(version=version, rows=rows, user=request.user)
     return render(request, "evaluation/difficulty.html", {
         "version": version, "items": items[:DIFFICULTY_PAGE_ITEMS], "total": len(items),
-        "entries": sum(not r.calibration for r in rows)})
+        "entries": sum(not r.calibration for r in rows), "run_rule": selectors.LEADERBOARD_RUN_RULE})
 
 
 def release_compare(request: HttpRequest, name: str) -> HttpResponse:

@@ -235,6 +235,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "operations": [("page", {}, "", MAINT)],
         "run-resume": [("reference run", {"pk": ref}, "", POST_MAINT)],
         "run-cancel": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
+        "run-pin": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
         "run-resume-own": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
         "run-verify": [("upload", {"pk": up}, "", POST_MAINT)],
         "run-manifest": [(label, {"pk": pk}, "", OPEN) for label, pk in

@@ -55,9 +55,10 @@ def leaderboard_cell(row, column) -> str:
             return format_html('<span class="muted unranked" title="{}">unranked</span>', row.rank_note)
         return format_html('<span title="{}">{}</span>', RANK_TITLES[value == 1], value)
     if column.key == "display_name":
-        return format_html('<a href="{}">{}</a> <a class="muted" href="{}">{}</a>',
+        chosen = "pinned by the model's owner" if row.run.pinned_at else "the latest completed in this setting"
+        return format_html('<a href="{}">{}</a> <a class="muted" href="{}" title="{}">{}</a>',
                            reverse("model-detail", args=[row.run.model.name]), value,
-                           reverse("run-detail", args=[row.run.pk]), row.setting)
+                           reverse("run-detail", args=[row.run.pk]), f"run {row.run.pk}: {chosen}", row.setting)
     if column.key == "provenance":
         if row.run.source:
             return format_html('{} <span class="muted source">{}</span>', provenance_badge(row.run), row.run.source)

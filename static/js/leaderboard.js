@@ -1,6 +1,7 @@
-// Draws the leaderboard's charts from json_script data: the ranking (horizontal bars with 95% interval whiskers)
-// and the failure categories (stacked bars); again whenever htmx swaps a breakdown in. Tables beside each chart
-// hold the same numbers.
+// Draws the leaderboard's charts from json_script data: the ranking (horizontal bars with 95% interval whiskers),
+// the score over time (points at each model's knowledge cut-off) and the failure categories (stacked bars); again
+// whenever htmx swaps a breakdown in. Loaded with `defer`, so it runs once the whole page is parsed: a breakdown
+// opened by link (?view=failures) is drawn too. Tables beside each chart hold the same numbers.
 (function () {
   const COLOURS = { passed: "#1a7f37", syntax: "#8250df", name_import: "#bf3989", runtime: "#cf222e",
                     wrong_result: "#fb8500", timeout: "#9a6700", memory: "#0969da", forbidden: "#57606a",
@@ -49,6 +50,56 @@
     });
   }
 
+  // Scaled pass@1 against each model's knowledge cut-off (a date, drawn on a linear axis of milliseconds: the
+  // vendored Chart.js has no date adapter), with the interval as a vertical whisker.
+  function overTime() {
+    const canvas = document.getElementById("over-time-chart");
+    const source = document.getElementById("over-time-data");
+    if (!canvas || !source || canvas.dataset.drawn) return;
+    canvas.dataset.drawn = "1";
+    const points = JSON.parse(source.textContent).map((p) => ({ ...p, x: Date.parse(p.date), y: p.value }));
+    const day = (ms) => new Date(ms).toISOString().slice(0, 10);
+    const whiskers = {
+      id: "over-time-whiskers",
+      afterDatasetsDraw(chart) {
+        const { ctx, scales: { x, y } } = chart;
+        ctx.save();
+        ctx.strokeStyle = "#1b1f24";
+        ctx.lineWidth = 1;
+        points.forEach((p) => {
+          const cx = x.getPixelForValue(p.x), lo = y.getPixelForValue(p.low), hi = y.getPixelForValue(p.high);
+          ctx.beginPath();
+          ctx.moveTo(cx, lo); ctx.lineTo(cx, hi);
+          ctx.moveTo(cx - 4, lo); ctx.lineTo(cx + 4, lo);
+          ctx.moveTo(cx - 4, hi); ctx.lineTo(cx + 4, hi);
+          ctx.stroke();
+        });
+        ctx.restore();
+      },
+    };
+    const month = 30 * 24 * 3600 * 1000;
+    const xs = points.map((p) => p.x);
+    new window.Chart(canvas, {
+      type: "scatter",
+      data: { datasets: [{ label: "Scaled pass@1 (%)", data: points, backgroundColor: "#0a58ca", pointRadius: 5,
+                             clip: false }] },  // a point at 0% or 100% is drawn whole
+      options: {
+        maintainAspectRatio: false, animation: false,
+        scales: {
+          x: { type: "linear", min: Math.min(...xs) - month, max: Math.max(...xs) + month,
+               title: { display: true, text: "knowledge cut-off" }, ticks: { callback: (v) => day(v).slice(0, 7) } },
+          y: { min: 0, max: 100, title: { display: true, text: "scaled pass@1 (%)" } },
+        },
+        plugins: {
+          legend: { display: false },
+          tooltip: { callbacks: { label: (c) => { const p = points[c.dataIndex];
+            return `${p.label}: ${p.value.toFixed(1)}% [${p.low.toFixed(1)}, ${p.high.toFixed(1)}], cut-off ${p.date}`; } } },
+        },
+      },
+      plugins: [whiskers],
+    });
+  }
+
   function failures() {
     const canvas = document.getElementById("failure-chart");
     const source = document.getElementById("failure-data");
@@ -77,6 +128,7 @@
   function draw() {
     if (!window.Chart) return;
     ranking();
+    overTime();
     failures();
   }
 

@@ -76,8 +76,11 @@ def test_only_the_latest_completed_run_per_model_and_setting_counts(client, vers
 
 
 def test_unknown_cost_reads_unknown(client, version):
+    """Cost is behind the column toggle (issue 22): asked for, an unknown total reads "unknown", never 0."""
     evaluate(version, model("pricey"), lambda s: True, cost=None)
-    assert "unknown" in client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
+    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"cols": "cost"}).content.decode()
+    row = body.split('<tbody class="ranked">')[1].split("</tr>")[0]
+    assert row.endswith('<td class="num">unknown</td>'), row
 
 
 def test_sorting_and_filters_with_htmx_partial(client, version):

@@ -1,6 +1,8 @@
 """In a real browser (Debian's Chromium driven by Playwright): the calibration models on the demo release show as
-reference lines above the ranked entries, a column header sorts the table in place, and the per-paper view opens. Screenshots go to
-test-artifacts/leaderboard/."""
+reference lines above the ranked entries, a column header sorts the table in place, and the per-paper view opens; at
+1366 px the key columns fit without scrolling sideways and at 390 px the page does not overflow, the column toggle
+reveals a hidden column (with and without JavaScript), and the charts draw when the page is opened by link.
+Screenshots go to test-artifacts/leaderboard/."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict
+from datetime import date
+
 from tests.conftest import DEMO_PSET, REPO
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -60,7 +64,10 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     assert "Weak" in table.nth(1).inner_text() and "0.0%" in table.nth(1).inner_text()
     # Every item tells the two apart (McNemar p = 2 / 2**items): Weak is ranked 2nd, beside its score.
     assert table.nth(0).locator("td").first.inner_text() == "1" and table.nth(1).locator("td").first.inner_text() == "2"
-    expect(page.get_by_text("Holm-corrected at a family-wise level of 0.05")).to_be_visible()
+    # The methods paragraph moved to the guide (issue 22): the one-line summary links to it, the method in its title.
+    how = page.locator("#leaderboard-summary").get_by_role("link", name="How ranks work")
+    expect(how).to_be_visible()
+    assert "Holm-corrected at a family-wise level of 0.05" in how.get_attribute("title")
     page.wait_for_function("document.getElementById('ranking-chart').width > 0")
     shot(page, "01-ranking")
 
@@ -122,3 +129,77 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     rows.first.get_by_role("link").click()
     page.locator("#difficulty").wait_for()
     shot(page, "09-paper-difficulty")
+
+
+KEY_HEADERS = ("Rank", "Model", "Scaled pass@1 (95% CI)", "pass@1 (95% CI)", "Provenance", "Date")
+
+
+def drawn(page, canvas: str) -> None:
+    """Wait until leaderboard.js drew the chart on this canvas (it marks each canvas it draws)."""
+    page.wait_for_function(f"(document.getElementById('{canvas}') || {{dataset: {{}}}}).dataset.drawn === '1' "
+                           f"&& document.getElementById('{canvas}').width > 0")
+
+
+def test_layout_at_laptop_and_phone_width(browser_page, live_server, media_root):
+    page, base = browser_page, live_server.url
+    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    for name, passed in (("reference", True), ("placeholder", False), ("strong", True), ("weak", False)):
+        calibrate(version, name, passed=passed)
+    ModelEntry.objects.filter(name="strong").update(knowledge_cutoff=date(2025, 3, 1), display_name="Strong")
+    ModelEntry.objects.filter(name="weak").update(knowledge_cutoff=date(2024, 6, 1), display_name="Weak")
+    url = f"{base}/versions/1.0.0/leaderboard/"
+
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(url)
+    table = page.locator("#leaderboard-table")
+    for label in KEY_HEADERS:
+        header = table.locator("thead").get_by_role("link", name=label, exact=True)
+        expect(header).to_be_in_viewport()
+        box = header.bounding_box()
+        assert box and box["x"] + box["width"] <= 1366, label
+    assert page.evaluate("(() => { const w = document.querySelector('#leaderboard-table');"
+                         " return w.scrollWidth <= w.clientWidth; })()"), "the key columns need no sideways scroll"
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    summary = page.locator("#leaderboard-summary").bounding_box()
+    assert summary["height"] < 30, "the summary above the table is one line"
+    expect(table.locator("thead").get_by_role("link", name="Errors")).to_have_count(0)
+    drawn(page, "ranking-chart")
+    drawn(page, "over-time-chart")
+    ranking, over_time = (page.locator(".charts > figure").nth(i).bounding_box() for i in (0, 1))
+    assert abs(ranking["y"] - over_time["y"]) < 5 and over_time["x"] > ranking["x"] + ranking["width"] - 1, \
+        "the score over time sits beside the bar chart"
+    shot(page, "10-layout-1366")
+
+    toggle = page.locator("#column-toggle")
+    toggle.locator("summary").click()
+    toggle.get_by_label("Errors").check()  # htmx swaps the table in with the column
+    page.wait_for_url("**cols=errors**")
+    expect(table.locator("thead").get_by_role("link", name="Errors")).to_be_visible()
+    shot(page, "11-toggle-errors")
+
+    page.goto(f"{url}?view=failures")  # opened by link, not by its tab
+    expect(page.get_by_role("navigation", name="Breakdowns").get_by_role("link", name="Failure categories")
+           ).to_have_attribute("aria-current", "page")
+    drawn(page, "failure-chart")
+    drawn(page, "over-time-chart")
+    shot(page, "12-failures-by-link")
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(url)
+    drawn(page, "over-time-chart")
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, "no sideways page scroll"
+    expect(table.locator("thead").get_by_role("link", name="Rank", exact=True)).to_be_in_viewport()
+    expect(table.locator("thead").get_by_role("link", name="Model", exact=True)).to_be_in_viewport()
+    shot(page, "13-layout-390")
+
+    # Without JavaScript the toggle is a plain form: tick the box, press Apply, the page comes back with the column.
+    context = page.context.browser.new_context(java_script_enabled=False, viewport={"width": 1366, "height": 900})
+    plain = context.new_page()
+    plain.goto(url)
+    plain.locator("#column-toggle summary").click()
+    plain.locator("#column-toggle").get_by_label("Cost (USD)").check()
+    plain.get_by_role("button", name="Apply").click()
+    plain.wait_for_url("**cols=cost**")
+    expect(plain.locator("#leaderboard-table thead").get_by_role("link", name="Cost (USD)")).to_be_visible()
+    assert plain.locator("#leaderboard-table tbody.ranked tr").first.locator("td").last.inner_text() == "0.0000"
+    context.close()

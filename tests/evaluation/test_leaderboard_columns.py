@@ -1,0 +1,108 @@
+"""The leaderboard's layout (issue 22): the key columns always, the rest behind a column toggle read from `cols=` by
+the one column list; a one-line summary linking how ranks work and the API's CSV and JSON export; the score-over-time
+chart's data from the same rows; every breakdown renders when opened by link."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from django.http import QueryDict
+from django.urls import reverse
+
+from benchmarks.services import pset_import
+from evaluation import selectors
+from evaluation.models import ModelEntry
+from tests.conftest import DEMO_PSET
+from tests.evaluation.test_leaderboard import evaluate, model
+
+pytestmark = pytest.mark.django_db
+KEY = ["rank", "display_name", "scaled_pass_rate", "pass_rate", "provenance", "finished_on"]
+
+
+@pytest.fixture
+def version(media_root):
+    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+
+
+def headers(body: str) -> list[str]:
+    thead = body.split('id="leaderboard-table"')[1].split("</thead>")[0]
+    return [part.split('"')[0] for part in thead.split('data-column="')[1:]]
+
+
+def test_the_key_columns_are_the_one_lists_untoggled_page_columns():
+    assert [c.key for c in selectors.LEADERBOARD_KEY_COLUMNS] == KEY
+    assert {c.key for c in selectors.LEADERBOARD_TOGGLED_COLUMNS} >= {"errors", "flagged", "tokens", "cost",
+                                                                      "organization", "held_out_scaled_pass_rate"}
+    assert set(selectors.LEADERBOARD_KEY_COLUMNS + selectors.LEADERBOARD_TOGGLED_COLUMNS) == set(
+        selectors.LEADERBOARD_PAGE_COLUMNS)
+    # Every page column is in the API and CSV, whether the page shows it or not.
+    assert set(selectors.LEADERBOARD_PAGE_COLUMNS) <= set(selectors.LEADERBOARD_COLUMNS)
+
+
+@pytest.mark.parametrize("query, chosen", [
+    ("", ()), ("cols=cost", ("cost",)), ("cols=cost&cols=errors", ("errors", "cost")),
+    ("cols=cost,errors,nonsense", ("errors", "cost")), ("cols=rank", ()), ("cols=", ())])
+def test_cols_names_toggled_columns_in_the_lists_order(query, chosen):
+    assert selectors.leaderboard_columns_chosen(QueryDict(query)) == chosen
+    page = [c.key for c in selectors.leaderboard_page_columns(chosen=chosen)]
+    assert page == KEY + list(chosen)
+
+
+def test_the_page_shows_the_key_columns_and_the_toggle_adds_the_rest(client, version):
+    evaluate(version, model("lab", organization="Lab"), lambda s: True, cost=None)
+    url = reverse("leaderboard", args=["1.0.0"])
+    body = client.get(url).content.decode()
+    assert headers(body) == KEY
+    assert 'id="column-toggle"' in body and 'name="cols" value="errors"' in body and " open>" not in body
+    chosen = client.get(url, {"cols": ["errors", "cost"], "sort": "score"}).content.decode()
+    assert headers(chosen) == KEY + ["errors", "cost"]
+    assert 'name="cols" value="errors" checked' in chosen and 'id="column-toggle" open' in chosen
+    # Sort links and breakdown tabs keep the chosen columns; the htmx table partial shows them too.
+    assert "cols=errors%2Ccost" in chosen.split('id="leaderboard-table"')[1].split("</thead>")[0]
+    assert "cols=errors%2Ccost" in chosen.split('id="breakdown"')[1]
+    partial = client.get(url, {"cols": "tokens"}, headers={"HX-Request": "true", "HX-Target": "leaderboard-table"})
+    assert headers(partial.content.decode()) == KEY + ["tokens"]
+
+
+def test_the_summary_is_one_line_with_how_ranks_work_and_the_apis_export(client, version):
+    evaluate(version, model("lab"), lambda s: True)
+    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"provenance": "verified", "q": "la"}).content.decode()
+    summary = body.split('id="leaderboard-summary"')[1].split("</p>")[0]
+    assert f'href="{reverse("guide", args=["leaderboard"])}#how-ranks-work"' in summary
+    csv_link = f'{reverse("api-leaderboard-csv", args=["1.0.0"])}?provenance=verified&amp;q=la'
+    json_link = f'{reverse("api-leaderboard", args=["1.0.0"])}?provenance=verified&amp;q=la'
+    assert f'href="{csv_link}"' in summary and f'href="{json_link}"' in summary
+    assert client.get(csv_link.replace("&amp;", "&"))["Content-Type"].startswith("text/csv")
+    assert [r["model"] for r in client.get(json_link.replace("&amp;", "&")).json()] == ["lab"]
+    guide = client.get(reverse("guide", args=["leaderboard"])).content.decode()
+    assert 'id="how-ranks-work"' in guide and 'id="which-run-is-a-models-row"' in guide
+    assert "Holm" in guide.split('id="how-ranks-work"')[1].split("<h3")[0]
+
+
+def test_the_over_time_chart_plots_ranked_rows_at_their_cutoff(client, version):
+    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(version, model("old", knowledge_cutoff=date(2024, 1, 1)), lambda s: False)
+    evaluate(version, model("new", knowledge_cutoff=date(2025, 6, 1)), lambda s: True)
+    evaluate(version, model("undated"), lambda s: True)
+    rows = selectors.leaderboard_rows(version=version)
+    chart = selectors.leaderboard_over_time(rows=rows)
+    assert [(p["label"], p["date"], p["value"]) for p in chart["points"]] == [
+        ("Old (with paper)", "2024-01-01", 0.0), ("New (with paper)", "2025-06-01", 100.0)]
+    assert chart["undated"] == 1, "the calibration line is not a model of its time; the undated row is counted"
+    body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
+    assert 'id="over-time-chart"' in body and 'id="over-time-data"' in body and "1 row with no known cut-off" in body
+
+
+@pytest.mark.parametrize("view", ["papers", "sizes", "ablation", "contamination", "failures"])
+def test_every_breakdown_renders_when_opened_by_link(client, version, view):
+    """The charts' script is deferred, so it runs after the breakdown below it is parsed (`?view=failures` was
+    blank until its tab was clicked: the script ran before the canvas existed)."""
+    evaluate(version, model("lab", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc > 2)
+    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": view}).content.decode()
+    assert f'view={view}#breakdown"\n       hx-get' in body and 'aria-current="page"' in body
+    script = body.index('src="/static/js/leaderboard.js"')
+    assert body[:script].rstrip().endswith("<script defer"), "deferred: runs once the whole page is parsed"
+    assert body.index('id="breakdown"') < script
+    if view == "failures":
+        assert 'id="failure-chart"' in body and 'id="failure-data"' in body
