@@ -159,6 +159,11 @@ def _classified(*, result: ExecResult, harness: HarnessVerdict, manifest: dict |
         return Verdict(failed, Category.SYNTAX, ", ".join(sorted(names & SYNTAX)))
     if names & NAME_IMPORT:
         return Verdict(failed, Category.NAME_IMPORT, ", ".join(sorted(names & NAME_IMPORT)))
+    errors = sum(row["outcome"] == "error" for row in rows)
+    if errors > sum(row["outcome"] == "failed" for row in rows):  # most failing tests raised, not asserted
+        raised = sorted(names - {"AssertionError"})
+        return Verdict(failed, Category.RUNTIME, f"{errors} test(s) raised an error" + (
+            f" ({', '.join(raised)})" if raised else ""))
     if "AssertionError" in names or re.search(r"^FAIL: ", output, re.MULTILINE):
         return Verdict(failed, Category.WRONG_RESULT, "the tests' assertions failed")
     if not harness.completed:

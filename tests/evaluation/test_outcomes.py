@@ -28,9 +28,9 @@ def session(tmp_path_factory):
         yield session
 
 
-def judge(session, model: str, *, wall: float = 10):
+def judge(session, model: str, *, wall: float = 10, test: bytes = TEST):
     nonce = nonce_new()
-    files = {"paper2code_test.py": TEST, "model.py": model.encode(), **harness_files(nonce)}
+    files = {"paper2code_test.py": test, "model.py": model.encode(), **harness_files(nonce)}
     result = session.run(files=files, command=harness_command(session.environment.python, "paper2code_test.py"),
                          limits=Limits(wall_seconds=wall, memory_bytes=512 * 2**20, output_bytes=2**16))
     return outcome_classify(result=result, harness=harness_verdict(result.stdout, nonce)), result
@@ -76,3 +76,30 @@ def test_result_without_harness_line_never_passes():
     result = ExecResult(exit_code=0, stdout="all good\n", stderr="", timed_out=False, duration=0.1, backend="local")
     verdict = outcome_classify(result=result, harness=harness_verdict(result.stdout, nonce_new()))
     assert verdict.status == "failed"
+
+
+MIXED_TEST = b"""import unittest
+import model
+
+class T(unittest.TestCase):
+    def test_length(self):
+        self.assertEqual(len(model.trim([1, 2, 3])), 2)
+
+    def test_first(self):
+        self.assertEqual(model.trim([1, 2, 3])[0], 1)
+
+    def test_value(self):
+        self.assertEqual(model.scale(2), 4)
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+
+def test_mostly_raising_tests_are_a_runtime_error_not_a_wrong_result(session):
+    """Two of three failing tests raise (a TypeError) and one asserts: the answer is broken, not merely wrong."""
+    verdict, _ = judge(session, "def trim(xs):\n    return None\ndef scale(x):\n    return x\n", test=MIXED_TEST)
+    assert (verdict.status, verdict.category) == ("failed", "runtime"), verdict.detail
+    assert verdict.detail.startswith("2 test(s) raised an error (TypeError)"), verdict.detail
+    verdict, _ = judge(session, "def trim(xs):\n    return xs[:2]\ndef scale(x):\n    return x\n", test=MIXED_TEST)
+    assert (verdict.status, verdict.category) == ("failed", "wrong_result"), verdict.detail
