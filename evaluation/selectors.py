@@ -13,6 +13,7 @@ from django.db.models import (Case, Count, Exists, OuterRef, Prefetch, Q, QueryS
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
+from benchmarks.paper2code.markers import is_marker, split_lines
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from config.highlight import answer_diff
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
@@ -562,7 +563,10 @@ class RunItem:
         """Reference to the model's code, for a viewer who may see the reference; "" otherwise or when equal."""
         if not self.show_reference or self.code is None:
             return ""
-        return answer_diff(reference=self.outcome.snippet.reference_code, answer=self.code)
+        # Nested snippets' markers are comments the reference carries and an answer need not: not a difference.
+        reference, answer = (("".join(line for line in split_lines(text) if not is_marker(line)))
+                             for text in (self.outcome.snippet.reference_code, self.code))
+        return answer_diff(reference=reference, answer=answer)
 
     @property
     def traceback_tail(self) -> str:

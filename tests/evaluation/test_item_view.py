@@ -173,3 +173,21 @@ def test_a_failed_public_item_shows_the_tests_traceback_and_output_tail(client, 
     assert output.startswith("…\n") and "step 99\n" in output and "step 50\n" not in output
     assert "NameError: name 'zz' is not defined" in output
     assert "What the test printed" not in _page(client, run, scored["same"])
+
+
+def test_nested_snippets_markers_are_no_difference():
+    """A parent snippet's reference carries its children's markers (comments); an answer without them is the same
+    code, and the diff shows only what differs."""
+    from types import SimpleNamespace
+
+    from evaluation.selectors import RunItem
+
+    reference = ('    # <paper2code name="inner">\n    y = x + 1\n    # </paper2code name="inner">\n'
+                 "    return y * 2\n")
+    outcome = SimpleNamespace(snippet=SimpleNamespace(reference_code=reference),
+                              generation=SimpleNamespace(extracted_code="    y = x + 1\n    return y * 2\n"))
+    assert RunItem(outcome=outcome, show_reference=True).diff == ""
+    outcome.generation.extracted_code = "    y = x + 1\n    return y * 3\n"
+    changed = [line for line in RunItem(outcome=outcome, show_reference=True).diff.splitlines()
+               if line[:1] in "+-" and line[:3] not in ("---", "+++")]
+    assert changed == ["-    return y * 2", "+    return y * 3"]
