@@ -19,8 +19,9 @@ function's parameters (item, slice and augmented stores) are findings whatever t
 never sees the hidden reference: an honest answer writes into a copy (`x = x.copy()` first) or a new value. So are
 the named in-place library calls (`np.copyto(v, ...)`, `v.fill(0)`, `out=v`, torch's `v.zero_()`) and stores through
 another name of the input (`w = v[:]`). Left open: a view made by a call (`w = v.reshape(-1); w[0] = 1`), an output
-given positionally (`np.negative(v, v)`) and in-place methods of other libraries are not followed, so they can still
-change the test's inputs before the test hands them to the reference.
+given positionally (`np.negative(v, v)`) and in-place methods of other libraries are not followed here; the runtime
+guard holds them whatever their spelling (an input of the task's function that reaches the hidden reference changed
+is a finding; tests/evaluation/corpus/hostile_runtime.yaml).
 """
 
 from __future__ import annotations

@@ -34,6 +34,12 @@ process is unforgeable, so the harness splits the run in two and makes cheating 
   keeps them and prints them beside the guard's records; a test that started and never ended is `unfinished`.
   What a pass needs of them (the task's test manifest) is decided outside, in evaluation/outcomes.py. At every test
   boundary the framework and comparison libraries are compared with their snapshot, not only at the finish.
+- The task's function (the innermost one the answer's lines are in) announces its inputs as it is entered, before
+  any answer line ran, and every function of a hidden module announces what it received: an input of the answer's
+  that reaches the hidden reference with other contents than it had (exact builtin containers, numpy arrays and
+  torch tensors, fingerprinted by C code only) is a finding, so no spelling of an in-place write makes the
+  reference compute on data the answer chose. The inputs are kept alive while watched (the last few hundred), so
+  no other object can take one's id.
 
 Once the answer may have run, the hook compares exact strings and identities only and calls no library code
 (json, os.path, getattr on foreign objects): anything the answer planted there would run inside the hook, where the

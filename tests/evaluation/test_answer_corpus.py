@@ -8,6 +8,8 @@ the platform forks the task's items: not for the pure-Python trimmed-infonce, wh
 the first entry of each class and of each task on bwrap cold and on docker warm and cold (the full cross product
 would run each answer four times for the same static finding, which is what holds most of them today).
 The honest respellings run unguarded and through the policy each, and one of each task through the platform.
+What the policy misses (hostile_runtime.yaml: inputs changed through spellings it does not follow) first proves its
+attack unguarded too, then is held by the runtime guard on both backends, warm and cold.
 
 Every honest answer (the references of the demo set and of bench_pipeline's heavy set, and the respellings) passes
 with no finding; the false-flag rate of the policy on them is printed.
@@ -31,6 +33,9 @@ from tests.evaluation.corpus.tasks import ENTRY_POINT, Entry, entries, task, ung
 CORPUS = Path(__file__).parent / "corpus"
 HOSTILE = sorted(entries(CORPUS / "hostile.yaml"), key=lambda entry: entry.task)  # one task after another: warm
 HONEST = entries(CORPUS / "honest.yaml")
+# What the static policy misses and the runtime guard holds by construction (an input changed before the hidden
+# reference gets it): every entry on both backends, warm and cold.
+HOSTILE_RUNTIME = entries(CORPUS / "hostile_runtime.yaml")
 CLASSES = {"skip", "exit", "equal", "helpers", "sabotage", "restore", "hidden", "inputs", "forgery"}
 # The first entry of each class, and of each task no such entry is of: what runs on the other backends and modes.
 _FIRSTS = [next(e for e in entries(CORPUS / "hostile.yaml") if e.cls == cls) for cls in sorted(CLASSES)]
@@ -144,6 +149,24 @@ def test_what_holds_the_hostile_answers(capsys):
 def test_a_hostile_answer_never_passes_on_the_other_backends_and_modes(sandbox_sessions, backend_name, mode, entry):
     session = sandbox_sessions(backend_name, mode, entry.task)
     contained(platform_run(session, entry))
+    assert session.forking == (mode == "warm" and forks(entry.task))
+
+
+@pytest.mark.parametrize("entry", HOSTILE_RUNTIME, ids=ids)
+def test_a_runtime_held_answer_passes_unguarded(entry):
+    passed, output = unguarded_run(task(entry.task).spliced(entry.snippet, entry.code))
+    assert passed, f"the attack does not work unguarded, so it proves nothing:\n{output}"
+
+
+@pytest.mark.parametrize("entry", HOSTILE_RUNTIME, ids=ids)
+@pytest.mark.parametrize("backend_name,mode", [("bwrap", "warm"), ("bwrap", "cold"), ("docker", "warm"),
+                                               ("docker", "cold")])
+def test_the_runtime_guard_holds_what_the_policy_misses(sandbox_sessions, backend_name, mode, entry):
+    session = sandbox_sessions(backend_name, mode, entry.task)
+    run = platform_run(session, entry)
+    contained(run)
+    assert any(f["source"] == "runtime" and "the hidden reference received" in f["detail"]
+               for f in run.verdict.findings), run.verdict
     assert session.forking == (mode == "warm" and forks(entry.task))
 
 

@@ -10,6 +10,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     audit, getframe, write, fstat, getpid, exit_now = sys.audit, sys._getframe, os.write, os.fstat, os.getpid, os._exit
     realpath, join, stat, get_ident = os.path.realpath, os.path.join, os.stat, __import__("_thread").get_ident
     str_, bytes_, int_, type_, len_, vars_, list_, callable_ = str, bytes, int, type, len, vars, list, callable
+    tuple_, dict_, float_, bool_, bytearray_, memoryview_, hash_, id_, zip_, range_ = (
+        tuple, dict, float, bool, bytearray, memoryview, hash, id, zip, range)
     modules = sys.modules
     cwd = os.getcwd()
     answer = realpath(join(cwd, spec["answer_file"])) if spec.get("answer_file") else None
@@ -40,7 +42,13 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     answer_names = spellings(spec["answer_file"]) if answer else frozenset()
     answer_files = {}
     inside = set()
-    state = {"finished": False, "started": False, "sent": 0, "test_globals": None, "reported": set()}
+    state = {"finished": False, "started": False, "sent": 0, "test_globals": None, "reported": set(),
+             "arrays": False, "inputs_flagged": False}
+    # The inputs the task's function received (the function the answer is spliced into), kept alive (so no other
+    # object can take their id) with their fingerprint at that call: if one reaches the hidden reference changed,
+    # the reference computed on data the answer chose. The last INPUTS_KEPT inputs are kept.
+    task_inputs, inputs_order, array_types = {}, [], {}
+    INPUTS_KEPT, INNER_KEPT, ITEMS_MAX, WALK_MAX = 256, 64, 4096, 20000
     # (holder, label, attribute) -> value of the assertion helpers and framework parts, before the answer ran.
     protected = {}
     missing = object()
@@ -67,7 +75,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
              "marshal.loads": "exec", "os.kill": "exit", "os.killpg": "exit", "signal.pthread_kill": "exit",
              "os.link": "hidden", "os.symlink": "hidden", "object.__setattr__": "tampering"}
     watched = strict | through | {"open", "import", "object.__getattr__", "object.__setattr__", "sys.addaudithook",
-                                  "rcb.hidden.call", "rcb.harness.finish", "rcb.answer.start"}
+                                  "rcb.hidden.call", "rcb.harness.finish", "rcb.answer.start", "rcb.task.call",
+                                  "rcb.hidden.args"}
     answer_stem = os.path.splitext(os.path.basename(answer))[0] if answer else None
     import_module = __import__("importlib").import_module
     framework = (("builtins", None), ("unittest", None), ("unittest.case", None), ("unittest.result", None),
@@ -225,6 +234,95 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         if not state["started"] and str_.__str__(code.co_name) == "<module>" and filename in answer_names:
             snapshot()
 
+    def arrays_known():
+        # numpy's and torch's array types and torch's own C methods, taken before any line of the answer ran (the
+        # task's function is entered before its first answer line), so nothing the answer replaced is called here.
+        if state["arrays"]:
+            return
+        state["arrays"] = True
+        numpy = modules.get("numpy")
+        if type_(numpy) is ModuleType:
+            try:
+                array_types[module_get(numpy, "ndarray")] = None
+            except Exception:
+                pass
+        torch = modules.get("torch")
+        if type_(torch) is ModuleType:
+            try:
+                methods = vars_(module_get(module_get(torch, "_C"), "TensorBase"))
+                convert = (methods["detach"], methods["numpy"])
+                array_types[module_get(torch, "Tensor")] = convert
+                parameter = modules.get("torch.nn.parameter")
+                if type_(parameter) is ModuleType:
+                    array_types[module_get(parameter, "Parameter")] = convert
+            except Exception:
+                pass
+
+    def fingerprint(value, depth):
+        # Exact types only, read by C code: a subclass of the answer's could run its code here, so it counts by id.
+        kind = type_(value)
+        if value is None or kind is bool_ or kind is int_ or kind is str_ or kind is bytes_:
+            return value
+        if kind is float_:
+            return float_.hex(value)  # NaN equals itself this way
+        if kind is list_ or kind is tuple_:
+            if depth <= 0:
+                return (id_(value), len_(value))
+            return (id_(value), len_(value), tuple_(fingerprint(item, depth - 1) for item in value[:ITEMS_MAX]))
+        if kind is dict_:
+            if depth <= 0:
+                return (id_(value), len_(value))
+            return (id_(value), tuple_((key if type_(key) is str_ or type_(key) is int_ else id_(key),
+                                        fingerprint(item, depth - 1)) for key, item in dict_.items(value)))
+        if kind is bytearray_:
+            return (id_(value), bytes_(value))
+        if kind in array_types:
+            try:
+                convert = array_types[kind]
+                data = value if convert is None else convert[1](convert[0](value))
+                view = memoryview_(data)
+                return (id_(value), view.format, view.shape, hash_(view.tobytes()))
+            except Exception:
+                return (id_(value),)
+        return (id_(value),)
+
+    def inputs_remember(values):
+        # Each input, and what a list, tuple or dict input holds (the reference may be handed one vector of a batch).
+        arrays_known()
+        stack = [(value, 1) for value in values]
+        while stack:
+            value, depth = stack.pop()
+            kind = type_(value)
+            if not (kind is list_ or kind is dict_ or kind is tuple_ or kind is bytearray_ or kind in array_types):
+                continue
+            key = id_(value)
+            if key not in task_inputs:
+                task_inputs[key] = (value, fingerprint(value, 3))
+                inputs_order.append(key)
+                if len_(inputs_order) > INPUTS_KEPT:
+                    del task_inputs[inputs_order.pop(0)]
+            if depth > 0 and (kind is list_ or kind is tuple_):
+                stack.extend((item, 0) for item in value[:INNER_KEPT])
+            elif depth > 0 and kind is dict_:
+                stack.extend((item, 0) for item, _ in zip_(dict_.values(value), range_(INNER_KEPT)))
+
+    def inputs_changed(values):
+        # Walk what the hidden reference received (into lists, tuples and dicts): an input of the answer's that
+        # is not what it was when the answer got it. None when every one is unchanged.
+        stack, budget = [(value, 4) for value in values], WALK_MAX
+        while stack and budget > 0:
+            budget -= 1
+            value, depth = stack.pop()
+            held = task_inputs.get(id_(value))
+            if held is not None and held[0] is value and fingerprint(value, 3) != held[1]:
+                return type_(value).__name__
+            kind = type_(value)
+            if depth > 0 and (kind is list_ or kind is tuple_):
+                stack.extend((item, depth - 1) for item in value[:ITEMS_MAX])
+            elif depth > 0 and kind is dict_:
+                stack.extend((item, depth - 1) for item in dict_.values(value))
+        return None
+
     def answer_start():
         # A native module the test (or a warm start's preloads) already imported would make the answer's import of
         # it a silent cache hit: dropped, so that import is seen as on a fresh interpreter.
@@ -280,6 +378,16 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     line = answer_line_direct(frame)
                     if line is not None:
                         record("native", event, line, "imports " + text(name))
+            elif event == "rcb.task.call":
+                if len_(args) == 1 and type_(args[0]) is tuple_:
+                    inputs_remember(args[0])
+            elif event == "rcb.hidden.args":
+                if task_inputs and not state["inputs_flagged"] and len_(args) == 1 and type_(args[0]) is tuple_:
+                    changed = inputs_changed(args[0])
+                    if changed is not None:
+                        state["inputs_flagged"] = True
+                        record("tampering", "input-mutation", first, "the hidden reference received a " + changed +
+                               " that the answer's function had received and that was changed since")
             elif event == "rcb.hidden.call":
                 caller = frame.f_back
                 line = answer_line_direct(caller) if caller is not None else None
@@ -316,6 +424,18 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         finally:
             inside.discard(thread)
 
+    def parameters_call(node, event):
+        """`__rcb_audit__(event, (a, b, ...))` of the function's parameters but self and cls, placed at its top."""
+        arguments = node.args
+        names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                 *(a for a in (arguments.vararg, arguments.kwarg) if a is not None))
+                 if a.arg not in ("self", "cls")]
+        if not names:
+            return None
+        call = ast.Expr(ast.Call(ast.Name("__rcb_audit__", ast.Load()), [
+            ast.Constant(event), ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())], []))
+        return ast.fix_missing_locations(ast.copy_location(call, node.body[0]))
+
     class HiddenLoader(SourceFileLoader):
         """Hidden modules get one audit event at the top of every function, naming the module."""
 
@@ -327,6 +447,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     call = ast.Expr(ast.Call(ast.Name("__rcb_audit__", ast.Load()),
                                              [ast.Constant("rcb.hidden.call"), ast.Constant(fullname)], []))
                     node.body.insert(0, ast.fix_missing_locations(ast.copy_location(call, node.body[0])))
+                    given = parameters_call(node, "rcb.hidden.args")
+                    if given is not None:
+                        node.body.insert(1, given)
             return compile(tree, path, "exec", dont_inherit=True)
 
         def exec_module(self, module):
@@ -361,6 +484,20 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 block, index, _ = place
                 call = ast.Expr(ast.Call(ast.Name("__rcb_audit__", ast.Load()), [ast.Constant("rcb.answer.start")], []))
                 block.insert(index, ast.fix_missing_locations(ast.copy_location(call, block[index])))
+            # The task's function (the innermost one the answer's lines are in) tells the guard its inputs.
+            task = None
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body and \
+                        node.lineno < first and (node.end_lineno or 0) >= last and \
+                        (task is None or node.lineno > task.lineno):
+                    task = node
+            if task is not None:
+                given = parameters_call(task, "rcb.task.call")
+                if given is not None:
+                    body = task.body
+                    docstring = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
+                        isinstance(body[0].value.value, str)
+                    body.insert(1 if docstring and len(body) > 1 else 0, given)
             return compile(tree, path, "exec", dont_inherit=True)
 
         def exec_module(self, module):
