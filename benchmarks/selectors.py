@@ -36,6 +36,12 @@ def task_kept_requirements(*, task: Task) -> tuple[str, str] | None:
     return path, blob_read(sha256=task.files[path]).decode("utf-8", "replace")
 
 
+def task_sources(*, task: Task) -> list[tuple[str, str]]:
+    """(path, text) of what a paper page shows of a task: its paper text, then each annotated file."""
+    return [(path, blob_read(sha256=task.files[path]).decode("utf-8", "replace"))
+            for path in [task.paper_path, *task.annotated_paths] if path in task.files]
+
+
 def versions_visible(*, user) -> QuerySet[BenchmarkVersion]:
     """Published and deprecated versions for everyone; drafts too for maintainers."""
     versions = BenchmarkVersion.objects.annotate(task_count=Count("tasks"))

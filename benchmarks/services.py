@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.db.models import Q
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -326,6 +327,7 @@ def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
             changed.append({"paper": paper, "from_revision": old["revision"], "to_revision": new["revision"],
                             "snippets_before": len(old["snippets"]), "snippets_after": len(new["snippets"]),
                             "from_split": old["split"], "split": new["split"]})
+    _changelog_files(changed)
     # Releases frozen before settings were in the manifest have none to compare with.
     old_settings = (previous or {}).get("settings")
     settings_changed = [{"setting": key, "from": old_settings.get(key), "to": value}
@@ -333,6 +335,25 @@ def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
                         if old_settings is not None and old_settings.get(key) != value]
     return {"added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)),
             "changed": changed, "settings": settings_changed}
+
+
+def _changelog_files(changed: list[dict]) -> None:
+    """Name the files a new revision changed, added and removed (a task's revisions are immutable, so their file
+    maps are read once, when the changelog is frozen)."""
+    revised = [c for c in changed if c["from_revision"] != c["to_revision"]]
+    if not revised:
+        return
+    wanted = Q()
+    for change in revised:
+        wanted |= Q(paper__slug=change["paper"], revision__in=(change["from_revision"], change["to_revision"]))
+    files = {(slug, revision): mapping for slug, revision, mapping in
+             Task.objects.filter(wanted).values_list("paper__slug", "revision", "files")}
+    for change in revised:
+        old = files.get((change["paper"], change["from_revision"]), {})
+        new = files.get((change["paper"], change["to_revision"]), {})
+        change["files_changed"] = sorted(p for p in old.keys() & new.keys() if old[p] != new[p])
+        change["files_added"] = sorted(new.keys() - old.keys())
+        change["files_removed"] = sorted(old.keys() - new.keys())
 
 
 def _require_maintainer(actor) -> None:

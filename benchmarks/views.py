@@ -107,6 +107,8 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
         "held_out": held_out,
         "tree": selectors.snippet_tree(task=task),
         "kept_requirements": selectors.task_kept_requirements(task=task),
+        "sources": (selectors.task_sources(task=task)
+                    if visibility.task_sources_visible(version=version, task=task, user=request.user) else None),
         "is_maintainer": is_maintainer,
     }
     return render(request, "benchmarks/paper_detail.html", context)

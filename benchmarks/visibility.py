@@ -64,6 +64,13 @@ def task_visible(*, version: BenchmarkVersion, task: Task, user) -> bool:
     return tasks_visible(version=version, user=user).filter(pk=task.pk).exists()
 
 
+def task_sources_visible(*, version: BenchmarkVersion, task: Task, user) -> bool:
+    """Whether a paper page shows the task's paper text and annotated code (reference bodies included): a public
+    task's to everyone, as its download does; a held-out task's to maintainers only."""
+    split = version.memberships.filter(task=task).values_list("split", flat=True).first()
+    return split == PUBLIC or (split is not None and user_sees_held_out(user=user))
+
+
 def papers_visible(*, version: BenchmarkVersion, user) -> QuerySet[Paper]:
     """Papers named one by one (leaderboard columns, per-paper scores); held-out ones fold into their split."""
     return Paper.objects.filter(tasks__in=tasks_visible(version=version, user=user).values("pk")).distinct()

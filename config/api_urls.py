@@ -31,6 +31,7 @@ urlpatterns = [
     path("runs/<int:pk>/priority/", evaluation.RunPriority.as_view(), name="api-run-priority"),
     path("runs/<int:pk>/manifest/", evaluation.RunManifest.as_view(), name="api-run-manifest"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema", template_name="api_docs.html"),
+         name="api-docs"),
     re_path(r"^(?P<path>.*)$", api_not_found),
 ]

@@ -46,11 +46,16 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # The site's 404 and 500 pages under DEBUG too (make run), not Django's debug pages listing every route.
+    "config.error_pages.SiteErrorPagesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
+
+# With DEBUG on (make run), still the site's own 404 and 500 pages; false: Django's debug pages (config/error_pages.py).
+SITE_ERROR_PAGES = env.bool("SITE_ERROR_PAGES", default=True)
 
 if not DEBUG:
     # Serves the collected static files in production (gunicorn has none); runserver serves them while debugging.

@@ -496,9 +496,11 @@ class Leaderboard(APIView):
 
 class Compare(APIView):
     """Two runs of one release compared (?a=RUN&b=RUN): LoC-weighted difference of scaled pass@1 (a minus b,
-    percentage points) with a paired bootstrap 95% interval clustered by paper and an exact McNemar p-value,
-    overall and per paper, and per item both pass values. Held-out items count in `overall` only
-    (`items_withheld`) unless you are a maintainer."""
+    percentage points) with a paired bootstrap 95% interval resampling papers and an exact McNemar p-value,
+    overall and per paper, and per item both pass values and each run's item page (outcome id); `?items=disagreements`
+    lists only the items one run passes and the other fails. A scope of one paper has no interval (`ci_low` and
+    `ci_high` null): one cluster cannot be resampled; `interval_note` says why, or warns when there are few papers.
+    Held-out items count in `overall` only (`items_withheld`) unless you are a maintainer."""
 
     @extend_schema(parameters=[OpenApiParameter("a", int, required=True, description="Run id."),
                                OpenApiParameter("b", int, required=True, description="Run id.")],

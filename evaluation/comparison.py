@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from benchmarks import visibility
 from benchmarks.models import Snippet
-from benchmarks.paper2code.comparison import Comparison, PairedItem, compare
+from benchmarks.paper2code.comparison import Comparison, PairedItem, compare, passed
 from benchmarks.paper2code.metrics import EVALUATED
 from evaluation.models import EvaluationRun, Outcome
 
@@ -29,6 +29,21 @@ class ItemRow:
     loc: int
     a: float  # share of evaluated samples passed, 0..1
     b: float
+    a_outcome: int  # each run's first scored outcome of the item: its item page
+    b_outcome: int
+
+    @property
+    def a_passed(self) -> bool:
+        return passed(self.a)
+
+    @property
+    def b_passed(self) -> bool:
+        return passed(self.b)
+
+    @property
+    def disagrees(self) -> bool:
+        """One run passes the item and the other does not (McNemar's discordant items)."""
+        return self.a_passed != self.b_passed
 
 
 @dataclass(frozen=True)
@@ -43,24 +58,28 @@ class RunComparison:
     b: EvaluationRun
     overall: Comparison
     papers: list[PaperComparison]
-    items: list[ItemRow]
+    items: list[ItemRow]  # only the disagreements when disagreements_only
     items_withheld: int  # held-out items counted in `overall` but not listed (non-maintainers)
+    disagreements_only: bool = False
 
 
-def _pass_values(run: EvaluationRun) -> dict[int, float]:
+def _pass_values(run: EvaluationRun) -> dict[int, tuple[float, int]]:
     """Per snippet, the share of its scored samples that passed (errors and answers awaiting review are not scored,
-    as in scoring and in the leaderboard's ranks)."""
-    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for snippet_id, status in (Outcome.objects.filter(run=run, status__in=EVALUATED)
-                               .values_list("snippet_id", "status")):
-        counts[snippet_id][0] += 1
-        counts[snippet_id][1] += status == Outcome.Status.PASSED
-    return {snippet_id: passed / n for snippet_id, (n, passed) in counts.items()}
+    as in scoring and in the leaderboard's ranks) and the outcome of its first scored sample."""
+    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for snippet_id, status, outcome_id in (Outcome.objects.filter(run=run, status__in=EVALUATED)
+                                           .order_by("snippet_id", "sample").values_list("snippet_id", "status", "pk")):
+        entry = counts[snippet_id]
+        entry[2] = entry[2] or outcome_id
+        entry[0] += 1
+        entry[1] += status == Outcome.Status.PASSED
+    return {snippet_id: (ok / n, outcome_id) for snippet_id, (n, ok, outcome_id) in counts.items()}
 
 
-def run_comparison(*, a: EvaluationRun, b: EvaluationRun, user) -> RunComparison:
+def run_comparison(*, a: EvaluationRun, b: EvaluationRun, user, disagreements_only: bool = False) -> RunComparison:
     """Paired statistics over the items both runs evaluated; held-out items only in the release aggregate
-    unless the user is a maintainer. Four queries whatever the size."""
+    unless the user is a maintainer. The items listed are all visible ones, or only those one run passes and the
+    other fails. Four queries whatever the size."""
     if a.version_id != b.version_id:
         raise ComparisonError(f"runs {a.pk} and {b.pk} are on different releases; compare runs of one release")
     if a.pk == b.pk:
@@ -74,24 +93,31 @@ def run_comparison(*, a: EvaluationRun, b: EvaluationRun, user) -> RunComparison
     paired, rows, withheld = [], [], 0
     by_paper: dict[str, list[PairedItem]] = defaultdict(list)
     for snippet_id, loc, task_id, paper, file_path, name in snippets:
-        item = PairedItem(item_id=str(snippet_id), paper_id=paper, loc=loc, a=values_a[snippet_id],
-                          b=values_b[snippet_id])
+        (value_a, outcome_a), (value_b, outcome_b) = values_a[snippet_id], values_b[snippet_id]
+        item = PairedItem(item_id=str(snippet_id), paper_id=paper, loc=loc, a=value_a, b=value_b)
         paired.append(item)
         if task_id in visible:
             by_paper[paper].append(item)
-            rows.append(ItemRow(item=snippet_id, paper=paper, file=file_path, snippet=name, loc=loc,
-                                a=item.a, b=item.b))
+            row = ItemRow(item=snippet_id, paper=paper, file=file_path, snippet=name, loc=loc, a=value_a, b=value_b,
+                          a_outcome=outcome_a, b_outcome=outcome_b)
+            if row.disagrees or not disagreements_only:
+                rows.append(row)
         else:
             withheld += 1
     return RunComparison(
         a=a, b=b, overall=compare(paired, seed=COMPARISON_SEED),
         papers=[PaperComparison(paper=p, comparison=compare(items, seed=COMPARISON_SEED))
                 for p, items in sorted(by_paper.items())],
-        items=rows, items_withheld=withheld)
+        items=rows, items_withheld=withheld, disagreements_only=disagreements_only)
+
+
+# ?items=disagreements lists only the items one run passes and the other fails.
+DISAGREEMENTS = "disagreements"
 
 
 def comparison_from_query(*, version, params, user) -> RunComparison:
-    """The runs named by ?a= and ?b= (run ids) on the (visible) release, compared; ComparisonError says what is wrong."""
+    """The runs named by ?a= and ?b= (run ids) on the (visible) release, compared, listing every item or, with
+    ?items=disagreements, only the disagreements; ComparisonError says what is wrong."""
     runs = []
     for key in ("a", "b"):
         value = params.get(key, "")
@@ -101,14 +127,16 @@ def comparison_from_query(*, version, params, user) -> RunComparison:
         if run is None:
             raise ComparisonError(f"?{key}={value}: no such run on release {version.name}")
         runs.append(run)
-    return run_comparison(a=runs[0], b=runs[1], user=user)
+    return run_comparison(a=runs[0], b=runs[1], user=user,
+                          disagreements_only=params.get("items", "") == DISAGREEMENTS)
 
 
 def comparison_record(result: RunComparison) -> dict:
     """The comparison as plain data, for the API (the page shows the same numbers)."""
     def stats(c: Comparison) -> dict:
-        return {"items": c.items, "difference": c.difference, "ci_low": c.interval.low, "ci_high": c.interval.high,
-                "a_only": c.a_only, "b_only": c.b_only, "mcnemar_p": c.p_value}
+        return {"items": c.items, "papers": c.papers, "difference": c.difference,
+                "ci_low": c.interval.low if c.interval else None, "ci_high": c.interval.high if c.interval else None,
+                "interval_note": c.interval_note, "a_only": c.a_only, "b_only": c.b_only, "mcnemar_p": c.p_value}
 
     return {"release": result.a.version.name,
             "a": {"run": result.a.pk, "model": result.a.model.name, "with_paper": result.a.with_paper},
@@ -116,5 +144,6 @@ def comparison_record(result: RunComparison) -> dict:
             "overall": stats(result.overall),
             "papers": [{"paper": p.paper, **stats(p.comparison)} for p in result.papers],
             "items": [{"item": r.item, "paper": r.paper, "file": r.file, "snippet": r.snippet, "loc": r.loc,
-                       "a": r.a, "b": r.b} for r in result.items],
+                       "a": r.a, "b": r.b, "a_outcome": r.a_outcome, "b_outcome": r.b_outcome} for r in result.items],
+            "disagreements_only": result.disagreements_only,
             "items_withheld": result.items_withheld}

@@ -13,6 +13,24 @@ PARAMS_HELP = ('JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temp
                "max_completion_tokens, seed, stop, presence_penalty, frequency_penalty, reasoning_effort.")
 
 
+class ParamsField(forms.JSONField):
+    """A JSON object of generation parameters; empty shows as an empty box, not as the literal `null`."""
+
+    def prepare_value(self, value):
+        return "" if value is None else super().prepare_value(value)
+
+
+# The fields only a model the platform calls uses: hidden (static/css/site.css) while "uploaded" is chosen, and
+# ignored by the register form when it is, so the page works the same without the style.
+CALLED_ONLY = {"data-for-kind": "litellm"}
+
+
+def _key_input() -> forms.PasswordInput:
+    """The key box keeps what the user typed on the re-rendered form of the same POST (never_cache on those views);
+    a fresh form never holds a key, and the stored key is never rendered."""
+    return forms.PasswordInput(render_value=True, attrs={"autocomplete": "off", **CALLED_ONLY})
+
+
 def _releases():
     return forms.ModelChoiceField(queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
                                   to_field_name="name", empty_label=None)
@@ -26,20 +44,24 @@ class ModelRegisterForm(forms.Form):
                                       (ModelEntry.Kind.UPLOADED, "I upload its generations")],
                              initial=ModelEntry.Kind.LITELLM, widget=forms.RadioSelect)
     litellm_model = forms.CharField(max_length=200, required=False, label="litellm model",
-                                    help_text='provider/model, e.g. "openai/gpt-4o-mini"')
+                                    help_text='provider/model, e.g. "openai/gpt-4o-mini"',
+                                    widget=forms.TextInput(attrs=CALLED_ONLY))
     api_base = forms.CharField(max_length=500, required=False, label="API base URL",
-                               help_text="Only for a non-default endpoint: https at a public address.")
-    api_key = forms.CharField(required=False, label="API key", widget=forms.PasswordInput(render_value=False),
-                              strip=False, help_text="Stored encrypted, never shown again; only this key is sent.")
+                               help_text="Only for a non-default endpoint: https at a public address.",
+                               widget=forms.TextInput(attrs=CALLED_ONLY))
+    api_key = forms.CharField(required=False, label="API key", widget=_key_input(), strip=False,
+                              help_text="Stored encrypted, never shown again; only this key is sent.")
     knowledge_cutoff = forms.DateField(required=False, label="Knowledge cut-off",
                                        widget=forms.DateInput(attrs={"type": "date"}))
     open_weights = forms.BooleanField(required=False)
-    default_params = forms.JSONField(required=False, label="Default generation parameters", help_text=PARAMS_HELP)
+    default_params = ParamsField(required=False, label="Default generation parameters", help_text=PARAMS_HELP)
 
     def service_values(self) -> dict:
         values = dict(self.cleaned_data)
         values["default_params"] = values["default_params"] or {}
         values["api_key"] = values["api_key"] or None
+        if values["kind"] == ModelEntry.Kind.UPLOADED:  # never called: what the hidden call fields hold is ignored
+            values.update(litellm_model="", api_base="", api_key=None)
         return values
 
 
@@ -51,8 +73,8 @@ class ModelEditForm(forms.Form):
     organization = forms.CharField(max_length=200, required=False)
     litellm_model = ModelRegisterForm.base_fields["litellm_model"]
     api_base = ModelRegisterForm.base_fields["api_base"]
-    api_key = forms.CharField(required=False, label="New API key", widget=forms.PasswordInput(render_value=False),
-                              strip=False, help_text="Leave empty to keep the stored key.")
+    api_key = forms.CharField(required=False, label="New API key", widget=_key_input(), strip=False,
+                              help_text="Leave empty to keep the stored key.")
     knowledge_cutoff = ModelRegisterForm.base_fields["knowledge_cutoff"]
     open_weights = forms.BooleanField(required=False)
     default_params = ModelRegisterForm.base_fields["default_params"]
@@ -72,7 +94,7 @@ class RunStartForm(forms.Form):
     release = _releases()
     with_paper = forms.BooleanField(required=False, initial=True, label="Prompt with the paper")
     samples = forms.IntegerField(min_value=1, max_value=MAX_SAMPLES, initial=1)
-    params = forms.JSONField(required=False, label="Generation parameters", help_text=PARAMS_HELP)
+    params = ParamsField(required=False, label="Generation parameters", help_text=PARAMS_HELP)
 
     def service_values(self) -> dict:
         values = dict(self.cleaned_data)

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from benchmarks import visibility
@@ -154,6 +155,7 @@ def _service_errors(form, exc: Exception) -> None:
 
 
 @login_required
+@never_cache  # a re-rendered form holds the key the user typed: no cache keeps it
 def model_new(request: HttpRequest) -> HttpResponse:
     """Register a model owned by the signed-in user (the same service as POST /api/v1/models/)."""
     form = ModelRegisterForm(request.POST or None)
@@ -169,6 +171,7 @@ def model_new(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@never_cache  # as model_new
 def model_edit(request: HttpRequest, name: str) -> HttpResponse:
     """Change a model's description or call settings (its owner or a maintainer; the same service as PATCH
     /api/v1/models/<name>/): its endpoint cannot change while a run of it is queued or running."""

@@ -69,8 +69,9 @@ class PaperForm(forms.Form):
         elif data.get("text", "").strip():
             data["paper_text"] = data["text"]
             data["paper_path"] = PAPER_FILES[0] if data.get("text_format") == "tex" else PAPER_FILES[1]
-        else:
-            self.add_error("text", "Upload the paper or paste its text.")
+        else:  # the whole step is empty: said at the top of the form, where it is seen after the click
+            self.add_error(None, "This step is empty: upload the paper's text (.tex or .md) or paste it, then "
+                                 "save and continue.")
         return data
 
 

@@ -99,6 +99,15 @@ def pset_archive_draft(files: dict[str, bytes]) -> dict | None:
     }
 
 
+def metadata_typed_first(*, typed: dict, archive: dict) -> tuple[dict, list[str]]:
+    """A problem set's paper details under what the author typed in step 1: each detail typed there (not empty) is
+    kept, the archive fills the rest. Also the details the archive would have changed, so the summary names them."""
+    given = {k: v for k, v in typed.items() if v not in (None, "", [])}
+    replaced = sorted(k for k, v in given.items() if k in archive and archive[k] not in (None, "", []) and
+                      archive[k] != v)
+    return {**archive, **given}, replaced
+
+
 # How many annotated-file candidates an intake summary parses, so a huge archive stays a quick save.
 INTAKE_MAX_SCANNED = 500
 
@@ -133,9 +142,18 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
     steps = summary["steps"]
     if whole:
         meta = whole["metadata"]
-        summary["reason"] = f"its papers.yaml lists one paper, {meta.get('id')}: every step was filled from it"
-        given = [k for k, v in meta.items() if v not in (None, "", [])]
-        steps.append(("Paper details", f"from papers.yaml: {', '.join(given)}"))
+        typed = {k: v for k, v in (draft.get("metadata") or {}).items() if v not in (None, "", [])}
+        _, differing = metadata_typed_first(typed=typed, archive=meta)
+        summary["reason"] = (f"its papers.yaml lists one paper, {meta.get('id')}: every step was filled from it"
+                             + (", except the paper details you gave in step 1" if typed else ""))
+        given = [k for k, v in meta.items() if v not in (None, "", []) and k not in typed]
+        details = [f"from papers.yaml: {', '.join(given)}"] if given else []
+        if typed:
+            details.insert(0, f"kept from step 1: {', '.join(sorted(typed))}")
+        if differing:
+            details.append("not used from papers.yaml: " + ", ".join(f"{k} {meta[k]!r}" for k in differing)
+                           + " (type them in step 1 to take them)")
+        steps.append(("Paper details", "; ".join(details)))
         steps.append(("Paper text", f"from {whole['paper_path']}"))
         steps.append(("Annotated files", "from papers.yaml: " + (", ".join(whole["annotated_paths"]) or "none")))
         steps.append(("Context files", "from papers.yaml: " + (", ".join(whole["context_paths"]) or "none")))

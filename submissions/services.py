@@ -370,12 +370,16 @@ def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: st
 
 @transaction.atomic
 def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], source: dict) -> Submission:
-    """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step."""
-    from submissions.packages import PAPER_FILES, intake_summary, pset_archive_draft
+    """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step, under the
+    paper details the author typed in step 1."""
+    from submissions.packages import PAPER_FILES, intake_summary, metadata_typed_first, pset_archive_draft
 
     whole = pset_archive_draft(files)
     summary = intake_summary(files=files, source=source, draft=submission.draft, whole=whole)
     if whole is not None:
+        # What the author typed in step 1 stands; the archive fills the details left empty (the summary says which).
+        whole["metadata"], _ = metadata_typed_first(typed=submission.draft.get("metadata") or {},
+                                                    archive=whole["metadata"])
         stored_bytes_check(submission=submission, new=whole["package_files"], kept=())
         stored = draft_files_store(whole.pop("package_files"))
         return draft_update(submission=submission, actor=actor,

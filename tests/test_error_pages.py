@@ -42,3 +42,43 @@ def test_server_error_is_friendly_and_hides_the_traceback(settings):
     body = response.content.decode()
     assert "Something went wrong on our side" in body and 'header class="site"' in body
     assert "boom" not in body and "Traceback" not in body
+
+
+# `make run` keeps DEBUG on (scripts/run.sh); its visitors still meet the site's pages, never Django's debug pages.
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.test_error_pages")
+@pytest.mark.parametrize("address", ["/no/such/route/", "/versions/no-such-release/"])
+def test_with_debug_on_a_missing_page_is_the_sites_not_the_url_list(settings, address):
+    settings.DEBUG = True
+    response = Client().get(address)
+    assert response.status_code == 404
+    body = response.content.decode()
+    assert "Page not found" in body and 'header class="site"' in body and address in body
+    assert "URLconf" not in body and "broken/" not in body  # Django's debug page lists every route
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.test_error_pages")
+def test_with_debug_on_a_server_error_is_the_sites_and_the_traceback_is_logged(settings, caplog):
+    settings.DEBUG = True
+    response = Client(raise_request_exception=False).get("/broken/")
+    assert response.status_code == 500
+    body = response.content.decode()
+    assert "Something went wrong on our side" in body and "boom" not in body and "Traceback" not in body
+    assert any(r.exc_info and "boom" in str(r.exc_info[1]) for r in caplog.records)
+
+
+@pytest.mark.django_db
+def test_with_debug_on_a_missing_address_without_its_slash_still_redirects(settings):
+    settings.DEBUG = True
+    response = Client().get("/leaderboard")
+    assert response.status_code == 301 and response["Location"] == "/leaderboard/"
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.test_error_pages")
+def test_site_error_pages_off_brings_back_djangos_debug_pages(settings):
+    settings.DEBUG, settings.SITE_ERROR_PAGES = True, False
+    assert "URLconf" in Client().get("/no/such/route/").content.decode()
+

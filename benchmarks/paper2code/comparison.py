@@ -11,6 +11,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 BOOTSTRAP_ITERATIONS = 1000
+# Below this many papers a paper-resampling interval is little more than the range of per-paper differences:
+# comparisons on fewer say so beside the interval.
+FEW_PAPERS = 5
 
 
 @dataclass(frozen=True)
@@ -40,11 +43,23 @@ class PairedItem:
 @dataclass(frozen=True)
 class Comparison:
     items: int
+    papers: int  # the bootstrap's clusters
     difference: float  # scaled pass@1 of a minus b, in percentage points
-    interval: Interval
+    interval: Interval | None  # None: fewer than two papers, nothing to resample (interval_note says so)
     a_only: int  # McNemar b: items a passes and b fails
     b_only: int  # McNemar c: items b passes and a fails
     p_value: float
+
+    @property
+    def interval_note(self) -> str:
+        """What the interval can and cannot say, in a sentence (empty: enough papers)."""
+        if self.interval is None:
+            return ("no interval: the interval resamples papers, and one paper is a single cluster, so every "
+                    "resample is the same paper") if self.papers == 1 else "no interval: no items to compare"
+        if self.papers < FEW_PAPERS:
+            return (f"with {self.papers} papers the interval is little more than the range of per-paper "
+                    f"differences (an interval needs {FEW_PAPERS} or more papers to say much)")
+        return ""
 
 
 def scaled_difference(items: Sequence[PairedItem]) -> float:
@@ -97,10 +112,12 @@ def passed(value: float) -> bool:
 
 
 def compare(items: Sequence[PairedItem], *, iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0) -> Comparison:
+    """Difference, interval (only from two papers or more: resampling one cluster only repeats it) and McNemar."""
     a_only = sum(1 for i in items if passed(i.a) and not passed(i.b))
     b_only = sum(1 for i in items if passed(i.b) and not passed(i.a))
-    return Comparison(items=len(items), difference=scaled_difference(items),
-                      interval=paired_bootstrap(items, iterations=iterations, seed=seed),
+    papers = len({i.paper_id for i in items})
+    interval = paired_bootstrap(items, iterations=iterations, seed=seed) if papers >= 2 else None
+    return Comparison(items=len(items), papers=papers, difference=scaled_difference(items), interval=interval,
                       a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only))
 
 

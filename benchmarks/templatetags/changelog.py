@@ -8,13 +8,24 @@ SPLITS = {"public": "public", "held_out": "held out"}
 SETTINGS = {"protocol": ("prompt protocol", ""), "time_limit_seconds": ("time limit", " s"),
             "memory_mb": ("memory limit", " MB"), "cpus": ("CPUs", "")}
 
+FILE_CHANGES = (("files_changed", "changed"), ("files_added", "added"), ("files_removed", "removed"))
+FILES_NAMED = 5  # beyond this many files of one kind, the rest are counted
+
+
+def _names(paths: list[str]) -> str:
+    shown = ", ".join(paths[:FILES_NAMED])
+    return shown + (f" and {len(paths) - FILES_NAMED} more" if len(paths) > FILES_NAMED else "")
+
 
 @register.filter
 def change_words(change: dict) -> str:
     """What happened to one paper between two releases."""
     words = []
     if change.get("from_revision") != change.get("to_revision"):
-        words.append(f"new revision (r{change.get('from_revision')} → r{change.get('to_revision')})")
+        revision = f"new revision (r{change.get('from_revision')} → r{change.get('to_revision')})"
+        files = [f"{verb} {_names(change[key])}" for key, verb in FILE_CHANGES if change.get(key)]
+        # Changelogs frozen before files were recorded have no "files_*" keys: the revision alone.
+        words.append(f"{revision}: {', '.join(files)}" if files else revision)
     before, after = change.get("snippets_before"), change.get("snippets_after")
     if before != after:
         words.append(f"{after} snippets instead of {before}")

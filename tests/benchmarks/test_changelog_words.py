@@ -37,3 +37,31 @@ def test_a_paper_moved_to_held_out_reads_so_on_the_release_page(media_root, main
     assert "changed dampnest: moved to held out" in text and "held_out)" not in text
     public = " ".join(page_text(Client().get(f"/versions/{release.name}/").content.decode()).split())
     assert "dampnest" not in public and "1 change to held-out papers" in public
+
+
+def test_a_new_revision_names_its_files_changed_added_and_removed(media_root, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True)
+    changed = Path(shutil.copytree(DEMO_PSET, tmp_path / "pset", ignore=shutil.ignore_patterns("__pycache__")))
+    code = changed / "dampnest" / "optimizer.py"
+    code.write_text(code.read_text() + "\n")
+    (changed / "dampnest" / "NOTES.md").write_text("notes\n")
+    draft = version_draft_create(name="1.1.0")
+    version_task_set(version=draft, task=pset_import(root=changed, version_name="staging").tasks_created[0])
+    release = version_publish(version=draft)
+    change = release.changelog["changed"][0]
+    assert (change["files_changed"], change["files_added"], change["files_removed"]) == (
+        ["optimizer.py"], ["NOTES.md"], [])
+    text = " ".join(page_text(Client().get(f"/versions/{release.name}/").content.decode()).split())
+    assert "changed dampnest: new revision (r1 → r2): changed optimizer.py, added NOTES.md" in text
+
+
+def test_file_names_in_words_and_old_changelogs_without_them():
+    change = {"paper": "p", "from_revision": 1, "to_revision": 2, "snippets_before": 3, "snippets_after": 3,
+              "files_changed": [f"f{i}.py" for i in range(7)], "files_added": [], "files_removed": ["old.py"]}
+    assert change_words(change) == (
+        "new revision (r1 → r2): changed f0.py, f1.py, f2.py, f3.py, f4.py and 2 more, removed old.py")
+    frozen_before = {k: v for k, v in change.items() if not k.startswith("files_")}
+    assert change_words(frozen_before) == "new revision (r1 → r2)"

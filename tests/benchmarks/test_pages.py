@@ -57,9 +57,40 @@ def test_paper_page_shows_metadata_and_tree_but_no_reference_code(client, demo_v
     nested = task.snippets.filter(depth=2).first()
     assert nested is not None
     assert f'id="snippet-{nested.pk}"' in body
+    # The snippet tree never shows reference code; since issue 22 the public task's annotated file, which holds it
+    # (as the release download does), is on the page in its own folded section.
+    tree = body[body.index("<h2>Snippets</h2>"):]
     for snippet in task.snippets.filter(loc__gte=3):
-        assert snippet.reference_code.strip().splitlines()[0].strip() not in body
+        assert snippet.reference_code.strip().splitlines()[0].strip() not in tree
     assert "masked view" not in body
+
+
+def test_a_public_paper_page_folds_the_paper_text_and_annotated_code(client, demo_version):
+    task = demo_version.tasks.get(paper__slug="dampnest")
+    body = client.get(reverse("paper-detail", args=[demo_version.name, "dampnest"])).content.decode()
+    sources = body[body.index('id="sources"'):body.index("<h2>Snippets</h2>")]
+    assert sources.count('<details class="source">') == 1 + len(task.annotated_paths)
+    assert f"Paper text <code>{task.paper_path}</code>" in sources and "<details open" not in sources
+    text = page_text(sources)
+    paper = (DEMO_PSET / "dampnest" / task.paper_path).read_text().strip().splitlines()[0]
+    assert paper.strip() in text
+    reference = task.snippets.filter(loc__gte=3).first().reference_code.strip().splitlines()[0].strip()
+    assert reference in text
+
+
+def test_held_out_paper_text_and_code_are_for_maintainers_only(client, demo_version, maintainer):
+    from benchmarks import visibility
+    from benchmarks.models import VersionTask
+
+    VersionTask.objects.filter(version=demo_version, task__paper__slug="dampnest").update(
+        split=VersionTask.Split.HELD_OUT)
+    task = demo_version.tasks.get(paper__slug="dampnest")
+    url = reverse("paper-detail", args=[demo_version.name, "dampnest"])
+    assert client.get(url).status_code == 404
+    assert not visibility.task_sources_visible(version=demo_version, task=task, user=client.get(url).wsgi_request.user)
+    client.force_login(maintainer)
+    body = client.get(url).content.decode()
+    assert 'id="sources"' in body and "held out: shown to maintainers only" in body
 
 
 def test_masked_view_is_for_maintainers_only(client, demo_version, maintainer):

@@ -67,3 +67,25 @@ def test_pages_fit_a_phone_screen(browser_page, live_server, media_root, admin):
         assert page.get_by_role("button", name="Log out").is_visible()
         page.screenshot(path=str(ARTIFACTS / f"maintainer-{name}.png"), full_page=True)
         assert overflow(page) <= 0, f"{path} overflows at 390 px by {overflow(page)} px (maintainer): {too_wide(page)}"
+
+
+def test_the_curate_page_fits_a_phone_and_its_table_shows_it_scrolls(browser_page, live_server, media_root, admin):
+    from benchmarks.services import version_draft_create
+
+    page, base = browser_page, live_server.url
+    pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True)
+    version_draft_create(name="1.1.0")
+    signed_in = Client()
+    signed_in.force_login(admin)
+    page.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "url": base,
+                               "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value}])
+    page.set_viewport_size({"width": 390, "height": 844})
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert page.goto(f"{base}/versions/1.1.0/curate/").status == 200
+    for summary in page.locator("#curate-tasks summary").all():
+        summary.click()  # the retire forms open inside the table
+    page.screenshot(path=str(ARTIFACTS / "maintainer-curate.png"), full_page=True)
+    assert overflow(page) <= 0, f"the curate page overflows at 390 px by {overflow(page)} px: {too_wide(page)}"
+    wrap = page.locator("div.table-wrap:has(#curate-tasks)")
+    assert wrap.evaluate("e => e.scrollWidth > e.clientWidth"), "the table scrolls inside its box"
+    assert "gradient" in wrap.evaluate("e => getComputedStyle(e).backgroundImage"), "with a visible cue"

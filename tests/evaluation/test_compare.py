@@ -48,11 +48,15 @@ def test_api_numbers_match_the_hand_computed_ones(client, version, pair):
     # Three papers: all-topk (+100) and all-trimmed (-100) resamples each have probability 1/27 > 2.5%.
     assert (overall["ci_low"], overall["ci_high"]) == (-100.0, 100.0)
     papers = {p["paper"]: p for p in data["papers"]}
+    assert overall["papers"] == 3 and "with 3 papers the interval is little more than the range" in overall[
+        "interval_note"]
     topk = papers["topk-attention-pool"]
-    assert (topk["difference"], topk["ci_low"], topk["ci_high"]) == (100.0, 100.0, 100.0)
+    # One paper is one cluster: no interval (issue 22 changes the degenerate [100, 100] to none, with the reason).
+    assert (topk["difference"], topk["ci_low"], topk["ci_high"]) == (100.0, None, None)
+    assert "one paper is a single cluster" in topk["interval_note"]
     assert topk["mcnemar_p"] == pytest.approx(2 / 2 ** count["topk-attention-pool"])
     damp = papers["dampnest"]
-    assert (damp["difference"], damp["ci_low"], damp["ci_high"], damp["mcnemar_p"]) == (0.0, 0.0, 0.0, 1.0)
+    assert (damp["difference"], damp["ci_low"], damp["ci_high"], damp["mcnemar_p"]) == (0.0, None, None, 1.0)
     assert {(i["paper"], i["a"], i["b"]) for i in data["items"]} == {
         ("topk-attention-pool", 1.0, 0.0), ("trimmed-infonce", 0.0, 1.0), ("dampnest", 1.0, 1.0)}
     assert data["items_withheld"] == 0
@@ -69,6 +73,64 @@ def test_page_shows_the_same_numbers_and_both_outcomes(client, version, pair):
     assert f'<td class="num">{o["a_only"]}</td><td class="num">{o["b_only"]}</td>' in body
     assert body.count("<tr><td>") == len(api["papers"]) + len(api["items"])
     assert "Alpha vs Beta" in body
+    # Paper rows: the difference and, instead of an interval, why there is none; the release row warns of few papers.
+    assert body.count("no interval<span") == len(api["papers"])
+    assert "one paper is a single cluster" in body
+    assert 'id="interval-warning"' in body and "with 3 papers the interval is little more than the range" in body
+
+
+def test_page_names_what_each_interval_resamples(client, version, pair):
+    a, b, _, _ = pair
+    body = client.get(reverse("release-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).content.decode()
+    assert "The leaderboard's intervals resample snippets" in body
+    assert "This comparison resamples papers instead, because a paper's snippets share code" in body
+
+
+def test_enough_papers_get_no_warning():
+    from benchmarks.paper2code.comparison import FEW_PAPERS, PairedItem, compare
+
+    items = [PairedItem(item_id=str(i), paper_id=f"p{i}", loc=1, a=float(i % 2), b=0.0) for i in range(FEW_PAPERS)]
+    assert compare(items).interval is not None and compare(items).interval_note == ""
+    assert "little more than the range" in compare(items[:-1]).interval_note
+
+
+def test_items_show_marks_and_link_both_runs_item_pages(client, version, pair):
+    from evaluation.models import Outcome
+
+    a, b, _, count = pair
+    body = client.get(reverse("release-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).content.decode()
+    items = body[body.index('id="compare-items"'):]
+    assert "1.00" not in items and "0.00" not in items
+    total = sum(count.values())
+    # Each item: A's mark and B's; a pass is ✓ with "passed" for screen readers, a failure ✗ with "failed".
+    passes = count["topk-attention-pool"] + count["trimmed-infonce"] + 2 * count["dampnest"]
+    assert items.count('<span aria-hidden="true">✓</span><span class="visually-hidden">passed</span>') == passes
+    assert items.count('<span aria-hidden="true">✗</span><span class="visually-hidden">failed</span>') == (
+        2 * total - passes)
+    for run in (a, b):
+        outcome = Outcome.objects.filter(run=run, snippet__task__paper__slug="dampnest").order_by("pk").first()
+        url = reverse("run-item", args=[run.pk, outcome.pk])
+        assert f'href="{url}"' in items
+        assert client.get(url).status_code == 200
+
+
+def test_disagreements_only_lists_the_items_one_run_passes(client, version, pair):
+    a, b, _, count = pair
+    url = reverse("release-compare", args=[version.name])
+    body = client.get(url, {"a": a.pk, "b": b.pk}).content.decode()
+    assert f'href="?a={a.pk}&amp;b={b.pk}&amp;items=disagreements#items"' in body  # a plain link: no script needed
+    body = client.get(url, {"a": a.pk, "b": b.pk, "items": "disagreements"}).content.decode()
+    items = body[body.index('id="compare-items"'):]
+    assert "dampnest" not in items  # both pass it
+    assert items.count("<tr><td>topk-attention-pool") == count["topk-attention-pool"]
+    assert items.count("<tr><td>trimmed-infonce") == count["trimmed-infonce"]
+    # The statistics stay those of every item.
+    assert 'aria-current="page">Disagreements only' in body and "dampnest" in body[:body.index('id="compare-items"')]
+    data = client.get(reverse("api-compare", args=[version.name]),
+                      {"a": a.pk, "b": b.pk, "items": "disagreements"}).json()
+    assert data["disagreements_only"] and {i["paper"] for i in data["items"]} == {"topk-attention-pool",
+                                                                                 "trimmed-infonce"}
+    assert data["overall"]["items"] == sum(count.values())
 
 
 def test_held_out_items_only_in_the_aggregate_for_non_maintainers(client, version, pair):

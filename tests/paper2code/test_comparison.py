@@ -95,3 +95,11 @@ def test_ranks_admit_ties():
 def test_ranks_need_the_same_items():
     with pytest.raises(ValueError, match="not the same"):
         significance_ranks({"A": {"1": 1.0, "2": 0.0}, "B": {"1": 1.0}})
+
+
+def test_one_paper_gets_no_interval_and_says_why():
+    # Resampling one cluster only repeats it: the old degenerate interval [40, 40] said nothing true.
+    result = compare([item(1, "p", 2, 1.0, 0.0), item(2, "p", 3, 0.0, 0.0)])
+    assert result.interval is None and result.papers == 1 and result.difference == pytest.approx(40.0)
+    assert "one paper is a single cluster" in result.interval_note
+    assert compare([]).interval is None and "no items" in compare([]).interval_note

@@ -64,3 +64,17 @@ def test_the_review_page_warns_before_replacing_a_paper_id(browser_page, live_se
     page.get_by_label("Accept").check()
     page.get_by_role("button", name="Record decision").click()
     expect(page.get_by_test_id("state")).to_have_text("Accepted")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_an_empty_paper_step_shows_its_error_in_view(browser_page, live_server, media_root, author, width):
+    page, base = browser_page, live_server.url
+    page.set_viewport_size({"width": width, "height": 700})
+    submission = services.submission_create(author=author, values={"metadata": {"title": "Damp", "id": "dampnest"}})
+    sign_in(page, base, author)
+    page.goto(f"{base}/submissions/{submission.pk}/edit/paper/")
+    page.get_by_role("button", name="Save and continue").click()
+    alert = page.locator("#step-form div.errors[role=alert]")
+    expect(alert).to_contain_text("This step is empty")
+    expect(alert).to_be_in_viewport()
+    assert page.url.endswith("/edit/paper/")

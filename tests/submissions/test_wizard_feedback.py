@@ -153,3 +153,32 @@ def test_a_new_paper_id_needs_no_confirmation_and_drafts_carry_no_placeholder_no
     assert 'name="replace_confirmed"' not in page and "already in draft" not in page
     services.submission_accept(submission=first, actor=maintainer, reason="good")
     assert BenchmarkVersion.objects.get(status="draft").notes == ""
+
+
+def test_an_empty_paper_step_says_so_at_the_top(client, fresh):
+    response = client.post(reverse("submission-step", args=[fresh.pk, "paper"]), {"text": "", "text_format": "md"})
+    body = response.content.decode()
+    assert response.status_code == 200 and '<div class="errors" role="alert">' in body
+    assert "This step is empty: upload the paper&#x27;s text (.tex or .md) or paste it" in body
+    assert body.index("This step is empty") < body.index('name="upload"')  # above the fields, seen after the click
+    assert not Submission.objects.get(pk=fresh.pk).draft.get("paper_path")
+
+
+def test_a_problem_set_archive_keeps_the_details_typed_in_step_1(client, author, media_root):
+    from tests.conftest import DEMO_PSET
+
+    client.force_login(author)
+    typed = services.submission_create(author=author, values={"metadata": {
+        "title": "My own title", "id": "my-paper", "venue": "", "arxiv_abs": None}})
+    entry = (DEMO_PSET / "papers.yaml").read_text().split("\n- id:")[1]
+    files = {"papers.yaml": ("- id:" + entry).encode(),
+             **{f"dampnest/{path}": data for path, data in demo_files("dampnest").items()}}
+    text = _upload(client, typed, _zip(files, top=""))
+    metadata = Submission.objects.get(pk=typed.pk).draft["metadata"]
+    archive_title = entry.split("title:")[1].split("\n")[0].strip().strip("\"'")
+    assert (metadata["title"], metadata["id"]) == ("My own title", "my-paper")
+    assert metadata["venue"] and metadata["venue"] != ""  # what step 1 left empty comes from papers.yaml
+    assert Submission.objects.get(pk=typed.pk).title == "My own title"
+    assert "every step was filled from it, except the paper details you gave in step 1" in text
+    assert "kept from step 1: id, title; from papers.yaml: arxiv_abs," in text
+    assert f"not used from papers.yaml: id 'dampnest', title {archive_title!r} (type them in step 1" in text
