@@ -46,7 +46,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
              "arrays": False, "inputs_flagged": False}
     # The inputs the task's function received (the function the answer is spliced into), kept alive (so no other
     # object can take their id) with their fingerprint at that call: if one reaches the hidden reference changed,
-    # the reference computed on data the answer chose. The last INPUTS_KEPT inputs are kept.
+    # the reference computed on data the answer chose. The last INPUTS_KEPT inputs the test handed it are kept.
     task_inputs, inputs_order, array_types = {}, [], {}
     INPUTS_KEPT, INNER_KEPT, ITEMS_MAX, WALK_MAX = 256, 64, 4096, 20000
     # (holder, label, attribute) -> value of the assertion helpers and framework parts, before the answer ran.
@@ -379,7 +379,11 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     if line is not None:
                         record("native", event, line, "imports " + text(name))
             elif event == "rcb.task.call":
-                if len_(args) == 1 and type_(args[0]) is tuple_:
+                # Only the test's (and the task code's) calls: a call the answer makes itself, from its own lines or
+                # a thread of its, hands the function the answer's own data, and could push the test's out of those
+                # kept.
+                if len_(args) == 1 and type_(args[0]) is tuple_ and answer_line_anywhere(frame.f_back) is None \
+                        and not on_answer_thread(frame):
                     inputs_remember(args[0])
             elif event == "rcb.hidden.args":
                 if task_inputs and not state["inputs_flagged"] and len_(args) == 1 and type_(args[0]) is tuple_:
