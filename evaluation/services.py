@@ -488,32 +488,41 @@ def environment_lock_record(*, environment_hash: str, backend: str, lock: dict, 
     return record
 
 
+def _environment_lock_id(*, environment_hash: str, backend: str, lock: dict, worker: str) -> int:
+    """The stored lock's id: one plain read when it is stored already (every item but an environment's first), so
+    no savepoint per item."""
+    found = EnvironmentLock.objects.filter(environment_hash=environment_hash, backend=backend,
+                                           lock_hash=canonical_hash(lock)).values_list("pk", flat=True).first()
+    if found is not None:
+        return found
+    return environment_lock_record(environment_hash=environment_hash, backend=backend, lock=lock, worker=worker).pk
+
+
 def outcome_record(
     *, run: EvaluationRun, snippet: Snippet, sample: int, verdict: Verdict, generation: Generation | None = None,
     result: ExecResult | None = None, backend: str = "", worker: str = "", limits: Limits | None = None,
     environment_lock: dict | None = None, forked: bool | None = None,
 ) -> tuple[Outcome, bool]:
     """Store the outcome of an item exactly once (unique per run, snippet, sample); returns (outcome, created)."""
-    lock = None
+    lock_id = None
     if environment_lock is not None:
-        lock = environment_lock_record(environment_hash=snippet.task.environment_hash, backend=backend,
+        lock_id = _environment_lock_id(environment_hash=snippet.task.environment_hash, backend=backend,
                                        lock=environment_lock, worker=worker)
     defaults = dict(
         generation=generation, status=verdict.status, category=verdict.category, detail=verdict.detail[:2000],
         exit_code=result.exit_code if result else None, duration=result.duration if result else None,
         stdout_tail=tail(result.stdout) if result else "", stderr_tail=tail(result.stderr) if result else "",
         environment_hash=snippet.task.environment_hash, sandbox_backend=backend, worker=worker[:200],
-        environment_lock=lock, limits=asdict(limits) if limits else {},
+        environment_lock_id=lock_id, limits=asdict(limits) if limits else {},
         findings=list(verdict.findings), measured_status=verdict.measured, tests=list(verdict.tests), forked=forked,
     )
     try:
         # The outcome and its count in one transaction: a connection lost between them never skips the count.
+        # A plain insert (a redelivered item's second one fails on the unique constraint): no read first.
         with transaction.atomic():
-            outcome, created = Outcome.objects.get_or_create(run=run, snippet=snippet, sample=sample,
-                                                             defaults=defaults)
-            if created:
-                EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now(),
-                                                               done_items=F("done_items") + 1)
+            outcome, created = Outcome.objects.create(run=run, snippet=snippet, sample=sample, **defaults), True
+            EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now(),
+                                                           done_items=F("done_items") + 1)
     except IntegrityError:
         outcome, created = Outcome.objects.get(run=run, snippet=snippet, sample=sample), False
     return outcome, created

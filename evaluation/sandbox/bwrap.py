@@ -9,6 +9,7 @@ archive on stdin, so no copy of them (the harness nonce included) stays visible 
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import math
 import os
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
@@ -26,7 +28,7 @@ from typing import IO
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
 from evaluation.sandbox.cgroups import RunCgroups
 from evaluation.sandbox.forkserver import ForkingSession, ProcessZygote
-from evaluation.sandbox.process import files_write, process_run, rlimits
+from evaluation.sandbox.process import process_run, rlimits
 from evaluation.sandbox.install import INPUTS
 from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
 
@@ -151,19 +153,33 @@ def _probe(etc_dir: Path) -> tuple[bool, str]:
 
 
 def _archive(files: Mapping[str, bytes]) -> IO[bytes]:
-    """The task's files as an unlinked tar file, owned by the sandbox user (paths checked by files_write)."""
+    """The task's files as an unlinked tar file, owned by the sandbox user, written from memory (no staging folder:
+    every item's archive would otherwise write the whole package to disk and read it back)."""
+    entries: dict[PurePosixPath, bytes | None] = {}  # None: a folder
+    for relative, data in files.items():
+        path = PurePosixPath(relative)
+        if path.is_absolute() or ".." in path.parts or not path.parts or "." in path.parts:
+            raise ValueError(f"{relative}: path leaves the work folder")
+        for parent in list(path.parents)[:-1]:
+            if entries.get(parent, None) is not None:
+                raise ValueError(f"{relative}: {parent} is a file")
+            entries[parent] = None
+        if path in entries:
+            raise ValueError(f"{relative}: a folder of another file")
+        entries[path] = data
     archive = tempfile.TemporaryFile(prefix="rcb-bwrap-")
-    with tempfile.TemporaryDirectory(prefix="rcb-bwrap-") as staging:
-        files_write(Path(staging), files)
-
-        def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-            info.uid, info.gid, info.uname, info.gname = SANDBOX_UID, SANDBOX_GID, "", ""
-            info.mode = 0o755 if info.isdir() else 0o644
-            return info
-
-        with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for child in sorted(os.listdir(staging)):
-                tar.add(os.path.join(staging, child), arcname=child, filter=owned)
+    now = time.time()
+    with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(entries, key=lambda p: p.parts):
+            data = entries[path]
+            info = tarfile.TarInfo(str(path))
+            info.uid, info.gid, info.mtime = SANDBOX_UID, SANDBOX_GID, now
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
     archive.seek(0)
     return archive
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -92,35 +93,46 @@ def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] 
     for name, data in files.items():
         if not name.endswith(".py") or PurePosixPath(name).name.startswith(".rcb-"):
             continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                found = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found = [node.module]
-            else:
+        for module, line in _imports_of(data):
+            if any(name == file and first <= line <= last for file, first, last in spans):
                 continue
-            if any(name == file and first <= node.lineno <= last for file, first, last in spans):
-                continue
-            for module in found:
-                top = module.split(".")[0]
-                if top not in own and module not in names and not top.startswith("_"):
-                    names.append(module)
+            top = module.split(".")[0]
+            if top not in own and module not in names and not top.startswith("_"):
+                names.append(module)
     return names
+
+
+@functools.lru_cache(maxsize=512)
+def _imports_of(data: bytes) -> tuple[tuple[str, int], ...]:
+    """(module, line) of every absolute import of a file, in walk order; parsed once per content (every item of a
+    task has the same files but the answer's, so each item would otherwise parse the whole package again)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.module, node.lineno))
+    return tuple(found)
 
 
 def helper_calls(files: Mapping[str, bytes], entry: str) -> list[str]:
     """The functions of the environment's modules the test entry point calls, as dotted names through its imports
     (`torch.testing.assert_close`): the zygote warms what their first call imports (their lazy imports). Derived
     from the test's own code, which never holds the answer."""
+    return list(_helper_calls(files.get(entry, b""), frozenset(own_modules(files))))
+
+
+@functools.lru_cache(maxsize=256)
+def _helper_calls(test: bytes, own: frozenset[str]) -> tuple[str, ...]:
+    """helper_calls of one test file's content (the same for every item of a task: parsed once)."""
     try:
-        tree = ast.parse(files.get(entry, b""))
-    except (SyntaxError, ValueError):
-        return []
-    own = set(own_modules(files))
+        tree = ast.parse(test)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -142,7 +154,7 @@ def helper_calls(files: Mapping[str, bytes], entry: str) -> list[str]:
         dotted = ".".join([aliases[func.id], *reversed(parts)])
         if dotted.split(".")[0] not in own and not dotted.startswith("_") and dotted not in calls:
             calls.append(dotted)
-    return calls
+    return tuple(calls)
 
 
 class ForkRefused(Exception):
