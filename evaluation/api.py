@@ -283,9 +283,12 @@ class RunAction(generics.GenericAPIView):
     """Base of run actions (POST, by the run's creator or a maintainer)."""
 
     serializer_class = RunSerializer
-    queryset = EvaluationRun.objects.select_related("model", "version", "created_by")
     permission_classes = [permissions.IsAuthenticated, IsOwnerOrMaintainer]
     owner_field = "created_by"
+
+    def get_queryset(self):
+        # A run the user may not see is not found (404), as on GET: a 403 would tell that it exists.
+        return visibility.runs_visible(user=self.request.user).select_related("model", "version", "created_by")
 
     def act(self, run: EvaluationRun) -> None:
         raise NotImplementedError
@@ -326,7 +329,8 @@ class RunPriority(APIView):
     def post(self, request, pk: int) -> Response:
         serializer = RunPrioritySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        run = get_object_or_404(EvaluationRun.objects.select_related("model", "version", "created_by"), pk=pk)
+        run = get_object_or_404(visibility.runs_visible(user=request.user)
+                                .select_related("model", "version", "created_by"), pk=pk)
         run = run_priority_set(run=run, priority=serializer.validated_data["priority"], actor=request.user)
         return Response(RunSerializer(run).data)
 

@@ -178,3 +178,20 @@ def test_only_maintainers_set_a_runs_priority(clients, release, author):
     assert response.status_code == 200 and response.json()["priority"] == 5
     run.refresh_from_db()
     assert run.priority == 5 and services.run_share(run=run) == 6 * settings.RUN_ITEMS_IN_FLIGHT
+
+
+@pytest.mark.parametrize("action", ["cancel", "resume", "priority"])
+def test_a_run_the_caller_cannot_see_is_not_found_by_its_actions_either(clients, world, action):
+    """A run of a draft release is hidden from other users (GET answers 404); its actions answered 403, which told
+    that it exists. Now every caller who cannot see it gets the 404 of a run that does not exist."""
+    from benchmarks.models import BenchmarkVersion
+
+    BenchmarkVersion.objects.filter(pk=world["release"].pk).update(status=BenchmarkVersion.Status.DRAFT)
+    hidden, missing = world["run"].pk, world["run"].pk + 1000
+    assert clients["other"].get(f"/api/v1/runs/{hidden}/").status_code == 404
+    answers = [clients["other"].post(f"/api/v1/runs/{pk}/{action}/", {"priority": 1}, format="json")
+               for pk in (hidden, missing)]
+    assert [a.status_code for a in answers] == [404, 404]
+    assert answers[0].json() == answers[1].json()
+    world["run"].refresh_from_db()
+    assert world["run"].status == EvaluationRun.Status.QUEUED and world["run"].priority == 0
