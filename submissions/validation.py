@@ -168,9 +168,9 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
     package = package_load(paper)
     checks: list[dict] = []
     ok = True
-    for check in sandbox_checks(files=dict(package.files), annotated=package.annotated, requirements=paper.requirements,
-                                test_entry_point=paper.test_entry_point, mutants=paper.mutants,
-                                score_min=paper.mutation_score_min):
+    for check in sandbox_checks(files=dict(package.files), annotated=dict(package.annotated),
+                                requirements=paper.requirements, test_entry_point=paper.test_entry_point,
+                                mutants=paper.mutants, score_min=paper.mutation_score_min):
         checks.append({"key": check.key, "status": check.status, "detail": check.detail[-4000:],
                        "duration": check.duration, "blocks": check.blocks, "result": check.result,
                        "warning": check.warning})

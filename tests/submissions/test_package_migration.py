@@ -1,5 +1,5 @@
-"""The test entry point columns go (benchmarks 0008, submissions 0006-0007): what they held is carried over, tested on a database
-at the migration before them, filled as the old code would have filled it."""
+"""The test entry point columns go (benchmarks 0008, submissions 0006-0007): what they held is carried over,
+tested on a database at the migrations before them, filled as the old code would have filled it."""
 
 from __future__ import annotations
 
