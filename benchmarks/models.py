@@ -6,6 +6,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from benchmarks.paper2code import CONTEXT_JOINS, MASKINGS, PROTOCOL, Protocol
+from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
 from benchmarks.validators import link_validate
 
 
@@ -44,18 +45,55 @@ class Blob(models.Model):
         return f"blobs/{self.sha256[:2]}/{self.sha256}"
 
 
-class Task(models.Model):
+class TaskPackage(models.Model):
+    """A paper's task package as stored (FORMAT.md 1-3), its files by content hash: the fields every holder of a
+    package shares (a task, a submission's revision, a paper of a set validation; a submission's draft keeps them as
+    JSON), written once here. `selectors.package_load` and `services.package_store` are the one pair between them
+    and the format library's PaperPackage; `package_fields` copies them from one holder (or a draft) to another."""
+
+    files = models.JSONField(help_text="Relative path -> sha256 of every file of the package.")
+    paper_path = models.CharField(max_length=300)
+    annotated_paths = models.JSONField(default=list)
+    context_paths = models.JSONField(default=list)
+    requirements = models.TextField(blank=True, help_text="What its tests run in: its requirements file, or the "
+                                                          "shared environment it was imported or validated with.")
+
+    test_entry_point = TEST_ENTRY_POINT  # FORMAT.md 1: every task runs it, so it is a constant, never a column
+
+    class Meta:
+        abstract = True
+
+    def package_fields(self) -> dict[str, object]:
+        """Its package's fields, as another holder or a draft's JSON keeps them."""
+        return {name: getattr(self, name) for name in PACKAGE_FIELDS}
+
+    def package_entry(self) -> dict[str, object]:
+        """Its papers.yaml entry but the paths: id, title, links, venue and dates (dates or ISO text)."""
+        raise NotImplementedError
+
+    def package_extra(self) -> dict[str, object]:
+        """The other papers.yaml keys it keeps."""
+        return {}
+
+    def package_requirements_path(self) -> str | None:
+        """Its requirements file, or None when it has none (or runs in a shared environment)."""
+        return requirements_file(self.files)
+
+
+PACKAGE_FIELDS = tuple(field.name for field in TaskPackage._meta.local_fields)
+
+
+def package_fields_json(data: dict) -> dict[str, object]:
+    """The package's fields kept in JSON (a submission's draft), each one missing there its field's default."""
+    return {field.name: data.get(field.name, field.get_default()) for field in TaskPackage._meta.local_fields}
+
+
+class Task(TaskPackage):
     """One paper's package at one revision: a new revision is made whenever its content changes."""
 
     paper = models.ForeignKey(Paper, on_delete=models.PROTECT, related_name="tasks")
     revision = models.PositiveIntegerField()
     content_hash = models.CharField(max_length=64, db_index=True)
-    files = models.JSONField(help_text="Relative path -> sha256 of every file of the package.")
-    paper_path = models.CharField(max_length=300)
-    annotated_paths = models.JSONField(default=list)
-    context_paths = models.JSONField(default=list)
-    test_entry_point = models.CharField(max_length=300, default="paper2code_test.py")
-    requirements = models.TextField(blank=True)
     environment_hash = models.CharField(max_length=64, help_text="sha256 of the requirements.")
     environment_file = models.CharField(
         max_length=300, blank=True,
@@ -66,6 +104,19 @@ class Task(models.Model):
         null=True, blank=True, help_text="The tests the reference completes, with each one's outcome (FORMAT.md 7.5); "
                                          "empty until the reference ran under the harness (validation or first use).")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def package_entry(self) -> dict[str, object]:
+        paper = self.paper
+        return {"id": paper.slug, "title": paper.title, "arxiv_abs": paper.arxiv_abs, "arxiv_date": paper.arxiv_date,
+                "arxiv_v1_date": paper.arxiv_v1_date, "github_url": paper.github_url,
+                "first_commit_date": paper.first_commit_date, "last_commit_date": paper.last_commit_date,
+                "venue": paper.venue}
+
+    def package_extra(self) -> dict[str, object]:
+        return dict(self.extra_metadata)
+
+    def package_requirements_path(self) -> str | None:
+        return None if self.environment_file else requirements_file(self.files)
 
     @property
     def needs_gpu(self) -> bool:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import date
+
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from benchmarks.models import PROTOCOL_NAME_RE, Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, VersionTask
+from benchmarks.models import (PROTOCOL_NAME_RE, Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, TaskPackage,
+                               VersionTask)
 from benchmarks.paper2code import AnnotatedFile, Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
 
@@ -157,25 +160,27 @@ def snippet_masked_file(*, snippet: Snippet, protocol: Protocol) -> str:
                           protocol=protocol)
 
 
-def task_package(*, task: Task, with_files: bool = True) -> PaperPackage:
-    """Rebuild the paper package of a stored task, byte for byte; without files, its papers.yaml entry only."""
-    files = {path: blob_read(sha256=digest) for path, digest in sorted(task.files.items())} if with_files else {}
-    paper = task.paper
+def package_load(row: TaskPackage, *, with_files: bool = True) -> PaperPackage:
+    """A stored package (a task's, a revision's, a set validation paper's) as a PaperPackage, byte for byte; without
+    files, its papers.yaml entry only. With `package_store`, the one pair between the two."""
+    files = {path: blob_read(sha256=digest) for path, digest in sorted(row.files.items())} if with_files else {}
+    entry = row.package_entry()
     return PaperPackage(
-        id=paper.slug,
-        title=paper.title,
-        arxiv_abs=paper.arxiv_abs,
-        arxiv_date=paper.arxiv_date,
-        arxiv_v1_date=paper.arxiv_v1_date,
-        github_url=paper.github_url,
-        first_commit_date=paper.first_commit_date,
-        last_commit_date=paper.last_commit_date,
-        venue=paper.venue,
-        paper_path=task.paper_path,
-        annotated_paths=tuple(task.annotated_paths),
-        context_paths=tuple(task.context_paths),
-        requirements_path=None if task.environment_file else requirements_file(task.files),
-        files=files,
-        annotated={p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths if with_files},
-        extra=dict(task.extra_metadata),
+        id=entry["id"], **{key: entry.get(key, "") for key in _TEXT_FIELDS},
+        **{key: _date(entry.get(key)) for key in _DATE_FIELDS},
+        paper_path=row.paper_path, annotated_paths=tuple(row.annotated_paths), context_paths=tuple(row.context_paths),
+        requirements_path=row.package_requirements_path(), files=files,
+        annotated={path: parse(files[path].decode("utf-8", "replace"), path)
+                   for path in row.annotated_paths if path in files},
+        extra=row.package_extra(),
     )
+
+
+_TEXT_FIELDS = ("title", "arxiv_abs", "github_url", "venue")
+_DATE_FIELDS = ("arxiv_date", "arxiv_v1_date", "first_commit_date", "last_commit_date")
+
+
+def _date(value: object) -> date | None:
+    if not value:
+        return None
+    return value if isinstance(value, date) else date.fromisoformat(str(value))

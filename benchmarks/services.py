@@ -28,7 +28,7 @@ from benchmarks.paper2code import PackageError, Problem, Protocol, parse
 from benchmarks.paper2code.pset import (PAPERS_YAML, PaperPackage, papers_yaml_dump, read_pset_with_warnings,
                                         write_pset)
 from benchmarks.paper2code.requirements import requirements_problems
-from benchmarks.selectors import blob_read, protocol_get, task_package, version_tasks
+from benchmarks.selectors import blob_read, package_load, protocol_get, version_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,19 @@ def _paper_upsert(*, package: PaperPackage) -> Paper:
     return paper
 
 
+def package_store(*, package: PaperPackage, requirements: str | None = None) -> dict[str, object]:
+    """The package's stored fields (a TaskPackage's, or a draft's JSON), its files stored by content hash; with
+    `package_load`, the one pair between the two. `requirements`: what its tests run in, when not its own
+    requirements file (a shared environment)."""
+    return {
+        "files": {path: blob_store(content=data).sha256 for path, data in sorted(package.files.items())},
+        "paper_path": package.paper_path,
+        "annotated_paths": list(package.annotated_paths),
+        "context_paths": list(package.context_paths),
+        "requirements": package.requirements if requirements is None else requirements,
+    }
+
+
 def task_content_hash(*, package: PaperPackage, requirements: str) -> str:
     return sha256_hex(f"{package.content_hash}\n{sha256_hex(requirements)}")
 
@@ -116,18 +129,12 @@ def task_store(*, package: PaperPackage, shared_requirements: str = "",
             Task.objects.filter(pk=existing.pk, test_manifest__isnull=True).update(test_manifest=test_manifest)
             existing.refresh_from_db(fields=["test_manifest"])
         return existing, False
-    files = {path: blob_store(content=data).sha256 for path, data in package.files.items()}
     last = paper.tasks.order_by("-revision").values_list("revision", flat=True).first() or 0
     task = Task.objects.create(
+        **package_store(package=package, requirements=requirements),
         paper=paper,
         revision=last + 1,
         content_hash=content_hash,
-        files=files,
-        paper_path=package.paper_path,
-        annotated_paths=list(package.annotated_paths),
-        context_paths=list(package.context_paths),
-        test_entry_point=package.test_entry_point,
-        requirements=requirements,
         environment_hash=environment_hash(requirements),
         environment_file=environment_file[:300] if environment is not None else "",
         extra_metadata=_jsonable(dict(package.extra)),
@@ -580,13 +587,13 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
 def release_pset_zip_write(*, version: BenchmarkVersion, out: BinaryIO) -> None:
     """The public tasks in the problem-set layout (FORMAT.md) as a zip, under a folder named after the version;
     each file is copied from storage in chunks, never all at once."""
-    from benchmarks.selectors import blob_open, task_package
+    from benchmarks.selectors import blob_open
     from benchmarks.visibility import tasks_public
 
     tasks = list(tasks_public(version=version))
     members = {f"{version.name}/{task.paper.slug}/{path}": digest for task in tasks for path, digest in task.files.items()}
     listing = f"{version.name}/{PAPERS_YAML}"
-    papers_yaml = papers_yaml_dump(task_package(task=t, with_files=False) for t in tasks).encode("utf-8")
+    papers_yaml = papers_yaml_dump(package_load(t, with_files=False) for t in tasks).encode("utf-8")
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in sorted([*members, listing]):
             info = zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0))  # equal content, equal bytes
@@ -645,7 +652,7 @@ def release_items_in_protocol(*, version: BenchmarkVersion, protocol: Protocol) 
 
 def version_export(*, version: BenchmarkVersion, root: Path) -> list[PaperPackage]:
     """Write a version's tasks as a problem set in the FORMAT.md layout."""
-    packages = [task_package(task=task) for task in version_tasks(version=version)]
+    packages = [package_load(task) for task in version_tasks(version=version)]
     write_pset(root, packages)
     return packages
 

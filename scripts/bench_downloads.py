@@ -78,12 +78,12 @@ def prompt_parts_items_write(*, version, protocol, out) -> None:
 
 def old_pset_zip(*, version) -> bytes:
     from benchmarks.paper2code.pset import write_pset
-    from benchmarks.selectors import task_package
+    from benchmarks.selectors import package_load
     from benchmarks.visibility import tasks_public
 
     buffer = io.BytesIO()
     with tempfile.TemporaryDirectory() as tmp:
-        write_pset(Path(tmp) / version.name, [task_package(task=t) for t in tasks_public(version=version)])
+        write_pset(Path(tmp) / version.name, [package_load(t) for t in tasks_public(version=version)])
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted((Path(tmp) / version.name).rglob("*")):
                 if path.is_file():

@@ -72,6 +72,21 @@ old = [tuple(n) for n in json.loads(os.environ["UPGRADE_OLD_MIGRATIONS"]) if tup
 tables = lambda state: {m._meta.db_table for m in state.apps.get_models(include_auto_created=True)}
 print(json.dumps(sorted(tables(loader.project_state(old)) - tables(loader.project_state()))))
 """
+# Columns of remaining tables that those migrations remove (RemoveField): table -> columns.
+COLUMNS_DROPPED_BY_MIGRATIONS = """
+import json, os
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
+loader = MigrationLoader(connection)
+old = [tuple(n) for n in json.loads(os.environ["UPGRADE_OLD_MIGRATIONS"]) if tuple(n) in loader.graph.nodes]
+def columns(state):
+    return {(m._meta.db_table, f.column) for m in state.apps.get_models(include_auto_created=True)
+            for f in m._meta.local_concrete_fields}
+dropped = {}
+for table, column in sorted(columns(loader.project_state(old)) - columns(loader.project_state())):
+    dropped.setdefault(table, []).append(column)
+print(json.dumps(dropped))
+"""
 
 
 class SetupError(Exception):
@@ -286,6 +301,10 @@ class UpgradeCheck:
             gone = sorted(set(old) - present)
             dropped = (set(self.manage_json("new", TABLES_DROPPED_BY_MIGRATIONS, extra_env={
                 "UPGRADE_OLD_MIGRATIONS": json.dumps(old_migrations)})) if gone else set())
+            columns_gone = {name: [c for c in table.columns if c not in columns_read(conn, name)]
+                            for name, table in old.items() if name in present}
+            columns_dropped = (self.manage_json("new", COLUMNS_DROPPED_BY_MIGRATIONS, extra_env={
+                "UPGRADE_OLD_MIGRATIONS": json.dumps(old_migrations)}) if any(columns_gone.values()) else {})
             for name, table in old.items():
                 if name not in present:
                     explained = name in dropped
@@ -294,11 +313,17 @@ class UpgradeCheck:
                     if not explained:
                         self.problems.append(f"table {name} ({len(table.rows)} rows) is gone and no migration drops it")
                     continue
-                missing_columns = [c for c in table.columns if c not in columns_read(conn, name)]
+                missing_columns = [c for c in columns_gone[name] if c not in columns_dropped.get(name, [])]
                 if missing_columns:
                     self.problems.append(f"table {name}: columns {missing_columns} are gone")
                     lines.append(f"{name:<40} {len(table.rows):>6} {'?':>6}  {table.digest[:12]}  COLUMNS GONE")
                     continue
+                if columns_gone[name]:  # a migration removed them: the old rows over the columns that remain
+                    kept = [c for c in table.columns if c not in columns_gone[name]]
+                    key = [c for c in table.key if c in kept] or kept
+                    with connect(db_url(self.pg, self.old_db)) as original:
+                        table = Table(kept, key, rows_read(original, name, kept, key))
+                    print(f"  {name}: columns {columns_gone[name]} dropped by a migration; compared without them")
                 new = rows_read(conn, name, table.columns, table.key)
                 lost = [k for k in table.rows if k not in new]
                 changed = [k for k in table.rows if k in new and new[k] != table.rows[k]]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from benchmarks.models import TaskPackage
+
 
 class Submission(models.Model):
     """One paper proposed by an author; `draft` keeps what the form holds until it is submitted."""
@@ -40,18 +42,12 @@ class Submission(models.Model):
         return self.revisions.order_by("-number").first()
 
 
-class Revision(models.Model):
-    """An immutable snapshot of a submission: metadata and every file by content hash."""
+class Revision(TaskPackage):
+    """An immutable snapshot of a submission: metadata and its package, every file by content hash."""
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
     metadata = models.JSONField(help_text="The papers.yaml entry of the paper.")
-    files = models.JSONField(help_text="Relative path -> sha256 of every file of the package.")
-    paper_path = models.CharField(max_length=300)
-    annotated_paths = models.JSONField(default=list)
-    context_paths = models.JSONField(default=list)
-    test_entry_point = models.CharField(max_length=300, default="paper2code_test.py")
-    requirements = models.TextField(blank=True)
     source = models.JSONField(default=dict, help_text="Where the code came from: git URL and commit, or archive.")
     note = models.TextField(blank=True, help_text="The author's answer to the review, for this revision.")
     test_manifest = models.JSONField(null=True, blank=True,
@@ -64,6 +60,9 @@ class Revision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.submission} r{self.number}"
+
+    def package_entry(self) -> dict[str, object]:
+        return self.metadata  # the extra keys of an uploaded set stay here: a revision has no column for them
 
 
 class ValidationReport(models.Model):
@@ -165,7 +164,7 @@ class SetValidation(models.Model):
         return self.status in (self.Status.PENDING, self.Status.RUNNING)
 
 
-class SetValidationPaper(models.Model):
+class SetValidationPaper(TaskPackage):
     """One paper of a set validation: its package by content hash, and its checks as they finish."""
 
     Status = ValidationReport.Status
@@ -173,10 +172,6 @@ class SetValidationPaper(models.Model):
     validation = models.ForeignKey(SetValidation, on_delete=models.CASCADE, related_name="papers")
     position = models.PositiveIntegerField()
     paper = models.CharField(max_length=100, help_text="The paper's id in papers.yaml.")
-    files = models.JSONField(help_text="Relative path -> sha256 of every file of the package.")
-    annotated_paths = models.JSONField(default=list)
-    test_entry_point = models.CharField(max_length=300, default="paper2code_test.py")
-    requirements = models.TextField(blank=True, help_text="What the tests run in (a shared environment if given).")
     snippets = models.JSONField(default=list, help_text="[{file, index, name}] of every snippet, in check order.")
     checks = models.JSONField(default=list, help_text="[{key, status, detail, duration}] of the finished checks.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
@@ -194,6 +189,9 @@ class SetValidationPaper(models.Model):
 
     def __str__(self) -> str:
         return f"{self.paper} in {self.validation}"
+
+    def package_entry(self) -> dict[str, object]:
+        return {"id": self.paper}  # what the checks need is the package itself: its details stay with its set
 
     @property
     def checks_total(self) -> int:

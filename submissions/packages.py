@@ -1,4 +1,4 @@
-"""Between a submission's draft or revision and the format library's PaperPackage."""
+"""A submission's draft: what it still lacks, its requirements, and what an upload fills it with."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from benchmarks.paper2code.pset import (LINK_FIELDS, REQUIREMENTS_NAMES, TEST_EN
                                         read_pset_with_warnings, requirements_file)
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read
-from submissions.models import Revision
 
 PAPER_FILES = ("paper2code_paper.tex", "paper2code_paper.md")
 REQUIREMENTS_FILE = REQUIREMENTS_NAMES[0]  # the name the form writes the requirements under
@@ -53,31 +52,8 @@ def draft_requirements(files: dict[str, str]) -> str:
     return blob_read(sha256=files[name]).decode("utf-8", "replace") if name else ""
 
 
-def _date(value: object) -> date | None:
-    if not value:
-        return None
-    return value if isinstance(value, date) else date.fromisoformat(str(value))
-
-
-def revision_package(revision: Revision) -> PaperPackage:
-    """The revision as a paper package: what validation tests and what acceptance stores as a Task."""
-    files = {path: blob_read(sha256=digest) for path, digest in sorted(revision.files.items())}
-    meta = revision.metadata
-    return PaperPackage(
-        id=meta["id"], title=meta["title"], arxiv_abs=meta.get("arxiv_abs", ""),
-        arxiv_date=_date(meta.get("arxiv_date")), arxiv_v1_date=_date(meta.get("arxiv_v1_date")),
-        github_url=meta.get("github_url", ""), first_commit_date=_date(meta.get("first_commit_date")),
-        last_commit_date=_date(meta.get("last_commit_date")), venue=meta.get("venue", ""),
-        paper_path=revision.paper_path, annotated_paths=tuple(revision.annotated_paths),
-        context_paths=tuple(revision.context_paths),
-        requirements_path=requirements_file(files),
-        files=files, annotated={p: parse(files[p].decode("utf-8", "replace"), p)
-                                for p in revision.annotated_paths if p in files},
-    )
-
-
-def pset_archive_draft(files: dict[str, bytes]) -> dict | None:
-    """Draft values from an archive holding a whole one-paper problem set (papers.yaml), else None.
+def pset_archive_package(files: dict[str, bytes]) -> PaperPackage | None:
+    """The package of an archive holding a whole one-paper problem set (papers.yaml), else None.
 
     Raises PackageError with every problem found, as import_pset would.
     """
@@ -90,13 +66,13 @@ def pset_archive_draft(files: dict[str, bytes]) -> dict | None:
         packages, _ = read_pset_with_warnings(tmp)
     if len(packages) != 1:
         raise PackageError([Problem("papers.yaml", 0, f"a submission holds one paper; this lists {len(packages)}")])
-    package = packages[0]
-    metadata = {k: (v.isoformat() if isinstance(v, date) else v) for k, v in package.metadata().items()
-                if k not in ("annotated_file_paths", "context_file_paths")}
-    return {
-        "metadata": metadata, "paper_path": package.paper_path, "annotated_paths": list(package.annotated_paths),
-        "context_paths": list(package.context_paths), "package_files": dict(package.files),
-    }
+    return packages[0]
+
+
+def draft_metadata(package: PaperPackage) -> dict:
+    """A package's papers.yaml entry as a draft keeps it (step 1): dates as ISO text, the paths in their own keys."""
+    return {k: (v.isoformat() if isinstance(v, date) else v) for k, v in package.metadata().items()
+            if k not in ("annotated_file_paths", "context_file_paths")}
 
 
 def metadata_typed_first(*, typed: dict, archive: dict) -> tuple[dict, list[str]]:
@@ -134,14 +110,14 @@ def pset_shortcut_reason(files: dict[str, bytes]) -> str:
             "beside the paper's folder) would also fill the details, the paper text and the files")
 
 
-def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole: dict | None) -> dict:
+def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole: PaperPackage | None) -> dict:
     """What a code upload did to the draft, in the author's words: the files found, what each step was filled
     with, the annotated files detected (they hold markers), and why the problem-set shortcut did (not) apply."""
-    stored = whole["package_files"] if whole else files
+    stored = dict(whole.files) if whole else files
     summary: dict = {"source": source, "file_count": len(stored), "problem_set": whole is not None, "steps": []}
     steps = summary["steps"]
     if whole:
-        meta = whole["metadata"]
+        meta = draft_metadata(whole)
         typed = {k: v for k, v in (draft.get("metadata") or {}).items() if v not in (None, "", [])}
         _, differing = metadata_typed_first(typed=typed, archive=meta)
         summary["reason"] = (f"its papers.yaml lists one paper, {meta.get('id')}: every step was filled from it"
@@ -154,9 +130,9 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
             details.append("not used from papers.yaml: " + ", ".join(f"{k} {meta[k]!r}" for k in differing)
                            + " (type them in step 1 to take them)")
         steps.append(("Paper details", "; ".join(details)))
-        steps.append(("Paper text", f"from {whole['paper_path']}"))
-        steps.append(("Annotated files", "from papers.yaml: " + (", ".join(whole["annotated_paths"]) or "none")))
-        steps.append(("Context files", "from papers.yaml: " + (", ".join(whole["context_paths"]) or "none")))
+        steps.append(("Paper text", f"from {whole.paper_path}"))
+        steps.append(("Annotated files", "from papers.yaml: " + (", ".join(whole.annotated_paths) or "none")))
+        steps.append(("Context files", "from papers.yaml: " + (", ".join(whole.context_paths) or "none")))
     else:
         summary["reason"] = pset_shortcut_reason(files)
         kept = draft.get("paper_path") if draft.get("paper_path") in (draft.get("files") or {}) else None

@@ -11,13 +11,12 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks.models import BenchmarkVersion, Task
-from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
-from benchmarks.selectors import user_is_maintainer
-from benchmarks.services import (blob_store, snippet_mutations_record, task_store, version_draft_create,
-                                 version_task_set)
+from benchmarks.models import BenchmarkVersion, Task, package_fields_json
+from benchmarks.paper2code.pset import requirements_file
+from benchmarks.selectors import package_load, user_is_maintainer
+from benchmarks.services import (blob_store, package_store, snippet_mutations_record, task_store,
+                                 version_draft_create, version_task_set)
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
-from submissions.packages import revision_package
 from submissions.quotas import environments_check, stored_bytes_check
 from submissions.selectors import report_mutations
 
@@ -136,10 +135,8 @@ def _revision_create(submission: Submission, *, note: str = "") -> Revision:
     environments_check(submission=submission, requirements=requirements)
     number = (submission.revisions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
     revision = Revision.objects.create(
-        submission=submission, number=number, metadata=draft["metadata"], files=draft["files"],
-        paper_path=draft["paper_path"], annotated_paths=draft["annotated_paths"],
-        context_paths=draft.get("context_paths", []), test_entry_point=TEST_ENTRY_POINT,
-        requirements=requirements, source=draft.get("source", {}), note=note,
+        **{**package_fields_json(draft), "requirements": requirements},  # kept in the draft's requirements file
+        submission=submission, number=number, metadata=draft["metadata"], source=draft.get("source", {}), note=note,
     )
     ValidationReport.objects.create(revision=revision)
     return revision
@@ -309,11 +306,7 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
                               "replacement to accept")
     submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
     revision = submission.latest_revision
-    package = revision_package(revision)
-    if revision.test_entry_point != package.test_entry_point:  # validated before the entry point was fixed
-        raise TransitionError(f"r{revision.number} was validated with {revision.test_entry_point}, but a task "
-                              f"always runs {package.test_entry_point}: request changes instead")
-    task, _ = task_store(package=package, test_manifest=revision.test_manifest)
+    task, _ = task_store(package=package_load(revision), test_manifest=revision.test_manifest)
     snippet_mutations_record(task=task, mutations=report_mutations(report=revision.report))
     version_task_set(version=draft_version_current(), task=task)
     submission.task = task
@@ -372,18 +365,19 @@ def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: st
 def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], source: dict) -> Submission:
     """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step, under the
     paper details the author typed in step 1."""
-    from submissions.packages import PAPER_FILES, intake_summary, metadata_typed_first, pset_archive_draft
+    from submissions.packages import (PAPER_FILES, draft_metadata, intake_summary, metadata_typed_first,
+                                      pset_archive_package)
 
-    whole = pset_archive_draft(files)
+    whole = pset_archive_package(files)
     summary = intake_summary(files=files, source=source, draft=submission.draft, whole=whole)
     if whole is not None:
         # What the author typed in step 1 stands; the archive fills the details left empty (the summary says which).
-        whole["metadata"], _ = metadata_typed_first(typed=submission.draft.get("metadata") or {},
-                                                    archive=whole["metadata"])
-        stored_bytes_check(submission=submission, new=whole["package_files"], kept=())
-        stored = draft_files_store(whole.pop("package_files"))
+        metadata, _ = metadata_typed_first(typed=submission.draft.get("metadata") or {}, archive=draft_metadata(whole))
+        stored_bytes_check(submission=submission, new=dict(whole.files), kept=())
+        fields = package_store(package=whole)
+        del fields["requirements"]  # a draft keeps them in its requirements file only, the one place they are edited
         return draft_update(submission=submission, actor=actor,
-                            values={**whole, "files": stored, "source": source, "intake": summary})
+                            values={**fields, "metadata": metadata, "source": source, "intake": summary})
     kept = {p: h for p, h in (submission.draft.get("files") or {}).items() if p in PAPER_FILES}
     stored_bytes_check(submission=submission, new=files, kept=kept.values())
     stored = {**draft_files_store(files), **kept}

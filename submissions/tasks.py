@@ -12,11 +12,11 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from benchmarks.paper2code.pset import PaperPackage
+from benchmarks.selectors import package_load
 from evaluation.sandbox import SandboxError
 from evaluation.watchdog import database_outage_outlasted
 from submissions import services, validation
 from submissions.models import Revision, SetValidationPaper, ValidationCheck, ValidationReport
-from submissions.packages import revision_package
 from submissions.validation import sandbox_checks
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def revision_validate(self, report_id: int) -> str:
     report = ValidationReport.objects.select_related("revision__submission").get(pk=report_id)
     if report.status not in (Status.PENDING, Status.RUNNING):  # a redelivered or re-dispatched copy: done already
         return report.status
-    package = revision_package(report.revision)  # the very package acceptance stores as the Task
+    package = package_load(report.revision)  # the very package acceptance stores as the Task
     checks_plan(report, package.annotated)
     ValidationReport.objects.filter(pk=report.pk).update(status=Status.RUNNING, started_at=timezone.now())
     try:

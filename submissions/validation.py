@@ -8,7 +8,7 @@ run only in the sandbox, as a submission's do.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -18,26 +18,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.paper2code import mask, noop, parse, splice
+from benchmarks.paper2code import mask, noop, splice
 from benchmarks.paper2code.mutation import mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
-from benchmarks.selectors import blob_read, user_is_maintainer
-from benchmarks.services import blob_store, environment_hash
+from benchmarks.selectors import package_load, user_is_maintainer
+from benchmarks.services import environment_hash, package_store
 from evaluation.executor import limits_default, package_test, session_for
 from evaluation.sandbox import EnvironmentBuildError
 from submissions.models import SetValidation, SetValidationPaper
 
 Status = SetValidation.Status
 ACTIVE = [Status.PENDING, Status.RUNNING]
-
-
-def _paper_row(*, validation: SetValidation, position: int, paper: str, files: dict[str, str],
-               annotated_paths: Iterable[str], requirements: str, test_entry_point: str,
-               snippets: list[dict], mutants: int, score_min: float | None) -> SetValidationPaper:
-    return SetValidationPaper(validation=validation, position=position, paper=paper, files=files,
-                              annotated_paths=list(annotated_paths), requirements=requirements,
-                              test_entry_point=test_entry_point, snippets=snippets, mutants=mutants,
-                              mutation_score_min=score_min)
 
 
 def mutation_score_min(*, version: BenchmarkVersion | None = None) -> float:
@@ -61,13 +52,11 @@ def pset_validation_create(*, packages: list[PaperPackage], source: str, environ
     validation = SetValidation.objects.create(source=source[:500], started_by=actor)
     rows = []
     for position, package in enumerate(packages):
-        files = {path: blob_store(content=data).sha256 for path, data in sorted(package.files.items())}
         snippets = [{"file": path, "index": s.index, "name": s.name}
                     for path in package.annotated_paths for s in package.annotated[path].snippets]
-        rows.append(_paper_row(validation=validation, position=position, paper=package.id, files=files,
-                               annotated_paths=package.annotated_paths, test_entry_point=package.test_entry_point,
-                               requirements=package.requirements if environment is None else environment,
-                               snippets=snippets, mutants=mutants, score_min=score_min))
+        rows.append(SetValidationPaper(**package_store(package=package, requirements=environment),
+                                       validation=validation, position=position, paper=package.id,
+                                       snippets=snippets, mutants=mutants, mutation_score_min=score_min))
     SetValidationPaper.objects.bulk_create(rows)
     return validation
 
@@ -95,12 +84,10 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
                 order = {path: i for i, path in enumerate(task.annotated_paths)}
                 snippets = sorted(task.snippets.values_list("file_path", "position", "name"),
                                   key=lambda s: (order.get(s[0], len(order)), s[1]))
-                rows.append(_paper_row(
-                    validation=validation, position=position, paper=task.paper.slug, files=task.files,
-                    annotated_paths=task.annotated_paths, requirements=task.requirements,
-                    test_entry_point=task.test_entry_point,
+                rows.append(SetValidationPaper(
+                    **task.package_fields(), validation=validation, position=position, paper=task.paper.slug,
                     snippets=[{"file": f, "index": i, "name": n} for f, i, n in snippets],
-                    mutants=settings.SUBMISSION_MUTANTS, score_min=mutation_score_min(version=version)))
+                    mutants=settings.SUBMISSION_MUTANTS, mutation_score_min=mutation_score_min(version=version)))
             SetValidationPaper.objects.bulk_create(rows)
             transaction.on_commit(lambda: set_validation_dispatch(validation=validation))
     except IntegrityError as exc:  # two maintainers at once: the constraint keeps it to one
@@ -178,13 +165,12 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
     now = timezone.now()
     SetValidationPaper.objects.filter(pk=paper.pk).update(status=Status.RUNNING, started_at=now, checks=[])
     SetValidation.objects.filter(pk=paper.validation_id, status=Status.PENDING).update(status=Status.RUNNING)
-    files = {path: blob_read(sha256=digest) for path, digest in paper.files.items()}
-    annotated = {path: parse(files[path].decode("utf-8", "replace"), path) for path in paper.annotated_paths}
+    package = package_load(paper)
     checks: list[dict] = []
     ok = True
-    for check in sandbox_checks(files=files, annotated=annotated, requirements=paper.requirements,
-                                test_entry_point=paper.test_entry_point, mutants=paper.mutants,
-                                score_min=paper.mutation_score_min):
+    for check in sandbox_checks(files=dict(package.files), annotated=dict(package.annotated),
+                                requirements=paper.requirements, test_entry_point=paper.test_entry_point,
+                                mutants=paper.mutants, score_min=paper.mutation_score_min):
         checks.append({"key": check.key, "status": check.status, "detail": check.detail[-4000:],
                        "duration": check.duration, "blocks": check.blocks, "result": check.result,
                        "warning": check.warning})

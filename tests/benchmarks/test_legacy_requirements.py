@@ -59,9 +59,9 @@ def test_with_environment_the_set_imports_and_the_file_is_only_a_file(tmp_path, 
     page = client.get(reverse("paper-detail", args=["1.0.0", "legacy-sum"])).content.decode()
     assert "runs in the shared environment <code>shared-environment.txt</code>" in page
     assert "it is not installed" in page and "fancy-attention.git@v0.3#egg=fancy-attention" in page
-    from benchmarks.selectors import task_package
+    from benchmarks.selectors import package_load
 
-    assert task_package(task=task).requirements == ""  # the rebuilt package has no requirements of its own either
+    assert package_load(task).requirements == ""  # the rebuilt package has no requirements of its own either
 
 
 def test_validation_with_environment_never_hands_the_files_lines_to_the_build(tmp_path, sandbox, media_root,  # noqa: F811

@@ -107,12 +107,12 @@ def test_the_problem_set_zip_reads_back_as_the_tasks_it_was_built_from(first, tm
     """Built member by member from storage, the zip is still the problem set: read back, every paper has its
     task's content hash."""
     from benchmarks.paper2code.pset import read_pset
-    from benchmarks.selectors import task_package
+    from benchmarks.selectors import package_load
 
     zipfile.ZipFile(io.BytesIO(blob_read(sha256=first.downloads["pset"]["sha256"]))).extractall(tmp_path)
     packages = {p.id: p for p in read_pset(tmp_path / "1.0.0")}
     assert {slug: p.content_hash for slug, p in packages.items()} == {
-        t.paper.slug: task_package(task=t).content_hash for t in first.tasks.select_related("paper")}
+        t.paper.slug: package_load(t).content_hash for t in first.tasks.select_related("paper")}
 
 
 def test_the_upgrade_rewrites_old_items_files_without_held_out_prompts(first, maintainer):

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from benchmarks.models import BenchmarkVersion, Task
 from submissions import services
-from submissions.models import Revision, Submission, ValidationCheck, ValidationReport
+from submissions.models import Submission, ValidationCheck, ValidationReport
 from submissions.tasks import revision_validate
 from tests.submissions.conftest import demo_files, fill_draft
 
@@ -134,16 +134,6 @@ def test_the_entry_point_validation_runs_is_the_one_the_task_runs(draft, author,
     snippet = task.snippets.order_by("pk").first()
     assert item_execute(snippet=snippet, code=snippet.reference_code).verdict.status == "passed"
     assert item_execute(snippet=snippet, code="").verdict.status == "failed"
-
-
-def test_a_revision_validated_with_another_entry_point_is_not_accepted(draft, author, maintainer, media_root):
-    """Revisions made while the form still offered a choice: acceptance refuses rather than silently switching."""
-    revision = services.submission_submit(submission=draft, actor=author)
-    Revision.objects.filter(pk=revision.pk).update(test_entry_point="run_other.py")
-    Submission.objects.filter(pk=draft.pk).update(state=Submission.State.AWAITING_REVIEW)
-    with pytest.raises(services.TransitionError, match="validated with run_other.py"):
-        services.submission_accept(submission=draft, actor=maintainer, reason="ok")
-    assert not Task.objects.exists()
 
 
 def test_code_without_paper2code_test_py_cannot_be_submitted(draft, author):
