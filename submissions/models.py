@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from operations.models import Redispatchable
+
 
 class Submission(models.Model):
     """One paper proposed by an author; `draft` keeps what the form holds until it is submitted."""
@@ -66,7 +68,7 @@ class Revision(models.Model):
         return f"{self.submission} r{self.number}"
 
 
-class ValidationReport(models.Model):
+class ValidationReport(Redispatchable):
     """The automated checks of FORMAT.md section 9 for one revision."""
 
     class Status(models.TextChoices):
@@ -165,7 +167,7 @@ class SetValidation(models.Model):
         return self.status in (self.Status.PENDING, self.Status.RUNNING)
 
 
-class SetValidationPaper(models.Model):
+class SetValidationPaper(Redispatchable):
     """One paper of a set validation: its package by content hash, and its checks as they finish."""
 
     Status = ValidationReport.Status
@@ -183,8 +185,6 @@ class SetValidationPaper(models.Model):
     sandbox_backend = models.CharField(max_length=20, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    redispatched_at = models.DateTimeField(null=True, blank=True, help_text="When the watchdog last queued it again.")
-    redispatches = models.PositiveIntegerField(default=0, help_text="How often the watchdog queued it again.")
     mutants = models.PositiveIntegerField(default=0, help_text="Mutants per snippet to run (0: no mutation score).")
     mutation_score_min = models.FloatField(null=True, blank=True, help_text="Warn below this mutation score.")
 
