@@ -184,6 +184,8 @@ CELERY_TASK_ROUTES = ("evaluation.routing.item_route", {
     "evaluation.tasks.run_dispatch": {"queue": "default"},
     "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
 })
+# The Celery app the operations app asks about queues and workers (operations/broker.py).
+OPERATIONS_CELERY_APP = "config.celery.app"
 # For `celery -A config beat`: the daily clean-up (or run `manage.py cleanup` from cron on every worker host).
 CELERY_BEAT_SCHEDULE = {
     "drafts-prune": {"task": "submissions.tasks.drafts_prune", "schedule": 24 * 3600},

@@ -9,7 +9,6 @@ import json
 import time
 from dataclasses import dataclass
 
-from celery import current_app
 from django.conf import settings
 from django.utils.module_loading import import_string
 
@@ -41,8 +40,14 @@ def task_queues(tasks) -> tuple[str, ...]:
     return tuple(dict.fromkeys(q for name in tasks for q in routes.get(name, (settings.CELERY_TASK_DEFAULT_QUEUE,))))
 
 
+def celery_app():
+    """The project's Celery app, named by OPERATIONS_CELERY_APP (not celery's current_app: that one is per thread,
+    and the watchdog's thread would get celery's default app)."""
+    return import_string(settings.OPERATIONS_CELERY_APP)
+
+
 def _redis_url() -> str:
-    url = current_app.conf.broker_url or ""
+    url = celery_app().conf.broker_url or ""
     return url if url.startswith(("redis://", "rediss://")) else ""
 
 
@@ -88,7 +93,7 @@ class WorkerStatus:
 def workers_status(timeout: float = 1.0) -> list[WorkerStatus] | None:
     """Workers answering a ping, with their current tasks; None when the broker cannot broadcast."""
     try:
-        inspector = current_app.control.inspect(timeout=timeout)
+        inspector = celery_app().control.inspect(timeout=timeout)
         active = inspector.active() or {}
     except Exception:  # a broker without broadcast support, or one that is down
         return None
@@ -99,7 +104,7 @@ def workers_status(timeout: float = 1.0) -> list[WorkerStatus] | None:
 def queue_consumers(queue: str, timeout: float = 1.0) -> list[str] | None:
     """Workers answering that consume `queue`; None when the workers cannot be asked."""
     try:
-        replies = current_app.control.inspect(timeout=timeout).active_queues()
+        replies = celery_app().control.inspect(timeout=timeout).active_queues()
     except Exception:  # a broker without broadcast support, or one that is down
         return None
     return sorted(name for name, queues in (replies or {}).items()
@@ -111,7 +116,7 @@ def queues_waiting(names: tuple[str, ...] | None = None) -> dict[str, int] | Non
     one); None when the broker does not answer."""
     names = queues_all() if names is None else names
     try:
-        with current_app.connection_for_read() as conn:
+        with celery_app().connection_for_read() as conn:
             conn.ensure_connection(max_retries=1)
             channel = conn.default_channel
             return {name: channel.queue_declare(queue=name, passive=False).message_count for name in names}
@@ -153,7 +158,7 @@ def tasks_held(timeout: float = 1.0) -> dict[str, frozenset[int]] | None:
     for a retry's countdown); None when the workers cannot be asked."""
     held: dict[str, set[int]] = {}
     try:
-        inspector = current_app.control.inspect(timeout=timeout)
+        inspector = celery_app().control.inspect(timeout=timeout)
         replies = [inspector.active(), inspector.reserved(), inspector.scheduled()]
     except Exception:  # the broker is down: liveness is unknown, so nothing may be presumed lost
         return None
