@@ -12,6 +12,7 @@ from datetime import datetime
 
 from django.db import models
 from django.db.models import QuerySet
+from django.db.models.signals import post_delete
 
 from operations.models import OperationsEvent
 
@@ -54,8 +55,14 @@ _describers: dict[str, Callable[[list[int]], dict[int, Subject]]] = {}
 
 
 def subjects_register(model: type[models.Model], describe: Callable[[list[int]], dict[int, Subject]]) -> None:
-    """Say how events about rows of `model` are shown (called from the owning app's AppConfig.ready())."""
+    """Say how events about rows of `model` are shown (called from the owning app's AppConfig.ready()); a row's
+    events go with it when it is deleted, as they did with a foreign key."""
     _describers[model._meta.label_lower] = describe
+    post_delete.connect(_events_forget, sender=model, weak=False, dispatch_uid=f"operations.events:{model._meta.label}")
+
+
+def _events_forget(sender, instance: models.Model, **kwargs) -> None:
+    OperationsEvent.objects.filter(subject_kind=sender._meta.label_lower, subject_id=instance.pk).delete()
 
 
 @dataclass(frozen=True)
