@@ -41,6 +41,7 @@ def _imports(path: Path):
 
 
 def graph() -> tuple[Counter, dict]:
+    """Per (importer, imported, "module" or "function"): how many imports; within one app under (app, app, ...)."""
     counts: Counter = Counter()
     modules: dict = defaultdict(set)
     for app in APPS:
@@ -52,16 +53,18 @@ def graph() -> tuple[Counter, dict]:
                 continue
             for module, in_function in _imports(path):
                 other = _app_of(module)
-                if other is None or other == app:
+                if other is None:
                     continue
                 counts[(app, other, "function" if in_function else "module")] += 1
-                modules[(app, other)].add(str(path.relative_to(ROOT)))
+                if other != app:
+                    modules[(app, other)].add(str(path.relative_to(ROOT)))
     return counts, modules
 
 
 def main() -> None:
     counts, modules = graph()
-    pairs = sorted({(a, b) for a, b, _ in counts})
+    within = sum(n for (a, b, where), n in counts.items() if a == b and where == "function")
+    pairs = sorted({(a, b) for a, b, _ in counts if a != b})
     print(f"{'importer':<12} {'imported':<12} {'module-level':>12} {'in functions':>12}")
     for a, b in pairs:
         print(f"{a:<12} {b:<12} {counts[(a, b, 'module')]:>12} {counts[(a, b, 'function')]:>12}")
@@ -70,6 +73,7 @@ def main() -> None:
     print("\napps importing each other:", ", ".join(f"{a} <-> {b}" for a, b in mutual) or "none")
     below = [a for a, b in pairs if b == "config" and a != "config"]
     print("apps importing config:", ", ".join(sorted(set(below))) or "none")
+    print("imports inside functions within one app (the other way around a cycle):", within)
     print("config imports:", ", ".join(sorted({b for a, b in pairs if a == "config"})) or "nothing")
     if "--modules" in sys.argv:
         for pair in pairs:
