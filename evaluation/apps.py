@@ -10,7 +10,7 @@ class EvaluationConfig(AppConfig):
         from benchmarks.models import BenchmarkVersion
         from benchmarks.services import version_published
         from evaluation.models import EvaluationRun, ModelEntry
-        from evaluation.services import continuous_runs_start, run_requeue, runs_feed, runs_unfinished, RUN_ACTIVE
+        from evaluation.services import RUN_ACTIVE, continuous_runs_start, run_requeue, runs_feed, runs_unfinished
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, chore_register, work_register
 

@@ -354,13 +354,13 @@ def forkserver_events_record(*, run: EvaluationRun, worker: str, environment_has
                      detail=f"{where}: the fork server is off on this worker, every item starts cold: {cold}")
 
 
+RUN_ACTIVE = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+
+
 def runs_unfinished() -> QuerySet[EvaluationRun]:
     """Queued and running runs: the watchdog's to look after (operations.watchdog, registered in apps.py)."""
     return (EvaluationRun.objects.filter(status__in=RUN_ACTIVE).select_related("model", "version")
             .defer("version__manifest", "version__changelog"))
-
-
-RUN_ACTIVE = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
 
 
 def run_requeue(run: EvaluationRun, *, idle_seconds: float, worker: str = "") -> int:
