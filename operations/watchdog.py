@@ -89,7 +89,8 @@ def lost_work_redispatch(*, worker: str = "") -> int:
     """One look: queue again what was lost, one rule for every registered kind; returns how many tasks were queued
     again."""
     now = timezone.now()
-    kinds = work_kinds()
+    # The kinds whose own messages are read (runs) first, as they were looked after first before the registry.
+    kinds = sorted(work_kinds(), key=lambda kind: not kind.messages_read)
     # Read before the workers are asked: a message taken from a queue meanwhile is then held by its worker.
     listed = {kind.name: broker.subjects_queued(kind.tasks) for kind in kinds if kind.messages_read}
     cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
