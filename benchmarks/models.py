@@ -8,6 +8,7 @@ from django.db import models
 from benchmarks.paper2code import CONTEXT_JOINS, MASKINGS, PROTOCOL, Protocol
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
 from benchmarks.validators import link_validate
+from operations.models import Redispatchable
 
 
 class Paper(models.Model):
@@ -188,7 +189,7 @@ class PromptProtocol(models.Model):
                         masking=self.masking, masked_header=self.masked_header, context_join=self.context_join)
 
 
-class BenchmarkVersion(models.Model):
+class BenchmarkVersion(Redispatchable):
     """A set of tasks: curated while draft, frozen by a manifest hash once published."""
 
     class Status(models.TextChoices):

@@ -29,6 +29,8 @@ from benchmarks.paper2code.pset import (PAPERS_YAML, PaperPackage, papers_yaml_d
                                         write_pset)
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read, package_load, protocol_get, version_tasks
+from operations.enqueue import enqueue
+from operations.events import Kind, event_record
 
 logger = logging.getLogger(__name__)
 
@@ -493,35 +495,35 @@ def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None 
 
 def release_downloads_queue(*, version: BenchmarkVersion) -> None:
     """Have a worker build a release's downloads (the `default` queue). A broker that refuses, or loses the task,
-    leaves it to the workers' watchdog, which queues it again (evaluation/watchdog.py)."""
-    from kombu.exceptions import OperationalError as KombuOperationalError
-
+    leaves it to the workers' watchdog, which queues it again (operations/watchdog.py)."""
     from benchmarks.tasks import release_downloads_prepare as prepare
 
     BenchmarkVersion.objects.filter(pk=version.pk).update(downloads_queued_at=timezone.now())
-    try:
-        prepare.delay(version.pk)
-    except KombuOperationalError as exc:
-        logger.warning("the downloads of %s could not be queued (%s); the watchdog queues them once the broker "
-                       "answers", version.name, exc)
+    enqueue(prepare, version.pk, subject=version,
+            refused=lambda exc: f"the downloads of release {version.name} could not be queued ({exc}); the watchdog "
+                                f"queues them once the broker answers")
 
 
 def releases_downloads_pending() -> list[BenchmarkVersion]:
     """Published or deprecated releases whose downloads are neither built nor failed (being prepared)."""
     return [v for v in BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT)
-            .only("pk", "name", "status", "downloads", "downloads_failed", "published_at", "downloads_queued_at")
+            .only("pk", "name", "status", "downloads", "downloads_failed", "published_at", "downloads_queued_at",
+                  "redispatched_at", "redispatches")
             if v.downloads_status == "preparing"]
 
 
-def release_downloads_redispatch_lost(*, version: BenchmarkVersion) -> bool:
-    """Queue again the build of downloads whose task was lost (no worker holds it, none waits); one watchdog wins."""
-    claimed = BenchmarkVersion.objects.filter(pk=version.pk, downloads_queued_at=version.downloads_queued_at)
-    if not claimed.update(downloads_queued_at=timezone.now()):
-        return False
+def release_downloads_requeue(version: BenchmarkVersion, *, idle_seconds: float, worker: str = "") -> int:
+    """Queue again the build of downloads whose task was lost (no worker holds it, none waits), once the watchdog
+    claimed it."""
     from benchmarks.tasks import release_downloads_prepare as prepare
 
-    prepare.delay(version.pk)
-    return True
+    event_record(kind=Kind.DOWNLOADS_REDISPATCHED, subject=version, worker=worker,
+                 detail=f"the downloads of release {version.name} were being prepared with no queued or running task "
+                        f"after {idle_seconds:.0f} s; their build was queued again")
+    enqueue(prepare, version.pk, subject=version,
+            refused=lambda exc: f"the downloads of release {version.name} could not be queued again ({exc}); the "
+                                f"watchdog queues them once the broker answers")
+    return 1
 
 
 def release_downloads_prepare(*, version_id: int) -> dict:

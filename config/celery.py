@@ -27,15 +27,15 @@ def _stamp_enqueued_at(headers: dict | None = None, **kwargs: object) -> None:
 
 @worker_ready.connect
 def _watchdog_start(sender=None, **kwargs: object) -> None:
-    """Every worker looks for lost work (evaluation/watchdog.py), so no beat process is needed."""
-    from evaluation.watchdog import watchdog_start
+    """Every worker looks for lost work (operations/watchdog.py), so no beat process is needed."""
+    from operations.watchdog import watchdog_start
 
     watchdog_start(worker=getattr(sender, "hostname", "") or "")
 
 
 @worker_shutdown.connect
 def _watchdog_stop(**kwargs: object) -> None:
-    from evaluation.watchdog import watchdog_stop
+    from operations.watchdog import watchdog_stop
 
     watchdog_stop()
 
@@ -58,12 +58,11 @@ class BrokerOutage(bootsteps.StartStopStep):
 
         from django.db import connections
 
-        from evaluation import services
-        from evaluation.models import OperationsEvent
+        from operations.events import Kind, event_record
 
         try:
-            services.event_record(
-                kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, worker=parent.hostname or "",
+            event_record(
+                kind=Kind.BROKER_UNAVAILABLE, worker=parent.hostname or "",
                 since=datetime.datetime.fromtimestamp(lost_at, tz=datetime.UTC),
                 detail=f"the worker lost its broker connection and reconnected after {time.time() - lost_at:.0f} s; "
                        "tasks queued meanwhile or held unacknowledged may be lost (the watchdog queues them again)")

@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    "operations",
     "benchmarks",
     "submissions",
     "evaluation",
@@ -183,6 +184,8 @@ CELERY_TASK_ROUTES = ("evaluation.routing.item_route", {
     "evaluation.tasks.run_dispatch": {"queue": "default"},
     "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
 })
+# The Celery app the operations app asks about queues and workers (operations/broker.py).
+OPERATIONS_CELERY_APP = "config.celery.app"
 # For `celery -A config beat`: the daily clean-up (or run `manage.py cleanup` from cron on every worker host).
 CELERY_BEAT_SCHEDULE = {
     "drafts-prune": {"task": "submissions.tasks.drafts_prune", "schedule": 24 * 3600},
@@ -214,8 +217,8 @@ RUN_LOST_SECONDS = env.int("RUN_LOST_SECONDS", default=20)
 # A validation (a submission's, or one paper of a set) lost again after this many re-dispatches is given up: its
 # unfinished checks become errors of the platform, so it ends and can be run again instead of blocking for ever.
 VALIDATION_REDISPATCH_MAX = env.int("VALIDATION_REDISPATCH_MAX", default=3)
-# The feeder (evaluation/watchdog.py): a run keeps at most RUN_ITEMS_IN_FLIGHT items (x (1 + priority)) queued or
-# running, one user's runs USER_ITEMS_IN_FLIGHT together, so a small run never waits behind a big run's backlog;
+# The feeder (services.run_feed, a chore of operations/watchdog.py): a run keeps at most RUN_ITEMS_IN_FLIGHT items
+# (x (1 + priority)) queued or running, one user's runs USER_ITEMS_IN_FLIGHT together, so a small run never waits behind a big run's backlog;
 # every worker tops the running runs up every RUN_FEED_SECONDS (and a run whenever one of its items ends).
 RUN_ITEMS_IN_FLIGHT = env.int("RUN_ITEMS_IN_FLIGHT", default=8)
 USER_ITEMS_IN_FLIGHT = env.int("USER_ITEMS_IN_FLIGHT", default=16)

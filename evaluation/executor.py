@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from typing import Protocol
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
@@ -20,8 +21,6 @@ from benchmarks.paper2code.requirements import requirements_vetted
 from evaluation.audit import answer_audit
 from evaluation.outcomes import Verdict, manifest_made, outcome_classify, outcome_flag, runtime_findings
 from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
-from evaluation.selectors import environment_failure
-from evaluation.services import environment_failure_record
 from evaluation.sandbox.harness import (
     GuardSpec, answer_span, harness_command, harness_files, harness_verdict, nonce_new,
 )
@@ -82,11 +81,20 @@ def _orphans_remove(backend: Backend) -> None:
         logger.info("removed %d orphaned sandbox(es)", removed)
 
 
-def session_for(task_environment_hash: str, requirements: str) -> Session:
+class BuildFailures(Protocol):
+    """Where failed builds are remembered (evaluation/environments.py keeps them in the database)."""
+
+    def remembered(self, env_hash: str): ...  # the failure (message, failed_at, log) or None
+
+    def failed(self, *, env_hash: str, requirements: str, backend: str, message: str, log: str) -> None: ...
+
+
+def session_for(task_environment_hash: str, requirements: str, *, failures: BuildFailures | None = None) -> Session:
     """The warm session of this environment, building the environment the first time (EnvironmentBuildError).
 
-    A failed build is remembered (with its log) for every worker: until a maintainer retries it from the
-    operations page, items needing the environment fail at once instead of building it again each time.
+    With `failures`, a failed build is reported to it (with its log) and one it remembers is not built again: until
+    a maintainer retries it from the operations page, items needing the environment fail at once. The sandbox layer
+    only reports; the caller's `failures` keeps them.
     """
     backend = backend_current()
     with _lock:
@@ -96,7 +104,7 @@ def session_for(task_environment_hash: str, requirements: str) -> Session:
             session = None
         if session is None:
             requirements = requirements_for_pip(requirements)
-            failure = environment_failure(env_hash=task_environment_hash)
+            failure = failures.remembered(task_environment_hash) if failures is not None else None
             if failure is not None:
                 raise EnvironmentBuildError(
                     f"{failure.message} (failed on {failure.failed_at:%Y-%m-%d %H:%M} UTC and remembered; "
@@ -104,8 +112,9 @@ def session_for(task_environment_hash: str, requirements: str) -> Session:
             try:
                 environment = backend.environment_build(env_hash=task_environment_hash, requirements=requirements)
             except EnvironmentBuildError as exc:
-                environment_failure_record(env_hash=task_environment_hash, requirements=requirements,
-                                           backend=backend.name, message=str(exc), log=exc.log)
+                if failures is not None:
+                    failures.failed(env_hash=task_environment_hash, requirements=requirements,
+                                    backend=backend.name, message=str(exc), log=exc.log)
                 raise
             lock = backend.environment_lock(environment)  # before caching: a failure here leaves no lockless session
             session = _sessions[task_environment_hash] = backend.session_open(environment)
@@ -146,9 +155,9 @@ class ItemRun:
 
 
 def package_test(*, files: dict[str, bytes], test_entry_point: str, environment_hash: str, requirements: str,
-                 limits: Limits | None = None) -> ItemRun:
+                 limits: Limits | None = None, failures: BuildFailures | None = None) -> ItemRun:
     """Run a package's own test entry point under the harness in the sandbox and classify what happened."""
-    session = session_for(environment_hash, requirements)
+    session = session_for(environment_hash, requirements, failures=failures)
     return harness_run(session=session, files=files, test_entry_point=test_entry_point, limits=limits)
 
 
@@ -247,14 +256,15 @@ def release_preloads_announce(*, session: Session, task: Task) -> None:
     session.preload_expect(modules=modules, helpers=helpers)
 
 
-def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None, static_audit: bool = True) -> ItemRun:
+def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None, static_audit: bool = True,
+                 failures: BuildFailures | None = None) -> ItemRun:
     """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
     task = snippet.task
     limits = replace(limits or limits_default(), gpu=task.needs_gpu)
     if limits.gpu and not (settings.SANDBOX_GPU and backend_current().gpu):
         raise SandboxError(f"{task.paper.slug} needs a GPU, and this worker has none (SANDBOX_GPU is off or its "
                            f"{backend_current().name} backend cannot pass GPUs): its items belong on the `gpu` queue")
-    session = session_for(task.environment_hash, task.requirements)
+    session = session_for(task.environment_hash, task.requirements, failures=failures)
     release_preloads_announce(session=session, task=task)
     manifest = task_manifest(task=task, session=session, limits=limits)
     return answer_test(session=session, files=task_files(task), annotated=task_annotated(task, snippet.file_path),

@@ -8,6 +8,7 @@ from django.db import models
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.validators import link_validate
 from evaluation.crypto import secret_decrypt, secret_encrypt
+from operations.models import Redispatchable
 
 
 class ModelEntry(models.Model):
@@ -55,7 +56,7 @@ class ModelEntry(models.Model):
         return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else self.kind
 
 
-class EvaluationRun(models.Model):
+class EvaluationRun(Redispatchable):
     """One model on one published version under one setting; its items are snippets x samples."""
 
     class Status(models.TextChoices):
@@ -98,9 +99,7 @@ class EvaluationRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     last_progress_at = models.DateTimeField(null=True, blank=True)
-    redispatched_at = models.DateTimeField(
-        null=True, blank=True, help_text="When the watchdog last queued again items that had no outcome and no task.")
-    # The feeder (evaluation/watchdog.py) keeps a bounded number of a run's items on the broker, never all at once.
+    # The feeder (services.run_feed, called by operations/watchdog.py) keeps a bounded number of a run's items on the broker, never all at once.
     priority = models.SmallIntegerField(
         default=0, help_text="Set by maintainers: a run of priority p keeps 1 + p shares of items in flight (0-10).")
     feed_cursor = models.PositiveIntegerField(
@@ -337,37 +336,3 @@ class EnvironmentFailure(models.Model):
 
     def __str__(self) -> str:
         return f"environment {self.environment_hash[:12]} failed on {self.backend}"
-
-
-class OperationsEvent(models.Model):
-    """Something the platform went through and recovered from by itself (a service down, lost work queued again),
-    kept for the operations page."""
-
-    class Kind(models.TextChoices):
-        BROKER_UNAVAILABLE = "broker_unavailable", "Broker unavailable"
-        DATABASE_UNAVAILABLE = "database_unavailable", "Database unavailable"
-        ITEMS_REDISPATCHED = "items_redispatched", "Items re-dispatched"
-        VALIDATION_REDISPATCHED = "validation_redispatched", "Validation re-dispatched"
-        VALIDATION_ABANDONED = "validation_abandoned", "Validation given up"
-        DOWNLOADS_REDISPATCHED = "downloads_redispatched", "Downloads re-dispatched"
-        FORKSERVER_STARTED = "forkserver_started", "Fork server started"
-        FORKSERVER_COLD = "forkserver_cold", "Fork server off: items start cold"
-
-    kind = models.CharField(max_length=30, choices=Kind.choices)
-    detail = models.TextField()
-    worker = models.CharField(max_length=200, blank=True)
-    run = models.ForeignKey(EvaluationRun, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
-    report = models.ForeignKey("submissions.ValidationReport", null=True, blank=True, on_delete=models.CASCADE,
-                               related_name="events")
-    set_validation = models.ForeignKey("submissions.SetValidation", null=True, blank=True, on_delete=models.CASCADE,
-                                       related_name="events")
-    items = models.PositiveIntegerField(default=0, help_text="Items queued again (re-dispatch events).")
-    since = models.DateTimeField(null=True, blank=True, help_text="When the outage began, where known.")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
-        indexes = [models.Index(fields=["-created_at"], name="event_recent")]
-
-    def __str__(self) -> str:
-        return f"{self.get_kind_display()}: {self.detail[:80]}"

@@ -168,6 +168,7 @@ def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
     Items without a recorded answer (the model call failed) are skipped; infrastructure failures now are
     reported as an `error` verdict, as a worker would record them.
     """
+    from evaluation.environments import build_failures
     from evaluation.executor import item_execute, limits_for_release
     from evaluation.sandbox import EnvironmentBuildError, Limits, SandboxError
 
@@ -182,7 +183,8 @@ def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
             # The limits the item ran under, as recorded; older outcomes have none: the release's.
             limits = (Limits(**{k: v for k, v in outcome.limits.items() if k in known}) if outcome.limits
                       else limits_for_release(run.version))
-            item_run = item_execute(snippet=outcome.snippet, code=generation.extracted_code, limits=limits)
+            item_run = item_execute(snippet=outcome.snippet, code=generation.extracted_code, limits=limits,
+                                    failures=build_failures)
         except (EnvironmentBuildError, SandboxError) as exc:
             yield Agreement(outcome, Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, str(exc), None)
             continue

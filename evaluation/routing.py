@@ -14,6 +14,10 @@ def item_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None
     return {"queue": GPU_QUEUE} if snippet_needs_gpu(snippet_id=int(args[1])) else None
 
 
+# The queues this router may send a task to, beside the table's: read by operations.broker.task_routes().
+item_route.queues = {name: (GPU_QUEUE,) for name in ITEM_TASKS}
+
+
 def snippet_needs_gpu(*, snippet_id: int) -> bool:
     from benchmarks.models import Snippet
 

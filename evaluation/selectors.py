@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from datetime import timezone as dt_timezone
 
+from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import (Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Sum, Value, When,
                               prefetch_related_objects)
+from django.utils import timezone
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
@@ -17,11 +19,12 @@ from benchmarks.paper2code.markers import is_marker, split_lines
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from config.highlight import answer_diff
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
-from evaluation.models import (EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange,
-                               RunScore)
+from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange, RunScore
 from evaluation.provenance import provenance_of
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
+from operations.broker import queue_consumers
+from operations.events import Kind, events_of
 
 
 def run_snippets(run: EvaluationRun) -> QuerySet[Snippet]:
@@ -31,7 +34,7 @@ def run_snippets(run: EvaluationRun) -> QuerySet[Snippet]:
 def run_gpu_notice(*, run: EvaluationRun) -> str | None:
     """Why items of an active run wait: tasks that need a GPU while no worker consuming `gpu` answers (None: none
     waits for a GPU, or a GPU worker is there)."""
-    from evaluation.operations import gpu_workers
+    from evaluation.routing import GPU_QUEUE
 
     if not run.is_active:
         return None
@@ -40,7 +43,7 @@ def run_gpu_notice(*, run: EvaluationRun) -> str | None:
     tasks = waiting.values("task_id").distinct().count()
     if not tasks:
         return None
-    workers = gpu_workers()
+    workers = queue_consumers(GPU_QUEUE)
     need = f"{tasks} task{'s' if tasks != 1 else ''} need{'s' if tasks == 1 else ''} a GPU"
     if workers is None:
         return f"{need}; whether a GPU worker is registered cannot be told (the workers do not answer)"
@@ -628,16 +631,6 @@ def run_item(*, run: EvaluationRun, outcome_pk: int, user) -> RunItem | None:
                                                                            task=outcome.snippet.task, user=user))
 
 
-def environment_failure(*, env_hash: str) -> EnvironmentFailure | None:
-    """The remembered failed build of this environment, if any."""
-    return EnvironmentFailure.objects.filter(environment_hash=env_hash).first()
-
-
-def environment_failures() -> QuerySet[EnvironmentFailure]:
-    """Remembered failed builds, newest first, for the operations page."""
-    return EnvironmentFailure.objects.order_by("-failed_at")
-
-
 def run_flags(*, run: EvaluationRun) -> list[Outcome]:
     """Outcomes of the run the audit flagged, awaiting review or reviewed, with their evidence (for maintainers)."""
     return list(Outcome.objects.filter(Q(status=Outcome.Status.FLAGGED) | ~Q(review=""), run=run)
@@ -670,15 +663,12 @@ class RunForkServer:
 
 
 def run_forkserver(*, run: EvaluationRun) -> RunForkServer:
-    from evaluation.models import OperationsEvent
-
     counts = dict(run.outcomes.exclude(forked=None).values_list("forked").annotate(n=Count("pk")))
-    events = run.events.filter(kind__in=[OperationsEvent.Kind.FORKSERVER_STARTED, OperationsEvent.Kind.FORKSERVER_COLD]
-                               ).order_by("created_at", "pk")
+    events = events_of(subject=run, kinds=[Kind.FORKSERVER_STARTED, Kind.FORKSERVER_COLD]).order_by("created_at", "pk")
     starts, cold = [], []
     for event in events:
         where, _, what = event.detail.partition(": ")
-        if event.kind == OperationsEvent.Kind.FORKSERVER_STARTED:
+        if event.kind == Kind.FORKSERVER_STARTED:
             starts.append({"worker": event.worker, "environment": where, "reason": what.split(":", 1)[0],
                            "detail": what, "at": event.created_at.isoformat()})
         else:
@@ -692,3 +682,10 @@ def runs_forkserver_recent(*, limit: int = 10) -> list[tuple[EvaluationRun, RunF
     runs = (EvaluationRun.objects.filter(outcomes__forked__isnull=False).distinct().select_related("model", "version")
             .order_by("-pk")[:limit])
     return [(run, run_forkserver(run=run)) for run in runs]
+
+
+def runs_stalled(*, seconds: int | None = None) -> QuerySet[EvaluationRun]:
+    """Running runs with no new result for longer than RUN_STALL_SECONDS."""
+    limit = timezone.now() - timedelta(seconds=seconds if seconds is not None else settings.RUN_STALL_SECONDS)
+    return (EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING, last_progress_at__lt=limit)
+            .select_related("model", "version").order_by("last_progress_at"))

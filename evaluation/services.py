@@ -14,10 +14,9 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, OuterRef, Subquery, Sum
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from kombu.exceptions import OperationalError as KombuOperationalError
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
@@ -25,8 +24,7 @@ from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_
 from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
 from config.addresses import AddressRefused, host_addresses_check
 from config.api import user_may_change
-from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry,
-                               OperationsEvent, Outcome, ProvenanceChange)
+from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.outcomes import Verdict, tail
 from evaluation.provenance import provenance_at_start
 from evaluation.reproducibility import canonical_hash
@@ -34,13 +32,13 @@ from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_store, run_scores_write
 from evaluation.selectors import item_prompt, run_feed_order, run_snippets
 from evaluation.taskfiles import task_annotated, task_files
+from operations.enqueue import enqueue
+from operations.events import Kind, event_record
 
 if TYPE_CHECKING:
     from evaluation.llm import ModelCall
 
 MAX_SAMPLES = 20
-# How an item's outcome begins when its environment could not be built (so a retry finds those items again).
-ENVIRONMENT_FAILED = "environment could not be built"
 
 logger = logging.getLogger(__name__)
 
@@ -312,12 +310,10 @@ def run_feed(*, run: EvaluationRun) -> int:
         EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
     task = tasks.item_generate if locked.model.kind == ModelEntry.Kind.LITELLM else tasks.item_evaluate
     for queued, (snippet_id, sample) in enumerate(batch):
-        try:
-            task.delay(locked.pk, snippet_id, sample, locked.feed_epoch)
-        except KombuOperationalError as exc:  # the broker is down: the watchdog feeds the run again once it answers
-            event_record(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=locked, since=timezone.now(),
-                         detail=f"run {locked.pk}: the broker refused new tasks ({exc}); {queued} of {len(batch)} "
-                                f"item(s) queued, the watchdog feeds the rest once it answers")
+        # The broker is down: the watchdog feeds the run again once it answers.
+        if not enqueue(task, locked.pk, snippet_id, sample, locked.feed_epoch, subject=locked,
+                       refused=lambda exc: f"run {locked.pk}: the broker refused new tasks ({exc}); {queued} of "
+                                           f"{len(batch)} item(s) queued, the watchdog feeds the rest once it answers"):
             return queued
     return len(batch)
 
@@ -345,37 +341,34 @@ def run_priority_set(*, run: EvaluationRun, priority: int, actor) -> EvaluationR
     return run
 
 
-def event_record(*, kind: str, detail: str, worker: str = "", run: EvaluationRun | None = None, report=None,
-                 set_validation=None, items: int = 0, since=None) -> OperationsEvent:
-    """Remember something the platform recovered from by itself, for the operations page."""
-    return OperationsEvent.objects.create(kind=kind, detail=detail[:4000], worker=worker[:200], run=run,
-                                          report=report, set_validation=set_validation, items=items, since=since)
-
-
 def forkserver_events_record(*, run: EvaluationRun, worker: str, environment_hash: str, backend: str,
                              starts: Iterable = (), cold: str = "") -> None:
     """The fork server starts an item of `run` caused (each with its reason), and its turning cold for good, which
     the run page warns maintainers of."""
     where = f"environment {environment_hash[:12]} ({backend})"
     for start in starts:
-        event_record(kind=OperationsEvent.Kind.FORKSERVER_STARTED, run=run, worker=worker,
+        event_record(kind=Kind.FORKSERVER_STARTED, subject=run, worker=worker,
                      detail=f"{where}: {start}")
     if cold:
-        event_record(kind=OperationsEvent.Kind.FORKSERVER_COLD, run=run, worker=worker,
+        event_record(kind=Kind.FORKSERVER_COLD, subject=run, worker=worker,
                      detail=f"{where}: the fork server is off on this worker, every item starts cold: {cold}")
 
 
-def run_redispatch_lost(*, run: EvaluationRun, idle_seconds: float, worker: str = "") -> int:
+RUN_ACTIVE = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+
+
+def runs_unfinished() -> QuerySet[EvaluationRun]:
+    """Queued and running runs: the watchdog's to look after (operations.watchdog, registered in apps.py)."""
+    return (EvaluationRun.objects.filter(status__in=RUN_ACTIVE).select_related("model", "version")
+            .defer("version__manifest", "version__changelog"))
+
+
+def run_requeue(run: EvaluationRun, *, idle_seconds: float, worker: str = "") -> int:
     """Queue again the items of an active run that have no outcome while no task of the run is queued or held by a
-    worker (the broker lost them, or their worker died); one watchdog wins when several look at once."""
-    claimed = EvaluationRun.objects.filter(pk=run.pk, status__in=[EvaluationRun.Status.QUEUED,
-                                                                   EvaluationRun.Status.RUNNING],
-                                           redispatched_at=run.redispatched_at)
-    if not claimed.update(redispatched_at=timezone.now()):
-        return 0
+    worker (the broker lost them, or their worker died), once the watchdog claimed it."""
     queued = run_dispatch(run=run)
     if queued:
-        event_record(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run, items=queued, worker=worker,
+        event_record(kind=Kind.ITEMS_REDISPATCHED, subject=run, items=queued, worker=worker,
                      detail=f"run {run.pk}: {queued} item(s) without an outcome and without a queued or running task "
                             f"after {idle_seconds:.0f} s without progress were re-dispatched")
     return queued
@@ -785,12 +778,10 @@ def run_dispatch_later(*, run: EvaluationRun) -> None:
     """Queue the run's items from a worker (Celery task `run_dispatch`), not inside the web request."""
     from evaluation import tasks
 
-    try:
-        tasks.run_dispatch.delay(run.pk)
-    except KombuOperationalError as exc:  # stored already: the watchdog dispatches the queued run once it answers
-        event_record(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=run, since=timezone.now(),
-                     detail=f"run {run.pk}: the broker refused its dispatch ({exc}); the watchdog dispatches it once "
-                            f"the broker answers")
+    # Stored already: the watchdog dispatches the queued run once the broker answers.
+    enqueue(tasks.run_dispatch, run.pk, subject=run,
+            refused=lambda exc: f"run {run.pk}: the broker refused its dispatch ({exc}); the watchdog dispatches it "
+                                f"once the broker answers")
 
 
 MAX_REASON_CHARS = 2000
@@ -848,29 +839,3 @@ def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
     run.provenance = EvaluationRun.Provenance.VERIFIED_UPLOAD
     run.save(update_fields=["provenance"])
     return run
-
-
-def environment_failure_record(*, env_hash: str, requirements: str, backend: str, message: str, log: str
-                               ) -> EnvironmentFailure:
-    """Remember that this environment failed to build (the latest failure wins), so nobody builds it again for now."""
-    failure, _ = EnvironmentFailure.objects.update_or_create(
-        environment_hash=env_hash,
-        defaults={"requirements": requirements, "backend": backend, "message": message[:2000],
-                  "log": log[-200_000:], "failed_at": timezone.now()})
-    return failure
-
-
-def environment_retry(*, failure: EnvironmentFailure) -> int:
-    """Forget a failed build and evaluate again the items it failed: their runs resume; returns how many runs."""
-    with transaction.atomic():
-        EnvironmentFailure.objects.filter(pk=failure.pk).delete()
-        outcomes = Outcome.objects.filter(
-            environment_hash=failure.environment_hash, status=Outcome.Status.ERROR,
-            category=Outcome.Category.INFRASTRUCTURE, detail__startswith=ENVIRONMENT_FAILED,
-            run__status__in=[EvaluationRun.Status.RUNNING, EvaluationRun.Status.COMPLETED])
-        run_ids = set(outcomes.values_list("run_id", flat=True))
-        Outcome.objects.filter(pk__in=list(outcomes.values_list("pk", flat=True))).delete()
-        EvaluationRun.objects.filter(pk__in=run_ids).update(status=EvaluationRun.Status.RUNNING, finished_at=None)
-    for run in EvaluationRun.objects.filter(pk__in=run_ids):
-        run_dispatch(run=run)
-    return len(run_ids)

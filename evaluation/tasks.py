@@ -17,13 +17,14 @@ from django.core.cache import cache
 from benchmarks import visibility
 from benchmarks.models import Snippet
 from evaluation import services
+from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import item_execute, limits_for_release
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.routing import GPU_QUEUE
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_snippets
-from evaluation.watchdog import database_outage_outlasted
+from operations.watchdog import database_outage_outlasted
 
 logger = logging.getLogger(__name__)
 SANDBOX_RETRIES = 3
@@ -160,10 +161,10 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int, epoch: int | 
         if generation is None:
             generation = services.calibration_generation(run=run, snippet=snippet, sample=sample)
         item_run = item_execute(snippet=snippet, code=generation.extracted_code,
-                                limits=limits_for_release(run.version))
+                                limits=limits_for_release(run.version), failures=build_failures)
     except EnvironmentBuildError as exc:
         verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
-                          f"{services.ENVIRONMENT_FAILED} (task {snippet.task}): {exc}\n{exc.log[-1500:]}")
+                          f"{ENVIRONMENT_FAILED} (task {snippet.task}): {exc}\n{exc.log[-1500:]}")
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
     except SandboxError as exc:
         _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc, generation=generation)

@@ -19,12 +19,13 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
 from config.api import user_may_change
-from evaluation import analysis, reproducibility, selectors, services
+from evaluation import analysis, environments, reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
 from evaluation.provenance import provenance_choices, provenance_legend
-from evaluation.operations import events_recent, queues_status, runs_stalled, workers_status
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
+from operations.broker import queues_status, workers_status
+from operations.events import events_recent
 
 BREAKDOWNS = {
     "papers": "Per paper",
@@ -317,11 +318,11 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
 @maintainer_required
 def operations(request: HttpRequest) -> HttpResponse:
     """Queues, workers and stalled runs, for maintainers keeping the platform running."""
-    context = {"queues": queues_status(), "workers": workers_status(), "stalled": runs_stalled(),
+    context = {"queues": queues_status(), "workers": workers_status(), "stalled": selectors.runs_stalled(),
                "stall_seconds": settings.RUN_STALL_SECONDS,
                "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
                    "model", "version"),
-               "environment_failures": selectors.environment_failures(), "events": events_recent(),
+               "environment_failures": environments.environment_failures(), "events": events_recent(),
                "fork_servers": selectors.runs_forkserver_recent()}
     return render(request, "evaluation/operations.html", context)
 
@@ -330,7 +331,7 @@ def operations(request: HttpRequest) -> HttpResponse:
 @require_POST
 def environment_retry(request: HttpRequest, pk: int) -> HttpResponse:
     failure = get_object_or_404(EnvironmentFailure, pk=pk)
-    runs = services.environment_retry(failure=failure)
+    runs = environments.environment_retry(failure=failure)
     messages.success(request, f"Environment {failure.environment_hash[:12]} will be built again when next needed; "
                               f"{runs} run(s) resumed for its items.")
     return redirect("operations")

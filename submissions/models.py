@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from benchmarks.models import TaskPackage
+from operations.models import Redispatchable
 
 
 class Submission(models.Model):
@@ -65,7 +66,7 @@ class Revision(TaskPackage):
         return self.metadata  # the extra keys of an uploaded set stay here: a revision has no column for them
 
 
-class ValidationReport(models.Model):
+class ValidationReport(Redispatchable):
     """The automated checks of FORMAT.md section 9 for one revision."""
 
     class Status(models.TextChoices):
@@ -164,7 +165,7 @@ class SetValidation(models.Model):
         return self.status in (self.Status.PENDING, self.Status.RUNNING)
 
 
-class SetValidationPaper(TaskPackage):
+class SetValidationPaper(Redispatchable, TaskPackage):
     """One paper of a set validation: its package by content hash, and its checks as they finish."""
 
     Status = ValidationReport.Status
@@ -178,8 +179,6 @@ class SetValidationPaper(TaskPackage):
     sandbox_backend = models.CharField(max_length=20, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    redispatched_at = models.DateTimeField(null=True, blank=True, help_text="When the watchdog last queued it again.")
-    redispatches = models.PositiveIntegerField(default=0, help_text="How often the watchdog queued it again.")
     mutants = models.PositiveIntegerField(default=0, help_text="Mutants per snippet to run (0: no mutation score).")
     mutation_score_min = models.FloatField(null=True, blank=True, help_text="Warn below this mutation score.")
 

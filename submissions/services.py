@@ -16,6 +16,8 @@ from benchmarks.paper2code.pset import requirements_file
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services import (blob_store, package_store, snippet_mutations_record, task_store,
                                  version_draft_create, version_task_set)
+from operations.enqueue import enqueue
+from operations.events import Kind, event_record
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
 from submissions.quotas import environments_check, stored_bytes_check
 from submissions.selectors import report_mutations
@@ -162,19 +164,12 @@ def submission_submit(*, submission: Submission, actor, note: str = "") -> Revis
 
 
 def _validation_start(report_id: int) -> None:
-    from kombu.exceptions import OperationalError as KombuOperationalError
-
-    from evaluation import services as evaluation_services
-    from evaluation.models import OperationsEvent
     from submissions.tasks import revision_validate
 
-    try:
-        revision_validate.delay(report_id)
-    except KombuOperationalError as exc:  # the broker is down: the watchdog queues it once it answers
-        evaluation_services.event_record(
-            kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, report=ValidationReport.objects.get(pk=report_id),
-            since=timezone.now(), detail=f"validation report {report_id} could not be queued ({exc}); the watchdog "
-                                         f"queues it once the broker answers")
+    # The broker is down: the watchdog queues it once it answers.
+    enqueue(revision_validate, report_id, subject=ValidationReport(pk=report_id),
+            refused=lambda exc: f"validation report {report_id} could not be queued ({exc}); the watchdog queues it "
+                                f"once the broker answers")
 
 
 def validations_unfinished() -> list[ValidationReport]:
@@ -189,46 +184,20 @@ def validations_unfinished() -> list[ValidationReport]:
     return list(latest.values())
 
 
-def validation_redispatched_at(*, report: ValidationReport):
-    from evaluation.models import OperationsEvent
-
-    event = OperationsEvent.objects.filter(report=report, kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED).first()
-    return event.created_at if event else None
-
-
-def validation_redispatch_lost(*, report: ValidationReport, worker: str = "") -> bool:
-    """Queue a validation again whose task was lost (no worker holds it, none waits); one watchdog wins."""
-    from evaluation import services as evaluation_services
-    from evaluation.models import OperationsEvent
-
-    since = validation_redispatched_at(report=report)
-    with transaction.atomic():
-        report = ValidationReport.objects.select_for_update().select_related("revision__submission").get(pk=report.pk)
-        if report.status not in (ValidationReport.Status.PENDING, ValidationReport.Status.RUNNING) or \
-                validation_redispatched_at(report=report) != since:
-            return False
-        evaluation_services.event_record(
-            kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED, report=report, worker=worker,
-            detail=f"validation of {report.revision.submission} (revision {report.revision.number}) was "
-                   f"{report.get_status_display().lower()} with no queued or running task; it was queued again")
-        transaction.on_commit(lambda: _validation_start(report.pk))
-    return True
-
-
-def validation_redispatches(*, report: ValidationReport) -> int:
-    from evaluation.models import OperationsEvent
-
-    return OperationsEvent.objects.filter(report=report, kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED).count()
+def validation_requeue(report: ValidationReport, *, idle_seconds: float, worker: str = "") -> int:
+    """Queue a validation again whose task was lost (no worker holds it, none waits), once the watchdog claimed it."""
+    event_record(kind=Kind.VALIDATION_REDISPATCHED, subject=report, worker=worker,
+                 detail=f"validation of {report.revision.submission} (revision {report.revision.number}) was "
+                        f"{report.get_status_display().lower()} with no queued or running task; it was queued again")
+    _validation_start(report.pk)
+    return 1
 
 
 def validation_give_up(*, report: ValidationReport, worker: str = "") -> bool:
     """End a validation the workers lost more than VALIDATION_REDISPATCH_MAX times: its unfinished checks become
     errors of the platform and the submission becomes invalid, so its author can edit and submit it again."""
-    from evaluation import services as evaluation_services
-    from evaluation.models import OperationsEvent
-
     Status = ValidationReport.Status
-    lost = (f"the workers lost this validation {validation_redispatches(report=report) + 1} time(s) (a broker or "
+    lost = (f"the workers lost this validation {report.redispatches + 1} time(s) (a broker or "
             "worker failure); nothing is known about the submission: edit it and submit it again")
     with transaction.atomic():
         if not ValidationReport.objects.filter(pk=report.pk, status__in=[Status.PENDING, Status.RUNNING]).update(
@@ -239,8 +208,8 @@ def validation_give_up(*, report: ValidationReport, worker: str = "") -> bool:
             ValidationCheck.objects.create(report=report, position=report.checks.count(), key="infrastructure",
                                            label="The workers ran the validation", status=Status.ERROR, detail=lost)
         report.refresh_from_db()
-        evaluation_services.event_record(
-            kind=OperationsEvent.Kind.VALIDATION_ABANDONED, report=report, worker=worker,
+        event_record(
+            kind=Kind.VALIDATION_ABANDONED, subject=report, worker=worker,
             detail=f"validation of {report.revision.submission} (revision {report.revision.number}): {lost}")
         validation_finish(report=report)
     return True

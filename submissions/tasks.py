@@ -14,7 +14,7 @@ from django.utils import timezone
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load
 from evaluation.sandbox import SandboxError
-from evaluation.watchdog import database_outage_outlasted
+from operations.watchdog import database_outage_outlasted
 from submissions import services, validation
 from submissions.models import Revision, SetValidationPaper, ValidationCheck, ValidationReport
 from submissions.validation import sandbox_checks

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
@@ -23,8 +22,11 @@ from benchmarks.paper2code.mutation import mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services import environment_hash, package_store
+from evaluation.environments import build_failures
 from evaluation.executor import limits_default, package_test, session_for
 from evaluation.sandbox import EnvironmentBuildError
+from operations.enqueue import enqueue
+from operations.events import Kind, event_record
 from submissions.models import SetValidation, SetValidationPaper
 
 Status = SetValidation.Status
@@ -98,22 +100,15 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
 def set_validation_dispatch(*, validation: SetValidation) -> None:
     """One task per paper on the `sandbox` queue, so the workers check papers in parallel; with the broker down, the
     validation stays stored and the watchdog queues its papers once the broker answers (their lost-work rule)."""
-    from kombu.exceptions import OperationalError as KombuOperationalError
-
-    from evaluation import services as evaluation_services
-    from evaluation.models import OperationsEvent
     from submissions.tasks import set_paper_validate
 
     SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
     papers = list(validation.papers.values_list("pk", flat=True))
     for queued, paper_id in enumerate(papers):
-        try:
-            set_paper_validate.delay(paper_id)
-        except KombuOperationalError as exc:
-            evaluation_services.event_record(
-                kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, set_validation=validation, since=timezone.now(),
-                detail=f"the {validation}: the broker refused its papers ({exc}); {queued} of {len(papers)} queued, "
-                       f"the watchdog queues the others once the broker answers")
+        if not enqueue(set_paper_validate, paper_id, subject=validation,
+                       refused=lambda exc: f"the {validation}: the broker refused its papers ({exc}); {queued} of "
+                                           f"{len(papers)} queued, the watchdog queues the others once the broker "
+                                           f"answers"):
             return
 
 
@@ -124,20 +119,17 @@ def set_papers_unfinished() -> list[SetValidationPaper]:
                 .select_related("validation").defer("files", "checks"))
 
 
-def set_paper_redispatch_lost(*, paper: SetValidationPaper, idle_seconds: float, worker: str = "") -> int:
-    """Queue a paper again whose task was lost (no worker holds it, none waits); one watchdog wins."""
-    from evaluation import services as evaluation_services
-    from evaluation.models import OperationsEvent
+def set_paper_requeue(paper: SetValidationPaper, *, idle_seconds: float, worker: str = "") -> int:
+    """Queue a paper again whose task was lost (no worker holds it, none waits), once the watchdog claimed it."""
     from submissions.tasks import set_paper_validate
 
-    claimed = SetValidationPaper.objects.filter(pk=paper.pk, status__in=ACTIVE, redispatched_at=paper.redispatched_at)
-    if not claimed.update(redispatched_at=timezone.now(), redispatches=F("redispatches") + 1):
-        return 0
-    evaluation_services.event_record(
-        kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED, set_validation=paper.validation, worker=worker, items=1,
+    event_record(
+        kind=Kind.VALIDATION_REDISPATCHED, subject=paper.validation, worker=worker, items=1,
         detail=f"paper {paper.paper} of the {paper.validation} was {paper.get_status_display().lower()} with no "
                f"queued or running task after {idle_seconds:.0f} s without progress; it was queued again")
-    set_paper_validate.delay(paper.pk)
+    enqueue(set_paper_validate, paper.pk, subject=paper.validation,
+            refused=lambda exc: f"paper {paper.paper} of the {paper.validation} could not be queued again ({exc}); "
+                                f"the watchdog queues it once the broker answers")
     return 1
 
 
@@ -148,15 +140,12 @@ def _times(n: int) -> str:
 def set_paper_give_up(*, paper: SetValidationPaper, worker: str = "") -> bool:
     """End a paper the workers lost more than VALIDATION_REDISPATCH_MAX times, as an error of the platform, so its
     validation finishes and a maintainer can start another."""
-    from evaluation import services as evaluation_services
-    from evaluation.models import OperationsEvent
-
     lost = (f"the workers lost this paper's task {_times(paper.redispatches + 1)} (a broker or worker failure); "
             "nothing is known about it: validate again")
     if not set_paper_error(paper=paper, detail=lost):
         return False
-    evaluation_services.event_record(kind=OperationsEvent.Kind.VALIDATION_ABANDONED, set_validation=paper.validation,
-                                     worker=worker, detail=f"paper {paper.paper} of the {paper.validation}: {lost}")
+    event_record(kind=Kind.VALIDATION_ABANDONED, subject=paper.validation, worker=worker,
+                 detail=f"paper {paper.paper} of the {paper.validation}: {lost}")
     return True
 
 
@@ -258,7 +247,7 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
     env_hash = environment_hash(requirements)
     started = time.monotonic()
     try:
-        session = session_for(env_hash, requirements)
+        session = session_for(env_hash, requirements, failures=build_failures)
     except EnvironmentBuildError as exc:
         yield CheckResult("requirements", Status.FAILED, f"{exc}\n{exc.log[-6000:]}", time.monotonic() - started,
                           blocks="not run: the requirements must install first")
@@ -271,7 +260,8 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
 
     def test(package_files: dict[str, bytes], run_limits=limits):
         return package_test(files=package_files, test_entry_point=test_entry_point,
-                            environment_hash=env_hash, requirements=requirements, limits=run_limits)
+                            environment_hash=env_hash, requirements=requirements, limits=run_limits,
+                            failures=build_failures)
 
     started = time.monotonic()
     runs = [test(files) for _ in range(settings.SUBMISSION_REFERENCE_RUNS)]

@@ -15,7 +15,10 @@ from rest_framework.throttling import AnonRateThrottle
 from benchmarks.models import Snippet
 from benchmarks.services import pset_import
 from evaluation import services
-from evaluation.models import EvaluationRun, ModelEntry, OperationsEvent
+from evaluation.models import EvaluationRun, ModelEntry
+from operations.events import events_of
+from operations.models import OperationsEvent
+from submissions.models import SetValidation
 from evaluation.outcomes import Verdict
 from tests.api.conftest import reference_answers
 from tests.conftest import DEMO_PSET, _pool_reset, client_for
@@ -93,7 +96,7 @@ def test_every_read_answers_and_an_upload_is_stored_while_redis_is_down(
     assert response.status_code == 201, response.content[:500]
     uploaded = EvaluationRun.objects.get(pk=response.json()["id"])
     assert uploaded.generations.count() == uploaded.total_items > 0
-    assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=uploaded).exists()
+    assert events_of(subject=uploaded, kinds=[OperationsEvent.Kind.BROKER_UNAVAILABLE]).exists()
 
     # A run started through the API is stored too; its items wait for the watchdog.
     with django_capture_on_commit_callbacks(execute=True):
@@ -101,8 +104,8 @@ def test_every_read_answers_and_an_upload_is_stored_while_redis_is_down(
                                                                            "release": version.name}),
                                               content_type="application/json")
     assert started.status_code == 201, started.content[:500]
-    assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE,
-                                          run_id=started.json()["id"]).exists()
+    assert events_of(subject=EvaluationRun.objects.get(pk=started.json()["id"]),
+                     kinds=[OperationsEvent.Kind.BROKER_UNAVAILABLE]).exists()
 
     # A maintainer validating a draft version: stored, said, and its papers queued by the watchdog later.
     draft = pset_import(root=DEMO_PSET, version_name="outage-2.0.0").version
@@ -110,8 +113,8 @@ def test_every_read_answers_and_an_upload_is_stored_while_redis_is_down(
     with django_capture_on_commit_callbacks(execute=True):
         validating = client.post(f"/versions/{draft.name}/validate/")
     assert validating.status_code == 302, validating.content[:500]
-    assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE,
-                                          set_validation__version=draft).exists()
+    assert events_of(subject=SetValidation.objects.get(version=draft),
+                     kinds=[OperationsEvent.Kind.BROKER_UNAVAILABLE]).exists()
 
     site_on_own_redis.start()
     time.sleep(0.6)

@@ -102,7 +102,7 @@ def test_a_build_that_fails_for_good_says_why_and_a_maintainer_has_it_prepared_a
 
 def test_a_build_the_broker_lost_is_queued_again_by_the_watchdog(own_redis, celery_worker_factory, media_root,
                                                                  maintainer, client):
-    from evaluation.models import OperationsEvent
+    from operations.models import OperationsEvent
 
     version = version_publish(version=pset_import(root=DEMO_PSET, version_name="1.0.0").version, actor=maintainer)
     own_redis.kill()  # no worker has taken the build yet: its message is gone with the broker

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.models import Task
 from benchmarks.services import environment_hash, pset_import
-from evaluation import executor, services
+from evaluation import environments, executor, services
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 from evaluation.tasks import item_evaluate
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
@@ -69,7 +69,7 @@ def test_the_other_items_of_a_failed_environment_fail_at_once_without_rebuilding
     outcomes = Outcome.objects.filter(run=run, snippet__task=task)
     assert outcomes.count() == len(snippets)
     assert set(outcomes.values_list("status", "category")) == {("error", "infrastructure")}
-    assert all(o.detail.startswith(services.ENVIRONMENT_FAILED) and "No matching distribution" in o.detail
+    assert all(o.detail.startswith(environments.ENVIRONMENT_FAILED) and "No matching distribution" in o.detail
                for o in outcomes)
     assert rest / (len(snippets) - 1) < max(first, 1.0), (first, rest)
 

@@ -11,7 +11,9 @@ from django.db import connection
 
 from benchmarks.services import pset_import
 from evaluation import services
-from evaluation.models import EvaluationRun, ModelEntry, OperationsEvent, Outcome, RunScore
+from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from operations.events import events_of
+from operations.models import OperationsEvent
 from tests.conftest import DEMO_PSET
 from tests.outages import WATCH, default_database, own_postgres, own_redis, polled, worker_broker  # noqa: F401
 
@@ -50,7 +52,7 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
     polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
            what="the run to complete by itself", worker=worker)
     assert_every_item_once_and_scored(run)
-    redispatched = OperationsEvent.objects.get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run)
+    redispatched = events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED)
     assert 0 < redispatched.items <= run.total_items - lost_at
     assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE).exists()
 
@@ -107,7 +109,7 @@ def test_embedded_broker_losing_its_queue_mid_run_the_run_completes_by_itself(me
         polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
                what="the run to complete by itself", worker=worker)
         assert_every_item_once_and_scored(run)
-        assert OperationsEvent.objects.get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run).items >= len(lost)
+        assert events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED).items >= len(lost)
 
 
 def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
@@ -117,7 +119,7 @@ def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
     started = time.monotonic()
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
     assert time.monotonic() - started < 30, "a refused dispatch fails fast instead of hanging the request"
-    refused = OperationsEvent.objects.get(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE, run=run)
+    refused = events_of(subject=run).get(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE)
     assert "0 of 8 item(s) queued" in refused.detail, "of the run's first share (RUN_ITEMS_IN_FLIGHT)"
 
     own_redis.start()
@@ -126,4 +128,4 @@ def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
            what="the run to complete by itself", worker=worker)
     assert_every_item_once_and_scored(run)
     # Fed again from its first item: one share now, the rest as those end.
-    assert OperationsEvent.objects.get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run).items == 8
+    assert events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED).items == 8

@@ -18,7 +18,7 @@ from benchmarks.paper2code.pset import read_pset
 from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from evaluation.operations import queues_waiting
+from operations.broker import queues_waiting
 from evaluation.sandbox import Limits, SandboxError
 from tests.conftest import DEMO_PSET, embedded_worker, sandbox_backend_or_missing, service_missing
 from tests.evaluation.test_pipeline import wait_for

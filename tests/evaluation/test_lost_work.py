@@ -11,7 +11,8 @@ from django.conf import settings
 
 from benchmarks.services import pset_import
 from evaluation import services
-from evaluation.models import EvaluationRun, ModelEntry, OperationsEvent, Outcome
+from evaluation.models import EvaluationRun, ModelEntry, Outcome
+from operations.events import Kind, events_of
 from tests.conftest import DEMO_PSET
 from tests.outages import own_postgres, own_redis, polled, worker_broker  # noqa: F401
 
@@ -24,7 +25,7 @@ RECOVERY = 120
 def _completed_once(run: EvaluationRun) -> None:
     outcomes = Outcome.objects.filter(run=run)
     assert outcomes.count() == outcomes.values("snippet", "sample").distinct().count() == run.total_items
-    assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED, run=run).exists()
+    assert events_of(subject=run, kinds=[Kind.ITEMS_REDISPATCHED]).exists()
 
 
 def test_a_broker_restart_is_recovered_from_within_seconds(own_redis, celery_worker_factory, media_root):
@@ -64,7 +65,7 @@ def test_the_watchdog_says_a_database_outage_once_when_it_begins_and_once_when_i
 
     from django.db import connections
 
-    from evaluation.watchdog import Watchdog
+    from operations.watchdog import Watchdog
     from tests.outages import default_database
 
     with default_database(own_postgres.url()):
@@ -72,14 +73,14 @@ def test_the_watchdog_says_a_database_outage_once_when_it_begins_and_once_when_i
         watchdog.look(feeding=True, for_lost_work=True)
         connections.close_all()
         own_postgres.stop("immediate")
-        with caplog.at_level(logging.WARNING, logger="evaluation.watchdog"):
+        with caplog.at_level(logging.WARNING, logger="operations.watchdog"):
             for _ in range(3):
                 watchdog.look(feeding=True, for_lost_work=True)
                 connections.close_all()
             own_postgres.start()
             watchdog.look(feeding=True, for_lost_work=True)
             connections.close_all()
-    lines = [r for r in caplog.records if r.name == "evaluation.watchdog"]
+    lines = [r for r in caplog.records if r.name == "operations.watchdog"]
     assert [r.getMessage().split(" (")[0] for r in lines] == [
         "the watchdog cannot reach the database", lines[1].getMessage()], [r.getMessage() for r in lines]
     assert "reaches the database again" in lines[1].getMessage()

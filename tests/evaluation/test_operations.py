@@ -13,7 +13,7 @@ from benchmarks.services import pset_import
 from config.celery import app
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from evaluation.operations import queues_status
+from operations.broker import queues_status
 from tests.conftest import DEMO_PSET, _pool_reset, sandbox_backend_or_missing
 
 

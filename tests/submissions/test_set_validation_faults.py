@@ -14,7 +14,8 @@ from django.urls import reverse
 
 from benchmarks.models import Blob
 from benchmarks.services import pset_import
-from evaluation.models import OperationsEvent
+from operations.events import events_of
+from operations.models import OperationsEvent
 from submissions import validation
 from submissions.models import SetValidation, SetValidationPaper
 from tests.conftest import DEMO_PSET
@@ -65,7 +66,7 @@ def test_broker_killed_while_papers_wait_every_paper_is_validated_once(
     for paper in run.papers.all():
         keys = [c["key"] for c in paper.checks]
         assert len(keys) == len(set(keys)) == paper.checks_total, f"{paper.paper}: every check once"
-    events = OperationsEvent.objects.filter(kind=Kind.VALIDATION_REDISPATCHED, set_validation=run)
+    events = events_of(subject=run, kinds=[Kind.VALIDATION_REDISPATCHED])
     lost = run.papers.filter(redispatches__gt=0)
     assert lost.exists() and events.count() == sum(p.redispatches for p in lost)
     assert under_way.pk not in {p.pk for p in lost}, "a paper a worker is running is left alone"
@@ -90,7 +91,8 @@ def test_a_paper_lost_past_the_limit_ends_as_an_error_and_the_version_can_be_val
     assert run.status == "error"
     given_up = run.papers.filter(status="error")
     assert given_up.exists() and not run.papers.filter(redispatches__gt=0).exists(), "never queued again"
-    assert {e.set_validation_id for e in OperationsEvent.objects.filter(kind=Kind.VALIDATION_ABANDONED)} == {run.pk}
+    assert {(e.subject_kind, e.subject_id) for e in OperationsEvent.objects.filter(kind=Kind.VALIDATION_ABANDONED)} == {
+        ("submissions.setvalidation", run.pk)}
     assert OperationsEvent.objects.filter(kind=Kind.VALIDATION_ABANDONED).count() == given_up.count()
 
     page = version_page(client, maintainer, run)

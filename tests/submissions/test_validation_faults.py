@@ -11,7 +11,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
 
-from evaluation.models import OperationsEvent
+from operations.events import events_of
+from operations.models import OperationsEvent
 from submissions import services
 from submissions.models import StateChange, Submission, ValidationReport
 from tests.outages import WATCH, default_database, own_postgres, own_redis, polled, worker_broker  # noqa: F401
@@ -69,9 +70,9 @@ def test_broker_killed_while_a_validation_waits_in_its_queue(own_redis, celery_w
     assert_validated_once(first, first_report)
     assert_validated_once(second, second_report)
     event = OperationsEvent.objects.get(kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED)
-    assert event.report_id == second_report.pk
-    assert not OperationsEvent.objects.filter(kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED,
-                                              report=first_report).exists(), "a running validation is left alone"
+    assert (event.subject_kind, event.subject_id) == ("submissions.validationreport", second_report.pk)
+    assert not events_of(subject=first_report, kinds=[OperationsEvent.Kind.VALIDATION_REDISPATCHED]
+                         ).exists(), "a running validation is left alone"
     page = operations_page(client)
     assert f'data-event="{event.pk}"' in page and "Validation re-dispatched" in page
 
@@ -115,7 +116,8 @@ def test_a_validation_lost_past_the_limit_makes_the_submission_invalid_for_its_a
     lost = second_report.checks.get(status="error")  # its checks were never planned: the task never ran
     assert "the workers lost this validation 1 time(s)" in lost.detail
     assert lost.label in StateChange.objects.get(submission=second, to_state=Submission.State.INVALID).reason
-    assert OperationsEvent.objects.get(kind=OperationsEvent.Kind.VALIDATION_ABANDONED).report_id == second_report.pk
+    assert events_of(subject=second_report).filter(kind=OperationsEvent.Kind.VALIDATION_ABANDONED).count() == \
+        OperationsEvent.objects.filter(kind=OperationsEvent.Kind.VALIDATION_ABANDONED).count() == 1
     services.submission_edit(submission=second, actor=second.author)  # back to draft, to submit again
     assert Submission.objects.get(pk=second.pk).state == Submission.State.DRAFT
     polled(lambda: finished(first_report), timeout=600, what="the first validation", worker=worker)

@@ -1,0 +1,30 @@
+"""Queue a task, or record that the broker refused it: the one way every app queues work a fault can lose.
+
+What was to be done is stored before it is queued, so a refused message loses nothing: the watchdog finds the work
+(no task queued or held for it) and queues it once the broker answers; the event says so on the operations page."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.db import models
+from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
+
+from operations.events import Kind, event_record
+
+logger = logging.getLogger(__name__)
+
+
+def enqueue(task, *args, subject: models.Model | None, refused: Callable[[Exception], str]) -> bool:
+    """`task.delay(*args)`; when the broker refuses it, record a broker outage about `subject`, with `refused(error)`
+    as its detail, and return False (the watchdog queues the work again once the broker answers)."""
+    try:
+        task.delay(*args)
+    except KombuOperationalError as exc:
+        detail = refused(exc)
+        logger.warning("%s", detail)
+        event_record(kind=Kind.BROKER_UNAVAILABLE, subject=subject, since=timezone.now(), detail=detail)
+        return False
+    return True

@@ -1,0 +1,77 @@
+"""The operations app at the bottom of the house: it imports no other app, no two apps import each other because of
+lost work, the queues come from CELERY_TASK_ROUTES, `enqueue` records a refused message about its subject, and one
+claim serves every kind of lost work."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from kombu.exceptions import OperationalError as KombuOperationalError
+
+from operations import broker
+from operations.enqueue import enqueue
+from operations.events import events_of, events_recent
+from operations.models import OperationsEvent
+from operations.watchdog import redispatch_claim, work_kinds
+from scripts.import_graph import graph
+
+
+def test_operations_imports_no_other_app_and_evaluation_and_submissions_do_not_import_each_other():
+    counts, _ = graph()
+    imported = {b for a, b, _ in counts if a == "operations" and b != "operations"}
+    assert imported == set(), imported
+    pairs = {(a, b) for a, b, _ in counts if a != b}
+    assert not {("evaluation", "submissions"), ("submissions", "evaluation")} <= pairs
+    assert not {b for a, b in pairs if a == "config"} - {"operations", "benchmarks", "evaluation"}
+
+
+def test_the_queues_are_those_of_the_task_routes():
+    assert broker.queues_all() == ("llm", "sandbox", "gpu", "default")
+    assert broker.task_queues(["evaluation.tasks.item_evaluate"]) == ("sandbox", "gpu")
+    assert broker.task_queues(["submissions.tasks.revision_validate"]) == ("sandbox",)
+    assert broker.task_queues(["an.unrouted.task"]) == (settings.CELERY_TASK_DEFAULT_QUEUE,)
+
+
+def test_every_kind_of_lost_work_is_registered_once():
+    assert sorted(kind.name for kind in work_kinds()) == [
+        "release downloads", "runs", "set validation papers", "validation reports"]
+    tasks = [name for kind in work_kinds() for name in kind.tasks]
+    assert len(tasks) == len(set(tasks)) and set(tasks) <= set(settings.CELERY_TASK_ROUTES[1])
+
+
+class _Refusing:
+    def delay(self, *args):
+        raise KombuOperationalError("connection refused")
+
+
+class _Taking:
+    def __init__(self):
+        self.queued = []
+
+    def delay(self, *args):
+        self.queued.append(args)
+
+
+@pytest.mark.django_db
+def test_enqueue_queues_or_records_that_the_broker_refused(demo_version):
+    taking = _Taking()
+    assert enqueue(taking, demo_version.pk, subject=demo_version, refused=lambda exc: f"no ({exc})")
+    assert taking.queued == [(demo_version.pk,)] and not OperationsEvent.objects.exists()
+
+    assert not enqueue(_Refusing(), demo_version.pk, subject=demo_version, refused=lambda exc: f"refused ({exc})")
+    event = events_of(subject=demo_version).get()
+    assert (event.kind, event.detail) == (OperationsEvent.Kind.BROKER_UNAVAILABLE, "refused (connection refused)")
+    assert event.since is not None
+    shown = events_recent()[0]
+    assert shown.event == event and shown.subject.label == f"release {demo_version.name}"
+    assert shown.subject.url.endswith(f"/{demo_version.name}/")
+
+
+@pytest.mark.django_db
+def test_one_watchdog_wins_the_claim_and_counts_it(demo_version):
+    releases = next(kind for kind in work_kinds() if kind.name == "release downloads")
+    seen_by_two = [type(demo_version).objects.get(pk=demo_version.pk) for _ in range(2)]
+    assert redispatch_claim(kind=releases, item=seen_by_two[0])
+    assert not redispatch_claim(kind=releases, item=seen_by_two[1])
+    demo_version.refresh_from_db()
+    assert demo_version.redispatches == 1 and demo_version.redispatched_at is not None
