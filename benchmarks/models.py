@@ -172,6 +172,10 @@ class BenchmarkVersion(models.Model):
     memory_mb = models.PositiveIntegerField(null=True, blank=True,
                                             validators=[MinValueValidator(64), MaxValueValidator(1024 * 1024)])
     cpus = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.1), MaxValueValidator(256)])
+    agent_budget_max = models.JSONField(
+        default=dict, blank=True, help_text='Agent runs: the largest per-item budget a run may set, e.g. {"turns": 30, '
+                                            '"tokens": 500000, "seconds": 900, "cost": 2}; a key left out: the '
+                                            "site's AGENT_BUDGET_MAXIMUMS.")
     mutation_score_min = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)],
         help_text="Validation warns about a snippet whose tests kill a smaller share of its mutants (0-1; blank: the "

@@ -118,6 +118,11 @@ class EvaluationRun(models.Model):
                                      help_text="When the run was pinned as its model's leaderboard run in its setting.")
     pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="+")
+    # Single-shot: one prompt, one answer. Agent: the model works in a sandbox workspace over many turns within
+    # `agent_budget` per item (evaluation/agents).
+    mode = models.CharField(max_length=10, choices=[("single", "single-shot"), ("agent", "agent")], default="single")
+    agent_budget = models.JSONField(default=dict, blank=True,
+                                    help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -371,3 +376,6 @@ class OperationsEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.detail[:80]}"
+
+
+from evaluation.agents.models import AgentStep, AgentTrajectory  # noqa: E402,F401  (registered with this app)

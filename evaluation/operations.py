@@ -146,7 +146,8 @@ class TasksLive:
     releases: frozenset[int]  # whose downloads a worker builds
 
 
-RUN_TASKS = {"evaluation.tasks.item_generate", "evaluation.tasks.item_evaluate", "evaluation.tasks.run_dispatch"}
+RUN_TASKS = {"evaluation.tasks.item_generate", "evaluation.tasks.item_evaluate", "evaluation.tasks.run_dispatch",
+             "evaluation.agents.tasks.item_agent"}
 REPORT_TASKS = {"submissions.tasks.revision_validate"}
 SET_PAPER_TASKS = {"submissions.tasks.set_paper_validate"}
 RELEASE_TASKS = {"benchmarks.tasks.release_downloads_prepare"}

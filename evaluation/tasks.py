@@ -201,3 +201,6 @@ def environments_prune() -> list[str]:
     removed = backend_current().environments_prune(unused_seconds=settings.SANDBOX_ENVIRONMENT_UNUSED_DAYS * 86400)
     logger.info("removed %d unused environment(s): %s", len(removed), ", ".join(h[:12] for h in removed))
     return removed
+
+
+from evaluation.agents.tasks import item_agent  # noqa: E402,F401  (registered with the worker; run_feed queues it)
