@@ -173,3 +173,71 @@ def test_an_agent_writes_nowhere_but_its_workspace(item, bwrap_session, tmp_path
         assert not path.exists(), path
     with pytest.raises(ValueError, match="leaves the workspace"):
         workspace.read("passwd-link")
+
+
+@pytest.mark.django_db
+def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(media_root, sandbox_cache, settings,
+                                                                               tmp_path):
+    """An agent that writes a passing test under the hidden test's name, breaks the package's other files and plants
+    a sitecustomize, then submits the placeholder: unguarded (the workspace tested as it stands) its own test runs
+    and passes. Scoring takes only the TODO region's text into the original files in a fresh sandbox: it fails on
+    the task's real tests. A second agent changes a line above the block: no answer, failed, with the reason."""
+    from evaluation import executor, tasks
+
+    sandbox_backend_or_missing("bwrap", sandbox_cache)
+    settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
+    settings.AGENT_WORKSPACE_DIR = tmp_path / "workspaces"
+    executor.sessions_close()
+    executor._backend = None
+    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    snippet = Snippet.objects.filter(task__versions=version).select_related("task").order_by("pk").first()
+    task = snippet.task
+    fake_test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n\n" \
+                "if __name__ == '__main__':\n    unittest.main()\n"
+    others = [p for p in task.files if p.endswith(".py") and p not in (snippet.file_path, task.test_entry_point)]
+
+    def script(prompt, body):
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        calls = [("write_file", {"path": task.test_entry_point, "content": fake_test}),
+                 ("write_file", {"path": "sitecustomize.py", "content": "import os; os._exit(0)\n"}),
+                 *[("write_file", {"path": p, "content": "raise SystemExit(0)\n"}) for p in others],
+                 ("run", {"command": f"python {task.test_entry_point} && echo OWN-TEST-PASSED"}),
+                 ("submit", {})]
+        name, args = calls[min(done, len(calls) - 1)]
+        return {"content": "", "tool_calls": [{"id": f"c{done}", "type": "function",
+                                               "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+    from tests.evaluation.openai_server import openai_server
+
+    try:
+        with openai_server(responder=script) as server:
+            model = services.model_register(name="planter", display_name="Planter", litellm_model="openai/planter",
+                                            api_base=server.base_url, api_key="sk-test")
+            run = services.run_start(model=model, version=version, mode="agent", dispatch=False)
+            tasks.item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
+        outcome = Outcome.objects.get(run=run, snippet=snippet)
+        steps = AgentStep.objects.filter(trajectory__run=run, role="tool", tool_name="run")
+        assert "OWN-TEST-PASSED" in steps.get().content, "in its workspace the planted test passed"
+        assert outcome.status == "failed" and outcome.detail.startswith("the agent submitted;"), outcome.detail
+        assert outcome.sandbox_backend == "bwrap" and outcome.tests and not all(t["passed"] for t in outcome.tests)
+        assert outcome.generation.extracted_code.lstrip().startswith("# TODO: Implement block")
+
+        def edits_above(prompt, body):
+            done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+            if done == 0:
+                return {"content": "", "tool_calls": [{"id": "e", "type": "function", "function": {
+                    "name": "write_file", "arguments": json.dumps({"path": snippet.file_path, "content": "x = 1\n"})}}]}
+            return {"content": "", "tool_calls": [{"id": "s", "type": "function",
+                                                   "function": {"name": "submit", "arguments": "{}"}}]}
+
+        with openai_server(responder=edits_above) as server:
+            model.api_base = server.base_url
+            model.save()
+            second = services.run_start(model=model, version=version, mode="agent", dispatch=False)
+            tasks.item_agent.apply(args=(second.pk, snippet.pk, 0), throw=True)
+        failed = Outcome.objects.get(run=second, snippet=snippet)
+        assert (failed.status, failed.category) == ("failed", "wrong_result")
+        assert "no answer:" in failed.detail and "changed above the TODO block" in failed.detail
+    finally:
+        executor.sessions_close()
+        executor._backend = None
