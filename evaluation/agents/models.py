@@ -1,4 +1,4 @@
-"""An agent item's trajectory: one row per item, and every step stored as it happens (docs/AGENT_TRAJECTORIES.md).
+"""An agent item's trajectory: one row per item, and every step stored as it happens (docs/AGENT_RUNS.md).
 
 Models of the `evaluation` app (imported by evaluation/models.py), kept here so the agent code stays in one place.
 """

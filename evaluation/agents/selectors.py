@@ -14,7 +14,7 @@ def trajectory_of(*, outcome) -> AgentTrajectory | None:
 
 
 def trajectory_document(*, trajectory: AgentTrajectory) -> dict:
-    """The trajectory as documented in docs/AGENT_TRAJECTORIES.md."""
+    """The trajectory as documented in docs/AGENT_RUNS.md."""
     return {
         "format": TRAJECTORY_FORMAT,
         "run": trajectory.run_id, "snippet": trajectory.snippet_id, "sample": trajectory.sample,

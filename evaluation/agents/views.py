@@ -1,4 +1,4 @@
-"""An agent item's trajectory as JSON (docs/AGENT_TRAJECTORIES.md), under the item page's visibility."""
+"""An agent item's trajectory as JSON (docs/AGENT_RUNS.md), under the item page's visibility."""
 
 from __future__ import annotations
 

@@ -271,3 +271,15 @@ def test_a_trajectory_begun_by_a_lost_worker_starts_over(version):
     AgentTrajectory.objects.filter(pk=first.pk).update(ended_by="submitted")
     AgentStep.objects.create(trajectory=first, index=0, role="system", content="kept")
     assert trajectory_start(run=run, snippet=snippet, sample=0, budget=Budget(3, 10, 5, 1)).steps.count() == 1
+
+
+def test_the_run_form_starts_an_agent_run_with_its_budget(version, maintainer, client):
+    client.force_login(maintainer)
+    page = client.post(reverse("run-new", args=["reference"]), {
+        "release": version.name, "with_paper": "on", "samples": 1, "mode": "agent", "budget_turns": 7})
+    assert page.status_code == 302, page.content.decode()[-2000:]
+    run = EvaluationRun.objects.get(model__name="reference", mode="agent")
+    assert run.agent_budget["turns"] == 7
+    single = client.post(reverse("run-new", args=["reference"]), {"release": version.name, "samples": 1,
+                                                                  "budget_turns": 7})
+    assert single.status_code == 400 and "a budget is for agent runs" in single.content.decode()
