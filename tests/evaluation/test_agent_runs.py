@@ -283,3 +283,17 @@ def test_the_run_form_starts_an_agent_run_with_its_budget(version, maintainer, c
     single = client.post(reverse("run-new", args=["reference"]), {"release": version.name, "samples": 1,
                                                                   "budget_turns": 7})
     assert single.status_code == 400 and "a budget is for agent runs" in single.content.decode()
+
+
+def test_a_releases_agent_budget_maximums_are_a_release_setting_pinned_in_its_manifest(media_root, maintainer):
+    from benchmarks.services import version_publish, version_settings_set
+
+    draft = pset_import(root=DEMO_PSET, version_name="2.0.0").version
+    with pytest.raises(ValueError, match="unknown agent budget 'steps'"):
+        version_settings_set(version=draft, actor=maintainer, agent_budget_max={"steps": 3})
+    version_settings_set(version=draft, actor=maintainer, agent_budget_max={"turns": 12, "cost": 0.5})
+    release = version_publish(version=draft, actor=maintainer)
+    assert release.manifest["settings"]["agent_budget_max"] == {"turns": 12, "cost": 0.5}
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, mode="agent",
+                             dispatch=False)
+    assert (run.agent_budget["turns"], run.agent_budget["cost"]) == (12, 0.5)
