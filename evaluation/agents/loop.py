@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db import transaction
 
 from evaluation.agents.budget import Budget, Usage, left_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
@@ -144,8 +143,7 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
         messages.append({"role": "user", "content": note})
         steps.record(role=AgentStep.Role.USER, content=note, usage=usage, budget=budget)
     tick()
-    with transaction.atomic():
-        _usage_save(trajectory, usage, ended)
+    _usage_save(trajectory, usage, ended)
     return AgentEnd(ended, usage)
 
 

@@ -155,7 +155,10 @@ class Workspace:
         target.parent.mkdir(parents=True, exist_ok=True)
         self.resolve(str(target.parent.relative_to(self.root.resolve())))  # made under the workspace only
         tmp = target.with_name(f".{target.name}.rcb-tmp")
-        tmp.write_bytes(data)
+        tmp.unlink(missing_ok=True)  # never through a link the agent planted under this name
+        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, target)
 
     def listing(self, path: str = ".") -> list[str]:

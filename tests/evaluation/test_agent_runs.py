@@ -156,8 +156,10 @@ def test_file_tools_stay_inside_the_workspace(workspace_dir, tmp_path):
             workspace.read(path)
     with pytest.raises(ValueError):
         workspace.write("link", b"overwritten")
-    assert outside.read_text() == "secret"
-    assert workspace.read("/sandbox/a/b.py") == b"x = 1\n" and workspace.listing() == ["a/b.py", "link"]
+    (workspace.root / "a" / ".b.py.rcb-tmp").symlink_to(outside)  # planted where a write stages its bytes
+    workspace.write("a/b.py", b"x = 2\n")
+    assert outside.read_text() == "secret" and workspace.read("a/b.py") == b"x = 2\n"
+    assert workspace.listing() == ["a/b.py", "link"]
 
 
 # Real loops through the OpenAI-compatible server
@@ -226,7 +228,9 @@ def test_a_scripted_model_edits_runs_and_submits_and_every_step_is_stored(versio
     notes = [s.content for s in steps if s.role == "user"][1:]
     assert notes[0].startswith("Budget left: 9 turn(s)") and notes[-1].startswith("Budget left: 6 turn(s)")
     assert [s.budget_left["turns"] for s in steps if s.role == "assistant"] == [9, 8, 7, 6, 5]
-    assert requests[1]["messages"][-1]["content"].startswith("Budget left") if isinstance(requests[1], dict) else True
+    sent = requests[1].body["messages"]  # the model is told what is left, after the tool's output
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
+    assert sent[-1]["content"].startswith("Budget left: 9 turn(s)") and sent[3]["tool_call_id"] == "call_0"
     trajectory.refresh_from_db()
     assert (trajectory.ended_by, trajectory.turns) == ("submitted", 5)
     assert trajectory.prompt_tokens > 0 and trajectory.completion_tokens == 10  # "turn N": two words a turn
