@@ -301,3 +301,61 @@ def test_a_releases_agent_budget_maximums_are_a_release_setting_pinned_in_its_ma
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, mode="agent",
                              dispatch=False)
     assert (run.agent_budget["turns"], run.agent_budget["cost"]) == (12, 0.5)
+
+
+def _stored_item(run, snippet, *, content: str):
+    from evaluation.models import Outcome
+
+    outcome = Outcome.objects.create(run=run, snippet=snippet, status="failed", category="wrong_result",
+                                     detail="the turn budget ran out (2 of 2 turns); 1 of 4 tests passed")
+    trajectory = AgentTrajectory.objects.create(run=run, snippet=snippet, budget=Budget(2, 100, 60, 1).as_dict(),
+                                                ended_by="turns", turns=2, prompt_tokens=40, completion_tokens=9,
+                                                cost=None, seconds=3.5)
+    for index, (role, text) in enumerate([("system", "sys"), ("user", "prompt"), ("assistant", ""),
+                                          ("tool", content)]):
+        AgentStep.objects.create(trajectory=trajectory, index=index, role=role, content=text,
+                                 tool_calls=[{"id": "c0", "name": "run", "arguments": '{"command": "ls"}'}]
+                                 if role == "assistant" else [], tool_name="run" if role == "tool" else "",
+                                 budget_left={"turns": 1, "tokens": 51, "seconds": 56.5, "cost": None})
+    return outcome
+
+
+def test_the_item_page_shows_the_transcript_and_downloads_it_only_where_the_item_is_visible(media_root, maintainer,
+                                                                                           author, client):
+    from benchmarks.models import VersionTask
+    from benchmarks.services import version_publish, version_task_set
+
+    draft = pset_import(root=DEMO_PSET, version_name="held-1.0.0").version
+    held = draft.tasks.order_by("paper__slug").first()
+    version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT)
+    version = version_publish(version=draft, downloads_inline=True)
+    run = EvaluationRun.objects.create(model=ModelEntry.objects.get(name="reference"), version=version, mode="agent",
+                                       agent_budget=Budget(2, 100, 60, 1).as_dict(), covers_held_out=True,
+                                       status="completed")
+    public = Snippet.objects.filter(task__versions=version).exclude(task=held).order_by("pk").first()
+    secret = Snippet.objects.filter(task=held).order_by("pk").first()
+    shown = _stored_item(run, public, content="line\n" * 1000)
+    hidden = _stored_item(run, secret, content="held-out output")
+
+    page = client.get(reverse("run-item", args=[run.pk, shown.pk])).content.decode()
+    assert "The agent's trajectory" in page and "Ended: <strong>turn budget</strong>" in page
+    assert "cost unavailable" in page, "an unknown cost is said, never 0"
+    assert "5000 characters (show)" in page, "a long output is folded"
+    document = client.get(reverse("run-item-trajectory", args=[run.pk, shown.pk])).json()
+    assert (document["ended_by"], document["usage"]["cost"], len(document["steps"])) == ("turns", None, 4)
+    assert document["steps"][2]["tool_calls"][0]["name"] == "run"
+    assert client.get(reverse("run-item-trajectory", args=[run.pk, hidden.pk])).status_code == 404
+    assert client.get(reverse("run-item", args=[run.pk, hidden.pk])).status_code == 404
+    client.force_login(maintainer)
+    maintainers = client.get(reverse("run-item-trajectory", args=[run.pk, hidden.pk]))
+    assert maintainers.status_code == 200 and maintainers.json()["steps"][3]["content"] == "held-out output"
+
+
+def test_evaluate_takes_the_mode_and_budget(version):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="above the release's maximum"):
+        call_command("evaluate", model="reference", version=version.name, mode="agent", budget=["turns=100000"])
+    with pytest.raises(CommandError, match="--budget takes NAME=NUMBER"):
+        call_command("evaluate", model="reference", version=version.name, mode="agent", budget=["turns=many"])
+    assert not EvaluationRun.objects.exists()
