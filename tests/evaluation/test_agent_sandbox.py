@@ -238,6 +238,34 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
         failed = Outcome.objects.get(run=second, snippet=snippet)
         assert (failed.status, failed.category) == ("failed", "wrong_result")
         assert "no answer:" in failed.detail and "changed above the TODO block" in failed.detail
+
+        # The turn budget ends an agent that never submits; its workspace as it stands is scored (here it passes).
+        def writes_then_dawdles(prompt, body):
+            done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+            if done == 0:
+                call = ("read_file", {"path": snippet.file_path})
+            elif done == 1:
+                text = next(m["content"] for m in body["messages"] if m["role"] == "tool")
+                start = text.index(f'# TODO: Implement block "{snippet.name}"')
+                start = text.rfind("\n", 0, start) + 1
+                end = text.index("line(s) of code.", start) + len("line(s) of code.\n")
+                call = ("edit_file", {"path": snippet.file_path, "old_string": text[start:end],
+                                      "new_string": snippet.reference_code})
+            else:
+                call = ("run", {"command": "sleep 1000 & echo still working"})
+            return {"content": "", "tool_calls": [{"id": f"d{done}", "type": "function", "function": {
+                "name": call[0], "arguments": json.dumps(call[1])}}]}
+
+        with openai_server(responder=writes_then_dawdles) as server:
+            model.api_base = server.base_url
+            model.save()
+            third = services.run_start(model=model, version=version, mode="agent", budget={"turns": 3},
+                                       dispatch=False)
+            tasks.item_agent.apply(args=(third.pk, snippet.pk, 0), throw=True)
+        budgeted = Outcome.objects.get(run=third, snippet=snippet)
+        assert budgeted.status == "passed", budgeted.detail
+        assert budgeted.detail.startswith("the turn budget ran out (3 of 3 turns);")
+        assert AgentTrajectory.objects.get(run=third).ended_by == "turns"
     finally:
         executor.sessions_close()
         executor._backend = None
