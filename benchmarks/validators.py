@@ -26,4 +26,5 @@ def agent_budget_max_validate(value: object) -> None:
             raise ValidationError(f"unknown agent budget {name!r}; budgets are {', '.join(AGENT_BUDGETS)}",
                                   code="agent_budget")
         if isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0:
-            raise ValidationError(f"agent budget {name} must be a positive number (got {number!r})", code="agent_budget")
+            raise ValidationError(f"agent budget {name} must be a positive number (got {number!r})",
+                                  code="agent_budget")

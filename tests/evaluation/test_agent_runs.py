@@ -82,7 +82,8 @@ def test_agent_mode_is_refused_at_start_for_a_model_without_tool_calling(version
     assert not EvaluationRun.objects.filter(model=model).exists()
     local = ModelEntry.objects.create(name="own-server", display_name="Own", litellm_model="openai/mine",
                                       api_base="http://127.0.0.1:9/v1")
-    assert services.run_start(model=local, version=version, mode="agent", user=maintainer, dispatch=False).mode == "agent"
+    started = services.run_start(model=local, version=version, mode="agent", user=maintainer, dispatch=False)
+    assert started.mode == "agent"
 
 
 def test_the_api_and_the_manifest_say_the_mode(version, maintainer):
