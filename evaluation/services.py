@@ -318,7 +318,7 @@ def run_feed(*, run: EvaluationRun) -> int:
         EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
     task = tasks.item_generate if locked.model.kind == ModelEntry.Kind.LITELLM else tasks.item_evaluate
     if locked.mode == "agent":
-        task = tasks.item_agent
+        from evaluation.agents.tasks import item_agent as task
     for queued, (snippet_id, sample) in enumerate(batch):
         try:
             task.delay(locked.pk, snippet_id, sample, locked.feed_epoch)

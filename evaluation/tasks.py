@@ -203,4 +203,4 @@ def environments_prune() -> list[str]:
     return removed
 
 
-from evaluation.agents.tasks import item_agent  # noqa: E402,F401  (registered with the worker; run_feed queues it)
+import evaluation.agents.tasks  # noqa: E402,F401  (its item_agent is registered with the worker as these are)

@@ -18,6 +18,7 @@ from celery import shared_task
 from django.conf import settings
 
 from benchmarks.selectors import protocol_get
+from benchmarks import visibility
 from evaluation import services
 from evaluation.agents.budget import Budget
 from evaluation.agents.loop import agent_loop, system_prompt, trajectory_start
@@ -69,6 +70,16 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
         return
     if not run_snippets(run).filter(pk=snippet.pk).exists():
         logger.error("run %s does not cover item %s (held out?); its agent does not start", run.pk, snippet.pk)
+        return
+    if (run.model.kind == ModelEntry.Kind.LITELLM and run.covers_held_out
+            and not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists()
+            and not visibility.run_sends_held_out(run=run)
+            and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()):
+        # As item_generate: covered at the start, untrusted now; the held-out item is never sent, an error.
+        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
+                          "not sent: the run's endpoint is no longer trusted with held-out prompts")
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
+        services.run_maybe_finish(run=run)
         return
     task = snippet.task
     worker = self.request.hostname or f"inline@{socket.gethostname()}"

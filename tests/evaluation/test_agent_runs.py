@@ -360,3 +360,27 @@ def test_evaluate_takes_the_mode_and_budget(version):
     with pytest.raises(CommandError, match="--budget takes NAME=NUMBER"):
         call_command("evaluate", model="reference", version=version.name, mode="agent", budget=["turns=many"])
     assert not EvaluationRun.objects.exists()
+
+
+def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root, author):
+    from benchmarks.models import VersionTask
+    from benchmarks.services import version_publish, version_task_set
+    from evaluation.agents.tasks import item_agent
+    from evaluation.models import Outcome
+
+    draft = pset_import(root=DEMO_PSET, version_name="held-2.0.0").version
+    held = draft.tasks.order_by("paper__slug").first()
+    version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT)
+    version = version_publish(version=draft, downloads_inline=True)
+    with openai_server(responder=lambda prompt, body: {"content": "", "tool_calls": [_call(0, "submit")]}) as server:
+        model = ModelEntry.objects.create(name="untrusted", display_name="U", litellm_model="openai/u",
+                                          api_base=server.base_url, owner=author)
+        run = EvaluationRun.objects.create(model=model, version=version, mode="agent", covers_held_out=True,
+                                           litellm_model="openai/u", api_base=server.base_url,
+                                           agent_budget=Budget(2, 100, 60, 1).as_dict())
+        snippet = Snippet.objects.filter(task=held).order_by("pk").first()
+        item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
+        assert not server.chat_requests
+    outcome = Outcome.objects.get(run=run, snippet=snippet)
+    assert outcome.status == "error" and "no longer trusted with held-out prompts" in outcome.detail
+    assert not AgentTrajectory.objects.filter(run=run).exists()

@@ -12,6 +12,7 @@ from benchmarks.management.base import VersionCommand
 from benchmarks.models import BenchmarkVersion
 from benchmarks.selectors import version_settings_text
 from evaluation import services, tasks
+from evaluation.agents import tasks as agent_tasks
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.selectors import run_items_missing, run_progress
 
@@ -67,7 +68,7 @@ class Command(VersionCommand):
         calls_model = run.model.kind == ModelEntry.Kind.LITELLM
         for snippet_id, sample in tqdm(run_items_missing(run), unit="item", file=sys.stderr):
             if run.mode == "agent":
-                tasks.item_agent.apply(args=(run.pk, snippet_id, sample), throw=True)
+                agent_tasks.item_agent.apply(args=(run.pk, snippet_id, sample), throw=True)
                 continue
             if calls_model:
                 tasks.item_generate.apply(args=(run.pk, snippet_id, sample), throw=True)
