@@ -182,7 +182,8 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
     a sitecustomize, then submits the placeholder: unguarded (the workspace tested as it stands) its own test runs
     and passes. Scoring takes only the TODO region's text into the original files in a fresh sandbox: it fails on
     the task's real tests. A second agent changes a line above the block: no answer, failed, with the reason."""
-    from evaluation import executor, tasks
+    from evaluation import executor
+    from evaluation.agents.tasks import item_agent
 
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
@@ -214,7 +215,7 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
             model = services.model_register(name="planter", display_name="Planter", litellm_model="openai/planter",
                                             api_base=server.base_url, api_key="sk-test")
             run = services.run_start(model=model, version=version, mode="agent", dispatch=False)
-            tasks.item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
+            item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
         outcome = Outcome.objects.get(run=run, snippet=snippet)
         steps = AgentStep.objects.filter(trajectory__run=run, role="tool", tool_name="run")
         assert "OWN-TEST-PASSED" in steps.get().content, "in its workspace the planted test passed"
@@ -234,7 +235,7 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
             model.api_base = server.base_url
             model.save()
             second = services.run_start(model=model, version=version, mode="agent", dispatch=False)
-            tasks.item_agent.apply(args=(second.pk, snippet.pk, 0), throw=True)
+            item_agent.apply(args=(second.pk, snippet.pk, 0), throw=True)
         failed = Outcome.objects.get(run=second, snippet=snippet)
         assert (failed.status, failed.category) == ("failed", "wrong_result")
         assert "no answer:" in failed.detail and "changed above the TODO block" in failed.detail
@@ -261,7 +262,7 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
             model.save()
             third = services.run_start(model=model, version=version, mode="agent", budget={"turns": 3},
                                        dispatch=False)
-            tasks.item_agent.apply(args=(third.pk, snippet.pk, 0), throw=True)
+            item_agent.apply(args=(third.pk, snippet.pk, 0), throw=True)
         budgeted = Outcome.objects.get(run=third, snippet=snippet)
         assert budgeted.status == "passed", budgeted.detail
         assert budgeted.detail.startswith("the turn budget ran out (3 of 3 turns);")
