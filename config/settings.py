@@ -302,7 +302,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Several models have a "status"; each choice set gets a stable name instead of a numbered collision name.
-    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "evaluation.models.EvaluationRun.Status"},
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "evaluation.models.EvaluationRun.Status",
+                            "RunModeEnum": "evaluation.models.RUN_MODES"},
 }
 
 MAINTAINERS_GROUP = "maintainers"

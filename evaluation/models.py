@@ -55,6 +55,9 @@ class ModelEntry(models.Model):
         return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else self.kind
 
 
+RUN_MODES = [("single", "single-shot"), ("agent", "agent")]  # evaluation/agents runs the second
+
+
 class EvaluationRun(models.Model):
     """One model on one published version under one setting; its items are snippets x samples."""
 
@@ -120,7 +123,7 @@ class EvaluationRun(models.Model):
                                   related_name="+")
     # Single-shot: one prompt, one answer. Agent: the model works in a sandbox workspace over many turns within
     # `agent_budget` per item (evaluation/agents).
-    mode = models.CharField(max_length=10, choices=[("single", "single-shot"), ("agent", "agent")], default="single")
+    mode = models.CharField(max_length=10, choices=RUN_MODES, default="single")
     agent_budget = models.JSONField(default=dict, blank=True,
                                     help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}.")
 
