@@ -7,7 +7,7 @@ from django.db import models
 
 from benchmarks.paper2code import CONTEXT_JOINS, MASKINGS, PROTOCOL, Protocol
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
-from benchmarks.validators import link_validate
+from benchmarks.validators import agent_budget_max_validate, link_validate
 from operations.models import Redispatchable
 
 
@@ -224,6 +224,10 @@ class BenchmarkVersion(Redispatchable):
     memory_mb = models.PositiveIntegerField(null=True, blank=True,
                                             validators=[MinValueValidator(64), MaxValueValidator(1024 * 1024)])
     cpus = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.1), MaxValueValidator(256)])
+    agent_budget_max = models.JSONField(
+        default=dict, blank=True, validators=[agent_budget_max_validate], help_text='Agent runs: the largest per-item budget a run may set, e.g. {"turns": 30, '
+                                            '"tokens": 500000, "seconds": 900, "cost": 2}; a key left out: the '
+                                            "site's AGENT_BUDGET_MAXIMUMS.")
     mutation_score_min = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)],
         help_text="Validation warns about a snippet whose tests kill a smaller share of its mutants (0-1; blank: the "

@@ -211,11 +211,11 @@ def pset_import(
     if problems:
         raise PackageError(problems)
     version, _ = BenchmarkVersion.objects.get_or_create(name=version_name)
-    changed = {k: v for k, v in (release_settings or {}).items() if version_settings(version=version)[k] != v}
+    changed = {k: v for k, v in (release_settings or {}).items() if version_settings(version=version).get(k) != v}
     if changed and version.is_frozen:
         raise PackageError([Problem(file=str(root), line=0, message=(
             f"version {version.name} is {version.status} with "
-            f"{', '.join(f'{k} {version_settings(version=version)[k]}' for k in changed)}; its settings are frozen: "
+            f"{', '.join(f'{k} {version_settings(version=version).get(k)}' for k in changed)}; its settings are frozen: "
             "import into a new version name instead"))])
     if changed:
         try:
@@ -251,12 +251,15 @@ version_published = Signal()
 
 
 # A release's evaluation settings: the default prompt protocol and the limits of one test run.
-RELEASE_SETTINGS = ("protocol", "time_limit_seconds", "memory_mb", "cpus", "mutation_score_min")
+RELEASE_SETTINGS = ("protocol", "time_limit_seconds", "memory_mb", "cpus", "mutation_score_min", "agent_budget_max")
 
 
 def version_settings(*, version: BenchmarkVersion) -> dict:
-    return {"protocol": version.protocol_id, "time_limit_seconds": version.time_limit_seconds,
-            "memory_mb": version.memory_mb, "cpus": version.cpus}
+    settings = {"protocol": version.protocol_id, "time_limit_seconds": version.time_limit_seconds,
+                "memory_mb": version.memory_mb, "cpus": version.cpus}
+    if version.agent_budget_max:  # pinned in the manifest once set; a release without keeps its manifest as it was
+        settings["agent_budget_max"] = version.agent_budget_max
+    return settings
 
 
 @transaction.atomic

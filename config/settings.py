@@ -178,6 +178,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = ("evaluation.routing.item_route", {
     "evaluation.tasks.item_generate": {"queue": "llm"},
     "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
+    "evaluation.agents.tasks.item_agent": {"queue": "sandbox"},
     "submissions.tasks.revision_validate": {"queue": "sandbox"},
     "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
     "evaluation.tasks.environments_prune": {"queue": "sandbox"},
@@ -261,6 +262,15 @@ SANDBOX_FORKSERVER = env.bool("SANDBOX_FORKSERVER", default=True)
 SANDBOX_GPU = env.bool("SANDBOX_GPU", default=False)
 SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)
 SANDBOX_DISK_MB = env.int("SANDBOX_DISK_MB", default=1024)
+# Agent runs (evaluation/agents): the per-item budget maximums of a release that sets none, a run's default; a
+# tool command's own time limit and output cap; where workspaces live on a worker's disk between turns.
+AGENT_BUDGET_MAXIMUMS = {"turns": env.int("AGENT_MAX_TURNS", default=50),
+                         "tokens": env.int("AGENT_MAX_TOKENS", default=1_000_000),
+                         "seconds": env.float("AGENT_MAX_SECONDS", default=1800.0),
+                         "cost": env.float("AGENT_MAX_COST", default=5.0)}
+AGENT_COMMAND_SECONDS = env.float("AGENT_COMMAND_SECONDS", default=60.0)
+AGENT_OUTPUT_BYTES = env.int("AGENT_OUTPUT_BYTES", default=16 * 1024)
+AGENT_WORKSPACE_DIR = Path(env("AGENT_WORKSPACE_DIR", default=str(SANDBOX_CACHE_DIR / "agent-workspaces")))
 SANDBOX_DOCKER_BASE_IMAGE = env("SANDBOX_DOCKER_BASE_IMAGE", default="rcb-sandbox-base:bookworm")
 # Building one environment (every round of fetching outside and installing in the network-less sandbox) may take
 # this long, and fetch at most this many MB of distributions from the package index.
@@ -295,7 +305,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Several models have a "status"; each choice set gets a stable name instead of a numbered collision name.
-    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "evaluation.models.EvaluationRun.Status"},
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "evaluation.models.EvaluationRun.Status",
+                            "RunModeEnum": "evaluation.models.RUN_MODES"},
 }
 
 MAINTAINERS_GROUP = "maintainers"

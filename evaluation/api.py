@@ -21,7 +21,7 @@ from config.api import FormParser, IsOwnerOrMaintainer, MultiPartParser, user_ma
 from config.csv_export import csv_text
 from evaluation.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_difficulty
 from evaluation.comparison import ComparisonError, comparison_from_query, comparison_record
-from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.models import RUN_MODES, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import PROVENANCE_HELP, provenance_of
 from evaluation.reproducibility import run_endpoint, run_manifest_chunks
 from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
@@ -131,7 +131,7 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = EvaluationRun
         fields = ["id", "model", "release", "status", "provenance", "provenance_label", "provenance_statement",
-                  "endpoint", "protocol", "with_paper", "samples", "params", "total_items", "covers_held_out",
+                  "endpoint", "protocol", "mode", "agent_budget", "with_paper", "samples", "params", "total_items", "covers_held_out",
                   "priority", "progress", "score", "split_scores", "created_by", "created_at", "started_at",
                   "finished_at"]
 
@@ -187,6 +187,12 @@ class RunStartSerializer(serializers.Serializer):
     params = serializers.DictField(default=dict, help_text="Generation parameters, e.g. {\"temperature\": 0}.")
     protocol = serializers.CharField(required=False, max_length=20,
                                      help_text="A prompt protocol's name; default: the release's protocol.")
+    mode = serializers.ChoiceField(choices=RUN_MODES, default="single",
+                                   help_text="single: one prompt, one answer per item; agent: the model works in a "
+                                             "sandbox over many turns (its model must support tool calling).")
+    budget = serializers.DictField(required=False, help_text=(
+        'Agent runs: the per-item budget, any of {"turns", "tokens", "seconds", "cost"}; each at most the '
+        "release's maximum, which is also the default."))
 
 
 class UploadSerializer(serializers.Serializer):

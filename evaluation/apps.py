@@ -19,7 +19,7 @@ class EvaluationConfig(AppConfig):
         # Runs are lost work the watchdog looks after; their messages are read off the queues (the feeder keeps the
         # queues short), so a lost run is fed again within RUN_LOST_SECONDS.
         run_tasks = frozenset({"evaluation.tasks.item_generate", "evaluation.tasks.item_evaluate",
-                               "evaluation.tasks.run_dispatch"})
+                               "evaluation.tasks.run_dispatch", "evaluation.agents.tasks.item_agent"})
         work_register(WorkKind(
             name="runs", model=EvaluationRun, tasks=run_tasks, unfinished=runs_unfinished,
             moved_at=lambda run: (run.created_at, run.last_progress_at),

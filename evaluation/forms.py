@@ -95,11 +95,21 @@ class RunStartForm(forms.Form):
     with_paper = forms.BooleanField(required=False, initial=True, label="Prompt with the paper")
     samples = forms.IntegerField(min_value=1, max_value=MAX_SAMPLES, initial=1)
     params = ParamsField(required=False, label="Generation parameters", help_text=PARAMS_HELP)
+    mode = forms.ChoiceField(choices=[("single", "Single-shot: one prompt, one answer per item"),
+                                      ("agent", "Agent: works in a sandbox over many turns, within a budget")],
+                             initial="single", required=False, label="Mode")
+    budget_turns = forms.IntegerField(required=False, min_value=1, label="Agent budget: turns per item",
+                                      help_text="Agent runs; blank: the release's maximum (so for the others).")
+    budget_tokens = forms.IntegerField(required=False, min_value=1, label="Agent budget: tokens per item")
+    budget_seconds = forms.FloatField(required=False, min_value=1, label="Agent budget: seconds per item")
+    budget_cost = forms.FloatField(required=False, min_value=0.000001, label="Agent budget: USD per item")
 
     def service_values(self) -> dict:
         values = dict(self.cleaned_data)
+        budget = {name: values[f"budget_{name}"] for name in ("turns", "tokens", "seconds", "cost")
+                  if values.get(f"budget_{name}") is not None}
         return {"version": values["release"], "with_paper": values["with_paper"], "samples": values["samples"],
-                "params": values["params"] or {}}
+                "params": values["params"] or {}, "mode": values.get("mode") or "single", "budget": budget or None}
 
 
 class RunUploadForm(forms.Form):

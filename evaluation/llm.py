@@ -272,6 +272,53 @@ class ModelCallError(Exception):
 
 def complete(call: ModelCall, prompt: str, *, sleep: Callable[[float], None] = time.sleep) -> Completion:
     """Send `prompt` as one user message; retry rate limits, 5xx, timeouts and connection errors with backoff."""
+    response, latency, attempts = _response(call, [{"role": "user", "content": prompt}], sleep=sleep)
+    return _completion(response, latency=latency, attempts=attempts)
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    """One turn of a conversation with tools: the assistant's message as it goes back into the history, and usage."""
+
+    message: dict  # {"role": "assistant", "content": ..., "tool_calls": [{id, type, function: {name, arguments}}]}
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency: float
+    cost: float | None
+    attempts: int
+
+
+def tools_supported(*, model: str, api_base: str | None) -> bool:
+    """Whether the model can call tools: litellm's tables say so, or it is an OpenAI-compatible server of its own
+    (an `openai/` model at an api_base, whose tables litellm does not have)."""
+    if api_base and model.startswith(("openai/", "hosted_vllm/")):
+        return True
+    try:
+        return bool(litellm.supports_function_calling(model=model))
+    except Exception:  # noqa: BLE001  (litellm raises for a model missing from its tables)
+        return False
+
+
+def converse(call: ModelCall, messages: list[dict], *, tools: list[dict], timeout: float | None = None,
+             sleep: Callable[[float], None] = time.sleep) -> ToolTurn:
+    """One turn of a conversation with tools (litellm tool calling), with the retries and accounting of `complete`."""
+    response, latency, attempts = _response(call, messages, sleep=sleep, tools=tools,
+                                            timeout=min(call.timeout, timeout) if timeout else call.timeout)
+    message = response.choices[0].message
+    usage = getattr(response, "usage", None)
+    calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name,
+                                                           "arguments": c.function.arguments or "{}"}}
+             for c in (getattr(message, "tool_calls", None) or [])]
+    return ToolTurn(message={"role": "assistant", "content": message.content or "",
+                             **({"tool_calls": calls} if calls else {})},
+                    prompt_tokens=getattr(usage, "prompt_tokens", None),
+                    completion_tokens=getattr(usage, "completion_tokens", None),
+                    latency=latency, cost=_cost(response), attempts=attempts)
+
+
+def _response(call: ModelCall, messages: list[dict], *, sleep: Callable[[float], None], timeout: float | None = None,
+              **extra) -> tuple[litellm.ModelResponse, float, int]:
+    """The model's response to `messages`, its latency and the attempts it took (ModelCallError when none)."""
     _account_ids_hide()
     if refusal := call.refusal():
         raise ModelCallError(f"{call.model}: not called: {refusal}", retryable=False, attempts=0)
@@ -284,13 +331,14 @@ def complete(call: ModelCall, prompt: str, *, sleep: Callable[[float], None] = t
             with _key_scrubber.scrubbing(call.api_key), call.connections() as refusals:
                 response = litellm.completion(
                     model=call.model,
-                    messages=[{"role": "user", "content": prompt}],
+                    messages=messages,
                     api_base=call.api_base,
                     api_key=call.api_key,
-                    timeout=call.timeout,
+                    timeout=timeout or call.timeout,
                     num_retries=0,  # retries are ours, so they are counted, logged and backed off in one place
                     **({"organization": _platform_organization} if call.platform_key and _platform_organization else {}),
                     **call.params,
+                    **extra,
                 )
         except Exception as exc:  # noqa: BLE001  (every failure becomes a ModelCallError without the key)
             latency = time.perf_counter() - started
@@ -321,7 +369,7 @@ def complete(call: ModelCall, prompt: str, *, sleep: Callable[[float], None] = t
             continue
         latency = time.perf_counter() - started
         logger.debug("model %s attempt %d answered in %.2fs", call.model, attempt, latency)
-        return _completion(response, latency=latency, attempts=attempt)
+        return response, latency, attempt
 
 
 def _completion(response: litellm.ModelResponse, *, latency: float, attempts: int) -> Completion:

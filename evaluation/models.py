@@ -56,6 +56,9 @@ class ModelEntry(models.Model):
         return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else self.kind
 
 
+RUN_MODES = [("single", "single-shot"), ("agent", "agent")]  # evaluation/agents runs the second
+
+
 class EvaluationRun(Redispatchable):
     """One model on one published version under one setting; its items are snippets x samples."""
 
@@ -117,6 +120,11 @@ class EvaluationRun(Redispatchable):
                                      help_text="When the run was pinned as its model's leaderboard run in its setting.")
     pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="+")
+    # Single-shot: one prompt, one answer. Agent: the model works in a sandbox workspace over many turns within
+    # `agent_budget` per item (evaluation/agents).
+    mode = models.CharField(max_length=10, choices=RUN_MODES, default="single")
+    agent_budget = models.JSONField(default=dict, blank=True,
+                                    help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -336,3 +344,6 @@ class EnvironmentFailure(models.Model):
 
     def __str__(self) -> str:
         return f"environment {self.environment_hash[:12]} failed on {self.backend}"
+
+
+from evaluation.agents.models import AgentStep, AgentTrajectory  # noqa: E402,F401  (registered with this app)

@@ -99,6 +99,7 @@ def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
         "run": {"id": run.pk, "model": run.model.name, "model_kind": run.model.kind, "release": run.version.name,
                 "release_manifest_hash": run.version.manifest_hash, "protocol": run.protocol,
                 "with_paper": run.with_paper, "samples": run.samples, "params": run.params,
+                "mode": run.mode, "agent_budget": run.agent_budget,
                 "provenance": said.value, "provenance_label": said.label, "provenance_statement": said.statement,
                 "endpoint": run_endpoint(run), "status": run.status, "finished_at": run.finished_at},
         "scope": "all items" if not withheld else "public items only",

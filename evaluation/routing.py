@@ -4,7 +4,7 @@ GPU consume; everything else by CELERY_TASK_ROUTES' table."""
 from __future__ import annotations
 
 GPU_QUEUE = "gpu"
-ITEM_TASKS = frozenset({"evaluation.tasks.item_evaluate"})
+ITEM_TASKS = frozenset({"evaluation.tasks.item_evaluate", "evaluation.agents.tasks.item_agent"})
 
 
 def item_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:

@@ -215,8 +215,11 @@ def run_quota_check(*, user) -> None:
 def run_start(
     *, model: ModelEntry, version: BenchmarkVersion, with_paper: bool = True, samples: int = 1,
     params: dict | None = None, protocol: str | None = None, user=None, dispatch: bool = True,
+    mode: str = "single", budget: dict | None = None,
 ) -> EvaluationRun:
-    """Create a run (in the release's protocol unless another is named) and dispatch its items after commit."""
+    """Create a run (in the release's protocol unless another is named) and dispatch its items after commit.
+
+    `mode` "agent": the model works on each item in a sandbox within `budget` (evaluation/agents/start.py)."""
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"version {version.name} is a draft; runs are pinned to published versions")
     run_quota_check(user=user)
@@ -237,7 +240,10 @@ def run_start(
                                   f"platform's keys")
         model_endpoint_check(model=model, api_key=model.api_key_get(), platform_pays=user_pays_platform(user=user))
     calls = model.kind == ModelEntry.Kind.LITELLM
-    run = EvaluationRun(model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
+    from evaluation.agents.start import run_mode_settings
+
+    agent_budget = run_mode_settings(model=model, version=version, mode=mode, budget=budget)
+    run = EvaluationRun(mode=mode, agent_budget=agent_budget, model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
                         protocol=protocol, created_by=user,
                         litellm_model=model.litellm_model if calls else "", api_base=model.api_base if calls else "",
                         model_params=dict(model.default_params) if calls else {},
@@ -309,6 +315,8 @@ def run_feed(*, run: EvaluationRun) -> int:
             cursor += len(window)
         EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
     task = tasks.item_generate if locked.model.kind == ModelEntry.Kind.LITELLM else tasks.item_evaluate
+    if locked.mode == "agent":
+        from evaluation.agents.tasks import item_agent as task
     for queued, (snippet_id, sample) in enumerate(batch):
         # The broker is down: the watchdog feeds the run again once it answers.
         if not enqueue(task, locked.pk, snippet_id, sample, locked.feed_epoch, subject=locked,

@@ -202,3 +202,6 @@ def environments_prune() -> list[str]:
     removed = backend_current().environments_prune(unused_seconds=settings.SANDBOX_ENVIRONMENT_UNUSED_DAYS * 86400)
     logger.info("removed %d unused environment(s): %s", len(removed), ", ".join(h[:12] for h in removed))
     return removed
+
+
+import evaluation.agents.tasks  # noqa: E402,F401  (its item_agent is registered with the worker as these are)

@@ -232,6 +232,11 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         + [(f"held-out item {s.name} of the reference run", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", HIDDEN)
            for s in held]
         + [("an outcome of another run", {"pk": own, "outcome_pk": _outcome(ref, held[0]).pk}, "", NOT_FOUND)],
+        # Single-shot runs have no trajectory: none to anyone (an agent run's held-out trajectory: test_agent_runs).
+        "run-item-trajectory": [("public single-shot item", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "",
+                                 NOT_FOUND)]
+        + [(f"held-out single-shot item {s.name}", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", NOT_FOUND)
+           for s in held],
         "operations": [("page", {}, "", MAINT)],
         "run-resume": [("reference run", {"pk": ref}, "", POST_MAINT)],
         "run-cancel": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],

@@ -72,6 +72,10 @@ class Session:
         """Copy `files` into a fresh writable work folder and run `command` there under `limits`."""
         raise NotImplementedError
 
+    def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
+        """Run an agent's shell `command` in `workspace`, a folder kept between its commands (evaluation/agents)."""
+        raise SandboxError(f"the {self.backend.name} backend cannot run agent commands yet (bwrap and local can)")
+
     def close(self) -> None:
         """Release whatever the session holds; runs never leave anything behind themselves."""
 

@@ -90,14 +90,17 @@ def _ro_binds(binds: Sequence[tuple[str, str]], writable: Sequence[tuple[str, st
     return args
 
 
-def _sandbox_args(limits: Limits) -> list[str]:
-    """Namespaces, a fresh /proc and /dev, and size-limited tmpfs folders for the work folder and /tmp."""
+def _sandbox_args(limits: Limits, workspace: Path | None = None) -> list[str]:
+    """Namespaces, a fresh /proc and /dev, and size-limited tmpfs folders for the work folder and /tmp; an agent's
+    `workspace` (a folder of the worker's disk kept between its commands) is bound as the work folder instead."""
+    work = (["--bind", str(workspace), WORK_DIR] if workspace is not None else
+            ["--perms", "0777", "--size", str(limits.disk_bytes), "--tmpfs", WORK_DIR])
     return [
         "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
         "--hostname", "sandbox", "--die-with-parent", "--new-session",
         "--proc", "/proc", "--dev", "/dev",
         "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
-        "--perms", "0777", "--size", str(limits.disk_bytes), "--tmpfs", WORK_DIR,
+        *work,
         "--chdir", WORK_DIR,
         "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
     ]
@@ -260,6 +263,28 @@ class BwrapSession(ForkingSession):
                     result = process_run(argv, cwd=Path("/"), limits=limits, backend="bwrap",
                                          env={"PATH": "/usr/bin:/bin"},
                                          preexec=_preexec(limits, cgroups, archive.fileno()))
+                except (OSError, subprocess.SubprocessError) as exc:
+                    raise SandboxError(f"bwrap could not start: {exc}") from exc
+            oom = cgroups.oom_killed()
+        finally:
+            cgroups.remove()
+        return _started(result, oom)
+
+    def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
+        """An agent's shell command with `workspace` as its writable work folder (owned by the sandbox user), no
+        network and the run's limits; whatever it started dies when it ends (its pid namespace goes with it)."""
+        env = self._env_for(limits)
+        setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
+        start = f'printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
+        argv = [_bwrap() or "bwrap", *_sandbox_args(limits, workspace), *self._mounts, "--clearenv", *setenv, "--",
+                *_setpriv(), "/bin/sh", "-c", start, "rcb-command", command]
+        cgroups = RunCgroups(limits)
+        try:
+            with open(os.devnull, "rb") as devnull:
+                try:
+                    result = process_run(argv, cwd=Path("/"), limits=limits, backend="bwrap",
+                                         env={"PATH": "/usr/bin:/bin"},
+                                         preexec=_preexec(limits, cgroups, devnull.fileno()))
                 except (OSError, subprocess.SubprocessError) as exc:
                     raise SandboxError(f"bwrap could not start: {exc}") from exc
             oom = cgroups.oom_killed()

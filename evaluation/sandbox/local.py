@@ -24,6 +24,13 @@ class LocalSession(Session):
             return process_run(command, cwd=Path(work), limits=limits, backend="local", env=env,
                                preexec=rlimits(limits))
 
+    def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
+        logger.warning("SANDBOX_BACKEND=local runs agent commands WITHOUT isolation; use bwrap")
+        env = {"PATH": f"{Path(self.environment.python).parent}:/usr/bin:/bin", "HOME": str(workspace),
+               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+        return process_run(["/bin/sh", "-c", command], cwd=workspace, limits=limits, backend="local", env=env,
+                           preexec=rlimits(limits))
+
 
 class LocalBuild:
     """Build steps as plain processes: no isolation, but with an empty environment (no worker secrets)."""

@@ -13,7 +13,8 @@ Usage::
 
 Endpoints: ``POST /v1/chat/completions`` answers a ``chat.completion`` whose
 ``choices[0].message.content`` is ``responder(prompt, body)``; ``prompt`` is the content of the last
-user message. ``GET /v1/models`` lists the model names requested so far (or ``test-model``).
+user message. A responder may return a dict instead: the assistant message itself (e.g. with ``tool_calls``, each
+``{"id", "type": "function", "function": {"name", "arguments"}}``), answered with finish reason ``tool_calls``. ``GET /v1/models`` lists the model names requested so far (or ``test-model``).
 
 ``failures`` is a script consumed one entry per chat completion request before normal answers:
 an int is returned as that HTTP status with an OpenAI-style error body; ``"timeout"`` sleeps
@@ -168,6 +169,8 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # a broken responder shows as a server error, not a hung client
                 self._send_json(500, _error(f"responder failed: {exc!r}", "server_error"))
                 return
+            message = {"role": "assistant", "content": text} if isinstance(text, str) else {"role": "assistant", **text}
+            text = message.get("content") or ""
             prompt_tokens, completion_tokens = len(prompt.split()), len(text.split())
             with contextlib.suppress(OSError):  # the client may have given up on a slow answer
                 self._send_json(200, {
@@ -177,8 +180,8 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                     "model": body.get("model", "test-model"),
                     "choices": [{
                         "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
+                        "message": message,
+                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
                     }],
                     "usage": {
                         "prompt_tokens": prompt_tokens,

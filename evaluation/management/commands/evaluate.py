@@ -12,6 +12,7 @@ from benchmarks.management.base import VersionCommand
 from benchmarks.models import BenchmarkVersion
 from benchmarks.selectors import version_settings_text
 from evaluation import services, tasks
+from evaluation.agents import tasks as agent_tasks
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.selectors import run_items_missing, run_progress
 
@@ -25,16 +26,27 @@ class Command(VersionCommand):
         parser.add_argument("--without-paper", action="store_true", help="The ablation: no paper in the prompt.")
         parser.add_argument("--samples", type=int, default=1, help="Answers per snippet (pass@k when > 1).")
         parser.add_argument("--protocol", help="A prompt protocol's name (default: the release's).")
+        parser.add_argument("--mode", choices=["single", "agent"], default="single",
+                            help="agent: the model works in a sandbox over many turns within a budget per item.")
+        parser.add_argument("--budget", action="append", default=[], metavar="NAME=VALUE",
+                            help="An agent run's per-item budget, e.g. --budget turns=20 (turns, tokens, seconds, "
+                                 "cost); default: the release's maximums.")
         parser.add_argument("--inline", action="store_true", help="Run every item in this process, no worker.")
         parser.add_argument("--timeout", type=float, default=24 * 3600, help="Seconds to wait for the workers.")
 
     def handle(self, *args, model: str, version: str, without_paper: bool, samples: int, protocol: str | None,
-               inline: bool, timeout: float, **options) -> None:
+               inline: bool, timeout: float, mode: str = "single", budget: list[str] | None = None,
+               **options) -> None:
+        try:
+            budgets = {name: float(value) for name, _, value in (pair.partition("=") for pair in budget or [])}
+        except ValueError as exc:
+            raise CommandError(f"--budget takes NAME=NUMBER: {exc}") from exc
         try:
             model_entry = ModelEntry.objects.get(name=model)
             benchmark = BenchmarkVersion.objects.get(name=version)
             run = services.run_start(model=model_entry, version=benchmark, with_paper=not without_paper,
-                                     samples=samples, protocol=protocol, dispatch=not inline)
+                                     samples=samples, protocol=protocol, dispatch=not inline, mode=mode,
+                                     budget=budgets or None)
         except ModelEntry.DoesNotExist as exc:
             raise CommandError(f"no registered model named {model!r}") from exc
         except BenchmarkVersion.DoesNotExist as exc:
@@ -42,7 +54,8 @@ class Command(VersionCommand):
         except services.EvaluationError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"run {run.pk}: {model_entry} on {benchmark}, {run.total_items} item(s) in protocol "
-                          f"{run.protocol}; release settings: {version_settings_text(version=benchmark)}")
+                          f"{run.protocol}, mode {run.mode}"
+                          f"{f' (budget per item: {run.agent_budget})' if run.agent_budget else ''}; release settings: {version_settings_text(version=benchmark)}")
         if inline:
             self._run_inline(run)
         else:
@@ -54,6 +67,9 @@ class Command(VersionCommand):
         EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
         calls_model = run.model.kind == ModelEntry.Kind.LITELLM
         for snippet_id, sample in tqdm(run_items_missing(run), unit="item", file=sys.stderr):
+            if run.mode == "agent":
+                agent_tasks.item_agent.apply(args=(run.pk, snippet_id, sample), throw=True)
+                continue
             if calls_model:
                 tasks.item_generate.apply(args=(run.pk, snippet_id, sample), throw=True)
             tasks.item_evaluate.apply(args=(run.pk, snippet_id, sample), throw=True)

@@ -1,0 +1,174 @@
+"""An agent item's workspace: the public package with the snippet masked, in a folder of the worker's disk kept
+between turns, and the answer read back from it.
+
+What the workspace holds: every file of the task except its hidden ones (`task_hidden_files`: the test entry point
+and reference copies), the snippet's file masked exactly as the single-shot prompt shows it, every other annotated
+file without its marker lines, and the paper unless the run is the without-paper ablation.
+
+The answer (`answer_read`): the masked file is prefix + placeholder + suffix, the placeholder being the two TODO
+lines with their line ends. The agent's final version of that file must still start with the prefix and end with
+the suffix (unchanged, not overlapping); the text between them is the snippet body. Anything else is no answer, with
+the reason. The body is spliced into the original file by the single-shot path: nothing else of the workspace
+reaches the test.
+
+The worker's own file tools (read, write, edit, list) run here as the worker's user, so every path is resolved with
+its symbolic links and refused unless it stays inside the workspace; no command of the agent runs between a check
+and its use (each command's processes die with it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+
+from benchmarks.paper2code import strip_markers
+from benchmarks.paper2code.prompt import Protocol
+from benchmarks.selectors import snippet_masked
+
+SANDBOX_UID = SANDBOX_GID = 65534  # the bwrap backend's sandbox user, who must own the workspace
+FILE_BYTES_MAX = 2 * 1024 * 1024
+
+
+class WorkspaceError(ValueError):
+    """A tool's path or edit the workspace refuses; the message goes back to the model."""
+
+
+@dataclass(frozen=True)
+class MaskedFile:
+    path: str
+    prefix: str
+    placeholder: str
+    suffix: str
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.placeholder + self.suffix
+
+
+def masked_split(masked: str, *, name: str, loc: int, path: str) -> MaskedFile:
+    """The masked file cut around its placeholder (the TODO line and the "Approximately" line, line ends kept)."""
+    start = masked.find(f'# TODO: Implement block "{name}"')
+    end_marker = f"# Approximately {loc} line(s) of code."
+    end = masked.find(end_marker, start)
+    if start < 0 or end < 0:
+        raise ValueError(f"{path}: the placeholder of {name!r} is not in the masked file")
+    start = masked.rfind("\n", 0, start) + 1  # the placeholder's indentation belongs to it
+    end += len(end_marker)
+    end += 2 if masked.startswith("\r\n", end) else 1 if masked.startswith("\n", end) else 0
+    return MaskedFile(path=path, prefix=masked[:start], placeholder=masked[start:end], suffix=masked[end:])
+
+
+def workspace_files(*, snippet, files: dict[str, bytes], hidden: frozenset[str], protocol: Protocol,
+                    with_paper: bool) -> tuple[dict[str, bytes], MaskedFile]:
+    """The files an agent starts with, and the masked file cut around its placeholder."""
+    task = snippet.task
+    masked = masked_split(snippet_masked(snippet=snippet, files=files, protocol=protocol), name=snippet.name,
+                          loc=snippet.loc, path=snippet.file_path)
+    start: dict[str, bytes] = {}
+    for path, data in files.items():
+        if path in hidden or (path == task.paper_path and not with_paper):
+            continue
+        if path == snippet.file_path:
+            data = masked.text.encode("utf-8")
+        elif path in task.annotated_paths:
+            data = strip_markers(data.decode("utf-8")).encode("utf-8")
+        start[path] = data
+    return start, masked
+
+
+def answer_read(*, final: str | None, masked: MaskedFile) -> tuple[str | None, str]:
+    """(the snippet body, "") from the agent's final file, or (None, why there is none)."""
+    if final is None:
+        return None, f"{masked.path} is missing from the workspace at the end"
+    if not final.startswith(masked.prefix):
+        return None, (f"{masked.path} was changed above the TODO block (the lines before it must stay as given), "
+                      f"so the answer's region cannot be found")
+    if not final.endswith(masked.suffix) or len(final) < len(masked.prefix) + len(masked.suffix):
+        return None, (f"{masked.path} was changed below the TODO block (the lines after it must stay as given), "
+                      f"so the answer's region cannot be found")
+    return final[len(masked.prefix):len(final) - len(masked.suffix)], ""
+
+
+class Workspace:
+    """The item's folder on this worker; created afresh for each attempt at the item."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    @classmethod
+    def create(cls, *, name: str, files: dict[str, bytes]) -> Workspace:
+        root = Path(settings.AGENT_WORKSPACE_DIR) / name
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True, mode=0o700)
+        workspace = cls(root)
+        for path, data in files.items():
+            workspace.write(path, data)
+        return workspace
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def owned_by_sandbox(self) -> None:
+        """Before a command: the sandbox user owns everything (as root only; a non-root worker runs local only)."""
+        if os.geteuid() != 0:
+            return
+        for folder, dirs, names in os.walk(self.root):
+            for entry in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
+                os.lchown(entry, SANDBOX_UID, SANDBOX_GID)
+
+    def resolve(self, path: str) -> Path:
+        """The real path of `path` (relative to the workspace, or /sandbox/...), refused if it leaves it."""
+        relative = path.removeprefix("/sandbox/").removeprefix("/sandbox")
+        if PurePosixPath(relative).is_absolute():
+            raise WorkspaceError(f"{path}: give a path inside the workspace (relative, or under /sandbox)")
+        root = self.root.resolve()
+        target = Path(os.path.realpath(root / (relative or ".")))
+        if target != root and root not in target.parents:
+            raise WorkspaceError(f"{path}: the path leaves the workspace")
+        return target
+
+    def read(self, path: str) -> bytes:
+        target = self.resolve(path)
+        if not target.is_file():
+            raise WorkspaceError(f"{path}: no such file")
+        if target.stat().st_size > FILE_BYTES_MAX:
+            raise WorkspaceError(f"{path}: larger than {FILE_BYTES_MAX} bytes")
+        return target.read_bytes()
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            return self.read(path).decode("utf-8", "replace")
+        except WorkspaceError:
+            return None
+
+    def write(self, path: str, data: bytes) -> None:
+        if len(data) > FILE_BYTES_MAX:
+            raise WorkspaceError(f"{path}: larger than {FILE_BYTES_MAX} bytes")
+        target = self.resolve(path)
+        if target == self.root.resolve() or target.is_dir():
+            raise WorkspaceError(f"{path}: is a folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.resolve(str(target.parent.relative_to(self.root.resolve())))  # made under the workspace only
+        tmp = target.with_name(f".{target.name}.rcb-tmp")
+        tmp.unlink(missing_ok=True)  # never through a link the agent planted under this name
+        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+
+    def listing(self, path: str = ".") -> list[str]:
+        top = self.resolve(path)
+        if not top.is_dir():
+            raise WorkspaceError(f"{path}: no such folder")
+        root = self.root.resolve()
+        found = []
+        for folder, dirs, names in os.walk(top):
+            dirs.sort()
+            for name in sorted(names):
+                found.append(str((Path(folder) / name).relative_to(root)))
+        return sorted(found)

@@ -1,0 +1,386 @@
+"""Agent runs (issue 23): the mode at run start, budgets, the workspace and its answer, and real agent loops driven
+through the local OpenAI-compatible server with scripted tool calls (commands on the local backend here; bwrap in
+test_agent_sandbox.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from django.urls import reverse
+
+from benchmarks.models import Snippet
+from benchmarks.selectors import protocol_get
+from benchmarks.services import pset_import
+from evaluation import services
+from evaluation.agents.budget import Budget, budget_for_run
+from evaluation.agents.loop import agent_loop, system_prompt, trajectory_start
+from evaluation.agents.models import AgentStep, AgentTrajectory
+from evaluation.agents.policies import model_policy
+from evaluation.agents.workspace import Workspace, answer_read, masked_split, workspace_files
+from evaluation.llm import ModelCall
+from evaluation.models import EvaluationRun, ModelEntry
+from evaluation.sandbox import Environment, Limits
+from evaluation.sandbox.local import LocalBackend, LocalSession
+from evaluation.taskfiles import task_files, task_hidden_files
+from tests.conftest import DEMO_PSET, client_for
+from tests.evaluation.openai_server import openai_server
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def version(media_root):
+    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+
+
+@pytest.fixture
+def workspace_dir(settings, tmp_path):
+    settings.AGENT_WORKSPACE_DIR = tmp_path / "workspaces"
+    return settings.AGENT_WORKSPACE_DIR
+
+
+def _snippet(version) -> Snippet:
+    return Snippet.objects.filter(task__versions=version).select_related("task", "task__paper").order_by("pk").first()
+
+
+def _local_session(tmp_path) -> LocalSession:
+    backend = LocalBackend(tmp_path / "cache")
+    return LocalSession(backend, Environment(hash="test", backend="local", location=str(tmp_path),
+                                             python=sys.executable))
+
+
+def _call(number: int, name: str, **arguments) -> dict:
+    return {"id": f"call_{number}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+# The mode at run start
+
+
+def test_an_agent_run_records_its_mode_and_budget_within_the_releases_maximums(version, settings):
+    settings.AGENT_BUDGET_MAXIMUMS = {"turns": 30, "tokens": 100000, "seconds": 600, "cost": 2}
+    version.agent_budget_max = {"turns": 20}
+    version.save()
+    reference = ModelEntry.objects.get(name="reference")
+    run = services.run_start(model=reference, version=version, mode="agent", budget={"turns": 5}, dispatch=False)
+    assert (run.mode, run.agent_budget) == ("agent", {"turns": 5, "tokens": 100000, "seconds": 600.0, "cost": 2.0})
+    default = services.run_start(model=reference, version=version, mode="agent", dispatch=False)
+    assert default.agent_budget["turns"] == 20, "unset: the release's maximum"
+    with pytest.raises(services.EvaluationError, match="turns 21 is above the release's maximum of 20 turns"):
+        services.run_start(model=reference, version=version, mode="agent", budget={"turns": 21}, dispatch=False)
+    with pytest.raises(services.EvaluationError, match="unknown budget steps"):
+        services.run_start(model=reference, version=version, mode="agent", budget={"steps": 1}, dispatch=False)
+    single = services.run_start(model=reference, version=version, dispatch=False)
+    assert (single.mode, single.agent_budget) == ("single", {})
+
+
+def test_agent_mode_is_refused_at_start_for_a_model_without_tool_calling(version, maintainer):
+    model = ModelEntry.objects.create(name="old-llama", display_name="Old llama", litellm_model="ollama/llama2")
+    with pytest.raises(services.EvaluationError, match="cannot call tools as litellm knows it"):
+        services.run_start(model=model, version=version, mode="agent", user=maintainer, dispatch=False)
+    assert not EvaluationRun.objects.filter(model=model).exists()
+    local = ModelEntry.objects.create(name="own-server", display_name="Own", litellm_model="openai/mine",
+                                      api_base="http://127.0.0.1:9/v1")
+    started = services.run_start(model=local, version=version, mode="agent", user=maintainer, dispatch=False)
+    assert started.mode == "agent"
+
+
+def test_the_api_and_the_manifest_say_the_mode(version, maintainer):
+    api = client_for(maintainer)
+    started = api.post("/api/v1/runs/", {"model": "reference", "release": version.name, "mode": "agent",
+                                         "budget": {"turns": 4}}, format="json")
+    assert started.status_code == 201, started.content
+    body = started.json()
+    assert body["mode"] == "agent" and body["agent_budget"]["turns"] == 4
+    refused = api.post("/api/v1/runs/", {"model": "reference", "release": version.name, "mode": "agent",
+                                         "budget": {"turns": 10 ** 6}}, format="json")
+    assert refused.status_code == 400 and "above the release's maximum" in refused.content.decode()
+    run = EvaluationRun.objects.get(pk=body["id"])
+    manifest = json.loads(b"".join(client_for(maintainer).get(reverse("run-manifest", args=[run.pk]))
+                                   .streaming_content))
+    assert (manifest["run"]["mode"], manifest["run"]["agent_budget"]["turns"]) == ("agent", 4)
+    page = client_for(maintainer).get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert "Agent run" in page and "4 turns" in page
+
+
+def test_budgets_are_checked_and_default_to_the_maximums(version, settings):
+    settings.AGENT_BUDGET_MAXIMUMS = {"turns": 3, "tokens": 10, "seconds": 5, "cost": 1}
+    assert budget_for_run(version=version, requested=None) == Budget(3, 10, 5.0, 1.0)
+    with pytest.raises(ValueError, match="positive number"):
+        budget_for_run(version=version, requested={"cost": 0})
+
+
+# The workspace and the answer
+
+
+def test_the_workspace_holds_the_public_package_masked_and_never_a_hidden_file(version):
+    snippet = _snippet(version)
+    task = snippet.task
+    hidden = task_hidden_files(task)
+    start, masked = workspace_files(snippet=snippet, files=task_files(task), hidden=hidden,
+                                    protocol=protocol_get(name=version.protocol_id), with_paper=True)
+    assert task.test_entry_point in hidden and not hidden & set(start)
+    assert set(start) == set(task_files(task)) - hidden
+    assert start[snippet.file_path].decode() == masked.text
+    assert masked.placeholder.lstrip().startswith(f'# TODO: Implement block "{snippet.name}"')
+    assert "paper2code" not in "".join(data.decode("utf-8", "replace") for path, data in start.items()
+                                       if path.endswith(".py")), "no marker line in any file"
+    assert snippet.reference_code.strip() not in start[snippet.file_path].decode()
+    ablation, _ = workspace_files(snippet=snippet, files=task_files(task), hidden=hidden,
+                                  protocol=protocol_get(name=version.protocol_id), with_paper=False)
+    assert task.paper_path in start and task.paper_path not in ablation
+
+
+def test_the_answer_is_the_text_between_the_unchanged_lines_around_the_placeholder():
+    masked = masked_split("import x\n\ndef f(a):\n    # TODO: Implement block \"f\"\n"
+                          "    # Approximately 2 line(s) of code.\n    return b\n", name="f", loc=2, path="m.py")
+    assert masked.placeholder == '    # TODO: Implement block "f"\n    # Approximately 2 line(s) of code.\n'
+    body = "    b = a + 1\n    b *= 2\n"
+    assert answer_read(final=masked.prefix + body + masked.suffix, masked=masked) == (body, "")
+    assert answer_read(final=masked.text, masked=masked) == (masked.placeholder, "")
+    assert answer_read(final=masked.prefix + masked.suffix, masked=masked) == ("", "")
+    above, why = answer_read(final="import y\n" + masked.text[9:], masked=masked)
+    assert above is None and "changed above the TODO block" in why
+    below, why = answer_read(final=masked.prefix + body + "    return c\n", masked=masked)
+    assert below is None and "changed below the TODO block" in why
+    assert answer_read(final=None, masked=masked) == (None, "m.py is missing from the workspace at the end")
+
+
+def test_file_tools_stay_inside_the_workspace(workspace_dir, tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    workspace = Workspace.create(name="w", files={"a/b.py": b"x = 1\n"})
+    (workspace.root / "link").symlink_to(outside)
+    for path in ("../secret.txt", str(outside), "link", "/sandbox/../secret.txt"):
+        with pytest.raises(ValueError, match="leaves the workspace|inside the workspace"):
+            workspace.read(path)
+    with pytest.raises(ValueError):
+        workspace.write("link", b"overwritten")
+    (workspace.root / "a" / ".b.py.rcb-tmp").symlink_to(outside)  # planted where a write stages its bytes
+    workspace.write("a/b.py", b"x = 2\n")
+    assert outside.read_text() == "secret" and workspace.read("a/b.py") == b"x = 2\n"
+    assert workspace.listing() == ["a/b.py", "link"]
+
+
+# Real loops through the OpenAI-compatible server
+
+
+def _item_run(version, *, budget: dict) -> tuple[EvaluationRun, Snippet]:
+    model = ModelEntry.objects.create(name="tooler", display_name="Tooler", litellm_model="openai/tooler",
+                                      api_base="http://127.0.0.1:9/v1")
+    run = EvaluationRun.objects.create(model=model, version=version, mode="agent", agent_budget=budget,
+                                       litellm_model=model.litellm_model, api_base=model.api_base)
+    return run, _snippet(version)
+
+
+def _loop(run, snippet, server, tmp_path, budget: Budget):
+    task = snippet.task
+    start, masked = workspace_files(snippet=snippet, files=task_files(task), hidden=task_hidden_files(task),
+                                    protocol=protocol_get(name=run.protocol), with_paper=True)
+    workspace = Workspace.create(name="item", files=start)
+    trajectory = trajectory_start(run=run, snippet=snippet, sample=0, budget=budget)
+    call = ModelCall(model="openai/tooler", api_base=server.base_url, api_key="sk-test", private_addresses=True,
+                     max_retries=0)
+    system = system_prompt(path=snippet.file_path, name=snippet.name, loc=snippet.loc, budget=budget,
+                           command_seconds=60, output_bytes=16384)
+    end = agent_loop(trajectory=trajectory, policy=model_policy(call), system=system, prompt="the task",
+                     workspace=workspace, session=_local_session(tmp_path),
+                     limits=Limits(wall_seconds=30, output_bytes=16384), budget=budget)
+    return end, workspace, masked, trajectory
+
+
+def test_a_scripted_model_edits_runs_and_submits_and_every_step_is_stored(version, workspace_dir, tmp_path):
+    budget = Budget(turns=10, tokens=100000, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    task = snippet.task
+    _, masked = workspace_files(snippet=snippet, files=task_files(task), hidden=task_hidden_files(task),
+                                protocol=protocol_get(name=run.protocol), with_paper=True)
+    script = [
+        [_call(0, "list_files")],
+        [_call(1, "read_file", path=snippet.file_path)],
+        [_call(2, "edit_file", path=snippet.file_path, old_string=masked.placeholder,
+               new_string=snippet.reference_code)],
+        [_call(3, "run", command="echo hello; python -c 'print(6*7)'; yes | head -c 40000")],
+        [_call(4, "submit")],
+    ]
+
+    def responder(prompt, body):
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        assert body["tools"] and {t["function"]["name"] for t in body["tools"]} == {
+            "run", "read_file", "write_file", "edit_file", "list_files", "submit"}
+        return {"content": f"turn {turn}", "tool_calls": script[turn]}
+
+    with openai_server(responder=responder) as server:
+        end, workspace, masked, trajectory = _loop(run, snippet, server, tmp_path, budget)
+        requests = server.chat_requests
+    assert end.ended_by == "submitted" and end.usage.turns == 5
+    body, problem = answer_read(final=workspace.read_text(snippet.file_path), masked=masked)
+    assert (body, problem) == (snippet.reference_code, "")
+    steps = list(AgentStep.objects.filter(trajectory=trajectory))
+    assert [s.role for s in steps[:4]] == ["system", "user", "assistant", "tool"]
+    assert "10 turns" in steps[0].content and "100000 tokens" in steps[0].content
+    tool_outputs = {s.tool_name: s.content for s in steps if s.role == "tool"}
+    assert snippet.file_path in tool_outputs["list_files"] and task.test_entry_point not in tool_outputs["list_files"]
+    assert "TODO: Implement block" in tool_outputs["read_file"]
+    assert "hello\n42\n" in tool_outputs["run"] and "exit code 0" in tool_outputs["run"]
+    assert "[output cut at 16384 bytes per stream]" in tool_outputs["run"]
+    # What is left is said after each turn, and stored with every step.
+    notes = [s.content for s in steps if s.role == "user"][1:]
+    assert notes[0].startswith("Budget left: 9 turn(s)") and notes[-1].startswith("Budget left: 6 turn(s)")
+    assert [s.budget_left["turns"] for s in steps if s.role == "assistant"] == [9, 8, 7, 6, 5]
+    sent = requests[1].body["messages"]  # the model is told what is left, after the tool's output
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
+    assert sent[-1]["content"].startswith("Budget left: 9 turn(s)") and sent[3]["tool_call_id"] == "call_0"
+    trajectory.refresh_from_db()
+    assert (trajectory.ended_by, trajectory.turns) == ("submitted", 5)
+    assert trajectory.prompt_tokens > 0 and trajectory.completion_tokens == 10  # "turn N": two words a turn
+
+
+def test_the_turn_budget_ends_an_agent_that_never_submits(version, workspace_dir, tmp_path):
+    budget = Budget(turns=3, tokens=100000, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    with openai_server(responder=lambda prompt, body: {"content": "thinking", "tool_calls": [
+            _call(len(body["messages"]), "run", command="true")]}) as server:
+        end, *_ = _loop(run, snippet, server, tmp_path, budget)
+        assert len(server.chat_requests) == 3
+    assert (end.ended_by, end.usage.turns) == ("turns", 3)
+
+
+def test_the_token_budget_ends_the_item_before_the_overspending_turns_tools(version, workspace_dir, tmp_path):
+    budget = Budget(turns=10, tokens=50, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    with openai_server(responder=lambda prompt, body: {"content": "word " * 60, "tool_calls": [
+            _call(0, "write_file", path="never.txt", content="x")]}) as server:
+        end, workspace, *_ = _loop(run, snippet, server, tmp_path, budget)
+    assert end.ended_by == "tokens" and not (workspace.root / "never.txt").exists()
+
+
+def test_the_wall_time_budget_kills_a_running_command(version, workspace_dir, tmp_path):
+    budget = Budget(turns=10, tokens=100000, seconds=3, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    with openai_server(responder=lambda prompt, body: {"content": "", "tool_calls": [
+            _call(0, "run", command="sleep 30")]}) as server:
+        end, *_ = _loop(run, snippet, server, tmp_path, budget)
+    assert end.ended_by == "seconds" and end.usage.seconds < 10
+    output = AgentStep.objects.filter(role="tool").first().content
+    assert "killed at its time limit" in output
+
+
+def test_a_trajectory_begun_by_a_lost_worker_starts_over(version):
+    run, snippet = _item_run(version, budget=Budget(3, 10, 5, 1).as_dict())
+    first = trajectory_start(run=run, snippet=snippet, sample=0, budget=Budget(3, 10, 5, 1))
+    AgentStep.objects.create(trajectory=first, index=0, role="system", content="old")
+    again = trajectory_start(run=run, snippet=snippet, sample=0, budget=Budget(3, 10, 5, 1))
+    assert again.pk == first.pk and not again.steps.exists()
+    AgentTrajectory.objects.filter(pk=first.pk).update(ended_by="submitted")
+    AgentStep.objects.create(trajectory=first, index=0, role="system", content="kept")
+    assert trajectory_start(run=run, snippet=snippet, sample=0, budget=Budget(3, 10, 5, 1)).steps.count() == 1
+
+
+def test_the_run_form_starts_an_agent_run_with_its_budget(version, maintainer, client):
+    client.force_login(maintainer)
+    page = client.post(reverse("run-new", args=["reference"]), {
+        "release": version.name, "with_paper": "on", "samples": 1, "mode": "agent", "budget_turns": 7})
+    assert page.status_code == 302, page.content.decode()[-2000:]
+    run = EvaluationRun.objects.get(model__name="reference", mode="agent")
+    assert run.agent_budget["turns"] == 7
+    single = client.post(reverse("run-new", args=["reference"]), {"release": version.name, "samples": 1,
+                                                                  "budget_turns": 7})
+    assert single.status_code == 400 and "a budget is for agent runs" in single.content.decode()
+
+
+def test_a_releases_agent_budget_maximums_are_a_release_setting_pinned_in_its_manifest(media_root, maintainer):
+    from benchmarks.services import version_publish, version_settings_set
+
+    draft = pset_import(root=DEMO_PSET, version_name="2.0.0").version
+    with pytest.raises(ValueError, match="unknown agent budget 'steps'"):
+        version_settings_set(version=draft, actor=maintainer, agent_budget_max={"steps": 3})
+    version_settings_set(version=draft, actor=maintainer, agent_budget_max={"turns": 12, "cost": 0.5})
+    release = version_publish(version=draft, actor=maintainer)
+    assert release.manifest["settings"]["agent_budget_max"] == {"turns": 12, "cost": 0.5}
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, mode="agent",
+                             dispatch=False)
+    assert (run.agent_budget["turns"], run.agent_budget["cost"]) == (12, 0.5)
+
+
+def _stored_item(run, snippet, *, content: str):
+    from evaluation.models import Outcome
+
+    outcome = Outcome.objects.create(run=run, snippet=snippet, status="failed", category="wrong_result",
+                                     detail="the turn budget ran out (2 of 2 turns); 1 of 4 tests passed")
+    trajectory = AgentTrajectory.objects.create(run=run, snippet=snippet, budget=Budget(2, 100, 60, 1).as_dict(),
+                                                ended_by="turns", turns=2, prompt_tokens=40, completion_tokens=9,
+                                                cost=None, seconds=3.5)
+    for index, (role, text) in enumerate([("system", "sys"), ("user", "prompt"), ("assistant", ""),
+                                          ("tool", content)]):
+        AgentStep.objects.create(trajectory=trajectory, index=index, role=role, content=text,
+                                 tool_calls=[{"id": "c0", "name": "run", "arguments": '{"command": "ls"}'}]
+                                 if role == "assistant" else [], tool_name="run" if role == "tool" else "",
+                                 budget_left={"turns": 1, "tokens": 51, "seconds": 56.5, "cost": None})
+    return outcome
+
+
+def test_the_item_page_shows_the_transcript_and_downloads_it_only_where_the_item_is_visible(media_root, maintainer,
+                                                                                           author, client):
+    from benchmarks.models import VersionTask
+    from benchmarks.services import version_publish, version_task_set
+
+    draft = pset_import(root=DEMO_PSET, version_name="held-1.0.0").version
+    held = draft.tasks.order_by("paper__slug").first()
+    version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT)
+    version = version_publish(version=draft, downloads_inline=True)
+    run = EvaluationRun.objects.create(model=ModelEntry.objects.get(name="reference"), version=version, mode="agent",
+                                       agent_budget=Budget(2, 100, 60, 1).as_dict(), covers_held_out=True,
+                                       status="completed")
+    public = Snippet.objects.filter(task__versions=version).exclude(task=held).order_by("pk").first()
+    secret = Snippet.objects.filter(task=held).order_by("pk").first()
+    shown = _stored_item(run, public, content="line\n" * 1000)
+    hidden = _stored_item(run, secret, content="held-out output")
+
+    page = client.get(reverse("run-item", args=[run.pk, shown.pk])).content.decode()
+    assert "The agent's trajectory" in page and "Ended: <strong>turn budget</strong>" in page
+    assert "cost unavailable" in page, "an unknown cost is said, never 0"
+    assert "5000 characters (show)" in page, "a long output is folded"
+    document = client.get(reverse("run-item-trajectory", args=[run.pk, shown.pk])).json()
+    assert (document["ended_by"], document["usage"]["cost"], len(document["steps"])) == ("turns", None, 4)
+    assert document["steps"][2]["tool_calls"][0]["name"] == "run"
+    assert client.get(reverse("run-item-trajectory", args=[run.pk, hidden.pk])).status_code == 404
+    assert client.get(reverse("run-item", args=[run.pk, hidden.pk])).status_code == 404
+    client.force_login(maintainer)
+    maintainers = client.get(reverse("run-item-trajectory", args=[run.pk, hidden.pk]))
+    assert maintainers.status_code == 200 and maintainers.json()["steps"][3]["content"] == "held-out output"
+
+
+def test_evaluate_takes_the_mode_and_budget(version):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="above the release's maximum"):
+        call_command("evaluate", model="reference", version=version.name, mode="agent", budget=["turns=100000"])
+    with pytest.raises(CommandError, match="--budget takes NAME=NUMBER"):
+        call_command("evaluate", model="reference", version=version.name, mode="agent", budget=["turns=many"])
+    assert not EvaluationRun.objects.exists()
+
+
+def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root, author):
+    from benchmarks.models import VersionTask
+    from benchmarks.services import version_publish, version_task_set
+    from evaluation.agents.tasks import item_agent
+    from evaluation.models import Outcome
+
+    draft = pset_import(root=DEMO_PSET, version_name="held-2.0.0").version
+    held = draft.tasks.order_by("paper__slug").first()
+    version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT)
+    version = version_publish(version=draft, downloads_inline=True)
+    with openai_server(responder=lambda prompt, body: {"content": "", "tool_calls": [_call(0, "submit")]}) as server:
+        model = ModelEntry.objects.create(name="untrusted", display_name="U", litellm_model="openai/u",
+                                          api_base=server.base_url, owner=author)
+        run = EvaluationRun.objects.create(model=model, version=version, mode="agent", covers_held_out=True,
+                                           litellm_model="openai/u", api_base=server.base_url,
+                                           agent_budget=Budget(2, 100, 60, 1).as_dict())
+        snippet = Snippet.objects.filter(task=held).order_by("pk").first()
+        item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
+        assert not server.chat_requests
+    outcome = Outcome.objects.get(run=run, snippet=snippet)
+    assert outcome.status == "error" and "no longer trusted with held-out prompts" in outcome.detail
+    assert not AgentTrajectory.objects.filter(run=run).exists()
