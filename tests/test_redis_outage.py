@@ -19,7 +19,6 @@ from evaluation.models import EvaluationRun, ModelEntry, OperationsEvent
 from evaluation.outcomes import Verdict
 from tests.api.conftest import reference_answers
 from tests.conftest import DEMO_PSET, _pool_reset, client_for
-from tests.outages import own_redis  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

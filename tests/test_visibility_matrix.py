@@ -294,7 +294,7 @@ def _routes(resolver=None, prefix: str = "") -> list[tuple[str, str]]:
 def _admin_urls(w: dict) -> list[tuple[str, str]]:
     """The admin site: its index, and the list and change page of every registered model (held-out rows first)."""
     urls = [("admin index", reverse("admin:index"))]
-    for model, model_admin in django_admin.site._registry.items():
+    for model in django_admin.site._registry:
         meta = model._meta
         urls.append((f"admin {meta.label} list", reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")))
         row = (w["held"][0] if model is Snippet else w["held"][0].task if model is w["held"][0].task.__class__

@@ -6,7 +6,6 @@ The expected masked files and prompts are written out by hand from issue 11 item
 from __future__ import annotations
 
 import hashlib
-import json
 from io import StringIO
 from pathlib import Path
 
@@ -43,14 +42,14 @@ MASKED_ORIGINAL = {
     ("tail_nonl.py", "final"): (b'def g(x):\n    # TODO: Implement block "final"\n\n'
                                 b'    # Approximately 1 line(s) of code.\n'),
 }
-PROMPT_LAST = ('Paper:\nWe add one.\n\nCode:\n## utils.py\n\nA = 1B = 2\n\n'
-               'def f(x):\n    # TODO: Implement block "last"\n\n    # Approximately 1 line(s) of code.\n'
-               '\nWrite "last" (1 lines), $0.\n').encode()
+PROMPT_LAST = (b'Paper:\nWe add one.\n\nCode:\n## utils.py\n\nA = 1B = 2\n\n'
+               b'def f(x):\n    # TODO: Implement block "last"\n\n    # Approximately 1 line(s) of code.\n'
+               b'\nWrite "last" (1 lines), $0.\n')
 PROMPT_LAST_WITHOUT_PAPER = (
-    "Paper:\n(The paper's text is not given for this task: infer what the block computes from the code and the name "
-    "of the TODO block.)\nCode:\n## utils.py\n\nA = 1B = 2\n\n"
-    'def f(x):\n    # TODO: Implement block "last"\n\n    # Approximately 1 line(s) of code.\n'
-    '\nWrite "last" (1 lines), $0.\n').encode()
+    b"Paper:\n(The paper's text is not given for this task: infer what the block computes from the code and the name "
+    b"of the TODO block.)\nCode:\n## utils.py\n\nA = 1B = 2\n\n"
+    b'def f(x):\n    # TODO: Implement block "last"\n\n    # Approximately 1 line(s) of code.\n'
+    b'\nWrite "last" (1 lines), $0.\n')
 
 
 def legacy_pset(root: Path) -> Path:
