@@ -67,11 +67,6 @@ class Task(models.Model):
                                          "empty until the reference ran under the harness (validation or first use).")
     created_at = models.DateTimeField(auto_now_add=True)
 
-    @property
-    def needs_gpu(self) -> bool:
-        """Its tests need a GPU (papers.yaml `gpu: true`): its items run only on a GPU worker (the `gpu` queue)."""
-        return self.extra_metadata.get("gpu") is True
-
     class Meta:
         ordering = ["paper__slug", "-revision"]
         constraints = [
@@ -81,6 +76,11 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"{self.paper.slug} r{self.revision}"
+
+    @property
+    def needs_gpu(self) -> bool:
+        """Its tests need a GPU (papers.yaml `gpu: true`): its items run only on a GPU worker (the `gpu` queue)."""
+        return self.extra_metadata.get("gpu") is True
 
 
 class Snippet(models.Model):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from benchmarks.models import PROTOCOL_NAME_RE, Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, VersionTask
+from benchmarks.models import PROTOCOL_NAME_RE, BenchmarkVersion, Blob, PromptProtocol, Snippet, Task
 from benchmarks.paper2code import AnnotatedFile, Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 import json
+import logging
 import math
 import re
 import shutil
@@ -22,11 +22,18 @@ from django.db.models import Q
 from django.dispatch import Signal
 from django.utils import timezone
 
-from benchmarks.models import (Blob, BenchmarkVersion, Paper, PromptProtocol, Snippet, SnippetRetirement, Task,
-                               VersionTask)
+from benchmarks.models import (
+    BenchmarkVersion,
+    Blob,
+    Paper,
+    PromptProtocol,
+    Snippet,
+    SnippetRetirement,
+    Task,
+    VersionTask,
+)
 from benchmarks.paper2code import PackageError, Problem, Protocol, parse
-from benchmarks.paper2code.pset import (PAPERS_YAML, PaperPackage, papers_yaml_dump, read_pset_with_warnings,
-                                        write_pset)
+from benchmarks.paper2code.pset import PAPERS_YAML, PaperPackage, papers_yaml_dump, read_pset_with_warnings, write_pset
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read, protocol_get, task_package, version_tasks
 

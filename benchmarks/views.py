@@ -13,8 +13,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from benchmarks import selectors, services, visibility
-from benchmarks.permissions import maintainer_required
 from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
+from benchmarks.permissions import maintainer_required
 
 DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson"}  # the page's and the API's
 DOWNLOAD_BLOCK_BYTES = 256 * 1024  # FileResponse's 4 kB blocks made serving a 190 MB file twice as slow
@@ -95,7 +95,8 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
     held_out = version.memberships.filter(task=task, split=VersionTask.Split.HELD_OUT).exists()
     difficulty = None
     if version.is_frozen:  # drafts have no runs
-        from evaluation import analysis, selectors as results
+        from evaluation import analysis
+        from evaluation import selectors as results
 
         difficulty = analysis.snippet_difficulty(version=version, rows=results.leaderboard_rows(version=version),
                                                  user=request.user, task=task)

@@ -24,11 +24,30 @@ from evaluation.comparison import ComparisonError, comparison_from_query, compar
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import PROVENANCE_HELP, provenance_of
 from evaluation.reproducibility import run_endpoint, run_manifest_chunks
-from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
-                                  outcome_tests, run_outcomes_ordered, run_progress)
-from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, UPLOAD_FORMAT, model_register, model_update,
-                                 RUN_PRIORITY_MAX, run_cancel, run_from_upload, run_priority_set, run_resume,
-                                 run_start, run_verify, upload_bytes)
+from evaluation.selectors import (
+    LEADERBOARD_COLUMNS,
+    LeaderboardFilters,
+    leaderboard_record,
+    leaderboard_rows,
+    outcome_tests,
+    run_outcomes_ordered,
+    run_progress,
+)
+from evaluation.services import (
+    MAX_REASON_CHARS,
+    MAX_SAMPLES,
+    RUN_PRIORITY_MAX,
+    UPLOAD_FORMAT,
+    model_register,
+    model_update,
+    run_cancel,
+    run_from_upload,
+    run_priority_set,
+    run_resume,
+    run_start,
+    run_verify,
+    upload_bytes,
+)
 
 # Models
 

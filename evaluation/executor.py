@@ -20,12 +20,17 @@ from benchmarks.paper2code.requirements import requirements_vetted
 from evaluation.audit import answer_audit
 from evaluation.outcomes import Verdict, manifest_made, outcome_classify, outcome_flag, runtime_findings
 from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
+from evaluation.sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
+from evaluation.sandbox.harness import (
+    GuardSpec,
+    answer_span,
+    harness_command,
+    harness_files,
+    harness_verdict,
+    nonce_new,
+)
 from evaluation.selectors import environment_failure
 from evaluation.services import environment_failure_record
-from evaluation.sandbox.harness import (
-    GuardSpec, answer_span, harness_command, harness_files, harness_verdict, nonce_new,
-)
-from evaluation.sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
 from evaluation.taskfiles import blob_cached, task_annotated, task_files, task_hidden_files
 
 logger = logging.getLogger(__name__)

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, date, datetime
 
 from django.core.paginator import Page, Paginator
-from django.db.models import (Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Sum, Value, When,
-                              prefetch_related_objects)
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+    prefetch_related_objects,
+)
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
@@ -17,8 +27,15 @@ from benchmarks.paper2code.markers import is_marker, split_lines
 from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
 from config.highlight import answer_diff
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
-from evaluation.models import (EnvironmentFailure, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange,
-                               RunScore)
+from evaluation.models import (
+    EnvironmentFailure,
+    EvaluationRun,
+    Generation,
+    ModelEntry,
+    Outcome,
+    ProvenanceChange,
+    RunScore,
+)
 from evaluation.provenance import provenance_of
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
@@ -107,7 +124,7 @@ def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.
 
-_NEVER = datetime.min.replace(tzinfo=dt_timezone.utc)  # a run's date when it has none
+_NEVER = datetime.min.replace(tzinfo=UTC)  # a run's date when it has none
 
 LEADERBOARD_SORTS = {
     # Descending means best first: rank 1 first, ties by score, unranked rows last.

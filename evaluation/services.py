@@ -25,8 +25,16 @@ from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_
 from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
 from config.addresses import AddressRefused, host_addresses_check
 from config.api import user_may_change
-from evaluation.models import (EnvironmentFailure, EnvironmentLock, EvaluationRun, Generation, ModelEntry,
-                               OperationsEvent, Outcome, ProvenanceChange)
+from evaluation.models import (
+    EnvironmentFailure,
+    EnvironmentLock,
+    EvaluationRun,
+    Generation,
+    ModelEntry,
+    OperationsEvent,
+    Outcome,
+    ProvenanceChange,
+)
 from evaluation.outcomes import Verdict, tail
 from evaluation.provenance import provenance_at_start
 from evaluation.reproducibility import canonical_hash

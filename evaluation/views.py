@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -22,9 +22,9 @@ from config.api import user_may_change
 from evaluation import analysis, reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
-from evaluation.provenance import provenance_choices, provenance_legend
-from evaluation.operations import events_recent, queues_status, runs_stalled, workers_status
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
+from evaluation.operations import events_recent, queues_status, runs_stalled, workers_status
+from evaluation.provenance import provenance_choices, provenance_legend
 
 BREAKDOWNS = {
     "papers": "Per paper",

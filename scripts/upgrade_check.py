@@ -47,7 +47,7 @@ services.comment_add(submission=sub, actor=ada, body="Kept across upgrades.")
 from evaluation.models import RunScore
 scores = RunScore.objects.filter(paper__isnull=True).select_related("run__model").order_by("pk")
 print(json.dumps({s.run.model.name: s.scaled_pass_rate for s in scores}))
-""" % ADMIN
+""" % ADMIN  # noqa: UP031 (the shell's code has braces of its own)
 NEW_READS = f"""
 import json
 from django.contrib.auth import authenticate
@@ -103,7 +103,9 @@ def connect(url: str) -> psycopg.Connection:
 
 
 def rows_read(conn: psycopg.Connection, table: str, columns: list[str], key: list[str]) -> dict[str, str]:
-    ids = lambda names: sql.SQL(", ").join(map(sql.Identifier, names))
+    def ids(names: list[str]) -> sql.Composed:
+        return sql.SQL(", ").join(map(sql.Identifier, names))
+
     query = sql.SQL("select row({key})::text, md5(row({cols})::text) from {table} order by {key}").format(
         key=ids(key), cols=ids(columns), table=sql.Identifier(table))
     return dict(conn.execute(query).fetchall())

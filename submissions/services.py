@@ -14,8 +14,7 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
 from benchmarks.selectors import user_is_maintainer
-from benchmarks.services import (blob_store, snippet_mutations_record, task_store, version_draft_create,
-                                 version_task_set)
+from benchmarks.services import blob_store, snippet_mutations_record, task_store, version_draft_create, version_task_set
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
 from submissions.packages import revision_package
 from submissions.quotas import environments_check, stored_bytes_check

@@ -26,8 +26,8 @@ from typing import IO
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
 from evaluation.sandbox.cgroups import RunCgroups
 from evaluation.sandbox.forkserver import ForkingSession, ProcessZygote
-from evaluation.sandbox.process import files_write, process_run, rlimits
 from evaluation.sandbox.install import INPUTS
+from evaluation.sandbox.process import files_write, process_run, rlimits
 from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ def _probe(etc_dir: Path) -> tuple[bool, str]:
 
 def _archive(files: Mapping[str, bytes]) -> IO[bytes]:
     """The task's files as an unlinked tar file, owned by the sandbox user (paths checked by files_write)."""
-    archive = tempfile.TemporaryFile(prefix="rcb-bwrap-")
+    archive = tempfile.TemporaryFile(prefix="rcb-bwrap-")  # noqa: SIM115 (handed to the caller, who closes it)
     with tempfile.TemporaryDirectory(prefix="rcb-bwrap-") as staging:
         files_write(Path(staging), files)
 
