@@ -138,6 +138,20 @@ def media_root(settings, tmp_path) -> Path:
 
 
 @pytest.fixture
+def executor_backend():
+    """`executor_backend(backend)` makes `backend` the one this process runs items on; the settings' choice again
+    (and every session closed) when the test ends."""
+    from evaluation import executor
+
+    def use(backend):
+        executor.backend_use(backend)
+        return backend
+
+    yield use
+    executor.backend_use(None)
+
+
+@pytest.fixture
 def worker_broker(request):
     """A Redis database of its own for this test's broker, emptied before and after. Databases are claimed in
     database 0 (SET NX), so test runs sharing one Redis server never empty each other's broker. A test marked

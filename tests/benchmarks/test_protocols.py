@@ -14,7 +14,6 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
-from evaluation import executor
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.selectors import item_prompt
 from evaluation.services import EvaluationError, run_start
@@ -192,12 +191,9 @@ def test_protocol_add_never_changes_an_existing_protocol(tmp_path):
 
 
 @pytest.fixture
-def bwrap(sandbox_cache):
-    executor.sessions_close()
-    executor._backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+def bwrap(sandbox_cache, executor_backend):
+    executor_backend(sandbox_backend_or_missing("bwrap", sandbox_cache))
     yield
-    executor.sessions_close()
-    executor._backend = None
 
 
 def test_evaluate_runs_in_the_named_protocol(original, bwrap):

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
-from evaluation import executor, services
+from evaluation import services
 from evaluation.models import EnvironmentLock, EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.reproducibility import MANIFEST_FORMAT, canonical_hash, manifest_verify
@@ -145,12 +145,9 @@ def test_schema_lists_the_manifest_endpoint():
 
 
 @pytest.fixture
-def bwrap(sandbox_cache):
-    executor.sessions_close()
-    executor._backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+def bwrap(sandbox_cache, executor_backend):
+    executor_backend(sandbox_backend_or_missing("bwrap", sandbox_cache))
     yield
-    executor.sessions_close()
-    executor._backend = None
 
 
 def test_reference_run_records_its_lock_and_reproduces_fully_until_a_verdict_is_tampered(release, bwrap,
@@ -213,10 +210,9 @@ def test_docker_lock_is_the_image_id(tmp_path):
     assert lock["image_id"].startswith("sha256:")
 
 
-def test_items_without_a_recorded_answer_are_skipped_not_disagreements(release, settings):
+def test_items_without_a_recorded_answer_are_skipped_not_disagreements(release, settings, executor_backend):
     settings.SANDBOX_BACKEND = "local"  # nothing runs: every item lacks an answer
-    executor.sessions_close()
-    executor._backend = None
+    executor_backend(None)
     entry = ModelEntry.objects.create(name="flaky", display_name="Flaky", litellm_model="openai/flaky")
     run = services.run_start(model=entry, version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
@@ -226,6 +222,5 @@ def test_items_without_a_recorded_answer_are_skipped_not_disagreements(release, 
                                 verdict=Verdict("error", "infrastructure", "no answer: HTTP 500"))
     out = StringIO()
     call_command("run_reproduce", str(run.pk), stdout=out)
-    executor._backend = None
     assert out.getvalue().count("skipped  item ") == run.total_items
     assert f"0 disagree, {run.total_items} skipped (no answer recorded)" in out.getvalue()
