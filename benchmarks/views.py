@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from benchmarks import selectors, services, visibility
 from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
 from benchmarks.permissions import maintainer_required
+from config.errors import ApplicationError
 
 DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson"}  # the page's and the API's
 DOWNLOAD_BLOCK_BYTES = 256 * 1024  # FileResponse's 4 kB blocks made serving a 190 MB file twice as slow
@@ -132,7 +133,7 @@ def version_new(request: HttpRequest) -> HttpResponse:
         name = request.POST.get("name", "").strip()
         try:
             version = services.version_draft_create(name=name, actor=request.user)
-        except ValueError as exc:
+        except ApplicationError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"Draft {version.name} created from the latest release.")
@@ -174,7 +175,7 @@ def _release_action(action):
         version = selectors.version_get(name=name, user=request.user)
         try:
             done = action(request, version, *args, **kwargs)
-        except (ValueError, Task.DoesNotExist, Snippet.DoesNotExist) as exc:
+        except (ApplicationError, Task.DoesNotExist, Snippet.DoesNotExist) as exc:
             messages.error(request, str(exc))
             done = None
         if done:
@@ -221,7 +222,7 @@ def _number(request: HttpRequest, key: str, kind: type):
     try:
         return kind(text) if text else None
     except ValueError:
-        raise ValueError(f"{key.replace('_', ' ')}: {text!r} is not a number") from None
+        raise ApplicationError(f"{key.replace('_', ' ')}: {text!r} is not a number") from None
 
 
 @_release_action

@@ -52,6 +52,7 @@ import git
 from django.conf import settings
 
 from config.addresses import AddressRefused, HostUnresolvable, host_addresses_check, ip_literal
+from config.errors import ApplicationError
 
 MB = 1024 * 1024
 _CHUNK = MB
@@ -66,7 +67,7 @@ _LINK_HOPS = 40  # like the kernel's limit on nested symlinks
 _TAR_HEADER_ALLOWANCE = 4096  # per entry: header, pax records, long names and padding
 
 
-class IntakeError(ValueError):
+class IntakeError(ApplicationError):
     """An upload that cannot be taken; the message is for the author (what, where, which limit)."""
 
 

@@ -15,6 +15,7 @@ from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT, requirements_file
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services import blob_store, snippet_mutations_record, task_store, version_draft_create, version_task_set
+from config.errors import ApplicationError
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
 from submissions.packages import revision_package
 from submissions.quotas import environments_check, stored_bytes_check
@@ -39,7 +40,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
 EDITABLE = (State.DRAFT, State.CHANGES_REQUESTED)
 
 
-class TransitionError(ValueError):
+class TransitionError(ApplicationError):
     """A transition the state machine does not allow, with the states named."""
 
 
