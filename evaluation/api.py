@@ -32,6 +32,7 @@ from evaluation.selectors import (
     outcome_tests,
     run_outcomes_ordered,
     run_progress,
+    runs_visible,
 )
 from evaluation.services import (
     MAX_REASON_CHARS,
@@ -295,7 +296,7 @@ class RunDetail(generics.RetrieveAPIView):
     serializer_class = RunSerializer
 
     def get_queryset(self):
-        return visibility.runs_visible(user=self.request.user).select_related("model", "version", "created_by")
+        return runs_visible(user=self.request.user).select_related("model", "version", "created_by")
 
 
 class RunAction(generics.GenericAPIView):
@@ -430,7 +431,7 @@ class RunResults(generics.ListAPIView):
 
     @cached_property
     def run(self) -> EvaluationRun:  # read once per request: the queryset and the serializer's context need it
-        return get_object_or_404(visibility.runs_visible(user=self.request.user).select_related("version"),
+        return get_object_or_404(runs_visible(user=self.request.user).select_related("version"),
                                  pk=self.kwargs["pk"])
 
     def get_queryset(self):

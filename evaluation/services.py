@@ -25,6 +25,7 @@ from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_
 from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
 from config.addresses import AddressRefused, host_addresses_check
 from config.api import user_may_change
+from config.errors import ApplicationError
 from evaluation.models import (
     EnvironmentFailure,
     EnvironmentLock,
@@ -40,7 +41,7 @@ from evaluation.provenance import provenance_at_start
 from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_store, run_scores_write
-from evaluation.selectors import item_prompt, run_feed_order, run_snippets
+from evaluation.selectors import item_prompt, run_covers_held_out, run_feed_order, run_snippets
 from evaluation.taskfiles import task_annotated, task_files
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ ENVIRONMENT_FAILED = "environment could not be built"
 logger = logging.getLogger(__name__)
 
 
-class EvaluationError(ValueError):
+class EvaluationError(ApplicationError):
     """A request that cannot be carried out, with a message for the person who made it."""
 
 
@@ -252,10 +253,10 @@ def run_start(
                         litellm_model=model.litellm_model if calls else "", api_base=model.api_base if calls else "",
                         model_params=dict(model.default_params) if calls else {},
                         provenance=provenance_at_start(model=model, api_base=model.api_base if calls else ""),
-                        covers_held_out=visibility.run_covers_held_out(model=model, params=params))
+                        covers_held_out=run_covers_held_out(model=model, params=params))
     run.full_clean()
     run.save()
-    run.total_items = run_snippets(run).count() * samples
+    run.total_items = run_snippets(run=run).count() * samples
     run.save(update_fields=["total_items"])
     if dispatch:
         transaction.on_commit(lambda: run_dispatch(run=run))
@@ -604,7 +605,7 @@ def generation_reusable(*, run: EvaluationRun, snippet: Snippet, sample: int, pr
             .exclude(run=run).order_by("-created_at").first())
 
 
-class UploadError(ValueError):
+class UploadError(ApplicationError):
     """A generations file that cannot be taken; `problems` lists every bad line as 'line N: ...'."""
 
     def __init__(self, problems: list[str]):

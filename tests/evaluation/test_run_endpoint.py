@@ -12,10 +12,9 @@ from django.apps import apps
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks import visibility
 from benchmarks.models import Snippet, VersionTask
 from benchmarks.services import pset_import, version_publish, version_task_set
-from evaluation import services, tasks
+from evaluation import selectors, services, tasks
 from evaluation.llm import ModelCall, complete
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.provenance import provenance_of
@@ -142,10 +141,10 @@ def test_held_out_prompts_are_checked_again_per_item_against_the_snapshot(held_o
     # snapshots, given its model's edited api_base by the migration) sends no held-out prompt either.
     settings.HELD_OUT_PROVIDERS = frozenset({"openai"})
     run.refresh_from_db()
-    assert visibility.run_sends_held_out(run=run)
+    assert selectors.run_sends_held_out(run=run)
     EvaluationRun.objects.filter(pk=run.pk).update(api_base=OWN_ENDPOINT)
     run.refresh_from_db()
-    assert not visibility.run_sends_held_out(run=run)
+    assert not selectors.run_sends_held_out(run=run)
     tasks.item_generate.apply(args=(run.pk, held.pk, 2))
     assert Outcome.objects.get(run=run, snippet=held, sample=2).detail.startswith("not sent:")
 
