@@ -36,7 +36,7 @@ import json
 from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 from submissions import services
-admin = User.objects.get(username="%s")
+admin = User.objects.get(username=ADMIN_NAME)
 admin.groups.add(Group.objects.get_or_create(name="maintainers")[0])
 Token.objects.create(user=admin)
 ada = User.objects.create_user("ada", email="ada@example.org", password="pw-ada-12345")
@@ -47,7 +47,7 @@ services.comment_add(submission=sub, actor=ada, body="Kept across upgrades.")
 from evaluation.models import RunScore
 scores = RunScore.objects.filter(paper__isnull=True).select_related("run__model").order_by("pk")
 print(json.dumps({s.run.model.name: s.scaled_pass_rate for s in scores}))
-""" % ADMIN  # noqa: UP031 (the shell's code has braces of its own)
+""".replace("ADMIN_NAME", repr(ADMIN))
 NEW_READS = f"""
 import json
 from django.contrib.auth import authenticate

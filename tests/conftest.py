@@ -152,6 +152,17 @@ def executor_backend():
 
 
 @pytest.fixture
+def sandbox(settings, sandbox_cache, executor_backend):
+    """Validation runs in bwrap (a real sandbox), with a fresh executor cache for this test (the submissions and
+    the release checks use it)."""
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
+    settings.SUBMISSION_REFERENCE_RUNS = 2
+    settings.SUBMISSION_MUTANTS = 0  # a test of the mutation score asks for its mutants
+    return executor_backend(backend)
+
+
+@pytest.fixture
 def worker_broker(request):
     """A Redis database of its own for this test's broker, emptied before and after. Databases are claimed in
     database 0 (SET NX), so test runs sharing one Redis server never empty each other's broker. A test marked

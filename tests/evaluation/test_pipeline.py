@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 from django.conf import settings
@@ -84,18 +83,28 @@ def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(release, cel
 
 
 def test_cancel_stops_dispatched_items_and_resume_finishes_only_the_missing(release, celery_worker_factory,
-                                                                          sandbox_cache):
+                                                                          worker_broker, sandbox_cache):
+    import re
+
+    import redis
+
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release)
     services.run_cancel(run=run)
+    broker = redis.Redis.from_url(worker_broker)
+    queued = broker.llen("sandbox")
+    assert queued == settings.RUN_ITEMS_IN_FLIGHT, "the run's first share is on the broker when it is cancelled"
     worker = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="local")
-    time.sleep(3)
+    # The worker has taken every queued item and ended its task (acknowledged: none left on the broker, none unacked).
+    ended = re.compile(r"Task evaluation\.tasks\.item_evaluate\[[^\]]+\] succeeded")
+    polled(lambda: len(ended.findall(worker.output())) == queued and not broker.llen("sandbox")
+           and not broker.hlen("unacked"), timeout=300, worker=worker, what="the worker to take the cancelled items")
     assert Outcome.objects.filter(run=run).count() == 0, "a cancelled run's queued items are skipped"
 
     dispatched = services.run_resume(run=run)
     assert dispatched == settings.RUN_ITEMS_IN_FLIGHT < 33, "a share now; the feeder queues the rest as items end"
     polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
              timeout=300, worker=worker, what="the resumed run")
-    assert services.run_resume.__doc__ and Outcome.objects.filter(run=run).count() == 33
+    assert Outcome.objects.filter(run=run).count() == 33
 
 
 def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and_answers(
