@@ -80,7 +80,8 @@ def error_body(*, code: str, message: str, details=None) -> dict:
 
 
 def exception_handler(exc, context):
-    """DRF's handler, reshaped to {"error": {code, message, details}}; service refusals (ApplicationError) become 400s."""
+    """DRF's handler, reshaped to {"error": {code, message, details}}; a service's refusal (ApplicationError) is a
+    400."""
     from rest_framework.views import exception_handler as drf_exception_handler  # here: DRF's views import this module
 
     from evaluation.services import ModelInUse, RunQuotaExceeded, UploadError

@@ -136,7 +136,8 @@ class EvaluationRun(models.Model):
 
     @property
     def status_label(self) -> str:
-        """Its status as pages say it: a run that paused itself is stored cancelled, with the reason, and reads Paused."""
+        """Its status as pages say it: a run that paused itself is stored cancelled, with the reason, and reads
+        Paused."""
         return "Paused" if self.pause_reason and self.status == self.Status.CANCELLED else self.get_status_display()
 
     @property
@@ -167,6 +168,9 @@ class ProvenanceChange(models.Model):
     class Meta:
         ordering = ["created_at", "pk"]
 
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.from_provenance} -> {self.to_provenance}"
+
 
 class EnvironmentLock(models.Model):
     """What an environment held when a worker first used it: installed distributions, or the image id."""
@@ -181,6 +185,9 @@ class EnvironmentLock(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["environment_hash", "backend", "lock_hash"],
                                                name="environmentlock_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.backend} {self.environment_hash[:12]}"
 
 
 class Generation(models.Model):
@@ -202,6 +209,9 @@ class Generation(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="generation_unique_item")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}, snippet {self.snippet_id}, sample {self.sample}"
 
 
 class Outcome(models.Model):
@@ -265,6 +275,9 @@ class Outcome(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="outcome_unique_item")]
 
+    def __str__(self) -> str:
+        return f"run {self.run_id}, snippet {self.snippet_id}, sample {self.sample}: {self.status}"
+
     @property
     def was_flagged(self) -> bool:
         return bool(self.findings)
@@ -323,6 +336,9 @@ class RunScore(models.Model):
             models.UniqueConstraint(fields=["run", "split"], name="runscore_unique_split",
                                     condition=models.Q(paper__isnull=True)),
         ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}, {f'paper {self.paper_id}' if self.paper_id else 'all papers'}, split {self.split or 'all'}"
 
 
 class EnvironmentFailure(models.Model):

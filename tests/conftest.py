@@ -20,7 +20,8 @@ pytest_plugins = ["tests.outages"]
 
 
 def pytest_configure(config) -> None:
-    """The suite hashes passwords with MD5: PBKDF2's 0.26 s per conftest user is deliberate cost, not something tested."""
+    """The suite hashes passwords with MD5: PBKDF2's 0.26 s per conftest user is deliberate cost, not something
+    tested."""
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

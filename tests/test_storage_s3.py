@@ -1,4 +1,5 @@
-"""STORAGE_BACKEND=s3 end to end against moto's standalone S3 server over real HTTP: blobs, workers, health, releases."""
+"""STORAGE_BACKEND=s3 end to end against moto's standalone S3 server over real HTTP: blobs, workers, health,
+releases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Public pages show versions, papers and snippet trees; only maintainers see masked files; no page leaks reference code."""
+"""Public pages show versions, papers and snippet trees; only maintainers see masked files; no page leaks reference
+code."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Leaderboard, model and run pages: ranking with intervals, sorting and filters, breakdowns, no leaks, bounded queries."""
+"""Leaderboard, model and run pages: ranking with intervals, sorting and filters, breakdowns, no leaks, bounded
+queries."""
 
 from __future__ import annotations
 
