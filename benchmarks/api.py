@@ -169,7 +169,8 @@ class IgnoreClientContentNegotiation(BaseContentNegotiation):
 
 
 @extend_schema(parameters=[OpenApiParameter("protocol", str, description=(
-    "Items only: a prompt protocol's name; another than the release's is built on request, not the hashed file."))])
+    "Items only: a prompt protocol's name; another than the release's is built on request, "
+    "not the hashed file."))])
 class ReleaseDownload(APIView):
     """A release file (the public problem set as zip, or every item as JSONL), byte for byte as hashed."""
 

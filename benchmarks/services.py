@@ -218,7 +218,8 @@ def pset_import(
     if changed and version.is_frozen:
         raise PackageError([Problem(file=str(root), line=0, message=(
             f"version {version.name} is {version.status} with "
-            f"{', '.join(f'{k} {version_settings(version=version)[k]}' for k in changed)}; its settings are frozen: "
+            f"{', '.join(f'{k} {version_settings(version=version)[k]}' for k in changed)}; "
+            "its settings are frozen: "
             "import into a new version name instead"))])
     if changed:
         try:

@@ -63,7 +63,8 @@ class ModelEntrySerializer(serializers.ModelSerializer):
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     kind = serializers.ChoiceField(
         choices=[ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED], default=ModelEntry.Kind.LITELLM,
-        help_text="litellm: the platform calls it with its api_key; uploaded: only its uploaded generations are scored.")
+        help_text="litellm: the platform calls it with its api_key; "
+                  "uploaded: only its uploaded generations are scored.")
 
     class Meta:
         model = ModelEntry

@@ -338,7 +338,8 @@ class RunScore(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"run {self.run_id}, {f'paper {self.paper_id}' if self.paper_id else 'all papers'}, split {self.split or 'all'}"
+        paper = f"paper {self.paper_id}" if self.paper_id else "all papers"
+        return f"run {self.run_id}, {paper}, split {self.split or 'all'}"
 
 
 class EnvironmentFailure(models.Model):

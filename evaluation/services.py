@@ -217,7 +217,8 @@ def run_quota_check(*, user) -> None:
         created_by=user, status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING),
     ).order_by("pk").values_list("pk", flat=True))
     if len(active) >= limit:
-        raise RunQuotaExceeded(f"you have {len(active)} run{'s' if len(active) != 1 else ''} queued or running ({', '.join(f'#{pk}' for pk in active)})"
+        raise RunQuotaExceeded(f"you have {len(active)} run{'s' if len(active) != 1 else ''} queued or running "
+                               f"({', '.join(f'#{pk}' for pk in active)})"
                               f", the most one user may have at once ({limit}): start this one when one of them "
                               "has finished, or cancel one")
 

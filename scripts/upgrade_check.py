@@ -132,7 +132,8 @@ def snapshot(url: str) -> tuple[dict[str, Table], dict[str, int]]:
             key = [r[0] for r in conn.execute(
                 "select k.column_name from information_schema.table_constraints c join information_schema."
                 "key_column_usage k using (constraint_schema, constraint_name, table_name) where c.table_schema"
-                " = 'public' and c.table_name = %s and c.constraint_type = 'PRIMARY KEY' order by k.ordinal_position",
+                " = 'public' and c.table_name = %s and c.constraint_type = 'PRIMARY KEY'"
+                " order by k.ordinal_position",
                 (name,))] or columns
             tables[name] = Table(columns, key, rows_read(conn, name, columns, key))
         sequences = sequences_read(conn)

@@ -243,7 +243,8 @@ def _counted(manifest: dict | None) -> str:
 def _output(run) -> str:
     if run.result is None:
         return run.verdict.detail
-    return f"{run.verdict.detail}\n--- stdout ---\n{run.result.stdout[-3000:]}\n--- stderr ---\n{run.result.stderr[-3000:]}"
+    return (f"{run.verdict.detail}\n--- stdout ---\n{run.result.stdout[-3000:]}"
+            f"\n--- stderr ---\n{run.result.stderr[-3000:]}")
 
 
 @dataclass(frozen=True)
