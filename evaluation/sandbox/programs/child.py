@@ -523,7 +523,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return found
 
     sys.meta_path.insert(0, HiddenFinder)
-    import unittest  # noqa: the framework is in its original state here, before anything of the task ran
+    import unittest  # the framework is in its original state here, before anything of the task ran
     import unittest.case, unittest.suite, unittest.runner, traceback, time, warnings
     from types import MethodType
     # The harness counts the tests itself (FORMAT.md 7.5): the entry's unittest.main runs them with the result object
