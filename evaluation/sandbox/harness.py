@@ -197,11 +197,10 @@ def _tests(blob: str) -> tuple[int, tuple[CountedTest, ...]] | None:
 
 
 def _final_line(stdout: str, nonce: str) -> re.Match | None:
-    match = None
-    for match in re.finditer(  # noqa: B007 (the last one is the line)rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*) (\d+) ([A-Za-z0-9+/=]*)"
-                             r"(?=\n|$)", stdout):
-        pass
-    return match
+    """The last completion line in the output, if any."""
+    lines = list(re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*) (\d+) ([A-Za-z0-9+/=]*)"
+                             r"(?=\n|$)", stdout))
+    return lines[-1] if lines else None
 
 
 def harness_status(stdout: str, nonce: str) -> tuple[str, int] | None:
