@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEMO_VERSION ?= demo-1.0.0
 HOST ?= 127.0.0.1:8000
 
-.PHONY: install run test test-fast
+.PHONY: install install-lint lint run test test-fast
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+$(VENV)/.lint-installed: pyproject.toml $(VENV)/.installed
+	$(VENV)/bin/pip install --quiet -e '.[lint]'
+	touch $@
+
+install-lint: $(VENV)/.lint-installed
 
 run: install
 	$(PY) manage.py migrate --noinput
@@ -27,3 +33,10 @@ test: install
 # The fast loop: no browser, no Celery worker, no sandbox, no Docker (the full suite is `make test`).
 test-fast: install
 	$(VENV)/bin/pytest -m "not (browser or worker or sandbox or docker or slow)" $(PYTEST_ARGS)
+
+# Lint and types (CI runs this before the tests). The formatter's output is applied to the whole tree once, at the
+# merge of the branches that introduced it (`ruff format .`); until then `ruff format --check` lists what it would change.
+lint: install-lint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy

@@ -1,7 +1,15 @@
 from django.contrib import admin
 
-from benchmarks.models import (Blob, BenchmarkVersion, Paper, PromptProtocol, Snippet, SnippetRetirement, Task,
-                               VersionTask)
+from benchmarks.models import (
+    BenchmarkVersion,
+    Blob,
+    Paper,
+    PromptProtocol,
+    Snippet,
+    SnippetRetirement,
+    Task,
+    VersionTask,
+)
 
 
 @admin.register(Paper)

@@ -14,8 +14,7 @@ from rest_framework.views import APIView
 
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import Protocol
-from benchmarks.selectors import (blob_read, protocol_get, snippet_masked_file, snippet_prompt,
-                                  versions_visible)
+from benchmarks.selectors import blob_read, protocol_get, snippet_masked_file, snippet_prompt, versions_visible
 from benchmarks.services import release_items_in_protocol, version_settings
 from benchmarks.views import DOWNLOAD_TYPES, DOWNLOADS_RETRY_AFTER, download_response, downloads_not_ready_message
 from benchmarks.visibility import changelog_visible, items_visible
@@ -170,7 +169,8 @@ class IgnoreClientContentNegotiation(BaseContentNegotiation):
 
 
 @extend_schema(parameters=[OpenApiParameter("protocol", str, description=(
-    "Items only: a prompt protocol's name; another than the release's is built on request, not the hashed file."))])
+    "Items only: a prompt protocol's name; another than the release's is built on request, "
+    "not the hashed file."))])
 class ReleaseDownload(APIView):
     """A release file (the public problem set as zip, or every item as JSONL), byte for byte as hashed."""
 

@@ -265,6 +265,9 @@ class VersionTask(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["version", "task"], name="versiontask_unique")]
 
+    def __str__(self) -> str:
+        return f"task {self.task_id} in version {self.version_id} ({self.split})"
+
 
 class SnippetRetirement(models.Model):
     """A snippet left out of one version (e.g. its tests turned out flaky), with the maintainer's reason."""
@@ -277,3 +280,6 @@ class SnippetRetirement(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["version", "snippet"], name="retirement_unique")]
+
+    def __str__(self) -> str:
+        return f"snippet {self.snippet_id} retired in version {self.version_id}"

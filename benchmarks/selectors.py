@@ -11,10 +11,10 @@ from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from benchmarks.models import (PROTOCOL_NAME_RE, Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, TaskPackage,
-                               VersionTask)
+from benchmarks.models import (PROTOCOL_NAME_RE, Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, TaskPackage)
 from benchmarks.paper2code import AnnotatedFile, Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
+from config.errors import ApplicationError
 
 
 def blob_read(*, sha256: str) -> bytes:
@@ -25,10 +25,6 @@ def blob_read(*, sha256: str) -> bytes:
 def blob_open(*, sha256: str) -> File:
     """The stored content as a file to read in chunks (downloads are never read whole)."""
     return default_storage.open(Blob(sha256=sha256, size=0).storage_name, "rb")
-
-
-def task_file_text(*, task: Task, path: str) -> str:
-    return blob_read(sha256=task.files[path]).decode("utf-8")
 
 
 def task_kept_requirements(*, task: Task) -> tuple[str, str] | None:
@@ -80,7 +76,7 @@ def version_snippets(*, version: BenchmarkVersion, split: str | None = None) -> 
     return snippets.select_related("task", "task__paper").order_by("task__paper__slug", "file_path", "position")
 
 
-class UnknownProtocol(ValueError):
+class UnknownProtocol(ApplicationError):
     """A prompt protocol name that no protocol has; the message lists the known ones."""
 
 

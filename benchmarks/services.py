@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 import json
+import logging
 import math
 import re
 import shutil
@@ -22,17 +22,29 @@ from django.db.models import Q
 from django.dispatch import Signal
 from django.utils import timezone
 
-from benchmarks.models import (Blob, BenchmarkVersion, Paper, PromptProtocol, Snippet, SnippetRetirement, Task,
-                               VersionTask)
+from benchmarks.models import (
+    BenchmarkVersion,
+    Blob,
+    Paper,
+    PromptProtocol,
+    Snippet,
+    SnippetRetirement,
+    Task,
+    VersionTask,
+)
 from benchmarks.paper2code import PackageError, Problem, Protocol, parse
-from benchmarks.paper2code.pset import (PAPERS_YAML, PaperPackage, papers_yaml_dump, read_pset_with_warnings,
-                                        write_pset)
+from benchmarks.paper2code.pset import PAPERS_YAML, PaperPackage, papers_yaml_dump, read_pset_with_warnings, write_pset
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read, package_load, protocol_get, version_tasks
+from config.errors import ApplicationError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 
 logger = logging.getLogger(__name__)
+
+
+class CurationError(ApplicationError):
+    """A refusal of a release's curation, settings or protocols, said to the maintainer who asked."""
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -215,7 +227,8 @@ def pset_import(
     if changed and version.is_frozen:
         raise PackageError([Problem(file=str(root), line=0, message=(
             f"version {version.name} is {version.status} with "
-            f"{', '.join(f'{k} {version_settings(version=version).get(k)}' for k in changed)}; its settings are frozen: "
+            f"{', '.join(f'{k} {version_settings(version=version).get(k)}' for k in changed)}; "
+            "its settings are frozen: "
             "import into a new version name instead"))])
     if changed:
         try:
@@ -269,7 +282,7 @@ def version_settings_set(*, version: BenchmarkVersion, actor=None, **changes) ->
     _require_draft(version)
     unknown = set(changes) - set(RELEASE_SETTINGS)
     if unknown:
-        raise ValueError(f"unknown release setting(s) {', '.join(sorted(unknown))}; "
+        raise CurationError(f"unknown release setting(s) {', '.join(sorted(unknown))}; "
                          f"known: {', '.join(RELEASE_SETTINGS)}")
     if "protocol" in changes:  # UnknownProtocol lists the known ones
         changes["protocol_id"] = protocol_get(name=changes.pop("protocol")).name
@@ -278,7 +291,7 @@ def version_settings_set(*, version: BenchmarkVersion, actor=None, **changes) ->
     try:
         version.full_clean()
     except ValidationError as exc:
-        raise ValueError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+        raise CurationError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
     version.save()
     return version
 
@@ -400,7 +413,7 @@ def maintainer_ensure(*, username: str, email: str, password: str) -> tuple[obje
 
 def _require_draft(version: BenchmarkVersion) -> None:
     if version.is_frozen:
-        raise ValueError(f"version {version.name} is {version.status} and frozen")
+        raise CurationError(f"version {version.name} is {version.status} and frozen")
 
 
 @transaction.atomic
@@ -408,9 +421,9 @@ def version_draft_create(*, name: str, actor=None, notes: str = "") -> Benchmark
     """A new draft starting from the latest published release's tasks, splits and retirements."""
     _require_maintainer(actor)
     if not SEMVER_RE.match(name):
-        raise ValueError(f"{name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
+        raise CurationError(f"{name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
     if BenchmarkVersion.objects.filter(name=name).exists():
-        raise ValueError(f"a version named {name} exists already")
+        raise CurationError(f"a version named {name} exists already")
     latest = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).order_by("-published_at").first()
     # The new draft keeps the latest release's settings until a maintainer changes them.
     pinned = {"protocol_id": latest.protocol_id, "time_limit_seconds": latest.time_limit_seconds,
@@ -432,7 +445,7 @@ def version_task_set(*, version: BenchmarkVersion, task: Task, split: str = Vers
     _require_maintainer(actor)
     _require_draft(version)
     if split not in VersionTask.Split.values:
-        raise ValueError(f"unknown split {split!r}")
+        raise CurationError(f"unknown split {split!r}")
     version.memberships.filter(task__paper=task.paper).exclude(task=task).delete()
     membership, _ = VersionTask.objects.update_or_create(version=version, task=task, defaults={"split": split})
     return membership
@@ -452,9 +465,9 @@ def snippet_retire(*, version: BenchmarkVersion, snippet: Snippet, reason: str, 
     _require_maintainer(actor)
     _require_draft(version)
     if not reason.strip():
-        raise ValueError("retiring a snippet needs a reason")
+        raise CurationError("retiring a snippet needs a reason")
     if not version.memberships.filter(task=snippet.task).exists():
-        raise ValueError(f"snippet {snippet.name} is not in version {version.name}")
+        raise CurationError(f"snippet {snippet.name} is not in version {version.name}")
     retirement, _ = SnippetRetirement.objects.update_or_create(
         version=version, snippet=snippet, defaults={"reason": reason.strip(), "retired_by": actor})
     return retirement
@@ -469,11 +482,11 @@ def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None 
     _require_maintainer(actor)
     version = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
     if version.status != BenchmarkVersion.Status.DRAFT:
-        raise ValueError(f"version {version.name} is already {version.status}")
+        raise CurationError(f"version {version.name} is already {version.status}")
     if not SEMVER_RE.match(version.name):
-        raise ValueError(f"{version.name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
+        raise CurationError(f"{version.name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
     if not version.memberships.exists():
-        raise ValueError(f"version {version.name} has no tasks to publish")
+        raise CurationError(f"version {version.name} has no tasks to publish")
     previous = (BenchmarkVersion.objects.filter(status__in=[BenchmarkVersion.Status.PUBLISHED,
                                                            BenchmarkVersion.Status.DEPRECATED])
                 .exclude(pk=version.pk).order_by("-published_at").first())
@@ -551,7 +564,7 @@ def release_downloads_retry(*, version: BenchmarkVersion, actor) -> None:
     """A maintainer has the downloads whose build failed prepared again."""
     _require_maintainer(actor)
     if version.downloads_status != "failed":
-        raise ValueError(f"the downloads of {version.name} are {version.downloads_status or 'not built for a draft'}; "
+        raise CurationError(f"the downloads of {version.name} are {version.downloads_status or 'not built for a draft'}; "
                          "only failed ones are prepared again")
     BenchmarkVersion.objects.filter(pk=version.pk).update(downloads_failed="")
     release_downloads_queue(version=version)
@@ -561,7 +574,7 @@ def release_downloads_retry(*, version: BenchmarkVersion, actor) -> None:
 def version_deprecate(*, version: BenchmarkVersion, actor=None, note: str) -> BenchmarkVersion:
     _require_maintainer(actor)
     if version.status != BenchmarkVersion.Status.PUBLISHED:
-        raise ValueError(f"only published versions can be deprecated; {version.name} is {version.status}")
+        raise CurationError(f"only published versions can be deprecated; {version.name} is {version.status}")
     version.status = BenchmarkVersion.Status.DEPRECATED
     version.deprecated_at = timezone.now()
     version.deprecation_note = note
@@ -667,12 +680,12 @@ def protocol_add(*, name: str, template: str, template_without_paper: str = "", 
                  masked_header: bool = True, context_join: str = "standard") -> PromptProtocol:
     """Add a prompt protocol; an existing one is never changed, since runs and releases name it."""
     if PromptProtocol.objects.filter(name=name).exists():
-        raise ValueError(f"a prompt protocol named {name!r} exists already; protocols never change: pick a new name")
+        raise CurationError(f"a prompt protocol named {name!r} exists already; protocols never change: pick a new name")
     row = PromptProtocol(name=name, template=template, template_without_paper=template_without_paper,
                          masking=masking, masked_header=masked_header, context_join=context_join)
     problems = row.as_protocol().problems()
     if problems:
-        raise ValueError(f"prompt protocol {name!r} is not usable: " + "; ".join(problems))
+        raise CurationError(f"prompt protocol {name!r} is not usable: " + "; ".join(problems))
     row.full_clean()
     row.save()
     return row

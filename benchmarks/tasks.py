@@ -15,6 +15,6 @@ def release_downloads_prepare(self, version_id: int) -> dict:
         return services.release_downloads_prepare(version_id=version_id)
     except Exception as exc:  # storage or database trouble may pass: try again, then say why on the release
         if self.request.retries < self.max_retries:
-            raise self.retry(exc=exc, countdown=settings.RELEASE_DOWNLOADS_RETRY_SECONDS)
+            raise self.retry(exc=exc, countdown=settings.RELEASE_DOWNLOADS_RETRY_SECONDS) from exc
         services.release_downloads_fail(version_id=version_id, error=exc)
         raise

@@ -13,8 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from benchmarks import selectors, services, visibility
-from benchmarks.permissions import maintainer_required
 from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
+from benchmarks.permissions import maintainer_required
+from config.errors import ApplicationError
 
 DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson"}  # the page's and the API's
 DOWNLOAD_BLOCK_BYTES = 256 * 1024  # FileResponse's 4 kB blocks made serving a 190 MB file twice as slow
@@ -95,7 +96,8 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
     held_out = version.memberships.filter(task=task, split=VersionTask.Split.HELD_OUT).exists()
     difficulty = None
     if version.is_frozen:  # drafts have no runs
-        from evaluation import analysis, selectors as results
+        from evaluation import analysis
+        from evaluation import selectors as results
 
         difficulty = analysis.snippet_difficulty(version=version, rows=results.leaderboard_rows(version=version),
                                                  user=request.user, task=task)
@@ -131,7 +133,7 @@ def version_new(request: HttpRequest) -> HttpResponse:
         name = request.POST.get("name", "").strip()
         try:
             version = services.version_draft_create(name=name, actor=request.user)
-        except ValueError as exc:
+        except ApplicationError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"Draft {version.name} created from the latest release.")
@@ -173,7 +175,7 @@ def _release_action(action):
         version = selectors.version_get(name=name, user=request.user)
         try:
             done = action(request, version, *args, **kwargs)
-        except (ValueError, Task.DoesNotExist, Snippet.DoesNotExist) as exc:
+        except (ApplicationError, Task.DoesNotExist, Snippet.DoesNotExist) as exc:
             messages.error(request, str(exc))
             done = None
         if done:
@@ -220,7 +222,7 @@ def _number(request: HttpRequest, key: str, kind: type):
     try:
         return kind(text) if text else None
     except ValueError:
-        raise ValueError(f"{key.replace('_', ' ')}: {text!r} is not a number") from None
+        raise ApplicationError(f"{key.replace('_', ' ')}: {text!r} is not a number") from None
 
 
 @_release_action
@@ -249,6 +251,6 @@ def version_downloads_retry(request: HttpRequest, version: BenchmarkVersion) -> 
 def version_deprecate(request: HttpRequest, version: BenchmarkVersion) -> str:
     note = request.POST.get("note", "").strip()
     if not note:
-        raise ValueError("deprecating a version needs a note saying why and what to use instead")
+        raise ApplicationError("deprecating a version needs a note saying why and what to use instead")
     services.version_deprecate(version=version, actor=request.user, note=note)
     return f"Deprecated {version.name}."

@@ -12,6 +12,7 @@ from rest_framework import exceptions, pagination, parsers, permissions, status
 from rest_framework.response import Response
 
 from benchmarks.selectors import UnknownProtocol, user_is_maintainer
+from config.errors import ApplicationError
 
 
 class PageNumberPagination(pagination.PageNumberPagination):
@@ -79,10 +80,11 @@ def error_body(*, code: str, message: str, details=None) -> dict:
 
 
 def exception_handler(exc, context):
-    """DRF's handler, reshaped to {"error": {code, message, details}}; service errors become 400s."""
+    """DRF's handler, reshaped to {"error": {code, message, details}}; a service's refusal (ApplicationError) is a
+    400."""
     from rest_framework.views import exception_handler as drf_exception_handler  # here: DRF's views import this module
 
-    from evaluation.services import EvaluationError, ModelInUse, RunQuotaExceeded, UploadError
+    from evaluation.services import ModelInUse, RunQuotaExceeded, UploadError
 
     if isinstance(exc, KombuOperationalError):  # what needed the broker was not done; nothing else is lost
         return Response(error_body(code="broker_unavailable", message=(
@@ -102,7 +104,7 @@ def exception_handler(exc, context):
         return Response(error_body(code="too_many_runs", message=str(exc)), status=status.HTTP_429_TOO_MANY_REQUESTS)
     if isinstance(exc, ModelInUse):
         return Response(error_body(code="model_in_use", message=str(exc)), status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, EvaluationError):
+    if isinstance(exc, ApplicationError):  # every other refusal of a service (EvaluationError, TransitionError, ...)
         return Response(error_body(code="invalid", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)

@@ -4,7 +4,6 @@ a model's answer against the reference. Pygments escapes what it renders, so hos
 from __future__ import annotations
 
 import difflib
-import textwrap
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe

@@ -255,8 +255,9 @@ SANDBOX_WALL_SECONDS = env.float("SANDBOX_WALL_SECONDS", default=300.0)
 SANDBOX_MEMORY_MB = env.int("SANDBOX_MEMORY_MB", default=4096)
 SANDBOX_PROCESSES = env.int("SANDBOX_PROCESSES", default=256)
 SANDBOX_CPUS = env.float("SANDBOX_CPUS", default=1.0)
-# bwrap and docker: each item forks from a warm zygote per worker and environment that has the heavy modules imported (false: a fresh
-# interpreter per item). An environment whose preloads are not fork-safe falls back to cold starts by itself.
+# bwrap and docker: each item forks from a warm zygote per worker and environment that has the heavy modules imported
+# (false: a fresh interpreter per item). An environment whose preloads are not fork-safe falls back to cold starts by
+# itself.
 SANDBOX_FORKSERVER = env.bool("SANDBOX_FORKSERVER", default=True)
 # This worker host has a GPU (and the docker backend with NVIDIA's runtime): it may take the `gpu` queue's items.
 SANDBOX_GPU = env.bool("SANDBOX_GPU", default=False)

@@ -27,7 +27,7 @@ def item_statistics_load(*, scores: list[RunScore], fields: tuple[str, ...] = IT
     loaded = {pk: values for pk, *values in RunScore.objects.filter(pk__in=[s.pk for s in scores])
               .values_list("pk", *fields)}
     for score in scores:
-        for field, value in zip(fields, loaded[score.pk]):
+        for field, value in zip(fields, loaded[score.pk], strict=False):
             setattr(score, field, value)
 
 RANK_METHOD = (f"rank = 1 + the number of entries significantly better: an exact McNemar test on the items both "
@@ -118,7 +118,7 @@ def snippet_difficulty(*, version: BenchmarkVersion, rows: Iterable, user, task:
     snippets = [SnippetRef(*values) for values in snippets.values_list("pk", "task__paper__slug", "file_path", "name",
                                                                        "loc", "mutation")]
     by_item: dict[str, list[tuple[bool, float]]] = defaultdict(list)
-    for item_passes, score in zip(passes, scores):
+    for item_passes, score in zip(passes, scores, strict=False):
         for key, value in item_passes.items():
             by_item[key].append((passed(value), score))
     result = []

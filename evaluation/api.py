@@ -24,11 +24,31 @@ from evaluation.comparison import ComparisonError, comparison_from_query, compar
 from evaluation.models import RUN_MODES, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import PROVENANCE_HELP, provenance_of
 from evaluation.reproducibility import run_endpoint, run_manifest_chunks
-from evaluation.selectors import (LEADERBOARD_COLUMNS, LeaderboardFilters, leaderboard_record, leaderboard_rows,
-                                  outcome_tests, run_outcomes_ordered, run_progress)
-from evaluation.services import (MAX_REASON_CHARS, MAX_SAMPLES, UPLOAD_FORMAT, model_register, model_update,
-                                 RUN_PRIORITY_MAX, run_cancel, run_from_upload, run_priority_set, run_resume,
-                                 run_start, run_verify, upload_bytes)
+from evaluation.selectors import (
+    LEADERBOARD_COLUMNS,
+    LeaderboardFilters,
+    leaderboard_record,
+    leaderboard_rows,
+    outcome_tests,
+    run_outcomes_ordered,
+    run_progress,
+    runs_visible,
+)
+from evaluation.services import (
+    MAX_REASON_CHARS,
+    MAX_SAMPLES,
+    RUN_PRIORITY_MAX,
+    UPLOAD_FORMAT,
+    model_register,
+    model_update,
+    run_cancel,
+    run_from_upload,
+    run_priority_set,
+    run_resume,
+    run_start,
+    run_verify,
+    upload_bytes,
+)
 
 # Models
 
@@ -43,7 +63,8 @@ class ModelEntrySerializer(serializers.ModelSerializer):
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     kind = serializers.ChoiceField(
         choices=[ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED], default=ModelEntry.Kind.LITELLM,
-        help_text="litellm: the platform calls it with its api_key; uploaded: only its uploaded generations are scored.")
+        help_text="litellm: the platform calls it with its api_key; "
+                  "uploaded: only its uploaded generations are scored.")
 
     class Meta:
         model = ModelEntry
@@ -282,7 +303,7 @@ class RunDetail(generics.RetrieveAPIView):
     serializer_class = RunSerializer
 
     def get_queryset(self):
-        return visibility.runs_visible(user=self.request.user).select_related("model", "version", "created_by")
+        return runs_visible(user=self.request.user).select_related("model", "version", "created_by")
 
 
 class RunAction(generics.GenericAPIView):
@@ -421,7 +442,7 @@ class RunResults(generics.ListAPIView):
 
     @cached_property
     def run(self) -> EvaluationRun:  # read once per request: the queryset and the serializer's context need it
-        return get_object_or_404(visibility.runs_visible(user=self.request.user).select_related("version"),
+        return get_object_or_404(runs_visible(user=self.request.user).select_related("version"),
                                  pk=self.kwargs["pk"])
 
     def get_queryset(self):

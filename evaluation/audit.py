@@ -205,9 +205,8 @@ def system_rule(qualified: str) -> Rule | None:
     for row in _SYSTEM:
         rule = RULES[row]
         for name in rule.names:
-            if qualified == name or qualified.startswith(f"{name}."):
-                if best is None or len(name) > best[0]:
-                    best = (len(name), rule)
+            if (qualified == name or qualified.startswith(f"{name}.")) and (best is None or len(name) > best[0]):
+                best = (len(name), rule)
     return best[1] if best else None
 
 
@@ -354,7 +353,7 @@ class _Policy(ast.NodeVisitor):
             positional = [arg.arg for arg in [*arguments.posonlyargs, *arguments.args]]
             if positional[:1] == ["self"] and isinstance(call.func, ast.Attribute):
                 positional = positional[1:]
-            names = [name for name, arg in zip(positional, call.args) if self.module_reached(arg)]
+            names = [name for name, arg in zip(positional, call.args, strict=False) if self.module_reached(arg)]
             names += [k.arg for k in call.keywords if k.arg and self.module_reached(k.value)]
             if any(isinstance(arg, ast.Starred) for arg in call.args) or any(not k.arg for k in call.keywords):
                 names = positional + [arg.arg for arg in arguments.kwonlyargs]
@@ -849,9 +848,9 @@ def _bindings(node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         arguments = node.args
         positional = [*arguments.posonlyargs, *arguments.args]
-        for arg, default in zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults):
+        for arg, default in zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults, strict=True):
             yield ast.Name(arg.arg, ast.Store()), default
-        for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
+        for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
             if default is not None:
                 yield ast.Name(arg.arg, ast.Store()), default
 

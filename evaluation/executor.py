@@ -140,6 +140,15 @@ def sessions_close() -> None:
         _announced.clear()
 
 
+def backend_use(backend: Backend | None) -> None:
+    """Make `backend` the one this process runs items on, closing the sessions of the one before; None: the one
+    SANDBOX_BACKEND names, chosen at the next use. For tests and tools that hold a backend of their own."""
+    global _backend
+    sessions_close()
+    with _lock:
+        _backend = backend
+
+
 @dataclass(frozen=True)
 class ItemRun:
     verdict: Verdict

@@ -427,7 +427,8 @@ def _retry_after(exc: Exception) -> float | None:
 
 
 def _backoff(attempt: int, retry_after: float | None) -> float:
-    """Exponential backoff with jitter (half fixed, half random, so delays grow), at least Retry-After, at most the cap."""
+    """Exponential backoff with jitter (half fixed, half random, so delays grow), at least Retry-After, at most the
+    cap."""
     ceiling = min(BACKOFF_CAP, BACKOFF_BASE * BACKOFF_FACTOR ** (attempt - 1))
     delay = ceiling / 2 + random.uniform(0, ceiling / 2)
     if retry_after is not None and retry_after > delay:

@@ -143,7 +143,8 @@ class EvaluationRun(Redispatchable):
 
     @property
     def status_label(self) -> str:
-        """Its status as pages say it: a run that paused itself is stored cancelled, with the reason, and reads Paused."""
+        """Its status as pages say it: a run that paused itself is stored cancelled, with the reason, and reads
+        Paused."""
         return "Paused" if self.pause_reason and self.status == self.Status.CANCELLED else self.get_status_display()
 
     @property
@@ -174,6 +175,9 @@ class ProvenanceChange(models.Model):
     class Meta:
         ordering = ["created_at", "pk"]
 
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.from_provenance} -> {self.to_provenance}"
+
 
 class EnvironmentLock(models.Model):
     """What an environment held when a worker first used it: installed distributions, or the image id."""
@@ -188,6 +192,9 @@ class EnvironmentLock(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["environment_hash", "backend", "lock_hash"],
                                                name="environmentlock_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.backend} {self.environment_hash[:12]}"
 
 
 class Generation(models.Model):
@@ -209,6 +216,9 @@ class Generation(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="generation_unique_item")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}, snippet {self.snippet_id}, sample {self.sample}"
 
 
 class Outcome(models.Model):
@@ -272,6 +282,9 @@ class Outcome(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="outcome_unique_item")]
 
+    def __str__(self) -> str:
+        return f"run {self.run_id}, snippet {self.snippet_id}, sample {self.sample}: {self.status}"
+
     @property
     def was_flagged(self) -> bool:
         return bool(self.findings)
@@ -330,6 +343,10 @@ class RunScore(models.Model):
             models.UniqueConstraint(fields=["run", "split"], name="runscore_unique_split",
                                     condition=models.Q(paper__isnull=True)),
         ]
+
+    def __str__(self) -> str:
+        paper = f"paper {self.paper_id}" if self.paper_id else "all papers"
+        return f"run {self.run_id}, {paper}, split {self.split or 'all'}"
 
 
 class EnvironmentFailure(models.Model):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from benchmarks.paper2code import passes
 from evaluation.models import Outcome
 from evaluation.sandbox import ExecResult
-from evaluation.sandbox.harness import HarnessVerdict, CountedTest
+from evaluation.sandbox.harness import CountedTest, HarnessVerdict
 
 Category = Outcome.Category
 _EXCEPTION_RE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Warning|Exit))\b", re.MULTILINE)
@@ -102,7 +102,7 @@ def test_rows(*, harness: HarnessVerdict, manifest: dict | None) -> list[dict]:
     rows = [{**record.as_dict(), "passed": _test_passes(record, PASSED if strict else expected.get(record.id)
                                                         if listed else None), "problem": ""}
             for record in harness.tests]
-    for row, record in zip(rows, harness.tests):
+    for row, record in zip(rows, harness.tests, strict=False):
         if listed and record.id not in expected:
             row["passed"], row["problem"] = False, "is not a test of this task's manifest"
         elif listed and record.subtests[1] < manifest.get("subtests", {}).get(record.id, 0):

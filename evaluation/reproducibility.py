@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from benchmarks.visibility import outcomes_visible
 from evaluation.models import EvaluationRun, Outcome
 from evaluation.provenance import provenance_of
+from evaluation.selectors import outcomes_visible
 
 MANIFEST_FORMAT = "rcb-run-manifest/1"
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
@@ -16,19 +15,111 @@ from django.utils import timezone
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.markers import is_marker, split_lines
-from benchmarks.selectors import protocol_get, snippet_prompt, version_snippets
+from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintainer, version_snippets
 from config.highlight import answer_diff
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
-from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange, RunScore
+from evaluation.models import (
+    EvaluationRun,
+    Generation,
+    ModelEntry,
+    Outcome,
+    ProvenanceChange,
+    RunScore,
+)
 from evaluation.provenance import provenance_of
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
 from operations.broker import queue_consumers
 from operations.events import Kind, events_of
 
+# Runs: which items a run covers, and who sees its answers and outcomes (the visibility rules of evaluation's own data;
+# benchmarks.visibility holds those of releases, tasks and items).
 
-def run_snippets(run: EvaluationRun) -> QuerySet[Snippet]:
-    return visibility.run_snippets(run=run).order_by("pk")
+# Call parameters a model not registered by a maintainer may carry on a held-out run: sampling only, so nothing
+# can send the prompt anywhere else or ask the provider to keep it for the key's owner.
+HELD_OUT_SAFE_PARAMS = frozenset({"temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens", "seed",
+                                  "stop", "presence_penalty", "frequency_penalty", "reasoning_effort"})
+
+
+def _maintainer_owned(model: ModelEntry) -> bool:
+    return model.owner is not None and user_is_maintainer(user=model.owner)
+
+
+def _endpoint_trusted_with_held_out(*, model: ModelEntry, provider: str, api_base: str, params: dict) -> bool:
+    """Whether held-out prompts may go to `model` called with this provider, api_base and parameters.
+
+    Calibration models never leave the platform; a model registered by a maintainer is the maintainers' call;
+    any other model only on a provider of HELD_OUT_PROVIDERS, at the provider's own address (never the owner's
+    api_base) and with sampling parameters only (nothing like `store` that asks the provider to keep the prompt for
+    the key's owner).
+    """
+    if model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
+        return True
+    if model.kind != ModelEntry.Kind.LITELLM:
+        return False
+    if _maintainer_owned(model):
+        return True
+    return provider in settings.HELD_OUT_PROVIDERS and not api_base and set(params) <= HELD_OUT_SAFE_PARAMS
+
+
+def model_trusted_with_held_out(*, model: ModelEntry) -> bool:
+    """Whether held-out prompts may go to this model as it is set up now: only endpoints maintainers trust."""
+    return _endpoint_trusted_with_held_out(model=model, provider=model.provider, api_base=model.api_base,
+                                           params=model.default_params)
+
+
+def run_covers_held_out(*, model: ModelEntry, params: dict | None = None, uploaded: bool = False) -> bool:
+    """Whether a new run evaluates held-out items too; uploads and runs of untrusted models cover the public split
+    only (a run's own parameters are held to the same sampling-only rule as the model's)."""
+    if uploaded:
+        return False
+    return _endpoint_trusted_with_held_out(model=model, provider=model.provider, api_base=model.api_base,
+                                           params={**model.default_params, **(params or {})})
+
+
+def run_sends_held_out(*, run: EvaluationRun) -> bool:
+    """Whether a held-out prompt of `run` may leave now: asked again before each one, against the endpoint the run
+    snapshot at its start (what it really calls), with today's trust (a maintainer's role, HELD_OUT_PROVIDERS)."""
+    return run.covers_held_out and _endpoint_trusted_with_held_out(
+        model=run.model, provider=run.provider, api_base=run.api_base, params=run.call_params)
+
+
+def run_snippets(*, run: EvaluationRun) -> QuerySet[Snippet]:
+    """The items a run evaluates (all splits when it covers held-out ones, the public split else), in item order."""
+    return version_snippets(version=run.version, split=None if run.covers_held_out else visibility.PUBLIC).order_by("pk")
+
+
+def runs_visible(*, user) -> QuerySet[EvaluationRun]:
+    """Runs on versions the user may see (drafts have none, but the rule is the version's)."""
+    runs = EvaluationRun.objects.all()
+    if user_is_maintainer(user=user):
+        return runs
+    return runs.exclude(version__status=BenchmarkVersion.Status.DRAFT)
+
+
+def outcomes_visible(*, run: EvaluationRun, user) -> QuerySet[Outcome]:
+    """Per-item outcomes (status, detail, output tails) and their answers: public items for all, held-out for
+    maintainers."""
+    outcomes = Outcome.objects.filter(run=run)
+    if visibility.user_sees_held_out(user=user):
+        return outcomes
+    return outcomes.filter(snippet__task__memberships__version=run.version_id,
+                           snippet__task__memberships__split=visibility.PUBLIC)
+
+
+def split_scores_itemized(*, runs: list[EvaluationRun], user) -> QuerySet[RunScore]:
+    """The stored aggregate of each run whose finer breakdowns (e.g. by snippet size) the user may see: over every
+    item for maintainers, over the public split for everyone else."""
+    split = RunScore.Split.ALL if visibility.user_sees_held_out(user=user) else RunScore.Split.PUBLIC
+    return RunScore.objects.filter(run__in=runs, paper__isnull=True, split=split)
+
+
+def paper_scores_visible(*, run: EvaluationRun, user) -> QuerySet[RunScore]:
+    """Per-paper scores of a run: a held-out paper's score is as fine-grained as its few items, so maintainers only."""
+    scores = run.scores.filter(paper__isnull=False, split="").select_related("paper").order_by("paper__slug")
+    if visibility.user_sees_held_out(user=user):
+        return scores
+    return scores.filter(paper__in=visibility.papers_visible(version=run.version, user=user))
 
 
 def run_gpu_notice(*, run: EvaluationRun) -> str | None:
@@ -38,7 +129,7 @@ def run_gpu_notice(*, run: EvaluationRun) -> str | None:
 
     if not run.is_active:
         return None
-    waiting = (run_snippets(run).filter(task__extra_metadata__gpu=True)
+    waiting = (run_snippets(run=run).filter(task__extra_metadata__gpu=True)
                .exclude(pk__in=Outcome.objects.filter(run=run).values("snippet_id")))
     tasks = waiting.values("task_id").distinct().count()
     if not tasks:
@@ -54,7 +145,7 @@ def run_gpu_notice(*, run: EvaluationRun) -> str | None:
 
 def run_items(run: EvaluationRun) -> list[tuple[int, int]]:
     """Every (snippet id, sample) of the run."""
-    ids = list(run_snippets(run).values_list("pk", flat=True))
+    ids = list(run_snippets(run=run).values_list("pk", flat=True))
     return [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
 
 
@@ -64,7 +155,7 @@ def run_feed_order(run: EvaluationRun) -> list[tuple[int, int]]:
     of tasks that need a GPU come last: they wait on the `gpu` queue, and fed first they would hold the run's whole
     share in flight while no GPU worker takes them."""
     needs_gpu = Case(When(task__extra_metadata__gpu=True, then=Value(1)), default=Value(0))
-    ids = list(run_snippets(run).order_by(needs_gpu, "task__environment_hash", "task__paper__slug", "file_path", "pk")
+    ids = list(run_snippets(run=run).order_by(needs_gpu, "task__environment_hash", "task__paper__slug", "file_path", "pk")
                .values_list("pk", flat=True))
     return [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
 
@@ -110,7 +201,7 @@ def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.
 
-_NEVER = datetime.min.replace(tzinfo=dt_timezone.utc)  # a run's date when it has none
+_NEVER = datetime.min.replace(tzinfo=UTC)  # a run's date when it has none
 
 LEADERBOARD_SORTS = {
     # Descending means best first: rank 1 first, ties by score, unranked rows last.
@@ -366,7 +457,7 @@ def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[Leaderboa
 def leaderboard_size_buckets(*, rows: list[LeaderboardRow], user) -> list[tuple[LeaderboardRow, list[dict | None]]]:
     """Pass rate per snippet-size bucket per run over the items the user may see (a bucket of a few held-out items
     would tell their outcomes), from the runs' stored aggregates (errors and flags not scored)."""
-    stored = dict(visibility.split_scores_itemized(runs=[r.run for r in rows], user=user)
+    stored = dict(split_scores_itemized(runs=[r.run for r in rows], user=user)
                   .values_list("run_id", "size_buckets"))
 
     def cell(counts: dict | None) -> dict | None:
@@ -606,7 +697,7 @@ RUN_PAGE_ITEMS = 100
 def run_outcomes_ordered(*, run: EvaluationRun, user) -> QuerySet[Outcome]:
     """The run's outcomes the user may see, in item order, read along the (run, snippet, sample) unique index: a
     page costs its own rows, not a sort of the whole run (snippet ids follow the order items were imported in)."""
-    return visibility.outcomes_visible(run=run, user=user).order_by("snippet_id", "sample")
+    return outcomes_visible(run=run, user=user).order_by("snippet_id", "sample")
 
 
 def run_item_page(*, run: EvaluationRun, user, page: str | int | None) -> Page:
@@ -623,7 +714,7 @@ def run_item_page(*, run: EvaluationRun, user, page: str | int | None) -> Page:
 def run_item(*, run: EvaluationRun, outcome_pk: int, user) -> RunItem | None:
     """One item of a run with its answer (and the reference where the user may see the task), or None when the
     user may not see that outcome: the same rule as the run page's list."""
-    outcome = (visibility.outcomes_visible(run=run, user=user).filter(pk=outcome_pk)
+    outcome = (outcomes_visible(run=run, user=user).filter(pk=outcome_pk)
                .select_related("snippet__task__paper", "generation").first())
     if outcome is None:
         return None

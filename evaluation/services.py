@@ -24,13 +24,14 @@ from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_
 from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
 from config.addresses import AddressRefused, host_addresses_check
 from config.api import user_may_change
+from config.errors import ApplicationError
 from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.outcomes import Verdict, tail
 from evaluation.provenance import provenance_at_start
 from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_store, run_scores_write
-from evaluation.selectors import item_prompt, run_feed_order, run_snippets
+from evaluation.selectors import item_prompt, run_covers_held_out, run_feed_order, run_snippets
 from evaluation.taskfiles import task_annotated, task_files
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
@@ -43,7 +44,7 @@ MAX_SAMPLES = 20
 logger = logging.getLogger(__name__)
 
 
-class EvaluationError(ValueError):
+class EvaluationError(ApplicationError):
     """A request that cannot be carried out, with a message for the person who made it."""
 
 
@@ -206,7 +207,8 @@ def run_quota_check(*, user) -> None:
         created_by=user, status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING),
     ).order_by("pk").values_list("pk", flat=True))
     if len(active) >= limit:
-        raise RunQuotaExceeded(f"you have {len(active)} run{'s' if len(active) != 1 else ''} queued or running ({', '.join(f'#{pk}' for pk in active)})"
+        raise RunQuotaExceeded(f"you have {len(active)} run{'s' if len(active) != 1 else ''} queued or running "
+                               f"({', '.join(f'#{pk}' for pk in active)})"
                               f", the most one user may have at once ({limit}): start this one when one of them "
                               "has finished, or cancel one")
 
@@ -248,10 +250,10 @@ def run_start(
                         litellm_model=model.litellm_model if calls else "", api_base=model.api_base if calls else "",
                         model_params=dict(model.default_params) if calls else {},
                         provenance=provenance_at_start(model=model, api_base=model.api_base if calls else ""),
-                        covers_held_out=visibility.run_covers_held_out(model=model, params=params))
+                        covers_held_out=run_covers_held_out(model=model, params=params))
     run.full_clean()
     run.save()
-    run.total_items = run_snippets(run).count() * samples
+    run.total_items = run_snippets(run=run).count() * samples
     run.save(update_fields=["total_items"])
     if dispatch:
         transaction.on_commit(lambda: run_dispatch(run=run))
@@ -606,7 +608,7 @@ def generation_reusable(*, run: EvaluationRun, snippet: Snippet, sample: int, pr
             .exclude(run=run).order_by("-created_at").first())
 
 
-class UploadError(ValueError):
+class UploadError(ApplicationError):
     """A generations file that cannot be taken; `problems` lists every bad line as 'line N: ...'."""
 
     def __init__(self, problems: list[str]):

@@ -23,7 +23,7 @@ from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.routing import GPU_QUEUE
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
-from evaluation.selectors import item_prompt, run_snippets
+from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
 from operations.watchdog import database_outage_outlasted
 
 logger = logging.getLogger(__name__)
@@ -88,11 +88,11 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int, epoch: int | 
     run, snippet = _item(run_id, snippet_id)
     if not _item_current(run, epoch):
         return
-    if not run_snippets(run).filter(pk=snippet.pk).exists():
+    if not run_snippets(run=run).filter(pk=snippet.pk).exists():
         logger.error("run %s does not cover item %s (held out?); its prompt is not sent", run.pk, snippet.pk)
         return
     if not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        if (run.covers_held_out and not visibility.run_sends_held_out(run=run)
+        if (run.covers_held_out and not run_sends_held_out(run=run)
                 and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()):
             # Covered at the start, untrusted now (a maintainer's role revoked, HELD_OUT_PROVIDERS changed): the
             # held-out prompt stays here; the item is an error, never scored, so the run can still finish.

@@ -8,13 +8,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
@@ -241,7 +240,7 @@ def run_upload(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:
-    return get_object_or_404(visibility.runs_visible(user=request.user).select_related("model", "version"), pk=pk)
+    return get_object_or_404(selectors.runs_visible(user=request.user).select_related("model", "version"), pk=pk)
 
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
@@ -250,7 +249,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     progress = selectors.run_progress(run)
     context = {"run": run, "progress": progress, "split_scores": selectors.run_split_scores(run=run),
                "gpu_notice": selectors.run_gpu_notice(run=run),
-               "paper_scores": visibility.paper_scores_visible(run=run, user=request.user), "items": items,
+               "paper_scores": selectors.paper_scores_visible(run=run, user=request.user), "items": items,
                "items_hidden": progress.done - items.paginator.count,
                "provenance_changes": run.provenance_changes.select_related("actor"),
                "may_steer": user_may_change(user=request.user, owner_id=run.created_by_id),

@@ -149,7 +149,7 @@ def main() -> None:
     size = f"{args.models} x {args.items}"
     print(f"{'page (ms; cold: ranks not cached)':<34} {'5 x 50 cold':>11} {'warm':>6} {'queries':>7} "
           f"{size + ' cold':>15} {'warm':>6} {'queries':>7} {'warm ratio':>10}")
-    for (label, small_url), large_url in zip(pages(small).items(), pages(large).values()):
+    for (label, small_url), large_url in zip(pages(small).items(), pages(large).values(), strict=False):
         (base_cold, base, base_queries), (big_cold, big, big_queries) = measure(small_url), measure(large_url)
         print(f"{label:<34} {base_cold * 1000:>11.1f} {base * 1000:>6.1f} {base_queries:>7} "
               f"{big_cold * 1000:>15.1f} {big * 1000:>6.1f} {big_queries:>7} {big / base:>9.1f}x")

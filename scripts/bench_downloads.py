@@ -7,9 +7,10 @@ items JSONL repeating its paper's text in every prompt, every task's files held 
 the whole blob into the response. "new" is the live code: written to a temporary file a file and a line at a time
 (each paper's text and prompt template once, each masked file once) and streamed from storage in blocks.
 "prompt_parts" is the streamed writer before the prompt template moved into the paper line: each item line held
-its masked file twice (`masked_code` and inside `prompt_parts`) and the paper's context files again. Serving is timed on the response objects both views
-return (the whole body iterated, as a WSGI server does), without the rest of Django's request handling. Peak memory is traced Python allocation
-(tracemalloc), in a second pass so the times are not slowed by the tracing.
+its masked file twice (`masked_code` and inside `prompt_parts`) and the paper's context files again. Serving is timed
+on the response objects both views return (the whole body iterated, as a WSGI server does), without the rest of
+Django's request handling. Peak memory is traced Python allocation (tracemalloc), in a second pass so the times are
+not slowed by the tracing.
 """
 
 from __future__ import annotations
@@ -129,8 +130,14 @@ def main() -> None:
     from django.urls import reverse
 
     from benchmarks.selectors import protocol_get
-    from benchmarks.services import (blob_store, blob_store_file, pset_import, release_items_write,
-                                     release_pset_zip_write, version_publish)
+    from benchmarks.services import (
+        blob_store,
+        blob_store_file,
+        pset_import,
+        release_items_write,
+        release_pset_zip_write,
+        version_publish,
+    )
     from scripts import bench_upload
 
     bench_upload.ITEMS = ITEMS

@@ -533,10 +533,10 @@ def main() -> None:
               f"(workload: {per_second:.0f} steps/s on one core, "
               f"{'given' if args.steps_per_second else 'calibrated'})", flush=True)
 
-        from benchmarks.models import BenchmarkVersion, Snippet
-        from evaluation import services
         from django.db.models import Count
 
+        from benchmarks.models import BenchmarkVersion, Snippet
+        from evaluation import services
         from evaluation.models import EvaluationRun, ModelEntry, Outcome
 
         version = BenchmarkVersion.objects.get(name=VERSION)
@@ -598,7 +598,7 @@ def main() -> None:
         # Each worker logs its tasks in the order it stored their outcomes: paired, the per-item spread (the first
         # item of a worker also starts its fork server, which Outcome.duration does not count).
         outside = sorted(b - (o["duration"] or 0.0) for w in workers
-                         for b, o in zip(busy[w.hostname], [o for o in outcomes if o["worker"] == w.hostname]))
+                         for b, o in zip(busy[w.hostname], [o for o in outcomes if o["worker"] == w.hostname], strict=False))
         cores = min(args.workers, os.cpu_count() or args.workers)
         limit = sum(naive_own) / cores
         print()

@@ -49,12 +49,12 @@ def main() -> None:
     from scripts.bench_django import django_fresh
 
     tmp = django_fresh("bench-upload-")
+    from django.contrib.auth import get_user_model
     from django.core.files.uploadedfile import SimpleUploadedFile
     from django.db import connection
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
-    from django.contrib.auth import get_user_model
     from benchmarks.selectors import version_snippets
     from benchmarks.services import pset_import
     from evaluation import services

@@ -36,7 +36,7 @@ import json
 from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 from submissions import services
-admin = User.objects.get(username="%s")
+admin = User.objects.get(username=ADMIN_NAME)
 admin.groups.add(Group.objects.get_or_create(name="maintainers")[0])
 Token.objects.create(user=admin)
 ada = User.objects.create_user("ada", email="ada@example.org", password="pw-ada-12345")
@@ -47,7 +47,7 @@ services.comment_add(submission=sub, actor=ada, body="Kept across upgrades.")
 from evaluation.models import RunScore
 scores = RunScore.objects.filter(paper__isnull=True).select_related("run__model").order_by("pk")
 print(json.dumps({s.run.model.name: s.scaled_pass_rate for s in scores}))
-""" % ADMIN
+""".replace("ADMIN_NAME", repr(ADMIN))
 NEW_READS = f"""
 import json
 from django.contrib.auth import authenticate
@@ -118,7 +118,9 @@ def connect(url: str) -> psycopg.Connection:
 
 
 def rows_read(conn: psycopg.Connection, table: str, columns: list[str], key: list[str]) -> dict[str, str]:
-    ids = lambda names: sql.SQL(", ").join(map(sql.Identifier, names))
+    def ids(names: list[str]) -> sql.Composed:
+        return sql.SQL(", ").join(map(sql.Identifier, names))
+
     query = sql.SQL("select row({key})::text, md5(row({cols})::text) from {table} order by {key}").format(
         key=ids(key), cols=ids(columns), table=sql.Identifier(table))
     return dict(conn.execute(query).fetchall())
@@ -145,7 +147,8 @@ def snapshot(url: str) -> tuple[dict[str, Table], dict[str, int]]:
             key = [r[0] for r in conn.execute(
                 "select k.column_name from information_schema.table_constraints c join information_schema."
                 "key_column_usage k using (constraint_schema, constraint_name, table_name) where c.table_schema"
-                " = 'public' and c.table_name = %s and c.constraint_type = 'PRIMARY KEY' order by k.ordinal_position",
+                " = 'public' and c.table_name = %s and c.constraint_type = 'PRIMARY KEY'"
+                " order by k.ordinal_position",
                 (name,))] or columns
             tables[name] = Table(columns, key, rows_read(conn, name, columns, key))
         sequences = sequences_read(conn)

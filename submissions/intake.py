@@ -7,7 +7,7 @@ either the package's files or an `IntakeError` whose message tells the author wh
 Both sources follow the same rules:
 - Paths are relative to the package root, with `/` separators; absolute paths and `..` are refused.
 - Junk is skipped: `__MACOSX/`, `.DS_Store`, `__pycache__/`, `*.pyc`, `.git/`.
-- Limits (`Limits`, from settings SUBMISSION_*) count every entry and every byte as it is read, so
+- Limits (`UploadLimits`, from settings SUBMISSION_*) count every entry and every byte as it is read, so
   a bomb is refused at the limit, never held whole in memory.
 - A symlink whose target is a file inside the package comes back as a copy of that file's
   content (the same bytes object). A symlink that cannot be resolved so (absolute, leaving the
@@ -52,6 +52,7 @@ import git
 from django.conf import settings
 
 from config.addresses import AddressRefused, HostUnresolvable, host_addresses_check, ip_literal
+from config.errors import ApplicationError
 
 MB = 1024 * 1024
 _CHUNK = MB
@@ -66,12 +67,14 @@ _LINK_HOPS = 40  # like the kernel's limit on nested symlinks
 _TAR_HEADER_ALLOWANCE = 4096  # per entry: header, pax records, long names and padding
 
 
-class IntakeError(ValueError):
+class IntakeError(ApplicationError):
     """An upload that cannot be taken; the message is for the author (what, where, which limit)."""
 
 
 @dataclass(frozen=True)
-class Limits:
+class UploadLimits:
+    """What an upload or a clone may hold (the sandbox's run limits are `evaluation.sandbox.base.Limits`)."""
+
     max_archive_bytes: int = 50 * MB
     max_unpacked_bytes: int = 200 * MB
     max_files: int = 5000
@@ -80,10 +83,10 @@ class Limits:
     max_repo_bytes: int = 200 * MB
 
 
-def limits_default() -> Limits:
+def limits_default() -> UploadLimits:
     """Limits from settings SUBMISSION_MAX_ARCHIVE_BYTES, ..._MAX_UNPACKED_BYTES, ..._MAX_FILES,
-    ..._MAX_FILE_BYTES, ..._CLONE_TIMEOUT and ..._MAX_REPO_BYTES, each defaulting to `Limits`'s."""
-    return Limits(**{f.name: getattr(settings, f"SUBMISSION_{f.name.upper()}", f.default) for f in fields(Limits)})
+    ..._MAX_FILE_BYTES, ..._CLONE_TIMEOUT and ..._MAX_REPO_BYTES, each defaulting to `UploadLimits`'s."""
+    return UploadLimits(**{f.name: getattr(settings, f"SUBMISSION_{f.name.upper()}", f.default) for f in fields(UploadLimits)})
 
 
 def size_text(n: float) -> str:
@@ -134,7 +137,7 @@ class _Package:
     """Files collected from one source, with the limits enforced as they arrive."""
 
     where: str  # the source as the author knows it, first in every message
-    limits: Limits
+    limits: UploadLimits
     noun: str = "entries"
     files: dict[str, bytes] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)  # path -> symlink target
@@ -277,7 +280,7 @@ class _Package:
 # --- archives ------------------------------------------------------------------------------------
 
 
-def archive_files(data: bytes | BinaryIO, *, filename: str, limits: Limits) -> dict[str, bytes]:
+def archive_files(data: bytes | BinaryIO, *, filename: str, limits: UploadLimits) -> dict[str, bytes]:
     """The files of an uploaded .zip, .tar.gz/.tgz or .tar, in memory, as {relative path: content}."""
     raw = _upload_read(data, filename=filename, limit=limits.max_archive_bytes)
     kind = _archive_kind(raw)
@@ -614,7 +617,7 @@ def _git_url_resolve(url: str) -> tuple[str, list[str]]:
     return normalized, addresses
 
 
-def git_files(url: str, commit: str, *, limits: Limits) -> dict[str, bytes]:
+def git_files(url: str, commit: str, *, limits: UploadLimits) -> dict[str, bytes]:
     """The files of one commit of a public https git repository, as {relative path: content}."""
     url, addresses = _git_url_resolve(url)
     if not _COMMIT.fullmatch(commit or ""):
@@ -645,7 +648,7 @@ class _GitFailed(Exception):
 class _Clone:
     """One fetch of one commit into a temp folder, each git process under the deadline and the size cap."""
 
-    def __init__(self, root: Path, *, url: str, addresses: list[str], limits: Limits):
+    def __init__(self, root: Path, *, url: str, addresses: list[str], limits: UploadLimits):
         self.root, self.url, self.limits = root, url, limits
         self.deadline = time.monotonic() + limits.clone_timeout
         self.work = root / "repo"

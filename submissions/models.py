@@ -83,6 +83,9 @@ class ValidationReport(Redispatchable):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    def __str__(self) -> str:
+        return f"report of revision {self.revision_id}: {self.status}"
+
 
 class ValidationCheck(models.Model):
     """One check of a report, turning from pending to passed or failed as validation runs."""
@@ -105,6 +108,9 @@ class ValidationCheck(models.Model):
         ordering = ["report", "position"]
         constraints = [models.UniqueConstraint(fields=["report", "key"], name="check_unique_key")]
 
+    def __str__(self) -> str:
+        return f"{self.key}: {self.status}"
+
 
 class Comment(models.Model):
     """A maintainer's or author's remark on a submission, or on one snippet of a revision."""
@@ -120,6 +126,9 @@ class Comment(models.Model):
     class Meta:
         ordering = ["created_at"]
 
+    def __str__(self) -> str:
+        return f"comment {self.pk} on submission {self.submission_id}"
+
 
 class StateChange(models.Model):
     """The audit record of every transition: who, when, from what to what, and why."""
@@ -133,6 +142,9 @@ class StateChange(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"submission {self.submission_id}: {self.from_state} -> {self.to_state}"
 
 
 class SetValidation(models.Model):

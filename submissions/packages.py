@@ -8,8 +8,14 @@ from pathlib import Path
 
 from benchmarks.paper2code import PackageError, Problem, parse
 from benchmarks.paper2code.links import link_problem
-from benchmarks.paper2code.pset import (LINK_FIELDS, REQUIREMENTS_NAMES, TEST_ENTRY_POINT, PaperPackage,
-                                        read_pset_with_warnings, requirements_file)
+from benchmarks.paper2code.pset import (
+    LINK_FIELDS,
+    REQUIREMENTS_NAMES,
+    TEST_ENTRY_POINT,
+    PaperPackage,
+    read_pset_with_warnings,
+    requirements_file,
+)
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read
 

@@ -15,13 +15,14 @@ from django.utils import timezone
 from benchmarks.models import Blob, Task
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services import environment_hash, sha256_hex
+from config.errors import ApplicationError
 from submissions.intake import size_text
 from submissions.models import Revision, Submission
 
 _CHUNK = 500  # hashes per query, below every database's limit of bound parameters
 
 
-class QuotaExceeded(ValueError):
+class QuotaExceeded(ApplicationError):
     """An author's submissions would go over one of their limits; the message says which and what to do."""
 
 

@@ -62,7 +62,7 @@ def revision_snippet_tree(*, revision: Revision) -> dict[str, list[SnippetView]]
         views = [SnippetView(path, s.name, s.loc, s.depth, s.code, (path, s.name) in uncovered)
                  for s in parsed.snippets]
         tree[path] = []
-        for s, view in zip(parsed.snippets, views):
+        for s, view in zip(parsed.snippets, views, strict=False):
             (views[s.parent].children if s.parent is not None else tree[path]).append(view)
     return tree
 

@@ -16,6 +16,7 @@ from benchmarks.paper2code.pset import requirements_file
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services import (blob_store, package_store, snippet_mutations_record, task_store,
                                  version_draft_create, version_task_set)
+from config.errors import ApplicationError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
@@ -41,7 +42,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
 EDITABLE = (State.DRAFT, State.CHANGES_REQUESTED)
 
 
-class TransitionError(ValueError):
+class TransitionError(ApplicationError):
     """A transition the state machine does not allow, with the states named."""
 
 

@@ -64,7 +64,7 @@ def revision_validate(self, report_id: int) -> str:
         status = _validate(report, package, report.revision.annotated_paths)
     except SandboxError as exc:
         if self.request.retries < self.max_retries:
-            raise self.retry(exc=exc, countdown=5)
+            raise self.retry(exc=exc, countdown=5) from exc
         logger.exception("validation of report %s failed on infrastructure", report_id)
         ValidationCheck.objects.filter(report=report, status__in=[Status.PENDING, Status.RUNNING]).update(
             status=Status.ERROR, detail=f"the sandbox failed: {exc}; nothing is wrong with the submission")
@@ -127,7 +127,7 @@ def set_paper_validate(self, paper_id: int) -> str:
         return validation.set_paper_run(paper=paper)
     except SandboxError as exc:
         if self.request.retries < self.max_retries:
-            raise self.retry(exc=exc, countdown=5)
+            raise self.retry(exc=exc, countdown=5) from exc
         logger.exception("set validation of paper %s failed on infrastructure", paper_id)
         validation.set_paper_error(paper=paper, detail=f"the sandbox failed: {exc}")
     except (OperationalError, InterfaceError):

@@ -22,6 +22,7 @@ from benchmarks.paper2code.mutation import mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services import environment_hash, package_store
+from config.errors import ApplicationError
 from evaluation.environments import build_failures
 from evaluation.executor import limits_default, package_test, session_for
 from evaluation.sandbox import EnvironmentBuildError
@@ -71,14 +72,14 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
         with transaction.atomic():
             version = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
             if version.is_frozen:
-                raise ValueError(f"version {version.name} is {version.status}; only drafts are validated here")
+                raise ApplicationError(f"version {version.name} is {version.status}; only drafts are validated here")
             running = version.validations.filter(status__in=ACTIVE).first()
             if running is not None:
-                raise ValueError(f"a validation of {version.name} is already running (started "
+                raise ApplicationError(f"a validation of {version.name} is already running (started "
                                  f"{running.created_at:%Y-%m-%d %H:%M} UTC); wait for it to finish")
             tasks = list(version.tasks.select_related("paper").order_by("paper__slug"))
             if not tasks:
-                raise ValueError(f"version {version.name} has no tasks to validate")
+                raise ApplicationError(f"version {version.name} has no tasks to validate")
             validation = SetValidation.objects.create(version=version, source=f"version {version.name}",
                                                       started_by=actor)
             rows = []
@@ -93,7 +94,7 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
             SetValidationPaper.objects.bulk_create(rows)
             transaction.on_commit(lambda: set_validation_dispatch(validation=validation))
     except IntegrityError as exc:  # two maintainers at once: the constraint keeps it to one
-        raise ValueError(f"a validation of {version.name} is already running; wait for it to finish") from exc
+        raise ApplicationError(f"a validation of {version.name} is already running; wait for it to finish") from exc
     return validation
 
 
@@ -217,7 +218,8 @@ def _counted(manifest: dict | None) -> str:
 def _output(run) -> str:
     if run.result is None:
         return run.verdict.detail
-    return f"{run.verdict.detail}\n--- stdout ---\n{run.result.stdout[-3000:]}\n--- stderr ---\n{run.result.stderr[-3000:]}"
+    return (f"{run.verdict.detail}\n--- stdout ---\n{run.result.stdout[-3000:]}"
+            f"\n--- stderr ---\n{run.result.stderr[-3000:]}")
 
 
 @dataclass(frozen=True)

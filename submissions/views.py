@@ -18,6 +18,7 @@ from benchmarks.paper2code import PackageError
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer, version_get
 from config.auth import rate_limited, rate_limited_response
+from config.errors import ApplicationError
 from submissions import forms, selectors, services, validation
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
@@ -254,7 +255,7 @@ def version_validate(request: HttpRequest, name: str) -> HttpResponse:
     version = version_get(name=name, user=request.user)
     try:
         started = validation.version_validation_start(version=version, actor=request.user)
-    except ValueError as exc:
+    except ApplicationError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Validating {started.papers.count()} paper(s) of {version.name} on the workers.")

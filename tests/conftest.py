@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,13 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO_PSET = REPO / "benchmarks" / "demo"
 UNDER_CI = os.environ.get("CI") == "true"
 
+# The services a test may stop and start again (own_redis, own_postgres), for every module.
+pytest_plugins = ["tests.outages"]
+
 
 def pytest_configure(config) -> None:
-    """The suite hashes passwords with MD5: PBKDF2's 0.26 s per conftest user is deliberate cost, not something tested."""
+    """The suite hashes passwords with MD5: PBKDF2's 0.26 s per conftest user is deliberate cost, not something
+    tested."""
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -64,6 +69,25 @@ def _tcp_open(host: str, port: int) -> bool:
         return False
 
 
+def polled(query, *, timeout: float, what: str = "the condition", worker=None, interval: float = 0.25):
+    """Poll `query()` until it returns something truthy and return that: the suite's one way to wait for a worker.
+    A database error counts as not yet (some tests stop the database meanwhile); the last one is in the failure."""
+    from django.db import DatabaseError, connection
+
+    deadline, error = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            value = query()
+        except DatabaseError as exc:
+            connection.close()
+            value, error = None, exc
+        if value:
+            return value
+        time.sleep(interval)
+    logs = worker.output()[-6000:] if worker else ""
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}" + (f" (last: {error})" if error else "") + f"\n{logs}")
+
+
 @pytest.fixture
 def redis_url() -> str:
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -82,10 +106,12 @@ def tcp_open():
 
 
 @pytest.fixture
-def demo_version(db):
+def release(media_root):
+    """The demo set imported and published as release 1.0.0, its files in this test's media folder: the one release
+    fixture of the suite (a test that needs another name or other options imports its own)."""
     from benchmarks.services import pset_import
 
-    return pset_import(root=DEMO_PSET, version_name="demo-test-1.0.0", publish=True).version
+    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
 def database_url_for_workers() -> str:
@@ -113,11 +139,41 @@ def media_root(settings, tmp_path) -> Path:
 
 
 @pytest.fixture
-def worker_broker(redis_url: str):
+def executor_backend():
+    """`executor_backend(backend)` makes `backend` the one this process runs items on; the settings' choice again
+    (and every session closed) when the test ends."""
+    from evaluation import executor
+
+    def use(backend):
+        executor.backend_use(backend)
+        return backend
+
+    yield use
+    executor.backend_use(None)
+
+
+@pytest.fixture
+def sandbox(settings, sandbox_cache, executor_backend):
+    """Validation runs in bwrap (a real sandbox), with a fresh executor cache for this test (the submissions and
+    the release checks use it)."""
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
+    settings.SUBMISSION_REFERENCE_RUNS = 2
+    settings.SUBMISSION_MUTANTS = 0  # a test of the mutation score asks for its mutants
+    return executor_backend(backend)
+
+
+@pytest.fixture
+def worker_broker(request):
     """A Redis database of its own for this test's broker, emptied before and after. Databases are claimed in
-    database 0 (SET NX), so test runs sharing one Redis server never empty each other's broker."""
+    database 0 (SET NX), so test runs sharing one Redis server never empty each other's broker. A test marked
+    `own_broker` kills its broker: it gets a Redis server of its own (tests/outages.py: own_redis)."""
     from scripts.redis_claim import RedisTaken, redis_database_claimed
 
+    if request.node.get_closest_marker("own_broker"):
+        yield request.getfixturevalue("own_redis").url
+        return
+    redis_url = request.getfixturevalue("redis_url")
     try:
         with redis_database_claimed(redis_url, wait_seconds=600, ttl_seconds=3600) as url:
             yield url

@@ -11,26 +11,16 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, service_missing
+from tests.conftest import free_port, polled, service_missing
 
 # Workers look for lost work every 2 s and re-dispatch what has no result and no live task after 6 s.
 WATCH = {"RUN_WATCH_SECONDS": "2", "RUN_REDISPATCH_SECONDS": "6", "SANDBOX_BACKEND": "local"}
-
-
-def _wait(predicate, *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 class RedisServer:
@@ -60,7 +50,7 @@ class RedisServer:
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", str(self.folder), "--protected-mode", "yes"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        _wait(self._answers, timeout=20, what=f"redis-server on port {self.port}")
+        polled(self._answers, timeout=20, what=f"redis-server on port {self.port}", interval=0.1)
         return self
 
     def kill(self) -> None:
@@ -143,31 +133,8 @@ def own_redis(tmp_path):
 
 
 @pytest.fixture
-def worker_broker(own_redis):
-    """Imported by a test module, overrides the shared-Redis broker of conftest: its tests kill their broker."""
-    return own_redis.url
-
-
-@pytest.fixture
 def own_postgres():
     cluster = PostgresCluster().init()
     cluster.start()
     yield cluster
     cluster.remove()
-
-
-def polled(query, *, timeout: float, what: str, worker=None):
-    """Poll `query()` until it returns something truthy; the database may be down for a while meanwhile."""
-    from django.db import DatabaseError, connection
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = query()
-        except DatabaseError:
-            connection.close()
-            value = None
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{worker.output()[-6000:] if worker else ''}")

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import textwrap
-import time
 
 import pytest
 from django.core.management import call_command
@@ -21,7 +20,7 @@ from benchmarks.paper2code import code_indent
 from benchmarks.selectors import version_snippets
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
-from tests.conftest import REPO, client_for, sandbox_backend_or_missing
+from tests.conftest import REPO, client_for, polled, sandbox_backend_or_missing
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -30,15 +29,6 @@ GUIDE = REPO / "docs" / "LEADERBOARD.md"
 
 def guide_blocks(language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", GUIDE.read_text(), flags=re.S | re.M)
-
-
-def _wait(predicate, what: str, worker, timeout: float = 300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.5)
-    pytest.fail(f"{what} did not happen\n{worker.output()[-4000:]}")
 
 
 def test_the_guides_json_examples_say_what_an_upload_does_with_them(media_root):
@@ -74,8 +64,8 @@ def test_the_leaderboard_guide_runs_as_written_on_a_make_run_site(live_server, a
     board = client_for(None).get("/leaderboard/", follow=True).content.decode()
     assert "Sample upload (demo)" in board and "Reference" in board
     version = BenchmarkVersion.objects.get(name="demo-1.0.0")
-    _wait(lambda: BenchmarkVersion.objects.get(pk=version.pk).downloads_status == "ready",
-          "the release's downloads build", worker)
+    polled(lambda: BenchmarkVersion.objects.get(pk=version.pk).downloads_status == "ready", timeout=300,
+           what="the release's downloads build", worker=worker)
 
     # The guide's shell blocks, in order, with the site's address and a token; curl fails on an error status.
     home = tmp_path / "home"
@@ -99,8 +89,8 @@ def test_the_leaderboard_guide_runs_as_written_on_a_make_run_site(live_server, a
 
     upload = json.loads(outputs[5])
     assert upload["warnings"] == [] and upload["follow"]["page"].endswith(f"/runs/{upload['id']}/")
-    run = _wait(lambda: EvaluationRun.objects.filter(pk=upload["id"], status="completed").first(),
-                "the upload's scoring", worker)
+    run = polled(lambda: EvaluationRun.objects.filter(pk=upload["id"], status="completed").first(), timeout=300,
+                 what="the upload's scoring", worker=worker)
     assert RunScore.objects.get(run=run, paper=None, split="").scaled_pass_rate == 100.0
 
 

@@ -3,6 +3,7 @@ broker, and `make run` serving the demo with no PostgreSQL or Redis."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -39,14 +40,10 @@ def stop(process: subprocess.Popen) -> None:
     """SIGTERM the whole process group, then SIGKILL whatever is left (a worker slow to shut down)."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
 
 

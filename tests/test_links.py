@@ -127,12 +127,12 @@ def test_the_api_refuses_it_on_create_and_on_change(author):
     assert ModelEntry.objects.get(name="mine").api_base == ""
 
 
-def test_a_stored_one_is_never_rendered_as_an_href(client, demo_version):
+def test_a_stored_one_is_never_rendered_as_an_href(client, release):
     """Rows written before the rule (or by raw SQL) are shown as text at most, never as a link."""
     Paper.objects.filter(slug="dampnest").update(arxiv_abs="javascript:alert(1)", github_url="JAVASCRIPT:alert(2)")
-    body = client.get(reverse("paper-detail", args=[demo_version.name, "dampnest"])).content.decode()
+    body = client.get(reverse("paper-detail", args=[release.name, "dampnest"])).content.decode()
     assert "javascript:" not in body.lower()
-    good = client.get(reverse("paper-detail", args=[demo_version.name, "topk-attention-pool"])).content.decode()
+    good = client.get(reverse("paper-detail", args=[release.name, "topk-attention-pool"])).content.decode()
     assert 'href="https://example.org/fictional-code/topk-attention-pool"' in good
 
 

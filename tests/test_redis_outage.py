@@ -22,7 +22,6 @@ from submissions.models import SetValidation
 from evaluation.outcomes import Verdict
 from tests.api.conftest import reference_answers
 from tests.conftest import DEMO_PSET, _pool_reset, client_for
-from tests.outages import own_redis  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,5 @@
-"""STORAGE_BACKEND=s3 end to end against moto's standalone S3 server over real HTTP: blobs, workers, health, releases."""
+"""STORAGE_BACKEND=s3 end to end against moto's standalone S3 server over real HTTP: blobs, workers, health,
+releases."""
 
 from __future__ import annotations
 
@@ -186,7 +187,7 @@ def test_a_celery_worker_configured_by_environment_evaluates_an_item_from_the_bu
         s3, celery_worker_factory, sandbox_cache, tmp_path, media_root):
     from evaluation import services, tasks
     from evaluation.models import ModelEntry, Outcome
-    from tests.evaluation.test_pipeline import wait_for
+    from tests.conftest import polled
 
     version = pset_import(root=DEMO_PSET, version_name="s3-1.0.0", publish=True).version
     # An empty blob cache proves the worker read the bucket; the environments stay shared, built once per session.
@@ -200,7 +201,7 @@ def test_a_celery_worker_configured_by_environment_evaluates_an_item_from_the_bu
 
     tasks.item_evaluate.delay(run.pk, snippet.pk, 0)
 
-    wait_for(lambda: Outcome.objects.filter(run=run).exists(), timeout=300, worker=worker, what="the item's outcome")
+    polled(lambda: Outcome.objects.filter(run=run).exists(), timeout=300, worker=worker, what="the item's outcome")
     outcome = Outcome.objects.get(run=run)
     assert (outcome.snippet, outcome.status) == (snippet, "passed"), outcome.detail
     cached = {p.name for p in files_under(cache / "blobs")}

@@ -87,7 +87,7 @@ def _finish(run: EvaluationRun, *, hostile_detail: bool) -> None:
     and tests as lines ending in `Error`) in its detail and output tails."""
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     leak = "\n".join(f"{ln} Error" for ln in (HIDDEN_CODE + HIDDEN_TEST).splitlines())
-    for snippet in services.run_snippets(run):
+    for snippet in services.run_snippets(run=run):
         generation = services.calibration_generation(run=run, snippet=snippet, sample=0)
         held = snippet.task.paper.slug == HIDDEN_SLUG
         verdict = Verdict("failed", "runtime", leak) if held and hostile_detail else Verdict("passed", "", "")
@@ -299,7 +299,7 @@ def _routes(resolver=None, prefix: str = "") -> list[tuple[str, str]]:
 def _admin_urls(w: dict) -> list[tuple[str, str]]:
     """The admin site: its index, and the list and change page of every registered model (held-out rows first)."""
     urls = [("admin index", reverse("admin:index"))]
-    for model, model_admin in django_admin.site._registry.items():
+    for model in django_admin.site._registry:
         meta = model._meta
         urls.append((f"admin {meta.label} list", reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")))
         row = (w["held"][0] if model is Snippet else w["held"][0].task if model is w["held"][0].task.__class__
@@ -435,7 +435,7 @@ def test_an_upload_cannot_name_or_need_a_held_out_item(world):
 
 
 def test_only_endpoints_maintainers_trust_get_held_out_prompts(world, settings, maintainer, author):
-    from benchmarks.visibility import run_covers_held_out
+    from evaluation.selectors import run_covers_held_out
 
     version = world["version"]
     cases = [

@@ -172,7 +172,7 @@ def pairwise_tests(entries: Mapping[Hashable, Mapping[str, float]]) -> list[Pair
             raw.append((a, b, a_only, b_only) if a_only >= b_only else (b, a, b_only, a_only))
     p_values = [mcnemar_exact(x, y) for _, _, x, y in raw]
     return [PairTest(better=a, worse=b, better_only=x, worse_only=y, p_value=p, adjusted=adj)
-            for (a, b, x, y), p, adj in zip(raw, p_values, holm(p_values))]
+            for (a, b, x, y), p, adj in zip(raw, p_values, holm(p_values), strict=True)]
 
 
 def significance_ranks(entries: Mapping[Hashable, Mapping[str, float]]) -> dict[Hashable, int]:

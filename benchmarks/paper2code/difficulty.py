@@ -15,8 +15,8 @@ def point_biserial(passed: Sequence[bool], scores: Sequence[float]) -> float | N
     if len(passed) != len(scores):
         raise ValueError(f"{len(passed)} pass values for {len(scores)} scores")
     n = len(scores)
-    ones = [s for p, s in zip(passed, scores) if p]
-    zeros = [s for p, s in zip(passed, scores) if not p]
+    ones = [s for p, s in zip(passed, scores, strict=False) if p]
+    zeros = [s for p, s in zip(passed, scores, strict=False) if not p]
     if n < 2 or not ones or not zeros:
         return None
     mean = sum(scores) / n

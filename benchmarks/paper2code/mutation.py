@@ -222,9 +222,7 @@ def _replace(node: ast.AST, **changes) -> ast.AST:
 
 
 def _arithmetic(node, **_) -> Iterator[_Site]:
-    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
-        yield _Site("arithmetic", node, _replace(node, op=_ARITHMETIC[type(node.op)]()))
-    elif isinstance(node, ast.AugAssign) and type(node.op) in _ARITHMETIC:
+    if isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _ARITHMETIC:
         yield _Site("arithmetic", node, _replace(node, op=_ARITHMETIC[type(node.op)]()))
 
 
@@ -285,9 +283,9 @@ def _statement(node, **_) -> Iterator[_Site]:
 
 def _return(node, *, inputs, **_) -> Iterator[_Site]:
     """The snippet's result replaced by one of its inputs: a returned value, or a value assigned to a name."""
-    if isinstance(node, ast.Return) and node.value is not None:
-        target = node.value
-    elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name | ast.Subscript):
+    if (isinstance(node, ast.Return) and node.value is not None) or (
+        isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name | ast.Subscript)
+    ):
         target = node.value
     else:
         return

@@ -263,7 +263,7 @@ def _papers_yaml_read(root: Path) -> tuple[list[_Entry], list[Problem]]:
 
     entries: list[_Entry] = []
     problems: list[Problem] = []
-    for index, (item, item_node) in enumerate(zip(listing, node.value), start=1):
+    for index, (item, item_node) in enumerate(zip(listing, node.value, strict=False), start=1):
         line = item_node.start_mark.line + 1
         if not isinstance(item, dict):
             problems.append(Problem(PAPERS_YAML, line, f"entry {index} is not a mapping (got {type(item).__name__})"))

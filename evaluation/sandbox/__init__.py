@@ -10,7 +10,13 @@ from importlib import import_module
 from pathlib import Path
 
 from evaluation.sandbox.base import (
-    Backend, Environment, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session,
+    Backend,
+    Environment,
+    EnvironmentBuildError,
+    ExecResult,
+    Limits,
+    SandboxError,
+    Session,
 )
 
 BACKENDS = {

@@ -115,10 +115,8 @@ def _cgroup_remove(folder: Path) -> None:
         except OSError:
             pids = []
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         try:
             folder.rmdir()
             return

@@ -44,16 +44,28 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-import docker
 import requests
 from docker.utils.socket import frames_iter
 
+import docker
 from evaluation.sandbox.base import (
-    Backend, Environment, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session,
+    Backend,
+    Environment,
+    EnvironmentBuildError,
+    ExecResult,
+    Limits,
+    SandboxError,
+    Session,
 )
 from evaluation.sandbox.cgroups import RunCgroups
 from evaluation.sandbox.forkserver import (
-    CHILD_OWN_PROCESSES, START_SECONDS, ZYGOTE_PROCESSES, ForkingSession, ForkRefused, Zygote, zygote_args,
+    CHILD_OWN_PROCESSES,
+    START_SECONDS,
+    ZYGOTE_PROCESSES,
+    ForkingSession,
+    ForkRefused,
+    Zygote,
+    zygote_args,
 )
 from evaluation.sandbox.install import INPUTS, requirements_install
 from evaluation.sandbox.lock import image_lock

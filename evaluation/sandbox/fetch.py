@@ -37,7 +37,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag, parse_tag
 from packaging.utils import (
-    InvalidSdistFilename, InvalidWheelFilename, NormalizedName, canonicalize_name, parse_sdist_filename,
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_sdist_filename,
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version

@@ -197,7 +197,7 @@ class ProcessZygote(Zygote):
                  helpers: Sequence[str] = ()):
         self.control, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._cgroups_for = cgroups_for
-        self.log = tempfile.TemporaryFile(prefix="rcb-zygote-")  # a file, so import chatter never blocks it
+        self.log = tempfile.TemporaryFile(prefix="rcb-zygote-")  # noqa: SIM115 (a file, so import chatter never blocks it)
         self.cgroups = cgroups_for(Limits(memory_bytes=limits.memory_bytes, processes=ZYGOTE_PROCESSES,
                                           cpus=limits.cpus))
         self.held = frozenset(self.cgroups.folders)

@@ -1,15 +1,17 @@
-"""The harness that runs a task's test entry point in every sandbox, proves the test ran to its end, and audits the answer.
+"""The harness that runs a task's test entry point in every sandbox, proves the test ran to its end, and audits the
+answer.
 
 Threat model. The answer is spliced into a file the test imports, so it runs in the test's own process with the
 same rights as any code there: it can read that process's memory (frames, the garbage collector, ctypes,
 /proc/self/mem), replace functions, write to any file descriptor and end the process. No proof made inside that
 process is unforgeable, so the harness splits the run in two and makes cheating leave evidence:
 
-- The supervisor (programs/supervisor.py, started by the sandbox) reads a one-time nonce from a file it deletes, makes itself
-  non-dumpable (so no other process of the same user can read its memory or /proc files) and starts the test in a
-  fresh interpreter. Under the fork server (RCB_WARM, a warm start that has the environment's modules imported) it
-  forks the test process first, before it reads the nonce, and that process runs CHILD in place of an exec once
-  the supervisor, non-dumpable by then, has deleted nonce and harness and handed it its key. The nonce never exists in the test's process: only the supervisor prints the completion line
+- The supervisor (programs/supervisor.py, started by the sandbox) reads a one-time nonce from a file it deletes,
+  makes itself non-dumpable (so no other process of the same user can read its memory or /proc files) and starts the
+  test in a fresh interpreter. Under the fork server (RCB_WARM, a warm start that has the environment's modules
+  imported) it forks the test process first, before it reads the nonce, and that process runs CHILD in place of an
+  exec once the supervisor, non-dumpable by then, has deleted nonce and harness and handed it its key. The nonce
+  never exists in the test's process: only the supervisor prints the completion line
   `<nonce> <status> <exit code> <records>` after the test process is gone, so neither the answer nor a child it
   starts can print it, and killing the supervisor leaves no line (not completed).
 - The test process installs an audit hook (PEP 578; it cannot be removed from Python) before anything else runs.
@@ -195,11 +197,10 @@ def _tests(blob: str) -> tuple[int, tuple[CountedTest, ...]] | None:
 
 
 def _final_line(stdout: str, nonce: str) -> re.Match | None:
-    match = None
-    for match in re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*) (\d+) ([A-Za-z0-9+/=]*)"
-                             r"(?=\n|$)", stdout):
-        pass
-    return match
+    """The last completion line in the output, if any."""
+    lines = list(re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*) (\d+) ([A-Za-z0-9+/=]*)"
+                             r"(?=\n|$)", stdout))
+    return lines[-1] if lines else None
 
 
 def harness_status(stdout: str, nonce: str) -> tuple[str, int] | None:

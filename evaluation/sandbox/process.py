@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -86,10 +87,8 @@ def process_run(
         timed_out = True
     finally:
         # Whatever happened, nothing the run started may outlive it.
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait()
     for reader in readers:
         reader.join(timeout=5)

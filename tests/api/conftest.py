@@ -6,8 +6,7 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from benchmarks.services import pset_import
-from tests.conftest import DEMO_PSET, client_for
+from tests.conftest import client_for
 
 
 @pytest.fixture(autouse=True)
@@ -26,11 +25,6 @@ def dispatched(monkeypatch) -> list[int]:
     calls: list[int] = []
     monkeypatch.setattr(services, "run_dispatch", lambda *, run: calls.append(run.pk) or 0)
     return calls
-
-
-@pytest.fixture
-def release(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
 

@@ -72,7 +72,8 @@ def test_get_endpoints_never_fail_with_a_server_error(api_schema, real_ids):
             response = case.call(headers=real_ids["headers"])
             case.validate_response(response, checks=[not_a_server_error])
             if case.path_parameters:
-                case.path_parameters = {key: known.get(key, value) for key, value in case.path_parameters.items()}
+                case.path_parameters = {key: known.get(key, value)  # noqa: B023 (called in this iteration)
+                                        for key, value in case.path_parameters.items()}
                 response = case.call(headers=real_ids["headers"])
                 case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
 
@@ -98,7 +99,8 @@ def test_every_operation_writes_included_never_fails_with_a_server_error(api_sch
             response = case.call(headers=headers)
             case.validate_response(response, checks=[not_a_server_error])
             if case.path_parameters:
-                case.path_parameters = {key: known.get(key, value) for key, value in case.path_parameters.items()}
+                case.path_parameters = {key: known.get(key, value)  # noqa: B023 (called in this iteration)
+                                        for key, value in case.path_parameters.items()}
                 response = case.call(headers=headers)
                 case.validate_response(response, checks=[not_a_server_error])
             if isinstance(case.body, dict) and set(case.body) & set(real_ids["body"]):  # a model and release that exist

@@ -9,10 +9,10 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from benchmarks.paper2code import code_indent
 from benchmarks.selectors import version_snippets
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation
-from benchmarks.paper2code import code_indent
 from evaluation.services import MAX_ANSWER_CHARS
 from tests.api.conftest import reference_answers
 

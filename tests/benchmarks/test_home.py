@@ -13,11 +13,6 @@ from tests.evaluation.test_leaderboard_browser import calibrate
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def release(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-
-
 def test_home_shows_the_leaderboard_top_counts_and_paths(client, release):
     calibrate(release, "reference", passed=True)
     calibrate(release, "placeholder", passed=False)

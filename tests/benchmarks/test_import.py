@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from benchmarks.models import Blob, BenchmarkVersion, Paper, Snippet, Task
+from benchmarks.models import BenchmarkVersion, Blob, Paper, Snippet, Task
 from benchmarks.paper2code import PackageError
 from benchmarks.selectors import blob_read
 from benchmarks.services import pset_import

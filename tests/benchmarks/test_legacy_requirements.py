@@ -14,7 +14,6 @@ from django.urls import reverse
 from benchmarks.models import Task
 from benchmarks.selectors import blob_read
 from tests.benchmarks.test_validate_pset import legacy_pset
-from tests.submissions.conftest import sandbox  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,5 @@
-"""Public pages show versions, papers and snippet trees; only maintainers see masked files; no page leaks reference code."""
+"""Public pages show versions, papers and snippet trees; only maintainers see masked files; no page leaks reference
+code."""
 
 from __future__ import annotations
 
@@ -20,23 +21,23 @@ def maintainer(client):
     return user
 
 
-def test_home_says_what_the_platform_is_and_lists_published_versions(client, demo_version):
+def test_home_says_what_the_platform_is_and_lists_published_versions(client, release):
     draft = BenchmarkVersion.objects.create(name="next-draft")
     response = client.get(reverse("home"))
     assert response.status_code == 200
     body = response.content.decode()
     assert "living benchmark" in body and "lines of code" in body
-    assert demo_version.name in body
+    assert release.name in body
     assert draft.name not in body, "drafts are for maintainers"
     assert "htmx-2.0.11.min.js" in body
 
 
-def test_version_page_lists_papers_with_snippet_counts(client, demo_version):
-    body = client.get(reverse("version-detail", args=[demo_version.name])).content.decode()
-    for task in demo_version.tasks.all():
+def test_version_page_lists_papers_with_snippet_counts(client, release):
+    body = client.get(reverse("version-detail", args=[release.name])).content.decode()
+    for task in release.tasks.all():
         assert task.paper.title in body
         assert f'<td class="num">{task.snippets.count()}</td>' in body
-    total = Snippet.objects.filter(task__versions=demo_version).count()
+    total = Snippet.objects.filter(task__versions=release).count()
     assert f"{total} snippets" in body
 
 
@@ -47,9 +48,9 @@ def test_draft_version_page_is_hidden_from_the_public(client, maintainer):
     assert client.get(reverse("version-detail", args=["draft-1"])).status_code == 200
 
 
-def test_paper_page_shows_metadata_and_tree_but_no_reference_code(client, demo_version):
-    task = demo_version.tasks.get(paper__slug="dampnest")
-    response = client.get(reverse("paper-detail", args=[demo_version.name, "dampnest"]))
+def test_paper_page_shows_metadata_and_tree_but_no_reference_code(client, release):
+    task = release.tasks.get(paper__slug="dampnest")
+    response = client.get(reverse("paper-detail", args=[release.name, "dampnest"]))
     body = response.content.decode()
     assert task.paper.title in body and "2025-01-20" in body
     for snippet in task.snippets.all():
@@ -65,9 +66,9 @@ def test_paper_page_shows_metadata_and_tree_but_no_reference_code(client, demo_v
     assert "masked view" not in body
 
 
-def test_a_public_paper_page_folds_the_paper_text_and_annotated_code(client, demo_version):
-    task = demo_version.tasks.get(paper__slug="dampnest")
-    body = client.get(reverse("paper-detail", args=[demo_version.name, "dampnest"])).content.decode()
+def test_a_public_paper_page_folds_the_paper_text_and_annotated_code(client, release):
+    task = release.tasks.get(paper__slug="dampnest")
+    body = client.get(reverse("paper-detail", args=[release.name, "dampnest"])).content.decode()
     sources = body[body.index('id="sources"'):body.index("<h2>Snippets</h2>")]
     assert sources.count('<details class="source">') == 1 + len(task.annotated_paths)
     assert f"Paper text <code>{task.paper_path}</code>" in sources and "<details open" not in sources
@@ -78,30 +79,30 @@ def test_a_public_paper_page_folds_the_paper_text_and_annotated_code(client, dem
     assert reference in text
 
 
-def test_held_out_paper_text_and_code_are_for_maintainers_only(client, demo_version, maintainer):
+def test_held_out_paper_text_and_code_are_for_maintainers_only(client, release, maintainer):
     from benchmarks import visibility
     from benchmarks.models import VersionTask
 
-    VersionTask.objects.filter(version=demo_version, task__paper__slug="dampnest").update(
+    VersionTask.objects.filter(version=release, task__paper__slug="dampnest").update(
         split=VersionTask.Split.HELD_OUT)
-    task = demo_version.tasks.get(paper__slug="dampnest")
-    url = reverse("paper-detail", args=[demo_version.name, "dampnest"])
+    task = release.tasks.get(paper__slug="dampnest")
+    url = reverse("paper-detail", args=[release.name, "dampnest"])
     assert client.get(url).status_code == 404
-    assert not visibility.task_sources_visible(version=demo_version, task=task, user=client.get(url).wsgi_request.user)
+    assert not visibility.task_sources_visible(version=release, task=task, user=client.get(url).wsgi_request.user)
     client.force_login(maintainer)
     body = client.get(url).content.decode()
     assert 'id="sources"' in body and "held out: shown to maintainers only" in body
 
 
-def test_masked_view_is_for_maintainers_only(client, demo_version, maintainer):
-    snippet = Snippet.objects.filter(task__versions=demo_version, depth=1).first()
-    url = reverse("snippet-masked", args=[demo_version.name, snippet.pk])
+def test_masked_view_is_for_maintainers_only(client, release, maintainer):
+    snippet = Snippet.objects.filter(task__versions=release, depth=1).first()
+    url = reverse("snippet-masked", args=[release.name, snippet.pk])
     assert client.get(url).status_code == 403
     client.force_login(User.objects.create_user("ann", password="pw-author-1"))
     assert client.get(url).status_code == 403
 
     client.force_login(maintainer)
-    page = client.get(reverse("paper-detail", args=[demo_version.name, snippet.task.paper.slug])).content.decode()
+    page = client.get(reverse("paper-detail", args=[release.name, snippet.task.paper.slug])).content.decode()
     assert f'hx-get="{url}"' in page
     partial = client.get(url, headers={"HX-Request": "true"})
     assert partial.status_code == 200
@@ -115,9 +116,9 @@ def test_masked_view_is_for_maintainers_only(client, demo_version, maintainer):
     assert "<html" in client.get(url).content.decode(), "without JavaScript the link opens a full page"
 
 
-def test_unknown_version_paper_and_snippet_are_404(client, demo_version):
+def test_unknown_version_paper_and_snippet_are_404(client, release):
     assert client.get(reverse("version-detail", args=["nope"])).status_code == 404
-    assert client.get(reverse("paper-detail", args=[demo_version.name, "nope"])).status_code == 404
+    assert client.get(reverse("paper-detail", args=[release.name, "nope"])).status_code == 404
 
 
 def test_login_page_labels_its_inputs(client):

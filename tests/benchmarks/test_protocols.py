@@ -6,7 +6,6 @@ The expected masked files and prompts are written out by hand from issue 11 item
 from __future__ import annotations
 
 import hashlib
-import json
 from io import StringIO
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
-from evaluation import executor
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.selectors import item_prompt
 from evaluation.services import EvaluationError, run_start
@@ -43,14 +41,14 @@ MASKED_ORIGINAL = {
     ("tail_nonl.py", "final"): (b'def g(x):\n    # TODO: Implement block "final"\n\n'
                                 b'    # Approximately 1 line(s) of code.\n'),
 }
-PROMPT_LAST = ('Paper:\nWe add one.\n\nCode:\n## utils.py\n\nA = 1B = 2\n\n'
-               'def f(x):\n    # TODO: Implement block "last"\n\n    # Approximately 1 line(s) of code.\n'
-               '\nWrite "last" (1 lines), $0.\n').encode()
+PROMPT_LAST = (b'Paper:\nWe add one.\n\nCode:\n## utils.py\n\nA = 1B = 2\n\n'
+               b'def f(x):\n    # TODO: Implement block "last"\n\n    # Approximately 1 line(s) of code.\n'
+               b'\nWrite "last" (1 lines), $0.\n')
 PROMPT_LAST_WITHOUT_PAPER = (
-    "Paper:\n(The paper's text is not given for this task: infer what the block computes from the code and the name "
-    "of the TODO block.)\nCode:\n## utils.py\n\nA = 1B = 2\n\n"
-    'def f(x):\n    # TODO: Implement block "last"\n\n    # Approximately 1 line(s) of code.\n'
-    '\nWrite "last" (1 lines), $0.\n').encode()
+    b"Paper:\n(The paper's text is not given for this task: infer what the block computes from the code and the name "
+    b"of the TODO block.)\nCode:\n## utils.py\n\nA = 1B = 2\n\n"
+    b'def f(x):\n    # TODO: Implement block "last"\n\n    # Approximately 1 line(s) of code.\n'
+    b'\nWrite "last" (1 lines), $0.\n')
 
 
 def legacy_pset(root: Path) -> Path:
@@ -193,12 +191,9 @@ def test_protocol_add_never_changes_an_existing_protocol(tmp_path):
 
 
 @pytest.fixture
-def bwrap(sandbox_cache):
-    executor.sessions_close()
-    executor._backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+def bwrap(sandbox_cache, executor_backend):
+    executor_backend(sandbox_backend_or_missing("bwrap", sandbox_cache))
     yield
-    executor.sessions_close()
-    executor._backend = None
 
 
 def test_evaluate_runs_in_the_named_protocol(original, bwrap):

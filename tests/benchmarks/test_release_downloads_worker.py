@@ -17,10 +17,11 @@ from rest_framework.test import APIClient
 from benchmarks.models import BenchmarkVersion, Blob
 from benchmarks.selectors import blob_read
 from benchmarks.services import blob_store, pset_import, release_items_write, release_pset_zip_write, version_publish
-from tests.conftest import DEMO_PSET, download_body
-from tests.outages import WATCH, own_redis, polled, worker_broker  # noqa: F401
+from tests.conftest import DEMO_PSET, download_body, polled
+from tests.outages import WATCH
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Their tests kill the broker: a Redis server of their own (tests/outages.py).
+pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.own_broker]
 ITEMS = "/api/v1/releases/1.0.0/downloads/items/"
 
 

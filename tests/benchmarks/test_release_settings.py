@@ -132,12 +132,9 @@ def test_limits_for_release_override_the_workers(tmp_path, media_root, settings)
 
 
 @pytest.fixture
-def bwrap(sandbox_cache):
-    executor.sessions_close()
-    executor._backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+def bwrap(sandbox_cache, executor_backend):
+    executor_backend(sandbox_backend_or_missing("bwrap", sandbox_cache))
     yield
-    executor.sessions_close()
-    executor._backend = None
 
 
 def test_runs_use_the_releases_time_limit_not_the_workers(tmp_path, media_root, settings, bwrap):

@@ -14,7 +14,12 @@ from django.core.exceptions import PermissionDenied
 from benchmarks.models import BenchmarkVersion, Snippet, VersionTask
 from benchmarks.selectors import blob_read, version_snippets
 from benchmarks.services import (
-    pset_import, snippet_retire, version_deprecate, version_draft_create, version_publish, version_task_set,
+    pset_import,
+    snippet_retire,
+    version_deprecate,
+    version_draft_create,
+    version_publish,
+    version_task_set,
 )
 from tests.conftest import DEMO_PSET, items_read
 
@@ -94,7 +99,7 @@ def test_the_items_file_holds_each_masked_file_once_and_the_documented_reader_re
     guide = (Path(__file__).resolve().parents[2] / "docs" / "LEADERBOARD.md").read_text()
     reader = guide.split("The items file holds JSON lines of two types")[1].split("```python\n")[1].split("```")[0]
     (tmp_path / "demo-1.0.0-items.jsonl").write_bytes(data)  # the name the guide's reader opens
-    scope: dict = {"json": json, "open": lambda name, **kw: open(tmp_path / name, **kw)}
+    scope: dict = {"json": json, "open": lambda name, **kw: open(tmp_path / name, **kw)}  # noqa: SIM115 (the guide's `with`)
     exec(reader, scope)  # noqa: S102 - the documentation's own code, as a reader copies it
     assert scope["prompts"] == {item["id"]: item["prompt"] for item in items_read(data)}
     from rest_framework.test import APIClient
@@ -122,8 +127,8 @@ def test_the_upgrade_rewrites_old_items_files_without_held_out_prompts(first, ma
 
     from django.apps import apps
 
-    from benchmarks.services import blob_store
     from benchmarks.selectors import protocol_get, snippet_prompt
+    from benchmarks.services import blob_store
 
     migration = importlib.import_module("benchmarks.migrations.0004_items_download_public_only")
     VersionTask.objects.filter(version=first, task__paper__slug="trimmed-infonce").update(split="held_out")

@@ -12,7 +12,6 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.conftest import DEMO_PSET
-from tests.submissions.conftest import sandbox  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.django_db
 

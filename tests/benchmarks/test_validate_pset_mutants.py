@@ -13,7 +13,6 @@ from django.core.management import CommandError, call_command
 
 from benchmarks.paper2code import parse
 from benchmarks.paper2code.mutation import mutants_generate
-from tests.submissions.conftest import sandbox  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.django_db
 

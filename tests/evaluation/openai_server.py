@@ -27,7 +27,8 @@ message, as OpenAI does, so tests can check that callers scrub it.
 localhost from a throwaway CA whose file is ``server.ca_file`` (point ``SSL_CERT_FILE`` at it).
 
 Token counts are whitespace-separated words of the prompt and of the answer, so tests can predict
-them. A responder that raises produces a 500 (which clients retry). ``server.failures`` can be extended while the server runs.
+them. A responder that raises produces a 500 (which clients retry). ``server.failures`` can be extended while the
+server runs.
 """
 
 from __future__ import annotations

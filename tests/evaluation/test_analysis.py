@@ -15,7 +15,7 @@ from benchmarks.paper2code.difficulty import point_biserial
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.outcomes import Verdict
-from tests.evaluation.test_leaderboard import evaluate, model, version  # noqa: F401 (fixture)
+from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 
@@ -24,16 +24,16 @@ def board(client, **query):
     return {r["model"]: r for r in client.get(reverse("api-leaderboard", args=["1.0.0"]), query).json()}
 
 
-def test_ranks_tie_entries_no_test_separates(client, version):
-    ids = list(Snippet.objects.filter(task__versions=version).order_by("pk").values_list("pk", flat=True))
+def test_ranks_tie_entries_no_test_separates(client, release):
+    ids = list(Snippet.objects.filter(task__versions=release).order_by("pk").values_list("pk", flat=True))
     n, missed = len(ids), set(ids[:2])
     # Discordant items: top-low n (p = 2 / 2**n), mid-low n - 2, top-mid 2 (p = 2 / 2**2 = 0.5). Holm: the smallest
     # p times 3, the next times 2, the largest times 1.
     assert 3 * 2 / 2 ** n <= 0.05 and 2 * 2 / 2 ** (n - 2) <= 0.05
-    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
-    evaluate(version, model("top"), lambda s: True)
-    evaluate(version, model("mid"), lambda s: s.pk not in missed)
-    evaluate(version, model("low"), lambda s: False)
+    evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(release, model("top"), lambda s: True)
+    evaluate(release, model("mid"), lambda s: s.pk not in missed)
+    evaluate(release, model("low"), lambda s: False)
     rows = board(client)
     assert {m: r["rank"] for m, r in rows.items()} == {"reference": None, "top": 1, "mid": 1, "low": 3}
     assert rows["reference"]["rank_note"].startswith("calibration") and rows["top"]["rank_note"] == ""
@@ -48,11 +48,11 @@ def test_ranks_tie_entries_no_test_separates(client, version):
     assert by_score.index(">Low<") < by_score.index(">Mid<") < by_score.index(">Top<")
 
 
-def test_a_run_missing_a_scored_item_is_not_ranked(client, version):
-    evaluate(version, model("top"), lambda s: True)
-    run = services.run_start(model=model("flaky"), version=version, dispatch=False)
+def test_a_run_missing_a_scored_item_is_not_ranked(client, release):
+    evaluate(release, model("top"), lambda s: True)
+    run = services.run_start(model=model("flaky"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    for number, snippet in enumerate(Snippet.objects.filter(task__versions=version).select_related("task")):
+    for number, snippet in enumerate(Snippet.objects.filter(task__versions=release).select_related("task")):
         verdict = Verdict("error", "infrastructure", "engine gone") if number == 0 else Verdict("passed", "", "")
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict,
                                 generation=services.calibration_generation(run=run, snippet=snippet, sample=0))
@@ -66,15 +66,15 @@ def test_a_run_missing_a_scored_item_is_not_ranked(client, version):
     assert ">unranked</span>" in body
 
 
-def test_difficulty_by_hand_on_page_and_api(client, version):
-    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)  # calibration: left out
-    evaluate(version, model("top"), lambda s: True)
-    evaluate(version, model("mid"), lambda s: s.loc > 1)
-    evaluate(version, model("low"), lambda s: False)
+def test_difficulty_by_hand_on_page_and_api(client, release):
+    evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)  # calibration: left out
+    evaluate(release, model("top"), lambda s: True)
+    evaluate(release, model("mid"), lambda s: s.loc > 1)
+    evaluate(release, model("low"), lambda s: False)
     score = {name: RunScore.objects.get(run__model__name=name, paper=None, split="").scaled_pass_rate
              for name in ("top", "mid", "low")}
-    one = Snippet.objects.filter(task__versions=version, loc=1).select_related("task__paper").first()
-    two = Snippet.objects.filter(task__versions=version, loc__gt=1).first()
+    one = Snippet.objects.filter(task__versions=release, loc=1).select_related("task__paper").first()
+    two = Snippet.objects.filter(task__versions=release, loc__gt=1).first()
     items = {i["item"]: i for i in client.get(reverse("api-difficulty", args=["1.0.0"])).json()}
     assert (items[one.pk]["models"], items[one.pk]["passed"], items[one.pk]["pass_share"]) == (3, 1, 1 / 3)
     assert items[one.pk]["point_biserial"] == pytest.approx(
@@ -94,11 +94,11 @@ def test_difficulty_by_hand_on_page_and_api(client, version):
     assert 'id="difficulty-table"' in paper_page and one.name in paper_page.split('id="difficulty-table"')[1]
 
 
-def test_failure_categories_chart_and_table(client, version):
+def test_failure_categories_chart_and_table(client, release):
     categories = ["syntax", "name_import", "runtime", "wrong_result", "timeout", "memory"]
-    snippets = list(Snippet.objects.filter(task__versions=version).order_by("pk"))
+    snippets = list(Snippet.objects.filter(task__versions=release).order_by("pk"))
     category = {s.pk: categories[i % len(categories)] for i, s in enumerate(snippets)}
-    run = services.run_start(model=model("mixed"), version=version, dispatch=False)
+    run = services.run_start(model=model("mixed"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for i, snippet in enumerate(snippets):
         verdict = Verdict("passed", "", "") if i % 7 == 6 else Verdict("failed", category[snippet.pk], "x")
@@ -120,12 +120,12 @@ def test_failure_categories_chart_and_table(client, version):
     assert f'<td class="num">{len(snippets)}</td>' in table and "Name or import error" in table
 
 
-def test_held_out_snippets_only_for_maintainers(client, version, maintainer):
+def test_held_out_snippets_only_for_maintainers(client, release, maintainer):
     from benchmarks.models import VersionTask
 
-    VersionTask.objects.filter(version=version, task__paper__slug="dampnest").update(split=VersionTask.Split.HELD_OUT)
+    VersionTask.objects.filter(version=release, task__paper__slug="dampnest").update(split=VersionTask.Split.HELD_OUT)
     for name, passes in (("top", lambda s: True), ("low", lambda s: False)):
-        run = evaluate(version, model(name, owner=maintainer), passes)  # maintainers' models cover held-out items
+        run = evaluate(release, model(name, owner=maintainer), passes)  # maintainers' models cover held-out items
         assert run.covers_held_out
     held = set(Snippet.objects.filter(task__paper__slug="dampnest").values_list("pk", flat=True))
     url = reverse("api-difficulty", args=["1.0.0"])
@@ -138,12 +138,12 @@ def test_held_out_snippets_only_for_maintainers(client, version, maintainer):
     assert "dampnest" in client.get(reverse("release-difficulty", args=["1.0.0"])).content.decode()
 
 
-def test_a_hostile_snippet_name_is_neither_a_formula_nor_markup(client, version):
+def test_a_hostile_snippet_name_is_neither_a_formula_nor_markup(client, release):
     hostile = '=HYPERLINK("https://evil.example")<script>alert(1)</script>'
-    snippet = Snippet.objects.filter(task__versions=version).first()
+    snippet = Snippet.objects.filter(task__versions=release).first()
     Snippet.objects.filter(pk=snippet.pk).update(name=hostile)
-    evaluate(version, model("top"), lambda s: True)
-    evaluate(version, model("low"), lambda s: False)
+    evaluate(release, model("top"), lambda s: True)
+    evaluate(release, model("low"), lambda s: False)
     text = client.get(reverse("api-difficulty", args=["1.0.0"]), {"format": "csv"}).content.decode()
     row = next(r for r in csv.DictReader(io.StringIO(text)) if r["item"] == str(snippet.pk))
     assert row["snippet"] == "'" + hostile

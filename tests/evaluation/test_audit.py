@@ -74,7 +74,8 @@ HOSTILE = {
         "        import gc\n        everything = gc.get_objects()\n        return x\n",
         "        from gc import get_referrers as refs\n        return x\n",
         "        import gc\n        grab = getattr(gc, 'get_' + 'objects')\n        return x\n",
-        "        try:\n            raise ValueError\n        except ValueError as exc:\n            up = exc.__traceback__.tb_frame.f_back\n        return x\n",
+        "        try:\n            raise ValueError\n        except ValueError as exc:\n"
+        "            up = exc.__traceback__.tb_frame.f_back\n        return x\n",
         "        g = (i for i in [1])\n        f = g.gi_frame\n        return x\n",
         "        cells = self.forward.__func__.__closure__\n        return x\n",
     ],
@@ -108,7 +109,8 @@ HOSTILE = {
         "        import os\n        os._exit(0)\n",
         "        import os, signal\n        os.kill(os.getppid(), signal.SIGKILL)\n        return x\n",
         "        import sys, threading\n        threading.Thread(target=sys.exit).start()\n        return x\n",
-        "        try:\n            return x * 0\n        finally:\n            raise SystemExit(0) if exit(0) else None\n",
+        "        try:\n            return x * 0\n        finally:\n"
+        "            raise SystemExit(0) if exit(0) else None\n",
         "        import atexit\n        atexit.register(print, 'OK')\n        return x\n",
     ],
     "process": [

@@ -6,13 +6,13 @@ from __future__ import annotations
 from math import comb
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.conf import settings
+from django.contrib.auth.models import Group, User
 from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
 from evaluation.models import ModelEntry
-from tests.evaluation.test_leaderboard import evaluate, model, version  # noqa: F401 (fixture)
+from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 
@@ -20,10 +20,10 @@ A_PAPERS, B_PAPERS = {"topk-attention-pool", "dampnest"}, {"trimmed-infonce", "d
 
 
 @pytest.fixture
-def pair(version):
-    a = evaluate(version, model("alpha"), lambda s: s.task.paper.slug in A_PAPERS)
-    b = evaluate(version, model("beta"), lambda s: s.task.paper.slug in B_PAPERS)
-    snippets = list(Snippet.objects.filter(task__versions=version).select_related("task__paper"))
+def pair(release):
+    a = evaluate(release, model("alpha"), lambda s: s.task.paper.slug in A_PAPERS)
+    b = evaluate(release, model("beta"), lambda s: s.task.paper.slug in B_PAPERS)
+    snippets = list(Snippet.objects.filter(task__versions=release).select_related("task__paper"))
     loc = {p: sum(s.loc for s in snippets if s.task.paper.slug == p)
            for p in ("topk-attention-pool", "trimmed-infonce", "dampnest")}
     count = {p: sum(1 for s in snippets if s.task.paper.slug == p) for p in loc}
@@ -35,9 +35,9 @@ def two_sided(b, c):
     return min(1.0, 2 * sum(comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n)
 
 
-def test_api_numbers_match_the_hand_computed_ones(client, version, pair):
+def test_api_numbers_match_the_hand_computed_ones(client, release, pair):
     a, b, loc, count = pair
-    data = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).json()
+    data = client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).json()
     overall = data["overall"]
     # Only A passes topk items, only B passes trimmed items, both pass dampnest.
     assert overall["a_only"] == count["topk-attention-pool"] and overall["b_only"] == count["trimmed-infonce"]
@@ -62,10 +62,10 @@ def test_api_numbers_match_the_hand_computed_ones(client, version, pair):
     assert data["items_withheld"] == 0
 
 
-def test_page_shows_the_same_numbers_and_both_outcomes(client, version, pair):
+def test_page_shows_the_same_numbers_and_both_outcomes(client, release, pair):
     a, b, loc, count = pair
-    api = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).json()
-    body = client.get(reverse("release-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).content.decode()
+    api = client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).json()
+    body = client.get(reverse("release-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).content.decode()
     o = api["overall"]
     for value in (o["difference"], o["ci_low"], o["ci_high"]):
         assert f"{value:.2f}" in body
@@ -79,9 +79,9 @@ def test_page_shows_the_same_numbers_and_both_outcomes(client, version, pair):
     assert 'id="interval-warning"' in body and "with 3 papers the interval is little more than the range" in body
 
 
-def test_page_names_what_each_interval_resamples(client, version, pair):
+def test_page_names_what_each_interval_resamples(client, release, pair):
     a, b, _, _ = pair
-    body = client.get(reverse("release-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).content.decode()
+    body = client.get(reverse("release-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).content.decode()
     assert "The leaderboard's intervals resample snippets" in body
     assert "This comparison resamples papers instead, because a paper's snippets share code" in body
 
@@ -94,11 +94,11 @@ def test_enough_papers_get_no_warning():
     assert "little more than the range" in compare(items[:-1]).interval_note
 
 
-def test_items_show_marks_and_link_both_runs_item_pages(client, version, pair):
+def test_items_show_marks_and_link_both_runs_item_pages(client, release, pair):
     from evaluation.models import Outcome
 
     a, b, _, count = pair
-    body = client.get(reverse("release-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).content.decode()
+    body = client.get(reverse("release-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).content.decode()
     items = body[body.index('id="compare-items"'):]
     assert "1.00" not in items and "0.00" not in items
     total = sum(count.values())
@@ -114,9 +114,9 @@ def test_items_show_marks_and_link_both_runs_item_pages(client, version, pair):
         assert client.get(url).status_code == 200
 
 
-def test_disagreements_only_lists_the_items_one_run_passes(client, version, pair):
+def test_disagreements_only_lists_the_items_one_run_passes(client, release, pair):
     a, b, _, count = pair
-    url = reverse("release-compare", args=[version.name])
+    url = reverse("release-compare", args=[release.name])
     body = client.get(url, {"a": a.pk, "b": b.pk}).content.decode()
     assert f'href="?a={a.pk}&amp;b={b.pk}&amp;items=disagreements#items"' in body  # a plain link: no script needed
     body = client.get(url, {"a": a.pk, "b": b.pk, "items": "disagreements"}).content.decode()
@@ -126,22 +126,22 @@ def test_disagreements_only_lists_the_items_one_run_passes(client, version, pair
     assert items.count("<tr><td>trimmed-infonce") == count["trimmed-infonce"]
     # The statistics stay those of every item.
     assert 'aria-current="page">Disagreements only' in body and "dampnest" in body[:body.index('id="compare-items"')]
-    data = client.get(reverse("api-compare", args=[version.name]),
+    data = client.get(reverse("api-compare", args=[release.name]),
                       {"a": a.pk, "b": b.pk, "items": "disagreements"}).json()
     assert data["disagreements_only"] and {i["paper"] for i in data["items"]} == {"topk-attention-pool",
                                                                                  "trimmed-infonce"}
     assert data["overall"]["items"] == sum(count.values())
 
 
-def test_held_out_items_only_in_the_aggregate_for_non_maintainers(client, version, pair):
+def test_held_out_items_only_in_the_aggregate_for_non_maintainers(client, release, pair):
     a, b, loc, count = pair
-    VersionTask.objects.filter(version=version, task__paper__slug="dampnest").update(split=VersionTask.Split.HELD_OUT)
-    url = reverse("api-compare", args=[version.name])
+    VersionTask.objects.filter(version=release, task__paper__slug="dampnest").update(split=VersionTask.Split.HELD_OUT)
+    url = reverse("api-compare", args=[release.name])
     data = client.get(url, {"a": a.pk, "b": b.pk}).json()
     assert data["items_withheld"] == count["dampnest"]
     assert data["overall"]["items"] == sum(count.values())  # still counted in the release aggregate
     assert "dampnest" not in {p["paper"] for p in data["papers"]} | {i["paper"] for i in data["items"]}
-    body = client.get(reverse("release-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).content.decode()
+    body = client.get(reverse("release-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).content.decode()
     assert "dampnest" not in body
     maintainer = User.objects.create_user("m")
     maintainer.groups.add(Group.objects.get_or_create(name=settings.MAINTAINERS_GROUP)[0])
@@ -156,47 +156,47 @@ def test_held_out_items_only_in_the_aggregate_for_non_maintainers(client, versio
     ({"a": "²", "b": "1"}, "?a= must be a run id"),
     ({"a": "999999", "b": "1"}, "no such run on release"),
 ])
-def test_bad_queries_get_a_clear_error(client, version, pair, query, message):
+def test_bad_queries_get_a_clear_error(client, release, pair, query, message):
     a, b, _, _ = pair
     query = {k: (str(b.pk) if v == "1" else v) for k, v in query.items()}
-    response = client.get(reverse("api-compare", args=[version.name]), query)
+    response = client.get(reverse("api-compare", args=[release.name]), query)
     assert response.status_code == 400 and message in response.json()["detail"]
-    page = client.get(reverse("release-compare", args=[version.name]), query)
+    page = client.get(reverse("release-compare", args=[release.name]), query)
     assert page.status_code == 400 and message in page.content.decode()
 
 
-def test_same_run_and_other_release_are_refused(client, version, pair, media_root):
+def test_same_run_and_other_release_are_refused(client, release, pair, media_root):
     from benchmarks.services import pset_import
     from tests.conftest import DEMO_PSET
 
     a, b, _, _ = pair
-    response = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": a.pk})
+    response = client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": a.pk})
     assert response.status_code == 400 and "two different runs" in response.json()["detail"]
     other = pset_import(root=DEMO_PSET, version_name="2.0.0", publish=True).version
     c = evaluate(other, ModelEntry.objects.get(name="alpha"), lambda s: True)
-    response = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": c.pk})
+    response = client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": c.pk})
     assert response.status_code == 400 and "no such run on release" in response.json()["detail"]
 
 
-def test_comparison_queries_are_bounded(client, version, pair, django_assert_max_num_queries):
+def test_comparison_queries_are_bounded(client, release, pair, django_assert_max_num_queries):
     a, b, _, _ = pair
     with django_assert_max_num_queries(12):
-        client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": b.pk})
+        client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": b.pk})
 
 
-def test_leaderboard_offers_the_comparison_of_any_two_rows(client, version, pair):
+def test_leaderboard_offers_the_comparison_of_any_two_rows(client, release, pair):
     a, b, _, _ = pair
-    body = client.get(reverse("leaderboard", args=[version.name])).content.decode()
-    assert f'action="{reverse("release-compare", args=[version.name])}"' in body
+    body = client.get(reverse("leaderboard", args=[release.name])).content.decode()
+    assert f'action="{reverse("release-compare", args=[release.name])}"' in body
     assert f'<option value="{a.pk}"' in body and f'<option value="{b.pk}"' in body
 
 
-def test_an_answer_awaiting_review_is_not_compared(client, version, pair):
+def test_an_answer_awaiting_review_is_not_compared(client, release, pair):
     from evaluation.models import Outcome
 
     a, b, _, count = pair
     flagged = Outcome.objects.filter(run=a, snippet__task__paper__slug="topk-attention-pool").first()
     Outcome.objects.filter(pk=flagged.pk).update(status=Outcome.Status.FLAGGED)
-    data = client.get(reverse("api-compare", args=[version.name]), {"a": a.pk, "b": b.pk}).json()
+    data = client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).json()
     assert data["overall"]["items"] == sum(count.values()) - 1  # as in scoring and ranks: not a failure
     assert data["overall"]["a_only"] == count["topk-attention-pool"] - 1

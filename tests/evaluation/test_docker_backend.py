@@ -11,9 +11,9 @@ import threading
 import time
 import uuid
 
-import docker
 import pytest
 
+import docker
 from benchmarks.paper2code import passes
 from evaluation.sandbox import EnvironmentBuildError, Limits, backend_get
 from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new

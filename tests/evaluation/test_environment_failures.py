@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.models import Task
 from benchmarks.services import environment_hash, pset_import
-from evaluation import environments, executor, services
+from evaluation import environments, services
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 from evaluation.tasks import item_evaluate
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
@@ -20,7 +20,7 @@ BROKEN = "this-package-does-not-exist-rcb==1.0\n"
 
 
 @pytest.fixture
-def builds(tmp_path, monkeypatch):
+def builds(tmp_path, monkeypatch, executor_backend):
     """The worker's real bwrap backend, counting its environment builds."""
     backend = sandbox_backend_or_missing("bwrap", tmp_path / "cache")
     calls: list[str] = []
@@ -31,11 +31,8 @@ def builds(tmp_path, monkeypatch):
         return real(**kwargs)
 
     monkeypatch.setattr(backend, "environment_build", counted)
-    executor.sessions_close()
-    executor._backend = backend
-    yield calls
-    executor.sessions_close()
-    executor._backend = None
+    executor_backend(backend)
+    return calls
 
 
 @pytest.fixture

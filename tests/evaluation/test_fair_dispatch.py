@@ -13,8 +13,11 @@ from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.selectors import run_feed_order
-from tests.conftest import DEMO_PSET
-from tests.outages import WATCH, own_redis, polled, worker_broker  # noqa: F401
+from tests.conftest import DEMO_PSET, polled
+from tests.outages import WATCH
+
+# Its tests kill the broker: a Redis server of their own (tests/outages.py).
+pytestmark = pytest.mark.own_broker
 
 SAMPLES = 12
 

@@ -15,10 +15,11 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from operations.events import events_of
 from operations.models import OperationsEvent
-from tests.conftest import DEMO_PSET
-from tests.outages import WATCH, default_database, own_postgres, own_redis, polled, worker_broker  # noqa: F401
+from tests.conftest import DEMO_PSET, polled
+from tests.outages import WATCH, default_database
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Their tests kill the broker: a Redis server of their own (tests/outages.py).
+pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.own_broker]
 
 
 def assert_every_item_once_and_scored(run: EvaluationRun) -> None:

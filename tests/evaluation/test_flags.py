@@ -8,28 +8,21 @@ from django.test import Client
 from django.urls import reverse
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.outcomes import Verdict, outcome_flag
-from tests.conftest import DEMO_PSET
 
 pytestmark = pytest.mark.django_db
 EVIDENCE = "opens 'optimizer_ref.py' (hidden file)"
 
 
 @pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="flags-1.0.0", publish=True).version
-
-
-@pytest.fixture
-def run(version):
+def run(release):
     """A completed run: every item passed by the test, the first three flagged by the audit."""
     model = ModelEntry.objects.create(name="sly", display_name="Sly", litellm_model="openai/sly")
-    run = services.run_start(model=model, version=version, dispatch=False)
+    run = services.run_start(model=model, version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    snippets = list(Snippet.objects.filter(task__versions=version).order_by("pk"))
+    snippets = list(Snippet.objects.filter(task__versions=release).order_by("pk"))
     for index, snippet in enumerate(snippets):
         verdict = Verdict("passed", "", "")
         if index < 3:
@@ -129,8 +122,8 @@ def test_the_review_action_is_a_maintainers_csrf_protected_post(run, author, mai
     assert (outcome.status, outcome.reviewed_by) == ("failed", maintainer)
 
 
-def test_the_leaderboard_shows_a_rows_flag_count(run, client, version):
+def test_the_leaderboard_shows_a_rows_flag_count(run, client, release):
     # Flags are behind the column toggle since issue 22 (the key columns fit a laptop screen): asked for by cols=.
-    body = client.get(reverse("leaderboard", args=[version.name]), {"cols": "flagged"}).content.decode()
+    body = client.get(reverse("leaderboard", args=[release.name]), {"cols": "flagged"}).content.decode()
     assert ">Flags</a>" in body
     assert 'title="items awaiting a maintainer&#x27;s review, not scored">3</span>' in body

@@ -71,7 +71,8 @@ def test_items_run_in_forks_with_the_imports_preloaded_and_a_fresh_random_state(
 
 def test_an_item_runs_unprivileged_with_no_capabilities(session):
     status = found_in(run(session, "", entry_point=report(
-        "found.update(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines() if ':\\t' in line)"
+        "found.update(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines()"
+        " if ':\\t' in line)"
         "\nfound['uid'] = os.getuid()")))
     assert status["uid"] == SANDBOX_UID[session.backend.name]
     for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
@@ -256,7 +257,6 @@ session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment
         assert_no_process_with(marker)
         if backend == "docker":
             import docker
-
             from evaluation.sandbox.docker import WORKER_LABEL
             client, label = docker.from_env(), f"{WORKER_LABEL}={socket.gethostname()}:{worker.pid}"
             deadline = time.monotonic() + 10
@@ -285,7 +285,8 @@ def test_limits_hold_in_a_fork(session):
     hungry = run(session, "", entry_point="x = bytearray(900 * 1024 * 1024)\nx[::4096] = b'1' * len(x[::4096])\n")
     assert not hungry.verdict.completed and (hungry.result.oom_killed or hungry.result.exit_code != 0)
     bomb = run(session, "", entry_point=report(
-        "n = 0\ntry:\n    while n < 500:\n        if os.fork() == 0:\n            import time; time.sleep(5); os._exit(0)\n"
+        "n = 0\ntry:\n    while n < 500:\n        if os.fork() == 0:\n"
+        "            import time; time.sleep(5); os._exit(0)\n"
         "        n += 1\nexcept OSError:\n    pass\nfound['n'] = n"))
     assert found_in(bomb)["n"] < LIMITS.processes
     assert session.forking

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.evaluation.test_answer_tampering import FORGE
-from tests.evaluation.test_forkserver_harness import NUMPY_ENTRY_POINT, backend_name, session_of  # noqa: F401
+from tests.evaluation.test_forkserver_harness import NUMPY_ENTRY_POINT, session_of
 from tests.evaluation.test_sandbox_attacks import ENTRY_POINT, LIMITS
 
 

@@ -11,17 +11,21 @@ import pytest
 
 from benchmarks.services import environment_hash
 from tests.conftest import sandbox_backend_or_missing
-from tests.evaluation.test_answer_tampering import ANNOTATED, ATTACKS, FILES, HIDDEN, LAYER_NORM, LIMITS, body, reference
+from tests.evaluation.test_answer_tampering import (
+    ANNOTATED,
+    ATTACKS,
+    FILES,
+    HIDDEN,
+    LAYER_NORM,
+    LIMITS,
+    body,
+    reference,
+)
 from tests.evaluation.test_sandbox_attacks import ENTRY_POINT, HONEST, run
 
 # Real tests import numpy (which loads ctypes): only such environments fork, the others run cold
 # (see ForkingSession._zygote).
 NUMPY_ENTRY_POINT = "import numpy\n" + ENTRY_POINT
-
-
-@pytest.fixture(scope="module", params=["bwrap", "docker"])
-def backend_name(request) -> str:
-    return request.param
 
 
 def session_of(sandbox_cache, backend_name: str, *, warm: bool, requirements: str = "numpy"):

@@ -42,7 +42,7 @@ def test_starts_and_cold_items_reach_the_manifest_the_operations_page_and_the_ru
 
     version = pset_import(root=DEMO_PSET, version_name="fork-1.0.0", publish=True).version
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
-    for snippet, item in zip(version.tasks.order_by("pk").first().snippets.order_by("pk"), runs):
+    for snippet, item in zip(version.tasks.order_by("pk").first().snippets.order_by("pk"), runs, strict=False):
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=item.verdict, result=item.result,
                                 backend=item.backend, worker="w1@host", forked=item.forked)
         services.forkserver_events_record(run=run, worker="w1@host", environment_hash=environment.hash,

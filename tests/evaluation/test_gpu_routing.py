@@ -20,8 +20,7 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from operations.broker import queues_waiting
 from evaluation.sandbox import Limits, SandboxError
-from tests.conftest import DEMO_PSET, embedded_worker, sandbox_backend_or_missing, service_missing
-from tests.evaluation.test_pipeline import wait_for
+from tests.conftest import DEMO_PSET, embedded_worker, polled, sandbox_backend_or_missing, service_missing
 
 GPU_PAPER = "dampnest"
 OTHER_PAPER = "trimmed-infonce"  # pure Python: its items are quick
@@ -85,7 +84,7 @@ def test_without_a_gpu_worker_the_items_wait_and_the_run_page_says_why(tmp_path,
             worker, _):
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
         others = run.total_items - gpu_items
-        wait_for(lambda: Outcome.objects.filter(run=run).count() >= others, timeout=300, worker=worker,
+        polled(lambda: Outcome.objects.filter(run=run).count() >= others, timeout=300, worker=worker,
                  what="the items that need no GPU")
 
         assert not Outcome.objects.filter(run=run, snippet__task__paper__slug=GPU_PAPER).exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.services import pset_import
-from evaluation import executor, services
+from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.sandbox import backend_get
 from evaluation.tasks import item_evaluate, item_generate, provider_wait
@@ -15,14 +15,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def engine_gone(monkeypatch, tmp_path):
+def engine_gone(monkeypatch, tmp_path, executor_backend):
     """A docker backend whose engine socket does not exist, as when the engine died."""
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    executor.sessions_close()
-    executor._backend = backend_get("docker", cache_dir=tmp_path)
+    executor_backend(backend_get("docker", cache_dir=tmp_path))
     yield
-    executor.sessions_close()
-    executor._backend = None
 
 
 def test_a_dead_engine_is_an_error_after_retries_not_a_failure(media_root, engine_gone):

@@ -1,4 +1,5 @@
-"""Leaderboard, model and run pages: ranking with intervals, sorting and filters, breakdowns, no leaks, bounded queries."""
+"""Leaderboard, model and run pages: ranking with intervals, sorting and filters, breakdowns, no leaks, bounded
+queries."""
 
 from __future__ import annotations
 
@@ -11,26 +12,20 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
-from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.outcomes import Verdict
 from evaluation.scoring import run_scores_store
-from tests.conftest import DEMO_PSET, page_text
+from tests.conftest import page_text
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-
-
-def evaluate(version, model, passes, *, with_paper=True, answer="", cost=0):
+def evaluate(release, model, passes, *, with_paper=True, answer="", cost=0):
     """A completed run whose item passes when `passes(snippet)` is true."""
-    run = services.run_start(model=model, version=version, with_paper=with_paper, dispatch=False)
+    run = services.run_start(model=model, version=release, with_paper=with_paper, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
+    for snippet in Snippet.objects.filter(task__versions=release).select_related("task"):
         generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p",
                                                 raw_answer=answer or f"```python\nanswer_{snippet.pk} = 1\n```",
                                                 prompt_tokens=10, completion_tokens=5, cost=cost)
@@ -45,12 +40,12 @@ def model(name, **fields):
     return ModelEntry.objects.create(name=name, display_name=fields.pop("display_name", name.title()), **fields)
 
 
-def test_leaderboard_ranks_by_scaled_pass_rate_and_shows_intervals(client, version):
+def test_leaderboard_ranks_by_scaled_pass_rate_and_shows_intervals(client, release):
     """Calibration models are reference lines above the ranking; the other entries are ranked."""
-    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
-    evaluate(version, ModelEntry.objects.get(name="placeholder"), lambda s: False)
-    evaluate(version, model("halfway", organization="Lab"), lambda s: s.loc >= 3)
-    evaluate(version, model("nothing"), lambda s: False)
+    evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(release, ModelEntry.objects.get(name="placeholder"), lambda s: False)
+    evaluate(release, model("halfway", organization="Lab"), lambda s: s.loc >= 3)
+    evaluate(release, model("nothing"), lambda s: False)
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     table = body.split('id="leaderboard-table"')[1].split("</table>")[0]
     reference_lines, ranked = table.split('<tbody class="ranked">')
@@ -65,28 +60,28 @@ def test_leaderboard_ranks_by_scaled_pass_rate_and_shows_intervals(client, versi
     assert 'id="ranking-data"' in body and "chart-4.6.1.umd.min.js" in body
 
 
-def test_only_the_latest_completed_run_per_model_and_setting_counts(client, version):
+def test_only_the_latest_completed_run_per_model_and_setting_counts(client, release):
     placeholder = ModelEntry.objects.get(name="placeholder")
-    old = evaluate(version, placeholder, lambda s: True)
-    new = evaluate(version, placeholder, lambda s: False)
-    services.run_start(model=placeholder, version=version, dispatch=False)  # queued: not on the board
+    old = evaluate(release, placeholder, lambda s: True)
+    new = evaluate(release, placeholder, lambda s: False)
+    services.run_start(model=placeholder, version=release, dispatch=False)  # queued: not on the board
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     assert reverse("run-detail", args=[new.pk]) in body
     assert reverse("run-detail", args=[old.pk]) not in body
 
 
-def test_unknown_cost_reads_unknown(client, version):
+def test_unknown_cost_reads_unknown(client, release):
     """Cost is behind the column toggle (issue 22): asked for, an unknown total reads "unknown", never 0."""
-    evaluate(version, model("pricey"), lambda s: True, cost=None)
+    evaluate(release, model("pricey"), lambda s: True, cost=None)
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"cols": "cost"}).content.decode()
     row = body.split('<tbody class="ranked">')[1].split("</tr>")[0]
     assert row.endswith('<td class="num">unknown</td>'), row
 
 
-def test_sorting_and_filters_with_htmx_partial(client, version):
-    evaluate(version, model("alpha", display_name="Alpha", open_weights=True), lambda s: False)
-    evaluate(version, model("zulu", display_name="Zulu"), lambda s: True)
-    evaluate(version, model("zulu-np", display_name="Zulu NP"), lambda s: s.loc > 4, with_paper=False)
+def test_sorting_and_filters_with_htmx_partial(client, release):
+    evaluate(release, model("alpha", display_name="Alpha", open_weights=True), lambda s: False)
+    evaluate(release, model("zulu", display_name="Zulu"), lambda s: True)
+    evaluate(release, model("zulu-np", display_name="Zulu NP"), lambda s: s.loc > 4, with_paper=False)
     url = reverse("leaderboard", args=["1.0.0"])
     by_name = client.get(url, {"sort": "model", "dir": "asc"}, headers={"HX-Request": "true",
                                                                          "HX-Target": "leaderboard-table"})
@@ -105,8 +100,8 @@ def test_sorting_and_filters_with_htmx_partial(client, version):
     assert client.get(url, {"sort": "nonsense"}).status_code == 200
 
 
-def test_per_paper_heat_map_shows_stored_per_paper_rates(client, version):
-    evaluate(version, model("dampnest-only"), lambda s: s.task.paper.slug == "dampnest")
+def test_per_paper_heat_map_shows_stored_per_paper_rates(client, release):
+    evaluate(release, model("dampnest-only"), lambda s: s.task.paper.slug == "dampnest")
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "papers"}).content.decode()
     assert "Per paper" in body
     cells = body.split('class="heatmap"')[1].split("</table>")[0]
@@ -114,23 +109,23 @@ def test_per_paper_heat_map_shows_stored_per_paper_rates(client, version):
     assert "hsl(120, 70%, 82%)" in cells and "hsl(0, 70%, 82%)" in cells
 
 
-def test_size_buckets_from_outcomes(client, version):
-    evaluate(version, model("small-only"), lambda s: s.loc <= 2)
-    small = Snippet.objects.filter(task__versions=version, loc__lte=2).count()
+def test_size_buckets_from_outcomes(client, release):
+    evaluate(release, model("small-only"), lambda s: s.loc <= 2)
+    small = Snippet.objects.filter(task__versions=release, loc__lte=2).count()
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"},
                       headers={"HX-Request": "true", "HX-Target": "breakdown"}).content.decode()
     assert "<html" not in body
     assert f"100.0% <span class=\"ci\">({small}/{small})</span>" in body
-    big = Snippet.objects.filter(task__versions=version, loc__gte=11).count()
+    big = Snippet.objects.filter(task__versions=release, loc__gte=11).count()
     if big:
         assert f"0.0% <span class=\"ci\">(0/{big})</span>" in body
 
 
-def test_with_versus_without_paper_pairs(client, version):
+def test_with_versus_without_paper_pairs(client, release):
     both = model("both")
-    evaluate(version, both, lambda s: True, with_paper=True)
-    evaluate(version, both, lambda s: s.loc <= 2, with_paper=False)
-    evaluate(version, model("single"), lambda s: True)
+    evaluate(release, both, lambda s: True, with_paper=True)
+    evaluate(release, both, lambda s: s.loc <= 2, with_paper=False)
+    evaluate(release, model("single"), lambda s: True)
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "ablation"}).content.decode()
     section = body.split('id="breakdown"')[1]
     without = RunScore.objects.get(run__model=both, run__with_paper=False, paper=None, split="").scaled_pass_rate
@@ -138,10 +133,10 @@ def test_with_versus_without_paper_pairs(client, version):
     assert ">Single<" not in section
 
 
-def test_contamination_keeps_only_papers_after_the_cutoff(client, version):
+def test_contamination_keeps_only_papers_after_the_cutoff(client, release):
     # Demo papers' code first commits: dampnest 2025-01-20, topk-attention-pool 2025-04-28, trimmed-infonce 2025-08-04.
-    evaluate(version, model("late", knowledge_cutoff=date(2025, 3, 1)), lambda s: s.task.paper.slug != "dampnest")
-    evaluate(version, model("nodate"), lambda s: True)
+    evaluate(release, model("late", knowledge_cutoff=date(2025, 3, 1)), lambda s: s.task.paper.slug != "dampnest")
+    evaluate(release, model("nodate"), lambda s: True)
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "contamination"}).content.decode()
     section = body.split('id="breakdown"')[1]
     late_row = section.split(">Late ")[1].split("</tr>")[0]
@@ -151,7 +146,7 @@ def test_contamination_keeps_only_papers_after_the_cutoff(client, version):
     assert "cut-off unknown" in section.split(">Nodate ")[1].split("</tr>")[0]
 
 
-def test_leaderboard_queries_stay_bounded(client, version, django_assert_max_num_queries):
+def test_leaderboard_queries_stay_bounded(client, release, django_assert_max_num_queries):
     def count_queries(view):
         cache.clear()  # ranks are cached: a second view of the same rows reads less
         with CaptureQueriesContext(connection) as ctx:
@@ -159,10 +154,10 @@ def test_leaderboard_queries_stay_bounded(client, version, django_assert_max_num
         return len(ctx.captured_queries)
 
     for i in range(2):
-        evaluate(version, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 2 == 0)
+        evaluate(release, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 2 == 0)
     few = {view: count_queries(view) for view in ("papers", "sizes", "ablation", "contamination")}
     for i in range(2, 8):
-        evaluate(version, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 3 == 0,
+        evaluate(release, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 3 == 0,
                  with_paper=bool(i % 2))
     assert max(few.values()) <= 8, few
     for view, queries in few.items():
@@ -172,30 +167,30 @@ def test_leaderboard_queries_stay_bounded(client, version, django_assert_max_num
         assert count_queries(view) == queries
 
 
-def test_model_page_never_shows_the_api_key(client, version):
+def test_model_page_never_shows_the_api_key(client, release):
     entry = services.model_register(name="keyed", display_name="Keyed", litellm_model="openai/keyed-1",
                                     api_key="sk-super-secret-123", organization="Keyco")
-    run = evaluate(version, entry, lambda s: True)
+    run = evaluate(release, entry, lambda s: True)
     body = client.get(reverse("model-detail", args=["keyed"])).content.decode()
     assert "openai/keyed-1" in body and "Keyco" in body and reverse("run-detail", args=[run.pk]) in body
     assert "sk-super-secret-123" not in body and entry.api_key_encrypted not in body
 
 
-def test_run_page_shows_public_answers_and_never_held_out_items(client, version):
-    held = version.memberships.get(task__paper__slug="dampnest")
+def test_run_page_shows_public_answers_and_never_held_out_items(client, release):
+    held = release.memberships.get(task__paper__slug="dampnest")
     VersionTask.objects.filter(pk=held.pk).update(split=VersionTask.Split.HELD_OUT)
-    run = evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    run = evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     body = html + page_text(html)
-    held = Snippet.objects.filter(task__versions=version, task__paper__slug="dampnest")
+    held = Snippet.objects.filter(task__versions=release, task__paper__slug="dampnest")
     assert f"{held.count()} held-out items not listed" in body
     assert 'id="run-progress"' in body and 'hx-trigger="every 2s"' not in body
-    for snippet in Snippet.objects.filter(task__versions=version, loc__gte=3).select_related("task__paper"):
+    for snippet in Snippet.objects.filter(task__versions=release, loc__gte=3).select_related("task__paper"):
         if snippet.task.paper.slug == "dampnest":
             assert code_line(snippet) not in body and f"answer_{snippet.pk} = 1" not in body
         else:
             assert f"answer_{snippet.pk} = 1" in body
-    public = Snippet.objects.filter(task__versions=version, loc__gte=3).exclude(task__paper__slug="dampnest").first()
+    public = Snippet.objects.filter(task__versions=release, loc__gte=3).exclude(task__paper__slug="dampnest").first()
     assert code_line(public) in body
 
 
@@ -204,8 +199,8 @@ def code_line(snippet) -> str:
     return next(ln.strip() for ln in snippet.reference_code.splitlines() if ln.strip() and not ln.strip().startswith("#"))
 
 
-def test_running_run_polls_its_progress_partial(client, version):
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+def test_running_run_polls_its_progress_partial(client, release):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert f'hx-get="{reverse("run-progress", args=[run.pk])}"' in body and 'hx-trigger="every 2s"' in body
@@ -213,15 +208,15 @@ def test_running_run_polls_its_progress_partial(client, version):
     assert "<html" not in partial and f"0 of {run.total_items} items" in partial
 
 
-def test_nav_leaderboard_link_goes_to_the_latest_release(client, version):
+def test_nav_leaderboard_link_goes_to_the_latest_release(client, release):
     assert 'href="/leaderboard/"' in client.get(reverse("home")).content.decode()
     response = client.get(reverse("leaderboard-latest"))
     assert response.status_code == 302 and response["Location"] == reverse("leaderboard", args=["1.0.0"])
 
 
-def test_size_tab_with_an_empty_bucket_renders(client, version):
+def test_size_tab_with_an_empty_bucket_renders(client, release):
     """A run with no scored item in a size bucket shows a neutral cell (the heat filter used to receive '')."""
-    run = evaluate(version, model("small-scored"), lambda s: True)
+    run = evaluate(release, model("small-scored"), lambda s: True)
     run.outcomes.filter(snippet__loc__gt=2).delete()
     run_scores_store(run=run)
     response = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
@@ -230,10 +225,10 @@ def test_size_tab_with_an_empty_bucket_renders(client, version):
     assert "background: #f6f8fa" in body and "<td class=\"num\" style=\"background: #f6f8fa\">—</td>" in body
 
 
-def test_size_tab_reads_the_stored_aggregates_not_the_outcomes(client, version, django_assert_max_num_queries):
+def test_size_tab_reads_the_stored_aggregates_not_the_outcomes(client, release, django_assert_max_num_queries):
     """Each run's size buckets are stored with its scores: the tab shows them though the outcomes are gone, and its
     queries do not grow with the number of runs."""
-    run = evaluate(version, model("sized"), lambda s: s.loc <= 2)
+    run = evaluate(release, model("sized"), lambda s: s.loc <= 2)
     overall = run.scores.get(paper__isnull=True, split="")
     small = overall.size_buckets["1-2"]
     assert small["items"] == small["passed"] > 0 and all(
@@ -245,18 +240,18 @@ def test_size_tab_reads_the_stored_aggregates_not_the_outcomes(client, version, 
         client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
     queries = len(few.captured_queries)  # read now: the next request empties the connection's query log
     for n in range(3):
-        evaluate(version, model(f"more-{n}"), lambda s: True)
+        evaluate(release, model(f"more-{n}"), lambda s: True)
     client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})  # whatever the page caches, cached again
     with django_assert_max_num_queries(queries):
         client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
 
 
-def test_the_upgrade_stores_size_buckets_of_scores_stored_before(version):
+def test_the_upgrade_stores_size_buckets_of_scores_stored_before(release):
     import importlib
 
     from django.apps import apps
 
-    run = evaluate(version, model("older"), lambda s: s.loc > 2)
+    run = evaluate(release, model("older"), lambda s: s.loc > 2)
     expected = dict(run.scores.filter(paper__isnull=True).values_list("split", "size_buckets"))
     assert expected[""] and expected["public"]
     RunScore.objects.filter(run=run).update(size_buckets={})

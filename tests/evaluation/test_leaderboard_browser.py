@@ -6,6 +6,7 @@ Screenshots go to test-artifacts/leaderboard/."""
 
 from __future__ import annotations
 
+from datetime import date
 
 import pytest
 from playwright.sync_api import expect
@@ -15,8 +16,6 @@ from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict
-from datetime import date
-
 from tests.conftest import DEMO_PSET, REPO
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)

@@ -10,19 +10,12 @@ import pytest
 from django.http import QueryDict
 from django.urls import reverse
 
-from benchmarks.services import pset_import
 from evaluation import selectors
 from evaluation.models import ModelEntry
-from tests.conftest import DEMO_PSET
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 KEY = ["rank", "display_name", "scaled_pass_rate", "pass_rate", "provenance", "finished_on"]
-
-
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
 def headers(body: str) -> list[str]:
@@ -49,8 +42,8 @@ def test_cols_names_toggled_columns_in_the_lists_order(query, chosen):
     assert page == KEY + list(chosen)
 
 
-def test_the_page_shows_the_key_columns_and_the_toggle_adds_the_rest(client, version):
-    evaluate(version, model("lab", organization="Lab"), lambda s: True, cost=None)
+def test_the_page_shows_the_key_columns_and_the_toggle_adds_the_rest(client, release):
+    evaluate(release, model("lab", organization="Lab"), lambda s: True, cost=None)
     url = reverse("leaderboard", args=["1.0.0"])
     body = client.get(url).content.decode()
     assert headers(body) == KEY
@@ -65,8 +58,8 @@ def test_the_page_shows_the_key_columns_and_the_toggle_adds_the_rest(client, ver
     assert headers(partial.content.decode()) == KEY + ["tokens"]
 
 
-def test_the_summary_is_one_line_with_how_ranks_work_and_the_apis_export(client, version):
-    evaluate(version, model("lab"), lambda s: True)
+def test_the_summary_is_one_line_with_how_ranks_work_and_the_apis_export(client, release):
+    evaluate(release, model("lab"), lambda s: True)
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"provenance": "verified", "q": "la"}).content.decode()
     summary = body.split('id="leaderboard-summary"')[1].split("</p>")[0]
     assert f'href="{reverse("guide", args=["leaderboard"])}#how-ranks-work"' in summary
@@ -80,12 +73,12 @@ def test_the_summary_is_one_line_with_how_ranks_work_and_the_apis_export(client,
     assert "Holm" in guide.split('id="how-ranks-work"')[1].split("<h3")[0]
 
 
-def test_the_over_time_chart_plots_ranked_rows_at_their_cutoff(client, version):
-    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
-    evaluate(version, model("old", knowledge_cutoff=date(2024, 1, 1)), lambda s: False)
-    evaluate(version, model("new", knowledge_cutoff=date(2025, 6, 1)), lambda s: True)
-    evaluate(version, model("undated"), lambda s: True)
-    rows = selectors.leaderboard_rows(version=version)
+def test_the_over_time_chart_plots_ranked_rows_at_their_cutoff(client, release):
+    evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(release, model("old", knowledge_cutoff=date(2024, 1, 1)), lambda s: False)
+    evaluate(release, model("new", knowledge_cutoff=date(2025, 6, 1)), lambda s: True)
+    evaluate(release, model("undated"), lambda s: True)
+    rows = selectors.leaderboard_rows(version=release)
     chart = selectors.leaderboard_over_time(rows=rows)
     assert [(p["label"], p["date"], p["value"]) for p in chart["points"]] == [
         ("Old (with paper)", "2024-01-01", 0.0), ("New (with paper)", "2025-06-01", 100.0)]
@@ -95,10 +88,10 @@ def test_the_over_time_chart_plots_ranked_rows_at_their_cutoff(client, version):
 
 
 @pytest.mark.parametrize("view", ["papers", "sizes", "ablation", "contamination", "failures"])
-def test_every_breakdown_renders_when_opened_by_link(client, version, view):
+def test_every_breakdown_renders_when_opened_by_link(client, release, view):
     """The charts' script is deferred, so it runs after the breakdown below it is parsed (`?view=failures` was
     blank until its tab was clicked: the script ran before the canvas existed)."""
-    evaluate(version, model("lab", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc > 2)
+    evaluate(release, model("lab", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc > 2)
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": view}).content.decode()
     assert f'view={view}#breakdown"\n       hx-get' in body and 'aria-current="page"' in body
     script = body.index('src="/static/js/leaderboard.js"')

@@ -9,58 +9,52 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from benchmarks.services import pset_import
 from evaluation import selectors, services
 from evaluation.models import EvaluationRun, ModelEntry
-from tests.conftest import DEMO_PSET, client_for, page_text
+from tests.conftest import client_for, page_text
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+def board_runs(release) -> set[int]:
+    return {row.run.pk for row in selectors.leaderboard_rows(version=release)}
 
 
-def board_runs(version) -> set[int]:
-    return {row.run.pk for row in selectors.leaderboard_rows(version=version)}
-
-
-def test_the_latest_completed_run_is_the_row_until_one_is_pinned(version, author):
+def test_the_latest_completed_run_is_the_row_until_one_is_pinned(release, author):
     entry = model("owned", owner=author)
-    better = evaluate(version, entry, lambda s: True)
-    worse = evaluate(version, entry, lambda s: False)
-    assert worse.pk in board_runs(version) and better.pk not in board_runs(version), "latest, with no pin"
+    better = evaluate(release, entry, lambda s: True)
+    worse = evaluate(release, entry, lambda s: False)
+    assert worse.pk in board_runs(release) and better.pk not in board_runs(release), "latest, with no pin"
     services.run_pin(run=better, actor=author)
-    assert better.pk in board_runs(version) and worse.pk not in board_runs(version)
-    later = evaluate(version, entry, lambda s: False)  # an upload or run after the pin never replaces it
-    assert better.pk in board_runs(version) and later.pk not in board_runs(version)
+    assert better.pk in board_runs(release) and worse.pk not in board_runs(release)
+    later = evaluate(release, entry, lambda s: False)  # an upload or run after the pin never replaces it
+    assert better.pk in board_runs(release) and later.pk not in board_runs(release)
     services.run_unpin(run=better, actor=author)
-    assert later.pk in board_runs(version), "unpinned: the latest again"
+    assert later.pk in board_runs(release), "unpinned: the latest again"
 
 
-def test_the_rule_chooses_per_release_and_setting_by_finish_time_not_id(version, author):
+def test_the_rule_chooses_per_release_and_setting_by_finish_time_not_id(release, author):
     entry = model("owned", owner=author)
-    with_paper = evaluate(version, entry, lambda s: True, with_paper=True)
-    without = evaluate(version, entry, lambda s: False, with_paper=False)
-    first, second = (evaluate(version, entry, lambda s: s.loc > 2, with_paper=True) for _ in range(2))
+    with_paper = evaluate(release, entry, lambda s: True, with_paper=True)
+    without = evaluate(release, entry, lambda s: False, with_paper=False)
+    first, second = (evaluate(release, entry, lambda s: s.loc > 2, with_paper=True) for _ in range(2))
     # The later id finished earlier (e.g. a resumed run): finishing time decides.
     EvaluationRun.objects.filter(pk=second.pk).update(finished_at=timezone.now() - timedelta(days=1))
     chosen = selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))
-    assert chosen == {(version.pk, entry.pk, True): first, (version.pk, entry.pk, False): without}
+    assert chosen == {(release.pk, entry.pk, True): first, (release.pk, entry.pk, False): without}
     services.run_pin(run=with_paper, actor=author)
-    assert selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[(version.pk, entry.pk, True)] \
+    assert selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[(release.pk, entry.pk, True)] \
         == with_paper, "pinned beats later"
-    queued = services.run_start(model=entry, version=version, dispatch=False)
+    queued = services.run_start(model=entry, version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=queued.pk).update(pinned_at=None)
     assert queued not in selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry)).values()
 
 
-def test_one_pin_per_setting_moves_with_the_owners_choice(version, author):
+def test_one_pin_per_setting_moves_with_the_owners_choice(release, author):
     entry = model("owned", owner=author)
-    a, b = evaluate(version, entry, lambda s: True), evaluate(version, entry, lambda s: False)
-    other_setting = evaluate(version, entry, lambda s: True, with_paper=False)
+    a, b = evaluate(release, entry, lambda s: True), evaluate(release, entry, lambda s: False)
+    other_setting = evaluate(release, entry, lambda s: True, with_paper=False)
     services.run_pin(run=a, actor=author)
     services.run_pin(run=other_setting, actor=author)
     services.run_pin(run=b, actor=author)
@@ -69,23 +63,23 @@ def test_one_pin_per_setting_moves_with_the_owners_choice(version, author):
     assert EvaluationRun.objects.get(pk=b.pk).pinned_by == author
 
 
-def test_only_the_owner_or_a_maintainer_pins_and_only_a_completed_run(version, author, other_author, maintainer):
+def test_only_the_owner_or_a_maintainer_pins_and_only_a_completed_run(release, author, other_author, maintainer):
     from django.core.exceptions import PermissionDenied
 
     entry = model("owned", owner=author)
-    run = evaluate(version, entry, lambda s: True)
+    run = evaluate(release, entry, lambda s: True)
     with pytest.raises(PermissionDenied):
         services.run_pin(run=run, actor=other_author)
     services.run_pin(run=run, actor=maintainer)
-    queued = services.run_start(model=entry, version=version, dispatch=False)
+    queued = services.run_start(model=entry, version=release, dispatch=False)
     with pytest.raises(services.EvaluationError, match="only a completed run"):
         services.run_pin(run=queued, actor=author)
 
 
-def test_the_model_page_lists_every_run_marks_the_row_and_pins(client, version, author, other_author):
+def test_the_model_page_lists_every_run_marks_the_row_and_pins(client, release, author, other_author):
     entry = model("owned", owner=author)
-    better = evaluate(version, entry, lambda s: True)
-    worse = evaluate(version, entry, lambda s: False)
+    better = evaluate(release, entry, lambda s: True)
+    worse = evaluate(release, entry, lambda s: False)
     url = reverse("model-detail", args=["owned"])
     client.force_login(author)
     body = client.get(url).content.decode()
@@ -114,10 +108,10 @@ def test_the_model_page_lists_every_run_marks_the_row_and_pins(client, version, 
     assert EvaluationRun.objects.get(pk=better.pk).pinned_at is None
 
 
-def test_the_leaderboard_and_the_api_state_the_rule(client, version, author):
+def test_the_leaderboard_and_the_api_state_the_rule(client, release, author):
     entry = model("owned", owner=author)
-    run = evaluate(version, entry, lambda s: True)
-    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    run = evaluate(release, entry, lambda s: True)
+    evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
     body = page_text(client.get(reverse("leaderboard", args=["1.0.0"])).content.decode())
     assert f"One row per model and setting: {selectors.LEADERBOARD_RUN_RULE}." in body
     assert selectors.LEADERBOARD_RUN_RULE in page_text(

@@ -13,10 +13,10 @@ from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from operations.events import Kind, events_of
-from tests.conftest import DEMO_PSET
-from tests.outages import own_postgres, own_redis, polled, worker_broker  # noqa: F401
+from tests.conftest import DEMO_PSET, polled
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Their tests kill the broker: a Redis server of their own (tests/outages.py).
+pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.own_broker]
 DEFAULTS = {"SANDBOX_BACKEND": "local"}  # nothing else set: the watchdog's defaults decide
 # Well under RUN_REDISPATCH_SECONDS: a run that completes in this time was found lost from the broker's report.
 RECOVERY = 120

@@ -8,21 +8,14 @@ import json
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import maintainer_grant, pset_import
+from benchmarks.services import maintainer_grant
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry
-from tests.conftest import client_for
-from tests.conftest import DEMO_PSET
+from tests.conftest import client_for, polled
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_llm import PLATFORM_SECRETS
-from tests.evaluation.test_pipeline import wait_for
 
 OWN_KEY = "sk-authors-own-key-5e1d"
-
-
-@pytest.fixture
-def release(media_root):
-    return pset_import(root=DEMO_PSET, version_name="keys-1.0.0", publish=True).version
 
 
 @pytest.fixture
@@ -230,7 +223,7 @@ def test_a_real_worker_sends_an_authors_model_its_own_key_and_never_the_platform
         started = client.post("/api/v1/runs/", {"model": "attack", "release": release.name}, format="json")
         assert started.status_code == 201, started.content
         run = EvaluationRun.objects.get(pk=started.json()["id"])
-        wait_for(lambda: Generation.objects.filter(run=run).count() == run.total_items, timeout=300, worker=worker,
+        polled(lambda: Generation.objects.filter(run=run).count() == run.total_items, timeout=300, worker=worker,
                  what="every item's answer")
         assert not Generation.objects.filter(run=run).exclude(error="").exists()
         assert len(server.chat_requests) == run.total_items
@@ -248,7 +241,7 @@ def test_a_real_worker_sends_an_authors_model_its_own_key_and_never_the_platform
                                      with_paper=False, dispatch=False)
         EvaluationRun.objects.filter(pk=rebound.pk).update(api_base=server.base_url.replace("127.0.0.1", "localhost"))
         services.run_dispatch(run=rebound)
-        wait_for(lambda: Generation.objects.filter(run=rebound).count() == rebound.total_items, timeout=300,
+        polled(lambda: Generation.objects.filter(run=rebound).count() == rebound.total_items, timeout=300,
                  worker=worker, what="every item of the rebound run")
         errors = set(Generation.objects.filter(run=rebound).values_list("error", flat=True))
         assert len(errors) == 1 and "not called: model endpoint host localhost resolves to a loopback" in errors.pop()

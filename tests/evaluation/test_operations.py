@@ -9,17 +9,11 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from benchmarks.services import pset_import
 from config.celery import app
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from operations.broker import queues_status
-from tests.conftest import DEMO_PSET, _pool_reset, sandbox_backend_or_missing
-
-
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="ops-1.0.0", publish=True).version
+from tests.conftest import _pool_reset, sandbox_backend_or_missing
 
 
 @pytest.fixture
@@ -42,10 +36,10 @@ def test_operations_page_is_for_maintainers(client, author, maintainer):
 
 
 @pytest.mark.django_db
-def test_a_stalled_run_is_flagged_and_resuming_queues_only_its_missing_items(client, maintainer, version,
+def test_a_stalled_run_is_flagged_and_resuming_queues_only_its_missing_items(client, maintainer, release,
                                                                             fresh_broker):
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
-    snippets = list(version.tasks.first().snippets.all())
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
+    snippets = list(release.tasks.first().snippets.all())
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for snippet in snippets:
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=services.Verdict("passed", "", ""))
@@ -64,11 +58,11 @@ def test_a_stalled_run_is_flagged_and_resuming_queues_only_its_missing_items(cli
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_two_workers_with_their_own_caches_split_one_run(version, celery_worker_factory, sandbox_cache, tmp_path):
+def test_two_workers_with_their_own_caches_split_one_run(release, celery_worker_factory, sandbox_cache, tmp_path):
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     first = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="bwrap", SANDBOX_CACHE_DIR=str(tmp_path / "a"))
     second = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="bwrap", SANDBOX_CACHE_DIR=str(tmp_path / "b"))
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=3)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, samples=3)
     deadline = time.monotonic() + 600
     while EvaluationRun.objects.get(pk=run.pk).status != EvaluationRun.Status.COMPLETED:
         assert time.monotonic() < deadline, first.output()[-3000:] + second.output()[-3000:]

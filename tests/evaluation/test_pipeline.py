@@ -3,50 +3,33 @@
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 from django.conf import settings
 
 from benchmarks.models import Task
-from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
-from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
+from tests.conftest import polled, sandbox_backend_or_missing
 
 # serialized_rollback restores the calibration models (data migration) that a transactional flush removes.
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
-def wait_for(predicate, *, timeout: float, worker=None, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.25)
-    logs = worker.output()[-6000:] if worker else ""
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
-
-
 def run_and_wait(model_name: str, version, worker, *, samples: int = 1, timeout: float = 600) -> EvaluationRun:
     run = services.run_start(model=ModelEntry.objects.get(name=model_name), version=version, samples=samples)
-    wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
              timeout=timeout, worker=worker, what=f"{model_name} run to complete")
     return EvaluationRun.objects.get(pk=run.pk)
 
 
-@pytest.fixture
-def demo(media_root):
-    return pset_import(root=DEMO_PSET, version_name="pipeline-1.0.0", publish=True).version
-
-
 @pytest.mark.parametrize("backend", ["bwrap", "docker"])
-def test_reference_scores_100_and_placeholder_0(backend, demo, celery_worker_factory, sandbox_cache):
+def test_reference_scores_100_and_placeholder_0(backend, release, celery_worker_factory, sandbox_cache):
     sandbox_backend_or_missing(backend, sandbox_cache)
     worker = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND=backend)
 
-    reference = run_and_wait("reference", demo, worker)
-    placeholder = run_and_wait("placeholder", demo, worker)
+    reference = run_and_wait("reference", release, worker)
+    placeholder = run_and_wait("placeholder", release, worker)
 
     total = RunScore.objects.get(run=reference, paper=None, split="")
     assert (total.items, total.passed, total.errors, total.flagged, total.scaled_pass_rate) == (33, 33, 0, 0, 100.0)
@@ -57,7 +40,7 @@ def test_reference_scores_100_and_placeholder_0(backend, demo, celery_worker_fac
     assert not Outcome.objects.filter(run__in=[reference, placeholder]).exclude(findings=[]).exists()
     # Imported without test manifests (no validation ran): each task's first item made its own from the reference
     # (FORMAT.md 7.5), and the harness counted every test of every reference answer passed.
-    manifests = {task.paper.slug: task.test_manifest for task in Task.objects.filter(versions=demo)}
+    manifests = {task.paper.slug: task.test_manifest for task in Task.objects.filter(versions=release)}
     assert {slug: (m["runner"], len(m["tests"]), set(m["tests"].values())) for slug, m in manifests.items()} == {
         "dampnest": ("unittest", 4, {"passed"}), "topk-attention-pool": ("unittest", 4, {"passed"}),
         "trimmed-infonce": ("unittest", 6, {"passed"})}
@@ -75,21 +58,21 @@ def test_reference_scores_100_and_placeholder_0(backend, demo, celery_worker_fac
         assert cold and all("no preload loads ctypes" in line for line in cold), cold
 
 
-def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(demo, celery_worker_factory, sandbox_cache):
+def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(release, celery_worker_factory, sandbox_cache):
     backend = "bwrap"
     sandbox_backend_or_missing(backend, sandbox_cache)
     options = dict(SANDBOX_BACKEND=backend, CELERY_VISIBILITY_TIMEOUT="5")
     first = celery_worker_factory(queues="sandbox", **options)
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=demo, samples=3)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, samples=3)
 
-    wait_for(lambda: Outcome.objects.filter(run=run).count() >= 10, timeout=300, worker=first,
+    polled(lambda: Outcome.objects.filter(run=run).count() >= 10, timeout=300, worker=first,
              what="the first outcomes")
     first.kill(signal.SIGKILL)
     done_at_kill = Outcome.objects.filter(run=run).count()
     assert done_at_kill < run.total_items, "the worker must die mid-run for this test to mean anything"
 
     second = celery_worker_factory(queues="sandbox", **options)
-    wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
              timeout=300, worker=second, what="the run to complete after the restart")
 
     outcomes = Outcome.objects.filter(run=run)
@@ -99,30 +82,40 @@ def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(demo, celery
     assert RunScore.objects.get(run=run, paper=None, split="").scaled_pass_rate == 100.0
 
 
-def test_cancel_stops_dispatched_items_and_resume_finishes_only_the_missing(demo, celery_worker_factory,
-                                                                          sandbox_cache):
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=demo)
+def test_cancel_stops_dispatched_items_and_resume_finishes_only_the_missing(release, celery_worker_factory,
+                                                                          worker_broker, sandbox_cache):
+    import re
+
+    import redis
+
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release)
     services.run_cancel(run=run)
+    broker = redis.Redis.from_url(worker_broker)
+    queued = broker.llen("sandbox")
+    assert queued == settings.RUN_ITEMS_IN_FLIGHT, "the run's first share is on the broker when it is cancelled"
     worker = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="local")
-    time.sleep(3)
+    # The worker has taken every queued item and ended its task (acknowledged: none left on the broker, none unacked).
+    ended = re.compile(r"Task evaluation\.tasks\.item_evaluate\[[^\]]+\] succeeded")
+    polled(lambda: len(ended.findall(worker.output())) == queued and not broker.llen("sandbox")
+           and not broker.hlen("unacked"), timeout=300, worker=worker, what="the worker to take the cancelled items")
     assert Outcome.objects.filter(run=run).count() == 0, "a cancelled run's queued items are skipped"
 
     dispatched = services.run_resume(run=run)
     assert dispatched == settings.RUN_ITEMS_IN_FLIGHT < 33, "a share now; the feeder queues the rest as items end"
-    wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
              timeout=300, worker=worker, what="the resumed run")
-    assert services.run_resume.__doc__ and Outcome.objects.filter(run=run).count() == 33
+    assert Outcome.objects.filter(run=run).count() == 33
 
 
 def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and_answers(
-        demo, celery_worker_factory, sandbox_cache):
+        release, celery_worker_factory, sandbox_cache):
     import re
 
     from benchmarks.models import Snippet
     from evaluation.models import Generation
     from tests.evaluation.openai_server import openai_server
 
-    references = {s.name: s.reference_code for s in Snippet.objects.filter(task__versions=demo)}
+    references = {s.name: s.reference_code for s in Snippet.objects.filter(task__versions=release)}
 
     def answer_with_reference(prompt: str, body: dict) -> str:
         name = re.findall(r'# TODO: Implement block "([^"]+)"', prompt)[0]  # the example comes later
@@ -132,8 +125,8 @@ def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and
         model = services.model_register(name="local-gpt", display_name="Local GPT", litellm_model="openai/rcb-local",
                                         api_base=server.base_url, api_key="sk-test-secret-123")
         worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND="local")
-        run = services.run_start(model=model, version=demo)
-        wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        run = services.run_start(model=model, version=release)
+        polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
                  timeout=300, worker=worker, what="the model run")
         auth = {r.headers["Authorization"] for r in server.chat_requests}
 

@@ -14,31 +14,25 @@ from django.urls import reverse
 
 from benchmarks.models import Snippet
 from benchmarks.paper2code.comparison import mcnemar_exact
-from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, ProvenanceChange
 from evaluation.outcomes import Verdict
 from evaluation.selectors import LEADERBOARD_COLUMNS
 from tests.api.conftest import reference_answers
-from tests.conftest import DEMO_PSET, client_for
+from tests.conftest import client_for
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 BOARD = "/api/v1/releases/1.0.0/leaderboard/"
 
 
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-
-
 api = client_for
 
 
-def uploaded(version, owner, passes) -> EvaluationRun:
+def uploaded(release, owner, passes) -> EvaluationRun:
     """A completed run made from an upload of reference answers; items pass where `passes(snippet)`."""
     entry = services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=owner)
-    run = services.run_from_upload(model=entry, version=version, data=reference_answers(version), user=owner)
+    run = services.run_from_upload(model=entry, version=release, data=reference_answers(release), user=owner)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for generation in run.generations.select_related("snippet__task"):
         verdict = Verdict("passed", "", "") if passes(generation.snippet) else Verdict("failed", "wrong_result", "x")
@@ -48,10 +42,10 @@ def uploaded(version, owner, passes) -> EvaluationRun:
     return run
 
 
-def test_platform_runs_are_verified_and_uploads_self_reported(version, author):
-    called = evaluate(version, model("called", kind=ModelEntry.Kind.LITELLM, litellm_model="openai/y"), lambda s: True)
-    upload = uploaded(version, author, lambda s: True)
-    calibration = evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+def test_platform_runs_are_verified_and_uploads_self_reported(release, author):
+    called = evaluate(release, model("called", kind=ModelEntry.Kind.LITELLM, litellm_model="openai/y"), lambda s: True)
+    upload = uploaded(release, author, lambda s: True)
+    calibration = evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
     assert called.provenance == calibration.provenance == EvaluationRun.Provenance.VERIFIED
     assert upload.provenance == EvaluationRun.Provenance.SELF_REPORTED
     assert calibration.is_calibration and not called.is_calibration
@@ -60,15 +54,15 @@ def test_platform_runs_are_verified_and_uploads_self_reported(version, author):
     assert ">self-reported</span>" in model_page
 
 
-def test_calibration_lines_are_unranked_and_ranks_count_only_ranked_entries(client, version, author):
-    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
-    evaluate(version, ModelEntry.objects.get(name="placeholder"), lambda s: False)
-    evaluate(version, model("half"), lambda s: s.loc >= 3)
-    uploaded(version, author, lambda s: s.loc < 3)
+def test_calibration_lines_are_unranked_and_ranks_count_only_ranked_entries(client, release, author):
+    evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(release, ModelEntry.objects.get(name="placeholder"), lambda s: False)
+    evaluate(release, model("half"), lambda s: s.loc >= 3)
+    uploaded(release, author, lambda s: s.loc < 3)
     rows = api().get(BOARD).json()
     # Every item is discordant (half passes loc >= 3, the upload the rest): the one pair's McNemar p decides.
-    big = Snippet.objects.filter(task__versions=version, loc__gte=3).count()
-    small = Snippet.objects.filter(task__versions=version, loc__lt=3).count()
+    big = Snippet.objects.filter(task__versions=release, loc__gte=3).count()
+    small = Snippet.objects.filter(task__versions=release, loc__lt=3).count()
     assert mcnemar_exact(big, small) > 0.05
     assert [(r["model"], r["rank"], r["calibration"], r["provenance"]) for r in rows] == [
         ("reference", None, True, "verified"), ("placeholder", None, True, "verified"),
@@ -85,10 +79,10 @@ def test_calibration_lines_are_unranked_and_ranks_count_only_ranked_entries(clie
     assert "2 ranked rows" in table and "2 calibration reference lines (not ranked)" in table
 
 
-def test_provenance_filter_on_page_and_api(client, version, author):
-    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
-    evaluate(version, model("half"), lambda s: s.loc >= 3)
-    uploaded(version, author, lambda s: True)
+def test_provenance_filter_on_page_and_api(client, release, author):
+    evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    evaluate(release, model("half"), lambda s: s.loc >= 3)
+    uploaded(release, author, lambda s: True)
     verified = api().get(BOARD, {"provenance": "verified"}).json()
     # Ranks count every entry of the release, so a filter hides the upload (which passes every item half fails)
     # without lifting half to rank 1.
@@ -103,8 +97,8 @@ def test_provenance_filter_on_page_and_api(client, version, author):
     assert "provenance=verified" in page, "sort links keep the filter"
 
 
-def test_api_and_csv_give_exactly_the_one_column_list(version):
-    evaluate(version, model("half"), lambda s: s.loc >= 3)
+def test_api_and_csv_give_exactly_the_one_column_list(release):
+    evaluate(release, model("half"), lambda s: s.loc >= 3)
     keys = [column.key for column in LEADERBOARD_COLUMNS]
     (row,) = api().get(BOARD).json()
     assert list(row) == keys
@@ -114,9 +108,9 @@ def test_api_and_csv_give_exactly_the_one_column_list(version):
     assert list(schema["components"]["schemas"]["LeaderboardRow"]["properties"]) == keys
 
 
-def test_leaderboard_reads_stored_aggregates_not_outcomes(client, version, author):
-    evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
-    uploaded(version, author, lambda s: True)
+def test_leaderboard_reads_stored_aggregates_not_outcomes(client, release, author):
+    evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    uploaded(release, author, lambda s: True)
     for caller, url in ((api(), BOARD), (client, reverse("leaderboard", args=["1.0.0"]) + "?view=papers")):
         with CaptureQueriesContext(connection) as ctx:
             assert caller.get(url).status_code == 200
@@ -124,8 +118,8 @@ def test_leaderboard_reads_stored_aggregates_not_outcomes(client, version, autho
         assert "evaluation_runscore" in tables and "evaluation_outcome" not in tables, url
 
 
-def test_maintainer_verifies_an_upload_with_a_reason_and_it_is_audited(client, version, author, maintainer):
-    run = uploaded(version, author, lambda s: True)
+def test_maintainer_verifies_an_upload_with_a_reason_and_it_is_audited(client, release, author, maintainer):
+    run = uploaded(release, author, lambda s: True)
     client.force_login(maintainer)
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert reverse("run-verify", args=[run.pk]) in page and ">self-reported</span>" in page
@@ -149,8 +143,8 @@ def test_maintainer_verifies_an_upload_with_a_reason_and_it_is_audited(client, v
     assert again.status_code == 400 and "only self-reported runs can be verified" in again.json()["error"]["message"]
 
 
-def test_only_maintainers_verify(client, version, author, other_author, maintainer):
-    run = uploaded(version, author, lambda s: True)
+def test_only_maintainers_verify(client, release, author, other_author, maintainer):
+    run = uploaded(release, author, lambda s: True)
     for user in (author, other_author):
         client.force_login(user)
         assert client.post(reverse("run-verify", args=[run.pk]), {"reason": "trust me"}).status_code == 403
@@ -168,12 +162,12 @@ def test_only_maintainers_verify(client, version, author, other_author, maintain
     assert reverse("run-verify", args=[run.pk]) not in page
 
 
-def test_only_completed_self_reported_runs_can_be_verified(version, maintainer):
-    platform = evaluate(version, model("half"), lambda s: True)
+def test_only_completed_self_reported_runs_can_be_verified(release, maintainer):
+    platform = evaluate(release, model("half"), lambda s: True)
     with pytest.raises(services.EvaluationError, match="is verified; only self-reported"):
         services.run_verify(run=platform, actor=maintainer, reason="x")
     entry = services.model_register(name="up2", display_name="Up2", kind="uploaded", owner=maintainer)
-    pending = services.run_from_upload(model=entry, version=version, data=reference_answers(version))
+    pending = services.run_from_upload(model=entry, version=release, data=reference_answers(release))
     with pytest.raises(services.EvaluationError, match="verify it once it has completed"):
         services.run_verify(run=pending, actor=maintainer, reason="x")
     assert Snippet.objects.exists() and not ProvenanceChange.objects.exists()

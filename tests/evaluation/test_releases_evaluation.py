@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.selectors import version_snippets
 from benchmarks.services import pset_import, version_draft_create, version_publish
-from evaluation import executor, services
+from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry, RunScore
 from evaluation.tasks import item_evaluate, item_generate
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
@@ -17,12 +17,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def bwrap(sandbox_cache):
-    executor.sessions_close()
-    executor._backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+def bwrap(sandbox_cache, executor_backend):
+    executor_backend(sandbox_backend_or_missing("bwrap", sandbox_cache))
     yield
-    executor.sessions_close()
-    executor._backend = None
 
 
 def run_inline(run: EvaluationRun) -> RunScore:

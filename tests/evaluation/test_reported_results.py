@@ -21,18 +21,13 @@ FIXTURE = Path(__file__).parent / "fixtures" / "overall_stats.json"
 SOURCE = "Table 2 of the fictional paper, https://example.org/fictional-results"
 
 
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-
-
 def imported(tmp_path, document, **options) -> None:
     path = tmp_path / "overall_stats.json"
     path.write_text(json.dumps(document))
     call_command("import_results", str(path), version="1.0.0", **options)
 
 
-def test_scores_equal_a_hand_computation(version, capsys):
+def test_scores_equal_a_hand_computation(release, capsys):
     call_command("import_results", str(FIXTURE), version="1.0.0", source=SOURCE)
     # By hand, from the fixture: lines of code per paper are dampnest 48 (12 snippets), topk-attention-pool 31 (11),
     # trimmed-infonce 30 (10): 109 lines over 33 snippets.
@@ -66,14 +61,14 @@ def test_scores_equal_a_hand_computation(version, capsys):
     assert "Model-A (2025) (reported) scaled pass@1 40.4%" in capsys.readouterr().out
 
 
-def test_scored_by_the_same_code_as_a_verified_run(version):
+def test_scored_by_the_same_code_as_a_verified_run(release):
     """A platform run with the same outcomes gets the same aggregates, intervals included."""
     from tests.evaluation.test_leaderboard import evaluate, model
 
     call_command("import_results", str(FIXTURE), version="1.0.0")
     reported = RunScore.objects.get(run__model__name="model-a-2025", paper__isnull=True, split="")
     passes = set(Outcome.objects.filter(run=reported.run, status="passed").values_list("snippet_id", flat=True))
-    verified = evaluate(version, model("same"), lambda s: s.pk in passes)
+    verified = evaluate(release, model("same"), lambda s: s.pk in passes)
     # The bootstrap is seeded by the run id: rescore the verified run's items under the reported run's seed.
     from evaluation.scoring import bootstrap_ci, run_item_results
     rate_ci, scaled_ci = bootstrap_ci(run_item_results(verified)[None], seed=reported.run.pk)
@@ -84,7 +79,7 @@ def test_scored_by_the_same_code_as_a_verified_run(version):
         reported.pass_rate_ci_low, reported.pass_rate_ci_high, reported.scaled_ci_low, reported.scaled_ci_high)
 
 
-def test_leaderboard_shows_reported_rows_with_their_source_never_verified(version, client, maintainer):
+def test_leaderboard_shows_reported_rows_with_their_source_never_verified(release, client, maintainer):
     call_command("import_results", str(FIXTURE), version="1.0.0", source=SOURCE)
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     table = body.split('id="leaderboard-table"')[1].split("</table>")[0]
@@ -102,7 +97,7 @@ def test_leaderboard_shows_reported_rows_with_their_source_never_verified(versio
         services.run_verify(run=run, actor=maintainer, reason="looks right")
 
 
-def test_refuses_what_does_not_match_with_the_full_list_and_stores_nothing(version, tmp_path):
+def test_refuses_what_does_not_match_with_the_full_list_and_stores_nothing(release, tmp_path):
     document = json.loads(FIXTURE.read_text())
     papers = document["results"]
     papers["no-such-paper"] = {"results": {}}
@@ -128,7 +123,7 @@ def test_refuses_what_does_not_match_with_the_full_list_and_stores_nothing(versi
     (b"\xff", "not JSON"), (b"[]", 'expected an object with "results"'), (b'{"results": {}}', "holds no results"),
     (b'{"results": {"dampnest": []}}', "results['dampnest']: expected"),
 ])
-def test_refuses_files_not_in_the_layout(version, tmp_path, content, expected):
+def test_refuses_files_not_in_the_layout(release, tmp_path, content, expected):
     path = tmp_path / "bad.json"
     path.write_bytes(content)
     with pytest.raises(CommandError, match=expected.replace("[", r"\[").replace("(", r"\(")):
@@ -136,7 +131,7 @@ def test_refuses_files_not_in_the_layout(version, tmp_path, content, expected):
     assert not EvaluationRun.objects.exists()
 
 
-def test_refuses_a_draft_an_unknown_release_and_a_second_import(version, tmp_path):
+def test_refuses_a_draft_an_unknown_release_and_a_second_import(release, tmp_path):
     pset_import(root=DEMO_PSET, version_name="2.0.0-draft")
     with pytest.raises(CommandError, match="is a draft"):
         call_command("import_results", str(FIXTURE), version="2.0.0-draft")

@@ -13,25 +13,19 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
-from benchmarks.services import pset_import
-from evaluation import executor, services
+from evaluation import services
 from evaluation.models import EnvironmentLock, EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.reproducibility import MANIFEST_FORMAT, canonical_hash, manifest_verify
 from evaluation.sandbox import Limits
 from evaluation.tasks import item_evaluate
-from tests.conftest import DEMO_PSET, client_for, download_body, sandbox_backend_or_missing, service_missing
+from tests.conftest import client_for, download_body, sandbox_backend_or_missing, service_missing
 
 pytestmark = pytest.mark.django_db
 LOCK = {"kind": "venv", "python": "3.11.2", "distributions": {"numpy": "1.26.4"}}
 ITEM_FIELDS = {"item", "sample", "paper", "file", "snippet", "task_content_hash", "prompt_hash", "answer_hash",
                "code_hash", "environment_hash", "environment_lock", "protocol", "limits", "sandbox_backend", "worker",
                "verdict", "forked"}
-
-
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
 api = client_for
@@ -42,11 +36,11 @@ def manifest_get(client, path: str) -> dict:
     return json.loads(download_body(client.get(path)))
 
 
-def recorded(version) -> EvaluationRun:
+def recorded(release) -> EvaluationRun:
     """A completed reference run whose outcomes carry a lock and limits, as a worker records them."""
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
+    for snippet in Snippet.objects.filter(task__versions=release).select_related("task"):
         generation = services.calibration_generation(run=run, snippet=snippet, sample=0)
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""),
                                 generation=generation, backend="bwrap", worker="w1@host",
@@ -56,11 +50,11 @@ def recorded(version) -> EvaluationRun:
     return run
 
 
-def test_manifest_records_every_item_and_hashes_the_whole(version, maintainer):
-    run = recorded(version)
+def test_manifest_records_every_item_and_hashes_the_whole(release, maintainer):
+    run = recorded(release)
     manifest = manifest_get(api(maintainer), f"/api/v1/runs/{run.pk}/manifest/")
     assert manifest["format"] == MANIFEST_FORMAT and manifest["scope"] == "all items"
-    assert manifest["run"]["release_manifest_hash"] == version.manifest_hash
+    assert manifest["run"]["release_manifest_hash"] == release.manifest_hash
     assert len(manifest["items"]) == run.total_items == Outcome.objects.filter(run=run).count()
     item = manifest["items"][0]
     assert set(item) == ITEM_FIELDS
@@ -72,14 +66,14 @@ def test_manifest_records_every_item_and_hashes_the_whole(version, maintainer):
     assert item["limits"]["wall_seconds"] == 60 and item["sandbox_backend"] == "bwrap" and item["worker"] == "w1@host"
     assert item["verdict"] == {"status": "passed", "category": ""} and item["protocol"] == "rcb-v1"
     assert manifest["environments"] == {canonical_hash(LOCK): LOCK} and item["environment_lock"] == canonical_hash(LOCK)
-    environments = set(version.tasks.values_list("environment_hash", flat=True))
+    environments = set(release.tasks.values_list("environment_hash", flat=True))
     assert EnvironmentLock.objects.count() == len(environments), "a lock is stored once per environment"
     assert manifest_verify(manifest)
     manifest["items"][3]["verdict"]["status"] = "failed"
     assert not manifest_verify(manifest), "the hash covers every verdict"
 
 
-def test_manifest_streams_its_canonical_spelling_from_run_scoped_queries(version, author, maintainer):
+def test_manifest_streams_its_canonical_spelling_from_run_scoped_queries(release, author, maintainer):
     """What is streamed is the body's canonical JSON as hashed, then `sha256`; the items come from one run-scoped
     query (a join for the public split), never `pk__in` over a subquery of the outcomes, which PostgreSQL planned
     quadratically on a fresh table."""
@@ -88,9 +82,9 @@ def test_manifest_streams_its_canonical_spelling_from_run_scoped_queries(version
 
     from evaluation.reproducibility import canonical_json
 
-    VersionTask.objects.filter(pk=version.memberships.get(task__paper__slug="dampnest").pk).update(
+    VersionTask.objects.filter(pk=release.memberships.get(task__paper__slug="dampnest").pk).update(
         split=VersionTask.Split.HELD_OUT)
-    run = recorded(version)
+    run = recorded(release)
     for caller in (api(author), api(maintainer)):
         with CaptureQueriesContext(connection) as queries:
             response = caller.get(f"/api/v1/runs/{run.pk}/manifest/")
@@ -106,8 +100,8 @@ def test_manifest_streams_its_canonical_spelling_from_run_scoped_queries(version
         assert order == sorted(order)
 
 
-def test_page_link_downloads_the_same_manifest(client, version, maintainer):
-    run = recorded(version)
+def test_page_link_downloads_the_same_manifest(client, release, maintainer):
+    run = recorded(release)
     client.force_login(maintainer)
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert f'href="{reverse("run-manifest", args=[run.pk])}" download' in page
@@ -118,10 +112,10 @@ def test_page_link_downloads_the_same_manifest(client, version, maintainer):
     assert downloaded["sha256"] == manifest_get(api(maintainer), f"/api/v1/runs/{run.pk}/manifest/")["sha256"]
 
 
-def test_held_out_items_appear_only_in_maintainers_manifests(client, version, author, maintainer):
-    held = version.memberships.get(task__paper__slug="dampnest")
+def test_held_out_items_appear_only_in_maintainers_manifests(client, release, author, maintainer):
+    held = release.memberships.get(task__paper__slug="dampnest")
     VersionTask.objects.filter(pk=held.pk).update(split=VersionTask.Split.HELD_OUT)
-    run = recorded(version)
+    run = recorded(release)
     hidden = set(Snippet.objects.filter(task=held.task).values_list("pk", flat=True))
     hidden_answers = {hashlib.sha256(g.raw_answer.encode()).hexdigest()
                       for g in run.generations.filter(snippet_id__in=hidden)}
@@ -138,10 +132,10 @@ def test_held_out_items_appear_only_in_maintainers_manifests(client, version, au
     assert full["items_withheld"] == 0 and hidden <= {i["item"] for i in full["items"]}
 
 
-def test_manifest_of_a_draft_version_run_is_not_found(version, author):
-    run = recorded(version)
-    version.status = "draft"
-    version.save(update_fields=["status"])
+def test_manifest_of_a_draft_version_run_is_not_found(release, author):
+    run = recorded(release)
+    release.status = "draft"
+    release.save(update_fields=["status"])
     assert api(author).get(f"/api/v1/runs/{run.pk}/manifest/").status_code == 404
 
 
@@ -151,19 +145,16 @@ def test_schema_lists_the_manifest_endpoint():
 
 
 @pytest.fixture
-def bwrap(sandbox_cache):
-    executor.sessions_close()
-    executor._backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+def bwrap(sandbox_cache, executor_backend):
+    executor_backend(sandbox_backend_or_missing("bwrap", sandbox_cache))
     yield
-    executor.sessions_close()
-    executor._backend = None
 
 
-def test_reference_run_records_its_lock_and_reproduces_fully_until_a_verdict_is_tampered(version, bwrap,
+def test_reference_run_records_its_lock_and_reproduces_fully_until_a_verdict_is_tampered(release, bwrap,
                                                                                          sandbox_cache):
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    for snippet in Snippet.objects.filter(task__versions=version).order_by("pk"):
+    for snippet in Snippet.objects.filter(task__versions=release).order_by("pk"):
         item_evaluate.apply(args=(run.pk, snippet.pk, 0), throw=True)
     run.refresh_from_db()
     assert run.status == "completed" and run.scores.get(paper=None, split="").scaled_pass_rate == 100.0
@@ -201,7 +192,6 @@ def test_run_reproduce_names_a_missing_run(db):
 
 def test_docker_lock_is_the_image_id(tmp_path):
     import docker
-
     from evaluation.sandbox import backend_get
 
     backend = backend_get("docker", cache_dir=tmp_path)
@@ -220,19 +210,17 @@ def test_docker_lock_is_the_image_id(tmp_path):
     assert lock["image_id"].startswith("sha256:")
 
 
-def test_items_without_a_recorded_answer_are_skipped_not_disagreements(version, settings):
+def test_items_without_a_recorded_answer_are_skipped_not_disagreements(release, settings, executor_backend):
     settings.SANDBOX_BACKEND = "local"  # nothing runs: every item lacks an answer
-    executor.sessions_close()
-    executor._backend = None
+    executor_backend(None)
     entry = ModelEntry.objects.create(name="flaky", display_name="Flaky", litellm_model="openai/flaky")
-    run = services.run_start(model=entry, version=version, dispatch=False)
+    run = services.run_start(model=entry, version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
+    for snippet in Snippet.objects.filter(task__versions=release).select_related("task"):
         generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p", error="HTTP 500")
         services.outcome_record(run=run, snippet=snippet, sample=0, generation=generation,
                                 verdict=Verdict("error", "infrastructure", "no answer: HTTP 500"))
     out = StringIO()
     call_command("run_reproduce", str(run.pk), stdout=out)
-    executor._backend = None
     assert out.getvalue().count("skipped  item ") == run.total_items
     assert f"0 disagree, {run.total_items} skipped (no answer recorded)" in out.getvalue()

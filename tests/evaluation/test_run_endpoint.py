@@ -4,36 +4,28 @@ snapshot; a run at its owner's own api_base is self-reported on every surface, i
 
 from __future__ import annotations
 
-import json
-
 import importlib
+import json
 
 import pytest
 from django.apps import apps
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks import visibility
 from benchmarks.models import Snippet, VersionTask
 from benchmarks.services import pset_import, version_publish, version_task_set
-from evaluation import services, tasks
+from evaluation import selectors, services, tasks
 from evaluation.llm import ModelCall, complete
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.provenance import provenance_of
 from evaluation.selectors import item_prompt
-from tests.conftest import DEMO_PSET, client_for, download_body
+from tests.conftest import DEMO_PSET, client_for, download_body, polled
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_leaderboard import evaluate
-from tests.evaluation.test_pipeline import wait_for
 from tests.evaluation.test_provenance import uploaded
 
 BOARD = "/api/v1/releases/1.0.0/leaderboard/"
 OWN_ENDPOINT = "https://93.184.216.34/v1"  # a public address literal: no DNS needed to accept it
-
-
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
 def _own_model(author, **fields) -> ModelEntry:
@@ -42,9 +34,9 @@ def _own_model(author, **fields) -> ModelEntry:
 
 
 @pytest.mark.django_db
-def test_an_endpoint_edit_during_an_active_run_is_refused_by_the_api_and_the_form(version, author, client):
+def test_an_endpoint_edit_during_an_active_run_is_refused_by_the_api_and_the_form(release, author, client):
     model = _own_model(author)
-    run = services.run_start(model=model, version=version, user=author, dispatch=False)
+    run = services.run_start(model=model, version=release, user=author, dispatch=False)
     assert (run.litellm_model, run.api_base, run.model_params, run.status) == ("openai/ada", "", {}, "queued")
     api = client_for(author)
     url = f"/api/v1/models/{model.name}/"
@@ -98,7 +90,7 @@ def test_a_resumed_run_calls_its_snapshot_even_after_the_model_changed(media_roo
         settings.RUN_ITEMS_IN_FLIGHT = settings.USER_ITEMS_IN_FLIGHT = 1000
         worker = celery_worker_factory(queues="llm", RUN_ITEMS_IN_FLIGHT="1000", USER_ITEMS_IN_FLIGHT="1000")
         assert services.run_resume(run=run) == run.total_items
-        wait_for(lambda: Generation.objects.filter(run=run).count() == run.total_items, timeout=300, worker=worker,
+        polled(lambda: Generation.objects.filter(run=run).count() == run.total_items, timeout=300, worker=worker,
                  what="every item's answer")
     assert not Generation.objects.filter(run=run).exclude(error="").exists()
     assert len(first.chat_requests) == run.total_items
@@ -115,9 +107,10 @@ def held_out_version(media_root):
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# celery_worker_factory: the test's own broker, where the item handed on to the sandbox queue lands, untested.
+@pytest.mark.usefixtures("celery_worker_factory")
 def test_held_out_prompts_are_checked_again_per_item_against_the_snapshot(held_out_version, author, settings,
-                                                                          monkeypatch, celery_worker_factory):
-    celery_worker_factory  # the test's own broker: the item handed on to the sandbox queue lands there, untested
+                                                                          monkeypatch):
     version, task = held_out_version
     held = Snippet.objects.filter(task=task).order_by("pk").first()
     with openai_server(responder=lambda prompt, body: "```python\npass\n```") as server:
@@ -148,18 +141,18 @@ def test_held_out_prompts_are_checked_again_per_item_against_the_snapshot(held_o
     # snapshots, given its model's edited api_base by the migration) sends no held-out prompt either.
     settings.HELD_OUT_PROVIDERS = frozenset({"openai"})
     run.refresh_from_db()
-    assert visibility.run_sends_held_out(run=run)
+    assert selectors.run_sends_held_out(run=run)
     EvaluationRun.objects.filter(pk=run.pk).update(api_base=OWN_ENDPOINT)
     run.refresh_from_db()
-    assert not visibility.run_sends_held_out(run=run)
+    assert not selectors.run_sends_held_out(run=run)
     tasks.item_generate.apply(args=(run.pk, held.pk, 2))
     assert Outcome.objects.get(run=run, snippet=held, sample=2).detail.startswith("not sent:")
 
 
 @pytest.mark.django_db
-def test_a_run_at_the_owners_endpoint_is_self_reported_on_every_surface(version, author, client):
+def test_a_run_at_the_owners_endpoint_is_self_reported_on_every_surface(release, author, client):
     model = _own_model(author, api_base=OWN_ENDPOINT)
-    run = evaluate(version, model, lambda s: True)
+    run = evaluate(release, model, lambda s: True)
     run.refresh_from_db()
     assert (run.provenance, run.api_base, run.litellm_model) == ("self_reported", OWN_ENDPOINT, "openai/ada")
     statement = provenance_of(run).statement
@@ -185,11 +178,11 @@ def test_a_run_at_the_owners_endpoint_is_self_reported_on_every_surface(version,
 
 
 @pytest.mark.django_db
-def test_the_leaderboard_filter_separates_verified_uploads_from_platform_runs(version, author, maintainer, client):
-    platform = evaluate(version, services.model_register(name="plain", display_name="Plain",
+def test_the_leaderboard_filter_separates_verified_uploads_from_platform_runs(release, author, maintainer, client):
+    platform = evaluate(release, services.model_register(name="plain", display_name="Plain",
                                                          litellm_model="openai/plain", owner=author,
                                                          api_key="sk-plain"), lambda s: True)
-    upload = uploaded(version, author, lambda s: True)
+    upload = uploaded(release, author, lambda s: True)
     services.run_verify(run=upload, actor=maintainer, reason="regenerated 20 answers at the provider: same")
     upload.refresh_from_db()
     statement = "verified upload: checked by maya, regenerated 20 answers at the provider: same"
@@ -210,15 +203,15 @@ def test_the_leaderboard_filter_separates_verified_uploads_from_platform_runs(ve
 
 
 @pytest.mark.django_db
-def test_existing_runs_get_their_snapshot_and_provenance_from_the_data_migration(version, author, maintainer):
+def test_existing_runs_get_their_snapshot_and_provenance_from_the_data_migration(release, author, maintainer):
     migration = importlib.import_module("evaluation.migrations.0018_run_provenance_from_endpoint")
-    at_provider = evaluate(version, _own_model(author), lambda s: True)
-    at_own = evaluate(version, services.model_register(
+    at_provider = evaluate(release, _own_model(author), lambda s: True)
+    at_own = evaluate(release, services.model_register(
         name="own-base", display_name="Own", litellm_model="openai/own", owner=author, api_key="sk-own",
         api_base=OWN_ENDPOINT, default_params={"temperature": 0}), lambda s: True)
-    upload = uploaded(version, author, lambda s: True)
+    upload = uploaded(release, author, lambda s: True)
     services.run_verify(run=upload, actor=maintainer, reason="checked")
-    reference = evaluate(version, ModelEntry.objects.get(name="reference"), lambda s: True)
+    reference = evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
     # As the previous code stored them: no snapshot, every generated run verified, a verified upload "verified".
     EvaluationRun.objects.update(litellm_model="", api_base="", model_params={})
     EvaluationRun.objects.exclude(pk=upload.pk).update(provenance="verified")

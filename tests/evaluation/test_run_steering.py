@@ -9,24 +9,18 @@ import time
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, Outcome
 from tests.api.conftest import reference_answers
-from tests.conftest import DEMO_PSET, embedded_worker
-
-
-@pytest.fixture
-def demo(media_root):
-    return pset_import(root=DEMO_PSET, version_name="demo-1.0.0", publish=True).version
+from tests.conftest import embedded_worker, polled
 
 
 @pytest.mark.django_db
-def test_the_run_page_cancels_for_its_owner_only(client, demo, author, other_author,
+def test_the_run_page_cancels_for_its_owner_only(client, release, author, other_author,
                                                  django_capture_on_commit_callbacks):
     model = services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
     with django_capture_on_commit_callbacks(execute=False):  # stored, not dispatched: it stays queued
-        run = services.run_from_upload(model=model, version=demo, data=reference_answers(demo), user=author)
+        run = services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author)
     page = reverse("run-detail", args=[run.pk])
     client.force_login(other_author)
     assert "Cancel run" not in client.get(page).content.decode()
@@ -42,17 +36,8 @@ def test_the_run_page_cancels_for_its_owner_only(client, demo, author, other_aut
     assert "only queued or running runs can be cancelled" in again
 
 
-def _wait(predicate, what: str, worker, timeout: float = 300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.3)
-    pytest.fail(f"{what} did not happen\n{worker.output()[-4000:]}")
-
-
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, demo, maintainer, tmp_path, settings):
+def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, release, maintainer, tmp_path, settings):
     """Five 401s in a row: the run stops asking (the other 28 items are never sent), says why on its page, and
     Resume on the page asks the failed items again: with the endpoint answering, every item gets its answer. (The
     worker takes no sandbox queue: scoring the answers is the pipeline tests' concern, not steering's.)"""
@@ -61,7 +46,7 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, dem
     from benchmarks.models import Snippet
     from tests.evaluation.openai_server import openai_server
 
-    references = {s.name: s.reference_code for s in Snippet.objects.filter(task__versions=demo)}
+    references = {s.name: s.reference_code for s in Snippet.objects.filter(task__versions=release)}
 
     def answer(prompt: str, body: dict) -> str:
         name = re.findall(r'# TODO: Implement block "([^"]+)"', prompt)[0]
@@ -76,9 +61,9 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, dem
         settings.RUN_ITEMS_IN_FLIGHT = settings.USER_ITEMS_IN_FLIGHT = 1000
         worker = stack.enter_context(embedded_worker(tmp_path, queues="default,llm", env={
             "RUN_PAUSE_AFTER_FAILURES": "5", "RUN_ITEMS_IN_FLIGHT": "1000", "USER_ITEMS_IN_FLIGHT": "1000"}))[0]
-        run = services.run_start(model=model, version=demo, user=maintainer)
-        paused = _wait(lambda: EvaluationRun.objects.filter(pk=run.pk, status="cancelled").first(),
-                       "the pause", worker)
+        run = services.run_start(model=model, version=release, user=maintainer)
+        paused = polled(lambda: EvaluationRun.objects.filter(pk=run.pk, status="cancelled").first(), timeout=300,
+                        what="the pause", worker=worker)
         time.sleep(2)  # the items still queued reach the worker and are skipped, not sent
         assert len(server.chat_requests) == 5
         assert paused.pause_reason.startswith("API calls are failing: ") and "401" in paused.pause_reason
@@ -95,8 +80,8 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, dem
 
         client.post(reverse("run-resume-own", args=[run.pk]))
         assert EvaluationRun.objects.get(pk=run.pk).pause_reason == ""
-        _wait(lambda: Generation.objects.filter(run=run, error="").count() == 33, "the resumed run's answers",
-              worker)
+        polled(lambda: Generation.objects.filter(run=run, error="").count() == 33, timeout=300,
+               what="the resumed run's answers", worker=worker)
     assert len(server.chat_requests) == 5 + 33
     assert not Generation.objects.filter(run=run).exclude(error="").exists()
     assert not Outcome.objects.filter(run=run).exists(), "the failed calls' outcomes went with them"
@@ -106,13 +91,13 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, dem
 
 @pytest.mark.django_db
 def test_my_models_and_my_runs_list_a_users_own_things_and_the_model_page_says_whether_a_key_is_stored(
-        client, demo, author, other_author, django_capture_on_commit_callbacks):
+        client, release, author, other_author, django_capture_on_commit_callbacks):
     mine = services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
     services.model_register(name="theirs", display_name="Theirs", kind="uploaded", owner=other_author)
     keyed = services.model_register(name="keyed", display_name="Keyed", litellm_model="openai/gpt-4o-mini",
                                     api_key="sk-mine", owner=author)
     with django_capture_on_commit_callbacks(execute=False):
-        run = services.run_from_upload(model=mine, version=demo, data=reference_answers(demo), user=author)
+        run = services.run_from_upload(model=mine, version=release, data=reference_answers(release), user=author)
     client.force_login(author)
     nav = client.get("/").content.decode().split("</nav>")[0]
     assert 'href="/models/">My models</a>' in nav and 'href="/runs/">My runs</a>' in nav

@@ -137,10 +137,10 @@ def test_bwrap_reports_a_broken_environment_as_infrastructure(bwrap, tmp_path):
 def test_local_backend_warns_on_every_use(tmp_path, caplog):
     backend = backend_get("local", cache_dir=tmp_path)
     paper = PAPERS["trimmed-infonce"]
-    with caplog.at_level(logging.WARNING, logger="evaluation.sandbox.local"):
-        with backend.session(environment_of(backend, paper.requirements)) as session:
-            for _ in range(2):
-                passed, output = run_passes(session, dict(paper.files))
-                assert passed, output
+    with caplog.at_level(logging.WARNING, logger="evaluation.sandbox.local"), \
+            backend.session(environment_of(backend, paper.requirements)) as session:
+        for _ in range(2):
+            passed, output = run_passes(session, dict(paper.files))
+            assert passed, output
     warnings = [record for record in caplog.records if "WITHOUT isolation" in record.getMessage()]
     assert len(warnings) == 2

@@ -10,7 +10,7 @@ from evaluation.scoring import bootstrap_ci, pass_at_ks
 
 def items(statuses: list[str], locs: list[int], sample: int = 0) -> list[ItemResult]:
     return [ItemResult(snippet_id=str(i), loc=loc, sample=sample, status=s)
-            for i, (s, loc) in enumerate(zip(statuses, locs))]
+            for i, (s, loc) in enumerate(zip(statuses, locs, strict=False))]
 
 
 def test_interval_contains_the_estimate_and_narrows_with_more_items():

@@ -15,11 +15,6 @@ from tests.conftest import DEMO_PSET
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def version(media_root):
-    return pset_import(root=DEMO_PSET, version_name="svc-1.0.0", publish=True).version
-
-
 def test_calibration_models_exist():
     assert set(ModelEntry.objects.filter(kind__in=["reference", "placeholder"]).values_list("name", flat=True)) == {
         "reference", "placeholder"}
@@ -42,16 +37,16 @@ def test_runs_are_pinned_to_published_versions(media_root):
 
 
 @pytest.mark.parametrize("samples", [0, 21])
-def test_samples_out_of_range_are_refused(version, samples):
+def test_samples_out_of_range_are_refused(release, samples):
     with pytest.raises(services.EvaluationError, match="samples must be between 1 and 20"):
-        services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=samples,
+        services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, samples=samples,
                            dispatch=False)
 
 
-def test_outcome_is_recorded_once_and_the_run_finishes_once(version):
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+def test_outcome_is_recorded_once_and_the_run_finishes_once(release):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    snippets = list(Snippet.objects.filter(task__versions=version))
+    snippets = list(Snippet.objects.filter(task__versions=release))
     assert run.total_items == len(snippets) == 33
     for snippet in snippets:
         first = services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""))
@@ -63,10 +58,10 @@ def test_outcome_is_recorded_once_and_the_run_finishes_once(version):
     assert RunScore.objects.get(run=run, paper=None, split="").scaled_pass_rate == 100.0
 
 
-def test_errors_are_reported_not_scored(version):
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+def test_errors_are_reported_not_scored(release):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    for i, snippet in enumerate(Snippet.objects.filter(task__versions=version)):
+    for i, snippet in enumerate(Snippet.objects.filter(task__versions=release)):
         verdict = Verdict("error", "infrastructure", "engine gone") if i % 2 else Verdict("passed", "", "")
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict)
     services.run_maybe_finish(run=run)
@@ -74,24 +69,24 @@ def test_errors_are_reported_not_scored(version):
     assert score.errors == 16 and score.passed == 17 and score.pass_rate == 100.0
 
 
-def test_cancel_twice_is_refused(version):
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+def test_cancel_twice_is_refused(release):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     services.run_cancel(run=run)
     with pytest.raises(services.EvaluationError, match="cancelled"):
         services.run_cancel(run=run)
 
 
-def test_evaluate_command_inline_prints_a_summary(version, capsys, settings, sandbox_cache):
+def test_evaluate_command_inline_prints_a_summary(release, capsys, settings, sandbox_cache):
     settings.SANDBOX_BACKEND = "local"
     settings.SANDBOX_CACHE_DIR = sandbox_cache
-    call_command("evaluate", model="reference", version="svc-1.0.0", inline=True)
+    call_command("evaluate", model="reference", version="1.0.0", inline=True)
     out = capsys.readouterr().out
     assert "ALL" in out and "100.0%" in out and "dampnest" in out
 
 
-def test_evaluate_command_names_unknown_model_and_version(version):
+def test_evaluate_command_names_unknown_model_and_version(release):
     with pytest.raises(CommandError, match="no registered model named 'nope'"):
-        call_command("evaluate", model="nope", version="svc-1.0.0")
+        call_command("evaluate", model="nope", version="1.0.0")
     with pytest.raises(CommandError, match="no benchmark version named 'v0'"):
         call_command("evaluate", model="reference", version="v0")
 
@@ -105,14 +100,14 @@ def test_sandbox_check_reports_every_backend(capsys):
 
 
 @pytest.mark.parametrize("samples", [1, 10])
-def test_recording_an_item_costs_the_same_queries_in_a_small_and_a_large_run(version, samples,
+def test_recording_an_item_costs_the_same_queries_in_a_small_and_a_large_run(release, samples,
                                                                              django_assert_num_queries):
     """Per item: the outcome's get-or-create, one counter update, one unlocked read of the counter; no row lock
     and no count of the run's outcomes until the last item."""
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=samples,
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, samples=samples,
                              dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    snippets = Snippet.objects.filter(task__versions=version).select_related("task")  # as a worker loads it
+    snippets = Snippet.objects.filter(task__versions=release).select_related("task")  # as a worker loads it
     items = [(s, k) for k in range(samples) for s in snippets]
     for snippet, sample in items[:-1]:
         # get_or_create (2 savepoints, select, insert, 2 releases), the counter's update, the counter's read
@@ -125,10 +120,10 @@ def test_recording_an_item_costs_the_same_queries_in_a_small_and_a_large_run(ver
     assert EvaluationRun.objects.get(pk=run.pk).done_items == run.total_items == 33 * samples
 
 
-def test_a_resume_recounts_so_deleted_outcomes_are_done_again(version):
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+def test_a_resume_recounts_so_deleted_outcomes_are_done_again(release):
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    for snippet in Snippet.objects.filter(task__versions=version):
+    for snippet in Snippet.objects.filter(task__versions=release):
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""))
     Outcome.objects.filter(run=run)[:1].get().delete()  # e.g. an environment retry forgets an item
     services.run_done_recount(run=run)
@@ -139,7 +134,7 @@ def test_a_resume_recounts_so_deleted_outcomes_are_done_again(version):
 # serialized_rollback as every transactional test here: a bare flush recreates the content types under new ids, which
 # the next serialized test's restore then collides with.
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_a_finishing_run_computes_its_scores_without_holding_its_row_lock(version, monkeypatch):
+def test_a_finishing_run_computes_its_scores_without_holding_its_row_lock(release, monkeypatch):
     """The aggregation of a large run takes seconds: another session may take the run's row lock meanwhile (it
     waited that long before), and the scores are then written in one short transaction."""
     import threading
@@ -148,9 +143,9 @@ def test_a_finishing_run_computes_its_scores_without_holding_its_row_lock(versio
 
     if connection.vendor != "postgresql":
         pytest.skip("row locks (select_for_update nowait) need PostgreSQL")
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-    for snippet in Snippet.objects.filter(task__versions=version).select_related("task"):
+    for snippet in Snippet.objects.filter(task__versions=release).select_related("task"):
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""))
     probes: list[str] = []
     compute = services.run_scores_compute

@@ -12,18 +12,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from benchmarks.selectors import version_snippets
-from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from tests.api.conftest import reference_answers
-from tests.conftest import DEMO_PSET, client_for
+from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def release(media_root):
-    return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 
 
 @pytest.fixture

@@ -2,8 +2,17 @@
 
 import pytest
 
-from benchmarks.paper2code.comparison import (Interval, PairedItem, compare, holm, mcnemar_exact, paired_bootstrap,
-                                              pairwise_tests, scaled_difference, significance_ranks)
+from benchmarks.paper2code.comparison import (
+    Interval,
+    PairedItem,
+    compare,
+    holm,
+    mcnemar_exact,
+    paired_bootstrap,
+    pairwise_tests,
+    scaled_difference,
+    significance_ranks,
+)
 
 
 def item(n, paper, loc, a, b):

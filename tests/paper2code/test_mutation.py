@@ -35,7 +35,7 @@ def test_every_mutant_parses_differs_from_the_reference_and_keeps_the_rest_of_th
     reference = _tree(BODY)
     for m in mutants:
         assert _tree(m.body) != reference, m.diff
-        changed = [i for i, (a, b) in enumerate(zip(BODY.splitlines(), m.body.splitlines())) if a != b]
+        changed = [i for i, (a, b) in enumerate(zip(BODY.splitlines(), m.body.splitlines(), strict=False)) if a != b]
         assert changed and changed[0] == m.line - 1, m.diff
         assert '# <paper2code name="inner">' in m.body and "# attention" in m.body or m.operator == "statement"
 

@@ -8,8 +8,18 @@ import re
 import pytest
 
 from benchmarks.paper2code.extract import extract_code
-from benchmarks.paper2code.prompt import (NO_PAPER_TEXT, PROTOCOL, RCB_V1, Protocol, build_prompt, code_part,
-                                          prompt_fill, prompt_hash, prompt_template, template_problems)
+from benchmarks.paper2code.prompt import (
+    NO_PAPER_TEXT,
+    PROTOCOL,
+    RCB_V1,
+    Protocol,
+    build_prompt,
+    code_part,
+    prompt_fill,
+    prompt_hash,
+    prompt_template,
+    template_problems,
+)
 
 MASKED = 'def f(x):\n    # TODO: Implement block "double"\n    # Approximately 1 line(s) of code.\n'
 CONTEXT = [("utils.py", "A = 1\n"), ("cfg.py", "B = 2")]

@@ -36,19 +36,3 @@ def fill_draft(submission, author, paper: str = "dampnest", requirements: str | 
 def draft(author, media_root):
     return fill_draft(services.submission_create(author=author), author)
 
-
-@pytest.fixture
-def sandbox(settings, sandbox_cache):
-    """Validation runs in bwrap (a real sandbox), with a fresh executor cache for this test."""
-    from evaluation import executor
-    from tests.conftest import sandbox_backend_or_missing
-
-    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
-    settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
-    settings.SUBMISSION_REFERENCE_RUNS = 2
-    settings.SUBMISSION_MUTANTS = 0  # a test of the mutation score asks for its mutants
-    executor.sessions_close()
-    executor._backend = backend
-    yield backend
-    executor.sessions_close()
-    executor._backend = None

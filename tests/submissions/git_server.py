@@ -89,7 +89,7 @@ def _isolated_env() -> dict[str, str]:
 
 def certificates_make(folder: Path) -> tuple[Path, Path, Path]:
     """A throwaway CA and a server certificate for 127.0.0.1/localhost signed by it (EC keys: fast)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "intake tests CA")])
     ca_cert = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
-import os
 import ipaddress
+import os
 import socket
 import stat
 import subprocess
@@ -22,7 +22,7 @@ import git
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from submissions.intake import IntakeError, Limits, archive_files, git_files, git_url_check, limits_default
+from submissions.intake import IntakeError, UploadLimits, archive_files, git_files, git_url_check, limits_default
 from tests.submissions.git_server import git_https_server
 
 MB = 1024 * 1024
@@ -59,9 +59,9 @@ def tar_bytes(*members: tuple, compressed: bool = True) -> bytes:
     return buffer.getvalue()
 
 
-def refused(data: bytes, *, filename: str = "paper.zip", limits: Limits = Limits()) -> str:
+def refused(data: bytes, *, filename: str = "paper.zip", limits: UploadLimits | None = None) -> str:
     with pytest.raises(IntakeError) as caught:
-        archive_files(data, filename=filename, limits=limits)
+        archive_files(data, filename=filename, limits=limits or UploadLimits())
     return str(caught.value)
 
 
@@ -94,7 +94,7 @@ def test_zip_gives_files_relative_to_the_package_root_without_junk():
     })
     upload = SimpleUploadedFile("paper.zip", data)
 
-    files = archive_files(upload, filename=upload.name, limits=Limits())
+    files = archive_files(upload, filename=upload.name, limits=UploadLimits())
 
     assert files == {"paper2code_test.py": b"import model\n", "src/model.py": b"x = 1\n"}
     assert upload.tell() == 0 and upload.read() == data  # the caller's upload is left as it was
@@ -105,8 +105,8 @@ def test_tar_gz_and_plain_tar_are_recognised_by_content_with_the_top_folder_stri
                tar_member("./repo-1.0/pkg/b.py", b"b = 2\n"))
     expected = {"a.py": b"a = 1\n", "pkg/b.py": b"b = 2\n"}
 
-    assert archive_files(tar_bytes(*members), filename="repo.tgz", limits=Limits()) == expected
-    assert archive_files(tar_bytes(*members, compressed=False), filename="upload.bin", limits=Limits()) == expected
+    assert archive_files(tar_bytes(*members), filename="repo.tgz", limits=UploadLimits()) == expected
+    assert archive_files(tar_bytes(*members, compressed=False), filename="upload.bin", limits=UploadLimits()) == expected
 
 
 def test_a_single_top_level_file_keeps_its_place_and_names_in_cp437_zips_decode():
@@ -117,18 +117,18 @@ def test_a_single_top_level_file_keeps_its_place_and_names_in_cp437_zips_decode(
         archive.writestr("notes.md", b"hi\n")
     assert archive.infolist()[0].flag_bits & 0x800 == 0
 
-    assert archive_files(buffer.getvalue(), filename="p.zip", limits=Limits()) == {
+    assert archive_files(buffer.getvalue(), filename="p.zip", limits=UploadLimits()) == {
         "donn\u00e9es.py": b"x = 1\n", "notes.md": b"hi\n"}
 
 
 def test_symlinks_and_hard_links_inside_the_package_become_the_file_content():
     tar = tar_bytes(tar_member("p/src/model.py", b"M\n"), tar_member("p/model.py", kind=tarfile.SYMTYPE,
                     link="src/model.py"), tar_member("p/copy.py", kind=tarfile.LNKTYPE, link="p/src/model.py"))
-    assert archive_files(tar, filename="p.tar.gz", limits=Limits()) == {
+    assert archive_files(tar, filename="p.tar.gz", limits=UploadLimits()) == {
         "copy.py": b"M\n", "model.py": b"M\n", "src/model.py": b"M\n"}
 
     zipped = zip_bytes({"p/src/model.py": b"M\n"}, symlinks={"p/link.py": "src/model.py"})
-    assert archive_files(zipped, filename="p.zip", limits=Limits())["link.py"] == b"M\n"
+    assert archive_files(zipped, filename="p.zip", limits=UploadLimits())["link.py"] == b"M\n"
 
 
 # --- archives: bombs and limits ---------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_zip_bomb_is_refused_quickly_without_being_unpacked(zip_bomb):
 
 
 def test_zip_bomb_under_the_per_file_limit_is_refused_at_the_total_limit(zip_bomb):
-    message = refused(zip_bomb, filename="bomb.zip", limits=Limits(max_file_bytes=2 << 30))
+    message = refused(zip_bomb, filename="bomb.zip", limits=UploadLimits(max_file_bytes=2 << 30))
     assert message == "bomb.zip unpacks to more than 200 MB (the limit for unpacked files)"
 
 
@@ -174,13 +174,13 @@ def test_zip_entry_whose_declared_size_lies_is_refused_after_reading_only_the_de
 def test_tar_gz_stream_is_capped_while_decompressing_even_for_skipped_entries():
     junk = tar_member("p/__pycache__/huge.pyc", bytes(3 * MB))  # never kept, but it must be decompressed past
     data = tar_bytes(tar_member("p/a.py", b"a\n"), junk)
-    message = refused(data, filename="p.tar.gz", limits=Limits(max_unpacked_bytes=MB, max_files=10))
+    message = refused(data, filename="p.tar.gz", limits=UploadLimits(max_unpacked_bytes=MB, max_files=10))
     assert message == "p.tar.gz unpacks to more than 1 MB (the limit for unpacked files)"
 
 
 def test_tar_entry_over_the_per_file_limit_is_refused_from_its_header():
     data = tar_bytes(tar_member("p/data.bin", bytes(2 * MB)))
-    message = refused(data, filename="p.tgz", limits=Limits(max_file_bytes=MB))
+    message = refused(data, filename="p.tgz", limits=UploadLimits(max_file_bytes=MB))
     assert message == "p.tgz: entry 'p/data.bin' is 2 MB unpacked, over the limit of 1 MB per file"
 
 
@@ -188,7 +188,7 @@ def test_tar_entry_over_the_per_file_limit_is_refused_from_its_header():
 def test_too_many_entries(kind):
     names = [f"p/f{i}.py" for i in range(6)]
     data = zip_bytes(dict.fromkeys(names, b"")) if kind == "zip" else tar_bytes(*(tar_member(n) for n in names))
-    assert refused(data, filename="many", limits=Limits(max_files=5)) == "many has more than 5 entries (limit 5)"
+    assert refused(data, filename="many", limits=UploadLimits(max_files=5)) == "many has more than 5 entries (limit 5)"
 
 
 def central_directory_bomb(*, entries: int, declared: int) -> bytes:
@@ -211,7 +211,7 @@ def test_zip_central_directory_holding_more_entries_than_declared_is_refused_bef
     assert len(bomb) > 30 * MB
     tracemalloc.start()
     started = time.perf_counter()
-    message = refused(bomb, filename="bomb.zip", limits=Limits(max_archive_bytes=50 * MB, max_files=5000))
+    message = refused(bomb, filename="bomb.zip", limits=UploadLimits(max_archive_bytes=50 * MB, max_files=5000))
     elapsed, peak = time.perf_counter() - started, tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert message == (f"bomb.zip is not a readable zip archive (its central directory does not match its end "
@@ -235,16 +235,16 @@ def test_zip_with_zip64_end_records_is_read():
     end64 = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, size, offset)
     locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, len(body), 1)
     classic = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
-    files = archive_files(body + end64 + locator + classic, filename="z64.zip", limits=Limits())
+    files = archive_files(body + end64 + locator + classic, filename="z64.zip", limits=UploadLimits())
     assert files == {"a.py": b"a = 1\n", "b.py": b"b = 2\n", "c.txt": b"c"}
 
 
 def test_upload_over_the_archive_limit():
-    assert refused(bytes(2 * MB), filename="big.zip", limits=Limits(max_archive_bytes=MB)) == \
+    assert refused(bytes(2 * MB), filename="big.zip", limits=UploadLimits(max_archive_bytes=MB)) == \
         "big.zip is larger than 1 MB, the limit for archives"
     upload = SimpleUploadedFile("big.zip", bytes(3 * MB))
     with pytest.raises(IntakeError, match=r"^big\.zip is 3 MB, over the limit of 1 MB for archives$"):
-        archive_files(upload, filename="big.zip", limits=Limits(max_archive_bytes=MB))
+        archive_files(upload, filename="big.zip", limits=UploadLimits(max_archive_bytes=MB))
 
 
 # --- archives: entries that are refused ---------------------------------------------------------------
@@ -350,7 +350,7 @@ def test_truncated_tar_gz_is_refused():
 def test_limits_default_reads_settings(settings):
     settings.SUBMISSION_MAX_FILES = 7
     settings.SUBMISSION_CLONE_TIMEOUT = 5
-    assert limits_default() == Limits(max_files=7, clone_timeout=5)
+    assert limits_default() == UploadLimits(max_files=7, clone_timeout=5)
 
 
 # --- git URLs ---------------------------------------------------------------------------------------
@@ -401,7 +401,7 @@ def no_git_process(monkeypatch):
 def test_forbidden_git_urls_are_refused_before_anything_is_contacted(url, message, settings, no_git_process):
     settings.SUBMISSION_GIT_ALLOWED_HOSTS = []
     with pytest.raises(IntakeError) as caught:
-        git_files(url, "0" * 40, limits=Limits())
+        git_files(url, "0" * 40, limits=UploadLimits())
     assert str(caught.value).startswith(message)
 
 
@@ -442,7 +442,7 @@ def test_public_urls_are_normalized(monkeypatch, settings):
 def test_commit_must_be_a_hash(commit, settings, no_git_process):
     settings.SUBMISSION_GIT_ALLOWED_HOSTS = ["127.0.0.1"]
     with pytest.raises(IntakeError, match="commit must be a hexadecimal commit hash of 7 to 40 characters"):
-        git_files("https://127.0.0.1/x.git", commit, limits=Limits())
+        git_files("https://127.0.0.1/x.git", commit, limits=UploadLimits())
 
 
 # --- git over a local HTTPS server ----------------------------------------------------------------------
@@ -495,7 +495,7 @@ def test_known_commit_gives_its_files_and_not_later_ones(tmp_path, served):
     requests: list[str] = []
 
     with served(repo, requests=requests) as url:
-        files = git_files(url, first, limits=Limits())
+        files = git_files(url, first, limits=UploadLimits())
 
     # symlinks inside the tree are resolved; those leaving it are skipped
     assert files == {"model.py": b"x = 1\n", "paper2code_test.py": b"import model\n", "src/model.py": b"x = 1\n"}
@@ -508,7 +508,7 @@ def test_short_hash_takes_the_fallback_and_gives_the_same_files(tmp_path, served
     repo_commit(repo, {"c.py": b"c\n"})
 
     with served(repo) as url:
-        assert git_files(url, first[:7].upper(), limits=Limits()) == {"a.py": b"a\n", "pkg/b.py": b"b\n"}
+        assert git_files(url, first[:7].upper(), limits=UploadLimits()) == {"a.py": b"a\n", "pkg/b.py": b"b\n"}
 
 
 @pytest.mark.parametrize("commit", ["deadbeef" * 5, "abcdef1"])
@@ -517,7 +517,7 @@ def test_unknown_commit_was_not_found(tmp_path, served, commit):
     repo_commit(repo, {"a.py": b"a\n"})
 
     with served(repo) as url, pytest.raises(IntakeError) as caught:
-        git_files(url, commit, limits=Limits())
+        git_files(url, commit, limits=UploadLimits())
     assert str(caught.value) == f"commit {commit} was not found in {url}"
 
 
@@ -528,7 +528,7 @@ def test_unreachable_host_says_could_not_reach(settings):
         port = probe.getsockname()[1]  # closed again when the block ends: nothing listens there
 
     with pytest.raises(IntakeError, match=rf"^could not reach https://127\.0\.0\.1:{port}/x\.git: .*connect"):
-        git_files(f"https://127.0.0.1:{port}/x.git", "0" * 40, limits=Limits())
+        git_files(f"https://127.0.0.1:{port}/x.git", "0" * 40, limits=UploadLimits())
 
 
 def test_untrusted_certificate_is_not_accepted(tmp_path, served, monkeypatch):
@@ -537,7 +537,7 @@ def test_untrusted_certificate_is_not_accepted(tmp_path, served, monkeypatch):
     with served(repo) as url:
         monkeypatch.setenv("GIT_SSL_CAINFO", str(Path(__file__)))  # not the test CA
         with pytest.raises(IntakeError, match=rf"^could not reach {url}: "):
-            git_files(url, commit, limits=Limits())
+            git_files(url, commit, limits=UploadLimits())
 
 
 def test_hooks_filters_and_lfs_never_run_even_with_a_hostile_git_configuration(tmp_path, served, monkeypatch):
@@ -565,8 +565,8 @@ def test_hooks_filters_and_lfs_never_run_even_with_a_hostile_git_configuration(t
     requests: list[str] = []
 
     with served(repo, requests=requests) as url:
-        full = git_files(url, commit, limits=Limits())
-        short = git_files(url, commit[:10], limits=Limits())  # the fallback path checks out a worktree
+        full = git_files(url, commit, limits=UploadLimits())
+        short = git_files(url, commit[:10], limits=UploadLimits())  # the fallback path checks out a worktree
 
     assert not marker.exists()
     assert full == short
@@ -583,7 +583,7 @@ def test_submodules_are_refused_with_a_note(tmp_path, served):
     commit = _git("rev-parse", "HEAD", cwd=repo)
 
     with served(repo) as url, pytest.raises(IntakeError) as caught:
-        git_files(url, commit, limits=Limits())
+        git_files(url, commit, limits=UploadLimits())
     assert str(caught.value) == (f"{url} at commit {commit}: 'vendor/lib' is a git submodule, which is not "
                                  f"supported; add its files to the repository itself or upload an archive")
 
@@ -594,14 +594,14 @@ def test_git_limits_on_files_and_repository_size(tmp_path, served):
 
     with served(repo) as url:
         with pytest.raises(IntakeError) as caught:
-            git_files(url, commit, limits=Limits(max_files=3))
+            git_files(url, commit, limits=UploadLimits(max_files=3))
         assert str(caught.value) == f"{url} at commit {commit} has more than 3 files (limit 3)"
         with pytest.raises(IntakeError) as caught:
-            git_files(url, commit, limits=Limits(max_repo_bytes=100_000))
+            git_files(url, commit, limits=UploadLimits(max_repo_bytes=100_000))
         assert str(caught.value) == (f"the repository at {url} is larger than 97.7 KB "
                                      f"(the limit for fetched repositories); stopped")
         with pytest.raises(IntakeError) as caught:
-            git_files(url, commit, limits=Limits(max_file_bytes=100_000))
+            git_files(url, commit, limits=UploadLimits(max_file_bytes=100_000))
         assert "entry 'data.bin' is 293.0 KB unpacked, over the limit of 97.7 KB per file" in str(caught.value)
 
 
@@ -612,7 +612,7 @@ def test_slow_server_hits_the_timeout(tmp_path, served):
     with served(repo, delay=3) as url:
         started = time.monotonic()
         with pytest.raises(IntakeError) as caught:
-            git_files(url, commit, limits=Limits(clone_timeout=0.5))
+            git_files(url, commit, limits=UploadLimits(clone_timeout=0.5))
     assert time.monotonic() - started < 2
     assert str(caught.value) == f"fetching {url} took longer than 0.5 s (the limit); stopped"
 
@@ -624,7 +624,7 @@ def test_temp_folder_is_removed_whatever_happens(tmp_path, served, monkeypatch):
     commit = repo_commit(repo, {"a.py": b"a\n"})
 
     with served(repo) as url:
-        git_files(url, commit, limits=Limits())
+        git_files(url, commit, limits=UploadLimits())
         with pytest.raises(IntakeError):
-            git_files(url, "abcdef1", limits=Limits())
+            git_files(url, "abcdef1", limits=UploadLimits())
     assert list((tmp_path / "tmp").iterdir()) == []

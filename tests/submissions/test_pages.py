@@ -9,8 +9,8 @@ import pytest
 from django.urls import reverse
 
 from config.celery import app as celery_app
-from submissions.packages import draft_problems
 from submissions.models import Submission
+from submissions.packages import draft_problems
 from tests.submissions.conftest import demo_files
 
 pytestmark = pytest.mark.django_db

@@ -121,11 +121,10 @@ def test_the_periodic_task_deletes_them_too(author, settings):
 
 @pytest.mark.parametrize("backend_name", ["bwrap", "docker"])
 def test_environments_unused_for_the_configured_time_are_removed_and_rebuilt_when_needed(backend_name, tmp_path,
-                                                                                        settings):
+                                                                                        settings, executor_backend):
     backend = sandbox_backend_or_missing(backend_name, tmp_path / "cache")
     env_hash = f"{int(time.time() * 1000):x}".rjust(64, "c")  # an environment of its own (no requirements)
-    executor.sessions_close()
-    executor._backend = backend
+    executor_backend(backend)
     try:
         session = executor.session_for(env_hash, "")
         location = session.environment.location
@@ -143,8 +142,7 @@ def test_environments_unused_for_the_configured_time_are_removed_and_rebuilt_whe
         again = executor.session_for(env_hash, "")  # the warm session notices and builds it again
         assert again is not session and _exists(backend, again.environment.location) and marker.exists()
     finally:
-        executor.sessions_close()
-        executor._backend = None
+        executor.backend_use(None)  # its sessions closed before its environment goes
         backend.environment_remove(env_hash=env_hash)
 
 

@@ -18,10 +18,11 @@ from operations.events import events_of
 from operations.models import OperationsEvent
 from submissions import validation
 from submissions.models import SetValidation, SetValidationPaper
-from tests.conftest import DEMO_PSET
-from tests.outages import WATCH, own_redis, polled, worker_broker  # noqa: F401
+from tests.conftest import DEMO_PSET, polled
+from tests.outages import WATCH
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Their tests kill the broker: a Redis server of their own (tests/outages.py).
+pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.own_broker]
 WORKER = {**WATCH, "SUBMISSION_REFERENCE_RUNS": "2", "SUBMISSION_MUTANTS": "0"}  # mutants: their own tests
 Kind = OperationsEvent.Kind
 

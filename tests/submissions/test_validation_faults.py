@@ -15,10 +15,12 @@ from operations.events import events_of
 from operations.models import OperationsEvent
 from submissions import services
 from submissions.models import StateChange, Submission, ValidationReport
-from tests.outages import WATCH, default_database, own_postgres, own_redis, polled, worker_broker  # noqa: F401
+from tests.conftest import polled
+from tests.outages import WATCH, default_database
 from tests.submissions.conftest import fill_draft
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Their tests kill the broker: a Redis server of their own (tests/outages.py).
+pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.own_broker]
 WORKER = {**WATCH, "SUBMISSION_REFERENCE_RUNS": "2", "SUBMISSION_MUTANTS": "0"}  # mutants: their own tests
 
 

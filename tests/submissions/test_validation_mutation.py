@@ -12,7 +12,7 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import parse
 from benchmarks.paper2code.mutation import mutants_generate
 from submissions import services
-from tests.submissions.conftest import demo_files, fill_draft
+from tests.submissions.conftest import demo_files
 from tests.submissions.test_validation import checks, validate
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ def test_the_author_sees_each_snippets_score_with_the_surviving_mutants_and_a_lo
     mutation_rows = [rows[f"mutation:optimizer.py:{s.index}"] for s in annotated.snippets]
     assert all(r.status == "passed" for r in mutation_rows)  # a score never fails validation
     assert {r.snippet_name for r in mutation_rows} == {s.name for s in annotated.snippets}
-    for snippet, row in zip(annotated.snippets, mutation_rows):
+    for snippet, row in zip(annotated.snippets, mutation_rows, strict=False):
         expected = mutants_generate(snippet.code, limit=2, seed=settings.MUTATION_SEED)
         assert row.result["generated"] == len(expected)
         assert row.result["killed"] + row.result["survived"] == len(expected)

@@ -27,7 +27,8 @@ def _read(path: Path, what: str) -> str:
 class Command(BaseCommand):
     help = ("Run the section 9 checks of every paper of a problem set (reference passes N times, each snippet "
             "masked and replaced by a no-op makes the tests fail; with --mutants, each snippet's mutation score) "
-            "with the submissions' validation code: paper by paper here, or with --workers one paper per task on the workers' sandbox queue, in parallel.")
+            "with the submissions' validation code: paper by paper here, or with --workers one paper per task on the "
+            "workers' sandbox queue, in parallel.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path, help="Folder holding papers.yaml.")

@@ -13,10 +13,10 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from tqdm import tqdm
 
-from benchmarks.models import BenchmarkVersion
-from benchmarks.paper2code import body_reindent
 from benchmarks import visibility
 from benchmarks.management.base import VersionCommand
+from benchmarks.models import BenchmarkVersion
+from benchmarks.paper2code import body_reindent
 from evaluation import services, tasks
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.selectors import run_items_missing

@@ -101,5 +101,6 @@ class Command(VersionCommand):
             name = row.paper.slug if row.paper else {"": "ALL", "public": "ALL public", "held_out": "ALL held out"}[row.split]
             self.stdout.write(
                 f"{name[:28]:<28} {row.items:>5} {row.passed:>5} {row.failed:>5} {row.errors:>4} {row.flagged:>4} "
-                f"{row.pass_rate:>6.1f}% {row.scaled_pass_rate:>6.1f}%  [{row.scaled_ci_low:.1f}, {row.scaled_ci_high:.1f}]"
+                f"{row.pass_rate:>6.1f}% {row.scaled_pass_rate:>6.1f}%  "
+                f"[{row.scaled_ci_low:.1f}, {row.scaled_ci_high:.1f}]"
             )

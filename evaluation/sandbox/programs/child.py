@@ -40,7 +40,6 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
 
     entry_names = spellings(entry)
     answer_names = spellings(spec["answer_file"]) if answer else frozenset()
-    answer_files = {}
     inside = set()
     state = {"finished": False, "started": False, "sent": 0, "test_globals": None, "reported": set(),
              "arrays": False, "inputs_flagged": False}
@@ -421,7 +420,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 record(kind, event, line, event + "(" + ", ".join(text(a) for a in args[:3]) + ")")
         except RuntimeError:
             raise
-        except Exception as exc:
+        except Exception:
             line = answer_line_anywhere(getframe(1))
             if line is not None:
                 record("tampering", event, line, "the guard could not inspect this event")
@@ -524,7 +523,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return found
 
     sys.meta_path.insert(0, HiddenFinder)
-    import unittest  # noqa: the framework is in its original state here, before anything of the task ran
+    import unittest  # the framework is in its original state here, before anything of the task ran
     import unittest.case, unittest.suite, unittest.runner, traceback, time, warnings
     from types import MethodType
     # The harness counts the tests itself (FORMAT.md 7.5): the entry's unittest.main runs them with the result object
@@ -725,7 +724,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 record("tampering", "replaced", None, "the harness's result object's " + name + " was replaced")
         result.forward("printErrors")
         stream.writeln(TextTestResult.separator2)
-        stream.writeln("Ran %d test%s in %.3fs" % (result.testsRun, result.testsRun != 1 and "s" or "", taken))
+        stream.writeln("Ran {} test{} in {:.3f}s".format(result.testsRun, result.testsRun != 1 and "s" or "", taken))
         stream.writeln()
         counts = [(label, len_(getattr(printer, name, ()))) for label, name in (
             ("failures", "failures"), ("errors", "errors"), ("skipped", "skipped"),
