@@ -23,8 +23,7 @@ from config.api import error_body
 RELEASES_NAMED = 20  # an unknown-release error lists at most this many names
 
 
-PROTOCOL_PARAMETER = OpenApiParameter("protocol", str,
-                                      description="A prompt protocol's name (default: the release's).")
+PROTOCOL_PARAMETER = OpenApiParameter("protocol", str, description="A prompt protocol's name (default: the release's).")
 
 
 def releases_visible(*, user) -> QuerySet[BenchmarkVersion]:
@@ -34,8 +33,11 @@ def releases_visible(*, user) -> QuerySet[BenchmarkVersion]:
 
 def release_unknown_message(*, name: str) -> str:
     """Says which releases exist, so a mistyped name can be corrected without another request."""
-    names = list(BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT)
-                 .order_by("-published_at", "name").values_list("name", flat=True)[:RELEASES_NAMED])
+    names = list(
+        BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT)
+        .order_by("-published_at", "name")
+        .values_list("name", flat=True)[:RELEASES_NAMED]
+    )
     shown = str(name)[:100]
     if not names:
         return f"no release {shown!r}: no release is published yet"
@@ -66,14 +68,31 @@ class ReleaseSerializer(serializers.ModelSerializer):
     task_count = serializers.IntegerField(read_only=True)
     changelog = serializers.SerializerMethodField()
     downloads = serializers.SerializerMethodField()
-    downloads_status = serializers.CharField(read_only=True, help_text=(
-        '"ready"; "preparing" while a worker builds them after publishing (no downloads listed yet); "failed"'))
+    downloads_status = serializers.CharField(
+        read_only=True,
+        help_text=(
+            '"ready"; "preparing" while a worker builds them after publishing (no downloads listed yet); "failed"'
+        ),
+    )
     settings = serializers.SerializerMethodField()
 
     class Meta:
         model = BenchmarkVersion
-        fields = ["name", "status", "notes", "manifest_hash", "previous", "changelog", "task_count", "downloads",
-                  "downloads_status", "settings", "published_at", "deprecated_at", "deprecation_note"]
+        fields = [
+            "name",
+            "status",
+            "notes",
+            "manifest_hash",
+            "previous",
+            "changelog",
+            "task_count",
+            "downloads",
+            "downloads_status",
+            "settings",
+            "published_at",
+            "deprecated_at",
+            "deprecation_note",
+        ]
 
     @extend_schema_field(serializers.DictField())
     def get_settings(self, version: BenchmarkVersion) -> dict:
@@ -91,8 +110,12 @@ class ReleaseSerializer(serializers.ModelSerializer):
         links = {}
         for kind, entry in version.downloads.items():
             url = reverse("api-release-download", kwargs={"name": version.name, "kind": kind})
-            links[kind] = {"filename": entry["filename"], "sha256": entry["sha256"], "size": entry["size"],
-                           "url": request.build_absolute_uri(url) if request else url}
+            links[kind] = {
+                "filename": entry["filename"],
+                "sha256": entry["sha256"],
+                "size": entry["size"],
+                "url": request.build_absolute_uri(url) if request else url,
+            }
         return links
 
 
@@ -135,8 +158,9 @@ class ItemDetailSerializer(ItemSerializer):
 
     def get_prompt(self, snippet: Snippet) -> str:
         files = {path: blob_read(sha256=digest) for path, digest in snippet.task.files.items()}
-        return snippet_prompt(snippet=snippet, files=files, with_paper=self.context["with_paper"],
-                              protocol=self.context["protocol"])
+        return snippet_prompt(
+            snippet=snippet, files=files, with_paper=self.context["with_paper"], protocol=self.context["protocol"]
+        )
 
 
 class ReleaseList(generics.ListAPIView):
@@ -168,9 +192,18 @@ class IgnoreClientContentNegotiation(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-@extend_schema(parameters=[OpenApiParameter("protocol", str, description=(
-    "Items only: a prompt protocol's name; another than the release's is built on request, "
-    "not the hashed file."))])
+@extend_schema(
+    parameters=[
+        OpenApiParameter(
+            "protocol",
+            str,
+            description=(
+                "Items only: a prompt protocol's name; another than the release's is built on request, "
+                "not the hashed file."
+            ),
+        )
+    ]
+)
 class ReleaseDownload(APIView):
     """A release file (the public problem set as zip, or every item as JSONL), byte for byte as hashed."""
 
@@ -183,9 +216,13 @@ class ReleaseDownload(APIView):
         if entry is None and kind in DOWNLOAD_TYPES and version.downloads_status in ("preparing", "failed"):
             # 409 while a worker builds them (ask again after Retry-After), 503 when the build failed
             preparing = version.downloads_status == "preparing"
-            return JsonResponse(error_body(code=f"downloads_{version.downloads_status}",
-                                           message=downloads_not_ready_message(version=version)),
-                                status=409 if preparing else 503, headers={"Retry-After": str(DOWNLOADS_RETRY_AFTER)})
+            return JsonResponse(
+                error_body(
+                    code=f"downloads_{version.downloads_status}", message=downloads_not_ready_message(version=version)
+                ),
+                status=409 if preparing else 503,
+                headers={"Retry-After": str(DOWNLOADS_RETRY_AFTER)},
+            )
         if entry is None:
             raise Http404(f"release {name} has no download {kind!r}; it has: {', '.join(version.downloads)}")
         filename, digest = entry["filename"], entry["sha256"]
@@ -193,8 +230,9 @@ class ReleaseDownload(APIView):
         if kind == "items" and protocol.name != version.protocol_id:
             filename = filename.replace("-items.jsonl", f"-items-{protocol.name}.jsonl")
             digest = release_items_in_protocol(version=version, protocol=protocol)
-        return download_response(sha256=digest, filename=filename,
-                                 content_type=DOWNLOAD_TYPES.get(kind, "application/octet-stream"))
+        return download_response(
+            sha256=digest, filename=filename, content_type=DOWNLOAD_TYPES.get(kind, "application/octet-stream")
+        )
 
 
 def _query_flag(request, name: str, default: bool = True) -> bool:
@@ -202,9 +240,17 @@ def _query_flag(request, name: str, default: bool = True) -> bool:
     return default if value is None else value.lower() not in ("false", "0", "no")
 
 
-@extend_schema(parameters=[PROTOCOL_PARAMETER, OpenApiParameter(
-    "masked_code", bool, description="Include each item's masked file (default true); false gives ids and metadata "
-                                     "only, a page of which is a few kB instead of a file per item.")])
+@extend_schema(
+    parameters=[
+        PROTOCOL_PARAMETER,
+        OpenApiParameter(
+            "masked_code",
+            bool,
+            description="Include each item's masked file (default true); false gives ids and metadata "
+            "only, a page of which is a few kB instead of a file per item.",
+        ),
+    ]
+)
 class ItemList(generics.ListAPIView):
     """The release's items (snippets less retired ones; held-out ones for maintainers only) with the masked file;
     ids are what uploads refer to."""
@@ -212,18 +258,27 @@ class ItemList(generics.ListAPIView):
     serializer_class = ItemSerializer
 
     def get_queryset(self):
-        return items_visible(version=release_get(name=self.kwargs["name"], user=self.request.user), user=self.request.user)
+        return items_visible(
+            version=release_get(name=self.kwargs["name"], user=self.request.user), user=self.request.user
+        )
 
     def get_serializer_context(self) -> dict:
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no release
             return super().get_serializer_context()
         version = release_get(name=self.kwargs["name"], user=self.request.user)
-        return {**super().get_serializer_context(), "protocol": request_protocol(self.request, version),
-                "with_masked_code": _query_flag(self.request, "masked_code")}
+        return {
+            **super().get_serializer_context(),
+            "protocol": request_protocol(self.request, version),
+            "with_masked_code": _query_flag(self.request, "masked_code"),
+        }
 
 
-@extend_schema(parameters=[OpenApiParameter("with_paper", bool, description="Include the paper (default true)."),
-                           PROTOCOL_PARAMETER])
+@extend_schema(
+    parameters=[
+        OpenApiParameter("with_paper", bool, description="Include the paper (default true)."),
+        PROTOCOL_PARAMETER,
+    ]
+)
 class ItemDetail(generics.RetrieveAPIView):
     """One item with its full prompt (FORMAT.md sections 5-6)."""
 
@@ -239,5 +294,8 @@ class ItemDetail(generics.RetrieveAPIView):
             return super().get_serializer_context()
         version = release_get(name=self.kwargs["name"], user=self.request.user)
         with_paper = _query_flag(self.request, "with_paper")
-        return {**super().get_serializer_context(), "with_paper": with_paper,
-                "protocol": request_protocol(self.request, version)}
+        return {
+            **super().get_serializer_context(),
+            "with_paper": with_paper,
+            "protocol": request_protocol(self.request, version),
+        }

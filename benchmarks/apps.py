@@ -14,11 +14,20 @@ class BenchmarksConfig(AppConfig):
         from operations.watchdog import WorkKind, work_register
 
         # A release's downloads are built by a worker after publishing: lost work the watchdog looks after.
-        work_register(WorkKind(
-            name="release downloads", model=BenchmarkVersion,
-            tasks=frozenset({"benchmarks.tasks.release_downloads_prepare"}), unfinished=releases_downloads_pending,
-            moved_at=lambda version: (version.published_at, version.downloads_queued_at),
-            requeue=release_downloads_requeue))
-        subjects_register(BenchmarkVersion, lambda ids: {
-            pk: Subject(f"release {name}", reverse("version-detail", args=[name]))
-            for pk, name in BenchmarkVersion.objects.filter(pk__in=ids).values_list("pk", "name")})
+        work_register(
+            WorkKind(
+                name="release downloads",
+                model=BenchmarkVersion,
+                tasks=frozenset({"benchmarks.tasks.release_downloads_prepare"}),
+                unfinished=releases_downloads_pending,
+                moved_at=lambda version: (version.published_at, version.downloads_queued_at),
+                requeue=release_downloads_requeue,
+            )
+        )
+        subjects_register(
+            BenchmarkVersion,
+            lambda ids: {
+                pk: Subject(f"release {name}", reverse("version-detail", args=[name]))
+                for pk, name in BenchmarkVersion.objects.filter(pk__in=ids).values_list("pk", "name")
+            },
+        )

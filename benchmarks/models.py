@@ -56,8 +56,11 @@ class TaskPackage(models.Model):
     paper_path = models.CharField(max_length=300)
     annotated_paths = models.JSONField(default=list)
     context_paths = models.JSONField(default=list)
-    requirements = models.TextField(blank=True, help_text="What its tests run in: its requirements file, or the "
-                                                          "shared environment it was imported or validated with.")
+    requirements = models.TextField(
+        blank=True,
+        help_text="What its tests run in: its requirements file, or the "
+        "shared environment it was imported or validated with.",
+    )
 
     test_entry_point = TEST_ENTRY_POINT  # FORMAT.md 1: every task runs it, so it is a constant, never a column
 
@@ -97,21 +100,43 @@ class Task(TaskPackage):
     content_hash = models.CharField(max_length=64, db_index=True)
     environment_hash = models.CharField(max_length=64, help_text="sha256 of the requirements.")
     environment_file = models.CharField(
-        max_length=300, blank=True,
+        max_length=300,
+        blank=True,
         help_text="The shared environment file a legacy set was imported with (--environment): the task runs in it "
-                  "and its own requirements file is only a file; empty when built from its own requirements.")
+        "and its own requirements file is only a file; empty when built from its own requirements.",
+    )
     extra_metadata = models.JSONField(default=dict, blank=True, help_text="Other papers.yaml keys, kept.")
     test_manifest = models.JSONField(
-        null=True, blank=True, help_text="The tests the reference completes, with each one's outcome (FORMAT.md 7.5); "
-                                         "empty until the reference ran under the harness (validation or first use).")
+        null=True,
+        blank=True,
+        help_text="The tests the reference completes, with each one's outcome (FORMAT.md 7.5); "
+        "empty until the reference ran under the harness (validation or first use).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["paper__slug", "-revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["paper", "revision"], name="task_unique_revision"),
+            models.UniqueConstraint(fields=["paper", "content_hash"], name="task_unique_content"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.paper.slug} r{self.revision}"
 
     def package_entry(self) -> dict[str, object]:
         paper = self.paper
-        return {"id": paper.slug, "title": paper.title, "arxiv_abs": paper.arxiv_abs, "arxiv_date": paper.arxiv_date,
-                "arxiv_v1_date": paper.arxiv_v1_date, "github_url": paper.github_url,
-                "first_commit_date": paper.first_commit_date, "last_commit_date": paper.last_commit_date,
-                "venue": paper.venue}
+        return {
+            "id": paper.slug,
+            "title": paper.title,
+            "arxiv_abs": paper.arxiv_abs,
+            "arxiv_date": paper.arxiv_date,
+            "arxiv_v1_date": paper.arxiv_v1_date,
+            "github_url": paper.github_url,
+            "first_commit_date": paper.first_commit_date,
+            "last_commit_date": paper.last_commit_date,
+            "venue": paper.venue,
+        }
 
     def package_extra(self) -> dict[str, object]:
         return dict(self.extra_metadata)
@@ -123,16 +148,6 @@ class Task(TaskPackage):
     def needs_gpu(self) -> bool:
         """Its tests need a GPU (papers.yaml `gpu: true`): its items run only on a GPU worker (the `gpu` queue)."""
         return self.extra_metadata.get("gpu") is True
-
-    class Meta:
-        ordering = ["paper__slug", "-revision"]
-        constraints = [
-            models.UniqueConstraint(fields=["paper", "revision"], name="task_unique_revision"),
-            models.UniqueConstraint(fields=["paper", "content_hash"], name="task_unique_content"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.paper.slug} r{self.revision}"
 
 
 class Snippet(models.Model):
@@ -149,8 +164,12 @@ class Snippet(models.Model):
     loc = models.PositiveIntegerField(help_text="Lines of code, the snippet's weight (FORMAT.md section 4).")
     code_hash = models.CharField(max_length=64)
     reference_code = models.TextField()
-    mutation = models.JSONField(null=True, blank=True, help_text="The mutation score of its tests (issue 24): "
-                                "generated, killed, survived, score, survivors (one-line diffs); null: not measured.")
+    mutation = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The mutation score of its tests (issue 24): "
+        "generated, killed, survived, score, survivors (one-line diffs); null: not measured.",
+    )
 
     class Meta:
         ordering = ["task", "file_path", "position"]
@@ -168,11 +187,19 @@ PROTOCOL_NAME_RE = r"^[a-z0-9][a-z0-9.-]*$"
 class PromptProtocol(models.Model):
     """A prompt template with the layout of its code part; never edited, since published numbers depend on it."""
 
-    name = models.CharField(max_length=20, unique=True, validators=[RegexValidator(
-        PROTOCOL_NAME_RE, "lower-case letters, digits, dots and hyphens, starting with a letter or digit")])
+    name = models.CharField(
+        max_length=20,
+        unique=True,
+        validators=[
+            RegexValidator(
+                PROTOCOL_NAME_RE, "lower-case letters, digits, dots and hyphens, starting with a letter or digit"
+            )
+        ],
+    )
     template = models.TextField(help_text="string.Template text: $paper, $code, $name, $loc; $$ for a dollar.")
-    template_without_paper = models.TextField(blank=True, help_text="For the ablation; blank: the template with "
-                                                                    "$paper saying the paper is not given.")
+    template_without_paper = models.TextField(
+        blank=True, help_text="For the ablation; blank: the template with $paper saying the paper is not given."
+    )
     masking = models.CharField(max_length=20, default="standard", choices=[(m, m) for m in MASKINGS])
     masked_header = models.BooleanField(default=True, help_text='"## <path>" before the masked file.')
     context_join = models.CharField(max_length=20, default="standard", choices=[(c, c) for c in CONTEXT_JOINS])
@@ -185,8 +212,14 @@ class PromptProtocol(models.Model):
         return self.name
 
     def as_protocol(self) -> Protocol:
-        return Protocol(name=self.name, template=self.template, template_without_paper=self.template_without_paper,
-                        masking=self.masking, masked_header=self.masked_header, context_join=self.context_join)
+        return Protocol(
+            name=self.name,
+            template=self.template,
+            template_without_paper=self.template_without_paper,
+            masking=self.masking,
+            masked_header=self.masked_header,
+            context_join=self.context_join,
+        )
 
 
 class BenchmarkVersion(Redispatchable):
@@ -201,37 +234,63 @@ class BenchmarkVersion(Redispatchable):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
     tasks = models.ManyToManyField(Task, through="VersionTask", related_name="versions", blank=True)
     notes = models.TextField(blank=True, help_text="Release notes.")
-    previous = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                                 help_text="The release the changelog is computed against.")
+    previous = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The release the changelog is computed against.",
+    )
     changelog = models.JSONField(null=True, blank=True, help_text="Tasks added, removed and changed.")
     manifest = models.JSONField(null=True, blank=True)
     manifest_hash = models.CharField(max_length=64, blank=True)
     downloads = models.JSONField(default=dict, blank=True, help_text="Download kind -> storage name and sha256.")
-    downloads_failed = models.TextField(blank=True, help_text="Why the downloads could not be built (blank: built, "
-                                                              "or being prepared).")
-    downloads_queued_at = models.DateTimeField(null=True, blank=True,
-                                               help_text="When a worker was last asked to build the downloads.")
+    downloads_failed = models.TextField(
+        blank=True, help_text="Why the downloads could not be built (blank: built, or being prepared)."
+    )
+    downloads_queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a worker was last asked to build the downloads."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
     deprecated_at = models.DateTimeField(null=True, blank=True)
     deprecation_note = models.TextField(blank=True)
     # Evaluation settings: set while draft; at publish blank limits take this site's settings and all are frozen.
-    protocol = models.ForeignKey(PromptProtocol, to_field="name", db_column="protocol", default=PROTOCOL,
-                                 on_delete=models.PROTECT, related_name="+", help_text="Runs' default protocol.")
+    protocol = models.ForeignKey(
+        PromptProtocol,
+        to_field="name",
+        db_column="protocol",
+        default=PROTOCOL,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Runs' default protocol.",
+    )
     time_limit_seconds = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(24 * 3600)],
-        help_text="Wall-clock limit of one test run.")
-    memory_mb = models.PositiveIntegerField(null=True, blank=True,
-                                            validators=[MinValueValidator(64), MaxValueValidator(1024 * 1024)])
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(24 * 3600)],
+        help_text="Wall-clock limit of one test run.",
+    )
+    memory_mb = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(64), MaxValueValidator(1024 * 1024)]
+    )
     cpus = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.1), MaxValueValidator(256)])
     agent_budget_max = models.JSONField(
-        default=dict, blank=True, validators=[agent_budget_max_validate], help_text='Agent runs: the largest per-item budget a run may set, e.g. {"turns": 30, '
-                                            '"tokens": 500000, "seconds": 900, "cost": 2}; a key left out: the '
-                                            "site's AGENT_BUDGET_MAXIMUMS.")
+        default=dict,
+        blank=True,
+        validators=[agent_budget_max_validate],
+        help_text='Agent runs: the largest per-item budget a run may set, e.g. {"turns": 30, '
+        '"tokens": 500000, "seconds": 900, "cost": 2}; a key left out: the '
+        "site's AGENT_BUDGET_MAXIMUMS.",
+    )
     mutation_score_min = models.FloatField(
-        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
         help_text="Validation warns about a snippet whose tests kill a smaller share of its mutants (0-1; blank: the "
-                  "site's MUTATION_SCORE_MIN). A warning, never a refusal.")
+        "site's MUTATION_SCORE_MIN). A warning, never a refusal.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -245,7 +304,7 @@ class BenchmarkVersion(Redispatchable):
 
     @property
     def downloads_status(self) -> str:
-        """"ready", "preparing" (a worker builds them after publishing), "failed", or "" for a draft."""
+        """ "ready", "preparing" (a worker builds them after publishing), "failed", or "" for a draft."""
         if not self.is_frozen:
             return ""
         return "ready" if self.downloads else "failed" if self.downloads_failed else "preparing"

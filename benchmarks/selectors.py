@@ -11,7 +11,7 @@ from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from benchmarks.models import (PROTOCOL_NAME_RE, Blob, BenchmarkVersion, PromptProtocol, Snippet, Task, TaskPackage)
+from benchmarks.models import PROTOCOL_NAME_RE, BenchmarkVersion, Blob, PromptProtocol, Snippet, Task, TaskPackage
 from benchmarks.paper2code import AnnotatedFile, Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
 from config.errors import ApplicationError
@@ -37,8 +37,11 @@ def task_kept_requirements(*, task: Task) -> tuple[str, str] | None:
 
 def task_sources(*, task: Task) -> list[tuple[str, str]]:
     """(path, text) of what a paper page shows of a task: its paper text, then each annotated file."""
-    return [(path, blob_read(sha256=task.files[path]).decode("utf-8", "replace"))
-            for path in [task.paper_path, *task.annotated_paths] if path in task.files]
+    return [
+        (path, blob_read(sha256=task.files[path]).decode("utf-8", "replace"))
+        for path in [task.paper_path, *task.annotated_paths]
+        if path in task.files
+    ]
 
 
 def versions_visible(*, user) -> QuerySet[BenchmarkVersion]:
@@ -52,7 +55,9 @@ def versions_visible(*, user) -> QuerySet[BenchmarkVersion]:
 def user_is_maintainer(*, user) -> bool:
     from django.conf import settings
 
-    return bool(user.is_authenticated and (user.is_superuser or user.groups.filter(name=settings.MAINTAINERS_GROUP).exists()))
+    return bool(
+        user.is_authenticated and (user.is_superuser or user.groups.filter(name=settings.MAINTAINERS_GROUP).exists())
+    )
 
 
 def version_get(*, name: str, user) -> BenchmarkVersion:
@@ -95,8 +100,9 @@ def protocol_names() -> list[str]:
     return list(PromptProtocol.objects.values_list("name", flat=True))
 
 
-def snippet_masked(*, snippet: Snippet, files: dict[str, bytes], protocol: Protocol,
-                   annotated: AnnotatedFile | None = None) -> str:
+def snippet_masked(
+    *, snippet: Snippet, files: dict[str, bytes], protocol: Protocol, annotated: AnnotatedFile | None = None
+) -> str:
     """The annotated file as a model sees it with this snippet masked (FORMAT.md section 5), in the protocol's style.
 
     `annotated`: the snippet's file already parsed (a caller building many prompts parses each file once)."""
@@ -105,15 +111,28 @@ def snippet_masked(*, snippet: Snippet, files: dict[str, bytes], protocol: Proto
     return protocol_mask(protocol, annotated, annotated.snippets[snippet.position])
 
 
-def snippet_prompt(*, snippet: Snippet, files: dict[str, bytes], with_paper: bool, protocol: Protocol,
-                   annotated: AnnotatedFile | None = None) -> str:
+def snippet_prompt(
+    *,
+    snippet: Snippet,
+    files: dict[str, bytes],
+    with_paper: bool,
+    protocol: Protocol,
+    annotated: AnnotatedFile | None = None,
+) -> str:
     """The prompt for one snippet (FORMAT.md 5-6): paper unless the ablation, context files, the masked file."""
     task = snippet.task
     masked = snippet_masked(snippet=snippet, files=files, protocol=protocol, annotated=annotated)
     context = [(path, files[path].decode("utf-8")) for path in task.context_paths]
     paper = files[task.paper_path].decode("utf-8") if with_paper else None
-    return build_prompt(protocol=protocol, paper_text=paper, context_files=context, masked_path=snippet.file_path,
-                        masked_code=masked, name=snippet.name, loc=snippet.loc)
+    return build_prompt(
+        protocol=protocol,
+        paper_text=paper,
+        context_files=context,
+        masked_path=snippet.file_path,
+        masked_code=masked,
+        name=snippet.name,
+        loc=snippet.loc,
+    )
 
 
 def version_settings_text(*, version: BenchmarkVersion) -> str:
@@ -152,8 +171,7 @@ def snippet_tree(*, task: Task) -> dict[str, list[SnippetNode]]:
 def snippet_masked_file(*, snippet: Snippet, protocol: Protocol) -> str:
     """The masked file, reading only that file from storage."""
     path = snippet.file_path
-    return snippet_masked(snippet=snippet, files={path: blob_read(sha256=snippet.task.files[path])},
-                          protocol=protocol)
+    return snippet_masked(snippet=snippet, files={path: blob_read(sha256=snippet.task.files[path])}, protocol=protocol)
 
 
 def package_load(row: TaskPackage, *, with_files: bool = True) -> PaperPackage:
@@ -162,12 +180,17 @@ def package_load(row: TaskPackage, *, with_files: bool = True) -> PaperPackage:
     files = {path: blob_read(sha256=digest) for path, digest in sorted(row.files.items())} if with_files else {}
     entry = row.package_entry()
     return PaperPackage(
-        id=entry["id"], **{key: entry.get(key, "") for key in _TEXT_FIELDS},
+        id=entry["id"],
+        **{key: entry.get(key, "") for key in _TEXT_FIELDS},
         **{key: _date(entry.get(key)) for key in _DATE_FIELDS},
-        paper_path=row.paper_path, annotated_paths=tuple(row.annotated_paths), context_paths=tuple(row.context_paths),
-        requirements_path=row.package_requirements_path(), files=files,
-        annotated={path: parse(files[path].decode("utf-8", "replace"), path)
-                   for path in row.annotated_paths if path in files},
+        paper_path=row.paper_path,
+        annotated_paths=tuple(row.annotated_paths),
+        context_paths=tuple(row.context_paths),
+        requirements_path=row.package_requirements_path(),
+        files=files,
+        annotated={
+            path: parse(files[path].decode("utf-8", "replace"), path) for path in row.annotated_paths if path in files
+        },
         extra=row.package_extra(),
     )
 

@@ -101,8 +101,12 @@ def _paper_upsert(*, package: PaperPackage) -> Paper:
     try:
         paper.full_clean(exclude=["slug"])  # ids follow the format's own rule (dots allowed), checked when read
     except ValidationError as exc:
-        raise PackageError([Problem(PAPERS_YAML, 0, f"paper {package.id}: {field}: {' '.join(messages)}")
-                            for field, messages in exc.message_dict.items()]) from exc
+        raise PackageError(
+            [
+                Problem(PAPERS_YAML, 0, f"paper {package.id}: {field}: {' '.join(messages)}")
+                for field, messages in exc.message_dict.items()
+            ]
+        ) from exc
     paper.save()
     return paper
 
@@ -124,17 +128,25 @@ def task_content_hash(*, package: PaperPackage, requirements: str) -> str:
     return sha256_hex(f"{package.content_hash}\n{sha256_hex(requirements)}")
 
 
-def task_store(*, package: PaperPackage, shared_requirements: str = "",
-               environment: str | None = None, environment_file: str = "",
-               test_manifest: dict | None = None) -> tuple[Task, bool]:
+def task_store(
+    *,
+    package: PaperPackage,
+    shared_requirements: str = "",
+    environment: str | None = None,
+    environment_file: str = "",
+    test_manifest: dict | None = None,
+) -> tuple[Task, bool]:
     """The Task for this package's content, created as the paper's next revision if the content is new.
 
     With `environment` (a legacy set's one shared environment, read from `environment_file`), the task is built
     from it alone; the package's own requirements file stays among its files, verbatim, never read.
     `test_manifest`: what its validation's reference run completed (FORMAT.md 7.5); without one, the first item
     tested makes it."""
-    requirements = environment.strip() if environment is not None else "\n".join(
-        part for part in (shared_requirements.strip(), package.requirements.strip()) if part)
+    requirements = (
+        environment.strip()
+        if environment is not None
+        else "\n".join(part for part in (shared_requirements.strip(), package.requirements.strip()) if part)
+    )
     paper = _paper_upsert(package=package)
     content_hash = task_content_hash(package=package, requirements=requirements)
     existing = Task.objects.filter(paper=paper, content_hash=content_hash).first()
@@ -204,8 +216,14 @@ class ImportResult:
 
 @transaction.atomic
 def pset_import(
-    *, root: Path, version_name: str, shared_requirements: str = "", publish: bool = False,
-    release_settings: dict | None = None, environment: str | None = None, environment_file: str = "",
+    *,
+    root: Path,
+    version_name: str,
+    shared_requirements: str = "",
+    publish: bool = False,
+    release_settings: dict | None = None,
+    environment: str | None = None,
+    environment_file: str = "",
 ) -> ImportResult:
     """Import a problem set into a version: all or nothing; the same content twice changes nothing.
 
@@ -214,8 +232,10 @@ def pset_import(
 
     `release_settings` (keys of RELEASE_SETTINGS) are set on the draft; a published version must already have them.
     """
-    problems = [*requirements_problems(shared_requirements, file="shared requirements"),
-                *requirements_problems(environment or "", file="shared environment")]
+    problems = [
+        *requirements_problems(shared_requirements, file="shared requirements"),
+        *requirements_problems(environment or "", file="shared environment"),
+    ]
     try:
         packages, warnings = read_pset_with_warnings(root, shared_environment=environment is not None)
     except PackageError as exc:
@@ -225,11 +245,20 @@ def pset_import(
     version, _ = BenchmarkVersion.objects.get_or_create(name=version_name)
     changed = {k: v for k, v in (release_settings or {}).items() if version_settings(version=version).get(k) != v}
     if changed and version.is_frozen:
-        raise PackageError([Problem(file=str(root), line=0, message=(
-            f"version {version.name} is {version.status} with "
-            f"{', '.join(f'{k} {version_settings(version=version).get(k)}' for k in changed)}; "
-            "its settings are frozen: "
-            "import into a new version name instead"))])
+        raise PackageError(
+            [
+                Problem(
+                    file=str(root),
+                    line=0,
+                    message=(
+                        f"version {version.name} is {version.status} with "
+                        f"{', '.join(f'{k} {version_settings(version=version).get(k)}' for k in changed)}; "
+                        "its settings are frozen: "
+                        "import into a new version name instead"
+                    ),
+                )
+            ]
+        )
     if changed:
         try:
             version = version_settings_set(version=version, **changed)
@@ -237,8 +266,12 @@ def pset_import(
             raise PackageError([Problem(file=str(root), line=0, message=str(exc))]) from exc
     result = ImportResult(version=version, warnings=warnings)
     for package in packages:
-        task, created = task_store(package=package, shared_requirements=shared_requirements,
-                                   environment=environment, environment_file=environment_file)
+        task, created = task_store(
+            package=package,
+            shared_requirements=shared_requirements,
+            environment=environment,
+            environment_file=environment_file,
+        )
         (result.tasks_created if created else result.tasks_unchanged).append(task)
     new_tasks = result.tasks_created + result.tasks_unchanged
     current = set(version.tasks.values_list("pk", flat=True))
@@ -247,8 +280,14 @@ def pset_import(
     if wanted != current:
         if version.is_frozen:
             raise PackageError(
-                [Problem(file=str(root), line=0, message=f"version {version.name} is {version.status} and frozen; "
-                         "import into a new version name instead")]
+                [
+                    Problem(
+                        file=str(root),
+                        line=0,
+                        message=f"version {version.name} is {version.status} and frozen; "
+                        "import into a new version name instead",
+                    )
+                ]
             )
         for task in new_tasks:
             version_task_set(version=version, task=task)
@@ -268,8 +307,12 @@ RELEASE_SETTINGS = ("protocol", "time_limit_seconds", "memory_mb", "cpus", "muta
 
 
 def version_settings(*, version: BenchmarkVersion) -> dict:
-    settings = {"protocol": version.protocol_id, "time_limit_seconds": version.time_limit_seconds,
-                "memory_mb": version.memory_mb, "cpus": version.cpus}
+    settings = {
+        "protocol": version.protocol_id,
+        "time_limit_seconds": version.time_limit_seconds,
+        "memory_mb": version.memory_mb,
+        "cpus": version.cpus,
+    }
     if version.agent_budget_max:  # pinned in the manifest once set; a release without keeps its manifest as it was
         settings["agent_budget_max"] = version.agent_budget_max
     return settings
@@ -282,8 +325,9 @@ def version_settings_set(*, version: BenchmarkVersion, actor=None, **changes) ->
     _require_draft(version)
     unknown = set(changes) - set(RELEASE_SETTINGS)
     if unknown:
-        raise CurationError(f"unknown release setting(s) {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(RELEASE_SETTINGS)}")
+        raise CurationError(
+            f"unknown release setting(s) {', '.join(sorted(unknown))}; known: {', '.join(RELEASE_SETTINGS)}"
+        )
     if "protocol" in changes:  # UnknownProtocol lists the known ones
         changes["protocol_id"] = protocol_get(name=changes.pop("protocol")).name
     for field_name, value in changes.items():
@@ -348,18 +392,35 @@ def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
     for paper in sorted(set(before) & set(after)):
         old, new = before[paper], after[paper]
         if (old["content_hash"], old["split"], [s["code_hash"] for s in old["snippets"]]) != (
-                new["content_hash"], new["split"], [s["code_hash"] for s in new["snippets"]]):
-            changed.append({"paper": paper, "from_revision": old["revision"], "to_revision": new["revision"],
-                            "snippets_before": len(old["snippets"]), "snippets_after": len(new["snippets"]),
-                            "from_split": old["split"], "split": new["split"]})
+            new["content_hash"],
+            new["split"],
+            [s["code_hash"] for s in new["snippets"]],
+        ):
+            changed.append(
+                {
+                    "paper": paper,
+                    "from_revision": old["revision"],
+                    "to_revision": new["revision"],
+                    "snippets_before": len(old["snippets"]),
+                    "snippets_after": len(new["snippets"]),
+                    "from_split": old["split"],
+                    "split": new["split"],
+                }
+            )
     _changelog_files(changed)
     # Releases frozen before settings were in the manifest have none to compare with.
     old_settings = (previous or {}).get("settings")
-    settings_changed = [{"setting": key, "from": old_settings.get(key), "to": value}
-                        for key, value in manifest.get("settings", {}).items()
-                        if old_settings is not None and old_settings.get(key) != value]
-    return {"added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)),
-            "changed": changed, "settings": settings_changed}
+    settings_changed = [
+        {"setting": key, "from": old_settings.get(key), "to": value}
+        for key, value in manifest.get("settings", {}).items()
+        if old_settings is not None and old_settings.get(key) != value
+    ]
+    return {
+        "added": sorted(set(after) - set(before)),
+        "removed": sorted(set(before) - set(after)),
+        "changed": changed,
+        "settings": settings_changed,
+    }
 
 
 def _changelog_files(changed: list[dict]) -> None:
@@ -371,8 +432,10 @@ def _changelog_files(changed: list[dict]) -> None:
     wanted = Q()
     for change in revised:
         wanted |= Q(paper__slug=change["paper"], revision__in=(change["from_revision"], change["to_revision"]))
-    files = {(slug, revision): mapping for slug, revision, mapping in
-             Task.objects.filter(wanted).values_list("paper__slug", "revision", "files")}
+    files = {
+        (slug, revision): mapping
+        for slug, revision, mapping in Task.objects.filter(wanted).values_list("paper__slug", "revision", "files")
+    }
     for change in revised:
         old = files.get((change["paper"], change["from_revision"]), {})
         new = files.get((change["paper"], change["to_revision"]), {})
@@ -426,21 +489,34 @@ def version_draft_create(*, name: str, actor=None, notes: str = "") -> Benchmark
         raise CurationError(f"a version named {name} exists already")
     latest = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).order_by("-published_at").first()
     # The new draft keeps the latest release's settings until a maintainer changes them.
-    pinned = {"protocol_id": latest.protocol_id, "time_limit_seconds": latest.time_limit_seconds,
-              "memory_mb": latest.memory_mb, "cpus": latest.cpus} if latest else {}
+    pinned = (
+        {
+            "protocol_id": latest.protocol_id,
+            "time_limit_seconds": latest.time_limit_seconds,
+            "memory_mb": latest.memory_mb,
+            "cpus": latest.cpus,
+        }
+        if latest
+        else {}
+    )
     version = BenchmarkVersion.objects.create(name=name, notes=notes, **pinned)
     if latest:
-        VersionTask.objects.bulk_create([VersionTask(version=version, task_id=m.task_id, split=m.split)
-                                         for m in latest.memberships.all()])
-        SnippetRetirement.objects.bulk_create([
-            SnippetRetirement(version=version, snippet_id=r.snippet_id, reason=r.reason, retired_by=r.retired_by)
-            for r in latest.retirements.all()])
+        VersionTask.objects.bulk_create(
+            [VersionTask(version=version, task_id=m.task_id, split=m.split) for m in latest.memberships.all()]
+        )
+        SnippetRetirement.objects.bulk_create(
+            [
+                SnippetRetirement(version=version, snippet_id=r.snippet_id, reason=r.reason, retired_by=r.retired_by)
+                for r in latest.retirements.all()
+            ]
+        )
     return version
 
 
 @transaction.atomic
-def version_task_set(*, version: BenchmarkVersion, task: Task, split: str = VersionTask.Split.PUBLIC,
-                     actor=None) -> VersionTask:
+def version_task_set(
+    *, version: BenchmarkVersion, task: Task, split: str = VersionTask.Split.PUBLIC, actor=None
+) -> VersionTask:
     """Put a task into a draft (replacing another revision of the same paper) with a split."""
     _require_maintainer(actor)
     _require_draft(version)
@@ -469,13 +545,15 @@ def snippet_retire(*, version: BenchmarkVersion, snippet: Snippet, reason: str, 
     if not version.memberships.filter(task=snippet.task).exists():
         raise CurationError(f"snippet {snippet.name} is not in version {version.name}")
     retirement, _ = SnippetRetirement.objects.update_or_create(
-        version=version, snippet=snippet, defaults={"reason": reason.strip(), "retired_by": actor})
+        version=version, snippet=snippet, defaults={"reason": reason.strip(), "retired_by": actor}
+    )
     return retirement
 
 
 @transaction.atomic
-def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None = None,
-                    downloads_inline: bool = False) -> BenchmarkVersion:
+def version_publish(
+    *, version: BenchmarkVersion, actor=None, notes: str | None = None, downloads_inline: bool = False
+) -> BenchmarkVersion:
     """Freeze a draft: manifest and its hash, changelog against the latest release; then announce it. Its downloads
     are built by a worker once this commits (a large release takes minutes, too long for a request), or here with
     `downloads_inline` (the import command, which has no request to answer)."""
@@ -487,9 +565,14 @@ def version_publish(*, version: BenchmarkVersion, actor=None, notes: str | None 
         raise CurationError(f"{version.name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
     if not version.memberships.exists():
         raise CurationError(f"version {version.name} has no tasks to publish")
-    previous = (BenchmarkVersion.objects.filter(status__in=[BenchmarkVersion.Status.PUBLISHED,
-                                                           BenchmarkVersion.Status.DEPRECATED])
-                .exclude(pk=version.pk).order_by("-published_at").first())
+    previous = (
+        BenchmarkVersion.objects.filter(
+            status__in=[BenchmarkVersion.Status.PUBLISHED, BenchmarkVersion.Status.DEPRECATED]
+        )
+        .exclude(pk=version.pk)
+        .order_by("-published_at")
+        .first()
+    )
     _settings_pin(version)
     version.manifest = version_manifest(version=version)
     version.manifest_hash = sha256_hex(json.dumps(version.manifest, sort_keys=True, separators=(",", ":")))
@@ -515,17 +598,34 @@ def release_downloads_queue(*, version: BenchmarkVersion) -> None:
     from benchmarks.tasks import release_downloads_prepare as prepare
 
     BenchmarkVersion.objects.filter(pk=version.pk).update(downloads_queued_at=timezone.now())
-    enqueue(prepare, version.pk, subject=version,
-            refused=lambda exc: f"the downloads of release {version.name} could not be queued ({exc}); the watchdog "
-                                f"queues them once the broker answers")
+    enqueue(
+        prepare,
+        version.pk,
+        subject=version,
+        refused=lambda exc: (
+            f"the downloads of release {version.name} could not be queued ({exc}); the watchdog "
+            f"queues them once the broker answers"
+        ),
+    )
 
 
 def releases_downloads_pending() -> list[BenchmarkVersion]:
     """Published or deprecated releases whose downloads are neither built nor failed (being prepared)."""
-    return [v for v in BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT)
-            .only("pk", "name", "status", "downloads", "downloads_failed", "published_at", "downloads_queued_at",
-                  "redispatched_at", "redispatches")
-            if v.downloads_status == "preparing"]
+    return [
+        v
+        for v in BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT).only(
+            "pk",
+            "name",
+            "status",
+            "downloads",
+            "downloads_failed",
+            "published_at",
+            "downloads_queued_at",
+            "redispatched_at",
+            "redispatches",
+        )
+        if v.downloads_status == "preparing"
+    ]
 
 
 def release_downloads_requeue(version: BenchmarkVersion, *, idle_seconds: float, worker: str = "") -> int:
@@ -533,12 +633,22 @@ def release_downloads_requeue(version: BenchmarkVersion, *, idle_seconds: float,
     claimed it."""
     from benchmarks.tasks import release_downloads_prepare as prepare
 
-    event_record(kind=Kind.DOWNLOADS_REDISPATCHED, subject=version, worker=worker,
-                 detail=f"the downloads of release {version.name} were being prepared with no queued or running task "
-                        f"after {idle_seconds:.0f} s; their build was queued again")
-    enqueue(prepare, version.pk, subject=version,
-            refused=lambda exc: f"the downloads of release {version.name} could not be queued again ({exc}); the "
-                                f"watchdog queues them once the broker answers")
+    event_record(
+        kind=Kind.DOWNLOADS_REDISPATCHED,
+        subject=version,
+        worker=worker,
+        detail=f"the downloads of release {version.name} were being prepared with no queued or running task "
+        f"after {idle_seconds:.0f} s; their build was queued again",
+    )
+    enqueue(
+        prepare,
+        version.pk,
+        subject=version,
+        refused=lambda exc: (
+            f"the downloads of release {version.name} could not be queued again ({exc}); the "
+            f"watchdog queues them once the broker answers"
+        ),
+    )
     return 1
 
 
@@ -557,15 +667,18 @@ def release_downloads_fail(*, version_id: int, error: Exception) -> None:
     logger.error("the downloads of release %s could not be built: %s", version_id, error)
     if not BenchmarkVersion.objects.get(pk=version_id).downloads:
         BenchmarkVersion.objects.filter(pk=version_id).update(
-            downloads_failed=f"{type(error).__name__}: {error}"[:2000])
+            downloads_failed=f"{type(error).__name__}: {error}"[:2000]
+        )
 
 
 def release_downloads_retry(*, version: BenchmarkVersion, actor) -> None:
     """A maintainer has the downloads whose build failed prepared again."""
     _require_maintainer(actor)
     if version.downloads_status != "failed":
-        raise CurationError(f"the downloads of {version.name} are {version.downloads_status or 'not built for a draft'}; "
-                         "only failed ones are prepared again")
+        raise CurationError(
+            f"the downloads of {version.name} are {version.downloads_status or 'not built for a draft'}; "
+            "only failed ones are prepared again"
+        )
     BenchmarkVersion.objects.filter(pk=version.pk).update(downloads_failed="")
     release_downloads_queue(version=version)
 
@@ -591,9 +704,14 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
     from benchmarks.selectors import protocol_get
 
     downloads = {}
-    builds = (("pset", f"{version.name}-problem-set.zip", lambda out: release_pset_zip_write(version=version, out=out)),
-              ("items", f"{version.name}-items.jsonl", lambda out: release_items_write(
-                  version=version, protocol=protocol_get(name=version.protocol_id), out=out)))
+    builds = (
+        ("pset", f"{version.name}-problem-set.zip", lambda out: release_pset_zip_write(version=version, out=out)),
+        (
+            "items",
+            f"{version.name}-items.jsonl",
+            lambda out: release_items_write(version=version, protocol=protocol_get(name=version.protocol_id), out=out),
+        ),
+    )
     for kind, name, write in builds:
         with tempfile.TemporaryFile() as out:
             write(out)
@@ -609,7 +727,9 @@ def release_pset_zip_write(*, version: BenchmarkVersion, out: BinaryIO) -> None:
     from benchmarks.visibility import tasks_public
 
     tasks = list(tasks_public(version=version))
-    members = {f"{version.name}/{task.paper.slug}/{path}": digest for task in tasks for path, digest in task.files.items()}
+    members = {
+        f"{version.name}/{task.paper.slug}/{path}": digest for task in tasks for path, digest in task.files.items()
+    }
     listing = f"{version.name}/{PAPERS_YAML}"
     papers_yaml = papers_yaml_dump(package_load(t, with_files=False) for t in tasks).encode("utf-8")
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -641,13 +761,32 @@ def release_items_write(*, version: BenchmarkVersion, protocol: Protocol, out: B
             task_id = task.pk
             files = {p: blob_read(sha256=d) for p, d in task.files.items()}
             annotated = {p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths}
-            template = prompt_template(protocol=protocol,
-                                       context_files=[(p, files[p].decode("utf-8")) for p in task.context_paths])
-            _json_line(out, {"type": "paper", "paper": task.paper.slug,
-                             "paper_text": files[task.paper_path].decode("utf-8"), "prompt_template": template})
+            template = prompt_template(
+                protocol=protocol, context_files=[(p, files[p].decode("utf-8")) for p in task.context_paths]
+            )
+            _json_line(
+                out,
+                {
+                    "type": "paper",
+                    "paper": task.paper.slug,
+                    "paper_text": files[task.paper_path].decode("utf-8"),
+                    "prompt_template": template,
+                },
+            )
         masked = snippet_masked(snippet=snippet, files=files, protocol=protocol, annotated=annotated[snippet.file_path])
-        _json_line(out, {"type": "item", "id": str(snippet.pk), "paper": task.paper.slug, "file": snippet.file_path,
-                         "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name, "masked_code": masked})
+        _json_line(
+            out,
+            {
+                "type": "item",
+                "id": str(snippet.pk),
+                "paper": task.paper.slug,
+                "file": snippet.file_path,
+                "snippet": snippet.name,
+                "loc": snippet.loc,
+                "protocol": protocol.name,
+                "masked_code": masked,
+            },
+        )
 
 
 def _json_line(out: BinaryIO, record: dict) -> None:
@@ -676,13 +815,26 @@ def version_export(*, version: BenchmarkVersion, root: Path) -> list[PaperPackag
 
 
 @transaction.atomic
-def protocol_add(*, name: str, template: str, template_without_paper: str = "", masking: str = "standard",
-                 masked_header: bool = True, context_join: str = "standard") -> PromptProtocol:
+def protocol_add(
+    *,
+    name: str,
+    template: str,
+    template_without_paper: str = "",
+    masking: str = "standard",
+    masked_header: bool = True,
+    context_join: str = "standard",
+) -> PromptProtocol:
     """Add a prompt protocol; an existing one is never changed, since runs and releases name it."""
     if PromptProtocol.objects.filter(name=name).exists():
         raise CurationError(f"a prompt protocol named {name!r} exists already; protocols never change: pick a new name")
-    row = PromptProtocol(name=name, template=template, template_without_paper=template_without_paper,
-                         masking=masking, masked_header=masked_header, context_join=context_join)
+    row = PromptProtocol(
+        name=name,
+        template=template,
+        template_without_paper=template_without_paper,
+        masking=masking,
+        masked_header=masked_header,
+        context_join=context_join,
+    )
     problems = row.as_protocol().problems()
     if problems:
         raise CurationError(f"prompt protocol {name!r} is not usable: " + "; ".join(problems))

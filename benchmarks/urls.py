@@ -11,8 +11,11 @@ urlpatterns = [
     path("versions/<str:name>/curate/tasks/", views.version_task_add, name="version-task-add"),
     path("versions/<str:name>/curate/tasks/<int:task_id>/split/", views.version_task_split, name="version-task-split"),
     path("versions/<str:name>/curate/tasks/<int:task_id>/drop/", views.version_task_drop, name="version-task-drop"),
-    path("versions/<str:name>/curate/snippets/<int:snippet_id>/retire/", views.version_snippet_retire,
-         name="version-snippet-retire"),
+    path(
+        "versions/<str:name>/curate/snippets/<int:snippet_id>/retire/",
+        views.version_snippet_retire,
+        name="version-snippet-retire",
+    ),
     path("versions/<str:name>/curate/settings/", views.version_settings, name="version-settings"),
     path("versions/<str:name>/publish/", views.version_publish, name="version-publish"),
     path("versions/<str:name>/prepare-downloads/", views.version_downloads_retry, name="version-downloads-retry"),

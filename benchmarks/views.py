@@ -27,15 +27,18 @@ DOWNLOADS_RETRY_AFTER = 10  # seconds a client is told to wait for downloads bei
 def downloads_not_ready_message(*, version: BenchmarkVersion) -> str:
     """What the page and the API say about a release whose downloads do not exist yet."""
     if version.downloads_status == "failed":
-        return (f"the downloads of {version.name} could not be built ({version.downloads_failed}); a maintainer can "
-                "have them prepared again on the release's page")
+        return (
+            f"the downloads of {version.name} could not be built ({version.downloads_failed}); a maintainer can "
+            "have them prepared again on the release's page"
+        )
     return f"the downloads of {version.name} are being prepared; try again in a little while"
 
 
 def download_response(*, sha256: str, filename: str, content_type: str) -> FileResponse:
     """A stored file as an attachment, streamed from storage in blocks (never read whole), with its sha256."""
-    response = FileResponse(selectors.blob_open(sha256=sha256), as_attachment=True, filename=filename,
-                            content_type=content_type)
+    response = FileResponse(
+        selectors.blob_open(sha256=sha256), as_attachment=True, filename=filename, content_type=content_type
+    )
     response.block_size = DOWNLOAD_BLOCK_BYTES
     response["X-Content-SHA256"] = sha256
     return response
@@ -47,10 +50,20 @@ def home(request: HttpRequest) -> HttpResponse:
     versions = selectors.versions_visible(user=request.user).select_related("previous")
     current, newest = results.leaderboard_releases()
     calibration, ranked = results.leaderboard_top(version=current) if current else ([], [])
-    return render(request, "benchmarks/home.html", {
-        "versions": versions, "current": current, "newest": newest, "calibration": calibration, "ranked": ranked,
-        "summary_columns": results.LEADERBOARD_SUMMARY_COLUMNS, "counts": results.site_counts(version=current),
-        "changelog": visibility.changelog_visible(version=current, user=request.user) if current else None})
+    return render(
+        request,
+        "benchmarks/home.html",
+        {
+            "versions": versions,
+            "current": current,
+            "newest": newest,
+            "calibration": calibration,
+            "ranked": ranked,
+            "summary_columns": results.LEADERBOARD_SUMMARY_COLUMNS,
+            "counts": results.site_counts(version=current),
+            "changelog": visibility.changelog_visible(version=current, user=request.user) if current else None,
+        },
+    )
 
 
 def version_detail(request: HttpRequest, name: str) -> HttpResponse:
@@ -62,13 +75,24 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
         task.held_out = splits.get(task.pk) == VersionTask.Split.HELD_OUT
     tasks = [t for t in every if t.pk in visible]
     hidden = [t for t in every if t.pk not in visible]  # held-out tasks a non-maintainer sees as one count
-    totals = {"papers": len(every), "snippets": sum(t.snippet_count for t in every),
-              "loc": sum(t.total_loc or 0 for t in every)}
-    held_out = {"papers": len(hidden), "snippets": sum(t.snippet_count for t in hidden),
-                "loc": sum(t.total_loc or 0 for t in hidden)}
-    context = {"version": version, "tasks": tasks, "totals": totals, "held_out": held_out,
-               "changelog": visibility.changelog_visible(version=version, user=request.user),
-               "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())]}
+    totals = {
+        "papers": len(every),
+        "snippets": sum(t.snippet_count for t in every),
+        "loc": sum(t.total_loc or 0 for t in every),
+    }
+    held_out = {
+        "papers": len(hidden),
+        "snippets": sum(t.snippet_count for t in hidden),
+        "loc": sum(t.total_loc or 0 for t in hidden),
+    }
+    context = {
+        "version": version,
+        "tasks": tasks,
+        "totals": totals,
+        "held_out": held_out,
+        "changelog": visibility.changelog_visible(version=version, user=request.user),
+        "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())],
+    }
     if not version.is_frozen and selectors.user_is_maintainer(user=request.user):
         from submissions.selectors import version_validation_view  # submissions builds on benchmarks
 
@@ -79,8 +103,12 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
 def version_download(request: HttpRequest, name: str, kind: str) -> HttpResponse:
     version = selectors.version_get(name=name, user=request.user)
     if kind in DOWNLOAD_TYPES and version.downloads_status in ("preparing", "failed"):
-        return HttpResponse(downloads_not_ready_message(version=version), status=409, content_type="text/plain",
-                            headers={"Retry-After": str(DOWNLOADS_RETRY_AFTER)})
+        return HttpResponse(
+            downloads_not_ready_message(version=version),
+            status=409,
+            content_type="text/plain",
+            headers={"Retry-After": str(DOWNLOADS_RETRY_AFTER)},
+        )
     info = version.downloads.get(kind)
     if not info or kind not in DOWNLOAD_TYPES:
         raise Http404("No such download.")
@@ -99,8 +127,9 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
         from evaluation import analysis
         from evaluation import selectors as results
 
-        difficulty = analysis.snippet_difficulty(version=version, rows=results.leaderboard_rows(version=version),
-                                                 user=request.user, task=task)
+        difficulty = analysis.snippet_difficulty(
+            version=version, rows=results.leaderboard_rows(version=version), user=request.user, task=task
+        )
     context = {
         "difficulty": difficulty,
         "version": version,
@@ -109,8 +138,11 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
         "held_out": held_out,
         "tree": selectors.snippet_tree(task=task),
         "kept_requirements": selectors.task_kept_requirements(task=task),
-        "sources": (selectors.task_sources(task=task)
-                    if visibility.task_sources_visible(version=version, task=task, user=request.user) else None),
+        "sources": (
+            selectors.task_sources(task=task)
+            if visibility.task_sources_visible(version=version, task=task, user=request.user)
+            else None
+        ),
         "is_maintainer": is_maintainer,
     }
     return render(request, "benchmarks/paper_detail.html", context)
@@ -159,15 +191,22 @@ def version_curate(request: HttpRequest, name: str) -> HttpResponse:
         snippets.setdefault(snippet.task_id, []).append(snippet)
     for membership in memberships:
         membership.snippets = snippets.get(membership.task_id, [])
-    candidates = (Task.objects.exclude(memberships__version=version).select_related("paper")
-                  .order_by("paper__slug", "-revision"))
-    context = {"version": version, "memberships": memberships, "candidates": candidates,
-               "splits": VersionTask.Split.choices, "protocols": selectors.protocol_names()}
+    candidates = (
+        Task.objects.exclude(memberships__version=version).select_related("paper").order_by("paper__slug", "-revision")
+    )
+    context = {
+        "version": version,
+        "memberships": memberships,
+        "candidates": candidates,
+        "splits": VersionTask.Split.choices,
+        "protocols": selectors.protocol_names(),
+    }
     return render(request, "benchmarks/version_curate.html", context)
 
 
 def _release_action(action):
     """A maintainer's POST on a version: run the service, report its refusal as a message, redirect back."""
+
     @require_POST
     @maintainer_required
     @wraps(action)
@@ -182,6 +221,7 @@ def _release_action(action):
             messages.success(request, done)
         target = "version-curate" if not BenchmarkVersion.objects.get(pk=version.pk).is_frozen else "version-detail"
         return redirect(target, name=version.name)
+
     return wrapper
 
 
@@ -211,8 +251,7 @@ def version_task_drop(request: HttpRequest, version: BenchmarkVersion, task_id: 
 @_release_action
 def version_snippet_retire(request: HttpRequest, version: BenchmarkVersion, snippet_id: int) -> str:
     snippet = selectors.version_snippet_get(version=version, snippet_id=snippet_id)
-    services.snippet_retire(version=version, snippet=snippet, reason=request.POST.get("reason", ""),
-                            actor=request.user)
+    services.snippet_retire(version=version, snippet=snippet, reason=request.POST.get("reason", ""), actor=request.user)
     return f"Retired {snippet.name}."
 
 
@@ -228,17 +267,24 @@ def _number(request: HttpRequest, key: str, kind: type):
 @_release_action
 def version_settings(request: HttpRequest, version: BenchmarkVersion) -> str:
     services.version_settings_set(
-        version=version, actor=request.user, protocol=request.POST.get("protocol", version.protocol_id),
-        time_limit_seconds=_number(request, "time_limit_seconds", int), memory_mb=_number(request, "memory_mb", int),
-        cpus=_number(request, "cpus", float), mutation_score_min=_number(request, "mutation_score_min", float))
+        version=version,
+        actor=request.user,
+        protocol=request.POST.get("protocol", version.protocol_id),
+        time_limit_seconds=_number(request, "time_limit_seconds", int),
+        memory_mb=_number(request, "memory_mb", int),
+        cpus=_number(request, "cpus", float),
+        mutation_score_min=_number(request, "mutation_score_min", float),
+    )
     return f"Evaluation settings of {version.name} saved."
 
 
 @_release_action
 def version_publish(request: HttpRequest, version: BenchmarkVersion) -> str:
     published = services.version_publish(version=version, actor=request.user, notes=request.POST.get("notes") or None)
-    return (f"Published {published.name}; manifest hash {published.manifest_hash[:12]}. Its downloads are being "
-            "prepared by a worker.")
+    return (
+        f"Published {published.name}; manifest hash {published.manifest_hash[:12]}. Its downloads are being "
+        "prepared by a worker."
+    )
 
 
 @_release_action

@@ -17,6 +17,7 @@ from benchmarks.selectors import user_is_maintainer, version_snippets, version_t
 PUBLIC = VersionTask.Split.PUBLIC
 HELD_OUT = VersionTask.Split.HELD_OUT
 
+
 def user_sees_held_out(*, user) -> bool:
     """Held-out items, files, answers and per-item outcomes: maintainers (and superusers) only."""
     return user_is_maintainer(user=user)
@@ -27,6 +28,7 @@ def _split_for(user) -> str | None:
 
 
 # Items, prompts and masked files
+
 
 def items_visible(*, version: BenchmarkVersion, user) -> QuerySet[Snippet]:
     """The version's live items the user may see with their masked file and prompt."""
@@ -44,6 +46,7 @@ def tasks_public(*, version: BenchmarkVersion) -> QuerySet[Task]:
 
 
 # Task files and paper pages
+
 
 def tasks_visible(*, version: BenchmarkVersion, user) -> QuerySet[Task]:
     """Tasks whose paper page, snippet tree and files the user may see."""

@@ -26,8 +26,11 @@ class PageNumberPagination(pagination.PageNumberPagination):
 
     def get_paginated_response_schema(self, schema):
         described = super().get_paginated_response_schema(schema)
-        described["properties"]["page_size"] = {"type": "integer", "example": 50,
-                                                "description": "How many items a page holds."}
+        described["properties"]["page_size"] = {
+            "type": "integer",
+            "example": 50,
+            "description": "How many items a page holds.",
+        }
         return described
 
 
@@ -36,8 +39,9 @@ def _nul_at(value, where: str = "body") -> str | None:
     if isinstance(value, str):
         return where if "\x00" in value else None
     if isinstance(value, dict) or hasattr(value, "lists"):
-        items = (((k, v[0] if len(v) == 1 else v) for k, v in value.lists()) if hasattr(value, "lists")
-                 else value.items())  # a form's QueryDict: a list per field
+        items = (
+            ((k, v[0] if len(v) == 1 else v) for k, v in value.lists()) if hasattr(value, "lists") else value.items()
+        )  # a form's QueryDict: a list per field
         for key, item in items:
             if "\x00" in str(key):
                 return f"{where}: a key"
@@ -87,19 +91,32 @@ def exception_handler(exc, context):
     from evaluation.services import ModelInUse, RunQuotaExceeded, UploadError
 
     if isinstance(exc, KombuOperationalError):  # what needed the broker was not done; nothing else is lost
-        return Response(error_body(code="broker_unavailable", message=(
-            "the task queue (broker) does not answer, so this could not be queued; try again "
-            f"in {BROKER_RETRY_AFTER} s")), status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            headers={"Retry-After": str(BROKER_RETRY_AFTER)})
+        return Response(
+            error_body(
+                code="broker_unavailable",
+                message=(
+                    "the task queue (broker) does not answer, so this could not be queued; try again "
+                    f"in {BROKER_RETRY_AFTER} s"
+                ),
+            ),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(BROKER_RETRY_AFTER)},
+        )
     if isinstance(exc, UnknownProtocol):
         return Response(error_body(code="unknown_protocol", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, UploadError):
-        return Response(error_body(code="invalid_upload", message="the upload was rejected; nothing was stored",
-                                   details=exc.problems), status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            error_body(
+                code="invalid_upload", message="the upload was rejected; nothing was stored", details=exc.problems
+            ),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, DjangoValidationError):
         details = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
-        return Response(error_body(code="invalid", message="the request is not valid", details=details),
-                        status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            error_body(code="invalid", message="the request is not valid", details=details),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, RunQuotaExceeded):
         return Response(error_body(code="too_many_runs", message=str(exc)), status=status.HTTP_429_TOO_MANY_REQUESTS)
     if isinstance(exc, ModelInUse):

@@ -14,5 +14,6 @@ class TokenAuthentication(authentication.TokenAuthentication):
         scheme = authentication.get_authorization_header(request).split(b" ", 1)[0]
         if scheme.lower() == b"bearer":
             raise exceptions.AuthenticationFailed(
-                "the Authorization scheme here is Token, not Bearer: send 'Authorization: Token <your API token>'")
+                "the Authorization scheme here is Token, not Bearer: send 'Authorization: Token <your API token>'"
+            )
         return super().authenticate(request)

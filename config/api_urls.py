@@ -10,13 +10,16 @@ from evaluation import api as evaluation
 urlpatterns = [
     path("releases/", releases.ReleaseList.as_view(), name="api-release-list"),
     path("releases/<str:name>/", releases.ReleaseDetail.as_view(), name="api-release-detail"),
-    path("releases/<str:name>/downloads/<str:kind>/", releases.ReleaseDownload.as_view(),
-         name="api-release-download"),
+    path("releases/<str:name>/downloads/<str:kind>/", releases.ReleaseDownload.as_view(), name="api-release-download"),
     path("releases/<str:name>/items/", releases.ItemList.as_view(), name="api-item-list"),
     path("releases/<str:name>/items/<int:item_id>/", releases.ItemDetail.as_view(), name="api-item-detail"),
     path("releases/<str:name>/leaderboard/", evaluation.Leaderboard.as_view(), name="api-leaderboard"),
-    path("releases/<str:name>/leaderboard.csv", evaluation.Leaderboard.as_view(), {"format": "csv"},
-         name="api-leaderboard-csv"),
+    path(
+        "releases/<str:name>/leaderboard.csv",
+        evaluation.Leaderboard.as_view(),
+        {"format": "csv"},
+        name="api-leaderboard-csv",
+    ),
     path("releases/<str:name>/compare/", evaluation.Compare.as_view(), name="api-compare"),
     path("releases/<str:name>/difficulty/", evaluation.Difficulty.as_view(), name="api-difficulty"),
     path("models/", evaluation.ModelList.as_view(), name="api-model-list"),
@@ -31,7 +34,8 @@ urlpatterns = [
     path("runs/<int:pk>/priority/", evaluation.RunPriority.as_view(), name="api-run-priority"),
     path("runs/<int:pk>/manifest/", evaluation.RunManifest.as_view(), name="api-run-manifest"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema", template_name="api_docs.html"),
-         name="api-docs"),
+    path(
+        "docs/", SpectacularSwaggerView.as_view(url_name="api-schema", template_name="api_docs.html"), name="api-docs"
+    ),
     re_path(r"^(?P<path>.*)$", api_not_found),
 ]

@@ -39,9 +39,13 @@ def rate_limited(request: HttpRequest, *, action: str, rate: str, account: str) 
     """Count this request of `action` per client address and per account (a username or e-mail); True when either
     went over `rate` (e.g. "5/h")."""
     by_address = is_ratelimited(request, group=f"{action}:ip", key="ip", rate=rate, increment=True)
-    by_account = bool(account) and is_ratelimited(request, group=f"{action}:account",
-                                                  key=lambda group, request: account.strip().lower(), rate=rate,
-                                                  increment=True)
+    by_account = bool(account) and is_ratelimited(
+        request,
+        group=f"{action}:account",
+        key=lambda group, request: account.strip().lower(),
+        rate=rate,
+        increment=True,
+    )
     return by_address or by_account
 
 
@@ -53,7 +57,8 @@ class PasswordResetLimitedView(PasswordResetView):
     """Django's password reset, refusing floods of reset mails to one address or from one client."""
 
     def post(self, request, *args, **kwargs):
-        if rate_limited(request, action="password-reset", rate=settings.PASSWORD_RESET_RATE,
-                        account=request.POST.get("email", "")):
+        if rate_limited(
+            request, action="password-reset", rate=settings.PASSWORD_RESET_RATE, account=request.POST.get("email", "")
+        ):
             return rate_limited_response(request, what="password reset requests")
         return super().post(request, *args, **kwargs)

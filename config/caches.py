@@ -52,8 +52,9 @@ class RedisCacheWithLocalFallback(RedisCache):
             self._retry_at = time.monotonic() + RETRY_SECONDS
             if self._down_since is None:
                 self._down_since = time.monotonic()
-                logger.warning("the cache's Redis is unreachable (%s); this process caches in its own memory "
-                               "until it answers", exc)
+                logger.warning(
+                    "the cache's Redis is unreachable (%s); this process caches in its own memory until it answers", exc
+                )
 
     def _recovered(self) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+
 @app.task(name="config.ping")
 def ping() -> str:
     """Round trip through broker and worker, used by health checks and tests."""
@@ -62,10 +63,12 @@ class BrokerOutage(bootsteps.StartStopStep):
 
         try:
             event_record(
-                kind=Kind.BROKER_UNAVAILABLE, worker=parent.hostname or "",
+                kind=Kind.BROKER_UNAVAILABLE,
+                worker=parent.hostname or "",
                 since=datetime.datetime.fromtimestamp(lost_at, tz=datetime.UTC),
                 detail=f"the worker lost its broker connection and reconnected after {time.time() - lost_at:.0f} s; "
-                       "tasks queued meanwhile or held unacknowledged may be lost (the watchdog queues them again)")
+                "tasks queued meanwhile or held unacknowledged may be lost (the watchdog queues them again)",
+            )
         except Exception:  # the database may be down too; the worker log keeps it
             logging.getLogger(__name__).warning("could not record the broker outage", exc_info=True)
         finally:

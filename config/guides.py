@@ -21,10 +21,10 @@ GUIDES = {
 # What each guide is for, in a line: the guides index says it to whoever does not know which to read.
 PURPOSES = {
     "format": "What a task is: papers.yaml, the snippet markers, the test entry point, how answers are spliced and "
-              "judged (for authors and for anyone reading a score).",
+    "judged (for authors and for anyone reading a score).",
     "submitting": "How to prepare a paper and its code, submit it through the site and pass validation (for authors).",
     "leaderboard": "How to get a model on the leaderboard: register it, start a run or upload answers, read the "
-                   "scores (for model developers).",
+    "scores (for model developers).",
 }
 EXAMPLE_PAPER = "dampnest"  # the demo paper the example archive holds
 
@@ -33,21 +33,36 @@ EXAMPLE_PAPER = "dampnest"  # the demo paper the example archive holds
 def guide_html(filename: str) -> str:
     """The guide as HTML; the file is the repository's own text, so its Markdown is trusted."""
     text = (settings.BASE_DIR / "docs" / filename).read_text(encoding="utf-8")
-    return markdown.markdown(text, extensions=["fenced_code", "tables", "toc", "codehilite"], output_format="html",
-                             extension_configs={"codehilite": {"css_class": CSS_CLASS, "guess_lang": False}})
+    return markdown.markdown(
+        text,
+        extensions=["fenced_code", "tables", "toc", "codehilite"],
+        output_format="html",
+        extension_configs={"codehilite": {"css_class": CSS_CLASS, "guess_lang": False}},
+    )
 
 
 def guide_index(request: HttpRequest) -> HttpResponse:
-    return render(request, "guide.html", {"title": "Guides", "guides": GUIDES.items(), "slug": "",
-                                          "index": [(slug, title, PURPOSES[slug]) for slug, (_, title) in GUIDES.items()]})
+    return render(
+        request,
+        "guide.html",
+        {
+            "title": "Guides",
+            "guides": GUIDES.items(),
+            "slug": "",
+            "index": [(slug, title, PURPOSES[slug]) for slug, (_, title) in GUIDES.items()],
+        },
+    )
 
 
 def guide(request: HttpRequest, slug: str) -> HttpResponse:
     if slug not in GUIDES:
         raise Http404(f"no guide {slug!r}")
     filename, title = GUIDES[slug]
-    return render(request, "guide.html", {"title": title, "body": mark_safe(guide_html(filename)),
-                                          "guides": GUIDES.items(), "slug": slug})
+    return render(
+        request,
+        "guide.html",
+        {"title": title, "body": mark_safe(guide_html(filename)), "guides": GUIDES.items(), "slug": slug},
+    )
 
 
 @lru_cache(maxsize=1)
@@ -60,8 +75,9 @@ def example_archive() -> bytes:
     import yaml
 
     demo = settings.BASE_DIR / "benchmarks" / "demo"
-    entry = next(e for e in yaml.safe_load((demo / "papers.yaml").read_text(encoding="utf-8"))
-                 if e["id"] == EXAMPLE_PAPER)
+    entry = next(
+        e for e in yaml.safe_load((demo / "papers.yaml").read_text(encoding="utf-8")) if e["id"] == EXAMPLE_PAPER
+    )
     members = {"papers.yaml": yaml.safe_dump([entry], sort_keys=False, allow_unicode=True).encode("utf-8")}
     folder = demo / EXAMPLE_PAPER
     for path in sorted(folder.rglob("*")):

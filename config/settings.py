@@ -131,20 +131,24 @@ STORAGE_BACKEND = env("STORAGE_BACKEND", default="filesystem")
 if STORAGE_BACKEND == "s3":
     import botocore.config
 
-    _default_storage = {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
-        "bucket_name": env("S3_BUCKET"),
-        "endpoint_url": env("S3_ENDPOINT_URL", default="") or None,
-        "region_name": env("S3_REGION", default="") or None,
-        "access_key": env("S3_ACCESS_KEY_ID", default="") or None,
-        "secret_key": env("S3_SECRET_ACCESS_KEY", default="") or None,
-        "location": env("S3_PREFIX", default=""),
-        # Fail within seconds when the endpoint hangs, so /healthz and workers notice (boto waits minutes).
-        "client_config": botocore.config.Config(connect_timeout=5, read_timeout=30,
-                                                retries={"max_attempts": 3, "mode": "standard"}),
-        # Objects are private; the platform streams them, so no signed URLs leave the server.
-        "default_acl": None,
-        "querystring_auth": True,
-    }}
+    _default_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env("S3_BUCKET"),
+            "endpoint_url": env("S3_ENDPOINT_URL", default="") or None,
+            "region_name": env("S3_REGION", default="") or None,
+            "access_key": env("S3_ACCESS_KEY_ID", default="") or None,
+            "secret_key": env("S3_SECRET_ACCESS_KEY", default="") or None,
+            "location": env("S3_PREFIX", default=""),
+            # Fail within seconds when the endpoint hangs, so /healthz and workers notice (boto waits minutes).
+            "client_config": botocore.config.Config(
+                connect_timeout=5, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}
+            ),
+            # Objects are private; the platform streams them, so no signed URLs leave the server.
+            "default_acl": None,
+            "querystring_auth": True,
+        },
+    }
 elif STORAGE_BACKEND == "filesystem":
     _default_storage = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
 else:
@@ -152,8 +156,9 @@ else:
 STORAGES = {
     "default": _default_storage,
     # The images use whitenoise's compressed, hashed storage (collectstatic at build time).
-    "staticfiles": {"BACKEND": env("STATICFILES_BACKEND",
-                                   default="django.contrib.staticfiles.storage.StaticFilesStorage")},
+    "staticfiles": {
+        "BACKEND": env("STATICFILES_BACKEND", default="django.contrib.staticfiles.storage.StaticFilesStorage")
+    },
 }
 
 # Celery: Redis when configured, else kombu's filesystem transport so `make run` needs no server.
@@ -175,16 +180,19 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = ("evaluation.routing.item_route", {
-    "evaluation.tasks.item_generate": {"queue": "llm"},
-    "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
-    "evaluation.agents.tasks.item_agent": {"queue": "sandbox"},
-    "submissions.tasks.revision_validate": {"queue": "sandbox"},
-    "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
-    "evaluation.tasks.environments_prune": {"queue": "sandbox"},
-    "evaluation.tasks.run_dispatch": {"queue": "default"},
-    "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
-})
+CELERY_TASK_ROUTES = (
+    "evaluation.routing.item_route",
+    {
+        "evaluation.tasks.item_generate": {"queue": "llm"},
+        "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
+        "evaluation.agents.tasks.item_agent": {"queue": "sandbox"},
+        "submissions.tasks.revision_validate": {"queue": "sandbox"},
+        "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
+        "evaluation.tasks.environments_prune": {"queue": "sandbox"},
+        "evaluation.tasks.run_dispatch": {"queue": "default"},
+        "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
+    },
+)
 # The Celery app the operations app asks about queues and workers (operations/broker.py).
 OPERATIONS_CELERY_APP = "config.celery.app"
 # For `celery -A config beat`: the daily clean-up (or run `manage.py cleanup` from cron on every worker host).
@@ -219,7 +227,8 @@ RUN_LOST_SECONDS = env.int("RUN_LOST_SECONDS", default=20)
 # unfinished checks become errors of the platform, so it ends and can be run again instead of blocking for ever.
 VALIDATION_REDISPATCH_MAX = env.int("VALIDATION_REDISPATCH_MAX", default=3)
 # The feeder (services.run_feed, a chore of operations/watchdog.py): a run keeps at most RUN_ITEMS_IN_FLIGHT items
-# (x (1 + priority)) queued or running, one user's runs USER_ITEMS_IN_FLIGHT together, so a small run never waits behind a big run's backlog;
+# (x (1 + priority)) queued or running, one user's runs USER_ITEMS_IN_FLIGHT together, so a small run never waits
+# behind a big run's backlog;
 # every worker tops the running runs up every RUN_FEED_SECONDS (and a run whenever one of its items ends).
 RUN_ITEMS_IN_FLIGHT = env.int("RUN_ITEMS_IN_FLIGHT", default=8)
 USER_ITEMS_IN_FLIGHT = env.int("USER_ITEMS_IN_FLIGHT", default=16)
@@ -241,8 +250,11 @@ HELD_OUT_PROVIDERS = frozenset(env.list("HELD_OUT_PROVIDERS", default=[]))
 _redis_cache = env("REDIS_URL", default="")
 CACHES = {
     # Redis, or this process's memory while Redis is down (config/caches.py): the site answers through an outage.
-    "default": {"BACKEND": "config.caches.RedisCacheWithLocalFallback", "LOCATION": _redis_cache,
-                "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2}}
+    "default": {
+        "BACKEND": "config.caches.RedisCacheWithLocalFallback",
+        "LOCATION": _redis_cache,
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
+    }
     if _redis_cache
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
@@ -265,10 +277,12 @@ SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)
 SANDBOX_DISK_MB = env.int("SANDBOX_DISK_MB", default=1024)
 # Agent runs (evaluation/agents): the per-item budget maximums of a release that sets none, a run's default; a
 # tool command's own time limit and output cap; where workspaces live on a worker's disk between turns.
-AGENT_BUDGET_MAXIMUMS = {"turns": env.int("AGENT_MAX_TURNS", default=50),
-                         "tokens": env.int("AGENT_MAX_TOKENS", default=1_000_000),
-                         "seconds": env.float("AGENT_MAX_SECONDS", default=1800.0),
-                         "cost": env.float("AGENT_MAX_COST", default=5.0)}
+AGENT_BUDGET_MAXIMUMS = {
+    "turns": env.int("AGENT_MAX_TURNS", default=50),
+    "tokens": env.int("AGENT_MAX_TOKENS", default=1_000_000),
+    "seconds": env.float("AGENT_MAX_SECONDS", default=1800.0),
+    "cost": env.float("AGENT_MAX_COST", default=5.0),
+}
 AGENT_COMMAND_SECONDS = env.float("AGENT_COMMAND_SECONDS", default=60.0)
 AGENT_OUTPUT_BYTES = env.int("AGENT_OUTPUT_BYTES", default=16 * 1024)
 AGENT_WORKSPACE_DIR = Path(env("AGENT_WORKSPACE_DIR", default=str(SANDBOX_CACHE_DIR / "agent-workspaces")))
@@ -306,8 +320,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Several models have a "status"; each choice set gets a stable name instead of a numbered collision name.
-    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "evaluation.models.EvaluationRun.Status",
-                            "RunModeEnum": "evaluation.models.RUN_MODES"},
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "evaluation.models.EvaluationRun.Status",
+        "RunModeEnum": "evaluation.models.RUN_MODES",
+    },
 }
 
 MAINTAINERS_GROUP = "maintainers"
@@ -359,8 +375,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "config.logs.JsonFormatter"}},
     # One JSON object per line in production (LOG_FORMAT=json), plain lines while developing.
-    "handlers": {"console": {"class": "logging.StreamHandler",
-                             **({"formatter": "json"} if env("LOG_FORMAT", default="plain") == "json" else {})}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            **({"formatter": "json"} if env("LOG_FORMAT", default="plain") == "json" else {}),
+        }
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
 
@@ -369,11 +389,22 @@ if not DEBUG:
     from config.production import production_secrets_check
 
     production_secrets_check(
-        secrets={name: env(name, default="") for name in (
-            "SECRET_KEY", "FIELD_ENCRYPTION_KEY", "MAINTAINER_PASSWORD", "POSTGRES_PASSWORD", "REDIS_PASSWORD",
-            "EMAIL_HOST_PASSWORD", "S3_SECRET_ACCESS_KEY")},
+        secrets={
+            name: env(name, default="")
+            for name in (
+                "SECRET_KEY",
+                "FIELD_ENCRYPTION_KEY",
+                "MAINTAINER_PASSWORD",
+                "POSTGRES_PASSWORD",
+                "REDIS_PASSWORD",
+                "EMAIL_HOST_PASSWORD",
+                "S3_SECRET_ACCESS_KEY",
+            )
+        },
         urls={name: env(name, default="") for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")},
-        secret_key=SECRET_KEY, field_key=FIELD_ENCRYPTION_KEY)
+        secret_key=SECRET_KEY,
+        field_key=FIELD_ENCRYPTION_KEY,
+    )
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)

@@ -24,15 +24,19 @@ ITEM_STATISTICS = ("item_passes", "categories")
 
 def item_statistics_load(*, scores: list[RunScore], fields: tuple[str, ...] = ITEM_STATISTICS) -> None:
     """Fill the deferred item statistics of these scores with one query."""
-    loaded = {pk: values for pk, *values in RunScore.objects.filter(pk__in=[s.pk for s in scores])
-              .values_list("pk", *fields)}
+    loaded = {
+        pk: values for pk, *values in RunScore.objects.filter(pk__in=[s.pk for s in scores]).values_list("pk", *fields)
+    }
     for score in scores:
         for field, value in zip(fields, loaded[score.pk], strict=False):
             setattr(score, field, value)
 
-RANK_METHOD = (f"rank = 1 + the number of entries significantly better: an exact McNemar test on the items both "
-               f"passed or failed, for every pair of ranked entries, Holm-corrected at a family-wise level of "
-               f"{RANK_ALPHA:g}; entries no test separates share a rank")
+
+RANK_METHOD = (
+    f"rank = 1 + the number of entries significantly better: an exact McNemar test on the items both "
+    f"passed or failed, for every pair of ranked entries, Holm-corrected at a family-wise level of "
+    f"{RANK_ALPHA:g}; entries no test separates share a rank"
+)
 
 
 RANK_CACHE_SECONDS = 24 * 3600
@@ -45,8 +49,10 @@ def leaderboard_rank(*, version: BenchmarkVersion, rows: Iterable) -> None:
     says which it is)."""
     rows = list(rows)
     # Ranks are a function of the stored scores, which rescoring replaces (new ids): cached by ids and counts.
-    scored = sorted((r.run.pk, r.score.pk, r.score.items, r.score.passed, r.score.failed, r.score.flagged,
-                     r.calibration) for r in rows)
+    scored = sorted(
+        (r.run.pk, r.score.pk, r.score.items, r.score.passed, r.score.failed, r.score.flagged, r.calibration)
+        for r in rows
+    )
     key = "ranks:" + hashlib.sha256(repr((version.pk, scored)).encode()).hexdigest()
     cached = cache.get(key)
     if cached is not None:
@@ -63,8 +69,10 @@ def leaderboard_rank(*, version: BenchmarkVersion, rows: Iterable) -> None:
         # Items with outcomes but no scored answer: every sample an infrastructure error or awaiting review.
         missing = row.score.items - len(row.score.item_passes)
         if missing or not row.score.item_passes:
-            row.rank_note = (f"not ranked: {missing} of {row.score.items} items have no scored answer (infrastructure "
-                             f"errors or flags awaiting review), and ranks compare runs on the same items")
+            row.rank_note = (
+                f"not ranked: {missing} of {row.score.items} items have no scored answer (infrastructure "
+                f"errors or flags awaiting review), and ranks compare runs on the same items"
+            )
             continue
         row.rank_note = ""
         entries[row.run.pk] = row.score.item_passes
@@ -85,6 +93,7 @@ def leaderboard_rank(*, version: BenchmarkVersion, rows: Iterable) -> None:
 @dataclass(frozen=True)
 class SnippetRef:
     """What a difficulty table shows of a snippet (read as plain values: hundreds of rows per page)."""
+
     pk: int
     paper: str  # the paper's id
     file_path: str
@@ -99,8 +108,13 @@ class SnippetDifficulty:
     difficulty: Difficulty
 
 
-def snippet_difficulty(*, version: BenchmarkVersion, rows: Iterable, user, task: Task | None = None,
-                       ) -> list[SnippetDifficulty]:
+def snippet_difficulty(
+    *,
+    version: BenchmarkVersion,
+    rows: Iterable,
+    user,
+    task: Task | None = None,
+) -> list[SnippetDifficulty]:
     """Per item the user may see (of one task, if given): the share of leaderboard entries passing it and the
     point-biserial correlation of passing with the entries' scores, hardest first. Calibration lines are left out
     (they pass everything or nothing by construction)."""
@@ -109,14 +123,17 @@ def snippet_difficulty(*, version: BenchmarkVersion, rows: Iterable, user, task:
     if not visibility.user_sees_held_out(user=user):
         held_out = []
     item_statistics_load(scores=[row.score for row in entries] + held_out, fields=("item_passes",))
-    passes = [{**row.score.item_passes, **(row.held_out.item_passes if row.held_out in held_out else {})}
-              for row in entries]
+    passes = [
+        {**row.score.item_passes, **(row.held_out.item_passes if row.held_out in held_out else {})} for row in entries
+    ]
     scores = [row.score.scaled_pass_rate for row in entries]
     snippets = visibility.items_visible(version=version, user=user)
     if task is not None:
         snippets = snippets.filter(task=task)
-    snippets = [SnippetRef(*values) for values in snippets.values_list("pk", "task__paper__slug", "file_path", "name",
-                                                                       "loc", "mutation")]
+    snippets = [
+        SnippetRef(*values)
+        for values in snippets.values_list("pk", "task__paper__slug", "file_path", "name", "loc", "mutation")
+    ]
     by_item: dict[str, list[tuple[bool, float]]] = defaultdict(list)
     for item_passes, score in zip(passes, scores, strict=False):
         for key, value in item_passes.items():
@@ -125,26 +142,55 @@ def snippet_difficulty(*, version: BenchmarkVersion, rows: Iterable, user, task:
     for snippet in snippets:
         scored = by_item.get(str(snippet.pk))
         if scored:
-            result.append(SnippetDifficulty(snippet=snippet, difficulty=item_difficulty(
-                [ok for ok, _ in scored], [score for _, score in scored])))
+            result.append(
+                SnippetDifficulty(
+                    snippet=snippet,
+                    difficulty=item_difficulty([ok for ok, _ in scored], [score for _, score in scored]),
+                )
+            )
     return sorted(result, key=lambda d: (d.difficulty.pass_share, -(d.difficulty.point_biserial or 0.0)))
 
 
 def difficulty_record(item: SnippetDifficulty) -> dict:
     """One item's difficulty as plain data, for the API and the CSV."""
     s, d = item.snippet, item.difficulty
-    return {"item": s.pk, "paper": s.paper, "file": s.file_path, "snippet": s.name, "loc": s.loc,
-            "models": d.models, "passed": d.passed, "pass_share": d.pass_share, "point_biserial": d.point_biserial,
-            "mutation_score": s.mutation.get("score") if s.mutation else None}
+    return {
+        "item": s.pk,
+        "paper": s.paper,
+        "file": s.file_path,
+        "snippet": s.name,
+        "loc": s.loc,
+        "models": d.models,
+        "passed": d.passed,
+        "pass_share": d.pass_share,
+        "point_biserial": d.point_biserial,
+        "mutation_score": s.mutation.get("score") if s.mutation else None,
+    }
 
 
-DIFFICULTY_FIELDS = ("item", "paper", "file", "snippet", "loc", "models", "passed", "pass_share", "point_biserial",
-                     "mutation_score")
+DIFFICULTY_FIELDS = (
+    "item",
+    "paper",
+    "file",
+    "snippet",
+    "loc",
+    "models",
+    "passed",
+    "pass_share",
+    "point_biserial",
+    "mutation_score",
+)
 
 # The stacked bar's segments, in the order of the paper's error analysis: passed, then each failure category.
-FAILURE_SEGMENTS = (("passed", "Passed"), *((c.value, c.label) for c in Outcome.Category
-                                            if c not in (Outcome.Category.NONE, Outcome.Category.INFRASTRUCTURE)),
-                    (UNCLASSIFIED, "Failed, not classified (reported results)"))
+FAILURE_SEGMENTS = (
+    ("passed", "Passed"),
+    *(
+        (c.value, c.label)
+        for c in Outcome.Category
+        if c not in (Outcome.Category.NONE, Outcome.Category.INFRASTRUCTURE)
+    ),
+    (UNCLASSIFIED, "Failed, not classified (reported results)"),
+)
 
 
 @dataclass(frozen=True)

@@ -52,31 +52,54 @@ from evaluation.services import (
 
 # Models
 
+
 class ModelEntrySerializer(serializers.ModelSerializer):
     """A registered model; its API key can be written but is never returned."""
 
-    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True, trim_whitespace=False,
-                                    help_text="The provider key, stored encrypted; an empty string removes it. Required "
-                                              "for kind litellm unless a maintainer registers it (the platform's keys "
-                                              "are used then).")
+    api_key = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="The provider key, stored encrypted; an empty string removes it. Required "
+        "for kind litellm unless a maintainer registers it (the platform's keys "
+        "are used then).",
+    )
     has_api_key = serializers.BooleanField(read_only=True)
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     kind = serializers.ChoiceField(
-        choices=[ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED], default=ModelEntry.Kind.LITELLM,
+        choices=[ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED],
+        default=ModelEntry.Kind.LITELLM,
         help_text="litellm: the platform calls it with its api_key; "
-                  "uploaded: only its uploaded generations are scored.")
+        "uploaded: only its uploaded generations are scored.",
+    )
 
     class Meta:
         model = ModelEntry
-        fields = ["name", "display_name", "organization", "kind", "litellm_model", "api_base", "api_key",
-                  "has_api_key", "knowledge_cutoff", "open_weights", "default_params", "owner", "created_at"]
+        fields = [
+            "name",
+            "display_name",
+            "organization",
+            "kind",
+            "litellm_model",
+            "api_base",
+            "api_key",
+            "has_api_key",
+            "knowledge_cutoff",
+            "open_weights",
+            "default_params",
+            "owner",
+            "created_at",
+        ]
         read_only_fields = ["created_at"]
         extra_kwargs = {
             "litellm_model": {"help_text": 'e.g. "openai/gpt-4o-mini"; required for kind litellm'},
             "api_base": {"help_text": "The provider's endpoint; a user's model needs https at a public address."},
-            "default_params": {"help_text": "Generation parameters: temperature, top_p, top_k, max_tokens, "
-                                            "max_completion_tokens, seed, stop, presence_penalty, "
-                                            "frequency_penalty, reasoning_effort."},
+            "default_params": {
+                "help_text": "Generation parameters: temperature, top_p, top_k, max_tokens, "
+                "max_completion_tokens, seed, stop, presence_penalty, "
+                "frequency_penalty, reasoning_effort."
+            },
         }
 
 
@@ -110,11 +133,13 @@ class ModelDetail(generics.RetrieveUpdateAPIView):
     def perform_update(self, serializer) -> None:
         changes = dict(serializer.validated_data)
         api_key = changes.pop("api_key", None)
-        serializer.instance = model_update(model=serializer.instance, api_key=api_key or None,
-                                           clear_api_key=api_key == "", **changes)
+        serializer.instance = model_update(
+            model=serializer.instance, api_key=api_key or None, clear_api_key=api_key == "", **changes
+        )
 
 
 # Runs
+
 
 class ProgressSerializer(serializers.Serializer):
     total = serializers.IntegerField()
@@ -129,9 +154,25 @@ class ProgressSerializer(serializers.Serializer):
 class ScoreSerializer(serializers.ModelSerializer):
     class Meta:
         model = RunScore
-        fields = ["items", "passed", "failed", "errors", "flagged", "pass_rate", "pass_rate_std", "pass_rate_ci_low",
-                  "pass_rate_ci_high", "scaled_pass_rate", "scaled_pass_rate_std", "scaled_ci_low", "scaled_ci_high",
-                  "pass_at_k", "prompt_tokens", "completion_tokens", "cost"]
+        fields = [
+            "items",
+            "passed",
+            "failed",
+            "errors",
+            "flagged",
+            "pass_rate",
+            "pass_rate_std",
+            "pass_rate_ci_low",
+            "pass_rate_ci_high",
+            "scaled_pass_rate",
+            "scaled_pass_rate_std",
+            "scaled_ci_low",
+            "scaled_ci_high",
+            "pass_at_k",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+        ]
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -143,18 +184,42 @@ class RunSerializer(serializers.ModelSerializer):
     split_scores = serializers.SerializerMethodField()
     provenance_label = serializers.SerializerMethodField(help_text='The provenance in a word, e.g. "self-reported".')
     provenance_statement = serializers.SerializerMethodField(
-        help_text="What the platform vouches for, as the leaderboard and the run page say it, e.g. \"verified "
-                  "upload: checked by NAME, reason\".")
+        help_text='What the platform vouches for, as the leaderboard and the run page say it, e.g. "verified '
+        'upload: checked by NAME, reason".'
+    )
     endpoint = serializers.SerializerMethodField(
         help_text="What the run calls, fixed at its start: litellm_model, api_base (empty: the provider's own "
-                  "address) and the parameters sent; null for runs that call no model (uploads, calibration models).")
+        "address) and the parameters sent; null for runs that call no model (uploads, calibration models)."
+    )
 
     class Meta:
         model = EvaluationRun
-        fields = ["id", "model", "release", "status", "provenance", "provenance_label", "provenance_statement",
-                  "endpoint", "protocol", "mode", "agent_budget", "with_paper", "samples", "params", "total_items", "covers_held_out",
-                  "priority", "progress", "score", "split_scores", "created_by", "created_at", "started_at",
-                  "finished_at"]
+        fields = [
+            "id",
+            "model",
+            "release",
+            "status",
+            "provenance",
+            "provenance_label",
+            "provenance_statement",
+            "endpoint",
+            "protocol",
+            "mode",
+            "agent_budget",
+            "with_paper",
+            "samples",
+            "params",
+            "total_items",
+            "covers_held_out",
+            "priority",
+            "progress",
+            "score",
+            "split_scores",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
 
     def get_provenance_label(self, run: EvaluationRun) -> str:
         return provenance_of(run).label
@@ -176,11 +241,13 @@ class RunSerializer(serializers.ModelSerializer):
         score = run.scores.filter(paper=None, split="").first()
         return ScoreSerializer(score).data if score else None
 
-    @extend_schema_field(serializers.DictField(child=ScoreSerializer(),
-                                               help_text="Aggregates per split: public, held_out (when covered)."))
+    @extend_schema_field(
+        serializers.DictField(
+            child=ScoreSerializer(), help_text="Aggregates per split: public, held_out (when covered)."
+        )
+    )
     def get_split_scores(self, run: EvaluationRun) -> dict:
-        return {score.split: ScoreSerializer(score).data
-                for score in run.scores.filter(paper=None).exclude(split="")}
+        return {score.split: ScoreSerializer(score).data for score in run.scores.filter(paper=None).exclude(split="")}
 
 
 class ReleaseField(serializers.SlugRelatedField):
@@ -196,8 +263,12 @@ class ReleaseField(serializers.SlugRelatedField):
 
 
 def _release_field(**kwargs) -> serializers.SlugRelatedField:
-    return ReleaseField(slug_field="name", help_text="A published release, e.g. 1.0.0.",
-                        queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT), **kwargs)
+    return ReleaseField(
+        slug_field="name",
+        help_text="A published release, e.g. 1.0.0.",
+        queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
+        **kwargs,
+    )
 
 
 class RunStartSerializer(serializers.Serializer):
@@ -205,15 +276,23 @@ class RunStartSerializer(serializers.Serializer):
     release = _release_field()
     with_paper = serializers.BooleanField(default=True)
     samples = serializers.IntegerField(default=1, min_value=1, max_value=MAX_SAMPLES)
-    params = serializers.DictField(default=dict, help_text="Generation parameters, e.g. {\"temperature\": 0}.")
-    protocol = serializers.CharField(required=False, max_length=20,
-                                     help_text="A prompt protocol's name; default: the release's protocol.")
-    mode = serializers.ChoiceField(choices=RUN_MODES, default="single",
-                                   help_text="single: one prompt, one answer per item; agent: the model works in a "
-                                             "sandbox over many turns (its model must support tool calling).")
-    budget = serializers.DictField(required=False, help_text=(
-        'Agent runs: the per-item budget, any of {"turns", "tokens", "seconds", "cost"}; each at most the '
-        "release's maximum, which is also the default."))
+    params = serializers.DictField(default=dict, help_text='Generation parameters, e.g. {"temperature": 0}.')
+    protocol = serializers.CharField(
+        required=False, max_length=20, help_text="A prompt protocol's name; default: the release's protocol."
+    )
+    mode = serializers.ChoiceField(
+        choices=RUN_MODES,
+        default="single",
+        help_text="single: one prompt, one answer per item; agent: the model works in a "
+        "sandbox over many turns (its model must support tool calling).",
+    )
+    budget = serializers.DictField(
+        required=False,
+        help_text=(
+            'Agent runs: the per-item budget, any of {"turns", "tokens", "seconds", "cost"}; each at most the '
+            "release's maximum, which is also the default."
+        ),
+    )
 
 
 class UploadSerializer(serializers.Serializer):
@@ -221,15 +300,19 @@ class UploadSerializer(serializers.Serializer):
     model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
     release = _release_field()
     with_paper = serializers.BooleanField(default=True)
-    protocol = serializers.CharField(required=False, max_length=20,
-                                     help_text='The prompt protocol the answers were made with (default: the '
-                                               'release\'s); it extracts code from "answer" lines.')
+    protocol = serializers.CharField(
+        required=False,
+        max_length=20,
+        help_text="The prompt protocol the answers were made with (default: the "
+        'release\'s); it extracts code from "answer" lines.',
+    )
 
 
 UPLOAD_PROGRESS = (
     " The answer comes once the file is checked and stored; its items are then queued and scored in the background "
     "(status queued, then running): follow `follow.status` (this run's status and progress), `follow.page` or "
-    "`follow.results`.")
+    "`follow.results`."
+)
 
 
 class FollowSerializer(serializers.Serializer):
@@ -241,9 +324,11 @@ class FollowSerializer(serializers.Serializer):
 class UploadedRunSerializer(RunSerializer):
     follow = FollowSerializer(read_only=True)
     warnings = serializers.ListField(
-        child=serializers.CharField(), read_only=True,
+        child=serializers.CharField(),
+        read_only=True,
         help_text="'line N: ...' for each line taken that will likely fail, e.g. an answer indented less than its "
-                  "snippet (the protocol splices answers unchanged).")
+        "snippet (the protocol splices answers unchanged).",
+    )
 
     class Meta(RunSerializer.Meta):
         fields = [*RunSerializer.Meta.fields, "follow", "warnings"]
@@ -279,22 +364,34 @@ class RunUpload(APIView):
     permission_classes = [permissions.IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(request=UploadSerializer, responses={201: UploadedRunSerializer},
-                   description=UPLOAD_FORMAT + UPLOAD_PROGRESS)
+    @extend_schema(
+        request=UploadSerializer, responses={201: UploadedRunSerializer}, description=UPLOAD_FORMAT + UPLOAD_PROGRESS
+    )
     def post(self, request, *args, **kwargs) -> Response:
         serializer = UploadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         _require_model_use(self, request, data["model"])
-        run = run_from_upload(model=data["model"], version=data["release"], data=upload_bytes(data["file"]),
-                              user=request.user, with_paper=data["with_paper"], protocol=data.get("protocol"))
+        run = run_from_upload(
+            model=data["model"],
+            version=data["release"],
+            data=upload_bytes(data["file"]),
+            user=request.user,
+            with_paper=data["with_paper"],
+            protocol=data.get("protocol"),
+        )
         # Stored, not yet scored: the items are queued in the background; say where to follow them.
         status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
-        follow = {"status": status_url, "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
-                  "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk]))}
-        return Response({**RunSerializer(run).data, "follow": follow, "warnings": run.upload_warnings},
-                        status=status.HTTP_201_CREATED,
-                        headers={"Location": status_url})
+        follow = {
+            "status": status_url,
+            "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
+            "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk])),
+        }
+        return Response(
+            {**RunSerializer(run).data, "follow": follow, "warnings": run.upload_warnings},
+            status=status.HTTP_201_CREATED,
+            headers={"Location": status_url},
+        )
 
 
 class RunDetail(generics.RetrieveAPIView):
@@ -315,7 +412,7 @@ class RunAction(generics.GenericAPIView):
 
     def get_queryset(self):
         # A run the user may not see is not found (404), as on GET: a 403 would tell that it exists.
-        return visibility.runs_visible(user=self.request.user).select_related("model", "version", "created_by")
+        return runs_visible(user=self.request.user).select_related("model", "version", "created_by")
 
     def act(self, run: EvaluationRun) -> None:
         raise NotImplementedError
@@ -343,8 +440,11 @@ class RunResume(RunAction):
 
 
 class RunPrioritySerializer(serializers.Serializer):
-    priority = serializers.IntegerField(min_value=0, max_value=RUN_PRIORITY_MAX, help_text=(
-        "0 (default) to 10: a run of priority p keeps 1 + p shares of items in flight on the workers."))
+    priority = serializers.IntegerField(
+        min_value=0,
+        max_value=RUN_PRIORITY_MAX,
+        help_text=("0 (default) to 10: a run of priority p keeps 1 + p shares of items in flight on the workers."),
+    )
 
 
 class RunPriority(APIView):
@@ -356,15 +456,15 @@ class RunPriority(APIView):
     def post(self, request, pk: int) -> Response:
         serializer = RunPrioritySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        run = get_object_or_404(visibility.runs_visible(user=request.user)
-                                .select_related("model", "version", "created_by"), pk=pk)
+        run = get_object_or_404(runs_visible(user=request.user).select_related("model", "version", "created_by"), pk=pk)
         run = run_priority_set(run=run, priority=serializer.validated_data["priority"], actor=request.user)
         return Response(RunSerializer(run).data)
 
 
 class RunVerifySerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=MAX_REASON_CHARS,
-                                   help_text="How the self-reported answers were checked; kept in the audit record.")
+    reason = serializers.CharField(
+        max_length=MAX_REASON_CHARS, help_text="How the self-reported answers were checked; kept in the audit record."
+    )
 
 
 class RunVerify(APIView):
@@ -391,8 +491,9 @@ class RunManifest(APIView):
         run = get_object_or_404(EvaluationRun.objects.select_related("model", "version"), pk=pk)
         release_get(name=run.version.name, user=request.user)
         # Streamed item by item (a 20,000-item run's manifest is megabytes), so not through a renderer.
-        response = StreamingHttpResponse(run_manifest_chunks(run=run, user=request.user),
-                                         content_type="application/json")
+        response = StreamingHttpResponse(
+            run_manifest_chunks(run=run, user=request.user), content_type="application/json"
+        )
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}-manifest.json"'
         return response
 
@@ -405,21 +506,40 @@ class ResultSerializer(serializers.ModelSerializer):
     paper = serializers.CharField(source="snippet.task.paper.slug")
     file = serializers.CharField(source="snippet.file_path")
     snippet = serializers.CharField(source="snippet.name")
-    category_label = serializers.CharField(source="get_category_display",
-                                           help_text='The category in words, e.g. "Name or import error".')
-    detail = serializers.CharField(help_text="What went wrong, as the item's page says it (e.g. the exception's "
-                                             "name, the time limit); empty when it passed.")
+    category_label = serializers.CharField(
+        source="get_category_display", help_text='The category in words, e.g. "Name or import error".'
+    )
+    detail = serializers.CharField(
+        help_text="What went wrong, as the item's page says it (e.g. the exception's "
+        "name, the time limit); empty when it passed."
+    )
     extracted_code = serializers.SerializerMethodField()
     page = serializers.SerializerMethodField(help_text="The item's page: the code beside the reference, the diff.")
     tests_summary = serializers.CharField(help_text='The harness\'s own count, e.g. "3 of 4 tests passed".')
-    tests = serializers.SerializerMethodField(help_text="Each test the harness counted: id, outcome, passed, why it "
-                                                        "did not, sub-tests; the traceback tail where the task is "
-                                                        "visible to you.")
+    tests = serializers.SerializerMethodField(
+        help_text="Each test the harness counted: id, outcome, passed, why it "
+        "did not, sub-tests; the traceback tail where the task is "
+        "visible to you."
+    )
 
     class Meta:
         model = Outcome
-        fields = ["item", "sample", "paper", "file", "snippet", "status", "category", "category_label", "detail",
-                  "duration", "extracted_code", "page", "tests_summary", "tests"]
+        fields = [
+            "item",
+            "sample",
+            "paper",
+            "file",
+            "snippet",
+            "status",
+            "category",
+            "category_label",
+            "detail",
+            "duration",
+            "extracted_code",
+            "page",
+            "tests_summary",
+            "tests",
+        ]
 
     def get_tests(self, outcome: Outcome) -> list[dict]:
         visible = outcome.snippet.task_id in self.context.get("visible_tasks", ())
@@ -442,48 +562,56 @@ class RunResults(generics.ListAPIView):
 
     @cached_property
     def run(self) -> EvaluationRun:  # read once per request: the queryset and the serializer's context need it
-        return get_object_or_404(runs_visible(user=self.request.user).select_related("version"),
-                                 pk=self.kwargs["pk"])
+        return get_object_or_404(runs_visible(user=self.request.user).select_related("version"), pk=self.kwargs["pk"])
 
     def get_queryset(self):
         return run_outcomes_ordered(run=self.run, user=self.request.user).select_related(
-            "generation", "run__model", "snippet__task__paper")
+            "generation", "run__model", "snippet__task__paper"
+        )
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
         if "pk" in self.kwargs:
-            context["visible_tasks"] = set(visibility.tasks_visible(version=self.run.version, user=self.request.user)
-                                           .values_list("pk", flat=True))
+            context["visible_tasks"] = set(
+                visibility.tasks_visible(version=self.run.version, user=self.request.user).values_list("pk", flat=True)
+            )
         return context
 
 
 # Leaderboards
 
 _FIELD_KINDS = {
-    "int": serializers.IntegerField, "float": serializers.FloatField, "str": serializers.CharField,
-    "bool": serializers.BooleanField, "date": serializers.DateField,
+    "int": serializers.IntegerField,
+    "float": serializers.FloatField,
+    "str": serializers.CharField,
+    "bool": serializers.BooleanField,
+    "date": serializers.DateField,
     "decimal": lambda **kw: serializers.DecimalField(max_digits=12, decimal_places=6, **kw),
 }
 _COLUMN_HELP = {
     "rank": "1 + the number of entries significantly better (exact McNemar on the items both scored, every pair of "
-            "ranked entries, Holm-corrected, family-wise level 0.05): entries no test separates share a rank. Null "
-            "for calibration models' reference lines and for runs missing a scored answer on some item "
-            "(rank_note says why).",
+    "ranked entries, Holm-corrected, family-wise level 0.05): entries no test separates share a rank. Null "
+    "for calibration models' reference lines and for runs missing a scored answer on some item "
+    "(rank_note says why).",
     "rank_note": "Why the row has no rank; empty when ranked.",
     "provenance": PROVENANCE_HELP,
     "provenance_statement": "The provenance as the page's badge says it, e.g. \"verified upload: checked by NAME, "
-                            "reason\".",
+    'reason".',
     "calibration": "A built-in calibration model (reference or placeholder): a reference line, never ranked.",
     "held_out_scaled_pass_rate": "The held-out split's aggregate; null when the run covers the public split only.",
     "finished_on": "The day the run completed (UTC).",
     "pinned": "The model's owner pinned this run as its row in this setting; otherwise the row is the model's latest "
-              "completed run in the setting.",
+    "completed run in the setting.",
 }
 
-LeaderboardRowSerializer = type("LeaderboardRowSerializer", (serializers.Serializer,), {
-    column.key: _FIELD_KINDS[column.kind](allow_null=column.nullable, help_text=_COLUMN_HELP.get(column.key, ""))
-    for column in LEADERBOARD_COLUMNS
-})
+LeaderboardRowSerializer = type(
+    "LeaderboardRowSerializer",
+    (serializers.Serializer,),
+    {
+        column.key: _FIELD_KINDS[column.kind](allow_null=column.nullable, help_text=_COLUMN_HELP.get(column.key, ""))
+        for column in LEADERBOARD_COLUMNS
+    },
+)
 
 
 class CSVRenderer(BaseRenderer):
@@ -506,14 +634,23 @@ class Leaderboard(APIView):
     renderer_classes = [JSONRenderer, CSVRenderer]
 
     @extend_schema(
-        parameters=[OpenApiParameter("provenance", str, enum=EvaluationRun.Provenance.values,
-                                     description="Only ranked entries of this provenance; calibration reference "
-                                                 "lines are always included (rank null)."),
-                    OpenApiParameter("open", bool, description="Only open-weights models."),
-                    OpenApiParameter("paper", str, enum=["with", "without"], description="Only this setting."),
-                    OpenApiParameter("q", str, description="Model name or organization contains this.")],
-        responses={(200, "application/json"): LeaderboardRowSerializer(many=True),
-                   (200, "text/csv"): LeaderboardRowSerializer(many=True)})
+        parameters=[
+            OpenApiParameter(
+                "provenance",
+                str,
+                enum=EvaluationRun.Provenance.values,
+                description="Only ranked entries of this provenance; calibration reference "
+                "lines are always included (rank null).",
+            ),
+            OpenApiParameter("open", bool, description="Only open-weights models."),
+            OpenApiParameter("paper", str, enum=["with", "without"], description="Only this setting."),
+            OpenApiParameter("q", str, description="Model name or organization contains this."),
+        ],
+        responses={
+            (200, "application/json"): LeaderboardRowSerializer(many=True),
+            (200, "text/csv"): LeaderboardRowSerializer(many=True),
+        },
+    )
     def get(self, request, name: str, format: str | None = None) -> Response:
         version = release_get(name=name, user=request.user)
         filters = LeaderboardFilters.from_query(request.query_params)
@@ -533,9 +670,13 @@ class Compare(APIView):
     `ci_high` null): one cluster cannot be resampled; `interval_note` says why, or warns when there are few papers.
     Held-out items count in `overall` only (`items_withheld`) unless you are a maintainer."""
 
-    @extend_schema(parameters=[OpenApiParameter("a", int, required=True, description="Run id."),
-                               OpenApiParameter("b", int, required=True, description="Run id.")],
-                   responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("a", int, required=True, description="Run id."),
+            OpenApiParameter("b", int, required=True, description="Run id."),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def get(self, request, name: str) -> Response:
         version = release_get(name=name, user=request.user)
         try:
@@ -552,10 +693,12 @@ class DifficultyCSVRenderer(BaseRenderer):
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
         if isinstance(data, dict):  # an error body
-            return csv_text(header=["error", "message"], rows=[[data["error"]["code"], data["error"]["message"]]]
-                            ).encode(self.charset)
-        return csv_text(header=list(DIFFICULTY_FIELDS),
-                        rows=([row[key] for key in DIFFICULTY_FIELDS] for row in data)).encode(self.charset)
+            return csv_text(
+                header=["error", "message"], rows=[[data["error"]["code"], data["error"]["message"]]]
+            ).encode(self.charset)
+        return csv_text(
+            header=list(DIFFICULTY_FIELDS), rows=([row[key] for key in DIFFICULTY_FIELDS] for row in data)
+        ).encode(self.charset)
 
 
 class DifficultySerializer(serializers.Serializer):
@@ -567,8 +710,11 @@ class DifficultySerializer(serializers.Serializer):
     models = serializers.IntegerField(help_text="Leaderboard entries with a scored answer (calibration left out).")
     passed = serializers.IntegerField(help_text="Entries passing it (most of their samples).")
     pass_share = serializers.FloatField(help_text="passed / models, 0..1.")
-    point_biserial = serializers.FloatField(allow_null=True, help_text="Correlation of passing with the entries' "
-                                            "scaled pass@1; null where undefined (all or none pass, equal scores).")
+    point_biserial = serializers.FloatField(
+        allow_null=True,
+        help_text="Correlation of passing with the entries' "
+        "scaled pass@1; null where undefined (all or none pass, equal scores).",
+    )
 
 
 class Difficulty(APIView):
@@ -579,9 +725,13 @@ class Difficulty(APIView):
 
     renderer_classes = [JSONRenderer, DifficultyCSVRenderer]
 
-    @extend_schema(parameters=[OpenApiParameter("paper", str, description="Only this paper's snippets (its id).")],
-                   responses={(200, "application/json"): DifficultySerializer(many=True),
-                              (200, "text/csv"): DifficultySerializer(many=True)})
+    @extend_schema(
+        parameters=[OpenApiParameter("paper", str, description="Only this paper's snippets (its id).")],
+        responses={
+            (200, "application/json"): DifficultySerializer(many=True),
+            (200, "text/csv"): DifficultySerializer(many=True),
+        },
+    )
     def get(self, request, name: str, format: str | None = None) -> Response:
         version = release_get(name=name, user=request.user)
         items = snippet_difficulty(version=version, rows=leaderboard_rows(version=version), user=request.user)

@@ -14,20 +14,42 @@ class EvaluationConfig(AppConfig):
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, chore_register, work_register
 
-        version_published.connect(continuous_runs_start, sender=BenchmarkVersion,
-                                  dispatch_uid="evaluation.continuous_runs_start")
+        version_published.connect(
+            continuous_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.continuous_runs_start"
+        )
         # Runs are lost work the watchdog looks after; their messages are read off the queues (the feeder keeps the
         # queues short), so a lost run is fed again within RUN_LOST_SECONDS.
-        run_tasks = frozenset({"evaluation.tasks.item_generate", "evaluation.tasks.item_evaluate",
-                               "evaluation.tasks.run_dispatch", "evaluation.agents.tasks.item_agent"})
-        work_register(WorkKind(
-            name="runs", model=EvaluationRun, tasks=run_tasks, unfinished=runs_unfinished,
-            moved_at=lambda run: (run.created_at, run.last_progress_at),
-            claimable={"status__in": RUN_ACTIVE}, requeue=run_requeue, messages_read=True,
-            # A GPU task's items wait on `gpu` (for a GPU worker, maybe none yet): waiting there is not lost.
-            tasks_of=lambda run: run_tasks if run.model.kind == ModelEntry.Kind.LITELLM
-            else run_tasks - {"evaluation.tasks.item_generate"}))
+        run_tasks = frozenset(
+            {
+                "evaluation.tasks.item_generate",
+                "evaluation.tasks.item_evaluate",
+                "evaluation.tasks.run_dispatch",
+                "evaluation.agents.tasks.item_agent",
+            }
+        )
+        work_register(
+            WorkKind(
+                name="runs",
+                model=EvaluationRun,
+                tasks=run_tasks,
+                unfinished=runs_unfinished,
+                moved_at=lambda run: (run.created_at, run.last_progress_at),
+                claimable={"status__in": RUN_ACTIVE},
+                requeue=run_requeue,
+                messages_read=True,
+                # A GPU task's items wait on `gpu` (for a GPU worker, maybe none yet): waiting there is not lost.
+                tasks_of=lambda run: (
+                    run_tasks
+                    if run.model.kind == ModelEntry.Kind.LITELLM
+                    else run_tasks - {"evaluation.tasks.item_generate"}
+                ),
+            )
+        )
         chore_register("runs_feed", runs_feed)
-        subjects_register(EvaluationRun, lambda ids: {
-            pk: Subject(f"run {pk}", reverse("run-detail", args=[pk]))
-            for pk in EvaluationRun.objects.filter(pk__in=ids).values_list("pk", flat=True)})
+        subjects_register(
+            EvaluationRun,
+            lambda ids: {
+                pk: Subject(f"run {pk}", reverse("run-detail", args=[pk]))
+                for pk in EvaluationRun.objects.filter(pk__in=ids).values_list("pk", flat=True)
+            },
+        )

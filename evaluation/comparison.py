@@ -68,8 +68,11 @@ def _pass_values(run: EvaluationRun) -> dict[int, tuple[float, int]]:
     """Per snippet, the share of its scored samples that passed (errors and answers awaiting review are not scored,
     as in scoring and in the leaderboard's ranks) and the outcome of its first scored sample."""
     counts: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for snippet_id, status, outcome_id in (Outcome.objects.filter(run=run, status__in=EVALUATED)
-                                           .order_by("snippet_id", "sample").values_list("snippet_id", "status", "pk")):
+    for snippet_id, status, outcome_id in (
+        Outcome.objects.filter(run=run, status__in=EVALUATED)
+        .order_by("snippet_id", "sample")
+        .values_list("snippet_id", "status", "pk")
+    ):
         entry = counts[snippet_id]
         entry[2] = entry[2] or outcome_id
         entry[0] += 1
@@ -88,9 +91,11 @@ def run_comparison(*, a: EvaluationRun, b: EvaluationRun, user, disagreements_on
     values_a, values_b = _pass_values(a), _pass_values(b)
     shared = values_a.keys() & values_b.keys()
     visible = set(visibility.tasks_visible(version=a.version, user=user).values_list("pk", flat=True))
-    snippets = (Snippet.objects.filter(pk__in=shared)
-                .values_list("pk", "loc", "task_id", "task__paper__slug", "file_path", "name")
-                .order_by("task__paper__slug", "file_path", "position"))
+    snippets = (
+        Snippet.objects.filter(pk__in=shared)
+        .values_list("pk", "loc", "task_id", "task__paper__slug", "file_path", "name")
+        .order_by("task__paper__slug", "file_path", "position")
+    )
     paired, rows, withheld = [], [], 0
     by_paper: dict[str, list[PairedItem]] = defaultdict(list)
     for snippet_id, loc, task_id, paper, file_path, name in snippets:
@@ -99,17 +104,33 @@ def run_comparison(*, a: EvaluationRun, b: EvaluationRun, user, disagreements_on
         paired.append(item)
         if task_id in visible:
             by_paper[paper].append(item)
-            row = ItemRow(item=snippet_id, paper=paper, file=file_path, snippet=name, loc=loc, a=value_a, b=value_b,
-                          a_outcome=outcome_a, b_outcome=outcome_b)
+            row = ItemRow(
+                item=snippet_id,
+                paper=paper,
+                file=file_path,
+                snippet=name,
+                loc=loc,
+                a=value_a,
+                b=value_b,
+                a_outcome=outcome_a,
+                b_outcome=outcome_b,
+            )
             if row.disagrees or not disagreements_only:
                 rows.append(row)
         else:
             withheld += 1
     return RunComparison(
-        a=a, b=b, overall=compare(paired, seed=COMPARISON_SEED),
-        papers=[PaperComparison(paper=p, comparison=compare(items, seed=COMPARISON_SEED))
-                for p, items in sorted(by_paper.items())],
-        items=rows, items_withheld=withheld, disagreements_only=disagreements_only)
+        a=a,
+        b=b,
+        overall=compare(paired, seed=COMPARISON_SEED),
+        papers=[
+            PaperComparison(paper=p, comparison=compare(items, seed=COMPARISON_SEED))
+            for p, items in sorted(by_paper.items())
+        ],
+        items=rows,
+        items_withheld=withheld,
+        disagreements_only=disagreements_only,
+    )
 
 
 # ?items=disagreements lists only the items one run passes and the other fails.
@@ -128,23 +149,45 @@ def comparison_from_query(*, version, params, user) -> RunComparison:
         if run is None:
             raise ComparisonError(f"?{key}={value}: no such run on release {version.name}")
         runs.append(run)
-    return run_comparison(a=runs[0], b=runs[1], user=user,
-                          disagreements_only=params.get("items", "") == DISAGREEMENTS)
+    return run_comparison(a=runs[0], b=runs[1], user=user, disagreements_only=params.get("items", "") == DISAGREEMENTS)
 
 
 def comparison_record(result: RunComparison) -> dict:
     """The comparison as plain data, for the API (the page shows the same numbers)."""
-    def stats(c: Comparison) -> dict:
-        return {"items": c.items, "papers": c.papers, "difference": c.difference,
-                "ci_low": c.interval.low if c.interval else None, "ci_high": c.interval.high if c.interval else None,
-                "interval_note": c.interval_note, "a_only": c.a_only, "b_only": c.b_only, "mcnemar_p": c.p_value}
 
-    return {"release": result.a.version.name,
-            "a": {"run": result.a.pk, "model": result.a.model.name, "with_paper": result.a.with_paper},
-            "b": {"run": result.b.pk, "model": result.b.model.name, "with_paper": result.b.with_paper},
-            "overall": stats(result.overall),
-            "papers": [{"paper": p.paper, **stats(p.comparison)} for p in result.papers],
-            "items": [{"item": r.item, "paper": r.paper, "file": r.file, "snippet": r.snippet, "loc": r.loc,
-                       "a": r.a, "b": r.b, "a_outcome": r.a_outcome, "b_outcome": r.b_outcome} for r in result.items],
-            "disagreements_only": result.disagreements_only,
-            "items_withheld": result.items_withheld}
+    def stats(c: Comparison) -> dict:
+        return {
+            "items": c.items,
+            "papers": c.papers,
+            "difference": c.difference,
+            "ci_low": c.interval.low if c.interval else None,
+            "ci_high": c.interval.high if c.interval else None,
+            "interval_note": c.interval_note,
+            "a_only": c.a_only,
+            "b_only": c.b_only,
+            "mcnemar_p": c.p_value,
+        }
+
+    return {
+        "release": result.a.version.name,
+        "a": {"run": result.a.pk, "model": result.a.model.name, "with_paper": result.a.with_paper},
+        "b": {"run": result.b.pk, "model": result.b.model.name, "with_paper": result.b.with_paper},
+        "overall": stats(result.overall),
+        "papers": [{"paper": p.paper, **stats(p.comparison)} for p in result.papers],
+        "items": [
+            {
+                "item": r.item,
+                "paper": r.paper,
+                "file": r.file,
+                "snippet": r.snippet,
+                "loc": r.loc,
+                "a": r.a,
+                "b": r.b,
+                "a_outcome": r.a_outcome,
+                "b_outcome": r.b_outcome,
+            }
+            for r in result.items
+        ],
+        "disagreements_only": result.disagreements_only,
+        "items_withheld": result.items_withheld,
+    }

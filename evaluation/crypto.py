@@ -34,8 +34,10 @@ def secret_decrypt(token: str) -> str:
     try:
         return _fernet().decrypt(token.encode()).decode()
     except InvalidToken as exc:
-        raise ValueError("stored API key cannot be decrypted: was FIELD_ENCRYPTION_KEY changed? (list the "
-                         "earlier key in FIELD_ENCRYPTION_KEY_FALLBACKS)") from exc
+        raise ValueError(
+            "stored API key cannot be decrypted: was FIELD_ENCRYPTION_KEY changed? (list the "
+            "earlier key in FIELD_ENCRYPTION_KEY_FALLBACKS)"
+        ) from exc
 
 
 def secret_reencrypt(token: str) -> str:

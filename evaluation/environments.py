@@ -29,13 +29,20 @@ def environment_failures() -> QuerySet[EnvironmentFailure]:
     return EnvironmentFailure.objects.order_by("-failed_at")
 
 
-def environment_failure_record(*, env_hash: str, requirements: str, backend: str, message: str, log: str
-                               ) -> EnvironmentFailure:
+def environment_failure_record(
+    *, env_hash: str, requirements: str, backend: str, message: str, log: str
+) -> EnvironmentFailure:
     """Remember that this environment failed to build (the latest failure wins), so nobody builds it again for now."""
     failure, _ = EnvironmentFailure.objects.update_or_create(
         environment_hash=env_hash,
-        defaults={"requirements": requirements, "backend": backend, "message": message[:2000],
-                  "log": log[-200_000:], "failed_at": timezone.now()})
+        defaults={
+            "requirements": requirements,
+            "backend": backend,
+            "message": message[:2000],
+            "log": log[-200_000:],
+            "failed_at": timezone.now(),
+        },
+    )
     return failure
 
 
@@ -48,8 +55,9 @@ class BuildFailures:
         return environment_failure(env_hash=env_hash)
 
     def failed(self, *, env_hash: str, requirements: str, backend: str, message: str, log: str) -> None:
-        environment_failure_record(env_hash=env_hash, requirements=requirements, backend=backend, message=message,
-                                   log=log)
+        environment_failure_record(
+            env_hash=env_hash, requirements=requirements, backend=backend, message=message, log=log
+        )
 
 
 build_failures = BuildFailures()
@@ -60,9 +68,12 @@ def environment_retry(*, failure: EnvironmentFailure) -> int:
     with transaction.atomic():
         EnvironmentFailure.objects.filter(pk=failure.pk).delete()
         outcomes = Outcome.objects.filter(
-            environment_hash=failure.environment_hash, status=Outcome.Status.ERROR,
-            category=Outcome.Category.INFRASTRUCTURE, detail__startswith=ENVIRONMENT_FAILED,
-            run__status__in=[EvaluationRun.Status.RUNNING, EvaluationRun.Status.COMPLETED])
+            environment_hash=failure.environment_hash,
+            status=Outcome.Status.ERROR,
+            category=Outcome.Category.INFRASTRUCTURE,
+            detail__startswith=ENVIRONMENT_FAILED,
+            run__status__in=[EvaluationRun.Status.RUNNING, EvaluationRun.Status.COMPLETED],
+        )
         run_ids = set(outcomes.values_list("run_id", flat=True))
         Outcome.objects.filter(pk__in=list(outcomes.values_list("pk", flat=True))).delete()
         EvaluationRun.objects.filter(pk__in=run_ids).update(status=EvaluationRun.Status.RUNNING, finished_at=None)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from typing import Protocol
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
+from typing import Protocol
 
 from django.conf import settings
 from django.db.models import Max
@@ -21,10 +21,15 @@ from benchmarks.paper2code.requirements import requirements_vetted
 from evaluation.audit import answer_audit
 from evaluation.outcomes import Verdict, manifest_made, outcome_classify, outcome_flag, runtime_findings
 from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
-from evaluation.sandbox.harness import (
-    GuardSpec, answer_span, harness_command, harness_files, harness_verdict, nonce_new,
-)
 from evaluation.sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
+from evaluation.sandbox.harness import (
+    GuardSpec,
+    answer_span,
+    harness_command,
+    harness_files,
+    harness_verdict,
+    nonce_new,
+)
 from evaluation.taskfiles import blob_cached, task_annotated, task_files, task_hidden_files
 
 logger = logging.getLogger(__name__)
@@ -63,8 +68,11 @@ def backend_current() -> Backend:
         if _backend is None:
             _backend = backend_get()
             if _backend.unsafe:
-                logger.warning("sandbox backend %s isolates NOTHING: untrusted code runs as this worker's user on "
-                               "this host; set SANDBOX_BACKEND=docker or bwrap outside development", _backend.name)
+                logger.warning(
+                    "sandbox backend %s isolates NOTHING: untrusted code runs as this worker's user on "
+                    "this host; set SANDBOX_BACKEND=docker or bwrap outside development",
+                    _backend.name,
+                )
             _orphans_remove(_backend)
         return _backend
 
@@ -108,13 +116,20 @@ def session_for(task_environment_hash: str, requirements: str, *, failures: Buil
             if failure is not None:
                 raise EnvironmentBuildError(
                     f"{failure.message} (failed on {failure.failed_at:%Y-%m-%d %H:%M} UTC and remembered; "
-                    "a maintainer can retry it on the operations page)", failure.log)
+                    "a maintainer can retry it on the operations page)",
+                    failure.log,
+                )
             try:
                 environment = backend.environment_build(env_hash=task_environment_hash, requirements=requirements)
             except EnvironmentBuildError as exc:
                 if failures is not None:
-                    failures.failed(env_hash=task_environment_hash, requirements=requirements,
-                                    backend=backend.name, message=str(exc), log=exc.log)
+                    failures.failed(
+                        env_hash=task_environment_hash,
+                        requirements=requirements,
+                        backend=backend.name,
+                        message=str(exc),
+                        log=exc.log,
+                    )
                 raise
             lock = backend.environment_lock(environment)  # before caching: a failure here leaves no lockless session
             session = _sessions[task_environment_hash] = backend.session_open(environment)
@@ -163,38 +178,75 @@ class ItemRun:
     fork_cold: str = ""  # why this item turned the environment's fork server off for good
 
 
-def package_test(*, files: dict[str, bytes], test_entry_point: str, environment_hash: str, requirements: str,
-                 limits: Limits | None = None, failures: BuildFailures | None = None) -> ItemRun:
+def package_test(
+    *,
+    files: dict[str, bytes],
+    test_entry_point: str,
+    environment_hash: str,
+    requirements: str,
+    limits: Limits | None = None,
+    failures: BuildFailures | None = None,
+) -> ItemRun:
     """Run a package's own test entry point under the harness in the sandbox and classify what happened."""
     session = session_for(environment_hash, requirements, failures=failures)
     return harness_run(session=session, files=files, test_entry_point=test_entry_point, limits=limits)
 
 
-def harness_run(*, session: Session, files: dict[str, bytes], test_entry_point: str, limits: Limits | None = None,
-                guard: GuardSpec | None = None, static_findings: list[dict] | None = None,
-                manifest: dict | None = None) -> ItemRun:
+def harness_run(
+    *,
+    session: Session,
+    files: dict[str, bytes],
+    test_entry_point: str,
+    limits: Limits | None = None,
+    guard: GuardSpec | None = None,
+    static_findings: list[dict] | None = None,
+    manifest: dict | None = None,
+) -> ItemRun:
     """One run under the harness: classify it against the task's test `manifest` (None: a reference's own run), and
     flag it when the audit found anything (static or runtime)."""
     nonce = nonce_new()
     limits = limits or limits_default()
     forking = isinstance(session, ForkingSession)
     starts_before, cold_before = (len(session.starts), session.cold_reason) if forking else (0, "")
-    result = session.run(files={**files, **harness_files(nonce)},
-                         command=harness_command(session.environment.python, test_entry_point, guard), limits=limits)
+    result = session.run(
+        files={**files, **harness_files(nonce)},
+        command=harness_command(session.environment.python, test_entry_point, guard),
+        limits=limits,
+    )
     harness = harness_verdict(result.stdout, nonce)
     findings = [*(static_findings or []), *runtime_findings(harness.records)]
     verdict = outcome_flag(outcome_classify(result=result, harness=harness, manifest=manifest), findings)
     fork = {}
     if forking and session.forkserver_wanted:
-        fork = {"forked": result.forked, "fork_starts": tuple(session.starts[starts_before:]),
-                "fork_cold": session.cold_reason if session.cold_reason != cold_before else ""}
-    return ItemRun(verdict, result, session.backend.name, limits, _locks.get(session.environment.hash),
-                   manifest_made(harness) if verdict.status == "passed" else None, **fork)
+        fork = {
+            "forked": result.forked,
+            "fork_starts": tuple(session.starts[starts_before:]),
+            "fork_cold": session.cold_reason if session.cold_reason != cold_before else "",
+        }
+    return ItemRun(
+        verdict,
+        result,
+        session.backend.name,
+        limits,
+        _locks.get(session.environment.hash),
+        manifest_made(harness) if verdict.status == "passed" else None,
+        **fork,
+    )
 
 
-def answer_test(*, session: Session, files: dict[str, bytes], annotated: AnnotatedFile, position: int, code: str,
-                test_entry_point: str, hidden_files: Iterable[str], limits: Limits | None = None,
-                static_audit: bool = True, manifest: dict | None = None) -> ItemRun:
+def answer_test(
+    *,
+    session: Session,
+    files: dict[str, bytes],
+    annotated: AnnotatedFile,
+    position: int,
+    code: str,
+    test_entry_point: str,
+    hidden_files: Iterable[str],
+    limits: Limits | None = None,
+    static_audit: bool = True,
+    manifest: dict | None = None,
+) -> ItemRun:
     """Splice `code` as the body of the snippet at `position` of `annotated` and test it against the task's test
     `manifest`, audited twice: statically here, and at run time by the harness's guard on the answer's own lines.
     Without a manifest (a task imported before there were manifests), it is made from the reference first."""
@@ -205,25 +257,45 @@ def answer_test(*, session: Session, files: dict[str, bytes], annotated: Annotat
     first, last = answer_span(marked.start_line, code)
     hidden = sorted(hidden_files)
     modules = tuple(sorted({PurePosixPath(path).stem for path in hidden}))
-    guard = GuardSpec(answer_file=annotated.path, first_line=first, last_line=last, hidden_modules=modules,
-                      hidden_files=tuple(hidden))
+    guard = GuardSpec(
+        answer_file=annotated.path, first_line=first, last_line=last, hidden_modules=modules, hidden_files=tuple(hidden)
+    )
     # The policy's context: the task's own files (the hidden ones are left out), the answer's file as spliced.
     context = {path: data.decode("utf-8", "replace") for path, data in files.items() if path.endswith(".py")}
     context[annotated.path] = spliced
-    static = [f.as_dict() for f in answer_audit(source=spliced, first_line=first, last_line=last,
-                                                hidden_modules=modules, hidden_files=hidden,
-                                                context_sources=context)] if static_audit else []
-    return harness_run(session=session, files={**files, annotated.path: spliced.encode("utf-8")},
-                       test_entry_point=test_entry_point, limits=limits, guard=guard, static_findings=static,
-                       manifest=manifest)
+    static = (
+        [
+            f.as_dict()
+            for f in answer_audit(
+                source=spliced,
+                first_line=first,
+                last_line=last,
+                hidden_modules=modules,
+                hidden_files=hidden,
+                context_sources=context,
+            )
+        ]
+        if static_audit
+        else []
+    )
+    return harness_run(
+        session=session,
+        files={**files, annotated.path: spliced.encode("utf-8")},
+        test_entry_point=test_entry_point,
+        limits=limits,
+        guard=guard,
+        static_findings=static,
+        manifest=manifest,
+    )
 
 
 # A task whose reference does not pass now has no manifest to give: every test an answer runs must pass, no skip.
 MANIFEST_STRICT = {"runner": "strict"}
 
 
-def reference_manifest(*, session: Session, files: dict[str, bytes], test_entry_point: str,
-                       limits: Limits | None = None) -> dict:
+def reference_manifest(
+    *, session: Session, files: dict[str, bytes], test_entry_point: str, limits: Limits | None = None
+) -> dict:
     """The test manifest of a package: what its reference (the files as they are) completes under the harness."""
     run = harness_run(session=session, files=files, test_entry_point=test_entry_point, limits=limits)
     return run.manifest or MANIFEST_STRICT
@@ -234,8 +306,9 @@ def task_manifest(*, task: Task, session: Session, limits: Limits | None = None)
     reference now, stored (FORMAT.md 7.5: tasks imported before manifests existed get theirs on first use)."""
     if task.test_manifest is not None:
         return task.test_manifest
-    manifest = reference_manifest(session=session, files=task_files(task), test_entry_point=task.test_entry_point,
-                                  limits=limits)
+    manifest = reference_manifest(
+        session=session, files=task_files(task), test_entry_point=task.test_entry_point, limits=limits
+    )
     if manifest is not MANIFEST_STRICT:  # a reference failing now (a broken environment) is tried again next time
         Task.objects.filter(pk=task.pk, test_manifest__isnull=True).update(test_manifest=manifest)
         task.test_manifest = manifest
@@ -252,8 +325,12 @@ def release_preloads_announce(*, session: Session, task: Task) -> None:
         announced = _announced.setdefault(task.environment_hash, set())
         if task.pk in announced:
             return
-        tasks = list(Task.objects.filter(versions__in=task.versions.all(), environment_hash=task.environment_hash)
-                     .exclude(pk__in=announced).distinct().prefetch_related("snippets"))
+        tasks = list(
+            Task.objects.filter(versions__in=task.versions.all(), environment_hash=task.environment_hash)
+            .exclude(pk__in=announced)
+            .distinct()
+            .prefetch_related("snippets")
+        )
         announced.update({task.pk, *(t.pk for t in tasks)})
     modules: list[str] = []
     helpers: list[str] = []
@@ -265,18 +342,34 @@ def release_preloads_announce(*, session: Session, task: Task) -> None:
     session.preload_expect(modules=modules, helpers=helpers)
 
 
-def item_execute(*, snippet: Snippet, code: str, limits: Limits | None = None, static_audit: bool = True,
-                 failures: BuildFailures | None = None) -> ItemRun:
+def item_execute(
+    *,
+    snippet: Snippet,
+    code: str,
+    limits: Limits | None = None,
+    static_audit: bool = True,
+    failures: BuildFailures | None = None,
+) -> ItemRun:
     """Test `code` as the body of `snippet` (SandboxError and EnvironmentBuildError propagate: infrastructure)."""
     task = snippet.task
     limits = replace(limits or limits_default(), gpu=task.needs_gpu)
     if limits.gpu and not (settings.SANDBOX_GPU and backend_current().gpu):
-        raise SandboxError(f"{task.paper.slug} needs a GPU, and this worker has none (SANDBOX_GPU is off or its "
-                           f"{backend_current().name} backend cannot pass GPUs): its items belong on the `gpu` queue")
+        raise SandboxError(
+            f"{task.paper.slug} needs a GPU, and this worker has none (SANDBOX_GPU is off or its "
+            f"{backend_current().name} backend cannot pass GPUs): its items belong on the `gpu` queue"
+        )
     session = session_for(task.environment_hash, task.requirements, failures=failures)
     release_preloads_announce(session=session, task=task)
     manifest = task_manifest(task=task, session=session, limits=limits)
-    return answer_test(session=session, files=task_files(task), annotated=task_annotated(task, snippet.file_path),
-                       position=snippet.position, code=code, test_entry_point=task.test_entry_point,
-                       hidden_files=task_hidden_files(task), limits=limits, static_audit=static_audit,
-                       manifest=manifest)
+    return answer_test(
+        session=session,
+        files=task_files(task),
+        annotated=task_annotated(task, snippet.file_path),
+        position=snippet.position,
+        code=code,
+        test_entry_point=task.test_entry_point,
+        hidden_files=task_hidden_files(task),
+        limits=limits,
+        static_audit=static_audit,
+        manifest=manifest,
+    )

@@ -9,8 +9,10 @@ from benchmarks.models import BenchmarkVersion, PromptProtocol
 from evaluation.models import ModelEntry
 from evaluation.services import MAX_SAMPLES, UPLOAD_FORMAT
 
-PARAMS_HELP = ('JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temperature, top_p, top_k, max_tokens, '
-               "max_completion_tokens, seed, stop, presence_penalty, frequency_penalty, reasoning_effort.")
+PARAMS_HELP = (
+    'JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temperature, top_p, top_k, max_tokens, '
+    "max_completion_tokens, seed, stop, presence_penalty, frequency_penalty, reasoning_effort."
+)
 
 
 class ParamsField(forms.JSONField):
@@ -32,27 +34,49 @@ def _key_input() -> forms.PasswordInput:
 
 
 def _releases():
-    return forms.ModelChoiceField(queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
-                                  to_field_name="name", empty_label=None)
+    return forms.ModelChoiceField(
+        queryset=BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT),
+        to_field_name="name",
+        empty_label=None,
+    )
 
 
 class ModelRegisterForm(forms.Form):
     name = forms.SlugField(max_length=100, help_text="The model's id in URLs and the API; it never changes.")
     display_name = forms.CharField(max_length=200)
     organization = forms.CharField(max_length=200, required=False)
-    kind = forms.ChoiceField(choices=[(ModelEntry.Kind.LITELLM, "The platform calls it with my API key"),
-                                      (ModelEntry.Kind.UPLOADED, "I upload its generations")],
-                             initial=ModelEntry.Kind.LITELLM, widget=forms.RadioSelect)
-    litellm_model = forms.CharField(max_length=200, required=False, label="litellm model",
-                                    help_text='provider/model, e.g. "openai/gpt-4o-mini"',
-                                    widget=forms.TextInput(attrs=CALLED_ONLY))
-    api_base = forms.CharField(max_length=500, required=False, label="API base URL",
-                               help_text="Only for a non-default endpoint: https at a public address.",
-                               widget=forms.TextInput(attrs=CALLED_ONLY))
-    api_key = forms.CharField(required=False, label="API key", widget=_key_input(), strip=False,
-                              help_text="Stored encrypted, never shown again; only this key is sent.")
-    knowledge_cutoff = forms.DateField(required=False, label="Knowledge cut-off",
-                                       widget=forms.DateInput(attrs={"type": "date"}))
+    kind = forms.ChoiceField(
+        choices=[
+            (ModelEntry.Kind.LITELLM, "The platform calls it with my API key"),
+            (ModelEntry.Kind.UPLOADED, "I upload its generations"),
+        ],
+        initial=ModelEntry.Kind.LITELLM,
+        widget=forms.RadioSelect,
+    )
+    litellm_model = forms.CharField(
+        max_length=200,
+        required=False,
+        label="litellm model",
+        help_text='provider/model, e.g. "openai/gpt-4o-mini"',
+        widget=forms.TextInput(attrs=CALLED_ONLY),
+    )
+    api_base = forms.CharField(
+        max_length=500,
+        required=False,
+        label="API base URL",
+        help_text="Only for a non-default endpoint: https at a public address.",
+        widget=forms.TextInput(attrs=CALLED_ONLY),
+    )
+    api_key = forms.CharField(
+        required=False,
+        label="API key",
+        widget=_key_input(),
+        strip=False,
+        help_text="Stored encrypted, never shown again; only this key is sent.",
+    )
+    knowledge_cutoff = forms.DateField(
+        required=False, label="Knowledge cut-off", widget=forms.DateInput(attrs={"type": "date"})
+    )
     open_weights = forms.BooleanField(required=False)
     default_params = ParamsField(required=False, label="Default generation parameters", help_text=PARAMS_HELP)
 
@@ -73,8 +97,13 @@ class ModelEditForm(forms.Form):
     organization = forms.CharField(max_length=200, required=False)
     litellm_model = ModelRegisterForm.base_fields["litellm_model"]
     api_base = ModelRegisterForm.base_fields["api_base"]
-    api_key = forms.CharField(required=False, label="New API key", widget=_key_input(), strip=False,
-                              help_text="Leave empty to keep the stored key.")
+    api_key = forms.CharField(
+        required=False,
+        label="New API key",
+        widget=_key_input(),
+        strip=False,
+        help_text="Leave empty to keep the stored key.",
+    )
     knowledge_cutoff = ModelRegisterForm.base_fields["knowledge_cutoff"]
     open_weights = forms.BooleanField(required=False)
     default_params = ModelRegisterForm.base_fields["default_params"]
@@ -95,36 +124,67 @@ class RunStartForm(forms.Form):
     with_paper = forms.BooleanField(required=False, initial=True, label="Prompt with the paper")
     samples = forms.IntegerField(min_value=1, max_value=MAX_SAMPLES, initial=1)
     params = ParamsField(required=False, label="Generation parameters", help_text=PARAMS_HELP)
-    mode = forms.ChoiceField(choices=[("single", "Single-shot: one prompt, one answer per item"),
-                                      ("agent", "Agent: works in a sandbox over many turns, within a budget")],
-                             initial="single", required=False, label="Mode")
-    budget_turns = forms.IntegerField(required=False, min_value=1, label="Agent budget: turns per item",
-                                      help_text="Agent runs; blank: the release's maximum (so for the others).")
+    mode = forms.ChoiceField(
+        choices=[
+            ("single", "Single-shot: one prompt, one answer per item"),
+            ("agent", "Agent: works in a sandbox over many turns, within a budget"),
+        ],
+        initial="single",
+        required=False,
+        label="Mode",
+    )
+    budget_turns = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Agent budget: turns per item",
+        help_text="Agent runs; blank: the release's maximum (so for the others).",
+    )
     budget_tokens = forms.IntegerField(required=False, min_value=1, label="Agent budget: tokens per item")
     budget_seconds = forms.FloatField(required=False, min_value=1, label="Agent budget: seconds per item")
     budget_cost = forms.FloatField(required=False, min_value=0.000001, label="Agent budget: USD per item")
 
     def service_values(self) -> dict:
         values = dict(self.cleaned_data)
-        budget = {name: values[f"budget_{name}"] for name in ("turns", "tokens", "seconds", "cost")
-                  if values.get(f"budget_{name}") is not None}
-        return {"version": values["release"], "with_paper": values["with_paper"], "samples": values["samples"],
-                "params": values["params"] or {}, "mode": values.get("mode") or "single", "budget": budget or None}
+        budget = {
+            name: values[f"budget_{name}"]
+            for name in ("turns", "tokens", "seconds", "cost")
+            if values.get(f"budget_{name}") is not None
+        }
+        return {
+            "version": values["release"],
+            "with_paper": values["with_paper"],
+            "samples": values["samples"],
+            "params": values["params"] or {},
+            "mode": values.get("mode") or "single",
+            "budget": budget or None,
+        }
 
 
 class RunUploadForm(forms.Form):
     """A JSONL of generations scored as a self-reported run (the same service as POST /api/v1/runs/upload/)."""
 
-    file = forms.FileField(label="Generations (JSONL)", help_text=UPLOAD_FORMAT,
-                           widget=forms.FileInput(attrs={"accept": ".jsonl,.json,.txt,application/jsonl"}))
+    file = forms.FileField(
+        label="Generations (JSONL)",
+        help_text=UPLOAD_FORMAT,
+        widget=forms.FileInput(attrs={"accept": ".jsonl,.json,.txt,application/jsonl"}),
+    )
     release = _releases()
-    with_paper = forms.BooleanField(required=False, initial=True, label="The answers were made with the paper in "
-                                                                         "the prompt")
-    protocol = forms.ModelChoiceField(queryset=PromptProtocol.objects.order_by("name"), to_field_name="name",
-                                      required=False, empty_label="the release's protocol", label="Prompt protocol",
-                                      help_text='The protocol that extracts code from "answer" lines.')
+    with_paper = forms.BooleanField(
+        required=False, initial=True, label="The answers were made with the paper in the prompt"
+    )
+    protocol = forms.ModelChoiceField(
+        queryset=PromptProtocol.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        empty_label="the release's protocol",
+        label="Prompt protocol",
+        help_text='The protocol that extracts code from "answer" lines.',
+    )
 
     def service_values(self) -> dict:
         values = self.cleaned_data
-        return {"version": values["release"], "with_paper": values["with_paper"],
-                "protocol": values["protocol"].name if values["protocol"] else None}
+        return {
+            "version": values["release"],
+            "with_paper": values["with_paper"],
+            "protocol": values["protocol"].name if values["protocol"] else None,
+        }

@@ -110,11 +110,32 @@ RETRYABLE_STATUS = frozenset({408, 429})  # and every 5xx
 # Providers whose one credential is the API key litellm is given (sent as a header): a model's own key can
 # stand alone there. Others (bedrock, vertex_ai, azure, sagemaker, watsonx, ...) also read credentials of the
 # environment, so only the platform's own models use them.
-OWN_KEY_PROVIDERS = frozenset({
-    "openai", "text-completion-openai", "anthropic", "gemini", "mistral", "codestral", "groq", "deepseek",
-    "together_ai", "fireworks_ai", "openrouter", "xai", "cohere", "cohere_chat", "perplexity", "deepinfra",
-    "cerebras", "hosted_vllm", "nvidia_nim", "sambanova", "moonshot", "dashscope",
-})
+OWN_KEY_PROVIDERS = frozenset(
+    {
+        "openai",
+        "text-completion-openai",
+        "anthropic",
+        "gemini",
+        "mistral",
+        "codestral",
+        "groq",
+        "deepseek",
+        "together_ai",
+        "fireworks_ai",
+        "openrouter",
+        "xai",
+        "cohere",
+        "cohere_chat",
+        "perplexity",
+        "deepinfra",
+        "cerebras",
+        "hosted_vllm",
+        "nvidia_nim",
+        "sambanova",
+        "moonshot",
+        "dashscope",
+    }
+)
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 
 
@@ -129,8 +150,9 @@ def _integer(low: int, high: int) -> Callable[[object], bool]:
 def _stop(value: object) -> bool:
     if isinstance(value, str):
         return 0 < len(value) <= 100
-    return (isinstance(value, list) and 0 < len(value) <= 4
-            and all(isinstance(v, str) and 0 < len(v) <= 100 for v in value))
+    return (
+        isinstance(value, list) and 0 < len(value) <= 4 and all(isinstance(v, str) and 0 < len(v) <= 100 for v in value)
+    )
 
 
 # The generation parameters a model or run may set, each with what it accepts; anything else is refused.
@@ -140,7 +162,7 @@ GENERATION_PARAMS: dict[str, tuple[Callable[[object], bool], str]] = {
     "top_k": (_integer(1, 1000), "an integer from 1 to 1000"),
     "max_tokens": (_integer(1, 1_000_000), "an integer from 1 to 1000000"),
     "max_completion_tokens": (_integer(1, 1_000_000), "an integer from 1 to 1000000"),
-    "seed": (_integer(-(2 ** 63), 2 ** 63 - 1), "an integer"),
+    "seed": (_integer(-(2**63), 2**63 - 1), "an integer"),
     "stop": (_stop, "a string or a list of at most 4 strings (each 1 to 100 characters)"),
     "presence_penalty": (_number(-2, 2), "a number from -2 to 2"),
     "frequency_penalty": (_number(-2, 2), "a number from -2 to 2"),
@@ -151,7 +173,7 @@ GENERATION_PARAMS: dict[str, tuple[Callable[[object], bool], str]] = {
 def params_problems(params: object, *, where: str = "params") -> list[str]:
     """What is wrong with a set of generation parameters, one message per parameter (empty: none)."""
     if not isinstance(params, Mapping):
-        return [f"{where} must be an object of generation parameters, e.g. {{\"temperature\": 0}}"]
+        return [f'{where} must be an object of generation parameters, e.g. {{"temperature": 0}}']
     problems = []
     for name, value in params.items():
         if name not in GENERATION_PARAMS:
@@ -187,11 +209,15 @@ def own_key_problem(*, model: str, api_base: str | None, api_key: str) -> str | 
         return provider_problem(model=model, api_base=api_base)
     provider, resolved_key = placed
     if provider not in OWN_KEY_PROVIDERS:
-        return (f"provider {provider!r} takes credentials from the platform's environment besides a key; a model "
-                f"with its own key must use one of {', '.join(sorted(OWN_KEY_PROVIDERS))}")
+        return (
+            f"provider {provider!r} takes credentials from the platform's environment besides a key; a model "
+            f"with its own key must use one of {', '.join(sorted(OWN_KEY_PROVIDERS))}"
+        )
     if resolved_key not in (None, api_key):
-        return (f"for api_base {api_base} litellm would send the platform's {provider} key instead of the model's "
-                f"own; name the provider in the model string (e.g. {provider}/...)")
+        return (
+            f"for api_base {api_base} litellm would send the platform's {provider} key instead of the model's "
+            f"own; name the provider in the model string (e.g. {provider}/...)"
+        )
     return None
 
 
@@ -299,25 +325,41 @@ def tools_supported(*, model: str, api_base: str | None) -> bool:
         return False
 
 
-def converse(call: ModelCall, messages: list[dict], *, tools: list[dict], timeout: float | None = None,
-             sleep: Callable[[float], None] = time.sleep) -> ToolTurn:
+def converse(
+    call: ModelCall,
+    messages: list[dict],
+    *,
+    tools: list[dict],
+    timeout: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ToolTurn:
     """One turn of a conversation with tools (litellm tool calling), with the retries and accounting of `complete`."""
-    response, latency, attempts = _response(call, messages, sleep=sleep, tools=tools,
-                                            timeout=min(call.timeout, timeout) if timeout else call.timeout)
+    response, latency, attempts = _response(
+        call, messages, sleep=sleep, tools=tools, timeout=min(call.timeout, timeout) if timeout else call.timeout
+    )
     message = response.choices[0].message
     usage = getattr(response, "usage", None)
-    calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name,
-                                                           "arguments": c.function.arguments or "{}"}}
-             for c in (getattr(message, "tool_calls", None) or [])]
-    return ToolTurn(message={"role": "assistant", "content": message.content or "",
-                             **({"tool_calls": calls} if calls else {})},
-                    prompt_tokens=getattr(usage, "prompt_tokens", None),
-                    completion_tokens=getattr(usage, "completion_tokens", None),
-                    latency=latency, cost=_cost(response), attempts=attempts)
+    calls = [
+        {
+            "id": c.id,
+            "type": "function",
+            "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"},
+        }
+        for c in (getattr(message, "tool_calls", None) or [])
+    ]
+    return ToolTurn(
+        message={"role": "assistant", "content": message.content or "", **({"tool_calls": calls} if calls else {})},
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        latency=latency,
+        cost=_cost(response),
+        attempts=attempts,
+    )
 
 
-def _response(call: ModelCall, messages: list[dict], *, sleep: Callable[[float], None], timeout: float | None = None,
-              **extra) -> tuple[litellm.ModelResponse, float, int]:
+def _response(
+    call: ModelCall, messages: list[dict], *, sleep: Callable[[float], None], timeout: float | None = None, **extra
+) -> tuple[litellm.ModelResponse, float, int]:
     """The model's response to `messages`, its latency and the attempts it took (ModelCallError when none)."""
     _account_ids_hide()
     if refusal := call.refusal():
@@ -336,7 +378,9 @@ def _response(call: ModelCall, messages: list[dict], *, sleep: Callable[[float],
                     api_key=call.api_key,
                     timeout=timeout or call.timeout,
                     num_retries=0,  # retries are ours, so they are counted, logged and backed off in one place
-                    **({"organization": _platform_organization} if call.platform_key and _platform_organization else {}),
+                    **(
+                        {"organization": _platform_organization} if call.platform_key and _platform_organization else {}
+                    ),
                     **call.params,
                     **extra,
                 )
@@ -344,26 +388,36 @@ def _response(call: ModelCall, messages: list[dict], *, sleep: Callable[[float],
             latency = time.perf_counter() - started
             if refusals.refused:
                 logger.warning("model %s attempt %d refused: %s", call.model, attempt, refusals.refused)
-                raise ModelCallError(f"{call.model}: not called: {refusals.refused}", retryable=False,
-                                     attempts=attempt) from None
+                raise ModelCallError(
+                    f"{call.model}: not called: {refusals.refused}", retryable=False, attempts=attempt
+                ) from None
             status = _status_code(exc)
             reason = _scrub(f"{type(exc).__name__}: {exc}", call.api_key)
             retryable = _retryable(exc, status)
             if not retryable:
                 logger.warning("model %s attempt %d failed, not retried: %s", call.model, attempt, reason)
                 raise ModelCallError(
-                    f"{call.model}: {reason}", retryable=False, status_code=status, attempts=attempt,
+                    f"{call.model}: {reason}",
+                    retryable=False,
+                    status_code=status,
+                    attempts=attempt,
                 ) from None
             if attempt > call.max_retries:
                 logger.warning("model %s attempt %d failed, retries exhausted: %s", call.model, attempt, reason)
                 raise ModelCallError(
                     f"{call.model}: gave up after {attempt} attempts: {reason}",
-                    retryable=True, status_code=status, attempts=attempt,
+                    retryable=True,
+                    status_code=status,
+                    attempts=attempt,
                 ) from None
             delay = _backoff(attempt, _retry_after(exc))
             logger.info(
                 "model %s attempt %d failed after %.2fs (%s); retrying in %.2fs",
-                call.model, attempt, latency, reason, delay,
+                call.model,
+                attempt,
+                latency,
+                reason,
+                delay,
             )
             sleep(delay)
             continue

@@ -30,7 +30,7 @@ class ModelEntry(models.Model):
     api_key_encrypted = models.TextField(blank=True, editable=False)
     knowledge_cutoff = models.DateField(null=True, blank=True)
     open_weights = models.BooleanField(default=False)
-    default_params = models.JSONField(default=dict, blank=True, help_text="e.g. {\"max_tokens\": 2048}")
+    default_params = models.JSONField(default=dict, blank=True, help_text='e.g. {"max_tokens": 2048}')
     continuous = models.BooleanField(default=False, help_text="Evaluate on every new published version.")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -81,58 +81,81 @@ class EvaluationRun(Redispatchable):
     with_paper = models.BooleanField(default=True)
     samples = models.PositiveSmallIntegerField(default=1)
     covers_held_out = models.BooleanField(
-        default=False, help_text="Evaluates the held-out split too (only runs of models maintainers trust).")
+        default=False, help_text="Evaluates the held-out split too (only runs of models maintainers trust)."
+    )
     params = models.JSONField(default=dict, blank=True, help_text="Generation parameters, e.g. temperature.")
     # What the run calls, fixed at its start: every item's generation and held-out check read these, never the
     # model's current settings, so editing the model after the start changes nothing the run sends anywhere.
-    litellm_model = models.CharField(max_length=200, blank=True,
-                                     help_text="The model string called, as the model had it at the run's start.")
-    api_base = models.CharField(max_length=500, blank=True,
-                                help_text="The endpoint called, as at the run's start; empty: the provider's own address.")
-    model_params = models.JSONField(default=dict, blank=True,
-                                    help_text="The model's default parameters at the run's start (`params` override them).")
+    litellm_model = models.CharField(
+        max_length=200, blank=True, help_text="The model string called, as the model had it at the run's start."
+    )
+    api_base = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="The endpoint called, as at the run's start; empty: the provider's own address.",
+    )
+    model_params = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The model's default parameters at the run's start (`params` override them).",
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     provenance = models.CharField(max_length=20, choices=Provenance.choices, default=Provenance.VERIFIED)
     total_items = models.PositiveIntegerField(default=0)
     source = models.TextField(blank=True, help_text="Where reported results were published (reported runs).")
     done_items = models.PositiveIntegerField(
-        default=0, help_text="Outcomes recorded, counted as they come: a cheap test of whether the run may be done.")
+        default=0, help_text="Outcomes recorded, counted as they come: a cheap test of whether the run may be done."
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     last_progress_at = models.DateTimeField(null=True, blank=True)
-    # The feeder (services.run_feed, called by operations/watchdog.py) keeps a bounded number of a run's items on the broker, never all at once.
+    # The feeder (services.run_feed, called by operations/watchdog.py) keeps a bounded number of a run's items on
+    # the broker, never all at once.
     priority = models.SmallIntegerField(
-        default=0, help_text="Set by maintainers: a run of priority p keeps 1 + p shares of items in flight (0-10).")
+        default=0, help_text="Set by maintainers: a run of priority p keeps 1 + p shares of items in flight (0-10)."
+    )
     feed_cursor = models.PositiveIntegerField(
-        default=0, help_text="How far the feeder went through the run's items in feed order (environment, paper).")
+        default=0, help_text="How far the feeder went through the run's items in feed order (environment, paper)."
+    )
     fed_items = models.PositiveIntegerField(
-        default=0, help_text="Items queued by the feeder, counted with done_items: fed - done are in flight.")
+        default=0, help_text="Items queued by the feeder, counted with done_items: fed - done are in flight."
+    )
     feed_epoch = models.PositiveIntegerField(
-        default=0, help_text="Which feed the run's messages belong to: each (re)dispatch starts a new one, and a "
-                             "message of an earlier feed is dropped when it reaches a worker.")
+        default=0,
+        help_text="Which feed the run's messages belong to: each (re)dispatch starts a new one, and a "
+        "message of an earlier feed is dropped when it reaches a worker.",
+    )
     pause_reason = models.TextField(
-        blank=True, help_text="Why the run stopped itself (its model calls kept failing the same way); cleared on "
-                              "resume.")
+        blank=True,
+        help_text="Why the run stopped itself (its model calls kept failing the same way); cleared on resume.",
+    )
     # The owner's pick of the model's leaderboard row for this release and setting: a later run never replaces it.
-    pinned_at = models.DateTimeField(null=True, blank=True,
-                                     help_text="When the run was pinned as its model's leaderboard run in its setting.")
-    pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+")
+    pinned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the run was pinned as its model's leaderboard run in its setting."
+    )
+    pinned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # Single-shot: one prompt, one answer. Agent: the model works in a sandbox workspace over many turns within
     # `agent_budget` per item (evaluation/agents).
     mode = models.CharField(max_length=10, choices=RUN_MODES, default="single")
-    agent_budget = models.JSONField(default=dict, blank=True,
-                                    help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}.")
+    agent_budget = models.JSONField(
+        default=dict, blank=True, help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}."
+    )
 
     class Meta:
         ordering = ["-created_at"]
         # Active runs are looked up by status on every watchdog pass and per user by the run quota.
         indexes = [models.Index(fields=["status", "created_by"], name="run_status_created_by")]
-        constraints = [models.UniqueConstraint(fields=["model", "version", "with_paper"],
-                                               condition=models.Q(pinned_at__isnull=False),
-                                               name="run_one_pin_per_setting")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "version", "with_paper"],
+                condition=models.Q(pinned_at__isnull=False),
+                name="run_one_pin_per_setting",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.model} on {self.version}"
@@ -190,8 +213,9 @@ class EnvironmentLock(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["environment_hash", "backend", "lock_hash"],
-                                               name="environmentlock_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["environment_hash", "backend", "lock_hash"], name="environmentlock_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.backend} {self.environment_hash[:12]}"
@@ -261,21 +285,33 @@ class Outcome(models.Model):
     environment_hash = models.CharField(max_length=64, blank=True)
     sandbox_backend = models.CharField(max_length=20, blank=True)
     worker = models.CharField(max_length=200, blank=True, help_text="Host name of the worker that ran it.")
-    forked = models.BooleanField(null=True, blank=True, help_text=(
-        "Run in a fork of the warm fork server (True) or started cold although the worker's fork server is on "
-        "(False); empty where there is none (its backend has none, or SANDBOX_FORKSERVER is off)."))
-    environment_lock = models.ForeignKey(EnvironmentLock, null=True, blank=True, on_delete=models.PROTECT,
-                                         related_name="+")
+    forked = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text=(
+            "Run in a fork of the warm fork server (True) or started cold although the worker's fork server is on "
+            "(False); empty where there is none (its backend has none, or SANDBOX_FORKSERVER is off)."
+        ),
+    )
+    environment_lock = models.ForeignKey(
+        EnvironmentLock, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     limits = models.JSONField(default=dict, blank=True, help_text="The sandbox limits the test ran under.")
-    findings = models.JSONField(default=list, blank=True,
-                                help_text="Audit findings (static and runtime): kind, line, detail, source.")
-    tests = models.JSONField(default=list, blank=True,
-                             help_text="The tests the harness counted: id, outcome, passed, problem, traceback tail.")
-    measured_status = models.CharField(max_length=10, blank=True,
-                                       help_text="What the test said (passed/failed) before the outcome was flagged.")
+    findings = models.JSONField(
+        default=list, blank=True, help_text="Audit findings (static and runtime): kind, line, detail, source."
+    )
+    tests = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The tests the harness counted: id, outcome, passed, problem, traceback tail.",
+    )
+    measured_status = models.CharField(
+        max_length=10, blank=True, help_text="What the test said (passed/failed) before the outcome was flagged."
+    )
     review = models.CharField(max_length=10, choices=Review.choices, blank=True)
-    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -291,7 +327,7 @@ class Outcome(models.Model):
 
     @property
     def tests_summary(self) -> str:
-        """"3 of 4 tests passed", from the harness's own count ("" when it counted none)."""
+        """ "3 of 4 tests passed", from the harness's own count ("" when it counted none)."""
         if not self.tests:
             return ""
         passed = sum(1 for row in self.tests if row.get("passed"))
@@ -324,24 +360,32 @@ class RunScore(models.Model):
     pass_rate_ci_low = models.FloatField()
     pass_rate_ci_high = models.FloatField()
     pass_at_k = models.JSONField(default=dict, blank=True, help_text="k -> pass@k (percent), when samples > 1.")
-    size_buckets = models.JSONField(default=dict, blank=True, help_text=(
-        "Snippet-size bucket -> {items, passed} of the scored outcomes; on overall and split rows."))
+    size_buckets = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=("Snippet-size bucket -> {items, passed} of the scored outcomes; on overall and split rows."),
+    )
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     # Item-level aggregates of the split rows (paper null), so ranks and item difficulty never read outcomes.
-    item_passes = models.JSONField(default=dict, blank=True,
-                                   help_text="Item id -> share of its scored samples that passed (split rows).")
-    categories = models.JSONField(default=dict, blank=True,
-                                  help_text="Scored answers per outcome category, e.g. {\"passed\": 3, "
-                                            "\"syntax\": 1} (split rows).")
+    item_passes = models.JSONField(
+        default=dict, blank=True, help_text="Item id -> share of its scored samples that passed (split rows)."
+    )
+    categories = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Scored answers per outcome category, e.g. {"passed": 3, "syntax": 1} (split rows).',
+    )
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["run", "paper"], name="runscore_unique_paper",
-                                    condition=models.Q(paper__isnull=False)),
-            models.UniqueConstraint(fields=["run", "split"], name="runscore_unique_split",
-                                    condition=models.Q(paper__isnull=True)),
+            models.UniqueConstraint(
+                fields=["run", "paper"], name="runscore_unique_paper", condition=models.Q(paper__isnull=False)
+            ),
+            models.UniqueConstraint(
+                fields=["run", "split"], name="runscore_unique_split", condition=models.Q(paper__isnull=True)
+            ),
         ]
 
     def __str__(self) -> str:

@@ -37,8 +37,9 @@ def outcome_flag(verdict: Verdict, findings: list[dict]) -> Verdict:
     detail = f"flagged for review ({', '.join(kinds)}); the test said: {verdict.status}"
     if verdict.detail:
         detail += f" ({verdict.detail})"
-    return replace(verdict, status=Outcome.Status.FLAGGED, detail=detail, findings=tuple(findings),
-                   measured=verdict.status)
+    return replace(
+        verdict, status=Outcome.Status.FLAGGED, detail=detail, findings=tuple(findings), measured=verdict.status
+    )
 
 
 def runtime_findings(records: tuple[dict, ...]) -> list[dict]:
@@ -47,8 +48,12 @@ def runtime_findings(records: tuple[dict, ...]) -> list[dict]:
     for record in records:
         if record.get("kind") == "info":
             continue
-        finding = {"kind": str(record.get("kind", "")), "line": record.get("line"),
-                   "detail": str(record.get("detail", ""))[:500], "source": "runtime"}
+        finding = {
+            "kind": str(record.get("kind", "")),
+            "line": record.get("line"),
+            "detail": str(record.get("detail", ""))[:500],
+            "source": "runtime",
+        }
         seen.setdefault((finding["kind"], finding["line"], finding["detail"]), finding)
     return list(seen.values())
 
@@ -99,19 +104,37 @@ def test_rows(*, harness: HarnessVerdict, manifest: dict | None) -> list[dict]:
     expected = manifest["tests"] if listed else {}
     strict = (manifest or {}).get("runner") == "strict"
     seen = {record.id for record in harness.tests}
-    rows = [{**record.as_dict(), "passed": _test_passes(record, PASSED if strict else expected.get(record.id)
-                                                        if listed else None), "problem": ""}
-            for record in harness.tests]
+    rows = [
+        {
+            **record.as_dict(),
+            "passed": _test_passes(record, PASSED if strict else expected.get(record.id) if listed else None),
+            "problem": "",
+        }
+        for record in harness.tests
+    ]
     for row, record in zip(rows, harness.tests, strict=False):
         if listed and record.id not in expected:
             row["passed"], row["problem"] = False, "is not a test of this task's manifest"
         elif listed and record.subtests[1] < manifest.get("subtests", {}).get(record.id, 0):
-            row["passed"], row["problem"] = False, (f"ran {record.subtests[1]} of the reference's "
-                                                    f"{manifest['subtests'][record.id]} sub-tests")
+            row["passed"], row["problem"] = (
+                False,
+                (f"ran {record.subtests[1]} of the reference's {manifest['subtests'][record.id]} sub-tests"),
+            )
         elif not row["passed"]:
             row["problem"] = _test_problem(record)
-    rows += [{"id": test, "outcome": "not run", "returned": False, "subtests": [0, 0], "detail": "", "passed": False,
-              "problem": "did not run"} for test in expected if test not in seen]
+    rows += [
+        {
+            "id": test,
+            "outcome": "not run",
+            "returned": False,
+            "subtests": [0, 0],
+            "detail": "",
+            "passed": False,
+            "problem": "did not run",
+        }
+        for test in expected
+        if test not in seen
+    ]
     return rows
 
 
@@ -121,8 +144,11 @@ def tests_problem(*, harness: HarnessVerdict, manifest: dict | None, rows: list[
     if runner == "script":
         return "" if not harness.test_runs else "the tests ran through unittest.main, which the reference's do not"
     if runner == "unittest" and harness.test_runs != manifest.get("runs", 1):
-        return ("unittest.main never ran the tests" if not harness.test_runs else
-                f"the tests ran {harness.test_runs} times (the reference's: {manifest.get('runs', 1)})")
+        return (
+            "unittest.main never ran the tests"
+            if not harness.test_runs
+            else f"the tests ran {harness.test_runs} times (the reference's: {manifest.get('runs', 1)})"
+        )
     failing = [row for row in rows if not row["passed"]]
     if not failing:
         return ""
@@ -142,13 +168,15 @@ def outcome_classify(*, result: ExecResult, harness: HarnessVerdict, manifest: d
 
 
 def _classified(*, result: ExecResult, harness: HarnessVerdict, manifest: dict | None, rows: list[dict]) -> Verdict:
-    ran_through = passes(exit_code=result.exit_code, stdout=harness.stdout, stderr=result.stderr,
-                         timed_out=result.timed_out)
+    ran_through = passes(
+        exit_code=result.exit_code, stdout=harness.stdout, stderr=result.stderr, timed_out=result.timed_out
+    )
     failed = Outcome.Status.FAILED
     if ran_through and harness.completed:
         problem = tests_problem(harness=harness, manifest=manifest, rows=rows)
-        return Verdict(failed, Category.RUNTIME, problem) if problem else Verdict(Outcome.Status.PASSED,
-                                                                                  Category.NONE, "")
+        return (
+            Verdict(failed, Category.RUNTIME, problem) if problem else Verdict(Outcome.Status.PASSED, Category.NONE, "")
+        )
     if result.timed_out:
         return Verdict(failed, Category.TIMEOUT, f"no result within the time limit ({result.duration:.0f} s)")
     output = f"{harness.stdout}\n{result.stderr}"
@@ -162,21 +190,35 @@ def _classified(*, result: ExecResult, harness: HarnessVerdict, manifest: dict |
     errors = sum(row["outcome"] == "error" for row in rows)
     if errors > sum(row["outcome"] == "failed" for row in rows):  # most failing tests raised, not asserted
         raised = sorted(names - {"AssertionError"})
-        return Verdict(failed, Category.RUNTIME, f"{errors} test(s) raised an error" + (
-            f" ({', '.join(raised)})" if raised else ""))
+        return Verdict(
+            failed,
+            Category.RUNTIME,
+            f"{errors} test(s) raised an error" + (f" ({', '.join(raised)})" if raised else ""),
+        )
     if "AssertionError" in names or re.search(r"^FAIL: ", output, re.MULTILINE):
         return Verdict(failed, Category.WRONG_RESULT, "the tests' assertions failed")
     if not harness.completed:
         cut = [row["id"] for row in rows if row["outcome"] in ("unfinished", "not run")]
-        return Verdict(failed, Category.RUNTIME, harness.reason + (
-            f"; {cut[0]} did not run to its end" + (f" ({len(cut) - 1} more did not either)" if len(cut) > 1 else "")
-            if cut else ""))
+        return Verdict(
+            failed,
+            Category.RUNTIME,
+            harness.reason
+            + (
+                f"; {cut[0]} did not run to its end"
+                + (f" ({len(cut) - 1} more did not either)" if len(cut) > 1 else "")
+                if cut
+                else ""
+            ),
+        )
     if result.output_truncated and result.exit_code is None:
         return Verdict(failed, Category.RUNTIME, "killed after exceeding the output limit")
     if names:
         return Verdict(failed, Category.RUNTIME, ", ".join(sorted(names)))
-    return Verdict(failed, Category.RUNTIME if result.exit_code else Category.WRONG_RESULT,
-                   f"exit status {result.exit_code}" if result.exit_code else "the output reports a failure")
+    return Verdict(
+        failed,
+        Category.RUNTIME if result.exit_code else Category.WRONG_RESULT,
+        f"exit status {result.exit_code}" if result.exit_code else "the output reports a failure",
+    )
 
 
 def tail(text: str) -> str:

@@ -26,10 +26,10 @@ class ProvenanceLabel:
 # for one run.
 PROVENANCE_MEANINGS = {
     Provenance.VERIFIED: "the platform called a provider at the provider's own address, or a calibration model "
-                         "answered",
+    "answered",
     Provenance.VERIFIED_UPLOAD: "uploaded answers a maintainer checked (the statement names who, and why)",
     Provenance.SELF_REPORTED: "answers uploaded and not checked, or fetched from the owner's own endpoint (api_base), "
-                              "which can answer anything",
+    "which can answer anything",
     Provenance.REPORTED: "published results imported as published",
 }
 PROVENANCE_HELP = ", ".join(f"{value} ({meaning})" for value, meaning in PROVENANCE_MEANINGS.items()) + "."
@@ -66,16 +66,19 @@ def provenance_of(run: EvaluationRun) -> ProvenanceLabel:
         if run.is_calibration:
             statement = "a built-in calibration model: the platform made its answers"
         else:
-            statement = (f"the platform called {run.litellm_model or run.model.litellm_model} at the provider's own "
-                         f"address")
+            statement = (
+                f"the platform called {run.litellm_model or run.model.litellm_model} at the provider's own address"
+            )
     elif value == Provenance.VERIFIED_UPLOAD:
         change = _verification(run)
-        who = (change.actor.get_username() if change and change.actor else "a former maintainer")
+        who = change.actor.get_username() if change and change.actor else "a former maintainer"
         statement = f"checked by {who}, {change.reason}" if change else "checked by a maintainer"
     elif value == Provenance.SELF_REPORTED:
         if run.api_base:
-            statement = (f"the platform called the owner's own endpoint {run.api_base}, not a provider's own address: "
-                         f"it can answer anything")
+            statement = (
+                f"the platform called the owner's own endpoint {run.api_base}, not a provider's own address: "
+                f"it can answer anything"
+            )
         else:
             statement = "answers uploaded by the model's developers, not checked by a maintainer"
     else:

@@ -57,8 +57,9 @@ def reported_results_parse(*, version: BenchmarkVersion, data: bytes) -> list[Re
     for paper_id, paper_entry in papers.items():
         where = f"results[{paper_id!r}]"
         if paper_id not in index:
-            problems.append(f"{where}: no paper {paper_id!r} in release {version.name} "
-                            f"(its papers: {', '.join(sorted(index))})")
+            problems.append(
+                f"{where}: no paper {paper_id!r} in release {version.name} (its papers: {', '.join(sorted(index))})"
+            )
             continue
         by_model = paper_entry.get("results") if isinstance(paper_entry, dict) else None
         if not isinstance(by_model, dict):
@@ -76,9 +77,14 @@ def reported_results_parse(*, version: BenchmarkVersion, data: bytes) -> list[Re
                 matches = index[paper_id].get(snippet_name, [])
                 if len(matches) != 1:
                     problems.append(
-                        f"{swhere}: " + (f"snippet name {snippet_name!r} is ambiguous in paper {paper_id}"
-                                         if matches else f"no snippet {snippet_name!r} in paper {paper_id} "
-                                         f"(its snippets: {', '.join(sorted(index[paper_id]))})"))
+                        f"{swhere}: "
+                        + (
+                            f"snippet name {snippet_name!r} is ambiguous in paper {paper_id}"
+                            if matches
+                            else f"no snippet {snippet_name!r} in paper {paper_id} "
+                            f"(its snippets: {', '.join(sorted(index[paper_id]))})"
+                        )
+                    )
                     continue
                 snippet = matches[0]
                 if not isinstance(completions, list) or not completions:
@@ -92,8 +98,10 @@ def reported_results_parse(*, version: BenchmarkVersion, data: bytes) -> list[Re
                         continue
                     count = completion.get("snippet_code_line_count")
                     if count != snippet.loc:
-                        problems.append(f"{cwhere}: snippet_code_line_count is {count!r}; release {version.name} "
-                                        f"counts {snippet.loc} lines of code for this snippet")
+                        problems.append(
+                            f"{cwhere}: snippet_code_line_count is {count!r}; release {version.name} "
+                            f"counts {snippet.loc} lines of code for this snippet"
+                        )
                         continue
                     passed.append(completion["passed"])
                 found[snippet.pk] = passed
@@ -101,8 +109,10 @@ def reported_results_parse(*, version: BenchmarkVersion, data: bytes) -> list[Re
     for model_name, found in models.items():
         missing = sorted(label for pk, label in expected.items() if pk not in found)
         if missing:
-            problems.append(f"model {model_name!r} has no results for {len(missing)} snippet(s) of release "
-                            f"{version.name}: {', '.join(missing)}")
+            problems.append(
+                f"model {model_name!r} has no results for {len(missing)} snippet(s) of release "
+                f"{version.name}: {', '.join(missing)}"
+            )
     slugs: dict[str, str] = {}
     for model_name in models:
         slug = slugify(model_name)[:100]
@@ -119,8 +129,9 @@ def reported_results_parse(*, version: BenchmarkVersion, data: bytes) -> list[Re
 
 
 @transaction.atomic
-def reported_results_import(*, version: BenchmarkVersion, data: bytes, source: str = "",
-                            user=None) -> list[EvaluationRun]:
+def reported_results_import(
+    *, version: BenchmarkVersion, data: bytes, source: str = "", user=None
+) -> list[EvaluationRun]:
     """One completed, scored run per model of the file, marked reported, with `source`; all or nothing."""
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"version {version.name} is a draft; results are imported on published versions")
@@ -133,25 +144,46 @@ def reported_results_import(*, version: BenchmarkVersion, data: bytes, source: s
     runs = []
     for entry in reported:
         model, _ = ModelEntry.objects.get_or_create(
-            name=slugify(entry.name)[:100], defaults={"display_name": entry.name[:200],
-                                                      "kind": ModelEntry.Kind.REPORTED})
-        earlier = EvaluationRun.objects.filter(model=model, version=version,
-                                               provenance=EvaluationRun.Provenance.REPORTED).first()
+            name=slugify(entry.name)[:100],
+            defaults={"display_name": entry.name[:200], "kind": ModelEntry.Kind.REPORTED},
+        )
+        earlier = EvaluationRun.objects.filter(
+            model=model, version=version, provenance=EvaluationRun.Provenance.REPORTED
+        ).first()
         if earlier is not None:
-            raise EvaluationError(f"model {entry.name!r} already has reported results on {version.name} "
-                                  f"(run {earlier.pk}); nothing was imported")
+            raise EvaluationError(
+                f"model {entry.name!r} already has reported results on {version.name} "
+                f"(run {earlier.pk}); nothing was imported"
+            )
         samples = max(len(passed) for passed in entry.completions.values())
         total = sum(len(p) for p in entry.completions.values())
         run = EvaluationRun.objects.create(
-            model=model, version=version, protocol=protocol, samples=samples, created_by=user, source=source,
-            status=EvaluationRun.Status.COMPLETED, provenance=EvaluationRun.Provenance.REPORTED,
-            total_items=total, done_items=total, params={"reported": True},
-            started_at=now, finished_at=now, last_progress_at=now)
+            model=model,
+            version=version,
+            protocol=protocol,
+            samples=samples,
+            created_by=user,
+            source=source,
+            status=EvaluationRun.Status.COMPLETED,
+            provenance=EvaluationRun.Provenance.REPORTED,
+            total_items=total,
+            done_items=total,
+            params={"reported": True},
+            started_at=now,
+            finished_at=now,
+            last_progress_at=now,
+        )
         Outcome.objects.bulk_create(
-            Outcome(run=run, snippet_id=snippet_id, sample=sample,
-                    status=Outcome.Status.PASSED if ok else Outcome.Status.FAILED,
-                    detail="" if ok else "reported as failed by the source")
-            for snippet_id, passed in entry.completions.items() for sample, ok in enumerate(passed))
+            Outcome(
+                run=run,
+                snippet_id=snippet_id,
+                sample=sample,
+                status=Outcome.Status.PASSED if ok else Outcome.Status.FAILED,
+                detail="" if ok else "reported as failed by the source",
+            )
+            for snippet_id, passed in entry.completions.items()
+            for sample, ok in enumerate(passed)
+        )
         run_scores_store(run=run)
         runs.append(run)
     return runs

@@ -30,18 +30,35 @@ def _sha256(text: str) -> str:
 
 
 def run_outcomes(run: EvaluationRun) -> QuerySet[Outcome]:
-    return (Outcome.objects.filter(run=run)
-            .select_related("snippet__task__paper", "generation", "environment_lock")
-            .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
+    return (
+        Outcome.objects.filter(run=run)
+        .select_related("snippet__task__paper", "generation", "environment_lock")
+        .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample")
+    )
 
 
 # The manifest's items are read this many at a time: its memory stays bounded however big the run.
 MANIFEST_CHUNK = 500
-MANIFEST_ITEM_FIELDS = ("snippet_id", "sample", "snippet__task__paper__slug", "snippet__file_path", "snippet__name",
-                        "snippet__task__content_hash", "generation__prompt_hash", "generation__raw_answer",
-                        "generation__extracted_code", "generation_id", "environment_hash",
-                        "environment_lock__lock_hash", "limits", "sandbox_backend", "forked", "worker", "status",
-                        "category")
+MANIFEST_ITEM_FIELDS = (
+    "snippet_id",
+    "sample",
+    "snippet__task__paper__slug",
+    "snippet__file_path",
+    "snippet__name",
+    "snippet__task__content_hash",
+    "generation__prompt_hash",
+    "generation__raw_answer",
+    "generation__extracted_code",
+    "generation_id",
+    "environment_hash",
+    "environment_lock__lock_hash",
+    "limits",
+    "sandbox_backend",
+    "forked",
+    "worker",
+    "status",
+    "category",
+)
 
 
 def manifest_outcomes(*, run: EvaluationRun, user) -> tuple[QuerySet[Outcome], int]:
@@ -52,23 +69,30 @@ def manifest_outcomes(*, run: EvaluationRun, user) -> tuple[QuerySet[Outcome], i
     run) PostgreSQL planned that as a nested-loop semi join, quadratic in the run's size.
     """
     visible = outcomes_visible(run=run, user=user).order_by(
-        "snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample")
+        "snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"
+    )
     return visible, Outcome.objects.filter(run=run).count() - visible.count()
 
 
 def _item(row: dict, run: EvaluationRun) -> dict:
     answered = row["generation_id"] is not None
     return {
-        "item": row["snippet_id"], "sample": row["sample"], "paper": row["snippet__task__paper__slug"],
-        "file": row["snippet__file_path"], "snippet": row["snippet__name"],
+        "item": row["snippet_id"],
+        "sample": row["sample"],
+        "paper": row["snippet__task__paper__slug"],
+        "file": row["snippet__file_path"],
+        "snippet": row["snippet__name"],
         "task_content_hash": row["snippet__task__content_hash"],
         "prompt_hash": row["generation__prompt_hash"] if answered else None,
         "answer_hash": _sha256(row["generation__raw_answer"]) if answered else None,
         "code_hash": _sha256(row["generation__extracted_code"]) if answered else None,
         "environment_hash": row["environment_hash"],
         "environment_lock": row["environment_lock__lock_hash"],
-        "protocol": run.protocol, "limits": row["limits"], "sandbox_backend": row["sandbox_backend"],
-        "forked": row["forked"], "worker": row["worker"],
+        "protocol": run.protocol,
+        "limits": row["limits"],
+        "sandbox_backend": row["sandbox_backend"],
+        "forked": row["forked"],
+        "worker": row["worker"],
         "verdict": {"status": row["status"], "category": row["category"]},
     }
 
@@ -96,12 +120,25 @@ def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
     locks = dict(EnvironmentLock.objects.filter(pk__in=lock_ids).values_list("lock_hash", "lock"))
     head = {
         "format": MANIFEST_FORMAT,
-        "run": {"id": run.pk, "model": run.model.name, "model_kind": run.model.kind, "release": run.version.name,
-                "release_manifest_hash": run.version.manifest_hash, "protocol": run.protocol,
-                "with_paper": run.with_paper, "samples": run.samples, "params": run.params,
-                "mode": run.mode, "agent_budget": run.agent_budget,
-                "provenance": said.value, "provenance_label": said.label, "provenance_statement": said.statement,
-                "endpoint": run_endpoint(run), "status": run.status, "finished_at": run.finished_at},
+        "run": {
+            "id": run.pk,
+            "model": run.model.name,
+            "model_kind": run.model.kind,
+            "release": run.version.name,
+            "release_manifest_hash": run.version.manifest_hash,
+            "protocol": run.protocol,
+            "with_paper": run.with_paper,
+            "samples": run.samples,
+            "params": run.params,
+            "mode": run.mode,
+            "agent_budget": run.agent_budget,
+            "provenance": said.value,
+            "provenance_label": said.label,
+            "provenance_statement": said.statement,
+            "endpoint": run_endpoint(run),
+            "status": run.status,
+            "finished_at": run.finished_at,
+        },
         "scope": "all items" if not withheld else "public items only",
         "items_withheld": withheld,
         "environments": dict(sorted(locks.items())),
@@ -182,10 +219,14 @@ def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
             continue
         try:
             # The limits the item ran under, as recorded; older outcomes have none: the release's.
-            limits = (Limits(**{k: v for k, v in outcome.limits.items() if k in known}) if outcome.limits
-                      else limits_for_release(run.version))
-            item_run = item_execute(snippet=outcome.snippet, code=generation.extracted_code, limits=limits,
-                                    failures=build_failures)
+            limits = (
+                Limits(**{k: v for k, v in outcome.limits.items() if k in known})
+                if outcome.limits
+                else limits_for_release(run.version)
+            )
+            item_run = item_execute(
+                snippet=outcome.snippet, code=generation.extracted_code, limits=limits, failures=build_failures
+            )
         except (EnvironmentBuildError, SandboxError) as exc:
             yield Agreement(outcome, Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, str(exc), None)
             continue

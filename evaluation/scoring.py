@@ -19,8 +19,12 @@ BOOTSTRAP_ITERATIONS = 1000
 SIZE_BUCKETS = (("1-2", 1, 2), ("3-5", 3, 5), ("6-10", 6, 10), ("11+", 11, None))
 
 
-def bootstrap_ci(results: Sequence[ItemResult], *, iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0,
-                 ) -> tuple[Interval, Interval]:
+def bootstrap_ci(
+    results: Sequence[ItemResult],
+    *,
+    iterations: int = BOOTSTRAP_ITERATIONS,
+    seed: int = 0,
+) -> tuple[Interval, Interval]:
     """95% percentile intervals of (pass rate, scaled pass rate), resampling snippets with replacement.
 
     Each resample keeps all samples of a drawn snippet together and averages the rates over sample indices,
@@ -47,8 +51,12 @@ def bootstrap_ci(results: Sequence[ItemResult], *, iterations: int = BOOTSTRAP_I
             rows = table[s]
             n = sum(rows[i][0] for i in drawn)
             if n:
-                per_sample.append((100.0 * sum(rows[i][1] for i in drawn) / n,
-                                   100.0 * sum(rows[i][3] for i in drawn) / (sum(rows[i][2] for i in drawn) or 1)))
+                per_sample.append(
+                    (
+                        100.0 * sum(rows[i][1] for i in drawn) / n,
+                        100.0 * sum(rows[i][3] for i in drawn) / (sum(rows[i][2] for i in drawn) or 1),
+                    )
+                )
         if per_sample:
             rates.append(sum(p for p, _ in per_sample) / len(per_sample))
             scaled.append(sum(q for _, q in per_sample) / len(per_sample))
@@ -79,8 +87,9 @@ def pass_at_ks(results: Sequence[ItemResult], samples: int) -> dict[str, dict[st
 def run_item_results(run: EvaluationRun) -> dict[int | None, list[ItemResult]]:
     """Outcomes as ItemResults, overall (key None) and per paper id."""
     grouped: dict[int | None, list[ItemResult]] = defaultdict(list)
-    rows = Outcome.objects.filter(run=run).values_list("snippet_id", "snippet__loc", "sample", "status",
-                                                       "snippet__task__paper_id")
+    rows = Outcome.objects.filter(run=run).values_list(
+        "snippet_id", "snippet__loc", "sample", "status", "snippet__task__paper_id"
+    )
     for snippet_id, loc, sample, status, paper_id in rows:
         item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=status)
         grouped[None].append(item)
@@ -92,8 +101,9 @@ def size_buckets(results: Sequence[ItemResult]) -> dict[str, dict[str, int]]:
     """Scored outcomes and passes per snippet-size bucket (errors and flagged items are not scored)."""
     table: dict[str, dict[str, int]] = {}
     for r in results:
-        label = next((label for label, low, high in SIZE_BUCKETS if r.loc >= low and (high is None or r.loc <= high)),
-                     None)
+        label = next(
+            (label for label, low, high in SIZE_BUCKETS if r.loc >= low and (high is None or r.loc <= high)), None
+        )
         if r.status in EVALUATED and label is not None:
             cell = table.setdefault(label, {"items": 0, "passed": 0})
             cell["items"] += 1
@@ -130,18 +140,30 @@ def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], sam
         summary: Score = score(results)
         rate_ci, scaled_ci = bootstrap_ci(results, seed=seed)
         used = [u for u in usage if (paper_id is None or u[0] == paper_id) and (not split or u[1] == split)]
-        rows.append(dict(
-            paper_id=paper_id, split=split, items=summary.items, passed=summary.passed, failed=summary.failed,
-            errors=summary.errors, flagged=summary.flagged, pass_rate=summary.pass_rate,
-            pass_rate_std=summary.pass_rate_std, scaled_pass_rate=summary.scaled_pass_rate,
-            scaled_pass_rate_std=summary.scaled_pass_rate_std,
-            pass_rate_ci_low=rate_ci.low, pass_rate_ci_high=rate_ci.high,
-            scaled_ci_low=scaled_ci.low, scaled_ci_high=scaled_ci.high,
-            pass_at_k=pass_at_ks(results, samples),
-            prompt_tokens=sum(u[2] or 0 for u in used), completion_tokens=sum(u[3] or 0 for u in used),
-            # Unknown cost anywhere makes the total unknown, not an undercount.
-            cost=None if any(u[4] is None for u in used) else sum((u[4] for u in used), Decimal(0)),
-        ))
+        rows.append(
+            dict(
+                paper_id=paper_id,
+                split=split,
+                items=summary.items,
+                passed=summary.passed,
+                failed=summary.failed,
+                errors=summary.errors,
+                flagged=summary.flagged,
+                pass_rate=summary.pass_rate,
+                pass_rate_std=summary.pass_rate_std,
+                scaled_pass_rate=summary.scaled_pass_rate,
+                scaled_pass_rate_std=summary.scaled_pass_rate_std,
+                pass_rate_ci_low=rate_ci.low,
+                pass_rate_ci_high=rate_ci.high,
+                scaled_ci_low=scaled_ci.low,
+                scaled_ci_high=scaled_ci.high,
+                pass_at_k=pass_at_ks(results, samples),
+                prompt_tokens=sum(u[2] or 0 for u in used),
+                completion_tokens=sum(u[3] or 0 for u in used),
+                # Unknown cost anywhere makes the total unknown, not an undercount.
+                cost=None if any(u[4] is None for u in used) else sum((u[4] for u in used), Decimal(0)),
+            )
+        )
     return rows
 
 
@@ -149,13 +171,18 @@ def run_score_inputs(*, run, outcome_model, generation_model, membership_model) 
     """Outcome and usage rows of a run, with each item's split in the run's version (models passed in, so a
     migration can give its historical ones)."""
     splits = dict(membership_model.objects.filter(version_id=run.version_id).values_list("task_id", "split"))
-    outcomes = [(snippet_id, loc, sample, status, paper_id, splits.get(task_id, "public"))
-                for snippet_id, loc, sample, status, paper_id, task_id in outcome_model.objects.filter(run=run)
-                .values_list("snippet_id", "snippet__loc", "sample", "status", "snippet__task__paper_id",
-                             "snippet__task_id")]
-    usage = [(paper_id, splits.get(task_id, "public"), prompt, completion, cost)
-             for paper_id, task_id, prompt, completion, cost in generation_model.objects.filter(run=run)
-             .values_list("snippet__task__paper_id", "snippet__task_id", "prompt_tokens", "completion_tokens", "cost")]
+    outcomes = [
+        (snippet_id, loc, sample, status, paper_id, splits.get(task_id, "public"))
+        for snippet_id, loc, sample, status, paper_id, task_id in outcome_model.objects.filter(run=run).values_list(
+            "snippet_id", "snippet__loc", "sample", "status", "snippet__task__paper_id", "snippet__task_id"
+        )
+    ]
+    usage = [
+        (paper_id, splits.get(task_id, "public"), prompt, completion, cost)
+        for paper_id, task_id, prompt, completion, cost in generation_model.objects.filter(run=run).values_list(
+            "snippet__task__paper_id", "snippet__task_id", "prompt_tokens", "completion_tokens", "cost"
+        )
+    ]
     return outcomes, usage
 
 
@@ -178,33 +205,46 @@ def item_statistics(*, outcomes: Sequence[ItemOutcomeRow]) -> dict[str, dict]:
             counts[key][snippet_id][0] += 1
             counts[key][snippet_id][1] += status == Outcome.Status.PASSED
             categories[key][label] += 1
-    return {key: {"item_passes": {str(i): passed / n for i, (n, passed) in sorted(items.items())},
-                  "categories": dict(categories[key])} for key, items in counts.items()}
+    return {
+        key: {
+            "item_passes": {str(i): passed / n for i, (n, passed) in sorted(items.items())},
+            "categories": dict(categories[key]),
+        }
+        for key, items in counts.items()
+    }
 
 
 def run_item_inputs(*, run, outcome_model, membership_model) -> list[ItemOutcomeRow]:
     """The run's outcomes with each item's split (models passed in, so a migration can give its historical ones)."""
     splits = dict(membership_model.objects.filter(version_id=run.version_id).values_list("task_id", "split"))
-    return [(snippet_id, status, category, splits.get(task_id, "public"))
-            for snippet_id, status, category, task_id in outcome_model.objects.filter(run=run)
-            .values_list("snippet_id", "status", "category", "snippet__task_id")]
+    return [
+        (snippet_id, status, category, splits.get(task_id, "public"))
+        for snippet_id, status, category, task_id in outcome_model.objects.filter(run=run).values_list(
+            "snippet_id", "status", "category", "snippet__task_id"
+        )
+    ]
 
 
 def run_scores_compute(*, run: EvaluationRun) -> list[RunScore]:
     """The run's aggregates, computed (seconds on a 20,000-outcome run) but not stored: no lock is held meanwhile."""
     from benchmarks.models import VersionTask
 
-    outcomes, usage = run_score_inputs(run=run, outcome_model=Outcome, generation_model=Generation,
-                                       membership_model=VersionTask)
+    outcomes, usage = run_score_inputs(
+        run=run, outcome_model=Outcome, generation_model=Generation, membership_model=VersionTask
+    )
     rows = score_rows(outcomes=outcomes, usage=usage, samples=run.samples, seed=run.pk)
     buckets = size_buckets_by_split(outcomes)
-    rows = [{**fields, "size_buckets": buckets.get(fields["split"], {}) if fields["paper_id"] is None else {}}
-            for fields in rows]
+    rows = [
+        {**fields, "size_buckets": buckets.get(fields["split"], {}) if fields["paper_id"] is None else {}}
+        for fields in rows
+    ]
     if run.provenance == EvaluationRun.Provenance.REPORTED:  # published results have no cost
         rows = [{**fields, "cost": None} for fields in rows]
     items = item_statistics(outcomes=run_item_inputs(run=run, outcome_model=Outcome, membership_model=VersionTask))
-    return [RunScore(run=run, **fields, **(items.get(fields["split"], {}) if fields["paper_id"] is None else {}))
-            for fields in rows]
+    return [
+        RunScore(run=run, **fields, **(items.get(fields["split"], {}) if fields["paper_id"] is None else {}))
+        for fields in rows
+    ]
 
 
 def run_scores_write(*, run: EvaluationRun, scores: list[RunScore]) -> RunScore | None:

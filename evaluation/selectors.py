@@ -8,8 +8,19 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db.models import (Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Sum, Value, When,
-                              prefetch_related_objects)
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+    prefetch_related_objects,
+)
 from django.utils import timezone
 
 from benchmarks import visibility
@@ -37,8 +48,20 @@ from operations.events import Kind, events_of
 
 # Call parameters a model not registered by a maintainer may carry on a held-out run: sampling only, so nothing
 # can send the prompt anywhere else or ask the provider to keep it for the key's owner.
-HELD_OUT_SAFE_PARAMS = frozenset({"temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens", "seed",
-                                  "stop", "presence_penalty", "frequency_penalty", "reasoning_effort"})
+HELD_OUT_SAFE_PARAMS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "max_tokens",
+        "max_completion_tokens",
+        "seed",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "reasoning_effort",
+    }
+)
 
 
 def _maintainer_owned(model: ModelEntry) -> bool:
@@ -64,8 +87,9 @@ def _endpoint_trusted_with_held_out(*, model: ModelEntry, provider: str, api_bas
 
 def model_trusted_with_held_out(*, model: ModelEntry) -> bool:
     """Whether held-out prompts may go to this model as it is set up now: only endpoints maintainers trust."""
-    return _endpoint_trusted_with_held_out(model=model, provider=model.provider, api_base=model.api_base,
-                                           params=model.default_params)
+    return _endpoint_trusted_with_held_out(
+        model=model, provider=model.provider, api_base=model.api_base, params=model.default_params
+    )
 
 
 def run_covers_held_out(*, model: ModelEntry, params: dict | None = None, uploaded: bool = False) -> bool:
@@ -73,20 +97,24 @@ def run_covers_held_out(*, model: ModelEntry, params: dict | None = None, upload
     only (a run's own parameters are held to the same sampling-only rule as the model's)."""
     if uploaded:
         return False
-    return _endpoint_trusted_with_held_out(model=model, provider=model.provider, api_base=model.api_base,
-                                           params={**model.default_params, **(params or {})})
+    return _endpoint_trusted_with_held_out(
+        model=model, provider=model.provider, api_base=model.api_base, params={**model.default_params, **(params or {})}
+    )
 
 
 def run_sends_held_out(*, run: EvaluationRun) -> bool:
     """Whether a held-out prompt of `run` may leave now: asked again before each one, against the endpoint the run
     snapshot at its start (what it really calls), with today's trust (a maintainer's role, HELD_OUT_PROVIDERS)."""
     return run.covers_held_out and _endpoint_trusted_with_held_out(
-        model=run.model, provider=run.provider, api_base=run.api_base, params=run.call_params)
+        model=run.model, provider=run.provider, api_base=run.api_base, params=run.call_params
+    )
 
 
 def run_snippets(*, run: EvaluationRun) -> QuerySet[Snippet]:
     """The items a run evaluates (all splits when it covers held-out ones, the public split else), in item order."""
-    return version_snippets(version=run.version, split=None if run.covers_held_out else visibility.PUBLIC).order_by("pk")
+    return version_snippets(version=run.version, split=None if run.covers_held_out else visibility.PUBLIC).order_by(
+        "pk"
+    )
 
 
 def runs_visible(*, user) -> QuerySet[EvaluationRun]:
@@ -103,8 +131,9 @@ def outcomes_visible(*, run: EvaluationRun, user) -> QuerySet[Outcome]:
     outcomes = Outcome.objects.filter(run=run)
     if visibility.user_sees_held_out(user=user):
         return outcomes
-    return outcomes.filter(snippet__task__memberships__version=run.version_id,
-                           snippet__task__memberships__split=visibility.PUBLIC)
+    return outcomes.filter(
+        snippet__task__memberships__version=run.version_id, snippet__task__memberships__split=visibility.PUBLIC
+    )
 
 
 def split_scores_itemized(*, runs: list[EvaluationRun], user) -> QuerySet[RunScore]:
@@ -129,8 +158,11 @@ def run_gpu_notice(*, run: EvaluationRun) -> str | None:
 
     if not run.is_active:
         return None
-    waiting = (run_snippets(run=run).filter(task__extra_metadata__gpu=True)
-               .exclude(pk__in=Outcome.objects.filter(run=run).values("snippet_id")))
+    waiting = (
+        run_snippets(run=run)
+        .filter(task__extra_metadata__gpu=True)
+        .exclude(pk__in=Outcome.objects.filter(run=run).values("snippet_id"))
+    )
     tasks = waiting.values("task_id").distinct().count()
     if not tasks:
         return None
@@ -155,8 +187,11 @@ def run_feed_order(run: EvaluationRun) -> list[tuple[int, int]]:
     of tasks that need a GPU come last: they wait on the `gpu` queue, and fed first they would hold the run's whole
     share in flight while no GPU worker takes them."""
     needs_gpu = Case(When(task__extra_metadata__gpu=True, then=Value(1)), default=Value(0))
-    ids = list(run_snippets(run=run).order_by(needs_gpu, "task__environment_hash", "task__paper__slug", "file_path", "pk")
-               .values_list("pk", flat=True))
+    ids = list(
+        run_snippets(run=run)
+        .order_by(needs_gpu, "task__environment_hash", "task__paper__slug", "file_path", "pk")
+        .values_list("pk", flat=True)
+    )
     return [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
 
 
@@ -186,17 +221,28 @@ def run_progress(run: EvaluationRun) -> Progress:
     # Polled every few seconds while a run goes: count in the database, not row by row here.
     counts = {s: 0 for s in Outcome.Status.values}
     counts.update(Outcome.objects.filter(run=run).values_list("status").annotate(n=Count("id")).order_by())
-    return Progress(total=run.total_items, done=sum(counts.values()), passed=counts["passed"],
-                    failed=counts["failed"], errors=counts["error"], flagged=counts["flagged"],
-                    **Generation.objects.filter(run=run).aggregate(
-                        generated=Count("id", filter=Q(error="")), call_failures=Count("id", filter=~Q(error=""))))
+    return Progress(
+        total=run.total_items,
+        done=sum(counts.values()),
+        passed=counts["passed"],
+        failed=counts["failed"],
+        errors=counts["error"],
+        flagged=counts["flagged"],
+        **Generation.objects.filter(run=run).aggregate(
+            generated=Count("id", filter=Q(error="")), call_failures=Count("id", filter=~Q(error=""))
+        ),
+    )
 
 
 def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
     """The prompt for one item in the named protocol, from the worker's cached task files."""
-    return snippet_prompt(snippet=snippet, files=task_files(snippet.task), with_paper=with_paper,
-                          protocol=protocol_get(name=protocol),
-                          annotated=task_annotated(snippet.task, snippet.file_path))
+    return snippet_prompt(
+        snippet=snippet,
+        files=task_files(snippet.task),
+        with_paper=with_paper,
+        protocol=protocol_get(name=protocol),
+        annotated=task_annotated(snippet.task, snippet.file_path),
+    )
 
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.
@@ -291,23 +337,46 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("pass_rate", "float", _score("pass_rate"), "pass@1 (95% CI)", "pass"),
     LeaderboardColumn("pass_rate_ci_low", "float", _score("pass_rate_ci_low")),
     LeaderboardColumn("pass_rate_ci_high", "float", _score("pass_rate_ci_high")),
-    LeaderboardColumn("organization", "str", lambda r: r.run.model.organization, "Organization", "organization",
-                      toggled=True),
-    LeaderboardColumn("open_weights", "bool", lambda r: r.run.model.open_weights, "Open weights", "open_weights",
-                      toggled=True),
-    LeaderboardColumn("knowledge_cutoff", "date", lambda r: r.run.model.knowledge_cutoff, "Knowledge cut-off",
-                      "cutoff", nullable=True, toggled=True),
+    LeaderboardColumn(
+        "organization", "str", lambda r: r.run.model.organization, "Organization", "organization", toggled=True
+    ),
+    LeaderboardColumn(
+        "open_weights", "bool", lambda r: r.run.model.open_weights, "Open weights", "open_weights", toggled=True
+    ),
+    LeaderboardColumn(
+        "knowledge_cutoff",
+        "date",
+        lambda r: r.run.model.knowledge_cutoff,
+        "Knowledge cut-off",
+        "cutoff",
+        nullable=True,
+        toggled=True,
+    ),
     LeaderboardColumn("provenance", "str", lambda r: r.run.provenance, "Provenance", "provenance"),
     LeaderboardColumn("provenance_statement", "str", lambda r: provenance_of(r.run).statement),  # the badge's words
     LeaderboardColumn("source", "str", lambda r: r.run.source),  # where a reported run's results were published
-    LeaderboardColumn("finished_on", "date", lambda r: r.run.finished_at and r.run.finished_at.date(), "Date", "date",
-                      nullable=True, title="The day the run completed"),
+    LeaderboardColumn(
+        "finished_on",
+        "date",
+        lambda r: r.run.finished_at and r.run.finished_at.date(),
+        "Date",
+        "date",
+        nullable=True,
+        title="The day the run completed",
+    ),
     LeaderboardColumn("pinned", "bool", lambda r: r.run.pinned_at is not None),  # the owner's pick, not the latest
     LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
     LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
     LeaderboardColumn("samples", "int", lambda r: r.run.samples),
-    LeaderboardColumn("held_out_scaled_pass_rate", "float", _held_out("scaled_pass_rate"), "Held-out scaled pass@1",
-                      "held_out", nullable=True, toggled=True),
+    LeaderboardColumn(
+        "held_out_scaled_pass_rate",
+        "float",
+        _held_out("scaled_pass_rate"),
+        "Held-out scaled pass@1",
+        "held_out",
+        nullable=True,
+        toggled=True,
+    ),
     LeaderboardColumn("held_out_pass_rate", "float", _held_out("pass_rate"), nullable=True),
     LeaderboardColumn("held_out_items", "int", _held_out("items"), nullable=True),
     LeaderboardColumn("items", "int", _score("items"), "Items", "items", toggled=True),
@@ -363,11 +432,14 @@ class LeaderboardFilters:
         sort = sort if sort in LEADERBOARD_SORTS else "rank"
         paper = params.get("paper", "")
         provenance = params.get("provenance", "")
-        return cls(open_weights=params.get("open") in ("1", "on", "true"),
-                   paper=paper if paper in ("with", "without") else "",
-                   provenance=provenance if provenance in EvaluationRun.Provenance.values else "",
-                   q=params.get("q", "").strip()[:100],
-                   sort=sort, descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc")
+        return cls(
+            open_weights=params.get("open") in ("1", "on", "true"),
+            paper=paper if paper in ("with", "without") else "",
+            provenance=provenance if provenance in EvaluationRun.Provenance.values else "",
+            q=params.get("q", "").strip()[:100],
+            sort=sort,
+            descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc",
+        )
 
 
 # Who verified an upload, and why: its row's provenance statement says it (one query for all such rows).
@@ -399,8 +471,11 @@ def _preference(run: EvaluationRun) -> tuple[bool, datetime, int]:
 
 def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
     """Each (model, with/without paper)'s leaderboard run on the version (leaderboard_choose says which)."""
-    runs = (EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
-            .select_related("model").order_by("model_id", "with_paper", "pk"))
+    runs = (
+        EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
+        .select_related("model")
+        .order_by("model_id", "with_paper", "pk")
+    )
     chosen = list(leaderboard_choose(runs).values())
     verified_uploads = [run for run in chosen if run.provenance == EvaluationRun.Provenance.VERIFIED_UPLOAD]
     prefetch_related_objects(verified_uploads, _VERIFICATIONS)  # no query when the release has none
@@ -411,11 +486,17 @@ def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
     if run.is_calibration:
         return True
     needle = filters.q.lower()
-    return ((not filters.open_weights or run.model.open_weights)
-            and (not filters.paper or run.with_paper == (filters.paper == "with"))
-            and (not filters.provenance or run.provenance == filters.provenance)
-            and (not needle or needle in run.model.display_name.lower() or needle in run.model.name.lower()
-                 or needle in run.model.organization.lower()))
+    return (
+        (not filters.open_weights or run.model.open_weights)
+        and (not filters.paper or run.with_paper == (filters.paper == "with"))
+        and (not filters.provenance or run.provenance == filters.provenance)
+        and (
+            not needle
+            or needle in run.model.display_name.lower()
+            or needle in run.model.name.lower()
+            or needle in run.model.organization.lower()
+        )
+    )
 
 
 def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters | None = None) -> list[LeaderboardRow]:
@@ -424,17 +505,29 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
     (best rank first, ties by scaled pass@1); scores come from the stored aggregates."""
     filters = filters or LeaderboardFilters()
     runs = leaderboard_runs(version=version)
-    scores = {(s.run_id, s.split): s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True)
-              .defer(*ITEM_STATISTICS)}
-    rows = sorted((LeaderboardRow(run=r, score=scores.get((r.pk, "public")) or scores[(r.pk, "")],
-                                  overall=scores[(r.pk, "")], held_out=scores.get((r.pk, "held_out")))
-                   for r in runs if (r.pk, "") in scores),
-                  key=lambda row: (-row.score.scaled_pass_rate, row.run.model.display_name.lower()))
+    scores = {
+        (s.run_id, s.split): s
+        for s in RunScore.objects.filter(run__in=runs, paper__isnull=True).defer(*ITEM_STATISTICS)
+    }
+    rows = sorted(
+        (
+            LeaderboardRow(
+                run=r,
+                score=scores.get((r.pk, "public")) or scores[(r.pk, "")],
+                overall=scores[(r.pk, "")],
+                held_out=scores.get((r.pk, "held_out")),
+            )
+            for r in runs
+            if (r.pk, "") in scores
+        ),
+        key=lambda row: (-row.score.scaled_pass_rate, row.run.model.display_name.lower()),
+    )
     leaderboard_rank(version=version, rows=rows)
     rows = [row for row in rows if _leaderboard_keep(row.run, filters)]
     calibration = [row for row in rows if row.calibration]
-    ranked = sorted((row for row in rows if not row.calibration), key=LEADERBOARD_SORTS[filters.sort],
-                    reverse=filters.descending)
+    ranked = sorted(
+        (row for row in rows if not row.calibration), key=LEADERBOARD_SORTS[filters.sort], reverse=filters.descending
+    )
     return calibration + ranked
 
 
@@ -448,17 +541,17 @@ def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[Leaderboa
     """Models x papers the user may see one by one, each cell the run's stored per-paper score (None: no scored
     item of that paper)."""
     papers = list(visibility.papers_visible(version=version, user=user).order_by("slug"))
-    scores = {(s.run_id, s.paper_id): s
-              for s in RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False)
-              .defer(*ITEM_STATISTICS)}
+    scores = {
+        (s.run_id, s.paper_id): s
+        for s in RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False).defer(*ITEM_STATISTICS)
+    }
     return PaperHeatMap(papers=papers, rows=[(row, [scores.get((row.run.pk, p.pk)) for p in papers]) for row in rows])
 
 
 def leaderboard_size_buckets(*, rows: list[LeaderboardRow], user) -> list[tuple[LeaderboardRow, list[dict | None]]]:
     """Pass rate per snippet-size bucket per run over the items the user may see (a bucket of a few held-out items
     would tell their outcomes), from the runs' stored aggregates (errors and flags not scored)."""
-    stored = dict(split_scores_itemized(runs=[r.run for r in rows], user=user)
-                  .values_list("run_id", "size_buckets"))
+    stored = dict(split_scores_itemized(runs=[r.run for r in rows], user=user).values_list("run_id", "size_buckets"))
 
     def cell(counts: dict | None) -> dict | None:
         return counts and {**counts, "rate": 100.0 * counts["passed"] / counts["items"]}
@@ -468,19 +561,32 @@ def leaderboard_size_buckets(*, rows: list[LeaderboardRow], user) -> list[tuple[
 
 def leaderboard_ranking_chart(*, rows: list[LeaderboardRow]) -> list[dict]:
     """The bar chart's bars: every row's scaled pass@1 with its interval, best first."""
-    return [{"label": f"{r.run.model.display_name} ({'reference line' if r.calibration else r.setting})",
-             "value": r.score.scaled_pass_rate, "low": r.score.scaled_ci_low, "high": r.score.scaled_ci_high}
-            for r in sorted(rows, key=lambda r: -r.score.scaled_pass_rate)]
+    return [
+        {
+            "label": f"{r.run.model.display_name} ({'reference line' if r.calibration else r.setting})",
+            "value": r.score.scaled_pass_rate,
+            "low": r.score.scaled_ci_low,
+            "high": r.score.scaled_ci_high,
+        }
+        for r in sorted(rows, key=lambda r: -r.score.scaled_pass_rate)
+    ]
 
 
 def leaderboard_over_time(*, rows: list[LeaderboardRow]) -> dict:
     """The score-over-time chart's points: each ranked row's scaled pass@1 (with its interval) at its model's
     knowledge cut-off, oldest first; rows whose cut-off is unknown are counted, not drawn."""
     dated = [r for r in rows if not r.calibration and r.run.model.knowledge_cutoff]
-    points = [{"label": f"{r.run.model.display_name} ({r.setting})", "date": r.run.model.knowledge_cutoff.isoformat(),
-               "value": r.score.scaled_pass_rate, "low": r.score.scaled_ci_low, "high": r.score.scaled_ci_high,
-               "provenance": r.run.provenance}
-              for r in sorted(dated, key=lambda r: (r.run.model.knowledge_cutoff, -r.score.scaled_pass_rate))]
+    points = [
+        {
+            "label": f"{r.run.model.display_name} ({r.setting})",
+            "date": r.run.model.knowledge_cutoff.isoformat(),
+            "value": r.score.scaled_pass_rate,
+            "low": r.score.scaled_ci_low,
+            "high": r.score.scaled_ci_high,
+            "provenance": r.run.provenance,
+        }
+        for r in sorted(dated, key=lambda r: (r.run.model.knowledge_cutoff, -r.score.scaled_pass_rate))
+    ]
     return {"points": points, "undated": sum(1 for r in rows if not r.calibration) - len(points)}
 
 
@@ -500,8 +606,11 @@ def leaderboard_paper_ablation(*, rows: list[LeaderboardRow]) -> list[PaperAblat
     by_model: dict[int, dict[bool, LeaderboardRow]] = {}
     for row in rows:
         by_model.setdefault(row.run.model_id, {})[row.run.with_paper] = row
-    pairs = [PaperAblation(model=both[True].run.model, with_paper=both[True], without_paper=both[False])
-             for both in by_model.values() if len(both) == 2]
+    pairs = [
+        PaperAblation(model=both[True].run.model, with_paper=both[True], without_paper=both[False])
+        for both in by_model.values()
+        if len(both) == 2
+    ]
     return sorted(pairs, key=lambda p: -p.difference)
 
 
@@ -513,36 +622,51 @@ class ContaminationRow:
     scaled_pass_rate: float | None  # None: the cut-off is unknown, or no paper is newer than it
 
 
-def leaderboard_contamination(*, version: BenchmarkVersion, rows: list[LeaderboardRow], user,
-                              ) -> list[ContaminationRow]:
+def leaderboard_contamination(
+    *,
+    version: BenchmarkVersion,
+    rows: list[LeaderboardRow],
+    user,
+) -> list[ContaminationRow]:
     """Scaled pass rate over only the papers (those the user may see one by one) whose code appeared after the
     model's knowledge cut-off.
 
     Per-paper stored rates are weighted by each paper's live lines of code, so the result matches the scaled
     rate a run restricted to those papers would have.
     """
-    loc = dict(visibility.items_visible(version=version, user=user).order_by().values("task__paper_id")
-               .annotate(total=Sum("loc")).values_list("task__paper_id", "total"))
-    scores = (RunScore.objects.filter(run__in=[r.run for r in rows], paper__in=list(loc))
-              .select_related("paper").only("run_id", "paper__first_commit_date", "scaled_pass_rate", "paper_id"))
+    loc = dict(
+        visibility.items_visible(version=version, user=user)
+        .order_by()
+        .values("task__paper_id")
+        .annotate(total=Sum("loc"))
+        .values_list("task__paper_id", "total")
+    )
+    scores = (
+        RunScore.objects.filter(run__in=[r.run for r in rows], paper__in=list(loc))
+        .select_related("paper")
+        .only("run_id", "paper__first_commit_date", "scaled_pass_rate", "paper_id")
+    )
     by_run: dict[int, list[RunScore]] = {}
     for score in scores:
         by_run.setdefault(score.run_id, []).append(score)
     result = []
     for row in rows:
         cutoff = row.run.model.knowledge_cutoff
-        kept = [s for s in by_run.get(row.run.pk, []) if cutoff and s.paper.first_commit_date
-                and s.paper.first_commit_date > cutoff]
+        kept = [
+            s
+            for s in by_run.get(row.run.pk, [])
+            if cutoff and s.paper.first_commit_date and s.paper.first_commit_date > cutoff
+        ]
         weight = sum(loc.get(s.paper_id, 0) for s in kept)
         rate = sum(s.scaled_pass_rate * loc.get(s.paper_id, 0) for s in kept) / weight if weight else None
-        result.append(ContaminationRow(row=row, papers_kept=len(kept), papers_total=len(loc),
-                                       scaled_pass_rate=rate))
+        result.append(ContaminationRow(row=row, papers_kept=len(kept), papers_total=len(loc), scaled_pass_rate=rate))
     return result
 
 
 # The home page's short leaderboard: a subset of the one column list, read by the same cell tag.
-LEADERBOARD_SUMMARY_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS
-                                    if c.key in ("rank", "display_name", "provenance", "scaled_pass_rate"))
+LEADERBOARD_SUMMARY_COLUMNS = tuple(
+    c for c in LEADERBOARD_PAGE_COLUMNS if c.key in ("rank", "display_name", "provenance", "scaled_pass_rate")
+)
 
 
 def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> tuple[list[LeaderboardRow], list[LeaderboardRow]]:
@@ -564,8 +688,9 @@ CALIBRATION_KINDS = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
 
 def _results() -> QuerySet[EvaluationRun]:
     """Completed runs that put a ranked row on their release (calibration runs are reference lines)."""
-    return (EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED)
-            .exclude(model__kind__in=CALIBRATION_KINDS))
+    return EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED).exclude(
+        model__kind__in=CALIBRATION_KINDS
+    )
 
 
 def site_counts(*, version: BenchmarkVersion | None) -> SiteCounts:
@@ -573,22 +698,27 @@ def site_counts(*, version: BenchmarkVersion | None) -> SiteCounts:
     if version is None:
         return SiteCounts(papers=0, snippets=0, models=0, runs=0)
     runs = _results().filter(version=version)
-    return SiteCounts(papers=version.tasks.count(), snippets=version_snippets(version=version).count(),
-                      models=runs.values("model").distinct().count(), runs=runs.count())
+    return SiteCounts(
+        papers=version.tasks.count(),
+        snippets=version_snippets(version=version).count(),
+        models=runs.values("model").distinct().count(),
+        runs=runs.count(),
+    )
 
 
 def latest_published_version() -> BenchmarkVersion | None:
-    return (BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
-            .order_by("-published_at").first())
+    return BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).order_by("-published_at").first()
 
 
 def leaderboard_releases() -> tuple[BenchmarkVersion | None, BenchmarkVersion | None]:
     """The release a visitor is shown first and the newest published one, in one query. The first is the newest
     published release with a ranked result, else the newest: a new release has none until its runs complete, and
     an empty table shows nothing."""
-    published = list(BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
-                     .annotate(has_results=Exists(_results().filter(version=OuterRef("pk"))))
-                     .order_by("-published_at"))
+    published = list(
+        BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
+        .annotate(has_results=Exists(_results().filter(version=OuterRef("pk"))))
+        .order_by("-published_at")
+    )
     newest = published[0] if published else None
     return next((v for v in published if v.has_results), newest), newest
 
@@ -614,7 +744,7 @@ def model_runs(*, model: ModelEntry) -> list[ModelRun]:
 
 def models_owned(*, user) -> QuerySet[ModelEntry]:
     """The models a user registered, with how many runs each has, newest first."""
-    return (ModelEntry.objects.filter(owner=user).annotate(run_count=Count("runs")).order_by("-pk"))
+    return ModelEntry.objects.filter(owner=user).annotate(run_count=Count("runs")).order_by("-pk")
 
 
 def runs_started(*, user) -> list[tuple[EvaluationRun, RunScore | None]]:
@@ -633,9 +763,17 @@ def run_split_scores(*, run: EvaluationRun) -> list[RunScore]:
 def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:
     """The tests the harness counted for a visible outcome: id, outcome, passed, why not; each failing test's
     traceback tail only where the viewer may see the task's files (it quotes them), as for the reference code."""
-    return [{"id": row.get("id", ""), "outcome": row.get("outcome", ""), "passed": bool(row.get("passed")),
-             "problem": row.get("problem", ""), "subtests": row.get("subtests", [0, 0]),
-             "detail": row.get("detail", "") if task_visible else ""} for row in outcome.tests]
+    return [
+        {
+            "id": row.get("id", ""),
+            "outcome": row.get("outcome", ""),
+            "passed": bool(row.get("passed")),
+            "problem": row.get("problem", ""),
+            "subtests": row.get("subtests", [0, 0]),
+            "detail": row.get("detail", "") if task_visible else "",
+        }
+        for row in outcome.tests
+    ]
 
 
 @dataclass
@@ -658,8 +796,10 @@ class RunItem:
         if not self.show_reference or self.code is None:
             return ""
         # Nested snippets' markers are comments the reference carries and an answer need not: not a difference.
-        reference, answer = (("".join(line for line in split_lines(text) if not is_marker(line)))
-                             for text in (self.outcome.snippet.reference_code, self.code))
+        reference, answer = (
+            ("".join(line for line in split_lines(text) if not is_marker(line)))
+            for text in (self.outcome.snippet.reference_code, self.code)
+        )
         return answer_diff(reference=reference, answer=answer)
 
     @property
@@ -706,27 +846,36 @@ def run_item_page(*, run: EvaluationRun, user, page: str | int | None) -> Page:
     visible_tasks = set(visibility.tasks_visible(version=run.version, user=user).values_list("pk", flat=True))
     outcomes = run_outcomes_ordered(run=run, user=user).select_related("snippet__task__paper", "generation")
     current = Paginator(outcomes, RUN_PAGE_ITEMS).get_page(page)
-    current.object_list = [RunItem(outcome=o, show_reference=o.snippet.task_id in visible_tasks)
-                           for o in current.object_list]
+    current.object_list = [
+        RunItem(outcome=o, show_reference=o.snippet.task_id in visible_tasks) for o in current.object_list
+    ]
     return current
 
 
 def run_item(*, run: EvaluationRun, outcome_pk: int, user) -> RunItem | None:
     """One item of a run with its answer (and the reference where the user may see the task), or None when the
     user may not see that outcome: the same rule as the run page's list."""
-    outcome = (outcomes_visible(run=run, user=user).filter(pk=outcome_pk)
-               .select_related("snippet__task__paper", "generation").first())
+    outcome = (
+        outcomes_visible(run=run, user=user)
+        .filter(pk=outcome_pk)
+        .select_related("snippet__task__paper", "generation")
+        .first()
+    )
     if outcome is None:
         return None
-    return RunItem(outcome=outcome, show_reference=visibility.task_visible(version=run.version,
-                                                                           task=outcome.snippet.task, user=user))
+    return RunItem(
+        outcome=outcome,
+        show_reference=visibility.task_visible(version=run.version, task=outcome.snippet.task, user=user),
+    )
 
 
 def run_flags(*, run: EvaluationRun) -> list[Outcome]:
     """Outcomes of the run the audit flagged, awaiting review or reviewed, with their evidence (for maintainers)."""
-    return list(Outcome.objects.filter(Q(status=Outcome.Status.FLAGGED) | ~Q(review=""), run=run)
-                .select_related("snippet__task__paper", "generation", "reviewed_by")
-                .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample"))
+    return list(
+        Outcome.objects.filter(Q(status=Outcome.Status.FLAGGED) | ~Q(review=""), run=run)
+        .select_related("snippet__task__paper", "generation", "reviewed_by")
+        .order_by("snippet__task__paper__slug", "snippet__file_path", "snippet__position", "sample")
+    )
 
 
 @dataclass(frozen=True)
@@ -747,10 +896,17 @@ class RunForkServer:
 
     def as_dict(self, *, details: bool) -> dict:
         """For the manifest; without `details`, no module names (they tell what a held-out task imports)."""
+
         def shown(event: dict) -> dict:
             return event if details else {k: v for k, v in event.items() if k != "detail"}
-        return {"items_warm": self.items_warm, "items_cold": self.items_cold, "start_reasons": self.start_reasons,
-                "starts": [shown(s) for s in self.starts], "cold": [shown(c) for c in self.cold]}
+
+        return {
+            "items_warm": self.items_warm,
+            "items_cold": self.items_cold,
+            "start_reasons": self.start_reasons,
+            "starts": [shown(s) for s in self.starts],
+            "cold": [shown(c) for c in self.cold],
+        }
 
 
 def run_forkserver(*, run: EvaluationRun) -> RunForkServer:
@@ -760,23 +916,38 @@ def run_forkserver(*, run: EvaluationRun) -> RunForkServer:
     for event in events:
         where, _, what = event.detail.partition(": ")
         if event.kind == Kind.FORKSERVER_STARTED:
-            starts.append({"worker": event.worker, "environment": where, "reason": what.split(":", 1)[0],
-                           "detail": what, "at": event.created_at.isoformat()})
+            starts.append(
+                {
+                    "worker": event.worker,
+                    "environment": where,
+                    "reason": what.split(":", 1)[0],
+                    "detail": what,
+                    "at": event.created_at.isoformat(),
+                }
+            )
         else:
-            cold.append({"worker": event.worker, "environment": where, "detail": what,
-                         "at": event.created_at.isoformat()})
+            cold.append(
+                {"worker": event.worker, "environment": where, "detail": what, "at": event.created_at.isoformat()}
+            )
     return RunForkServer(items_warm=counts.get(True, 0), items_cold=counts.get(False, 0), starts=starts, cold=cold)
 
 
 def runs_forkserver_recent(*, limit: int = 10) -> list[tuple[EvaluationRun, RunForkServer]]:
     """The latest runs whose items went through a fork server, with what it did, for the operations page."""
-    runs = (EvaluationRun.objects.filter(outcomes__forked__isnull=False).distinct().select_related("model", "version")
-            .order_by("-pk")[:limit])
+    runs = (
+        EvaluationRun.objects.filter(outcomes__forked__isnull=False)
+        .distinct()
+        .select_related("model", "version")
+        .order_by("-pk")[:limit]
+    )
     return [(run, run_forkserver(run=run)) for run in runs]
 
 
 def runs_stalled(*, seconds: int | None = None) -> QuerySet[EvaluationRun]:
     """Running runs with no new result for longer than RUN_STALL_SECONDS."""
     limit = timezone.now() - timedelta(seconds=seconds if seconds is not None else settings.RUN_STALL_SECONDS)
-    return (EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING, last_progress_at__lt=limit)
-            .select_related("model", "version").order_by("last_progress_at"))
+    return (
+        EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING, last_progress_at__lt=limit)
+        .select_related("model", "version")
+        .order_by("last_progress_at")
+    )

@@ -66,8 +66,13 @@ def model_endpoint_check(*, model: ModelEntry, api_key: str | None, platform_pay
 
     if model.kind == ModelEntry.Kind.UPLOADED:
         if model.api_base or api_key:
-            raise ValidationError({"api_base" if model.api_base else "api_key":
-                                   "a model of uploaded generations is never called: it takes no api_base or api_key"})
+            raise ValidationError(
+                {
+                    "api_base"
+                    if model.api_base
+                    else "api_key": "a model of uploaded generations is never called: it takes no api_base or api_key"
+                }
+            )
         if problems := params_problems(model.default_params, where="default_params"):
             raise ValidationError({"default_params": problems})
         return
@@ -79,35 +84,64 @@ def model_endpoint_check(*, model: ModelEntry, api_key: str | None, platform_pay
         raise ValidationError({"default_params": problems})
     platform = user_pays_platform(user=model.owner)
     if not api_key and not (platform if platform_pays is None else platform_pays):
-        raise ValidationError({"api_key": "api_key is required: a model without a key of its own would be called "
-                                          "with the platform's provider keys, which only maintainers' models use "
-                                          "(to score answers made elsewhere, register kind 'uploaded')"})
+        raise ValidationError(
+            {
+                "api_key": "api_key is required: a model without a key of its own would be called "
+                "with the platform's provider keys, which only maintainers' models use "
+                "(to score answers made elsewhere, register kind 'uploaded')"
+            }
+        )
     if model.api_base and not platform:
         if problem := api_base_problem(model.api_base):
             raise ValidationError({"api_base": problem})
         parts = urlsplit(model.api_base)
         try:
-            host_addresses_check(parts.hostname or "", parts.port or 443, what="api_base host",
-                                 allowed_hosts=settings.MODEL_API_ALLOWED_HOSTS)
+            host_addresses_check(
+                parts.hostname or "",
+                parts.port or 443,
+                what="api_base host",
+                allowed_hosts=settings.MODEL_API_ALLOWED_HOSTS,
+            )
         except AddressRefused as exc:
             raise ValidationError({"api_base": str(exc)}) from None
     api_base = model.api_base or None
-    problem = (own_key_problem(model=model.litellm_model, api_base=api_base, api_key=api_key) if api_key
-               else provider_problem(model=model.litellm_model, api_base=api_base))
+    problem = (
+        own_key_problem(model=model.litellm_model, api_base=api_base, api_key=api_key)
+        if api_key
+        else provider_problem(model=model.litellm_model, api_base=api_base)
+    )
     if problem:
         raise ValidationError({"litellm_model": problem})
 
 
 @transaction.atomic
 def model_register(
-    *, name: str, display_name: str, litellm_model: str = "", api_base: str = "", api_key: str | None = None,
-    organization: str = "", knowledge_cutoff: date | None = None, open_weights: bool = False,
-    default_params: dict | None = None, owner=None, kind: str = ModelEntry.Kind.LITELLM,
+    *,
+    name: str,
+    display_name: str,
+    litellm_model: str = "",
+    api_base: str = "",
+    api_key: str | None = None,
+    organization: str = "",
+    knowledge_cutoff: date | None = None,
+    open_weights: bool = False,
+    default_params: dict | None = None,
+    owner=None,
+    kind: str = ModelEntry.Kind.LITELLM,
 ) -> ModelEntry:
     """Register a model owned by `owner` (who registers it; None: the platform): see model_endpoint_check."""
-    model = ModelEntry(name=name, display_name=display_name, litellm_model=litellm_model, api_base=api_base,
-                       organization=organization, knowledge_cutoff=knowledge_cutoff, open_weights=open_weights,
-                       default_params={} if default_params is None else default_params, owner=owner, kind=kind)
+    model = ModelEntry(
+        name=name,
+        display_name=display_name,
+        litellm_model=litellm_model,
+        api_base=api_base,
+        organization=organization,
+        knowledge_cutoff=knowledge_cutoff,
+        open_weights=open_weights,
+        default_params={} if default_params is None else default_params,
+        owner=owner,
+        kind=kind,
+    )
     model.full_clean()
     model_endpoint_check(model=model, api_key=api_key)
     model.api_key_set(api_key)
@@ -115,8 +149,15 @@ def model_register(
     return model
 
 
-MODEL_EDITABLE_FIELDS = ("display_name", "organization", "litellm_model", "api_base", "knowledge_cutoff",
-                         "open_weights", "default_params")
+MODEL_EDITABLE_FIELDS = (
+    "display_name",
+    "organization",
+    "litellm_model",
+    "api_base",
+    "knowledge_cutoff",
+    "open_weights",
+    "default_params",
+)
 # What a run snapshots at its start: these cannot change while a run of the model is queued or running.
 MODEL_ENDPOINT_FIELDS = ("litellm_model", "api_base", "default_params")
 
@@ -128,23 +169,30 @@ class ModelInUse(EvaluationError):
 def model_endpoint_unchanged_check(*, model: ModelEntry, changes: dict) -> None:
     """Refuse a change of the model's endpoint (model string, api_base, default parameters) while any run of it is
     queued or running, naming the runs. Callers hold the model's row lock, which run_start takes too."""
-    changed = [field for field in MODEL_ENDPOINT_FIELDS
-               if field in changes and changes[field] != getattr(model, field)]
+    changed = [field for field in MODEL_ENDPOINT_FIELDS if field in changes and changes[field] != getattr(model, field)]
     if not changed:
         return
-    active = list(EvaluationRun.objects.filter(model=model, status__in=(
-        EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)).order_by("pk").values_list("pk", flat=True))
+    active = list(
+        EvaluationRun.objects.filter(
+            model=model, status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     if active:
         runs = ", ".join(f"#{pk}" for pk in active)
-        raise ModelInUse(f"{', '.join(changed)} of model {model.name} cannot change while run{'s' if len(active) > 1 else ''}"
-                         f" {runs} {'are' if len(active) > 1 else 'is'} queued or running: each run calls the "
-                         f"endpoint it started with; cancel {'them' if len(active) > 1 else 'it'} or wait until "
-                         f"{'they finish' if len(active) > 1 else 'it finishes'}, then change the model")
+        raise ModelInUse(
+            f"{', '.join(changed)} of model {model.name} cannot change while run{'s' if len(active) > 1 else ''}"
+            f" {runs} {'are' if len(active) > 1 else 'is'} queued or running: each run calls the "
+            f"endpoint it started with; cancel {'them' if len(active) > 1 else 'it'} or wait until "
+            f"{'they finish' if len(active) > 1 else 'it finishes'}, then change the model"
+        )
 
 
 @transaction.atomic
-def model_update(*, model: ModelEntry, api_key: str | None = None, clear_api_key: bool = False,
-                 **changes) -> ModelEntry:
+def model_update(
+    *, model: ModelEntry, api_key: str | None = None, clear_api_key: bool = False, **changes
+) -> ModelEntry:
     """Change a model's description or call settings; its name (the id runs refer to) never changes, nor its
     endpoint while a run of it is active (model_endpoint_unchanged_check)."""
     unknown = set(changes) - set(MODEL_EDITABLE_FIELDS)
@@ -182,13 +230,19 @@ def model_call(*, run: EvaluationRun) -> ModelCall:
     model = run.model
     api_key = model.api_key_get()
     if not api_key and not user_pays_platform(user=run.created_by):
-        raise EvaluationError(f"model {model.name} has no API key of its own, and only maintainers run models on "
-                              f"the platform's keys")
+        raise EvaluationError(
+            f"model {model.name} has no API key of its own, and only maintainers run models on the platform's keys"
+        )
     try:
-        return ModelCall(model=run.litellm_model, api_base=run.api_base or None, api_key=api_key,
-                         params=run.call_params, platform_key=not api_key,
-                         private_addresses=user_pays_platform(user=model.owner),
-                         exempt_hosts=tuple(settings.MODEL_API_ALLOWED_HOSTS))
+        return ModelCall(
+            model=run.litellm_model,
+            api_base=run.api_base or None,
+            api_key=api_key,
+            params=run.call_params,
+            platform_key=not api_key,
+            private_addresses=user_pays_platform(user=model.owner),
+            exempt_hosts=tuple(settings.MODEL_API_ALLOWED_HOSTS),
+        )
     except ValueError as exc:  # settings stored before they were checked
         raise EvaluationError(f"run {run.pk} cannot call model {model.name}: {exc}") from None
 
@@ -203,21 +257,36 @@ def run_quota_check(*, user) -> None:
     if user_pays_platform(user=user):
         return
     limit = settings.RUNS_ACTIVE_PER_USER
-    active = list(EvaluationRun.objects.filter(
-        created_by=user, status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING),
-    ).order_by("pk").values_list("pk", flat=True))
+    active = list(
+        EvaluationRun.objects.filter(
+            created_by=user,
+            status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING),
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     if len(active) >= limit:
-        raise RunQuotaExceeded(f"you have {len(active)} run{'s' if len(active) != 1 else ''} queued or running "
-                               f"({', '.join(f'#{pk}' for pk in active)})"
-                              f", the most one user may have at once ({limit}): start this one when one of them "
-                              "has finished, or cancel one")
+        raise RunQuotaExceeded(
+            f"you have {len(active)} run{'s' if len(active) != 1 else ''} queued or running "
+            f"({', '.join(f'#{pk}' for pk in active)})"
+            f", the most one user may have at once ({limit}): start this one when one of them "
+            "has finished, or cancel one"
+        )
 
 
 @transaction.atomic
 def run_start(
-    *, model: ModelEntry, version: BenchmarkVersion, with_paper: bool = True, samples: int = 1,
-    params: dict | None = None, protocol: str | None = None, user=None, dispatch: bool = True,
-    mode: str = "single", budget: dict | None = None,
+    *,
+    model: ModelEntry,
+    version: BenchmarkVersion,
+    with_paper: bool = True,
+    samples: int = 1,
+    params: dict | None = None,
+    protocol: str | None = None,
+    user=None,
+    dispatch: bool = True,
+    mode: str = "single",
+    budget: dict | None = None,
 ) -> EvaluationRun:
     """Create a run (in the release's protocol unless another is named) and dispatch its items after commit.
 
@@ -238,19 +307,30 @@ def run_start(
     model = ModelEntry.objects.select_for_update().get(pk=model.pk)
     if model.kind == ModelEntry.Kind.LITELLM:
         if not model.has_api_key and not user_pays_platform(user=user):
-            raise EvaluationError(f"model {model.name} has no API key of its own: only maintainers run it, on the "
-                                  f"platform's keys")
+            raise EvaluationError(
+                f"model {model.name} has no API key of its own: only maintainers run it, on the platform's keys"
+            )
         model_endpoint_check(model=model, api_key=model.api_key_get(), platform_pays=user_pays_platform(user=user))
     calls = model.kind == ModelEntry.Kind.LITELLM
     from evaluation.agents.start import run_mode_settings
 
     agent_budget = run_mode_settings(model=model, version=version, mode=mode, budget=budget)
-    run = EvaluationRun(mode=mode, agent_budget=agent_budget, model=model, version=version, with_paper=with_paper, samples=samples, params=params or {},
-                        protocol=protocol, created_by=user,
-                        litellm_model=model.litellm_model if calls else "", api_base=model.api_base if calls else "",
-                        model_params=dict(model.default_params) if calls else {},
-                        provenance=provenance_at_start(model=model, api_base=model.api_base if calls else ""),
-                        covers_held_out=run_covers_held_out(model=model, params=params))
+    run = EvaluationRun(
+        mode=mode,
+        agent_budget=agent_budget,
+        model=model,
+        version=version,
+        with_paper=with_paper,
+        samples=samples,
+        params=params or {},
+        protocol=protocol,
+        created_by=user,
+        litellm_model=model.litellm_model if calls else "",
+        api_base=model.api_base if calls else "",
+        model_params=dict(model.default_params) if calls else {},
+        provenance=provenance_at_start(model=model, api_base=model.api_base if calls else ""),
+        covers_held_out=run_covers_held_out(model=model, params=params),
+    )
     run.full_clean()
     run.save()
     run.total_items = run_snippets(run=run).count() * samples
@@ -266,10 +346,12 @@ def run_dispatch(*, run: EvaluationRun) -> int:
     run_done_recount(run=run)
     # Nothing of the run is presumed in flight any more: what was lost is fed again, what is done is skipped, and
     # what is still on the broker belongs to the earlier feed and is dropped (else each resume added a share).
-    EvaluationRun.objects.filter(pk=run.pk).update(feed_cursor=0, fed_items=F("done_items"),
-                                                   feed_epoch=F("feed_epoch") + 1)
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        feed_cursor=0, fed_items=F("done_items"), feed_epoch=F("feed_epoch") + 1
+    )
     EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
-        status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now())
+        status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now()
+    )
     queued = run_feed(run=run)
     if not queued:
         run_maybe_finish(run=run)
@@ -297,8 +379,12 @@ def run_feed(*, run: EvaluationRun) -> int:
 
     active = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
     with transaction.atomic():
-        locked = (EvaluationRun.objects.select_for_update(skip_locked=True, of=("self",))
-                  .select_related("model").filter(pk=run.pk, status=EvaluationRun.Status.RUNNING).first())
+        locked = (
+            EvaluationRun.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("model")
+            .filter(pk=run.pk, status=EvaluationRun.Status.RUNNING)
+            .first()
+        )
         if locked is None:
             return 0
         room = run_share(run=locked) - max(0, locked.fed_items - locked.done_items)
@@ -310,9 +396,12 @@ def run_feed(*, run: EvaluationRun) -> int:
         order = run_feed_order(locked)
         cursor, batch = locked.feed_cursor, []
         while len(batch) < room and cursor < len(order):
-            window = order[cursor:cursor + room - len(batch)]
-            done = set(Outcome.objects.filter(run=locked, snippet_id__in={s for s, _ in window})
-                       .values_list("snippet_id", "sample"))
+            window = order[cursor : cursor + room - len(batch)]
+            done = set(
+                Outcome.objects.filter(run=locked, snippet_id__in={s for s, _ in window}).values_list(
+                    "snippet_id", "sample"
+                )
+            )
             batch += [item for item in window if item not in done]
             cursor += len(window)
         EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
@@ -321,9 +410,18 @@ def run_feed(*, run: EvaluationRun) -> int:
         from evaluation.agents.tasks import item_agent as task
     for queued, (snippet_id, sample) in enumerate(batch):
         # The broker is down: the watchdog feeds the run again once it answers.
-        if not enqueue(task, locked.pk, snippet_id, sample, locked.feed_epoch, subject=locked,
-                       refused=lambda exc: f"run {locked.pk}: the broker refused new tasks ({exc}); {queued} of "
-                                           f"{len(batch)} item(s) queued, the watchdog feeds the rest once it answers"):
+        if not enqueue(
+            task,
+            locked.pk,
+            snippet_id,
+            sample,
+            locked.feed_epoch,
+            subject=locked,
+            refused=lambda exc, queued=queued: (
+                f"run {locked.pk}: the broker refused new tasks ({exc}); {queued} of "
+                f"{len(batch)} item(s) queued, the watchdog feeds the rest once it answers"
+            ),
+        ):
             return queued
     return len(batch)
 
@@ -331,8 +429,11 @@ def run_feed(*, run: EvaluationRun) -> int:
 def runs_feed() -> int:
     """One feeder pass: every running run topped up in turn, higher priority first, then oldest; returns how many
     items were queued."""
-    runs = (EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING)
-            .select_related("model", "created_by").order_by("-priority", "created_at"))
+    runs = (
+        EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING)
+        .select_related("model", "created_by")
+        .order_by("-priority", "created_at")
+    )
     return sum(run_feed(run=run) for run in runs)
 
 
@@ -351,17 +452,21 @@ def run_priority_set(*, run: EvaluationRun, priority: int, actor) -> EvaluationR
     return run
 
 
-def forkserver_events_record(*, run: EvaluationRun, worker: str, environment_hash: str, backend: str,
-                             starts: Iterable = (), cold: str = "") -> None:
+def forkserver_events_record(
+    *, run: EvaluationRun, worker: str, environment_hash: str, backend: str, starts: Iterable = (), cold: str = ""
+) -> None:
     """The fork server starts an item of `run` caused (each with its reason), and its turning cold for good, which
     the run page warns maintainers of."""
     where = f"environment {environment_hash[:12]} ({backend})"
     for start in starts:
-        event_record(kind=Kind.FORKSERVER_STARTED, subject=run, worker=worker,
-                     detail=f"{where}: {start}")
+        event_record(kind=Kind.FORKSERVER_STARTED, subject=run, worker=worker, detail=f"{where}: {start}")
     if cold:
-        event_record(kind=Kind.FORKSERVER_COLD, subject=run, worker=worker,
-                     detail=f"{where}: the fork server is off on this worker, every item starts cold: {cold}")
+        event_record(
+            kind=Kind.FORKSERVER_COLD,
+            subject=run,
+            worker=worker,
+            detail=f"{where}: the fork server is off on this worker, every item starts cold: {cold}",
+        )
 
 
 RUN_ACTIVE = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
@@ -369,8 +474,11 @@ RUN_ACTIVE = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
 
 def runs_unfinished() -> QuerySet[EvaluationRun]:
     """Queued and running runs: the watchdog's to look after (operations.watchdog, registered in apps.py)."""
-    return (EvaluationRun.objects.filter(status__in=RUN_ACTIVE).select_related("model", "version")
-            .defer("version__manifest", "version__changelog"))
+    return (
+        EvaluationRun.objects.filter(status__in=RUN_ACTIVE)
+        .select_related("model", "version")
+        .defer("version__manifest", "version__changelog")
+    )
 
 
 def run_requeue(run: EvaluationRun, *, idle_seconds: float, worker: str = "") -> int:
@@ -378,9 +486,14 @@ def run_requeue(run: EvaluationRun, *, idle_seconds: float, worker: str = "") ->
     worker (the broker lost them, or their worker died), once the watchdog claimed it."""
     queued = run_dispatch(run=run)
     if queued:
-        event_record(kind=Kind.ITEMS_REDISPATCHED, subject=run, items=queued, worker=worker,
-                     detail=f"run {run.pk}: {queued} item(s) without an outcome and without a queued or running task "
-                            f"after {idle_seconds:.0f} s without progress were re-dispatched")
+        event_record(
+            kind=Kind.ITEMS_REDISPATCHED,
+            subject=run,
+            items=queued,
+            worker=worker,
+            detail=f"run {run.pk}: {queued} item(s) without an outcome and without a queued or running task "
+            f"after {idle_seconds:.0f} s without progress were re-dispatched",
+        )
     return queued
 
 
@@ -427,14 +540,17 @@ def run_pause_if_failing(*, run: EvaluationRun) -> bool:
     count = settings.RUN_PAUSE_AFTER_FAILURES
     if count < 1:
         return False
-    errors = list(Generation.objects.filter(run=run, attempts__gt=0).order_by("-created_at", "-pk")
-                  .values_list("error", flat=True)[:count])
+    errors = list(
+        Generation.objects.filter(run=run, attempts__gt=0)
+        .order_by("-created_at", "-pk")
+        .values_list("error", flat=True)[:count]
+    )
     if len(errors) < count or not errors[0] or len({_failure_kind(error) for error in errors}) != 1:
         return False
     reason = f"API calls are failing: {errors[0]}"
-    paused = EvaluationRun.objects.filter(pk=run.pk, status__in=[EvaluationRun.Status.QUEUED,
-                                                                 EvaluationRun.Status.RUNNING]).update(
-        status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now(), pause_reason=reason[:4000])
+    paused = EvaluationRun.objects.filter(
+        pk=run.pk, status__in=[EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING]
+    ).update(status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now(), pause_reason=reason[:4000])
     if paused:
         logger.warning("run %s paused after %d failed model calls in a row: %s", run.pk, count, errors[0])
     return bool(paused)
@@ -445,28 +561,46 @@ def calibration_answer(*, model: ModelEntry, snippet: Snippet) -> str:
     if model.kind == ModelEntry.Kind.REFERENCE:
         return f"```python\n{snippet.reference_code}```"
     indent = code_indent(snippet.reference_code)
-    return (f'```python\n{indent}# TODO: Implement block "{snippet.name}"\n'
-            f"{indent}# Approximately {snippet.loc} line(s) of code.\n```")
+    return (
+        f'```python\n{indent}# TODO: Implement block "{snippet.name}"\n'
+        f"{indent}# Approximately {snippet.loc} line(s) of code.\n```"
+    )
 
 
 def generation_record(
-    *, run: EvaluationRun, snippet: Snippet, sample: int, prompt: str, raw_answer: str = "",
-    prompt_tokens: int | None = None, completion_tokens: int | None = None, latency: float | None = None,
-    cost: float | Decimal | None = None, attempts: int = 1, error: str = "", code: str | None = None,
+    *,
+    run: EvaluationRun,
+    snippet: Snippet,
+    sample: int,
+    prompt: str,
+    raw_answer: str = "",
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    latency: float | None = None,
+    cost: float | Decimal | None = None,
+    attempts: int = 1,
+    error: str = "",
+    code: str | None = None,
 ) -> Generation:
     """Store the answer for an item once; a second call (a redelivered task) returns the first.
 
     `code`, when given, is the snippet body itself (an upload's `code` field, re-indented), used instead of extracted.
     """
     extracted = extract_code(raw_answer) if code is None else code
-    defaults = dict(prompt_hash=prompt_hash(prompt), raw_answer=raw_answer, extracted_code=extracted,
-                    prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, latency=latency,
-                    cost=None if cost is None else Decimal(str(cost)).quantize(Decimal("0.000001")),
-                    attempts=attempts, error=error)
+    defaults = dict(
+        prompt_hash=prompt_hash(prompt),
+        raw_answer=raw_answer,
+        extracted_code=extracted,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        latency=latency,
+        cost=None if cost is None else Decimal(str(cost)).quantize(Decimal("0.000001")),
+        attempts=attempts,
+        error=error,
+    )
     try:
         with transaction.atomic():
-            generation, _ = Generation.objects.get_or_create(run=run, snippet=snippet, sample=sample,
-                                                             defaults=defaults)
+            generation, _ = Generation.objects.get_or_create(run=run, snippet=snippet, sample=sample, defaults=defaults)
     except IntegrityError:
         generation = Generation.objects.get(run=run, snippet=snippet, sample=sample)
     return generation
@@ -474,8 +608,15 @@ def generation_record(
 
 def calibration_generation(*, run: EvaluationRun, snippet: Snippet, sample: int) -> Generation:
     prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
-    return generation_record(run=run, snippet=snippet, sample=sample, prompt=prompt, latency=0.0, cost=0,
-                             raw_answer=calibration_answer(model=run.model, snippet=snippet))
+    return generation_record(
+        run=run,
+        snippet=snippet,
+        sample=sample,
+        prompt=prompt,
+        latency=0.0,
+        cost=0,
+        raw_answer=calibration_answer(model=run.model, snippet=snippet),
+    )
 
 
 def environment_lock_record(*, environment_hash: str, backend: str, lock: dict, worker: str = "") -> EnvironmentLock:
@@ -484,8 +625,11 @@ def environment_lock_record(*, environment_hash: str, backend: str, lock: dict, 
     try:
         with transaction.atomic():
             record, _ = EnvironmentLock.objects.get_or_create(
-                environment_hash=environment_hash, backend=backend, lock_hash=lock_hash,
-                defaults={"lock": lock, "worker": worker[:200]})
+                environment_hash=environment_hash,
+                backend=backend,
+                lock_hash=lock_hash,
+                defaults={"lock": lock, "worker": worker[:200]},
+            )
     except IntegrityError:
         record = EnvironmentLock.objects.get(environment_hash=environment_hash, backend=backend, lock_hash=lock_hash)
     return record
@@ -494,38 +638,65 @@ def environment_lock_record(*, environment_hash: str, backend: str, lock: dict, 
 def _environment_lock_id(*, environment_hash: str, backend: str, lock: dict, worker: str) -> int:
     """The stored lock's id: one plain read when it is stored already (every item but an environment's first), so
     no savepoint per item."""
-    found = EnvironmentLock.objects.filter(environment_hash=environment_hash, backend=backend,
-                                           lock_hash=canonical_hash(lock)).values_list("pk", flat=True).first()
+    found = (
+        EnvironmentLock.objects.filter(
+            environment_hash=environment_hash, backend=backend, lock_hash=canonical_hash(lock)
+        )
+        .values_list("pk", flat=True)
+        .first()
+    )
     if found is not None:
         return found
     return environment_lock_record(environment_hash=environment_hash, backend=backend, lock=lock, worker=worker).pk
 
 
 def outcome_record(
-    *, run: EvaluationRun, snippet: Snippet, sample: int, verdict: Verdict, generation: Generation | None = None,
-    result: ExecResult | None = None, backend: str = "", worker: str = "", limits: Limits | None = None,
-    environment_lock: dict | None = None, forked: bool | None = None,
+    *,
+    run: EvaluationRun,
+    snippet: Snippet,
+    sample: int,
+    verdict: Verdict,
+    generation: Generation | None = None,
+    result: ExecResult | None = None,
+    backend: str = "",
+    worker: str = "",
+    limits: Limits | None = None,
+    environment_lock: dict | None = None,
+    forked: bool | None = None,
 ) -> tuple[Outcome, bool]:
     """Store the outcome of an item exactly once (unique per run, snippet, sample); returns (outcome, created)."""
     lock_id = None
     if environment_lock is not None:
-        lock_id = _environment_lock_id(environment_hash=snippet.task.environment_hash, backend=backend,
-                                       lock=environment_lock, worker=worker)
+        lock_id = _environment_lock_id(
+            environment_hash=snippet.task.environment_hash, backend=backend, lock=environment_lock, worker=worker
+        )
     defaults = dict(
-        generation=generation, status=verdict.status, category=verdict.category, detail=verdict.detail[:2000],
-        exit_code=result.exit_code if result else None, duration=result.duration if result else None,
-        stdout_tail=tail(result.stdout) if result else "", stderr_tail=tail(result.stderr) if result else "",
-        environment_hash=snippet.task.environment_hash, sandbox_backend=backend, worker=worker[:200],
-        environment_lock_id=lock_id, limits=asdict(limits) if limits else {},
-        findings=list(verdict.findings), measured_status=verdict.measured, tests=list(verdict.tests), forked=forked,
+        generation=generation,
+        status=verdict.status,
+        category=verdict.category,
+        detail=verdict.detail[:2000],
+        exit_code=result.exit_code if result else None,
+        duration=result.duration if result else None,
+        stdout_tail=tail(result.stdout) if result else "",
+        stderr_tail=tail(result.stderr) if result else "",
+        environment_hash=snippet.task.environment_hash,
+        sandbox_backend=backend,
+        worker=worker[:200],
+        environment_lock_id=lock_id,
+        limits=asdict(limits) if limits else {},
+        findings=list(verdict.findings),
+        measured_status=verdict.measured,
+        tests=list(verdict.tests),
+        forked=forked,
     )
     try:
         # The outcome and its count in one transaction: a connection lost between them never skips the count.
         # A plain insert (a redelivered item's second one fails on the unique constraint): no read first.
         with transaction.atomic():
             outcome, created = Outcome.objects.create(run=run, snippet=snippet, sample=sample, **defaults), True
-            EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now(),
-                                                           done_items=F("done_items") + 1)
+            EvaluationRun.objects.filter(pk=run.pk).update(
+                last_progress_at=timezone.now(), done_items=F("done_items") + 1
+            )
     except IntegrityError:
         outcome, created = Outcome.objects.get(run=run, snippet=snippet, sample=sample), False
     return outcome, created
@@ -570,8 +741,9 @@ def run_maybe_finish(*, run: EvaluationRun) -> bool:
 
     Called after every item: one unlocked read of the counter; at the end, scores computed without a lock and the
     row lock held only to check the count and write them."""
-    if not EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.RUNNING,
-                                        done_items__gte=F("total_items")).exists():
+    if not EvaluationRun.objects.filter(
+        pk=run.pk, status=EvaluationRun.Status.RUNNING, done_items__gte=F("total_items")
+    ).exists():
         return False
     # Computed before the row lock (seconds on a large run), written under it only if the outcomes are unchanged.
     state = run_outcomes_state(run=run)
@@ -601,11 +773,23 @@ def continuous_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list
 def generation_reusable(*, run: EvaluationRun, snippet: Snippet, sample: int, prompt: str) -> Generation | None:
     """An earlier answer of the same model to exactly this prompt under the same settings, if there is one."""
     # The same endpoint too: an answer of the owner's own api_base must never become one of the provider's.
-    return (Generation.objects.filter(run__model=run.model, run__protocol=run.protocol, run__params=run.params,
-                                      run__litellm_model=run.litellm_model, run__api_base=run.api_base,
-                                      run__model_params=run.model_params, run__provenance=run.provenance,
-                                      sample=sample, prompt_hash=prompt_hash(prompt), error="")
-            .exclude(run=run).order_by("-created_at").first())
+    return (
+        Generation.objects.filter(
+            run__model=run.model,
+            run__protocol=run.protocol,
+            run__params=run.params,
+            run__litellm_model=run.litellm_model,
+            run__api_base=run.api_base,
+            run__model_params=run.model_params,
+            run__provenance=run.provenance,
+            sample=sample,
+            prompt_hash=prompt_hash(prompt),
+            error="",
+        )
+        .exclude(run=run)
+        .order_by("-created_at")
+        .first()
+    )
 
 
 class UploadError(ApplicationError):
@@ -630,7 +814,8 @@ UPLOAD_FORMAT = (
     "indentation (tabs count as Python reads them, to the next multiple of 8 columns). "
     'An "answer" with no fenced python block is refused with its line number (it would extract nothing and '
     "score 0). Every item of the release needs a line for each sample; a file with any bad line is refused "
-    "whole and nothing is stored.")
+    "whole and nothing is stored."
+)
 
 
 def upload_bytes(file) -> bytes:
@@ -655,19 +840,25 @@ def answer_indent_warning(*, answer: str, snippet: Snippet, protocol: str) -> st
     """Why an answer's extracted code will likely fail: lines indented less than the snippet, which the protocol
     splices unchanged (FORMAT.md 7); "" when every line is at the snippet's indentation or deeper."""
     depth = indent_width(code_indent(snippet.reference_code))
-    short = [n for n, line in enumerate(extract_code(answer).split("\n"), start=1)
-             if line.strip() and indent_width(line) < depth]
+    short = [
+        n
+        for n, line in enumerate(extract_code(answer).split("\n"), start=1)
+        if line.strip() and indent_width(line) < depth
+    ]
     if not depth or not short:
         return ""
     lines = ", ".join(map(str, short[:5])) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
-    return (f"item {snippet.pk}: the answer's code is indented less than the snippet ({depth} columns) on its "
-            f"line(s) {lines}; protocol {protocol} splices an answer unchanged, so it will likely fail with an "
-            'IndentationError. Indent the code as it stands in the file, or send the snippet body as "code", '
-            "which is re-indented")
+    return (
+        f"item {snippet.pk}: the answer's code is indented less than the snippet ({depth} columns) on its "
+        f"line(s) {lines}; protocol {protocol} splices an answer unchanged, so it will likely fail with an "
+        'IndentationError. Indent the code as it stands in the file, or send the snippet body as "code", '
+        "which is re-indented"
+    )
 
 
-def upload_line_parse(row, *, snippets: dict[str, Snippet], version: BenchmarkVersion,
-                      protocol: str) -> UploadedAnswer | str:
+def upload_line_parse(
+    row, *, snippets: dict[str, Snippet], version: BenchmarkVersion, protocol: str
+) -> UploadedAnswer | str:
     """One JSONL line of an upload, or what is wrong with it (the caller adds the line number).
 
     A line gives exactly one of `answer` (a raw model response, from which the run's protocol extracts the last
@@ -685,27 +876,45 @@ def upload_line_parse(row, *, snippets: dict[str, Snippet], version: BenchmarkVe
         return f"sample must be an integer from 0 to {MAX_SAMPLES - 1}"
     given = [field for field in UPLOAD_FIELDS if field in row]
     if len(given) != 1:
-        return ('give either "answer" (a raw model response) or "code" (the snippet body), not both'
-                if given else 'no "answer" (a raw model response) or "code" (the snippet body)')
+        return (
+            'give either "answer" (a raw model response) or "code" (the snippet body), not both'
+            if given
+            else 'no "answer" (a raw model response) or "code" (the snippet body)'
+        )
     field, text = given[0], row[given[0]]
     if not isinstance(text, str):
         return f"{field} must be a string"
     if len(text) > MAX_ANSWER_CHARS:
         return f"{field} is {len(text)} characters; at most {MAX_ANSWER_CHARS}"
     if field == "answer" and not has_code_block(text):
-        return (f"answer has no fenced python block (```python ... ```), so protocol {protocol} would extract "
-                'nothing; wrap the code in one, or send the snippet body as "code"')
+        return (
+            f"answer has no fenced python block (```python ... ```), so protocol {protocol} would extract "
+            'nothing; wrap the code in one, or send the snippet body as "code"'
+        )
     snippet = snippets[item]
     if field == "code":
-        return UploadedAnswer(snippet=snippet, sample=sample, answer="",
-                              code=body_reindent(text, code_indent(snippet.reference_code)))
-    return UploadedAnswer(snippet=snippet, sample=sample, answer=text, code=None,
-                          warning=answer_indent_warning(answer=text, snippet=snippet, protocol=protocol))
+        return UploadedAnswer(
+            snippet=snippet, sample=sample, answer="", code=body_reindent(text, code_indent(snippet.reference_code))
+        )
+    return UploadedAnswer(
+        snippet=snippet,
+        sample=sample,
+        answer=text,
+        code=None,
+        warning=answer_indent_warning(answer=text, snippet=snippet, protocol=protocol),
+    )
 
 
 @transaction.atomic
-def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes, user=None,
-                    with_paper: bool = True, protocol: str | None = None) -> EvaluationRun:
+def run_from_upload(
+    *,
+    model: ModelEntry,
+    version: BenchmarkVersion,
+    data: bytes,
+    user=None,
+    with_paper: bool = True,
+    protocol: str | None = None,
+) -> EvaluationRun:
     """Score uploaded generations (JSONL, see `upload_line_parse`) like the platform's own; all or nothing.
 
     An upload answers the public split only: held-out prompts never leave the platform, so nobody could answer
@@ -754,9 +963,17 @@ def run_from_upload(*, model: ModelEntry, version: BenchmarkVersion, data: bytes
         problems.append(f"{len(missing)} item(s) have no answer, e.g. {', '.join(missing[:5])}")
     if problems:
         raise UploadError(problems)
-    run = EvaluationRun.objects.create(model=model, version=version, with_paper=with_paper, samples=samples,
-                                       created_by=user, total_items=len(rows), params={"uploaded": True},
-                                       protocol=protocol, provenance=EvaluationRun.Provenance.SELF_REPORTED)
+    run = EvaluationRun.objects.create(
+        model=model,
+        version=version,
+        with_paper=with_paper,
+        samples=samples,
+        created_by=user,
+        total_items=len(rows),
+        params={"uploaded": True},
+        protocol=protocol,
+        provenance=EvaluationRun.Provenance.SELF_REPORTED,
+    )
     upload_generations_store(run=run, rows=rows)
     transaction.on_commit(lambda: run_dispatch_later(run=run))
     run.upload_warnings = warnings
@@ -773,14 +990,27 @@ def upload_generations_store(*, run: EvaluationRun, rows: list[UploadedAnswer]) 
     generations = []
     for row in rows:
         if row.snippet.pk not in hashes:
-            prompt = snippet_prompt(snippet=row.snippet, files=task_files(row.snippet.task),
-                                    with_paper=run.with_paper, protocol=protocol,
-                                    annotated=task_annotated(row.snippet.task, row.snippet.file_path))
+            prompt = snippet_prompt(
+                snippet=row.snippet,
+                files=task_files(row.snippet.task),
+                with_paper=run.with_paper,
+                protocol=protocol,
+                annotated=task_annotated(row.snippet.task, row.snippet.file_path),
+            )
             hashes[row.snippet.pk] = prompt_hash(prompt)
-        generations.append(Generation(
-            run=run, snippet=row.snippet, sample=row.sample, prompt_hash=hashes[row.snippet.pk],
-            raw_answer=row.answer, extracted_code=extract_code(row.answer) if row.code is None else row.code,
-            latency=0.0, cost=None, attempts=1))  # what the uploader paid is unknown, not zero
+        generations.append(
+            Generation(
+                run=run,
+                snippet=row.snippet,
+                sample=row.sample,
+                prompt_hash=hashes[row.snippet.pk],
+                raw_answer=row.answer,
+                extracted_code=extract_code(row.answer) if row.code is None else row.code,
+                latency=0.0,
+                cost=None,
+                attempts=1,
+            )
+        )  # what the uploader paid is unknown, not zero
     Generation.objects.bulk_create(generations, batch_size=UPLOAD_BATCH)
 
 
@@ -789,9 +1019,14 @@ def run_dispatch_later(*, run: EvaluationRun) -> None:
     from evaluation import tasks
 
     # Stored already: the watchdog dispatches the queued run once the broker answers.
-    enqueue(tasks.run_dispatch, run.pk, subject=run,
-            refused=lambda exc: f"run {run.pk}: the broker refused its dispatch ({exc}); the watchdog dispatches it "
-                                f"once the broker answers")
+    enqueue(
+        tasks.run_dispatch,
+        run.pk,
+        subject=run,
+        refused=lambda exc: (
+            f"run {run.pk}: the broker refused its dispatch ({exc}); the watchdog dispatches it once the broker answers"
+        ),
+    )
 
 
 MAX_REASON_CHARS = 2000
@@ -803,14 +1038,20 @@ def run_pin(*, run: EvaluationRun, actor) -> EvaluationRun:
     setting: later runs and uploads are listed on the model page and never replace it until the pin moves or is
     lifted (selectors.leaderboard_choose is the rule)."""
     if not user_may_change(user=actor, owner_id=run.model.owner_id):
-        raise PermissionDenied(f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run")
+        raise PermissionDenied(
+            f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run"
+        )
     with transaction.atomic():
         run = EvaluationRun.objects.select_for_update().select_related("model").get(pk=run.pk)
         if run.status != EvaluationRun.Status.COMPLETED:
             raise EvaluationError(f"run {run.pk} is {run.status}; only a completed run can be the leaderboard run")
-        (EvaluationRun.objects.filter(model=run.model_id, version=run.version_id, with_paper=run.with_paper,
-                                      pinned_at__isnull=False).exclude(pk=run.pk)
-         .update(pinned_at=None, pinned_by=None))
+        (
+            EvaluationRun.objects.filter(
+                model=run.model_id, version=run.version_id, with_paper=run.with_paper, pinned_at__isnull=False
+            )
+            .exclude(pk=run.pk)
+            .update(pinned_at=None, pinned_by=None)
+        )
         run.pinned_at, run.pinned_by = timezone.now(), actor
         run.save(update_fields=["pinned_at", "pinned_by"])
     return run
@@ -819,7 +1060,9 @@ def run_pin(*, run: EvaluationRun, actor) -> EvaluationRun:
 def run_unpin(*, run: EvaluationRun, actor) -> EvaluationRun:
     """Lift a pin: the model's row in that setting is the latest completed run again."""
     if not user_may_change(user=actor, owner_id=run.model.owner_id):
-        raise PermissionDenied(f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run")
+        raise PermissionDenied(
+            f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run"
+        )
     EvaluationRun.objects.filter(pk=run.pk).update(pinned_at=None, pinned_by=None)
     run.refresh_from_db()
     return run
@@ -837,15 +1080,23 @@ def run_verify(*, run: EvaluationRun, actor, reason: str) -> EvaluationRun:
         raise EvaluationError(f"the reason is {len(reason)} characters; at most {MAX_REASON_CHARS}")
     run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
     if run.provenance != EvaluationRun.Provenance.SELF_REPORTED:
-        raise EvaluationError(f"run {run.pk} is {run.get_provenance_display()}; only self-reported runs can be "
-                              "verified")
+        raise EvaluationError(
+            f"run {run.pk} is {run.get_provenance_display()}; only self-reported runs can be verified"
+        )
     if run.api_base:
-        raise EvaluationError(f"run {run.pk} was generated at its owner's own endpoint, not uploaded: only uploads "
-                              "are verified (a run at the provider's own address is verified by itself)")
+        raise EvaluationError(
+            f"run {run.pk} was generated at its owner's own endpoint, not uploaded: only uploads "
+            "are verified (a run at the provider's own address is verified by itself)"
+        )
     if run.status != EvaluationRun.Status.COMPLETED:
         raise EvaluationError(f"run {run.pk} is {run.status}; verify it once it has completed")
-    ProvenanceChange.objects.create(run=run, from_provenance=run.provenance,
-                                    to_provenance=EvaluationRun.Provenance.VERIFIED_UPLOAD, actor=actor, reason=reason)
+    ProvenanceChange.objects.create(
+        run=run,
+        from_provenance=run.provenance,
+        to_provenance=EvaluationRun.Provenance.VERIFIED_UPLOAD,
+        actor=actor,
+        reason=reason,
+    )
     run.provenance = EvaluationRun.Provenance.VERIFIED_UPLOAD
     run.save(update_fields=["provenance"])
     return run

@@ -32,8 +32,12 @@ SANDBOX_RETRIES = 3
 
 def _item(run_id: int, snippet_id: int) -> tuple[EvaluationRun | None, Snippet]:
     # Not the release's manifest and changelog: they grow with the release and no item needs them.
-    run = (EvaluationRun.objects.select_related("model", "version").defer("version__manifest", "version__changelog")
-           .filter(pk=run_id).first())
+    run = (
+        EvaluationRun.objects.select_related("model", "version")
+        .defer("version__manifest", "version__changelog")
+        .filter(pk=run_id)
+        .first()
+    )
     return run, Snippet.objects.select_related("task", "task__paper").get(pk=snippet_id)
 
 
@@ -50,12 +54,13 @@ def provider_wait(provider: str) -> float:
     return 60 - time.time() % 60 + 0.1
 
 
-def _retry_or_error(task, *, run: EvaluationRun, snippet: Snippet, sample: int, exc: SandboxError,
-                    generation: Generation | None = None) -> None:
+def _retry_or_error(
+    task, *, run: EvaluationRun, snippet: Snippet, sample: int, exc: SandboxError, generation: Generation | None = None
+) -> None:
     """Retry an infrastructure failure with backoff; once retries are spent, record the item as an error."""
     if task.request.retries < SANDBOX_RETRIES:
         logger.warning("sandbox failure on run %s item %s/%s, retrying: %s", run.pk, snippet.pk, sample, exc)
-        raise task.retry(exc=exc, countdown=2 ** task.request.retries)
+        raise task.retry(exc=exc, countdown=2**task.request.retries)
     verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"sandbox failure: {exc}")
     services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
     _item_ended(run)
@@ -92,14 +97,24 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int, epoch: int | 
         logger.error("run %s does not cover item %s (held out?); its prompt is not sent", run.pk, snippet.pk)
         return
     if not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        if (run.covers_held_out and not run_sends_held_out(run=run)
-                and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()):
+        if (
+            run.covers_held_out
+            and not run_sends_held_out(run=run)
+            and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()
+        ):
             # Covered at the start, untrusted now (a maintainer's role revoked, HELD_OUT_PROVIDERS changed): the
             # held-out prompt stays here; the item is an error, never scored, so the run can still finish.
-            logger.error("run %s may no longer send held-out item %s to %s; its prompt is not sent", run.pk,
-                         snippet.pk, run.api_base or run.provider)
-            verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
-                              "not sent: the run's endpoint is no longer trusted with held-out prompts")
+            logger.error(
+                "run %s may no longer send held-out item %s to %s; its prompt is not sent",
+                run.pk,
+                snippet.pk,
+                run.api_base or run.provider,
+            )
+            verdict = Verdict(
+                Outcome.Status.ERROR,
+                Outcome.Category.INFRASTRUCTURE,
+                "not sent: the run's endpoint is no longer trusted with held-out prompts",
+            )
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
             services.run_maybe_finish(run=run)
             return
@@ -114,25 +129,41 @@ def item_generate(self, run_id: int, snippet_id: int, sample: int, epoch: int | 
         earlier = services.generation_reusable(run=run, snippet=snippet, sample=sample, prompt=prompt)
         if earlier is not None:  # unchanged item on a new release: same model, settings and prompt
             services.generation_record(
-                run=run, snippet=snippet, sample=sample, prompt=prompt, raw_answer=earlier.raw_answer,
-                prompt_tokens=earlier.prompt_tokens, completion_tokens=earlier.completion_tokens,
-                latency=earlier.latency, cost=earlier.cost, attempts=0)
+                run=run,
+                snippet=snippet,
+                sample=sample,
+                prompt=prompt,
+                raw_answer=earlier.raw_answer,
+                prompt_tokens=earlier.prompt_tokens,
+                completion_tokens=earlier.completion_tokens,
+                latency=earlier.latency,
+                cost=earlier.cost,
+                attempts=0,
+            )
             item_evaluate.delay(run_id, snippet_id, sample, epoch)
             return
         try:
             completion = complete(services.model_call(run=run), prompt)
         except (services.EvaluationError, ModelCallError) as exc:
-            generation = services.generation_record(run=run, snippet=snippet, sample=sample, prompt=prompt,
-                                                    error=str(exc))
+            generation = services.generation_record(
+                run=run, snippet=snippet, sample=sample, prompt=prompt, error=str(exc)
+            )
             verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {exc}")
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
             if not services.run_pause_if_failing(run=run):
                 _item_ended(run)
             return
         services.generation_record(
-            run=run, snippet=snippet, sample=sample, prompt=prompt, raw_answer=completion.text,
-            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-            latency=completion.latency, cost=completion.cost, attempts=completion.attempts,
+            run=run,
+            snippet=snippet,
+            sample=sample,
+            prompt=prompt,
+            raw_answer=completion.text,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            latency=completion.latency,
+            cost=completion.cost,
+            attempts=completion.attempts,
         )
     item_evaluate.delay(run_id, snippet_id, sample, epoch)
 
@@ -153,33 +184,57 @@ def item_evaluate(self, run_id: int, snippet_id: int, sample: int, epoch: int | 
         return
     if snippet.task.needs_gpu and not settings.SANDBOX_GPU:
         # Misrouted (a worker consuming `gpu` without a GPU): back to a GPU worker, never failed here for lack of one.
-        logger.warning("item %s of run %s needs a GPU and worker %s has none (SANDBOX_GPU off); queued on `%s` again",
-                       snippet.pk, run.pk, self.request.hostname, GPU_QUEUE)
+        logger.warning(
+            "item %s of run %s needs a GPU and worker %s has none (SANDBOX_GPU off); queued on `%s` again",
+            snippet.pk,
+            run.pk,
+            self.request.hostname,
+            GPU_QUEUE,
+        )
         item_evaluate.apply_async((run_id, snippet_id, sample, epoch), queue=GPU_QUEUE, countdown=30)
         return
     try:
         if generation is None:
             generation = services.calibration_generation(run=run, snippet=snippet, sample=sample)
-        item_run = item_execute(snippet=snippet, code=generation.extracted_code,
-                                limits=limits_for_release(run.version), failures=build_failures)
+        item_run = item_execute(
+            snippet=snippet,
+            code=generation.extracted_code,
+            limits=limits_for_release(run.version),
+            failures=build_failures,
+        )
     except EnvironmentBuildError as exc:
-        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
-                          f"{ENVIRONMENT_FAILED} (task {snippet.task}): {exc}\n{exc.log[-1500:]}")
+        verdict = Verdict(
+            Outcome.Status.ERROR,
+            Outcome.Category.INFRASTRUCTURE,
+            f"{ENVIRONMENT_FAILED} (task {snippet.task}): {exc}\n{exc.log[-1500:]}",
+        )
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
     except SandboxError as exc:
         _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc, generation=generation)
         return
     else:
-        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=item_run.verdict,
-                                generation=generation, result=item_run.result, backend=item_run.backend,
-                                worker=self.request.hostname or f"inline@{socket.gethostname()}",
-                                limits=item_run.limits,
-                                environment_lock=item_run.environment_lock, forked=item_run.forked)
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=sample,
+            verdict=item_run.verdict,
+            generation=generation,
+            result=item_run.result,
+            backend=item_run.backend,
+            worker=self.request.hostname or f"inline@{socket.gethostname()}",
+            limits=item_run.limits,
+            environment_lock=item_run.environment_lock,
+            forked=item_run.forked,
+        )
         if item_run.fork_starts or item_run.fork_cold:
-            services.forkserver_events_record(run=run, worker=self.request.hostname or socket.gethostname(),
-                                              environment_hash=snippet.task.environment_hash,
-                                              backend=item_run.backend, starts=item_run.fork_starts,
-                                              cold=item_run.fork_cold)
+            services.forkserver_events_record(
+                run=run,
+                worker=self.request.hostname or socket.gethostname(),
+                environment_hash=snippet.task.environment_hash,
+                backend=item_run.backend,
+                starts=item_run.fork_starts,
+                cold=item_run.fork_cold,
+            )
     _item_ended(run)
 
 

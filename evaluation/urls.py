@@ -19,8 +19,9 @@ urlpatterns = [
     path("models/<slug:name>/uploads/", views.run_upload, name="run-upload"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/items/<int:outcome_pk>/", views.run_item, name="run-item"),
-    path("runs/<int:pk>/items/<int:outcome_pk>/trajectory.json", agent_views.trajectory_json,
-         name="run-item-trajectory"),
+    path(
+        "runs/<int:pk>/items/<int:outcome_pk>/trajectory.json", agent_views.trajectory_json, name="run-item-trajectory"
+    ),
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),
     path("runs/<int:pk>/cancel/", views.run_cancel_own, name="run-cancel"),

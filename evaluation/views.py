@@ -21,8 +21,8 @@ from config.api import user_may_change
 from evaluation import analysis, environments, reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
-from evaluation.provenance import provenance_choices, provenance_legend
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
+from evaluation.provenance import provenance_choices, provenance_legend
 from operations.broker import queues_status, workers_status
 from operations.events import events_recent
 
@@ -50,14 +50,23 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     filters = selectors.LeaderboardFilters.from_query(request.GET)
     chosen = selectors.leaderboard_columns_chosen(request.GET)
     rows = selectors.leaderboard_rows(version=version, filters=filters)
-    context = {"version": version, "rows": rows, "filters": filters,
-               "ranked": [row for row in rows if not row.calibration],
-               "calibration": [row for row in rows if row.calibration],
-               "provenances": provenance_choices(), "provenance_legend": provenance_legend(),
-               "columns": _sort_links(filters, chosen), "toggled_columns": selectors.LEADERBOARD_TOGGLED_COLUMNS,
-               "chosen_columns": chosen, "filter_query": _query(filters, cols=",".join(chosen)),
-               "api_query": _query(filters, sort="", dir=""), "rank_method": analysis.RANK_METHOD,
-               "run_rule": selectors.LEADERBOARD_RUN_RULE, "newest": selectors.latest_published_version()}
+    context = {
+        "version": version,
+        "rows": rows,
+        "filters": filters,
+        "ranked": [row for row in rows if not row.calibration],
+        "calibration": [row for row in rows if row.calibration],
+        "provenances": provenance_choices(),
+        "provenance_legend": provenance_legend(),
+        "columns": _sort_links(filters, chosen),
+        "toggled_columns": selectors.LEADERBOARD_TOGGLED_COLUMNS,
+        "chosen_columns": chosen,
+        "filter_query": _query(filters, cols=",".join(chosen)),
+        "api_query": _query(filters, sort="", dir=""),
+        "rank_method": analysis.RANK_METHOD,
+        "run_rule": selectors.LEADERBOARD_RUN_RULE,
+        "newest": selectors.latest_published_version(),
+    }
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
         return render(request, "evaluation/_leaderboard_table.html", context)
@@ -66,33 +75,56 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     context.update(_breakdown(version=version, rows=rows, view=context["view"], user=request.user))
     if target == "breakdown":
         return render(request, "evaluation/_leaderboard_breakdown.html", context)
-    context.update(chart=selectors.leaderboard_ranking_chart(rows=rows), chart_height=80 + 36 * len(rows),
-                   over_time=selectors.leaderboard_over_time(rows=rows))
+    context.update(
+        chart=selectors.leaderboard_ranking_chart(rows=rows),
+        chart_height=80 + 36 * len(rows),
+        over_time=selectors.leaderboard_over_time(rows=rows),
+    )
     return render(request, "evaluation/leaderboard.html", context)
 
 
 def _breakdown(*, version: BenchmarkVersion, rows, view: str, user) -> dict:
     if view == "sizes":
-        return {"size_labels": [label for label, _, _ in selectors.SIZE_BUCKETS],
-                "size_rows": selectors.leaderboard_size_buckets(rows=rows, user=user)}
+        return {
+            "size_labels": [label for label, _, _ in selectors.SIZE_BUCKETS],
+            "size_rows": selectors.leaderboard_size_buckets(rows=rows, user=user),
+        }
     if view == "ablation":
         return {"ablation": selectors.leaderboard_paper_ablation(rows=rows)}
     if view == "contamination":
         return {"contamination": selectors.leaderboard_contamination(version=version, rows=rows, user=user)}
     if view == "failures":
         segments, table = analysis.leaderboard_failures(rows=rows)
-        chart = {"labels": [f"{r.row.run.model.display_name} ({r.row.setting})" for r in table],
-                 "segments": [{"label": label, "key": key, "shares": [r.shares[i] for r in table],
-                               "counts": [r.counts[i] for r in table]} for i, (key, label) in enumerate(segments)]}
-        return {"failure_segments": segments, "failures": table, "failure_chart": chart,
-                "failure_chart_height": 80 + 32 * len(table)}
+        chart = {
+            "labels": [f"{r.row.run.model.display_name} ({r.row.setting})" for r in table],
+            "segments": [
+                {
+                    "label": label,
+                    "key": key,
+                    "shares": [r.shares[i] for r in table],
+                    "counts": [r.counts[i] for r in table],
+                }
+                for i, (key, label) in enumerate(segments)
+            ],
+        }
+        return {
+            "failure_segments": segments,
+            "failures": table,
+            "failure_chart": chart,
+            "failure_chart_height": 80 + 32 * len(table),
+        }
     return {"heatmap": selectors.leaderboard_paper_heatmap(version=version, rows=rows, user=user)}
 
 
 def _query(filters: selectors.LeaderboardFilters, **override) -> str:
-    params = {"open": "1" if filters.open_weights else "", "paper": filters.paper, "provenance": filters.provenance,
-              "q": filters.q,
-              "sort": filters.sort, "dir": "desc" if filters.descending else "asc"}
+    params = {
+        "open": "1" if filters.open_weights else "",
+        "paper": filters.paper,
+        "provenance": filters.provenance,
+        "q": filters.q,
+        "sort": filters.sort,
+        "dir": "desc" if filters.descending else "asc",
+    }
     params.update(override)
     return urlencode({k: v for k, v in params.items() if v})
 
@@ -106,10 +138,16 @@ def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) 
         current = filters.sort == key
         default_desc = key in ("rank", "score", "pass", "held_out", "items", "tokens", "date")
         descending = not filters.descending if current else default_desc
-        columns.append({"key": key, "label": label, "column": column, "current": current,
-                        "aria": ("descending" if filters.descending else "ascending") if current else "none",
-                        "query": _query(filters, sort=key, dir="desc" if descending else "asc",
-                                        cols=",".join(chosen))})
+        columns.append(
+            {
+                "key": key,
+                "label": label,
+                "column": column,
+                "current": current,
+                "aria": ("descending" if filters.descending else "ascending") if current else "none",
+                "query": _query(filters, sort=key, dir="desc" if descending else "asc", cols=",".join(chosen)),
+            }
+        )
     return columns
 
 
@@ -117,22 +155,35 @@ def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) 
 UPLOAD_PROBLEMS_SHOWN = 200
 
 
-def model_detail(request: HttpRequest, name: str, run_form: RunStartForm | None = None,
-                 upload_form: RunUploadForm | None = None, upload_problems: list[str] | None = None) -> HttpResponse:
+def model_detail(
+    request: HttpRequest,
+    name: str,
+    run_form: RunStartForm | None = None,
+    upload_form: RunUploadForm | None = None,
+    upload_problems: list[str] | None = None,
+) -> HttpResponse:
     model = get_object_or_404(ModelEntry, name=name)
     may_change = user_may_change(user=request.user, owner_id=model.owner_id)
     may_run = model.kind != ModelEntry.Kind.UPLOADED and may_change
     may_upload = model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED) and may_change
     problems = upload_problems or []
-    context = {"model": model, "runs": selectors.model_runs(model=model), "may_change": may_change,
-               "run_rule": selectors.LEADERBOARD_RUN_RULE,
-               "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
-               "run_form": (run_form or RunStartForm()) if may_run else None,
-               "upload_form": upload_form or (RunUploadForm() if may_upload else None),
-               "upload_problems": problems[:UPLOAD_PROBLEMS_SHOWN],
-               "upload_problems_more": max(0, len(problems) - UPLOAD_PROBLEMS_SHOWN)}
-    return render(request, "evaluation/model_detail.html", context,
-                  status=400 if run_form is not None or upload_form is not None else 200)
+    context = {
+        "model": model,
+        "runs": selectors.model_runs(model=model),
+        "may_change": may_change,
+        "run_rule": selectors.LEADERBOARD_RUN_RULE,
+        "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
+        "run_form": (run_form or RunStartForm()) if may_run else None,
+        "upload_form": upload_form or (RunUploadForm() if may_upload else None),
+        "upload_problems": problems[:UPLOAD_PROBLEMS_SHOWN],
+        "upload_problems_more": max(0, len(problems) - UPLOAD_PROBLEMS_SHOWN),
+    }
+    return render(
+        request,
+        "evaluation/model_detail.html",
+        context,
+        status=400 if run_form is not None or upload_form is not None else 200,
+    )
 
 
 @login_required
@@ -177,7 +228,9 @@ def model_edit(request: HttpRequest, name: str) -> HttpResponse:
     /api/v1/models/<name>/): its endpoint cannot change while a run of it is queued or running."""
     model = get_object_or_404(ModelEntry, name=name)
     if not user_may_change(user=request.user, owner_id=model.owner_id) or model.kind not in (
-            ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED):
+        ModelEntry.Kind.LITELLM,
+        ModelEntry.Kind.UPLOADED,
+    ):
         raise PermissionDenied(f"only the owner of model {model.name} or a maintainer may change it")
     form = ModelEditForm.for_model(model, request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
@@ -188,8 +241,9 @@ def model_edit(request: HttpRequest, name: str) -> HttpResponse:
         else:
             messages.success(request, f"Model {model.name} changed.")
             return redirect("model-detail", name=model.name)
-    return render(request, "evaluation/model_edit.html", {"model": model, "form": form},
-                  status=400 if form.errors else 200)
+    return render(
+        request, "evaluation/model_edit.html", {"model": model, "form": form}, status=400 if form.errors else 200
+    )
 
 
 @login_required
@@ -229,10 +283,13 @@ def run_upload(request: HttpRequest, name: str) -> HttpResponse:
         except (ValidationError, services.EvaluationError) as exc:
             _service_errors(form, exc)
         else:
-            messages.success(request, f"{run.total_items} answer(s) stored as run {run.pk}; its items are being "
-                                      f"scored (self-reported until a maintainer verifies it). Once scored it is the "
-                                      f"model's leaderboard row in its setting unless you pinned another run of the "
-                                      f"model there (its page lists every run).")
+            messages.success(
+                request,
+                f"{run.total_items} answer(s) stored as run {run.pk}; its items are being "
+                f"scored (self-reported until a maintainer verifies it). Once scored it is the "
+                f"model's leaderboard row in its setting unless you pinned another run of the "
+                f"model there (its page lists every run).",
+            )
             for warning in run.upload_warnings:
                 messages.warning(request, warning)
             return redirect("run-detail", pk=run.pk)
@@ -247,16 +304,24 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
     items = selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
     progress = selectors.run_progress(run)
-    context = {"run": run, "progress": progress, "split_scores": selectors.run_split_scores(run=run),
-               "gpu_notice": selectors.run_gpu_notice(run=run),
-               "paper_scores": selectors.paper_scores_visible(run=run, user=request.user), "items": items,
-               "items_hidden": progress.done - items.paginator.count,
-               "provenance_changes": run.provenance_changes.select_related("actor"),
-               "may_steer": user_may_change(user=request.user, owner_id=run.created_by_id),
-               "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
-               "may_verify": (run.provenance == EvaluationRun.Provenance.SELF_REPORTED and not run.api_base
-                              and run.status == EvaluationRun.Status.COMPLETED
-                              and user_is_maintainer(user=request.user))}
+    context = {
+        "run": run,
+        "progress": progress,
+        "split_scores": selectors.run_split_scores(run=run),
+        "gpu_notice": selectors.run_gpu_notice(run=run),
+        "paper_scores": selectors.paper_scores_visible(run=run, user=request.user),
+        "items": items,
+        "items_hidden": progress.done - items.paginator.count,
+        "provenance_changes": run.provenance_changes.select_related("actor"),
+        "may_steer": user_may_change(user=request.user, owner_id=run.created_by_id),
+        "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
+        "may_verify": (
+            run.provenance == EvaluationRun.Provenance.SELF_REPORTED
+            and not run.api_base
+            and run.status == EvaluationRun.Status.COMPLETED
+            and user_is_maintainer(user=request.user)
+        ),
+    }
     # The evidence can quote hidden files (a flagged answer read them): maintainers only.
     context["flags"] = selectors.run_flags(run=run) if user_is_maintainer(user=request.user) else None
     context["fork_server"] = selectors.run_forkserver(run=run) if user_is_maintainer(user=request.user) else None
@@ -288,8 +353,9 @@ def run_verify(request: HttpRequest, pk: int) -> HttpResponse:
 def run_manifest(request: HttpRequest, pk: int) -> HttpResponse:
     """The run's reproducibility record as a download (the same document as the API's)."""
     run = _run_visible(request, pk)
-    response = StreamingHttpResponse(reproducibility.run_manifest_chunks(run=run, user=request.user),
-                                     content_type="application/json")
+    response = StreamingHttpResponse(
+        reproducibility.run_manifest_chunks(run=run, user=request.user), content_type="application/json"
+    )
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-manifest.json"'
     return response
 
@@ -309,20 +375,33 @@ def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpRespon
 
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
-    return render(request, "evaluation/_run_progress.html", {"run": run, "progress": selectors.run_progress(run),
-                                                             "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
-                                                             "gpu_notice": selectors.run_gpu_notice(run=run)})
+    return render(
+        request,
+        "evaluation/_run_progress.html",
+        {
+            "run": run,
+            "progress": selectors.run_progress(run),
+            "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
+            "gpu_notice": selectors.run_gpu_notice(run=run),
+        },
+    )
 
 
 @maintainer_required
 def operations(request: HttpRequest) -> HttpResponse:
     """Queues, workers and stalled runs, for maintainers keeping the platform running."""
-    context = {"queues": queues_status(), "workers": workers_status(), "stalled": selectors.runs_stalled(),
-               "stall_seconds": settings.RUN_STALL_SECONDS,
-               "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
-                   "model", "version"),
-               "environment_failures": environments.environment_failures(), "events": events_recent(),
-               "fork_servers": selectors.runs_forkserver_recent()}
+    context = {
+        "queues": queues_status(),
+        "workers": workers_status(),
+        "stalled": selectors.runs_stalled(),
+        "stall_seconds": settings.RUN_STALL_SECONDS,
+        "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
+            "model", "version"
+        ),
+        "environment_failures": environments.environment_failures(),
+        "events": events_recent(),
+        "fork_servers": selectors.runs_forkserver_recent(),
+    }
     return render(request, "evaluation/operations.html", context)
 
 
@@ -331,8 +410,11 @@ def operations(request: HttpRequest) -> HttpResponse:
 def environment_retry(request: HttpRequest, pk: int) -> HttpResponse:
     failure = get_object_or_404(EnvironmentFailure, pk=pk)
     runs = environments.environment_retry(failure=failure)
-    messages.success(request, f"Environment {failure.environment_hash[:12]} will be built again when next needed; "
-                              f"{runs} run(s) resumed for its items.")
+    messages.success(
+        request,
+        f"Environment {failure.environment_hash[:12]} will be built again when next needed; "
+        f"{runs} run(s) resumed for its items.",
+    )
     return redirect("operations")
 
 
@@ -390,9 +472,12 @@ def run_pin(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         setting = "with paper" if run.with_paper else "without paper"
-        messages.success(request, f"Run {run.pk} is now the leaderboard run of {run.model.display_name} on "
-                                  f"{run.version.name} ({setting})." if pinned else
-                         f"Run {run.pk} is no longer pinned: the latest completed run in its setting is the row.")
+        messages.success(
+            request,
+            f"Run {run.pk} is now the leaderboard run of {run.model.display_name} on {run.version.name} ({setting})."
+            if pinned
+            else f"Run {run.pk} is no longer pinned: the latest completed run in its setting is the row.",
+        )
     return redirect(reverse("model-detail", args=[run.model.name]) + "#runs")
 
 
@@ -403,7 +488,6 @@ def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
-
 
 
 DIFFICULTY_PAGE_ITEMS = 100  # the page lists the hardest; the downloads hold every snippet
@@ -417,9 +501,17 @@ def release_difficulty(request: HttpRequest, name: str) -> HttpResponse:
         raise Http404("Drafts have no results.")
     rows = selectors.leaderboard_rows(version=version)
     items = analysis.snippet_difficulty(version=version, rows=rows, user=request.user)
-    return render(request, "evaluation/difficulty.html", {
-        "version": version, "items": items[:DIFFICULTY_PAGE_ITEMS], "total": len(items),
-        "entries": sum(not r.calibration for r in rows), "run_rule": selectors.LEADERBOARD_RUN_RULE})
+    return render(
+        request,
+        "evaluation/difficulty.html",
+        {
+            "version": version,
+            "items": items[:DIFFICULTY_PAGE_ITEMS],
+            "total": len(items),
+            "entries": sum(not r.calibration for r in rows),
+            "run_rule": selectors.LEADERBOARD_RUN_RULE,
+        },
+    )
 
 
 def release_compare(request: HttpRequest, name: str) -> HttpResponse:

@@ -16,13 +16,18 @@ from django.utils.module_loading import import_string
 def task_routes() -> dict[str, tuple[str, ...]]:
     """Task name -> the queues its messages may wait on, read from CELERY_TASK_ROUTES."""
     table = settings.CELERY_TASK_ROUTES
-    routers = [import_string(entry) if isinstance(entry, str) else entry
-               for entry in (table if isinstance(table, (list, tuple)) else (table,))]
+    routers = [
+        import_string(entry) if isinstance(entry, str) else entry
+        for entry in (table if isinstance(table, (list, tuple)) else (table,))
+    ]
     routes: dict[str, tuple[str, ...]] = {}
     # The tables first, then what routers may add: a task's usual queue comes first.
     for router in [r for r in routers if isinstance(r, dict)] + [r for r in routers if not isinstance(r, dict)]:
-        pairs = ([(name, (route["queue"],)) for name, route in router.items()] if isinstance(router, dict)
-                 else list(getattr(router, "queues", {}).items()))
+        pairs = (
+            [(name, (route["queue"],)) for name, route in router.items()]
+            if isinstance(router, dict)
+            else list(getattr(router, "queues", {}).items())
+        )
         for name, queues in pairs:
             routes[name] = tuple(dict.fromkeys((*routes.get(name, ()), *queues)))
     return routes
@@ -97,8 +102,10 @@ def workers_status(timeout: float = 1.0) -> list[WorkerStatus] | None:
         active = inspector.active() or {}
     except Exception:  # a broker without broadcast support, or one that is down
         return None
-    return [WorkerStatus(name, [f"{t['name']}{tuple(t.get('args', ()))}" for t in tasks])
-            for name, tasks in sorted(active.items())]
+    return [
+        WorkerStatus(name, [f"{t['name']}{tuple(t.get('args', ()))}" for t in tasks])
+        for name, tasks in sorted(active.items())
+    ]
 
 
 def queue_consumers(queue: str, timeout: float = 1.0) -> list[str] | None:
@@ -107,8 +114,7 @@ def queue_consumers(queue: str, timeout: float = 1.0) -> list[str] | None:
         replies = celery_app().control.inspect(timeout=timeout).active_queues()
     except Exception:  # a broker without broadcast support, or one that is down
         return None
-    return sorted(name for name, queues in (replies or {}).items()
-                  if any(q.get("name") == queue for q in queues or ()))
+    return sorted(name for name, queues in (replies or {}).items() if any(q.get("name") == queue for q in queues or ()))
 
 
 def queues_waiting(names: tuple[str, ...] | None = None) -> dict[str, int] | None:

@@ -24,16 +24,35 @@ def subject_key(subject: models.Model) -> tuple[str, int]:
     return subject._meta.label_lower, subject.pk
 
 
-def event_record(*, kind: str, detail: str, worker: str = "", subject: models.Model | None = None, items: int = 0,
-                 since: datetime | None = None) -> OperationsEvent:
+def event_record(
+    *,
+    kind: str,
+    detail: str,
+    worker: str = "",
+    subject: models.Model | None = None,
+    items: int = 0,
+    since: datetime | None = None,
+) -> OperationsEvent:
     """Remember something the platform recovered from by itself, for the operations page."""
     subject_kind, subject_id = subject_key(subject) if subject is not None else ("", None)
-    return OperationsEvent.objects.create(kind=kind, detail=detail[:4000], worker=worker[:200], items=items,
-                                          since=since, subject_kind=subject_kind, subject_id=subject_id)
+    return OperationsEvent.objects.create(
+        kind=kind,
+        detail=detail[:4000],
+        worker=worker[:200],
+        items=items,
+        since=since,
+        subject_kind=subject_kind,
+        subject_id=subject_id,
+    )
 
 
-def events_of(*, subject: models.Model | None = None, subject_kind: str = "", subject_ids: Iterable[int] = (),
-              kinds: Iterable[str] = ()) -> QuerySet[OperationsEvent]:
+def events_of(
+    *,
+    subject: models.Model | None = None,
+    subject_kind: str = "",
+    subject_ids: Iterable[int] = (),
+    kinds: Iterable[str] = (),
+) -> QuerySet[OperationsEvent]:
     """The events about one row (`subject`), or about some rows of one model; newest first; only `kinds` if given."""
     if subject is not None:
         subject_kind, subject_ids = subject_key(subject)[0], [subject.pk]
@@ -79,6 +98,5 @@ def events_recent(limit: int = 50) -> list[EventShown]:
     for event in events:
         if event.subject_kind and event.subject_id is not None:
             by_kind.setdefault(event.subject_kind, set()).add(event.subject_id)
-    described = {kind: _describers[kind](sorted(ids)) if kind in _describers else {}
-                 for kind, ids in by_kind.items()}
+    described = {kind: _describers[kind](sorted(ids)) if kind in _describers else {} for kind, ids in by_kind.items()}
     return [EventShown(event, described.get(event.subject_kind, {}).get(event.subject_id)) for event in events]

@@ -25,9 +25,12 @@ class OperationsEvent(models.Model):
     kind = models.CharField(max_length=30, choices=Kind.choices)
     detail = models.TextField()
     worker = models.CharField(max_length=200, blank=True)
-    subject_kind = models.CharField(max_length=100, blank=True,
-                                    help_text="What the event is about: a model's label, e.g. evaluation.evaluationrun "
-                                              "(blank: the platform as a whole).")
+    subject_kind = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="What the event is about: a model's label, e.g. evaluation.evaluationrun "
+        "(blank: the platform as a whole).",
+    )
     subject_id = models.PositiveBigIntegerField(null=True, blank=True)
     items = models.PositiveIntegerField(default=0, help_text="Items queued again (re-dispatch events).")
     since = models.DateTimeField(null=True, blank=True, help_text="When the outage began, where known.")
@@ -35,8 +38,10 @@ class OperationsEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-pk"]
-        indexes = [models.Index(fields=["-created_at"], name="operations_event_recent"),
-                   models.Index(fields=["subject_kind", "subject_id"], name="operations_event_subject")]
+        indexes = [
+            models.Index(fields=["-created_at"], name="operations_event_recent"),
+            models.Index(fields=["subject_kind", "subject_id"], name="operations_event_subject"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.detail[:80]}"

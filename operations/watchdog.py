@@ -95,9 +95,13 @@ def lost_work_redispatch(*, worker: str = "") -> int:
     listed = {kind.name: broker.subjects_queued(kind.tasks) for kind in kinds if kind.messages_read}
     cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
     lost_cutoff = now - timedelta(seconds=settings.RUN_LOST_SECONDS)
-    idle = [(kind, item, moved) for kind in kinds for item in kind.unfinished()
-            if (moved := _idle_since(*kind.moved_at(item), item.redispatched_at) or now)
-            < (lost_cutoff if listed.get(kind.name) is not None else cutoff)]
+    idle = [
+        (kind, item, moved)
+        for kind in kinds
+        for item in kind.unfinished()
+        if (moved := _idle_since(*kind.moved_at(item), item.redispatched_at) or now)
+        < (lost_cutoff if listed.get(kind.name) is not None else cutoff)
+    ]
     if not idle:
         return 0
     held, waiting = broker.tasks_held(), broker.queues_waiting()
@@ -135,12 +139,14 @@ def database_outage_outlasted(body):
                 if not _connection_lost():
                     raise  # e.g. a lock timeout: the database answers, so this is not an outage
                 since = timezone.now()
-                logger.warning("task %s%s lost its database connection (%s); waiting for the database",
-                               task.name, args, exc)
+                logger.warning(
+                    "task %s%s lost its database connection (%s); waiting for the database", task.name, args, exc
+                )
                 if not database_wait(timeout=settings.DATABASE_OUTAGE_WAIT_SECONDS):
                     raise
-                _outage_record(since=since, worker=task.request.hostname or "", what=f"{task.name}{tuple(args)}",
-                               error=exc)
+                _outage_record(
+                    since=since, worker=task.request.hostname or "", what=f"{task.name}{tuple(args)}", error=exc
+                )
 
     return wrapper
 
@@ -173,9 +179,13 @@ def database_wait(*, timeout: float) -> bool:
 
 def _outage_record(*, since: datetime, worker: str, what: str, error: Exception) -> None:
     seconds = (timezone.now() - since).total_seconds()
-    event_record(kind=Kind.DATABASE_UNAVAILABLE, worker=worker, since=since,
-                 detail=f"the database connection was lost ({str(error).strip()[:300]}); {what} waited "
-                        f"{seconds:.0f} s for the database and ran again")
+    event_record(
+        kind=Kind.DATABASE_UNAVAILABLE,
+        worker=worker,
+        since=since,
+        detail=f"the database connection was lost ({str(error).strip()[:300]}); {what} waited "
+        f"{seconds:.0f} s for the database and ran again",
+    )
 
 
 class Watchdog(threading.Thread):
@@ -209,14 +219,17 @@ class Watchdog(threading.Thread):
         except (OperationalError, InterfaceError) as exc:
             if self.database_lost_at is None:
                 self.database_lost_at = time.monotonic()
-                logger.warning("the watchdog cannot reach the database (%s); it tries again quietly until it "
-                               "answers", str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc)
+                logger.warning(
+                    "the watchdog cannot reach the database (%s); it tries again quietly until it answers",
+                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc,
+                )
             return
         except Exception:  # another service is down: look again next time
             logger.warning("the watchdog could not look for lost work", exc_info=True)
         if self.database_lost_at is not None:
-            logger.warning("the watchdog reaches the database again after %.0f s",
-                           time.monotonic() - self.database_lost_at)
+            logger.warning(
+                "the watchdog reaches the database again after %.0f s", time.monotonic() - self.database_lost_at
+            )
             self.database_lost_at = None
 
 

@@ -33,26 +33,58 @@ def leaderboard_world(*, name: str, models: int, items: int, held_out_papers: in
 
     rng = random.Random(seed)
     now = timezone.now()
-    papers = Paper.objects.bulk_create(Paper(slug=f"{name}-paper-{p}", title=f"Paper {p} of {name}")
-                                       for p in range(PAPERS))
-    tasks = Task.objects.bulk_create(Task(paper=paper, revision=1, content_hash=f"{p:064d}", files={},
-                                          paper_path="paper2code_paper.md", environment_hash="0" * 64)
-                                     for p, paper in enumerate(papers))
+    papers = Paper.objects.bulk_create(
+        Paper(slug=f"{name}-paper-{p}", title=f"Paper {p} of {name}") for p in range(PAPERS)
+    )
+    tasks = Task.objects.bulk_create(
+        Task(
+            paper=paper,
+            revision=1,
+            content_hash=f"{p:064d}",
+            files={},
+            paper_path="paper2code_paper.md",
+            environment_hash="0" * 64,
+        )
+        for p, paper in enumerate(papers)
+    )
     snippets = Snippet.objects.bulk_create(
-        Snippet(task=tasks[i % PAPERS], file_path="model.py", name=f"step {i}", position=i, start_line=2 * i + 1,
-                end_line=2 * i + 2, depth=0, loc=1 + i % 12, code_hash=f"{i:064d}", reference_code="pass\n")
-        for i in range(items))
+        Snippet(
+            task=tasks[i % PAPERS],
+            file_path="model.py",
+            name=f"step {i}",
+            position=i,
+            start_line=2 * i + 1,
+            end_line=2 * i + 2,
+            depth=0,
+            loc=1 + i % 12,
+            code_hash=f"{i:064d}",
+            reference_code="pass\n",
+        )
+        for i in range(items)
+    )
     version = BenchmarkVersion.objects.create(name=name, status=BenchmarkVersion.Status.PUBLISHED, published_at=now)
-    split = {t.pk: VersionTask.Split.HELD_OUT if p >= PAPERS - held_out_papers else VersionTask.Split.PUBLIC
-             for p, t in enumerate(tasks)}
+    split = {
+        t.pk: VersionTask.Split.HELD_OUT if p >= PAPERS - held_out_papers else VersionTask.Split.PUBLIC
+        for p, t in enumerate(tasks)
+    }
     VersionTask.objects.bulk_create(VersionTask(version=version, task=t, split=split[t.pk]) for t in tasks)
     entries = ModelEntry.objects.bulk_create(
         ModelEntry(name=f"{name}-model-{m}", display_name=f"Model {m}", litellm_model=f"openai/model-{m}")
-        for m in range(models))
+        for m in range(models)
+    )
     runs = EvaluationRun.objects.bulk_create(
-        EvaluationRun(model=entry, version=version, status=EvaluationRun.Status.COMPLETED, covers_held_out=m % 2 == 0,
-                      total_items=items, done_items=items, started_at=now, finished_at=now)
-        for m, entry in enumerate(entries))
+        EvaluationRun(
+            model=entry,
+            version=version,
+            status=EvaluationRun.Status.COMPLETED,
+            covers_held_out=m % 2 == 0,
+            total_items=items,
+            done_items=items,
+            started_at=now,
+            finished_at=now,
+        )
+        for m, entry in enumerate(entries)
+    )
     scores = []
     for m, run in enumerate(runs):
         skill = (m + 1) / (models + 1)
@@ -62,11 +94,16 @@ def leaderboard_world(*, name: str, models: int, items: int, held_out_papers: in
                 continue
             ok = rng.random() < skill
             rows.append((s, "passed" if ok else "failed", "" if ok else rng.choice(CATEGORIES)))
-        Outcome.objects.bulk_create((Outcome(run=run, snippet=s, status=status, category=category)
-                                     for s, status, category in rows), batch_size=2000)
+        Outcome.objects.bulk_create(
+            (Outcome(run=run, snippet=s, status=status, category=category) for s, status, category in rows),
+            batch_size=2000,
+        )
         stats = item_statistics(outcomes=[(s.pk, status, c, split[s.task_id]) for s, status, c in rows])
-        groups = {"": rows, "public": [r for r in rows if split[r[0].task_id] == "public"],
-                  "held_out": [r for r in rows if split[r[0].task_id] == "held_out"]}
+        groups = {
+            "": rows,
+            "public": [r for r in rows if split[r[0].task_id] == "public"],
+            "held_out": [r for r in rows if split[r[0].task_id] == "held_out"],
+        }
         for key, group in groups.items():
             if group:
                 scores.append(_score(run, group, paper=None, split=key, **stats.get(key, {})))
@@ -85,11 +122,25 @@ def _score(run, rows, *, paper, split, item_passes=None, categories=None):
     loc = sum(s.loc for s, _, _ in rows)
     scaled = 100.0 * sum(s.loc for s, status, _ in rows if status == "passed") / loc
     rate = 100.0 * passed / len(rows)
-    return RunScore(run=run, paper=paper, split=split, items=len(rows), passed=passed, failed=len(rows) - passed,
-                    errors=0, pass_rate=rate, pass_rate_std=0, scaled_pass_rate=scaled, scaled_pass_rate_std=0,
-                    scaled_ci_low=max(0.0, scaled - 3), scaled_ci_high=min(100.0, scaled + 3),
-                    pass_rate_ci_low=max(0.0, rate - 3), pass_rate_ci_high=min(100.0, rate + 3),
-                    item_passes=item_passes or {}, categories=categories or {})
+    return RunScore(
+        run=run,
+        paper=paper,
+        split=split,
+        items=len(rows),
+        passed=passed,
+        failed=len(rows) - passed,
+        errors=0,
+        pass_rate=rate,
+        pass_rate_std=0,
+        scaled_pass_rate=scaled,
+        scaled_pass_rate_std=0,
+        scaled_ci_low=max(0.0, scaled - 3),
+        scaled_ci_high=min(100.0, scaled + 3),
+        pass_rate_ci_low=max(0.0, rate - 3),
+        pass_rate_ci_high=min(100.0, rate + 3),
+        item_passes=item_passes or {},
+        categories=categories or {},
+    )
 
 
 def pages(version) -> dict[str, str]:
@@ -98,12 +149,15 @@ def pages(version) -> dict[str, str]:
 
     paper = version.tasks.order_by("paper__slug").first().paper.slug
     board = reverse("leaderboard", args=[version.name])
-    return {"leaderboard": board, "leaderboard failures tab": board + "?view=failures",
-            "leaderboard sorted by score": board + "?sort=score&dir=asc",
-            "difficulty page": reverse("release-difficulty", args=[version.name]),
-            "paper page": reverse("paper-detail", args=[version.name, paper]),
-            "API leaderboard": reverse("api-leaderboard", args=[version.name]),
-            "API difficulty": reverse("api-difficulty", args=[version.name])}
+    return {
+        "leaderboard": board,
+        "leaderboard failures tab": board + "?view=failures",
+        "leaderboard sorted by score": board + "?sort=score&dir=asc",
+        "difficulty page": reverse("release-difficulty", args=[version.name]),
+        "paper page": reverse("paper-detail", args=[version.name, paper]),
+        "API leaderboard": reverse("api-leaderboard", args=[version.name]),
+        "API difficulty": reverse("api-difficulty", args=[version.name]),
+    }
 
 
 def main() -> None:
@@ -147,12 +201,16 @@ def main() -> None:
         return cold, statistics.median(seconds), len(executed)
 
     size = f"{args.models} x {args.items}"
-    print(f"{'page (ms; cold: ranks not cached)':<34} {'5 x 50 cold':>11} {'warm':>6} {'queries':>7} "
-          f"{size + ' cold':>15} {'warm':>6} {'queries':>7} {'warm ratio':>10}")
+    print(
+        f"{'page (ms; cold: ranks not cached)':<34} {'5 x 50 cold':>11} {'warm':>6} {'queries':>7} "
+        f"{size + ' cold':>15} {'warm':>6} {'queries':>7} {'warm ratio':>10}"
+    )
     for (label, small_url), large_url in zip(pages(small).items(), pages(large).values(), strict=False):
         (base_cold, base, base_queries), (big_cold, big, big_queries) = measure(small_url), measure(large_url)
-        print(f"{label:<34} {base_cold * 1000:>11.1f} {base * 1000:>6.1f} {base_queries:>7} "
-              f"{big_cold * 1000:>15.1f} {big * 1000:>6.1f} {big_queries:>7} {big / base:>9.1f}x")
+        print(
+            f"{label:<34} {base_cold * 1000:>11.1f} {base * 1000:>6.1f} {base_queries:>7} "
+            f"{big_cold * 1000:>15.1f} {big * 1000:>6.1f} {big_queries:>7} {big / base:>9.1f}x"
+        )
 
 
 if __name__ == "__main__":

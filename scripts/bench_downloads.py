@@ -32,6 +32,7 @@ ITEMS = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 
 # The baseline: the code of benchmarks/services.py and benchmarks/views.py before this change.
 
+
 def old_items_jsonl(*, version, protocol) -> bytes:
     from benchmarks.selectors import blob_read, snippet_masked, snippet_prompt
     from benchmarks.visibility import items_public
@@ -42,12 +43,21 @@ def old_items_jsonl(*, version, protocol) -> bytes:
         if snippet.task_id not in files_by_task:
             files_by_task[snippet.task_id] = {p: blob_read(sha256=d) for p, d in snippet.task.files.items()}
         files = files_by_task[snippet.task_id]
-        lines.append(json.dumps({
-            "id": str(snippet.pk), "paper": snippet.task.paper.slug, "file": snippet.file_path,
-            "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name,
-            "masked_code": snippet_masked(snippet=snippet, files=files, protocol=protocol),
-            "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=protocol),
-        }, ensure_ascii=False))
+        lines.append(
+            json.dumps(
+                {
+                    "id": str(snippet.pk),
+                    "paper": snippet.task.paper.slug,
+                    "file": snippet.file_path,
+                    "snippet": snippet.name,
+                    "loc": snippet.loc,
+                    "protocol": protocol.name,
+                    "masked_code": snippet_masked(snippet=snippet, files=files, protocol=protocol),
+                    "prompt": snippet_prompt(snippet=snippet, files=files, with_paper=True, protocol=protocol),
+                },
+                ensure_ascii=False,
+            )
+        )
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -69,12 +79,23 @@ def prompt_parts_items_write(*, version, protocol, out) -> None:
             annotated = {p: parse(files[p].decode("utf-8"), p) for p in task.annotated_paths}
             line({"type": "paper", "paper": task.paper.slug, "paper_text": files[task.paper_path].decode("utf-8")})
         masked = snippet_masked(snippet=snippet, files=files, protocol=protocol, annotated=annotated[snippet.file_path])
-        code = code_part(protocol, [(p, files[p].decode("utf-8")) for p in task.context_paths], snippet.file_path,
-                         masked)
+        code = code_part(
+            protocol, [(p, files[p].decode("utf-8")) for p in task.context_paths], snippet.file_path, masked
+        )
         parts = _template_parts(protocol.template, code=code, name=snippet.name, loc=str(snippet.loc))
-        line({"type": "item", "id": str(snippet.pk), "paper": task.paper.slug, "file": snippet.file_path,
-              "snippet": snippet.name, "loc": snippet.loc, "protocol": protocol.name, "masked_code": masked,
-              "prompt_parts": parts})
+        line(
+            {
+                "type": "item",
+                "id": str(snippet.pk),
+                "paper": task.paper.slug,
+                "file": snippet.file_path,
+                "snippet": snippet.name,
+                "loc": snippet.loc,
+                "protocol": protocol.name,
+                "masked_code": masked,
+                "prompt_parts": parts,
+            }
+        )
 
 
 def old_pset_zip(*, version) -> bytes:
@@ -185,12 +206,15 @@ def main() -> None:
 
     sizes = {k: Blob.objects.get(sha256=stored[k]).size for k in ("old_items", "prompt_parts_items", "new_items")}
     prompts = [item["prompt"] for item in items_read(blob_read(sha256=stored["new_items"]).decode().splitlines())]
-    assert prompts == [item["prompt"] for item in
-                       items_read(blob_read(sha256=stored["prompt_parts_items"]).decode().splitlines())]
-    print(f"release: {len(version.manifest['tasks'])} papers, {len(prompts)} items; items JSONL "
-          f"{sizes['old_items'] / 1e6:.1f} MB old, {sizes['prompt_parts_items'] / 1e6:.1f} MB prompt_parts, "
-          f"{sizes['new_items'] / 1e6:.1f} MB new ({sizes['prompt_parts_items'] / sizes['new_items']:.1f}x smaller "
-          f"than prompt_parts, {sizes['old_items'] / sizes['new_items']:.1f}x than old); the same prompts read back")
+    assert prompts == [
+        item["prompt"] for item in items_read(blob_read(sha256=stored["prompt_parts_items"]).decode().splitlines())
+    ]
+    print(
+        f"release: {len(version.manifest['tasks'])} papers, {len(prompts)} items; items JSONL "
+        f"{sizes['old_items'] / 1e6:.1f} MB old, {sizes['prompt_parts_items'] / 1e6:.1f} MB prompt_parts, "
+        f"{sizes['new_items'] / 1e6:.1f} MB new ({sizes['prompt_parts_items'] / sizes['new_items']:.1f}x smaller "
+        f"than prompt_parts, {sizes['old_items'] / sizes['new_items']:.1f}x than old); the same prompts read back"
+    )
     print(f"{'':32} {'seconds':>9} {'peak MB':>9}")
     for label, (seconds, peak) in results.items():
         print(f"{label:32} {seconds:9.2f} {peak / 1e6:9.1f}")
@@ -198,8 +222,10 @@ def main() -> None:
         (old_s, old_m), (new_s, new_m) = results[f"{what}, old"], results[f"{what}, new"]
         print(f"{what}: time old/new {old_s / new_s:.2f}x, peak memory old/new {old_m / max(new_m, 1):.1f}x")
     (parts_s, parts_m), (new_s, new_m) = results["build items JSONL, prompt_parts"], results["build items JSONL, new"]
-    print(f"build items JSONL: time prompt_parts/new {parts_s / new_s:.2f}x, "
-          f"peak memory prompt_parts/new {parts_m / max(new_m, 1):.1f}x")
+    print(
+        f"build items JSONL: time prompt_parts/new {parts_s / new_s:.2f}x, "
+        f"peak memory prompt_parts/new {parts_m / max(new_m, 1):.1f}x"
+    )
 
 
 if __name__ == "__main__":

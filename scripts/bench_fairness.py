@@ -51,15 +51,37 @@ def main() -> None:
     database_fresh(args.database)
     tmp = Path(tempfile.mkdtemp(prefix="bench-fairness-"))
     port = free_port()
-    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                              "--appendonly", "no", "--dir", str(tmp)], stdout=subprocess.DEVNULL,
-                             start_new_session=True)
+    redis = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp),
+        ],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     broker = f"redis://127.0.0.1:{port}/0"
     env = {k: v for k, v in os.environ.items() if k not in ("CELERY_RESULT_BACKEND", "REDIS_URL")}
-    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "VAR_DIR": str(tmp / "var"),
-                "DATABASE_URL": args.database, "CELERY_BROKER_URL": broker, "MEDIA_ROOT": str(tmp / "media"),
-                "SANDBOX_BACKEND": "local", "SANDBOX_CACHE_DIR": str(tmp / "sandbox"),
-                "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "VAR_DIR": str(tmp / "var"),
+            "DATABASE_URL": args.database,
+            "CELERY_BROKER_URL": broker,
+            "MEDIA_ROOT": str(tmp / "media"),
+            "SANDBOX_BACKEND": "local",
+            "SANDBOX_CACHE_DIR": str(tmp / "sandbox"),
+            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        }
+    )
     os.environ.update(env)
     import django
 
@@ -75,16 +97,21 @@ def main() -> None:
 
     version = pset_import(root=REPO / "benchmarks" / "demo", version_name="1.0.0", publish=True).version
     uploader = ModelEntry.objects.create(name="bulk", display_name="Bulk", kind=ModelEntry.Kind.UPLOADED)
-    upload = "".join(json.dumps({"id": str(s.pk), "sample": k, "code": s.reference_code}) + "\n"
-                     for k in range(args.samples) for s in version_snippets(version=version)).encode()
+    upload = "".join(
+        json.dumps({"id": str(s.pk), "sample": k, "code": s.reference_code}) + "\n"
+        for k in range(args.samples)
+        for s in version_snippets(version=version)
+    ).encode()
 
     def completed(run) -> bool:
         return EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED
 
     def phase(label: str, in_flight: int) -> dict[str, float]:
         settings.RUN_ITEMS_IN_FLIGHT = in_flight
-        workers = [Worker(n, {**env, "RUN_ITEMS_IN_FLIGHT": str(in_flight)}, tmp / f"{label}-worker{n}.log")
-                   for n in range(args.workers)]
+        workers = [
+            Worker(n, {**env, "RUN_ITEMS_IN_FLIGHT": str(in_flight)}, tmp / f"{label}-worker{n}.log")
+            for n in range(args.workers)
+        ]
         try:
             until(lambda: all(w.ready() for w in workers), timeout=120, what="the workers")
             start = time.monotonic()
@@ -98,9 +125,11 @@ def main() -> None:
             until(lambda: completed(small), timeout=3600, what="the small run behind the big one")
             behind = time.monotonic() - start
             big_done = Outcome.objects.filter(run=big).count()
-            print(f"{label}: small run alone {alone_seconds:.1f} s, behind a {big.total_items}-item run "
-                  f"{behind:.1f} s (ratio {behind / alone_seconds:.2f}); the big run had {big_done} of "
-                  f"{big.total_items} items done then")
+            print(
+                f"{label}: small run alone {alone_seconds:.1f} s, behind a {big.total_items}-item run "
+                f"{behind:.1f} s (ratio {behind / alone_seconds:.2f}); the big run had {big_done} of "
+                f"{big.total_items} items done then"
+            )
             if EvaluationRun.objects.get(pk=big.pk).is_active:
                 services.run_cancel(run=big)
             return {"alone": alone_seconds, "behind": behind}
@@ -111,8 +140,10 @@ def main() -> None:
     try:
         fed = phase("feeder", in_flight=8)
         unfed = phase("everything queued at once (before)", in_flight=10**6)
-        print(f"ratio behind/alone: feeder {fed['behind'] / fed['alone']:.2f}, "
-              f"before {unfed['behind'] / unfed['alone']:.2f}")
+        print(
+            f"ratio behind/alone: feeder {fed['behind'] / fed['alone']:.2f}, "
+            f"before {unfed['behind'] / unfed['alone']:.2f}"
+        )
     finally:
         redis.terminate()
         redis.wait(timeout=30)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from scripts.bench_django import OWN, naive  # noqa: E402
 
 REQUIREMENTS = "numpy\ntorch==2.13.0\n"
-ENTRY = '''import time
+ENTRY = """import time
 import unittest
 
 import numpy as np
@@ -50,8 +50,8 @@ class TestSnippet(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
-MODEL = '''import torch
+"""
+MODEL = """import torch
 
 
 def forward(iterations):
@@ -63,16 +63,16 @@ def forward(iterations):
         x = torch.tanh(x @ w)
     return x
     # paper2code snippet end
-'''
+"""
 ANSWER_LINES = (6, 11)  # the snippet's body in model.py, watched by the guard as an answer's
-CALIBRATE = '''import time, torch
+CALIBRATE = """import time, torch
 torch.set_num_threads(1)
 x, w = torch.randn(64, 64), torch.randn(64, 64) / 8
 start = time.perf_counter()
 for _ in range(20000):
     x = torch.tanh(x @ w)
 print(20000 / (time.perf_counter() - start))
-'''
+"""
 
 
 def durations(papers: int, snippets: int) -> list[float]:
@@ -81,14 +81,20 @@ def durations(papers: int, snippets: int) -> list[float]:
     spread = []
     for _ in range(papers * snippets):
         draw = rng.random()
-        spread.append(rng.uniform(0.02, 0.5) if draw < 0.85 else rng.uniform(0.5, 1.5) if draw < 0.97
-                      else rng.uniform(2.0, 4.0))
+        spread.append(
+            rng.uniform(0.02, 0.5) if draw < 0.85 else rng.uniform(0.5, 1.5) if draw < 0.97 else rng.uniform(2.0, 4.0)
+        )
     return spread
 
 
 def items_for(seconds: list[float], per_second: float) -> list[dict[str, bytes]]:
-    return [{"paper2code_test.py": ENTRY.format(iterations=max(1, int(s * per_second))).encode(),
-             "model.py": MODEL.encode()} for s in seconds]
+    return [
+        {
+            "paper2code_test.py": ENTRY.format(iterations=max(1, int(s * per_second))).encode(),
+            "model.py": MODEL.encode(),
+        }
+        for s in seconds
+    ]
 
 
 def limits():
@@ -110,16 +116,24 @@ def worker(name: str, cache: str, forkserver: bool, items: list[dict[str, bytes]
     guard = GuardSpec(answer_file="model.py", first_line=ANSWER_LINES[0], last_line=ANSWER_LINES[1])
     with backend.session(environment) as session:
         while (index := queue.get()) is not None:
-            run = harness_run(session=session, files=items[index], test_entry_point="paper2code_test.py",
-                              limits=limits(), guard=guard)
+            run = harness_run(
+                session=session, files=items[index], test_entry_point="paper2code_test.py", limits=limits(), guard=guard
+            )
             own = OWN.search(run.result.stdout if run.result else "")
-            results.put((index, str(run.verdict.status), float(own.group(1)) if own else None,
-                         run.result.stderr[-1500:] if run.result else ""))
+            results.put(
+                (
+                    index,
+                    str(run.verdict.status),
+                    float(own.group(1)) if own else None,
+                    run.result.stderr[-1500:] if run.result else "",
+                )
+            )
         results.put(("forking", session.forking if forkserver else None))
 
 
-def sandboxed(name: str, cache: Path, items: list[dict[str, bytes]], *, forkserver: bool,
-              workers: int) -> tuple[float, list]:
+def sandboxed(
+    name: str, cache: Path, items: list[dict[str, bytes]], *, forkserver: bool, workers: int
+) -> tuple[float, list]:
     context = multiprocessing.get_context("fork")
     queue, results = context.Queue(), context.Queue()
     for index in range(len(items)):
@@ -127,8 +141,10 @@ def sandboxed(name: str, cache: Path, items: list[dict[str, bytes]], *, forkserv
     for _ in range(workers):
         queue.put(None)
     start = time.monotonic()
-    processes = [context.Process(target=worker, args=(name, str(cache), forkserver, items, queue, results))
-                 for _ in range(workers)]
+    processes = [
+        context.Process(target=worker, args=(name, str(cache), forkserver, items, queue, results))
+        for _ in range(workers)
+    ]
     for process in processes:
         process.start()
     outcomes, forking = [], []
@@ -168,14 +184,22 @@ def main() -> None:
         sys.exit(f"bwrap is not available: {why}")
     print("building the environment (numpy, torch) once ...", flush=True)
     environment = backend.environment_build(env_hash="bench-torch", requirements=REQUIREMENTS)
-    calibrate = subprocess.run([environment.python, "-c", CALIBRATE], capture_output=True, text=True, check=True,
-                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    calibrate = subprocess.run(
+        [environment.python, "-c", CALIBRATE],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     per_second = float(calibrate.stdout.strip())
     seconds = durations(args.papers, args.snippets)
     items = items_for(seconds, per_second)
     entries = [("paper2code_test.py", files) for files in items]
-    print(f"{len(items)} items ({args.papers} papers x {args.snippets}), tests import torch and numpy; "
-          f"{args.workers} workers on {os.cpu_count()} cores", flush=True)
+    print(
+        f"{len(items)} items ({args.papers} papers x {args.snippets}), tests import torch and numpy; "
+        f"{args.workers} workers on {os.cpu_count()} cores",
+        flush=True,
+    )
     start_load = os.getloadavg()
     naive(environment.python, entries[:1])  # the page cache holds torch for every mode alike
     rows = {}
@@ -191,14 +215,19 @@ def main() -> None:
         other.environment_build(env_hash="bench-torch", requirements=REQUIREMENTS)
         for mode in args.modes.split(","):
             print(f"{name} {mode} ...", flush=True)
-            rows[f"{name} {labels[mode]}"] = sandboxed(name, cache, items, forkserver=mode == "warm",
-                                                      workers=args.workers)
+            rows[f"{name} {labels[mode]}"] = sandboxed(
+                name, cache, items, forkserver=mode == "warm", workers=args.workers
+            )
     base_wall, base_own = rows["naive (sequential, fresh interpreter, no sandbox)"]
     limit = sum(base_own) / args.workers
-    print(f"\nload average (1, 5, 15 min) at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
-          f"(at the start: {' '.join(f'{x:.1f}' for x in start_load)}); other work on the machine inflates every row")
-    print(f"the tests' own time: {sum(base_own):.1f} s (the naive run's, one item at a time); "
-          f"the limit: {limit:.1f} s (own time / {args.workers} cores)")
+    print(
+        f"\nload average (1, 5, 15 min) at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+        f"(at the start: {' '.join(f'{x:.1f}' for x in start_load)}); other work on the machine inflates every row"
+    )
+    print(
+        f"the tests' own time: {sum(base_own):.1f} s (the naive run's, one item at a time); "
+        f"the limit: {limit:.1f} s (own time / {args.workers} cores)"
+    )
     print(f"{'':52} {'wall s':>8} {'own s':>8} {'/limit':>7} {'/naive':>7}")
     for label, (wall, own) in rows.items():
         print(f"{label:52} {wall:8.1f} {sum(own):8.1f} {wall / limit:6.2f}x {wall / base_wall:6.2f}x")
@@ -206,8 +235,10 @@ def main() -> None:
         pair = [rows.get(f"{name} {labels[mode]}") for name in ("docker", "bwrap")]
         if all(pair):
             print(f"docker {mode} / bwrap {mode}: {pair[0][0] / pair[1][0]:.2f}x")
-    print("own s: the tests' own time summed in that mode (each test measures its body, without interpreter start "
-          "and imports)")
+    print(
+        "own s: the tests' own time summed in that mode (each test measures its body, without interpreter start "
+        "and imports)"
+    )
 
 
 if __name__ == "__main__":

@@ -67,9 +67,13 @@ def main() -> None:
         for index in range(args.items + 2):  # the first two start the fork server and fill the page cache
             for kind in times:
                 harness = harnesses.get(kind, harnesses["this tree"])
-                guard = harness.GuardSpec(answer_file="layers.py", first_line=56, last_line=59,
-                                          hidden_modules=("layers_ref", "paper2code_test"),
-                                          hidden_files=("layers_ref.py", "paper2code_test.py"))
+                guard = harness.GuardSpec(
+                    answer_file="layers.py",
+                    first_line=56,
+                    last_line=59,
+                    hidden_modules=("layers_ref", "paper2code_test"),
+                    hidden_files=("layers_ref.py", "paper2code_test.py"),
+                )
                 nonce = harness.nonce_new()
                 if kind == "bare":
                     run_files, command = files, [environment.python, "-B", "paper2code_test.py"]
@@ -79,8 +83,9 @@ def main() -> None:
                 start = time.perf_counter()
                 result = session.run(files=run_files, command=command, limits=limits)
                 elapsed = time.perf_counter() - start
-                good = passes(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr,
-                              timed_out=result.timed_out)
+                good = passes(
+                    exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr, timed_out=result.timed_out
+                )
                 if kind != "bare":
                     good = good and harness.harness_verdict(result.stdout, nonce).completed
                 if not good:
@@ -89,12 +94,16 @@ def main() -> None:
                     times[kind].append(elapsed)
         forking = session.forking
     medians = {kind: 1000 * statistics.median(values) for kind, values in times.items()}
-    print(f"tinyformer reference on bwrap {args.mode}{' (fork server)' if forking else ''}, {args.items} items "
-          f"each, interleaved; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"tinyformer reference on bwrap {args.mode}{' (fork server)' if forking else ''}, {args.items} items "
+        f"each, interleaved; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"bare test: {medians['bare']:7.1f} ms per item (median)")
     for kind in harnesses:
-        print(f"{kind} harness: {medians[kind]:7.1f} ms per item; cost {medians[kind] - medians['bare']:6.1f} ms; "
-              f"ratio {medians[kind] / medians['bare']:.2f}x the bare test")
+        print(
+            f"{kind} harness: {medians[kind]:7.1f} ms per item; cost {medians[kind] - medians['bare']:6.1f} ms; "
+            f"ratio {medians[kind] / medians['bare']:.2f}x the bare test"
+        )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,14 @@ class LoadResult:
 def _limits():
     from evaluation.sandbox import Limits
 
-    return Limits(wall_seconds=120, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0,
-                  output_bytes=1024 * 1024, disk_bytes=64 * 1024 * 1024)
+    return Limits(
+        wall_seconds=120,
+        memory_bytes=1024 * 1024 * 1024,
+        processes=64,
+        cpus=1.0,
+        output_bytes=1024 * 1024,
+        disk_bytes=64 * 1024 * 1024,
+    )
 
 
 def references_under_load(*, backend, items: int, workers: int, hogs: int) -> LoadResult:
@@ -54,7 +60,7 @@ def references_under_load(*, backend, items: int, workers: int, hogs: int) -> Lo
     files = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}
     annotated = parse(files["layers.py"].decode(), "layers.py")
     lines = files["layers.py"].decode().splitlines(keepends=True)
-    answers = [(s.index, "".join(lines[s.start_line:s.end_line - 1])) for s in annotated.snippets]
+    answers = [(s.index, "".join(lines[s.start_line : s.end_line - 1])) for s in annotated.snippets]
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
     limits = _limits()
     queue = list(range(items))
@@ -63,21 +69,35 @@ def references_under_load(*, backend, items: int, workers: int, hogs: int) -> Lo
 
     def work() -> None:
         with backend.session(environment) as session:
-            manifest = reference_manifest(session=session, files=files, test_entry_point="paper2code_test.py",
-                                          limits=limits)
+            manifest = reference_manifest(
+                session=session, files=files, test_entry_point="paper2code_test.py", limits=limits
+            )
             while True:
                 with lock:
                     if not queue:
                         return
                     item = queue.pop()
                 position, code = answers[item % len(answers)]
-                run = answer_test(session=session, files=files, annotated=annotated, position=position, code=code,
-                                  test_entry_point="paper2code_test.py", hidden_files=HIDDEN, limits=limits,
-                                  manifest=manifest)
+                run = answer_test(
+                    session=session,
+                    files=files,
+                    annotated=annotated,
+                    position=position,
+                    code=code,
+                    test_entry_point="paper2code_test.py",
+                    hidden_files=HIDDEN,
+                    limits=limits,
+                    manifest=manifest,
+                )
                 if run.verdict.status != "passed" or run.verdict.findings:
                     with lock:
-                        wrong.append((item, str(run.verdict.status), f"{run.verdict.detail} "
-                                      f"{run.result.stderr[-800:] if run.result else ''}"))
+                        wrong.append(
+                            (
+                                item,
+                                str(run.verdict.status),
+                                f"{run.verdict.detail} {run.result.stderr[-800:] if run.result else ''}",
+                            )
+                        )
 
     with tempfile.TemporaryDirectory(prefix="rcb-hog-") as folder:
         hog = Path(folder) / "hog.py"
@@ -121,10 +141,12 @@ def main() -> None:
     result = references_under_load(backend=backend, items=args.items, workers=args.workers, hogs=args.hogs)
     for item, status, detail in result.wrong:
         print(f"item {item}: {status}: {detail}")
-    print(f"{result.items} reference items on {args.backend} {args.mode}, {args.workers} workers, {args.hogs} CPU "
-          f"hog(s), {os.cpu_count()} cores: {len(result.wrong)} not passed (harness-caused); "
-          f"{result.wall:.1f} s wall, {1000 * result.wall / result.items:.0f} ms per item; load average "
-          f"{' '.join(f'{x:.1f}' for x in result.load)}")
+    print(
+        f"{result.items} reference items on {args.backend} {args.mode}, {args.workers} workers, {args.hogs} CPU "
+        f"hog(s), {os.cpu_count()} cores: {len(result.wrong)} not passed (harness-caused); "
+        f"{result.wall:.1f} s wall, {1000 * result.wall / result.items:.0f} ms per item; load average "
+        f"{' '.join(f'{x:.1f}' for x in result.load)}"
+    )
     sys.exit(1 if result.wrong else 0)
 
 

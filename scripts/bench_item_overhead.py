@@ -27,8 +27,9 @@ def main() -> None:
 
     version = pset_import(root=ROOT / "benchmarks" / "demo", version_name="1.0.0", publish=True).version
     for samples in (1, 20):
-        run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=samples,
-                                 dispatch=False)
+        run = services.run_start(
+            model=ModelEntry.objects.get(name="reference"), version=version, samples=samples, dispatch=False
+        )
         EvaluationRun.objects.filter(pk=run.pk).update(status="running")
         items = run_items(run)
         start = time.perf_counter()
@@ -39,9 +40,11 @@ def main() -> None:
             services.run_maybe_finish(run=loaded)
         elapsed = time.perf_counter() - start
         status = EvaluationRun.objects.get(pk=run.pk).status
-        print(f"run of {len(items)} items: {1000 * elapsed / len(items):.2f} ms "
-              "per item outside the sandbox (storing the scores at the end included); "
-              f"run {status}")
+        print(
+            f"run of {len(items)} items: {1000 * elapsed / len(items):.2f} ms "
+            "per item outside the sandbox (storing the scores at the end included); "
+            f"run {status}"
+        )
 
 
 if __name__ == "__main__":

@@ -47,16 +47,35 @@ def baseline_manifest(*, run, user) -> bytes:
     outcomes = list(run_outcomes(run).filter(pk__in=outcomes_visible(run=run, user=user).values("pk")))
     withheld = Outcome.objects.filter(run=run).count() - len(outcomes)
     locks = {o.environment_lock.lock_hash: o.environment_lock.lock for o in outcomes if o.environment_lock}
-    items = [{"item": o.snippet.pk, "sample": o.sample, "paper": o.snippet.task.paper.slug,
-              "file": o.snippet.file_path, "snippet": o.snippet.name,
-              "task_content_hash": o.snippet.task.content_hash,
-              "prompt_hash": o.generation.prompt_hash, "answer_hash": _sha256(o.generation.raw_answer),
-              "code_hash": _sha256(o.generation.extracted_code), "environment_hash": o.environment_hash,
-              "environment_lock": None, "protocol": run.protocol, "limits": o.limits,
-              "sandbox_backend": o.sandbox_backend, "worker": o.worker,
-              "verdict": {"status": o.status, "category": o.category}} for o in outcomes]
-    body = {"format": MANIFEST_FORMAT, "run": {"id": run.pk}, "scope": "public items only" if withheld else "all",
-            "items_withheld": withheld, "items": items, "environments": locks}
+    items = [
+        {
+            "item": o.snippet.pk,
+            "sample": o.sample,
+            "paper": o.snippet.task.paper.slug,
+            "file": o.snippet.file_path,
+            "snippet": o.snippet.name,
+            "task_content_hash": o.snippet.task.content_hash,
+            "prompt_hash": o.generation.prompt_hash,
+            "answer_hash": _sha256(o.generation.raw_answer),
+            "code_hash": _sha256(o.generation.extracted_code),
+            "environment_hash": o.environment_hash,
+            "environment_lock": None,
+            "protocol": run.protocol,
+            "limits": o.limits,
+            "sandbox_backend": o.sandbox_backend,
+            "worker": o.worker,
+            "verdict": {"status": o.status, "category": o.category},
+        }
+        for o in outcomes
+    ]
+    body = {
+        "format": MANIFEST_FORMAT,
+        "run": {"id": run.pk},
+        "scope": "public items only" if withheld else "all",
+        "items_withheld": withheld,
+        "items": items,
+        "environments": locks,
+    }
     import json
 
     body = json.loads(canonical_json(body))
@@ -110,16 +129,44 @@ def main() -> None:
         for table in ("evaluation_outcome", "evaluation_generation"):
             cursor.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     model = ModelEntry.objects.get(name="reference")
-    run = EvaluationRun.objects.create(model=model, version=version, samples=SAMPLES, status="running",
-                                       total_items=len(snippets) * SAMPLES)
-    generations = Generation.objects.bulk_create([
-        Generation(run=run, snippet=s, sample=k, prompt_hash="0" * 64, raw_answer=f"```python\n{s.reference_code}```",
-                   extracted_code=s.reference_code, latency=0.0, cost=0) for k in range(SAMPLES) for s in snippets],
-        batch_size=2000)
-    Outcome.objects.bulk_create([
-        Outcome(run=run, snippet_id=g.snippet_id, sample=g.sample, generation=g, status="passed", category="",
-                duration=0.1, limits={"wall_seconds": 60}, sandbox_backend="bwrap", worker="w1@host")
-        for g in generations], batch_size=2000)
+    run = EvaluationRun.objects.create(
+        model=model, version=version, samples=SAMPLES, status="running", total_items=len(snippets) * SAMPLES
+    )
+    generations = Generation.objects.bulk_create(
+        [
+            Generation(
+                run=run,
+                snippet=s,
+                sample=k,
+                prompt_hash="0" * 64,
+                raw_answer=f"```python\n{s.reference_code}```",
+                extracted_code=s.reference_code,
+                latency=0.0,
+                cost=0,
+            )
+            for k in range(SAMPLES)
+            for s in snippets
+        ],
+        batch_size=2000,
+    )
+    Outcome.objects.bulk_create(
+        [
+            Outcome(
+                run=run,
+                snippet_id=g.snippet_id,
+                sample=g.sample,
+                generation=g,
+                status="passed",
+                category="",
+                duration=0.1,
+                limits={"wall_seconds": 60},
+                sandbox_backend="bwrap",
+                worker="w1@host",
+            )
+            for g in generations
+        ],
+        batch_size=2000,
+    )
     run.refresh_from_db()
     print(f"run of {run.total_items} outcomes ({len(snippets)} items x {SAMPLES} samples); statistics from before it")
 
@@ -128,8 +175,10 @@ def main() -> None:
     measured("manifest before (pk__in subquery, whole body)", lambda: len(baseline_manifest(run=run, user=user)))
     with connection.cursor() as cursor:
         cursor.execute("SET statement_timeout = 0")
-    measured("manifest now (run-scoped join, streamed)",
-             lambda: sum(len(piece) for piece in run_manifest_chunks(run=run, user=user)))
+    measured(
+        "manifest now (run-scoped join, streamed)",
+        lambda: sum(len(piece) for piece in run_manifest_chunks(run=run, user=user)),
+    )
 
     # The row lock a finishing run takes: held while its scores are stored.
     start = time.perf_counter()

@@ -38,9 +38,18 @@ def main() -> None:
     args.cache, args.backend = args.cache.resolve(), "bwrap"
     tmp = Path(tempfile.mkdtemp(prefix="bench-mutation-"))
     print(f"load average at the start: {load()}; {os.cpu_count()} cores; folder {tmp}", flush=True)
-    os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
-                       "SANDBOX_BACKEND": "bwrap", "SANDBOX_CACHE_DIR": str(args.cache), "SANDBOX_FORKSERVER": "true",
-                       "MEDIA_ROOT": str(tmp / "media"), "CELERY_BROKER_URL": "memory://", **THREADS_ONE})
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+            "SANDBOX_BACKEND": "bwrap",
+            "SANDBOX_CACHE_DIR": str(args.cache),
+            "SANDBOX_FORKSERVER": "true",
+            "MEDIA_ROOT": str(tmp / "media"),
+            "CELERY_BROKER_URL": "memory://",
+            **THREADS_ONE,
+        }
+    )
     import django
 
     django.setup()
@@ -55,8 +64,11 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     env_hash, python = environments_build(args)
-    per_second = float(subprocess.run([python, "-c", CALIBRATE], capture_output=True, text=True, check=True,
-                                      env={**os.environ, **THREADS_ONE}).stdout.strip())
+    per_second = float(
+        subprocess.run(
+            [python, "-c", CALIBRATE], capture_output=True, text=True, check=True, env={**os.environ, **THREADS_ONE}
+        ).stdout.strip()
+    )
     root = tmp / "pset"
     pset_heavy_generate(root, papers_plan(args.papers, args.snippets), per_second=per_second, paper_bytes=20_000)
     requirements = requirements_vetted(REQUIREMENTS)
@@ -74,19 +86,28 @@ def main() -> None:
     start = time.monotonic()
     killed = timeouts = 0
     for package, files in items:
-        run = package_test(files=files, test_entry_point=package.test_entry_point, environment_hash=env_hash,
-                           requirements=requirements, limits=limits)
+        run = package_test(
+            files=files,
+            test_entry_point=package.test_entry_point,
+            environment_hash=env_hash,
+            requirements=requirements,
+            limits=limits,
+        )
         killed += run.verdict.status != "passed"
         timeouts += run.verdict.category == "timeout"
     forked = time.monotonic() - start
     mode = "forked from the warm fork server" if getattr(session, "forking", False) else "COLD (the fork server is off)"
-    print(f"mutation through the sandbox: {forked:.1f} s for {len(items)} mutants ({forked / len(items):.3f} s each, "
-          f"{mode}); killed {killed}, of them {timeouts} by the time limit; score {killed / len(items):.0%}",
-          flush=True)
+    print(
+        f"mutation through the sandbox: {forked:.1f} s for {len(items)} mutants ({forked / len(items):.3f} s each, "
+        f"{mode}); killed {killed}, of them {timeouts} by the time limit; score {killed / len(items):.0%}",
+        flush=True,
+    )
 
     baseline, _ = naive(python, [(package.test_entry_point, package.files) for package, _ in items])
-    print(f"baseline, the reference once per mutant in a fresh interpreter: {baseline:.1f} s "
-          f"({baseline / len(items):.3f} s each)")
+    print(
+        f"baseline, the reference once per mutant in a fresh interpreter: {baseline:.1f} s "
+        f"({baseline / len(items):.3f} s each)"
+    )
     print(f"ratio baseline / mutation: {baseline / forked:.2f}x (goal: at least 5x)")
     print(f"load average at the end: {load()}")
 

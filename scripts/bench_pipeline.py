@@ -150,14 +150,24 @@ def papers_plan(papers: int, snippets: int, seed: int = 14, *, heterogeneous: bo
     rng = random.Random(seed)
     long_ones = max(1, round(papers / 10)) if papers >= 3 else 0
     middle = round(papers / 10)
-    seconds = ([rng.uniform(2.0, 5.0) for _ in range(long_ones)] + [rng.uniform(0.6, 1.2) for _ in range(middle)]
-               + [rng.uniform(0.05, 0.45) for _ in range(papers - long_ones - middle)])
+    seconds = (
+        [rng.uniform(2.0, 5.0) for _ in range(long_ones)]
+        + [rng.uniform(0.6, 1.2) for _ in range(middle)]
+        + [rng.uniform(0.05, 0.45) for _ in range(papers - long_ones - middle)]
+    )
     rng.shuffle(seconds)
     counts = [snippets // papers + (1 if p < snippets % papers else 0) for p in range(papers)]
     pool = len(REAL_MODULES)
-    return [PaperPlan(f"heavy-{p:02d}", counts[p], seconds[p], p % 3 == 1,
-                      tuple(dict.fromkeys([p % pool, (7 * p + 3) % pool])) if heterogeneous else ())
-            for p in range(papers)]
+    return [
+        PaperPlan(
+            f"heavy-{p:02d}",
+            counts[p],
+            seconds[p],
+            p % 3 == 1,
+            tuple(dict.fromkeys([p % pool, (7 * p + 3) % pool])) if heterogeneous else (),
+        )
+        for p in range(papers)
+    ]
 
 
 def _groups(count: int) -> list[int]:
@@ -179,23 +189,32 @@ def _stage(paper: int, index: int, size: int, uses_scipy: bool) -> str:
         lines.append(f'{ind}# <paper2code name="{inner}">')
     lines.append(f"{ind}gate_{index} = torch.sigmoid(x @ w[{index % 2}] * {a:.2f} + {b:.2f})")
     if size == 3:
-        lines += [f'{ind}# <paper2code name="{innermost}">',
-                  f"{ind}gate_{index} = gate_{index} * gate_{index} + {c:.2f}",
-                  f'{ind}# </paper2code name="{innermost}">']
+        lines += [
+            f'{ind}# <paper2code name="{innermost}">',
+            f"{ind}gate_{index} = gate_{index} * gate_{index} + {c:.2f}",
+            f'{ind}# </paper2code name="{innermost}">',
+        ]
     if size >= 2:
         lines.append(f'{ind}# </paper2code name="{inner}">')
-    lines += [f"{ind}hidden_{index} = torch.tanh(x @ w[{(index + 1) % 2}]) * gate_{index}{scipy_factor}",
-              f"{ind}out_{index} = x + {d:.2f} * MIX * hidden_{index}",
-              f'{ind}# </paper2code name="{outer}">',
-              f"{ind}return out_{index}", "", ""]
+    lines += [
+        f"{ind}hidden_{index} = torch.tanh(x @ w[{(index + 1) % 2}]) * gate_{index}{scipy_factor}",
+        f"{ind}out_{index} = x + {d:.2f} * MIX * hidden_{index}",
+        f'{ind}# </paper2code name="{outer}">',
+        f"{ind}return out_{index}",
+        "",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def _model(paper: int, plan: PaperPlan) -> tuple[str, list[str]]:
-    head = "import torch\n" + ("from scipy import special\n" if plan.uses_scipy else "") + "\nfrom utils import MIX\n\n\n"
+    head = (
+        "import torch\n" + ("from scipy import special\n" if plan.uses_scipy else "") + "\nfrom utils import MIX\n\n\n"
+    )
     sizes = _groups(plan.snippets)
-    return head + "".join(_stage(paper, i, size, plan.uses_scipy) for i, size in enumerate(sizes)), \
-        [f"stage_{i}" for i in range(len(sizes))]
+    return head + "".join(_stage(paper, i, size, plan.uses_scipy) for i, size in enumerate(sizes)), [
+        f"stage_{i}" for i in range(len(sizes))
+    ]
 
 
 TEST = '''"""Tests for {paper_id}: every stage matches the reference implementation, then the paper's workload runs."""
@@ -237,13 +256,17 @@ SCIPY_CHECK = "        self.assertLess(float(scipy.linalg.norm(y.numpy())), 1e6)
 
 
 def _paper_text(paper_id: str, title: str, size: int) -> str:
-    paragraph = (f"We study {title.lower()} ({paper_id}). Each stage applies a gated update "
-                 "$h_{t+1} = x_t + \\alpha\\,\\tanh(W x_t) \\odot \\sigma(\\beta W' x_t + b)$, where the gate is "
-                 "sharpened by squaring and the mixing weight $\\alpha$ is shared across stages. We show that the "
-                 "update is stable for small $\\alpha$ and report results on synthetic benchmarks.\n\n")
+    paragraph = (
+        f"We study {title.lower()} ({paper_id}). Each stage applies a gated update "
+        "$h_{t+1} = x_t + \\alpha\\,\\tanh(W x_t) \\odot \\sigma(\\beta W' x_t + b)$, where the gate is "
+        "sharpened by squaring and the mixing weight $\\alpha$ is shared across stages. We show that the "
+        "update is stable for small $\\alpha$ and report results on synthetic benchmarks.\n\n"
+    )
     body = paragraph * max(1, size // len(paragraph))
-    return (f"\\documentclass{{article}}\n\\title{{{title}}}\n\\begin{{document}}\n\\maketitle\n"
-            f"\\section{{Method}}\n{body}\\end{{document}}\n")
+    return (
+        f"\\documentclass{{article}}\n\\title{{{title}}}\n\\begin{{document}}\n\\maketitle\n"
+        f"\\section{{Method}}\n{body}\\end{{document}}\n"
+    )
 
 
 def pset_heavy_generate(root: Path, plans: list[PaperPlan], *, per_second: float, paper_bytes: int) -> None:
@@ -254,26 +277,47 @@ def pset_heavy_generate(root: Path, plans: list[PaperPlan], *, per_second: float
         folder.mkdir(parents=True, exist_ok=True)
         title = f"Heavy Stage Networks {number}: {STAGES[number % len(STAGES)][0].capitalize()}"
         source, stages = _model(number, plan)
-        test = TEST.format(paper_id=plan.paper_id, stages=stages, iterations=max(1, int(plan.seconds * per_second)),
-                           scipy_import="import scipy.linalg\n" if plan.uses_scipy else "",
-                           scipy_check=SCIPY_CHECK if plan.uses_scipy else "",
-                           real_imports="".join(f"import {REAL_MODULES[i][0]}\n" for i in plan.real),
-                           real_calls="".join(f"        self.assertTrue(np.isfinite(float({REAL_MODULES[i][1]})))\n"
-                                              for i in plan.real))
-        files = {"paper2code_paper.tex": _paper_text(plan.paper_id, title, paper_bytes),
-                 "paper2code_test.py": test, "model.py": source, "model_ref.py": source,
-                 "utils.py": "# Shared constants of the stages.\nMIX = 1.0\n", "requirements.txt": REQUIREMENTS}
+        test = TEST.format(
+            paper_id=plan.paper_id,
+            stages=stages,
+            iterations=max(1, int(plan.seconds * per_second)),
+            scipy_import="import scipy.linalg\n" if plan.uses_scipy else "",
+            scipy_check=SCIPY_CHECK if plan.uses_scipy else "",
+            real_imports="".join(f"import {REAL_MODULES[i][0]}\n" for i in plan.real),
+            real_calls="".join(
+                f"        self.assertTrue(np.isfinite(float({REAL_MODULES[i][1]})))\n" for i in plan.real
+            ),
+        )
+        files = {
+            "paper2code_paper.tex": _paper_text(plan.paper_id, title, paper_bytes),
+            "paper2code_test.py": test,
+            "model.py": source,
+            "model_ref.py": source,
+            "utils.py": "# Shared constants of the stages.\nMIX = 1.0\n",
+            "requirements.txt": REQUIREMENTS,
+        }
         for path, text in files.items():
             (folder / path).write_text(text, encoding="utf-8")
-        entries.append({
-            "id": plan.paper_id, "title": title, "arxiv_abs": f"https://example.org/fictional-papers/{plan.paper_id}",
-            "arxiv_date": "2025-06-01", "arxiv_v1_date": "2025-05-01",
-            "github_url": f"https://example.org/fictional-code/{plan.paper_id}",
-            "first_commit_date": "2025-04-01", "last_commit_date": "2025-06-15", "venue": "BENCH2025",
-            "annotated_file_paths": "model.py", "context_file_paths": ["utils.py"],
-        })
-    (root / "papers.yaml").write_text("# Generated by scripts/bench_pipeline.py; every paper is fictional.\n"
-                                      + yaml.safe_dump(entries, sort_keys=False), encoding="utf-8")
+        entries.append(
+            {
+                "id": plan.paper_id,
+                "title": title,
+                "arxiv_abs": f"https://example.org/fictional-papers/{plan.paper_id}",
+                "arxiv_date": "2025-06-01",
+                "arxiv_v1_date": "2025-05-01",
+                "github_url": f"https://example.org/fictional-code/{plan.paper_id}",
+                "first_commit_date": "2025-04-01",
+                "last_commit_date": "2025-06-15",
+                "venue": "BENCH2025",
+                "annotated_file_paths": "model.py",
+                "context_file_paths": ["utils.py"],
+            }
+        )
+    (root / "papers.yaml").write_text(
+        "# Generated by scripts/bench_pipeline.py; every paper is fictional.\n"
+        + yaml.safe_dump(entries, sort_keys=False),
+        encoding="utf-8",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -304,9 +348,28 @@ class Worker:
         self.hostname = f"bench{number}-{os.getpid()}@{os.uname().nodename}"
         self.log = log
         self.process = subprocess.Popen(
-            [celery, "-A", "config", "worker", "--queues", queues, "--concurrency", "1", "--loglevel", "INFO",
-             "--without-gossip", "--without-mingle", "--hostname", self.hostname],
-            cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                celery,
+                "-A",
+                "config",
+                "worker",
+                "--queues",
+                queues,
+                "--concurrency",
+                "1",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--hostname",
+                self.hostname,
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log.open("a"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -331,8 +394,11 @@ class Worker:
 
     def fork_starts(self) -> list[str]:
         """Why each of this worker's fork server starts happened ("first", "new imports: ...", ...)."""
-        return re.findall(r"fork server for environment \w+ \([^)]*\): preloaded .*\(start \d+: ([^\n]*)\)$",
-                          self.output(), flags=re.M)
+        return re.findall(
+            r"fork server for environment \w+ \([^)]*\): preloaded .*\(start \d+: ([^\n]*)\)$",
+            self.output(),
+            flags=re.M,
+        )
 
     def fork_offs(self) -> list[str]:
         return re.findall(r"the fork server is off, every item starts cold: ([^\n]*)", self.output())
@@ -351,11 +417,20 @@ class Worker:
 def platform_environment(args, tmp: Path, broker: str, database: str) -> dict[str, str]:
     """The settings this script and its workers share (the same database, storage, broker and sandbox cache)."""
     env = {k: v for k, v in os.environ.items() if k not in ("CELERY_RESULT_BACKEND", "REDIS_URL")}
-    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "VAR_DIR": str(tmp / "var"), "DATABASE_URL": database,
-                "CELERY_BROKER_URL": broker, "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
-                "MEDIA_ROOT": str(tmp / "media"), "SANDBOX_BACKEND": args.backend,
-                "SANDBOX_CACHE_DIR": str(args.cache), "SANDBOX_FORKSERVER": "true" if args.forkserver == "on" else
-                "false", "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "VAR_DIR": str(tmp / "var"),
+            "DATABASE_URL": database,
+            "CELERY_BROKER_URL": broker,
+            "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+            "MEDIA_ROOT": str(tmp / "media"),
+            "SANDBOX_BACKEND": args.backend,
+            "SANDBOX_CACHE_DIR": str(args.cache),
+            "SANDBOX_FORKSERVER": "true" if args.forkserver == "on" else "false",
+            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        }
+    )
     return env
 
 
@@ -411,8 +486,9 @@ def naive_items(run) -> list[tuple[str, dict[str, bytes]]]:
         snippet = outcome.snippet
         annotated = task_annotated(snippet.task, snippet.file_path)
         spliced = splice(annotated, annotated.snippets[snippet.position], snippet.reference_code)
-        items.append((snippet.task.test_entry_point,
-                      {**task_files(snippet.task), snippet.file_path: spliced.encode("utf-8")}))
+        items.append(
+            (snippet.task.test_entry_point, {**task_files(snippet.task), snippet.file_path: spliced.encode("utf-8")})
+        )
     return items
 
 
@@ -429,13 +505,30 @@ def validation_measure(root: Path, plans: list[PaperPlan], workers: list[Worker]
     entry = next(e for e in yaml.safe_load((root / "papers.yaml").read_text()) if e["id"] == plan.paper_id)
     files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
     author = User.objects.create_user(f"bench-author-{uuid.uuid4().hex[:8]}", email="author@example.org")
-    metadata = {key: str(entry[key]) for key in ("title", "venue", "arxiv_abs", "github_url", "arxiv_date",
-                                                 "arxiv_v1_date", "first_commit_date", "last_commit_date")}
-    values = {"metadata": {**metadata, "id": f"{plan.paper_id}-submitted"}, "files": services.draft_files_store(files),
-              "paper_path": "paper2code_paper.tex", "annotated_paths": ["model.py"], "context_paths": ["utils.py"],
-              "source": {"kind": "archive", "name": f"{plan.paper_id}.zip"}}
-    submission = services.draft_update(submission=services.submission_create(author=author), actor=author,
-                                       values=values)
+    metadata = {
+        key: str(entry[key])
+        for key in (
+            "title",
+            "venue",
+            "arxiv_abs",
+            "github_url",
+            "arxiv_date",
+            "arxiv_v1_date",
+            "first_commit_date",
+            "last_commit_date",
+        )
+    }
+    values = {
+        "metadata": {**metadata, "id": f"{plan.paper_id}-submitted"},
+        "files": services.draft_files_store(files),
+        "paper_path": "paper2code_paper.tex",
+        "annotated_paths": ["model.py"],
+        "context_paths": ["utils.py"],
+        "source": {"kind": "archive", "name": f"{plan.paper_id}.zip"},
+    }
+    submission = services.draft_update(
+        submission=services.submission_create(author=author), actor=author, values=values
+    )
     busy_before = sum(len(w.busy("submissions.tasks.revision_validate")) for w in workers)
     start = time.monotonic()
     report_id = services.submission_submit(submission=submission, actor=author).report.pk
@@ -454,10 +547,19 @@ def validation_measure(root: Path, plans: list[PaperPlan], workers: list[Worker]
         time.sleep(0.1)  # the task logs its end just after the report is stored
     busy = [s for w in workers for s in w.busy("submissions.tasks.revision_validate")][-1]
     failed = [f"{c.key}: {c.status} {c.detail[:300]}" for c in checks if c.status != "passed"]
-    return {"paper": plan.paper_id, "snippets": plan.snippets, "seconds": plan.seconds, "wall": wall, "busy": busy,
-            "runs": runs, "status": report.status, "backend": report.sandbox_backend,
-            "reference_s": reference.duration or 0.0,
-            "snippet_checks_s": sum(c.duration or 0.0 for c in snippet_checks), "failed": failed}
+    return {
+        "paper": plan.paper_id,
+        "snippets": plan.snippets,
+        "seconds": plan.seconds,
+        "wall": wall,
+        "busy": busy,
+        "runs": runs,
+        "status": report.status,
+        "backend": report.sandbox_backend,
+        "reference_s": reference.duration or 0.0,
+        "snippet_checks_s": sum(c.duration or 0.0 for c in snippet_checks),
+        "failed": failed,
+    }
 
 
 def load() -> str:
@@ -471,20 +573,40 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="Celery workers of concurrency 1")
     parser.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap")
     parser.add_argument("--forkserver", choices=["on", "off"], default="on", help="SANDBOX_FORKSERVER of the workers")
-    parser.add_argument("--set", choices=["homogeneous", "heterogeneous"], default="homogeneous", dest="kind",
-                        help="heterogeneous: each paper's test also imports and calls two of REAL_MODULES (scipy's "
-                             "subpackages, sympy, networkx, mpmath, jinja2, torch's), so import graphs differ")
+    parser.add_argument(
+        "--set",
+        choices=["homogeneous", "heterogeneous"],
+        default="homogeneous",
+        dest="kind",
+        help="heterogeneous: each paper's test also imports and calls two of REAL_MODULES (scipy's "
+        "subpackages, sympy, networkx, mpmath, jinja2, torch's), so import graphs differ",
+    )
     parser.add_argument("--validate", action="store_true", help="also time one paper's submission validation")
-    parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres",
-                        help=f"postgres: {POSTGRES_URL} (dropped and created); sqlite: in the temporary folder")
-    parser.add_argument("--broker", choices=["redis", "filesystem"], default="redis",
-                        help="redis: a database of its own on the server of REDIS_URL (default 127.0.0.1:6379); "
-                             "filesystem: the embedded broker in the temporary folder")
+    parser.add_argument(
+        "--database",
+        choices=["postgres", "sqlite"],
+        default="postgres",
+        help=f"postgres: {POSTGRES_URL} (dropped and created); sqlite: in the temporary folder",
+    )
+    parser.add_argument(
+        "--broker",
+        choices=["redis", "filesystem"],
+        default="redis",
+        help="redis: a database of its own on the server of REDIS_URL (default 127.0.0.1:6379); "
+        "filesystem: the embedded broker in the temporary folder",
+    )
     parser.add_argument("--paper-kb", type=int, default=290, help="size of each paper's text (the published ~290)")
-    parser.add_argument("--steps-per-second", type=float,
-                        help="the workload's calibration (printed by an earlier run), so runs compare on equal work")
-    parser.add_argument("--cache", type=Path, default=REPO / "var" / "sandbox-bench",
-                        help="sandbox cache (environments are kept between runs)")
+    parser.add_argument(
+        "--steps-per-second",
+        type=float,
+        help="the workload's calibration (printed by an earlier run), so runs compare on equal work",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=REPO / "var" / "sandbox-bench",
+        help="sandbox cache (environments are kept between runs)",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, set) and database")
     args = parser.parse_args()
@@ -496,9 +618,15 @@ def main() -> None:
     load_start = load()
     print(f"load average (1, 5, 15 min) at the start: {load_start}; {os.cpu_count()} cores; folder {tmp}", flush=True)
     claim = contextlib.ExitStack()  # the Redis database claimed, released in the `finally` below
-    broker = claim.enter_context(redis_database_claimed(
-        os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120,
-        ttl_seconds=3 * 3600)) if args.broker == "redis" else "filesystem://"
+    broker = (
+        claim.enter_context(
+            redis_database_claimed(
+                os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120, ttl_seconds=3 * 3600
+            )
+        )
+        if args.broker == "redis"
+        else "filesystem://"
+    )
     database = POSTGRES_URL if args.database == "postgres" else f"sqlite:///{tmp / 'db.sqlite3'}"
     workers: list[Worker] = []
     try:
@@ -513,25 +641,33 @@ def main() -> None:
         from django.core.management import call_command
         from django.db import connections
 
-        print(f"database: {args.database} ({database}); broker: {broker}; backend: {args.backend}, "
-              f"SANDBOX_FORKSERVER={env['SANDBOX_FORKSERVER']}", flush=True)
+        print(
+            f"database: {args.database} ({database}); broker: {broker}; backend: {args.backend}, "
+            f"SANDBOX_FORKSERVER={env['SANDBOX_FORKSERVER']}",
+            flush=True,
+        )
         start = time.monotonic()
         call_command("migrate", verbosity=0)
         print(f"  migrated in {time.monotonic() - start:.0f} s", flush=True)
 
         print("building the environments before timing ...", flush=True)
         env_hash, python = environments_build(args)
-        per_second = args.steps_per_second or float(subprocess.run(
-            [python, "-c", CALIBRATE], capture_output=True, text=True, check=True,
-            env={**os.environ, **THREADS_ONE}).stdout.strip())
+        per_second = args.steps_per_second or float(
+            subprocess.run(
+                [python, "-c", CALIBRATE], capture_output=True, text=True, check=True, env={**os.environ, **THREADS_ONE}
+            ).stdout.strip()
+        )
         plans = papers_plan(args.papers, args.snippets, heterogeneous=args.kind == "heterogeneous")
         root = tmp / "pset"
         pset_heavy_generate(root, plans, per_second=per_second, paper_bytes=args.paper_kb * 1000)
         start = time.monotonic()
         call_command("import_pset", str(root), version=VERSION, publish=True, verbosity=0)
-        print(f"  set generated and imported in {time.monotonic() - start:.0f} s "
-              f"(workload: {per_second:.0f} steps/s on one core, "
-              f"{'given' if args.steps_per_second else 'calibrated'})", flush=True)
+        print(
+            f"  set generated and imported in {time.monotonic() - start:.0f} s "
+            f"(workload: {per_second:.0f} steps/s on one core, "
+            f"{'given' if args.steps_per_second else 'calibrated'})",
+            flush=True,
+        )
 
         from django.db.models import Count
 
@@ -547,12 +683,15 @@ def main() -> None:
         for depth in Snippet.objects.values_list("depth", flat=True):
             depths[depth] = depths.get(depth, 0) + 1
         own_planned = sum(p.seconds * p.snippets for p in plans)
-        print(f"set: {len(plans)} papers, {sum(depths.values())} snippets (by depth: "
-              f"{', '.join(f'{d}: {n}' for d, n in sorted(depths.items()))}); tests import torch and numpy "
-              f"({sum(p.uses_scipy for p in plans)} papers also scipy); planned own time {own_planned:.0f} s; "
-              f"test durations per paper: {sum(p.seconds < 0.5 for p in plans)} under 0.5 s, "
-              f"{sum(0.5 <= p.seconds < 2 for p in plans)} about 1 s, "
-              f"{sum(p.seconds >= 2 for p in plans)} of 2-5 s", flush=True)
+        print(
+            f"set: {len(plans)} papers, {sum(depths.values())} snippets (by depth: "
+            f"{', '.join(f'{d}: {n}' for d, n in sorted(depths.items()))}); tests import torch and numpy "
+            f"({sum(p.uses_scipy for p in plans)} papers also scipy); planned own time {own_planned:.0f} s; "
+            f"test durations per paper: {sum(p.seconds < 0.5 for p in plans)} under 0.5 s, "
+            f"{sum(0.5 <= p.seconds < 2 for p in plans)} about 1 s, "
+            f"{sum(p.seconds >= 2 for p in plans)} of 2-5 s",
+            flush=True,
+        )
 
         connections.close_all()
         workers = [Worker(i, env, tmp / f"worker{i}.log") for i in range(args.workers)]
@@ -568,13 +707,18 @@ def main() -> None:
         run_wait(run.pk, args.timeout, workers)
         wall = time.monotonic() - start
         run = EvaluationRun.objects.get(pk=run.pk)
-        outcomes = list(Outcome.objects.filter(run=run).order_by("pk").values(
-            "status", "detail", "duration", "stdout_tail", "sandbox_backend", "worker"))
+        outcomes = list(
+            Outcome.objects.filter(run=run)
+            .order_by("pk")
+            .values("status", "detail", "duration", "stdout_tail", "sandbox_backend", "worker")
+        )
         bad = [o for o in outcomes if o["status"] != "passed"]
         own = [float(m.group(1)) for o in outcomes if (m := OWN.search(o["stdout_tail"]))]
         deadline = time.monotonic() + 30  # the last task logs its end just after the run is completed
-        while sum(len(w.busy("evaluation.tasks.item_evaluate")) for w in workers) < len(outcomes) and \
-                time.monotonic() < deadline:
+        while (
+            sum(len(w.busy("evaluation.tasks.item_evaluate")) for w in workers) < len(outcomes)
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         busy = {w.hostname: w.busy("evaluation.tasks.item_evaluate") for w in workers}
         modes = {w.hostname: w.fork_mode() for w in workers}
@@ -597,62 +741,95 @@ def main() -> None:
         busy_count = sum(len(b) for b in busy.values())
         # Each worker logs its tasks in the order it stored their outcomes: paired, the per-item spread (the first
         # item of a worker also starts its fork server, which Outcome.duration does not count).
-        outside = sorted(b - (o["duration"] or 0.0) for w in workers
-                         for b, o in zip(busy[w.hostname], [o for o in outcomes if o["worker"] == w.hostname], strict=False))
+        outside = sorted(
+            b - (o["duration"] or 0.0)
+            for w in workers
+            for b, o in zip(busy[w.hostname], [o for o in outcomes if o["worker"] == w.hostname], strict=False)
+        )
         cores = min(args.workers, os.cpu_count() or args.workers)
         limit = sum(naive_own) / cores
         print()
-        print(f"load average (1, 5, 15 min): at the start {load_start}, at the end {load_end} "
-              "(other work on the machine inflates every row alike)")
-        print(f"backend {args.backend}, {args.workers} worker(s) of concurrency 1 on {os.cpu_count()} cores, "
-              f"{args.database} + {args.broker} broker; modes:")
+        print(
+            f"load average (1, 5, 15 min): at the start {load_start}, at the end {load_end} "
+            "(other work on the machine inflates every row alike)"
+        )
+        print(
+            f"backend {args.backend}, {args.workers} worker(s) of concurrency 1 on {os.cpu_count()} cores, "
+            f"{args.database} + {args.broker} broker; modes:"
+        )
         for hostname, mode in modes.items():
             print(f"  {hostname}: {mode} ({len(busy[hostname])} items)")
             reasons: dict[str, int] = {}
             for reason in starts[hostname]:
                 reasons[reason.split(":", 1)[0]] = reasons.get(reason.split(":", 1)[0], 0) + 1
-            print(f"    fork server starts: {len(starts[hostname])} ("
-                  f"{', '.join(f'{k} {v}' for k, v in reasons.items()) or 'none'}); permanent cold fallbacks: "
-                  f"{len(offs[hostname])}{' (' + offs[hostname][-1][:120] + ')' if offs[hostname] else ''}")
-        print(f"set: {args.kind}; items warm (forked) {forked.get(True, 0)}, cold {forked.get(False, 0)}"
-              f"{', no fork server ' + str(forked[None]) if forked.get(None) else ''}")
+            print(
+                f"    fork server starts: {len(starts[hostname])} ("
+                f"{', '.join(f'{k} {v}' for k, v in reasons.items()) or 'none'}); permanent cold fallbacks: "
+                f"{len(offs[hostname])}{' (' + offs[hostname][-1][:120] + ')' if offs[hostname] else ''}"
+            )
+        print(
+            f"set: {args.kind}; items warm (forked) {forked.get(True, 0)}, cold {forked.get(False, 0)}"
+            f"{', no fork server ' + str(forked[None]) if forked.get(None) else ''}"
+        )
         if bad:
             print(f"!! {len(bad)} item(s) did not pass, e.g. {bad[0]['status']}: {bad[0]['detail'][:500]}")
         if len(own) != items:
             print(f"!! {items - len(own)} item(s) printed no RCB-OWN")
         if busy_count != items:
             print(f"!! the worker logs show {busy_count} finished item tasks for {items} items")
-        print(f"items: {items}; the tests' own time: {sum(own):.1f} s in the run, {sum(naive_own):.1f} s in the naive "
-              f"baseline; the limit: {limit:.1f} s (naive own time / {cores} cores)")
-        print(f"the limit from the run's own time instead: {sum(own) / cores:.1f} s (own time in parallel, inflated by "
-              f"contention); the run's wall against it: {wall / (sum(own) / cores):.2f}x")
-        print(f"own time per item: {sum(x < 0.5 for x in own)} under 0.5 s, {sum(0.5 <= x < 2 for x in own)} of "
-              f"0.5-2 s, {sum(x >= 2 for x in own)} of 2 s or more (longest {max(own, default=0):.1f} s)")
+        print(
+            f"items: {items}; the tests' own time: {sum(own):.1f} s in the run, {sum(naive_own):.1f} s in the naive "
+            f"baseline; the limit: {limit:.1f} s (naive own time / {cores} cores)"
+        )
+        print(
+            f"the limit from the run's own time instead: {sum(own) / cores:.1f} s (own time in parallel, inflated by "
+            f"contention); the run's wall against it: {wall / (sum(own) / cores):.2f}x"
+        )
+        print(
+            f"own time per item: {sum(x < 0.5 for x in own)} under 0.5 s, {sum(0.5 <= x < 2 for x in own)} of "
+            f"0.5-2 s, {sum(x >= 2 for x in own)} of 2 s or more (longest {max(own, default=0):.1f} s)"
+        )
         print(f"{'':44} {'wall s':>8} {'/limit':>7} {'/naive':>7}")
-        print(f"{'platform run (' + args.backend + ', SANDBOX_FORKSERVER ' + args.forkserver + ')':44} {wall:8.1f} "
-              f"{wall / limit:6.2f}x {wall / naive_wall:6.2f}x")
+        print(
+            f"{'platform run (' + args.backend + ', SANDBOX_FORKSERVER ' + args.forkserver + ')':44} {wall:8.1f} "
+            f"{wall / limit:6.2f}x {wall / naive_wall:6.2f}x"
+        )
         print(f"{'naive baseline':44} {naive_wall:8.1f} {naive_wall / limit:6.2f}x {1:6.2f}x")
         print("per item, in the run (ms):")
         print(f"  own (the test's body){'':22} {1000 * sum(own) / items:8.1f}")
-        print(f"  in the sandbox beyond own{'':18} {1000 * (sandbox - sum(own)) / items:8.1f}  "
-              "(Outcome.duration - own: start, imports, harness)")
-        print(f"  outside the sandbox, in the task{'':11} {1000 * (busy_total - sandbox) / items:8.1f}  "
-              "(worker busy - Outcome.duration)")
+        print(
+            f"  in the sandbox beyond own{'':18} {1000 * (sandbox - sum(own)) / items:8.1f}  "
+            "(Outcome.duration - own: start, imports, harness)"
+        )
+        print(
+            f"  outside the sandbox, in the task{'':11} {1000 * (busy_total - sandbox) / items:8.1f}  "
+            "(worker busy - Outcome.duration)"
+        )
         if outside:
-            print(f"    per item: median {1000 * outside[len(outside) // 2]:.1f}, 90th percentile "
-                  f"{1000 * outside[int(len(outside) * 0.9)]:.1f}, max {1000 * outside[-1]:.1f}")
-        print(f"  outside the sandbox, between tasks{'':9} {1000 * (args.workers * wall - busy_total) / items:8.1f}  "
-              f"({args.workers} x wall - worker busy: broker, ack, idle at the end)")
-        print(f"  naive: wall - own per item{'':17} {1000 * (naive_wall - sum(naive_own)) / items:8.1f}  "
-              "(interpreter start, imports, the copy)")
-        print(f"run timestamps: started -> finished {(run.finished_at - run.started_at).total_seconds():.1f} s "
-              f"(the script's wall includes dispatch and the last poll)")
+            print(
+                f"    per item: median {1000 * outside[len(outside) // 2]:.1f}, 90th percentile "
+                f"{1000 * outside[int(len(outside) * 0.9)]:.1f}, max {1000 * outside[-1]:.1f}"
+            )
+        print(
+            f"  outside the sandbox, between tasks{'':9} {1000 * (args.workers * wall - busy_total) / items:8.1f}  "
+            f"({args.workers} x wall - worker busy: broker, ack, idle at the end)"
+        )
+        print(
+            f"  naive: wall - own per item{'':17} {1000 * (naive_wall - sum(naive_own)) / items:8.1f}  "
+            "(interpreter start, imports, the copy)"
+        )
+        print(
+            f"run timestamps: started -> finished {(run.finished_at - run.started_at).total_seconds():.1f} s "
+            f"(the script's wall includes dispatch and the last poll)"
+        )
         if validation:
             v = validation
-            print(f"validation of {v['paper']} as a submission ({v['snippets']} snippets, test body "
-                  f"{v['seconds']:.2f} s, {v['backend']}): {v['status']} in {v['wall']:.1f} s wall "
-                  f"(task {v['busy']:.1f} s), {v['runs']} test runs ({v['wall'] / max(1, v['runs']):.2f} s each; "
-                  f"reference check {v['reference_s']:.1f} s, snippet checks {v['snippet_checks_s']:.1f} s)")
+            print(
+                f"validation of {v['paper']} as a submission ({v['snippets']} snippets, test body "
+                f"{v['seconds']:.2f} s, {v['backend']}): {v['status']} in {v['wall']:.1f} s wall "
+                f"(task {v['busy']:.1f} s), {v['runs']} test runs ({v['wall'] / max(1, v['runs']):.2f} s each; "
+                f"reference check {v['reference_s']:.1f} s, snippet checks {v['snippet_checks_s']:.1f} s)"
+            )
             for line in v["failed"]:
                 print(f"  !! {line}")
         connections.close_all()

@@ -23,18 +23,21 @@ def snippet_block(paper: int, number: int) -> str:
     """A method whose body is one snippet of 8 lines of code."""
     name = f"step {number} of paper {paper}"
     body = "".join(f"        value_{i} = value_{i - 1} * 2 + {number}  # scale\n" for i in range(1, 8))
-    return (f"    def step_{number}(self, value_0):\n"
-            f'        # <paper2code name="{name}">\n{body}'
-            f"        return value_7\n"
-            f'        # </paper2code name="{name}">\n\n')
+    return (
+        f"    def step_{number}(self, value_0):\n"
+        f'        # <paper2code name="{name}">\n{body}'
+        f"        return value_7\n"
+        f'        # </paper2code name="{name}">\n\n'
+    )
 
 
 def pset_generate(root: Path) -> int:
     """Write the set; return its size in bytes."""
     entries = []
     per_paper = [SNIPPETS // PAPERS + (1 if p < SNIPPETS % PAPERS else 0) for p in range(PAPERS)]
-    filler = "".join(f"# helper line {i}: keeps the file realistically long\nCONSTANT_{i} = {i}\n"
-                     for i in range(CODE_FILLER_LINES))
+    filler = "".join(
+        f"# helper line {i}: keeps the file realistically long\nCONSTANT_{i} = {i}\n" for i in range(CODE_FILLER_LINES)
+    )
     paragraph = "We propose a method whose update rule is $x_{t+1} = x_t - \\eta \\nabla f(x_t)$. " * 12 + "\n\n"
     total = 0
     for paper, count in enumerate(per_paper):
@@ -51,8 +54,15 @@ def pset_generate(root: Path) -> int:
             (root / paper_id / path).parent.mkdir(parents=True, exist_ok=True)
             (root / paper_id / path).write_text(text, encoding="utf-8")
             total += len(text.encode())
-        entries.append({"id": paper_id, "title": f"Paper {paper}", "arxiv_date": "2025-01-01",
-                        "annotated_file_paths": "model.py", "context_file_paths": ["utils.py"]})
+        entries.append(
+            {
+                "id": paper_id,
+                "title": f"Paper {paper}",
+                "arxiv_date": "2025-01-01",
+                "annotated_file_paths": "model.py",
+                "context_file_paths": ["utils.py"],
+            }
+        )
     (root / "papers.yaml").write_text(yaml.safe_dump(entries, sort_keys=False), encoding="utf-8")
     return total
 

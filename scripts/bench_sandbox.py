@@ -28,7 +28,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="passes over the 33 demo items per measurement")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ.update(VAR_DIR=tmp, SANDBOX_CACHE_DIR=os.environ.get("SANDBOX_CACHE_DIR", str(REPO / "var" / "sandbox")))
+        os.environ.update(
+            VAR_DIR=tmp, SANDBOX_CACHE_DIR=os.environ.get("SANDBOX_CACHE_DIR", str(REPO / "var" / "sandbox"))
+        )
         os.environ.pop("DATABASE_URL", None)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         import django
@@ -62,9 +64,12 @@ def main() -> None:
             return folder
 
         local = backend_class("local")(Path(settings.SANDBOX_CACHE_DIR))
-        python = {s.task.environment_hash: local.environment_build(env_hash=s.task.environment_hash,
-                                                                   requirements=s.task.requirements).python
-                  for s in snippets}
+        python = {
+            s.task.environment_hash: local.environment_build(
+                env_hash=s.task.environment_hash, requirements=s.task.requirements
+            ).python
+            for s in snippets
+        }
 
         # The test's own run time: a direct run in a folder prepared beforehand, best of three.
         own: dict[int, float] = {}
@@ -74,8 +79,12 @@ def main() -> None:
                 times = []
                 for _ in range(3):
                     start = time.perf_counter()
-                    subprocess.run([python[snippet.task.environment_hash], "paper2code_test.py"], cwd=folder,
-                                   capture_output=True, check=True)
+                    subprocess.run(
+                        [python[snippet.task.environment_hash], "paper2code_test.py"],
+                        cwd=folder,
+                        capture_output=True,
+                        check=True,
+                    )
                     times.append(time.perf_counter() - start)
                 own[snippet.pk] = min(times)
 
@@ -86,10 +95,13 @@ def main() -> None:
                 item_start = time.perf_counter()
                 with tempfile.TemporaryDirectory() as work:
                     folder = prepared(snippet, Path(work) / "task")
-                    proc = subprocess.run([python[snippet.task.environment_hash], "paper2code_test.py"],
-                                          cwd=folder, capture_output=True, text=True)
-                    passed += passes(exit_code=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                                     timed_out=False)
+                    proc = subprocess.run(
+                        [python[snippet.task.environment_hash], "paper2code_test.py"],
+                        cwd=folder,
+                        capture_output=True,
+                        text=True,
+                    )
+                    passed += passes(exit_code=proc.returncode, stdout=proc.stdout, stderr=proc.stderr, timed_out=False)
                 overheads.append(time.perf_counter() - item_start - own[snippet.pk])
             return time.perf_counter() - start, overheads, passed
 
@@ -120,13 +132,17 @@ def main() -> None:
             rows.append((name, *backend_run(name)))
 
         base_rate = len(items) / rows[0][1]
-        print(f"{len(items)} items ({len(snippets)} demo snippets x {args.repeat}); "
-              f"median test's own run time {statistics.median(own.values()) * 1000:.0f} ms")
+        print(
+            f"{len(items)} items ({len(snippets)} demo snippets x {args.repeat}); "
+            f"median test's own run time {statistics.median(own.values()) * 1000:.0f} ms"
+        )
         print(f"{'mode':<16} {'items/s':>8} {'vs naive':>9} {'median overhead/item':>21} {'passed':>7}")
         for name, elapsed, overheads, passed in rows:
             rate = len(items) / elapsed
-            print(f"{name:<16} {rate:>8.2f} {rate / base_rate:>8.2f}x {statistics.median(overheads) * 1000:>18.0f} ms"
-                  f" {passed:>4}/{len(items)}")
+            print(
+                f"{name:<16} {rate:>8.2f} {rate / base_rate:>8.2f}x {statistics.median(overheads) * 1000:>18.0f} ms"
+                f" {passed:>4}/{len(items)}"
+            )
         shutil.rmtree(tmp, ignore_errors=True)
 
 

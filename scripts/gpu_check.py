@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-TEST = '''import unittest
+TEST = """import unittest
 
 import torch
 
@@ -32,7 +32,7 @@ class GpuTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
+"""
 
 
 def main() -> None:
@@ -63,8 +63,12 @@ def main() -> None:
     limits = type(limits)(**{**limits.__dict__, "gpu": True})
     with backend.session(environment) as session:
         try:
-            run = harness_run(session=session, files={"paper2code_test.py": TEST.encode()},
-                              test_entry_point="paper2code_test.py", limits=limits)
+            run = harness_run(
+                session=session,
+                files={"paper2code_test.py": TEST.encode()},
+                test_entry_point="paper2code_test.py",
+                limits=limits,
+            )
         except SandboxError as exc:
             sys.exit(f"the engine refused the GPU run: {exc}")
     print(f"verdict: {run.verdict.status} {run.verdict.category} {run.verdict.detail}")

@@ -69,7 +69,7 @@ def main() -> None:
     for a, b in pairs:
         print(f"{a:<12} {b:<12} {counts[(a, b, 'module')]:>12} {counts[(a, b, 'function')]:>12}")
     apps = [a for a in APPS if a != "config"]  # config sits above the apps by design
-    mutual = [(a, b) for i, a in enumerate(apps) for b in apps[i + 1:] if (a, b) in pairs and (b, a) in pairs]
+    mutual = [(a, b) for i, a in enumerate(apps) for b in apps[i + 1 :] if (a, b) in pairs and (b, a) in pairs]
     print("\napps importing each other:", ", ".join(f"{a} <-> {b}" for a, b in mutual) or "none")
     below = [a for a, b in pairs if b == "config" and a != "config"]
     print("apps importing config:", ", ".join(sorted(set(below))) or "none")

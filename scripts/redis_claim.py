@@ -23,8 +23,14 @@ def redis_database_claimed(redis_url: str, *, wait_seconds: int, ttl_seconds: in
     claims = redis.Redis.from_url(f"{base}/0")
     token = f"{os.getpid()}-{uuid.uuid4().hex}"
     for _ in range(wait_seconds):
-        number = next((n for n in range(1, 16) if str(n) != own
-                       and claims.set(f"rcb:test-broker:{n}", token, nx=True, ex=ttl_seconds)), None)
+        number = next(
+            (
+                n
+                for n in range(1, 16)
+                if str(n) != own and claims.set(f"rcb:test-broker:{n}", token, nx=True, ex=ttl_seconds)
+            ),
+            None,
+        )
         if number is not None:
             break
         time.sleep(1)

@@ -122,34 +122,53 @@ def rows_read(conn: psycopg.Connection, table: str, columns: list[str], key: lis
         return sql.SQL(", ").join(map(sql.Identifier, names))
 
     query = sql.SQL("select row({key})::text, md5(row({cols})::text) from {table} order by {key}").format(
-        key=ids(key), cols=ids(columns), table=sql.Identifier(table))
+        key=ids(key), cols=ids(columns), table=sql.Identifier(table)
+    )
     return dict(conn.execute(query).fetchall())
 
 
 def columns_read(conn: psycopg.Connection, table: str) -> list[str]:
-    return [r[0] for r in conn.execute("select column_name from information_schema.columns where table_schema = "
-                                       "'public' and table_name = %s order by ordinal_position", (table,))]
+    return [
+        r[0]
+        for r in conn.execute(
+            "select column_name from information_schema.columns where table_schema = "
+            "'public' and table_name = %s order by ordinal_position",
+            (table,),
+        )
+    ]
 
 
 def sequences_read(conn: psycopg.Connection) -> dict[str, int]:
-    return dict(conn.execute("select sequencename, coalesce(last_value, 0) from pg_sequences "
-                             "where schemaname = 'public'").fetchall())
+    return dict(
+        conn.execute(
+            "select sequencename, coalesce(last_value, 0) from pg_sequences where schemaname = 'public'"
+        ).fetchall()
+    )
 
 
 def snapshot(url: str) -> tuple[dict[str, Table], dict[str, int]]:
     """Every table's rows (md5 per row, by primary key) and every sequence's last value."""
     with connect(url) as conn:
-        names = [r[0] for r in conn.execute("select table_name from information_schema.tables where table_schema "
-                                            "= 'public' and table_type = 'BASE TABLE' order by 1")]
+        names = [
+            r[0]
+            for r in conn.execute(
+                "select table_name from information_schema.tables where table_schema "
+                "= 'public' and table_type = 'BASE TABLE' order by 1"
+            )
+        ]
         tables = {}
         for name in names:
             columns = columns_read(conn, name)
-            key = [r[0] for r in conn.execute(
-                "select k.column_name from information_schema.table_constraints c join information_schema."
-                "key_column_usage k using (constraint_schema, constraint_name, table_name) where c.table_schema"
-                " = 'public' and c.table_name = %s and c.constraint_type = 'PRIMARY KEY'"
-                " order by k.ordinal_position",
-                (name,))] or columns
+            key = [
+                r[0]
+                for r in conn.execute(
+                    "select k.column_name from information_schema.table_constraints c join information_schema."
+                    "key_column_usage k using (constraint_schema, constraint_name, table_name) where c.table_schema"
+                    " = 'public' and c.table_name = %s and c.constraint_type = 'PRIMARY KEY'"
+                    " order by k.ordinal_position",
+                    (name,),
+                )
+            ] or columns
             tables[name] = Table(columns, key, rows_read(conn, name, columns, key))
         sequences = sequences_read(conn)
     return tables, sequences
@@ -181,21 +200,38 @@ class UpgradeCheck:
 
     def env(self, db: str, var: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "CELERY_RESULT_BACKEND")}
-        env.update(DATABASE_URL=db_url(self.pg, db), VAR_DIR=str(var), MEDIA_ROOT=str(var / "media"),
-                   STORAGE_BACKEND="filesystem", CELERY_BROKER_URL="filesystem://", SANDBOX_BACKEND="local",
-                   SANDBOX_CACHE_DIR=str(self.sandbox_cache or var / "sandbox"), DEBUG="true", LOG_FORMAT="plain",
-                   DJANGO_SUPERUSER_USERNAME=ADMIN, DJANGO_SUPERUSER_EMAIL="admin@example.org",
-                   DJANGO_SUPERUSER_PASSWORD=ADMIN_PASSWORD)
+        env.update(
+            DATABASE_URL=db_url(self.pg, db),
+            VAR_DIR=str(var),
+            MEDIA_ROOT=str(var / "media"),
+            STORAGE_BACKEND="filesystem",
+            CELERY_BROKER_URL="filesystem://",
+            SANDBOX_BACKEND="local",
+            SANDBOX_CACHE_DIR=str(self.sandbox_cache or var / "sandbox"),
+            DEBUG="true",
+            LOG_FORMAT="plain",
+            DJANGO_SUPERUSER_USERNAME=ADMIN,
+            DJANGO_SUPERUSER_EMAIL="admin@example.org",
+            DJANGO_SUPERUSER_PASSWORD=ADMIN_PASSWORD,
+        )
         return env
 
     def manage(self, side: str, *args: str, extra_env: dict[str, str] | None = None) -> str:
         """`manage.py ARGS` with the old tree (side "old") or the current one ("new"); its stdout."""
-        tree, db, var = ((self.old_tree, self.old_db, self.root / "var-old") if side == "old"
-                         else (REPO, self.restored_db, self.root / "var-new"))
+        tree, db, var = (
+            (self.old_tree, self.old_db, self.root / "var-old")
+            if side == "old"
+            else (REPO, self.restored_db, self.root / "var-new")
+        )
         shown = " ".join(a if len(a) < 60 and "\n" not in a else "'...'" for a in args)
         start = time.monotonic()
-        proc = subprocess.run([sys.executable, "manage.py", *args], cwd=tree, capture_output=True, text=True,
-                              env={**self.env(db, var), **(extra_env or {})})
+        proc = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            env={**self.env(db, var), **(extra_env or {})},
+        )
         print(f"  [{side}] manage.py {shown}  ({time.monotonic() - start:.1f} s)", flush=True)
         if proc.returncode != 0:
             tail = "\n    ".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
@@ -229,8 +265,10 @@ class UpgradeCheck:
             try:
                 self.manage("old", "check")
             except CommandFailed as exc:
-                raise SetupError(f"the old tree ({self.ref} = {sha[:10]}) cannot run `manage.py check` with "
-                                 f"this venv's python ({sys.executable}):\n  {exc}") from exc
+                raise SetupError(
+                    f"the old tree ({self.ref} = {sha[:10]}) cannot run `manage.py check` with "
+                    f"this venv's python ({sys.executable}):\n  {exc}"
+                ) from exc
 
         with self.step("fill a database with the old code"):
             try:
@@ -283,14 +321,18 @@ class UpgradeCheck:
             for rank, model, scaled, items in reads["leaderboard"]:
                 print(f"  leaderboard {DEMO_VERSION}: #{rank} {model}: scaled pass@1 {scaled:.1f}% over {items} items")
             if [r[2] for r in reads["leaderboard"] if r[1] == "reference"] != [stored.get("reference")]:
-                self.problems.append(f"the reference model's scaled pass@1 on the new leaderboard "
-                                     f"{reads['leaderboard']} differs from the stored {stored}")
+                self.problems.append(
+                    f"the reference model's scaled pass@1 on the new leaderboard "
+                    f"{reads['leaderboard']} differs from the stored {stored}"
+                )
             if not reads["login"]:
                 self.problems.append(f"the superuser {ADMIN!r} cannot log in with the new code")
             if reads["blobs_stored"] != reads["blobs"]:
                 self.problems.append(f"{reads['blobs'] - reads['blobs_stored']} blobs are missing from the storage")
-            print(f"  login as {ADMIN}: {'ok' if reads['login'] else 'FAILED'}; "
-                  f"blobs in storage: {reads['blobs_stored']}/{reads['blobs']}")
+            print(
+                f"  login as {ADMIN}: {'ok' if reads['login'] else 'FAILED'}; "
+                f"blobs in storage: {reads['blobs_stored']}/{reads['blobs']}"
+            )
 
         self.summary(sha, lines, old, new_migrations)
         return 1 if self.problems else 0
@@ -299,20 +341,43 @@ class UpgradeCheck:
         """One summary line per old table; problems for every loss or change."""
         lines = []
         with connect(db_url(self.pg, self.restored_db)) as conn:
-            present = {r[0] for r in conn.execute("select table_name from information_schema.tables "
-                                                  "where table_schema = 'public'")}
+            present = {
+                r[0]
+                for r in conn.execute("select table_name from information_schema.tables where table_schema = 'public'")
+            }
             gone = sorted(set(old) - present)
-            dropped = (set(self.manage_json("new", TABLES_DROPPED_BY_MIGRATIONS, extra_env={
-                "UPGRADE_OLD_MIGRATIONS": json.dumps(old_migrations)})) if gone else set())
-            columns_gone = {name: [c for c in table.columns if c not in columns_read(conn, name)]
-                            for name, table in old.items() if name in present}
-            columns_dropped = (self.manage_json("new", COLUMNS_DROPPED_BY_MIGRATIONS, extra_env={
-                "UPGRADE_OLD_MIGRATIONS": json.dumps(old_migrations)}) if any(columns_gone.values()) else {})
+            dropped = (
+                set(
+                    self.manage_json(
+                        "new",
+                        TABLES_DROPPED_BY_MIGRATIONS,
+                        extra_env={"UPGRADE_OLD_MIGRATIONS": json.dumps(old_migrations)},
+                    )
+                )
+                if gone
+                else set()
+            )
+            columns_gone = {
+                name: [c for c in table.columns if c not in columns_read(conn, name)]
+                for name, table in old.items()
+                if name in present
+            }
+            columns_dropped = (
+                self.manage_json(
+                    "new",
+                    COLUMNS_DROPPED_BY_MIGRATIONS,
+                    extra_env={"UPGRADE_OLD_MIGRATIONS": json.dumps(old_migrations)},
+                )
+                if any(columns_gone.values())
+                else {}
+            )
             for name, table in old.items():
                 if name not in present:
                     explained = name in dropped
-                    lines.append(f"{name:<40} {len(table.rows):>6} {'-':>6}  {table.digest[:12]}  "
-                                 f"{'dropped by a migration' if explained else 'MISSING'}")
+                    lines.append(
+                        f"{name:<40} {len(table.rows):>6} {'-':>6}  {table.digest[:12]}  "
+                        f"{'dropped by a migration' if explained else 'MISSING'}"
+                    )
                     if not explained:
                         self.problems.append(f"table {name} ({len(table.rows)} rows) is gone and no migration drops it")
                     continue
@@ -333,8 +398,10 @@ class UpgradeCheck:
                 digest = hashlib.md5("".join(new.get(k, "") for k in table.rows).encode()).hexdigest()
                 status = "ok" if digest == table.digest else "CHANGED"
                 if len(new) < len(table.rows) or lost or changed:
-                    self.problems.append(f"table {name}: {len(table.rows)} -> {len(new)} rows, {len(lost)} lost "
-                                         f"(e.g. {lost[:3]}), {len(changed)} changed (e.g. {changed[:3]})")
+                    self.problems.append(
+                        f"table {name}: {len(table.rows)} -> {len(new)} rows, {len(lost)} lost "
+                        f"(e.g. {lost[:3]}), {len(changed)} changed (e.g. {changed[:3]})"
+                    )
                 lines.append(f"{name:<40} {len(table.rows):>6} {len(new):>6}  {table.digest[:12]}  {status}")
             new_seqs = sequences_read(conn)
         for seq, value in old_seqs.items():
@@ -347,10 +414,15 @@ class UpgradeCheck:
         print(f"\n== summary: upgrade from {self.ref} ({sha[:10]}) to the working tree of {REPO}")
         print(f"{'table':<40} {'old':>6} {'new':>6}  {'md5 (old)':<12}  old rows over old columns")
         print("\n".join(lines))
-        print(f"{len(old)} tables, {sum(len(t.rows) for t in old.values())} rows checked; "
-              f"{len(new_migrations)} migration(s) applied by the upgrade")
-        print("timings: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.timings.items())
-              + f"; total {sum(self.timings.values()):.1f} s")
+        print(
+            f"{len(old)} tables, {sum(len(t.rows) for t in old.values())} rows checked; "
+            f"{len(new_migrations)} migration(s) applied by the upgrade"
+        )
+        print(
+            "timings: "
+            + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.timings.items())
+            + f"; total {sum(self.timings.values()):.1f} s"
+        )
         for problem in self.problems:
             print(f"FAIL: {problem}")
         print("RESULT: " + ("FAILED" if self.problems else "no data lost, the new code reads the upgraded data"))
@@ -371,8 +443,12 @@ def default_pg() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="ref", default="HEAD~1", help="The old commit (default HEAD~1).")
-    parser.add_argument("--pg", default=default_pg(), help="A PostgreSQL URL whose server may create databases "
-                        "(default: UPGRADE_PG_URL, DATABASE_URL if PostgreSQL, else postgres@127.0.0.1:5432).")
+    parser.add_argument(
+        "--pg",
+        default=default_pg(),
+        help="A PostgreSQL URL whose server may create databases "
+        "(default: UPGRADE_PG_URL, DATABASE_URL if PostgreSQL, else postgres@127.0.0.1:5432).",
+    )
     parser.add_argument("--sandbox-cache", type=Path, help="Reuse this sandbox environment cache.")
     args = parser.parse_args(argv)
     check = UpgradeCheck(args.ref, args.pg, args.sandbox_cache)

@@ -13,21 +13,31 @@ from submissions.packages import PAPER_FILES
 
 class MetadataForm(forms.Form):
     title = forms.CharField(max_length=500)
-    id = forms.SlugField(max_length=100, required=False, label="Paper id",
-                         help_text="Folder name in the problem set; made from the title when left empty.")
-    arxiv_abs = forms.URLField(required=False, label="Abstract page (arXiv) link", assume_scheme="https",
-                               validators=[link_validate])
+    id = forms.SlugField(
+        max_length=100,
+        required=False,
+        label="Paper id",
+        help_text="Folder name in the problem set; made from the title when left empty.",
+    )
+    arxiv_abs = forms.URLField(
+        required=False, label="Abstract page (arXiv) link", assume_scheme="https", validators=[link_validate]
+    )
     venue = forms.CharField(max_length=100, required=False, help_text="e.g. ICLR2025")
-    arxiv_v1_date = forms.DateField(required=False, label="Date of the paper's first version",
-                                    widget=forms.DateInput(attrs={"type": "date"}))
-    arxiv_date = forms.DateField(required=False, label="Date of the version used",
-                                 widget=forms.DateInput(attrs={"type": "date"}))
-    github_url = forms.URLField(required=False, label="Official code repository", assume_scheme="https",
-                                validators=[link_validate])
-    first_commit_date = forms.DateField(required=False, label="Date of the code's first commit",
-                                        widget=forms.DateInput(attrs={"type": "date"}))
-    last_commit_date = forms.DateField(required=False, label="Date of the code's last commit",
-                                       widget=forms.DateInput(attrs={"type": "date"}))
+    arxiv_v1_date = forms.DateField(
+        required=False, label="Date of the paper's first version", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    arxiv_date = forms.DateField(
+        required=False, label="Date of the version used", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    github_url = forms.URLField(
+        required=False, label="Official code repository", assume_scheme="https", validators=[link_validate]
+    )
+    first_commit_date = forms.DateField(
+        required=False, label="Date of the code's first commit", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    last_commit_date = forms.DateField(
+        required=False, label="Date of the code's last commit", widget=forms.DateInput(attrs={"type": "date"})
+    )
 
     def clean(self):
         data = super().clean()
@@ -39,7 +49,9 @@ class MetadataForm(forms.Form):
         return data
 
     def draft_values(self) -> dict:
-        return {"metadata": {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in self.cleaned_data.items()}}
+        return {
+            "metadata": {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in self.cleaned_data.items()}
+        }
 
 
 class PaperForm(forms.Form):
@@ -70,8 +82,9 @@ class PaperForm(forms.Form):
             data["paper_text"] = data["text"]
             data["paper_path"] = PAPER_FILES[0] if data.get("text_format") == "tex" else PAPER_FILES[1]
         else:  # the whole step is empty: said at the top of the form, where it is seen after the click
-            self.add_error(None, "This step is empty: upload the paper's text (.tex or .md) or paste it, then "
-                                 "save and continue.")
+            self.add_error(
+                None, "This step is empty: upload the paper's text (.tex or .md) or paste it, then save and continue."
+            )
         return data
 
 
@@ -81,11 +94,15 @@ def commit_problem(commit: str) -> str | None:
     if not commit:
         return "Give the commit's full hash (git rev-parse HEAD prints it)."
     if bad := sorted({c for c in commit if c not in "0123456789abcdef"}):
-        return (f"A commit hash is hexadecimal (0-9, a-f); {commit[:50]!r} has {', '.join(map(repr, bad[:5]))}. "
-                "Give the full hash, not a branch or tag name (git rev-parse HEAD prints it).")
+        return (
+            f"A commit hash is hexadecimal (0-9, a-f); {commit[:50]!r} has {', '.join(map(repr, bad[:5]))}. "
+            "Give the full hash, not a branch or tag name (git rev-parse HEAD prints it)."
+        )
     if len(commit) != 40:
-        return (f"Give the full commit hash: 40 hexadecimal characters; this one has {len(commit)}. "
-                "git rev-parse HEAD prints it.")
+        return (
+            f"Give the full commit hash: 40 hexadecimal characters; this one has {len(commit)}. "
+            "git rev-parse HEAD prints it."
+        )
     return None
 
 
@@ -94,8 +111,12 @@ class CodeForm(forms.Form):
     source = forms.ChoiceField(choices=SOURCES, widget=forms.RadioSelect, initial="archive", label="Code from")
     archive = forms.FileField(required=False, label="Archive (.zip, .tar.gz); a whole one-paper problem set works too")
     git_url = forms.CharField(required=False, label="Repository URL (https://…)", max_length=500)
-    commit = forms.CharField(required=False, label="Commit (full hash)", max_length=100,
-                             help_text="40 hexadecimal characters, e.g. from git rev-parse HEAD; never a branch.")
+    commit = forms.CharField(
+        required=False,
+        label="Commit (full hash)",
+        max_length=100,
+        help_text="40 hexadecimal characters, e.g. from git rev-parse HEAD; never a branch.",
+    )
 
     def clean_git_url(self) -> str:
         url = self.cleaned_data.get("git_url", "").strip()
@@ -123,14 +144,19 @@ class CodeForm(forms.Form):
 
 
 class FilesForm(forms.Form):
-    annotated_paths = forms.MultipleChoiceField(label="Annotated files (holding snippet markers)",
-                                                widget=forms.CheckboxSelectMultiple)
-    context_paths = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
-                                              label="Context files (shown to the model unmasked)")
+    annotated_paths = forms.MultipleChoiceField(
+        label="Annotated files (holding snippet markers)", widget=forms.CheckboxSelectMultiple
+    )
+    context_paths = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Context files (shown to the model unmasked)"
+    )
     requirements = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 5}), label="Requirements (one per line)",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 5}),
+        label="Requirements (one per line)",
         help_text="PEP 508 requirements from the package index (name, extras, versions, markers) and comments; "
-                  "no pip options, URLs, repositories or local paths.")
+        "no pip options, URLs, repositories or local paths.",
+    )
     test_entry_point = TEST_ENTRY_POINT  # FORMAT.md 1: every task runs `python paper2code_test.py`; shown, not chosen
 
     def __init__(self, *args, paths: list[str], **kwargs):
@@ -155,8 +181,11 @@ class FilesForm(forms.Form):
         if TEST_ENTRY_POINT in (data.get("annotated_paths") or []):
             self.add_error("annotated_paths", f"The test entry point {TEST_ENTRY_POINT} cannot be an annotated file.")
         if TEST_ENTRY_POINT not in self.paths:
-            self.add_error(None, f"The code has no {TEST_ENTRY_POINT}: every task runs `python {TEST_ENTRY_POINT}` "
-                                 "in the paper's folder (step 3).")
+            self.add_error(
+                None,
+                f"The code has no {TEST_ENTRY_POINT}: every task runs `python {TEST_ENTRY_POINT}` "
+                "in the paper's folder (step 3).",
+            )
         return data
 
 

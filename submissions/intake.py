@@ -61,7 +61,11 @@ _JUNK_FILES = frozenset({".DS_Store"})
 _ZIP_CENTRAL_HEADER = 46  # bytes of a central-directory header before its name, extra field and comment
 _ACCEPTED = "a .zip, .tar.gz (.tgz) or .tar archive"
 _OTHER_FORMATS = {  # magic bytes of formats authors try, to name them in the refusal
-    b"7z\xbc\xaf\x27\x1c": "7z", b"Rar!": "RAR", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"(\xb5/\xfd": "zstd",
+    b"7z\xbc\xaf\x27\x1c": "7z",
+    b"Rar!": "RAR",
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"(\xb5/\xfd": "zstd",
 }
 _LINK_HOPS = 40  # like the kernel's limit on nested symlinks
 _TAR_HEADER_ALLOWANCE = 4096  # per entry: header, pax records, long names and padding
@@ -86,7 +90,9 @@ class UploadLimits:
 def limits_default() -> UploadLimits:
     """Limits from settings SUBMISSION_MAX_ARCHIVE_BYTES, ..._MAX_UNPACKED_BYTES, ..._MAX_FILES,
     ..._MAX_FILE_BYTES, ..._CLONE_TIMEOUT and ..._MAX_REPO_BYTES, each defaulting to `UploadLimits`'s."""
-    return UploadLimits(**{f.name: getattr(settings, f"SUBMISSION_{f.name.upper()}", f.default) for f in fields(UploadLimits)})
+    return UploadLimits(
+        **{f.name: getattr(settings, f"SUBMISSION_{f.name.upper()}", f.default) for f in fields(UploadLimits)}
+    )
 
 
 def size_text(n: float) -> str:
@@ -150,8 +156,9 @@ class _Package:
     def entry_count(self) -> None:
         self.entries += 1
         if self.entries > self.limits.max_files:
-            raise IntakeError(f"{self.where} has more than {self.limits.max_files} {self.noun} "
-                              f"(limit {self.limits.max_files})")
+            raise IntakeError(
+                f"{self.where} has more than {self.limits.max_files} {self.noun} (limit {self.limits.max_files})"
+            )
 
     def entry_path(self, name: str) -> str | None:
         """The entry's package path, or None when it is skipped (junk, or the root folder itself)."""
@@ -163,8 +170,10 @@ class _Package:
 
     def size_check(self, name: str, size: int) -> None:
         if size > self.limits.max_file_bytes:
-            raise IntakeError(f"{self.where}: entry '{name}' is {size_text(size)} unpacked, over the limit "
-                              f"of {size_text(self.limits.max_file_bytes)} per file")
+            raise IntakeError(
+                f"{self.where}: entry '{name}' is {size_text(size)} unpacked, over the limit "
+                f"of {size_text(self.limits.max_file_bytes)} per file"
+            )
 
     def reserve(self, name: str, size: int) -> None:
         """Refuse an entry before reading it when its declared size already breaks a limit."""
@@ -173,8 +182,10 @@ class _Package:
             raise self.too_large()
 
     def too_large(self) -> IntakeError:
-        return IntakeError(f"{self.where} unpacks to more than {size_text(self.limits.max_unpacked_bytes)} "
-                           f"(the limit for unpacked files)")
+        return IntakeError(
+            f"{self.where} unpacks to more than {size_text(self.limits.max_unpacked_bytes)} "
+            f"(the limit for unpacked files)"
+        )
 
     def read(self, stream: BinaryIO, name: str, declared: int) -> bytes:
         """Read one entry in chunks, counting bytes as they are decompressed and stopping at the limits."""
@@ -184,12 +195,16 @@ class _Package:
             count += len(chunk)
             # The declared size passed the limits, so stopping one chunk past it stops at the limits.
             if count > declared:
-                raise IntakeError(f"{self.where}: entry '{name}' holds more data than its declared size "
-                                  f"({size_text(declared)}); the archive is corrupt or forged")
+                raise IntakeError(
+                    f"{self.where}: entry '{name}' holds more data than its declared size "
+                    f"({size_text(declared)}); the archive is corrupt or forged"
+                )
             chunks.append(chunk)
         if count != declared:
-            raise IntakeError(f"{self.where}: entry '{name}' holds {size_text(count)}, not its declared size "
-                              f"{size_text(declared)}; the archive is corrupt or forged")
+            raise IntakeError(
+                f"{self.where}: entry '{name}' holds {size_text(count)}, not its declared size "
+                f"{size_text(declared)}; the archive is corrupt or forged"
+            )
         self.unpacked += count
         return b"".join(chunks)
 
@@ -221,11 +236,16 @@ class _Package:
                 self.files[path] = self.files[self._link_follow(path)]
             except _LinkUnresolvable as why:
                 if refuse_unresolvable:
-                    raise IntakeError(f"{self.where}: symlink '{self.names[path]}' -> '{target}' {why}; "
-                                      f"only symlinks to files inside the package are accepted") from None
+                    raise IntakeError(
+                        f"{self.where}: symlink '{self.names[path]}' -> '{target}' {why}; "
+                        f"only symlinks to files inside the package are accepted"
+                    ) from None
         if not self.files:
-            detail = f" (only {self.skipped} skipped entries: __MACOSX/, .DS_Store, __pycache__/, *.pyc, .git/)" \
-                if self.skipped else ""
+            detail = (
+                f" (only {self.skipped} skipped entries: __MACOSX/, .DS_Store, __pycache__/, *.pyc, .git/)"
+                if self.skipped
+                else ""
+            )
             raise IntakeError(f"{self.where} contains no files{detail}")
         return dict(sorted(self.files.items()))
 
@@ -247,8 +267,10 @@ class _Package:
             for i in range(1, len(parts)):
                 parent = "/".join(parts[:i])
                 if parent in leaves:
-                    raise IntakeError(f"{self.where}: entry '{self.names[path]}' is inside "
-                                      f"'{self.names[parent]}', which is not a folder")
+                    raise IntakeError(
+                        f"{self.where}: entry '{self.names[path]}' is inside "
+                        f"'{self.names[parent]}', which is not a folder"
+                    )
 
     def _link_follow(self, path: str) -> str:
         """The path of the file a symlink ends at, following symlinks through real folders only."""
@@ -330,8 +352,9 @@ def _zip_collect(raw: bytes, package: _Package) -> None:
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
     except UnicodeDecodeError as exc:
-        raise IntakeError(f"{where}: entry name {exc.object[:200]!r} is marked UTF-8 but is not valid UTF-8; "
-                          f"rename the file") from None
+        raise IntakeError(
+            f"{where}: entry name {exc.object[:200]!r} is marked UTF-8 but is not valid UTF-8; rename the file"
+        ) from None
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise IntakeError(f"{where} is not a readable zip archive ({exc})") from None
     with archive:
@@ -372,7 +395,7 @@ def _zip_directory_check(raw: bytes, where: str, *, max_files: int) -> None:
         raise IntakeError(f"{malformed})")
     position, end = start, start + size
     for index in range(total):  # walk the fixed headers only: at most `total` steps, no object per entry
-        if raw[position:position + 4] != zipfile.stringCentralDir or position + _ZIP_CENTRAL_HEADER > end:
+        if raw[position : position + 4] != zipfile.stringCentralDir or position + _ZIP_CENTRAL_HEADER > end:
             raise IntakeError(f"{malformed}: entry {index + 1} of {total} is missing)")
         name, extra, comment = struct.unpack_from("<3H", raw, position + 28)
         position += _ZIP_CENTRAL_HEADER + name + extra + comment
@@ -390,8 +413,9 @@ def _zip_name(info: zipfile.ZipInfo) -> str:
         return info.filename
 
 
-def _zip_member_collect(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, path: str,
-                        package: _Package) -> None:
+def _zip_member_collect(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, path: str, package: _Package
+) -> None:
     where = package.where
     mode = info.external_attr >> 16 if info.create_system == 3 else 0  # Unix mode bits, when written by Unix
     if info.is_dir() or stat.S_ISDIR(mode):
@@ -408,13 +432,16 @@ def _zip_member_collect(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: s
             else:
                 data = package.read(stream, name, info.file_size)
     except NotImplementedError:
-        raise IntakeError(f"{where}: entry '{name}' uses a compression method we cannot read "
-                          f"(method {info.compress_type}); use deflate") from None
+        raise IntakeError(
+            f"{where}: entry '{name}' uses a compression method we cannot read "
+            f"(method {info.compress_type}); use deflate"
+        ) from None
     except IntakeError:
         raise
     except (zipfile.BadZipFile, EOFError, zlib.error, OSError, ValueError) as exc:
-        raise IntakeError(f"{where}: entry '{name}' is corrupt ({exc}); its declared size or checksum does not "
-                          f"match its content") from None
+        raise IntakeError(
+            f"{where}: entry '{name}' is corrupt ({exc}); its declared size or checksum does not match its content"
+        ) from None
     if stat.S_ISLNK(mode):
         package.link_add(path, name, _link_target_text(target, name, where))
     else:
@@ -499,8 +526,10 @@ def _tar_member_collect(archive: tarfile.TarFile, member: tarfile.TarInfo, packa
     where, name = package.where, member.name
     package.entry_count()
     if member.ischr() or member.isblk() or member.isfifo():
-        raise IntakeError(f"{where}: entry '{name}' is a "
-                          f"{'FIFO (named pipe)' if member.isfifo() else 'device file'}, not a file; remove it")
+        raise IntakeError(
+            f"{where}: entry '{name}' is a "
+            f"{'FIFO (named pipe)' if member.isfifo() else 'device file'}, not a file; remove it"
+        )
     if member.issym() or member.islnk():
         _utf8_check(member.linkname, what=f"the target of link '{name}',", where=where)
     path = package.entry_path(name)
@@ -510,8 +539,10 @@ def _tar_member_collect(archive: tarfile.TarFile, member: tarfile.TarInfo, packa
         package.folder_add(path, name)
     elif member.issym():
         if member.linkname.startswith("/"):
-            raise IntakeError(f"{where}: symlink '{name}' points to the absolute path '{member.linkname}'; "
-                              f"only symlinks to files inside the package are accepted")
+            raise IntakeError(
+                f"{where}: symlink '{name}' points to the absolute path '{member.linkname}'; "
+                f"only symlinks to files inside the package are accepted"
+            )
         package.link_add(path, name, member.linkname)
     elif member.islnk():
         package.file_add(path, name, _tar_hardlink_data(member, package))
@@ -519,8 +550,10 @@ def _tar_member_collect(archive: tarfile.TarFile, member: tarfile.TarInfo, packa
         stream = archive.extractfile(member)
         package.file_add(path, name, package.read(stream, name, member.size))
     else:
-        raise IntakeError(f"{where}: entry '{name}' has an unsupported type ({member.type!r}); "
-                          f"only files, folders and symlinks are accepted")
+        raise IntakeError(
+            f"{where}: entry '{name}' has an unsupported type ({member.type!r}); "
+            f"only files, folders and symlinks are accepted"
+        )
 
 
 def _tar_hardlink_data(member: tarfile.TarInfo, package: _Package) -> bytes:
@@ -532,8 +565,9 @@ def _tar_hardlink_data(member: tarfile.TarInfo, package: _Package) -> bytes:
         raise IntakeError(f"{where}: hard link '{name}' points to '{linkname}', which could leave the package folder")
     target = _entry_path(linkname, where)
     if target not in package.files:
-        raise IntakeError(f"{where}: hard link '{name}' points to '{linkname}', which is not a file earlier "
-                          f"in the archive")
+        raise IntakeError(
+            f"{where}: hard link '{name}' points to '{linkname}', which is not a file earlier in the archive"
+        )
     return package.files[target]
 
 
@@ -608,8 +642,9 @@ def _git_url_resolve(url: str) -> tuple[str, list[str]]:
     shown = f"[{host}]" if literal and literal.version == 6 else host
     normalized = f"https://{shown}{f':{port}' if port and port != 443 else ''}{parts.path}"
     try:
-        addresses = host_addresses_check(host, port or 443, what="git host",
-                                         allowed_hosts=settings.SUBMISSION_GIT_ALLOWED_HOSTS)
+        addresses = host_addresses_check(
+            host, port or 443, what="git host", allowed_hosts=settings.SUBMISSION_GIT_ALLOWED_HOSTS
+        )
     except HostUnresolvable as exc:
         raise IntakeError(f"could not reach {normalized}: {exc}") from None
     except AddressRefused as exc:
@@ -636,8 +671,10 @@ class _GitFailed(Exception):
     def reason(self) -> str:
         """git's last complaint, shortened for the author."""
         lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
-        complaint = next((line for line in reversed(lines) if line.startswith(("fatal:", "error:"))),
-                         lines[-1] if lines else "git failed without a message")
+        complaint = next(
+            (line for line in reversed(lines) if line.startswith(("fatal:", "error:"))),
+            lines[-1] if lines else "git failed without a message",
+        )
         complaint = re.sub(r"^(fatal|error): ", "", complaint)
         complaint = re.sub(r"^unable to access '[^']*': ", "", complaint)
         if "could not read username" in complaint.lower():
@@ -698,16 +735,23 @@ class _Clone:
     def _history_fetch(self, commit: str) -> str:
         """The fallback: every branch and tag without file contents, then the contents of the one commit."""
         try:
-            self._run("fetch", "--quiet", "--filter=blob:none", "origin",
-                      "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+            self._run(
+                "fetch",
+                "--quiet",
+                "--filter=blob:none",
+                "origin",
+                "+refs/heads/*:refs/remotes/origin/*",
+                "+refs/tags/*:refs/tags/*",
+            )
         except _GitFailed as failed:
             raise IntakeError(f"could not reach {self.url}: {failed.reason()}") from None
         sha = self._commit_resolve(commit)
         try:  # checkout fetches the commit's missing blobs in one batch (a partial clone)
             self._run("checkout", "--quiet", "--detach", sha)
         except _GitFailed as failed:
-            raise IntakeError(f"could not fetch the files of commit {commit} from {self.url}: "
-                              f"{failed.reason()}") from None
+            raise IntakeError(
+                f"could not fetch the files of commit {commit} from {self.url}: {failed.reason()}"
+            ) from None
         return sha
 
     def _commit_resolve(self, commit: str) -> str:
@@ -715,8 +759,9 @@ class _Clone:
             out = self._run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}")
         except _GitFailed as failed:
             if "ambiguous" in failed.stderr:
-                raise IntakeError(f"commit {commit} is ambiguous in {self.url}; give the full 40-character hash") \
-                    from None
+                raise IntakeError(
+                    f"commit {commit} is ambiguous in {self.url}; give the full 40-character hash"
+                ) from None
             raise IntakeError(f"commit {commit} was not found in {self.url}") from None
         return out.decode().strip()
 
@@ -754,8 +799,10 @@ class _Clone:
         except UnicodeDecodeError:
             raise IntakeError(f"{package.where}: file name {raw_name!r} is not valid UTF-8") from None
         if kind == "commit":
-            raise IntakeError(f"{package.where}: '{name}' is a git submodule, which is not supported; "
-                              f"add its files to the repository itself or upload an archive")
+            raise IntakeError(
+                f"{package.where}: '{name}' is a git submodule, which is not supported; "
+                f"add its files to the repository itself or upload an archive"
+            )
         path = package.entry_path(name)
         if path is None or kind != "blob":
             return None
@@ -787,14 +834,15 @@ class _Clone:
         if time.monotonic() >= self.deadline:
             raise self._timeout()
         # A session of its own, so a kill reaches git's helpers (remote-https, index-pack) too.
-        handle = self.git.execute([self.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True,
-                                  start_new_session=True)
+        handle = self.git.execute([self.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True, start_new_session=True)
         process = handle.proc
         verdict: list[IntakeError] = []
         stop = threading.Event()
         stderr, out = bytearray(), bytearray()
-        threads = [threading.Thread(target=self._watch, args=(process, stop, verdict), daemon=True),
-                   threading.Thread(target=_tail_keep, args=(process.stderr, stderr), daemon=True)]
+        threads = [
+            threading.Thread(target=self._watch, args=(process, stop, verdict), daemon=True),
+            threading.Thread(target=_tail_keep, args=(process.stderr, stderr), daemon=True),
+        ]
         for thread in threads:
             thread.start()
         try:
@@ -831,12 +879,13 @@ class _Clone:
             return
 
     def _timeout(self) -> IntakeError:
-        return IntakeError(f"fetching {self.url} took longer than {self.limits.clone_timeout:g} s "
-                           f"(the limit); stopped")
+        return IntakeError(f"fetching {self.url} took longer than {self.limits.clone_timeout:g} s (the limit); stopped")
 
     def _too_large(self) -> IntakeError:
-        return IntakeError(f"the repository at {self.url} is larger than {size_text(self.limits.max_repo_bytes)} "
-                           f"(the limit for fetched repositories); stopped")
+        return IntakeError(
+            f"the repository at {self.url} is larger than {size_text(self.limits.max_repo_bytes)} "
+            f"(the limit for fetched repositories); stopped"
+        )
 
 
 def _process_end(process: subprocess.Popen) -> None:

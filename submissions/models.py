@@ -27,8 +27,14 @@ class Submission(models.Model):
     title = models.CharField(max_length=500, blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.DRAFT, db_index=True)
     draft = models.JSONField(default=dict, blank=True, help_text="The form's current content, step by step.")
-    task = models.ForeignKey("benchmarks.Task", null=True, blank=True, on_delete=models.PROTECT,
-                             related_name="submissions", help_text="Set when accepted.")
+    task = models.ForeignKey(
+        "benchmarks.Task",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="submissions",
+        help_text="Set when accepted.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -51,8 +57,9 @@ class Revision(TaskPackage):
     metadata = models.JSONField(help_text="The papers.yaml entry of the paper.")
     source = models.JSONField(default=dict, help_text="Where the code came from: git URL and commit, or archive.")
     note = models.TextField(blank=True, help_text="The author's answer to the review, for this revision.")
-    test_manifest = models.JSONField(null=True, blank=True,
-                                     help_text="The tests the reference completed when this revision was validated.")
+    test_manifest = models.JSONField(
+        null=True, blank=True, help_text="The tests the reference completed when this revision was validated."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -94,14 +101,18 @@ class ValidationCheck(models.Model):
     position = models.PositiveIntegerField()
     key = models.CharField(max_length=300)
     label = models.CharField(max_length=500)
-    status = models.CharField(max_length=10, choices=ValidationReport.Status.choices,
-                              default=ValidationReport.Status.PENDING)
+    status = models.CharField(
+        max_length=10, choices=ValidationReport.Status.choices, default=ValidationReport.Status.PENDING
+    )
     detail = models.TextField(blank=True)
     duration = models.FloatField(null=True, blank=True)
     snippet_file = models.CharField(max_length=300, blank=True)
     snippet_name = models.CharField(max_length=300, blank=True)
-    result = models.JSONField(null=True, blank=True, help_text="What the check measured: the reference's runs "
-                                                               "(flaky, durations), a snippet's mutation score.")
+    result = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="What the check measured: the reference's runs (flaky, durations), a snippet's mutation score.",
+    )
     warning = models.TextField(blank=True, help_text="Worth the author's attention, never a failure.")
 
     class Meta:
@@ -153,21 +164,34 @@ class SetValidation(models.Model):
 
     Status = ValidationReport.Status
 
-    version = models.ForeignKey("benchmarks.BenchmarkVersion", null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="validations", help_text="Blank: a problem set read from a folder.")
+    version = models.ForeignKey(
+        "benchmarks.BenchmarkVersion",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="validations",
+        help_text="Blank: a problem set read from a folder.",
+    )
     source = models.CharField(max_length=500, help_text="The folder or the version validated.")
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    on_workers = models.BooleanField(default=False, help_text="Its papers were queued for the workers, whose watchdog "
-                                                              "queues a lost one again (inline: the command's own).")
+    on_workers = models.BooleanField(
+        default=False,
+        help_text="Its papers were queued for the workers, whose watchdog "
+        "queues a lost one again (inline: the command's own).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]
-        constraints = [models.UniqueConstraint(
-            fields=["version"], condition=models.Q(status__in=["pending", "running"]),
-            name="setvalidation_one_active_per_version")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version"],
+                condition=models.Q(status__in=["pending", "running"]),
+                name="setvalidation_one_active_per_version",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"validation of {self.source}"

@@ -45,10 +45,12 @@ def draft_problems(draft: dict) -> list[str]:
         problems.append(f"files not in the code: {', '.join(missing)}")
     if TEST_ENTRY_POINT not in files:
         problems.append(f"the code has no {TEST_ENTRY_POINT}, the test entry point every task runs (step 3)")
-    problems += [f"requirements line {p.line}: {p.message} (step 4)"
-                 for p in requirements_problems(draft_requirements(files))]
-    problems += [f"{key}: {problem} (step 1)" for key in LINK_FIELDS
-                 if (problem := link_problem(str(metadata.get(key) or "")))]
+    problems += [
+        f"requirements line {p.line}: {p.message} (step 4)" for p in requirements_problems(draft_requirements(files))
+    ]
+    problems += [
+        f"{key}: {problem} (step 1)" for key in LINK_FIELDS if (problem := link_problem(str(metadata.get(key) or "")))
+    ]
     return problems
 
 
@@ -77,16 +79,20 @@ def pset_archive_package(files: dict[str, bytes]) -> PaperPackage | None:
 
 def draft_metadata(package: PaperPackage) -> dict:
     """A package's papers.yaml entry as a draft keeps it (step 1): dates as ISO text, the paths in their own keys."""
-    return {k: (v.isoformat() if isinstance(v, date) else v) for k, v in package.metadata().items()
-            if k not in ("annotated_file_paths", "context_file_paths")}
+    return {
+        k: (v.isoformat() if isinstance(v, date) else v)
+        for k, v in package.metadata().items()
+        if k not in ("annotated_file_paths", "context_file_paths")
+    }
 
 
 def metadata_typed_first(*, typed: dict, archive: dict) -> tuple[dict, list[str]]:
     """A problem set's paper details under what the author typed in step 1: each detail typed there (not empty) is
     kept, the archive fills the rest. Also the details the archive would have changed, so the summary names them."""
     given = {k: v for k, v in typed.items() if v not in (None, "", [])}
-    replaced = sorted(k for k, v in given.items() if k in archive and archive[k] not in (None, "", []) and
-                      archive[k] != v)
+    replaced = sorted(
+        k for k, v in given.items() if k in archive and archive[k] not in (None, "", []) and archive[k] != v
+    )
     return {**archive, **given}, replaced
 
 
@@ -99,10 +105,16 @@ def markers_detected(files: dict[str, bytes]) -> list[dict]:
     and every marker problem, the malformed line itself included (FORMAT.md 2)."""
     found = []
     for path in sorted(p for p, data in files.items() if p.endswith(".py") and b"paper2code" in data)[
-            :INTAKE_MAX_SCANNED]:
+        :INTAKE_MAX_SCANNED
+    ]:
         parsed = parse(files[path].decode("utf-8", "replace"), path)
-        found.append({"path": path, "snippets": len(parsed.snippets),
-                      "problems": [f"line {p.line}: {p.severity}: {p.message}" for p in parsed.problems]})
+        found.append(
+            {
+                "path": path,
+                "snippets": len(parsed.snippets),
+                "problems": [f"line {p.line}: {p.severity}: {p.message}" for p in parsed.problems],
+            }
+        )
     return found
 
 
@@ -110,10 +122,14 @@ def pset_shortcut_reason(files: dict[str, bytes]) -> str:
     """Why an archive was taken as plain code rather than as a one-paper problem set."""
     nested = sorted(p for p in files if p.rsplit("/", 1)[-1] == "papers.yaml")
     if nested:
-        return (f"its papers.yaml is at {nested[0]}, not at the archive's top (or inside its one top folder), so "
-                "it was taken as plain code; a problem set keeps papers.yaml beside the paper's folder")
-    return ("it has no papers.yaml, so it was taken as the paper's code; a whole one-paper problem set (papers.yaml "
-            "beside the paper's folder) would also fill the details, the paper text and the files")
+        return (
+            f"its papers.yaml is at {nested[0]}, not at the archive's top (or inside its one top folder), so "
+            "it was taken as plain code; a problem set keeps papers.yaml beside the paper's folder"
+        )
+    return (
+        "it has no papers.yaml, so it was taken as the paper's code; a whole one-paper problem set (papers.yaml "
+        "beside the paper's folder) would also fill the details, the paper text and the files"
+    )
 
 
 def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole: PaperPackage | None) -> dict:
@@ -126,15 +142,19 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
         meta = draft_metadata(whole)
         typed = {k: v for k, v in (draft.get("metadata") or {}).items() if v not in (None, "", [])}
         _, differing = metadata_typed_first(typed=typed, archive=meta)
-        summary["reason"] = (f"its papers.yaml lists one paper, {meta.get('id')}: every step was filled from it"
-                             + (", except the paper details you gave in step 1" if typed else ""))
+        summary["reason"] = f"its papers.yaml lists one paper, {meta.get('id')}: every step was filled from it" + (
+            ", except the paper details you gave in step 1" if typed else ""
+        )
         given = [k for k, v in meta.items() if v not in (None, "", []) and k not in typed]
         details = [f"from papers.yaml: {', '.join(given)}"] if given else []
         if typed:
             details.insert(0, f"kept from step 1: {', '.join(sorted(typed))}")
         if differing:
-            details.append("not used from papers.yaml: " + ", ".join(f"{k} {meta[k]!r}" for k in differing)
-                           + " (type them in step 1 to take them)")
+            details.append(
+                "not used from papers.yaml: "
+                + ", ".join(f"{k} {meta[k]!r}" for k in differing)
+                + " (type them in step 1 to take them)"
+            )
         steps.append(("Paper details", "; ".join(details)))
         steps.append(("Paper text", f"from {whole.paper_path}"))
         steps.append(("Annotated files", "from papers.yaml: " + (", ".join(whole.annotated_paths) or "none")))
@@ -143,11 +163,25 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
         summary["reason"] = pset_shortcut_reason(files)
         kept = draft.get("paper_path") if draft.get("paper_path") in (draft.get("files") or {}) else None
         in_archive = next((p for p in PAPER_FILES if p in files), None)
-        steps.append(("Paper text", f"kept from step 2 ({kept})" if kept else
-                      f"from {in_archive} in the code" if in_archive else "none yet: add it in step 2"))
+        steps.append(
+            (
+                "Paper text",
+                f"kept from step 2 ({kept})"
+                if kept
+                else f"from {in_archive} in the code"
+                if in_archive
+                else "none yet: add it in step 2",
+            )
+        )
     requirements = requirements_file(stored)
     steps.append(("Requirements", f"from {requirements}" if requirements else "no requirements file found"))
-    steps.append(("Test entry point", f"{TEST_ENTRY_POINT} found" if TEST_ENTRY_POINT in stored
-                  else f"{TEST_ENTRY_POINT} is missing: every task runs it"))
+    steps.append(
+        (
+            "Test entry point",
+            f"{TEST_ENTRY_POINT} found"
+            if TEST_ENTRY_POINT in stored
+            else f"{TEST_ENTRY_POINT} is missing: every task runs it",
+        )
+    )
     summary["markers"] = markers_detected(stored)
     return summary

@@ -40,12 +40,14 @@ def stored_bytes_check(*, submission: Submission, new: Mapping[str, bytes], kept
         hashes.update(files.values())
     stored = sorted(hashes - set(sizes))
     for start in range(0, len(stored), _CHUNK):
-        sizes.update(Blob.objects.filter(sha256__in=stored[start:start + _CHUNK]).values_list("sha256", "size"))
+        sizes.update(Blob.objects.filter(sha256__in=stored[start : start + _CHUNK]).values_list("sha256", "size"))
     total, limit = sum(sizes.values()), settings.SUBMISSION_USER_MAX_BYTES
     if total > limit:
-        raise QuotaExceeded(f"your submissions would keep {size_text(total)} of files, over the limit of "
-                            f"{size_text(limit)} per author; withdraw submissions you no longer need, or ask a "
-                            f"maintainer to raise the limit")
+        raise QuotaExceeded(
+            f"your submissions would keep {size_text(total)} of files, over the limit of "
+            f"{size_text(limit)} per author; withdraw submissions you no longer need, or ask a "
+            f"maintainer to raise the limit"
+        )
 
 
 def environments_check(*, submission: Submission, requirements: str) -> None:
@@ -60,10 +62,16 @@ def environments_check(*, submission: Submission, requirements: str) -> None:
     if wanted in free:
         return
     since = timezone.now() - timedelta(days=settings.SANDBOX_ENVIRONMENT_UNUSED_DAYS)
-    used = {environment_hash(text) for text in Revision.objects.filter(
-        submission__author=author, created_at__gte=since).values_list("requirements", flat=True)} - free
+    used = {
+        environment_hash(text)
+        for text in Revision.objects.filter(submission__author=author, created_at__gte=since).values_list(
+            "requirements", flat=True
+        )
+    } - free
     limit = settings.SUBMISSION_USER_MAX_ENVIRONMENTS
     if wanted not in used and len(used) >= limit:
-        raise QuotaExceeded(f"your submissions already need {len(used)} different environments (distinct "
-                            f"requirements), the limit per author is {limit}: reuse the requirements of an earlier "
-                            f"revision, or withdraw submissions you no longer need")
+        raise QuotaExceeded(
+            f"your submissions already need {len(used)} different environments (distinct "
+            f"requirements), the limit per author is {limit}: reuse the requirements of an earlier "
+            f"revision, or withdraw submissions you no longer need"
+        )

@@ -15,8 +15,13 @@ from benchmarks.paper2code import parse
 from benchmarks.selectors import blob_read, user_is_maintainer
 from submissions.models import Revision, SetValidation, SetValidationPaper, StateChange, Submission, ValidationCheck
 
-OPEN_STATES = [Submission.State.SUBMITTED, Submission.State.VALIDATING, Submission.State.AWAITING_REVIEW,
-               Submission.State.CHANGES_REQUESTED, Submission.State.INVALID]
+OPEN_STATES = [
+    Submission.State.SUBMITTED,
+    Submission.State.VALIDATING,
+    Submission.State.AWAITING_REVIEW,
+    Submission.State.CHANGES_REQUESTED,
+    Submission.State.INVALID,
+]
 
 
 def submissions_of(*, user) -> QuerySet[Submission]:
@@ -52,15 +57,19 @@ class SnippetView:
 
 def revision_snippet_tree(*, revision: Revision) -> dict[str, list[SnippetView]]:
     """Annotated file -> top-level snippets with children; `uncovered` when a masked or no-op check failed."""
-    uncovered = set(ValidationCheck.objects.filter(report__revision=revision, status="failed",
-                                                   snippet_name__gt="").values_list("snippet_file", "snippet_name"))
+    uncovered = set(
+        ValidationCheck.objects.filter(report__revision=revision, status="failed", snippet_name__gt="").values_list(
+            "snippet_file", "snippet_name"
+        )
+    )
     tree: dict[str, list[SnippetView]] = {}
     for path in revision.annotated_paths:
         if path not in revision.files:
             continue
         parsed = parse(blob_read(sha256=revision.files[path]).decode("utf-8", "replace"), path)
-        views = [SnippetView(path, s.name, s.loc, s.depth, s.code, (path, s.name) in uncovered)
-                 for s in parsed.snippets]
+        views = [
+            SnippetView(path, s.name, s.loc, s.depth, s.code, (path, s.name) in uncovered) for s in parsed.snippets
+        ]
         tree[path] = []
         for s, view in zip(parsed.snippets, views, strict=False):
             (views[s.parent].children if s.parent is not None else tree[path]).append(view)
@@ -71,7 +80,8 @@ def report_mutations(*, report) -> dict[tuple[str, int], dict]:
     """(file, snippet index) -> the mutation score a report's validation measured."""
     found = {}
     for key, result in report.checks.filter(key__startswith="mutation:", result__isnull=False).values_list(
-            "key", "result"):
+        "key", "result"
+    ):
         path, _, index = key.removeprefix("mutation:").rpartition(":")
         found[(path, int(index))] = result
     return found
@@ -85,8 +95,14 @@ def revision_diff(*, old: Revision, new: Revision) -> list[tuple[str, str]]:
             continue
         before = blob_read(sha256=old.files[path]).decode("utf-8", "replace") if path in old.files else ""
         after = blob_read(sha256=new.files[path]).decode("utf-8", "replace") if path in new.files else ""
-        text = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                            f"r{old.number}/{path}", f"r{new.number}/{path}"))
+        text = "".join(
+            difflib.unified_diff(
+                before.splitlines(keepends=True),
+                after.splitlines(keepends=True),
+                f"r{old.number}/{path}",
+                f"r{new.number}/{path}",
+            )
+        )
         diffs.append((path, text or "(binary or whitespace-only change)"))
     return diffs
 
@@ -124,10 +140,15 @@ class PaperValidationSummary:
         scored = [s["mutation"] for s in self.snippets if s.get("mutation") and s["mutation"]["generated"]]
         killed, generated = sum(m["killed"] for m in scored), sum(m["generated"] for m in scored)
         mutation = f", {killed}/{generated} mutants killed ({killed / generated:.0%})" if generated else ""
-        flaky = (f" (FLAKY: passed {self.reference['passed']} of {self.reference['runs']} runs)"
-                 if self.reference and self.reference.get("flaky") else "")
-        return (f"{self.paper}: reference {'passed' if self.reference_passed else 'FAILED'}{flaky}, "
-                f"{self.covered}/{len(self.snippets)} snippets covered{mutation}")
+        flaky = (
+            f" (FLAKY: passed {self.reference['passed']} of {self.reference['runs']} runs)"
+            if self.reference and self.reference.get("flaky")
+            else ""
+        )
+        return (
+            f"{self.paper}: reference {'passed' if self.reference_passed else 'FAILED'}{flaky}, "
+            f"{self.covered}/{len(self.snippets)} snippets covered{mutation}"
+        )
 
 
 def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
@@ -137,19 +158,27 @@ def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
     for s in paper.snippets:
         masked, noop = by_key.get(f"masked:{s['file']}:{s['index']}"), by_key.get(f"noop:{s['file']}:{s['index']}")
         mutation = by_key.get(f"mutation:{s['file']}:{s['index']}")
-        snippets.append({"file": s["file"], "name": s["name"], "checked": masked is not None and noop is not None,
-                         "masked_fails": bool(masked and masked["status"] == PASSED),
-                         "noop_fails": bool(noop and noop["status"] == PASSED),
-                         "mutation": mutation.get("result") if mutation else None})
+        snippets.append(
+            {
+                "file": s["file"],
+                "name": s["name"],
+                "checked": masked is not None and noop is not None,
+                "masked_fails": bool(masked and masked["status"] == PASSED),
+                "noop_fails": bool(noop and noop["status"] == PASSED),
+                "mutation": mutation.get("result") if mutation else None,
+            }
+        )
     names = {f"{s['file']}:{s['index']}": s["name"] for s in paper.snippets}
     for check in paper.checks:
         if check["status"] == PASSED:
             continue
         kind, _, rest = check["key"].partition(":")
         if kind in ("masked", "noop"):
-            problems.append(f'"{names[rest]}" ({rest.rpartition(":")[0]}) '
-                            f'{"masked" if kind == "masked" else "as a no-op"}: '
-                            "the tests still pass, they do not cover this snippet")
+            problems.append(
+                f'"{names[rest]}" ({rest.rpartition(":")[0]}) '
+                f"{'masked' if kind == 'masked' else 'as a no-op'}: "
+                "the tests still pass, they do not cover this snippet"
+            )
         else:
             problems.append(f"{kind}: {check['detail'].strip().splitlines()[0] if check['detail'].strip() else ''}")
         if check.get("blocks"):
@@ -157,11 +186,17 @@ def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
     reference = by_key.get("reference")
     finished = paper.status not in (SetValidation.Status.PENDING, SetValidation.Status.RUNNING)
     return PaperValidationSummary(
-        paper=paper.paper, status=paper.status, total=paper.checks_total,
+        paper=paper.paper,
+        status=paper.status,
+        total=paper.checks_total,
         done=paper.checks_total if finished else len(paper.checks),
-        reference_passed=bool(reference and reference["status"] == PASSED), snippets=snippets, problems=problems,
-        redispatches=paper.redispatches, warnings=[c["warning"] for c in paper.checks if c.get("warning")],
-        reference=reference.get("result") if reference else None)
+        reference_passed=bool(reference and reference["status"] == PASSED),
+        snippets=snippets,
+        problems=problems,
+        redispatches=paper.redispatches,
+        warnings=[c["warning"] for c in paper.checks if c.get("warning")],
+        reference=reference.get("result") if reference else None,
+    )
 
 
 def set_validation_summaries(*, validation: SetValidation) -> list[PaperValidationSummary]:
@@ -170,13 +205,24 @@ def set_validation_summaries(*, validation: SetValidation) -> list[PaperValidati
 
 def set_validation_json(*, summaries: list[PaperValidationSummary]) -> dict:
     """The report of `validate_pset --json` (issue 11): per paper, the reference and each snippet's checks."""
-    return {"papers": {s.paper: {"reference_passed": s.reference_passed, "reference": s.reference,
-                                 "snippets": {n["name"]: {"masked_fails": n["masked_fails"],
-                                                          "noop_fails": n["noop_fails"],
-                                                          **({"mutation": mutation_json(n["mutation"])}
-                                                             if n.get("mutation") else {})} for n in s.snippets},
-                                 "warnings": s.warnings}
-                       for s in summaries}}
+    return {
+        "papers": {
+            s.paper: {
+                "reference_passed": s.reference_passed,
+                "reference": s.reference,
+                "snippets": {
+                    n["name"]: {
+                        "masked_fails": n["masked_fails"],
+                        "noop_fails": n["noop_fails"],
+                        **({"mutation": mutation_json(n["mutation"])} if n.get("mutation") else {}),
+                    }
+                    for n in s.snippets
+                },
+                "warnings": s.warnings,
+            }
+            for s in summaries
+        }
+    }
 
 
 def mutation_json(result: dict) -> dict:
@@ -191,8 +237,13 @@ def version_validation_view(*, version) -> dict:
         return {"validation": None}
     summaries = set_validation_summaries(validation=latest)
     done, total = sum(s.done for s in summaries), sum(s.total for s in summaries)
-    progress = {"done": done, "total": total, "percent": 100 * done / total if total else 0, "papers": len(summaries),
-                "papers_done": sum(s.status not in ("pending", "running") for s in summaries)}
+    progress = {
+        "done": done,
+        "total": total,
+        "percent": 100 * done / total if total else 0,
+        "papers": len(summaries),
+        "papers_done": sum(s.status not in ("pending", "running") for s in summaries),
+    }
     return {"validation": latest, "summaries": summaries, "progress": progress}
 
 
@@ -200,5 +251,9 @@ def changes_requested(*, submission: Submission) -> StateChange | None:
     """The maintainer's request for changes the submission is answering now (None in any other state)."""
     if submission.state != Submission.State.CHANGES_REQUESTED:
         return None
-    return (submission.history.filter(to_state=Submission.State.CHANGES_REQUESTED).select_related("actor")
-            .order_by("-created_at", "-pk").first())
+    return (
+        submission.history.filter(to_state=Submission.State.CHANGES_REQUESTED)
+        .select_related("actor")
+        .order_by("-created_at", "-pk")
+        .first()
+    )

@@ -14,8 +14,14 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkVersion, Task, package_fields_json
 from benchmarks.paper2code.pset import requirements_file
 from benchmarks.selectors import package_load, user_is_maintainer
-from benchmarks.services import (blob_store, package_store, snippet_mutations_record, task_store,
-                                 version_draft_create, version_task_set)
+from benchmarks.services import (
+    blob_store,
+    package_store,
+    snippet_mutations_record,
+    task_store,
+    version_draft_create,
+    version_task_set,
+)
 from config.errors import ApplicationError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
@@ -36,8 +42,17 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (State.AWAITING_REVIEW, State.ACCEPTED): "maintainer",
     (State.AWAITING_REVIEW, State.REJECTED): "maintainer",
     (State.CHANGES_REQUESTED, State.VALIDATING): "author",
-    **{(s, State.WITHDRAWN): "author" for s in (State.DRAFT, State.SUBMITTED, State.VALIDATING, State.INVALID,
-                                                 State.AWAITING_REVIEW, State.CHANGES_REQUESTED)},
+    **{
+        (s, State.WITHDRAWN): "author"
+        for s in (
+            State.DRAFT,
+            State.SUBMITTED,
+            State.VALIDATING,
+            State.INVALID,
+            State.AWAITING_REVIEW,
+            State.CHANGES_REQUESTED,
+        )
+    },
 }
 EDITABLE = (State.DRAFT, State.CHANGES_REQUESTED)
 
@@ -61,13 +76,17 @@ def _transition(submission: Submission, to: str, *, actor, reason: str = "") -> 
     submission = Submission.objects.select_for_update().get(pk=submission.pk)
     role = TRANSITIONS.get((submission.state, to))
     if role is None:
-        raise TransitionError(f"a submission that is {submission.get_state_display()} cannot become "
-                              f"{Submission.State(to).label}")
+        raise TransitionError(
+            f"a submission that is {submission.get_state_display()} cannot become {Submission.State(to).label}"
+        )
     if not _may(actor, role, submission):
-        raise PermissionDenied(f"only the {role} may move a submission from {submission.state} to {to}"
-                               + (" (authors never review their own submissions)" if role == "maintainer" else ""))
-    StateChange.objects.create(submission=submission, from_state=submission.state, to_state=to, actor=actor,
-                               reason=reason)
+        raise PermissionDenied(
+            f"only the {role} may move a submission from {submission.state} to {to}"
+            + (" (authors never review their own submissions)" if role == "maintainer" else "")
+        )
+    StateChange.objects.create(
+        submission=submission, from_state=submission.state, to_state=to, actor=actor, reason=reason
+    )
     submission.state = to
     submission.save(update_fields=["state", "updated_at"])
     transaction.on_commit(lambda: _notify(submission.pk, to, reason))
@@ -80,8 +99,13 @@ def _notify(submission_id: int, state: str, reason: str) -> None:
         return
     label = Submission.State(state).label
     body = f'Your submission "{submission}" is now {label}.' + (f"\n\nReason: {reason}" if reason else "")
-    send_mail(f"[research-code benchmark] {submission}: {label}", body, settings.DEFAULT_FROM_EMAIL,
-              [submission.author.email], fail_silently=True)
+    send_mail(
+        f"[research-code benchmark] {submission}: {label}",
+        body,
+        settings.DEFAULT_FROM_EMAIL,
+        [submission.author.email],
+        fail_silently=True,
+    )
 
 
 def _require_author(submission: Submission, actor) -> None:
@@ -102,8 +126,9 @@ def submission_create(*, author, values: dict | None = None) -> Submission:
 @transaction.atomic
 def drafts_abandoned_remove(*, older_than: timedelta) -> int:
     """Delete drafts that were never submitted and hold no files, untouched for `older_than`; how many."""
-    abandoned = Submission.objects.filter(state=State.DRAFT, revisions__isnull=True,
-                                          updated_at__lt=timezone.now() - older_than)
+    abandoned = Submission.objects.filter(
+        state=State.DRAFT, revisions__isnull=True, updated_at__lt=timezone.now() - older_than
+    )
     ids = [pk for pk, draft in abandoned.values_list("pk", "draft") if not (draft or {}).get("files")]
     Submission.objects.filter(pk__in=ids).delete()
     return len(ids)
@@ -139,7 +164,11 @@ def _revision_create(submission: Submission, *, note: str = "") -> Revision:
     number = (submission.revisions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
     revision = Revision.objects.create(
         **{**package_fields_json(draft), "requirements": requirements},  # kept in the draft's requirements file
-        submission=submission, number=number, metadata=draft["metadata"], source=draft.get("source", {}), note=note,
+        submission=submission,
+        number=number,
+        metadata=draft["metadata"],
+        source=draft.get("source", {}),
+        note=note,
     )
     ValidationReport.objects.create(revision=revision)
     return revision
@@ -168,17 +197,26 @@ def _validation_start(report_id: int) -> None:
     from submissions.tasks import revision_validate
 
     # The broker is down: the watchdog queues it once it answers.
-    enqueue(revision_validate, report_id, subject=ValidationReport(pk=report_id),
-            refused=lambda exc: f"validation report {report_id} could not be queued ({exc}); the watchdog queues it "
-                                f"once the broker answers")
+    enqueue(
+        revision_validate,
+        report_id,
+        subject=ValidationReport(pk=report_id),
+        refused=lambda exc: (
+            f"validation report {report_id} could not be queued ({exc}); the watchdog queues it once the broker answers"
+        ),
+    )
 
 
 def validations_unfinished() -> list[ValidationReport]:
     """Reports of the revisions that submissions now validating wait for, not yet finished."""
-    reports = (ValidationReport.objects.filter(status__in=[ValidationReport.Status.PENDING,
-                                                           ValidationReport.Status.RUNNING],
-                                               revision__submission__state=State.VALIDATING)
-               .select_related("revision__submission").order_by("revision__submission", "-revision__number"))
+    reports = (
+        ValidationReport.objects.filter(
+            status__in=[ValidationReport.Status.PENDING, ValidationReport.Status.RUNNING],
+            revision__submission__state=State.VALIDATING,
+        )
+        .select_related("revision__submission")
+        .order_by("revision__submission", "-revision__number")
+    )
     latest: dict[int, ValidationReport] = {}
     for report in reports:
         latest.setdefault(report.revision.submission_id, report)
@@ -187,9 +225,13 @@ def validations_unfinished() -> list[ValidationReport]:
 
 def validation_requeue(report: ValidationReport, *, idle_seconds: float, worker: str = "") -> int:
     """Queue a validation again whose task was lost (no worker holds it, none waits), once the watchdog claimed it."""
-    event_record(kind=Kind.VALIDATION_REDISPATCHED, subject=report, worker=worker,
-                 detail=f"validation of {report.revision.submission} (revision {report.revision.number}) was "
-                        f"{report.get_status_display().lower()} with no queued or running task; it was queued again")
+    event_record(
+        kind=Kind.VALIDATION_REDISPATCHED,
+        subject=report,
+        worker=worker,
+        detail=f"validation of {report.revision.submission} (revision {report.revision.number}) was "
+        f"{report.get_status_display().lower()} with no queued or running task; it was queued again",
+    )
     _validation_start(report.pk)
     return 1
 
@@ -198,20 +240,33 @@ def validation_give_up(*, report: ValidationReport, worker: str = "") -> bool:
     """End a validation the workers lost more than VALIDATION_REDISPATCH_MAX times: its unfinished checks become
     errors of the platform and the submission becomes invalid, so its author can edit and submit it again."""
     Status = ValidationReport.Status
-    lost = (f"the workers lost this validation {report.redispatches + 1} time(s) (a broker or "
-            "worker failure); nothing is known about the submission: edit it and submit it again")
+    lost = (
+        f"the workers lost this validation {report.redispatches + 1} time(s) (a broker or "
+        "worker failure); nothing is known about the submission: edit it and submit it again"
+    )
     with transaction.atomic():
         if not ValidationReport.objects.filter(pk=report.pk, status__in=[Status.PENDING, Status.RUNNING]).update(
-                status=Status.ERROR, finished_at=timezone.now()):
+            status=Status.ERROR, finished_at=timezone.now()
+        ):
             return False  # it finished meanwhile, or another watchdog gave it up
-        if not report.checks.filter(status__in=[Status.PENDING, Status.RUNNING]).update(status=Status.ERROR,
-                                                                                       detail=lost):
-            ValidationCheck.objects.create(report=report, position=report.checks.count(), key="infrastructure",
-                                           label="The workers ran the validation", status=Status.ERROR, detail=lost)
+        if not report.checks.filter(status__in=[Status.PENDING, Status.RUNNING]).update(
+            status=Status.ERROR, detail=lost
+        ):
+            ValidationCheck.objects.create(
+                report=report,
+                position=report.checks.count(),
+                key="infrastructure",
+                label="The workers ran the validation",
+                status=Status.ERROR,
+                detail=lost,
+            )
         report.refresh_from_db()
         event_record(
-            kind=Kind.VALIDATION_ABANDONED, subject=report, worker=worker,
-            detail=f"validation of {report.revision.submission} (revision {report.revision.number}): {lost}")
+            kind=Kind.VALIDATION_ABANDONED,
+            subject=report,
+            worker=worker,
+            detail=f"validation of {report.revision.submission} (revision {report.revision.number}): {lost}",
+        )
         validation_finish(report=report)
     return True
 
@@ -258,8 +313,9 @@ def draft_paper_existing(*, submission: Submission) -> tuple[BenchmarkVersion, T
     draft = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT).order_by("-created_at").first()
     if revision is None or draft is None:
         return None
-    membership = (draft.memberships.filter(task__paper__slug=revision.metadata.get("id"))
-                  .select_related("task__paper").first())
+    membership = (
+        draft.memberships.filter(task__paper__slug=revision.metadata.get("id")).select_related("task__paper").first()
+    )
     return (draft, membership.task) if membership else None
 
 
@@ -271,9 +327,11 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
     existing = draft_paper_existing(submission=submission)
     if existing and not replace_confirmed:
         draft, task = existing
-        raise TransitionError(f"paper id {task.paper.slug} is already in draft {draft.name} (task revision "
-                              f"{task.revision}, \"{task.paper.title}\"); accepting replaces it: confirm the "
-                              "replacement to accept")
+        raise TransitionError(
+            f"paper id {task.paper.slug} is already in draft {draft.name} (task revision "
+            f'{task.revision}, "{task.paper.title}"); accepting replaces it: confirm the '
+            "replacement to accept"
+        )
     submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
     revision = submission.latest_revision
     task, _ = task_store(package=package_load(revision), test_manifest=revision.test_manifest)
@@ -309,14 +367,26 @@ def _reason_required(reason: str) -> None:
 
 
 @transaction.atomic
-def comment_add(*, submission: Submission, actor, body: str, snippet_file: str = "", snippet_name: str = "",
-                ) -> Comment:
+def comment_add(
+    *,
+    submission: Submission,
+    actor,
+    body: str,
+    snippet_file: str = "",
+    snippet_name: str = "",
+) -> Comment:
     if not (actor.is_authenticated and (actor.pk == submission.author_id or user_is_maintainer(user=actor))):
         raise PermissionDenied("only the author and maintainers may comment")
     if not body.strip():
         raise TransitionError("a comment cannot be empty")
-    return Comment.objects.create(submission=submission, revision=submission.latest_revision, author=actor,
-                                  body=body.strip(), snippet_file=snippet_file, snippet_name=snippet_name)
+    return Comment.objects.create(
+        submission=submission,
+        revision=submission.latest_revision,
+        author=actor,
+        body=body.strip(),
+        snippet_file=snippet_file,
+        snippet_name=snippet_name,
+    )
 
 
 @transaction.atomic
@@ -335,8 +405,13 @@ def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: st
 def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], source: dict) -> Submission:
     """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step, under the
     paper details the author typed in step 1."""
-    from submissions.packages import (PAPER_FILES, draft_metadata, intake_summary, metadata_typed_first,
-                                      pset_archive_package)
+    from submissions.packages import (
+        PAPER_FILES,
+        draft_metadata,
+        intake_summary,
+        metadata_typed_first,
+        pset_archive_package,
+    )
 
     whole = pset_archive_package(files)
     summary = intake_summary(files=files, source=source, draft=submission.draft, whole=whole)
@@ -346,13 +421,17 @@ def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], s
         stored_bytes_check(submission=submission, new=dict(whole.files), kept=())
         fields = package_store(package=whole)
         del fields["requirements"]  # a draft keeps them in its requirements file only, the one place they are edited
-        return draft_update(submission=submission, actor=actor,
-                            values={**fields, "metadata": metadata, "source": source, "intake": summary})
+        return draft_update(
+            submission=submission,
+            actor=actor,
+            values={**fields, "metadata": metadata, "source": source, "intake": summary},
+        )
     kept = {p: h for p, h in (submission.draft.get("files") or {}).items() if p in PAPER_FILES}
     stored_bytes_check(submission=submission, new=files, kept=kept.values())
     stored = {**draft_files_store(files), **kept}
-    chosen = {key: [p for p in submission.draft.get(key) or [] if p in stored]
-              for key in ("annotated_paths", "context_paths")}
+    chosen = {
+        key: [p for p in submission.draft.get(key) or [] if p in stored] for key in ("annotated_paths", "context_paths")
+    }
     values = {"files": stored, "source": source, "intake": summary, **chosen}
     if not chosen["annotated_paths"]:  # preselect what holds markers; the files step shows it and why
         values["annotated_paths"] = [m["path"] for m in summary["markers"] if m["snippets"]]
@@ -362,8 +441,9 @@ def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], s
 
 
 @transaction.atomic
-def draft_files_choose(*, submission: Submission, actor, annotated_paths: list[str], context_paths: list[str],
-                       requirements: str) -> Submission:
+def draft_files_choose(
+    *, submission: Submission, actor, annotated_paths: list[str], context_paths: list[str], requirements: str
+) -> Submission:
     """The annotated and context files picked from the tree, and the requirements, kept as the requirements file."""
     from submissions.packages import REQUIREMENTS_FILE
 
@@ -373,5 +453,8 @@ def draft_files_choose(*, submission: Submission, actor, annotated_paths: list[s
         new = {name: requirements.encode("utf-8")}
         stored_bytes_check(submission=submission, new=new, kept=[h for p, h in files.items() if p not in new])
         files.update(draft_files_store(new))
-    return draft_update(submission=submission, actor=actor, values={
-        "annotated_paths": annotated_paths, "context_paths": context_paths, "files": files})
+    return draft_update(
+        submission=submission,
+        actor=actor,
+        values={"annotated_paths": annotated_paths, "context_paths": context_paths, "files": files},
+    )

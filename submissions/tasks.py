@@ -26,10 +26,17 @@ MIN_PAPER_WORDS = 100
 
 def checks_plan(report: ValidationReport, annotated: dict) -> None:
     """Create every check as pending, so the page shows the whole list from the start."""
-    rows = [("paper", "Paper text is present and non-trivial", "", ""),
-            ("markers", "Snippet markers are valid", "", ""),
-            ("requirements", "Requirements install", "", ""),
-            ("reference", f"Reference passes all {settings.SUBMISSION_REFERENCE_RUNS} runs of its tests (none flaky)", "", "")]
+    rows = [
+        ("paper", "Paper text is present and non-trivial", "", ""),
+        ("markers", "Snippet markers are valid", "", ""),
+        ("requirements", "Requirements install", "", ""),
+        (
+            "reference",
+            f"Reference passes all {settings.SUBMISSION_REFERENCE_RUNS} runs of its tests (none flaky)",
+            "",
+            "",
+        ),
+    ]
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             rows.append((f"masked:{path}:{s.index}", f'Masking "{s.name}" makes the tests fail', path, s.name))
@@ -37,18 +44,35 @@ def checks_plan(report: ValidationReport, annotated: dict) -> None:
     if settings.SUBMISSION_MUTANTS:
         for path, parsed in annotated.items():
             for s in parsed.snippets:
-                rows.append((f"mutation:{path}:{s.index}", f'Mutation score of "{s.name}": the tests kill wrong '
-                                                           "bodies", path, s.name))
-    ValidationCheck.objects.bulk_create([
-        ValidationCheck(report=report, position=i, key=key, label=label, snippet_file=f, snippet_name=n)
-        for i, (key, label, f, n) in enumerate(rows)
-    ], ignore_conflicts=True)
+                rows.append(
+                    (
+                        f"mutation:{path}:{s.index}",
+                        f'Mutation score of "{s.name}": the tests kill wrong bodies',
+                        path,
+                        s.name,
+                    )
+                )
+    ValidationCheck.objects.bulk_create(
+        [
+            ValidationCheck(report=report, position=i, key=key, label=label, snippet_file=f, snippet_name=n)
+            for i, (key, label, f, n) in enumerate(rows)
+        ],
+        ignore_conflicts=True,
+    )
 
 
-def _set(report: ValidationReport, key: str, status: str, detail: str = "", duration: float | None = None,
-         result: dict | None = None, warning: str = "") -> None:
-    ValidationCheck.objects.filter(report=report, key=key).update(status=status, detail=detail[-8000:],
-                                                                  duration=duration, result=result, warning=warning)
+def _set(
+    report: ValidationReport,
+    key: str,
+    status: str,
+    detail: str = "",
+    duration: float | None = None,
+    result: dict | None = None,
+    warning: str = "",
+) -> None:
+    ValidationCheck.objects.filter(report=report, key=key).update(
+        status=status, detail=detail[-8000:], duration=duration, result=result, warning=warning
+    )
 
 
 @shared_task(bind=True, max_retries=2)
@@ -67,11 +91,13 @@ def revision_validate(self, report_id: int) -> str:
             raise self.retry(exc=exc, countdown=5) from exc
         logger.exception("validation of report %s failed on infrastructure", report_id)
         ValidationCheck.objects.filter(report=report, status__in=[Status.PENDING, Status.RUNNING]).update(
-            status=Status.ERROR, detail=f"the sandbox failed: {exc}; nothing is wrong with the submission")
+            status=Status.ERROR, detail=f"the sandbox failed: {exc}; nothing is wrong with the submission"
+        )
         status = Status.ERROR
     # Only the copy that ends the running report moves the submission on; any other finds it finished.
-    if ValidationReport.objects.filter(pk=report.pk, status=Status.RUNNING).update(status=status,
-                                                                                  finished_at=timezone.now()):
+    if ValidationReport.objects.filter(pk=report.pk, status=Status.RUNNING).update(
+        status=status, finished_at=timezone.now()
+    ):
         report.refresh_from_db()
         services.validation_finish(report=report)
     return status
@@ -86,23 +112,41 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
         _set(report, "paper", Status.PASSED, f"{words} words")
     else:
         ok = False
-        _set(report, "paper", Status.FAILED, f"{package.paper_path or 'the paper'} has {words} words; "
-                                             f"at least {MIN_PAPER_WORDS} are expected")
+        _set(
+            report,
+            "paper",
+            Status.FAILED,
+            f"{package.paper_path or 'the paper'} has {words} words; at least {MIN_PAPER_WORDS} are expected",
+        )
     problems = [str(p) for a in annotated.values() for p in a.problems]
     missing = [p for p in annotated_paths if p not in files]
     empty = [p for p, a in annotated.items() if not a.snippets]
-    marker_errors = [str(p) for a in annotated.values() for p in a.errors] + \
-        [f"{p}: file not found" for p in missing] + [f"{p}: no snippet markers" for p in empty]
+    marker_errors = (
+        [str(p) for a in annotated.values() for p in a.errors]
+        + [f"{p}: file not found" for p in missing]
+        + [f"{p}: no snippet markers" for p in empty]
+    )
     if marker_errors:
         _set(report, "markers", Status.FAILED, "\n".join(marker_errors + [w for w in problems if "warning" in w]))
         ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
-            status=Status.SKIPPED, detail="not run: the markers must be valid first")
+            status=Status.SKIPPED, detail="not run: the markers must be valid first"
+        )
         return Status.FAILED
-    _set(report, "markers", Status.PASSED, "\n".join(problems) or f"{sum(len(a.snippets) for a in annotated.values())} snippets")
+    _set(
+        report,
+        "markers",
+        Status.PASSED,
+        "\n".join(problems) or f"{sum(len(a.snippets) for a in annotated.values())} snippets",
+    )
 
-    for check in sandbox_checks(files=files, annotated=annotated, requirements=package.requirements,
-                                test_entry_point=package.test_entry_point, mutants=settings.SUBMISSION_MUTANTS,
-                                score_min=validation.mutation_score_min()):
+    for check in sandbox_checks(
+        files=files,
+        annotated=annotated,
+        requirements=package.requirements,
+        test_entry_point=package.test_entry_point,
+        mutants=settings.SUBMISSION_MUTANTS,
+        score_min=validation.mutation_score_min(),
+    ):
         if check.backend:
             ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)
         if check.manifest is not None:
@@ -110,7 +154,8 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
         _set(report, check.key, check.status, check.detail, check.duration, check.result, check.warning)
         if check.blocks:
             ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(
-                status=Status.SKIPPED, detail=check.blocks)
+                status=Status.SKIPPED, detail=check.blocks
+            )
             return Status.FAILED
         ok = ok and check.status == Status.PASSED
     return Status.PASSED if ok else Status.FAILED
@@ -134,8 +179,9 @@ def set_paper_validate(self, paper_id: int) -> str:
         raise  # the database is away: the decorator waits for it, past that the watchdog queues the paper again
     except Exception as exc:  # e.g. a stored file missing: the paper ends as an error the page shows
         logger.exception("set validation of paper %s failed", paper_id)
-        validation.set_paper_error(paper=paper, detail=f"the platform failed on this paper: "
-                                                       f"{type(exc).__name__}: {exc}")
+        validation.set_paper_error(
+            paper=paper, detail=f"the platform failed on this paper: {type(exc).__name__}: {exc}"
+        )
     return Status.ERROR
 
 

@@ -38,16 +38,26 @@ def mutation_score_min(*, version: BenchmarkVersion | None = None) -> float:
     """The score below which validation warns: the release's own, else the newest draft's (where a submission
     would enter), else the site's MUTATION_SCORE_MIN."""
     if version is None:
-        version = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT,
-                                                  mutation_score_min__isnull=False).order_by("-created_at").first()
+        version = (
+            BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT, mutation_score_min__isnull=False)
+            .order_by("-created_at")
+            .first()
+        )
     if version is not None and version.mutation_score_min is not None:
         return version.mutation_score_min
     return settings.MUTATION_SCORE_MIN
 
 
 @transaction.atomic
-def pset_validation_create(*, packages: list[PaperPackage], source: str, environment: str | None = None,
-                           actor=None, mutants: int = 0, score_min: float | None = None) -> SetValidation:
+def pset_validation_create(
+    *,
+    packages: list[PaperPackage],
+    source: str,
+    environment: str | None = None,
+    actor=None,
+    mutants: int = 0,
+    score_min: float | None = None,
+) -> SetValidation:
     """A validation of problem-set packages read from a folder; their files go to storage, where workers read them.
     `environment`: requirements every paper runs in instead of its own (a legacy shared environment); `mutants`:
     per snippet, for its mutation score (0: none), warned about below `score_min` (default: `mutation_score_min`)."""
@@ -55,11 +65,22 @@ def pset_validation_create(*, packages: list[PaperPackage], source: str, environ
     validation = SetValidation.objects.create(source=source[:500], started_by=actor)
     rows = []
     for position, package in enumerate(packages):
-        snippets = [{"file": path, "index": s.index, "name": s.name}
-                    for path in package.annotated_paths for s in package.annotated[path].snippets]
-        rows.append(SetValidationPaper(**package_store(package=package, requirements=environment),
-                                       validation=validation, position=position, paper=package.id,
-                                       snippets=snippets, mutants=mutants, mutation_score_min=score_min))
+        snippets = [
+            {"file": path, "index": s.index, "name": s.name}
+            for path in package.annotated_paths
+            for s in package.annotated[path].snippets
+        ]
+        rows.append(
+            SetValidationPaper(
+                **package_store(package=package, requirements=environment),
+                validation=validation,
+                position=position,
+                paper=package.id,
+                snippets=snippets,
+                mutants=mutants,
+                mutation_score_min=score_min,
+            )
+        )
     SetValidationPaper.objects.bulk_create(rows)
     return validation
 
@@ -75,22 +96,34 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
                 raise ApplicationError(f"version {version.name} is {version.status}; only drafts are validated here")
             running = version.validations.filter(status__in=ACTIVE).first()
             if running is not None:
-                raise ApplicationError(f"a validation of {version.name} is already running (started "
-                                 f"{running.created_at:%Y-%m-%d %H:%M} UTC); wait for it to finish")
+                raise ApplicationError(
+                    f"a validation of {version.name} is already running (started "
+                    f"{running.created_at:%Y-%m-%d %H:%M} UTC); wait for it to finish"
+                )
             tasks = list(version.tasks.select_related("paper").order_by("paper__slug"))
             if not tasks:
                 raise ApplicationError(f"version {version.name} has no tasks to validate")
-            validation = SetValidation.objects.create(version=version, source=f"version {version.name}",
-                                                      started_by=actor)
+            validation = SetValidation.objects.create(
+                version=version, source=f"version {version.name}", started_by=actor
+            )
             rows = []
             for position, task in enumerate(tasks):
                 order = {path: i for i, path in enumerate(task.annotated_paths)}
-                snippets = sorted(task.snippets.values_list("file_path", "position", "name"),
-                                  key=lambda s: (order.get(s[0], len(order)), s[1]))
-                rows.append(SetValidationPaper(
-                    **task.package_fields(), validation=validation, position=position, paper=task.paper.slug,
-                    snippets=[{"file": f, "index": i, "name": n} for f, i, n in snippets],
-                    mutants=settings.SUBMISSION_MUTANTS, mutation_score_min=mutation_score_min(version=version)))
+                snippets = sorted(
+                    task.snippets.values_list("file_path", "position", "name"),
+                    key=lambda s: (order.get(s[0], len(order)), s[1]),
+                )
+                rows.append(
+                    SetValidationPaper(
+                        **task.package_fields(),
+                        validation=validation,
+                        position=position,
+                        paper=task.paper.slug,
+                        snippets=[{"file": f, "index": i, "name": n} for f, i, n in snippets],
+                        mutants=settings.SUBMISSION_MUTANTS,
+                        mutation_score_min=mutation_score_min(version=version),
+                    )
+                )
             SetValidationPaper.objects.bulk_create(rows)
             transaction.on_commit(lambda: set_validation_dispatch(validation=validation))
     except IntegrityError as exc:  # two maintainers at once: the constraint keeps it to one
@@ -106,18 +139,26 @@ def set_validation_dispatch(*, validation: SetValidation) -> None:
     SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
     papers = list(validation.papers.values_list("pk", flat=True))
     for queued, paper_id in enumerate(papers):
-        if not enqueue(set_paper_validate, paper_id, subject=validation,
-                       refused=lambda exc: f"the {validation}: the broker refused its papers ({exc}); {queued} of "
-                                           f"{len(papers)} queued, the watchdog queues the others once the broker "
-                                           f"answers"):
+        if not enqueue(
+            set_paper_validate,
+            paper_id,
+            subject=validation,
+            refused=lambda exc, queued=queued: (
+                f"the {validation}: the broker refused its papers ({exc}); {queued} of "
+                f"{len(papers)} queued, the watchdog queues the others once the broker "
+                f"answers"
+            ),
+        ):
             return
 
 
 def set_papers_unfinished() -> list[SetValidationPaper]:
     """Papers of set validations on the workers that have no result yet (the watchdog's to look after)."""
-    return list(SetValidationPaper.objects.filter(status__in=ACTIVE, validation__status__in=ACTIVE,
-                                                  validation__on_workers=True)
-                .select_related("validation").defer("files", "checks"))
+    return list(
+        SetValidationPaper.objects.filter(status__in=ACTIVE, validation__status__in=ACTIVE, validation__on_workers=True)
+        .select_related("validation")
+        .defer("files", "checks")
+    )
 
 
 def set_paper_requeue(paper: SetValidationPaper, *, idle_seconds: float, worker: str = "") -> int:
@@ -125,12 +166,22 @@ def set_paper_requeue(paper: SetValidationPaper, *, idle_seconds: float, worker:
     from submissions.tasks import set_paper_validate
 
     event_record(
-        kind=Kind.VALIDATION_REDISPATCHED, subject=paper.validation, worker=worker, items=1,
+        kind=Kind.VALIDATION_REDISPATCHED,
+        subject=paper.validation,
+        worker=worker,
+        items=1,
         detail=f"paper {paper.paper} of the {paper.validation} was {paper.get_status_display().lower()} with no "
-               f"queued or running task after {idle_seconds:.0f} s without progress; it was queued again")
-    enqueue(set_paper_validate, paper.pk, subject=paper.validation,
-            refused=lambda exc: f"paper {paper.paper} of the {paper.validation} could not be queued again ({exc}); "
-                                f"the watchdog queues it once the broker answers")
+        f"queued or running task after {idle_seconds:.0f} s without progress; it was queued again",
+    )
+    enqueue(
+        set_paper_validate,
+        paper.pk,
+        subject=paper.validation,
+        refused=lambda exc: (
+            f"paper {paper.paper} of the {paper.validation} could not be queued again ({exc}); "
+            f"the watchdog queues it once the broker answers"
+        ),
+    )
     return 1
 
 
@@ -141,12 +192,18 @@ def _times(n: int) -> str:
 def set_paper_give_up(*, paper: SetValidationPaper, worker: str = "") -> bool:
     """End a paper the workers lost more than VALIDATION_REDISPATCH_MAX times, as an error of the platform, so its
     validation finishes and a maintainer can start another."""
-    lost = (f"the workers lost this paper's task {_times(paper.redispatches + 1)} (a broker or worker failure); "
-            "nothing is known about it: validate again")
+    lost = (
+        f"the workers lost this paper's task {_times(paper.redispatches + 1)} (a broker or worker failure); "
+        "nothing is known about it: validate again"
+    )
     if not set_paper_error(paper=paper, detail=lost):
         return False
-    event_record(kind=Kind.VALIDATION_ABANDONED, subject=paper.validation, worker=worker,
-                 detail=f"paper {paper.paper} of the {paper.validation}: {lost}")
+    event_record(
+        kind=Kind.VALIDATION_ABANDONED,
+        subject=paper.validation,
+        worker=worker,
+        detail=f"paper {paper.paper} of the {paper.validation}: {lost}",
+    )
     return True
 
 
@@ -158,12 +215,25 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
     package = package_load(paper)
     checks: list[dict] = []
     ok = True
-    for check in sandbox_checks(files=dict(package.files), annotated=dict(package.annotated),
-                                requirements=paper.requirements, test_entry_point=paper.test_entry_point,
-                                mutants=paper.mutants, score_min=paper.mutation_score_min):
-        checks.append({"key": check.key, "status": check.status, "detail": check.detail[-4000:],
-                       "duration": check.duration, "blocks": check.blocks, "result": check.result,
-                       "warning": check.warning})
+    for check in sandbox_checks(
+        files=dict(package.files),
+        annotated=dict(package.annotated),
+        requirements=paper.requirements,
+        test_entry_point=paper.test_entry_point,
+        mutants=paper.mutants,
+        score_min=paper.mutation_score_min,
+    ):
+        checks.append(
+            {
+                "key": check.key,
+                "status": check.status,
+                "detail": check.detail[-4000:],
+                "duration": check.duration,
+                "blocks": check.blocks,
+                "result": check.result,
+                "warning": check.warning,
+            }
+        )
         changes: dict = {"checks": checks}
         if check.backend:
             changes["sandbox_backend"] = check.backend
@@ -183,15 +253,26 @@ def _version_task_manifest_store(*, paper: SetValidationPaper, manifest: dict) -
     version = paper.validation.version
     if version is not None:
         version.tasks.filter(paper__slug=paper.paper, files=paper.files, test_manifest__isnull=True).update(
-            test_manifest=manifest)
+            test_manifest=manifest
+        )
 
 
 def set_paper_error(*, paper: SetValidationPaper, detail: str) -> bool:
     """The platform failed on this paper (the sandbox after retries, a lost task, a fault of the platform's code):
     an error of the platform, not of the paper, which ends it. False when it had ended already."""
-    return _paper_finish(paper=paper, status=Status.ERROR, checks=[{
-        "key": "infrastructure", "status": Status.ERROR, "detail": detail, "duration": None,
-        "blocks": "not run: the platform failed; nothing is known about this paper"}])
+    return _paper_finish(
+        paper=paper,
+        status=Status.ERROR,
+        checks=[
+            {
+                "key": "infrastructure",
+                "status": Status.ERROR,
+                "detail": detail,
+                "duration": None,
+                "blocks": "not run: the platform failed; nothing is known about this paper",
+            }
+        ],
+    )
 
 
 @transaction.atomic
@@ -203,8 +284,9 @@ def _paper_finish(*, paper: SetValidationPaper, status: str, checks: list[dict] 
     statuses = set(validation.papers.values_list("status", flat=True))
     if statuses & set(ACTIVE):
         return True
-    validation.status = (Status.ERROR if Status.ERROR in statuses else
-                         Status.FAILED if Status.FAILED in statuses else Status.PASSED)
+    validation.status = (
+        Status.ERROR if Status.ERROR in statuses else Status.FAILED if Status.FAILED in statuses else Status.PASSED
+    )
     validation.finished_at = timezone.now()
     validation.save(update_fields=["status", "finished_at"])
     return True
@@ -218,8 +300,10 @@ def _counted(manifest: dict | None) -> str:
 def _output(run) -> str:
     if run.result is None:
         return run.verdict.detail
-    return (f"{run.verdict.detail}\n--- stdout ---\n{run.result.stdout[-3000:]}"
-            f"\n--- stderr ---\n{run.result.stderr[-3000:]}")
+    return (
+        f"{run.verdict.detail}\n--- stdout ---\n{run.result.stdout[-3000:]}"
+        f"\n--- stderr ---\n{run.result.stderr[-3000:]}"
+    )
 
 
 @dataclass(frozen=True)
@@ -237,8 +321,15 @@ class CheckResult:
     warning: str = ""  # worth the author's attention, never a failure (a mutation score below the minimum)
 
 
-def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: str, test_entry_point: str,
-                   mutants: int = 0, score_min: float | None = None) -> Iterator[CheckResult]:
+def sandbox_checks(
+    *,
+    files: dict[str, bytes],
+    annotated: dict,
+    requirements: str,
+    test_entry_point: str,
+    mutants: int = 0,
+    score_min: float | None = None,
+) -> Iterator[CheckResult]:
     """FORMAT.md section 9 in the sandbox: the requirements install, the reference passes its tests
     SUBMISSION_REFERENCE_RUNS times (a reference passing some runs and failing others is flaky), each snippet masked,
     then replaced by a no-op, makes them fail; with `mutants`, up to that many mutants of each snippet's reference
@@ -251,42 +342,77 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
     try:
         session = session_for(env_hash, requirements, failures=build_failures)
     except EnvironmentBuildError as exc:
-        yield CheckResult("requirements", Status.FAILED, f"{exc}\n{exc.log[-6000:]}", time.monotonic() - started,
-                          blocks="not run: the requirements must install first")
+        yield CheckResult(
+            "requirements",
+            Status.FAILED,
+            f"{exc}\n{exc.log[-6000:]}",
+            time.monotonic() - started,
+            blocks="not run: the requirements must install first",
+        )
         return
-    yield CheckResult("requirements", Status.PASSED, session.environment.build_log[-4000:],
-                      time.monotonic() - started, backend=session.backend.name)
+    yield CheckResult(
+        "requirements",
+        Status.PASSED,
+        session.environment.build_log[-4000:],
+        time.monotonic() - started,
+        backend=session.backend.name,
+    )
 
     limits = limits_default()
     limits = type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
 
     def test(package_files: dict[str, bytes], run_limits=limits):
-        return package_test(files=package_files, test_entry_point=test_entry_point,
-                            environment_hash=env_hash, requirements=requirements, limits=run_limits,
-                            failures=build_failures)
+        return package_test(
+            files=package_files,
+            test_entry_point=test_entry_point,
+            environment_hash=env_hash,
+            requirements=requirements,
+            limits=run_limits,
+            failures=build_failures,
+        )
 
     started = time.monotonic()
     runs = [test(files) for _ in range(settings.SUBMISSION_REFERENCE_RUNS)]
     reference = reference_runs_summary(runs)
     if reference["passed"] < reference["runs"]:
         first = next(i for i, run in enumerate(runs) if run.verdict.status != "passed")
-        what = (f"flaky: passed {reference['passed']} of {reference['runs']} runs" if reference["flaky"]
-                else f"failed all {reference['runs']} runs")
-        yield CheckResult("reference", Status.FAILED, f"{what}; run {first + 1}: {_output(runs[first])}",
-                          time.monotonic() - started, blocks="not run: the reference must pass every run first",
-                          result=reference)
+        what = (
+            f"flaky: passed {reference['passed']} of {reference['runs']} runs"
+            if reference["flaky"]
+            else f"failed all {reference['runs']} runs"
+        )
+        yield CheckResult(
+            "reference",
+            Status.FAILED,
+            f"{what}; run {first + 1}: {_output(runs[first])}",
+            time.monotonic() - started,
+            blocks="not run: the reference must pass every run first",
+            result=reference,
+        )
         return
     manifests = [run.manifest for run in runs]
     if any(manifest != manifests[0] for manifest in manifests):
-        yield CheckResult("reference", Status.FAILED, "the reference's runs did not complete the same tests: "
-                          + "; ".join(f"run {n}: {sorted((m or {}).get('tests', {}).items())}"
-                                      for n, m in enumerate(manifests, 1))[:3000],
-                          time.monotonic() - started, blocks="not run: the reference must pass the same tests first",
-                          result=reference)
+        yield CheckResult(
+            "reference",
+            Status.FAILED,
+            "the reference's runs did not complete the same tests: "
+            + "; ".join(f"run {n}: {sorted((m or {}).get('tests', {}).items())}" for n, m in enumerate(manifests, 1))[
+                :3000
+            ],
+            time.monotonic() - started,
+            blocks="not run: the reference must pass the same tests first",
+            result=reference,
+        )
         return
-    yield CheckResult("reference", Status.PASSED, f"python {test_entry_point} passed {reference['runs']} times"
-                      f"{_counted(manifests[0])}; {_durations_text(reference)}", time.monotonic() - started,
-                      result=reference, manifest=manifests[0])
+    yield CheckResult(
+        "reference",
+        Status.PASSED,
+        f"python {test_entry_point} passed {reference['runs']} times"
+        f"{_counted(manifests[0])}; {_durations_text(reference)}",
+        time.monotonic() - started,
+        result=reference,
+        manifest=manifests[0],
+    )
 
     for path, parsed in annotated.items():
         for s in parsed.snippets:
@@ -295,18 +421,31 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
                 run = test({**files, path: text.encode("utf-8")})
                 if run.verdict.status == "passed":
                     yield CheckResult(
-                        f"{kind}:{path}:{s.index}", Status.FAILED,
+                        f"{kind}:{path}:{s.index}",
+                        Status.FAILED,
                         f'the tests still pass with "{s.name}" {"masked" if kind == "masked" else "replaced by pass"}:'
-                        " they do not cover this snippet", time.monotonic() - started)
+                        " they do not cover this snippet",
+                        time.monotonic() - started,
+                    )
                 else:
-                    yield CheckResult(f"{kind}:{path}:{s.index}", Status.PASSED,
-                                      f"failed as it should ({run.verdict.category})", time.monotonic() - started)
+                    yield CheckResult(
+                        f"{kind}:{path}:{s.index}",
+                        Status.PASSED,
+                        f"failed as it should ({run.verdict.category})",
+                        time.monotonic() - started,
+                    )
 
     if mutants <= 0:
         return
     slowest = max(reference["durations"], default=0.0)
-    mutant_limits = type(limits)(**{**limits.__dict__, "wall_seconds": min(
-        limits.wall_seconds, max(settings.MUTATION_MIN_SECONDS, settings.MUTATION_TIME_FACTOR * slowest))})
+    mutant_limits = type(limits)(
+        **{
+            **limits.__dict__,
+            "wall_seconds": min(
+                limits.wall_seconds, max(settings.MUTATION_MIN_SECONDS, settings.MUTATION_TIME_FACTOR * slowest)
+            ),
+        }
+    )
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             started = time.monotonic()
@@ -321,15 +460,31 @@ def sandbox_checks(*, files: dict[str, bytes], annotated: dict, requirements: st
                     if run.verdict.category == "timeout":
                         timeouts.append(mutant.diff)
             score = killed / len(found) if found else None
-            result = {"generated": len(found), "killed": killed, "survived": len(survivors), "score": score,
-                      "survivors": survivors, "timeouts": timeouts, "seed": settings.MUTATION_SEED,
-                      "limit": mutants, "time_limit": mutant_limits.wall_seconds}
+            result = {
+                "generated": len(found),
+                "killed": killed,
+                "survived": len(survivors),
+                "score": score,
+                "survivors": survivors,
+                "timeouts": timeouts,
+                "seed": settings.MUTATION_SEED,
+                "limit": mutants,
+                "time_limit": mutant_limits.wall_seconds,
+            }
             warning = ""
             if score is not None and score_min is not None and score < score_min:
-                warning = (f'mutation score {score:.0%} of "{s.name}" is below the minimum {score_min:.0%}: '
-                           "add a test that fails for the surviving mutants")
-            yield CheckResult(f"mutation:{path}:{s.index}", Status.PASSED, mutation_text(result),
-                              time.monotonic() - started, result=result, warning=warning)
+                warning = (
+                    f'mutation score {score:.0%} of "{s.name}" is below the minimum {score_min:.0%}: '
+                    "add a test that fails for the surviving mutants"
+                )
+            yield CheckResult(
+                f"mutation:{path}:{s.index}",
+                Status.PASSED,
+                mutation_text(result),
+                time.monotonic() - started,
+                result=result,
+                warning=warning,
+            )
 
 
 def reference_runs_summary(runs) -> dict:
@@ -337,25 +492,33 @@ def reference_runs_summary(runs) -> dict:
     their durations (what the backend timed), so a time limit too tight for the slowest run shows."""
     durations = [round(run.result.duration, 3) for run in runs if run.result is not None]
     passed = sum(run.verdict.status == "passed" for run in runs)
-    return {"runs": len(runs), "passed": passed, "flaky": 0 < passed < len(runs), "durations": durations,
-            "spread": round(max(durations) - min(durations), 3) if durations else None}
+    return {
+        "runs": len(runs),
+        "passed": passed,
+        "flaky": 0 < passed < len(runs),
+        "durations": durations,
+        "spread": round(max(durations) - min(durations), 3) if durations else None,
+    }
 
 
 def _durations_text(reference: dict) -> str:
     durations = reference["durations"]
     if not durations:
         return "no durations measured"
-    return (f"durations {min(durations):.2f}-{max(durations):.2f} s (spread {reference['spread']:.2f} s; time limit "
-            f"{settings.SUBMISSION_TEST_SECONDS:g} s)")
+    return (
+        f"durations {min(durations):.2f}-{max(durations):.2f} s (spread {reference['spread']:.2f} s; time limit "
+        f"{settings.SUBMISSION_TEST_SECONDS:g} s)"
+    )
 
 
 def mutation_text(result: dict) -> str:
     """A snippet's mutation score in words, with each surviving mutant as a one-line diff."""
     if not result["generated"]:
         return "no mutants: the body offers no mutation site (or does not parse on its own)"
-    lines = [f"{result['killed']} of {result['generated']} mutants killed (score {result['score']:.0%})"
-             + (f", {len(result['timeouts'])} by the time limit ({result['time_limit']:g} s)" if result["timeouts"]
-                else "")]
+    lines = [
+        f"{result['killed']} of {result['generated']} mutants killed (score {result['score']:.0%})"
+        + (f", {len(result['timeouts'])} by the time limit ({result['time_limit']:g} s)" if result["timeouts"] else "")
+    ]
     lines += [f"survived: {diff}" for diff in result["survivors"]]
     lines += [f"timed out: {diff}" for diff in result["timeouts"]]
     return "\n".join(lines)

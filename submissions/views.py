@@ -35,8 +35,9 @@ class SignupForm(UserCreationForm):
 
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
-    if request.method == "POST" and rate_limited(request, action="signup", rate=settings.SIGNUP_RATE,
-                                                 account=request.POST.get("email", "")):
+    if request.method == "POST" and rate_limited(
+        request, action="signup", rate=settings.SIGNUP_RATE, account=request.POST.get("email", "")
+    ):
         return rate_limited_response(request, what="sign-ups")
     if request.method == "POST" and form.is_valid():
         user = form.save()
@@ -58,8 +59,14 @@ def submission_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         submission = services.submission_create(author=request.user, values=form.draft_values())
         return _go(request, reverse("submission-step", args=[submission.pk, "paper"]))
-    context = {"submission": None, "form": form, "step": "details", "steps": STEPS, "files": [],
-               "post_url": reverse("submission-new")}
+    context = {
+        "submission": None,
+        "form": form,
+        "step": "details",
+        "steps": STEPS,
+        "files": [],
+        "post_url": reverse("submission-new"),
+    }
     return render(request, "submissions/_step.html" if request.htmx else "submissions/step.html", context)
 
 
@@ -76,12 +83,24 @@ def _step_form(step: str, submission: Submission, request: HttpRequest):
         return forms.PaperForm(data, uploads)
     if step == "code":
         source = draft.get("source") or {}
-        return forms.CodeForm(data, uploads, initial={"source": source.get("kind", "archive"),
-                                                      "git_url": source.get("url", ""),
-                                                      "commit": source.get("commit", "")})
-    return forms.FilesForm(data, paths=sorted(draft.get("files") or {}), initial={
-        "annotated_paths": draft.get("annotated_paths"), "context_paths": draft.get("context_paths"),
-        "requirements": draft_requirements(draft.get("files") or {})})
+        return forms.CodeForm(
+            data,
+            uploads,
+            initial={
+                "source": source.get("kind", "archive"),
+                "git_url": source.get("url", ""),
+                "commit": source.get("commit", ""),
+            },
+        )
+    return forms.FilesForm(
+        data,
+        paths=sorted(draft.get("files") or {}),
+        initial={
+            "annotated_paths": draft.get("annotated_paths"),
+            "context_paths": draft.get("context_paths"),
+            "requirements": draft_requirements(draft.get("files") or {}),
+        },
+    )
 
 
 def _step_save(step: str, submission: Submission, form, user) -> None:
@@ -90,8 +109,9 @@ def _step_save(step: str, submission: Submission, form, user) -> None:
     if step == "details":
         services.draft_update(submission=submission, actor=user, values=form.draft_values())
     elif step == "paper":
-        services.draft_paper_save(submission=submission, actor=user, paper_path=data["paper_path"],
-                                  text=data["paper_text"])
+        services.draft_paper_save(
+            submission=submission, actor=user, paper_path=data["paper_path"], text=data["paper_text"]
+        )
     elif step == "code":
         if data["source"] == "git":
             files = git_files(data["git_url"], data["commit"], limits=limits_default())
@@ -102,8 +122,13 @@ def _step_save(step: str, submission: Submission, form, user) -> None:
             source = {"kind": "archive", "name": upload.name, "size": upload.size}
         services.draft_code_save(submission=submission, actor=user, files=files, source=source)
     else:
-        services.draft_files_choose(submission=submission, actor=user, annotated_paths=data["annotated_paths"],
-                                    context_paths=data["context_paths"], requirements=data["requirements"])
+        services.draft_files_choose(
+            submission=submission,
+            actor=user,
+            annotated_paths=data["annotated_paths"],
+            context_paths=data["context_paths"],
+            requirements=data["requirements"],
+        )
 
 
 @login_required
@@ -129,12 +154,21 @@ def submission_step(request: HttpRequest, pk: int, step: str) -> HttpResponse:
         else:
             names = [name for name, _ in STEPS]
             following = names[names.index(step) + 1] if step != names[-1] else None
-            url = (reverse("submission-step", args=[pk, following]) if following
-                   else reverse("submission-detail", args=[pk]))
+            url = (
+                reverse("submission-step", args=[pk, following])
+                if following
+                else reverse("submission-detail", args=[pk])
+            )
             return _go(request, url)
-    context = {"submission": submission, "form": form, "step": step, "steps": STEPS,
-               "files": sorted(submission.draft.get("files") or {}), "intake": submission.draft.get("intake"),
-               "post_url": reverse("submission-step", args=[pk, step])}
+    context = {
+        "submission": submission,
+        "form": form,
+        "step": step,
+        "steps": STEPS,
+        "files": sorted(submission.draft.get("files") or {}),
+        "intake": submission.draft.get("intake"),
+        "post_url": reverse("submission-step", args=[pk, step]),
+    }
     template = "submissions/_step.html" if request.htmx else "submissions/step.html"
     return render(request, template, context)
 
@@ -143,7 +177,9 @@ def _detail_context(submission: Submission, user) -> dict:
     revision = submission.latest_revision
     revisions = list(submission.revisions.order_by("number"))
     return {
-        "submission": submission, "revision": revision, "revisions": revisions,
+        "submission": submission,
+        "revision": revision,
+        "revisions": revisions,
         "report": getattr(revision, "report", None) if revision else None,
         "tree": selectors.revision_snippet_tree(revision=revision) if revision else {},
         "history": submission.history.select_related("actor"),
@@ -202,12 +238,20 @@ def comment_create(request: HttpRequest, pk: int) -> HttpResponse:
     form = forms.CommentForm(request.POST)
     if form.is_valid():
         file, _, name = form.cleaned_data["snippet"].partition("::")
-        services.comment_add(submission=submission, actor=request.user, body=form.cleaned_data["body"],
-                             snippet_file=file, snippet_name=name)
+        services.comment_add(
+            submission=submission,
+            actor=request.user,
+            body=form.cleaned_data["body"],
+            snippet_file=file,
+            snippet_name=name,
+        )
     else:
         messages.error(request, "A comment cannot be empty.")
-    target = "review-detail" if user_is_maintainer(user=request.user) and request.user.pk != submission.author_id \
+    target = (
+        "review-detail"
+        if user_is_maintainer(user=request.user) and request.user.pk != submission.author_id
         else "submission-detail"
+    )
     return redirect(target, pk=pk)
 
 
@@ -228,8 +272,11 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     form = forms.DecisionForm(request.POST or None, existing=existing)
     if request.method == "POST" and form.is_valid():
         decision = form.cleaned_data["decision"]
-        decide = {"accept": services.submission_accept, "reject": services.submission_reject,
-                  "request_changes": services.submission_request_changes}[decision]
+        decide = {
+            "accept": services.submission_accept,
+            "reject": services.submission_reject,
+            "request_changes": services.submission_request_changes,
+        }[decision]
         extra = {"replace_confirmed": form.cleaned_data.get("replace_confirmed", False)} if decision == "accept" else {}
         try:
             decide(submission=submission, actor=request.user, reason=form.cleaned_data["reason"], **extra)
@@ -240,11 +287,17 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect("review-detail", pk=pk)
     context = _detail_context(submission, request.user)
     revisions = context["revisions"]
-    context.update(form=form, existing=existing, can_decide=submission.state == Submission.State.AWAITING_REVIEW
-                   and submission.author_id != request.user.pk,
-                   diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],
-                   paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(
-                       "utf-8", "replace")[:3000] if context["revision"] else "")
+    context.update(
+        form=form,
+        existing=existing,
+        can_decide=submission.state == Submission.State.AWAITING_REVIEW and submission.author_id != request.user.pk,
+        diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],
+        paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(
+            "utf-8", "replace"
+        )[:3000]
+        if context["revision"]
+        else "",
+    )
     return render(request, "submissions/review.html", context)
 
 
@@ -266,5 +319,8 @@ def version_validate(request: HttpRequest, name: str) -> HttpResponse:
 def version_validation(request: HttpRequest, name: str) -> HttpResponse:
     """The validation section of a draft version's page, polled while it runs."""
     version = version_get(name=name, user=request.user)
-    return render(request, "submissions/_set_validation.html",
-                  {"version": version, **selectors.version_validation_view(version=version)})
+    return render(
+        request,
+        "submissions/_set_validation.html",
+        {"version": version, **selectors.version_validation_view(version=version)},
+    )

@@ -85,7 +85,9 @@ def polled(query, *, timeout: float, what: str = "the condition", worker=None, i
             return value
         time.sleep(interval)
     logs = worker.output()[-6000:] if worker else ""
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}" + (f" (last: {error})" if error else "") + f"\n{logs}")
+    pytest.fail(
+        f"timed out after {timeout:.0f} s waiting for {what}" + (f" (last: {error})" if error else "") + f"\n{logs}"
+    )
 
 
 @pytest.fixture
@@ -202,10 +204,31 @@ class WorkerProcess:
         import sys
 
         celery = str(Path(sys.executable).with_name("celery"))
-        command = [celery, "-A", "config", "worker", "--queues", self.queues, "--concurrency", "1",
-                   "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}-{id(self)}@%h"]
-        self.process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=self.log.open("a"),
-                                        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+        command = [
+            celery,
+            "-A",
+            "config",
+            "worker",
+            "--queues",
+            self.queues,
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            f"test-{os.getpid()}-{id(self)}@%h",
+        ]
+        self.process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=self.env,
+            stdout=self.log.open("a"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         return self
 
     def kill(self, sig: int = 9) -> None:
@@ -239,8 +262,15 @@ def celery_worker_factory(worker_broker, media_root, sandbox_cache, tmp_path, se
 
     def start(*, queues: str = "default,llm,sandbox", **extra: str) -> WorkerProcess:
         env = {k: v for k, v in os.environ.items() if k not in ("CELERY_RESULT_BACKEND",)}
-        env.update({"DATABASE_URL": database_url_for_workers(), "CELERY_BROKER_URL": worker_broker,
-                    "MEDIA_ROOT": str(media_root), "SANDBOX_CACHE_DIR": str(sandbox_cache), **extra})
+        env.update(
+            {
+                "DATABASE_URL": database_url_for_workers(),
+                "CELERY_BROKER_URL": worker_broker,
+                "MEDIA_ROOT": str(media_root),
+                "SANDBOX_CACHE_DIR": str(sandbox_cache),
+                **extra,
+            }
+        )
         worker = WorkerProcess(broker=worker_broker, queues=queues, env=env, log=tmp_path / f"worker{len(workers)}.log")
         workers.append(worker.start())
         return worker
@@ -263,13 +293,17 @@ def embedded_worker(tmp_path: Path, *, queues: str, env: dict[str, str]):
         folder.mkdir(parents=True)
     saved = (app.conf.broker_url, app.conf.broker_transport_options)
     app.conf.broker_url = "filesystem://"
-    app.conf.broker_transport_options = {"data_folder_in": str(folders["queue"]),
-                                         "data_folder_out": str(folders["queue"]),
-                                         "processed_folder": str(folders["processed"]),
-                                         "control_folder": str(folders["control"]), "store_processed": False}
+    app.conf.broker_transport_options = {
+        "data_folder_in": str(folders["queue"]),
+        "data_folder_out": str(folders["queue"]),
+        "processed_folder": str(folders["processed"]),
+        "control_folder": str(folders["control"]),
+        "store_processed": False,
+    }
     _pool_reset(app)
-    environment = {k: v for k, v in os.environ.items()
-                   if k not in ("CELERY_BROKER_URL", "REDIS_URL", "CELERY_RESULT_BACKEND")}
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "REDIS_URL", "CELERY_RESULT_BACKEND")
+    }
     environment.update({"VAR_DIR": str(tmp_path), "DATABASE_URL": database_url_for_workers(), **env})
     worker = WorkerProcess(broker="filesystem://", queues=queues, env=environment, log=tmp_path / "worker.log")
     try:
@@ -314,8 +348,10 @@ def _workers_disconnected_at_the_end(django_db_setup, django_db_blocker):
     # pytest-django creates the test database only when a collected test uses it; otherwise there is none to clean.
     if connection.vendor == "postgresql" and connection.settings_dict["NAME"].startswith("test_"):
         with django_db_blocker.unblock(), connection.cursor() as cursor:
-            cursor.execute("select pg_terminate_backend(pid) from pg_stat_activity "
-                           "where datname = current_database() and pid <> pg_backend_pid()")
+            cursor.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity "
+                "where datname = current_database() and pid <> pg_backend_pid()"
+            )
 
 
 @pytest.fixture
@@ -361,9 +397,19 @@ def browser_page(live_server):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = playwright.chromium.launch(
+            executable_path=chromium,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(60_000)
         yield page

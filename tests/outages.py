@@ -47,9 +47,25 @@ class RedisServer:
     def start(self) -> RedisServer:
         log = (self.folder / "redis.log").open("a")
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.folder), "--protected-mode", "yes"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.folder),
+                "--protected-mode",
+                "yes",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         polled(self._answers, timeout=20, what=f"redis-server on port {self.port}", interval=0.1)
         return self
 
@@ -80,21 +96,31 @@ class PostgresCluster:
         self.data = self.folder / "data"
 
     def _as_postgres(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(["runuser", "-u", "postgres", "--", *command], capture_output=True, text=True,
-                              check=check, timeout=120)
+        return subprocess.run(
+            ["runuser", "-u", "postgres", "--", *command], capture_output=True, text=True, check=check, timeout=120
+        )
 
     def url(self, name: str = "postgres") -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
 
     def init(self) -> PostgresCluster:
-        self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                          "--no-sync")
+        self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "--no-sync")
         return self
 
     def start(self) -> None:
-        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"),
-                          "-w", "-t", "60", "-o", f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
-                          "-c fsync=off -c max_connections=50", "start")
+        self._as_postgres(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.folder / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50",
+            "start",
+        )
 
     def stop(self, mode: str = "immediate") -> None:
         """`immediate` ends every session at once, as a crash of the server would."""

@@ -26,8 +26,8 @@ def sign_in(username: str, password: str, *, ip: str) -> tuple[int, str, bool]:
 def test_thirty_wrong_passwords_lock_the_account_for_a_while_and_no_one_else(settings, author, other_author):
     assert settings.AXES_FAILURE_LIMIT <= 30
     statuses = [sign_in("ada", f"wrong-{n}", ip=ATTACKER)[0] for n in range(30)]
-    assert statuses[:settings.AXES_FAILURE_LIMIT - 1] == [200] * (settings.AXES_FAILURE_LIMIT - 1)  # the form again
-    assert set(statuses[settings.AXES_FAILURE_LIMIT:]) == {429}
+    assert statuses[: settings.AXES_FAILURE_LIMIT - 1] == [200] * (settings.AXES_FAILURE_LIMIT - 1)  # the form again
+    assert set(statuses[settings.AXES_FAILURE_LIMIT :]) == {429}
 
     status, page, signed_in = sign_in("ada", "pw-ada-12345", ip=ATTACKER)  # the right password, still refused
     assert (status, signed_in) == (429, False)
@@ -62,7 +62,8 @@ def test_behind_the_proxy_the_address_is_the_hop_the_proxy_added(settings, autho
     settings.BEHIND_TLS_PROXY = True
     for n in range(settings.AXES_FAILURE_LIMIT):  # the client invents a new first hop every time
         Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=f"192.0.2.{n}, {ATTACKER}").post(
-            reverse("login"), {"username": "bob", "password": "wrong"})
+            reverse("login"), {"username": "bob", "password": "wrong"}
+        )
     client = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=f"192.0.2.99, {ATTACKER}")
     client.post(reverse("login"), {"username": "ada", "password": "pw-ada-12345"})
     assert "_auth_user_id" not in client.session, "the attacker's address is locked whatever it claims"
@@ -76,8 +77,10 @@ def test_server_side_authenticate_without_a_request_still_works(author):
 
 
 def _signup(client: Client, n: int, email: str) -> int:
-    return client.post(reverse("signup"), {"username": f"user{n}", "email": email, "password1": "a-long-pass-9x",
-                                           "password2": "a-long-pass-9x"}).status_code
+    return client.post(
+        reverse("signup"),
+        {"username": f"user{n}", "email": email, "password1": "a-long-pass-9x", "password2": "a-long-pass-9x"},
+    ).status_code
 
 
 def test_signups_are_limited_per_address(settings):
@@ -90,12 +93,15 @@ def test_signups_are_limited_per_address(settings):
 
 def test_password_reset_mails_are_limited_per_address_and_per_account(settings, author, mailoutbox):
     settings.PASSWORD_RESET_RATE = "2/h"
-    statuses = [Client(REMOTE_ADDR=f"198.51.100.{n}").post(reverse("password_reset"),
-                                                           {"email": "ADA@example.org"}).status_code
-                for n in range(3)]
+    statuses = [
+        Client(REMOTE_ADDR=f"198.51.100.{n}").post(reverse("password_reset"), {"email": "ADA@example.org"}).status_code
+        for n in range(3)
+    ]
     assert statuses == [302, 302, 429] and len(mailoutbox) == 2, "per account, from any address"
     flood = Client(REMOTE_ADDR=ATTACKER)
     statuses = [flood.post(reverse("password_reset"), {"email": f"x{n}@example.org"}).status_code for n in range(3)]
     assert statuses == [302, 302, 429], "per address, for any account"
-    assert "too many password reset requests" in flood.post(reverse("password_reset"),
-                                                            {"email": "y@example.org"}).content.decode()
+    assert (
+        "too many password reset requests"
+        in flood.post(reverse("password_reset"), {"email": "y@example.org"}).content.decode()
+    )

@@ -13,14 +13,17 @@ import pytest
 from config.addresses import AddressRefused, HostUnresolvable, host_addresses_check, public_connections_only
 
 
-@pytest.mark.parametrize(("host", "message"), [
-    ("127.0.0.1", "api_base host 127.0.0.1 is a loopback address; refused"),
-    ("[::1]", "api_base host ::1 is a loopback address; refused"),
-    ("169.254.169.254", "api_base host 169.254.169.254 is a link-local address; refused"),
-    ("10.2.3.4", "api_base host 10.2.3.4 is a private-network address; refused"),
-    ("localhost", "api_base host localhost resolves to a loopback address ("),
-    ("127.1", "api_base host 127.1 resolves to a loopback address (127.0.0.1); refused"),
-])
+@pytest.mark.parametrize(
+    ("host", "message"),
+    [
+        ("127.0.0.1", "api_base host 127.0.0.1 is a loopback address; refused"),
+        ("[::1]", "api_base host ::1 is a loopback address; refused"),
+        ("169.254.169.254", "api_base host 169.254.169.254 is a link-local address; refused"),
+        ("10.2.3.4", "api_base host 10.2.3.4 is a private-network address; refused"),
+        ("localhost", "api_base host localhost resolves to a loopback address ("),
+        ("127.1", "api_base host 127.1 resolves to a loopback address (127.0.0.1); refused"),
+    ],
+)
 def test_loopback_private_and_metadata_hosts_are_refused(host, message):
     with pytest.raises(AddressRefused) as refused:
         host_addresses_check(host, 443, what="api_base host")
@@ -77,8 +80,12 @@ def test_the_guard_checks_the_resolution_that_is_connected_to(local_http, monkey
     port, hits = local_http
     from config import addresses
 
-    answers = iter([[(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port))],
-                    [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]])
+    answers = iter(
+        [
+            [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port))],
+            [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))],
+        ]
+    )
     with public_connections_only(what="api_base host"):
         pass  # installs the guard over the real resolver
     monkeypatch.setattr(addresses, "_resolve", lambda *args, **kwargs: next(answers))
@@ -93,8 +100,11 @@ def test_the_guard_is_per_thread(local_http):
     port, hits = local_http
     results: list[bytes] = []
     with public_connections_only(what="h"):
-        other = threading.Thread(target=lambda: results.append(
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/other-thread", timeout=5).read()))
+        other = threading.Thread(
+            target=lambda: results.append(
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/other-thread", timeout=5).read()
+            )
+        )
         other.start()
         other.join()
     assert results == [b"ok"] and hits == ["/other-thread"]

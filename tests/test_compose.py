@@ -41,28 +41,41 @@ class Stack:
         self.compose = [*_compose_command(), "--project-name", PROJECT, "--env-file", str(env_file)]
         self.url = f"http://127.0.0.1:{port}"
         # Only what the engine client needs: the test process's own settings must not leak into the stack.
-        self.env = {key: value for key, value in os.environ.items()
-                    if key in ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "LANG")}
+        self.env = {
+            key: value
+            for key, value in os.environ.items()
+            if key in ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "LANG")
+        }
 
     def run(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*self.compose, *args], cwd=REPO, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            [*self.compose, *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         if check and proc.returncode != 0:
-            pytest.fail(f"compose {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                        f"{proc.stderr[-3000:]}\n{self.logs()}")
+            pytest.fail(
+                f"compose {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                f"{proc.stderr[-3000:]}\n{self.logs()}"
+            )
         return proc
 
     def logs(self) -> str:
-        proc = subprocess.run([*self.compose, "logs", "--no-color", "--tail", "40"], cwd=REPO, env=self.env,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [*self.compose, "logs", "--no-color", "--tail", "40"],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return proc.stdout[-8000:]
 
     def exec(self, service: str, *command: str) -> str:
         return self.run("exec", "-T", service, *command, timeout=180).stdout
 
     def get(self, path: str, **kwargs) -> requests.Response:
-        return requests.get(self.url + path, headers={**PROXY_HEADERS, **kwargs.pop("headers", {})}, timeout=30,
-                            **kwargs)
+        return requests.get(
+            self.url + path, headers={**PROXY_HEADERS, **kwargs.pop("headers", {})}, timeout=30, **kwargs
+        )
 
     def wait_healthy(self, timeout: float = 300) -> dict:
         deadline = time.monotonic() + timeout
@@ -83,9 +96,18 @@ class Stack:
         codes = {}
         for container in ids:
             proc = subprocess.run(
-                ["docker", "inspect", "--format", '{{index .Config.Labels "com.docker.compose.service"}} '
-                 "{{.State.Running}} {{.State.ExitCode}}", container],
-                capture_output=True, text=True, check=True, env=self.env)
+                [
+                    "docker",
+                    "inspect",
+                    "--format",
+                    '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Running}} {{.State.ExitCode}}',
+                    container,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=self.env,
+            )
             service, running, code = proc.stdout.split()
             codes[service] = -1 if running == "true" else int(code)
         return codes
@@ -94,14 +116,23 @@ class Stack:
 def _env_file(path, port: int) -> None:
     lines = (REPO / ".env.example").read_text().splitlines()
     values = {
-        "SECRET_KEY": SECRET_KEY, "FIELD_ENCRYPTION_KEY": FIELD_ENCRYPTION_KEY, "POSTGRES_PASSWORD": POSTGRES_PASSWORD,
-        "REDIS_PASSWORD": REDIS_PASSWORD, "MAINTAINER_PASSWORD": "maintainer-secret-123", "WEB_PORT": str(port),
-        "DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid), "RCB_ENV_FILE": str(path),
-        "WEB_CONCURRENCY": "2", "WORKER_CONCURRENCY": "2",
+        "SECRET_KEY": SECRET_KEY,
+        "FIELD_ENCRYPTION_KEY": FIELD_ENCRYPTION_KEY,
+        "POSTGRES_PASSWORD": POSTGRES_PASSWORD,
+        "REDIS_PASSWORD": REDIS_PASSWORD,
+        "MAINTAINER_PASSWORD": "maintainer-secret-123",
+        "WEB_PORT": str(port),
+        "DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid),
+        "RCB_ENV_FILE": str(path),
+        "WEB_CONCURRENCY": "2",
+        "WORKER_CONCURRENCY": "2",
     }
-    out = [f"{line.split('=', 1)[0]}={values.pop(line.split('=', 1)[0])}"
-           if "=" in line and not line.startswith("#") and line.split("=", 1)[0] in values else line
-           for line in lines]
+    out = [
+        f"{line.split('=', 1)[0]}={values.pop(line.split('=', 1)[0])}"
+        if "=" in line and not line.startswith("#") and line.split("=", 1)[0] in values
+        else line
+        for line in lines
+    ]
     path.write_text("\n".join(out + [f"{key}={value}" for key, value in values.items()]) + "\n")
 
 
@@ -115,8 +146,14 @@ def stack(tmp_path_factory):
     _env_file(env_file, port)
     stack = Stack(env_file, port)
     started = time.monotonic()
-    build = subprocess.run(["bash", "docker/build.sh"], cwd=REPO, env={**stack.env, "RCB_ENV_FILE": str(env_file)},
-                           capture_output=True, text=True, timeout=1200)
+    build = subprocess.run(
+        ["bash", "docker/build.sh"],
+        cwd=REPO,
+        env={**stack.env, "RCB_ENV_FILE": str(env_file)},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     print(f"\nimages built in {time.monotonic() - started:.1f} s")
     try:
@@ -129,16 +166,42 @@ def _remote_worker(stack: Stack, name: str) -> None:
     """A sandbox worker started as README's "Adding a sandbox worker host" says: its environment names the
     database, the broker and the storage, and it has a cache volume of its own. It joins the stack's network
     (a real second host would use addresses) and mounts the media volume (a shared filesystem there)."""
-    env = {"SECRET_KEY": SECRET_KEY, "FIELD_ENCRYPTION_KEY": FIELD_ENCRYPTION_KEY, "SANDBOX_BACKEND": "docker",
-           "DATABASE_URL": f"postgres://rcb:{POSTGRES_PASSWORD}@postgres:5432/rcb",
-           "REDIS_URL": f"redis://:{REDIS_PASSWORD}@redis:6379/0"}
+    env = {
+        "SECRET_KEY": SECRET_KEY,
+        "FIELD_ENCRYPTION_KEY": FIELD_ENCRYPTION_KEY,
+        "SANDBOX_BACKEND": "docker",
+        "DATABASE_URL": f"postgres://rcb:{POSTGRES_PASSWORD}@postgres:5432/rcb",
+        "REDIS_URL": f"redis://:{REDIS_PASSWORD}@redis:6379/0",
+    }
     subprocess.run(
-        ["docker", "run", "-d", "--name", name, "--hostname", name, "--network", f"{PROJECT}_default",
-         *[arg for key, value in env.items() for arg in ("--env", f"{key}={value}")],
-         "--group-add", str(os.stat("/var/run/docker.sock").st_gid),
-         "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{name}-cache:/var/cache/rcb",
-         "-v", f"{PROJECT}_media:/var/lib/rcb/media", "rcb-app:latest", "worker", "sandbox"],
-        check=True, capture_output=True, env=stack.env, timeout=60)
+        [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--hostname",
+            name,
+            "--network",
+            f"{PROJECT}_default",
+            *[arg for key, value in env.items() for arg in ("--env", f"{key}={value}")],
+            "--group-add",
+            str(os.stat("/var/run/docker.sock").st_gid),
+            "-v",
+            "/var/run/docker.sock:/var/run/docker.sock",
+            "-v",
+            f"{name}-cache:/var/cache/rcb",
+            "-v",
+            f"{PROJECT}_media:/var/lib/rcb/media",
+            "rcb-app:latest",
+            "worker",
+            "sandbox",
+        ],
+        check=True,
+        capture_output=True,
+        env=stack.env,
+        timeout=60,
+    )
 
 
 def _remote_worker_remove(stack: Stack, name: str) -> None:
@@ -148,16 +211,21 @@ def _remote_worker_remove(stack: Stack, name: str) -> None:
 
 def _run_reference(stack: Stack, api: requests.Session) -> dict:
     started = time.monotonic()
-    response = api.post(f"{stack.url}/api/v1/runs/", json={"model": "reference", "release": "demo-1.0.0",
-                                                           "with_paper": True, "samples": 1}, timeout=30)
+    response = api.post(
+        f"{stack.url}/api/v1/runs/",
+        json={"model": "reference", "release": "demo-1.0.0", "with_paper": True, "samples": 1},
+        timeout=30,
+    )
     assert response.status_code == 201, response.text
     run = response.json()
     deadline = time.monotonic() + 600
     while run["status"] in ("queued", "running") and time.monotonic() < deadline:
         time.sleep(2)
         run = api.get(f"{stack.url}/api/v1/runs/{run['id']}/", timeout=30).json()
-    print(f"reference evaluated on {run['total_items']} items in {time.monotonic() - started:.1f} s "
-          "(with the numpy environment image built first if the engine lacks it)")
+    print(
+        f"reference evaluated on {run['total_items']} items in {time.monotonic() - started:.1f} s "
+        "(with the numpy environment image built first if the engine lacks it)"
+    )
     assert run["status"] == "completed", (run, stack.logs())
     return run
 
@@ -168,11 +236,21 @@ def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack, tmp_p
     health = stack.wait_healthy()
     assert health == {"healthy": True}, "the public learns only healthy or not"
     # The details are for a signed-in maintainer.
-    details = json.loads(stack.exec("web", "python", "manage.py", "shell", "--verbosity", "0", "-c",
-                                    "from django.contrib.auth.models import User; from django.test import Client; "
-                                    "c = Client(HTTP_HOST='localhost'); "
-                                    "c.force_login(User.objects.get(username='maintainer')); "
-                                    "print(c.get('/healthz', secure=True).content.decode())"))
+    details = json.loads(
+        stack.exec(
+            "web",
+            "python",
+            "manage.py",
+            "shell",
+            "--verbosity",
+            "0",
+            "-c",
+            "from django.contrib.auth.models import User; from django.test import Client; "
+            "c = Client(HTTP_HOST='localhost'); "
+            "c.force_login(User.objects.get(username='maintainer')); "
+            "print(c.get('/healthz', secure=True).content.decode())",
+        )
+    )
     print(f"up and healthy in {time.monotonic() - started:.1f} s: {details['checks']}")
     assert details["healthy"] and set(details["checks"]) == {"database", "broker", "storage"}
 
@@ -196,9 +274,17 @@ def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack, tmp_p
         _remote_worker_remove(stack, remote)
     assert run["progress"]["done"] == run["total_items"] == 33
     assert run["score"]["scaled_pass_rate"] == 100.0 and run["score"]["errors"] == 0
-    workers = stack.exec("web", "python", "manage.py", "shell", "--verbosity", "0", "-c",
-                         "from evaluation.models import Outcome; "
-                         f"print(sorted(set(Outcome.objects.filter(run_id={run['id']}).values_list('worker', flat=True))))")
+    workers = stack.exec(
+        "web",
+        "python",
+        "manage.py",
+        "shell",
+        "--verbosity",
+        "0",
+        "-c",
+        "from evaluation.models import Outcome; "
+        f"print(sorted(set(Outcome.objects.filter(run_id={run['id']}).values_list('worker', flat=True))))",
+    )
     print(f"items scored by {workers.strip()}")
     assert remote in workers, "the worker started from environment variables alone took no item"
 
@@ -221,8 +307,9 @@ def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack, tmp_p
     stack.run("down", "--volumes", "--timeout", "60", timeout=300)
     stack.run("up", "-d", "postgres", timeout=300)
     _until(lambda: stack.run("exec", "-T", "postgres", "pg_isready", "-q", check=False).returncode == 0, 120)
-    _exec_bytes(stack, "postgres", "pg_restore", "--clean", "--if-exists", "-U", "rcb", "-d", "rcb",
-                stdin=dump.read_bytes())
+    _exec_bytes(
+        stack, "postgres", "pg_restore", "--clean", "--if-exists", "-U", "rcb", "-d", "rcb", stdin=dump.read_bytes()
+    )
     stack.run("up", "-d", timeout=600)
     stack.wait_healthy()
     _exec_bytes(stack, "web", "tar", "-C", "/var/lib/rcb/media", "-xf", "-", stdin=media.read_bytes())
@@ -237,8 +324,14 @@ def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack, tmp_p
 
 
 def _exec_bytes(stack: Stack, service: str, *command: str, stdin: bytes | None = None) -> bytes:
-    proc = subprocess.run([*stack.compose, "exec", "-T", service, *command], cwd=REPO, env=stack.env,
-                          input=stdin, capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [*stack.compose, "exec", "-T", service, *command],
+        cwd=REPO,
+        env=stack.env,
+        input=stdin,
+        capture_output=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     return proc.stdout
 

@@ -32,8 +32,9 @@ def wait_completed(client: APIClient, run_id: int, worker, timeout: float = 300)
     pytest.fail(f"run {run_id} did not complete\n{worker.output()[-4000:]}")
 
 
-def test_api_model_run_leaderboard_and_identical_upload(author, media_root, celery_worker_factory, sandbox_cache,
-                                                         settings):
+def test_api_model_run_leaderboard_and_identical_upload(
+    author, media_root, celery_worker_factory, sandbox_cache, settings
+):
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     version = pset_import(root=DEMO_PSET, version_name="demo-1.0.0", publish=True).version
     references = {s.name: s.reference_code for s in version_snippets(version=version)}
@@ -47,12 +48,25 @@ def test_api_model_run_leaderboard_and_identical_upload(author, media_root, cele
     # An author's model needs https at a public address: the local server is exempted as an in-house one would be.
     settings.MODEL_API_ALLOWED_HOSTS = ["127.0.0.1"]
     with openai_server(responder=answer, tls=True) as server:
-        worker = celery_worker_factory(queues="default,llm,sandbox", SANDBOX_BACKEND="bwrap",
-                                       MODEL_API_ALLOWED_HOSTS="127.0.0.1", SSL_CERT_FILE=server.ca_file)
-        model = api.post("/api/v1/models/", {
-            "name": "local-gpt", "display_name": "Local GPT", "organization": "Test lab",
-            "litellm_model": "openai/rcb-local", "api_base": server.base_url, "api_key": "sk-e2e",
-            "knowledge_cutoff": "2024-12-31"}, format="json")
+        worker = celery_worker_factory(
+            queues="default,llm,sandbox",
+            SANDBOX_BACKEND="bwrap",
+            MODEL_API_ALLOWED_HOSTS="127.0.0.1",
+            SSL_CERT_FILE=server.ca_file,
+        )
+        model = api.post(
+            "/api/v1/models/",
+            {
+                "name": "local-gpt",
+                "display_name": "Local GPT",
+                "organization": "Test lab",
+                "litellm_model": "openai/rcb-local",
+                "api_base": server.base_url,
+                "api_key": "sk-e2e",
+                "knowledge_cutoff": "2024-12-31",
+            },
+            format="json",
+        )
         assert model.status_code == 201, model.content
         started = api.post("/api/v1/runs/", {"model": "local-gpt", "release": "demo-1.0.0"}, format="json")
         assert started.status_code == 201, started.content
@@ -65,12 +79,20 @@ def test_api_model_run_leaderboard_and_identical_upload(author, media_root, cele
     assert all(slug in heat for slug in ("dampnest", "topk-attention-pool", "trimmed-infonce"))
 
     rows = api.get(f"/api/v1/runs/{generated['id']}/results/").json()["results"]
-    lines = [json.dumps({"id": str(r["item"]), "sample": r["sample"], "answer": f"```python\n{r['extracted_code']}```"})
-             for r in rows]
+    lines = [
+        json.dumps({"id": str(r["item"]), "sample": r["sample"], "answer": f"```python\n{r['extracted_code']}```"})
+        for r in rows
+    ]
     assert len(lines) == 33
-    upload = api.post("/api/v1/runs/upload/", {
-        "model": "local-gpt", "release": "demo-1.0.0",
-        "file": SimpleUploadedFile("answers.jsonl", "\n".join(lines).encode())}, format="multipart")
+    upload = api.post(
+        "/api/v1/runs/upload/",
+        {
+            "model": "local-gpt",
+            "release": "demo-1.0.0",
+            "file": SimpleUploadedFile("answers.jsonl", "\n".join(lines).encode()),
+        },
+        format="multipart",
+    )
     assert upload.status_code == 201, upload.content
     uploaded = wait_completed(api, upload.json()["id"], worker)
 

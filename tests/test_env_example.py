@@ -8,8 +8,15 @@ from tests.conftest import REPO
 
 # Set by the images or by docker-compose.yml itself, so they are not the operator's to choose in .env.
 SET_BY_THE_STACK = {
-    "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SANDBOX_BACKEND", "VAR_DIR", "MEDIA_ROOT", "STATIC_ROOT",
-    "STATICFILES_BACKEND", "SANDBOX_CACHE_DIR",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "SANDBOX_BACKEND",
+    "VAR_DIR",
+    "MEDIA_ROOT",
+    "STATIC_ROOT",
+    "STATICFILES_BACKEND",
+    "SANDBOX_CACHE_DIR",
 }
 READERS = {
     "config/settings.py": r'env(?:\.\w+)?\("([A-Z0-9_]+)"',

@@ -46,6 +46,7 @@ def test_server_error_is_friendly_and_hides_the_traceback(settings):
 
 # `make run` keeps DEBUG on (scripts/run.sh); its visitors still meet the site's pages, never Django's debug pages.
 
+
 @pytest.mark.django_db
 @pytest.mark.urls("tests.test_error_pages")
 @pytest.mark.parametrize("address", ["/no/such/route/", "/versions/no-such-release/"])
@@ -81,4 +82,3 @@ def test_with_debug_on_a_missing_address_without_its_slash_still_redirects(setti
 def test_site_error_pages_off_brings_back_djangos_debug_pages(settings):
     settings.DEBUG, settings.SITE_ERROR_PAGES = True, False
     assert "URLconf" in Client().get("/no/such/route/").content.decode()
-

@@ -42,16 +42,21 @@ def test_the_guides_json_examples_say_what_an_upload_does_with_them(media_root):
     examples = [line for block in guide_blocks("json") for line in block.splitlines() if line.strip()]
     assert len(examples) == 4
     snippets = {str(snippet.pk): snippet}
-    parsed = [services.upload_line_parse(json.loads(line.replace('"1234"', f'"{snippet.pk}"')), snippets=snippets,
-                                         version=version, protocol="rcb-v1") for line in examples]
+    parsed = [
+        services.upload_line_parse(
+            json.loads(line.replace('"1234"', f'"{snippet.pk}"')), snippets=snippets, version=version, protocol="rcb-v1"
+        )
+        for line in examples
+    ]
     for right in parsed[:3]:
         code = right.code if right.code is not None else services.extract_code(right.answer)
         assert code == "        scale = x.abs().max()\n        return x / scale\n" and right.warning == ""
     assert "indented less than the snippet (8 columns) on its line(s) 1, 2" in parsed[3].warning
 
 
-def test_the_leaderboard_guide_runs_as_written_on_a_make_run_site(live_server, author, media_root, sandbox_cache,
-                                                                 celery_worker_factory, tmp_path, settings):
+def test_the_leaderboard_guide_runs_as_written_on_a_make_run_site(
+    live_server, author, media_root, sandbox_cache, celery_worker_factory, tmp_path, settings
+):
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     worker = celery_worker_factory(queues="default,sandbox", SANDBOX_BACKEND="bwrap")
     settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", str(sandbox_cache)
@@ -64,8 +69,12 @@ def test_the_leaderboard_guide_runs_as_written_on_a_make_run_site(live_server, a
     board = client_for(None).get("/leaderboard/", follow=True).content.decode()
     assert "Sample upload (demo)" in board and "Reference" in board
     version = BenchmarkVersion.objects.get(name="demo-1.0.0")
-    polled(lambda: BenchmarkVersion.objects.get(pk=version.pk).downloads_status == "ready", timeout=300,
-           what="the release's downloads build", worker=worker)
+    polled(
+        lambda: BenchmarkVersion.objects.get(pk=version.pk).downloads_status == "ready",
+        timeout=300,
+        what="the release's downloads build",
+        worker=worker,
+    )
 
     # The guide's shell blocks, in order, with the site's address and a token; curl fails on an error status.
     home = tmp_path / "home"
@@ -78,8 +87,9 @@ def test_the_leaderboard_guide_runs_as_written_on_a_make_run_site(live_server, a
     for block in shell:
         if "answers.jsonl" in block and "-F file=" in block:
             _answers_write(tmp_path, version)
-        done = subprocess.run(["sh", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            ["sh", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
         outputs.append(done.stdout)
     assert ModelEntry.objects.get(name="my-model").kind == "uploaded"
@@ -89,8 +99,12 @@ def test_the_leaderboard_guide_runs_as_written_on_a_make_run_site(live_server, a
 
     upload = json.loads(outputs[5])
     assert upload["warnings"] == [] and upload["follow"]["page"].endswith(f"/runs/{upload['id']}/")
-    run = polled(lambda: EvaluationRun.objects.filter(pk=upload["id"], status="completed").first(), timeout=300,
-                 what="the upload's scoring", worker=worker)
+    run = polled(
+        lambda: EvaluationRun.objects.filter(pk=upload["id"], status="completed").first(),
+        timeout=300,
+        what="the upload's scoring",
+        worker=worker,
+    )
     assert RunScore.objects.get(run=run, paper=None, split="").scaled_pass_rate == 100.0
 
 

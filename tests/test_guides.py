@@ -68,8 +68,9 @@ def test_submitting_guide_links_an_example_archive_the_form_takes_whole(client, 
 
     submission = services.submission_create(author=author)
     files = archive_files(io.BytesIO(response.content), filename="example-dampnest.zip", limits=limits_default())
-    services.draft_code_save(submission=submission, actor=author, files=files,
-                             source={"kind": "archive", "name": "example-dampnest.zip"})
+    services.draft_code_save(
+        submission=submission, actor=author, files=files, source={"kind": "archive", "name": "example-dampnest.zip"}
+    )
     submission.refresh_from_db()
     assert submission.draft["intake"]["problem_set"] and draft_problems(submission.draft) == []
     assert submission.draft["metadata"]["id"] == "dampnest" and submission.draft["annotated_paths"] == ["optimizer.py"]

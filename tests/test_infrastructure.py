@@ -32,8 +32,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
     celery = Path(sys.executable).with_name("celery")
     command = [str(celery), "-A", "config", "worker", "--pool", "solo", "--queues", "default", "--loglevel", "INFO"]
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -79,9 +80,16 @@ def test_celery_worker_round_trip_over_the_embedded_filesystem_broker(tmp_path: 
     os.makedirs(queue)
     worker = start_worker(clean_env(VAR_DIR=str(tmp_path), CELERY_RESULT_BACKEND=backend), tmp_path / "worker.log")
     try:
-        client = Celery(broker="filesystem://", backend=backend, broker_transport_options={
-            "data_folder_in": queue, "data_folder_out": queue, "processed_folder": str(tmp_path / "broker" / "processed"),
-            "control_folder": str(tmp_path / "broker" / "control")})
+        client = Celery(
+            broker="filesystem://",
+            backend=backend,
+            broker_transport_options={
+                "data_folder_in": queue,
+                "data_folder_out": queue,
+                "processed_folder": str(tmp_path / "broker" / "processed"),
+                "control_folder": str(tmp_path / "broker" / "control"),
+            },
+        )
         assert client.send_task("config.ping", queue="default").get(timeout=60) == "pong"
     finally:
         stop(worker)
@@ -92,8 +100,11 @@ def test_make_run_serves_the_demo_without_postgres_or_redis(tmp_path: Path):
     log = tmp_path / "run.log"
     venv = Path(sys.executable).parent.parent
     process = subprocess.Popen(
-        ["make", "run", f"HOST=127.0.0.1:{port}", f"VENV={venv}"], cwd=REPO,
-        env=clean_env(VAR_DIR=str(tmp_path / "var")), stdout=log.open("w"), stderr=subprocess.STDOUT,
+        ["make", "run", f"HOST=127.0.0.1:{port}", f"VENV={venv}"],
+        cwd=REPO,
+        env=clean_env(VAR_DIR=str(tmp_path / "var")),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
@@ -101,7 +112,9 @@ def test_make_run_serves_the_demo_without_postgres_or_redis(tmp_path: Path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None:
             try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/versions/demo-1.0.0/", timeout=5).read().decode()
+                body = (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/versions/demo-1.0.0/", timeout=5).read().decode()
+                )
                 if "ready." in log.read_text():
                     break
             except OSError:

@@ -30,9 +30,17 @@ from tests.submissions.test_pages import zip_of
 
 pytestmark = pytest.mark.django_db
 
-HOSTILE = ["javascript:alert(1)", "JavaScript:alert(document.cookie)", " javascript:alert(1)",
-           "java\tscript:alert(1)", "data:text/html,<script>alert(1)</script>", "vbscript:msgbox(1)",
-           "ftp://example.org/paper", "https:alert(1)", "//example.org/no-scheme"]
+HOSTILE = [
+    "javascript:alert(1)",
+    "JavaScript:alert(document.cookie)",
+    " javascript:alert(1)",
+    "java\tscript:alert(1)",
+    "data:text/html,<script>alert(1)</script>",
+    "vbscript:msgbox(1)",
+    "ftp://example.org/paper",
+    "https:alert(1)",
+    "//example.org/no-scheme",
+]
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -72,8 +80,9 @@ def test_papers_yaml_in_an_archive_refuses_it_with_its_line(client, draft, autho
     entry = papers_yaml("javascript:alert(1)")
     line = entry.splitlines().index("  github_url: javascript:alert(1)") + 1
     files = {"papers.yaml": entry.encode(), **{f"dampnest/{p}": d for p, d in demo_files().items()}}
-    response = client.post(reverse("submission-step", args=[draft.pk, "code"]),
-                           {"source": "archive", "archive": zip_of(files, top="set")})
+    response = client.post(
+        reverse("submission-step", args=[draft.pk, "code"]), {"source": "archive", "archive": zip_of(files, top="set")}
+    )
     body = response.content.decode()
     assert response.status_code == 200 and f"papers.yaml:{line}: error: paper dampnest: github_url must" in body
     draft.refresh_from_db()
@@ -83,8 +92,11 @@ def test_papers_yaml_in_an_archive_refuses_it_with_its_line(client, draft, autho
 def test_import_pset_refuses_it_with_its_line_and_imports_nothing(tmp_path: Path):
     root = tmp_path / "set"
     shutil.copytree(DEMO_PSET, root, ignore=shutil.ignore_patterns("__pycache__"))
-    text = (root / "papers.yaml").read_text().replace("https://example.org/fictional-papers/trimmed-infonce",
-                                                      "javascript:alert(1)")
+    text = (
+        (root / "papers.yaml")
+        .read_text()
+        .replace("https://example.org/fictional-papers/trimmed-infonce", "javascript:alert(1)")
+    )
     (root / "papers.yaml").write_text(text)
     line = text.splitlines().index("  arxiv_abs: javascript:alert(1)") + 1
     with pytest.raises(CommandError, match=rf"papers.yaml:{line}: error: paper trimmed-infonce: arxiv_abs must"):
@@ -95,7 +107,9 @@ def test_import_pset_refuses_it_with_its_line_and_imports_nothing(tmp_path: Path
 def test_a_paper_is_full_cleaned_when_created(media_root):
     """A package that never went through the reader (built in code) cannot create a Paper with such a link."""
     package = next(p for p in read_pset(DEMO_PSET) if p.id == "dampnest")
-    with pytest.raises(PackageError, match=r"paper dampnest: arxiv_abs: .*'javascript:alert\(1\)' must start with http"):
+    with pytest.raises(
+        PackageError, match=r"paper dampnest: arxiv_abs: .*'javascript:alert\(1\)' must start with http"
+    ):
         task_store(package=replace(package, arxiv_abs="javascript:alert(1)"))
     assert not Paper.objects.exists()
 
@@ -110,16 +124,26 @@ def test_a_draft_holding_one_cannot_be_submitted(draft, author):
 @pytest.mark.parametrize("value", ["javascript:alert(1)", "ftp://example.org/v1"])
 def test_model_registration_refuses_it(author, value):
     with pytest.raises(ValidationError, match="api_base"):
-        model_register(name="m", display_name="M", litellm_model="openai/m", api_base=value, api_key="sk-own",
-                       owner=author)
+        model_register(
+            name="m", display_name="M", litellm_model="openai/m", api_base=value, api_key="sk-own", owner=author
+        )
     assert not ModelEntry.objects.filter(name="m").exists()
 
 
 def test_the_api_refuses_it_on_create_and_on_change(author):
     api = APIClient()
     api.force_authenticate(author)
-    created = api.post("/api/v1/models/", {"name": "m", "display_name": "M", "litellm_model": "openai/m",
-                                           "api_key": "sk-own", "api_base": "javascript:alert(1)"}, format="json")
+    created = api.post(
+        "/api/v1/models/",
+        {
+            "name": "m",
+            "display_name": "M",
+            "litellm_model": "openai/m",
+            "api_key": "sk-own",
+            "api_base": "javascript:alert(1)",
+        },
+        format="json",
+    )
     assert created.status_code == 400 and "must start with http" in str(created.json()["error"]["details"]["api_base"])
     model_register(name="mine", display_name="Mine", litellm_model="openai/mine", api_key="sk-own", owner=author)
     changed = api.patch("/api/v1/models/mine/", {"api_base": "javascript:alert(1)"}, format="json")
@@ -138,9 +162,17 @@ def test_a_stored_one_is_never_rendered_as_an_href(client, release):
 
 def test_the_model_registration_page_refuses_it(client, author):
     client.force_login(author)
-    response = client.post(reverse("model-new"), {
-        "name": "m", "display_name": "M", "kind": "litellm", "litellm_model": "openai/m", "api_key": "sk-own",
-        "api_base": "javascript:alert(1)"})
+    response = client.post(
+        reverse("model-new"),
+        {
+            "name": "m",
+            "display_name": "M",
+            "kind": "litellm",
+            "litellm_model": "openai/m",
+            "api_key": "sk-own",
+            "api_base": "javascript:alert(1)",
+        },
+    )
     body = response.content.decode()
     assert response.status_code == 400 and "must start with http" in body
     assert 'href="javascript' not in body.lower()

@@ -22,8 +22,8 @@ def test_the_run_page_names_its_columns_apart(client, media_root):
 
     run = calibrate(pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version, "strong", passed=True)
     body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
-    head = body[body.index("<h2>Scores</h2>"):]
-    head = head[:head.index("</thead>")]
+    head = body[body.index("<h2>Scores</h2>") :]
+    head = head[: head.index("</thead>")]
     assert head.count(">Items</th>") == 1 and '<th scope="col">Paper or split</th>' in head
 
 
@@ -55,6 +55,11 @@ def test_the_copy_button_puts_the_token_on_the_clipboard(browser_page, live_serv
     page.get_by_text("Copied to the clipboard.").wait_for()
     assert page.evaluate("navigator.clipboard.readText()") == key
     # Still selectable by hand: the box is a readonly text input, not hidden text.
-    assert page.evaluate("(() => { const i = document.getElementById('token-key'); i.select();"
-                         " return i.value.substring(i.selectionStart, i.selectionEnd); })()") == key
+    assert (
+        page.evaluate(
+            "(() => { const i = document.getElementById('token-key'); i.select();"
+            " return i.value.substring(i.selectionStart, i.selectionEnd); })()"
+        )
+        == key
+    )
     assert overflow(page) <= 0, too_wide(page)

@@ -12,14 +12,24 @@ import pytest
 
 from tests.conftest import REPO
 
-PRODUCTION = {"DEBUG": "false", "SECRET_KEY": "k" * 30 + "-a-long-random-production-secret-value-1234",
-              "FIELD_ENCRYPTION_KEY": "f" * 20 + "-a-key-of-its-own-for-model-api-keys",
-              "ALLOWED_HOSTS": "bench.example.org", "LOG_FORMAT": "json"}
+PRODUCTION = {
+    "DEBUG": "false",
+    "SECRET_KEY": "k" * 30 + "-a-long-random-production-secret-value-1234",
+    "FIELD_ENCRYPTION_KEY": "f" * 20 + "-a-key-of-its-own-for-model-api-keys",
+    "ALLOWED_HOSTS": "bench.example.org",
+    "LOG_FORMAT": "json",
+}
 
 
 def _manage_check(env: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env={**env, "VAR_DIR": str(tmp_path)},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=REPO,
+        env={**env, "VAR_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _env_example() -> dict[str, str]:
@@ -28,8 +38,10 @@ def _env_example() -> dict[str, str]:
 
 
 def test_production_refuses_to_start_with_the_placeholders_of_env_example(tmp_path):
-    compose_urls = {"DATABASE_URL": "postgres://rcb:change-me@postgres:5432/rcb",
-                    "REDIS_URL": "redis://:change-me@redis:6379/0"}  # as docker-compose.yml builds them
+    compose_urls = {
+        "DATABASE_URL": "postgres://rcb:change-me@postgres:5432/rcb",
+        "REDIS_URL": "redis://:change-me@redis:6379/0",
+    }  # as docker-compose.yml builds them
     base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
     proc = _manage_check({**base, **_env_example(), **compose_urls}, tmp_path)
     assert proc.returncode != 0
@@ -40,11 +52,14 @@ def test_production_refuses_to_start_with_the_placeholders_of_env_example(tmp_pa
     assert "change-me@" not in proc.stderr, "a URL's password is named, never printed"
 
 
-@pytest.mark.parametrize(("field_key", "message"), [
-    ("", "FIELD_ENCRYPTION_KEY is required in production (a secret of its own, not SECRET_KEY)"),
-    (PRODUCTION["SECRET_KEY"], "FIELD_ENCRYPTION_KEY must differ from SECRET_KEY"),
-    ("short-key", "FIELD_ENCRYPTION_KEY is 9 characters; use at least 32"),
-])
+@pytest.mark.parametrize(
+    ("field_key", "message"),
+    [
+        ("", "FIELD_ENCRYPTION_KEY is required in production (a secret of its own, not SECRET_KEY)"),
+        (PRODUCTION["SECRET_KEY"], "FIELD_ENCRYPTION_KEY must differ from SECRET_KEY"),
+        ("short-key", "FIELD_ENCRYPTION_KEY is 9 characters; use at least 32"),
+    ],
+)
 def test_production_requires_a_field_encryption_key_of_its_own(tmp_path, field_key, message):
     proc = _manage_check({**os.environ, **PRODUCTION, "FIELD_ENCRYPTION_KEY": field_key}, tmp_path)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
@@ -80,8 +95,14 @@ def test_keys_stored_under_the_secret_key_derivation_move_to_the_field_key(setti
 
 def test_check_deploy_reports_nothing_with_the_production_environment(tmp_path):
     env = {**os.environ, **PRODUCTION, "VAR_DIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no issues" in proc.stdout
 
@@ -105,7 +126,8 @@ def test_healthz_is_ok_when_everything_answers(client, media_root, maintainer):
 
 @pytest.mark.django_db
 def test_healthz_is_503_when_the_broker_is_gone_and_names_it_only_to_maintainers_and_the_log(
-        client, media_root, maintainer, author, caplog):
+    client, media_root, maintainer, author, caplog
+):
     from config.celery import app
     from tests.conftest import _pool_reset
 
@@ -128,5 +150,6 @@ def test_healthz_is_503_when_the_broker_is_gone_and_names_it_only_to_maintainers
     assert detailed.status_code == 503 and not body["healthy"]
     assert body["checks"]["broker"]["ok"] is False and body["checks"]["database"]["ok"] is True
     assert "127.0.0.1:1" in body["checks"]["broker"]["error"]
-    assert any("broker failed" in record.getMessage() and "127.0.0.1:1" in record.getMessage()
-               for record in caplog.records), "the reason is in the log"
+    assert any(
+        "broker failed" in record.getMessage() and "127.0.0.1:1" in record.getMessage() for record in caplog.records
+    ), "the reason is in the log"

@@ -59,15 +59,27 @@ def s3(media_root, tmp_path):
     if not moto_server.exists():
         service_missing("moto S3 server", f"{moto_server} not found (pip install 'moto[server]')")
     port = free_port()
-    env = {"STORAGE_BACKEND": "s3", "S3_BUCKET": "rcb-test", "S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-           "S3_REGION": "us-east-1", "S3_ACCESS_KEY_ID": "test-key", "S3_SECRET_ACCESS_KEY": "test-secret",
-           "S3_PREFIX": "platform"}
+    env = {
+        "STORAGE_BACKEND": "s3",
+        "S3_BUCKET": "rcb-test",
+        "S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "S3_REGION": "us-east-1",
+        "S3_ACCESS_KEY_ID": "test-key",
+        "S3_SECRET_ACCESS_KEY": "test-secret",
+        "S3_PREFIX": "platform",
+    }
     log = tmp_path / "moto.log"
     with log.open("w") as output:
-        process = subprocess.Popen([str(moto_server), "-H", "127.0.0.1", "-p", str(port)], stdout=output,
-                                   stderr=subprocess.STDOUT)
-    client = boto3.client("s3", endpoint_url=env["S3_ENDPOINT_URL"], region_name=env["S3_REGION"],
-                          aws_access_key_id=env["S3_ACCESS_KEY_ID"], aws_secret_access_key=env["S3_SECRET_ACCESS_KEY"])
+        process = subprocess.Popen(
+            [str(moto_server), "-H", "127.0.0.1", "-p", str(port)], stdout=output, stderr=subprocess.STDOUT
+        )
+    client = boto3.client(
+        "s3",
+        endpoint_url=env["S3_ENDPOINT_URL"],
+        region_name=env["S3_REGION"],
+        aws_access_key_id=env["S3_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["S3_SECRET_ACCESS_KEY"],
+    )
     server = S3Server(process=process, env=env, client=client)
     try:
         deadline = time.monotonic() + 20
@@ -143,16 +155,19 @@ def test_healthz_checks_the_bucket_and_is_503_naming_storage_once_the_server_is_
     assert elapsed < 30, f"/healthz took {elapsed:.1f} s with the S3 server down"
 
 
-def test_publishing_builds_the_downloads_in_the_bucket_and_both_download_views_serve_them(s3, client, maintainer,
-                                                                                         media_root):
+def test_publishing_builds_the_downloads_in_the_bucket_and_both_download_views_serve_them(
+    s3, client, maintainer, media_root
+):
     draft = pset_import(root=DEMO_PSET, version_name="s3-1.0.0").version
     release = version_publish(version=draft, actor=maintainer, downloads_inline=True)
 
     keys = s3.keys()
     for kind, entry in release.downloads.items():
         assert s3.blob_key(entry["sha256"]) in keys
-        for url in (reverse("version-download", args=[release.name, kind]),
-                    f"/api/v1/releases/{release.name}/downloads/{kind}/"):
+        for url in (
+            reverse("version-download", args=[release.name, kind]),
+            f"/api/v1/releases/{release.name}/downloads/{kind}/",
+        ):
             response = client.get(url)
             assert response.status_code == 200, url
             body = download_body(response)
@@ -172,8 +187,9 @@ def test_an_archive_uploaded_to_a_submission_is_stored_in_the_bucket(s3, client,
     client.force_login(author)
     client.post(reverse("submission-new"), {"title": "DampNest"})
     submission = Submission.objects.get(author=author)
-    response = client.post(reverse("submission-step", args=[submission.pk, "code"]),
-                           {"source": "archive", "archive": zip_of(files)})
+    response = client.post(
+        reverse("submission-step", args=[submission.pk, "code"]), {"source": "archive", "archive": zip_of(files)}
+    )
 
     assert response.status_code == 302
     submission.refresh_from_db()
@@ -184,7 +200,8 @@ def test_an_archive_uploaded_to_a_submission_is_stored_in_the_bucket(s3, client,
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_celery_worker_configured_by_environment_evaluates_an_item_from_the_bucket(
-        s3, celery_worker_factory, sandbox_cache, tmp_path, media_root):
+    s3, celery_worker_factory, sandbox_cache, tmp_path, media_root
+):
     from evaluation import services, tasks
     from evaluation.models import ModelEntry, Outcome
     from tests.conftest import polled

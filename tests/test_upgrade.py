@@ -22,16 +22,22 @@ def _git(*args: str) -> str:
 def _migration_leaves_conflict(ref: str) -> bool:
     """Whether some app has two leaf migrations at `ref`: a commit between a branch's merge and its merge
     migration, which no site ever ran (Django refuses to migrate it)."""
-    paths = [p for p in _git("ls-tree", "-r", "--name-only", ref).splitlines()
-             if "/migrations/" in p and p.rsplit("/", 1)[-1][:1].isdigit() and p.endswith(".py")]
+    paths = [
+        p
+        for p in _git("ls-tree", "-r", "--name-only", ref).splitlines()
+        if "/migrations/" in p and p.rsplit("/", 1)[-1][:1].isdigit() and p.endswith(".py")
+    ]
     nodes: dict[str, set[str]] = {}
     parents: dict[str, set[str]] = {}
     for path in paths:
         app, name = path.split("/migrations/")[0].rsplit("/", 1)[-1], path.rsplit("/", 1)[-1][:-3]
         nodes.setdefault(app, set()).add(name)
         for node in ast.walk(ast.parse(_git("show", f"{ref}:{path}"))):
-            if isinstance(node, ast.Tuple) and len(node.elts) == 2 and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            if (
+                isinstance(node, ast.Tuple)
+                and len(node.elts) == 2
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+            ):
                 dep_app, dep = (e.value for e in node.elts)
                 if dep_app == app:
                     parents.setdefault(app, set()).add(dep)
@@ -44,8 +50,7 @@ def _old_ref(which: str) -> str:
     else:
         last_change = _git("log", "-n1", "--format=%H", "--", "*/migrations/*.py")
         ref = f"{last_change}~1" if last_change else ""
-        while ref and _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}") and \
-                _migration_leaves_conflict(ref):
+        while ref and _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}") and _migration_leaves_conflict(ref):
             ref = f"{ref}~1"  # back along the first parents to a state a site could have run
     if not ref or not _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"):
         service_missing("git history", f"cannot resolve the old commit for {which} ({ref or 'no migration commit'})")

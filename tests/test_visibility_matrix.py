@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 
 HIDDEN_SLUG = "zq-secret"
 HIDDEN_TITLE = "Zqx Hidden Paper Title"
-HIDDEN_CODE = '''\
+HIDDEN_CODE = """\
 def secret_value(x):
     # <paper2code name="secret outer">
     zqx_hidden_alpha = x * 4242 + 17
@@ -38,32 +38,34 @@ def secret_value(x):
     # </paper2code name="secret inner">
     # </paper2code name="secret outer">
     return zqx_hidden_beta
-'''
-HIDDEN_TEST = '''\
+"""
+HIDDEN_TEST = """\
 import secretmod
 
 zqx_hidden_test_gamma = secretmod.secret_value(2)
 assert zqx_hidden_test_gamma == 2 * 4242 + 17 - 9191, "zqx_hidden_test_delta"
 print("zqx hidden test passed")
-'''
-OPEN_CODE = '''\
+"""
+OPEN_CODE = """\
 def open_value(x):
     # <paper2code name="open double">
     doubled = x * 2
     # </paper2code name="open double">
     return doubled
-'''
+"""
 OPEN_TEST = "import openmod\n\nassert openmod.open_value(3) == 6\n"
 # What must never reach a non-maintainer: every line of the held-out task's code and tests, and its name.
-SECRETS = sorted({ln.strip() for ln in (HIDDEN_CODE + HIDDEN_TEST).splitlines() if "zqx" in ln}
-                 | {HIDDEN_SLUG, HIDDEN_TITLE})
+SECRETS = sorted(
+    {ln.strip() for ln in (HIDDEN_CODE + HIDDEN_TEST).splitlines() if "zqx" in ln} | {HIDDEN_SLUG, HIDDEN_TITLE}
+)
 ROLES = ("anonymous", "author", "other", "maintainer", "admin")
 NON_MAINTAINERS = ("anonymous", "author", "other")
 
 
 def _write_pset(root: Path) -> Path:
     root.mkdir()
-    (root / "papers.yaml").write_text(textwrap.dedent(f"""\
+    (root / "papers.yaml").write_text(
+        textwrap.dedent(f"""\
         - id: zq-open
           title: Zq Open Paper
           annotated_file_paths: openmod.py
@@ -72,9 +74,12 @@ def _write_pset(root: Path) -> Path:
           title: {HIDDEN_TITLE}
           annotated_file_paths: secretmod.py
           context_file_paths: null
-        """))
-    for slug, module, code, test in (("zq-open", "openmod", OPEN_CODE, OPEN_TEST),
-                                     (HIDDEN_SLUG, "secretmod", HIDDEN_CODE, HIDDEN_TEST)):
+        """)
+    )
+    for slug, module, code, test in (
+        ("zq-open", "openmod", OPEN_CODE, OPEN_TEST),
+        (HIDDEN_SLUG, "secretmod", HIDDEN_CODE, HIDDEN_TEST),
+    ):
         (root / slug).mkdir()
         (root / slug / "paper2code_paper.md").write_text(f"# {slug}\n\nA paper about {module}.\n")
         (root / slug / f"{module}.py").write_text(code)
@@ -101,31 +106,44 @@ def _finish(run: EvaluationRun, *, hostile_detail: bool) -> None:
 def world(tmp_path, media_root, author, other_author, maintainer, admin):
     imported = pset_import(root=_write_pset(tmp_path / "set"), version_name="1.0.0")
     version = imported.version
-    version_task_set(version=version, task=version.tasks.get(paper__slug=HIDDEN_SLUG),
-                     split=VersionTask.Split.HELD_OUT)
+    version_task_set(version=version, task=version.tasks.get(paper__slug=HIDDEN_SLUG), split=VersionTask.Split.HELD_OUT)
     version = version_publish(version=version, downloads_inline=True)
     draft = version_draft_create(name="1.1.0")
     held = Snippet.objects.filter(task__paper__slug=HIDDEN_SLUG).order_by("pk")
     public = Snippet.objects.get(task__paper__slug="zq-open")
 
-    reference = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, user=maintainer,
-                                   dispatch=False)
+    reference = services.run_start(
+        model=ModelEntry.objects.get(name="reference"), version=version, user=maintainer, dispatch=False
+    )
     assert reference.covers_held_out and reference.total_items == 3
     _finish(reference, hostile_detail=True)
-    own = services.model_register(name="ada-model", display_name="Ada", litellm_model="openai/ada", owner=author,
-                                  api_key="sk-ada")
+    own = services.model_register(
+        name="ada-model", display_name="Ada", litellm_model="openai/ada", owner=author, api_key="sk-ada"
+    )
     own_run = services.run_start(model=own, version=version, user=author, dispatch=False)
     assert not own_run.covers_held_out and own_run.total_items == 1
     uploaded = services.run_from_upload(
-        model=own, version=version, user=author,
-        data=json.dumps({"id": str(public.pk), "sample": 0, "code": "    doubled = x * 2\n"}).encode())
+        model=own,
+        version=version,
+        user=author,
+        data=json.dumps({"id": str(public.pk), "sample": 0, "code": "    doubled = x * 2\n"}).encode(),
+    )
     assert not uploaded.covers_held_out
     _finish(own_run, hostile_detail=False)
     _finish(uploaded, hostile_detail=False)
     submission = submission_create(author=author)
-    return {"version": version, "draft": draft, "held": held, "public": public, "reference": reference,
-            "own_run": own_run, "uploaded": uploaded, "model": own, "submission": submission,
-            "users": {"author": author, "other": other_author, "maintainer": maintainer, "admin": admin}}
+    return {
+        "version": version,
+        "draft": draft,
+        "held": held,
+        "public": public,
+        "reference": reference,
+        "own_run": own_run,
+        "uploaded": uploaded,
+        "model": own,
+        "submission": submission,
+        "users": {"author": author, "other": other_author, "maintainer": maintainer, "admin": admin},
+    }
 
 
 # Expected status per role: O open, M maintainers' page, H held-out or draft data, S signed in, A author only.
@@ -157,8 +175,10 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
     held_task, public_task = held[0].task, public.task
     ref, own, up = w["reference"].pk, w["own_run"].pk, w["uploaded"].pk
     sub = w["submission"].pk
-    leaderboard = [(f"{view} tab", {"name": v}, f"view={view}", OPEN)
-                   for view in ("papers", "sizes", "ablation", "contamination", "failures")]
+    leaderboard = [
+        (f"{view} tab", {"name": v}, f"view={view}", OPEN)
+        for view in ("papers", "sizes", "ablation", "contamination", "failures")
+    ]
     return {
         "healthz": [("site", {}, "", OPEN)],
         "api-tokens": [("own tokens", {}, "", SIGNED_IN)],
@@ -177,26 +197,36 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "api-item-list": [("release items", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
         "api-item-detail": [("public item", {"name": v, "item_id": public.pk}, "", OPEN)]
         + [(f"held-out item {s.name}", {"name": v, "item_id": s.pk}, "", HIDDEN) for s in held]
-        + [(f"held-out item {s.name} without paper", {"name": v, "item_id": s.pk}, "with_paper=false", HIDDEN)
-           for s in held]
+        + [
+            (f"held-out item {s.name} without paper", {"name": v, "item_id": s.pk}, "with_paper=false", HIDDEN)
+            for s in held
+        ]
         + [("draft item", {"name": d, "item_id": public.pk}, "", NOT_FOUND)],
         "api-leaderboard": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
         "api-leaderboard-csv": [("release", {"name": v}, "", OPEN)],
         "api-model-list": [("models", {}, "", OPEN)],
-        "api-model-detail": [("author's model", {"name": w["model"].name}, "", OPEN),
-                             ("reference model", {"name": "reference"}, "", OPEN)],
+        "api-model-detail": [
+            ("author's model", {"name": w["model"].name}, "", OPEN),
+            ("reference model", {"name": "reference"}, "", OPEN),
+        ],
         "api-run-start": [("form", {}, "", POST_API)],
         "api-run-upload": [("form", {}, "", POST_API)],
-        "api-run-detail": [(label, {"pk": pk}, "", OPEN) for label, pk in
-                           (("reference run", ref), ("author's run", own), ("upload", up))],
+        "api-run-detail": [
+            (label, {"pk": pk}, "", OPEN)
+            for label, pk in (("reference run", ref), ("author's run", own), ("upload", up))
+        ],
         "api-run-cancel": [("reference run", {"pk": ref}, "", POST_API)],
         "api-run-resume": [("reference run", {"pk": ref}, "", POST_API)],
         "api-run-priority": [("reference run", {"pk": ref}, "", POST_API)],
         "api-run-verify": [("upload", {"pk": up}, "", POST_API)],
-        "api-run-manifest": [(label, {"pk": pk}, "", OPEN) for label, pk in
-                             (("reference run", ref), ("author's run", own), ("upload", up))],
-        "api-run-results": [(label, {"pk": pk}, "", OPEN) for label, pk in
-                            (("reference run", ref), ("author's run", own), ("upload", up))],
+        "api-run-manifest": [
+            (label, {"pk": pk}, "", OPEN)
+            for label, pk in (("reference run", ref), ("author's run", own), ("upload", up))
+        ],
+        "api-run-results": [
+            (label, {"pk": pk}, "", OPEN)
+            for label, pk in (("reference run", ref), ("author's run", own), ("upload", up))
+        ],
         "api-schema": [("schema", {}, "", OPEN)],
         "api-docs": [("swagger", {}, "", OPEN)],
         "/api/v1/<catch-all>": [("unknown", {"path": "nothing/here/"}, "", NOT_FOUND)],
@@ -205,11 +235,13 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "submission-new": [("form", {}, "", SIGNED_IN)],
         "submission-detail": [("author's draft", {"pk": sub}, "", AUTHOR)],
         "submission-report": [("author's draft", {"pk": sub}, "", AUTHOR)],
-        "submission-step": [("author's draft", {"pk": sub, "step": "details"}, "",
-                             {**AUTHOR, "maintainer": 403, "admin": 403})],
+        "submission-step": [
+            ("author's draft", {"pk": sub, "step": "details"}, "", {**AUTHOR, "maintainer": 403, "admin": 403})
+        ],
         "comment-create": [("author's draft", {"pk": sub}, "", {**POST_ONLY, "anonymous": 302})],
-        "submission-action": [("author's draft", {"pk": sub, "action": "withdraw"}, "",
-                               {**POST_ONLY, "anonymous": 302})],
+        "submission-action": [
+            ("author's draft", {"pk": sub, "action": "withdraw"}, "", {**POST_ONLY, "anonymous": 302})
+        ],
         "review-queue": [("queue", {}, "", MAINT)],
         "review-detail": [("author's draft", {"pk": sub}, "", MAINT)],
         "leaderboard-latest": [("latest", {}, "", REDIRECT)],
@@ -221,48 +253,71 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "run-new": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
         "run-upload": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
         "environment-retry": [("a failed build", {"pk": 1}, "", POST_MAINT)],
-        "model-detail": [("author's model", {"name": w["model"].name}, "", OPEN),
-                         ("reference model", {"name": "reference"}, "", OPEN)],
-        "run-detail": [(label, {"pk": pk}, "", OPEN) for label, pk in
-                       (("reference run", ref), ("author's run", own), ("upload", up))],
+        "model-detail": [
+            ("author's model", {"name": w["model"].name}, "", OPEN),
+            ("reference model", {"name": "reference"}, "", OPEN),
+        ],
+        "run-detail": [
+            (label, {"pk": pk}, "", OPEN)
+            for label, pk in (("reference run", ref), ("author's run", own), ("upload", up))
+        ],
         "run-progress": [("reference run", {"pk": ref}, "", OPEN)],
-        "run-item": [("public item of the reference run", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "", OPEN),
-                     ("public item of the author's run", {"pk": own, "outcome_pk": _outcome(own, public).pk}, "", OPEN),
-                     ("public item of the upload", {"pk": up, "outcome_pk": _outcome(up, public).pk}, "", OPEN)]
-        + [(f"held-out item {s.name} of the reference run", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", HIDDEN)
-           for s in held]
+        "run-item": [
+            ("public item of the reference run", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "", OPEN),
+            ("public item of the author's run", {"pk": own, "outcome_pk": _outcome(own, public).pk}, "", OPEN),
+            ("public item of the upload", {"pk": up, "outcome_pk": _outcome(up, public).pk}, "", OPEN),
+        ]
+        + [
+            (f"held-out item {s.name} of the reference run", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", HIDDEN)
+            for s in held
+        ]
         + [("an outcome of another run", {"pk": own, "outcome_pk": _outcome(ref, held[0]).pk}, "", NOT_FOUND)],
         # Single-shot runs have no trajectory: none to anyone (an agent run's held-out trajectory: test_agent_runs).
-        "run-item-trajectory": [("public single-shot item", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "",
-                                 NOT_FOUND)]
-        + [(f"held-out single-shot item {s.name}", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", NOT_FOUND)
-           for s in held],
+        "run-item-trajectory": [
+            ("public single-shot item", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "", NOT_FOUND)
+        ]
+        + [
+            (f"held-out single-shot item {s.name}", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", NOT_FOUND)
+            for s in held
+        ],
         "operations": [("page", {}, "", MAINT)],
         "run-resume": [("reference run", {"pk": ref}, "", POST_MAINT)],
         "run-cancel": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
         "run-pin": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
         "run-resume-own": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
         "run-verify": [("upload", {"pk": up}, "", POST_MAINT)],
-        "run-manifest": [(label, {"pk": pk}, "", OPEN) for label, pk in
-                         (("reference run", ref), ("author's run", own), ("upload", up))],
+        "run-manifest": [
+            (label, {"pk": pk}, "", OPEN)
+            for label, pk in (("reference run", ref), ("author's run", own), ("upload", up))
+        ],
         "home": [("versions", {}, "", OPEN)],
         "guide": [(slug, {"slug": slug}, "", OPEN) for slug in ("format", "submitting", "leaderboard")],
         "guide-index": [("guides", {}, "", OPEN)],
         "guide-example": [("demo paper archive", {}, "", OPEN)],
-        "release-compare": [("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
-                            ("draft", {"name": d}, f"a={ref}&b={own}", HIDDEN_DRAFT_COMPARE)],
+        "release-compare": [
+            ("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
+            ("draft", {"name": d}, f"a={ref}&b={own}", HIDDEN_DRAFT_COMPARE),
+        ],
         "release-difficulty": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
-        "api-difficulty": [("release", {"name": v}, "", OPEN), ("release as CSV", {"name": v}, "format=csv", OPEN),
-                           ("draft", {"name": d}, "", NOT_FOUND)],
-        "api-compare": [("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
-                        ("draft", {"name": d}, f"a={ref}&b={own}", NOT_FOUND)],
-        "outcome-review": [("a reference outcome", {"pk": ref, "outcome_pk": w["reference"].outcomes.first().pk}, "",
-                            POST_MAINT)],
+        "api-difficulty": [
+            ("release", {"name": v}, "", OPEN),
+            ("release as CSV", {"name": v}, "format=csv", OPEN),
+            ("draft", {"name": d}, "", NOT_FOUND),
+        ],
+        "api-compare": [
+            ("reference and author's run", {"name": v}, f"a={ref}&b={own}", OPEN),
+            ("draft", {"name": d}, f"a={ref}&b={own}", NOT_FOUND),
+        ],
+        "outcome-review": [
+            ("a reference outcome", {"pk": ref, "outcome_pk": w["reference"].outcomes.first().pk}, "", POST_MAINT)
+        ],
         "version-new": [("form", {}, "", MAINT)],
         "version-detail": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", HIDDEN)],
         "version-download": [(kind, {"name": v, "kind": kind}, "", OPEN) for kind in ("pset", "items")],
-        "version-curate": [("draft", {"name": d}, "", MAINT), ("release", {"name": v}, "", {**MAINT, "maintainer": 404,
-                                                                                          "admin": 404})],
+        "version-curate": [
+            ("draft", {"name": d}, "", MAINT),
+            ("release", {"name": v}, "", {**MAINT, "maintainer": 404, "admin": 404}),
+        ],
         "version-task-add": [("draft", {"name": d}, "", POST_ONLY)],
         "version-task-split": [("held-out task", {"name": d, "task_id": held_task.pk}, "", POST_ONLY)],
         "version-task-drop": [("public task", {"name": d, "task_id": public_task.pk}, "", POST_ONLY)],
@@ -273,9 +328,11 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "version-validation": [("draft", {"name": d}, "", MAINT)],
         "version-deprecate": [("release", {"name": v}, "", POST_ONLY)],
         "version-downloads-retry": [("release", {"name": v}, "", POST_ONLY)],
-        "paper-detail": [("public paper", {"name": v, "slug": "zq-open"}, "", OPEN),
-                         ("held-out paper", {"name": v, "slug": HIDDEN_SLUG}, "", HIDDEN),
-                         ("draft paper", {"name": d, "slug": "zq-open"}, "", HIDDEN)],
+        "paper-detail": [
+            ("public paper", {"name": v, "slug": "zq-open"}, "", OPEN),
+            ("held-out paper", {"name": v, "slug": HIDDEN_SLUG}, "", HIDDEN),
+            ("draft paper", {"name": d, "slug": "zq-open"}, "", HIDDEN),
+        ],
         "snippet-masked": [("public item", {"name": v, "snippet_id": public.pk}, "", HIDDEN_MAINT)]
         + [(f"held-out item {s.name}", {"name": v, "snippet_id": s.pk}, "", HIDDEN_MAINT) for s in held],
     }
@@ -302,11 +359,17 @@ def _admin_urls(w: dict) -> list[tuple[str, str]]:
     for model in django_admin.site._registry:
         meta = model._meta
         urls.append((f"admin {meta.label} list", reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")))
-        row = (w["held"][0] if model is Snippet else w["held"][0].task if model is w["held"][0].task.__class__
-               else model.objects.first())
+        row = (
+            w["held"][0]
+            if model is Snippet
+            else w["held"][0].task
+            if model is w["held"][0].task.__class__
+            else model.objects.first()
+        )
         if row is not None:
-            urls.append((f"admin {meta.label} row",
-                         reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[row.pk])))
+            urls.append(
+                (f"admin {meta.label} row", reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[row.pk]))
+            )
     return urls
 
 
@@ -363,7 +426,7 @@ def test_matrix(world, role):
     patterns = dict(_routes())
     for name, cases in _cases(world).items():
         for label, kwargs, query, expected in cases:
-            url = (f"/api/v1/{kwargs['path']}" if name == "/api/v1/<catch-all>" else reverse(name, kwargs=kwargs))
+            url = f"/api/v1/{kwargs['path']}" if name == "/api/v1/<catch-all>" else reverse(name, kwargs=kwargs)
             response = client.get(url + (f"?{query}" if query else ""))
             requests += 1
             where = f"{name} ({label}) {url}{'?' + query if query else ''} [{patterns.get(name, '')}]"
@@ -419,16 +482,21 @@ def test_scores_are_reported_per_split_and_held_out_ones_only_in_aggregate(world
     # The size tab counts only what the viewer may see item by item: all three items sit in the 1-2 lines bucket.
     sizes = {"name": v}
     anonymous = Client().get(reverse("leaderboard", kwargs=sizes), {"view": "sizes"}).content.decode()
-    maintainer = _client("maintainer", world["users"]).get(reverse("leaderboard", kwargs=sizes),
-                                                           {"view": "sizes"}).content.decode()
+    maintainer = (
+        _client("maintainer", world["users"])
+        .get(reverse("leaderboard", kwargs=sizes), {"view": "sizes"})
+        .content.decode()
+    )
     assert "(1/1)" in anonymous and "(1/3)" not in anonymous and "(1/3)" in maintainer
 
 
 def test_an_upload_cannot_name_or_need_a_held_out_item(world):
     model, version, held = world["model"], world["version"], world["held"][0]
     public = world["public"]
-    rows = [{"id": str(public.pk), "sample": 0, "code": "    doubled = x * 2\n"},
-            {"id": str(held.pk), "sample": 0, "code": "    zqx = 1\n"}]
+    rows = [
+        {"id": str(public.pk), "sample": 0, "code": "    doubled = x * 2\n"},
+        {"id": str(held.pk), "sample": 0, "code": "    zqx = 1\n"},
+    ]
     with pytest.raises(services.UploadError) as refused:
         services.run_from_upload(model=model, version=version, data="\n".join(map(json.dumps, rows)).encode())
     assert refused.value.problems == [f"line 2: unknown item id '{held.pk}' in version {version.name}"]
@@ -439,13 +507,28 @@ def test_only_endpoints_maintainers_trust_get_held_out_prompts(world, settings, 
 
     version = world["version"]
     cases = [
-        (dict(name="m-own", litellm_model="openai/x", owner=maintainer, api_key="sk", api_base="http://10.0.0.9"),
-         {}, True),
+        (
+            dict(name="m-own", litellm_model="openai/x", owner=maintainer, api_key="sk", api_base="http://10.0.0.9"),
+            {},
+            True,
+        ),
         (dict(name="a-plain", litellm_model="openai/x", owner=author, api_key="sk-own"), {}, True),
-        (dict(name="a-base", litellm_model="openai/x", owner=author, api_key="sk-own",
-              api_base="https://93.184.216.34"), {}, False),
-        (dict(name="a-run-params", litellm_model="openai/x", owner=author, api_key="sk-own"), {"metadata": {"a": 1}},
-         False),
+        (
+            dict(
+                name="a-base",
+                litellm_model="openai/x",
+                owner=author,
+                api_key="sk-own",
+                api_base="https://93.184.216.34",
+            ),
+            {},
+            False,
+        ),
+        (
+            dict(name="a-run-params", litellm_model="openai/x", owner=author, api_key="sk-own"),
+            {"metadata": {"a": 1}},
+            False,
+        ),
         (dict(name="a-other", litellm_model="anthropic/x", owner=author, api_key="sk-own"), {}, False),
     ]
     settings.HELD_OUT_PROVIDERS = frozenset({"openai"})

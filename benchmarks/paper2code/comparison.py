@@ -33,6 +33,7 @@ def percentiles(values: list[float]) -> Interval:
 @dataclass(frozen=True)
 class PairedItem:
     """One item evaluated for both models; a and b are each model's pass@1 on it (share of samples passed, 0..1)."""
+
     item_id: str
     paper_id: str
     loc: int
@@ -54,11 +55,19 @@ class Comparison:
     def interval_note(self) -> str:
         """What the interval can and cannot say, in a sentence (empty: enough papers)."""
         if self.interval is None:
-            return ("no interval: the interval resamples papers, and one paper is a single cluster, so every "
-                    "resample is the same paper") if self.papers == 1 else "no interval: no items to compare"
+            return (
+                (
+                    "no interval: the interval resamples papers, and one paper is a single cluster, so every "
+                    "resample is the same paper"
+                )
+                if self.papers == 1
+                else "no interval: no items to compare"
+            )
         if self.papers < FEW_PAPERS:
-            return (f"with {self.papers} papers the interval is little more than the range of per-paper "
-                    f"differences (an interval needs {FEW_PAPERS} or more papers to say much)")
+            return (
+                f"with {self.papers} papers the interval is little more than the range of per-paper "
+                f"differences (an interval needs {FEW_PAPERS} or more papers to say much)"
+            )
         return ""
 
 
@@ -70,8 +79,12 @@ def scaled_difference(items: Sequence[PairedItem]) -> float:
     return 100.0 * sum(i.loc * (i.a - i.b) for i in items) / total
 
 
-def paired_bootstrap(items: Sequence[PairedItem], *, iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0,
-                     ) -> Interval:
+def paired_bootstrap(
+    items: Sequence[PairedItem],
+    *,
+    iterations: int = BOOTSTRAP_ITERATIONS,
+    seed: int = 0,
+) -> Interval:
     """95% interval of the difference, resampling whole papers with replacement (a paper's snippets are correlated)."""
     by_paper: dict[str, list[PairedItem]] = defaultdict(list)
     for item in items:
@@ -103,7 +116,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     for k in range(min(b, c)):
         term = term * (n - k) // (k + 1)
         total += term
-    return min(1.0, 2 * total / 2 ** n)
+    return min(1.0, 2 * total / 2**n)
 
 
 def passed(value: float) -> bool:
@@ -117,8 +130,15 @@ def compare(items: Sequence[PairedItem], *, iterations: int = BOOTSTRAP_ITERATIO
     b_only = sum(1 for i in items if passed(i.b) and not passed(i.a))
     papers = len({i.paper_id for i in items})
     interval = paired_bootstrap(items, iterations=iterations, seed=seed) if papers >= 2 else None
-    return Comparison(items=len(items), papers=papers, difference=scaled_difference(items), interval=interval,
-                      a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only))
+    return Comparison(
+        items=len(items),
+        papers=papers,
+        difference=scaled_difference(items),
+        interval=interval,
+        a_only=a_only,
+        b_only=b_only,
+        p_value=mcnemar_exact(a_only, b_only),
+    )
 
 
 # Ranks: the family-wise level of "significantly better" over all pairs of ranked models.
@@ -160,19 +180,25 @@ def pairwise_tests(entries: Mapping[Hashable, Mapping[str, float]]) -> list[Pair
     items = sorted(entries[keys[0]]) if keys else []
     for key in keys:
         if entries[key].keys() != set(items):
-            raise ValueError(f"entry {key!r} covers {len(entries[key])} items, not the same {len(items)} as "
-                             f"{keys[0]!r}; rank only entries scored on the same items")
+            raise ValueError(
+                f"entry {key!r} covers {len(entries[key])} items, not the same {len(items)} as "
+                f"{keys[0]!r}; rank only entries scored on the same items"
+            )
     # A bit per item passed: discordant counts are two popcounts per pair, whatever the number of items.
-    bits = {key: int("".join("1" if passed(entries[key][item]) else "0" for item in reversed(items)) or "0", 2)
-            for key in keys}
+    bits = {
+        key: int("".join("1" if passed(entries[key][item]) else "0" for item in reversed(items)) or "0", 2)
+        for key in keys
+    }
     raw = []
     for i, a in enumerate(keys):
-        for b in keys[i + 1:]:
+        for b in keys[i + 1 :]:
             a_only, b_only = (bits[a] & ~bits[b]).bit_count(), (bits[b] & ~bits[a]).bit_count()
             raw.append((a, b, a_only, b_only) if a_only >= b_only else (b, a, b_only, a_only))
     p_values = [mcnemar_exact(x, y) for _, _, x, y in raw]
-    return [PairTest(better=a, worse=b, better_only=x, worse_only=y, p_value=p, adjusted=adj)
-            for (a, b, x, y), p, adj in zip(raw, p_values, holm(p_values), strict=True)]
+    return [
+        PairTest(better=a, worse=b, better_only=x, worse_only=y, p_value=p, adjusted=adj)
+        for (a, b, x, y), p, adj in zip(raw, p_values, holm(p_values), strict=True)
+    ]
 
 
 def significance_ranks(entries: Mapping[Hashable, Mapping[str, float]]) -> dict[Hashable, int]:

@@ -37,5 +37,9 @@ class Difficulty:
 
 def item_difficulty(passed: Sequence[bool], scores: Sequence[float]) -> Difficulty:
     """One item's difficulty from each model's pass and overall score (same order)."""
-    return Difficulty(models=len(passed), passed=sum(passed), pass_share=sum(passed) / len(passed) if passed else 0.0,
-                      point_biserial=point_biserial(passed, scores))
+    return Difficulty(
+        models=len(passed),
+        passed=sum(passed),
+        pass_share=sum(passed) / len(passed) if passed else 0.0,
+        point_biserial=point_biserial(passed, scores),
+    )

@@ -150,10 +150,13 @@ class _Scan:
     def _miss_behind(self, name: str, *, end: bool, before: int | None = None, after: int | None = None) -> str:
         """' ; line N looks like its start/end marker but is malformed (why)' for the near miss most likely behind
         an unmatched marker: one of that name, else the nearest of the right kind; "" when there is none."""
-        kind = [m for m in self.misses if m[2] == end and (before is None or m[0] < before)
-                and (after is None or m[0] > after)]
+        kind = [
+            m
+            for m in self.misses
+            if m[2] == end and (before is None or m[0] < before) and (after is None or m[0] > after)
+        ]
         named = [m for m in kind if m[1] == name]
-        pick = (named or kind)
+        pick = named or kind
         if not pick:
             return ""
         line, _, _, reason = pick[-1] if before is not None else pick[0]
@@ -161,27 +164,42 @@ class _Scan:
 
     def end(self, n: int, name: str, indent: str) -> None:
         if not self.stack:
-            self.report(n, f'end marker for "{name}" has no matching start marker'
-                           + self._miss_behind(name, end=False, before=n), name)
+            self.report(
+                n,
+                f'end marker for "{name}" has no matching start marker' + self._miss_behind(name, end=False, before=n),
+                name,
+            )
             return
         inner = self.stack[-1]
         if inner.name == name:
             self.stack.pop()
             if inner.indent != indent:
-                self.report(n, f'end marker for "{name}" at line {n} is not indented like its start marker '
-                               f"at line {inner.line}", name)
+                self.report(
+                    n,
+                    f'end marker for "{name}" at line {n} is not indented like its start marker at line {inner.line}',
+                    name,
+                )
             if not inner.crossed:
                 self.closed.append((inner, n))
             return
         at = next((i for i in range(len(self.stack) - 1, -1, -1) if self.stack[i].name == name), None)
         if at is None:
-            self.report(n, f'end marker for "{name}" has no matching start marker; the innermost open '
-                           f'snippet is "{inner.name}" (line {inner.line})'
-                           + self._miss_behind(name, end=False, before=n), name, inner.name)
+            self.report(
+                n,
+                f'end marker for "{name}" has no matching start marker; the innermost open '
+                f'snippet is "{inner.name}" (line {inner.line})' + self._miss_behind(name, end=False, before=n),
+                name,
+                inner.name,
+            )
             return
-        self.report(n, f'end marker for "{name}" (started at line {self.stack[at].line}) closes it while '
-                       f'"{inner.name}" (line {inner.line}) is still open; snippets must nest', name, inner.name)
-        for crossed in self.stack[at + 1:]:
+        self.report(
+            n,
+            f'end marker for "{name}" (started at line {self.stack[at].line}) closes it while '
+            f'"{inner.name}" (line {inner.line}) is still open; snippets must nest',
+            name,
+            inner.name,
+        )
+        for crossed in self.stack[at + 1 :]:
             crossed.crossed = True
         del self.stack[at]
 
@@ -189,15 +207,24 @@ class _Scan:
         name = _NAME_RE.search(line)
         names = tuple(g for g in name.groups() if g)[:1] if name else ()
         reason = _near_miss_reason(line)
-        self.misses.append((n, names[0].rstrip("> ").strip("\"'") if names else "",
-                            bool(re.search(r"<\s*/", line)), reason))
-        self.report(n, f"looks like a snippet marker but is not one ({reason}); "
-                       f"expected {_EXPECTED} or its </paper2code ...> end", *names, severity="warning")
+        self.misses.append(
+            (n, names[0].rstrip("> ").strip("\"'") if names else "", bool(re.search(r"<\s*/", line)), reason)
+        )
+        self.report(
+            n,
+            f"looks like a snippet marker but is not one ({reason}); expected {_EXPECTED} or its </paper2code ...> end",
+            *names,
+            severity="warning",
+        )
 
     def finish(self) -> None:
         for unclosed in self.stack:
-            self.report(unclosed.line, f'start marker for "{unclosed.name}" is never closed'
-                        + self._miss_behind(unclosed.name, end=True, after=unclosed.line), unclosed.name)
+            self.report(
+                unclosed.line,
+                f'start marker for "{unclosed.name}" is never closed'
+                + self._miss_behind(unclosed.name, end=True, after=unclosed.line),
+                unclosed.name,
+            )
         self.problems.sort(key=lambda p: p.line)
 
 
@@ -219,8 +246,7 @@ def parse(text: str, path: str = "<string>") -> AnnotatedFile:
         elif _NEAR_MISS_RE.search(line):
             scan.near_miss(n, line)
     scan.finish()
-    return AnnotatedFile(path=path, text=text, snippets=_build(scan.closed, lines, path),
-                         problems=tuple(scan.problems))
+    return AnnotatedFile(path=path, text=text, snippets=_build(scan.closed, lines, path), problems=tuple(scan.problems))
 
 
 def _build(closed: list[tuple[_Open, int]], lines: list[str], path: str) -> tuple[Snippet, ...]:
@@ -229,10 +255,19 @@ def _build(closed: list[tuple[_Open, int]], lines: list[str], path: str) -> tupl
     for o, end in sorted(closed, key=lambda pair: pair[0].line):
         while enclosing and enclosing[-1].end_line < o.line:
             enclosing.pop()
-        code = "".join(lines[o.line:end - 1])
-        s = Snippet(name=o.name, file=path, index=len(snippets), start_line=o.line, end_line=end, indent=o.indent,
-                    parent=enclosing[-1].index if enclosing else None, depth=len(enclosing), code=code,
-                    loc=count_loc(code))
+        code = "".join(lines[o.line : end - 1])
+        s = Snippet(
+            name=o.name,
+            file=path,
+            index=len(snippets),
+            start_line=o.line,
+            end_line=end,
+            indent=o.indent,
+            parent=enclosing[-1].index if enclosing else None,
+            depth=len(enclosing),
+            code=code,
+            loc=count_loc(code),
+        )
         snippets.append(s)
         enclosing.append(s)
     return tuple(snippets)

@@ -26,7 +26,7 @@ def mask(file: AnnotatedFile, snippet: Snippet) -> str:
         f"{snippet.code_indent}# Approximately {snippet.loc} line(s) of code.{_ending(end)}",
     ]
     before = [line for line in lines[: snippet.start_line - 1] if not is_marker(line)]
-    after = [line for line in lines[snippet.end_line:] if not is_marker(line)]
+    after = [line for line in lines[snippet.end_line :] if not is_marker(line)]
     return "".join(before + placeholder + after)
 
 
@@ -41,9 +41,11 @@ def mask_original(file: AnnotatedFile, snippet: Snippet) -> str:
     lines = _lines_of(file, snippet)
     # str.splitlines also breaks at \r, \f, \u2028, ...: split each of our lines so that line numbers still match.
     before = [piece for line in lines[: snippet.start_line - 1] for piece in line.splitlines() if not is_marker(piece)]
-    after = [piece for line in lines[snippet.end_line:] for piece in line.splitlines() if not is_marker(piece)]
-    placeholder = [f'{snippet.code_indent}# TODO: Implement block "{snippet.name}"\n',
-                   f"{snippet.code_indent}# Approximately {snippet.loc} line(s) of code.\n"]
+    after = [piece for line in lines[snippet.end_line :] for piece in line.splitlines() if not is_marker(piece)]
+    placeholder = [
+        f'{snippet.code_indent}# TODO: Implement block "{snippet.name}"\n',
+        f"{snippet.code_indent}# Approximately {snippet.loc} line(s) of code.\n",
+    ]
     return "\n".join(before + placeholder + after)
 
 
@@ -59,7 +61,7 @@ def splice(file: AnnotatedFile, snippet: Snippet, code: str) -> str:
     lines = _lines_of(file, snippet)
     if code and not code.endswith("\n"):
         code += _ending(lines[snippet.start_line - 1])
-    return "".join(lines[: snippet.start_line]) + code + "".join(lines[snippet.end_line - 1:])
+    return "".join(lines[: snippet.start_line]) + code + "".join(lines[snippet.end_line - 1 :])
 
 
 def noop(snippet: Snippet) -> str:

@@ -22,23 +22,79 @@ MUTANTS_DEFAULT = 10
 SEED_DEFAULT = 24
 
 # Each operator's name, as reports and tests spell it.
-OPERATORS = ("arithmetic", "comparison", "constant", "sign", "argument", "statement", "return", "condition",
-             "index", "axis")
+OPERATORS = (
+    "arithmetic",
+    "comparison",
+    "constant",
+    "sign",
+    "argument",
+    "statement",
+    "return",
+    "condition",
+    "index",
+    "axis",
+)
 
 _ARITHMETIC: dict[type, type] = {
-    ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
-    ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult, ast.MatMult: ast.Mult, ast.LShift: ast.RShift, ast.RShift: ast.LShift,
-    ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd,
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Div,
+    ast.Mod: ast.FloorDiv,
+    ast.Pow: ast.Mult,
+    ast.MatMult: ast.Mult,
+    ast.LShift: ast.RShift,
+    ast.RShift: ast.LShift,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
 }
 _COMPARISON: dict[type, type] = {
-    ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
-    ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In,
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
 }
 _AXIS_KEYWORDS = frozenset({"axis", "dim"})
 # Reductions whose first positional argument is the axis when called as a method (`x.sum(1)`).
-_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "std", "var", "softmax", "log_softmax", "logsumexp",
-                         "argmax", "argmin", "cumsum", "cumprod", "all", "any", "norm", "median", "amax", "amin",
-                         "nansum", "nanmean", "squeeze", "unsqueeze", "flip", "sort", "argsort", "topk"})
+_REDUCTIONS = frozenset(
+    {
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "prod",
+        "std",
+        "var",
+        "softmax",
+        "log_softmax",
+        "logsumexp",
+        "argmax",
+        "argmin",
+        "cumsum",
+        "cumprod",
+        "all",
+        "any",
+        "norm",
+        "median",
+        "amax",
+        "amin",
+        "nansum",
+        "nanmean",
+        "squeeze",
+        "unsqueeze",
+        "flip",
+        "sort",
+        "argsort",
+        "topk",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -156,9 +212,11 @@ def _apply(body: str, offset: int, site: _Site, seen: set) -> Mutant | None:
         text = "pass"
     else:
         text = ast.unparse(site.replacement)
-        if isinstance(site.replacement, ast.expr) and not isinstance(
-                site.replacement, (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)) and (
-                _int_value(site.replacement) is None):
+        if (
+            isinstance(site.replacement, ast.expr)
+            and not isinstance(site.replacement, (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript))
+            and (_int_value(site.replacement) is None)
+        ):
             text = f"({text})"  # the node's context keeps its meaning whatever the precedence around it
     mutated = body[:start] + text + body[end:]
     parsed = _parse(mutated)
@@ -180,8 +238,8 @@ def _diff_line(body: str, mutated: str, first: int, last: int) -> str:
     """The changed lines of the body before and after, each joined into one line."""
     before, after = split_lines(body), split_lines(mutated)
     tail = len(before) - 1 - last
-    old = " ".join(line.strip() for line in before[first:last + 1])
-    new = " ".join(line.strip() for line in after[first:len(after) - tail])
+    old = " ".join(line.strip() for line in before[first : last + 1])
+    new = " ".join(line.strip() for line in after[first : len(after) - tail])
     where = f"line {first + 1}" if first == last else f"lines {first + 1}-{last + 1}"
     return f"{where}: {old}  ->  {new}"
 
@@ -192,8 +250,13 @@ def _sites(tree: ast.Module) -> Iterator[_Site]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             axis_constants.update(id(a) for a in _axis_arguments(node))
-    index_constants = {id(n) for n in ast.walk(tree) if isinstance(n, ast.Subscript)
-                       for n in _index_parts(n.slice) if isinstance(n, ast.Constant)}
+    index_constants = {
+        id(n)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Subscript)
+        for n in _index_parts(n.slice)
+        if isinstance(n, ast.Constant)
+    }
     for node in ast.walk(tree):
         for make in _MAKERS:
             yield from make(node, inputs=inputs, skip=axis_constants | index_constants)
@@ -264,7 +327,7 @@ def _argument(node, **_) -> Iterator[_Site]:
     args = node.args
     if len(args) >= 2:
         for i in range(len(args)):
-            yield _Site("argument", node, _replace(node, args=args[:i] + args[i + 1:]))
+            yield _Site("argument", node, _replace(node, args=args[:i] + args[i + 1 :]))
         for i in range(len(args) - 1):
             if ast.dump(args[i]) != ast.dump(args[i + 1]):
                 swapped = list(args)
@@ -272,19 +335,24 @@ def _argument(node, **_) -> Iterator[_Site]:
                 yield _Site("argument", node, _replace(node, args=swapped))
     for i, keyword in enumerate(node.keywords):
         if keyword.arg is not None and keyword.arg not in _AXIS_KEYWORDS:
-            yield _Site("argument", node, _replace(node, keywords=node.keywords[:i] + node.keywords[i + 1:]))
+            yield _Site("argument", node, _replace(node, keywords=node.keywords[:i] + node.keywords[i + 1 :]))
 
 
 def _statement(node, **_) -> Iterator[_Site]:
-    if isinstance(node, ast.stmt) and not isinstance(node, ast.Pass | ast.Global | ast.Nonlocal) and not (
-            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+    if (
+        isinstance(node, ast.stmt)
+        and not isinstance(node, ast.Pass | ast.Global | ast.Nonlocal)
+        and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+    ):
         yield _Site("statement", node, None)
 
 
 def _return(node, *, inputs, **_) -> Iterator[_Site]:
     """The snippet's result replaced by one of its inputs: a returned value, or a value assigned to a name."""
     if (isinstance(node, ast.Return) and node.value is not None) or (
-        isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name | ast.Subscript)
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name | ast.Subscript)
     ):
         target = node.value
     else:
@@ -326,8 +394,13 @@ def _index(node, **_) -> Iterator[_Site]:
 
 def _axis_arguments(call: ast.Call) -> list[ast.AST]:
     found = [k.value for k in call.keywords if k.arg in _AXIS_KEYWORDS]
-    if isinstance(call.func, ast.Attribute) and call.func.attr in _REDUCTIONS and len(call.args) == 1 and (
-            _int_value(call.args[0]) is not None) and not _is_module(call.func.value):
+    if (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr in _REDUCTIONS
+        and len(call.args) == 1
+        and (_int_value(call.args[0]) is not None)
+        and not _is_module(call.func.value)
+    ):
         found.append(call.args[0])  # x.sum(1), not np.sum(x)
     return [a for a in found if _int_value(a) is not None]
 
@@ -339,8 +412,12 @@ def _is_module(node: ast.AST) -> bool:
 def _int_value(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
-            and type(node.operand.value) is int:
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+    ):
         return -node.operand.value
     return None
 
@@ -351,9 +428,20 @@ def _axis(node, **_) -> Iterator[_Site]:
             axis = _int_value(argument)
             assert axis is not None
             other = axis - 1 if axis != 0 else 1  # dim=-1 -> -2, dim=1 -> 0, dim=0 -> 1
-            yield _Site("axis", argument, ast.Constant(other) if other >= 0 else
-                        ast.UnaryOp(ast.USub(), ast.Constant(-other)))
+            yield _Site(
+                "axis", argument, ast.Constant(other) if other >= 0 else ast.UnaryOp(ast.USub(), ast.Constant(-other))
+            )
 
 
 _MAKERS: tuple[Callable[..., Iterator[_Site]], ...] = (
-    _arithmetic, _comparison, _constant, _sign, _argument, _statement, _return, _condition, _index, _axis)
+    _arithmetic,
+    _comparison,
+    _constant,
+    _sign,
+    _argument,
+    _statement,
+    _return,
+    _condition,
+    _index,
+    _axis,
+)

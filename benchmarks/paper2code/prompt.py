@@ -18,8 +18,10 @@ PROTOCOL = "rcb-v1"
 PLACEHOLDERS = ("paper", "code", "name", "loc")
 CONTEXT_JOINS = ("standard", "original")
 # What `$paper` becomes in the "without paper" ablation of a protocol that has no template of its own for it.
-NO_PAPER_TEXT = ("(The paper's text is not given for this task: infer what the block computes from the code and the "
-                 "name of the TODO block.)")
+NO_PAPER_TEXT = (
+    "(The paper's text is not given for this task: infer what the block computes from the code and the "
+    "name of the TODO block.)"
+)
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,14 @@ def template_problems(text: str, *, paper: bool = True) -> list[str]:
         line = text.count("\n", 0, match.start()) + 1
         name = match.group("named") or match.group("braced")
         if match.group("invalid") is not None:
-            problems.append(f"line {line}: a lone \"$\" (write $$ for a dollar sign, or one of "
-                            f"{', '.join('$' + p for p in PLACEHOLDERS)})")
+            problems.append(
+                f'line {line}: a lone "$" (write $$ for a dollar sign, or one of '
+                f"{', '.join('$' + p for p in PLACEHOLDERS)})"
+            )
         elif name is not None and name not in PLACEHOLDERS:
-            problems.append(f"line {line}: unknown placeholder ${name}; known: "
-                            f"{', '.join('$' + p for p in PLACEHOLDERS)}")
+            problems.append(
+                f"line {line}: unknown placeholder ${name}; known: {', '.join('$' + p for p in PLACEHOLDERS)}"
+            )
     if "code" not in template.get_identifiers():
         problems.append("$code is missing: the model would never see the masked file")
     if paper and "paper" not in template.get_identifiers():
@@ -71,7 +76,7 @@ def template_problems(text: str, *, paper: bool = True) -> list[str]:
     return problems
 
 
-_RCB_V1 = '''You are an expert machine learning researcher and software engineer reproducing the official code of a research paper. Below are the paper (or a note that it is omitted) and files from its implementation. In the last file, one block of code has been removed and replaced by two TODO comment lines. Write the missing block so that the code does what the paper describes.
+_RCB_V1 = """You are an expert machine learning researcher and software engineer reproducing the official code of a research paper. Below are the paper (or a note that it is omitted) and files from its implementation. In the last file, one block of code has been removed and replaced by two TODO comment lines. Write the missing block so that the code does what the paper describes.
 
 <<PAPER>>
 
@@ -106,14 +111,16 @@ a correct answer is:
             weight = self.weights.get(item.kind, 1.0)
             total += weight * item.value
 ```
-'''
+"""
 
 RCB_V1 = Protocol(
     name="rcb-v1",
     template=_RCB_V1.replace("<<PAPER>>", "# Paper\n\n$paper"),
     template_without_paper=_RCB_V1.replace(
-        "<<PAPER>>", "# Paper (omitted)\n\nThe paper's text is not given for this task: infer what the block computes "
-                     "from the code and the name of the TODO block."),
+        "<<PAPER>>",
+        "# Paper (omitted)\n\nThe paper's text is not given for this task: infer what the block computes "
+        "from the code and the name of the TODO block.",
+    ),
 )
 
 
@@ -123,13 +130,14 @@ def protocol_mask(protocol: Protocol, file: AnnotatedFile, snippet: Snippet) -> 
 
 
 def _context_part(protocol: Protocol, context_files: Sequence[tuple[str, str]]) -> str:
-    joined = [(path, "".join(content.splitlines()) if protocol.context_join == "original" else content)
-              for path, content in context_files]
+    joined = [
+        (path, "".join(content.splitlines()) if protocol.context_join == "original" else content)
+        for path, content in context_files
+    ]
     return "".join(f"## {path}\n\n{content}\n\n" for path, content in joined)
 
 
-def code_part(protocol: Protocol, context_files: Sequence[tuple[str, str]], masked_path: str,
-              masked_code: str) -> str:
+def code_part(protocol: Protocol, context_files: Sequence[tuple[str, str]], masked_path: str, masked_code: str) -> str:
     """Each context file as "## <path>", a blank line, its content and blank lines; then the masked file."""
     context = _context_part(protocol, context_files)
     if protocol.masked_header:
@@ -152,8 +160,11 @@ def build_prompt(
         template, paper = protocol.template_without_paper, ""
     else:
         template, paper = protocol.template, NO_PAPER_TEXT if paper_text is None else paper_text
-    return paper.join(_template_parts(template, code=code_part(protocol, context_files, masked_path, masked_code),
-                                      name=name, loc=str(loc)))
+    return paper.join(
+        _template_parts(
+            template, code=code_part(protocol, context_files, masked_path, masked_code), name=name, loc=str(loc)
+        )
+    )
 
 
 def _template_parts(template: str, **values: str) -> list[str]:
@@ -161,7 +172,7 @@ def _template_parts(template: str, **values: str) -> list[str]:
     pieces, start = [], 0
     for match in string.Template.pattern.finditer(template):
         if (match.group("named") or match.group("braced")) == "paper":
-            pieces.append(template[start:match.start()])
+            pieces.append(template[start : match.start()])
             start = match.end()
     pieces.append(template[start:])
     return [string.Template(piece).substitute(values) for piece in pieces]
@@ -185,7 +196,7 @@ def prompt_template(*, protocol: Protocol, context_files: Sequence[tuple[str, st
 
     template, start = protocol.template, 0
     for match in string.Template.pattern.finditer(template):
-        text(template[start:match.start()])
+        text(template[start : match.start()])
         start = match.end()
         name = match.group("named") or match.group("braced")
         if match.group("escaped") is not None:

@@ -31,8 +31,10 @@ PAPERS_YAML = "papers.yaml"
 TEST_ENTRY_POINT = "paper2code_test.py"
 PAPER_TEXT_NAMES = ("paper2code_paper.tex", "paper2code_paper.md")  # first wins
 REQUIREMENTS_NAMES = ("paper2code_requirements.txt", "requirements.txt")  # first wins
-LEGACY_HINT = ("; a legacy set that ran in one shared environment is imported with --environment FILE, which "
-               "keeps each paper's requirements file as a file, never installed")
+LEGACY_HINT = (
+    "; a legacy set that ran in one shared environment is imported with --environment FILE, which "
+    "keeps each paper's requirements file as a file, never installed"
+)
 
 _TEXT_FIELDS = ("title", "arxiv_abs", "github_url", "venue")
 LINK_FIELDS = ("arxiv_abs", "github_url")  # rendered as links: http(s) only
@@ -135,8 +137,11 @@ def read_pset(root: str | Path, *, shared_environment: bool = False) -> list[Pap
     return papers
 
 
-def read_pset_with_warnings(root: str | Path, *, shared_environment: bool = False,
-                            ) -> tuple[list[PaperPackage], list[Problem]]:
+def read_pset_with_warnings(
+    root: str | Path,
+    *,
+    shared_environment: bool = False,
+) -> tuple[list[PaperPackage], list[Problem]]:
     """Like read_pset, also returning the warnings (near-miss markers) that do not stop a set from loading."""
     root = Path(root)
     entries, problems = _papers_yaml_read(root)
@@ -224,8 +229,13 @@ def _nodes_expanded(root: yaml.Node) -> int:
     def count(node: yaml.Node) -> int:
         if id(node) not in counts:
             counts[id(node)] = 0  # a recursive alias counts once, never forever
-            children = [] if isinstance(node, yaml.ScalarNode) else \
-                [v for pair in node.value for v in pair] if isinstance(node, yaml.MappingNode) else node.value
+            children = (
+                []
+                if isinstance(node, yaml.ScalarNode)
+                else [v for pair in node.value for v in pair]
+                if isinstance(node, yaml.MappingNode)
+                else node.value
+            )
             counts[id(node)] = min(1 + sum(count(child) for child in children), YAML_VALUES_MAX + 1)
         return counts[id(node)]
 
@@ -247,8 +257,13 @@ def _papers_yaml_read(root: Path) -> tuple[list[_Entry], list[Problem]]:
         node = loader.get_single_node()
         expanded = _nodes_expanded(node) if node is not None else 0
         if expanded > YAML_VALUES_MAX:  # nested aliases: a few hundred bytes that expand to megabytes of metadata
-            return [], [Problem(PAPERS_YAML, 0, f"expands to more than {YAML_VALUES_MAX} values through its aliases "
-                                                "(*name): write the values out")]
+            return [], [
+                Problem(
+                    PAPERS_YAML,
+                    0,
+                    f"expands to more than {YAML_VALUES_MAX} values through its aliases (*name): write the values out",
+                )
+            ]
         listing = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
@@ -273,8 +288,14 @@ def _papers_yaml_read(root: Path) -> tuple[list[_Entry], list[Problem]]:
             problems.append(Problem(PAPERS_YAML, line, f"entry {index} has no id"))
             continue
         if not isinstance(paper_id, str) or not _id_is_safe(paper_id):
-            problems.append(Problem(PAPERS_YAML, line, f"paper {paper_id!r}: id is not a safe folder name "
-                                                       "(letters, digits, '.', '_', '-'; not starting with '.')"))
+            problems.append(
+                Problem(
+                    PAPERS_YAML,
+                    line,
+                    f"paper {paper_id!r}: id is not a safe folder name "
+                    "(letters, digits, '.', '_', '-'; not starting with '.')",
+                )
+            )
             continue
         lines, duplicates = _value_lines(item_node)
         problems += [Problem(PAPERS_YAML, n, f"paper {paper_id}: key {key!r} is repeated") for key, n in duplicates]
@@ -311,8 +332,11 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
 
     folder = root / paper_id
     if folder.is_symlink():  # as a file's symlink may not leave the paper's folder, a folder may not leave the set's
-        error(PAPERS_YAML, entry.line, f"folder {paper_id}/ is a symlink (to {os.readlink(folder)}); put the paper's "
-                                       "files in the set itself")
+        error(
+            PAPERS_YAML,
+            entry.line,
+            f"folder {paper_id}/ is a symlink (to {os.readlink(folder)}); put the paper's files in the set itself",
+        )
         return None, problems
     if not folder.is_dir():
         error(PAPERS_YAML, entry.line, f"folder {paper_id}/ does not exist")
@@ -355,14 +379,18 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
             continue
         parsed = parse(texts[path], path)
         annotated[path] = parsed
-        problems += [replace(p, file=in_folder(path), message=f"paper {paper_id}: {p.message}")
-                     for p in parsed.problems]
+        problems += [
+            replace(p, file=in_folder(path), message=f"paper {paper_id}: {p.message}") for p in parsed.problems
+        ]
         if not parsed.snippets and parsed.is_valid:
             error(in_folder(path), 0, "annotated file has no snippets")
 
     if GPU_KEY in entry.data and not isinstance(entry.data[GPU_KEY], bool):
-        error(PAPERS_YAML, entry.line_of(GPU_KEY), f"{GPU_KEY} is {entry.data[GPU_KEY]!r}; "
-                                                   "write true (its tests need a GPU) or false")
+        error(
+            PAPERS_YAML,
+            entry.line_of(GPU_KEY),
+            f"{GPU_KEY} is {entry.data[GPU_KEY]!r}; write true (its tests need a GPU) or false",
+        )
     if any(p.severity == "error" for p in problems):
         return None, problems
     extra = {key: value for key, value in entry.data.items() if key not in _KNOWN_FIELDS}
@@ -399,8 +427,7 @@ def _fields_read(entry: _Entry, error: Callable[[str, int, str], None]) -> dict[
     return fields
 
 
-def _paths_read(entry: _Entry, key: str, error: Callable[[str, int, str], None], *,
-                required: bool) -> dict[str, int]:
+def _paths_read(entry: _Entry, key: str, error: Callable[[str, int, str], None], *, required: bool) -> dict[str, int]:
     """A path-or-list field as normalized folder-relative paths, each with its papers.yaml line."""
     value = entry.data.get(key)
     if value is None:

@@ -20,12 +20,18 @@ _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _VCS = ("git", "hg", "svn", "bzr")
 _ARCHIVE_SUFFIXES = (".zip", ".whl", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tar.lz")
 _OPTION_WHY = {
-    "-r": "it reads another file", "--requirement": "it reads another file",
-    "-c": "it reads a constraints file", "--constraint": "it reads a constraints file",
-    "-e": "it installs from a local folder or a repository", "--editable": "it installs from a local folder or a repository",
-    "-f": "it changes where packages come from", "--find-links": "it changes where packages come from",
-    "-i": "it changes where packages come from", "--index-url": "it changes where packages come from",
-    "--extra-index-url": "it changes where packages come from", "--trusted-host": "it turns off TLS checks",
+    "-r": "it reads another file",
+    "--requirement": "it reads another file",
+    "-c": "it reads a constraints file",
+    "--constraint": "it reads a constraints file",
+    "-e": "it installs from a local folder or a repository",
+    "--editable": "it installs from a local folder or a repository",
+    "-f": "it changes where packages come from",
+    "--find-links": "it changes where packages come from",
+    "-i": "it changes where packages come from",
+    "--index-url": "it changes where packages come from",
+    "--extra-index-url": "it changes where packages come from",
+    "--trusted-host": "it turns off TLS checks",
 }
 _ONLY = "only PEP 508 requirements from the package index (name, extras, versions, markers) are allowed"
 

@@ -5,8 +5,12 @@ from django import template
 register = template.Library()
 
 SPLITS = {"public": "public", "held_out": "held out"}
-SETTINGS = {"protocol": ("prompt protocol", ""), "time_limit_seconds": ("time limit", " s"),
-            "memory_mb": ("memory limit", " MB"), "cpus": ("CPUs", "")}
+SETTINGS = {
+    "protocol": ("prompt protocol", ""),
+    "time_limit_seconds": ("time limit", " s"),
+    "memory_mb": ("memory limit", " MB"),
+    "cpus": ("CPUs", ""),
+}
 
 FILE_CHANGES = (("files_changed", "changed"), ("files_added", "added"), ("files_removed", "removed"))
 FILES_NAMED = 5  # beyond this many files of one kind, the rest are counted

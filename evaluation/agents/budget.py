@@ -31,8 +31,12 @@ class Budget:
 
     @classmethod
     def of(cls, data: dict) -> Budget:
-        return cls(turns=int(data["turns"]), tokens=int(data["tokens"]), seconds=float(data["seconds"]),
-                   cost=float(data["cost"]))
+        return cls(
+            turns=int(data["turns"]),
+            tokens=int(data["tokens"]),
+            seconds=float(data["seconds"]),
+            cost=float(data["cost"]),
+        )
 
 
 def release_maximums(version) -> Budget:
@@ -51,8 +55,9 @@ def budget_for_run(*, version, requested: dict | None) -> Budget:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise BudgetError(f"budget {name} must be a positive number (got {value!r})")
         if value > values[name]:
-            raise BudgetError(f"budget {name} {value:g} is above the release's maximum of {values[name]:g} "
-                              f"{UNITS[name]} per item")
+            raise BudgetError(
+                f"budget {name} {value:g} is above the release's maximum of {values[name]:g} {UNITS[name]} per item"
+            )
         values[name] = value
     return Budget.of(values)
 
@@ -78,9 +83,12 @@ class Usage:
         self.cost = None if cost is None or self.cost is None else self.cost + Decimal(str(cost))
 
     def left(self, budget: Budget) -> dict:
-        return {"turns": budget.turns - self.turns, "tokens": budget.tokens - self.tokens,
-                "seconds": round(budget.seconds - self.seconds, 1),
-                "cost": None if self.cost is None else round(budget.cost - float(self.cost), 6)}
+        return {
+            "turns": budget.turns - self.turns,
+            "tokens": budget.tokens - self.tokens,
+            "seconds": round(budget.seconds - self.seconds, 1),
+            "cost": None if self.cost is None else round(budget.cost - float(self.cost), 6),
+        }
 
     def exhausted(self, budget: Budget) -> str:
         """The first budget that ran out ("" while none has), in the order BUDGETS names them."""
@@ -94,5 +102,7 @@ class Usage:
 def left_text(left: dict) -> str:
     """What is left, as the model reads it every turn."""
     cost = "unknown (the model's price is not known)" if left["cost"] is None else f"{left['cost']:.4f} USD"
-    return (f"{left['turns']} turn(s), {left['tokens']} token(s), {max(0.0, left['seconds']):.0f} s of wall time, "
-            f"cost {cost}")
+    return (
+        f"{left['turns']} turn(s), {left['tokens']} token(s), {max(0.0, left['seconds']):.0f} s of wall time, "
+        f"cost {cost}"
+    )

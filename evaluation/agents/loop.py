@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 
-
 from evaluation.agents.budget import Budget, Usage, left_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.policies import Policy
@@ -41,11 +40,18 @@ Your budget for this item: {turns} turns (model calls), {tokens} tokens in and o
 """
 
 
-def system_prompt(*, path: str, name: str, loc: int, budget: Budget, command_seconds: float,
-                  output_bytes: int) -> str:
-    return SYSTEM_PROMPT.format(path=path, name=name, loc=loc, turns=budget.turns, tokens=budget.tokens,
-                                seconds=budget.seconds, cost=f"{budget.cost:g} USD",
-                                command_seconds=command_seconds, output_bytes=output_bytes)
+def system_prompt(*, path: str, name: str, loc: int, budget: Budget, command_seconds: float, output_bytes: int) -> str:
+    return SYSTEM_PROMPT.format(
+        path=path,
+        name=name,
+        loc=loc,
+        turns=budget.turns,
+        tokens=budget.tokens,
+        seconds=budget.seconds,
+        cost=f"{budget.cost:g} USD",
+        command_seconds=command_seconds,
+        output_bytes=output_bytes,
+    )
 
 
 @dataclass(frozen=True)
@@ -61,20 +67,41 @@ class _Steps:
         self.index = 0
 
     def record(self, *, role: str, content: str = "", usage: Usage, budget: Budget, **fields) -> AgentStep:
-        step = AgentStep.objects.create(trajectory=self.trajectory, index=self.index, role=role, content=content,
-                                        budget_left=usage.left(budget), **fields)
+        step = AgentStep.objects.create(
+            trajectory=self.trajectory,
+            index=self.index,
+            role=role,
+            content=content,
+            budget_left=usage.left(budget),
+            **fields,
+        )
         self.index += 1
         return step
 
 
 def _usage_save(trajectory: AgentTrajectory, usage: Usage, ended_by: str = "") -> None:
     AgentTrajectory.objects.filter(pk=trajectory.pk).update(
-        turns=usage.turns, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-        cost=usage.cost, seconds=round(usage.seconds, 3), ended_by=ended_by)
+        turns=usage.turns,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost=usage.cost,
+        seconds=round(usage.seconds, 3),
+        ended_by=ended_by,
+    )
 
 
-def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prompt: str, workspace: Workspace,
-               session: Session, limits: Limits, budget: Budget, clock=time.monotonic) -> AgentEnd:
+def agent_loop(
+    *,
+    trajectory: AgentTrajectory,
+    policy: Policy,
+    system: str,
+    prompt: str,
+    workspace: Workspace,
+    session: Session,
+    limits: Limits,
+    budget: Budget,
+    clock=time.monotonic,
+) -> AgentEnd:
     started = clock()
     usage = Usage()
     steps = _Steps(trajectory)
@@ -94,21 +121,28 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
             turn = policy(messages, budget.seconds - usage.seconds)
         except ModelCallError as exc:
             tick()
-            steps.record(role=AgentStep.Role.ASSISTANT, content=f"[the model call failed: {exc}]", usage=usage,
-                         budget=budget)
+            steps.record(
+                role=AgentStep.Role.ASSISTANT, content=f"[the model call failed: {exc}]", usage=usage, budget=budget
+            )
             _usage_save(trajectory, usage, AgentTrajectory.End.MODEL_ERROR)
             return AgentEnd(AgentTrajectory.End.MODEL_ERROR, usage, str(exc))
         usage.add_turn(prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens, cost=turn.cost)
         tick()
         messages.append(turn.message)
         calls = turn.message.get("tool_calls") or []
-        steps.record(role=AgentStep.Role.ASSISTANT, content=turn.message.get("content") or "", usage=usage,
-                     budget=budget,
-                     tool_calls=[{"id": c["id"], "name": c["function"]["name"],
-                                  "arguments": c["function"]["arguments"]} for c in calls],
-                     prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
-                     cost=None if turn.cost is None else Decimal(str(turn.cost)).quantize(Decimal("0.000001")),
-                     duration=turn.latency)
+        steps.record(
+            role=AgentStep.Role.ASSISTANT,
+            content=turn.message.get("content") or "",
+            usage=usage,
+            budget=budget,
+            tool_calls=[
+                {"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in calls
+            ],
+            prompt_tokens=turn.prompt_tokens,
+            completion_tokens=turn.completion_tokens,
+            cost=None if turn.cost is None else Decimal(str(turn.cost)).quantize(Decimal("0.000001")),
+            duration=turn.latency,
+        )
         _usage_save(trajectory, usage)
         overspent = usage.exhausted(budget)
         if overspent in ("tokens", "cost"):
@@ -124,13 +158,26 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
             elif seconds_left <= 0:
                 output = "not run: the wall-time budget is spent"
             else:
-                result = tool_call(name=name, arguments=call["function"]["arguments"], workspace=workspace,
-                                   session=session, limits=limits, seconds_left=seconds_left)
+                result = tool_call(
+                    name=name,
+                    arguments=call["function"]["arguments"],
+                    workspace=workspace,
+                    session=session,
+                    limits=limits,
+                    seconds_left=seconds_left,
+                )
                 output, submitted = result.output, result.submitted
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
             tick()
-            steps.record(role=AgentStep.Role.TOOL, content=output, usage=usage, budget=budget,
-                         tool_call_id=call["id"][:200], tool_name=name[:50], duration=clock() - begun)
+            steps.record(
+                role=AgentStep.Role.TOOL,
+                content=output,
+                usage=usage,
+                budget=budget,
+                tool_call_id=call["id"][:200],
+                tool_name=name[:50],
+                duration=clock() - begun,
+            )
         if submitted:
             ended = AgentTrajectory.End.SUBMITTED
             break
@@ -150,13 +197,19 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
 def trajectory_start(*, run, snippet, sample: int, budget: Budget) -> AgentTrajectory:
     """The item's trajectory, begun afresh unless it already ended (a redelivered task then only scores it)."""
     trajectory, created = AgentTrajectory.objects.get_or_create(
-        run=run, snippet=snippet, sample=sample, defaults={"budget": budget.as_dict()})
+        run=run, snippet=snippet, sample=sample, defaults={"budget": budget.as_dict()}
+    )
     if not created and not trajectory.ended_by:
         # A worker lost mid-item: its workspace went with it, so the item starts over (steps kept until now go).
         trajectory.steps.all().delete()
         AgentTrajectory.objects.filter(pk=trajectory.pk).update(
-            turns=0, prompt_tokens=0, completion_tokens=0, cost=Decimal(0), seconds=0, budget=budget.as_dict(),
-            answer_problem="")
+            turns=0,
+            prompt_tokens=0,
+            completion_tokens=0,
+            cost=Decimal(0),
+            seconds=0,
+            budget=budget.as_dict(),
+            answer_problem="",
+        )
         trajectory.refresh_from_db()
     return trajectory
-

@@ -28,14 +28,22 @@ class AgentTrajectory(models.Model):
     turns = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
-    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True,
-                               help_text="USD; null: unknown for at least one turn (never shown as 0).")
+    cost = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="USD; null: unknown for at least one turn (never shown as 0).",
+    )
     seconds = models.FloatField(default=0.0)
     answer_problem = models.TextField(blank=True, help_text="Why no answer could be read from the final file.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="trajectory_unique_item")]
+
+    def __str__(self) -> str:
+        return f"trajectory of run {self.run_id}, snippet {self.snippet_id}, sample {self.sample}"
 
     @property
     def tokens(self) -> int:
@@ -56,25 +64,39 @@ class AgentStep(models.Model):
     index = models.PositiveIntegerField()
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
-    tool_calls = models.JSONField(default=list, blank=True,
-                                  help_text="Assistant steps: [{id, name, arguments}] as the model asked.")
+    tool_calls = models.JSONField(
+        default=list, blank=True, help_text="Assistant steps: [{id, name, arguments}] as the model asked."
+    )
     tool_call_id = models.CharField(max_length=200, blank=True, help_text="Tool steps: the call answered.")
     tool_name = models.CharField(max_length=50, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     duration = models.FloatField(null=True, blank=True, help_text="Seconds of the model call or the tool.")
-    budget_left = models.JSONField(default=dict, blank=True,
-                                   help_text="What was left after this step: {turns, tokens, seconds, cost}.")
+    budget_left = models.JSONField(
+        default=dict, blank=True, help_text="What was left after this step: {turns, tokens, seconds, cost}."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["trajectory", "index"]
         constraints = [models.UniqueConstraint(fields=["trajectory", "index"], name="agentstep_unique_index")]
 
+    def __str__(self) -> str:
+        return f"step {self.index} ({self.role}) of trajectory {self.trajectory_id}"
+
     def as_dict(self) -> dict:
-        return {"index": self.index, "role": self.role, "content": self.content, "tool_calls": self.tool_calls,
-                "tool_call_id": self.tool_call_id, "tool_name": self.tool_name,
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "cost": None if self.cost is None else float(self.cost), "duration": self.duration,
-                "budget_left": self.budget_left, "created_at": self.created_at.isoformat()}
+        return {
+            "index": self.index,
+            "role": self.role,
+            "content": self.content,
+            "tool_calls": self.tool_calls,
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost": None if self.cost is None else float(self.cost),
+            "duration": self.duration,
+            "budget_left": self.budget_left,
+            "created_at": self.created_at.isoformat(),
+        }

@@ -21,10 +21,13 @@ def run_mode_settings(*, model, version, mode: str, budget: dict | None) -> dict
         return {}
     if model.kind not in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
         raise EvaluationError(f"model {model.name} is not called, so it cannot run as an agent")
-    if model.kind == ModelEntry.Kind.LITELLM and not tools_supported(model=model.litellm_model,
-                                                                     api_base=model.api_base or None):
-        raise EvaluationError(f"model {model.name} ({model.litellm_model}) cannot call tools as litellm knows it, so "
-                              f"it cannot run as an agent; run it single-shot")
+    if model.kind == ModelEntry.Kind.LITELLM and not tools_supported(
+        model=model.litellm_model, api_base=model.api_base or None
+    ):
+        raise EvaluationError(
+            f"model {model.name} ({model.litellm_model}) cannot call tools as litellm knows it, so "
+            f"it cannot run as an agent; run it single-shot"
+        )
     try:
         return budget_for_run(version=version, requested=budget).as_dict()
     except BudgetError as exc:

@@ -17,8 +17,8 @@ from dataclasses import replace
 from celery import shared_task
 from django.conf import settings
 
-from benchmarks.selectors import protocol_get
 from benchmarks import visibility
+from benchmarks.selectors import protocol_get
 from evaluation import services
 from evaluation.agents.budget import Budget
 from evaluation.agents.loop import agent_loop, system_prompt, trajectory_start
@@ -30,7 +30,7 @@ from evaluation.executor import item_execute, limits_for_release, session_for
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
-from evaluation.selectors import item_prompt, run_snippets
+from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
 from evaluation.tasks import SANDBOX_RETRIES, _item, _item_current, _item_ended, _retry_or_error
 from operations.watchdog import database_outage_outlasted
@@ -53,7 +53,7 @@ def _ended_text(trajectory: AgentTrajectory) -> str:
         AgentTrajectory.End.TURNS: f"the turn budget ran out ({trajectory.turns} of {budget.get('turns')} turns)",
         AgentTrajectory.End.TOKENS: f"the token budget ran out ({trajectory.tokens} of {budget.get('tokens')})",
         AgentTrajectory.End.SECONDS: f"the wall-time budget ran out ({trajectory.seconds:.0f} of "
-                                     f"{budget.get('seconds'):g} s)",
+        f"{budget.get('seconds'):g} s)",
         AgentTrajectory.End.COST: f"the cost budget ran out ({trajectory.cost} of {budget.get('cost'):g} USD)",
     }
     return said.get(trajectory.ended_by, trajectory.get_ended_by_display())
@@ -66,19 +66,26 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
     run, snippet = _item(run_id, snippet_id)
     if not _item_current(run, epoch):
         return
+    assert run is not None  # _item_current: a current run
     if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
         _item_ended(run)
         return
-    if not run_snippets(run).filter(pk=snippet.pk).exists():
+    if not run_snippets(run=run).filter(pk=snippet.pk).exists():
         logger.error("run %s does not cover item %s (held out?); its agent does not start", run.pk, snippet.pk)
         return
-    if (run.model.kind == ModelEntry.Kind.LITELLM and run.covers_held_out
-            and not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists()
-            and not visibility.run_sends_held_out(run=run)
-            and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()):
+    if (
+        run.model.kind == ModelEntry.Kind.LITELLM
+        and run.covers_held_out
+        and not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists()
+        and not run_sends_held_out(run=run)
+        and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()
+    ):
         # As item_generate: covered at the start, untrusted now; the held-out item is never sent, an error.
-        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
-                          "not sent: the run's endpoint is no longer trusted with held-out prompts")
+        verdict = Verdict(
+            Outcome.Status.ERROR,
+            Outcome.Category.INFRASTRUCTURE,
+            "not sent: the run's endpoint is no longer trusted with held-out prompts",
+        )
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
         services.run_maybe_finish(run=run)
         return
@@ -98,20 +105,34 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
             return
         ended = _ended_text(trajectory)
         if trajectory.answer_problem:
-            verdict = Verdict(Outcome.Status.FAILED, Outcome.Category.WRONG_RESULT,
-                              f"{ended}; no answer: {trajectory.answer_problem}")
+            verdict = Verdict(
+                Outcome.Status.FAILED, Outcome.Category.WRONG_RESULT, f"{ended}; no answer: {trajectory.answer_problem}"
+            )
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
         else:
-            item_run = item_execute(snippet=snippet, code=generation.extracted_code, limits=limits,
-                                    failures=build_failures)
+            item_run = item_execute(
+                snippet=snippet, code=generation.extracted_code, limits=limits, failures=build_failures
+            )
             verdict = replace(item_run.verdict, detail=f"{ended}; {item_run.verdict.detail}")
-            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation,
-                                    result=item_run.result, backend=item_run.backend, worker=worker,
-                                    limits=item_run.limits, environment_lock=item_run.environment_lock,
-                                    forked=item_run.forked)
+            services.outcome_record(
+                run=run,
+                snippet=snippet,
+                sample=sample,
+                verdict=verdict,
+                generation=generation,
+                result=item_run.result,
+                backend=item_run.backend,
+                worker=worker,
+                limits=item_run.limits,
+                environment_lock=item_run.environment_lock,
+                forked=item_run.forked,
+            )
     except EnvironmentBuildError as exc:
-        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE,
-                          f"{ENVIRONMENT_FAILED} (task {task}): {exc}\n{exc.log[-1500:]}")
+        verdict = Verdict(
+            Outcome.Status.ERROR,
+            Outcome.Category.INFRASTRUCTURE,
+            f"{ENVIRONMENT_FAILED} (task {task}): {exc}\n{exc.log[-1500:]}",
+        )
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
     except SandboxError as exc:
         _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
@@ -124,31 +145,68 @@ def _agent_work(*, run: EvaluationRun, snippet, sample: int, limits) -> Generati
     task = snippet.task
     budget = Budget.of(run.agent_budget)
     session = session_for(task.environment_hash, task.requirements, failures=build_failures)
-    start, masked = workspace_files(snippet=snippet, files=task_files(task), hidden=task_hidden_files(task),
-                                    protocol=protocol_get(name=run.protocol), with_paper=run.with_paper)
+    start, masked = workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=run.protocol),
+        with_paper=run.with_paper,
+    )
     prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
     trajectory = trajectory_start(run=run, snippet=snippet, sample=sample, budget=budget)
-    system = system_prompt(path=snippet.file_path, name=snippet.name, loc=snippet.loc, budget=budget,
-                           command_seconds=settings.AGENT_COMMAND_SECONDS, output_bytes=settings.AGENT_OUTPUT_BYTES)
+    system = system_prompt(
+        path=snippet.file_path,
+        name=snippet.name,
+        loc=snippet.loc,
+        budget=budget,
+        command_seconds=settings.AGENT_COMMAND_SECONDS,
+        output_bytes=settings.AGENT_OUTPUT_BYTES,
+    )
     workspace = Workspace.create(name=f"run{run.pk}-item{snippet.pk}-{sample}", files=start)
     try:
         try:
             policy = _policy(run, snippet, masked)
         except services.EvaluationError as exc:
             return services.generation_record(run=run, snippet=snippet, sample=sample, prompt=prompt, error=str(exc))
-        end = agent_loop(trajectory=trajectory, policy=policy, system=system, prompt=prompt, workspace=workspace,
-                         session=session, limits=limits, budget=budget)
+        end = agent_loop(
+            trajectory=trajectory,
+            policy=policy,
+            system=system,
+            prompt=prompt,
+            workspace=workspace,
+            session=session,
+            limits=limits,
+            budget=budget,
+        )
         final = workspace.read_text(masked.path)
     finally:
         workspace.remove()
     usage = end.usage
     if end.error:
-        return services.generation_record(run=run, snippet=snippet, sample=sample, prompt=prompt, error=end.error,
-                                          prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                                          cost=usage.cost, latency=usage.seconds, attempts=min(usage.turns, 32767))
+        return services.generation_record(
+            run=run,
+            snippet=snippet,
+            sample=sample,
+            prompt=prompt,
+            error=end.error,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost=usage.cost,
+            latency=usage.seconds,
+            attempts=min(usage.turns, 32767),
+        )
     body, problem = answer_read(final=final, masked=masked)
     AgentTrajectory.objects.filter(pk=trajectory.pk).update(answer_problem=problem)
     return services.generation_record(
-        run=run, snippet=snippet, sample=sample, prompt=prompt, raw_answer=final or "", code=body or "",
-        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, cost=usage.cost,
-        latency=usage.seconds, attempts=min(usage.turns, 32767))
+        run=run,
+        snippet=snippet,
+        sample=sample,
+        prompt=prompt,
+        raw_answer=final or "",
+        code=body or "",
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost=usage.cost,
+        latency=usage.seconds,
+        attempts=min(usage.turns, 32767),
+    )

@@ -19,24 +19,42 @@ SUBMIT = "submit"
 
 
 def _function(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 _PATH = {"type": "string", "description": "A path relative to the workspace (/sandbox)."}
 TOOLS = [
-    _function("run", "Run a shell command in the workspace (/sandbox) with the task's Python environment, no network. "
-                     "It is killed at its time limit, and everything it started ends with it.",
-              {"command": {"type": "string"}}, ["command"]),
+    _function(
+        "run",
+        "Run a shell command in the workspace (/sandbox) with the task's Python environment, no network. "
+        "It is killed at its time limit, and everything it started ends with it.",
+        {"command": {"type": "string"}},
+        ["command"],
+    ),
     _function("read_file", "Read a text file of the workspace.", {"path": _PATH}, ["path"]),
-    _function("write_file", "Create or overwrite a file of the workspace.",
-              {"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
-    _function("edit_file", "Replace one exact occurrence of old_string by new_string in a file of the workspace.",
-              {"path": _PATH, "old_string": {"type": "string"}, "new_string": {"type": "string"}},
-              ["path", "old_string", "new_string"]),
+    _function(
+        "write_file",
+        "Create or overwrite a file of the workspace.",
+        {"path": _PATH, "content": {"type": "string"}},
+        ["path", "content"],
+    ),
+    _function(
+        "edit_file",
+        "Replace one exact occurrence of old_string by new_string in a file of the workspace.",
+        {"path": _PATH, "old_string": {"type": "string"}, "new_string": {"type": "string"}},
+        ["path", "old_string", "new_string"],
+    ),
     _function("list_files", "List the files under a folder of the workspace.", {"path": _PATH}, []),
-    _function(SUBMIT, "Submit: the TODO block as it now stands in its file is your answer. Nothing after this runs.",
-              {}, []),
+    _function(
+        SUBMIT, "Submit: the TODO block as it now stands in its file is your answer. Nothing after this runs.", {}, []
+    ),
 ]
 TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOLS)
 
@@ -50,16 +68,20 @@ class ToolResult:
 def command_limits(limits: Limits, *, seconds_left: float) -> Limits:
     """A tool command's limits: the release's memory, CPUs and processes, its own time limit (never past the wall
     budget) and output cap."""
-    return replace(limits, wall_seconds=max(1.0, min(settings.AGENT_COMMAND_SECONDS, seconds_left)),
-                   output_bytes=settings.AGENT_OUTPUT_BYTES)
+    return replace(
+        limits,
+        wall_seconds=max(1.0, min(settings.AGENT_COMMAND_SECONDS, seconds_left)),
+        output_bytes=settings.AGENT_OUTPUT_BYTES,
+    )
 
 
 def _capped(text: str, truncated: bool, cap: int) -> str:
     return text + (f"\n[output cut at {cap} bytes per stream]" if truncated else "")
 
 
-def tool_call(*, name: str, arguments: str, workspace: Workspace, session: Session, limits: Limits,
-              seconds_left: float) -> ToolResult:
+def tool_call(
+    *, name: str, arguments: str, workspace: Workspace, session: Session, limits: Limits, seconds_left: float
+) -> ToolResult:
     """Carry out one tool call; every failure is an output the model reads, never an exception."""
     try:
         args = json.loads(arguments or "{}")
@@ -73,8 +95,14 @@ def tool_call(*, name: str, arguments: str, workspace: Workspace, session: Sessi
         if name == SUBMIT:
             return ToolResult("submitted", submitted=True)
         if name == "run":
-            return ToolResult(_run(str(args["command"]), workspace=workspace, session=session,
-                                   limits=command_limits(limits, seconds_left=seconds_left)))
+            return ToolResult(
+                _run(
+                    str(args["command"]),
+                    workspace=workspace,
+                    session=session,
+                    limits=command_limits(limits, seconds_left=seconds_left),
+                )
+            )
         if name == "read_file":
             return ToolResult(workspace.read(str(args["path"])).decode("utf-8", "replace"))
         if name == "write_file":
@@ -108,5 +136,7 @@ def _run(command: str, *, workspace: Workspace, session: Session, limits: Limits
     else:
         status = f"exit code {result.exit_code}"
     cap = limits.output_bytes
-    return (f"[{status}, {result.duration:.1f} s]\n[stdout]\n{_capped(result.stdout, result.output_truncated, cap)}"
-            f"\n[stderr]\n{_capped(result.stderr, result.output_truncated, cap)}")
+    return (
+        f"[{status}, {result.duration:.1f} s]\n[stdout]\n{_capped(result.stdout, result.output_truncated, cap)}"
+        f"\n[stderr]\n{_capped(result.stderr, result.output_truncated, cap)}"
+    )

@@ -62,12 +62,17 @@ def masked_split(masked: str, *, name: str, loc: int, path: str) -> MaskedFile:
     return MaskedFile(path=path, prefix=masked[:start], placeholder=masked[start:end], suffix=masked[end:])
 
 
-def workspace_files(*, snippet, files: dict[str, bytes], hidden: frozenset[str], protocol: Protocol,
-                    with_paper: bool) -> tuple[dict[str, bytes], MaskedFile]:
+def workspace_files(
+    *, snippet, files: dict[str, bytes], hidden: frozenset[str], protocol: Protocol, with_paper: bool
+) -> tuple[dict[str, bytes], MaskedFile]:
     """The files an agent starts with, and the masked file cut around its placeholder."""
     task = snippet.task
-    masked = masked_split(snippet_masked(snippet=snippet, files=files, protocol=protocol), name=snippet.name,
-                          loc=snippet.loc, path=snippet.file_path)
+    masked = masked_split(
+        snippet_masked(snippet=snippet, files=files, protocol=protocol),
+        name=snippet.name,
+        loc=snippet.loc,
+        path=snippet.file_path,
+    )
     start: dict[str, bytes] = {}
     for path, data in files.items():
         if path in hidden or (path == task.paper_path and not with_paper):
@@ -85,12 +90,16 @@ def answer_read(*, final: str | None, masked: MaskedFile) -> tuple[str | None, s
     if final is None:
         return None, f"{masked.path} is missing from the workspace at the end"
     if not final.startswith(masked.prefix):
-        return None, (f"{masked.path} was changed above the TODO block (the lines before it must stay as given), "
-                      f"so the answer's region cannot be found")
+        return None, (
+            f"{masked.path} was changed above the TODO block (the lines before it must stay as given), "
+            f"so the answer's region cannot be found"
+        )
     if not final.endswith(masked.suffix) or len(final) < len(masked.prefix) + len(masked.suffix):
-        return None, (f"{masked.path} was changed below the TODO block (the lines after it must stay as given), "
-                      f"so the answer's region cannot be found")
-    return final[len(masked.prefix):len(final) - len(masked.suffix)], ""
+        return None, (
+            f"{masked.path} was changed below the TODO block (the lines after it must stay as given), "
+            f"so the answer's region cannot be found"
+        )
+    return final[len(masked.prefix) : len(final) - len(masked.suffix)], ""
 
 
 class Workspace:

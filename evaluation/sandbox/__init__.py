@@ -55,8 +55,10 @@ def backend_get(name: str | None = None, *, cache_dir: Path | None = None) -> Ba
         reasons.append(f"{candidate}: {reason}")
     raise NoSandboxError(
         "SANDBOX_BACKEND=auto found no sandbox, and untrusted code never runs without one ("
-        + "; ".join(reasons) + "). Install Docker or bubblewrap, or on a trusted development machine set "
-        "SANDBOX_BACKEND=local explicitly (no isolation at all).")
+        + "; ".join(reasons)
+        + "). Install Docker or bubblewrap, or on a trusted development machine set "
+        "SANDBOX_BACKEND=local explicitly (no isolation at all)."
+    )
 
 
 class NoSandboxError(SandboxError):
@@ -64,6 +66,16 @@ class NoSandboxError(SandboxError):
 
 
 __all__ = [
-    "AUTO_ORDER", "BACKENDS", "Backend", "Environment", "EnvironmentBuildError", "ExecResult", "Limits",
-    "NoSandboxError", "SandboxError", "Session", "backend_class", "backend_get",
+    "AUTO_ORDER",
+    "BACKENDS",
+    "Backend",
+    "Environment",
+    "EnvironmentBuildError",
+    "ExecResult",
+    "Limits",
+    "NoSandboxError",
+    "SandboxError",
+    "Session",
+    "backend_class",
+    "backend_get",
 ]

@@ -28,8 +28,8 @@ from typing import IO
 from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
 from evaluation.sandbox.cgroups import RunCgroups
 from evaluation.sandbox.forkserver import ForkingSession, ProcessZygote
-from evaluation.sandbox.process import process_run, rlimits
 from evaluation.sandbox.install import INPUTS
+from evaluation.sandbox.process import process_run, rlimits
 from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
 
 logger = logging.getLogger(__name__)
@@ -54,8 +54,16 @@ ETC_OWN = {
 
 
 def _setpriv() -> list[str]:
-    return [SETPRIV, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return [
+        SETPRIV,
+        f"--reuid={SANDBOX_UID}",
+        f"--regid={SANDBOX_GID}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
 
 
 def _system_binds(etc_dir: Path) -> tuple[list[str], list[tuple[str, str]]]:
@@ -93,16 +101,40 @@ def _ro_binds(binds: Sequence[tuple[str, str]], writable: Sequence[tuple[str, st
 def _sandbox_args(limits: Limits, workspace: Path | None = None) -> list[str]:
     """Namespaces, a fresh /proc and /dev, and size-limited tmpfs folders for the work folder and /tmp; an agent's
     `workspace` (a folder of the worker's disk kept between its commands) is bound as the work folder instead."""
-    work = (["--bind", str(workspace), WORK_DIR] if workspace is not None else
-            ["--perms", "0777", "--size", str(limits.disk_bytes), "--tmpfs", WORK_DIR])
+    work = (
+        ["--bind", str(workspace), WORK_DIR]
+        if workspace is not None
+        else ["--perms", "0777", "--size", str(limits.disk_bytes), "--tmpfs", WORK_DIR]
+    )
     return [
-        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-        "--hostname", "sandbox", "--die-with-parent", "--new-session",
-        "--proc", "/proc", "--dev", "/dev",
-        "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--size",
+        str(limits.disk_bytes),
+        "--tmpfs",
+        "/tmp",
         *work,
-        "--chdir", WORK_DIR,
-        "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
+        "--chdir",
+        WORK_DIR,
+        "--cap-add",
+        "CAP_SETUID",
+        "--cap-add",
+        "CAP_SETGID",
+        "--cap-add",
+        "CAP_SETPCAP",
     ]
 
 
@@ -135,16 +167,28 @@ def _bwrap() -> str | None:
 def _probe(etc_dir: Path) -> tuple[bool, str]:
     """Start one empty sandbox with the flags every run uses; the answer holds for the life of the process."""
     if os.geteuid() != 0:
-        return False, ("the bwrap backend runs bwrap as root and drops to uid 65534 with setpriv; "
-                       "run the worker as root or use docker")
+        return False, (
+            "the bwrap backend runs bwrap as root and drops to uid 65534 with setpriv; "
+            "run the worker as root or use docker"
+        )
     bwrap = _bwrap()
     if bwrap is None:
         return False, "bwrap is not installed (apt-get install bubblewrap)"
     if not os.path.exists(SETPRIV) or shutil.which("tar", path="/usr/bin:/bin") is None:
         return False, f"{SETPRIV} and tar are needed inside the sandbox (apt-get install util-linux tar)"
     links, binds = _system_binds(etc_dir)
-    command = [bwrap, *_sandbox_args(Limits()), *links, *_ro_binds(binds), "--clearenv", "--", *_setpriv(),
-               "/bin/sh", "-c", f'test "$(id -u)" = {SANDBOX_UID}']
+    command = [
+        bwrap,
+        *_sandbox_args(Limits()),
+        *links,
+        *_ro_binds(binds),
+        "--clearenv",
+        "--",
+        *_setpriv(),
+        "/bin/sh",
+        "-c",
+        f'test "$(id -u)" = {SANDBOX_UID}',
+    ]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
         version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT)
@@ -164,13 +208,13 @@ def _archive(files: Mapping[str, bytes]) -> IO[bytes]:
         if path.is_absolute() or ".." in path.parts or not path.parts or "." in path.parts:
             raise ValueError(f"{relative}: path leaves the work folder")
         for parent in list(path.parents)[:-1]:
-            if entries.get(parent, None) is not None:
+            if entries.get(parent) is not None:
                 raise ValueError(f"{relative}: {parent} is a file")
             entries[parent] = None
         if path in entries:
             raise ValueError(f"{relative}: a folder of another file")
         entries[path] = data
-    archive = tempfile.TemporaryFile(prefix="rcb-bwrap-")
+    archive = tempfile.TemporaryFile(prefix="rcb-bwrap-")  # noqa: SIM115 (handed to the caller, who closes it)
     now = time.time()
     with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(entries, key=lambda p: p.parts):
@@ -207,25 +251,36 @@ class BwrapSession(ForkingSession):
 
     work_dir = WORK_DIR
 
-    def __init__(self, backend: BwrapBackend, environment: Environment, *, building: Sequence[tuple[str, str]] = (),
-                 env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        backend: BwrapBackend,
+        environment: Environment,
+        *,
+        building: Sequence[tuple[str, str]] = (),
+        env: Mapping[str, str] | None = None,
+    ):
         super().__init__(backend, environment, forkserver=backend.forkserver and not building)
         venv = Path(environment.location)
         links, binds = _system_binds(backend.etc_dir)
         binds += [(str(path), str(path)) for path in _interpreter_prefixes(venv)]
         venv_bind = [(str(venv), str(venv))]
-        self._mounts = links + (_ro_binds([*binds, *building], venv_bind) if building else
-                                _ro_binds(venv_bind + binds))
+        self._mounts = links + (_ro_binds([*binds, *building], venv_bind) if building else _ro_binds(venv_bind + binds))
         self._path = f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"
         self._env = dict(env or {})
 
     def _env_for(self, limits: Limits) -> dict[str, str]:
         threads = str(max(1, math.ceil(limits.cpus)))
         return {
-            "PATH": self._path, "HOME": WORK_DIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "USER": "sandbox",
+            "PATH": self._path,
+            "HOME": WORK_DIR,
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "USER": "sandbox",
             "PYTHONDONTWRITEBYTECODE": "1",
             # Thread pools default to one thread per host core; each thread counts against the pids limit.
-            "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+            "OMP_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
             **self._env,
         }
 
@@ -237,32 +292,60 @@ class BwrapSession(ForkingSession):
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
 
         def argv_for(python_args: list[str]) -> list[str]:
-            return [_bwrap() or "bwrap", *_sandbox_args(limits), *self._mounts, "--clearenv", *setenv, "--",
-                    *_setpriv(), self.environment.python, *python_args]
+            return [
+                _bwrap() or "bwrap",
+                *_sandbox_args(limits),
+                *self._mounts,
+                "--clearenv",
+                *setenv,
+                "--",
+                *_setpriv(),
+                self.environment.python,
+                *python_args,
+            ]
 
         def preexec_for(cgroups: RunCgroups) -> Callable[[], None]:
             def preexec() -> None:
                 cgroups.attach()
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
             return preexec
 
-        return ProcessZygote(argv_for, preload=preload, limits=limits, cgroups_for=RunCgroups,
-                             preexec_for=preexec_for, helpers=helpers)
+        return ProcessZygote(
+            argv_for, preload=preload, limits=limits, cgroups_for=RunCgroups, preexec_for=preexec_for, helpers=helpers
+        )
 
     def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
         env = self._env_for(limits)
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
         unpack = f'PATH=/usr/bin:/bin tar -x -o -f - && printf "%s\\n" {STARTED} >&2 && exec "$@" </dev/null'
         # The tmpfs folders come first: a venv under /tmp (as in tests) is bound on top of the new /tmp.
-        argv = [_bwrap() or "bwrap", *_sandbox_args(limits), *self._mounts, "--clearenv", *setenv, "--", *_setpriv(),
-                "/bin/sh", "-c", unpack, "rcb-unpack", *command]
+        argv = [
+            _bwrap() or "bwrap",
+            *_sandbox_args(limits),
+            *self._mounts,
+            "--clearenv",
+            *setenv,
+            "--",
+            *_setpriv(),
+            "/bin/sh",
+            "-c",
+            unpack,
+            "rcb-unpack",
+            *command,
+        ]
         cgroups = RunCgroups(limits)
         try:
             with _archive(files) as archive:
                 try:
-                    result = process_run(argv, cwd=Path("/"), limits=limits, backend="bwrap",
-                                         env={"PATH": "/usr/bin:/bin"},
-                                         preexec=_preexec(limits, cgroups, archive.fileno()))
+                    result = process_run(
+                        argv,
+                        cwd=Path("/"),
+                        limits=limits,
+                        backend="bwrap",
+                        env={"PATH": "/usr/bin:/bin"},
+                        preexec=_preexec(limits, cgroups, archive.fileno()),
+                    )
                 except (OSError, subprocess.SubprocessError) as exc:
                     raise SandboxError(f"bwrap could not start: {exc}") from exc
             oom = cgroups.oom_killed()
@@ -276,15 +359,32 @@ class BwrapSession(ForkingSession):
         env = self._env_for(limits)
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
         start = f'printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
-        argv = [_bwrap() or "bwrap", *_sandbox_args(limits, workspace), *self._mounts, "--clearenv", *setenv, "--",
-                *_setpriv(), "/bin/sh", "-c", start, "rcb-command", command]
+        argv = [
+            _bwrap() or "bwrap",
+            *_sandbox_args(limits, workspace),
+            *self._mounts,
+            "--clearenv",
+            *setenv,
+            "--",
+            *_setpriv(),
+            "/bin/sh",
+            "-c",
+            start,
+            "rcb-command",
+            command,
+        ]
         cgroups = RunCgroups(limits)
         try:
             with open(os.devnull, "rb") as devnull:
                 try:
-                    result = process_run(argv, cwd=Path("/"), limits=limits, backend="bwrap",
-                                         env={"PATH": "/usr/bin:/bin"},
-                                         preexec=_preexec(limits, cgroups, devnull.fileno()))
+                    result = process_run(
+                        argv,
+                        cwd=Path("/"),
+                        limits=limits,
+                        backend="bwrap",
+                        env={"PATH": "/usr/bin:/bin"},
+                        preexec=_preexec(limits, cgroups, devnull.fileno()),
+                    )
                 except (OSError, subprocess.SubprocessError) as exc:
                     raise SandboxError(f"bwrap could not start: {exc}") from exc
             oom = cgroups.oom_killed()
@@ -316,8 +416,7 @@ class BwrapBuild:
         return INPUTS
 
     def run(self, command: Sequence[str], *, inputs: Path, env: Mapping[str, str], limits: Limits) -> ExecResult:
-        environment = Environment(hash="build", backend=BwrapBackend.name, location=str(self.venv),
-                                  python=self.python)
+        environment = Environment(hash="build", backend=BwrapBackend.name, location=str(self.venv), python=self.python)
         building = [(str(inputs), INPUTS), (str(pip_package()), f"{PIP_DIR}/pip")]
         session = BwrapSession(self.backend, environment, building=building, env={**env, "PYTHONPATH": PIP_DIR})
         return session.run(files={}, command=command, limits=limits)
@@ -355,9 +454,14 @@ class BwrapBackend(Backend):
 
     def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
         self._etc_write()
-        return venv_build(cache_dir=self.cache_dir / "venvs", backend=self.name, env_hash=env_hash,
-                          requirements=requirements, sandbox_for=lambda venv: BwrapBuild(self, venv),
-                          build_uid=SANDBOX_UID)
+        return venv_build(
+            cache_dir=self.cache_dir / "venvs",
+            backend=self.name,
+            env_hash=env_hash,
+            requirements=requirements,
+            sandbox_for=lambda venv: BwrapBuild(self, venv),
+            build_uid=SANDBOX_UID,
+        )
 
     def environment_remove(self, *, env_hash: str) -> bool:
         return venv_remove(cache_dir=self.cache_dir / "venvs", env_hash=env_hash)

@@ -32,8 +32,10 @@ class RunCgroups:
         settings = {
             "pids": [("pids.max", str(limits.processes + own))],
             # memsw after the plain limit (it may never be below it); without swap accounting it is absent.
-            "memory": [("memory.limit_in_bytes", str(limits.memory_bytes)),
-                       ("memory.memsw.limit_in_bytes", str(limits.memory_bytes))],
+            "memory": [
+                ("memory.limit_in_bytes", str(limits.memory_bytes)),
+                ("memory.memsw.limit_in_bytes", str(limits.memory_bytes)),
+            ],
             "cpu": [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", str(max(1000, int(limits.cpus * 100000))))],
         }
         for controller, values in settings.items():

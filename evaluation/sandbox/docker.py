@@ -101,6 +101,7 @@ def forkserver_seccomp() -> str:
     profile["syscalls"].append({"names": list(FORK_SYSCALLS), "action": "SCMP_ACT_ALLOW"})
     return json.dumps(profile)
 
+
 @contextlib.contextmanager
 def engine_errors(what: str) -> Iterator[None]:
     """Turn engine and transport errors into SandboxError: they are infrastructure, never the model's doing."""
@@ -116,8 +117,15 @@ class ContainerZygote(Zygote):
     """The zygote as the main process of a long-lived container of the environment's image (a cold run's isolation,
     its seccomp profile widened by FORK_SYSCALLS), connected back to the worker through a bound unix socket."""
 
-    def __init__(self, backend: DockerBackend, environment: Environment, *, preload: Sequence[str], limits: Limits,
-                 helpers: Sequence[str] = ()):
+    def __init__(
+        self,
+        backend: DockerBackend,
+        environment: Environment,
+        *,
+        preload: Sequence[str],
+        limits: Limits,
+        helpers: Sequence[str] = (),
+    ):
         self.api = backend.client().api
         self.container: str | None = None
         self.stream = None
@@ -131,19 +139,37 @@ class ContainerZygote(Zygote):
             listener.listen(1)
             # The zygote's pages and an item's both count: the container holds twice an item's memory, each item
             # its own share in its cgroup below. Its own folders stay tiny: every item mounts fresh ones.
-            config = host_config(replace(limits, memory_bytes=2 * limits.memory_bytes, disk_bytes=ZYGOTE_FOLDER_BYTES,
-                                         processes=limits.processes + ZYGOTE_PROCESSES + CHILD_OWN_PROCESSES),
-                                 tmp_bytes=ZYGOTE_FOLDER_BYTES)
-            config.update(binds={str(self.folder): {"bind": CONTROL_DIR, "mode": "ro"}}, auto_remove=True,
-                          shm_size=ZYGOTE_FOLDER_BYTES,
-                          security_opt=["no-new-privileges", f"seccomp={forkserver_seccomp()}"])
+            config = host_config(
+                replace(
+                    limits,
+                    memory_bytes=2 * limits.memory_bytes,
+                    disk_bytes=ZYGOTE_FOLDER_BYTES,
+                    processes=limits.processes + ZYGOTE_PROCESSES + CHILD_OWN_PROCESSES,
+                ),
+                tmp_bytes=ZYGOTE_FOLDER_BYTES,
+            )
+            config.update(
+                binds={str(self.folder): {"bind": CONTROL_DIR, "mode": "ro"}},
+                auto_remove=True,
+                shm_size=ZYGOTE_FOLDER_BYTES,
+                security_opt=["no-new-privileges", f"seccomp={forkserver_seccomp()}"],
+            )
             with engine_errors("creating the fork server container"):
                 self.container = self.api.create_container(
-                    environment.location, [PYTHON, *zygote_args(CONTROL_SOCKET, preload, helpers)], user=SANDBOX_USER,
-                    working_dir="/work", hostname="sandbox", network_disabled=True,
-                    environment=run_environment(limits), labels={ZYGOTE_LABEL: "1", "rcb.env": environment.hash,
-                                                  WORKER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
-                    host_config=self.api.create_host_config(**config))["Id"]
+                    environment.location,
+                    [PYTHON, *zygote_args(CONTROL_SOCKET, preload, helpers)],
+                    user=SANDBOX_USER,
+                    working_dir="/work",
+                    hostname="sandbox",
+                    network_disabled=True,
+                    environment=run_environment(limits),
+                    labels={
+                        ZYGOTE_LABEL: "1",
+                        "rcb.env": environment.hash,
+                        WORKER_LABEL: f"{socket.gethostname()}:{os.getpid()}",
+                    },
+                    host_config=self.api.create_host_config(**config),
+                )["Id"]
                 self.stream = self.api.attach_socket(self.container, params={"stdout": 1, "stderr": 1, "stream": 1})
                 self.reader = threading.Thread(target=self.output.read, args=(self.stream,), daemon=True)
                 self.reader.start()
@@ -222,9 +248,14 @@ class DockerSession(ForkingSession):
         api = self.backend.client().api
         with engine_errors("creating the sandbox container"):
             container = api.create_container(
-                self.environment.location, ["sh", "-c", UNPACK, "/work", *command],
-                user=SANDBOX_USER, working_dir="/work", hostname="sandbox", stdin_open=True,
-                network_disabled=True, environment=run_environment(limits),
+                self.environment.location,
+                ["sh", "-c", UNPACK, "/work", *command],
+                user=SANDBOX_USER,
+                working_dir="/work",
+                hostname="sandbox",
+                stdin_open=True,
+                network_disabled=True,
+                environment=run_environment(limits),
                 labels={LABEL: "1", "rcb.env": self.environment.hash},
                 host_config=api.create_host_config(**host_config(limits)),
             )["Id"]
@@ -280,11 +311,15 @@ def container_run(api, container: str, archive: IO[bytes], limits: Limits) -> Ex
         raise SandboxError(f"{UNPACK_MESSAGE}: {stderr.strip()[-500:]}")
     killed = timed_out or (oom_killed and code == 137)
     return ExecResult(
-        exit_code=None if killed else code, stdout=output.text(1), stderr=stderr, timed_out=timed_out,
-        duration=duration, backend=DockerBackend.name, oom_killed=oom_killed,
+        exit_code=None if killed else code,
+        stdout=output.text(1),
+        stderr=stderr,
+        timed_out=timed_out,
+        duration=duration,
+        backend=DockerBackend.name,
+        oom_killed=oom_killed,
         output_truncated=output.truncated,
     )
-
 
 
 def _container_wait(api, container: str, deadline: float) -> bool:
@@ -356,8 +391,7 @@ def run_environment(limits: Limits) -> dict[str, str]:
     """The only variables a run sees besides the image's (PATH, HOME, LANG, PYTHON*)."""
     threads = str(max(1, int(limits.cpus)))
     # Numeric libraries start a thread per host CPU otherwise, which the process limit counts.
-    return {"TMPDIR": "/tmp", "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads}
+    return {"TMPDIR": "/tmp", "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
 def host_config(limits: Limits, *, work: str = "/work", tmp_bytes: int = TMP_BYTES, read_only: bool = True) -> dict:
@@ -410,17 +444,25 @@ class DockerBuild:
         api = self.backend.client().api
         size = sum(path.stat().st_size for path in inputs.rglob("*") if path.is_file())
         # tmpfs pages count against the memory limit: the inputs come on top of what the build itself needs.
-        limits = replace(limits, memory_bytes=limits.memory_bytes + size,
-                         disk_bytes=max(limits.disk_bytes, size + (64 << 20)))
+        limits = replace(
+            limits, memory_bytes=limits.memory_bytes + size, disk_bytes=max(limits.disk_bytes, size + (64 << 20))
+        )
         variables = {"PATH": "/opt/env/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", **env}
         # `env -i`: the step sees only these; nothing set on the container could pass into the committed image.
         argv = ["sh", "-c", UNPACK, INPUTS, "env", "-i", *(f"{k}={v}" for k, v in variables.items()), *command]
         with engine_errors("creating a build container"):
             container = api.create_container(
-                self.image, argv, user=SANDBOX_USER, working_dir="/tmp", hostname="sandbox", stdin_open=True,
-                network_disabled=True, name=f"{BUILD_NAME}{uuid.uuid4().hex[:12]}",
-                host_config=api.create_host_config(**host_config(limits, work=INPUTS, tmp_bytes=limits.disk_bytes,
-                                                                 read_only=False)),
+                self.image,
+                argv,
+                user=SANDBOX_USER,
+                working_dir="/tmp",
+                hostname="sandbox",
+                stdin_open=True,
+                network_disabled=True,
+                name=f"{BUILD_NAME}{uuid.uuid4().hex[:12]}",
+                host_config=api.create_host_config(
+                    **host_config(limits, work=INPUTS, tmp_bytes=limits.disk_bytes, read_only=False)
+                ),
             )["Id"]
         try:
             with tempfile.TemporaryFile() as archive:
@@ -477,8 +519,10 @@ class DockerBackend(Backend):
             finally:
                 probe.close()
         except docker.errors.ImageNotFound:
-            return False, (f"the sandbox base image {self.base_image} is missing: "
-                           "build it with docker/sandbox-base/build.sh (no registry needed)")
+            return False, (
+                f"the sandbox base image {self.base_image} is missing: "
+                "build it with docker/sandbox-base/build.sh (no registry needed)"
+            )
         except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
             return False, f"the Docker engine does not answer: {exc}"
         return True, f"Docker engine {version}, base image {self.base_image}"
@@ -500,8 +544,13 @@ class DockerBackend(Backend):
                     # Built on an older base image and now untagged; one still in use stays until it is not.
                     with contextlib.suppress(docker.errors.APIError):
                         self.client().images.remove(existing.id)
-        return Environment(hash=env_hash, backend=self.name, location=tag, python=PYTHON,
-                           build_log=log_path.read_text() if log_path.exists() else "")
+        return Environment(
+            hash=env_hash,
+            backend=self.name,
+            location=tag,
+            python=PYTHON,
+            build_log=log_path.read_text() if log_path.exists() else "",
+        )
 
     def environment_remove(self, *, env_hash: str) -> bool:
         """Untag and delete the environment's image; an image a container still uses stays."""
@@ -531,17 +580,28 @@ class DockerBackend(Backend):
         header = f"base image {self.base_image} ({base.id})\n"
         sandbox = DockerBuild(self, self._build_image(base))
         try:
-            log = header + requirements_install(requirements=requirements, sandbox=sandbox,
-                                                work=self.cache_dir / "images" / f"{env_hash}.inputs",
-                                                dists=self.cache_dir / "dists")
+            log = header + requirements_install(
+                requirements=requirements,
+                sandbox=sandbox,
+                work=self.cache_dir / "images" / f"{env_hash}.inputs",
+                dists=self.cache_dir / "dists",
+            )
             if sandbox.installed is None:
                 # Nothing to install: the environment is the base image under the environment's tag.
                 base.tag(tag)
             else:
                 repository, _, name = tag.partition(":")
-                self.client().api.commit(sandbox.installed, repository=repository, tag=name, changes=[
-                    f"USER {SANDBOX_USER}", "WORKDIR /work", f'CMD ["{PYTHON}"]',
-                    f"LABEL rcb.base={base.id} rcb.env={env_hash}"])
+                self.client().api.commit(
+                    sandbox.installed,
+                    repository=repository,
+                    tag=name,
+                    changes=[
+                        f"USER {SANDBOX_USER}",
+                        "WORKDIR /work",
+                        f'CMD ["{PYTHON}"]',
+                        f"LABEL rcb.base={base.id} rcb.env={env_hash}",
+                    ],
+                )
         except EnvironmentBuildError as exc:
             log_path.write_text(header + exc.log)
             raise EnvironmentBuildError(str(exc), header + exc.log) from exc
@@ -558,16 +618,25 @@ class DockerBackend(Backend):
                 return tag
             api = self.client().api
             container = api.create_container(
-                base.id, ["chown", "-R", SANDBOX_USER, "/opt/env"], user="0:0", network_disabled=True,
+                base.id,
+                ["chown", "-R", SANDBOX_USER, "/opt/env"],
+                user="0:0",
+                network_disabled=True,
                 name=f"{BUILD_NAME}{uuid.uuid4().hex[:12]}",
-                host_config=api.create_host_config(network_mode="none", cap_drop=["ALL"], cap_add=["CHOWN"],
-                                                   security_opt=["no-new-privileges"]))["Id"]
+                host_config=api.create_host_config(
+                    network_mode="none", cap_drop=["ALL"], cap_add=["CHOWN"], security_opt=["no-new-privileges"]
+                ),
+            )["Id"]
             try:
                 api.start(container)
                 if api.wait(container, timeout=120)["StatusCode"] != 0:
                     raise SandboxError(f"preparing {tag}: chown of /opt/env failed: {api.logs(container)[-500:]!r}")
-                api.commit(container, repository=BUILD_REPOSITORY, tag=tag.partition(":")[2],
-                           changes=[f"USER {SANDBOX_USER}", f'CMD ["{PYTHON}"]'])
+                api.commit(
+                    container,
+                    repository=BUILD_REPOSITORY,
+                    tag=tag.partition(":")[2],
+                    changes=[f"USER {SANDBOX_USER}", f'CMD ["{PYTHON}"]'],
+                )
             finally:
                 container_remove(api, container)
         return tag
@@ -582,9 +651,11 @@ class DockerBackend(Backend):
         with engine_errors("removing orphaned sandbox containers"):
             runs = [(c, older_than) for c in api.containers(all=True, filters={"label": f"{LABEL}=1"})]
             # A build step may last as long as a whole build; the engine's name filter matches substrings.
-            builds = [(c, settings.SANDBOX_BUILD_SECONDS + 60) for c in api.containers(
-                all=True, filters={"name": BUILD_NAME}) if any(n.lstrip("/").startswith(BUILD_NAME)
-                                                              for n in c.get("Names") or [])]
+            builds = [
+                (c, settings.SANDBOX_BUILD_SECONDS + 60)
+                for c in api.containers(all=True, filters={"name": BUILD_NAME})
+                if any(n.lstrip("/").startswith(BUILD_NAME) for n in c.get("Names") or [])
+            ]
             for container, limit in runs + builds:
                 if time.time() - container["Created"] > limit:
                     removed += container_remove(api, container["Id"])

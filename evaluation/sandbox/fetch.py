@@ -57,8 +57,7 @@ def _pip_default_index() -> str:
 
 
 DEFAULT_INDEX = _pip_default_index()
-SIMPLE_ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
-                 "text/html;q=0.01")
+SIMPLE_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 # pip's own default when an sdist has no [build-system] (and what setuptools then asks for).
 LEGACY_BUILD_REQUIRES = ("setuptools>=40.8.0", "wheel")
 METADATA_BYTES = 4 * 1024 * 1024
@@ -97,8 +96,13 @@ class IndexConfig:
     @classmethod
     def host(cls) -> IndexConfig:
         """Read now from the worker's own pip (`pip config list`, files and PIP_* variables, later ones winning)."""
-        proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "PIP_NO_INPUT": "1"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PIP_NO_INPUT": "1"},
+        )
         values: dict[str, str] = {}
         for line in proc.stdout.splitlines():
             key, _, value = line.partition("=")
@@ -206,8 +210,11 @@ class Fetcher:
         self.config, self.target, self.cache, self.max_bytes = config, target, cache, max_bytes
         self.cache.mkdir(parents=True, exist_ok=True)
         self.http = requests.Session()
-        adapter = requests.adapters.HTTPAdapter(max_retries=requests.adapters.Retry(
-            total=config.retries, backoff_factor=0.25, status_forcelist=(500, 502, 503, 504)))
+        adapter = requests.adapters.HTTPAdapter(
+            max_retries=requests.adapters.Retry(
+                total=config.retries, backoff_factor=0.25, status_forcelist=(500, 502, 503, 504)
+            )
+        )
         self.http.mount("https://", adapter)
         self.http.mount("http://", adapter)
         if config.proxy:
@@ -223,8 +230,9 @@ class Fetcher:
         queue = [(requirement, frozenset({""})) for requirement in requirements]
         while queue:
             requirement, extras = queue.pop(0)
-            if requirement.marker and not any(requirement.marker.evaluate({**self.target.markers, "extra": extra})
-                                              for extra in extras):
+            if requirement.marker and not any(
+                requirement.marker.evaluate({**self.target.markers, "extra": extra}) for extra in extras
+            ):
                 continue
             if self.tried(requirement):
                 continue
@@ -252,15 +260,27 @@ class Fetcher:
         name = canonicalize_name(requirement.name)
         specifier = requirement.specifier & self.config.constraints.get(name, SpecifierSet())
         pinned = any(spec.operator in ("==", "===") for spec in specifier)
-        versions = specifier.filter({c.version for c in self._candidates(name)
-                                     if not (c.yanked and not pinned) and _python_fits(c.requires_python,
-                                                                                       self.target.python)})
+        versions = specifier.filter(
+            {
+                c.version
+                for c in self._candidates(name)
+                if not (c.yanked and not pinned) and _python_fits(c.requires_python, self.target.python)
+            }
+        )
         # Newest first; within a version a wheel this interpreter takes (its best tag first), else the sdist.
         for version in sorted(versions, reverse=True):
-            files = [c for c in self._candidates(name) if c.version == version and not (c.yanked and not pinned)
-                     and _python_fits(c.requires_python, self.target.python)]
-            wheels = [(min(self.target.tag_rank.get(tag, 10**6) for tag in c.wheel_tags), c) for c in files
-                      if c.is_wheel and c.wheel_tags & self.target.tag_rank.keys()]
+            files = [
+                c
+                for c in self._candidates(name)
+                if c.version == version
+                and not (c.yanked and not pinned)
+                and _python_fits(c.requires_python, self.target.python)
+            ]
+            wheels = [
+                (min(self.target.tag_rank.get(tag, 10**6) for tag in c.wheel_tags), c)
+                for c in files
+                if c.is_wheel and c.wheel_tags & self.target.tag_rank.keys()
+            ]
             if wheels:
                 return min(wheels, key=lambda ranked: ranked[0])[1]
             sdists = [c for c in files if not c.is_wheel]
@@ -356,7 +376,8 @@ class Fetcher:
         self.fetched_bytes += len(chunk)
         if self.fetched_bytes > self.max_bytes:
             raise EnvironmentBuildError(
-                f"the requirements need more than {self.max_bytes // (1024 * 1024)} MB of distributions")
+                f"the requirements need more than {self.max_bytes // (1024 * 1024)} MB of distributions"
+            )
         digest.update(chunk)
         out.write(chunk)
 
@@ -396,8 +417,9 @@ def _project_of(filename: str) -> NormalizedName | None:
     return None
 
 
-def _candidate(url: str, *, sha256: str | None = None, requires_python: str | None = None,
-               yanked: bool = False, base: str = "") -> Candidate | None:
+def _candidate(
+    url: str, *, sha256: str | None = None, requires_python: str | None = None, yanked: bool = False, base: str = ""
+) -> Candidate | None:
     """The file an index links to, if its name is a distribution's; a remote page never leads to a local file."""
     if base.startswith(("http://", "https://")) and not url.startswith(("http://", "https://")):
         return None
@@ -436,9 +458,14 @@ def _html_candidates(html: str, base: str) -> list[Candidate]:
         if not href:
             continue
         url, _, fragment = urljoin(base, href).partition("#")
-        sha256 = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
-        candidate = _candidate(url, sha256=sha256, requires_python=link.get("data-requires-python"),
-                               yanked="data-yanked" in link, base=base)
+        sha256 = fragment[len("sha256=") :] if fragment.startswith("sha256=") else None
+        candidate = _candidate(
+            url,
+            sha256=sha256,
+            requires_python=link.get("data-requires-python"),
+            yanked="data-yanked" in link,
+            base=base,
+        )
         if candidate:
             found.append(candidate)
     return found
@@ -447,9 +474,13 @@ def _html_candidates(html: str, base: str) -> list[Candidate]:
 def _json_candidates(data: dict, base: str) -> list[Candidate]:
     found = []
     for item in data.get("files", []):
-        candidate = _candidate(urljoin(base, item.get("url", "")), sha256=(item.get("hashes") or {}).get("sha256"),
-                               requires_python=item.get("requires-python"), yanked=bool(item.get("yanked")),
-                               base=base)
+        candidate = _candidate(
+            urljoin(base, item.get("url", "")),
+            sha256=(item.get("hashes") or {}).get("sha256"),
+            requires_python=item.get("requires-python"),
+            yanked=bool(item.get("yanked")),
+            base=base,
+        )
         if candidate:
             found.append(candidate)
     return found
@@ -464,8 +495,14 @@ def _folder_candidates(folder: Path) -> list[Candidate]:
 def _wheel_requires(path: Path) -> list[str]:
     try:
         with zipfile.ZipFile(path) as wheel:
-            member = next((info for info in wheel.infolist() if info.filename.count("/") == 1
-                           and info.filename.endswith(".dist-info/METADATA")), None)
+            member = next(
+                (
+                    info
+                    for info in wheel.infolist()
+                    if info.filename.count("/") == 1 and info.filename.endswith(".dist-info/METADATA")
+                ),
+                None,
+            )
             if member is None or member.file_size > METADATA_BYTES:
                 return []
             text = wheel.read(member).decode("utf-8", "replace")
@@ -480,8 +517,9 @@ def _sdist_build_requires(path: Path) -> list[str]:
     try:
         if path.name.endswith(".zip"):
             with zipfile.ZipFile(path) as archive:
-                member = next((i for i in archive.infolist() if re.fullmatch(r"[^/]+/pyproject\.toml", i.filename)),
-                              None)
+                member = next(
+                    (i for i in archive.infolist() if re.fullmatch(r"[^/]+/pyproject\.toml", i.filename)), None
+                )
                 if member is not None and member.file_size <= METADATA_BYTES:
                     text = archive.read(member).decode("utf-8", "replace")
         else:
@@ -502,8 +540,9 @@ def _sdist_build_requires(path: Path) -> list[str]:
     if not isinstance(build_system, dict) or "requires" not in build_system:
         return list(LEGACY_BUILD_REQUIRES)
     requires = [r for r in build_system.get("requires", []) if isinstance(r, str)]
-    if "build-backend" not in build_system and not any(canonicalize_name(Requirement(r).name) == "wheel"
-                                                       for r in requires if _parses(r)):
+    if "build-backend" not in build_system and not any(
+        canonicalize_name(Requirement(r).name) == "wheel" for r in requires if _parses(r)
+    ):
         requires.append("wheel")
     return requires
 
@@ -526,5 +565,7 @@ def target_from_probe(stdout: str) -> Target:
 
 
 # Run by the environment's own interpreter (pip's vendored packaging is there: pip is what installs).
-PROBE = ("import json; from pip._vendor.packaging import markers, tags; "
-         "print(json.dumps({'markers': markers.default_environment(), 'tags': [str(t) for t in tags.sys_tags()]}))")
+PROBE = (
+    "import json; from pip._vendor.packaging import markers, tags; "
+    "print(json.dumps({'markers': markers.default_environment(), 'tags': [str(t) for t in tags.sys_tags()]}))"
+)

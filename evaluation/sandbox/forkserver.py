@@ -79,8 +79,12 @@ def own_modules(files: Mapping[str, bytes]) -> list[str]:
     return sorted({PurePosixPath(name).parts[0].removesuffix(".py") for name in files})
 
 
-def preload_modules(files: Mapping[str, bytes], *, answer: tuple[str, int, int] | None = None,
-                    skipped: Iterable[tuple[str, int, int]] = ()) -> list[str]:
+def preload_modules(
+    files: Mapping[str, bytes],
+    *,
+    answer: tuple[str, int, int] | None = None,
+    skipped: Iterable[tuple[str, int, int]] = (),
+) -> list[str]:
     """The modules the task's Python files import, minus the task's own modules (first-seen order), as imported:
     `scipy.linalg`, not only `scipy` (a package does not import its submodules; each would cost every item).
 
@@ -137,7 +141,9 @@ def _helper_calls(test: bytes, own: frozenset[str]) -> tuple[str, ...]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                aliases[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -193,19 +199,28 @@ class Zygote:
 class ProcessZygote(Zygote):
     """The zygote as a child process of the worker (bwrap), its control socket inherited, in cgroups of its own."""
 
-    def __init__(self, argv_for, *, preload: Sequence[str], limits: Limits, cgroups_for, preexec_for,
-                 helpers: Sequence[str] = ()):
+    def __init__(
+        self, argv_for, *, preload: Sequence[str], limits: Limits, cgroups_for, preexec_for, helpers: Sequence[str] = ()
+    ):
         self.control, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._cgroups_for = cgroups_for
         self.log = tempfile.TemporaryFile(prefix="rcb-zygote-")  # noqa: SIM115 (a file, so import chatter never blocks it)
-        self.cgroups = cgroups_for(Limits(memory_bytes=limits.memory_bytes, processes=ZYGOTE_PROCESSES,
-                                          cpus=limits.cpus))
+        self.cgroups = cgroups_for(
+            Limits(memory_bytes=limits.memory_bytes, processes=ZYGOTE_PROCESSES, cpus=limits.cpus)
+        )
         self.held = frozenset(self.cgroups.folders)
         try:
-            self.proc = subprocess.Popen(argv_for(zygote_args(str(inside.fileno()), preload, helpers)), cwd="/",
-                                         env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=self.log, pass_fds=(inside.fileno(),),
-                                         preexec_fn=preexec_for(self.cgroups), start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv_for(zygote_args(str(inside.fileno()), preload, helpers)),
+                cwd="/",
+                env={"PATH": "/usr/bin:/bin"},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self.log,
+                pass_fds=(inside.fileno(),),
+                preexec_fn=preexec_for(self.cgroups),
+                start_new_session=True,
+            )
         except OSError as exc:
             self.cgroups.remove()
             self.log.close()
@@ -266,7 +281,17 @@ class ForkServer:
             return None
         return json.loads(message) if message else None
 
-    def run(self, *, archive: int, work: str, argv: Sequence[str], limits: Limits, rlimits: Mapping[str, int], own: Sequence[str] = (), warm_harness: bool = False) -> tuple[ExecResult, bool]:
+    def run(
+        self,
+        *,
+        archive: int,
+        work: str,
+        argv: Sequence[str],
+        limits: Limits,
+        rlimits: Mapping[str, int],
+        own: Sequence[str] = (),
+        warm_harness: bool = False,
+    ) -> tuple[ExecResult, bool]:
         """One item in a fresh fork; (result, oom killed). ForkRefused when the zygote cannot take it."""
         cgroups = self.zygote.item_cgroups(limits, own=CHILD_OWN_PROCESSES)
         missing = {"memory", "pids"} - set(cgroups.folders)
@@ -277,8 +302,14 @@ class ForkServer:
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         procs = [os.open(folder / "cgroup.procs", os.O_WRONLY) for folder in cgroups.folders.values()]
-        request = {"work": work, "argv": list(argv), "disk_bytes": limits.disk_bytes, "rlimits": dict(rlimits),
-                   "own": list(own), "warm": warm_harness}
+        request = {
+            "work": work,
+            "argv": list(argv),
+            "disk_bytes": limits.disk_bytes,
+            "rlimits": dict(rlimits),
+            "own": list(own),
+            "warm": warm_harness,
+        }
         start = time.monotonic()
         try:
             try:
@@ -291,8 +322,12 @@ class ForkServer:
             out: list[bytes] = []
             err: list[bytes] = []
             truncated = [False]
-            readers = [threading.Thread(target=_drain, args=(os.fdopen(fd, "rb"), limits.output_bytes, sink, truncated),
-                                        daemon=True) for fd, sink in ((out_read, out), (err_read, err))]
+            readers = [
+                threading.Thread(
+                    target=_drain, args=(os.fdopen(fd, "rb"), limits.output_bytes, sink, truncated), daemon=True
+                )
+                for fd, sink in ((out_read, out), (err_read, err))
+            ]
             out_read = err_read = -1
             for reader in readers:
                 reader.start()
@@ -319,10 +354,15 @@ class ForkServer:
         if not reply.get("ready"):
             stderr = b"".join(err).decode("utf-8", "replace")
             raise ForkRefused(f"a fork could not set up its sandbox: {stderr[-1500:]}")
-        return ExecResult(exit_code=None if timed_out else code, stdout=b"".join(out).decode("utf-8", "replace"),
-                          stderr=b"".join(err).decode("utf-8", "replace"), timed_out=timed_out,
-                          duration=time.monotonic() - start, backend=self.backend,
-                          output_truncated=truncated[0]), oom
+        return ExecResult(
+            exit_code=None if timed_out else code,
+            stdout=b"".join(out).decode("utf-8", "replace"),
+            stderr=b"".join(err).decode("utf-8", "replace"),
+            timed_out=timed_out,
+            duration=time.monotonic() - start,
+            backend=self.backend,
+            output_truncated=truncated[0],
+        ), oom
 
     def alive(self) -> bool:
         return self.zygote.alive()
@@ -390,11 +430,17 @@ class ForkingSession(Session):
 
     def _forkable(self, command: Sequence[str]) -> bool:
         """A Python script run by the environment's interpreter (the harness), which a fork can run as is."""
-        return (self._forkserver_on and len(command) >= 3 and command[0] == self.environment.python
-                and command[1] == "-B" and not command[2].startswith("-"))
+        return (
+            self._forkserver_on
+            and len(command) >= 3
+            and command[0] == self.environment.python
+            and command[1] == "-B"
+            and not command[2].startswith("-")
+        )
 
-    def _restart_reason(self, server: ForkServer, wanted: Sequence[str], helpers: Sequence[str],
-                        limits: Limits) -> tuple[str, str] | None:
+    def _restart_reason(
+        self, server: ForkServer, wanted: Sequence[str], helpers: Sequence[str], limits: Limits
+    ) -> tuple[str, str] | None:
         if not server.alive():
             return "gone", "the fork server exited"
         if server.limits != _zygote_key(limits):
@@ -405,8 +451,9 @@ class ForkingSession(Session):
             return "new imports", ", ".join(new[:8]) + (f" and {len(new) - 8} more" if len(new) > 8 else "")
         new = [name for name in helpers if name not in server.helpers]
         if new:
-            return "new imports", "what " + ", ".join(new[:4]) + (" and more" if len(new) > 4 else "") + \
-                " import on first call"
+            return "new imports", "what " + ", ".join(new[:4]) + (
+                " and more" if len(new) > 4 else ""
+            ) + " import on first call"
         return None
 
     def _zygote(self, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ForkServer | None:
@@ -449,8 +496,11 @@ class ForkingSession(Session):
                     self.starts.append(ZygoteStart("threads", f"importing {name} started a thread; not preloaded"))
                 else:  # one of the helpers' lazy imports: this session warms none of them any more
                     self._helpers = []
-                    self.starts.append(ZygoteStart("threads", f"a helper's lazy import ({name}) started a thread; "
-                                                              "lazy imports are not warmed"))
+                    self.starts.append(
+                        ZygoteStart(
+                            "threads", f"a helper's lazy import ({name}) started a thread; lazy imports are not warmed"
+                        )
+                    )
                 continue
             break
         self.starts.append(ZygoteStart(*(reason or ("new imports", ""))))
@@ -460,8 +510,12 @@ class ForkingSession(Session):
             # and is cheap anyway: such items run cold, until an item brings more imports.
             server.close()
             self._unforkable = frozenset(preload)
-            logger.info("environment %s (%s): this item runs cold: no preload loads ctypes (%s)", self.environment.hash,
-                        self.backend.name, ", ".join(server.loaded) or "nothing")
+            logger.info(
+                "environment %s (%s): this item runs cold: no preload loads ctypes (%s)",
+                self.environment.hash,
+                self.backend.name,
+                ", ".join(server.loaded) or "nothing",
+            )
             return None
         missing = {"memory", "pids"} - set(server.zygote.held)
         if missing:
@@ -471,16 +525,25 @@ class ForkingSession(Session):
         server.limits = _zygote_key(limits)
         server.helpers = frozenset(self._helpers)
         self._forkserver = server
-        logger.info("fork server for environment %s (%s): preloaded %s%s%s (start %d: %s)", self.environment.hash,
-                    self.backend.name, ", ".join(server.loaded) or "nothing",
-                    f" (not importable: {', '.join(server.failed)})" if server.failed else "",
-                    f"; warmed {len(server.warmed)} lazy import(s)" if server.warmed else "",
-                    len(self.starts), self.starts[-1])
+        logger.info(
+            "fork server for environment %s (%s): preloaded %s%s%s (start %d: %s)",
+            self.environment.hash,
+            self.backend.name,
+            ", ".join(server.loaded) or "nothing",
+            f" (not importable: {', '.join(server.failed)})" if server.failed else "",
+            f"; warmed {len(server.warmed)} lazy import(s)" if server.warmed else "",
+            len(self.starts),
+            self.starts[-1],
+        )
         return server
 
     def _cold_only(self, reason: str) -> None:
-        logger.warning("environment %s (%s): the fork server is off, every item starts cold: %s",
-                       self.environment.hash, self.backend.name, reason)
+        logger.warning(
+            "environment %s (%s): the fork server is off, every item starts cold: %s",
+            self.environment.hash,
+            self.backend.name,
+            reason,
+        )
         self._forkserver_on = False
         self.cold_reason = reason
         if self._forkserver is not None:
@@ -494,9 +557,15 @@ class ForkingSession(Session):
             if server is None:
                 return None
             with self._archive(files) as archive:
-                result, oom = server.run(archive=archive.fileno(), work=self.work_dir, argv=command[2:], limits=limits,
-                                         rlimits=child_rlimits(limits),
-                                         own=own_modules(files), warm_harness=harnessed(command))
+                result, oom = server.run(
+                    archive=archive.fileno(),
+                    work=self.work_dir,
+                    argv=command[2:],
+                    limits=limits,
+                    rlimits=child_rlimits(limits),
+                    own=own_modules(files),
+                    warm_harness=harnessed(command),
+                )
         except ForkRefused as exc:
             self._cold_only(str(exc))
             return None
@@ -524,8 +593,9 @@ class ForkingSession(Session):
             if result is not None:
                 cold = self._cold_run(files=files, command=command, limits=limits)
                 if not _crashed(cold, files):
-                    self._cold_only(f"an item crashed in a fork ({_crash_code(result, files)}) but not when "
-                                    "started cold")
+                    self._cold_only(
+                        f"an item crashed in a fork ({_crash_code(result, files)}) but not when started cold"
+                    )
                 return cold
         return self._cold_run(files=files, command=command, limits=limits)
 
@@ -559,8 +629,11 @@ def _answer_lines(command: Sequence[str]) -> tuple[str, int, int] | None:
         return None
     try:
         spec = json.loads(command[4])
-        return (str(spec["answer_file"]), int(spec["first_line"]), int(spec["last_line"])) if spec.get(
-            "answer_file") else None
+        return (
+            (str(spec["answer_file"]), int(spec["first_line"]), int(spec["last_line"]))
+            if spec.get("answer_file")
+            else None
+        )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 

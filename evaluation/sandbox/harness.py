@@ -85,7 +85,10 @@ CHILD_SOURCE = programs.source("child")
 SUPERVISOR_SOURCE = programs.source("supervisor")
 
 
-HARNESS_SOURCE = f"CHILD = {CHILD_SOURCE!r}\nRECORDS_MAX = {RECORDS_MAX}\nTESTS_MAX = {TESTS_MAX}\nDETAILS_MAX = {DETAILS_MAX}\n" + SUPERVISOR_SOURCE
+HARNESS_SOURCE = (
+    f"CHILD = {CHILD_SOURCE!r}\nRECORDS_MAX = {RECORDS_MAX}\nTESTS_MAX = {TESTS_MAX}\nDETAILS_MAX = {DETAILS_MAX}\n"
+    + SUPERVISOR_SOURCE
+)
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,15 @@ class GuardSpec:
     hidden_files: tuple[str, ...] = ()
 
     def as_json(self) -> str:
-        return json.dumps({"answer_file": self.answer_file, "first_line": self.first_line,
-                           "last_line": self.last_line, "hidden_modules": list(self.hidden_modules),
-                           "hidden_files": list(self.hidden_files)})
+        return json.dumps(
+            {
+                "answer_file": self.answer_file,
+                "first_line": self.first_line,
+                "last_line": self.last_line,
+                "hidden_modules": list(self.hidden_modules),
+                "hidden_files": list(self.hidden_files),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -121,8 +130,13 @@ class CountedTest:
         return self.outcome == "passed" and self.returned and self.subtests[0] == self.subtests[1]
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "outcome": self.outcome, "returned": self.returned, "subtests": list(self.subtests),
-                "detail": self.detail}
+        return {
+            "id": self.id,
+            "outcome": self.outcome,
+            "returned": self.returned,
+            "subtests": list(self.subtests),
+            "detail": self.detail,
+        }
 
 
 @dataclass(frozen=True)
@@ -191,15 +205,21 @@ def _tests(blob: str) -> tuple[int, tuple[CountedTest, ...]] | None:
         if len(fields) != 5 or not re.fullmatch(r"\d+/\d+", fields[3]):
             return None
         passed, total = (int(n) for n in fields[3].split("/"))
-        tests.append(CountedTest(_unescape(fields[0]), fields[1], fields[2] == "1", (passed, total),
-                                _unescape(fields[4])))
+        tests.append(
+            CountedTest(_unescape(fields[0]), fields[1], fields[2] == "1", (passed, total), _unescape(fields[4]))
+        )
     return int(runs), tuple(tests)
 
 
 def _final_line(stdout: str, nonce: str) -> re.Match | None:
     """The last completion line in the output, if any."""
-    lines = list(re.finditer(rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*) (\d+) ([A-Za-z0-9+/=]*)"
-                             r"(?=\n|$)", stdout))
+    lines = list(
+        re.finditer(
+            rf"\n{re.escape(nonce)} (\S+) (-?\d+) (\d+) ([A-Za-z0-9+/=]*) (\d+) ([A-Za-z0-9+/=]*)"
+            r"(?=\n|$)",
+            stdout,
+        )
+    )
     return lines[-1] if lines else None
 
 
@@ -214,7 +234,7 @@ def harness_verdict(stdout: str, nonce: str) -> HarnessVerdict:
     match = _final_line(stdout, nonce)
     if match is None:
         return HarnessVerdict(False, stdout, "the test did not run to its end (the process exited or was killed early)")
-    cleaned = stdout[: match.start()] + stdout[match.end():]
+    cleaned = stdout[: match.start()] + stdout[match.end() :]
     if len(match.group(4)) != int(match.group(3)) or len(match.group(6)) != int(match.group(5)):
         return HarnessVerdict(False, cleaned, "the harness's verdict line was cut by another writer")
     records = _records(match.group(4)) if match.group(4) else ()
@@ -225,7 +245,9 @@ def harness_verdict(stdout: str, nonce: str) -> HarnessVerdict:
     status = match.group(1)
     if status == "completed":
         return HarnessVerdict(True, cleaned, "", records, tests, runs)
-    reasons = {"early-exit": "the code exited before the test finished",
-               "incomplete": "the test did not run to its end (the process exited or was killed early)",
-               "inconsistent": "the test process exited with another status than the one it reported"}
+    reasons = {
+        "early-exit": "the code exited before the test finished",
+        "incomplete": "the test did not run to its end (the process exited or was killed early)",
+        "inconsistent": "the test process exited with another status than the one it reported",
+    }
     return HarnessVerdict(False, cleaned, reasons.get(status, "the test did not run to its end"), records, tests, runs)

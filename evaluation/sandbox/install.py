@@ -29,8 +29,13 @@ INPUTS = "/rcb-build"
 BUILD_ROUNDS = 6
 OUTPUT_BYTES = 4 * 1024 * 1024
 # The whole environment of a build step besides PATH, HOME, TMPDIR and LANG: no configuration file is read.
-BUILD_ENV = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-             "PIP_NO_CACHE_DIR": "1", "PYTHONNOUSERSITE": "1"}
+BUILD_ENV = {
+    "PIP_CONFIG_FILE": os.devnull,
+    "PIP_NO_INPUT": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_NO_CACHE_DIR": "1",
+    "PYTHONNOUSERSITE": "1",
+}
 _targets: dict[str, Target] = {}
 MISSING = re.compile(r"(?:satisfies the requirement|No matching distribution found for|depends on) ([^\s()]+)")
 
@@ -45,15 +50,19 @@ class BuildSandbox(Protocol):
         """Where the step sees the inputs folder."""
         ...
 
-    def run(self, command: Sequence[str], *, inputs: Path, env: Mapping[str, str], limits: Limits) -> ExecResult:
-        ...
+    def run(self, command: Sequence[str], *, inputs: Path, env: Mapping[str, str], limits: Limits) -> ExecResult: ...
 
 
 def build_limits(deadline: float) -> Limits:
     """A build step's limits: the run limits' memory, processes and disk, every core, the build's time left."""
-    return Limits(wall_seconds=max(1.0, deadline - time.monotonic()), memory_bytes=settings.SANDBOX_MEMORY_MB << 20,
-                  processes=settings.SANDBOX_PROCESSES, cpus=float(os.cpu_count() or 1), output_bytes=OUTPUT_BYTES,
-                  disk_bytes=settings.SANDBOX_DISK_MB << 20)
+    return Limits(
+        wall_seconds=max(1.0, deadline - time.monotonic()),
+        memory_bytes=settings.SANDBOX_MEMORY_MB << 20,
+        processes=settings.SANDBOX_PROCESSES,
+        cpus=float(os.cpu_count() or 1),
+        output_bytes=OUTPUT_BYTES,
+        disk_bytes=settings.SANDBOX_DISK_MB << 20,
+    )
 
 
 def requirements_install(*, requirements: str, sandbox: BuildSandbox, work: Path, dists: Path) -> str:
@@ -82,15 +91,26 @@ def requirements_install(*, requirements: str, sandbox: BuildSandbox, work: Path
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _rounds(wanted: list[Requirement], *, sandbox: BuildSandbox, work: Path, dists: Path, log: list[str],
-            deadline: float) -> str:
+def _rounds(
+    wanted: list[Requirement], *, sandbox: BuildSandbox, work: Path, dists: Path, log: list[str], deadline: float
+) -> str:
     target = _target(sandbox, work, deadline)
     log.append(f"python {target.markers['python_full_version']} ({target.tags[0]})")
-    fetcher = Fetcher(config=IndexConfig.host(), target=target, cache=dists,
-                      max_bytes=settings.SANDBOX_FETCH_MB << 20)
+    fetcher = Fetcher(config=IndexConfig.host(), target=target, cache=dists, max_bytes=settings.SANDBOX_FETCH_MB << 20)
     inputs = sandbox.inputs_at(work)
-    command = [sandbox.python, "-m", "pip", "install", "--no-index", "--find-links", f"{inputs}/files",
-               "--progress-bar", "off", "-r", f"{inputs}/requirements.txt"]
+    command = [
+        sandbox.python,
+        "-m",
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        f"{inputs}/files",
+        "--progress-bar",
+        "off",
+        "-r",
+        f"{inputs}/requirements.txt",
+    ]
     for number in range(1, BUILD_ROUNDS + 1):
         fetched = fetcher.fetch(wanted, work / "files")
         log += [f"round {number}: fetched {', '.join(fetched.fetched) or 'nothing new'}", *fetched.notes]
@@ -98,13 +118,16 @@ def _rounds(wanted: list[Requirement], *, sandbox: BuildSandbox, work: Path, dis
         if unavailable:
             raise EnvironmentBuildError(
                 f"installing requirements failed: No matching distribution found for {', '.join(unavailable)} "
-                "(no file on the package index fits this interpreter)", _joined(log))
+                "(no file on the package index fits this interpreter)",
+                _joined(log),
+            )
         result = sandbox.run(command, inputs=work, env=BUILD_ENV, limits=build_limits(deadline))
         output = (result.stdout + result.stderr).rstrip()
         log += ["$ pip " + " ".join(command[3:]), output]
         if result.timed_out:
             raise EnvironmentBuildError(
-                f"installing requirements timed out after {settings.SANDBOX_BUILD_SECONDS} s", _joined(log))
+                f"installing requirements timed out after {settings.SANDBOX_BUILD_SECONDS} s", _joined(log)
+            )
         if result.exit_code == 0:
             return _joined(log)
         wanted = [r for r in _reported_missing(output) if not fetcher.tried(r)]
@@ -112,8 +135,10 @@ def _rounds(wanted: list[Requirement], *, sandbox: BuildSandbox, work: Path, dis
             errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
             last = (errors or output.splitlines() or ["(no output)"])[-1].removeprefix("ERROR: ")
             raise EnvironmentBuildError(f"installing requirements failed: {last}", _joined(log))
-    raise EnvironmentBuildError(f"installing requirements failed: still missing distributions after {BUILD_ROUNDS} "
-                                "rounds of fetching", _joined(log))
+    raise EnvironmentBuildError(
+        f"installing requirements failed: still missing distributions after {BUILD_ROUNDS} rounds of fetching",
+        _joined(log),
+    )
 
 
 def _target(sandbox: BuildSandbox, work: Path, deadline: float) -> Target:
@@ -121,8 +146,9 @@ def _target(sandbox: BuildSandbox, work: Path, deadline: float) -> Target:
     if sandbox.interpreter not in _targets:
         probe = sandbox.run([sandbox.python, "-c", PROBE], inputs=work, env=BUILD_ENV, limits=build_limits(deadline))
         if probe.exit_code != 0:
-            raise SandboxError(f"the environment's interpreter did not start in the build sandbox: "
-                               f"{probe.stderr[-500:]}")
+            raise SandboxError(
+                f"the environment's interpreter did not start in the build sandbox: {probe.stderr[-500:]}"
+            )
         _targets[sandbox.interpreter] = target_from_probe(probe.stdout)
     return _targets[sandbox.interpreter]
 

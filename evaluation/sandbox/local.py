@@ -21,15 +21,21 @@ class LocalSession(Session):
         with tempfile.TemporaryDirectory(prefix="rcb-local-") as work:
             files_write(Path(work), files)
             env = {"PATH": "/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-            return process_run(command, cwd=Path(work), limits=limits, backend="local", env=env,
-                               preexec=rlimits(limits))
+            return process_run(
+                command, cwd=Path(work), limits=limits, backend="local", env=env, preexec=rlimits(limits)
+            )
 
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
         logger.warning("SANDBOX_BACKEND=local runs agent commands WITHOUT isolation; use bwrap")
-        env = {"PATH": f"{Path(self.environment.python).parent}:/usr/bin:/bin", "HOME": str(workspace),
-               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-        return process_run(["/bin/sh", "-c", command], cwd=workspace, limits=limits, backend="local", env=env,
-                           preexec=rlimits(limits))
+        env = {
+            "PATH": f"{Path(self.environment.python).parent}:/usr/bin:/bin",
+            "HOME": str(workspace),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        return process_run(
+            ["/bin/sh", "-c", command], cwd=workspace, limits=limits, backend="local", env=env, preexec=rlimits(limits)
+        )
 
 
 class LocalBuild:
@@ -50,10 +56,22 @@ class LocalBuild:
         if not (runner / "pip").exists():
             (runner / "pip").symlink_to(pip_package())
         with tempfile.TemporaryDirectory(prefix="rcb-local-build-") as home:
-            step_env = {"PATH": f"{self.venv}/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-                        "PYTHONPATH": str(runner), **env}
-            return process_run(command, cwd=Path(home), limits=limits, backend="local", env=step_env,
-                               preexec=rlimits(limits, address_space=False))
+            step_env = {
+                "PATH": f"{self.venv}/bin:/usr/bin:/bin",
+                "HOME": home,
+                "TMPDIR": home,
+                "LANG": "C.UTF-8",
+                "PYTHONPATH": str(runner),
+                **env,
+            }
+            return process_run(
+                command,
+                cwd=Path(home),
+                limits=limits,
+                backend="local",
+                env=step_env,
+                preexec=rlimits(limits, address_space=False),
+            )
 
 
 class LocalBackend(Backend):
@@ -64,8 +82,13 @@ class LocalBackend(Backend):
         return True, "always available, but isolates nothing (development only)"
 
     def environment_build(self, *, env_hash: str, requirements: str) -> Environment:
-        return venv_build(cache_dir=self.cache_dir / "venvs", backend=self.name, env_hash=env_hash,
-                          requirements=requirements, sandbox_for=lambda venv: LocalBuild(self, venv))
+        return venv_build(
+            cache_dir=self.cache_dir / "venvs",
+            backend=self.name,
+            env_hash=env_hash,
+            requirements=requirements,
+            sandbox_for=lambda venv: LocalBuild(self, venv),
+        )
 
     def environment_remove(self, *, env_hash: str) -> bool:
         return venv_remove(cache_dir=self.cache_dir / "venvs", env_hash=env_hash)

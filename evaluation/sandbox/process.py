@@ -68,8 +68,14 @@ def process_run(
     """Start `argv` in its own session, keep at most `limits.output_bytes` per stream, kill the group on timeout."""
     start = time.monotonic()
     proc = subprocess.Popen(
-        list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, preexec_fn=preexec, close_fds=True,
+        list(argv),
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec,
+        close_fds=True,
     )
     out: list[bytes] = []
     err: list[bytes] = []

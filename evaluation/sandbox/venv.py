@@ -29,8 +29,15 @@ def pip_package() -> Path:
     return Path(spec.origin).parent
 
 
-def venv_build(*, cache_dir: Path, backend: str, env_hash: str, requirements: str,
-               sandbox_for: Callable[[Path], BuildSandbox], build_uid: int | None = None) -> Environment:
+def venv_build(
+    *,
+    cache_dir: Path,
+    backend: str,
+    env_hash: str,
+    requirements: str,
+    sandbox_for: Callable[[Path], BuildSandbox],
+    build_uid: int | None = None,
+) -> Environment:
     """The venv for `env_hash`, built under a lock so concurrent workers build it once.
 
     `sandbox_for(venv)` gives the build sandbox; `build_uid` (the sandbox user) owns the venv while it is built.
@@ -42,8 +49,13 @@ def venv_build(*, cache_dir: Path, backend: str, env_hash: str, requirements: st
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / BUILT).exists():
             _build(target, requirements, log_path, sandbox_for, build_uid, dists=cache_dir.parent / "dists")
-    return Environment(hash=env_hash, backend=backend, location=str(target), python=str(target / "bin" / "python"),
-                       build_log=log_path.read_text() if log_path.exists() else "")
+    return Environment(
+        hash=env_hash,
+        backend=backend,
+        location=str(target),
+        python=str(target / "bin" / "python"),
+        build_log=log_path.read_text() if log_path.exists() else "",
+    )
 
 
 def venv_remove(*, cache_dir: Path, env_hash: str) -> bool:
@@ -57,16 +69,27 @@ def venv_remove(*, cache_dir: Path, env_hash: str) -> bool:
     return True
 
 
-def _build(target: Path, requirements: str, log_path: Path, sandbox_for: Callable[[Path], BuildSandbox],
-           build_uid: int | None, *, dists: Path) -> None:
+def _build(
+    target: Path,
+    requirements: str,
+    log_path: Path,
+    sandbox_for: Callable[[Path], BuildSandbox],
+    build_uid: int | None,
+    *,
+    dists: Path,
+) -> None:
     shutil.rmtree(target, ignore_errors=True)
     venv.EnvBuilder(with_pip=False, symlinks=True).create(target)
     try:
         if build_uid is not None:
             _chown_tree(target, build_uid)
         try:
-            log = requirements_install(requirements=requirements, sandbox=sandbox_for(target),
-                                       work=target.with_name(target.name + ".inputs"), dists=dists)
+            log = requirements_install(
+                requirements=requirements,
+                sandbox=sandbox_for(target),
+                work=target.with_name(target.name + ".inputs"),
+                dists=dists,
+            )
         finally:
             if build_uid is not None:
                 _chown_tree(target, 0)

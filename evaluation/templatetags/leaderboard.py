@@ -31,10 +31,11 @@ def provenance_badge(run) -> str:
     """The row's mark: calibration models are reference lines; other runs say what the platform vouches for."""
     said = provenance_of(run)
     if run.is_calibration:
-        return format_html('<span class="badge provenance calibration" title="{}">calibration</span>',
-                           f"A built-in calibration model: a reference line, not ranked ({said.statement})")
-    return format_html('<span class="badge provenance {}" title="{}">{}</span>', said.value, said.statement,
-                       said.label)
+        return format_html(
+            '<span class="badge provenance calibration" title="{}">calibration</span>',
+            f"A built-in calibration model: a reference line, not ranked ({said.statement})",
+        )
+    return format_html('<span class="badge provenance {}" title="{}">{}</span>', said.value, said.statement, said.label)
 
 
 @register.filter
@@ -56,26 +57,44 @@ def leaderboard_cell(row, column) -> str:
         return format_html('<span title="{}">{}</span>', RANK_TITLES[value == 1], value)
     if column.key == "display_name":
         chosen = "pinned by the model's owner" if row.run.pinned_at else "the latest completed in this setting"
-        return format_html('<a href="{}">{}</a> <a class="muted" href="{}" title="{}">{}</a>',
-                           reverse("model-detail", args=[row.run.model.name]), value,
-                           reverse("run-detail", args=[row.run.pk]), f"run {row.run.pk}: {chosen}", row.setting)
+        return format_html(
+            '<a href="{}">{}</a> <a class="muted" href="{}" title="{}">{}</a>',
+            reverse("model-detail", args=[row.run.model.name]),
+            value,
+            reverse("run-detail", args=[row.run.pk]),
+            f"run {row.run.pk}: {chosen}",
+            row.setting,
+        )
     if column.key == "provenance":
         if row.run.source:
             return format_html('{} <span class="muted source">{}</span>', provenance_badge(row.run), row.run.source)
         return provenance_badge(row.run)
     if column.key == "scaled_pass_rate":
-        return format_html('<strong>{}</strong> <span class="ci">[{}, {}]</span>', pct(value),
-                           f"{score.scaled_ci_low:.1f}", f"{score.scaled_ci_high:.1f}")
+        return format_html(
+            '<strong>{}</strong> <span class="ci">[{}, {}]</span>',
+            pct(value),
+            f"{score.scaled_ci_low:.1f}",
+            f"{score.scaled_ci_high:.1f}",
+        )
     if column.key == "pass_rate":
-        return format_html('{} <span class="ci">[{}, {}]</span>', pct(value),
-                           f"{score.pass_rate_ci_low:.1f}", f"{score.pass_rate_ci_high:.1f}")
+        return format_html(
+            '{} <span class="ci">[{}, {}]</span>',
+            pct(value),
+            f"{score.pass_rate_ci_low:.1f}",
+            f"{score.pass_rate_ci_high:.1f}",
+        )
     if column.key == "flagged" and value:
-        return format_html('<span class="badge flagged" title="{}">{}</span>',
-                           "items awaiting a maintainer's review, not scored", value)
+        return format_html(
+            '<span class="badge flagged" title="{}">{}</span>',
+            "items awaiting a maintainer's review, not scored",
+            value,
+        )
     if column.key == "held_out_scaled_pass_rate":
         if row.held_out is None:
-            return format_html('<span class="muted" title="{}">public only</span>',
-                               "Uploads and runs of models not trusted with held-out prompts cover the public split only")
+            return format_html(
+                '<span class="muted" title="{}">public only</span>',
+                "Uploads and runs of models not trusted with held-out prompts cover the public split only",
+            )
         return format_html('{} <span class="ci">({} items)</span>', pct(value), row.held_out.items)
     if column.kind == "bool":
         return "yes" if value else "no"

@@ -27,13 +27,15 @@ def dispatched(monkeypatch) -> list[int]:
     return calls
 
 
-
-
 @pytest.fixture
 def clients(author, other_author, maintainer) -> dict[str, APIClient]:
     """One client per caller: `author` owns what the tests create, `other` does not, `maintainer` may do all."""
-    return {"anonymous": client_for(None), "owner": client_for(author), "other": client_for(other_author),
-            "maintainer": client_for(maintainer)}
+    return {
+        "anonymous": client_for(None),
+        "owner": client_for(author),
+        "other": client_for(other_author),
+        "maintainer": client_for(maintainer),
+    }
 
 
 def reference_answers(version) -> bytes:
@@ -42,5 +44,7 @@ def reference_answers(version) -> bytes:
 
     from benchmarks.selectors import version_snippets
 
-    return "".join(json.dumps({"id": str(s.pk), "sample": 0, "answer": f"```python\n{s.reference_code}```"}) + "\n"
-                   for s in version_snippets(version=version)).encode()
+    return "".join(
+        json.dumps({"id": str(s.pk), "sample": 0, "answer": f"```python\n{s.reference_code}```"}) + "\n"
+        for s in version_snippets(version=version)
+    ).encode()

@@ -34,9 +34,18 @@ def _finish(run: EvaluationRun, *, passing: int) -> EvaluationRun:
 
 
 def test_model_api_key_is_write_only(clients, author):
-    response = clients["owner"].post("/api/v1/models/", {
-        "name": "secretive", "display_name": "Secretive", "litellm_model": "openai/s", "api_key": "sk-top-secret",
-        "knowledge_cutoff": "2025-01-31", "open_weights": True}, format="json")
+    response = clients["owner"].post(
+        "/api/v1/models/",
+        {
+            "name": "secretive",
+            "display_name": "Secretive",
+            "litellm_model": "openai/s",
+            "api_key": "sk-top-secret",
+            "knowledge_cutoff": "2025-01-31",
+            "open_weights": True,
+        },
+        format="json",
+    )
     assert response.status_code == 201
     body = response.json()
     assert body["owner"] == "ada" and body["has_api_key"] is True and "api_key" not in body
@@ -49,8 +58,11 @@ def test_model_api_key_is_write_only(clients, author):
     replaced = clients["owner"].patch("/api/v1/models/secretive/", {"api_key": "sk-new"}, format="json").json()
     assert replaced["has_api_key"] is True and replaced["knowledge_cutoff"] == "2025-01-31"
     assert ModelEntry.objects.get(name="secretive").api_key_get() == "sk-new"
-    clients["maintainer"].post("/api/v1/models/", {"name": "platform-paid", "display_name": "P",
-                                                   "litellm_model": "openai/p", "api_key": "sk-p"}, format="json")
+    clients["maintainer"].post(
+        "/api/v1/models/",
+        {"name": "platform-paid", "display_name": "P", "litellm_model": "openai/p", "api_key": "sk-p"},
+        format="json",
+    )
     cleared = clients["maintainer"].patch("/api/v1/models/platform-paid/", {"api_key": ""}, format="json").json()
     assert cleared["has_api_key"] is False
 
@@ -59,9 +71,11 @@ def test_model_name_cannot_change_and_duplicates_are_refused(clients, author):
     services.model_register(name="m1", display_name="M1", litellm_model="openai/m1", owner=author, api_key="k")
     clients["owner"].patch("/api/v1/models/m1/", {"name": "m2"}, format="json")
     assert ModelEntry.objects.filter(name="m1").exists()
-    duplicate = clients["owner"].post("/api/v1/models/", {"name": "m1", "display_name": "x", "litellm_model": "openai/b",
-                                                            "api_key": "k"},
-                                      format="json")
+    duplicate = clients["owner"].post(
+        "/api/v1/models/",
+        {"name": "m1", "display_name": "x", "litellm_model": "openai/b", "api_key": "k"},
+        format="json",
+    )
     assert duplicate.status_code == 400 and "name" in duplicate.json()["error"]["details"]
 
 
@@ -71,7 +85,9 @@ def test_release_lists_downloads_whose_bytes_match_their_sha256(clients, release
     for kind, entry in body["downloads"].items():
         response = clients["anonymous"].get(entry["url"])
         assert response.status_code == 200
-        assert hashlib.sha256(download_body(response)).hexdigest() == entry["sha256"] == release.downloads[kind]["sha256"]
+        assert (
+            hashlib.sha256(download_body(response)).hexdigest() == entry["sha256"] == release.downloads[kind]["sha256"]
+        )
         assert response["Content-Disposition"] == f'attachment; filename="{entry["filename"]}"'
     missing = clients["anonymous"].get("/api/v1/releases/1.0.0/downloads/secret/")
     assert missing.status_code == 404
@@ -90,8 +106,14 @@ def test_drafts_are_not_releases(clients, maintainer, media_root):
 def test_items_give_their_mutation_score_without_the_surviving_mutants(clients, release):
     """A survivor is a line of the reference body: the API gives the counts and the score only."""
     snippets = list(version_snippets(version=release))
-    measured = {"generated": 4, "killed": 3, "survived": 1, "score": 0.75, "timeouts": [],
-                "survivors": [f"line 1: {snippets[0].reference_code.strip().splitlines()[0]}  ->  pass"]}
+    measured = {
+        "generated": 4,
+        "killed": 3,
+        "survived": 1,
+        "score": 0.75,
+        "timeouts": [],
+        "survivors": [f"line 1: {snippets[0].reference_code.strip().splitlines()[0]}  ->  pass"],
+    }
     Snippet.objects.filter(pk=snippets[0].pk).update(mutation=measured)
     items = {i["id"]: i for i in clients["anonymous"].get("/api/v1/releases/1.0.0/items/").json()["results"]}
     assert items[snippets[0].pk]["mutation"] == {"generated": 4, "killed": 3, "survived": 1, "score": 0.75}
@@ -129,8 +151,9 @@ def test_results_of_public_items_give_everyone_the_models_code(clients, release,
         assert {r["status"] for r in results} == {"passed", "failed"}
         assert all(r["extracted_code"] for r in results)
 
-    reference = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, user=author,
-                                   dispatch=False)
+    reference = services.run_start(
+        model=ModelEntry.objects.get(name="reference"), version=release, user=author, dispatch=False
+    )
     for snippet in version_snippets(version=release):
         services.calibration_generation(run=reference, snippet=snippet, sample=0)
     _finish(reference, passing=100)
@@ -140,10 +163,18 @@ def test_results_of_public_items_give_everyone_the_models_code(clients, release,
 
 
 def test_run_status_progress_and_actions(clients, release, author):
-    services.model_register(name="mine", display_name="Mine", litellm_model="openai/mine", owner=author,
-                            api_key="sk-mine")
-    started = clients["owner"].post("/api/v1/runs/", {"model": "mine", "release": "1.0.0", "samples": 2,
-                                                      "params": {"temperature": 0}}, format="json").json()
+    services.model_register(
+        name="mine", display_name="Mine", litellm_model="openai/mine", owner=author, api_key="sk-mine"
+    )
+    started = (
+        clients["owner"]
+        .post(
+            "/api/v1/runs/",
+            {"model": "mine", "release": "1.0.0", "samples": 2, "params": {"temperature": 0}},
+            format="json",
+        )
+        .json()
+    )
     run = EvaluationRun.objects.get(pk=started["id"])
     assert (run.samples, run.params, run.created_by) == (2, {"temperature": 0}, author)
     assert started["progress"]["total"] == run.total_items and started["score"] is None
@@ -155,17 +186,20 @@ def test_run_status_progress_and_actions(clients, release, author):
 
 
 def test_run_start_refuses_bad_settings_with_the_error_body(clients, release):
-    response = clients["maintainer"].post("/api/v1/runs/", {"model": "reference", "release": "1.0.0", "samples": 99},
-                                     format="json")
+    response = clients["maintainer"].post(
+        "/api/v1/runs/", {"model": "reference", "release": "1.0.0", "samples": 99}, format="json"
+    )
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid" and "samples" in response.json()["error"]["details"]
 
 
 def test_leaderboard_ranks_completed_runs_by_scaled_pass_rate(clients, release, author):
-    weak = services.model_register(name="weak", display_name="Weak", litellm_model="openai/weak", owner=author,
-                                   api_key="sk-weak")
-    strong = services.model_register(name="strong", display_name="Strong", kind="uploaded", owner=author,
-                                     organization="Lab", open_weights=True)
+    weak = services.model_register(
+        name="weak", display_name="Weak", litellm_model="openai/weak", owner=author, api_key="sk-weak"
+    )
+    strong = services.model_register(
+        name="strong", display_name="Strong", kind="uploaded", owner=author, organization="Lab", open_weights=True
+    )
     for model, passing in ((weak, 1), (strong, 4)):
         run = services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author)
         _finish(run, passing=passing)
@@ -183,13 +217,17 @@ def test_leaderboard_ranks_completed_runs_by_scaled_pass_rate(clients, release, 
         assert float(table[0]["scaled_pass_rate"]) == pytest.approx(rows[0]["scaled_pass_rate"])
 
 
-@pytest.mark.parametrize("hostile", ["=HYPERLINK(\"https://evil.example\",\"x\")", "+1+cmd|' /C calc'!A0",
-                                     "-2+3", "@SUM(1,2)", "\tstart", "\rstart"])
+@pytest.mark.parametrize(
+    "hostile",
+    ['=HYPERLINK("https://evil.example","x")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1,2)", "\tstart", "\rstart"],
+)
 def test_leaderboard_csv_neutralises_cells_a_spreadsheet_would_run(clients, release, author, hostile):
-    model = services.model_register(name="sly", display_name=hostile, kind="uploaded", owner=author,
-                                    organization=hostile)
-    _finish(services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author),
-            passing=2)
+    model = services.model_register(
+        name="sly", display_name=hostile, kind="uploaded", owner=author, organization=hostile
+    )
+    _finish(
+        services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author), passing=2
+    )
     response = clients["anonymous"].get("/api/v1/releases/1.0.0/leaderboard.csv")
     row = next(csv.DictReader(io.StringIO(response.content.decode(), newline="")))
     assert row["display_name"] == "'" + hostile and row["organization"] == "'" + hostile
@@ -199,12 +237,26 @@ def test_leaderboard_csv_neutralises_cells_a_spreadsheet_would_run(clients, rele
 def test_csv_cell_keeps_numbers_and_plain_text():
     from config.csv_export import csv_cell
 
-    assert [csv_cell(v) for v in (-0.5, "-0.5", "1e-3", "Lab", None, "=1")] == [-0.5, "-0.5", "1e-3", "Lab", None,
-                                                                               "'=1"]
+    assert [csv_cell(v) for v in (-0.5, "-0.5", "1e-3", "Lab", None, "=1")] == [
+        -0.5,
+        "-0.5",
+        "1e-3",
+        "Lab",
+        None,
+        "'=1",
+    ]
 
 
-@pytest.mark.parametrize("url", ["/api/v1/nowhere/", "/api/v1/releases/9.9.9/", "/api/v1/runs/12345/",
-                                 "/api/v1/models/nobody/", "/api/v1/releases/9.9.9/leaderboard.csv"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/nowhere/",
+        "/api/v1/releases/9.9.9/",
+        "/api/v1/runs/12345/",
+        "/api/v1/models/nobody/",
+        "/api/v1/releases/9.9.9/leaderboard.csv",
+    ],
+)
 def test_not_found_has_the_error_body(clients, url):
     response = clients["anonymous"].get(url)
     assert response.status_code == 404
@@ -232,9 +284,11 @@ def test_docs_page_is_served_without_a_cdn(client):
 
 def test_upload_needs_a_file(clients, release, author):
     services.model_register(name="up", display_name="Up", kind="uploaded", owner=author)
-    response = clients["owner"].post("/api/v1/runs/upload/", {"model": "up", "release": "1.0.0",
-                                                              "file": SimpleUploadedFile("empty.jsonl", b"")},
-                                     format="multipart")
+    response = clients["owner"].post(
+        "/api/v1/runs/upload/",
+        {"model": "up", "release": "1.0.0", "file": SimpleUploadedFile("empty.jsonl", b"")},
+        format="multipart",
+    )
     assert response.status_code == 400 and "file" in response.json()["error"]["details"]
 
 
@@ -244,12 +298,18 @@ def test_a_missing_slash_is_pointed_out(clients):
     assert response.json()["error"]["message"] == "no endpoint at /api/v1/releases; did you mean /api/v1/releases/ ?"
 
 
-@pytest.mark.parametrize(("url", "body", "where"), [
-    ("/api/v1/runs/", {"model": "\x00m", "release": "1.0.0"}, "body.model"),
-    ("/api/v1/runs/", {"model": "m", "release": "1.0.0", "params": {"seed\x00": 1}}, "body.params: a key"),
-    ("/api/v1/models/", {"name": "n", "display_name": "N", "litellm_model": "a/b", "tags": ["x", "\x00"]},
-     "body.tags[1]"),
-])
+@pytest.mark.parametrize(
+    ("url", "body", "where"),
+    [
+        ("/api/v1/runs/", {"model": "\x00m", "release": "1.0.0"}, "body.model"),
+        ("/api/v1/runs/", {"model": "m", "release": "1.0.0", "params": {"seed\x00": 1}}, "body.params: a key"),
+        (
+            "/api/v1/models/",
+            {"name": "n", "display_name": "N", "litellm_model": "a/b", "tags": ["x", "\x00"]},
+            "body.tags[1]",
+        ),
+    ],
+)
 def test_nul_characters_in_bodies_are_refused_saying_where(clients, release, url, body, where):
     # PostgreSQL stores no NUL in text or jsonb: schemathesis found a 500 there; now a 400 on every database.
     response = clients["owner"].post(url, body, format="json")
@@ -259,6 +319,7 @@ def test_nul_characters_in_bodies_are_refused_saying_where(clients, release, url
 
 def test_nul_characters_in_a_multipart_upload_are_refused(clients, release):
     upload = SimpleUploadedFile("answers.jsonl", reference_answers(release))
-    response = clients["owner"].post("/api/v1/runs/upload/", {"file": upload, "model": "\x00", "release": "1.0.0"},
-                                     format="multipart")
+    response = clients["owner"].post(
+        "/api/v1/runs/upload/", {"file": upload, "model": "\x00", "release": "1.0.0"}, format="multipart"
+    )
     assert response.status_code == 400 and "body.model contains a NUL character" in response.json()["error"]["message"]

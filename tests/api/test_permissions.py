@@ -22,8 +22,9 @@ OWNER_OR_MAINTAINER = {"anonymous": 401, "owner": 200, "other": 403, "maintainer
 @pytest.fixture
 def world(release, author):
     """A model and a queued run of the author's on the release."""
-    model = services.model_register(name="ada-model", display_name="Ada", litellm_model="openai/ada", owner=author,
-                                    api_key="sk-ada")
+    model = services.model_register(
+        name="ada-model", display_name="Ada", litellm_model="openai/ada", owner=author, api_key="sk-ada"
+    )
     run = services.run_start(model=model, version=release, user=author, dispatch=False)
     return {"release": release, "model": model, "run": run, "item": version_snippets(version=release).first()}
 
@@ -32,17 +33,18 @@ def _request(client, caller: str, method: str, url: str, world: dict):
     """The request a caller makes; bodies are valid so that only permissions decide."""
     release = world["release"].name
     if method == "post-model":
-        return client.post(url, {"name": f"m-{caller}", "display_name": "M", "litellm_model": "openai/m",
-                                 "api_key": "sk-m"},
-                           format="json")
+        return client.post(
+            url,
+            {"name": f"m-{caller}", "display_name": "M", "litellm_model": "openai/m", "api_key": "sk-m"},
+            format="json",
+        )
     if method == "patch-model":
         return client.patch(url, {"display_name": f"renamed by {caller}"}, format="json")
     if method == "post-run":
         return client.post(url, {"model": world["model"].name, "release": release, "samples": 1}, format="json")
     if method == "post-upload":
         upload = SimpleUploadedFile("answers.jsonl", reference_answers(world["release"]))
-        return client.post(url, {"file": upload, "model": world["model"].name, "release": release},
-                           format="multipart")
+        return client.post(url, {"file": upload, "model": world["model"].name, "release": release}, format="multipart")
     if method == "post-verify":
         return client.post(url, {"reason": f"checked by {caller}"}, format="json")
     return getattr(client, method)(url)
@@ -75,15 +77,16 @@ WRITES = [
     # The maintainer passes the permission check; the queued run is what is refused.
     ("post-verify", "/api/v1/runs/{run}/verify/", {"anonymous": 401, "owner": 403, "other": 403, "maintainer": 400}),
 ]
-CASES = ([(method, url, caller, EVERYONE[caller]) for method, url in READS for caller in CALLERS]
-         + [(method, url, caller, expected[caller]) for method, url, expected in WRITES for caller in CALLERS])
+CASES = [(method, url, caller, EVERYONE[caller]) for method, url in READS for caller in CALLERS] + [
+    (method, url, caller, expected[caller]) for method, url, expected in WRITES for caller in CALLERS
+]
 
 
-@pytest.mark.parametrize(("method", "url", "caller", "expected"), CASES,
-                         ids=[f"{m} {u} {c}" for m, u, c, _ in CASES])
+@pytest.mark.parametrize(("method", "url", "caller", "expected"), CASES, ids=[f"{m} {u} {c}" for m, u, c, _ in CASES])
 def test_permission(clients, world, method, url, caller, expected):
-    url = url.format(release=world["release"].name, item=world["item"].pk, model=world["model"].name,
-                     run=world["run"].pk)
+    url = url.format(
+        release=world["release"].name, item=world["item"].pk, model=world["model"].name, run=world["run"].pk
+    )
     response = _request(clients[caller], caller, method, url, world)
     assert response.status_code == expected, response.content[:500]
     if expected >= 400:
@@ -104,8 +107,9 @@ def test_refused_changes_change_nothing(clients, world):
 
 @pytest.mark.parametrize(("caller", "expected"), [("other", 403), ("maintainer", 201)])
 def test_only_maintainers_run_the_calibration_models(clients, world, caller, expected):
-    response = clients[caller].post("/api/v1/runs/", {"model": "reference", "release": world["release"].name},
-                                    format="json")
+    response = clients[caller].post(
+        "/api/v1/runs/", {"model": "reference", "release": world["release"].name}, format="json"
+    )
     assert response.status_code == expected
     assert EvaluationRun.objects.filter(model__kind=ModelEntry.Kind.REFERENCE).exists() == (expected == 201)
 
@@ -113,15 +117,19 @@ def test_only_maintainers_run_the_calibration_models(clients, world, caller, exp
 @pytest.mark.parametrize("caller", ["owner", "other"])
 def test_uploads_to_a_calibration_model_are_refused(clients, world, caller):
     upload = SimpleUploadedFile("answers.jsonl", reference_answers(world["release"]))
-    response = clients[caller].post("/api/v1/runs/upload/", {"file": upload, "model": "reference",
-                                                             "release": world["release"].name}, format="multipart")
+    response = clients[caller].post(
+        "/api/v1/runs/upload/",
+        {"file": upload, "model": "reference", "release": world["release"].name},
+        format="multipart",
+    )
     assert response.status_code == 403 and response.json()["error"]["code"] == "permission_denied"
 
 
 def test_session_authentication_works_too(client, world, author):
     client.force_login(author)
-    response = client.patch(f"/api/v1/models/{world['model'].name}/", {"organization": "Lab"},
-                            content_type="application/json")
+    response = client.patch(
+        f"/api/v1/models/{world['model'].name}/", {"organization": "Lab"}, content_type="application/json"
+    )
     # Session-authenticated unsafe requests need the CSRF token: Django's test client does not enforce it.
     assert response.status_code == 200
     assert response.json()["organization"] == "Lab"
@@ -139,9 +147,14 @@ def test_token_is_created_shown_once_and_revoked(client, author):
     assert key in response.content.decode()
     assert key not in client.get("/accounts/tokens/").content.decode()
     api = client_with_token(key)
-    assert api.post("/api/v1/models/", {"name": "via-token", "display_name": "T", "litellm_model": "openai/y",
-                                               "api_key": "k"},
-                    format="json").status_code == 201
+    assert (
+        api.post(
+            "/api/v1/models/",
+            {"name": "via-token", "display_name": "T", "litellm_model": "openai/y", "api_key": "k"},
+            format="json",
+        ).status_code
+        == 201
+    )
     client.post("/accounts/tokens/", {"action": "revoke"})
     assert not Token.objects.filter(user=author).exists()
     refused = api.get("/api/v1/models/")
@@ -189,8 +202,10 @@ def test_a_run_the_caller_cannot_see_is_not_found_by_its_actions_either(clients,
     BenchmarkVersion.objects.filter(pk=world["release"].pk).update(status=BenchmarkVersion.Status.DRAFT)
     hidden, missing = world["run"].pk, world["run"].pk + 1000
     assert clients["other"].get(f"/api/v1/runs/{hidden}/").status_code == 404
-    answers = [clients["other"].post(f"/api/v1/runs/{pk}/{action}/", {"priority": 1}, format="json")
-               for pk in (hidden, missing)]
+    answers = [
+        clients["other"].post(f"/api/v1/runs/{pk}/{action}/", {"priority": 1}, format="json")
+        for pk in (hidden, missing)
+    ]
     assert [a.status_code for a in answers] == [404, 404]
     assert answers[0].json() == answers[1].json()
     world["run"].refresh_from_db()

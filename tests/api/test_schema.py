@@ -33,15 +33,22 @@ def api_schema(release):
 @pytest.fixture
 def real_ids(release, author, maintainer) -> dict:
     """Identifiers of objects that exist, so that the fuzzed queries also reach real data, not only 404s."""
-    model = services.model_register(name="fuzz-model", display_name="Fuzz", litellm_model="openai/f", owner=author,
-                                    api_key="sk-fuzz")
+    model = services.model_register(
+        name="fuzz-model", display_name="Fuzz", litellm_model="openai/f", owner=author, api_key="sk-fuzz"
+    )
     run = services.run_start(model=model, version=release, user=author, dispatch=False)
-    return {"ids": {"name": release.name, "item_id": version_snippets(version=release).first().pk, "id": run.pk,
-                    "kind": "items"},
-            "models": {"name": model.name},
-            "headers": {"Authorization": f"Token {Token.objects.create(user=maintainer).key}"},
-            "author_headers": {"Authorization": f"Token {Token.objects.create(user=author).key}"},
-            "body": {"model": model.name, "release": release.name}}
+    return {
+        "ids": {
+            "name": release.name,
+            "item_id": version_snippets(version=release).first().pk,
+            "id": run.pk,
+            "kind": "items",
+        },
+        "models": {"name": model.name},
+        "headers": {"Authorization": f"Token {Token.objects.create(user=maintainer).key}"},
+        "author_headers": {"Authorization": f"Token {Token.objects.create(user=author).key}"},
+        "body": {"model": model.name, "release": release.name},
+    }
 
 
 @pytest.fixture
@@ -72,8 +79,10 @@ def test_get_endpoints_never_fail_with_a_server_error(api_schema, real_ids):
             response = case.call(headers=real_ids["headers"])
             case.validate_response(response, checks=[not_a_server_error])
             if case.path_parameters:
-                case.path_parameters = {key: known.get(key, value)  # noqa: B023 (called in this iteration)
-                                        for key, value in case.path_parameters.items()}
+                case.path_parameters = {
+                    key: known.get(key, value)  # noqa: B023 (called in this iteration)
+                    for key, value in case.path_parameters.items()
+                }
                 response = case.call(headers=real_ids["headers"])
                 case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
 
@@ -93,14 +102,20 @@ def test_every_operation_writes_included_never_fails_with_a_server_error(api_sch
         known = real_ids["models"] if operation.path.startswith("/api/v1/models/") else real_ids["ids"]
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=25 if operation.method.upper() != "GET" else 5, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=25 if operation.method.upper() != "GET" else 5,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def check(case):
             response = case.call(headers=headers)
             case.validate_response(response, checks=[not_a_server_error])
             if case.path_parameters:
-                case.path_parameters = {key: known.get(key, value)  # noqa: B023 (called in this iteration)
-                                        for key, value in case.path_parameters.items()}
+                case.path_parameters = {
+                    key: known.get(key, value)  # noqa: B023 (called in this iteration)
+                    for key, value in case.path_parameters.items()
+                }
                 response = case.call(headers=headers)
                 case.validate_response(response, checks=[not_a_server_error])
             if isinstance(case.body, dict) and set(case.body) & set(real_ids["body"]):  # a model and release that exist

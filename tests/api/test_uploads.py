@@ -25,8 +25,7 @@ def model(author):
 
 
 def _upload(client, release, content: bytes, model_name: str = "uploader", **extra):
-    form = {"file": SimpleUploadedFile("answers.jsonl", content), "model": model_name, "release": release.name,
-            **extra}
+    form = {"file": SimpleUploadedFile("answers.jsonl", content), "model": model_name, "release": release.name, **extra}
     return client.post("/api/v1/runs/upload/", form, format="multipart")
 
 
@@ -52,22 +51,28 @@ def _refused(response, *expected: str) -> list[str]:
 def test_unknown_item_id(clients, release, model):
     rows = _lines(release)
     rows.append({"id": "999999", "sample": 0, "answer": "x"})
-    _refused(_upload(clients["owner"], release, _encode(rows)),
-             f"line {len(rows)}: unknown item id '999999' in version {release.name}")
+    _refused(
+        _upload(clients["owner"], release, _encode(rows)),
+        f"line {len(rows)}: unknown item id '999999' in version {release.name}",
+    )
 
 
 def test_duplicate_sample(clients, release, model):
     rows = _lines(release)
     rows.append(dict(rows[0]))
-    _refused(_upload(clients["owner"], release, _encode(rows)),
-             f"line {len(rows)}: item {rows[0]['id']} sample 0 appears twice")
+    _refused(
+        _upload(clients["owner"], release, _encode(rows)),
+        f"line {len(rows)}: item {rows[0]['id']} sample 0 appears twice",
+    )
 
 
 def test_over_long_answer(clients, release, model):
     rows = _lines(release)
     rows[1]["answer"] = "x" * (MAX_ANSWER_CHARS + 1)
-    _refused(_upload(clients["owner"], release, _encode(rows)),
-             f"line 2: answer is {MAX_ANSWER_CHARS + 1} characters; at most {MAX_ANSWER_CHARS}")
+    _refused(
+        _upload(clients["owner"], release, _encode(rows)),
+        f"line 2: answer is {MAX_ANSWER_CHARS + 1} characters; at most {MAX_ANSWER_CHARS}",
+    )
 
 
 def test_wrong_encoding(clients, release, model):
@@ -88,10 +93,12 @@ def test_wrong_shapes_each_named(clients, release, model):
     rows[0] = [1, 2]
     rows[1]["sample"] = "first"
     rows[2]["answer"] = None
-    _refused(_upload(clients["owner"], release, _encode(rows)),
-             'line 1: expected an object with "id", "sample" and one of "answer" or "code"',
-             "line 2: sample must be an integer from 0 to 19",
-             "line 3: answer must be a string")
+    _refused(
+        _upload(clients["owner"], release, _encode(rows)),
+        'line 1: expected an object with "id", "sample" and one of "answer" or "code"',
+        "line 2: sample must be an integer from 0 to 19",
+        "line 3: answer must be a string",
+    )
 
 
 def test_missing_items(clients, release, model):
@@ -105,8 +112,7 @@ def test_empty_file(clients, release, model):
 
 
 def test_form_errors_use_the_error_body(clients, release, model):
-    response = clients["owner"].post("/api/v1/runs/upload/", {"model": "nope", "release": "9.9.9"},
-                                     format="multipart")
+    response = clients["owner"].post("/api/v1/runs/upload/", {"model": "nope", "release": "9.9.9"}, format="multipart")
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "invalid"
@@ -114,8 +120,9 @@ def test_form_errors_use_the_error_body(clients, release, model):
     assert not EvaluationRun.objects.exists()
 
 
-def test_reference_answers_make_a_run_whose_items_all_have_generations(clients, release, model,
-                                                                       django_capture_on_commit_callbacks):
+def test_reference_answers_make_a_run_whose_items_all_have_generations(
+    clients, release, model, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = _upload(clients["owner"], release, reference_answers(release), with_paper="false")
     assert response.status_code == 201, response.content[:500]
@@ -124,7 +131,11 @@ def test_reference_answers_make_a_run_whose_items_all_have_generations(clients, 
     run = EvaluationRun.objects.get(pk=body["id"])
     items = list(version_snippets(version=release))
     assert (body["model"], body["release"], body["total_items"], body["with_paper"]) == (
-        "uploader", release.name, len(items), False)
+        "uploader",
+        release.name,
+        len(items),
+        False,
+    )
     assert run.created_by.username == "ada"
     generations = {g.snippet_id: g for g in Generation.objects.filter(run=run)}
     assert set(generations) == {s.pk for s in items}
@@ -167,9 +178,14 @@ def test_answer_without_a_fenced_block_is_refused_with_its_line(clients, release
     rows[3]["answer"] = rows[3]["answer"].replace("```python\n", "").replace("```", "")  # bare code, no fence
     rows[5]["answer"] = "```py\nx = 1\n```"  # not a python fence for rcb-v1
     rows[6]["answer"] = "```python\nx = 1\n"  # never closed
-    _refused(_upload(clients["owner"], release, _encode(rows)),
-             *[f'line {n}: answer has no fenced python block (```python ... ```), so protocol rcb-v1 would extract '
-               'nothing; wrap the code in one, or send the snippet body as "code"' for n in (4, 6, 7)])
+    _refused(
+        _upload(clients["owner"], release, _encode(rows)),
+        *[
+            f"line {n}: answer has no fenced python block (```python ... ```), so protocol rcb-v1 would extract "
+            'nothing; wrap the code in one, or send the snippet body as "code"'
+            for n in (4, 6, 7)
+        ],
+    )
 
 
 def test_a_line_with_both_or_neither_is_refused(clients, release, model):
@@ -177,10 +193,12 @@ def test_a_line_with_both_or_neither_is_refused(clients, release, model):
     rows[0]["code"] = "x = 1\n"
     del rows[2]["answer"]
     rows[4] = {"id": rows[4]["id"], "sample": 0, "code": 7}
-    details = _refused(_upload(clients["owner"], release, _encode(rows)),
-                       'line 1: give either "answer" (a raw model response) or "code" (the snippet body), not both',
-                       'line 3: no "answer" (a raw model response) or "code" (the snippet body)',
-                       "line 5: code must be a string")
+    details = _refused(
+        _upload(clients["owner"], release, _encode(rows)),
+        'line 1: give either "answer" (a raw model response) or "code" (the snippet body), not both',
+        'line 3: no "answer" (a raw model response) or "code" (the snippet body)',
+        "line 5: code must be a string",
+    )
     assert len(details) == 3
 
 
@@ -190,8 +208,10 @@ def test_the_schema_documents_answer_and_code(clients):
     assert "fenced python block is refused with its line number" in upload["description"]
     body = upload["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"].rsplit("/", 1)[1]
     fields = schema["components"]["schemas"][body]["properties"]
-    assert '"code" is the snippet body given directly, at any consistent indentation: it is re-indented' in (
-        fields["file"]["description"])
+    assert (
+        '"code" is the snippet body given directly, at any consistent indentation: it is re-indented'
+        in (fields["file"]["description"])
+    )
     assert "splices it into the file unchanged" in fields["file"]["description"]
     assert "protocol" in fields
 
@@ -232,7 +252,7 @@ def _shape(reference: str, indent: str, *, unit: str) -> str:
     """The reference at no common indentation, each level of 4 spaces written as `unit`."""
     out = []
     for line in reference.splitlines(keepends=True):
-        body = line[len(indent):] if line.strip() else line
+        body = line[len(indent) :] if line.strip() else line
         spaces = len(body) - len(body.lstrip(" "))
         out.append(unit * (spaces // 4) + " " * (spaces % 4) + body.lstrip(" ") if line.strip() else line)
     return "".join(out)
@@ -240,35 +260,43 @@ def _shape(reference: str, indent: str, *, unit: str) -> str:
 
 @pytest.mark.parametrize("shape", ["unindented", "already indented", "indented deeper", "tabs", "mixed"])
 def test_a_code_body_at_any_consistent_indentation_is_spliced_at_the_snippets(
-        clients, release, model, django_capture_on_commit_callbacks, shape):
+    clients, release, model, django_capture_on_commit_callbacks, shape
+):
     """However the body's indentation is written, what the test runs is the reference at the file's indentation:
     the body is correct, so it cannot fail for its indentation."""
     snippet = _nested(release)
     indent = code_indent(snippet.reference_code)
     flat = _shape(snippet.reference_code, indent, unit="    ")
-    body = {"unindented": flat,
-            "already indented": snippet.reference_code,
-            "indented deeper": "".join("\t" + ln if ln.strip() else ln
-                                       for ln in snippet.reference_code.splitlines(True)),
-            # A tab is 8 columns to Python: one tab per level keeps the structure (levels 8 apart, still valid).
-            "tabs": _shape(snippet.reference_code, indent, unit="\t"),
-            # First level as a tab, deeper ones as a tab and spaces: as Python reads it, 8 then 12 columns.
-            "mixed": "".join("\t" + ln if ln.strip() else ln for ln in flat.splitlines(True))}[shape]
-    rows = [{"id": row["id"], "sample": 0, "code": body} if row["id"] == str(snippet.pk) else row
-            for row in _lines(release)]
+    body = {
+        "unindented": flat,
+        "already indented": snippet.reference_code,
+        "indented deeper": "".join("\t" + ln if ln.strip() else ln for ln in snippet.reference_code.splitlines(True)),
+        # A tab is 8 columns to Python: one tab per level keeps the structure (levels 8 apart, still valid).
+        "tabs": _shape(snippet.reference_code, indent, unit="\t"),
+        # First level as a tab, deeper ones as a tab and spaces: as Python reads it, 8 then 12 columns.
+        "mixed": "".join("\t" + ln if ln.strip() else ln for ln in flat.splitlines(True)),
+    }[shape]
+    rows = [
+        {"id": row["id"], "sample": 0, "code": body} if row["id"] == str(snippet.pk) else row for row in _lines(release)
+    ]
     with django_capture_on_commit_callbacks(execute=False):
         response = _upload(clients["owner"], release, _encode(rows))
     assert response.status_code == 201, response.content[:500]
     stored = Generation.objects.get(run_id=response.json()["id"], snippet=snippet).extracted_code
     assert all(ln.startswith(indent) and not ln.startswith(indent + "\t") for ln in stored.splitlines() if ln.strip())
-    compile("def f():\n    for _ in ():\n" + "".join("        " + ln[len(indent):] + "\n" if ln.strip() else "\n"
-                                                   for ln in stored.splitlines()), "snippet", "exec")
+    compile(
+        "def f():\n    for _ in ():\n"
+        + "".join("        " + ln[len(indent) :] + "\n" if ln.strip() else "\n" for ln in stored.splitlines()),
+        "snippet",
+        "exec",
+    )
     if shape != "tabs":  # tabs put the levels 8 columns apart, the same blocks
         assert stored == snippet.reference_code
 
 
 def test_an_answer_indented_less_than_its_snippet_is_taken_with_a_warning_per_line(
-        clients, release, model, django_capture_on_commit_callbacks):
+    clients, release, model, django_capture_on_commit_callbacks
+):
     """rcb-v1 splices an answer unchanged, as the original harness did: a dedented answer is not re-indented (that
     would change the benchmark), but the upload says, per line, that it will likely fail."""
     snippet = _nested(release)
@@ -281,8 +309,10 @@ def test_an_answer_indented_less_than_its_snippet_is_taken_with_a_warning_per_li
         response = _upload(clients["owner"], release, _encode(rows))
     assert response.status_code == 201, response.content[:500]
     [warning] = response.json()["warnings"]
-    assert warning.startswith(f"line {number}: item {snippet.pk}: the answer's code is indented less than the "
-                              f"snippet ({len(indent)} columns) on its line(s) 1, 2")
+    assert warning.startswith(
+        f"line {number}: item {snippet.pk}: the answer's code is indented less than the "
+        f"snippet ({len(indent)} columns) on its line(s) 1, 2"
+    )
     assert "protocol rcb-v1 splices an answer unchanged" in warning and 'send the snippet body as "code"' in warning
     stored = Generation.objects.get(run_id=response.json()["id"], snippet=snippet)
     assert stored.extracted_code == flat  # unchanged, as the protocol treats answers

@@ -27,7 +27,8 @@ def test_the_generated_set_imports_nested_in_one_environment(tmp_path, media_roo
     assert version.status == BenchmarkVersion.Status.PUBLISHED and warnings.getvalue() == ""
     assert sorted(version.tasks.values_list("paper__slug", flat=True)) == [p.paper_id for p in plans]
     assert set(version.tasks.values_list("environment_hash", flat=True)) == {
-        environment_hash(requirements_vetted(REQUIREMENTS))}
+        environment_hash(requirements_vetted(REQUIREMENTS))
+    }
     snippets = Snippet.objects.filter(task__in=version.tasks.all())
     assert snippets.count() == 13 == sum(p.snippets for p in plans)
     assert set(snippets.values_list("depth", flat=True)) == {0, 1, 2}
@@ -48,7 +49,9 @@ def test_the_heterogeneous_set_imports_and_its_papers_import_different_modules(t
     plans = papers_plan(20, 40, heterogeneous=True)
     pset_heavy_generate(tmp_path, plans, per_second=1000, paper_bytes=3000)
     call_command("import_pset", str(tmp_path), version="bench-2.0.0", stdout=StringIO(), stderr=StringIO())
-    sets = {frozenset(preload_modules({p.name: p.read_bytes() for p in (tmp_path / plan.paper_id).iterdir()}))
-            for plan in plans}
+    sets = {
+        frozenset(preload_modules({p.name: p.read_bytes() for p in (tmp_path / plan.paper_id).iterdir()}))
+        for plan in plans
+    }
     assert len(sets) == 19
     assert any("sympy" in s for s in sets) and any("scipy.signal" in s for s in sets)

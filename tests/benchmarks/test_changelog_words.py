@@ -14,15 +14,24 @@ pytestmark = pytest.mark.django_db
 
 
 def test_changes_in_words():
-    moved = {"paper": "p", "from_revision": 1, "to_revision": 1, "snippets_before": 3, "snippets_after": 3,
-             "from_split": "public", "split": "held_out"}
+    moved = {
+        "paper": "p",
+        "from_revision": 1,
+        "to_revision": 1,
+        "snippets_before": 3,
+        "snippets_after": 3,
+        "from_split": "public",
+        "split": "held_out",
+    }
     assert change_words(moved) == "moved to held out"
     assert change_words({**moved, "to_revision": 2, "snippets_after": 4, "split": "public"}) == (
-        "new revision (r1 → r2); 4 snippets instead of 3")
+        "new revision (r1 → r2); 4 snippets instead of 3"
+    )
     assert change_words({**moved, "split": "public"}) == "snippets retired, restored or edited"
     assert setting_words({"setting": "time_limit_seconds", "from": 60, "to": 120}) == "time limit: 60 s → 120 s"
     assert setting_words({"setting": "memory_mb", "from": None, "to": 2048}) == (
-        "memory limit: this site's default → 2048 MB")
+        "memory limit: this site's default → 2048 MB"
+    )
 
 
 def test_a_paper_moved_to_held_out_reads_so_on_the_release_page(media_root, maintainer):
@@ -53,15 +62,27 @@ def test_a_new_revision_names_its_files_changed_added_and_removed(media_root, tm
     release = version_publish(version=draft)
     change = release.changelog["changed"][0]
     assert (change["files_changed"], change["files_added"], change["files_removed"]) == (
-        ["optimizer.py"], ["NOTES.md"], [])
+        ["optimizer.py"],
+        ["NOTES.md"],
+        [],
+    )
     text = " ".join(page_text(Client().get(f"/versions/{release.name}/").content.decode()).split())
     assert "changed dampnest: new revision (r1 → r2): changed optimizer.py, added NOTES.md" in text
 
 
 def test_file_names_in_words_and_old_changelogs_without_them():
-    change = {"paper": "p", "from_revision": 1, "to_revision": 2, "snippets_before": 3, "snippets_after": 3,
-              "files_changed": [f"f{i}.py" for i in range(7)], "files_added": [], "files_removed": ["old.py"]}
+    change = {
+        "paper": "p",
+        "from_revision": 1,
+        "to_revision": 2,
+        "snippets_before": 3,
+        "snippets_after": 3,
+        "files_changed": [f"f{i}.py" for i in range(7)],
+        "files_added": [],
+        "files_removed": ["old.py"],
+    }
     assert change_words(change) == (
-        "new revision (r1 → r2): changed f0.py, f1.py, f2.py, f3.py, f4.py and 2 more, removed old.py")
+        "new revision (r1 → r2): changed f0.py, f1.py, f2.py, f3.py, f4.py and 2 more, removed old.py"
+    )
     frozen_before = {k: v for k, v in change.items() if not k.startswith("files_")}
     assert change_words(frozen_before) == "new revision (r1 → r2)"

@@ -28,7 +28,9 @@ def test_round_trip_keeps_content_hashes_and_bytes(tmp_path: Path):
     assert {p.id: p.content_hash for p in read_pset(tmp_path / "out")} == original
     for path in (DEMO_PSET / "dampnest").rglob("*"):
         if path.is_file() and "__pycache__" not in path.parts:
-            assert (tmp_path / "out" / "dampnest" / path.relative_to(DEMO_PSET / "dampnest")).read_bytes() == path.read_bytes()
+            assert (
+                tmp_path / "out" / "dampnest" / path.relative_to(DEMO_PSET / "dampnest")
+            ).read_bytes() == path.read_bytes()
 
 
 def test_export_refuses_a_non_empty_folder(tmp_path: Path):

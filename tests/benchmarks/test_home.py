@@ -20,19 +20,24 @@ def test_home_shows_the_leaderboard_top_counts_and_paths(client, release):
     weak = calibrate(release, "weak", passed=False)
     EvaluationRun.objects.filter(pk=weak.pk).update(provenance=EvaluationRun.Provenance.SELF_REPORTED)
     body = client.get("/").content.decode()
-    top = body[body.index('id="home-leaderboard"'):body.index("</table>", body.index('id="home-leaderboard"'))]
+    top = body[body.index('id="home-leaderboard"') : body.index("</table>", body.index('id="home-leaderboard"'))]
     assert top.count('class="calibration"') == 2 and top.count(">calibration</span>") == 2
     assert ">verified</span>" in top and ">self-reported</span>" in top
     assert top.index("Strong") < top.index("Weak"), "ranked by the leaderboard's own order"
     assert f'href="/runs/{strong.pk}/"' in top
     snippets = sum(t.snippets.count() for t in release.tasks.all())
-    assert f"<strong>{release.tasks.count()}</strong> papers" in body and f"<strong>{snippets}</strong> snippets" in body
+    assert (
+        f"<strong>{release.tasks.count()}</strong> papers" in body and f"<strong>{snippets}</strong> snippets" in body
+    )
     # calibration not counted: the counts are those of the rows listed
     assert "<strong>2</strong> models with results" in body and "<strong>2</strong> completed runs on 1.0.0" in body
     assert "data-newer-release" not in body
     assert "Changes in 1.0.0" in body and "added</span> dampnest" in body
-    for path, label in (("/leaderboard/", "Browse the leaderboard"), ("/guides/submitting/", "Contribute a paper"),
-                        ("/models/new/", "Evaluate your model")):
+    for path, label in (
+        ("/leaderboard/", "Browse the leaderboard"),
+        ("/guides/submitting/", "Contribute a paper"),
+        ("/models/new/", "Evaluate your model"),
+    ):
         assert f'href="{path}"><strong>{label}</strong>' in body
 
 
@@ -63,11 +68,11 @@ def test_after_a_publish_the_default_leaderboard_is_the_newest_release_with_resu
     response = client.get("/leaderboard/")
     assert response.status_code == 302 and response["Location"] == "/versions/1.0.0/leaderboard/"
     page = client.get(response["Location"]).content.decode()
-    notice = page[page.index("data-newer-release"):].split("</p>")[0]
+    notice = page[page.index("data-newer-release") :].split("</p>")[0]
     assert "the newest with results" in notice and 'href="/versions/2.0.0/leaderboard/">2.0.0</a>' in notice
     home = client.get("/").content.decode()
     assert "Release 1.0.0" in home and f'href="/runs/{strong.pk}/"' in home
-    notice = home[home.index("data-newer-release"):].split("</p>")[0]
+    notice = home[home.index("data-newer-release") :].split("</p>")[0]
     assert 'href="/versions/2.0.0/leaderboard/">2.0.0</a>, has no results yet' in notice
     assert "<strong>1</strong> model with results" in home and "<strong>1</strong> completed run on 1.0.0" in home
     assert "No model has a completed run on this release yet" not in home

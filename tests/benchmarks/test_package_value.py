@@ -21,14 +21,20 @@ def test_every_holder_gives_the_package_back(media_root):
         fields = package_store(package=package)
         assert set(fields) == set(PACKAGE_FIELDS)
         task, _ = task_store(package=package)
-        holders = [task, Revision(**fields, metadata=draft_metadata(package)),
-                   SetValidationPaper(**fields, paper=package.id)]
+        holders = [
+            task,
+            Revision(**fields, metadata=draft_metadata(package)),
+            SetValidationPaper(**fields, paper=package.id),
+        ]
         for holder in holders:
             loaded = package_load(holder)
             assert holder.package_fields() == {**fields, "requirements": holder.requirements}
             assert dict(loaded.files) == dict(package.files) and loaded.file_hashes == package.file_hashes
             assert (loaded.paper_path, loaded.annotated_paths, loaded.context_paths) == (
-                package.paper_path, package.annotated_paths, package.context_paths)
+                package.paper_path,
+                package.annotated_paths,
+                package.context_paths,
+            )
             assert loaded.annotated == package.annotated and loaded.test_entry_point == "paper2code_test.py"
             assert loaded.id == package.id
         assert not package.extra  # so a revision, which keeps no extra keys, holds the whole entry too
@@ -36,7 +42,12 @@ def test_every_holder_gives_the_package_back(media_root):
 
 
 def test_a_draft_keeps_the_fields_as_json_with_their_defaults():
-    assert package_fields_json({"files": {"a.py": "0" * 64}, "paper_path": "paper2code_paper.md",
-                                "metadata": {"id": "x"}}) == {
-        "files": {"a.py": "0" * 64}, "paper_path": "paper2code_paper.md", "annotated_paths": [], "context_paths": [],
-        "requirements": ""}
+    assert package_fields_json(
+        {"files": {"a.py": "0" * 64}, "paper_path": "paper2code_paper.md", "metadata": {"id": "x"}}
+    ) == {
+        "files": {"a.py": "0" * 64},
+        "paper_path": "paper2code_paper.md",
+        "annotated_paths": [],
+        "context_paths": [],
+        "requirements": "",
+    }

@@ -60,7 +60,7 @@ def test_paper_page_shows_metadata_and_tree_but_no_reference_code(client, releas
     assert f'id="snippet-{nested.pk}"' in body
     # The snippet tree never shows reference code; since issue 22 the public task's annotated file, which holds it
     # (as the release download does), is on the page in its own folded section.
-    tree = body[body.index("<h2>Snippets</h2>"):]
+    tree = body[body.index("<h2>Snippets</h2>") :]
     for snippet in task.snippets.filter(loc__gte=3):
         assert snippet.reference_code.strip().splitlines()[0].strip() not in tree
     assert "masked view" not in body
@@ -69,7 +69,7 @@ def test_paper_page_shows_metadata_and_tree_but_no_reference_code(client, releas
 def test_a_public_paper_page_folds_the_paper_text_and_annotated_code(client, release):
     task = release.tasks.get(paper__slug="dampnest")
     body = client.get(reverse("paper-detail", args=[release.name, "dampnest"])).content.decode()
-    sources = body[body.index('id="sources"'):body.index("<h2>Snippets</h2>")]
+    sources = body[body.index('id="sources"') : body.index("<h2>Snippets</h2>")]
     assert sources.count('<details class="source">') == 1 + len(task.annotated_paths)
     assert f"Paper text <code>{task.paper_path}</code>" in sources and "<details open" not in sources
     text = page_text(sources)
@@ -83,8 +83,7 @@ def test_held_out_paper_text_and_code_are_for_maintainers_only(client, release, 
     from benchmarks import visibility
     from benchmarks.models import VersionTask
 
-    VersionTask.objects.filter(version=release, task__paper__slug="dampnest").update(
-        split=VersionTask.Split.HELD_OUT)
+    VersionTask.objects.filter(version=release, task__paper__slug="dampnest").update(split=VersionTask.Split.HELD_OUT)
     task = release.tasks.get(paper__slug="dampnest")
     url = reverse("paper-detail", args=[release.name, "dampnest"])
     assert client.get(url).status_code == 404

@@ -15,12 +15,18 @@ from tests.evaluation.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ARTIFACTS = REPO / "test-artifacts" / "phone"
-PAGES = {"home": "/", "leaderboard": "/versions/1.0.0/leaderboard/", "release": "/versions/1.0.0/",
-         "format-guide": "/guides/format/", "submitting-guide": "/guides/submitting/",
-         "leaderboard-sizes": "/versions/1.0.0/leaderboard/?view=sizes",
-         "leaderboard-failures": "/versions/1.0.0/leaderboard/?view=failures",
-         "hardest-snippets": "/releases/1.0.0/difficulty/", "paper": "/versions/1.0.0/papers/dampnest/",
-         "model": "/models/strong/"}
+PAGES = {
+    "home": "/",
+    "leaderboard": "/versions/1.0.0/leaderboard/",
+    "release": "/versions/1.0.0/",
+    "format-guide": "/guides/format/",
+    "submitting-guide": "/guides/submitting/",
+    "leaderboard-sizes": "/versions/1.0.0/leaderboard/?view=sizes",
+    "leaderboard-failures": "/versions/1.0.0/leaderboard/?view=failures",
+    "hardest-snippets": "/releases/1.0.0/difficulty/",
+    "paper": "/versions/1.0.0/papers/dampnest/",
+    "model": "/models/strong/",
+}
 
 
 def run_pages(runs) -> dict[str, str]:
@@ -29,8 +35,11 @@ def run_pages(runs) -> dict[str, str]:
 
     strong, placeholder = runs["strong"], runs["placeholder"]
     item = Outcome.objects.filter(run=placeholder, snippet__task__versions__name="1.0.0").order_by("pk").first()
-    return {"compare": f"/releases/1.0.0/compare/?a={strong.pk}&b={placeholder.pk}", "run": f"/runs/{strong.pk}/",
-            "item": f"/runs/{placeholder.pk}/items/{item.pk}/"}
+    return {
+        "compare": f"/releases/1.0.0/compare/?a={strong.pk}&b={placeholder.pk}",
+        "run": f"/runs/{strong.pk}/",
+        "item": f"/runs/{placeholder.pk}/items/{item.pk}/",
+    }
 
 
 def overflow(page) -> int:
@@ -48,8 +57,10 @@ def too_wide(page) -> list[str]:
 def test_pages_fit_a_phone_screen(browser_page, live_server, media_root, admin):
     page, base = browser_page, live_server.url
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-    runs = {name: calibrate(version, name, passed=passed)  # the leaderboard tables have rows, as in use
-            for name, passed in (("reference", True), ("placeholder", False), ("strong", True))}
+    runs = {
+        name: calibrate(version, name, passed=passed)  # the leaderboard tables have rows, as in use
+        for name, passed in (("reference", True), ("placeholder", False), ("strong", True))
+    }
     pages = {**PAGES, **run_pages(runs)}
     page.set_viewport_size({"width": 390, "height": 844})
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -60,8 +71,15 @@ def test_pages_fit_a_phone_screen(browser_page, live_server, media_root, admin):
 
     signed_in = Client()
     signed_in.force_login(admin)
-    page.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "url": base,
-                               "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value}])
+    page.context.add_cookies(
+        [
+            {
+                "name": django_settings.SESSION_COOKIE_NAME,
+                "url": base,
+                "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value,
+            }
+        ]
+    )
     for name, path in pages.items():
         assert page.goto(f"{base}{path}").status == 200, path
         assert page.get_by_role("button", name="Log out").is_visible()
@@ -77,8 +95,15 @@ def test_the_curate_page_fits_a_phone_and_its_table_shows_it_scrolls(browser_pag
     version_draft_create(name="1.1.0")
     signed_in = Client()
     signed_in.force_login(admin)
-    page.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "url": base,
-                               "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value}])
+    page.context.add_cookies(
+        [
+            {
+                "name": django_settings.SESSION_COOKIE_NAME,
+                "url": base,
+                "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value,
+            }
+        ]
+    )
     page.set_viewport_size({"width": 390, "height": 844})
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     assert page.goto(f"{base}/versions/1.1.0/curate/").status == 200

@@ -36,8 +36,9 @@ def sha256_of(write, version: BenchmarkVersion, **kw) -> str:
         return hashlib.sha256(out.read()).hexdigest()
 
 
-def test_publishing_queues_the_downloads_and_a_worker_builds_them(celery_worker_factory, media_root, client,
-                                                                  maintainer):
+def test_publishing_queues_the_downloads_and_a_worker_builds_them(
+    celery_worker_factory, media_root, client, maintainer
+):
     from benchmarks.selectors import protocol_get
 
     draft = pset_import(root=DEMO_PSET, version_name="1.0.0").version
@@ -60,8 +61,9 @@ def test_publishing_queues_the_downloads_and_a_worker_builds_them(celery_worker_
     polled(lambda: ready(version), timeout=180, what="the worker to build the downloads", worker=worker)
     assert "release_downloads_prepare" in worker.output()
     version.refresh_from_db()
-    assert version.downloads["items"]["sha256"] == sha256_of(release_items_write, version,
-                                                             protocol=protocol_get(name=version.protocol_id))
+    assert version.downloads["items"]["sha256"] == sha256_of(
+        release_items_write, version, protocol=protocol_get(name=version.protocol_id)
+    )
     assert version.downloads["pset"]["sha256"] == sha256_of(release_pset_zip_write, version)
     page = client.get(reverse("version-detail", args=["1.0.0"])).content.decode()
     assert "being prepared" not in page and version.downloads["items"]["filename"] in page
@@ -72,7 +74,8 @@ def test_publishing_queues_the_downloads_and_a_worker_builds_them(celery_worker_
 
 
 def test_a_build_that_fails_for_good_says_why_and_a_maintainer_has_it_prepared_again(
-        celery_worker_factory, media_root, client, maintainer):
+    celery_worker_factory, media_root, client, maintainer
+):
     draft = pset_import(root=DEMO_PSET, version_name="1.0.0").version
     task = draft.tasks.get(paper__slug="dampnest")
     lost = task.files[task.paper_path]
@@ -81,8 +84,12 @@ def test_a_build_that_fails_for_good_says_why_and_a_maintainer_has_it_prepared_a
     worker = celery_worker_factory(queues="default", RELEASE_DOWNLOADS_RETRY_SECONDS="1")
     version = version_publish(version=draft, actor=maintainer)
 
-    polled(lambda: BenchmarkVersion.objects.get(pk=version.pk).downloads_status == "failed", timeout=180,
-           what="the build to fail after its retries", worker=worker)
+    polled(
+        lambda: BenchmarkVersion.objects.get(pk=version.pk).downloads_status == "failed",
+        timeout=180,
+        what="the build to fail after its retries",
+        worker=worker,
+    )
     version.refresh_from_db()
     assert "FileNotFoundError" in version.downloads_failed and version.downloads == {}
     failed = APIClient().get(ITEMS)
@@ -101,8 +108,9 @@ def test_a_build_that_fails_for_good_says_why_and_a_maintainer_has_it_prepared_a
     assert "only failed ones are prepared again" in refused
 
 
-def test_a_build_the_broker_lost_is_queued_again_by_the_watchdog(own_redis, celery_worker_factory, media_root,
-                                                                 maintainer, client):
+def test_a_build_the_broker_lost_is_queued_again_by_the_watchdog(
+    own_redis, celery_worker_factory, media_root, maintainer, client
+):
     from operations.models import OperationsEvent
 
     version = version_publish(version=pset_import(root=DEMO_PSET, version_name="1.0.0").version, actor=maintainer)
@@ -121,8 +129,11 @@ def test_the_embedded_default_builds_the_downloads_too(media_root, sandbox_cache
     """kombu's filesystem broker and a worker on every queue, as `make run` starts them."""
     from tests.conftest import embedded_worker
 
-    with embedded_worker(tmp_path, queues="default,llm,sandbox",
-                         env={"MEDIA_ROOT": str(media_root), "SANDBOX_CACHE_DIR": str(sandbox_cache)}) as (worker, _):
+    with embedded_worker(
+        tmp_path,
+        queues="default,llm,sandbox",
+        env={"MEDIA_ROOT": str(media_root), "SANDBOX_CACHE_DIR": str(sandbox_cache)},
+    ) as (worker, _):
         draft = pset_import(root=DEMO_PSET, version_name="1.0.0").version
         version = version_publish(version=draft, actor=maintainer)
         polled(lambda: ready(version), timeout=180, what="the embedded worker to build the downloads", worker=worker)

@@ -48,10 +48,12 @@ def test_curation_is_for_maintainers_only(client, draft, author, other_author):
     urls = [reverse("version-curate", args=["1.1.0"])]
     task = draft.tasks.first()
     snippet = task.snippets.first()
-    posts = [(reverse("version-task-split", args=["1.1.0", task.pk]), {"split": "held_out"}),
-             (reverse("version-task-drop", args=["1.1.0", task.pk]), {}),
-             (reverse("version-snippet-retire", args=["1.1.0", snippet.pk]), {"reason": "flaky"}),
-             (reverse("version-publish", args=["1.1.0"]), {"notes": "x"})]
+    posts = [
+        (reverse("version-task-split", args=["1.1.0", task.pk]), {"split": "held_out"}),
+        (reverse("version-task-drop", args=["1.1.0", task.pk]), {}),
+        (reverse("version-snippet-retire", args=["1.1.0", snippet.pk]), {"reason": "flaky"}),
+        (reverse("version-publish", args=["1.1.0"]), {"notes": "x"}),
+    ]
     for url in urls:
         assert "/accounts/login/" in client.get(url)["Location"]
     for url, data in posts:
@@ -77,12 +79,20 @@ def test_maintainer_sets_split_retires_drops_and_adds_with_or_without_htmx(clien
     assert draft.memberships.get(task=damp).split == VersionTask.Split.HELD_OUT
 
     snippet = damp.snippets.first()
-    swapped = client.post(reverse("version-snippet-retire", args=["1.1.0", snippet.pk]), {"reason": "flaky test"},
-                          headers={"HX-Request": "true"}, follow=True)
+    swapped = client.post(
+        reverse("version-snippet-retire", args=["1.1.0", snippet.pk]),
+        {"reason": "flaky test"},
+        headers={"HX-Request": "true"},
+        follow=True,
+    )
     assert "Retired" in swapped.content.decode()
     assert draft.retirements.get(snippet=snippet).reason == "flaky test"
-    assert "needs a reason" in client.post(reverse("version-snippet-retire", args=["1.1.0", damp.snippets.last().pk]),
-                                           {"reason": " "}, follow=True).content.decode()
+    assert (
+        "needs a reason"
+        in client.post(
+            reverse("version-snippet-retire", args=["1.1.0", damp.snippets.last().pk]), {"reason": " "}, follow=True
+        ).content.decode()
+    )
 
     pool = draft.tasks.get(paper__slug="topk-attention-pool")
     client.post(reverse("version-task-drop", args=["1.1.0", pool.pk]))
@@ -115,8 +125,10 @@ def test_publish_and_deprecate_through_the_version_page(client, draft, maintaine
     client.force_login(author)
     assert client.post(reverse("version-deprecate", args=["1.1.0"]), {"note": "no"}).status_code == 403
     client.force_login(maintainer)
-    assert "needs a note" in client.post(reverse("version-deprecate", args=["1.1.0"]), {"note": ""},
-                                         follow=True).content.decode()
+    assert (
+        "needs a note"
+        in client.post(reverse("version-deprecate", args=["1.1.0"]), {"note": ""}, follow=True).content.decode()
+    )
     client.post(reverse("version-deprecate", args=["1.1.0"]), {"note": "Use 1.2.0."})
     draft.refresh_from_db()
     assert draft.status == "deprecated" and draft.deprecation_note == "Use 1.2.0."
@@ -127,8 +139,7 @@ def test_publish_and_deprecate_through_the_version_page(client, draft, maintaine
 def test_public_version_page_has_notes_changelog_hash_and_downloads(client, draft, maintainer):
     pool = draft.tasks.get(paper__slug="topk-attention-pool")
     draft.memberships.filter(task=pool).delete()
-    version = version_publish(version=draft, actor=maintainer, notes="Pooling paper removed.",
-                              downloads_inline=True)
+    version = version_publish(version=draft, actor=maintainer, notes="Pooling paper removed.", downloads_inline=True)
     body = client.get(reverse("version-detail", args=["1.1.0"])).content.decode()
     assert "Pooling paper removed." in body and version.manifest_hash in body
     assert "removed</span> topk-attention-pool" in body and "since 1.0.0" in body
@@ -151,7 +162,9 @@ def test_held_out_tasks_show_as_counts_only(client, draft, maintainer):
     assert reverse("paper-detail", args=["1.1.0", "dampnest"]) not in body
     assert client.get(reverse("paper-detail", args=["1.1.0", "dampnest"])).status_code == 404
     for snippet in Snippet.objects.filter(task=damp, loc__gte=3):
-        line = next(ln.strip() for ln in snippet.reference_code.splitlines() if ln.strip() and not ln.strip().startswith("#"))
+        line = next(
+            ln.strip() for ln in snippet.reference_code.splitlines() if ln.strip() and not ln.strip().startswith("#")
+        )
         assert escape(line) not in body
     client.force_login(maintainer)
     assert client.get(reverse("paper-detail", args=["1.1.0", "dampnest"])).status_code == 200

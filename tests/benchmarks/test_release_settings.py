@@ -24,13 +24,17 @@ def sleepy_pset(root: Path, seconds: float = 3) -> Path:
     """One paper whose test takes `seconds` before it checks the one snippet."""
     paper = root / "sleepy"
     paper.mkdir(parents=True)
-    (root / "papers.yaml").write_text("- id: sleepy\n  title: A slow test\n  annotated_file_paths: model.py\n",
-                                      encoding="utf-8")
-    (paper / "model.py").write_text('def f(x):\n    # <paper2code name="add one">\n    return x + 1\n'
-                                    '    # </paper2code name="add one">\n', encoding="utf-8")
+    (root / "papers.yaml").write_text(
+        "- id: sleepy\n  title: A slow test\n  annotated_file_paths: model.py\n", encoding="utf-8"
+    )
+    (paper / "model.py").write_text(
+        'def f(x):\n    # <paper2code name="add one">\n    return x + 1\n    # </paper2code name="add one">\n',
+        encoding="utf-8",
+    )
     (paper / "paper2code_paper.md").write_text("We add one, slowly.\n", encoding="utf-8")
-    (paper / "paper2code_test.py").write_text(f"import time\nimport model\ntime.sleep({seconds})\n"
-                                              "assert model.f(1) == 2\nprint('ok')\n", encoding="utf-8")
+    (paper / "paper2code_test.py").write_text(
+        f"import time\nimport model\ntime.sleep({seconds})\nassert model.f(1) == 2\nprint('ok')\n", encoding="utf-8"
+    )
     return root
 
 
@@ -45,8 +49,12 @@ def test_import_pset_pins_the_settings_in_the_manifest(tmp_path, media_root):
     assert "settings: protocol rcb-v1, time limit per test 60 s, memory 2048 MB, CPUs 2" in out
     release = BenchmarkVersion.objects.get(name="1.0.0")
     assert (release.time_limit_seconds, release.memory_mb, release.cpus) == (60, 2048, 2.0)
-    assert release.manifest["settings"] == {"protocol": "rcb-v1", "time_limit_seconds": 60, "memory_mb": 2048,
-                                            "cpus": 2.0}
+    assert release.manifest["settings"] == {
+        "protocol": "rcb-v1",
+        "time_limit_seconds": 60,
+        "memory_mb": 2048,
+        "cpus": 2.0,
+    }
     other = import_pset(tmp_path, "1.0.1", time_limit=61, memory=2048, cpus=2, publish=True)
     assert "61 s" in other
     assert BenchmarkVersion.objects.get(name="1.0.1").manifest_hash != release.manifest_hash
@@ -57,7 +65,11 @@ def test_publish_fills_blank_limits_from_this_sites_settings(tmp_path, media_roo
     import_pset(sleepy_pset(tmp_path), "1.0.0", publish=True)
     release = BenchmarkVersion.objects.get(name="1.0.0")
     assert (release.protocol_id, release.time_limit_seconds, release.memory_mb, release.cpus) == (
-        "rcb-v1", 123, 3000, 1.5)
+        "rcb-v1",
+        123,
+        3000,
+        1.5,
+    )
 
 
 def test_settings_of_a_release_never_change(tmp_path, media_root):
@@ -65,19 +77,25 @@ def test_settings_of_a_release_never_change(tmp_path, media_root):
     release = BenchmarkVersion.objects.get(name="1.0.0")
     with pytest.raises(ValueError, match="version 1.0.0 is published and frozen"):
         version_settings_set(version=release, time_limit_seconds=300)
-    with pytest.raises(CommandError, match="version 1.0.0 is published with time_limit_seconds 60; its settings are "
-                                           "frozen: import into a new version name instead"):
+    with pytest.raises(
+        CommandError,
+        match="version 1.0.0 is published with time_limit_seconds 60; its settings are "
+        "frozen: import into a new version name instead",
+    ):
         import_pset(tmp_path, "1.0.0", time_limit=300)
     assert "unchanged" in import_pset(tmp_path, "1.0.0", time_limit=60)  # the same settings are no change
     release.refresh_from_db()
     assert release.time_limit_seconds == 60
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"time_limit": 0}, "time_limit_seconds: Ensure this value is greater than or equal to 1."),
-    ({"memory": 10}, "memory_mb: Ensure this value is greater than or equal to 64."),
-    ({"protocol": "rcb-v7"}, "unknown prompt protocol 'rcb-v7'; known: rcb-v1"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"time_limit": 0}, "time_limit_seconds: Ensure this value is greater than or equal to 1."),
+        ({"memory": 10}, "memory_mb: Ensure this value is greater than or equal to 64."),
+        ({"protocol": "rcb-v7"}, "unknown prompt protocol 'rcb-v7'; known: rcb-v1"),
+    ],
+)
 def test_bad_settings_import_nothing(tmp_path, media_root, options, message):
     with pytest.raises(CommandError, match=message):
         import_pset(sleepy_pset(tmp_path), "1.0.0", **options)
@@ -144,8 +162,11 @@ def test_runs_use_the_releases_time_limit_not_the_workers(tmp_path, media_root, 
     import_pset(root, "1.1.0", time_limit=60, publish=True)
     outcomes = {}
     for name in ("1.0.0", "1.1.0"):
-        run = services.run_start(model=ModelEntry.objects.get(name="reference"),
-                                 version=BenchmarkVersion.objects.get(name=name), dispatch=False)
+        run = services.run_start(
+            model=ModelEntry.objects.get(name="reference"),
+            version=BenchmarkVersion.objects.get(name=name),
+            dispatch=False,
+        )
         snippet = run.version.tasks.get().snippets.get()
         type(run).objects.filter(pk=run.pk).update(status="running")
         item_evaluate.apply(args=(run.pk, snippet.pk, 0), throw=True)

@@ -82,7 +82,9 @@ def test_the_items_file_holds_each_paper_once_and_every_prompt_as_the_api_gives_
     assert len(items) == version_snippets(version=first).count() == 33
     client = APIClient()
     for item in items:
-        assert "prompt" not in json.loads(next(line for line in data.decode().splitlines() if f'"id": "{item["id"]}"' in line))
+        assert "prompt" not in json.loads(
+            next(line for line in data.decode().splitlines() if f'"id": "{item["id"]}"' in line)
+        )
         api = client.get(f"/api/v1/releases/1.0.0/items/{item['id']}/").json()
         assert item["prompt"] == api["prompt"] and item["masked_code"] == api["masked_code"], item["snippet"]
 
@@ -117,7 +119,8 @@ def test_the_problem_set_zip_reads_back_as_the_tasks_it_was_built_from(first, tm
     zipfile.ZipFile(io.BytesIO(blob_read(sha256=first.downloads["pset"]["sha256"]))).extractall(tmp_path)
     packages = {p.id: p for p in read_pset(tmp_path / "1.0.0")}
     assert {slug: p.content_hash for slug, p in packages.items()} == {
-        t.paper.slug: package_load(t).content_hash for t in first.tasks.select_related("paper")}
+        t.paper.slug: package_load(t).content_hash for t in first.tasks.select_related("paper")
+    }
 
 
 def test_the_upgrade_rewrites_old_items_files_without_held_out_prompts(first, maintainer):
@@ -132,12 +135,27 @@ def test_the_upgrade_rewrites_old_items_files_without_held_out_prompts(first, ma
 
     migration = importlib.import_module("benchmarks.migrations.0004_items_download_public_only")
     VersionTask.objects.filter(version=first, task__paper__slug="trimmed-infonce").update(split="held_out")
-    old = "".join(json.dumps({"id": str(s.pk), "paper": s.task.paper.slug, "prompt": snippet_prompt(
-        snippet=s, files={p: blob_read(sha256=d) for p, d in s.task.files.items()}, with_paper=False,
-        protocol=protocol_get(name="rcb-v1"))}) + "\n" for s in version_snippets(version=first)).encode()
+    old = "".join(
+        json.dumps(
+            {
+                "id": str(s.pk),
+                "paper": s.task.paper.slug,
+                "prompt": snippet_prompt(
+                    snippet=s,
+                    files={p: blob_read(sha256=d) for p, d in s.task.files.items()},
+                    with_paper=False,
+                    protocol=protocol_get(name="rcb-v1"),
+                ),
+            }
+        )
+        + "\n"
+        for s in version_snippets(version=first)
+    ).encode()
     blob = blob_store(content=old)
-    first.downloads = {**first.downloads, "items": {**first.downloads["items"], "sha256": blob.sha256,
-                                                    "size": blob.size}}
+    first.downloads = {
+        **first.downloads,
+        "items": {**first.downloads["items"], "sha256": blob.sha256, "size": blob.size},
+    }
     first.save()
     migration.forwards(apps, None)
     first.refresh_from_db()
@@ -158,8 +176,9 @@ def test_retired_snippets_leave_the_items_and_are_listed_with_their_reason(first
     published = version_publish(version=draft, actor=maintainer)
     assert version_snippets(version=published).count() == 32
     assert published.manifest["retired"][0]["reason"] == "flaky on some BLAS builds"
-    assert [c["snippets_after"] for c in published.changelog["changed"]] == [c["snippets_before"] - 1
-                                                                            for c in published.changelog["changed"]]
+    assert [c["snippets_after"] for c in published.changelog["changed"]] == [
+        c["snippets_before"] - 1 for c in published.changelog["changed"]
+    ]
 
 
 def test_published_versions_never_change(first, maintainer):

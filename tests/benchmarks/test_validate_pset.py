@@ -30,7 +30,7 @@ def total(values, debug=False):
     return result
     # </paper2code name="add the values">
 '''
-TEST = '''\
+TEST = """\
 import unittest
 
 from calc import total
@@ -43,7 +43,7 @@ class TotalTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
+"""
 
 
 def legacy_pset(root):
@@ -51,12 +51,14 @@ def legacy_pset(root):
     in a shared environment, with a snippet in a branch its tests never take."""
     paper = root / "legacy-sum"
     paper.mkdir(parents=True)
-    (root / "papers.yaml").write_text(textwrap.dedent("""\
+    (root / "papers.yaml").write_text(
+        textwrap.dedent("""\
         - id: legacy-sum
           title: "A fictional legacy paper"
           annotated_file_paths: calc.py
           context_file_paths: null
-        """))
+        """)
+    )
     (paper / "paper2code_paper.md").write_text("# Totals\n\nWe add the values. " + "word " * 120 + "\n")
     (paper / "calc.py").write_text(CODE)
     (paper / "paper2code_test.py").write_text(TEST)
@@ -70,16 +72,30 @@ def test_shared_environment_passes_the_reference_and_flags_exactly_the_uncovered
     environment = legacy_pset(tmp_path / "pset")
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(CommandError, match=r"2 problem\(s\) in 1 of 1 paper\(s\)"):
-        call_command("validate_pset", str(tmp_path / "pset"), environment=str(environment),
-                     json_out=str(tmp_path / "report.json"), stdout=out, stderr=err)
+        call_command(
+            "validate_pset",
+            str(tmp_path / "pset"),
+            environment=str(environment),
+            json_out=str(tmp_path / "report.json"),
+            stdout=out,
+            stderr=err,
+        )
     report = json.loads((tmp_path / "report.json").read_text())
     reference = report["papers"]["legacy-sum"].pop("reference")
     assert reference["runs"] == reference["passed"] == 2 and reference["flaky"] is False
     assert len(reference["durations"]) == 2 and reference["spread"] >= 0
-    assert report == {"papers": {"legacy-sum": {
-        "reference_passed": True, "warnings": [],
-        "snippets": {"print the values when debugging": {"masked_fails": False, "noop_fails": False},
-                     "add the values": {"masked_fails": True, "noop_fails": True}}}}}
+    assert report == {
+        "papers": {
+            "legacy-sum": {
+                "reference_passed": True,
+                "warnings": [],
+                "snippets": {
+                    "print the values when debugging": {"masked_fails": False, "noop_fails": False},
+                    "add the values": {"masked_fails": True, "noop_fails": True},
+                },
+            }
+        }
+    }
     summary = out.getvalue()
     assert "legacy-sum: reference passed, 1/2 snippets covered" in summary
     assert '"print the values when debugging" (calc.py) masked: the tests still pass' in summary
@@ -91,8 +107,9 @@ def test_own_requirements_that_cannot_install_fail_the_paper(tmp_path, sandbox, 
     legacy_pset(tmp_path / "pset")
     out = io.StringIO()
     with pytest.raises(CommandError, match="problem"):
-        call_command("validate_pset", str(tmp_path / "pset"), json_out=str(tmp_path / "r.json"), stdout=out,
-                     stderr=io.StringIO())
+        call_command(
+            "validate_pset", str(tmp_path / "pset"), json_out=str(tmp_path / "r.json"), stdout=out, stderr=io.StringIO()
+        )
     report = json.loads((tmp_path / "r.json").read_text())["papers"]["legacy-sum"]
     assert report["reference_passed"] is False
     assert "requirements:" in out.getvalue() and "not run: the requirements must install first" in out.getvalue()
@@ -133,10 +150,22 @@ def test_import_with_a_shared_environment_builds_every_task_from_it(tmp_path, sa
 
     environment = legacy_pset(tmp_path / "pset")
     with pytest.raises(CommandError, match="not both"):
-        call_command("import_pset", str(tmp_path / "pset"), version="1.0.0", environment=str(environment),
-                     requirements=str(environment))
-    call_command("import_pset", str(tmp_path / "pset"), version="1.0.0", environment=str(environment),
-                 publish=True, stdout=io.StringIO(), stderr=io.StringIO())
+        call_command(
+            "import_pset",
+            str(tmp_path / "pset"),
+            version="1.0.0",
+            environment=str(environment),
+            requirements=str(environment),
+        )
+    call_command(
+        "import_pset",
+        str(tmp_path / "pset"),
+        version="1.0.0",
+        environment=str(environment),
+        publish=True,
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
     task = Task.objects.get(paper__slug="legacy-sum")
     shared = environment.read_text().strip()
     assert task.requirements == shared and task.environment_hash == environment_hash(shared)
@@ -144,8 +173,13 @@ def test_import_with_a_shared_environment_builds_every_task_from_it(tmp_path, sa
     page = client.get(reverse("paper-detail", args=["1.0.0", "legacy-sum"])).content.decode()
     assert task.environment_hash[:12] in page and "the standard library is enough here" in page
     files = {path: blob_read(sha256=digest) for path, digest in task.files.items()}
-    run = package_test(files=files, test_entry_point=task.test_entry_point, environment_hash=task.environment_hash,
-                       requirements=task.requirements, limits=limits_default())
+    run = package_test(
+        files=files,
+        test_entry_point=task.test_entry_point,
+        environment_hash=task.environment_hash,
+        requirements=task.requirements,
+        limits=limits_default(),
+    )
     assert run.verdict.status == "passed", run.verdict.detail
     # Without --environment, today's behaviour: the task's own requirements, which cannot be installed.
     call_command("import_pset", str(tmp_path / "pset"), version="1.1.0", stdout=io.StringIO(), stderr=io.StringIO())

@@ -16,7 +16,7 @@ from benchmarks.paper2code.mutation import mutants_generate
 
 pytestmark = pytest.mark.django_db
 
-CODE = '''\
+CODE = """\
 def count_to(n, verbose=False):
     if verbose:
         # <paper2code name="announce the count">
@@ -31,8 +31,8 @@ def count_to(n, verbose=False):
         steps.append(i)
     return steps
     # </paper2code name="count up">
-'''
-TEST = '''\
+"""
+TEST = """\
 import unittest
 
 from counter import count_to
@@ -45,8 +45,8 @@ class CountTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
-FLAKY_TEST = '''\
+"""
+FLAKY_TEST = """\
 import random
 import unittest
 
@@ -58,18 +58,20 @@ class CoinTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
+"""
 
 
 def pset(root, test: str = TEST):
     paper = root / "counter"
     paper.mkdir(parents=True)
-    (root / "papers.yaml").write_text(textwrap.dedent("""\
+    (root / "papers.yaml").write_text(
+        textwrap.dedent("""\
         - id: counter
           title: "A fictional counting paper"
           annotated_file_paths: counter.py
           context_file_paths: null
-        """))
+        """)
+    )
     (paper / "paper2code_paper.md").write_text("# Counting\n\nWe count. " + "word " * 120 + "\n")
     (paper / "counter.py").write_text(CODE)
     (paper / "paper2code_test.py").write_text(test)
@@ -77,14 +79,25 @@ def pset(root, test: str = TEST):
     return root
 
 
-def test_mutants_are_scored_with_survivors_and_timeouts_and_a_low_score_only_warns(tmp_path, sandbox, settings,  # noqa: F811
-                                                                                     media_root):
+def test_mutants_are_scored_with_survivors_and_timeouts_and_a_low_score_only_warns(
+    tmp_path,
+    sandbox,
+    settings,  # noqa: F811
+    media_root,
+):
     settings.MUTATION_MIN_SECONDS = 3  # the mutants that count down forever end soon
     root = pset(tmp_path / "pset")
     out = io.StringIO()
     with pytest.raises(CommandError, match=r"problem\(s\) in 1 of 1"):  # the masked announcement is uncovered
-        call_command("validate_pset", str(root), mutants=6, min_score=0.9, json_out=str(tmp_path / "r.json"),
-                     stdout=out, stderr=io.StringIO())
+        call_command(
+            "validate_pset",
+            str(root),
+            mutants=6,
+            min_score=0.9,
+            json_out=str(tmp_path / "r.json"),
+            stdout=out,
+            stderr=io.StringIO(),
+        )
     report = json.loads((tmp_path / "r.json").read_text())["papers"]["counter"]
     annotated = parse(CODE, "counter.py")
     announce, count = report["snippets"]["announce the count"], report["snippets"]["count up"]
@@ -103,20 +116,25 @@ def test_mutants_are_scored_with_survivors_and_timeouts_and_a_low_score_only_war
     loops = [m.diff for m in expected["count up"] if "i += 1  ->  i -= 1" in m.diff or "i += 1  ->  i += 0" in m.diff]
     assert loops and set(mutation["timeouts"]) >= set(loops)
 
-    assert report["warnings"] == ['mutation score 0% of "announce the count" is below the minimum 90%: add a test '
-                                  "that fails for the surviving mutants"]
+    assert report["warnings"] == [
+        'mutation score 0% of "announce the count" is below the minimum 90%: add a test '
+        "that fails for the surviving mutants"
+    ]
     text = out.getvalue()
     assert "counter: reference passed, 1/2 snippets covered" in text and "mutants killed" in text
-    assert '"announce the count": mutation score 0%' in text and f"survived: {announce['mutation']['survivors'][0]}" \
-        in text
+    assert (
+        '"announce the count": mutation score 0%' in text
+        and f"survived: {announce['mutation']['survivors'][0]}" in text
+    )
     assert "timed out (killed): " in text
 
 
 def test_without_mutants_no_mutation_is_reported(tmp_path, sandbox, media_root):  # noqa: F811
     root = pset(tmp_path / "pset")
     with pytest.raises(CommandError):
-        call_command("validate_pset", str(root), json_out=str(tmp_path / "r.json"), stdout=io.StringIO(),
-                     stderr=io.StringIO())
+        call_command(
+            "validate_pset", str(root), json_out=str(tmp_path / "r.json"), stdout=io.StringIO(), stderr=io.StringIO()
+        )
     report = json.loads((tmp_path / "r.json").read_text())["papers"]["counter"]
     assert all("mutation" not in s for s in report["snippets"].values())
 
@@ -128,8 +146,12 @@ def test_bad_mutant_options_are_refused_saying_which(tmp_path):
         call_command("validate_pset", str(tmp_path), mutants=3, min_score=2)
 
 
-def test_a_reference_passing_some_runs_and_failing_others_is_reported_flaky(tmp_path, sandbox, settings,  # noqa: F811
-                                                                           media_root):
+def test_a_reference_passing_some_runs_and_failing_others_is_reported_flaky(
+    tmp_path,
+    sandbox,
+    settings,  # noqa: F811
+    media_root,
+):
     # A fair coin per run: 16 runs all alike has a chance of 2 in 65536.
     settings.SUBMISSION_REFERENCE_RUNS = 16
     root = pset(tmp_path / "pset", test=FLAKY_TEST)

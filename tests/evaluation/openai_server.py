@@ -14,7 +14,8 @@ Usage::
 Endpoints: ``POST /v1/chat/completions`` answers a ``chat.completion`` whose
 ``choices[0].message.content`` is ``responder(prompt, body)``; ``prompt`` is the content of the last
 user message. A responder may return a dict instead: the assistant message itself (e.g. with ``tool_calls``, each
-``{"id", "type": "function", "function": {"name", "arguments"}}``), answered with finish reason ``tool_calls``. ``GET /v1/models`` lists the model names requested so far (or ``test-model``).
+``{"id", "type": "function", "function": {"name", "arguments"}}``), answered with finish reason ``tool_calls``.
+``GET /v1/models`` lists the model names requested so far (or ``test-model``).
 
 ``failures`` is a script consumed one entry per chat completion request before normal answers:
 an int is returned as that HTTP status with an OpenAI-style error body; ``"timeout"`` sleeps
@@ -133,7 +134,9 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             server.record(RecordedRequest("GET", self.path, self.headers, {}, None))
             if self.path.rstrip("/").endswith("/models"):
                 names = sorted({r.body.get("model") for r in server.chat_requests if r.body.get("model")})
-                data = [{"id": n, "object": "model", "created": 0, "owned_by": "tests"} for n in names or ["test-model"]]
+                data = [
+                    {"id": n, "object": "model", "created": 0, "owned_by": "tests"} for n in names or ["test-model"]
+                ]
                 self._send_json(200, {"object": "list", "data": data})
             else:
                 self._send_json(404, _error("not found", "invalid_request_error"))
@@ -158,10 +161,18 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 if server.retry_after is not None and failure in (429, 503):
                     headers["Retry-After"] = f"{server.retry_after:g}"
                 phrase = HTTPStatus(failure).phrase if failure in HTTPStatus._value2member_map_ else "error"
-                kind = "rate_limit_error" if failure == 429 else "server_error" if failure >= 500 else "invalid_request_error"
+                kind = (
+                    "rate_limit_error"
+                    if failure == 429
+                    else "server_error"
+                    if failure >= 500
+                    else "invalid_request_error"
+                )
                 message = f"scripted failure: {failure} {phrase}"
                 if failure == 401:  # like OpenAI, quote the key back, so tests can prove callers scrub it
-                    message += f"; incorrect API key provided: {self.headers.get('Authorization', '').removeprefix('Bearer ')}"
+                    message += (
+                        f"; incorrect API key provided: {self.headers.get('Authorization', '').removeprefix('Bearer ')}"
+                    )
                 self._send_json(failure, _error(message, kind), headers)
                 return
             prompt = _last_user_message(body)
@@ -174,22 +185,27 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             text = message.get("content") or ""
             prompt_tokens, completion_tokens = len(prompt.split()), len(text.split())
             with contextlib.suppress(OSError):  # the client may have given up on a slow answer
-                self._send_json(200, {
-                    "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": body.get("model", "test-model"),
-                    "choices": [{
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-                    }],
-                    "usage": {
-                        "prompt_tokens": prompt_tokens,
-                        "completion_tokens": completion_tokens,
-                        "total_tokens": prompt_tokens + completion_tokens,
+                self._send_json(
+                    200,
+                    {
+                        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "test-model"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": message,
+                                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens,
+                        },
                     },
-                })
+                )
 
     return Handler
 
@@ -209,7 +225,10 @@ def openai_server(
 ) -> Iterator[OpenAIServer]:
     """Run the server in a thread for the duration of the block; see the module docstring."""
     state = OpenAIServer(
-        responder=responder, failures=list(failures or []), timeout_seconds=timeout_seconds, retry_after=retry_after,
+        responder=responder,
+        failures=list(failures or []),
+        timeout_seconds=timeout_seconds,
+        retry_after=retry_after,
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
     httpd.block_on_close = False  # a handler still sleeping on a "timeout" must not delay the test

@@ -47,8 +47,9 @@ def _snippet(version) -> Snippet:
 
 def _local_session(tmp_path) -> LocalSession:
     backend = LocalBackend(tmp_path / "cache")
-    return LocalSession(backend, Environment(hash="test", backend="local", location=str(tmp_path),
-                                             python=sys.executable))
+    return LocalSession(
+        backend, Environment(hash="test", backend="local", location=str(tmp_path), python=sys.executable)
+    )
 
 
 def _call(number: int, name: str, **arguments) -> dict:
@@ -80,25 +81,33 @@ def test_agent_mode_is_refused_at_start_for_a_model_without_tool_calling(version
     with pytest.raises(services.EvaluationError, match="cannot call tools as litellm knows it"):
         services.run_start(model=model, version=version, mode="agent", user=maintainer, dispatch=False)
     assert not EvaluationRun.objects.filter(model=model).exists()
-    local = ModelEntry.objects.create(name="own-server", display_name="Own", litellm_model="openai/mine",
-                                      api_base="http://127.0.0.1:9/v1")
+    local = ModelEntry.objects.create(
+        name="own-server", display_name="Own", litellm_model="openai/mine", api_base="http://127.0.0.1:9/v1"
+    )
     started = services.run_start(model=local, version=version, mode="agent", user=maintainer, dispatch=False)
     assert started.mode == "agent"
 
 
 def test_the_api_and_the_manifest_say_the_mode(version, maintainer):
     api = client_for(maintainer)
-    started = api.post("/api/v1/runs/", {"model": "reference", "release": version.name, "mode": "agent",
-                                         "budget": {"turns": 4}}, format="json")
+    started = api.post(
+        "/api/v1/runs/",
+        {"model": "reference", "release": version.name, "mode": "agent", "budget": {"turns": 4}},
+        format="json",
+    )
     assert started.status_code == 201, started.content
     body = started.json()
     assert body["mode"] == "agent" and body["agent_budget"]["turns"] == 4
-    refused = api.post("/api/v1/runs/", {"model": "reference", "release": version.name, "mode": "agent",
-                                         "budget": {"turns": 10 ** 6}}, format="json")
+    refused = api.post(
+        "/api/v1/runs/",
+        {"model": "reference", "release": version.name, "mode": "agent", "budget": {"turns": 10**6}},
+        format="json",
+    )
     assert refused.status_code == 400 and "above the release's maximum" in refused.content.decode()
     run = EvaluationRun.objects.get(pk=body["id"])
-    manifest = json.loads(b"".join(client_for(maintainer).get(reverse("run-manifest", args=[run.pk]))
-                                   .streaming_content))
+    manifest = json.loads(
+        b"".join(client_for(maintainer).get(reverse("run-manifest", args=[run.pk])).streaming_content)
+    )
     assert (manifest["run"]["mode"], manifest["run"]["agent_budget"]["turns"]) == ("agent", 4)
     page = client_for(maintainer).get(reverse("run-detail", args=[run.pk])).content.decode()
     assert "Agent run" in page and "4 turns" in page
@@ -118,23 +127,39 @@ def test_the_workspace_holds_the_public_package_masked_and_never_a_hidden_file(v
     snippet = _snippet(version)
     task = snippet.task
     hidden = task_hidden_files(task)
-    start, masked = workspace_files(snippet=snippet, files=task_files(task), hidden=hidden,
-                                    protocol=protocol_get(name=version.protocol_id), with_paper=True)
+    start, masked = workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=hidden,
+        protocol=protocol_get(name=version.protocol_id),
+        with_paper=True,
+    )
     assert task.test_entry_point in hidden and not hidden & set(start)
     assert set(start) == set(task_files(task)) - hidden
     assert start[snippet.file_path].decode() == masked.text
     assert masked.placeholder.lstrip().startswith(f'# TODO: Implement block "{snippet.name}"')
-    assert "paper2code" not in "".join(data.decode("utf-8", "replace") for path, data in start.items()
-                                       if path.endswith(".py")), "no marker line in any file"
+    assert "paper2code" not in "".join(
+        data.decode("utf-8", "replace") for path, data in start.items() if path.endswith(".py")
+    ), "no marker line in any file"
     assert snippet.reference_code.strip() not in start[snippet.file_path].decode()
-    ablation, _ = workspace_files(snippet=snippet, files=task_files(task), hidden=hidden,
-                                  protocol=protocol_get(name=version.protocol_id), with_paper=False)
+    ablation, _ = workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=hidden,
+        protocol=protocol_get(name=version.protocol_id),
+        with_paper=False,
+    )
     assert task.paper_path in start and task.paper_path not in ablation
 
 
 def test_the_answer_is_the_text_between_the_unchanged_lines_around_the_placeholder():
-    masked = masked_split("import x\n\ndef f(a):\n    # TODO: Implement block \"f\"\n"
-                          "    # Approximately 2 line(s) of code.\n    return b\n", name="f", loc=2, path="m.py")
+    masked = masked_split(
+        'import x\n\ndef f(a):\n    # TODO: Implement block "f"\n'
+        "    # Approximately 2 line(s) of code.\n    return b\n",
+        name="f",
+        loc=2,
+        path="m.py",
+    )
     assert masked.placeholder == '    # TODO: Implement block "f"\n    # Approximately 2 line(s) of code.\n'
     body = "    b = a + 1\n    b *= 2\n"
     assert answer_read(final=masked.prefix + body + masked.suffix, masked=masked) == (body, "")
@@ -167,26 +192,52 @@ def test_file_tools_stay_inside_the_workspace(workspace_dir, tmp_path):
 
 
 def _item_run(version, *, budget: dict) -> tuple[EvaluationRun, Snippet]:
-    model = ModelEntry.objects.create(name="tooler", display_name="Tooler", litellm_model="openai/tooler",
-                                      api_base="http://127.0.0.1:9/v1")
-    run = EvaluationRun.objects.create(model=model, version=version, mode="agent", agent_budget=budget,
-                                       litellm_model=model.litellm_model, api_base=model.api_base)
+    model = ModelEntry.objects.create(
+        name="tooler", display_name="Tooler", litellm_model="openai/tooler", api_base="http://127.0.0.1:9/v1"
+    )
+    run = EvaluationRun.objects.create(
+        model=model,
+        version=version,
+        mode="agent",
+        agent_budget=budget,
+        litellm_model=model.litellm_model,
+        api_base=model.api_base,
+    )
     return run, _snippet(version)
 
 
 def _loop(run, snippet, server, tmp_path, budget: Budget):
     task = snippet.task
-    start, masked = workspace_files(snippet=snippet, files=task_files(task), hidden=task_hidden_files(task),
-                                    protocol=protocol_get(name=run.protocol), with_paper=True)
+    start, masked = workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=run.protocol),
+        with_paper=True,
+    )
     workspace = Workspace.create(name="item", files=start)
     trajectory = trajectory_start(run=run, snippet=snippet, sample=0, budget=budget)
-    call = ModelCall(model="openai/tooler", api_base=server.base_url, api_key="sk-test", private_addresses=True,
-                     max_retries=0)
-    system = system_prompt(path=snippet.file_path, name=snippet.name, loc=snippet.loc, budget=budget,
-                           command_seconds=60, output_bytes=16384)
-    end = agent_loop(trajectory=trajectory, policy=model_policy(call), system=system, prompt="the task",
-                     workspace=workspace, session=_local_session(tmp_path),
-                     limits=Limits(wall_seconds=30, output_bytes=16384), budget=budget)
+    call = ModelCall(
+        model="openai/tooler", api_base=server.base_url, api_key="sk-test", private_addresses=True, max_retries=0
+    )
+    system = system_prompt(
+        path=snippet.file_path,
+        name=snippet.name,
+        loc=snippet.loc,
+        budget=budget,
+        command_seconds=60,
+        output_bytes=16384,
+    )
+    end = agent_loop(
+        trajectory=trajectory,
+        policy=model_policy(call),
+        system=system,
+        prompt="the task",
+        workspace=workspace,
+        session=_local_session(tmp_path),
+        limits=Limits(wall_seconds=30, output_bytes=16384),
+        budget=budget,
+    )
     return end, workspace, masked, trajectory
 
 
@@ -194,13 +245,21 @@ def test_a_scripted_model_edits_runs_and_submits_and_every_step_is_stored(versio
     budget = Budget(turns=10, tokens=100000, seconds=120, cost=1)
     run, snippet = _item_run(version, budget=budget.as_dict())
     task = snippet.task
-    _, masked = workspace_files(snippet=snippet, files=task_files(task), hidden=task_hidden_files(task),
-                                protocol=protocol_get(name=run.protocol), with_paper=True)
+    _, masked = workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=run.protocol),
+        with_paper=True,
+    )
     script = [
         [_call(0, "list_files")],
         [_call(1, "read_file", path=snippet.file_path)],
-        [_call(2, "edit_file", path=snippet.file_path, old_string=masked.placeholder,
-               new_string=snippet.reference_code)],
+        [
+            _call(
+                2, "edit_file", path=snippet.file_path, old_string=masked.placeholder, new_string=snippet.reference_code
+            )
+        ],
         [_call(3, "run", command="echo hello; python -c 'print(6*7)'; yes | head -c 40000")],
         [_call(4, "submit")],
     ]
@@ -208,7 +267,13 @@ def test_a_scripted_model_edits_runs_and_submits_and_every_step_is_stored(versio
     def responder(prompt, body):
         turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
         assert body["tools"] and {t["function"]["name"] for t in body["tools"]} == {
-            "run", "read_file", "write_file", "edit_file", "list_files", "submit"}
+            "run",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list_files",
+            "submit",
+        }
         return {"content": f"turn {turn}", "tool_calls": script[turn]}
 
     with openai_server(responder=responder) as server:
@@ -240,8 +305,12 @@ def test_a_scripted_model_edits_runs_and_submits_and_every_step_is_stored(versio
 def test_the_turn_budget_ends_an_agent_that_never_submits(version, workspace_dir, tmp_path):
     budget = Budget(turns=3, tokens=100000, seconds=120, cost=1)
     run, snippet = _item_run(version, budget=budget.as_dict())
-    with openai_server(responder=lambda prompt, body: {"content": "thinking", "tool_calls": [
-            _call(len(body["messages"]), "run", command="true")]}) as server:
+    with openai_server(
+        responder=lambda prompt, body: {
+            "content": "thinking",
+            "tool_calls": [_call(len(body["messages"]), "run", command="true")],
+        }
+    ) as server:
         end, *_ = _loop(run, snippet, server, tmp_path, budget)
         assert len(server.chat_requests) == 3
     assert (end.ended_by, end.usage.turns) == ("turns", 3)
@@ -250,8 +319,12 @@ def test_the_turn_budget_ends_an_agent_that_never_submits(version, workspace_dir
 def test_the_token_budget_ends_the_item_before_the_overspending_turns_tools(version, workspace_dir, tmp_path):
     budget = Budget(turns=10, tokens=50, seconds=120, cost=1)
     run, snippet = _item_run(version, budget=budget.as_dict())
-    with openai_server(responder=lambda prompt, body: {"content": "word " * 60, "tool_calls": [
-            _call(0, "write_file", path="never.txt", content="x")]}) as server:
+    with openai_server(
+        responder=lambda prompt, body: {
+            "content": "word " * 60,
+            "tool_calls": [_call(0, "write_file", path="never.txt", content="x")],
+        }
+    ) as server:
         end, workspace, *_ = _loop(run, snippet, server, tmp_path, budget)
     assert end.ended_by == "tokens" and not (workspace.root / "never.txt").exists()
 
@@ -259,8 +332,9 @@ def test_the_token_budget_ends_the_item_before_the_overspending_turns_tools(vers
 def test_the_wall_time_budget_kills_a_running_command(version, workspace_dir, tmp_path):
     budget = Budget(turns=10, tokens=100000, seconds=3, cost=1)
     run, snippet = _item_run(version, budget=budget.as_dict())
-    with openai_server(responder=lambda prompt, body: {"content": "", "tool_calls": [
-            _call(0, "run", command="sleep 30")]}) as server:
+    with openai_server(
+        responder=lambda prompt, body: {"content": "", "tool_calls": [_call(0, "run", command="sleep 30")]}
+    ) as server:
         end, *_ = _loop(run, snippet, server, tmp_path, budget)
     assert end.ended_by == "seconds" and end.usage.seconds < 10
     output = AgentStep.objects.filter(role="tool").first().content
@@ -280,13 +354,16 @@ def test_a_trajectory_begun_by_a_lost_worker_starts_over(version):
 
 def test_the_run_form_starts_an_agent_run_with_its_budget(version, maintainer, client):
     client.force_login(maintainer)
-    page = client.post(reverse("run-new", args=["reference"]), {
-        "release": version.name, "with_paper": "on", "samples": 1, "mode": "agent", "budget_turns": 7})
+    page = client.post(
+        reverse("run-new", args=["reference"]),
+        {"release": version.name, "with_paper": "on", "samples": 1, "mode": "agent", "budget_turns": 7},
+    )
     assert page.status_code == 302, page.content.decode()[-2000:]
     run = EvaluationRun.objects.get(model__name="reference", mode="agent")
     assert run.agent_budget["turns"] == 7
-    single = client.post(reverse("run-new", args=["reference"]), {"release": version.name, "samples": 1,
-                                                                  "budget_turns": 7})
+    single = client.post(
+        reverse("run-new", args=["reference"]), {"release": version.name, "samples": 1, "budget_turns": 7}
+    )
     assert single.status_code == 400 and "a budget is for agent runs" in single.content.decode()
 
 
@@ -299,30 +376,49 @@ def test_a_releases_agent_budget_maximums_are_a_release_setting_pinned_in_its_ma
     version_settings_set(version=draft, actor=maintainer, agent_budget_max={"turns": 12, "cost": 0.5})
     release = version_publish(version=draft, actor=maintainer)
     assert release.manifest["settings"]["agent_budget_max"] == {"turns": 12, "cost": 0.5}
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, mode="agent",
-                             dispatch=False)
+    run = services.run_start(
+        model=ModelEntry.objects.get(name="reference"), version=release, mode="agent", dispatch=False
+    )
     assert (run.agent_budget["turns"], run.agent_budget["cost"]) == (12, 0.5)
 
 
 def _stored_item(run, snippet, *, content: str):
     from evaluation.models import Outcome
 
-    outcome = Outcome.objects.create(run=run, snippet=snippet, status="failed", category="wrong_result",
-                                     detail="the turn budget ran out (2 of 2 turns); 1 of 4 tests passed")
-    trajectory = AgentTrajectory.objects.create(run=run, snippet=snippet, budget=Budget(2, 100, 60, 1).as_dict(),
-                                                ended_by="turns", turns=2, prompt_tokens=40, completion_tokens=9,
-                                                cost=None, seconds=3.5)
-    for index, (role, text) in enumerate([("system", "sys"), ("user", "prompt"), ("assistant", ""),
-                                          ("tool", content)]):
-        AgentStep.objects.create(trajectory=trajectory, index=index, role=role, content=text,
-                                 tool_calls=[{"id": "c0", "name": "run", "arguments": '{"command": "ls"}'}]
-                                 if role == "assistant" else [], tool_name="run" if role == "tool" else "",
-                                 budget_left={"turns": 1, "tokens": 51, "seconds": 56.5, "cost": None})
+    outcome = Outcome.objects.create(
+        run=run,
+        snippet=snippet,
+        status="failed",
+        category="wrong_result",
+        detail="the turn budget ran out (2 of 2 turns); 1 of 4 tests passed",
+    )
+    trajectory = AgentTrajectory.objects.create(
+        run=run,
+        snippet=snippet,
+        budget=Budget(2, 100, 60, 1).as_dict(),
+        ended_by="turns",
+        turns=2,
+        prompt_tokens=40,
+        completion_tokens=9,
+        cost=None,
+        seconds=3.5,
+    )
+    for index, (role, text) in enumerate([("system", "sys"), ("user", "prompt"), ("assistant", ""), ("tool", content)]):
+        AgentStep.objects.create(
+            trajectory=trajectory,
+            index=index,
+            role=role,
+            content=text,
+            tool_calls=[{"id": "c0", "name": "run", "arguments": '{"command": "ls"}'}] if role == "assistant" else [],
+            tool_name="run" if role == "tool" else "",
+            budget_left={"turns": 1, "tokens": 51, "seconds": 56.5, "cost": None},
+        )
     return outcome
 
 
-def test_the_item_page_shows_the_transcript_and_downloads_it_only_where_the_item_is_visible(media_root, maintainer,
-                                                                                           author, client):
+def test_the_item_page_shows_the_transcript_and_downloads_it_only_where_the_item_is_visible(
+    media_root, maintainer, author, client
+):
     from benchmarks.models import VersionTask
     from benchmarks.services import version_publish, version_task_set
 
@@ -330,9 +426,14 @@ def test_the_item_page_shows_the_transcript_and_downloads_it_only_where_the_item
     held = draft.tasks.order_by("paper__slug").first()
     version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT)
     version = version_publish(version=draft, downloads_inline=True)
-    run = EvaluationRun.objects.create(model=ModelEntry.objects.get(name="reference"), version=version, mode="agent",
-                                       agent_budget=Budget(2, 100, 60, 1).as_dict(), covers_held_out=True,
-                                       status="completed")
+    run = EvaluationRun.objects.create(
+        model=ModelEntry.objects.get(name="reference"),
+        version=version,
+        mode="agent",
+        agent_budget=Budget(2, 100, 60, 1).as_dict(),
+        covers_held_out=True,
+        status="completed",
+    )
     public = Snippet.objects.filter(task__versions=version).exclude(task=held).order_by("pk").first()
     secret = Snippet.objects.filter(task=held).order_by("pk").first()
     shown = _stored_item(run, public, content="line\n" * 1000)
@@ -373,11 +474,18 @@ def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root
     version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT)
     version = version_publish(version=draft, downloads_inline=True)
     with openai_server(responder=lambda prompt, body: {"content": "", "tool_calls": [_call(0, "submit")]}) as server:
-        model = ModelEntry.objects.create(name="untrusted", display_name="U", litellm_model="openai/u",
-                                          api_base=server.base_url, owner=author)
-        run = EvaluationRun.objects.create(model=model, version=version, mode="agent", covers_held_out=True,
-                                           litellm_model="openai/u", api_base=server.base_url,
-                                           agent_budget=Budget(2, 100, 60, 1).as_dict())
+        model = ModelEntry.objects.create(
+            name="untrusted", display_name="U", litellm_model="openai/u", api_base=server.base_url, owner=author
+        )
+        run = EvaluationRun.objects.create(
+            model=model,
+            version=version,
+            mode="agent",
+            covers_held_out=True,
+            litellm_model="openai/u",
+            api_base=server.base_url,
+            agent_budget=Budget(2, 100, 60, 1).as_dict(),
+        )
         snippet = Snippet.objects.filter(task=held).order_by("pk").first()
         item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
         assert not server.chat_requests

@@ -21,26 +21,32 @@ from evaluation.agents.workspace import Workspace
 from evaluation.llm import ToolTurn
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.sandbox import Limits
-from tests.conftest import DEMO_PSET, client_for, sandbox_backend_or_missing
-from tests.evaluation.test_pipeline import wait_for
+from tests.conftest import DEMO_PSET, client_for, polled, sandbox_backend_or_missing
 
 MB = 1024 * 1024
-LIMITS = Limits(wall_seconds=20, memory_bytes=512 * MB, processes=64, cpus=1.0, output_bytes=64 * 1024,
-                disk_bytes=64 * MB)
+LIMITS = Limits(
+    wall_seconds=20, memory_bytes=512 * MB, processes=64, cpus=1.0, output_bytes=64 * 1024, disk_bytes=64 * MB
+)
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_calibration_agents_score_100_and_0_through_a_bwrap_worker(media_root, celery_worker_factory, sandbox_cache,
-                                                                    maintainer):
+def test_calibration_agents_score_100_and_0_through_a_bwrap_worker(
+    media_root, celery_worker_factory, sandbox_cache, maintainer
+):
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     demo = pset_import(root=DEMO_PSET, version_name="agents-1.0.0", publish=True).version
     worker = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="bwrap")
     runs = {}
     for name in ("reference", "placeholder"):
-        run = services.run_start(model=ModelEntry.objects.get(name=name), version=demo, mode="agent",
-                                 budget={"turns": 6})
-        wait_for(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
-                 timeout=1200, worker=worker, what=f"the {name} agent run to complete")
+        run = services.run_start(
+            model=ModelEntry.objects.get(name=name), version=demo, mode="agent", budget={"turns": 6}
+        )
+        polled(
+            lambda run=run: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+            timeout=1200,
+            worker=worker,
+            what=f"the {name} agent run to complete",
+        )
         runs[name] = run
     full = RunScore.objects.get(run=runs["reference"], paper=None, split="")
     assert (full.items, full.passed, full.errors, full.flagged, full.scaled_pass_rate) == (33, 33, 0, 0, 100.0)
@@ -90,25 +96,47 @@ def item(media_root, settings, tmp_path):
 
 def _commands(*commands: str):
     """A policy running `commands` one per turn, then submitting."""
+
     def turn(messages, seconds_left):
         done = sum(1 for m in messages if m["role"] == "assistant")
         name, args = ("run", {"command": commands[done]}) if done < len(commands) else ("submit", {})
-        return ToolTurn(message={"role": "assistant", "content": "", "tool_calls": [{
-            "id": f"c{done}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]},
-            prompt_tokens=1, completion_tokens=1, latency=0.0, cost=0.0, attempts=1)
+        return ToolTurn(
+            message={
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": f"c{done}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                ],
+            },
+            prompt_tokens=1,
+            completion_tokens=1,
+            latency=0.0,
+            cost=0.0,
+            attempts=1,
+        )
+
     return turn
 
 
 def _agent(item, session, *commands: str, files: dict[str, bytes] | None = None) -> tuple[list[str], Workspace]:
     run, snippet = item
-    budget = Budget(turns=len(commands) + 2, tokens=10 ** 6, seconds=120, cost=1)
+    budget = Budget(turns=len(commands) + 2, tokens=10**6, seconds=120, cost=1)
     workspace = Workspace.create(name="attack", files=files or {"model.py": b"x = 1\n"})
     trajectory = trajectory_start(run=run, snippet=snippet, sample=0, budget=budget)
-    end = agent_loop(trajectory=trajectory, policy=_commands(*commands), system="s", prompt="p", workspace=workspace,
-                     session=session, limits=LIMITS, budget=budget)
+    end = agent_loop(
+        trajectory=trajectory,
+        policy=_commands(*commands),
+        system="s",
+        prompt="p",
+        workspace=workspace,
+        session=session,
+        limits=LIMITS,
+        budget=budget,
+    )
     assert end.ended_by == "submitted"
-    outputs = list(AgentStep.objects.filter(trajectory=trajectory, role="tool", tool_name="run")
-                   .values_list("content", flat=True))
+    outputs = list(
+        AgentStep.objects.filter(trajectory=trajectory, role="tool", tool_name="run").values_list("content", flat=True)
+    )
     return outputs, workspace
 
 
@@ -119,12 +147,21 @@ def test_an_agent_cannot_read_the_hidden_test_by_any_absolute_path(item, bwrap_s
     are mounted, so neither path exists, and the workspace never holds the hidden file."""
     _, snippet = item
     task = snippet.task
-    blob = Path(settings.SANDBOX_CACHE_DIR) / "blobs" / task.files[task.test_entry_point][:2] / \
-        task.files[task.test_entry_point]
+    blob = (
+        Path(settings.SANDBOX_CACHE_DIR)
+        / "blobs"
+        / task.files[task.test_entry_point][:2]
+        / task.files[task.test_entry_point]
+    )
     checkout = DEMO_PSET / task.paper.slug / task.test_entry_point
     assert checkout.exists(), "the hidden file is on this host: the attack has something to find"
-    outputs, _ = _agent(item, bwrap_session, f"cat {checkout}", f"cat {blob}",
-                        f"find / -name '{Path(task.test_entry_point).name}' -not -path '/proc/*' 2>/dev/null; echo end")
+    outputs, _ = _agent(
+        item,
+        bwrap_session,
+        f"cat {checkout}",
+        f"cat {blob}",
+        f"find / -name '{Path(task.test_entry_point).name}' -not -path '/proc/*' 2>/dev/null; echo end",
+    )
     assert "No such file" in outputs[0] and "No such file" in outputs[1]
     assert outputs[2].split("[stdout]\n")[1].split("\n[stderr]")[0].strip() == "end"
     hidden_text = checkout.read_text()
@@ -137,9 +174,11 @@ def test_an_agent_cannot_reach_the_network_or_the_workers_redis(item, bwrap_sess
     any task) and answers PONG. bwrap's network namespace has only its own loopback, with nothing listening."""
     if not tcp_open("127.0.0.1", 6379):
         pytest.skip("no Redis on this host's loopback: the attack would have nothing to reach")
-    probe = ("python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', 6379), timeout=3); "
-             "s.sendall(b'PING\\r\\n'); print('GOT', s.recv(64))\"; "
-             "python3 -c \"import socket; socket.create_connection(('93.184.216.34', 80), timeout=3); print('OUT')\"")
+    probe = (
+        "python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', 6379), timeout=3); "
+        "s.sendall(b'PING\\r\\n'); print('GOT', s.recv(64))\"; "
+        "python3 -c \"import socket; socket.create_connection(('93.184.216.34', 80), timeout=3); print('OUT')\""
+    )
     outputs, _ = _agent(item, bwrap_session, probe)
     assert "GOT" not in outputs[0] and "OUT" not in outputs[0]
     assert "Connection refused" in outputs[0] and "Network is unreachable" in outputs[0]
@@ -149,8 +188,9 @@ def test_an_agent_cannot_reach_the_network_or_the_workers_redis(item, bwrap_sess
 def test_a_process_left_running_dies_with_its_command(item, bwrap_session):
     """Unguarded, `(sleep 2; touch late) &` outlives its shell and writes into the workspace later (between turns,
     where no check expects it). bwrap's pid namespace ends with its command's shell, and its group is killed."""
-    outputs, workspace = _agent(item, bwrap_session, "(sleep 2; touch late) > /dev/null 2>&1 & echo started",
-                                "sleep 4; ls")
+    outputs, workspace = _agent(
+        item, bwrap_session, "(sleep 2; touch late) > /dev/null 2>&1 & echo started", "sleep 4; ls"
+    )
     assert "started" in outputs[0] and "late" not in outputs[1]
     assert not (workspace.root / "late").exists()
 
@@ -163,10 +203,12 @@ def test_an_agent_writes_nowhere_but_its_workspace(item, bwrap_session, tmp_path
     marker = f"planted-{tmp_path.name}"
     venv = bwrap_session.environment.location
     outputs, workspace = _agent(
-        item, bwrap_session,
+        item,
+        bwrap_session,
         f"echo x > /tmp/{marker}; echo x > /{marker}; echo x > {venv}/{marker}; echo x > ../{marker}; "
         f"ln -s /etc/passwd passwd-link; echo done",
-        f"ls /tmp; cat /tmp/{marker}")
+        f"ls /tmp; cat /tmp/{marker}",
+    )
     assert "done" in outputs[0] and ("Read-only file system" in outputs[0] or "Permission denied" in outputs[0])
     assert marker not in outputs[1].split("[stderr]")[0], "a later command does not see the planted file"
     for path in (Path("/tmp") / marker, Path("/") / marker, Path(venv) / marker, workspace.root.parent / marker):
@@ -176,8 +218,9 @@ def test_an_agent_writes_nowhere_but_its_workspace(item, bwrap_session, tmp_path
 
 
 @pytest.mark.django_db
-def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(media_root, sandbox_cache, settings,
-                                                                               tmp_path):
+def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(
+    media_root, sandbox_cache, settings, tmp_path
+):
     """An agent that writes a passing test under the hidden test's name, breaks the package's other files and plants
     a sitecustomize, then submits the placeholder: unguarded (the workspace tested as it stands) its own test runs
     and passes. Scoring takes only the TODO region's text into the original files in a fresh sandbox: it fails on
@@ -189,31 +232,44 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
     settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
     settings.AGENT_WORKSPACE_DIR = tmp_path / "workspaces"
     executor.sessions_close()
-    executor._backend = None
+    executor.backend_use(None)
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     snippet = Snippet.objects.filter(task__versions=version).select_related("task").order_by("pk").first()
     task = snippet.task
-    fake_test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n\n" \
-                "if __name__ == '__main__':\n    unittest.main()\n"
+    fake_test = (
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n\n"
+        "if __name__ == '__main__':\n    unittest.main()\n"
+    )
     others = [p for p in task.files if p.endswith(".py") and p not in (snippet.file_path, task.test_entry_point)]
 
     def script(prompt, body):
         done = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        calls = [("write_file", {"path": task.test_entry_point, "content": fake_test}),
-                 ("write_file", {"path": "sitecustomize.py", "content": "import os; os._exit(0)\n"}),
-                 *[("write_file", {"path": p, "content": "raise SystemExit(0)\n"}) for p in others],
-                 ("run", {"command": f"python {task.test_entry_point} && echo OWN-TEST-PASSED"}),
-                 ("submit", {})]
+        calls = [
+            ("write_file", {"path": task.test_entry_point, "content": fake_test}),
+            ("write_file", {"path": "sitecustomize.py", "content": "import os; os._exit(0)\n"}),
+            *[("write_file", {"path": p, "content": "raise SystemExit(0)\n"}) for p in others],
+            ("run", {"command": f"python {task.test_entry_point} && echo OWN-TEST-PASSED"}),
+            ("submit", {}),
+        ]
         name, args = calls[min(done, len(calls) - 1)]
-        return {"content": "", "tool_calls": [{"id": f"c{done}", "type": "function",
-                                               "function": {"name": name, "arguments": json.dumps(args)}}]}
+        return {
+            "content": "",
+            "tool_calls": [
+                {"id": f"c{done}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            ],
+        }
 
     from tests.evaluation.openai_server import openai_server
 
     try:
         with openai_server(responder=script) as server:
-            model = services.model_register(name="planter", display_name="Planter", litellm_model="openai/planter",
-                                            api_base=server.base_url, api_key="sk-test")
+            model = services.model_register(
+                name="planter",
+                display_name="Planter",
+                litellm_model="openai/planter",
+                api_base=server.base_url,
+                api_key="sk-test",
+            )
             run = services.run_start(model=model, version=version, mode="agent", dispatch=False)
             item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
         outcome = Outcome.objects.get(run=run, snippet=snippet)
@@ -226,10 +282,23 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
         def edits_above(prompt, body):
             done = sum(1 for m in body["messages"] if m["role"] == "assistant")
             if done == 0:
-                return {"content": "", "tool_calls": [{"id": "e", "type": "function", "function": {
-                    "name": "write_file", "arguments": json.dumps({"path": snippet.file_path, "content": "x = 1\n"})}}]}
-            return {"content": "", "tool_calls": [{"id": "s", "type": "function",
-                                                   "function": {"name": "submit", "arguments": "{}"}}]}
+                return {
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "e",
+                            "type": "function",
+                            "function": {
+                                "name": "write_file",
+                                "arguments": json.dumps({"path": snippet.file_path, "content": "x = 1\n"}),
+                            },
+                        }
+                    ],
+                }
+            return {
+                "content": "",
+                "tool_calls": [{"id": "s", "type": "function", "function": {"name": "submit", "arguments": "{}"}}],
+            }
 
         with openai_server(responder=edits_above) as server:
             model.api_base = server.base_url
@@ -250,18 +319,27 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
                 start = text.index(f'# TODO: Implement block "{snippet.name}"')
                 start = text.rfind("\n", 0, start) + 1
                 end = text.index("line(s) of code.", start) + len("line(s) of code.\n")
-                call = ("edit_file", {"path": snippet.file_path, "old_string": text[start:end],
-                                      "new_string": snippet.reference_code})
+                call = (
+                    "edit_file",
+                    {"path": snippet.file_path, "old_string": text[start:end], "new_string": snippet.reference_code},
+                )
             else:
                 call = ("run", {"command": "sleep 1000 & echo still working"})
-            return {"content": "", "tool_calls": [{"id": f"d{done}", "type": "function", "function": {
-                "name": call[0], "arguments": json.dumps(call[1])}}]}
+            return {
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": f"d{done}",
+                        "type": "function",
+                        "function": {"name": call[0], "arguments": json.dumps(call[1])},
+                    }
+                ],
+            }
 
         with openai_server(responder=writes_then_dawdles) as server:
             model.api_base = server.base_url
             model.save()
-            third = services.run_start(model=model, version=version, mode="agent", budget={"turns": 3},
-                                       dispatch=False)
+            third = services.run_start(model=model, version=version, mode="agent", budget={"turns": 3}, dispatch=False)
             item_agent.apply(args=(third.pk, snippet.pk, 0), throw=True)
         budgeted = Outcome.objects.get(run=third, snippet=snippet)
         assert budgeted.status == "passed", budgeted.detail
@@ -269,4 +347,4 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(m
         assert AgentTrajectory.objects.get(run=third).ended_by == "turns"
     finally:
         executor.sessions_close()
-        executor._backend = None
+        executor.backend_use(None)

@@ -29,7 +29,7 @@ def test_ranks_tie_entries_no_test_separates(client, release):
     n, missed = len(ids), set(ids[:2])
     # Discordant items: top-low n (p = 2 / 2**n), mid-low n - 2, top-mid 2 (p = 2 / 2**2 = 0.5). Holm: the smallest
     # p times 3, the next times 2, the largest times 1.
-    assert 3 * 2 / 2 ** n <= 0.05 and 2 * 2 / 2 ** (n - 2) <= 0.05
+    assert 3 * 2 / 2**n <= 0.05 and 2 * 2 / 2 ** (n - 2) <= 0.05
     evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
     evaluate(release, model("top"), lambda s: True)
     evaluate(release, model("mid"), lambda s: s.pk not in missed)
@@ -54,10 +54,16 @@ def test_a_run_missing_a_scored_item_is_not_ranked(client, release):
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for number, snippet in enumerate(Snippet.objects.filter(task__versions=release).select_related("task")):
         verdict = Verdict("error", "infrastructure", "engine gone") if number == 0 else Verdict("passed", "", "")
-        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict,
-                                generation=services.calibration_generation(run=run, snippet=snippet, sample=0))
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=0,
+            verdict=verdict,
+            generation=services.calibration_generation(run=run, snippet=snippet, sample=0),
+        )
     EvaluationRun.objects.filter(pk=run.pk).update(status="completed")
     from evaluation.scoring import run_scores_store
+
     run_scores_store(run=run)
     rows = board(client)
     assert rows["flaky"]["rank"] is None and "1 of" in rows["flaky"]["rank_note"]
@@ -71,25 +77,31 @@ def test_difficulty_by_hand_on_page_and_api(client, release):
     evaluate(release, model("top"), lambda s: True)
     evaluate(release, model("mid"), lambda s: s.loc > 1)
     evaluate(release, model("low"), lambda s: False)
-    score = {name: RunScore.objects.get(run__model__name=name, paper=None, split="").scaled_pass_rate
-             for name in ("top", "mid", "low")}
+    score = {
+        name: RunScore.objects.get(run__model__name=name, paper=None, split="").scaled_pass_rate
+        for name in ("top", "mid", "low")
+    }
     one = Snippet.objects.filter(task__versions=release, loc=1).select_related("task__paper").first()
     two = Snippet.objects.filter(task__versions=release, loc__gt=1).first()
     items = {i["item"]: i for i in client.get(reverse("api-difficulty", args=["1.0.0"])).json()}
     assert (items[one.pk]["models"], items[one.pk]["passed"], items[one.pk]["pass_share"]) == (3, 1, 1 / 3)
     assert items[one.pk]["point_biserial"] == pytest.approx(
-        point_biserial([True, False, False], [score["top"], score["mid"], score["low"]]))
+        point_biserial([True, False, False], [score["top"], score["mid"], score["low"]])
+    )
     assert items[two.pk]["pass_share"] == pytest.approx(2 / 3)
     listed = list(items)
     assert listed.index(one.pk) < listed.index(two.pk), "hardest first"
-    csv_rows = list(csv.DictReader(io.StringIO(
-        client.get(reverse("api-difficulty", args=["1.0.0"]), {"format": "csv"}).content.decode())))
+    csv_rows = list(
+        csv.DictReader(
+            io.StringIO(client.get(reverse("api-difficulty", args=["1.0.0"]), {"format": "csv"}).content.decode())
+        )
+    )
     assert float(next(r for r in csv_rows if r["item"] == str(one.pk))["pass_share"]) == pytest.approx(1 / 3)
     paper = one.task.paper.slug
     only = client.get(reverse("api-difficulty", args=["1.0.0"]), {"paper": paper}).json()
     assert only and {i["paper"] for i in only} == {paper}
     page = client.get(reverse("release-difficulty", args=["1.0.0"])).content.decode()
-    assert "Hardest snippets" in page and "1 of 3" in page and f'{items[one.pk]["point_biserial"]:.2f}' in page
+    assert "Hardest snippets" in page and "1 of 3" in page and f"{items[one.pk]['point_biserial']:.2f}" in page
     paper_page = client.get(reverse("paper-detail", args=["1.0.0", paper])).content.decode()
     assert 'id="difficulty-table"' in paper_page and one.name in paper_page.split('id="difficulty-table"')[1]
 
@@ -102,15 +114,23 @@ def test_failure_categories_chart_and_table(client, release):
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for i, snippet in enumerate(snippets):
         verdict = Verdict("passed", "", "") if i % 7 == 6 else Verdict("failed", category[snippet.pk], "x")
-        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict,
-                                generation=services.calibration_generation(run=run, snippet=snippet, sample=0))
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=0,
+            verdict=verdict,
+            generation=services.calibration_generation(run=run, snippet=snippet, sample=0),
+        )
     assert services.run_maybe_finish(run=run)
     expected = {"passed": sum(1 for i in range(len(snippets)) if i % 7 == 6)}
     for i, s in enumerate(snippets):
         if i % 7 != 6:
             expected[category[s.pk]] = expected.get(category[s.pk], 0) + 1
-    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "failures"},
-                      headers={"HX-Request": "true", "HX-Target": "breakdown"}).content.decode()
+    body = client.get(
+        reverse("leaderboard", args=["1.0.0"]),
+        {"view": "failures"},
+        headers={"HX-Request": "true", "HX-Target": "breakdown"},
+    ).content.decode()
     assert "<html" not in body and 'id="failure-chart"' in body
     chart = json.loads(body.split('id="failure-data" type="application/json">')[1].split("</script>")[0])
     counts = {s["key"]: s["counts"][0] for s in chart["segments"]}

@@ -39,12 +39,20 @@ HOSTILE_RUNTIME = entries(CORPUS / "hostile_runtime.yaml")
 CLASSES = {"skip", "exit", "equal", "helpers", "sabotage", "restore", "hidden", "inputs", "forgery"}
 # The first entry of each class, and of each task no such entry is of: what runs on the other backends and modes.
 _FIRSTS = [next(e for e in entries(CORPUS / "hostile.yaml") if e.cls == cls) for cls in sorted(CLASSES)]
-REPRESENTATIVE = _FIRSTS + [next(e for e in entries(CORPUS / "hostile.yaml") if e.task == name)
-                            for name in sorted({e.task for e in HOSTILE} - {e.task for e in _FIRSTS})]
+REPRESENTATIVE = _FIRSTS + [
+    next(e for e in entries(CORPUS / "hostile.yaml") if e.task == name)
+    for name in sorted({e.task for e in HOSTILE} - {e.task for e in _FIRSTS})
+]
 # The first respelling of each task: what also runs through the platform (the static check runs for every one).
 HONEST_REPRESENTATIVE = [next(e for e in HONEST if e.task == name) for name in sorted({e.task for e in HONEST})]
-LIMITS = Limits(wall_seconds=60, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0, output_bytes=1024 * 1024,
-                disk_bytes=64 * 1024 * 1024)
+LIMITS = Limits(
+    wall_seconds=60,
+    memory_bytes=1024 * 1024 * 1024,
+    processes=64,
+    cpus=1.0,
+    output_bytes=1024 * 1024,
+    disk_bytes=64 * 1024 * 1024,
+)
 
 
 def ids(entry: Entry) -> str:
@@ -63,9 +71,16 @@ def test_the_corpora_cover_every_class_in_several_spellings():
 def platform_run(session, entry: Entry) -> ItemRun:
     corpus_task = task(entry.task)
     annotated, snippet = corpus_task.snippet(entry.snippet)
-    return answer_test(session=session, files=corpus_task.files, annotated=annotated, position=snippet.index,
-                       code=entry.code, test_entry_point=ENTRY_POINT, hidden_files=corpus_task.hidden,
-                       limits=LIMITS)
+    return answer_test(
+        session=session,
+        files=corpus_task.files,
+        annotated=annotated,
+        position=snippet.index,
+        code=entry.code,
+        test_entry_point=ENTRY_POINT,
+        hidden_files=corpus_task.hidden,
+        limits=LIMITS,
+    )
 
 
 @pytest.mark.parametrize("entry", HOSTILE, ids=ids)
@@ -140,8 +155,10 @@ def test_what_holds_the_hostile_answers(capsys):
     passed = sorted(name for name, measured in MEASURED.items() if measured == "passed")
     by_class = {cls: sum(1 for e in HOSTILE if e.cls == cls and e.name in passed) for cls in sorted(CLASSES)}
     with capsys.disabled():
-        print(f"\nhostile corpus on bwrap warm: {len(MEASURED)} run, none passed; the test itself said passed for "
-              f"{len(passed)} (held by their flag alone), by class: {by_class}")
+        print(
+            f"\nhostile corpus on bwrap warm: {len(MEASURED)} run, none passed; the test itself said passed for "
+            f"{len(passed)} (held by their flag alone), by class: {by_class}"
+        )
 
 
 @pytest.mark.parametrize("entry", REPRESENTATIVE, ids=ids)
@@ -159,14 +176,16 @@ def test_a_runtime_held_answer_passes_unguarded(entry):
 
 
 @pytest.mark.parametrize("entry", HOSTILE_RUNTIME, ids=ids)
-@pytest.mark.parametrize("backend_name,mode", [("bwrap", "warm"), ("bwrap", "cold"), ("docker", "warm"),
-                                               ("docker", "cold")])
+@pytest.mark.parametrize(
+    "backend_name,mode", [("bwrap", "warm"), ("bwrap", "cold"), ("docker", "warm"), ("docker", "cold")]
+)
 def test_the_runtime_guard_holds_what_the_policy_misses(sandbox_sessions, backend_name, mode, entry):
     session = sandbox_sessions(backend_name, mode, entry.task)
     run = platform_run(session, entry)
     contained(run)
-    assert any(f["source"] == "runtime" and "the hidden reference received" in f["detail"]
-               for f in run.verdict.findings), run.verdict
+    assert any(
+        f["source"] == "runtime" and "the hidden reference received" in f["detail"] for f in run.verdict.findings
+    ), run.verdict
     assert session.forking == (mode == "warm" and forks(entry.task))
 
 
@@ -219,11 +238,16 @@ def _references(paper: str, files: dict[str, str], hidden: list[str]) -> list[tu
         annotated = parse(text, path)
         lines = text.splitlines(keepends=True)
         for snippet in annotated.snippets:
-            code = "".join(lines[snippet.start_line:snippet.end_line - 1])
+            code = "".join(lines[snippet.start_line : snippet.end_line - 1])
             first, last = answer_span(snippet.start_line, code)
-            findings = answer_audit(source=text, first_line=first, last_line=last,
-                                    hidden_modules=[Path(h).stem for h in hidden], hidden_files=hidden,
-                                    context_sources=files)
+            findings = answer_audit(
+                source=text,
+                first_line=first,
+                last_line=last,
+                hidden_modules=[Path(h).stem for h in hidden],
+                hidden_files=hidden,
+                context_sources=files,
+            )
             found.append((f"{paper}/{path}: {snippet.name}", findings))
     return found
 
@@ -235,10 +259,12 @@ def test_the_policy_flags_no_reference_and_no_respelling(tmp_path, capsys):
     flagged_references = [(name, findings) for name, findings in references if findings]
     flagged_respelled = [(name, findings) for name, findings in respelled if findings]
     with capsys.disabled():
-        print(f"\npolicy false-flag rate: references {len(flagged_references)}/{len(references)} "
-              f"({100 * len(flagged_references) / len(references):.1f}%; demo {len(demo)}, heavy set {len(heavy)}), "
-              f"respelled {len(flagged_respelled)}/{len(respelled)} "
-              f"({100 * len(flagged_respelled) / len(respelled):.1f}%)")
+        print(
+            f"\npolicy false-flag rate: references {len(flagged_references)}/{len(references)} "
+            f"({100 * len(flagged_references) / len(references):.1f}%; demo {len(demo)}, heavy set {len(heavy)}), "
+            f"respelled {len(flagged_respelled)}/{len(respelled)} "
+            f"({100 * len(flagged_respelled) / len(respelled):.1f}%)"
+        )
     assert len(demo) >= 30 and len(heavy) >= 200
     assert flagged_references == []
     assert len(flagged_respelled) / len(respelled) < 0.01, flagged_respelled

@@ -26,47 +26,80 @@ EXAMPLES = {
     "test-framework": ("import unittest\nreturn x", "import warnings\nreturn x"),
     "framework-exception": ("raise np.testing.SkipTest('later')", "raise NotImplementedError('later')"),
     "reflective-builtin": ("names = vars(self)\nreturn x", "names = dict(width=8)\nreturn x"),
-    "computed-attribute": ("name = 'we' + 'ight'\nw = getattr(self, name)\nreturn x", "w = getattr(self, 'weight')\nreturn x"),
+    "computed-attribute": (
+        "name = 'we' + 'ight'\nw = getattr(self, name)\nreturn x",
+        "w = getattr(self, 'weight')\nreturn x",
+    ),
     "type-construction": ("T = type('T', (), {})\nreturn x", "T = type(x)\nreturn x"),
     "dunder": ("code = self.forward.__code__\nreturn x", "super().__init__()\nreturn x"),
-    "frame-attribute": ("g = (i for i in [1])\nf = g.gi_frame\nreturn x", "g = (i for i in [1])\nf = next(g)\nreturn x"),
+    "frame-attribute": (
+        "g = (i for i in [1])\nf = g.gi_frame\nreturn x",
+        "g = (i for i in [1])\nf = next(g)\nreturn x",
+    ),
     "module-assignment": ("np.linalg.norm = abs\nreturn x", "self.norm = np.linalg.norm\nreturn x"),
     "module-assignment through a parameter": (
         "def patch(module, out):\n    module.norm = abs\npatch(np.linalg, [0])\nreturn x",
-        "def apply(function, out):\n    out[0] = function(1.0)\napply(np.tanh, [0.0])\nreturn x"),
-    "module-assignment held by self": ("self.la = np.linalg\nself.la.norm = abs\nreturn x",
-                                       "self.la = np.linalg\nself.la = None\nself.cache = {}\nreturn x"),
+        "def apply(function, out):\n    out[0] = function(1.0)\napply(np.tanh, [0.0])\nreturn x",
+    ),
+    "module-assignment held by self": (
+        "self.la = np.linalg\nself.la.norm = abs\nreturn x",
+        "self.la = np.linalg\nself.la = None\nself.cache = {}\nreturn x",
+    ),
     "global-statement": ("global logger\nlogger = None\nreturn x", "log = logger\nreturn x"),
     "private-attribute": ("core = np._core\nreturn x", "self._cache = {}\nreturn x"),
-    "protocol-override": ("class Any:\n    def __eq__(self, other):\n        return True\nreturn x",
-                          "class Any:\n    def __repr__(self):\n        return 'Any'\nreturn x"),
+    "protocol-override": (
+        "class Any:\n    def __eq__(self, other):\n        return True\nreturn x",
+        "class Any:\n    def __repr__(self):\n        return 'Any'\nreturn x",
+    ),
     "numeric-subclass": ("class Big(float):\n    pass\nreturn x", "class Big(Module):\n    pass\nreturn x"),
-    "numeric-subclass of a computed base": ("class Big(x.dtype.type):\n    pass\nreturn x",
-                                            "class Small:\n    pass\nclass Big(Small):\n    pass\nreturn x"),
+    "numeric-subclass of a computed base": (
+        "class Big(x.dtype.type):\n    pass\nreturn x",
+        "class Small:\n    pass\nclass Big(Small):\n    pass\nreturn x",
+    ),
     "equal-to-anything": ("wrong = np.ma.masked_all(x.shape)\nreturn x", "wrong = np.zeros(x.shape)\nreturn x"),
     "outside-context": ("import scipy\nreturn x", "import numpy.linalg\nreturn x"),
     "builtin-outside-allow-list": ("where = id(x)\nreturn x", "where = hash(1)\nreturn x"),
     "foreign-store": ("x.cached = True\nreturn x", "self.cached = True\nreturn x"),
-    "foreign-store through a lambda's result": ("box = (lambda: self)()\nbox.norm = abs\nreturn x",
-                                               "class Box:\n    pass\nbox = Box()\nbox.norm = abs\nreturn x"),
-    "module-assignment through a lambda's result": ("la = (lambda: np.linalg)()\nla.norm = abs\nreturn x",
-                                                   "la = (lambda: np.linalg)()\nn = la.norm(x)\nreturn x"),
+    "foreign-store through a lambda's result": (
+        "box = (lambda: self)()\nbox.norm = abs\nreturn x",
+        "class Box:\n    pass\nbox = Box()\nbox.norm = abs\nreturn x",
+    ),
+    "module-assignment through a lambda's result": (
+        "la = (lambda: np.linalg)()\nla.norm = abs\nreturn x",
+        "la = (lambda: np.linalg)()\nn = la.norm(x)\nreturn x",
+    ),
     "input-mutation": ("x[...] = 0.0\nreturn x", "x = x.copy()\nx[...] = 0.0\nreturn x"),
-    "input-mutation through a library": ("np.copyto(x, 0.0)\nreturn x", "y = np.zeros_like(x)\nnp.copyto(y, x)\nreturn y"),
+    "input-mutation through a library": (
+        "np.copyto(x, 0.0)\nreturn x",
+        "y = np.zeros_like(x)\nnp.copyto(y, x)\nreturn y",
+    ),
     "input-mutation by a method": ("x.fill(0.0)\nreturn x", "y = x.copy()\ny.fill(0.0)\nreturn y"),
-    "input-mutation through another name": ("view = x[:]\nview[0] = 0.0\nreturn x",
-                                            "view = x[:]\nview = view * 2.0\nreturn view"),
+    "input-mutation through another name": (
+        "view = x[:]\nview[0] = 0.0\nreturn x",
+        "view = x[:]\nview = view * 2.0\nreturn view",
+    ),
     "input-mutation augmented": ("x *= 2.0\nreturn x", "x = x * 2.0\nreturn x"),
     "private-attribute of a computed object": ("core = (lambda: np)()._core\nreturn x", "core = self._core\nreturn x"),
-    "frame-attribute through logging": ("import logging\nf = logging.currentframe()\nreturn x",
-                                        "import logging\nlog = logging.getLogger('x')\nreturn x"),
-    "frame-attribute in a dotted path": ("import operator\nget = operator.attrgetter('f_back.f_locals')\nreturn x",
-                                         "import operator\nget = operator.attrgetter('shape.real')\nreturn x"),
-    "system-introspection through a literal getattr": ("import logging\ns = getattr(logging, 'sys')\nreturn x",
-                                                      "import logging\nl = getattr(logging, 'INFO')\nreturn x"),
-    "system-introspection beside a read-only value": ("import sys\nf = sys._getframe\nreturn x",
-                                                     "import sys\neps = sys.float_info.epsilon\nreturn x"),
-    "test-framework in a key": ("c = self.modules['unittest.case']\nreturn x", "c = self.modules['layer.norm']\nreturn x"),
+    "frame-attribute through logging": (
+        "import logging\nf = logging.currentframe()\nreturn x",
+        "import logging\nlog = logging.getLogger('x')\nreturn x",
+    ),
+    "frame-attribute in a dotted path": (
+        "import operator\nget = operator.attrgetter('f_back.f_locals')\nreturn x",
+        "import operator\nget = operator.attrgetter('shape.real')\nreturn x",
+    ),
+    "system-introspection through a literal getattr": (
+        "import logging\ns = getattr(logging, 'sys')\nreturn x",
+        "import logging\nl = getattr(logging, 'INFO')\nreturn x",
+    ),
+    "system-introspection beside a read-only value": (
+        "import sys\nf = sys._getframe\nreturn x",
+        "import sys\neps = sys.float_info.epsilon\nreturn x",
+    ),
+    "test-framework in a key": (
+        "c = self.modules['unittest.case']\nreturn x",
+        "c = self.modules['layer.norm']\nreturn x",
+    ),
     "unauditable": ("return x" + ".T" * 20000, "return x" + ".T" * 20),
 }
 
@@ -83,8 +116,18 @@ def rule_of(example: str) -> str:
 def test_every_row_has_a_reason_a_kind_and_an_example():
     assert {rule_of(name) for name in EXAMPLES} == set(RULES) and len(RULES) == len(POLICY)
     for rule in POLICY:
-        assert rule.reason and rule.kind in {"hidden", "tampering", "memory", "exit", "process", "native",
-                                             "introspection", "exec", "comparison", "context"}, rule
+        assert rule.reason and rule.kind in {
+            "hidden",
+            "tampering",
+            "memory",
+            "exit",
+            "process",
+            "native",
+            "introspection",
+            "exec",
+            "comparison",
+            "context",
+        }, rule
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
@@ -117,8 +160,16 @@ def test_the_context_is_the_tasks_files_not_the_answers_file_alone():
     files["src/utils.py"] += "\nimport yaml\n"
     spliced = corpus_task.spliced(name, code)[annotated.path].decode()
     first = snippet.start_line + 1
-    assert answer_audit(source=spliced, first_line=first, last_line=first + 1, hidden_files=corpus_task.hidden,
-                        context_sources={**files, annotated.path: spliced}) == []
+    assert (
+        answer_audit(
+            source=spliced,
+            first_line=first,
+            last_line=first + 1,
+            hidden_files=corpus_task.hidden,
+            context_sources={**files, annotated.path: spliced},
+        )
+        == []
+    )
 
 
 def test_a_builtin_bound_by_the_file_is_the_files_name():

@@ -21,13 +21,19 @@ PACKAGE = Path(__file__).parent / "packages" / "tinyformer"
 FILES = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}
 ANNOTATED = parse(FILES["layers.py"].decode(), "layers.py")
 HIDDEN = ("layers_ref.py", "paper2code_test.py")
-LIMITS = Limits(wall_seconds=60, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0, output_bytes=1024 * 1024,
-                disk_bytes=64 * 1024 * 1024)
+LIMITS = Limits(
+    wall_seconds=60,
+    memory_bytes=1024 * 1024 * 1024,
+    processes=64,
+    cpus=1.0,
+    output_bytes=1024 * 1024,
+    disk_bytes=64 * 1024 * 1024,
+)
 LAYER_NORM = next(s for s in ANNOTATED.snippets if s.name == "layer norm over the last axis")
 
 
 def reference(snippet) -> str:
-    return "".join(FILES["layers.py"].decode().splitlines(keepends=True)[snippet.start_line:snippet.end_line - 1])
+    return "".join(FILES["layers.py"].decode().splitlines(keepends=True)[snippet.start_line : snippet.end_line - 1])
 
 
 @pytest.fixture(scope="module", params=["bwrap", "docker"])
@@ -43,11 +49,21 @@ MANIFESTS: dict[int, dict] = {}  # session -> the package's test manifest, made 
 
 def judge(session: Session, code: str, *, static_audit: bool = True, snippet=LAYER_NORM) -> ItemRun:
     if id(session) not in MANIFESTS:
-        MANIFESTS[id(session)] = reference_manifest(session=session, files=FILES, test_entry_point="paper2code_test.py",
-                                                    limits=LIMITS)
-    return answer_test(session=session, files=FILES, annotated=ANNOTATED, position=snippet.index, code=code,
-                       test_entry_point="paper2code_test.py", hidden_files=HIDDEN, limits=LIMITS,
-                       static_audit=static_audit, manifest=MANIFESTS[id(session)])
+        MANIFESTS[id(session)] = reference_manifest(
+            session=session, files=FILES, test_entry_point="paper2code_test.py", limits=LIMITS
+        )
+    return answer_test(
+        session=session,
+        files=FILES,
+        annotated=ANNOTATED,
+        position=snippet.index,
+        code=code,
+        test_entry_point="paper2code_test.py",
+        hidden_files=HIDDEN,
+        limits=LIMITS,
+        static_audit=static_audit,
+        manifest=MANIFESTS[id(session)],
+    )
 
 
 def body(*lines: str) -> str:
@@ -84,7 +100,8 @@ ATTACKS = {
         "            continue",
         "        if type(v) is bytes and v.startswith(b'\\n') and len(v) > 40:",
         "            found.append(v.strip().decode())",
-        *FORGE),
+        *FORGE,
+    ),
     # The same search run by a thread pool: a C function handed to a worker thread leaves no frame of the answer's.
     "a-gc-on-a-thread": body(
         "import gc, os, sys, re",
@@ -100,21 +117,24 @@ ATTACKS = {
         "                continue",
         "            if type(v) is bytes and v.startswith(b'\\n') and len(v) > 40:",
         "                found.append(v.strip().decode())",
-        *FORGE),
+        *FORGE,
+    ),
     "a-frames": body(
         "import os, sys, re",
         "found, frame = [], sys._getframe()",
         "while frame is not None:",
         f"    found += [v for v in frame.f_locals.values() if type(v) is str and {KEYLIKE}]",
         "    frame = frame.f_back",
-        *FORGE),
+        *FORGE,
+    ),
     "a-logging-frame": body(  # logging.currentframe is sys._getframe(1) called from logging's own file
         "import os, sys, re, logging",
         "found, frame = [], logging.currentframe()",
         "while frame is not None:",
         f"    found += [v for v in frame.f_locals.values() if type(v) is str and {KEYLIKE}]",
         "    frame = frame.f_back",
-        *FORGE),
+        *FORGE,
+    ),
     "a-traceback": body(
         "import os, sys, re",
         "try:",
@@ -125,7 +145,8 @@ ATTACKS = {
         "while frame is not None:",
         f"    found += [v for v in frame.f_locals.values() if type(v) is str and {KEYLIKE}]",
         "    frame = frame.f_back",
-        *FORGE),
+        *FORGE,
+    ),
     "a-signal-frame": body(
         "import os, sys, re, signal",
         "found = []",
@@ -138,7 +159,8 @@ ATTACKS = {
         "while not found and signal.getitimer(signal.ITIMER_REAL)[0]:",
         "    pass",
         "import time; time.sleep(0.01)",
-        *FORGE),
+        *FORGE,
+    ),
     # (b) assertion helpers turned into no-ops
     "b-assert-helpers": body(
         "import sys, unittest, numpy.testing",
@@ -146,25 +168,29 @@ ATTACKS = {
         "unittest.TestCase.assertEqual = quiet",
         "numpy.testing.assert_allclose = quiet",
         "sys.modules['__main__'].assert_allclose = quiet",
-        WRONG),
+        WRONG,
+    ),
     "b-numpy-internals": body(
         "import sys, numpy.testing, numpy.testing._private.utils as u",
         "u.assert_array_compare = lambda *a, **k: None",
         "vars(sys.modules['__main__'])['assert_allclose'] = numpy.testing.assert_allclose",
-        WRONG),
+        WRONG,
+    ),
     "b-builtins-and-setattr": body(
         "import builtins, sys, unittest",
         "setattr(unittest.case.TestCase, 'assertEqual', lambda *a, **k: None)",
         "builtins.__dict__['AssertionError'] = type('Quiet', (Exception,), {})",
         "sys.modules['__main__'].assert_allclose = lambda *a, **k: None",
         "sys.modules['numpy'].testing.assert_allclose = lambda *a, **k: None",
-        WRONG),
+        WRONG,
+    ),
     "b-result-object": body(
         "import unittest",
         "for cls in (unittest.TestResult, unittest.TextTestResult):",
         "    cls.addFailure = cls.addError = cls.addSubTest = lambda *a, **k: None",
         "    cls.wasSuccessful = lambda self: True",
-        WRONG),
+        WRONG,
+    ),
     "b-test-methods": body(
         "import sys",
         "case = sys.modules['__main__'].TestTinyFormer",
@@ -172,50 +198,52 @@ ATTACKS = {
         "    setattr(case, name, lambda self: None)",
         "import unittest",
         "unittest.TestCase.run = lambda self, result=None: None",
-        WRONG),
+        WRONG,
+    ),
     # (c) the hidden reference module under a computed name
     "c-import-module": body(
-        "import importlib",
-        "ref = importlib.import_module('layers' + '_ref')",
-        "return ref.LayerNorm.forward(self, x)"),
+        "import importlib", "ref = importlib.import_module('layers' + '_ref')", "return ref.LayerNorm.forward(self, x)"
+    ),
     "c-sys-modules": body(
-        "import sys",
-        "ref = sys.modules[''.join(['lay', 'ers_', 'ref'])]",
-        "return ref.LayerNorm.forward(self, x)"),
+        "import sys", "ref = sys.modules[''.join(['lay', 'ers_', 'ref'])]", "return ref.LayerNorm.forward(self, x)"
+    ),
     "c-dunder-import": body(
-        "ref = __import__(''.join(reversed('fer_sreyal')))",
-        "return ref.LayerNorm.forward(self, x)"),
+        "ref = __import__(''.join(reversed('fer_sreyal')))", "return ref.LayerNorm.forward(self, x)"
+    ),
     "c-fresh-spec": body(
         "import importlib.util",
         "spec = importlib.util.spec_from_file_location('anything', 'layers' + '_ref.py')",
         "ref = importlib.util.module_from_spec(spec)",
         "spec.loader.exec_module(ref)",
-        "return ref.LayerNorm.forward(self, x)"),
+        "return ref.LayerNorm.forward(self, x)",
+    ),
     # (d) a hidden file read and executed
     "d-exec-open": body(
-        "ns = {}",
-        "exec(open('layers' + '_ref.py').read(), ns)",
-        "return ns['LayerNorm'].forward(self, x)"),
+        "ns = {}", "exec(open('layers' + '_ref.py').read(), ns)", "return ns['LayerNorm'].forward(self, x)"
+    ),
     "d-compile-pathlib": body(
         "import pathlib, types",
         "code = compile(pathlib.Path('layers_' + 'ref.py').read_text(), 'x', 'exec')",
         "ns = {}",
         "types.FunctionType(code, ns)()",
-        "return ns['LayerNorm'].forward(self, x)"),
+        "return ns['LayerNorm'].forward(self, x)",
+    ),
     "d-hardlink": body(
         "import os",
         "name = 'copy-' + str(os.getpid()) + '.txt'",
         "os.link('layers' + '_ref.py', name)",
         "ns = {}",
         "exec(open(name).read(), ns)",
-        "return ns['LayerNorm'].forward(self, x)"),
+        "return ns['LayerNorm'].forward(self, x)",
+    ),
     # the rest of the issue's list
     "sys-exit-from-thread": body(
         "import os, sys, threading",
         "threading.Thread(target=sys.exit, args=(0,)).start()",
         "threading.Thread(target=os._exit, args=(0,)).start()",
         "import time; time.sleep(1)",
-        WRONG),
+        WRONG,
+    ),
     "finally-clause": body(
         "import os, sys",
         "try:",
@@ -223,13 +251,9 @@ ATTACKS = {
         "finally:",
         "    print('OK')",
         "    sys.stdout.flush()",
-        "    os._exit(0)"),
-    "finally-system-exit": body(
-        "import sys",
-        "try:",
-        "    return x",
-        "finally:",
-        "    sys.exit(0)"),
+        "    os._exit(0)",
+    ),
+    "finally-system-exit": body("import sys", "try:", "    return x", "finally:", "    sys.exit(0)"),
     "child-writes-completion": body(
         "import os, sys, time",
         "if os.fork() == 0:",
@@ -248,7 +272,8 @@ ATTACKS = {
         "    os._exit(0)",
         "print('OK')",
         "sys.stdout.flush()",
-        "os._exit(0)"),
+        "os._exit(0)",
+    ),
     "proc-self-mem": body(
         "import os, sys, re",
         "found = []",
@@ -264,26 +289,56 @@ ATTACKS = {
         "            continue",
         "        found += [m.decode() for m in re.findall(rb'\\n([0-9a-f]{48}) ', chunk)]",
         "        found += [m.decode() for m in re.findall(rb'rcb-done-[0-9a-f]{32}', chunk)]",
-        *FORGE),
+        *FORGE,
+    ),
 }
 # What each attack must leave as evidence when it is flagged.
 EVIDENCE = {
-    "a-logging-frame": "introspection", "a-gc-strings": "introspection", "a-gc-on-a-thread": "introspection", "a-frames": "introspection", "a-traceback": "introspection",
-    "a-signal-frame": "exit", "b-assert-helpers": "tampering", "b-numpy-internals": "tampering",
-    "b-builtins-and-setattr": "tampering", "b-result-object": "tampering", "b-test-methods": "tampering",
-    "c-import-module": "hidden", "c-sys-modules": "hidden", "c-dunder-import": "hidden", "c-fresh-spec": "hidden",
-    "d-exec-open": "hidden", "d-compile-pathlib": "hidden", "d-hardlink": "hidden",
-    "sys-exit-from-thread": "exit", "finally-clause": "exit", "finally-system-exit": "exit",
-    "child-writes-completion": "process", "proc-self-mem": "memory",
+    "a-logging-frame": "introspection",
+    "a-gc-strings": "introspection",
+    "a-gc-on-a-thread": "introspection",
+    "a-frames": "introspection",
+    "a-traceback": "introspection",
+    "a-signal-frame": "exit",
+    "b-assert-helpers": "tampering",
+    "b-numpy-internals": "tampering",
+    "b-builtins-and-setattr": "tampering",
+    "b-result-object": "tampering",
+    "b-test-methods": "tampering",
+    "c-import-module": "hidden",
+    "c-sys-modules": "hidden",
+    "c-dunder-import": "hidden",
+    "c-fresh-spec": "hidden",
+    "d-exec-open": "hidden",
+    "d-compile-pathlib": "hidden",
+    "d-hardlink": "hidden",
+    "sys-exit-from-thread": "exit",
+    "finally-clause": "exit",
+    "finally-system-exit": "exit",
+    "child-writes-completion": "process",
+    "proc-self-mem": "memory",
 }
 # With the static audit off, the runtime guard must still flag these (a to d), with this kind of record.
 RUNTIME_EVIDENCE = {
-    "a-logging-frame": "introspection", "a-gc-strings": "introspection", "a-gc-on-a-thread": "introspection", "a-frames": "introspection", "a-traceback": "introspection",
-    "b-assert-helpers": "tampering", "b-numpy-internals": "tampering", "b-builtins-and-setattr": "tampering",
-    "b-result-object": "tampering", "b-test-methods": "tampering",
-    "c-import-module": "hidden", "c-sys-modules": "hidden", "c-dunder-import": "hidden", "c-fresh-spec": "hidden",
-    "d-exec-open": "hidden", "d-compile-pathlib": "hidden", "d-hardlink": "hidden",
-    "child-writes-completion": "process", "proc-self-mem": "memory",
+    "a-logging-frame": "introspection",
+    "a-gc-strings": "introspection",
+    "a-gc-on-a-thread": "introspection",
+    "a-frames": "introspection",
+    "a-traceback": "introspection",
+    "b-assert-helpers": "tampering",
+    "b-numpy-internals": "tampering",
+    "b-builtins-and-setattr": "tampering",
+    "b-result-object": "tampering",
+    "b-test-methods": "tampering",
+    "c-import-module": "hidden",
+    "c-sys-modules": "hidden",
+    "c-dunder-import": "hidden",
+    "c-fresh-spec": "hidden",
+    "d-exec-open": "hidden",
+    "d-compile-pathlib": "hidden",
+    "d-hardlink": "hidden",
+    "child-writes-completion": "process",
+    "proc-self-mem": "memory",
 }
 
 
@@ -294,18 +349,23 @@ def kinds(run: ItemRun, source: str | None = None) -> set[str]:
 def test_reference_answers_pass_with_no_flag(session):
     for snippet in ANNOTATED.snippets:
         run = judge(session, reference(snippet), snippet=snippet)
-        assert (run.verdict.status, run.verdict.findings) == ("passed", ()), (snippet.name, run.verdict,
-                                                                              run.result.stderr[-2000:])
+        assert (run.verdict.status, run.verdict.findings) == ("passed", ()), (
+            snippet.name,
+            run.verdict,
+            run.result.stderr[-2000:],
+        )
 
 
 def test_an_answer_whose_threads_do_honest_work_passes_unflagged(session):
     # A thread pool, and a library's logging on it (which takes frames), are no evidence; gc on it would be.
-    threaded = body("from concurrent.futures import ThreadPoolExecutor",
-                    "import logging, math",
-                    "with ThreadPoolExecutor(2) as pool:",
-                    "    assert list(pool.map(math.sqrt, [4.0, 9.0])) == [2.0, 3.0]",
-                    "    pool.submit(logging.getLogger('rcb').warning, 'from a thread').result()",
-                    "logging.getLogger('rcb').warning('from the answer')  # logging takes a frame: not the answer's")
+    threaded = body(
+        "from concurrent.futures import ThreadPoolExecutor",
+        "import logging, math",
+        "with ThreadPoolExecutor(2) as pool:",
+        "    assert list(pool.map(math.sqrt, [4.0, 9.0])) == [2.0, 3.0]",
+        "    pool.submit(logging.getLogger('rcb').warning, 'from a thread').result()",
+        "logging.getLogger('rcb').warning('from the answer')  # logging takes a frame: not the answer's",
+    )
     run = judge(session, threaded + reference(LAYER_NORM))
     assert (run.verdict.status, run.verdict.findings) == ("passed", ()), (run.verdict, run.result.stderr[-2000:])
 
@@ -321,8 +381,9 @@ def test_tampering_never_passes(session, attack):
     verdict = run.verdict
     assert verdict.status in ("flagged", "failed"), (verdict, run.result.stdout[-1500:], run.result.stderr[-1500:])
     assert verdict.status == "flagged" and EVIDENCE[attack] in kinds(run), verdict
-    assert all(f["line"] is None or LAYER_NORM.start_line < f["line"] < LAYER_NORM.start_line + 40
-               for f in verdict.findings)
+    assert all(
+        f["line"] is None or LAYER_NORM.start_line < f["line"] < LAYER_NORM.start_line + 40 for f in verdict.findings
+    )
     honest = judge(session, reference(LAYER_NORM))
     assert honest.verdict.status == "passed", "the sandbox still works afterwards"
 
@@ -334,8 +395,7 @@ def test_the_runtime_guard_alone_catches_tampering(session, attack):
     assert kinds(run, "static") == set()
 
 
-@pytest.mark.parametrize("attack", ["a-signal-frame", "sys-exit-from-thread", "finally-clause",
-                                    "finally-system-exit"])
+@pytest.mark.parametrize("attack", ["a-signal-frame", "sys-exit-from-thread", "finally-clause", "finally-system-exit"])
 def test_what_the_runtime_guard_cannot_see_still_fails(session, attack):
     # No audit event reveals these; without the nonce in the test's process they cannot complete, so they fail.
     run = judge(session, ATTACKS[attack], static_audit=False)

@@ -22,14 +22,19 @@ def audit_in(path: Path, name: str, code: str, hidden_modules=HIDDEN_MODULES, hi
     annotated = parse(path.read_text(), path.name)
     snippet = next(s for s in annotated.snippets if s.name == name)
     first, last = answer_span(snippet.start_line, code)
-    return answer_audit(source=splice(annotated, snippet, code), first_line=first, last_line=last,
-                        hidden_modules=hidden_modules, hidden_files=hidden_files)
+    return answer_audit(
+        source=splice(annotated, snippet, code),
+        first_line=first,
+        last_line=last,
+        hidden_modules=hidden_modules,
+        hidden_files=hidden_files,
+    )
 
 
 def reference_of(path: Path, name: str) -> str:
     annotated = parse(path.read_text(), path.name)
     snippet = next(s for s in annotated.snippets if s.name == name)
-    return "".join(path.read_text().splitlines(keepends=True)[snippet.start_line:snippet.end_line - 1])
+    return "".join(path.read_text().splitlines(keepends=True)[snippet.start_line : snippet.end_line - 1])
 
 
 def test_every_reference_of_the_realistic_package_is_clean():
@@ -52,10 +57,15 @@ def test_every_reference_of_the_demo_release_is_clean():
             annotated = parse(text, path.name)
             lines = text.splitlines(keepends=True)
             for snippet in annotated.snippets:
-                code = "".join(lines[snippet.start_line:snippet.end_line - 1])
+                code = "".join(lines[snippet.start_line : snippet.end_line - 1])
                 first, last = answer_span(snippet.start_line, code)
-                found = answer_audit(source=splice(annotated, snippet, code), first_line=first, last_line=last,
-                                     hidden_modules=modules, hidden_files=hidden)
+                found = answer_audit(
+                    source=splice(annotated, snippet, code),
+                    first_line=first,
+                    last_line=last,
+                    hidden_modules=modules,
+                    hidden_files=hidden,
+                )
                 assert found == [], (paper.name, snippet.name, found)
                 checked += 1
     assert checked >= 10

@@ -24,15 +24,17 @@ def pair(release):
     a = evaluate(release, model("alpha"), lambda s: s.task.paper.slug in A_PAPERS)
     b = evaluate(release, model("beta"), lambda s: s.task.paper.slug in B_PAPERS)
     snippets = list(Snippet.objects.filter(task__versions=release).select_related("task__paper"))
-    loc = {p: sum(s.loc for s in snippets if s.task.paper.slug == p)
-           for p in ("topk-attention-pool", "trimmed-infonce", "dampnest")}
+    loc = {
+        p: sum(s.loc for s in snippets if s.task.paper.slug == p)
+        for p in ("topk-attention-pool", "trimmed-infonce", "dampnest")
+    }
     count = {p: sum(1 for s in snippets if s.task.paper.slug == p) for p in loc}
     return a, b, loc, count
 
 
 def two_sided(b, c):
     n = b + c
-    return min(1.0, 2 * sum(comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n)
+    return min(1.0, 2 * sum(comb(n, k) for k in range(min(b, c) + 1)) / 2**n)
 
 
 def test_api_numbers_match_the_hand_computed_ones(client, release, pair):
@@ -43,13 +45,16 @@ def test_api_numbers_match_the_hand_computed_ones(client, release, pair):
     assert overall["a_only"] == count["topk-attention-pool"] and overall["b_only"] == count["trimmed-infonce"]
     assert overall["items"] == sum(count.values())
     assert overall["difference"] == pytest.approx(
-        100 * (loc["topk-attention-pool"] - loc["trimmed-infonce"]) / sum(loc.values()))
+        100 * (loc["topk-attention-pool"] - loc["trimmed-infonce"]) / sum(loc.values())
+    )
     assert overall["mcnemar_p"] == pytest.approx(two_sided(count["topk-attention-pool"], count["trimmed-infonce"]))
     # Three papers: all-topk (+100) and all-trimmed (-100) resamples each have probability 1/27 > 2.5%.
     assert (overall["ci_low"], overall["ci_high"]) == (-100.0, 100.0)
     papers = {p["paper"]: p for p in data["papers"]}
-    assert overall["papers"] == 3 and "with 3 papers the interval is little more than the range" in overall[
-        "interval_note"]
+    assert (
+        overall["papers"] == 3
+        and "with 3 papers the interval is little more than the range" in overall["interval_note"]
+    )
     topk = papers["topk-attention-pool"]
     # One paper is one cluster: no interval (issue 22 changes the degenerate [100, 100] to none, with the reason).
     assert (topk["difference"], topk["ci_low"], topk["ci_high"]) == (100.0, None, None)
@@ -58,7 +63,10 @@ def test_api_numbers_match_the_hand_computed_ones(client, release, pair):
     damp = papers["dampnest"]
     assert (damp["difference"], damp["ci_low"], damp["ci_high"], damp["mcnemar_p"]) == (0.0, None, None, 1.0)
     assert {(i["paper"], i["a"], i["b"]) for i in data["items"]} == {
-        ("topk-attention-pool", 1.0, 0.0), ("trimmed-infonce", 0.0, 1.0), ("dampnest", 1.0, 1.0)}
+        ("topk-attention-pool", 1.0, 0.0),
+        ("trimmed-infonce", 0.0, 1.0),
+        ("dampnest", 1.0, 1.0),
+    }
     assert data["items_withheld"] == 0
 
 
@@ -69,7 +77,7 @@ def test_page_shows_the_same_numbers_and_both_outcomes(client, release, pair):
     o = api["overall"]
     for value in (o["difference"], o["ci_low"], o["ci_high"]):
         assert f"{value:.2f}" in body
-    assert f'{o["mcnemar_p"]:.4f}' in body
+    assert f"{o['mcnemar_p']:.4f}" in body
     assert f'<td class="num">{o["a_only"]}</td><td class="num">{o["b_only"]}</td>' in body
     assert body.count("<tr><td>") == len(api["papers"]) + len(api["items"])
     assert "Alpha vs Beta" in body
@@ -99,14 +107,15 @@ def test_items_show_marks_and_link_both_runs_item_pages(client, release, pair):
 
     a, b, _, count = pair
     body = client.get(reverse("release-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).content.decode()
-    items = body[body.index('id="compare-items"'):]
+    items = body[body.index('id="compare-items"') :]
     assert "1.00" not in items and "0.00" not in items
     total = sum(count.values())
     # Each item: A's mark and B's; a pass is ✓ with "passed" for screen readers, a failure ✗ with "failed".
     passes = count["topk-attention-pool"] + count["trimmed-infonce"] + 2 * count["dampnest"]
     assert items.count('<span aria-hidden="true">✓</span><span class="visually-hidden">passed</span>') == passes
     assert items.count('<span aria-hidden="true">✗</span><span class="visually-hidden">failed</span>') == (
-        2 * total - passes)
+        2 * total - passes
+    )
     for run in (a, b):
         outcome = Outcome.objects.filter(run=run, snippet__task__paper__slug="dampnest").order_by("pk").first()
         url = reverse("run-item", args=[run.pk, outcome.pk])
@@ -120,16 +129,19 @@ def test_disagreements_only_lists_the_items_one_run_passes(client, release, pair
     body = client.get(url, {"a": a.pk, "b": b.pk}).content.decode()
     assert f'href="?a={a.pk}&amp;b={b.pk}&amp;items=disagreements#items"' in body  # a plain link: no script needed
     body = client.get(url, {"a": a.pk, "b": b.pk, "items": "disagreements"}).content.decode()
-    items = body[body.index('id="compare-items"'):]
+    items = body[body.index('id="compare-items"') :]
     assert "dampnest" not in items  # both pass it
     assert items.count("<tr><td>topk-attention-pool") == count["topk-attention-pool"]
     assert items.count("<tr><td>trimmed-infonce") == count["trimmed-infonce"]
     # The statistics stay those of every item.
-    assert 'aria-current="page">Disagreements only' in body and "dampnest" in body[:body.index('id="compare-items"')]
-    data = client.get(reverse("api-compare", args=[release.name]),
-                      {"a": a.pk, "b": b.pk, "items": "disagreements"}).json()
-    assert data["disagreements_only"] and {i["paper"] for i in data["items"]} == {"topk-attention-pool",
-                                                                                 "trimmed-infonce"}
+    assert 'aria-current="page">Disagreements only' in body and "dampnest" in body[: body.index('id="compare-items"')]
+    data = client.get(
+        reverse("api-compare", args=[release.name]), {"a": a.pk, "b": b.pk, "items": "disagreements"}
+    ).json()
+    assert data["disagreements_only"] and {i["paper"] for i in data["items"]} == {
+        "topk-attention-pool",
+        "trimmed-infonce",
+    }
     assert data["overall"]["items"] == sum(count.values())
 
 
@@ -150,12 +162,15 @@ def test_held_out_items_only_in_the_aggregate_for_non_maintainers(client, releas
     assert data["items_withheld"] == 0 and "dampnest" in {p["paper"] for p in data["papers"]}
 
 
-@pytest.mark.parametrize("query, message", [
-    ({"a": "x", "b": "1"}, "?a= must be a run id"),
-    ({"a": "1"}, "?b= must be a run id"),
-    ({"a": "²", "b": "1"}, "?a= must be a run id"),
-    ({"a": "999999", "b": "1"}, "no such run on release"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ({"a": "x", "b": "1"}, "?a= must be a run id"),
+        ({"a": "1"}, "?b= must be a run id"),
+        ({"a": "²", "b": "1"}, "?a= must be a run id"),
+        ({"a": "999999", "b": "1"}, "no such run on release"),
+    ],
+)
 def test_bad_queries_get_a_clear_error(client, release, pair, query, message):
     a, b, _, _ = pair
     query = {k: (str(b.pk) if v == "1" else v) for k, v in query.items()}

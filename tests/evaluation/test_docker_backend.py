@@ -46,8 +46,9 @@ def session(backend, environment):
 
 
 def run_python(session, source: str, limits: Limits = QUICK):
-    return session.run(files={"probe.py": source.encode()}, command=[session.environment.python, "probe.py"],
-                       limits=limits)
+    return session.run(
+        files={"probe.py": source.encode()}, command=[session.environment.python, "probe.py"], limits=limits
+    )
 
 
 def sandbox_containers(env_hash: str) -> list:
@@ -74,8 +75,11 @@ def test_the_demo_paper_passes_its_tests_through_the_harness(session):
     files = {path.name: path.read_bytes() for path in DAMPNEST.iterdir() if path.is_file()}
     nonce = nonce_new()
 
-    result = session.run(files=files | harness_files(nonce),
-                         command=harness_command(session.environment.python, "paper2code_test.py"), limits=Limits())
+    result = session.run(
+        files=files | harness_files(nonce),
+        command=harness_command(session.environment.python, "paper2code_test.py"),
+        limits=Limits(),
+    )
 
     verdict = harness_verdict(result.stdout, nonce)
     assert verdict.completed, (verdict.reason, result.stderr[-2000:])
@@ -110,7 +114,9 @@ def test_a_run_has_no_network(session):
         threading.Thread(target=server.serve_forever, daemon=True).start()
         port = server.server_address[1]
         try:
-            result = run_python(session, f"""
+            result = run_python(
+                session,
+                f"""
 import socket
 for host in {host_addresses()!r}:
     try:
@@ -123,7 +129,8 @@ try:
     print("resolved")
 except OSError as exc:
     print("no dns", exc)
-""")
+""",
+            )
         finally:
             server.shutdown()
 
@@ -133,7 +140,9 @@ except OSError as exc:
 
 
 def test_a_run_is_not_root_and_cannot_write_outside_its_work_folder(session):
-    result = run_python(session, """
+    result = run_python(
+        session,
+        """
 import os
 print("uid", os.getuid(), os.getgid())
 for path in ("/probe", "/etc/probe", "/opt/env/probe", "/usr/lib/probe"):
@@ -144,7 +153,8 @@ for path in ("/probe", "/etc/probe", "/opt/env/probe", "/usr/lib/probe"):
         print("refused", path, exc.strerror)
 open("written-here", "w").write("ok")
 print("work", open("written-here").read(), os.getcwd())
-""")
+""",
+    )
 
     assert result.exit_code == 0, result.stderr
     assert "uid 10001 10001" in result.stdout
@@ -186,8 +196,9 @@ def test_orphaned_sandboxes_are_removed_and_nothing_else(backend):
     than any run may last, and leaves younger sandboxes (another worker's live runs) and other containers alone."""
     client = docker.from_env()
     base = backend.base_image
-    orphan = client.containers.run(base, ["sleep", "300"], detach=True, network_disabled=True,
-                                   labels={"rcb.sandbox": "1"})
+    orphan = client.containers.run(
+        base, ["sleep", "300"], detach=True, network_disabled=True, labels={"rcb.sandbox": "1"}
+    )
     other = client.containers.run(base, ["sleep", "300"], detach=True, network_disabled=True)
     try:
         assert backend.orphans_remove(older_than=3600) == 0  # a live run of another worker: kept

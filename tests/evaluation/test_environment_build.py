@@ -28,7 +28,7 @@ SECRET = f"rcb-fake-secret-{uuid.uuid4().hex}"
 PASSWORD = f"rcb-index-password-{uuid.uuid4().hex}"
 LIMITS = Limits(wall_seconds=60)
 
-SETUP_PY = '''
+SETUP_PY = """
 import json, os, socket
 from setuptools import setup
 
@@ -54,7 +54,7 @@ if {fail!r}:
 with open("rcb_evil_seen.py", "w") as module:
     module.write("SEEN = " + repr(json.dumps(seen)) + "\\n")
 setup(name={name!r}, version="1.0", py_modules=["rcb_evil_seen"])
-'''
+"""
 
 
 def sdist(name: str, setup_py: str) -> tuple[str, bytes]:
@@ -99,8 +99,10 @@ class TinyIndex:
         for name, (filename, data) in self.projects.items():
             if path.rstrip("/") == f"/simple/{name}":
                 digest = hashlib.sha256(data).hexdigest()
-                return f'<html><body><a href="/files/{filename}#sha256={digest}">{filename}</a></body></html>'.encode(), \
-                    "text/html"
+                return (
+                    f'<html><body><a href="/files/{filename}#sha256={digest}">{filename}</a></body></html>'.encode(),
+                    "text/html",
+                )
             if path == f"/files/{filename}":
                 return data, "application/octet-stream"
         return None, "text/plain"
@@ -156,8 +158,7 @@ def assert_nothing_left_the_sandbox(log: str, markers: list[Path], index: TinyIn
     assert not [path for path in index.requests if path.startswith("/exfiltrate")]
 
 
-def test_a_hostile_sdist_builds_only_inside_the_sandbox_and_sees_nothing(backend, index, worker_environment,
-                                                                          tmp_path):
+def test_a_hostile_sdist_builds_only_inside_the_sandbox_and_sees_nothing(backend, index, worker_environment, tmp_path):
     name, markers = hostile(index, tmp_path, fail=False)
     env_hash = hashlib.sha256(f"rcb-test-hostile-{uuid.uuid4()}".encode()).hexdigest()
 
@@ -166,8 +167,11 @@ def test_a_hostile_sdist_builds_only_inside_the_sandbox_and_sees_nothing(backend
     assert_nothing_left_the_sandbox(environment.build_log, markers, index)
     assert f"/simple/{name}/" in index.requests, "the sdist was fetched from the test's index"
     with backend.session(environment) as session:
-        result = session.run(files={"p.py": b"import rcb_evil_seen; print(rcb_evil_seen.SEEN)"},
-                             command=[environment.python, "p.py"], limits=LIMITS)
+        result = session.run(
+            files={"p.py": b"import rcb_evil_seen; print(rcb_evil_seen.SEEN)"},
+            command=[environment.python, "p.py"],
+            limits=LIMITS,
+        )
     assert result.exit_code == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["uid"] in (65534, 10001), "built as the sandbox user"
@@ -200,13 +204,17 @@ def test_a_package_that_exists_only_as_an_sdist_builds_and_imports(backend):
 
     assert "antlr4-python3-runtime-4.9.3.tar.gz" in environment.build_log
     with backend.session(environment) as session:
-        result = session.run(files={"p.py": b"import antlr4; print(antlr4.__name__, antlr4.Token.EOF)"},
-                             command=[environment.python, "p.py"], limits=LIMITS)
+        result = session.run(
+            files={"p.py": b"import antlr4; print(antlr4.__name__, antlr4.Token.EOF)"},
+            command=[environment.python, "p.py"],
+            limits=LIMITS,
+        )
     assert (result.exit_code, result.stdout.strip()) == (0, "antlr4 -1"), result.stderr
 
 
-def test_dependencies_an_sdist_declares_only_when_built_are_fetched_in_a_later_round(backend, index, worker_environment,
-                                                                                        tmp_path):
+def test_dependencies_an_sdist_declares_only_when_built_are_fetched_in_a_later_round(
+    backend, index, worker_environment, tmp_path
+):
     name = f"rcb-needs-{uuid.uuid4().hex[:8]}"
     setup_py = f'from setuptools import setup\nsetup(name={name!r}, version="1.0", install_requires=["six"])\n'
     index.projects[name] = sdist(name, setup_py)
@@ -216,8 +224,9 @@ def test_dependencies_an_sdist_declares_only_when_built_are_fetched_in_a_later_r
 
     assert "round 2: fetched six-" in environment.build_log, environment.build_log[-3000:]
     with backend.session(environment) as session:
-        result = session.run(files={"p.py": b"import six; print(six.__name__)"},
-                             command=[environment.python, "p.py"], limits=LIMITS)
+        result = session.run(
+            files={"p.py": b"import six; print(six.__name__)"}, command=[environment.python, "p.py"], limits=LIMITS
+        )
     assert result.stdout.strip() == "six", result.stderr
 
 
@@ -225,9 +234,14 @@ def wheel(name: str, requires: list[str]) -> tuple[str, bytes]:
     """A pure-Python wheel of one module `<name>` whose METADATA declares `requires`."""
     module = name.replace("-", "_")
     dist_info = f"{module}-1.0.dist-info"
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
-    files = {f"{module}.py": f"NAME = {name!r}\n", f"{dist_info}/METADATA": metadata,
-             f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: rcb-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    files = {
+        f"{module}.py": f"NAME = {name!r}\n",
+        f"{dist_info}/METADATA": metadata,
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: rcb-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     files[f"{dist_info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{dist_info}/RECORD"])
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
@@ -237,7 +251,8 @@ def wheel(name: str, requires: list[str]) -> tuple[str, bytes]:
 
 
 def test_the_hosts_find_links_folders_and_file_indexes_are_honoured_and_declared_dependencies_fetched(
-        backend, monkeypatch, tmp_path):
+    backend, monkeypatch, tmp_path
+):
     top, dependency = f"rcb-top-{uuid.uuid4().hex[:8]}", f"rcb-dep-{uuid.uuid4().hex[:8]}"
     links = tmp_path / "links"
     links.mkdir()
@@ -250,7 +265,9 @@ def test_the_hosts_find_links_folders_and_file_indexes_are_honoured_and_declared
     (project / "index.html").write_text(f'<a href="{filename}">{filename}</a>')
     host = IndexConfig.host()
     monkeypatch.setenv("PIP_FIND_LINKS", " ".join([*host.find_links, str(links)]))
-    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", " ".join([*host.index_urls[1:], (tmp_path / "index" / "simple").as_uri()]))
+    monkeypatch.setenv(
+        "PIP_EXTRA_INDEX_URL", " ".join([*host.index_urls[1:], (tmp_path / "index" / "simple").as_uri()])
+    )
     env_hash = hashlib.sha256(f"rcb-test-find-links-{uuid.uuid4()}".encode()).hexdigest()
 
     environment = backend.environment_build(env_hash=env_hash, requirements=f"{top}\n")
@@ -263,8 +280,9 @@ def test_the_hosts_find_links_folders_and_file_indexes_are_honoured_and_declared
     assert result.stdout.split() == [top, dependency], result.stderr
 
 
-def test_fetching_more_than_the_configured_megabytes_is_refused_with_the_log(sandbox_cache, settings, monkeypatch,
-                                                                             tmp_path):
+def test_fetching_more_than_the_configured_megabytes_is_refused_with_the_log(
+    sandbox_cache, settings, monkeypatch, tmp_path
+):
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
     name = f"rcb-big-{uuid.uuid4().hex[:8]}"
     filename, data = wheel(name, [])

@@ -66,8 +66,10 @@ def test_the_other_items_of_a_failed_environment_fail_at_once_without_rebuilding
     outcomes = Outcome.objects.filter(run=run, snippet__task=task)
     assert outcomes.count() == len(snippets)
     assert set(outcomes.values_list("status", "category")) == {("error", "infrastructure")}
-    assert all(o.detail.startswith(environments.ENVIRONMENT_FAILED) and "No matching distribution" in o.detail
-               for o in outcomes)
+    assert all(
+        o.detail.startswith(environments.ENVIRONMENT_FAILED) and "No matching distribution" in o.detail
+        for o in outcomes
+    )
     assert rest / (len(snippets) - 1) < max(first, 1.0), (first, rest)
 
 

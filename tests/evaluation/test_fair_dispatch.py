@@ -23,8 +23,11 @@ SAMPLES = 12
 
 
 def _upload_of_references(version, samples: int) -> bytes:
-    return "".join(json.dumps({"id": str(s.pk), "sample": k, "code": s.reference_code}) + "\n"
-                   for k in range(samples) for s in version_snippets(version=version)).encode()
+    return "".join(
+        json.dumps({"id": str(s.pk), "sample": k, "code": s.reference_code}) + "\n"
+        for k in range(samples)
+        for s in version_snippets(version=version)
+    ).encode()
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -34,12 +37,17 @@ def test_a_small_run_started_behind_a_big_one_completes_first(celery_worker_fact
     worker = celery_worker_factory(queues="default,sandbox", RUN_ITEMS_IN_FLIGHT="2", **WATCH)
     uploader = ModelEntry.objects.create(name="bulk", display_name="Bulk", kind=ModelEntry.Kind.UPLOADED)
     big = services.run_from_upload(model=uploader, version=version, data=_upload_of_references(version, SAMPLES))
-    polled(lambda: Outcome.objects.filter(run=big).exists(), timeout=300, what="the big run's first outcome",
-           worker=worker)
+    polled(
+        lambda: Outcome.objects.filter(run=big).exists(), timeout=300, what="the big run's first outcome", worker=worker
+    )
 
     small = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
-    polled(lambda: EvaluationRun.objects.get(pk=small.pk).status == EvaluationRun.Status.COMPLETED, timeout=600,
-           what="the small run to complete", worker=worker)
+    polled(
+        lambda: EvaluationRun.objects.get(pk=small.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=600,
+        what="the small run to complete",
+        worker=worker,
+    )
     big.refresh_from_db()
     assert big.status == EvaluationRun.Status.RUNNING, "the small run completed while the big one still ran"
     assert Outcome.objects.filter(run=big).count() < big.total_items
@@ -49,8 +57,7 @@ def test_a_small_run_started_behind_a_big_one_completes_first(celery_worker_fact
 @pytest.mark.django_db
 def test_feed_order_groups_items_by_environment_and_paper(media_root):
     version = pset_import(root=DEMO_PSET, version_name="order-1.0.0", publish=True).version
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=2,
-                             dispatch=False)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=2, dispatch=False)
     order = run_feed_order(run)
     snippets = {s.pk: s for s in version_snippets(version=version)}
     keys = [(snippets[i].task.environment_hash, snippets[i].task.paper.slug) for i, _ in order]
@@ -60,8 +67,9 @@ def test_feed_order_groups_items_by_environment_and_paper(media_root):
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_resuming_a_run_again_and_again_keeps_one_share_running(celery_worker_factory, worker_broker, media_root,
-                                                                 settings):
+def test_resuming_a_run_again_and_again_keeps_one_share_running(
+    celery_worker_factory, worker_broker, media_root, settings
+):
     """An owner resuming a running run over and over (the API answers each) puts a new share on the broker each
     time; only the newest feed's messages run, the others are dropped when they reach a worker."""
     import base64
@@ -80,8 +88,12 @@ def test_resuming_a_run_again_and_again_keeps_one_share_running(celery_worker_fa
     run.refresh_from_db()
     assert len(feeds) >= 5 * 2 and feeds.count(run.feed_epoch) == 2, feeds
     worker = celery_worker_factory(queues="sandbox", RUN_ITEMS_IN_FLIGHT="2", **WATCH)
-    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=600,
-           what="the run to complete", worker=worker)
+    polled(
+        lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=600,
+        what="the run to complete",
+        worker=worker,
+    )
     stale = len(feeds) - feeds.count(run.feed_epoch)
     assert worker.output().count("dropped (the run is on feed") == stale, worker.output()[-3000:]
     assert Outcome.objects.filter(run=run).count() == run.total_items

@@ -39,7 +39,8 @@ def operations_page(client, maintainer) -> str:
 
 
 def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
-        own_redis, celery_worker_factory, media_root, client, maintainer):
+    own_redis, celery_worker_factory, media_root, client, maintainer
+):
     version = pset_import(root=DEMO_PSET, version_name="faults-1.0.0", publish=True).version
     worker = celery_worker_factory(queues="default,sandbox", **WATCH)
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
@@ -51,8 +52,12 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
     time.sleep(3)
     own_redis.start()  # empty: every queued and unacknowledged message is gone
 
-    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
-           what="the run to complete by itself", worker=worker)
+    polled(
+        lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=300,
+        what="the run to complete by itself",
+        worker=worker,
+    )
     assert_every_item_once_and_scored(run)
     redispatched = events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED)
     assert 0 < redispatched.items <= run.total_items - lost_at
@@ -64,15 +69,17 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
 
 
 def test_database_stopped_mid_run_loses_no_item_and_the_run_completes_by_itself(
-        own_postgres, celery_worker_factory, media_root, client):
+    own_postgres, celery_worker_factory, media_root, client
+):
     from django.contrib.auth.models import Group, User
 
     with default_database(own_postgres.url()):
         version = pset_import(root=DEMO_PSET, version_name="faults-db-1.0.0", publish=True).version
         worker = celery_worker_factory(queues="default,sandbox", **WATCH)
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
-        polled(lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes",
-               worker=worker)
+        polled(
+            lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes", worker=worker
+        )
 
         done_before = Outcome.objects.filter(run=run).count()
         connection.close()
@@ -81,8 +88,12 @@ def test_database_stopped_mid_run_loses_no_item_and_the_run_completes_by_itself(
         own_postgres.start()
         assert done_before < run.total_items, "the database must go down mid-run for this test to mean anything"
 
-        polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
-               what="the run to complete by itself", worker=worker)
+        polled(
+            lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+            timeout=300,
+            what="the run to complete by itself",
+            worker=worker,
+        )
         assert_every_item_once_and_scored(run)
         outage = OperationsEvent.objects.filter(kind=OperationsEvent.Kind.DATABASE_UNAVAILABLE).first()
         assert outage is not None, worker.output()[-4000:]
@@ -106,25 +117,34 @@ def test_embedded_broker_losing_its_queue_mid_run_the_run_completes_by_itself(me
     """The embedded default (kombu's filesystem broker, no Redis): its queue folder emptied mid-run."""
     from tests.conftest import embedded_worker
 
-    with embedded_worker(tmp_path, queues="default,sandbox", env={
-            "MEDIA_ROOT": str(media_root), "SANDBOX_CACHE_DIR": str(sandbox_cache), **WATCH}) as (worker, queue):
+    with embedded_worker(
+        tmp_path,
+        queues="default,sandbox",
+        env={"MEDIA_ROOT": str(media_root), "SANDBOX_CACHE_DIR": str(sandbox_cache), **WATCH},
+    ) as (worker, queue):
         version = pset_import(root=DEMO_PSET, version_name="faults-fs-1.0.0", publish=True).version
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
-        polled(lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes",
-               worker=worker)
+        polled(
+            lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes", worker=worker
+        )
         # The run's items only: the folder also holds the workers' control messages (the watchdog's inspect
         # broadcasts), which are no lost work.
         lost = [message.unlink() for message in queue.glob("*.msg") if _item_message(message)]
         assert lost, "messages must be waiting for this test to mean anything"
 
-        polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
-               what="the run to complete by itself", worker=worker)
+        polled(
+            lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+            timeout=300,
+            what="the run to complete by itself",
+            worker=worker,
+        )
         assert_every_item_once_and_scored(run)
         assert events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED).items >= len(lost)
 
 
 def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
-        own_redis, celery_worker_factory, media_root):
+    own_redis, celery_worker_factory, media_root
+):
     version = pset_import(root=DEMO_PSET, version_name="faults-start-1.0.0", publish=True).version
     own_redis.kill()
     started = time.monotonic()
@@ -135,8 +155,12 @@ def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
 
     own_redis.start()
     worker = celery_worker_factory(queues="default,sandbox", **WATCH)
-    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=300,
-           what="the run to complete by itself", worker=worker)
+    polled(
+        lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=300,
+        what="the run to complete by itself",
+        worker=worker,
+    )
     assert_every_item_once_and_scored(run)
     # Fed again from its first item: one share now, the rest as those end.
     assert events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED).items == 8

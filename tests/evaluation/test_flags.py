@@ -27,8 +27,9 @@ def run(release):
         verdict = Verdict("passed", "", "")
         if index < 3:
             verdict = outcome_flag(verdict, [{"kind": "hidden", "line": 12, "detail": EVIDENCE, "source": "runtime"}])
-        generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p",
-                                                raw_answer="```python\nx = 1\n```")
+        generation = services.generation_record(
+            run=run, snippet=snippet, sample=0, prompt="p", raw_answer="```python\nx = 1\n```"
+        )
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
     assert services.run_maybe_finish(run=run)
     return EvaluationRun.objects.get(pk=run.pk)
@@ -54,7 +55,11 @@ def test_confirming_fails_the_item_and_rescores_the_run(run, maintainer):
     services.outcome_review(outcome=outcome, reviewer=maintainer, decision="confirmed")
     outcome.refresh_from_db()
     assert (outcome.status, outcome.category, outcome.review, outcome.reviewed_by) == (
-        "failed", "tampering", "confirmed", maintainer)
+        "failed",
+        "tampering",
+        "confirmed",
+        maintainer,
+    )
     score = overall(run)
     assert (score.passed, score.failed, score.flagged) == (30, 1, 2)
     assert score.pass_rate == pytest.approx(100 * 30 / 31)

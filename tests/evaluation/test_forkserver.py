@@ -24,8 +24,11 @@ def run(session, model: str, *, limits=LIMITS, entry_point: str) -> Run:
 
     start = time.monotonic()
     # numpy, as real tests import it: environments whose preloads load no ctypes run cold (ForkingSession._zygote).
-    result = session.run(files={"paper2code_test.py": ("import numpy\n" + entry_point).encode(), "model.py": model.encode()},
-                         command=[session.environment.python, "-B", "paper2code_test.py"], limits=limits)
+    result = session.run(
+        files={"paper2code_test.py": ("import numpy\n" + entry_point).encode(), "model.py": model.encode()},
+        command=[session.environment.python, "-B", "paper2code_test.py"],
+        limits=limits,
+    )
     return Run(result, HarnessVerdict(result.exit_code == 0, result.stdout, ""), time.monotonic() - start)
 
 
@@ -54,14 +57,20 @@ def found_in(attack) -> dict:
 
 
 def test_preload_is_the_imports_minus_the_tasks_own_modules():
-    files = {"paper2code_test.py": b"import numpy as np\nfrom torch.nn import functional\nimport model\nfrom . import x\n",
-             "model.py": b"import scipy.linalg\nimport helpers\n", "helpers/__init__.py": b"", "data.csv": b"a"}
+    files = {
+        "paper2code_test.py": b"import numpy as np\nfrom torch.nn import functional\nimport model\nfrom . import x\n",
+        "model.py": b"import scipy.linalg\nimport helpers\n",
+        "helpers/__init__.py": b"",
+        "data.csv": b"a",
+    }
     assert preload_modules(files) == ["numpy", "torch.nn", "scipy.linalg"]
 
 
 def test_items_run_in_forks_with_the_imports_preloaded_and_a_fresh_random_state(session):
-    entry = report("found['warm'] = 'fractions' in sys.modules\nimport fractions, random\n"
-                   "found['random'] = random.random()\nfound['pid'] = os.getpid()")
+    entry = report(
+        "found['warm'] = 'fractions' in sys.modules\nimport fractions, random\n"
+        "found['random'] = random.random()\nfound['pid'] = os.getpid()"
+    )
     first, second = found_in(run(session, "", entry_point=entry)), found_in(run(session, "", entry_point=entry))
     assert session.forking
     assert first["warm"] and second["warm"]
@@ -70,17 +79,24 @@ def test_items_run_in_forks_with_the_imports_preloaded_and_a_fresh_random_state(
 
 
 def test_an_item_runs_unprivileged_with_no_capabilities(session):
-    status = found_in(run(session, "", entry_point=report(
-        "found.update(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines()"
-        " if ':\\t' in line)"
-        "\nfound['uid'] = os.getuid()")))
+    status = found_in(
+        run(
+            session,
+            "",
+            entry_point=report(
+                "found.update(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines()"
+                " if ':\\t' in line)"
+                "\nfound['uid'] = os.getuid()"
+            ),
+        )
+    )
     assert status["uid"] == SANDBOX_UID[session.backend.name]
     for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(status[key], 16) == 0, (key, status[key])
     assert status["NoNewPrivs"].strip() == "1"
 
 
-LEAVE_BEHIND = report('''
+LEAVE_BEHIND = report("""
 import subprocess
 subprocess.Popen(["/bin/sh", "-c", "sleep 300 # rcb-leftover-marker"], start_new_session=True)
 if os.fork() == 0:
@@ -105,9 +121,9 @@ if os.path.isdir("/dev/mqueue"):
 os.environ["RCB_LEFTOVER"] = "1"
 os.putenv("RCB_LEFTOVER_PUT", "1")
 found["left"] = True
-''')
+""")
 
-LOOK_FOR_LEFTOVERS = report('''
+LOOK_FOR_LEFTOVERS = report("""
 me = os.readlink("/proc/self")
 held = [f"/proc/{pid}/{kind}" for pid in os.listdir("/proc") if pid.isdigit() and pid != me for kind in ("cwd", "root")]
 found["files"] = [f for f in ("/tmp", "/dev/shm", os.environ["HOME"], ".", "/dev/mqueue", *held)
@@ -122,7 +138,7 @@ for pid in os.listdir("/proc"):
             found["leftover_cmdlines"].append(pid)
     except OSError:
         pass
-''')
+""")
 
 
 def test_nothing_an_item_leaves_reaches_the_next_one(session):
@@ -135,7 +151,7 @@ def test_nothing_an_item_leaves_reaches_the_next_one(session):
     assert seen == {"files": [], "env": [], "processes": 5, "leftover_cmdlines": []}
 
 
-ATTACK_THE_ZYGOTE = report('''
+ATTACK_THE_ZYGOTE = report("""
 import ctypes, signal
 libc = ctypes.CDLL(None, use_errno=True)
 def parent(pid):
@@ -169,7 +185,7 @@ for pid in targets:
         pass
     if libc.ptrace(16, int(pid), None, None) == 0:  # PTRACE_ATTACH by the pid /proc shows
         found["got"].append("ptrace attach")
-''')
+""")
 
 
 def test_an_item_cannot_read_signal_or_trace_the_fork_server(session):
@@ -183,7 +199,7 @@ def test_an_item_cannot_read_signal_or_trace_the_fork_server(session):
     assert after["ok"]
 
 
-MAKE_NAMESPACES = report('''
+MAKE_NAMESPACES = report("""
 import ctypes, platform
 libc = ctypes.CDLL(None, use_errno=True)
 CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]
@@ -203,7 +219,7 @@ child = os.fork()
 if child == 0:
     os._exit(0)
 found["plain fork"] = os.waitpid(child, 0)[1] == 0
-''')
+""")
 
 
 def test_an_item_can_make_no_namespace_and_mount_nothing(session):
@@ -225,7 +241,7 @@ def test_a_worker_killed_mid_item_takes_its_fork_server_and_the_item_along(sandb
 
     marker = f"rcb-orphan-{os.getpid()}-{time.monotonic_ns()}"
     script = tmp_path / "worker.py"
-    script.write_text(f'''
+    script.write_text(f"""
 import django, os, sys
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 django.setup()
@@ -239,12 +255,17 @@ entry = "import numpy, subprocess, time\\nsubprocess.run(['/bin/sh', '-c', 'slee
 print("started", flush=True)
 session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment.python, "-B", "paper2code_test.py"],
             limits=Limits(wall_seconds=600))
-''')
+""")
     for backend in ("bwrap", "docker"):
         sandbox_backend_or_missing(backend, sandbox_cache)
         started = time.time()
-        worker = subprocess.Popen([sys.executable, str(script), backend, str(sandbox_cache)], stdout=subprocess.PIPE,
-                                  text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        worker = subprocess.Popen(
+            [sys.executable, str(script), backend, str(sandbox_cache)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         try:
             assert worker.stdout.readline() == "started\n"
             deadline = time.monotonic() + 60
@@ -258,21 +279,27 @@ session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment
         if backend == "docker":
             import docker
             from evaluation.sandbox.docker import WORKER_LABEL
+
             client, label = docker.from_env(), f"{WORKER_LABEL}={socket.gethostname()}:{worker.pid}"
             deadline = time.monotonic() + 10
             while client.containers.list(all=True, filters={"label": label}) and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert client.containers.list(all=True, filters={"label": label}) == []
             # What the killed worker had: its fork server container, found through the engine's event log.
-            events = client.events(since=started, until=time.time(), decode=True,
-                                   filters={"label": label, "event": "destroy"})
+            events = client.events(
+                since=started, until=time.time(), decode=True, filters={"label": label, "event": "destroy"}
+            )
             assert [event["Actor"]["Attributes"][WORKER_LABEL] for event in events] == [label.split("=")[1]]
 
 
 def test_an_item_cannot_pass_itself_off_as_a_failed_fork(session):
     # A fork whose sandbox could not be set up is run again cold; an item that says so of itself is only an exit.
-    done = run(session, "", entry_point="import os, sys\nprint('rcb-fork: set-up failed', file=sys.stderr)\n"
-                                        "sys.stderr.flush()\nos._exit(125)\n")
+    done = run(
+        session,
+        "",
+        entry_point="import os, sys\nprint('rcb-fork: set-up failed', file=sys.stderr)\n"
+        "sys.stderr.flush()\nos._exit(125)\n",
+    )
     assert done.result.exit_code == 125 and "rcb-fork:" in done.result.stderr
     assert session.forking
 
@@ -284,10 +311,15 @@ def test_limits_hold_in_a_fork(session):
     assert slow.result.timed_out and slow.seconds < 10
     hungry = run(session, "", entry_point="x = bytearray(900 * 1024 * 1024)\nx[::4096] = b'1' * len(x[::4096])\n")
     assert not hungry.verdict.completed and (hungry.result.oom_killed or hungry.result.exit_code != 0)
-    bomb = run(session, "", entry_point=report(
-        "n = 0\ntry:\n    while n < 500:\n        if os.fork() == 0:\n"
-        "            import time; time.sleep(5); os._exit(0)\n"
-        "        n += 1\nexcept OSError:\n    pass\nfound['n'] = n"))
+    bomb = run(
+        session,
+        "",
+        entry_point=report(
+            "n = 0\ntry:\n    while n < 500:\n        if os.fork() == 0:\n"
+            "            import time; time.sleep(5); os._exit(0)\n"
+            "        n += 1\nexcept OSError:\n    pass\nfound['n'] = n"
+        ),
+    )
     assert found_in(bomb)["n"] < LIMITS.processes
     assert session.forking
 
@@ -300,7 +332,11 @@ def test_an_item_has_no_network(session):
     listener.listen(1)
     port = listener.getsockname()[1]
     try:
-        seen = found_in(run(session, "", entry_point=report(f"""
+        seen = found_in(
+            run(
+                session,
+                "",
+                entry_point=report(f"""
 import socket
 found["interfaces"] = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
 found["reached"] = []
@@ -310,7 +346,9 @@ for host in ("127.0.0.1", "localhost"):
         found["reached"].append(host)
     except OSError:
         pass
-""")))
+"""),
+            )
+        )
     finally:
         listener.close()
     assert seen["reached"] == [] and set(seen["interfaces"]) <= {"lo"}

@@ -91,8 +91,11 @@ STEALTHY = lines(
     "with open('/dev/fd/../status') as own:",
     "    pid = [row.split()[-1] for row in own if row.startswith('NSpid:')][0]",
     "outs = []",
-    *(line for fd in range(3, 9) for line in (
-        "try:", f"    outs.append(open('/dev/fd/{fd}', 'wb', 0))", "except Exception:", "    pass")),
+    *(
+        line
+        for fd in range(3, 9)
+        for line in ("try:", f"    outs.append(open('/dev/fd/{fd}', 'wb', 0))", "except Exception:", "    pass")
+    ),
     "for out in outs:",
     "    for k in found:",
     "        try:",
@@ -105,7 +108,7 @@ STEALTHY = lines(
 
 # The test imports numpy (which loads ctypes) only after the answer's module: cold, the answer's import is the first;
 # warm, numpy was preloaded. Either way the answer's import of ctypes must be seen.
-LATE_NUMPY = '''
+LATE_NUMPY = """
 import unittest
 
 import model
@@ -119,7 +122,7 @@ class TestAnswer(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
+"""
 
 
 def judged(session, body: str, *, entry_point: str = NUMPY_ENTRY_POINT):
@@ -127,9 +130,13 @@ def judged(session, body: str, *, entry_point: str = NUMPY_ENTRY_POINT):
     from evaluation.sandbox.harness import GuardSpec
 
     model = "def answer():\n" + body + "    return 41\n"
-    item = harness_run(session=session, files={"paper2code_test.py": entry_point.encode(), "model.py": model.encode()},
-                       test_entry_point="paper2code_test.py", limits=LIMITS,
-                       guard=GuardSpec(answer_file="model.py", first_line=2, last_line=1 + body.count("\n")))
+    item = harness_run(
+        session=session,
+        files={"paper2code_test.py": entry_point.encode(), "model.py": model.encode()},
+        test_entry_point="paper2code_test.py",
+        limits=LIMITS,
+        guard=GuardSpec(answer_file="model.py", first_line=2, last_line=1 + body.count("\n")),
+    )
     return item.verdict.status, {f["kind"] for f in item.verdict.findings}, item
 
 
@@ -171,10 +178,13 @@ def test_an_answers_ctypes_import_is_seen_although_the_test_loaded_it(sandbox_ca
     model = "import ctypes\ndef answer():\n    return 42\n"
     with session_of(sandbox_cache, backend_name, warm=mode == "warm") as session:
         for entry_point in (LATE_NUMPY, NUMPY_ENTRY_POINT):  # numpy imported after the answer, then before it
-            item = harness_run(session=session, files={"paper2code_test.py": entry_point.encode(),
-                                                       "model.py": model.encode()},
-                               test_entry_point="paper2code_test.py", limits=LIMITS,
-                               guard=GuardSpec(answer_file="model.py", first_line=1, last_line=3))
+            item = harness_run(
+                session=session,
+                files={"paper2code_test.py": entry_point.encode(), "model.py": model.encode()},
+                test_entry_point="paper2code_test.py",
+                limits=LIMITS,
+                guard=GuardSpec(answer_file="model.py", first_line=1, last_line=3),
+            )
             assert item.verdict.status == "flagged", (entry_point[:40], item.verdict)
             assert ("native", 1) in {(f["kind"], f["line"]) for f in item.verdict.findings}
         assert session.forking == (mode == "warm")
@@ -194,11 +204,13 @@ def test_a_verdict_line_another_writer_cut_into_does_not_complete():
     tests = base64.b64encode(f"runs\t1{rows}".encode()).decode()
     honest = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob} {len(tests)} {tests}\n", nonce)
     assert honest.completed and honest.records and len(honest.tests) == 300 and honest.stdout == "out\n"
-    cut = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob} {len(tests)} {tests[:4000]}\n{tests[4000:]}\n",
-                          nonce)
+    cut = harness_verdict(
+        f"out\n{nonce} completed 0 {len(blob)} {blob} {len(tests)} {tests[:4000]}\n{tests[4000:]}\n", nonce
+    )
     assert not cut.completed and not cut.records and "cut by another writer" in cut.reason
-    in_records = harness_verdict(f"out\n{nonce} completed 0 {len(blob)} {blob[:4000]}\n{blob[4000:]} {len(tests)} "
-                                 f"{tests}\n", nonce)
+    in_records = harness_verdict(
+        f"out\n{nonce} completed 0 {len(blob)} {blob[:4000]}\n{blob[4000:]} {len(tests)} {tests}\n", nonce
+    )
     assert not in_records.completed and not in_records.records
     assert not harness_verdict(f"\n{nonce} completed 0 {len(blob)}\n {blob} {len(tests)} {tests}\n", nonce).completed
 
@@ -208,14 +220,19 @@ def test_an_answer_that_crashes_only_warm_after_a_recorded_step_is_judged_on_tha
     from evaluation.executor import harness_run
     from evaluation.sandbox.harness import GuardSpec
 
-    model = ("def answer():\n    import ctypes, os, signal, sys\n"
-             "    if any('recv_fds' in arg for arg in sys.orig_argv):\n"
-             "        os.kill(os.getpid(), signal.SIGSEGV)\n    return 42\n")
+    model = (
+        "def answer():\n    import ctypes, os, signal, sys\n"
+        "    if any('recv_fds' in arg for arg in sys.orig_argv):\n"
+        "        os.kill(os.getpid(), signal.SIGSEGV)\n    return 42\n"
+    )
     with session_of(sandbox_cache, backend_name, warm=True) as session:
-        item = harness_run(session=session, files={"paper2code_test.py": NUMPY_ENTRY_POINT.encode(),
-                                                   "model.py": model.encode()},
-                           test_entry_point="paper2code_test.py", limits=LIMITS,
-                           guard=GuardSpec(answer_file="model.py", first_line=2, last_line=5))
+        item = harness_run(
+            session=session,
+            files={"paper2code_test.py": NUMPY_ENTRY_POINT.encode(), "model.py": model.encode()},
+            test_entry_point="paper2code_test.py",
+            limits=LIMITS,
+            guard=GuardSpec(answer_file="model.py", first_line=2, last_line=5),
+        )
         assert session.forking, "the environment stays warm: the crash was the answer's own"
     assert item.verdict.status == "flagged", item.verdict
     assert "native" in {f["kind"] for f in item.verdict.findings}

@@ -50,8 +50,17 @@ def cold(sandbox_cache, backend_name):
 def judged(session, code: str):
     from evaluation.executor import answer_test
 
-    item = answer_test(session=session, files=FILES, annotated=ANNOTATED, position=LAYER_NORM.index, code=code,
-                       test_entry_point="paper2code_test.py", hidden_files=HIDDEN, limits=LIMITS, static_audit=False)
+    item = answer_test(
+        session=session,
+        files=FILES,
+        annotated=ANNOTATED,
+        position=LAYER_NORM.index,
+        code=code,
+        test_entry_point="paper2code_test.py",
+        hidden_files=HIDDEN,
+        limits=LIMITS,
+        static_audit=False,
+    )
     verdict = item.verdict
     # Numbers in a detail (pids, addresses) differ from run to run; what was done, where, and its kind may not.
     findings = sorted({(f["kind"], f["line"], re.sub(r"\d+", "N", f["detail"])) for f in verdict.findings})
@@ -91,10 +100,13 @@ def test_an_answer_importing_ctypes_is_recorded_although_the_fork_server_uses_it
     model = "def answer():\n    import ctypes\n    return 41\n"
     with session_of(sandbox_cache, backend_name, warm=mode == "warm") as session:
         for _ in range(2):
-            item = harness_run(session=session, files={"paper2code_test.py": NUMPY_ENTRY_POINT.encode(),
-                                                       "model.py": model.encode()},
-                               test_entry_point="paper2code_test.py", limits=LIMITS,
-                               guard=GuardSpec(answer_file="model.py", first_line=2, last_line=3))
+            item = harness_run(
+                session=session,
+                files={"paper2code_test.py": NUMPY_ENTRY_POINT.encode(), "model.py": model.encode()},
+                test_entry_point="paper2code_test.py",
+                limits=LIMITS,
+                guard=GuardSpec(answer_file="model.py", first_line=2, last_line=3),
+            )
             findings = {(f["kind"], f["line"], f["detail"]) for f in item.verdict.findings}
             assert item.verdict.status == "flagged" and ("native", 2, "imports 'ctypes'") in findings, item.verdict
             assert {(kind, line) for kind, line, _ in findings} == {("native", 2)}
@@ -109,7 +121,7 @@ def test_what_the_fork_server_preloads_does_not_depend_on_the_answer(warm):
 
 
 # The test itself (not the answer: the guard records nothing of it) looks for the nonce everywhere it can reach.
-NONCE_HUNT = '''
+NONCE_HUNT = """
 import os, re
 import numpy
 found = []
@@ -141,7 +153,7 @@ for label, pid in (("self", "self"), ("parent", parent)):
             pass
 found += [name for name in os.listdir(".") if name.startswith(".rcb-")]
 print("FOUND " + "|".join(sorted(set(found))))
-'''
+"""
 
 
 @pytest.mark.parametrize("mode", ["warm", "cold"])
@@ -151,12 +163,16 @@ def test_the_nonce_never_reaches_the_test_process(sandbox_cache, backend_name, m
             attack = run(session, HONEST, entry_point=NONCE_HUNT)
             assert attack.verdict.completed, attack.output[-3000:]
         assert session.forking == (mode == "warm")
-    found = next(line for line in attack.verdict.stdout.splitlines() if line.startswith("FOUND ")).removeprefix("FOUND ").split("|")
+    found = (
+        next(line for line in attack.verdict.stdout.splitlines() if line.startswith("FOUND "))
+        .removeprefix("FOUND ")
+        .split("|")
+    )
     # Its own memory holds no nonce; the supervisor's memory cannot be read at all (it is not dumpable).
     assert found == ["canary", "parent: PermissionError"], found
 
 
-VENV_WRITE = '''
+VENV_WRITE = """
 import json, os, sys
 found = {"python": os.path.exists(sys.executable), "writes": []}
 for folder in (sys.prefix, os.path.dirname(os.__file__)):
@@ -166,7 +182,7 @@ for folder in (sys.prefix, os.path.dirname(os.__file__)):
     except OSError:
         pass
 print("REPORT " + json.dumps(found))
-'''
+"""
 
 
 def test_a_fork_sees_the_environment_read_only_even_when_it_lies_below_tmp(sandbox_cache, warm):
@@ -178,7 +194,7 @@ def test_a_fork_sees_the_environment_read_only_even_when_it_lies_below_tmp(sandb
 
 
 # Crashes only in a fork of the fork server (whose command line is in sys.orig_argv), never on a cold start.
-CRASHES_WHEN_WARM = '''
+CRASHES_WHEN_WARM = """
 import os, signal, sys, unittest
 import numpy
 if any("recv_fds" in arg for arg in sys.orig_argv):
@@ -191,11 +207,12 @@ class TestAnswer(unittest.TestCase):
 
 
 unittest.main()
-'''
+"""
 
 
-def test_a_crash_in_a_fork_that_a_cold_start_does_not_have_turns_the_environment_cold(sandbox_cache, backend_name,
-                                                                                      caplog):
+def test_a_crash_in_a_fork_that_a_cold_start_does_not_have_turns_the_environment_cold(
+    sandbox_cache, backend_name, caplog
+):
     with session_of(sandbox_cache, backend_name, warm=True) as session:
         assert run(session, HONEST, entry_point=NUMPY_ENTRY_POINT).passed and session.forking
         with caplog.at_level("WARNING", logger="evaluation.sandbox.forkserver"):

@@ -16,14 +16,25 @@ from tests.evaluation.test_sandbox_attacks import LIMITS
 
 # One paper per stdlib module beside numpy (real tests import numpy, whose ctypes a fork needs): ten import sets,
 # more than ZYGOTE_RESTARTS restarts would allow under the old rule (one restart per new set, cold after 8).
-PAPER_IMPORTS = ["fractions", "decimal", "statistics", "difflib", "csv", "fnmatch", "colorsys", "bisect", "shlex",
-                 "calendar"]
+PAPER_IMPORTS = [
+    "fractions",
+    "decimal",
+    "statistics",
+    "difflib",
+    "csv",
+    "fnmatch",
+    "colorsys",
+    "bisect",
+    "shlex",
+    "calendar",
+]
 
 
 def paper_files(module: str, body: str = "") -> dict[str, bytes]:
-    entry = (f"import json, sys\nimport numpy\nimport {module}\nimport model\n"
-             "found = {'pydoc_loaded': 'pydoc' in sys.modules}\n" + body +
-             "print('REPORT ' + json.dumps(found))\n")
+    entry = (
+        f"import json, sys\nimport numpy\nimport {module}\nimport model\n"
+        "found = {'pydoc_loaded': 'pydoc' in sys.modules}\n" + body + "print('REPORT ' + json.dumps(found))\n"
+    )
     return {"paper2code_test.py": entry.encode(), "model.py": b"VALUE = 1\n"}
 
 
@@ -84,10 +95,12 @@ def test_a_helper_the_test_calls_has_its_lazy_imports_warmed(backend):
 
 
 def test_release_imports_leave_out_every_snippet_body_and_helpers_come_from_the_test():
-    files = {"paper2code_test.py": b"import numpy as np\nfrom torch.testing import assert_close\nimport model\n"
-                                   b"assert_close(model.f(), 1)\nnp.testing.assert_allclose(1, 1)\nmodel.f()\n",
-             "model.py": b"import scipy.linalg\n\ndef f():\n    # <paper2code name=\"x\">\n    import jax\n"
-                         b"    return 1\n    # </paper2code name=\"x\">\n"}
+    files = {
+        "paper2code_test.py": b"import numpy as np\nfrom torch.testing import assert_close\nimport model\n"
+        b"assert_close(model.f(), 1)\nnp.testing.assert_allclose(1, 1)\nmodel.f()\n",
+        "model.py": b'import scipy.linalg\n\ndef f():\n    # <paper2code name="x">\n    import jax\n'
+        b'    return 1\n    # </paper2code name="x">\n',
+    }
     assert preload_modules(files) == ["numpy", "torch.testing", "scipy.linalg", "jax"]
     assert preload_modules(files, skipped=[("model.py", 4, 7)]) == ["numpy", "torch.testing", "scipy.linalg"]
     assert helper_calls(files, "paper2code_test.py") == ["torch.testing.assert_close", "numpy.testing.assert_allclose"]

@@ -22,19 +22,32 @@ pytestmark = pytest.mark.django_db
 
 
 def test_starts_and_cold_items_reach_the_manifest_the_operations_page_and_the_run_page(
-        sandbox_cache, media_root, client, maintainer, author, monkeypatch):
+    sandbox_cache, media_root, client, maintainer, author, monkeypatch
+):
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
     backend.forkserver = True
     monkeypatch.setattr(forkserver, "ZYGOTE_RESTARTS", 0)  # the first restart not caused by new imports turns it off
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
     with backend.session(environment) as session:
-        runs = [executor.harness_run(session=session, files=paper_files("fractions"), test_entry_point="paper2code_test.py",
-                                     limits=LIMITS)]
-        runs.append(executor.harness_run(session=session, files=paper_files("decimal"),
-                                         test_entry_point="paper2code_test.py", limits=LIMITS))
+        runs = [
+            executor.harness_run(
+                session=session, files=paper_files("fractions"), test_entry_point="paper2code_test.py", limits=LIMITS
+            )
+        ]
+        runs.append(
+            executor.harness_run(
+                session=session, files=paper_files("decimal"), test_entry_point="paper2code_test.py", limits=LIMITS
+            )
+        )
         other_limits = replace(LIMITS, memory_bytes=LIMITS.memory_bytes + (64 << 20))
-        runs.append(executor.harness_run(session=session, files=paper_files("decimal"),
-                                         test_entry_point="paper2code_test.py", limits=other_limits))
+        runs.append(
+            executor.harness_run(
+                session=session,
+                files=paper_files("decimal"),
+                test_entry_point="paper2code_test.py",
+                limits=other_limits,
+            )
+        )
     assert [r.forked for r in runs] == [True, True, False]
     assert [[s.reason for s in r.fork_starts] for r in runs] == [["first"], ["new imports"], []]
     assert "decimal" in runs[1].fork_starts[0].detail
@@ -43,10 +56,24 @@ def test_starts_and_cold_items_reach_the_manifest_the_operations_page_and_the_ru
     version = pset_import(root=DEMO_PSET, version_name="fork-1.0.0", publish=True).version
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
     for snippet, item in zip(version.tasks.order_by("pk").first().snippets.order_by("pk"), runs, strict=False):
-        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=item.verdict, result=item.result,
-                                backend=item.backend, worker="w1@host", forked=item.forked)
-        services.forkserver_events_record(run=run, worker="w1@host", environment_hash=environment.hash,
-                                          backend=item.backend, starts=item.fork_starts, cold=item.fork_cold)
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=0,
+            verdict=item.verdict,
+            result=item.result,
+            backend=item.backend,
+            worker="w1@host",
+            forked=item.forked,
+        )
+        services.forkserver_events_record(
+            run=run,
+            worker="w1@host",
+            environment_hash=environment.hash,
+            backend=item.backend,
+            starts=item.fork_starts,
+            cold=item.fork_cold,
+        )
 
     manifest = run_manifest(run=run, user=maintainer)["fork_server"]
     assert (manifest["items_warm"], manifest["items_cold"]) == (2, 1)
@@ -58,7 +85,7 @@ def test_starts_and_cold_items_reach_the_manifest_the_operations_page_and_the_ru
     assert "data-forkserver-cold" in page and f"environment {environment.hash[:12]} (bwrap)" in page
     assert "2 item(s) ran warm in forks, 1 started cold" in page
     operations = client.get("/operations/").content.decode()
-    row = operations[operations.index(f'data-forkserver-run="{run.pk}"'):]
+    row = operations[operations.index(f'data-forkserver-run="{run.pk}"') :]
     assert "first 1, new imports 1" in row[:2000] and "other limits" in row[:2000]
     client.force_login(author)
     assert "data-forkserver-cold" not in client.get(reverse("run-detail", args=[run.pk])).content.decode()

@@ -18,8 +18,8 @@ from benchmarks.paper2code.pset import read_pset
 from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from operations.broker import queues_waiting
 from evaluation.sandbox import Limits, SandboxError
+from operations.broker import queues_waiting
 from tests.conftest import DEMO_PSET, embedded_worker, polled, sandbox_backend_or_missing, service_missing
 
 GPU_PAPER = "dampnest"
@@ -34,8 +34,9 @@ def demo_with_gpu(root, value: str = "true"):
     for paper in (GPU_PAPER, OTHER_PAPER):
         shutil.copytree(DEMO_PSET / paper, root / paper)
         entry = "- id: " + next(e for e in entries if e.startswith(paper)).removeprefix("- id: ").rstrip() + "\n"
-        kept.append(entry.replace(f"- id: {paper}\n", f"- id: {paper}\n  gpu: {value}\n") if paper == GPU_PAPER
-                    else entry)
+        kept.append(
+            entry.replace(f"- id: {paper}\n", f"- id: {paper}\n  gpu: {value}\n") if paper == GPU_PAPER else entry
+        )
     (root / "papers.yaml").write_text("\n".join(kept))
     return root
 
@@ -68,8 +69,9 @@ def test_the_paper_page_says_a_task_needs_a_gpu_and_its_items_route_to_the_gpu_q
 
     assert {queue_of(s) for s in gpu_task.snippets.all()} == {"gpu"}
     assert {queue_of(s) for s in Snippet.objects.exclude(task=gpu_task)} == {"sandbox"}
-    generate = app.amqp.router.route({}, "evaluation.tasks.item_generate", args=(1, gpu_task.snippets.first().pk, 0),
-                                     kwargs={})
+    generate = app.amqp.router.route(
+        {}, "evaluation.tasks.item_generate", args=(1, gpu_task.snippets.first().pk, 0), kwargs={}
+    )
     assert generate["queue"].name == "llm"  # only the sandbox step needs the GPU
 
 
@@ -79,13 +81,19 @@ def test_without_a_gpu_worker_the_items_wait_and_the_run_page_says_why(tmp_path,
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     version = pset_import(root=demo_with_gpu(tmp_path / "pset"), version_name="gpu-1.0.0", publish=True).version
     gpu_items = Snippet.objects.filter(task__paper__slug=GPU_PAPER).count()
-    with embedded_worker(tmp_path, queues="default,sandbox", env={
-            "SANDBOX_BACKEND": "bwrap", "SANDBOX_CACHE_DIR": str(sandbox_cache), "MEDIA_ROOT": str(media_root)}) as (
-            worker, _):
+    with embedded_worker(
+        tmp_path,
+        queues="default,sandbox",
+        env={"SANDBOX_BACKEND": "bwrap", "SANDBOX_CACHE_DIR": str(sandbox_cache), "MEDIA_ROOT": str(media_root)},
+    ) as (worker, _):
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
         others = run.total_items - gpu_items
-        polled(lambda: Outcome.objects.filter(run=run).count() >= others, timeout=300, worker=worker,
-                 what="the items that need no GPU")
+        polled(
+            lambda: Outcome.objects.filter(run=run).count() >= others,
+            timeout=300,
+            worker=worker,
+            what="the items that need no GPU",
+        )
 
         assert not Outcome.objects.filter(run=run, snippet__task__paper__slug=GPU_PAPER).exists()
         assert Outcome.objects.filter(run=run, status="passed").count() == others
@@ -108,7 +116,8 @@ def test_the_docker_backend_requests_the_gpus_which_an_engine_without_one_refuse
     assert backend.gpu
     requirements = ""
     environment = backend.environment_build(
-        env_hash=hashlib.sha256(b"rcb-test-gpu\n").hexdigest(), requirements=requirements)
+        env_hash=hashlib.sha256(b"rcb-test-gpu\n").hexdigest(), requirements=requirements
+    )
     quick = Limits(wall_seconds=30, memory_bytes=256 * 1024 * 1024, disk_bytes=32 * 1024 * 1024)
     probe = {"probe.py": b"print('ran')\n"}
     with backend.session(environment) as session:

@@ -15,17 +15,22 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.parametrize("static_audit", [True, False], ids=["audited", "runtime-only"])
 @pytest.mark.parametrize("backend_name", ["bwrap", "docker"])
-@pytest.mark.parametrize("answer", [
-    "        from optimizer_ref import DampNest as _R\n        state = _R.__dict__\n",
-    "        import importlib\n        ref = importlib.import_module('optimizer_ref')\n",
-    "        exec(open('paper2code_test.py').read())\n",
-])
-def test_copying_the_hidden_reference_never_passes(backend_name, answer, static_audit, media_root, sandbox_cache,
-                                                   executor_backend):
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "        from optimizer_ref import DampNest as _R\n        state = _R.__dict__\n",
+        "        import importlib\n        ref = importlib.import_module('optimizer_ref')\n",
+        "        exec(open('paper2code_test.py').read())\n",
+    ],
+)
+def test_copying_the_hidden_reference_never_passes(
+    backend_name, answer, static_audit, media_root, sandbox_cache, executor_backend
+):
     backend = sandbox_backend_or_missing(backend_name, sandbox_cache)
     version = pset_import(root=DEMO_PSET, version_name="hidden-1.0.0", publish=True).version
-    snippet = Snippet.objects.get(task__versions=version, task__paper__slug="dampnest",
-                                  name="remember gradient for next step")
+    snippet = Snippet.objects.get(
+        task__versions=version, task__paper__slug="dampnest", name="remember gradient for next step"
+    )
     executor_backend(backend)
     run = executor.item_execute(snippet=snippet, code=answer, static_audit=static_audit)
     honest = executor.item_execute(snippet=snippet, code=snippet.reference_code)
@@ -36,16 +41,20 @@ def test_copying_the_hidden_reference_never_passes(backend_name, answer, static_
 
 
 @pytest.mark.parametrize("backend_name", ["bwrap", "docker"])
-def test_assertion_no_ops_are_flagged_by_the_runtime_guard_alone(backend_name, media_root, sandbox_cache,
-                                                                 executor_backend):
+def test_assertion_no_ops_are_flagged_by_the_runtime_guard_alone(
+    backend_name, media_root, sandbox_cache, executor_backend
+):
     # numpy 2 imports numpy.testing lazily, after the answer's module: the guard snapshots it when the answer starts.
     backend = sandbox_backend_or_missing(backend_name, sandbox_cache)
     version = pset_import(root=DEMO_PSET, version_name="noop-1.0.0", publish=True).version
-    snippet = Snippet.objects.get(task__versions=version, task__paper__slug="dampnest",
-                                  name="remember gradient for next step")
-    answer = ("        import numpy.testing, unittest\n"
-              "        numpy.testing.assert_allclose = lambda *a, **k: None\n"
-              "        unittest.TestCase.assertEqual = lambda *a, **k: None\n")
+    snippet = Snippet.objects.get(
+        task__versions=version, task__paper__slug="dampnest", name="remember gradient for next step"
+    )
+    answer = (
+        "        import numpy.testing, unittest\n"
+        "        numpy.testing.assert_allclose = lambda *a, **k: None\n"
+        "        unittest.TestCase.assertEqual = lambda *a, **k: None\n"
+    )
     executor_backend(backend)
     run = executor.item_execute(snippet=snippet, code=answer, static_audit=False)
     assert (run.verdict.status, run.verdict.measured) == ("flagged", "passed"), run.verdict

@@ -72,8 +72,12 @@ def task_file_lost(media_root, settings, tmp_path):
 def test_a_task_file_missing_from_storage_is_an_error_after_retries(task_file_lost, model):
     version, snippet, lost = task_file_lost
     if model == "litellm":  # the prompt cannot be built, so the model is never called
-        entry = services.model_register(name="unreachable", display_name="Unreachable",
-                                        litellm_model="openai/none", api_base="http://127.0.0.1:9/v1")
+        entry = services.model_register(
+            name="unreachable",
+            display_name="Unreachable",
+            litellm_model="openai/none",
+            api_base="http://127.0.0.1:9/v1",
+        )
     else:
         entry = ModelEntry.objects.get(name="reference")
     run = services.run_start(model=entry, version=version, dispatch=False)

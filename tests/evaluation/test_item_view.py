@@ -27,7 +27,8 @@ def test_the_diff_of_an_answer_against_the_reference_by_hand():
     answer = "        a = x + 1\n        b = a * 3\n        return b\n"  # one line changed
     assert answer_diff(reference=reference, answer=answer) == (
         "--- reference\n+++ model's answer\n@@ -1,3 +1,3 @@\n         a = x + 1\n-        b = a * 2\n"
-        "+        b = a * 3\n         return b\n")
+        "+        b = a * 3\n         return b\n"
+    )
     assert answer_diff(reference=reference, answer=reference + "\n") == ""
     # The splice takes an answer's lines unchanged: a dedented answer is a difference, the cause of its failure.
     dedented = answer_diff(reference=reference, answer=reference.replace("        ", ""))
@@ -57,21 +58,29 @@ def scored(media_root, author):
     snippets = list(Snippet.objects.filter(task__versions=version).order_by("pk"))
     changed, same = snippets[0], snippets[1]
     kept, last = changed.reference_code.rstrip("\n").rsplit("\n", 1)
-    indent = last[:len(last) - len(last.lstrip())]
+    indent = last[: len(last) - len(last.lstrip())]
     hostile = f"{kept}\n{indent}zz = '</code><script>alert(1)</script>'\n"
     lines = []
     for snippet in snippets:
-        code = hostile if snippet == changed else (
-            "\n".join("  " + ln for ln in same.reference_code.splitlines()) + "\n" if snippet == same
-            else snippet.reference_code)
+        code = (
+            hostile
+            if snippet == changed
+            else (
+                "\n".join("  " + ln for ln in same.reference_code.splitlines()) + "\n"
+                if snippet == same
+                else snippet.reference_code
+            )
+        )
         lines.append(json.dumps({"id": str(snippet.pk), "sample": 0, "code": code}))
     model = services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
     run = services.run_from_upload(model=model, version=version, data="\n".join(lines).encode(), user=author)
     for generation in run.generations.select_related("snippet__task"):
-        verdict = (Verdict("failed", "runtime", "NameError: name 'zz' is not defined")
-                   if generation.snippet == changed else Verdict("passed", "", ""))
-        services.outcome_record(run=run, snippet=generation.snippet, sample=0, verdict=verdict,
-                                generation=generation)
+        verdict = (
+            Verdict("failed", "runtime", "NameError: name 'zz' is not defined")
+            if generation.snippet == changed
+            else Verdict("passed", "", "")
+        )
+        services.outcome_record(run=run, snippet=generation.snippet, sample=0, verdict=verdict, generation=generation)
     return {"run": run, "changed": changed, "same": same, "last": last}
 
 
@@ -91,15 +100,16 @@ def test_a_public_item_shows_the_answer_beside_the_reference_with_their_diff(cli
     body = _page(client, run, changed)
     assert "Runtime error" in body and "NameError: name &#x27;zz&#x27; is not defined" in body
     assert body.count('<div class="highlight">') >= 3  # answer, reference, diff
-    side = body[body.index('class="side-by-side"'):body.index("<h2>Difference</h2>")]
+    side = body[body.index('class="side-by-side"') : body.index("<h2>Difference</h2>")]
     assert "The model's code" in side and "Reference" in side
-    diff = _text(body[body.index('<div class="diff">'):])
+    diff = _text(body[body.index('<div class="diff">') :])
     assert "--- reference" in diff and "+++ model's answer" in diff
     reference = changed.reference_code.rstrip().splitlines()
     # Only the last line differs: it goes, the hostile line comes (indented as in the file, shown as text).
     assert [ln for ln in diff.splitlines() if ln[:1] and ln[0] in "+-" and ln[:3] not in ("---", "+++")] == [
-        f"-{reference[-1]}", f"+{reference[-1][:len(reference[-1]) - len(reference[-1].lstrip())]}"
-                             "zz = '</code><script>alert(1)</script>'"]
+        f"-{reference[-1]}",
+        f"+{reference[-1][: len(reference[-1]) - len(reference[-1].lstrip())]}zz = '</code><script>alert(1)</script>'",
+    ]
     assert "<script>alert(1)</script>" not in body
     assert '<span class="gi">' in body and '<span class="gd">' in body
 
@@ -121,10 +131,14 @@ def test_the_run_page_highlights_answers_and_links_each_item(client, scored):
 def test_an_outcome_of_another_run_or_none_is_not_found(client, scored, author):
     run = scored["run"]
     outcome = Outcome.objects.filter(run=run).first()
-    other = services.run_from_upload(model=run.model, version=run.version, user=author,
-                                     data="\n".join(json.dumps({"id": str(g.snippet_id), "sample": 0,
-                                                                "code": g.extracted_code})
-                                                    for g in run.generations.all()).encode())
+    other = services.run_from_upload(
+        model=run.model,
+        version=run.version,
+        user=author,
+        data="\n".join(
+            json.dumps({"id": str(g.snippet_id), "sample": 0, "code": g.extracted_code}) for g in run.generations.all()
+        ).encode(),
+    )
     assert client.get(reverse("run-item", args=[other.pk, outcome.pk])).status_code == 404
     assert client.get(reverse("run-item", args=[run.pk, 999999])).status_code == 404
 
@@ -134,16 +148,27 @@ def test_the_item_page_and_the_api_give_the_harness_s_count_of_the_tests(client,
     from evaluation.sandbox.harness import CountedTest, HarnessVerdict
 
     run, changed = scored["run"], scored["changed"]
-    counted = HarnessVerdict(True, "", "", (), (
-        CountedTest("__main__.T.test_shape", "passed", True),
-        CountedTest("__main__.T.test_values", "failed", False, detail="Traceback ...\nAssertionError: 1 != 2"),
-        CountedTest("__main__.T.test_grad", "skipped", False, detail="skipped: no GPU"),
-        CountedTest("__main__.T.test_norm", "passed", True)), 1)
-    manifest = {"runner": "unittest", "runs": 1, "tests": {f"__main__.T.test_{n}": "passed"
-                                                           for n in ("shape", "values", "grad", "norm")}}
+    counted = HarnessVerdict(
+        True,
+        "",
+        "",
+        (),
+        (
+            CountedTest("__main__.T.test_shape", "passed", True),
+            CountedTest("__main__.T.test_values", "failed", False, detail="Traceback ...\nAssertionError: 1 != 2"),
+            CountedTest("__main__.T.test_grad", "skipped", False, detail="skipped: no GPU"),
+            CountedTest("__main__.T.test_norm", "passed", True),
+        ),
+        1,
+    )
+    manifest = {
+        "runner": "unittest",
+        "runs": 1,
+        "tests": {f"__main__.T.test_{n}": "passed" for n in ("shape", "values", "grad", "norm")},
+    }
     Outcome.objects.filter(run=run, snippet=changed).update(tests=test_rows(harness=counted, manifest=manifest))
     body = _page(client, run, changed)
-    table = _text(body[body.index('id="tests-heading"'):body.index("</table>")])
+    table = _text(body[body.index('id="tests-heading"') : body.index("</table>")])
     assert "2 of 4 tests passed" in table
     assert "__main__.T.test_values" in table and "AssertionError: 1 != 2" in table
     assert "was skipped (no GPU); the reference runs it" in table
@@ -151,8 +176,11 @@ def test_the_item_page_and_the_api_give_the_harness_s_count_of_the_tests(client,
     row = next(r for r in results if r["item"] == changed.pk)
     assert row["tests_summary"] == "2 of 4 tests passed"
     assert [(t["id"], t["passed"]) for t in row["tests"]] == [
-        ("__main__.T.test_shape", True), ("__main__.T.test_values", False), ("__main__.T.test_grad", False),
-        ("__main__.T.test_norm", True)]
+        ("__main__.T.test_shape", True),
+        ("__main__.T.test_values", False),
+        ("__main__.T.test_grad", False),
+        ("__main__.T.test_norm", True),
+    ]
     assert "AssertionError: 1 != 2" in row["tests"][1]["detail"]
     # Outcomes recorded before the harness counted tests have no table.
     assert 'id="tests-heading"' not in _page(client, run, scored["same"])
@@ -163,13 +191,15 @@ def test_a_failed_public_item_shows_the_tests_traceback_and_output_tail(client, 
     see the task (a public item here); a passed item shows none."""
     run, changed = scored["run"], scored["changed"]
     printed = "".join(f"step {n}\n" for n in range(100))
-    traceback = ('Traceback (most recent call last):\n  File "optimizer.py", line 12, in step\n'
-                 "    zz = '</code>'\nNameError: name 'zz' is not defined\n")
+    traceback = (
+        'Traceback (most recent call last):\n  File "optimizer.py", line 12, in step\n'
+        "    zz = '</code>'\nNameError: name 'zz' is not defined\n"
+    )
     Outcome.objects.filter(run=run, snippet=changed).update(stdout_tail=printed, stderr_tail="warming up\n" + traceback)
     body = _page(client, run, changed)
-    shown = unescape(body[body.index("data-traceback>") + len("data-traceback>"):])
+    shown = unescape(body[body.index("data-traceback>") + len("data-traceback>") :])
     assert shown.startswith(traceback) and "warming up" not in shown.split("</pre>")[0]
-    output = unescape(body[body.index("data-output>") + len("data-output>"):].split("</pre>")[0])
+    output = unescape(body[body.index("data-output>") + len("data-output>") :].split("</pre>")[0])
     assert output.startswith("…\n") and "step 99\n" in output and "step 50\n" not in output
     assert "NameError: name 'zz' is not defined" in output
     assert "What the test printed" not in _page(client, run, scored["same"])
@@ -182,12 +212,16 @@ def test_nested_snippets_markers_are_no_difference():
 
     from evaluation.selectors import RunItem
 
-    reference = ('    # <paper2code name="inner">\n    y = x + 1\n    # </paper2code name="inner">\n'
-                 "    return y * 2\n")
-    outcome = SimpleNamespace(snippet=SimpleNamespace(reference_code=reference),
-                              generation=SimpleNamespace(extracted_code="    y = x + 1\n    return y * 2\n"))
+    reference = '    # <paper2code name="inner">\n    y = x + 1\n    # </paper2code name="inner">\n    return y * 2\n'
+    outcome = SimpleNamespace(
+        snippet=SimpleNamespace(reference_code=reference),
+        generation=SimpleNamespace(extracted_code="    y = x + 1\n    return y * 2\n"),
+    )
     assert RunItem(outcome=outcome, show_reference=True).diff == ""
     outcome.generation.extracted_code = "    y = x + 1\n    return y * 3\n"
-    changed = [line for line in RunItem(outcome=outcome, show_reference=True).diff.splitlines()
-               if line[:1] in "+-" and line[:3] not in ("---", "+++")]
+    changed = [
+        line
+        for line in RunItem(outcome=outcome, show_reference=True).diff.splitlines()
+        if line[:1] in "+-" and line[:3] not in ("---", "+++")
+    ]
     assert changed == ["-    return y * 2", "+    return y * 3"]

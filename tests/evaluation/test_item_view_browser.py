@@ -38,7 +38,8 @@ def test_an_item_shows_the_answer_beside_the_reference_with_the_diff(browser_pag
         assert abs(a["y"] - r["y"]) < 2 and a["x"] + a["width"] <= r["x"], "side by side"
     else:
         assert r["y"] >= a["y"] + a["height"], "stacked on a phone"
-    assert page.evaluate("getComputedStyle(document.querySelector('.highlight .k, .highlight .kn')).color") \
-        != page.evaluate("getComputedStyle(document.querySelector('.highlight .n')).color"), "keywords stand out"
+    assert page.evaluate(
+        "getComputedStyle(document.querySelector('.highlight .k, .highlight .kn')).color"
+    ) != page.evaluate("getComputedStyle(document.querySelector('.highlight .n')).color"), "keywords stand out"
     page.screenshot(path=str(ARTIFACTS / f"item-{width}.png"), full_page=True)
     assert overflow(page) <= 0, too_wide(page)

@@ -26,9 +26,16 @@ def evaluate(release, model, passes, *, with_paper=True, answer="", cost=0):
     run = services.run_start(model=model, version=release, with_paper=with_paper, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for snippet in Snippet.objects.filter(task__versions=release).select_related("task"):
-        generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p",
-                                                raw_answer=answer or f"```python\nanswer_{snippet.pk} = 1\n```",
-                                                prompt_tokens=10, completion_tokens=5, cost=cost)
+        generation = services.generation_record(
+            run=run,
+            snippet=snippet,
+            sample=0,
+            prompt="p",
+            raw_answer=answer or f"```python\nanswer_{snippet.pk} = 1\n```",
+            prompt_tokens=10,
+            completion_tokens=5,
+            cost=cost,
+        )
         verdict = Verdict("passed", "", "") if passes(snippet) else Verdict("failed", "wrong_result", "assert")
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
     assert services.run_maybe_finish(run=run)
@@ -83,8 +90,9 @@ def test_sorting_and_filters_with_htmx_partial(client, release):
     evaluate(release, model("zulu", display_name="Zulu"), lambda s: True)
     evaluate(release, model("zulu-np", display_name="Zulu NP"), lambda s: s.loc > 4, with_paper=False)
     url = reverse("leaderboard", args=["1.0.0"])
-    by_name = client.get(url, {"sort": "model", "dir": "asc"}, headers={"HX-Request": "true",
-                                                                         "HX-Target": "leaderboard-table"})
+    by_name = client.get(
+        url, {"sort": "model", "dir": "asc"}, headers={"HX-Request": "true", "HX-Target": "leaderboard-table"}
+    )
     body = by_name.content.decode()
     assert "<html" not in body and 'id="leaderboard-table"' in body
     assert body.index(">Alpha<") < body.index(">Zulu<") < body.index(">Zulu NP<")
@@ -112,13 +120,16 @@ def test_per_paper_heat_map_shows_stored_per_paper_rates(client, release):
 def test_size_buckets_from_outcomes(client, release):
     evaluate(release, model("small-only"), lambda s: s.loc <= 2)
     small = Snippet.objects.filter(task__versions=release, loc__lte=2).count()
-    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"},
-                      headers={"HX-Request": "true", "HX-Target": "breakdown"}).content.decode()
+    body = client.get(
+        reverse("leaderboard", args=["1.0.0"]),
+        {"view": "sizes"},
+        headers={"HX-Request": "true", "HX-Target": "breakdown"},
+    ).content.decode()
     assert "<html" not in body
-    assert f"100.0% <span class=\"ci\">({small}/{small})</span>" in body
+    assert f'100.0% <span class="ci">({small}/{small})</span>' in body
     big = Snippet.objects.filter(task__versions=release, loc__gte=11).count()
     if big:
-        assert f"0.0% <span class=\"ci\">(0/{big})</span>" in body
+        assert f'0.0% <span class="ci">(0/{big})</span>' in body
 
 
 def test_with_versus_without_paper_pairs(client, release):
@@ -157,8 +168,9 @@ def test_leaderboard_queries_stay_bounded(client, release, django_assert_max_num
         evaluate(release, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 2 == 0)
     few = {view: count_queries(view) for view in ("papers", "sizes", "ablation", "contamination")}
     for i in range(2, 8):
-        evaluate(release, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 3 == 0,
-                 with_paper=bool(i % 2))
+        evaluate(
+            release, model(f"m{i}", knowledge_cutoff=date(2025, 1, 1)), lambda s: s.loc % 3 == 0, with_paper=bool(i % 2)
+        )
     assert max(few.values()) <= 8, few
     for view, queries in few.items():
         cache.clear()
@@ -168,8 +180,13 @@ def test_leaderboard_queries_stay_bounded(client, release, django_assert_max_num
 
 
 def test_model_page_never_shows_the_api_key(client, release):
-    entry = services.model_register(name="keyed", display_name="Keyed", litellm_model="openai/keyed-1",
-                                    api_key="sk-super-secret-123", organization="Keyco")
+    entry = services.model_register(
+        name="keyed",
+        display_name="Keyed",
+        litellm_model="openai/keyed-1",
+        api_key="sk-super-secret-123",
+        organization="Keyco",
+    )
     run = evaluate(release, entry, lambda s: True)
     body = client.get(reverse("model-detail", args=["keyed"])).content.decode()
     assert "openai/keyed-1" in body and "Keyco" in body and reverse("run-detail", args=[run.pk]) in body
@@ -196,7 +213,9 @@ def test_run_page_shows_public_answers_and_never_held_out_items(client, release)
 
 def code_line(snippet) -> str:
     """The snippet's first line of code (not a marker comment), as a reader of the page sees it."""
-    return next(ln.strip() for ln in snippet.reference_code.splitlines() if ln.strip() and not ln.strip().startswith("#"))
+    return next(
+        ln.strip() for ln in snippet.reference_code.splitlines() if ln.strip() and not ln.strip().startswith("#")
+    )
 
 
 def test_running_run_polls_its_progress_partial(client, release):
@@ -222,7 +241,7 @@ def test_size_tab_with_an_empty_bucket_renders(client, release):
     response = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"})
     assert response.status_code == 200
     body = response.content.decode()
-    assert "background: #f6f8fa" in body and "<td class=\"num\" style=\"background: #f6f8fa\">—</td>" in body
+    assert "background: #f6f8fa" in body and '<td class="num" style="background: #f6f8fa">—</td>' in body
 
 
 def test_size_tab_reads_the_stored_aggregates_not_the_outcomes(client, release, django_assert_max_num_queries):
@@ -232,7 +251,8 @@ def test_size_tab_reads_the_stored_aggregates_not_the_outcomes(client, release, 
     overall = run.scores.get(paper__isnull=True, split="")
     small = overall.size_buckets["1-2"]
     assert small["items"] == small["passed"] > 0 and all(
-        cell["passed"] == 0 for label, cell in overall.size_buckets.items() if label != "1-2")
+        cell["passed"] == 0 for label, cell in overall.size_buckets.items() if label != "1-2"
+    )
     run.outcomes.all().delete()
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "sizes"}).content.decode()
     assert f'100.0% <span class="ci">({small["passed"]}/{small["items"]})</span>' in body

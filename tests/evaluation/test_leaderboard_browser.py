@@ -28,8 +28,9 @@ def shot(page, name: str) -> None:
 
 
 def calibrate(version, name: str, passed: bool) -> EvaluationRun:
-    model = (ModelEntry.objects.filter(name=name).first()
-             or ModelEntry.objects.create(name=name, display_name=name.title(), litellm_model=f"openai/{name}"))
+    model = ModelEntry.objects.filter(name=name).first() or ModelEntry.objects.create(
+        name=name, display_name=name.title(), litellm_model=f"openai/{name}"
+    )
     run = services.run_start(model=model, version=version, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     verdict = Verdict("passed", "", "") if passed else Verdict("failed", "wrong_result", "assertion failed")
@@ -92,12 +93,18 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     expect(tabs.get_by_role("link", name="Failure categories")).to_have_attribute("aria-current", "page")
     page.wait_for_function("(document.getElementById('failure-chart') || {}).width > 0")
     rows = page.locator("#failure-table tbody tr")
-    cells = {rows.nth(i).locator("th").inner_text().split(" (")[0]: rows.nth(i).locator("td").all_inner_texts()
-             for i in range(rows.count())}
+    cells = {
+        rows.nth(i).locator("th").inner_text().split(" (")[0]: rows.nth(i).locator("td").all_inner_texts()
+        for i in range(rows.count())
+    }
     items = str(Snippet.objects.filter(task__versions=version).count())
     # Scored answers, passed, wrong result: the calibration lines too, as on the table above.
-    assert cells == {"Reference": [items, items, "0"], "Placeholder": [items, "0", items], "Strong": [items, items, "0"],
-                     "Weak": [items, "0", items]}
+    assert cells == {
+        "Reference": [items, items, "0"],
+        "Placeholder": [items, "0", items],
+        "Strong": [items, items, "0"],
+        "Weak": [items, "0", items],
+    }
     shot(page, "04-failure-categories")
 
     tabs.get_by_role("link", name="Per paper").click()
@@ -135,8 +142,10 @@ KEY_HEADERS = ("Rank", "Model", "Scaled pass@1 (95% CI)", "pass@1 (95% CI)", "Pr
 
 def drawn(page, canvas: str) -> None:
     """Wait until leaderboard.js drew the chart on this canvas (it marks each canvas it draws)."""
-    page.wait_for_function(f"(document.getElementById('{canvas}') || {{dataset: {{}}}}).dataset.drawn === '1' "
-                           f"&& document.getElementById('{canvas}').width > 0")
+    page.wait_for_function(
+        f"(document.getElementById('{canvas}') || {{dataset: {{}}}}).dataset.drawn === '1' "
+        f"&& document.getElementById('{canvas}').width > 0"
+    )
 
 
 def test_layout_at_laptop_and_phone_width(browser_page, live_server, media_root):
@@ -156,8 +165,9 @@ def test_layout_at_laptop_and_phone_width(browser_page, live_server, media_root)
         expect(header).to_be_in_viewport()
         box = header.bounding_box()
         assert box and box["x"] + box["width"] <= 1366, label
-    assert page.evaluate("(() => { const w = document.querySelector('#leaderboard-table');"
-                         " return w.scrollWidth <= w.clientWidth; })()"), "the key columns need no sideways scroll"
+    assert page.evaluate(
+        "(() => { const w = document.querySelector('#leaderboard-table'); return w.scrollWidth <= w.clientWidth; })()"
+    ), "the key columns need no sideways scroll"
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     summary = page.locator("#leaderboard-summary").bounding_box()
     assert summary["height"] < 30, "the summary above the table is one line"
@@ -165,8 +175,9 @@ def test_layout_at_laptop_and_phone_width(browser_page, live_server, media_root)
     drawn(page, "ranking-chart")
     drawn(page, "over-time-chart")
     ranking, over_time = (page.locator(".charts > figure").nth(i).bounding_box() for i in (0, 1))
-    assert abs(ranking["y"] - over_time["y"]) < 5 and over_time["x"] > ranking["x"] + ranking["width"] - 1, \
+    assert abs(ranking["y"] - over_time["y"]) < 5 and over_time["x"] > ranking["x"] + ranking["width"] - 1, (
         "the score over time sits beside the bar chart"
+    )
     shot(page, "10-layout-1366")
 
     toggle = page.locator("#column-toggle")
@@ -177,8 +188,9 @@ def test_layout_at_laptop_and_phone_width(browser_page, live_server, media_root)
     shot(page, "11-toggle-errors")
 
     page.goto(f"{url}?view=failures")  # opened by link, not by its tab
-    expect(page.get_by_role("navigation", name="Breakdowns").get_by_role("link", name="Failure categories")
-           ).to_have_attribute("aria-current", "page")
+    expect(
+        page.get_by_role("navigation", name="Breakdowns").get_by_role("link", name="Failure categories")
+    ).to_have_attribute("aria-current", "page")
     drawn(page, "failure-chart")
     drawn(page, "over-time-chart")
     shot(page, "12-failures-by-link")

@@ -25,17 +25,32 @@ def headers(body: str) -> list[str]:
 
 def test_the_key_columns_are_the_one_lists_untoggled_page_columns():
     assert [c.key for c in selectors.LEADERBOARD_KEY_COLUMNS] == KEY
-    assert {c.key for c in selectors.LEADERBOARD_TOGGLED_COLUMNS} >= {"errors", "flagged", "tokens", "cost",
-                                                                      "organization", "held_out_scaled_pass_rate"}
+    assert {c.key for c in selectors.LEADERBOARD_TOGGLED_COLUMNS} >= {
+        "errors",
+        "flagged",
+        "tokens",
+        "cost",
+        "organization",
+        "held_out_scaled_pass_rate",
+    }
     assert set(selectors.LEADERBOARD_KEY_COLUMNS + selectors.LEADERBOARD_TOGGLED_COLUMNS) == set(
-        selectors.LEADERBOARD_PAGE_COLUMNS)
+        selectors.LEADERBOARD_PAGE_COLUMNS
+    )
     # Every page column is in the API and CSV, whether the page shows it or not.
     assert set(selectors.LEADERBOARD_PAGE_COLUMNS) <= set(selectors.LEADERBOARD_COLUMNS)
 
 
-@pytest.mark.parametrize("query, chosen", [
-    ("", ()), ("cols=cost", ("cost",)), ("cols=cost&cols=errors", ("errors", "cost")),
-    ("cols=cost,errors,nonsense", ("errors", "cost")), ("cols=rank", ()), ("cols=", ())])
+@pytest.mark.parametrize(
+    "query, chosen",
+    [
+        ("", ()),
+        ("cols=cost", ("cost",)),
+        ("cols=cost&cols=errors", ("errors", "cost")),
+        ("cols=cost,errors,nonsense", ("errors", "cost")),
+        ("cols=rank", ()),
+        ("cols=", ()),
+    ],
+)
 def test_cols_names_toggled_columns_in_the_lists_order(query, chosen):
     assert selectors.leaderboard_columns_chosen(QueryDict(query)) == chosen
     page = [c.key for c in selectors.leaderboard_page_columns(chosen=chosen)]
@@ -63,8 +78,8 @@ def test_the_summary_is_one_line_with_how_ranks_work_and_the_apis_export(client,
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"provenance": "verified", "q": "la"}).content.decode()
     summary = body.split('id="leaderboard-summary"')[1].split("</p>")[0]
     assert f'href="{reverse("guide", args=["leaderboard"])}#how-ranks-work"' in summary
-    csv_link = f'{reverse("api-leaderboard-csv", args=["1.0.0"])}?provenance=verified&amp;q=la'
-    json_link = f'{reverse("api-leaderboard", args=["1.0.0"])}?provenance=verified&amp;q=la'
+    csv_link = f"{reverse('api-leaderboard-csv', args=['1.0.0'])}?provenance=verified&amp;q=la"
+    json_link = f"{reverse('api-leaderboard', args=['1.0.0'])}?provenance=verified&amp;q=la"
     assert f'href="{csv_link}"' in summary and f'href="{json_link}"' in summary
     assert client.get(csv_link.replace("&amp;", "&"))["Content-Type"].startswith("text/csv")
     assert [r["model"] for r in client.get(json_link.replace("&amp;", "&")).json()] == ["lab"]
@@ -81,7 +96,9 @@ def test_the_over_time_chart_plots_ranked_rows_at_their_cutoff(client, release):
     rows = selectors.leaderboard_rows(version=release)
     chart = selectors.leaderboard_over_time(rows=rows)
     assert [(p["label"], p["date"], p["value"]) for p in chart["points"]] == [
-        ("Old (with paper)", "2024-01-01", 0.0), ("New (with paper)", "2025-06-01", 100.0)]
+        ("Old (with paper)", "2024-01-01", 0.0),
+        ("New (with paper)", "2025-06-01", 100.0),
+    ]
     assert chart["undated"] == 1, "the calibration line is not a model of its time; the undated row is counted"
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     assert 'id="over-time-chart"' in body and 'id="over-time-data"' in body and "1 row with no known cut-off" in body

@@ -44,8 +44,10 @@ def test_the_rule_chooses_per_release_and_setting_by_finish_time_not_id(release,
     chosen = selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))
     assert chosen == {(release.pk, entry.pk, True): first, (release.pk, entry.pk, False): without}
     services.run_pin(run=with_paper, actor=author)
-    assert selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[(release.pk, entry.pk, True)] \
-        == with_paper, "pinned beats later"
+    assert (
+        selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[(release.pk, entry.pk, True)]
+        == with_paper
+    ), "pinned beats later"
     queued = services.run_start(model=entry, version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=queued.pk).update(pinned_at=None)
     assert queued not in selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry)).values()
@@ -86,16 +88,23 @@ def test_the_model_page_lists_every_run_marks_the_row_and_pins(client, release, 
     runs = body.split('id="model-runs"')[1].split("</table>")[0]
     assert reverse("run-detail", args=[better.pk]) in runs and reverse("run-detail", args=[worse.pk]) in runs
     assert "100.0%" in runs and "0.0%" in runs, "every run with its score"
-    row_of = {pk: runs.split(f'href="{reverse("run-detail", args=[pk])}"')[1].split("</tr>")[0] for pk in
-              (better.pk, worse.pk)}
-    assert "on the leaderboard</strong> (latest)" in row_of[worse.pk] and "on the leaderboard</strong>" not in row_of[better.pk]
+    row_of = {
+        pk: runs.split(f'href="{reverse("run-detail", args=[pk])}"')[1].split("</tr>")[0]
+        for pk in (better.pk, worse.pk)
+    }
+    assert (
+        "on the leaderboard</strong> (latest)" in row_of[worse.pk]
+        and "on the leaderboard</strong>" not in row_of[better.pk]
+    )
     assert selectors.LEADERBOARD_RUN_RULE in page_text(body)
 
     response = client.post(reverse("run-pin", args=[better.pk]), {"pinned": "yes"})
     assert response.status_code == 302 and response["Location"].endswith(url + "#runs")
     body = client.get(url).content.decode()
-    assert "on the leaderboard</strong> (pinned)" in body.split(f'href="{reverse("run-detail", args=[better.pk])}"')[1]\
-        .split("</tr>")[0]
+    assert (
+        "on the leaderboard</strong> (pinned)"
+        in body.split(f'href="{reverse("run-detail", args=[better.pk])}"')[1].split("</tr>")[0]
+    )
     board = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     assert reverse("run-detail", args=[better.pk]) in board and reverse("run-detail", args=[worse.pk]) not in board
     assert "pinned by the model&#x27;s owner" in board
@@ -115,7 +124,8 @@ def test_the_leaderboard_and_the_api_state_the_rule(client, release, author):
     body = page_text(client.get(reverse("leaderboard", args=["1.0.0"])).content.decode())
     assert f"One row per model and setting: {selectors.LEADERBOARD_RUN_RULE}." in body
     assert selectors.LEADERBOARD_RUN_RULE in page_text(
-        client.get(reverse("release-difficulty", args=["1.0.0"])).content.decode())
+        client.get(reverse("release-difficulty", args=["1.0.0"])).content.decode()
+    )
     services.run_pin(run=run, actor=author)
     rows = {r["model"]: r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json()}
     assert rows["owned"]["pinned"] is True and rows["reference"]["pinned"] is False

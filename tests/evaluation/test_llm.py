@@ -29,13 +29,22 @@ def sleeps() -> list[float]:
 
 
 def call_for(server, **overrides) -> ModelCall:
-    settings = {"model": UNKNOWN_MODEL, "api_base": server.base_url, "api_key": KEY, "params": {},
-                "timeout": 0.25, "max_retries": 3, "private_addresses": True}  # the server is on loopback
+    settings = {
+        "model": UNKNOWN_MODEL,
+        "api_base": server.base_url,
+        "api_key": KEY,
+        "params": {},
+        "timeout": 0.25,
+        "max_retries": 3,
+        "private_addresses": True,
+    }  # the server is on loopback
     return ModelCall(**(settings | overrides))
 
 
 def test_completion_returns_the_answer_tokens_and_latency(server, sleeps):
-    result = complete(call_for(server, params={"temperature": 0.2, "max_tokens": 64}), "write f please", sleep=sleeps.append)
+    result = complete(
+        call_for(server, params={"temperature": 0.2, "max_tokens": 64}), "write f please", sleep=sleeps.append
+    )
 
     assert isinstance(result, Completion)
     assert result.text == "def f():\n    return 42"
@@ -165,15 +174,18 @@ def test_the_key_never_shows_in_repr_errors_or_logs(server, caplog):
     assert KEY not in caplog.text
 
 
-@pytest.mark.parametrize(("params", "message"), [
-    ({"api_key": "x"}, "params: unknown generation parameter 'api_key'; allowed: temperature, top_p"),
-    ({"api_base": "http://127.0.0.1"}, "unknown generation parameter 'api_base'"),
-    ({"extra_headers": {"X": "1"}}, "unknown generation parameter 'extra_headers'"),
-    ({"temperature": "hot"}, "params.temperature must be a number from 0 to 2 (got 'hot')"),
-    ({"max_tokens": 0}, "params.max_tokens must be an integer from 1 to 1000000 (got 0)"),
-    ({"stop": ["a"] * 5}, "params.stop must be a string or a list of at most 4 strings"),
-    ({"reasoning_effort": "maximal"}, "params.reasoning_effort must be one of none, minimal, low, medium, high"),
-])
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"api_key": "x"}, "params: unknown generation parameter 'api_key'; allowed: temperature, top_p"),
+        ({"api_base": "http://127.0.0.1"}, "unknown generation parameter 'api_base'"),
+        ({"extra_headers": {"X": "1"}}, "unknown generation parameter 'extra_headers'"),
+        ({"temperature": "hot"}, "params.temperature must be a number from 0 to 2 (got 'hot')"),
+        ({"max_tokens": 0}, "params.max_tokens must be an integer from 1 to 1000000 (got 0)"),
+        ({"stop": ["a"] * 5}, "params.stop must be a string or a list of at most 4 strings"),
+        ({"reasoning_effort": "maximal"}, "params.reasoning_effort must be one of none, minimal, low, medium, high"),
+    ],
+)
 def test_only_allowed_generation_params_with_sane_values_are_accepted(params, message):
     assert message in "; ".join(params_problems(params))
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -191,19 +203,33 @@ def test_allowed_generation_params_reach_the_provider(server):
 
 # Fake platform credentials of many providers: none may ever reach a model's endpoint.
 PLATFORM_SECRETS = {
-    "OPENAI_API_KEY": "platform-openai-k1", "ANTHROPIC_API_KEY": "platform-anthropic-k2",
-    "GEMINI_API_KEY": "platform-gemini-k3", "GROQ_API_KEY": "platform-groq-k4", "MISTRAL_API_KEY": "platform-mistral-k5",
-    "DEEPSEEK_API_KEY": "platform-deepseek-k6", "TOGETHERAI_API_KEY": "platform-together-k7",
-    "TOGETHER_AI_API_KEY": "platform-together-k8", "FIREWORKS_AI_API_KEY": "platform-fireworks-k9",
-    "OPENROUTER_API_KEY": "platform-openrouter-k10", "XAI_API_KEY": "platform-xai-k11",
-    "COHERE_API_KEY": "platform-cohere-k12", "PERPLEXITYAI_API_KEY": "platform-perplexity-k13",
-    "DEEPINFRA_API_KEY": "platform-deepinfra-k14", "CEREBRAS_API_KEY": "platform-cerebras-k15",
-    "HOSTED_VLLM_API_KEY": "platform-vllm-k16", "NVIDIA_NIM_API_KEY": "platform-nim-k17",
-    "SAMBANOVA_API_KEY": "platform-sambanova-k18", "MOONSHOT_API_KEY": "platform-moonshot-k19",
-    "DASHSCOPE_API_KEY": "platform-dashscope-k20", "CODESTRAL_API_KEY": "platform-codestral-k21",
-    "AZURE_API_KEY": "platform-azure-k22", "AWS_ACCESS_KEY_ID": "platform-aws-k23",
-    "AWS_SECRET_ACCESS_KEY": "platform-aws-k24", "LITELLM_API_KEY": "platform-litellm-k25",
-    "OPENAI_ORGANIZATION": "platform-org-k26", "OPENAI_ORG_ID": "platform-org-k27",
+    "OPENAI_API_KEY": "platform-openai-k1",
+    "ANTHROPIC_API_KEY": "platform-anthropic-k2",
+    "GEMINI_API_KEY": "platform-gemini-k3",
+    "GROQ_API_KEY": "platform-groq-k4",
+    "MISTRAL_API_KEY": "platform-mistral-k5",
+    "DEEPSEEK_API_KEY": "platform-deepseek-k6",
+    "TOGETHERAI_API_KEY": "platform-together-k7",
+    "TOGETHER_AI_API_KEY": "platform-together-k8",
+    "FIREWORKS_AI_API_KEY": "platform-fireworks-k9",
+    "OPENROUTER_API_KEY": "platform-openrouter-k10",
+    "XAI_API_KEY": "platform-xai-k11",
+    "COHERE_API_KEY": "platform-cohere-k12",
+    "PERPLEXITYAI_API_KEY": "platform-perplexity-k13",
+    "DEEPINFRA_API_KEY": "platform-deepinfra-k14",
+    "CEREBRAS_API_KEY": "platform-cerebras-k15",
+    "HOSTED_VLLM_API_KEY": "platform-vllm-k16",
+    "NVIDIA_NIM_API_KEY": "platform-nim-k17",
+    "SAMBANOVA_API_KEY": "platform-sambanova-k18",
+    "MOONSHOT_API_KEY": "platform-moonshot-k19",
+    "DASHSCOPE_API_KEY": "platform-dashscope-k20",
+    "CODESTRAL_API_KEY": "platform-codestral-k21",
+    "AZURE_API_KEY": "platform-azure-k22",
+    "AWS_ACCESS_KEY_ID": "platform-aws-k23",
+    "AWS_SECRET_ACCESS_KEY": "platform-aws-k24",
+    "LITELLM_API_KEY": "platform-litellm-k25",
+    "OPENAI_ORGANIZATION": "platform-org-k26",
+    "OPENAI_ORG_ID": "platform-org-k27",
     "OPENAI_PROJECT_ID": "platform-project-k28",
 }
 
@@ -231,8 +257,17 @@ def test_each_own_key_provider_sends_the_models_key_and_no_platform_secret(provi
     assert [name for name, value in platform_secrets.items() if value in sent] == []
 
 
-@pytest.mark.parametrize("model", ["bedrock/anthropic.claude-3", "vertex_ai/gemini-pro", "azure/gpt-4o",
-                                   "sagemaker/endpoint", "ollama/llama3", "rcb-unknown/model"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "bedrock/anthropic.claude-3",
+        "vertex_ai/gemini-pro",
+        "azure/gpt-4o",
+        "sagemaker/endpoint",
+        "ollama/llama3",
+        "rcb-unknown/model",
+    ],
+)
 def test_providers_that_read_other_credentials_are_refused_for_a_models_own_key(model, server, platform_secrets):
     with pytest.raises(ModelCallError, match="not called: ") as raised:
         complete(call_for(server, model=model), "hello", sleep=lambda s: None)
@@ -246,11 +281,14 @@ def test_an_api_base_for_which_litellm_would_swap_in_a_platform_key_is_refused(p
         complete(call, "hello", sleep=lambda s: None)
 
 
-@pytest.mark.parametrize(("api_base", "message"), [
-    ("http://api.example.org/v1", "api_base must use https:// (got http://)"),
-    ("https://user:pw@api.example.org/v1", "api_base must not contain credentials"),
-    ("https://api.example.org:99999/v1", "api_base has an invalid port (api.example.org:99999)"),
-])
+@pytest.mark.parametrize(
+    ("api_base", "message"),
+    [
+        ("http://api.example.org/v1", "api_base must use https:// (got http://)"),
+        ("https://user:pw@api.example.org/v1", "api_base must not contain credentials"),
+        ("https://api.example.org:99999/v1", "api_base has an invalid port (api.example.org:99999)"),
+    ],
+)
 def test_a_users_api_base_must_be_https_without_credentials(api_base, message):
     with pytest.raises(ModelCallError, match=re.escape(message)):
         complete(ModelCall(model=KNOWN_MODEL, api_base=api_base, api_key=KEY), "hello", sleep=lambda s: None)
@@ -259,8 +297,11 @@ def test_a_users_api_base_must_be_https_without_credentials(api_base, message):
 def test_a_users_model_never_connects_to_a_loopback_endpoint(server, sleeps):
     for host in ("127.0.0.1", "localhost"):
         api_base = server.base_url.replace("http://127.0.0.1", f"https://{host}")
-        with pytest.raises(ModelCallError, match=f"not called: model endpoint host {host} resolves to a loopback "
-                                                 r"address \(") as raised:
+        with pytest.raises(
+            ModelCallError,
+            match=f"not called: model endpoint host {host} resolves to a loopback "
+            r"address \(",
+        ) as raised:
             complete(call_for(server, api_base=api_base, private_addresses=False), "hi", sleep=sleeps.append)
         assert not raised.value.retryable and raised.value.attempts == 1
     assert server.requests == [] and sleeps == []
@@ -270,8 +311,9 @@ def test_a_users_model_never_connects_to_a_loopback_endpoint(server, sleeps):
 def test_each_own_key_provider_resolves_under_the_guard(provider, server):
     """Every provider's client resolves the endpoint in the calling thread, where the guard checks it."""
     api_base = server.base_url.replace("http://127.0.0.1", "https://localhost")
-    call = call_for(server, model=f"{provider}/rcb-test-model", api_base=api_base, private_addresses=False,
-                    max_retries=0, timeout=5)
+    call = call_for(
+        server, model=f"{provider}/rcb-test-model", api_base=api_base, private_addresses=False, max_retries=0, timeout=5
+    )
     with pytest.raises(ModelCallError, match="not called: model endpoint host localhost resolves to a loopback"):
         complete(call, "hello", sleep=lambda s: None)
     assert server.requests == []
@@ -285,6 +327,11 @@ def test_a_users_model_without_an_api_base_cannot_reach_a_private_endpoint_of_th
     with pytest.raises(ModelCallError, match="not called: model endpoint host 127.0.0.1 resolves to a loopback"):
         complete(ModelCall(model="openai/x", api_key=KEY, max_retries=0), "hi", sleep=lambda s: None)
     assert server.requests == []
-    complete(ModelCall(model="openai/x", platform_key=True, private_addresses=True, max_retries=0), "hi",
-             sleep=lambda s: None)
-    assert [r.headers["Authorization"] for r in server.chat_requests] == ["Bearer platform-key"]  # the platform's own model does go there
+    complete(
+        ModelCall(model="openai/x", platform_key=True, private_addresses=True, max_retries=0),
+        "hi",
+        sleep=lambda s: None,
+    )
+    assert [r.headers["Authorization"] for r in server.chat_requests] == [
+        "Bearer platform-key"
+    ]  # the platform's own model does go there

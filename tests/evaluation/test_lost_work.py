@@ -39,8 +39,12 @@ def test_a_broker_restart_is_recovered_from_within_seconds(own_redis, celery_wor
     time.sleep(2)
     own_redis.start()  # empty: what was queued or unacknowledged is gone
     restarted = time.monotonic()
-    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=RECOVERY,
-           what="the run to complete after the broker restart", worker=worker)
+    polled(
+        lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=RECOVERY,
+        what="the run to complete after the broker restart",
+        worker=worker,
+    )
     print(f"broker restart: completed {time.monotonic() - restarted:.0f} s after the broker was back")
     _completed_once(run)
 
@@ -54,8 +58,12 @@ def test_a_killed_worker_is_recovered_from_within_seconds(celery_worker_factory,
     assert Outcome.objects.filter(run=run).count() < run.total_items
     second = celery_worker_factory(queues="default,sandbox", **DEFAULTS)
     killed = time.monotonic()
-    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED, timeout=RECOVERY,
-           what="the run to complete after its worker was killed", worker=second)
+    polled(
+        lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=RECOVERY,
+        what="the run to complete after its worker was killed",
+        worker=second,
+    )
     print(f"killed worker: completed {time.monotonic() - killed:.0f} s after the kill")
     _completed_once(run)
 
@@ -82,6 +90,8 @@ def test_the_watchdog_says_a_database_outage_once_when_it_begins_and_once_when_i
             connections.close_all()
     lines = [r for r in caplog.records if r.name == "operations.watchdog"]
     assert [r.getMessage().split(" (")[0] for r in lines] == [
-        "the watchdog cannot reach the database", lines[1].getMessage()], [r.getMessage() for r in lines]
+        "the watchdog cannot reach the database",
+        lines[1].getMessage(),
+    ], [r.getMessage() for r in lines]
     assert "reaches the database again" in lines[1].getMessage()
     assert not any(r.exc_info for r in lines), "no traceback per pass"

@@ -24,8 +24,10 @@ def test_parameter_boxes_start_empty_not_null(client, author):
 
 def test_a_refused_form_keeps_the_typed_key_only_in_that_response(client, author):
     client.force_login(author)
-    response = client.post(reverse("model-new"), {"name": "bad name!", "display_name": "X", "kind": "litellm",
-                                                  "litellm_model": "openai/x", "api_key": KEY})
+    response = client.post(
+        reverse("model-new"),
+        {"name": "bad name!", "display_name": "X", "kind": "litellm", "litellm_model": "openai/x", "api_key": KEY},
+    )
     assert response.status_code == 400
     body = response.content.decode()
     assert f'value="{KEY}"' in body
@@ -41,9 +43,17 @@ def test_uploaded_kind_hides_and_ignores_the_call_fields(client, author):
     body = client.get(reverse("model-new")).content.decode()
     for name in ("litellm_model", "api_base", "api_key"):
         assert f'name="{name}"' in body and body.count('data-for-kind="litellm"') == 3
-    response = client.post(reverse("model-new"), {"name": "offline", "display_name": "Offline", "kind": "uploaded",
-                                                  "litellm_model": "openai/x", "api_base": "https://e.example/v1",
-                                                  "api_key": KEY})
+    response = client.post(
+        reverse("model-new"),
+        {
+            "name": "offline",
+            "display_name": "Offline",
+            "kind": "uploaded",
+            "litellm_model": "openai/x",
+            "api_base": "https://e.example/v1",
+            "api_key": KEY,
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     model = ModelEntry.objects.get(name="offline")
     assert (model.kind, model.litellm_model, model.api_base, model.api_key_get()) == ("uploaded", "", "", None)

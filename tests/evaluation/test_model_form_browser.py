@@ -17,8 +17,11 @@ def test_uploaded_kind_hides_the_call_fields(browser_page, live_server, author, 
     page.set_viewport_size({"width": width, "height": 900})
     sign_in(page, base, author)
     page.goto(f"{base}/models/new/")
-    called = [page.get_by_label("litellm model"), page.get_by_label("API base URL"),
-              page.get_by_role("textbox", name="API key")]
+    called = [
+        page.get_by_label("litellm model"),
+        page.get_by_label("API base URL"),
+        page.get_by_role("textbox", name="API key"),
+    ]
     for field in called:
         expect(field).to_be_visible()
     page.get_by_label("I upload its generations").check()

@@ -36,8 +36,7 @@ def test_operations_page_is_for_maintainers(client, author, maintainer):
 
 
 @pytest.mark.django_db
-def test_a_stalled_run_is_flagged_and_resuming_queues_only_its_missing_items(client, maintainer, release,
-                                                                            fresh_broker):
+def test_a_stalled_run_is_flagged_and_resuming_queues_only_its_missing_items(client, maintainer, release, fresh_broker):
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     snippets = list(release.tasks.first().snippets.all())
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")

@@ -31,25 +31,31 @@ def session(tmp_path_factory):
 def judge(session, model: str, *, wall: float = 10, test: bytes = TEST):
     nonce = nonce_new()
     files = {"paper2code_test.py": test, "model.py": model.encode(), **harness_files(nonce)}
-    result = session.run(files=files, command=harness_command(session.environment.python, "paper2code_test.py"),
-                         limits=Limits(wall_seconds=wall, memory_bytes=512 * 2**20, output_bytes=2**16))
+    result = session.run(
+        files=files,
+        command=harness_command(session.environment.python, "paper2code_test.py"),
+        limits=Limits(wall_seconds=wall, memory_bytes=512 * 2**20, output_bytes=2**16),
+    )
     return outcome_classify(result=result, harness=harness_verdict(result.stdout, nonce)), result
 
 
-@pytest.mark.parametrize("model,status,category", [
-    ("def add(a, b):\n    return a + b\n", "passed", ""),
-    ("def add(a, b):\n    return a - b\n", "failed", "wrong_result"),
-    ("def add(a, b):\n    return a +\n", "failed", "syntax"),
-    ("def add(a, b):\n    return c\n", "failed", "name_import"),
-    ("import no_such_module_rcb\ndef add(a, b):\n    return a + b\n", "failed", "name_import"),
-    ("def add(a, b):\n    return [][1]\n", "failed", "runtime"),
-    ("def add(a, b):\n    x = bytearray(2 * 1024**3)\n    return a + b\n", "failed", "memory"),
-    ("import os\nos._exit(0)\n", "failed", "runtime"),
-    ("import sys\nsys.exit(0)\n", "failed", "runtime"),
-    ("def add(a, b):\n    import sys\n    sys.exit(0)\n", "failed", "runtime"),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "failed", "runtime"),
-    ("def add(a, b):\n    print('the step failed')\n    return a + b\n", "failed", "wrong_result"),
-])
+@pytest.mark.parametrize(
+    "model,status,category",
+    [
+        ("def add(a, b):\n    return a + b\n", "passed", ""),
+        ("def add(a, b):\n    return a - b\n", "failed", "wrong_result"),
+        ("def add(a, b):\n    return a +\n", "failed", "syntax"),
+        ("def add(a, b):\n    return c\n", "failed", "name_import"),
+        ("import no_such_module_rcb\ndef add(a, b):\n    return a + b\n", "failed", "name_import"),
+        ("def add(a, b):\n    return [][1]\n", "failed", "runtime"),
+        ("def add(a, b):\n    x = bytearray(2 * 1024**3)\n    return a + b\n", "failed", "memory"),
+        ("import os\nos._exit(0)\n", "failed", "runtime"),
+        ("import sys\nsys.exit(0)\n", "failed", "runtime"),
+        ("def add(a, b):\n    import sys\n    sys.exit(0)\n", "failed", "runtime"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "failed", "runtime"),
+        ("def add(a, b):\n    print('the step failed')\n    return a + b\n", "failed", "wrong_result"),
+    ],
+)
 def test_categories(session, model, status, category):
     verdict, _ = judge(session, model)
     assert (verdict.status, verdict.category) == (status, category), verdict.detail

@@ -18,8 +18,12 @@ pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 def run_and_wait(model_name: str, version, worker, *, samples: int = 1, timeout: float = 600) -> EvaluationRun:
     run = services.run_start(model=ModelEntry.objects.get(name=model_name), version=version, samples=samples)
-    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
-             timeout=timeout, worker=worker, what=f"{model_name} run to complete")
+    polled(
+        lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=timeout,
+        worker=worker,
+        what=f"{model_name} run to complete",
+    )
     return EvaluationRun.objects.get(pk=run.pk)
 
 
@@ -42,11 +46,15 @@ def test_reference_scores_100_and_placeholder_0(backend, release, celery_worker_
     # (FORMAT.md 7.5), and the harness counted every test of every reference answer passed.
     manifests = {task.paper.slug: task.test_manifest for task in Task.objects.filter(versions=release)}
     assert {slug: (m["runner"], len(m["tests"]), set(m["tests"].values())) for slug, m in manifests.items()} == {
-        "dampnest": ("unittest", 4, {"passed"}), "topk-attention-pool": ("unittest", 4, {"passed"}),
-        "trimmed-infonce": ("unittest", 6, {"passed"})}
+        "dampnest": ("unittest", 4, {"passed"}),
+        "topk-attention-pool": ("unittest", 4, {"passed"}),
+        "trimmed-infonce": ("unittest", 6, {"passed"}),
+    }
     for outcome in Outcome.objects.filter(run=reference).select_related("snippet__task"):
-        assert outcome.tests_summary == f"{len(outcome.snippet.task.test_manifest['tests'])} of " \
-                                        f"{len(outcome.snippet.task.test_manifest['tests'])} tests passed"
+        assert (
+            outcome.tests_summary == f"{len(outcome.snippet.task.test_manifest['tests'])} of "
+            f"{len(outcome.snippet.task.test_manifest['tests'])} tests passed"
+        )
     assert all(not all(row["passed"] for row in o.tests) for o in Outcome.objects.filter(run=placeholder))
     assert set(Outcome.objects.filter(run=reference).values_list("sandbox_backend", flat=True)) == {backend}
     if backend == "bwrap":
@@ -65,15 +73,18 @@ def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(release, cel
     first = celery_worker_factory(queues="sandbox", **options)
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, samples=3)
 
-    polled(lambda: Outcome.objects.filter(run=run).count() >= 10, timeout=300, worker=first,
-             what="the first outcomes")
+    polled(lambda: Outcome.objects.filter(run=run).count() >= 10, timeout=300, worker=first, what="the first outcomes")
     first.kill(signal.SIGKILL)
     done_at_kill = Outcome.objects.filter(run=run).count()
     assert done_at_kill < run.total_items, "the worker must die mid-run for this test to mean anything"
 
     second = celery_worker_factory(queues="sandbox", **options)
-    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
-             timeout=300, worker=second, what="the run to complete after the restart")
+    polled(
+        lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=300,
+        worker=second,
+        what="the run to complete after the restart",
+    )
 
     outcomes = Outcome.objects.filter(run=run)
     assert outcomes.count() == run.total_items == 99
@@ -82,8 +93,9 @@ def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(release, cel
     assert RunScore.objects.get(run=run, paper=None, split="").scaled_pass_rate == 100.0
 
 
-def test_cancel_stops_dispatched_items_and_resume_finishes_only_the_missing(release, celery_worker_factory,
-                                                                          worker_broker, sandbox_cache):
+def test_cancel_stops_dispatched_items_and_resume_finishes_only_the_missing(
+    release, celery_worker_factory, worker_broker, sandbox_cache
+):
     import re
 
     import redis
@@ -96,19 +108,30 @@ def test_cancel_stops_dispatched_items_and_resume_finishes_only_the_missing(rele
     worker = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="local")
     # The worker has taken every queued item and ended its task (acknowledged: none left on the broker, none unacked).
     ended = re.compile(r"Task evaluation\.tasks\.item_evaluate\[[^\]]+\] succeeded")
-    polled(lambda: len(ended.findall(worker.output())) == queued and not broker.llen("sandbox")
-           and not broker.hlen("unacked"), timeout=300, worker=worker, what="the worker to take the cancelled items")
+    polled(
+        lambda: (
+            len(ended.findall(worker.output())) == queued and not broker.llen("sandbox") and not broker.hlen("unacked")
+        ),
+        timeout=300,
+        worker=worker,
+        what="the worker to take the cancelled items",
+    )
     assert Outcome.objects.filter(run=run).count() == 0, "a cancelled run's queued items are skipped"
 
     dispatched = services.run_resume(run=run)
     assert dispatched == settings.RUN_ITEMS_IN_FLIGHT < 33, "a share now; the feeder queues the rest as items end"
-    polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
-             timeout=300, worker=worker, what="the resumed run")
+    polled(
+        lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+        timeout=300,
+        worker=worker,
+        what="the resumed run",
+    )
     assert Outcome.objects.filter(run=run).count() == 33
 
 
 def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and_answers(
-        release, celery_worker_factory, sandbox_cache):
+    release, celery_worker_factory, sandbox_cache
+):
     import re
 
     from benchmarks.models import Snippet
@@ -122,12 +145,21 @@ def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and
         return f"Here is the block.\n```python\n{references[name]}```\n"
 
     with openai_server(responder=answer_with_reference, failures=[429, 500]) as server:
-        model = services.model_register(name="local-gpt", display_name="Local GPT", litellm_model="openai/rcb-local",
-                                        api_base=server.base_url, api_key="sk-test-secret-123")
+        model = services.model_register(
+            name="local-gpt",
+            display_name="Local GPT",
+            litellm_model="openai/rcb-local",
+            api_base=server.base_url,
+            api_key="sk-test-secret-123",
+        )
         worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND="local")
         run = services.run_start(model=model, version=release)
-        polled(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
-                 timeout=300, worker=worker, what="the model run")
+        polled(
+            lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
+            timeout=300,
+            worker=worker,
+            what="the model run",
+        )
         auth = {r.headers["Authorization"] for r in server.chat_requests}
 
     generations = Generation.objects.filter(run=run)

@@ -65,16 +65,20 @@ def test_calibration_lines_are_unranked_and_ranks_count_only_ranked_entries(clie
     small = Snippet.objects.filter(task__versions=release, loc__lt=3).count()
     assert mcnemar_exact(big, small) > 0.05
     assert [(r["model"], r["rank"], r["calibration"], r["provenance"]) for r in rows] == [
-        ("reference", None, True, "verified"), ("placeholder", None, True, "verified"),
-        ("half", 1, False, "verified"), ("uploader", 1, False, "self_reported")], "tied: no test separates them"
+        ("reference", None, True, "verified"),
+        ("placeholder", None, True, "verified"),
+        ("half", 1, False, "verified"),
+        ("uploader", 1, False, "self_reported"),
+    ], "tied: no test separates them"
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     table = body.split('id="leaderboard-table"')[1].split("</table>")[0]
     reference_lines, ranked = table.split('<tbody class="ranked">')
     assert reference_lines.count('<tr class="calibration">') == 2 and reference_lines.count(">ref.</td>") == 2
     assert reference_lines.count(">calibration</span>") == 2
     first = '<td class="num"><span title="no entry is significantly better">1</span>'
-    assert ranked.index(f'<tr class="verified">{first}') < ranked.index(f'<tr class="self_reported">{first}'), \
+    assert ranked.index(f'<tr class="verified">{first}') < ranked.index(f'<tr class="self_reported">{first}'), (
         "tied, listed by score"
+    )
     assert ">self-reported</span>" in ranked and ">verified</span>" in ranked
     assert "2 ranked rows" in table and "2 calibration reference lines (not ranked)" in table
 
@@ -91,8 +95,11 @@ def test_provenance_filter_on_page_and_api(client, release, author):
     assert [(r["model"], r["rank"]) for r in self_reported] == [("reference", None), ("uploader", 1)]
     assert [r["model"] for r in api().get(BOARD, {"provenance": "reported"}).json()] == ["reference"]
     assert len(api().get(BOARD, {"provenance": "nonsense"}).json()) == 3, "an unknown value filters nothing"
-    page = client.get(reverse("leaderboard", args=["1.0.0"]), {"provenance": "verified"},
-                      headers={"HX-Request": "true", "HX-Target": "leaderboard-table"}).content.decode()
+    page = client.get(
+        reverse("leaderboard", args=["1.0.0"]),
+        {"provenance": "verified"},
+        headers={"HX-Request": "true", "HX-Target": "leaderboard-table"},
+    ).content.decode()
     assert "<html" not in page and ">Half</a>" in page and ">Uploader</a>" not in page
     assert "provenance=verified" in page, "sort links keep the filter"
 
@@ -132,7 +139,11 @@ def test_maintainer_verifies_an_upload_with_a_reason_and_it_is_audited(client, r
     assert run.provenance == "verified_upload"
     (change,) = ProvenanceChange.objects.filter(run=run)
     assert (change.from_provenance, change.to_provenance, change.actor, change.reason) == (
-        "self_reported", "verified_upload", maintainer, "answers regenerated through the provider: same")
+        "self_reported",
+        "verified_upload",
+        maintainer,
+        "answers regenerated through the provider: same",
+    )
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert "verified upload: checked by maya, answers regenerated through the provider: same" in page
     assert "self-reported → verified upload by maya" in page

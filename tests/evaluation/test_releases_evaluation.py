@@ -36,24 +36,31 @@ def run_inline(run: EvaluationRun) -> RunScore:
 
 def test_an_upload_of_the_reference_answers_scores_like_the_reference_model(media_root, bwrap, author):
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-    own = run_inline(services.run_start(model=ModelEntry.objects.get(name="reference"), version=version,
-                                        dispatch=False))
-    lines = [json.dumps({"id": str(s.pk), "sample": 0, "answer": f"```python\n{s.reference_code}```"})
-             for s in version_snippets(version=version)]
+    own = run_inline(
+        services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, dispatch=False)
+    )
+    lines = [
+        json.dumps({"id": str(s.pk), "sample": 0, "answer": f"```python\n{s.reference_code}```"})
+        for s in version_snippets(version=version)
+    ]
     uploader = ModelEntry.objects.create(name="uploaded-ref", display_name="Uploaded", kind="uploaded", owner=author)
-    uploaded_run = services.run_from_upload(model=uploader, version=version, data="\n".join(lines).encode(),
-                                            user=author)
+    uploaded_run = services.run_from_upload(
+        model=uploader, version=version, data="\n".join(lines).encode(), user=author
+    )
     uploaded = run_inline(uploaded_run)
     fields = ("items", "passed", "failed", "errors", "pass_rate", "scaled_pass_rate", "scaled_ci_low", "scaled_ci_high")
     assert [getattr(uploaded, f) for f in fields[:6]] == [getattr(own, f) for f in fields[:6]]
     assert uploaded.scaled_pass_rate == 100.0
 
 
-@pytest.mark.parametrize("content,message", [
-    (b'{"id": "999999", "sample": 0, "answer": "x"}', "unknown item id '999999'"),
-    (b"\xff\xfe not utf-8", "not UTF-8"),
-    (b"not json at all", "line 1: not JSON"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b'{"id": "999999", "sample": 0, "answer": "x"}', "unknown item id '999999'"),
+        (b"\xff\xfe not utf-8", "not UTF-8"),
+        (b"not json at all", "line 1: not JSON"),
+    ],
+)
 def test_bad_uploads_store_nothing(media_root, author, content, message):
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     model = ModelEntry.objects.create(name="up", display_name="Up", kind="uploaded", owner=author)
@@ -65,9 +72,11 @@ def test_bad_uploads_store_nothing(media_root, author, content, message):
 def test_duplicate_and_overlong_answers_are_named_by_line(media_root, author):
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     item = str(version_snippets(version=version).first().pk)
-    lines = [json.dumps({"id": item, "sample": 0, "answer": "```python\na\n```"}),
-             json.dumps({"id": item, "sample": 0, "answer": "```python\nb\n```"}),
-             json.dumps({"id": item, "sample": 1, "answer": "x" * 300_000})]
+    lines = [
+        json.dumps({"id": item, "sample": 0, "answer": "```python\na\n```"}),
+        json.dumps({"id": item, "sample": 0, "answer": "```python\nb\n```"}),
+        json.dumps({"id": item, "sample": 1, "answer": "x" * 300_000}),
+    ]
     model = ModelEntry.objects.create(name="up", display_name="Up", kind="uploaded", owner=author)
     with pytest.raises(services.UploadError) as error:
         services.run_from_upload(model=model, version=version, data="\n".join(lines).encode(), user=author)
@@ -75,8 +84,9 @@ def test_duplicate_and_overlong_answers_are_named_by_line(media_root, author):
     assert any(p.startswith("line 3:") and "300000 characters" in p for p in error.value.problems)
 
 
-def test_publishing_queues_continuous_models_and_reuses_unchanged_answers(media_root, bwrap, maintainer,
-                                                                          django_capture_on_commit_callbacks):
+def test_publishing_queues_continuous_models_and_reuses_unchanged_answers(
+    media_root, bwrap, maintainer, django_capture_on_commit_callbacks
+):
     from tests.evaluation.openai_server import openai_server
 
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
@@ -89,8 +99,13 @@ def test_publishing_queues_continuous_models_and_reuses_unchanged_answers(media_
         return f"```python\n{references[name]}```"
 
     with openai_server(responder=answer) as server:
-        model = services.model_register(name="cont", display_name="Continuous", litellm_model="openai/rcb-cont",
-                                        api_base=server.base_url, api_key="sk-x")
+        model = services.model_register(
+            name="cont",
+            display_name="Continuous",
+            litellm_model="openai/rcb-cont",
+            api_base=server.base_url,
+            api_key="sk-x",
+        )
         ModelEntry.objects.filter(pk=model.pk).update(continuous=True)
         first = run_inline(services.run_start(model=model, version=version, dispatch=False))
         calls_after_first = len(server.chat_requests)

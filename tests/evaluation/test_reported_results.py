@@ -71,12 +71,17 @@ def test_scored_by_the_same_code_as_a_verified_run(release):
     verified = evaluate(release, model("same"), lambda s: s.pk in passes)
     # The bootstrap is seeded by the run id: rescore the verified run's items under the reported run's seed.
     from evaluation.scoring import bootstrap_ci, run_item_results
+
     rate_ci, scaled_ci = bootstrap_ci(run_item_results(verified)[None], seed=reported.run.pk)
     mine = verified.scores.get(paper__isnull=True, split="")
     fields = ("items", "passed", "failed", "errors", "pass_rate", "scaled_pass_rate")
     assert [getattr(mine, f) for f in fields] == [getattr(reported, f) for f in fields]
     assert (rate_ci.low, rate_ci.high, scaled_ci.low, scaled_ci.high) == (
-        reported.pass_rate_ci_low, reported.pass_rate_ci_high, reported.scaled_ci_low, reported.scaled_ci_high)
+        reported.pass_rate_ci_low,
+        reported.pass_rate_ci_high,
+        reported.scaled_ci_low,
+        reported.scaled_ci_high,
+    )
 
 
 def test_leaderboard_shows_reported_rows_with_their_source_never_verified(release, client, maintainer):
@@ -112,17 +117,24 @@ def test_refuses_what_does_not_match_with_the_full_list_and_stores_nothing(relea
     assert "nothing imported, 5 problem(s)" in message
     assert "results['no-such-paper']: no paper 'no-such-paper' in release 1.0.0 (its papers: dampnest, " in message
     assert "no snippet 'a snippet nobody wrote' in paper dampnest (its snippets: bias-correct both moments," in message
-    assert ("""results['dampnest']["results"]['model-b']["results"]['dampnest update rule'][1]: """
-            "snippet_code_line_count is 17; release 1.0.0 counts 18 lines") in message
+    assert (
+        """results['dampnest']["results"]['model-b']["results"]['dampnest update rule'][1]: """
+        "snippet_code_line_count is 17; release 1.0.0 counts 18 lines"
+    ) in message
     assert "model 'Model-A (2025)' has no results for 1 snippet(s) of release 1.0.0: trimmed-infonce/stable" in message
     assert """['rms-normalise output'][0]: expected an object with "passed": true or false""" in message
     assert not EvaluationRun.objects.exists() and not ModelEntry.objects.filter(kind="reported").exists()
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b"\xff", "not JSON"), (b"[]", 'expected an object with "results"'), (b'{"results": {}}', "holds no results"),
-    (b'{"results": {"dampnest": []}}', "results['dampnest']: expected"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b"\xff", "not JSON"),
+        (b"[]", 'expected an object with "results"'),
+        (b'{"results": {}}', "holds no results"),
+        (b'{"results": {"dampnest": []}}', "results['dampnest']: expected"),
+    ],
+)
 def test_refuses_files_not_in_the_layout(release, tmp_path, content, expected):
     path = tmp_path / "bad.json"
     path.write_bytes(content)

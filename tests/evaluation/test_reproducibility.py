@@ -23,9 +23,25 @@ from tests.conftest import client_for, download_body, sandbox_backend_or_missing
 
 pytestmark = pytest.mark.django_db
 LOCK = {"kind": "venv", "python": "3.11.2", "distributions": {"numpy": "1.26.4"}}
-ITEM_FIELDS = {"item", "sample", "paper", "file", "snippet", "task_content_hash", "prompt_hash", "answer_hash",
-               "code_hash", "environment_hash", "environment_lock", "protocol", "limits", "sandbox_backend", "worker",
-               "verdict", "forked"}
+ITEM_FIELDS = {
+    "item",
+    "sample",
+    "paper",
+    "file",
+    "snippet",
+    "task_content_hash",
+    "prompt_hash",
+    "answer_hash",
+    "code_hash",
+    "environment_hash",
+    "environment_lock",
+    "protocol",
+    "limits",
+    "sandbox_backend",
+    "worker",
+    "verdict",
+    "forked",
+}
 
 
 api = client_for
@@ -42,9 +58,17 @@ def recorded(release) -> EvaluationRun:
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for snippet in Snippet.objects.filter(task__versions=release).select_related("task"):
         generation = services.calibration_generation(run=run, snippet=snippet, sample=0)
-        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""),
-                                generation=generation, backend="bwrap", worker="w1@host",
-                                limits=Limits(wall_seconds=60), environment_lock=LOCK)
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=0,
+            verdict=Verdict("passed", "", ""),
+            generation=generation,
+            backend="bwrap",
+            worker="w1@host",
+            limits=Limits(wall_seconds=60),
+            environment_lock=LOCK,
+        )
     assert services.run_maybe_finish(run=run)
     run.refresh_from_db()
     return run
@@ -83,7 +107,8 @@ def test_manifest_streams_its_canonical_spelling_from_run_scoped_queries(release
     from evaluation.reproducibility import canonical_json
 
     VersionTask.objects.filter(pk=release.memberships.get(task__paper__slug="dampnest").pk).update(
-        split=VersionTask.Split.HELD_OUT)
+        split=VersionTask.Split.HELD_OUT
+    )
     run = recorded(release)
     for caller in (api(author), api(maintainer)):
         with CaptureQueriesContext(connection) as queries:
@@ -117,8 +142,9 @@ def test_held_out_items_appear_only_in_maintainers_manifests(client, release, au
     VersionTask.objects.filter(pk=held.pk).update(split=VersionTask.Split.HELD_OUT)
     run = recorded(release)
     hidden = set(Snippet.objects.filter(task=held.task).values_list("pk", flat=True))
-    hidden_answers = {hashlib.sha256(g.raw_answer.encode()).hexdigest()
-                      for g in run.generations.filter(snippet_id__in=hidden)}
+    hidden_answers = {
+        hashlib.sha256(g.raw_answer.encode()).hexdigest() for g in run.generations.filter(snippet_id__in=hidden)
+    }
     for caller in (api(), api(author)):
         manifest = manifest_get(caller, f"/api/v1/runs/{run.pk}/manifest/")
         assert manifest["scope"] == "public items only" and manifest["items_withheld"] == len(hidden)
@@ -150,8 +176,7 @@ def bwrap(sandbox_cache, executor_backend):
     yield
 
 
-def test_reference_run_records_its_lock_and_reproduces_fully_until_a_verdict_is_tampered(release, bwrap,
-                                                                                         sandbox_cache):
+def test_reference_run_records_its_lock_and_reproduces_fully_until_a_verdict_is_tampered(release, bwrap, sandbox_cache):
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for snippet in Snippet.objects.filter(task__versions=release).order_by("pk"):
@@ -164,7 +189,9 @@ def test_reference_run_records_its_lock_and_reproduces_fully_until_a_verdict_is_
     numpy_task = next(o for o in outcomes if "numpy" in o.snippet.task.requirements)
     lock = numpy_task.environment_lock.lock
     assert lock["kind"] == "venv" and lock["python"].startswith(f"{sys.version_info.major}.{sys.version_info.minor}")
-    (dist_info,) = (sandbox_cache / "venvs" / numpy_task.environment_hash).glob("lib/python*/site-packages/numpy-*.dist-info")
+    (dist_info,) = (sandbox_cache / "venvs" / numpy_task.environment_hash).glob(
+        "lib/python*/site-packages/numpy-*.dist-info"
+    )
     assert lock["distributions"]["numpy"] == dist_info.name.removeprefix("numpy-").removesuffix(".dist-info")
     assert numpy_task.environment_lock.lock_hash == canonical_hash(lock)
 
@@ -180,8 +207,10 @@ def test_reference_run_records_its_lock_and_reproduces_fully_until_a_verdict_is_
     with pytest.raises(CommandError, match=f"1 of {run.total_items} item\\(s\\) of run {run.pk} disagree"):
         call_command("run_reproduce", str(run.pk), stdout=out)
     text = out.getvalue()
-    assert (f"DISAGREE item {tampered.snippet_id} sample 0 {tampered.snippet.task.paper.slug}:{tampered.snippet.name}: "
-            "stored failed/wrong_result, now passed") in text
+    assert (
+        f"DISAGREE item {tampered.snippet_id} sample 0 {tampered.snippet.task.paper.slug}:{tampered.snippet.name}: "
+        "stored failed/wrong_result, now passed"
+    ) in text
     assert f"summary: {run.total_items - 1} of {run.total_items} item(s) agree" in text
 
 
@@ -203,8 +232,11 @@ def test_docker_lock_is_the_image_id(tmp_path):
     lock = backend.environment_lock(environment)
     client = docker.from_env()
     try:
-        assert lock == {"kind": "image", "image": environment.location,
-                        "image_id": client.images.get(environment.location).id}
+        assert lock == {
+            "kind": "image",
+            "image": environment.location,
+            "image_id": client.images.get(environment.location).id,
+        }
     finally:
         client.close()
     assert lock["image_id"].startswith("sha256:")
@@ -218,8 +250,13 @@ def test_items_without_a_recorded_answer_are_skipped_not_disagreements(release, 
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for snippet in Snippet.objects.filter(task__versions=release).select_related("task"):
         generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p", error="HTTP 500")
-        services.outcome_record(run=run, snippet=snippet, sample=0, generation=generation,
-                                verdict=Verdict("error", "infrastructure", "no answer: HTTP 500"))
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=0,
+            generation=generation,
+            verdict=Verdict("error", "infrastructure", "no answer: HTTP 500"),
+        )
     out = StringIO()
     call_command("run_reproduce", str(run.pk), stdout=out)
     assert out.getvalue().count("skipped  item ") == run.total_items

@@ -29,8 +29,9 @@ OWN_ENDPOINT = "https://93.184.216.34/v1"  # a public address literal: no DNS ne
 
 
 def _own_model(author, **fields) -> ModelEntry:
-    return services.model_register(name="ada-model", display_name="Ada", litellm_model="openai/ada", owner=author,
-                                   api_key="sk-ada-own", **fields)
+    return services.model_register(
+        name="ada-model", display_name="Ada", litellm_model="openai/ada", owner=author, api_key="sk-ada-own", **fields
+    )
 
 
 @pytest.mark.django_db
@@ -40,23 +41,31 @@ def test_an_endpoint_edit_during_an_active_run_is_refused_by_the_api_and_the_for
     assert (run.litellm_model, run.api_base, run.model_params, run.status) == ("openai/ada", "", {}, "queued")
     api = client_for(author)
     url = f"/api/v1/models/{model.name}/"
-    for change in ({"api_base": OWN_ENDPOINT}, {"litellm_model": "openai/other"},
-                   {"default_params": {"temperature": 1}}):
+    for change in (
+        {"api_base": OWN_ENDPOINT},
+        {"litellm_model": "openai/other"},
+        {"default_params": {"temperature": 1}},
+    ):
         refused = api.patch(url, change, format="json")
         assert refused.status_code == 409, refused.content
         field = next(iter(change))
         assert refused.json()["error"]["message"] == (
             f"{field} of model ada-model cannot change while run #{run.pk} is queued or running: each run calls the "
-            "endpoint it started with; cancel it or wait until it finishes, then change the model")
+            "endpoint it started with; cancel it or wait until it finishes, then change the model"
+        )
     client.force_login(author)
     form = {"display_name": "Ada", "litellm_model": "openai/ada", "api_base": OWN_ENDPOINT}
     page = client.post(reverse("model-edit", args=[model.name]), form)
-    assert page.status_code == 400 and f"cannot change while run #{run.pk} is queued or running" in page.content.decode()
+    assert (
+        page.status_code == 400 and f"cannot change while run #{run.pk} is queued or running" in page.content.decode()
+    )
     model.refresh_from_db()
     assert (model.api_base, model.litellm_model, model.default_params) == ("", "openai/ada", {}), "nothing changed"
     # What the run does not snapshot may change: the description, the key (a leaked key is rotated at once).
-    assert api.patch(url, {"display_name": "Ada 2", "api_key": "sk-ada-new", "api_base": ""},
-                     format="json").status_code == 200
+    assert (
+        api.patch(url, {"display_name": "Ada 2", "api_key": "sk-ada-new", "api_base": ""}, format="json").status_code
+        == 200
+    )
     assert ModelEntry.objects.get(pk=model.pk).api_key_get() == "sk-ada-new"
 
     services.run_cancel(run=run)
@@ -68,30 +77,53 @@ def test_an_endpoint_edit_during_an_active_run_is_refused_by_the_api_and_the_for
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_a_resumed_run_calls_its_snapshot_even_after_the_model_changed(media_root, maintainer, celery_worker_factory,
-                                                                       settings):
+def test_a_resumed_run_calls_its_snapshot_even_after_the_model_changed(
+    media_root, maintainer, celery_worker_factory, settings
+):
     version = pset_import(root=DEMO_PSET, version_name="snap-1.0.0", publish=True).version
-    with (openai_server(responder=lambda prompt, body: "```python\npass\n```") as first,
-          openai_server(responder=lambda prompt, body: "```python\npass\n```") as second):
-        model = services.model_register(name="local", display_name="Local", litellm_model="openai/snap-first",
-                                        api_base=first.base_url, api_key="sk-first", owner=maintainer,
-                                        default_params={"temperature": 0})
+    with (
+        openai_server(responder=lambda prompt, body: "```python\npass\n```") as first,
+        openai_server(responder=lambda prompt, body: "```python\npass\n```") as second,
+    ):
+        model = services.model_register(
+            name="local",
+            display_name="Local",
+            litellm_model="openai/snap-first",
+            api_base=first.base_url,
+            api_key="sk-first",
+            owner=maintainer,
+            default_params={"temperature": 0},
+        )
         run = services.run_start(model=model, version=version, user=maintainer, dispatch=False)
         services.run_cancel(run=run)
-        services.model_update(model=model, api_base=second.base_url, litellm_model="openai/snap-second",
-                              default_params={"temperature": 1})
+        services.model_update(
+            model=model, api_base=second.base_url, litellm_model="openai/snap-second", default_params={"temperature": 1}
+        )
         model.refresh_from_db()
         # The attack without the snapshot: a call made from the model as it is now reaches the new address.
-        complete(ModelCall(model=model.litellm_model, api_base=model.api_base, api_key=model.api_key_get(),
-                           params=model.default_params, private_addresses=True, max_retries=0), "probe")
+        complete(
+            ModelCall(
+                model=model.litellm_model,
+                api_base=model.api_base,
+                api_key=model.api_key_get(),
+                params=model.default_params,
+                private_addresses=True,
+                max_retries=0,
+            ),
+            "probe",
+        )
         assert [(r.body["model"], r.body["temperature"]) for r in second.chat_requests] == [("snap-second", 1)]
 
         # Every item fed at once: this worker only generates, and no sandbox worker ends items to make room.
         settings.RUN_ITEMS_IN_FLIGHT = settings.USER_ITEMS_IN_FLIGHT = 1000
         worker = celery_worker_factory(queues="llm", RUN_ITEMS_IN_FLIGHT="1000", USER_ITEMS_IN_FLIGHT="1000")
         assert services.run_resume(run=run) == run.total_items
-        polled(lambda: Generation.objects.filter(run=run).count() == run.total_items, timeout=300, worker=worker,
-                 what="every item's answer")
+        polled(
+            lambda: Generation.objects.filter(run=run).count() == run.total_items,
+            timeout=300,
+            worker=worker,
+            what="every item's answer",
+        )
     assert not Generation.objects.filter(run=run).exclude(error="").exists()
     assert len(first.chat_requests) == run.total_items
     assert {(r.body["model"], r.body["temperature"]) for r in first.chat_requests} == {("snap-first", 0)}
@@ -109,8 +141,9 @@ def held_out_version(media_root):
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 # celery_worker_factory: the test's own broker, where the item handed on to the sandbox queue lands, untested.
 @pytest.mark.usefixtures("celery_worker_factory")
-def test_held_out_prompts_are_checked_again_per_item_against_the_snapshot(held_out_version, author, settings,
-                                                                          monkeypatch):
+def test_held_out_prompts_are_checked_again_per_item_against_the_snapshot(
+    held_out_version, author, settings, monkeypatch
+):
     version, task = held_out_version
     held = Snippet.objects.filter(task=task).order_by("pk").first()
     with openai_server(responder=lambda prompt, body: "```python\npass\n```") as server:
@@ -156,8 +189,10 @@ def test_a_run_at_the_owners_endpoint_is_self_reported_on_every_surface(release,
     run.refresh_from_db()
     assert (run.provenance, run.api_base, run.litellm_model) == ("self_reported", OWN_ENDPOINT, "openai/ada")
     statement = provenance_of(run).statement
-    assert statement == (f"self-reported: the platform called the owner's own endpoint {OWN_ENDPOINT}, not a "
-                         "provider's own address: it can answer anything")
+    assert statement == (
+        f"self-reported: the platform called the owner's own endpoint {OWN_ENDPOINT}, not a "
+        "provider's own address: it can answer anything"
+    )
     escaped = statement.replace("'", "&#x27;")
 
     (row,) = client_for().get(BOARD).json()
@@ -169,25 +204,37 @@ def test_a_run_at_the_owners_endpoint_is_self_reported_on_every_surface(release,
     assert reverse("run-verify", args=[run.pk]) not in page, "a generated run is not an upload to verify"
     detail = client_for().get(f"/api/v1/runs/{run.pk}/").json()
     assert (detail["provenance"], detail["provenance_label"], detail["provenance_statement"]) == (
-        "self_reported", "self-reported", statement)
+        "self_reported",
+        "self-reported",
+        statement,
+    )
     assert detail["endpoint"] == {"litellm_model": "openai/ada", "api_base": OWN_ENDPOINT, "params": {}}
     manifest = json.loads(download_body(client_for().get(f"/api/v1/runs/{run.pk}/manifest/")))["run"]
     assert (manifest["provenance"], manifest["provenance_label"], manifest["provenance_statement"]) == (
-        "self_reported", "self-reported", statement)
+        "self_reported",
+        "self-reported",
+        statement,
+    )
     assert manifest["endpoint"] == detail["endpoint"]
 
 
 @pytest.mark.django_db
 def test_the_leaderboard_filter_separates_verified_uploads_from_platform_runs(release, author, maintainer, client):
-    platform = evaluate(release, services.model_register(name="plain", display_name="Plain",
-                                                         litellm_model="openai/plain", owner=author,
-                                                         api_key="sk-plain"), lambda s: True)
+    platform = evaluate(
+        release,
+        services.model_register(
+            name="plain", display_name="Plain", litellm_model="openai/plain", owner=author, api_key="sk-plain"
+        ),
+        lambda s: True,
+    )
     upload = uploaded(release, author, lambda s: True)
     services.run_verify(run=upload, actor=maintainer, reason="regenerated 20 answers at the provider: same")
     upload.refresh_from_db()
     statement = "verified upload: checked by maya, regenerated 20 answers at the provider: same"
     assert provenance_of(upload).statement == statement
-    assert provenance_of(platform).statement == "verified: the platform called openai/plain at the provider's own address"
+    assert (
+        provenance_of(platform).statement == "verified: the platform called openai/plain at the provider's own address"
+    )
     api = client_for()
     assert [r["model"] for r in api.get(BOARD, {"provenance": "verified"}).json()] == ["plain"]
     (row,) = api.get(BOARD, {"provenance": "verified_upload"}).json()
@@ -206,9 +253,19 @@ def test_the_leaderboard_filter_separates_verified_uploads_from_platform_runs(re
 def test_existing_runs_get_their_snapshot_and_provenance_from_the_data_migration(release, author, maintainer):
     migration = importlib.import_module("evaluation.migrations.0018_run_provenance_from_endpoint")
     at_provider = evaluate(release, _own_model(author), lambda s: True)
-    at_own = evaluate(release, services.model_register(
-        name="own-base", display_name="Own", litellm_model="openai/own", owner=author, api_key="sk-own",
-        api_base=OWN_ENDPOINT, default_params={"temperature": 0}), lambda s: True)
+    at_own = evaluate(
+        release,
+        services.model_register(
+            name="own-base",
+            display_name="Own",
+            litellm_model="openai/own",
+            owner=author,
+            api_key="sk-own",
+            api_base=OWN_ENDPOINT,
+            default_params={"temperature": 0},
+        ),
+        lambda s: True,
+    )
     upload = uploaded(release, author, lambda s: True)
     services.run_verify(run=upload, actor=maintainer, reason="checked")
     reference = evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)

@@ -16,8 +16,9 @@ from tests.conftest import embedded_worker, polled
 
 
 @pytest.mark.django_db
-def test_the_run_page_cancels_for_its_owner_only(client, release, author, other_author,
-                                                 django_capture_on_commit_callbacks):
+def test_the_run_page_cancels_for_its_owner_only(
+    client, release, author, other_author, django_capture_on_commit_callbacks
+):
     model = services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
     with django_capture_on_commit_callbacks(execute=False):  # stored, not dispatched: it stays queued
         run = services.run_from_upload(model=model, version=release, data=reference_answers(release), user=author)
@@ -54,16 +55,31 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, rel
 
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(openai_server(responder=answer, failures=[401] * 5))
-        model = services.model_register(name="local-gpt", display_name="Local GPT", litellm_model="openai/rcb-local",
-                                        api_base=server.base_url, api_key="sk-wrong-key", owner=maintainer)
+        model = services.model_register(
+            name="local-gpt",
+            display_name="Local GPT",
+            litellm_model="openai/rcb-local",
+            api_base=server.base_url,
+            api_key="sk-wrong-key",
+            owner=maintainer,
+        )
         # The filesystem broker, as `make run`: this worker is the only one that can take these tasks.
         # Every item fed at once: this worker only generates, and no sandbox worker ends items to make room.
         settings.RUN_ITEMS_IN_FLIGHT = settings.USER_ITEMS_IN_FLIGHT = 1000
-        worker = stack.enter_context(embedded_worker(tmp_path, queues="default,llm", env={
-            "RUN_PAUSE_AFTER_FAILURES": "5", "RUN_ITEMS_IN_FLIGHT": "1000", "USER_ITEMS_IN_FLIGHT": "1000"}))[0]
+        worker = stack.enter_context(
+            embedded_worker(
+                tmp_path,
+                queues="default,llm",
+                env={"RUN_PAUSE_AFTER_FAILURES": "5", "RUN_ITEMS_IN_FLIGHT": "1000", "USER_ITEMS_IN_FLIGHT": "1000"},
+            )
+        )[0]
         run = services.run_start(model=model, version=release, user=maintainer)
-        paused = polled(lambda: EvaluationRun.objects.filter(pk=run.pk, status="cancelled").first(), timeout=300,
-                        what="the pause", worker=worker)
+        paused = polled(
+            lambda: EvaluationRun.objects.filter(pk=run.pk, status="cancelled").first(),
+            timeout=300,
+            what="the pause",
+            worker=worker,
+        )
         time.sleep(2)  # the items still queued reach the worker and are skipped, not sent
         assert len(server.chat_requests) == 5
         assert paused.pause_reason.startswith("API calls are failing: ") and "401" in paused.pause_reason
@@ -71,17 +87,24 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, rel
 
         client.force_login(maintainer)
         page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
-        banner = page[page.index("data-run-paused"):].split("</div>")[0]
+        banner = page[page.index("data-run-paused") :].split("</div>")[0]
         assert "API calls are failing:" in banner and "401" in banner and "Resume run" in banner
         assert f'action="{reverse("run-resume-own", args=[run.pk])}"' in page
         # Said as what it is: paused (not cancelled), no answer counted for a failed call, the edit page linked.
-        assert '<span class="badge cancelled">Paused</span>' in page and "0 answers generated, 5 model calls failed" in page
+        assert (
+            '<span class="badge cancelled">Paused</span>' in page
+            and "0 answers generated, 5 model calls failed" in page
+        )
         assert reverse("model-edit", args=[run.model.name]) in banner
 
         client.post(reverse("run-resume-own", args=[run.pk]))
         assert EvaluationRun.objects.get(pk=run.pk).pause_reason == ""
-        polled(lambda: Generation.objects.filter(run=run, error="").count() == 33, timeout=300,
-               what="the resumed run's answers", worker=worker)
+        polled(
+            lambda: Generation.objects.filter(run=run, error="").count() == 33,
+            timeout=300,
+            what="the resumed run's answers",
+            worker=worker,
+        )
     assert len(server.chat_requests) == 5 + 33
     assert not Generation.objects.filter(run=run).exclude(error="").exists()
     assert not Outcome.objects.filter(run=run).exists(), "the failed calls' outcomes went with them"
@@ -91,11 +114,13 @@ def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, rel
 
 @pytest.mark.django_db
 def test_my_models_and_my_runs_list_a_users_own_things_and_the_model_page_says_whether_a_key_is_stored(
-        client, release, author, other_author, django_capture_on_commit_callbacks):
+    client, release, author, other_author, django_capture_on_commit_callbacks
+):
     mine = services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
     services.model_register(name="theirs", display_name="Theirs", kind="uploaded", owner=other_author)
-    keyed = services.model_register(name="keyed", display_name="Keyed", litellm_model="openai/gpt-4o-mini",
-                                    api_key="sk-mine", owner=author)
+    keyed = services.model_register(
+        name="keyed", display_name="Keyed", litellm_model="openai/gpt-4o-mini", api_key="sk-mine", owner=author
+    )
     with django_capture_on_commit_callbacks(execute=False):
         run = services.run_from_upload(model=mine, version=release, data=reference_answers(release), user=author)
     client.force_login(author)
@@ -106,7 +131,7 @@ def test_my_models_and_my_runs_list_a_users_own_things_and_the_model_page_says_w
     runs = client.get(reverse("my-runs")).content.decode()
     assert f'href="/runs/{run.pk}/">#{run.pk}</a>' in runs
     page = client.get(reverse("model-detail", args=[keyed.name])).content.decode()
-    key = page[page.index("data-api-key>"):].split("</dd>")[0]
+    key = page[page.index("data-api-key>") :].split("</dd>")[0]
     assert "stored (encrypted, never shown)" in key and "PATCH /api/v1/models/keyed/" in key and "sk-mine" not in page
     client.force_login(other_author)
     theirs = client.get(reverse("model-detail", args=[keyed.name])).content.decode()

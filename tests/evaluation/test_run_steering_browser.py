@@ -18,8 +18,9 @@ pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 @pytest.mark.parametrize("width", [1366, 390])
-def test_an_owner_cancels_sees_the_pause_and_resumes_from_the_run_page(browser_page, live_server, media_root, author,
-                                                                      tmp_path, width):
+def test_an_owner_cancels_sees_the_pause_and_resumes_from_the_run_page(
+    browser_page, live_server, media_root, author, tmp_path, width
+):
     # The filesystem broker of a worker of this test's own, as `make run` has: Resume's item tasks wait in the llm
     # queue, which this worker does not take (the model is never called here).
     with embedded_worker(tmp_path, queues="sandbox", env={}):
@@ -28,13 +29,21 @@ def test_an_owner_cancels_sees_the_pause_and_resumes_from_the_run_page(browser_p
 
 def _steer(page, base, author, width):
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-    model = services.model_register(name="keyed", display_name="Keyed model", litellm_model="openai/gpt-4o-mini",
-                                    api_key="sk-mine", owner=author)
+    model = services.model_register(
+        name="keyed", display_name="Keyed model", litellm_model="openai/gpt-4o-mini", api_key="sk-mine", owner=author
+    )
     run = services.run_start(model=model, version=version, user=author, dispatch=False)
     signed_in = Client()
     signed_in.force_login(author)
-    page.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "url": base,
-                               "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value}])
+    page.context.add_cookies(
+        [
+            {
+                "name": django_settings.SESSION_COOKIE_NAME,
+                "url": base,
+                "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value,
+            }
+        ]
+    )
     page.set_viewport_size({"width": width, "height": 900})
 
     page.goto(f"{base}/")
@@ -56,7 +65,8 @@ def _steer(page, base, author, width):
 
     # As the worker leaves a run that paused itself (the pause itself: test_run_steering, with a real worker).
     EvaluationRun.objects.filter(pk=run.pk).update(
-        pause_reason="API calls are failing: openai/gpt-4o-mini: AuthenticationError: 401 incorrect API key provided")
+        pause_reason="API calls are failing: openai/gpt-4o-mini: AuthenticationError: 401 incorrect API key provided"
+    )
     page.reload()
     banner = page.locator("[data-run-paused]")
     assert banner.is_visible() and "401 incorrect API key" in banner.inner_text()
@@ -71,8 +81,9 @@ def _steer(page, base, author, width):
 
 
 @pytest.mark.parametrize("width", [1366, 390])
-def test_a_newcomer_goes_from_the_home_page_to_an_upload_as_the_guide_says(browser_page, live_server, media_root,
-                                                                           author, tmp_path, width):
+def test_a_newcomer_goes_from_the_home_page_to_an_upload_as_the_guide_says(
+    browser_page, live_server, media_root, author, tmp_path, width
+):
     """Home page, "Evaluate your model", a model of kind uploaded, its Upload generations form with the guide's
     format: code bodies written without indentation are taken silently, an answer dedented below its snippet is
     taken with the guide's warning. (That such an upload scores 100%: test_guide_examples, with a real worker.)"""
@@ -87,16 +98,26 @@ def test_a_newcomer_goes_from_the_home_page_to_an_upload_as_the_guide_says(brows
     indented = next(s for s in snippets if code_indent(s.reference_code))
     lines = [{"id": str(s.pk), "sample": 0, "code": textwrap.dedent(s.reference_code)} for s in snippets]
     number = snippets.index(indented) + 1
-    lines[number - 1] = {"id": str(indented.pk), "sample": 0,
-                         "answer": f"```python\n{textwrap.dedent(indented.reference_code)}```"}
+    lines[number - 1] = {
+        "id": str(indented.pk),
+        "sample": 0,
+        "answer": f"```python\n{textwrap.dedent(indented.reference_code)}```",
+    }
     answers = tmp_path / "answers.jsonl"
     answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with embedded_worker(tmp_path, queues="llm", env={}):  # the broker of make run; nothing here is scored
         page, base = browser_page, live_server.url
         signed_in = Client()
         signed_in.force_login(author)
-        page.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "url": base,
-                                   "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value}])
+        page.context.add_cookies(
+            [
+                {
+                    "name": django_settings.SESSION_COOKIE_NAME,
+                    "url": base,
+                    "value": signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value,
+                }
+            ]
+        )
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"{base}/")
         page.get_by_role("link", name="Evaluate your model").click()
@@ -117,6 +138,9 @@ def test_a_newcomer_goes_from_the_home_page_to_an_upload_as_the_guide_says(brows
         assert overflow(page) <= 0, f"the run page overflows at {width} px: {too_wide(page)}"
     run = EvaluationRun.objects.get(model__name="my-model")
     assert run.generations.get(snippet=indented).extracted_code == textwrap.dedent(indented.reference_code)
-    other = (run.generations.exclude(snippet=indented)
-             .filter(snippet__in=[s for s in snippets if code_indent(s.reference_code)]).first())
+    other = (
+        run.generations.exclude(snippet=indented)
+        .filter(snippet__in=[s for s in snippets if code_indent(s.reference_code)])
+        .first()
+    )
     assert other.extracted_code == other.snippet.reference_code, "a code body is re-indented to its snippet's"

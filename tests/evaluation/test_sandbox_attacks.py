@@ -29,10 +29,9 @@ from evaluation.sandbox.harness import HarnessVerdict, harness_command, harness_
 from tests.conftest import sandbox_backend_or_missing
 
 MB = 1024 * 1024
-LIMITS = Limits(wall_seconds=10, memory_bytes=512 * MB, processes=64, cpus=1.0, output_bytes=1 * MB,
-                disk_bytes=64 * MB)
+LIMITS = Limits(wall_seconds=10, memory_bytes=512 * MB, processes=64, cpus=1.0, output_bytes=1 * MB, disk_bytes=64 * MB)
 
-ENTRY_POINT = '''
+ENTRY_POINT = """
 import unittest
 
 import model
@@ -45,7 +44,7 @@ class TestAnswer(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
+"""
 HONEST = "def answer():\n    return 42\n"
 
 
@@ -58,8 +57,12 @@ class Run:
     @property
     def passed(self) -> bool:
         result = self.result
-        return passes(exit_code=result.exit_code, stdout=self.verdict.stdout, stderr=result.stderr,
-                      timed_out=result.timed_out) and self.verdict.completed
+        return (
+            passes(
+                exit_code=result.exit_code, stdout=self.verdict.stdout, stderr=result.stderr, timed_out=result.timed_out
+            )
+            and self.verdict.completed
+        )
 
     @property
     def output(self) -> str:
@@ -70,8 +73,9 @@ def run(session: Session, model: str, *, limits: Limits = LIMITS, entry_point: s
     nonce = nonce_new()
     files = {"paper2code_test.py": entry_point.encode(), "model.py": model.encode(), **harness_files(nonce)}
     start = time.monotonic()
-    result = session.run(files=files, command=harness_command(session.environment.python, "paper2code_test.py"),
-                         limits=limits)
+    result = session.run(
+        files=files, command=harness_command(session.environment.python, "paper2code_test.py"), limits=limits
+    )
     return Run(result, harness_verdict(result.stdout, nonce), time.monotonic() - start)
 
 
@@ -111,8 +115,9 @@ class Forking(Session):
         self.session = session
 
     def run(self, *, files, command, limits) -> ExecResult:
-        result = self.session.run(files={**files, "imports_numpy.py": b"import numpy\n"}, command=command,
-                                  limits=limits)
+        result = self.session.run(
+            files={**files, "imports_numpy.py": b"import numpy\n"}, command=command, limits=limits
+        )
         assert self.session.forking, "the fork server gave way to cold starts"
         return result
 
@@ -159,7 +164,7 @@ def test_tcp_connection_to_the_host_fails(sandbox):
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     port = server.getsockname()[1]
-    attack = f'''
+    attack = f"""
 import socket
 
 def answer():
@@ -169,7 +174,7 @@ def answer():
     except OSError as exc:
         print("no connection:", exc)
         return 0
-'''
+"""
     try:
         outcome = run(sandbox, attack)
         time.sleep(0.2)
@@ -183,7 +188,7 @@ def answer():
 
 
 def test_dns_lookup_fails(sandbox):
-    attack = '''
+    attack = """
 import socket
 
 def answer():
@@ -193,7 +198,7 @@ def answer():
     except OSError as exc:
         print("no lookup:", exc)
         return 0
-'''
+"""
     outcome = run(sandbox, attack)
     assert "no lookup" in outcome.output and "resolved" not in outcome.output
     assert_contained(outcome, sandbox)
@@ -227,11 +232,11 @@ def answer():
 
 
 def test_memory_bomb_stops_at_the_memory_limit(sandbox):
-    attack = '''
+    attack = """
 def answer():
     block = bytearray(4 * 1024 ** 3)  # zero-filled, so every page is touched
     return 42 if len(block) else 0
-'''
+"""
     outcome = run(sandbox, attack)
     assert not outcome.result.timed_out
     assert outcome.result.oom_killed or "MemoryError" in outcome.output, outcome.output[-2000:]
@@ -240,7 +245,7 @@ def answer():
 
 def test_filling_the_disk_stops_at_the_disk_limit(sandbox):
     free_before = shutil.disk_usage("/tmp").free
-    attack = '''
+    attack = """
 def answer():
     chunk = b"x" * (1024 * 1024)
     total = 0
@@ -257,7 +262,7 @@ def answer():
         print("wrote", written, "MB to", path, flush=True)
         total += written
     return 42 if total >= 2048 else 0
-'''
+"""
     outcome = run(sandbox, attack)
     amounts = [int(mb) for mb in re.findall(r"wrote (\d+) MB", outcome.result.stdout)]
     assert len(amounts) == 2, outcome.output[-2000:]
@@ -272,7 +277,7 @@ def test_writing_outside_the_work_folder_leaves_the_host_untouched(sandbox, tmp_
     if Path(sandbox.environment.location).is_dir():
         targets.append(str(Path(sandbox.environment.location) / unique))
     null_mode = os.stat("/dev/null").st_mode
-    attack = f'''
+    attack = f"""
 import os
 
 def answer():
@@ -289,7 +294,7 @@ def answer():
     except OSError as exc:
         print("refused chmod /dev/null", type(exc).__name__)
     return 42 if len(written) == {len(targets)} else 0
-'''
+"""
     try:
         outcome = run(sandbox, attack)
         assert [path for path in targets if os.path.lexists(path)] == []
@@ -310,7 +315,7 @@ def test_host_secrets_stay_unreadable(sandbox, tmp_path, monkeypatch):
     in_tmp.write_text(secret)
     in_root.write_text(secret)
     monkeypatch.setenv("RCB_WORKER_SECRET", secret)
-    attack = f'''
+    attack = f"""
 import glob
 import os
 
@@ -325,7 +330,7 @@ def answer():
             print("refused", path, type(exc).__name__)
     print("environment", dict(os.environ))
     return 0
-'''
+"""
     try:
         outcome = run(sandbox, attack)
     finally:
@@ -334,14 +339,18 @@ def answer():
     assert_contained(outcome, sandbox)
 
 
-@pytest.mark.parametrize("kill", [
-    "os.killpg(os.getpgid(0), signal.SIGKILL)",
-    "os.kill(os.getppid(), signal.SIGKILL)",
-    "os.kill(-1, signal.SIGKILL)",
-], ids=["process-group", "parent", "everything"])
+@pytest.mark.parametrize(
+    "kill",
+    [
+        "os.killpg(os.getpgid(0), signal.SIGKILL)",
+        "os.kill(os.getppid(), signal.SIGKILL)",
+        "os.kill(-1, signal.SIGKILL)",
+    ],
+    ids=["process-group", "parent", "everything"],
+)
 def test_killing_the_supervisor_fails_and_spares_the_host(sandbox, kill):
     bystander = subprocess.Popen(["sleep", "60"])
-    attack = f'''
+    attack = f"""
 import os
 import signal
 
@@ -352,7 +361,7 @@ except OSError as exc:
 
 def answer():
     return 0
-'''
+"""
     try:
         outcome = run(sandbox, attack)
         assert bystander.poll() is None, "a host process was killed"
@@ -385,7 +394,7 @@ def answer():
 
 
 def test_flooding_the_output_is_capped(sandbox):
-    attack = '''
+    attack = """
 import sys
 
 def answer():
@@ -394,7 +403,7 @@ def answer():
         sys.stdout.write(line)
     sys.stdout.flush()
     return 0
-'''
+"""
     outcome = run(sandbox, attack)
     assert outcome.result.output_truncated
     assert len(outcome.result.stdout.encode()) <= LIMITS.output_bytes

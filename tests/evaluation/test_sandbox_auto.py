@@ -51,8 +51,14 @@ def test_auto_picks_a_real_sandbox_never_local(sandbox_cache):
 
 
 def _sandbox_check(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "sandbox_check"], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", "sandbox_check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
 
 
 def test_sandbox_check_exits_3_when_auto_finds_nothing_and_1_when_the_named_backend_fails(tmp_path):
@@ -70,14 +76,27 @@ def test_sandbox_check_exits_3_when_auto_finds_nothing_and_1_when_the_named_back
 def test_make_run_starts_without_docker_or_bwrap_and_warns_that_nothing_is_isolated(tmp_path):
     venv = Path(sys.executable).parent.parent
     port = free_port()
-    env = {**os.environ, **_no_sandbox_env(tmp_path), "VENV": str(venv), "HOST": f"127.0.0.1:{port}",
-           "VAR_DIR": str(tmp_path / "var"), "SANDBOX_CACHE_DIR": str(tmp_path / "cache"),
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "CELERY_BROKER_URL": "filesystem://"}
+    env = {
+        **os.environ,
+        **_no_sandbox_env(tmp_path),
+        "VENV": str(venv),
+        "HOST": f"127.0.0.1:{port}",
+        "VAR_DIR": str(tmp_path / "var"),
+        "SANDBOX_CACHE_DIR": str(tmp_path / "cache"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "CELERY_BROKER_URL": "filesystem://",
+    }
     env.pop("SANDBOX_BACKEND", None)
     log = tmp_path / "run.log"
     with log.open("w") as out:
-        process = subprocess.Popen(["/bin/sh", "scripts/run.sh"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            ["/bin/sh", "scripts/run.sh"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and "Quit the server with" not in log.read_text():

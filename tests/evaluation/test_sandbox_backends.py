@@ -17,18 +17,28 @@ from evaluation.sandbox.harness import harness_command, harness_files, harness_v
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
 
 PAPERS = {paper.id: paper for paper in read_pset(DEMO_PSET)}
-LIMITS = Limits(wall_seconds=60, memory_bytes=1024 * 1024 * 1024, processes=64, output_bytes=1024 * 1024,
-                disk_bytes=64 * 1024 * 1024)
+LIMITS = Limits(
+    wall_seconds=60,
+    memory_bytes=1024 * 1024 * 1024,
+    processes=64,
+    output_bytes=1024 * 1024,
+    disk_bytes=64 * 1024 * 1024,
+)
 
 
 def run_passes(session: Session, files: dict[str, bytes], entry_point: str = "paper2code_test.py") -> tuple[bool, str]:
     """Run `files` through the harness as production does: whether it passed, and the output to explain why not."""
     nonce = nonce_new()
-    result = session.run(files={**files, **harness_files(nonce)},
-                         command=harness_command(session.environment.python, entry_point), limits=LIMITS)
+    result = session.run(
+        files={**files, **harness_files(nonce)},
+        command=harness_command(session.environment.python, entry_point),
+        limits=LIMITS,
+    )
     verdict = harness_verdict(result.stdout, nonce)
-    passed = passes(exit_code=result.exit_code, stdout=verdict.stdout, stderr=result.stderr,
-                    timed_out=result.timed_out) and verdict.completed
+    passed = (
+        passes(exit_code=result.exit_code, stdout=verdict.stdout, stderr=result.stderr, timed_out=result.timed_out)
+        and verdict.completed
+    )
     return passed, (verdict.stdout + result.stderr)[-3000:]
 
 
@@ -76,7 +86,7 @@ def test_demo_masked_snippet_fails_on_bwrap(paper_session, paper_id):
 
 def test_bwrap_runs_as_nobody_without_network_on_a_read_only_root(paper_session):
     session = paper_session(PAPERS["trimmed-infonce"])
-    probe = '''
+    probe = """
 import json, os, socket
 def writable(path):
     try:
@@ -88,10 +98,13 @@ print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "cwd": os.getcwd(),
                   "interfaces": [name for _, name in socket.if_nameindex()],
                   "writable": {path: writable(path) for path in (".", "/tmp", "/", "/etc", "/usr", "/root")},
                   "environment": sorted(os.environ)}))
-'''
+"""
     nonce = nonce_new()
-    result = session.run(files={"paper2code_test.py": probe.encode(), **harness_files(nonce)},
-                         command=harness_command(session.environment.python, "paper2code_test.py"), limits=LIMITS)
+    result = session.run(
+        files={"paper2code_test.py": probe.encode(), **harness_files(nonce)},
+        command=harness_command(session.environment.python, "paper2code_test.py"),
+        limits=LIMITS,
+    )
     seen = json.loads(harness_verdict(result.stdout, nonce).stdout)
     assert (seen["uid"], seen["gid"]) == (65534, 65534)
     assert seen["interfaces"] == ["lo"]
@@ -130,15 +143,18 @@ def test_bwrap_reports_a_broken_environment_as_infrastructure(bwrap, tmp_path):
     missing = tmp_path / "no-such-venv"
     broken = Environment(hash="missing", backend="bwrap", location=str(missing), python=str(missing / "bin/python"))
     with pytest.raises(SandboxError):
-        bwrap.session_open(broken).run(files={"paper2code_test.py": b""}, command=[broken.python, "-c", "pass"],
-                                       limits=LIMITS)
+        bwrap.session_open(broken).run(
+            files={"paper2code_test.py": b""}, command=[broken.python, "-c", "pass"], limits=LIMITS
+        )
 
 
 def test_local_backend_warns_on_every_use(tmp_path, caplog):
     backend = backend_get("local", cache_dir=tmp_path)
     paper = PAPERS["trimmed-infonce"]
-    with caplog.at_level(logging.WARNING, logger="evaluation.sandbox.local"), \
-            backend.session(environment_of(backend, paper.requirements)) as session:
+    with (
+        caplog.at_level(logging.WARNING, logger="evaluation.sandbox.local"),
+        backend.session(environment_of(backend, paper.requirements)) as session,
+    ):
         for _ in range(2):
             passed, output = run_passes(session, dict(paper.files))
             assert passed, output

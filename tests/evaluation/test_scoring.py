@@ -9,8 +9,10 @@ from evaluation.scoring import bootstrap_ci, pass_at_ks
 
 
 def items(statuses: list[str], locs: list[int], sample: int = 0) -> list[ItemResult]:
-    return [ItemResult(snippet_id=str(i), loc=loc, sample=sample, status=s)
-            for i, (s, loc) in enumerate(zip(statuses, locs, strict=False))]
+    return [
+        ItemResult(snippet_id=str(i), loc=loc, sample=sample, status=s)
+        for i, (s, loc) in enumerate(zip(statuses, locs, strict=False))
+    ]
 
 
 def test_interval_contains_the_estimate_and_narrows_with_more_items():
@@ -38,7 +40,7 @@ def test_interval_is_reproducible_for_a_seed():
 
 
 def test_pass_at_k_over_samples():
-    results = (items(["passed", "failed"], [1, 3], sample=0) + items(["failed", "failed"], [1, 3], sample=1))
+    results = items(["passed", "failed"], [1, 3], sample=0) + items(["failed", "failed"], [1, 3], sample=1)
     ks = pass_at_ks(results, samples=2)
     assert ks["pass@k"]["1"] == pytest.approx(25.0)
     assert ks["pass@k"]["2"] == pytest.approx(50.0)

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db
 
 def test_calibration_models_exist():
     assert set(ModelEntry.objects.filter(kind__in=["reference", "placeholder"]).values_list("name", flat=True)) == {
-        "reference", "placeholder"}
+        "reference",
+        "placeholder",
+    }
 
 
 def test_api_key_is_encrypted_at_rest_and_never_in_repr():
@@ -39,8 +41,9 @@ def test_runs_are_pinned_to_published_versions(media_root):
 @pytest.mark.parametrize("samples", [0, 21])
 def test_samples_out_of_range_are_refused(release, samples):
     with pytest.raises(services.EvaluationError, match="samples must be between 1 and 20"):
-        services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, samples=samples,
-                           dispatch=False)
+        services.run_start(
+            model=ModelEntry.objects.get(name="reference"), version=release, samples=samples, dispatch=False
+        )
 
 
 def test_outcome_is_recorded_once_and_the_run_finishes_once(release):
@@ -100,12 +103,14 @@ def test_sandbox_check_reports_every_backend(capsys):
 
 
 @pytest.mark.parametrize("samples", [1, 10])
-def test_recording_an_item_costs_the_same_queries_in_a_small_and_a_large_run(release, samples,
-                                                                             django_assert_num_queries):
+def test_recording_an_item_costs_the_same_queries_in_a_small_and_a_large_run(
+    release, samples, django_assert_num_queries
+):
     """Per item: the outcome's get-or-create, one counter update, one unlocked read of the counter; no row lock
     and no count of the run's outcomes until the last item."""
-    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, samples=samples,
-                             dispatch=False)
+    run = services.run_start(
+        model=ModelEntry.objects.get(name="reference"), version=release, samples=samples, dispatch=False
+    )
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     snippets = Snippet.objects.filter(task__versions=release).select_related("task")  # as a worker loads it
     items = [(s, k) for k in range(samples) for s in snippets]

@@ -24,13 +24,21 @@ ARTIFACTS = REPO / "test-artifacts" / "upload"
 def sign_in(page, base: str, user) -> None:
     client = Client()
     client.force_login(user)
-    page.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "url": base,
-                               "value": client.cookies[django_settings.SESSION_COOKIE_NAME].value}])
+    page.context.add_cookies(
+        [
+            {
+                "name": django_settings.SESSION_COOKIE_NAME,
+                "url": base,
+                "value": client.cookies[django_settings.SESSION_COOKIE_NAME].value,
+            }
+        ]
+    )
 
 
 @pytest.mark.parametrize("width", [1280, 390])
-def test_an_owner_uploads_generations_from_the_model_page(browser_page, live_server, media_root, author, tmp_path,
-                                                          width, monkeypatch):
+def test_an_owner_uploads_generations_from_the_model_page(
+    browser_page, live_server, media_root, author, tmp_path, width, monkeypatch
+):
     monkeypatch.setattr(services, "run_dispatch_later", lambda *, run: None)  # scoring is not this test's concern
     page, base = browser_page, live_server.url
     page.set_viewport_size({"width": width, "height": 900})

@@ -26,15 +26,15 @@ def model(author):
 
 
 def _post(client, content: bytes, release, name: str = "uploader", **extra):
-    form = {"file": SimpleUploadedFile("answers.jsonl", content), "release": release.name, "with_paper": "on",
-            **extra}
+    form = {"file": SimpleUploadedFile("answers.jsonl", content), "release": release.name, "with_paper": "on", **extra}
     return client.post(reverse("run-upload", args=[name]), form)
 
 
 def _problems(response) -> list[str]:
     """The listed problems of a refused upload, as the page shows them."""
-    box = re.search(r'<div class="errors" role="alert" id="upload-problems">(.*?)</div>', response.content.decode(),
-                    re.S)
+    box = re.search(
+        r'<div class="errors" role="alert" id="upload-problems">(.*?)</div>', response.content.decode(), re.S
+    )
     assert box, "no problem list on the page"
     return [unescape(item) for item in re.findall(r"<li>(.*?)</li>", box.group(1), re.S)]
 
@@ -73,9 +73,11 @@ def test_every_bad_line_is_named_as_the_api_names_it_and_nothing_is_stored(clien
     assert shown[1] == f"line 3: unknown item id '999999' in version {release.name}"
     assert shown[2].startswith("line 4: answer has no fenced python block")
     assert "nothing was stored" in response.content.decode()
-    api = client_for(author).post("/api/v1/runs/upload/", {"file": SimpleUploadedFile("a.jsonl", content),
-                                                           "model": "uploader", "release": release.name},
-                                  format="multipart")
+    api = client_for(author).post(
+        "/api/v1/runs/upload/",
+        {"file": SimpleUploadedFile("a.jsonl", content), "model": "uploader", "release": release.name},
+        format="multipart",
+    )
     assert api.json()["error"]["details"] == shown  # one service, one set of messages
     assert not EvaluationRun.objects.exists() and not Generation.objects.exists()
     # What was chosen stays chosen: the release, and the unticked paper box.
@@ -119,9 +121,11 @@ def test_a_file_too_big_is_refused_before_it_is_read(client, release, model, aut
     response = _post(client, reference_answers(release), release)
     assert response.status_code == 400
     assert _problems(response) == [f"the file is {len(reference_answers(release)) / 1024:.1f}\xa0KB; at most 1.0\xa0KB"]
-    api = client_for(author).post("/api/v1/runs/upload/", {"file": SimpleUploadedFile("a.jsonl", b"x" * 2048),
-                                                           "model": "uploader", "release": release.name},
-                                  format="multipart")
+    api = client_for(author).post(
+        "/api/v1/runs/upload/",
+        {"file": SimpleUploadedFile("a.jsonl", b"x" * 2048), "model": "uploader", "release": release.name},
+        format="multipart",
+    )
     assert api.status_code == 400 and api.json()["error"]["details"][0].startswith("the file is ")
     assert not EvaluationRun.objects.exists()
 
@@ -138,8 +142,12 @@ def test_a_draft_or_unknown_protocol_is_refused_on_the_form(client, release, mod
 def test_the_empty_leaderboard_says_how_to_get_on_it(client, release):
     body = client.get(reverse("leaderboard", args=[release.name])).content.decode()
     assert "How to get a model on this leaderboard" in body
-    for url in (reverse("model-new"), reverse("guide", args=["leaderboard"]), reverse("signup"),
-                reverse("version-download", args=[release.name, "items"])):
+    for url in (
+        reverse("model-new"),
+        reverse("guide", args=["leaderboard"]),
+        reverse("signup"),
+        reverse("version-download", args=[release.name, "items"]),
+    ):
         assert f'href="{url}' in body, url
     filtered = client.get(reverse("leaderboard", args=[release.name]), {"q": "nothing"}).content.decode()
     assert "matches the filters" in filtered and "How to get a model" not in filtered

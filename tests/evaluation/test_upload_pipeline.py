@@ -20,8 +20,11 @@ from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
 
 
 def _answers(version, samples: int) -> bytes:
-    return "".join(json.dumps({"id": str(s.pk), "sample": k, "answer": f"```python\n{s.reference_code}```"}) + "\n"
-                   for k in range(samples) for s in version_snippets(version=version)).encode()
+    return "".join(
+        json.dumps({"id": str(s.pk), "sample": k, "answer": f"```python\n{s.reference_code}```"}) + "\n"
+        for k in range(samples)
+        for s in version_snippets(version=version)
+    ).encode()
 
 
 def _client(user) -> APIClient:
@@ -31,8 +34,11 @@ def _client(user) -> APIClient:
 
 
 def _post(client, version, content: bytes):
-    return client.post("/api/v1/runs/upload/", {"file": SimpleUploadedFile("a.jsonl", content), "model": "uploader",
-                                                 "release": version.name}, format="multipart")
+    return client.post(
+        "/api/v1/runs/upload/",
+        {"file": SimpleUploadedFile("a.jsonl", content), "model": "uploader", "release": version.name},
+        format="multipart",
+    )
 
 
 @pytest.fixture
@@ -41,8 +47,9 @@ def uploader(author):
 
 
 @pytest.mark.django_db
-def test_storing_takes_the_same_queries_for_1_or_5_samples(media_root, author, uploader,
-                                                           django_capture_on_commit_callbacks):
+def test_storing_takes_the_same_queries_for_1_or_5_samples(
+    media_root, author, uploader, django_capture_on_commit_callbacks
+):
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     counts = []
     for samples in (1, 5):
@@ -68,9 +75,11 @@ def test_the_answer_says_how_to_follow_the_run(media_root, author, uploader, dja
     with django_capture_on_commit_callbacks(execute=False):
         response = _post(_client(author), version, _answers(version, 1))
     body = response.json()
-    assert body["follow"] == {"status": f"http://testserver/api/v1/runs/{body['id']}/",
-                              "page": f"http://testserver/runs/{body['id']}/",
-                              "results": f"http://testserver/api/v1/runs/{body['id']}/results/"}
+    assert body["follow"] == {
+        "status": f"http://testserver/api/v1/runs/{body['id']}/",
+        "page": f"http://testserver/runs/{body['id']}/",
+        "results": f"http://testserver/api/v1/runs/{body['id']}/results/",
+    }
     assert response["Location"] == body["follow"]["status"]
     assert _client(author).get(body["follow"]["status"]).json()["status"] == "queued"
 
@@ -85,7 +94,8 @@ def test_the_dispatch_task_is_routed_to_the_default_queue(settings):
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_an_upload_is_queued_in_the_background_and_scored_without_the_llm_queue(
-        media_root, author, uploader, celery_worker_factory, sandbox_cache):
+    media_root, author, uploader, celery_worker_factory, sandbox_cache
+):
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     worker = celery_worker_factory(queues="default,sandbox", SANDBOX_BACKEND="bwrap")  # no llm consumer at all
@@ -107,8 +117,12 @@ def test_the_run_page_and_the_results_api_paginate(media_root, author, uploader,
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     with django_capture_on_commit_callbacks(execute=False):
         run = EvaluationRun.objects.get(pk=_post(_client(author), version, _answers(version, 5)).json()["id"])
-    Outcome.objects.bulk_create([Outcome(run=run, snippet_id=g.snippet_id, sample=g.sample, generation=g,
-                                         status=Outcome.Status.PASSED) for g in Generation.objects.filter(run=run)])
+    Outcome.objects.bulk_create(
+        [
+            Outcome(run=run, snippet_id=g.snippet_id, sample=g.sample, generation=g, status=Outcome.Status.PASSED)
+            for g in Generation.objects.filter(run=run)
+        ]
+    )
     client = _client(author)
     first = client.get(f"/runs/{run.pk}/").content.decode()
     assert "Items 1–100 of 165" in first and first.count('<details class="item"') == 100

@@ -11,10 +11,17 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-BEFORE = [("evaluation", "0022_run_leaderboard_pin"), ("submissions", "0005_merge_round_three"),
-          ("benchmarks", "0007_merge_round_three"), ("operations", "0001_event_log_and_redispatch")]
-AFTER = [("evaluation", "0023_events_to_operations"), ("submissions", "0006_validation_report_redispatch"),
-         ("benchmarks", "0008_release_downloads_redispatch")]
+BEFORE = [
+    ("evaluation", "0022_run_leaderboard_pin"),
+    ("submissions", "0005_merge_round_three"),
+    ("benchmarks", "0007_merge_round_three"),
+    ("operations", "0001_event_log_and_redispatch"),
+]
+AFTER = [
+    ("evaluation", "0023_events_to_operations"),
+    ("submissions", "0006_validation_report_redispatch"),
+    ("benchmarks", "0008_release_downloads_redispatch"),
+]
 
 
 def _migrate(targets):
@@ -49,16 +56,25 @@ def test_events_and_redispatch_state_are_carried_over(latest_after):
         version = Version.objects.create(name="9.9.9", status="published")
         model = Model.objects.create(name="m", display_name="M", kind="reference")
         run = Run.objects.create(model=model, version=version)
-        report = Report.objects.create(revision=Revision.objects.create(
-            submission=Submission.objects.create(author=author), number=1, metadata={}, files={}, paper_path="p.md"))
+        report = Report.objects.create(
+            revision=Revision.objects.create(
+                submission=Submission.objects.create(author=author), number=1, metadata={}, files={}, paper_path="p.md"
+            )
+        )
         checked = SetValidation.objects.create(version=version, source="9.9.9")
         long_ago = timezone.now() - timedelta(days=3)
-        rows = [dict(kind="items_redispatched", run=run, items=4), dict(kind="items_redispatched", run=run, items=2),
-                dict(kind="validation_redispatched", report=report),
-                dict(kind="validation_redispatched", set_validation=checked, items=1),
-                dict(kind="downloads_redispatched", detail="the downloads of release 9.9.9 were being prepared with "
-                                                           "no queued or running task after 301 s; queued again"),
-                dict(kind="database_unavailable", worker="w1", since=long_ago)]
+        rows = [
+            dict(kind="items_redispatched", run=run, items=4),
+            dict(kind="items_redispatched", run=run, items=2),
+            dict(kind="validation_redispatched", report=report),
+            dict(kind="validation_redispatched", set_validation=checked, items=1),
+            dict(
+                kind="downloads_redispatched",
+                detail="the downloads of release 9.9.9 were being prepared with "
+                "no queued or running task after 301 s; queued again",
+            ),
+            dict(kind="database_unavailable", worker="w1", since=long_ago),
+        ]
         for n, row in enumerate(rows):
             event = Event.objects.create(**{"detail": f"event {n}", **row})
             Event.objects.filter(pk=event.pk).update(created_at=long_ago + timedelta(minutes=n))
@@ -66,8 +82,11 @@ def test_events_and_redispatch_state_are_carried_over(latest_after):
         apps = _migrate(AFTER)
 
     Event = apps.get_model("operations", "OperationsEvent")
-    events = list(Event.objects.order_by("created_at").values_list(
-        "kind", "subject_kind", "subject_id", "items", "worker", "created_at"))
+    events = list(
+        Event.objects.order_by("created_at").values_list(
+            "kind", "subject_kind", "subject_id", "items", "worker", "created_at"
+        )
+    )
     assert events == [
         ("items_redispatched", "evaluation.evaluationrun", run.pk, 4, "", long_ago),
         ("items_redispatched", "evaluation.evaluationrun", run.pk, 2, "", long_ago + timedelta(minutes=1)),

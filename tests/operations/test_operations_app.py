@@ -34,7 +34,11 @@ def test_the_queues_are_those_of_the_task_routes():
 
 def test_every_kind_of_lost_work_is_registered_once():
     assert sorted(kind.name for kind in work_kinds()) == [
-        "release downloads", "runs", "set validation papers", "validation reports"]
+        "release downloads",
+        "runs",
+        "set validation papers",
+        "validation reports",
+    ]
     tasks = [name for kind in work_kinds() for name in kind.tasks]
     assert len(tasks) == len(set(tasks)) and set(tasks) <= set(settings.CELERY_TASK_ROUTES[1])
 

@@ -77,16 +77,18 @@ def test_holm_by_hand():
 
 def three_models():
     """A passes all 12 items, B items 0-5, C items 0-4."""
-    return {"A": {str(i): 1.0 for i in range(12)},
-            "B": {str(i): float(i < 6) for i in range(12)},
-            "C": {str(i): float(i < 5) for i in range(12)}}
+    return {
+        "A": {str(i): 1.0 for i in range(12)},
+        "B": {str(i): float(i < 6) for i in range(12)},
+        "C": {str(i): float(i < 5) for i in range(12)},
+    }
 
 
 def test_pairwise_tests_by_hand():
     tests = {(t.better, t.worse): t for t in pairwise_tests(three_models())}
     ab, ac, bc = tests[("A", "B")], tests[("A", "C")], tests[("B", "C")]
-    assert (ab.better_only, ab.worse_only, ab.p_value) == (6, 0, pytest.approx(2 / 2 ** 6))
-    assert (ac.better_only, ac.worse_only, ac.p_value) == (7, 0, pytest.approx(2 / 2 ** 7))
+    assert (ab.better_only, ab.worse_only, ab.p_value) == (6, 0, pytest.approx(2 / 2**6))
+    assert (ac.better_only, ac.worse_only, ac.p_value) == (7, 0, pytest.approx(2 / 2**7))
     assert (bc.better_only, bc.worse_only, bc.p_value) == (1, 0, 1.0)
     # Holm over 3 pairs: A-C 3 x 1/64 = 0.047 <= 0.05 (significant); A-B 2 x 1/32 = 0.0625 (not); B-C 1.
     assert ac.adjusted == pytest.approx(3 / 64) and ac.significant

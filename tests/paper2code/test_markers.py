@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from benchmarks.paper2code.markers import END_RE, START_RE, AnnotatedFile, count_loc, parse
 from benchmarks.paper2code.problems import Problem
 
-FORMAT_EXAMPLE = '''class Attention:
+FORMAT_EXAMPLE = """class Attention:
     def forward(self, q, k, v):
         # <paper2code name="compute attention">
         scores = q @ k.T / self.scale  # scaled dot product
@@ -17,9 +17,9 @@ FORMAT_EXAMPLE = '''class Attention:
         # softmax over keys
         return scores.softmax(-1) @ v
         # </paper2code name="compute attention">
-'''
+"""
 
-NESTED = '''def step(x):
+NESTED = """def step(x):
     # <paper2code name="outer">
     y = x + 1
     # <paper2code name="inner">
@@ -33,7 +33,7 @@ def other():
     # <paper2code name="second">
     return 0
     # </paper2code name="second">
-'''
+"""
 
 
 def only_error(f: AnnotatedFile) -> Problem:
@@ -114,8 +114,10 @@ def test_crossed_nesting_reported_once_and_neither_returned() -> None:
 
 
 def test_crossing_inside_a_valid_parent_keeps_the_parent() -> None:
-    text = ('# <paper2code name="p">\n# <paper2code name="a">\n# <paper2code name="b">\n'
-            '# </paper2code name="a">\n# </paper2code name="b">\n# </paper2code name="p">\n')
+    text = (
+        '# <paper2code name="p">\n# <paper2code name="a">\n# <paper2code name="b">\n'
+        '# </paper2code name="a">\n# </paper2code name="b">\n# </paper2code name="p">\n'
+    )
     f = parse(text)
     assert len(f.errors) == 1 and [s.name for s in f.snippets] == ["p"]
 
@@ -215,8 +217,11 @@ def test_parse_never_raises_on_marker_like_lines(lines: list[str], ending: str) 
 code_lines = st.from_regex(r"[a-z_][a-z0-9_ =+()#]{0,15}", fullmatch=True)
 noise_lines = st.one_of(
     st.from_regex(r"[ \t]{0,6}", fullmatch=True),
-    st.builds(lambda ws, text: f"{ws}#{text}", st.from_regex(r"[ \t]{0,6}", fullmatch=True),
-              st.from_regex(r"[^\n]{0,10}", fullmatch=True)),
+    st.builds(
+        lambda ws, text: f"{ws}#{text}",
+        st.from_regex(r"[ \t]{0,6}", fullmatch=True),
+        st.from_regex(r"[^\n]{0,10}", fullmatch=True),
+    ),
 )
 
 

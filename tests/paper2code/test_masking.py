@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from benchmarks.paper2code.markers import is_marker, parse, split_lines
 from benchmarks.paper2code.masking import mask, noop, splice, strip_markers
 
-NESTED = '''import torch
+NESTED = """import torch
 
 
 class Model:
@@ -23,12 +23,14 @@ class Model:
         out = z.sum()
         # </paper2code name="outer">
         return out
-'''
+"""
 
 
 def test_mask_parent_hides_child_entirely() -> None:
     f = parse(NESTED)
-    assert mask(f, f.snippet("outer")) == '''import torch
+    assert (
+        mask(f, f.snippet("outer"))
+        == """import torch
 
 
 class Model:
@@ -37,12 +39,15 @@ class Model:
         # TODO: Implement block "outer"
         # Approximately 3 line(s) of code.
         return out
-'''
+"""
+    )
 
 
 def test_mask_child_keeps_parent_code_without_markers() -> None:
     f = parse(NESTED)
-    assert mask(f, f.snippet("inner")) == '''import torch
+    assert (
+        mask(f, f.snippet("inner"))
+        == """import torch
 
 
 class Model:
@@ -53,7 +58,8 @@ class Model:
         # Approximately 1 line(s) of code.
         out = z.sum()
         return out
-'''
+"""
+    )
 
 
 def test_mask_uses_code_indent_not_marker_indent() -> None:
@@ -162,4 +168,4 @@ def test_mask_has_no_markers_and_placeholders_at_code_indent(text: str) -> None:
         at = bare.index(f'{s.code_indent}# TODO: Implement block "{s.name}"')
         assert bare[at + 1] == f"{s.code_indent}# Approximately {s.loc} line(s) of code."
         # Putting the snippet's plain code back in place of the placeholders gives the plain reference.
-        assert "".join(masked[:at]) + strip_markers(s.code) + "".join(masked[at + 2:]) == strip_markers(text)
+        assert "".join(masked[:at]) + strip_markers(s.code) + "".join(masked[at + 2 :]) == strip_markers(text)

@@ -14,8 +14,17 @@ from benchmarks.paper2code.metrics import ItemResult, Score, pass_at_k, score
 
 def test_single_sample_rates() -> None:
     s = score([ItemResult("a", 10, 0, "passed"), ItemResult("b", 30, 0, "failed"), ItemResult("c", 60, 0, "passed")])
-    assert s == Score(items=3, samples=1, pass_rate=pytest.approx(200 / 3), scaled_pass_rate=70.0, pass_rate_std=0.0,
-                      scaled_pass_rate_std=0.0, passed=2, failed=1, errors=0)
+    assert s == Score(
+        items=3,
+        samples=1,
+        pass_rate=pytest.approx(200 / 3),
+        scaled_pass_rate=70.0,
+        pass_rate_std=0.0,
+        scaled_pass_rate_std=0.0,
+        passed=2,
+        failed=1,
+        errors=0,
+    )
 
 
 def test_errors_are_counted_but_never_against_the_model() -> None:
@@ -25,8 +34,10 @@ def test_errors_are_counted_but_never_against_the_model() -> None:
 
 def test_samples_are_scored_separately_then_averaged() -> None:
     results = [
-        ItemResult("a", 1, 0, "passed"), ItemResult("b", 3, 0, "failed"),
-        ItemResult("a", 1, 1, "failed"), ItemResult("b", 3, 1, "passed"),
+        ItemResult("a", 1, 0, "passed"),
+        ItemResult("b", 3, 0, "failed"),
+        ItemResult("a", 1, 1, "failed"),
+        ItemResult("b", 3, 1, "passed"),
     ]
     s = score(results)
     assert (s.items, s.samples, s.passed, s.failed) == (2, 2, 2, 2)

@@ -14,7 +14,7 @@ from benchmarks.paper2code.mutation import OPERATORS, mutants_generate
 
 DEMO = Path(__file__).resolve().parents[2] / "benchmarks" / "demo"
 
-BODY = '''        # <paper2code name="inner">
+BODY = """        # <paper2code name="inner">
         scores = torch.softmax(q @ k.T / scale, dim=-1)  # attention
         # </paper2code name="inner">
         if mask is not None and n > 0:
@@ -22,7 +22,7 @@ BODY = '''        # <paper2code name="inner">
         out = scores[0] + values[:, 1:]
         total = -out.sum(1)
         return total
-'''
+"""
 
 
 def _tree(body: str) -> str:
@@ -45,19 +45,22 @@ def test_every_operator_of_the_issue_applies_to_a_body_that_offers_it() -> None:
     assert found == set(OPERATORS)
 
 
-@pytest.mark.parametrize("operator,before,after", [
-    ("arithmetic", "q @ k.T / scale", "q @ k.T * scale"),
-    ("comparison", "mask is not None", "mask is None"),
-    ("constant", "n > 0", "n > 1"),
-    ("sign", "total = -out.sum(1)", "total = out.sum(1)"),
-    ("argument", "torch.where(mask, scores * mask, 0.0)", "torch.where(scores * mask, mask, 0.0)"),
-    ("argument", "torch.where(mask, scores * mask, 0.0)", "torch.where(mask, 0.0)"),
-    ("return", "return total", "return values"),
-    ("condition", "if mask is not None and n > 0:", "if (mask is not None or n > 0):"),
-    ("index", "scores[0]", "scores[1]"),
-    ("axis", "dim=-1", "dim=-2"),
-    ("axis", "out.sum(1)", "out.sum(0)"),
-])
+@pytest.mark.parametrize(
+    "operator,before,after",
+    [
+        ("arithmetic", "q @ k.T / scale", "q @ k.T * scale"),
+        ("comparison", "mask is not None", "mask is None"),
+        ("constant", "n > 0", "n > 1"),
+        ("sign", "total = -out.sum(1)", "total = out.sum(1)"),
+        ("argument", "torch.where(mask, scores * mask, 0.0)", "torch.where(scores * mask, mask, 0.0)"),
+        ("argument", "torch.where(mask, scores * mask, 0.0)", "torch.where(mask, 0.0)"),
+        ("return", "return total", "return values"),
+        ("condition", "if mask is not None and n > 0:", "if (mask is not None or n > 0):"),
+        ("index", "scores[0]", "scores[1]"),
+        ("axis", "dim=-1", "dim=-2"),
+        ("axis", "out.sum(1)", "out.sum(0)"),
+    ],
+)
 def test_each_operator_makes_the_change_it_names(operator: str, before: str, after: str) -> None:
     diffs = [m.diff for m in mutants_generate(BODY, limit=200) if m.operator == operator]
     assert any(before in d.split("  ->  ")[0] and after in d.split("  ->  ")[1] for d in diffs), diffs
@@ -125,7 +128,9 @@ def test_a_hostile_body_costs_bounded_time_and_a_too_deep_one_has_no_mutants():
     equivalent) took 295 s for one snippet when every site was tried; a body nested 900 deep crashed the copy."""
     import time
 
-    dead = "x = a\nif False:\n" + "".join(f"    y = a + {i} * b - (c < {i}) + d[{i}]\n" for i in range(120)) + "return x\n"
+    dead = (
+        "x = a\nif False:\n" + "".join(f"    y = a + {i} * b - (c < {i}) + d[{i}]\n" for i in range(120)) + "return x\n"
+    )
     started = time.monotonic()
     found = mutants_generate(dead, limit=10, seed=1)
     assert time.monotonic() - started < 60 and len(found) <= 10

@@ -26,8 +26,15 @@ CONTEXT = [("utils.py", "A = 1\n"), ("cfg.py", "B = 2")]
 
 
 def prompt(paper_text: str | None = "We double {x}.", protocol: Protocol = RCB_V1) -> str:
-    return build_prompt(protocol=protocol, paper_text=paper_text, context_files=CONTEXT, masked_path="model.py",
-                        masked_code=MASKED, name="double", loc=1)
+    return build_prompt(
+        protocol=protocol,
+        paper_text=paper_text,
+        context_files=CONTEXT,
+        masked_path="model.py",
+        masked_code=MASKED,
+        name="double",
+        loc=1,
+    )
 
 
 def test_code_part_lists_context_files_then_masked_file() -> None:
@@ -78,22 +85,26 @@ def test_ablation_without_a_template_of_its_own_says_the_paper_is_not_given() ->
 def test_code_part_without_masked_header_and_with_original_context_join() -> None:
     original = Protocol(name="o", template="$paper$code", masked_header=False, context_join="original")
     assert code_part(original, [("u.py", "A = 1\r\nB = 2\n"), ("c.py", "C\n\nD")], "m.py", "x\n") == (
-        "## u.py\n\nA = 1B = 2\n\n## c.py\n\nCD\n\nx\n")
+        "## u.py\n\nA = 1B = 2\n\n## c.py\n\nCD\n\nx\n"
+    )
 
 
 def test_template_problems_say_where() -> None:
     assert template_problems("$paper\n$code\ncosts $5") == [
-        'line 3: a lone "$" (write $$ for a dollar sign, or one of $paper, $code, $name, $loc)']
+        'line 3: a lone "$" (write $$ for a dollar sign, or one of $paper, $code, $name, $loc)'
+    ]
     assert template_problems("$paper $code\n\n$snippet") == [
-        "line 3: unknown placeholder $snippet; known: $paper, $code, $name, $loc"]
+        "line 3: unknown placeholder $snippet; known: $paper, $code, $name, $loc"
+    ]
     assert template_problems("$paper only") == ["$code is missing: the model would never see the masked file"]
     assert template_problems("$code only", paper=False) == []
     assert template_problems("$$paper $code")[0].startswith("$paper is missing")
 
 
 def test_protocol_problems_name_unknown_styles() -> None:
-    problems = Protocol(name="x", template="$paper $code", masking="wild", context_join="glue",
-                        template_without_paper="$oops").problems()
+    problems = Protocol(
+        name="x", template="$paper $code", masking="wild", context_join="glue", template_without_paper="$oops"
+    ).problems()
     assert problems[0].startswith("masking 'wild' is unknown; known: standard, original")
     assert problems[1].startswith("context join 'glue' is unknown")
     assert "template without paper: line 1: unknown placeholder $oops" in problems[2]
@@ -104,17 +115,27 @@ def test_prompt_hash_is_sha256_hex() -> None:
     assert prompt_hash(prompt()) != prompt_hash(prompt(None))
 
 
-@pytest.mark.parametrize("protocol", [
-    RCB_V1,
-    Protocol(name="bare", template="$$5 ${paper}|$code|$name ($loc) $paper", masked_header=False,
-             context_join="original"),
-    Protocol(name="code-first", template="$code$paper"),
-], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        RCB_V1,
+        Protocol(
+            name="bare", template="$$5 ${paper}|$code|$name ($loc) $paper", masked_header=False, context_join="original"
+        ),
+        Protocol(name="code-first", template="$code$paper"),
+    ],
+    ids=lambda p: p.name,
+)
 def test_a_papers_prompt_template_filled_with_an_items_fields_is_its_prompt(protocol: Protocol) -> None:
     """What the items file keeps once per paper, filled with one item's fields, is build_prompt's answer."""
     template = prompt_template(protocol=protocol, context_files=CONTEXT)
-    fields = {"paper_text": "We double {x} for $5 and $paper.", "file": "model.py", "masked_code": MASKED,
-              "snippet": "double", "loc": 1}
+    fields = {
+        "paper_text": "We double {x} for $5 and $paper.",
+        "file": "model.py",
+        "masked_code": MASKED,
+        "snippet": "double",
+        "loc": 1,
+    }
     assert prompt_fill(template, fields) == prompt("We double {x} for $5 and $paper.", protocol)
     assert MASKED not in "".join(p for p in template if isinstance(p, str)), "the masked file is the item's"
 
@@ -126,12 +147,29 @@ def test_the_items_reader_reads_both_layouts_of_the_file() -> None:
     from benchmarks.paper2code import items_read
 
     paper = "We double {x}."
-    item = {"type": "item", "id": "7", "paper": "p", "file": "model.py", "snippet": "double", "loc": 1,
-            "protocol": "rcb-v1", "masked_code": MASKED}
-    now = [{"type": "paper", "paper": "p", "paper_text": paper,
-            "prompt_template": prompt_template(protocol=RCB_V1, context_files=CONTEXT)}, item]
-    before = [{"type": "paper", "paper": "p", "paper_text": paper},
-              {**item, "prompt_parts": prompt("\x00").split("\x00")}]
+    item = {
+        "type": "item",
+        "id": "7",
+        "paper": "p",
+        "file": "model.py",
+        "snippet": "double",
+        "loc": 1,
+        "protocol": "rcb-v1",
+        "masked_code": MASKED,
+    }
+    now = [
+        {
+            "type": "paper",
+            "paper": "p",
+            "paper_text": paper,
+            "prompt_template": prompt_template(protocol=RCB_V1, context_files=CONTEXT),
+        },
+        item,
+    ]
+    before = [
+        {"type": "paper", "paper": "p", "paper_text": paper},
+        {**item, "prompt_parts": prompt("\x00").split("\x00")},
+    ]
     for lines in (now, before):
         (read,) = items_read(json.dumps(line) for line in lines)
         assert read["prompt"] == prompt(paper) and read["masked_code"] == MASKED

@@ -78,14 +78,19 @@ def assert_reported(root: Path, where: str, *fragments: str) -> None:
 
 
 def test_valid_set_reads_metadata_files_and_snippets(tmp_path):
-    attn = paper_make(tmp_path, "attn", files={
-        "paper2code_paper.md": "# Markdown copy\n",
-        "requirements.txt": "torch\n",
-        "__pycache__/model.cpython-311.pyc": b"\x00\x01",
-        "stale.pyc": b"\x00",
-    })
+    attn = paper_make(
+        tmp_path,
+        "attn",
+        files={
+            "paper2code_paper.md": "# Markdown copy\n",
+            "requirements.txt": "torch\n",
+            "__pycache__/model.cpython-311.pyc": b"\x00\x01",
+            "stale.pyc": b"\x00",
+        },
+    )
     flow = paper_make(
-        tmp_path, "flow",
+        tmp_path,
+        "flow",
         files={
             "paper2code_paper.tex": None,
             "paper2code_paper.md": "# Flow matching\n",
@@ -113,8 +118,13 @@ def test_valid_set_reads_metadata_files_and_snippets(tmp_path):
     assert first.requirements_path == "requirements.txt" and first.requirements == "torch\n"
     assert first.test_entry_point == "paper2code_test.py"
     assert list(first.files) == sorted(first.files)
-    assert set(first.files) == {"model.py", "paper2code_paper.md", "paper2code_paper.tex", "paper2code_test.py",
-                                "requirements.txt"}
+    assert set(first.files) == {
+        "model.py",
+        "paper2code_paper.md",
+        "paper2code_paper.tex",
+        "paper2code_test.py",
+        "requirements.txt",
+    }
     assert first.files["model.py"] == MODEL_PY.encode()
     [snippet] = first.annotated["model.py"].snippets
     assert (snippet.name, snippet.start_line, snippet.end_line, snippet.loc) == ("compute attention scores", 5, 7, 1)
@@ -161,11 +171,19 @@ def test_symlink_inside_the_folder_is_read_as_a_regular_file(tmp_path):
 MARKER_CASES = {
     "unclosed marker": ('    # <paper2code name="a">\n    x = 1\n', 8, "never closed"),
     "end without start": ('    x = 1\n    # </paper2code name="a">\n', 9, "no matching start"),
-    "crossed nesting": ('    # <paper2code name="a">\n    # <paper2code name="b">\n    x = 1\n'
-                        '    # </paper2code name="a">\n    # </paper2code name="b">\n', 11, "must nest"),
+    "crossed nesting": (
+        '    # <paper2code name="a">\n    # <paper2code name="b">\n    x = 1\n'
+        '    # </paper2code name="a">\n    # </paper2code name="b">\n',
+        11,
+        "must nest",
+    ),
     "indentation mismatch": ('    # <paper2code name="a">\n    x = 1\n  # </paper2code name="a">\n', 10, "indented"),
-    "duplicate names": ('    # <paper2code name="compute attention scores">\n    x = 1\n'
-                        '    # </paper2code name="compute attention scores">\n', 8, "duplicate"),
+    "duplicate names": (
+        '    # <paper2code name="compute attention scores">\n    x = 1\n'
+        '    # </paper2code name="compute attention scores">\n',
+        8,
+        "duplicate",
+    ),
 }
 
 
@@ -276,9 +294,7 @@ def test_invalid_yaml_names_the_line(tmp_path):
 def test_entry_without_id_and_entry_not_a_mapping(tmp_path):
     paper_make(tmp_path)
     (tmp_path / "papers.yaml").write_text(
-        "- id: attn\n  annotated_file_paths: model.py\n"
-        "- title: no id here\n  venue: ICLR2025\n"
-        "- just a string\n"
+        "- id: attn\n  annotated_file_paths: model.py\n- title: no id here\n  venue: ICLR2025\n- just a string\n"
     )
     assert_reported(tmp_path, "papers.yaml:3", "entry 2 has no id")
     assert_reported(tmp_path, "papers.yaml:5", "entry 3 is not a mapping")
@@ -335,8 +351,15 @@ def test_round_trip_keeps_content_hashes_metadata_and_bytes(tmp_path):
     pset_make(
         source,
         paper_make(source, "attn", files={"data/weights.bin": bytes(range(256)), "notes.md": "crlf\r\nline\r\n"}),
-        paper_make(source, "flow", files={"paper2code_paper.md": "# md\n", "ctx.py": "Y = 2\n"},
-                   context_file_paths="ctx.py", arxiv_date="2024-01-31", last_commit_date=None, tags=["a", "b"]),
+        paper_make(
+            source,
+            "flow",
+            files={"paper2code_paper.md": "# md\n", "ctx.py": "Y = 2\n"},
+            context_file_paths="ctx.py",
+            arxiv_date="2024-01-31",
+            last_commit_date=None,
+            tags=["a", "b"],
+        ),
     )
     papers = read_pset(source)
     write_pset(tmp_path / "copy", papers)
@@ -381,8 +404,9 @@ def test_a_paper_folder_that_is_a_symlink_is_refused(tmp_path):
     os.symlink(outside / "attn", root / "attn")
     pset_make(root, entry, {**entry, "id": "attn"})
     problems = reported(root)
-    assert [p for p in problems if p.startswith("papers.yaml:") and "paper attn: folder attn/ is a symlink" in p], \
+    assert [p for p in problems if p.startswith("papers.yaml:") and "paper attn: folder attn/ is a symlink" in p], (
         problems
+    )
 
 
 def test_yaml_aliases_that_expand_beyond_reason_are_refused(tmp_path):

@@ -32,22 +32,35 @@ def test_every_demo_item_is_covered() -> None:
     assert sorted(key for key, *_ in demo_items()) == sorted(GOLDEN["demo"])
 
 
-@pytest.mark.parametrize("key, package, context, path, annotated, snippet", list(demo_items()),
-                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "key, package, context, path, annotated, snippet", list(demo_items()), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_demo_prompts_are_unchanged(key, package, context, path, annotated, snippet) -> None:
     expected = GOLDEN["demo"][key]
     masked = protocol_mask(RCB_V1, annotated, snippet)
     assert sha(masked) == expected["masked"]
     for with_paper, column in ((True, "with_paper"), (False, "without_paper")):
-        prompt = build_prompt(protocol=RCB_V1, paper_text=package.paper_text if with_paper else None,
-                              context_files=context, masked_path=path, masked_code=masked, name=snippet.name,
-                              loc=snippet.loc)
+        prompt = build_prompt(
+            protocol=RCB_V1,
+            paper_text=package.paper_text if with_paper else None,
+            context_files=context,
+            masked_path=path,
+            masked_code=masked,
+            name=snippet.name,
+            loc=snippet.loc,
+        )
         assert sha(prompt) == expected[column], column
 
 
 @pytest.mark.parametrize("case", GOLDEN["synthetic"], ids=lambda c: repr(c["paper_text"])[:30])
 def test_synthetic_prompts_are_unchanged(case: dict) -> None:
-    prompt = build_prompt(protocol=RCB_V1, paper_text=case["paper_text"],
-                          context_files=[tuple(c) for c in case["context_files"]], masked_path=case["masked_path"],
-                          masked_code=case["masked_code"], name="any", loc=3)
+    prompt = build_prompt(
+        protocol=RCB_V1,
+        paper_text=case["paper_text"],
+        context_files=[tuple(c) for c in case["context_files"]],
+        masked_path=case["masked_path"],
+        masked_code=case["masked_code"],
+        name="any",
+        loc=3,
+    )
     assert prompt == case["prompt"]

@@ -94,15 +94,27 @@ def certificates_make(folder: Path) -> tuple[Path, Path, Path]:
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "intake tests CA")])
     ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name)
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -115,8 +127,10 @@ def certificates_make(folder: Path) -> tuple[Path, Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                    x509.DNSName("localhost")]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
@@ -125,8 +139,9 @@ def certificates_make(folder: Path) -> tuple[Path, Path, Path]:
     ca_file, cert_file, key_file = folder / "ca.pem", folder / "server.pem", folder / "server.key"
     ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return ca_file, cert_file, key_file
 
 
@@ -162,10 +177,16 @@ def _handler_for(*, project_root: Path, requests: list[str] | None, delay: float
             url = urlsplit(self.path)
             env = _isolated_env()
             env.update(
-                GIT_PROJECT_ROOT=str(project_root), GIT_HTTP_EXPORT_ALL="1", GATEWAY_INTERFACE="CGI/1.1",
-                REQUEST_METHOD=self.command, PATH_INFO=unquote(url.path), QUERY_STRING=url.query,
-                CONTENT_TYPE=self.headers.get("Content-Type", ""), CONTENT_LENGTH=str(len(body)),
-                REMOTE_ADDR=self.client_address[0], SERVER_PROTOCOL="HTTP/1.1",
+                GIT_PROJECT_ROOT=str(project_root),
+                GIT_HTTP_EXPORT_ALL="1",
+                GATEWAY_INTERFACE="CGI/1.1",
+                REQUEST_METHOD=self.command,
+                PATH_INFO=unquote(url.path),
+                QUERY_STRING=url.query,
+                CONTENT_TYPE=self.headers.get("Content-Type", ""),
+                CONTENT_LENGTH=str(len(body)),
+                REMOTE_ADDR=self.client_address[0],
+                SERVER_PROTOCOL="HTTP/1.1",
             )
             for header in ("Git-Protocol", "Content-Encoding"):
                 if header in self.headers:

@@ -39,8 +39,9 @@ def log_out(page) -> None:
     page.get_by_role("button", name="Log out").click()
 
 
-def test_submit_validate_review_revise_accept(browser_page, live_server, media_root, sandbox, eager_validation,
-                                               tmp_path):
+def test_submit_validate_review_revise_accept(
+    browser_page, live_server, media_root, sandbox, eager_validation, tmp_path
+):
     page, base = browser_page, live_server.url
     maintainer = User.objects.create_user("maya", password="pw-maya-12345", email="maya@example.org")
     maintainer.groups.add(Group.objects.get_or_create(name="maintainers")[0])

@@ -82,16 +82,18 @@ def zip_bomb() -> bytes:
 
 
 def test_zip_gives_files_relative_to_the_package_root_without_junk():
-    data = zip_bytes({
-        "repo-main/paper2code_test.py": b"import model\n",
-        "repo-main/src/model.py": b"x = 1\n",
-        "repo-main/.DS_Store": b"\0",
-        "repo-main/src/__pycache__/model.cpython-311.pyc": b"\0",
-        "repo-main/src/old.pyc": b"\0",
-        "repo-main/.git/config": b"[core]\n",
-        "__MACOSX/repo-main/._model.py": b"\0",
-        "repo-main/docs/": b"",
-    })
+    data = zip_bytes(
+        {
+            "repo-main/paper2code_test.py": b"import model\n",
+            "repo-main/src/model.py": b"x = 1\n",
+            "repo-main/.DS_Store": b"\0",
+            "repo-main/src/__pycache__/model.cpython-311.pyc": b"\0",
+            "repo-main/src/old.pyc": b"\0",
+            "repo-main/.git/config": b"[core]\n",
+            "__MACOSX/repo-main/._model.py": b"\0",
+            "repo-main/docs/": b"",
+        }
+    )
     upload = SimpleUploadedFile("paper.zip", data)
 
     files = archive_files(upload, filename=upload.name, limits=UploadLimits())
@@ -101,12 +103,17 @@ def test_zip_gives_files_relative_to_the_package_root_without_junk():
 
 
 def test_tar_gz_and_plain_tar_are_recognised_by_content_with_the_top_folder_stripped():
-    members = (tar_member("./repo-1.0/", kind=tarfile.DIRTYPE), tar_member("./repo-1.0/a.py", b"a = 1\n"),
-               tar_member("./repo-1.0/pkg/b.py", b"b = 2\n"))
+    members = (
+        tar_member("./repo-1.0/", kind=tarfile.DIRTYPE),
+        tar_member("./repo-1.0/a.py", b"a = 1\n"),
+        tar_member("./repo-1.0/pkg/b.py", b"b = 2\n"),
+    )
     expected = {"a.py": b"a = 1\n", "pkg/b.py": b"b = 2\n"}
 
     assert archive_files(tar_bytes(*members), filename="repo.tgz", limits=UploadLimits()) == expected
-    assert archive_files(tar_bytes(*members, compressed=False), filename="upload.bin", limits=UploadLimits()) == expected
+    assert (
+        archive_files(tar_bytes(*members, compressed=False), filename="upload.bin", limits=UploadLimits()) == expected
+    )
 
 
 def test_a_single_top_level_file_keeps_its_place_and_names_in_cp437_zips_decode():
@@ -118,14 +125,22 @@ def test_a_single_top_level_file_keeps_its_place_and_names_in_cp437_zips_decode(
     assert archive.infolist()[0].flag_bits & 0x800 == 0
 
     assert archive_files(buffer.getvalue(), filename="p.zip", limits=UploadLimits()) == {
-        "donn\u00e9es.py": b"x = 1\n", "notes.md": b"hi\n"}
+        "donn\u00e9es.py": b"x = 1\n",
+        "notes.md": b"hi\n",
+    }
 
 
 def test_symlinks_and_hard_links_inside_the_package_become_the_file_content():
-    tar = tar_bytes(tar_member("p/src/model.py", b"M\n"), tar_member("p/model.py", kind=tarfile.SYMTYPE,
-                    link="src/model.py"), tar_member("p/copy.py", kind=tarfile.LNKTYPE, link="p/src/model.py"))
+    tar = tar_bytes(
+        tar_member("p/src/model.py", b"M\n"),
+        tar_member("p/model.py", kind=tarfile.SYMTYPE, link="src/model.py"),
+        tar_member("p/copy.py", kind=tarfile.LNKTYPE, link="p/src/model.py"),
+    )
     assert archive_files(tar, filename="p.tar.gz", limits=UploadLimits()) == {
-        "copy.py": b"M\n", "model.py": b"M\n", "src/model.py": b"M\n"}
+        "copy.py": b"M\n",
+        "model.py": b"M\n",
+        "src/model.py": b"M\n",
+    }
 
     zipped = zip_bytes({"p/src/model.py": b"M\n"}, symlinks={"p/link.py": "src/model.py"})
     assert archive_files(zipped, filename="p.zip", limits=UploadLimits())["link.py"] == b"M\n"
@@ -162,7 +177,7 @@ def test_zip_entry_whose_declared_size_lies_is_refused_after_reading_only_the_de
     forged = bytearray(buffer.getvalue())
     for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):  # local header, central directory
         at = forged.index(signature)
-        forged[at + offset:at + offset + 4] = (1000).to_bytes(4, "little")
+        forged[at + offset : at + offset + 4] = (1000).to_bytes(4, "little")
 
     started = time.monotonic()
     message = refused(bytes(forged), filename="forged.zip")
@@ -198,8 +213,12 @@ def central_directory_bomb(*, entries: int, declared: int) -> bytes:
 
     name, data = b"f" * 40, b"x"
     local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(data), 1, 1, len(name), 0) + name + data
-    header = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(data), 1, 1, len(name),
-                         0, 0, 0, 0, 0, 0) + name
+    header = (
+        struct.pack(
+            "<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(data), 1, 1, len(name), 0, 0, 0, 0, 0, 0
+        )
+        + name
+    )
     directory = header * entries
     end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, declared, declared, len(directory), len(local), 0)
     return local + directory + end
@@ -214,8 +233,10 @@ def test_zip_central_directory_holding_more_entries_than_declared_is_refused_bef
     message = refused(bomb, filename="bomb.zip", limits=UploadLimits(max_archive_bytes=50 * MB, max_files=5000))
     elapsed, peak = time.perf_counter() - started, tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert message == (f"bomb.zip is not a readable zip archive (its central directory does not match its end "
-                       f"record: it holds more entries than the {declared} it declares)")
+    assert message == (
+        f"bomb.zip is not a readable zip archive (its central directory does not match its end "
+        f"record: it holds more entries than the {declared} it declares)"
+    )
     # zipfile itself took seconds and over 200 MB here (one ZipInfo per entry) before the entry count was refused.
     assert elapsed < 1.0 and peak < 5 * MB, f"{elapsed:.2f} s, {peak / MB:.1f} MB"
 
@@ -240,8 +261,10 @@ def test_zip_with_zip64_end_records_is_read():
 
 
 def test_upload_over_the_archive_limit():
-    assert refused(bytes(2 * MB), filename="big.zip", limits=UploadLimits(max_archive_bytes=MB)) == \
-        "big.zip is larger than 1 MB, the limit for archives"
+    assert (
+        refused(bytes(2 * MB), filename="big.zip", limits=UploadLimits(max_archive_bytes=MB))
+        == "big.zip is larger than 1 MB, the limit for archives"
+    )
     upload = SimpleUploadedFile("big.zip", bytes(3 * MB))
     with pytest.raises(IntakeError, match=r"^big\.zip is 3 MB, over the limit of 1 MB for archives$"):
         archive_files(upload, filename="big.zip", limits=UploadLimits(max_archive_bytes=MB))
@@ -252,8 +275,11 @@ def test_upload_over_the_archive_limit():
 
 @pytest.mark.parametrize("kind", ["zip", "tar"])
 def test_path_traversal_is_refused_naming_the_entry(kind):
-    data = zip_bytes({"p/ok.py": b"", "../evil.py": b"x"}) if kind == "zip" else \
-        tar_bytes(tar_member("p/ok.py"), tar_member("../evil.py", b"x"))
+    data = (
+        zip_bytes({"p/ok.py": b"", "../evil.py": b"x"})
+        if kind == "zip"
+        else tar_bytes(tar_member("p/ok.py"), tar_member("../evil.py", b"x"))
+    )
     assert "entry '../evil.py' contains '..' and could leave the package folder" in refused(data)
 
 
@@ -271,7 +297,8 @@ def test_absolute_symlink_in_a_tar_is_refused():
     data = tar_bytes(tar_member("p/a.py", b"a"), tar_member("p/passwd", kind=tarfile.SYMTYPE, link="/etc/passwd"))
     assert refused(data, filename="p.tgz") == (
         "p.tgz: symlink 'p/passwd' points to the absolute path '/etc/passwd'; "
-        "only symlinks to files inside the package are accepted")
+        "only symlinks to files inside the package are accepted"
+    )
 
 
 # "../../p/a.py" is a file of the archive, but above the package root once the top folder is stripped
@@ -286,12 +313,17 @@ def test_symlink_escaping_in_a_zip_is_refused():
     assert "symlink 'key' -> '../../home/user/.ssh/id_rsa' points outside the package" in refused(data)
 
 
-@pytest.mark.parametrize(("target", "why"), [("missing.py", "points to nothing in the package"),
-                                             ("sub", "points to a folder"), ("loop", "is part of a loop")])
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [("missing.py", "points to nothing in the package"), ("sub", "points to a folder"), ("loop", "is part of a loop")],
+)
 def test_symlinks_that_do_not_end_at_a_file_are_refused(target, why):
-    data = tar_bytes(tar_member("sub/a.py", b"a"), tar_member("loop", kind=tarfile.SYMTYPE, link="loop2"),
-                     tar_member("loop2", kind=tarfile.SYMTYPE, link="loop"),
-                     tar_member("link", kind=tarfile.SYMTYPE, link=target))
+    data = tar_bytes(
+        tar_member("sub/a.py", b"a"),
+        tar_member("loop", kind=tarfile.SYMTYPE, link="loop2"),
+        tar_member("loop2", kind=tarfile.SYMTYPE, link="loop"),
+        tar_member("link", kind=tarfile.SYMTYPE, link=target),
+    )
     assert why in refused(data, filename="p.tgz")
 
 
@@ -302,8 +334,10 @@ def test_hard_link_leaving_the_archive_is_refused():
     assert "hard link 'p/up' points to '../x', which could leave the package folder" in refused(data)
 
 
-@pytest.mark.parametrize(("kind", "what"), [(tarfile.CHRTYPE, "device file"), (tarfile.BLKTYPE, "device file"),
-                                            (tarfile.FIFOTYPE, "FIFO (named pipe)")])
+@pytest.mark.parametrize(
+    ("kind", "what"),
+    [(tarfile.CHRTYPE, "device file"), (tarfile.BLKTYPE, "device file"), (tarfile.FIFOTYPE, "FIFO (named pipe)")],
+)
 def test_device_files_and_fifos_are_refused(kind, what):
     data = tar_bytes(tar_member("p/a.py", b"a"), tar_member("p/dev", kind=kind))
     assert refused(data, filename="p.tgz") == f"p.tgz: entry 'p/dev' is a {what}, not a file; remove it"
@@ -321,23 +355,28 @@ def test_entry_names_that_are_not_utf8_are_refused_with_their_bytes():
     assert "entry name b'caf\\xe9.py' is not valid UTF-8" in refused(buffer.getvalue(), filename="p.tar")
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    (b"print('not an archive')\n", "code.zip is not an archive we can read: upload a .zip, .tar.gz (.tgz) or .tar"),
-    (b"7z\xbc\xaf\x27\x1c" + bytes(40), "code.zip is a 7z file, which is not accepted: upload a .zip, .tar.gz"),
-    (b"\x1f\x8b\x08\x00" + bytes(20), "code.zip is not a readable gzip file (Error -3 while decompressing"),
-    (b"", "code.zip is not an archive we can read"),
-])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"print('not an archive')\n", "code.zip is not an archive we can read: upload a .zip, .tar.gz (.tgz) or .tar"),
+        (b"7z\xbc\xaf\x27\x1c" + bytes(40), "code.zip is a 7z file, which is not accepted: upload a .zip, .tar.gz"),
+        (b"\x1f\x8b\x08\x00" + bytes(20), "code.zip is not a readable gzip file (Error -3 while decompressing"),
+        (b"", "code.zip is not an archive we can read"),
+    ],
+)
 def test_not_an_archive(data, expected):
     assert refused(data, filename="code.zip").startswith(expected)
 
 
 def test_gzip_that_does_not_hold_a_tar_is_refused():
-    assert "code.tgz: the gzip data does not hold a tar archive" in refused(gzip.compress(b"hello " * 200),
-                                                                             filename="code.tgz")
+    assert "code.tgz: the gzip data does not hold a tar archive" in refused(
+        gzip.compress(b"hello " * 200), filename="code.tgz"
+    )
 
 
-@pytest.mark.parametrize("data", [zip_bytes({}), tar_bytes(), tar_bytes(compressed=False),
-                                  zip_bytes({"p/": b"", "__MACOSX/p/._a": b"x"})])
+@pytest.mark.parametrize(
+    "data", [zip_bytes({}), tar_bytes(), tar_bytes(compressed=False), zip_bytes({"p/": b"", "__MACOSX/p/._a": b"x"})]
+)
 def test_empty_archive(data):
     assert refused(data, filename="empty").startswith("empty contains no files")
 
@@ -366,38 +405,62 @@ def no_git_process(monkeypatch):
     monkeypatch.setattr(git.cmd.Git, "execute", refuse)
 
 
-@pytest.mark.parametrize(("url", "message"), [
-    ("file:///srv/repos/secret.git", "git URL must use https:// (not file://)"),
-    ("http://github.com/owner/repo.git", "git URL must use https:// (not http://)"),
-    ("ssh://git@github.com/owner/repo.git", "git URL must use https:// (not ssh://)"),
-    ("git://github.com/owner/repo.git", "git URL must use https:// (not git://)"),
-    ("git@github.com:owner/repo.git", "git URL must use https:// ('git@github.com:owner/repo.git' is an SSH address"),
-    ("ext::sh%20-c%20touch%20pwned", "git URL must use https:// (git's transport::address form is refused)"),
-    ("https://user:token@github.com/owner/repo.git", "git URL must not contain credentials (user:password@)"),
-    ("https://127.0.0.1/repo.git", "git host 127.0.0.1 is a loopback address; refused"),
-    ("https://10.0.0.1/repo.git", "git host 10.0.0.1 is a private-network address; refused"),
-    ("https://192.168.1.20:8443/repo.git", "git host 192.168.1.20 is a private-network address; refused"),
-    ("https://[::1]/repo.git", "git host ::1 is a loopback address; refused"),
-    ("https://[::ffff:127.0.0.1]/repo.git", "git host ::ffff:127.0.0.1 is a loopback address; refused"),
-    ("https://[::ffff:10.0.0.1]/repo.git", "git host ::ffff:10.0.0.1 is a private-network address; refused"),
-    ("https://[2002:7f00:1::]/repo.git", "git host 2002:7f00:1:: is a 6to4 address for 127.0.0.1, a loopback address"),
-    ("https://[2002:a9fe:a9fe::1]/x.git", "git host 2002:a9fe:a9fe::1 is a 6to4 address for 169.254.169.254, a link-"),
-    ("https://[2002:c0a8:0101::]/repo.git", "git host 2002:c0a8:0101:: is a 6to4 address for 192.168.1.1, a private-"),
-    # Teredo: the client's IPv4 is stored inverted (here 127.0.0.1 and 10.0.0.1), the server's in the clear.
-    ("https://[2001:0:5ef5:79fd::80ff:fffe]/r.git", "git host 2001:0:5ef5:79fd::80ff:fffe is a Teredo address for "
-                                                    "127.0.0.1, a loopback address; refused"),
-    ("https://[2001:0:4136:e378::f5ff:fffe]/r.git", "git host 2001:0:4136:e378::f5ff:fffe is a Teredo address for "
-                                                    "10.0.0.1, a private-network address; refused"),
-    ("https://[64:ff9b::a9fe:a9fe]/latest/meta-data", "git host 64:ff9b::a9fe:a9fe is a NAT64 address for "
-                                                      "169.254.169.254, a link-local address; refused"),
-    ("https://[::127.0.0.1]/repo.git", "git host ::127.0.0.1 is an IPv4-compatible address for 127.0.0.1, a loopback"),
-    ("https://169.254.169.254/latest/meta-data", "git host 169.254.169.254 is a link-local address; refused"),
-    ("https://[fd12::1]/repo.git", "git host fd12::1 is a unique-local address; refused"),
-    ("https://224.0.0.1/repo.git", "git host 224.0.0.1 is a multicast address; refused"),
-    ("https://0.0.0.0/repo.git", "git host 0.0.0.0 is an unspecified address; refused"),
-    ("https://localhost/repo.git", "git host localhost resolves to a loopback address ("),
-    ("https://127.1/repo.git", "git host 127.1 resolves to a loopback address (127.0.0.1); refused"),
-])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("file:///srv/repos/secret.git", "git URL must use https:// (not file://)"),
+        ("http://github.com/owner/repo.git", "git URL must use https:// (not http://)"),
+        ("ssh://git@github.com/owner/repo.git", "git URL must use https:// (not ssh://)"),
+        ("git://github.com/owner/repo.git", "git URL must use https:// (not git://)"),
+        (
+            "git@github.com:owner/repo.git",
+            "git URL must use https:// ('git@github.com:owner/repo.git' is an SSH address",
+        ),
+        ("ext::sh%20-c%20touch%20pwned", "git URL must use https:// (git's transport::address form is refused)"),
+        ("https://user:token@github.com/owner/repo.git", "git URL must not contain credentials (user:password@)"),
+        ("https://127.0.0.1/repo.git", "git host 127.0.0.1 is a loopback address; refused"),
+        ("https://10.0.0.1/repo.git", "git host 10.0.0.1 is a private-network address; refused"),
+        ("https://192.168.1.20:8443/repo.git", "git host 192.168.1.20 is a private-network address; refused"),
+        ("https://[::1]/repo.git", "git host ::1 is a loopback address; refused"),
+        ("https://[::ffff:127.0.0.1]/repo.git", "git host ::ffff:127.0.0.1 is a loopback address; refused"),
+        ("https://[::ffff:10.0.0.1]/repo.git", "git host ::ffff:10.0.0.1 is a private-network address; refused"),
+        (
+            "https://[2002:7f00:1::]/repo.git",
+            "git host 2002:7f00:1:: is a 6to4 address for 127.0.0.1, a loopback address",
+        ),
+        (
+            "https://[2002:a9fe:a9fe::1]/x.git",
+            "git host 2002:a9fe:a9fe::1 is a 6to4 address for 169.254.169.254, a link-",
+        ),
+        (
+            "https://[2002:c0a8:0101::]/repo.git",
+            "git host 2002:c0a8:0101:: is a 6to4 address for 192.168.1.1, a private-",
+        ),
+        # Teredo: the client's IPv4 is stored inverted (here 127.0.0.1 and 10.0.0.1), the server's in the clear.
+        (
+            "https://[2001:0:5ef5:79fd::80ff:fffe]/r.git",
+            "git host 2001:0:5ef5:79fd::80ff:fffe is a Teredo address for 127.0.0.1, a loopback address; refused",
+        ),
+        (
+            "https://[2001:0:4136:e378::f5ff:fffe]/r.git",
+            "git host 2001:0:4136:e378::f5ff:fffe is a Teredo address for 10.0.0.1, a private-network address; refused",
+        ),
+        (
+            "https://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+            "git host 64:ff9b::a9fe:a9fe is a NAT64 address for 169.254.169.254, a link-local address; refused",
+        ),
+        (
+            "https://[::127.0.0.1]/repo.git",
+            "git host ::127.0.0.1 is an IPv4-compatible address for 127.0.0.1, a loopback",
+        ),
+        ("https://169.254.169.254/latest/meta-data", "git host 169.254.169.254 is a link-local address; refused"),
+        ("https://[fd12::1]/repo.git", "git host fd12::1 is a unique-local address; refused"),
+        ("https://224.0.0.1/repo.git", "git host 224.0.0.1 is a multicast address; refused"),
+        ("https://0.0.0.0/repo.git", "git host 0.0.0.0 is an unspecified address; refused"),
+        ("https://localhost/repo.git", "git host localhost resolves to a loopback address ("),
+        ("https://127.1/repo.git", "git host 127.1 resolves to a loopback address (127.0.0.1); refused"),
+    ],
+)
 def test_forbidden_git_urls_are_refused_before_anything_is_contacted(url, message, settings, no_git_process):
     settings.SUBMISSION_GIT_ALLOWED_HOSTS = []
     with pytest.raises(IntakeError) as caught:
@@ -407,10 +470,16 @@ def test_forbidden_git_urls_are_refused_before_anything_is_contacted(url, messag
 
 def test_host_name_resolving_to_a_6to4_address_of_a_private_one_is_refused(monkeypatch, settings, no_git_process):
     settings.SUBMISSION_GIT_ALLOWED_HOSTS = []
-    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, **kw: [
-        (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2002:a00:1::1", port, 0, 0))])
-    with pytest.raises(IntakeError, match=r"^git host sly\.example resolves to a 6to4 address for 10\.0\.0\.1, a "
-                                          r"private-network address \(2002:a00:1::1\); refused$"):
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, port, **kw: [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2002:a00:1::1", port, 0, 0))],
+    )
+    with pytest.raises(
+        IntakeError,
+        match=r"^git host sly\.example resolves to a 6to4 address for 10\.0\.0\.1, a "
+        r"private-network address \(2002:a00:1::1\); refused$",
+    ):
         git_url_check("https://sly.example/team/repo.git")
 
 
@@ -422,18 +491,29 @@ def test_6to4_of_a_public_address_is_allowed():
 
 def test_host_name_resolving_to_a_private_address_is_refused(monkeypatch, settings, no_git_process):
     settings.SUBMISSION_GIT_ALLOWED_HOSTS = []
-    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, **kw: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("140.82.112.3", port)),
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port))])
-    with pytest.raises(IntakeError, match=r"^git host git\.intranet\.example resolves to a private-network "
-                                          r"address \(10\.1\.2\.3\); refused$"):
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, port, **kw: [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("140.82.112.3", port)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port)),
+        ],
+    )
+    with pytest.raises(
+        IntakeError,
+        match=r"^git host git\.intranet\.example resolves to a private-network "
+        r"address \(10\.1\.2\.3\); refused$",
+    ):
         git_url_check("https://git.intranet.example/team/repo.git")
 
 
 def test_public_urls_are_normalized(monkeypatch, settings):
     settings.SUBMISSION_GIT_ALLOWED_HOSTS = ["127.0.0.1"]
-    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, **kw: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("140.82.112.3", port))])
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, port, **kw: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("140.82.112.3", port))],
+    )
     assert git_url_check("  HTTPS://GitHub.com:443/Owner/Repo.git#readme ") == "https://github.com/Owner/Repo.git"
     assert git_url_check("https://127.0.0.1:8443/x.git") == "https://127.0.0.1:8443/x.git"
 
@@ -450,8 +530,14 @@ def test_commit_must_be_a_hash(commit, settings, no_git_process):
 
 def _git(*args: str, cwd: Path, env: dict | None = None) -> str:
     isolated = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
-    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
-                            env={**os.environ, **isolated, **(env or {})})
+    result = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **isolated, **(env or {})},
+    )
     return result.stdout.strip()
 
 
@@ -489,8 +575,16 @@ def served(settings, monkeypatch):
 
 def test_known_commit_gives_its_files_and_not_later_ones(tmp_path, served):
     repo = tmp_path / "repo"
-    first = repo_commit(repo, {"paper2code_test.py": b"import model\n", "src/model.py": b"x = 1\n",
-                               "model.py": "src/model.py", "outside": "/etc/passwd", "up": "../../x"})
+    first = repo_commit(
+        repo,
+        {
+            "paper2code_test.py": b"import model\n",
+            "src/model.py": b"x = 1\n",
+            "model.py": "src/model.py",
+            "outside": "/etc/passwd",
+            "up": "../../x",
+        },
+    )
     repo_commit(repo, {"later.py": b"later\n", "src/model.py": b"x = 2\n"})
     requests: list[str] = []
 
@@ -545,17 +639,24 @@ def test_hooks_filters_and_lfs_never_run_even_with_a_hostile_git_configuration(t
     hook = f"#!/bin/sh\ntouch {marker}\n".encode()
     pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"a" * 64 + b"\nsize 123456789\n"
     repo = tmp_path / "repo"
-    commit = repo_commit(repo, {".gitattributes": b"*.bin filter=lfs diff=lfs merge=lfs -text\n",
-                                "weights.bin": pointer, "hooks/post-checkout": hook, ".githooks/post-checkout": hook,
-                                "a.py": b"a\n"}, executable=("hooks/post-checkout", ".githooks/post-checkout"))
+    commit = repo_commit(
+        repo,
+        {
+            ".gitattributes": b"*.bin filter=lfs diff=lfs merge=lfs -text\n",
+            "weights.bin": pointer,
+            "hooks/post-checkout": hook,
+            ".githooks/post-checkout": hook,
+            "a.py": b"a\n",
+        },
+        executable=("hooks/post-checkout", ".githooks/post-checkout"),
+    )
     home = tmp_path / "home"
     (home / "hooks").mkdir(parents=True)
     for name in ("post-checkout", "reference-transaction", "post-index-change"):
         (home / "hooks" / name).write_bytes(hook)
         (home / "hooks" / name).chmod(0o755)
     gitconfig = home / ".gitconfig"
-    gitconfig.write_text(f"[core]\n\thooksPath = {home / 'hooks'}\n"
-                         f'[filter "lfs"]\n\tsmudge = touch {marker}\n')
+    gitconfig.write_text(f'[core]\n\thooksPath = {home / "hooks"}\n[filter "lfs"]\n\tsmudge = touch {marker}\n')
     hostile = {"HOME": str(home), "GIT_CONFIG_GLOBAL": str(gitconfig)}
     _git("clone", "--quiet", str(repo), str(tmp_path / "plain"), cwd=tmp_path, env=hostile)
     assert marker.exists(), "the hostile configuration must be able to run something for this test to mean anything"
@@ -584,8 +685,10 @@ def test_submodules_are_refused_with_a_note(tmp_path, served):
 
     with served(repo) as url, pytest.raises(IntakeError) as caught:
         git_files(url, commit, limits=UploadLimits())
-    assert str(caught.value) == (f"{url} at commit {commit}: 'vendor/lib' is a git submodule, which is not "
-                                 f"supported; add its files to the repository itself or upload an archive")
+    assert str(caught.value) == (
+        f"{url} at commit {commit}: 'vendor/lib' is a git submodule, which is not "
+        f"supported; add its files to the repository itself or upload an archive"
+    )
 
 
 def test_git_limits_on_files_and_repository_size(tmp_path, served):
@@ -598,8 +701,9 @@ def test_git_limits_on_files_and_repository_size(tmp_path, served):
         assert str(caught.value) == f"{url} at commit {commit} has more than 3 files (limit 3)"
         with pytest.raises(IntakeError) as caught:
             git_files(url, commit, limits=UploadLimits(max_repo_bytes=100_000))
-        assert str(caught.value) == (f"the repository at {url} is larger than 97.7 KB "
-                                     f"(the limit for fetched repositories); stopped")
+        assert str(caught.value) == (
+            f"the repository at {url} is larger than 97.7 KB (the limit for fetched repositories); stopped"
+        )
         with pytest.raises(IntakeError) as caught:
             git_files(url, commit, limits=UploadLimits(max_file_bytes=100_000))
         assert "entry 'data.bin' is 293.0 KB unpacked, over the limit of 97.7 KB per file" in str(caught.value)

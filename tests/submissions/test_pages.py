@@ -29,8 +29,7 @@ def zip_of(files: dict[str, bytes], top: str = "dampnest-main") -> io.BytesIO:
 
 @pytest.fixture
 def people(author, other_author, maintainer, admin):
-    return {"anonymous": None, "author": author, "other author": other_author, "maintainer": maintainer,
-            "admin": admin}
+    return {"anonymous": None, "author": author, "other author": other_author, "maintainer": maintainer, "admin": admin}
 
 
 def as_(client, user):
@@ -42,12 +41,42 @@ def as_(client, user):
 
 PAGES = [
     # (name, method, url args -> kwargs, {role: expected status})
-    ("submission-list", "get", {}, {"anonymous": 302, "author": 200, "other author": 200, "maintainer": 200, "admin": 200}),
-    ("submission-detail", "get", {"pk": True}, {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 200, "admin": 200}),
-    ("submission-report", "get", {"pk": True}, {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 200, "admin": 200}),
-    ("submission-step", "get", {"pk": True, "step": "details"}, {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 403, "admin": 403}),
-    ("review-queue", "get", {}, {"anonymous": 302, "author": 403, "other author": 403, "maintainer": 200, "admin": 200}),
-    ("review-detail", "get", {"pk": True}, {"anonymous": 302, "author": 403, "other author": 403, "maintainer": 200, "admin": 200}),
+    (
+        "submission-list",
+        "get",
+        {},
+        {"anonymous": 302, "author": 200, "other author": 200, "maintainer": 200, "admin": 200},
+    ),
+    (
+        "submission-detail",
+        "get",
+        {"pk": True},
+        {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 200, "admin": 200},
+    ),
+    (
+        "submission-report",
+        "get",
+        {"pk": True},
+        {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 200, "admin": 200},
+    ),
+    (
+        "submission-step",
+        "get",
+        {"pk": True, "step": "details"},
+        {"anonymous": 302, "author": 200, "other author": 403, "maintainer": 403, "admin": 403},
+    ),
+    (
+        "review-queue",
+        "get",
+        {},
+        {"anonymous": 302, "author": 403, "other author": 403, "maintainer": 200, "admin": 200},
+    ),
+    (
+        "review-detail",
+        "get",
+        {"pk": True},
+        {"anonymous": 302, "author": 403, "other author": 403, "maintainer": 200, "admin": 200},
+    ),
 ]
 
 
@@ -83,8 +112,9 @@ def test_action_permissions(client, people, draft, action, state, allowed):
 def test_decisions_only_by_maintainers_who_are_not_the_author(client, people, draft):
     for role, user in people.items():
         Submission.objects.filter(pk=draft.pk).update(state=State.AWAITING_REVIEW)
-        as_(client, user).post(reverse("review-detail", args=[draft.pk]),
-                               {"decision": "reject", "reason": "out of scope"})
+        as_(client, user).post(
+            reverse("review-detail", args=[draft.pk]), {"decision": "reject", "reason": "out of scope"}
+        )
         rejected = Submission.objects.get(pk=draft.pk).state == State.REJECTED
         assert rejected == (role in ("maintainer", "admin")), role
 
@@ -96,8 +126,15 @@ def test_comments_by_author_and_maintainers_only(client, people, draft):
 
 
 def test_signup_logs_in_and_lists_submissions(client):
-    response = client.post(reverse("signup"), {"username": "newbie", "email": "n@example.org",
-                                               "password1": "a-long-pass-phrase-9", "password2": "a-long-pass-phrase-9"})
+    response = client.post(
+        reverse("signup"),
+        {
+            "username": "newbie",
+            "email": "n@example.org",
+            "password1": "a-long-pass-phrase-9",
+            "password2": "a-long-pass-phrase-9",
+        },
+    )
     assert response.status_code == 302
     assert client.get(reverse("submission-list")).status_code == 200
 
@@ -114,15 +151,17 @@ def eager():
     celery_app.conf.task_always_eager = False
 
 
-def test_the_form_in_steps_from_an_archive_to_validation(client, author, media_root, sandbox, eager,
-                                                          django_capture_on_commit_callbacks):
+def test_the_form_in_steps_from_an_archive_to_validation(
+    client, author, media_root, sandbox, eager, django_capture_on_commit_callbacks
+):
     client.force_login(author)
     client.post(reverse("submission-new"), {"title": "DampNest"})
     submission = Submission.objects.get(author=author)
     step = lambda name: reverse("submission-step", args=[submission.pk, name])  # noqa: E731
 
-    response = client.post(step("details"), {"title": "DampNest", "venue": "DEMO2025",
-                                              "first_commit_date": "2025-01-20"})
+    response = client.post(
+        step("details"), {"title": "DampNest", "venue": "DEMO2025", "first_commit_date": "2025-01-20"}
+    )
     assert response.status_code == 302 and response.url == step("paper")  # the first step again: saved the same
     files = demo_files()
     paper = io.BytesIO(files.pop("paper2code_paper.md"))
@@ -157,8 +196,10 @@ def test_a_whole_problem_set_archive_fills_every_step(client, author, media_root
     papers = (DEMO_PSET / "papers.yaml").read_text()
     entry = "- id: dampnest" + papers.split("- id: dampnest")[1].split("\n- id:")[0]
     files = {"papers.yaml": entry.encode(), **{f"dampnest/{p}": d for p, d in demo_files().items()}}
-    response = client.post(reverse("submission-step", args=[submission.pk, "code"]),
-                           {"source": "archive", "archive": zip_of(files, top="set")})
+    response = client.post(
+        reverse("submission-step", args=[submission.pk, "code"]),
+        {"source": "archive", "archive": zip_of(files, top="set")},
+    )
     assert response.status_code == 302
     submission.refresh_from_db()
     assert submission.draft["annotated_paths"] == ["optimizer.py"]
@@ -172,21 +213,28 @@ def test_the_files_step_refuses_code_without_the_fixed_entry_point(client, draft
     files = {("run_tests.py" if p == "paper2code_test.py" else p): h for p, h in draft.draft["files"].items()}
     services.draft_update(submission=draft, actor=author, values={"files": files})
     client.force_login(author)
-    body = client.post(reverse("submission-step", args=[draft.pk, "files"]),
-                       {"annotated_paths": ["optimizer.py"]}).content.decode()
+    body = client.post(
+        reverse("submission-step", args=[draft.pk, "files"]), {"annotated_paths": ["optimizer.py"]}
+    ).content.decode()
     assert "The code has no paper2code_test.py" in body
 
 
-@pytest.mark.parametrize("case,files,message", [
-    ("path traversal", {"../evil.py": b"x"}, ".."),
-    ("not an archive", None, "zip"),
-])
+@pytest.mark.parametrize(
+    "case,files,message",
+    [
+        ("path traversal", {"../evil.py": b"x"}, ".."),
+        ("not an archive", None, "zip"),
+    ],
+)
 def test_bad_archives_are_refused_next_to_the_field(client, draft, author, case, files, message):
     client.force_login(author)
     upload = zip_of(files, top="") if files else io.BytesIO(b"just text, not an archive")
     upload.name = "code.zip"
-    response = client.post(reverse("submission-step", args=[draft.pk, "code"]),
-                           {"source": "archive", "archive": upload}, headers={"HX-Request": "true"})
+    response = client.post(
+        reverse("submission-step", args=[draft.pk, "code"]),
+        {"source": "archive", "archive": upload},
+        headers={"HX-Request": "true"},
+    )
     body = response.content.decode()
     assert response.status_code == 200 and "<html" not in body, "htmx gets the step back with the error"
     assert 'id="id_archive_error"' in body and message in body.lower()
@@ -204,8 +252,10 @@ def test_empty_paper_upload_is_refused_by_the_field(client, draft, author):
 
 def test_forbidden_git_url_is_refused_by_the_field(client, draft, author):
     client.force_login(author)
-    body = client.post(reverse("submission-step", args=[draft.pk, "code"]),
-                       {"source": "git", "git_url": "file:///etc", "commit": "a" * 40}).content.decode()
+    body = client.post(
+        reverse("submission-step", args=[draft.pk, "code"]),
+        {"source": "git", "git_url": "file:///etc", "commit": "a" * 40},
+    ).content.decode()
     assert 'id="id_git_url_error"' in body and "https" in body
 
 

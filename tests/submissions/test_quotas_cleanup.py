@@ -45,8 +45,9 @@ def test_the_first_step_through_htmx_redirects_the_client(client, author):
     assert response["HX-Redirect"] == reverse("submission-step", args=[Submission.objects.get().pk, "paper"])
 
 
-def test_stored_bytes_over_the_author_limit_are_refused_before_storing(client, author, other_author, settings,
-                                                                       media_root):
+def test_stored_bytes_over_the_author_limit_are_refused_before_storing(
+    client, author, other_author, settings, media_root
+):
     from benchmarks.models import Blob
 
     files = demo_files()
@@ -57,8 +58,9 @@ def test_stored_bytes_over_the_author_limit_are_refused_before_storing(client, a
     second = services.submission_create(author=author, values={"metadata": {"title": "Another"}})
     other_code = {name: data + b"\n# changed\n" for name, data in files.items() if name.endswith(".py")}
     blobs_before = Blob.objects.count()
-    response = client.post(reverse("submission-step", args=[second.pk, "code"]),
-                           {"source": "archive", "archive": zip_of(other_code)})
+    response = client.post(
+        reverse("submission-step", args=[second.pk, "code"]), {"source": "archive", "archive": zip_of(other_code)}
+    )
     page = " ".join(response.content.decode().split())
     assert response.status_code == 200 and "your submissions would keep" in page and "over the limit of" in page
     assert Blob.objects.count() == blobs_before, "nothing was stored"
@@ -66,17 +68,22 @@ def test_stored_bytes_over_the_author_limit_are_refused_before_storing(client, a
     assert not second.draft.get("files")
 
     same_code = {name: data for name, data in files.items() if name.endswith(".py")}
-    second = services.draft_code_save(submission=second, actor=author, files=same_code,
-                                      source={"kind": "archive"})
+    second = services.draft_code_save(submission=second, actor=author, files=same_code, source={"kind": "archive"})
     assert set(second.draft["files"].values()) <= set(first.draft["files"].values()), "stored once, counted once"
-    services.draft_code_save(submission=services.submission_create(author=other_author), actor=other_author,
-                             files=other_code, source={"kind": "archive"})  # the limit is per author
+    services.draft_code_save(
+        submission=services.submission_create(author=other_author),
+        actor=other_author,
+        files=other_code,
+        source={"kind": "archive"},
+    )  # the limit is per author
 
 
 def test_environments_over_the_author_limit_are_refused_at_submit(author, settings, media_root, maintainer):
     settings.SUBMISSION_USER_MAX_ENVIRONMENTS = 2
-    drafts = [fill_draft(services.submission_create(author=author), author, requirements=f"numpy=={v}\n")
-              for v in ("1.26.0", "1.26.1", "1.26.2")]
+    drafts = [
+        fill_draft(services.submission_create(author=author), author, requirements=f"numpy=={v}\n")
+        for v in ("1.26.0", "1.26.1", "1.26.2")
+    ]
     services.submission_submit(submission=drafts[0], actor=author)
     services.submission_submit(submission=drafts[1], actor=author)
     with pytest.raises(QuotaExceeded, match=r"already need 2 different environments .*the limit per author is 2"):
@@ -120,8 +127,9 @@ def test_the_periodic_task_deletes_them_too(author, settings):
 
 
 @pytest.mark.parametrize("backend_name", ["bwrap", "docker"])
-def test_environments_unused_for_the_configured_time_are_removed_and_rebuilt_when_needed(backend_name, tmp_path,
-                                                                                        settings, executor_backend):
+def test_environments_unused_for_the_configured_time_are_removed_and_rebuilt_when_needed(
+    backend_name, tmp_path, settings, executor_backend
+):
     backend = sandbox_backend_or_missing(backend_name, tmp_path / "cache")
     env_hash = f"{int(time.time() * 1000):x}".rjust(64, "c")  # an environment of its own (no requirements)
     executor_backend(backend)
@@ -135,7 +143,10 @@ def test_environments_unused_for_the_configured_time_are_removed_and_rebuilt_whe
         stale = time.time() - 2 * 86400
         os.utime(marker, (stale, stale))
         settings.SANDBOX_CACHE_DIR, settings.SANDBOX_BACKEND, settings.SANDBOX_ENVIRONMENT_UNUSED_DAYS = (
-            tmp_path / "cache", backend_name, 1)
+            tmp_path / "cache",
+            backend_name,
+            1,
+        )
         call_command("cleanup")
         assert not _exists(backend, location) and not marker.exists()
 

@@ -46,8 +46,10 @@ def hostile(line: str) -> str:
 def test_the_form_refuses_the_line_with_its_number(client, draft, author, line, why):
     client.force_login(author)
     before = draft_requirements(draft.draft["files"])
-    response = client.post(reverse("submission-step", args=[draft.pk, "files"]),
-                           {"annotated_paths": ["optimizer.py"], "requirements": hostile(line)})
+    response = client.post(
+        reverse("submission-step", args=[draft.pk, "files"]),
+        {"annotated_paths": ["optimizer.py"], "requirements": hostile(line)},
+    )
     body = response.content.decode()
     assert response.status_code == 200 and 'id="id_requirements_error"' in body
     assert "Line 2:" in body and why in body
@@ -65,8 +67,10 @@ def pset_archive(requirements: str) -> dict[str, bytes]:
 @pytest.mark.parametrize("line,why", ATTACKS, ids=IDS)
 def test_a_problem_set_archive_is_refused_with_the_file_and_line(client, draft, author, line, why):
     client.force_login(author)
-    response = client.post(reverse("submission-step", args=[draft.pk, "code"]),
-                           {"source": "archive", "archive": zip_of(pset_archive(hostile(line)), top="set")})
+    response = client.post(
+        reverse("submission-step", args=[draft.pk, "code"]),
+        {"source": "archive", "archive": zip_of(pset_archive(hostile(line)), top="set")},
+    )
     body = response.content.decode()
     assert response.status_code == 200 and 'id="id_archive_error"' in body
     assert "dampnest/paper2code_requirements.txt:2" in body and why in body
@@ -119,8 +123,9 @@ def test_the_demo_set_still_imports():
 def test_the_api_takes_no_requirements(client):
     """No API operation accepts requirements; one that starts to must call the policy (and this test changes)."""
     schema = client.get(reverse("api-schema"), {"format": "json"}).json()
-    bodies = [op.get("requestBody", {}) for path in schema["paths"].values() for op in path.values()
-              if isinstance(op, dict)]
+    bodies = [
+        op.get("requestBody", {}) for path in schema["paths"].values() for op in path.values() if isinstance(op, dict)
+    ]
     assert bodies and "requirements" not in str(bodies).lower()
 
 
@@ -137,9 +142,15 @@ def test_a_revision_stored_before_the_policy_fails_validation_without_running_pi
     """The last line of defence: a revision that never passed the policy (older data) is refused at the build."""
     files = {**demo_files(), "paper2code_requirements.txt": b"numpy\n-r /etc/passwd\n"}
     stored = services.draft_files_store(files)
-    revision = Revision.objects.create(submission=draft, number=1, metadata=draft.draft["metadata"], files=stored,
-                                       paper_path="paper2code_paper.md", annotated_paths=["optimizer.py"],
-                                       requirements="numpy\n-r /etc/passwd\n")
+    revision = Revision.objects.create(
+        submission=draft,
+        number=1,
+        metadata=draft.draft["metadata"],
+        files=stored,
+        paper_path="paper2code_paper.md",
+        annotated_paths=["optimizer.py"],
+        requirements="numpy\n-r /etc/passwd\n",
+    )
     report = ValidationReport.objects.create(revision=revision)
     draft.state = draft.State.VALIDATING
     draft.save()

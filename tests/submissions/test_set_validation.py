@@ -21,10 +21,18 @@ from submissions.models import SetValidation
 from tests.benchmarks.test_validate_pset import legacy_pset
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-EXPECTED = {"papers": {"legacy-sum": {
-    "reference_passed": True, "warnings": [],
-    "snippets": {"print the values when debugging": {"masked_fails": False, "noop_fails": False},
-                 "add the values": {"masked_fails": True, "noop_fails": True}}}}}
+EXPECTED = {
+    "papers": {
+        "legacy-sum": {
+            "reference_passed": True,
+            "warnings": [],
+            "snippets": {
+                "print the values when debugging": {"masked_fails": False, "noop_fails": False},
+                "add the values": {"masked_fails": True, "noop_fails": True},
+            },
+        }
+    }
+}
 
 
 def _draft(tmp_path, name: str = "0.9.0") -> BenchmarkVersion:
@@ -56,10 +64,17 @@ def test_validate_pset_on_the_workers_gives_the_inline_results(tmp_path, celery_
     from django.core.management import CommandError
 
     with pytest.raises(CommandError, match=r"2 problem\(s\) in 1 of 1 paper\(s\)"):
-        call_command("validate_pset", str(tmp_path / "pset"), environment=str(environment), workers=True,
-                     timeout=240, json_out=str(tmp_path / "report.json"), stdout=out, stderr=err)
-    assert _without_reference(json.loads((tmp_path / "report.json").read_text())) == EXPECTED, \
-        worker.output()[-3000:]
+        call_command(
+            "validate_pset",
+            str(tmp_path / "pset"),
+            environment=str(environment),
+            workers=True,
+            timeout=240,
+            json_out=str(tmp_path / "report.json"),
+            stdout=out,
+            stderr=err,
+        )
+    assert _without_reference(json.loads((tmp_path / "report.json").read_text())) == EXPECTED, worker.output()[-3000:]
     assert "legacy-sum: reference passed, 1/2 snippets covered" in out.getvalue()
     assert '"print the values when debugging" (calc.py) masked: the tests still pass' in out.getvalue()
     assert "6/6" in err.getvalue()  # the progress bar reached every check
@@ -67,8 +82,9 @@ def test_validate_pset_on_the_workers_gives_the_inline_results(tmp_path, celery_
     assert paper.sandbox_backend == "bwrap" and "set_paper_validate" in worker.output()
 
 
-def test_a_draft_version_is_validated_from_its_page_by_the_workers(tmp_path, client, maintainer,
-                                                                      celery_worker_factory, sandbox_cache):
+def test_a_draft_version_is_validated_from_its_page_by_the_workers(
+    tmp_path, client, maintainer, celery_worker_factory, sandbox_cache
+):
     version = _draft(tmp_path)
     celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="bwrap", SUBMISSION_REFERENCE_RUNS="2")
     client.force_login(maintainer)
@@ -98,12 +114,19 @@ def test_a_draft_version_is_validated_from_its_page_by_the_workers(tmp_path, cli
     mutation = {name: snippet.pop("mutation") for name, snippet in paper["snippets"].items()}
     warnings = paper.pop("warnings")
     assert len(warnings) == 1 and "is below the minimum 60%" in warnings[0], warnings
-    assert report == {"papers": {"legacy-sum": {
-        k: v for k, v in EXPECTED["papers"]["legacy-sum"].items() if k != "warnings"}}}
+    assert report == {
+        "papers": {"legacy-sum": {k: v for k, v in EXPECTED["papers"]["legacy-sum"].items() if k != "warnings"}}
+    }
     assert mutation["print the values when debugging"]["score"] == 0.0
     assert mutation["print the values when debugging"]["survived"] == 4
-    assert mutation["add the values"] == {"generated": 9, "killed": 9, "survived": 0, "score": 1.0,
-                                          "survivors": [], "timeouts": []}
+    assert mutation["add the values"] == {
+        "generated": 9,
+        "killed": 9,
+        "survived": 0,
+        "score": 1.0,
+        "survivors": [],
+        "timeouts": [],
+    }
 
 
 def test_only_maintainers_start_or_see_it(tmp_path, client, author, maintainer, media_root):
@@ -142,7 +165,7 @@ def test_one_validation_at_a_time_per_version_and_only_on_drafts(tmp_path, clien
         validation.version_validation_start(version=version, actor=maintainer)
 
 
-HOSTILE_TEST = '''\
+HOSTILE_TEST = """\
 import pathlib
 import unittest
 
@@ -163,16 +186,18 @@ class TotalTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
+"""
 
 
-def test_the_sets_untrusted_tests_run_only_in_the_sandbox(tmp_path, client, maintainer, celery_worker_factory,
-                                                            sandbox_cache):
+def test_the_sets_untrusted_tests_run_only_in_the_sandbox(
+    tmp_path, client, maintainer, celery_worker_factory, sandbox_cache
+):
     canary = tmp_path / "host" / "canary.txt"
     legacy_pset(tmp_path / "pset")
     (tmp_path / "pset" / "legacy-sum" / "paper2code_test.py").write_text(HOSTILE_TEST.format(canary=str(canary)))
-    version = pset_import(root=tmp_path / "pset", version_name="0.9.1",
-                          environment=textwrap.dedent("# standard library only\n")).version
+    version = pset_import(
+        root=tmp_path / "pset", version_name="0.9.1", environment=textwrap.dedent("# standard library only\n")
+    ).version
     client.force_login(maintainer)
     client.post(reverse("version-validate", args=[version.name]))
     assert not canary.exists()  # the page only queues the work

@@ -38,8 +38,12 @@ def finished(run: SetValidation) -> bool:
 
 def broker_killed_while_papers_wait(own_redis, run: SetValidation, worker) -> SetValidationPaper:
     """Kill the broker once the first paper is under way (one worker process: the others wait in the queue)."""
-    polled(lambda: SetValidationPaper.objects.filter(validation=run, status="running").exclude(checks=[]).first(),
-           timeout=600, what="the first paper to be under way", worker=worker)
+    polled(
+        lambda: SetValidationPaper.objects.filter(validation=run, status="running").exclude(checks=[]).first(),
+        timeout=600,
+        what="the first paper to be under way",
+        worker=worker,
+    )
     under_way = SetValidationPaper.objects.get(validation=run, status="running")
     assert run.papers.filter(status="pending").exists(), "papers must wait in the queue for this test to mean anything"
     own_redis.kill()  # the waiting papers' messages are gone with it
@@ -56,7 +60,8 @@ def version_page(client, maintainer, run: SetValidation) -> str:
 
 
 def test_broker_killed_while_papers_wait_every_paper_is_validated_once(
-        own_redis, celery_worker_factory, media_root, client, maintainer):
+    own_redis, celery_worker_factory, media_root, client, maintainer
+):
     worker = celery_worker_factory(queues="sandbox", **WORKER)
     run = started("set-faults-1.0.0", maintainer)
     under_way = broker_killed_while_papers_wait(own_redis, run, worker)
@@ -82,7 +87,8 @@ def test_broker_killed_while_papers_wait_every_paper_is_validated_once(
 
 
 def test_a_paper_lost_past_the_limit_ends_as_an_error_and_the_version_can_be_validated_again(
-        own_redis, celery_worker_factory, media_root, client, maintainer):
+    own_redis, celery_worker_factory, media_root, client, maintainer
+):
     worker = celery_worker_factory(queues="sandbox", VALIDATION_REDISPATCH_MAX="0", **WORKER)
     run = started("set-faults-2.0.0", maintainer)
     broker_killed_while_papers_wait(own_redis, run, worker)
@@ -93,7 +99,8 @@ def test_a_paper_lost_past_the_limit_ends_as_an_error_and_the_version_can_be_val
     given_up = run.papers.filter(status="error")
     assert given_up.exists() and not run.papers.filter(redispatches__gt=0).exists(), "never queued again"
     assert {(e.subject_kind, e.subject_id) for e in OperationsEvent.objects.filter(kind=Kind.VALIDATION_ABANDONED)} == {
-        ("submissions.setvalidation", run.pk)}
+        ("submissions.setvalidation", run.pk)
+    }
     assert OperationsEvent.objects.filter(kind=Kind.VALIDATION_ABANDONED).count() == given_up.count()
 
     page = version_page(client, maintainer, run)
@@ -104,8 +111,7 @@ def test_a_paper_lost_past_the_limit_ends_as_an_error_and_the_version_can_be_val
     assert SetValidation.objects.filter(version=run.version).count() == 2
 
 
-def test_a_paper_the_platform_fails_on_ends_as_an_error_at_once(celery_worker_factory, media_root, client,
-                                                                maintainer):
+def test_a_paper_the_platform_fails_on_ends_as_an_error_at_once(celery_worker_factory, media_root, client, maintainer):
     version = pset_import(root=DEMO_PSET, version_name="set-faults-3.0.0").version
     task = version.tasks.get(paper__slug="dampnest")
     default_storage.delete(Blob(sha256=task.files[task.paper_path], size=0).storage_name)  # storage lost a file
@@ -113,8 +119,12 @@ def test_a_paper_the_platform_fails_on_ends_as_an_error_at_once(celery_worker_fa
     run = validation.version_validation_start(version=version, actor=maintainer)
 
     broken = run.papers.get(paper="dampnest")
-    polled(lambda: SetValidationPaper.objects.get(pk=broken.pk).status == "error", timeout=300,
-           what="the paper with a lost file to end", worker=worker)
+    polled(
+        lambda: SetValidationPaper.objects.get(pk=broken.pk).status == "error",
+        timeout=300,
+        what="the paper with a lost file to end",
+        worker=worker,
+    )
     broken.refresh_from_db()
     assert "the platform failed on this paper: FileNotFoundError" in broken.checks[0]["detail"]
     polled(lambda: finished(run), timeout=900, what="the other papers", worker=worker)

@@ -72,7 +72,7 @@ def test_invalid_markers_are_reported_with_file_and_line(draft, author, sandbox)
     files = demo_files()
     lines = files["optimizer.py"].decode().splitlines(keepends=True)
     end = next(i for i, line in enumerate(lines) if "</paper2code" in line)
-    files["optimizer.py"] = "".join(lines[:end] + lines[end + 1:]).encode()
+    files["optimizer.py"] = "".join(lines[:end] + lines[end + 1 :]).encode()
     report = validate(draft, author, files=services.draft_files_store(files))
     status, detail = checks(report)["markers"]
     assert status == "failed" and "optimizer.py:" in detail and "never closed" in detail
@@ -121,8 +121,9 @@ def test_the_entry_point_validation_runs_is_the_one_the_task_runs(draft, author,
     step = reverse("submission-step", args=[draft.pk, "files"])
     page = client.get(step).content.decode()
     assert "<code>paper2code_test.py</code>" in page and 'name="test_entry_point"' not in page
-    saved = client.post(step, {"annotated_paths": ["optimizer.py"], "requirements": "numpy\n",
-                               "test_entry_point": "run_other.py"})  # no such field: the choice is not the author's
+    saved = client.post(
+        step, {"annotated_paths": ["optimizer.py"], "requirements": "numpy\n", "test_entry_point": "run_other.py"}
+    )  # no such field: the choice is not the author's
     assert saved.status_code == 302
     report = validate(draft, author)
     assert report.status == "passed", checks(report)

@@ -58,8 +58,12 @@ def test_broker_killed_while_a_validation_waits_in_its_queue(own_redis, celery_w
     worker = celery_worker_factory(queues="sandbox", **WORKER)  # one process: the second validation waits
     first, first_report = submitted("ada")
     second, second_report = submitted("bob")
-    polled(lambda: first_report.checks.filter(status="passed").exists(), timeout=600,
-           what="the first validation to be under way", worker=worker)
+    polled(
+        lambda: first_report.checks.filter(status="passed").exists(),
+        timeout=600,
+        what="the first validation to be under way",
+        worker=worker,
+    )
     assert not finished(second_report)
 
     own_redis.kill()  # the waiting validation's message is gone with it
@@ -67,14 +71,14 @@ def test_broker_killed_while_a_validation_waits_in_its_queue(own_redis, celery_w
     own_redis.start()
 
     for report in (first_report, second_report):
-        polled(lambda report=report: finished(report), timeout=600, what=f"report {report.pk} to finish",
-               worker=worker)
+        polled(lambda report=report: finished(report), timeout=600, what=f"report {report.pk} to finish", worker=worker)
     assert_validated_once(first, first_report)
     assert_validated_once(second, second_report)
     event = OperationsEvent.objects.get(kind=OperationsEvent.Kind.VALIDATION_REDISPATCHED)
     assert (event.subject_kind, event.subject_id) == ("submissions.validationreport", second_report.pk)
-    assert not events_of(subject=first_report, kinds=[OperationsEvent.Kind.VALIDATION_REDISPATCHED]
-                         ).exists(), "a running validation is left alone"
+    assert not events_of(subject=first_report, kinds=[OperationsEvent.Kind.VALIDATION_REDISPATCHED]).exists(), (
+        "a running validation is left alone"
+    )
     page = operations_page(client)
     assert f'data-event="{event.pk}"' in page and "Validation re-dispatched" in page
 
@@ -83,8 +87,12 @@ def test_database_stopped_in_the_middle_of_a_validation(own_postgres, celery_wor
     with default_database(own_postgres.url()):
         worker = celery_worker_factory(queues="sandbox", **WORKER)
         submission, report = submitted("ada")
-        polled(lambda: report.checks.filter(status="passed").count() >= 4, timeout=600,
-               what="the validation to be under way", worker=worker)
+        polled(
+            lambda: report.checks.filter(status="passed").count() >= 4,
+            timeout=600,
+            what="the validation to be under way",
+            worker=worker,
+        )
 
         connection.close()
         own_postgres.stop("immediate")
@@ -101,12 +109,17 @@ def test_database_stopped_in_the_middle_of_a_validation(own_postgres, celery_wor
 
 
 def test_a_validation_lost_past_the_limit_makes_the_submission_invalid_for_its_author_to_submit_again(
-        own_redis, celery_worker_factory, media_root, client):
+    own_redis, celery_worker_factory, media_root, client
+):
     worker = celery_worker_factory(queues="sandbox", VALIDATION_REDISPATCH_MAX="0", **WORKER)
     first, first_report = submitted("ada")
     second, second_report = submitted("bob")
-    polled(lambda: first_report.checks.filter(status="passed").exists(), timeout=600,
-           what="the first validation to be under way", worker=worker)
+    polled(
+        lambda: first_report.checks.filter(status="passed").exists(),
+        timeout=600,
+        what="the first validation to be under way",
+        worker=worker,
+    )
     own_redis.kill()  # the waiting validation's message is gone with it
     time.sleep(3)
     own_redis.start()
@@ -118,8 +131,11 @@ def test_a_validation_lost_past_the_limit_makes_the_submission_invalid_for_its_a
     lost = second_report.checks.get(status="error")  # its checks were never planned: the task never ran
     assert "the workers lost this validation 1 time(s)" in lost.detail
     assert lost.label in StateChange.objects.get(submission=second, to_state=Submission.State.INVALID).reason
-    assert events_of(subject=second_report).filter(kind=OperationsEvent.Kind.VALIDATION_ABANDONED).count() == \
-        OperationsEvent.objects.filter(kind=OperationsEvent.Kind.VALIDATION_ABANDONED).count() == 1
+    assert (
+        events_of(subject=second_report).filter(kind=OperationsEvent.Kind.VALIDATION_ABANDONED).count()
+        == OperationsEvent.objects.filter(kind=OperationsEvent.Kind.VALIDATION_ABANDONED).count()
+        == 1
+    )
     services.submission_edit(submission=second, actor=second.author)  # back to draft, to submit again
     assert Submission.objects.get(pk=second.pk).state == Submission.State.DRAFT
     polled(lambda: finished(first_report), timeout=600, what="the first validation", worker=worker)

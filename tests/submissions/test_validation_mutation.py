@@ -18,7 +18,7 @@ from tests.submissions.test_validation import checks, validate
 pytestmark = pytest.mark.django_db
 
 # The demo optimiser's test, weakened: it only checks the shape of a step, so a wrong body passes too.
-SHAPE_ONLY = b'''import unittest
+SHAPE_ONLY = b"""import unittest
 
 import numpy as np
 
@@ -34,11 +34,12 @@ class ShapeTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
+"""
 
 
 def test_the_author_sees_each_snippets_score_with_the_surviving_mutants_and_a_low_score_only_warns(
-        draft, author, sandbox, settings, client):
+    draft, author, sandbox, settings, client
+):
     settings.SUBMISSION_MUTANTS, settings.MUTATION_SCORE_MIN = 2, 0.9
     files = {**demo_files(), "paper2code_test.py": SHAPE_ONLY}
     report = validate(draft, author, files=services.draft_files_store(files))
@@ -65,7 +66,8 @@ def test_the_author_sees_each_snippets_score_with_the_surviving_mutants_and_a_lo
 
 
 def test_the_reviewer_sees_the_scores_and_acceptance_keeps_them_for_the_paper_page(
-        draft, author, maintainer, sandbox, settings, client):
+    draft, author, maintainer, sandbox, settings, client
+):
     settings.SUBMISSION_MUTANTS, settings.MUTATION_SCORE_MIN = 1, 0.5
     report = validate(draft, author)
     assert report.status == "passed", checks(report)

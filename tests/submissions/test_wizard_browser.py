@@ -45,8 +45,7 @@ def test_the_files_step_says_what_the_archive_gave(browser_page, live_server, me
     assert Submission.objects.get(pk=submission.pk).draft["annotated_paths"] == ["optimizer.py"]
 
 
-def test_the_review_page_warns_before_replacing_a_paper_id(browser_page, live_server, media_root, author,
-                                                          maintainer):
+def test_the_review_page_warns_before_replacing_a_paper_id(browser_page, live_server, media_root, author, maintainer):
     page, base = browser_page, live_server.url
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     services.submission_accept(submission=_awaiting(author, media_root, "DampNest"), actor=maintainer, reason="ok")

@@ -33,8 +33,9 @@ def _zip(files: dict[str, bytes], top: str = "dampnest-main/") -> io.BytesIO:
 
 
 def _upload(client, submission, archive) -> str:
-    response = client.post(reverse("submission-step", args=[submission.pk, "code"]),
-                           {"source": "archive", "archive": archive})
+    response = client.post(
+        reverse("submission-step", args=[submission.pk, "code"]), {"source": "archive", "archive": archive}
+    )
     assert response.status_code == 302, _words(response.content.decode())[-2000:]
     return _words(client.get(response["Location"]).content.decode())
 
@@ -70,16 +71,17 @@ def test_a_problem_set_says_every_step_came_from_papers_yaml(client, fresh):
     from tests.conftest import DEMO_PSET
 
     entry = (DEMO_PSET / "papers.yaml").read_text().split("\n- id:")[1]
-    files = {"papers.yaml": ("- id:" + entry).encode(),
-             **{f"dampnest/{path}": data for path, data in demo_files("dampnest").items()}}
+    files = {
+        "papers.yaml": ("- id:" + entry).encode(),
+        **{f"dampnest/{path}": data for path, data in demo_files("dampnest").items()},
+    }
     text = _upload(client, fresh, _zip(files, top=""))
     assert "Taken as a one-paper problem set: its papers.yaml lists one paper, dampnest: every step was filled" in text
     assert "Paper text from paper2code_paper.md" in text and "Annotated files from papers.yaml: optimizer.py" in text
 
 
 def test_a_nested_papers_yaml_is_named_as_the_reason(client, fresh):
-    files = {"set/papers.yaml": b"[]\n", "set/dampnest/optimizer.py": demo_files()["optimizer.py"],
-             "other.txt": b"x"}
+    files = {"set/papers.yaml": b"[]\n", "set/dampnest/optimizer.py": demo_files()["optimizer.py"], "other.txt": b"x"}
     text = _upload(client, fresh, _zip(files, top=""))
     assert "its papers.yaml is at set/papers.yaml, not at the archive's top" in text
 
@@ -87,22 +89,28 @@ def test_a_nested_papers_yaml_is_named_as_the_reason(client, fresh):
 def test_a_malformed_marker_line_is_pointed_out_itself(client, fresh):
     text = _upload(client, fresh, _zip({"mod.py": MALFORMED, "paper2code_test.py": b"import mod\n"}))
     assert "line 2: warning: looks like a snippet marker but is not one (the name's closing quote is missing)" in text
-    assert ('line 4: error: end marker for "broken" has no matching start marker; line 2 looks like its start marker '
-            "but is malformed (the name's closing quote is missing)") in text
+    assert (
+        'line 4: error: end marker for "broken" has no matching start marker; line 2 looks like its start marker '
+        "but is malformed (the name's closing quote is missing)"
+    ) in text
 
 
-@pytest.mark.parametrize("commit,message", [
-    ("abc1234", "Give the full commit hash: 40 hexadecimal characters; this one has 7."),
-    ("main", "Give the full hash, not a branch or tag name"),
-    ("a" * 41, "this one has 41"),
-    ("", "Give the commit's full hash"),
-])
+@pytest.mark.parametrize(
+    "commit,message",
+    [
+        ("abc1234", "Give the full commit hash: 40 hexadecimal characters; this one has 7."),
+        ("main", "Give the full hash, not a branch or tag name"),
+        ("a" * 41, "this one has 41"),
+        ("", "Give the commit's full hash"),
+    ],
+)
 def test_a_commit_that_is_not_a_full_hash_is_refused_at_once(commit, message):
     form = CodeForm({"source": "git", "git_url": "", "commit": commit})
     assert not form.is_valid()
     assert any(message in error for error in form.errors["commit"]), form.errors["commit"]
-    assert "commit" not in CodeForm({"source": "git", "git_url": "", "commit": "0123456789abcdef" * 2 + "01234567"}
-                                    ).errors
+    assert (
+        "commit" not in CodeForm({"source": "git", "git_url": "", "commit": "0123456789abcdef" * 2 + "01234567"}).errors
+    )
 
 
 def test_the_reviewers_reason_sits_on_top_of_the_authors_page(client, draft, author, maintainer):
@@ -111,14 +119,15 @@ def test_the_reviewers_reason_sits_on_top_of_the_authors_page(client, draft, aut
     services.submission_request_changes(submission=draft, actor=maintainer, reason="Cover the bias correction.")
     client.force_login(author)
     body = client.get(reverse("submission-detail", args=[draft.pk])).content.decode()
-    top = body[:body.index('<div class="actions">')]
+    top = body[: body.index('<div class="actions">')]
     assert 'data-testid="changes-requested"' in top and "Cover the bias correction." in top
 
 
 def _awaiting(author, media_root, title: str) -> Submission:
     submission = fill_draft(services.submission_create(author=author), author)
-    services.draft_update(submission=submission, actor=author,
-                          values={"metadata": {**submission.draft["metadata"], "title": title}})
+    services.draft_update(
+        submission=submission, actor=author, values={"metadata": {**submission.draft["metadata"], "title": title}}
+    )
     services.submission_submit(submission=submission, actor=author)
     Submission.objects.filter(pk=submission.pk).update(state=Submission.State.AWAITING_REVIEW)
     return Submission.objects.get(pk=submission.pk)
@@ -145,8 +154,9 @@ def test_accepting_a_paper_id_the_draft_holds_asks_for_confirmation(client, auth
     assert list(draft.memberships.values_list("task_id", flat=True)) == [second.task_id]
 
 
-def test_a_new_paper_id_needs_no_confirmation_and_drafts_carry_no_placeholder_notes(client, author, maintainer,
-                                                                                   media_root):
+def test_a_new_paper_id_needs_no_confirmation_and_drafts_carry_no_placeholder_notes(
+    client, author, maintainer, media_root
+):
     first = _awaiting(author, media_root, "DampNest")
     client.force_login(maintainer)
     page = client.get(reverse("review-detail", args=[first.pk])).content.decode()
@@ -168,11 +178,14 @@ def test_a_problem_set_archive_keeps_the_details_typed_in_step_1(client, author,
     from tests.conftest import DEMO_PSET
 
     client.force_login(author)
-    typed = services.submission_create(author=author, values={"metadata": {
-        "title": "My own title", "id": "my-paper", "venue": "", "arxiv_abs": None}})
+    typed = services.submission_create(
+        author=author, values={"metadata": {"title": "My own title", "id": "my-paper", "venue": "", "arxiv_abs": None}}
+    )
     entry = (DEMO_PSET / "papers.yaml").read_text().split("\n- id:")[1]
-    files = {"papers.yaml": ("- id:" + entry).encode(),
-             **{f"dampnest/{path}": data for path, data in demo_files("dampnest").items()}}
+    files = {
+        "papers.yaml": ("- id:" + entry).encode(),
+        **{f"dampnest/{path}": data for path, data in demo_files("dampnest").items()},
+    }
     text = _upload(client, typed, _zip(files, top=""))
     metadata = Submission.objects.get(pk=typed.pk).draft["metadata"]
     archive_title = entry.split("title:")[1].split("\n")[0].strip().strip("\"'")

@@ -17,20 +17,37 @@ class Command(VersionCommand):
         parser.add_argument("path", type=Path, help="Folder holding papers.yaml.")
         parser.add_argument("--version", required=True, help="Benchmark version name.")
         parser.add_argument("--requirements", type=Path, help="Requirements shared by every task of the set.")
-        parser.add_argument("--environment", type=Path,
-                            help="Build every task in this one environment (a legacy set's shared requirements) "
-                                 "instead of its own; the tasks' own requirement files are kept as files.")
+        parser.add_argument(
+            "--environment",
+            type=Path,
+            help="Build every task in this one environment (a legacy set's shared requirements) "
+            "instead of its own; the tasks' own requirement files are kept as files.",
+        )
         parser.add_argument("--publish", action="store_true", help="Publish (freeze) the version afterwards.")
         parser.add_argument("--protocol", help="The release's default prompt protocol (default rcb-v1).")
-        parser.add_argument("--time-limit", type=int, metavar="SECONDS",
-                            help="Wall-clock limit of one test run on this release (the original harness: 60).")
+        parser.add_argument(
+            "--time-limit",
+            type=int,
+            metavar="SECONDS",
+            help="Wall-clock limit of one test run on this release (the original harness: 60).",
+        )
         parser.add_argument("--memory", type=int, metavar="MB", help="Memory limit of one test run, in MB.")
         parser.add_argument("--cpus", type=float, help="CPU limit of one test run.")
 
-    def handle(self, *args: object, path: Path, version: str, requirements: Path | None,
-               environment: Path | None, publish: bool,
-               protocol: str | None, time_limit: int | None, memory: int | None, cpus: float | None,
-               **options: object) -> None:
+    def handle(
+        self,
+        *args: object,
+        path: Path,
+        version: str,
+        requirements: Path | None,
+        environment: Path | None,
+        publish: bool,
+        protocol: str | None,
+        time_limit: int | None,
+        memory: int | None,
+        cpus: float | None,
+        **options: object,
+    ) -> None:
         shared = ""
         if requirements is not None:
             try:
@@ -38,8 +55,10 @@ class Command(VersionCommand):
             except (OSError, UnicodeDecodeError) as exc:
                 raise CommandError(f"{requirements}: cannot read requirements: {exc}") from exc
         if environment is not None and requirements is not None:
-            raise CommandError("give --environment (one environment for every task) or --requirements "
-                               "(lines added to each task's own), not both")
+            raise CommandError(
+                "give --environment (one environment for every task) or --requirements "
+                "(lines added to each task's own), not both"
+            )
         shared_environment = None
         if environment is not None:
             try:
@@ -48,9 +67,15 @@ class Command(VersionCommand):
                 raise CommandError(f"{environment}: cannot read the environment: {exc}") from exc
         try:
             given = {"protocol": protocol, "time_limit_seconds": time_limit, "memory_mb": memory, "cpus": cpus}
-            result = pset_import(root=path, version_name=version, shared_requirements=shared, publish=publish,
-                                 environment=shared_environment, environment_file=Path(environment).name if environment else "",
-                                 release_settings={k: v for k, v in given.items() if v is not None})
+            result = pset_import(
+                root=path,
+                version_name=version,
+                shared_requirements=shared,
+                publish=publish,
+                environment=shared_environment,
+                environment_file=Path(environment).name if environment else "",
+                release_settings={k: v for k, v in given.items() if v is not None},
+            )
         except PackageError as exc:
             raise CommandError(f"nothing imported; {len(exc.problems)} problem(s):\n{exc}") from exc
         for warning in result.warnings:

@@ -15,8 +15,10 @@ DEMO_PATH = "benchmarks/demo"
 
 
 class Command(BaseCommand):
-    help = ("Load the demo release (DEMO_RELEASE, default demo-1.0.0; empty: none) and create the maintainer "
-            "MAINTAINER_USERNAME with MAINTAINER_EMAIL and MAINTAINER_PASSWORD (kept if the account exists).")
+    help = (
+        "Load the demo release (DEMO_RELEASE, default demo-1.0.0; empty: none) and create the maintainer "
+        "MAINTAINER_USERNAME with MAINTAINER_EMAIL and MAINTAINER_PASSWORD (kept if the account exists)."
+    )
 
     def handle(self, *args: object, **options: object) -> None:
         demo = os.environ.get("DEMO_RELEASE", "demo-1.0.0")
@@ -31,6 +33,7 @@ class Command(BaseCommand):
         password = os.environ.get("MAINTAINER_PASSWORD", "")
         if len(password) < 12:
             raise CommandError("MAINTAINER_PASSWORD must be set, at least 12 characters (see .env.example)")
-        _, created = maintainer_ensure(username=username, email=os.environ.get("MAINTAINER_EMAIL", ""),
-                                       password=password)
+        _, created = maintainer_ensure(
+            username=username, email=os.environ.get("MAINTAINER_EMAIL", ""), password=password
+        )
         self.stdout.write(f"maintainer {username} {'created' if created else 'already exists (password kept)'}")

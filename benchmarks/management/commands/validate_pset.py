@@ -25,29 +25,64 @@ def _read(path: Path, what: str) -> str:
 
 
 class Command(BaseCommand):
-    help = ("Run the section 9 checks of every paper of a problem set (reference passes N times, each snippet "
-            "masked and replaced by a no-op makes the tests fail; with --mutants, each snippet's mutation score) "
-            "with the submissions' validation code: paper by paper here, or with --workers one paper per task on the "
-            "workers' sandbox queue, in parallel.")
+    help = (
+        "Run the section 9 checks of every paper of a problem set (reference passes N times, each snippet "
+        "masked and replaced by a no-op makes the tests fail; with --mutants, each snippet's mutation score) "
+        "with the submissions' validation code: paper by paper here, or with --workers one paper per task on the "
+        "workers' sandbox queue, in parallel."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path, help="Folder holding papers.yaml.")
-        parser.add_argument("--environment", type=Path,
-                            help="Requirements every paper runs in instead of its own (a legacy shared environment).")
+        parser.add_argument(
+            "--environment",
+            type=Path,
+            help="Requirements every paper runs in instead of its own (a legacy shared environment).",
+        )
         parser.add_argument("--json", type=Path, dest="json_out", metavar="OUT", help="Write the results as JSON.")
-        parser.add_argument("--workers", action="store_true",
-                            help="Queue one task per paper on the `sandbox` queue and wait for the workers.")
-        parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                            help="With --workers: give up waiting after this long (default: wait).")
-        parser.add_argument("--mutants", type=int, nargs="?", const=MUTANTS_DEFAULT, default=0, metavar="N",
-                            help="Also run up to N mutants of each snippet's reference body (default "
-                                 f"{MUTANTS_DEFAULT}) and report the share its tests kill, with the survivors.")
-        parser.add_argument("--min-score", type=float, default=None, metavar="SCORE",
-                            help="With --mutants: warn about snippets below this mutation score (0-1; default "
-                                 "MUTATION_SCORE_MIN). A warning: it never fails the command.")
+        parser.add_argument(
+            "--workers",
+            action="store_true",
+            help="Queue one task per paper on the `sandbox` queue and wait for the workers.",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="With --workers: give up waiting after this long (default: wait).",
+        )
+        parser.add_argument(
+            "--mutants",
+            type=int,
+            nargs="?",
+            const=MUTANTS_DEFAULT,
+            default=0,
+            metavar="N",
+            help="Also run up to N mutants of each snippet's reference body (default "
+            f"{MUTANTS_DEFAULT}) and report the share its tests kill, with the survivors.",
+        )
+        parser.add_argument(
+            "--min-score",
+            type=float,
+            default=None,
+            metavar="SCORE",
+            help="With --mutants: warn about snippets below this mutation score (0-1; default "
+            "MUTATION_SCORE_MIN). A warning: it never fails the command.",
+        )
 
-    def handle(self, *args, path: Path, environment: Path | None, json_out: Path | None, workers: bool = False,
-               timeout: float | None = None, mutants: int = 0, min_score: float | None = None, **options) -> None:
+    def handle(
+        self,
+        *args,
+        path: Path,
+        environment: Path | None,
+        json_out: Path | None,
+        workers: bool = False,
+        timeout: float | None = None,
+        mutants: int = 0,
+        min_score: float | None = None,
+        **options,
+    ) -> None:
         if mutants < 0:
             raise CommandError(f"--mutants {mutants}: give a number of mutants per snippet of at least 1")
         if min_score is not None and not 0 <= min_score <= 1:
@@ -57,8 +92,9 @@ class Command(BaseCommand):
             papers = read_pset(Path(path), shared_environment=shared is not None)
         except PackageError as exc:
             raise CommandError(f"{path}: {len(exc.problems)} problem(s):\n{exc}") from exc
-        run = validation.pset_validation_create(packages=papers, source=str(path), environment=shared,
-                                                mutants=mutants, score_min=min_score)
+        run = validation.pset_validation_create(
+            packages=papers, source=str(path), environment=shared, mutants=mutants, score_min=min_score
+        )
         total = sum(p.checks_total for p in run.papers.all())
         with tqdm(total=total, unit="check", file=self.stderr._out) as progress:
             if workers:
@@ -67,8 +103,10 @@ class Command(BaseCommand):
                 self._inline(run, progress)
         summaries = selectors.set_validation_summaries(validation=run)
         if json_out is not None:
-            Path(json_out).write_text(json.dumps(selectors.set_validation_json(summaries=summaries), indent=2,
-                                                 ensure_ascii=False) + "\n", encoding="utf-8")
+            Path(json_out).write_text(
+                json.dumps(selectors.set_validation_json(summaries=summaries), indent=2, ensure_ascii=False) + "\n",
+                encoding="utf-8",
+            )
         failures = sum(len(s.problems) for s in summaries)
         if failures:
             failing = sum(bool(s.problems) for s in summaries)
@@ -82,8 +120,10 @@ class Command(BaseCommand):
             mutation = snippet.get("mutation")
             if mutation:
                 score = f"{mutation['score']:.0%}" if mutation["score"] is not None else "no mutants"
-                lines.append(f'  "{snippet["name"]}": mutation score {score} ({mutation["killed"]} of '
-                             f'{mutation["generated"]} killed)')
+                lines.append(
+                    f'  "{snippet["name"]}": mutation score {score} ({mutation["killed"]} of '
+                    f"{mutation['generated']} killed)"
+                )
                 lines += [f"    survived: {diff}" for diff in mutation["survivors"]]
                 lines += [f"    timed out (killed): {diff}" for diff in mutation["timeouts"]]
         lines += [f"  warning: {w}" for w in summary.warnings]
@@ -120,6 +160,8 @@ class Command(BaseCommand):
             if len(reported) == len(papers):
                 return
             if deadline is not None and time.monotonic() > deadline:
-                raise CommandError(f"gave up after {timeout:g} s with {len(papers) - len(reported)} paper(s) "
-                                   "unfinished; is a worker consuming the `sandbox` queue?")
+                raise CommandError(
+                    f"gave up after {timeout:g} s with {len(papers) - len(reported)} paper(s) "
+                    "unfinished; is a worker consuming the `sandbox` queue?"
+                )
             time.sleep(POLL_SECONDS)

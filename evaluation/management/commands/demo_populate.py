@@ -38,8 +38,10 @@ def sample_upload_lines(*, version: BenchmarkVersion) -> bytes:
 
 
 class Command(VersionCommand):
-    help = ("Complete the reference and placeholder runs and one sample upload on a published release, scored in "
-            "this process; a model with a completed run there is left alone.")
+    help = (
+        "Complete the reference and placeholder runs and one sample upload on a published release, scored in "
+        "this process; a model with a completed run there is left alone."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--version", required=True, help="Published release, e.g. demo-1.0.0.")
@@ -56,17 +58,23 @@ class Command(VersionCommand):
                     continue
                 self._score(services.run_start(model=model, version=release, dispatch=False))
         sample, _ = ModelEntry.objects.get_or_create(
-            name=SAMPLE_MODEL, defaults={"display_name": "Sample upload (demo)", "organization": "Demo",
-                                         "kind": ModelEntry.Kind.UPLOADED})
+            name=SAMPLE_MODEL,
+            defaults={"display_name": "Sample upload (demo)", "organization": "Demo", "kind": ModelEntry.Kind.UPLOADED},
+        )
         if not self._has_run(sample, release):
-            self._score(services.run_from_upload(model=sample, version=release,
-                                                 data=sample_upload_lines(version=release)))
+            self._score(
+                services.run_from_upload(model=sample, version=release, data=sample_upload_lines(version=release))
+            )
 
     def _has_run(self, model: ModelEntry, release: BenchmarkVersion) -> bool:
         """A completed run (nothing to do) or an active one (a worker, or an earlier interrupted call, finishes it:
         this call scores what it left)."""
-        run = (model.runs.filter(version=release).exclude(status=EvaluationRun.Status.CANCELLED)
-               .order_by("-created_at").first())
+        run = (
+            model.runs.filter(version=release)
+            .exclude(status=EvaluationRun.Status.CANCELLED)
+            .order_by("-created_at")
+            .first()
+        )
         if run is None:
             return False
         if run.status != EvaluationRun.Status.COMPLETED:
@@ -83,8 +91,10 @@ class Command(VersionCommand):
         try:
             backend_get()
         except NoSandboxError:
-            self.stderr.write("no sandbox works here: the demo's own reference code is scored with SANDBOX_BACKEND="
-                              "local (no isolation), as `make run` does")
+            self.stderr.write(
+                "no sandbox works here: the demo's own reference code is scored with SANDBOX_BACKEND="
+                "local (no isolation), as `make run` does"
+            )
             settings.SANDBOX_BACKEND = "local"
 
     def _score(self, run: EvaluationRun) -> None:

@@ -26,17 +26,37 @@ class Command(VersionCommand):
         parser.add_argument("--without-paper", action="store_true", help="The ablation: no paper in the prompt.")
         parser.add_argument("--samples", type=int, default=1, help="Answers per snippet (pass@k when > 1).")
         parser.add_argument("--protocol", help="A prompt protocol's name (default: the release's).")
-        parser.add_argument("--mode", choices=["single", "agent"], default="single",
-                            help="agent: the model works in a sandbox over many turns within a budget per item.")
-        parser.add_argument("--budget", action="append", default=[], metavar="NAME=VALUE",
-                            help="An agent run's per-item budget, e.g. --budget turns=20 (turns, tokens, seconds, "
-                                 "cost); default: the release's maximums.")
+        parser.add_argument(
+            "--mode",
+            choices=["single", "agent"],
+            default="single",
+            help="agent: the model works in a sandbox over many turns within a budget per item.",
+        )
+        parser.add_argument(
+            "--budget",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="An agent run's per-item budget, e.g. --budget turns=20 (turns, tokens, seconds, "
+            "cost); default: the release's maximums.",
+        )
         parser.add_argument("--inline", action="store_true", help="Run every item in this process, no worker.")
         parser.add_argument("--timeout", type=float, default=24 * 3600, help="Seconds to wait for the workers.")
 
-    def handle(self, *args, model: str, version: str, without_paper: bool, samples: int, protocol: str | None,
-               inline: bool, timeout: float, mode: str = "single", budget: list[str] | None = None,
-               **options) -> None:
+    def handle(
+        self,
+        *args,
+        model: str,
+        version: str,
+        without_paper: bool,
+        samples: int,
+        protocol: str | None,
+        inline: bool,
+        timeout: float,
+        mode: str = "single",
+        budget: list[str] | None = None,
+        **options,
+    ) -> None:
         try:
             budgets = {name: float(value) for name, _, value in (pair.partition("=") for pair in budget or [])}
         except ValueError as exc:
@@ -44,18 +64,28 @@ class Command(VersionCommand):
         try:
             model_entry = ModelEntry.objects.get(name=model)
             benchmark = BenchmarkVersion.objects.get(name=version)
-            run = services.run_start(model=model_entry, version=benchmark, with_paper=not without_paper,
-                                     samples=samples, protocol=protocol, dispatch=not inline, mode=mode,
-                                     budget=budgets or None)
+            run = services.run_start(
+                model=model_entry,
+                version=benchmark,
+                with_paper=not without_paper,
+                samples=samples,
+                protocol=protocol,
+                dispatch=not inline,
+                mode=mode,
+                budget=budgets or None,
+            )
         except ModelEntry.DoesNotExist as exc:
             raise CommandError(f"no registered model named {model!r}") from exc
         except BenchmarkVersion.DoesNotExist as exc:
             raise CommandError(f"no benchmark version named {version!r}") from exc
         except services.EvaluationError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"run {run.pk}: {model_entry} on {benchmark}, {run.total_items} item(s) in protocol "
-                          f"{run.protocol}, mode {run.mode}"
-                          f"{f' (budget per item: {run.agent_budget})' if run.agent_budget else ''}; release settings: {version_settings_text(version=benchmark)}")
+        self.stdout.write(
+            f"run {run.pk}: {model_entry} on {benchmark}, {run.total_items} item(s) in protocol "
+            f"{run.protocol}, mode {run.mode}"
+            f"{f' (budget per item: {run.agent_budget})' if run.agent_budget else ''}; "
+            f"release settings: {version_settings_text(version=benchmark)}"
+        )
         if inline:
             self._run_inline(run)
         else:
@@ -81,8 +111,9 @@ class Command(VersionCommand):
                 run.refresh_from_db()
                 progress = run_progress(run)
                 bar.update(progress.done - bar.n)
-                bar.set_postfix(passed=progress.passed, failed=progress.failed, errors=progress.errors,
-                                flagged=progress.flagged)
+                bar.set_postfix(
+                    passed=progress.passed, failed=progress.failed, errors=progress.errors, flagged=progress.flagged
+                )
                 if not run.is_active:
                     return
                 time.sleep(0.5)
@@ -93,12 +124,18 @@ class Command(VersionCommand):
             raise CommandError(f"run {run.pk} ended {run.status}")
         rows = list(RunScore.objects.filter(run=run).select_related("paper").order_by("paper__slug"))
         rows.sort(key=lambda r: (r.paper is not None, r.split != "", r.split))
-        header = (f"{'paper':<28} {'items':>5} {'pass':>5} {'fail':>5} {'err':>4} {'flag':>4} {'pass@1':>7} "
-                  f"{'scaled':>7}  95% CI")
+        header = (
+            f"{'paper':<28} {'items':>5} {'pass':>5} {'fail':>5} {'err':>4} {'flag':>4} {'pass@1':>7} "
+            f"{'scaled':>7}  95% CI"
+        )
         self.stdout.write(header)
         self.stdout.write("-" * len(header))
         for row in rows:
-            name = row.paper.slug if row.paper else {"": "ALL", "public": "ALL public", "held_out": "ALL held out"}[row.split]
+            name = (
+                row.paper.slug
+                if row.paper
+                else {"": "ALL", "public": "ALL public", "held_out": "ALL held out"}[row.split]
+            )
             self.stdout.write(
                 f"{name[:28]:<28} {row.items:>5} {row.passed:>5} {row.failed:>5} {row.errors:>4} {row.flagged:>4} "
                 f"{row.pass_rate:>6.1f}% {row.scaled_pass_rate:>6.1f}%  "

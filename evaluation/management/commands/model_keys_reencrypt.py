@@ -8,8 +8,10 @@ from evaluation.models import ModelEntry
 
 
 class Command(BaseCommand):
-    help = ("Re-encrypt stored model API keys with FIELD_ENCRYPTION_KEY; keys of an earlier key must be readable "
-            "through FIELD_ENCRYPTION_KEY_FALLBACKS. Afterwards the fallbacks can be removed.")
+    help = (
+        "Re-encrypt stored model API keys with FIELD_ENCRYPTION_KEY; keys of an earlier key must be readable "
+        "through FIELD_ENCRYPTION_KEY_FALLBACKS. Afterwards the fallbacks can be removed."
+    )
 
     def handle(self, *args, **options) -> None:
         changed = 0

@@ -33,9 +33,14 @@ class Command(BaseCommand):
         except SandboxError as exc:
             ok, reason, backend = False, str(exc), None
         name = backend.name if backend else settings.SANDBOX_BACKEND
-        self.stdout.write(f"SANDBOX_BACKEND={settings.SANDBOX_BACKEND} selects: {name}"
-                          + ("" if ok else f", which does not work here ({reason})")
-                          + (" - NO ISOLATION: untrusted code runs as this user, on this host" if ok and
-                             backend and backend.unsafe else ""))
+        self.stdout.write(
+            f"SANDBOX_BACKEND={settings.SANDBOX_BACKEND} selects: {name}"
+            + ("" if ok else f", which does not work here ({reason})")
+            + (
+                " - NO ISOLATION: untrusted code runs as this user, on this host"
+                if ok and backend and backend.unsafe
+                else ""
+            )
+        )
         if not ok:
             sys.exit(1)

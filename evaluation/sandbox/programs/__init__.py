@@ -12,4 +12,4 @@ from importlib import resources
 def source(name: str) -> str:
     """The text of the program NAME.py, without its leading comment (what the sandbox runs)."""
     text = resources.files(__name__).joinpath(f"{name}.py").read_text(encoding="utf-8")
-    return text[text.index("\n\n") + 1:]
+    return text[text.index("\n\n") + 1 :]

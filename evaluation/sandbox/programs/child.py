@@ -2,16 +2,28 @@
 # installs the guard, runs the entry point, reports the finish. A program, not a module to import: the
 # supervisor compiles this text as "<string>" and runs it in the test process. Standard library only.
 
+
 def _rcb_guard(spec, key, report_fd, main_frame, entry):
     import sys, os, ast, json
     from types import CodeType, FunctionType, ModuleType
     from importlib.machinery import PathFinder, SourceFileLoader
+
     module_get = ModuleType.__getattribute__
     audit, getframe, write, fstat, getpid, exit_now = sys.audit, sys._getframe, os.write, os.fstat, os.getpid, os._exit
     realpath, join, stat, get_ident = os.path.realpath, os.path.join, os.stat, __import__("_thread").get_ident
     str_, bytes_, int_, type_, len_, vars_, list_, callable_ = str, bytes, int, type, len, vars, list, callable
     tuple_, dict_, float_, bool_, bytearray_, memoryview_, hash_, id_, zip_, range_ = (
-        tuple, dict, float, bool, bytearray, memoryview, hash, id, zip, range)
+        tuple,
+        dict,
+        float,
+        bool,
+        bytearray,
+        memoryview,
+        hash,
+        id,
+        zip,
+        range,
+    )
     modules = sys.modules
     cwd = os.getcwd()
     answer = realpath(join(cwd, spec["answer_file"])) if spec.get("answer_file") else None
@@ -41,8 +53,15 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     entry_names = spellings(entry)
     answer_names = spellings(spec["answer_file"]) if answer else frozenset()
     inside = set()
-    state = {"finished": False, "started": False, "sent": 0, "test_globals": None, "reported": set(),
-             "arrays": False, "inputs_flagged": False}
+    state = {
+        "finished": False,
+        "started": False,
+        "sent": 0,
+        "test_globals": None,
+        "reported": set(),
+        "arrays": False,
+        "inputs_flagged": False,
+    }
     # The inputs the task's function received (the function the answer is spliced into), kept alive (so no other
     # object can take their id) with their fingerprint at that call: if one reaches the hidden reference changed,
     # the reference computed on data the answer chose. The last INPUTS_KEPT inputs the test handed it are kept.
@@ -54,38 +73,115 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     snapshotted = set()
     prefix = ("\n" + key + " ").encode()
     # Wrappers whose only job is to hand the caller a frame, a process or a file: look through them.
-    wrappers = ("/inspect.py", "/traceback.py", "/subprocess.py", "/os.py", "/ctypes/__init__.py", "/pathlib.py",
-                "/runpy.py", "/importlib/__init__.py", "/shutil.py", "/codecs.py", "/pty.py", "/signal.py",
-                "/multiprocessing/popen_fork.py", "<frozen importlib._bootstrap>",
-                "<frozen importlib._bootstrap_external>", "<frozen os>")
+    wrappers = (
+        "/inspect.py",
+        "/traceback.py",
+        "/subprocess.py",
+        "/os.py",
+        "/ctypes/__init__.py",
+        "/pathlib.py",
+        "/runpy.py",
+        "/importlib/__init__.py",
+        "/shutil.py",
+        "/codecs.py",
+        "/pty.py",
+        "/signal.py",
+        "/multiprocessing/popen_fork.py",
+        "<frozen importlib._bootstrap>",
+        "<frozen importlib._bootstrap_external>",
+        "<frozen os>",
+    )
     # Events the answer's own line must raise itself (a library doing them for it is no evidence).
     strict = frozenset(("exec", "compile", "marshal.loads", "code.__new__", "function.__new__"))
-    through = frozenset((
-        "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
-        "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-        "os.kill", "os.killpg", "signal.pthread_kill", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-        "os.spawn", "os.fork", "os.forkpty", "pty.spawn", "os.link", "os.symlink",
-        "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at",
-        "ctypes.addressof", "ctypes.call_function", "ctypes.PyObj_FromPtr",
-    ))
+    through = frozenset(
+        (
+            "sys._getframe",
+            "sys._current_frames",
+            "sys.settrace",
+            "sys.setprofile",
+            "gc.get_objects",
+            "gc.get_referrers",
+            "gc.get_referents",
+            "os.kill",
+            "os.killpg",
+            "signal.pthread_kill",
+            "subprocess.Popen",
+            "os.system",
+            "os.exec",
+            "os.posix_spawn",
+            "os.spawn",
+            "os.fork",
+            "os.forkpty",
+            "pty.spawn",
+            "os.link",
+            "os.symlink",
+            "ctypes.dlopen",
+            "ctypes.dlsym",
+            "ctypes.cdata",
+            "ctypes.string_at",
+            "ctypes.wstring_at",
+            "ctypes.addressof",
+            "ctypes.call_function",
+            "ctypes.PyObj_FromPtr",
+        )
+    )
     frame_attributes = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "ag_code"))
     native = frozenset(("ctypes", "_ctypes", "cffi", "_cffi_backend", "mmap"))
-    kinds = {"exec": "exec", "compile": "exec", "code.__new__": "exec", "function.__new__": "exec",
-             "marshal.loads": "exec", "os.kill": "exit", "os.killpg": "exit", "signal.pthread_kill": "exit",
-             "os.link": "hidden", "os.symlink": "hidden", "object.__setattr__": "tampering"}
-    watched = strict | through | {"open", "import", "object.__getattr__", "object.__setattr__", "sys.addaudithook",
-                                  "rcb.hidden.call", "rcb.harness.finish", "rcb.answer.start", "rcb.task.call",
-                                  "rcb.hidden.args"}
+    kinds = {
+        "exec": "exec",
+        "compile": "exec",
+        "code.__new__": "exec",
+        "function.__new__": "exec",
+        "marshal.loads": "exec",
+        "os.kill": "exit",
+        "os.killpg": "exit",
+        "signal.pthread_kill": "exit",
+        "os.link": "hidden",
+        "os.symlink": "hidden",
+        "object.__setattr__": "tampering",
+    }
+    watched = (
+        strict
+        | through
+        | {
+            "open",
+            "import",
+            "object.__getattr__",
+            "object.__setattr__",
+            "sys.addaudithook",
+            "rcb.hidden.call",
+            "rcb.harness.finish",
+            "rcb.answer.start",
+            "rcb.task.call",
+            "rcb.hidden.args",
+        }
+    )
     answer_stem = os.path.splitext(os.path.basename(answer))[0] if answer else None
     import_module = __import__("importlib").import_module
-    framework = (("builtins", None), ("unittest", None), ("unittest.case", None), ("unittest.result", None),
-                 ("unittest.runner", None), ("unittest.main", None), ("unittest.suite", None),
-                 ("unittest.loader", None), ("numpy.testing", None), ("numpy.testing._private.utils", None),
-                 ("torch.testing", None), ("torch.testing._comparison", None), ("pytest", None),
-                 # What the assertion helpers call: numpy's core and linear algebra, torch's functions.
-                 ("numpy", None), ("numpy._core.numeric", None), ("numpy.core.numeric", None),
-                 ("numpy._core.fromnumeric", None), ("numpy.linalg", None), ("torch", None),
-                 ("sys", ("exit", "audit", "excepthook")), ("os", ("_exit", "write", "kill", "abort")))
+    framework = (
+        ("builtins", None),
+        ("unittest", None),
+        ("unittest.case", None),
+        ("unittest.result", None),
+        ("unittest.runner", None),
+        ("unittest.main", None),
+        ("unittest.suite", None),
+        ("unittest.loader", None),
+        ("numpy.testing", None),
+        ("numpy.testing._private.utils", None),
+        ("torch.testing", None),
+        ("torch.testing._comparison", None),
+        ("pytest", None),
+        # What the assertion helpers call: numpy's core and linear algebra, torch's functions.
+        ("numpy", None),
+        ("numpy._core.numeric", None),
+        ("numpy.core.numeric", None),
+        ("numpy._core.fromnumeric", None),
+        ("numpy.linalg", None),
+        ("torch", None),
+        ("sys", ("exit", "audit", "excepthook")),
+        ("os", ("_exit", "write", "kill", "abort")),
+    )
 
     def snapshot(tops=None):
         for name, only in framework:
@@ -134,8 +230,11 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 for member, inner in list_(vars_(value).items()):
                     if type_(inner) is FunctionType and not from_test(inner):
                         changed.add("the test's " + name + "." + (member if type_(member) is str_ else "?"))
-            elif (type_(value) is FunctionType and str_.__str__(value.__name__) != name
-                  and file_is_answer(value.__code__.co_filename)):
+            elif (
+                type_(value) is FunctionType
+                and str_.__str__(value.__name__) != name
+                and file_is_answer(value.__code__.co_filename)
+            ):
                 changed.add("the test's global " + name)
         return sorted(changed)
 
@@ -150,8 +249,12 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             frame = frame.f_back
         # logging.currentframe is `lambda: sys._getframe(1)`: called by the answer it hands the answer a frame; called
         # by logging's own findCaller (an answer that logs) the next frame is logging's, which is no evidence.
-        if look_through and frame is not None and frame.f_code.co_name == "<lambda>" \
-                and str_.endswith(str_.__str__(frame.f_code.co_filename), "/logging/__init__.py"):
+        if (
+            look_through
+            and frame is not None
+            and frame.f_code.co_name == "<lambda>"
+            and str_.endswith(str_.__str__(frame.f_code.co_filename), "/logging/__init__.py")
+        ):
             frame = frame.f_back
         return frame.f_lineno if frame is not None and is_answer(frame) else None
 
@@ -214,8 +317,12 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     def finish(args):
         caller = getframe(2)
         if caller is not main_frame or getpid() != pid or state["finished"]:
-            record("tampering", "rcb.harness.finish", answer_line_anywhere(caller),
-                   "a completion announced by code other than the harness")
+            record(
+                "tampering",
+                "rcb.harness.finish",
+                answer_line_anywhere(caller),
+                "a completion announced by code other than the harness",
+            )
             return
         state["finished"] = True
         for name in replaced():
@@ -271,8 +378,13 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         if kind is dict_:
             if depth <= 0:
                 return (id_(value), len_(value))
-            return (id_(value), tuple_((key if type_(key) is str_ or type_(key) is int_ else id_(key),
-                                        fingerprint(item, depth - 1)) for key, item in dict_.items(value)))
+            return (
+                id_(value),
+                tuple_(
+                    (key if type_(key) is str_ or type_(key) is int_ else id_(key), fingerprint(item, depth - 1))
+                    for key, item in dict_.items(value)
+                ),
+            )
         if kind is bytearray_:
             return (id_(value), bytes_(value))
         if kind in array_types:
@@ -363,8 +475,12 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 if what and line is None and on_answer_thread(frame):
                     line = first
                 if line is not None:
-                    record("memory" if what == "process memory" else "hidden", event, line,
-                           "opens " + text(args[0]) + " (" + what + ")")
+                    record(
+                        "memory" if what == "process memory" else "hidden",
+                        event,
+                        line,
+                        "opens " + text(args[0]) + " (" + what + ")",
+                    )
             elif event == "import":
                 name = args[0] if type_(args[0]) is str_ else ""
                 if name in hidden_modules or name.rsplit(".", 1)[-1] in hidden_modules:
@@ -381,16 +497,26 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 # Only the test's (and the task code's) calls: a call the answer makes itself, from its own lines or
                 # a thread of its, hands the function the answer's own data, and could push the test's out of those
                 # kept.
-                if len_(args) == 1 and type_(args[0]) is tuple_ and answer_line_anywhere(frame.f_back) is None \
-                        and not on_answer_thread(frame):
+                if (
+                    len_(args) == 1
+                    and type_(args[0]) is tuple_
+                    and answer_line_anywhere(frame.f_back) is None
+                    and not on_answer_thread(frame)
+                ):
                     inputs_remember(args[0])
             elif event == "rcb.hidden.args":
                 if task_inputs and not state["inputs_flagged"] and len_(args) == 1 and type_(args[0]) is tuple_:
                     changed = inputs_changed(args[0])
                     if changed is not None:
                         state["inputs_flagged"] = True
-                        record("tampering", "input-mutation", first, "the hidden reference received a " + changed +
-                               " that the answer's function had received and that was changed since")
+                        record(
+                            "tampering",
+                            "input-mutation",
+                            first,
+                            "the hidden reference received a "
+                            + changed
+                            + " that the answer's function had received and that was changed since",
+                        )
             elif event == "rcb.hidden.call":
                 caller = frame.f_back
                 line = answer_line_direct(caller) if caller is not None else None
@@ -414,9 +540,13 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                         line = first
                 if line is None:
                     return
-                kind = kinds.get(event) or ("native" if event.startswith("ctypes.") else
-                                            "process" if event.startswith(("os.", "subprocess", "pty")) else
-                                            "introspection")
+                kind = kinds.get(event) or (
+                    "native"
+                    if event.startswith("ctypes.")
+                    else "process"
+                    if event.startswith(("os.", "subprocess", "pty"))
+                    else "introspection"
+                )
                 record(kind, event, line, event + "(" + ", ".join(text(a) for a in args[:3]) + ")")
         except RuntimeError:
             raise
@@ -430,13 +560,25 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     def parameters_call(node, event):
         """`__rcb_audit__(event, (a, b, ...))` of the function's parameters but self and cls, placed at its top."""
         arguments = node.args
-        names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                                 *(a for a in (arguments.vararg, arguments.kwarg) if a is not None))
-                 if a.arg not in ("self", "cls")]
+        names = [
+            a.arg
+            for a in (
+                *arguments.posonlyargs,
+                *arguments.args,
+                *arguments.kwonlyargs,
+                *(a for a in (arguments.vararg, arguments.kwarg) if a is not None),
+            )
+            if a.arg not in ("self", "cls")
+        ]
         if not names:
             return None
-        call = ast.Expr(ast.Call(ast.Name("__rcb_audit__", ast.Load()), [
-            ast.Constant(event), ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())], []))
+        call = ast.Expr(
+            ast.Call(
+                ast.Name("__rcb_audit__", ast.Load()),
+                [ast.Constant(event), ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())],
+                [],
+            )
+        )
         return ast.fix_missing_locations(ast.copy_location(call, node.body[0]))
 
     class HiddenLoader(SourceFileLoader):
@@ -447,8 +589,13 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             tree = ast.parse(self.get_data(path), path)
             for node in ast.walk(tree):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-                    call = ast.Expr(ast.Call(ast.Name("__rcb_audit__", ast.Load()),
-                                             [ast.Constant("rcb.hidden.call"), ast.Constant(fullname)], []))
+                    call = ast.Expr(
+                        ast.Call(
+                            ast.Name("__rcb_audit__", ast.Load()),
+                            [ast.Constant("rcb.hidden.call"), ast.Constant(fullname)],
+                            [],
+                        )
+                    )
                     node.body.insert(0, ast.fix_missing_locations(ast.copy_location(call, node.body[0])))
                     given = parameters_call(node, "rcb.hidden.args")
                     if given is not None:
@@ -490,16 +637,23 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             # The task's function (the innermost one the answer's lines are in) tells the guard its inputs.
             task = None
             for node in ast.walk(tree):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body and \
-                        node.lineno < first and (node.end_lineno or 0) >= last and \
-                        (task is None or node.lineno > task.lineno):
+                if (
+                    isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and node.body
+                    and node.lineno < first
+                    and (node.end_lineno or 0) >= last
+                    and (task is None or node.lineno > task.lineno)
+                ):
                     task = node
             if task is not None:
                 given = parameters_call(task, "rcb.task.call")
                 if given is not None:
                     body = task.body
-                    docstring = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
-                        isinstance(body[0].value.value, str)
+                    docstring = (
+                        isinstance(body[0], ast.Expr)
+                        and isinstance(body[0].value, ast.Constant)
+                        and isinstance(body[0].value.value, str)
+                    )
                     body.insert(1 if docstring and len(body) > 1 else 0, given)
             return compile(tree, path, "exec", dont_inherit=True)
 
@@ -526,14 +680,27 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     import unittest  # the framework is in its original state here, before anything of the task ran
     import unittest.case, unittest.suite, unittest.runner, traceback, time, warnings
     from types import MethodType
+
     # The harness counts the tests itself (FORMAT.md 7.5): the entry's unittest.main runs them with the result object
     # below, which lives only in this closure (no framework name leads to it), was made before the answer ran, and
     # reports every test over the guarded channel as it starts and as it ends.
-    TestProgram, TextTestResult, Writeln = unittest.main, unittest.runner.TextTestResult, unittest.runner._WritelnDecorator
+    TestProgram, TextTestResult, Writeln = (
+        unittest.main,
+        unittest.runner.TextTestResult,
+        unittest.runner._WritelnDecorator,
+    )
     SubTest, ErrorHolder = unittest.case._SubTest, unittest.suite._ErrorHolder
-    format_exception, perf_counter, object_get, type_get = (traceback.format_exception, time.perf_counter,
-                                                            object.__getattribute__, type.__getattribute__)
-    catch_warnings, simplefilter, filterwarnings = warnings.catch_warnings, warnings.simplefilter, warnings.filterwarnings
+    format_exception, perf_counter, object_get, type_get = (
+        traceback.format_exception,
+        time.perf_counter,
+        object.__getattribute__,
+        type.__getattribute__,
+    )
+    catch_warnings, simplefilter, filterwarnings = (
+        warnings.catch_warnings,
+        warnings.simplefilter,
+        warnings.filterwarnings,
+    )
     tests = {}
     DETAIL_MAX = 1500
     # Worst first: a test's outcome is the worst of what happened to it (setUp, body, sub-tests, tearDown).
@@ -565,13 +732,24 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         return next((kind for kind in OUTCOMES if kind in entry["events"]), "no outcome")
 
     def clean(entry):
-        return (outcome_of(entry) in ("skipped", "expected failure") or
-                (outcome_of(entry) == "passed" and entry["returned"] and entry["subtests"][0] == entry["subtests"][1]))
+        return outcome_of(entry) in ("skipped", "expected failure") or (
+            outcome_of(entry) == "passed" and entry["returned"] and entry["subtests"][0] == entry["subtests"][1]
+        )
 
     def report(name, entry):
         passed, total = entry["subtests"]
-        send("T E\t" + "\t".join((name, outcome_of(entry), "1" if entry["returned"] else "0",
-                                   int_.__repr__(passed) + "/" + int_.__repr__(total), field(entry["detail"], DETAIL_MAX))))
+        send(
+            "T E\t"
+            + "\t".join(
+                (
+                    name,
+                    outcome_of(entry),
+                    "1" if entry["returned"] else "0",
+                    int_.__repr__(passed) + "/" + int_.__repr__(total),
+                    field(entry["detail"], DETAIL_MAX),
+                )
+            )
+        )
 
     def explain(err):
         try:
@@ -596,15 +774,18 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return  # TestCase.run meets the same problem and reports it as the test's error
         function = original.__func__ if type_(original) is MethodType else None
         if type_(function) is FunctionType and function.__code__.co_flags & 0x80:  # CO_COROUTINE: an async test
+
             async def body(*args, **kwargs):
                 value = await original(*args, **kwargs)
                 entry["returned"] = True
                 return value
         else:
+
             def body(*args, **kwargs):
                 value = original(*args, **kwargs)
                 entry["returned"] = True
                 return value
+
         for attribute in ("__unittest_skip__", "__unittest_skip_why__", "__unittest_expecting_failure__"):
             try:
                 setattr(body, attribute, getattr(original, attribute))
@@ -617,11 +798,26 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         Its slots are the fields unittest sets: a method replaced on the instance (`result.addFailure = ...`) has no
         place to go, and one replaced on the class is seen against `counted_methods` at the finish."""
 
-        __slots__ = ("printer", "failfast", "shouldStop", "buffer", "tb_locals", "_testRunEntered",
-                     "_previousTestClass", "_moduleSetUpFailed", "testsRun")
+        __slots__ = (
+            "printer",
+            "failfast",
+            "shouldStop",
+            "buffer",
+            "tb_locals",
+            "_testRunEntered",
+            "_previousTestClass",
+            "_moduleSetUpFailed",
+            "testsRun",
+        )
 
         def __init__(self, printer, failfast):
-            self.printer, self.failfast, self.shouldStop, self.buffer, self.tb_locals = printer, failfast, False, False, False
+            self.printer, self.failfast, self.shouldStop, self.buffer, self.tb_locals = (
+                printer,
+                failfast,
+                False,
+                False,
+                False,
+            )
             self._testRunEntered, self._previousTestClass, self._moduleSetUpFailed = False, None, False
             self.testsRun = 0
 
@@ -726,9 +922,16 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         stream.writeln(TextTestResult.separator2)
         stream.writeln("Ran {} test{} in {:.3f}s".format(result.testsRun, result.testsRun != 1 and "s" or "", taken))
         stream.writeln()
-        counts = [(label, len_(getattr(printer, name, ()))) for label, name in (
-            ("failures", "failures"), ("errors", "errors"), ("skipped", "skipped"),
-            ("expected failures", "expectedFailures"), ("unexpected successes", "unexpectedSuccesses"))]
+        counts = [
+            (label, len_(getattr(printer, name, ())))
+            for label, name in (
+                ("failures", "failures"),
+                ("errors", "errors"),
+                ("skipped", "skipped"),
+                ("expected failures", "expectedFailures"),
+                ("unexpected successes", "unexpectedSuccesses"),
+            )
+        ]
         ok = result.wasSuccessful()
         infos = ", ".join(f"{label}={count}" for label, count in counts if count)
         stream.write("OK" if ok else "FAILED")
@@ -753,6 +956,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
 
 def _rcb_main():
     import sys, os, json
+
     entry, spec, report_fd, key_fd = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     key = os.read(key_fd, 256).decode()
     os.close(key_fd)
@@ -761,6 +965,7 @@ def _rcb_main():
     counted = _rcb_guard(spec, key, report_fd, sys._getframe(0), entry)
     del key
     import runpy, traceback
+
     sys.argv = [entry]
     sys.path.insert(0, os.getcwd())
     status, code = "completed", 0
@@ -771,8 +976,12 @@ def _rcb_main():
         while tb is not None:
             code_object, tb = tb.tb_frame.f_code, tb.tb_next
             origin = code_object.co_filename
-        normal = origin is None or code_object is counted or os.path.basename(origin) == os.path.basename(entry) or (
-            origin.endswith(os.path.join("unittest", "main.py")))
+        normal = (
+            origin is None
+            or code_object is counted
+            or os.path.basename(origin) == os.path.basename(entry)
+            or (origin.endswith(os.path.join("unittest", "main.py")))
+        )
         if not normal:
             status = "early-exit"
             print(f"Early exit: SystemExit({exc.code!r}) raised in {origin}, before the test finished", file=sys.stderr)

@@ -10,6 +10,7 @@ def nondumpable():
     """No process of the same user may read this one's memory or /proc files (ptrace access needs dumpable)."""
     try:
         import ctypes
+
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     except Exception as exc:
         print(f"rcb-harness: cannot make the supervisor non-dumpable: {exc}", file=sys.stderr)
@@ -20,12 +21,16 @@ def child_in_process(entry, spec, report_w, key_r):
     sys.argv = ["-c", entry, spec, str(report_w), str(key_r)]
     code = 1
     try:
-        exec(compile(CHILD, "<string>", "exec", dont_inherit=True), {"__name__": "__main__", "__builtins__": __builtins__})
+        exec(
+            compile(CHILD, "<string>", "exec", dont_inherit=True),
+            {"__name__": "__main__", "__builtins__": __builtins__},
+        )
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
         import traceback
+
         traceback.print_exc()
     finally:
         os._exit(code)
@@ -80,7 +85,7 @@ def main():
     def parse():
         buffer = state["buffer"]
         while (start := buffer.find(marker)) >= 0 and (end := buffer.find(b"\n", start + len(marker))) >= 0:
-            kind, _, body = buffer[start + len(marker):end].decode("utf-8", "replace").partition(" ")
+            kind, _, body = buffer[start + len(marker) : end].decode("utf-8", "replace").partition(" ")
             if kind == "R":
                 if len(records) < RECORDS_MAX:
                     records.append(body)
@@ -90,10 +95,15 @@ def main():
                 test_message(body)
             elif kind == "F":
                 parts = body.split()
-                if len(parts) == 3 and state["finish"] is None and parts[2] == str(pid) and parts[1].lstrip("-").isdigit():
+                if (
+                    len(parts) == 3
+                    and state["finish"] is None
+                    and parts[2] == str(pid)
+                    and parts[1].lstrip("-").isdigit()
+                ):
                     state["finish"] = (parts[0], int(parts[1]))
             buffer = buffer[end:]
-        state["buffer"] = buffer[start:][-65536:] if start >= 0 else buffer[-len(marker):]
+        state["buffer"] = buffer[start:][-65536:] if start >= 0 else buffer[-len(marker) :]
 
     def test_message(body):
         what, _, rest = body.partition("\t")
@@ -109,7 +119,7 @@ def main():
             if not rest.endswith("\t"):  # a detail: kept for the first DETAILS_MAX tests that have one
                 state["details"] += 1
                 if state["details"] > DETAILS_MAX:
-                    rest = rest[:rest.rindex("\t") + 1]
+                    rest = rest[: rest.rindex("\t") + 1]
             tests[name] = rest
 
     def read():

@@ -3,6 +3,7 @@
 # runs as `python -B -c <this text>`. Standard library only.
 
 import os, sys
+
 os.chdir("/")  # read-only: nothing an item writes can lie where the zygote's own imports look ("" on sys.path)
 # The preloads come first, before any tool of the fork server's own: what they import is what an item keeps loaded
 # (a cold start has it too once the test imported them); the rest (ctypes, socket, ...) is dropped in every item.
@@ -22,6 +23,7 @@ def lazy_imports(helpers, limit=400):
     """The imports inside the functions the test calls (`helpers`, dotted names), and inside the functions of their
     own package those call, three levels down: what a first call of, say, torch.testing.assert_close imports."""
     import dis, importlib.util
+
     module_type = type(sys)
     found, seen, queue = [], set(), []
     for dotted in helpers:
@@ -58,14 +60,20 @@ def lazy_imports(helpers, limit=400):
                 if op == "IMPORT_NAME":
                     level, fromlist = consts if len(consts) == 2 else (0, None)
                     try:
-                        name = importlib.util.resolve_name("." * level + arg, package) if isinstance(level, int) \
-                            and level else arg
+                        name = (
+                            importlib.util.resolve_name("." * level + arg, package)
+                            if isinstance(level, int) and level
+                            else arg
+                        )
                     except (ImportError, ValueError, TypeError):
                         name = ""
                     if name:
                         found.append((name, ""))
-                        found += [(name, item) for item in (fromlist if isinstance(fromlist, tuple) else ())
-                                  if isinstance(item, str) and item != "*"]
+                        found += [
+                            (name, item)
+                            for item in (fromlist if isinstance(fromlist, tuple) else ())
+                            if isinstance(item, str) and item != "*"
+                        ]
                 elif op in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD") and depth < 3:
                     source = names if op == "LOAD_GLOBAL" else vars(module) if module is not None else {}
                     target = source.get(arg) if isinstance(arg, str) else None
@@ -119,6 +127,7 @@ if not threaded and len(sys.argv) > 3 and sys.argv[3]:
             break
 kept = frozenset(sys.modules)
 import ctypes, json, os, select, signal, socket
+
 base_env = dict(os.environ)  # exactly what a cold start of this backend gets, which every item gets back
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no item may read our memory or environ, or trace us
@@ -134,8 +143,18 @@ def threads():
     return len(os.listdir("/proc/self/task"))
 
 
-ctl.send(json.dumps({"loaded": loaded, "failed": failed, "threads": threads(), "native": "_ctypes" in kept,
-                     "threaded": threaded, "warmed": warmed}).encode())
+ctl.send(
+    json.dumps(
+        {
+            "loaded": loaded,
+            "failed": failed,
+            "threads": threads(),
+            "native": "_ctypes" in kept,
+            "threaded": threaded,
+            "warmed": warmed,
+        }
+    ).encode()
+)
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -155,6 +174,7 @@ def status_code(status):
 def mounts_below(folder):
     """The mounts under `folder` (a venv bound below /tmp), held open so they can be bound again on a fresh tmpfs."""
     import re
+
     points = []
     with open("/proc/self/mountinfo", "rb") as info:
         for line in info:
@@ -176,12 +196,44 @@ def caps_drop():
 
 # What an item may never do again although its fork needed it (Docker's default profile refuses the same): make
 # namespaces, join them, mount. clone3 says ENOSYS, so the C library falls back to clone, whose flags are checked.
-SECCOMP = {"x86_64": (0xC000003E, {"clone": 56, "clone3": 435, "unshare": 272, "setns": 308, "mount": 165,
-                                   "umount2": 166, "pivot_root": 155, "open_tree": 428, "move_mount": 429,
-                                   "fsopen": 430, "fsmount": 432, "fspick": 433, "mount_setattr": 442}),
-           "aarch64": (0xC00000B7, {"clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "mount": 40,
-                                    "umount2": 39, "pivot_root": 41, "open_tree": 428, "move_mount": 429,
-                                    "fsopen": 430, "fsmount": 432, "fspick": 433, "mount_setattr": 442})}
+SECCOMP = {
+    "x86_64": (
+        0xC000003E,
+        {
+            "clone": 56,
+            "clone3": 435,
+            "unshare": 272,
+            "setns": 308,
+            "mount": 165,
+            "umount2": 166,
+            "pivot_root": 155,
+            "open_tree": 428,
+            "move_mount": 429,
+            "fsopen": 430,
+            "fsmount": 432,
+            "fspick": 433,
+            "mount_setattr": 442,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "clone": 220,
+            "clone3": 435,
+            "unshare": 97,
+            "setns": 268,
+            "mount": 40,
+            "umount2": 39,
+            "pivot_root": 41,
+            "open_tree": 428,
+            "move_mount": 429,
+            "fsopen": 430,
+            "fsmount": 432,
+            "fspick": 433,
+            "mount_setattr": 442,
+        },
+    ),
+}
 NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
 
 
@@ -189,17 +241,30 @@ def namespaces_refuse():
     """A seccomp filter (after no_new_privs): EPERM for the calls above, for other ABIs, and for a clone into new
     namespaces."""
     import platform, struct
+
     arch, numbers = SECCOMP[platform.machine()]
     load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, deny, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
-    program = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny),
-               (load, 0, 0, 0), (jge, 0, 1, 0x40000000), (ret, 0, 0, deny)]  # x32 numbers
+    program = [
+        (load, 0, 0, 4),
+        (jeq, 1, 0, arch),
+        (ret, 0, 0, deny),
+        (load, 0, 0, 0),
+        (jge, 0, 1, 0x40000000),
+        (ret, 0, 0, deny),
+    ]  # x32 numbers
     for name, number in numbers.items():
         if name not in ("clone", "clone3"):
             program += [(jeq, 0, 1, number), (ret, 0, 0, deny)]
-    program += [(jeq, 0, 1, numbers["clone3"]), (ret, 0, 0, enosys),
-                (jeq, 0, 3, numbers["clone"]), (load, 0, 0, 16), (jset, 0, 1, NAMESPACE_FLAGS), (ret, 0, 0, deny),
-                (ret, 0, 0, allow)]
+    program += [
+        (jeq, 0, 1, numbers["clone3"]),
+        (ret, 0, 0, enosys),
+        (jeq, 0, 3, numbers["clone"]),
+        (load, 0, 0, 16),
+        (jset, 0, 1, NAMESPACE_FLAGS),
+        (ret, 0, 0, deny),
+        (ret, 0, 0, allow),
+    ]
     code = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
     buffer = ctypes.create_string_buffer(code, len(code))
 
@@ -215,6 +280,7 @@ def unpack(archive):
     if unpacker == 0:
         try:
             import tarfile
+
             with os.fdopen(archive, "rb") as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
                 tar.extractall(".")
             os._exit(0)
@@ -231,6 +297,7 @@ def item(request, archive, ready):
     """pid 2 of the item's namespaces, no capabilities: unpack, say the sandbox is ready, then the harness exactly as
     a cold start. Only this says the fork's set-up succeeded: nothing of the item's can say it failed."""
     import random
+
     libc.prctl(4, 1, 0, 0, 0)  # dumpable as on a cold start (for its own debugging tools); its reaper is not
     os.chdir(request["work"])
     unpack(archive)
@@ -251,6 +318,7 @@ def item(request, archive, ready):
         torch.set_num_threads(threads_allowed)
         torch.manual_seed(torch.initial_seed())
     import runpy
+
     # Loaded as a cold start would have it: the interpreter's start and the preloads, never a tool of ours, and no
     # module of the task's own names (the task's files, the hidden reference among them, are imported from here).
     own = frozenset(request["own"])
@@ -264,6 +332,7 @@ def item(request, archive, ready):
         code = code if isinstance(code, int) else (0 if code is None else 1)
     except BaseException:
         import traceback
+
         traceback.print_exc()
         code = 1
     else:
@@ -298,8 +367,9 @@ def child(request, fds, ready):
     uid, gid = os.getuid(), os.getgid()
     # Dumpable again (like a cold start): /proc/self of a non-dumpable process is root's, so no uid_map either.
     libc.prctl(4, 1, 0, 0, 0)
-    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
-          "unshare")
+    check(
+        libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare"
+    )
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
@@ -310,20 +380,29 @@ def child(request, fds, ready):
     for folder, mode in ((request["work"], "0777"), ("/tmp", "1777"), ("/dev/shm", "1777")):
         if os.path.isdir(folder):
             below = mounts_below(folder)
-            check(libc.mount(b"tmpfs", folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-                             f"size={size},mode={mode}".encode()), f"mount {folder}")
+            check(
+                libc.mount(
+                    b"tmpfs", folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}".encode()
+                ),
+                f"mount {folder}",
+            )
             for point, fd in below:
                 os.makedirs(point, exist_ok=True)
-                check(libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None, MS_BIND | MS_REC, None),
-                      f"bind {point}")
+                check(
+                    libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None, MS_BIND | MS_REC, None),
+                    f"bind {point}",
+                )
                 os.close(fd)
     if os.path.isdir("/dev/mqueue"):  # the new IPC namespace's own message queues, not the container's
-        check(libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
-              "mount /dev/mqueue")
+        check(
+            libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+            "mount /dev/mqueue",
+        )
     # The zygote's folder lies under the fresh work folder now; a process kept there would hold it open for items.
     os.chdir(request["work"])
     libc.sethostname(b"sandbox", 7)
     import resource
+
     for limit, value in request["rlimits"].items():
         resource.setrlimit(getattr(resource, limit), (value, value))
     reaper = os.fork()
@@ -367,7 +446,9 @@ while True:
             os.close(ready_read)
             child(request, fds, ready)
         except BaseException as exc:
-            import traceback; os.write(2, f"rcb-fork: {exc} {traceback.format_exc()}\n".encode())
+            import traceback
+
+            os.write(2, f"rcb-fork: {exc} {traceback.format_exc()}\n".encode())
         os._exit(125)
     for fd in (*fds, ready):
         os.close(fd)

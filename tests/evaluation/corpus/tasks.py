@@ -46,7 +46,7 @@ class Task:
     def reference(self, name: str) -> str:
         annotated, snippet = self.snippet(name)
         lines = self.files[annotated.path].decode().splitlines(keepends=True)
-        return "".join(lines[snippet.start_line:snippet.end_line - 1])
+        return "".join(lines[snippet.start_line : snippet.end_line - 1])
 
     def indented(self, name: str, body: str) -> str:
         """`body`, written flush left, at the indentation of the snippet's start marker."""
@@ -64,16 +64,24 @@ class Task:
         first, last = answer_span(snippet.start_line, code)
         files = self.spliced(name, code)
         context = {path: data.decode() for path, data in files.items() if path.endswith(".py")}
-        return answer_audit(source=context[annotated.path], first_line=first, last_line=last,
-                            hidden_modules=[Path(path).stem for path in self.hidden], hidden_files=self.hidden,
-                            context_sources=context)
+        return answer_audit(
+            source=context[annotated.path],
+            first_line=first,
+            last_line=last,
+            hidden_modules=[Path(path).stem for path in self.hidden],
+            hidden_files=self.hidden,
+            context_sources=context,
+        )
 
 
 @cache
 def task(name: str) -> Task:
     folder = FOLDERS[name]
-    files = {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*"))
-             if path.is_file() and "__pycache__" not in path.parts}
+    files = {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
     hidden = tuple(sorted(path for path in files if path == ENTRY_POINT or path.endswith("_ref.py")))
     return Task(name, files, hidden)
 
@@ -81,8 +89,11 @@ def task(name: str) -> Task:
 @cache
 def _annotated(name: str) -> dict[str, AnnotatedFile]:
     files = task(name).files
-    return {path: parse(data.decode(), path) for path, data in files.items()
-            if path.endswith(".py") and b"<paper2code name=" in data and path not in task(name).hidden}
+    return {
+        path: parse(data.decode(), path)
+        for path, data in files.items()
+        if path.endswith(".py") and b"<paper2code name=" in data and path not in task(name).hidden
+    }
 
 
 def unguarded_run(files: dict[str, bytes], *, timeout: float = 120) -> tuple[bool, str]:
@@ -93,8 +104,14 @@ def unguarded_run(files: dict[str, bytes], *, timeout: float = 120) -> tuple[boo
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         try:
-            done = subprocess.run([sys.executable, ENTRY_POINT], cwd=folder, capture_output=True, text=True,
-                                  timeout=timeout, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+            done = subprocess.run(
+                [sys.executable, ENTRY_POINT],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+            )
         except subprocess.TimeoutExpired as exc:
             return False, f"timed out: {exc.stdout!r} {exc.stderr!r}"
     ok = passes(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr, timed_out=False)
