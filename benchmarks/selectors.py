@@ -180,9 +180,9 @@ def package_load(row: TaskPackage, *, with_files: bool = True) -> PaperPackage:
     files = {path: blob_read(sha256=digest) for path, digest in sorted(row.files.items())} if with_files else {}
     entry = row.package_entry()
     return PaperPackage(
-        id=entry["id"],
-        **{key: entry.get(key, "") for key in _TEXT_FIELDS},
-        **{key: _date(entry.get(key)) for key in _DATE_FIELDS},
+        id=entry["id"],  # type: ignore[arg-type]
+        **{key: entry.get(key, "") for key in _TEXT_FIELDS},  # type: ignore[arg-type]
+        **{key: _date(entry.get(key)) for key in _DATE_FIELDS},  # type: ignore[arg-type]
         paper_path=row.paper_path,
         annotated_paths=tuple(row.annotated_paths),
         context_paths=tuple(row.context_paths),

@@ -99,4 +99,7 @@ def events_recent(limit: int = 50) -> list[EventShown]:
         if event.subject_kind and event.subject_id is not None:
             by_kind.setdefault(event.subject_kind, set()).add(event.subject_id)
     described = {kind: _describers[kind](sorted(ids)) if kind in _describers else {} for kind, ids in by_kind.items()}
-    return [EventShown(event, described.get(event.subject_kind, {}).get(event.subject_id)) for event in events]
+    return [
+        EventShown(event, described.get(event.subject_kind, {}).get(event.subject_id) if event.subject_id else None)
+        for event in events
+    ]

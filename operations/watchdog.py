@@ -81,7 +81,7 @@ def _idle_since(*moments: datetime | None) -> datetime | None:
 
 def redispatch_claim(*, kind: WorkKind, item: Redispatchable) -> bool:
     """Claim `item` for queueing again: one watchdog wins when several look at once, and its count goes up."""
-    claimed = kind.model.objects.filter(pk=item.pk, redispatched_at=item.redispatched_at, **kind.claimable)
+    claimed = kind.model._default_manager.filter(pk=item.pk, redispatched_at=item.redispatched_at, **kind.claimable)
     return bool(claimed.update(redispatched_at=timezone.now(), redispatches=F("redispatches") + 1))
 
 
@@ -113,7 +113,7 @@ def lost_work_redispatch(*, worker: str = "") -> int:
         if any(item.pk in held.get(name, ()) for name in kind.tasks):
             continue
         if listed.get(kind.name) is not None:
-            if item.pk in listed[kind.name]:  # its own messages were read, not just the queues' lengths
+            if item.pk in (listed[kind.name] or ()):  # its own messages were read, not just the queues' lengths
                 continue
         elif any(waiting.get(q) for q in broker.task_queues(tasks)):
             continue

@@ -139,16 +139,14 @@ def set_validation_dispatch(*, validation: SetValidation) -> None:
     SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
     papers = list(validation.papers.values_list("pk", flat=True))
     for queued, paper_id in enumerate(papers):
-        if not enqueue(
-            set_paper_validate,
-            paper_id,
-            subject=validation,
-            refused=lambda exc, queued=queued: (
+
+        def refused(exc: Exception, queued: int = queued) -> str:
+            return (
                 f"the {validation}: the broker refused its papers ({exc}); {queued} of "
-                f"{len(papers)} queued, the watchdog queues the others once the broker "
-                f"answers"
-            ),
-        ):
+                f"{len(papers)} queued, the watchdog queues the others once the broker answers"
+            )
+
+        if not enqueue(set_paper_validate, paper_id, subject=validation, refused=refused):
             return
 
 

@@ -48,7 +48,7 @@ def _policy(run: EvaluationRun, snippet, masked: MaskedFile) -> Policy:
 
 def _ended_text(trajectory: AgentTrajectory) -> str:
     budget = trajectory.budget
-    said = {
+    said: dict[str, str] = {
         AgentTrajectory.End.SUBMITTED: "the agent submitted",
         AgentTrajectory.End.TURNS: f"the turn budget ran out ({trajectory.turns} of {budget.get('turns')} turns)",
         AgentTrajectory.End.TOKENS: f"the token budget ran out ({trajectory.tokens} of {budget.get('tokens')})",

@@ -218,15 +218,15 @@ def _archive(files: Mapping[str, bytes]) -> IO[bytes]:
     now = time.time()
     with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(entries, key=lambda p: p.parts):
-            data = entries[path]
+            content = entries[path]
             info = tarfile.TarInfo(str(path))
             info.uid, info.gid, info.mtime = SANDBOX_UID, SANDBOX_GID, now
-            if data is None:
+            if content is None:
                 info.type, info.mode = tarfile.DIRTYPE, 0o755
                 tar.addfile(info)
             else:
-                info.size, info.mode = len(data), 0o644
-                tar.addfile(info, io.BytesIO(data))
+                info.size, info.mode = len(content), 0o644
+                tar.addfile(info, io.BytesIO(content))
     archive.seek(0)
     return archive
 
