@@ -227,7 +227,10 @@ def _release_action(action):
 
 @_release_action
 def version_task_add(request: HttpRequest, version: BenchmarkVersion) -> str:
-    task = get_object_or_404(Task.objects.select_related("paper"), pk=request.POST.get("task") or 0)
+    chosen = request.POST.get("task") or "0"
+    if not chosen.isdigit():
+        raise ApplicationError(f"task: {chosen!r} is not a task id")
+    task = get_object_or_404(Task.objects.select_related("paper"), pk=int(chosen))
     split = request.POST.get("split", VersionTask.Split.PUBLIC)
     services.version_task_set(version=version, task=task, split=split, actor=request.user)
     return f"Added {task} ({split})."

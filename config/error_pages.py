@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 from django.views import defaults
@@ -36,6 +37,8 @@ class SiteErrorPagesMiddleware:
             return None
         if isinstance(exception, Http404):
             return defaults.page_not_found(request, exception)
+        if isinstance(exception, PermissionDenied):  # a refusal, not a server error
+            return defaults.permission_denied(request, exception)
         logger.error("Internal Server Error: %s", request.path, exc_info=exception, extra={"status_code": 500})
         return defaults.server_error(request)
 

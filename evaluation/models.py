@@ -151,7 +151,7 @@ class EvaluationRun(Redispatchable):
         indexes = [models.Index(fields=["status", "created_by"], name="run_status_created_by")]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "version", "with_paper"],
+                fields=["model", "version", "mode", "with_paper"],
                 condition=models.Q(pinned_at__isnull=False),
                 name="run_one_pin_per_setting",
             )

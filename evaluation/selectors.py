@@ -287,7 +287,8 @@ class LeaderboardRow:
 
     @property
     def setting(self) -> str:
-        return "with paper" if self.run.with_paper else "without paper"
+        paper = "with paper" if self.run.with_paper else "without paper"
+        return f"agent, {paper}" if self.run.mode == "agent" else paper
 
     @property
     def calibration(self) -> bool:
@@ -366,6 +367,7 @@ LEADERBOARD_COLUMNS = (
     ),
     LeaderboardColumn("pinned", "bool", lambda r: r.run.pinned_at is not None),  # the owner's pick, not the latest
     LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
+    LeaderboardColumn("mode", "str", lambda r: r.run.mode),  # single-shot or agent: each its own row
     LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
     LeaderboardColumn("samples", "int", lambda r: r.run.samples),
     LeaderboardColumn(
@@ -450,15 +452,17 @@ _VERIFICATIONS = Prefetch("provenance_changes", queryset=ProvenanceChange.object
 LEADERBOARD_RUN_RULE = "the run its owner pinned, else the latest completed run"
 
 
-def leaderboard_choose(runs: Iterable[EvaluationRun]) -> dict[tuple[int, int, bool], EvaluationRun]:
-    """The one rule for a model's leaderboard row per (release, model, with/without paper): of the completed runs,
+def leaderboard_choose(runs: Iterable[EvaluationRun]) -> dict[tuple[int, int, str, bool], EvaluationRun]:
+    """The one rule for a model's leaderboard row per (release, model, mode, with/without paper): of the completed
+    runs,
     the one its owner pinned, else the latest finished. So a new run or upload never replaces a pinned row; the
     model page lists every run with its score, and its owner moves the pin."""
-    chosen: dict[tuple[int, int, bool], EvaluationRun] = {}
+    chosen: dict[tuple[int, int, str, bool], EvaluationRun] = {}
     for run in runs:
         if run.status != EvaluationRun.Status.COMPLETED:
             continue
-        key = (run.version_id, run.model_id, run.with_paper)
+        # An agent run is another setting of the model, never a newer row of its single-shot self.
+        key = (run.version_id, run.model_id, run.mode, run.with_paper)
         held = chosen.get(key)
         if held is None or _preference(run) > _preference(held):
             chosen[key] = run
@@ -470,11 +474,11 @@ def _preference(run: EvaluationRun) -> tuple[bool, datetime, int]:
 
 
 def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
-    """Each (model, with/without paper)'s leaderboard run on the version (leaderboard_choose says which)."""
+    """Each (model, mode, with/without paper)'s leaderboard run on the version (leaderboard_choose says which)."""
     runs = (
         EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
         .select_related("model")
-        .order_by("model_id", "with_paper", "pk")
+        .order_by("model_id", "mode", "with_paper", "pk")
     )
     chosen = list(leaderboard_choose(runs).values())
     verified_uploads = [run for run in chosen if run.provenance == EvaluationRun.Provenance.VERIFIED_UPLOAD]
@@ -603,9 +607,9 @@ class PaperAblation:
 
 def leaderboard_paper_ablation(*, rows: list[LeaderboardRow]) -> list[PaperAblation]:
     """Models evaluated both with and without the paper: what reading it is worth."""
-    by_model: dict[int, dict[bool, LeaderboardRow]] = {}
+    by_model: dict[tuple[int, str], dict[bool, LeaderboardRow]] = {}
     for row in rows:
-        by_model.setdefault(row.run.model_id, {})[row.run.with_paper] = row
+        by_model.setdefault((row.run.model_id, row.run.mode), {})[row.run.with_paper] = row
     pairs = [
         PaperAblation(model=both[True].run.model, with_paper=both[True], without_paper=both[False])
         for both in by_model.values()

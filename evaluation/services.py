@@ -1047,7 +1047,11 @@ def run_pin(*, run: EvaluationRun, actor) -> EvaluationRun:
             raise EvaluationError(f"run {run.pk} is {run.status}; only a completed run can be the leaderboard run")
         (
             EvaluationRun.objects.filter(
-                model=run.model_id, version=run.version_id, with_paper=run.with_paper, pinned_at__isnull=False
+                model=run.model_id,
+                version=run.version_id,
+                mode=run.mode,
+                with_paper=run.with_paper,
+                pinned_at__isnull=False,
             )
             .exclude(pk=run.pk)
             .update(pinned_at=None, pinned_by=None)

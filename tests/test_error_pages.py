@@ -11,7 +11,17 @@ def _broken_view(request):
     raise RuntimeError("boom: a bug in a view")
 
 
-urlpatterns = [path("broken/", _broken_view), path("", include("config.urls"))]
+def _refusing_view(request):
+    from django.core.exceptions import PermissionDenied
+
+    raise PermissionDenied("maintainers only")
+
+
+urlpatterns = [
+    path("broken/", _broken_view),
+    path("refused/", _refusing_view),
+    path("", include("config.urls")),
+]
 
 
 @pytest.mark.django_db
@@ -82,3 +92,12 @@ def test_with_debug_on_a_missing_address_without_its_slash_still_redirects(setti
 def test_site_error_pages_off_brings_back_djangos_debug_pages(settings):
     settings.DEBUG, settings.SITE_ERROR_PAGES = True, False
     assert "URLconf" in Client().get("/no/such/route/").content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.test_error_pages")
+def test_with_debug_on_a_refusal_is_a_403_not_a_server_error(settings):
+    """Under `make run` a page refused to the visitor (a non-maintainer on /operations/) rendered the 500 page."""
+    settings.DEBUG, settings.SITE_ERROR_PAGES = True, True
+    response = Client(raise_request_exception=False).get("/refused/")
+    assert response.status_code == 403

@@ -101,6 +101,10 @@ def test_maintainer_sets_split_retires_drops_and_adds_with_or_without_htmx(clien
     assert f'<option value="{pool.pk}">topk-attention-pool r{pool.revision}' in page
     client.post(reverse("version-task-add", args=["1.1.0"]), {"task": pool.pk, "split": "public"})
     assert draft.memberships.get(task=pool).split == "public"
+    # A task id that is no number is refused with a message (it was a ValueError, a 500 once ApplicationError was
+    # what the release actions catch).
+    refused = client.post(reverse("version-task-add", args=["1.1.0"]), {"task": "abc", "split": "public"}, follow=True)
+    assert refused.status_code == 200 and "&#x27;abc&#x27; is not a task id" in refused.content.decode()
 
     changed = Path(shutil.copytree(DEMO_PSET, tmp_path / "pset"))
     code = changed / "trimmed-infonce" / "contrastive.py"

@@ -42,10 +42,10 @@ def test_the_rule_chooses_per_release_and_setting_by_finish_time_not_id(release,
     # The later id finished earlier (e.g. a resumed run): finishing time decides.
     EvaluationRun.objects.filter(pk=second.pk).update(finished_at=timezone.now() - timedelta(days=1))
     chosen = selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))
-    assert chosen == {(release.pk, entry.pk, True): first, (release.pk, entry.pk, False): without}
+    assert chosen == {(release.pk, entry.pk, "single", True): first, (release.pk, entry.pk, "single", False): without}
     services.run_pin(run=with_paper, actor=author)
     assert (
-        selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[(release.pk, entry.pk, True)]
+        selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[(release.pk, entry.pk, "single", True)]
         == with_paper
     ), "pinned beats later"
     queued = services.run_start(model=entry, version=release, dispatch=False)
@@ -129,3 +129,24 @@ def test_the_leaderboard_and_the_api_state_the_rule(client, release, author):
     services.run_pin(run=run, actor=author)
     rows = {r["model"]: r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json()}
     assert rows["owned"]["pinned"] is True and rows["reference"]["pinned"] is False
+
+
+def test_an_agent_run_is_a_row_of_its_own_never_the_newer_row_of_the_single_shot_one(release, author, client):
+    """A newcomer's agent run of a model replaced its single-shot row (one row per model and paper setting): mode is
+    part of the setting, on the board, in its CSV and JSON, and on the model page."""
+    entry = model("owned", owner=author)
+    single = evaluate(release, entry, lambda s: True)
+    agent = evaluate(release, entry, lambda s: False)
+    EvaluationRun.objects.filter(pk=agent.pk).update(mode="agent")
+    rows = selectors.leaderboard_rows(version=release)
+    assert {(row.run.pk, row.setting) for row in rows if row.run.model_id == entry.pk} == {
+        (single.pk, "with paper"),
+        (agent.pk, "agent, with paper"),
+    }
+    records = [selectors.leaderboard_record(row) for row in rows if row.run.model_id == entry.pk]
+    assert sorted(r["mode"] for r in records) == ["agent", "single"]
+    services.run_pin(run=single, actor=author)
+    services.run_pin(run=agent, actor=author)
+    assert EvaluationRun.objects.filter(model=entry, pinned_at__isnull=False).count() == 2, "one pin per mode"
+    page = page_text(client.get(reverse("model-detail", args=[entry.name])).content.decode())
+    assert "agent, with paper" in page

@@ -57,25 +57,25 @@ class _Taking:
 
 
 @pytest.mark.django_db
-def test_enqueue_queues_or_records_that_the_broker_refused(demo_version):
+def test_enqueue_queues_or_records_that_the_broker_refused(release):
     taking = _Taking()
-    assert enqueue(taking, demo_version.pk, subject=demo_version, refused=lambda exc: f"no ({exc})")
-    assert taking.queued == [(demo_version.pk,)] and not OperationsEvent.objects.exists()
+    assert enqueue(taking, release.pk, subject=release, refused=lambda exc: f"no ({exc})")
+    assert taking.queued == [(release.pk,)] and not OperationsEvent.objects.exists()
 
-    assert not enqueue(_Refusing(), demo_version.pk, subject=demo_version, refused=lambda exc: f"refused ({exc})")
-    event = events_of(subject=demo_version).get()
+    assert not enqueue(_Refusing(), release.pk, subject=release, refused=lambda exc: f"refused ({exc})")
+    event = events_of(subject=release).get()
     assert (event.kind, event.detail) == (OperationsEvent.Kind.BROKER_UNAVAILABLE, "refused (connection refused)")
     assert event.since is not None
     shown = events_recent()[0]
-    assert shown.event == event and shown.subject.label == f"release {demo_version.name}"
-    assert shown.subject.url.endswith(f"/{demo_version.name}/")
+    assert shown.event == event and shown.subject.label == f"release {release.name}"
+    assert shown.subject.url.endswith(f"/{release.name}/")
 
 
 @pytest.mark.django_db
-def test_one_watchdog_wins_the_claim_and_counts_it(demo_version):
+def test_one_watchdog_wins_the_claim_and_counts_it(release):
     releases = next(kind for kind in work_kinds() if kind.name == "release downloads")
-    seen_by_two = [type(demo_version).objects.get(pk=demo_version.pk) for _ in range(2)]
+    seen_by_two = [type(release).objects.get(pk=release.pk) for _ in range(2)]
     assert redispatch_claim(kind=releases, item=seen_by_two[0])
     assert not redispatch_claim(kind=releases, item=seen_by_two[1])
-    demo_version.refresh_from_db()
-    assert demo_version.redispatches == 1 and demo_version.redispatched_at is not None
+    release.refresh_from_db()
+    assert release.redispatches == 1 and release.redispatched_at is not None
