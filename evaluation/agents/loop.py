@@ -9,6 +9,7 @@ process of the agent is left; the item is then scored on the workspace as it sta
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from decimal import Decimal
@@ -48,6 +49,28 @@ def system_prompt(*, path: str, name: str, loc: int, budget: Budget, command_sec
                                 command_seconds=command_seconds, output_bytes=output_bytes)
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """Text PostgreSQL and UTF-8 accept: NUL and lone surrogates (from a command's output, a file or the endpoint)
+    become U+FFFD, as the model then reads them too."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def _calls_malformed(calls) -> str:
+    """Why the turn's tool calls cannot be carried out ("" if they can): each needs a string id, name and
+    arguments."""
+    if not isinstance(calls, list):
+        return f"tool_calls is a {type(calls).__name__}, not a list"
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (isinstance(function, dict) and isinstance(call.get("id"), str)
+                and isinstance(function.get("name"), str) and isinstance(function.get("arguments"), str)):
+            return f"{storable(repr(call))[:300]} lacks a string id, function.name or function.arguments"
+    return ""
+
+
 @dataclass(frozen=True)
 class AgentEnd:
     ended_by: str  # AgentTrajectory.End
@@ -61,7 +84,8 @@ class _Steps:
         self.index = 0
 
     def record(self, *, role: str, content: str = "", usage: Usage, budget: Budget, **fields) -> AgentStep:
-        step = AgentStep.objects.create(trajectory=self.trajectory, index=self.index, role=role, content=content,
+        step = AgentStep.objects.create(trajectory=self.trajectory, index=self.index, role=role,
+                                        content=storable(content),
                                         budget_left=usage.left(budget), **fields)
         self.index += 1
         return step
@@ -100,12 +124,22 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
             return AgentEnd(AgentTrajectory.End.MODEL_ERROR, usage, str(exc))
         usage.add_turn(prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens, cost=turn.cost)
         tick()
-        messages.append(turn.message)
+        content = turn.message.get("content")
+        content = storable(content) if isinstance(content, str) else ""
         calls = turn.message.get("tool_calls") or []
-        steps.record(role=AgentStep.Role.ASSISTANT, content=turn.message.get("content") or "", usage=usage,
-                     budget=budget,
-                     tool_calls=[{"id": c["id"], "name": c["function"]["name"],
-                                  "arguments": c["function"]["arguments"]} for c in calls],
+        malformed = _calls_malformed(calls)
+        if malformed:  # refused: the turn is kept as text only, and the model is told why nothing ran
+            messages.append({"role": "assistant", "content": content})
+            stored_calls = [{"malformed": storable(repr(calls))[:2000]}]
+            calls = []
+        else:
+            calls = [{**c, "function": {"name": storable(c["function"]["name"]),
+                                        "arguments": storable(c["function"]["arguments"])}} for c in calls]
+            messages.append({**turn.message, "content": content, **({"tool_calls": calls} if calls else {})})
+            stored_calls = [{"id": storable(c["id"]), "name": c["function"]["name"],
+                             "arguments": c["function"]["arguments"]} for c in calls]
+        steps.record(role=AgentStep.Role.ASSISTANT, content=content, usage=usage, budget=budget,
+                     tool_calls=stored_calls,
                      prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
                      cost=None if turn.cost is None else Decimal(str(turn.cost)).quantize(Decimal("0.000001")),
                      duration=turn.latency)
@@ -127,6 +161,7 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
                 result = tool_call(name=name, arguments=call["function"]["arguments"], workspace=workspace,
                                    session=session, limits=limits, seconds_left=seconds_left)
                 output, submitted = result.output, result.submitted
+            output = storable(output)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
             tick()
             steps.record(role=AgentStep.Role.TOOL, content=output, usage=usage, budget=budget,
@@ -138,7 +173,9 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
         if usage.exhausted(budget):
             continue  # the check at the top ends it
         note = f"Budget left: {left_text(usage.left(budget))}."
-        if not calls:
+        if malformed:
+            note = f"error: your tool calls were malformed and none ran ({malformed}). {note}"
+        elif not calls:
             note = f"Use the tools to work on the file, and call `{SUBMIT}` when done. {note}"
         messages.append({"role": "user", "content": note})
         steps.record(role=AgentStep.Role.USER, content=note, usage=usage, budget=budget)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from evaluation.agents.workspace import Workspace, WorkspaceError
-from evaluation.sandbox import Limits, Session
+from evaluation.sandbox import EnvironmentBuildError, Limits, Session, SandboxError
 
 SUBMIT = "submit"
 
@@ -87,6 +87,10 @@ def tool_call(*, name: str, arguments: str, workspace: Workspace, session: Sessi
         return ToolResult(f"error: missing argument {exc.args[0]!r}")
     except WorkspaceError as exc:
         return ToolResult(f"error: {exc}")
+    except (SandboxError, EnvironmentBuildError):
+        raise  # the worker's sandbox failed, not the agent: the item is retried
+    except Exception as exc:  # whatever the agent's arguments or files make a tool raise is the agent's to read
+        return ToolResult(f"error: {type(exc).__name__}: {exc}")
 
 
 def _edit(workspace: Workspace, path: str, old: str, new: str) -> str:

@@ -384,3 +384,86 @@ def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root
     outcome = Outcome.objects.get(run=run, snippet=snippet)
     assert outcome.status == "error" and "no longer trusted with held-out prompts" in outcome.detail
     assert not AgentTrajectory.objects.filter(run=run).exists()
+
+
+# An agent cannot crash its item (attack review 1, finding 1)
+
+
+def _scripted_loop(run, snippet, tmp_path, budget: Budget, turns: list[dict]):
+    """The loop with a policy that plays `turns` (assistant messages) in order, the last one repeated."""
+    from evaluation.llm import ToolTurn
+
+    task = snippet.task
+    start, masked = workspace_files(snippet=snippet, files=task_files(task), hidden=task_hidden_files(task),
+                                    protocol=protocol_get(name=run.protocol), with_paper=True)
+    workspace = Workspace.create(name="item", files=start)
+    trajectory = trajectory_start(run=run, snippet=snippet, sample=0, budget=budget)
+
+    def policy(messages, seconds_left):
+        done = sum(1 for m in messages if m["role"] == "assistant")
+        return ToolTurn(message={"role": "assistant", **turns[min(done, len(turns) - 1)]}, prompt_tokens=1,
+                        completion_tokens=1, latency=0.0, cost=0.0, attempts=1)
+
+    end = agent_loop(trajectory=trajectory, policy=policy, system="system", prompt="the task", workspace=workspace,
+                     session=_local_session(tmp_path), limits=Limits(wall_seconds=30, output_bytes=16384),
+                     budget=budget)
+    return end, workspace, trajectory
+
+
+def _raw_call(number: int, name, arguments) -> dict:
+    return {"id": f"call_{number}", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_nul_bytes_undecodable_text_and_malformed_tool_calls_are_errors_the_model_reads(version, workspace_dir,
+                                                                                          tmp_path):
+    """Each of these raised out of the loop (a DataError on NUL in text, UnicodeDecodeError, ValueError on a NUL in
+    a path, UnicodeEncodeError on a lone surrogate, TypeError on a null tool name): the item had no outcome and was
+    re-delivered forever. Each is now an error the model reads, every step is stored, and the agent goes on."""
+    budget = Budget(turns=20, tokens=100000, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    turns = [
+        {"content": "", "tool_calls": [_call(0, "run", command="printf 'a\\000b'")]},
+        {"content": "", "tool_calls": [_call(1, "write_file", path="bin.dat", content="x")]},
+        {"content": "", "tool_calls": [_call(2, "run", command="printf 'nul\\000\\377\\376' > bin.dat")]},
+        {"content": "", "tool_calls": [_call(3, "read_file", path="bin.dat")]},
+        {"content": "", "tool_calls": [_call(4, "edit_file", path="bin.dat", old_string="nul", new_string="x")]},
+        {"content": "", "tool_calls": [_call(5, "read_file", path="a\u0000b")]},
+        {"content": "", "tool_calls": [_call(6, "write_file", path="s.txt", content="lone \ud800 surrogate")]},
+        {"content": "text with a NUL \u0000 and a lone \udc80", "tool_calls": [_call(7, "list_files")]},
+        {"content": "", "tool_calls": [_raw_call(8, None, "{}")]},
+        {"content": "", "tool_calls": [{"id": 9, "function": "run"}]},
+        {"content": "", "tool_calls": "not a list"},
+        {"content": "", "tool_calls": [_raw_call(11, "run", {"command": "true"})]},
+        {"content": "", "tool_calls": [_call(12, "submit")]},
+    ]
+    end, workspace, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
+    assert end.ended_by == "submitted" and end.usage.turns == len(turns)
+    steps = list(AgentStep.objects.filter(trajectory=trajectory))
+    text = "\n".join(s.content for s in steps) + json.dumps([s.tool_calls for s in steps])
+    assert "\x00" not in text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    tools = [s.content for s in steps if s.role == "tool"]
+    assert "a\ufffdb" in tools[0]
+    assert "\ufffd" in tools[3] and "error:" in tools[4] and "error:" in tools[5] and "error:" in tools[6]
+    assert "text with a NUL \ufffd" in next(s.content for s in steps if s.role == "assistant" and "NUL" in s.content)
+    refused = [s.content for s in steps if s.role == "user" and "malformed" in s.content]
+    assert len(refused) == 4, [s.content for s in steps if s.role == "user"]
+
+
+def test_an_exception_inside_an_agent_item_ends_it_as_an_error_with_the_reason(version, workspace_dir, monkeypatch):
+    """Unguarded, any exception escaping the loop left the item without an outcome (the run never finished)."""
+    from evaluation.agents import tasks
+    from evaluation.models import Outcome
+
+    def broken(**kwargs):
+        raise RuntimeError("something the agent did")
+
+    monkeypatch.setattr(tasks, "agent_loop", broken)
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, mode="agent",
+                             dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    snippet = _snippet(version)
+    tasks.item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
+    outcome = Outcome.objects.get(run=run, snippet=snippet)
+    assert outcome.status == "error" and "RuntimeError: something the agent did" in outcome.detail
+    assert AgentTrajectory.objects.get(run=run).ended_by == "error"
+    assert not any(workspace_dir.iterdir())
