@@ -18,8 +18,10 @@ and its use (each command's processes die with it).
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -28,6 +30,8 @@ from django.conf import settings
 from benchmarks.paper2code import strip_markers
 from benchmarks.paper2code.prompt import Protocol
 from benchmarks.selectors import snippet_masked
+
+logger = logging.getLogger(__name__)
 
 SANDBOX_UID = SANDBOX_GID = 65534  # the bwrap backend's sandbox user, who must own the workspace
 FILE_BYTES_MAX = 2 * 1024 * 1024
@@ -102,8 +106,10 @@ class Workspace:
     @classmethod
     def create(cls, *, name: str, files: dict[str, bytes]) -> Workspace:
         root = Path(settings.AGENT_WORKSPACE_DIR) / name
-        if root.exists():
-            shutil.rmtree(root)
+        if os.path.lexists(root):  # a lost attempt's workspace, whatever the agent left in it
+            cls(root).remove()
+            if os.path.lexists(root):
+                raise OSError(f"the stale workspace {root} could not be removed")
         root.mkdir(parents=True, mode=0o700)
         workspace = cls(root)
         for path, data in files.items():
@@ -111,15 +117,23 @@ class Workspace:
         return workspace
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Remove the workspace, never raising: `rm -rf` walks any depth the agent made (Python's rmtree recurses
+        and fails past ~1000 levels); a failure is logged and the next attempt's `create` tries again."""
+        try:
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", str(self.root)], capture_output=True,
+                           timeout=600, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            logger.error("workspace %s not removed: %s", self.root, exc)
+        if os.path.lexists(self.root):
+            logger.error("workspace %s is still there after rm -rf", self.root)
 
     def owned_by_sandbox(self) -> None:
-        """Before a command: the sandbox user owns everything (as root only; a non-root worker runs local only)."""
+        """Before a command: the sandbox user owns everything (as root only; a non-root worker runs local only).
+        `chown -R` (links not followed) walks any depth and path length the agent made."""
         if os.geteuid() != 0:
             return
-        for folder, dirs, names in os.walk(self.root):
-            for entry in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
-                os.lchown(entry, SANDBOX_UID, SANDBOX_GID)
+        subprocess.run(["chown", "-R", "-P", "-h", f"{SANDBOX_UID}:{SANDBOX_GID}", "--", str(self.root)],
+                       capture_output=True, timeout=600, check=False)
 
     def resolve(self, path: str) -> Path:
         """The real path of `path` (relative to the workspace, or /sandbox/...), refused if it leaves it."""
@@ -166,9 +180,20 @@ class Workspace:
         if not top.is_dir():
             raise WorkspaceError(f"{path}: no such folder")
         root = self.root.resolve()
-        found = []
-        for folder, dirs, names in os.walk(top):
-            dirs.sort()
-            for name in sorted(names):
-                found.append(str((Path(folder) / name).relative_to(root)))
-        return sorted(found)
+        return sorted(str(Path(path).relative_to(root)) for path in _files_under(top))
+
+
+def _files_under(top: Path) -> Iterator[str]:
+    """Every file under `top`, links not followed, by an explicit stack (os.walk recurses: an agent's deep tree
+    would raise RecursionError)."""
+    folders = [str(top)]
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue  # unreadable or too long a path: not listed
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            else:
+                yield entry.path

@@ -467,3 +467,25 @@ def test_an_exception_inside_an_agent_item_ends_it_as_an_error_with_the_reason(v
     assert outcome.status == "error" and "RuntimeError: something the agent did" in outcome.detail
     assert AgentTrajectory.objects.get(run=run).ended_by == "error"
     assert not any(workspace_dir.iterdir())
+
+
+def _deep_tree(root, depth: int = 1500) -> None:
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", f"import os\nfor _ in range({depth}): os.mkdir('d'); os.chdir('d')\n"
+                    "open('leaf.txt', 'w').write('x')"], cwd=root, check=True)
+
+
+def test_a_deep_folder_tree_neither_crashes_the_tools_nor_outlives_the_workspace(workspace_dir):
+    """Unguarded, a 1500-deep tree raised RecursionError in owned_by_sandbox, listing and remove (the workspace
+    stayed), and again in Workspace.create at re-delivery: the item was stuck."""
+    workspace = Workspace.create(name="deep", files={"a.py": b"x = 1\n"})
+    _deep_tree(workspace.root)
+    workspace.owned_by_sandbox()
+    assert "a.py" in workspace.listing()
+    workspace.remove()
+    assert not workspace.root.exists()
+    stale = Workspace.create(name="stale", files={"a.py": b"x = 1\n"})
+    _deep_tree(stale.root)
+    again = Workspace.create(name="stale", files={"b.py": b"y = 2\n"})  # re-delivery: the stale one goes
+    assert again.listing() == ["b.py"]
