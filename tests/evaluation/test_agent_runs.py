@@ -479,13 +479,46 @@ def _deep_tree(root, depth: int = 1500) -> None:
 def test_a_deep_folder_tree_neither_crashes_the_tools_nor_outlives_the_workspace(workspace_dir):
     """Unguarded, a 1500-deep tree raised RecursionError in owned_by_sandbox, listing and remove (the workspace
     stayed), and again in Workspace.create at re-delivery: the item was stuck."""
-    workspace = Workspace.create(name="deep", files={"a.py": b"x = 1\n"})
-    _deep_tree(workspace.root)
-    workspace.owned_by_sandbox()
-    assert "a.py" in workspace.listing()
-    workspace.remove()
-    assert not workspace.root.exists()
-    stale = Workspace.create(name="stale", files={"a.py": b"x = 1\n"})
-    _deep_tree(stale.root)
-    again = Workspace.create(name="stale", files={"b.py": b"y = 2\n"})  # re-delivery: the stale one goes
-    assert again.listing() == ["b.py"]
+    import subprocess
+
+    try:
+        workspace = Workspace.create(name="deep", files={"a.py": b"x = 1\n"})
+        _deep_tree(workspace.root)
+        workspace.owned_by_sandbox()
+        assert "a.py" in workspace.listing()
+        workspace.remove()
+        assert not workspace.root.exists()
+        stale = Workspace.create(name="stale", files={"a.py": b"x = 1\n"})
+        _deep_tree(stale.root)
+        again = Workspace.create(name="stale", files={"b.py": b"y = 2\n"})  # re-delivery: the stale one goes
+        assert again.listing() == ["b.py"]
+    finally:  # pytest's own clean-up of tmp_path would recurse into a tree left by a failure
+        subprocess.run(["rm", "-rf", str(workspace_dir)], check=False)
+
+
+def test_tool_outputs_listings_calls_per_turn_and_the_stored_trajectory_are_capped(version, workspace_dir, tmp_path,
+                                                                                   settings):
+    """Unguarded: list_files over many files and read_file of 2 MB went back whole, one turn's calls were
+    unlimited (300 MB of steps in one turn), and the stored trajectory had no size bound."""
+    settings.AGENT_OUTPUT_BYTES, settings.AGENT_LIST_ENTRIES = 4000, 50
+    settings.AGENT_TOOL_CALLS_PER_TURN, settings.AGENT_TRAJECTORY_BYTES = 3, 60_000
+    budget = Budget(turns=50, tokens=100000, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    turns = [
+        {"content": "", "tool_calls": [_call(0, "run", command="mkdir many && cd many && seq 500 | xargs touch; "
+                                                               "head -c 100000 /dev/zero | tr '\\0' x > ../big.txt")]},
+        {"content": "", "tool_calls": [_call(1, "list_files", path="many")]},
+        {"content": "", "tool_calls": [_call(10 + n, "read_file", path="big.txt") for n in range(40)]},
+    ]
+    end, workspace, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
+    steps = list(AgentStep.objects.filter(trajectory=trajectory))
+    tools = [s for s in steps if s.role == "tool"]
+    listing = tools[1].content
+    assert len(listing.splitlines()) <= 51 and "listing stops at 50 files" in listing
+    read = tools[2].content
+    assert len(read.encode()) <= 4100 and "[output cut at 4000 bytes" in read
+    first_reads = [s for s in tools if s.tool_call_id.startswith("call_1") and s.tool_call_id != "call_1"][:40]
+    assert [s.content.startswith("not run: at most 3 tool calls per turn") for s in first_reads] == \
+        [False] * 3 + [True] * 37
+    assert end.ended_by == "storage"
+    assert sum(len(s.content.encode()) for s in steps) <= 60_000 + 5000
