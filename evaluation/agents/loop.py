@@ -9,11 +9,13 @@ process of the agent is left; the item is then scored on the workspace as it sta
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 
 from evaluation.agents.budget import Budget, Usage, left_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
@@ -82,12 +84,18 @@ class _Steps:
     def __init__(self, trajectory: AgentTrajectory):
         self.trajectory = trajectory
         self.index = 0
+        self.bytes = 0  # the stored steps' text, held under AGENT_TRAJECTORY_BYTES
+
+    @property
+    def full(self) -> bool:
+        return self.bytes >= settings.AGENT_TRAJECTORY_BYTES
 
     def record(self, *, role: str, content: str = "", usage: Usage, budget: Budget, **fields) -> AgentStep:
         step = AgentStep.objects.create(trajectory=self.trajectory, index=self.index, role=role,
-                                        content=storable(content),
+                                        content=(content := storable(content)),
                                         budget_left=usage.left(budget), **fields)
         self.index += 1
+        self.bytes += len(content.encode("utf-8")) + len(json.dumps(fields.get("tool_calls") or []))
         return step
 
 
@@ -113,6 +121,9 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
     while True:
         tick()
         if ended := usage.exhausted(budget):
+            break
+        if steps.full:
+            ended = AgentTrajectory.End.STORAGE
             break
         try:
             turn = policy(messages, budget.seconds - usage.seconds)
@@ -149,12 +160,17 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
             ended = overspent
             break
         submitted = False
-        for call in calls:
+        per_turn = settings.AGENT_TOOL_CALLS_PER_TURN
+        for number, call in enumerate(calls):
             name = call["function"]["name"]
             seconds_left = tick()
             begun = clock()
             if submitted:
                 output = "not run: the answer was already submitted"
+            elif number >= per_turn:
+                output = f"not run: at most {per_turn} tool calls per turn"
+            elif steps.full:
+                output = "not run: the trajectory's size cap is reached; the item ends"
             elif seconds_left <= 0:
                 output = "not run: the wall-time budget is spent"
             else:

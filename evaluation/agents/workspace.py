@@ -18,6 +18,7 @@ and its use (each command's processes die with it).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import subprocess
@@ -175,12 +176,13 @@ class Workspace:
             handle.write(data)
         os.replace(tmp, target)
 
-    def listing(self, path: str = ".") -> list[str]:
+    def listing(self, path: str = ".", *, limit: int | None = None) -> list[str]:
+        """The files under `path`, sorted; with a limit, the walk stops after that many (those then sorted)."""
         top = self.resolve(path)
         if not top.is_dir():
             raise WorkspaceError(f"{path}: no such folder")
         root = self.root.resolve()
-        return sorted(str(Path(path).relative_to(root)) for path in _files_under(top))
+        return sorted(str(Path(found).relative_to(root)) for found in itertools.islice(_files_under(top), limit))
 
 
 def _files_under(top: Path) -> Iterator[str]:
