@@ -3,7 +3,8 @@ between turns, and the answer read back from it.
 
 What the workspace holds: every file of the task except its hidden ones (`task_hidden_files`: the test entry point
 and reference copies), the snippet's file masked exactly as the single-shot prompt shows it, every other annotated
-file without its marker lines, and the paper unless the run is the without-paper ablation.
+file without its marker lines, and the paper unless the run is the without-paper ablation (then no
+`paper2code_paper.*` file in any folder).
 
 The answer (`answer_read`): the masked file is prefix + placeholder + suffix, the placeholder being the two TODO
 lines with their line ends. The agent's final version of that file must still start with the prefix and end with
@@ -30,12 +31,14 @@ from django.conf import settings
 
 from benchmarks.paper2code import strip_markers
 from benchmarks.paper2code.prompt import Protocol
+from benchmarks.paper2code.pset import PAPER_TEXT_NAMES
 from benchmarks.selectors import snippet_masked
 
 logger = logging.getLogger(__name__)
 
 SANDBOX_UID = SANDBOX_GID = 65534  # the bwrap backend's sandbox user, who must own the workspace
 FILE_BYTES_MAX = 2 * 1024 * 1024
+PAPER_STEM = PurePosixPath(PAPER_TEXT_NAMES[0]).stem + "."  # paper2code_paper.*
 
 
 class WorkspaceError(ValueError):
@@ -75,7 +78,7 @@ def workspace_files(*, snippet, files: dict[str, bytes], hidden: frozenset[str],
                           loc=snippet.loc, path=snippet.file_path)
     start: dict[str, bytes] = {}
     for path, data in files.items():
-        if path in hidden or (path == task.paper_path and not with_paper):
+        if path in hidden or (not with_paper and _is_paper(path, task.paper_path)):
             continue
         if path == snippet.file_path:
             data = masked.text.encode("utf-8")
@@ -83,6 +86,11 @@ def workspace_files(*, snippet, files: dict[str, bytes], hidden: frozenset[str],
             data = strip_markers(data.decode("utf-8")).encode("utf-8")
         start[path] = data
     return start, masked
+
+
+def _is_paper(path: str, paper_path: str) -> bool:
+    """The paper in any of its forms (a package may carry the .tex and the .md, or a PDF)."""
+    return path == paper_path or PurePosixPath(path).name.startswith(PAPER_STEM)
 
 
 def answer_read(*, final: str | None, masked: MaskedFile) -> tuple[str | None, str]:

@@ -522,3 +522,17 @@ def test_tool_outputs_listings_calls_per_turn_and_the_stored_trajectory_are_capp
         [False] * 3 + [True] * 37
     assert end.ended_by == "storage"
     assert sum(len(s.content.encode()) for s in steps) <= 60_000 + 5000
+
+
+def test_the_without_paper_ablation_gives_no_copy_of_the_paper_in_any_format(version):
+    """Unguarded, only task.paper_path was left out: a package with both the .tex and the .md kept the other."""
+    snippet = _snippet(version)
+    task = snippet.task
+    files = {**task_files(task), "paper2code_paper.tex": b"\\section{x}", "paper2code_paper.md": b"# x",
+             "paper2code_paper.pdf": b"%PDF"}
+    start, _ = workspace_files(snippet=snippet, files=files, hidden=task_hidden_files(task),
+                               protocol=protocol_get(name=version.protocol_id), with_paper=False)
+    assert not [p for p in start if p.rsplit("/", 1)[-1].startswith("paper2code_paper.")]
+    with_paper, _ = workspace_files(snippet=snippet, files=files, hidden=task_hidden_files(task),
+                                    protocol=protocol_get(name=version.protocol_id), with_paper=True)
+    assert {"paper2code_paper.tex", "paper2code_paper.md"} <= set(with_paper)
