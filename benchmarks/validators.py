@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django.core.exceptions import ValidationError
 
 from benchmarks.paper2code.links import link_problem
@@ -18,13 +20,15 @@ AGENT_BUDGETS = ("turns", "tokens", "seconds", "cost")  # evaluation/agents/budg
 
 
 def agent_budget_max_validate(value: object) -> None:
-    """A release's agent budget maximums: any of turns, tokens, seconds, cost, each a positive number."""
+    """A release's agent budget maximums: any of turns, tokens, seconds, cost, each a positive finite number (a NaN
+    passes every comparison)."""
     if not isinstance(value, dict):
         raise ValidationError("agent budget maximums must be an object, e.g. {\"turns\": 30}", code="agent_budget")
     for name, number in value.items():
         if name not in AGENT_BUDGETS:
             raise ValidationError(f"unknown agent budget {name!r}; budgets are {', '.join(AGENT_BUDGETS)}",
                                   code="agent_budget")
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0:
+        if (isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number)
+                or number <= 0):
             raise ValidationError(f"agent budget {name} must be a positive number (got {number!r})",
                                   code="agent_budget")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from evaluation.agents.workspace import Workspace, WorkspaceError
-from evaluation.sandbox import EnvironmentBuildError, Limits, Session, SandboxError
+from evaluation.sandbox import EnvironmentBuildError, Limits, SandboxError, Session
 
 SUBMIT = "submit"
 
@@ -108,7 +108,7 @@ def _tool_call(*, name: str, arguments: str, workspace: Workspace, session: Sess
         return ToolResult(f"error: {exc}")
     except (SandboxError, EnvironmentBuildError):
         raise  # the worker's sandbox failed, not the agent: the item is retried
-    except Exception as exc:  # whatever the agent's arguments or files make a tool raise is the agent's to read
+    except Exception as exc:  # noqa: BLE001 -- what the agent's arguments or files make a tool raise, it reads
         return ToolResult(f"error: {type(exc).__name__}: {exc}")
 
 

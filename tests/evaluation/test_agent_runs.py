@@ -436,7 +436,7 @@ def test_nul_bytes_undecodable_text_and_malformed_tool_calls_are_errors_the_mode
         {"content": "", "tool_calls": [_raw_call(11, "run", {"command": "true"})]},
         {"content": "", "tool_calls": [_call(12, "submit")]},
     ]
-    end, workspace, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
+    end, _, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
     assert end.ended_by == "submitted" and end.usage.turns == len(turns)
     steps = list(AgentStep.objects.filter(trajectory=trajectory))
     text = "\n".join(s.content for s in steps) + json.dumps([s.tool_calls for s in steps])
@@ -510,7 +510,7 @@ def test_tool_outputs_listings_calls_per_turn_and_the_stored_trajectory_are_capp
         {"content": "", "tool_calls": [_call(1, "list_files", path="many")]},
         {"content": "", "tool_calls": [_call(10 + n, "read_file", path="big.txt") for n in range(40)]},
     ]
-    end, workspace, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
+    end, _, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
     steps = list(AgentStep.objects.filter(trajectory=trajectory))
     tools = [s for s in steps if s.role == "tool"]
     listing = tools[1].content
@@ -536,3 +536,20 @@ def test_the_without_paper_ablation_gives_no_copy_of_the_paper_in_any_format(ver
     with_paper, _ = workspace_files(snippet=snippet, files=files, hidden=task_hidden_files(task),
                                     protocol=protocol_get(name=version.protocol_id), with_paper=True)
     assert {"paper2code_paper.tex", "paper2code_paper.md"} <= set(with_paper)
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf")])
+def test_a_budget_that_is_not_a_finite_number_is_refused_everywhere(version, number):
+    """Unguarded, NaN passed every check (every comparison with it is false) and inf was a budget without end."""
+    from django.core.exceptions import ValidationError
+    from django.core.management import CommandError, call_command
+
+    from benchmarks.validators import agent_budget_max_validate
+
+    with pytest.raises(ValueError, match="positive number"):
+        budget_for_run(version=version, requested={"seconds": number})
+    with pytest.raises(ValidationError, match="positive number"):
+        agent_budget_max_validate({"seconds": number})
+    with pytest.raises(CommandError, match="positive number"):
+        call_command("evaluate", model="reference", version=version.name, mode="agent", budget=[f"seconds={number}"])
+    assert not EvaluationRun.objects.exists()
