@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from benchmarks.paper2code.links import link_problem
@@ -19,6 +20,22 @@ def link_validate(value: str) -> None:
 AGENT_BUDGETS = ("turns", "tokens", "seconds", "cost")  # evaluation/agents/budget.py spends them
 
 
+def agent_seconds_ceiling() -> float | None:
+    """The most wall seconds an agent item may have: half the broker's visibility timeout, the other half left for
+    scoring, so an item still running is never redelivered (None: the broker redelivers on no timeout)."""
+    timeout = (getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}).get("visibility_timeout")
+    return timeout / 2 if timeout else None
+
+
+def agent_seconds_problem(seconds: float) -> str:
+    """Why an agent budget of `seconds` is too long ("" if it is not)."""
+    ceiling = agent_seconds_ceiling()
+    if ceiling is not None and seconds > ceiling:
+        return (f"agent budget seconds {seconds:g} is above {ceiling:g} s, half the broker's visibility timeout "
+                f"(an item running longer would be delivered again while it runs)")
+    return ""
+
+
 def agent_budget_max_validate(value: object) -> None:
     """A release's agent budget maximums: any of turns, tokens, seconds, cost, each a positive finite number (a NaN
     passes every comparison)."""
@@ -32,3 +49,5 @@ def agent_budget_max_validate(value: object) -> None:
                 or number <= 0):
             raise ValidationError(f"agent budget {name} must be a positive number (got {number!r})",
                                   code="agent_budget")
+        if name == "seconds" and (problem := agent_seconds_problem(number)):
+            raise ValidationError(problem, code="agent_budget")

@@ -12,6 +12,8 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from benchmarks.validators import agent_seconds_problem
+
 BUDGETS = ("turns", "tokens", "seconds", "cost")
 UNITS = {"turns": "turns", "tokens": "tokens", "seconds": "s", "cost": "USD"}
 
@@ -55,6 +57,8 @@ def budget_for_run(*, version, requested: dict | None) -> Budget:
             raise BudgetError(f"budget {name} {value:g} is above the release's maximum of {values[name]:g} "
                               f"{UNITS[name]} per item")
         values[name] = value
+    if problem := agent_seconds_problem(values["seconds"]):
+        raise BudgetError(problem)
     return Budget.of(values)
 
 

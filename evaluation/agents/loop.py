@@ -128,6 +128,12 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
         try:
             turn = policy(messages, budget.seconds - usage.seconds)
         except ModelCallError as exc:
+            if exc.deadline_passed or tick() <= 0:  # the budget ran out waiting on the model: scored as it stands
+                tick()
+                steps.record(role=AgentStep.Role.ASSISTANT, content=f"[the wall-time budget ran out during the "
+                             f"model call: {exc}]", usage=usage, budget=budget)
+                ended = AgentTrajectory.End.SECONDS
+                break
             tick()
             steps.record(role=AgentStep.Role.ASSISTANT, content=f"[the model call failed: {exc}]", usage=usage,
                          budget=budget)

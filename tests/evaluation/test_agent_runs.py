@@ -553,3 +553,45 @@ def test_a_budget_that_is_not_a_finite_number_is_refused_everywhere(version, num
     with pytest.raises(CommandError, match="positive number"):
         call_command("evaluate", model="reference", version=version.name, mode="agent", budget=[f"seconds={number}"])
     assert not EvaluationRun.objects.exists()
+
+
+def test_model_call_retries_never_outlast_the_wall_time_budget(version, workspace_dir, tmp_path):
+    """Unguarded, every retry had the remaining time and each back-off slept whatever Retry-After said: a 2 s budget
+    against an endpoint answering 429 (Retry-After 3) took about 15 s."""
+    import time
+
+    budget = Budget(turns=10, tokens=100000, seconds=2, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    task = snippet.task
+    start, _ = workspace_files(snippet=snippet, files=task_files(task), hidden=task_hidden_files(task),
+                               protocol=protocol_get(name=run.protocol), with_paper=True)
+    with openai_server(failures=[429] * 20, retry_after=3) as server:
+        call = ModelCall(model="openai/tooler", api_base=server.base_url, api_key="sk-test", private_addresses=True,
+                         max_retries=5)
+        begun = time.monotonic()
+        end = agent_loop(trajectory=trajectory_start(run=run, snippet=snippet, sample=0, budget=budget),
+                         policy=model_policy(call), system="system", prompt="the task",
+                         workspace=Workspace.create(name="item", files=start), session=_local_session(tmp_path),
+                         limits=Limits(wall_seconds=30, output_bytes=16384), budget=budget)
+        took = time.monotonic() - begun
+    assert took < 4, took
+    assert end.ended_by == "seconds"
+    assert "wall-time budget" in AgentStep.objects.filter(role="assistant").last().content
+
+
+def test_an_agent_budget_of_seconds_stays_well_below_the_brokers_visibility_timeout(version, settings):
+    """Unguarded, a release could allow any seconds: an item running past the visibility timeout is redelivered
+    while it still runs (and the second delivery deletes the trajectory under the first)."""
+    from django.core.exceptions import ValidationError
+
+    from benchmarks.validators import agent_budget_max_validate
+
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1000}
+    agent_budget_max_validate({"seconds": 500})
+    with pytest.raises(ValidationError, match="above 500 s, half the broker's visibility timeout"):
+        agent_budget_max_validate({"seconds": 501})
+    version.agent_budget_max = {"seconds": 900}
+    version.save()
+    with pytest.raises(ValueError, match="above 500 s, half the broker's visibility timeout"):
+        budget_for_run(version=version, requested=None)
+    assert budget_for_run(version=version, requested={"seconds": 400}).seconds == 400
