@@ -20,7 +20,7 @@ from django.conf import settings
 from evaluation.agents.budget import Budget, Usage, left_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.policies import Policy
-from evaluation.agents.tools import SUBMIT, tool_call
+from evaluation.agents.tools import SUBMIT, WRITING_TOOLS, tool_call
 from evaluation.agents.workspace import Workspace
 from evaluation.llm import ModelCallError
 from evaluation.sandbox import Limits, Session
@@ -166,6 +166,7 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
             ended = overspent
             break
         submitted = False
+        disk_over = ""
         per_turn = settings.AGENT_TOOL_CALLS_PER_TURN
         for number, call in enumerate(calls):
             name = call["function"]["name"]
@@ -177,12 +178,17 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
                 output = f"not run: at most {per_turn} tool calls per turn"
             elif steps.full:
                 output = "not run: the trajectory's size cap is reached; the item ends"
+            elif disk_over:
+                output = "not run: the workspace is over its limit; the item ends"
             elif seconds_left <= 0:
                 output = "not run: the wall-time budget is spent"
             else:
                 result = tool_call(name=name, arguments=call["function"]["arguments"], workspace=workspace,
                                    session=session, limits=limits, seconds_left=seconds_left)
                 output, submitted = result.output, result.submitted
+                if name in WRITING_TOOLS and (disk_over := workspace.over_limits(
+                        disk_bytes=limits.disk_bytes, files=settings.AGENT_WORKSPACE_FILES)):
+                    output += f"\n[{disk_over}: the item ends]"
             output = storable(output)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
             tick()
@@ -190,6 +196,9 @@ def agent_loop(*, trajectory: AgentTrajectory, policy: Policy, system: str, prom
                          tool_call_id=call["id"][:200], tool_name=name[:50], duration=clock() - begun)
         if submitted:
             ended = AgentTrajectory.End.SUBMITTED
+            break
+        if disk_over:
+            ended = AgentTrajectory.End.DISK
             break
         tick()
         if usage.exhausted(budget):

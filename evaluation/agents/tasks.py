@@ -55,6 +55,8 @@ def _ended_text(trajectory: AgentTrajectory) -> str:
         AgentTrajectory.End.SECONDS: f"the wall-time budget ran out ({trajectory.seconds:.0f} of "
                                      f"{budget.get('seconds'):g} s)",
         AgentTrajectory.End.COST: f"the cost budget ran out ({trajectory.cost} of {budget.get('cost'):g} USD)",
+        AgentTrajectory.End.DISK: "the workspace went over its disk or file limit",
+        AgentTrajectory.End.STORAGE: "the trajectory reached its size cap",
     }
     return said.get(trajectory.ended_by, trajectory.get_ended_by_display())
 

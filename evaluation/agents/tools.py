@@ -39,6 +39,7 @@ TOOLS = [
               {}, []),
 ]
 TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOLS)
+WRITING_TOOLS = frozenset({"run", "write_file", "edit_file"})  # the workspace is measured after each
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,24 @@ class Workspace:
             handle.write(data)
         os.replace(tmp, target)
 
+    def over_limits(self, *, disk_bytes: int, files: int) -> str:
+        """Why the workspace is over its disk or file-count limit ("" if it is not): measured, not enforced (a hard
+        quota is future work, docs/AGENT_RUNS.md), so a command may overshoot before it is found."""
+        used, count = 0, 0
+        for path in _files_under(self.root, folders_too=True):
+            count += 1
+            try:
+                used += os.lstat(path).st_blocks * 512  # allocated, so a sparse file counts what it holds
+            except OSError:
+                continue
+            if used > disk_bytes or count > files:
+                break
+        if used > disk_bytes:
+            return f"the workspace uses more than {disk_bytes} bytes, over the workspace's limit"
+        if count > files:
+            return f"the workspace holds more than {files} files and folders, over the workspace's limit"
+        return ""
+
     def listing(self, path: str = ".", *, limit: int | None = None) -> list[str]:
         """The files under `path`, sorted; with a limit, the walk stops after that many (those then sorted)."""
         top = self.resolve(path)
@@ -193,9 +211,9 @@ class Workspace:
         return sorted(str(Path(found).relative_to(root)) for found in itertools.islice(_files_under(top), limit))
 
 
-def _files_under(top: Path) -> Iterator[str]:
-    """Every file under `top`, links not followed, by an explicit stack (os.walk recurses: an agent's deep tree
-    would raise RecursionError)."""
+def _files_under(top: Path, *, folders_too: bool = False) -> Iterator[str]:
+    """Every file under `top` (and folder, if asked), links not followed, by an explicit stack (os.walk recurses:
+    an agent's deep tree would raise RecursionError)."""
     folders = [str(top)]
     while folders:
         try:
@@ -205,5 +223,7 @@ def _files_under(top: Path) -> Iterator[str]:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 folders.append(entry.path)
+                if folders_too:
+                    yield entry.path
             else:
                 yield entry.path

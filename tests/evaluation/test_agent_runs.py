@@ -595,3 +595,34 @@ def test_an_agent_budget_of_seconds_stays_well_below_the_brokers_visibility_time
     with pytest.raises(ValueError, match="above 500 s, half the broker's visibility timeout"):
         budget_for_run(version=version, requested=None)
     assert budget_for_run(version=version, requested={"seconds": 400}).seconds == 400
+
+
+@pytest.mark.parametrize("command", ["head -c 3000000 /dev/urandom > big.bin",
+                                     "mkdir m && cd m && seq 300 | xargs touch"])
+def test_a_workspace_over_its_disk_or_file_limit_ends_the_item(version, workspace_dir, tmp_path, settings, command):
+    """Unguarded, nothing bounded a workspace's size (a bind mount of a worker folder; RLIMIT_FSIZE is per file):
+    six 15 MB files under a 16 MB limit. The workspace is measured after every command and write."""
+    from evaluation.llm import ToolTurn
+
+    settings.AGENT_WORKSPACE_FILES = 200
+    budget = Budget(turns=10, tokens=100000, seconds=60, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    task = snippet.task
+    start, _ = workspace_files(snippet=snippet, files=task_files(task), hidden=task_hidden_files(task),
+                               protocol=protocol_get(name=run.protocol), with_paper=True)
+    turns = [[_call(0, "run", command=command), _call(1, "write_file", path="never.txt", content="x")],
+             [_call(2, "write_file", path="later.txt", content="x")]]
+
+    def policy(messages, seconds_left):
+        done = sum(1 for m in messages if m["role"] == "assistant")
+        return ToolTurn(message={"role": "assistant", "content": "", "tool_calls": turns[min(done, 1)]},
+                        prompt_tokens=1, completion_tokens=1, latency=0.0, cost=0.0, attempts=1)
+
+    workspace = Workspace.create(name="item", files=start)
+    end = agent_loop(trajectory=trajectory_start(run=run, snippet=snippet, sample=0, budget=budget), policy=policy,
+                     system="system", prompt="the task", workspace=workspace, session=_local_session(tmp_path),
+                     limits=Limits(wall_seconds=30, output_bytes=16384, disk_bytes=1024 * 1024), budget=budget)
+    assert end.ended_by == "disk" and end.usage.turns == 1
+    tools = [s.content for s in AgentStep.objects.filter(role="tool")]
+    assert "over the workspace's limit" in tools[0] and tools[1].startswith("not run")
+    assert not (workspace.root / "never.txt").exists()
