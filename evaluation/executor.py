@@ -186,7 +186,7 @@ def answer_test(*, session: Session, files: dict[str, bytes], annotated: Annotat
     spliced = splice(annotated, marked, code)
     first, last = answer_span(marked.start_line, code)
     hidden = sorted(hidden_files)
-    modules = tuple(sorted({PurePosixPath(path).stem for path in hidden}))
+    modules = tuple(sorted({PurePosixPath(path).stem for path in hidden if path.endswith(".py")}))
     guard = GuardSpec(answer_file=annotated.path, first_line=first, last_line=last, hidden_modules=modules,
                       hidden_files=tuple(hidden))
     # The policy's context: the task's own files (the hidden ones are left out), the answer's file as spliced.

@@ -626,3 +626,26 @@ def test_a_workspace_over_its_disk_or_file_limit_ends_the_item(version, workspac
     tools = [s.content for s in AgentStep.objects.filter(role="tool")]
     assert "over the workspace's limit" in tools[0] and tools[1].startswith("not run")
     assert not (workspace.root / "never.txt").exists()
+
+
+def test_a_near_copy_of_the_reference_in_any_text_file_is_hidden(media_root, tmp_path):
+    """Unguarded, only a .py file with an exact copy was hidden: the reference with CRLF line ends, or in a .txt
+    note, stayed in the workspace (an attacker's agent read it, spliced it and passed)."""
+    import shutil
+
+    from evaluation.taskfiles import task_hidden_files as hidden_files
+
+    snippet = _snippet(pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version)
+    shutil.copytree(DEMO_PSET, tmp_path / "pset")
+    task_folder = next(p.parent for p in (tmp_path / "pset").rglob(snippet.file_path)
+                       if (p.parent / snippet.task.test_entry_point).exists())
+    reference = snippet.reference_code
+    (task_folder / "ref_crlf.py").write_bytes(("# kept\n" + reference).replace("\n", "\r\n").encode())
+    (task_folder / "notes").mkdir()
+    (task_folder / "notes" / "impl.txt").write_text("notes:\n" + "\n".join(
+        "  " + line.strip() + "  " for line in reference.splitlines()))
+    (task_folder / "innocent.txt").write_text("nothing here\n")
+    version = pset_import(root=tmp_path / "pset", version_name="2.0.0", publish=True).version
+    task = version.tasks.get(paper__slug=snippet.task.paper.slug)
+    hidden = hidden_files(task)
+    assert {"ref_crlf.py", "notes/impl.txt"} <= hidden and "innocent.txt" not in hidden
