@@ -285,6 +285,10 @@ AGENT_BUDGET_MAXIMUMS = {
 }
 AGENT_COMMAND_SECONDS = env.float("AGENT_COMMAND_SECONDS", default=60.0)
 AGENT_OUTPUT_BYTES = env.int("AGENT_OUTPUT_BYTES", default=16 * 1024)
+AGENT_LIST_ENTRIES = env.int("AGENT_LIST_ENTRIES", default=1000)  # files list_files names at most
+AGENT_TOOL_CALLS_PER_TURN = env.int("AGENT_TOOL_CALLS_PER_TURN", default=16)  # more in one turn are not run
+AGENT_WORKSPACE_FILES = env.int("AGENT_WORKSPACE_FILES", default=100_000)  # files and folders; over: item ends
+AGENT_TRAJECTORY_BYTES = env.int("AGENT_TRAJECTORY_BYTES", default=8 * 1024 * 1024)  # stored steps; over: item ends
 AGENT_WORKSPACE_DIR = Path(env("AGENT_WORKSPACE_DIR", default=str(SANDBOX_CACHE_DIR / "agent-workspaces")))
 SANDBOX_DOCKER_BASE_IMAGE = env("SANDBOX_DOCKER_BASE_IMAGE", default="rcb-sandbox-base:bookworm")
 # Building one environment (every round of fetching outside and installing in the network-less sandbox) may take

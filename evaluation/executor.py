@@ -256,7 +256,7 @@ def answer_test(
     spliced = splice(annotated, marked, code)
     first, last = answer_span(marked.start_line, code)
     hidden = sorted(hidden_files)
-    modules = tuple(sorted({PurePosixPath(path).stem for path in hidden}))
+    modules = tuple(sorted({PurePosixPath(path).stem for path in hidden if path.endswith(".py")}))
     guard = GuardSpec(
         answer_file=annotated.path, first_line=first, last_line=last, hidden_modules=modules, hidden_files=tuple(hidden)
     )

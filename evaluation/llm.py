@@ -289,9 +289,18 @@ class Completion:
 class ModelCallError(Exception):
     """A model call that failed; `retryable` says whether trying again later may help (the key is never in it)."""
 
-    def __init__(self, message: str, *, retryable: bool, status_code: int | None = None, attempts: int = 1):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status_code: int | None = None,
+        attempts: int = 1,
+        deadline_passed: bool = False,
+    ):
         super().__init__(message)
         self.retryable = retryable
+        self.deadline_passed = deadline_passed  # gave up because the caller's deadline came (converse's `deadline`)
         self.status_code = status_code
         self.attempts = attempts
 
@@ -331,11 +340,18 @@ def converse(
     *,
     tools: list[dict],
     timeout: float | None = None,
+    deadline: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ToolTurn:
-    """One turn of a conversation with tools (litellm tool calling), with the retries and accounting of `complete`."""
+    """One turn of a conversation with tools (litellm tool calling), with the retries and accounting of `complete`;
+    with a deadline (time.monotonic), no attempt runs and no back-off sleeps past it."""
     response, latency, attempts = _response(
-        call, messages, sleep=sleep, tools=tools, timeout=min(call.timeout, timeout) if timeout else call.timeout
+        call,
+        messages,
+        sleep=sleep,
+        tools=tools,
+        deadline=deadline,
+        timeout=min(call.timeout, timeout) if timeout else call.timeout,
     )
     message = response.choices[0].message
     usage = getattr(response, "usage", None)
@@ -358,7 +374,13 @@ def converse(
 
 
 def _response(
-    call: ModelCall, messages: list[dict], *, sleep: Callable[[float], None], timeout: float | None = None, **extra
+    call: ModelCall,
+    messages: list[dict],
+    *,
+    sleep: Callable[[float], None],
+    timeout: float | None = None,
+    deadline: float | None = None,
+    **extra,
 ) -> tuple[litellm.ModelResponse, float, int]:
     """The model's response to `messages`, its latency and the attempts it took (ModelCallError when none)."""
     _account_ids_hide()
@@ -367,6 +389,17 @@ def _response(
     attempt = 0
     while True:
         attempt += 1
+        attempt_timeout = timeout or call.timeout
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ModelCallError(
+                    f"{call.model}: not called: its deadline has passed",
+                    retryable=False,
+                    attempts=attempt - 1,
+                    deadline_passed=True,
+                )
+            attempt_timeout = min(attempt_timeout, left)
         started = time.perf_counter()
         refusals = Refusals()
         try:
@@ -376,7 +409,7 @@ def _response(
                     messages=messages,
                     api_base=call.api_base,
                     api_key=call.api_key,
-                    timeout=timeout or call.timeout,
+                    timeout=attempt_timeout,
                     num_retries=0,  # retries are ours, so they are counted, logged and backed off in one place
                     **(
                         {"organization": _platform_organization} if call.platform_key and _platform_organization else {}
@@ -411,6 +444,18 @@ def _response(
                     attempts=attempt,
                 ) from None
             delay = _backoff(attempt, _retry_after(exc))
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                logger.warning(
+                    "model %s attempt %d failed, no retry before the deadline: %s", call.model, attempt, reason
+                )
+                raise ModelCallError(
+                    f"{call.model}: gave up after {attempt} attempts (the next, in {delay:.1f} s, would pass the "
+                    f"deadline): {reason}",
+                    retryable=True,
+                    status_code=status,
+                    attempts=attempt,
+                    deadline_passed=True,
+                ) from None
             logger.info(
                 "model %s attempt %d failed after %.2fs (%s); retrying in %.2fs",
                 call.model,

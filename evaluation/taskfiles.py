@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -61,24 +62,29 @@ def _task_annotated(task_id: int, content_hash: str, path: str) -> AnnotatedFile
 
 
 def task_hidden_files(task: Task) -> frozenset[str]:
-    """Paths of the task's hidden files: the test entry point and every .py file holding a copy of reference code."""
+    """Paths of the task's hidden files: the test entry point and every text file holding a copy of reference code,
+    compared without whitespace (a copy with other line ends or indentation is a copy)."""
     return _task_hidden_files(task.pk, task.content_hash)
+
+
+def _normalised(text: str) -> str:
+    return re.sub(r"\s+", "", text)
 
 
 @functools.lru_cache(maxsize=64)
 def _task_hidden_files(task_id: int, content_hash: str) -> frozenset[str]:
     task = Task.objects.get(pk=task_id)
     files = _task_files(task_id, content_hash)
-    visible = set(task.annotated_paths) | set(task.context_paths)
+    visible = set(task.annotated_paths) | set(task.context_paths) | {task.paper_path}  # all in the prompt anyway
     references = [
-        strip_markers(s.reference_code).strip()
+        _normalised(strip_markers(s.reference_code))
         for s in Snippet.objects.filter(task=task, loc__gte=2).only("reference_code")
     ]
     hidden = {task.test_entry_point}
     for path, data in files.items():
-        if not path.endswith(".py") or path in visible:
+        if path in visible or b"\x00" in data[:8192]:  # binary: not a text copy
             continue
-        text = data.decode("utf-8", "replace")
+        text = _normalised(data.decode("utf-8", "replace"))
         if any(ref and ref in text for ref in references):
             hidden.add(path)
     return frozenset(hidden)

@@ -6,10 +6,13 @@ One place decides a run's budget (`budget_for_run`) and one says what is left an
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 
 from django.conf import settings
+
+from benchmarks.validators import agent_seconds_problem
 
 BUDGETS = ("turns", "tokens", "seconds", "cost")
 UNITS = {"turns": "turns", "tokens": "tokens", "seconds": "s", "cost": "USD"}
@@ -52,13 +55,15 @@ def budget_for_run(*, version, requested: dict | None) -> Budget:
         raise BudgetError(f"unknown budget {', '.join(unknown)}; budgets are {', '.join(BUDGETS)}")
     values = maximums.as_dict()
     for name, value in requested.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise BudgetError(f"budget {name} must be a positive number (got {value!r})")
         if value > values[name]:
             raise BudgetError(
                 f"budget {name} {value:g} is above the release's maximum of {values[name]:g} {UNITS[name]} per item"
             )
         values[name] = value
+    if problem := agent_seconds_problem(values["seconds"]):
+        raise BudgetError(problem)
     return Budget.of(values)
 
 

@@ -9,14 +9,19 @@ process of the agent is left; the item is then scored on the workspace as it sta
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
 
 from evaluation.agents.budget import Budget, Usage, left_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.policies import Policy
-from evaluation.agents.tools import SUBMIT, tool_call
+from evaluation.agents.tools import SUBMIT, WRITING_TOOLS, tool_call
 from evaluation.agents.workspace import Workspace
 from evaluation.llm import ModelCallError
 from evaluation.sandbox import Limits, Session
@@ -54,6 +59,32 @@ def system_prompt(*, path: str, name: str, loc: int, budget: Budget, command_sec
     )
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """Text PostgreSQL and UTF-8 accept: NUL and lone surrogates (from a command's output, a file or the endpoint)
+    become U+FFFD, as the model then reads them too."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def _calls_malformed(calls) -> str:
+    """Why the turn's tool calls cannot be carried out ("" if they can): each needs a string id, name and
+    arguments."""
+    if not isinstance(calls, list):
+        return f"tool_calls is a {type(calls).__name__}, not a list"
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (
+            isinstance(function, dict)
+            and isinstance(call.get("id"), str)
+            and isinstance(function.get("name"), str)
+            and isinstance(function.get("arguments"), str)
+        ):
+            return f"{storable(repr(call))[:300]} lacks a string id, function.name or function.arguments"
+    return ""
+
+
 @dataclass(frozen=True)
 class AgentEnd:
     ended_by: str  # AgentTrajectory.End
@@ -65,17 +96,23 @@ class _Steps:
     def __init__(self, trajectory: AgentTrajectory):
         self.trajectory = trajectory
         self.index = 0
+        self.bytes = 0  # the stored steps' text, held under AGENT_TRAJECTORY_BYTES
+
+    @property
+    def full(self) -> bool:
+        return self.bytes >= settings.AGENT_TRAJECTORY_BYTES
 
     def record(self, *, role: str, content: str = "", usage: Usage, budget: Budget, **fields) -> AgentStep:
         step = AgentStep.objects.create(
             trajectory=self.trajectory,
             index=self.index,
             role=role,
-            content=content,
+            content=(content := storable(content)),
             budget_left=usage.left(budget),
             **fields,
         )
         self.index += 1
+        self.bytes += len(content.encode("utf-8")) + len(json.dumps(fields.get("tool_calls") or []))
         return step
 
 
@@ -105,7 +142,7 @@ def agent_loop(
     started = clock()
     usage = Usage()
     steps = _Steps(trajectory)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
     for message in messages:
         steps.record(role=message["role"], content=message["content"], usage=usage, budget=budget)
 
@@ -117,9 +154,22 @@ def agent_loop(
         tick()
         if ended := usage.exhausted(budget):
             break
+        if steps.full:
+            ended = AgentTrajectory.End.STORAGE
+            break
         try:
             turn = policy(messages, budget.seconds - usage.seconds)
         except ModelCallError as exc:
+            if exc.deadline_passed or tick() <= 0:  # the budget ran out waiting on the model: scored as it stands
+                tick()
+                steps.record(
+                    role=AgentStep.Role.ASSISTANT,
+                    content=f"[the wall-time budget ran out during the model call: {exc}]",
+                    usage=usage,
+                    budget=budget,
+                )
+                ended = AgentTrajectory.End.SECONDS
+                break
             tick()
             steps.record(
                 role=AgentStep.Role.ASSISTANT, content=f"[the model call failed: {exc}]", usage=usage, budget=budget
@@ -128,16 +178,39 @@ def agent_loop(
             return AgentEnd(AgentTrajectory.End.MODEL_ERROR, usage, str(exc))
         usage.add_turn(prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens, cost=turn.cost)
         tick()
-        messages.append(turn.message)
+        content = turn.message.get("content")
+        content = storable(content) if isinstance(content, str) else ""
         calls = turn.message.get("tool_calls") or []
+        malformed = _calls_malformed(calls)
+        if malformed:  # refused: the turn is kept as text only, and the model is told why nothing ran
+            messages.append({"role": "assistant", "content": content})
+            stored_calls = [{"malformed": storable(repr(calls))[:2000]}]
+            calls = []
+        else:
+            calls = [
+                {
+                    **c,
+                    "function": {
+                        "name": storable(c["function"]["name"]),
+                        "arguments": storable(c["function"]["arguments"]),
+                    },
+                }
+                for c in calls
+            ]
+            said: dict[str, Any] = {**turn.message, "content": content}
+            if calls:
+                said["tool_calls"] = calls
+            messages.append(said)
+            stored_calls = [
+                {"id": storable(c["id"]), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                for c in calls
+            ]
         steps.record(
             role=AgentStep.Role.ASSISTANT,
-            content=turn.message.get("content") or "",
+            content=content,
             usage=usage,
             budget=budget,
-            tool_calls=[
-                {"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in calls
-            ],
+            tool_calls=stored_calls,
             prompt_tokens=turn.prompt_tokens,
             completion_tokens=turn.completion_tokens,
             cost=None if turn.cost is None else Decimal(str(turn.cost)).quantize(Decimal("0.000001")),
@@ -149,12 +222,20 @@ def agent_loop(
             ended = overspent
             break
         submitted = False
-        for call in calls:
+        disk_over = ""
+        per_turn = settings.AGENT_TOOL_CALLS_PER_TURN
+        for number, call in enumerate(calls):
             name = call["function"]["name"]
             seconds_left = tick()
             begun = clock()
             if submitted:
                 output = "not run: the answer was already submitted"
+            elif number >= per_turn:
+                output = f"not run: at most {per_turn} tool calls per turn"
+            elif steps.full:
+                output = "not run: the trajectory's size cap is reached; the item ends"
+            elif disk_over:
+                output = "not run: the workspace is over its limit; the item ends"
             elif seconds_left <= 0:
                 output = "not run: the wall-time budget is spent"
             else:
@@ -167,6 +248,13 @@ def agent_loop(
                     seconds_left=seconds_left,
                 )
                 output, submitted = result.output, result.submitted
+                if name in WRITING_TOOLS and (
+                    disk_over := workspace.over_limits(
+                        disk_bytes=limits.disk_bytes, files=settings.AGENT_WORKSPACE_FILES
+                    )
+                ):
+                    output += f"\n[{disk_over}: the item ends]"
+            output = storable(output)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
             tick()
             steps.record(
@@ -181,11 +269,16 @@ def agent_loop(
         if submitted:
             ended = AgentTrajectory.End.SUBMITTED
             break
+        if disk_over:
+            ended = AgentTrajectory.End.DISK
+            break
         tick()
         if usage.exhausted(budget):
             continue  # the check at the top ends it
         note = f"Budget left: {left_text(usage.left(budget))}."
-        if not calls:
+        if malformed:
+            note = f"error: your tool calls were malformed and none ran ({malformed}). {note}"
+        elif not calls:
             note = f"Use the tools to work on the file, and call `{SUBMIT}` when done. {note}"
         messages.append({"role": "user", "content": note})
         steps.record(role=AgentStep.Role.USER, content=note, usage=usage, budget=budget)

@@ -19,6 +19,9 @@ class AgentTrajectory(models.Model):
         SECONDS = "seconds", "wall-time budget"
         COST = "cost", "cost budget"
         MODEL_ERROR = "model_error", "the model call failed"
+        STORAGE = "storage", "trajectory size cap"
+        DISK = "disk", "workspace disk limit"
+        ERROR = "error", "the item failed"
 
     run = models.ForeignKey("evaluation.EvaluationRun", on_delete=models.CASCADE, related_name="trajectories")
     snippet = models.ForeignKey("benchmarks.Snippet", on_delete=models.PROTECT, related_name="+")

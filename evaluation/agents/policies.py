@@ -8,6 +8,7 @@ second submits without changing anything (0%). They take the same loop, tools an
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 
 from evaluation.agents.tools import SUBMIT, TOOLS
@@ -19,7 +20,10 @@ Policy = Callable[[list[dict], float], ToolTurn]  # (messages so far, seconds le
 
 def model_policy(call: ModelCall) -> Policy:
     def turn(messages: list[dict], seconds_left: float) -> ToolTurn:
-        return converse(call, messages, tools=TOOLS, timeout=max(1.0, seconds_left))
+        # No attempt or retry back-off of the call goes past the item's wall-time budget.
+        return converse(
+            call, messages, tools=TOOLS, timeout=max(1.0, seconds_left), deadline=time.monotonic() + seconds_left
+        )
 
     return turn
 

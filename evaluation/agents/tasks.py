@@ -16,12 +16,13 @@ from dataclasses import replace
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from benchmarks import visibility
 from benchmarks.selectors import protocol_get
 from evaluation import services
 from evaluation.agents.budget import Budget
-from evaluation.agents.loop import agent_loop, system_prompt, trajectory_start
+from evaluation.agents.loop import agent_loop, storable, system_prompt, trajectory_start
 from evaluation.agents.models import AgentTrajectory
 from evaluation.agents.policies import Policy, model_policy, placeholder_policy, reference_policy
 from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, workspace_files
@@ -55,6 +56,8 @@ def _ended_text(trajectory: AgentTrajectory) -> str:
         AgentTrajectory.End.SECONDS: f"the wall-time budget ran out ({trajectory.seconds:.0f} of "
         f"{budget.get('seconds'):g} s)",
         AgentTrajectory.End.COST: f"the cost budget ran out ({trajectory.cost} of {budget.get('cost'):g} USD)",
+        AgentTrajectory.End.DISK: "the workspace went over its disk or file limit",
+        AgentTrajectory.End.STORAGE: "the trajectory reached its size cap",
     }
     return said.get(trajectory.ended_by, trajectory.get_ended_by_display())
 
@@ -137,6 +140,22 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
     except SandboxError as exc:
         _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
         return
+    except (OperationalError, InterfaceError):
+        raise  # the database is away: database_outage_outlasted waits for it and runs the item again
+    except Exception as exc:  # anything else the agent's item raised ends it, so the run can finish
+        logger.exception("agent item run %s item %s/%s failed", run.pk, snippet.pk, sample)
+        reason = f"the agent's item failed: {type(exc).__name__}: {exc}"[:2000]
+        AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample, ended_by="").update(
+            ended_by=AgentTrajectory.End.ERROR
+        )
+        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, storable(reason))
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=sample,
+            verdict=verdict,
+            generation=Generation.objects.filter(run=run, snippet=snippet, sample=sample).first(),
+        )
     _item_ended(run)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from evaluation.agents.workspace import Workspace, WorkspaceError
-from evaluation.sandbox import Limits, Session
+from evaluation.sandbox import EnvironmentBuildError, Limits, SandboxError, Session
 
 SUBMIT = "submit"
 
@@ -57,6 +57,7 @@ TOOLS = [
     ),
 ]
 TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOLS)
+WRITING_TOOLS = frozenset({"run", "write_file", "edit_file"})  # the workspace is measured after each
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,33 @@ def _capped(text: str, truncated: bool, cap: int) -> str:
     return text + (f"\n[output cut at {cap} bytes per stream]" if truncated else "")
 
 
+def output_cut(text: str, cap: int) -> str:
+    """At most `cap` bytes of UTF-8 (a character is never split), the cut said."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= cap:
+        return text
+    return (
+        data[:cap].decode("utf-8", "ignore") + f"\n[output cut at {cap} bytes; read a part with `run` "
+        f"(head, sed -n, grep)]"
+    )
+
+
 def tool_call(
     *, name: str, arguments: str, workspace: Workspace, session: Session, limits: Limits, seconds_left: float
 ) -> ToolResult:
-    """Carry out one tool call; every failure is an output the model reads, never an exception."""
+    """Carry out one tool call; every failure is an output the model reads, never an exception. A file tool's
+    output is cut at AGENT_OUTPUT_BYTES (`run` cuts each stream at it)."""
+    result = _tool_call(
+        name=name, arguments=arguments, workspace=workspace, session=session, limits=limits, seconds_left=seconds_left
+    )
+    if name == "run":
+        return result
+    return replace(result, output=output_cut(result.output, settings.AGENT_OUTPUT_BYTES))
+
+
+def _tool_call(
+    *, name: str, arguments: str, workspace: Workspace, session: Session, limits: Limits, seconds_left: float
+) -> ToolResult:
     try:
         args = json.loads(arguments or "{}")
         if not isinstance(args, dict):
@@ -110,11 +134,24 @@ def tool_call(
             return ToolResult(f"wrote {args['path']}")
         if name == "edit_file":
             return ToolResult(_edit(workspace, str(args["path"]), str(args["old_string"]), str(args["new_string"])))
-        return ToolResult("\n".join(workspace.listing(str(args.get("path") or "."))) or "(no files)")
+        return ToolResult(_listing(workspace, str(args.get("path") or ".")))
     except KeyError as exc:
         return ToolResult(f"error: missing argument {exc.args[0]!r}")
     except WorkspaceError as exc:
         return ToolResult(f"error: {exc}")
+    except (SandboxError, EnvironmentBuildError):
+        raise  # the worker's sandbox failed, not the agent: the item is retried
+    except Exception as exc:  # noqa: BLE001 -- what the agent's arguments or files make a tool raise, it reads
+        return ToolResult(f"error: {type(exc).__name__}: {exc}")
+
+
+def _listing(workspace: Workspace, path: str) -> str:
+    cap = settings.AGENT_LIST_ENTRIES
+    found = workspace.listing(path, limit=cap + 1)
+    text = "\n".join(found[:cap]) or "(no files)"
+    if len(found) > cap:
+        text += f"\n[more files not named: the listing stops at {cap} files; narrow the path or use `run`]"
+    return text
 
 
 def _edit(workspace: Workspace, path: str, old: str, new: str) -> str:

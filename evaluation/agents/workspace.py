@@ -3,7 +3,8 @@ between turns, and the answer read back from it.
 
 What the workspace holds: every file of the task except its hidden ones (`task_hidden_files`: the test entry point
 and reference copies), the snippet's file masked exactly as the single-shot prompt shows it, every other annotated
-file without its marker lines, and the paper unless the run is the without-paper ablation.
+file without its marker lines, and the paper unless the run is the without-paper ablation (then no
+`paper2code_paper.*` file in any folder).
 
 The answer (`answer_read`): the masked file is prefix + placeholder + suffix, the placeholder being the two TODO
 lines with their line ends. The agent's final version of that file must still start with the prefix and end with
@@ -18,8 +19,11 @@ and its use (each command's processes die with it).
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
-import shutil
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -27,10 +31,14 @@ from django.conf import settings
 
 from benchmarks.paper2code import strip_markers
 from benchmarks.paper2code.prompt import Protocol
+from benchmarks.paper2code.pset import PAPER_TEXT_NAMES
 from benchmarks.selectors import snippet_masked
+
+logger = logging.getLogger(__name__)
 
 SANDBOX_UID = SANDBOX_GID = 65534  # the bwrap backend's sandbox user, who must own the workspace
 FILE_BYTES_MAX = 2 * 1024 * 1024
+PAPER_STEM = PurePosixPath(PAPER_TEXT_NAMES[0]).stem + "."  # paper2code_paper.*
 
 
 class WorkspaceError(ValueError):
@@ -75,7 +83,7 @@ def workspace_files(
     )
     start: dict[str, bytes] = {}
     for path, data in files.items():
-        if path in hidden or (path == task.paper_path and not with_paper):
+        if path in hidden or (not with_paper and _is_paper(path, task.paper_path)):
             continue
         if path == snippet.file_path:
             data = masked.text.encode("utf-8")
@@ -83,6 +91,11 @@ def workspace_files(
             data = strip_markers(data.decode("utf-8")).encode("utf-8")
         start[path] = data
     return start, masked
+
+
+def _is_paper(path: str, paper_path: str) -> bool:
+    """The paper in any of its forms (a package may carry the .tex and the .md, or a PDF)."""
+    return path == paper_path or PurePosixPath(path).name.startswith(PAPER_STEM)
 
 
 def answer_read(*, final: str | None, masked: MaskedFile) -> tuple[str | None, str]:
@@ -111,8 +124,10 @@ class Workspace:
     @classmethod
     def create(cls, *, name: str, files: dict[str, bytes]) -> Workspace:
         root = Path(settings.AGENT_WORKSPACE_DIR) / name
-        if root.exists():
-            shutil.rmtree(root)
+        if os.path.lexists(root):  # a lost attempt's workspace, whatever the agent left in it
+            cls(root).remove()
+            if os.path.lexists(root):
+                raise OSError(f"the stale workspace {root} could not be removed")
         root.mkdir(parents=True, mode=0o700)
         workspace = cls(root)
         for path, data in files.items():
@@ -120,15 +135,28 @@ class Workspace:
         return workspace
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Remove the workspace, never raising: `rm -rf` walks any depth the agent made (Python's rmtree recurses
+        and fails past ~1000 levels); a failure is logged and the next attempt's `create` tries again."""
+        try:
+            subprocess.run(
+                ["rm", "-rf", "--one-file-system", "--", str(self.root)], capture_output=True, timeout=600, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            logger.error("workspace %s not removed: %s", self.root, exc)
+        if os.path.lexists(self.root):
+            logger.error("workspace %s is still there after rm -rf", self.root)
 
     def owned_by_sandbox(self) -> None:
-        """Before a command: the sandbox user owns everything (as root only; a non-root worker runs local only)."""
+        """Before a command: the sandbox user owns everything (as root only; a non-root worker runs local only).
+        `chown -R` (links not followed) walks any depth and path length the agent made."""
         if os.geteuid() != 0:
             return
-        for folder, dirs, names in os.walk(self.root):
-            for entry in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
-                os.lchown(entry, SANDBOX_UID, SANDBOX_GID)
+        subprocess.run(
+            ["chown", "-R", "-P", "-h", f"{SANDBOX_UID}:{SANDBOX_GID}", "--", str(self.root)],
+            capture_output=True,
+            timeout=600,
+            check=False,
+        )
 
     def resolve(self, path: str) -> Path:
         """The real path of `path` (relative to the workspace, or /sandbox/...), refused if it leaves it."""
@@ -170,14 +198,46 @@ class Workspace:
             handle.write(data)
         os.replace(tmp, target)
 
-    def listing(self, path: str = ".") -> list[str]:
+    def over_limits(self, *, disk_bytes: int, files: int) -> str:
+        """Why the workspace is over its disk or file-count limit ("" if it is not): measured, not enforced (a hard
+        quota is future work, docs/AGENT_RUNS.md), so a command may overshoot before it is found."""
+        used, count = 0, 0
+        for path in _files_under(self.root, folders_too=True):
+            count += 1
+            try:
+                used += os.lstat(path).st_blocks * 512  # allocated, so a sparse file counts what it holds
+            except OSError:
+                continue
+            if used > disk_bytes or count > files:
+                break
+        if used > disk_bytes:
+            return f"the workspace uses more than {disk_bytes} bytes, over the workspace's limit"
+        if count > files:
+            return f"the workspace holds more than {files} files and folders, over the workspace's limit"
+        return ""
+
+    def listing(self, path: str = ".", *, limit: int | None = None) -> list[str]:
+        """The files under `path`, sorted; with a limit, the walk stops after that many (those then sorted)."""
         top = self.resolve(path)
         if not top.is_dir():
             raise WorkspaceError(f"{path}: no such folder")
         root = self.root.resolve()
-        found = []
-        for folder, dirs, names in os.walk(top):
-            dirs.sort()
-            for name in sorted(names):
-                found.append(str((Path(folder) / name).relative_to(root)))
-        return sorted(found)
+        return sorted(str(Path(found).relative_to(root)) for found in itertools.islice(_files_under(top), limit))
+
+
+def _files_under(top: Path, *, folders_too: bool = False) -> Iterator[str]:
+    """Every file under `top` (and folder, if asked), links not followed, by an explicit stack (os.walk recurses:
+    an agent's deep tree would raise RecursionError)."""
+    folders = [str(top)]
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue  # unreadable or too long a path: not listed
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+                if folders_too:
+                    yield entry.path
+            else:
+                yield entry.path

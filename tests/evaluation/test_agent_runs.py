@@ -492,3 +492,357 @@ def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root
     outcome = Outcome.objects.get(run=run, snippet=snippet)
     assert outcome.status == "error" and "no longer trusted with held-out prompts" in outcome.detail
     assert not AgentTrajectory.objects.filter(run=run).exists()
+
+
+# An agent cannot crash its item (attack review 1, finding 1)
+
+
+def _scripted_loop(run, snippet, tmp_path, budget: Budget, turns: list[dict]):
+    """The loop with a policy that plays `turns` (assistant messages) in order, the last one repeated."""
+    from evaluation.llm import ToolTurn
+
+    task = snippet.task
+    start, masked = workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=run.protocol),
+        with_paper=True,
+    )
+    workspace = Workspace.create(name="item", files=start)
+    trajectory = trajectory_start(run=run, snippet=snippet, sample=0, budget=budget)
+
+    def policy(messages, seconds_left):
+        done = sum(1 for m in messages if m["role"] == "assistant")
+        return ToolTurn(
+            message={"role": "assistant", **turns[min(done, len(turns) - 1)]},
+            prompt_tokens=1,
+            completion_tokens=1,
+            latency=0.0,
+            cost=0.0,
+            attempts=1,
+        )
+
+    end = agent_loop(
+        trajectory=trajectory,
+        policy=policy,
+        system="system",
+        prompt="the task",
+        workspace=workspace,
+        session=_local_session(tmp_path),
+        limits=Limits(wall_seconds=30, output_bytes=16384),
+        budget=budget,
+    )
+    return end, workspace, trajectory
+
+
+def _raw_call(number: int, name, arguments) -> dict:
+    return {"id": f"call_{number}", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_nul_bytes_undecodable_text_and_malformed_tool_calls_are_errors_the_model_reads(
+    version, workspace_dir, tmp_path
+):
+    """Each of these raised out of the loop (a DataError on NUL in text, UnicodeDecodeError, ValueError on a NUL in
+    a path, UnicodeEncodeError on a lone surrogate, TypeError on a null tool name): the item had no outcome and was
+    re-delivered forever. Each is now an error the model reads, every step is stored, and the agent goes on."""
+    budget = Budget(turns=20, tokens=100000, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    turns = [
+        {"content": "", "tool_calls": [_call(0, "run", command="printf 'a\\000b'")]},
+        {"content": "", "tool_calls": [_call(1, "write_file", path="bin.dat", content="x")]},
+        {"content": "", "tool_calls": [_call(2, "run", command="printf 'nul\\000\\377\\376' > bin.dat")]},
+        {"content": "", "tool_calls": [_call(3, "read_file", path="bin.dat")]},
+        {"content": "", "tool_calls": [_call(4, "edit_file", path="bin.dat", old_string="nul", new_string="x")]},
+        {"content": "", "tool_calls": [_call(5, "read_file", path="a\u0000b")]},
+        {"content": "", "tool_calls": [_call(6, "write_file", path="s.txt", content="lone \ud800 surrogate")]},
+        {"content": "text with a NUL \u0000 and a lone \udc80", "tool_calls": [_call(7, "list_files")]},
+        {"content": "", "tool_calls": [_raw_call(8, None, "{}")]},
+        {"content": "", "tool_calls": [{"id": 9, "function": "run"}]},
+        {"content": "", "tool_calls": "not a list"},
+        {"content": "", "tool_calls": [_raw_call(11, "run", {"command": "true"})]},
+        {"content": "", "tool_calls": [_call(12, "submit")]},
+    ]
+    end, _, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
+    assert end.ended_by == "submitted" and end.usage.turns == len(turns)
+    steps = list(AgentStep.objects.filter(trajectory=trajectory))
+    text = "\n".join(s.content for s in steps) + json.dumps([s.tool_calls for s in steps])
+    assert "\x00" not in text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    tools = [s.content for s in steps if s.role == "tool"]
+    assert "a\ufffdb" in tools[0]
+    assert "\ufffd" in tools[3] and "error:" in tools[4] and "error:" in tools[5] and "error:" in tools[6]
+    assert "text with a NUL \ufffd" in next(s.content for s in steps if s.role == "assistant" and "NUL" in s.content)
+    refused = [s.content for s in steps if s.role == "user" and "malformed" in s.content]
+    assert len(refused) == 4, [s.content for s in steps if s.role == "user"]
+
+
+def test_an_exception_inside_an_agent_item_ends_it_as_an_error_with_the_reason(version, workspace_dir, monkeypatch):
+    """Unguarded, any exception escaping the loop left the item without an outcome (the run never finished)."""
+    from evaluation.agents import tasks
+    from evaluation.models import Outcome
+
+    def broken(**kwargs):
+        raise RuntimeError("something the agent did")
+
+    monkeypatch.setattr(tasks, "agent_loop", broken)
+    run = services.run_start(
+        model=ModelEntry.objects.get(name="reference"), version=version, mode="agent", dispatch=False
+    )
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    snippet = _snippet(version)
+    tasks.item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
+    outcome = Outcome.objects.get(run=run, snippet=snippet)
+    assert outcome.status == "error" and "RuntimeError: something the agent did" in outcome.detail
+    assert AgentTrajectory.objects.get(run=run).ended_by == "error"
+    assert not any(workspace_dir.iterdir())
+
+
+def _deep_tree(root, depth: int = 1500) -> None:
+    import subprocess
+
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import os\nfor _ in range({depth}): os.mkdir('d'); os.chdir('d')\nopen('leaf.txt', 'w').write('x')",
+        ],
+        cwd=root,
+        check=True,
+    )
+
+
+def test_a_deep_folder_tree_neither_crashes_the_tools_nor_outlives_the_workspace(workspace_dir):
+    """Unguarded, a 1500-deep tree raised RecursionError in owned_by_sandbox, listing and remove (the workspace
+    stayed), and again in Workspace.create at re-delivery: the item was stuck."""
+    import subprocess
+
+    try:
+        workspace = Workspace.create(name="deep", files={"a.py": b"x = 1\n"})
+        _deep_tree(workspace.root)
+        workspace.owned_by_sandbox()
+        assert "a.py" in workspace.listing()
+        workspace.remove()
+        assert not workspace.root.exists()
+        stale = Workspace.create(name="stale", files={"a.py": b"x = 1\n"})
+        _deep_tree(stale.root)
+        again = Workspace.create(name="stale", files={"b.py": b"y = 2\n"})  # re-delivery: the stale one goes
+        assert again.listing() == ["b.py"]
+    finally:  # pytest's own clean-up of tmp_path would recurse into a tree left by a failure
+        subprocess.run(["rm", "-rf", str(workspace_dir)], check=False)
+
+
+def test_tool_outputs_listings_calls_per_turn_and_the_stored_trajectory_are_capped(
+    version, workspace_dir, tmp_path, settings
+):
+    """Unguarded: list_files over many files and read_file of 2 MB went back whole, one turn's calls were
+    unlimited (300 MB of steps in one turn), and the stored trajectory had no size bound."""
+    settings.AGENT_OUTPUT_BYTES, settings.AGENT_LIST_ENTRIES = 4000, 50
+    settings.AGENT_TOOL_CALLS_PER_TURN, settings.AGENT_TRAJECTORY_BYTES = 3, 60_000
+    budget = Budget(turns=50, tokens=100000, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    turns = [
+        {
+            "content": "",
+            "tool_calls": [
+                _call(
+                    0,
+                    "run",
+                    command="mkdir many && cd many && seq 500 | xargs touch; "
+                    "head -c 100000 /dev/zero | tr '\\0' x > ../big.txt",
+                )
+            ],
+        },
+        {"content": "", "tool_calls": [_call(1, "list_files", path="many")]},
+        {"content": "", "tool_calls": [_call(10 + n, "read_file", path="big.txt") for n in range(40)]},
+    ]
+    end, _, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
+    steps = list(AgentStep.objects.filter(trajectory=trajectory))
+    tools = [s for s in steps if s.role == "tool"]
+    listing = tools[1].content
+    assert len(listing.splitlines()) <= 51 and "listing stops at 50 files" in listing
+    read = tools[2].content
+    assert len(read.encode()) <= 4100 and "[output cut at 4000 bytes" in read
+    first_reads = tools[2:42]  # the first turn of 40 reads
+    assert [s.content.startswith("not run: at most 3 tool calls per turn") for s in first_reads] == [False] * 3 + [
+        True
+    ] * 37
+    assert end.ended_by == "storage"
+    assert sum(len(s.content.encode()) for s in steps) <= 60_000 + 5000
+
+
+def test_the_without_paper_ablation_gives_no_copy_of_the_paper_in_any_format(version):
+    """Unguarded, only task.paper_path was left out: a package with both the .tex and the .md kept the other."""
+    snippet = _snippet(version)
+    task = snippet.task
+    files = {
+        **task_files(task),
+        "paper2code_paper.tex": b"\\section{x}",
+        "paper2code_paper.md": b"# x",
+        "paper2code_paper.pdf": b"%PDF",
+    }
+    start, _ = workspace_files(
+        snippet=snippet,
+        files=files,
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=version.protocol_id),
+        with_paper=False,
+    )
+    assert not [p for p in start if p.rsplit("/", 1)[-1].startswith("paper2code_paper.")]
+    with_paper, _ = workspace_files(
+        snippet=snippet,
+        files=files,
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=version.protocol_id),
+        with_paper=True,
+    )
+    assert {"paper2code_paper.tex", "paper2code_paper.md"} <= set(with_paper)
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf")])
+def test_a_budget_that_is_not_a_finite_number_is_refused_everywhere(version, number):
+    """Unguarded, NaN passed every check (every comparison with it is false) and inf was a budget without end."""
+    from django.core.exceptions import ValidationError
+    from django.core.management import CommandError, call_command
+
+    from benchmarks.validators import agent_budget_max_validate
+
+    with pytest.raises(ValueError, match="positive number"):
+        budget_for_run(version=version, requested={"seconds": number})
+    with pytest.raises(ValidationError, match="positive number"):
+        agent_budget_max_validate({"seconds": number})
+    with pytest.raises(CommandError, match="positive number"):
+        call_command("evaluate", model="reference", version=version.name, mode="agent", budget=[f"seconds={number}"])
+    assert not EvaluationRun.objects.exists()
+
+
+def test_model_call_retries_never_outlast_the_wall_time_budget(version, workspace_dir, tmp_path):
+    """Unguarded, every retry had the remaining time and each back-off slept whatever Retry-After said: a 2 s budget
+    against an endpoint answering 429 (Retry-After 3) took about 15 s."""
+    import time
+
+    budget = Budget(turns=10, tokens=100000, seconds=2, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    task = snippet.task
+    start, _ = workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=run.protocol),
+        with_paper=True,
+    )
+    with openai_server(failures=[429] * 20, retry_after=3) as server:
+        call = ModelCall(
+            model="openai/tooler", api_base=server.base_url, api_key="sk-test", private_addresses=True, max_retries=5
+        )
+        begun = time.monotonic()
+        end = agent_loop(
+            trajectory=trajectory_start(run=run, snippet=snippet, sample=0, budget=budget),
+            policy=model_policy(call),
+            system="system",
+            prompt="the task",
+            workspace=Workspace.create(name="item", files=start),
+            session=_local_session(tmp_path),
+            limits=Limits(wall_seconds=30, output_bytes=16384),
+            budget=budget,
+        )
+        took = time.monotonic() - begun
+    assert took < 4, took
+    assert end.ended_by == "seconds"
+    assert "wall-time budget" in AgentStep.objects.filter(role="assistant").last().content
+
+
+def test_an_agent_budget_of_seconds_stays_well_below_the_brokers_visibility_timeout(version, settings):
+    """Unguarded, a release could allow any seconds: an item running past the visibility timeout is redelivered
+    while it still runs (and the second delivery deletes the trajectory under the first)."""
+    from django.core.exceptions import ValidationError
+
+    from benchmarks.validators import agent_budget_max_validate
+
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1000}
+    agent_budget_max_validate({"seconds": 500})
+    with pytest.raises(ValidationError, match="above 500 s, half the broker's visibility timeout"):
+        agent_budget_max_validate({"seconds": 501})
+    version.agent_budget_max = {"seconds": 900}
+    version.save()
+    with pytest.raises(ValueError, match="above 500 s, half the broker's visibility timeout"):
+        budget_for_run(version=version, requested=None)
+    assert budget_for_run(version=version, requested={"seconds": 400}).seconds == 400
+
+
+@pytest.mark.parametrize(
+    "command", ["head -c 3000000 /dev/urandom > big.bin", "mkdir m && cd m && seq 300 | xargs touch"]
+)
+def test_a_workspace_over_its_disk_or_file_limit_ends_the_item(version, workspace_dir, tmp_path, settings, command):
+    """Unguarded, nothing bounded a workspace's size (a bind mount of a worker folder; RLIMIT_FSIZE is per file):
+    six 15 MB files under a 16 MB limit. The workspace is measured after every command and write."""
+    from evaluation.llm import ToolTurn
+
+    settings.AGENT_WORKSPACE_FILES = 200
+    budget = Budget(turns=10, tokens=100000, seconds=60, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    task = snippet.task
+    start, _ = workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=run.protocol),
+        with_paper=True,
+    )
+    turns = [
+        [_call(0, "run", command=command), _call(1, "write_file", path="never.txt", content="x")],
+        [_call(2, "write_file", path="later.txt", content="x")],
+    ]
+
+    def policy(messages, seconds_left):
+        done = sum(1 for m in messages if m["role"] == "assistant")
+        return ToolTurn(
+            message={"role": "assistant", "content": "", "tool_calls": turns[min(done, 1)]},
+            prompt_tokens=1,
+            completion_tokens=1,
+            latency=0.0,
+            cost=0.0,
+            attempts=1,
+        )
+
+    workspace = Workspace.create(name="item", files=start)
+    end = agent_loop(
+        trajectory=trajectory_start(run=run, snippet=snippet, sample=0, budget=budget),
+        policy=policy,
+        system="system",
+        prompt="the task",
+        workspace=workspace,
+        session=_local_session(tmp_path),
+        limits=Limits(wall_seconds=30, output_bytes=16384, disk_bytes=1024 * 1024),
+        budget=budget,
+    )
+    assert end.ended_by == "disk" and end.usage.turns == 1
+    tools = [s.content for s in AgentStep.objects.filter(role="tool")]
+    assert "over the workspace's limit" in tools[0] and tools[1].startswith("not run")
+    assert not (workspace.root / "never.txt").exists()
+
+
+def test_a_near_copy_of_the_reference_in_any_text_file_is_hidden(media_root, tmp_path):
+    """Unguarded, only a .py file with an exact copy was hidden: the reference with CRLF line ends, or in a .txt
+    note, stayed in the workspace (an attacker's agent read it, spliced it and passed)."""
+    import shutil
+
+    from evaluation.taskfiles import task_hidden_files as hidden_files
+
+    snippet = _snippet(pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version)
+    shutil.copytree(DEMO_PSET, tmp_path / "pset")
+    task_folder = next(
+        p.parent
+        for p in (tmp_path / "pset").rglob(snippet.file_path)
+        if (p.parent / snippet.task.test_entry_point).exists()
+    )
+    reference = snippet.reference_code
+    (task_folder / "ref_crlf.py").write_bytes(("# kept\n" + reference).replace("\n", "\r\n").encode())
+    (task_folder / "notes").mkdir()
+    (task_folder / "notes" / "impl.txt").write_text(
+        "notes:\n" + "\n".join("  " + line.strip() + "  " for line in reference.splitlines())
+    )
+    (task_folder / "innocent.txt").write_text("nothing here\n")
+    version = pset_import(root=tmp_path / "pset", version_name="2.0.0", publish=True).version
+    task = version.tasks.get(paper__slug=snippet.task.paper.slug)
+    hidden = hidden_files(task)
+    assert {"ref_crlf.py", "notes/impl.txt"} <= hidden and "innocent.txt" not in hidden
