@@ -17,6 +17,7 @@ GUIDES = {
     "format": ("FORMAT.md", "The task format"),
     "submitting": ("SUBMITTING.md", "Preparing and submitting a paper"),
     "leaderboard": ("LEADERBOARD.md", "Getting on the leaderboard"),
+    "agent-runs": ("AGENT_RUNS.md", "Agent runs"),
 }
 # What each guide is for, in a line: the guides index says it to whoever does not know which to read.
 PURPOSES = {
@@ -25,6 +26,8 @@ PURPOSES = {
     "submitting": "How to prepare a paper and its code, submit it through the site and pass validation (for authors).",
     "leaderboard": "How to get a model on the leaderboard: register it, start a run or upload answers, read the "
     "scores (for model developers).",
+    "agent-runs": "How an agent run works: the workspace and tools the model gets, its budgets, how its answer is "
+    "read and scored, the trajectory's schema (for model developers).",
 }
 EXAMPLE_PAPER = "dampnest"  # the demo paper the example archive holds
 
