@@ -32,7 +32,12 @@ def submitted(name: str) -> tuple[Submission, ValidationReport]:
 
 
 def finished(report: ValidationReport) -> bool:
-    return ValidationReport.objects.get(pk=report.pk).status not in ("pending", "running")
+    """The report ended and its submission moved on: the worker ends the report, then moves the submission in a
+    second step, and a check between the two (CI, under load) saw a finished report on a submission not moved yet."""
+    report = ValidationReport.objects.select_related("revision__submission").get(pk=report.pk)
+    return report.status not in ("pending", "running") and (
+        report.revision.submission.state != Submission.State.VALIDATING
+    )
 
 
 def assert_validated_once(submission: Submission, report: ValidationReport) -> None:
