@@ -316,49 +316,41 @@ class BwrapSession(ForkingSession):
         )
 
     def _cold_run(self, *, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ExecResult:
-        env = self._env_for(limits)
-        setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
         unpack = f'PATH=/usr/bin:/bin tar -x -o -f - && printf "%s\\n" {STARTED} >&2 && exec "$@" </dev/null'
-        # The tmpfs folders come first: a venv under /tmp (as in tests) is bound on top of the new /tmp.
-        argv = [
-            _bwrap() or "bwrap",
-            *_sandbox_args(limits),
-            *self._mounts,
-            "--clearenv",
-            *setenv,
-            "--",
-            *_setpriv(),
-            "/bin/sh",
-            "-c",
-            unpack,
-            "rcb-unpack",
-            *command,
-        ]
-        cgroups = RunCgroups(limits)
-        try:
-            with _archive(files) as archive:
-                try:
-                    result = process_run(
-                        argv,
-                        cwd=Path("/"),
-                        limits=limits,
-                        backend="bwrap",
-                        env={"PATH": "/usr/bin:/bin"},
-                        preexec=_preexec(limits, cgroups, archive.fileno()),
-                    )
-                except (OSError, subprocess.SubprocessError) as exc:
-                    raise SandboxError(f"bwrap could not start: {exc}") from exc
-            oom = cgroups.oom_killed()
-        finally:
-            cgroups.remove()
-        return _started(result, oom)
+        with _archive(files) as archive:
+            return self._sandboxed(
+                script=unpack, name="rcb-unpack", args=command, limits=limits, stdin_fd=archive.fileno()
+            )
 
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
         """An agent's shell command with `workspace` as its writable work folder (owned by the sandbox user), no
         network and the run's limits; whatever it started dies when it ends (its pid namespace goes with it)."""
+        start = f'printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
+        with open(os.devnull, "rb") as devnull:
+            return self._sandboxed(
+                script=start,
+                name="rcb-command",
+                args=[command],
+                limits=limits,
+                stdin_fd=devnull.fileno(),
+                workspace=workspace,
+            )
+
+    def _sandboxed(
+        self,
+        *,
+        script: str,
+        name: str,
+        args: Sequence[str],
+        limits: Limits,
+        stdin_fd: int,
+        workspace: Path | None = None,
+    ) -> ExecResult:
+        """`/bin/sh -c script name *args` in a fresh bwrap sandbox as the sandbox user, under the run's limits and
+        its own cgroups; the one way a cold item and an agent's command start."""
         env = self._env_for(limits)
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
-        start = f'printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
+        # The tmpfs folders come first: a venv under /tmp (as in tests) is bound on top of the new /tmp.
         argv = [
             _bwrap() or "bwrap",
             *_sandbox_args(limits, workspace),
@@ -369,24 +361,23 @@ class BwrapSession(ForkingSession):
             *_setpriv(),
             "/bin/sh",
             "-c",
-            start,
-            "rcb-command",
-            command,
+            script,
+            name,
+            *args,
         ]
         cgroups = RunCgroups(limits)
         try:
-            with open(os.devnull, "rb") as devnull:
-                try:
-                    result = process_run(
-                        argv,
-                        cwd=Path("/"),
-                        limits=limits,
-                        backend="bwrap",
-                        env={"PATH": "/usr/bin:/bin"},
-                        preexec=_preexec(limits, cgroups, devnull.fileno()),
-                    )
-                except (OSError, subprocess.SubprocessError) as exc:
-                    raise SandboxError(f"bwrap could not start: {exc}") from exc
+            try:
+                result = process_run(
+                    argv,
+                    cwd=Path("/"),
+                    limits=limits,
+                    backend="bwrap",
+                    env={"PATH": "/usr/bin:/bin"},
+                    preexec=_preexec(limits, cgroups, stdin_fd),
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise SandboxError(f"bwrap could not start: {exc}") from exc
             oom = cgroups.oom_killed()
         finally:
             cgroups.remove()
