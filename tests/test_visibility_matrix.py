@@ -23,6 +23,7 @@ from benchmarks.services import pset_import, version_draft_create, version_publi
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
+from evaluation.selectors import run_snippets
 from submissions.services import submission_create
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +93,7 @@ def _finish(run: EvaluationRun, *, hostile_detail: bool) -> None:
     and tests as lines ending in `Error`) in its detail and output tails."""
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     leak = "\n".join(f"{ln} Error" for ln in (HIDDEN_CODE + HIDDEN_TEST).splitlines())
-    for snippet in services.run_snippets(run=run):
+    for snippet in run_snippets(run=run):
         generation = services.calibration_generation(run=run, snippet=snippet, sample=0)
         held = snippet.task.paper.slug == HIDDEN_SLUG
         verdict = Verdict("failed", "runtime", leak) if held and hostile_detail else Verdict("passed", "", "")

@@ -30,10 +30,10 @@ from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import item_execute, limits_for_release, session_for
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
+from evaluation.pipeline import SANDBOX_RETRIES, item, item_current, item_ended, retry_or_error
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
-from evaluation.tasks import SANDBOX_RETRIES, _item, _item_current, _item_ended, _retry_or_error
 from operations.watchdog import database_outage_outlasted
 
 logger = logging.getLogger(__name__)
@@ -66,12 +66,12 @@ def _ended_text(trajectory: AgentTrajectory) -> str:
 @database_outage_outlasted
 def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
     """Let the agent work on one item, store its trajectory as it goes, then score its answer (once)."""
-    run, snippet = _item(run_id, snippet_id)
-    if not _item_current(run, epoch):
+    run, snippet = item(run_id, snippet_id)
+    if not item_current(run, epoch):
         return
-    assert run is not None  # _item_current: a current run
+    assert run is not None  # item_current: a current run
     if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        _item_ended(run)
+        item_ended(run)
         return
     if not run_snippets(run=run).filter(pk=snippet.pk).exists():
         logger.error("run %s does not cover item %s (held out?); its agent does not start", run.pk, snippet.pk)
@@ -104,7 +104,7 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
             verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
             if not services.run_pause_if_failing(run=run):
-                _item_ended(run)
+                item_ended(run)
             return
         ended = _ended_text(trajectory)
         if trajectory.answer_problem:
@@ -138,7 +138,7 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
         )
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
     except SandboxError as exc:
-        _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
+        retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
         return
     except (OperationalError, InterfaceError):
         raise  # the database is away: database_outage_outlasted waits for it and runs the item again
@@ -156,7 +156,7 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
             verdict=verdict,
             generation=Generation.objects.filter(run=run, snippet=snippet, sample=sample).first(),
         )
-    _item_ended(run)
+    item_ended(run)
 
 
 def _agent_work(*, run: EvaluationRun, snippet, sample: int, limits) -> Generation:
