@@ -195,7 +195,8 @@ class AgentContainer:
             end.reader.join(timeout=max(60.0, limits.wall_seconds))
             with contextlib.suppress(OSError):
                 end.stream.close()
-            if not end.reader.is_alive() and not sink.over and self._exit_code(end) in (0, 1):
+            # tar: 1 for a file changed while read, 2 for one it could not read (left out, the rest archived).
+            if not end.reader.is_alive() and not sink.over and self._exit_code(end) in (0, 1, 2):
                 return True
         except SandboxError:
             pass
