@@ -199,6 +199,7 @@ def _agent_work(*, run: EvaluationRun, snippet, sample: int, limits) -> Generati
         )
         final = workspace.read_text(masked.path)
     finally:
+        session.workspace_close(workspace=workspace.root)
         workspace.remove()
     usage = end.usage
     if end.error:
