@@ -381,3 +381,132 @@ def test_an_uploaded_agent_run_is_scored_on_the_same_path_by_a_real_worker(
     first = outcomes[rows[0]["id"]]
     assert first.detail.startswith("an uploaded agent answer (self-reported: ended by submitted after 1 turn(s))")
     assert outcomes[rows[2]["id"]].detail.startswith("an uploaded agent answer without a trajectory (self-reported)")
+
+
+# ATIF-v1.4's fields per object (Harbor's RFC 0001): an export holds no other, as Harbor's models forbid extras.
+ATIF_ROOT = {"schema_version", "session_id", "agent", "steps", "notes", "final_metrics", "extra"}
+ATIF_AGENT = {"name", "version", "model_name", "extra"}
+ATIF_STEP = {
+    "step_id",
+    "timestamp",
+    "source",
+    "model_name",
+    "reasoning_effort",
+    "message",
+    "reasoning_content",
+    "tool_calls",
+    "observation",
+    "metrics",
+    "extra",
+}
+ATIF_CALL = {"tool_call_id", "function_name", "arguments"}
+ATIF_METRICS = {"prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "extra"}
+ATIF_RESULT = {"source_call_id", "content", "subagent_trajectory_ref"}
+ATIF_FINAL = {
+    "total_prompt_tokens",
+    "total_completion_tokens",
+    "total_cached_tokens",
+    "total_cost_usd",
+    "total_steps",
+    "extra",
+}
+
+
+def _atif_fields_check(document: dict) -> None:
+    assert set(document) <= ATIF_ROOT and set(document["agent"]) <= ATIF_AGENT
+    assert set(document["final_metrics"]) <= ATIF_FINAL
+    assert [step["step_id"] for step in document["steps"]] == list(range(1, len(document["steps"]) + 1))
+    for step in document["steps"]:
+        assert set(step) <= ATIF_STEP and step["source"] in ("system", "user", "agent")
+        assert isinstance(step["message"], str)
+        if step["source"] != "agent":  # agent-only fields
+            assert not {"model_name", "tool_calls", "metrics"} & set(step)
+        calls = {call["tool_call_id"] for call in step.get("tool_calls", [])}
+        for call in step.get("tool_calls", []):
+            assert set(call) == ATIF_CALL and isinstance(call["arguments"], dict)
+        assert set(step.get("metrics", {})) <= ATIF_METRICS
+        for result in step.get("observation", {"results": []})["results"]:
+            assert set(result) <= ATIF_RESULT
+            assert result["source_call_id"] is None or result["source_call_id"] in calls  # Harbor checks this too
+
+
+@pytest.mark.django_db
+def test_a_trajectory_exports_to_atif_with_tool_outputs_as_observations(version, model, author, maintainer, client):
+    steps = _trajectory()["steps"]
+    steps[2]["tool_calls"].append({"id": "c2", "name": "read_file", "arguments": "not json"})
+    steps += [
+        {"role": "tool", "content": "def f(): ...", "tool_call_id": "c2", "tool_name": "read_file", "duration": 0.01},
+        {"role": "tool", "content": "an output no call asked for", "tool_call_id": "zz", "tool_name": "run"},
+        {"role": "user", "content": "9 turns left"},
+        {"role": "assistant", "content": "done", "tool_calls": [{"id": "c3", "name": "submit", "arguments": "{}"}]},
+    ]
+    steps[-1]["cost"] = 0.0008  # known for every turn: the total is known too
+    response = _upload(author, version, _encode(_rows(version, trajectory=_trajectory(steps=steps))))
+    run = EvaluationRun.objects.get(pk=response.json()["id"])
+    outcome = _outcome(run, run.trajectories.get().snippet)
+    document = client.get(reverse("run-item-trajectory-atif", args=[run.pk, outcome.pk])).json()
+    _atif_fields_check(document)
+    assert document["schema_version"] == "ATIF-v1.4" and document["agent"]["version"] == "rcb-agent-trajectory/1"
+    sources = [step["source"] for step in document["steps"]]
+    assert sources == ["system", "user", "agent", "system", "user", "agent"]
+    turn = document["steps"][2]
+    assert turn["tool_calls"][0]["arguments"] == {"command": "ls"}
+    assert turn["tool_calls"][1]["arguments"] == {"_raw": "not json"}  # not a JSON object: the string kept whole
+    assert turn["observation"]["results"] == [
+        {"source_call_id": "c1", "content": "model.py\n"},
+        {"source_call_id": "c2", "content": "def f(): ..."},
+    ]
+    assert turn["metrics"] == {"prompt_tokens": 120, "completion_tokens": 8, "cost_usd": 0.0012}
+    assert turn["extra"]["budget_left"]["turns"] == 9 and turn["extra"]["tool_durations"]["c2"] == 0.01
+    orphan = document["steps"][3]
+    assert orphan["observation"]["results"] == [{"source_call_id": None, "content": "an output no call asked for"}]
+    assert orphan["extra"]["tool_call_id"] == "zz"
+    assert document["steps"][5]["metrics"] == {"cost_usd": 0.0008}, "no tokens given: none said, never zeros"
+    final = document["final_metrics"]
+    assert (final["total_prompt_tokens"], final["total_steps"], final["total_cost_usd"]) == (120, 6, 0.002)
+
+
+@pytest.mark.django_db
+def test_the_atif_export_follows_the_items_visibility(media_root, maintainer, client):
+    """A held-out item's trajectory: none to a visitor in either format, the maintainer gets both."""
+    draft = pset_import(root=DEMO_PSET, version_name="held-1.0.0").version
+    held_task = draft.tasks.order_by("paper__slug").first()
+    version_task_set(version=draft, task=held_task, split=VersionTask.Split.HELD_OUT)
+    version = version_publish(version=draft, downloads_inline=True)
+    from evaluation.models import ModelEntry
+
+    run = EvaluationRun.objects.create(
+        model=ModelEntry.objects.get(name="reference"),
+        version=version,
+        mode="agent",
+        covers_held_out=True,
+        status="completed",
+    )
+    secret = Snippet.objects.filter(task=held_task).order_by("pk").first()
+    trajectory = AgentTrajectory.objects.create(run=run, snippet=secret, ended_by="submitted", cost=None)
+    AgentStep.objects.create(trajectory=trajectory, index=0, role="tool", content="held-out output")
+    outcome = _outcome(run, secret)
+    for name in ("run-item-trajectory", "run-item-trajectory-atif"):
+        assert client.get(reverse(name, args=[run.pk, outcome.pk])).status_code == 404
+    client.force_login(maintainer)
+    document = client.get(reverse("run-item-trajectory-atif", args=[run.pk, outcome.pk])).json()
+    _atif_fields_check(document)
+    assert document["steps"][0]["observation"]["results"][0]["content"] == "held-out output"
+    assert "total_cost_usd" not in document["final_metrics"], "an unknown cost is left out, never 0"
+
+
+@pytest.mark.django_db
+def test_the_guides_example_lines_upload_as_written(version, model, author):
+    import re
+
+    from tests.conftest import REPO
+
+    guide = (REPO / "docs" / "AGENT_RUNS.md").read_text()
+    section = guide.split("## Bring your own agent (uploads)")[1]
+    example = [json.loads(line) for line in re.findall(r"```json\n(.*?)```", section, re.S)[0].splitlines()]
+    rows = _rows(version)
+    for row, line in zip(rows, example, strict=False):  # the guide's ids stand for the release's first items
+        row.update({key: value for key, value in line.items() if key != "id"})
+    response = _upload(author, version, _encode(rows))
+    assert response.status_code == 201, response.content[:500]
+    assert AgentStep.objects.filter(trajectory__run_id=response.json()["id"]).count() == 4
