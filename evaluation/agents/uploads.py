@@ -132,6 +132,10 @@ def agent_line_parse(row, *, snippets: dict, version, protocol: str, steps_max: 
     return replace(parsed, trajectory=trajectory)
 
 
+def _same_int(value, expected: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == expected
+
+
 def _int(value, path: str, *, most: int, null: bool = False) -> int | None:
     if value is None and null:
         return None
@@ -202,7 +206,7 @@ def _call(value, path: str) -> dict:
 
 def _step(value, path: str, index: int) -> dict:
     _object(value, path, STEP_KEYS)
-    if "index" in value and (isinstance(value["index"], bool) or value["index"] != index):
+    if "index" in value and not _same_int(value["index"], index):
         raise Bad(f"{path}.index", f"must be {index}, the step's place in the list")
     role = value.get("role")
     if role not in AgentStep.Role.values:
@@ -280,7 +284,7 @@ def trajectory_check(value, *, item: str, sample: int) -> dict:
     snippet = value.get("snippet", item)
     if isinstance(snippet, (bool, list, dict)) or str(snippet) != item:
         raise Bad("trajectory.snippet", "must be the line's id (or left out)")
-    if "sample" in value and (isinstance(value["sample"], bool) or value["sample"] != sample):
+    if "sample" in value and not _same_int(value["sample"], sample):
         raise Bad("trajectory.sample", "must be the line's sample (or left out)")
     if value.get("answer_problem", "") != "":
         raise Bad("trajectory.answer_problem", 'must be empty: the answer is the line\'s "code"')

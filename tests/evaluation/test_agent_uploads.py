@@ -243,6 +243,7 @@ WRONG_TYPES = [
     (3, "tool_name", "x" * 51, "trajectory.steps[3].tool_name: is 51 characters", "raises"),
     (3, "duration", "slow", "trajectory.steps[3].duration: must be a finite number", "raises"),
     (3, "role", "root", "trajectory.steps[3].role: must be one of", "stored"),
+    (3, "index", 3.0, "trajectory.steps[3].index: must be 3", "stored"),
 ]
 
 
