@@ -273,8 +273,16 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
             for s in held
         ]
         + [("an outcome of another run", {"pk": own, "outcome_pk": _outcome(ref, held[0]).pk}, "", NOT_FOUND)],
-        # Single-shot runs have no trajectory: none to anyone (an agent run's held-out trajectory: test_agent_runs).
+        # Single-shot runs have no trajectory: none to anyone, in either format (an agent run's held-out trajectory:
+        # test_agent_runs, test_agent_uploads).
         "run-item-trajectory": [
+            ("public single-shot item", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "", NOT_FOUND)
+        ]
+        + [
+            (f"held-out single-shot item {s.name}", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", NOT_FOUND)
+            for s in held
+        ],
+        "run-item-trajectory-atif": [
             ("public single-shot item", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "", NOT_FOUND)
         ]
         + [

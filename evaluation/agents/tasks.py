@@ -25,6 +25,7 @@ from evaluation.agents.budget import Budget
 from evaluation.agents.loop import agent_loop, storable, system_prompt, trajectory_start
 from evaluation.agents.models import AgentTrajectory
 from evaluation.agents.policies import Policy, model_policy, placeholder_policy, reference_policy
+from evaluation.agents.uploads import uploaded_ended_text
 from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, workspace_files
 from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import item_execute, limits_for_release, session_for
@@ -99,15 +100,20 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
         generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
         if generation is None:
             generation = _agent_work(run=run, snippet=snippet, sample=sample, limits=limits)
-        trajectory = AgentTrajectory.objects.get(run=run, snippet=snippet, sample=sample)
+        trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
+        if run.params.get("uploaded"):  # an agent's answer made elsewhere, its trajectory (if any) as uploaded
+            ended = uploaded_ended_text(trajectory)
+        elif trajectory is None:
+            raise AgentTrajectory.DoesNotExist(f"run {run.pk} item {snippet.pk}/{sample} has no trajectory")
+        else:
+            ended = _ended_text(trajectory)
         if generation.error:
             verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
             if not services.run_pause_if_failing(run=run):
                 item_ended(run)
             return
-        ended = _ended_text(trajectory)
-        if trajectory.answer_problem:
+        if trajectory is not None and trajectory.answer_problem:
             verdict = Verdict(
                 Outcome.Status.FAILED, Outcome.Category.WRONG_RESULT, f"{ended}; no answer: {trajectory.answer_problem}"
             )

@@ -11,6 +11,7 @@ from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_code_block, indent_width, prompt_hash
 from benchmarks.selectors import protocol_get, snippet_prompt
 from config.errors import ApplicationError
+from evaluation.agents import uploads as agent_uploads
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.services.models import EvaluationError
 from evaluation.services.runs import MAX_SAMPLES, run_protocol, run_quota_check
@@ -60,6 +61,7 @@ class UploadedAnswer:
     answer: str  # the raw model response ("" when the line gave `code`)
     code: str | None  # the snippet body re-indented to the snippet's indentation, or None: extract it from `answer`
     warning: str = ""  # what will likely go wrong with an answer that is stored anyway
+    trajectory: dict | None = None  # agent uploads: the line's checked trajectory (evaluation/agents/uploads.py)
 
 
 def answer_indent_warning(*, answer: str, snippet: Snippet, protocol: str) -> str:
@@ -140,6 +142,7 @@ def run_from_upload(
     user=None,
     with_paper: bool = True,
     protocol: str | None = None,
+    mode: str = "single",
 ) -> EvaluationRun:
     """Score uploaded generations (JSONL, see `upload_line_parse`) like the platform's own; all or nothing.
 
@@ -161,6 +164,7 @@ def run_from_upload(
     except UnicodeDecodeError as exc:
         raise UploadError([f"the file is not UTF-8 text (byte {exc.start})"]) from exc
     snippets = {str(s.pk): s for s in visibility.items_public(version=version)}
+    line_parse = agent_uploads.line_parser(mode=mode, version=version)  # agent: the line's trajectory checked too
     problems: list[str] = []
     rows: list[UploadedAnswer] = []
     warnings: list[str] = []
@@ -169,9 +173,11 @@ def run_from_upload(
         if not line.strip():
             continue
         try:
-            parsed = upload_line_parse(json.loads(line), snippets=snippets, version=version, protocol=protocol)
+            parsed = line_parse(json.loads(line), snippets=snippets, version=version, protocol=protocol)
         except json.JSONDecodeError as exc:
             parsed = f"not JSON ({exc.msg})"
+        except RecursionError:  # nested deeper than the parser goes: no line of ours is
+            parsed = "nested too deeply to be a line of generations"
         if isinstance(parsed, str):
             problems.append(f"line {number}: {parsed}")
         elif (str(parsed.snippet.pk), parsed.sample) in seen:
@@ -199,8 +205,10 @@ def run_from_upload(
         params={"uploaded": True},
         protocol=protocol,
         provenance=EvaluationRun.Provenance.SELF_REPORTED,
+        mode=mode,
     )
     upload_generations_store(run=run, rows=rows)
+    agent_uploads.trajectories_store(run=run, rows=rows)
     transaction.on_commit(lambda: run_dispatch_later(run=run))
     run.upload_warnings = warnings
     return run
