@@ -140,6 +140,7 @@ class RunStartForm(forms.Form):
     budget_seconds = forms.FloatField(required=False, min_value=1, label="Wall seconds per item")
     budget_cost = forms.FloatField(required=False, min_value=0.000001, label="USD per item")
     repeat = forms.IntegerField(
+        required=False,
         min_value=1,
         max_value=MAX_REPEAT,
         initial=1,
@@ -178,7 +179,7 @@ class RunStartForm(forms.Form):
             "params": values["params"] or {},
             "mode": mode,
             "budget": budget or None,
-            "repeat": values["repeat"],
+            "repeat": values.get("repeat") or 1,
         }
 
 

@@ -69,23 +69,23 @@ def agent_run_summary(*, run) -> AgentRunSummary | None:
         .values("ended_by")
         .annotate(
             n=Count("pk"),
-            turns=Sum("turns"),
+            turns_sum=Sum("turns"),
             prompt=Sum("prompt_tokens"),
             completion=Sum("completion_tokens"),
-            cost=Sum("cost"),
+            cost_sum=Sum("cost"),
             unknown_cost=Count("pk", filter=Q(cost__isnull=True)),
-            seconds=Sum("seconds"),
+            seconds_sum=Sum("seconds"),
         )
     )
     counts = {g["ended_by"]: g["n"] for g in groups}
     return AgentRunSummary(
         items=sum(counts.values()),
         ended_by=[(label, counts[value]) for value, label in AgentTrajectory.End.choices if counts.get(value)],
-        turns=sum(g["turns"] or 0 for g in groups),
+        turns=sum(g["turns_sum"] or 0 for g in groups),
         prompt_tokens=sum(g["prompt"] or 0 for g in groups),
         completion_tokens=sum(g["completion"] or 0 for g in groups),
         cost=None
         if any(g["unknown_cost"] for g in groups)
-        else sum((g["cost"] or Decimal(0) for g in groups), Decimal(0)),
-        seconds=sum(g["seconds"] or 0.0 for g in groups),
+        else sum((g["cost_sum"] or Decimal(0) for g in groups), Decimal(0)),
+        seconds=sum(g["seconds_sum"] or 0.0 for g in groups),
     )

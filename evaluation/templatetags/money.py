@@ -14,7 +14,8 @@ UNAVAILABLE = "unavailable"  # an unknown cost is never shown as 0
 
 @register.filter
 def usd(value: object) -> str:
-    """US dollars with as many decimals as the amount needs: $12.34, $0.0123, $0.000012 (the stored precision);
+    """US dollars with as many decimals as the amount needs: $12.34, $0.0123, $0.0020, $0.000012 (the stored
+    precision);
     "unavailable" when the cost is unknown (None; a template's missing attribute reaches a filter as '')."""
     if value is None or value == "":
         return UNAVAILABLE
@@ -22,5 +23,6 @@ def usd(value: object) -> str:
         amount = Decimal(str(value))
     except InvalidOperation:
         return UNAVAILABLE
-    places = 2 if amount == 0 or abs(amount) >= 1 else 4 if abs(amount) >= Decimal("0.01") else 6
+    # Two significant digits at least below a dollar, never past the stored micro-dollar.
+    places = 2 if amount == 0 or abs(amount) >= 1 else min(6, max(4, 1 - abs(amount).adjusted()))
     return f"${amount:,.{places}f}"

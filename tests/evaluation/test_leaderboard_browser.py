@@ -137,7 +137,7 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     shot(page, "09-paper-difficulty")
 
 
-KEY_HEADERS = ("Rank", "Model", "Scaled pass@1 (95% CI)", "pass@1 (95% CI)", "Provenance", "Date")
+KEY_HEADERS = ("Rank", "Model", "Scaled pass@1 (95% CI)", "pass@1 (95% CI)", "Cost", "Provenance", "Date")
 
 
 def drawn(page, canvas: str) -> None:
