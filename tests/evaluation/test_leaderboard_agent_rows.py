@@ -101,7 +101,7 @@ def test_repeated_runs_are_one_row_with_the_mean_and_standard_error(client, rele
     EvaluationRun.objects.filter(pk__in=[r.pk for r in runs]).update(
         repeat_group="00000000-0000-0000-0000-000000000023"
     )
-    alone = evaluate(release, model("alone", display_name="Alone"), lambda s: True)
+    evaluate(release, model("alone", display_name="Alone"), lambda s: True)
 
     rows = {r.run.model.name: r for r in selectors.leaderboard_rows(version=release)}
     row = rows["repeater"]
