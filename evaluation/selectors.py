@@ -400,7 +400,7 @@ LEADERBOARD_COLUMNS = (
         "cost",
         "decimal",
         lambda r: r.cost,
-        "Cost (USD)",
+        "Cost",
         "cost",
         nullable=True,
         title="Total cost of the run, and per item",
