@@ -712,6 +712,15 @@ class CostPoint:
     def label(self) -> str:
         return f"{self.row.run.model.display_name} ({self.row.setting})"
 
+    @property
+    def label_anchor(self) -> str:
+        """Labels of points on the right run leftwards, so that they stay inside the drawing."""
+        return "end" if self.x > SCATTER_WIDTH * 0.6 else "start"
+
+    @property
+    def label_x(self) -> float:
+        return self.x - 8 if self.label_anchor == "end" else self.x + 8
+
 
 def _pareto(points: list[CostPoint]) -> set[int]:
     """Indexes of the points no other point dominates (cheaper or as cheap, and better or as good, one strictly)."""
