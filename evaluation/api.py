@@ -633,6 +633,18 @@ _COLUMN_HELP = {
     "finished_on": "The day the run completed (UTC).",
     "pinned": "The model's owner pinned this run as its row in this setting; otherwise the row is the model's latest "
     "completed run in the setting.",
+    "mode": "single (one prompt, one answer per item) or agent (the model worked in a sandbox over many turns within "
+    "a budget): each its own row; filter with ?mode=.",
+    "runs": "How many completed runs the row stands for: more than 1 when its run was started together with others "
+    "(repeat).",
+    "scaled_pass_rate_mean": "The mean scaled pass@1 across the row's runs (its own score when runs is 1).",
+    "scaled_pass_rate_se": "The standard error of that mean (sample standard deviation / sqrt(runs)); null when runs "
+    "is 1.",
+    "pass_rate_mean": "The mean pass@1 across the row's runs.",
+    "pass_rate_se": "The standard error of that mean; null when runs is 1.",
+    "cost": "The run's total cost in USD (the mean per run when runs > 1); null, never 0, when any item's cost is "
+    "unknown (a model litellm has no price for, uploads, published results).",
+    "cost_per_item": "cost / the run's items (snippets x samples); null when cost is.",
 }
 
 LeaderboardRowSerializer = type(
