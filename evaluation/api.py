@@ -31,12 +31,14 @@ from evaluation.selectors import (
     leaderboard_record,
     leaderboard_rows,
     outcome_tests,
+    repeat_runs,
     run_outcomes_ordered,
     run_progress,
     runs_visible,
 )
 from evaluation.services import (
     MAX_REASON_CHARS,
+    MAX_REPEAT,
     MAX_SAMPLES,
     RUN_PRIORITY_MAX,
     UPLOAD_FORMAT,
@@ -46,8 +48,8 @@ from evaluation.services import (
     run_from_upload,
     run_priority_set,
     run_resume,
-    run_start,
     run_verify,
+    runs_start,
     upload_bytes,
 )
 
@@ -193,8 +195,23 @@ class RunSerializer(serializers.ModelSerializer):
         "address) and the parameters sent; null for runs that call no model (uploads, calibration models)."
     )
 
+    repeat_runs = serializers.SerializerMethodField(
+        help_text="The ids of the runs started together with this one (repeat > 1), this one included; "
+        "empty for a run started alone."
+    )
+
     class Meta:
         model = EvaluationRun
+        extra_kwargs = {
+            "mode": {
+                "help_text": "single: one prompt, one answer per item; agent: the model worked in a sandbox "
+                "over many turns within agent_budget per item (docs/AGENT_RUNS.md)."
+            },
+            "agent_budget": {
+                "help_text": 'Agent runs: the per-item budget, {"turns", "tokens", "seconds", "cost" '
+                "(USD)}, each within the release's maximum; {} for single-shot runs."
+            },
+        }
         fields = [
             "id",
             "model",
@@ -207,6 +224,8 @@ class RunSerializer(serializers.ModelSerializer):
             "protocol",
             "mode",
             "agent_budget",
+            "repeat_group",
+            "repeat_runs",
             "with_paper",
             "samples",
             "params",
@@ -221,6 +240,10 @@ class RunSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
         ]
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_repeat_runs(self, run: EvaluationRun) -> list[int]:
+        return repeat_runs(run=run)
 
     def get_provenance_label(self, run: EvaluationRun) -> str:
         return provenance_of(run).label
@@ -291,8 +314,16 @@ class RunStartSerializer(serializers.Serializer):
         required=False,
         help_text=(
             'Agent runs: the per-item budget, any of {"turns", "tokens", "seconds", "cost"}; each at most the '
-            "release's maximum, which is also the default."
+            "release's maximum, which is also the default. Refused for single-shot runs."
         ),
+    )
+    repeat = serializers.IntegerField(
+        default=1,
+        min_value=1,
+        max_value=MAX_REPEAT,
+        help_text="Runs of this setting to start together (e.g. 3, as the published agent adaptation reports): "
+        "they share a repeat_group and the leaderboard shows them as one row with the mean and standard error "
+        "across the runs. The response is the first run; repeat_runs lists them all.",
     )
 
 
@@ -361,8 +392,8 @@ class RunStart(APIView):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         _require_model_use(self, request, data["model"])
-        run = run_start(version=data.pop("release"), user=request.user, **data)
-        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        runs = runs_start(version=data.pop("release"), user=request.user, **data)
+        return Response(RunSerializer(runs[0]).data, status=status.HTTP_201_CREATED)
 
 
 class RunUpload(APIView):
@@ -612,6 +643,18 @@ _COLUMN_HELP = {
     "finished_on": "The day the run completed (UTC).",
     "pinned": "The model's owner pinned this run as its row in this setting; otherwise the row is the model's latest "
     "completed run in the setting.",
+    "mode": "single (one prompt, one answer per item) or agent (the model worked in a sandbox over many turns within "
+    "a budget): each its own row; filter with ?mode=.",
+    "runs": "How many completed runs the row stands for: more than 1 when its run was started together with others "
+    "(repeat).",
+    "scaled_pass_rate_mean": "The mean scaled pass@1 across the row's runs (its own score when runs is 1).",
+    "scaled_pass_rate_se": "The standard error of that mean (sample standard deviation / sqrt(runs)); null when runs "
+    "is 1.",
+    "pass_rate_mean": "The mean pass@1 across the row's runs.",
+    "pass_rate_se": "The standard error of that mean; null when runs is 1.",
+    "cost": "The run's total cost in USD (the mean per run when runs > 1); null, never 0, when any item's cost is "
+    "unknown (a model litellm has no price for, uploads, published results).",
+    "cost_per_item": "cost / the run's items (snippets x samples); null when cost is.",
 }
 
 LeaderboardRowSerializer = type(
@@ -654,6 +697,12 @@ class Leaderboard(APIView):
             ),
             OpenApiParameter("open", bool, description="Only open-weights models."),
             OpenApiParameter("paper", str, enum=["with", "without"], description="Only this setting."),
+            OpenApiParameter(
+                "mode",
+                str,
+                enum=[value for value, _ in RUN_MODES],
+                description="Only single-shot or only agent rows (calibration reference lines of that mode too).",
+            ),
             OpenApiParameter("q", str, description="Model name or organization contains this."),
         ],
         responses={

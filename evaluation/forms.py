@@ -6,9 +6,11 @@ from __future__ import annotations
 from django import forms
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
+from evaluation.agents.budget import UNITS, release_maximums
 from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
 from evaluation.models import RUN_MODES, ModelEntry
-from evaluation.services import MAX_SAMPLES, UPLOAD_FORMAT
+from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT
+from evaluation.templatetags.money import usd
 
 PARAMS_HELP = (
     'JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temperature, top_p, top_k, max_tokens, '
@@ -134,31 +136,65 @@ class RunStartForm(forms.Form):
         required=False,
         label="Mode",
     )
-    budget_turns = forms.IntegerField(
+    budget_turns = forms.IntegerField(required=False, min_value=1, label="Turns per item")
+    budget_tokens = forms.IntegerField(required=False, min_value=1, label="Tokens per item")
+    budget_seconds = forms.FloatField(required=False, min_value=1, label="Wall seconds per item")
+    budget_cost = forms.FloatField(required=False, min_value=0.000001, label="USD per item")
+    repeat = forms.IntegerField(
         required=False,
         min_value=1,
-        label="Agent budget: turns per item",
-        help_text="Agent runs; blank: the release's maximum (so for the others).",
+        max_value=MAX_REPEAT,
+        initial=1,
+        label="Runs",
+        help_text="Runs of this setting started together: the leaderboard shows them as one row with the mean and "
+        "standard error across the runs (the published agent adaptation reports 3).",
     )
-    budget_tokens = forms.IntegerField(required=False, min_value=1, label="Agent budget: tokens per item")
-    budget_seconds = forms.FloatField(required=False, min_value=1, label="Agent budget: seconds per item")
-    budget_cost = forms.FloatField(required=False, min_value=0.000001, label="Agent budget: USD per item")
+
+    BUDGETS = ("turns", "tokens", "seconds", "cost")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        releases = BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT).order_by("name")
+        for name in self.BUDGETS:
+            self.fields[f"budget_{name}"].help_text = budget_maximums_text(name=name, releases=releases)
+
+    def start_fields(self) -> list:
+        return [self[name] for name in self.fields if not name.startswith("budget_")]
+
+    def budget_fields(self) -> list:
+        return [self[f"budget_{name}"] for name in self.BUDGETS]
 
     def service_values(self) -> dict:
         values = dict(self.cleaned_data)
+        mode = values.get("mode") or "single"
+        # A single-shot run has no budget: fields left filled in before switching the mode are ignored.
         budget = {
             name: values[f"budget_{name}"]
-            for name in ("turns", "tokens", "seconds", "cost")
-            if values.get(f"budget_{name}") is not None
+            for name in self.BUDGETS
+            if mode == "agent" and values.get(f"budget_{name}") is not None
         }
         return {
             "version": values["release"],
             "with_paper": values["with_paper"],
             "samples": values["samples"],
             "params": values["params"] or {},
-            "mode": values.get("mode") or "single",
+            "mode": mode,
             "budget": budget or None,
+            "repeat": values.get("repeat") or 1,
         }
+
+
+def budget_maximums_text(*, name: str, releases) -> str:
+    """The help beside a budget field: blank means the release's maximum, and each release's maximum."""
+    maximums = {release.name: _amount(name, release_maximums(release).as_dict()[name]) for release in releases}
+    if len(set(maximums.values())) == 1:
+        return f"Blank: the release's maximum, {next(iter(maximums.values()))}."
+    listed = "; ".join(f"release {release}: {amount}" for release, amount in maximums.items())
+    return f"Blank: the release's maximum ({listed})."
+
+
+def _amount(name: str, value: float) -> str:
+    return usd(value) if name == "cost" else f"{value:g} {UNITS[name]}"
 
 
 class RunUploadForm(forms.Form):

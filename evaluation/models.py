@@ -144,6 +144,11 @@ class EvaluationRun(Redispatchable):
     agent_budget = models.JSONField(
         default=dict, blank=True, help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}."
     )
+    # Runs started together by one `repeat` request: the leaderboard shows them as one row (mean and standard
+    # error across the runs), each run still its own page.
+    repeat_group = models.UUIDField(
+        null=True, blank=True, db_index=True, help_text="Shared by the runs one start with repeat > 1 made."
+    )
 
     class Meta:
         ordering = ["-created_at"]

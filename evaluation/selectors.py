@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
@@ -30,6 +33,7 @@ from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintaine
 from config.highlight import answer_diff
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
 from evaluation.models import (
+    RUN_MODES,
     EvaluationRun,
     Generation,
     ModelEntry,
@@ -265,8 +269,18 @@ LEADERBOARD_SORTS = {
     "errors": lambda r: r.score.errors,
     "flags": lambda r: r.score.flagged,
     "tokens": lambda r: r.tokens,
-    "cost": lambda r: (r.overall.cost is not None, r.overall.cost or 0),
+    "cost": lambda r: (r.cost is not None, r.cost or 0),
 }
+
+
+def repeat_mean(values: list[float]) -> float:
+    return statistics.fmean(values)
+
+
+def repeat_standard_error(values: list[float]) -> float | None:
+    """The standard error of the mean across repeated runs (sample standard deviation / sqrt(n)); None for fewer
+    than two runs, where it is not defined."""
+    return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
 
 
 @dataclass
@@ -280,10 +294,47 @@ class LeaderboardRow:
     held_out: RunScore | None = None
     rank: int | None = None  # None: a calibration model's reference line, or not comparable (rank_note says why)
     rank_note: str = ""
+    # The runs of the row's repeat group (started together, `repeat`), the row's own run first: each one's ranking
+    # score and its overall score (tokens, cost). Empty: a run started alone.
+    repeats: list[tuple[RunScore, RunScore]] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
         return self.overall.prompt_tokens + self.overall.completion_tokens
+
+    @property
+    def runs_count(self) -> int:
+        return len(self.repeats) or 1
+
+    @property
+    def scaled_mean(self) -> float:
+        return repeat_mean([s.scaled_pass_rate for s, _ in self.repeats] or [self.score.scaled_pass_rate])
+
+    @property
+    def scaled_se(self) -> float | None:
+        return repeat_standard_error([s.scaled_pass_rate for s, _ in self.repeats])
+
+    @property
+    def pass_mean(self) -> float:
+        return repeat_mean([s.pass_rate for s, _ in self.repeats] or [self.score.pass_rate])
+
+    @property
+    def pass_se(self) -> float | None:
+        return repeat_standard_error([s.pass_rate for s, _ in self.repeats])
+
+    @property
+    def cost(self) -> Decimal | None:
+        """The run's total cost in USD (a repeat group's: the mean per run); None, never 0, when any item's cost is
+        unknown (a model litellm has no price for, a published result)."""
+        costs = [overall.cost for _, overall in self.repeats] or [self.overall.cost]
+        if any(cost is None for cost in costs):
+            return None
+        return sum(costs, Decimal(0)) / len(costs)
+
+    @property
+    def cost_per_item(self) -> Decimal | None:
+        cost, items = self.cost, self.run.total_items
+        return None if cost is None or not items else cost / items
 
     @property
     def setting(self) -> str:
@@ -335,9 +386,26 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("scaled_pass_rate", "float", _score("scaled_pass_rate"), "Scaled pass@1 (95% CI)", "score"),
     LeaderboardColumn("scaled_ci_low", "float", _score("scaled_ci_low")),
     LeaderboardColumn("scaled_ci_high", "float", _score("scaled_ci_high")),
+    # Repeated runs (started together with `repeat`): the mean and standard error across them, and how many.
+    LeaderboardColumn("runs", "int", lambda r: r.runs_count),
+    LeaderboardColumn("scaled_pass_rate_mean", "float", lambda r: r.scaled_mean),
+    LeaderboardColumn("scaled_pass_rate_se", "float", lambda r: r.scaled_se, nullable=True),
     LeaderboardColumn("pass_rate", "float", _score("pass_rate"), "pass@1 (95% CI)", "pass"),
     LeaderboardColumn("pass_rate_ci_low", "float", _score("pass_rate_ci_low")),
     LeaderboardColumn("pass_rate_ci_high", "float", _score("pass_rate_ci_high")),
+    LeaderboardColumn("pass_rate_mean", "float", lambda r: r.pass_mean),
+    LeaderboardColumn("pass_rate_se", "float", lambda r: r.pass_se, nullable=True),
+    # The cost of the run beside its score, so that single-shot and agent rows compare on both.
+    LeaderboardColumn(
+        "cost",
+        "decimal",
+        lambda r: r.cost,
+        "Cost",
+        "cost",
+        nullable=True,
+        title="Total cost of the run, and per item",
+    ),
+    LeaderboardColumn("cost_per_item", "decimal", lambda r: r.cost_per_item, nullable=True),
     LeaderboardColumn(
         "organization", "str", lambda r: r.run.model.organization, "Organization", "organization", toggled=True
     ),
@@ -388,7 +456,6 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens")),
     LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens")),
     LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens", toggled=True),
-    LeaderboardColumn("cost", "decimal", _run_total("cost"), "Cost (USD)", "cost", nullable=True, toggled=True),
 )
 LEADERBOARD_PAGE_COLUMNS = tuple(c for c in LEADERBOARD_COLUMNS if c.label)
 LEADERBOARD_KEY_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS if not c.toggled)
@@ -420,13 +487,14 @@ class LeaderboardFilters:
     open_weights: bool = False
     paper: str = ""  # "", "with" or "without"
     provenance: str = ""  # "" or an EvaluationRun.Provenance value
+    mode: str = ""  # "" (all), "single" or "agent"
     q: str = ""
     sort: str = "rank"
     descending: bool = True
 
     @property
     def any(self) -> bool:
-        return bool(self.open_weights or self.paper or self.provenance or self.q)
+        return bool(self.open_weights or self.paper or self.provenance or self.mode or self.q)
 
     @classmethod
     def from_query(cls, params) -> LeaderboardFilters:
@@ -434,15 +502,19 @@ class LeaderboardFilters:
         sort = sort if sort in LEADERBOARD_SORTS else "rank"
         paper = params.get("paper", "")
         provenance = params.get("provenance", "")
+        mode = params.get("mode", "")
         return cls(
             open_weights=params.get("open") in ("1", "on", "true"),
             paper=paper if paper in ("with", "without") else "",
             provenance=provenance if provenance in EvaluationRun.Provenance.values else "",
+            mode=mode if mode in RUN_MODE_VALUES else "",
             q=params.get("q", "").strip()[:100],
             sort=sort,
             descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc",
         )
 
+
+RUN_MODE_VALUES = tuple(value for value, _ in RUN_MODES)
 
 # Who verified an upload, and why: its row's provenance statement says it (one query for all such rows).
 _VERIFICATIONS = Prefetch("provenance_changes", queryset=ProvenanceChange.objects.select_related("actor"))
@@ -473,9 +545,10 @@ def _preference(run: EvaluationRun) -> tuple[bool, datetime, int]:
     return run.pinned_at is not None, run.finished_at or _NEVER, run.pk
 
 
-def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
-    """Each (model, mode, with/without paper)'s leaderboard run on the version (leaderboard_choose says which)."""
-    runs = (
+def leaderboard_runs(*, version: BenchmarkVersion) -> tuple[list[EvaluationRun], dict[int, list[int]]]:
+    """Each (model, mode, with/without paper)'s leaderboard run on the version (leaderboard_choose says which), and
+    for a chosen run of a repeat group the completed runs of its group (its own first), by the chosen run's id."""
+    runs = list(
         EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
         .select_related("model")
         .order_by("model_id", "mode", "with_paper", "pk")
@@ -483,10 +556,29 @@ def leaderboard_runs(*, version: BenchmarkVersion) -> list[EvaluationRun]:
     chosen = list(leaderboard_choose(runs).values())
     verified_uploads = [run for run in chosen if run.provenance == EvaluationRun.Provenance.VERIFIED_UPLOAD]
     prefetch_related_objects(verified_uploads, _VERIFICATIONS)  # no query when the release has none
-    return chosen
+    groups: dict[object, list[int]] = {}
+    for run in runs:
+        if run.repeat_group is not None:
+            groups.setdefault(run.repeat_group, []).append(run.pk)
+    repeats = {
+        run.pk: [run.pk] + [pk for pk in groups[run.repeat_group] if pk != run.pk]
+        for run in chosen
+        if run.repeat_group is not None and len(groups[run.repeat_group]) > 1
+    }
+    return chosen, repeats
+
+
+def repeat_runs(*, run: EvaluationRun) -> list[int]:
+    """The ids of the runs started together with `run` (its repeat group), oldest first; [] for a run started
+    alone."""
+    if run.repeat_group is None:
+        return []
+    return list(EvaluationRun.objects.filter(repeat_group=run.repeat_group).order_by("pk").values_list("pk", flat=True))
 
 
 def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
+    if filters.mode and run.mode != filters.mode:  # a reference line of the other mode is no reference for this one
+        return False
     if run.is_calibration:
         return True
     needle = filters.q.lower()
@@ -508,18 +600,26 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
     every entry of the version (so a filter hides rows but never changes a rank), filtered, then sorted as asked
     (best rank first, ties by scaled pass@1); scores come from the stored aggregates."""
     filters = filters or LeaderboardFilters()
-    runs = leaderboard_runs(version=version)
+    runs, repeats = leaderboard_runs(version=version)
+    members = [pk for group in repeats.values() for pk in group]
     scores = {
         (s.run_id, s.split): s
-        for s in RunScore.objects.filter(run__in=runs, paper__isnull=True).defer(*ITEM_STATISTICS)
+        for s in RunScore.objects.filter(run__in=[r.pk for r in runs] + members, paper__isnull=True).defer(
+            *ITEM_STATISTICS
+        )
     }
+
+    def ranking(pk: int) -> RunScore:
+        return scores.get((pk, "public")) or scores[(pk, "")]
+
     rows = sorted(
         (
             LeaderboardRow(
                 run=r,
-                score=scores.get((r.pk, "public")) or scores[(r.pk, "")],
+                score=ranking(r.pk),
                 overall=scores[(r.pk, "")],
                 held_out=scores.get((r.pk, "held_out")),
+                repeats=[(ranking(pk), scores[(pk, "")]) for pk in repeats.get(r.pk, []) if (pk, "") in scores],
             )
             for r in runs
             if (r.pk, "") in scores
@@ -592,6 +692,104 @@ def leaderboard_over_time(*, rows: list[LeaderboardRow]) -> dict:
         for r in sorted(dated, key=lambda r: (r.run.model.knowledge_cutoff, -r.score.scaled_pass_rate))
     ]
     return {"points": points, "undated": sum(1 for r in rows if not r.calibration) - len(points)}
+
+
+# The cost-against-score view: a server-rendered SVG (no script needed), its numbers also given as a table.
+SCATTER_WIDTH, SCATTER_HEIGHT = 640, 360
+SCATTER_MARGIN = {"left": 64, "right": 24, "top": 16, "bottom": 48}
+
+
+@dataclass(frozen=True)
+class CostPoint:
+    row: LeaderboardRow
+    cost: Decimal  # USD per item (a repeat group's mean)
+    score: float  # scaled pass@1 (a repeat group's mean)
+    x: float = 0.0
+    y: float = 0.0
+    pareto: bool = False  # no other row is as cheap or cheaper and scores as high or higher
+
+    @property
+    def label(self) -> str:
+        return f"{self.row.run.model.display_name} ({self.row.setting})"
+
+    @property
+    def label_anchor(self) -> str:
+        """Labels of points on the right run leftwards, so that they stay inside the drawing."""
+        return "end" if self.x > SCATTER_WIDTH * 0.6 else "start"
+
+    @property
+    def label_x(self) -> float:
+        return self.x - 8 if self.label_anchor == "end" else self.x + 8
+
+
+def _pareto(points: list[CostPoint]) -> set[int]:
+    """Indexes of the points no other point dominates (cheaper or as cheap, and better or as good, one strictly)."""
+    return {
+        i
+        for i, p in enumerate(points)
+        if not any(
+            q.cost <= p.cost and q.score >= p.score and (q.cost < p.cost or q.score > p.score)
+            for j, q in enumerate(points)
+            if j != i
+        )
+    }
+
+
+def leaderboard_cost_scatter(*, rows: list[LeaderboardRow]) -> dict:
+    """Each ranked row with a known cost as a point: cost per item (x; a log scale when the costs are all above 0
+    and span more than a factor of 10) against scaled pass@1 (y), with the Pareto front marked; rows whose cost is
+    unavailable are counted, not drawn."""
+    ranked = [r for r in rows if not r.calibration]
+    points = [
+        CostPoint(row=r, cost=r.cost_per_item, score=r.scaled_mean) for r in ranked if r.cost_per_item is not None
+    ]
+    left, top = SCATTER_MARGIN["left"], SCATTER_MARGIN["top"]
+    inner_w = SCATTER_WIDTH - left - SCATTER_MARGIN["right"]
+    inner_h = SCATTER_HEIGHT - top - SCATTER_MARGIN["bottom"]
+    costs = [float(p.cost) for p in points]
+    log = bool(costs) and min(costs) > 0 and max(costs) / min(costs) > 10
+    if log:
+        low, high = math.floor(math.log10(min(costs))), math.ceil(math.log10(max(costs)))
+        high = high if high > low else low + 1
+        ticks = [10.0**e for e in range(low, high + 1)]
+
+        def position(cost: float) -> float:
+            return (math.log10(cost) - low) / (high - low)
+
+    else:
+        top_cost = max(costs, default=0.0) or 1.0
+        ticks = [top_cost * i / 4 for i in range(5)]
+
+        def position(cost: float) -> float:
+            return cost / top_cost
+
+    front = _pareto(points)
+    placed = [
+        CostPoint(
+            row=p.row,
+            cost=p.cost,
+            score=p.score,
+            x=round(left + inner_w * position(float(p.cost)), 1),
+            y=round(top + inner_h * (1 - p.score / 100), 1),
+            pareto=i in front,
+        )
+        for i, p in enumerate(points)
+    ]
+    on_front = sorted((p for p in placed if p.pareto), key=lambda p: p.x)
+    return {
+        "points": placed,
+        "front": " ".join(f"{p.x},{p.y}" for p in on_front),
+        "unavailable": len(ranked) - len(points),
+        "log": log,
+        "x_ticks": [{"x": round(left + inner_w * position(t), 1), "cost": t} for t in ticks],
+        "y_ticks": [{"y": round(top + inner_h * (1 - v / 100), 1), "value": v} for v in (0, 25, 50, 75, 100)],
+        "width": SCATTER_WIDTH,
+        "height": SCATTER_HEIGHT,
+        "left": left,
+        "right": SCATTER_WIDTH - SCATTER_MARGIN["right"],
+        "top": top,
+        "bottom": top + inner_h,
+    }
 
 
 @dataclass

@@ -19,9 +19,10 @@ from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import user_is_maintainer, version_get
 from config.api import user_may_change
 from evaluation import analysis, environments, reproducibility, selectors, services
+from evaluation.agents.selectors import agent_run_summary
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
-from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
+from evaluation.models import RUN_MODES, EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 from evaluation.provenance import provenance_choices, provenance_legend
 from operations.broker import queues_status, workers_status
 from operations.events import events_recent
@@ -57,6 +58,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         "ranked": [row for row in rows if not row.calibration],
         "calibration": [row for row in rows if row.calibration],
         "provenances": provenance_choices(),
+        "modes": RUN_MODES,
         "provenance_legend": provenance_legend(),
         "columns": _sort_links(filters, chosen),
         "toggled_columns": selectors.LEADERBOARD_TOGGLED_COLUMNS,
@@ -79,6 +81,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         chart=selectors.leaderboard_ranking_chart(rows=rows),
         chart_height=80 + 36 * len(rows),
         over_time=selectors.leaderboard_over_time(rows=rows),
+        cost_scatter=selectors.leaderboard_cost_scatter(rows=rows),
     )
     return render(request, "evaluation/leaderboard.html", context)
 
@@ -121,6 +124,7 @@ def _query(filters: selectors.LeaderboardFilters, **override) -> str:
         "open": "1" if filters.open_weights else "",
         "paper": filters.paper,
         "provenance": filters.provenance,
+        "mode": filters.mode,
         "q": filters.q,
         "sort": filters.sort,
         "dir": "desc" if filters.descending else "asc",
@@ -256,11 +260,13 @@ def run_new(request: HttpRequest, name: str) -> HttpResponse:
     form = RunStartForm(request.POST)
     if form.is_valid():
         try:
-            run = services.run_start(model=model, user=request.user, **form.service_values())
+            runs = services.runs_start(model=model, user=request.user, **form.service_values())
         except (ValidationError, services.EvaluationError) as exc:
             _service_errors(form, exc)
         else:
-            return redirect("run-detail", pk=run.pk)
+            if len(runs) > 1:
+                messages.success(request, f"Started {len(runs)} runs: {', '.join(f'#{run.pk}' for run in runs)}.")
+            return redirect("run-detail", pk=runs[0].pk)
     return model_detail(request, name, run_form=form)
 
 
@@ -308,6 +314,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "run": run,
         "progress": progress,
         "split_scores": selectors.run_split_scores(run=run),
+        "agent_summary": agent_run_summary(run=run),
         "gpu_notice": selectors.run_gpu_notice(run=run),
         "paper_scores": selectors.paper_scores_visible(run=run, user=request.user),
         "items": items,

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Count, Q, Sum
+
 from evaluation.agents.models import AgentTrajectory
 
 TRAJECTORY_FORMAT = "rcb-agent-trajectory/1"
@@ -37,3 +42,52 @@ def trajectory_document(*, trajectory: AgentTrajectory) -> dict:
         "answer_problem": trajectory.answer_problem,
         "steps": [step.as_dict() for step in trajectory.steps.all()],
     }
+
+
+@dataclass(frozen=True)
+class AgentRunSummary:
+    """What an agent run's items used, in total, and which budget ended how many of them (the run page's summary)."""
+
+    items: int
+    ended_by: list[tuple[str, int]]  # (what ended the item, how many), in the order of AgentTrajectory.End
+    turns: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal | None  # None, never 0, when any turn's cost is unknown
+    seconds: float
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def agent_run_summary(*, run) -> AgentRunSummary | None:
+    """Totals over the run's agent items (aggregates only, as the run's scores); None for a single-shot run."""
+    if run.mode != "agent":
+        return None
+    groups = list(
+        AgentTrajectory.objects.filter(run=run)
+        .order_by()
+        .values("ended_by")
+        .annotate(
+            n=Count("pk"),
+            turns_sum=Sum("turns"),
+            prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"),
+            cost_sum=Sum("cost"),
+            unknown_cost=Count("pk", filter=Q(cost__isnull=True)),
+            seconds_sum=Sum("seconds"),
+        )
+    )
+    counts = {g["ended_by"]: g["n"] for g in groups}
+    return AgentRunSummary(
+        items=sum(counts.values()),
+        ended_by=[(label, counts[value]) for value, label in AgentTrajectory.End.choices if counts.get(value)],
+        turns=sum(g["turns_sum"] or 0 for g in groups),
+        prompt_tokens=sum(g["prompt"] or 0 for g in groups),
+        completion_tokens=sum(g["completion"] or 0 for g in groups),
+        cost=None
+        if any(g["unknown_cost"] for g in groups)
+        else sum((g["cost_sum"] or Decimal(0) for g in groups), Decimal(0)),
+        seconds=sum(g["seconds_sum"] or 0.0 for g in groups),
+    )

@@ -27,6 +27,7 @@ from evaluation.services.recording import (
     outcome_review,
 )
 from evaluation.services.runs import (
+    MAX_REPEAT,
     MAX_SAMPLES,
     RUN_ACTIVE,
     RUN_PRIORITY_MAX,
@@ -48,6 +49,7 @@ from evaluation.services.runs import (
     run_start,
     run_unpin,
     runs_feed,
+    runs_start,
     runs_unfinished,
 )
 from evaluation.services.uploads import (
@@ -81,11 +83,13 @@ __all__ = [
     "model_endpoint_unchanged_check",
     "model_update",
     "model_call",
+    "MAX_REPEAT",
     "MAX_SAMPLES",
     "run_protocol",
     "RunQuotaExceeded",
     "run_quota_check",
     "run_start",
+    "runs_start",
     "run_dispatch",
     "run_share",
     "run_feed",

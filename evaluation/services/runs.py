@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -25,6 +26,7 @@ from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 
 MAX_SAMPLES = 20
+MAX_REPEAT = 10  # runs of one setting started together (the published agent adaptation reports 3)
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ def run_start(
     dispatch: bool = True,
     mode: str = "single",
     budget: dict | None = None,
+    repeat_group: uuid.UUID | None = None,
 ) -> EvaluationRun:
     """Create a run (in the release's protocol unless another is named) and dispatch its items after commit.
 
@@ -109,6 +112,7 @@ def run_start(
     run = EvaluationRun(
         mode=mode,
         agent_budget=agent_budget,
+        repeat_group=repeat_group,
         model=model,
         version=version,
         with_paper=with_paper,
@@ -129,6 +133,16 @@ def run_start(
     if dispatch:
         transaction.on_commit(lambda: run_dispatch(run=run))
     return run
+
+
+@transaction.atomic
+def runs_start(*, repeat: int = 1, **run_settings) -> list[EvaluationRun]:
+    """`repeat` runs of one model, release and setting (run_start's arguments), started together: they share a
+    repeat group, which the leaderboard shows as one row with the mean and standard error across the runs."""
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise EvaluationError(f"repeat must be between 1 and {MAX_REPEAT}, got {repeat}")
+    group = uuid.uuid4() if repeat > 1 else None
+    return [run_start(repeat_group=group, **run_settings) for _ in range(repeat)]
 
 
 def run_dispatch(*, run: EvaluationRun) -> int:

@@ -2,9 +2,10 @@
 
 from django import template
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from evaluation.provenance import provenance_of
+from evaluation.templatetags.money import usd
 
 register = template.Library()
 
@@ -44,6 +45,20 @@ def provenance_statement(run) -> str:
     return provenance_of(run).statement
 
 
+COST_UNAVAILABLE = "The cost of at least one item is unknown (a model litellm has no price for, or published results)"
+
+
+def _repeated(mean: float, se: float | None, runs: int, *, strong: bool) -> str:
+    """A repeat group's score: the mean across its runs ± the standard error, and how many runs."""
+    return format_html(
+        '{} <span class="ci" title="mean ± standard error across {} runs started together">± {} ({} runs)</span>',
+        format_html("<strong>{}</strong>", pct(mean)) if strong else pct(mean),
+        runs,
+        f"{se:.1f}" if se is not None else "—",
+        runs,
+    )
+
+
 @register.simple_tag
 def leaderboard_cell(row, column) -> str:
     """One page cell of a leaderboard row; columns whose value needs more than text are formatted here."""
@@ -57,7 +72,7 @@ def leaderboard_cell(row, column) -> str:
         return format_html('<span title="{}">{}</span>', RANK_TITLES[value == 1], value)
     if column.key == "display_name":
         chosen = "pinned by the model's owner" if row.run.pinned_at else "the latest completed in this setting"
-        return format_html(
+        name = format_html(
             '<a href="{}">{}</a> <a class="muted" href="{}" title="{}">{}</a>',
             reverse("model-detail", args=[row.run.model.name]),
             value,
@@ -65,10 +80,29 @@ def leaderboard_cell(row, column) -> str:
             f"run {row.run.pk}: {chosen}",
             row.setting,
         )
+        if row.runs_count == 1:
+            return name
+        runs = format_html_join(
+            ", ", '<a href="{}">{}</a>', ((reverse("run-detail", args=[s.run_id]), s.run_id) for s, _ in row.repeats)
+        )
+        return format_html('{} <span class="muted repeats">(runs {})</span>', name, runs)
     if column.key == "provenance":
         if row.run.source:
             return format_html('{} <span class="muted source">{}</span>', provenance_badge(row.run), row.run.source)
         return provenance_badge(row.run)
+    if column.key == "scaled_pass_rate" and row.runs_count > 1:
+        return _repeated(row.scaled_mean, row.scaled_se, row.runs_count, strong=True)
+    if column.key == "pass_rate" and row.runs_count > 1:
+        return _repeated(row.pass_mean, row.pass_se, row.runs_count, strong=False)
+    if column.key == "cost":
+        if value is None:
+            return format_html('<span class="muted" title="{}">{}</span>', COST_UNAVAILABLE, usd(None))
+        return format_html(
+            '{}{} <span class="muted per-item">({}/item)</span>',
+            "mean " if row.runs_count > 1 else "",
+            usd(value),
+            usd(row.cost_per_item),
+        )
     if column.key == "scaled_pass_rate":
         return format_html(
             '<strong>{}</strong> <span class="ci">[{}, {}]</span>',
@@ -101,5 +135,5 @@ def leaderboard_cell(row, column) -> str:
     if column.kind == "date":
         return value.strftime("%Y-%m-%d") if value else "unknown"
     if column.kind == "decimal":
-        return "unknown" if value is None else f"{value:.4f}"
+        return usd(value)
     return str(value) if value not in (None, "") else "—"

@@ -77,12 +77,16 @@ def test_only_the_latest_completed_run_per_model_and_setting_counts(client, rele
     assert reverse("run-detail", args=[old.pk]) not in body
 
 
-def test_unknown_cost_reads_unknown(client, release):
-    """Cost is behind the column toggle (issue 22): asked for, an unknown total reads "unknown", never 0."""
+def test_unknown_cost_reads_unavailable(client, release):
+    """Cost is a key column (issue 23: single-shot and agent rows side by side with cost): an unknown total reads
+    "unavailable", never 0, in the page, the API and the CSV."""
     evaluate(release, model("pricey"), lambda s: True, cost=None)
-    body = client.get(reverse("leaderboard", args=["1.0.0"]), {"cols": "cost"}).content.decode()
+    body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     row = body.split('<tbody class="ranked">')[1].split("</tr>")[0]
-    assert row.endswith('<td class="num">unknown</td>'), row
+    cost = row.split('<td class="num">')[-1]
+    assert ">unavailable</span></td>" in cost and "$0" not in row, row
+    record = client.get(reverse("api-leaderboard", args=["1.0.0"])).json()[0]
+    assert record["cost"] is None and record["cost_per_item"] is None
 
 
 def test_sorting_and_filters_with_htmx_partial(client, release):

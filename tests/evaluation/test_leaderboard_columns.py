@@ -15,7 +15,7 @@ from evaluation.models import ModelEntry
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
-KEY = ["rank", "display_name", "scaled_pass_rate", "pass_rate", "provenance", "finished_on"]
+KEY = ["rank", "display_name", "scaled_pass_rate", "pass_rate", "cost", "provenance", "finished_on"]
 
 
 def headers(body: str) -> list[str]:
@@ -29,7 +29,6 @@ def test_the_key_columns_are_the_one_lists_untoggled_page_columns():
         "errors",
         "flagged",
         "tokens",
-        "cost",
         "organization",
         "held_out_scaled_pass_rate",
     }
@@ -44,9 +43,10 @@ def test_the_key_columns_are_the_one_lists_untoggled_page_columns():
     "query, chosen",
     [
         ("", ()),
-        ("cols=cost", ("cost",)),
-        ("cols=cost&cols=errors", ("errors", "cost")),
-        ("cols=cost,errors,nonsense", ("errors", "cost")),
+        ("cols=tokens", ("tokens",)),
+        ("cols=tokens&cols=errors", ("errors", "tokens")),
+        ("cols=tokens,errors,nonsense", ("errors", "tokens")),
+        ("cols=cost", ()),  # a key column: always shown
         ("cols=rank", ()),
         ("cols=", ()),
     ],
@@ -63,14 +63,14 @@ def test_the_page_shows_the_key_columns_and_the_toggle_adds_the_rest(client, rel
     body = client.get(url).content.decode()
     assert headers(body) == KEY
     assert 'id="column-toggle"' in body and 'name="cols" value="errors"' in body and " open>" not in body
-    chosen = client.get(url, {"cols": ["errors", "cost"], "sort": "score"}).content.decode()
-    assert headers(chosen) == KEY + ["errors", "cost"]
+    chosen = client.get(url, {"cols": ["errors", "tokens"], "sort": "score"}).content.decode()
+    assert headers(chosen) == KEY + ["errors", "tokens"]
     assert 'name="cols" value="errors" checked' in chosen and 'id="column-toggle" open' in chosen
     # Sort links and breakdown tabs keep the chosen columns; the htmx table partial shows them too.
-    assert "cols=errors%2Ccost" in chosen.split('id="leaderboard-table"')[1].split("</thead>")[0]
-    assert "cols=errors%2Ccost" in chosen.split('id="breakdown"')[1]
-    partial = client.get(url, {"cols": "tokens"}, headers={"HX-Request": "true", "HX-Target": "leaderboard-table"})
-    assert headers(partial.content.decode()) == KEY + ["tokens"]
+    assert "cols=errors%2Ctokens" in chosen.split('id="leaderboard-table"')[1].split("</thead>")[0]
+    assert "cols=errors%2Ctokens" in chosen.split('id="breakdown"')[1]
+    partial = client.get(url, {"cols": "flagged"}, headers={"HX-Request": "true", "HX-Target": "leaderboard-table"})
+    assert headers(partial.content.decode()) == KEY + ["flagged"]
 
 
 def test_the_summary_is_one_line_with_how_ranks_work_and_the_apis_export(client, release):

@@ -40,6 +40,13 @@ class Command(VersionCommand):
             help="An agent run's per-item budget, e.g. --budget turns=20 (turns, tokens, seconds, "
             "cost); default: the release's maximums.",
         )
+        parser.add_argument(
+            "--repeat",
+            type=int,
+            default=1,
+            help="Runs of this setting to start together; the leaderboard shows them as one row with the mean "
+            "and standard error across the runs.",
+        )
         parser.add_argument("--inline", action="store_true", help="Run every item in this process, no worker.")
         parser.add_argument("--timeout", type=float, default=24 * 3600, help="Seconds to wait for the workers.")
 
@@ -55,6 +62,7 @@ class Command(VersionCommand):
         timeout: float,
         mode: str = "single",
         budget: list[str] | None = None,
+        repeat: int = 1,
         **options,
     ) -> None:
         try:
@@ -64,7 +72,8 @@ class Command(VersionCommand):
         try:
             model_entry = ModelEntry.objects.get(name=model)
             benchmark = BenchmarkVersion.objects.get(name=version)
-            run = services.run_start(
+            runs = services.runs_start(
+                repeat=repeat,
                 model=model_entry,
                 version=benchmark,
                 with_paper=not without_paper,
@@ -80,18 +89,21 @@ class Command(VersionCommand):
             raise CommandError(f"no benchmark version named {version!r}") from exc
         except services.EvaluationError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(
-            f"run {run.pk}: {model_entry} on {benchmark}, {run.total_items} item(s) in protocol "
-            f"{run.protocol}, mode {run.mode}"
-            f"{f' (budget per item: {run.agent_budget})' if run.agent_budget else ''}; "
-            f"release settings: {version_settings_text(version=benchmark)}"
-        )
-        if inline:
-            self._run_inline(run)
-        else:
-            self._follow(run, timeout)
-        run.refresh_from_db()
-        self._summary(run)
+        for n, run in enumerate(runs, 1):
+            self.stdout.write(
+                f"run {run.pk}: {model_entry} on {benchmark}, {run.total_items} item(s) in protocol "
+                f"{run.protocol}, mode {run.mode}"
+                f"{f' (budget per item: {run.agent_budget})' if run.agent_budget else ''}"
+                f"{f' (repeat {n} of {len(runs)})' if len(runs) > 1 else ''}; "
+                f"release settings: {version_settings_text(version=benchmark)}"
+            )
+        for run in runs:
+            if inline:
+                self._run_inline(run)
+            else:
+                self._follow(run, timeout)
+            run.refresh_from_db()
+            self._summary(run)
 
     def _run_inline(self, run: EvaluationRun) -> None:
         EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
