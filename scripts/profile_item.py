@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 REPO = Path(os.environ.get("RCB_PROFILE_TREE") or Path(__file__).resolve().parents[1])
 sys.path.insert(0, str(REPO))
@@ -83,7 +84,8 @@ def measure(args) -> dict[str, list[float]]:
     timers.wrap(cgroups.RunCgroups, "__init__", "prepare")
     timers.wrap(cgroups.RunCgroups, "remove", "teardown")
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR") or REPO / "var" / "sandbox")
-    backend = backend_class(args.backend)(cache, forkserver=True)
+    backend_type: Any = backend_class(args.backend)
+    backend = backend_type(cache, forkserver=True)
     ok, why = backend.available()
     if not ok:
         sys.exit(f"{args.backend} is not available: {why}")
