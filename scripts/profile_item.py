@@ -75,12 +75,13 @@ def measure(args) -> dict[str, list[float]]:
     import django
 
     django.setup()
-    from evaluation.sandbox import Environment, Limits, backend_class, bwrap, cgroups, forkserver, harness
+    from evaluation.sandbox import Environment, Limits, backend_class, bwrap, cgroups, docker, forkserver, harness
 
     timers = Timers()
     timers.wrap(forkserver, "preload_modules", "prepare")
     timers.wrap(forkserver, "helper_calls", "prepare")
     timers.wrap(bwrap, "_archive", "prepare")
+    timers.wrap(docker, "work_archive", "prepare")
     timers.wrap(cgroups.RunCgroups, "__init__", "prepare")
     timers.wrap(cgroups.RunCgroups, "remove", "teardown")
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR") or REPO / "var" / "sandbox")
