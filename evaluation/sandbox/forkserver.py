@@ -11,7 +11,12 @@ item's pid namespace: an item cannot name it to signal or trace it, nor read its
 
 Under the harness the fork runs it warm (RCB_WARM): the supervisor forks the test process before it reads the nonce,
 and that process runs the harness's test code in place instead of exec'ing a fresh interpreter. The files are
-unpacked by a process of their own, so the nonce is never in the memory the test process is a copy of. What the
+unpacked by a process of their own, so the nonce is never in the memory the test process is a copy of: tar, as on a
+cold start, spawned by the item (pid 2, no capabilities, under its seccomp filter) without copying it (a fork of a
+process holding the preloads cost 30-50 ms an item in page copies and a fresh `import tarfile`). The harness itself
+is compiled once by the zygote, before any fork, from the text the worker sends (our own program, never the nonce,
+which only the item's files carry): an item runs that code only when its harness file is that text byte for byte,
+and its test process only when the supervisor's CHILD is that text too; any other harness runs as written. What the
 zygote preloads is derived from the task's files minus the answer's own lines, and an item keeps loaded only what the
 preloads brought, never the zygote's own tools (ctypes, socket, ...) nor a module of a task file's name: an import of
 the answer's is audited exactly as on a cold start.
@@ -56,7 +61,14 @@ from pathlib import PurePosixPath
 
 from evaluation.sandbox import programs
 from evaluation.sandbox.base import ExecResult, Limits, SandboxError, Session
-from evaluation.sandbox.harness import HARNESS_FILE, NONCE_FILE, harness_status, harness_verdict
+from evaluation.sandbox.harness import (
+    CHILD_SOURCE,
+    HARNESS_FILE,
+    HARNESS_SOURCE,
+    NONCE_FILE,
+    harness_status,
+    harness_verdict,
+)
 from evaluation.sandbox.process import _drain
 
 logger = logging.getLogger(__name__)
@@ -264,6 +276,7 @@ class ForkServer:
         # The limits it was started for (its own cgroups or container hold it by them): others need a new one.
         self.limits: tuple[float, int, int] | None = None
         self.helpers: frozenset[str] = frozenset()
+        self.harness_sent = False  # whether the zygote has the harness compiled (see run)
         if hello.get("threaded"):
             self.zygote.stop()
             raise PreloadThreaded(hello["threaded"])
@@ -310,6 +323,9 @@ class ForkServer:
             "own": list(own),
             "warm": warm_harness,
         }
+        if warm_harness and not self.harness_sent:
+            # Once per zygote: it compiles the harness before its forks, so no item compiles it again.
+            request["harness"] = {"file": HARNESS_FILE, "source": HARNESS_SOURCE, "child": CHILD_SOURCE}
         start = time.monotonic()
         try:
             try:
@@ -319,6 +335,7 @@ class ForkServer:
             finally:
                 for fd in (out_write, err_write, *procs):
                     os.close(fd)
+            self.harness_sent = self.harness_sent or "harness" in request
             out: list[bytes] = []
             err: list[bytes] = []
             truncated = [False]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import select
 import signal
 import subprocess
 import threading
@@ -56,6 +57,23 @@ def _drain(stream, cap: int, sink: list[bytes], truncated: list[bool]) -> None:
     stream.close()
 
 
+def _ended(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait until the process ends or `timeout` passes (False): blocked on a pidfd, since Popen.wait(timeout) polls
+    with sleeps that grow to 50 ms (20 ms lost on a 40 ms command)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except OSError:  # a kernel without pidfds
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        return bool(select.select([pidfd], [], [], max(0.0, timeout))[0])
+    finally:
+        os.close(pidfd)
+
+
 def process_run(
     argv: Sequence[str],
     *,
@@ -63,18 +81,23 @@ def process_run(
     limits: Limits,
     backend: str,
     env: Mapping[str, str],
-    preexec: Callable[[], None],
+    preexec: Callable[[], None] | None,
+    stdin: int | None = None,
 ) -> ExecResult:
-    """Start `argv` in its own session, keep at most `limits.output_bytes` per stream, kill the group on timeout."""
+    """Start `argv` in its own session, keep at most `limits.output_bytes` per stream, kill the group on timeout.
+
+    Without `preexec` (its own session is then made by the start itself) the worker is not forked: a fork copies
+    the page tables of the whole worker (about 100 ms for a 400 MB worker here), a vfork does not."""
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
         env=dict(env),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         preexec_fn=preexec,
+        start_new_session=preexec is None,
         close_fds=True,
     )
     out: list[bytes] = []
@@ -86,11 +109,8 @@ def process_run(
     ]
     for reader in readers:
         reader.start()
-    timed_out = False
     try:
-        proc.wait(timeout=limits.wall_seconds)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = not _ended(proc, limits.wall_seconds)
     finally:
         # Whatever happened, nothing the run started may outlive it.
         with contextlib.suppress(ProcessLookupError):

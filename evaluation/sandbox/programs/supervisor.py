@@ -21,10 +21,10 @@ def child_in_process(entry, spec, report_w, key_r):
     sys.argv = ["-c", entry, spec, str(report_w), str(key_r)]
     code = 1
     try:
-        exec(
-            compile(CHILD, "<string>", "exec", dont_inherit=True),
-            {"__name__": "__main__", "__builtins__": __builtins__},
-        )
+        # The fork server compiled CHILD once for every item (RCB_CHILD: its source and code); anything else compiles.
+        child = globals().get("RCB_CHILD")
+        program = child[1] if child and child[0] == CHILD else compile(CHILD, "<string>", "exec", dont_inherit=True)
+        exec(program, {"__name__": "__main__", "__builtins__": __builtins__})
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
