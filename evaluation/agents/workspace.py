@@ -201,6 +201,7 @@ class Workspace:
         if done.returncode != 0:
             raise OSError(f"the workspace snapshot {snapshot} could not be restored: {done.stderr[-500:]!r}")
         workspace.marked(snapshot)
+        logger.info("workspace %s restored from storage (%s)", name, snapshot)
         return workspace
 
     def remove(self) -> None:
