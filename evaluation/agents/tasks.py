@@ -109,6 +109,7 @@ def _item_failed(run: EvaluationRun, snippet, sample: int, exc: Exception) -> No
         verdict=verdict,
         generation=Generation.objects.filter(run=run, snippet=snippet, sample=sample).first(),
     )
+    _workspace_drop(run, snippet, sample)
     _item_ended(run)
 
 
@@ -269,7 +270,6 @@ def item_agent(
         raise  # the database is away: database_outage_outlasted waits for it and runs the item again
     except Exception as exc:  # anything else the agent's item raised ends it, so the run can finish
         _item_failed(run, snippet, sample, exc)
-        _workspace_drop(run, snippet, sample)
         return
     _workspace_drop(run, snippet, sample)
     _item_ended(run)
