@@ -19,6 +19,7 @@ from benchmarks.api import release_get, release_unknown_message
 from benchmarks.models import BenchmarkVersion
 from config.api import FormParser, IsOwnerOrMaintainer, MultiPartParser, user_may_change
 from config.csv_export import csv_text
+from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
 from evaluation.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_difficulty
 from evaluation.comparison import ComparisonError, comparison_from_query, comparison_record
 from evaluation.models import RUN_MODES, EvaluationRun, ModelEntry, Outcome, RunScore
@@ -296,7 +297,7 @@ class RunStartSerializer(serializers.Serializer):
 
 
 class UploadSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text=UPLOAD_FORMAT)
+    file = serializers.FileField(help_text=UPLOAD_FORMAT + UPLOAD_FORMAT_AGENT)
     model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
     release = _release_field()
     with_paper = serializers.BooleanField(default=True)
@@ -305,6 +306,12 @@ class UploadSerializer(serializers.Serializer):
         max_length=20,
         help_text="The prompt protocol the answers were made with (default: the "
         'release\'s); it extracts code from "answer" lines.',
+    )
+    mode = serializers.ChoiceField(
+        choices=RUN_MODES,
+        default="single",
+        help_text='single: each line an answer; agent: each line the snippet body an agent made elsewhere ("code") '
+        'and optionally its "trajectory" (docs/AGENT_RUNS.md).',
     )
 
 
@@ -365,7 +372,9 @@ class RunUpload(APIView):
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(
-        request=UploadSerializer, responses={201: UploadedRunSerializer}, description=UPLOAD_FORMAT + UPLOAD_PROGRESS
+        request=UploadSerializer,
+        responses={201: UploadedRunSerializer},
+        description=UPLOAD_FORMAT + UPLOAD_FORMAT_AGENT + UPLOAD_PROGRESS,
     )
     def post(self, request, *args, **kwargs) -> Response:
         serializer = UploadSerializer(data=request.data)
@@ -379,6 +388,7 @@ class RunUpload(APIView):
             user=request.user,
             with_paper=data["with_paper"],
             protocol=data.get("protocol"),
+            mode=data["mode"],
         )
         # Stored, not yet scored: the items are queued in the background; say where to follow them.
         status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))

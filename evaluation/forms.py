@@ -6,7 +6,8 @@ from __future__ import annotations
 from django import forms
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
-from evaluation.models import ModelEntry
+from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
+from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import MAX_SAMPLES, UPLOAD_FORMAT
 
 PARAMS_HELP = (
@@ -165,7 +166,7 @@ class RunUploadForm(forms.Form):
 
     file = forms.FileField(
         label="Generations (JSONL)",
-        help_text=UPLOAD_FORMAT,
+        help_text=UPLOAD_FORMAT + UPLOAD_FORMAT_AGENT,
         widget=forms.FileInput(attrs={"accept": ".jsonl,.json,.txt,application/jsonl"}),
     )
     release = _releases()
@@ -180,6 +181,14 @@ class RunUploadForm(forms.Form):
         label="Prompt protocol",
         help_text='The protocol that extracts code from "answer" lines.',
     )
+    mode = forms.ChoiceField(
+        choices=RUN_MODES,
+        initial="single",
+        required=False,
+        label="Mode",
+        help_text='Agent: each line the snippet body an agent made elsewhere ("code") and optionally its '
+        '"trajectory" (docs/AGENT_RUNS.md).',
+    )
 
     def service_values(self) -> dict:
         values = self.cleaned_data
@@ -187,4 +196,5 @@ class RunUploadForm(forms.Form):
             "version": values["release"],
             "with_paper": values["with_paper"],
             "protocol": values["protocol"].name if values["protocol"] else None,
+            "mode": values.get("mode") or "single",
         }

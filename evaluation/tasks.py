@@ -7,235 +7,30 @@ Every task is idempotent (results are unique per run, snippet and sample), so a 
 from __future__ import annotations
 
 import logging
-import socket
-import time
 
 from celery import shared_task
 from django.conf import settings
-from django.core.cache import cache
 
-from benchmarks import visibility
-from benchmarks.models import Snippet
-from evaluation import services
-from evaluation.environments import ENVIRONMENT_FAILED, build_failures
-from evaluation.executor import item_execute, limits_for_release
-from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
-from evaluation.outcomes import Verdict
-from evaluation.routing import GPU_QUEUE
-from evaluation.sandbox import EnvironmentBuildError, SandboxError
-from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
+from evaluation import pipeline, services
+from evaluation.models import EvaluationRun
+from evaluation.pipeline import SANDBOX_RETRIES
 from operations.watchdog import database_outage_outlasted
 
 logger = logging.getLogger(__name__)
-SANDBOX_RETRIES = 3
-
-
-def _item(run_id: int, snippet_id: int) -> tuple[EvaluationRun | None, Snippet]:
-    # Not the release's manifest and changelog: they grow with the release and no item needs them.
-    run = (
-        EvaluationRun.objects.select_related("model", "version")
-        .defer("version__manifest", "version__changelog")
-        .filter(pk=run_id)
-        .first()
-    )
-    return run, Snippet.objects.select_related("task", "task__paper").get(pk=snippet_id)
-
-
-def provider_wait(provider: str) -> float:
-    """Seconds to wait before the next call to this provider under LLM_RATE_LIMITS (calls per minute), or 0."""
-    limit = settings.LLM_RATE_LIMITS.get(provider)
-    if not limit:
-        return 0.0
-    window = int(time.time() // 60)
-    key = f"llm-rate:{provider}:{window}"
-    cache.add(key, 0, timeout=120)
-    if cache.incr(key) <= int(limit):
-        return 0.0
-    return 60 - time.time() % 60 + 0.1
-
-
-def _retry_or_error(
-    task, *, run: EvaluationRun, snippet: Snippet, sample: int, exc: SandboxError, generation: Generation | None = None
-) -> None:
-    """Retry an infrastructure failure with backoff; once retries are spent, record the item as an error."""
-    if task.request.retries < SANDBOX_RETRIES:
-        logger.warning("sandbox failure on run %s item %s/%s, retrying: %s", run.pk, snippet.pk, sample, exc)
-        raise task.retry(exc=exc, countdown=2**task.request.retries)
-    verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"sandbox failure: {exc}")
-    services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
-    _item_ended(run)
-
-
-def _item_current(run: EvaluationRun | None, epoch: int | None) -> bool:
-    """Whether a message for an item of `run` is still wanted: the run is active and the message is of its current
-    feed (a message queued before a resume or a redispatch is a copy of one the new feed queues again). A message
-    without an epoch was queued before epochs existed."""
-    if run is None or not run.is_active:
-        return False
-    if epoch is not None and epoch != run.feed_epoch:
-        logger.info("run %s: a message of its feed %s dropped (the run is on feed %s)", run.pk, epoch, run.feed_epoch)
-        return False
-    return True
-
-
-def _item_ended(run: EvaluationRun) -> None:
-    """An item of the run has its outcome: finish the run if it was the last, else feed the run its next item."""
-    if not services.run_maybe_finish(run=run):
-        services.run_feed(run=run)
 
 
 @shared_task(bind=True, max_retries=None)
 @database_outage_outlasted
 def item_generate(self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
-    """Ask the model for one item, store the answer, and hand the item to the sandbox queue."""
-    from evaluation.llm import ModelCallError, complete
-
-    run, snippet = _item(run_id, snippet_id)
-    if not _item_current(run, epoch):
-        return
-    if not run_snippets(run=run).filter(pk=snippet.pk).exists():
-        logger.error("run %s does not cover item %s (held out?); its prompt is not sent", run.pk, snippet.pk)
-        return
-    if not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        if (
-            run.covers_held_out
-            and not run_sends_held_out(run=run)
-            and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()
-        ):
-            # Covered at the start, untrusted now (a maintainer's role revoked, HELD_OUT_PROVIDERS changed): the
-            # held-out prompt stays here; the item is an error, never scored, so the run can still finish.
-            logger.error(
-                "run %s may no longer send held-out item %s to %s; its prompt is not sent",
-                run.pk,
-                snippet.pk,
-                run.api_base or run.provider,
-            )
-            verdict = Verdict(
-                Outcome.Status.ERROR,
-                Outcome.Category.INFRASTRUCTURE,
-                "not sent: the run's endpoint is no longer trusted with held-out prompts",
-            )
-            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
-            services.run_maybe_finish(run=run)
-            return
-        wait = provider_wait(run.provider)
-        if wait:
-            raise self.retry(countdown=wait)
-        try:
-            prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
-        except SandboxError as exc:  # the task's files could not be read from storage
-            _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
-            return
-        earlier = services.generation_reusable(run=run, snippet=snippet, sample=sample, prompt=prompt)
-        if earlier is not None:  # unchanged item on a new release: same model, settings and prompt
-            services.generation_record(
-                run=run,
-                snippet=snippet,
-                sample=sample,
-                prompt=prompt,
-                raw_answer=earlier.raw_answer,
-                prompt_tokens=earlier.prompt_tokens,
-                completion_tokens=earlier.completion_tokens,
-                latency=earlier.latency,
-                cost=earlier.cost,
-                attempts=0,
-            )
-            item_evaluate.delay(run_id, snippet_id, sample, epoch)
-            return
-        try:
-            completion = complete(services.model_call(run=run), prompt)
-        except (services.EvaluationError, ModelCallError) as exc:
-            generation = services.generation_record(
-                run=run, snippet=snippet, sample=sample, prompt=prompt, error=str(exc)
-            )
-            verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {exc}")
-            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
-            if not services.run_pause_if_failing(run=run):
-                _item_ended(run)
-            return
-        services.generation_record(
-            run=run,
-            snippet=snippet,
-            sample=sample,
-            prompt=prompt,
-            raw_answer=completion.text,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            latency=completion.latency,
-            cost=completion.cost,
-            attempts=completion.attempts,
-        )
-    item_evaluate.delay(run_id, snippet_id, sample, epoch)
+    """Ask the model for one item, store the answer, and hand the item to the sandbox queue (pipeline.generate)."""
+    pipeline.generate(self, run_id, snippet_id, sample, epoch)
 
 
 @shared_task(bind=True, max_retries=SANDBOX_RETRIES)
 @database_outage_outlasted
 def item_evaluate(self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
-    """Test one item's answer in the sandbox and record its outcome (once)."""
-    run, snippet = _item(run_id, snippet_id)
-    if not _item_current(run, epoch):
-        return
-    if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        _item_ended(run)
-        return
-    generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
-    if generation is None and run.model.kind == ModelEntry.Kind.LITELLM:
-        item_generate.delay(run_id, snippet_id, sample, epoch)
-        return
-    if snippet.task.needs_gpu and not settings.SANDBOX_GPU:
-        # Misrouted (a worker consuming `gpu` without a GPU): back to a GPU worker, never failed here for lack of one.
-        logger.warning(
-            "item %s of run %s needs a GPU and worker %s has none (SANDBOX_GPU off); queued on `%s` again",
-            snippet.pk,
-            run.pk,
-            self.request.hostname,
-            GPU_QUEUE,
-        )
-        item_evaluate.apply_async((run_id, snippet_id, sample, epoch), queue=GPU_QUEUE, countdown=30)
-        return
-    try:
-        if generation is None:
-            generation = services.calibration_generation(run=run, snippet=snippet, sample=sample)
-        item_run = item_execute(
-            snippet=snippet,
-            code=generation.extracted_code,
-            limits=limits_for_release(run.version),
-            failures=build_failures,
-        )
-    except EnvironmentBuildError as exc:
-        verdict = Verdict(
-            Outcome.Status.ERROR,
-            Outcome.Category.INFRASTRUCTURE,
-            f"{ENVIRONMENT_FAILED} (task {snippet.task}): {exc}\n{exc.log[-1500:]}",
-        )
-        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
-    except SandboxError as exc:
-        _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc, generation=generation)
-        return
-    else:
-        services.outcome_record(
-            run=run,
-            snippet=snippet,
-            sample=sample,
-            verdict=item_run.verdict,
-            generation=generation,
-            result=item_run.result,
-            backend=item_run.backend,
-            worker=self.request.hostname or f"inline@{socket.gethostname()}",
-            limits=item_run.limits,
-            environment_lock=item_run.environment_lock,
-            forked=item_run.forked,
-        )
-        if item_run.fork_starts or item_run.fork_cold:
-            services.forkserver_events_record(
-                run=run,
-                worker=self.request.hostname or socket.gethostname(),
-                environment_hash=snippet.task.environment_hash,
-                backend=item_run.backend,
-                starts=item_run.fork_starts,
-                cold=item_run.fork_cold,
-            )
-    _item_ended(run)
+    """Test one item's answer in the sandbox and record its outcome, once (pipeline.evaluate)."""
+    pipeline.evaluate(self, run_id, snippet_id, sample, epoch)
 
 
 @shared_task(bind=True, max_retries=None)

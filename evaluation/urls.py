@@ -22,6 +22,11 @@ urlpatterns = [
     path(
         "runs/<int:pk>/items/<int:outcome_pk>/trajectory.json", agent_views.trajectory_json, name="run-item-trajectory"
     ),
+    path(
+        "runs/<int:pk>/items/<int:outcome_pk>/trajectory.atif.json",
+        agent_views.trajectory_atif_json,
+        name="run-item-trajectory-atif",
+    ),
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),
     path("runs/<int:pk>/cancel/", views.run_cancel_own, name="run-cancel"),

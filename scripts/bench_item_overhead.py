@@ -20,7 +20,7 @@ def main() -> None:
     django_fresh("bench-item-", test_environment=False)
 
     from benchmarks.services import pset_import
-    from evaluation import services, tasks
+    from evaluation import pipeline, services
     from evaluation.models import EvaluationRun, Generation, ModelEntry
     from evaluation.outcomes import Verdict
     from evaluation.selectors import run_items
@@ -34,7 +34,7 @@ def main() -> None:
         items = run_items(run)
         start = time.perf_counter()
         for snippet_id, sample in items:
-            loaded, snippet = tasks._item(run.pk, snippet_id)
+            loaded, snippet = pipeline.item(run.pk, snippet_id)
             Generation.objects.filter(run=loaded, snippet=snippet, sample=sample).first()
             services.outcome_record(run=loaded, snippet=snippet, sample=sample, verdict=Verdict("passed", "", ""))
             services.run_maybe_finish(run=loaded)

@@ -16,7 +16,7 @@ from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.paper2code import code_indent
+from benchmarks.paper2code import code_indent, extract_code
 from benchmarks.selectors import version_snippets
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
@@ -49,7 +49,7 @@ def test_the_guides_json_examples_say_what_an_upload_does_with_them(media_root):
         for line in examples
     ]
     for right in parsed[:3]:
-        code = right.code if right.code is not None else services.extract_code(right.answer)
+        code = right.code if right.code is not None else extract_code(right.answer)
         assert code == "        scale = x.abs().max()\n        return x / scale\n" and right.warning == ""
     assert "indented less than the snippet (8 columns) on its line(s) 1, 2" in parsed[3].warning
 

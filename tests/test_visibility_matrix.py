@@ -23,6 +23,7 @@ from benchmarks.services import pset_import, version_draft_create, version_publi
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
+from evaluation.selectors import run_snippets
 from submissions.services import submission_create
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +93,7 @@ def _finish(run: EvaluationRun, *, hostile_detail: bool) -> None:
     and tests as lines ending in `Error`) in its detail and output tails."""
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     leak = "\n".join(f"{ln} Error" for ln in (HIDDEN_CODE + HIDDEN_TEST).splitlines())
-    for snippet in services.run_snippets(run=run):
+    for snippet in run_snippets(run=run):
         generation = services.calibration_generation(run=run, snippet=snippet, sample=0)
         held = snippet.task.paper.slug == HIDDEN_SLUG
         verdict = Verdict("failed", "runtime", leak) if held and hostile_detail else Verdict("passed", "", "")
@@ -272,8 +273,16 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
             for s in held
         ]
         + [("an outcome of another run", {"pk": own, "outcome_pk": _outcome(ref, held[0]).pk}, "", NOT_FOUND)],
-        # Single-shot runs have no trajectory: none to anyone (an agent run's held-out trajectory: test_agent_runs).
+        # Single-shot runs have no trajectory: none to anyone, in either format (an agent run's held-out trajectory:
+        # test_agent_runs, test_agent_uploads).
         "run-item-trajectory": [
+            ("public single-shot item", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "", NOT_FOUND)
+        ]
+        + [
+            (f"held-out single-shot item {s.name}", {"pk": ref, "outcome_pk": _outcome(ref, s).pk}, "", NOT_FOUND)
+            for s in held
+        ],
+        "run-item-trajectory-atif": [
             ("public single-shot item", {"pk": ref, "outcome_pk": _outcome(ref, public).pk}, "", NOT_FOUND)
         ]
         + [

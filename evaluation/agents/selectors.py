@@ -11,6 +11,7 @@ STEP_FOLD_CHARS = 1500  # a step longer than this shows folded on the item page
 def trajectory_of(*, outcome) -> AgentTrajectory | None:
     return (
         AgentTrajectory.objects.filter(run_id=outcome.run_id, snippet_id=outcome.snippet_id, sample=outcome.sample)
+        .select_related("run")
         .prefetch_related("steps")
         .first()
     )
@@ -20,6 +21,7 @@ def trajectory_document(*, trajectory: AgentTrajectory) -> dict:
     """The trajectory as documented in docs/AGENT_RUNS.md."""
     return {
         "format": TRAJECTORY_FORMAT,
+        "uploaded": bool(trajectory.run.params.get("uploaded")),
         "run": trajectory.run_id,
         "snippet": trajectory.snippet_id,
         "sample": trajectory.sample,

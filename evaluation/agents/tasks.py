@@ -42,15 +42,16 @@ from evaluation.agents.loop import (
 )
 from evaluation.agents.models import AgentTrajectory
 from evaluation.agents.policies import Policy, model_policy, placeholder_policy, reference_policy
+from evaluation.agents.uploads import uploaded_ended_text
 from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, snapshot_delete, workspace_files
 from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import item_execute, limits_for_release, session_for
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
+from evaluation.pipeline import SANDBOX_RETRIES, item, item_current, item_ended, retry_or_error
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
-from evaluation.tasks import SANDBOX_RETRIES, _item, _item_current, _item_ended, _retry_or_error
 from operations.watchdog import database_outage_outlasted
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def _item_failed(run: EvaluationRun, snippet, sample: int, exc: Exception) -> No
         generation=Generation.objects.filter(run=run, snippet=snippet, sample=sample).first(),
     )
     _workspace_drop(run, snippet, sample)
-    _item_ended(run)
+    item_ended(run)
 
 
 @shared_task(bind=True, max_retries=SANDBOX_RETRIES)
@@ -118,8 +119,8 @@ def _item_failed(run: EvaluationRun, snippet, sample: int, exc: Exception) -> No
 def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | None, index: int) -> None:
     """One model turn of an agent item (`llm` queue): its message stored as step `index`, then the item's next task
     queued (its tools on the sandbox queue, the next turn, or the scoring)."""
-    run, snippet = _item(run_id, snippet_id)
-    if not _item_current(run, epoch):
+    run, snippet = item(run_id, snippet_id)
+    if not item_current(run, epoch):
         return
     assert run is not None  # _item_current: a current run
     trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
@@ -150,7 +151,7 @@ def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
         else:
             agent_turn.delay(run_id, snippet_id, sample, epoch, stored)
     except SandboxError as exc:  # the task's files could not be read from storage
-        _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
+        retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
     except (OperationalError, InterfaceError):
         raise  # the database is away: database_outage_outlasted waits for it and runs the turn again
     except Exception as exc:
@@ -184,12 +185,12 @@ def item_agent(
 ) -> None:
     """The sandbox side of an agent item: begin it, run a stored turn's tools, or score its answer (once); without
     `index`, continue from whatever is stored."""
-    run, snippet = _item(run_id, snippet_id)
-    if not _item_current(run, epoch):
+    run, snippet = item(run_id, snippet_id)
+    if not item_current(run, epoch):
         return
     assert run is not None  # _item_current: a current run
     if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        _item_ended(run)
+        item_ended(run)
         return
     if not run_snippets(run=run).filter(pk=snippet.pk).exists():
         logger.error("run %s does not cover item %s (held out?); its agent does not start", run.pk, snippet.pk)
@@ -214,6 +215,9 @@ def item_agent(
     worker = self.request.hostname or f"inline@{socket.gethostname()}"
     limits = limits_for_release(run.version)
     try:
+        if run.params.get("uploaded"):  # an agent's answer made elsewhere, its trajectory (if any) as uploaded
+            _uploaded_score(run=run, snippet=snippet, sample=sample, limits=limits, worker=worker)
+            return
         trajectory = trajectory_start(run=run, snippet=snippet, sample=sample, budget=Budget.of(run.agent_budget))
         if index is not None and trajectory.steps.count() != index:
             logger.info("agent step %s of run %s item %s/%s: done already", index, run.pk, snippet.pk, sample)
@@ -230,7 +234,7 @@ def item_agent(
             verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
             if not services.run_pause_if_failing(run=run):
-                _item_ended(run)
+                item_ended(run)
             return
         ended = _ended_text(trajectory)
         if trajectory.answer_problem:
@@ -264,7 +268,7 @@ def item_agent(
         )
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
     except SandboxError as exc:
-        _retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
+        retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
         return
     except (OperationalError, InterfaceError):
         raise  # the database is away: database_outage_outlasted waits for it and runs the item again
@@ -272,7 +276,7 @@ def item_agent(
         _item_failed(run, snippet, sample, exc)
         return
     _workspace_drop(run, snippet, sample)
-    _item_ended(run)
+    item_ended(run)
 
 
 def _agent_work(task, *, run: EvaluationRun, snippet, sample: int, epoch, trajectory, limits) -> bool:
@@ -312,9 +316,12 @@ def _agent_work(task, *, run: EvaluationRun, snippet, sample: int, epoch, trajec
             fields["ended_by"] = AgentTrajectory.End.DISK
         return fields
 
-    recorded, ended = tools_carry(
-        trajectory=trajectory, workspace=workspace, session=session, limits=limits, budget=budget, stored=stored
-    )
+    try:
+        recorded, ended = tools_carry(
+            trajectory=trajectory, workspace=workspace, session=session, limits=limits, budget=budget, stored=stored
+        )
+    finally:
+        session.workspace_close(workspace=workspace.root)  # docker: its kept container goes with the task
     if not recorded:  # another delivery of this task stored its steps first
         snapshot_delete(snapshot)
         return False
@@ -360,3 +367,34 @@ def _workspace_drop(run: EvaluationRun, snippet, sample: int) -> None:
     if trajectory is not None and trajectory.workspace_snapshot:
         snapshot_delete(trajectory.workspace_snapshot)
         AgentTrajectory.objects.filter(pk=trajectory.pk).update(workspace_snapshot="")
+
+
+def _uploaded_score(*, run: EvaluationRun, snippet, sample: int, limits, worker: str) -> None:
+    """An uploaded agent run's item: its answer tested on the single-shot path, its trajectory as uploaded."""
+    generation = Generation.objects.get(run=run, snippet=snippet, sample=sample)
+    trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
+    ended = uploaded_ended_text(trajectory)
+    if generation.error:
+        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+    elif trajectory is not None and trajectory.answer_problem:
+        verdict = Verdict(
+            Outcome.Status.FAILED, Outcome.Category.WRONG_RESULT, f"{ended}; no answer: {trajectory.answer_problem}"
+        )
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+    else:
+        item_run = item_execute(snippet=snippet, code=generation.extracted_code, limits=limits, failures=build_failures)
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=sample,
+            verdict=replace(item_run.verdict, detail=f"{ended}; {item_run.verdict.detail}"),
+            generation=generation,
+            result=item_run.result,
+            backend=item_run.backend,
+            worker=worker,
+            limits=item_run.limits,
+            environment_lock=item_run.environment_lock,
+            forked=item_run.forked,
+        )
+    item_ended(run)

@@ -74,7 +74,10 @@ class Session:
 
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
         """Run an agent's shell `command` in `workspace`, a folder kept between its commands (evaluation/agents)."""
-        raise SandboxError(f"the {self.backend.name} backend cannot run agent commands yet (bwrap and local can)")
+        raise SandboxError(f"the {self.backend.name} backend cannot run agent commands")
+
+    def workspace_close(self, *, workspace: Path) -> None:
+        """The agent item of `workspace` ended: release what its commands kept (docker keeps a container per item)."""
 
     def close(self) -> None:
         """Release whatever the session holds; runs never leave anything behind themselves."""

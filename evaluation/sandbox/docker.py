@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import requests
 from docker.utils.socket import frames_iter
@@ -69,6 +69,9 @@ from evaluation.sandbox.forkserver import (
 )
 from evaluation.sandbox.install import INPUTS, requirements_install
 from evaluation.sandbox.lock import image_lock
+
+if TYPE_CHECKING:
+    from evaluation.sandbox.docker_agent import AgentContainer
 
 ENV_REPOSITORY = "rcb-env"
 PYTHON = "/opt/env/bin/python"
@@ -227,6 +230,32 @@ class DockerSession(ForkingSession):
 
     def __init__(self, backend: DockerBackend, environment: Environment):
         super().__init__(backend, environment, forkserver=backend.forkserver)
+        self._agents: dict[Path, AgentContainer] = {}
+
+    def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
+        """An agent's shell command in the kept container of its workspace (docker_agent.py: the workspace copied
+        in and back, everything the command left killed at its end)."""
+        from evaluation.sandbox.docker_agent import AgentContainer, container_key
+
+        for gone in [path for path in self._agents if path != workspace and not path.exists()]:
+            self.workspace_close(workspace=gone)  # an item that ended without saying so
+        container = self._agents.get(workspace)
+        if container is not None and (container.key != container_key(limits) or not container.alive()):
+            self.workspace_close(workspace=workspace)
+            container = None
+        if container is None:
+            container = self._agents[workspace] = AgentContainer(self.backend, self.environment, limits)
+        return container.command_run(workspace=workspace, command=command, limits=limits)
+
+    def workspace_close(self, *, workspace: Path) -> None:
+        container = self._agents.pop(workspace, None)
+        if container is not None:
+            container.remove()
+
+    def close(self) -> None:
+        for workspace in list(self._agents):
+            self.workspace_close(workspace=workspace)
+        super().close()
 
     def _zygote_start(self, preload: Sequence[str], limits: Limits, helpers: Sequence[str] = ()) -> ContainerZygote:
         return ContainerZygote(self.backend, self.environment, preload=preload, limits=limits, helpers=helpers)

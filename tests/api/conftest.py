@@ -23,7 +23,7 @@ def dispatched(monkeypatch) -> list[int]:
     from evaluation import services
 
     calls: list[int] = []
-    monkeypatch.setattr(services, "run_dispatch", lambda *, run: calls.append(run.pk) or 0)
+    monkeypatch.setattr(services.runs, "run_dispatch", lambda *, run: calls.append(run.pk) or 0)
     return calls
 
 

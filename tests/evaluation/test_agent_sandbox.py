@@ -1,10 +1,13 @@
-"""Agent runs on bwrap: the calibration agents through a real Celery worker score 100% and 0%, and an agent's
-attacks from its commands are contained, the item scored only on its answer (issue 23)."""
+"""Agent runs on bwrap and docker: the calibration agents through a real Celery worker score 100% and 0%, and an
+agent's attacks from its commands are contained, the item scored only on its answer (issue 23)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -30,12 +33,13 @@ LIMITS = Limits(
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_calibration_agents_score_100_and_0_through_a_bwrap_worker(
-    media_root, celery_worker_factory, sandbox_cache, maintainer
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_calibration_agents_score_100_and_0_through_a_worker(
+    backend, media_root, celery_worker_factory, sandbox_cache, maintainer
 ):
-    sandbox_backend_or_missing("bwrap", sandbox_cache)
+    sandbox_backend_or_missing(backend, sandbox_cache)
     demo = pset_import(root=DEMO_PSET, version_name="agents-1.0.0", publish=True).version
-    worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND="bwrap")  # turns on llm, tools on sandbox
+    worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND=backend)  # turns on llm, tools on sandbox
     runs = {}
     for name in ("reference", "placeholder"):
         run = services.run_start(
@@ -52,9 +56,9 @@ def test_calibration_agents_score_100_and_0_through_a_bwrap_worker(
     assert (full.items, full.passed, full.errors, full.flagged, full.scaled_pass_rate) == (33, 33, 0, 0, 100.0)
     zero = RunScore.objects.get(run=runs["placeholder"], paper=None, split="")
     assert (zero.items, zero.passed, zero.failed, zero.errors, zero.scaled_pass_rate) == (33, 0, 33, 0, 0.0)
-    assert set(Outcome.objects.filter(run__in=runs.values()).values_list("sandbox_backend", flat=True)) == {"bwrap"}
+    assert set(Outcome.objects.filter(run__in=runs.values()).values_list("sandbox_backend", flat=True)) == {backend}
     assert all(o.detail.startswith("the agent submitted;") for o in Outcome.objects.filter(run__in=runs.values()))
-    # Every step was stored: the reference agent read, edited, ran one command (in bwrap) and submitted.
+    # Every step was stored: the reference agent read, edited, ran one command (in the sandbox) and submitted.
     reference = AgentTrajectory.objects.filter(run=runs["reference"])
     assert reference.count() == 33 and set(reference.values_list("ended_by", "turns")) == {("submitted", 4)}
     commands = AgentStep.objects.filter(trajectory__run=runs["reference"], role="tool", tool_name="run")
@@ -69,15 +73,28 @@ def test_calibration_agents_score_100_and_0_through_a_bwrap_worker(
     assert document["format"] == "rcb-agent-trajectory/1" and document["ended_by"] == "submitted"
     assert [s["role"] for s in document["steps"]][:4] == ["system", "user", "assistant", "tool"]
     assert not list(Path(sandbox_cache, "agent-workspaces").iterdir()), "workspaces are removed after their item"
+    if backend == "docker":
+        assert not _agent_containers(), "each item's container is removed when its item ends"
 
 
-# Attacks from an agent's commands, on bwrap. Each is a scripted agent whose tool calls run through the real loop,
-# workspace and bwrap session; the docstrings say why each would succeed without the guard that stops it.
+def _agent_containers() -> list[str]:
+    import docker
+
+    client = docker.from_env()
+    try:
+        return [c.id for c in client.containers.list(all=True, filters={"label": "rcb.agent=1"})]
+    finally:
+        client.close()
 
 
-@pytest.fixture(scope="module")
-def bwrap_session(sandbox_cache):
-    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+# Attacks from an agent's commands, on bwrap and docker. Each is a scripted agent whose tool calls run through the
+# real loop, workspace and session; each first runs its attack unguarded (`_unguarded`: the command as a plain
+# process of the worker, in the workspace) and shows it succeeds there, or the docstring says why it would.
+
+
+@pytest.fixture(scope="module", params=["bwrap", "docker"])
+def agent_session(request, sandbox_cache):
+    backend = sandbox_backend_or_missing(request.param, sandbox_cache)
     backend.forkserver = False
     environment = backend.environment_build(env_hash=hashlib.sha256(b"").hexdigest(), requirements="")
     session = backend.session_open(environment)
@@ -118,6 +135,16 @@ def _commands(*commands: str):
     return turn
 
 
+def _unguarded(command: str, cwd: Path, seconds: float = 20) -> str:
+    """The attack with no guard: the command as a plain process of the worker (its user, environment and network)."""
+    proc = subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=seconds)
+    return proc.stdout + proc.stderr
+
+
+def _stdout(output: str) -> str:
+    return output.split("[stdout]\n", 1)[1].split("\n[stderr]", 1)[0]
+
+
 def _agent(item, session, *commands: str, files: dict[str, bytes] | None = None) -> tuple[list[str], Workspace]:
     run, snippet = item
     budget = Budget(turns=len(commands) + 2, tokens=10**6, seconds=120, cost=1)
@@ -141,10 +168,10 @@ def _agent(item, session, *commands: str, files: dict[str, bytes] | None = None)
 
 
 @pytest.mark.django_db
-def test_an_agent_cannot_read_the_hidden_test_by_any_absolute_path(item, bwrap_session):
+def test_an_agent_cannot_read_the_hidden_test_by_any_absolute_path(item, agent_session):
     """Unguarded (a command run on the worker as the worker's user) `cat` of the test entry point in the checkout or
-    of its blob in the worker's cache prints the hidden tests. In bwrap only the environment, /usr and the workspace
-    are mounted, so neither path exists, and the workspace never holds the hidden file."""
+    of its blob in the worker's cache prints the hidden tests. In the sandbox only the environment, the system and the
+    workspace are there, so neither path exists, and the workspace never holds the hidden file."""
     _, snippet = item
     task = snippet.task
     blob = (
@@ -157,7 +184,7 @@ def test_an_agent_cannot_read_the_hidden_test_by_any_absolute_path(item, bwrap_s
     assert checkout.exists(), "the hidden file is on this host: the attack has something to find"
     outputs, _ = _agent(
         item,
-        bwrap_session,
+        agent_session,
         f"cat {checkout}",
         f"cat {blob}",
         f"find / -name '{Path(task.test_entry_point).name}' -not -path '/proc/*' 2>/dev/null; echo end",
@@ -169,9 +196,10 @@ def test_an_agent_cannot_read_the_hidden_test_by_any_absolute_path(item, bwrap_s
 
 
 @pytest.mark.django_db
-def test_an_agent_cannot_reach_the_network_or_the_workers_redis(item, bwrap_session, tcp_open):
+def test_an_agent_cannot_reach_the_network_or_the_workers_redis(item, agent_session, tcp_open):
     """Unguarded, a command on the worker connects to Redis at 127.0.0.1:6379 (the broker: it could queue or drop
-    any task) and answers PONG. bwrap's network namespace has only its own loopback, with nothing listening."""
+    any task) and answers PONG. bwrap's network namespace and docker's `none`
+    network have only their own loopback, with nothing listening."""
     if not tcp_open("127.0.0.1", 6379):
         pytest.skip("no Redis on this host's loopback: the attack would have nothing to reach")
     probe = (
@@ -179,32 +207,34 @@ def test_an_agent_cannot_reach_the_network_or_the_workers_redis(item, bwrap_sess
         "s.sendall(b'PING\\r\\n'); print('GOT', s.recv(64))\"; "
         "python3 -c \"import socket; socket.create_connection(('93.184.216.34', 80), timeout=3); print('OUT')\""
     )
-    outputs, _ = _agent(item, bwrap_session, probe)
+    outputs, _ = _agent(item, agent_session, probe)
     assert "GOT" not in outputs[0] and "OUT" not in outputs[0]
     assert "Connection refused" in outputs[0] and "Network is unreachable" in outputs[0]
 
 
 @pytest.mark.django_db
-def test_a_process_left_running_dies_with_its_command(item, bwrap_session):
+def test_a_process_left_running_dies_with_its_command(item, agent_session):
     """Unguarded, `(sleep 2; touch late) &` outlives its shell and writes into the workspace later (between turns,
-    where no check expects it). bwrap's pid namespace ends with its command's shell, and its group is killed."""
+    where no check expects it). bwrap's pid namespace ends with its command's shell; docker kills every process of
+    the sandbox user at the command's end."""
     outputs, workspace = _agent(
-        item, bwrap_session, "(sleep 2; touch late) > /dev/null 2>&1 & echo started", "sleep 4; ls"
+        item, agent_session, "(sleep 2; touch late) > /dev/null 2>&1 & echo started", "sleep 4; ls"
     )
     assert "started" in outputs[0] and "late" not in outputs[1]
     assert not (workspace.root / "late").exists()
 
 
 @pytest.mark.django_db
-def test_an_agent_writes_nowhere_but_its_workspace(item, bwrap_session, tmp_path):
+def test_an_agent_writes_nowhere_but_its_workspace(item, agent_session, tmp_path):
     """Unguarded, a command writes wherever the worker's user may: /tmp (seen by the next item or the scoring run),
-    the environment, the host. In bwrap /tmp is a fresh tmpfs per command, / and the venv are read-only, and the
-    file tools refuse a symbolic link out of the workspace (os.path.realpath is checked before each use)."""
+    the environment, the host. In the sandbox /tmp is empty at each command (bwrap: a fresh tmpfs; docker: emptied
+    at the command's end), / and the environment are read-only, and the file tools refuse a symbolic link out of
+    the workspace (os.path.realpath is checked before each use; docker does not even copy such a link back)."""
     marker = f"planted-{tmp_path.name}"
-    venv = bwrap_session.environment.location
+    venv = str(Path(agent_session.environment.python).parent.parent)  # the venv, or the image's /opt/env
     outputs, workspace = _agent(
         item,
-        bwrap_session,
+        agent_session,
         f"echo x > /tmp/{marker}; echo x > /{marker}; echo x > {venv}/{marker}; echo x > ../{marker}; "
         f"ln -s /etc/passwd passwd-link; echo done",
         f"ls /tmp; cat /tmp/{marker}",
@@ -213,8 +243,11 @@ def test_an_agent_writes_nowhere_but_its_workspace(item, bwrap_session, tmp_path
     assert marker not in outputs[1].split("[stderr]")[0], "a later command does not see the planted file"
     for path in (Path("/tmp") / marker, Path("/") / marker, Path(venv) / marker, workspace.root.parent / marker):
         assert not path.exists(), path
-    with pytest.raises(ValueError, match="leaves the workspace"):
-        workspace.read("passwd-link")
+    if (workspace.root / "passwd-link").is_symlink():
+        with pytest.raises(ValueError, match="leaves the workspace"):
+            workspace.read("passwd-link")
+    else:
+        assert "not kept in the workspace" in outputs[0] and "passwd-link" in outputs[0]
 
 
 @pytest.mark.django_db
@@ -348,3 +381,88 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(
     finally:
         executor.sessions_close()
         executor.backend_use(None)
+
+
+@pytest.mark.django_db
+def test_a_process_that_escapes_its_group_or_outlives_its_deadline_is_killed(item, agent_session, settings, tmp_path):
+    """Unguarded, a `setsid` child and a double fork leave the command's process group (killing the group misses
+    them) and write later. In the sandbox every process of the command dies when it ends or at its deadline."""
+    escape = "setsid sh -c 'sleep 2; touch late-setsid' >/dev/null 2>&1 & ( (sleep 2; touch late-fork) & ) >/dev/null"
+    _unguarded(escape, tmp_path)
+    time.sleep(3)
+    assert (tmp_path / "late-setsid").exists() and (tmp_path / "late-fork").exists(), "unguarded, both survive"
+    settings.AGENT_COMMAND_SECONDS = 2
+    outputs, workspace = _agent(item, agent_session, f"{escape}; echo started", f"{escape}; sleep 60", "sleep 3; ls")
+    assert "started" in outputs[0] and "killed at its time limit of 2 s" in outputs[1]
+    assert "late" not in _stdout(outputs[2])
+    assert not list(workspace.root.glob("late-*"))
+
+
+@pytest.mark.django_db
+def test_processes_memory_and_output_are_capped(item, agent_session, tmp_path):
+    """Unguarded, a command starts as many processes as it likes (here 100), holds 700 MB and prints 4 MB. The
+    sandbox caps processes (64), memory (512 MB) and the output the model reads (AGENT_OUTPUT_BYTES, the cut said);
+    a real fork bomb ends with its command and the next command works."""
+    spawn = "for i in $(seq 100); do sleep 3 & echo $i > started; done; wait; echo all 100 started"
+    hog = "python3 -c \"b = bytearray(700 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('HELD')\""
+    flood = "head -c 4000000 /dev/zero | tr '\\0' a"
+    assert "all 100 started" in _unguarded(spawn, tmp_path) and "HELD" in _unguarded(hog, tmp_path)
+    assert len(_unguarded(flood, tmp_path)) == 4_000_000
+    outputs, _ = _agent(item, agent_session, spawn, "sleep 3; cat started", hog, flood, ":(){ :|:& };:", "echo alive")
+    assert "all 100 started" not in outputs[0] and int(_stdout(outputs[1])) < 64, outputs[:2]
+    outputs = outputs[1:]
+    assert "HELD" not in outputs[1] and ("out of memory" in outputs[1] or "MemoryError" in outputs[1]), outputs[1]
+    cap = settings.AGENT_OUTPUT_BYTES
+    assert f"[output cut at {cap} bytes per stream]" in outputs[2] and len(outputs[2]) < 2 * cap + 1000
+    assert "alive" in _stdout(outputs[4])
+
+
+@pytest.mark.django_db
+def test_no_variable_of_the_worker_reaches_a_command(item, agent_session, tmp_path, monkeypatch):
+    """Unguarded, `env` prints the worker's variables (the database URL, keys). A command sees only the sandbox's."""
+    monkeypatch.setenv("RCB_PROBE_SECRET", "s3cret-probe")
+    assert "s3cret-probe" in _unguarded("env", tmp_path)
+    outputs, _ = _agent(item, agent_session, "env")
+    names = {line.split("=", 1)[0] for line in _stdout(outputs[0]).splitlines()}
+    assert "PATH" in names and "s3cret-probe" not in outputs[0]
+    assert not names & {"RCB_PROBE_SECRET", "DATABASE_URL", "REDIS_URL", "SECRET_KEY", "CELERY_BROKER_URL"}
+
+
+@pytest.mark.django_db
+def test_a_command_reaches_nothing_of_the_worker_by_dotdot_absolute_path_or_link(item, agent_session, settings):
+    """Unguarded, `cat ../secret`, its absolute path and a link to it read a file beside the workspace. In the
+    sandbox none of them exist; a link left in the workspace is never followed by the worker's file tools."""
+    secret = Path(settings.AGENT_WORKSPACE_DIR) / "secret"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("worker-only\n")
+    probe = f"cat ../secret; cat {secret}; ln -s {secret} link; cat link; echo end"
+    scratch = secret.parent / "scratch"
+    scratch.mkdir()
+    assert _unguarded(probe, scratch).count("worker-only") == 3
+    outputs, workspace = _agent(item, agent_session, probe)
+    assert "worker-only" not in outputs[0] and "end" in outputs[0]
+    if (workspace.root / "link").is_symlink():
+        with pytest.raises(ValueError, match="leaves the workspace"):
+            workspace.read("link")
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_copies_back_only_plain_files_and_links_inside(item, agent_session, tmp_path):
+    """The workspace comes back from docker's container through Python's `data` tar filter. Unguarded (the tar
+    unpacked as it comes, as root), a setuid file, a FIFO, a link out of the workspace and a `..` name would land
+    on the worker's disk; filtered, the file keeps no setuid or group/other write bit, the rest is dropped and
+    said. A device node cannot even be made (no capabilities)."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's copy-back")
+    outputs, workspace = _agent(
+        item,
+        agent_session,
+        "echo hi > f; chmod 6777 f; mkfifo pipe; ln -s /etc/shadow out; ln -s ../../x up; ln -s f in; "
+        "mknod dev c 1 3 || echo no-mknod",
+    )
+    assert "no-mknod" in outputs[0] and "not kept in the workspace" in outputs[0]
+    mode = (workspace.root / "f").stat().st_mode
+    assert not mode & 0o7000 and not mode & 0o022, oct(mode)
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["f", "in", "model.py"]
+    assert (workspace.root / "f").stat().st_uid == os.geteuid()

@@ -23,7 +23,7 @@ ARTIFACTS = REPO / "test-artifacts" / "compare"
 def test_register_a_model_start_a_run_and_compare_two(
     browser_page, live_server, media_root, author, width, monkeypatch
 ):
-    monkeypatch.setattr(services, "run_dispatch", lambda *, run: 0)  # no worker here: the run stays queued
+    monkeypatch.setattr(services.runs, "run_dispatch", lambda *, run: 0)  # no worker here: the run stays queued
     page, base = browser_page, live_server.url
     page.set_viewport_size({"width": width, "height": 900})
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,10 @@ import pytest
 from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.outcomes import Verdict
+from evaluation.pipeline import provider_wait
 from evaluation.sandbox import backend_get
-from evaluation.tasks import item_evaluate, item_generate, provider_wait
+from evaluation.tasks import item_evaluate, item_generate
 from tests.conftest import DEMO_PSET
 
 pytestmark = pytest.mark.django_db
@@ -34,10 +36,10 @@ def test_a_dead_engine_is_an_error_after_retries_not_a_failure(media_root, engin
     assert (outcome.status, outcome.category) == ("error", "infrastructure")
     assert "sandbox failure" in outcome.detail
     for other in version.tasks.first().snippets.exclude(pk=snippet.pk):
-        services.outcome_record(run=run, snippet=other, sample=0, verdict=services.Verdict("passed", "", ""))
+        services.outcome_record(run=run, snippet=other, sample=0, verdict=Verdict("passed", "", ""))
     for task in version.tasks.exclude(pk=snippet.task_id):
         for other in task.snippets.all():
-            services.outcome_record(run=run, snippet=other, sample=0, verdict=services.Verdict("passed", "", ""))
+            services.outcome_record(run=run, snippet=other, sample=0, verdict=Verdict("passed", "", ""))
     services.run_maybe_finish(run=run)
     score = RunScore.objects.get(run=run, paper=None, split="")
     assert score.errors == 1 and score.pass_rate == 100.0

@@ -12,6 +12,7 @@ from django.utils import timezone
 from config.celery import app
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
+from evaluation.outcomes import Verdict
 from operations.broker import queues_status
 from tests.conftest import _pool_reset, sandbox_backend_or_missing
 
@@ -41,7 +42,7 @@ def test_a_stalled_run_is_flagged_and_resuming_queues_only_its_missing_items(cli
     snippets = list(release.tasks.first().snippets.all())
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     for snippet in snippets:
-        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=services.Verdict("passed", "", ""))
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""))
     EvaluationRun.objects.filter(pk=run.pk).update(last_progress_at=timezone.now() - timedelta(hours=1))
     client.force_login(maintainer)
 

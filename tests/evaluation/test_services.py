@@ -154,7 +154,7 @@ def test_a_finishing_run_computes_its_scores_without_holding_its_row_lock(releas
     for snippet in Snippet.objects.filter(task__versions=release).select_related("task"):
         services.outcome_record(run=run, snippet=snippet, sample=0, verdict=Verdict("passed", "", ""))
     probes: list[str] = []
-    compute = services.run_scores_compute
+    compute = services.runs.run_scores_compute
 
     def compute_while_another_session_locks(*, run):
         def probe():
@@ -172,7 +172,7 @@ def test_a_finishing_run_computes_its_scores_without_holding_its_row_lock(releas
         thread.join()
         return compute(run=run)
 
-    monkeypatch.setattr(services, "run_scores_compute", compute_while_another_session_locks)
+    monkeypatch.setattr(services.runs, "run_scores_compute", compute_while_another_session_locks)
     assert services.run_maybe_finish(run=run)
     assert probes == ["free"], "the row lock is free while the scores are computed"
     assert RunScore.objects.get(run=run, paper=None, split="").pass_rate == 100.0

@@ -39,7 +39,9 @@ def sign_in(page, base: str, user) -> None:
 def test_an_owner_uploads_generations_from_the_model_page(
     browser_page, live_server, media_root, author, tmp_path, width, monkeypatch
 ):
-    monkeypatch.setattr(services, "run_dispatch_later", lambda *, run: None)  # scoring is not this test's concern
+    monkeypatch.setattr(
+        services.uploads, "run_dispatch_later", lambda *, run: None
+    )  # scoring is not this test's concern
     page, base = browser_page, live_server.url
     page.set_viewport_size({"width": width, "height": 900})
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

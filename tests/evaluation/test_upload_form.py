@@ -116,7 +116,7 @@ def test_a_maintainer_may_upload_for_a_model_but_never_as_a_calibration_model(cl
 
 
 def test_a_file_too_big_is_refused_before_it_is_read(client, release, model, author, monkeypatch):
-    monkeypatch.setattr(services, "UPLOAD_MAX_BYTES", 1024)
+    monkeypatch.setattr(services.uploads, "UPLOAD_MAX_BYTES", 1024)
     client.force_login(author)
     response = _post(client, reference_answers(release), release)
     assert response.status_code == 400

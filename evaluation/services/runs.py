@@ -1,0 +1,411 @@
+"""The run lifecycle: start, dispatch and feed a run's items, cancel, resume, pause and prioritise it, finish it,
+and pin the run that stands for its model."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from benchmarks.models import BenchmarkVersion
+from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer
+from config.api import user_may_change
+from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
+from evaluation.provenance import provenance_at_start
+from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_write
+from evaluation.selectors import run_covers_held_out, run_feed_order, run_snippets
+from evaluation.services.models import EvaluationError, model_endpoint_check, user_pays_platform
+from operations.enqueue import enqueue
+from operations.events import Kind, event_record
+
+MAX_SAMPLES = 20
+
+logger = logging.getLogger(__name__)
+
+
+def run_protocol(*, version: BenchmarkVersion, protocol: str | None) -> str:
+    """The protocol a run on `version` uses: the one named (it must exist), else the release's."""
+    protocol = protocol or version.protocol_id
+    try:
+        return protocol_get(name=protocol).name
+    except UnknownProtocol as exc:
+        raise EvaluationError(str(exc)) from exc
+
+
+class RunQuotaExceeded(EvaluationError):
+    """The user already has as many active runs as one user may have."""
+
+
+def run_quota_check(*, user) -> None:
+    """A user (maintainers and the platform exempt) has at most RUNS_ACTIVE_PER_USER runs queued or running: the
+    workers are shared, and each run is up to samples x items sandbox evaluations."""
+    if user_pays_platform(user=user):
+        return
+    limit = settings.RUNS_ACTIVE_PER_USER
+    active = list(
+        EvaluationRun.objects.filter(
+            created_by=user,
+            status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING),
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    if len(active) >= limit:
+        raise RunQuotaExceeded(
+            f"you have {len(active)} run{'s' if len(active) != 1 else ''} queued or running "
+            f"({', '.join(f'#{pk}' for pk in active)})"
+            f", the most one user may have at once ({limit}): start this one when one of them "
+            "has finished, or cancel one"
+        )
+
+
+@transaction.atomic
+def run_start(
+    *,
+    model: ModelEntry,
+    version: BenchmarkVersion,
+    with_paper: bool = True,
+    samples: int = 1,
+    params: dict | None = None,
+    protocol: str | None = None,
+    user=None,
+    dispatch: bool = True,
+    mode: str = "single",
+    budget: dict | None = None,
+) -> EvaluationRun:
+    """Create a run (in the release's protocol unless another is named) and dispatch its items after commit.
+
+    `mode` "agent": the model works on each item in a sandbox within `budget` (evaluation/agents/start.py)."""
+    if version.status == BenchmarkVersion.Status.DRAFT:
+        raise EvaluationError(f"version {version.name} is a draft; runs are pinned to published versions")
+    run_quota_check(user=user)
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise EvaluationError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
+    protocol = run_protocol(version=version, protocol=protocol)
+    if model.kind == ModelEntry.Kind.UPLOADED:
+        raise EvaluationError(f"model {model.name} has uploaded generations; it cannot be called")
+    from evaluation.llm import params_problems
+
+    if problems := params_problems(params or {}):
+        raise ValidationError({"params": problems})
+    # Locked so that no edit of the model's endpoint slips between this snapshot and the run's commit.
+    model = ModelEntry.objects.select_for_update().get(pk=model.pk)
+    if model.kind == ModelEntry.Kind.LITELLM:
+        if not model.has_api_key and not user_pays_platform(user=user):
+            raise EvaluationError(
+                f"model {model.name} has no API key of its own: only maintainers run it, on the platform's keys"
+            )
+        model_endpoint_check(model=model, api_key=model.api_key_get(), platform_pays=user_pays_platform(user=user))
+    calls = model.kind == ModelEntry.Kind.LITELLM
+    from evaluation.agents.start import run_mode_settings
+
+    agent_budget = run_mode_settings(model=model, version=version, mode=mode, budget=budget)
+    run = EvaluationRun(
+        mode=mode,
+        agent_budget=agent_budget,
+        model=model,
+        version=version,
+        with_paper=with_paper,
+        samples=samples,
+        params=params or {},
+        protocol=protocol,
+        created_by=user,
+        litellm_model=model.litellm_model if calls else "",
+        api_base=model.api_base if calls else "",
+        model_params=dict(model.default_params) if calls else {},
+        provenance=provenance_at_start(model=model, api_base=model.api_base if calls else ""),
+        covers_held_out=run_covers_held_out(model=model, params=params),
+    )
+    run.full_clean()
+    run.save()
+    run.total_items = run_snippets(run=run).count() * samples
+    run.save(update_fields=["total_items"])
+    if dispatch:
+        transaction.on_commit(lambda: run_dispatch(run=run))
+    return run
+
+
+def run_dispatch(*, run: EvaluationRun) -> int:
+    """(Re)start feeding the run from its first item: items already done are skipped, and only the run's share is
+    queued now (run_feed); the rest follows as items finish. Returns how many were queued now."""
+    run_done_recount(run=run)
+    # Nothing of the run is presumed in flight any more: what was lost is fed again, what is done is skipped, and
+    # what is still on the broker belongs to the earlier feed and is dropped (else each resume added a share).
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        feed_cursor=0, fed_items=F("done_items"), feed_epoch=F("feed_epoch") + 1
+    )
+    EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
+        status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now()
+    )
+    queued = run_feed(run=run)
+    if not queued:
+        run_maybe_finish(run=run)
+    return queued
+
+
+def run_share(*, run: EvaluationRun) -> int:
+    """How many of the run's items may be in flight at once: RUN_ITEMS_IN_FLIGHT per share, 1 + priority shares."""
+    return settings.RUN_ITEMS_IN_FLIGHT * (1 + max(0, run.priority))
+
+
+def _in_flight(runs) -> int:
+    totals = runs.aggregate(fed=Coalesce(Sum("fed_items"), 0), done=Coalesce(Sum("done_items"), 0))
+    return max(0, totals["fed"] - totals["done"])
+
+
+def run_feed(*, run: EvaluationRun) -> int:
+    """Top the run's items in flight up to its share (and its creator's, USER_ITEMS_IN_FLIGHT over all their runs;
+    the platform's own runs, calibration among them, have their own), in feed order; returns how many were queued.
+
+    The row lock is taken with skip_locked and held only to move the cursor: a feeder that finds it taken leaves
+    the top-up to the one holding it. A message the broker refuses stays counted as in flight: the watchdog's
+    lost-work rule (nothing queued or held for the run) feeds it again."""
+    from evaluation import tasks
+
+    active = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+    with transaction.atomic():
+        locked = (
+            EvaluationRun.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("model")
+            .filter(pk=run.pk, status=EvaluationRun.Status.RUNNING)
+            .first()
+        )
+        if locked is None:
+            return 0
+        room = run_share(run=locked) - max(0, locked.fed_items - locked.done_items)
+        if locked.created_by_id is not None and not user_pays_platform(user=locked.created_by):
+            mine = EvaluationRun.objects.filter(created_by_id=locked.created_by_id, status__in=active)
+            room = min(room, settings.USER_ITEMS_IN_FLIGHT - _in_flight(mine))
+        if room <= 0:
+            return 0
+        order = run_feed_order(locked)
+        cursor, batch = locked.feed_cursor, []
+        while len(batch) < room and cursor < len(order):
+            window = order[cursor : cursor + room - len(batch)]
+            done = set(
+                Outcome.objects.filter(run=locked, snippet_id__in={s for s, _ in window}).values_list(
+                    "snippet_id", "sample"
+                )
+            )
+            batch += [item for item in window if item not in done]
+            cursor += len(window)
+        EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
+    task = tasks.item_generate if locked.model.kind == ModelEntry.Kind.LITELLM else tasks.item_evaluate
+    if locked.mode == "agent":
+        from evaluation.agents.tasks import item_agent as task
+    for queued, (snippet_id, sample) in enumerate(batch):
+        # The broker is down: the watchdog feeds the run again once it answers.
+        if not enqueue(
+            task,
+            locked.pk,
+            snippet_id,
+            sample,
+            locked.feed_epoch,
+            subject=locked,
+            refused=lambda exc, queued=queued: (
+                f"run {locked.pk}: the broker refused new tasks ({exc}); {queued} of "
+                f"{len(batch)} item(s) queued, the watchdog feeds the rest once it answers"
+            ),
+        ):
+            return queued
+    return len(batch)
+
+
+def runs_feed() -> int:
+    """One feeder pass: every running run topped up in turn, higher priority first, then oldest; returns how many
+    items were queued."""
+    runs = (
+        EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING)
+        .select_related("model", "created_by")
+        .order_by("-priority", "created_at")
+    )
+    return sum(run_feed(run=run) for run in runs)
+
+
+RUN_PRIORITY_MAX = 10
+
+
+@transaction.atomic
+def run_priority_set(*, run: EvaluationRun, priority: int, actor) -> EvaluationRun:
+    """A maintainer gives a run more shares of the workers (priority p: 1 + p shares) or the default (0)."""
+    if not user_is_maintainer(user=actor):
+        raise PermissionDenied("only maintainers set a run's priority")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= RUN_PRIORITY_MAX:
+        raise EvaluationError(f"priority must be a whole number from 0 to {RUN_PRIORITY_MAX}, got {priority!r}")
+    EvaluationRun.objects.filter(pk=run.pk).update(priority=priority)
+    run.refresh_from_db()
+    return run
+
+
+RUN_ACTIVE = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+
+
+def runs_unfinished() -> QuerySet[EvaluationRun]:
+    """Queued and running runs: the watchdog's to look after (operations.watchdog, registered in apps.py)."""
+    return (
+        EvaluationRun.objects.filter(status__in=RUN_ACTIVE)
+        .select_related("model", "version")
+        .defer("version__manifest", "version__changelog")
+    )
+
+
+def run_requeue(run: EvaluationRun, *, idle_seconds: float, worker: str = "") -> int:
+    """Queue again the items of an active run that have no outcome while no task of the run is queued or held by a
+    worker (the broker lost them, or their worker died), once the watchdog claimed it."""
+    queued = run_dispatch(run=run)
+    if queued:
+        event_record(
+            kind=Kind.ITEMS_REDISPATCHED,
+            subject=run,
+            items=queued,
+            worker=worker,
+            detail=f"run {run.pk}: {queued} item(s) without an outcome and without a queued or running task "
+            f"after {idle_seconds:.0f} s without progress were re-dispatched",
+        )
+    return queued
+
+
+@transaction.atomic
+def run_cancel(*, run: EvaluationRun) -> EvaluationRun:
+    """Stop a run: queued items are skipped when they reach a worker; results so far stay."""
+    run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
+    if not run.is_active:
+        raise EvaluationError(f"run {run.pk} is {run.status}; only queued or running runs can be cancelled")
+    run.status = EvaluationRun.Status.CANCELLED
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "finished_at"])
+    return run
+
+
+def run_resume(*, run: EvaluationRun) -> int:
+    """Continue a cancelled or stalled run: only items without an outcome are dispatched. A run that paused itself
+    also drops the outcomes of its failed model calls, so those items are asked again."""
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
+        if run.status == EvaluationRun.Status.COMPLETED:
+            raise EvaluationError(f"run {run.pk} is already completed")
+        if run.status == EvaluationRun.Status.CANCELLED:  # active again: it counts as a new one would
+            run_quota_check(user=run.created_by)
+        if run.pause_reason:
+            failed = Generation.objects.filter(run=run).exclude(error="")
+            Outcome.objects.filter(run=run, generation__in=failed).delete()
+            failed.delete()
+        run.status = EvaluationRun.Status.RUNNING
+        run.finished_at = None
+        run.pause_reason = ""
+        run.save(update_fields=["status", "finished_at", "pause_reason"])
+    return run_dispatch(run=run)
+
+
+def _failure_kind(error: str) -> str:
+    """A model call's error without what changes from call to call (request ids, counts), to tell "the same way"."""
+    return re.sub(r"[0-9a-f]{8,}|\d{4,}|gave up after \d+ attempts: ", "#", error.lower())
+
+
+def run_pause_if_failing(*, run: EvaluationRun) -> bool:
+    """Pause (cancel, saying why) an active run whose last RUN_PAUSE_AFTER_FAILURES model calls all failed the same
+    way: every queued item would fail like them. Its queued items are then skipped when they reach a worker."""
+    count = settings.RUN_PAUSE_AFTER_FAILURES
+    if count < 1:
+        return False
+    errors = list(
+        Generation.objects.filter(run=run, attempts__gt=0)
+        .order_by("-created_at", "-pk")
+        .values_list("error", flat=True)[:count]
+    )
+    if len(errors) < count or not errors[0] or len({_failure_kind(error) for error in errors}) != 1:
+        return False
+    reason = f"API calls are failing: {errors[0]}"
+    paused = EvaluationRun.objects.filter(
+        pk=run.pk, status__in=[EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING]
+    ).update(status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now(), pause_reason=reason[:4000])
+    if paused:
+        logger.warning("run %s paused after %d failed model calls in a row: %s", run.pk, count, errors[0])
+    return bool(paused)
+
+
+def run_done_recount(*, run: EvaluationRun) -> None:
+    """Set the run's counter of outcomes from the outcomes themselves (after some were deleted)."""
+    # In the UPDATE itself, so an outcome recorded meanwhile is counted, never lost (too high only delays the end).
+    done = Outcome.objects.filter(run=OuterRef("pk")).order_by().values("run").annotate(n=Count("pk")).values("n")
+    EvaluationRun.objects.filter(pk=run.pk).update(done_items=Coalesce(Subquery(done), 0))
+
+
+def run_maybe_finish(*, run: EvaluationRun) -> bool:
+    """Complete the run and store its scores when its last item is in; exactly one caller does it.
+
+    Called after every item: one unlocked read of the counter; at the end, scores computed without a lock and the
+    row lock held only to check the count and write them."""
+    if not EvaluationRun.objects.filter(
+        pk=run.pk, status=EvaluationRun.Status.RUNNING, done_items__gte=F("total_items")
+    ).exists():
+        return False
+    # Computed before the row lock (seconds on a large run), written under it only if the outcomes are unchanged.
+    state = run_outcomes_state(run=run)
+    scores = run_scores_compute(run=run)
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
+        if run.status != EvaluationRun.Status.RUNNING:
+            return False
+        now = run_outcomes_state(run=run)
+        if now[0] < run.total_items:
+            return False
+        run_scores_write(run=run, scores=scores if now == state else run_scores_compute(run=run))
+        run.status = EvaluationRun.Status.COMPLETED
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "finished_at"])
+    return True
+
+
+def continuous_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list[EvaluationRun]:
+    """Queue every model marked for continuous evaluation on a newly published version."""
+    runs = []
+    for model in ModelEntry.objects.filter(continuous=True, kind=ModelEntry.Kind.LITELLM):
+        runs.append(run_start(model=model, version=version))
+    return runs
+
+
+@transaction.atomic
+def run_pin(*, run: EvaluationRun, actor) -> EvaluationRun:
+    """The model's owner (or a maintainer) makes a completed run the model's leaderboard row for its release and
+    setting: later runs and uploads are listed on the model page and never replace it until the pin moves or is
+    lifted (selectors.leaderboard_choose is the rule)."""
+    if not user_may_change(user=actor, owner_id=run.model.owner_id):
+        raise PermissionDenied(
+            f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run"
+        )
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().select_related("model").get(pk=run.pk)
+        if run.status != EvaluationRun.Status.COMPLETED:
+            raise EvaluationError(f"run {run.pk} is {run.status}; only a completed run can be the leaderboard run")
+        (
+            EvaluationRun.objects.filter(
+                model=run.model_id,
+                version=run.version_id,
+                mode=run.mode,
+                with_paper=run.with_paper,
+                pinned_at__isnull=False,
+            )
+            .exclude(pk=run.pk)
+            .update(pinned_at=None, pinned_by=None)
+        )
+        run.pinned_at, run.pinned_by = timezone.now(), actor
+        run.save(update_fields=["pinned_at", "pinned_by"])
+    return run
+
+
+def run_unpin(*, run: EvaluationRun, actor) -> EvaluationRun:
+    """Lift a pin: the model's row in that setting is the latest completed run again."""
+    if not user_may_change(user=actor, owner_id=run.model.owner_id):
+        raise PermissionDenied(
+            f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run"
+        )
+    EvaluationRun.objects.filter(pk=run.pk).update(pinned_at=None, pinned_by=None)
+    run.refresh_from_db()
+    return run
