@@ -185,7 +185,8 @@ CELERY_TASK_ROUTES = (
     {
         "evaluation.tasks.item_generate": {"queue": "llm"},
         "evaluation.tasks.item_evaluate": {"queue": "sandbox"},
-        "evaluation.agents.tasks.item_agent": {"queue": "sandbox"},
+        "evaluation.agents.tasks.item_agent": {"queue": "sandbox"},  # an agent item's tools and scoring
+        "evaluation.agents.tasks.agent_turn": {"queue": "llm"},  # an agent item's model turns
         "submissions.tasks.revision_validate": {"queue": "sandbox"},
         "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
         "evaluation.tasks.environments_prune": {"queue": "sandbox"},

@@ -25,6 +25,7 @@ class EvaluationConfig(AppConfig):
                 "evaluation.tasks.item_evaluate",
                 "evaluation.tasks.run_dispatch",
                 "evaluation.agents.tasks.item_agent",
+                "evaluation.agents.tasks.agent_turn",
             }
         )
         work_register(

@@ -40,6 +40,12 @@ class AgentTrajectory(models.Model):
     )
     seconds = models.FloatField(default=0.0)
     answer_problem = models.TextField(blank=True, help_text="Why no answer could be read from the final file.")
+    steps_bytes = models.PositiveBigIntegerField(
+        default=0, help_text="The stored steps' text, capped by AGENT_TRAJECTORY_BYTES."
+    )
+    workspace_snapshot = models.CharField(
+        max_length=300, blank=True, help_text="Storage name of the workspace as the last stored step left it."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

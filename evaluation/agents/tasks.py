@@ -1,11 +1,18 @@
-"""The Celery entry point of an agent item: the loop in a workspace, then scoring on the single-shot path.
+"""The Celery tasks of an agent item: its turns on the `llm` queue, its tools and its scoring on the `sandbox` queue.
+
+The chain (docs/AGENT_RUNS.md): `item_agent` (sandbox; what the feeder and the watchdog queue) stores the first two
+steps and queues `agent_turn` (llm: one model call) -> if the turn called tools, `item_agent` again (sandbox: runs
+them in the workspace, restored from storage when this worker's copy is not the current one, then stores it) -> the
+next `agent_turn` ... -> once the agent submitted or a budget ended it, `item_agent` scores the answer. A sandbox slot
+is held only while tools run or the answer is tested, never while the model thinks.
+
+Each task carries the index of the step it will write, and does nothing when the stored steps are not exactly that
+many (a duplicate delivery). `item_agent` without an index (the feeder, the watchdog's re-dispatch) continues from
+whatever is stored: the tools of a stored turn, the next turn, or the scoring.
 
 The answer (the snippet body read from the final annotated file, workspace.answer_read) is stored as the item's
 generation and tested by `item_execute` exactly as a single-shot answer: spliced into the original file, a fresh
 sandbox, the same harness, audit and flags. The outcome's detail begins with what ended the agent.
-
-Runs on the `sandbox` queue for now: the model's turns hold the worker's slot (moving turns to the `llm` queue is
-issue 23 item 5, not done here).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import logging
 import socket
 from dataclasses import replace
+from pathlib import Path
 
 from celery import shared_task
 from django.conf import settings
@@ -22,11 +30,20 @@ from benchmarks import visibility
 from benchmarks.selectors import protocol_get
 from evaluation import services
 from evaluation.agents.budget import Budget
-from evaluation.agents.loop import agent_loop, storable, system_prompt, trajectory_start
+from evaluation.agents.loop import (
+    conversation_start,
+    storable,
+    system_prompt,
+    tools_carry,
+    tools_pending,
+    trajectory_start,
+    turn_take,
+    usage_stored,
+)
 from evaluation.agents.models import AgentTrajectory
 from evaluation.agents.policies import Policy, model_policy, placeholder_policy, reference_policy
 from evaluation.agents.uploads import uploaded_ended_text
-from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, workspace_files
+from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, snapshot_delete, workspace_files
 from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import item_execute, limits_for_release, session_for
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
@@ -63,14 +80,115 @@ def _ended_text(trajectory: AgentTrajectory) -> str:
     return said.get(trajectory.ended_by, trajectory.get_ended_by_display())
 
 
+def _files(run: EvaluationRun, snippet) -> tuple[dict[str, bytes], MaskedFile]:
+    task = snippet.task
+    return workspace_files(
+        snippet=snippet,
+        files=task_files(task),
+        hidden=task_hidden_files(task),
+        protocol=protocol_get(name=run.protocol),
+        with_paper=run.with_paper,
+    )
+
+
+def _workspace_name(run: EvaluationRun, snippet, sample: int) -> str:
+    return f"run{run.pk}-item{snippet.pk}-{sample}"
+
+
+def _item_failed(run: EvaluationRun, snippet, sample: int, exc: Exception) -> None:
+    """Anything else an agent's task raised ends its item as an error, so the run can finish."""
+    logger.exception("agent item run %s item %s/%s failed", run.pk, snippet.pk, sample)
+    reason = f"the agent's item failed: {type(exc).__name__}: {exc}"[:2000]
+    AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample, ended_by="").update(
+        ended_by=AgentTrajectory.End.ERROR
+    )
+    verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, storable(reason))
+    services.outcome_record(
+        run=run,
+        snippet=snippet,
+        sample=sample,
+        verdict=verdict,
+        generation=Generation.objects.filter(run=run, snippet=snippet, sample=sample).first(),
+    )
+    _workspace_drop(run, snippet, sample)
+    item_ended(run)
+
+
 @shared_task(bind=True, max_retries=SANDBOX_RETRIES)
 @database_outage_outlasted
-def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
-    """Let the agent work on one item, store its trajectory as it goes, then score its answer (once)."""
+def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | None, index: int) -> None:
+    """One model turn of an agent item (`llm` queue): its message stored as step `index`, then the item's next task
+    queued (its tools on the sandbox queue, the next turn, or the scoring)."""
     run, snippet = item(run_id, snippet_id)
     if not item_current(run, epoch):
         return
-    assert run is not None  # item_current: a current run
+    assert run is not None  # _item_current: a current run
+    trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
+    if (
+        trajectory is None
+        or trajectory.ended_by
+        or trajectory.steps.count() != index
+        or Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists()
+    ):
+        logger.info("agent turn %s of run %s item %s/%s: done already", index, run.pk, snippet.pk, sample)
+        return
+    budget = Budget.of(trajectory.budget)
+    try:
+        try:
+            policy = _policy(run, snippet, _files(run, snippet)[1])
+        except services.EvaluationError as exc:
+            _model_failed(run, snippet, sample, trajectory, error=str(exc))
+            item_agent.delay(run_id, snippet_id, sample, epoch)
+            return
+        turn = turn_take(trajectory=trajectory, policy=policy, budget=budget)
+        if not turn.recorded:
+            return
+        if turn.error:
+            _model_failed(run, snippet, sample, trajectory, error=turn.error)
+        stored = trajectory.steps.count()
+        if turn.tools or turn.ended_by:
+            item_agent.delay(run_id, snippet_id, sample, epoch, stored)
+        else:
+            agent_turn.delay(run_id, snippet_id, sample, epoch, stored)
+    except SandboxError as exc:  # the task's files could not be read from storage
+        retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
+    except (OperationalError, InterfaceError):
+        raise  # the database is away: database_outage_outlasted waits for it and runs the turn again
+    except Exception as exc:
+        _item_failed(run, snippet, sample, exc)
+
+
+def _model_failed(run: EvaluationRun, snippet, sample: int, trajectory: AgentTrajectory, *, error: str) -> None:
+    """The model could not be called: the item's generation is that error (scored as an error, never tested)."""
+    trajectory.refresh_from_db()
+    if trajectory.ended_by != AgentTrajectory.End.MODEL_ERROR:
+        AgentTrajectory.objects.filter(pk=trajectory.pk).update(ended_by=AgentTrajectory.End.MODEL_ERROR)
+    usage = usage_stored(trajectory)
+    services.generation_record(
+        run=run,
+        snippet=snippet,
+        sample=sample,
+        prompt=item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol),
+        error=error,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost=usage.cost,
+        latency=usage.seconds,
+        attempts=min(usage.turns, 32767),
+    )
+
+
+@shared_task(bind=True, max_retries=SANDBOX_RETRIES)
+@database_outage_outlasted
+def item_agent(
+    self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None, index: int | None = None
+) -> None:
+    """The sandbox side of an agent item: begin it, run a stored turn's tools, or score its answer (once); without
+    `index`, continue from whatever is stored."""
+    run, snippet = item(run_id, snippet_id)
+    if not item_current(run, epoch):
+        return
+    assert run is not None  # _item_current: a current run
     if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
         item_ended(run)
         return
@@ -97,23 +215,29 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
     worker = self.request.hostname or f"inline@{socket.gethostname()}"
     limits = limits_for_release(run.version)
     try:
+        if run.params.get("uploaded"):  # an agent's answer made elsewhere, its trajectory (if any) as uploaded
+            _uploaded_score(run=run, snippet=snippet, sample=sample, limits=limits, worker=worker)
+            return
+        trajectory = trajectory_start(run=run, snippet=snippet, sample=sample, budget=Budget.of(run.agent_budget))
+        if index is not None and trajectory.steps.count() != index:
+            logger.info("agent step %s of run %s item %s/%s: done already", index, run.pk, snippet.pk, sample)
+            return
         generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
         if generation is None:
-            generation = _agent_work(run=run, snippet=snippet, sample=sample, limits=limits)
-        trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
-        if run.params.get("uploaded"):  # an agent's answer made elsewhere, its trajectory (if any) as uploaded
-            ended = uploaded_ended_text(trajectory)
-        elif trajectory is None:
-            raise AgentTrajectory.DoesNotExist(f"run {run.pk} item {snippet.pk}/{sample} has no trajectory")
-        else:
-            ended = _ended_text(trajectory)
+            if not trajectory.ended_by and not _agent_work(
+                self, run=run, snippet=snippet, sample=sample, epoch=epoch, trajectory=trajectory, limits=limits
+            ):
+                return  # the item goes on in its next task
+            generation = _answer_record(run=run, snippet=snippet, sample=sample)
+        trajectory.refresh_from_db()
         if generation.error:
             verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
             if not services.run_pause_if_failing(run=run):
                 item_ended(run)
             return
-        if trajectory is not None and trajectory.answer_problem:
+        ended = _ended_text(trajectory)
+        if trajectory.answer_problem:
             verdict = Verdict(
                 Outcome.Status.FAILED, Outcome.Category.WRONG_RESULT, f"{ended}; no answer: {trajectory.answer_problem}"
             )
@@ -149,85 +273,83 @@ def item_agent(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
     except (OperationalError, InterfaceError):
         raise  # the database is away: database_outage_outlasted waits for it and runs the item again
     except Exception as exc:  # anything else the agent's item raised ends it, so the run can finish
-        logger.exception("agent item run %s item %s/%s failed", run.pk, snippet.pk, sample)
-        reason = f"the agent's item failed: {type(exc).__name__}: {exc}"[:2000]
-        AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample, ended_by="").update(
-            ended_by=AgentTrajectory.End.ERROR
-        )
-        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, storable(reason))
-        services.outcome_record(
-            run=run,
-            snippet=snippet,
-            sample=sample,
-            verdict=verdict,
-            generation=Generation.objects.filter(run=run, snippet=snippet, sample=sample).first(),
-        )
+        _item_failed(run, snippet, sample, exc)
+        return
+    _workspace_drop(run, snippet, sample)
     item_ended(run)
 
 
-def _agent_work(*, run: EvaluationRun, snippet, sample: int, limits) -> Generation:
-    """The agent's turns in a fresh workspace; its answer stored as the item's generation."""
-    task = snippet.task
-    budget = Budget.of(run.agent_budget)
-    session = session_for(task.environment_hash, task.requirements, failures=build_failures)
-    start, masked = workspace_files(
-        snippet=snippet,
-        files=task_files(task),
-        hidden=task_hidden_files(task),
-        protocol=protocol_get(name=run.protocol),
-        with_paper=run.with_paper,
-    )
-    prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
-    trajectory = trajectory_start(run=run, snippet=snippet, sample=sample, budget=budget)
-    system = system_prompt(
-        path=snippet.file_path,
-        name=snippet.name,
-        loc=snippet.loc,
-        budget=budget,
-        command_seconds=settings.AGENT_COMMAND_SECONDS,
-        output_bytes=settings.AGENT_OUTPUT_BYTES,
-    )
-    workspace = Workspace.create(name=f"run{run.pk}-item{snippet.pk}-{sample}", files=start)
-    try:
-        try:
-            policy = _policy(run, snippet, masked)
-        except services.EvaluationError as exc:
-            return services.generation_record(run=run, snippet=snippet, sample=sample, prompt=prompt, error=str(exc))
-        end = agent_loop(
-            trajectory=trajectory,
-            policy=policy,
-            system=system,
-            prompt=prompt,
-            workspace=workspace,
-            session=session,
-            limits=limits,
+def _agent_work(task, *, run: EvaluationRun, snippet, sample: int, epoch, trajectory, limits) -> bool:
+    """The sandbox's part of a running item; True when the item ended here (to be scored now)."""
+    budget = Budget.of(trajectory.budget)
+    steps = trajectory.steps.count()
+    if not steps:
+        system = system_prompt(
+            path=snippet.file_path,
+            name=snippet.name,
+            loc=snippet.loc,
             budget=budget,
+            command_seconds=settings.AGENT_COMMAND_SECONDS,
+            output_bytes=settings.AGENT_OUTPUT_BYTES,
         )
-        final = workspace.read_text(masked.path)
+        prompt = item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol)
+        if conversation_start(trajectory=trajectory, system=system, prompt=prompt, budget=budget):
+            agent_turn.delay(run.pk, snippet.pk, sample, epoch, 2)
+        return False
+    if not tools_pending(trajectory.steps.order_by("-index").first()):
+        agent_turn.delay(run.pk, snippet.pk, sample, epoch, steps)  # its turn was lost (a re-dispatch)
+        return False
+    start, masked = _files(run, snippet)
+    earlier = trajectory.workspace_snapshot
+    workspace = Workspace.restored(name=_workspace_name(run, snippet, sample), snapshot=earlier, files=start)
+    workspace.changing()
+    session = session_for(snippet.task.environment_hash, snippet.task.requirements, failures=build_failures)
+    snapshot = ""
+
+    def stored(ended: str) -> dict:
+        nonlocal snapshot
+        snapshot, whole = workspace.snapshot_store(
+            trajectory_id=trajectory.pk, index=steps, cap=limits.disk_bytes, keep=masked.path
+        )
+        fields: dict = {"workspace_snapshot": snapshot}
+        if not whole and not ended:
+            fields["ended_by"] = AgentTrajectory.End.DISK
+        return fields
+
+    try:
+        recorded, ended = tools_carry(
+            trajectory=trajectory, workspace=workspace, session=session, limits=limits, budget=budget, stored=stored
+        )
     finally:
-        session.workspace_close(workspace=workspace.root)
-        workspace.remove()
-    usage = end.usage
-    if end.error:
-        return services.generation_record(
-            run=run,
-            snippet=snippet,
-            sample=sample,
-            prompt=prompt,
-            error=end.error,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost=usage.cost,
-            latency=usage.seconds,
-            attempts=min(usage.turns, 32767),
-        )
+        session.workspace_close(workspace=workspace.root)  # docker: its kept container goes with the task
+    if not recorded:  # another delivery of this task stored its steps first
+        snapshot_delete(snapshot)
+        return False
+    workspace.marked(snapshot)
+    snapshot_delete(earlier)
+    trajectory.refresh_from_db()
+    if trajectory.ended_by:
+        return True
+    agent_turn.delay(run.pk, snippet.pk, sample, epoch, trajectory.steps.count())
+    return False
+
+
+def _answer_record(*, run: EvaluationRun, snippet, sample: int) -> Generation:
+    """The ended item's answer, read from its workspace as it stands, stored as its generation."""
+    trajectory = AgentTrajectory.objects.get(run=run, snippet=snippet, sample=sample)
+    start, masked = _files(run, snippet)
+    workspace = Workspace.restored(
+        name=_workspace_name(run, snippet, sample), snapshot=trajectory.workspace_snapshot, files=start
+    )
+    final = workspace.read_text(masked.path)
+    usage = usage_stored(trajectory)
     body, problem = answer_read(final=final, masked=masked)
     AgentTrajectory.objects.filter(pk=trajectory.pk).update(answer_problem=problem)
     return services.generation_record(
         run=run,
         snippet=snippet,
         sample=sample,
-        prompt=prompt,
+        prompt=item_prompt(snippet, with_paper=run.with_paper, protocol=run.protocol),
         raw_answer=final or "",
         code=body or "",
         prompt_tokens=usage.prompt_tokens,
@@ -236,3 +358,43 @@ def _agent_work(*, run: EvaluationRun, snippet, sample: int, limits) -> Generati
         latency=usage.seconds,
         attempts=min(usage.turns, 32767),
     )
+
+
+def _workspace_drop(run: EvaluationRun, snippet, sample: int) -> None:
+    """The item is over: its local copy and its stored snapshot go."""
+    Workspace(Path(settings.AGENT_WORKSPACE_DIR) / _workspace_name(run, snippet, sample)).remove()
+    trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
+    if trajectory is not None and trajectory.workspace_snapshot:
+        snapshot_delete(trajectory.workspace_snapshot)
+        AgentTrajectory.objects.filter(pk=trajectory.pk).update(workspace_snapshot="")
+
+
+def _uploaded_score(*, run: EvaluationRun, snippet, sample: int, limits, worker: str) -> None:
+    """An uploaded agent run's item: its answer tested on the single-shot path, its trajectory as uploaded."""
+    generation = Generation.objects.get(run=run, snippet=snippet, sample=sample)
+    trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
+    ended = uploaded_ended_text(trajectory)
+    if generation.error:
+        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+    elif trajectory is not None and trajectory.answer_problem:
+        verdict = Verdict(
+            Outcome.Status.FAILED, Outcome.Category.WRONG_RESULT, f"{ended}; no answer: {trajectory.answer_problem}"
+        )
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+    else:
+        item_run = item_execute(snippet=snippet, code=generation.extracted_code, limits=limits, failures=build_failures)
+        services.outcome_record(
+            run=run,
+            snippet=snippet,
+            sample=sample,
+            verdict=replace(item_run.verdict, detail=f"{ended}; {item_run.verdict.detail}"),
+            generation=generation,
+            result=item_run.result,
+            backend=item_run.backend,
+            worker=worker,
+            limits=item_run.limits,
+            environment_lock=item_run.environment_lock,
+            forked=item_run.forked,
+        )
+    item_ended(run)

@@ -12,6 +12,12 @@ the suffix (unchanged, not overlapping); the text between them is the snippet bo
 the reason. The body is spliced into the original file by the single-shot path: nothing else of the workspace
 reaches the test.
 
+Between turns (docs/AGENT_RUNS.md): each tools task ends by storing the workspace as a tar in Django storage (named
+by trajectory and step, the previous one deleted once the new one is recorded) and marking the local copy with that
+name in a file beside it (outside the workspace, so the agent cannot forge it). The next tools task uses the local
+copy when its mark is the trajectory's current snapshot and restores the snapshot otherwise (another worker ran the
+last tools, or this copy was lost or left mid-task: its mark is removed before a task changes it).
+
 The worker's own file tools (read, write, edit, list) run here as the worker's user, so every path is resolved with
 its symbolic links and refused unless it stays inside the workspace; no command of the agent runs between a check
 and its use (each command's processes die with it).
@@ -23,11 +29,15 @@ import itertools
 import logging
 import os
 import subprocess
+import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
 
 from benchmarks.paper2code import strip_markers
 from benchmarks.paper2code.prompt import Protocol
@@ -134,6 +144,66 @@ class Workspace:
             workspace.write(path, data)
         return workspace
 
+    @property
+    def mark(self) -> Path:
+        """Beside the folder: the name of the stored snapshot this copy is (absent: unknown, never trusted)."""
+        return self.root.with_name(self.root.name + ".snapshot")
+
+    def is_snapshot(self, name: str) -> bool:
+        try:
+            return bool(name) and self.root.is_dir() and self.mark.read_text() == name
+        except OSError:
+            return False
+
+    def changing(self) -> None:
+        """Before a task changes the copy: it is no stored snapshot any more until the task's own is recorded."""
+        self.mark.unlink(missing_ok=True)
+
+    def marked(self, name: str) -> None:
+        self.mark.write_text(name)
+
+    def snapshot_store(self, *, trajectory_id: int, index: int, cap: int, keep: str) -> tuple[str, bool]:
+        """Store the workspace as a tar.gz in storage; returns (its storage name, whole). Over `cap` bytes only
+        `keep` (the masked file, which holds the answer) is stored, and whole is False (the item ends: disk)."""
+        with tempfile.TemporaryDirectory(prefix="rcb-snapshot-") as folder:
+            archive = Path(folder) / "workspace.tar.gz"
+            whole = _tar(self.root, archive, ["."]) and archive.stat().st_size <= cap
+            if not whole:
+                kept = [keep] if os.path.lexists(self.root / keep) else []
+                if not _tar(self.root, archive, kept):
+                    raise OSError(f"the workspace {self.root} could not be stored")
+            name = f"agent-workspaces/{trajectory_id}/{index}-{uuid.uuid4().hex[:12]}.tar.gz"
+            with archive.open("rb") as handle:
+                return default_storage.save(name, File(handle)), whole
+
+    @classmethod
+    def restored(cls, *, name: str, snapshot: str, files: dict[str, bytes]) -> Workspace:
+        """The workspace as the last stored step left it: this worker's copy when it is that snapshot, else the
+        snapshot from storage, else (no tool has run yet) the start files."""
+        local = cls(Path(settings.AGENT_WORKSPACE_DIR) / name)
+        if local.is_snapshot(snapshot):
+            return local
+        local.changing()
+        if not snapshot:
+            return cls.create(name=name, files=files)
+        workspace = cls.create(name=name, files={})
+        with tempfile.TemporaryDirectory(prefix="rcb-snapshot-") as folder:
+            archive = Path(folder) / "workspace.tar.gz"
+            with default_storage.open(snapshot, "rb") as source, archive.open("wb") as target:
+                for chunk in iter(lambda: source.read(1 << 20), b""):
+                    target.write(chunk)
+            done = subprocess.run(
+                ["tar", "-xzf", str(archive), "-C", str(workspace.root), "--no-same-owner", "--no-same-permissions"],
+                capture_output=True,
+                timeout=600,
+                check=False,
+            )
+        if done.returncode != 0:
+            raise OSError(f"the workspace snapshot {snapshot} could not be restored: {done.stderr[-500:]!r}")
+        workspace.marked(snapshot)
+        logger.info("workspace %s restored from storage (%s)", name, snapshot)
+        return workspace
+
     def remove(self) -> None:
         """Remove the workspace, never raising: `rm -rf` walks any depth the agent made (Python's rmtree recurses
         and fails past ~1000 levels); a failure is logged and the next attempt's `create` tries again."""
@@ -143,6 +213,7 @@ class Workspace:
             )
         except (OSError, subprocess.SubprocessError) as exc:
             logger.error("workspace %s not removed: %s", self.root, exc)
+        self.mark.unlink(missing_ok=True)
         if os.path.lexists(self.root):
             logger.error("workspace %s is still there after rm -rf", self.root)
 
@@ -223,6 +294,31 @@ class Workspace:
             raise WorkspaceError(f"{path}: no such folder")
         root = self.root.resolve()
         return sorted(str(Path(found).relative_to(root)) for found in itertools.islice(_files_under(top), limit))
+
+
+def _tar(root: Path, archive: Path, paths: list[str]) -> bool:
+    """`tar` of `paths` under root (links kept as links, any depth, one file system); False when it failed."""
+    done = subprocess.run(
+        ["tar", "-czf", str(archive), "-C", str(root), "--one-file-system"]
+        + (["--", *paths] if paths else ["--files-from", "/dev/null"]),
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode not in (0, 1):  # 1: a file changed while read (none should: no command runs now)
+        logger.error("tar of %s failed: %s", root, done.stderr[-500:])
+        return False
+    return True
+
+
+def snapshot_delete(name: str) -> None:
+    """Delete a stored snapshot (never raising: a leftover is only space)."""
+    if not name:
+        return
+    try:
+        default_storage.delete(name)
+    except OSError as exc:
+        logger.warning("workspace snapshot %s not deleted: %s", name, exc)
 
 
 def _files_under(top: Path, *, folders_too: bool = False) -> Iterator[str]:

@@ -341,15 +341,16 @@ def test_the_wall_time_budget_kills_a_running_command(version, workspace_dir, tm
     assert "killed at its time limit" in output
 
 
-def test_a_trajectory_begun_by_a_lost_worker_starts_over(version):
+def test_a_trajectory_begun_by_a_lost_worker_is_resumed_with_its_steps_and_usage_kept(version):
+    """Before issue 23 item 5 a lost worker's trajectory was erased (steps deleted, usage zeroed: the model spend of
+    the lost attempt was gone); now it is taken up as it stands."""
     run, snippet = _item_run(version, budget=Budget(3, 10, 5, 1).as_dict())
     first = trajectory_start(run=run, snippet=snippet, sample=0, budget=Budget(3, 10, 5, 1))
     AgentStep.objects.create(trajectory=first, index=0, role="system", content="old")
+    AgentTrajectory.objects.filter(pk=first.pk).update(turns=2, prompt_tokens=7, cost=0.5)
     again = trajectory_start(run=run, snippet=snippet, sample=0, budget=Budget(3, 10, 5, 1))
-    assert again.pk == first.pk and not again.steps.exists()
-    AgentTrajectory.objects.filter(pk=first.pk).update(ended_by="submitted")
-    AgentStep.objects.create(trajectory=first, index=0, role="system", content="kept")
-    assert trajectory_start(run=run, snippet=snippet, sample=0, budget=Budget(3, 10, 5, 1)).steps.count() == 1
+    assert again.pk == first.pk and list(again.steps.values_list("content", flat=True)) == ["old"]
+    assert (again.turns, again.prompt_tokens, float(again.cost)) == (2, 7, 0.5)
 
 
 def test_the_run_form_starts_an_agent_run_with_its_budget(version, maintainer, client):
@@ -466,7 +467,7 @@ def test_evaluate_takes_the_mode_and_budget(version):
     assert not EvaluationRun.objects.exists()
 
 
-def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root, author):
+def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root, author, celery_inline):
     from benchmarks.models import VersionTask
     from benchmarks.services import version_publish, version_task_set
     from evaluation.agents.tasks import item_agent
@@ -587,13 +588,15 @@ def test_an_exception_inside_an_agent_item_ends_it_as_an_error_with_the_reason(v
     def broken(**kwargs):
         raise RuntimeError("something the agent did")
 
-    monkeypatch.setattr(tasks, "agent_loop", broken)
+    monkeypatch.setattr(tasks, "tools_carry", broken)
     run = services.run_start(
         model=ModelEntry.objects.get(name="reference"), version=version, mode="agent", dispatch=False
     )
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     snippet = _snippet(version)
-    tasks.item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)
+    tasks.item_agent.apply(args=(run.pk, snippet.pk, 0), throw=True)  # the first two steps
+    tasks.agent_turn.apply(args=(run.pk, snippet.pk, 0, None, 2), throw=True)  # the reference agent reads its file
+    tasks.item_agent.apply(args=(run.pk, snippet.pk, 0, None, 3), throw=True)  # its tools: broken
     outcome = Outcome.objects.get(run=run, snippet=snippet)
     assert outcome.status == "error" and "RuntimeError: something the agent did" in outcome.detail
     assert AgentTrajectory.objects.get(run=run).ended_by == "error"

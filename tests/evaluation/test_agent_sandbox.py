@@ -39,7 +39,7 @@ def test_calibration_agents_score_100_and_0_through_a_worker(
 ):
     sandbox_backend_or_missing(backend, sandbox_cache)
     demo = pset_import(root=DEMO_PSET, version_name="agents-1.0.0", publish=True).version
-    worker = celery_worker_factory(queues="sandbox", SANDBOX_BACKEND=backend)
+    worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND=backend)  # turns on llm, tools on sandbox
     runs = {}
     for name in ("reference", "placeholder"):
         run = services.run_start(
@@ -252,7 +252,7 @@ def test_an_agent_writes_nowhere_but_its_workspace(item, agent_session, tmp_path
 
 @pytest.mark.django_db
 def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(
-    media_root, sandbox_cache, settings, tmp_path
+    media_root, sandbox_cache, settings, tmp_path, celery_inline
 ):
     """An agent that writes a passing test under the hidden test's name, breaks the package's other files and plants
     a sitecustomize, then submits the placeholder: unguarded (the workspace tested as it stands) its own test runs
