@@ -36,7 +36,7 @@ from benchmarks.paper2code import PackageError, Problem, Protocol, parse
 from benchmarks.paper2code.pset import PAPERS_YAML, PaperPackage, papers_yaml_dump, read_pset_with_warnings, write_pset
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read, package_load, protocol_get, version_tasks
-from config.errors import ApplicationError
+from common.errors import ApplicationError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 

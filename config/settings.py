@@ -302,9 +302,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PARSER_CLASSES": ["config.api.JSONParser", "config.api.FormParser", "config.api.MultiPartParser"],
+    "DEFAULT_PARSER_CLASSES": ["common.api.JSONParser", "common.api.FormParser", "common.api.MultiPartParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "config.api.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "common.api.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.UserRateThrottle",
@@ -314,7 +314,7 @@ REST_FRAMEWORK = {
         "user": env("API_THROTTLE_USER", default="1000/hour"),
         "anon": env("API_THROTTLE_ANON", default="100/hour"),
     },
-    "EXCEPTION_HANDLER": "config.api.exception_handler",
+    "EXCEPTION_HANDLER": "common.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Research-code benchmark API",

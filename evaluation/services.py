@@ -21,10 +21,10 @@ from django.utils import timezone
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_code_block, indent_width, prompt_hash
+from benchmarks.permissions import user_may_change
 from benchmarks.selectors import UnknownProtocol, protocol_get, snippet_prompt, user_is_maintainer
-from config.addresses import AddressRefused, host_addresses_check
-from config.api import user_may_change
-from config.errors import ApplicationError
+from common.addresses import AddressRefused, host_addresses_check
+from common.errors import ApplicationError
 from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.outcomes import Verdict, tail
 from evaluation.provenance import provenance_at_start
@@ -165,6 +165,9 @@ MODEL_ENDPOINT_FIELDS = ("litellm_model", "api_base", "default_params")
 class ModelInUse(EvaluationError):
     """A change to a model's endpoint while a run of it is queued or running."""
 
+    status = 409
+    code = "model_in_use"
+
 
 def model_endpoint_unchanged_check(*, model: ModelEntry, changes: dict) -> None:
     """Refuse a change of the model's endpoint (model string, api_base, default parameters) while any run of it is
@@ -249,6 +252,9 @@ def model_call(*, run: EvaluationRun) -> ModelCall:
 
 class RunQuotaExceeded(EvaluationError):
     """The user already has as many active runs as one user may have."""
+
+    status = 429
+    code = "too_many_runs"
 
 
 def run_quota_check(*, user) -> None:
@@ -795,8 +801,11 @@ def generation_reusable(*, run: EvaluationRun, snippet: Snippet, sample: int, pr
 class UploadError(ApplicationError):
     """A generations file that cannot be taken; `problems` lists every bad line as 'line N: ...'."""
 
+    code = "invalid_upload"
+    summary = "the upload was rejected; nothing was stored"
+
     def __init__(self, problems: list[str]):
-        self.problems = problems
+        self.problems = self.details = problems
         super().__init__("; ".join(problems[:20]) + (f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""))
 
 

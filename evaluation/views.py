@@ -15,9 +15,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.permissions import maintainer_required
+from benchmarks.permissions import maintainer_required, user_may_change
 from benchmarks.selectors import user_is_maintainer, version_get
-from config.api import user_may_change
+from benchmarks.visibility import changelog_visible
 from evaluation import analysis, environments, reproducibility, selectors, services
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
@@ -488,6 +488,30 @@ def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
+
+
+def home_results(*, user) -> dict:
+    """The home page's leaderboard part (registered with benchmarks.pages): the current release's top rows, counts
+    and changelog."""
+    current, newest = selectors.leaderboard_releases()
+    calibration, ranked = selectors.leaderboard_top(version=current) if current else ([], [])
+    return {
+        "current": current,
+        "newest": newest,
+        "calibration": calibration,
+        "ranked": ranked,
+        "summary_columns": selectors.LEADERBOARD_SUMMARY_COLUMNS,
+        "counts": selectors.site_counts(version=current),
+        "changelog": changelog_visible(version=current, user=user) if current else None,
+    }
+
+
+def paper_difficulty(*, version: BenchmarkVersion, task, user) -> dict:
+    """A paper page's difficulty table (registered with benchmarks.pages); drafts have no runs."""
+    if not version.is_frozen:
+        return {}
+    rows = selectors.leaderboard_rows(version=version)
+    return {"difficulty": analysis.snippet_difficulty(version=version, rows=rows, user=user, task=task)}
 
 
 DIFFICULTY_PAGE_ITEMS = 100  # the page lists the hardest; the downloads hold every snippet

@@ -51,8 +51,8 @@ from urllib.parse import urlsplit
 import git
 from django.conf import settings
 
-from config.addresses import AddressRefused, HostUnresolvable, host_addresses_check, ip_literal
-from config.errors import ApplicationError
+from common.addresses import AddressRefused, HostUnresolvable, host_addresses_check, ip_literal
+from common.errors import ApplicationError
 
 MB = 1024 * 1024
 _CHUNK = MB

@@ -17,8 +17,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from benchmarks.paper2code import PackageError
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer, version_get
-from config.auth import rate_limited, rate_limited_response
-from config.errors import ApplicationError
+from common.errors import ApplicationError
+from common.ratelimit import rate_limited, rate_limited_response
 from submissions import forms, selectors, services, validation
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
@@ -299,6 +299,13 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else "",
     )
     return render(request, "submissions/review.html", context)
+
+
+def version_validation_section(*, version, user) -> dict:
+    """A draft release's validation section for maintainers (registered with benchmarks.pages)."""
+    if version.is_frozen or not user_is_maintainer(user=user):
+        return {}
+    return selectors.version_validation_view(version=version)
 
 
 @require_POST
