@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from benchmarks import selectors, services, visibility
@@ -17,6 +18,7 @@ from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
 from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required
 from common.errors import ApplicationError
+from common.pages import refusal_redirect
 
 DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson"}  # the page's and the API's
 DOWNLOAD_BLOCK_BYTES = 256 * 1024  # FileResponse's 4 kB blocks made serving a 190 MB file twice as slow
@@ -179,9 +181,17 @@ def version_curate(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "benchmarks/version_curate.html", context)
 
 
-def _release_action(action):
-    """A maintainer's POST on a version: run the service, report its refusal as a message, redirect back."""
+def _release_page(request: HttpRequest, name: str, *args, **kwargs) -> str:
+    """Where a maintainer's action on a version goes back to: its curation page while a draft, else its page."""
+    version = BenchmarkVersion.objects.get(name=name)
+    return reverse("version-curate" if not version.is_frozen else "version-detail", args=[version.name])
 
+
+def _release_action(action):
+    """A maintainer's POST on a version: run the service, report what it did as a message, go back to the version
+    (a refusal goes back there too, as an error message: common.pages)."""
+
+    @refusal_redirect(_release_page)
     @require_POST
     @maintainer_required
     @wraps(action)
@@ -189,13 +199,12 @@ def _release_action(action):
         version = selectors.version_get(name=name, user=request.user)
         try:
             done = action(request, version, *args, **kwargs)
-        except (ApplicationError, Task.DoesNotExist, Snippet.DoesNotExist) as exc:
+        except (Task.DoesNotExist, Snippet.DoesNotExist) as exc:  # a task or snippet the form names, gone
             messages.error(request, str(exc))
             done = None
         if done:
             messages.success(request, done)
-        target = "version-curate" if not BenchmarkVersion.objects.get(pk=version.pk).is_frozen else "version-detail"
-        return redirect(target, name=version.name)
+        return redirect(_release_page(request, version.name))
 
     return wrapper
 

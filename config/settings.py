@@ -51,6 +51,8 @@ MIDDLEWARE = [
     "config.error_pages.SiteErrorPagesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A service's refusal (ApplicationError) on a page: the one place pages catch it (common/pages.py).
+    "common.pages.ApplicationErrorMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

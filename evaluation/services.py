@@ -712,8 +712,6 @@ def outcome_record(
 def outcome_review(*, outcome: Outcome, reviewer, decision: str) -> Outcome:
     """A maintainer's decision on a flagged outcome: confirmed tampering fails it, cleared restores what the test
     said; a completed run's stored scores are recomputed either way."""
-    from benchmarks.selectors import user_is_maintainer
-
     if not user_is_maintainer(user=reviewer):
         raise EvaluationError("only maintainers review flagged outcomes")
     outcome = Outcome.objects.select_for_update().get(pk=outcome.pk)

@@ -1,20 +1,17 @@
-"""Run a host process under limits with capped output and a wall-clock timeout (for the local and bwrap backends)."""
+"""Run a host process under limits with capped output and a wall-clock timeout (for the local and bwrap backends),
+by the capped-subprocess helper intake uses too (common.process)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
-import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from common.process import capped, process_supervise
 from evaluation.sandbox.base import ExecResult, Limits
-
-CHUNK = 65536
 
 
 def files_write(folder: Path, files: Mapping[str, bytes]) -> None:
@@ -43,19 +40,6 @@ def rlimits(limits: Limits, *, address_space: bool = True) -> Callable[[], None]
     return apply
 
 
-def _drain(stream, cap: int, sink: list[bytes], truncated: list[bool]) -> None:
-    kept = 0
-    # Keep reading past the cap so the child never blocks on a full pipe; only dropped bytes mark truncation.
-    while chunk := stream.read1(CHUNK):
-        taken = chunk[: cap - kept]
-        if taken:
-            sink.append(taken)
-            kept += len(taken)
-        if len(taken) < len(chunk):
-            truncated[0] = True
-    stream.close()
-
-
 def process_run(
     argv: Sequence[str],
     *,
@@ -80,24 +64,12 @@ def process_run(
     out: list[bytes] = []
     err: list[bytes] = []
     truncated = [False]
-    readers = [
-        threading.Thread(target=_drain, args=(proc.stdout, limits.output_bytes, out, truncated), daemon=True),
-        threading.Thread(target=_drain, args=(proc.stderr, limits.output_bytes, err, truncated), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=limits.wall_seconds)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    finally:
-        # Whatever happened, nothing the run started may outlive it.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for reader in readers:
-        reader.join(timeout=5)
+    timed_out = process_supervise(
+        proc,
+        stdout=capped(limits.output_bytes, out, truncated),
+        stderr=capped(limits.output_bytes, err, truncated),
+        timeout=limits.wall_seconds,
+    )
     code = proc.returncode
     return ExecResult(
         exit_code=None if timed_out or code < 0 else code,
