@@ -18,7 +18,7 @@ from benchmarks.selectors import blob_read, protocol_get, snippet_masked_file, s
 from benchmarks.services import release_items_in_protocol, version_settings
 from benchmarks.views import DOWNLOAD_TYPES, DOWNLOADS_RETRY_AFTER, download_response, downloads_not_ready_message
 from benchmarks.visibility import changelog_visible, items_visible
-from config.api import error_body
+from common.api import error_body
 
 RELEASES_NAMED = 20  # an unknown-release error lists at most this many names
 

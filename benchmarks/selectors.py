@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404
 from benchmarks.models import PROTOCOL_NAME_RE, BenchmarkVersion, Blob, PromptProtocol, Snippet, Task, TaskPackage
 from benchmarks.paper2code import AnnotatedFile, Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
-from config.errors import ApplicationError
+from common.errors import ApplicationError
 
 
 def blob_read(*, sha256: str) -> bytes:
@@ -83,6 +83,8 @@ def version_snippets(*, version: BenchmarkVersion, split: str | None = None) -> 
 
 class UnknownProtocol(ApplicationError):
     """A prompt protocol name that no protocol has; the message lists the known ones."""
+
+    code = "unknown_protocol"
 
 
 def protocol_get(*, name: str) -> Protocol:

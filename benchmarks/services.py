@@ -32,11 +32,20 @@ from benchmarks.models import (
     Task,
     VersionTask,
 )
-from benchmarks.paper2code import PackageError, Problem, Protocol, parse
+from benchmarks.paper2code import PackageError, Problem, Protocol, parse, prompt_template
 from benchmarks.paper2code.pset import PAPERS_YAML, PaperPackage, papers_yaml_dump, read_pset_with_warnings, write_pset
 from benchmarks.paper2code.requirements import requirements_problems
-from benchmarks.selectors import blob_read, package_load, protocol_get, version_tasks
-from config.errors import ApplicationError
+from benchmarks.selectors import (
+    blob_open,
+    blob_read,
+    package_load,
+    protocol_get,
+    snippet_masked,
+    user_is_maintainer,
+    version_tasks,
+)
+from benchmarks.visibility import items_public, tasks_public
+from common.errors import ApplicationError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 
@@ -446,8 +455,6 @@ def _changelog_files(changed: list[dict]) -> None:
 
 def _require_maintainer(actor) -> None:
     """`actor` None is the operator on the command line."""
-    from benchmarks.selectors import user_is_maintainer
-
     if actor is not None and not user_is_maintainer(user=actor):
         raise PermissionDenied("only maintainers curate and publish versions")
 
@@ -701,8 +708,6 @@ DOWNLOAD_CHUNK = 1024 * 1024
 def release_downloads_build(*, version: BenchmarkVersion) -> dict:
     """The public problem set as a zip and its live items as JSONL (masked prompt only), stored with their hashes;
     held-out tasks are in neither. Both are written to temporary files a file and a line at a time."""
-    from benchmarks.selectors import protocol_get
-
     downloads = {}
     builds = (
         ("pset", f"{version.name}-problem-set.zip", lambda out: release_pset_zip_write(version=version, out=out)),
@@ -723,9 +728,6 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
 def release_pset_zip_write(*, version: BenchmarkVersion, out: BinaryIO) -> None:
     """The public tasks in the problem-set layout (FORMAT.md) as a zip, under a folder named after the version;
     each file is copied from storage in chunks, never all at once."""
-    from benchmarks.selectors import blob_open
-    from benchmarks.visibility import tasks_public
-
     tasks = list(tasks_public(version=version))
     members = {
         f"{version.name}/{task.paper.slug}/{path}": digest for task in tasks for path, digest in task.files.items()
@@ -750,10 +752,6 @@ def release_items_write(*, version: BenchmarkVersion, protocol: Protocol, out: B
     `prompt_template` (the protocol's template with the paper's context files laid out); an item line holds its
     masked file and fields once, and its prompt is `prompt_fill(prompt_template, {**paper, **item})`
     (benchmarks.paper2code.items, docs/LEADERBOARD.md). One task's files are in memory at a time."""
-    from benchmarks.paper2code import prompt_template
-    from benchmarks.selectors import snippet_masked
-    from benchmarks.visibility import items_public
-
     task_id, files, annotated = None, {}, {}
     for snippet in items_public(version=version).iterator(chunk_size=500):
         task = snippet.task

@@ -10,12 +10,15 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from benchmarks import selectors, services, visibility
 from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
+from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required
-from config.errors import ApplicationError
+from common.errors import ApplicationError
+from common.pages import refusal_redirect
 
 DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson"}  # the page's and the API's
 DOWNLOAD_BLOCK_BYTES = 256 * 1024  # FileResponse's 4 kB blocks made serving a 190 MB file twice as slow
@@ -45,25 +48,9 @@ def download_response(*, sha256: str, filename: str, content_type: str) -> FileR
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    from evaluation import selectors as results  # evaluation builds on benchmarks, not the other way round
-
     versions = selectors.versions_visible(user=request.user).select_related("previous")
-    current, newest = results.leaderboard_releases()
-    calibration, ranked = results.leaderboard_top(version=current) if current else ([], [])
-    return render(
-        request,
-        "benchmarks/home.html",
-        {
-            "versions": versions,
-            "current": current,
-            "newest": newest,
-            "calibration": calibration,
-            "ranked": ranked,
-            "summary_columns": results.LEADERBOARD_SUMMARY_COLUMNS,
-            "counts": results.site_counts(version=current),
-            "changelog": visibility.changelog_visible(version=current, user=request.user) if current else None,
-        },
-    )
+    context = {"versions": versions, **page_extras("home", user=request.user)}
+    return render(request, "benchmarks/home.html", context)
 
 
 def version_detail(request: HttpRequest, name: str) -> HttpResponse:
@@ -93,10 +80,7 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
         "changelog": visibility.changelog_visible(version=version, user=request.user),
         "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())],
     }
-    if not version.is_frozen and selectors.user_is_maintainer(user=request.user):
-        from submissions.selectors import version_validation_view  # submissions builds on benchmarks
-
-        context.update(version_validation_view(version=version))
+    context.update(page_extras("version", version=version, user=request.user))
     return render(request, "benchmarks/version_detail.html", context)
 
 
@@ -122,16 +106,8 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
     if not visibility.task_visible(version=version, task=task, user=request.user):
         raise Http404("No such paper in this version.")  # the same answer as for a paper not in it
     held_out = version.memberships.filter(task=task, split=VersionTask.Split.HELD_OUT).exists()
-    difficulty = None
-    if version.is_frozen:  # drafts have no runs
-        from evaluation import analysis
-        from evaluation import selectors as results
-
-        difficulty = analysis.snippet_difficulty(
-            version=version, rows=results.leaderboard_rows(version=version), user=request.user, task=task
-        )
     context = {
-        "difficulty": difficulty,
+        "difficulty": None,
         "version": version,
         "task": task,
         "paper": task.paper,
@@ -144,6 +120,7 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
             else None
         ),
         "is_maintainer": is_maintainer,
+        **page_extras("paper", version=version, task=task, user=request.user),
     }
     return render(request, "benchmarks/paper_detail.html", context)
 
@@ -204,9 +181,17 @@ def version_curate(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "benchmarks/version_curate.html", context)
 
 
-def _release_action(action):
-    """A maintainer's POST on a version: run the service, report its refusal as a message, redirect back."""
+def _release_page(request: HttpRequest, name: str, *args, **kwargs) -> str:
+    """Where a maintainer's action on a version goes back to: its curation page while a draft, else its page."""
+    version = BenchmarkVersion.objects.get(name=name)
+    return reverse("version-curate" if not version.is_frozen else "version-detail", args=[version.name])
 
+
+def _release_action(action):
+    """A maintainer's POST on a version: run the service, report what it did as a message, go back to the version
+    (a refusal goes back there too, as an error message: common.pages)."""
+
+    @refusal_redirect(_release_page)
     @require_POST
     @maintainer_required
     @wraps(action)
@@ -214,13 +199,12 @@ def _release_action(action):
         version = selectors.version_get(name=name, user=request.user)
         try:
             done = action(request, version, *args, **kwargs)
-        except (ApplicationError, Task.DoesNotExist, Snippet.DoesNotExist) as exc:
+        except (Task.DoesNotExist, Snippet.DoesNotExist) as exc:  # a task or snippet the form names, gone
             messages.error(request, str(exc))
             done = None
         if done:
             messages.success(request, done)
-        target = "version-curate" if not BenchmarkVersion.objects.get(pk=version.pk).is_frozen else "version-detail"
-        return redirect(target, name=version.name)
+        return redirect(_release_page(request, version.name))
 
     return wrapper
 

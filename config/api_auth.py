@@ -1,6 +1,6 @@
 """The API's authentication: DRF's token scheme, with a hint for the common `Bearer` mistake.
 
-Apart from config.api because DRF imports authentication classes while rest_framework.views is still loading."""
+Apart from common.api because DRF imports authentication classes while rest_framework.views is still loading."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from benchmarks import api as releases
-from config.api import api_not_found
+from common.api import api_not_found
 from evaluation import api as evaluation
 
 urlpatterns = [

@@ -9,7 +9,8 @@ from django.conf import settings
 from django.contrib.auth.views import PasswordResetView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django_ratelimit.core import is_ratelimited
+
+from common.ratelimit import rate_limited, rate_limited_response
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -33,24 +34,6 @@ def lockout_response(request: HttpRequest, original_response=None, credentials=N
     """What a locked-out sign-in sees (axes' AXES_LOCKOUT_CALLABLE): a page saying so and for how long."""
     minutes = max(1, round(settings.AXES_COOLOFF_TIME.total_seconds() / 60))
     return render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
-
-
-def rate_limited(request: HttpRequest, *, action: str, rate: str, account: str) -> bool:
-    """Count this request of `action` per client address and per account (a username or e-mail); True when either
-    went over `rate` (e.g. "5/h")."""
-    by_address = is_ratelimited(request, group=f"{action}:ip", key="ip", rate=rate, increment=True)
-    by_account = bool(account) and is_ratelimited(
-        request,
-        group=f"{action}:account",
-        key=lambda group, request: account.strip().lower(),
-        rate=rate,
-        increment=True,
-    )
-    return by_address or by_account
-
-
-def rate_limited_response(request: HttpRequest, *, what: str) -> HttpResponse:
-    return render(request, "registration/rate_limited.html", {"what": what}, status=429)
 
 
 class PasswordResetLimitedView(PasswordResetView):

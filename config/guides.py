@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from config.highlight import CSS_CLASS
+from common.highlight import CSS_CLASS
 
 # slug -> (file under docs/, title); the navigation and the guides index read this list.
 GUIDES = {

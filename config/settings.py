@@ -51,6 +51,8 @@ MIDDLEWARE = [
     "config.error_pages.SiteErrorPagesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A service's refusal (ApplicationError) on a page: the one place pages catch it (common/pages.py).
+    "common.pages.ApplicationErrorMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -303,9 +305,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PARSER_CLASSES": ["config.api.JSONParser", "config.api.FormParser", "config.api.MultiPartParser"],
+    "DEFAULT_PARSER_CLASSES": ["common.api.JSONParser", "common.api.FormParser", "common.api.MultiPartParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "config.api.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "common.api.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.UserRateThrottle",
@@ -315,7 +317,7 @@ REST_FRAMEWORK = {
         "user": env("API_THROTTLE_USER", default="1000/hour"),
         "anon": env("API_THROTTLE_ANON", default="100/hour"),
     },
-    "EXCEPTION_HANDLER": "config.api.exception_handler",
+    "EXCEPTION_HANDLER": "common.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Research-code benchmark API",

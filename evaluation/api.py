@@ -17,8 +17,9 @@ from rest_framework.views import APIView
 from benchmarks import visibility
 from benchmarks.api import release_get, release_unknown_message
 from benchmarks.models import BenchmarkVersion
-from config.api import FormParser, IsOwnerOrMaintainer, MultiPartParser, user_may_change
-from config.csv_export import csv_text
+from benchmarks.permissions import IsOwnerOrMaintainer, user_may_change
+from common.api import FormParser, MultiPartParser
+from common.csv_export import csv_text
 from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
 from evaluation.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_difficulty
 from evaluation.comparison import ComparisonError, comparison_from_query, comparison_record

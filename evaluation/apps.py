@@ -8,12 +8,17 @@ class EvaluationConfig(AppConfig):
         from django.urls import reverse
 
         from benchmarks.models import BenchmarkVersion
+        from benchmarks.pages import page_extra_register
         from benchmarks.services import version_published
+        from evaluation import views
         from evaluation.models import EvaluationRun, ModelEntry
         from evaluation.services import RUN_ACTIVE, continuous_runs_start, run_requeue, runs_feed, runs_unfinished
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, chore_register, work_register
 
+        # The release pages are benchmarks'; the results on them are this app's.
+        page_extra_register("home", views.home_results)
+        page_extra_register("paper", views.paper_difficulty)
         version_published.connect(
             continuous_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.continuous_runs_start"
         )

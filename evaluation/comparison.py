@@ -10,7 +10,7 @@ from benchmarks import visibility
 from benchmarks.models import Snippet
 from benchmarks.paper2code.comparison import Comparison, PairedItem, compare, passed
 from benchmarks.paper2code.metrics import EVALUATED
-from config.errors import ApplicationError
+from common.errors import ApplicationError
 from evaluation.models import EvaluationRun, Outcome
 
 # A fixed seed: the same pair of runs always gets the same interval.

@@ -7,7 +7,7 @@ litellm's own key resolution is asked first, since for some api_base values it r
 provider key of the environment. A call without a key of its own uses the platform's provider keys from the
 environment and must say so (`platform_key=True`: maintainers' models). Unless told otherwise
 (`private_addresses=True`, maintainers' models and local servers in tests), every connection of the call goes
-to public addresses only, checked at the resolution it connects with (config.addresses).
+to public addresses only, checked at the resolution it connects with (common.addresses).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
-from config.addresses import Refusals, public_connections_only
+from common.addresses import Refusals, public_connections_only
 
 # Use the cost tables shipped with the pinned litellm: no fetch at import (workers may be offline) and
 # costs that do not change under a run. Offline mode also stops litellm fetching tokenizers and catalogs.

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
+from benchmarks.models import VersionTask
 from benchmarks.paper2code import ItemResult, Score, pass_at_k, score
 from benchmarks.paper2code.comparison import Interval, percentiles
 from benchmarks.paper2code.metrics import EVALUATED
@@ -227,8 +228,6 @@ def run_item_inputs(*, run, outcome_model, membership_model) -> list[ItemOutcome
 
 def run_scores_compute(*, run: EvaluationRun) -> list[RunScore]:
     """The run's aggregates, computed (seconds on a 20,000-outcome run) but not stored: no lock is held meanwhile."""
-    from benchmarks.models import VersionTask
-
     outcomes, usage = run_score_inputs(
         run=run, outcome_model=Outcome, generation_model=Generation, membership_model=VersionTask
     )

@@ -30,7 +30,7 @@ from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.markers import is_marker, split_lines
 from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintainer, version_snippets
-from config.highlight import answer_diff
+from common.highlight import answer_diff
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
 from evaluation.models import (
     RUN_MODES,

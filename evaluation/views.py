@@ -15,9 +15,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.permissions import maintainer_required
+from benchmarks.permissions import maintainer_required, user_may_change
 from benchmarks.selectors import user_is_maintainer, version_get
-from config.api import user_may_change
+from benchmarks.visibility import changelog_visible
+from common.pages import refusal_redirect
 from evaluation import analysis, environments, reproducibility, selectors, services
 from evaluation.agents.selectors import agent_run_summary
 from evaluation.comparison import ComparisonError, comparison_from_query
@@ -344,16 +345,18 @@ def run_item(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
     return render(request, "evaluation/run_item.html", {"run": run, "item": item, "outcome": item.outcome})
 
 
+def _run_page(request: HttpRequest, pk: int, *args, **kwargs) -> str:
+    """Where a refused action on a run goes back to (common.pages): the run's page."""
+    return reverse("run-detail", args=[pk])
+
+
+@refusal_redirect(_run_page)
 @maintainer_required
 @require_POST
 def run_verify(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
-    try:
-        services.run_verify(run=run, actor=request.user, reason=request.POST.get("reason", ""))
-    except services.EvaluationError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Run {run.pk} is verified.")
+    services.run_verify(run=run, actor=request.user, reason=request.POST.get("reason", ""))
+    messages.success(request, f"Run {run.pk} is verified.")
     return redirect("run-detail", pk=run.pk)
 
 
@@ -367,16 +370,13 @@ def run_manifest(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
+@refusal_redirect(lambda request, pk, outcome_pk: f"{reverse('run-detail', args=[pk])}#flags")
 @maintainer_required
 @require_POST
 def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
     outcome = get_object_or_404(Outcome.objects.select_related("run"), pk=outcome_pk, run_id=pk)
-    try:
-        services.outcome_review(outcome=outcome, reviewer=request.user, decision=request.POST.get("decision", ""))
-    except services.EvaluationError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Outcome {outcome.pk}: {Outcome.Review(request.POST['decision']).label}.")
+    services.outcome_review(outcome=outcome, reviewer=request.user, decision=request.POST.get("decision", ""))
+    messages.success(request, f"Outcome {outcome.pk}: {Outcome.Review(request.POST['decision']).label}.")
     return redirect(f"{reverse('run-detail', args=[pk])}#flags")
 
 
@@ -425,6 +425,7 @@ def environment_retry(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("operations")
 
 
+@refusal_redirect(lambda request, pk: reverse("operations"))
 @maintainer_required
 @require_POST
 def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
@@ -441,20 +442,18 @@ def _run_steerable(request: HttpRequest, pk: int) -> EvaluationRun:
     return run
 
 
+@refusal_redirect(_run_page)
 @login_required
 @require_POST
 def run_cancel_own(request: HttpRequest, pk: int) -> HttpResponse:
     """The run page's Cancel: the same service as POST /api/v1/runs/{id}/cancel/."""
     run = _run_steerable(request, pk)
-    try:
-        services.run_cancel(run=run)
-    except services.EvaluationError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Run {run.pk} cancelled: items already scored stay; Resume scores the rest.")
+    services.run_cancel(run=run)
+    messages.success(request, f"Run {run.pk} cancelled: items already scored stay; Resume scores the rest.")
     return redirect("run-detail", pk=run.pk)
 
 
+@refusal_redirect(_run_page)
 @login_required
 @require_POST
 def run_resume_own(request: HttpRequest, pk: int) -> HttpResponse:
@@ -463,6 +462,13 @@ def run_resume_own(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("run-detail", pk=pk)
 
 
+def _model_runs(request: HttpRequest, pk: int) -> str:
+    """Where a refused pin goes back to (common.pages): the runs on the run's model's page."""
+    name = EvaluationRun.objects.filter(pk=pk).values_list("model__name", flat=True).get()
+    return reverse("model-detail", args=[name]) + "#runs"
+
+
+@refusal_redirect(_model_runs)
 @login_required
 @require_POST
 def run_pin(request: HttpRequest, pk: int) -> HttpResponse:
@@ -470,31 +476,47 @@ def run_pin(request: HttpRequest, pk: int) -> HttpResponse:
     run the model's row in its release and setting, `pinned=no` lifts the pin (the latest completed run again)."""
     run = _run_visible(request, pk)
     pinned = request.POST.get("pinned") != "no"
-    try:
-        if pinned:
-            services.run_pin(run=run, actor=request.user)
-        else:
-            services.run_unpin(run=run, actor=request.user)
-    except services.EvaluationError as exc:
-        messages.error(request, str(exc))
+    if pinned:
+        services.run_pin(run=run, actor=request.user)
     else:
-        setting = "with paper" if run.with_paper else "without paper"
-        messages.success(
-            request,
-            f"Run {run.pk} is now the leaderboard run of {run.model.display_name} on {run.version.name} ({setting})."
-            if pinned
-            else f"Run {run.pk} is no longer pinned: the latest completed run in its setting is the row.",
-        )
+        services.run_unpin(run=run, actor=request.user)
+    setting = "with paper" if run.with_paper else "without paper"
+    messages.success(
+        request,
+        f"Run {run.pk} is now the leaderboard run of {run.model.display_name} on {run.version.name} ({setting})."
+        if pinned
+        else f"Run {run.pk} is no longer pinned: the latest completed run in its setting is the row.",
+    )
     return redirect(reverse("model-detail", args=[run.model.name]) + "#runs")
 
 
 def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
-    try:
-        dispatched = services.run_resume(run=run)
-    except services.EvaluationError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
+    dispatched = services.run_resume(run=run)
+    messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
+
+
+def home_results(*, user) -> dict:
+    """The home page's leaderboard part (registered with benchmarks.pages): the current release's top rows, counts
+    and changelog."""
+    current, newest = selectors.leaderboard_releases()
+    calibration, ranked = selectors.leaderboard_top(version=current) if current else ([], [])
+    return {
+        "current": current,
+        "newest": newest,
+        "calibration": calibration,
+        "ranked": ranked,
+        "summary_columns": selectors.LEADERBOARD_SUMMARY_COLUMNS,
+        "counts": selectors.site_counts(version=current),
+        "changelog": changelog_visible(version=current, user=user) if current else None,
+    }
+
+
+def paper_difficulty(*, version: BenchmarkVersion, task, user) -> dict:
+    """A paper page's difficulty table (registered with benchmarks.pages); drafts have no runs."""
+    if not version.is_frozen:
+        return {}
+    rows = selectors.leaderboard_rows(version=version)
+    return {"difficulty": analysis.snippet_difficulty(version=version, rows=rows, user=user, task=task)}
 
 
 DIFFICULTY_PAGE_ITEMS = 100  # the page lists the hardest; the downloads hold every snippet

@@ -1,10 +1,13 @@
 """Imports between the project's apps, read with `ast`: per (importer, imported) pair, how many imports sit at
 module level and how many inside functions (the usual way around a cycle), and which pairs import each other.
 
-    python scripts/import_graph.py            # the table, then the cycles
+    python scripts/import_graph.py            # the table, then the cycles and the layering rules broken
     python scripts/import_graph.py --modules  # also each importing module, to find the ones to move
 
-Migrations are left out: they name other apps' migrations by design. Tests are not an app.
+The layers, top to bottom: `config` (the project: settings, URLs, the Celery app), the apps (evaluation and
+submissions build on benchmarks), `operations` (background work, imports no other app), `common` (helpers with no
+domain, imports nothing of the project). `layering_problems()` lists what breaks that, and a test asserts it lists
+nothing. Migrations are left out: they name other apps' migrations by design. Tests are not an app.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("config", "operations", "benchmarks", "submissions", "evaluation")
+BOTTOM = "common"  # the plain package under every app (see common/__init__.py)
+PACKAGES = (*APPS, BOTTOM)
 
 
-def _app_of(module: str) -> str | None:
+def _app_of(module: str, packages: tuple[str, ...]) -> str | None:
     head = module.split(".")[0]
-    return head if head in APPS else None
+    return head if head in packages else None
 
 
 def _imports(path: Path):
@@ -40,11 +45,12 @@ def _imports(path: Path):
     yield from walk(tree, False)
 
 
-def graph() -> tuple[Counter, dict]:
-    """Per (importer, imported, "module" or "function"): how many imports; within one app under (app, app, ...)."""
+def graph(packages: tuple[str, ...] = APPS) -> tuple[Counter, dict]:
+    """Per (importer, imported, "module" or "function"): how many imports; within one app under (app, app, ...).
+    `packages` are the ones counted (the apps and config by default; PACKAGES adds the bottom layer)."""
     counts: Counter = Counter()
     modules: dict = defaultdict(set)
-    for app in APPS:
+    for app in packages:
         base = ROOT / app
         if not base.is_dir():
             continue
@@ -52,7 +58,7 @@ def graph() -> tuple[Counter, dict]:
             if "migrations" in path.parts:
                 continue
             for module, in_function in _imports(path):
-                other = _app_of(module)
+                other = _app_of(module, packages)
                 if other is None:
                     continue
                 counts[(app, other, "function" if in_function else "module")] += 1
@@ -61,23 +67,49 @@ def graph() -> tuple[Counter, dict]:
     return counts, modules
 
 
+def _mutual(pairs: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    apps = [a for a in PACKAGES if a != "config"]  # config sits above the apps by design
+    return [(a, b) for i, a in enumerate(apps) for b in apps[i + 1 :] if (a, b) in pairs and (b, a) in pairs]
+
+
+def layering_problems() -> list[str]:
+    """Every import that breaks the layers (function-level imports included); empty when the house stands."""
+    counts, modules = graph(PACKAGES)
+    pairs = {(a, b) for a, b, _ in counts if a != b}
+    problems = [f"{a} <-> {b}: apps importing each other" for a, b in _mutual(pairs)]
+    problems += [
+        f"{a} imports config, which sits above the apps: {', '.join(sorted(modules[(a, 'config')]))}"
+        for a, b in sorted(pairs)
+        if b == "config"
+    ]
+    problems += [
+        f"{a} imports {b}, above it: {', '.join(sorted(modules[(a, b)]))}"
+        for a, b in sorted(pairs)
+        if (a == BOTTOM and b != BOTTOM) or (a == "operations" and b not in ("operations", BOTTOM))
+    ]
+    return problems
+
+
 def main() -> None:
-    counts, modules = graph()
+    counts, modules = graph(PACKAGES)
     within = sum(n for (a, b, where), n in counts.items() if a == b and where == "function")
     pairs = sorted({(a, b) for a, b, _ in counts if a != b})
     print(f"{'importer':<12} {'imported':<12} {'module-level':>12} {'in functions':>12}")
     for a, b in pairs:
         print(f"{a:<12} {b:<12} {counts[(a, b, 'module')]:>12} {counts[(a, b, 'function')]:>12}")
-    apps = [a for a in APPS if a != "config"]  # config sits above the apps by design
-    mutual = [(a, b) for i, a in enumerate(apps) for b in apps[i + 1 :] if (a, b) in pairs and (b, a) in pairs]
+    mutual = _mutual(set(pairs))
     print("\napps importing each other:", ", ".join(f"{a} <-> {b}" for a, b in mutual) or "none")
     below = [a for a, b in pairs if b == "config" and a != "config"]
     print("apps importing config:", ", ".join(sorted(set(below))) or "none")
     print("imports inside functions within one app (the other way around a cycle):", within)
     print("config imports:", ", ".join(sorted({b for a, b in pairs if a == "config"})) or "nothing")
+    print(f"{BOTTOM} imports:", ", ".join(sorted({b for a, b in pairs if a == BOTTOM})) or "nothing of the project")
+    problems = layering_problems()
+    print("layering problems:", "\n  ".join(["", *problems]) if problems else "none")
     if "--modules" in sys.argv:
         for pair in pairs:
             print(f"\n{pair[0]} -> {pair[1]}:", ", ".join(sorted(modules[pair])))
+    sys.exit(1 if problems else 0)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ class SubmissionsConfig(AppConfig):
     def ready(self) -> None:
         from django.urls import reverse
 
+        from benchmarks.pages import page_extra_register
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, work_register
-        from submissions import services, validation
+        from submissions import services, validation, views
         from submissions.models import SetValidation, SetValidationPaper, ValidationReport
 
+        page_extra_register("version", views.version_validation_section)  # a draft release's validation section
         # Submissions' validations and the papers of set validations are lost work the watchdog looks after; one
         # lost again past VALIDATION_REDISPATCH_MAX is given up (it ends as an error of the platform).
         work_register(

@@ -32,13 +32,10 @@ import gzip
 import io
 import os
 import re
-import signal
 import stat
 import struct
-import subprocess
 import tarfile
 import tempfile
-import threading
 import time
 import zipfile
 import zlib
@@ -51,8 +48,9 @@ from urllib.parse import urlsplit
 import git
 from django.conf import settings
 
-from config.addresses import AddressRefused, HostUnresolvable, host_addresses_check, ip_literal
-from config.errors import ApplicationError
+from common.addresses import AddressRefused, HostUnresolvable, host_addresses_check, ip_literal
+from common.errors import ApplicationError
+from common.process import process_supervise, tail
 
 MB = 1024 * 1024
 _CHUNK = MB
@@ -836,47 +834,26 @@ class _Clone:
         # A session of its own, so a kill reaches git's helpers (remote-https, index-pack) too.
         handle = self.git.execute([self.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True, start_new_session=True)
         process = handle.proc
-        verdict: list[IntakeError] = []
-        stop = threading.Event()
         stderr, out = bytearray(), bytearray()
-        threads = [
-            threading.Thread(target=self._watch, args=(process, stop, verdict), daemon=True),
-            threading.Thread(target=_tail_keep, args=(process.stderr, stderr), daemon=True),
-        ]
-        for thread in threads:
-            thread.start()
-        try:
-            while chunk := process.stdout.read1(_CHUNK):
-                if on_stdout:
-                    on_stdout(chunk)
-                else:
-                    out += chunk
-            process.wait()
-        finally:
-            stop.set()
-            _process_end(process)
-            for thread in threads:
-                thread.join()
-            process.stdout.close()
-            process.stderr.close()
-        if verdict:
-            raise verdict[0]
+        process_supervise(
+            process,
+            stdout=on_stdout or out.extend,
+            stderr=tail(_STDERR_KEEP, stderr),
+            check=self._limit_passed,
+            poll_seconds=_POLL_SECONDS,
+        )
         if _folder_bytes(self.root) > self.limits.max_repo_bytes:
             raise self._too_large()
         if process.returncode:
             raise _GitFailed(stderr.decode("utf-8", "replace"))
         return bytes(out)
 
-    def _watch(self, process: subprocess.Popen, stop: threading.Event, verdict: list[IntakeError]) -> None:
-        while not stop.wait(_POLL_SECONDS):
-            if time.monotonic() >= self.deadline:
-                verdict.append(self._timeout())
-            elif _folder_bytes(self.root) > self.limits.max_repo_bytes:
-                verdict.append(self._too_large())
-            else:
-                continue
-            _process_end(process)
-            return
+    def _limit_passed(self) -> IntakeError | None:
+        if time.monotonic() >= self.deadline:
+            return self._timeout()
+        if _folder_bytes(self.root) > self.limits.max_repo_bytes:
+            return self._too_large()
+        return None
 
     def _timeout(self) -> IntakeError:
         return IntakeError(f"fetching {self.url} took longer than {self.limits.clone_timeout:g} s (the limit); stopped")
@@ -886,20 +863,6 @@ class _Clone:
             f"the repository at {self.url} is larger than {size_text(self.limits.max_repo_bytes)} "
             f"(the limit for fetched repositories); stopped"
         )
-
-
-def _process_end(process: subprocess.Popen) -> None:
-    """Kill the process and everything it started (its own session), then reap it."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
-def _tail_keep(stream: BinaryIO, tail: bytearray) -> None:
-    while chunk := stream.read1(_CHUNK):
-        tail.extend(chunk)
-        del tail[:-_STDERR_KEEP]
 
 
 def _folder_bytes(root: Path) -> int:

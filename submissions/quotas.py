@@ -15,7 +15,7 @@ from django.utils import timezone
 from benchmarks.models import Blob, Task
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services import environment_hash, sha256_hex
-from config.errors import ApplicationError
+from common.errors import ApplicationError
 from submissions.intake import size_text
 from submissions.models import Revision, Submission
 

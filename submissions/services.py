@@ -22,7 +22,7 @@ from benchmarks.services import (
     version_draft_create,
     version_task_set,
 )
-from config.errors import ApplicationError
+from common.errors import ApplicationError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport

@@ -22,7 +22,7 @@ from benchmarks.paper2code.mutation import mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services import environment_hash, package_store
-from config.errors import ApplicationError
+from common.errors import ApplicationError
 from evaluation.environments import build_failures
 from evaluation.executor import limits_default, package_test, session_for
 from evaluation.sandbox import EnvironmentBuildError

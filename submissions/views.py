@@ -17,8 +17,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from benchmarks.paper2code import PackageError
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer, version_get
-from config.auth import rate_limited, rate_limited_response
-from config.errors import ApplicationError
+from common.pages import refusal_redirect
+from common.ratelimit import rate_limited, rate_limited_response
 from submissions import forms, selectors, services, validation
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
@@ -209,25 +209,23 @@ def submission_report(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
+@refusal_redirect(lambda request, pk, action: reverse("submission-detail", args=[pk]))
 @login_required
 @require_POST
 def submission_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     submission = selectors.submission_get(pk=pk, user=request.user)
     reason = request.POST.get("reason", "").strip()
-    try:
-        if action == "submit":
-            services.submission_submit(submission=submission, actor=request.user, note=reason)
-            messages.success(request, "Submitted: validation has started.")
-        elif action == "withdraw":
-            services.submission_withdraw(submission=submission, actor=request.user, reason=reason)
-            messages.success(request, "Withdrawn.")
-        elif action == "edit":
-            services.submission_edit(submission=submission, actor=request.user)
-            return redirect("submission-step", pk=pk, step="details")
-        else:
-            raise PermissionDenied(f"unknown action {action}")
-    except (services.TransitionError, QuotaExceeded) as exc:
-        messages.error(request, str(exc))
+    if action == "submit":
+        services.submission_submit(submission=submission, actor=request.user, note=reason)
+        messages.success(request, "Submitted: validation has started.")
+    elif action == "withdraw":
+        services.submission_withdraw(submission=submission, actor=request.user, reason=reason)
+        messages.success(request, "Withdrawn.")
+    elif action == "edit":
+        services.submission_edit(submission=submission, actor=request.user)
+        return redirect("submission-step", pk=pk, step="details")
+    else:
+        raise PermissionDenied(f"unknown action {action}")
     return redirect("submission-detail", pk=pk)
 
 
@@ -301,17 +299,21 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "submissions/review.html", context)
 
 
+def version_validation_section(*, version, user) -> dict:
+    """A draft release's validation section for maintainers (registered with benchmarks.pages)."""
+    if version.is_frozen or not user_is_maintainer(user=user):
+        return {}
+    return selectors.version_validation_view(version=version)
+
+
+@refusal_redirect(lambda request, name: reverse("version-detail", args=[name]))
 @require_POST
 @maintainer_required
 def version_validate(request: HttpRequest, name: str) -> HttpResponse:
     """Start the checks of every paper of a draft version on the workers."""
     version = version_get(name=name, user=request.user)
-    try:
-        started = validation.version_validation_start(version=version, actor=request.user)
-    except ApplicationError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Validating {started.papers.count()} paper(s) of {version.name} on the workers.")
+    started = validation.version_validation_start(version=version, actor=request.user)
+    messages.success(request, f"Validating {started.papers.count()} paper(s) of {version.name} on the workers.")
     return redirect("version-detail", name=version.name)
 
 

@@ -1,4 +1,4 @@
-"""config.addresses: the one address rule for outbound connections users choose, checked where connected."""
+"""common.addresses: the one address rule for outbound connections users choose, checked where connected."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from config.addresses import AddressRefused, HostUnresolvable, host_addresses_check, public_connections_only
+from common.addresses import AddressRefused, HostUnresolvable, host_addresses_check, public_connections_only
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_connections_under_the_guard_never_reach_a_loopback_server(local_http):
 def test_the_guard_checks_the_resolution_that_is_connected_to(local_http, monkeypatch):
     """DNS rebinding: a name that answered with a public address once answers with loopback when connecting."""
     port, hits = local_http
-    from config import addresses
+    from common import addresses
 
     answers = iter(
         [

@@ -17,9 +17,21 @@ def _refusing_view(request):
     raise PermissionDenied("maintainers only")
 
 
+def _service_refusal_view(request):
+    from evaluation.services import RunQuotaExceeded
+
+    raise RunQuotaExceeded("you already have 3 runs queued or running")
+
+
+def _bug_value_error_view(request):
+    raise ValueError("a bug's ValueError, not a refusal")
+
+
 urlpatterns = [
     path("broken/", _broken_view),
     path("refused/", _refusing_view),
+    path("service-refusal/", _service_refusal_view),
+    path("value-error/", _bug_value_error_view),
     path("", include("config.urls")),
 ]
 
@@ -101,3 +113,25 @@ def test_with_debug_on_a_refusal_is_a_403_not_a_server_error(settings):
     settings.DEBUG, settings.SITE_ERROR_PAGES = True, True
     response = Client(raise_request_exception=False).get("/refused/")
     assert response.status_code == 403
+
+
+@pytest.mark.urls("tests.test_error_pages")
+@pytest.mark.django_db
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_service_refusal_on_a_page_says_it_with_the_status_its_class_declares(settings, debug):
+    """ApplicationError is caught once for pages (common.pages): a view that declares no page to go back to answers
+    with the refusal's own text and status (RunQuotaExceeded: 429), in the base layout, DEBUG on or off."""
+    settings.DEBUG = debug
+    response = Client(raise_request_exception=False).get("/service-refusal/")
+    assert response.status_code == 429
+    body = response.content.decode()
+    assert "you already have 3 runs queued or running" in body and 'header class="site"' in body
+
+
+@pytest.mark.urls("tests.test_error_pages")
+@pytest.mark.django_db
+def test_a_plain_value_error_stays_a_server_error(settings):
+    settings.DEBUG = False
+    response = Client(raise_request_exception=False).get("/value-error/")
+    assert response.status_code == 500
+    assert "a bug's ValueError" not in response.content.decode()

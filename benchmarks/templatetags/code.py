@@ -2,7 +2,7 @@
 
 from django import template
 
-from config.highlight import code_html
+from common.highlight import code_html
 
 register = template.Library()
 

@@ -59,6 +59,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
+from common.process import capped, stream_read
 from evaluation.sandbox import programs
 from evaluation.sandbox.base import ExecResult, Limits, SandboxError, Session
 from evaluation.sandbox.harness import (
@@ -69,7 +70,6 @@ from evaluation.sandbox.harness import (
     harness_status,
     harness_verdict,
 )
-from evaluation.sandbox.process import _drain
 
 logger = logging.getLogger(__name__)
 
@@ -341,7 +341,9 @@ class ForkServer:
             truncated = [False]
             readers = [
                 threading.Thread(
-                    target=_drain, args=(os.fdopen(fd, "rb"), limits.output_bytes, sink, truncated), daemon=True
+                    target=stream_read,
+                    args=(os.fdopen(fd, "rb"), capped(limits.output_bytes, sink, truncated)),
+                    daemon=True,
                 )
                 for fd, sink in ((out_read, out), (err_read, err))
             ]

@@ -1,21 +1,17 @@
-"""Run a host process under limits with capped output and a wall-clock timeout (for the local and bwrap backends)."""
+"""Run a host process under limits with capped output and a wall-clock timeout (for the local and bwrap backends),
+by the capped-subprocess helper intake uses too (common.process)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
-import select
-import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from common.process import capped, process_supervise
 from evaluation.sandbox.base import ExecResult, Limits
-
-CHUNK = 65536
 
 
 def files_write(folder: Path, files: Mapping[str, bytes]) -> None:
@@ -42,36 +38,6 @@ def rlimits(limits: Limits, *, address_space: bool = True) -> Callable[[], None]
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
     return apply
-
-
-def _drain(stream, cap: int, sink: list[bytes], truncated: list[bool]) -> None:
-    kept = 0
-    # Keep reading past the cap so the child never blocks on a full pipe; only dropped bytes mark truncation.
-    while chunk := stream.read1(CHUNK):
-        taken = chunk[: cap - kept]
-        if taken:
-            sink.append(taken)
-            kept += len(taken)
-        if len(taken) < len(chunk):
-            truncated[0] = True
-    stream.close()
-
-
-def _ended(proc: subprocess.Popen, timeout: float) -> bool:
-    """Wait until the process ends or `timeout` passes (False): blocked on a pidfd, since Popen.wait(timeout) polls
-    with sleeps that grow to 50 ms (20 ms lost on a 40 ms command)."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except OSError:  # a kernel without pidfds
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-    try:
-        return bool(select.select([pidfd], [], [], max(0.0, timeout))[0])
-    finally:
-        os.close(pidfd)
 
 
 def process_run(
@@ -103,21 +69,12 @@ def process_run(
     out: list[bytes] = []
     err: list[bytes] = []
     truncated = [False]
-    readers = [
-        threading.Thread(target=_drain, args=(proc.stdout, limits.output_bytes, out, truncated), daemon=True),
-        threading.Thread(target=_drain, args=(proc.stderr, limits.output_bytes, err, truncated), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    try:
-        timed_out = not _ended(proc, limits.wall_seconds)
-    finally:
-        # Whatever happened, nothing the run started may outlive it.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for reader in readers:
-        reader.join(timeout=5)
+    timed_out = process_supervise(
+        proc,
+        stdout=capped(limits.output_bytes, out, truncated),
+        stderr=capped(limits.output_bytes, err, truncated),
+        timeout=limits.wall_seconds,
+    )
     code = proc.returncode
     return ExecResult(
         exit_code=None if timed_out or code < 0 else code,

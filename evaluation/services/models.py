@@ -11,8 +11,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from benchmarks.selectors import user_is_maintainer
-from config.addresses import AddressRefused, host_addresses_check
-from config.errors import ApplicationError
+from common.addresses import AddressRefused, host_addresses_check
+from common.errors import ApplicationError
 from evaluation.models import EvaluationRun, ModelEntry
 
 if TYPE_CHECKING:
@@ -139,6 +139,9 @@ MODEL_ENDPOINT_FIELDS = ("litellm_model", "api_base", "default_params")
 
 class ModelInUse(EvaluationError):
     """A change to a model's endpoint while a run of it is queued or running."""
+
+    status = 409
+    code = "model_in_use"
 
 
 def model_endpoint_unchanged_check(*, model: ModelEntry, changes: dict) -> None:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from benchmarks.models import Snippet
 from benchmarks.paper2code import code_indent, extract_code, prompt_hash
+from benchmarks.selectors import user_is_maintainer
 from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, tail
 from evaluation.reproducibility import canonical_hash
@@ -190,8 +191,6 @@ def outcome_record(
 def outcome_review(*, outcome: Outcome, reviewer, decision: str) -> Outcome:
     """A maintainer's decision on a flagged outcome: confirmed tampering fails it, cleared restores what the test
     said; a completed run's stored scores are recomputed either way."""
-    from benchmarks.selectors import user_is_maintainer
-
     if not user_is_maintainer(user=reviewer):
         raise EvaluationError("only maintainers review flagged outcomes")
     outcome = Outcome.objects.select_for_update().get(pk=outcome.pk)

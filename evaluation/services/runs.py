@@ -15,8 +15,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
+from benchmarks.permissions import user_may_change
 from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer
-from config.api import user_may_change
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.provenance import provenance_at_start
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_write
@@ -42,6 +42,9 @@ def run_protocol(*, version: BenchmarkVersion, protocol: str | None) -> str:
 
 class RunQuotaExceeded(EvaluationError):
     """The user already has as many active runs as one user may have."""
+
+    status = 429
+    code = "too_many_runs"
 
 
 def run_quota_check(*, user) -> None:

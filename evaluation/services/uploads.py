@@ -10,7 +10,7 @@ from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_code_block, indent_width, prompt_hash
 from benchmarks.selectors import protocol_get, snippet_prompt
-from config.errors import ApplicationError
+from common.errors import ApplicationError
 from evaluation.agents import uploads as agent_uploads
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.services.models import EvaluationError
@@ -22,8 +22,11 @@ from operations.enqueue import enqueue
 class UploadError(ApplicationError):
     """A generations file that cannot be taken; `problems` lists every bad line as 'line N: ...'."""
 
+    code = "invalid_upload"
+    summary = "the upload was rejected; nothing was stored"
+
     def __init__(self, problems: list[str]):
-        self.problems = problems
+        self.problems = self.details = problems
         super().__init__("; ".join(problems[:20]) + (f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""))
 
 

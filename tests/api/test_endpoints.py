@@ -235,7 +235,7 @@ def test_leaderboard_csv_neutralises_cells_a_spreadsheet_would_run(clients, rele
 
 
 def test_csv_cell_keeps_numbers_and_plain_text():
-    from config.csv_export import csv_cell
+    from common.csv_export import csv_cell
 
     assert [csv_cell(v) for v in (-0.5, "-0.5", "1e-3", "Lab", None, "=1")] == [
         -0.5,

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from benchmarks.models import Task
 from benchmarks.selectors import blob_read
-from tests.benchmarks.test_validate_pset import legacy_pset
+from tests.submissions.test_validate_pset import legacy_pset
 
 pytestmark = pytest.mark.django_db
 

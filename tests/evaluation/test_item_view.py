@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from benchmarks.models import Snippet
 from benchmarks.services import pset_import
-from config.highlight import MAX_HIGHLIGHT_CHARS, answer_diff, code_html, style_css
+from common.highlight import MAX_HIGHLIGHT_CHARS, answer_diff, code_html, style_css
 from evaluation import services
 from evaluation.models import Outcome
 from evaluation.outcomes import Verdict
@@ -47,7 +47,7 @@ def test_highlighting_escapes_hostile_text_and_gives_up_on_huge_text():
 
 def test_the_stylesheet_is_what_pygments_makes():
     text = (REPO / "static" / "css" / "pygments.css").read_text()
-    assert text.split("\n", 1)[1] == style_css(), "regenerate static/css/pygments.css from config.highlight"
+    assert text.split("\n", 1)[1] == style_css(), "regenerate static/css/pygments.css from common.highlight"
 
 
 @pytest.fixture

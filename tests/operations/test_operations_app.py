@@ -13,7 +13,7 @@ from operations.enqueue import enqueue
 from operations.events import events_of, events_recent
 from operations.models import OperationsEvent
 from operations.watchdog import redispatch_claim, work_kinds
-from scripts.import_graph import graph
+from scripts.import_graph import graph, layering_problems
 
 
 def test_operations_imports_no_other_app_and_evaluation_and_submissions_do_not_import_each_other():
@@ -23,6 +23,12 @@ def test_operations_imports_no_other_app_and_evaluation_and_submissions_do_not_i
     pairs = {(a, b) for a, b, _ in counts if a != b}
     assert not {("evaluation", "submissions"), ("submissions", "evaluation")} <= pairs
     assert not {b for a, b in pairs if a == "config"} - {"operations", "benchmarks", "evaluation"}
+
+
+def test_the_layers_hold_no_app_imports_config_or_another_that_imports_it_and_common_imports_nothing():
+    """config above the apps, no two apps importing each other (function-level imports included), operations and
+    then common at the bottom (scripts/import_graph.py prints the same)."""
+    assert layering_problems() == []
 
 
 def test_the_queues_are_those_of_the_task_routes():

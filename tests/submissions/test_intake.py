@@ -484,7 +484,7 @@ def test_host_name_resolving_to_a_6to4_address_of_a_private_one_is_refused(monke
 
 
 def test_6to4_of_a_public_address_is_allowed():
-    from config.addresses import address_problem
+    from common.addresses import address_problem
 
     assert address_problem(ipaddress.ip_address("2002:808:808::1")) is None  # 8.8.8.8 behind a 6to4 relay
 

@@ -18,7 +18,7 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.services import pset_import, version_publish
 from submissions import validation
 from submissions.models import SetValidation
-from tests.benchmarks.test_validate_pset import legacy_pset
+from tests.submissions.test_validate_pset import legacy_pset
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 EXPECTED = {

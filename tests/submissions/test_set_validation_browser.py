@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from benchmarks.services import pset_import
 from submissions.models import SetValidation
-from tests.benchmarks.test_validate_pset import legacy_pset
 from tests.submissions.test_browser import log_in, shot
+from tests.submissions.test_validate_pset import legacy_pset
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 

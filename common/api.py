@@ -1,5 +1,5 @@
-"""Cross-cutting parts of the REST API: one error body for every failure, request bodies the database can store,
-and the owner-or-maintainer rule."""
+"""Cross-cutting parts of the REST API: one error body for every failure (a service's refusal answered as its class
+declares) and request bodies the database can store. The owner-or-maintainer rule is `benchmarks.permissions`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import resolve
 from kombu.exceptions import OperationalError as KombuOperationalError
-from rest_framework import exceptions, pagination, parsers, permissions, status
+from rest_framework import exceptions, pagination, parsers, status
 from rest_framework.response import Response
 
-from benchmarks.selectors import UnknownProtocol, user_is_maintainer
-from config.errors import ApplicationError
+from common.errors import ApplicationError
 
 
 class PageNumberPagination(pagination.PageNumberPagination):
@@ -84,11 +83,9 @@ def error_body(*, code: str, message: str, details=None) -> dict:
 
 
 def exception_handler(exc, context):
-    """DRF's handler, reshaped to {"error": {code, message, details}}; a service's refusal (ApplicationError) is a
-    400."""
+    """DRF's handler, reshaped to {"error": {code, message, details}}; a service's refusal (ApplicationError) is
+    answered with the status and code its class declares."""
     from rest_framework.views import exception_handler as drf_exception_handler  # here: DRF's views import this module
-
-    from evaluation.services import ModelInUse, RunQuotaExceeded, UploadError
 
     if isinstance(exc, KombuOperationalError):  # what needed the broker was not done; nothing else is lost
         return Response(
@@ -102,14 +99,9 @@ def exception_handler(exc, context):
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(BROKER_RETRY_AFTER)},
         )
-    if isinstance(exc, UnknownProtocol):
-        return Response(error_body(code="unknown_protocol", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
-    if isinstance(exc, UploadError):
+    if isinstance(exc, ApplicationError):
         return Response(
-            error_body(
-                code="invalid_upload", message="the upload was rejected; nothing was stored", details=exc.problems
-            ),
-            status=status.HTTP_400_BAD_REQUEST,
+            error_body(code=exc.code, message=exc.summary or str(exc), details=exc.details), status=exc.status
         )
     if isinstance(exc, DjangoValidationError):
         details = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
@@ -117,12 +109,6 @@ def exception_handler(exc, context):
             error_body(code="invalid", message="the request is not valid", details=details),
             status=status.HTTP_400_BAD_REQUEST,
         )
-    if isinstance(exc, RunQuotaExceeded):
-        return Response(error_body(code="too_many_runs", message=str(exc)), status=status.HTTP_429_TOO_MANY_REQUESTS)
-    if isinstance(exc, ModelInUse):
-        return Response(error_body(code="model_in_use", message=str(exc)), status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, ApplicationError):  # every other refusal of a service (EvaluationError, TransitionError, ...)
-        return Response(error_body(code="invalid", message=str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):
@@ -148,18 +134,3 @@ def api_not_found(request: HttpRequest, path: str = "") -> JsonResponse:
     if not request.path.endswith("/") and resolve(request.path + "/").func is not api_not_found:
         message += f"; did you mean {request.path}/ ?"
     return JsonResponse(error_body(code="not_found", message=message), status=404)
-
-
-class IsOwnerOrMaintainer(permissions.BasePermission):
-    """Reads for everyone; changes for the object's owner (the view's `owner_field`) or a maintainer."""
-
-    message = "only the owner or a maintainer may do this"
-
-    def has_object_permission(self, request, view, obj) -> bool:
-        if request.method in permissions.SAFE_METHODS:
-            return True
-        return user_may_change(user=request.user, owner_id=getattr(obj, f"{view.owner_field}_id"))
-
-
-def user_may_change(*, user, owner_id: int | None) -> bool:
-    return bool(user.is_authenticated and (owner_id == user.pk or user_is_maintainer(user=user)))
