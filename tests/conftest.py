@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core.cache.backends.redis import RedisCache
+
+from config.caches import RedisCacheWithLocalFallback
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_PSET = REPO / "benchmarks" / "demo"
@@ -376,12 +379,28 @@ def admin(db):
     return User.objects.create_superuser("root", email="root@example.org", password="pw-root-12345")
 
 
+def cache_empty() -> None:
+    """Drop what the cache holds (API throttles, rate limits, ranks). Under Redis only the cache's own keys go: a
+    flush of its database would also drop the claims of every test run sharing the server (scripts/redis_claim.py
+    keeps them there), and another run's workers would then take this run's broker."""
+    from django.core.cache import caches
+
+    cache = caches["default"]  # the backend itself (django.core.cache.cache is a proxy of it)
+    if not isinstance(cache, RedisCache):
+        cache.clear()
+        return
+    client = cache._cache.get_client(write=True)
+    stale = list(client.scan_iter(match=f"{cache.key_prefix}:*", count=1000))  # Django's keys: prefix:version:key
+    if stale:
+        client.delete(*stale)
+    if isinstance(cache, RedisCacheWithLocalFallback):
+        cache.local.clear()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """API throttles and rate limits count in the cache (Redis under CI): each test starts from zero."""
-    from django.core.cache import cache
-
-    cache.clear()
+    cache_empty()
 
 
 @pytest.fixture

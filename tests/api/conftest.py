@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from tests.conftest import client_for
+from tests.conftest import cache_empty, client_for
 
 
 @pytest.fixture(autouse=True)
 def _fresh_throttle_counts():
     """Throttle counts live in the cache; each test starts with none."""
-    cache.clear()
+    cache_empty()
     yield
-    cache.clear()
+    cache_empty()
 
 
 @pytest.fixture(autouse=True)

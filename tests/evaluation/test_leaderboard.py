@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -16,7 +15,7 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.outcomes import Verdict
 from evaluation.scoring import run_scores_store
-from tests.conftest import page_text
+from tests.conftest import cache_empty, page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -163,7 +162,7 @@ def test_contamination_keeps_only_papers_after_the_cutoff(client, release):
 
 def test_leaderboard_queries_stay_bounded(client, release, django_assert_max_num_queries):
     def count_queries(view):
-        cache.clear()  # ranks are cached: a second view of the same rows reads less
+        cache_empty()  # ranks are cached: a second view of the same rows reads less
         with CaptureQueriesContext(connection) as ctx:
             assert client.get(reverse("leaderboard", args=["1.0.0"]), {"view": view}).status_code == 200
         return len(ctx.captured_queries)
@@ -177,7 +176,7 @@ def test_leaderboard_queries_stay_bounded(client, release, django_assert_max_num
         )
     assert max(few.values()) <= 8, few
     for view, queries in few.items():
-        cache.clear()
+        cache_empty()
         with django_assert_max_num_queries(queries):
             client.get(reverse("leaderboard", args=["1.0.0"]), {"view": view})
         assert count_queries(view) == queries
