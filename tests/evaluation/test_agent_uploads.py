@@ -511,3 +511,61 @@ def test_the_guides_example_lines_upload_as_written(version, model, author):
     response = _upload(author, version, _encode(rows))
     assert response.status_code == 201, response.content[:500]
     assert AgentStep.objects.filter(trajectory__run_id=response.json()["id"]).count() == 4
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["single", "agent"])
+def test_a_number_past_the_parsers_digit_limit_is_a_line_problem(version, model, author, client, mode):
+    """Unguarded (only the JSON decoder's own error caught, as before), Python's int-string limit makes json.loads
+    raise a plain ValueError: the upload was a server error, on the API and on the page, in either mode."""
+    huge = '{"id": ' + "1" * 5000 + ', "sample": 0, "code": "x = 1"}'
+    with pytest.raises(ValueError, match="Exceeds the limit") as raised:
+        json.loads(huge)
+    assert not isinstance(raised.value, json.JSONDecodeError), "the old `except json.JSONDecodeError` misses it"
+
+    rows = _rows(version)
+    content = _encode([*rows[1:], huge])
+    problem = f"line {len(rows)}: a number of more than 4300 digits"
+    before = _stored()
+    _refused(_upload(author, version, content, mode=mode), before, problem)
+    client.force_login(author)
+    form = {"file": SimpleUploadedFile("a.jsonl", content), "release": version.name, "mode": mode}
+    page = client.post(reverse("run-upload", args=[model.name]), form)
+    assert page.status_code == 400 and problem in page.content.decode()
+    assert _stored() == before
+
+
+@pytest.mark.django_db
+def test_bad_lines_are_named_up_to_a_bound_and_the_rest_only_counted(version, model, author, monkeypatch):
+    """Unguarded (no bound), every bad line is parsed and kept as a message before the file is refused: 2 MiB of
+    "x" lines made a million messages (111 MB at peak), the 64 MiB cap some 3.5 GB in one request."""
+    lines = 100_000
+    content = b"x\n" * lines
+    with monkeypatch.context() as unguarded:
+        unguarded.setattr(services.uploads, "UPLOAD_PROBLEMS_MAX", 10**9)
+        with pytest.raises(services.UploadError) as everything:
+            services.run_from_upload(model=model, version=version, data=content, user=author, mode="agent")
+    assert len(everything.value.problems) == lines
+
+    before = _stored()
+    with pytest.raises(services.UploadError) as bounded:
+        services.run_from_upload(model=model, version=version, data=content, user=author, mode="agent")
+    problems = bounded.value.problems
+    assert len(problems) == 101 and problems[99] == "line 100: not JSON (Expecting value)"
+    assert problems[100] == f"and {lines - 100} more line(s) not checked: the file is refused at 100 bad lines"
+    # a good line among them is no bad line; blank ones are none either; \r\n ends a line as \n does
+    mixed = "\r\n".join([json.dumps(_rows(version)[0]), "", *["x"] * 150]).encode()
+    details = _refused(_upload(author, version, mixed), before, "line 102: not JSON")
+    assert details[0].startswith("line 3: ") and details[-1].startswith("and 50 more line(s) not checked")
+
+
+@pytest.mark.django_db
+def test_a_line_separator_inside_a_string_ends_no_line(version, model, author):
+    """Unguarded (str.splitlines(), as before), a U+2028 that json.dumps(ensure_ascii=False) leaves raw inside a
+    string split its line in two, and the upload was refused as two lines that are not JSON."""
+    rows = _rows(version)
+    rows[0]["code"] += "# a comment\u2028with a line separator\n"
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    assert len(text.splitlines()) == len(rows) + 1
+    response = _upload(author, version, text.encode())
+    assert response.status_code == 201, response.content[:500]
