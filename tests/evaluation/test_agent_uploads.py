@@ -693,3 +693,39 @@ def test_a_line_separator_inside_a_string_ends_no_line(version, model, author):
     assert len(text.splitlines()) == len(rows) + 1
     response = _upload(author, version, text.encode())
     assert response.status_code == 201, response.content[:500]
+
+
+@pytest.mark.django_db
+def test_deeply_nested_tool_arguments_export_to_atif_as_their_text(version, model, author, client):
+    """Unguarded (json.loads of the arguments catching ValueError only), a call's arguments nested 5000 deep raise
+    RecursionError: the item's ATIF download was a server error for everyone who could see the item. Nested within
+    what the parser reads, they came back as an object as deep for the export's encoder."""
+    nested = '{"a":' * 5000 + "1" + "}" * 5000
+    with pytest.raises(RecursionError):
+        json.loads(nested)
+    readable = '{"a":' * 500 + "1" + "}" * 500
+    assert isinstance(json.loads(readable), dict)
+    huge = '{"n": ' + "1" * 5000 + "}"
+    steps = _trajectory()["steps"]
+    steps[2]["tool_calls"] += [
+        {"id": "c2", "name": "run", "arguments": nested},
+        {"id": "c3", "name": "run", "arguments": readable},
+        {"id": "c4", "name": "run", "arguments": huge},
+        {"id": "c5", "name": "run", "arguments": '{"a": {"b": [1, {"c": 2}]}}'},
+    ]
+    response = _upload(author, version, _encode(_rows(version, trajectory=_trajectory(steps=steps))))
+    assert response.status_code == 201, response.content[:500]
+    run = EvaluationRun.objects.get(pk=response.json()["id"])
+    outcome = _outcome(run, run.trajectories.get().snippet)
+    download = client.get(reverse("run-item-trajectory-atif", args=[run.pk, outcome.pk]))
+    assert download.status_code == 200
+    document = download.json()
+    _atif_fields_check(document)
+    arguments = [call["arguments"] for call in document["steps"][2]["tool_calls"]]
+    assert arguments == [
+        {"command": "ls"},
+        {"_raw": nested},
+        {"_raw": readable},
+        {"_raw": huge},
+        {"a": {"b": [1, {"c": 2}]}},
+    ]
