@@ -18,13 +18,29 @@ AGENT_NAME = "researchcodebench-agent"
 SOURCES = {AgentStep.Role.SYSTEM: "system", AgentStep.Role.USER: "user", AgentStep.Role.ASSISTANT: "agent"}
 
 
+# No tool's arguments nest deeper; a deeper value is kept as its text, so the export's encoder never meets it.
+ARGUMENTS_DEPTH = 64
+
+
+def _depth(value) -> int:
+    """How deeply a JSON value nests its objects and lists (a scalar: 0), counted without recursion."""
+    deepest, level = 0, [(value, 0)]
+    while level:
+        item, depth = level.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            level.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _arguments(text: str) -> dict:
-    """ATIF wants the arguments as an object; the model's JSON string when it is one, else the string kept whole."""
+    """ATIF wants the arguments as an object; the model's JSON string when it is one (of a tool's depth), else the
+    string kept whole."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, a number past the int-string limit, nested past the parser
         return {"_raw": text}
-    return value if isinstance(value, dict) else {"_raw": text}
+    return value if isinstance(value, dict) and _depth(value) <= ARGUMENTS_DEPTH else {"_raw": text}
 
 
 def _extra(step: AgentStep) -> dict:

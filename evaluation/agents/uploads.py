@@ -17,7 +17,7 @@ from functools import partial
 
 from django.conf import settings
 
-from evaluation.agents.budget import BUDGETS, release_maximums
+from evaluation.agents.budget import BUDGETS, UNITS, Budget, release_maximums
 from evaluation.agents.loop import storable
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.selectors import TRAJECTORY_FORMAT
@@ -67,6 +67,16 @@ STEP_TOKENS_MAX = 2**31 - 1
 TOTAL_TOKENS_MAX = 10**15
 COST_MAX = 10**6  # DecimalField(max_digits=12, decimal_places=6)
 SECONDS_MAX = 10**7
+# A live item's wall seconds are read on one host's clock, its steps' durations on another's.
+SECONDS_SKEW = 1.0
+# A trajectory's usage columns (AgentTrajectory): turns a PositiveIntegerField, tokens big integers, cost as above.
+USAGE_MAX = {
+    "turns": STEP_TOKENS_MAX,
+    "prompt_tokens": TOTAL_TOKENS_MAX,
+    "completion_tokens": TOTAL_TOKENS_MAX,
+    "cost": COST_MAX - Decimal("0.000001"),
+    "seconds": SECONDS_MAX,
+}
 CALL_ID_CHARS = 200
 TOOL_NAME_CHARS = 50
 UPLOAD_FORMAT_AGENT = (
@@ -97,7 +107,7 @@ def line_parser(*, mode: str, version):
         return partial(single_line_parse, parse=upload_line_parse)
     if mode != "agent":
         raise EvaluationError(f"unknown upload mode {mode!r}; modes are {', '.join(UPLOAD_MODES)}")
-    return partial(agent_line_parse, steps_max=max_steps(version))
+    return partial(agent_line_parse, steps_max=max_steps(version), maximums=release_maximums(version))
 
 
 def single_line_parse(row, *, parse, **context):
@@ -107,7 +117,7 @@ def single_line_parse(row, *, parse, **context):
     return parse(row, **context)
 
 
-def agent_line_parse(row, *, snippets: dict, version, protocol: str, steps_max: int):
+def agent_line_parse(row, *, snippets: dict, version, protocol: str, steps_max: int, maximums: Budget):
     """An agent upload's line: the usual line with `code`, and its trajectory checked (None when it gives none)."""
     from evaluation.services import upload_line_parse
 
@@ -120,7 +130,9 @@ def agent_line_parse(row, *, snippets: dict, version, protocol: str, steps_max: 
     if isinstance(parsed, str) or "trajectory" not in row:
         return parsed
     try:
-        trajectory = trajectory_check(row["trajectory"], item=str(parsed.snippet.pk), sample=parsed.sample)
+        trajectory = trajectory_check(
+            row["trajectory"], item=str(parsed.snippet.pk), sample=parsed.sample, maximums=maximums
+        )
         steps = trajectory["steps"]
         if len(steps) > steps_max:
             raise Bad(
@@ -248,21 +260,61 @@ def _step_bytes(step: dict) -> int:
     return len(step["content"].encode("utf-8")) + len(json.dumps(step["tool_calls"]))
 
 
-def _usage(value, steps: list[dict]) -> dict:
-    """The usage as given, or summed from the steps (turns: the assistant steps; cost unknown if any step's is)."""
+def _usage_summed(steps: list[dict], ended_by: str) -> dict:
+    """The usage the steps add up to, as the live loop counts it (turns: the assistant steps; cost unknown if any
+    turn's is; seconds: the steps' durations, which the wall time of a live item covers)."""
+    turns = [step for step in steps if step["role"] == AgentStep.Role.ASSISTANT]
+    last = turns[-1] if turns and turns[-1] is steps[-1] else None
+    if ended_by == AgentTrajectory.End.SECONDS and last and not last["tool_calls"] and _reports_nothing(last):
+        turns.pop()  # a model call the wall-time budget cut short: stored as the last step, but no turn came back
+    costs = [step["cost"] for step in turns]
+    return {
+        "turns": len(turns),
+        "prompt_tokens": sum(step["prompt_tokens"] or 0 for step in turns),
+        "completion_tokens": sum(step["completion_tokens"] or 0 for step in turns),
+        "cost": None if None in costs else sum(costs, Decimal(0)),
+        "seconds": round(sum(step["duration"] or 0.0 for step in steps), 3),
+    }
+
+
+def _reports_nothing(step: dict) -> bool:
+    return all(step[name] is None for name in ("prompt_tokens", "completion_tokens", "cost"))
+
+
+def _usage_disagreement(given: dict, summed: dict) -> tuple[str, str] | None:
+    """The first field of a given usage the steps contradict, and how; None when it is what they add up to.
+
+    A live item's cost is the sum of its turns' costs before each step's was rounded to the micro-dollar, and its
+    seconds the wall time, which covers the steps' durations (up to the hosts' clock skew)."""
+    for name in ("turns", "prompt_tokens", "completion_tokens"):
+        if given[name] != summed[name]:
+            return name, f"is {given[name]}; the steps' assistant turns make {summed[name]}"
+    unknown = (given["cost"] is None, summed["cost"] is None)
+    rounding = Decimal("0.000001") * max(1, summed["turns"])
+    if unknown[0] != unknown[1] or (not any(unknown) and abs(given["cost"] - summed["cost"]) > rounding):
+        shown = "unknown (null)" if summed["cost"] is None else f"{summed['cost']:f}"
+        said = "unknown (null)" if given["cost"] is None else f"{given['cost']:f}"
+        return "cost", f"is {said}; the steps' assistant turns make {shown}"
+    if given["seconds"] < summed["seconds"] - SECONDS_SKEW:
+        return "seconds", f"is {given['seconds']:g}; less than the steps' durations, {summed['seconds']:g}"
+    return None
+
+
+def _usage(value, steps: list[dict], *, ended_by: str) -> dict:
+    """The usage stored: summed from the steps when none is given, else the given one, which must be what its steps
+    add up to (a trajectory without steps has nothing to contradict it)."""
+    summed = _usage_summed(steps, ended_by)
     if value is None:
-        turns = [step for step in steps if step["role"] == AgentStep.Role.ASSISTANT]
-        costs = [step["cost"] for step in turns]
-        return {
-            "turns": len(turns),
-            "prompt_tokens": sum(step["prompt_tokens"] or 0 for step in turns),
-            "completion_tokens": sum(step["completion_tokens"] or 0 for step in turns),
-            "cost": None if None in costs else sum(costs, Decimal(0)),
-            "seconds": round(sum(step["duration"] or 0.0 for step in steps), 3),
-        }
+        # Each step within its column can still add up past the trajectory's: 2 steps of 999999 USD.
+        for name, most in USAGE_MAX.items():
+            if summed[name] is not None and summed[name] > most:
+                raise Bad(
+                    "trajectory.steps", f"their {name} add up to {summed[name]}; a trajectory's is at most {most}"
+                )
+        return summed
     _object(value, "trajectory.usage", USAGE_KEYS)
     cost = _number(value.get("cost"), "trajectory.usage.cost", most=COST_MAX - 1, null=True)
-    return {
+    given = {
         "turns": _int(value.get("turns", 0), "trajectory.usage.turns", most=STEP_TOKENS_MAX),
         "prompt_tokens": _int(value.get("prompt_tokens", 0), "trajectory.usage.prompt_tokens", most=TOTAL_TOKENS_MAX),
         "completion_tokens": _int(
@@ -271,9 +323,23 @@ def _usage(value, steps: list[dict]) -> dict:
         "cost": None if cost is None else Decimal(str(cost)).quantize(Decimal("0.000001")),
         "seconds": _number(value.get("seconds", 0.0), "trajectory.usage.seconds", most=SECONDS_MAX),
     }
+    if steps and (wrong := _usage_disagreement(given, summed)):
+        raise Bad(f"trajectory.usage.{wrong[0]}", f"{wrong[1]} (leave usage out to have it summed)")
+    return given
 
 
-def trajectory_check(value, *, item: str, sample: int) -> dict:
+def _budget_allowed(budget: dict, maximums: Budget) -> dict:
+    """The budget an upload says it had, within what its release lets any item have (release_maximums)."""
+    for name, value in budget.items():
+        if value > (most := getattr(maximums, name)):
+            raise Bad(
+                f"trajectory.budget.{name}",
+                f"{value:g} is above the release's maximum of {most:g} {UNITS[name]} per item",
+            )
+    return budget
+
+
+def trajectory_check(value, *, item: str, sample: int, maximums: Budget) -> dict:
     """The trajectory of an upload line as it will be stored, or Bad naming the first wrong field."""
     _object(value, "trajectory", TRAJECTORY_KEYS)
     if value.get("format") != TRAJECTORY_FORMAT:
@@ -305,9 +371,9 @@ def trajectory_check(value, *, item: str, sample: int) -> dict:
                 "(AGENT_TRAJECTORY_BYTES, the cap of a live trajectory)",
             )
     return {
-        "budget": _budget(value.get("budget", {}), "trajectory.budget", left=False),
+        "budget": _budget_allowed(_budget(value.get("budget", {}), "trajectory.budget", left=False), maximums),
         "ended_by": ended_by,
-        "usage": _usage(value.get("usage"), checked),
+        "usage": _usage(value.get("usage"), checked, ended_by=ended_by),
         "steps": checked,
     }
 

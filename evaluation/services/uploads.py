@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -20,7 +24,8 @@ from operations.enqueue import enqueue
 
 
 class UploadError(ApplicationError):
-    """A generations file that cannot be taken; `problems` lists every bad line as 'line N: ...'."""
+    """A generations file that cannot be taken; `problems` lists its bad lines as 'line N: ...' (the first
+    UPLOAD_PROBLEMS_MAX of them, then how many lines were left unchecked)."""
 
     code = "invalid_upload"
     summary = "the upload was rejected; nothing was stored"
@@ -34,6 +39,8 @@ MAX_ANSWER_CHARS = 200_000
 UPLOAD_FIELDS = ("answer", "code")
 # A release's worth of answers at the longest answer allowed is far below this; a bigger file is not an upload.
 UPLOAD_MAX_BYTES = 64 * 1024 * 1024
+# A file with a bad line is refused whole; the first these many bad lines are named, the rest only counted.
+UPLOAD_PROBLEMS_MAX = 100
 UPLOAD_FORMAT = (
     'JSONL, one object per line: {"id": item id, "sample": 0, "answer": "..."} or {"id": ..., "sample": ..., '
     '"code": "..."}. Exactly one of the two: "answer" is a raw model response, from which the run\'s protocol '
@@ -136,6 +143,39 @@ def upload_line_parse(
     )
 
 
+LINE = re.compile(r"[^\r\n]+")
+
+
+def _line_breaks(text: str, start: int = 0, end: int | None = None) -> int:
+    """How many lines end in text[start:end], at \n, \r\n or \r as str.splitlines() ends them in JSONL."""
+    return text.count("\n", start, end) + text.count("\r", start, end) - text.count("\r\n", start, end)
+
+
+def upload_lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """The file's lines that hold anything, one at a time (a list of a 64 MB file's tiny lines would take GBs):
+    (line number, offset, text). A U+2028 in a JSON string ends no line here, unlike str.splitlines()."""
+    number, end = 1, 0
+    for match in LINE.finditer(text):
+        number += _line_breaks(text, end, match.start())
+        end = match.end()
+        yield number, match.start(), match.group()
+
+
+def upload_line_read(line: str, *, line_parse, **context) -> UploadedAnswer | str:
+    """One JSONL line parsed by the mode's line parser, or what is wrong with it; of errors, only those of reading
+    JSON are caught here."""
+    try:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            return f"not JSON ({exc.msg})"
+        except ValueError:  # Python's int-string limit: no line of ours has a number that long
+            return f"a number of more than {sys.get_int_max_str_digits()} digits; no line of generations has one"
+        return line_parse(row, **context)
+    except RecursionError:  # nested deeper than the parser (or a repr of the value) goes: no line of ours is
+        return "nested too deeply to be a line of generations"
+
+
 @transaction.atomic
 def run_from_upload(
     *,
@@ -153,8 +193,6 @@ def run_from_upload(
     them honestly, and a held-out id is as unknown here as any other. The returned run's `upload_warnings` lists,
     as 'line N: ...', what will likely fail in lines that were taken (answers indented less than their snippet).
     """
-    import json
-
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"version {version.name} is a draft; uploads are scored on published versions")
     if model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
@@ -172,15 +210,16 @@ def run_from_upload(
     rows: list[UploadedAnswer] = []
     warnings: list[str] = []
     seen: set[tuple[str, int]] = set()
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, start, line in upload_lines(text):
         if not line.strip():
             continue
-        try:
-            parsed = line_parse(json.loads(line), snippets=snippets, version=version, protocol=protocol)
-        except json.JSONDecodeError as exc:
-            parsed = f"not JSON ({exc.msg})"
-        except RecursionError:  # nested deeper than the parser goes: no line of ours is
-            parsed = "nested too deeply to be a line of generations"
+        if len(problems) == UPLOAD_PROBLEMS_MAX:  # refused already: the rest is counted, not parsed
+            unchecked = _line_breaks(text, start) + (not text.endswith(("\n", "\r")))
+            problems.append(
+                f"and {unchecked} more line(s) not checked: the file is refused at {UPLOAD_PROBLEMS_MAX} bad lines"
+            )
+            break
+        parsed = upload_line_read(line, line_parse=line_parse, snippets=snippets, version=version, protocol=protocol)
         if isinstance(parsed, str):
             problems.append(f"line {number}: {parsed}")
         elif (str(parsed.snippet.pk), parsed.sample) in seen:

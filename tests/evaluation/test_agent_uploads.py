@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from decimal import Decimal
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -20,6 +21,7 @@ from benchmarks.selectors import version_snippets
 from benchmarks.services import pset_import, version_publish, version_task_set
 from evaluation import services
 from evaluation.agents import uploads
+from evaluation.agents.budget import release_maximums
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, Generation, Outcome
 from tests.conftest import DEMO_PSET, client_for, sandbox_backend_or_missing
@@ -134,14 +136,15 @@ def test_an_agent_upload_is_a_self_reported_agent_run_showing_its_trajectory(ver
 @pytest.mark.django_db
 def test_a_downloaded_trajectory_uploads_as_it_is_less_its_run(version, model, author):
     document = {**_trajectory(), "uploaded": False, "snippet": int(_rows(version)[0]["id"]), "sample": 0}
-    document["usage"] = {"turns": 1, "prompt_tokens": 120, "completion_tokens": 8, "cost": None, "seconds": 2.0}
+    document["usage"] = {"turns": 1, "prompt_tokens": 120, "completion_tokens": 8, "cost": 0.0012, "seconds": 2.0}
     document["answer_problem"] = ""
     for step in document["steps"]:
         step["created_at"] = "2026-12-02T06:20:00+00:00"
     response = _upload(author, version, _encode(_rows(version, trajectory=document)))
     assert response.status_code == 201, response.content[:500]
     trajectory = AgentTrajectory.objects.get(run_id=response.json()["id"])
-    assert (trajectory.cost, trajectory.seconds) == (None, 2.0), "the usage given is the usage stored"
+    # the wall time covers more than the steps' durations (1.5 s): the usage given is the usage stored
+    assert (trajectory.cost, trajectory.seconds) == (Decimal("0.0012"), 2.0)
 
 
 @pytest.mark.django_db
@@ -343,7 +346,14 @@ def test_a_held_out_item_is_as_unknown_on_the_line_as_in_its_trajectory(media_ro
     held = Snippet.objects.filter(task=held_task).order_by("pk").first()
     line = {"id": str(held.pk), "sample": 0, "code": held.reference_code, "trajectory": _trajectory()}
     every_item = {str(s.pk): s for s in version_snippets(version=version)}
-    unguarded = uploads.agent_line_parse(line, snippets=every_item, version=version, protocol="rcb-v1", steps_max=900)
+    unguarded = uploads.agent_line_parse(
+        line,
+        snippets=every_item,
+        version=version,
+        protocol="rcb-v1",
+        steps_max=900,
+        maximums=release_maximums(version),
+    )
     assert not isinstance(unguarded, str) and unguarded.snippet == held
 
     public = _rows(version)
@@ -511,3 +521,211 @@ def test_the_guides_example_lines_upload_as_written(version, model, author):
     response = _upload(author, version, _encode(rows))
     assert response.status_code == 201, response.content[:500]
     assert AgentStep.objects.filter(trajectory__run_id=response.json()["id"]).count() == 4
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["single", "agent"])
+def test_a_number_past_the_parsers_digit_limit_is_a_line_problem(version, model, author, client, mode):
+    """Unguarded (only the JSON decoder's own error caught, as before), Python's int-string limit makes json.loads
+    raise a plain ValueError: the upload was a server error, on the API and on the page, in either mode."""
+    huge = '{"id": ' + "1" * 5000 + ', "sample": 0, "code": "x = 1"}'
+    with pytest.raises(ValueError, match="Exceeds the limit") as raised:
+        json.loads(huge)
+    assert not isinstance(raised.value, json.JSONDecodeError), "the old `except json.JSONDecodeError` misses it"
+
+    rows = _rows(version)
+    content = _encode([*rows[1:], huge])
+    problem = f"line {len(rows)}: a number of more than 4300 digits"
+    before = _stored()
+    _refused(_upload(author, version, content, mode=mode), before, problem)
+    client.force_login(author)
+    form = {"file": SimpleUploadedFile("a.jsonl", content), "release": version.name, "mode": mode}
+    page = client.post(reverse("run-upload", args=[model.name]), form)
+    assert page.status_code == 400 and problem in page.content.decode()
+    assert _stored() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("cost", 999999, "their cost add up to 1999998.000000; a trajectory's is at most 999999.999999"),
+        ("duration", 10**7, "their seconds add up to 20000000.0; a trajectory's is at most 10000000"),
+    ],
+)
+def test_steps_that_add_up_past_the_trajectorys_columns_are_refused(
+    version, model, author, monkeypatch, field, value, problem
+):
+    """Each step is within its own column, but a trajectory without "usage" stores their sum. Unguarded (the sums
+    unchecked), two steps of 999999 USD add up past numeric(12,6), which fails the insert: a server error; two of
+    10^7 s store a wall time no item of any release could have."""
+    steps = [{"role": "assistant", "content": "hi", field: value} for _ in range(2)]
+    content = _encode(_rows(version, trajectory=_trajectory(steps=steps)))
+    with monkeypatch.context() as unguarded:
+        unguarded.setitem(uploads.USAGE_MAX, "cost", Decimal(10**9))
+        unguarded.setitem(uploads.USAGE_MAX, "seconds", 10**9)
+        if field == "cost":
+            with pytest.raises(DataError):
+                _upload(author, version, content)
+        else:
+            assert _upload(author, version, content).status_code == 201
+            assert AgentTrajectory.objects.get().seconds == 2 * 10**7
+    _refused(_upload(author, version, content), _stored(), f"line 1: trajectory.steps: {problem}")
+
+
+def _turns(count: int = 3, **step) -> list[dict]:
+    """Assistant turns of a million tokens each way at 50 USD, 2 s each."""
+    turn = {"role": "assistant", "content": "", "prompt_tokens": 10**6, "completion_tokens": 10**6, "cost": 50}
+    return [{**turn, "duration": 2.0, **step} for _ in range(count)]
+
+
+HONEST_USAGE = {"turns": 3, "prompt_tokens": 3 * 10**6, "completion_tokens": 3 * 10**6, "cost": 150, "seconds": 6.5}
+FORGED_USAGE = [
+    ({"turns": 0}, "trajectory.usage.turns: is 0; the steps' assistant turns make 3"),
+    ({"prompt_tokens": 0}, "trajectory.usage.prompt_tokens: is 0; the steps' assistant turns make 3000000"),
+    ({"completion_tokens": 5}, "trajectory.usage.completion_tokens: is 5; the steps' assistant turns make 3000000"),
+    ({"cost": 0}, "trajectory.usage.cost: is 0.000000; the steps' assistant turns make 150.000000"),
+    ({"cost": None}, "trajectory.usage.cost: is unknown (null); the steps' assistant turns make 150.000000"),
+    ({"seconds": 0}, "trajectory.usage.seconds: is 0; less than the steps' durations, 6"),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("forged", "problem"), FORGED_USAGE)
+def test_a_usage_the_steps_contradict_is_refused_by_field(version, model, author, client, monkeypatch, forged, problem):
+    """Unguarded (the usage taken as given), 3 turns of a million tokens at 50 USD each are stored, and shown on the
+    item page and in the ATIF export, as whatever totals the uploader wrote."""
+    usage = {**HONEST_USAGE, **forged}
+    content = _encode(_rows(version, trajectory=_trajectory(steps=_turns(), usage=usage)))
+    with monkeypatch.context() as unguarded:
+        unguarded.setattr(uploads, "_usage_disagreement", lambda given, summed: None)
+        response = _upload(author, version, content)
+    assert response.status_code == 201, response.content[:500]
+    run = EvaluationRun.objects.get(pk=response.json()["id"])
+    outcome = _outcome(run, run.trajectories.get().snippet)
+    atif = client.get(reverse("run-item-trajectory-atif", args=[run.pk, outcome.pk])).json()
+    shown = {**atif["final_metrics"], **atif["final_metrics"]["extra"]}
+    name = next(iter(forged))
+    atif_name = {"prompt_tokens": "total_prompt_tokens", "completion_tokens": "total_completion_tokens"}
+    atif_name.update(cost="total_cost_usd")
+    assert shown.get(atif_name.get(name, name)) == forged[name], "the forged total is what everyone is shown"
+
+    _refused(_upload(author, version, content), _stored(), f"line 1: {problem} (leave usage out to have it summed)")
+    honest = _upload(
+        author, version, _encode(_rows(version, trajectory=_trajectory(steps=_turns(), usage=HONEST_USAGE)))
+    )
+    assert honest.status_code == 201, honest.content[:500]
+    stored = AgentTrajectory.objects.get(run_id=honest.json()["id"])
+    assert (stored.turns, stored.tokens, stored.cost, stored.seconds) == (3, 6 * 10**6, Decimal(150), 6.5)
+
+
+@pytest.mark.django_db
+def test_a_live_trajectorys_usage_uploads_as_the_loop_counted_it(version, model, author):
+    """What the live loop stores and the steps differ in two ways a download keeps: each turn's cost is rounded to
+    the micro-dollar in its step but not in the total, and a model call the wall-time budget cut short is stored
+    as an assistant step that was no turn."""
+    steps = _turns(3, cost=0.0000004) + [{"role": "assistant", "content": "[the wall-time budget ran out]"}]
+    usage = {**HONEST_USAGE, "cost": 0.000001}  # 3 x 0.0000004 rounded once; each step's rounds to 0
+    document = _trajectory(steps=steps, usage=usage, ended_by="seconds")
+    response = _upload(author, version, _encode(_rows(version, trajectory=document)))
+    assert response.status_code == 201, response.content[:500]
+    stored = AgentTrajectory.objects.get(run_id=response.json()["id"])
+    assert (stored.turns, stored.cost, stored.steps.count()) == (3, Decimal("0.000001"), 4)
+    # ended by anything else, that fourth assistant step was a turn the usage leaves out
+    other = _upload(author, version, _encode(_rows(version, trajectory={**document, "ended_by": "turns"})))
+    _refused(other, _stored(), "line 1: trajectory.usage.turns: is 3; the steps' assistant turns make 4")
+
+
+@pytest.mark.django_db
+def test_a_budget_above_the_releases_maximums_is_refused(version, model, author, monkeypatch):
+    """Unguarded (a budget held to the column sizes only), an item claims 10^15 turns, tokens, seconds and USD, and
+    the item page and downloads show it as the budget it ran under."""
+    forged = {"turns": 10**15, "tokens": 10**15, "seconds": 1e15, "cost": 1e15}
+    content = _encode(_rows(version, trajectory=_trajectory(budget=forged)))
+    with monkeypatch.context() as unguarded:
+        unguarded.setattr(uploads, "_budget_allowed", lambda budget, maximums: budget)
+        assert _upload(author, version, content).status_code == 201
+    assert AgentTrajectory.objects.get().budget == forged
+
+    most = release_maximums(version)
+    _refused(
+        _upload(author, version, content),
+        _stored(),
+        f"line 1: trajectory.budget.turns: 1e+15 is above the release's maximum of {most.turns} turns per item",
+    )
+    over_cost = _trajectory(budget={**most.as_dict(), "cost": most.cost + 0.01})
+    _refused(_upload(author, version, _encode(_rows(version, trajectory=over_cost))), _stored(), "budget.cost: ")
+    at_most = _upload(author, version, _encode(_rows(version, trajectory=_trajectory(budget=most.as_dict()))))
+    assert at_most.status_code == 201, at_most.content[:500]
+
+
+@pytest.mark.django_db
+def test_bad_lines_are_named_up_to_a_bound_and_the_rest_only_counted(version, model, author, monkeypatch):
+    """Unguarded (no bound), every bad line is parsed and kept as a message before the file is refused: 2 MiB of
+    "x" lines made a million messages (111 MB at peak), the 64 MiB cap some 3.5 GB in one request."""
+    lines = 100_000
+    content = b"x\n" * lines
+    with monkeypatch.context() as unguarded:
+        unguarded.setattr(services.uploads, "UPLOAD_PROBLEMS_MAX", 10**9)
+        with pytest.raises(services.UploadError) as everything:
+            services.run_from_upload(model=model, version=version, data=content, user=author, mode="agent")
+    assert len(everything.value.problems) == lines
+
+    before = _stored()
+    with pytest.raises(services.UploadError) as bounded:
+        services.run_from_upload(model=model, version=version, data=content, user=author, mode="agent")
+    problems = bounded.value.problems
+    assert len(problems) == 101 and problems[99] == "line 100: not JSON (Expecting value)"
+    assert problems[100] == f"and {lines - 100} more line(s) not checked: the file is refused at 100 bad lines"
+    # a good line among them is no bad line; blank ones are none either; \r\n ends a line as \n does
+    mixed = "\r\n".join([json.dumps(_rows(version)[0]), "", *["x"] * 150]).encode()
+    details = _refused(_upload(author, version, mixed), before, "line 102: not JSON")
+    assert details[0].startswith("line 3: ") and details[-1].startswith("and 50 more line(s) not checked")
+
+
+@pytest.mark.django_db
+def test_a_line_separator_inside_a_string_ends_no_line(version, model, author):
+    """Unguarded (str.splitlines(), as before), a U+2028 that json.dumps(ensure_ascii=False) leaves raw inside a
+    string split its line in two, and the upload was refused as two lines that are not JSON."""
+    rows = _rows(version)
+    rows[0]["code"] += "# a comment\u2028with a line separator\n"
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    assert len(text.splitlines()) == len(rows) + 1
+    response = _upload(author, version, text.encode())
+    assert response.status_code == 201, response.content[:500]
+
+
+@pytest.mark.django_db
+def test_deeply_nested_tool_arguments_export_to_atif_as_their_text(version, model, author, client):
+    """Unguarded (json.loads of the arguments catching ValueError only), a call's arguments nested 5000 deep raise
+    RecursionError: the item's ATIF download was a server error for everyone who could see the item. Nested within
+    what the parser reads, they came back as an object as deep for the export's encoder."""
+    nested = '{"a":' * 5000 + "1" + "}" * 5000
+    with pytest.raises(RecursionError):
+        json.loads(nested)
+    readable = '{"a":' * 500 + "1" + "}" * 500
+    assert isinstance(json.loads(readable), dict)
+    huge = '{"n": ' + "1" * 5000 + "}"
+    steps = _trajectory()["steps"]
+    steps[2]["tool_calls"] += [
+        {"id": "c2", "name": "run", "arguments": nested},
+        {"id": "c3", "name": "run", "arguments": readable},
+        {"id": "c4", "name": "run", "arguments": huge},
+        {"id": "c5", "name": "run", "arguments": '{"a": {"b": [1, {"c": 2}]}}'},
+    ]
+    response = _upload(author, version, _encode(_rows(version, trajectory=_trajectory(steps=steps))))
+    assert response.status_code == 201, response.content[:500]
+    run = EvaluationRun.objects.get(pk=response.json()["id"])
+    outcome = _outcome(run, run.trajectories.get().snippet)
+    download = client.get(reverse("run-item-trajectory-atif", args=[run.pk, outcome.pk]))
+    assert download.status_code == 200
+    document = download.json()
+    _atif_fields_check(document)
+    arguments = [call["arguments"] for call in document["steps"][2]["tool_calls"]]
+    assert arguments == [
+        {"command": "ls"},
+        {"_raw": nested},
+        {"_raw": readable},
+        {"_raw": huge},
+        {"a": {"b": [1, {"c": 2}]}},
+    ]
