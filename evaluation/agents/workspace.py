@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -238,6 +239,7 @@ class Workspace:
         target = Path(os.path.realpath(root / (relative or ".")))
         if target != root and root not in target.parents:
             raise WorkspaceError(f"{path}: the path leaves the workspace")
+        _no_link_on(root, target, path=path)
         return target
 
     def read(self, path: str) -> bytes:
@@ -246,7 +248,8 @@ class Workspace:
             raise WorkspaceError(f"{path}: no such file")
         if target.stat().st_size > FILE_BYTES_MAX:
             raise WorkspaceError(f"{path}: larger than {FILE_BYTES_MAX} bytes")
-        return target.read_bytes()
+        with os.fdopen(os.open(target, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+            return handle.read(FILE_BYTES_MAX + 1)
 
     def read_text(self, path: str) -> str | None:
         try:
@@ -294,6 +297,22 @@ class Workspace:
             raise WorkspaceError(f"{path}: no such folder")
         root = self.root.resolve()
         return sorted(str(Path(found).relative_to(root)) for found in itertools.islice(_files_under(top), limit))
+
+
+def _no_link_on(root: Path, target: Path, *, path: str) -> None:
+    """Refuse `target` if a link is still on its way from `root`: realpath is not strict and gives up silently (past
+    PATH_MAX, CVE-2025-4517's chain of links), returning a path that looks inside but leads out."""
+    current = root
+    for part in target.relative_to(root).parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return  # the rest does not exist yet (a file being written)
+        except OSError as exc:  # too long a path, too many links
+            raise WorkspaceError(f"{path}: the path cannot be resolved inside the workspace ({exc.strerror})") from exc
+        if stat.S_ISLNK(mode):
+            raise WorkspaceError(f"{path}: the path leaves the workspace (through a link that does not resolve)")
 
 
 def _tar(root: Path, archive: Path, paths: list[str]) -> bool:

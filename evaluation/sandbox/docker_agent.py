@@ -20,6 +20,16 @@ or FIFO, an absolute or `..` name are dropped (and said in the command's output)
 group/other write bits are cleared, and every file belongs to the worker. What the scoring reads (`answer_read`,
 through Workspace.resolve) is a plain file of that folder.
 
+The copy is bounded like the command (an agent's cheap command must not hold a sandbox slot and the worker's CPU
+and disk for minutes while its tool output shows seconds): one deadline, the command's wall limit plus
+COPY_SECONDS, covers packing, the command and unpacking; past it the copy is stopped (the container, with its tar,
+removed; the unpacking folder deleted). Before the container's tar starts, the end step counts the workspace's
+entries (files, folders, links) and the apparent size of its files, and refuses over `settings.AGENT_WORKSPACE_FILES`
+entries or `disk_bytes` bytes: a sparse file (`truncate -s 50G`) holds nothing on the tmpfs but would be archived
+and unpacked as 50 GB of zeros, so it is refused at once. A refused or stopped copy leaves the workspace as it was
+before the command (the new copy is built beside it and only swapped in whole), and the tool output says why; the
+command's duration counts the copy too.
+
 Between commands the container keeps only /sandbox: /tmp, /dev/shm and the IPC objects are emptied at each end,
 as a fresh bwrap sandbox has them empty.
 """
@@ -34,10 +44,12 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from django.conf import settings
 from docker.utils.socket import frames_iter
 
 from evaluation.sandbox.base import Environment, ExecResult, Limits, SandboxError
@@ -66,14 +78,21 @@ START = (
     f'&& printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
 )
 # Kill whatever the command left (every process of its uid but this shell; twice, for one forked meanwhile),
-# empty what a fresh sandbox has empty, and send the workspace back as a tar on stdout.
+# empty what a fresh sandbox has empty, refuse a workspace over $1 entries or $2 bytes of files' apparent size
+# (exit OVER_ENTRIES or OVER_BYTES; find stops at the first entry past), and send the workspace back as a tar.
+OVER_ENTRIES, OVER_BYTES = 3, 4
 END = (
     "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; ipcrm -a 2>/dev/null; "
     "find /tmp /dev/shm -mindepth 1 -delete 2>/dev/null; "
-    f"exec tar -c -f - -C {WORK_DIR} ."
+    f"find {WORK_DIR} -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | awk -v entries=\"$1\" "
+    f"-v bytes=\"$2\" '{{ n++; s += $1; if (n > entries) exit {OVER_ENTRIES}; if (s > bytes) exit {OVER_BYTES} }}' "
+    f"|| exit $?; exec tar -c -f - -C {WORK_DIR} ."
 )
+# The copy's allowance on top of the command's wall limit: a workspace of a few thousand files copies in and back in
+# seconds; 20k empty files took ~20-26 s on a loaded 2-core worker (tarfile's filter is per member), so a
+# workspace much past that is stopped by the deadline before it reaches AGENT_WORKSPACE_FILES.
+COPY_SECONDS = 30.0
 POLL_SECONDS = 0.2
-NOT_COPIED = "\n[the workspace could not be copied back: it stays as it was before this command]"
 
 
 @dataclass
@@ -132,44 +151,52 @@ class AgentContainer:
 
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
         """Copy `workspace` in, run `command` until it ends or its deadline, kill what it left, copy the workspace
-        back (see the module's docstring)."""
+        back, all within the command's wall limit plus COPY_SECONDS; a copy refused or stopped leaves `workspace` as
+        it was before the command (see the module's docstring). The duration is the whole call's."""
         ooms = self._ooms()
+        start = time.monotonic()
+        deadline = start + limits.wall_seconds + COPY_SECONDS
         with tempfile.TemporaryFile(prefix="rcb-agent-in-") as archive:
-            workspace_pack(workspace, archive)
-            start = time.monotonic()
+            workspace_pack(workspace, archive, seconds=deadline - time.monotonic())
             run = self._exec(["sh", "-c", START, "rcb-command", command], output=CappedOutput(limits.output_bytes))
+            command_deadline = time.monotonic() + limits.wall_seconds
             with contextlib.suppress(OSError):
                 raw = getattr(run.stream, "_sock", run.stream)
                 while chunk := archive.read(1 << 20):
                     raw.sendall(chunk)
                 raw.shutdown(socket.SHUT_WR)
-        timed_out = self._wait(run, deadline=start + limits.wall_seconds)
-        duration = time.monotonic() - start
+        timed_out = self._wait(run, deadline=command_deadline)
+        ended = None if timed_out else self._exit_code(run)  # the container may be gone after the end step
         with tempfile.TemporaryFile(prefix="rcb-agent-out-") as back:
-            # The tmpfs holds at most disk_bytes; headers of many small files come on top.
+            # The tmpfs holds at most disk_bytes (the end step counts apparent sizes); headers come on top.
             sink = _FileSink(back, cap=2 * limits.disk_bytes + (64 << 20))
-            copied = self._end(sink, limits)
-            run.reader.join(timeout=10)
+            refused = self._end(sink, limits, deadline=deadline)
+            copied = not refused
+            run.reader.join(timeout=max(0.0, min(10.0, deadline - time.monotonic())))
             with contextlib.suppress(OSError):
                 run.stream.close()
-            code = self._exit_code(run) if copied else None
+            code = self._exit_code(run) if copied else ended
             stderr = run.output.text(2)
             head, found, rest = stderr.partition(STARTED + "\n")
             if not found and copied:
                 raise SandboxError(f"the agent's command did not start (exit {code}): {stderr[-2000:]}")
-            notes = ""
             if copied:
                 back.seek(0)
-                dropped = workspace_unpack(back, workspace)
+                dropped = workspace_unpack(back, workspace, deadline=deadline)
                 if dropped is None:
-                    notes = NOT_COPIED
-                elif dropped:
-                    notes = (
-                        f"\n[not kept in the workspace: {len(dropped)} entries (links out of it, devices, FIFOs), "
-                        f"e.g. {', '.join(dropped[:5])}]"
+                    refused = (
+                        f"it was not unpacked within {_time_limit(limits)}"
+                        if time.monotonic() >= deadline
+                        else "its archive is unreadable"
                     )
-            else:
-                notes = NOT_COPIED
+            notes = f"\n[the workspace was not copied back: {refused}; it stays as it was before this command]"
+            if not refused:
+                notes = (
+                    f"\n[not kept in the workspace: {len(dropped)} entries (links out of it, devices, FIFOs), "
+                    f"e.g. {', '.join(dropped[:5])}]"
+                    if dropped
+                    else ""
+                )
         oom = self._ooms() > ooms
         killed = timed_out or (oom and code == 137)
         return ExecResult(
@@ -177,31 +204,42 @@ class AgentContainer:
             stdout=run.output.text(1),
             stderr=head + rest + notes,
             timed_out=timed_out,
-            duration=duration,
+            duration=time.monotonic() - start,
             backend="docker",
             oom_killed=oom,
             output_truncated=run.output.truncated,
         )
 
-    def _end(self, sink: _FileSink, limits: Limits) -> bool:
-        """The end step: kill what the command left, empty /tmp, take the workspace back into `sink`. False when it
-        could not (a fork bomb holding every process slot, a workspace tar over the cap): then the container is
-        removed with everything in it, and the next command gets a new one."""
+    def _end(self, sink: _FileSink, limits: Limits, *, deadline: float) -> str:
+        """The end step: kill what the command left, empty /tmp, take the workspace back into `sink`; "" when done,
+        else why not. When it could not (the workspace over its entries or bytes, a fork bomb holding every
+        process slot, a tar over the cap or past the deadline) the container is removed with everything in it
+        (its tar too), and the next command gets a new one."""
+        entries = settings.AGENT_WORKSPACE_FILES
+        why = f"it did not end within {_time_limit(limits)}"
         try:
-            end = self._exec(["sh", "-c", END], output=sink)
+            end = self._exec(["sh", "-c", END, "rcb-end", str(entries), str(limits.disk_bytes)], output=sink)
             with contextlib.suppress(OSError):
                 raw = getattr(end.stream, "_sock", end.stream)
                 raw.shutdown(socket.SHUT_WR)
-            end.reader.join(timeout=max(60.0, limits.wall_seconds))
+            end.reader.join(timeout=max(0.0, deadline - time.monotonic()))
             with contextlib.suppress(OSError):
                 end.stream.close()
-            # tar: 1 for a file changed while read, 2 for one it could not read (left out, the rest archived).
-            if not end.reader.is_alive() and not sink.over and self._exit_code(end) in (0, 1, 2):
-                return True
+            if not end.reader.is_alive():
+                code = self._exit_code(end)
+                # tar: 1 for a file changed while read, 2 for one it could not read (left out, the rest archived).
+                if not sink.over and code in (0, 1, 2):
+                    return ""
+                if code == OVER_ENTRIES:
+                    why = f"it holds more than {entries} files and folders"
+                elif code == OVER_BYTES:
+                    why = f"its files hold more than {limits.disk_bytes} bytes (a sparse file counts its full size)"
+                else:
+                    why = f"its archive is over {sink.cap} bytes" if sink.over else f"the end step failed ({code})"
         except SandboxError:
-            pass
+            why = "the container could not run its end step"
         self.remove()
-        return False
+        return why
 
     def _exec(self, argv: list[str], *, output) -> _Exec:
         with engine_errors("starting the agent's command"):
@@ -278,6 +316,10 @@ def container_key(limits: Limits) -> tuple:
     return limits.memory_bytes, limits.cpus, limits.processes, limits.disk_bytes, limits.gpu
 
 
+def _time_limit(limits: Limits) -> str:
+    return f"the time limit ({limits.wall_seconds:.0f} s for the command, {COPY_SECONDS:.0f} s for the copy)"
+
+
 def _worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -296,24 +338,30 @@ def _oom_file(pid: int) -> Path | None:
     return None
 
 
-def workspace_pack(workspace: Path, archive: IO[bytes]) -> None:
-    """The worker's workspace as a tar owned by the sandbox user; GNU tar walks any depth, links not followed."""
-    proc = subprocess.run(
-        ["tar", "-c", "-f", "-", "-C", str(workspace), "--owner=10001", "--group=10001", "--numeric-owner", "."],
-        stdout=archive,
-        stderr=subprocess.PIPE,
-        timeout=600,
-        check=False,
-    )
+def workspace_pack(workspace: Path, archive: IO[bytes], *, seconds: float) -> None:
+    """The worker's workspace as a tar owned by the sandbox user; GNU tar walks any depth, links not followed,
+    sparse files kept sparse (what came back is bounded, so this only guards a workspace restored from storage)."""
+    try:
+        proc = subprocess.run(
+            ["tar", "-c", "--sparse", "-f", "-", "-C", str(workspace)]
+            + ["--owner=10001", "--group=10001", "--numeric-owner", "."],
+            stdout=archive,
+            stderr=subprocess.PIPE,
+            timeout=max(1.0, seconds),
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed the tar
+        raise SandboxError(f"packing the agent's workspace took more than {seconds:.0f} s") from exc
     if proc.returncode not in (0, 1):  # 1: a file changed while read, which nothing does between commands
         raise SandboxError(f"packing the agent's workspace failed: {proc.stderr.decode(errors='replace')[-500:]}")
     archive.flush()
     archive.seek(0)
 
 
-def workspace_unpack(archive: IO[bytes], workspace: Path) -> list[str] | None:
+def workspace_unpack(archive: IO[bytes], workspace: Path, *, deadline: float) -> list[str] | None:
     """Replace `workspace` by the container's copy in `archive`, through the `data` filter; the names it dropped,
-    None (and the workspace untouched) if the archive is unreadable."""
+    None (and the workspace untouched) if the archive is unreadable or `deadline` (time.monotonic()) passed
+    first."""
     dropped: list[str] = []
     fresh = workspace.with_name(workspace.name + ".rcb-new")
     old = workspace.with_name(workspace.name + ".rcb-old")
@@ -328,10 +376,16 @@ def workspace_unpack(archive: IO[bytes], workspace: Path) -> list[str] | None:
             dropped.append(member.name)
             return None
 
+    def until_deadline(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+        for member in tar:
+            if time.monotonic() >= deadline:
+                raise TimeoutError("the copy-back's deadline passed")
+            yield member
+
     try:
         with tarfile.open(fileobj=archive, mode="r|") as tar:
             tar.errorlevel = 0  # a member the worker cannot create (too long a path) is left out, not fatal
-            tar.extractall(fresh, filter=kept)
+            tar.extractall(fresh, members=until_deadline(tar), filter=kept)
     except (tarfile.TarError, OSError):
         _remove(fresh)
         return None

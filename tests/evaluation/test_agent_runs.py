@@ -4,6 +4,7 @@ test_agent_sandbox.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -186,6 +187,30 @@ def test_file_tools_stay_inside_the_workspace(workspace_dir, tmp_path):
     workspace.write("a/b.py", b"x = 2\n")
     assert outside.read_text() == "secret" and workspace.read("a/b.py") == b"x = 2\n"
     assert workspace.listing() == ["a/b.py", "link"]
+
+
+def test_file_tools_refuse_a_chain_of_links_past_path_max(workspace_dir, tmp_path):
+    """CVE-2025-4517's chain (a link whose resolution passes PATH_MAX, where realpath stops following): unguarded,
+    `escape/secret.txt` opened by the worker reads the file beside the workspace. The file tools never reach it
+    (realpath's answer is checked inside the workspace, and no link may remain on it)."""
+    workspace = Workspace.create(name="w", files={})
+    (workspace.root.parent / "secret.txt").write_text("secret")
+    component = "d" * ((4096 - len(str(workspace.root)) - 1) // 17)
+    folder = workspace.root
+    for step in "abcdefghijklmnop":
+        (folder / component).mkdir()
+        (folder / step).symlink_to(component)
+        folder = folder / component
+    link = "/".join("abcdefghijklmnop") + "/" + "l" * 254
+    (workspace.root / link).symlink_to("/".join([".."] * 16))
+    (workspace.root / "escape").symlink_to(link + "/..")
+    assert (workspace.root / "escape" / "secret.txt").read_text() == "secret"  # unguarded
+    for path in ("escape/secret.txt", "escape/../secret.txt", link + "/../secret.txt"):
+        with pytest.raises(ValueError):
+            workspace.read(path)
+    with contextlib.suppress(ValueError):  # realpath stopped at an inside folder: written there, if anywhere
+        workspace.write("escape/secret.txt", b"overwritten")
+    assert (workspace.root.parent / "secret.txt").read_text() == "secret"
 
 
 # Real loops through the OpenAI-compatible server

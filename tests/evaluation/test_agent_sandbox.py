@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +24,8 @@ from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.workspace import Workspace
 from evaluation.llm import ToolTurn
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
-from evaluation.sandbox import Limits
+from evaluation.sandbox import Limits, docker_agent
+from evaluation.sandbox.docker_agent import COPY_SECONDS
 from tests.conftest import DEMO_PSET, client_for, polled, sandbox_backend_or_missing
 
 MB = 1024 * 1024
@@ -145,11 +147,13 @@ def _stdout(output: str) -> str:
     return output.split("[stdout]\n", 1)[1].split("\n[stderr]", 1)[0]
 
 
-def _agent(item, session, *commands: str, files: dict[str, bytes] | None = None) -> tuple[list[str], Workspace]:
+def _agent(
+    item, session, *commands: str, files: dict[str, bytes] | None = None, sample: int = 0
+) -> tuple[list[str], Workspace]:
     run, snippet = item
     budget = Budget(turns=len(commands) + 2, tokens=10**6, seconds=120, cost=1)
     workspace = Workspace.create(name="attack", files=files or {"model.py": b"x = 1\n"})
-    trajectory = trajectory_start(run=run, snippet=snippet, sample=0, budget=budget)
+    trajectory = trajectory_start(run=run, snippet=snippet, sample=sample, budget=budget)
     end = agent_loop(
         trajectory=trajectory,
         policy=_commands(*commands),
@@ -466,3 +470,88 @@ def test_docker_copies_back_only_plain_files_and_links_inside(item, agent_sessio
     assert not mode & 0o7000 and not mode & 0o022, oct(mode)
     assert sorted(p.name for p in workspace.root.iterdir()) == ["f", "in", "model.py"]
     assert (workspace.root / "f").stat().st_uid == os.geteuid()
+
+
+def _seconds(output: str) -> float:
+    """The whole call's time the tool output states ("[exit code 0, 6.6 s]")."""
+    return float(re.match(r"\[[^\]]*, ([0-9.]+) s\]", output).group(1))  # type: ignore[union-attr]
+
+
+MANY = (
+    "mkdir m && python3 -c \"import time\nt = time.monotonic()\nfor i in range(20000): open('m/f%05d' % i, 'w').close()"
+    "\nprint('made in %.1f s' % (time.monotonic() - t))\""
+)
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_copy_back_of_many_files_is_refused_at_once(item, agent_session, settings):
+    """Unguarded (the attack-review script, 100k empty files): the command reported 6.6 s, the call took 109 s and
+    every file landed on the worker's disk, packed again at each later command. Here, with no entry cap, 20k files
+    all land on the worker's disk and the copy costs seconds the command's own time does not show. Guarded (a cap
+    of 5000 entries, as AGENT_WORKSPACE_FILES caps the workspace), the end step counts before its tar: refused at
+    once, said, and the workspace stays as it was."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's copy-back")
+    settings.AGENT_WORKSPACE_FILES = 10**9
+    begun = time.monotonic()
+    outputs, workspace = _agent(item, agent_session, MANY)
+    unguarded = time.monotonic() - begun
+    assert "made" in outputs[0] and len(list((workspace.root / "m").iterdir())) == 20000
+    print(f"unguarded: {_stdout(outputs[0]).strip()}, call {_seconds(outputs[0])} s, {unguarded:.1f} s")
+    workspace.remove()
+
+    settings.AGENT_WORKSPACE_FILES = 5000
+    begun = time.monotonic()
+    outputs, workspace = _agent(item, agent_session, MANY, "ls", sample=1)
+    guarded = time.monotonic() - begun
+    assert "made" in outputs[0], outputs[0]
+    assert "not copied back: it holds more than 5000 files and folders" in outputs[0], outputs[0]
+    assert "stays as it was before this command" in outputs[0]
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"]
+    assert _stdout(outputs[1]).split() == ["model.py"]  # the next command gets the workspace as it was
+    assert _seconds(outputs[0]) < 15 < settings.AGENT_COMMAND_SECONDS + COPY_SECONDS
+    print(f"guarded: call {_seconds(outputs[0])} s, agent {guarded:.1f} s")
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_copy_back_refuses_a_sparse_file_at_once(item, agent_session, tmp_path):
+    """Unguarded (the attack-review script): `truncate -s 50G big` reported 0.1 s and the call took 60.6 s, the
+    end step's tar streaming 50 GB of zeros until the cap and a 60 s join timeout. The cost shown here: a 1 GB
+    sparse file holds nothing on disk but its plain tar is 1 GB. Guarded, the end step counts apparent sizes
+    against disk_bytes before its tar: refused at once, said, the workspace as it was."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's copy-back")
+    _unguarded("truncate -s 1G big", tmp_path)
+    assert (tmp_path / "big").stat().st_blocks == 0
+    assert int(_unguarded("tar -c -f - big | wc -c", tmp_path)) > 1 << 30
+    begun = time.monotonic()
+    outputs, workspace = _agent(item, agent_session, "truncate -s 50G big && echo made")
+    assert "made" in outputs[0], outputs[0]
+    assert f"not copied back: its files hold more than {LIMITS.disk_bytes} bytes" in outputs[0], outputs[0]
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"]
+    assert _seconds(outputs[0]) < 15 and time.monotonic() - begun < 30, outputs[0]
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_copy_back_stops_at_its_deadline(item, agent_session, settings, monkeypatch):
+    """Unguarded, the copy-back had no deadline of its own (a 60 s join, then an unbounded unpack: the first test
+    shows 20k files copied back whatever it costs). With the allowance cut to 1 s, the same copy is stopped at
+    the command's time limit plus 1 s: the container (its tar) removed, the half-unpacked folder deleted, the workspace
+    as it was, and the output says why; the stated time is the whole call's."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's copy-back")
+    monkeypatch.setattr(docker_agent, "COPY_SECONDS", 1.0)
+    settings.AGENT_WORKSPACE_FILES = 10**9
+    settings.AGENT_COMMAND_SECONDS = 15
+    begun = time.monotonic()
+    outputs, workspace = _agent(item, agent_session, f"{MANY}; sleep 14", "ls")  # killed at 15 s: 1 s to copy
+    assert "made" in outputs[0], outputs[0]
+    assert "not copied back" in outputs[0] and "15 s for the command, 1 s for the copy" in outputs[0], outputs[0]
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"]
+    assert not list(workspace.root.parent.glob("*.rcb-new"))
+    assert _stdout(outputs[1]).split() == ["model.py"]
+    assert _seconds(outputs[0]) < 15 + 1 + 5, outputs[0]
+    print(f"stopped: call {_seconds(outputs[0])} s, agent {time.monotonic() - begun:.1f} s")
