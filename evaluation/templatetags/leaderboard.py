@@ -40,6 +40,12 @@ def provenance_badge(run) -> str:
 
 
 @register.filter
+def mode_badge(run) -> str:
+    """The run's mode as a short label ("single-shot" or "agent"), the same on every page that lists runs."""
+    return format_html('<span class="badge mode {}">{}</span>', run.mode, run.get_mode_display())
+
+
+@register.filter
 def provenance_statement(run) -> str:
     """What the platform vouches for about the run's answers, in the words of every other surface."""
     return provenance_of(run).statement
@@ -78,7 +84,7 @@ def leaderboard_cell(row, column) -> str:
             value,
             reverse("run-detail", args=[row.run.pk]),
             f"run {row.run.pk}: {chosen}",
-            row.setting,
+            row.run.paper_label,  # the Mode column names the mode
         )
         if row.runs_count == 1:
             return name
@@ -86,6 +92,8 @@ def leaderboard_cell(row, column) -> str:
             ", ", '<a href="{}">{}</a>', ((reverse("run-detail", args=[s.run_id]), s.run_id) for s, _ in row.repeats)
         )
         return format_html('{} <span class="muted repeats">(runs {})</span>', name, runs)
+    if column.key == "mode":
+        return mode_badge(row.run)
     if column.key == "provenance":
         if row.run.source:
             return format_html('{} <span class="muted source">{}</span>', provenance_badge(row.run), row.run.source)

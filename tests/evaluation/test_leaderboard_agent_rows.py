@@ -43,7 +43,8 @@ def test_the_mode_filter_keeps_one_mode_in_the_page_its_url_and_the_api(client, 
     both = client.get(url).content.decode()
     assert 'id="id_mode"' in both and '<option value="agent" >agent</option>' in both
     assert reverse("run-detail", args=[single.pk]) in both and reverse("run-detail", args=[agent_run.pk]) in both
-    assert ">agent, with paper<" in both and ">with paper<" in both, "one model's two modes side by side"
+    # Was ">agent, with paper<" in the Model cell; the Mode column names the mode now (the cell the paper setting).
+    assert '<span class="badge mode agent">agent</span>' in both and ">with paper<" in both, "two modes side by side"
 
     agents = client.get(url, {"mode": "agent"}).content.decode()
     assert reverse("run-detail", args=[agent_run.pk]) in agents
@@ -253,3 +254,55 @@ def test_the_run_form_shows_each_releases_maximum_beside_the_budget(client, main
     assert f"Blank: the release's maximum, {maximums['turns']:g} turns." in budget
     assert f"Blank: the release's maximum, {usd(maximums['cost'])}." in budget
     assert 'name="repeat"' in page
+
+
+def test_every_row_names_its_mode_and_a_filtered_view_ranks_among_its_own_rows(client, release):
+    """The newcomer's view: `?mode=agent` showed two rows ranked 1 and 3 (ranked among every entry of the release,
+    single-shot ones included) and read "My agent agent, with paper". Now a Mode column names each row's mode, the
+    Model cell its paper setting, and the ranks (with their marks) are those of the rows the filters keep."""
+    evaluate(release, model("top", display_name="Top"), lambda s: True)
+    good = agent(evaluate(release, model("good", display_name="My agent"), lambda s: True))
+    bad = agent(evaluate(release, model("bad", display_name="Bad agent"), lambda s: False))
+    url = reverse("leaderboard", args=["1.0.0"])
+    everything = {r["model"]: r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json()}
+    assert everything["bad"]["rank"] == 3, "among all rows two entries beat it"
+
+    page = client.get(url).content.decode()
+    assert 'data-column="mode"' in page
+    for row in table_rows(page):
+        assert '<span class="badge mode single">single-shot</span>' in row or (
+            '<span class="badge mode agent">agent</span>' in row
+        ), "every row says its mode"
+    assert "agent, with paper" not in "".join(table_rows(page)), "the Model cell no longer repeats the mode"
+
+    agents = client.get(url, {"mode": "agent"}).content.decode()
+    rows = table_rows(agents)
+    assert len(rows) == 2 and reverse("run-detail", args=[good.pk]) in rows[0]
+    assert '<span title="no entry is significantly better">1</span>' in rows[0]
+    assert '<span title="1 + the entries significantly better">2</span>' in rows[1], "ranked among the agent rows"
+    api = {
+        r["model"]: r["rank"] for r in client.get(reverse("api-leaderboard", args=["1.0.0"]), {"mode": "agent"}).json()
+    }
+    assert api == {"good": 1, "bad": 2, "reference": None} or api == {"good": 1, "bad": 2}
+    csv_body = client.get(reverse("api-leaderboard-csv", args=["1.0.0"]), {"mode": "agent"}).content.decode()
+    assert "mode" in csv_body.splitlines()[0].split(",") and ",agent," in csv_body
+
+    searched = client.get(url, {"mode": "agent", "q": "bad"}).content.decode()
+    assert [reverse("run-detail", args=[bad.pk]) in row for row in table_rows(searched)] == [True]
+    assert ">2</span>" in table_rows(searched)[0], "the name search finds a row and keeps its rank in the view"
+
+
+def test_my_runs_and_the_compare_page_name_each_runs_mode(client, release, author):
+    entry = model("mine", owner=author, display_name="Mine")
+    single = evaluate(release, entry, lambda s: True)
+    agent_run = agent(evaluate(release, entry, lambda s: False, with_paper=False))
+    EvaluationRun.objects.filter(pk__in=[single.pk, agent_run.pk]).update(created_by=author)
+    client.force_login(author)
+    mine = client.get(reverse("my-runs")).content.decode()
+    assert '<th scope="col">Mode</th>' in mine
+    assert '<span class="badge mode agent">agent</span> <span class="muted">without paper</span>' in mine
+    assert '<span class="badge mode single">single-shot</span> <span class="muted">with paper</span>' in mine
+    compare = client.get(reverse("release-compare", args=["1.0.0"]), {"a": agent_run.pk, "b": single.pk})
+    body = compare.content.decode()
+    assert f"run #{agent_run.pk}</a> (agent, without paper)" in body
+    assert f"run #{single.pk}</a> (single-shot, with paper)" in body
