@@ -145,9 +145,9 @@ class RunStartForm(forms.Form):
         min_value=1,
         max_value=MAX_REPEAT,
         initial=1,
-        label="Runs",
-        help_text="Runs of this setting started together: the leaderboard shows them as one row with the mean and "
-        "standard error across the runs (the published agent adaptation reports 3).",
+        label="Repeat runs",
+        help_text="Start N identical runs of this setting; the leaderboard shows them as one row with their mean ± "
+        "standard error (the published agent adaptation reports 3).",
     )
 
     BUDGETS = ("turns", "tokens", "seconds", "cost")

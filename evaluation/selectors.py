@@ -308,6 +308,11 @@ class LeaderboardRow:
         return len(self.repeats) or 1
 
     @property
+    def repeat_runs(self) -> list[int]:
+        """The ids of the group's runs in the order they were started (the row's own run is one of them)."""
+        return sorted(score.run_id for score, _ in self.repeats)
+
+    @property
     def scaled_mean(self) -> float:
         return repeat_mean([s.scaled_pass_rate for s, _ in self.repeats] or [self.score.scaled_pass_rate])
 

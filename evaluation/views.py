@@ -316,6 +316,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "progress": progress,
         "split_scores": selectors.run_split_scores(run=run),
         "agent_summary": agent_run_summary(run=run),
+        "repeat_runs": selectors.repeat_runs(run=run),
         "gpu_notice": selectors.run_gpu_notice(run=run),
         "paper_scores": selectors.paper_scores_visible(run=run, user=request.user),
         "items": items,

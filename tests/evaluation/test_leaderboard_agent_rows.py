@@ -116,9 +116,21 @@ def test_repeated_runs_are_one_row_with_the_mean_and_standard_error(client, rele
 
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     cells = next(r for r in table_rows(body) if reverse("run-detail", args=[runs[-1].pk]) in r)
-    assert "<strong>66.7%</strong>" in cells and "± 33.3 (3 runs)" in cells
-    for run in runs:  # each run stays reachable from the row
-        assert f'href="{reverse("run-detail", args=[run.pk])}"' in cells
+    # Was "± 33.3 (3 runs)", unkeyed under a header naming a 95% interval: now keyed as a mean ± SE.
+    assert "<strong>66.7%</strong>" in cells and '<span class="ci">± 33.3</span>' in cells
+    assert '<abbr title="the mean across the 3 runs started together (repeat) ± the standard error' in cells
+    assert ">mean ± SE</abbr> over 3 runs)" in cells and 'id="repeat-key"' in body, "the legend says it too"
+    links = [f'<a href="{reverse("run-detail", args=[run.pk])}">#{run.pk}</a>' for run in runs]
+    assert ", ".join(links) in cells, "each run reachable from the row, oldest first"
+    assert "(mean over 3 runs)" in cells and "mean $" not in cells, "the cost keyed the same way as the score"
+
+    page = client.get(reverse("run-detail", args=[runs[1].pk])).content.decode()
+    group = page.split('id="repeat-group">')[1].split("</dd>")[0]
+    assert group.startswith("Run 2 of 3 identical runs started together")
+    assert f"<strong>#{runs[1].pk} (this run)</strong>" in group
+    assert links[0] in group and links[2] in group
+    alone = client.get(reverse("run-detail", args=[rows["alone"].run.pk])).content.decode()
+    assert 'id="repeat-group"' not in alone
     record = next(r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json() if r["run"] == runs[-1].pk)
     assert record["runs"] == 3 and round(record["scaled_pass_rate_se"], 6) == round(se, 6)
     assert record["scaled_pass_rate"] == 100.0, "the row's own run's score stays in its column"
@@ -254,6 +266,7 @@ def test_the_run_form_shows_each_releases_maximum_beside_the_budget(client, main
     assert f"Blank: the release's maximum, {maximums['turns']:g} turns." in budget
     assert f"Blank: the release's maximum, {usd(maximums['cost'])}." in budget
     assert 'name="repeat"' in page
+    assert '<label for="id_repeat">Repeat runs</label>' in page and "Start N identical runs" in page
 
 
 def test_every_row_names_its_mode_and_a_filtered_view_ranks_among_its_own_rows(client, release):
