@@ -319,3 +319,38 @@ def test_my_runs_and_the_compare_page_name_each_runs_mode(client, release, autho
     body = compare.content.decode()
     assert f"run #{agent_run.pk}</a> (agent, without paper)" in body
     assert f"run #{single.pk}</a> (single-shot, with paper)" in body
+
+
+def test_the_run_form_bounds_each_number_and_shows_every_refused_budget_beside_its_field(
+    client, maintainer, release, settings
+):
+    """The newcomer saw one budget error at a time at the top of the form, and no bounds on the number inputs."""
+    settings.AGENT_BUDGET_MAXIMUMS = {"turns": 50, "tokens": 100000, "seconds": 600, "cost": 2}
+    client.force_login(maintainer)
+    page = client.get(reverse("model-detail", args=["reference"])).content.decode()
+    for name, top in (("turns", "50"), ("tokens", "100000"), ("seconds", "600"), ("cost", "2")):
+        tag = page.split(f'id="id_budget_{name}"')[0].rsplit("<input", 1)[1] + page.split(f'id="id_budget_{name}"')[1]
+        tag = tag.split(">")[0]
+        assert f'max="{top}"' in tag and 'min="' in tag, name
+    assert f'max="{services.MAX_SAMPLES}"' in page and f'max="{services.MAX_REPEAT}"' in page
+
+    refused = client.post(
+        reverse("run-new", args=["reference"]),
+        {"release": "1.0.0", "samples": 1, "mode": "agent", "budget_turns": 51, "budget_cost": 3, "repeat": 1},
+    )
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    turns = body.split('id="id_budget_turns_error">')[1].split("</p>")[0]
+    cost = body.split('id="id_budget_cost_error">')[1].split("</p>")[0]
+    assert turns == "Turns: at most 50 per item in this release (asked for 51)"
+    assert cost == "Cost: at most 2 USD per item in this release (asked for 3)"
+    assert 'class="errors" role="alert"' not in body.split("data-run-form")[1].split("</form>")[0], "none on top"
+    assert not EvaluationRun.objects.exists()
+
+
+def test_a_get_of_the_post_only_run_and_upload_addresses_goes_to_the_model_page(client, maintainer, release):
+    client.force_login(maintainer)
+    for name, anchor in (("run-new", "#start-run"), ("run-upload", "#upload")):
+        answer = client.get(reverse(name, args=["reference"]))
+        assert answer.status_code == 302 and answer["Location"] == reverse("model-detail", args=["reference"]) + anchor
+    assert client.get(reverse("run-new", args=["no-such-model"])).status_code == 404
