@@ -170,8 +170,18 @@ def comparison_record(result: RunComparison) -> dict:
 
     return {
         "release": result.a.version.name,
-        "a": {"run": result.a.pk, "model": result.a.model.name, "with_paper": result.a.with_paper},
-        "b": {"run": result.b.pk, "model": result.b.model.name, "with_paper": result.b.with_paper},
+        "a": {
+            "run": result.a.pk,
+            "model": result.a.model.name,
+            "with_paper": result.a.with_paper,
+            "mode": result.a.mode,
+        },
+        "b": {
+            "run": result.b.pk,
+            "model": result.b.model.name,
+            "with_paper": result.b.with_paper,
+            "mode": result.b.mode,
+        },
         "overall": stats(result.overall),
         "papers": [{"paper": p.paper, **stats(p.comparison)} for p in result.papers],
         "items": [

@@ -145,9 +145,9 @@ class RunStartForm(forms.Form):
         min_value=1,
         max_value=MAX_REPEAT,
         initial=1,
-        label="Runs",
-        help_text="Runs of this setting started together: the leaderboard shows them as one row with the mean and "
-        "standard error across the runs (the published agent adaptation reports 3).",
+        label="Repeat runs",
+        help_text="Start N identical runs of this setting; the leaderboard shows them as one row with their mean ± "
+        "standard error (the published agent adaptation reports 3).",
     )
 
     BUDGETS = ("turns", "tokens", "seconds", "cost")
@@ -156,7 +156,12 @@ class RunStartForm(forms.Form):
         super().__init__(*args, **kwargs)
         releases = BenchmarkVersion.objects.exclude(status=BenchmarkVersion.Status.DRAFT).order_by("name")
         for name in self.BUDGETS:
-            self.fields[f"budget_{name}"].help_text = budget_maximums_text(name=name, releases=releases)
+            field = self.fields[f"budget_{name}"]
+            field.help_text = budget_maximums_text(name=name, releases=releases)
+            # The browser's bound: the largest release maximum (the service holds each run to its own release's).
+            if maximums := [release_maximums(release).as_dict()[name] for release in releases]:
+                top = max(maximums)
+                field.widget.attrs["max"] = str(int(top)) if float(top).is_integer() else repr(float(top))
 
     def start_fields(self) -> list:
         return [self[name] for name in self.fields if not name.startswith("budget_")]

@@ -180,6 +180,15 @@ class EvaluationRun(Redispatchable):
         return self.model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
 
     @property
+    def paper_label(self) -> str:
+        return "with paper" if self.with_paper else "without paper"
+
+    @property
+    def setting_label(self) -> str:
+        """Its mode and paper setting as every page names them, e.g. "agent, with paper"."""
+        return f"{self.get_mode_display()}, {self.paper_label}"
+
+    @property
     def provider(self) -> str:
         """The provider the run calls, from its snapshot (like ModelEntry.provider)."""
         return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else self.model.kind

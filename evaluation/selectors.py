@@ -262,6 +262,7 @@ LEADERBOARD_SORTS = {
     "open_weights": lambda r: r.run.model.open_weights,
     "cutoff": lambda r: r.run.model.knowledge_cutoff or date.min,
     "provenance": lambda r: r.run.provenance,
+    "mode": lambda r: r.run.mode,
     "date": lambda r: r.run.finished_at or _NEVER,
     "pass": lambda r: r.score.pass_rate,
     "held_out": lambda r: r.held_out.scaled_pass_rate if r.held_out else -1.0,
@@ -307,6 +308,11 @@ class LeaderboardRow:
         return len(self.repeats) or 1
 
     @property
+    def repeat_runs(self) -> list[int]:
+        """The ids of the group's runs in the order they were started (the row's own run is one of them)."""
+        return sorted(score.run_id for score, _ in self.repeats)
+
+    @property
     def scaled_mean(self) -> float:
         return repeat_mean([s.scaled_pass_rate for s, _ in self.repeats] or [self.score.scaled_pass_rate])
 
@@ -338,8 +344,9 @@ class LeaderboardRow:
 
     @property
     def setting(self) -> str:
-        paper = "with paper" if self.run.with_paper else "without paper"
-        return f"agent, {paper}" if self.run.mode == "agent" else paper
+        """The row's setting beside a model's name where no Mode column says the mode (charts, breakdowns): a
+        single-shot row is the default, so only its paper setting is named."""
+        return self.run.setting_label if self.run.mode == "agent" else self.run.paper_label
 
     @property
     def calibration(self) -> bool:
@@ -382,6 +389,15 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("run", "int", lambda r: r.run.pk),
     LeaderboardColumn("model", "str", lambda r: r.run.model.name),
     LeaderboardColumn("display_name", "str", lambda r: r.run.model.display_name, "Model", "model"),
+    # Single-shot or agent: each its own row, named on every row (the Model cell then names the paper setting only).
+    LeaderboardColumn(
+        "mode",
+        "str",
+        lambda r: r.run.mode,
+        "Mode",
+        "mode",
+        title="Single-shot: one prompt, one answer per item; agent: the model works in a sandbox over many turns",
+    ),
     # The score beside the rank and the model: the rank is read against it.
     LeaderboardColumn("scaled_pass_rate", "float", _score("scaled_pass_rate"), "Scaled pass@1 (95% CI)", "score"),
     LeaderboardColumn("scaled_ci_low", "float", _score("scaled_ci_low")),
@@ -435,7 +451,6 @@ LEADERBOARD_COLUMNS = (
     ),
     LeaderboardColumn("pinned", "bool", lambda r: r.run.pinned_at is not None),  # the owner's pick, not the latest
     LeaderboardColumn("calibration", "bool", lambda r: r.calibration),
-    LeaderboardColumn("mode", "str", lambda r: r.run.mode),  # single-shot or agent: each its own row
     LeaderboardColumn("with_paper", "bool", lambda r: r.run.with_paper),
     LeaderboardColumn("samples", "int", lambda r: r.run.samples),
     LeaderboardColumn(
@@ -577,28 +592,35 @@ def repeat_runs(*, run: EvaluationRun) -> list[int]:
 
 
 def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
+    """Whether a row is one of the entries the filters rank (the name search is applied after ranking)."""
     if filters.mode and run.mode != filters.mode:  # a reference line of the other mode is no reference for this one
         return False
     if run.is_calibration:
         return True
-    needle = filters.q.lower()
     return (
         (not filters.open_weights or run.model.open_weights)
         and (not filters.paper or run.with_paper == (filters.paper == "with"))
         and (not filters.provenance or run.provenance == filters.provenance)
-        and (
-            not needle
-            or needle in run.model.display_name.lower()
-            or needle in run.model.name.lower()
-            or needle in run.model.organization.lower()
-        )
+    )
+
+
+def _leaderboard_found(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
+    needle = filters.q.lower()
+    return (
+        run.is_calibration
+        or not needle
+        or needle in run.model.display_name.lower()
+        or needle in run.model.name.lower()
+        or needle in run.model.organization.lower()
     )
 
 
 def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters | None = None) -> list[LeaderboardRow]:
-    """Calibration reference lines (unranked) first, then the other entries, ranked with ties by paired tests over
-    every entry of the version (so a filter hides rows but never changes a rank), filtered, then sorted as asked
-    (best rank first, ties by scaled pass@1); scores come from the stored aggregates."""
+    """Calibration reference lines (unranked) first, then the other entries, ranked with ties by paired tests among
+    the entries the filters keep (mode, paper, provenance, open weights: `?mode=agent` ranks the agent rows among
+    themselves, so ranks and their "no entry is significantly better" marks read within the view), then narrowed by
+    the name search (which finds rows and keeps their ranks), then sorted as asked (best rank first, ties by scaled
+    pass@1); scores come from the stored aggregates."""
     filters = filters or LeaderboardFilters()
     runs, repeats = leaderboard_runs(version=version)
     members = [pk for group in repeats.values() for pk in group]
@@ -626,8 +648,9 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
         ),
         key=lambda row: (-row.score.scaled_pass_rate, row.run.model.display_name.lower()),
     )
-    leaderboard_rank(version=version, rows=rows)
     rows = [row for row in rows if _leaderboard_keep(row.run, filters)]
+    leaderboard_rank(version=version, rows=rows)
+    rows = [row for row in rows if _leaderboard_found(row.run, filters)]
     calibration = [row for row in rows if row.calibration]
     ranked = sorted(
         (row for row in rows if not row.calibration), key=LEADERBOARD_SORTS[filters.sort], reverse=filters.descending

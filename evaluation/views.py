@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import maintainer_required, user_may_change
@@ -202,8 +202,11 @@ def my_runs(request: HttpRequest) -> HttpResponse:
 
 
 def _service_errors(form, exc: Exception) -> None:
-    """A service's refusal shown on the form: per field where it names one."""
-    if isinstance(exc, ValidationError) and hasattr(exc, "error_dict"):
+    """A service's refusal shown on the form: per field where it names one (every refused budget beside its own)."""
+    if isinstance(exc, services.BudgetRefused):
+        for name, problem in exc.problems.items():
+            form.add_error(f"budget_{name}" if f"budget_{name}" in form.fields else None, problem)
+    elif isinstance(exc, ValidationError) and hasattr(exc, "error_dict"):
         for field, errors in exc.message_dict.items():
             form.add_error(field if field in form.fields else None, errors)
     else:
@@ -251,10 +254,17 @@ def model_edit(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
+def _model_form_page(name: str, anchor: str) -> HttpResponse:
+    return redirect(reverse("model-detail", args=[get_object_or_404(ModelEntry, name=name).name]) + f"#{anchor}")
+
+
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest, name: str) -> HttpResponse:
-    """Start a run of a model (its owner or a maintainer; the same service as POST /api/v1/runs/)."""
+    """Start a run of a model (its owner or a maintainer; the same service as POST /api/v1/runs/); a GET (a
+    reload of the refused form's address, a bookmark) goes to the model's page, where the form is."""
+    if request.method != "POST":
+        return _model_form_page(name, "start-run")
     model = get_object_or_404(ModelEntry, name=name)
     if not user_may_change(user=request.user, owner_id=model.owner_id):
         raise PermissionDenied(f"only the owner of model {model.name} or a maintainer may run it")
@@ -272,10 +282,13 @@ def run_new(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def run_upload(request: HttpRequest, name: str) -> HttpResponse:
     """Score an uploaded JSONL of generations (the model's owner or a maintainer; the same service and refusals as
-    POST /api/v1/runs/upload/): a file with any bad line is refused whole, every line's problem listed."""
+    POST /api/v1/runs/upload/): a file with any bad line is refused whole, every line's problem listed. A GET goes
+    to the model's page, as run_new's."""
+    if request.method != "POST":
+        return _model_form_page(name, "upload")
     model = get_object_or_404(ModelEntry, name=name)
     if not user_may_change(user=request.user, owner_id=model.owner_id):
         raise PermissionDenied(f"only the owner of model {model.name} or a maintainer may upload its generations")
@@ -316,6 +329,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "progress": progress,
         "split_scores": selectors.run_split_scores(run=run),
         "agent_summary": agent_run_summary(run=run),
+        "repeat_runs": selectors.repeat_runs(run=run),
         "gpu_notice": selectors.run_gpu_notice(run=run),
         "paper_scores": selectors.paper_scores_visible(run=run, user=request.user),
         "items": items,

@@ -251,8 +251,9 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "model-edit": [("author's model", {"name": w["model"].name}, "", AUTHOR)],
         "my-models": [("page", {}, "", SIGNED_IN)],
         "my-runs": [("page", {}, "", SIGNED_IN)],
-        "run-new": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
-        "run-upload": [("author's model", {"name": w["model"].name}, "", {**POST_ONLY, "anonymous": 302})],
+        # A GET of these POST-only forms goes to the model's page (it was a blank 405); anonymous to sign in.
+        "run-new": [("author's model", {"name": w["model"].name}, "", dict.fromkeys(ROLES, 302))],
+        "run-upload": [("author's model", {"name": w["model"].name}, "", dict.fromkeys(ROLES, 302))],
         "environment-retry": [("a failed build", {"pk": 1}, "", POST_MAINT)],
         "model-detail": [
             ("author's model", {"name": w["model"].name}, "", OPEN),

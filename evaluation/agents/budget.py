@@ -18,8 +18,22 @@ BUDGETS = ("turns", "tokens", "seconds", "cost")
 UNITS = {"turns": "turns", "tokens": "tokens", "seconds": "s", "cost": "USD"}
 
 
+# How the run form and every refusal name each budget.
+LABELS = {"turns": "Turns", "tokens": "Tokens", "seconds": "Wall time", "cost": "Cost"}
+
+
 class BudgetError(ValueError):
-    """A requested budget the release does not allow."""
+    """A requested budget the release does not allow; `problems` says, in plain words, what is wrong with each
+    budget asked for (by name; "" for a budget of no known name), all at once."""
+
+    def __init__(self, problems: dict[str, str]):
+        self.problems = problems
+        super().__init__("; ".join(problems.values()))
+
+
+def budget_amount(name: str, value: float) -> str:
+    """A budget's amount in its unit: "50", "100000", "600 s", "2 USD"."""
+    return {"seconds": f"{value:g} s", "cost": f"{value:g} USD"}.get(name, f"{value:g}")
 
 
 @dataclass(frozen=True)
@@ -51,19 +65,26 @@ def budget_for_run(*, version, requested: dict | None) -> Budget:
     """The budget of a run: the release's maximums, lowered where the run asks for less (never raised)."""
     maximums = release_maximums(version)
     requested = dict(requested or {})
+    problems: dict[str, str] = {}
     if unknown := sorted(set(requested) - set(BUDGETS)):
-        raise BudgetError(f"unknown budget {', '.join(unknown)}; budgets are {', '.join(BUDGETS)}")
+        problems[""] = f"unknown budget {', '.join(unknown)}; budgets are {', '.join(BUDGETS)}"
     values = maximums.as_dict()
     for name, value in requested.items():
+        if name not in values:
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise BudgetError(f"budget {name} must be a positive number (got {value!r})")
-        if value > values[name]:
-            raise BudgetError(
-                f"budget {name} {value:g} is above the release's maximum of {values[name]:g} {UNITS[name]} per item"
+            problems[name] = f"{LABELS[name]}: must be a positive number (got {value!r})"
+        elif value > values[name]:
+            problems[name] = (
+                f"{LABELS[name]}: at most {budget_amount(name, values[name])} per item in this release "
+                f"(asked for {value:g})"
             )
-        values[name] = value
-    if problem := agent_seconds_problem(values["seconds"]):
-        raise BudgetError(problem)
+        else:
+            values[name] = value
+    if "seconds" not in problems and (problem := agent_seconds_problem(values["seconds"])):
+        problems["seconds"] = f"{LABELS['seconds']}: {problem}"
+    if problems:
+        raise BudgetError(problems)
     return Budget.of(values)
 
 

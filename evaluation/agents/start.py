@@ -11,7 +11,7 @@ MODES = ("single", "agent")
 def run_mode_settings(*, model, version, mode: str, budget: dict | None) -> dict:
     """The run's agent budget ({} for a single-shot run); EvaluationError when the mode cannot be run."""
     from evaluation.models import ModelEntry
-    from evaluation.services import EvaluationError
+    from evaluation.services import BudgetRefused, EvaluationError
 
     if mode not in MODES:
         raise EvaluationError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
@@ -31,4 +31,4 @@ def run_mode_settings(*, model, version, mode: str, budget: dict | None) -> dict
     try:
         return budget_for_run(version=version, requested=budget).as_dict()
     except BudgetError as exc:
-        raise EvaluationError(str(exc)) from exc
+        raise BudgetRefused(exc.problems) from exc

@@ -7,6 +7,7 @@ that replaces a name patches the module that reads it (e.g. `services.runs.run_d
 from evaluation.services.models import (
     MODEL_EDITABLE_FIELDS,
     MODEL_ENDPOINT_FIELDS,
+    BudgetRefused,
     EvaluationError,
     ModelInUse,
     model_call,
@@ -73,6 +74,7 @@ from evaluation.services.verification import (
 )
 
 __all__ = [
+    "BudgetRefused",
     "EvaluationError",
     "user_pays_platform",
     "model_endpoint_check",

@@ -23,6 +23,15 @@ class EvaluationError(ApplicationError):
     """A request that cannot be carried out, with a message for the person who made it."""
 
 
+class BudgetRefused(EvaluationError):
+    """An agent budget the release does not allow: `problems` (the API's details) names each bad budget and says
+    why, so that a form shows every one beside its field."""
+
+    def __init__(self, problems: dict[str, str]):
+        self.problems = self.details = problems
+        super().__init__("; ".join(problems.values()))
+
+
 def user_pays_platform(*, user) -> bool:
     """Whether `user` (None: the platform itself, a command or the scheduler) may spend the platform's provider
     keys and reach private addresses (local inference servers): maintainers only."""

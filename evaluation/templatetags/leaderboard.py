@@ -40,6 +40,12 @@ def provenance_badge(run) -> str:
 
 
 @register.filter
+def mode_badge(run) -> str:
+    """The run's mode as a short label ("single-shot" or "agent"), the same on every page that lists runs."""
+    return format_html('<span class="badge mode {}">{}</span>', run.mode, run.get_mode_display())
+
+
+@register.filter
 def provenance_statement(run) -> str:
     """What the platform vouches for about the run's answers, in the words of every other surface."""
     return provenance_of(run).statement
@@ -48,13 +54,21 @@ def provenance_statement(run) -> str:
 COST_UNAVAILABLE = "The cost of at least one item is unknown (a model litellm has no price for, or published results)"
 
 
+REPEAT_KEY = (
+    "the mean across the {} runs started together (repeat) ± the standard error of that mean (the runs' sample "
+    "standard deviation / √n), not a confidence interval"
+)
+
+
 def _repeated(mean: float, se: float | None, runs: int, *, strong: bool) -> str:
-    """A repeat group's score: the mean across its runs ± the standard error, and how many runs."""
+    """A repeat group's score: the mean across its runs ± the standard error, keyed as such (the column's header
+    names a 95% interval, which a single run's cell shows)."""
     return format_html(
-        '{} <span class="ci" title="mean ± standard error across {} runs started together">± {} ({} runs)</span>',
+        '{} <span class="ci">± {}</span> <span class="muted repeat-key">(<abbr title="{}">mean ± SE</abbr> over {} '
+        "runs)</span>",
         format_html("<strong>{}</strong>", pct(mean)) if strong else pct(mean),
-        runs,
         f"{se:.1f}" if se is not None else "—",
+        REPEAT_KEY.format(runs),
         runs,
     )
 
@@ -78,14 +92,16 @@ def leaderboard_cell(row, column) -> str:
             value,
             reverse("run-detail", args=[row.run.pk]),
             f"run {row.run.pk}: {chosen}",
-            row.setting,
+            row.run.paper_label,  # the Mode column names the mode
         )
         if row.runs_count == 1:
             return name
         runs = format_html_join(
-            ", ", '<a href="{}">{}</a>', ((reverse("run-detail", args=[s.run_id]), s.run_id) for s, _ in row.repeats)
+            ", ", '<a href="{}">#{}</a>', ((reverse("run-detail", args=[pk]), pk) for pk in row.repeat_runs)
         )
         return format_html('{} <span class="muted repeats">(runs {})</span>', name, runs)
+    if column.key == "mode":
+        return mode_badge(row.run)
     if column.key == "provenance":
         if row.run.source:
             return format_html('{} <span class="muted source">{}</span>', provenance_badge(row.run), row.run.source)
@@ -97,12 +113,15 @@ def leaderboard_cell(row, column) -> str:
     if column.key == "cost":
         if value is None:
             return format_html('<span class="muted" title="{}">{}</span>', COST_UNAVAILABLE, usd(None))
-        return format_html(
-            '{}{} <span class="muted per-item">({}/item)</span>',
-            "mean " if row.runs_count > 1 else "",
-            usd(value),
-            usd(row.cost_per_item),
-        )
+        if row.runs_count > 1:  # keyed like the score cells: a mean over the group's runs
+            return format_html(
+                '{} <span class="muted per-item">({}/item)</span> <span class="muted repeat-key">(mean over {} '
+                "runs)</span>",
+                usd(value),
+                usd(row.cost_per_item),
+                row.runs_count,
+            )
+        return format_html('{} <span class="muted per-item">({}/item)</span>', usd(value), usd(row.cost_per_item))
     if column.key == "scaled_pass_rate":
         return format_html(
             '<strong>{}</strong> <span class="ci">[{}, {}]</span>',

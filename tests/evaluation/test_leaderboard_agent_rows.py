@@ -43,7 +43,8 @@ def test_the_mode_filter_keeps_one_mode_in_the_page_its_url_and_the_api(client, 
     both = client.get(url).content.decode()
     assert 'id="id_mode"' in both and '<option value="agent" >agent</option>' in both
     assert reverse("run-detail", args=[single.pk]) in both and reverse("run-detail", args=[agent_run.pk]) in both
-    assert ">agent, with paper<" in both and ">with paper<" in both, "one model's two modes side by side"
+    # Was ">agent, with paper<" in the Model cell; the Mode column names the mode now (the cell the paper setting).
+    assert '<span class="badge mode agent">agent</span>' in both and ">with paper<" in both, "two modes side by side"
 
     agents = client.get(url, {"mode": "agent"}).content.decode()
     assert reverse("run-detail", args=[agent_run.pk]) in agents
@@ -115,9 +116,21 @@ def test_repeated_runs_are_one_row_with_the_mean_and_standard_error(client, rele
 
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     cells = next(r for r in table_rows(body) if reverse("run-detail", args=[runs[-1].pk]) in r)
-    assert "<strong>66.7%</strong>" in cells and "± 33.3 (3 runs)" in cells
-    for run in runs:  # each run stays reachable from the row
-        assert f'href="{reverse("run-detail", args=[run.pk])}"' in cells
+    # Was "± 33.3 (3 runs)", unkeyed under a header naming a 95% interval: now keyed as a mean ± SE.
+    assert "<strong>66.7%</strong>" in cells and '<span class="ci">± 33.3</span>' in cells
+    assert '<abbr title="the mean across the 3 runs started together (repeat) ± the standard error' in cells
+    assert ">mean ± SE</abbr> over 3 runs)" in cells and 'id="repeat-key"' in body, "the legend says it too"
+    links = [f'<a href="{reverse("run-detail", args=[run.pk])}">#{run.pk}</a>' for run in runs]
+    assert ", ".join(links) in cells, "each run reachable from the row, oldest first"
+    assert "(mean over 3 runs)" in cells and "mean $" not in cells, "the cost keyed the same way as the score"
+
+    page = client.get(reverse("run-detail", args=[runs[1].pk])).content.decode()
+    group = page.split('id="repeat-group">')[1].split("</dd>")[0]
+    assert group.startswith("Run 2 of 3 identical runs started together")
+    assert f"<strong>#{runs[1].pk} (this run)</strong>" in group
+    assert links[0] in group and links[2] in group
+    alone = client.get(reverse("run-detail", args=[rows["alone"].run.pk])).content.decode()
+    assert 'id="repeat-group"' not in alone
     record = next(r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json() if r["run"] == runs[-1].pk)
     assert record["runs"] == 3 and round(record["scaled_pass_rate_se"], 6) == round(se, 6)
     assert record["scaled_pass_rate"] == 100.0, "the row's own run's score stays in its column"
@@ -253,3 +266,91 @@ def test_the_run_form_shows_each_releases_maximum_beside_the_budget(client, main
     assert f"Blank: the release's maximum, {maximums['turns']:g} turns." in budget
     assert f"Blank: the release's maximum, {usd(maximums['cost'])}." in budget
     assert 'name="repeat"' in page
+    assert '<label for="id_repeat">Repeat runs</label>' in page and "Start N identical runs" in page
+
+
+def test_every_row_names_its_mode_and_a_filtered_view_ranks_among_its_own_rows(client, release):
+    """The newcomer's view: `?mode=agent` showed two rows ranked 1 and 3 (ranked among every entry of the release,
+    single-shot ones included) and read "My agent agent, with paper". Now a Mode column names each row's mode, the
+    Model cell its paper setting, and the ranks (with their marks) are those of the rows the filters keep."""
+    evaluate(release, model("top", display_name="Top"), lambda s: True)
+    good = agent(evaluate(release, model("good", display_name="My agent"), lambda s: True))
+    bad = agent(evaluate(release, model("bad", display_name="Bad agent"), lambda s: False))
+    url = reverse("leaderboard", args=["1.0.0"])
+    everything = {r["model"]: r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json()}
+    assert everything["bad"]["rank"] == 3, "among all rows two entries beat it"
+
+    page = client.get(url).content.decode()
+    assert 'data-column="mode"' in page
+    for row in table_rows(page):
+        assert '<span class="badge mode single">single-shot</span>' in row or (
+            '<span class="badge mode agent">agent</span>' in row
+        ), "every row says its mode"
+    assert "agent, with paper" not in "".join(table_rows(page)), "the Model cell no longer repeats the mode"
+
+    agents = client.get(url, {"mode": "agent"}).content.decode()
+    rows = table_rows(agents)
+    assert len(rows) == 2 and reverse("run-detail", args=[good.pk]) in rows[0]
+    assert '<span title="no entry is significantly better">1</span>' in rows[0]
+    assert '<span title="1 + the entries significantly better">2</span>' in rows[1], "ranked among the agent rows"
+    api = {
+        r["model"]: r["rank"] for r in client.get(reverse("api-leaderboard", args=["1.0.0"]), {"mode": "agent"}).json()
+    }
+    assert api == {"good": 1, "bad": 2, "reference": None} or api == {"good": 1, "bad": 2}
+    csv_body = client.get(reverse("api-leaderboard-csv", args=["1.0.0"]), {"mode": "agent"}).content.decode()
+    assert "mode" in csv_body.splitlines()[0].split(",") and ",agent," in csv_body
+
+    searched = client.get(url, {"mode": "agent", "q": "bad"}).content.decode()
+    assert [reverse("run-detail", args=[bad.pk]) in row for row in table_rows(searched)] == [True]
+    assert ">2</span>" in table_rows(searched)[0], "the name search finds a row and keeps its rank in the view"
+
+
+def test_my_runs_and_the_compare_page_name_each_runs_mode(client, release, author):
+    entry = model("mine", owner=author, display_name="Mine")
+    single = evaluate(release, entry, lambda s: True)
+    agent_run = agent(evaluate(release, entry, lambda s: False, with_paper=False))
+    EvaluationRun.objects.filter(pk__in=[single.pk, agent_run.pk]).update(created_by=author)
+    client.force_login(author)
+    mine = client.get(reverse("my-runs")).content.decode()
+    assert '<th scope="col">Mode</th>' in mine
+    assert '<span class="badge mode agent">agent</span> <span class="muted">without paper</span>' in mine
+    assert '<span class="badge mode single">single-shot</span> <span class="muted">with paper</span>' in mine
+    compare = client.get(reverse("release-compare", args=["1.0.0"]), {"a": agent_run.pk, "b": single.pk})
+    body = compare.content.decode()
+    assert f"run #{agent_run.pk}</a> (agent, without paper)" in body
+    assert f"run #{single.pk}</a> (single-shot, with paper)" in body
+
+
+def test_the_run_form_bounds_each_number_and_shows_every_refused_budget_beside_its_field(
+    client, maintainer, release, settings
+):
+    """The newcomer saw one budget error at a time at the top of the form, and no bounds on the number inputs."""
+    settings.AGENT_BUDGET_MAXIMUMS = {"turns": 50, "tokens": 100000, "seconds": 600, "cost": 2}
+    client.force_login(maintainer)
+    page = client.get(reverse("model-detail", args=["reference"])).content.decode()
+    for name, top in (("turns", "50"), ("tokens", "100000"), ("seconds", "600"), ("cost", "2")):
+        tag = page.split(f'id="id_budget_{name}"')[0].rsplit("<input", 1)[1] + page.split(f'id="id_budget_{name}"')[1]
+        tag = tag.split(">")[0]
+        assert f'max="{top}"' in tag and 'min="' in tag, name
+    assert f'max="{services.MAX_SAMPLES}"' in page and f'max="{services.MAX_REPEAT}"' in page
+
+    refused = client.post(
+        reverse("run-new", args=["reference"]),
+        {"release": "1.0.0", "samples": 1, "mode": "agent", "budget_turns": 51, "budget_cost": 3, "repeat": 1},
+    )
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    turns = body.split('id="id_budget_turns_error">')[1].split("</p>")[0]
+    cost = body.split('id="id_budget_cost_error">')[1].split("</p>")[0]
+    assert turns == "Turns: at most 50 per item in this release (asked for 51)"
+    assert cost == "Cost: at most 2 USD per item in this release (asked for 3)"
+    assert 'class="errors" role="alert"' not in body.split("data-run-form")[1].split("</form>")[0], "none on top"
+    assert not EvaluationRun.objects.exists()
+
+
+def test_a_get_of_the_post_only_run_and_upload_addresses_goes_to_the_model_page(client, maintainer, release):
+    client.force_login(maintainer)
+    for name, anchor in (("run-new", "#start-run"), ("run-upload", "#upload")):
+        answer = client.get(reverse(name, args=["reference"]))
+        assert answer.status_code == 302 and answer["Location"] == reverse("model-detail", args=["reference"]) + anchor
+    assert client.get(reverse("run-new", args=["no-such-model"])).status_code == 404

@@ -137,7 +137,7 @@ def test_leaderboard_ranks_sorts_and_breaks_down(browser_page, live_server, medi
     shot(page, "09-paper-difficulty")
 
 
-KEY_HEADERS = ("Rank", "Model", "Scaled pass@1 (95% CI)", "pass@1 (95% CI)", "Cost", "Provenance", "Date")
+KEY_HEADERS = ("Rank", "Model", "Mode", "Scaled pass@1 (95% CI)", "pass@1 (95% CI)", "Cost", "Provenance", "Date")
 
 
 def drawn(page, canvas: str) -> None:
@@ -214,3 +214,56 @@ def test_layout_at_laptop_and_phone_width(browser_page, live_server, media_root)
     expect(plain.locator("#leaderboard-table thead").get_by_role("link", name="Tokens")).to_be_visible()
     assert plain.locator("#leaderboard-table tbody.ranked tr").first.locator("td").last.inner_text().isdigit()
     context.close()
+
+
+def test_long_model_names_keep_their_room_and_filter_labels_stay_with_their_controls(
+    browser_page, live_server, media_root
+):
+    """The newcomer's screens: at 1366 px the Model column was squeezed to ~100 px (names on 4-5 lines), and at
+    390 px each filter label sat at the end of the line before its control."""
+    page, base = browser_page, live_server.url
+    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    calibrate(version, "reference", passed=True)
+    long_name = "Claude 3.5 Sonnet (October 2024) with extended thinking"
+    grouped = [calibrate(version, "sonnet", passed=passed) for passed in (True, False, True)]
+    EvaluationRun.objects.filter(pk__in=[r.pk for r in grouped]).update(
+        repeat_group="00000000-0000-0000-0000-000000000023"
+    )
+    agent = calibrate(version, "sonnet", passed=True)
+    EvaluationRun.objects.filter(pk=agent.pk).update(mode="agent", repeat_group=None)
+    ModelEntry.objects.filter(name="sonnet").update(display_name=long_name)
+    calibrate(version, "weak", passed=False)
+    url = f"{base}/versions/1.0.0/leaderboard/"
+
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(url)
+    table = page.locator("#leaderboard-table")
+    for label in KEY_HEADERS:
+        box = table.locator("thead").get_by_role("link", name=label, exact=True).bounding_box()
+        assert box and box["x"] + box["width"] <= 1366, label
+    assert page.evaluate(
+        "(() => { const w = document.querySelector('#leaderboard-table'); return w.scrollWidth <= w.clientWidth; })()"
+    ), "the key columns, Mode included, need no sideways scroll"
+    cells = table.locator("tbody.ranked td[data-column=display_name]")
+    for index in range(cells.count()):
+        cell = cells.nth(index)
+        assert cell.bounding_box()["width"] >= 200, "the Model column keeps room for its names"
+        name = cell.get_by_role("link", name=long_name)
+        if name.count():
+            lines = name.evaluate("a => a.getClientRects().length")
+            assert lines <= 2, f"a long name wraps on {lines} lines"
+    modes = [t.strip() for t in table.locator("tbody.ranked td[data-column=mode]").all_inner_texts()]
+    assert sorted(modes) == ["agent", "single-shot", "single-shot"]
+    shot(page, "14-long-names-1366")
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(url)
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, "no sideways page scroll"
+    for control in ("id_paper", "id_provenance", "id_mode", "id_q", "id_compare_a", "id_compare_b"):
+        label = page.locator(f"label[for={control}]").bounding_box()
+        box = page.locator(f"#{control}").bounding_box()
+        middle = (label["y"] + label["height"] / 2, box["y"] + box["height"] / 2)
+        assert abs(middle[0] - middle[1]) < 8, f"{control}: its label is on its line"
+        assert label["x"] + label["width"] <= box["x"] + 1, f"{control}: its label stands before it"
+        assert box["x"] + box["width"] <= 390, f"{control} fits the screen"
+    shot(page, "15-filters-390")

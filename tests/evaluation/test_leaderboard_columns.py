@@ -15,7 +15,7 @@ from evaluation.models import ModelEntry
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
-KEY = ["rank", "display_name", "scaled_pass_rate", "pass_rate", "cost", "provenance", "finished_on"]
+KEY = ["rank", "display_name", "mode", "scaled_pass_rate", "pass_rate", "cost", "provenance", "finished_on"]
 
 
 def headers(body: str) -> list[str]:
