@@ -113,6 +113,8 @@ def _tool_call(
             raise ValueError("the arguments must be a JSON object")
     except ValueError as exc:
         return ToolResult(f"error: arguments are not valid JSON ({exc})")
+    except RecursionError:  # nested deeper than the parser goes: no tool's arguments are
+        return ToolResult("error: arguments are nested too deeply")
     if name not in TOOL_NAMES:
         return ToolResult(f"error: no tool named {name!r}; tools: {', '.join(sorted(TOOL_NAMES))}")
     try:

@@ -605,6 +605,26 @@ def test_nul_bytes_undecodable_text_and_malformed_tool_calls_are_errors_the_mode
     assert len(refused) == 4, [s.content for s in steps if s.role == "user"]
 
 
+def test_tool_arguments_nested_too_deeply_are_an_error_the_model_reads(workspace_dir, tmp_path):
+    """Unguarded, the parser's RecursionError escaped the tool call (the live twin of the ATIF export's finding)."""
+    from evaluation.agents.tools import tool_call
+    from evaluation.agents.workspace import Workspace
+
+    arguments = '{"command": ' + "[" * 5000 + "]" * 5000 + "}"
+    with pytest.raises(RecursionError):
+        json.loads(arguments)
+    workspace = Workspace.create(name="deep-args", files={"model.py": b"x = 1\n"})
+    result = tool_call(
+        name="run",
+        arguments=arguments,
+        workspace=workspace,
+        session=_local_session(tmp_path),
+        limits=Limits(wall_seconds=30, output_bytes=16384),
+        seconds_left=60,
+    )
+    assert result.output == "error: arguments are nested too deeply"
+
+
 def test_an_exception_inside_an_agent_item_ends_it_as_an_error_with_the_reason(version, workspace_dir, monkeypatch):
     """Unguarded, any exception escaping the loop left the item without an outcome (the run never finished)."""
     from evaluation.agents import tasks
