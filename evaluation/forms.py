@@ -6,11 +6,10 @@ from __future__ import annotations
 from django import forms
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
-from evaluation.agents.budget import UNITS, release_maximums
+from evaluation.agents.budget import amount_text, release_maximums
 from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
 from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT
-from evaluation.templatetags.money import usd
 
 PARAMS_HELP = (
     'JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temperature, top_p, top_k, max_tokens, '
@@ -186,15 +185,11 @@ class RunStartForm(forms.Form):
 
 def budget_maximums_text(*, name: str, releases) -> str:
     """The help beside a budget field: blank means the release's maximum, and each release's maximum."""
-    maximums = {release.name: _amount(name, release_maximums(release).as_dict()[name]) for release in releases}
+    maximums = {release.name: amount_text(name, release_maximums(release).as_dict()[name]) for release in releases}
     if len(set(maximums.values())) == 1:
         return f"Blank: the release's maximum, {next(iter(maximums.values()))}."
     listed = "; ".join(f"release {release}: {amount}" for release, amount in maximums.items())
     return f"Blank: the release's maximum ({listed})."
-
-
-def _amount(name: str, value: float) -> str:
-    return usd(value) if name == "cost" else f"{value:g} {UNITS[name]}"
 
 
 class RunUploadForm(forms.Form):

@@ -342,11 +342,27 @@ def trajectories_store(*, run, rows) -> int:
     return len(trajectories)
 
 
+# What ended an agent item, as a clause ("... after 3 turns"): for the outcome detail of an uploaded item.
+ENDED_SAID = {
+    AgentTrajectory.End.RUNNING: "it was still running",
+    AgentTrajectory.End.SUBMITTED: "the agent submitted",
+    AgentTrajectory.End.TURNS: "its turn budget ran out",
+    AgentTrajectory.End.TOKENS: "its token budget ran out",
+    AgentTrajectory.End.SECONDS: "its wall-time budget ran out",
+    AgentTrajectory.End.COST: "its cost budget ran out",
+    AgentTrajectory.End.MODEL_ERROR: "the model call failed",
+    AgentTrajectory.End.STORAGE: "its trajectory reached its size cap",
+    AgentTrajectory.End.DISK: "its workspace went over its disk limit",
+    AgentTrajectory.End.ERROR: "the item failed",
+}
+
+
 def uploaded_ended_text(trajectory: AgentTrajectory | None) -> str:
     """The start of an uploaded agent item's outcome detail: self-reported, and what the uploader says ended it."""
     if trajectory is None:
         return "an uploaded agent answer without a trajectory (self-reported)"
+    turns = f"{trajectory.turns:,} turn{'' if trajectory.turns == 1 else 's'}"
     return (
-        f"an uploaded agent answer (self-reported: ended by {trajectory.get_ended_by_display()} after "
-        f"{trajectory.turns} turn(s))"
+        f"an uploaded agent answer (self-reported: {ENDED_SAID.get(trajectory.ended_by, trajectory.ended_by)} "
+        f"after {turns})"
     )

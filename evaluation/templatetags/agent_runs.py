@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import template
 
+from evaluation.agents.budget import budget_text
 from evaluation.agents.selectors import STEP_FOLD_CHARS, trajectory_of
 
 register = template.Library()
@@ -13,3 +14,8 @@ register = template.Library()
 def agent_trajectory(run, outcome) -> dict:
     trajectory = trajectory_of(outcome=outcome) if run.mode == "agent" else None
     return {"run": run, "outcome": outcome, "trajectory": trajectory, "fold": STEP_FOLD_CHARS}
+
+
+@register.filter(name="budget_text")
+def budget_text_filter(budget: dict | None) -> str:
+    return budget_text(budget)

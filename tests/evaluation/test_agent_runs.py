@@ -292,11 +292,11 @@ def test_a_scripted_model_edits_runs_and_submits_and_every_step_is_stored(versio
     assert "[output cut at 16384 bytes per stream]" in tool_outputs["run"]
     # What is left is said after each turn, and stored with every step.
     notes = [s.content for s in steps if s.role == "user"][1:]
-    assert notes[0].startswith("Budget left: 9 turn(s)") and notes[-1].startswith("Budget left: 6 turn(s)")
+    assert notes[0].startswith("Budget left: 9 turns, ") and notes[-1].startswith("Budget left: 6 turns, ")
     assert [s.budget_left["turns"] for s in steps if s.role == "assistant"] == [9, 8, 7, 6, 5]
     sent = requests[1].body["messages"]  # the model is told what is left, after the tool's output
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
-    assert sent[-1]["content"].startswith("Budget left: 9 turn(s)") and sent[3]["tool_call_id"] == "call_0"
+    assert sent[-1]["content"].startswith("Budget left: 9 turns, ") and sent[3]["tool_call_id"] == "call_0"
     trajectory.refresh_from_db()
     assert (trajectory.ended_by, trajectory.turns) == ("submitted", 5)
     assert trajectory.prompt_tokens > 0 and trajectory.completion_tokens == 10  # "turn N": two words a turn

@@ -178,7 +178,10 @@ def test_the_cost_against_score_view_labels_each_point_and_marks_the_pareto_fron
         (Decimal("12.5"), "$12.50"),
         (1234.5, "$1,234.50"),
         (Decimal("0.0123"), "$0.0123"),
-        (0.002, "$0.0020"),
+        (0.002, "$0.002"),  # was "$0.0020": below $1 four significant digits, trailing zeros dropped to cents
+        (0.5, "$0.50"),  # was "$0.5000"
+        (Decimal("0.123456"), "$0.1235"),
+        (5, "$5.00"),
         (Decimal("0.000012"), "$0.000012"),
     ],
 )
