@@ -11,9 +11,9 @@ from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
-from django.utils.safestring import mark_safe
 
 from common.highlight import CSS_CLASS
 

@@ -80,7 +80,8 @@ def test_links_between_the_docs_become_guide_pages():
     from config.guides import guide_link
 
     assert guide_link("LEADERBOARD.md") == "/guides/leaderboard/"
-    assert guide_link("AGENT_RUNS.md#bring-your-own-agent-uploads") == "/guides/agent-runs/#bring-your-own-agent-uploads"
+    anchored = "AGENT_RUNS.md#bring-your-own-agent-uploads"
+    assert guide_link(anchored) == "/guides/agent-runs/#bring-your-own-agent-uploads"
     assert guide_link("docs/FORMAT.md") == "/guides/format/"
     # Anything else is left as written: another file, an anchor, an address.
     assert guide_link("NOTES.md") == "NOTES.md"

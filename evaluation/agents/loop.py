@@ -239,6 +239,8 @@ def turn_take(*, trajectory: AgentTrajectory, policy: Policy, budget: Budget, no
     try:
         turn = policy(messages, budget.seconds - usage.seconds)
     except ModelCallError as exc:
+        if not usage.turns:  # no call was priced: what the item cost is unknown, never $0.00
+            usage.cost = None
         if exc.deadline_passed or tick() <= 0:  # the budget ran out waiting on the model: scored as it stands
             tick()
             steps.record(

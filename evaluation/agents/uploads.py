@@ -343,7 +343,7 @@ def trajectories_store(*, run, rows) -> int:
 
 
 # What ended an agent item, as a clause ("... after 3 turns"): for the outcome detail of an uploaded item.
-ENDED_SAID = {
+ENDED_SAID: dict[str, str] = {
     AgentTrajectory.End.RUNNING: "it was still running",
     AgentTrajectory.End.SUBMITTED: "the agent submitted",
     AgentTrajectory.End.TURNS: "its turn budget ran out",
