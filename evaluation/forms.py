@@ -4,10 +4,11 @@ the API calls."""
 from __future__ import annotations
 
 from django import forms
+from django.utils.html import escape
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
 from evaluation.agents.budget import amount_text, release_maximums
-from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
+from evaluation.agents.uploads import AGENT_RUNS_GUIDE, UPLOAD_FORMAT_AGENT_HTML
 from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT
 
@@ -197,7 +198,7 @@ class RunUploadForm(forms.Form):
 
     file = forms.FileField(
         label="Generations (JSONL)",
-        help_text=UPLOAD_FORMAT + UPLOAD_FORMAT_AGENT,
+        help_text=escape(UPLOAD_FORMAT) + UPLOAD_FORMAT_AGENT_HTML,  # rendered as HTML: the guide's link
         widget=forms.FileInput(attrs={"accept": ".jsonl,.json,.txt,application/jsonl"}),
     )
     release = _releases()
@@ -218,7 +219,7 @@ class RunUploadForm(forms.Form):
         required=False,
         label="Mode",
         help_text='Agent: each line the snippet body an agent made elsewhere ("code") and optionally its '
-        '"trajectory" (docs/AGENT_RUNS.md).',
+        f'"trajectory" (<a href="{AGENT_RUNS_GUIDE}">the agent-runs guide</a>).',
     )
 
     def service_values(self) -> dict:

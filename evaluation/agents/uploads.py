@@ -69,10 +69,17 @@ COST_MAX = 10**6  # DecimalField(max_digits=12, decimal_places=6)
 SECONDS_MAX = 10**7
 CALL_ID_CHARS = 200
 TOOL_NAME_CHARS = 50
-UPLOAD_FORMAT_AGENT = (
+# The agent part of the upload format; {schema} names where the trajectory schema is documented (the guide page:
+# a link on the site's form, its address in the API's description).
+UPLOAD_FORMAT_AGENT_TEMPLATE = (
     ' Mode "agent" (an agent run made elsewhere): each line gives the final snippet body as "code" (never "answer") '
-    'and may add "trajectory", the agent\'s steps in the schema docs/AGENT_RUNS.md documents '
+    'and may add "trajectory", the agent\'s steps in the schema {schema} documents '
     '("format": "rcb-agent-trajectory/1"; no "run"; "snippet" and "sample", if given, the line\'s own).'
+)
+AGENT_RUNS_GUIDE = "/guides/agent-runs/"  # config.guides serves docs/AGENT_RUNS.md there
+UPLOAD_FORMAT_AGENT = UPLOAD_FORMAT_AGENT_TEMPLATE.format(schema=f"the agent-runs guide ({AGENT_RUNS_GUIDE})")
+UPLOAD_FORMAT_AGENT_HTML = UPLOAD_FORMAT_AGENT_TEMPLATE.format(
+    schema=f'the <a href="{AGENT_RUNS_GUIDE}">agent-runs guide</a>'
 )
 
 
