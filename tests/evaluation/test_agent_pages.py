@@ -167,3 +167,14 @@ def test_the_run_form_says_token_maximums_with_separators(client, maintainer, re
     page = client.get(reverse("model-detail", args=["reference"])).content.decode()
     budget = page.split("data-agent-budget>")[1].split("</fieldset>")[0]
     assert "e+0" not in budget and ",000 tokens" in budget
+
+
+def test_the_leaderboards_token_cells_have_thousands_separators():
+    from types import SimpleNamespace
+
+    from evaluation.selectors import LEADERBOARD_COLUMNS
+    from evaluation.templatetags.leaderboard import leaderboard_cell
+
+    tokens = next(c for c in LEADERBOARD_COLUMNS if c.key == "tokens")
+    row = SimpleNamespace(tokens=1234567, score=None)
+    assert leaderboard_cell(row, tokens) == "1,234,567"

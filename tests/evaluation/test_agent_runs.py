@@ -446,7 +446,7 @@ def test_the_item_page_shows_the_transcript_and_downloads_it_only_where_the_item
     page = client.get(reverse("run-item", args=[run.pk, shown.pk])).content.decode()
     assert "The agent's trajectory" in page and "Ended: <strong>turn budget</strong>" in page
     assert "cost unavailable" in page, "an unknown cost is said, never 0"
-    assert "5000 characters (show)" in page, "a long output is folded"
+    assert "5,000 characters (show)" in page, "a long output is folded"
     document = client.get(reverse("run-item-trajectory", args=[run.pk, shown.pk])).json()
     assert (document["ended_by"], document["usage"]["cost"], len(document["steps"])) == ("turns", None, 4)
     assert document["steps"][2]["tool_calls"][0]["name"] == "run"
