@@ -37,15 +37,15 @@ def code_html(text: str, language: str = "python") -> SafeString:
     return mark_safe(highlight(text, _lexer(language), _FORMATTER))
 
 
-def answer_diff(*, reference: str, answer: str) -> str:
-    """A unified diff from the reference snippet to the model's code as the test ran it, indentation included (the
-    splice takes an answer's lines unchanged, so a dedented answer is a real difference); "" when they are the
-    same."""
+def answer_diff(*, reference: str, answer: str, labels: tuple[str, str] = ("reference", "model's answer")) -> str:
+    """A unified diff from the reference snippet (or another start, named in `labels`) to the model's code as the
+    test ran it, indentation included (the splice takes an answer's lines unchanged, so a dedented answer is a real
+    difference); "" when they are the same."""
     before = reference.rstrip().splitlines()
     after = answer.rstrip().splitlines()
     if before == after:
         return ""
-    return "\n".join(difflib.unified_diff(before, after, "reference", "model's answer", lineterm="", n=3)) + "\n"
+    return "\n".join(difflib.unified_diff(before, after, *labels, lineterm="", n=3)) + "\n"
 
 
 def style_css() -> str:

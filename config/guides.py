@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
+from xml.etree.ElementTree import Element
 
 import markdown
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.safestring import mark_safe
+from markdown.extensions import Extension
+from markdown.treeprocessors import Treeprocessor
 
 from common.highlight import CSS_CLASS
 
@@ -32,13 +37,40 @@ PURPOSES = {
 EXAMPLE_PAPER = "dampnest"  # the demo paper the example archive holds
 
 
+# A link between the docs as the repository has them ("LEADERBOARD.md#anchor", "./FORMAT.md", "docs/FORMAT.md").
+_DOC_LINK = re.compile(r"^(?:\./|docs/)?(?P<file>[A-Za-z0-9_-]+\.md)(?P<anchor>#[^\s]*)?$")
+
+
+def guide_link(href: str) -> str:
+    """Where a link in a guide goes in the site: a link to a doc the site serves becomes its guide page (the anchor
+    kept), so the docs link each other as files (read in the repository) and as pages (read here); any other link
+    is left as written."""
+    match = _DOC_LINK.match(href)
+    slug = match and next((s for s, (name, _) in GUIDES.items() if name == match["file"]), None)
+    if not match or slug is None:
+        return href
+    return reverse("guide", args=[slug]) + (match["anchor"] or "")
+
+
+class _GuideLinks(Treeprocessor):
+    def run(self, root: Element) -> None:
+        for link in root.iter("a"):
+            if href := link.get("href"):
+                link.set("href", guide_link(href))
+
+
+class GuideLinks(Extension):
+    def extendMarkdown(self, md: markdown.Markdown) -> None:  # noqa: N802 (Markdown's own name)
+        md.treeprocessors.register(_GuideLinks(md), "guide_links", 1)
+
+
 @lru_cache(maxsize=len(GUIDES))
 def guide_html(filename: str) -> str:
     """The guide as HTML; the file is the repository's own text, so its Markdown is trusted."""
     text = (settings.BASE_DIR / "docs" / filename).read_text(encoding="utf-8")
     return markdown.markdown(
         text,
-        extensions=["fenced_code", "tables", "toc", "codehilite"],
+        extensions=["fenced_code", "tables", "toc", "codehilite", GuideLinks()],
         output_format="html",
         extension_configs={"codehilite": {"css_class": CSS_CLASS, "guess_lang": False}},
     )

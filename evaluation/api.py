@@ -206,7 +206,7 @@ class RunSerializer(serializers.ModelSerializer):
         extra_kwargs = {
             "mode": {
                 "help_text": "single: one prompt, one answer per item; agent: the model worked in a sandbox "
-                "over many turns within agent_budget per item (docs/AGENT_RUNS.md)."
+                "over many turns within agent_budget per item (the agent-runs guide, /guides/agent-runs/)."
             },
             "agent_budget": {
                 "help_text": 'Agent runs: the per-item budget, {"turns", "tokens", "seconds", "cost" '
@@ -343,7 +343,7 @@ class UploadSerializer(serializers.Serializer):
         choices=RUN_MODES,
         default="single",
         help_text='single: each line an answer; agent: each line the snippet body an agent made elsewhere ("code") '
-        'and optionally its "trajectory" (docs/AGENT_RUNS.md).',
+        'and optionally its "trajectory" (the agent-runs guide, /guides/agent-runs/).',
     )
 
 

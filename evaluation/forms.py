@@ -4,13 +4,13 @@ the API calls."""
 from __future__ import annotations
 
 from django import forms
+from django.utils.html import escape
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
-from evaluation.agents.budget import UNITS, release_maximums
-from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
+from evaluation.agents.budget import amount_text, release_maximums
+from evaluation.agents.uploads import AGENT_RUNS_GUIDE, UPLOAD_FORMAT_AGENT_HTML
 from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT
-from evaluation.templatetags.money import usd
 
 PARAMS_HELP = (
     'JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temperature, top_p, top_k, max_tokens, '
@@ -191,15 +191,11 @@ class RunStartForm(forms.Form):
 
 def budget_maximums_text(*, name: str, releases) -> str:
     """The help beside a budget field: blank means the release's maximum, and each release's maximum."""
-    maximums = {release.name: _amount(name, release_maximums(release).as_dict()[name]) for release in releases}
+    maximums = {release.name: amount_text(name, release_maximums(release).as_dict()[name]) for release in releases}
     if len(set(maximums.values())) == 1:
         return f"Blank: the release's maximum, {next(iter(maximums.values()))}."
     listed = "; ".join(f"release {release}: {amount}" for release, amount in maximums.items())
     return f"Blank: the release's maximum ({listed})."
-
-
-def _amount(name: str, value: float) -> str:
-    return usd(value) if name == "cost" else f"{value:g} {UNITS[name]}"
 
 
 class RunUploadForm(forms.Form):
@@ -207,7 +203,7 @@ class RunUploadForm(forms.Form):
 
     file = forms.FileField(
         label="Generations (JSONL)",
-        help_text=UPLOAD_FORMAT + UPLOAD_FORMAT_AGENT,
+        help_text=escape(UPLOAD_FORMAT) + UPLOAD_FORMAT_AGENT_HTML,  # rendered as HTML: the guide's link
         widget=forms.FileInput(attrs={"accept": ".jsonl,.json,.txt,application/jsonl"}),
     )
     release = _releases()
@@ -228,7 +224,7 @@ class RunUploadForm(forms.Form):
         required=False,
         label="Mode",
         help_text='Agent: each line the snippet body an agent made elsewhere ("code") and optionally its '
-        '"trajectory" (docs/AGENT_RUNS.md).',
+        f'"trajectory" (<a href="{AGENT_RUNS_GUIDE}">the agent-runs guide</a>).',
     )
 
     def service_values(self) -> dict:

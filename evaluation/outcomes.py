@@ -193,7 +193,8 @@ def _classified(*, result: ExecResult, harness: HarnessVerdict, manifest: dict |
         return Verdict(
             failed,
             Category.RUNTIME,
-            f"{errors} test(s) raised an error" + (f" ({', '.join(raised)})" if raised else ""),
+            f"{errors} test{'' if errors == 1 else 's'} raised an error"
+            + (f" ({', '.join(raised)})" if raised else ""),
         )
     if "AssertionError" in names or re.search(r"^FAIL: ", output, re.MULTILINE):
         return Verdict(failed, Category.WRONG_RESULT, "the tests' assertions failed")

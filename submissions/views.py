@@ -42,7 +42,11 @@ def signup(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        messages.success(request, "Welcome! You can now submit a paper.")
+        messages.success(
+            request,
+            "Welcome! Submit a paper here, or, as a model developer, register a model under My models to start "
+            "runs or upload results.",
+        )
         return redirect("submission-list")
     return render(request, "registration/signup.html", {"form": form})
 

@@ -74,3 +74,47 @@ def test_submitting_guide_links_an_example_archive_the_form_takes_whole(client, 
     submission.refresh_from_db()
     assert submission.draft["intake"]["problem_set"] and draft_problems(submission.draft) == []
     assert submission.draft["metadata"]["id"] == "dampnest" and submission.draft["annotated_paths"] == ["optimizer.py"]
+
+
+def test_links_between_the_docs_become_guide_pages():
+    from config.guides import guide_link
+
+    assert guide_link("LEADERBOARD.md") == "/guides/leaderboard/"
+    anchored = "AGENT_RUNS.md#bring-your-own-agent-uploads"
+    assert guide_link(anchored) == "/guides/agent-runs/#bring-your-own-agent-uploads"
+    assert guide_link("docs/FORMAT.md") == "/guides/format/"
+    # Anything else is left as written: another file, an anchor, an address.
+    assert guide_link("NOTES.md") == "NOTES.md"
+    assert guide_link("#usage") == "#usage"
+    assert guide_link("https://example.org/LEADERBOARD.md") == "https://example.org/LEADERBOARD.md"
+
+
+def test_every_relative_link_in_every_guide_resolves(client):
+    """Every link a guide page holds that stays on the site (relative, root-relative or an anchor) answers 200, and
+    its anchor names an element of the page it lands on. Before the rewrite, /guides/agent-runs/ linked
+    LEADERBOARD.md, i.e. /guides/agent-runs/LEADERBOARD.md, a 404; this test failed on it."""
+    from urllib.parse import urljoin, urlsplit
+
+    pages: dict[str, str] = {}
+
+    def page(path: str) -> str:
+        if path not in pages:
+            response = client.get(path)
+            assert response.status_code == 200, path
+            pages[path] = response.content.decode() if "html" in response.get("Content-Type", "") else ""
+        return pages[path]
+
+    checked = 0
+    for slug in ["", *GUIDES]:
+        here = f"/guides/{slug}/" if slug else "/guides/"
+        body = page(here)
+        main = body[body.index("<main") :]  # the guide itself, not the site's navigation
+        for href in re.findall(r'href="([^"]+)"', main):
+            if urlsplit(href).scheme or href.startswith("//"):
+                continue
+            target = urlsplit(urljoin("http://testserver" + here, href.replace("&amp;", "&")))
+            landed = page(target.path)
+            if target.fragment:
+                assert f'id="{target.fragment}"' in landed, f"{here}: {href} names no element"
+            checked += 1
+    assert checked >= 4, "the guides link each other"

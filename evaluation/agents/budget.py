@@ -13,9 +13,11 @@ from decimal import Decimal
 from django.conf import settings
 
 from benchmarks.validators import agent_seconds_problem
+from evaluation.templatetags.money import usd
 
 BUDGETS = ("turns", "tokens", "seconds", "cost")
 UNITS = {"turns": "turns", "tokens": "tokens", "seconds": "s", "cost": "USD"}
+NOT_GIVEN = "not given (uploaded)"  # an uploaded run or trajectory that did not say its budget
 
 
 # How the run form and every refusal name each budget.
@@ -125,10 +127,32 @@ class Usage:
         return ""
 
 
+def amount_text(name: str, value: float | None) -> str:
+    """One budget as a page says it: "8 turns", "1,000,000 tokens", "600 s", "$0.50" (the site's money format)."""
+    if name == "cost":
+        return usd(value)
+    if value is None:
+        return "unavailable"
+    if name == "seconds":
+        return f"{value:,.0f} s"
+    count = int(value)
+    return f"{count:,} {UNITS[name] if count != 1 else UNITS[name].removesuffix('s')}"
+
+
+def budget_text(budget: dict | None) -> str:
+    """A budget as pages say it, from the budgets it gives (an upload may give some or none: the rest is said not
+    given, never guessed)."""
+    given = [amount_text(name, (budget or {})[name]) for name in BUDGETS if name in (budget or {})]
+    if not given:
+        return NOT_GIVEN
+    missing = [UNITS[name] if name != "seconds" else "wall time" for name in BUDGETS if name not in (budget or {})]
+    return ", ".join(given) + (f" ({', '.join(missing)} not given)" if missing else "")
+
+
 def left_text(left: dict) -> str:
     """What is left, as the model reads it every turn."""
-    cost = "unknown (the model's price is not known)" if left["cost"] is None else f"{left['cost']:.4f} USD"
+    cost = "unknown (the model's price is not known)" if left["cost"] is None else usd(left["cost"])
     return (
-        f"{left['turns']} turn(s), {left['tokens']} token(s), {max(0.0, left['seconds']):.0f} s of wall time, "
-        f"cost {cost}"
+        f"{amount_text('turns', left['turns'])}, {amount_text('tokens', left['tokens'])}, "
+        f"{max(0.0, left['seconds']):,.0f} s of wall time, cost {cost}"
     )

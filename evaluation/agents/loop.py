@@ -30,20 +30,21 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from evaluation.agents.budget import Budget, Usage, left_text
+from evaluation.agents.budget import Budget, Usage, amount_text, left_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.policies import Policy
 from evaluation.agents.tools import SUBMIT, WRITING_TOOLS, tool_call
 from evaluation.agents.workspace import Workspace
 from evaluation.llm import ModelCallError
 from evaluation.sandbox import Limits, Session
+from evaluation.templatetags.money import usd
 
 SYSTEM_PROMPT = """\
 You are implementing one block of code from a research paper's repository, working in a sandbox.
 
 The repository is in your workspace, /sandbox (the paper's text, if given, is there too). In `{path}` the block \
 "{name}" is replaced by two placeholder lines starting `# TODO: Implement block "{name}"`. Replace those two lines \
-with the block's code (about {loc} line(s), at the placeholder's indentation) using the file tools, then call \
+with the block's code (about {lines}, at the placeholder's indentation) using the file tools, then call \
 `submit`. Your answer is what stands between the lines before and after the placeholder when you submit (or when a \
 budget runs out): do not change any other line of `{path}`, or no answer can be read from it. Changes to other files \
 are yours to test with, but they do not reach the grader's tests, which are not in the workspace.
@@ -52,7 +53,7 @@ Tools: `run` runs a shell command in /sandbox with the task's Python environment
 {command_seconds:.0f} s, each output stream cut at {output_bytes} bytes; every process it started ends with it. \
 `read_file`, `write_file`, `edit_file` (replace one exact occurrence), `list_files`, `submit`.
 
-Your budget for this item: {turns} turns (model calls), {tokens} tokens in and out, {seconds:.0f} s of wall time, \
+Your budget for this item: {turns} (model calls), {tokens} in and out, {seconds:,.0f} s of wall time, \
 {cost}. After each turn you are told what is left.\
 """
 
@@ -61,11 +62,11 @@ def system_prompt(*, path: str, name: str, loc: int, budget: Budget, command_sec
     return SYSTEM_PROMPT.format(
         path=path,
         name=name,
-        loc=loc,
-        turns=budget.turns,
-        tokens=budget.tokens,
+        lines=f"{loc} line{'' if loc == 1 else 's'}",
+        turns=amount_text("turns", budget.turns),
+        tokens=amount_text("tokens", budget.tokens),
         seconds=budget.seconds,
-        cost=f"{budget.cost:g} USD",
+        cost=usd(budget.cost),
         command_seconds=command_seconds,
         output_bytes=output_bytes,
     )
@@ -238,6 +239,8 @@ def turn_take(*, trajectory: AgentTrajectory, policy: Policy, budget: Budget, no
     try:
         turn = policy(messages, budget.seconds - usage.seconds)
     except ModelCallError as exc:
+        if not usage.turns:  # no call was priced: what the item cost is unknown, never $0.00
+            usage.cost = None
         if exc.deadline_passed or tick() <= 0:  # the budget ran out waiting on the model: scored as it stands
             tick()
             steps.record(

@@ -7,6 +7,8 @@ from decimal import Decimal
 
 from django.db.models import Count, Q, Sum
 
+from benchmarks.paper2code.markers import code_indent
+from common.highlight import answer_diff
 from evaluation.agents.models import AgentTrajectory
 
 TRAJECTORY_FORMAT = "rcb-agent-trajectory/1"
@@ -20,6 +22,25 @@ def trajectory_of(*, outcome) -> AgentTrajectory | None:
         .prefetch_related("steps")
         .first()
     )
+
+
+# The diff's two sides, as the item page names them.
+DIFF_LABELS = ("the masked start (the placeholder)", "the agent's final snippet body")
+
+
+def answer_against_start(*, outcome) -> str:
+    """What the agent changed where it was asked to: a unified diff from the placeholder lines the masked file had
+    to the snippet body read from its final file ("" when there is no answer or it left the placeholder as it
+    was). The final file itself is not kept once the item is scored; edits elsewhere never reach the test."""
+    generation = outcome.generation
+    if generation is None or not generation.extracted_code:
+        return ""
+    snippet = outcome.snippet
+    indent = code_indent(snippet.reference_code)
+    placeholder = (
+        f'{indent}# TODO: Implement block "{snippet.name}"\n{indent}# Approximately {snippet.loc} line(s) of code.\n'
+    )
+    return answer_diff(reference=placeholder, answer=generation.extracted_code, labels=DIFF_LABELS)
 
 
 def trajectory_document(*, trajectory: AgentTrajectory) -> dict:

@@ -52,6 +52,7 @@ from evaluation.pipeline import SANDBOX_RETRIES, item, item_current, item_ended,
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
+from evaluation.templatetags.money import usd
 from operations.watchdog import database_outage_outlasted
 
 logger = logging.getLogger(__name__)
@@ -70,14 +71,19 @@ def _ended_text(trajectory: AgentTrajectory) -> str:
     said: dict[str, str] = {
         AgentTrajectory.End.SUBMITTED: "the agent submitted",
         AgentTrajectory.End.TURNS: f"the turn budget ran out ({trajectory.turns} of {budget.get('turns')} turns)",
-        AgentTrajectory.End.TOKENS: f"the token budget ran out ({trajectory.tokens} of {budget.get('tokens')})",
+        AgentTrajectory.End.TOKENS: f"the token budget ran out ({trajectory.tokens:,} of {budget.get('tokens', 0):,})",
         AgentTrajectory.End.SECONDS: f"the wall-time budget ran out ({trajectory.seconds:.0f} of "
         f"{budget.get('seconds'):g} s)",
-        AgentTrajectory.End.COST: f"the cost budget ran out ({trajectory.cost} of {budget.get('cost'):g} USD)",
+        AgentTrajectory.End.COST: f"the cost budget ran out ({usd(trajectory.cost)} of {usd(budget.get('cost'))})",
         AgentTrajectory.End.DISK: "the workspace went over its disk or file limit",
         AgentTrajectory.End.STORAGE: "the trajectory reached its size cap",
     }
     return said.get(trajectory.ended_by, trajectory.get_ended_by_display())
+
+
+def ended_detail(ended: str, detail: str) -> str:
+    """An agent item's outcome detail: what ended the agent, then what the test said (if it said anything)."""
+    return f"{ended}; {detail}" if detail.strip() else f"{ended}."
 
 
 def _files(run: EvaluationRun, snippet) -> tuple[dict[str, bytes], MaskedFile]:
@@ -246,7 +252,7 @@ def item_agent(
             item_run = item_execute(
                 snippet=snippet, code=generation.extracted_code, limits=limits, failures=build_failures
             )
-            verdict = replace(item_run.verdict, detail=f"{ended}; {item_run.verdict.detail}")
+            verdict = replace(item_run.verdict, detail=ended_detail(ended, item_run.verdict.detail))
             services.outcome_record(
                 run=run,
                 snippet=snippet,
@@ -388,7 +394,7 @@ def _uploaded_score(*, run: EvaluationRun, snippet, sample: int, limits, worker:
             run=run,
             snippet=snippet,
             sample=sample,
-            verdict=replace(item_run.verdict, detail=f"{ended}; {item_run.verdict.detail}"),
+            verdict=replace(item_run.verdict, detail=ended_detail(ended, item_run.verdict.detail)),
             generation=generation,
             result=item_run.result,
             backend=item_run.backend,

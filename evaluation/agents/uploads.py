@@ -79,10 +79,17 @@ USAGE_MAX = {
 }
 CALL_ID_CHARS = 200
 TOOL_NAME_CHARS = 50
-UPLOAD_FORMAT_AGENT = (
+# The agent part of the upload format; {schema} names where the trajectory schema is documented (the guide page:
+# a link on the site's form, its address in the API's description).
+UPLOAD_FORMAT_AGENT_TEMPLATE = (
     ' Mode "agent" (an agent run made elsewhere): each line gives the final snippet body as "code" (never "answer") '
-    'and may add "trajectory", the agent\'s steps in the schema docs/AGENT_RUNS.md documents '
+    'and may add "trajectory", the agent\'s steps in the schema {schema} documents '
     '("format": "rcb-agent-trajectory/1"; no "run"; "snippet" and "sample", if given, the line\'s own).'
+)
+AGENT_RUNS_GUIDE = "/guides/agent-runs/"  # config.guides serves docs/AGENT_RUNS.md there
+UPLOAD_FORMAT_AGENT = UPLOAD_FORMAT_AGENT_TEMPLATE.format(schema=f"the agent-runs guide ({AGENT_RUNS_GUIDE})")
+UPLOAD_FORMAT_AGENT_HTML = UPLOAD_FORMAT_AGENT_TEMPLATE.format(
+    schema=f'the <a href="{AGENT_RUNS_GUIDE}">agent-runs guide</a>'
 )
 
 
@@ -408,11 +415,27 @@ def trajectories_store(*, run, rows) -> int:
     return len(trajectories)
 
 
+# What ended an agent item, as a clause ("... after 3 turns"): for the outcome detail of an uploaded item.
+ENDED_SAID: dict[str, str] = {
+    AgentTrajectory.End.RUNNING: "it was still running",
+    AgentTrajectory.End.SUBMITTED: "the agent submitted",
+    AgentTrajectory.End.TURNS: "its turn budget ran out",
+    AgentTrajectory.End.TOKENS: "its token budget ran out",
+    AgentTrajectory.End.SECONDS: "its wall-time budget ran out",
+    AgentTrajectory.End.COST: "its cost budget ran out",
+    AgentTrajectory.End.MODEL_ERROR: "the model call failed",
+    AgentTrajectory.End.STORAGE: "its trajectory reached its size cap",
+    AgentTrajectory.End.DISK: "its workspace went over its disk limit",
+    AgentTrajectory.End.ERROR: "the item failed",
+}
+
+
 def uploaded_ended_text(trajectory: AgentTrajectory | None) -> str:
     """The start of an uploaded agent item's outcome detail: self-reported, and what the uploader says ended it."""
     if trajectory is None:
         return "an uploaded agent answer without a trajectory (self-reported)"
+    turns = f"{trajectory.turns:,} turn{'' if trajectory.turns == 1 else 's'}"
     return (
-        f"an uploaded agent answer (self-reported: ended by {trajectory.get_ended_by_display()} after "
-        f"{trajectory.turns} turn(s))"
+        f"an uploaded agent answer (self-reported: {ENDED_SAID.get(trajectory.ended_by, trajectory.ended_by)} "
+        f"after {turns})"
     )

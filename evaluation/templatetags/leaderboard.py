@@ -155,4 +155,6 @@ def leaderboard_cell(row, column) -> str:
         return value.strftime("%Y-%m-%d") if value else "unknown"
     if column.kind == "decimal":
         return usd(value)
+    if column.kind == "int" and column.key.endswith("tokens") and isinstance(value, int):
+        return f"{value:,}"  # token counts with thousands separators, as on every page
     return str(value) if value not in (None, "") else "—"

@@ -21,7 +21,7 @@ from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.policies import model_policy
 from evaluation.agents.workspace import Workspace, answer_read, masked_split, workspace_files
 from evaluation.llm import ModelCall
-from evaluation.models import EvaluationRun, ModelEntry
+from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.sandbox import Environment, Limits
 from evaluation.sandbox.local import LocalBackend, LocalSession
 from evaluation.taskfiles import task_files, task_hidden_files
@@ -309,7 +309,7 @@ def test_a_scripted_model_edits_runs_and_submits_and_every_step_is_stored(versio
     assert (body, problem) == (snippet.reference_code, "")
     steps = list(AgentStep.objects.filter(trajectory=trajectory))
     assert [s.role for s in steps[:4]] == ["system", "user", "assistant", "tool"]
-    assert "10 turns" in steps[0].content and "100000 tokens" in steps[0].content
+    assert "10 turns" in steps[0].content and "100,000 tokens" in steps[0].content and "$1.00" in steps[0].content
     tool_outputs = {s.tool_name: s.content for s in steps if s.role == "tool"}
     assert snippet.file_path in tool_outputs["list_files"] and task.test_entry_point not in tool_outputs["list_files"]
     assert "TODO: Implement block" in tool_outputs["read_file"]
@@ -317,11 +317,11 @@ def test_a_scripted_model_edits_runs_and_submits_and_every_step_is_stored(versio
     assert "[output cut at 16384 bytes per stream]" in tool_outputs["run"]
     # What is left is said after each turn, and stored with every step.
     notes = [s.content for s in steps if s.role == "user"][1:]
-    assert notes[0].startswith("Budget left: 9 turn(s)") and notes[-1].startswith("Budget left: 6 turn(s)")
+    assert notes[0].startswith("Budget left: 9 turns, ") and notes[-1].startswith("Budget left: 6 turns, ")
     assert [s.budget_left["turns"] for s in steps if s.role == "assistant"] == [9, 8, 7, 6, 5]
     sent = requests[1].body["messages"]  # the model is told what is left, after the tool's output
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
-    assert sent[-1]["content"].startswith("Budget left: 9 turn(s)") and sent[3]["tool_call_id"] == "call_0"
+    assert sent[-1]["content"].startswith("Budget left: 9 turns, ") and sent[3]["tool_call_id"] == "call_0"
     trajectory.refresh_from_db()
     assert (trajectory.ended_by, trajectory.turns) == ("submitted", 5)
     assert trajectory.prompt_tokens > 0 and trajectory.completion_tokens == 10  # "turn N": two words a turn
@@ -471,7 +471,7 @@ def test_the_item_page_shows_the_transcript_and_downloads_it_only_where_the_item
     page = client.get(reverse("run-item", args=[run.pk, shown.pk])).content.decode()
     assert "The agent's trajectory" in page and "Ended: <strong>turn budget</strong>" in page
     assert "cost unavailable" in page, "an unknown cost is said, never 0"
-    assert "5000 characters (show)" in page, "a long output is folded"
+    assert "5,000 characters (show)" in page, "a long output is folded"
     document = client.get(reverse("run-item-trajectory", args=[run.pk, shown.pk])).json()
     assert (document["ended_by"], document["usage"]["cost"], len(document["steps"])) == ("turns", None, 4)
     assert document["steps"][2]["tool_calls"][0]["name"] == "run"
@@ -897,3 +897,27 @@ def test_a_near_copy_of_the_reference_in_any_text_file_is_hidden(media_root, tmp
     task = version.tasks.get(paper__slug=snippet.task.paper.slug)
     hidden = hidden_files(task)
     assert {"ref_crlf.py", "notes/impl.txt"} <= hidden and "innocent.txt" not in hidden
+
+
+def test_a_failed_first_model_call_leaves_the_items_cost_unknown_never_zero(version, workspace_dir, tmp_path, client):
+    """The endpoint refuses the first call (a 400, not retried): no call was priced, so the trajectory's cost is
+    unknown and every page says "unavailable". Before, the loop kept the Decimal(0) it starts with and the item page
+    said "cost $0.00" while the run said "unavailable"."""
+    budget = Budget(turns=10, tokens=100000, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    with openai_server(failures=[400]) as server:
+        end, _, _, trajectory = _loop(run, snippet, server, tmp_path, budget)
+    trajectory.refresh_from_db()
+    assert (end.ended_by, trajectory.turns, trajectory.cost) == ("model_error", 0, None)
+    failed = trajectory.steps.get(role="assistant")
+    assert failed.content.startswith("[the model call failed") and failed.cost is None
+
+    generation = services.generation_record(
+        run=run, snippet=snippet, sample=0, prompt="p", raw_answer="", prompt_tokens=None, completion_tokens=None
+    )
+    outcome = Outcome.objects.create(run=run, snippet=snippet, status="failed", generation=generation)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="completed")
+    page = client.get(reverse("run-item", args=[run.pk, outcome.pk])).content.decode()
+    head = page.split('id="trajectory-heading"')[1].split("</p>")[0]
+    assert "cost unavailable" in head and "$0.00" not in head
+    assert "· cost unavailable" in page.split('class="step step-assistant"')[1].split("</li>")[0]

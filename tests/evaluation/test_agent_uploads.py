@@ -390,7 +390,7 @@ def test_an_uploaded_agent_run_is_scored_on_the_same_path_by_a_real_worker(
     assert outcomes[rows[1]["id"]].status != "passed"
     assert {o.status for key, o in outcomes.items() if key != rows[1]["id"]} == {"passed"}
     first = outcomes[rows[0]["id"]]
-    assert first.detail.startswith("an uploaded agent answer (self-reported: ended by submitted after 1 turn(s))")
+    assert first.detail.startswith("an uploaded agent answer (self-reported: the agent submitted after 1 turn)")
     assert outcomes[rows[2]["id"]].detail.startswith("an uploaded agent answer without a trajectory (self-reported)")
 
 

@@ -83,7 +83,8 @@ def test_starts_and_cold_items_reach_the_manifest_the_operations_page_and_the_ru
     client.force_login(maintainer)
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert "data-forkserver-cold" in page and f"environment {environment.hash[:12]} (bwrap)" in page
-    assert "2 item(s) ran warm in forks, 1 started cold" in page
+    assert "2 items started warm (forked from a preloaded interpreter), 1 started cold" in page
+    assert "the fork server started 2 times:" in page and "start(s)" not in page
     operations = client.get("/operations/").content.decode()
     row = operations[operations.index(f'data-forkserver-run="{run.pk}"') :]
     assert "first 1, new imports 1" in row[:2000] and "other limits" in row[:2000]

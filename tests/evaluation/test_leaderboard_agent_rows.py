@@ -70,7 +70,7 @@ def test_the_cost_column_gives_the_runs_total_and_per_item_cost(client, release)
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     paid_row = next(r for r in table_rows(body) if reverse("run-detail", args=[run.pk]) in r)
     total = Decimal("0.002") * items
-    assert f'{usd(total)} <span class="muted per-item">($0.0020/item)</span>' in paid_row
+    assert f'{usd(total)} <span class="muted per-item">($0.002/item)</span>' in paid_row
     free_row = next(r for r in table_rows(body) if reverse("run-detail", args=[free.pk]) in r)
     assert "$0.00 <span" in free_row, "a known zero cost is $0.00, not unavailable"
     record = next(r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json() if r["run"] == run.pk)
@@ -179,7 +179,7 @@ def test_the_cost_against_score_view_labels_each_point_and_marks_the_pareto_fron
     assert ">Best (agent, with paper)</text>" in figure and ">Waste (with paper)</text>" in figure
     assert f'data-run="{waste.pk}"' in figure and "on the Pareto front</title>" in figure
     table = figure.split("<table>")[1]  # the fallback: the same numbers as a table
-    assert '<th scope="row">Best (agent, with paper)</th><td class="num">$0.5000</td><td class="num">100.0%' in table
+    assert '<th scope="row">Best (agent, with paper)</th><td class="num">$0.50</td><td class="num">100.0%' in table
 
 
 @pytest.mark.parametrize(
@@ -191,7 +191,10 @@ def test_the_cost_against_score_view_labels_each_point_and_marks_the_pareto_fron
         (Decimal("12.5"), "$12.50"),
         (1234.5, "$1,234.50"),
         (Decimal("0.0123"), "$0.0123"),
-        (0.002, "$0.0020"),
+        (0.002, "$0.002"),  # was "$0.0020": below $1 four significant digits, trailing zeros dropped to cents
+        (0.5, "$0.50"),  # was "$0.5000"
+        (Decimal("0.123456"), "$0.1235"),
+        (5, "$5.00"),
         (Decimal("0.000012"), "$0.000012"),
     ],
 )
@@ -241,9 +244,9 @@ def test_the_run_page_sums_an_agent_run_and_the_item_page_shows_the_trajectory_f
     _agent_item(run, second, turns=1, ended_by="turns", cost=Decimal("0.5"))
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     summary = page.split('id="agent-summary-heading"')[1].split("</section>")[0]
-    assert "1 turn, 1 token, 60 s, $0.5000" in summary, "singular, and the one money format"
+    assert "1 turn, 1 token, 60 s, $0.50" in summary, "singular, and the one money format"
     assert "submitted: 1 item; turn budget: 1 item" in summary
-    assert "2 turns in total" in summary and "$0.7500" in summary
+    assert "2 turns in total" in summary and "$0.75" in summary
     _agent_item(run, third, turns=3, ended_by="turns", cost=None)
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     summary = page.split('id="agent-summary-heading"')[1].split("</section>")[0]
@@ -252,7 +255,7 @@ def test_the_run_page_sums_an_agent_run_and_the_item_page_shows_the_trajectory_f
     item = client.get(reverse("run-item", args=[run.pk, outcome.pk])).content.decode()
     assert "after 1 turn," in item and "1 turns" not in item and "left: 1 turn, 1 token" in item
     assert item.index("The agent's trajectory") < item.index('id="answer-heading"'), "before the long code panels"
-    assert "cost $0.2500" in item
+    assert "cost $0.25" in item
 
     single = EvaluationRun.objects.create(model=run.model, version=release, status="completed")
     assert 'id="agent-summary-heading"' not in client.get(reverse("run-detail", args=[single.pk])).content.decode()

@@ -106,6 +106,6 @@ def test_mostly_raising_tests_are_a_runtime_error_not_a_wrong_result(session):
     """Two of three failing tests raise (a TypeError) and one asserts: the answer is broken, not merely wrong."""
     verdict, _ = judge(session, "def trim(xs):\n    return None\ndef scale(x):\n    return x\n", test=MIXED_TEST)
     assert (verdict.status, verdict.category) == ("failed", "runtime"), verdict.detail
-    assert verdict.detail.startswith("2 test(s) raised an error (TypeError)"), verdict.detail
+    assert verdict.detail.startswith("2 tests raised an error (TypeError)"), verdict.detail
     verdict, _ = judge(session, "def trim(xs):\n    return xs[:2]\ndef scale(x):\n    return x\n", test=MIXED_TEST)
     assert (verdict.status, verdict.category) == ("failed", "wrong_result"), verdict.detail

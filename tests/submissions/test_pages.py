@@ -135,8 +135,16 @@ def test_signup_logs_in_and_lists_submissions(client):
             "password2": "a-long-pass-phrase-9",
         },
     )
-    assert response.status_code == 302
-    assert client.get(reverse("submission-list")).status_code == 200
+    assert response.status_code == 302 and response["Location"] == reverse("submission-list")
+    landed = client.get(reverse("submission-list")).content.decode()
+    assert "Submit a paper here" in landed and "register a model under My models" in landed, "both kinds of user"
+
+
+def test_the_signup_page_speaks_to_authors_and_model_developers(client):
+    page = client.get(reverse("signup")).content.decode()
+    assert "submit papers and follow their review" in page
+    assert "register models, start runs" in page and "upload results" in page
+    assert f'href="{reverse("guide", args=["leaderboard"])}"' in page
 
 
 def test_password_reset_sends_a_mail(client, author, mailoutbox):
