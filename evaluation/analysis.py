@@ -187,7 +187,7 @@ FAILURE_SEGMENTS = (
     *(
         (c.value, c.label)
         for c in Outcome.Category
-        if c not in (Outcome.Category.NONE, Outcome.Category.INFRASTRUCTURE)
+        if c not in (Outcome.Category.NONE, Outcome.Category.INFRASTRUCTURE, Outcome.Category.MODEL_CALL)
     ),
     (UNCLASSIFIED, "Failed, not classified (reported results)"),
 )

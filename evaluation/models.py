@@ -284,6 +284,8 @@ class Outcome(models.Model):
         FORBIDDEN = "forbidden", "Uses hidden test or reference code"
         TAMPERING = "tampering", "Tampers with its test"
         INFRASTRUCTURE = "infrastructure", "Infrastructure"
+        # The model's endpoint refused or could not be reached (a wrong key, a provider down): the model's failure.
+        MODEL_CALL = "model_call", "Model call failed"
 
     run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="outcomes")
     snippet = models.ForeignKey(Snippet, on_delete=models.PROTECT, related_name="+")

@@ -29,6 +29,12 @@ class Verdict:
     tests: tuple[dict, ...] = ()
 
 
+def model_call_failed(error: str) -> Verdict:
+    """An item whose model could not be called (single-shot or agent): no answer, an error never scored, said to be
+    the model's or its provider's failure (its key, its endpoint), not the platform's."""
+    return Verdict(Outcome.Status.ERROR, Outcome.Category.MODEL_CALL, f"no answer: {error}")
+
+
 def outcome_flag(verdict: Verdict, findings: list[dict]) -> Verdict:
     """An answer with audit findings is neither passed nor failed until a maintainer reviews it."""
     if not findings or verdict.status == Outcome.Status.ERROR:

@@ -18,7 +18,7 @@ from evaluation import services
 from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import item_execute, limits_for_release
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
-from evaluation.outcomes import Verdict
+from evaluation.outcomes import Verdict, model_call_failed
 from evaluation.routing import GPU_QUEUE
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
@@ -144,8 +144,9 @@ def generate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
             generation = services.generation_record(
                 run=run, snippet=snippet, sample=sample, prompt=prompt, error=str(exc)
             )
-            verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {exc}")
-            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+            services.outcome_record(
+                run=run, snippet=snippet, sample=sample, verdict=model_call_failed(str(exc)), generation=generation
+            )
             if not services.run_pause_if_failing(run=run):
                 item_ended(run)
             return

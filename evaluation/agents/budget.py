@@ -92,30 +92,35 @@ def budget_for_run(*, version, requested: dict | None) -> Budget:
 
 @dataclass
 class Usage:
-    """What an item has used so far; cost None once any turn's cost was unknown (the cost budget then can't bind)."""
+    """What an item has used so far; cost None until a turn was priced and once any turn's cost was unknown (the
+    cost budget then can't bind): a model whose every call failed cost an unknown amount, never a shown $0."""
 
     turns: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
-    cost: Decimal | None = Decimal(0)
+    cost: Decimal | None = None
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def add_turn(self, *, prompt_tokens: int | None, completion_tokens: int | None, cost: float | None) -> None:
+        first = not self.turns
         self.turns += 1
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
-        self.cost = None if cost is None or self.cost is None else self.cost + Decimal(str(cost))
+        if cost is None or (self.cost is None and not first):
+            self.cost = None
+        else:
+            self.cost = (self.cost or Decimal(0)) + Decimal(str(cost))
 
     def left(self, budget: Budget) -> dict:
         return {
             "turns": budget.turns - self.turns,
             "tokens": budget.tokens - self.tokens,
             "seconds": round(budget.seconds - self.seconds, 1),
-            "cost": None if self.cost is None else round(budget.cost - float(self.cost), 6),
+            "cost": None if self.cost is None and self.turns else round(budget.cost - float(self.cost or 0), 6),
         }
 
     def exhausted(self, budget: Budget) -> str:

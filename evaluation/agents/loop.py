@@ -34,7 +34,7 @@ from evaluation.agents.budget import Budget, Usage, amount_text, left_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.policies import Policy
 from evaluation.agents.tools import SUBMIT, WRITING_TOOLS, tool_call
-from evaluation.agents.workspace import Workspace
+from evaluation.agents.workspace import Workspace, snapshot_delete
 from evaluation.llm import ModelCallError
 from evaluation.sandbox import Limits, Session
 from evaluation.templatetags.money import usd
@@ -113,6 +113,7 @@ class TurnEnd:
     ended_by: str = ""
     tools: bool = False
     error: str = ""
+    attempts: int = 0  # the failed model call's attempts (ended_by model_error)
 
 
 class _Steps:
@@ -172,7 +173,7 @@ def usage_stored(trajectory: AgentTrajectory) -> Usage:
         prompt_tokens=trajectory.prompt_tokens,
         completion_tokens=trajectory.completion_tokens,
         seconds=trajectory.seconds,
-        cost=trajectory.cost if trajectory.turns else Decimal(0),
+        cost=trajectory.cost if trajectory.turns else None,
     )
 
 
@@ -255,7 +256,7 @@ def turn_take(*, trajectory: AgentTrajectory, policy: Policy, budget: Budget, no
             role=AgentStep.Role.ASSISTANT, content=f"[the model call failed: {exc}]", usage=usage, budget=budget
         )
         ended = AgentTrajectory.End.MODEL_ERROR
-        return TurnEnd(steps.flush(usage, ended), ended_by=ended, error=str(exc))
+        return TurnEnd(steps.flush(usage, ended), ended_by=ended, error=str(exc), attempts=exc.attempts)
     usage.add_turn(prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens, cost=turn.cost)
     tick()
     content = turn.message.get("content")
@@ -415,6 +416,16 @@ def trajectory_start(*, run, snippet, sample: int, budget: Budget) -> AgentTraje
     """The item's trajectory: begun now, or the one an earlier attempt left (its steps and usage kept: the item
     resumes from its last stored step)."""
     trajectory, _ = AgentTrajectory.objects.get_or_create(
-        run=run, snippet=snippet, sample=sample, defaults={"budget": budget.as_dict(), "cost": Decimal(0)}
+        run=run, snippet=snippet, sample=sample, defaults={"budget": budget.as_dict(), "cost": None}
     )
     return trajectory
+
+
+def trajectories_restart(*, run, items: Iterable[tuple[int, int]]) -> None:
+    """Items (snippet id, sample) whose model call failed, on a resume of their paused run: they start over, as a
+    single-shot item is asked again (their trajectories and stored workspaces go)."""
+    for snippet_id, sample in items:
+        trajectory = AgentTrajectory.objects.filter(run=run, snippet_id=snippet_id, sample=sample).first()
+        if trajectory is not None:
+            snapshot_delete(trajectory.workspace_snapshot)
+            trajectory.delete()

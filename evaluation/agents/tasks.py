@@ -47,7 +47,7 @@ from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, snap
 from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import item_execute, limits_for_release, session_for
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
-from evaluation.outcomes import Verdict
+from evaluation.outcomes import Verdict, model_call_failed
 from evaluation.pipeline import SANDBOX_RETRIES, item, item_current, item_ended, retry_or_error
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
@@ -143,14 +143,14 @@ def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
         try:
             policy = _policy(run, snippet, _files(run, snippet)[1])
         except services.EvaluationError as exc:
-            _model_failed(run, snippet, sample, trajectory, error=str(exc))
+            _model_failed(run, snippet, sample, trajectory, error=str(exc), attempts=1)
             item_agent.delay(run_id, snippet_id, sample, epoch)
             return
         turn = turn_take(trajectory=trajectory, policy=policy, budget=budget)
         if not turn.recorded:
             return
         if turn.error:
-            _model_failed(run, snippet, sample, trajectory, error=turn.error)
+            _model_failed(run, snippet, sample, trajectory, error=turn.error, attempts=turn.attempts)
         stored = trajectory.steps.count()
         if turn.tools or turn.ended_by:
             item_agent.delay(run_id, snippet_id, sample, epoch, stored)
@@ -164,8 +164,11 @@ def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
         _item_failed(run, snippet, sample, exc)
 
 
-def _model_failed(run: EvaluationRun, snippet, sample: int, trajectory: AgentTrajectory, *, error: str) -> None:
-    """The model could not be called: the item's generation is that error (scored as an error, never tested)."""
+def _model_failed(
+    run: EvaluationRun, snippet, sample: int, trajectory: AgentTrajectory, *, error: str, attempts: int
+) -> None:
+    """The model could not be called: the item's generation is that error (scored as an error, never tested). Its
+    attempts count the failed call, as a single-shot generation's do, so the run's pause rule sees it."""
     trajectory.refresh_from_db()
     if trajectory.ended_by != AgentTrajectory.End.MODEL_ERROR:
         AgentTrajectory.objects.filter(pk=trajectory.pk).update(ended_by=AgentTrajectory.End.MODEL_ERROR)
@@ -180,7 +183,7 @@ def _model_failed(run: EvaluationRun, snippet, sample: int, trajectory: AgentTra
         completion_tokens=usage.completion_tokens,
         cost=usage.cost,
         latency=usage.seconds,
-        attempts=min(usage.turns, 32767),
+        attempts=min(usage.turns + max(1, attempts), 32767),
     )
 
 
@@ -236,9 +239,15 @@ def item_agent(
                 return  # the item goes on in its next task
             generation = _answer_record(run=run, snippet=snippet, sample=sample)
         trajectory.refresh_from_db()
-        if generation.error:
-            verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")
-            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+        if generation.error:  # the model call failed: as a single-shot item's, and the same pause rule
+            services.outcome_record(
+                run=run,
+                snippet=snippet,
+                sample=sample,
+                verdict=model_call_failed(generation.error),
+                generation=generation,
+            )
+            _workspace_drop(run, snippet, sample)
             if not services.run_pause_if_failing(run=run):
                 item_ended(run)
             return
@@ -375,10 +384,27 @@ def _workspace_drop(run: EvaluationRun, snippet, sample: int) -> None:
         AgentTrajectory.objects.filter(pk=trajectory.pk).update(workspace_snapshot="")
 
 
+def _uploaded_usage(generation: Generation, trajectory: AgentTrajectory | None) -> Generation:
+    """An uploaded item's generation carries its trajectory's usage, as a live agent item's does (_answer_record), so
+    the run's scores, the leaderboard's cost and the chart count it (self-reported, as the run is). Without a
+    trajectory its usage stays unknown."""
+    if trajectory is None:
+        return generation
+    usage = usage_stored(trajectory)
+    Generation.objects.filter(pk=generation.pk).update(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost=usage.cost,
+        latency=usage.seconds,
+    )
+    generation.refresh_from_db()
+    return generation
+
+
 def _uploaded_score(*, run: EvaluationRun, snippet, sample: int, limits, worker: str) -> None:
     """An uploaded agent run's item: its answer tested on the single-shot path, its trajectory as uploaded."""
-    generation = Generation.objects.get(run=run, snippet=snippet, sample=sample)
     trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
+    generation = _uploaded_usage(Generation.objects.get(run=run, snippet=snippet, sample=sample), trajectory)
     ended = uploaded_ended_text(trajectory)
     if generation.error:
         verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")

@@ -311,6 +311,10 @@ def run_resume(*, run: EvaluationRun) -> int:
             run_quota_check(user=run.created_by)
         if run.pause_reason:
             failed = Generation.objects.filter(run=run).exclude(error="")
+            if run.mode == "agent":
+                from evaluation.agents.loop import trajectories_restart
+
+                trajectories_restart(run=run, items=failed.values_list("snippet_id", "sample"))
             Outcome.objects.filter(run=run, generation__in=failed).delete()
             failed.delete()
         run.status = EvaluationRun.Status.RUNNING
