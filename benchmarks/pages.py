@@ -3,7 +3,8 @@ difficulty table (evaluation), a draft release's validation section (submissions
 
 Benchmarks sits below those apps and imports neither; each registers what it shows in its `AppConfig.ready()`, the
 way lost work is registered with `operations.watchdog`. A page asks `page_extras(page, ...)` for the context the
-others add; with an app not installed, its part is simply absent.
+others add. Only the Python imports are decoupled: the benchmarks templates still include those apps' partials and
+name their URLs.
 """
 
 from __future__ import annotations

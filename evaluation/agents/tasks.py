@@ -128,7 +128,7 @@ def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
     run, snippet = item(run_id, snippet_id)
     if not item_current(run, epoch):
         return
-    assert run is not None  # _item_current: a current run
+    assert run is not None  # pipeline.item_current: a current run
     trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
     if (
         trajectory is None
@@ -197,7 +197,7 @@ def item_agent(
     run, snippet = item(run_id, snippet_id)
     if not item_current(run, epoch):
         return
-    assert run is not None  # _item_current: a current run
+    assert run is not None  # pipeline.item_current: a current run
     if Outcome.objects.filter(run=run, snippet=snippet, sample=sample).exists():
         item_ended(run)
         return

@@ -59,7 +59,7 @@ def test_calibration_agents_score_100_and_0_through_a_worker(
     zero = RunScore.objects.get(run=runs["placeholder"], paper=None, split="")
     assert (zero.items, zero.passed, zero.failed, zero.errors, zero.scaled_pass_rate) == (33, 0, 33, 0, 0.0)
     assert set(Outcome.objects.filter(run__in=runs.values()).values_list("sandbox_backend", flat=True)) == {backend}
-    assert all(o.detail.startswith("the agent submitted;") for o in Outcome.objects.filter(run__in=runs.values()))
+    assert all(o.detail.startswith("the agent submitted") for o in Outcome.objects.filter(run__in=runs.values()))
     # Every step was stored: the reference agent read, edited, ran one command (in the sandbox) and submitted.
     reference = AgentTrajectory.objects.filter(run=runs["reference"])
     assert reference.count() == 33 and set(reference.values_list("ended_by", "turns")) == {("submitted", 4)}
@@ -380,7 +380,7 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(
             item_agent.apply(args=(third.pk, snippet.pk, 0), throw=True)
         budgeted = Outcome.objects.get(run=third, snippet=snippet)
         assert budgeted.status == "passed", budgeted.detail
-        assert budgeted.detail.startswith("the turn budget ran out (3 of 3 turns);")
+        assert budgeted.detail.startswith("the turn budget ran out (3 of 3 turns)")
         assert AgentTrajectory.objects.get(run=third).ended_by == "turns"
     finally:
         executor.sessions_close()
