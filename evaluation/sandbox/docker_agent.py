@@ -30,6 +30,9 @@ and unpacked as 50 GB of zeros, so it is refused at once. A refused or stopped c
 before the command (the new copy is built beside it and only swapped in whole), and the tool output says why; the
 command's duration counts the copy too.
 
+At the deadline the kill is the end step's `docker exec`, so what the command left may run for that call's latency
+past it (milliseconds; a few hundred under load) before it dies; nothing of it outlives the end step.
+
 Between commands the container keeps only /sandbox: /tmp, /dev/shm and the IPC objects are emptied at each end,
 as a fresh bwrap sandbox has them empty.
 """
