@@ -81,6 +81,32 @@ def item_ended(run: EvaluationRun) -> None:
         services.run_feed(run=run)
 
 
+def held_out_withdrawn(*, run: EvaluationRun, snippet: Snippet, sample: int) -> bool:
+    """A held-out item the run covered at its start but may no longer send (a maintainer's role revoked,
+    HELD_OUT_PROVIDERS changed): its prompt stays here and it ends as an error, never scored, so the run can still
+    finish. True when so (the outcome recorded); single-shot and agent items ask before their first model call."""
+    if (
+        not run.covers_held_out
+        or run_sends_held_out(run=run)
+        or visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()
+    ):
+        return False
+    logger.error(
+        "run %s may no longer send held-out item %s to %s; its prompt is not sent",
+        run.pk,
+        snippet.pk,
+        run.api_base or run.provider,
+    )
+    verdict = Verdict(
+        Outcome.Status.ERROR,
+        Outcome.Category.INFRASTRUCTURE,
+        "not sent: the run's endpoint is no longer trusted with held-out prompts",
+    )
+    services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
+    services.run_maybe_finish(run=run)
+    return True
+
+
 def generate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
     """Ask the model for one item, store the answer, and hand the item to the sandbox queue."""
     from evaluation import tasks
@@ -93,26 +119,7 @@ def generate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
         logger.error("run %s does not cover item %s (held out?); its prompt is not sent", run.pk, snippet.pk)
         return
     if not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists():
-        if (
-            run.covers_held_out
-            and not run_sends_held_out(run=run)
-            and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()
-        ):
-            # Covered at the start, untrusted now (a maintainer's role revoked, HELD_OUT_PROVIDERS changed): the
-            # held-out prompt stays here; the item is an error, never scored, so the run can still finish.
-            logger.error(
-                "run %s may no longer send held-out item %s to %s; its prompt is not sent",
-                run.pk,
-                snippet.pk,
-                run.api_base or run.provider,
-            )
-            verdict = Verdict(
-                Outcome.Status.ERROR,
-                Outcome.Category.INFRASTRUCTURE,
-                "not sent: the run's endpoint is no longer trusted with held-out prompts",
-            )
-            services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
-            services.run_maybe_finish(run=run)
+        if held_out_withdrawn(run=run, snippet=snippet, sample=sample):
             return
         wait = provider_wait(run.provider)
         if wait:

@@ -26,7 +26,6 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from benchmarks import visibility
 from benchmarks.selectors import protocol_get
 from evaluation import services
 from evaluation.agents.budget import Budget
@@ -48,9 +47,16 @@ from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import item_execute, limits_for_release, session_for
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
-from evaluation.pipeline import SANDBOX_RETRIES, item, item_current, item_ended, retry_or_error
+from evaluation.pipeline import (
+    SANDBOX_RETRIES,
+    held_out_withdrawn,
+    item,
+    item_current,
+    item_ended,
+    retry_or_error,
+)
 from evaluation.sandbox import EnvironmentBuildError, SandboxError
-from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
+from evaluation.selectors import item_prompt, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
 from evaluation.templatetags.money import usd
 from operations.watchdog import database_outage_outlasted
@@ -206,19 +212,9 @@ def item_agent(
         return
     if (
         run.model.kind == ModelEntry.Kind.LITELLM
-        and run.covers_held_out
         and not Generation.objects.filter(run=run, snippet=snippet, sample=sample).exists()
-        and not run_sends_held_out(run=run)
-        and not visibility.items_public(version=run.version).filter(pk=snippet.pk).exists()
+        and held_out_withdrawn(run=run, snippet=snippet, sample=sample)
     ):
-        # As item_generate: covered at the start, untrusted now; the held-out item is never sent, an error.
-        verdict = Verdict(
-            Outcome.Status.ERROR,
-            Outcome.Category.INFRASTRUCTURE,
-            "not sent: the run's endpoint is no longer trusted with held-out prompts",
-        )
-        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
-        services.run_maybe_finish(run=run)
         return
     task = snippet.task
     worker = self.request.hostname or f"inline@{socket.gethostname()}"
