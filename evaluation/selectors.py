@@ -15,6 +15,7 @@ from django.db.models import (
     Case,
     Count,
     Exists,
+    F,
     OuterRef,
     Prefetch,
     Q,
@@ -31,6 +32,7 @@ from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.markers import is_marker, split_lines
 from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintainer, version_snippets
 from common.highlight import answer_diff
+from evaluation.agents.models import AgentTrajectory
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
 from evaluation.models import (
     RUN_MODES,
@@ -271,6 +273,7 @@ LEADERBOARD_SORTS = {
     "flags": lambda r: r.score.flagged,
     "tokens": lambda r: r.tokens,
     "cost": lambda r: (r.cost is not None, r.cost or 0),
+    "agent_turns": lambda r: (r.agent is not None, r.agent.turns if r.agent else 0),
 }
 
 
@@ -282,6 +285,36 @@ def repeat_standard_error(values: list[float]) -> float | None:
     """The standard error of the mean across repeated runs (sample standard deviation / sqrt(n)); None for fewer
     than two runs, where it is not defined."""
     return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+
+
+@dataclass(frozen=True)
+class AgentUsage:
+    """What an agent row's items used, as means per item over its trajectories (a repeat group's: over every run's)."""
+
+    turns: float
+    tokens: float
+    seconds: float
+
+
+def agent_usage_per_item(*, groups: dict[int, list[int]]) -> dict[int, AgentUsage]:
+    """By a row's run id, the per-item means of the trajectories of its runs (`groups`: row run -> its runs), in one
+    query; rows without trajectories (single-shot, or results uploaded without them) are absent."""
+    owner = {pk: row for row, pks in groups.items() for pk in pks}
+    totals: dict[int, list[float]] = {}
+    for t in (
+        AgentTrajectory.objects.filter(run__in=owner)
+        .values("run")
+        .annotate(
+            n=Count("pk"),
+            turns=Sum("turns"),
+            tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
+            seconds=Sum("seconds"),
+        )
+    ):
+        total = totals.setdefault(owner[t["run"]], [0, 0, 0, 0])
+        for i, key in enumerate(("n", "turns", "tokens", "seconds")):
+            total[i] += t[key] or 0
+    return {row: AgentUsage(turns / n, tokens / n, seconds / n) for row, (n, turns, tokens, seconds) in totals.items()}
 
 
 @dataclass
@@ -298,6 +331,7 @@ class LeaderboardRow:
     # The runs of the row's repeat group (started together, `repeat`), the row's own run first: each one's ranking
     # score and its overall score (tokens, cost). Empty: a run started alone.
     repeats: list[tuple[RunScore, RunScore]] = field(default_factory=list)
+    agent: AgentUsage | None = None  # an agent row's means per item; None for single-shot rows
 
     @property
     def tokens(self) -> int:
@@ -365,6 +399,7 @@ class LeaderboardColumn:
     nullable: bool = False
     toggled: bool = False  # on the page only when asked for (cols=): the key columns fit a 1366 px screen
     title: str = ""  # the header's tooltip
+    agent: bool = False  # on the page only when a row of the view is an agent run's
 
 
 def _score(field: str) -> Callable[[LeaderboardRow], object]:
@@ -422,6 +457,19 @@ LEADERBOARD_COLUMNS = (
         title="Total cost of the run, and per item",
     ),
     LeaderboardColumn("cost_per_item", "decimal", lambda r: r.cost_per_item, nullable=True),
+    # An agent's work per item, beside its cost: on the page when the view holds an agent row.
+    LeaderboardColumn(
+        "turns_per_item",
+        "float",
+        lambda r: r.agent and round(r.agent.turns, 2),
+        "Agent per item",
+        "agent_turns",
+        nullable=True,
+        agent=True,
+        title="An agent row's means per item: model turns, tokens in and out, wall seconds",
+    ),
+    LeaderboardColumn("tokens_per_item", "float", lambda r: r.agent and round(r.agent.tokens, 1), nullable=True),
+    LeaderboardColumn("seconds_per_item", "float", lambda r: r.agent and round(r.agent.seconds, 2), nullable=True),
     LeaderboardColumn(
         "organization", "str", lambda r: r.run.model.organization, "Organization", "organization", toggled=True
     ),
@@ -484,10 +532,16 @@ def leaderboard_columns_chosen(params) -> tuple[str, ...]:
     return tuple(c.key for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in asked)
 
 
-def leaderboard_page_columns(*, chosen: Iterable[str] = ()) -> tuple[LeaderboardColumn, ...]:
-    """The page's columns: the key ones always, then the toggled ones chosen."""
+def leaderboard_page_columns(
+    *, chosen: Iterable[str] = (), rows: Iterable[LeaderboardRow] = ()
+) -> tuple[LeaderboardColumn, ...]:
+    """The page's columns: the key ones always (the agent ones when a row is an agent's), then the toggled ones
+    chosen."""
     chosen = set(chosen)
-    return LEADERBOARD_KEY_COLUMNS + tuple(c for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in chosen)
+    agents = any(row.agent for row in rows)
+    return tuple(c for c in LEADERBOARD_KEY_COLUMNS if agents or not c.agent) + tuple(
+        c for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in chosen
+    )
 
 
 def leaderboard_record(row: LeaderboardRow) -> dict:
@@ -631,6 +685,8 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
         )
     }
 
+    usage = agent_usage_per_item(groups={r.pk: repeats.get(r.pk) or [r.pk] for r in runs if r.mode == "agent"})
+
     def ranking(pk: int) -> RunScore:
         return scores.get((pk, "public")) or scores[(pk, "")]
 
@@ -642,6 +698,7 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
                 overall=scores[(r.pk, "")],
                 held_out=scores.get((r.pk, "held_out")),
                 repeats=[(ranking(pk), scores[(pk, "")]) for pk in repeats.get(r.pk, []) if (pk, "") in scores],
+                agent=usage.get(r.pk),
             )
             for r in runs
             if (r.pk, "") in scores

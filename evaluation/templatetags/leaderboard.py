@@ -1,6 +1,7 @@
 """Template filters for score display: percentages with intervals, heat-map colours, leaderboard cells."""
 
 from django import template
+from django.contrib.humanize.templatetags.humanize import intcomma
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -122,6 +123,15 @@ def leaderboard_cell(row, column) -> str:
                 row.runs_count,
             )
         return format_html('{} <span class="muted per-item">({}/item)</span>', usd(value), usd(row.cost_per_item))
+    if column.key == "turns_per_item":
+        if row.agent is None:
+            return format_html('<span class="muted" title="{}">—</span>', "single-shot: one prompt, one answer")
+        return format_html(
+            '{} <span class="muted">turns · {} tokens · {} s</span>',
+            f"{row.agent.turns:.1f}",
+            intcomma(round(row.agent.tokens)),
+            f"{row.agent.seconds:.1f}",
+        )
     if column.key == "scaled_pass_rate":
         return format_html(
             '<strong>{}</strong> <span class="ci">[{}, {}]</span>',

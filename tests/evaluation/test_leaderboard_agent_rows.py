@@ -357,3 +357,52 @@ def test_a_get_of_the_post_only_run_and_upload_addresses_goes_to_the_model_page(
         answer = client.get(reverse(name, args=["reference"]))
         assert answer.status_code == 302 and answer["Location"] == reverse("model-detail", args=["reference"]) + anchor
     assert client.get(reverse("run-new", args=["no-such-model"])).status_code == 404
+
+
+def _trajectories(run: EvaluationRun, usage: list[tuple[int, int, float]]) -> None:
+    """One trajectory per item of `run` (turns, tokens, seconds), as the loop leaves them."""
+    snippets = Snippet.objects.filter(task__versions=run.version).order_by("pk")
+    for snippet, (turns, tokens, seconds) in zip(snippets, usage, strict=False):
+        AgentTrajectory.objects.create(
+            run=run,
+            snippet=snippet,
+            budget={"turns": 30, "tokens": 10**6, "seconds": 600, "cost": 1},
+            ended_by="submitted",
+            turns=turns,
+            prompt_tokens=tokens - tokens // 4,
+            completion_tokens=tokens // 4,
+            seconds=seconds,
+        )
+
+
+def test_agent_rows_show_turns_tokens_and_seconds_per_item_beside_the_cost(client, release):
+    """By hand: items of (4 turns, 1,000 tokens, 10 s) and (8, 3,000, 30 s) are 6 turns, 2,000 tokens and 20 s per
+    item; a repeat group pools its runs' items: with a second run of (2, 500, 5 s) twice, turns (4 + 8 + 2 + 2) / 4 = 4, tokens (1,000 + 3,000 + 500 + 500) / 4 = 1,250, seconds (10 + 30 + 5 + 5) / 4 = 12.5."""
+    coder = model("coder", display_name="Coder")
+    single = evaluate(release, coder, lambda s: True)
+    url = reverse("leaderboard", args=["1.0.0"])
+    assert 'data-column="turns_per_item"' not in client.get(url).content.decode(), "no agent row, no agent column"
+
+    first = agent(evaluate(release, coder, lambda s: True))
+    _trajectories(first, [(4, 1000, 10.0), (8, 3000, 30.0)])
+    body = client.get(url).content.decode()
+    assert 'data-column="turns_per_item"' in body
+    agent_row = next(r for r in table_rows(body) if reverse("run-detail", args=[first.pk]) in r)
+    assert '6.0 <span class="muted">turns · 2,000 tokens · 20.0 s</span>' in agent_row
+    single_row = next(r for r in table_rows(body) if reverse("run-detail", args=[single.pk]) in r)
+    assert 'title="single-shot: one prompt, one answer">—</span>' in single_row
+    record = next(r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json() if r["run"] == first.pk)
+    assert (record["turns_per_item"], record["tokens_per_item"], record["seconds_per_item"]) == (6.0, 2000.0, 20.0)
+    plain = next(r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json() if r["run"] == single.pk)
+    assert plain["turns_per_item"] is None and plain["seconds_per_item"] is None
+
+    second = agent(evaluate(release, coder, lambda s: True))
+    _trajectories(second, [(2, 500, 5.0), (2, 500, 5.0)])
+    EvaluationRun.objects.filter(pk__in=[first.pk, second.pk]).update(
+        repeat_group="00000000-0000-0000-0000-000000000231"
+    )
+    row = next(r for r in selectors.leaderboard_rows(version=release) if r.run.mode == "agent")
+    assert row.runs_count == 2
+    assert (row.agent.turns, row.agent.tokens, row.agent.seconds) == (4.0, 1250.0, 12.5)
+    by_turns = client.get(url, {"sort": "agent_turns", "dir": "desc"}).content.decode()
+    assert reverse("run-detail", args=[second.pk]) in table_rows(by_turns)[0], "sorted by turns, agent rows first"
