@@ -377,7 +377,8 @@ def _trajectories(run: EvaluationRun, usage: list[tuple[int, int, float]]) -> No
 
 def test_agent_rows_show_turns_tokens_and_seconds_per_item_beside_the_cost(client, release):
     """By hand: items of (4 turns, 1,000 tokens, 10 s) and (8, 3,000, 30 s) are 6 turns, 2,000 tokens and 20 s per
-    item; a repeat group pools its runs' items: with a second run of (2, 500, 5 s) twice, turns (4 + 8 + 2 + 2) / 4 = 4, tokens (1,000 + 3,000 + 500 + 500) / 4 = 1,250, seconds (10 + 30 + 5 + 5) / 4 = 12.5."""
+    item; a repeat group pools its runs' items: with a second run of (2, 500, 5 s) twice, turns (4 + 8 + 2 + 2) / 4 =
+    4, tokens (1,000 + 3,000 + 500 + 500) / 4 = 1,250, seconds (10 + 30 + 5 + 5) / 4 = 12.5."""
     coder = model("coder", display_name="Coder")
     single = evaluate(release, coder, lambda s: True)
     url = reverse("leaderboard", args=["1.0.0"])
