@@ -9,10 +9,18 @@
    submits, and `placeholder`, which submits at once) over the demo release through one real Celery worker
    (concurrency 1, the `sandbox` queue, as tests/conftest.py starts one), each against the single-shot `reference`
    run of the same release on the same backend and worker, and the pass rates (100% and 0% expected).
+3. Per backend, items in flight (issue 23's shape): a scripted agent of `--turns` turns on each of the demo's
+   snippets, answered by a local OpenAI-compatible server that takes `--latency` seconds per turn (it reads the
+   masked file, puts the reference body in, then runs small commands, `python3 -c pass` and `ls`, until its last turn
+   submits), on 2 workers: one for the `llm` queue (`--llm-slots` concurrency: each slot is an item thinking) and one
+   for `sandbox,default` (concurrency 2, one per core). Reported: items in flight (an item from its first to its last
+   step: the most at once and the time-weighted mean), the tool commands' latency as the model saw it (the tool
+   steps' durations), and the wall time against the ideal, turns x latency / llm slots (the model's own time).
 
 It uses a database of its own (PostgreSQL `rcb_benchagent`, dropped and created: one run of this script at a time)
 and a Redis database claimed as the test fixtures claim theirs.
 Run: .venv/bin/python scripts/bench_agent.py [--backends bwrap,docker] [--commands 20] [--no-runs]
+     [--turns 20] [--latency 1] [--llm-slots 24] [--no-fleet]
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib
 import os
 import shutil
 import statistics
@@ -131,6 +140,125 @@ def runs_measure(backend_name: str, *, env: dict[str, str], tmp: Path, version, 
     return results
 
 
+class FleetAgent:
+    """The local model of part 3: per item, read the masked file, write the reference body with edit_file, run small
+    commands until the last turn, which submits; each answer after `latency` seconds."""
+
+    def __init__(self, version, *, turns: int, latency: float):
+        from benchmarks.models import Snippet
+
+        self.snippets = {s.name: s for s in Snippet.objects.filter(task__versions=version)}
+        self.turns, self.latency = turns, latency
+
+    def __call__(self, prompt: str, body: dict) -> dict:
+        import json
+        import re
+
+        time.sleep(self.latency)
+        messages = body["messages"]
+        named = re.search(r'the block "([^"]+)"', messages[0]["content"])
+        if named is None:
+            raise ValueError("the first message names no block")
+        snippet = self.snippets[named.group(1)]
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+
+        def call(name: str, **arguments) -> dict:
+            return {
+                "content": f"turn {turn}",
+                "tool_calls": [
+                    {
+                        "id": f"c{turn}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(arguments)},
+                    }
+                ],
+            }
+
+        if turn == 0:
+            return call("read_file", path=snippet.file_path)
+        if turn == 1:
+            text = next(m["content"] for m in messages if m["role"] == "tool")
+            start = text.rfind("\n", 0, text.index(f'# TODO: Implement block "{snippet.name}"')) + 1
+            end = text.index("line(s) of code.", start) + len("line(s) of code.\n")
+            return call(
+                "edit_file", path=snippet.file_path, old_string=text[start:end], new_string=snippet.reference_code
+            )
+        if turn >= self.turns - 1:
+            return call("submit")
+        return call("run", command="python3 -c pass" if turn % 2 else "ls")
+
+
+def fleet_measure(backend_name: str, *, env: dict[str, str], tmp: Path, version, args) -> dict[str, float]:
+    """Part 3 (see the module's docstring): items in flight, tool latency and wall against the ideal."""
+    from django.db import connections
+
+    from evaluation import services
+    from evaluation.agents.models import AgentStep
+    from evaluation.models import EvaluationRun, RunScore
+    from scripts.bench_pipeline import run_wait
+
+    # The tests' local model server, loaded by name: a test helper, not application code for the type check.
+    openai_server = importlib.import_module("tests.evaluation.openai_server").openai_server
+
+    connections.close_all()
+    backend_env = {**env, "SANDBOX_BACKEND": backend_name}
+    with openai_server(responder=FleetAgent(version, turns=args.turns, latency=args.latency)) as server:
+        model = services.model_register(
+            name=f"fleet-{backend_name}",
+            display_name=f"Fleet {backend_name}",
+            litellm_model="openai/fleet",
+            api_base=server.base_url,
+            api_key="k",
+        )
+        workers = [
+            Worker(1, backend_env, tmp / f"fleet-llm-{backend_name}.log", queues="llm", concurrency=args.llm_slots),
+            Worker(2, backend_env, tmp / f"fleet-sandbox-{backend_name}.log", queues="sandbox,default", concurrency=2),
+        ]
+        try:
+            deadline = time.monotonic() + 180
+            while not all(w.ready() for w in workers):
+                if time.monotonic() > deadline:
+                    sys.exit(f"the workers did not start:\n{workers[0].output()[-3000:]}")
+                time.sleep(0.2)
+            start = time.monotonic()
+            run = services.run_start(model=model, version=version, mode="agent", budget={"turns": args.turns})
+            run_wait(run.pk, args.timeout, workers)
+            wall = time.monotonic() - start
+        finally:
+            for worker in workers:
+                worker.stop()
+    assert EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED
+    score = RunScore.objects.get(run=run, paper=None, split="")
+    steps = list(
+        AgentStep.objects.filter(trajectory__run=run).values_list(
+            "trajectory", "created_at", "role", "tool_name", "duration"
+        )
+    )
+    spans: dict[int, list] = {}
+    for trajectory, at, *_ in steps:
+        span = spans.setdefault(trajectory, [at, at])
+        span[0], span[1] = min(span[0], at), max(span[1], at)
+    edges = sorted([(a.timestamp(), 1) for a, _ in spans.values()] + [(b.timestamp(), -1) for _, b in spans.values()])
+    in_flight = most = 0
+    weighted, last = 0.0, edges[0][0]
+    for at, change in edges:
+        weighted += in_flight * (at - last)
+        in_flight, last = in_flight + change, at
+        most = max(most, in_flight)
+    mean_in_flight = weighted / max(1e-9, edges[-1][0] - edges[0][0])
+    commands = [d for _, _, role, tool, d in steps if role == "tool" and tool == "run" and d is not None]
+    turns = sum(1 for _, _, role, _, _ in steps if role == "assistant")
+    ideal = turns * args.latency / args.llm_slots
+    print(
+        f"  {backend_name:6} {score.items} items, {turns} turns of {args.latency:g} s: wall {wall:.1f} s, ideal "
+        f"{ideal:.1f} s ({wall / ideal:.2f}x); items in flight: at most {most}, mean {mean_in_flight:.1f}; "
+        f"tool commands as the model saw them: {percentiles(commands)} over {len(commands)}; "
+        f"pass rate {score.scaled_pass_rate:.0f}%",
+        flush=True,
+    )
+    return {"wall": wall, "ideal": ideal, "most": most, "mean": mean_in_flight, "command": statistics.median(commands)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="bwrap,docker")
@@ -138,6 +266,11 @@ def main() -> None:
     parser.add_argument("--no-runs", action="store_true", help="only the command costs (no database or worker)")
     parser.add_argument("--cache", type=Path, default=REPO / "var" / "sandbox", help="sandbox cache")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for each run")
+    parser.add_argument("--turns", type=int, default=20, help="part 3: the scripted agent's turns per item")
+    parser.add_argument("--latency", type=float, default=1.0, help="part 3: the local model's seconds per turn")
+    parser.add_argument("--llm-slots", type=int, default=24, help="part 3: the llm worker's concurrency")
+    parser.add_argument("--no-fleet", action="store_true", help="skip part 3")
+    parser.add_argument("--no-calibration", action="store_true", help="skip part 2")
     args = parser.parse_args()
     backends = [b for b in args.backends.split(",") if b]
     args.cache = args.cache.resolve()
@@ -170,15 +303,24 @@ def main() -> None:
         }
         print(f"1. agent commands ({args.commands} each, a workspace of {len(files)} files)", flush=True)
         costs = {b: commands_measure(b, count=args.commands, cache=args.cache, files=files) for b in backends}
-        runs = {}
+        runs: dict = {}
+        fleets: dict = {}
         if not args.no_runs:
             call_command("migrate", verbosity=0)
             call_command("import_pset", str(DEMO), version="bench-agent-1.0.0", publish=True, verbosity=0)
             from benchmarks.models import BenchmarkVersion
 
             version = BenchmarkVersion.objects.get(name="bench-agent-1.0.0")
-            print("2. calibration agents over the demo release, one worker", flush=True)
-            runs = {b: runs_measure(b, env=env, tmp=tmp, version=version, timeout=args.timeout) for b in backends}
+            if not args.no_calibration:
+                print("2. calibration agents over the demo release, one worker", flush=True)
+                runs = {b: runs_measure(b, env=env, tmp=tmp, version=version, timeout=args.timeout) for b in backends}
+            if not args.no_fleet:
+                print(
+                    f"3. a {args.turns}-turn scripted agent per item, {args.latency:g} s per model turn, "
+                    f"an llm worker of {args.llm_slots} slots and a sandbox worker of 2",
+                    flush=True,
+                )
+                fleets = {b: fleet_measure(b, env=env, tmp=tmp, version=version, args=args) for b in backends}
         print("\nsummary (ratios against the baseline measured above)")
         for name in backends:
             cost = costs[name]
@@ -192,6 +334,13 @@ def main() -> None:
                 for label in ("agent reference", "agent placeholder"):
                     wall, rate, _ = runs[name][label]
                     print(f"  {name:6} {label}: {wall:.1f} s, {wall / single:.2f}x the single-shot run, {rate:.0f}%")
+            if name in fleets:
+                f = fleets[name]
+                print(
+                    f"  {name:6} {args.turns}-turn agents: {f['most']} items in flight at most (mean {f['mean']:.1f}), "
+                    f"wall {f['wall']:.1f} s = {f['wall'] / f['ideal']:.2f}x the ideal; tool command median "
+                    f"{1000 * f['command']:.0f} ms"
+                )
     finally:
         claim.close()
         if not args.no_runs:

@@ -61,6 +61,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -343,7 +344,9 @@ def postgres_drop(url: str) -> None:
 class Worker:
     """A real Celery worker process (its own process group), as tests/conftest.py's WorkerProcess starts one."""
 
-    def __init__(self, number: int, env: dict[str, str], log: Path, queues: str = "sandbox,default"):
+    def __init__(
+        self, number: int, env: dict[str, str], log: Path, queues: str = "sandbox,default", concurrency: int = 1
+    ):
         celery = str(Path(sys.executable).with_name("celery"))
         self.hostname = f"bench{number}-{os.getpid()}@{os.uname().nodename}"
         self.log = log
@@ -356,7 +359,7 @@ class Worker:
                 "--queues",
                 queues,
                 "--concurrency",
-                "1",
+                str(concurrency),
                 "--loglevel",
                 "INFO",
                 "--without-gossip",
@@ -710,7 +713,7 @@ def main() -> None:
         outcomes = list(
             Outcome.objects.filter(run=run)
             .order_by("pk")
-            .values("status", "detail", "duration", "stdout_tail", "sandbox_backend", "worker")
+            .values("status", "detail", "duration", "stdout_tail", "sandbox_backend", "worker", "snippet__task__paper")
         )
         bad = [o for o in outcomes if o["status"] != "passed"]
         own = [float(m.group(1)) for o in outcomes if (m := OWN.search(o["stdout_tail"]))]
@@ -746,6 +749,16 @@ def main() -> None:
             for w in workers
             for b, o in zip(busy[w.hostname], [o for o in outcomes if o["worker"] == w.hostname], strict=False)
         )
+        # The same pairs split by whether the item is its worker's first of a paper (the task's files and the
+        # lazy imports of its tests are prepared once per paper and worker) or a later one.
+        firsts, laters = [], []
+        for w in workers:
+            seen: set = set()
+            mine = [o for o in outcomes if o["worker"] == w.hostname]
+            for b, o in zip(busy[w.hostname], mine, strict=False):
+                paper = o["snippet__task__paper"]
+                (laters if paper in seen else firsts).append(b - (o["duration"] or 0.0))
+                seen.add(paper)
         cores = min(args.workers, os.cpu_count() or args.workers)
         limit = sum(naive_own) / cores
         print()
@@ -810,6 +823,12 @@ def main() -> None:
                 f"    per item: median {1000 * outside[len(outside) // 2]:.1f}, 90th percentile "
                 f"{1000 * outside[int(len(outside) * 0.9)]:.1f}, max {1000 * outside[-1]:.1f}"
             )
+            for label, part in (("a worker's first of a paper", firsts), ("the paper's later items", laters)):
+                if part:
+                    print(
+                        f"    {label}: {len(part)} items, median {1000 * statistics.median(part):.1f}, "
+                        f"total {sum(part):.1f} s"
+                    )
         print(
             f"  outside the sandbox, between tasks{'':9} {1000 * (args.workers * wall - busy_total) / items:8.1f}  "
             f"({args.workers} x wall - worker busy: broker, ack, idle at the end)"
