@@ -97,3 +97,27 @@ def test_resuming_a_run_again_and_again_keeps_one_share_running(
     stale = len(feeds) - feeds.count(run.feed_epoch)
     assert worker.output().count("dropped (the run is on feed") == stale, worker.output()[-3000:]
     assert Outcome.objects.filter(run=run).count() == run.total_items
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_an_agent_run_gets_a_share_its_llm_slots_can_use_and_a_single_shot_run_keeps_its_own(
+    celery_worker_factory, worker_broker, media_root, settings, author, other_author
+):
+    """An agent item waits on the model between short tool calls: a share of RUN_ITEMS_IN_FLIGHT (8) kept 8 items
+    of a 20-turn agent run in flight behind 24 llm slots (scripts/bench_agent.py, part 3). An agent run is fed
+    AGENT_ITEMS_IN_FLIGHT, even past its user's USER_ITEMS_IN_FLIGHT; a single-shot run still gets 8."""
+    import redis
+
+    # The app publishes to this test's own broker (the factory points it there); no worker takes the messages.
+    settings.RUN_ITEMS_IN_FLIGHT, settings.USER_ITEMS_IN_FLIGHT, settings.AGENT_ITEMS_IN_FLIGHT = 8, 16, 20
+    version = pset_import(root=DEMO_PSET, version_name="share-1.0.0", publish=True).version
+    reference = ModelEntry.objects.get(name="reference")
+    agent = services.run_start(model=reference, version=version, mode="agent", budget={"turns": 4}, user=author)
+    single = services.run_start(model=reference, version=version, user=other_author)
+    assert agent.created_by == author and single.created_by == other_author
+    broker = redis.Redis.from_url(worker_broker)
+    queued = [json.loads(m) for m in broker.lrange("sandbox", 0, -1)]
+    tasks = [m["headers"]["task"] for m in queued]
+    assert tasks.count("evaluation.agents.tasks.item_agent") == 20 < version_snippets(version=version).count()
+    assert tasks.count("evaluation.tasks.item_evaluate") == 8
+    assert services.run_share(run=agent) == 20 and services.run_share(run=single) == 8
