@@ -236,8 +236,8 @@ VALIDATION_REDISPATCH_MAX = env.int("VALIDATION_REDISPATCH_MAX", default=3)
 # every worker tops the running runs up every RUN_FEED_SECONDS (and a run whenever one of its items ends).
 RUN_ITEMS_IN_FLIGHT = env.int("RUN_ITEMS_IN_FLIGHT", default=8)
 USER_ITEMS_IN_FLIGHT = env.int("USER_ITEMS_IN_FLIGHT", default=16)
-# An agent run's share instead (and its user's limit when larger): its items wait on the model between short tool
-# calls, so a worker's llm slots, not its cores, bound how many make progress at once.
+# An agent run's share instead: its items wait on the model between tool calls, so a worker's llm slots, not its
+# cores, bound how many make progress at once. A user's runs still stay within USER_ITEMS_IN_FLIGHT together.
 AGENT_ITEMS_IN_FLIGHT = env.int("AGENT_ITEMS_IN_FLIGHT", default=32)
 RUN_FEED_SECONDS = env.int("RUN_FEED_SECONDS", default=5)
 # A release's downloads are built by a worker after publishing; a failed build is tried again after this many seconds

@@ -656,8 +656,8 @@ _COLUMN_HELP = {
     "cost": "The run's total cost in USD (the mean per run when runs > 1); null, never 0, when any item's cost is "
     "unknown (a model litellm has no price for, uploads, published results).",
     "cost_per_item": "cost / the run's items (snippets x samples); null when cost is.",
-    "turns_per_item": "An agent row's mean model turns per item over its trajectories (a repeat group's: over every "
-    "run's items); null for single-shot rows and agent uploads without trajectories.",
+    "turns_per_item": "An agent row's mean model turns per item of the public split over its trajectories (a repeat "
+    "group's: over every run's items); null for single-shot rows and agent uploads without trajectories.",
     "tokens_per_item": "An agent row's mean tokens (in and out) per item, as turns_per_item.",
     "seconds_per_item": "An agent row's mean wall seconds per item, as turns_per_item.",
 }

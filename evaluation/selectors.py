@@ -273,7 +273,7 @@ LEADERBOARD_SORTS = {
     "flags": lambda r: r.score.flagged,
     "tokens": lambda r: r.tokens,
     "cost": lambda r: (r.cost is not None, r.cost or 0),
-    "agent_turns": lambda r: (r.agent is not None, r.agent.turns if r.agent else 0),
+    "agent_turns": lambda r: (r.agent is not None, r.agent.turns if r.agent else 0.0),
 }
 
 
@@ -296,20 +296,18 @@ class AgentUsage:
     seconds: float
 
 
-def agent_usage_per_item(*, groups: dict[int, list[int]]) -> dict[int, AgentUsage]:
-    """By a row's run id, the per-item means of the trajectories of its runs (`groups`: row run -> its runs), in one
-    query; rows without trajectories (single-shot, or results uploaded without them) are absent."""
+def agent_usage_per_item(*, version: BenchmarkVersion, groups: dict[int, list[int]]) -> dict[int, AgentUsage]:
+    """By a row's run id, the per-item means of its runs' trajectories (`groups`: row run -> its runs) over the
+    public split's items, as the row's rank is (a held-out item's usage is not told apart from the rest), in one
+    query; rows without trajectories (results uploaded without them) are absent."""
     owner = {pk: row for row, pks in groups.items() for pk in pks}
     totals: dict[int, list[float]] = {}
-    for t in (
-        AgentTrajectory.objects.filter(run__in=owner)
-        .values("run")
-        .annotate(
-            n=Count("pk"),
-            turns=Sum("turns"),
-            tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
-            seconds=Sum("seconds"),
-        )
+    trajectories = AgentTrajectory.objects.filter(run__in=owner, snippet__in=visibility.items_public(version=version))
+    for t in trajectories.values("run").annotate(
+        n=Count("pk"),
+        turns=Sum("turns"),
+        tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
+        seconds=Sum("seconds"),
     ):
         total = totals.setdefault(owner[t["run"]], [0, 0, 0, 0])
         for i, key in enumerate(("n", "turns", "tokens", "seconds")):
@@ -331,7 +329,8 @@ class LeaderboardRow:
     # The runs of the row's repeat group (started together, `repeat`), the row's own run first: each one's ranking
     # score and its overall score (tokens, cost). Empty: a run started alone.
     repeats: list[tuple[RunScore, RunScore]] = field(default_factory=list)
-    agent: AgentUsage | None = None  # an agent row's means per item; None for single-shot rows
+    agent: AgentUsage | None = None  # an agent row's means per item; None for single-shot rows and agent uploads
+    # without trajectories
 
     @property
     def tokens(self) -> int:
@@ -466,7 +465,7 @@ LEADERBOARD_COLUMNS = (
         "agent_turns",
         nullable=True,
         agent=True,
-        title="An agent row's means per item: model turns, tokens in and out, wall seconds",
+        title="An agent row's means per item of the public split: model turns, tokens in and out, wall seconds",
     ),
     LeaderboardColumn("tokens_per_item", "float", lambda r: r.agent and round(r.agent.tokens, 1), nullable=True),
     LeaderboardColumn("seconds_per_item", "float", lambda r: r.agent and round(r.agent.seconds, 2), nullable=True),
@@ -538,7 +537,7 @@ def leaderboard_page_columns(
     """The page's columns: the key ones always (the agent ones when a row is an agent's), then the toggled ones
     chosen."""
     chosen = set(chosen)
-    agents = any(row.agent for row in rows)
+    agents = any(row.run.mode == "agent" for row in rows)
     return tuple(c for c in LEADERBOARD_KEY_COLUMNS if agents or not c.agent) + tuple(
         c for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in chosen
     )
@@ -685,7 +684,9 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
         )
     }
 
-    usage = agent_usage_per_item(groups={r.pk: repeats.get(r.pk) or [r.pk] for r in runs if r.mode == "agent"})
+    usage = agent_usage_per_item(
+        version=version, groups={r.pk: repeats.get(r.pk) or [r.pk] for r in runs if r.mode == "agent"}
+    )
 
     def ranking(pk: int) -> RunScore:
         return scores.get((pk, "public")) or scores[(pk, "")]

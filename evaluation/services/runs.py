@@ -168,18 +168,11 @@ def run_dispatch(*, run: EvaluationRun) -> int:
 
 def run_share(*, run: EvaluationRun) -> int:
     """How many of the run's items may be in flight at once: RUN_ITEMS_IN_FLIGHT per share (AGENT_ITEMS_IN_FLIGHT
-    for an agent run, whose items wait on the model between short tool calls and hold no sandbox slot meanwhile),
-    1 + priority shares."""
+    for an agent run, whose items mostly wait on the model, holding no sandbox slot meanwhile), 1 + priority shares.
+    A user's runs stay within USER_ITEMS_IN_FLIGHT together (run_feed): a hostile endpoint can make every turn a
+    slot-holding command, so only the platform's own and maintainers' agent runs get the larger share whole."""
     share = settings.AGENT_ITEMS_IN_FLIGHT if run.mode == "agent" else settings.RUN_ITEMS_IN_FLIGHT
     return share * (1 + max(0, run.priority))
-
-
-def user_items_in_flight(*, run: EvaluationRun) -> int:
-    """How many items of one user's active runs may be in flight together, as this run is fed: an agent run may
-    have its own share even when that is more than USER_ITEMS_IN_FLIGHT."""
-    if run.mode == "agent":
-        return max(settings.USER_ITEMS_IN_FLIGHT, settings.AGENT_ITEMS_IN_FLIGHT)
-    return settings.USER_ITEMS_IN_FLIGHT
 
 
 def _in_flight(runs) -> int:
@@ -209,7 +202,7 @@ def run_feed(*, run: EvaluationRun) -> int:
         room = run_share(run=locked) - max(0, locked.fed_items - locked.done_items)
         if locked.created_by_id is not None and not user_pays_platform(user=locked.created_by):
             mine = EvaluationRun.objects.filter(created_by_id=locked.created_by_id, status__in=active)
-            room = min(room, user_items_in_flight(run=locked) - _in_flight(mine))
+            room = min(room, settings.USER_ITEMS_IN_FLIGHT - _in_flight(mine))
         if room <= 0:
             return 0
         order = run_feed_order(locked)

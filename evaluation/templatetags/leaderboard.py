@@ -125,7 +125,12 @@ def leaderboard_cell(row, column) -> str:
         return format_html('{} <span class="muted per-item">({}/item)</span>', usd(value), usd(row.cost_per_item))
     if column.key == "turns_per_item":
         if row.agent is None:
-            return format_html('<span class="muted" title="{}">—</span>', "single-shot: one prompt, one answer")
+            why = (
+                "uploaded without trajectories: unknown"
+                if row.run.mode == "agent"
+                else "single-shot: one prompt, one answer"
+            )
+            return format_html('<span class="muted" title="{}">—</span>', why)
         return format_html(
             '{} <span class="muted">turns · {} tokens · {} s</span>',
             f"{row.agent.turns:.1f}",

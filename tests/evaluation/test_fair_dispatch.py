@@ -4,6 +4,7 @@ run's items by environment and paper."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -100,24 +101,26 @@ def test_resuming_a_run_again_and_again_keeps_one_share_running(
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_an_agent_run_gets_a_share_its_llm_slots_can_use_and_a_single_shot_run_keeps_its_own(
+def test_an_agent_run_gets_a_share_its_llm_slots_can_use_within_its_users_limit(
     celery_worker_factory, worker_broker, media_root, settings, author, other_author
 ):
-    """An agent item waits on the model between short tool calls: a share of RUN_ITEMS_IN_FLIGHT (8) kept 8 items
-    of a 20-turn agent run in flight behind 24 llm slots (scripts/bench_agent.py, part 3). An agent run is fed
-    AGENT_ITEMS_IN_FLIGHT, even past its user's USER_ITEMS_IN_FLIGHT; a single-shot run still gets 8."""
+    """An agent item waits on the model between tool calls: a share of RUN_ITEMS_IN_FLIGHT (8) kept 8 items of a
+    20-turn agent run in flight behind 24 llm slots (scripts/bench_agent.py, part 3). An agent run is fed
+    AGENT_ITEMS_IN_FLIGHT; a user's runs stay within USER_ITEMS_IN_FLIGHT together (the attacker's model answers
+    every turn with commands that hold a sandbox slot); a single-shot run still gets 8."""
     import redis
 
     # The app publishes to this test's own broker (the factory points it there); no worker takes the messages.
-    settings.RUN_ITEMS_IN_FLIGHT, settings.USER_ITEMS_IN_FLIGHT, settings.AGENT_ITEMS_IN_FLIGHT = 8, 16, 20
+    settings.RUN_ITEMS_IN_FLIGHT, settings.USER_ITEMS_IN_FLIGHT, settings.AGENT_ITEMS_IN_FLIGHT = 8, 12, 20
     version = pset_import(root=DEMO_PSET, version_name="share-1.0.0", publish=True).version
     reference = ModelEntry.objects.get(name="reference")
-    agent = services.run_start(model=reference, version=version, mode="agent", budget={"turns": 4}, user=author)
+    platform = services.run_start(model=reference, version=version, mode="agent", budget={"turns": 4})
+    users = services.run_start(model=reference, version=version, mode="agent", budget={"turns": 4}, user=author)
     single = services.run_start(model=reference, version=version, user=other_author)
-    assert agent.created_by == author and single.created_by == other_author
-    broker = redis.Redis.from_url(worker_broker)
-    queued = [json.loads(m) for m in broker.lrange("sandbox", 0, -1)]
-    tasks = [m["headers"]["task"] for m in queued]
-    assert tasks.count("evaluation.agents.tasks.item_agent") == 20 < version_snippets(version=version).count()
-    assert tasks.count("evaluation.tasks.item_evaluate") == 8
-    assert services.run_share(run=agent) == 20 and services.run_share(run=single) == 8
+    assert users.created_by == author and single.created_by == other_author and platform.created_by is None
+    queued = [json.loads(m) for m in redis.Redis.from_url(worker_broker).lrange("sandbox", 0, -1)]
+    runs = [(m["headers"]["task"], json.loads(base64.b64decode(m["body"]))[0][0]) for m in queued]
+    agent_task = "evaluation.agents.tasks.item_agent"
+    assert runs.count((agent_task, platform.pk)) == 20 < version_snippets(version=version).count()
+    assert runs.count((agent_task, users.pk)) == 12, "the user's limit holds"
+    assert runs.count(("evaluation.tasks.item_evaluate", single.pk)) == 8

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from benchmarks.models import Snippet
+from benchmarks.models import Snippet, VersionTask
 from evaluation import selectors, services
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
@@ -359,9 +359,9 @@ def test_a_get_of_the_post_only_run_and_upload_addresses_goes_to_the_model_page(
     assert client.get(reverse("run-new", args=["no-such-model"])).status_code == 404
 
 
-def _trajectories(run: EvaluationRun, usage: list[tuple[int, int, float]]) -> None:
+def _trajectories(run: EvaluationRun, usage: list[tuple[int, int, float]], snippets=None) -> None:
     """One trajectory per item of `run` (turns, tokens, seconds), as the loop leaves them."""
-    snippets = Snippet.objects.filter(task__versions=run.version).order_by("pk")
+    snippets = snippets or Snippet.objects.filter(task__versions=run.version).order_by("pk")
     for snippet, (turns, tokens, seconds) in zip(snippets, usage, strict=False):
         AgentTrajectory.objects.create(
             run=run,
@@ -386,6 +386,11 @@ def test_agent_rows_show_turns_tokens_and_seconds_per_item_beside_the_cost(clien
 
     first = agent(evaluate(release, coder, lambda s: True))
     _trajectories(first, [(4, 1000, 10.0), (8, 3000, 30.0)])
+    # A held-out item's usage is not told apart: the means are over the public split, as the rank is.
+    opening = Snippet.objects.filter(task__versions=release).order_by("pk").first()
+    held = release.memberships.exclude(task=opening.task).first()
+    VersionTask.objects.filter(pk=held.pk).update(split=VersionTask.Split.HELD_OUT)
+    _trajectories(first, [(40, 90000, 300.0)], snippets=list(Snippet.objects.filter(task=held.task)[:1]))
     body = client.get(url).content.decode()
     assert 'data-column="turns_per_item"' in body
     agent_row = next(r for r in table_rows(body) if reverse("run-detail", args=[first.pk]) in r)
@@ -407,3 +412,10 @@ def test_agent_rows_show_turns_tokens_and_seconds_per_item_beside_the_cost(clien
     assert (row.agent.turns, row.agent.tokens, row.agent.seconds) == (4.0, 1250.0, 12.5)
     by_turns = client.get(url, {"sort": "agent_turns", "dir": "desc"}).content.decode()
     assert reverse("run-detail", args=[second.pk]) in table_rows(by_turns)[0], "sorted by turns, agent rows first"
+
+    # An agent upload without trajectories: an agent row whose usage is unknown, not a single-shot one.
+    uploaded = agent(evaluate(release, model("byo", display_name="Byo"), lambda s: True), params={"uploaded": True})
+    only = client.get(url, {"q": "Byo"}).content.decode()
+    assert 'data-column="turns_per_item"' in only, "the view holds an agent row"
+    row = next(r for r in table_rows(only) if reverse("run-detail", args=[uploaded.pk]) in r)
+    assert 'title="uploaded without trajectories: unknown">—</span>' in row
