@@ -398,7 +398,7 @@ class LeaderboardColumn:
     nullable: bool = False
     toggled: bool = False  # on the page only when asked for (cols=): the key columns fit a 1366 px screen
     title: str = ""  # the header's tooltip
-    agent: bool = False  # on the page only when a row of the view is an agent run's
+    agent: bool = False  # shown, not toggled, in the agent view (`mode=agent`)
 
 
 def _score(field: str) -> Callable[[LeaderboardRow], object]:
@@ -456,7 +456,7 @@ LEADERBOARD_COLUMNS = (
         title="Total cost of the run, and per item",
     ),
     LeaderboardColumn("cost_per_item", "decimal", lambda r: r.cost_per_item, nullable=True),
-    # An agent's work per item, beside its cost: on the page when the view holds an agent row.
+    # An agent's work per item, beside its cost: shown in the agent view (`mode=agent`), toggled in the others.
     LeaderboardColumn(
         "turns_per_item",
         "float",
@@ -464,8 +464,11 @@ LEADERBOARD_COLUMNS = (
         "Agent per item",
         "agent_turns",
         nullable=True,
+        toggled=True,
         agent=True,
-        title="An agent row's means per item of the public split: model turns, tokens in and out, wall seconds",
+        title="An agent row's means per item of the public split: model turns, tokens in and out, and wall seconds "
+        "from the item's start to its end (waits in the queues between turns included, as its time budget counts "
+        "them)",
     ),
     LeaderboardColumn("tokens_per_item", "float", lambda r: r.agent and round(r.agent.tokens, 1), nullable=True),
     LeaderboardColumn("seconds_per_item", "float", lambda r: r.agent and round(r.agent.seconds, 2), nullable=True),
@@ -531,15 +534,12 @@ def leaderboard_columns_chosen(params) -> tuple[str, ...]:
     return tuple(c.key for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in asked)
 
 
-def leaderboard_page_columns(
-    *, chosen: Iterable[str] = (), rows: Iterable[LeaderboardRow] = ()
-) -> tuple[LeaderboardColumn, ...]:
-    """The page's columns: the key ones always (the agent ones when a row is an agent's), then the toggled ones
-    chosen."""
+def leaderboard_page_columns(*, chosen: Iterable[str] = (), agent_view: bool = False) -> tuple[LeaderboardColumn, ...]:
+    """The page's columns: the key ones always, then the toggled ones chosen (the agent ones too in the agent
+    view, where every ranked row is an agent's; the key columns with them fit a 1366 px screen only there)."""
     chosen = set(chosen)
-    agents = any(row.run.mode == "agent" for row in rows)
-    return tuple(c for c in LEADERBOARD_KEY_COLUMNS if agents or not c.agent) + tuple(
-        c for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in chosen
+    return LEADERBOARD_KEY_COLUMNS + tuple(
+        c for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in chosen or (agent_view and c.agent)
     )
 
 

@@ -61,7 +61,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         "provenances": provenance_choices(),
         "modes": RUN_MODES,
         "provenance_legend": provenance_legend(),
-        "columns": _sort_links(filters, chosen, rows),
+        "columns": _sort_links(filters, chosen),
         "toggled_columns": selectors.LEADERBOARD_TOGGLED_COLUMNS,
         "chosen_columns": chosen,
         "filter_query": _query(filters, cols=",".join(chosen)),
@@ -134,11 +134,11 @@ def _query(filters: selectors.LeaderboardFilters, **override) -> str:
     return urlencode({k: v for k, v in params.items() if v})
 
 
-def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...], rows) -> list[dict]:
+def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) -> list[dict]:
     """Each header of the columns shown links to its sort (keeping the chosen columns); clicking the current one
     flips the direction."""
     columns = []
-    for column in selectors.leaderboard_page_columns(chosen=chosen, rows=rows):
+    for column in selectors.leaderboard_page_columns(chosen=chosen, agent_view=filters.mode == "agent"):
         key, label = column.sort, column.label
         current = filters.sort == key
         default_desc = key in ("rank", "score", "pass", "held_out", "items", "tokens", "date")

@@ -36,6 +36,7 @@ from evaluation.agents.policies import Policy
 from evaluation.agents.tools import SUBMIT, WRITING_TOOLS, tool_call
 from evaluation.agents.workspace import Workspace, snapshot_delete
 from evaluation.llm import ModelCallError
+from evaluation.models import EvaluationRun
 from evaluation.sandbox import Limits, Session
 from evaluation.templatetags.money import usd
 
@@ -306,6 +307,11 @@ def tools_pending(step: AgentStep | None) -> bool:
     )
 
 
+def _run_active(trajectory: AgentTrajectory) -> bool:
+    active = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+    return EvaluationRun.objects.filter(pk=trajectory.run_id, status__in=active).exists()
+
+
 def tools_carry(
     *,
     trajectory: AgentTrajectory,
@@ -341,6 +347,8 @@ def tools_carry(
             output = "not run: the workspace is over its limit; the item ends"
         elif seconds_left <= 0:
             output = "not run: the wall-time budget is spent"
+        elif not _run_active(trajectory):  # a cancel frees the slot after this command, not after the whole turn's
+            output = "not run: the run was cancelled"
         else:
             result = tool_call(
                 name=name,

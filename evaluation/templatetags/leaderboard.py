@@ -131,11 +131,13 @@ def leaderboard_cell(row, column) -> str:
                 else "single-shot: one prompt, one answer"
             )
             return format_html('<span class="muted" title="{}">—</span>', why)
+        turns = f"{row.agent.turns:.1f}".removesuffix(".0")
         return format_html(
-            '{} <span class="muted">turns · {} tokens · {} s</span>',
-            f"{row.agent.turns:.1f}",
+            '{} <span class="muted">turn{} ·<br>{} tokens · {} s</span>',
+            turns,
+            "" if turns == "1" else "s",
             intcomma(round(row.agent.tokens)),
-            f"{row.agent.seconds:.1f}",
+            f"{row.agent.seconds:.0f}" if row.agent.seconds >= 10 else f"{row.agent.seconds:.1f}",
         )
     if column.key == "scaled_pass_rate":
         return format_html(

@@ -58,8 +58,8 @@ def test_an_agent_run_whose_key_is_refused_pauses_like_a_single_shot_run_and_res
             api_key="sk-wrong-key",
             owner=maintainer,
         )
-        settings.RUN_ITEMS_IN_FLIGHT = 3  # the feed runs here (run_start's dispatch) and in the worker
-        worker = celery_worker_factory(SANDBOX_BACKEND="bwrap", RUN_PAUSE_AFTER_FAILURES="3", RUN_ITEMS_IN_FLIGHT="3")
+        settings.AGENT_ITEMS_IN_FLIGHT = 3  # the feed runs here (run_start's dispatch) and in the worker
+        worker = celery_worker_factory(SANDBOX_BACKEND="bwrap", RUN_PAUSE_AFTER_FAILURES="3", AGENT_ITEMS_IN_FLIGHT="3")
         run = services.run_start(model=model, version=release, mode="agent", budget={"turns": 6}, user=maintainer)
         paused = polled(
             lambda: EvaluationRun.objects.filter(pk=run.pk, status="cancelled").first(),

@@ -565,3 +565,53 @@ def test_docker_copy_back_stops_at_its_deadline(item, agent_session, settings, m
     assert _stdout(outputs[1]).split() == ["model.py"]
     assert _seconds(outputs[0]) < 15 + 1 + 5, outputs[0]
     print(f"stopped: call {_seconds(outputs[0])} s, agent {time.monotonic() - begun:.1f} s")
+
+
+@pytest.mark.django_db
+def test_a_cancel_stops_the_rest_of_a_turns_commands(item, agent_session, tmp_path):
+    """A hostile model answers one turn with many long commands (up to AGENT_TOOL_CALLS_PER_TURN of up to
+    AGENT_COMMAND_SECONDS each): unguarded, a cancel freed the sandbox slot only after all of them. Each command now
+    runs only while its run is active; the cancel here lands while the model thinks, as an operator's would."""
+    run, snippet = item
+    commands = ["echo one > one", "echo two > two", "echo three > three"]
+    assert "one" in _unguarded("; ".join(f"{c}; cat {c.split()[-1]}" for c in commands), tmp_path)
+
+    def turn(messages, seconds_left):
+        done = sum(1 for m in messages if m["role"] == "assistant")
+        if done == 0:
+            EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.CANCELLED)
+        calls = [("run", {"command": c}) for c in commands] if done == 0 else [("submit", {})]
+        return ToolTurn(
+            message={
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": f"c{done}-{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                    for i, (n, a) in enumerate(calls)
+                ],
+            },
+            prompt_tokens=1,
+            completion_tokens=1,
+            latency=0.0,
+            cost=0.0,
+            attempts=1,
+        )
+
+    budget = Budget(turns=3, tokens=10**6, seconds=120, cost=1)
+    workspace = Workspace.create(name="cancelled", files={"model.py": b"x = 1\n"})
+    trajectory = trajectory_start(run=run, snippet=snippet, sample=0, budget=budget)
+    agent_loop(
+        trajectory=trajectory,
+        policy=turn,
+        system="s",
+        prompt="p",
+        workspace=workspace,
+        session=agent_session,
+        limits=LIMITS,
+        budget=budget,
+    )
+    outputs = list(
+        AgentStep.objects.filter(trajectory=trajectory, role="tool", tool_name="run").values_list("content", flat=True)
+    )
+    assert outputs == ["not run: the run was cancelled"] * 3
+    assert not any((workspace.root / name).exists() for name in ("one", "two", "three"))

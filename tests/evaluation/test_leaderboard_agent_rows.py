@@ -382,7 +382,6 @@ def test_agent_rows_show_turns_tokens_and_seconds_per_item_beside_the_cost(clien
     coder = model("coder", display_name="Coder")
     single = evaluate(release, coder, lambda s: True)
     url = reverse("leaderboard", args=["1.0.0"])
-    assert 'data-column="turns_per_item"' not in client.get(url).content.decode(), "no agent row, no agent column"
 
     first = agent(evaluate(release, coder, lambda s: True))
     _trajectories(first, [(4, 1000, 10.0), (8, 3000, 30.0)])
@@ -391,12 +390,17 @@ def test_agent_rows_show_turns_tokens_and_seconds_per_item_beside_the_cost(clien
     held = release.memberships.exclude(task=opening.task).first()
     VersionTask.objects.filter(pk=held.pk).update(split=VersionTask.Split.HELD_OUT)
     _trajectories(first, [(40, 90000, 300.0)], snippets=list(Snippet.objects.filter(task=held.task)[:1]))
-    body = client.get(url).content.decode()
+    # Both modes side by side: the key columns fit a 1366 px screen, so the agent column is one to toggle on.
+    both = client.get(url).content.decode()
+    assert 'data-column="turns_per_item"' not in both and 'name="cols" value="turns_per_item"' in both
+    body = client.get(url, {"cols": "turns_per_item"}).content.decode()
     assert 'data-column="turns_per_item"' in body
-    agent_row = next(r for r in table_rows(body) if reverse("run-detail", args=[first.pk]) in r)
-    assert '6.0 <span class="muted">turns · 2,000 tokens · 20.0 s</span>' in agent_row
     single_row = next(r for r in table_rows(body) if reverse("run-detail", args=[single.pk]) in r)
     assert 'title="single-shot: one prompt, one answer">—</span>' in single_row
+    # The agent view shows it without asking, every ranked row being an agent's.
+    body = client.get(url, {"mode": "agent"}).content.decode()
+    agent_row = next(r for r in table_rows(body) if reverse("run-detail", args=[first.pk]) in r)
+    assert '6 <span class="muted">turns ·<br>2,000 tokens · 20 s</span>' in agent_row
     record = next(r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json() if r["run"] == first.pk)
     assert (record["turns_per_item"], record["tokens_per_item"], record["seconds_per_item"]) == (6.0, 2000.0, 20.0)
     plain = next(r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json() if r["run"] == single.pk)
@@ -410,12 +414,11 @@ def test_agent_rows_show_turns_tokens_and_seconds_per_item_beside_the_cost(clien
     row = next(r for r in selectors.leaderboard_rows(version=release) if r.run.mode == "agent")
     assert row.runs_count == 2
     assert (row.agent.turns, row.agent.tokens, row.agent.seconds) == (4.0, 1250.0, 12.5)
-    by_turns = client.get(url, {"sort": "agent_turns", "dir": "desc"}).content.decode()
+    by_turns = client.get(url, {"sort": "agent_turns", "dir": "desc", "cols": "turns_per_item"}).content.decode()
     assert reverse("run-detail", args=[second.pk]) in table_rows(by_turns)[0], "sorted by turns, agent rows first"
 
     # An agent upload without trajectories: an agent row whose usage is unknown, not a single-shot one.
     uploaded = agent(evaluate(release, model("byo", display_name="Byo"), lambda s: True), params={"uploaded": True})
-    only = client.get(url, {"q": "Byo"}).content.decode()
-    assert 'data-column="turns_per_item"' in only, "the view holds an agent row"
+    only = client.get(url, {"q": "Byo", "mode": "agent"}).content.decode()
     row = next(r for r in table_rows(only) if reverse("run-detail", args=[uploaded.pk]) in r)
     assert 'title="uploaded without trajectories: unknown">—</span>' in row

@@ -24,8 +24,7 @@ def headers(body: str) -> list[str]:
 
 
 def test_the_key_columns_are_the_one_lists_untoggled_page_columns():
-    # The agent column among them shows when a row of the view is an agent's (test_leaderboard_agent_rows).
-    assert [c.key for c in selectors.LEADERBOARD_KEY_COLUMNS] == KEY[:6] + ["turns_per_item"] + KEY[6:]
+    assert [c.key for c in selectors.LEADERBOARD_KEY_COLUMNS] == KEY
     assert {c.key for c in selectors.LEADERBOARD_TOGGLED_COLUMNS} >= {
         "errors",
         "flagged",
