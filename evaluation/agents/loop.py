@@ -308,8 +308,8 @@ def tools_pending(step: AgentStep | None) -> bool:
 
 
 def _run_active(trajectory: AgentTrajectory) -> bool:
-    active = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
-    return EvaluationRun.objects.filter(pk=trajectory.run_id, status__in=active).exists()
+    run = EvaluationRun.objects.filter(pk=trajectory.run_id).only("status").first()
+    return run is not None and run.is_active
 
 
 def tools_carry(

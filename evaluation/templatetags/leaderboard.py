@@ -1,10 +1,10 @@
 """Template filters for score display: percentages with intervals, heat-map colours, leaderboard cells."""
 
 from django import template
-from django.contrib.humanize.templatetags.humanize import intcomma
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from evaluation.agents.budget import amount_text
 from evaluation.provenance import provenance_of
 from evaluation.templatetags.money import usd
 
@@ -132,12 +132,12 @@ def leaderboard_cell(row, column) -> str:
             )
             return format_html('<span class="muted" title="{}">—</span>', why)
         turns = f"{row.agent.turns:.1f}".removesuffix(".0")
-        return format_html(
-            '{} <span class="muted">turn{} ·<br>{} tokens · {} s</span>',
+        return format_html(  # a mean of turns keeps its decimal; tokens and seconds as budgets are said
+            '{} <span class="muted">turn{} ·<br>{} · {}</span>',
             turns,
             "" if turns == "1" else "s",
-            intcomma(round(row.agent.tokens)),
-            f"{row.agent.seconds:.0f}" if row.agent.seconds >= 10 else f"{row.agent.seconds:.1f}",
+            amount_text("tokens", round(row.agent.tokens)),
+            amount_text("seconds", row.agent.seconds),
         )
     if column.key == "scaled_pass_rate":
         return format_html(
