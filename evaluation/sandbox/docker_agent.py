@@ -80,15 +80,20 @@ START = (
     f"find {WORK_DIR} -mindepth 1 -delete && tar -x -o -f - -C {WORK_DIR} "
     f'&& printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
 )
-# Kill whatever the command left (every process of its uid but this shell; twice, for one forked meanwhile),
+# Kill whatever the command left (every process of its uid but this shell) until only docker-init, the keeper and
+# this shell are left in /proc, zombies counted: the killed hold their process slots until docker-init reaps them,
+# and a `find` forked before that fails with the slots full (dash then exits 2, which reads as tar's "a file was
+# unreadable"). The loop is builtins only (`kill -0 -1` cannot tell: it succeeds while the keeper lives). Then
 # empty what a fresh sandbox has empty, refuse a workspace over $1 entries or $2 bytes of files' apparent size
 # (exit OVER_ENTRIES or OVER_BYTES; find stops at the first entry past), and send the workspace back as a tar.
 OVER_ENTRIES, OVER_BYTES = 3, 4
 END = (
-    "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; ipcrm -a 2>/dev/null; "
+    'entries="$1" bytes="$2"; '
+    f"while set -- /proc/[0-9]*; [ $# -gt {OWN_PROCESSES + 1} ]; do kill -9 -1 2>/dev/null; done; "
+    "ipcrm -a 2>/dev/null; "
     "find /tmp /dev/shm -mindepth 1 -delete 2>/dev/null; "
-    f"find {WORK_DIR} -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | awk -v entries=\"$1\" "
-    f"-v bytes=\"$2\" '{{ n++; s += $1; if (n > entries) exit {OVER_ENTRIES}; if (s > bytes) exit {OVER_BYTES} }}' "
+    f"find {WORK_DIR} -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | awk -v entries=\"$entries\" "
+    f"-v bytes=\"$bytes\" '{{ n++; s += $1; if (n > entries) exit {OVER_ENTRIES}; if (s > bytes) exit {OVER_BYTES} }}' "
     f"|| exit $?; exec tar -c -f - -C {WORK_DIR} ."
 )
 # The copy's allowance on top of the command's wall limit: a workspace of a few thousand files copies in and back in

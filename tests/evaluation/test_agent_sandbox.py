@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from evaluation.agents.workspace import Workspace
 from evaluation.llm import ToolTurn
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.sandbox import Limits, docker_agent
+from evaluation.sandbox.docker import WORKER_LABEL
 from evaluation.sandbox.docker_agent import COPY_SECONDS
 from tests.conftest import DEMO_PSET, client_for, polled, sandbox_backend_or_missing
 
@@ -80,11 +82,14 @@ def test_calibration_agents_score_100_and_0_through_a_worker(
 
 
 def _agent_containers() -> list[str]:
+    """Agent containers of other processes than this one (the module's `agent_session` keeps its own until it ends)."""
     import docker
 
+    ours = f"{socket.gethostname()}:{os.getpid()}"
     client = docker.from_env()
     try:
-        return [c.id for c in client.containers.list(all=True, filters={"label": "rcb.agent=1"})]
+        containers = client.containers.list(all=True, filters={"label": "rcb.agent=1"})
+        return [c.id for c in containers if c.labels.get(WORKER_LABEL) != ours]
     finally:
         client.close()
 
@@ -423,12 +428,29 @@ def test_processes_memory_and_output_are_capped(item, agent_session, tmp_path):
     assert "all 100 started" in _unguarded(spawn, tmp_path) and "HELD" in _unguarded(hog, tmp_path)
     assert len(_unguarded(flood, tmp_path)) == 4_000_000
     outputs, _ = _agent(item, agent_session, spawn, "sleep 3; cat started", hog, flood, ":(){ :|:& };:", "echo alive")
-    assert "all 100 started" not in outputs[0] and int(_stdout(outputs[1])) < 64, outputs[:2]
+    started = _stdout(outputs[1]).strip()
+    assert "all 100 started" not in outputs[0] and started.isdigit() and int(started) < 64, outputs[:2]
     outputs = outputs[1:]
     assert "HELD" not in outputs[1] and ("out of memory" in outputs[1] or "MemoryError" in outputs[1]), outputs[1]
     cap = settings.AGENT_OUTPUT_BYTES
     assert f"[output cut at {cap} bytes per stream]" in outputs[2] and len(outputs[2]) < 2 * cap + 1000
     assert "alive" in _stdout(outputs[4])
+
+
+@pytest.mark.django_db
+def test_a_command_holding_every_process_slot_past_its_deadline_keeps_its_workspace(
+    item, agent_session, tmp_path, settings
+):
+    """A command that fills the process cap with sleepers and is killed at its time limit: what it wrote stays in the
+    workspace. On docker the killed hold their slots until docker-init reaps them; an end step that went on before
+    that could not fork and came back with an empty archive, and the agent lost its workspace."""
+    # The shell, turned into the last sleeper by exec, and its sleepers: the release's process cap exactly.
+    fill = f"echo kept > kept; i=1; while [ $i -lt {LIMITS.processes} ]; do sleep 99 & i=$((i+1)); done; exec sleep 99"
+    settings.AGENT_COMMAND_SECONDS = 3
+    outputs, workspace = _agent(item, agent_session, fill, "cat kept; echo alive")
+    assert "killed at its time limit of 3 s" in outputs[0] and "not copied back" not in outputs[0], outputs[0]
+    assert _stdout(outputs[1]).split() == ["kept", "alive"], outputs[1]
+    assert (workspace.root / "kept").read_text() == "kept\n"
 
 
 @pytest.mark.django_db
