@@ -80,21 +80,26 @@ START = (
     f"find {WORK_DIR} -mindepth 1 -delete && tar -x -o -f - -C {WORK_DIR} "
     f'&& printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
 )
-# Kill whatever the command left (every process of its uid but this shell) until only docker-init, the keeper and
-# this shell are left in /proc, zombies counted: the killed hold their process slots until docker-init reaps them,
-# and a `find` forked before that fails with the slots full (dash then exits 2, which reads as tar's "a file was
-# unreadable"). The loop is builtins only (`kill -0 -1` cannot tell: it succeeds while the keeper lives). Then
-# empty what a fresh sandbox has empty, refuse a workspace over $1 entries or $2 bytes of files' apparent size
-# (exit OVER_ENTRIES or OVER_BYTES; find stops at the first entry past), and send the workspace back as a tar.
-OVER_ENTRIES, OVER_BYTES = 3, 4
+# Kill whatever the command left (every process of its uid but this shell), then again until only docker-init, the
+# keeper and this shell are left in /proc, zombies counted: the killed hold their process slots until docker-init
+# reaps them, and a `find` forked before that fails with the slots full. The loop is builtins only (`kill -0 -1`
+# cannot tell: it succeeds while the keeper lives) and fails closed: a glob that lists nothing (a process of the
+# command lowered this shell's open-file limit through prlimit) exits NO_PROCESSES instead of ending the loop, and no
+# kill has a redirection that such a limit could make dash skip. Then empty what a fresh sandbox has empty, refuse a
+# workspace over $1 entries or $2 bytes of files' apparent size (exit OVER_ENTRIES or OVER_BYTES; find stops at the
+# first entry past), say TAR_STARTED on stderr and send the workspace back as a tar: dash's own failures exit 2 too,
+# which without the marker would read as tar's "a file was unreadable, the rest archived".
+OVER_ENTRIES, OVER_BYTES, NO_PROCESSES = 3, 4, 5
+TAR_STARTED = "rcb-docker-tar"
 END = (
-    'entries="$1" bytes="$2"; '
-    f"while set -- /proc/[0-9]*; [ $# -gt {OWN_PROCESSES + 1} ]; do kill -9 -1 2>/dev/null; done; "
+    'entries="$1" bytes="$2"; kill -9 -1; '
+    f'while set -- /proc/[0-9]*; [ -e "$1" ] || exit {NO_PROCESSES}; [ $# -gt {OWN_PROCESSES + 1} ]; '
+    "do kill -9 -1; done; "
     "ipcrm -a 2>/dev/null; "
     "find /tmp /dev/shm -mindepth 1 -delete 2>/dev/null; "
     f"find {WORK_DIR} -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | awk -v entries=\"$entries\" "
     f"-v bytes=\"$bytes\" '{{ n++; s += $1; if (n > entries) exit {OVER_ENTRIES}; if (s > bytes) exit {OVER_BYTES} }}' "
-    f"|| exit $?; exec tar -c -f - -C {WORK_DIR} ."
+    f"|| exit $?; printf '%s\\n' {TAR_STARTED} >&2; exec tar -c -f - -C {WORK_DIR} ."
 )
 # The copy's allowance on top of the command's wall limit: a workspace of a few thousand files copies in and back in
 # seconds; 20k empty files took ~20-26 s on a loaded 2-core worker (tarfile's filter is per member), so a
@@ -236,9 +241,11 @@ class AgentContainer:
             if not end.reader.is_alive():
                 code = self._exit_code(end)
                 # tar: 1 for a file changed while read, 2 for one it could not read (left out, the rest archived).
-                if not sink.over and code in (0, 1, 2):
+                if not sink.over and sink.tar_started and code in (0, 1, 2):
                     return ""
-                if code == OVER_ENTRIES:
+                if code == NO_PROCESSES:
+                    why = "the end step could not list the container's processes"
+                elif code == OVER_ENTRIES:
                     why = f"it holds more than {entries} files and folders"
                 elif code == OVER_BYTES:
                     why = f"its files hold more than {limits.disk_bytes} bytes (a sparse file counts its full size)"
@@ -302,14 +309,20 @@ class AgentContainer:
 
 
 class _FileSink:
-    """Reads an exec's stdout (a tar) into a file, up to `cap` bytes; stderr is dropped."""
+    """Reads an exec's stdout (a tar) into a file, up to `cap` bytes; of stderr only whether the end step said
+    TAR_STARTED (a marker split across frames is found through the previous frame's tail)."""
 
     def __init__(self, file: IO[bytes], *, cap: int):
         self.file, self.cap, self.kept, self.over = file, cap, 0, False
+        self.tar_started, self._tail = False, b""
 
     def read(self, stream) -> None:
+        marker = TAR_STARTED.encode()
         with contextlib.suppress(OSError, ValueError):
             for number, data in frames_iter(stream, tty=False):
+                if number == 2 and not self.tar_started:
+                    self.tar_started = marker in self._tail + data
+                    self._tail = (self._tail + data)[-len(marker) :]
                 if number != 1 or self.over:
                     continue
                 if self.kept + len(data) > self.cap:
