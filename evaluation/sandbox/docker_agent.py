@@ -3,11 +3,14 @@
 The container is a run's (docker.host_config: read-only root, no network, no capabilities, no-new-privileges,
 Docker's default seccomp profile, memory, CPU and process limits, tmpfs folders) whose main process is a keeper
 (`cat` of the attach stream, under docker-init) running as KEEPER_USER, another unprivileged uid than the
-commands' SANDBOX_USER: a command cannot signal the keeper or the init, and the end of each command,
-`kill -9 -1` as SANDBOX_USER, kills everything the command left (background jobs, `setsid`, double forks) while
-the container lives on. A command then costs two `docker exec`s instead of a container's create, start and
-removal. When the worker dies its attach stream closes, the keeper reads EOF and the container (auto-removed)
-goes with it.
+commands' SANDBOX_USER: a command cannot signal the keeper or the init, and the end of each command, `kill(-1)`
+with SANDBOX_USER's uid as its effective uid from a process born root (END), kills everything the command left
+(background jobs, `setsid`, double forks) while the container lives on; what it kills cannot stop, trace or
+signal it. The container holds SETUID and SETGID for that step alone: it is created as root (so that a root exec
+gets them) and its keeper drops to KEEPER_USER at once; docker-init stays root, out of a command's reach too;
+non-root processes get no capabilities, and no-new-privileges keeps setuid files from granting any. A command
+then costs two `docker exec`s instead of a container's create, start and removal. When the worker dies its attach
+stream closes, the keeper reads EOF and the container (auto-removed) goes with it.
 
 The workspace is copied in and back per command, never bind-mounted. A bind mount would hand the worker's disk to
 the agent: no size limit but the host disk's (the workspace's tmpfs here is the release's disk limit, enforced),
@@ -71,6 +74,9 @@ if TYPE_CHECKING:
 
 AGENT_LABEL = "rcb.agent"
 KEEPER_USER = "10002:10002"
+# The container is created as root and its keeper drops to KEEPER_USER: an exec as root gets the container's
+# capabilities only if its configured user is root (Docker gives a non-root container's processes none).
+KEEPER = ["setpriv", "--reuid=10002", "--regid=10002", "--clear-groups", "cat"]
 WORK_DIR = "/sandbox"  # where bwrap has the workspace too: the agent's prompt and file tools name /sandbox
 # docker-init and the keeper count against the container's pids limit; the command's tree gets the release's.
 OWN_PROCESSES = 2
@@ -80,26 +86,50 @@ START = (
     f"find {WORK_DIR} -mindepth 1 -delete && tar -x -o -f - -C {WORK_DIR} "
     f'&& printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
 )
-# Kill whatever the command left (every process of its uid but this shell), then again until only docker-init, the
-# keeper and this shell are left in /proc, zombies counted: the killed hold their process slots until docker-init
-# reaps them, and a `find` forked before that fails with the slots full. The loop is builtins only (`kill -0 -1`
-# cannot tell: it succeeds while the keeper lives) and fails closed: a glob that lists nothing (a process of the
-# command lowered this shell's open-file limit through prlimit) exits NO_PROCESSES instead of ending the loop, and no
-# kill has a redirection that such a limit could make dash skip. Then empty what a fresh sandbox has empty, refuse a
-# workspace over $1 entries or $2 bytes of files' apparent size (exit OVER_ENTRIES or OVER_BYTES; find stops at the
-# first entry past), say TAR_STARTED on stderr and send the workspace back as a tar: dash's own failures exit 2 too,
-# which without the marker would read as tar's "a file was unreadable, the rest archived".
-OVER_ENTRIES, OVER_BYTES, NO_PROCESSES = 3, 4, 5
+# The end step is born root (END_USER) and so out of reach of what the command left: a process of uid 10001 can
+# neither signal nor trace a process whose real and saved uids are 0 (it has no capabilities). The image's own Python
+# (never /opt/env's, which the environment's requirements built; isolated: no site, no variables, no imports from the
+# working folder) sets only its effective uid to the command's: kill(-1) then reaches every process of uid 10001 (a
+# signal is allowed when the sender's effective uid is the target's real uid) and neither the keeper nor docker-init.
+# It kills until only docker-init, the keeper and itself are left in /proc, zombies counted (the killed hold their
+# process slots until docker-init reaps them, and a `find` forked before that fails with the slots full), then takes
+# uid and gid 10001 for good (the only use of the container's SETUID and SETGID) and execs the rest as a shell: empty
+# what a fresh sandbox has empty, refuse a workspace over $1 entries or $2 bytes of files' apparent size (exit
+# OVER_ENTRIES or OVER_BYTES; find stops at the first entry past), say TAR_STARTED on stderr and send the workspace
+# back as a tar. Any failure before that exits without the marker (dash's own failures exit 2 too, which without the
+# marker would read as tar's "a file was unreadable, the rest archived"): the container is removed.
+ROOT = "0:0"
+END_USER = ROOT
+SANDBOX_UID = int(SANDBOX_USER.split(":")[0])
+OVER_ENTRIES, OVER_BYTES, NO_PYTHON = 3, 4, 5
 TAR_STARTED = "rcb-docker-tar"
-END = (
-    'entries="$1" bytes="$2"; kill -9 -1; '
-    f'while set -- /proc/[0-9]*; [ -e "$1" ] || exit {NO_PROCESSES}; [ $# -gt {OWN_PROCESSES + 1} ]; '
-    "do kill -9 -1; done; "
+END_REST = (
     "ipcrm -a 2>/dev/null; "
     "find /tmp /dev/shm -mindepth 1 -delete 2>/dev/null; "
-    f"find {WORK_DIR} -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | awk -v entries=\"$entries\" "
-    f"-v bytes=\"$bytes\" '{{ n++; s += $1; if (n > entries) exit {OVER_ENTRIES}; if (s > bytes) exit {OVER_BYTES} }}' "
+    f"find {WORK_DIR} -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | awk -v entries=\"$1\" "
+    f"-v bytes=\"$2\" '{{ n++; s += $1; if (n > entries) exit {OVER_ENTRIES}; if (s > bytes) exit {OVER_BYTES} }}' "
     f"|| exit $?; printf '%s\\n' {TAR_STARTED} >&2; exec tar -c -f - -C {WORK_DIR} ."
+)
+END_KILL = f"""
+import os, sys
+os.setresuid(0, {SANDBOX_UID}, 0)
+while True:
+    try:
+        os.kill(-1, 9)
+    except ProcessLookupError:
+        pass
+    if sum(name.isdigit() for name in os.listdir("/proc")) <= {OWN_PROCESSES + 1}:
+        break
+os.setresuid(0, 0, 0)
+os.setgroups([])
+os.setresgid({SANDBOX_UID}, {SANDBOX_UID}, {SANDBOX_UID})
+os.setresuid({SANDBOX_UID}, {SANDBOX_UID}, {SANDBOX_UID})
+os.execv("/bin/sh", ["sh", "-c", {END_REST!r}, "rcb-end", *sys.argv[1:]])
+"""
+# The image's Python: Debian's in the debootstrapped base, python:3.11-slim's in the connected one ($0 is END_KILL).
+END = (
+    'for python in /usr/bin/python3 /usr/local/bin/python3; do [ -x "$python" ] && exec "$python" -I -S -c "$0" "$@"; '
+    f"done; exit {NO_PYTHON}"
 )
 # The copy's allowance on top of the command's wall limit: a workspace of a few thousand files copies in and back in
 # seconds; 20k empty files took ~20-26 s on a loaded 2-core worker (tarfile's filter is per member), so a
@@ -123,19 +153,19 @@ class AgentContainer:
 
     def __init__(self, backend: DockerBackend, environment: Environment, limits: Limits):
         self.api = backend.client().api
-        self.user = SANDBOX_USER
         self.key = container_key(limits)
         self.env = {**run_environment(limits), "HOME": WORK_DIR, "USER": "sandbox"}
         self.container: str | None = None
         self.keeper = None
         config = host_config(replace(limits, processes=limits.processes + OWN_PROCESSES), work=WORK_DIR)
         config["auto_remove"] = True
+        config["cap_add"] = ["SETUID", "SETGID"]  # the end step's and the keeper's switch of uid (the docstring)
         try:
             with engine_errors("creating the agent's container"):
                 self.container = self.api.create_container(
                     environment.location,
-                    ["cat"],
-                    user=KEEPER_USER,
+                    KEEPER,
+                    user=ROOT,
                     working_dir="/",
                     hostname="sandbox",
                     stdin_open=True,
@@ -231,7 +261,9 @@ class AgentContainer:
         entries = settings.AGENT_WORKSPACE_FILES
         why = f"it did not end within {_time_limit(limits)}"
         try:
-            end = self._exec(["sh", "-c", END, "rcb-end", str(entries), str(limits.disk_bytes)], output=sink)
+            end = self._exec(
+                ["sh", "-c", END, END_KILL, str(entries), str(limits.disk_bytes)], output=sink, user=END_USER
+            )
             with contextlib.suppress(OSError):
                 raw = getattr(end.stream, "_sock", end.stream)
                 raw.shutdown(socket.SHUT_WR)
@@ -243,9 +275,7 @@ class AgentContainer:
                 # tar: 1 for a file changed while read, 2 for one it could not read (left out, the rest archived).
                 if not sink.over and sink.tar_started and code in (0, 1, 2):
                     return ""
-                if code == NO_PROCESSES:
-                    why = "the end step could not list the container's processes"
-                elif code == OVER_ENTRIES:
+                if code == OVER_ENTRIES:
                     why = f"it holds more than {entries} files and folders"
                 elif code == OVER_BYTES:
                     why = f"its files hold more than {limits.disk_bytes} bytes (a sparse file counts its full size)"
@@ -256,10 +286,10 @@ class AgentContainer:
         self.remove()
         return why
 
-    def _exec(self, argv: list[str], *, output) -> _Exec:
+    def _exec(self, argv: list[str], *, output, user: str = SANDBOX_USER) -> _Exec:
         with engine_errors("starting the agent's command"):
             exec_id = self.api.exec_create(
-                self.container, argv, stdin=True, user=self.user, environment=self.env, workdir=WORK_DIR
+                self.container, argv, stdin=True, user=user, environment=self.env, workdir=WORK_DIR
             )["Id"]
             stream = self.api.exec_start(exec_id, socket=True)
         reader = threading.Thread(target=output.read, args=(stream,), daemon=True)

@@ -453,6 +453,61 @@ def test_a_command_holding_every_process_slot_past_its_deadline_keeps_its_worksp
     assert (workspace.root / "kept").read_text() == "kept\n"
 
 
+# A process the command leaves behind that stops (SIGSTOP) and traces (PTRACE_ATTACH) every process that appears
+# after it, as fast as it can list /proc; it writes its heartbeat into the workspace.
+STOPPER = """import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+before = set(os.listdir("/proc"))
+open("/sandbox/armed", "w").close()
+beat = 0
+while True:
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name not in before:
+            try:
+                os.kill(int(name), signal.SIGSTOP)
+            except OSError:
+                pass
+            libc.ptrace(16, int(name), 0, 0)
+    beat += 1
+    if beat % 200 == 0:
+        with open("/sandbox/beat", "w") as f:
+            f.write(str(beat))
+"""
+# The command starts no process after it (it would be stopped too): the wait is the shell's builtins.
+LEAVE_STOPPER = (
+    f"echo kept > kept; cat > /tmp/stopper.py <<'EOF'\n{STOPPER}EOF\n"
+    "setsid python3 /tmp/stopper.py >/dev/null 2>&1 & while [ ! -e armed ]; do :; done; echo armed"
+)
+BEATING = 'a=$(cat beat); sleep 1; b=$(cat beat); [ "$a" = "$b" ] && echo still || echo beating'
+
+
+@pytest.mark.django_db
+def test_a_process_left_behind_cannot_stop_or_trace_the_end_step(item, agent_session, monkeypatch, settings):
+    """A command leaves a process that stops and traces every process started after it. Unguarded (docker's end
+    step as the command's own uid, as it was), it catches the end step before its kill: the end step hangs to the
+    deadline, the container is removed and the command's workspace is lost. The end step is born root: the process
+    can neither stop nor trace it, it is killed, and the workspace comes back. On bwrap the command's pid namespace
+    ends with it."""
+    settings.AGENT_COMMAND_SECONDS = 4
+    if agent_session.backend.name == "docker":
+        with monkeypatch.context() as unguarded:
+            unguarded.setattr(docker_agent, "COPY_SECONDS", 2.0)
+            unguarded.setattr(docker_agent, "END", "kill -9 -1; " + docker_agent.END_REST)
+            unguarded.setattr(docker_agent, "END_USER", docker_agent.SANDBOX_USER)
+            outputs, _ = _agent(item, agent_session, LEAVE_STOPPER, "ls")
+        assert "not copied back" in outputs[0] and "4 s for the command, 2 s for the copy" in outputs[0], outputs[0]
+        assert "kept" not in _stdout(outputs[1]), outputs[1]
+    caps = "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status; python3 -c 'import os; os.setresuid(0, 0, 0)' 2>&1"
+    outputs, workspace = _agent(item, agent_session, LEAVE_STOPPER, BEATING, "cat kept", caps, sample=1)
+    assert "armed" in _stdout(outputs[0]) and "not copied back" not in outputs[0], outputs[0]
+    assert _stdout(outputs[1]).split() == ["still"], outputs[1]
+    assert _stdout(outputs[2]).split() == ["kept"], outputs[2]
+    # The container's SETUID and SETGID (for the end step's switch) reach no command.
+    assert re.findall(r"^Cap(?:Inh|Prm|Eff|Amb):\s*(\w+)", _stdout(outputs[3]), re.M) == ["0" * 16] * 4, outputs[3]
+    assert "PermissionError" in outputs[3], outputs[3]
+    assert (workspace.root / "kept").read_text() == "kept\n"
+
+
 @pytest.mark.django_db
 def test_no_variable_of_the_worker_reaches_a_command(item, agent_session, tmp_path, monkeypatch):
     """Unguarded, `env` prints the worker's variables (the database URL, keys). A command sees only the sandbox's."""
