@@ -7,8 +7,9 @@
    command would cost).
 2. Per backend, the wall time of the calibration agents (`reference`, which reads, edits, runs one command and
    submits, and `placeholder`, which submits at once) over the demo release through one real Celery worker
-   (concurrency 1, the `sandbox` queue, as tests/conftest.py starts one), each against the single-shot `reference`
-   run of the same release on the same backend and worker, and the pass rates (100% and 0% expected).
+   (concurrency 1, the `llm` and `sandbox` queues, as the calibration test starts one), each against the
+   single-shot `reference` run of the same release on the same backend and worker, and the pass rates (100% and 0%
+   expected).
 3. Per backend, items in flight (issue 23's shape): a scripted agent of `--turns` turns on each of the demo's
    snippets, answered by a local OpenAI-compatible server that takes `--latency` seconds per turn (it reads the
    masked file, puts the reference body in, then runs small commands, `python3 -c pass` and `ls`, until its last turn
@@ -105,7 +106,10 @@ def runs_measure(backend_name: str, *, env: dict[str, str], tmp: Path, version, 
     from scripts.bench_pipeline import run_wait
 
     connections.close_all()
-    worker = Worker(0, {**env, "SANDBOX_BACKEND": backend_name}, tmp / f"worker-{backend_name}.log", queues="sandbox")
+    # Both queues: an agent's turns are tasks on llm, its tools on sandbox (a sandbox-only worker waits forever).
+    worker = Worker(
+        0, {**env, "SANDBOX_BACKEND": backend_name}, tmp / f"worker-{backend_name}.log", queues="llm,sandbox,default"
+    )
     try:
         deadline = time.monotonic() + 120
         while not worker.ready():
