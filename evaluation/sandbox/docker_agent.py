@@ -76,7 +76,11 @@ AGENT_LABEL = "rcb.agent"
 KEEPER_USER = "10002:10002"
 # The container is created as root and its keeper drops to KEEPER_USER: an exec as root gets the container's
 # capabilities only if its configured user is root (Docker gives a non-root container's processes none).
-KEEPER = ["setpriv", "--reuid=10002", "--regid=10002", "--clear-groups", "cat"]
+KEEPER = ["/usr/bin/setpriv", "--reuid=10002", "--regid=10002", "--clear-groups", "/bin/cat"]
+# What runs as root is named by absolute paths, and the end step's exec (root, then the copy-back's shell) has this
+# PATH: the image's starts with /opt/env/bin, which the environment's requirements wrote as uid 10001 (a planted `sh`
+# there ran as root in the attack review).
+ROOT_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 WORK_DIR = "/sandbox"  # where bwrap has the workspace too: the agent's prompt and file tools name /sandbox
 # docker-init and the keeper count against the container's pids limit; the command's tree gets the release's.
 OWN_PROCESSES = 2
@@ -94,10 +98,11 @@ START = (
 # It kills until only docker-init, the keeper and itself are left in /proc, zombies counted (the killed hold their
 # process slots until docker-init reaps them, and a `find` forked before that fails with the slots full), then takes
 # uid and gid 10001 for good (the only use of the container's SETUID and SETGID) and execs the rest as a shell: empty
-# what a fresh sandbox has empty, refuse a workspace over $1 entries or $2 bytes of files' apparent size (exit
-# OVER_ENTRIES or OVER_BYTES; find stops at the first entry past), say TAR_STARTED on stderr and send the workspace
-# back as a tar. Any failure before that exits without the marker (dash's own failures exit 2 too, which without the
-# marker would read as tar's "a file was unreadable, the rest archived"): the container is removed.
+# what a fresh sandbox has empty (folders the command made unreadable opened first), refuse a workspace over $1
+# entries or $2 bytes of files' apparent size (exit OVER_ENTRIES or OVER_BYTES; find stops at the first entry past),
+# say TAR_STARTED on stderr and send the workspace back as a tar. Any failure before that exits without the marker
+# (dash's own failures exit 2 too, which without the marker would read as tar's "a file was unreadable, the rest
+# archived"): the container is removed.
 ROOT = "0:0"
 END_USER = ROOT
 SANDBOX_UID = int(SANDBOX_USER.split(":")[0])
@@ -105,7 +110,8 @@ OVER_ENTRIES, OVER_BYTES, NO_PYTHON = 3, 4, 5
 TAR_STARTED = "rcb-docker-tar"
 END_REST = (
     "ipcrm -a 2>/dev/null; "
-    "find /tmp /dev/shm -mindepth 1 -delete 2>/dev/null; "
+    "chmod -R u+rwx /tmp /dev/shm /dev/mqueue 2>/dev/null; "
+    "find /tmp /dev/shm /dev/mqueue -mindepth 1 -delete 2>/dev/null; "
     f"find {WORK_DIR} -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | awk -v entries=\"$1\" "
     f"-v bytes=\"$2\" '{{ n++; s += $1; if (n > entries) exit {OVER_ENTRIES}; if (s > bytes) exit {OVER_BYTES} }}' "
     f"|| exit $?; printf '%s\\n' {TAR_STARTED} >&2; exec tar -c -f - -C {WORK_DIR} ."
@@ -262,7 +268,7 @@ class AgentContainer:
         why = f"it did not end within {_time_limit(limits)}"
         try:
             end = self._exec(
-                ["sh", "-c", END, END_KILL, str(entries), str(limits.disk_bytes)], output=sink, user=END_USER
+                ["/bin/sh", "-c", END, END_KILL, str(entries), str(limits.disk_bytes)], output=sink, user=END_USER
             )
             with contextlib.suppress(OSError):
                 raw = getattr(end.stream, "_sock", end.stream)
@@ -287,9 +293,10 @@ class AgentContainer:
         return why
 
     def _exec(self, argv: list[str], *, output, user: str = SANDBOX_USER) -> _Exec:
+        environment = self.env if user == SANDBOX_USER else {**self.env, "PATH": ROOT_PATH}
         with engine_errors("starting the agent's command"):
             exec_id = self.api.exec_create(
-                self.container, argv, stdin=True, user=user, environment=self.env, workdir=WORK_DIR
+                self.container, argv, stdin=True, user=user, environment=environment, workdir=WORK_DIR
             )["Id"]
             stream = self.api.exec_start(exec_id, socket=True)
         reader = threading.Thread(target=output.read, args=(stream,), daemon=True)

@@ -3,10 +3,12 @@ agent's attacks from its commands are contained, the item scored only on its ans
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import time
@@ -25,7 +27,7 @@ from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.workspace import Workspace
 from evaluation.llm import ToolTurn
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
-from evaluation.sandbox import Limits, docker_agent
+from evaluation.sandbox import Environment, Limits, docker_agent
 from evaluation.sandbox.docker import WORKER_LABEL
 from evaluation.sandbox.docker_agent import COPY_SECONDS
 from tests.conftest import DEMO_PSET, client_for, polled, sandbox_backend_or_missing
@@ -619,6 +621,74 @@ def test_docker_copy_back_refuses_a_sparse_file_at_once(item, agent_session, tmp
     assert f"not copied back: its files hold more than {LIMITS.disk_bytes} bytes" in outputs[0], outputs[0]
     assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"]
     assert _seconds(outputs[0]) < 15 and time.monotonic() - begun < 30, outputs[0]
+
+
+@pytest.mark.django_db
+def test_tmp_and_shm_are_empty_at_each_command_even_after_an_unreadable_folder(item, agent_session):
+    """In the attack review a folder the command made unreadable (mode 000) survived docker's cleanup of /tmp and
+    /dev/shm (a `find -delete` of the command's uid cannot enter it), and the next command read what it held. Each
+    command starts with both empty (bwrap: fresh per command; docker: the folders are opened before the delete)."""
+    hide = (
+        "mkdir -p /tmp/k/d /dev/shm/k/d && echo s > /tmp/k/d/f && echo s > /dev/shm/k/d/f; chmod 000 /tmp/k /dev/shm/k"
+    )
+    outputs, _ = _agent(item, agent_session, hide, "ls -A /tmp /dev/shm; echo listed")
+    assert "k" not in _stdout(outputs[1]).split() and "listed" in outputs[1], outputs[1]
+
+
+# An `sh`, `setpriv` and `cat` an environment's requirements could install into /opt/env/bin (first on the image's
+# PATH, written as uid 10001 at build): each says when it runs as root, then runs the real one.
+PLANTED = {
+    name: f'#!/bin/dash\n[ "$(/usr/bin/id -u)" = 0 ] && {{ echo PLANTED-ROOT >&2; echo "$0" >> /tmp/planted-root; }}\n'
+    f'exec {real} "$@"\n'
+    for name, real in (("sh", "/bin/sh"), ("setpriv", "/usr/bin/setpriv"), ("cat", "/bin/cat"))
+}
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_runs_nothing_of_the_environment_as_root(item, agent_session):
+    """Unguarded, a root exec that names `sh` (as the end step did in the attack review) runs the environment's
+    planted /opt/env/bin/sh as root. The keeper and the end step name their programs by absolute paths and the end
+    step's PATH leaves /opt/env out: across commands and end steps nothing planted runs as root, and no
+    root-owned file is left in /tmp."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's root end step")
+    import docker
+
+    client = docker.from_env()
+    plant = "; ".join(
+        f"printf '%s' {shlex.quote(text)} > /opt/env/bin/{name} && chmod 755 /opt/env/bin/{name}"
+        for name, text in PLANTED.items()
+    )
+    container = client.containers.create(
+        # As root: the empty environment is the base image, whose /opt/env a build with requirements hands to 10001.
+        agent_session.environment.location,
+        ["/bin/sh", "-c", plant],
+        user="0:0",
+        network_disabled=True,
+    )
+    tag = f"rcb-test-planted:{os.getpid()}"
+    try:
+        container.start()
+        assert container.wait()["StatusCode"] == 0, container.logs()
+        container.commit(repository=tag.split(":")[0], tag=tag.split(":")[1])
+        unguarded = client.containers.run(tag, ["sh", "-c", "true"], user="0:0", remove=True, stderr=True)
+        assert b"PLANTED-ROOT" in unguarded
+        planted = Environment(
+            hash=hashlib.sha256(b"planted").hexdigest(), backend="docker", location=tag, python="/opt/env/bin/python"
+        )
+        session = agent_session.backend.session_open(planted)
+        try:
+            outputs, workspace = _agent(item, session, "echo hi > f", "ls -a /tmp; cat f")
+        finally:
+            session.close()
+        assert "PLANTED-ROOT" not in "".join(outputs), outputs
+        assert _stdout(outputs[1]).split() == [".", "..", "hi"], outputs[1]
+    finally:
+        container.remove(force=True)
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(tag, force=True)
+        client.close()
 
 
 @pytest.mark.docker
