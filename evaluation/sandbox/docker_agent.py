@@ -76,7 +76,8 @@ AGENT_LABEL = "rcb.agent"
 KEEPER_USER = "10002:10002"
 # The container is created as root and its keeper drops to KEEPER_USER: an exec as root gets the container's
 # capabilities only if its configured user is root (Docker gives a non-root container's processes none).
-KEEPER = ["/usr/bin/setpriv", "--reuid=10002", "--regid=10002", "--clear-groups", "/bin/cat"]
+KEEPER_UID, KEEPER_GID = KEEPER_USER.split(":")
+KEEPER = ["/usr/bin/setpriv", f"--reuid={KEEPER_UID}", f"--regid={KEEPER_GID}", "--clear-groups", "/bin/cat"]
 # What runs as root is named by absolute paths, and the end step's exec (root, then the copy-back's shell) has this
 # PATH: the image's starts with /opt/env/bin, which the environment's requirements wrote as uid 10001 (a planted `sh`
 # there ran as root in the attack review).
