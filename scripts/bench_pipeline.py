@@ -18,8 +18,8 @@ What it does, in order:
    paper's workload and prints `RCB-OWN <seconds>`: the time of its own body, without interpreter start and
    imports. Durations per paper (the test runs whole for each of its items): most under 0.5 s, a tenth about
    1 s, a tenth 2-5 s. Imported with `manage.py import_pset --publish`.
-4. `--workers` Celery workers (`celery -A config worker --concurrency 1`, queues sandbox and default, as
-   tests/conftest.py starts them), then `services.run_start` of the reference model (as the site and the API do);
+4. `--workers` Celery workers (`celery -A config worker --concurrency N`, N from `--concurrency`, default 1;
+   queues sandbox and default, as tests/conftest.py starts them), then `services.run_start` of the reference model (as the site and the API do);
    the wall time is from that call until the run is completed. The measured run is the second one: the first after
    an import makes each task's test manifest from its reference on first use (a sandbox run per task, once for
    good), and its wall is printed apart; `--fresh` measures that first run instead.
@@ -575,7 +575,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--papers", type=int, default=20)
     parser.add_argument("--snippets", type=int, default=212, help="snippets of the whole set (spread over papers)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="Celery workers of concurrency 1")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="Celery workers")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="each worker's --concurrency (its sandbox slots; the deployment's default WORKER_CONCURRENCY is 2)",
+    )
     parser.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap")
     parser.add_argument("--forkserver", choices=["on", "off"], default="on", help="SANDBOX_FORKSERVER of the workers")
     parser.add_argument(
@@ -619,6 +625,14 @@ def main() -> None:
         help="sandbox cache (environments are kept between runs)",
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the run")
+    parser.add_argument(
+        "--naive-from",
+        type=float,
+        nargs=2,
+        metavar=("WALL", "OWN"),
+        help="for quick comparisons only: skip the naive baseline and take its wall and own seconds from an earlier "
+        "run with the same --steps-per-second (the reported ratios then are not of one run)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, set) and database")
     args = parser.parse_args()
     if args.snippets < args.papers:
@@ -705,7 +719,9 @@ def main() -> None:
         )
 
         connections.close_all()
-        workers = [Worker(i, env, tmp / f"worker{i}.log") for i in range(args.workers)]
+        workers = [
+            Worker(i, env, tmp / f"worker{i}.log", concurrency=args.concurrency) for i in range(args.workers)
+        ]
         deadline = time.monotonic() + 120
         while not all(w.ready() for w in workers):
             if time.monotonic() > deadline:
@@ -765,8 +781,12 @@ def main() -> None:
             worker.stop()
 
         print(f"run {run.pk} completed: {len(outcomes)} items, {len(outcomes) - len(bad)} passed", flush=True)
-        print("naive baseline (sequential, fresh copy and interpreter per item, no sandbox) ...", flush=True)
-        naive_wall, naive_own = naive(python, naive_items(run))
+        if args.naive_from:
+            naive_wall, naive_own = args.naive_from[0], [args.naive_from[1]]
+            print(f"!! the naive baseline is not run: its wall and own time are taken from --naive-from {args.naive_from}")
+        else:
+            print("naive baseline (sequential, fresh copy and interpreter per item, no sandbox) ...", flush=True)
+            naive_wall, naive_own = naive(python, naive_items(run))
         load_end = load()
 
         items = len(outcomes)
@@ -790,7 +810,8 @@ def main() -> None:
                 paper = o["snippet__task__paper"]
                 (laters if paper in seen else firsts).append(b - (o["duration"] or 0.0))
                 seen.add(paper)
-        cores = min(args.workers, os.cpu_count() or args.workers)
+        slots = args.workers * args.concurrency
+        cores = min(slots, os.cpu_count() or slots)
         limit = sum(naive_own) / cores
         print()
         print(
@@ -798,7 +819,8 @@ def main() -> None:
             "(other work on the machine inflates every row alike)"
         )
         print(
-            f"backend {args.backend}, {args.workers} worker(s) of concurrency 1 on {os.cpu_count()} cores, "
+            f"backend {args.backend}, {args.workers} worker(s) of concurrency {args.concurrency} on "
+            f"{os.cpu_count()} cores, "
             f"{args.database} + {args.broker} broker; modes:"
         )
         for hostname, mode in modes.items():
@@ -849,7 +871,7 @@ def main() -> None:
             f"  outside the sandbox, in the task{'':11} {1000 * (busy_total - sandbox) / items:8.1f}  "
             "(worker busy - Outcome.duration)"
         )
-        if outside:
+        if outside and args.concurrency == 1:  # with more slots a worker's log and outcomes interleave: no pairs
             print(
                 f"    per item: median {1000 * outside[len(outside) // 2]:.1f}, 90th percentile "
                 f"{1000 * outside[int(len(outside) * 0.9)]:.1f}, max {1000 * outside[-1]:.1f}"
@@ -861,8 +883,8 @@ def main() -> None:
                         f"total {sum(part):.1f} s"
                     )
         print(
-            f"  outside the sandbox, between tasks{'':9} {1000 * (args.workers * wall - busy_total) / items:8.1f}  "
-            f"({args.workers} x wall - worker busy: broker, ack, idle at the end)"
+            f"  outside the sandbox, between tasks{'':9} {1000 * (slots * wall - busy_total) / items:8.1f}  "
+            f"({slots} slots x wall - worker busy: broker, ack, idle at the end)"
         )
         print(
             f"  naive: wall - own per item{'':17} {1000 * (naive_wall - sum(naive_own)) / items:8.1f}  "

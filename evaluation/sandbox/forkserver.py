@@ -132,6 +132,9 @@ def _imports_of(data: bytes) -> tuple[tuple[str, int], ...]:
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.append((node.module, node.lineno))
+            # `from scipy import special` imports the submodule scipy.special too: a name that is no module (`from
+            # numpy import array`) is one the zygote finds absent, as the import statement would not load it either.
+            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names if alias.name != "*"]
     return tuple(found)
 
 
@@ -270,6 +273,7 @@ class ForkServer:
             stderr = self.zygote.stop()
             raise ForkRefused(f"the fork server did not start: {stderr[-2000:]}")
         self.loaded, self.failed, threads = hello["loaded"], hello["failed"], hello["threads"]
+        self.absent: list[str] = hello.get("absent", [])  # names of `from package import name` that are no module
         self.warmed: list[str] = hello.get("warmed", [])  # what the helpers the tests call import on first call
         # Whether the preloads themselves loaded ctypes (numpy and torch do): only then may an item see it loaded.
         self.native = hello["native"]
@@ -464,7 +468,7 @@ class ForkingSession(Session):
             return "gone", "the fork server exited"
         if server.limits != _zygote_key(limits):
             return "limits", f"an item with other limits ({_zygote_key(limits)} instead of {server.limits})"
-        tried = {*server.loaded, *(f.split(":", 1)[0] for f in server.failed), *self._threaded}
+        tried = {*server.loaded, *server.absent, *(f.split(":", 1)[0] for f in server.failed), *self._threaded}
         new = [name for name in wanted if name not in tried]
         if new:
             return "new imports", ", ".join(new[:8]) + (f" and {len(new) - 8} more" if len(new) > 8 else "")

@@ -101,6 +101,11 @@ def test_release_imports_leave_out_every_snippet_body_and_helpers_come_from_the_
         "model.py": b'import scipy.linalg\n\ndef f():\n    # <paper2code name="x">\n    import jax\n'
         b'    return 1\n    # </paper2code name="x">\n',
     }
-    assert preload_modules(files) == ["numpy", "torch.testing", "scipy.linalg", "jax"]
-    assert preload_modules(files, skipped=[("model.py", 4, 7)]) == ["numpy", "torch.testing", "scipy.linalg"]
+    assert preload_modules(files) == ["numpy", "torch.testing", "torch.testing.assert_close", "scipy.linalg", "jax"]
+    assert preload_modules(files, skipped=[("model.py", 4, 7)]) == [
+        "numpy",
+        "torch.testing",
+        "torch.testing.assert_close",
+        "scipy.linalg",
+    ]
     assert helper_calls(files, "paper2code_test.py") == ["torch.testing.assert_close", "numpy.testing.assert_allclose"]
