@@ -19,10 +19,10 @@ What it does, in order:
    imports. Durations per paper (the test runs whole for each of its items): most under 0.5 s, a tenth about
    1 s, a tenth 2-5 s. Imported with `manage.py import_pset --publish`.
 4. `--workers` Celery workers (`celery -A config worker --concurrency N`, N from `--concurrency`, default 1;
-   queues sandbox and default, as tests/conftest.py starts them), then `services.run_start` of the reference model (as the site and the API do);
-   the wall time is from that call until the run is completed. The measured run is the second one: the first after
-   an import makes each task's test manifest from its reference on first use (a sandbox run per task, once for
-   good), and its wall is printed apart; `--fresh` measures that first run instead.
+   queues sandbox and default, as tests/conftest.py starts them), then `services.run_start` of the reference model
+   (as the site and the API do); the wall time is from that call until the run is completed. The measured run is
+   the second one: the first after an import makes each task's test manifest from its reference on first use (a
+   sandbox run per task, once for good), and its wall is printed apart; `--fresh` measures that first run instead.
 5. `--validate`: one generated paper (a short-test one) submitted as a submission by an author and validated by the
    same workers (submissions' `revision_validate` task): its wall time and number of test runs.
 6. The naive baseline over the same items, in the same order.
@@ -719,9 +719,7 @@ def main() -> None:
         )
 
         connections.close_all()
-        workers = [
-            Worker(i, env, tmp / f"worker{i}.log", concurrency=args.concurrency) for i in range(args.workers)
-        ]
+        workers = [Worker(i, env, tmp / f"worker{i}.log", concurrency=args.concurrency) for i in range(args.workers)]
         deadline = time.monotonic() + 120
         while not all(w.ready() for w in workers):
             if time.monotonic() > deadline:
@@ -783,7 +781,7 @@ def main() -> None:
         print(f"run {run.pk} completed: {len(outcomes)} items, {len(outcomes) - len(bad)} passed", flush=True)
         if args.naive_from:
             naive_wall, naive_own = args.naive_from[0], [args.naive_from[1]]
-            print(f"!! the naive baseline is not run: its wall and own time are taken from --naive-from {args.naive_from}")
+            print(f"!! no naive baseline run: its wall and own time are from --naive-from {args.naive_from}")
         else:
             print("naive baseline (sequential, fresh copy and interpreter per item, no sandbox) ...", flush=True)
             naive_wall, naive_own = naive(python, naive_items(run))

@@ -148,6 +148,28 @@ def threads():
     return len(os.listdir("/proc/self/task"))
 
 
+def huge_pages():
+    """The preloads' memory (the malloc heap and anonymous mappings) collapsed into 2 MB pages (MADV_COLLAPSE, Linux
+    6.1+; elsewhere it fails and nothing changes): each fork copies a page-table entry per 2 MB instead of per 4 KB
+    (the preloads of torch, scipy and sympy: 220 MB, 56,000 entries, 7 ms a fork and as much at its exit, and an
+    item is four forks). A fork that writes to such a page still copies only the 4 KB it writes."""
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    huge, collapsed = 2 << 20, 0
+    with open("/proc/self/maps") as maps:
+        regions = [line.split() for line in maps]
+    for fields in regions:
+        if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
+            continue
+        low, high = (int(bound, 16) for bound in fields[0].split("-"))
+        low, high = -(-low // huge) * huge, high // huge * huge
+        if high > low and libc.madvise(low, high - low, 25) == 0:  # MADV_COLLAPSE
+            collapsed += high - low
+    return collapsed
+
+
+huge = huge_pages()
+
+
 ctl.send(
     json.dumps(
         {
@@ -158,6 +180,7 @@ ctl.send(
             "threaded": threaded,
             "warmed": warmed,
             "absent": absent,
+            "huge_pages": huge,
         }
     ).encode()
 )
