@@ -474,8 +474,8 @@ class ForkingSession(Session):
             return "gone", "the fork server exited"
         if server.limits != _zygote_key(limits):
             return "limits", f"an item with other limits ({_zygote_key(limits)} instead of {server.limits})"
-        tried = {*server.loaded, *server.absent, *(f.split(":", 1)[0] for f in server.failed), *self._threaded}
-        new = [name for name in wanted if name not in tried]
+        tried = {*server.loaded, *server.absent, *(f.split(":", 1)[0] for f in server.failed)}
+        new = [name for name in wanted if name not in tried and not self._is_threaded(name)]
         if new:
             return "new imports", ", ".join(new[:8]) + (f" and {len(new) - 8} more" if len(new) > 8 else "")
         new = [name for name in helpers if name not in server.helpers]
@@ -484,6 +484,12 @@ class ForkingSession(Session):
                 " and more" if len(new) > 4 else ""
             ) + " import on first call"
         return None
+
+    def _is_threaded(self, name: str) -> bool:
+        """Whether importing `name` starts a thread: it, or a package it is in, did (`from pkg import a, b` lists
+        pkg.a and pkg.b, which import pkg: one start finds it for all)."""
+        parts = name.split(".")
+        return any(".".join(parts[:end]) in self._threaded for end in range(1, len(parts) + 1))
 
     def _zygote(self, files: Mapping[str, bytes], command: Sequence[str], limits: Limits) -> ForkServer | None:
         """The warm fork server, (re)started when this item imports modules it has not tried yet; None when this
@@ -507,7 +513,7 @@ class ForkingSession(Session):
             return None
         self.preload_expect(modules=wanted, helpers=helpers)
         while True:
-            preload = [name for name in self._preloaded if name not in self._threaded]
+            preload = [name for name in self._preloaded if not self._is_threaded(name)]
             if self._unforkable is not None and frozenset(preload) <= self._unforkable:
                 return None  # tried: these preloads load no ctypes; an item bringing more imports tries again
             try:
@@ -520,7 +526,7 @@ class ForkingSession(Session):
                 return None
             except PreloadThreaded as exc:
                 name = str(exc)
-                if name in preload:
+                if any(p == name or p.startswith(name + ".") for p in preload):  # it, or the package of one
                     self._threaded[name] = name
                     self.starts.append(ZygoteStart("threads", f"importing {name} started a thread; not preloaded"))
                 else:  # one of the helpers' lazy imports: this session warms none of them any more
@@ -555,12 +561,13 @@ class ForkingSession(Session):
         server.helpers = frozenset(self._helpers)
         self._forkserver = server
         logger.info(
-            "fork server for environment %s (%s): preloaded %s%s%s (start %d: %s)",
+            "fork server for environment %s (%s): preloaded %s%s%s%s (start %d: %s)",
             self.environment.hash,
             self.backend.name,
             ", ".join(server.loaded) or "nothing",
             f" (not importable: {', '.join(server.failed)})" if server.failed else "",
             f"; warmed {len(server.warmed)} lazy import(s)" if server.warmed else "",
+            f"; {server.huge_pages >> 20} MB in 2 MB pages" if server.huge_pages else "",
             len(self.starts),
             self.starts[-1],
         )

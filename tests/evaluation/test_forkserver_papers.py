@@ -109,3 +109,79 @@ def test_release_imports_leave_out_every_snippet_body_and_helpers_come_from_the_
         "scipy.linalg",
     ]
     assert helper_calls(files, "paper2code_test.py") == ["torch.testing.assert_close", "numpy.testing.assert_allclose"]
+
+
+def test_a_from_import_never_replaces_an_attribute_for_other_papers(backend):
+    """`from curses import has_key` takes curses's builtin function; the module curses/has_key.py of the same name,
+    preloaded, would replace it in every fork, so another paper's `curses.has_key` would be a module. An attribute
+    is found absent and left alone."""
+    with session_of(backend) as session:
+        taker, _ = report(
+            session, paper_files("numpy", "from curses import has_key\nfound['kind'] = type(has_key).__name__\n")
+        )
+        other, forked = report(session, paper_files("curses", "found['kind'] = type(curses.has_key).__name__\n"))
+        assert forked and "curses.has_key" in session._forkserver.absent
+    assert taker["kind"] == other["kind"] == "builtin_function_or_method"
+
+
+@pytest.fixture
+def site_module(sandbox_cache):
+    """`site_module(name, source)` puts a module in the bwrap numpy environment's site-packages (as a package the
+    task's requirements installed would be), removed again after the test."""
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
+    site = next(Path(environment.location).glob("lib/python3*/site-packages"))
+    made: list[Path] = []
+
+    def put(source: str, package: bool = False) -> str:
+        name = f"rcb_site_{uuid.uuid4().hex[:8]}"
+        path = site / name / "__init__.py" if package else site / f"{name}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(source)
+        made.append(path.parent if package else path)
+        return name
+
+    yield put
+    for path in made:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def test_a_package_that_starts_a_thread_costs_one_start_for_all_its_from_imports(sandbox_cache, site_module):
+    """`from pkg import a, b, ...` lists pkg.a, pkg.b, ...; each imports pkg, whose import starts a thread: found
+    once, for pkg and everything in it, not one start per name."""
+    package = site_module(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n", package=True
+    )
+    names = ", ".join(f"n{i}" for i in range(12))
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    backend.forkserver = True
+    with session_of(backend) as session:
+        report(
+            session, paper_files("numpy", f"try:\n    from {package} import {names}\nexcept ImportError:\n    pass\n")
+        )
+        assert [start.reason for start in session.starts] == ["threads", "first"]
+
+
+def test_a_sparse_mapping_of_a_preload_is_not_made_resident(sandbox_cache, site_module):
+    """The zygote collapses its memory into 2 MB pages only where it is resident already: a preload that maps
+    400 MB and touches one byte per 2 MB (a reserved arena) stays under a megabyte, not 400 MB of the zygote's
+    memory limit."""
+    sparse = site_module(
+        "import mmap\nARENA = mmap.mmap(-1, 400 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+        "for offset in range(0, 400 << 20, 2 << 20):\n    ARENA[offset] = 1\n"
+    )
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    backend.forkserver = True
+    with session_of(backend) as session:
+        _, forked = report(session, paper_files(sparse))
+        server = session._forkserver
+        memory = server.zygote.cgroups.folders["memory"]
+        used = next(
+            int((memory / f).read_text()) for f in ("memory.current", "memory.usage_in_bytes") if (memory / f).exists()
+        )
+    assert forked
+    assert server.huge_pages < 64 << 20 and used < 300 << 20, (server.huge_pages >> 20, used >> 20)

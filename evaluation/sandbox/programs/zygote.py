@@ -9,12 +9,25 @@ os.chdir("/")  # read-only: nothing an item writes can lie where the zygote's ow
 # (a cold start has it too once the test imported them); the rest (ctypes, socket, ...) is dropped in every item.
 loaded, failed, absent, threaded = [], [], [], ""
 for name in filter(None, sys.argv[2].split(",")):
+    parent, _, leaf = name.rpartition(".")
+    held = None
     try:
-        __import__(name)
-        loaded.append(name)
+        if parent:
+            __import__(parent)
+            if len(os.listdir("/proc/self/task")) > 1:  # a fork would lose them: the worker starts us without it
+                threaded = parent
+                break
+            held = getattr(sys.modules[parent], leaf, None)
+        if held is not None and not isinstance(held, type(sys)):
+            # An attribute (`from numpy import array`, `from curses import has_key`): the import statement takes
+            # it, and importing a submodule of that name would replace it for every item.
+            absent.append(name)
+        else:
+            __import__(name)
+            loaded.append(name)
     except ModuleNotFoundError as exc:
-        if exc.name == name and name.rpartition(".")[0] in sys.modules:
-            absent.append(name)  # `from numpy import array` names numpy.array, no module: not a failure
+        if exc.name == name and parent in sys.modules:
+            absent.append(name)  # no attribute and no module of that name: the item's import fails as it would cold
         else:
             failed.append(f"{name}: {type(exc).__name__}")
     except BaseException as exc:
@@ -152,18 +165,24 @@ def huge_pages():
     """The preloads' memory (the malloc heap and anonymous mappings) collapsed into 2 MB pages (MADV_COLLAPSE, Linux
     6.1+; elsewhere it fails and nothing changes): each fork copies a page-table entry per 2 MB instead of per 4 KB
     (the preloads of torch, scipy and sympy: 220 MB, 56,000 entries, 7 ms a fork and as much at its exit, and an
-    item is four forks). A fork that writes to such a page still copies only the 4 KB it writes."""
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    huge, collapsed = 2 << 20, 0
+    item is four forks). A fork that writes to such a page still copies only the 4 KB it writes. Only 2 MB ranges
+    already nearly all resident are collapsed: collapsing makes every page of the range resident, and a sparse
+    mapping (a reserved arena) would grow up to 512 times."""
+    libc.madvise.argtypes = libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    huge, page, collapsed = 2 << 20, os.sysconf("SC_PAGE_SIZE"), 0
+    vector = ctypes.create_string_buffer(huge // page)
     with open("/proc/self/maps") as maps:
         regions = [line.split() for line in maps]
     for fields in regions:
         if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
             continue
         low, high = (int(bound, 16) for bound in fields[0].split("-"))
-        low, high = -(-low // huge) * huge, high // huge * huge
-        if high > low and libc.madvise(low, high - low, 25) == 0:  # MADV_COLLAPSE
-            collapsed += high - low
+        for start in range(-(-low // huge) * huge, high // huge * huge, huge):
+            if libc.mincore(start, huge, vector) != 0:
+                continue
+            resident = sum(byte & 1 for byte in vector.raw)
+            if resident * 10 >= 9 * len(vector.raw) and libc.madvise(start, huge, 25) == 0:  # MADV_COLLAPSE
+                collapsed += huge
     return collapsed
 
 
