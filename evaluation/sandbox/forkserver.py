@@ -39,10 +39,11 @@ test imported its modules, but what a cold start of it *could* have loaded: modu
 task of the session imports. Nothing of an item's own or hidden code is among them (a task's own module names are
 dropped from every fork as before), the answer's imports do not choose them (the answer's lines never count, and a
 release's are announced without any snippet's body), and the imports the guard audits stay fresh imports: the task's
-own modules are dropped by the fork and native ones (ctypes, mmap) by the harness at the answer's start. What remains
-different from a cold start is import-time state of modules the item never imports (a warnings filter, a
-registry); a preload that breaks an item shows as a crash in a fork that a cold start has not, which turns the
-environment cold (see `run`), as before.
+own modules are dropped by the fork and native ones (ctypes, mmap) by the harness at the answer's start. A `from
+pkg import name` preloads the submodule pkg.name only when pkg holds no other attribute of that name (importing it
+would replace the attribute for every item). What remains different from a cold start is import-time state of
+modules the item never imports (a warnings filter, a registry); a preload that breaks an item shows as a crash in a
+fork that a cold start has not, which turns the environment cold (see `run`), as before.
 """
 
 from __future__ import annotations
