@@ -21,10 +21,9 @@ zygote preloads is derived from the task's files minus the answer's own lines, a
 preloads brought, never the zygote's own tools (ctypes, socket, ...) nor a module of a task file's name: an import of
 the answer's is audited exactly as on a cold start.
 
-Forks stay cheap however much the zygote preloads (torch, scipy and sympy: 220 MB of its own memory): before each
-fork it moves every object to the collector's permanent generation (`gc.freeze`), so an item's collections never
-walk, and so never copy, the preloads' pages; and at its start it collapses its heap into 2 MB pages (MADV_COLLAPSE,
-Linux 6.1+), so each of an item's four forks (set-up, reaper, item, test process) copies an entry per 2 MB.
+Forks stay cheaper however much the zygote preloads (torch, scipy and sympy: 220 MB of its own memory): it
+collapses its heap into 2 MB pages (MADV_COLLAPSE, Linux 6.1+), so each of an item's four forks (set-up, reaper,
+item, test process) copies a page-table entry per 2 MB.
 
 Across a set's papers (one shared environment, items of twenty papers interleaved) the zygote is one per session and
 its preloads only grow: every module an item of the session imported, and, announced at a run's first item

@@ -144,7 +144,7 @@ if not threaded and len(sys.argv) > 3 and sys.argv[3]:
             threaded = f"{name}.{item}" if item else name
             break
 kept = frozenset(sys.modules)
-import ctypes, gc, json, os, select, signal, socket
+import ctypes, json, os, select, signal, socket
 
 base_env = dict(os.environ)  # exactly what a cold start of this backend gets, which every item gets back
 libc = ctypes.CDLL(None, use_errno=True)
@@ -540,9 +540,6 @@ while True:
         ctl.send(json.dumps({"refused": f"{count} threads in the fork server"}).encode())
         continue
     ready_read, ready = os.pipe()
-    # Every object so far goes to the collector's permanent generation: an item's collections then never walk the
-    # preloads' objects, whose every page a walk would touch and so copy (90 ms an item with scipy and sympy loaded).
-    gc.freeze()
     pid = os.fork()
     if pid == 0:
         try:
