@@ -4,6 +4,11 @@
 
 import os, sys
 
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+
 os.chdir("/")  # read-only: nothing an item writes can lie where the zygote's own imports look ("" on sys.path)
 # The preloads come first, before any tool of the fork server's own: what they import is what an item keeps loaded
 # (a cold start has it too once the test imported them); the rest (ctypes, socket, ...) is dropped in every item.
@@ -14,7 +19,7 @@ for name in filter(None, sys.argv[2].split(",")):
     try:
         if parent:
             __import__(parent)
-            if len(os.listdir("/proc/self/task")) > 1:  # a fork would lose them: the worker starts us without it
+            if threads() > 1:  # a fork would lose them: the worker starts us again without it
                 threaded = parent
                 break
             held = getattr(sys.modules[parent], leaf, None)
@@ -32,7 +37,7 @@ for name in filter(None, sys.argv[2].split(",")):
             failed.append(f"{name}: {type(exc).__name__}")
     except BaseException as exc:
         failed.append(f"{name}: {type(exc).__name__}")
-    if len(os.listdir("/proc/self/task")) > 1:  # a fork would lose them: the worker starts us again without it
+    if threads() > 1:  # a fork would lose them: the worker starts us again without it
         threaded = name
         break
 
@@ -140,7 +145,7 @@ if not threaded and len(sys.argv) > 3 and sys.argv[3]:
             warmed.append(f"{name}.{item}")
         elif not item:
             warmed.append(name)
-        if len(os.listdir("/proc/self/task")) > 1:
+        if threads() > 1:
             threaded = f"{name}.{item}" if item else name
             break
 kept = frozenset(sys.modules)
@@ -155,10 +160,6 @@ if sys.argv[1].startswith("/"):  # a socket the worker listens on (docker: bound
 else:  # inherited (bwrap)
     ctl = socket.socket(fileno=int(sys.argv[1]))
 base_path = list(sys.path)
-
-
-def threads():
-    return len(os.listdir("/proc/self/task"))
 
 
 def huge_pages():
