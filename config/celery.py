@@ -4,7 +4,7 @@ import os
 import time
 
 from celery import Celery, bootsteps
-from celery.signals import before_task_publish, worker_ready, worker_shutdown
+from celery.signals import before_task_publish, task_prerun, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -24,6 +24,17 @@ def _stamp_enqueued_at(headers: dict | None = None, **kwargs: object) -> None:
     """When the message was queued, so the operations page can tell the age of a queue's oldest task."""
     if headers is not None:
         headers.setdefault("enqueued_at", time.time())
+
+
+@task_prerun.connect
+def _connections_checked(task=None, **kwargs: object) -> None:
+    """A kept database connection (CELERY_DB_REUSE_MAX) is checked before each task as Django checks one per request:
+    closed when past CONN_MAX_AGE or broken by an error, pinged before its first use (CONN_HEALTH_CHECKS). Not for a
+    task run eagerly in a caller's process (and maybe in its transaction), as Celery's own closing skips it."""
+    from django.db import close_old_connections
+
+    if not getattr(getattr(task, "request", None), "is_eager", False):
+        close_old_connections()
 
 
 @worker_ready.connect

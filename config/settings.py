@@ -94,6 +94,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # A persistent connection (conn_max_age in DATABASE_URL) is checked before reuse, so one broken by a database
 # restart is replaced instead of failing the next request or task.
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Kept across requests and tasks: each connection is a server process forked for it, and a worker connected anew
+    # for every item (config/celery.py checks a kept connection before each task, as Django does per request).
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 600)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -180,6 +184,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default="") or None
 CELERY_TASK_ACKS_LATE = True
+# Celery closes the database connection after every task unless told to reuse it (see CONN_MAX_AGE above).
+CELERY_DB_REUSE_MAX = 100
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"

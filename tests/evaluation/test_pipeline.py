@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 from django.conf import settings
@@ -10,6 +11,7 @@ from django.conf import settings
 from benchmarks.models import Task
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from operations.models import OperationsEvent
 from tests.conftest import polled, sandbox_backend_or_missing
 
 # serialized_rollback restores the calibration models (data migration) that a transactional flush removes.
@@ -64,6 +66,44 @@ def test_reference_scores_100_and_placeholder_0(backend, release, celery_worker_
         assert "fork server for environment" in output
         cold = [line for line in output.splitlines() if "starts cold" in line or "runs cold" in line]
         assert cold and all("no preload loads ctypes" in line for line in cold), cold
+
+
+def _sessions_opened() -> int:
+    """Connections ever opened to this database (PostgreSQL's statistics; a backend reports its own within 1 s)."""
+    from django.db import connection
+
+    time.sleep(1.5)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+def test_a_worker_keeps_its_database_connection_across_items_and_replaces_one_killed(
+    release, celery_worker_factory, sandbox_cache
+):
+    # Celery closes a worker's connection after every task unless told to reuse it: each item then forked a server
+    # process of its own to connect (2 ms and more under load, on cores the tests need).
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("connections are kept on PostgreSQL only")
+    sandbox_backend_or_missing("bwrap", sandbox_cache)
+    worker = celery_worker_factory(queues="sandbox,default", SANDBOX_BACKEND="bwrap")
+    opened = _sessions_opened()
+    run_and_wait("reference", release, worker)
+    assert _sessions_opened() - opened <= 6  # the pool's process, the watchdog's thread: 33 items, not 33 connects
+    with connection.cursor() as cursor:  # the database restarted between runs, as the worker sees it
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] >= 1
+    placeholder = run_and_wait("placeholder", release, worker)
+    assert set(Outcome.objects.filter(run=placeholder).values_list("status", flat=True)) == {"failed"}
+    # Replaced before its task used it (Django's health check), not lost mid-task and waited out as an outage.
+    outages = OperationsEvent.objects.filter(kind=OperationsEvent.Kind.DATABASE_UNAVAILABLE)
+    assert not outages.exists(), worker.output()[-3000:]
 
 
 def test_sigkill_of_the_worker_mid_run_still_scores_every_item_once(release, celery_worker_factory, sandbox_cache):
