@@ -187,18 +187,25 @@ def run_items(run: EvaluationRun) -> list[tuple[int, int]]:
     return [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
 
 
-def run_feed_order(run: EvaluationRun) -> list[tuple[int, int]]:
+def run_feed_order(run: EvaluationRun, start: int = 0, count: int | None = None) -> list[tuple[int, int]]:
     """Every (snippet id, sample) of the run in the order the feeder queues them: grouped by environment, then
     paper and file, each snippet's samples together, so a worker's fork server sees few import sets at a time. Items
     of tasks that need a GPU come last: they wait on the `gpu` queue, and fed first they would hold the run's whole
-    share in flight while no GPU worker takes them."""
+    share in flight while no GPU worker takes them.
+
+    `start` and `count`: only that window of the order, read as such from the database (the feeder tops a run up by
+    an item or two after each item ends; reading the whole order each time grew with the run's size)."""
     needs_gpu = Case(When(task__extra_metadata__gpu=True, then=Value(1)), default=Value(0))
-    ids = list(
+    ids = (
         run_snippets(run=run)
         .order_by(needs_gpu, "task__environment_hash", "task__paper__slug", "file_path", "pk")
         .values_list("pk", flat=True)
     )
-    return [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
+    first = start // run.samples
+    ids = ids[first:] if count is None else ids[first : -(-(start + count) // run.samples)]
+    items = [(snippet_id, sample) for snippet_id in ids for sample in range(run.samples)]
+    skip = start - first * run.samples
+    return items[skip:] if count is None else items[skip : skip + count]
 
 
 def run_items_missing(run: EvaluationRun) -> list[tuple[int, int]]:

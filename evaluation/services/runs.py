@@ -205,10 +205,8 @@ def run_feed(*, run: EvaluationRun) -> int:
             room = min(room, settings.USER_ITEMS_IN_FLIGHT - _in_flight(mine))
         if room <= 0:
             return 0
-        order = run_feed_order(locked)
         cursor, batch = locked.feed_cursor, []
-        while len(batch) < room and cursor < len(order):
-            window = order[cursor : cursor + room - len(batch)]
+        while len(batch) < room and (window := run_feed_order(locked, start=cursor, count=room - len(batch))):
             done = set(
                 Outcome.objects.filter(run=locked, snippet_id__in={s for s, _ in window}).values_list(
                     "snippet_id", "sample"

@@ -67,6 +67,28 @@ def test_feed_order_groups_items_by_environment_and_paper(media_root):
     assert [sample for _, sample in order[:2]] == [0, 1], "a snippet's samples come together"
 
 
+@pytest.mark.django_db
+def test_the_feeder_reads_only_the_window_it_queues(media_root, django_capture_on_commit_callbacks):
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    version = pset_import(root=DEMO_PSET, version_name="window-1.0.0", publish=True).version
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=3, dispatch=False)
+    order = run_feed_order(run)
+    windows = [(start, count) for start in range(0, len(order) + 2, 7) for count in (1, 2, 3, 4, 5, 40)]
+    assert all(run_feed_order(run, start, count) == order[start : start + count] for start, count in windows)
+    # One item ended, one to queue: the feeder reads a snippet's row, not the whole order of 99 items.
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        status=EvaluationRun.Status.RUNNING, feed_cursor=50, fed_items=settings.RUN_ITEMS_IN_FLIGHT - 1
+    )
+    with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=False):
+        assert services.run_feed(run=run) == 1
+    ordered = [q["sql"] for q in queries.captured_queries if '"environment_hash" ASC' in q["sql"]]
+    assert len(ordered) == 1 and "LIMIT 1 OFFSET 16" in ordered[0], ordered
+    assert EvaluationRun.objects.get(pk=run.pk).feed_cursor == 51
+
+
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_resuming_a_run_again_and_again_keeps_one_share_running(
     celery_worker_factory, worker_broker, media_root, settings
