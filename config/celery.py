@@ -4,7 +4,7 @@ import os
 import time
 
 from celery import Celery, bootsteps
-from celery.signals import before_task_publish, task_prerun, worker_ready, worker_shutdown
+from celery.signals import before_task_publish, task_postrun, task_prerun, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -35,6 +35,22 @@ def _connections_checked(task=None, **kwargs: object) -> None:
 
     if not getattr(getattr(task, "request", None), "is_eager", False):
         close_old_connections()
+
+
+@task_postrun.connect
+def _connections_left_clean(task=None, **kwargs: object) -> None:
+    """A kept connection a task left inside a transaction (a raw BEGIN, which Django does not see) is closed: the next
+    task would otherwise run inside it, and its work be lost with the connection."""
+    from django.db import connections
+
+    if getattr(getattr(task, "request", None), "is_eager", False):
+        return
+    for connection in connections.all(initialized_only=True):
+        if connection.vendor == "postgresql" and connection.connection is not None:
+            from psycopg.pq import TransactionStatus
+
+            if connection.connection.info.transaction_status != TransactionStatus.IDLE:
+                connection.close()
 
 
 @worker_ready.connect

@@ -214,3 +214,28 @@ def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and
     score = RunScore.objects.get(run=run, paper=None, split="")
     assert score.scaled_pass_rate == 100.0 and score.prompt_tokens > 0 and score.cost is None
     assert "sk-test-secret-123" not in worker.output()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_a_task_left_inside_a_transaction_is_not_kept_for_the_next():
+    # A raw BEGIN is invisible to Django (its autocommit flag stays on): kept, the next task would run inside that
+    # transaction and lose its work with the connection.
+    from types import SimpleNamespace
+
+    from django.db import connection
+
+    from config.celery import _connections_left_clean
+
+    if connection.vendor != "postgresql":
+        pytest.skip("connections are kept on PostgreSQL only")
+    task = SimpleNamespace(request=SimpleNamespace(is_eager=False))
+    connection.ensure_connection()
+    _connections_left_clean(task=task)
+    assert connection.connection is not None, "a connection left clean is kept"
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+    _connections_left_clean(task=task)
+    assert connection.connection is None
+    with connection.cursor() as cursor:  # the next task's first query: a new connection, outside any transaction
+        cursor.execute("SELECT now() = statement_timestamp()")
+        assert cursor.fetchone()[0]
