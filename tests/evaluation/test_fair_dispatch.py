@@ -89,6 +89,29 @@ def test_the_feeder_reads_only_the_window_it_queues(media_root, django_capture_o
     assert EvaluationRun.objects.get(pk=run.pk).feed_cursor == 51
 
 
+@pytest.mark.django_db
+def test_resuming_a_mostly_finished_run_reads_the_order_twice_not_window_by_window(
+    media_root, django_capture_on_commit_callbacks
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    version = pset_import(root=DEMO_PSET, version_name="resume-1.0.0", publish=True).version
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, samples=3, dispatch=False)
+    order = run_feed_order(run)
+    Outcome.objects.bulk_create(
+        Outcome(run=run, snippet_id=s, sample=k, status=Outcome.Status.PASSED) for s, k in order[:-2]
+    )
+    # A resume feeds from the start of the order again (feed_cursor 0): all but the last two items are done.
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        status=EvaluationRun.Status.RUNNING, feed_cursor=0, fed_items=0, done_items=len(order) - 2
+    )
+    with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=False):
+        assert services.run_feed(run=run) == 2
+    assert len([q for q in queries.captured_queries if '"environment_hash" ASC' in q["sql"]]) == 2
+    assert EvaluationRun.objects.get(pk=run.pk).feed_cursor == len(order)
+
+
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_resuming_a_run_again_and_again_keeps_one_share_running(
     celery_worker_factory, worker_broker, media_root, settings
