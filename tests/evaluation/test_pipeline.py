@@ -216,7 +216,6 @@ def test_full_run_through_an_openai_compatible_server_records_tokens_latency_and
     assert "sk-test-secret-123" not in worker.output()
 
 
-@pytest.mark.django_db(transaction=True)
 def test_a_connection_a_task_left_inside_a_transaction_is_not_kept_for_the_next():
     # A raw BEGIN is invisible to Django (its autocommit flag stays on): kept, the next task would run inside that
     # transaction and lose its work with the connection.
