@@ -26,14 +26,19 @@ def _stamp_enqueued_at(headers: dict | None = None, **kwargs: object) -> None:
         headers.setdefault("enqueued_at", time.time())
 
 
+def _eager(task) -> bool:
+    """Run in a caller's process (and maybe in its transaction): its connections are the caller's, as Celery's own
+    closing leaves them."""
+    return bool(getattr(getattr(task, "request", None), "is_eager", False))
+
+
 @task_prerun.connect
 def _connections_checked(task=None, **kwargs: object) -> None:
     """A kept database connection (CELERY_DB_REUSE_MAX) is checked before each task as Django checks one per request:
-    closed when past CONN_MAX_AGE or broken by an error, pinged before its first use (CONN_HEALTH_CHECKS). Not for a
-    task run eagerly in a caller's process (and maybe in its transaction), as Celery's own closing skips it."""
+    closed when past CONN_MAX_AGE or broken by an error, pinged before its first use (CONN_HEALTH_CHECKS)."""
     from django.db import close_old_connections
 
-    if not getattr(getattr(task, "request", None), "is_eager", False):
+    if not _eager(task):
         close_old_connections()
 
 
@@ -43,7 +48,7 @@ def _connections_left_clean(task=None, **kwargs: object) -> None:
     task would otherwise run inside it, and its work be lost with the connection."""
     from django.db import connections
 
-    if getattr(getattr(task, "request", None), "is_eager", False):
+    if _eager(task):
         return
     for connection in connections.all(initialized_only=True):
         if connection.vendor == "postgresql" and connection.connection is not None:

@@ -205,8 +205,11 @@ def run_feed(*, run: EvaluationRun) -> int:
             room = min(room, settings.USER_ITEMS_IN_FLIGHT - _in_flight(mine))
         if room <= 0:
             return 0
-        cursor, batch, count = locked.feed_cursor, [], room
-        while len(batch) < room and (window := run_feed_order(locked, start=cursor, count=count)):
+        cursor, batch = locked.feed_cursor, []
+        # The window to queue; when it held finished items (a resume), the rest of the order at once, not window by
+        # window.
+        for count in (room, None):
+            window = run_feed_order(locked, start=cursor, count=count)
             done = set(
                 Outcome.objects.filter(run=locked, snippet_id__in={s for s, _ in window}).values_list(
                     "snippet_id", "sample"
@@ -218,9 +221,8 @@ def run_feed(*, run: EvaluationRun) -> int:
                 cursor += 1
                 if item not in done:
                     batch.append(item)
-            if count is None:
-                break  # the rest of the order was read whole
-            count = None  # finished items in the window (a resume): the rest of the order at once, not window by window
+            if len(batch) == room or not window:
+                break
         EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
     task = tasks.item_generate if locked.model.kind == ModelEntry.Kind.LITELLM else tasks.item_evaluate
     if locked.mode == "agent":
