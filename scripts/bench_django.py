@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # What a heavy set's test prints: the time of its own body, without interpreter start and imports.
@@ -37,26 +36,19 @@ def django_fresh(prefix: str, *, test_environment: bool = True) -> Path:
     return tmp
 
 
-def naive(python: str, items: list[tuple[str, dict[str, bytes]]], parallel: int = 1) -> tuple[float, list[float]]:
-    """(wall, own time per item) of running each item's entry point in a fresh copy of its files in a temporary
-    folder and a fresh interpreter, no sandbox, no platform; `parallel` items at a time (each runner takes the next
-    item in order when it is free), so that the tests' own bodies share the machine as they do in a platform run of
-    as many slots."""
+def naive(python: str, items: list[tuple[str, dict[str, bytes]]]) -> tuple[float, list[float]]:
+    """(wall, own time per item) of running each item's entry point sequentially, in a fresh copy of its files in a
+    temporary folder and a fresh interpreter, no sandbox, no platform."""
+    own, start = [], time.monotonic()
     env = {**os.environ, **THREADS_ONE}
-
-    def own_time(item: tuple[str, dict[str, bytes]]) -> float:
-        entry, files = item
+    for entry, files in items:
         with tempfile.TemporaryDirectory(prefix="bench-naive-") as folder:
             for name, data in files.items():
                 Path(folder, name).parent.mkdir(parents=True, exist_ok=True)
                 Path(folder, name).write_bytes(data)
             done = subprocess.run([python, "-B", entry], cwd=folder, env=env, capture_output=True, text=True)
-        found = OWN.search(done.stdout)
-        if done.returncode != 0 or not found:
-            sys.exit(f"the naive run of an item failed ({done.returncode}):\n{done.stderr[-2000:]}")
-        return float(found.group(1))
-
-    start = time.monotonic()
-    with ThreadPoolExecutor(parallel) as pool:
-        own = list(pool.map(own_time, items))
+            found = OWN.search(done.stdout)
+            if done.returncode != 0 or not found:
+                sys.exit(f"the naive run of an item failed ({done.returncode}):\n{done.stderr[-2000:]}")
+            own.append(float(found.group(1)))
     return time.monotonic() - start, own

@@ -1,8 +1,8 @@
 """A heavy problem set in the task format (tests that import torch, numpy and scipy on the CPU, a spread of test
 durations) evaluated with the `reference` model through the whole platform: import_pset into a fresh database, real
 Celery workers on bwrap or docker, a run started by the platform's own service, scored; against the naive baseline
-measured in the same script run (a fresh copy of the task's files and a fresh interpreter per item, no sandbox, no
-platform; as many at a time as the run's slots).
+measured in the same script run (sequential, a fresh copy of the task's files and a fresh interpreter per item, no
+sandbox, no platform).
 
 What it does, in order:
 1. A fresh database (PostgreSQL `rcb_benchpipe`, dropped and created, as in production, so one run of this script at
@@ -19,17 +19,14 @@ What it does, in order:
    imports. Durations per paper (the test runs whole for each of its items): most under 0.5 s, a tenth about
    1 s, a tenth 2-5 s. Imported with `manage.py import_pset --publish`.
 4. `--workers` Celery workers (`celery -A config worker --concurrency N`, N from `--concurrency`, default 1;
-   queues sandbox and default, as tests/conftest.py starts them), then `services.run_start` of the reference model
-   (as the site and the API do); the wall time is from that call until the run is completed. The measured run is
-   the second one: the first after an import makes each task's test manifest from its reference on first use (a
-   sandbox run per task, once for good), and its wall is printed apart; `--fresh` measures that first run instead.
+   queues sandbox and default, as tests/conftest.py starts them; DEBUG off as in production, `--debug` on), then
+   `services.run_start` of the reference model (as the site and the API do); the wall time is from that call until
+   the run is completed. The measured run is the second one: the first after an import makes each task's test
+   manifest from its reference on first use (a sandbox run per task, once for good), and its wall is printed apart;
+   `--fresh` measures that first run instead.
 5. `--validate`: one generated paper (a short-test one) submitted as a submission by an author and validated by the
    same workers (submissions' `revision_validate` task): its wall time and number of test runs.
-6. The naive baseline over the same items, in the same order, as many at a time as the run has cores at work
-   (`--naive-parallel`, default the run's slots up to the machine's cores): the tests' own bodies then share the
-   machine's cores, caches and memory as they do in the run, so the limit (their own time / cores) is what a
-   platform with no cost of its own would reach here. `--naive-parallel 1` gives the sequential baseline of
-   earlier stops (own bodies alone on an idle machine: about 3-4% faster each on a 2-core VM).
+6. The naive baseline over the same items, in the same order.
 
 Where the time goes, per item (the sums of every item of the run, divided by the number of items):
 - own: the tests' own body time (RCB-OWN, from the outcome's stdout).
@@ -55,7 +52,7 @@ run are comparable.
 
 Run: .venv/bin/python scripts/bench_pipeline.py [--papers 20] [--snippets 212] [--workers 2] [--backend bwrap]
      [--forkserver on|off] [--set homogeneous|heterogeneous] [--validate] [--database postgres|sqlite]
-     [--broker redis|filesystem] [--fresh] [--naive-parallel N]
+     [--broker redis|filesystem] [--fresh] [--debug]
 """
 
 from __future__ import annotations
@@ -429,8 +426,9 @@ def platform_environment(args, tmp: Path, broker: str, database: str) -> dict[st
     env = {k: v for k, v in os.environ.items() if k not in ("CELERY_RESULT_BACKEND", "REDIS_URL")}
     env.update(
         {
-            # As production runs its workers: DEBUG off (no query log kept per query), with secrets of its own.
-            "DEBUG": "false",
+            # As production runs its workers (DEBUG off: no log of every query), with secrets of their own; --debug
+            # as `make run` does.
+            "DEBUG": "true" if args.debug else "false",
             "SECRET_KEY": secrets.token_urlsafe(50),
             "FIELD_ENCRYPTION_KEY": secrets.token_urlsafe(32),
             "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -643,9 +641,7 @@ def main() -> None:
         "run with the same --steps-per-second (the reported ratios then are not of one run)",
     )
     parser.add_argument(
-        "--naive-parallel",
-        type=int,
-        help="items the naive baseline runs at a time (default: the run's slots, at most the machine's cores)",
+        "--debug", action="store_true", help="workers with DEBUG on, as `make run` (default: off, as production)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, set) and database")
     args = parser.parse_args()
@@ -793,16 +789,12 @@ def main() -> None:
             worker.stop()
 
         print(f"run {run.pk} completed: {len(outcomes)} items, {len(outcomes) - len(bad)} passed", flush=True)
-        naive_parallel = args.naive_parallel or min(args.workers * args.concurrency, os.cpu_count() or 1)
         if args.naive_from:
             naive_wall, naive_own = args.naive_from[0], [args.naive_from[1]]
             print(f"!! no naive baseline run: its wall and own time are from --naive-from {args.naive_from}")
         else:
-            print(
-                f"naive baseline ({naive_parallel} at a time, fresh copy and interpreter per item, no sandbox) ...",
-                flush=True,
-            )
-            naive_wall, naive_own = naive(python, naive_items(run), parallel=naive_parallel)
+            print("naive baseline (sequential, fresh copy and interpreter per item, no sandbox) ...", flush=True)
+            naive_wall, naive_own = naive(python, naive_items(run))
         load_end = load()
 
         items = len(outcomes)
@@ -861,7 +853,7 @@ def main() -> None:
             print(f"!! the worker logs show {busy_count} finished item tasks for {items} items")
         print(
             f"items: {items}; the tests' own time: {sum(own):.1f} s in the run, {sum(naive_own):.1f} s in the naive "
-            f"baseline ({naive_parallel} at a time); the limit: {limit:.1f} s (naive own time / {cores} cores)"
+            f"baseline; the limit: {limit:.1f} s (naive own time / {cores} cores)"
         )
         print(
             f"the limit from the run's own time instead: {sum(own) / cores:.1f} s (own time in parallel, inflated by "
@@ -876,7 +868,7 @@ def main() -> None:
             f"{'platform run (' + args.backend + ', SANDBOX_FORKSERVER ' + args.forkserver + ')':44} {wall:8.1f} "
             f"{wall / limit:6.2f}x {wall / naive_wall:6.2f}x"
         )
-        print(f"{f'naive baseline ({naive_parallel} at a time)':44} {naive_wall:8.1f} {naive_wall / limit:6.2f}x {1:6.2f}x")
+        print(f"{'naive baseline':44} {naive_wall:8.1f} {naive_wall / limit:6.2f}x {1:6.2f}x")
         print("per item, in the run (ms):")
         print(f"  own (the test's body){'':22} {1000 * sum(own) / items:8.1f}")
         print(
