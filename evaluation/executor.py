@@ -206,8 +206,7 @@ def harness_run(
     flag it when the audit found anything (static or runtime)."""
     nonce = nonce_new()
     limits = limits or limits_default()
-    forking = isinstance(session, ForkingSession)
-    starts_before, cold_before = (len(session.starts), session.cold_reason) if forking else (0, "")
+    before = _fork_state(session)
     result = session.run(
         files={**files, **harness_files(nonce)},
         command=harness_command(session.environment.python, test_entry_point, guard),
@@ -216,13 +215,8 @@ def harness_run(
     harness = harness_verdict(result.stdout, nonce)
     findings = [*(static_findings or []), *runtime_findings(harness.records)]
     verdict = outcome_flag(outcome_classify(result=result, harness=harness, manifest=manifest), findings)
-    fork = {}
-    if forking and session.forkserver_wanted:
-        fork = {
-            "forked": result.forked,
-            "fork_starts": tuple(session.starts[starts_before:]),
-            "fork_cold": session.cold_reason if session.cold_reason != cold_before else "",
-        }
+    events = _fork_events(session, before)
+    fork = {"forked": result.forked, **events} if events else {}
     return ItemRun(
         verdict,
         result,
@@ -359,9 +353,10 @@ def item_execute(
             f"{backend_current().name} backend cannot pass GPUs): its items belong on the `gpu` queue"
         )
     session = session_for(task.environment_hash, task.requirements, failures=failures)
+    before = _fork_state(session)
     release_preloads_announce(session=session, task=task)
     manifest = task_manifest(task=task, session=session, limits=limits)
-    return answer_test(
+    item = answer_test(
         session=session,
         files=task_files(task),
         annotated=task_annotated(task, snippet.file_path),
@@ -373,3 +368,23 @@ def item_execute(
         static_audit=static_audit,
         manifest=manifest,
     )
+    # The task's first item made its manifest first: what the fork server did for that run counts for this item.
+    events = _fork_events(session, before)
+    return replace(item, **events) if events else item
+
+
+def _fork_state(session: Session) -> tuple[int, str]:
+    """Where the session's fork server stands: how many starts so far, and why it is off for good ('' if not)."""
+    return (len(session.starts), session.cold_reason) if isinstance(session, ForkingSession) else (0, "")
+
+
+def _fork_events(session: Session, before: tuple[int, str]) -> dict:
+    """What the session's fork server did since `before` (_fork_state): its starts, and its turning cold for good;
+    nothing for a session without a fork server."""
+    if not (isinstance(session, ForkingSession) and session.forkserver_wanted):
+        return {}
+    starts, cold = before
+    return {
+        "fork_starts": tuple(session.starts[starts:]),
+        "fork_cold": session.cold_reason if session.cold_reason != cold else "",
+    }

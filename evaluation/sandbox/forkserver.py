@@ -405,6 +405,10 @@ class ForkServer:
 ZYGOTE_RESTARTS = 8
 
 
+# What a start whose preloads load no ctypes adds to its reason: it is closed at once and its items run cold.
+NO_CTYPES = "closed at once, its items start cold: no preload loads ctypes (a fork would keep the fork server's own)"
+
+
 @dataclass(frozen=True)
 class ZygoteStart:
     """One start of a session's fork server and why: first, new imports (modules or a helper's lazy imports not
@@ -545,6 +549,11 @@ class ForkingSession(Session):
             # and is cheap anyway: such items run cold, until an item brings more imports.
             server.close()
             self._unforkable = frozenset(preload)
+            # Said with the start, so the run's page and manifest tell why this environment's items started cold.
+            self.starts[-1] = replace(
+                self.starts[-1],
+                detail="; ".join(filter(None, [self.starts[-1].detail, NO_CTYPES])),
+            )
             logger.info(
                 "environment %s (%s): this item runs cold: no preload loads ctypes (%s)",
                 self.environment.hash,

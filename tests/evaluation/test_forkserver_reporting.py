@@ -90,3 +90,16 @@ def test_starts_and_cold_items_reach_the_manifest_the_operations_page_and_the_ru
     assert "first 1, new imports 1" in row[:2000] and "other limits" in row[:2000]
     client.force_login(author)
     assert "data-forkserver-cold" not in client.get(reverse("run-detail", args=[run.pk])).content.decode()
+
+
+def test_a_start_whose_preloads_load_no_ctypes_says_its_items_start_cold(sandbox_cache):
+    """Such a fork server is closed at once and the item runs cold (test_forkserver_forgery.py says why): the start
+    recorded says so, so that the run's page and manifest explain its cold items instead of showing a bare start."""
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    backend.forkserver = True
+    environment = backend.environment_build(env_hash=environment_hash(""), requirements="")
+    files = {"paper2code_test.py": b"import fractions\nimport model\n", "model.py": b"VALUE = 1\n"}
+    with backend.session(environment) as session:
+        run = executor.harness_run(session=session, files=files, test_entry_point="paper2code_test.py", limits=LIMITS)
+    assert run.forked is False and [s.reason for s in run.fork_starts] == ["first"]
+    assert forkserver.NO_CTYPES in run.fork_starts[0].detail

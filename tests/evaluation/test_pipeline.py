@@ -11,6 +11,8 @@ from django.conf import settings
 from benchmarks.models import Task
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.sandbox.forkserver import NO_CTYPES
+from evaluation.selectors import run_forkserver
 from operations.models import OperationsEvent
 from tests.conftest import polled, sandbox_backend_or_missing
 
@@ -66,6 +68,13 @@ def test_reference_scores_100_and_placeholder_0(backend, release, celery_worker_
         assert "fork server for environment" in output
         cold = [line for line in output.splitlines() if "starts cold" in line or "runs cold" in line]
         assert cold and all("no preload loads ctypes" in line for line in cold), cold
+        # Said on the run's page and in its manifest too: the starts of the items' first-use manifest runs count
+        # (the first among them), and trimmed-infonce's environment's start says its items start cold.
+        starts = run_forkserver(run=reference).starts
+        infonce = Task.objects.get(versions=release, paper__slug="trimmed-infonce").environment_hash[:12]
+        assert "first" in {s["reason"] for s in starts if infonce not in s["environment"]}, starts
+        assert [s for s in starts if infonce in s["environment"]], starts
+        assert all(NO_CTYPES in s["detail"] for s in starts if infonce in s["environment"]), starts
 
 
 def _sessions_opened() -> int:
