@@ -23,7 +23,7 @@ from evaluation import analysis, environments, reproducibility, selectors, servi
 from evaluation.agents.selectors import agent_run_summary
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
-from evaluation.models import RUN_MODES, EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
+from evaluation.models import RUN_MODES, EnvironmentFailure, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import provenance_choices, provenance_legend
 from operations.broker import queues_status, workers_status
 from operations.events import events_recent
@@ -324,10 +324,12 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
     items = selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
     progress = selectors.run_progress(run)
+    split_scores = selectors.run_split_scores(run=run)
     context = {
         "run": run,
         "progress": progress,
-        "split_scores": selectors.run_split_scores(run=run),
+        "split_scores": split_scores,
+        "held_out_scored": any(score.split == RunScore.Split.HELD_OUT for score in split_scores),
         "agent_summary": agent_run_summary(run=run),
         "repeat_runs": selectors.repeat_runs(run=run),
         "gpu_notice": selectors.run_gpu_notice(run=run),

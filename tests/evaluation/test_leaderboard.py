@@ -204,6 +204,7 @@ def test_run_page_shows_public_answers_and_never_held_out_items(client, release)
     body = html + page_text(html)
     held = Snippet.objects.filter(task__versions=release, task__paper__slug="dampnest")
     assert f"{held.count()} held-out items not listed" in body
+    assert "covers the held-out split too: its held-out items are private" in page_text(html)
     assert 'id="run-progress"' in body and 'hx-trigger="every 2s"' not in body
     for snippet in Snippet.objects.filter(task__versions=release, loc__gte=3).select_related("task__paper"):
         if snippet.task.paper.slug == "dampnest":
@@ -212,6 +213,13 @@ def test_run_page_shows_public_answers_and_never_held_out_items(client, release)
             assert f"answer_{snippet.pk} = 1" in body
     public = Snippet.objects.filter(task__versions=release, loc__gte=3).exclude(task__paper__slug="dampnest").first()
     assert code_line(public) in body
+
+
+def test_a_run_page_never_says_a_release_without_held_out_items_has_private_ones(client, release):
+    run = evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    assert run.covers_held_out  # the platform's own model is trusted with held-out prompts
+    text = page_text(client.get(reverse("run-detail", args=[run.pk])).content.decode())
+    assert "held-out items are private" not in text and "its release has no held-out item" in text
 
 
 def code_line(snippet) -> str:
