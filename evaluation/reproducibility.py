@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
+from benchmarks import visibility
 from evaluation.models import EvaluationRun, Outcome
 from evaluation.provenance import provenance_of
 from evaluation.selectors import outcomes_visible
@@ -142,9 +143,10 @@ def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
         "scope": "all items" if not withheld else "public items only",
         "items_withheld": withheld,
         "environments": dict(sorted(locks.items())),
-        # Warm and cold items, the fork server's starts with their reasons (their imports only when nothing is
-        # withheld: they tell what a held-out task imports) and where it went cold.
-        "fork_server": run_forkserver(run=run).as_dict(details=not withheld),
+        # Warm and cold items and the fork server's start reasons; what each start and going cold said, on which
+        # worker and environment, only for those who see held-out tasks: a worker preloads every task of the
+        # release, held-out ones too, so even a public item's start can name a held-out task's imports.
+        "fork_server": run_forkserver(run=run).as_dict(details=visibility.user_sees_held_out(user=user)),
     }
     digest = hashlib.sha256()
 

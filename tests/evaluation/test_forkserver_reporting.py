@@ -79,6 +79,12 @@ def test_starts_and_cold_items_reach_the_manifest_the_operations_page_and_the_ru
     assert (manifest["items_warm"], manifest["items_cold"]) == (2, 1)
     assert manifest["start_reasons"] == {"first": 1, "new imports": 1}
     assert "decimal" in manifest["starts"][1]["detail"] and "other limits" in manifest["cold"][0]["detail"]
+    # Nothing of this run is withheld from an author, yet a start's detail can name a held-out task's imports (a
+    # worker preloads the release's every task) and its environment confirm a held-out task's requirements.
+    public = run_manifest(run=run, user=author)["fork_server"]
+    assert public["start_reasons"] == {"first": 1, "new imports": 1}
+    assert all(set(event) == {"reason", "at"} for event in public["starts"]), public["starts"]
+    assert all(set(event) <= {"reason", "at"} for event in public["cold"]) and len(public["cold"]) == 1
 
     client.force_login(maintainer)
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
