@@ -153,3 +153,15 @@ def test_refuses_a_draft_an_unknown_release_and_a_second_import(release, tmp_pat
     with pytest.raises(CommandError, match="already has reported results on 1.0.0"):
         call_command("import_results", str(FIXTURE), version="1.0.0")
     assert EvaluationRun.objects.count() == 2
+
+
+def test_a_reported_run_over_held_out_items_says_they_are_scored_only_in_aggregate(release, client):
+    """Published results cover every snippet, held-out ones too: the run page does not call them public only."""
+    from benchmarks.models import VersionTask
+    from tests.conftest import page_text
+
+    VersionTask.objects.filter(version=release, task__paper__slug="dampnest").update(split=VersionTask.Split.HELD_OUT)
+    call_command("import_results", str(FIXTURE), version="1.0.0")
+    run = EvaluationRun.objects.get(model__name="model-b")
+    text = page_text(client.get(reverse("run-detail", args=[run.pk])).content.decode())
+    assert "its held-out items are private" in text and "public split only" not in text
