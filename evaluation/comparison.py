@@ -65,8 +65,8 @@ class RunComparison:
 
 
 def _pass_values(run: EvaluationRun) -> dict[int, tuple[float, int]]:
-    """Per snippet, the share of its scored samples that passed (errors and answers awaiting review are not scored,
-    as in scoring and in the leaderboard's ranks) and the outcome of its first scored sample."""
+    """Per snippet, the share of its scored samples that passed (errors are not scored and answers awaiting review
+    are not passed, as in scoring and in the leaderboard's ranks) and the outcome of its first scored sample."""
     counts: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     for snippet_id, status, outcome_id in (
         Outcome.objects.filter(run=run, status__in=EVALUATED)

@@ -266,7 +266,7 @@ class Outcome(models.Model):
         PASSED = "passed"
         FAILED = "failed"
         ERROR = "error"
-        # The answer did something a genuine snippet has no reason to do: not scored until a maintainer reviews it.
+        # The answer did something a genuine snippet has no reason to do: not passed until a maintainer clears it.
         FLAGGED = "flagged"
 
     class Review(models.TextChoices):

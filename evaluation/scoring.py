@@ -99,7 +99,7 @@ def run_item_results(run: EvaluationRun) -> dict[int | None, list[ItemResult]]:
 
 
 def size_buckets(results: Sequence[ItemResult]) -> dict[str, dict[str, int]]:
-    """Scored outcomes and passes per snippet-size bucket (errors and flagged items are not scored)."""
+    """Scored outcomes and passes per snippet-size bucket (errors are not scored; a flagged item is not passed)."""
     table: dict[str, dict[str, int]] = {}
     for r in results:
         label = next(
@@ -191,17 +191,23 @@ def run_score_inputs(*, run, outcome_model, generation_model, membership_model) 
 ItemOutcomeRow = tuple[int, str, str, str]
 # A failed outcome without a category (e.g. reported results, which say only passed or failed).
 UNCLASSIFIED = "unclassified"
+# An answer awaiting review: not passed, and in a category of its own until a maintainer decides.
+FLAGGED = "flagged"
 
 
 def item_statistics(*, outcomes: Sequence[ItemOutcomeRow]) -> dict[str, dict]:
     """Per split ("" all, "public", "held_out"): each scored item's share of passed samples, and the scored
-    answers per outcome category (passed or the failure's category); errors and flags are not scored."""
+    answers per outcome category (passed or the failure's category); errors are not scored, a flag is
+    scored as not passed."""
     counts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     categories: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for snippet_id, status, category, split in outcomes:
         if status not in EVALUATED:
             continue
-        label = "passed" if status == Outcome.Status.PASSED else category or UNCLASSIFIED
+        if status == Outcome.Status.FLAGGED:
+            label = FLAGGED
+        else:
+            label = "passed" if status == Outcome.Status.PASSED else category or UNCLASSIFIED
         for key in ("", split):
             counts[key][snippet_id][0] += 1
             counts[key][snippet_id][1] += status == Outcome.Status.PASSED

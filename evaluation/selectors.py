@@ -742,7 +742,7 @@ def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[Leaderboa
 
 def leaderboard_size_buckets(*, rows: list[LeaderboardRow], user) -> list[tuple[LeaderboardRow, list[dict | None]]]:
     """Pass rate per snippet-size bucket per run over the items the user may see (a bucket of a few held-out items
-    would tell their outcomes), from the runs' stored aggregates (errors and flags not scored)."""
+    would tell their outcomes), from the runs' stored aggregates (errors not scored, flags not passed)."""
     stored = dict(split_scores_itemized(runs=[r.run for r in rows], user=user).values_list("run_id", "size_buckets"))
 
     def cell(counts: dict | None) -> dict | None:

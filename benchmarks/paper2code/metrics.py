@@ -9,13 +9,15 @@ from math import prod
 from typing import Literal
 
 Status = Literal["passed", "failed", "error", "flagged"]
-# Only these are rated; errors (infrastructure) and flagged items (awaiting review) are counted but never scored.
-EVALUATED = ("passed", "failed")
+# These are rated. A flagged item (awaiting a maintainer's review) counts as not passed: were it left out, a model could
+# take every item it cannot solve out of its own denominator by flagging it. Errors (infrastructure) are never rated.
+EVALUATED = ("passed", "failed", "flagged")
 
 
 @dataclass(frozen=True)
 class ItemResult:
-    """The outcome of one sample of one snippet; "error": it could not be evaluated, "flagged": under review."""
+    """The outcome of one sample of one snippet; "error": it could not be evaluated, "flagged": under review (not
+    passed until a maintainer clears it)."""
 
     snippet_id: str
     loc: int
@@ -44,7 +46,8 @@ def _percent(part: int, whole: int) -> float:
 
 
 def score(results: Iterable[ItemResult]) -> Score:
-    """Score results, leaving errors and flagged items out of every rate (never counted for or against a model).
+    """Score results, leaving errors out of every rate (never counted for or against a model); a flagged item counts
+    as not passed.
 
     A sample index where every result is an error has nothing to rate and is left out of the
     means; a sample whose evaluated snippets total 0 LoC has a scaled pass rate of 0.

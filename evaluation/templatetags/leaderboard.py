@@ -140,12 +140,19 @@ def leaderboard_cell(row, column) -> str:
             amount_text("seconds", row.agent.seconds),
         )
     if column.key == "scaled_pass_rate":
-        return format_html(
+        cell = format_html(
             '<strong>{}</strong> <span class="ci">[{}, {}]</span>',
             pct(value),
             f"{score.scaled_ci_low:.1f}",
             f"{score.scaled_ci_high:.1f}",
         )
+        if score.flagged:  # beside the headline, whatever columns are shown: these items count as not passed
+            cell += format_html(
+                ' <span class="badge flagged" title="{}">{} awaiting review</span>',
+                "items awaiting a maintainer's review, counted as not passed until reviewed",
+                score.flagged,
+            )
+        return cell
     if column.key == "pass_rate":
         return format_html(
             '{} <span class="ci">[{}, {}]</span>',
@@ -156,7 +163,7 @@ def leaderboard_cell(row, column) -> str:
     if column.key == "flagged" and value:
         return format_html(
             '<span class="badge flagged" title="{}">{}</span>',
-            "items awaiting a maintainer's review, not scored",
+            "items awaiting a maintainer's review, counted as not passed until reviewed",
             value,
         )
     if column.key == "held_out_scaled_pass_rate":

@@ -206,12 +206,12 @@ def test_leaderboard_offers_the_comparison_of_any_two_rows(client, release, pair
     assert f'<option value="{a.pk}"' in body and f'<option value="{b.pk}"' in body
 
 
-def test_an_answer_awaiting_review_is_not_compared(client, release, pair):
+def test_an_answer_awaiting_review_compares_as_not_passed(client, release, pair):
     from evaluation.models import Outcome
 
     a, b, _, count = pair
     flagged = Outcome.objects.filter(run=a, snippet__task__paper__slug="topk-attention-pool").first()
     Outcome.objects.filter(pk=flagged.pk).update(status=Outcome.Status.FLAGGED)
     data = client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": b.pk}).json()
-    assert data["overall"]["items"] == sum(count.values()) - 1  # as in scoring and ranks: not a failure
+    assert data["overall"]["items"] == sum(count.values())  # as in scoring and ranks: compared, as not passed
     assert data["overall"]["a_only"] == count["topk-attention-pool"] - 1

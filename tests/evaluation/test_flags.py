@@ -1,4 +1,5 @@
-"""Flagged outcomes: never scored until a maintainer reviews them, shown with their evidence to maintainers only,
+"""Flagged outcomes: counted as not passed until a maintainer reviews them (a flag never raises a score), shown
+with their evidence to maintainers only,
 reviewed through a POST action (CSRF-protected, maintainers only), counted on the leaderboard."""
 
 from __future__ import annotations
@@ -39,14 +40,15 @@ def overall(run) -> RunScore:
     return RunScore.objects.get(run=run, paper=None, split="")
 
 
-def test_a_flagged_outcome_is_neither_passed_nor_failed_nor_scored(run):
+def test_a_flagged_outcome_counts_as_not_passed(run):
     flagged = Outcome.objects.filter(run=run, status="flagged")
     assert flagged.count() == 3
     assert set(flagged.values_list("measured_status", flat=True)) == {"passed"}
     score = overall(run)
-    # 30 items rated, all passed; the three under review count for nothing either way.
+    # 33 items rated: the three under review count as not passed until a maintainer clears them.
     assert (score.items, score.passed, score.failed, score.errors, score.flagged) == (33, 30, 0, 0, 3)
-    assert score.pass_rate == 100.0 and score.scaled_pass_rate == 100.0
+    assert score.pass_rate == pytest.approx(100 * 30 / 33)
+    assert score.scaled_pass_rate < 100.0
     assert sum(s.flagged for s in RunScore.objects.filter(run=run, paper__isnull=False)) == 3
 
 
@@ -62,16 +64,60 @@ def test_confirming_fails_the_item_and_rescores_the_run(run, maintainer):
     )
     score = overall(run)
     assert (score.passed, score.failed, score.flagged) == (30, 1, 2)
-    assert score.pass_rate == pytest.approx(100 * 30 / 31)
+    assert score.pass_rate == pytest.approx(100 * 30 / 33)
 
 
-def test_clearing_restores_the_measured_verdict(run, admin):
+def test_clearing_restores_the_measured_verdict_and_moves_the_score(run, admin):
+    before = overall(run).pass_rate
     outcome = Outcome.objects.filter(run=run, status="flagged").first()
     services.outcome_review(outcome=outcome, reviewer=admin, decision="cleared")
     outcome.refresh_from_db()
     assert (outcome.status, outcome.review) == ("passed", "cleared")
     assert outcome.findings, "the evidence stays on record"
     assert (overall(run).passed, overall(run).flagged) == (31, 2)
+    assert overall(run).pass_rate == pytest.approx(100 * 31 / 33)
+    assert overall(run).pass_rate > before
+
+
+def test_a_model_that_flags_its_unsolved_items_scores_what_it_solved(release, maintainer):
+    """The attack (issue 33): solve one paper's items, answer every other item with a wrong body the audit flags
+    (`import os`). Were flags left out of the denominator, the model would score 100%."""
+    from benchmarks.paper2code import ItemResult, score
+
+    model = ModelEntry.objects.create(name="gamer", display_name="Gamer", litellm_model="openai/gamer")
+    run = services.run_start(model=model, version=release, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    snippets = list(Snippet.objects.filter(task__versions=release).select_related("task").order_by("pk"))
+    solved_task = snippets[0].task_id
+    for snippet in snippets:
+        if snippet.task_id == solved_task:
+            verdict = Verdict("passed", "", "")
+        else:
+            finding = {"kind": "import", "line": 3, "detail": "imports os", "source": "static"}
+            verdict = outcome_flag(Verdict("failed", "wrong_result", ""), [finding])
+        generation = services.generation_record(run=run, snippet=snippet, sample=0, prompt="p", raw_answer="x")
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
+    assert services.run_maybe_finish(run=run)
+    outcomes = Outcome.objects.filter(run=run)
+    solved = outcomes.filter(status="passed").count()
+    assert 0 < solved < len(snippets) and outcomes.filter(status="flagged").count() == len(snippets) - solved
+    # The attack works under the old rule: with the flagged items out of the rating, the model scores 100%.
+    results = [ItemResult(str(o.snippet_id), o.snippet.loc, 0, o.status) for o in outcomes.select_related("snippet")]
+    unflagged = score(r for r in results if r.status != "flagged")
+    assert unflagged.pass_rate == 100.0 and unflagged.scaled_pass_rate == 100.0
+    # The platform scores what it solved, in every figure of the row.
+    row = overall(run)
+    assert row.pass_rate == pytest.approx(100 * solved / len(snippets))
+    assert row.scaled_pass_rate < 100.0 and row.pass_rate_ci_high < 100.0 and row.scaled_ci_high < 100.0
+    for paper_row in RunScore.objects.filter(run=run, paper__isnull=False):
+        assert paper_row.pass_rate == (100.0 if paper_row.paper_id == snippets[0].task.paper_id else 0.0)
+    # A maintainer's review moves the score: clearing one flagged item raises it, confirming another does not.
+    flagged = list(outcomes.filter(status="flagged").order_by("pk")[:2])
+    services.outcome_review(outcome=flagged[0], reviewer=maintainer, decision="confirmed")
+    assert overall(run).pass_rate == pytest.approx(100 * solved / len(snippets))
+    Outcome.objects.filter(pk=flagged[1].pk).update(measured_status="passed")
+    services.outcome_review(outcome=flagged[1], reviewer=maintainer, decision="cleared")
+    assert overall(run).pass_rate == pytest.approx(100 * (solved + 1) / len(snippets))
 
 
 def test_review_refusals(run, author, maintainer):
@@ -128,7 +174,9 @@ def test_the_review_action_is_a_maintainers_csrf_protected_post(run, author, mai
 
 
 def test_the_leaderboard_shows_a_rows_flag_count(run, client, release):
+    default = client.get(reverse("leaderboard", args=[release.name])).content.decode()
+    assert ">3 awaiting review</span>" in default, "beside the score, without asking for the column"
     # Flags are behind the column toggle since issue 22 (the key columns fit a laptop screen): asked for by cols=.
     body = client.get(reverse("leaderboard", args=[release.name]), {"cols": "flagged"}).content.decode()
     assert ">Flags</a>" in body
-    assert 'title="items awaiting a maintainer&#x27;s review, not scored">3</span>' in body
+    assert 'title="items awaiting a maintainer&#x27;s review, counted as not passed until reviewed">3</span>' in body
