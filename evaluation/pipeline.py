@@ -15,12 +15,11 @@ from django.core.cache import cache
 from benchmarks import visibility
 from benchmarks.models import Snippet
 from evaluation import services
-from evaluation.environments import ENVIRONMENT_FAILED, build_failures
-from evaluation.executor import item_execute, limits_for_release
+from evaluation.judging import item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
 from evaluation.routing import GPU_QUEUE
-from evaluation.sandbox import EnvironmentBuildError, SandboxError
+from evaluation.sandbox import SandboxError
 from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
 
 logger = logging.getLogger(__name__)
@@ -200,43 +199,14 @@ def evaluate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
     try:
         if generation is None:
             generation = services.calibration_generation(run=run, snippet=snippet, sample=sample)
-        item_run = item_execute(
-            snippet=snippet,
-            code=generation.extracted_code,
-            limits=limits_for_release(run.version),
-            failures=build_failures,
-        )
-    except EnvironmentBuildError as exc:
-        verdict = Verdict(
-            Outcome.Status.ERROR,
-            Outcome.Category.INFRASTRUCTURE,
-            f"{ENVIRONMENT_FAILED} (task {snippet.task}): {exc}\n{exc.log[-1500:]}",
-        )
-        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
-    except SandboxError as exc:
-        retry_or_error(task, run=run, snippet=snippet, sample=sample, exc=exc, generation=generation)
-        return
-    else:
-        services.outcome_record(
+        item_judge(
             run=run,
             snippet=snippet,
             sample=sample,
-            verdict=item_run.verdict,
             generation=generation,
-            result=item_run.result,
-            backend=item_run.backend,
             worker=task.request.hostname or f"inline@{socket.gethostname()}",
-            limits=item_run.limits,
-            environment_lock=item_run.environment_lock,
-            forked=item_run.forked,
         )
-        if item_run.fork_starts or item_run.fork_cold:
-            services.forkserver_events_record(
-                run=run,
-                worker=task.request.hostname or socket.gethostname(),
-                environment_hash=snippet.task.environment_hash,
-                backend=item_run.backend,
-                starts=item_run.fork_starts,
-                cold=item_run.fork_cold,
-            )
+    except SandboxError as exc:
+        retry_or_error(task, run=run, snippet=snippet, sample=sample, exc=exc, generation=generation)
+        return
     item_ended(run)

@@ -208,8 +208,8 @@ def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
     Items without a recorded answer (the model call failed) are skipped; infrastructure failures now are
     reported as an `error` verdict, as a worker would record them.
     """
-    from evaluation.environments import build_failures
-    from evaluation.executor import item_execute, limits_for_release
+    from evaluation.executor import limits_for_release
+    from evaluation.judging import answer_verdict
     from evaluation.sandbox import EnvironmentBuildError, Limits, SandboxError
 
     known = set(Limits.__dataclass_fields__)
@@ -226,9 +226,7 @@ def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
                 if outcome.limits
                 else limits_for_release(run.version)
             )
-            item_run = item_execute(
-                snippet=outcome.snippet, code=generation.extracted_code, limits=limits, failures=build_failures
-            )
+            item_run = answer_verdict(snippet=outcome.snippet, code=generation.extracted_code, limits=limits)
         except (EnvironmentBuildError, SandboxError) as exc:
             yield Agreement(outcome, Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, str(exc), None)
             continue

@@ -11,15 +11,15 @@ many (a duplicate delivery). `item_agent` without an index (the feeder, the watc
 whatever is stored: the tools of a stored turn, the next turn, or the scoring.
 
 The answer (the snippet body read from the final annotated file, workspace.answer_read) is stored as the item's
-generation and tested by `item_execute` exactly as a single-shot answer: spliced into the original file, a fresh
-sandbox, the same harness, audit and flags. The outcome's detail begins with what ended the agent.
+generation and judged by the single judging step (evaluation.judging.item_judge) exactly as a single-shot answer:
+spliced into the original file, a fresh sandbox, the same harness, audit and flags, and the same records (the
+fork server's starts included). The outcome's detail begins with what ended the agent.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from dataclasses import replace
 from pathlib import Path
 
 from celery import shared_task
@@ -43,8 +43,9 @@ from evaluation.agents.models import AgentTrajectory
 from evaluation.agents.policies import Policy, model_policy, placeholder_policy, reference_policy
 from evaluation.agents.uploads import uploaded_ended_text
 from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, snapshot_delete, workspace_files
-from evaluation.environments import ENVIRONMENT_FAILED, build_failures
-from evaluation.executor import item_execute, limits_for_release, session_for
+from evaluation.environments import build_failures
+from evaluation.executor import limits_for_release, session_for
+from evaluation.judging import environment_failed, item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
 from evaluation.pipeline import (
@@ -85,11 +86,6 @@ def _ended_text(trajectory: AgentTrajectory) -> str:
         AgentTrajectory.End.STORAGE: "the trajectory reached its size cap",
     }
     return said.get(trajectory.ended_by, trajectory.get_ended_by_display())
-
-
-def ended_detail(ended: str, detail: str) -> str:
-    """An agent item's outcome detail: what ended the agent, then what the test said (if it said anything)."""
-    return f"{ended}; {detail}" if detail.strip() else f"{ended}."
 
 
 def _files(run: EvaluationRun, snippet) -> tuple[dict[str, bytes], MaskedFile]:
@@ -216,7 +212,6 @@ def item_agent(
         and held_out_withdrawn(run=run, snippet=snippet, sample=sample)
     ):
         return
-    task = snippet.task
     worker = self.request.hostname or f"inline@{socket.gethostname()}"
     limits = limits_for_release(run.version)
     try:
@@ -254,30 +249,17 @@ def item_agent(
             )
             services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
         else:
-            item_run = item_execute(
-                snippet=snippet, code=generation.extracted_code, limits=limits, failures=build_failures
-            )
-            verdict = replace(item_run.verdict, detail=ended_detail(ended, item_run.verdict.detail))
-            services.outcome_record(
+            item_judge(
                 run=run,
                 snippet=snippet,
                 sample=sample,
-                verdict=verdict,
                 generation=generation,
-                result=item_run.result,
-                backend=item_run.backend,
                 worker=worker,
-                limits=item_run.limits,
-                environment_lock=item_run.environment_lock,
-                forked=item_run.forked,
+                limits=limits,
+                ended=ended,
             )
-    except EnvironmentBuildError as exc:
-        verdict = Verdict(
-            Outcome.Status.ERROR,
-            Outcome.Category.INFRASTRUCTURE,
-            f"{ENVIRONMENT_FAILED} (task {task}): {exc}\n{exc.log[-1500:]}",
-        )
-        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict)
+    except EnvironmentBuildError as exc:  # the workspace's environment, before any answer
+        services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=environment_failed(snippet, exc))
     except SandboxError as exc:
         retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
         return
@@ -411,18 +393,7 @@ def _uploaded_score(*, run: EvaluationRun, snippet, sample: int, limits, worker:
         )
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
     else:
-        item_run = item_execute(snippet=snippet, code=generation.extracted_code, limits=limits, failures=build_failures)
-        services.outcome_record(
-            run=run,
-            snippet=snippet,
-            sample=sample,
-            verdict=replace(item_run.verdict, detail=ended_detail(ended, item_run.verdict.detail)),
-            generation=generation,
-            result=item_run.result,
-            backend=item_run.backend,
-            worker=worker,
-            limits=item_run.limits,
-            environment_lock=item_run.environment_lock,
-            forked=item_run.forked,
+        item_judge(
+            run=run, snippet=snippet, sample=sample, generation=generation, worker=worker, limits=limits, ended=ended
         )
     item_ended(run)

@@ -16,8 +16,8 @@ from benchmarks.models import Snippet
 from evaluation import services
 from evaluation.agents.budget import budget_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
-from evaluation.agents.tasks import ended_detail
 from evaluation.agents.uploads import uploaded_ended_text
+from evaluation.judging.step import ended_detail
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.templatetags.agent_runs import tool_arguments
 
