@@ -112,6 +112,13 @@ class Task(TaskPackage):
         help_text="The tests the reference completes, with each one's outcome (FORMAT.md 7.5); "
         "empty until the reference ran under the harness (validation or first use).",
     )
+    recording = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The reference's recorded calls of each snippet's function, for the sealed replay "
+        "(evaluation/judging/sealed.py): which snippets are sealed and why not; inputs and outputs are blobs. "
+        "Maintainers only; made with the test manifest.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Protocol
@@ -18,7 +18,10 @@ from django.db.models import Max
 from benchmarks.models import BenchmarkVersion, Snippet, Task
 from benchmarks.paper2code import AnnotatedFile, PackageError, splice
 from benchmarks.paper2code.requirements import requirements_vetted
+from benchmarks.services import blob_store
 from evaluation.audit import answer_audit
+from evaluation.judging.sealed import Replay, SnippetSpan, answer_replay, recording_make, snippet_key
+from evaluation.judging.verdict import sealed_verdict
 from evaluation.outcomes import Verdict, manifest_made, outcome_classify, outcome_flag, runtime_findings
 from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
 from evaluation.sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
@@ -201,9 +204,11 @@ def harness_run(
     guard: GuardSpec | None = None,
     static_findings: list[dict] | None = None,
     manifest: dict | None = None,
+    replay: Callable[[], Replay] | None = None,
 ) -> ItemRun:
     """One run under the harness: classify it against the task's test `manifest` (None: a reference's own run), and
-    flag it when the audit found anything (static or runtime)."""
+    flag it when the audit found anything (static or runtime); with `replay`, an answer whose tests passed is also
+    replayed alone and judged by the sealed verdict (judging.sealed_verdict)."""
     nonce = nonce_new()
     limits = limits or limits_default()
     before = _fork_state(session)
@@ -213,8 +218,12 @@ def harness_run(
         limits=limits,
     )
     harness = harness_verdict(result.stdout, nonce)
+    classified = outcome_classify(result=result, harness=harness, manifest=manifest)
     findings = [*(static_findings or []), *runtime_findings(harness.records)]
-    verdict = outcome_flag(outcome_classify(result=result, harness=harness, manifest=manifest), findings)
+    if replay is not None and classified.status == "passed":
+        verdict = sealed_verdict(classified, findings, replay())
+    else:
+        verdict = outcome_flag(classified, findings)
     events = _fork_events(session, before)
     fork = {"forked": result.forked, **events} if events else {}
     return ItemRun(
@@ -240,10 +249,14 @@ def answer_test(
     limits: Limits | None = None,
     static_audit: bool = True,
     manifest: dict | None = None,
+    recording: dict | None = None,
+    load: Callable[[str], bytes] = blob_cached,
 ) -> ItemRun:
     """Splice `code` as the body of the snippet at `position` of `annotated` and test it against the task's test
     `manifest`, audited twice: statically here, and at run time by the harness's guard on the answer's own lines.
-    Without a manifest (a task imported before there were manifests), it is made from the reference first."""
+    Without a manifest (a task imported before there were manifests), it is made from the reference first. With the
+    task's `recording` (judging/sealed.py), an answer whose tests pass is replayed alone on its snippet's recorded
+    calls: a sealed snippet's verdict needs both."""
     if manifest is None:
         manifest = reference_manifest(session=session, files=files, test_entry_point=test_entry_point, limits=limits)
     marked = annotated.snippets[position]
@@ -272,14 +285,31 @@ def answer_test(
         if static_audit
         else []
     )
+    answered = {**files, annotated.path: spliced.encode("utf-8")}
+    replay = None
+    if recording is not None:
+
+        def replay() -> Replay:
+            return answer_replay(
+                session=session,
+                files=answered,
+                hidden=hidden,
+                recording=recording,
+                key=snippet_key(annotated.path, position),
+                limits=limits or limits_default(),
+                load=load,
+                answer=(first, last),
+            )
+
     return harness_run(
         session=session,
-        files={**files, annotated.path: spliced.encode("utf-8")},
+        files=answered,
         test_entry_point=test_entry_point,
         limits=limits,
         guard=guard,
         static_findings=static,
         manifest=manifest,
+        replay=replay,
     )
 
 
@@ -307,6 +337,31 @@ def task_manifest(*, task: Task, session: Session, limits: Limits | None = None)
         Task.objects.filter(pk=task.pk, test_manifest__isnull=True).update(test_manifest=manifest)
         task.test_manifest = manifest
     return manifest
+
+
+def task_recording(*, task: Task, session: Session, limits: Limits | None = None) -> dict | None:
+    """The task revision's recording of its snippets' calls (judging/sealed.py), made with its manifest the first
+    time and stored; None when its reference does not pass (nothing can be sealed on a failing reference)."""
+    if task.recording is not None:
+        return task.recording
+    if task.test_manifest is None or task.test_manifest is MANIFEST_STRICT:
+        return None
+    spans = [
+        SnippetSpan(snippet_key(s.file_path, s.position), s.file_path, s.start_line, s.end_line)
+        for s in task.snippets.all()
+    ]
+    recording = recording_make(
+        session=session,
+        files=task_files(task),
+        test_entry_point=task.test_entry_point,
+        hidden=task_hidden_files(task),
+        snippets=spans,
+        limits=limits or limits_default(),
+        store=lambda content: blob_store(content=content).sha256,
+    )
+    Task.objects.filter(pk=task.pk, recording__isnull=True).update(recording=recording)
+    task.recording = recording
+    return recording
 
 
 def release_preloads_announce(*, session: Session, task: Task) -> None:
@@ -356,6 +411,7 @@ def item_execute(
     before = _fork_state(session)
     release_preloads_announce(session=session, task=task)
     manifest = task_manifest(task=task, session=session, limits=limits)
+    recording = task_recording(task=task, session=session, limits=limits)
     item = answer_test(
         session=session,
         files=task_files(task),
@@ -367,6 +423,7 @@ def item_execute(
         limits=limits,
         static_audit=static_audit,
         manifest=manifest,
+        recording=recording,
     )
     # The task's first item made its manifest first: what the fork server did for that run counts for this item.
     events = _fork_events(session, before)

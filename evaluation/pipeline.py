@@ -15,7 +15,7 @@ from django.core.cache import cache
 from benchmarks import visibility
 from benchmarks.models import Snippet
 from evaluation import services
-from evaluation.judging import item_judge
+from evaluation.judging.step import item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
 from evaluation.routing import GPU_QUEUE

@@ -209,7 +209,7 @@ def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
     reported as an `error` verdict, as a worker would record them.
     """
     from evaluation.executor import limits_for_release
-    from evaluation.judging import answer_verdict
+    from evaluation.judging.step import answer_verdict
     from evaluation.sandbox import EnvironmentBuildError, Limits, SandboxError
 
     known = set(Limits.__dataclass_fields__)

@@ -45,7 +45,7 @@ from evaluation.agents.uploads import uploaded_ended_text
 from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, snapshot_delete, workspace_files
 from evaluation.environments import build_failures
 from evaluation.executor import limits_for_release, session_for
-from evaluation.judging import environment_failed, item_judge
+from evaluation.judging.step import environment_failed, item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
 from evaluation.pipeline import (

@@ -663,17 +663,24 @@ def harnessed(command: Sequence[str]) -> bool:
     return len(command) >= 3 and command[2] == HARNESS_FILE
 
 
+def _platform_program(command: Sequence[str]) -> bool:
+    """A command running one of the platform's own programs (the harness, the sealed replay's recorder and
+    replayer: `.rcb-*` files), whose first argument is the test entry point or its spec, and whose last is its spec."""
+    return len(command) >= 4 and PurePosixPath(command[2]).name.startswith(".rcb-")
+
+
 def _entry(command: Sequence[str]) -> str:
-    """The test entry point a command runs: the harness's first argument, or the script itself."""
-    return command[3] if harnessed(command) and len(command) >= 4 else command[2] if len(command) >= 3 else ""
+    """The test entry point a command runs: a platform program's first argument, or the script itself."""
+    return command[3] if _platform_program(command) else command[2] if len(command) >= 3 else ""
 
 
 def _answer_lines(command: Sequence[str]) -> tuple[str, int, int] | None:
-    """The answer's file and lines from a harness command's guard spec (None without one)."""
-    if not harnessed(command) or len(command) < 5:
+    """The answer's file and lines from a platform program's spec (None without one): the harness's guard spec, the
+    replayer's spec."""
+    if not _platform_program(command):
         return None
     try:
-        spec = json.loads(command[4])
+        spec = json.loads(command[-1])
         return (
             (str(spec["answer_file"]), int(spec["first_line"]), int(spec["last_line"]))
             if spec.get("answer_file")

@@ -1,0 +1,395 @@
+"""Sealed verdicts: the answer judged where it cannot reach the reference or the comparison (DESIGN.md, Sandbox).
+
+Once per task revision, beside its test manifest, the paper's tests run twice with the reference in place under the
+recorder (programs/recorder.py), which records each call of every snippet's enclosing function (the innermost `def`
+holding all its lines): the arguments at entry as a pickle that only a sandbox ever loads, and what the call returned
+and its arguments' state at exit as plain data (programs/snapshot.py). Then the reference itself is replayed on those
+inputs: a snippet is sealed only when its two recordings agree and its reference's replay agrees with them, so a
+verdict never turns on what cannot be replayed. Everything else is unsealed, with the reason.
+
+An answer of a sealed snippet is replayed alone (programs/replayer.py) in a work folder holding the task's files
+minus the hidden ones (no test, no reference copy, no recorded output) with the answer spliced in; its output is
+parsed strictly here, outside any sandbox (judging/compare.py), and compared with the recording.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import json
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+
+from evaluation.judging.compare import SnapshotError, Value, compare, parse
+from evaluation.sandbox import Limits, Session, programs
+
+RECORDING_VERSION = 1
+RECORDER_FILE = ".rcb-record.py"
+REPLAYER_FILE = ".rcb-replay.py"
+INPUTS_FILE = ".rcb-replay-inputs.json"
+RECORDER_SOURCE = programs.source("snapshot") + "\n" + programs.source("recorder")
+REPLAYER_SOURCE = programs.source("snapshot") + "\n" + programs.source("replayer")
+# Calls and bytes of inputs recorded per function; the rest of its calls are counted, not recorded.
+CALLS_MAX = 20
+INPUT_BYTES_MAX = 8 * 1024 * 1024
+# What one call's outputs may take as data: bigger values are cut where they pass it (a "truncated" node).
+SNAPSHOT_CAPS = {"max_bytes": 4 * 1024 * 1024, "max_depth": 40, "max_items": 100_000}
+REPORT_BYTES_MAX = 64 * 1024 * 1024
+# The tolerance of floating values when the paper's assertions used none looser: numpy's allclose defaults.
+RTOL_DEFAULT, ATOL_DEFAULT = 1e-5, 1e-8
+
+
+@dataclass(frozen=True)
+class Target:
+    """A function holding a snippet: where the recorder finds its calls and the replayer its definition."""
+
+    key: str
+    file: str
+    qualname: str
+    name: str
+    line: int  # its code's first line: the first decorator's, or the def's
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "file": self.file, "qualname": self.qualname, "name": self.name, "line": self.line}
+
+
+@dataclass(frozen=True)
+class SnippetSpan:
+    """A snippet as sealing needs it: its key, its file, and its marker lines."""
+
+    key: str
+    file: str
+    start_line: int
+    end_line: int
+
+
+def snippet_key(file_path: str, position: int) -> str:
+    return f"{file_path}#{position}"
+
+
+def _functions(tree: ast.Module) -> Iterable[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, bool]]:
+    """Every function of a module with its qualified name and whether it is defined inside another function."""
+
+    def walk(node: ast.AST, prefix: str, nested: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield child, prefix + child.name, nested
+                yield from walk(child, f"{prefix}{child.name}.<locals>.", True)
+            elif isinstance(child, ast.ClassDef):
+                yield from walk(child, f"{prefix}{child.name}.", nested)
+            else:
+                yield from walk(child, prefix, nested)
+
+    yield from walk(tree, "", False)
+
+
+def _last_code_line(source: str, span: SnippetSpan) -> int:
+    """The snippet's last line of code (its end marker and trailing comments are outside any function's lines)."""
+    lines = source.splitlines()
+    code = [
+        number
+        for number in range(span.start_line + 1, span.end_line)
+        if number <= len(lines) and lines[number - 1].strip() and not lines[number - 1].strip().startswith("#")
+    ]
+    return max(code, default=span.start_line)
+
+
+def snippet_target(source: str, span: SnippetSpan) -> Target | str:
+    """The innermost function holding all of the snippet's lines, or why there is none to seal it by."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"its file does not parse: {exc}"
+    last = _last_code_line(source, span)
+    holding = [
+        (node, qualname, nested)
+        for node, qualname, nested in _functions(tree)
+        if node.lineno < span.start_line and (node.end_lineno or 0) >= last
+    ]
+    if not holding:
+        return "no function holds it (module or class level code)"
+    node, qualname, nested = max(holding, key=lambda item: item[0].lineno)
+    if nested:
+        return f"its function {qualname} is defined inside another function (it cannot be called alone)"
+    if isinstance(node, ast.AsyncFunctionDef) or _yields(node):
+        return f"its function {qualname} is a generator or coroutine"
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return Target(f"{span.file}:{qualname}", span.file, qualname, node.name, first)
+
+
+def _yields(function: ast.AST) -> bool:
+    """Whether the function itself yields (a yield inside a function or lambda nested in it does not count)."""
+    pending = list(ast.iter_child_nodes(function))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Yield | ast.YieldFrom):
+            return True
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _marked(stdout: str, mark: str) -> str | None:
+    found = re.findall(rf"(?:^|\n){re.escape(mark)} (.*?)(?=\n|$)", stdout)
+    return found[-1] if found else None
+
+
+def _report(stdout: str, mark: str) -> dict | None:
+    line = _marked(stdout, mark)
+    if line is None:
+        return None
+    blob = line.rsplit(" ", 1)[-1]
+    if len(blob) > REPORT_BYTES_MAX:
+        return None
+    try:
+        report = json.loads(base64.b64decode(blob, validate=True))
+    except (binascii.Error, ValueError):
+        return None
+    return report if isinstance(report, dict) and report.get("v") == 1 else None
+
+
+def _parse(text: object) -> Value:
+    if not isinstance(text, str):
+        raise SnapshotError("$", "not a snapshot")
+    return parse(text.encode("ascii", "replace"), max_bytes=SNAPSHOT_CAPS["max_bytes"] * 2, max_depth=200)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+def _record_run(
+    *, session: Session, files: Mapping[str, bytes], entry: str, targets: list[Target], hidden: Iterable[str], limits
+):
+    mark = "rcb-record-" + secrets.token_hex(12)
+    spec = {
+        "mark": mark,
+        "targets": [t.as_dict() for t in targets],
+        "hidden_modules": sorted({PurePosixPath(p).stem for p in hidden if p.endswith(".py")}),
+        "max_calls": CALLS_MAX,
+        "max_bytes": INPUT_BYTES_MAX,
+        "snapshot": SNAPSHOT_CAPS,
+    }
+    result = session.run(
+        files={**files, RECORDER_FILE: RECORDER_SOURCE.encode()},
+        command=[session.environment.python, "-B", RECORDER_FILE, entry, json.dumps(spec)],
+        limits=replace(limits, output_bytes=max(limits.output_bytes, REPORT_BYTES_MAX)),
+    )
+    line = _marked(result.stdout, mark)
+    report = _report(result.stdout, mark)
+    if report is None or line is None:
+        tail = (result.stderr or result.stdout)[-600:]
+        return None, f"the recording run did not finish (exit {result.exit_code}): {tail}"
+    return report, ""
+
+
+def replay_files(files: Mapping[str, bytes], hidden: Iterable[str]) -> dict[str, bytes]:
+    """What a replay's work folder holds: the task's files but the hidden ones."""
+    hidden = set(hidden)
+    return {path: data for path, data in files.items() if path not in hidden}
+
+
+def _replay_run(
+    *,
+    session: Session,
+    files: Mapping[str, bytes],
+    target: Target,
+    inputs: list[str],
+    limits: Limits,
+    answer: tuple[int, int] | None = None,
+) -> tuple[list[dict] | None, str]:
+    mark = "rcb-replay-" + secrets.token_hex(12)
+    spec: dict = {"mark": mark, "targets": [target.as_dict()], "inputs": INPUTS_FILE, "snapshot": SNAPSHOT_CAPS}
+    if answer is not None:  # the fork server never preloads what the answer's own lines import
+        spec.update(answer_file=target.file, first_line=answer[0], last_line=answer[1])
+    result = session.run(
+        files={
+            **files,
+            REPLAYER_FILE: REPLAYER_SOURCE.encode(),
+            INPUTS_FILE: json.dumps({target.key: inputs}).encode(),
+        },
+        command=[session.environment.python, "-B", REPLAYER_FILE, json.dumps(spec)],
+        limits=replace(limits, output_bytes=max(limits.output_bytes, REPORT_BYTES_MAX)),
+    )
+    report = _report(result.stdout, mark)
+    if report is None:
+        why = "it timed out" if result.timed_out else f"exit {result.exit_code}"
+        return None, f"the replay did not finish ({why}): {(result.stderr or result.stdout)[-400:]}"
+    calls = report.get("targets", {}).get(target.key)
+    if not isinstance(calls, list):
+        return None, "the replay reported no calls"
+    return calls, ""
+
+
+def _differs(recorded: list[str], replayed: list[dict], tolerance: Tolerance) -> str:
+    """The first difference of a replay from the recording, named ('' when they agree)."""
+    if len(replayed) != len(recorded):
+        return f"the replay made {len(replayed)} of the {len(recorded)} recorded calls"
+    for index, (expected, got) in enumerate(zip(recorded, replayed, strict=True)):
+        if not isinstance(got, dict):
+            return f"call {index + 1}: unreadable replay"
+        if "error" in got:
+            return f"call {index + 1}: {str(got['error'])[:300]}"
+        try:
+            difference = compare(_parse(expected), _parse(got.get("outputs")), rtol=tolerance.rtol, atol=tolerance.atol)
+        except SnapshotError as exc:
+            return f"call {index + 1}: the replay's output was refused: {exc}"
+        if difference is not None:
+            return f"call {index + 1}: {difference.message}"
+    return ""
+
+
+def recording_make(
+    *,
+    session: Session,
+    files: Mapping[str, bytes],
+    test_entry_point: str,
+    hidden: Iterable[str],
+    snippets: Iterable[SnippetSpan],
+    limits: Limits,
+    store,
+) -> dict:
+    """Record the reference's calls of every snippet's function twice, replay the reference alone, and keep what
+    agrees: the task revision's recording (`store(bytes) -> digest` keeps inputs and outputs content-addressed).
+    Never raises for a snippet it cannot seal: it says why."""
+    hidden = frozenset(hidden)
+    snippets = list(snippets)
+    by_snippet: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    targets: dict[str, Target] = {}
+    for span in snippets:
+        source = files.get(span.file, b"").decode("utf-8", "replace")
+        found = snippet_target(source, span)
+        if isinstance(found, str):
+            reasons[span.key] = found
+        else:
+            targets.setdefault(found.key, found)
+            by_snippet[span.key] = found.key
+    recording: dict = {"v": RECORDING_VERSION, "targets": {}, "snippets": {}, "tolerance": {}}
+    runs = []
+    failure = ""
+    if targets:
+        for _ in range(2):
+            report, failure = _record_run(
+                session=session,
+                files=files,
+                entry=test_entry_point,
+                targets=list(targets.values()),
+                hidden=hidden,
+                limits=limits,
+            )
+            if report is None:
+                break
+            runs.append(report)
+    seen = [run.get("tolerance", {}) for run in runs]
+    tolerance = Tolerance(
+        max([RTOL_DEFAULT, *(float(t.get("rtol") or 0) for t in seen)]),
+        max([ATOL_DEFAULT, *(float(t.get("atol") or 0) for t in seen)]),
+    )
+    recording["tolerance"] = {"rtol": tolerance.rtol, "atol": tolerance.atol}
+    visible = replay_files(files, hidden)
+    for key, target in targets.items():
+        entry: dict = {**target.as_dict(), "sealed": False, "reason": "", "calls": 0, "called": 0}
+        recording["targets"][key] = entry
+        if len(runs) < 2:
+            entry["reason"] = failure or "the recording run failed"
+            continue
+        first, second = (run.get("targets", {}).get(key, {}) for run in runs)
+        calls, again = first.get("calls", []), second.get("calls", [])
+        entry["called"] = int(first.get("called", 0))
+        if not calls:
+            problems = first.get("problems") or []
+            entry["reason"] = problems[0] if problems else "the tests never call its function"
+            continue
+        nondeterministic = _differs(
+            [c["outputs"] for c in calls], [{"outputs": c["outputs"]} for c in again], tolerance
+        )
+        if nondeterministic:
+            entry["reason"] = f"nondeterministic: two reference runs differ ({nondeterministic})"
+            continue
+        inputs = [c["inputs"] for c in calls]
+        outputs = [c["outputs"] for c in calls]
+        replayed, problem = _replay_run(session=session, files=visible, target=target, inputs=inputs, limits=limits)
+        differs = problem or _differs(outputs, replayed or [], tolerance)
+        if differs:
+            entry["reason"] = f"the reference's own replay differs from its recording ({differs})"
+            continue
+        entry.update(
+            sealed=True,
+            calls=len(calls),
+            inputs=store(json.dumps(inputs).encode()),
+            outputs=store(json.dumps(outputs).encode()),
+        )
+    for span in snippets:
+        function = by_snippet.get(span.key)
+        if function is None:
+            recording["snippets"][span.key] = {"target": None, "sealed": False, "reason": reasons[span.key]}
+        else:
+            target_entry = recording["targets"][function]
+            recording["snippets"][span.key] = {
+                "target": function,
+                "sealed": target_entry["sealed"],
+                "reason": target_entry["reason"],
+            }
+    return recording
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A sealed snippet's answer replayed: `difference` names the first disagreement ('' when it agrees)."""
+
+    sealed: bool
+    difference: str = ""
+    reason: str = ""  # why the snippet is unsealed
+
+    @property
+    def agrees(self) -> bool:
+        return self.sealed and not self.difference
+
+
+def snippet_sealing(recording: Mapping | None, key: str) -> tuple[bool, str]:
+    """Whether the snippet is sealed in the recording, and why not."""
+    if not recording:
+        return False, "no recording"
+    entry = recording.get("snippets", {}).get(key)
+    if not entry:
+        return False, "not in the recording"
+    return bool(entry.get("sealed")), str(entry.get("reason", ""))
+
+
+def answer_replay(
+    *,
+    session: Session,
+    files: Mapping[str, bytes],
+    hidden: Iterable[str],
+    recording: Mapping,
+    key: str,
+    limits: Limits,
+    load,
+    answer: tuple[int, int],
+) -> Replay:
+    """Replay an answer (spliced into `files`) on its snippet's recorded inputs and compare (`load(digest) -> bytes`
+    reads what the recording stored)."""
+    sealed, reason = snippet_sealing(recording, key)
+    if not sealed:
+        return Replay(False, reason=reason)
+    entry = recording["targets"][recording["snippets"][key]["target"]]
+    target = Target(entry["key"], entry["file"], entry["qualname"], entry["name"], entry["line"])
+    inputs = json.loads(load(entry["inputs"]))
+    outputs = json.loads(load(entry["outputs"]))
+    tolerance = Tolerance(float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"]))
+    replayed, problem = _replay_run(
+        session=session,
+        files=replay_files(files, hidden),
+        target=target,
+        inputs=inputs,
+        limits=limits,
+        answer=answer,
+    )
+    return Replay(True, difference=problem or _differs(outputs, replayed or [], tolerance))

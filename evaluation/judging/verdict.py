@@ -1,0 +1,43 @@
+"""The sealed verdict: what the paper's tests said, combined with the answer's replay alone on the recorded calls."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from evaluation.judging.sealed import Replay
+from evaluation.models import Outcome
+from evaluation.outcomes import Verdict, outcome_flag
+
+# What a finding whose replay disagreed is called (a test-gaming rate counts these).
+REPLAY_DISAGREES = "sealed-replay"
+# Static policy findings on a sealed snippet whose replay agrees are kept for a maintainer to read, never flags: that
+# policy's in-place writes and private attributes are what research code is made of, and the verdict no longer
+# depends on what the answer can reach. Runtime findings (the platform's own protection) still flag.
+NOTE = "kept as a note: the sealed replay agreed with the reference"
+
+
+def sealed_verdict(tests: Verdict, findings: list[dict], replay: Replay) -> Verdict:
+    """The verdict of an answer whose tests passed (`tests`), with the audit's `findings` and its `replay`.
+
+    Unsealed: today's guarded verdict. Sealed and disagreeing: flagged, the difference named (a passed test that
+    the replay contradicts is never a pass). Sealed and agreeing: passed unless a runtime finding flags it."""
+    if not replay.sealed:
+        return outcome_flag(tests, findings)
+    if replay.difference:
+        finding = {
+            "kind": REPLAY_DISAGREES,
+            "line": None,
+            "detail": f"the tests passed but the answer's replay differs from the reference's: {replay.difference}"[
+                :500
+            ],
+            "source": "replay",
+        }
+        return outcome_flag(tests, [*findings, finding])
+    flags = [f for f in findings if f.get("source") != "static"]
+    notes = tuple({**f, "note": NOTE} for f in findings if f.get("source") == "static")
+    verdict = outcome_flag(tests, flags)
+    if verdict.status != Outcome.Status.FLAGGED:
+        verdict = replace(verdict, findings=notes)
+    else:
+        verdict = replace(verdict, findings=(*verdict.findings, *notes))
+    return verdict
