@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -158,11 +159,33 @@ def version_snippet_get(*, version: BenchmarkVersion, snippet_id: int) -> Snippe
 class SnippetNode:
     snippet: Snippet
     children: list[SnippetNode] = field(default_factory=list)
+    # Whether its answers get a sealed verdict, and why not (None: its task has no recording yet).
+    sealing: dict | None = None
+
+
+def snippet_sealing(*, task: Task, snippet: Snippet) -> dict | None:
+    """The snippet's entry in its task's recording (evaluation/judging/sealed.py): sealed, and the reason if not."""
+    if not task.recording:
+        return None
+    entry = task.recording.get("snippets", {}).get(f"{snippet.file_path}#{snippet.position}")
+    return {"sealed": bool(entry.get("sealed")), "reason": str(entry.get("reason", ""))} if entry else None
+
+
+def tasks_sealed_share(*, tasks: Iterable[Task]) -> tuple[int, int] | None:
+    """(sealed snippets, snippets of tasks with a recording) over `tasks`; None when none has a recording yet."""
+    recorded = [t.recording.get("snippets", {}) for t in tasks if t.recording]
+    if not recorded:
+        return None
+    entries = [entry for snippets in recorded for entry in snippets.values()]
+    return sum(bool(entry.get("sealed")) for entry in entries), len(entries)
 
 
 def snippet_tree(*, task: Task) -> dict[str, list[SnippetNode]]:
     """Annotated file path -> its top-level snippets, each with its nested children."""
-    nodes = {s.pk: SnippetNode(s) for s in task.snippets.order_by("file_path", "position")}
+    nodes = {
+        s.pk: SnippetNode(s, sealing=snippet_sealing(task=task, snippet=s))
+        for s in task.snippets.order_by("file_path", "position")
+    }
     tree: dict[str, list[SnippetNode]] = {path: [] for path in task.annotated_paths}
     for node in nodes.values():
         parent_id = node.snippet.parent_id

@@ -144,13 +144,14 @@ def task_store(
     environment: str | None = None,
     environment_file: str = "",
     test_manifest: dict | None = None,
+    recording: dict | None = None,
 ) -> tuple[Task, bool]:
     """The Task for this package's content, created as the paper's next revision if the content is new.
 
     With `environment` (a legacy set's one shared environment, read from `environment_file`), the task is built
     from it alone; the package's own requirements file stays among its files, verbatim, never read.
     `test_manifest`: what its validation's reference run completed (FORMAT.md 7.5); without one, the first item
-    tested makes it."""
+    tested makes it; `recording` likewise, the reference's recorded calls (evaluation/judging/sealed.py)."""
     requirements = (
         environment.strip()
         if environment is not None
@@ -163,6 +164,9 @@ def task_store(
         if existing.test_manifest is None and test_manifest is not None:
             Task.objects.filter(pk=existing.pk, test_manifest__isnull=True).update(test_manifest=test_manifest)
             existing.refresh_from_db(fields=["test_manifest"])
+        if existing.recording is None and recording is not None:
+            Task.objects.filter(pk=existing.pk, recording__isnull=True).update(recording=recording)
+            existing.refresh_from_db(fields=["recording"])
         return existing, False
     last = paper.tasks.order_by("-revision").values_list("revision", flat=True).first() or 0
     task = Task.objects.create(
@@ -174,6 +178,7 @@ def task_store(
         environment_file=environment_file[:300] if environment is not None else "",
         extra_metadata=_jsonable(dict(package.extra)),
         test_manifest=test_manifest,
+        recording=recording,
     )
     _snippets_create(task=task, package=package)
     return task, True

@@ -76,6 +76,7 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
         "version": version,
         "tasks": tasks,
         "totals": totals,
+        "sealed": selectors.tasks_sealed_share(tasks=every),
         "held_out": held_out,
         "changelog": visibility.changelog_visible(version=version, user=request.user),
         "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())],

@@ -13,6 +13,7 @@ from django.conf import settings
 
 from benchmarks.models import Snippet, Task
 from benchmarks.paper2code import AnnotatedFile, parse, strip_markers
+from benchmarks.paper2code.markers import count_loc
 from benchmarks.selectors import blob_read
 from evaluation.sandbox.base import SandboxError
 
@@ -74,17 +75,27 @@ def _normalised(text: str) -> str:
 @functools.lru_cache(maxsize=64)
 def _task_hidden_files(task_id: int, content_hash: str) -> frozenset[str]:
     task = Task.objects.get(pk=task_id)
-    files = _task_files(task_id, content_hash)
     visible = set(task.annotated_paths) | set(task.context_paths) | {task.paper_path}  # all in the prompt anyway
-    references = [
-        _normalised(strip_markers(s.reference_code))
-        for s in Snippet.objects.filter(task=task, loc__gte=2).only("reference_code")
-    ]
-    hidden = {task.test_entry_point}
+    references = [s.reference_code for s in Snippet.objects.filter(task=task, loc__gte=2).only("reference_code")]
+    return hidden_files(
+        _task_files(task_id, content_hash),
+        visible=visible,
+        references=references,
+        entry_point=task.test_entry_point,
+    )
+
+
+def hidden_files(
+    files: dict[str, bytes], *, visible: set[str], references: list[str], entry_point: str
+) -> frozenset[str]:
+    """The test entry point and every text file outside `visible` holding a copy of a reference body (of two lines
+    or more), compared without whitespace: the one rule for a task and for a package under validation."""
+    copies = [_normalised(strip_markers(code)) for code in references if count_loc(code) >= 2]
+    hidden = {entry_point}
     for path, data in files.items():
         if path in visible or b"\x00" in data[:8192]:  # binary: not a text copy
             continue
         text = _normalised(data.decode("utf-8", "replace"))
-        if any(ref and ref in text for ref in references):
+        if any(ref and ref in text for ref in copies):
             hidden.add(path)
     return frozenset(hidden)

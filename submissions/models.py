@@ -60,6 +60,9 @@ class Revision(TaskPackage):
     test_manifest = models.JSONField(
         null=True, blank=True, help_text="The tests the reference completed when this revision was validated."
     )
+    recording = models.JSONField(
+        null=True, blank=True, help_text="The reference's recorded calls when validated (the sealed replay's)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

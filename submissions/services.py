@@ -334,7 +334,9 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
         )
     submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
     revision = submission.latest_revision
-    task, _ = task_store(package=package_load(revision), test_manifest=revision.test_manifest)
+    task, _ = task_store(
+        package=package_load(revision), test_manifest=revision.test_manifest, recording=revision.recording
+    )
     snippet_mutations_record(task=task, mutations=report_mutations(report=revision.report))
     version_task_set(version=draft_version_current(), task=task)
     submission.task = task

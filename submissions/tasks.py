@@ -39,6 +39,9 @@ def checks_plan(report: ValidationReport, annotated: dict) -> None:
     ]
     for path, parsed in annotated.items():
         for s in parsed.snippets:
+            rows.append((f"sealed:{path}:{s.index}", f'"{s.name}" is sealed: its calls replay alone', path, s.name))
+    for path, parsed in annotated.items():
+        for s in parsed.snippets:
             rows.append((f"masked:{path}:{s.index}", f'Masking "{s.name}" makes the tests fail', path, s.name))
             rows.append((f"noop:{path}:{s.index}", f'A no-op "{s.name}" makes the tests fail', path, s.name))
     if settings.SUBMISSION_MUTANTS:
@@ -151,6 +154,8 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
             ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)
         if check.manifest is not None:
             Revision.objects.filter(pk=report.revision_id).update(test_manifest=check.manifest)
+        if check.recording is not None:
+            Revision.objects.filter(pk=report.revision_id).update(recording=check.recording)
         _set(report, check.key, check.status, check.detail, check.duration, check.result, check.warning)
         if check.blocks:
             ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(

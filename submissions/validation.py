@@ -21,11 +21,13 @@ from benchmarks.paper2code import mask, noop, splice
 from benchmarks.paper2code.mutation import mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load, user_is_maintainer
-from benchmarks.services import environment_hash, package_store
+from benchmarks.services import blob_store, environment_hash, package_store
 from common.errors import ApplicationError
 from evaluation.environments import build_failures
 from evaluation.executor import limits_default, package_test, session_for
+from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
 from evaluation.sandbox import EnvironmentBuildError
+from evaluation.taskfiles import hidden_files
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.models import SetValidation, SetValidationPaper
@@ -317,6 +319,7 @@ class CheckResult:
     manifest: dict | None = None  # with a passed reference check: the tests it completes (FORMAT.md 7.5)
     result: dict | None = None  # what the check measured: the reference's runs, a snippet's mutation score
     warning: str = ""  # worth the author's attention, never a failure (a mutation score below the minimum)
+    recording: dict | None = None  # with the first sealing check: the reference's recording (judging/sealed.py)
 
 
 def sandbox_checks(
@@ -412,6 +415,10 @@ def sandbox_checks(
         manifest=manifests[0],
     )
 
+    yield from sealing_checks(
+        session=session, files=files, annotated=annotated, test_entry_point=test_entry_point, limits=limits
+    )
+
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             for kind, text in (("masked", mask(parsed, s)), ("noop", splice(parsed, s, noop(s)))):
@@ -483,6 +490,53 @@ def sandbox_checks(
                 result=result,
                 warning=warning,
             )
+
+
+def sealing_checks(
+    *, session, files: dict[str, bytes], annotated: dict, test_entry_point: str, limits
+) -> Iterator[CheckResult]:
+    """Record the reference's calls of each snippet's function and replay the reference alone (what evaluation's
+    sealed verdict needs, evaluation/judging/sealed.py): one check per snippet saying whether it is sealed and, if
+    not, why (a warning: its answers keep the in-process guard), the recording with the first of them."""
+    started = time.monotonic()
+    references = [s.code for parsed in annotated.values() for s in parsed.snippets]
+    hidden = hidden_files(files, visible=set(annotated), references=references, entry_point=test_entry_point)
+    spans = [
+        SnippetSpan(snippet_key(path, s.index), path, s.start_line, s.end_line)
+        for path, parsed in annotated.items()
+        for s in parsed.snippets
+    ]
+    recording = recording_make(
+        session=session,
+        files=files,
+        test_entry_point=test_entry_point,
+        hidden=hidden,
+        snippets=spans,
+        limits=limits,
+        store=lambda content: blob_store(content=content).sha256,
+    )
+    each = (time.monotonic() - started) / max(1, len(spans))
+    first = True
+    for span in spans:
+        sealing = recording["snippets"][span.key]
+        target = recording["targets"].get(sealing["target"] or "", {})
+        if sealing["sealed"]:
+            detail = f"sealed: {target['calls']} recorded call(s) of {target['qualname']} replay as recorded"
+        else:
+            detail = f"unsealed: {sealing['reason']}"
+        yield CheckResult(
+            f"sealed:{span.file}:{span.key.rsplit('#', 1)[1]}",
+            Status.PASSED,
+            detail[:2000],
+            each,
+            result={"sealed": sealing["sealed"], "reason": sealing["reason"], "target": sealing["target"]},
+            warning=""
+            if sealing["sealed"]
+            else f"not sealed ({sealing['reason'][:300]}): its answers keep the "
+            "in-process guard only; a test that calls its function with plain arguments would seal it",
+            recording=recording if first else None,
+        )
+        first = False
 
 
 def reference_runs_summary(runs) -> dict:

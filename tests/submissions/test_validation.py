@@ -29,8 +29,11 @@ def checks(report: ValidationReport) -> dict[str, tuple[str, str]]:
 def test_demo_paper_validates_and_acceptance_adds_it_to_the_draft_version(draft, author, maintainer, sandbox):
     report = validate(draft, author)
     assert report.status == "passed", checks(report)
-    assert report.checks.count() == 4 + 2 * 12
+    assert report.checks.count() == 4 + 3 * 12
     assert set(report.checks.values_list("status", flat=True)) == {"passed"}
+    # Every snippet of the demo's optimiser is sealed: its calls of DampNest.step replay as recorded.
+    sealing = {key: detail for key, (_, detail) in checks(report).items() if key.startswith("sealed:")}
+    assert len(sealing) == 12 and all(d.startswith("sealed: ") and "DampNest.step" in d for d in sealing.values())
     draft.refresh_from_db()
     assert draft.state == Submission.State.AWAITING_REVIEW
 
@@ -43,6 +46,9 @@ def test_demo_paper_validates_and_acceptance_adds_it_to_the_draft_version(draft,
 
     assert Task.objects.get(pk=task.pk).snippets.count() == 12
     assert Task.objects.get(pk=task.pk).test_manifest == manifest
+    recording = Task.objects.get(pk=task.pk).recording
+    assert recording == draft.latest_revision.recording and recording["snippets"]
+    assert all(entry["sealed"] for entry in recording["snippets"].values())
     version = BenchmarkVersion.objects.get(status=BenchmarkVersion.Status.DRAFT)
     assert list(version.tasks.all()) == [task]
     assert Submission.objects.get(pk=draft.pk).task == task

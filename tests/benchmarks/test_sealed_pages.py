@@ -1,0 +1,43 @@
+"""The release page gives its sealed share and the paper page says of each snippet whether it is sealed and why not
+(issue 33, item 4), from the tasks' recordings."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from benchmarks.models import Task
+
+pytestmark = pytest.mark.django_db
+
+
+def recorded(task: Task, unsealed: dict[int, str]) -> None:
+    """A recording of `task` in which the snippets at the positions of `unsealed` are unsealed for that reason."""
+    snippets = {
+        f"{s.file_path}#{s.position}": {
+            "target": None,
+            "sealed": s.position not in unsealed,
+            "reason": unsealed.get(s.position, ""),
+        }
+        for s in task.snippets.all()
+    }
+    Task.objects.filter(pk=task.pk).update(recording={"v": 1, "targets": {}, "snippets": snippets, "tolerance": {}})
+
+
+def test_the_release_page_gives_the_sealed_share_of_recorded_tasks(client, release):
+    url = reverse("version-detail", args=[release.name])
+    assert 'id="sealed-share"' not in client.get(url).content.decode(), "no recording yet: no share"
+    first = Task.objects.filter(versions=release).order_by("paper__slug").first()
+    recorded(first, {0: "no function holds it (module or class level code)"})
+    body = client.get(url).content.decode()
+    total = first.snippets.count()
+    assert f"{total - 1} of {total} recorded snippets sealed" in body
+
+
+def test_the_paper_page_says_which_snippets_are_sealed_and_why_not(client, release):
+    task = Task.objects.filter(versions=release).order_by("paper__slug").first()
+    recorded(task, {1: "its arguments cannot be recorded: PicklingError: a lambda"})
+    body = client.get(reverse("paper-detail", args=[release.name, task.paper.slug])).content.decode()
+    assert body.count(">sealed</span>") == task.snippets.count() - 1
+    assert body.count(">unsealed</span>") == 1
+    assert "its arguments cannot be recorded: PicklingError: a lambda" in body
