@@ -41,6 +41,9 @@ _backend: Backend | None = None
 _sessions: dict[str, Session] = {}
 _locks: dict[str, dict] = {}  # environment hash -> what it held when this worker first used it
 _announced: dict[str, set[int]] = {}  # environment hash -> tasks whose imports its session was told of
+# (task content, environment, backend, blob cache) -> the recording made for it here, its blobs in that cache: a
+# task revision's is the same wherever it is stored (a task imported again under another id or release).
+_recordings: dict[tuple[str, str, str, str], dict] = {}
 
 
 def limits_default() -> Limits:
@@ -346,22 +349,37 @@ def task_recording(*, task: Task, session: Session, limits: Limits | None = None
         return task.recording
     if task.test_manifest is None or task.test_manifest is MANIFEST_STRICT:
         return None
+    known = (task.content_hash, task.environment_hash, session.backend.name, str(settings.SANDBOX_CACHE_DIR))
+    recording = _recordings.get(known)
+    if recording is None:
+        recording = _recording_make(task=task, session=session, limits=limits)
+        _recordings[known] = recording
+    Task.objects.filter(pk=task.pk, recording__isnull=True).update(recording=recording)
+    task.recording = recording
+    return recording
+
+
+def _recording_store(content: bytes) -> str:
+    """Keep a recording's blob in storage and in this worker's cache (what its replays read)."""
+    digest = blob_store(content=content).sha256
+    blob_cached(digest)
+    return digest
+
+
+def _recording_make(*, task: Task, session: Session, limits: Limits | None) -> dict:
     spans = [
         SnippetSpan(snippet_key(s.file_path, s.position), s.file_path, s.start_line, s.end_line)
         for s in task.snippets.all()
     ]
-    recording = recording_make(
+    return recording_make(
         session=session,
         files=task_files(task),
         test_entry_point=task.test_entry_point,
         hidden=task_hidden_files(task),
         snippets=spans,
         limits=limits or limits_default(),
-        store=lambda content: blob_store(content=content).sha256,
+        store=_recording_store,
     )
-    Task.objects.filter(pk=task.pk, recording__isnull=True).update(recording=recording)
-    task.recording = recording
-    return recording
 
 
 def release_preloads_announce(*, session: Session, task: Task) -> None:

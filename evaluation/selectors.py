@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -34,6 +35,7 @@ from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintaine
 from common.highlight import answer_diff
 from evaluation.agents.models import AgentTrajectory
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
+from evaluation.judging.verdict import REPLAY_DISAGREES
 from evaluation.models import (
     RUN_MODES,
     EvaluationRun,
@@ -278,6 +280,7 @@ LEADERBOARD_SORTS = {
     "items": lambda r: r.score.items,
     "errors": lambda r: r.score.errors,
     "flags": lambda r: r.score.flagged,
+    "gaming": lambda r: r.gaming,
     "tokens": lambda r: r.tokens,
     "cost": lambda r: (r.cost is not None, r.cost or 0),
     "agent_turns": lambda r: (r.agent is not None, r.agent.turns if r.agent else 0.0),
@@ -338,6 +341,12 @@ class LeaderboardRow:
     repeats: list[tuple[RunScore, RunScore]] = field(default_factory=list)
     agent: AgentUsage | None = None  # an agent row's means per item; None for single-shot rows and agent uploads
     # without trajectories
+    # Items whose tests passed while the sealed replay disagreed with the reference: a measured test-gaming count.
+    gaming: int = 0
+
+    @property
+    def gaming_rate(self) -> float:
+        return 100.0 * self.gaming / self.overall.items if self.overall.items else 0.0
 
     @property
     def tokens(self) -> int:
@@ -525,6 +534,15 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn("passed", "int", _score("passed")),
     LeaderboardColumn("errors", "int", _score("errors"), "Errors", "errors", toggled=True),
     LeaderboardColumn("flagged", "int", _score("flagged"), "Flags", "flags", toggled=True),
+    LeaderboardColumn(
+        "test_gaming",
+        "int",
+        lambda r: r.gaming,
+        "Test gaming",
+        "gaming",
+        toggled=True,
+        title="Items whose tests passed while the answer's sealed replay disagreed with the reference",
+    ),
     LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens")),
     LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens")),
     LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens", toggled=True),
@@ -675,6 +693,16 @@ def _leaderboard_found(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
     )
 
 
+def runs_test_gaming(*, runs: list[int]) -> dict[int, int]:
+    """Per run, its items whose tests passed while the sealed replay disagreed (reviewed or not: what was measured)."""
+    counts: dict[int, int] = defaultdict(int)
+    rows = Outcome.objects.filter(run__in=runs, measured_status=Outcome.Status.PASSED).values_list("run_id", "findings")
+    for run_id, findings in rows:
+        if any(isinstance(f, dict) and f.get("kind") == REPLAY_DISAGREES for f in findings or ()):
+            counts[run_id] += 1
+    return counts
+
+
 def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters | None = None) -> list[LeaderboardRow]:
     """Calibration reference lines (unranked) first, then the other entries, ranked with ties by paired tests among
     the entries the filters keep (mode, paper, provenance, open weights: `?mode=agent` ranks the agent rows among
@@ -695,6 +723,8 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
         version=version, groups={r.pk: repeats.get(r.pk) or [r.pk] for r in runs if r.mode == "agent"}
     )
 
+    gaming = runs_test_gaming(runs=[r.pk for r in runs])
+
     def ranking(pk: int) -> RunScore:
         return scores.get((pk, "public")) or scores[(pk, "")]
 
@@ -707,6 +737,7 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
                 held_out=scores.get((r.pk, "held_out")),
                 repeats=[(ranking(pk), scores[(pk, "")]) for pk in repeats.get(r.pk, []) if (pk, "") in scores],
                 agent=usage.get(r.pk),
+                gaming=gaming.get(r.pk, 0),
             )
             for r in runs
             if (r.pk, "") in scores

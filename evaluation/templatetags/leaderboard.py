@@ -160,6 +160,8 @@ def leaderboard_cell(row, column) -> str:
             f"{score.pass_rate_ci_low:.1f}",
             f"{score.pass_rate_ci_high:.1f}",
         )
+    if column.key == "test_gaming":
+        return format_html('{} <span class="muted">({}%)</span>', value, f"{row.gaming_rate:.1f}")
     if column.key == "flagged" and value:
         return format_html(
             '<span class="badge flagged" title="{}">{}</span>',

@@ -180,3 +180,19 @@ def test_the_leaderboard_shows_a_rows_flag_count(run, client, release):
     body = client.get(reverse("leaderboard", args=[release.name]), {"cols": "flagged"}).content.decode()
     assert ">Flags</a>" in body
     assert 'title="items awaiting a maintainer&#x27;s review, counted as not passed until reviewed">3</span>' in body
+
+
+def test_the_leaderboard_shows_a_models_measured_test_gaming(run, client, release):
+    """Items whose tests passed while the sealed replay disagreed, counted per row (what was measured, reviewed or
+    not) and as a share of its items."""
+    from evaluation.judging.verdict import REPLAY_DISAGREES
+
+    replayed = {"kind": REPLAY_DISAGREES, "line": None, "detail": "call 1: differs", "source": "replay"}
+    flagged = list(Outcome.objects.filter(run=run, status="flagged").order_by("pk"))
+    for outcome in flagged[:2]:
+        Outcome.objects.filter(pk=outcome.pk).update(findings=[*outcome.findings, replayed])
+    body = client.get(reverse("leaderboard", args=[release.name]), {"cols": "test_gaming"}).content.decode()
+    assert ">Test gaming</a>" in body
+    assert f'2 <span class="muted">({100 * 2 / 33:.1f}%)</span>' in body
+    rows = client.get(reverse("api-leaderboard", args=[release.name])).json()
+    assert sorted(row["test_gaming"] for row in rows)[-1] == 2 and sum(row["test_gaming"] for row in rows) == 2
