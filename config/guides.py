@@ -23,6 +23,7 @@ GUIDES = {
     "submitting": ("SUBMITTING.md", "Preparing and submitting a paper"),
     "leaderboard": ("LEADERBOARD.md", "Getting on the leaderboard"),
     "agent-runs": ("AGENT_RUNS.md", "Agent runs"),
+    "verdicts": ("VERDICTS.md", "How an answer is judged"),
 }
 # What each guide is for, in a line: the guides index says it to whoever does not know which to read.
 PURPOSES = {
@@ -33,6 +34,8 @@ PURPOSES = {
     "scores (for model developers).",
     "agent-runs": "How an agent run works: the workspace and tools the model gets, its budgets, how its answer is "
     "read and scored, the trajectory's schema (for model developers).",
+    "verdicts": "How an answer becomes passed, failed or flagged: the paper's tests, the sealed replay, what a flag "
+    "does to a score (for everyone reading a score, and authors whose snippets should be sealed).",
 }
 EXAMPLE_PAPER = "dampnest"  # the demo paper the example archive holds
 
