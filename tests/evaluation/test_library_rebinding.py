@@ -1,0 +1,88 @@
+"""A library's own rebinding at import time is part of the guard's baseline (issue 33, item 6): building the first
+torch.optim optimizer imports torch._dynamo, which rebinds torch.manual_seed to a transparent wrapper of itself.
+On a warm start the zygote may have imported it before the guard's snapshot, on a cold start only during the test:
+the verdict must be the same, and an answer's own rebinding of the same name is still a finding."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.paper2code import parse
+from benchmarks.services import environment_hash
+from evaluation.executor import answer_test, reference_manifest
+from evaluation.sandbox import Limits
+from tests.conftest import sandbox_backend_or_missing
+
+pytestmark = pytest.mark.slow
+REQUIREMENTS = "torch==2.13.0"
+LIMITS = Limits(wall_seconds=240, memory_bytes=4 * 1024**3, processes=64, cpus=1.0, output_bytes=1024**2)
+SOURCE = '''import torch
+
+
+def descend(weights, grads, lr):
+    """One SGD step on a copy of `weights`; returns the new weights."""
+    param = torch.nn.Parameter(weights.clone())
+    optimizer = torch.optim.SGD([param], lr=lr)
+    param.grad = grads.clone()
+    # <paper2code name="one optimiser step">
+    optimizer.step()
+    # </paper2code name="one optimiser step">
+    return param.detach()
+'''
+TEST = """import unittest
+
+import torch
+
+import model
+
+
+class TestDescend(unittest.TestCase):
+    def test_step(self):
+        torch.manual_seed(0)
+        w, g = torch.randn(4), torch.randn(4)
+        torch.testing.assert_close(model.descend(w, g, 0.1), w - 0.1 * g)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+FILES = {"model.py": SOURCE.encode(), "paper2code_test.py": TEST.encode()}
+
+
+@pytest.fixture(scope="module")
+def torch_environment(sandbox_cache):
+    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+    return backend, backend.environment_build(env_hash=environment_hash(REQUIREMENTS), requirements=REQUIREMENTS)
+
+
+def judged(backend, environment, mode: str, code: str):
+    backend.forkserver = mode == "warm"
+    annotated = parse(SOURCE, "model.py")
+    with backend.session(environment) as session:
+        manifest = reference_manifest(
+            session=session, files=FILES, test_entry_point="paper2code_test.py", limits=LIMITS
+        )
+        return answer_test(
+            session=session,
+            files=FILES,
+            annotated=annotated,
+            position=0,
+            code=code,
+            test_entry_point="paper2code_test.py",
+            hidden_files=("paper2code_test.py",),
+            limits=LIMITS,
+            manifest=manifest,
+        )
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_the_reference_passes_unflagged_warm_and_cold(torch_environment, mode):
+    run = judged(*torch_environment, mode, "    optimizer.step()\n")
+    assert (run.verdict.status, run.verdict.findings) == ("passed", ()), run.verdict
+
+
+def test_an_answers_own_rebinding_of_that_name_is_still_found(torch_environment):
+    code = "    torch.manual_seed = lambda seed: None\n    optimizer.step()\n"
+    run = judged(*torch_environment, "cold", code)
+    assert run.verdict.status == "flagged", run.verdict
+    assert any("manual_seed" in f["detail"] for f in run.verdict.findings), run.verdict.findings
