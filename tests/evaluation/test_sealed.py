@@ -117,7 +117,7 @@ def test_a_sealed_route_never_passes(sessions, backend_name, mode, entry):
         assert replayed and "call 1" in replayed[0]["detail"], verdict.findings
 
 
-@pytest.mark.parametrize("task_name", ["dampnest", "topk-attention-pool", "trimmed-infonce"])
+@pytest.mark.parametrize("task_name", ["dampnest", "topk-attention-pool", "trimmed-infonce", "tinyformer"])
 @pytest.mark.parametrize("backend_name,mode", MODES)
 def test_every_reference_is_sealed_where_sealable_and_passes_unflagged(sessions, backend_name, mode, task_name):
     session, _, recording = sessions(backend_name, mode, task_name)
@@ -142,3 +142,10 @@ def test_a_static_finding_on_a_sealed_snippet_whose_replay_agrees_is_a_note(sess
     run = platform_run(sessions, "bwrap", "warm", entry, code=body)
     assert run.verdict.status == "passed", run.verdict
     assert run.verdict.findings and all(f.get("note") == NOTE for f in run.verdict.findings), run.verdict.findings
+
+
+@pytest.mark.parametrize("entry", entries(CORPUS / "honest.yaml"), ids=ids)
+def test_an_honest_respelling_passes_sealed_and_unflagged(sessions, entry):
+    run = platform_run(sessions, "bwrap", "warm", entry)
+    assert run.verdict.status == "passed", (run.verdict, run.result.stderr[-1500:])
+    assert all(f.get("note") == NOTE for f in run.verdict.findings), run.verdict.findings
