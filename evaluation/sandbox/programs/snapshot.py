@@ -48,8 +48,6 @@ them, never `getattr` on an instance, `__repr__`, `__eq__` or `__hash__`; numpy 
 task imported them, found in `sys.modules`.
 """
 
-from __future__ import annotations
-
 import _io
 import base64
 import dataclasses
@@ -93,6 +91,7 @@ _type_dict = type.__dict__["__dict__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 _type_flags = type.__dict__["__flags__"].__get__
+_dict_offset = type.__dict__["__dictoffset__"].__get__
 _module_dict: Any = vars(types.ModuleType)["__dict__"].__get__
 _complex_real: Any = vars(complex)["real"].__get__
 _complex_imag: Any = vars(complex)["imag"].__get__
@@ -151,14 +150,20 @@ def _class_lookup(tp: type, name: str) -> Any:
     return None
 
 
-def _float_node(x: float) -> Any:
+def _float_part(x: float) -> float | str:
+    """A float as JSON has it, or the string of one JSON has not (nan, inf, -inf, -0.0)."""
     if x != x:
-        return {"t": "float", "v": "nan"}
+        return "nan"
     if x in (float("inf"), float("-inf")):
-        return {"t": "float", "v": "inf" if x > 0 else "-inf"}
+        return "inf" if x > 0 else "-inf"
     if x == 0.0 and str(x)[0] == "-":
-        return {"t": "float", "v": "-0.0"}
+        return "-0.0"
     return x
+
+
+def _float_node(x: float) -> Any:
+    part = _float_part(x)
+    return {"t": "float", "v": part} if type(part) is str else part
 
 
 _OPAQUE_TYPES = (
@@ -295,7 +300,7 @@ class _Encoder:
             return self.string(x)
         if tp is complex:
             self.spend(_SIZE["complex"] + 2 * _SIZE["float"] + 50)
-            return {"t": "complex", "re": _float_node(x.real), "im": _float_node(x.imag)}
+            return {"t": "complex", "re": _float_part(x.real), "im": _float_part(x.imag)}
         if tp is bytes:
             return self.raw("bytes", x)
         seen = self.memo.get(id(x))
@@ -464,6 +469,8 @@ class _Encoder:
             if type(candidate) is types.GetSetDescriptorType:
                 getter = candidate
                 break
+        if getter is None and _dict_offset(tp):
+            raise TypeError("an instance dict hidden behind the class's own __dict__")
         if getter is not None:
             instance_dict = getter.__get__(x, tp)
             if type(instance_dict) is dict:
@@ -502,9 +509,12 @@ class _Encoder:
                 node["text"] = text(x)
                 self.spend(len(_basestring(node["text"])))
                 return node
-            if base is None and "base" not in node:
-                del self.memo[id(x)]
-                return self.opaque(x, tp, None)
+        if "base" not in node and not any(
+            "__slots__" in _type_dict(c) or "__dict__" in _type_dict(c) for c in _mro(tp)
+        ):
+            # A class written in C (a lock, a generator of numbers): its state is not ours to read.
+            del self.memo[id(x)]
+            return self.opaque(x, tp, None)
         state = self.state(x, tp)
         names = list(state)
         return self.named(x, tp, node, "attrs", names, [state[name] for name in names], depth)
