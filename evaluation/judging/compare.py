@@ -123,8 +123,9 @@ def _constant(text: str) -> _Bad:
     return _Bad(f"the literal {text} (not JSON; NaN and infinities are float nodes)")
 
 
-# A JSON string or one bracket: enough to measure nesting without recursing.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# Every byte but quotes and brackets, dropped (after the escapes) to measure nesting without recursing.
+_NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
+_TOKENS = re.compile(rb'"[^"]*"|[\[\]{}]')
 
 _BASE_TAGS = {"int", "float", "complex", "bytes", "bytearray", "list", "tuple", "set", "frozenset", "dict", "truncated"}
 _NODE_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -208,10 +209,12 @@ class _Parser:
         if nbytes is not None and len(text) != 4 * ((nbytes + 2) // 3):
             raise self.fail(path, f"{len(text)} base64 characters where its shape and dtype make {nbytes} bytes")
         try:
-            node["data"] = base64.b64decode(text, validate=True)
+            node["data"] = data = binascii.a2b_base64(text, strict_mode=True)
         except (binascii.Error, ValueError):
             raise self.fail(path, "invalid base64") from None
-        if base64.b64encode(node["data"]).decode("ascii") != text:
+        # Strict decoding leaves one freedom, the unused bits of the last quantum: one value, one spelling.
+        tail = len(data) % 3 or 3
+        if data and base64.b64encode(data[-tail:]).decode("ascii") != text[-4:]:
             raise self.fail(path, "base64 that is not in its canonical form")
         if nbytes is not None and len(node["data"]) != nbytes:
             raise self.fail(path, f"{len(node['data'])} bytes where its shape and dtype make {nbytes}")
@@ -428,13 +431,15 @@ def parse(data: bytes, *, max_bytes: int, max_depth: int) -> Value:
     # Each node level takes at most 3 JSON levels (a dict's items, its pair, the value): refuse more before json
     # recurses into them.
     limit, level = 3 * max_depth + 4, 0
-    for token in _TOKENS.finditer(text):
-        char = token.group()[0]
-        if char in "[{":
+    escaped = b"\\" in data  # arrays' base64 has none: skip two passes over it
+    structure = data.replace(b"\\\\", b"").replace(b'\\"', b"") if escaped else data
+    structure = structure.translate(None, _NOT_STRUCTURE)
+    for token in _TOKENS.findall(structure):
+        if token in (b"[", b"{"):
             level += 1
             if level > limit:
-                raise SnapshotError("$", f"nested deeper than {max_depth} (at character {token.start()})")
-        elif char in "]}":
+                raise SnapshotError("$", f"nested deeper than {max_depth} (more than {limit} JSON levels)")
+        elif token in (b"]", b"}"):
             level -= 1
     try:
         document = json.loads(

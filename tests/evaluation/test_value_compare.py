@@ -82,7 +82,17 @@ def test_nesting_deeper_than_the_json_parser_can_recurse_is_refused_with_where()
     with pytest.raises(RecursionError):
         json.loads(deep)
     error = refused(deep.encode(), max_bytes=1 << 24)
-    assert error.path == "$" and error.message.startswith("nested deeper than 20 (at character ")
+    assert (error.path, error.message) == ("$", "nested deeper than 20 (more than 64 JSON levels)")
+
+
+def test_brackets_and_escapes_inside_strings_are_not_nesting():
+    text = '\\"[{' * 1000 + "\\"  # backslashes and quotes escaped, brackets in the string
+    assert parse(raw({"t": "list", "items": [text, text]}), **MAX).roots["value"]["items"] == [text, text]
+    # A string that ends in an escaped backslash does not hide the real nesting that follows it.
+    deep = '{"t":"list","items":[' * 100 + "]}" * 100
+    document = '{"v":1,"roots":{"a":"x\\\\","b":' + deep + "}}"
+    assert json.loads(document)["roots"]["a"] == "x\\"
+    assert refused(document.encode()).message == "nested deeper than 20 (more than 64 JSON levels)"
 
 
 def test_nesting_past_max_depth_is_refused_at_its_path():
