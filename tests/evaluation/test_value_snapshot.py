@@ -247,7 +247,7 @@ def test_standard_value_types_subclasses_and_references_by_name():
     )
     items = value["roots"]["value"]["items"]
     assert items[0] == {"t": "object", "class": "decimal.Decimal", "text": "1.10"}
-    assert items[1] == {"t": "object", "class": "datetime.date", "text": "2024-02-29"}
+    assert items[1] == {"t": "object", "class": "datetime.date", "attrs": {"year": 2024, "month": 2, "day": 29}}
     assert items[2]["class"] == "collections.OrderedDict" and items[2]["base"] == {"t": "dict", "items": [["a", 1]]}
     assert items[3]["base"]["items"] == [["b", {"t": "list", "items": [2]}]]
     assert items[3]["attrs"]["default_factory"] == {"t": "opaque", "class": "builtins.type", "name": "builtins.list"}
@@ -259,6 +259,44 @@ def test_standard_value_types_subclasses_and_references_by_name():
     assert [items[i]["t"] for i in (9, 10, 11)] == ["opaque"] * 3
     assert items[11]["class"] == "_io.TextIOWrapper"
     parse(snap.dumps(value), max_bytes=1 << 20, max_depth=40)
+
+
+class Stamp(datetime.datetime):
+    @property
+    def year(self) -> int:  # type: ignore[override]
+        raise RuntimeError("year")
+
+
+class HostileZone(datetime.tzinfo):
+    def utcoffset(self, dt: Any) -> Any:
+        raise RuntimeError("utcoffset")
+
+
+class Money(decimal.Decimal):
+    def __str__(self) -> str:
+        raise RuntimeError("str")
+
+
+def test_value_types_written_in_c_keep_their_value_in_subclasses_without_their_code():
+    zone = HostileZone()
+    with pytest.raises(RuntimeError):
+        str(datetime.datetime(2024, 1, 1, tzinfo=zone))  # with no guard, its text asks the zone
+    stamp = Stamp(2024, 5, 6, 7, 8, 9, tzinfo=zone)
+    with pytest.raises(RuntimeError):
+        stamp.year  # noqa: B018
+    node = doc([stamp, Money("2.50"), datetime.timedelta(days=1, seconds=2)])["roots"]["value"]["items"]
+    assert node[0]["class"] == f"{__name__}.Stamp"
+    assert node[0]["attrs"]["year"] == 2024 and node[0]["attrs"]["second"] == 9
+    assert node[0]["attrs"]["tzinfo"] == {"t": "object", "class": f"{__name__}.HostileZone", "attrs": {}}
+    assert node[1] == {"t": "object", "class": f"{__name__}.Money", "text": "2.50"}
+    assert node[2]["attrs"] == {"days": 1, "seconds": 2, "microseconds": 0}
+    assert diff_of(datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)).path == "value.day"
+    assert diff_of(Money("1.0"), Money("1.00")).kind == "value"
+
+
+def diff_of(recorded: Any, replayed: Any) -> Any:
+    first, second = (parse(snap.dumps(doc(v)), max_bytes=1 << 20, max_depth=40) for v in (recorded, replayed))
+    return compare(first, second, rtol=0, atol=0)
 
 
 def test_shared_objects_and_cycles_are_written_once():
