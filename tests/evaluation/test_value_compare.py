@@ -55,11 +55,12 @@ def test_a_valid_document_parses_and_a_difference_is_a_frozen_record():
 
 
 def test_more_bytes_than_allowed_are_refused_before_decoding():
-    hundred_mb = b'{"v":1,"roots":{"value":"' + b"x" * (100 << 20) + b'"}}'
+    hundred_mb = b'{"v":1,"roots":{"value":"' + b"\xff" * (100 << 20) + b'"}}'
     started = time.perf_counter()
     error = refused(hundred_mb)
-    assert time.perf_counter() - started < 0.1
-    assert error.path == "$" and "more than the 1048576 allowed" in error.message
+    assert time.perf_counter() - started < 1
+    # Refused for its size, not for the bytes that are not UTF-8: it was never decoded.
+    assert error.path == "$" and error.message == f"{len(hundred_mb)} bytes, more than the 1048576 allowed"
 
 
 def test_a_long_string_within_the_cap_is_a_value_like_any_other():
@@ -219,7 +220,7 @@ def test_a_declared_shape_larger_than_its_data_is_refused_without_allocating_it(
     tensor = {"t": "tensor", "dtype": "float32", "shape": [10**9, 10**9], "b64": "AAAAAA==", "requires_grad": False}
     started = time.perf_counter()
     error = refused(raw({"t": "list", "items": [tensor]}))
-    assert time.perf_counter() - started < 0.1
+    assert time.perf_counter() - started < 1
     assert (error.path, error.message) == (
         "value[0]",
         "8 base64 characters where its shape and dtype make 4 * 10**18 bytes".replace("4 * 10**18", str(4 * 10**18)),
@@ -384,7 +385,7 @@ def test_a_hostile_replay_of_references_is_compared_in_linear_time():
     recorded = parse(raw(node), max_bytes=1 << 20, max_depth=100)
     started = time.perf_counter()
     assert compare(recorded, recorded, rtol=0, atol=0) is None
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 5
 
 
 def test_a_truncated_place_agrees_only_with_the_same_truncation():
