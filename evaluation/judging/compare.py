@@ -73,6 +73,7 @@ class Value:
     targets: Mapping[int, dict[str, Any]]
     paths: Mapping[int, str]
     truncated: tuple[str, ...]  # where a cap was reached: what lies there was not recorded
+    opaque: tuple[str, ...] = ()  # what is held by class and name only (a function, a file, a C object's state)
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,7 @@ class _Parser:
         self.paths: dict[int, str] = {}
         self.refs: list[tuple[int, str]] = []
         self.truncated: list[str] = []
+        self.opaque: list[str] = []
 
     def fail(self, path: str, message: str) -> SnapshotError:
         return SnapshotError(path, message)
@@ -399,6 +401,7 @@ class _Parser:
         self.name(node, "v", path)
 
     def node_opaque(self, node: dict[str, Any], path: str, depth: int) -> None:
+        self.opaque.append(path)
         for key in ("class", "name", "error"):
             if key in node:
                 self.name(node, key, path)
@@ -469,7 +472,13 @@ def parse(data: bytes, *, max_bytes: int, max_depth: int) -> Value:
     for ident, path in parser.refs:
         if ident not in parser.targets:
             raise SnapshotError(path, f"a ref to the id {ident}, which no node has")
-    return Value(roots=roots, targets=parser.targets, paths=parser.paths, truncated=tuple(parser.truncated))
+    return Value(
+        roots=roots,
+        targets=parser.targets,
+        paths=parser.paths,
+        truncated=tuple(parser.truncated),
+        opaque=tuple(parser.opaque),
+    )
 
 
 def _float8_table(exponent_bits: int, bias: int, style: str) -> np.ndarray:

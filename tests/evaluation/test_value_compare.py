@@ -399,6 +399,12 @@ def test_a_truncated_place_agrees_only_with_the_same_truncation():
     assert found is not None and found.kind == "structure"
 
 
+def test_what_was_held_by_name_only_is_listed_for_the_caller():
+    parsed = value([len, {"f": open(__file__)}, 1.5])  # noqa: SIM115 - the open file is the value
+    assert parsed.opaque == ("value[0]", 'value[1]["f"]')
+    assert value([1.5]).opaque == () and value([1.5]).truncated == ()
+
+
 def test_roots_must_be_the_same_names():
     found = compare(value(None, ret=1), value(None, ret=1, extra=2), rtol=0, atol=0)
     assert found is not None and (found.path, found.kind) == ("$", "structure")
