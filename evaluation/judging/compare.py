@@ -73,6 +73,7 @@ class Value:
     targets: Mapping[int, dict[str, Any]]
     paths: Mapping[int, str]
     truncated: tuple[str, ...]  # where a cap was reached: what lies there was not recorded
+    opaque: tuple[str, ...] = ()  # what is held by class and name only (a function, a file, a C object's state)
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,9 @@ def _constant(text: str) -> _Bad:
     return _Bad(f"the literal {text} (not JSON; NaN and infinities are float nodes)")
 
 
-# A JSON string or one bracket: enough to measure nesting without recursing.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# Every byte but quotes and brackets, dropped (after the escapes) to measure nesting without recursing.
+_NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
+_TOKENS = re.compile(rb'"[^"]*"|[\[\]{}]')
 
 _BASE_TAGS = {"int", "float", "complex", "bytes", "bytearray", "list", "tuple", "set", "frozenset", "dict", "truncated"}
 _NODE_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -182,6 +184,7 @@ class _Parser:
         self.paths: dict[int, str] = {}
         self.refs: list[tuple[int, str]] = []
         self.truncated: list[str] = []
+        self.opaque: list[str] = []
 
     def fail(self, path: str, message: str) -> SnapshotError:
         return SnapshotError(path, message)
@@ -208,11 +211,15 @@ class _Parser:
         if nbytes is not None and len(text) != 4 * ((nbytes + 2) // 3):
             raise self.fail(path, f"{len(text)} base64 characters where its shape and dtype make {nbytes} bytes")
         try:
-            node["data"] = base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError) as error:
-            raise self.fail(path, f"invalid base64 ({error})") from None
-        if base64.b64encode(node["data"]).decode("ascii") != text:
+            node["data"] = data = binascii.a2b_base64(text, strict_mode=True)
+        except (binascii.Error, ValueError):
+            raise self.fail(path, "invalid base64") from None
+        # Strict decoding leaves one freedom, the unused bits of the last quantum: one value, one spelling.
+        tail = len(data) % 3 or 3
+        if data and base64.b64encode(data[-tail:]).decode("ascii") != text[-4:]:
             raise self.fail(path, "base64 that is not in its canonical form")
+        if nbytes is not None and len(node["data"]) != nbytes:
+            raise self.fail(path, f"{len(node['data'])} bytes where its shape and dtype make {nbytes}")
 
     def shape(self, node: dict[str, Any], path: str) -> int:
         shape = node["shape"]
@@ -394,6 +401,7 @@ class _Parser:
         self.name(node, "v", path)
 
     def node_opaque(self, node: dict[str, Any], path: str, depth: int) -> None:
+        self.opaque.append(path)
         for key in ("class", "name", "error"):
             if key in node:
                 self.name(node, key, path)
@@ -426,13 +434,15 @@ def parse(data: bytes, *, max_bytes: int, max_depth: int) -> Value:
     # Each node level takes at most 3 JSON levels (a dict's items, its pair, the value): refuse more before json
     # recurses into them.
     limit, level = 3 * max_depth + 4, 0
-    for token in _TOKENS.finditer(text):
-        char = token.group()[0]
-        if char in "[{":
+    escaped = b"\\" in data  # arrays' base64 has none: skip two passes over it
+    structure = data.replace(b"\\\\", b"").replace(b'\\"', b"") if escaped else data
+    structure = structure.translate(None, _NOT_STRUCTURE)
+    for token in _TOKENS.findall(structure):
+        if token in (b"[", b"{"):
             level += 1
             if level > limit:
-                raise SnapshotError("$", f"nested deeper than {max_depth} (at character {token.start()})")
-        elif char in "]}":
+                raise SnapshotError("$", f"nested deeper than {max_depth} (more than {limit} JSON levels)")
+        elif token in (b"]", b"}"):
             level -= 1
     try:
         document = json.loads(
@@ -462,7 +472,13 @@ def parse(data: bytes, *, max_bytes: int, max_depth: int) -> Value:
     for ident, path in parser.refs:
         if ident not in parser.targets:
             raise SnapshotError(path, f"a ref to the id {ident}, which no node has")
-    return Value(roots=roots, targets=parser.targets, paths=parser.paths, truncated=tuple(parser.truncated))
+    return Value(
+        roots=roots,
+        targets=parser.targets,
+        paths=parser.paths,
+        truncated=tuple(parser.truncated),
+        opaque=tuple(parser.opaque),
+    )
 
 
 def _float8_table(exponent_bits: int, bias: int, style: str) -> np.ndarray:
@@ -592,7 +608,8 @@ class _Comparer:
                 equal, 0.0, np.abs(rep.astype(np.complex128 if np.iscomplexobj(rep) else np.float64) - rec)
             )
             error = np.where(rec_nan != rep_nan, np.inf, error)
-            bad = ~equal & ~(error <= self.atol + self.rtol * np.abs(rec))
+            # An infinity matches only itself (its tolerance would be infinite too).
+            bad = ~equal & (~(error <= self.atol + self.rtol * np.abs(rec)) | np.isinf(rec) | np.isinf(rep))
             if not bad.any():
                 return None
             magnitude = np.abs(rec).astype(np.float64)
@@ -655,6 +672,8 @@ class _Comparer:
     def key_text(self, node: Any, index: int) -> str:
         if type(node) is dict and node["t"] == "ref":
             return f"<ref {self.recorded.paths.get(node['id'], '?')}>"
+        if type(node) is dict and node["t"] == "tensor":
+            return f"<{'Parameter' if node.get('param') else 'tensor'} {node['dtype']} {node['shape']} #{index}>"
         return _key_text(node) or f"<key #{index}>"
 
     def kind_dict(self, rec: Any, rep: Any, path: str) -> Difference | None:

@@ -20,8 +20,9 @@ A NODE is one of:
 - {"t": "record", "class": QUALNAME, "kind": "namedtuple" | "dataclass", "fields": {FIELD: NODE}};
 - {"t": "object", "class": QUALNAME, "attrs": {NAME: NODE}, "base": NODE, "text": STR, "cut": REASON}: any other
   object: its instance dict and slots ("attrs"), the builtin value of a subclass of a builtin type ("base", as for
-  an OrderedDict or an IntEnum), the text of a standard-library value type with no attributes ("text", as for
-  Decimal or datetime), "cut" when its attributes were capped; only "class" is always there;
+  an OrderedDict or an IntEnum), the fields of a standard-library value type written in C (a datetime's year, ...,
+  tzinfo) or its text ("text", as for a Decimal), "cut" when its attributes were capped (a record may have "cut"
+  too); only "class" is always there;
 - {"t": "ndarray", "dtype": DTYPE, "shape": [N, ...], "b64": B64} for a numpy array of a numeric dtype (raw bytes,
   C order, little-endian), or with "items": [NODE, ...] (flat, C order) and dtype "object", "str" or "bytes";
   "class" when it is a subclass of ndarray;
@@ -47,8 +48,6 @@ method of the values it reads: it reads instance dicts and slots through the des
 them, never `getattr` on an instance, `__repr__`, `__eq__` or `__hash__`; numpy and torch are used only when the
 task imported them, found in `sys.modules`.
 """
-
-from __future__ import annotations
 
 import _io
 import base64
@@ -93,6 +92,7 @@ _type_dict = type.__dict__["__dict__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 _type_flags = type.__dict__["__flags__"].__get__
+_dict_offset = type.__dict__["__dictoffset__"].__get__
 _module_dict: Any = vars(types.ModuleType)["__dict__"].__get__
 _complex_real: Any = vars(complex)["real"].__get__
 _complex_imag: Any = vars(complex)["imag"].__get__
@@ -151,14 +151,20 @@ def _class_lookup(tp: type, name: str) -> Any:
     return None
 
 
-def _float_node(x: float) -> Any:
+def _float_part(x: float) -> float | str:
+    """A float as JSON has it, or the string of one JSON has not (nan, inf, -inf, -0.0)."""
     if x != x:
-        return {"t": "float", "v": "nan"}
+        return "nan"
     if x in (float("inf"), float("-inf")):
-        return {"t": "float", "v": "inf" if x > 0 else "-inf"}
+        return "inf" if x > 0 else "-inf"
     if x == 0.0 and str(x)[0] == "-":
-        return {"t": "float", "v": "-0.0"}
+        return "-0.0"
     return x
+
+
+def _float_node(x: float) -> Any:
+    part = _float_part(x)
+    return {"t": "float", "v": part} if type(part) is str else part
 
 
 _OPAQUE_TYPES = (
@@ -295,7 +301,7 @@ class _Encoder:
             return self.string(x)
         if tp is complex:
             self.spend(_SIZE["complex"] + 2 * _SIZE["float"] + 50)
-            return {"t": "complex", "re": _float_node(x.real), "im": _float_node(x.imag)}
+            return {"t": "complex", "re": _float_part(x.real), "im": _float_part(x.imag)}
         if tp is bytes:
             return self.raw("bytes", x)
         seen = self.memo.get(id(x))
@@ -464,6 +470,8 @@ class _Encoder:
             if type(candidate) is types.GetSetDescriptorType:
                 getter = candidate
                 break
+        if getter is None and _dict_offset(tp):
+            raise TypeError("an instance dict hidden behind the class's own __dict__")
         if getter is not None:
             instance_dict = getter.__get__(x, tp)
             if type(instance_dict) is dict:
@@ -496,16 +504,25 @@ class _Encoder:
         if self.full:
             node["cut"] = "bytes"
             return node
-        if not _type_flags(tp) & _HEAPTYPE:
-            text = _TEXT_TYPES.get(_qualname(tp))
-            if text is not None:
-                node["text"] = text(x)
+        fields: dict[str, Any] = {}
+        value_class = next((c for c in _mro(tp) if not _type_flags(c) & _HEAPTYPE and _qualname(c) in _C_VALUES), None)
+        if value_class is not None:
+            value_fields = _C_VALUES[_qualname(value_class)]
+            if not value_fields:
+                node["text"] = _type_dict(value_class)["__str__"](x)
                 self.spend(len(_basestring(node["text"])))
-                return node
-            if base is None and "base" not in node:
-                del self.memo[id(x)]
-                return self.opaque(x, tp, None)
-        state = self.state(x, tp)
+            for name in value_fields:  # each read through the C class's own descriptor, never a subclass's property
+                descriptor = next(_type_dict(c)[name] for c in _mro(value_class) if name in _type_dict(c))
+                fields[name] = descriptor.__get__(x, value_class)
+        elif "base" not in node and not any(
+            "__slots__" in _type_dict(c) or "__dict__" in _type_dict(c) for c in _mro(tp)
+        ):
+            # A class written in C (a lock, a generator of numbers): its state is not ours to read.
+            del self.memo[id(x)]
+            return self.opaque(x, tp, None)
+        state = {**fields, **self.state(x, tp)}
+        if not state and "text" in node:
+            return node
         names = list(state)
         return self.named(x, tp, node, "attrs", names, [state[name] for name in names], depth)
 
@@ -594,24 +611,17 @@ class _Encoder:
         return node
 
 
-def _text_decimal(x: Any) -> str:
-    return str(x)
-
-
-# Standard-library value types implemented in C, with no attributes to read: their text is their value.
-_TEXT_TYPES = {
-    name: _text_decimal
-    for name in (
-        "decimal.Decimal",
-        "datetime.date",
-        "datetime.datetime",
-        "datetime.time",
-        "datetime.timedelta",
-        "datetime.timezone",
-        "builtins.range",
-        "builtins.slice",
-        "uuid.UUID",
-    )
+# Standard-library value types written in C: the fields that hold their value, read through the C class's own
+# descriptors (a datetime's tzinfo is a value of its own), or () for those whose text is their value.
+_C_VALUES: dict[str, tuple[str, ...]] = {
+    "decimal.Decimal": (),
+    "datetime.timezone": (),
+    "datetime.date": ("year", "month", "day"),
+    "datetime.datetime": ("year", "month", "day", "hour", "minute", "second", "microsecond", "tzinfo", "fold"),
+    "datetime.time": ("hour", "minute", "second", "microsecond", "tzinfo", "fold"),
+    "datetime.timedelta": ("days", "seconds", "microseconds"),
+    "builtins.range": ("start", "stop", "step"),
+    "builtins.slice": ("start", "stop", "step"),
 }
 
 
