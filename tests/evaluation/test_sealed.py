@@ -149,3 +149,13 @@ def test_an_honest_respelling_passes_sealed_and_unflagged(sessions, entry):
     run = platform_run(sessions, "bwrap", "warm", entry)
     assert run.verdict.status == "passed", (run.verdict, run.result.stderr[-1500:])
     assert all(f.get("note") == NOTE for f in run.verdict.findings), run.verdict.findings
+
+
+def test_a_recording_cut_at_the_snapshots_caps_is_not_compared_whole():
+    from evaluation.judging.sealed import _truncated
+    from evaluation.sandbox.programs.snapshot import dumps, snapshot_roots
+
+    whole = dumps(snapshot_roots({"return": list(range(10))}, max_bytes=10_000, max_depth=10, max_items=100)).decode()
+    cut = dumps(snapshot_roots({"return": list(range(10))}, max_bytes=10_000, max_depth=10, max_items=3)).decode()
+    assert _truncated([whole]) == ""
+    assert _truncated([whole, cut]).startswith("call 2 at ")
