@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO_PSET = REPO / "benchmarks" / "demo"
 UNDER_CI = os.environ.get("CI") == "true"
 
-# The services a test may stop and start again (own_redis, own_postgres), for every module.
-pytest_plugins = ["tests.outages"]
+# The services a test may stop and start again (own_redis, own_postgres), for every module; what each parallel
+# worker has of its own, and which tests run alone (tests/parallel.py).
+pytest_plugins = ["tests.outages", "tests.parallel"]
 
 
 def pytest_configure(config) -> None:

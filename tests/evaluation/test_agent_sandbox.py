@@ -38,6 +38,7 @@ LIMITS = Limits(
 )
 
 
+@pytest.mark.exclusive  # no agent container of another process may be on the engine when it ends
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 @pytest.mark.parametrize("backend", ["bwrap", "docker"])
 def test_calibration_agents_score_100_and_0_through_a_worker(
