@@ -75,7 +75,7 @@ def _redis_of_this_worker() -> None:
     if cache.get("LOCATION") == base:
         settings.CACHES = {**settings.CACHES, "default": {**cache, "LOCATION": url}}
         _caches_reset()
-    if settings.CELERY_BROKER_URL == base:
+    if base == settings.CELERY_BROKER_URL:
         settings.CELERY_BROKER_URL = url
         from config.celery import app
 
