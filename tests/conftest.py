@@ -50,6 +50,16 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker("sandbox")
 
 
+def pytest_runtest_setup(item) -> None:
+    """A test marked `postgres` checks what PostgreSQL itself does (a NUL refused in text, a column's size kept): on
+    another database it is skipped, and under CI (which runs on PostgreSQL) it fails."""
+    if item.get_closest_marker("postgres"):
+        from django.db import connection
+
+        if connection.vendor != "postgresql":
+            service_missing("PostgreSQL", f"the tests run on {connection.vendor}: set DATABASE_URL to a PostgreSQL")
+
+
 def service_missing(service: str, reason: str) -> None:
     """Skip locally; under CI a missing service is a failure, never a silent skip."""
     message = f"{service} is not available: {reason}"
