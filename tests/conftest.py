@@ -144,8 +144,15 @@ def database_url_for_workers() -> str:
 
 @pytest.fixture(scope="session")
 def sandbox_cache(tmp_path_factory) -> Path:
-    """One environment cache for the whole session, so each environment is built once."""
-    return tmp_path_factory.mktemp("sandbox-cache")
+    """One environment cache for the whole session, so each environment is built once. A parallel worker's sits
+    beside the other workers' caches, so that the download cache next to them (`dists`, which a host's workers share
+    by design) fetches each file once for the whole run; its environments stay its own, as some tests list them."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return tmp_path_factory.mktemp("sandbox-cache")
+    folder = tmp_path_factory.getbasetemp().parent / f"sandbox-cache-{worker}"
+    folder.mkdir()
+    return folder
 
 
 @pytest.fixture
