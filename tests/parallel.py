@@ -5,7 +5,8 @@ Each worker (gw0, gw1, ...) has of its own:
 - a test database: pytest-django suffixes its name with the worker's id (test_rcb_gw0);
 - a Redis database for the cache, the default broker and the Celery workers its tests start, claimed in database 0
   as a test's broker is (scripts/redis_claim.py), so one worker's cache never answers (or empties) another's;
-- its temporary folders, and so its media folders and sandbox environment cache (pytest's basetemp per worker);
+- its temporary folders, and so its media folders and sandbox environment cache (pytest's basetemp per worker), and
+  a media folder and filesystem broker for what a test stores or queues without a folder of its own;
 - ports (tests/conftest.py: free_port asks the kernel), and Docker labels naming its own process (rcb.worker).
 
 With `--dist loadgroup`, a module's tests run on one worker, in order (its module-scoped sessions are built once,
@@ -21,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,14 +44,50 @@ def pytest_configure(config) -> None:
         "Docker engine; tests/parallel.py)",
     )
     if WORKER:
+        _folders_of_this_worker()
         _redis_of_this_worker()
+    elif getattr(config.option, "numprocesses", None) and not config.option.testrunuid:
+        # The workers' run folder is named after this id: chosen here, so that the run removes the folder at its end.
+        config.option.testrunuid = uuid.uuid4().hex
 
 
 def pytest_unconfigure(config) -> None:
     global _claimed
+    if not WORKER and getattr(config.option, "testrunuid", None):
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"rcb-pytest-{config.option.testrunuid}", ignore_errors=True)
     if _claimed is not None:
         _claimed.close()
         _claimed = None
+
+
+def _run_folder() -> Path:
+    """A folder of this run's own, shared by its workers."""
+    folder = Path(tempfile.gettempdir()) / f"rcb-pytest-{os.environ.get('PYTEST_XDIST_TESTRUNUID', 'solo')}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _folders_of_this_worker() -> None:
+    """The media folder and the filesystem broker's folders (used where Redis is not) of this worker, for what a
+    test stores or queues without a folder of its own (the media_root fixture gives one per test)."""
+    from django.conf import settings
+
+    own = _run_folder() / WORKER
+    settings.MEDIA_ROOT = own / "media"
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        options = {
+            "data_folder_in": str(own / "broker" / "queue"),
+            "data_folder_out": str(own / "broker" / "queue"),
+            "processed_folder": str(own / "broker" / "processed"),
+            "control_folder": str(own / "broker" / "control"),
+            "store_processed": False,
+        }
+        for key in ("data_folder_in", "processed_folder", "control_folder"):
+            Path(options[key]).mkdir(parents=True, exist_ok=True)
+        settings.CELERY_BROKER_TRANSPORT_OPTIONS = options
+        from config.celery import app
+
+        app.conf.broker_transport_options = options
 
 
 def _redis_of_this_worker() -> None:
@@ -118,8 +157,7 @@ def _machine_held(*, exclusive: bool) -> Iterator[None]:
     """A readers-writer lock over this run's workers: every test holds the machine shared, an exclusive test holds
     it alone. The gate is a turnstile: an exclusive test waiting at it stops new tests from starting, so it is not
     starved by the others' tests following one another."""
-    folder = Path(tempfile.gettempdir()) / f"rcb-pytest-{os.environ.get('PYTEST_XDIST_TESTRUNUID', 'solo')}"
-    folder.mkdir(exist_ok=True)
+    folder = _run_folder()
     with open(folder / "gate.lock", "a") as gate, open(folder / "machine.lock", "a") as machine:
         if exclusive:
             fcntl.flock(gate, fcntl.LOCK_EX)
