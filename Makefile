@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_VERSION ?= demo-1.0.0
 HOST ?= 127.0.0.1:8000
+# Test workers (pytest-xdist; tests/parallel.py says what each has of its own): 2 on the 2-core machine CI runs on.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: install install-lint lint run test test-fast
 
@@ -28,11 +31,11 @@ run: install
 	HOST=$(HOST) VENV=$(VENV) sh scripts/run.sh
 
 test: install
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # The fast loop: no browser, no Celery worker, no sandbox, no Docker (the full suite is `make test`).
 test-fast: install
-	$(VENV)/bin/pytest -m "not (browser or worker or sandbox or docker or slow)" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(PYTEST_PARALLEL) -m "not (browser or worker or sandbox or docker or slow)" $(PYTEST_ARGS)
 
 # Lint and types (CI runs this before the tests). The formatter's output is applied to the whole tree once, at the
 # merge of the branches that introduced it (`ruff format .`); until then `ruff format --check` lists what it would change.

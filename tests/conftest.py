@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO_PSET = REPO / "benchmarks" / "demo"
 UNDER_CI = os.environ.get("CI") == "true"
 
-# The services a test may stop and start again (own_redis, own_postgres), for every module.
-pytest_plugins = ["tests.outages"]
+# The services a test may stop and start again (own_redis, own_postgres), for every module; what each parallel
+# worker has of its own, and which tests run alone (tests/parallel.py).
+pytest_plugins = ["tests.outages", "tests.parallel"]
 
 
 def pytest_configure(config) -> None:
@@ -47,6 +48,16 @@ def pytest_collection_modifyitems(config, items) -> None:
         if "docker" in item.nodeid.lower():
             item.add_marker("docker")
             item.add_marker("sandbox")
+
+
+def pytest_runtest_setup(item) -> None:
+    """A test marked `postgres` checks what PostgreSQL itself does (a NUL refused in text, a column's size kept): on
+    another database it is skipped, and under CI (which runs on PostgreSQL) it fails."""
+    if item.get_closest_marker("postgres"):
+        from django.db import connection
+
+        if connection.vendor != "postgresql":
+            service_missing("PostgreSQL", f"the tests run on {connection.vendor}: set DATABASE_URL to a PostgreSQL")
 
 
 def service_missing(service: str, reason: str) -> None:
@@ -133,8 +144,15 @@ def database_url_for_workers() -> str:
 
 @pytest.fixture(scope="session")
 def sandbox_cache(tmp_path_factory) -> Path:
-    """One environment cache for the whole session, so each environment is built once."""
-    return tmp_path_factory.mktemp("sandbox-cache")
+    """One environment cache for the whole session, so each environment is built once. A parallel worker's sits
+    beside the other workers' caches, so that the download cache next to them (`dists`, which a host's workers share
+    by design) fetches each file once for the whole run; its environments stay its own, as some tests list them."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return tmp_path_factory.mktemp("sandbox-cache")
+    folder = tmp_path_factory.getbasetemp().parent / f"sandbox-cache-{worker}"
+    folder.mkdir()
+    return folder
 
 
 @pytest.fixture

@@ -74,7 +74,10 @@ def test_get_endpoints_never_fail_with_a_server_error(api_schema, real_ids):
         known = real_ids["models"] if operation.path.startswith("/api/v1/models/") else real_ids["ids"]
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=8, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        # Derandomised (as below): every run tries the same cases, so a break it finds is found again and again.
+        @settings(
+            max_examples=8, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+        )
         def check(case):
             response = case.call(headers=real_ids["headers"])
             case.validate_response(response, checks=[not_a_server_error])
@@ -106,6 +109,7 @@ def test_every_operation_writes_included_never_fails_with_a_server_error(api_sch
             max_examples=25 if operation.method.upper() != "GET" else 5,
             deadline=None,
             database=None,
+            derandomize=True,
             suppress_health_check=list(HealthCheck),
         )
         def check(case):
@@ -124,3 +128,21 @@ def test_every_operation_writes_included_never_fails_with_a_server_error(api_sch
                 case.validate_response(response, checks=[not_a_server_error])
 
         check()
+
+
+# What the search found when it was random, kept as explicit cases (derandomised, it may no longer reach them).
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 37 (the API on par with the site): ?masked_code=false leaves out masked_code, which the schema "
+    "marks required; drop this mark when that fix merges",
+)
+def test_items_without_their_masked_files_match_the_schema(api_schema, real_ids):
+    for path in ("/api/v1/releases/{name}/items/", "/api/v1/releases/{name}/items/{item_id}/"):
+        operation = api_schema[path]["GET"]
+        parameters = {key: real_ids["ids"][key] for key in ("name", "item_id") if "{" + key + "}" in path}
+        case = operation.Case(path_parameters=parameters, query={"masked_code": "false"})
+        response = case.call(headers=real_ids["headers"])
+        assert response.status_code == 200, response.text[:500]
+        case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])

@@ -766,6 +766,7 @@ def test_a_budget_that_is_not_a_finite_number_is_refused_everywhere(version, num
     assert not EvaluationRun.objects.exists()
 
 
+@pytest.mark.exclusive  # it measures its own time
 def test_model_call_retries_never_outlast_the_wall_time_budget(version, workspace_dir, tmp_path):
     """Unguarded, every retry had the remaining time and each back-off slept whatever Retry-After said: a 2 s budget
     against an endpoint answering 429 (Retry-After 3) took about 15 s."""

@@ -38,6 +38,7 @@ LIMITS = Limits(
 )
 
 
+@pytest.mark.exclusive  # no agent container of another process may be on the engine when it ends
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 @pytest.mark.parametrize("backend", ["bwrap", "docker"])
 def test_calibration_agents_score_100_and_0_through_a_worker(
@@ -439,6 +440,7 @@ def test_processes_memory_and_output_are_capped(item, agent_session, tmp_path):
     assert "alive" in _stdout(outputs[4])
 
 
+@pytest.mark.exclusive  # its end step waits, on a deadline, for docker-init to reap the 64 killed sleepers
 @pytest.mark.django_db
 def test_a_command_holding_every_process_slot_past_its_deadline_keeps_its_workspace(
     item, agent_session, tmp_path, settings

@@ -191,6 +191,7 @@ def test_no_container_is_left_after_runs_that_end_finish_fail_or_time_out(sessio
     assert sandbox_containers(session.environment.hash) == []
 
 
+@pytest.mark.exclusive  # it removes every sandbox container older than a second: another test's runs too
 def test_orphaned_sandboxes_are_removed_and_nothing_else(backend):
     """Containers of a worker killed mid-run stay on the engine; the next worker process removes the ones older
     than any run may last, and leaves younger sandboxes (another worker's live runs) and other containers alone."""

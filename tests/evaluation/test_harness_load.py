@@ -9,6 +9,7 @@ from scripts.bench_harness_load import references_under_load
 from tests.conftest import sandbox_backend_or_missing
 
 
+@pytest.mark.exclusive  # its CPU hogs are the load it means; another test's would add to them
 @pytest.mark.parametrize("mode,items", [("warm", 100), ("cold", 30)])
 def test_reference_items_in_parallel_on_a_loaded_machine_all_pass(sandbox_cache, mode, items):
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)

@@ -224,6 +224,7 @@ def central_directory_bomb(*, entries: int, declared: int) -> bytes:
     return local + directory + end
 
 
+@pytest.mark.exclusive  # it measures its own time
 @pytest.mark.parametrize("declared", [1, 5000])
 def test_zip_central_directory_holding_more_entries_than_declared_is_refused_before_zipfile_parses_it(declared):
     bomb = central_directory_bomb(entries=400_000, declared=declared)  # 34 MB

@@ -1,0 +1,174 @@
+"""Parallel test workers (pytest-xdist, as `make test` runs the suite): what each worker has of its own, which tests
+go together, and which run alone.
+
+Each worker (gw0, gw1, ...) has of its own:
+- a test database: pytest-django suffixes its name with the worker's id (test_rcb_gw0);
+- a Redis database for the cache, the default broker and the Celery workers its tests start, claimed in database 0
+  as a test's broker is (scripts/redis_claim.py), so one worker's cache never answers (or empties) another's;
+- its temporary folders, and so its media folders and sandbox environment cache (pytest's basetemp per worker), and
+  a media folder and filesystem broker for what a test stores or queues without a folder of its own;
+- ports (tests/conftest.py: free_port asks the kernel), and Docker labels naming its own process (rcb.worker).
+
+With `--dist loadgroup`, a module's tests run on one worker, in order (its module-scoped sessions are built once,
+and a module's checks of "no container or workspace left" see only its own); tests of a Redis or PostgreSQL server of
+their own, which they kill (tests/outages.py), run one after another in the group `outages`. A test marked
+`exclusive` measures time or load, or looks at every container of the Docker engine: it waits until no other test
+of this run is running, and none starts until it ends. Without xdist (`pytest -p no:xdist`, or `-n 0`) none of this
+changes anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+OUTAGE_FIXTURES = {"own_redis", "own_postgres"}
+_claimed: contextlib.ExitStack | None = None
+
+
+def pytest_configure(config) -> None:
+    # Given by pytest-xdist too; named here so that --strict-markers accepts it in a run without xdist.
+    config.addinivalue_line("markers", "xdist_group(name): tests of one group run on one worker (--dist loadgroup)")
+    config.addinivalue_line(
+        "markers",
+        "exclusive: runs with no other test of this run running (it measures time or load, or sees the whole "
+        "Docker engine; tests/parallel.py)",
+    )
+    if WORKER:
+        _folders_of_this_worker()
+        _redis_of_this_worker()
+    elif getattr(config.option, "numprocesses", None) and not config.option.testrunuid:
+        # The workers' run folder is named after this id: chosen here, so that the run removes the folder at its end.
+        config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_unconfigure(config) -> None:
+    global _claimed
+    if not WORKER and getattr(config.option, "testrunuid", None):
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"rcb-pytest-{config.option.testrunuid}", ignore_errors=True)
+    if _claimed is not None:
+        _claimed.close()
+        _claimed = None
+
+
+def _run_folder() -> Path:
+    """A folder of this run's own, shared by its workers."""
+    folder = Path(tempfile.gettempdir()) / f"rcb-pytest-{os.environ.get('PYTEST_XDIST_TESTRUNUID', 'solo')}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _folders_of_this_worker() -> None:
+    """The media folder and the filesystem broker's folders (used where Redis is not) of this worker, for what a
+    test stores or queues without a folder of its own (the media_root fixture gives one per test)."""
+    from django.conf import settings
+
+    own = _run_folder() / WORKER
+    settings.MEDIA_ROOT = own / "media"
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        options = {
+            "data_folder_in": str(own / "broker" / "queue"),
+            "data_folder_out": str(own / "broker" / "queue"),
+            "processed_folder": str(own / "broker" / "processed"),
+            "control_folder": str(own / "broker" / "control"),
+            "store_processed": False,
+        }
+        for key in ("data_folder_in", "processed_folder", "control_folder"):
+            Path(options[key]).mkdir(parents=True, exist_ok=True)
+        settings.CELERY_BROKER_TRANSPORT_OPTIONS = options
+        from config.celery import app
+
+        app.conf.broker_transport_options = options
+
+
+def _redis_of_this_worker() -> None:
+    """Point this worker's cache, default broker and REDIS_URL (which the workers its tests start inherit) at a Redis
+    database claimed for this worker alone."""
+    global _claimed
+    from django.conf import settings
+
+    base = os.environ.get("REDIS_URL", "")
+    if not base.startswith(("redis://", "rediss://")):
+        return  # no Redis: the cache is this process's memory and the broker a folder, both already its own
+    import redis
+
+    from scripts.redis_claim import redis_database_claimed
+
+    try:
+        redis.Redis.from_url(base, socket_connect_timeout=1).ping()
+    except redis.RedisError:
+        return  # the tests needing Redis skip (or fail under CI) through the redis_url fixture
+    _claimed = contextlib.ExitStack()
+    url = _claimed.enter_context(redis_database_claimed(base, wait_seconds=600, ttl_seconds=4 * 3600))
+    os.environ["REDIS_URL"] = url
+    cache = settings.CACHES["default"]
+    if cache.get("LOCATION") == base:
+        settings.CACHES = {**settings.CACHES, "default": {**cache, "LOCATION": url}}
+        _caches_reset()
+    if base == settings.CELERY_BROKER_URL:
+        settings.CELERY_BROKER_URL = url
+        from config.celery import app
+
+        app.conf.broker_url = url
+
+
+def _caches_reset() -> None:
+    """What Django does when a test overrides CACHES: connections made so far are dropped."""
+    from asgiref.local import Local
+    from django.core.cache import caches, close_caches
+
+    close_caches()
+    caches._settings = caches.settings = caches.configure_settings(None)
+    caches._connections = Local()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Each test's xdist group (used by --dist loadgroup): its module's, or `outages`."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & OUTAGE_FIXTURES or item.get_closest_marker("own_broker"):
+            item.add_marker(pytest.mark.xdist_group("outages"))
+        else:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not WORKER:
+        return (yield)
+    with _machine_held(exclusive=item.get_closest_marker("exclusive") is not None):
+        return (yield)
+
+
+@contextlib.contextmanager
+def _machine_held(*, exclusive: bool) -> Iterator[None]:
+    """A readers-writer lock over this run's workers: every test holds the machine shared, an exclusive test holds
+    it alone. The gate is a turnstile: an exclusive test waiting at it stops new tests from starting, so it is not
+    starved by the others' tests following one another."""
+    folder = _run_folder()
+    with open(folder / "gate.lock", "a") as gate, open(folder / "machine.lock", "a") as machine:
+        if exclusive:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(machine, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_SH)
+            fcntl.flock(machine, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(machine, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)
