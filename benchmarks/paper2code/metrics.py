@@ -6,11 +6,18 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from math import prod
-from typing import Literal
+from typing import Literal, cast, get_args
 
 Status = Literal["passed", "failed", "error", "flagged"]
 # Only these are rated; errors (infrastructure) and flagged items (awaiting review) are counted but never scored.
 EVALUATED = ("passed", "failed")
+
+
+def item_status(value: str) -> Status:
+    """`value` (an outcome's stored status) as a Status; any other text is refused, never scored as something."""
+    if value not in get_args(Status):
+        raise ValueError(f"an item's status is one of {', '.join(get_args(Status))}, not {value!r}")
+    return cast(Status, value)
 
 
 @dataclass(frozen=True)
