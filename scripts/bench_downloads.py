@@ -167,7 +167,7 @@ def main() -> None:
 
     admin = get_user_model().objects.create_superuser("bench", "bench@example.org", "x")
     version = version_publish(version=pset_import(root=tmp / "pset", version_name="1.0.0").version, actor=admin)
-    protocol = protocol_get(name=version.protocol_id)
+    protocol = protocol_get(name=version.protocol_name)
     stored: dict[str, str] = {}
 
     def new_items() -> None:

@@ -8,7 +8,7 @@ run only in the sandbox, as a submission's do.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import mask, noop, splice
+from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.mutation import mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load, user_is_maintainer
@@ -322,7 +323,7 @@ class CheckResult:
 def sandbox_checks(
     *,
     files: dict[str, bytes],
-    annotated: dict,
+    annotated: Mapping[str, AnnotatedFile],
     requirements: str,
     test_entry_point: str,
     mutants: int = 0,
