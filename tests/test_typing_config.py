@@ -23,7 +23,6 @@ MYPY_IGNORED_MODULES = frozenset(
         "evaluation.selectors",
         "evaluation.views",
         "evaluation.views_tokens",
-        "scripts.bench_downloads",
         "scripts.bench_forkserver",
         "scripts.bench_harness_cost",
         "scripts.bench_harness_load",
