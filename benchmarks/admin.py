@@ -20,8 +20,7 @@ class PaperAdmin(admin.ModelAdmin):
 
 class SnippetInline(admin.TabularInline):
     model = Snippet
-    fields = ["file_path", "name", "depth", "loc", "start_line", "end_line"]
-    readonly_fields = fields
+    fields = readonly_fields = ("file_path", "name", "depth", "loc", "start_line", "end_line")
     extra = 0
     can_delete = False
     show_change_link = True

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, JsonResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -53,7 +56,7 @@ def release_get(*, name: str, user) -> BenchmarkVersion:
 
 def request_protocol(request, version: BenchmarkVersion) -> Protocol:
     """The protocol named by `?protocol=` (UnknownProtocol, a 400, if none has that name), else the release's."""
-    return protocol_get(name=request.query_params.get("protocol") or version.protocol_id)
+    return protocol_get(name=request.query_params.get("protocol") or version.protocol_name)
 
 
 class DownloadSerializer(serializers.Serializer):
@@ -64,7 +67,9 @@ class DownloadSerializer(serializers.Serializer):
 
 
 class ReleaseSerializer(serializers.ModelSerializer):
-    previous = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    previous: serializers.SlugRelatedField[BenchmarkVersion] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
     task_count = serializers.IntegerField(read_only=True)
     changelog = serializers.SerializerMethodField()
     downloads = serializers.SerializerMethodField()
@@ -210,7 +215,7 @@ class ReleaseDownload(APIView):
     content_negotiation_class = IgnoreClientContentNegotiation
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
-    def get(self, request, name: str, kind: str) -> HttpResponse:
+    def get(self, request, name: str, kind: str) -> HttpResponseBase:
         version = release_get(name=name, user=request.user)
         entry = version.downloads.get(kind)
         if entry is None and kind in DOWNLOAD_TYPES and version.downloads_status in ("preparing", "failed"):
@@ -262,9 +267,9 @@ class ItemList(generics.ListAPIView):
             version=release_get(name=self.kwargs["name"], user=self.request.user), user=self.request.user
         )
 
-    def get_serializer_context(self) -> dict:
+    def get_serializer_context(self) -> dict[str, Any]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no release
-            return super().get_serializer_context()
+            return dict(super().get_serializer_context())
         version = release_get(name=self.kwargs["name"], user=self.request.user)
         return {
             **super().get_serializer_context(),
@@ -289,9 +294,9 @@ class ItemDetail(generics.RetrieveAPIView):
         version = release_get(name=self.kwargs["name"], user=self.request.user)
         return get_object_or_404(items_visible(version=version, user=self.request.user), pk=self.kwargs["item_id"])
 
-    def get_serializer_context(self) -> dict:
+    def get_serializer_context(self) -> dict[str, Any]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no release
-            return super().get_serializer_context()
+            return dict(super().get_serializer_context())
         version = release_get(name=self.kwargs["name"], user=self.request.user)
         with_paper = _query_flag(self.request, "with_paper")
         return {

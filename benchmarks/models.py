@@ -306,6 +306,12 @@ class BenchmarkVersion(Redispatchable):
         return self.name
 
     @property
+    def protocol_name(self) -> str:
+        """The name of its runs' default protocol: the foreign key's own value (protocols are keyed by name)."""
+        # django-stubs types the key of a to_field foreign key as optional; this one is not null.
+        return self.protocol_id  # type: ignore[return-value]
+
+    @property
     def is_frozen(self) -> bool:
         return self.status != self.Status.DRAFT
 

@@ -719,7 +719,9 @@ def release_downloads_build(*, version: BenchmarkVersion) -> dict:
         (
             "items",
             f"{version.name}-items.jsonl",
-            lambda out: release_items_write(version=version, protocol=protocol_get(name=version.protocol_id), out=out),
+            lambda out: release_items_write(
+                version=version, protocol=protocol_get(name=version.protocol_name), out=out
+            ),
         ),
     )
     for kind, name, write in builds:

@@ -132,7 +132,7 @@ def snippet_masked(request: HttpRequest, name: str, snippet_id: int) -> HttpResp
     version = selectors.version_get(name=name, user=request.user)
     snippet = selectors.version_snippet_get(version=version, snippet_id=snippet_id)
     template = "benchmarks/_snippet_masked.html" if request.htmx else "benchmarks/snippet_masked.html"
-    masked = selectors.snippet_masked_file(snippet=snippet, protocol=selectors.protocol_get(name=version.protocol_id))
+    masked = selectors.snippet_masked_file(snippet=snippet, protocol=selectors.protocol_get(name=version.protocol_name))
     context = {"version": version, "snippet": snippet, "masked": masked}
     return render(request, template, context)
 

@@ -20,7 +20,8 @@ class PageNumberPagination(pagination.PageNumberPagination):
 
     def get_paginated_response(self, data):
         response = super().get_paginated_response(data)
-        response.data["page_size"] = self.get_page_size(self.request)
+        # The request is set by paginate_queryset, which runs first; without one the page size is the default.
+        response.data["page_size"] = self.get_page_size(self.request) if self.request is not None else self.page_size
         return response
 
     def get_paginated_response_schema(self, schema):
@@ -51,7 +52,7 @@ def _nul_at(value, where: str = "body") -> str | None:
     return None
 
 
-class _NoNul:
+class _NoNul(parsers.BaseParser):
     """PostgreSQL stores no NUL character (in text or jsonb): refuse it while parsing, saying where, instead of
     failing at the database."""
 
@@ -104,9 +105,9 @@ def exception_handler(exc, context):
             error_body(code=exc.code, message=exc.summary or str(exc), details=exc.details), status=exc.status
         )
     if isinstance(exc, DjangoValidationError):
-        details = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        messages = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
         return Response(
-            error_body(code="invalid", message="the request is not valid", details=details),
+            error_body(code="invalid", message="the request is not valid", details=messages),
             status=status.HTTP_400_BAD_REQUEST,
         )
     if isinstance(exc, Http404):
@@ -121,7 +122,8 @@ def exception_handler(exc, context):
     else:
         detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
         code = detail.code if hasattr(detail, "code") else "error"
-        details = {"wait": exc.wait} if isinstance(exc, exceptions.Throttled) else None
+        # Throttled sets `wait` in __init__; the DRF stubs do not declare it.
+        details = {"wait": exc.wait} if isinstance(exc, exceptions.Throttled) else None  # type: ignore[attr-defined]
         body = error_body(code=code, message=str(detail), details=details)
     response.data = body
     return response

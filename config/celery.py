@@ -76,7 +76,7 @@ def _watchdog_stop(**kwargs: object) -> None:
 class BrokerOutage(bootsteps.StartStopStep):
     """Records on the operations page that this worker lost the broker and when it was back."""
 
-    requires = {"celery.worker.consumer.connection:Connection"}
+    requires = ("celery.worker.consumer.connection:Connection",)
 
     def __init__(self, parent, **kwargs: object) -> None:
         super().__init__(parent, **kwargs)

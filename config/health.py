@@ -7,6 +7,7 @@ error texts) is for maintainers and the log.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 
@@ -30,7 +31,7 @@ def _broker() -> None:
     from config.celery import app
 
     with app.connection_for_write() as conn:
-        conn.ensure_connection(max_retries=1, timeout=TIMEOUT)
+        conn.ensure_connection(max_retries=1, timeout=math.ceil(TIMEOUT))  # kombu takes whole seconds
 
 
 def _storage() -> None:
@@ -45,7 +46,8 @@ def _storage() -> None:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    checks, healthy = {}, True
+    checks: dict[str, dict[str, object]] = {}
+    healthy = True
     for name, check in (("database", _database), ("broker", _broker), ("storage", _storage)):
         started = time.monotonic()
         try:

@@ -127,12 +127,12 @@ def snippet_difficulty(
         {**row.score.item_passes, **(row.held_out.item_passes if row.held_out in held_out else {})} for row in entries
     ]
     scores = [row.score.scaled_pass_rate for row in entries]
-    snippets = visibility.items_visible(version=version, user=user)
+    visible = visibility.items_visible(version=version, user=user)
     if task is not None:
-        snippets = snippets.filter(task=task)
+        visible = visible.filter(task=task)
     snippets = [
         SnippetRef(*values)
-        for values in snippets.values_list("pk", "task__paper__slug", "file_path", "name", "loc", "mutation")
+        for values in visible.values_list("pk", "task__paper__slug", "file_path", "name", "loc", "mutation")
     ]
     by_item: dict[str, list[tuple[bool, float]]] = defaultdict(list)
     for item_passes, score in zip(passes, scores, strict=False):

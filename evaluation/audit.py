@@ -372,7 +372,8 @@ class Context:
         one of `sources` or none): the snippet's own imports are not its context."""
         hidden_files = set(hidden_files)
         hidden = frozenset(PurePosixPath(path).stem for path in hidden_files)
-        own, libraries = set(), set()
+        own: set[str] = set()
+        libraries: set[str] = set()
         for path, text in sources.items():
             if path in hidden_files or not path.endswith(".py"):
                 continue
@@ -397,10 +398,8 @@ class _Policy(ast.NodeVisitor):
         self.bound_outside: set[str] = set()  # names the file binds outside the snippet (they shadow builtins)
         self.findings: list[Finding] = []
         self.builtin_aliases: dict[str, str] = {}  # `F = float`
-        self.functions: dict[str, ast.AST] = {}
-        self.classes: set[str] = (
-            set()
-        )  # the file's and the answer's own classes  # the file's and the answer's own functions, by name
+        self.functions: dict[str, ast.AST] = {}  # the file's and the answer's own functions, by name
+        self.classes: set[str] = set()  # the file's and the answer's own classes
         self.holders: set[str] = set()  # `self.np`, `box["m"]`, `Holder.m`: attributes and items given a module
         self.allowed_calls: set[int] = set()  # ids of getattr/type nodes used as the policy allows
         self.own: set[str] = set()  # names bound in the snippet to the answer's own objects (its functions, classes)
@@ -410,14 +409,19 @@ class _Policy(ast.NodeVisitor):
 
     # -- helpers
 
-    def inside(self, node: ast.AST) -> bool:
+    def line_inside(self, node: ast.AST) -> int | None:
+        """The line of `node` when it is in the snippet, else None (as for a node with no line)."""
         line = getattr(node, "lineno", None)
-        return line is not None and self.first <= line <= self.last
+        return line if line is not None and self.first <= line <= self.last else None
+
+    def inside(self, node: ast.AST) -> bool:
+        return self.line_inside(node) is not None
 
     def flag(self, node: ast.AST, rule: str, detail: str) -> None:
-        if self.inside(node):
+        line = self.line_inside(node)
+        if line is not None:
             row = RULES[rule]
-            self.findings.append(Finding(row.kind, node.lineno, f"{detail} [{row.name}]", rule=row.name))
+            self.findings.append(Finding(row.kind, line, f"{detail} [{row.name}]", rule=row.name))
 
     def builtin(self, name: str) -> bool:
         return name in _BUILTIN_NAMES and name not in self.bound_outside and name not in self.aliases
@@ -436,7 +440,7 @@ class _Policy(ast.NodeVisitor):
             return _system_name(node.attr) if node.attr in _SYSTEM_TOPS else f"{base}.{node.attr}"
         if isinstance(node, ast.Call) and self.literal_getattr(node):
             base = self.qualified(node.args[0])
-            return f"{base}.{node.args[1].value}" if base else None  # type: ignore[attr-defined]
+            return f"{base}.{_constant_str(node.args[1])}" if base else None
         return None
 
     def builtin_rooted(self, node: ast.AST) -> bool:
@@ -464,8 +468,8 @@ class _Policy(ast.NodeVisitor):
             return True
         if isinstance(node, ast.Call) and self.literal_getattr(node):
             return self.module_reached(node.args[0])
-        if isinstance(node, ast.Call) and self.own_function(node.func) is not None:
-            return self.returns_module(self.own_function(node.func))
+        if isinstance(node, ast.Call) and (function := self.own_function(node.func)) is not None:
+            return self.returns_module(function)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.builtin(node.func.id):
             if f"builtins.{node.func.id}" in RULES["reflective-builtin"].names:
                 return True  # vars(m), globals(): a module's own namespace
@@ -574,6 +578,8 @@ class _Policy(ast.NodeVisitor):
     # -- bindings (collected over the whole file first)
 
     def collect(self, tree: ast.Module) -> None:
+        node: ast.AST  # each loop below walks nodes of every kind
+        target: ast.AST
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not self.inside(node):
                 self.aliases[node.name] = f"__file__.{node.name}"  # the file is a module the tests share
@@ -600,7 +606,8 @@ class _Policy(ast.NodeVisitor):
                 for name in _bound_names(node):
                     self.bound_outside.add(name)
         classes = {node.name for node in nodes if isinstance(node, ast.ClassDef)}
-        own, other = set(), set()
+        own: set[str] = set()
+        other: set[str] = set()
         for node in nodes:
             if not self.inside(node):
                 continue
@@ -743,7 +750,7 @@ class _Policy(ast.NodeVisitor):
             self.flag(node, "frame-attribute", f"reaches {node.attr!r}")
         name = self.qualified(node)
         if name is not None and any(name == value or name.startswith(f"{value}.") for value in SYSTEM_VALUES):
-            root = node
+            root: ast.expr = node
             while isinstance(root, ast.Attribute):
                 root = root.value
             self.allowed_calls.add(id(root))  # `sys` in `sys.float_info.epsilon` is that read, nothing else
@@ -776,7 +783,7 @@ class _Policy(ast.NodeVisitor):
             self.into_input(node, node.target.id)
         self.generic_visit(node)
 
-    def into_input(self, node: ast.AST, name: str) -> None:
+    def into_input(self, node: ast.stmt | ast.expr, name: str) -> None:
         rebound = self.parameters.get(name)
         if rebound is not None and node.lineno <= rebound:
             self.flag(node, "input-mutation", f"writes into the input {name!r} in place")
@@ -887,12 +894,10 @@ class _Policy(ast.NodeVisitor):
             if isinstance(root, ast.Name):
                 self.into_input(node, root.id)
         if name in ("builtins.getattr", "builtins.hasattr", "builtins.setattr", "builtins.delattr"):
-            literal = (
-                len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-            )
-            if literal and 2 <= len(node.args) <= 3 - (name == "builtins.hasattr") and not node.keywords:
+            attribute = _constant_str(node.args[1]) if len(node.args) >= 2 else None
+            if attribute is not None and len(node.args) <= 3 - (name == "builtins.hasattr") and not node.keywords:
                 self.allowed_calls.add(id(func))
-                attribute, reached = node.args[1].value, self.qualified(node.args[0])
+                reached = self.qualified(node.args[0])
                 if reached and not reached.startswith("builtins."):
                     self.qualified_use(node, self.qualified(node) or f"{reached}.{attribute}")
                 elif attribute in _SYSTEM_TOPS:  # getattr(x, "sys") is x.sys
@@ -1003,7 +1008,7 @@ class _Policy(ast.NodeVisitor):
                 "foreign-store",
                 f"assigns {ast.unparse(target)[:80]}, an attribute of an object the answer did not create",
             )
-        root = target
+        root: ast.expr = target
         while isinstance(root, (ast.Attribute, ast.Subscript)):
             root = root.value
         if isinstance(target, ast.Subscript) and isinstance(root, ast.Name):
@@ -1083,9 +1088,14 @@ def _bindings(node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
             positional[len(positional) - len(arguments.defaults) :], arguments.defaults, strict=True
         ):
             yield ast.Name(arg.arg, ast.Store()), default
-        for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
-            if default is not None:
-                yield ast.Name(arg.arg, ast.Store()), default
+        for arg, keyword_default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
+            if keyword_default is not None:
+                yield ast.Name(arg.arg, ast.Store()), keyword_default
+
+
+def _constant_str(node: ast.expr) -> str | None:
+    """The text of a string literal (`getattr(x, "name")`'s name), None for any other expression."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def _pairs(target: ast.AST, value: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:

@@ -62,6 +62,9 @@ RUN_MODES = [("single", "single-shot"), ("agent", "agent")]  # evaluation/agents
 class EvaluationRun(Redispatchable):
     """One model on one published version under one setting; its items are snippets x samples."""
 
+    # Not a field: what run_from_upload says of the upload, on the run it returns (pages and API show it once).
+    upload_warnings: list[str]
+
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"

@@ -106,9 +106,10 @@ def _test_problem(record: CountedTest) -> str:
 
 def test_rows(*, harness: HarnessVerdict, manifest: dict | None) -> list[dict]:
     """Every counted test, and every test of the manifest that did not run, with whether it passed (FORMAT.md 7.5)."""
-    listed = (manifest or {}).get("runner") == "unittest"
+    manifest = manifest or {}
+    listed = manifest.get("runner") == "unittest"
     expected = manifest["tests"] if listed else {}
-    strict = (manifest or {}).get("runner") == "strict"
+    strict = manifest.get("runner") == "strict"
     seen = {record.id for record in harness.tests}
     rows = [
         {
@@ -146,7 +147,8 @@ def test_rows(*, harness: HarnessVerdict, manifest: dict | None) -> list[dict]:
 
 def tests_problem(*, harness: HarnessVerdict, manifest: dict | None, rows: list[dict]) -> str:
     """Why the harness's count does not make a pass, naming the tests; "" when it does."""
-    runner = (manifest or {}).get("runner")
+    manifest = manifest or {}
+    runner = manifest.get("runner")
     if runner == "script":
         return "" if not harness.test_runs else "the tests ran through unittest.main, which the reference's do not"
     if runner == "unittest" and harness.test_runs != manifest.get("runs", 1):

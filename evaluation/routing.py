@@ -7,19 +7,23 @@ GPU_QUEUE = "gpu"
 ITEM_TASKS = frozenset({"evaluation.tasks.item_evaluate", "evaluation.agents.tasks.item_agent"})
 
 
-def item_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
+class ItemRouter:
     """Celery router: (run, snippet, sample) of a GPU task's item -> the `gpu` queue; None: the next router."""
-    if name not in ITEM_TASKS or options.get("queue") or not args or len(args) < 2:
-        return None
-    return {"queue": GPU_QUEUE} if snippet_needs_gpu(snippet_id=int(args[1])) else None
+
+    # The queues this router may send a task to, beside the table's: read by operations.broker.task_routes().
+    queues = {name: (GPU_QUEUE,) for name in ITEM_TASKS}
+
+    def __call__(self, name: str, args, kwargs, options, task=None, **kw) -> dict | None:
+        if name not in ITEM_TASKS or options.get("queue") or not args or len(args) < 2:
+            return None
+        return {"queue": GPU_QUEUE} if snippet_needs_gpu(snippet_id=int(args[1])) else None
 
 
-# The queues this router may send a task to, beside the table's: read by operations.broker.task_routes().
-item_route.queues = {name: (GPU_QUEUE,) for name in ITEM_TASKS}
+item_route = ItemRouter()
 
 
 def snippet_needs_gpu(*, snippet_id: int) -> bool:
     from benchmarks.models import Snippet
 
     extra = Snippet.objects.filter(pk=snippet_id).values_list("task__extra_metadata", flat=True).first()
-    return bool(extra) and extra.get("gpu") is True
+    return isinstance(extra, dict) and extra.get("gpu") is True

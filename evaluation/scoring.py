@@ -12,7 +12,7 @@ from django.db import transaction
 from benchmarks.models import VersionTask
 from benchmarks.paper2code import ItemResult, Score, pass_at_k, score
 from benchmarks.paper2code.comparison import Interval, percentiles
-from benchmarks.paper2code.metrics import EVALUATED
+from benchmarks.paper2code.metrics import EVALUATED, item_status
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
 
 BOOTSTRAP_ITERATIONS = 1000
@@ -92,7 +92,7 @@ def run_item_results(run: EvaluationRun) -> dict[int | None, list[ItemResult]]:
         "snippet_id", "snippet__loc", "sample", "status", "snippet__task__paper_id"
     )
     for snippet_id, loc, sample, status, paper_id in rows:
-        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=status)
+        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=item_status(status))
         grouped[None].append(item)
         grouped[paper_id].append(item)
     return grouped
@@ -123,7 +123,7 @@ def size_buckets_by_split(outcomes: Sequence[OutcomeRow]) -> dict[str, dict[str,
     an earlier migration stores whole in the RunScore of its time)."""
     groups: dict[str, list[ItemResult]] = defaultdict(list)
     for snippet_id, loc, sample, status, _paper_id, split in outcomes:
-        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=status)
+        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=item_status(status))
         groups[""].append(item)
         groups[split].append(item)
     return {split: size_buckets(results) for split, results in groups.items()}
@@ -132,15 +132,16 @@ def size_buckets_by_split(outcomes: Sequence[OutcomeRow]) -> dict[str, dict[str,
 def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], samples: int, seed: int) -> list[dict]:
     """The RunScore fields of a run: overall, per split and per paper (plain data, so migrations can call it)."""
     groups: dict[tuple[str, int | None], list[ItemResult]] = defaultdict(list)
-    for snippet_id, loc, sample, status, paper_id, split in outcomes:
-        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=status)
-        for key in (("", None), (split, None), ("", paper_id)):
+    for snippet_id, loc, sample, status, outcome_paper_id, split in outcomes:
+        item = ItemResult(snippet_id=str(snippet_id), loc=loc, sample=sample, status=item_status(status))
+        for key in (("", None), (split, None), ("", outcome_paper_id)):
             groups[key].append(item)
     rows = []
     for (split, paper_id), results in groups.items():
         summary: Score = score(results)
         rate_ci, scaled_ci = bootstrap_ci(results, seed=seed)
         used = [u for u in usage if (paper_id is None or u[0] == paper_id) and (not split or u[1] == split)]
+        costs = [u[4] for u in used if u[4] is not None]
         rows.append(
             dict(
                 paper_id=paper_id,
@@ -162,7 +163,7 @@ def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], sam
                 prompt_tokens=sum(u[2] or 0 for u in used),
                 completion_tokens=sum(u[3] or 0 for u in used),
                 # Unknown cost anywhere makes the total unknown, not an undercount.
-                cost=None if any(u[4] is None for u in used) else sum((u[4] for u in used), Decimal(0)),
+                cost=sum(costs, Decimal(0)) if len(costs) == len(used) else None,
             )
         )
     return rows

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # What a heavy set's test prints: the time of its own body, without interpreter start and imports.
@@ -36,7 +37,7 @@ def django_fresh(prefix: str, *, test_environment: bool = True) -> Path:
     return tmp
 
 
-def naive(python: str, items: list[tuple[str, dict[str, bytes]]]) -> tuple[float, list[float]]:
+def naive(python: str, items: Sequence[tuple[str, Mapping[str, bytes]]]) -> tuple[float, list[float]]:
     """(wall, own time per item) of running each item's entry point sequentially, in a fresh copy of its files in a
     temporary folder and a fresh interpreter, no sandbox, no platform."""
     own, start = [], time.monotonic()

@@ -167,7 +167,7 @@ def main() -> None:
 
     admin = get_user_model().objects.create_superuser("bench", "bench@example.org", "x")
     version = version_publish(version=pset_import(root=tmp / "pset", version_name="1.0.0").version, actor=admin)
-    protocol = protocol_get(name=version.protocol_id)
+    protocol = protocol_get(name=version.protocol_name)
     stored: dict[str, str] = {}
 
     def new_items() -> None:
@@ -210,7 +210,7 @@ def main() -> None:
         item["prompt"] for item in items_read(blob_read(sha256=stored["prompt_parts_items"]).decode().splitlines())
     ]
     print(
-        f"release: {len(version.manifest['tasks'])} papers, {len(prompts)} items; items JSONL "
+        f"release: {len((version.manifest or {}).get('tasks', []))} papers, {len(prompts)} items; items JSONL "
         f"{sizes['old_items'] / 1e6:.1f} MB old, {sizes['prompt_parts_items'] / 1e6:.1f} MB prompt_parts, "
         f"{sizes['new_items'] / 1e6:.1f} MB new ({sizes['prompt_parts_items'] / sizes['new_items']:.1f}x smaller "
         f"than prompt_parts, {sizes['old_items'] / sizes['new_items']:.1f}x than old); the same prompts read back"

@@ -35,6 +35,8 @@ def main() -> None:
         start = time.perf_counter()
         for snippet_id, sample in items:
             loaded, snippet = pipeline.item(run.pk, snippet_id)
+            if loaded is None:
+                sys.exit(f"run {run.pk} is gone")
             Generation.objects.filter(run=loaded, snippet=snippet, sample=sample).first()
             services.outcome_record(run=loaded, snippet=snippet, sample=sample, verdict=Verdict("passed", "", ""))
             services.run_maybe_finish(run=loaded)

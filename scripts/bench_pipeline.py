@@ -177,7 +177,8 @@ def papers_plan(papers: int, snippets: int, seed: int = 14, *, heterogeneous: bo
 
 def _groups(count: int) -> list[int]:
     """Sizes of the nested groups of one file (3: depth 3, 2: depth 2, 1: flat) adding up to `count`."""
-    sizes, pattern = [], [3, 2, 1, 2, 3, 2]
+    sizes: list[int] = []
+    pattern = [3, 2, 1, 2, 3, 2]
     while sum(sizes) < count:
         sizes.append(min(pattern[len(sizes) % len(pattern)], count - sum(sizes)))
     return sizes
@@ -714,7 +715,7 @@ def main() -> None:
         hashes = set(version.tasks.values_list("environment_hash", flat=True))
         if hashes != {env_hash}:
             sys.exit(f"the tasks' environments {sorted(hashes)} are not the one built ({env_hash})")
-        depths = {}
+        depths: dict[int, int] = {}
         for depth in Snippet.objects.values_list("depth", flat=True):
             depths[depth] = depths.get(depth, 0) + 1
         own_planned = sum(p.seconds * p.snippets for p in plans)
@@ -810,7 +811,8 @@ def main() -> None:
         )
         # The same pairs split by whether the item is its worker's first of a paper (the task's files and the
         # lazy imports of its tests are prepared once per paper and worker) or a later one.
-        firsts, laters = [], []
+        firsts: list[float] = []
+        laters: list[float] = []
         for w in workers:
             seen: set = set()
             mine = [o for o in outcomes if o["worker"] == w.hostname]
@@ -898,10 +900,11 @@ def main() -> None:
             f"  naive: wall - own per item{'':17} {1000 * (naive_wall - sum(naive_own)) / items:8.1f}  "
             "(interpreter start, imports, the copy)"
         )
-        print(
-            f"run timestamps: started -> finished {(run.finished_at - run.started_at).total_seconds():.1f} s "
-            f"(the script's wall includes dispatch and the last poll)"
-        )
+        if run.started_at is not None and run.finished_at is not None:
+            print(
+                f"run timestamps: started -> finished {(run.finished_at - run.started_at).total_seconds():.1f} s "
+                f"(the script's wall includes dispatch and the last poll)"
+            )
         if validation:
             v = validation
             print(

@@ -72,6 +72,8 @@ def main() -> None:
         except SandboxError as exc:
             sys.exit(f"the engine refused the GPU run: {exc}")
     print(f"verdict: {run.verdict.status} {run.verdict.category} {run.verdict.detail}")
+    if run.result is None:
+        sys.exit("the run was refused before it ran")
     print(f"duration: {run.result.duration:.1f} s; stdout tail:\n{run.result.stdout[-1500:]}")
     print(f"stderr tail:\n{run.result.stderr[-1500:]}")
     sys.exit(0 if run.verdict.status == "passed" else 1)

@@ -40,7 +40,8 @@ class MetadataForm(forms.Form):
     )
 
     def clean(self):
-        data = super().clean()
+        super().clean()  # Form.clean returns cleaned_data, typed as optional
+        data = self.cleaned_data
         if data.get("title") and not data.get("id"):
             data["id"] = slugify(data["title"])[:100] or "paper"
         first, last = data.get("first_commit_date"), data.get("last_commit_date")
@@ -61,7 +62,8 @@ class PaperForm(forms.Form):
     text_format = forms.ChoiceField(choices=FORMATS, initial="md", label="Format of pasted text")
 
     def clean(self):
-        data = super().clean()
+        super().clean()  # Form.clean returns cleaned_data, typed as optional
+        data = self.cleaned_data
         upload = data.get("upload")
         if upload:
             name = upload.name.lower()
@@ -130,7 +132,8 @@ class CodeForm(forms.Form):
         return url
 
     def clean(self):
-        data = super().clean()
+        super().clean()  # Form.clean returns cleaned_data, typed as optional
+        data = self.cleaned_data
         if data.get("source") == "archive" and not data.get("archive"):
             self.add_error("archive", "Choose an archive to upload.")
         if data.get("source") == "git":
@@ -162,9 +165,13 @@ class FilesForm(forms.Form):
     def __init__(self, *args, paths: list[str], **kwargs):
         super().__init__(*args, **kwargs)
         self.paths = paths
-        python = [(p, p) for p in paths if p.endswith(".py")]
-        self.fields["annotated_paths"].choices = python
-        self.fields["context_paths"].choices = [(p, p) for p in paths]
+        for name, choices in (
+            ("annotated_paths", [(p, p) for p in paths if p.endswith(".py")]),
+            ("context_paths", [(p, p) for p in paths]),
+        ):
+            field = self.fields[name]
+            if isinstance(field, forms.ChoiceField):  # both are, as declared above (self.fields holds plain Fields)
+                field.choices = choices
 
     def clean_requirements(self) -> str:
         text = self.cleaned_data.get("requirements", "")
@@ -174,7 +181,8 @@ class FilesForm(forms.Form):
         return text
 
     def clean(self):
-        data = super().clean()
+        super().clean()  # Form.clean returns cleaned_data, typed as optional
+        data = self.cleaned_data
         both = set(data.get("annotated_paths") or []) & set(data.get("context_paths") or [])
         if both:
             self.add_error("context_paths", f"Already annotated: {', '.join(sorted(both))}.")

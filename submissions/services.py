@@ -334,6 +334,8 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
         )
     submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
     revision = submission.latest_revision
+    if revision is None:  # a submission is made with its first revision: none is a broken row
+        raise TransitionError(f"submission {submission.pk} has no revision to accept")
     task, _ = task_store(
         package=package_load(revision), test_manifest=revision.test_manifest, recording=revision.recording
     )

@@ -4,6 +4,7 @@ paper of a set validation; the sandbox checks themselves are in submissions/vali
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
 
 from celery import shared_task
@@ -11,6 +12,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
+from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load
 from evaluation.sandbox import SandboxError
@@ -24,7 +26,7 @@ Status = ValidationReport.Status
 MIN_PAPER_WORDS = 100
 
 
-def checks_plan(report: ValidationReport, annotated: dict) -> None:
+def checks_plan(report: ValidationReport, annotated: Mapping[str, AnnotatedFile]) -> None:
     """Create every check as pending, so the page shows the whole list from the start."""
     rows = [
         ("paper", "Paper text is present and non-trivial", "", ""),

@@ -8,7 +8,7 @@ run only in the sandbox, as a submission's do.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import mask, noop, splice
+from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.mutation import mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load, user_is_maintainer
@@ -325,7 +326,7 @@ class CheckResult:
 def sandbox_checks(
     *,
     files: dict[str, bytes],
-    annotated: dict,
+    annotated: Mapping[str, AnnotatedFile],
     requirements: str,
     test_entry_point: str,
     mutants: int = 0,
@@ -493,7 +494,7 @@ def sandbox_checks(
 
 
 def sealing_checks(
-    *, session, files: dict[str, bytes], annotated: dict, test_entry_point: str, limits
+    *, session, files: dict[str, bytes], annotated: Mapping[str, AnnotatedFile], test_entry_point: str, limits
 ) -> Iterator[CheckResult]:
     """Record the reference's calls of each snippet's function and replay the reference alone (what evaluation's
     sealed verdict needs, evaluation/judging/sealed.py): one check per snippet saying whether it is sealed and, if

@@ -6,12 +6,19 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from math import prod
-from typing import Literal
+from typing import Literal, cast, get_args
 
 Status = Literal["passed", "failed", "error", "flagged"]
 # These are rated. A flagged item (awaiting a maintainer's review) counts as not passed: were it left out, a model could
 # take every item it cannot solve out of its own denominator by flagging it. Errors (infrastructure) are never rated.
 EVALUATED = ("passed", "failed", "flagged")
+
+
+def item_status(value: str) -> Status:
+    """`value` (an outcome's stored status) as a Status; any other text is refused, never scored as something."""
+    if value not in get_args(Status):
+        raise ValueError(f"an item's status is one of {', '.join(get_args(Status))}, not {value!r}")
+    return cast(Status, value)
 
 
 @dataclass(frozen=True)

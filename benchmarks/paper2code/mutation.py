@@ -115,7 +115,7 @@ class _Site:
     """A candidate change: replace the text of `node` (or of the statement, by `pass`) with `replacement`."""
 
     operator: str
-    node: ast.AST
+    node: ast.stmt | ast.expr
     replacement: ast.AST | None  # None: the statement is removed (becomes `pass`)
 
 
@@ -178,15 +178,14 @@ def _parse(body: str) -> tuple[ast.Module, int] | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    if offset:
-        tree = ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
+    if offset and isinstance(tree.body[0], ast.If):  # the `if True:` put before it
+        tree = ast.Module(body=tree.body[0].body, type_ignores=[])
     return tree, offset
 
 
-def _fingerprint(tree: ast.AST) -> object:
+def _fingerprint(module: ast.Module) -> object:
     """What the compiler makes of the tree, without line numbers: equal for equivalent spellings (x * 1 + 0 folded,
     parentheses); the AST's dump when the body does not compile on its own (e.g. `nonlocal`)."""
-    module = tree if isinstance(tree, ast.Module) else ast.Module(body=[tree], type_ignores=[])
     wrapper = ast.parse("async def _snippet():\n    pass\n")
     wrapper.body[0].body = copy.deepcopy(module.body) or [ast.Pass()]  # type: ignore[attr-defined]
     ast.fix_missing_locations(wrapper)
@@ -205,9 +204,11 @@ def _code_key(code) -> tuple:
 def _apply(body: str, offset: int, site: _Site, seen: set) -> Mutant | None:
     lines = split_lines(body)
     node = site.node
-    first, last = node.lineno - 1 - offset, node.end_lineno - 1 - offset  # type: ignore[attr-defined]
+    if node.end_lineno is None or node.end_col_offset is None:
+        return None  # a node with no place in the text (sites are parsed nodes, which all have one)
+    first, last = node.lineno - 1 - offset, node.end_lineno - 1 - offset
     start = sum(len(line) for line in lines[:first]) + _char_offset(lines[first], node.col_offset)
-    end = sum(len(line) for line in lines[:last]) + _char_offset(lines[last], node.end_col_offset)  # type: ignore
+    end = sum(len(line) for line in lines[:last]) + _char_offset(lines[last], node.end_col_offset)
     if site.replacement is None:
         text = "pass"
     else:
@@ -246,7 +247,7 @@ def _diff_line(body: str, mutated: str, first: int, last: int) -> str:
 
 def _sites(tree: ast.Module) -> Iterator[_Site]:
     inputs = _inputs(tree)
-    axis_constants = set()
+    axis_constants: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             axis_constants.update(id(a) for a in _axis_arguments(node))
@@ -349,13 +350,14 @@ def _statement(node, **_) -> Iterator[_Site]:
 
 def _return(node, *, inputs, **_) -> Iterator[_Site]:
     """The snippet's result replaced by one of its inputs: a returned value, or a value assigned to a name."""
-    if (isinstance(node, ast.Return) and node.value is not None) or (
+    target = node.value if isinstance(node, ast.Return) else None
+    if (
         isinstance(node, ast.Assign)
         and len(node.targets) == 1
         and isinstance(node.targets[0], ast.Name | ast.Subscript)
     ):
         target = node.value
-    else:
+    if target is None:
         return
     for name in inputs:
         if not (isinstance(target, ast.Name) and target.id == name):
@@ -369,9 +371,9 @@ def _condition(node, **_) -> Iterator[_Site]:
         yield _Site("condition", node, _replace(node, op=ast.Or() if isinstance(node.op, ast.And) else ast.And()))
 
 
-def _index_parts(index: ast.AST) -> list[ast.AST]:
+def _index_parts(index: ast.expr) -> list[ast.expr]:
     parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    out = []
+    out: list[ast.expr] = []
     for part in parts:
         if isinstance(part, ast.Slice):
             out.extend(p for p in (part.lower, part.upper) if p is not None)
@@ -386,13 +388,18 @@ def _index(node, **_) -> Iterator[_Site]:
     for part in _index_parts(node.slice):
         if isinstance(part, ast.Constant) and type(part.value) is int:
             yield _Site("index", part, ast.Constant(part.value + 1))
-        elif isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.USub) and isinstance(part.operand, ast.Constant):
+        elif (
+            isinstance(part, ast.UnaryOp)
+            and isinstance(part.op, ast.USub)
+            and isinstance(part.operand, ast.Constant)
+            and type(part.operand.value) is int
+        ):
             yield _Site("index", part, ast.Constant(1 - part.operand.value))  # x[-1] -> x[0]
         elif isinstance(part, ast.Name):
             yield _Site("index", part, ast.BinOp(part, ast.Add(), ast.Constant(1)))
 
 
-def _axis_arguments(call: ast.Call) -> list[ast.AST]:
+def _axis_arguments(call: ast.Call) -> list[ast.expr]:
     found = [k.value for k in call.keywords if k.arg in _AXIS_KEYWORDS]
     if (
         isinstance(call.func, ast.Attribute)

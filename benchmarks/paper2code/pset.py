@@ -19,6 +19,7 @@ from datetime import date, datetime
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import yaml
 
@@ -271,7 +272,7 @@ def _papers_yaml_read(root: Path) -> tuple[list[_Entry], list[Problem]]:
         return [], [Problem(PAPERS_YAML, line, f"invalid YAML: {_one_line(error)}")]
     finally:
         loader.dispose()
-    if not isinstance(listing, list):
+    if node is None or not isinstance(listing, list):
         line = node.start_mark.line + 1 if node is not None else 0
         kind = type(listing).__name__ if listing is not None else "an empty document"
         return [], [Problem(PAPERS_YAML, line, f"must be a list of papers, got {kind}")]
@@ -391,7 +392,7 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
             entry.line_of(GPU_KEY),
             f"{GPU_KEY} is {entry.data[GPU_KEY]!r}; write true (its tests need a GPU) or false",
         )
-    if any(p.severity == "error" for p in problems):
+    if paper_path is None or any(p.severity == "error" for p in problems):  # a missing paper text is an error
         return None, problems
     extra = {key: value for key, value in entry.data.items() if key not in _KNOWN_FIELDS}
     paper = PaperPackage(
@@ -408,9 +409,10 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
     return paper, problems
 
 
-def _fields_read(entry: _Entry, error: Callable[[str, int, str], None]) -> dict[str, object]:
-    """The text fields ("" when missing) and date fields (None when missing) of an entry."""
-    fields: dict[str, object] = {}
+def _fields_read(entry: _Entry, error: Callable[[str, int, str], None]) -> dict[str, Any]:
+    """The text fields ("" when missing) and date fields (None when missing) of an entry (str or date | None by
+    key, as PaperPackage's fields of those names)."""
+    fields: dict[str, Any] = {}
     for key in _TEXT_FIELDS:
         value = entry.data.get(key)
         if isinstance(value, (list, dict)):

@@ -42,7 +42,8 @@ def change_words(change: dict) -> str:
 
 @register.filter
 def setting_words(change: dict) -> str:
-    label, unit = SETTINGS.get(change.get("setting"), (str(change.get("setting", "")).replace("_", " "), ""))
+    setting = str(change.get("setting", ""))
+    label, unit = SETTINGS.get(setting, (setting.replace("_", " "), ""))
 
     def value(v) -> str:
         return "this site's default" if v is None else f"{v}{unit}"

@@ -419,20 +419,21 @@ class _Parser:
         self.truncated.append(path)
 
 
-def parse(data: bytes, *, max_bytes: int, max_depth: int) -> Value:
-    """The snapshot in DATA, validated; SnapshotError (with the path of the first problem) when it is not one."""
-    if not 1 <= max_depth <= DEPTH_LIMIT:
-        raise ValueError(f"max_depth must be within 1..{DEPTH_LIMIT}")
+def _text(data: bytes, max_bytes: int) -> str:
+    """The document's text: bytes within the size cap, UTF-8."""
     if type(data) is not bytes:
         raise SnapshotError("$", f"a snapshot is bytes, not {type(data).__name__}")
     if len(data) > max_bytes:
         raise SnapshotError("$", f"{len(data)} bytes, more than the {max_bytes} allowed")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise SnapshotError("$", f"not UTF-8 (byte {error.start})") from None
-    # Each node level takes at most 3 JSON levels (a dict's items, its pair, the value): refuse more before json
-    # recurses into them.
+
+
+def _depth_check(data: bytes, max_depth: int) -> None:
+    """Each node level takes at most 3 JSON levels (a dict's items, its pair, the value): refuse more before json
+    recurses into them."""
     limit, level = 3 * max_depth + 4, 0
     escaped = b"\\" in data  # arrays' base64 has none: skip two passes over it
     structure = data.replace(b"\\\\", b"").replace(b'\\"', b"") if escaped else data
@@ -444,6 +445,10 @@ def parse(data: bytes, *, max_bytes: int, max_depth: int) -> Value:
                 raise SnapshotError("$", f"nested deeper than {max_depth} (more than {limit} JSON levels)")
         elif token in (b"]", b"}"):
             level -= 1
+
+
+def _roots(text: str) -> dict:
+    """The document's roots, its envelope checked: {"v": 1, "roots": {...}} and nothing else."""
     try:
         document = json.loads(
             text, object_pairs_hook=_pairs, parse_int=_int, parse_float=_float, parse_constant=_constant
@@ -461,6 +466,16 @@ def parse(data: bytes, *, max_bytes: int, max_depth: int) -> Value:
         raise SnapshotError("$.roots", f"the root {roots.key[:100]!r} twice")
     if type(roots) is not dict or not 0 < len(roots) <= 64:
         raise SnapshotError("$.roots", "roots must be an object of 1 to 64 named values")
+    return roots
+
+
+def parse(data: bytes, *, max_bytes: int, max_depth: int) -> Value:
+    """The snapshot in DATA, validated; SnapshotError (with the path of the first problem) when it is not one."""
+    if not 1 <= max_depth <= DEPTH_LIMIT:
+        raise ValueError(f"max_depth must be within 1..{DEPTH_LIMIT}")
+    text = _text(data, max_bytes)
+    _depth_check(data, max_depth)
+    roots = _roots(text)
     parser = _Parser(max_depth)
     for name, node in roots.items():
         if not 0 < len(name) <= 200:

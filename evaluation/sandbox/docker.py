@@ -200,7 +200,7 @@ class ContainerZygote(Zygote):
     def _cgroups_visible(self) -> bool:
         """Whether this worker sees the container's cgroups (its init's pid names the container here)."""
         try:
-            return self.container in Path(f"/proc/{self.pid}/cgroup").read_text()
+            return self.container is not None and self.container in Path(f"/proc/{self.pid}/cgroup").read_text()
         except OSError:
             return False
 
@@ -566,6 +566,8 @@ class DockerBackend(Backend):
             fcntl.flock(lock, fcntl.LOCK_EX)
             with engine_errors(f"building {tag}"):
                 base = self.client().images.get(self.base_image)
+                if base.id is None:  # docker-py reads the id from the engine's reply, which could lack it
+                    raise SandboxError(f"the engine gave no id for the base image {self.base_image}")
                 existing = self._image(tag)
                 if existing is None or not built_on(existing, base.id):
                     self._build(tag, base, env_hash, requirements, log_path)

@@ -368,7 +368,7 @@ class ForkServer:
             oom = cgroups.oom_killed()
             # Whatever happened, nothing the item started may outlive it: empty and remove its cgroups.
             cgroups.remove()
-            if timed_out:
+            if reply is None:  # timed out
                 reply = self._receive(10)
                 if reply is None:
                     raise SandboxError("the fork server lost an item it had started")

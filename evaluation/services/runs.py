@@ -33,9 +33,8 @@ logger = logging.getLogger(__name__)
 
 def run_protocol(*, version: BenchmarkVersion, protocol: str | None) -> str:
     """The protocol a run on `version` uses: the one named (it must exist), else the release's."""
-    protocol = protocol or version.protocol_id
     try:
-        return protocol_get(name=protocol).name
+        return protocol_get(name=protocol or version.protocol_name).name
     except UnknownProtocol as exc:
         raise EvaluationError(str(exc)) from exc
 
@@ -205,7 +204,8 @@ def run_feed(*, run: EvaluationRun) -> int:
             room = min(room, settings.USER_ITEMS_IN_FLIGHT - _in_flight(mine))
         if room <= 0:
             return 0
-        cursor, batch = locked.feed_cursor, []
+        cursor = locked.feed_cursor
+        batch: list[tuple[int, int]] = []
         # The window to queue; when it held finished items (a resume), the rest of the order at once, not window by
         # window.
         for count in (room, None):
@@ -228,19 +228,15 @@ def run_feed(*, run: EvaluationRun) -> int:
     if locked.mode == "agent":
         from evaluation.agents.tasks import item_agent as task
     for queued, (snippet_id, sample) in enumerate(batch):
-        # The broker is down: the watchdog feeds the run again once it answers.
-        if not enqueue(
-            task,
-            locked.pk,
-            snippet_id,
-            sample,
-            locked.feed_epoch,
-            subject=locked,
-            refused=lambda exc, queued=queued: (
+
+        def refused(exc: Exception, queued: int = queued) -> str:
+            return (
                 f"run {locked.pk}: the broker refused new tasks ({exc}); {queued} of "
                 f"{len(batch)} item(s) queued, the watchdog feeds the rest once it answers"
-            ),
-        ):
+            )
+
+        # The broker is down: the watchdog feeds the run again once it answers.
+        if not enqueue(task, locked.pk, snippet_id, sample, locked.feed_epoch, subject=locked, refused=refused):
             return queued
     return len(batch)
 

@@ -21,7 +21,7 @@ def heat(value: float | None) -> str:
 
 
 @register.filter
-def pct(value: float | None) -> str:
+def pct(value: float | str | None) -> str:  # "": a template's missing value
     return "—" if value is None or value == "" else f"{value:.1f}%"
 
 

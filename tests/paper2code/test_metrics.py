@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.paper2code.metrics import ItemResult, Score, pass_at_k, score
+from benchmarks.paper2code.metrics import ItemResult, Score, item_status, pass_at_k, score
 
 
 def test_single_sample_rates() -> None:
@@ -67,3 +67,10 @@ def test_pass_at_k_edges() -> None:
     assert 0.0 < pass_at_k(10_000, 1, 1) < 1e-3
     with pytest.raises(ValueError):
         pass_at_k(3, 4, 1)
+
+
+def test_a_stored_status_is_read_as_one_of_the_four_and_any_other_is_refused() -> None:
+    for status in ("passed", "failed", "error", "flagged"):
+        assert item_status(status) == status
+    with pytest.raises(ValueError, match="not 'queued'"):
+        item_status("queued")  # before: an item counted in `items` and in none of passed, failed, errors, flagged

@@ -106,6 +106,14 @@ def test_inputs_are_names_read_and_never_bound_nor_only_namespaces() -> None:
     assert replaced == {"x", "xs"}  # not h (bound), np or self (namespaces), v (a comprehension's)
 
 
+def test_a_negated_index_that_is_not_an_integer_is_left_alone() -> None:
+    """`x[-"key"]` parses (it fails only when run): the index operator shifts integers only; it raised TypeError
+    (1 - "key") and took the whole body's mutants with it (found by mypy)."""
+    mutants = mutants_generate('return x[-"key"] + x[-1]\n', limit=100)
+    index = {m.body for m in mutants if m.operator == "index"}
+    assert index == {'return x[-"key"] + x[0]\n'}
+
+
 def test_a_fragment_that_does_not_parse_has_no_mutants() -> None:
     assert mutants_generate("    x = (1 +\n", limit=10) == []
     assert mutants_generate("pass\n", limit=10) == []

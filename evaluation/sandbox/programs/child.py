@@ -40,8 +40,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         proc_device = stat("/proc/self").st_dev
     except OSError:
         proc_device = None
-    channel = fstat(report_fd)
-    channel = (channel.st_dev, channel.st_ino)
+    channel_stat = fstat(report_fd)
+    channel = (channel_stat.st_dev, channel_stat.st_ino)
     pid = getpid()
     main_thread = get_ident()
     task_folder = cwd.rstrip("/") + "/"
@@ -53,7 +53,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     entry_names = spellings(entry)
     answer_names = spellings(spec["answer_file"]) if answer else frozenset()
     inside = set()
-    state = {
+    state: dict = {
         "finished": False,
         "started": False,
         "sent": 0,
@@ -65,7 +65,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     # The inputs the task's function received (the function the answer is spliced into), kept alive (so no other
     # object can take their id) with their fingerprint at that call: if one reaches the hidden reference changed,
     # the reference computed on data the answer chose. The last INPUTS_KEPT inputs the test handed it are kept.
-    task_inputs, inputs_order, array_types = {}, [], {}
+    task_inputs: dict = {}
+    inputs_order: list = []
+    array_types: dict = {}
     INPUTS_KEPT, INNER_KEPT, ITEMS_MAX, WALK_MAX = 256, 64, 4096, 20000
     # (holder, label, attribute) -> value of the assertion helpers and framework parts, before the answer ran.
     protected = {}
@@ -199,7 +201,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 if (only is not None and attribute not in only) or not behaviour(value):
                     continue
                 protected[(id(namespace), name, attribute)] = (namespace, value)
-                owner = vars_(value).get("__module__") if type_(value) is type_ else None
+                owner = vars_(value).get("__module__", "") if type_(value) is type_ else ""
                 if only is None and type_(owner) is str_ and str_.startswith(owner, name.split(".", 1)[0]):
                     members = vars_(value)
                     for member, inner in list_(members.items()):
@@ -702,12 +704,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     # The harness counts the tests itself (FORMAT.md 7.5): the entry's unittest.main runs them with the result object
     # below, which lives only in this closure (no framework name leads to it), was made before the answer ran, and
     # reports every test over the guarded channel as it starts and as it ends.
-    TestProgram, TextTestResult, Writeln = (
-        unittest.main,
-        unittest.runner.TextTestResult,
-        unittest.runner._WritelnDecorator,
-    )
-    SubTest, ErrorHolder = unittest.case._SubTest, unittest.suite._ErrorHolder
+    TextTestResult, Writeln = unittest.runner.TextTestResult, unittest.runner._WritelnDecorator
+    # unittest's private classes, which typeshed does not list.
+    SubTest, ErrorHolder = unittest.case._SubTest, unittest.suite._ErrorHolder  # type: ignore[attr-defined]
     format_exception, perf_counter, object_get, type_get = (
         traceback.format_exception,
         time.perf_counter,
@@ -719,7 +718,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         warnings.simplefilter,
         warnings.filterwarnings,
     )
-    tests = {}
+    tests: dict = {}
     DETAIL_MAX = 1500
     # Worst first: a test's outcome is the worst of what happened to it (setUp, body, sub-tests, tearDown).
     OUTCOMES = ("error", "failed", "unexpected success", "skipped", "expected failure", "passed")
@@ -791,18 +790,22 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         except Exception:
             return  # TestCase.run meets the same problem and reports it as the test's error
         function = original.__func__ if type_(original) is MethodType else None
-        if type_(function) is FunctionType and function.__code__.co_flags & 0x80:  # CO_COROUTINE: an async test
+        if function is not None and type_(function) is FunctionType and function.__code__.co_flags & 0x80:
 
-            async def body(*args, **kwargs):
+            async def awaited_body(*args, **kwargs):  # CO_COROUTINE: an async test
                 value = await original(*args, **kwargs)
                 entry["returned"] = True
                 return value
+
+            body = awaited_body
         else:
 
-            def body(*args, **kwargs):
+            def called_body(*args, **kwargs):
                 value = original(*args, **kwargs)
                 entry["returned"] = True
                 return value
+
+            body = called_body
 
         for attribute in ("__unittest_skip__", "__unittest_skip_why__", "__unittest_expecting_failure__"):
             try:
@@ -959,7 +962,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         if program.exit:
             raise SystemExit(not ok)
 
-    class Program(TestProgram):
+    class Program(unittest.main):  # read here, before the answer runs, as the names above
         """unittest.main as the entry point calls it: parses and loads as unittest does, runs with the count above."""
 
         def runTests(self):

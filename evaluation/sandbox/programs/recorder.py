@@ -4,6 +4,10 @@
 # program run inside the sandbox after snapshot.py's source, never imported. Standard library only.
 
 import base64, json, pickle, pickletools, random, sys, threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # snapshot.py's source comes before this program's in the sandbox
+    from evaluation.sandbox.programs.snapshot import dumps, snapshot_roots
 
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
 CO_UNREPLAYABLE = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
@@ -52,12 +56,14 @@ def pickled_modules(blob):
 class Recorder:
     def __init__(self, spec):
         self.spec = spec
-        self.by_line = {}
+        self.by_line: dict[int, list[dict[str, Any]]] = {}
         for target in spec["targets"]:
             self.by_line.setdefault(target["line"], []).append(target)
         self.hidden = set(spec["hidden_modules"])
         self.caps = spec["snapshot"]
-        self.records = {t["key"]: {"calls": [], "called": 0, "bytes": 0, "problems": []} for t in spec["targets"]}
+        self.records: dict[str, dict[str, Any]] = {
+            t["key"]: {"calls": [], "called": 0, "bytes": 0, "problems": []} for t in spec["targets"]
+        }
         self.tolerance = {"rtol": 0.0, "atol": 0.0, "seen": 0}
         self.lock = threading.Lock()
 
@@ -99,7 +105,7 @@ class Recorder:
             record["problems"].append(f"its recorded inputs would pass {self.spec['max_bytes']} bytes")
             return None
         record["bytes"] += len(blob)
-        call = {"inputs": blob, "raised": False}
+        call: dict[str, Any] = {"inputs": blob, "raised": False}
         record["calls"].append(call)
         frame.f_trace_lines = False  # only this frame's exception and return events
 
@@ -120,7 +126,7 @@ class Recorder:
             self.tolerance["seen"] += 1
 
     def report(self):
-        out = {"v": 1, "tolerance": self.tolerance, "targets": {}}
+        out: dict[str, Any] = {"v": 1, "tolerance": self.tolerance, "targets": {}}
         for key, record in self.records.items():
             calls = [
                 {"inputs": base64.b64encode(c["inputs"]).decode("ascii"), "outputs": c["outputs"]}
@@ -169,21 +175,21 @@ def tolerances_watch(recorder):
     try:
         import numpy, numpy.testing
     except ImportError:
-        numpy = None
-    if numpy is not None:
+        pass
+    else:
         wrap(numpy.testing, "assert_allclose", {"rtol": 1e-7, "atol": 0.0}, [(2, "rtol"), (3, "atol")])
         wrap(numpy, "allclose", {"rtol": 1e-5, "atol": 1e-8}, [(2, "rtol"), (3, "atol")])
         wrap(numpy, "isclose", {"rtol": 1e-5, "atol": 1e-8}, [(2, "rtol"), (3, "atol")])
     try:
         import torch, torch.testing
     except ImportError:
-        torch = None
-    if torch is not None:
+        pass
+    else:
         wrap(torch, "allclose", {"rtol": 1e-5, "atol": 1e-8}, [(2, "rtol"), (3, "atol")])
         wrap(torch, "isclose", {"rtol": 1e-5, "atol": 1e-8}, [(2, "rtol"), (3, "atol")])
         close = torch.testing.assert_close
         # assert_close's defaults follow the dtype: bfloat16 allows 1.6e-2 where float32 allows 1.3e-6.
-        by_dtype = {
+        by_dtype: dict[Any, tuple[float, float]] = {
             torch.float16: (1e-3, 1e-5),
             torch.bfloat16: (1.6e-2, 1e-5),
             torch.float32: (1.3e-6, 1e-5),

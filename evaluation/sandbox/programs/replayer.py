@@ -4,6 +4,10 @@
 # (snapshot.py's format). A program run inside the sandbox after snapshot.py's source, never imported.
 
 import base64, importlib, importlib.util, json, pickle, random, sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # snapshot.py's source comes before this program's in the sandbox
+    from evaluation.sandbox.programs.snapshot import dumps, snapshot_roots
 
 
 def rng_restore(state):
@@ -24,6 +28,8 @@ def module_load(path):
         return importlib.import_module(name)
     except ImportError:
         spec = importlib.util.spec_from_file_location(name.rsplit(".", 1)[-1], path)
+        if spec is None or spec.loader is None:
+            raise
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
@@ -45,9 +51,9 @@ def main():
     with open(spec["inputs"], "rb") as handle:
         inputs = json.load(handle)
     caps = spec["snapshot"]
-    report = {"v": 1, "targets": {}}
+    report: dict[str, Any] = {"v": 1, "targets": {}}
     for target in spec["targets"]:
-        key, results = target["key"], []
+        key, results = target["key"], []  # type: tuple[str, list[dict[str, str]]]
         report["targets"][key] = results
         try:
             function = function_find(module_load(target["file"]), target["qualname"])

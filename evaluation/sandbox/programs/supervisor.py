@@ -5,6 +5,12 @@
 
 import base64, os, select, sys
 
+# Put before this text by harness.HARNESS_SOURCE (declared here for the type checker; an annotation binds nothing).
+CHILD: str
+RECORDS_MAX: int
+TESTS_MAX: int
+DETAILS_MAX: int
+
 
 def nondumpable():
     """No process of the same user may read this one's memory or /proc files (ptrace access needs dumpable)."""
@@ -79,8 +85,10 @@ def main():
     os.close(report_w)
     os.close(key_r)
     marker = b"\n" + key.encode() + b" "
-    state = {"buffer": b"", "finish": None, "dropped": 0, "programs": 0, "details": 0}
-    records, tests, started = [], {}, []
+    state: dict = {"buffer": b"", "finish": None, "dropped": 0, "programs": 0, "details": 0}
+    records: list[str] = []
+    tests: dict[str, str | None] = {}
+    started: list[str] = []
 
     def parse():
         buffer = state["buffer"]
@@ -138,8 +146,8 @@ def main():
                 wait_status = os.waitpid(pid, 0)[1]
             break
         if wait_status is None:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            wait_status = status if done else None
+            done, exited = os.waitpid(pid, os.WNOHANG)
+            wait_status = exited if done else None
         elif not ready:
             break
     os.close(report_r)

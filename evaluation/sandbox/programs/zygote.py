@@ -48,7 +48,10 @@ def lazy_imports(helpers, limit=400):
     import dis, importlib.util
 
     module_type = type(sys)
-    found, seen, queue = [], set(), []
+    found: list[tuple[str, str]] = []
+    seen: set[int] = set()
+    queue: list[tuple[object, int]] = []
+    obj: object
     for dotted in helpers:
         parts = dotted.split(".")
         for end in range(len(parts), 0, -1):  # the longest prefix the preloads imported, then its attributes
@@ -74,7 +77,8 @@ def lazy_imports(helpers, limit=400):
         while codes:
             current = codes.pop()
             codes += [c for c in current.co_consts if hasattr(c, "co_code")]
-            consts, module = [], None
+            consts: list[object] = []
+            module = None
             for instruction in dis.get_instructions(current):
                 op, arg = instruction.opname, instruction.argval
                 if op == "LOAD_CONST":
@@ -134,19 +138,19 @@ def lazy_imports_found(helpers):
 
 warmed = []
 if not threaded and len(sys.argv) > 3 and sys.argv[3]:
-    for name, item in lazy_imports_found(sys.argv[3].split(",")):
-        if (f"{name}.{item}" if item else name) in sys.modules:
+    for name, member in lazy_imports_found(sys.argv[3].split(",")):
+        if (f"{name}.{member}" if member else name) in sys.modules:
             continue
         try:
-            module = __import__(name, fromlist=[item] if item else [])
+            module = __import__(name, fromlist=[member] if member else [])
         except BaseException:
             continue
-        if item and isinstance(getattr(module, item, None), type(sys)):
-            warmed.append(f"{name}.{item}")
-        elif not item:
+        if member and isinstance(getattr(module, member, None), type(sys)):
+            warmed.append(f"{name}.{member}")
+        elif not member:
             warmed.append(name)
         if threads() > 1:
-            threaded = f"{name}.{item}" if item else name
+            threaded = f"{name}.{member}" if member else name
             break
 kept = frozenset(sys.modules)
 import ctypes, json, os, select, signal, socket
@@ -224,7 +228,7 @@ def mounts_below(folder):
     """The mounts under `folder` (a venv bound below /tmp), held open so they can be bound again on a fresh tmpfs."""
     import re
 
-    points = []
+    points: list[str] = []
     with open("/proc/self/mountinfo", "rb") as info:
         for line in info:
             # The kernel writes space, tab, newline and backslash of a path as octal escapes (\040).
@@ -358,7 +362,7 @@ def unpack(archive):
 
 # The harness the worker sent (its file name, source, code, and its test process's source and code), compiled once
 # by the zygote before any fork: our own program, the same text an item's harness file holds (checked per item).
-harness = None
+harness: tuple | None = None
 
 
 def harness_compile(sent):
@@ -419,11 +423,12 @@ def item(request, archive, ready):
         if name not in kept or name.split(".", 1)[0] in own:
             del sys.modules[name]
     try:
-        if request["warm"] and harness_compiled(sys.argv[0]):
+        if request["warm"] and harness is not None and harness_compiled(sys.argv[0]):
             # The harness compiled once here, not per item (20-60 ms): run as run_path runs a file's code.
             _, source, code, child = harness
-            init = {"RCB_WARM": True, "RCB_CHILD": child}
-            runpy._run_module_code(code, init, "__main__", pkg_name="", script_name=sys.argv[0])
+            init: dict | None = {"RCB_WARM": True, "RCB_CHILD": child}
+            # run_path's own runner, private to runpy (typeshed does not list it): it runs a compiled code object.
+            runpy._run_module_code(code, init, "__main__", pkg_name="", script_name=sys.argv[0])  # type: ignore[attr-defined]
         else:
             init = {"RCB_WARM": True} if request["warm"] else None
             runpy.run_path(sys.argv[0], run_name="__main__", init_globals=init)
@@ -528,7 +533,7 @@ def child(request, fds, ready):
 
 
 while True:
-    message, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 16)
+    message, fds = socket.recv_fds(ctl, 1 << 20, 16)[:2]
     if not message:
         break
     request = json.loads(message)
@@ -558,11 +563,11 @@ while True:
     # Waiting on the item and on the worker at once: a worker gone mid-item (EOF) ends the zygote, and with it
     # its sandbox (bwrap's, or the container whose init it is the child of) and the item.
     ended = os.pidfd_open(pid)
-    while not select.select([ended, ctl], [], [])[0].count(ended):
+    while not select.select([ended, ctl.fileno()], [], [])[0].count(ended):
         if not ctl.recv(1, socket.MSG_PEEK):
             os._exit(0)
     os.close(ended)
-    _, status = os.waitpid(pid, 0)
+    status = os.waitpid(pid, 0)[1]
     # Every holder of `ready` is gone with the fork (the item closed its end before the answer ran).
     set_up = os.read(ready_read, 1) == b"R"
     os.close(ready_read)
