@@ -171,7 +171,7 @@ def tolerances_watch(recorder):
         return original_almost(self, first, second, places=places, msg=msg, delta=delta)
 
     original_almost = unittest.TestCase.assertAlmostEqual
-    unittest.TestCase.assertAlmostEqual = almost
+    unittest.TestCase.assertAlmostEqual = almost  # type: ignore[method-assign]  # recording its tolerance
     try:
         import numpy, numpy.testing
     except ImportError:
