@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 import tempfile
 from pathlib import Path
 
 from django.conf import settings
 
 from benchmarks.models import Snippet, Task
-from benchmarks.paper2code import AnnotatedFile, parse, strip_markers
+from benchmarks.paper2code import AnnotatedFile, parse
+from benchmarks.paper2code.hidden import REFERENCE_COPY_MIN_LOC, reference_copies
 from benchmarks.selectors import blob_read
 from evaluation.sandbox.base import SandboxError
 
@@ -67,24 +67,14 @@ def task_hidden_files(task: Task) -> frozenset[str]:
     return _task_hidden_files(task.pk, task.content_hash)
 
 
-def _normalised(text: str) -> str:
-    return re.sub(r"\s+", "", text)
-
-
 @functools.lru_cache(maxsize=64)
 def _task_hidden_files(task_id: int, content_hash: str) -> frozenset[str]:
     task = Task.objects.get(pk=task_id)
     files = _task_files(task_id, content_hash)
     visible = set(task.annotated_paths) | set(task.context_paths) | {task.paper_path}  # all in the prompt anyway
-    references = [
-        _normalised(strip_markers(s.reference_code))
-        for s in Snippet.objects.filter(task=task, loc__gte=2).only("reference_code")
-    ]
-    hidden = {task.test_entry_point}
-    for path, data in files.items():
-        if path in visible or b"\x00" in data[:8192]:  # binary: not a text copy
-            continue
-        text = _normalised(data.decode("utf-8", "replace"))
-        if any(ref and ref in text for ref in references):
-            hidden.add(path)
-    return frozenset(hidden)
+    references = {
+        str(s.pk): s.reference_code
+        for s in Snippet.objects.filter(task=task, loc__gte=REFERENCE_COPY_MIN_LOC).only("reference_code")
+    }
+    copies = reference_copies({path: data for path, data in files.items() if path not in visible}, references)
+    return frozenset({task.test_entry_point, *copies})
