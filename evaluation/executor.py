@@ -213,6 +213,7 @@ def harness_run(
         limits=limits,
     )
     harness = harness_verdict(result.stdout, nonce)
+    result = replace(result, stdout=harness.stdout)  # its status line is the harness's, not the test's output
     findings = [*(static_findings or []), *runtime_findings(harness.records)]
     verdict = outcome_flag(outcome_classify(result=result, harness=harness, manifest=manifest), findings)
     events = _fork_events(session, before)
