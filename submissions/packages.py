@@ -170,9 +170,8 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
                 + ", ".join(f"{k} {v!r} by {meta[k]!r}" for k, v in replaced.items())
                 + " (edit step 1 to change them back)"
             )
-        kept = sorted(k for k in typed if k not in given)
-        if kept:
-            details.append(f"kept from step 1 (papers.yaml leaves them empty): {', '.join(kept)}")
+        if unfilled := sorted(k for k in typed if k not in given):
+            details.append(f"kept from step 1 (papers.yaml leaves them empty): {', '.join(unfilled)}")
         steps.append(("Paper details", "; ".join(details)))
         steps.append(("Paper text", f"from {whole.paper_path}"))
         steps.append(("Annotated files", "from papers.yaml: " + (", ".join(whole.annotated_paths) or "none")))
