@@ -92,3 +92,27 @@ def test_a_proposed_revision_of_an_accepted_task_enters_the_next_release_and_its
 def test_only_an_accepted_submission_has_a_task_to_revise(draft, author):
     with pytest.raises(services.TransitionError, match="only an accepted submission has a task to revise"):
         services.submission_revise(submission=draft, actor=author)
+
+
+def test_a_proposed_revision_renamed_to_another_paper_still_needs_the_confirmation(
+    author, other_author, maintainer, media_root
+):
+    """The attack: an author proposes a revision of their own accepted paper under another author's paper id, to
+    replace that paper without the question a maintainer is asked. Only a revision of its own paper skips it."""
+    theirs = _awaiting(fill_draft(services.submission_create(author=author), author), author)
+    services.submission_accept(submission=theirs, actor=maintainer, reason="good")
+    mine = fill_draft(services.submission_create(author=other_author), other_author)
+    services.draft_update(
+        submission=mine, actor=other_author, values={"metadata": {**mine.draft["metadata"], "id": "mine"}}
+    )
+    mine = _awaiting(mine, other_author)
+    services.submission_accept(submission=mine, actor=maintainer, reason="good")
+    proposal = services.submission_revise(submission=mine, actor=other_author)
+    services.draft_update(
+        submission=proposal,
+        actor=other_author,
+        values={"metadata": {**proposal.draft["metadata"], "id": "dampnest"}},
+    )
+    proposal = _awaiting(proposal, other_author)
+    with pytest.raises(services.TransitionError, match="paper id dampnest is already in draft"):
+        services.submission_accept(submission=proposal, actor=maintainer, reason="looks fine")
