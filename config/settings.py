@@ -308,6 +308,10 @@ SANDBOX_DOCKER_BASE_IMAGE = env("SANDBOX_DOCKER_BASE_IMAGE", default="rcb-sandbo
 # this long, and fetch at most this many MB of distributions from the package index.
 SANDBOX_BUILD_SECONDS = env.int("SANDBOX_BUILD_SECONDS", default=1800)
 SANDBOX_FETCH_MB = env.int("SANDBOX_FETCH_MB", default=4096)
+# Projects whose distributions come from one index of the operator's choosing alone, e.g. a framework's CPU-only
+# wheel index (`torch=<its CPU index URL>`), so `torch>=2.1` in a task's requirements builds the CPU build for CPU
+# tests. Applied by the environment builder, never written by an author; empty: every project from the host's pip.
+SANDBOX_CPU_WHEEL_INDEXES = env.dict("SANDBOX_CPU_WHEEL_INDEXES", default={})
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

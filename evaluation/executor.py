@@ -221,6 +221,7 @@ def harness_run(
         limits=limits,
     )
     harness = harness_verdict(result.stdout, nonce)
+    result = replace(result, stdout=harness.stdout)  # its status line is the harness's, not the test's output
     classified = outcome_classify(result=result, harness=harness, manifest=manifest)
     findings = [*(static_findings or []), *runtime_findings(harness.records)]
     if replay is not None and classified.status == "passed":

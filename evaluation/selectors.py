@@ -46,6 +46,7 @@ from evaluation.models import (
     RunScore,
 )
 from evaluation.provenance import provenance_of
+from evaluation.sandbox.harness import status_lines_removed
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
 from operations.broker import queue_consumers
@@ -1129,7 +1130,7 @@ class RunItem:
         "" when none or when the outcome passed."""
         if not self.show_reference or self.outcome.status == Outcome.Status.PASSED:
             return ""
-        for text in (self.outcome.stderr_tail, self.outcome.stdout_tail):
+        for text in (self.outcome.stderr_tail, status_lines_removed(self.outcome.stdout_tail)):
             if (start := text.rfind("Traceback (most recent call last)")) >= 0:
                 return _last_lines(text[start:], OUTPUT_TAIL_LINES)
         return ""
@@ -1140,7 +1141,8 @@ class RunItem:
         "" when it printed nothing or the outcome passed."""
         if not self.show_reference or self.outcome.status == Outcome.Status.PASSED:
             return ""
-        parts = [text.rstrip() for text in (self.outcome.stdout_tail, self.outcome.stderr_tail) if text.strip()]
+        printed = (status_lines_removed(self.outcome.stdout_tail), self.outcome.stderr_tail)
+        parts = [text.rstrip() for text in printed if text.strip()]
         return _last_lines("\n".join(parts), OUTPUT_TAIL_LINES)
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 import tempfile
 from pathlib import Path
 
 from django.conf import settings
 
 from benchmarks.models import Snippet, Task
-from benchmarks.paper2code import AnnotatedFile, parse, strip_markers
+from benchmarks.paper2code import AnnotatedFile, parse
+from benchmarks.paper2code.hidden import REFERENCE_COPY_MIN_LOC, reference_copies
 from benchmarks.paper2code.markers import count_loc
 from benchmarks.selectors import blob_read
 from evaluation.sandbox.base import SandboxError
@@ -68,15 +68,14 @@ def task_hidden_files(task: Task) -> frozenset[str]:
     return _task_hidden_files(task.pk, task.content_hash)
 
 
-def _normalised(text: str) -> str:
-    return re.sub(r"\s+", "", text)
-
-
 @functools.lru_cache(maxsize=64)
 def _task_hidden_files(task_id: int, content_hash: str) -> frozenset[str]:
     task = Task.objects.get(pk=task_id)
     visible = set(task.annotated_paths) | set(task.context_paths) | {task.paper_path}  # all in the prompt anyway
-    references = [s.reference_code for s in Snippet.objects.filter(task=task, loc__gte=2).only("reference_code")]
+    references = [
+        s.reference_code
+        for s in Snippet.objects.filter(task=task, loc__gte=REFERENCE_COPY_MIN_LOC).only("reference_code")
+    ]
     return hidden_files(
         _task_files(task_id, content_hash),
         visible=visible,
@@ -88,14 +87,8 @@ def _task_hidden_files(task_id: int, content_hash: str) -> frozenset[str]:
 def hidden_files(
     files: dict[str, bytes], *, visible: set[str], references: list[str], entry_point: str
 ) -> frozenset[str]:
-    """The test entry point and every text file outside `visible` holding a copy of a reference body (of two lines
-    or more), compared without whitespace: the one rule for a task and for a package under validation."""
-    copies = [_normalised(strip_markers(code)) for code in references if count_loc(code) >= 2]
-    hidden = {entry_point}
-    for path, data in files.items():
-        if path in visible or b"\x00" in data[:8192]:  # binary: not a text copy
-            continue
-        text = _normalised(data.decode("utf-8", "replace"))
-        if any(ref and ref in text for ref in copies):
-            hidden.add(path)
-    return frozenset(hidden)
+    """The test entry point and every file outside `visible` holding a copy of a reference body (paper2code.hidden's
+    rule): for a task, and for a package under validation."""
+    long_enough = {str(n): code for n, code in enumerate(references) if count_loc(code) >= REFERENCE_COPY_MIN_LOC}
+    copies = reference_copies({path: data for path, data in files.items() if path not in visible}, long_enough)
+    return frozenset({entry_point, *copies})

@@ -8,7 +8,7 @@ from django.utils.text import slugify
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.validators import link_validate
-from submissions.packages import PAPER_FILES
+from submissions.packages import PAPER_FILES, draft_context_refusals
 
 
 class MetadataForm(forms.Form):
@@ -162,9 +162,10 @@ class FilesForm(forms.Form):
     )
     test_entry_point = TEST_ENTRY_POINT  # FORMAT.md 1: every task runs `python paper2code_test.py`; shown, not chosen
 
-    def __init__(self, *args, paths: list[str], **kwargs):
+    def __init__(self, *args, files: dict[str, str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.paths = paths
+        self.draft_files = files  # path -> sha256 of the draft's stored files (Form.files is for uploads)
+        self.paths = paths = sorted(files)
         for name, choices in (
             ("annotated_paths", [(p, p) for p in paths if p.endswith(".py")]),
             ("context_paths", [(p, p) for p in paths]),
@@ -183,9 +184,13 @@ class FilesForm(forms.Form):
     def clean(self):
         super().clean()  # Form.clean returns cleaned_data, typed as optional
         data = self.cleaned_data
-        both = set(data.get("annotated_paths") or []) & set(data.get("context_paths") or [])
-        if both:
-            self.add_error("context_paths", f"Already annotated: {', '.join(sorted(both))}.")
+        refused = draft_context_refusals(
+            files=self.draft_files,
+            annotated_paths=data.get("annotated_paths") or [],
+            context_paths=data.get("context_paths") or [],
+        )
+        for path, reason in refused.items():
+            self.add_error("context_paths", f"{path} cannot be a context file: it {reason}.")
         if TEST_ENTRY_POINT in (data.get("annotated_paths") or []):
             self.add_error("annotated_paths", f"The test entry point {TEST_ENTRY_POINT} cannot be an annotated file.")
         if TEST_ENTRY_POINT not in self.paths:

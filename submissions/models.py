@@ -35,6 +35,14 @@ class Submission(models.Model):
         related_name="submissions",
         help_text="Set when accepted.",
     )
+    revises = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="revisions_proposed",
+        help_text="The accepted submission whose task this one proposes a new revision of.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

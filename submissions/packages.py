@@ -7,6 +7,7 @@ from datetime import date
 from pathlib import Path
 
 from benchmarks.paper2code import PackageError, Problem, parse
+from benchmarks.paper2code.hidden import context_refusals
 from benchmarks.paper2code.links import link_problem
 from benchmarks.paper2code.pset import (
     LINK_FIELDS,
@@ -45,6 +46,10 @@ def draft_problems(draft: dict) -> list[str]:
         problems.append(f"files not in the code: {', '.join(missing)}")
     if TEST_ENTRY_POINT not in files:
         problems.append(f"the code has no {TEST_ENTRY_POINT}, the test entry point every task runs (step 3)")
+    refused = draft_context_refusals(
+        files=files, annotated_paths=annotated, context_paths=list(draft.get("context_paths") or [])
+    )
+    problems += [f"context file {path} {reason} (step 4)" for path, reason in refused.items()]
     problems += [
         f"requirements line {p.line}: {p.message} (step 4)" for p in requirements_problems(draft_requirements(files))
     ]
@@ -52,6 +57,21 @@ def draft_problems(draft: dict) -> list[str]:
         f"{key}: {problem} (step 1)" for key in LINK_FIELDS if (problem := link_problem(str(metadata.get(key) or "")))
     ]
     return problems
+
+
+def draft_context_refusals(
+    *, files: dict[str, str], annotated_paths: list[str], context_paths: list[str]
+) -> dict[str, str]:
+    """The chosen context files that would give the answer away, each with the reason (the one rule of
+    paper2code.hidden, as import_pset and an archive's papers.yaml apply it). `files`: path -> sha256."""
+    if not context_paths:
+        return {}
+    wanted = [p for p in dict.fromkeys([*annotated_paths, *context_paths]) if p in files]
+    texts = {path: blob_read(sha256=files[path]) for path in wanted}
+    annotated = {path: parse(texts[path].decode("utf-8", "replace"), path) for path in annotated_paths if path in texts}
+    return context_refusals(
+        context_paths=context_paths, files=texts, annotated=annotated, test_entry_point=TEST_ENTRY_POINT
+    )
 
 
 def draft_requirements(files: dict[str, str]) -> str:
@@ -86,14 +106,13 @@ def draft_metadata(package: PaperPackage) -> dict:
     }
 
 
-def metadata_typed_first(*, typed: dict, archive: dict) -> tuple[dict, list[str]]:
-    """A problem set's paper details under what the author typed in step 1: each detail typed there (not empty) is
-    kept, the archive fills the rest. Also the details the archive would have changed, so the summary names them."""
-    given = {k: v for k, v in typed.items() if v not in (None, "", [])}
-    replaced = sorted(
-        k for k, v in given.items() if k in archive and archive[k] not in (None, "", []) and archive[k] != v
-    )
-    return {**archive, **given}, replaced
+def metadata_archive_first(*, typed: dict, archive: dict) -> tuple[dict, dict[str, object]]:
+    """A problem set's paper details over what the author typed in step 1: its papers.yaml is the package's own word
+    (step 1 asks for a title before any code is there), so each detail it gives replaces the typed one, and a detail
+    it leaves empty keeps what was typed. Also what it replaced (key -> the typed value), so the summary names it."""
+    given = {k: v for k, v in archive.items() if v not in (None, "", [])}
+    replaced = {k: typed[k] for k in sorted(given) if typed.get(k) not in (None, "", []) and typed[k] != given[k]}
+    return {**typed, **given}, replaced
 
 
 # How many annotated-file candidates an intake summary parses, so a huge archive stays a quick save.
@@ -141,20 +160,18 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
     if whole:
         meta = draft_metadata(whole)
         typed = {k: v for k, v in (draft.get("metadata") or {}).items() if v not in (None, "", [])}
-        _, differing = metadata_typed_first(typed=typed, archive=meta)
-        summary["reason"] = f"its papers.yaml lists one paper, {meta.get('id')}: every step was filled from it" + (
-            ", except the paper details you gave in step 1" if typed else ""
-        )
-        given = [k for k, v in meta.items() if v not in (None, "", []) and k not in typed]
+        _, replaced = metadata_archive_first(typed=typed, archive=meta)
+        summary["reason"] = f"its papers.yaml lists one paper, {meta.get('id')}: every step was filled from it"
+        given = [k for k, v in meta.items() if v not in (None, "", [])]
         details = [f"from papers.yaml: {', '.join(given)}"] if given else []
-        if typed:
-            details.insert(0, f"kept from step 1: {', '.join(sorted(typed))}")
-        if differing:
+        if replaced:
             details.append(
-                "not used from papers.yaml: "
-                + ", ".join(f"{k} {meta[k]!r}" for k in differing)
-                + " (type them in step 1 to take them)"
+                "replaced what step 1 held: "
+                + ", ".join(f"{k} {v!r} by {meta[k]!r}" for k, v in replaced.items())
+                + " (edit step 1 to change them back)"
             )
+        if unfilled := sorted(k for k in typed if k not in given):
+            details.append(f"kept from step 1 (papers.yaml leaves them empty): {', '.join(unfilled)}")
         steps.append(("Paper details", "; ".join(details)))
         steps.append(("Paper text", f"from {whole.paper_path}"))
         steps.append(("Annotated files", "from papers.yaml: " + (", ".join(whole.annotated_paths) or "none")))

@@ -38,6 +38,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (State.VALIDATING, State.INVALID): "system",
     (State.VALIDATING, State.AWAITING_REVIEW): "system",
     (State.INVALID, State.DRAFT): "author",
+    (State.AWAITING_REVIEW, State.DRAFT): "author",  # the author revises it before review: validated again
     (State.AWAITING_REVIEW, State.CHANGES_REQUESTED): "maintainer",
     (State.AWAITING_REVIEW, State.ACCEPTED): "maintainer",
     (State.AWAITING_REVIEW, State.REJECTED): "maintainer",
@@ -283,8 +284,43 @@ def validation_finish(*, report: ValidationReport) -> Submission:
 
 @transaction.atomic
 def submission_edit(*, submission: Submission, actor) -> Submission:
-    """Back to draft after a failed validation, keeping everything the author entered."""
+    """Back to draft after a failed validation, or to revise it while it awaits review, keeping everything the author
+    entered; submitting it again makes a new revision and validates it."""
     return _transition(submission, State.DRAFT, actor=actor)
+
+
+OPEN_STATES = (
+    State.DRAFT,
+    State.SUBMITTED,
+    State.VALIDATING,
+    State.INVALID,
+    State.AWAITING_REVIEW,
+    State.CHANGES_REQUESTED,
+)
+
+
+@transaction.atomic
+def submission_revise(*, submission: Submission, actor) -> Submission:
+    """A new submission proposing a new revision of an accepted task, its draft filled with the accepted revision:
+    the author edits it, it is validated and reviewed like any submission, and accepting it puts the new task
+    revision into the current draft release (whose changelog names it at publish). The accepted one stays as it is."""
+    submission = Submission.objects.select_for_update().get(pk=submission.pk)
+    _require_author(submission, actor)
+    if submission.state != State.ACCEPTED:
+        raise TransitionError(
+            f"only an accepted submission has a task to revise; this one is {submission.get_state_display()}"
+            + (": edit it instead" if submission.state in (State.AWAITING_REVIEW, State.INVALID) else "")
+        )
+    pending = submission.revisions_proposed.filter(state__in=OPEN_STATES).first()
+    if pending is not None:
+        raise TransitionError(f"a revision of this task is already open: submission {pending.pk} ({pending})")
+    revision = submission.latest_revision
+    if revision is None:  # an accepted submission has its revisions: none is a broken row
+        raise TransitionError(f"submission {submission.pk} has no revision to revise")
+    fields = revision.package_fields()
+    del fields["requirements"]  # a draft keeps them in its requirements file only
+    draft = {**fields, "metadata": dict(revision.metadata), "source": dict(revision.source)}
+    return Submission.objects.create(author=actor, draft=draft, title=submission.title, revises=submission)
 
 
 @transaction.atomic
@@ -325,6 +361,8 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
     draft already holds the paper id, only with the maintainer's explicit confirmation that it is replaced."""
     _reason_required(reason)
     existing = draft_paper_existing(submission=submission)
+    if existing and _revises_paper(submission, existing[1]):
+        replace_confirmed = True  # a proposed revision of this very paper replaces its earlier revision by design
     if existing and not replace_confirmed:
         draft, task = existing
         raise TransitionError(
@@ -344,6 +382,12 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
     submission.task = task
     submission.save(update_fields=["task", "updated_at"])
     return task
+
+
+def _revises_paper(submission: Submission, task: Task) -> bool:
+    """Whether `submission` proposes a new revision of the accepted task of `task`'s paper."""
+    revised = submission.revises.task if submission.revises_id and submission.revises else None
+    return revised is not None and revised.paper_id == task.paper_id
 
 
 def draft_version_current() -> BenchmarkVersion:
@@ -407,21 +451,23 @@ def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: st
 
 @transaction.atomic
 def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], source: dict) -> Submission:
-    """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step, under the
-    paper details the author typed in step 1."""
+    """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step, its paper
+    details replacing those typed in step 1."""
     from submissions.packages import (
         PAPER_FILES,
         draft_metadata,
         intake_summary,
-        metadata_typed_first,
+        metadata_archive_first,
         pset_archive_package,
     )
 
     whole = pset_archive_package(files)
     summary = intake_summary(files=files, source=source, draft=submission.draft, whole=whole)
     if whole is not None:
-        # What the author typed in step 1 stands; the archive fills the details left empty (the summary says which).
-        metadata, _ = metadata_typed_first(typed=submission.draft.get("metadata") or {}, archive=draft_metadata(whole))
+        # The archive's papers.yaml fills step 1, over what was typed there (the summary says what it replaced).
+        metadata, _ = metadata_archive_first(
+            typed=submission.draft.get("metadata") or {}, archive=draft_metadata(whole)
+        )
         stored_bytes_check(submission=submission, new=dict(whole.files), kept=())
         fields = package_store(package=whole)
         del fields["requirements"]  # a draft keeps them in its requirements file only, the one place they are edited

@@ -98,7 +98,7 @@ def _step_form(step: str, submission: Submission, request: HttpRequest):
         )
     return forms.FilesForm(
         data,
-        paths=sorted(draft.get("files") or {}),
+        files=draft.get("files") or {},
         initial={
             "annotated_paths": draft.get("annotated_paths"),
             "context_paths": draft.get("context_paths"),
@@ -228,6 +228,10 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
     elif action == "edit":
         services.submission_edit(submission=submission, actor=request.user)
         return redirect("submission-step", pk=pk, step="details")
+    elif action == "revise":
+        revision = services.submission_revise(submission=submission, actor=request.user)
+        messages.success(request, "A new revision of the accepted task: edit it, then submit it for validation.")
+        return redirect("submission-step", pk=revision.pk, step="details")
     else:
         raise PermissionDenied(f"unknown action {action}")
     return redirect("submission-detail", pk=pk)

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.paper2code.hidden import context_refusals
 from benchmarks.paper2code.links import link_problem
 from benchmarks.paper2code.markers import AnnotatedFile, parse
 from benchmarks.paper2code.problems import PackageError, Problem
@@ -385,6 +386,12 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
         ]
         if not parsed.snippets and parsed.is_valid:
             error(in_folder(path), 0, "annotated file has no snippets")
+
+    context_refused = context_refusals(
+        context_paths=context_paths, files=files, annotated=annotated, test_entry_point=TEST_ENTRY_POINT
+    )
+    for path, reason in context_refused.items():
+        error(PAPERS_YAML, context_paths[path], f"context file {in_folder(path)} {reason}")
 
     if GPU_KEY in entry.data and not isinstance(entry.data[GPU_KEY], bool):
         error(

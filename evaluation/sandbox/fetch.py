@@ -27,7 +27,7 @@ import tarfile
 import tomllib
 import zipfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urljoin, urlparse
@@ -92,6 +92,22 @@ class IndexConfig:
     timeout: float = 15.0
     retries: int = 5
     constraints: dict[str, SpecifierSet] = field(default_factory=dict)
+    # Projects whose files come from this one index alone (a framework's CPU wheel index), not from the ones above.
+    project_indexes: dict[NormalizedName, str] = field(default_factory=dict)
+
+    def with_project_indexes(self, indexes: dict[str, str]) -> IndexConfig:
+        """This configuration with each named project taken from its own index alone; a name or address that is not
+        one is refused with what is wrong (an operator's setting: it fails the build, never a project silently)."""
+        checked: dict[NormalizedName, str] = {}
+        for name, url in indexes.items():
+            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name.strip()):
+                raise EnvironmentBuildError(f"SANDBOX_CPU_WHEEL_INDEXES: {name!r} is not a project name")
+            if urlparse(url.strip()).scheme not in ("https", "http", "file"):
+                raise EnvironmentBuildError(
+                    f"SANDBOX_CPU_WHEEL_INDEXES: the index of {name.strip()} must be an http(s) or file URL"
+                )
+            checked[canonicalize_name(name.strip())] = url.strip().rstrip("/")
+        return replace(self, project_indexes=checked)
 
     @classmethod
     def host(cls) -> IndexConfig:
@@ -291,10 +307,13 @@ class Fetcher:
     def _candidates(self, name: NormalizedName) -> list[Candidate]:
         if name not in self._listings:
             found: list[Candidate] = []
-            for index in self.config.index_urls:
-                found += self._index_files(f"{index}/{name}/")
-            for location in self.config.find_links:
-                found += [c for c in self._page_files(location) if _project_of(c.filename) == name]
+            if name in self.config.project_indexes:  # this index alone: no newer GPU build from elsewhere wins
+                found += self._index_files(f"{self.config.project_indexes[name]}/{name}/")
+            else:
+                for index in self.config.index_urls:
+                    found += self._index_files(f"{index}/{name}/")
+                for location in self.config.find_links:
+                    found += [c for c in self._page_files(location) if _project_of(c.filename) == name]
             self._listings[name] = [c for c in found if _project_of(c.filename) == name]
         return self._listings[name]
 

@@ -223,6 +223,15 @@ def _final_line(stdout: str, nonce: str) -> re.Match | None:
     return lines[-1] if lines else None
 
 
+_STATUS_LINE_RE = re.compile(r"^rcb-done-[0-9a-f]{32} \S+ -?\d+ \d+ .*(?:\n|$)", re.MULTILINE)
+
+
+def status_lines_removed(text: str) -> str:
+    """Output as a person may read it: any line of the harness's own status (and its encoded records) taken out;
+    outcomes stored before the harness's line was removed at the source hold one."""
+    return _STATUS_LINE_RE.sub("", text)
+
+
 def harness_status(stdout: str, nonce: str) -> tuple[str, int] | None:
     """The supervisor's status and the test process's exit code (128 + signal when killed), or None."""
     match = _final_line(stdout, nonce)

@@ -96,7 +96,8 @@ def _rounds(
 ) -> str:
     target = _target(sandbox, work, deadline)
     log.append(f"python {target.markers['python_full_version']} ({target.tags[0]})")
-    fetcher = Fetcher(config=IndexConfig.host(), target=target, cache=dists, max_bytes=settings.SANDBOX_FETCH_MB << 20)
+    config = IndexConfig.host().with_project_indexes(settings.SANDBOX_CPU_WHEEL_INDEXES)
+    fetcher = Fetcher(config=config, target=target, cache=dists, max_bytes=settings.SANDBOX_FETCH_MB << 20)
     inputs = sandbox.inputs_at(work)
     command = [
         sandbox.python,

@@ -225,3 +225,34 @@ def test_nested_snippets_markers_are_no_difference():
         if line[:1] in "+-" and line[:3] not in ("---", "+++")
     ]
     assert changed == ["-    return y * 2", "+    return y * 3"]
+
+
+def test_the_item_page_never_shows_the_harness_s_status_line(client, scored):
+    """The harness ends the test's output with its own line (a nonce, the status and its encoded records, the guard's
+    evidence among them): outcomes stored before it was taken out at the source hold it, and the page shows the
+    verdict's words and what the test printed, never that line."""
+    import base64
+
+    run, changed = scored["run"], scored["changed"]
+    evidence = base64.b64encode(b"tampering\tsetattr\t12\tnumpy.testing.assert_allclose replaced").decode()
+    status = f"rcb-done-{'ab' * 16} completed 1 {len(evidence)} {evidence} 8 cnVucwkx"
+    Outcome.objects.filter(run=run, snippet=changed).update(stdout_tail=f"step 1\n{status}\n", stderr_tail="")
+    text = _text(_page(client, run, changed))
+    assert "step 1" in text and "NameError: name 'zz' is not defined" in text  # the test's output, the verdict
+    assert "rcb-done-" not in text and evidence not in text
+
+
+def test_a_run_under_the_harness_keeps_only_what_the_test_printed(sandbox):
+    from benchmarks.services import environment_hash
+    from evaluation.executor import limits_default, package_test
+
+    files = {"paper2code_test.py": b"print('the test speaks')\nraise SystemExit(3)\n"}
+    run = package_test(
+        files=files,
+        test_entry_point="paper2code_test.py",
+        environment_hash=environment_hash(""),
+        requirements="",
+        limits=limits_default(),
+    )
+    assert run.verdict.status == "failed" and "the test speaks" in run.result.stdout
+    assert "rcb-done-" not in run.result.stdout, run.result.stdout

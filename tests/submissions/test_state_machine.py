@@ -26,7 +26,8 @@ ALL = [s.value for s in State]
 # The state machine as the design document states it (DESIGN.md, Domain: Submission), written out here, not read from
 # services.TRANSITIONS, so that a wrong entry in the table under test fails this test:
 #   draft -> submitted -> validating -> (invalid -> draft) | awaiting_review ->
-#   changes_requested (-> new revision -> validating) | accepted | rejected; withdrawn by the author before acceptance.
+#   changes_requested (-> new revision -> validating) | accepted | rejected; withdrawn by the author before acceptance;
+#   awaiting_review -> draft when the author revises it before review (issue 35: submitted again, validated again).
 # Who: the author submits, revises and withdraws; the system validates; a maintainer decides a review.
 EXPECTED = {
     ("draft", "submitted"): "author",
@@ -34,6 +35,7 @@ EXPECTED = {
     ("validating", "invalid"): "system",
     ("validating", "awaiting_review"): "system",
     ("invalid", "draft"): "author",
+    ("awaiting_review", "draft"): "author",
     ("awaiting_review", "changes_requested"): "maintainer",
     ("awaiting_review", "accepted"): "maintainer",
     ("awaiting_review", "rejected"): "maintainer",

@@ -174,7 +174,9 @@ def test_an_empty_paper_step_says_so_at_the_top(client, fresh):
     assert not Submission.objects.get(pk=fresh.pk).draft.get("paper_path")
 
 
-def test_a_problem_set_archive_keeps_the_details_typed_in_step_1(client, author, media_root):
+def test_a_problem_set_archive_fills_step_1_and_says_what_it_replaced(client, author, media_root):
+    """Step 1 asks for a title before any code is there: the archive's papers.yaml then replaces it (and the id
+    made from it), and the summary names what it replaced; what papers.yaml leaves empty keeps what was typed."""
     from tests.conftest import DEMO_PSET
 
     client.force_login(author)
@@ -182,6 +184,12 @@ def test_a_problem_set_archive_keeps_the_details_typed_in_step_1(client, author,
         author=author, values={"metadata": {"title": "My own title", "id": "my-paper", "venue": "", "arxiv_abs": None}}
     )
     entry = (DEMO_PSET / "papers.yaml").read_text().split("\n- id:")[1]
+    entry = entry.replace("first_commit_date: 2025-01-20", "first_commit_date:")  # one detail the archive leaves empty
+    services.draft_update(
+        submission=typed,
+        actor=author,
+        values={"metadata": {**typed.draft["metadata"], "first_commit_date": "2024-12-01"}},
+    )
     files = {
         "papers.yaml": ("- id:" + entry).encode(),
         **{f"dampnest/{path}": data for path, data in demo_files("dampnest").items()},
@@ -189,9 +197,9 @@ def test_a_problem_set_archive_keeps_the_details_typed_in_step_1(client, author,
     text = _upload(client, typed, _zip(files, top=""))
     metadata = Submission.objects.get(pk=typed.pk).draft["metadata"]
     archive_title = entry.split("title:")[1].split("\n")[0].strip().strip("\"'")
-    assert (metadata["title"], metadata["id"]) == ("My own title", "my-paper")
-    assert metadata["venue"] and metadata["venue"] != ""  # what step 1 left empty comes from papers.yaml
-    assert Submission.objects.get(pk=typed.pk).title == "My own title"
-    assert "every step was filled from it, except the paper details you gave in step 1" in text
-    assert "kept from step 1: id, title; from papers.yaml: arxiv_abs," in text
-    assert f"not used from papers.yaml: id 'dampnest', title {archive_title!r} (type them in step 1" in text
+    assert (metadata["title"], metadata["id"]) == (archive_title, "dampnest")
+    assert metadata["venue"] == "DEMO2025" and metadata["first_commit_date"] == "2024-12-01"
+    assert Submission.objects.get(pk=typed.pk).title == archive_title
+    assert "every step was filled from it" in text
+    assert f"replaced what step 1 held: id 'my-paper' by 'dampnest', title 'My own title' by {archive_title!r}" in text
+    assert "kept from step 1 (papers.yaml leaves them empty): first_commit_date" in text

@@ -1,0 +1,118 @@
+"""How an author revises (issue 35, item 4): a submission awaiting review goes back to the form and is validated
+again; an accepted task gets a proposed new revision, a submission of its own that is validated and reviewed,
+enters the next draft release without a replacement question (it replaces its own paper by design), and the
+release's changelog names the new revision. The accepted submission itself stays accepted."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.urls import reverse
+
+from benchmarks.models import BenchmarkVersion
+from benchmarks.services import version_publish
+from submissions import services
+from submissions.models import Submission
+from tests.submissions.conftest import fill_draft
+
+pytestmark = pytest.mark.django_db
+State = Submission.State
+
+
+def _awaiting(submission, author) -> Submission:
+    """Submitted, and its validation taken as passed (the checks themselves are tested elsewhere)."""
+    services.submission_submit(submission=submission, actor=author)
+    Submission.objects.filter(pk=submission.pk).update(state=State.AWAITING_REVIEW)
+    return Submission.objects.get(pk=submission.pk)
+
+
+def test_an_author_revises_a_submission_awaiting_review_and_it_is_validated_again(client, draft, author):
+    submission = _awaiting(draft, author)
+    client.force_login(author)
+    page = client.get(reverse("submission-detail", args=[submission.pk])).content.decode()
+    assert "Revise before review" in page
+    response = client.post(reverse("submission-action", args=[submission.pk, "edit"]))
+    assert response.status_code == 302 and response.url == reverse("submission-step", args=[submission.pk, "details"])
+    submission.refresh_from_db()
+    assert submission.state == State.DRAFT
+    services.draft_paper_save(
+        submission=submission, actor=author, paper_path="paper2code_paper.md", text="A clearer text. " * 40
+    )
+    revision = services.submission_submit(submission=submission, actor=author, note="clearer paper text")
+    submission.refresh_from_db()
+    assert (revision.number, revision.note, submission.state) == (2, "clearer paper text", State.VALIDATING)
+
+
+def test_only_its_author_revises_it(draft, author, other_author, maintainer):
+    submission = _awaiting(draft, author)
+    for someone in (other_author, maintainer):
+        with pytest.raises(PermissionDenied):
+            services.submission_edit(submission=submission, actor=someone)
+
+
+def test_a_proposed_revision_of_an_accepted_task_enters_the_next_release_and_its_changelog(
+    client, author, maintainer, other_author, media_root
+):
+    first = _awaiting(fill_draft(services.submission_create(author=author), author), author)
+    task = services.submission_accept(submission=first, actor=maintainer, reason="good")
+    release = version_publish(version=BenchmarkVersion.objects.get(status="draft"), actor=maintainer, notes="first")
+
+    with pytest.raises(PermissionDenied):
+        services.submission_revise(submission=first, actor=other_author)
+    client.force_login(author)
+    assert "Propose a new revision" in client.get(reverse("submission-detail", args=[first.pk])).content.decode()
+    response = client.post(reverse("submission-action", args=[first.pk, "revise"]))
+    proposal = Submission.objects.get(revises=first)
+    assert response.url == reverse("submission-step", args=[proposal.pk, "details"])
+    assert proposal.state == State.DRAFT and proposal.draft["files"] == first.latest_revision.files
+    with pytest.raises(services.TransitionError, match=f"already open: submission {proposal.pk}"):
+        services.submission_revise(submission=first, actor=author)
+
+    services.draft_paper_save(
+        submission=proposal, actor=author, paper_path="paper2code_paper.md", text="The revised paper text. " * 40
+    )
+    proposal = _awaiting(proposal, author)
+    new_task = services.submission_accept(submission=proposal, actor=maintainer, reason="better text")  # no question
+    first.refresh_from_db()
+    assert first.state == State.ACCEPTED and first.task == task  # the accepted one stays as it was
+    assert (new_task.paper, new_task.revision) == (task.paper, task.revision + 1)
+    draft = BenchmarkVersion.objects.get(status="draft")
+    assert list(draft.memberships.values_list("task_id", flat=True)) == [new_task.pk]
+    published = version_publish(version=draft, actor=maintainer, notes="second")
+    [change] = published.changelog["changed"]
+    assert (change["paper"], change["from_revision"], change["to_revision"]) == (
+        task.paper.slug,
+        task.revision,
+        new_task.revision,
+    )
+    assert change["files_changed"] == ["paper2code_paper.md"]
+    assert list(release.memberships.values_list("task_id", flat=True)) == [task.pk]  # a release never changes
+
+
+def test_only_an_accepted_submission_has_a_task_to_revise(draft, author):
+    with pytest.raises(services.TransitionError, match="only an accepted submission has a task to revise"):
+        services.submission_revise(submission=draft, actor=author)
+
+
+def test_a_proposed_revision_renamed_to_another_paper_still_needs_the_confirmation(
+    author, other_author, maintainer, media_root
+):
+    """The attack: an author proposes a revision of their own accepted paper under another author's paper id, to
+    replace that paper without the question a maintainer is asked. Only a revision of its own paper skips it."""
+    theirs = _awaiting(fill_draft(services.submission_create(author=author), author), author)
+    services.submission_accept(submission=theirs, actor=maintainer, reason="good")
+    mine = fill_draft(services.submission_create(author=other_author), other_author)
+    services.draft_update(
+        submission=mine, actor=other_author, values={"metadata": {**mine.draft["metadata"], "id": "mine"}}
+    )
+    mine = _awaiting(mine, other_author)
+    services.submission_accept(submission=mine, actor=maintainer, reason="good")
+    proposal = services.submission_revise(submission=mine, actor=other_author)
+    services.draft_update(
+        submission=proposal,
+        actor=other_author,
+        values={"metadata": {**proposal.draft["metadata"], "id": "dampnest"}},
+    )
+    proposal = _awaiting(proposal, other_author)
+    with pytest.raises(services.TransitionError, match="paper id dampnest is already in draft"):
+        services.submission_accept(submission=proposal, actor=maintainer, reason="looks fine")
