@@ -142,3 +142,12 @@ def test_a_code_uploads_answer_hash_is_the_hash_of_the_code_scored(client, relea
         code = by_item[item["item"]].reference_code
         assert item["answer_hash"] == hashlib.sha256(code.encode()).hexdigest() != empty
         assert item["answer_field"] == "code"
+
+
+def test_a_breakdown_tab_click_changes_the_address(client, board):
+    """A tab swapped in by htmx pushed no address, so the page's link (and the back button) lost the tab."""
+    body = client.get(reverse("leaderboard", args=[board.name]), {"mode": "agent"}).content.decode()
+    tabs = body.split('<nav class="tabs" aria-label="Breakdowns">')[1].split("</nav>")[0]
+    for tab in tabs.split("<a ")[1:]:
+        fetched = re.search(r'hx-get="([^"]*)"', tab).group(1)
+        assert f'hx-push-url="{fetched}"' in tab and "mode=agent" in fetched, tab
