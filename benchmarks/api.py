@@ -137,12 +137,16 @@ class ItemSerializer(serializers.ModelSerializer):
         model = Snippet
         fields = ["id", "paper", "file", "snippet", "loc", "depth", "masked_code", "mutation"]
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    @extend_schema_field(
+        serializers.CharField(
+            allow_null=True,
+            help_text="The item's file with the snippet masked; null with ?masked_code=false (the field is always "
+            "there, so one schema reads both).",
+        )
+    )
+    def get_masked_code(self, snippet: Snippet) -> str | None:
         if not self.context.get("with_masked_code", True):  # each is a whole file: a page of ids stays small
-            self.fields.pop("masked_code")
-
-    def get_masked_code(self, snippet: Snippet) -> str:
+            return None
         return snippet_masked_file(snippet=snippet, protocol=self.context["protocol"])
 
     def get_mutation(self, snippet: Snippet) -> dict | None:
@@ -252,7 +256,7 @@ def _query_flag(request, name: str, default: bool = True) -> bool:
             "masked_code",
             bool,
             description="Include each item's masked file (default true); false gives ids and metadata "
-            "only, a page of which is a few kB instead of a file per item.",
+            "only (masked_code null), a page of which is a few kB instead of a file per item.",
         ),
     ]
 )

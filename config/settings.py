@@ -332,6 +332,8 @@ REST_FRAMEWORK = {
         "anon": env("API_THROTTLE_ANON", default="100/hour"),
     },
     "EXCEPTION_HANDLER": "common.api.exception_handler",
+    # Money is a number in JSON like every other quantity (a string read as text sorts "10" before "9").
+    "COERCE_DECIMAL_TO_STRING": False,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Research-code benchmark API",

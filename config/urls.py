@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from config.auth import PasswordResetLimitedView
 from config.guides import guide, guide_example, guide_index
@@ -17,6 +18,8 @@ urlpatterns = [
     path("accounts/tokens/", api_tokens, name="api-tokens"),
     path("accounts/password_reset/", PasswordResetLimitedView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
+    # The guides' short address of the API docs (the versioned one is where they live).
+    path("api/docs/", RedirectView.as_view(pattern_name="api-docs", query_string=True), name="api-docs-short"),
     path("api/v1/", include("config.api_urls")),
     path("", include("submissions.urls")),
     path("", include("evaluation.urls")),

@@ -22,16 +22,19 @@ from common.api import FormParser, MultiPartParser
 from common.csv_export import csv_text
 from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
 from evaluation.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_difficulty
-from evaluation.comparison import ComparisonError, comparison_from_query, comparison_record
+from evaluation.comparison import comparison_from_query, comparison_record
 from evaluation.models import RUN_MODES, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import PROVENANCE_HELP, provenance_of
 from evaluation.reproducibility import run_endpoint, run_manifest_chunks
 from evaluation.selectors import (
     LEADERBOARD_COLUMNS,
+    LEADERBOARD_SORTS,
     LeaderboardFilters,
+    RunItem,
+    leaderboard_columns_chosen,
+    leaderboard_export_keys,
     leaderboard_record,
     leaderboard_rows,
-    outcome_tests,
     repeat_runs,
     run_outcomes_ordered,
     run_progress,
@@ -47,8 +50,10 @@ from evaluation.services import (
     model_update,
     run_cancel,
     run_from_upload,
+    run_pin,
     run_priority_set,
     run_resume,
+    run_unpin,
     run_verify,
     runs_start,
     upload_bytes,
@@ -200,6 +205,17 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="The ids of the runs started together with this one (repeat > 1), this one included; "
         "empty for a run started alone."
     )
+    status_label = serializers.CharField(
+        read_only=True,
+        help_text='The status as the run page says it: "Paused" for a run that paused itself (stored cancelled, '
+        "pause_reason saying why).",
+    )
+    paused = serializers.SerializerMethodField(
+        help_text="The run paused itself (its model calls kept failing): resume it once the cause is fixed."
+    )
+    pinned = serializers.SerializerMethodField(
+        help_text='Its owner pinned it as the model\'s leaderboard row in its setting (PATCH {"pinned": ...}).'
+    )
 
     class Meta:
         model = EvaluationRun
@@ -218,6 +234,11 @@ class RunSerializer(serializers.ModelSerializer):
             "model",
             "release",
             "status",
+            "status_label",
+            "paused",
+            "pause_reason",
+            "pinned",
+            "pinned_at",
             "provenance",
             "provenance_label",
             "provenance_statement",
@@ -241,6 +262,12 @@ class RunSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
         ]
+
+    def get_paused(self, run: EvaluationRun) -> bool:
+        return bool(run.pause_reason) and run.status == EvaluationRun.Status.CANCELLED
+
+    def get_pinned(self, run: EvaluationRun) -> bool:
+        return run.pinned_at is not None
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_repeat_runs(self, run: EvaluationRun) -> list[int]:
@@ -436,13 +463,32 @@ class RunUpload(APIView):
         )
 
 
+class RunPinSerializer(serializers.Serializer):
+    pinned = serializers.BooleanField(
+        help_text="true: this completed run becomes the model's leaderboard row in its release and setting; false: "
+        "the pin is lifted (the latest completed run is the row again)."
+    )
+
+
 class RunDetail(generics.RetrieveAPIView):
-    """A run's status, progress and (once completed) overall and per-split scores."""
+    """A run's status, progress and (once completed) overall and per-split scores; PATCH {"pinned": true|false}
+    pins or unpins it as its model's leaderboard row (the model's owner or a maintainer), as the model page does."""
 
     serializer_class = RunSerializer
 
     def get_queryset(self):
         return runs_visible(user=self.request.user).select_related("model", "version", "created_by")
+
+    @extend_schema(request=RunPinSerializer, responses={200: RunSerializer})
+    def patch(self, request, *args, **kwargs) -> Response:
+        run = self.get_object()
+        serializer = RunPinSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        if serializer.validated_data["pinned"]:
+            run = run_pin(run=run, actor=request.user)
+        else:
+            run = run_unpin(run=run, actor=request.user)
+        return Response(RunSerializer(run).data)
 
 
 class RunAction(generics.GenericAPIView):
@@ -540,6 +586,20 @@ class RunManifest(APIView):
         return response
 
 
+class SubtestsSerializer(serializers.Serializer):
+    passed = serializers.IntegerField(help_text="Sub-tests of the test that passed.")
+    run = serializers.IntegerField(help_text="Sub-tests the test ran (0: it has none).")
+
+
+class TestResultSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    outcome = serializers.CharField()
+    passed = serializers.BooleanField()
+    problem = serializers.CharField()
+    subtests = SubtestsSerializer()
+    detail = serializers.CharField(help_text="The failing test's traceback tail where the task is visible to you.")
+
+
 class ResultSerializer(serializers.ModelSerializer):
     """One item's outcome with the error detail its page shows, the model's code and the harness's count of the
     tests (as the item's page shows it); never the reference code, the tests' files or their output."""
@@ -560,8 +620,19 @@ class ResultSerializer(serializers.ModelSerializer):
     tests_summary = serializers.CharField(help_text='The harness\'s own count, e.g. "3 of 4 tests passed".')
     tests = serializers.SerializerMethodField(
         help_text="Each test the harness counted: id, outcome, passed, why it "
-        "did not, sub-tests; the traceback tail where the task is "
+        "did not, sub-tests ({passed, run}); the traceback tail where the task is "
         "visible to you."
+    )
+    traceback = serializers.SerializerMethodField(
+        help_text="The last traceback the item printed, as its page shows it (a syntax error's too, which no test "
+        'ran to count), where the task is visible to you; "" otherwise or when it passed.'
+    )
+    output = serializers.SerializerMethodField(
+        help_text='The last lines the item printed (stdout, then stderr), as its page shows them; "" as traceback.'
+    )
+    error_line = serializers.SerializerMethodField(
+        help_text="The line of the snippet's file the traceback's last frame there names (a syntax error's line); "
+        "null when none."
     )
 
     class Meta:
@@ -581,11 +652,26 @@ class ResultSerializer(serializers.ModelSerializer):
             "page",
             "tests_summary",
             "tests",
+            "traceback",
+            "output",
+            "error_line",
         ]
 
+    def _item(self, outcome: Outcome) -> RunItem:
+        return RunItem(outcome=outcome, show_reference=outcome.snippet.task_id in self.context.get("visible_tasks", ()))
+
+    @extend_schema_field(TestResultSerializer(many=True))
     def get_tests(self, outcome: Outcome) -> list[dict]:
-        visible = outcome.snippet.task_id in self.context.get("visible_tasks", ())
-        return outcome_tests(outcome=outcome, task_visible=visible)
+        return self._item(outcome).tests
+
+    def get_traceback(self, outcome: Outcome) -> str:
+        return self._item(outcome).traceback_tail
+
+    def get_output(self, outcome: Outcome) -> str:
+        return self._item(outcome).output_tail
+
+    def get_error_line(self, outcome: Outcome) -> int | None:
+        return self._item(outcome).error_line
 
     def get_extracted_code(self, outcome: Outcome) -> str | None:
         return outcome.generation.extracted_code if outcome.generation else None
@@ -681,15 +767,19 @@ class CSVRenderer(BaseRenderer):
         if isinstance(data, dict) and "error" in data:
             text = csv_text(header=["error", "message"], rows=[[data["error"]["code"], data["error"]["message"]]])
         else:
-            keys = [column.key for column in LEADERBOARD_COLUMNS]
+            view = (renderer_context or {}).get("view")
+            keys = getattr(view, "csv_keys", None) or [column.key for column in LEADERBOARD_COLUMNS]
             text = csv_text(header=keys, rows=([row.get(key) for key in keys] for row in data or []))
         return text.encode(self.charset)
 
 
 class Leaderboard(APIView):
-    """The release's leaderboard: JSON, or CSV with ?format=csv or at leaderboard.csv."""
+    """The release's leaderboard: JSON, or CSV with ?format=csv or at leaderboard.csv; the page's filters and sort
+    give the page's rows in its order. The JSON has every field; the CSV too, or with `cols` (even empty) the page's
+    columns only: the run, the key columns, those `cols` names, each with the fields its page cell shows."""
 
     renderer_classes = [JSONRenderer, CSVRenderer]
+    csv_keys: tuple[str, ...] = ()
 
     @extend_schema(
         parameters=[
@@ -709,6 +799,19 @@ class Leaderboard(APIView):
                 description="Only single-shot or only agent rows (calibration reference lines of that mode too).",
             ),
             OpenApiParameter("q", str, description="Model name or organization contains this."),
+            OpenApiParameter(
+                "sort",
+                str,
+                enum=list(LEADERBOARD_SORTS),
+                description="The page's column to sort the ranked rows by (default: rank); reference lines first.",
+            ),
+            OpenApiParameter("dir", str, enum=["asc", "desc"], description="Sort direction (default: the page's)."),
+            OpenApiParameter(
+                "cols",
+                str,
+                description="CSV only: the page's columns (comma-separated keys of its toggled columns, or empty for "
+                "the key columns alone) instead of every field.",
+            ),
         ],
         responses={
             (200, "application/json"): LeaderboardRowSerializer(many=True),
@@ -718,6 +821,9 @@ class Leaderboard(APIView):
     def get(self, request, name: str, format: str | None = None) -> Response:
         version = release_get(name=name, user=request.user)
         filters = LeaderboardFilters.from_query(request.query_params)
+        if "cols" in request.query_params:
+            chosen = leaderboard_columns_chosen(request.query_params)
+            self.csv_keys = leaderboard_export_keys(chosen=chosen, agent_view=filters.mode == "agent")
         records = [leaderboard_record(row) for row in leaderboard_rows(version=version, filters=filters)]
         rows = LeaderboardRowSerializer(records, many=True).data
         response = Response(rows)
@@ -743,10 +849,8 @@ class Compare(APIView):
     )
     def get(self, request, name: str) -> Response:
         version = release_get(name=name, user=request.user)
-        try:
-            result = comparison_from_query(version=version, params=request.query_params, user=request.user)
-        except ComparisonError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        # A ComparisonError is a refusal answered in the one error body (common.api.exception_handler).
+        result = comparison_from_query(version=version, params=request.query_params, user=request.user)
         return Response(comparison_record(result))
 
 

@@ -227,6 +227,12 @@ class RunUploadForm(forms.Form):
         f'"trajectory" (<a href="{AGENT_RUNS_GUIDE}">the agent-runs guide</a>).',
     )
 
+    def __init__(self, *args, **kwargs) -> None:
+        # The model page holds the run form too, with fields of the same names: ids of its own, so each label
+        # toggles its own form's field (the upload's "made with the paper" checked the run form's box).
+        kwargs.setdefault("auto_id", "id_upload_%s")
+        super().__init__(*args, **kwargs)
+
     def service_values(self) -> dict:
         values = self.cleaned_data
         return {

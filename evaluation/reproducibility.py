@@ -75,8 +75,16 @@ def manifest_outcomes(*, run: EvaluationRun, user) -> tuple[QuerySet[Outcome], i
     return visible, Outcome.objects.filter(run=run).count() - visible.count()
 
 
+# The answer as it came: a raw response (`answer`, its code extracted), or an upload's snippet body (`code`, stored
+# as the code scored with no raw response); the manifest hashes that body.
+STORED_AS = {"answer": "raw_answer", "code": "extracted_code"}
+
+
 def _item(row: dict, run: EvaluationRun) -> dict:
     answered = row["generation_id"] is not None
+    field = None
+    if answered:
+        field = "code" if not row["generation__raw_answer"] and row["generation__extracted_code"] else "answer"
     return {
         "item": row["snippet_id"],
         "sample": row["sample"],
@@ -85,7 +93,8 @@ def _item(row: dict, run: EvaluationRun) -> dict:
         "snippet": row["snippet__name"],
         "task_content_hash": row["snippet__task__content_hash"],
         "prompt_hash": row["generation__prompt_hash"] if answered else None,
-        "answer_hash": _sha256(row["generation__raw_answer"]) if answered else None,
+        "answer_field": field,
+        "answer_hash": _sha256(row[f"generation__{STORED_AS[field]}"]) if field else None,
         "code_hash": _sha256(row["generation__extracted_code"]) if answered else None,
         "environment_hash": row["environment_hash"],
         "environment_lock": row["environment_lock__lock_hash"],

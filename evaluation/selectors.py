@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -416,6 +417,7 @@ class LeaderboardColumn:
     toggled: bool = False  # on the page only when asked for (cols=): the key columns fit a 1366 px screen
     title: str = ""  # the header's tooltip
     agent: bool = False  # shown, not toggled, in the agent view (`mode=agent`)
+    shows: tuple[str, ...] = ()  # the API-only fields the page folds into this column's cell (its CSV keeps them)
 
 
 def _score(field: str) -> Callable[[LeaderboardRow], object]:
@@ -435,11 +437,13 @@ def _held_out(field: str) -> Callable[[LeaderboardRow], object]:
 
 # The one list of leaderboard columns: the page, the JSON API and the CSV download all read it.
 LEADERBOARD_COLUMNS = (
-    LeaderboardColumn("rank", "int", lambda r: r.rank, "Rank", "rank", nullable=True),
+    LeaderboardColumn("rank", "int", lambda r: r.rank, "Rank", "rank", nullable=True, shows=("rank_note",)),
     LeaderboardColumn("rank_note", "str", lambda r: r.rank_note),  # why a row is unranked
     LeaderboardColumn("run", "int", lambda r: r.run.pk),
     LeaderboardColumn("model", "str", lambda r: r.run.model.name),
-    LeaderboardColumn("display_name", "str", lambda r: r.run.model.display_name, "Model", "model"),
+    LeaderboardColumn(
+        "display_name", "str", lambda r: r.run.model.display_name, "Model", "model", shows=("model", "with_paper")
+    ),
     # Single-shot or agent: each its own row, named on every row (the Model cell then names the paper setting only).
     LeaderboardColumn(
         "mode",
@@ -450,14 +454,28 @@ LEADERBOARD_COLUMNS = (
         title="Single-shot: one prompt, one answer per item; agent: the model works in a sandbox over many turns",
     ),
     # The score beside the rank and the model: the rank is read against it.
-    LeaderboardColumn("scaled_pass_rate", "float", _score("scaled_pass_rate"), "Scaled pass@1 (95% CI)", "score"),
+    LeaderboardColumn(
+        "scaled_pass_rate",
+        "float",
+        _score("scaled_pass_rate"),
+        "Scaled pass@1 (95% CI)",
+        "score",
+        shows=("scaled_ci_low", "scaled_ci_high", "runs", "scaled_pass_rate_mean", "scaled_pass_rate_se"),
+    ),
     LeaderboardColumn("scaled_ci_low", "float", _score("scaled_ci_low")),
     LeaderboardColumn("scaled_ci_high", "float", _score("scaled_ci_high")),
     # Repeated runs (started together with `repeat`): the mean and standard error across them, and how many.
     LeaderboardColumn("runs", "int", lambda r: r.runs_count),
     LeaderboardColumn("scaled_pass_rate_mean", "float", lambda r: r.scaled_mean),
     LeaderboardColumn("scaled_pass_rate_se", "float", lambda r: r.scaled_se, nullable=True),
-    LeaderboardColumn("pass_rate", "float", _score("pass_rate"), "pass@1 (95% CI)", "pass"),
+    LeaderboardColumn(
+        "pass_rate",
+        "float",
+        _score("pass_rate"),
+        "pass@1 (95% CI)",
+        "pass",
+        shows=("pass_rate_ci_low", "pass_rate_ci_high", "pass_rate_mean", "pass_rate_se"),
+    ),
     LeaderboardColumn("pass_rate_ci_low", "float", _score("pass_rate_ci_low")),
     LeaderboardColumn("pass_rate_ci_high", "float", _score("pass_rate_ci_high")),
     LeaderboardColumn("pass_rate_mean", "float", lambda r: r.pass_mean),
@@ -471,6 +489,7 @@ LEADERBOARD_COLUMNS = (
         "cost",
         nullable=True,
         title="Total cost of the run, and per item",
+        shows=("cost_per_item",),
     ),
     LeaderboardColumn("cost_per_item", "decimal", lambda r: r.cost_per_item, nullable=True),
     # An agent's work per item, beside its cost: shown in the agent view (`mode=agent`), toggled in the others.
@@ -483,6 +502,7 @@ LEADERBOARD_COLUMNS = (
         nullable=True,
         toggled=True,
         agent=True,
+        shows=("tokens_per_item", "seconds_per_item"),
         title="An agent row's means per item of the public split: model turns, tokens in and out, and wall seconds "
         "from the item's start to its end (waits in the queues between turns included, as its time budget counts "
         "them)",
@@ -504,7 +524,14 @@ LEADERBOARD_COLUMNS = (
         nullable=True,
         toggled=True,
     ),
-    LeaderboardColumn("provenance", "str", lambda r: r.run.provenance, "Provenance", "provenance"),
+    LeaderboardColumn(
+        "provenance",
+        "str",
+        lambda r: r.run.provenance,
+        "Provenance",
+        "provenance",
+        shows=("provenance_statement", "calibration"),
+    ),
     LeaderboardColumn("provenance_statement", "str", lambda r: provenance_of(r.run).statement),  # the badge's words
     LeaderboardColumn("source", "str", lambda r: r.run.source),  # where a reported run's results were published
     LeaderboardColumn(
@@ -528,6 +555,7 @@ LEADERBOARD_COLUMNS = (
         "held_out",
         nullable=True,
         toggled=True,
+        shows=("held_out_pass_rate", "held_out_items"),
     ),
     LeaderboardColumn("held_out_pass_rate", "float", _held_out("pass_rate"), nullable=True),
     LeaderboardColumn("held_out_items", "int", _held_out("items"), nullable=True),
@@ -567,6 +595,15 @@ def leaderboard_page_columns(*, chosen: Iterable[str] = (), agent_view: bool = F
     return LEADERBOARD_KEY_COLUMNS + tuple(
         c for c in LEADERBOARD_TOGGLED_COLUMNS if c.key in chosen or (agent_view and c.agent)
     )
+
+
+def leaderboard_export_keys(*, chosen: Iterable[str] = (), agent_view: bool = False) -> tuple[str, ...]:
+    """The CSV fields of a page's table: the row's run, then each column the page shows with the fields its cell
+    folds in, in the page's order (the CSV of every field is the one asked without `cols`)."""
+    keys = ["run"]
+    for column in leaderboard_page_columns(chosen=chosen, agent_view=agent_view):
+        keys += [column.key, *column.shows]
+    return tuple(keys)
 
 
 def leaderboard_record(row: LeaderboardRow) -> dict:
@@ -1091,7 +1128,7 @@ def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:
             "outcome": row.get("outcome", ""),
             "passed": bool(row.get("passed")),
             "problem": row.get("problem", ""),
-            "subtests": row.get("subtests", [0, 0]),
+            "subtests": dict(zip(("passed", "run"), row.get("subtests", [0, 0]), strict=True)),
             "detail": row.get("detail", "") if task_visible else "",
         }
         for row in outcome.tests
@@ -1134,6 +1171,18 @@ class RunItem:
             if (start := text.rfind("Traceback (most recent call last)")) >= 0:
                 return _last_lines(text[start:], OUTPUT_TAIL_LINES)
         return ""
+
+    @property
+    def error_line(self) -> int | None:
+        """The line of the snippet's file the last traceback frame in it names (a syntax error's line too), for a
+        viewer who may see the traceback; None when there is none."""
+        path = "/" + self.outcome.snippet.file_path.lstrip("/")
+        lines = [
+            int(line)
+            for file, line in re.findall(r'File "([^"]+)", line (\d+)', self.traceback_tail or self.output_tail)
+            if ("/" + file.lstrip("/")).endswith(path)
+        ]
+        return lines[-1] if lines else None
 
     @property
     def output_tail(self) -> str:

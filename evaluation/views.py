@@ -42,7 +42,8 @@ def leaderboard_latest(request: HttpRequest) -> HttpResponse:
     version, _ = selectors.leaderboard_releases()
     if version is None:
         raise Http404("No benchmark version is published yet.")
-    return redirect("leaderboard", name=version.name)
+    query = request.GET.urlencode()  # `/leaderboard/?mode=agent` is a filtered page someone sent: keep its filters
+    return redirect(reverse("leaderboard", args=[version.name]) + (f"?{query}" if query else ""))
 
 
 def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
@@ -65,7 +66,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         "toggled_columns": selectors.LEADERBOARD_TOGGLED_COLUMNS,
         "chosen_columns": chosen,
         "filter_query": _query(filters, cols=",".join(chosen)),
-        "api_query": _query(filters, sort="", dir=""),
+        # The exports are the page: its filters, its order, and (for the CSV) its columns; `cols=` even when empty.
+        "export_query": _query(filters) + "&" + urlencode({"cols": ",".join(chosen)}),
         "rank_method": analysis.RANK_METHOD,
         "run_rule": selectors.LEADERBOARD_RUN_RULE,
         "newest": selectors.latest_published_version(),

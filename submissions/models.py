@@ -133,6 +133,14 @@ class ValidationCheck(models.Model):
     def __str__(self) -> str:
         return f"{self.key}: {self.status}"
 
+    @property
+    def badge(self) -> tuple[str, str]:
+        """The status as the report shows it: a passed check with a warning (a low mutation score) reads Warning, not
+        a green Passed."""
+        if self.status == ValidationReport.Status.PASSED and self.warning:
+            return "warning", "Warning"
+        return self.status, self.get_status_display()
+
 
 class Comment(models.Model):
     """A maintainer's or author's remark on a submission, or on one snippet of a revision."""

@@ -477,12 +477,7 @@ def sandbox_checks(
                 "limit": mutants,
                 "time_limit": mutant_limits.wall_seconds,
             }
-            warning = ""
-            if score is not None and score_min is not None and score < score_min:
-                warning = (
-                    f'mutation score {score:.0%} of "{s.name}" is below the minimum {score_min:.0%}: '
-                    "add a test that fails for the surviving mutants"
-                )
+            warning = mutation_warning(name=s.name, score=score, score_min=score_min)
             yield CheckResult(
                 f"mutation:{path}:{s.index}",
                 Status.PASSED,
@@ -538,6 +533,21 @@ def sealing_checks(
             recording=recording if first else None,
         )
         first = False
+
+
+def mutation_warning(*, name: str, score: float | None, score_min: float | None) -> str:
+    """Why a snippet's mutation score needs the author's attention, or "": a score of 0 (the tests reject no wrong
+    body) whatever the minimum, or one below the minimum."""
+    if score is None:
+        return ""
+    if score_min is not None and score < score_min:
+        return (
+            f'mutation score {score:.0%} of "{name}" is below the minimum {score_min:.0%}: '
+            "add a test that fails for the surviving mutants"
+        )
+    if score == 0:  # a minimum of 0 (or none) still never makes "no wrong body rejected" a pass
+        return f'mutation score {score:.0%} of "{name}": its tests reject none of its mutants; add a test that does'
+    return ""
 
 
 def reference_runs_summary(runs) -> dict:

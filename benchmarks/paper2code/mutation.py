@@ -3,7 +3,8 @@ the snippet's tests should reject, so the share they reject (the mutation score)
 
 A mutant replaces exactly one node's source text (or one statement by `pass`), so everything else of the body, its
 comments and nested markers included, stays as the author wrote it. Mutants whose bytecode equals the reference's
-or another mutant's (after the compiler's constant folding) are dropped as equivalent; the rest are chosen
+or another mutant's (after the compiler's constant folding) are dropped as equivalent, and so is swapping the
+arguments of a function that commutes (np.minimum, max, ...: `_SYMMETRIC`); the rest are chosen
 deterministically from a seed, spread over the operators, so a score is reproducible.
 """
 
@@ -330,7 +331,7 @@ def _argument(node, **_) -> Iterator[_Site]:
         for i in range(len(args)):
             yield _Site("argument", node, _replace(node, args=args[:i] + args[i + 1 :]))
         for i in range(len(args) - 1):
-            if ast.dump(args[i]) != ast.dump(args[i + 1]):
+            if ast.dump(args[i]) != ast.dump(args[i + 1]) and not _symmetric(node):
                 swapped = list(args)
                 swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
                 yield _Site("argument", node, _replace(node, args=swapped))
@@ -410,6 +411,38 @@ def _axis_arguments(call: ast.Call) -> list[ast.expr]:
     ):
         found.append(call.args[0])  # x.sum(1), not np.sum(x)
     return [a for a in found if _int_value(a) is not None]
+
+
+# Functions whose two arguments commute: swapping them computes the same value, an equivalent mutant that no test can
+# kill. Only those whose every call of two positional arguments is symmetric (torch.max(x, 1) is a reduction, so no).
+_SYMMETRIC = {
+    "min",
+    "max",
+    "minimum",
+    "maximum",
+    "fmin",
+    "fmax",
+    "add",
+    "multiply",
+    "mul",
+    "hypot",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "equal",
+    "not_equal",
+}  # not isclose/allclose: their tolerance is relative to the second argument
+
+
+def _symmetric(call: ast.Call) -> bool:
+    """A call of a built-in min/max or a numeric library's commuting function with exactly two positional
+    arguments."""
+    if len(call.args) != 2:
+        return False
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id in {"min", "max"}
+    return isinstance(func, ast.Attribute) and func.attr in _SYMMETRIC - {"min", "max"} and _is_module(func.value)
 
 
 def _is_module(node: ast.AST) -> bool:

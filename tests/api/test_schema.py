@@ -133,11 +133,6 @@ def test_every_operation_writes_included_never_fails_with_a_server_error(api_sch
 # What the search found when it was random, kept as explicit cases (derandomised, it may no longer reach them).
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 37 (the API on par with the site): ?masked_code=false leaves out masked_code, which the schema "
-    "marks required; drop this mark when that fix merges",
-)
 def test_items_without_their_masked_files_match_the_schema(api_schema, real_ids):
     for path in ("/api/v1/releases/{name}/items/", "/api/v1/releases/{name}/items/{item_id}/"):
         operation = api_schema[path]["GET"]

@@ -74,7 +74,9 @@ def test_the_cost_column_gives_the_runs_total_and_per_item_cost(client, release)
     free_row = next(r for r in table_rows(body) if reverse("run-detail", args=[free.pk]) in r)
     assert "$0.00 <span" in free_row, "a known zero cost is $0.00, not unavailable"
     record = next(r for r in client.get(reverse("api-leaderboard", args=["1.0.0"])).json() if r["run"] == run.pk)
-    assert Decimal(record["cost"]) == total and Decimal(record["cost_per_item"]) == Decimal("0.002")
+    # Numbers as numbers (issue 37: cost was a string, "0.066000", in JSON where every other quantity is a number).
+    assert isinstance(record["cost"], float) and isinstance(record["cost_per_item"], float)
+    assert record["cost"] == pytest.approx(float(total)) and record["cost_per_item"] == pytest.approx(0.002)
     csv_text = client.get(reverse("api-leaderboard-csv", args=["1.0.0"])).content.decode()
     assert "cost_per_item" in csv_text.splitlines()[0]
 

@@ -78,9 +78,13 @@ def test_the_summary_is_one_line_with_how_ranks_work_and_the_apis_export(client,
     body = client.get(reverse("leaderboard", args=["1.0.0"]), {"provenance": "verified", "q": "la"}).content.decode()
     summary = body.split('id="leaderboard-summary"')[1].split("</p>")[0]
     assert f'href="{reverse("guide", args=["leaderboard"])}#how-ranks-work"' in summary
-    csv_link = f"{reverse('api-leaderboard-csv', args=['1.0.0'])}?provenance=verified&amp;q=la"
-    json_link = f"{reverse('api-leaderboard', args=['1.0.0'])}?provenance=verified&amp;q=la"
-    assert f'href="{csv_link}"' in summary and f'href="{json_link}"' in summary
+    # The export sits inside the table htmx swaps, so it follows every filter change (issue 37), with the page's
+    # sort and columns too (tests/evaluation/test_exports.py compares the rows).
+    table = body.split('id="leaderboard-table"')[1].split("<table")[0]
+    query = "provenance=verified&amp;q=la&amp;sort=rank&amp;dir=desc&amp;cols="
+    csv_link = f"{reverse('api-leaderboard-csv', args=['1.0.0'])}?{query}"
+    json_link = f"{reverse('api-leaderboard', args=['1.0.0'])}?{query}"
+    assert f'href="{csv_link}"' in table and f'href="{json_link}"' in table
     assert client.get(csv_link.replace("&amp;", "&"))["Content-Type"].startswith("text/csv")
     assert [r["model"] for r in client.get(json_link.replace("&amp;", "&")).json()] == ["lab"]
     guide = client.get(reverse("guide", args=["leaderboard"])).content.decode()

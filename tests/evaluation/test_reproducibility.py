@@ -31,6 +31,7 @@ ITEM_FIELDS = {
     "snippet",
     "task_content_hash",
     "prompt_hash",
+    "answer_field",
     "answer_hash",
     "code_hash",
     "environment_hash",

@@ -146,3 +146,18 @@ def test_a_hostile_body_costs_bounded_time_and_a_too_deep_one_has_no_mutants():
     assert mutants_generate(dead, limit=10, seed=1) == found  # still the same for the same body and seed
     deep = "result = " + "-" * 900 + "(scaled - offset)\n"
     assert mutants_generate(deep, limit=10, seed=1) == []
+
+
+SYMMETRIC = """        low = np.minimum(a, b)
+        high = torch.maximum(a, b)
+        both = max(a, b) + np.hypot(a, b)
+        shifted = np.subtract(a, b)
+        return low + high + both + shifted
+"""
+
+
+def test_swapping_the_arguments_of_a_symmetric_function_is_no_mutant() -> None:
+    """Issue 37: np.minimum(b, a) computes np.minimum(a, b); such a "survivor" understated fully tested snippets.
+    Swapping an argument pair stays a mutant where order matters (np.subtract)."""
+    swaps = [m.diff for m in mutants_generate(SYMMETRIC, limit=500) if m.operator == "argument" and "(b, a)" in m.diff]
+    assert swaps == [d for d in swaps if "np.subtract(b, a)" in d] and swaps, swaps
