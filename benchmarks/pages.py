@@ -19,7 +19,7 @@ _EXTRAS: dict[str, list[Callable[..., dict[str, Any]]]] = {}
 
 def page_extra_register(page: str, extra: Callable[..., dict[str, Any]]) -> None:
     """Add `extra(**arguments)`'s keys to every rendering of `page` ("home", "version", "paper", "leaderboard",
-    "difficulty")."""
+    "difficulty", "item")."""
     extras = _EXTRAS.setdefault(page, [])
     if extra not in extras:
         extras.append(extra)

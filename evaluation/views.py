@@ -360,7 +360,8 @@ def run_item(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
     item = selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
     if item is None:
         raise Http404("No such item in this run.")  # the same answer for a held-out item as for none
-    return render(request, "evaluation/run_item.html", {"run": run, "item": item, "outcome": item.outcome})
+    extras = page_extras("item", version=run.version, snippet=item.outcome.snippet, user=request.user)
+    return render(request, "evaluation/run_item.html", {"run": run, "item": item, "outcome": item.outcome, **extras})
 
 
 def _run_page(request: HttpRequest, pk: int, *args, **kwargs) -> str:

@@ -12,3 +12,4 @@ class HumansConfig(AppConfig):
         page_extra_register("leaderboard", views.leaderboard_humans)
         page_extra_register("difficulty", views.difficulty_humans)
         page_extra_register("paper", views.difficulty_humans)
+        page_extra_register("item", views.item_humans)

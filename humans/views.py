@@ -161,6 +161,11 @@ def leaderboard_humans(*, version: BenchmarkVersion, user) -> dict:
     return {"humans": selectors.humans_row(version=version)}
 
 
+def item_humans(*, version: BenchmarkVersion, snippet, user) -> dict:
+    """A model's item page: the people's pass rate on that item beside the model's verdict."""
+    return {"human_rates": selectors.humans_row(version=version, iterations=0).per_item, "human_thin": None}
+
+
 def difficulty_humans(*, version: BenchmarkVersion, user, task=None) -> dict:
     """Per-item human pass rates for the difficulty tables, and the paper page's Try it yourself (public items of a
     published release only); registered with benchmarks.pages."""

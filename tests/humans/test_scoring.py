@@ -12,12 +12,14 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 
 from benchmarks.paper2code import parse, passes, splice
 from evaluation.models import Outcome
 from evaluation.taskfiles import task_files
 from humans import selectors, services
 from humans.models import Attempt
+from tests.conftest import client_for, page_text
 from tests.humans.conftest import dampnest_item
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -118,3 +120,22 @@ def test_the_humans_row_is_the_attempts_counted_by_hand(held_release, people, sa
     curve, total = selectors.time_curve(version=held_release)
     assert total == 4
     assert [(p.minutes, p.solved) for p in curve] == [(1, 1), (2, 1), (5, 2)]
+    api = client_for(None).get(f"/api/v1/releases/{held_release.name}/humans/").json()
+    assert (api["people"], api["attempts"], api["items"], api["thin_items"]) == (3, 4, 2, 1)
+    assert api["pass_rate"] == pytest.approx(row.pass_rate) and api["provenance"] == "self_reported"
+
+    # Private unless listed: person1 opts in, the others are never named.
+    services.listing_set(user=people[0], listed=True)
+    assert [(p.name, p.attempts, p.passed) for p in selectors.people_listed(version=held_release)] == [
+        ("person1", 2, 1)
+    ]
+    text = page_text(Client().get(f"/releases/{held_release.name}/humans/").content.decode())
+    assert "person1" in text and "person2" not in text and "person3" not in text
+    # An attempt's run is no run page or API run of anyone's: its result is its person's.
+    for viewer in (None, people[0], maintainer):
+        client = Client()
+        if viewer is not None:
+            client.force_login(viewer)
+        assert client.get(f"/runs/{done[0].run_id}/").status_code == 404
+        assert client_for(viewer).get(f"/api/v1/runs/{done[0].run_id}/").status_code == 404
+    assert Client().get("/models/humans/").content.decode().count("/runs/") == 0
