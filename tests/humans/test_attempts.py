@@ -150,3 +150,17 @@ def test_a_maintainer_excludes_an_attempt_with_a_reason(held_release, people, ma
     services.attempt_exclude(attempt=attempt, actor=maintainer, reason="pasted from the paper's repository")
     attempt.refresh_from_db()
     assert attempt.excluded_by == maintainer and attempt.excluded_at <= timezone.now()
+
+
+def test_the_humans_model_is_neither_run_nor_uploaded_to(held_release, maintainer):
+    """Its rows are people's attempts only: a maintainer's run or upload in its name would put a model row called
+    Humans on the leaderboard."""
+    from evaluation import services as evaluation
+    from evaluation.models import EvaluationRun
+
+    humans = services.humans_model()
+    with pytest.raises(evaluation.EvaluationError, match="people's attempts"):
+        evaluation.run_start(model=humans, version=held_release, user=maintainer, dispatch=False)
+    with pytest.raises(evaluation.EvaluationError, match="people's attempts"):
+        evaluation.run_from_upload(model=humans, version=held_release, data=b"", user=maintainer)
+    assert not EvaluationRun.objects.exists()
