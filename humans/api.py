@@ -155,6 +155,8 @@ class ReleaseHumans(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request, name: str) -> Response:
         version = release_get(name=name, user=request.user)
+        if version.status == version.Status.DRAFT:
+            raise Http404(f"release {name} is a draft: drafts have no results")
         row = selectors.humans_row(version=version)
         return Response(
             {
