@@ -1,5 +1,6 @@
 """What the apps that build on benchmarks add to its pages: the home page's leaderboard (evaluation), a paper's
-difficulty table (evaluation), a draft release's validation section (submissions).
+difficulty table (evaluation), a draft release's validation section (submissions); and what the apps above
+evaluation add to its release pages: the Humans row and per-item human pass rates (humans).
 
 Benchmarks sits below those apps and imports neither; each registers what it shows in its `AppConfig.ready()`, the
 way lost work is registered with `operations.watchdog`. A page asks `page_extras(page, ...)` for the context the
@@ -17,7 +18,8 @@ _EXTRAS: dict[str, list[Callable[..., dict[str, Any]]]] = {}
 
 
 def page_extra_register(page: str, extra: Callable[..., dict[str, Any]]) -> None:
-    """Add `extra(**arguments)`'s keys to every rendering of `page` ("home", "version", "paper")."""
+    """Add `extra(**arguments)`'s keys to every rendering of `page` ("home", "version", "paper", "leaderboard",
+    "difficulty", "item")."""
     extras = _EXTRAS.setdefault(page, [])
     if extra not in extras:
         extras.append(extra)

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from benchmarks import api as releases
 from common.api import api_not_found
 from evaluation import api as evaluation
+from humans import api as humans
 
 urlpatterns = [
     path("releases/", releases.ReleaseList.as_view(), name="api-release-list"),
@@ -22,6 +23,13 @@ urlpatterns = [
     ),
     path("releases/<str:name>/compare/", evaluation.Compare.as_view(), name="api-compare"),
     path("releases/<str:name>/difficulty/", evaluation.Difficulty.as_view(), name="api-difficulty"),
+    path("releases/<str:name>/humans/", humans.ReleaseHumans.as_view(), name="api-release-humans"),
+    path("releases/<str:name>/attempts/", humans.AttemptOpen.as_view(), name="api-attempt-open"),
+    path("attempts/<int:pk>/", humans.AttemptDetail.as_view(), name="api-attempt-detail"),
+    path("attempts/<int:pk>/submit/", humans.AttemptSubmit.as_view(), name="api-attempt-submit"),
+    path("attempts/<int:pk>/pause/", humans.AttemptPause.as_view(), name="api-attempt-pause"),
+    path("attempts/<int:pk>/resume/", humans.AttemptResume.as_view(), name="api-attempt-resume"),
+    path("attempts/<int:pk>/abandon/", humans.AttemptAbandon.as_view(), name="api-attempt-abandon"),
     path("models/", evaluation.ModelList.as_view(), name="api-model-list"),
     path("models/<slug:name>/", evaluation.ModelDetail.as_view(), name="api-model-detail"),
     path("runs/", evaluation.RunStart.as_view(), name="api-run-start"),

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "benchmarks",
     "submissions",
     "evaluation",
+    "humans",
 ]
 
 MIDDLEWARE = [
@@ -223,6 +224,10 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 RUN_STALL_SECONDS = env.int("RUN_STALL_SECONDS", default=900)
 # Runs one user (not a maintainer) may have queued or running at once, started or uploaded.
 RUNS_ACTIVE_PER_USER = env.int("RUNS_ACTIVE_PER_USER", default=3)
+# The human baseline (humans/): an item attempted by fewer people is marked thin; a body pasted whole within this
+# many seconds of opening is marked a fast paste.
+HUMAN_THIN_PEOPLE = env.int("HUMAN_THIN_PEOPLE", default=3)
+HUMAN_FAST_PASTE_SECONDS = env.float("HUMAN_FAST_PASTE_SECONDS", default=60.0)
 # A run whose model calls fail this many times in a row, the same way (a bad key, a wrong model name), pauses
 # itself instead of spending the workers on answers that cannot come; its owner fixes the model and resumes.
 RUN_PAUSE_AFTER_FAILURES = env.int("RUN_PAUSE_AFTER_FAILURES", default=5)

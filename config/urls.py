@@ -23,5 +23,6 @@ urlpatterns = [
     path("api/v1/", include("config.api_urls")),
     path("", include("submissions.urls")),
     path("", include("evaluation.urls")),
+    path("", include("humans.urls")),
     path("", include("benchmarks.urls")),
 ]

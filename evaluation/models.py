@@ -20,6 +20,7 @@ class ModelEntry(models.Model):
         PLACEHOLDER = "placeholder", "Calibration: answers with the masked placeholder only"
         UPLOADED = "uploaded", "Generations uploaded by its developers"
         REPORTED = "reported", "Published results only (imported, never called)"
+        HUMAN = "human", "People attempting items on the platform (humans/)"
 
     name = models.SlugField(max_length=100, unique=True)
     display_name = models.CharField(max_length=200)
@@ -57,6 +58,8 @@ class ModelEntry(models.Model):
 
 
 RUN_MODES = [("single", "single-shot"), ("agent", "agent")]  # evaluation/agents runs the second
+# One person's answer to one item (humans/), scored like an upload; never a model's leaderboard row.
+HUMAN_MODE = "human"
 
 
 class EvaluationRun(Redispatchable):
@@ -143,7 +146,7 @@ class EvaluationRun(Redispatchable):
     )
     # Single-shot: one prompt, one answer. Agent: the model works in a sandbox workspace over many turns within
     # `agent_budget` per item (evaluation/agents).
-    mode = models.CharField(max_length=10, choices=RUN_MODES, default="single")
+    mode = models.CharField(max_length=10, choices=[*RUN_MODES, (HUMAN_MODE, "human")], default="single")
     agent_budget = models.JSONField(
         default=dict, blank=True, help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}."
     )

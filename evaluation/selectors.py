@@ -38,6 +38,7 @@ from evaluation.agents.models import AgentTrajectory
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
 from evaluation.judging.verdict import REPLAY_DISAGREES
 from evaluation.models import (
+    HUMAN_MODE,
     RUN_MODES,
     EvaluationRun,
     Generation,
@@ -121,15 +122,21 @@ def run_sends_held_out(*, run: EvaluationRun) -> bool:
 
 
 def run_snippets(*, run: EvaluationRun) -> QuerySet[Snippet]:
-    """The items a run evaluates (all splits when it covers held-out ones, the public split else), in item order."""
+    """The items a run evaluates (all splits when it covers held-out ones, the public split else), in item order; a
+    person's attempt (mode human) evaluates the one item it answers."""
+    if run.mode == HUMAN_MODE:
+        return version_snippets(version=run.version, split=visibility.PUBLIC).filter(
+            pk__in=Generation.objects.filter(run=run).values("snippet_id")
+        )
     return version_snippets(version=run.version, split=None if run.covers_held_out else visibility.PUBLIC).order_by(
         "pk"
     )
 
 
 def runs_visible(*, user) -> QuerySet[EvaluationRun]:
-    """Runs on versions the user may see (drafts have none, but the rule is the version's)."""
-    runs = EvaluationRun.objects.all()
+    """Runs on versions the user may see (drafts have none, but the rule is the version's). A person's attempt's run
+    is theirs alone: its result is shown on the attempt's page (humans/), never as a run."""
+    runs = EvaluationRun.objects.exclude(mode=HUMAN_MODE)
     if user_is_maintainer(user=user):
         return runs
     return runs.exclude(version__status=BenchmarkVersion.Status.DRAFT)
@@ -681,6 +688,7 @@ def leaderboard_runs(*, version: BenchmarkVersion) -> tuple[list[EvaluationRun],
     for a chosen run of a repeat group the completed runs of its group (its own first), by the chosen run's id."""
     runs = list(
         EvaluationRun.objects.filter(version=version, status=EvaluationRun.Status.COMPLETED)
+        .exclude(mode=HUMAN_MODE)  # people have their own row (humans/), from their attempts
         .select_related("model")
         .order_by("model_id", "mode", "with_paper", "pk")
     )
@@ -1047,8 +1055,10 @@ CALIBRATION_KINDS = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
 
 def _results() -> QuerySet[EvaluationRun]:
     """Completed runs that put a ranked row on their release (calibration runs are reference lines)."""
-    return EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED).exclude(
-        model__kind__in=CALIBRATION_KINDS
+    return (
+        EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED)
+        .exclude(model__kind__in=CALIBRATION_KINDS)
+        .exclude(mode=HUMAN_MODE)
     )
 
 
@@ -1095,7 +1105,11 @@ class ModelRun:
 def model_runs(*, model: ModelEntry) -> list[ModelRun]:
     """A model's runs on visible (published or deprecated) versions, newest first, with the overall score and
     which of them are its leaderboard rows (the rule of leaderboard_choose)."""
-    runs = list(model.runs.exclude(version__status=BenchmarkVersion.Status.DRAFT).select_related("version", "model"))
+    runs = list(
+        model.runs.exclude(version__status=BenchmarkVersion.Status.DRAFT)
+        .exclude(mode=HUMAN_MODE)  # a person's results are theirs (humans/)
+        .select_related("version", "model")
+    )
     scores = {s.run_id: s for s in RunScore.objects.filter(run__in=runs, paper__isnull=True, split="")}
     chosen = {run.pk for run in leaderboard_choose(runs).values()}
     return [ModelRun(run=run, score=scores.get(run.pk), on_leaderboard=run.pk in chosen) for run in runs]

@@ -15,6 +15,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from benchmarks.models import BenchmarkVersion
+from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required, user_may_change
 from benchmarks.selectors import user_is_maintainer, version_get
 from benchmarks.visibility import changelog_visible
@@ -85,6 +86,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         chart_height=80 + 36 * len(rows),
         over_time=selectors.leaderboard_over_time(rows=rows),
         cost_scatter=selectors.leaderboard_cost_scatter(rows=rows),
+        **page_extras("leaderboard", version=version, user=request.user),
     )
     return render(request, "evaluation/leaderboard.html", context)
 
@@ -360,7 +362,8 @@ def run_item(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
     item = selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
     if item is None:
         raise Http404("No such item in this run.")  # the same answer for a held-out item as for none
-    return render(request, "evaluation/run_item.html", {"run": run, "item": item, "outcome": item.outcome})
+    extras = page_extras("item", version=run.version, snippet=item.outcome.snippet, user=request.user)
+    return render(request, "evaluation/run_item.html", {"run": run, "item": item, "outcome": item.outcome, **extras})
 
 
 def _run_page(request: HttpRequest, pk: int, *args, **kwargs) -> str:
@@ -557,6 +560,7 @@ def release_difficulty(request: HttpRequest, name: str) -> HttpResponse:
             "total": len(items),
             "entries": sum(not r.calibration for r in rows),
             "run_rule": selectors.LEADERBOARD_RUN_RULE,
+            **page_extras("difficulty", version=version, user=request.user),
         },
     )
 

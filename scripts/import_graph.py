@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("config", "operations", "benchmarks", "submissions", "evaluation")
+APPS = ("config", "operations", "benchmarks", "submissions", "evaluation", "humans")
 BOTTOM = "common"  # the plain package under every app (see common/__init__.py)
 PACKAGES = (*APPS, BOTTOM)
 

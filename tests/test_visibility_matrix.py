@@ -24,6 +24,7 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.selectors import run_snippets
+from humans.services import attempt_open
 from submissions.services import submission_create
 
 pytestmark = pytest.mark.django_db
@@ -133,7 +134,9 @@ def world(tmp_path, media_root, author, other_author, maintainer, admin):
     _finish(own_run, hostile_detail=False)
     _finish(uploaded, hostile_detail=False)
     submission = submission_create(author=author)
+    attempt = attempt_open(user=author, version=version, snippet_id=public.pk)
     return {
+        "attempt": attempt,
         "version": version,
         "draft": draft,
         "held": held,
@@ -309,6 +312,26 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
             ("draft", {"name": d}, f"a={ref}&b={own}", HIDDEN_DRAFT_COMPARE),
         ],
         "release-difficulty": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
+        # The human baseline: its figures are public; an attempt is its person's (and maintainers', to review).
+        "release-humans": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
+        "api-release-humans": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
+        "human-listing": [("release", {"name": v}, "", POST_ONLY)],
+        "attempt-open": [("release", {"name": v}, "", POST_ONLY)],
+        "attempt-detail": [
+            ("the author's open attempt", {"pk": w["attempt"].pk}, "", {**AUTHOR, "other": 404}),
+        ],
+        **{
+            name: [("the author's attempt", {"pk": w["attempt"].pk}, "", POST_ONLY)]
+            for name in ("attempt-pause", "attempt-resume", "attempt-abandon", "attempt-exclude")
+        },
+        "api-attempt-open": [("release", {"name": v}, "", POST_API)],
+        "api-attempt-detail": [
+            ("the author's open attempt", {"pk": w["attempt"].pk}, "", {**AUTHOR, "anonymous": 401, "other": 404}),
+        ],
+        **{
+            name: [("the author's attempt", {"pk": w["attempt"].pk}, "", POST_API)]
+            for name in ("api-attempt-submit", "api-attempt-pause", "api-attempt-resume", "api-attempt-abandon")
+        },
         "api-difficulty": [
             ("release", {"name": v}, "", OPEN),
             ("release as CSV", {"name": v}, "format=csv", OPEN),

@@ -95,6 +95,8 @@ def run_start(
     protocol = run_protocol(version=version, protocol=protocol)
     if model.kind == ModelEntry.Kind.UPLOADED:
         raise EvaluationError(f"model {model.name} has uploaded generations; it cannot be called")
+    if model.kind == ModelEntry.Kind.HUMAN:
+        raise EvaluationError(f"model {model.name} stands for people's attempts (humans/); it cannot be run")
     from evaluation.llm import params_problems
 
     if problems := params_problems(params or {}):

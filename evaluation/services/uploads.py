@@ -198,6 +198,8 @@ def run_from_upload(
     if model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
         # A reference line must stay what the platform made it, never someone's file.
         raise EvaluationError(f"model {model.name} is a calibration model: the platform makes its answers")
+    if model.kind == ModelEntry.Kind.HUMAN:
+        raise EvaluationError(f"model {model.name} stands for people's attempts: each is made on its attempt's page")
     run_quota_check(user=user)
     protocol = run_protocol(version=version, protocol=protocol)
     try:

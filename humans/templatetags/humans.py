@@ -1,0 +1,25 @@
+"""Template filters of the human baseline: an item's human pass rate beside the models' (difficulty tables)."""
+
+from django import template
+from django.utils.html import format_html
+
+register = template.Library()
+
+
+@register.filter
+def human_rate(rates: dict | None, snippet_pk: int) -> str:
+    """'2 of 3 (67%)' people passing the item, marked thin when too few tried it; a dash when no one did."""
+    rate = (rates or {}).get(snippet_pk)
+    if rate is None:
+        return format_html('<span class="muted" title="{}">—</span>', "No person's attempt at this item is scored yet")
+    thin = format_html(' <span class="badge thin" title="{}">thin</span>', "Fewer people than the thin mark tried it")
+    return format_html("{} of {} ({}%){}", rate.passed, rate.people, round(rate.share), thin if rate.thin else "")
+
+
+@register.filter
+def minutes(seconds: object) -> str:
+    """Working time as minutes and seconds, e.g. '3 min 07 s' (a missing value reaches a filter as '')."""
+    if not isinstance(seconds, (int, float)):
+        return "—"
+    whole = int(round(float(seconds)))
+    return f"{whole // 60} min {whole % 60:02d} s"
