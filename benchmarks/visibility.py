@@ -89,3 +89,16 @@ def changelog_visible(*, version: BenchmarkVersion, user) -> dict | None:
     }
     shown["held_out_changes"] = sum(len(changelog.get(k, [])) - len(shown[k]) for k in ("added", "removed", "changed"))
     return shown
+
+
+# What a run spent (tokens in and out, cost)
+
+
+def usage_withheld(*, run, user) -> bool:
+    """Whether `user` sees a run's token and cost totals over its public split only: what a run spent on held-out
+    items tells the size of their hidden prompts, so that share is maintainers' only (`user` None: what every
+    visitor sees, as the leaderboard shows). A run of the public split only has nothing to withhold."""
+    return bool(run.covers_held_out) and (user is None or not user_sees_held_out(user=user))
+
+
+USAGE_WITHHELD_NOTE = "Held-out usage is withheld: tokens and cost are the public split's."
