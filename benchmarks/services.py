@@ -44,7 +44,7 @@ from benchmarks.selectors import (
     user_is_maintainer,
     version_tasks,
 )
-from benchmarks.visibility import items_public, tasks_public
+from benchmarks.visibility import held_out_once_public, items_public, tasks_public
 from common.errors import ApplicationError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
@@ -590,6 +590,8 @@ def version_publish(
     version.manifest_hash = sha256_hex(json.dumps(version.manifest, sort_keys=True, separators=(",", ":")))
     version.previous = previous
     version.changelog = release_changelog(previous=previous.manifest if previous else None, manifest=version.manifest)
+    if once_public := held_out_once_public(version=version):
+        version.changelog["held_out_once_public"] = once_public  # publishing is allowed; the warning is kept
     if notes is not None:
         version.notes = notes
     version.status = BenchmarkVersion.Status.PUBLISHED

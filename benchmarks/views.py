@@ -178,6 +178,7 @@ def version_curate(request: HttpRequest, name: str) -> HttpResponse:
         "candidates": candidates,
         "splits": VersionTask.Split.choices,
         "protocols": selectors.protocol_names(),
+        "held_out_once_public": visibility.held_out_once_public(version=version),
     }
     return render(request, "benchmarks/version_curate.html", context)
 
@@ -269,9 +270,11 @@ def version_settings(request: HttpRequest, version: BenchmarkVersion) -> str:
 @_release_action
 def version_publish(request: HttpRequest, version: BenchmarkVersion) -> str:
     published = services.version_publish(version=version, actor=request.user, notes=request.POST.get("notes") or None)
+    once_public = published.changelog.get("held_out_once_public", [])
+    warning = "".join(f" Warning: {o['paper']} is held out but was public in {o['public_in']}." for o in once_public)
     return (
         f"Published {published.name}; manifest hash {published.manifest_hash[:12]}. Its downloads are being "
-        "prepared by a worker."
+        f"prepared by a worker.{warning}"
     )
 
 

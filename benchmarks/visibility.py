@@ -76,6 +76,7 @@ def changelog_visible(*, version: BenchmarkVersion, user) -> dict | None:
     changelog = version.changelog
     if not changelog or user_sees_held_out(user=user):
         return changelog
+    changelog = {k: v for k, v in changelog.items() if k != "held_out_once_public"}  # names held-out papers
     current = dict(version.memberships.values_list("task__paper__slug", "split"))
     previous = dict(version.previous.memberships.values_list("task__paper__slug", "split")) if version.previous else {}
     hidden = {slug for slug, split in {**previous, **current}.items() if split == HELD_OUT}
@@ -89,3 +90,39 @@ def changelog_visible(*, version: BenchmarkVersion, user) -> dict | None:
     }
     shown["held_out_changes"] = sum(len(changelog.get(k, [])) - len(shown[k]) for k in ("added", "removed", "changed"))
     return shown
+
+
+# What a run spent (tokens in and out, cost)
+
+
+def usage_withheld(*, run, user) -> bool:
+    """Whether `user` sees a run's token and cost totals over its public split only: what a run spent on held-out
+    items tells the size of their hidden prompts, so that share is maintainers' only (`user` None: what every
+    visitor sees, as the leaderboard shows). A run of the public split only has nothing to withhold."""
+    return bool(run.covers_held_out) and (user is None or not user_sees_held_out(user=user))
+
+
+USAGE_WITHHELD_NOTE = "Held-out usage is withheld: tokens and cost are the public split's."
+
+
+def held_out_once_public(*, version: BenchmarkVersion) -> list[dict]:
+    """The version's held-out papers that were public in an earlier release (published or deprecated): their code
+    and prompts are already out, so holding them out hides nothing. Each as {"paper", "public_in"}, the first release
+    that made it public; what the curate page and publishing warn a maintainer of."""
+    held = set(version.memberships.filter(split=HELD_OUT).values_list("task__paper__slug", flat=True))
+    if not held:
+        return []
+    earlier = (
+        VersionTask.objects.filter(
+            split=PUBLIC,
+            task__paper__slug__in=held,
+            version__status__in=[BenchmarkVersion.Status.PUBLISHED, BenchmarkVersion.Status.DEPRECATED],
+        )
+        .exclude(version=version)
+        .order_by("version__published_at")
+        .values_list("task__paper__slug", "version__name")
+    )
+    first: dict[str, str] = {}
+    for slug, name in earlier:
+        first.setdefault(slug, name)
+    return [{"paper": slug, "public_in": name} for slug, name in sorted(first.items())]

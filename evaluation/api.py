@@ -39,6 +39,7 @@ from evaluation.selectors import (
     run_outcomes_ordered,
     run_progress,
     runs_visible,
+    withhold_usage,
 )
 from evaluation.services import (
     MAX_REASON_CHARS,
@@ -289,9 +290,16 @@ class RunSerializer(serializers.ModelSerializer):
         return {**ProgressSerializer(progress).data, "percent": progress.percent}
 
     @extend_schema_field(ScoreSerializer(allow_null=True))
+    def _viewer(self):
+        """The request's user; None (what every visitor sees) where the serializer was given no request."""
+        request = self.context.get("request")
+        return request.user if request else None
+
     def get_score(self, run: EvaluationRun) -> dict | None:
         score = run.scores.filter(paper=None, split="").first()
-        return ScoreSerializer(score).data if score else None
+        if score is None:
+            return None
+        return ScoreSerializer(withhold_usage(run=run, scores=[score], user=self._viewer())[0]).data
 
     @extend_schema_field(
         serializers.DictField(
@@ -299,7 +307,10 @@ class RunSerializer(serializers.ModelSerializer):
         )
     )
     def get_split_scores(self, run: EvaluationRun) -> dict:
-        return {score.split: ScoreSerializer(score).data for score in run.scores.filter(paper=None).exclude(split="")}
+        scores = withhold_usage(
+            run=run, scores=list(run.scores.filter(paper=None).exclude(split="")), user=self._viewer()
+        )
+        return {score.split: ScoreSerializer(score).data for score in scores}
 
 
 class ReleaseField(serializers.SlugRelatedField):
@@ -421,7 +432,7 @@ class RunStart(APIView):
         data = dict(serializer.validated_data)
         _require_model_use(self, request, data["model"])
         runs = runs_start(version=data.pop("release"), user=request.user, **data)
-        return Response(RunSerializer(runs[0]).data, status=status.HTTP_201_CREATED)
+        return Response(RunSerializer(runs[0], context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 class RunUpload(APIView):
@@ -457,7 +468,11 @@ class RunUpload(APIView):
             "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk])),
         }
         return Response(
-            {**RunSerializer(run).data, "follow": follow, "warnings": run.upload_warnings},
+            {
+                **RunSerializer(run, context={"request": request}).data,
+                "follow": follow,
+                "warnings": run.upload_warnings,
+            },
             status=status.HTTP_201_CREATED,
             headers={"Location": status_url},
         )
@@ -510,7 +525,7 @@ class RunAction(generics.GenericAPIView):
         run = self.get_object()
         self.act(run)
         run.refresh_from_db()
-        return Response(RunSerializer(run).data)
+        return Response(RunSerializer(run, context={"request": request}).data)
 
 
 class RunCancel(RunAction):
@@ -546,7 +561,7 @@ class RunPriority(APIView):
         serializer.is_valid(raise_exception=True)
         run = get_object_or_404(runs_visible(user=request.user).select_related("model", "version", "created_by"), pk=pk)
         run = run_priority_set(run=run, priority=serializer.validated_data["priority"], actor=request.user)
-        return Response(RunSerializer(run).data)
+        return Response(RunSerializer(run, context={"request": request}).data)
 
 
 class RunVerifySerializer(serializers.Serializer):
@@ -566,7 +581,7 @@ class RunVerify(APIView):
         serializer.is_valid(raise_exception=True)
         run = get_object_or_404(EvaluationRun, pk=pk)
         run = run_verify(run=run, actor=request.user, reason=serializer.validated_data["reason"])
-        return Response(RunSerializer(run).data)
+        return Response(RunSerializer(run, context={"request": request}).data)
 
 
 class RunManifest(APIView):

@@ -334,6 +334,11 @@ def agent_usage_per_item(*, version: BenchmarkVersion, groups: dict[int, list[in
     return {row: AgentUsage(turns / n, tokens / n, seconds / n) for row, (n, turns, tokens, seconds) in totals.items()}
 
 
+def _no_usage(overall: RunScore) -> RunScore:
+    """A run with no public item whose usage is withheld: nothing spent to show, and no cost known."""
+    return RunScore(run_id=overall.run_id, items=0, prompt_tokens=0, completion_tokens=0, cost=None)
+
+
 @dataclass
 class LeaderboardRow:
     """A run's place: ranked by its public split's score (what every run covers; the overall score where a version
@@ -343,10 +348,13 @@ class LeaderboardRow:
     score: RunScore
     overall: RunScore
     held_out: RunScore | None = None
+    # The aggregate whose tokens and cost the row shows: the overall one, or the public split's where the run covers
+    # held-out items (visibility.usage_withheld: their usage tells the hidden prompts' size).
+    usage: RunScore | None = None
     rank: int | None = None  # None: a calibration model's reference line, or not comparable (rank_note says why)
     rank_note: str = ""
     # The runs of the row's repeat group (started together, `repeat`), the row's own run first: each one's ranking
-    # score and its overall score (tokens, cost). Empty: a run started alone.
+    # score and the score whose tokens and cost it shows (as `usage`). Empty: a run started alone.
     repeats: list[tuple[RunScore, RunScore]] = field(default_factory=list)
     agent: AgentUsage | None = None  # an agent row's means per item; None for single-shot rows and agent uploads
     # without trajectories
@@ -358,8 +366,12 @@ class LeaderboardRow:
         return 100.0 * self.gaming / self.overall.items if self.overall.items else 0.0
 
     @property
+    def spent(self) -> RunScore:
+        return self.usage or self.overall
+
+    @property
     def tokens(self) -> int:
-        return self.overall.prompt_tokens + self.overall.completion_tokens
+        return self.spent.prompt_tokens + self.spent.completion_tokens
 
     @property
     def runs_count(self) -> int:
@@ -390,14 +402,15 @@ class LeaderboardRow:
     def cost(self) -> Decimal | None:
         """The run's total cost in USD (a repeat group's: the mean per run); None, never 0, when any item's cost is
         unknown (a model litellm has no price for, a published result)."""
-        costs = [overall.cost for _, overall in self.repeats] or [self.overall.cost]
+        costs = [spent.cost for _, spent in self.repeats] or [self.spent.cost]
         if any(cost is None for cost in costs):
             return None
         return sum(costs, Decimal(0)) / len(costs)
 
     @property
     def cost_per_item(self) -> Decimal | None:
-        cost, items = self.cost, self.run.total_items
+        cost = self.cost
+        items = self.run.total_items if self.usage is None or self.usage is self.overall else self.usage.items
         return None if cost is None or not items else cost / items
 
     @property
@@ -433,8 +446,8 @@ def _score(field: str) -> Callable[[LeaderboardRow], object]:
 
 
 def _run_total(field: str) -> Callable[[LeaderboardRow], object]:
-    """A field of the whole run (tokens and cost are spent on every item, held-out ones included)."""
-    return lambda row: getattr(row.overall, field)
+    """What the run spent (tokens, cost): over every item, or over the public split's where it covers held-out ones."""
+    return lambda row: getattr(row.spent, field)
 
 
 def _held_out(field: str) -> Callable[[LeaderboardRow], object]:
@@ -774,6 +787,14 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
     def ranking(pk: int) -> RunScore:
         return scores.get((pk, "public")) or scores[(pk, "")]
 
+    by_pk = {r.pk: r for r in EvaluationRun.objects.filter(pk__in=members).only("pk", "covers_held_out")}
+    by_pk.update((r.pk, r) for r in runs)
+
+    def spent(pk: int) -> RunScore:
+        """The leaderboard is every visitor's: a run's held-out usage is never in it."""
+        withheld = visibility.usage_withheld(run=by_pk[pk], user=None)
+        return scores.get((pk, "public")) or _no_usage(scores[(pk, "")]) if withheld else scores[(pk, "")]
+
     rows = sorted(
         (
             LeaderboardRow(
@@ -781,7 +802,8 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
                 score=ranking(r.pk),
                 overall=scores[(r.pk, "")],
                 held_out=scores.get((r.pk, "held_out")),
-                repeats=[(ranking(pk), scores[(pk, "")]) for pk in repeats.get(r.pk, []) if (pk, "") in scores],
+                usage=spent(r.pk),
+                repeats=[(ranking(pk), spent(pk)) for pk in repeats.get(r.pk, []) if (pk, "") in scores],
                 agent=usage.get(r.pk),
                 gaming=gaming.get(r.pk, 0),
             )
@@ -1127,10 +1149,25 @@ def runs_started(*, user) -> list[tuple[EvaluationRun, RunScore | None]]:
     return [(run, scores.get(run.pk)) for run in runs]
 
 
-def run_split_scores(*, run: EvaluationRun) -> list[RunScore]:
-    """A run's aggregates per split (public, held out) and overall; aggregates are public."""
+def run_split_scores(*, run: EvaluationRun, user) -> list[RunScore]:
+    """A run's aggregates per split (public, held out) and overall; aggregates are public, but what the held-out
+    ones spent (tokens, cost) only where the user may see it (`usage_withheld` marks a row whose usage is blanked)."""
     order = {"public": 0, "held_out": 1, "": 2}
-    return sorted(run.scores.filter(paper__isnull=True), key=lambda s: order[s.split])
+    return withhold_usage(
+        run=run, scores=sorted(run.scores.filter(paper__isnull=True), key=lambda s: order[s.split]), user=user
+    )
+
+
+def withhold_usage(*, run: EvaluationRun, scores: list[RunScore], user) -> list[RunScore]:
+    """The scores with the tokens and cost blanked (None, never 0) of those over held-out items (the held-out split's
+    and the overall one) where visibility.usage_withheld says so; the public split's and its papers' stay."""
+    if not visibility.usage_withheld(run=run, user=user):
+        return scores
+    for score in scores:
+        if score.paper_id is None and score.split != RunScore.Split.PUBLIC:
+            score.prompt_tokens = score.completion_tokens = score.cost = None  # type: ignore[assignment]
+            score.usage_withheld = True  # type: ignore[attr-defined]
+    return scores
 
 
 def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:

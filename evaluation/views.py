@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion
 from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required, user_may_change
@@ -328,13 +329,16 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
     items = selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
     progress = selectors.run_progress(run)
-    split_scores = selectors.run_split_scores(run=run)
+    split_scores = selectors.run_split_scores(run=run, user=request.user)
+    usage_withheld = visibility.usage_withheld(run=run, user=request.user)
     context = {
         "run": run,
         "progress": progress,
         "split_scores": split_scores,
         "held_out_scored": any(score.split == RunScore.Split.HELD_OUT for score in split_scores),
-        "agent_summary": agent_run_summary(run=run),
+        "agent_summary": agent_run_summary(run=run, public_only=usage_withheld),
+        "usage_withheld": usage_withheld,
+        "usage_withheld_note": visibility.USAGE_WITHHELD_NOTE,
         "repeat_runs": selectors.repeat_runs(run=run),
         "gpu_notice": selectors.run_gpu_notice(run=run),
         "paper_scores": selectors.paper_scores_visible(run=run, user=request.user),

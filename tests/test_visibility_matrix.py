@@ -574,3 +574,77 @@ def test_only_endpoints_maintainers_trust_get_held_out_prompts(world, settings, 
         assert run.covers_held_out is expected and run.total_items == (3 if expected else 1), fields["name"]
     settings.HELD_OUT_PROVIDERS = frozenset()
     assert not run_covers_held_out(model=ModelEntry.objects.get(name="a-plain"))
+
+
+# What a run spent on held-out items: distinctive totals, so any sum that holds them shows in a body.
+PUBLIC_USAGE = {"prompt_tokens": 31_337, "completion_tokens": 4_201, "cost": "0.271828"}
+HELD_USAGE = {"prompt_tokens": 58_111, "completion_tokens": 6_113, "cost": "1.414213"}  # each of the two items
+
+
+def _spend(run: EvaluationRun) -> dict[str, str]:
+    """Give the run's answers known token counts and costs and store its aggregates again; the figures a body must
+    not hold for a non-maintainer: every sum that includes a held-out item (overall, held-out split)."""
+    from decimal import Decimal
+
+    from evaluation.models import Generation
+    from evaluation.scoring import run_scores_store
+
+    for generation in Generation.objects.filter(run=run).select_related("snippet__task__paper"):
+        usage = HELD_USAGE if generation.snippet.task.paper.slug == HIDDEN_SLUG else PUBLIC_USAGE
+        Generation.objects.filter(pk=generation.pk).update(**{**usage, "cost": Decimal(usage["cost"])})
+    run_scores_store(run=run)
+    held_tokens = 2 * (HELD_USAGE["prompt_tokens"] + HELD_USAGE["completion_tokens"])
+    all_tokens = held_tokens + PUBLIC_USAGE["prompt_tokens"] + PUBLIC_USAGE["completion_tokens"]
+    held_cost, all_cost = (
+        2 * Decimal(HELD_USAGE["cost"]),
+        2 * Decimal(HELD_USAGE["cost"]) + Decimal(PUBLIC_USAGE["cost"]),
+    )
+    return {
+        "held-out prompt tokens": str(2 * HELD_USAGE["prompt_tokens"]),
+        "all prompt tokens": str(2 * HELD_USAGE["prompt_tokens"] + PUBLIC_USAGE["prompt_tokens"]),
+        "held-out completion tokens": str(2 * HELD_USAGE["completion_tokens"]),
+        "all completion tokens": str(2 * HELD_USAGE["completion_tokens"] + PUBLIC_USAGE["completion_tokens"]),
+        "held-out tokens": f"{held_tokens:,}",
+        "all tokens": f"{all_tokens:,}",
+        "all tokens (plain)": str(all_tokens),
+        "held-out cost": f"{held_cost:.2f}",
+        "all cost": f"{all_cost:.2f}",
+        "all cost (exact)": str(all_cost.normalize()),
+    }
+
+
+def _usage_bodies(client: Client, world: dict) -> dict[str, str]:
+    run, v = world["reference"], world["version"].name
+    return {
+        "run page": _text(client.get(reverse("run-detail", kwargs={"pk": run.pk}))),
+        "run API": _text(client.get(reverse("api-run-detail", kwargs={"pk": run.pk}))),
+        "run manifest": _text(client.get(reverse("run-manifest", kwargs={"pk": run.pk}))),
+        "leaderboard API": _text(client.get(reverse("api-leaderboard", kwargs={"name": v}))),
+        "leaderboard page": _text(client.get(reverse("leaderboard", kwargs={"name": v}), {"cols": "tokens"})),
+    }
+
+
+@pytest.mark.parametrize("role", ["anonymous", "author"])
+def test_a_run_never_tells_non_maintainers_what_its_held_out_items_spent(world, role):
+    """The tokens a run spent on held-out items tell their hidden prompts' size: a non-maintainer sees the public
+    split's usage only (with a note saying the rest is withheld), never a total from which it could be derived."""
+    secrets = _spend(world["reference"])
+    bodies = _usage_bodies(_client(role, world["users"]), world)
+    leaks = {where: [label for label, value in secrets.items() if value in body] for where, body in bodies.items()}
+    assert not any(leaks.values()), leaks
+    public = PUBLIC_USAGE["prompt_tokens"] + PUBLIC_USAGE["completion_tokens"]
+    assert f"{public:,}" in bodies["run page"] and "Held-out usage is withheld" in bodies["run page"]
+    detail = _client(role, world["users"]).get(reverse("api-run-detail", kwargs={"pk": world["reference"].pk})).json()
+    assert detail["split_scores"]["public"]["prompt_tokens"] == PUBLIC_USAGE["prompt_tokens"]
+    assert detail["split_scores"]["held_out"]["prompt_tokens"] is None and detail["score"]["cost"] is None
+    rows = _client(role, world["users"]).get(reverse("api-leaderboard", kwargs={"name": world["version"].name}))
+    row = {r["run"]: r for r in rows.json()}[world["reference"].pk]
+    assert row["prompt_tokens"] == PUBLIC_USAGE["prompt_tokens"] and row["cost"] == PUBLIC_USAGE["cost"]
+
+
+def test_maintainers_see_what_a_run_spent_on_held_out_items(world):
+    """The check above can fail: the same bodies, as a maintainer, hold the run's whole usage."""
+    secrets = _spend(world["reference"])
+    bodies = _usage_bodies(_client("maintainer", world["users"]), world)
+    assert secrets["all tokens"] in bodies["run page"] and secrets["all cost"] in bodies["run page"]
+    assert secrets["all prompt tokens"] in bodies["run API"] and secrets["held-out tokens"] in bodies["run page"]

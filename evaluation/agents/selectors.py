@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from django.db.models import Count, Q, Sum
 
+from benchmarks import visibility
 from benchmarks.paper2code.markers import code_indent
 from common.highlight import answer_diff
 from evaluation.agents.models import AgentTrajectory
@@ -82,13 +83,18 @@ class AgentRunSummary:
         return self.prompt_tokens + self.completion_tokens
 
 
-def agent_run_summary(*, run) -> AgentRunSummary | None:
-    """Totals over the run's agent items (aggregates only, as the run's scores); None for a single-shot run."""
+def agent_run_summary(*, run, public_only: bool = False) -> AgentRunSummary | None:
+    """Totals over the run's agent items (aggregates only, as the run's scores), over its public split's only where
+    the viewer may not see what held-out items spent (visibility.usage_withheld); None for a single-shot run."""
     if run.mode != "agent":
         return None
+    trajectories = AgentTrajectory.objects.filter(run=run)
+    if public_only:
+        trajectories = trajectories.filter(
+            snippet__task__memberships__version=run.version_id, snippet__task__memberships__split=visibility.PUBLIC
+        )
     groups = list(
-        AgentTrajectory.objects.filter(run=run)
-        .order_by()
+        trajectories.order_by()
         .values("ended_by")
         .annotate(
             n=Count("pk"),

@@ -203,3 +203,31 @@ def test_an_unknown_split_is_refused_and_changes_nothing(first, maintainer):
     with pytest.raises(ValueError, match="unknown split 'secret'"):
         version_task_set(version=draft, task=task, split="secret", actor=maintainer)
     assert draft.memberships.get(task=task).split == VersionTask.Split.PUBLIC
+
+
+def test_holding_out_a_task_public_in_an_earlier_release_is_warned_of_on_the_curate_page_and_at_publish(
+    first, maintainer, author
+):
+    """A task public in 1.0.0 and held out in 1.1.0 hides nothing (its code and prompts are already out): the
+    maintainer is told which task and in which release it was public, may still publish, and the changelog keeps it."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from benchmarks.visibility import changelog_visible
+
+    draft = version_draft_create(name="1.1.0", actor=maintainer)
+    held = draft.tasks.order_by("paper__slug").first()
+    client = Client()
+    client.force_login(maintainer)
+    curate = reverse("version-curate", args=[draft.name])
+    assert "Held out but public before" not in client.get(curate).content.decode()  # nothing held out yet
+    version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT, actor=maintainer)
+    page = client.get(curate).content.decode()
+    assert "Held out but public before" in page and f"{held.paper.slug} (public in 1.0.0)" in page
+    response = client.post(reverse("version-publish", args=[draft.name]), follow=True)
+    assert f"Warning: {held.paper.slug} is held out but was public in 1.0.0." in response.content.decode()
+    published = BenchmarkVersion.objects.get(name="1.1.0")
+    assert published.status == BenchmarkVersion.Status.PUBLISHED
+    assert published.changelog["held_out_once_public"] == [{"paper": held.paper.slug, "public_in": "1.0.0"}]
+    # Only maintainers read it: to others it would name the held-out paper.
+    assert "held_out_once_public" not in changelog_visible(version=published, user=author)
