@@ -233,6 +233,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         ],
         "api-schema": [("schema", {}, "", OPEN)],
         "api-docs": [("swagger", {}, "", OPEN)],
+        "api-docs-short": [("the guides' address of the docs", {}, "", REDIRECT)],
         "/api/v1/<catch-all>": [("unknown", {"path": "nothing/here/"}, "", NOT_FOUND)],
         "signup": [("form", {}, "", OPEN)],
         "submission-list": [("own", {}, "", SIGNED_IN)],

@@ -134,11 +134,14 @@ def _yields(function: ast.AST) -> bool:
 
 
 def _marked(stdout: str, mark: str) -> str | None:
+    """The program's one report line; None when there is none or more than one (the answer, which runs in the
+    replay's process and can read its spec, wrote one of its own)."""
     found = re.findall(rf"(?:^|\n){re.escape(mark)} (.*?)(?=\n|$)", stdout)
-    return found[-1] if found else None
+    return found[0] if len(found) == 1 else None
 
 
 def _report(stdout: str, mark: str) -> dict | None:
+    """The program's report, read as untrusted data: None for anything but one well-formed report."""
     line = _marked(stdout, mark)
     if line is None:
         return None
@@ -147,9 +150,11 @@ def _report(stdout: str, mark: str) -> dict | None:
         return None
     try:
         report = json.loads(base64.b64decode(blob, validate=True))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         return None
-    return report if isinstance(report, dict) and report.get("v") == 1 else None
+    if not isinstance(report, dict) or report.get("v") != 1 or not isinstance(report.get("targets"), dict):
+        return None
+    return report
 
 
 def _parse(text: object, max_bytes: int = SNAPSHOT_CAPS["max_bytes"] * 2) -> Value:
@@ -220,9 +225,9 @@ def _replay_run(
     report = _report(result.stdout, mark)
     if report is None:
         why = "it timed out" if result.timed_out else f"exit {result.exit_code}"
-        return None, f"the replay did not finish ({why}): {(result.stderr or result.stdout)[-400:]}"
-    calls = report.get("targets", {}).get(target.key)
-    if not isinstance(calls, list):
+        return None, f"the replay gave no single readable report ({why}): {(result.stderr or result.stdout)[-400:]}"
+    calls = report["targets"].get(target.key)
+    if not isinstance(calls, list) or not all(isinstance(call, dict) for call in calls):
         return None, "the replay reported no calls"
     return calls, ""
 

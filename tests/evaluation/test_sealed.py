@@ -112,9 +112,11 @@ def test_a_sealed_route_never_passes(sessions, backend_name, mode, entry):
     run = platform_run(sessions, backend_name, mode, entry)
     verdict = run.verdict
     assert verdict.status in ("failed", "flagged"), (verdict, run.result.stderr[-1500:])
-    if verdict.measured == "passed":  # the tests were fooled: the replay is what holds it
-        replayed = [f for f in verdict.findings if f["kind"] == REPLAY_DISAGREES]
-        assert replayed and "call 1" in replayed[0]["detail"], verdict.findings
+    if verdict.measured == "passed":  # the tests were fooled: the replay, or a finding that still flags, holds it
+        flags = [f for f in verdict.findings if "note" not in f]
+        assert flags, verdict.findings
+        if entry.cls in ("swap", "gadget", "thread", "exec"):  # these compute a wrong value, or none, in the replay
+            assert any(f["kind"] == REPLAY_DISAGREES for f in flags), verdict.findings
 
 
 @pytest.mark.parametrize("task_name", ["dampnest", "topk-attention-pool", "trimmed-infonce", "tinyformer"])
