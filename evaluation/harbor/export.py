@@ -29,7 +29,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel
 from benchmarks.models import BenchmarkVersion, Snippet, VersionTask
 from benchmarks.paper2code import splice
 from benchmarks.selectors import protocol_get, version_snippets
-from evaluation.agents.workspace import masked_split, workspace_files
+from evaluation.agents.workspace import workspace_files
 from evaluation.executor import requirements_for_pip
 from evaluation.sandbox import harness, programs
 from evaluation.sandbox.fetch import PROBE, Fetcher, IndexConfig, requirement_lines, target_from_probe

@@ -5,7 +5,6 @@ from pathlib import Path
 from django.core.management.base import CommandError, CommandParser
 
 from benchmarks.management.base import VersionCommand
-
 from benchmarks.models import BenchmarkVersion
 from evaluation.harbor.export import SPLITS, ExportError, release_export
 
