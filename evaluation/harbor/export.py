@@ -9,7 +9,8 @@ with its hidden files, the platform's harness and verify.py, copied in by Harbor
 Harbor's `no-network` policy needs its egress sidecar (a registry image) on a local engine, so the task leaves
 Harbor's network mode at its default and its own compose file runs the container and its build with no network at
 all (`network_mode: none`), which any engine honours; the verifier runs in a container of its own
-(`environment_mode = "separate"`) that receives only the agent's file (`artifacts`).
+(`environment_mode = "separate"`) that receives the agent's workspace (`artifacts`), of which verify.py reads only
+the answer's file.
 """
 
 from __future__ import annotations
@@ -188,8 +189,9 @@ def _task_toml(*, snippet: Snippet, version: BenchmarkVersion, split: str, with_
     gpu = task.needs_gpu
     lines = [
         f'schema_version = "{SCHEMA_VERSION}"',
-        # The verifier's separate container receives only the answer's file.
-        "artifacts = " + json.dumps([f"{WORKSPACE}/{snippet.file_path}"]),
+        # The verifier's separate container receives the agent's workspace
+        # (a folder: Harbor 0.26 downloads a file artifact as an empty folder); verify.py reads only the answer's file.
+        f'artifacts = ["{WORKSPACE}"]',
         "",
         "[task]",
         f"name = {_toml_string(harbor_task_name(snippet))}",
@@ -216,6 +218,7 @@ def _task_toml(*, snippet: Snippet, version: BenchmarkVersion, split: str, with_
         "[verifier]",
         f"timeout_sec = {float(seconds + VERIFIER_SECONDS_EXTRA)}",
         'environment_mode = "separate"',
+        'user = "root"  # hands the answer to the sandbox user, keeps the logs out of its reach',
         "",
         "[agent]",
         f"timeout_sec = {agent_seconds}",
@@ -312,7 +315,7 @@ TEST_SH = """\
 # tests under the platform's harness (verify.py); it writes reward.txt, reward.json and the answer to /logs/verifier.
 set -u
 mkdir -p /logs/verifier
-PYTHONPATH="$(dirname "$0")/rcb" exec /usr/bin/python3 -I -B "$(dirname "$0")/verify.py" 2>>/logs/verifier/stderr.txt
+PYTHONPATH="$(dirname "$0")/rcb" exec /usr/bin/python3 -B -s "$(dirname "$0")/verify.py" 2>>/logs/verifier/stderr.txt
 """
 
 

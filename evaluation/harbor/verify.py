@@ -62,12 +62,8 @@ def tests_passed(verdict, manifest: dict) -> str:
                 return f"{name} {test.outcome}"
         extra = sorted(set(seen) - set(expected))
         return f"{extra[0]} is not a test of this task's manifest" if extra else ""
-    failing = [test.id for test in verdict.tests if not test.clean]  # strict: no manifest, every test must pass
-    return f"{failing[0]} {seen_outcome(verdict, failing[0])}" if failing else ""
-
-
-def seen_outcome(verdict, name: str) -> str:
-    return next(test.outcome for test in verdict.tests if test.id == name)
+    failing = [test for test in verdict.tests if not test.clean]  # strict: no manifest, every test must pass
+    return f"{failing[0].id} {failing[0].outcome}" if failing else ""
 
 
 def judge(item: dict, final: str | None) -> tuple[bool, str, str | None]:
@@ -108,7 +104,8 @@ def judge(item: dict, final: str | None) -> tuple[bool, str, str | None]:
     )
     verdict = harness_verdict(result.stdout, nonce)
     if not verdict.completed:
-        return False, verdict.reason + ("" if result.returncode != 137 else " (the time limit)"), body
+        why = verdict.reason + (" (the time limit)" if result.returncode == -9 else "")
+        return False, f"{why}; stderr: {result.stderr[-300:]}", body
     if result.returncode != 0:
         return False, f"exit status {result.returncode}", body
     if verdict.records:
