@@ -153,13 +153,14 @@ def harbor_task_files(
         "instruction.md": _instruction(snippet, masked, version, with_paper).encode("utf-8"),
         "environment/Dockerfile": _dockerfile(base_image, environment).encode(),
         "environment/docker-compose.yaml": COMPOSE.encode(),
-        "environment/requirements.lock": "".join(f"{pin}\n" for pin in environment.pins).encode(),
         "solution/solve.sh": _solve(masked, snippet.reference_code).encode(),
         "tests/test.sh": TEST_SH.encode(),
         "tests/verify.py": Path(__file__).with_name("verify.py").read_bytes(),
         "tests/item.json": json.dumps(item, indent=1).encode("utf-8"),
     }
-    out.update({f"environment/wheels/{path.name}": path for path in environment.files})
+    if environment.pins:
+        out["environment/requirements.lock"] = "".join(f"{pin}\n" for pin in environment.pins).encode()
+        out.update({f"environment/wheels/{path.name}": path for path in environment.files})
     out.update({f"environment/workspace/{path}": data for path, data in start.items()})
     out.update({f"tests/package/{path}": data for path, data in files.items()})
     out.update({f"tests/rcb/{path}": data for path, data in HARNESS_TREE.items()})
@@ -251,13 +252,17 @@ def _instruction(snippet: Snippet, masked, version: BenchmarkVersion, with_paper
 
 DOCKERFILE = """\
 FROM {base}
+{install}COPY --chown=10001:10001 workspace/ {workspace}/
+USER {user}
+WORKDIR {workspace}
+"""
+# The task's environment from its bundled, pinned files: nothing is downloaded at build time.
+INSTALL = """\
 USER root
 COPY wheels/ /tmp/rcb-wheels/
 COPY requirements.lock /tmp/rcb-requirements.lock
-RUN {pip}
-COPY --chown=10001:10001 workspace/ {workspace}/
-USER {user}
-WORKDIR {workspace}
+RUN {python} -m pip install --no-index --find-links /tmp/rcb-wheels -r /tmp/rcb-requirements.lock \\
+ && rm -rf /tmp/rcb-wheels /tmp/rcb-requirements.lock
 """
 
 COMPOSE = """\
@@ -271,13 +276,8 @@ services:
 
 
 def _dockerfile(base: str, environment: Environment) -> str:
-    pip = (
-        f"{PYTHON} -m pip install --no-index --find-links /tmp/rcb-wheels -r /tmp/rcb-requirements.lock "
-        "&& rm -rf /tmp/rcb-wheels /tmp/rcb-requirements.lock"
-        if environment.pins
-        else "rm -rf /tmp/rcb-wheels /tmp/rcb-requirements.lock"
-    )
-    return DOCKERFILE.format(base=base, pip=pip, workspace=WORKSPACE, user=SANDBOX_USER)
+    install = INSTALL.format(python=PYTHON) if environment.pins else ""
+    return DOCKERFILE.format(base=base, install=install, workspace=WORKSPACE, user=SANDBOX_USER)
 
 
 SOLVE = """\
