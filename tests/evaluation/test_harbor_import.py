@@ -9,6 +9,7 @@ The jobs here have Harbor 0.26's layout (`<trial>/result.json`, `artifacts/sandb
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,6 @@ def test_foreign_and_missing_tasks_are_listed_and_nothing_is_stored(tmp_path, ve
     first, second = list(visibility.items_public(version=version))[:2]
     result = _trial(job, first) / "result.json"
     result.write_text(result.read_text().replace(harbor_task_name(first), "researchcodebench/elsewhere.x.0"))
-    import shutil
-
     shutil.rmtree(_trial(job, second))
     with pytest.raises(UploadError) as refused:
         harbor_job_import(job_dir=job, version=version, model=model)
