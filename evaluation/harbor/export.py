@@ -16,6 +16,7 @@ the answer's file.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -75,8 +76,16 @@ def harbor_task_name(snippet: Snippet) -> str:
     return f"{ORG}/{snippet.task.paper.slug}.{stem}.{snippet.position}"
 
 
+FOLDER_MAX = 30  # Harbor 0.26 cuts a trial's name to a task folder's first 32 characters; a cut name lost its reward
+
+
 def harbor_folder(name: str) -> str:
-    return name.split("/", 1)[1]
+    """The task's folder: its name without the org, dots as dashes, at most FOLDER_MAX characters (a longer one is
+    cut and told apart by a hash of the whole name)."""
+    folder = name.split("/", 1)[1].replace(".", "-")
+    if len(folder) <= FOLDER_MAX:
+        return folder
+    return f"{folder[: FOLDER_MAX - 9].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def release_export(
@@ -286,6 +295,7 @@ SOLVE = """\
 set -eu
 exec {python} - <<'EOF'
 import base64
+import hashlib
 path = "{workspace}/{path}"
 text = open(path, encoding="utf-8").read()
 placeholder = base64.b64decode("{placeholder}").decode("utf-8")
