@@ -159,7 +159,8 @@ def atif_trajectory(atif: dict) -> dict:
         if not isinstance(step, dict):
             steps.append({"role": "?"})  # trajectory_check names it
             continue
-        role = ATIF_ROLES.get(step.get("source"), str(step.get("source")))
+        source = str(step.get("source"))
+        role = ATIF_ROLES.get(source, source)
         converted: dict = {"role": role, "content": _text(step.get("message"))}
         calls = {}
         if role == "assistant":
