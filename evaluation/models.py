@@ -57,6 +57,7 @@ class ModelEntry(models.Model):
         return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else self.kind
 
 
+SCAFFOLD_PLATFORM = "researchcodebench-agent"  # the platform's own agent loop (evaluation/agents), as ATIF names it
 RUN_MODES = [("single", "single-shot"), ("agent", "agent")]  # evaluation/agents runs the second
 # One person's answer to one item (humans/), scored like an upload; never a model's leaderboard row.
 HUMAN_MODE = "human"
@@ -188,6 +189,15 @@ class EvaluationRun(Redispatchable):
     @property
     def paper_label(self) -> str:
         return "with paper" if self.with_paper else "without paper"
+
+    @property
+    def scaffold(self) -> str:
+        """What ran the agent: an upload's scaffold as it named itself (a Harbor agent's name and version), the
+        platform's own agent loop for its agent runs, "" for single-shot runs (no scaffold)."""
+        given = (self.params or {}).get("scaffold")
+        if isinstance(given, dict) and given.get("name"):
+            return f"{given['name']} {given.get('version') or ''}".strip()
+        return SCAFFOLD_PLATFORM if self.mode == "agent" else ""
 
     @property
     def setting_label(self) -> str:

@@ -283,6 +283,7 @@ LEADERBOARD_SORTS = {
     "cutoff": lambda r: r.run.model.knowledge_cutoff or date.min,
     "provenance": lambda r: r.run.provenance,
     "mode": lambda r: r.run.mode,
+    "scaffold": lambda r: r.run.scaffold,
     "date": lambda r: r.run.finished_at or _NEVER,
     "pass": lambda r: r.score.pass_rate,
     "held_out": lambda r: r.held_out.scaled_pass_rate if r.held_out else -1.0,
@@ -473,6 +474,17 @@ LEADERBOARD_COLUMNS = (
         "mode",
         title="Single-shot: one prompt, one answer per item; agent: the model works in a sandbox over many turns",
     ),
+    LeaderboardColumn(
+        "scaffold",
+        "str",
+        lambda r: r.run.scaffold,
+        "Scaffold",
+        "scaffold",
+        toggled=True,
+        agent=True,
+        title="What ran an agent row: the platform's own agent loop, or an uploaded run's scaffold (a Harbor agent's "
+        "name and version); empty for single-shot rows",
+    ),
     # The score beside the rank and the model: the rank is read against it.
     LeaderboardColumn(
         "scaled_pass_rate",
@@ -639,13 +651,14 @@ class LeaderboardFilters:
     paper: str = ""  # "", "with" or "without"
     provenance: str = ""  # "" or an EvaluationRun.Provenance value
     mode: str = ""  # "" (all), "single" or "agent"
+    scaffold: str = ""  # "" (all) or a scaffold's name as rows show it (EvaluationRun.scaffold)
     q: str = ""
     sort: str = "rank"
     descending: bool = True
 
     @property
     def any(self) -> bool:
-        return bool(self.open_weights or self.paper or self.provenance or self.mode or self.q)
+        return bool(self.open_weights or self.paper or self.provenance or self.mode or self.scaffold or self.q)
 
     @classmethod
     def from_query(cls, params) -> LeaderboardFilters:
@@ -659,6 +672,7 @@ class LeaderboardFilters:
             paper=paper if paper in ("with", "without") else "",
             provenance=provenance if provenance in EvaluationRun.Provenance.values else "",
             mode=mode if mode in RUN_MODE_VALUES else "",
+            scaffold=params.get("scaffold", "").strip()[:100],
             q=params.get("q", "").strip()[:100],
             sort=sort,
             descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc",
@@ -675,17 +689,19 @@ _VERIFICATIONS = Prefetch("provenance_changes", queryset=ProvenanceChange.object
 LEADERBOARD_RUN_RULE = "the run its owner pinned, else the latest completed run"
 
 
-def leaderboard_choose(runs: Iterable[EvaluationRun]) -> dict[tuple[int, int, str, bool], EvaluationRun]:
-    """The one rule for a model's leaderboard row per (release, model, mode, with/without paper): of the completed
+def leaderboard_choose(runs: Iterable[EvaluationRun]) -> dict[tuple[int, int, str, bool, str], EvaluationRun]:
+    """The one rule for a model's leaderboard row per (release, model, mode, with/without paper, scaffold): of the
+    completed
     runs,
     the one its owner pinned, else the latest finished. So a new run or upload never replaces a pinned row; the
     model page lists every run with its score, and its owner moves the pin."""
-    chosen: dict[tuple[int, int, str, bool], EvaluationRun] = {}
+    chosen: dict[tuple[int, int, str, bool, str], EvaluationRun] = {}
     for run in runs:
         if run.status != EvaluationRun.Status.COMPLETED:
             continue
-        # An agent run is another setting of the model, never a newer row of its single-shot self.
-        key = (run.version_id, run.model_id, run.mode, run.with_paper)
+        # An agent run is another setting of the model, never a newer row of its single-shot self; so is an agent
+        # run under another scaffold (the platform's loop, a Harbor agent).
+        key = (run.version_id, run.model_id, run.mode, run.with_paper, run.scaffold)
         held = chosen.get(key)
         if held is None or _preference(run) > _preference(held):
             chosen[key] = run
@@ -731,6 +747,8 @@ def repeat_runs(*, run: EvaluationRun) -> list[int]:
 def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
     """Whether a row is one of the entries the filters rank (the name search is applied after ranking)."""
     if filters.mode and run.mode != filters.mode:  # a reference line of the other mode is no reference for this one
+        return False
+    if filters.scaffold and run.scaffold != filters.scaffold:
         return False
     if run.is_calibration:
         return True

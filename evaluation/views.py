@@ -131,6 +131,7 @@ def _query(filters: selectors.LeaderboardFilters, **override) -> str:
         "paper": filters.paper,
         "provenance": filters.provenance,
         "mode": filters.mode,
+        "scaffold": filters.scaffold,
         "q": filters.q,
         "sort": filters.sort,
         "dir": "desc" if filters.descending else "asc",

@@ -42,10 +42,15 @@ def test_the_rule_chooses_per_release_and_setting_by_finish_time_not_id(release,
     # The later id finished earlier (e.g. a resumed run): finishing time decides.
     EvaluationRun.objects.filter(pk=second.pk).update(finished_at=timezone.now() - timedelta(days=1))
     chosen = selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))
-    assert chosen == {(release.pk, entry.pk, "single", True): first, (release.pk, entry.pk, "single", False): without}
+    assert chosen == {
+        (release.pk, entry.pk, "single", True, ""): first,
+        (release.pk, entry.pk, "single", False, ""): without,
+    }
     services.run_pin(run=with_paper, actor=author)
     assert (
-        selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[(release.pk, entry.pk, "single", True)]
+        selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[
+            (release.pk, entry.pk, "single", True, "")
+        ]
         == with_paper
     ), "pinned beats later"
     queued = services.run_start(model=entry, version=release, dispatch=False)
