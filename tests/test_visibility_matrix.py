@@ -640,7 +640,8 @@ def test_a_run_never_tells_non_maintainers_what_its_held_out_items_spent(world, 
     assert detail["split_scores"]["held_out"]["prompt_tokens"] is None and detail["score"]["cost"] is None
     rows = _client(role, world["users"]).get(reverse("api-leaderboard", kwargs={"name": world["version"].name}))
     row = {r["run"]: r for r in rows.json()}[world["reference"].pk]
-    assert row["prompt_tokens"] == PUBLIC_USAGE["prompt_tokens"] and row["cost"] == PUBLIC_USAGE["cost"]
+    # Money is a JSON number in the API (issue 37).
+    assert row["prompt_tokens"] == PUBLIC_USAGE["prompt_tokens"] and row["cost"] == float(PUBLIC_USAGE["cost"])
 
 
 def test_maintainers_see_what_a_run_spent_on_held_out_items(world):
