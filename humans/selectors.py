@@ -80,8 +80,9 @@ class ScoredAttempt:
 
 
 def scored_attempts(*, version: BenchmarkVersion) -> tuple[list[ScoredAttempt], dict[str, int]]:
-    """The release's scored attempts (submitted, not excluded, verdict passed or failed) on its public items, and
-    counts of the others: being scored, flagged (awaiting review, never a pass), errors, excluded, fast pastes."""
+    """The release's scored attempts (submitted, not excluded, verdict passed, failed or flagged: a flag is scored as
+    not passed, as a model's) on its public items, and counts: being scored, flagged (among the scored), errors,
+    excluded, fast pastes."""
     public = visibility.items_public(version=version).values("pk")
     rows = list(
         Attempt.objects.filter(state=Attempt.State.SUBMITTED, snippet__in=public).values_list(
@@ -99,11 +100,11 @@ def scored_attempts(*, version: BenchmarkVersion) -> tuple[list[ScoredAttempt], 
         status = verdicts.get(run_id)
         if status is None:
             counts["pending"] += 1
-        elif status == Outcome.Status.FLAGGED:
-            counts["flagged"] += 1
         elif status not in EVALUATED:
             counts["errors"] += 1
         else:
+            if status == Outcome.Status.FLAGGED:  # scored as not passed until a maintainer clears it, as a model's
+                counts["flagged"] += 1
             scored.append(ScoredAttempt(user_id, snippet_id, loc, status == Outcome.Status.PASSED, (seconds or 0) / 60))
     return scored, counts
 
