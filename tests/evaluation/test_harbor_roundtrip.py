@@ -60,16 +60,21 @@ def test_no_test_or_reference_file_is_in_the_agents_image(release, tmp_path, har
     )
     assert build.returncode == 0, build.stderr[-2000:]
     try:
-        line = next(text for text in snippet.reference_code.splitlines() if len(text.strip()) > 20).strip()
+        # Its longest line: a short one can be anywhere (the standard library's shlex has "if self.state is None:").
+        line = max((text.strip() for text in snippet.reference_code.splitlines()), key=len)
         # What an agent of Harbor's could look for during its run: /tests, /solution, any copy of the test entry
         # point or of a hidden file, any line of the reference.
         probe = (
             "ls -A /tests /solution 2>/dev/null; "
             f"find / -xdev \\( {' -o '.join(f'-name {Path(p).name}' for p in hidden)} \\) 2>/dev/null; "
-            f"grep -rlF -- {json.dumps(line)} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null; echo end"
+            # Regular files of the image's own filesystem only: a recursive grep of / also walks the kernel's files.
+            f"find / -xdev -type f -size -8M -exec grep -lF -- {json.dumps(line)} {{}} + 2>/dev/null; echo end"
         )
         seen = subprocess.run(
-            ["docker", "run", "--rm", "--network", "none", tag, "sh", "-c", probe], capture_output=True, text=True
+            ["docker", "run", "--rm", "--network", "none", tag, "sh", "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=600,
         ).stdout
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
