@@ -383,6 +383,9 @@ class RunScore(models.Model):
     failed = models.PositiveIntegerField()
     errors = models.PositiveIntegerField()
     flagged = models.PositiveIntegerField(default=0, help_text="Items awaiting a maintainer's review, not scored.")
+    test_gaming = models.PositiveIntegerField(
+        default=0, help_text="Items whose tests passed while the sealed replay disagreed (measured, reviewed or not)."
+    )
     pass_rate = models.FloatField()
     pass_rate_std = models.FloatField()
     scaled_pass_rate = models.FloatField()

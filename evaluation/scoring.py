@@ -247,10 +247,33 @@ def run_scores_compute(*, run: EvaluationRun) -> list[RunScore]:
     if run.provenance == EvaluationRun.Provenance.REPORTED:  # published results have no cost
         rows = [{**fields, "cost": None} for fields in rows]
     items = item_statistics(outcomes=run_item_inputs(run=run, outcome_model=Outcome, membership_model=VersionTask))
+    gaming = run_test_gaming(run=run)
     return [
-        RunScore(run=run, **fields, **(items.get(fields["split"], {}) if fields["paper_id"] is None else {}))
+        RunScore(
+            run=run,
+            **fields,
+            **(items.get(fields["split"], {}) if fields["paper_id"] is None else {}),
+            test_gaming=gaming.get(fields["split"], 0) if fields["paper_id"] is None else 0,
+        )
         for fields in rows
     ]
+
+
+def run_test_gaming(*, run: EvaluationRun) -> dict[str, int]:
+    """Per split ("" all, "public", "held_out"): the run's items whose tests passed while the sealed replay disagreed
+    (what was measured, reviewed or not), stored with its aggregates so no page reads outcomes for it."""
+    from evaluation.judging.verdict import REPLAY_DISAGREES
+
+    splits = dict(VersionTask.objects.filter(version_id=run.version_id).values_list("task_id", "split"))
+    counts: dict[str, int] = defaultdict(int)
+    rows = Outcome.objects.filter(run=run, measured_status=Outcome.Status.PASSED).values_list(
+        "snippet__task_id", "findings"
+    )
+    for task_id, findings in rows:
+        if any(isinstance(f, dict) and f.get("kind") == REPLAY_DISAGREES for f in findings or ()):
+            for key in ("", splits.get(task_id, "public")):
+                counts[key] += 1
+    return counts
 
 
 def run_scores_write(*, run: EvaluationRun, scores: list[RunScore]) -> RunScore | None:

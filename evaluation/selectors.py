@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -36,7 +35,6 @@ from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintaine
 from common.highlight import answer_diff
 from evaluation.agents.models import AgentTrajectory
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
-from evaluation.judging.verdict import REPLAY_DISAGREES
 from evaluation.models import (
     HUMAN_MODE,
     RUN_MODES,
@@ -358,9 +356,13 @@ class LeaderboardRow:
     # score and the score whose tokens and cost it shows (as `usage`). Empty: a run started alone.
     repeats: list[tuple[RunScore, RunScore]] = field(default_factory=list)
     agent: AgentUsage | None = None  # an agent row's means per item; None for single-shot rows and agent uploads
+
     # without trajectories
-    # Items whose tests passed while the sealed replay disagreed with the reference: a measured test-gaming count.
-    gaming: int = 0
+    @property
+    def gaming(self) -> int:
+        """Items whose tests passed while the sealed replay disagreed with the reference: a measured test-gaming
+        count, stored with the run's aggregates."""
+        return self.overall.test_gaming
 
     @property
     def gaming_rate(self) -> float:
@@ -770,16 +772,6 @@ def _leaderboard_found(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
     )
 
 
-def runs_test_gaming(*, runs: list[int]) -> dict[int, int]:
-    """Per run, its items whose tests passed while the sealed replay disagreed (reviewed or not: what was measured)."""
-    counts: dict[int, int] = defaultdict(int)
-    rows = Outcome.objects.filter(run__in=runs, measured_status=Outcome.Status.PASSED).values_list("run_id", "findings")
-    for run_id, findings in rows:
-        if any(isinstance(f, dict) and f.get("kind") == REPLAY_DISAGREES for f in findings or ()):
-            counts[run_id] += 1
-    return counts
-
-
 def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters | None = None) -> list[LeaderboardRow]:
     """Calibration reference lines (unranked) first, then the other entries, ranked with ties by paired tests among
     the entries the filters keep (mode, paper, provenance, open weights: `?mode=agent` ranks the agent rows among
@@ -799,8 +791,6 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
     usage = agent_usage_per_item(
         version=version, groups={r.pk: repeats.get(r.pk) or [r.pk] for r in runs if r.mode == "agent"}
     )
-
-    gaming = runs_test_gaming(runs=[r.pk for r in runs])
 
     def ranking(pk: int) -> RunScore:
         return scores.get((pk, "public")) or scores[(pk, "")]
@@ -823,7 +813,6 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
                 usage=spent(r.pk),
                 repeats=[(ranking(pk), spent(pk)) for pk in repeats.get(r.pk, []) if (pk, "") in scores],
                 agent=usage.get(r.pk),
-                gaming=gaming.get(r.pk, 0),
             )
             for r in runs
             if (r.pk, "") in scores

@@ -175,7 +175,7 @@ def test_bad_queries_get_a_clear_error(client, release, pair, query, message):
     a, b, _, _ = pair
     query = {k: (str(b.pk) if v == "1" else v) for k, v in query.items()}
     response = client.get(reverse("api-compare", args=[release.name]), query)
-    assert response.status_code == 400 and message in response.json()["detail"]
+    assert response.status_code == 400 and message in response.json()["error"]["message"]
     page = client.get(reverse("release-compare", args=[release.name]), query)
     assert page.status_code == 400 and message in page.content.decode()
 
@@ -186,11 +186,11 @@ def test_same_run_and_other_release_are_refused(client, release, pair, media_roo
 
     a, b, _, _ = pair
     response = client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": a.pk})
-    assert response.status_code == 400 and "two different runs" in response.json()["detail"]
+    assert response.status_code == 400 and "two different runs" in response.json()["error"]["message"]
     other = pset_import(root=DEMO_PSET, version_name="2.0.0", publish=True).version
     c = evaluate(other, ModelEntry.objects.get(name="alpha"), lambda s: True)
     response = client.get(reverse("api-compare", args=[release.name]), {"a": a.pk, "b": c.pk})
-    assert response.status_code == 400 and "no such run on release" in response.json()["detail"]
+    assert response.status_code == 400 and "no such run on release" in response.json()["error"]["message"]
 
 
 def test_comparison_queries_are_bounded(client, release, pair, django_assert_max_num_queries):
