@@ -249,6 +249,6 @@ class SetValidationPaper(Redispatchable, TaskPackage):
 
     @property
     def checks_total(self) -> int:
-        """requirements, reference, masked and no-op per snippet, and its mutation score when asked (as
+        """requirements, reference, sealed, masked and no-op per snippet, and its mutation score when asked (as
         `sandbox_checks` yields them)."""
-        return 2 + (3 if self.mutants else 2) * len(self.snippets)
+        return 2 + (4 if self.mutants else 3) * len(self.snippets)
