@@ -334,7 +334,8 @@ def test_integers_booleans_strings_and_bytes_compare_exactly_whatever_the_tolera
 def test_types_dtypes_shapes_and_classes_are_named_by_kind():
     assert diff(1, 1.0).kind == "type"
     assert diff(True, 1).kind == "type"
-    assert diff([1], (1,)).kind == "type"
+    assert diff([1], (1,)) is None  # one kind of sequence: the tests read items (an honest answer builds either)
+    assert diff([1], {1}).kind == "type"
     assert diff(np.zeros(2, np.float32), np.zeros(2, np.float64)).kind == "dtype"
     assert diff(np.zeros((2, 3)), np.zeros((3, 2))).kind == "shape"
     assert diff([1, 2], [1, 2, 3]).kind == "structure"
