@@ -22,31 +22,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-VERSION = 1
-SAFE_INT = 2**53
-DEPTH_LIMIT = 200
-# dtype name -> item size in bytes (the same table as the snapshot program's DTYPES: a test holds them equal).
-DTYPES = {
-    "bool": 1,
-    "int8": 1,
-    "int16": 2,
-    "int32": 4,
-    "int64": 8,
-    "uint8": 1,
-    "uint16": 2,
-    "uint32": 4,
-    "uint64": 8,
-    "float16": 2,
-    "bfloat16": 2,
-    "float32": 4,
-    "float64": 8,
-    "complex64": 8,
-    "complex128": 16,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "float8_e4m3fnuz": 1,
-    "float8_e5m2fnuz": 1,
-}
+from evaluation.sandbox.programs import snapshot
+
+# The format's constants and its dtype table come from the program that writes it (one table for both sides).
+VERSION, SAFE_INT, DEPTH_LIMIT, DTYPES = snapshot.VERSION, snapshot.SAFE_INT, snapshot.DEPTH_LIMIT, snapshot.DTYPES
 ITEM_DTYPES = {"object", "str", "bytes"}
 FLOAT_STRINGS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0}
 REASONS = {"bytes", "depth", "items", "digits"}
