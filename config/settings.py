@@ -351,6 +351,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "evaluation.models.EvaluationRun.Status",
         "RunModeEnum": "evaluation.models.RUN_MODES",
+        "RunRecordModeEnum": "evaluation.models.RUN_RECORD_MODES",
     },
 }
 

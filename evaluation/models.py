@@ -61,6 +61,7 @@ SCAFFOLD_PLATFORM = "researchcodebench-agent"  # the platform's own agent loop (
 RUN_MODES = [("single", "single-shot"), ("agent", "agent")]  # evaluation/agents runs the second
 # One person's answer to one item (humans/), scored like an upload; never a model's leaderboard row.
 HUMAN_MODE = "human"
+RUN_RECORD_MODES = [*RUN_MODES, (HUMAN_MODE, "human")]  # what a stored run can be; RUN_MODES what a user starts
 
 
 class EvaluationRun(Redispatchable):
@@ -147,7 +148,7 @@ class EvaluationRun(Redispatchable):
     )
     # Single-shot: one prompt, one answer. Agent: the model works in a sandbox workspace over many turns within
     # `agent_budget` per item (evaluation/agents).
-    mode = models.CharField(max_length=10, choices=[*RUN_MODES, (HUMAN_MODE, "human")], default="single")
+    mode = models.CharField(max_length=10, choices=RUN_RECORD_MODES, default="single")
     agent_budget = models.JSONField(
         default=dict, blank=True, help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}."
     )

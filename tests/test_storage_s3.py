@@ -203,6 +203,7 @@ def test_a_celery_worker_configured_by_environment_evaluates_an_item_from_the_bu
     s3, celery_worker_factory, sandbox_cache, tmp_path, media_root
 ):
     from evaluation import services, tasks
+    from evaluation.judging.sealed import recording_blobs
     from evaluation.models import ModelEntry, Outcome
     from tests.conftest import polled
 
@@ -222,5 +223,7 @@ def test_a_celery_worker_configured_by_environment_evaluates_an_item_from_the_bu
     outcome = Outcome.objects.get(run=run)
     assert (outcome.snippet, outcome.status) == (snippet, "passed"), outcome.detail
     cached = {p.name for p in files_under(cache / "blobs")}
-    assert cached == set(snippet.task.files.values())
+    # The task's files, and the blobs of the recording its first use made (the sealed replay reads them).
+    snippet.task.refresh_from_db()
+    assert cached == set(snippet.task.files.values()) | recording_blobs(snippet.task.recording)
     assert files_under(media_root) == []

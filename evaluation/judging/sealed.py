@@ -380,6 +380,12 @@ class Replay:
         return self.sealed and not self.difference
 
 
+def recording_blobs(recording: Mapping | None) -> set[str]:
+    """The blobs a recording keeps (each sealed function's inputs and outputs), as their digests."""
+    targets = (recording or {}).get("targets", {}).values()
+    return {t[part] for t in targets if t.get("sealed") for part in ("inputs", "outputs")}
+
+
 def snippet_sealing(recording: Mapping | None, key: str) -> tuple[bool, str]:
     """Whether the snippet is sealed in the recording, and why not."""
     if not recording:

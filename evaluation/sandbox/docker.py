@@ -116,6 +116,16 @@ def engine_errors(what: str) -> Iterator[None]:
         raise SandboxError(f"{what}: {exc}") from exc
 
 
+def socket_bind_short(listener: socket.socket, path: Path) -> None:
+    """Bind a unix socket at a path however long: through the folder's descriptor, since a socket's address is
+    limited to 108 bytes and a cache folder (a test's temporary folder, a deep volume) may be longer."""
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        listener.bind(f"/proc/self/fd/{folder}/{path.name}")
+    finally:
+        os.close(folder)
+
+
 class ContainerZygote(Zygote):
     """The zygote as the main process of a long-lived container of the environment's image (a cold run's isolation,
     its seccomp profile widened by FORK_SYSCALLS), connected back to the worker through a bound unix socket."""
@@ -137,7 +147,7 @@ class ContainerZygote(Zygote):
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.folder.chmod(0o755)
-            listener.bind(str(self.folder / "control.sock"))
+            socket_bind_short(listener, self.folder / "control.sock")
             os.chmod(self.folder / "control.sock", 0o666)  # for uid 10001; it is unlinked once the zygote connected
             listener.listen(1)
             # The zygote's pages and an item's both count: the container holds twice an item's memory, each item
