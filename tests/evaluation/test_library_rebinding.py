@@ -86,3 +86,52 @@ def test_an_answers_own_rebinding_of_that_name_is_still_found(torch_environment)
     run = judged(*torch_environment, "cold", code)
     assert run.verdict.status == "flagged", run.verdict
     assert any("manual_seed" in f["detail"] for f in run.verdict.findings), run.verdict.findings
+
+
+# An optimizer's step reads each parameter's gradient, set by the caller: the recording must keep `.grad`, which
+# torch's own pickling drops (a replay of the reference would then fail and the snippet stay unsealed).
+STEP_SOURCE = '''import torch
+
+
+def step(param, lr):
+    """Plain gradient descent on a parameter, in place."""
+    with torch.no_grad():
+        # <paper2code name="descend">
+        param.sub_(lr * param.grad)
+        # </paper2code name="descend">
+    return param
+'''
+STEP_TEST = """import torch
+
+import model
+
+torch.manual_seed(0)
+for leaf in (torch.nn.Parameter(torch.randn(4)), torch.randn(4, requires_grad=True)):
+    leaf.grad = torch.randn(4)
+    before = leaf.detach().clone()
+    model.step(leaf, 0.5)
+    torch.testing.assert_close(leaf.detach(), before - 0.5 * leaf.grad)
+"""
+
+
+def test_a_parameters_gradient_is_recorded_and_its_step_sealed(torch_environment):
+    from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
+
+    backend, environment = torch_environment
+    backend.forkserver = True
+    files = {"model.py": STEP_SOURCE.encode(), "paper2code_test.py": STEP_TEST.encode()}
+    [snippet] = parse(STEP_SOURCE, "model.py").snippets
+    key = snippet_key("model.py", snippet.index)
+    with backend.session(environment) as session:
+        recording = recording_make(
+            session=session,
+            files=files,
+            test_entry_point="paper2code_test.py",
+            hidden=("paper2code_test.py",),
+            snippets=[SnippetSpan(key, "model.py", snippet.start_line, snippet.end_line)],
+            limits=LIMITS,
+            store=lambda content: "blob",
+        )
+    assert recording["snippets"][key]["sealed"], recording["snippets"][key]["reason"]
+    target = recording["targets"][recording["snippets"][key]["target"]]
+    assert target["calls"] == 2, sorted(target.items())

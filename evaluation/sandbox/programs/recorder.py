@@ -3,7 +3,7 @@
 # generators' states), and what it returned and its arguments' state at exit (as data, snapshot.py's format). A
 # program run inside the sandbox after snapshot.py's source, never imported. Standard library only.
 
-import base64, json, pickle, pickletools, random, sys, threading
+import base64, io, json, pickle, pickletools, random, sys, threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # snapshot.py's source comes before this program's in the sandbox
@@ -23,6 +23,26 @@ def rng_state():
     if torch is not None and hasattr(torch, "get_rng_state"):
         state["torch"] = torch.get_rng_state()
     return state
+
+
+class InputPickler(pickle.Pickler):
+    """Pickles a call's inputs as the standard pickler does, except that a torch tensor keeps its gradient: torch's
+    own reduction drops `.grad`, which an optimizer's step reads (a replay would then see None)."""
+
+    def reducer_override(self, obj):
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(obj, torch.Tensor) or getattr(obj, "grad", None) is None:
+            return NotImplemented
+        if isinstance(obj, torch.nn.Parameter):  # torch's own rebuilder: the state is set as attributes
+            return (torch._utils._rebuild_parameter_with_state, (obj.data, obj.requires_grad, {}, {"grad": obj.grad}))
+        rebuild, arguments = obj.detach().requires_grad_(obj.requires_grad).__reduce_ex__(4)[:2]
+        return (torch._tensor._rebuild_from_type_v2, (rebuild, type(obj), arguments, {"grad": obj.grad}))
+
+
+def inputs_pickle(value):
+    buffer = io.BytesIO()
+    InputPickler(buffer, protocol=4).dump(value)
+    return buffer.getvalue()
 
 
 def call_arguments(frame):
@@ -93,7 +113,7 @@ class Recorder:
             return None
         positional, keyword = call_arguments(frame)
         try:
-            blob = pickle.dumps((positional, keyword, rng_state()), protocol=4)
+            blob = inputs_pickle((positional, keyword, rng_state()))
         except Exception as exc:
             record["problems"].append(f"its arguments cannot be recorded: {type(exc).__name__}: {exc}"[:300])
             return None
