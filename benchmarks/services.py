@@ -50,6 +50,7 @@ from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 
 logger = logging.getLogger(__name__)
+DOWNLOADS_PREPARE = "benchmarks.tasks.release_downloads_prepare"  # queued by name: that module imports this one
 
 
 class CurationError(ApplicationError):
@@ -609,11 +610,9 @@ def version_publish(
 def release_downloads_queue(*, version: BenchmarkVersion) -> None:
     """Have a worker build a release's downloads (the `default` queue). A broker that refuses, or loses the task,
     leaves it to the workers' watchdog, which queues it again (operations/watchdog.py)."""
-    from benchmarks.tasks import release_downloads_prepare as prepare
-
     BenchmarkVersion.objects.filter(pk=version.pk).update(downloads_queued_at=timezone.now())
     enqueue(
-        prepare,
+        DOWNLOADS_PREPARE,
         version.pk,
         subject=version,
         refused=lambda exc: (
@@ -645,8 +644,6 @@ def releases_downloads_pending() -> list[BenchmarkVersion]:
 def release_downloads_requeue(version: BenchmarkVersion, *, idle_seconds: float, worker: str = "") -> int:
     """Queue again the build of downloads whose task was lost (no worker holds it, none waits), once the watchdog
     claimed it."""
-    from benchmarks.tasks import release_downloads_prepare as prepare
-
     event_record(
         kind=Kind.DOWNLOADS_REDISPATCHED,
         subject=version,
@@ -655,7 +652,7 @@ def release_downloads_requeue(version: BenchmarkVersion, *, idle_seconds: float,
         f"after {idle_seconds:.0f} s; their build was queued again",
     )
     enqueue(
-        prepare,
+        DOWNLOADS_PREPARE,
         version.pk,
         subject=version,
         refused=lambda exc: (

@@ -12,6 +12,7 @@ class EvaluationConfig(AppConfig):
         from benchmarks.services import version_published
         from evaluation import views
         from evaluation.models import EvaluationRun, ModelEntry
+        from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE, RUN_DISPATCH
         from evaluation.services import RUN_ACTIVE, continuous_runs_start, run_requeue, runs_feed, runs_unfinished
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, chore_register, work_register
@@ -26,10 +27,10 @@ class EvaluationConfig(AppConfig):
         # queues short), so a lost run is fed again within RUN_LOST_SECONDS.
         run_tasks = frozenset(
             {
-                "evaluation.tasks.item_generate",
-                "evaluation.tasks.item_evaluate",
-                "evaluation.tasks.run_dispatch",
-                "evaluation.agents.tasks.item_agent",
+                ITEM_GENERATE,
+                ITEM_EVALUATE,
+                RUN_DISPATCH,
+                ITEM_AGENT,
                 "evaluation.agents.tasks.agent_turn",
             }
         )
@@ -45,9 +46,7 @@ class EvaluationConfig(AppConfig):
                 messages_read=True,
                 # A GPU task's items wait on `gpu` (for a GPU worker, maybe none yet): waiting there is not lost.
                 tasks_of=lambda run: (
-                    run_tasks
-                    if run.model.kind == ModelEntry.Kind.LITELLM
-                    else run_tasks - {"evaluation.tasks.item_generate"}
+                    run_tasks if run.model.kind == ModelEntry.Kind.LITELLM else run_tasks - {ITEM_GENERATE}
                 ),
             )
         )

@@ -18,9 +18,10 @@ from evaluation import services
 from evaluation.judging.step import item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
-from evaluation.routing import GPU_QUEUE
+from evaluation.routing import GPU_QUEUE, ITEM_EVALUATE, ITEM_GENERATE
 from evaluation.sandbox import SandboxError
 from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
+from operations.enqueue import task_named
 
 logger = logging.getLogger(__name__)
 SANDBOX_RETRIES = 3
@@ -108,7 +109,6 @@ def held_out_withdrawn(*, run: EvaluationRun, snippet: Snippet, sample: int) -> 
 
 def generate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
     """Ask the model for one item, store the answer, and hand the item to the sandbox queue."""
-    from evaluation import tasks
     from evaluation.llm import ModelCallError, complete
 
     run, snippet = item(run_id, snippet_id)
@@ -142,7 +142,7 @@ def generate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
                 cost=earlier.cost,
                 attempts=0,
             )
-            tasks.item_evaluate.delay(run_id, snippet_id, sample, epoch)
+            task_named(ITEM_EVALUATE).delay(run_id, snippet_id, sample, epoch)
             return
         try:
             completion = complete(services.model_call(run=run), prompt)
@@ -168,13 +168,11 @@ def generate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
             cost=completion.cost,
             attempts=completion.attempts,
         )
-    tasks.item_evaluate.delay(run_id, snippet_id, sample, epoch)
+    task_named(ITEM_EVALUATE).delay(run_id, snippet_id, sample, epoch)
 
 
 def evaluate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None = None) -> None:
     """Test one item's answer in the sandbox and record its outcome (once)."""
-    from evaluation import tasks
-
     run, snippet = item(run_id, snippet_id)
     if not item_current(run, epoch):
         return
@@ -183,7 +181,7 @@ def evaluate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
         return
     generation = Generation.objects.filter(run=run, snippet=snippet, sample=sample).first()
     if generation is None and run.model.kind == ModelEntry.Kind.LITELLM:
-        tasks.item_generate.delay(run_id, snippet_id, sample, epoch)
+        task_named(ITEM_GENERATE).delay(run_id, snippet_id, sample, epoch)
         return
     if snippet.task.needs_gpu and not settings.SANDBOX_GPU:
         # Misrouted (a worker consuming `gpu` without a GPU): back to a GPU worker, never failed here for lack of one.
@@ -194,7 +192,7 @@ def evaluate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
             task.request.hostname,
             GPU_QUEUE,
         )
-        tasks.item_evaluate.apply_async((run_id, snippet_id, sample, epoch), queue=GPU_QUEUE, countdown=30)
+        task_named(ITEM_EVALUATE).apply_async((run_id, snippet_id, sample, epoch), queue=GPU_QUEUE, countdown=30)
         return
     try:
         if generation is None:

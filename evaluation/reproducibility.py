@@ -10,20 +10,12 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from benchmarks import visibility
+from common.canonical import canonical_hash, canonical_json
 from evaluation.models import EvaluationRun, Outcome
 from evaluation.provenance import provenance_of
 from evaluation.selectors import outcomes_visible
 
 MANIFEST_FORMAT = "rcb-run-manifest/1"
-
-
-def canonical_json(value) -> str:
-    """The one JSON spelling of `value` that hashes agree on: sorted keys, no spaces, UTF-8, dates as ISO text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def canonical_hash(value) -> str:
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
 def _sha256(text: str) -> str:

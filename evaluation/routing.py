@@ -4,7 +4,12 @@ GPU consume; everything else by CELERY_TASK_ROUTES' table."""
 from __future__ import annotations
 
 GPU_QUEUE = "gpu"
-ITEM_TASKS = frozenset({"evaluation.tasks.item_evaluate", "evaluation.agents.tasks.item_agent"})
+# The item tasks by name: services queue them by name (operations.enqueue.task_named), never importing their module.
+ITEM_GENERATE = "evaluation.tasks.item_generate"
+ITEM_EVALUATE = "evaluation.tasks.item_evaluate"
+ITEM_AGENT = "evaluation.agents.tasks.item_agent"
+RUN_DISPATCH = "evaluation.tasks.run_dispatch"
+ITEM_TASKS = frozenset({ITEM_EVALUATE, ITEM_AGENT})
 
 
 class ItemRouter:

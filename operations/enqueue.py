@@ -17,11 +17,20 @@ from operations.events import Kind, event_record
 logger = logging.getLogger(__name__)
 
 
+def task_named(name: str):
+    """A registered Celery task by its name: a service queues work by name, so that it never imports the tasks
+    module that imports it (DESIGN.md: no import cycle inside an app)."""
+    from celery import current_app
+
+    return current_app.tasks[name]
+
+
 def enqueue(task, *args, subject: models.Model | None, refused: Callable[[Exception], str]) -> bool:
-    """`task.delay(*args)`; when the broker refuses it, record a broker outage about `subject`, with `refused(error)`
-    as its detail, and return False (the watchdog queues the work again once the broker answers)."""
+    """`task.delay(*args)` (`task` a task or its name); when the broker refuses it, record a broker outage about
+    `subject`, with `refused(error)` as its detail, and return False (the watchdog queues the work again once the
+    broker answers)."""
     try:
-        task.delay(*args)
+        (task_named(task) if isinstance(task, str) else task).delay(*args)
     except KombuOperationalError as exc:
         detail = refused(exc)
         logger.warning("%s", detail)

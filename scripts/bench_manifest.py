@@ -40,8 +40,9 @@ def baseline_manifest(*, run, user) -> bytes:
     """The manifest as it was built before: pk__in over the visible outcomes, all items in memory, one body."""
     from django.http import JsonResponse
 
+    from common.canonical import canonical_hash, canonical_json
     from evaluation.models import Outcome
-    from evaluation.reproducibility import MANIFEST_FORMAT, _sha256, canonical_hash, canonical_json, run_outcomes
+    from evaluation.reproducibility import MANIFEST_FORMAT, _sha256, run_outcomes
     from evaluation.selectors import outcomes_visible
 
     outcomes = list(run_outcomes(run).filter(pk__in=outcomes_visible(run=run, user=user).values("pk")))

@@ -6,8 +6,10 @@ module level and how many inside functions (the usual way around a cycle), and w
 
 The layers, top to bottom: `config` (the project: settings, URLs, the Celery app), the apps (evaluation and
 submissions build on benchmarks), `operations` (background work, imports no other app), `common` (helpers with no
-domain, imports nothing of the project). `layering_problems()` lists what breaks that, and a test asserts it lists
-nothing. Migrations are left out: they name other apps' migrations by design. Tests are not an app.
+domain, imports nothing of the project). Within an app, no modules import each other, directly or round a loop
+(`module_cycles()`; imports for type checking only do not count: they never run). `layering_problems()` lists what
+breaks either, and a test asserts it lists nothing. Migrations are left out: they name other apps' migrations by
+design. Tests are not an app.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +70,98 @@ def graph(packages: tuple[str, ...] = APPS) -> tuple[Counter, dict]:
     return counts, modules
 
 
+def _modules(packages: tuple[str, ...], root: Path) -> dict[str, Path]:
+    """Every module of `packages` (migrations aside) by dotted name; a package by its own name."""
+    found = {}
+    for app in packages:
+        for path in sorted((root / app).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _runtime_imports(path: Path) -> Iterator[str]:
+    """The dotted names `path` imports when it runs (`from a import b` as a.b: b may be a module), at any depth,
+    leaving out what it imports under `if TYPE_CHECKING:`."""
+
+    def walk(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and ast.unparse(child.test).endswith("TYPE_CHECKING"):
+                yield from (name for other in child.orelse for name in walk(ast.Module(body=[other], type_ignores=[])))
+                continue
+            if isinstance(child, ast.Import):
+                yield from (alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                yield from (f"{child.module}.{alias.name}" for alias in child.names)
+            yield from walk(child)
+
+    yield from walk(ast.parse(path.read_text(), filename=str(path)))
+
+
+def module_cycles(packages: tuple[str, ...] = PACKAGES, root: Path = ROOT) -> list[list[str]]:
+    """Groups of modules of one app that import each other round a loop (module-level and function-level imports
+    alike), each sorted; a module importing its own package's __init__ is not one (Python runs that first)."""
+    modules = _modules(packages, root)
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for imported in _runtime_imports(path):
+            parts = imported.split(".")
+            target = next(
+                (".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in modules), None
+            )
+            if (
+                target
+                and target != name
+                and target.split(".")[0] == name.split(".")[0]
+                and not name.startswith(f"{target}.")
+            ):
+                edges[name].add(target)
+    return [sorted(group) for group in _strongly_connected(edges) if len(group) > 1]
+
+
+def _strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components, iteratively (an app's modules may chain deeper than the stack)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                groups.append(group)
+    return groups
+
+
 def _mutual(pairs: set[tuple[str, str]]) -> list[tuple[str, str]]:
     apps = [a for a in PACKAGES if a != "config"]  # config sits above the apps by design
     return [(a, b) for i, a in enumerate(apps) for b in apps[i + 1 :] if (a, b) in pairs and (b, a) in pairs]
@@ -86,6 +181,9 @@ def layering_problems() -> list[str]:
         f"{a} imports {b}, above it: {', '.join(sorted(modules[(a, b)]))}"
         for a, b in sorted(pairs)
         if (a == BOTTOM and b != BOTTOM) or (a == "operations" and b not in ("operations", BOTTOM))
+    ]
+    problems += [
+        f"modules of {group[0].split('.')[0]} importing each other: {', '.join(group)}" for group in module_cycles()
     ]
     return problems
 

@@ -195,11 +195,9 @@ def submission_submit(*, submission: Submission, actor, note: str = "") -> Revis
 
 
 def _validation_start(report_id: int) -> None:
-    from submissions.tasks import revision_validate
-
     # The broker is down: the watchdog queues it once it answers.
     enqueue(
-        revision_validate,
+        "submissions.tasks.revision_validate",  # by name: the tasks module imports this one
         report_id,
         subject=ValidationReport(pk=report_id),
         refused=lambda exc: (

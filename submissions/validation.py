@@ -35,6 +35,7 @@ from submissions.models import SetValidation, SetValidationPaper
 
 Status = SetValidation.Status
 ACTIVE = [Status.PENDING, Status.RUNNING]
+SET_PAPER_VALIDATE = "submissions.tasks.set_paper_validate"  # queued by name: that module imports this one
 
 
 def mutation_score_min(*, version: BenchmarkVersion | None = None) -> float:
@@ -137,8 +138,6 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
 def set_validation_dispatch(*, validation: SetValidation) -> None:
     """One task per paper on the `sandbox` queue, so the workers check papers in parallel; with the broker down, the
     validation stays stored and the watchdog queues its papers once the broker answers (their lost-work rule)."""
-    from submissions.tasks import set_paper_validate
-
     SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
     papers = list(validation.papers.values_list("pk", flat=True))
     for queued, paper_id in enumerate(papers):
@@ -149,7 +148,7 @@ def set_validation_dispatch(*, validation: SetValidation) -> None:
                 f"{len(papers)} queued, the watchdog queues the others once the broker answers"
             )
 
-        if not enqueue(set_paper_validate, paper_id, subject=validation, refused=refused):
+        if not enqueue(SET_PAPER_VALIDATE, paper_id, subject=validation, refused=refused):
             return
 
 
@@ -164,8 +163,6 @@ def set_papers_unfinished() -> list[SetValidationPaper]:
 
 def set_paper_requeue(paper: SetValidationPaper, *, idle_seconds: float, worker: str = "") -> int:
     """Queue a paper again whose task was lost (no worker holds it, none waits), once the watchdog claimed it."""
-    from submissions.tasks import set_paper_validate
-
     event_record(
         kind=Kind.VALIDATION_REDISPATCHED,
         subject=paper.validation,
@@ -175,7 +172,7 @@ def set_paper_requeue(paper: SetValidationPaper, *, idle_seconds: float, worker:
         f"queued or running task after {idle_seconds:.0f} s without progress; it was queued again",
     )
     enqueue(
-        set_paper_validate,
+        SET_PAPER_VALIDATE,
         paper.pk,
         subject=paper.validation,
         refused=lambda exc: (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from evaluation.agents.budget import BudgetError, budget_for_run
+from evaluation.errors import BudgetRefused, EvaluationError
 from evaluation.llm import tools_supported
 
 MODES = ("single", "agent")
@@ -11,7 +12,6 @@ MODES = ("single", "agent")
 def run_mode_settings(*, model, version, mode: str, budget: dict | None) -> dict:
     """The run's agent budget ({} for a single-shot run); EvaluationError when the mode cannot be run."""
     from evaluation.models import ModelEntry
-    from evaluation.services import BudgetRefused, EvaluationError
 
     if mode not in MODES:
         raise EvaluationError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")

@@ -21,6 +21,7 @@ from evaluation.agents.budget import BUDGETS, UNITS, Budget, release_maximums
 from evaluation.agents.loop import storable
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.selectors import TRAJECTORY_FORMAT
+from evaluation.errors import EvaluationError
 
 UPLOAD_MODES = ("single", "agent")
 # What an uploaded agent may say ended it: it gave an answer, so never a failed model call, an error or "running".
@@ -106,15 +107,14 @@ def max_steps(version) -> int:
     return 2 + release_maximums(version).turns * (2 + settings.AGENT_TOOL_CALLS_PER_TURN)
 
 
-def line_parser(*, mode: str, version):
-    """The function that parses one upload line of the mode (called as services.upload_line_parse is)."""
-    from evaluation.services import EvaluationError, upload_line_parse
-
+def line_parser(*, mode: str, version, parse):
+    """The function that parses one upload line of the mode, around `parse` (services.upload_line_parse), and is
+    called as it is."""
     if mode == "single":
-        return partial(single_line_parse, parse=upload_line_parse)
+        return partial(single_line_parse, parse=parse)
     if mode != "agent":
         raise EvaluationError(f"unknown upload mode {mode!r}; modes are {', '.join(UPLOAD_MODES)}")
-    return partial(agent_line_parse, steps_max=max_steps(version), maximums=release_maximums(version))
+    return partial(agent_line_parse, parse=parse, steps_max=max_steps(version), maximums=release_maximums(version))
 
 
 def single_line_parse(row, *, parse, **context):
@@ -124,16 +124,14 @@ def single_line_parse(row, *, parse, **context):
     return parse(row, **context)
 
 
-def agent_line_parse(row, *, snippets: dict, version, protocol: str, steps_max: int, maximums: Budget):
+def agent_line_parse(row, *, parse, snippets: dict, version, protocol: str, steps_max: int, maximums: Budget):
     """An agent upload's line: the usual line with `code`, and its trajectory checked (None when it gives none)."""
-    from evaluation.services import upload_line_parse
-
     if not isinstance(row, dict):
         return 'expected an object with "id", "sample", "code" and optionally "trajectory"'
     if "answer" in row:
         return 'an agent upload gives the final snippet body as "code", not a raw "answer"'
     rest = {key: value for key, value in row.items() if key != "trajectory"}
-    parsed = upload_line_parse(rest, snippets=snippets, version=version, protocol=protocol)
+    parsed = parse(rest, snippets=snippets, version=version, protocol=protocol)
     if isinstance(parsed, str) or "trajectory" not in row:
         return parsed
     try:

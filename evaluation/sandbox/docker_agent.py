@@ -59,7 +59,7 @@ from django.conf import settings
 from docker.utils.socket import frames_iter
 
 from evaluation.sandbox.base import Environment, ExecResult, Limits, SandboxError
-from evaluation.sandbox.docker import (
+from evaluation.sandbox.docker_engine import (
     SANDBOX_USER,
     WORKER_LABEL,
     CappedOutput,

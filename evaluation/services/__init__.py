@@ -4,11 +4,10 @@
 Callers use `from evaluation import services; services.run_start(...)`: every public name is re-exported here. A test
 that replaces a name patches the module that reads it (e.g. `services.runs.run_dispatch`)."""
 
+from evaluation.errors import BudgetRefused, EvaluationError
 from evaluation.services.models import (
     MODEL_EDITABLE_FIELDS,
     MODEL_ENDPOINT_FIELDS,
-    BudgetRefused,
-    EvaluationError,
     ModelInUse,
     model_call,
     model_endpoint_check,

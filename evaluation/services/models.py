@@ -12,24 +12,11 @@ from django.db import transaction
 
 from benchmarks.selectors import user_is_maintainer
 from common.addresses import AddressRefused, host_addresses_check
-from common.errors import ApplicationError
+from evaluation.errors import EvaluationError
 from evaluation.models import EvaluationRun, ModelEntry
 
 if TYPE_CHECKING:
     from evaluation.llm import ModelCall
-
-
-class EvaluationError(ApplicationError):
-    """A request that cannot be carried out, with a message for the person who made it."""
-
-
-class BudgetRefused(EvaluationError):
-    """An agent budget the release does not allow: `problems` (the API's details) names each bad budget and says
-    why, so that a form shows every one beside its field."""
-
-    def __init__(self, problems: dict[str, str]):
-        self.problems = self.details = problems
-        super().__init__("; ".join(problems.values()))
 
 
 def user_pays_platform(*, user) -> bool:

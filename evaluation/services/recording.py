@@ -14,9 +14,9 @@ from django.utils import timezone
 from benchmarks.models import Snippet
 from benchmarks.paper2code import code_indent, extract_code, prompt_hash
 from benchmarks.selectors import user_is_maintainer
+from common.canonical import canonical_hash
 from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, tail
-from evaluation.reproducibility import canonical_hash
 from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_scores_store
 from evaluation.selectors import item_prompt

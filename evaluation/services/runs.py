@@ -19,6 +19,7 @@ from benchmarks.permissions import user_may_change
 from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.provenance import provenance_at_start
+from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_write
 from evaluation.selectors import run_covers_held_out, run_feed_order, run_snippets
 from evaluation.services.models import EvaluationError, model_endpoint_check, user_pays_platform
@@ -188,8 +189,6 @@ def run_feed(*, run: EvaluationRun) -> int:
     The row lock is taken with skip_locked and held only to move the cursor: a feeder that finds it taken leaves
     the top-up to the one holding it. A message the broker refuses stays counted as in flight: the watchdog's
     lost-work rule (nothing queued or held for the run) feeds it again."""
-    from evaluation import tasks
-
     active = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
     with transaction.atomic():
         locked = (
@@ -226,9 +225,9 @@ def run_feed(*, run: EvaluationRun) -> int:
             if len(batch) == room or not window:
                 break
         EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
-    task = tasks.item_generate if locked.model.kind == ModelEntry.Kind.LITELLM else tasks.item_evaluate
+    task = ITEM_GENERATE if locked.model.kind == ModelEntry.Kind.LITELLM else ITEM_EVALUATE
     if locked.mode == "agent":
-        from evaluation.agents.tasks import item_agent as task
+        task = ITEM_AGENT
     for queued, (snippet_id, sample) in enumerate(batch):
 
         def refused(exc: Exception, queued: int = queued) -> str:

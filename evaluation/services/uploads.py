@@ -17,6 +17,7 @@ from benchmarks.selectors import protocol_get, snippet_prompt
 from common.errors import ApplicationError
 from evaluation.agents import uploads as agent_uploads
 from evaluation.models import EvaluationRun, Generation, ModelEntry
+from evaluation.routing import RUN_DISPATCH
 from evaluation.services.models import EvaluationError
 from evaluation.services.runs import MAX_SAMPLES, run_protocol, run_quota_check
 from evaluation.taskfiles import task_annotated, task_files
@@ -207,7 +208,8 @@ def run_from_upload(
     except UnicodeDecodeError as exc:
         raise UploadError([f"the file is not UTF-8 text (byte {exc.start})"]) from exc
     snippets = {str(s.pk): s for s in visibility.items_public(version=version)}
-    line_parse = agent_uploads.line_parser(mode=mode, version=version)  # agent: the line's trajectory checked too
+    # agent: the line's trajectory checked too
+    line_parse = agent_uploads.line_parser(mode=mode, version=version, parse=upload_line_parse)
     problems: list[str] = []
     rows: list[UploadedAnswer] = []
     warnings: list[str] = []
@@ -294,11 +296,9 @@ def upload_generations_store(*, run: EvaluationRun, rows: list[UploadedAnswer]) 
 
 def run_dispatch_later(*, run: EvaluationRun) -> None:
     """Queue the run's items from a worker (Celery task `run_dispatch`), not inside the web request."""
-    from evaluation import tasks
-
     # Stored already: the watchdog dispatches the queued run once the broker answers.
     enqueue(
-        tasks.run_dispatch,
+        RUN_DISPATCH,
         run.pk,
         subject=run,
         refused=lambda exc: (

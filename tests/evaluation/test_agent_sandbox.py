@@ -28,8 +28,8 @@ from evaluation.agents.workspace import Workspace
 from evaluation.llm import ToolTurn
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.sandbox import Environment, Limits, docker_agent
-from evaluation.sandbox.docker import WORKER_LABEL
 from evaluation.sandbox.docker_agent import COPY_SECONDS
+from evaluation.sandbox.docker_engine import WORKER_LABEL
 from tests.conftest import DEMO_PSET, client_for, polled, sandbox_backend_or_missing
 
 MB = 1024 * 1024

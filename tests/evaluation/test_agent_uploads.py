@@ -369,6 +369,7 @@ def test_a_held_out_item_is_as_unknown_on_the_line_as_in_its_trajectory(media_ro
     every_item = {str(s.pk): s for s in version_snippets(version=version)}
     unguarded = uploads.agent_line_parse(
         line,
+        parse=services.upload_line_parse,
         snippets=every_item,
         version=version,
         protocol="rcb-v1",

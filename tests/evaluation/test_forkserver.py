@@ -292,7 +292,7 @@ session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment
         assert_no_process_with(marker)
         if backend == "docker":
             import docker
-            from evaluation.sandbox.docker import WORKER_LABEL
+            from evaluation.sandbox.docker_engine import WORKER_LABEL
 
             client, label = docker.from_env(), f"{WORKER_LABEL}={socket.gethostname()}:{worker.pid}"
             deadline = time.monotonic() + 10

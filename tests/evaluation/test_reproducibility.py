@@ -13,10 +13,11 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
+from common.canonical import canonical_hash
 from evaluation import services
 from evaluation.models import EnvironmentLock, EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
-from evaluation.reproducibility import MANIFEST_FORMAT, canonical_hash, manifest_verify
+from evaluation.reproducibility import MANIFEST_FORMAT, manifest_verify
 from evaluation.sandbox import Limits
 from evaluation.tasks import item_evaluate
 from tests.conftest import client_for, download_body, sandbox_backend_or_missing, service_missing

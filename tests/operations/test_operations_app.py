@@ -13,7 +13,7 @@ from operations.enqueue import enqueue
 from operations.events import events_of, events_recent
 from operations.models import OperationsEvent
 from operations.watchdog import redispatch_claim, work_kinds
-from scripts.import_graph import graph, layering_problems
+from scripts.import_graph import graph, layering_problems, module_cycles
 
 
 def test_operations_imports_no_other_app_and_evaluation_and_submissions_do_not_import_each_other():
@@ -27,8 +27,26 @@ def test_operations_imports_no_other_app_and_evaluation_and_submissions_do_not_i
 
 def test_the_layers_hold_no_app_imports_config_or_another_that_imports_it_and_common_imports_nothing():
     """config above the apps, no two apps importing each other (function-level imports included), operations and
-    then common at the bottom (scripts/import_graph.py prints the same)."""
+    then common at the bottom, no modules of one app importing each other round a loop (scripts/import_graph.py
+    prints the same)."""
     assert layering_problems() == []
+
+
+def test_modules_of_one_app_importing_each_other_round_a_loop_are_found(tmp_path):
+    """What the layering test relies on: a loop through a function-level import and a package's facade is a cycle;
+    an import for type checking only, and a module importing its own package, are not."""
+    app = tmp_path / "shop"
+    (app / "services").mkdir(parents=True)
+    (app / "__init__.py").write_text("")
+    (app / "services" / "__init__.py").write_text("from shop.services.orders import order_place\n")
+    (app / "services" / "orders.py").write_text("import shop\n\ndef order_place():\n    from shop import tasks\n")
+    (app / "tasks.py").write_text("from shop import services\n")
+    (app / "models.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from shop import tasks\n")
+    assert module_cycles(("shop",), root=tmp_path) == [["shop.services", "shop.services.orders", "shop.tasks"]]
+    (app / "tasks.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from shop import services\n"
+    )
+    assert module_cycles(("shop",), root=tmp_path) == []
 
 
 def test_the_queues_are_those_of_the_task_routes():
