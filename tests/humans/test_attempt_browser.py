@@ -123,7 +123,12 @@ def test_a_person_attempts_an_item_in_the_browser(
     page.wait_for_url(f"{base}/attempts/*/")
     picked = Attempt.objects.exclude(pk=attempt.pk).get(user=person)
     assert picked.snippet.task.paper.slug != HELD_OUT_PAPER
-    page.get_by_role("button", name="Abandon").click()
+    # Abandoning asks first: the warning, then the button that does it.
+    page.get_by_text("Abandon…").click()
+    expect(page.get_by_test_id("abandon-warning")).to_be_visible()
+    shot(page, "abandon-confirm", width)
+    expect(page.get_by_test_id("attempt-state")).to_have_text("Open")
+    page.get_by_role("button", name="Yes, abandon this item").click()
     expect(page.get_by_test_id("attempt-state")).to_have_text("Abandoned")
 
     page.goto(f"{base}/releases/{held_release.name}/humans/")
