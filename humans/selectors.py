@@ -26,34 +26,58 @@ PERSON_ANSWER = "person's answer"  # the diff's name for an attempt's code (a mo
 CURVE_MINUTES = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 240, 480)
 
 
-# The one statement of when a person sees an item's reference (its page shows this text; reference_withheld and
-# items_offerable apply it).
+# The one statement of when a person sees an item's reference (the paper page shows this text; references_seen,
+# items_offerable and reference_withheld apply it).
 REFERENCE_RULE = (
-    "While you may still attempt an item of this paper (you have not, or your attempt is open), this page does not "
-    "show you its reference code: the annotated files, and the surviving mutants, which spell reference lines. "
-    "Showing it withdraws, for good, the offer to attempt the paper's items you have not attempted: a person "
-    "attempts an item without having seen its answer, as a model does. Visitors who are not signed in are offered "
-    "no attempt; the public problem-set download also holds every reference, so opening it first is on your honour."
+    "An item is offered to you only while you have not seen its reference here, as a model answers without it. "
+    "While you may still attempt an item of this paper, this page does not show you its reference code (the "
+    "annotated files, and the surviving mutants, which spell reference lines); showing it withdraws, for good, the "
+    "offer of the paper's items you have not attempted. An attempt's masked file holds the reference of its file's "
+    "other items, as a model's prompt does, so opening one withdraws those items, and its result shows the reference "
+    "of the items nested in it. Visitors who are not signed in are offered no attempt; the public problem-set "
+    "download also holds every reference, so opening it first is on your honour."
 )
 
 
+def references_seen(*, user) -> dict[int, str]:
+    """REFERENCE_RULE: the items whose reference the person has seen on the platform, each with where: the paper
+    page's reference code they chose to see, the masked file of their attempt at another item of the same file
+    (every item not nested in that one), or the result of their submitted attempt at an item enclosing it."""
+    if not user.is_authenticated:
+        return {}
+    seen: dict[int, str] = {}
+    for pk, slug in Snippet.objects.filter(
+        task__in=ReferenceSeen.objects.filter(user=user).values("task_id")
+    ).values_list("pk", "task__paper__slug"):
+        seen[pk] = f"you chose to see the reference code of paper {slug}"
+    attempts = list(Attempt.objects.filter(user=user).select_related("snippet"))
+    for attempt in attempts:
+        mine = attempt.snippet
+        for other in Snippet.objects.filter(task_id=mine.task_id, file_path=mine.file_path).exclude(pk=mine.pk):
+            nested = other.start_line >= mine.start_line and other.end_line <= mine.end_line
+            if not nested:
+                where = f"the masked file of your attempt {attempt.pk} at item {mine.pk} holds its reference"
+            elif attempt.state == Attempt.State.SUBMITTED:
+                where = f"the result of your attempt {attempt.pk} at item {mine.pk}, which encloses it, shows it"
+            else:
+                continue
+            seen.setdefault(other.pk, where)
+    return seen
+
+
 def items_offerable(*, version: BenchmarkVersion, user) -> QuerySet[Snippet]:
-    """The public items of the release the person has not attempted, less those of tasks whose reference they chose
-    to see (REFERENCE_RULE): held-out items are offered to no one."""
+    """The public items of the release the person has neither attempted nor seen the reference of (REFERENCE_RULE):
+    held-out items are offered to no one."""
     return (
         visibility.items_public(version=version)
         .exclude(pk__in=Attempt.objects.filter(user=user).values("snippet_id"))
-        .exclude(task__in=ReferenceSeen.objects.filter(user=user).values("task_id"))
+        .exclude(pk__in=list(references_seen(user=user)))
     )
 
 
-def reference_seen(*, user, task: Task) -> bool:
-    return ReferenceSeen.objects.filter(user=user, task=task).exists()
-
-
-def task_items_unfinished(*, task: Task, user) -> QuerySet[Snippet]:
-    """The task's items public in a published release that the person has not submitted or abandoned: not yet
-    attempted, or their attempt still open or paused."""
+def task_items_open_to(*, task: Task, user) -> QuerySet[Snippet]:
+    """The task's items public in a published release that the person may still attempt or is attempting: not
+    submitted or abandoned, and their reference not seen (an open attempt's own item is not seen by opening it)."""
     published = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED, tasks=task)
     public = {
         pk
@@ -61,14 +85,16 @@ def task_items_unfinished(*, task: Task, user) -> QuerySet[Snippet]:
         for pk in visibility.items_public(version=v).filter(task=task).values_list("pk", flat=True)
     }
     finished = Attempt.objects.filter(user=user, state__in=[Attempt.State.SUBMITTED, Attempt.State.ABANDONED])
-    return Snippet.objects.filter(pk__in=public).exclude(pk__in=finished.values("snippet_id"))
+    return Snippet.objects.filter(pk__in=public - set(references_seen(user=user))).exclude(
+        pk__in=finished.values("snippet_id")
+    )
 
 
 def reference_withheld(*, task: Task, user) -> bool:
     """REFERENCE_RULE: whether a paper page keeps the task's reference code from this signed-in person."""
-    if not user.is_authenticated or reference_seen(user=user, task=task):
+    if not user.is_authenticated or ReferenceSeen.objects.filter(user=user, task=task).exists():
         return False
-    return task_items_unfinished(task=task, user=user).exists()
+    return task_items_open_to(task=task, user=user).exists()
 
 
 @dataclass(frozen=True)

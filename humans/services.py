@@ -61,17 +61,20 @@ def attempt_open(*, user, version: BenchmarkVersion, snippet_id: int | None = No
     if snippet_id is None:
         snippet = selectors.items_offerable(version=version, user=user).order_by("?").first()
         if snippet is None:
-            raise AttemptRefused(f"you have attempted every public item of release {version.name}")
+            raise AttemptRefused(
+                f"no public item of release {version.name} is left to offer you: you attempted each, or saw its "
+                "reference"
+            )
     else:
         snippet = selectors.item_public(version=version, snippet_id=snippet_id)
         if snippet is None:
             raise AttemptNotFound(f"release {version.name} has no public item {snippet_id}")
-        if selectors.reference_seen(user=user, task=snippet.task):
-            raise AttemptRefused(
-                f"you chose to see the reference code of paper {snippet.task.paper.slug}: its items are no longer "
-                "offered to you (a person attempts an item without having seen its answer)"
-            )
     earlier = Attempt.objects.filter(user=user, snippet=snippet).first()
+    if earlier is None and (where := selectors.references_seen(user=user).get(snippet.pk)):
+        raise AttemptRefused(
+            f"item {snippet.pk} is no longer offered to you: {where} (a person attempts an item without having "
+            "seen its answer, as a model does)"
+        )
     if earlier is not None:
         if earlier.is_live:
             return earlier

@@ -12,13 +12,13 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from benchmarks import visibility
 from benchmarks.models import Snippet
 from evaluation import services as evaluation
 from evaluation.models import EvaluationRun, Generation, Outcome
 from evaluation.outcomes import Verdict, outcome_flag
 from humans import selectors, services
 from humans.models import Attempt, ReferenceSeen
+from humans.prompts import attempt_prompt
 from tests.conftest import client_for, page_text
 from tests.humans.conftest import dampnest_item
 
@@ -132,29 +132,59 @@ def test_the_reference_is_withheld_beside_the_offer_until_shown(held_release, pe
     shown = logged_in(person).post(show, follow=True).content.decode()
     assert REFERENCE_LINE in page_text(shown) and "Try it yourself" not in shown
     assert ReferenceSeen.objects.filter(user=person, task=task).exists()
-    with pytest.raises(services.AttemptRefused, match="chose to see the reference code of paper dampnest"):
+    with pytest.raises(services.AttemptRefused, match=f"item {item.pk} is no longer offered to you: you chose to see"):
         services.attempt_open(user=person, version=held_release, snippet_id=item.pk)
     api = client_for(person)
     response = api.post(f"/api/v1/releases/{held_release.name}/attempts/", {"item": item.pk}, format="json")
     assert response.status_code == 400 and "chose to see the reference code" in response.json()["error"]["message"]
-    others = [s for s in public_items if s.task_id != task.pk]
     picked = []
-    for _ in others:
-        record = api.post(f"/api/v1/releases/{held_release.name}/attempts/", {}, format="json").json()
-        picked.append(record["item"])
-        assert api.post(f"/api/v1/attempts/{record['id']}/abandon/").json()["state"] == "abandoned"
-    assert sorted(picked) == sorted(s.pk for s in others), "every other public item, none of dampnest's"
-    last = api.post(f"/api/v1/releases/{held_release.name}/attempts/", {}, format="json")
-    assert last.status_code == 400 and "attempted every public item" in last.json()["error"]["message"]
+    while (record := api.post(f"/api/v1/releases/{held_release.name}/attempts/", {}, format="json")).status_code == 201:
+        picked.append(record.json()["item"])
+        assert api.post(f"/api/v1/attempts/{record.json()['id']}/abandon/").json()["state"] == "abandoned"
+    assert picked and not {s.pk for s in public_items if s.task_id == task.pk} & set(picked), "none of dampnest's"
+    assert "no public item of release 1.0.0 is left" in record.json()["error"]["message"]
 
-    # Once every item of a paper is attempted (submitted or abandoned) nothing is offered and nothing withheld.
+    # Once none of a paper's items is left to a person (attempted, or its reference seen), nothing is withheld.
     third = people[2]
-    for snippet in visibility.items_public(version=held_release).filter(task=task):
-        services.attempt_abandon(
-            attempt=services.attempt_open(user=third, version=held_release, snippet_id=snippet.pk), user=third
-        )
+    services.attempt_abandon(
+        attempt=services.attempt_open(user=third, version=held_release, snippet_id=item.pk), user=third
+    )
+    assert not selectors.task_items_open_to(task=task, user=third).exists(), "its masked file showed the others"
     assert REFERENCE_LINE in page_text(paper_page(logged_in(third), held_release))
     assert not ReferenceSeen.objects.filter(user=third).exists()
+
+
+def test_an_attempt_withdraws_the_items_whose_reference_it_shows(held_release, people):
+    """An attempt's masked file is the whole file less its own snippet (as a model's prompt is): it holds the
+    reference of the file's other items, except those nested in it, which its result shows once submitted."""
+    person, other = people[0], people[1]
+    outer = dampnest_item(held_release, "dampnest update rule")
+    nested = dampnest_item(held_release, "remember gradient for next step")
+    outside = dampnest_item(held_release, "initialise optimiser state on first step")
+    assert outer.start_line < nested.start_line and nested.end_line < outer.end_line
+    assert outside.end_line < outer.start_line
+    attempt = services.attempt_open(user=person, version=held_release, snippet_id=outer.pk)
+    masked = attempt_prompt(attempt=attempt).masked
+    assert outside.reference_code.strip().splitlines()[-1].strip() in masked, "the premise: it shows the reference"
+    assert nested.reference_code.strip() not in masked
+    offerable = set(selectors.items_offerable(version=held_release, user=person).values_list("pk", flat=True))
+    assert outside.pk not in offerable and nested.pk in offerable
+    with pytest.raises(
+        services.AttemptRefused,
+        match=f"item {outside.pk} is no longer offered to you: the masked file of your attempt {attempt.pk}",
+    ):
+        services.attempt_open(user=person, version=held_release, snippet_id=outside.pk)
+    services.attempt_submit(attempt=attempt, user=person, body="pass")
+    response = client_for(person).post(
+        f"/api/v1/releases/{held_release.name}/attempts/", {"item": nested.pk}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert (
+        f"the result of your attempt {attempt.pk} at item {outer.pk}, which encloses it"
+        in response.json()["error"]["message"]
+    )
+    # Another person's attempts change nothing of theirs.
+    assert services.attempt_open(user=other, version=held_release, snippet_id=outside.pk).state == "open"
 
 
 def test_too_few_items_give_no_interval(held_release, people, settings):

@@ -14,6 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from benchmarks.models import Snippet
 from benchmarks.paper2code import parse, passes, splice
 from evaluation.models import Outcome
 from evaluation.taskfiles import task_files
@@ -89,9 +90,10 @@ def test_a_hostile_body_is_scored_like_any_answer_and_never_passes(
 
 def test_the_humans_row_is_the_attempts_counted_by_hand(held_release, people, sandbox, scoring_inline, settings):
     settings.HUMAN_THIN_PEOPLE = 3
+    # Items of two papers: one person's attempt at an item shows the reference of its file's other items.
     a = dampnest_item(held_release)
-    b = dampnest_item(held_release, "parameter step with decoupled weight decay")
-    b_honest, b_wrong = b.reference_code.strip(), "new_theta = theta"
+    b = Snippet.objects.filter(task__versions=held_release, task__paper__slug="topk-attention-pool").order_by("pk")[0]
+    b_honest, b_wrong = b.reference_code.strip(), "raise NotImplementedError"
     # a: person1 passes (50 s), person2 passes (180 s), person3 fails (240 s); b: person1 fails (120 s).
     done = [
         _submit(held_release, people[0], a, HONEST, seconds=50),
