@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
+import textwrap
 from datetime import timedelta
 
 import pytest
@@ -92,8 +93,12 @@ def test_the_humans_row_is_the_attempts_counted_by_hand(held_release, people, sa
     settings.HUMAN_THIN_PEOPLE = 3
     # Items of two papers: one person's attempt at an item shows the reference of its file's other items.
     a = dampnest_item(held_release)
-    b = Snippet.objects.filter(task__versions=held_release, task__paper__slug="topk-attention-pool").order_by("pk")[0]
-    b_honest, b_wrong = b.reference_code.strip(), "raise NotImplementedError"
+    b = Snippet.objects.get(
+        task__versions=held_release,
+        task__paper__slug="topk-attention-pool",
+        name="select top-k valid tokens per sequence",
+    )
+    b_honest, b_wrong = textwrap.dedent(b.reference_code).strip(), "raise NotImplementedError"
     # a: person1 passes (50 s), person2 passes (180 s), person3 fails (240 s); b: person1 fails (120 s).
     done = [
         _submit(held_release, people[0], a, HONEST, seconds=50),
