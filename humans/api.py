@@ -56,6 +56,8 @@ def attempt_record(attempt: Attempt) -> dict:
                 "status": item.outcome.status,
                 "category": item.outcome.category,
                 "detail": item.outcome.detail,
+                "review": item.outcome.review,  # a maintainer's decision on a flag: confirmed, cleared or ""
+                "review_reason": item.outcome.review_reason,
                 "tests": item.tests,
                 "reference_diff": item.diff,
             }

@@ -99,6 +99,12 @@ def test_a_maintainer_reviews_a_flagged_attempt_with_a_reason(held_release, peop
     # Its person reads the decision and the reason with their verdict.
     text = page_text(logged_in(people[0]).get(reverse("attempt-detail", args=[first.pk])).content.decode())
     assert "Cleared: the measured verdict stands (reads its own file; the name only matches)" in text
+    result = client_for(people[0]).get(f"/api/v1/attempts/{first.pk}/").json()["result"]
+    assert (result["status"], result["review"], result["review_reason"]) == (
+        "passed",
+        "cleared",
+        "reads its own file; the name only matches",
+    )
     with pytest.raises(evaluation.EvaluationError, match="is not flagged"):
         services.attempt_flag_review(attempt=first, actor=maintainer, decision="confirmed", reason="changed my mind")
 
