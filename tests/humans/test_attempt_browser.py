@@ -146,6 +146,7 @@ def test_a_person_attempts_an_item_in_the_browser(
     expect(page.get_by_test_id("humans-people")).to_have_text("1")
     expect(page.get_by_test_id("humans-attempts")).to_have_text("1")
     expect(page.get_by_test_id("humans-pass")).to_contain_text("100.0%")
+    expect(page.get_by_test_id("humans-pass")).to_contain_text("no interval (1 item)")  # not [100.0, 100.0]
     shot(page, "humans", width)
     page.goto(f"{base}/versions/{held_release.name}/leaderboard/")
     expect(page.locator("#humans-row")).to_contain_text("self-reported")
