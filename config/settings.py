@@ -228,6 +228,9 @@ RUNS_ACTIVE_PER_USER = env.int("RUNS_ACTIVE_PER_USER", default=3)
 # many seconds of opening is marked a fast paste.
 HUMAN_THIN_PEOPLE = env.int("HUMAN_THIN_PEOPLE", default=3)
 HUMAN_FAST_PASTE_SECONDS = env.float("HUMAN_FAST_PASTE_SECONDS", default=60.0)
+# The Humans row's 95% intervals resample attempted items: under this many items none is given (one item gives a
+# degenerate [100, 100] or [0, 0]) and the row says so.
+HUMAN_INTERVAL_MIN_ITEMS = env.int("HUMAN_INTERVAL_MIN_ITEMS", default=10)
 # A run whose model calls fail this many times in a row, the same way (a bad key, a wrong model name), pauses
 # itself instead of spending the workers on answers that cannot come; its owner fixes the model and resumes.
 RUN_PAUSE_AFTER_FAILURES = env.int("RUN_PAUSE_AFTER_FAILURES", default=5)

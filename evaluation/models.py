@@ -342,6 +342,7 @@ class Outcome(models.Model):
         max_length=10, blank=True, help_text="What the test said (passed/failed) before the outcome was flagged."
     )
     review = models.CharField(max_length=10, choices=Review.choices, blank=True)
+    review_reason = models.TextField(blank=True, help_text="The reviewer's reason (required for a person's attempt).")
     reviewed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

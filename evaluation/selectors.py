@@ -1197,6 +1197,7 @@ def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:
 class RunItem:
     outcome: Outcome
     show_reference: bool
+    answer_label: str = "model's answer"  # whose code the diff's "+++" side is: a person's attempt names its person
 
     @property
     def tests(self) -> list[dict]:
@@ -1209,7 +1210,7 @@ class RunItem:
 
     @property
     def diff(self) -> str:
-        """Reference to the model's code, for a viewer who may see the reference; "" otherwise or when equal."""
+        """Reference to the answer's code, for a viewer who may see the reference; "" otherwise or when equal."""
         if not self.show_reference or self.code is None:
             return ""
         # Nested snippets' markers are comments the reference carries and an answer need not: not a difference.
@@ -1217,7 +1218,7 @@ class RunItem:
             ("".join(line for line in split_lines(text) if not is_marker(line)))
             for text in (self.outcome.snippet.reference_code, self.code)
         )
-        return answer_diff(reference=reference, answer=answer)
+        return answer_diff(reference=reference, answer=answer, labels=("reference", self.answer_label))
 
     @property
     def traceback_tail(self) -> str:

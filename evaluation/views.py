@@ -401,7 +401,12 @@ def run_manifest(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
     outcome = get_object_or_404(Outcome.objects.select_related("run"), pk=outcome_pk, run_id=pk)
-    services.outcome_review(outcome=outcome, reviewer=request.user, decision=request.POST.get("decision", ""))
+    services.outcome_review(
+        outcome=outcome,
+        reviewer=request.user,
+        decision=request.POST.get("decision", ""),
+        reason=request.POST.get("reason", ""),
+    )
     messages.success(request, f"Outcome {outcome.pk}: {Outcome.Review(request.POST['decision']).label}.")
     return redirect(f"{reverse('run-detail', args=[pk])}#flags")
 

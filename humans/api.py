@@ -56,6 +56,8 @@ def attempt_record(attempt: Attempt) -> dict:
                 "status": item.outcome.status,
                 "category": item.outcome.category,
                 "detail": item.outcome.detail,
+                "review": item.outcome.review,  # a maintainer's decision on a flag: confirmed, cleared or ""
+                "review_reason": item.outcome.review_reason,
                 "tests": item.tests,
                 "reference_diff": item.diff,
             }
@@ -147,8 +149,9 @@ class AttemptAbandon(AttemptAction):
 
 
 class ReleaseHumans(APIView):
-    """The release's Humans row (self-reported): pass@1 and scaled pass@1 with 95% intervals over attempted items,
-    people, attempts, median minutes, thin items; per item, the human pass rate."""
+    """The release's Humans row (self-reported): pass@1 and scaled pass@1 with 95% intervals over attempted items
+    (null under interval_min_items items: too few to resample), people, attempts, median minutes, thin items; per
+    item, the human pass rate."""
 
     permission_classes = [permissions.AllowAny]
 
@@ -167,9 +170,10 @@ class ReleaseHumans(APIView):
                 "attempts": row.attempts,
                 "items": row.items,
                 "pass_rate": row.pass_rate,
-                "pass_rate_ci": [row.pass_ci.low, row.pass_ci.high],
+                "pass_rate_ci": None if row.pass_ci is None else [row.pass_ci.low, row.pass_ci.high],
                 "scaled_pass_rate": row.scaled_pass_rate,
-                "scaled_pass_rate_ci": [row.scaled_ci.low, row.scaled_ci.high],
+                "scaled_pass_rate_ci": None if row.scaled_ci is None else [row.scaled_ci.low, row.scaled_ci.high],
+                "interval_min_items": row.interval_min_items,
                 "median_minutes": row.median_minutes,
                 "thin_items": row.thin_items,
                 "thin_below_people": row.thin_people,

@@ -11,5 +11,5 @@ class HumansConfig(AppConfig):
         # The release pages are benchmarks' and evaluation's; the people's figures on them are this app's.
         page_extra_register("leaderboard", views.leaderboard_humans)
         page_extra_register("difficulty", views.difficulty_humans)
-        page_extra_register("paper", views.difficulty_humans)
+        page_extra_register("paper", views.paper_humans)
         page_extra_register("item", views.item_humans)

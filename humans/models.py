@@ -1,12 +1,12 @@
-"""The human baseline: a person's attempt at one public item under a model's conditions, timed on the server, and
-whether they are listed by name on the release's Humans page."""
+"""The human baseline: a person's attempt at one public item under a model's conditions, timed on the server,
+whether they are listed by name on the release's Humans page, and the tasks whose reference code they chose to see."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
 
-from benchmarks.models import BenchmarkVersion, Snippet
+from benchmarks.models import BenchmarkVersion, Snippet, Task
 from evaluation.models import EvaluationRun
 
 
@@ -78,3 +78,18 @@ class Listing(models.Model):
 
     def __str__(self) -> str:
         return f"user {self.user_id}: {'listed' if self.listed else 'private'}"
+
+
+class ReferenceSeen(models.Model):
+    """A person chose to see a task's reference code on its paper page: its items are no longer offered to them
+    (humans.selectors.REFERENCE_RULE)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="references_seen")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="+")
+    seen_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "task"], name="reference_seen_once")]
+
+    def __str__(self) -> str:
+        return f"user {self.user_id} saw the reference of task {self.task_id}"

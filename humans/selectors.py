@@ -9,27 +9,115 @@ import statistics
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from benchmarks import visibility
-from benchmarks.models import BenchmarkVersion, Snippet
+from benchmarks.models import BenchmarkVersion, Snippet, Task
 from benchmarks.paper2code.comparison import Interval, percentiles
 from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import user_is_maintainer
 from evaluation.models import Outcome
 from evaluation.selectors import RunItem
-from humans.models import Attempt, Listing
+from humans.models import Attempt, Listing, ReferenceSeen
 
 BOOTSTRAP_ITERATIONS = 1000
+PERSON_ANSWER = "person's answer"  # the diff's name for an attempt's code (a model's is "model's answer")
 # Minutes at which the score-against-time view reads the share solved (RE-Bench's curves read it at such marks).
 CURVE_MINUTES = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 240, 480)
 
 
+# The one statement of when a person sees an item's reference (the paper page shows this text; references_seen,
+# items_offerable and reference_withheld apply it).
+REFERENCE_RULE = (
+    "An item is offered to you only while you have not seen its reference here, as a model answers without it. "
+    "While you may still attempt an item of this paper, this page does not show you its reference code (the "
+    "annotated files, and the surviving mutants, which spell reference lines); showing it withdraws, for good, the "
+    "offer of the paper's items you have not attempted. An attempt's masked file holds the reference of its file's "
+    "other items, as a model's prompt does, so opening one withdraws those items, and its result shows the reference "
+    "of the items nested in it. Visitors who are not signed in are offered no attempt; the public problem-set "
+    "download also holds every reference, so opening it first is on your honour."
+)
+
+
+def references_seen(*, user) -> dict[int, str]:
+    """REFERENCE_RULE: the items whose reference the person has seen on the platform, each with where: the paper
+    page's reference code they chose to see, the masked file of their attempt at another item of the same file
+    (every item not nested in that one), or the result of their submitted attempt at an item enclosing it."""
+    if not user.is_authenticated:
+        return {}
+    seen: dict[int, str] = {}
+    for pk, slug in Snippet.objects.filter(
+        task__in=ReferenceSeen.objects.filter(user=user).values("task_id")
+    ).values_list("pk", "task__paper__slug"):
+        seen[pk] = f"you chose to see the reference code of paper {slug}"
+    attempts = list(Attempt.objects.filter(user=user).select_related("snippet"))
+    for attempt in attempts:
+        mine = attempt.snippet
+        for other in Snippet.objects.filter(task_id=mine.task_id, file_path=mine.file_path).exclude(pk=mine.pk):
+            nested = other.start_line >= mine.start_line and other.end_line <= mine.end_line
+            if not nested:
+                where = f"the masked file of your attempt {attempt.pk} at item {mine.pk} holds its reference"
+            elif attempt.state == Attempt.State.SUBMITTED:
+                where = f"the result of your attempt {attempt.pk} at item {mine.pk}, which encloses it, shows it"
+            else:
+                continue
+            seen.setdefault(other.pk, where)
+    return seen
+
+
 def items_offerable(*, version: BenchmarkVersion, user) -> QuerySet[Snippet]:
-    """The public items of the release the person has not attempted: held-out items are offered to no one."""
-    return visibility.items_public(version=version).exclude(
-        pk__in=Attempt.objects.filter(user=user).values("snippet_id")
+    """The public items of the release the person has neither attempted nor seen the reference of (REFERENCE_RULE):
+    held-out items are offered to no one."""
+    return (
+        visibility.items_public(version=version)
+        .exclude(pk__in=Attempt.objects.filter(user=user).values("snippet_id"))
+        .exclude(pk__in=list(references_seen(user=user)))
     )
+
+
+def task_items_open_to(*, task: Task, user) -> QuerySet[Snippet]:
+    """The task's items public in a published release that the person may still attempt or is attempting: not
+    submitted or abandoned, and their reference not seen (an open attempt's own item is not seen by opening it)."""
+    published = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED, tasks=task)
+    public = {
+        pk
+        for v in published
+        for pk in visibility.items_public(version=v).filter(task=task).values_list("pk", flat=True)
+    }
+    finished = Attempt.objects.filter(user=user, state__in=[Attempt.State.SUBMITTED, Attempt.State.ABANDONED])
+    return Snippet.objects.filter(pk__in=public - set(references_seen(user=user))).exclude(
+        pk__in=finished.values("snippet_id")
+    )
+
+
+def reference_withheld(*, task: Task, user) -> bool:
+    """REFERENCE_RULE: whether a paper page keeps the task's reference code from this signed-in person."""
+    if not user.is_authenticated or ReferenceSeen.objects.filter(user=user, task=task).exists():
+        return False
+    return task_items_open_to(task=task, user=user).exists()
+
+
+@dataclass(frozen=True)
+class MyAttempt:
+    """A person's own attempt at an item as their paper page shows it: its state and, once scored, the verdict."""
+
+    pk: int
+    state: str
+    verdict: str | None
+    excluded: bool
+
+
+def attempts_mine_on_task(*, task: Task, user) -> dict[int, MyAttempt]:
+    """The person's attempts at the task's items, by item id (empty for a visitor)."""
+    if not user.is_authenticated:
+        return {}
+    verdict = Outcome.objects.filter(run_id=OuterRef("run_id")).order_by("sample").values("status")[:1]
+    rows = (
+        Attempt.objects.filter(user=user, snippet__task=task)
+        .annotate(verdict=Subquery(verdict))
+        .values_list("pk", "snippet_id", "state", "verdict", "excluded_reason")
+    )
+    return {item: MyAttempt(pk, state, verdict, bool(excluded)) for pk, item, state, verdict, excluded in rows}
 
 
 def item_public(*, version: BenchmarkVersion, snippet_id: int) -> Snippet | None:
@@ -63,7 +151,7 @@ def attempt_result(*, attempt: Attempt) -> RunItem | None:
     outcome = attempt_outcome(attempt=attempt)
     if outcome is None:
         return None
-    return RunItem(outcome=outcome, show_reference=True)
+    return RunItem(outcome=outcome, show_reference=True, answer_label=PERSON_ANSWER)
 
 
 def attempts_of(*, user) -> list[Attempt]:
@@ -130,9 +218,10 @@ class HumansRow:
     attempts: int = 0
     items: int = 0
     pass_rate: float = 0.0
-    pass_ci: Interval = Interval(0.0, 0.0)
+    pass_ci: Interval | None = None  # None: fewer items than interval_min_items, too few to resample
     scaled_pass_rate: float = 0.0
-    scaled_ci: Interval = Interval(0.0, 0.0)
+    scaled_ci: Interval | None = None
+    interval_min_items: int = 0
     median_minutes: float | None = None
     thin_items: int = 0
     thin_people: int = 0
@@ -152,7 +241,7 @@ def _rates(items: list[tuple[int, float]]) -> tuple[float, float]:
 def humans_row(*, version: BenchmarkVersion, iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0) -> HumansRow:
     """The release's Humans row. Per item, the share of its people who passed; pass@1 is their mean over attempted
     items, scaled pass@1 weights each item by its lines of code (as a model's: FORMAT.md 8), and the 95% intervals
-    resample items with replacement (all of an item's people together)."""
+    resample items with replacement (all of an item's people together), given from HUMAN_INTERVAL_MIN_ITEMS items."""
     scored, counts = scored_attempts(version=version)
     thin_limit = settings.HUMAN_THIN_PEOPLE
     by_item: dict[int, list[ScoredAttempt]] = {}
@@ -164,16 +253,19 @@ def humans_row(*, version: BenchmarkVersion, iterations: int = BOOTSTRAP_ITERATI
     }
     items = [(rows[0].loc, per_item[pk].passed / per_item[pk].people) for pk, rows in by_item.items()]
     plain, scaled = _rates(items)
+    # Too few items to resample: no interval rather than a degenerate one.
+    interval = len(items) >= settings.HUMAN_INTERVAL_MIN_ITEMS
     rng = random.Random(seed)
-    draws = [_rates(rng.choices(items, k=len(items))) for _ in range(iterations if items else 0)]
+    draws = [_rates(rng.choices(items, k=len(items))) for _ in range(iterations if interval else 0)]
     return HumansRow(
         people=len({a.user_id for a in scored}),
         attempts=len(scored),
         items=len(items),
         pass_rate=plain,
-        pass_ci=percentiles([d[0] for d in draws]),
+        pass_ci=percentiles([d[0] for d in draws]) if interval else None,
         scaled_pass_rate=scaled,
-        scaled_ci=percentiles([d[1] for d in draws]),
+        scaled_ci=percentiles([d[1] for d in draws]) if interval else None,
+        interval_min_items=settings.HUMAN_INTERVAL_MIN_ITEMS,
         median_minutes=statistics.median(a.minutes for a in scored) if scored else None,
         thin_items=sum(rate.thin for rate in per_item.values()),
         thin_people=thin_limit,
@@ -242,9 +334,12 @@ def user_listed(*, user) -> bool:
 
 
 def attempts_for_review(*, version: BenchmarkVersion) -> list[Attempt]:
-    """Every submitted attempt of the release, for maintainers: fast pastes first, then newest."""
+    """Every submitted attempt of the release with its verdict (`verdict`, None while scored), for maintainers:
+    fast pastes first, then newest."""
+    verdict = Outcome.objects.filter(run_id=OuterRef("run_id")).order_by("sample").values("status")[:1]
     return list(
         Attempt.objects.filter(version=version, state=Attempt.State.SUBMITTED)
+        .annotate(verdict=Subquery(verdict))
         .select_related("user", "snippet__task__paper", "excluded_by")
         .order_by("-fast_paste", "-ended_at")
     )

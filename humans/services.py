@@ -1,5 +1,6 @@
 """Functions that change attempts: open one (an item chosen or a random one), pause, resume, abandon, submit (the
-answer handed to evaluation's upload services and scored by its pipeline), exclude one, and a person's listing."""
+answer handed to evaluation's upload services and scored by its pipeline), exclude one, review its flag, a
+person's listing and their choice to see a task's reference code."""
 
 from __future__ import annotations
 
@@ -10,13 +11,19 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from benchmarks.models import BenchmarkVersion
+from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.selectors import user_is_maintainer
 from common.errors import ApplicationError
 from evaluation.models import HUMAN_MODE, EvaluationRun, ModelEntry
-from evaluation.services import run_dispatch_later, run_protocol, upload_generations_store, upload_line_parse
+from evaluation.services import (
+    outcome_review,
+    run_dispatch_later,
+    run_protocol,
+    upload_generations_store,
+    upload_line_parse,
+)
 from humans import selectors
-from humans.models import Attempt, Listing
+from humans.models import Attempt, Listing, ReferenceSeen
 
 MAX_PASTES = 1000  # paste events kept per attempt; a page sends one per paste
 MAX_REASON_CHARS = 2000
@@ -54,12 +61,20 @@ def attempt_open(*, user, version: BenchmarkVersion, snippet_id: int | None = No
     if snippet_id is None:
         snippet = selectors.items_offerable(version=version, user=user).order_by("?").first()
         if snippet is None:
-            raise AttemptRefused(f"you have attempted every public item of release {version.name}")
+            raise AttemptRefused(
+                f"no public item of release {version.name} is left to offer you: you attempted each, or saw its "
+                "reference"
+            )
     else:
         snippet = selectors.item_public(version=version, snippet_id=snippet_id)
         if snippet is None:
             raise AttemptNotFound(f"release {version.name} has no public item {snippet_id}")
     earlier = Attempt.objects.filter(user=user, snippet=snippet).first()
+    if earlier is None and (where := selectors.references_seen(user=user).get(snippet.pk)):
+        raise AttemptRefused(
+            f"item {snippet.pk} is no longer offered to you: {where} (a person attempts an item without having "
+            "seen its answer, as a model does)"
+        )
     if earlier is not None:
         if earlier.is_live:
             return earlier
@@ -224,6 +239,39 @@ def attempt_exclude(*, attempt: Attempt, actor, reason: str) -> Attempt:
     attempt.excluded_reason, attempt.excluded_by, attempt.excluded_at = reason, actor, timezone.now()
     attempt.save(update_fields=["excluded_reason", "excluded_by", "excluded_at"])
     return attempt
+
+
+@transaction.atomic
+def attempt_flag_review(*, attempt: Attempt, actor, decision: str, reason: str) -> Attempt:
+    """A maintainer confirms or clears the audit's flag on a submitted attempt's verdict, saying why: the same review
+    as a model's flagged outcome (evaluation's outcome_review), so cleared restores what the test said (counted as
+    passed if it passed) and confirmed fails it."""
+    if not user_is_maintainer(user=actor):
+        raise PermissionDenied("only maintainers review flagged attempts")
+    reason = (reason or "").strip()
+    if not reason:
+        raise AttemptRefused("say why the flag is confirmed or cleared")
+    outcome = selectors.attempt_outcome(attempt=attempt)
+    if outcome is None:
+        raise AttemptRefused(f"attempt {attempt.pk} has no verdict yet")
+    outcome_review(outcome=outcome, reviewer=actor, decision=decision, reason=reason)
+    return attempt
+
+
+@transaction.atomic
+def reference_show(*, user, version: BenchmarkVersion, task: Task) -> ReferenceSeen:
+    """The person chooses to see the task's reference code on its paper page, which withdraws the offer of its items
+    they have not attempted (selectors.REFERENCE_RULE); refused while one of their attempts at it is open."""
+    if not user.is_authenticated:
+        raise PermissionDenied("sign in first: visitors are offered no attempt, and see the reference as it is")
+    live = Attempt.objects.filter(user=user, snippet__task=task, state__in=[Attempt.State.OPEN, Attempt.State.PAUSED])
+    if (attempt := live.first()) is not None:
+        raise AttemptRefused(
+            f"your attempt {attempt.pk} at item {attempt.snippet_id} of this paper is {attempt.state}: submit or "
+            "abandon it before you see the reference code"
+        )
+    seen, _ = ReferenceSeen.objects.get_or_create(user=user, task=task)
+    return seen
 
 
 @transaction.atomic

@@ -17,8 +17,9 @@ from django.views.decorators.http import require_POST
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion
-from benchmarks.selectors import user_is_maintainer, version_get
+from benchmarks.selectors import user_is_maintainer, version_get, version_task_for_paper
 from common.pages import refusal_redirect
+from evaluation.models import Outcome
 from humans import selectors, services
 from humans.models import Attempt
 from humans.prompts import attempt_prompt
@@ -134,7 +135,19 @@ def _attempt_action(service, done: str):
 
 attempt_pause = _attempt_action(services.attempt_pause, "Paused: the clock is stopped and the item hidden.")
 attempt_resume = _attempt_action(services.attempt_resume, "Resumed: the clock runs again.")
-attempt_abandon = _attempt_action(services.attempt_abandon, "Abandoned: nothing is scored for this item.")
+
+
+@refusal_redirect(_attempt_page)
+@require_POST
+@login_required
+def attempt_abandon(request: HttpRequest, pk: int) -> HttpResponse:
+    """Abandon only as confirmed on the page (it cannot be undone): a bare post is refused, saying so."""
+    attempt = get_object_or_404(Attempt, pk=pk, user=request.user)
+    if request.POST.get("confirm") != "abandon":
+        raise services.AttemptRefused("abandoning cannot be undone: confirm it on the attempt page (confirm=abandon)")
+    services.attempt_abandon(attempt=attempt, user=request.user)
+    messages.success(request, "Abandoned: nothing is scored for this item.")
+    return redirect("attempt-detail", pk=pk)
 
 
 @refusal_redirect(_attempt_page)
@@ -145,6 +158,19 @@ def attempt_exclude(request: HttpRequest, pk: int) -> HttpResponse:
     services.attempt_exclude(attempt=attempt, actor=request.user, reason=request.POST.get("reason", ""))
     messages.success(request, f"Attempt {pk} is left out of the figures.")
     return redirect("release-humans", name=attempt.version.name)
+
+
+@refusal_redirect(_attempt_page)
+@require_POST
+@login_required
+def attempt_flag_review(request: HttpRequest, pk: int) -> HttpResponse:
+    attempt = get_object_or_404(Attempt, pk=pk)
+    decision = request.POST.get("decision", "")
+    services.attempt_flag_review(
+        attempt=attempt, actor=request.user, decision=decision, reason=request.POST.get("reason", "")
+    )
+    messages.success(request, f"Attempt {pk}: {Outcome.Review(decision).label}.")
+    return redirect("attempt-detail", pk=pk)
 
 
 @refusal_redirect(_humans_page)
@@ -167,13 +193,21 @@ def item_humans(*, version: BenchmarkVersion, snippet, user) -> dict:
 
 
 def difficulty_humans(*, version: BenchmarkVersion, user, task=None) -> dict:
-    """Per-item human pass rates for the difficulty tables, and the paper page's Try it yourself (public items of a
-    published release only); registered with benchmarks.pages."""
+    """Per-item human pass rates for the difficulty tables; registered with benchmarks.pages."""
     if not version.is_frozen:
         return {}
     row = selectors.humans_row(version=version, iterations=0)
-    context: dict = {"human_rates": row.per_item, "human_thin": row.thin_people}
-    if task is not None and version.status == BenchmarkVersion.Status.PUBLISHED:
+    return {"human_rates": row.per_item, "human_thin": row.thin_people}
+
+
+def paper_humans(*, version: BenchmarkVersion, user, task) -> dict:
+    """The paper page: its difficulty table's human rates, Try it yourself on the public items of a published release,
+    the person's own attempts with their verdicts, and whether their reference code is withheld (REFERENCE_RULE)."""
+    context = difficulty_humans(version=version, user=user)
+    context["human_mine"] = selectors.attempts_mine_on_task(task=task, user=user)
+    context["reference_withheld"] = selectors.reference_withheld(task=task, user=user)
+    context["reference_rule"] = selectors.REFERENCE_RULE
+    if version.status == BenchmarkVersion.Status.PUBLISHED:
         # A signed-in person is offered the items they have not attempted; a visitor is asked to log in.
         offered = (
             selectors.items_offerable(version=version, user=user)
@@ -182,3 +216,23 @@ def difficulty_humans(*, version: BenchmarkVersion, user, task=None) -> dict:
         )
         context["human_try"] = set(offered.filter(task=task).values_list("pk", flat=True))
     return context
+
+
+def _paper_page(request: HttpRequest, name: str, slug: str, **_: object) -> str:
+    return reverse("paper-detail", args=[name, slug])
+
+
+@refusal_redirect(_paper_page)
+@require_POST
+@login_required
+def reference_show(request: HttpRequest, name: str, slug: str) -> HttpResponse:
+    """Show a paper's reference code to the person, withdrawing the offer of its items (REFERENCE_RULE)."""
+    version = version_get(name=name, user=request.user)
+    task = version_task_for_paper(version=version, slug=slug)
+    if not visibility.task_visible(version=version, task=task, user=request.user):
+        raise Http404("No such paper in this version.")
+    services.reference_show(user=request.user, version=version, task=task)
+    messages.success(
+        request, "The reference code is shown; this paper's items you had not attempted are no longer offered."
+    )
+    return redirect(f"{reverse('paper-detail', args=[name, slug])}#sources")

@@ -318,12 +318,13 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "api-release-humans": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)],
         "human-listing": [("release", {"name": v}, "", POST_ONLY)],
         "attempt-open": [("release", {"name": v}, "", POST_ONLY)],
+        "reference-show": [("public paper", {"name": v, "slug": "zq-open"}, "", POST_ONLY)],
         "attempt-detail": [
             ("the author's open attempt", {"pk": w["attempt"].pk}, "", {**AUTHOR, "other": 404}),
         ],
         **{
             name: [("the author's attempt", {"pk": w["attempt"].pk}, "", POST_ONLY)]
-            for name in ("attempt-pause", "attempt-resume", "attempt-abandon", "attempt-exclude")
+            for name in ("attempt-pause", "attempt-resume", "attempt-abandon", "attempt-exclude", "attempt-flag-review")
         },
         "api-attempt-open": [("release", {"name": v}, "", POST_API)],
         "api-attempt-detail": [

@@ -23,6 +23,8 @@ from evaluation.selectors import item_prompt
 from evaluation.services.models import EvaluationError
 from operations.events import Kind, event_record
 
+MAX_REVIEW_REASON_CHARS = 2000
+
 
 def forkserver_events_record(
     *, run: EvaluationRun, worker: str, environment_hash: str, backend: str, starts: Iterable = (), cold: str = ""
@@ -188,11 +190,14 @@ def outcome_record(
 
 
 @transaction.atomic
-def outcome_review(*, outcome: Outcome, reviewer, decision: str) -> Outcome:
-    """A maintainer's decision on a flagged outcome: confirmed tampering fails it, cleared restores what the test
-    said; a completed run's stored scores are recomputed either way."""
+def outcome_review(*, outcome: Outcome, reviewer, decision: str, reason: str = "") -> Outcome:
+    """A maintainer's decision on a flagged outcome, with their reason if they give one: confirmed tampering fails
+    it, cleared restores what the test said; a completed run's stored scores are recomputed either way."""
     if not user_is_maintainer(user=reviewer):
         raise EvaluationError("only maintainers review flagged outcomes")
+    reason = (reason or "").strip()
+    if len(reason) > MAX_REVIEW_REASON_CHARS:
+        raise EvaluationError(f"the reason is {len(reason)} characters; at most {MAX_REVIEW_REASON_CHARS}")
     outcome = Outcome.objects.select_for_update().get(pk=outcome.pk)
     if outcome.status != Outcome.Status.FLAGGED:
         raise EvaluationError(f"outcome {outcome.pk} is not flagged (it is {outcome.status})")
@@ -205,8 +210,11 @@ def outcome_review(*, outcome: Outcome, reviewer, decision: str) -> Outcome:
     else:
         raise EvaluationError(f"unknown review decision {decision!r}: choose confirmed or cleared")
     outcome.review, outcome.reviewed_by, outcome.reviewed_at = decision, reviewer, timezone.now()
+    outcome.review_reason = reason
     outcome.detail = f"{outcome.detail}\n{Outcome.Review(decision).label} by {reviewer.get_username()}"[:2000]
-    outcome.save(update_fields=["status", "category", "review", "reviewed_by", "reviewed_at", "detail"])
+    outcome.save(
+        update_fields=["status", "category", "review", "review_reason", "reviewed_by", "reviewed_at", "detail"]
+    )
     if outcome.run.status == EvaluationRun.Status.COMPLETED:
         run_scores_store(run=outcome.run)
     return outcome

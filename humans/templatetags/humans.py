@@ -1,6 +1,8 @@
-"""Template filters of the human baseline: an item's human pass rate beside the models' (difficulty tables)."""
+"""Template filters of the human baseline: an item's human pass rate beside the models' (difficulty tables), and a
+person's own attempt beside the item on its paper page."""
 
 from django import template
+from django.urls import reverse
 from django.utils.html import format_html
 
 register = template.Library()
@@ -23,3 +25,32 @@ def minutes(seconds: object) -> str:
         return "—"
     whole = int(round(float(seconds)))
     return f"{whole // 60} min {whole % 60:02d} s"
+
+
+@register.filter
+def my_attempt(mine: dict | None, snippet_pk: int) -> str:
+    """The person's own attempt at the item, linked: its verdict once scored, else its state; "" when none."""
+    attempt = (mine or {}).get(snippet_pk)
+    if attempt is None:
+        return ""
+    if attempt.state != "submitted":
+        label, css = attempt.state, attempt.state
+    else:
+        label, css = _VERDICTS.get(attempt.verdict, ("not passed", "failed"))
+    return format_html(
+        '<span class="my-attempt" data-testid="my-attempt"><a href="{}">Your attempt</a>: '
+        '<span class="badge {}" data-testid="my-attempt-verdict">{}</span>{}</span>',
+        reverse("attempt-detail", args=[attempt.pk]),
+        css,
+        label,
+        " (excluded from the figures)" if attempt.excluded else "",
+    )
+
+
+# A submitted attempt's verdict as its paper page names it: (label, badge class); failed is anything else scored.
+_VERDICTS = {
+    None: ("being scored", "pending"),
+    "passed": ("passed", "passed"),
+    "flagged": ("flagged, under review", "flagged"),
+    "error": ("not scored (infrastructure error)", "error"),
+}

@@ -65,6 +65,10 @@ def test_a_person_attempts_an_item_in_the_browser(
     sign_in(page, base, person)
 
     page.goto(f"{base}/versions/{held_release.name}/papers/dampnest/")
+    # Offered its items, the person is not shown their reference beside the offer (the rule is on the page).
+    expect(page.get_by_test_id("reference-withheld")).to_be_visible()
+    assert "Annotated code" not in page.inner_text("main")
+    shot(page, "paper", width)
     started = time.monotonic()
     page.locator(f"#snippet-{item.pk} form.try-it").get_by_role("button", name="Try it yourself").click()
     page.wait_for_url(f"{base}/attempts/*/")
@@ -110,6 +114,13 @@ def test_a_person_attempts_an_item_in_the_browser(
     # One attempt per item: the paper page no longer offers it, and a hand-made request is refused.
     page.goto(f"{base}/versions/{held_release.name}/papers/dampnest/")
     expect(page.locator(f"#snippet-{item.pk} form.try-it")).to_have_count(0)
+    # Their own verdict beside the item. The attempt's masked file showed the reference of the file's other items:
+    # none is offered any more, so the paper's reference code is no longer withheld.
+    expect(page.locator(f"#snippet-{item.pk}").get_by_test_id("my-attempt-verdict").first).to_have_text("passed")
+    expect(page.locator("form.try-it")).to_have_count(0)
+    expect(page.get_by_test_id("reference-withheld")).to_have_count(0)
+    expect(page.locator("details.source summary", has_text="Annotated code")).to_have_count(1)
+    shot(page, "paper-after", width)
     page.goto(f"{base}/releases/{held_release.name}/humans/")
     post_open(page, item.pk)
     expect(page.locator("ul.messages")).to_contain_text("one attempt per item per person")
@@ -123,13 +134,19 @@ def test_a_person_attempts_an_item_in_the_browser(
     page.wait_for_url(f"{base}/attempts/*/")
     picked = Attempt.objects.exclude(pk=attempt.pk).get(user=person)
     assert picked.snippet.task.paper.slug != HELD_OUT_PAPER
-    page.get_by_role("button", name="Abandon").click()
+    # Abandoning asks first: the warning, then the button that does it.
+    page.get_by_text("Abandon…").click()
+    expect(page.get_by_test_id("abandon-warning")).to_be_visible()
+    shot(page, "abandon-confirm", width)
+    expect(page.get_by_test_id("attempt-state")).to_have_text("Open")
+    page.get_by_role("button", name="Yes, abandon this item").click()
     expect(page.get_by_test_id("attempt-state")).to_have_text("Abandoned")
 
     page.goto(f"{base}/releases/{held_release.name}/humans/")
     expect(page.get_by_test_id("humans-people")).to_have_text("1")
     expect(page.get_by_test_id("humans-attempts")).to_have_text("1")
     expect(page.get_by_test_id("humans-pass")).to_contain_text("100.0%")
+    expect(page.get_by_test_id("humans-pass")).to_contain_text("no interval (1 item)")  # not [100.0, 100.0]
     shot(page, "humans", width)
     page.goto(f"{base}/versions/{held_release.name}/leaderboard/")
     expect(page.locator("#humans-row")).to_contain_text("self-reported")
@@ -166,4 +183,12 @@ def test_the_plain_form_works_without_javascript(
     assert attempt.keystrokes is None and attempt.fast_paste
     expect(page.get_by_test_id("fast-paste")).to_be_visible()
     shot(page, "nojs-result", 1366)
+    # Abandoning asks first without JavaScript too: the disclosure is HTML's own.
+    page.goto(f"{base}/releases/{held_release.name}/humans/")
+    page.get_by_role("button", name="Try a random item").click()
+    page.get_by_text("Abandon…").click()
+    expect(page.get_by_test_id("abandon-warning")).to_be_visible()
+    expect(page.get_by_test_id("attempt-state")).to_have_text("Open")
+    page.get_by_role("button", name="Yes, abandon this item").click()
+    expect(page.get_by_test_id("attempt-state")).to_have_text("Abandoned")
     context.close()

@@ -73,14 +73,15 @@ def test_held_out_items_are_never_offered(held_release, held_out_items, public_i
         for item in held_out_items:
             with pytest.raises(services.AttemptNotFound, match=f"has no public item {item.pk}"):
                 services.attempt_open(user=user, version=held_release, snippet_id=item.pk)
-    # The random pick: every public item once, then a refusal; no held-out item on the way.
-    offered = [
-        services.attempt_open(user=maintainer, version=held_release).snippet_id for _ in range(len(public_items))
-    ]
-    for pk in offered:
-        services.attempt_abandon(attempt=Attempt.objects.get(user=maintainer, snippet_id=pk), user=maintainer)
-    assert sorted(offered) == [s.pk for s in public_items]
-    with pytest.raises(services.AttemptRefused, match="attempted every public item"):
+    # The random pick until none is left (an attempt's masked file shows its file's other items' references, which
+    # withdraws them): public items only, each once, and a refusal at the end.
+    offered = []
+    while selectors.items_offerable(version=held_release, user=maintainer).exists():
+        offered.append(attempt := services.attempt_open(user=maintainer, version=held_release))
+        services.attempt_abandon(attempt=attempt, user=maintainer)
+    assert offered and len({a.snippet_id for a in offered}) == len(offered)
+    assert {a.snippet_id for a in offered} <= {s.pk for s in public_items}
+    with pytest.raises(services.AttemptRefused, match="no public item of release 1.0.0 is left to offer you"):
         services.attempt_open(user=maintainer, version=held_release)
     # The API: the same refusal, and the same answer as for an id no item has.
     api = client_for(people[1])

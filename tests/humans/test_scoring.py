@@ -8,12 +8,14 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
+import textwrap
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from benchmarks.models import Snippet
 from benchmarks.paper2code import parse, passes, splice
 from evaluation.models import Outcome
 from evaluation.taskfiles import task_files
@@ -89,9 +91,14 @@ def test_a_hostile_body_is_scored_like_any_answer_and_never_passes(
 
 def test_the_humans_row_is_the_attempts_counted_by_hand(held_release, people, sandbox, scoring_inline, settings):
     settings.HUMAN_THIN_PEOPLE = 3
+    # Items of two papers: one person's attempt at an item shows the reference of its file's other items.
     a = dampnest_item(held_release)
-    b = dampnest_item(held_release, "parameter step with decoupled weight decay")
-    b_honest, b_wrong = b.reference_code.strip(), "new_theta = theta"
+    b = Snippet.objects.get(
+        task__versions=held_release,
+        task__paper__slug="topk-attention-pool",
+        name="select top-k valid tokens per sequence",
+    )
+    b_honest, b_wrong = textwrap.dedent(b.reference_code).strip(), "raise NotImplementedError"
     # a: person1 passes (50 s), person2 passes (180 s), person3 fails (240 s); b: person1 fails (120 s).
     done = [
         _submit(held_release, people[0], a, HONEST, seconds=50),
@@ -116,7 +123,10 @@ def test_the_humans_row_is_the_attempts_counted_by_hand(held_release, people, sa
     assert row.thin_items == 1, "b was tried by one person, fewer than 3"
     assert row.per_item[a.pk].people == 3 and row.per_item[a.pk].passed == 2 and not row.per_item[a.pk].thin
     assert row.counts["excluded"] == 1
-    assert row.pass_ci.low <= row.pass_rate <= row.pass_ci.high
+    assert row.pass_ci is None, "two items: too few for an interval"
+    settings.HUMAN_INTERVAL_MIN_ITEMS = 2
+    ci = selectors.humans_row(version=held_release).pass_ci
+    assert ci is not None and ci.low <= row.pass_rate <= ci.high
     curve, total = selectors.time_curve(version=held_release)
     assert total == 4
     assert [(p.minutes, p.solved) for p in curve] == [(1, 1), (2, 1), (5, 2)]
