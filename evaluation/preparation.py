@@ -85,14 +85,14 @@ def preparation_run(*, preparation_id: int) -> str:
         status=Status.RUNNING, started_at=started
     ):
         return TaskPreparation.objects.filter(pk=preparation_id).values_list("status", flat=True).first() or ""
-    preparation = TaskPreparation.objects.select_related("task", "version").get(pk=preparation_id)
-    task = Task.objects.select_related("paper").get(pk=preparation.task_id)
+    preparation = TaskPreparation.objects.select_related("version").get(pk=preparation_id)
+    task = Task.objects.get(pk=preparation.task_id)
     limits = limits_for_release(preparation.version) if preparation.version else limits_default()
     try:
         why = task_prepare(task=task, limits=limits, failures=build_failures)
     except EnvironmentBuildError as exc:
         why = f"its environment could not be built: {exc}"
-    return _finish(preparation_id=preparation_id, why=why)
+    return _finish(preparation_id=preparation_id, why=why, backend=backend_current().name)
 
 
 def preparation_fail(*, preparation_id: int, detail: str) -> None:
@@ -100,10 +100,10 @@ def preparation_fail(*, preparation_id: int, detail: str) -> None:
     _finish(preparation_id=preparation_id, why=f"the platform failed: {detail}")
 
 
-def _finish(*, preparation_id: int, why: str) -> str:
+def _finish(*, preparation_id: int, why: str, backend: str = "") -> str:
     status = Status.FAILED if why else Status.PREPARED
     TaskPreparation.objects.filter(pk=preparation_id, status__in=ACTIVE).update(
-        status=status, detail=why[:4000], finished_at=timezone.now(), backend=backend_current().name
+        status=status, detail=why[:4000], finished_at=timezone.now(), backend=backend
     )
     return status
 
