@@ -239,8 +239,12 @@ def pset_import(
     release_settings: dict | None = None,
     environment: str | None = None,
     environment_file: str = "",
+    prepare: bool = True,
 ) -> ImportResult:
     """Import a problem set into a version: all or nothing; the same content twice changes nothing.
+
+    `prepare`: once committed, the workers make its tasks' test manifests and recordings (`release_prepare_wanted`),
+    so its first run does not.
 
     `environment` (the text of `environment_file`): every task runs in this one shared environment, and the papers'
     own requirements files are files, never read as requirements (a legacy set: FORMAT.md's import of the original).
@@ -307,7 +311,9 @@ def pset_import(
         for task in new_tasks:
             version_task_set(version=version, task=task)
     if publish and not version.is_frozen:
-        result.version = version_publish(version=version, downloads_inline=True)
+        result.version = version_publish(version=version, downloads_inline=True, prepare=prepare)
+    elif prepare:
+        release_prepare_wanted.send(sender=BenchmarkVersion, version=version)
     return result
 
 
@@ -315,6 +321,9 @@ SEMVER_RE = re.compile(r"^(?:[a-z][a-z0-9-]*-)?\d+\.\d+\.\d+$")
 
 # Sent after a version is published; evaluation queues the continuously evaluated models on it.
 version_published = Signal()
+# Sent when a version's tasks are imported or published: evaluation has the workers make their test manifests and
+# recordings once the transaction commits (evaluation/preparation.py).
+release_prepare_wanted = Signal()
 
 
 # A release's evaluation settings: the default prompt protocol and the limits of one test run.
@@ -565,11 +574,17 @@ def snippet_retire(*, version: BenchmarkVersion, snippet: Snippet, reason: str, 
 
 @transaction.atomic
 def version_publish(
-    *, version: BenchmarkVersion, actor=None, notes: str | None = None, downloads_inline: bool = False
+    *,
+    version: BenchmarkVersion,
+    actor=None,
+    notes: str | None = None,
+    downloads_inline: bool = False,
+    prepare: bool = True,
 ) -> BenchmarkVersion:
     """Freeze a draft: manifest and its hash, changelog against the latest release; then announce it. Its downloads
     are built by a worker once this commits (a large release takes minutes, too long for a request), or here with
-    `downloads_inline` (the import command, which has no request to answer)."""
+    `downloads_inline` (the import command, which has no request to answer). With `prepare`, the workers make the
+    test manifests and recordings its tasks still lack (`release_prepare_wanted`)."""
     _require_maintainer(actor)
     version = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
     if version.status != BenchmarkVersion.Status.DRAFT:
@@ -604,6 +619,8 @@ def version_publish(
     if not downloads_inline:
         transaction.on_commit(lambda: release_downloads_queue(version=version))
     transaction.on_commit(lambda: version_published.send(sender=BenchmarkVersion, version=version))
+    if prepare:
+        release_prepare_wanted.send(sender=BenchmarkVersion, version=version)
     return version
 
 

@@ -200,6 +200,7 @@ CELERY_TASK_ROUTES = (
         "submissions.tasks.revision_validate": {"queue": "sandbox"},
         "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
         "evaluation.tasks.environments_prune": {"queue": "sandbox"},
+        "evaluation.tasks.task_prepare": {"queue": "sandbox"},
         "evaluation.tasks.run_dispatch": {"queue": "default"},
         "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
     },
@@ -257,6 +258,9 @@ RUN_FEED_SECONDS = env.int("RUN_FEED_SECONDS", default=5)
 # A release's downloads are built by a worker after publishing; a failed build is tried again after this many seconds
 # (three times) before the release's page says it failed.
 RELEASE_DOWNLOADS_RETRY_SECONDS = env.int("RELEASE_DOWNLOADS_RETRY_SECONDS", default=30)
+# A release's import, validation and publish have the workers make its tasks' test manifests and recordings, so its
+# first run does not (evaluation/preparation.py); off, runs make them on their first items (the test suite).
+RELEASE_PREPARE = env.bool("RELEASE_PREPARE", default=True)
 # A task that loses its database connection waits this long for the database, then runs again in place.
 DATABASE_OUTAGE_WAIT_SECONDS = env.int("DATABASE_OUTAGE_WAIT_SECONDS", default=600)
 

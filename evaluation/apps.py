@@ -9,9 +9,9 @@ class EvaluationConfig(AppConfig):
 
         from benchmarks.models import BenchmarkVersion
         from benchmarks.pages import page_extra_register
-        from benchmarks.services import version_published
-        from evaluation import views
-        from evaluation.models import EvaluationRun, ModelEntry
+        from benchmarks.services import release_prepare_wanted, version_published
+        from evaluation import preparation, views
+        from evaluation.models import EvaluationRun, ModelEntry, TaskPreparation
         from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE, RUN_DISPATCH
         from evaluation.services import RUN_ACTIVE, continuous_runs_start, run_requeue, runs_feed, runs_unfinished
         from operations.events import Subject, subjects_register
@@ -22,6 +22,23 @@ class EvaluationConfig(AppConfig):
         page_extra_register("paper", views.paper_difficulty)
         version_published.connect(
             continuous_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.continuous_runs_start"
+        )
+        # A release's import and publish have the workers prepare its tasks; lost preparations are queued again.
+        release_prepare_wanted.connect(
+            preparation.release_prepare_on_commit, sender=BenchmarkVersion, dispatch_uid="evaluation.release_prepare"
+        )
+        page_extra_register("version", views.release_preparation_section)
+        work_register(
+            WorkKind(
+                name="task preparations",
+                model=TaskPreparation,
+                tasks=frozenset({"evaluation.tasks.task_prepare"}),
+                unfinished=preparation.preparations_unfinished,
+                moved_at=lambda p: (p.queued_at, p.started_at),
+                claimable={"status__in": preparation.ACTIVE},
+                requeue=preparation.preparation_requeue,
+                give_up=preparation.preparation_give_up,
+            )
         )
         # Runs are lost work the watchdog looks after; their messages are read off the queues (the feeder keeps the
         # queues short), so a lost run is fed again within RUN_LOST_SECONDS.

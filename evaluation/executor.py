@@ -334,13 +334,34 @@ def task_manifest(*, task: Task, session: Session, limits: Limits | None = None)
     reference now, stored (FORMAT.md 7.5: tasks imported before manifests existed get theirs on first use)."""
     if task.test_manifest is not None:
         return task.test_manifest
-    manifest = reference_manifest(
-        session=session, files=task_files(task), test_entry_point=task.test_entry_point, limits=limits
-    )
-    if manifest is not MANIFEST_STRICT:  # a reference failing now (a broken environment) is tried again next time
-        Task.objects.filter(pk=task.pk, test_manifest__isnull=True).update(test_manifest=manifest)
-        task.test_manifest = manifest
-    return manifest
+    return _task_reference_run(task=task, session=session, limits=limits).manifest or MANIFEST_STRICT
+
+
+def _task_reference_run(*, task: Task, session: Session, limits: Limits | None) -> ItemRun:
+    """Run the task's reference under the harness and store the manifest it makes; none is stored when it fails
+    (a broken environment may pass next time)."""
+    run = harness_run(session=session, files=task_files(task), test_entry_point=task.test_entry_point, limits=limits)
+    if run.manifest is not None:
+        Task.objects.filter(pk=task.pk, test_manifest__isnull=True).update(test_manifest=run.manifest)
+        task.test_manifest = run.manifest
+    return run
+
+
+def task_prepare(*, task: Task, limits: Limits | None = None, failures: BuildFailures | None = None) -> str:
+    """Make and store the task revision's test manifest and recording now (a release's import, validation or
+    publish, on a worker), so no run makes them on its first item: '' when both exist, else why they cannot be made
+    (EnvironmentBuildError and SandboxError propagate: infrastructure)."""
+    limits = replace(limits or limits_default(), gpu=task.needs_gpu)
+    if task.test_manifest is not None and task.recording is not None:
+        return ""
+    session = session_for(task.environment_hash, task.requirements, failures=failures)
+    release_preloads_announce(session=session, task=task)
+    if task.test_manifest is None:
+        run = _task_reference_run(task=task, session=session, limits=limits)
+        if run.manifest is None:
+            return f"its reference does not pass its own tests: {run.verdict.detail}"[:2000]
+    task_recording(task=task, session=session, limits=limits)
+    return ""
 
 
 def task_recording(*, task: Task, session: Session, limits: Limits | None = None) -> dict | None:

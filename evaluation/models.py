@@ -444,4 +444,35 @@ class EnvironmentFailure(models.Model):
         return f"environment {self.environment_hash[:12]} failed on {self.backend}"
 
 
+class TaskPreparation(Redispatchable):
+    """A task revision's test manifest and recording being made on a worker when a release that holds it is
+    imported, validated or published, so no run makes them on its first item (a run still does when they are not
+    there yet). One per task revision: the manifest and recording are the revision's, whatever release holds it."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        PREPARED = "prepared", "Prepared"
+        FAILED = "failed", "Failed"
+
+    task = models.OneToOneField("benchmarks.Task", on_delete=models.CASCADE, related_name="preparation")
+    version = models.ForeignKey(
+        BenchmarkVersion,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The release whose import, validation or publish asked for it: its limits are the reference's.",
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    detail = models.TextField(blank=True, help_text="Why it failed: the reference's failure or the platform's.")
+    backend = models.CharField(max_length=20, blank=True)
+    queued_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"preparation of task {self.task_id}"
+
+
 from evaluation.agents.models import AgentStep, AgentTrajectory  # noqa: E402,F401  (registered with this app)

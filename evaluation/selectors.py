@@ -44,6 +44,7 @@ from evaluation.models import (
     Outcome,
     ProvenanceChange,
     RunScore,
+    TaskPreparation,
 )
 from evaluation.provenance import provenance_of
 from evaluation.sandbox.harness import status_lines_removed
@@ -1382,4 +1383,41 @@ def runs_stalled(*, seconds: int | None = None) -> QuerySet[EvaluationRun]:
         EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING, last_progress_at__lt=limit)
         .select_related("model", "version")
         .order_by("last_progress_at")
+    )
+
+
+PREPARING = (TaskPreparation.Status.QUEUED, TaskPreparation.Status.RUNNING)
+
+
+@dataclass(frozen=True)
+class ReleasePreparation:
+    """How far a release's tasks are prepared, for its page."""
+
+    tasks: int
+    prepared: int
+    pending: int  # queued or running
+    failed: list[tuple[str, str]]  # (paper, why), for maintainers
+
+    @property
+    def done(self) -> bool:
+        return self.pending == 0
+
+
+def release_preparation(*, version: BenchmarkVersion) -> ReleasePreparation | None:
+    """The release's preparation; None when none was ever asked for (RELEASE_PREPARE off, or before it existed)."""
+    preparations = TaskPreparation.objects.filter(task__memberships__version=version)
+    if not preparations.exists():
+        return None
+    ready = {"test_manifest__isnull": False, "recording__isnull": False}
+    failed = (
+        preparations.filter(status=TaskPreparation.Status.FAILED)
+        .exclude(**{f"task__{k}": v for k, v in ready.items()})
+        .order_by("task__paper__slug")
+        .values_list("task__paper__slug", "detail")
+    )
+    return ReleasePreparation(
+        tasks=version.tasks.count(),
+        prepared=version.tasks.filter(**ready).count(),
+        pending=preparations.filter(status__in=PREPARING).count(),
+        failed=list(failed),
     )

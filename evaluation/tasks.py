@@ -10,10 +10,12 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from evaluation import pipeline, services
 from evaluation.models import EvaluationRun
 from evaluation.pipeline import SANDBOX_RETRIES
+from evaluation.sandbox import SandboxError
 from operations.watchdog import database_outage_outlasted
 
 logger = logging.getLogger(__name__)
@@ -41,6 +43,28 @@ def run_dispatch(self, run_id: int) -> int:
     if run is None or not run.is_active:
         return 0
     return services.run_dispatch(run=run)
+
+
+@shared_task(bind=True, max_retries=SANDBOX_RETRIES)
+@database_outage_outlasted
+def task_prepare(self, preparation_id: int) -> str:
+    """Make one task revision's test manifest and recording for a release being imported, validated or published
+    (evaluation/preparation.py), so its runs do not."""
+    from evaluation.preparation import preparation_fail, preparation_run
+
+    try:
+        return preparation_run(preparation_id=preparation_id)
+    except SandboxError as exc:
+        if self.request.retries < self.max_retries:
+            raise self.retry(exc=exc, countdown=5) from exc
+        logger.exception("the preparation %s failed on the sandbox", preparation_id)
+        preparation_fail(preparation_id=preparation_id, detail=f"the sandbox failed: {exc}")
+    except (OperationalError, InterfaceError):
+        raise  # the database is away: the decorator waits for it, past that the watchdog queues it again
+    except Exception as exc:  # a fault of the platform's: the page says so; runs make the manifest themselves
+        logger.exception("the preparation %s failed", preparation_id)
+        preparation_fail(preparation_id=preparation_id, detail=f"{type(exc).__name__}: {exc}")
+    return "failed"
 
 
 @shared_task

@@ -526,6 +526,16 @@ def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
     messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
 
 
+def release_preparation_section(*, version, user) -> dict:
+    """A release page's preparation of its tasks (registered with benchmarks.pages): how many are prepared, and for
+    maintainers which failed and why (a reference's output may tell of held-out tests)."""
+    preparation = selectors.release_preparation(version=version)
+    if preparation is None:
+        return {}
+    failures = preparation.failed if user_is_maintainer(user=user) else []
+    return {"preparation": preparation, "preparation_failures": failures}
+
+
 def home_results(*, user) -> dict:
     """The home page's leaderboard part (registered with benchmarks.pages): the current release's top rows, counts
     and changelog."""

@@ -19,6 +19,7 @@ class OperationsEvent(models.Model):
         VALIDATION_REDISPATCHED = "validation_redispatched", "Validation re-dispatched"
         VALIDATION_ABANDONED = "validation_abandoned", "Validation given up"
         DOWNLOADS_REDISPATCHED = "downloads_redispatched", "Downloads re-dispatched"
+        PREPARATION_REDISPATCHED = "preparation_redispatched", "Task preparation re-dispatched"
         FORKSERVER_STARTED = "forkserver_started", "Fork server started"
         FORKSERVER_COLD = "forkserver_cold", "Fork server off: items start cold"
 

@@ -236,8 +236,8 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
         if check.backend:
             changes["sandbox_backend"] = check.backend
         SetValidationPaper.objects.filter(pk=paper.pk).update(**changes)
-        if check.manifest is not None:
-            _version_task_manifest_store(paper=paper, manifest=check.manifest)
+        if check.manifest is not None or check.recording is not None:
+            _version_task_prepared_store(paper=paper, manifest=check.manifest, recording=check.recording)
         ok = ok and check.status == Status.PASSED
         if on_check is not None:
             on_check(check)
@@ -246,13 +246,17 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
     return status
 
 
-def _version_task_manifest_store(*, paper: SetValidationPaper, manifest: dict) -> None:
-    """A draft version's validation records the test manifest of the task it checked (the same files)."""
+def _version_task_prepared_store(*, paper: SetValidationPaper, manifest: dict | None, recording: dict | None) -> None:
+    """A draft version's validation records the test manifest and recording of the task it checked (the same
+    files), so its runs need not make them (evaluation/preparation.py)."""
     version = paper.validation.version
-    if version is not None:
-        version.tasks.filter(paper__slug=paper.paper, files=paper.files, test_manifest__isnull=True).update(
-            test_manifest=manifest
-        )
+    if version is None:
+        return
+    tasks = version.tasks.filter(paper__slug=paper.paper, files=paper.files)
+    if manifest is not None:
+        tasks.filter(test_manifest__isnull=True).update(test_manifest=manifest)
+    if recording is not None:
+        tasks.filter(recording__isnull=True).update(recording=recording)
 
 
 def set_paper_error(*, paper: SetValidationPaper, detail: str) -> bool:

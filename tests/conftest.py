@@ -25,10 +25,12 @@ pytest_plugins = ["tests.outages", "tests.parallel"]
 
 def pytest_configure(config) -> None:
     """The suite hashes passwords with MD5: PBKDF2's 0.26 s per conftest user is deliberate cost, not something
-    tested."""
+    tested. Imports queue no preparation of their tasks (dozens of releases are imported): the tests of it turn it
+    on."""
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.RELEASE_PREPARE = False
 
 
 # Markers given by what a test uses, so a fast loop can leave the heavy kinds out (README: make test-fast).

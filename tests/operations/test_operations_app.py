@@ -53,6 +53,7 @@ def test_the_queues_are_those_of_the_task_routes():
     assert broker.queues_all() == ("llm", "sandbox", "gpu", "default")
     assert broker.task_queues(["evaluation.tasks.item_evaluate"]) == ("sandbox", "gpu")
     assert broker.task_queues(["submissions.tasks.revision_validate"]) == ("sandbox",)
+    assert broker.task_queues(["evaluation.tasks.task_prepare"]) == ("sandbox", "gpu")  # a GPU task's on `gpu`
     assert broker.task_queues(["an.unrouted.task"]) == (settings.CELERY_TASK_DEFAULT_QUEUE,)
 
 
@@ -61,6 +62,7 @@ def test_every_kind_of_lost_work_is_registered_once():
         "release downloads",
         "runs",
         "set validation papers",
+        "task preparations",
         "validation reports",
     ]
     tasks = [name for kind in work_kinds() for name in kind.tasks]

@@ -94,9 +94,12 @@ def test_a_draft_version_is_validated_from_its_page_by_the_workers(
     assert "Validating 1 paper(s) of 0.9.0 on the workers." in response.content.decode()
     run = _wait_finished(SetValidation.objects.get(version=version))
     assert run.status == "failed" and run.started_by == maintainer
-    # Its reference passed: the validation recorded the test manifest of the version's task.
-    manifest = version.tasks.get().test_manifest
+    # Its reference passed: the validation recorded the test manifest and the recording of the version's task, so
+    # its first run makes neither.
+    task = version.tasks.get()
+    manifest = task.test_manifest
     assert manifest["runner"] == "unittest" and set(manifest["tests"].values()) == {"passed"}, manifest
+    assert task.recording is not None and len(task.recording["snippets"]) == 2, task.recording
     partial = client.get(reverse("version-validation", args=[version.name])).content.decode()
     assert "hx-trigger" not in partial  # finished: the page stops polling
     # requirements, reference, and per snippet sealed, masked, no-op and its mutants (a page's validation runs them).

@@ -24,6 +24,13 @@ class Command(VersionCommand):
             "instead of its own; the tasks' own requirement files are kept as files.",
         )
         parser.add_argument("--publish", action="store_true", help="Publish (freeze) the version afterwards.")
+        parser.add_argument(
+            "--no-prepare",
+            dest="prepare",
+            action="store_false",
+            help="Queue no preparation of the tasks' test manifests and recordings on the workers "
+            "(the first run then makes them).",
+        )
         parser.add_argument("--protocol", help="The release's default prompt protocol (default rcb-v1).")
         parser.add_argument(
             "--time-limit",
@@ -46,6 +53,7 @@ class Command(VersionCommand):
         time_limit: int | None,
         memory: int | None,
         cpus: float | None,
+        prepare: bool = True,
         **options: object,
     ) -> None:
         shared = ""
@@ -75,6 +83,7 @@ class Command(VersionCommand):
                 environment=shared_environment,
                 environment_file=Path(environment).name if environment else "",
                 release_settings={k: v for k, v in given.items() if v is not None},
+                prepare=prepare,
             )
         except PackageError as exc:
             raise CommandError(f"nothing imported; {len(exc.problems)} problem(s):\n{exc}") from exc
