@@ -249,6 +249,6 @@ class SetValidationPaper(Redispatchable, TaskPackage):
 
     @property
     def checks_total(self) -> int:
-        """requirements, reference, sealed, masked and no-op per snippet, and its mutation score when asked (as
-        `sandbox_checks` yields them)."""
-        return 2 + (4 if self.mutants else 3) * len(self.snippets)
+        """requirements, reference, sealed, judged, masked and no-op per snippet, and its mutation score when asked
+        (as `sandbox_checks` yields them)."""
+        return 2 + (5 if self.mutants else 4) * len(self.snippets)

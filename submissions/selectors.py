@@ -58,9 +58,9 @@ class SnippetView:
 def revision_snippet_tree(*, revision: Revision) -> dict[str, list[SnippetView]]:
     """Annotated file -> top-level snippets with children; `uncovered` when a masked or no-op check failed."""
     uncovered = set(
-        ValidationCheck.objects.filter(report__revision=revision, status="failed", snippet_name__gt="").values_list(
-            "snippet_file", "snippet_name"
-        )
+        ValidationCheck.objects.filter(
+            report__revision=revision, status="failed", snippet_name__gt="", key__regex=r"^(masked|noop):"
+        ).values_list("snippet_file", "snippet_name")
     )
     tree: dict[str, list[SnippetView]] = {}
     for path in revision.annotated_paths:

@@ -44,6 +44,16 @@ def checks_plan(report: ValidationReport, annotated: Mapping[str, AnnotatedFile]
             rows.append((f"sealed:{path}:{s.index}", f'"{s.name}" is sealed: its calls replay alone', path, s.name))
     for path, parsed in annotated.items():
         for s in parsed.snippets:
+            rows.append(
+                (
+                    f"judged:{path}:{s.index}",
+                    f'The reference of "{s.name}" passes as an answer, twice, with no flag',
+                    path,
+                    s.name,
+                )
+            )
+    for path, parsed in annotated.items():
+        for s in parsed.snippets:
             rows.append((f"masked:{path}:{s.index}", f'Masking "{s.name}" makes the tests fail', path, s.name))
             rows.append((f"noop:{path}:{s.index}", f'A no-op "{s.name}" makes the tests fail', path, s.name))
     if settings.SUBMISSION_MUTANTS:
