@@ -101,7 +101,7 @@ def test_a_draft_version_is_validated_from_its_page_by_the_workers(
     assert manifest["runner"] == "unittest" and set(manifest["tests"].values()) == {"passed"}, manifest
     partial = client.get(reverse("version-validation", args=[version.name])).content.decode()
     assert "hx-trigger" not in partial  # finished: the page stops polling
-    # requirements, reference, and per snippet sealed, judged, masked, no-op and its mutants (a page's validation runs them).
+    # requirements, reference, and per snippet sealed, judged, masked, no-op and its mutants (a page runs them).
     assert "12 of 12 checks done (100%)" in partial and "1/2" in partial
     assert "<code>print the values when debugging</code>" in partial  # named as not covered
     assert "the tests still pass, they do not cover this snippet" in partial
