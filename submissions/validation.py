@@ -26,11 +26,12 @@ from benchmarks.services import blob_store, environment_hash, package_store
 from common.errors import ApplicationError
 from evaluation.environments import build_failures
 from evaluation.executor import limits_default, package_test, session_for
-from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
+from evaluation.judging.sealed import SnippetSpan, answer_replay, recording_make, snippet_key, snippet_sealing
 from evaluation.judging.step import package_answer_verdict
 from evaluation.outcomes import Verdict
 from evaluation.sandbox import EnvironmentBuildError
-from evaluation.taskfiles import hidden_files
+from evaluation.sandbox.harness import answer_span
+from evaluation.taskfiles import blob_cached, hidden_files
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.models import SetValidation, SetValidationPaper
@@ -470,20 +471,45 @@ def sandbox_checks(
             ),
         }
     )
+    hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             started = time.monotonic()
             found = mutants_generate(s.code, limit=mutants, seed=settings.MUTATION_SEED)
             killed, survivors, timeouts = 0, [], []
+            key = snippet_key(path, s.index)
+            replayed = recording is not None and snippet_sealing(recording, key)[0]
+            proposed: dict | None = {"killed": 0, "only_proposed": [], "only_tests": []} if replayed else None
             for mutant in found:
-                run = test({**files, path: splice(parsed, s, mutant.body).encode("utf-8")}, mutant_limits)
+                mutated = {**files, path: splice(parsed, s, mutant.body).encode("utf-8")}
+                run = test(mutated, mutant_limits)
                 if run.verdict.status == "passed":
                     survivors.append(mutant.diff)
                 else:
                     killed += 1
                     if run.verdict.category == "timeout":
                         timeouts.append(mutant.diff)
+                if proposed is not None and recording is not None:
+                    # The proposed replay tests (submissions/proposed.py) judge a body as the sealed replay does.
+                    replay = answer_replay(
+                        session=session,
+                        files=mutated,
+                        hidden=hidden,
+                        recording=recording,
+                        key=key,
+                        limits=mutant_limits,
+                        load=blob_cached,
+                        answer=answer_span(s.start_line, mutant.body),
+                    )
+                    replay_kills = bool(replay.difference)
+                    proposed["killed"] += replay_kills
+                    if replay_kills and run.verdict.status == "passed":
+                        proposed["only_proposed"].append(mutant.diff)
+                    elif not replay_kills and run.verdict.status != "passed":
+                        proposed["only_tests"].append(mutant.diff)
             score = killed / len(found) if found else None
+            if proposed is not None:
+                proposed["score"] = proposed["killed"] / len(found) if found else None
             result = {
                 "generated": len(found),
                 "killed": killed,
@@ -494,6 +520,7 @@ def sandbox_checks(
                 "seed": settings.MUTATION_SEED,
                 "limit": mutants,
                 "time_limit": mutant_limits.wall_seconds,
+                "proposed": proposed,  # the proposed replay tests' kills (None: the snippet is not sealed)
             }
             warning = mutation_warning(name=s.name, score=score, score_min=score_min)
             yield CheckResult(
@@ -691,4 +718,12 @@ def mutation_text(result: dict) -> str:
     ]
     lines += [f"survived: {diff}" for diff in result["survivors"]]
     lines += [f"timed out: {diff}" for diff in result["timeouts"]]
+    proposed = result.get("proposed")
+    if proposed and proposed.get("score") is not None:
+        lines.append(
+            f"the proposed replay tests kill {proposed['killed']} of {result['generated']} (score "
+            f"{proposed['score']:.0%})"
+        )
+        lines += [f"only the proposed tests kill: {diff}" for diff in proposed["only_proposed"]]
+        lines += [f"only your tests kill: {diff}" for diff in proposed["only_tests"]]
     return "\n".join(lines)
