@@ -199,6 +199,7 @@ CELERY_TASK_ROUTES = (
         "evaluation.agents.tasks.agent_turn": {"queue": "llm"},  # an agent item's model turns
         "submissions.tasks.revision_validate": {"queue": "sandbox"},
         "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
+        "submissions.tasks.tried_answer_judge": {"queue": "sandbox"},
         "evaluation.tasks.environments_prune": {"queue": "sandbox"},
         "evaluation.tasks.task_prepare": {"queue": "sandbox"},
         "evaluation.tasks.run_dispatch": {"queue": "default"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 from django.utils.text import slugify
 
@@ -217,3 +219,28 @@ class DecisionForm(forms.Form):
 class CommentForm(forms.Form):
     body = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label="Comment")
     snippet = forms.CharField(required=False, widget=forms.HiddenInput)
+
+
+class TryAnswerForm(forms.Form):
+    """An alternative body for one snippet of a validated revision, judged as evaluation judges a model's answer."""
+
+    snippet = forms.ChoiceField(label="Snippet")
+    code = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "code"}),
+        label="Body to try",
+        strip=False,
+        help_text="The snippet's lines as they would replace its reference, indented as in the file.",
+    )
+    note = forms.CharField(
+        max_length=300, required=False, label="What it changes", help_text="e.g. float32 instead of bfloat16"
+    )
+
+    def __init__(self, *args, snippets: list[tuple[str, str]], **kwargs):
+        """`snippets`: (value "file:index", label) of the revision's snippets."""
+        kwargs.setdefault("prefix", "try")
+        super().__init__(*args, **kwargs)
+        cast(forms.ChoiceField, self.fields["snippet"]).choices = snippets
+
+    def target(self) -> tuple[str, int]:
+        file, _, index = self.cleaned_data["snippet"].rpartition(":")
+        return file, int(index)

@@ -249,6 +249,48 @@ class SetValidationPaper(Redispatchable, TaskPackage):
 
     @property
     def checks_total(self) -> int:
-        """requirements, reference, sealed, masked and no-op per snippet, and its mutation score when asked (as
-        `sandbox_checks` yields them)."""
-        return 2 + (4 if self.mutants else 3) * len(self.snippets)
+        """requirements, reference, sealed, judged, masked and no-op per snippet, and its mutation score when asked
+        (as `sandbox_checks` yields them)."""
+        return 2 + (5 if self.mutants else 4) * len(self.snippets)
+
+
+class TriedAnswer(models.Model):
+    """An alternative body for one snippet of a revision, tried by its author or a maintainer through evaluation's
+    judging step: which correct alternatives the tests accept (and which wrong ones they reject), kept with the
+    revision so its reviewers see them."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+        FLAGGED = "flagged"
+        ERROR = "error"
+
+    ACTIVE = (Status.PENDING, Status.RUNNING)
+
+    revision = models.ForeignKey(Revision, on_delete=models.CASCADE, related_name="tried_answers")
+    snippet_file = models.CharField(max_length=300)
+    snippet_index = models.PositiveIntegerField(help_text="The snippet's position in its file.")
+    snippet_name = models.CharField(max_length=300)
+    code = models.TextField(help_text="The body tried in place of the snippet's reference.")
+    note = models.CharField(max_length=300, blank=True, help_text="What the body changes, in the author's words.")
+    tried_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tried_answers")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
+    category = models.CharField(max_length=40, blank=True)
+    detail = models.TextField(blank=True)
+    tests = models.JSONField(default=list, blank=True, help_text="The per-test rows of its run.")
+    findings = models.JSONField(default=list, blank=True, help_text="What the answer policy and the guard found.")
+    sandbox_backend = models.CharField(max_length=20, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"answer tried for {self.snippet_name} of {self.revision}: {self.status}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE

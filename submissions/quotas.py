@@ -16,8 +16,9 @@ from benchmarks.models import Blob, Task
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services import environment_hash, sha256_hex
 from common.errors import ApplicationError
+from evaluation.models import EvaluationRun
 from submissions.intake import size_text
-from submissions.models import Revision, Submission
+from submissions.models import Revision, Submission, TriedAnswer
 
 _CHUNK = 500  # hashes per query, below every database's limit of bound parameters
 
@@ -74,4 +75,21 @@ def environments_check(*, submission: Submission, requirements: str) -> None:
             f"your submissions already need {len(used)} different environments (distinct "
             f"requirements), the limit per author is {limit}: reuse the requirements of an earlier "
             f"revision, or withdraw submissions you no longer need"
+        )
+
+
+def answer_try_quota_check(*, user) -> None:
+    """An answer tried on a submission is sandbox work like an evaluation item: a user (maintainers exempt) has at most
+    RUNS_ACTIVE_PER_USER runs and tried answers queued or running at once, counted together."""
+    if user_is_maintainer(user=user):
+        return
+    limit = settings.RUNS_ACTIVE_PER_USER
+    runs = EvaluationRun.objects.filter(
+        created_by=user, status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+    ).count()
+    tries = TriedAnswer.objects.filter(tried_by=user, status__in=TriedAnswer.ACTIVE).count()
+    if runs + tries >= limit:
+        raise QuotaExceeded(
+            f"you have {tries} tried answer(s) and {runs} run(s) queued or running, the most one user may have at "
+            f"once ({limit}): try this one when one of them has finished"
         )

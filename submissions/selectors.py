@@ -13,7 +13,15 @@ from django.utils import timezone
 
 from benchmarks.paper2code import parse
 from benchmarks.selectors import blob_read, user_is_maintainer
-from submissions.models import Revision, SetValidation, SetValidationPaper, StateChange, Submission, ValidationCheck
+from submissions.models import (
+    Revision,
+    SetValidation,
+    SetValidationPaper,
+    StateChange,
+    Submission,
+    TriedAnswer,
+    ValidationCheck,
+)
 
 OPEN_STATES = [
     Submission.State.SUBMITTED,
@@ -58,9 +66,9 @@ class SnippetView:
 def revision_snippet_tree(*, revision: Revision) -> dict[str, list[SnippetView]]:
     """Annotated file -> top-level snippets with children; `uncovered` when a masked or no-op check failed."""
     uncovered = set(
-        ValidationCheck.objects.filter(report__revision=revision, status="failed", snippet_name__gt="").values_list(
-            "snippet_file", "snippet_name"
-        )
+        ValidationCheck.objects.filter(
+            report__revision=revision, status="failed", snippet_name__gt="", key__regex=r"^(masked|noop):"
+        ).values_list("snippet_file", "snippet_name")
     )
     tree: dict[str, list[SnippetView]] = {}
     for path in revision.annotated_paths:
@@ -74,6 +82,21 @@ def revision_snippet_tree(*, revision: Revision) -> dict[str, list[SnippetView]]
         for s, view in zip(parsed.snippets, views, strict=False):
             (views[s.parent].children if s.parent is not None else tree[path]).append(view)
     return tree
+
+
+def revision_snippet_choices(*, revision: Revision) -> list[tuple[str, str]]:
+    """("file:index", its name indented by depth) of every snippet of the revision, for choosing one to try."""
+    choices = []
+    for path in revision.annotated_paths:
+        if path not in revision.files:
+            continue
+        parsed = parse(blob_read(sha256=revision.files[path]).decode("utf-8", "replace"), path)
+        choices += [(f"{path}:{s.index}", f"{path}: {'· ' * s.depth}{s.name}") for s in parsed.snippets]
+    return choices
+
+
+def tried_answers_of(*, revision: Revision) -> QuerySet[TriedAnswer]:
+    return revision.tried_answers.select_related("tried_by").order_by("-created_at", "-pk")
 
 
 def report_mutations(*, report) -> dict[tuple[str, int], dict]:

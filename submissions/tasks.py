@@ -17,8 +17,8 @@ from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load
 from evaluation.sandbox import SandboxError
 from operations.watchdog import database_outage_outlasted
-from submissions import services, validation
-from submissions.models import Revision, SetValidationPaper, ValidationCheck, ValidationReport
+from submissions import answers, services, validation
+from submissions.models import Revision, SetValidationPaper, TriedAnswer, ValidationCheck, ValidationReport
 from submissions.validation import sandbox_checks
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,16 @@ def checks_plan(report: ValidationReport, annotated: Mapping[str, AnnotatedFile]
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             rows.append((f"sealed:{path}:{s.index}", f'"{s.name}" is sealed: its calls replay alone', path, s.name))
+    for path, parsed in annotated.items():
+        for s in parsed.snippets:
+            rows.append(
+                (
+                    f"judged:{path}:{s.index}",
+                    f'The reference of "{s.name}" passes as an answer, twice, with no flag',
+                    path,
+                    s.name,
+                )
+            )
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             rows.append((f"masked:{path}:{s.index}", f'Masking "{s.name}" makes the tests fail', path, s.name))
@@ -190,6 +200,25 @@ def set_paper_validate(self, paper_id: int) -> str:
             paper=paper, detail=f"the platform failed on this paper: {type(exc).__name__}: {exc}"
         )
     return Status.ERROR
+
+
+@shared_task(bind=True, max_retries=2)
+@database_outage_outlasted
+def tried_answer_judge(self, tried_id: int) -> str:
+    """Judge an answer an author or maintainer tried on a revision (submissions/answers.py), on the `sandbox` queue."""
+    tried = TriedAnswer.objects.select_related("revision").get(pk=tried_id)
+    try:
+        return answers.tried_answer_judge_run(tried=tried)
+    except SandboxError as exc:
+        TriedAnswer.objects.filter(pk=tried.pk, status=TriedAnswer.Status.RUNNING).update(
+            status=TriedAnswer.Status.PENDING
+        )
+        if self.request.retries < self.max_retries:
+            raise self.retry(exc=exc, countdown=5) from exc
+        logger.exception("tried answer %s failed on infrastructure", tried_id)
+        return answers.tried_answer_error(
+            tried=tried, detail=f"the sandbox failed: {exc}; nothing is known about this answer, try it again"
+        )
 
 
 @shared_task

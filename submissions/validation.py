@@ -26,9 +26,12 @@ from benchmarks.services import blob_store, environment_hash, package_store
 from common.errors import ApplicationError
 from evaluation.environments import build_failures
 from evaluation.executor import limits_default, package_test, session_for
-from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
+from evaluation.judging.sealed import SnippetSpan, answer_replay, recording_make, snippet_key, snippet_sealing
+from evaluation.judging.step import package_answer_verdict
+from evaluation.outcomes import Verdict
 from evaluation.sandbox import EnvironmentBuildError
-from evaluation.taskfiles import hidden_files
+from evaluation.sandbox.harness import answer_span
+from evaluation.taskfiles import blob_cached, hidden_files
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.models import SetValidation, SetValidationPaper
@@ -36,6 +39,9 @@ from submissions.models import SetValidation, SetValidationPaper
 Status = SetValidation.Status
 ACTIVE = [Status.PENDING, Status.RUNNING]
 SET_PAPER_VALIDATE = "submissions.tasks.set_paper_validate"  # queued by name: that module imports this one
+# How many times validation judges each snippet's reference as an answer: a verdict that changes between two runs of
+# the same code is one evaluation cannot be trusted with.
+REFERENCE_JUDGED_RUNS = 2
 
 
 def mutation_score_min(*, version: BenchmarkVersion | None = None) -> float:
@@ -334,9 +340,10 @@ def sandbox_checks(
     score_min: float | None = None,
 ) -> Iterator[CheckResult]:
     """FORMAT.md section 9 in the sandbox: the requirements install, the reference passes its tests
-    SUBMISSION_REFERENCE_RUNS times (a reference passing some runs and failing others is flaky), each snippet masked,
-    then replaced by a no-op, makes them fail; with `mutants`, up to that many mutants of each snippet's reference
-    body run as answers would, and the share the tests kill is the snippet's mutation score (a warning below
+    SUBMISSION_REFERENCE_RUNS times (a reference passing some runs and failing others is flaky), each snippet is
+    sealed (or says why not), its reference passes as an answer in evaluation's judging step (`judged_checks`), and
+    masked, then replaced by a no-op, makes them fail; with `mutants`, up to that many mutants of each snippet's
+    reference body run as answers would, and the share the tests kill is the snippet's mutation score (a warning below
     `score_min`, never a failure).
 
     The one implementation for submissions and for whole problem sets (validate_pset)."""
@@ -417,8 +424,20 @@ def sandbox_checks(
         manifest=manifests[0],
     )
 
-    yield from sealing_checks(
+    recording = None
+    for sealing in sealing_checks(
         session=session, files=files, annotated=annotated, test_entry_point=test_entry_point, limits=limits
+    ):
+        recording = sealing.recording or recording
+        yield sealing
+    yield from judged_checks(
+        session=session,
+        files=files,
+        annotated=annotated,
+        test_entry_point=test_entry_point,
+        manifest=manifests[0],
+        recording=recording,
+        limits=limits,
     )
 
     for path, parsed in annotated.items():
@@ -453,20 +472,45 @@ def sandbox_checks(
             ),
         }
     )
+    hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             started = time.monotonic()
             found = mutants_generate(s.code, limit=mutants, seed=settings.MUTATION_SEED)
             killed, survivors, timeouts = 0, [], []
+            key = snippet_key(path, s.index)
+            replayed = recording is not None and snippet_sealing(recording, key)[0]
+            proposed: dict | None = {"killed": 0, "only_proposed": [], "only_tests": []} if replayed else None
             for mutant in found:
-                run = test({**files, path: splice(parsed, s, mutant.body).encode("utf-8")}, mutant_limits)
+                mutated = {**files, path: splice(parsed, s, mutant.body).encode("utf-8")}
+                run = test(mutated, mutant_limits)
                 if run.verdict.status == "passed":
                     survivors.append(mutant.diff)
                 else:
                     killed += 1
                     if run.verdict.category == "timeout":
                         timeouts.append(mutant.diff)
+                if proposed is not None and recording is not None:
+                    # The proposed replay tests (submissions/proposed.py) judge a body as the sealed replay does.
+                    replay = answer_replay(
+                        session=session,
+                        files=mutated,
+                        hidden=hidden,
+                        recording=recording,
+                        key=key,
+                        limits=mutant_limits,
+                        load=blob_cached,
+                        answer=answer_span(s.start_line, mutant.body),
+                    )
+                    replay_kills = bool(replay.difference)
+                    proposed["killed"] += replay_kills
+                    if replay_kills and run.verdict.status == "passed":
+                        proposed["only_proposed"].append(mutant.diff)
+                    elif not replay_kills and run.verdict.status != "passed":
+                        proposed["only_tests"].append(mutant.diff)
             score = killed / len(found) if found else None
+            if proposed is not None:
+                proposed["score"] = proposed["killed"] / len(found) if found else None
             result = {
                 "generated": len(found),
                 "killed": killed,
@@ -477,6 +521,7 @@ def sandbox_checks(
                 "seed": settings.MUTATION_SEED,
                 "limit": mutants,
                 "time_limit": mutant_limits.wall_seconds,
+                "proposed": proposed,  # the proposed replay tests' kills (None: the snippet is not sealed)
             }
             warning = mutation_warning(name=s.name, score=score, score_min=score_min)
             yield CheckResult(
@@ -489,6 +534,12 @@ def sandbox_checks(
             )
 
 
+def package_hidden(*, files: dict[str, bytes], annotated: Mapping[str, AnnotatedFile], test_entry_point: str):
+    """What a package's answers may not see: its test entry point and every copy of a reference body."""
+    references = [s.code for parsed in annotated.values() for s in parsed.snippets]
+    return hidden_files(files, visible=set(annotated), references=references, entry_point=test_entry_point)
+
+
 def sealing_checks(
     *, session, files: dict[str, bytes], annotated: Mapping[str, AnnotatedFile], test_entry_point: str, limits
 ) -> Iterator[CheckResult]:
@@ -496,8 +547,7 @@ def sealing_checks(
     sealed verdict needs, evaluation/judging/sealed.py): one check per snippet saying whether it is sealed and, if
     not, why (a warning: its answers keep the in-process guard), the recording with the first of them."""
     started = time.monotonic()
-    references = [s.code for parsed in annotated.values() for s in parsed.snippets]
-    hidden = hidden_files(files, visible=set(annotated), references=references, entry_point=test_entry_point)
+    hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
     spans = [
         SnippetSpan(snippet_key(path, s.index), path, s.start_line, s.end_line)
         for path, parsed in annotated.items()
@@ -534,6 +584,90 @@ def sealing_checks(
             recording=recording if first else None,
         )
         first = False
+
+
+def findings_text(findings) -> str:
+    """Every finding of a verdict on a line of its own: where, the rule, what (and, for a note, that it is one)."""
+    lines = []
+    for f in findings:
+        where = f"line {f['line']}" if f.get("line") else "the answer"
+        rule = f.get("rule") or f.get("kind") or "finding"
+        note = f" ({f['note']})" if f.get("note") else ""
+        lines.append(f"{where}: [{rule}, {f.get('source', 'static')}] {f.get('detail', '')}{note}")
+    return "\n".join(lines)
+
+
+def judged_checks(
+    *,
+    session,
+    files: dict[str, bytes],
+    annotated: Mapping[str, AnnotatedFile],
+    test_entry_point: str,
+    manifest: dict | None,
+    recording: dict | None,
+    limits,
+) -> Iterator[CheckResult]:
+    """Each snippet's reference, spliced in as an answer, judged by the step that judges a model's answer (the answer
+    policy, the runtime guard, the sealed replay on `recording`), REFERENCE_JUDGED_RUNS times on this backend: it
+    fails when any run is not a pass (a flag included) or the runs' verdicts differ, since evaluation would then
+    score the author's own code as wrong or as suspect. Every finding is shown, line by line, with its rule."""
+    hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
+    for path, parsed in annotated.items():
+        for s in parsed.snippets:
+            started = time.monotonic()
+            runs = [
+                package_answer_verdict(
+                    session=session,
+                    files=files,
+                    annotated=parsed,
+                    position=s.index,
+                    code=s.code,
+                    test_entry_point=test_entry_point,
+                    hidden=hidden,
+                    manifest=manifest,
+                    recording=recording,
+                    limits=limits,
+                ).verdict
+                for _ in range(REFERENCE_JUDGED_RUNS)
+            ]
+            status, detail = reference_judgement(s.name, runs)
+            yield CheckResult(
+                f"judged:{path}:{s.index}",
+                status,
+                detail[:4000],
+                time.monotonic() - started,
+                result={
+                    "runs": [{"status": v.status, "category": v.category, "findings": list(v.findings)} for v in runs]
+                },
+            )
+
+
+def reference_judgement(name: str, runs: list[Verdict]) -> tuple[str, str]:
+    """A snippet's reference judged as an answer `runs` times: failed, with the reasons, when a run is not a pass
+    (a flag included) or the runs disagree (status, category or findings); every run's findings listed by line."""
+    reasons = [
+        f"run {n}: {v.status}" + (f" ({v.detail[:600]})" if v.detail else "")
+        for n, v in enumerate(runs, 1)
+        if v.status != "passed"
+    ]
+    if len({(v.status, v.category, _finding_keys(v.findings)) for v in runs}) > 1:
+        reasons.insert(
+            0,
+            "its verdict changed between runs of the same code: "
+            + "; ".join(
+                f"run {n}: {v.status}, {v.category}, {len(v.findings)} finding(s)" for n, v in enumerate(runs, 1)
+            ),
+        )
+    listed = "\n".join(f"run {n} findings:\n{findings_text(v.findings)}" for n, v in enumerate(runs, 1) if v.findings)
+    if reasons:
+        detail = f'evaluation would not pass the reference of "{name}": ' + "\n".join(reasons)
+        return Status.FAILED, detail + (f"\n{listed}" if listed else "")
+    detail = f"judged as an answer {len(runs)} times: passed each time"
+    return Status.PASSED, detail + (f"; its findings, kept as notes:\n{listed}" if listed else ", no finding")
+
+
+def _finding_keys(findings) -> tuple:
+    return tuple(sorted((str(f.get("kind")), str(f.get("line")), str(f.get("source"))) for f in findings))
 
 
 def mutation_warning(*, name: str, score: float | None, score_min: float | None) -> str:
@@ -585,4 +719,12 @@ def mutation_text(result: dict) -> str:
     ]
     lines += [f"survived: {diff}" for diff in result["survivors"]]
     lines += [f"timed out: {diff}" for diff in result["timeouts"]]
+    proposed = result.get("proposed")
+    if proposed and proposed.get("score") is not None:
+        lines.append(
+            f"the proposed replay tests kill {proposed['killed']} of {result['generated']} (score "
+            f"{proposed['score']:.0%})"
+        )
+        lines += [f"only the proposed tests kill: {diff}" for diff in proposed["only_proposed"]]
+        lines += [f"only your tests kill: {diff}" for diff in proposed["only_tests"]]
     return "\n".join(lines)

@@ -8,8 +8,8 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -17,9 +17,10 @@ from django_htmx.http import HttpResponseClientRedirect
 from benchmarks.paper2code import PackageError
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer, version_get
+from common.errors import ApplicationError
 from common.pages import refusal_redirect
 from common.ratelimit import rate_limited, rate_limited_response
-from submissions import forms, selectors, services, validation
+from submissions import answers, forms, proposed, selectors, services, validation
 from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
 from submissions.packages import draft_problems, draft_requirements
@@ -194,6 +195,23 @@ def _detail_context(submission: Submission, user) -> dict:
         "comment_form": forms.CommentForm(),
         "changes_requested": selectors.changes_requested(submission=submission),
         "intake": submission.draft.get("intake"),
+        **_try_context(revision),
+    }
+
+
+def _try_context(revision, form=None) -> dict:
+    """The try-an-answer section: its form once the revision's reference passed validation, and its tried answers."""
+    if revision is None:
+        return {"tried_answers": [], "try_form": None}
+    form = form or (
+        forms.TryAnswerForm(snippets=selectors.revision_snippet_choices(revision=revision))
+        if revision.test_manifest is not None
+        else None
+    )
+    return {
+        "tried_answers": selectors.tried_answers_of(revision=revision),
+        "try_form": form,
+        "proposed_tests": proposed.proposed_tests_available(revision=revision),
     }
 
 
@@ -259,6 +277,59 @@ def comment_create(request: HttpRequest, pk: int) -> HttpResponse:
         else "submission-detail"
     )
     return redirect(target, pk=pk)
+
+
+@login_required
+@require_POST
+def answer_try(request: HttpRequest, pk: int) -> HttpResponse:
+    """Try an alternative body for a snippet of the submission's latest revision (its author or a maintainer)."""
+    submission = get_object_or_404(Submission, pk=pk)
+    answers.answer_tryer_check(submission=submission, user=request.user)
+    back = (
+        "review-detail"
+        if user_is_maintainer(user=request.user) and request.user.pk != submission.author_id
+        else "submission-detail"
+    )
+    revision = submission.latest_revision
+    if revision is None:
+        messages.error(request, "Nothing to try answers on: this submission has no revision yet.")
+        return redirect(back, pk=pk)
+    form = forms.TryAnswerForm(request.POST, snippets=selectors.revision_snippet_choices(revision=revision))
+    if not form.is_valid():
+        messages.error(request, "Not tried: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return redirect(back, pk=pk)
+    file, index = form.target()
+    try:
+        tried = answers.answer_try(
+            revision=revision,
+            actor=request.user,
+            snippet_file=file,
+            snippet_index=index,
+            code=form.cleaned_data["code"],
+            note=form.cleaned_data["note"],
+        )
+    except ApplicationError as exc:
+        messages.error(request, f"Not tried: {exc}")
+    else:
+        messages.success(request, f'Trying your answer for "{tried.snippet_name}": its verdict appears below.')
+    return redirect(f"{reverse(back, args=[pk])}#tried-answers")
+
+
+@login_required
+def proposed_tests(request: HttpRequest, pk: int) -> HttpResponse:
+    """Its latest revision's proposed replay tests, a zip (submissions/proposed.py): for its author and maintainers."""
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    revision = submission.latest_revision
+    if revision is None:
+        raise Http404("this submission has no revision yet")
+    try:
+        archive = proposed.proposed_tests_archive(revision=revision)
+    except ApplicationError as exc:
+        raise Http404(str(exc)) from exc
+    response = HttpResponse(archive, content_type="application/zip")
+    name = f"{revision.metadata.get('id') or 'paper'}-r{revision.number}-replay-tests.zip"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
 
 
 @maintainer_required

@@ -244,6 +244,11 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
             ("author's draft", {"pk": sub, "step": "details"}, "", {**AUTHOR, "maintainer": 403, "admin": 403})
         ],
         "comment-create": [("author's draft", {"pk": sub}, "", {**POST_ONLY, "anonymous": 302})],
+        "answer-try": [("author's draft", {"pk": sub}, "", {**POST_ONLY, "anonymous": 302})],
+        # A draft has no revision, so no recording to propose tests from: not found, to those who may see it.
+        "proposed-tests": [
+            ("author's draft", {"pk": sub}, "", {**AUTHOR, "author": 404, "maintainer": 404, "admin": 404})
+        ],
         "submission-action": [
             ("author's draft", {"pk": sub, "action": "withdraw"}, "", {**POST_ONLY, "anonymous": 302})
         ],

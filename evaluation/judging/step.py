@@ -4,21 +4,53 @@ retry policy they are; a failed environment build is the item's error, recorded 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from benchmarks.models import Snippet
+from benchmarks.paper2code.markers import AnnotatedFile
 from evaluation import services
 from evaluation.environments import ENVIRONMENT_FAILED, build_failures
-from evaluation.executor import ItemRun, item_execute, limits_for_release
+from evaluation.executor import ItemRun, answer_test, item_execute, limits_for_release
 from evaluation.models import EvaluationRun, Generation, Outcome
 from evaluation.outcomes import Verdict
-from evaluation.sandbox import EnvironmentBuildError, Limits
+from evaluation.sandbox import EnvironmentBuildError, Limits, Session
 
 
 def answer_verdict(*, snippet: Snippet, code: str, limits: Limits | None = None) -> ItemRun:
     """`code`'s verdict as the body of `snippet`, stored nowhere (what reproduction and tools ask); raises
     EnvironmentBuildError and SandboxError."""
     return item_execute(snippet=snippet, code=code, limits=limits, failures=build_failures)
+
+
+def package_answer_verdict(
+    *,
+    session: Session,
+    files: dict[str, bytes],
+    annotated: AnnotatedFile,
+    position: int,
+    code: str,
+    test_entry_point: str,
+    hidden: Iterable[str],
+    manifest: dict | None,
+    recording: dict | None,
+    limits: Limits,
+) -> ItemRun:
+    """`code`'s verdict as the body of snippet `position` of `annotated` in a package that is not a task yet (a
+    revision under validation, an author's tried answer): what `answer_verdict` does for a task's snippet, the answer
+    policy, the runtime guard and the sealed replay on `recording`, with the package's own manifest."""
+    return answer_test(
+        session=session,
+        files=files,
+        annotated=annotated,
+        position=position,
+        code=code,
+        test_entry_point=test_entry_point,
+        hidden_files=hidden,
+        limits=limits,
+        manifest=manifest,
+        recording=recording,
+    )
 
 
 def environment_failed(snippet: Snippet, exc: EnvironmentBuildError) -> Verdict:

@@ -77,7 +77,9 @@ def test_validate_pset_on_the_workers_gives_the_inline_results(tmp_path, celery_
     assert _without_reference(json.loads((tmp_path / "report.json").read_text())) == EXPECTED, worker.output()[-3000:]
     assert "legacy-sum: reference passed, 1/2 snippets covered" in out.getvalue()
     assert '"print the values when debugging" (calc.py) masked: the tests still pass' in out.getvalue()
-    assert "8/8" in err.getvalue()  # the progress bar reached every check (each snippet: sealed, masked, no-op)
+    assert (
+        "10/10" in err.getvalue()
+    )  # the progress bar reached every check (each snippet: sealed, judged, masked, no-op)
     paper = SetValidation.objects.get().papers.get()
     assert paper.sandbox_backend == "bwrap" and "set_paper_validate" in worker.output()
 
@@ -102,8 +104,8 @@ def test_a_draft_version_is_validated_from_its_page_by_the_workers(
     assert task.recording is not None and len(task.recording["snippets"]) == 2, task.recording
     partial = client.get(reverse("version-validation", args=[version.name])).content.decode()
     assert "hx-trigger" not in partial  # finished: the page stops polling
-    # requirements, reference, and per snippet sealed, masked, no-op and its mutants (a page's validation runs them).
-    assert "10 of 10 checks done (100%)" in partial and "1/2" in partial
+    # requirements, reference, and per snippet sealed, judged, masked, no-op and its mutants (a page runs them).
+    assert "12 of 12 checks done (100%)" in partial and "1/2" in partial
     assert "<code>print the values when debugging</code>" in partial  # named as not covered
     assert "the tests still pass, they do not cover this snippet" in partial
     assert "the tests kill 0 of 4 wrong bodies" in partial and "the tests kill 9 of 9 wrong bodies" in partial

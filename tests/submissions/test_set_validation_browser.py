@@ -24,14 +24,14 @@ def test_validate_a_draft_from_its_page(browser_page, live_server, maintainer, c
     page.get_by_role("button", name="Validate every paper").click()
     status = page.get_by_test_id("validation-status")
     status.filter(has_text="Pending").wait_for()
-    assert page.get_by_text("0 of 10 checks done (0%)").is_visible()
+    assert page.get_by_text("0 of 12 checks done (0%)").is_visible()
     assert page.get_by_role("button", name="Validate every paper").count() == 0  # one at a time
     shot(page, "set-validation-1-queued")
     celery_worker_factory(queues="sandbox", SANDBOX_BACKEND="bwrap", SUBMISSION_REFERENCE_RUNS="2")
     status.filter(has_text="Failed").wait_for(timeout=240_000)  # the page polls; nobody reloads it
     row = page.locator('tr[data-paper="legacy-sum"]')
     assert "print the values when debugging" in row.inner_text() and "1/2" in row.inner_text()
-    assert page.get_by_text("10 of 10 checks done (100%)").is_visible()
+    assert page.get_by_text("12 of 12 checks done (100%)").is_visible()
     assert page.get_by_text('"print the values when debugging" (calc.py) masked: the tests still pass').is_visible()
     assert page.get_by_text("the tests kill 0 of 4 wrong bodies").is_visible()  # its mutation score
     shot(page, "set-validation-2-finished")

@@ -128,7 +128,7 @@ def test_a_covered_set_passes(tmp_path, sandbox, media_root):  # noqa: F811
     report = json.loads((tmp_path / "r.json").read_text())["papers"]["trimmed-infonce"]
     assert report["reference_passed"] and len(report["snippets"]) == 10
     assert all(s == {"masked_fails": True, "noop_fails": True} for s in report["snippets"].values())
-    assert "all checks passed: 1 paper(s), 32 check(s)" in out.getvalue()  # 2 + 10 x (sealed, masked, no-op)
+    assert "all checks passed: 1 paper(s), 42 check(s)" in out.getvalue()  # 2 + 10 x (sealed, judged, masked, no-op)
 
 
 def test_a_set_that_does_not_load_is_refused_with_its_problems(tmp_path):

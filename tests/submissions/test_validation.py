@@ -29,11 +29,16 @@ def checks(report: ValidationReport) -> dict[str, tuple[str, str]]:
 def test_demo_paper_validates_and_acceptance_adds_it_to_the_draft_version(draft, author, maintainer, sandbox):
     report = validate(draft, author)
     assert report.status == "passed", checks(report)
-    assert report.checks.count() == 4 + 3 * 12
+    assert report.checks.count() == 4 + 4 * 12
     assert set(report.checks.values_list("status", flat=True)) == {"passed"}
     # Every snippet of the demo's optimiser is sealed: its calls of DampNest.step replay as recorded.
     sealing = {key: detail for key, (_, detail) in checks(report).items() if key.startswith("sealed:")}
     assert len(sealing) == 12 and all(d.startswith("sealed: ") and "DampNest.step" in d for d in sealing.values())
+    # Each reference, judged as an answer by evaluation's step twice, passes: evaluation will score it as validated.
+    judged = {key: detail for key, (_, detail) in checks(report).items() if key.startswith("judged:")}
+    assert len(judged) == 12 and all(
+        d.startswith("judged as an answer 2 times: passed each time") for d in judged.values()
+    )
     draft.refresh_from_db()
     assert draft.state == Submission.State.AWAITING_REVIEW
 

@@ -44,7 +44,7 @@ def assert_validated_once(submission: Submission, report: ValidationReport) -> N
     report.refresh_from_db()
     checks = report.checks.all()
     assert report.status == "passed", list(checks.values_list("key", "status", "detail"))
-    assert checks.count() == checks.values("key").distinct().count() == 4 + 3 * 12
+    assert checks.count() == checks.values("key").distinct().count() == 4 + 4 * 12
     assert set(checks.values_list("status", flat=True)) == {"passed"}
     moves = StateChange.objects.filter(submission=submission, from_state=Submission.State.VALIDATING)
     assert list(moves.values_list("to_state", flat=True)) == [Submission.State.AWAITING_REVIEW], "moved on once"

@@ -126,6 +126,14 @@ class Command(BaseCommand):
                 )
                 lines += [f"    survived: {diff}" for diff in mutation["survivors"]]
                 lines += [f"    timed out (killed): {diff}" for diff in mutation["timeouts"]]
+                proposed = mutation.get("proposed")
+                if proposed and proposed.get("score") is not None:
+                    lines.append(
+                        f"    the proposed replay tests: score {proposed['score']:.0%} ({proposed['killed']} of "
+                        f"{mutation['generated']} killed)"
+                    )
+                    lines += [f"      only they kill: {diff}" for diff in proposed["only_proposed"]]
+                    lines += [f"      only your tests kill: {diff}" for diff in proposed["only_tests"]]
         lines += [f"  warning: {w}" for w in summary.warnings]
         progress.write("\n".join(lines), file=self.stdout._out)
 

@@ -1,0 +1,145 @@
+"""Try an answer (issue 35): an author or a maintainer tries an alternative body for one snippet of a validated
+revision and gets evaluation's verdict for it (pass, fail or flag, with each test's result), from the very judging
+step that scores a model's answer (evaluation/judging/step.py), in the sandbox, on a `sandbox` worker. The tried
+answers stay with the revision: its reviewers see which correct alternatives its tests accept."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from django.conf import settings
+from django.db import transaction
+from django.http import Http404
+from django.utils import timezone
+
+from benchmarks.selectors import package_load, user_is_maintainer
+from benchmarks.services import environment_hash
+from common.errors import ApplicationError
+from evaluation.environments import build_failures
+from evaluation.executor import limits_default, session_for
+from evaluation.judging.step import package_answer_verdict
+from evaluation.sandbox import EnvironmentBuildError
+from operations.enqueue import enqueue
+from submissions.models import Revision, Submission, TriedAnswer
+from submissions.quotas import answer_try_quota_check
+from submissions.validation import package_hidden
+
+# An answer is a snippet's body: far below this; anything longer is not one.
+ANSWER_CHARS_MAX = 50_000
+
+
+def answer_tryer_check(*, submission: Submission, user) -> None:
+    """Only the submission's author and maintainers try answers on it; to anyone else it does not exist (404)."""
+    if not user.is_authenticated or (user.pk != submission.author_id and not user_is_maintainer(user=user)):
+        raise Http404("no such submission")
+
+
+def answer_try(*, revision: Revision, actor, snippet_file: str, snippet_index: int, code: str, note: str = ""):
+    """Store an answer to try on `revision`'s snippet and queue its judging; refused (ApplicationError, saying why)
+    for a revision whose reference has not passed validation, an unknown snippet, an empty or oversized body, or a
+    user over their run quota."""
+    answer_tryer_check(submission=revision.submission, user=actor)
+    if revision.test_manifest is None:
+        raise ApplicationError(
+            f"revision r{revision.number} has no validated reference yet: answers are tried once its reference "
+            "passed validation (they are judged against the tests it completed)"
+        )
+    if not code.strip():
+        raise ApplicationError("the answer is empty: paste the body to try in place of the snippet's")
+    if len(code) > ANSWER_CHARS_MAX:
+        raise ApplicationError(f"the answer has {len(code)} characters, over the {ANSWER_CHARS_MAX} a body may have")
+    if snippet_file not in revision.annotated_paths:
+        raise ApplicationError(f"{snippet_file} is not an annotated file of revision r{revision.number}")
+    annotated = package_load(revision).annotated[snippet_file]
+    snippet = next((s for s in annotated.snippets if s.index == snippet_index), None)
+    if snippet is None:
+        raise ApplicationError(f"{snippet_file} has no snippet {snippet_index}")
+    with transaction.atomic():
+        answer_try_quota_check(user=actor)
+        tried = TriedAnswer.objects.create(
+            revision=revision,
+            snippet_file=snippet_file,
+            snippet_index=snippet_index,
+            snippet_name=snippet.name,
+            code=code,
+            note=note.strip()[:300],
+            tried_by=actor,
+        )
+        transaction.on_commit(lambda: _answer_queue(tried))
+    return tried
+
+
+def _answer_queue(tried: TriedAnswer) -> None:
+    def refused(exc: Exception) -> str:
+        detail = f"the broker refused this answer's judging ({exc}); nothing was run: try it again"
+        TriedAnswer.objects.filter(pk=tried.pk, status=TriedAnswer.Status.PENDING).update(
+            status=TriedAnswer.Status.ERROR, detail=detail, finished_at=timezone.now()
+        )
+        return detail
+
+    enqueue("submissions.tasks.tried_answer_judge", tried.pk, subject=tried, refused=refused)
+
+
+def tried_answer_judge_run(*, tried: TriedAnswer) -> str:
+    """Judge a tried answer in the sandbox as evaluation judges a model's (SandboxError propagates: the task's retry
+    policy); its verdict, per-test rows and findings stored on it."""
+    if not TriedAnswer.objects.filter(pk=tried.pk, status__in=TriedAnswer.ACTIVE).update(
+        status=TriedAnswer.Status.RUNNING
+    ):
+        return TriedAnswer.objects.get(pk=tried.pk).status  # a redelivered copy: judged already
+    revision = tried.revision
+    package = package_load(revision)
+    files, annotated = dict(package.files), package.annotated
+    limits = replace(limits_default(), wall_seconds=settings.SUBMISSION_TEST_SECONDS)
+    try:
+        session = session_for(environment_hash(package.requirements), package.requirements, failures=build_failures)
+    except EnvironmentBuildError as exc:
+        return _finish(tried, TriedAnswer.Status.ERROR, "environment", f"the requirements did not install: {exc}")
+    run = package_answer_verdict(
+        session=session,
+        files=files,
+        annotated=annotated[tried.snippet_file],
+        position=tried.snippet_index,
+        code=tried.code,
+        test_entry_point=package.test_entry_point,
+        hidden=package_hidden(files=files, annotated=annotated, test_entry_point=package.test_entry_point),
+        manifest=revision.test_manifest,
+        recording=revision.recording,
+        limits=limits,
+    )
+    verdict = run.verdict
+    return _finish(
+        tried,
+        verdict.status,
+        verdict.category,
+        verdict.detail,
+        tests=list(verdict.tests),
+        findings=list(verdict.findings),
+        backend=run.backend,
+    )
+
+
+def tried_answer_error(*, tried: TriedAnswer, detail: str) -> str:
+    return _finish(tried, TriedAnswer.Status.ERROR, "infrastructure", detail)
+
+
+def _finish(
+    tried: TriedAnswer,
+    status: str,
+    category: str,
+    detail: str,
+    *,
+    tests: list | None = None,
+    findings: list | None = None,
+    backend: str = "",
+) -> str:
+    TriedAnswer.objects.filter(pk=tried.pk, status__in=TriedAnswer.ACTIVE).update(
+        status=status,
+        category=category,
+        detail=detail[-8000:],
+        tests=tests or [],
+        findings=findings or [],
+        sandbox_backend=backend,
+        finished_at=timezone.now(),
+    )
+    return status

@@ -1,0 +1,81 @@
+"""Proposed tests (issue 35, item 2): a validated revision's recording becomes a replay test file its author downloads
+and runs with plain python beside the package; it passes on the reference and fails on a wrong body."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from submissions import services
+from submissions.models import ValidationReport
+from submissions.proposed import TEST_FILE
+from submissions.tasks import revision_validate
+from tests.evaluation.corpus.tasks import task
+
+pytestmark = pytest.mark.django_db
+
+# Wrong: forgets to square the gradient.
+WRONG_SECOND = 'st["v"] = b2 * st["v"] + (1.0 - b2) * g\n'
+
+
+def run_plain(folder: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, TEST_FILE],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
+def test_the_proposed_replay_tests_run_with_plain_python_and_catch_a_wrong_body(
+    draft, author, other_author, sandbox, tmp_path
+):
+    revision = services.submission_submit(submission=draft, actor=author)
+    revision_validate.apply(args=(revision.report.pk,), throw=True)
+    assert ValidationReport.objects.get(pk=revision.report.pk).status == "passed"
+
+    client = Client()
+    client.force_login(author)
+    page = client.get(reverse("submission-detail", args=[draft.pk])).content.decode()
+    assert 'data-testid="proposed-tests"' in page
+    response = client.get(reverse("proposed-tests", args=[draft.pk]))
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    assert "-r1-replay-tests.zip" in response["Content-Disposition"]
+    archive = zipfile.ZipFile(io.BytesIO(response.content))
+    names = archive.namelist()
+    assert TEST_FILE in names and "rcb_replay/compare.py" in names
+    assert any(name.startswith("rcb_replay/inputs/") for name in names)
+    test_source = archive.read(TEST_FILE).decode()
+    assert "RTOL = " in test_source and "ATOL = " in test_source  # the tolerance it states, for the author to change
+
+    # Beside the package's own files (the author's folder), with plain python: it passes on the reference...
+    dampnest = task("dampnest")
+    folder = tmp_path / "package"
+    for path, data in dampnest.files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(data)
+    (folder / "paper2code_test.py").unlink()  # the replay needs none of the author's tests
+    archive.extractall(folder)
+    done = run_plain(folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Ran 1 test" in done.stderr and "OK" in done.stderr
+
+    # ...and fails, naming the call, on a wrong body of a snippet.
+    name = "second moment of gradients"
+    (folder / "optimizer.py").write_bytes(dampnest.spliced(name, dampnest.indented(name, WRONG_SECOND))["optimizer.py"])
+    done = run_plain(folder)
+    assert done.returncode != 0 and "DampNest.step, recorded call" in done.stderr, done.stderr[-3000:]
+
+    # A stranger gets nothing.
+    stranger = Client()
+    stranger.force_login(other_author)
+    assert stranger.get(reverse("proposed-tests", args=[draft.pk])).status_code == 403
