@@ -562,6 +562,15 @@ def snippet_retire(*, version: BenchmarkVersion, snippet: Snippet, reason: str, 
     return retirement
 
 
+# What publishing freezes, as the publish form, its confirmation and the guide say it.
+PUBLISH_FREEZES = (
+    "Publishing cannot be undone. It freezes the release: its papers and their splits (public or held out), its "
+    "snippets and retirements, its evaluation settings (prompt protocol, time limit, memory, CPUs, mutation score "
+    "minimum, agent budget), its manifest and hash, and its changelog. A worker then builds its downloads, which "
+    "never change either, and the calibration runs that draw its reference lines start by themselves."
+)
+
+
 @transaction.atomic
 def version_publish(
     *, version: BenchmarkVersion, actor=None, notes: str | None = None, downloads_inline: bool = False

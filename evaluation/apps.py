@@ -12,7 +12,14 @@ class EvaluationConfig(AppConfig):
         from benchmarks.services import version_published
         from evaluation import views
         from evaluation.models import EvaluationRun, ModelEntry
-        from evaluation.services import RUN_ACTIVE, continuous_runs_start, run_requeue, runs_feed, runs_unfinished
+        from evaluation.services import (
+            RUN_ACTIVE,
+            calibration_runs_start,
+            continuous_runs_start,
+            run_requeue,
+            runs_feed,
+            runs_unfinished,
+        )
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, chore_register, work_register
 
@@ -22,6 +29,12 @@ class EvaluationConfig(AppConfig):
         version_published.connect(
             continuous_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.continuous_runs_start"
         )
+        # A release's reference lines start by themselves: without them its leaderboard is empty and the home page
+        # stays on the release before (selectors.leaderboard_releases).
+        version_published.connect(
+            calibration_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.calibration_runs_start"
+        )
+        page_extra_register("version", views.release_calibration)
         # Runs are lost work the watchdog looks after; their messages are read off the queues (the feeder keeps the
         # queues short), so a lost run is fed again within RUN_LOST_SECONDS.
         run_tasks = frozenset(

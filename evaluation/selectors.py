@@ -1108,17 +1108,79 @@ def latest_published_version() -> BenchmarkVersion | None:
     return BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).order_by("-published_at").first()
 
 
+def calibration_models() -> QuerySet[ModelEntry]:
+    """The built-in calibration models whose runs are every release's reference lines (made by a migration)."""
+    return ModelEntry.objects.filter(kind__in=CALIBRATION_KINDS, owner__isnull=True).order_by("kind", "name")
+
+
+def _calibration_done() -> QuerySet[EvaluationRun]:
+    return EvaluationRun.objects.filter(
+        status=EvaluationRun.Status.COMPLETED,
+        mode="single",
+        model__kind__in=CALIBRATION_KINDS,
+        model__owner__isnull=True,
+    )
+
+
+@dataclass(frozen=True)
+class CalibrationLine:
+    model: ModelEntry
+    run: EvaluationRun | None  # the newest not cancelled single-shot run on the release, None if never started
+    progress: Progress | None  # of a run still going
+
+    @property
+    def ready(self) -> bool:
+        return self.run is not None and self.run.status == EvaluationRun.Status.COMPLETED
+
+
+@dataclass(frozen=True)
+class ReleaseCalibration:
+    """Where a release's reference lines are: started at publish (services.calibration_runs_start), ready once
+    every calibration model's run completed; the home page shows the release from then on."""
+
+    lines: list[CalibrationLine]
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.lines) and all(line.ready for line in self.lines)
+
+    @property
+    def ready_at(self) -> datetime | None:
+        return max((line.run.finished_at for line in self.lines if line.run and line.run.finished_at), default=None)
+
+
+def release_calibration(*, version: BenchmarkVersion) -> ReleaseCalibration:
+    lines = []
+    for model in calibration_models():
+        runs = model.runs.filter(version=version, mode="single").exclude(status=EvaluationRun.Status.CANCELLED)
+        run = (
+            runs.filter(status=EvaluationRun.Status.COMPLETED).order_by("-finished_at").first()
+            or runs.order_by("-created_at").first()
+        )
+        going = run is not None and run.is_active
+        lines.append(CalibrationLine(model=model, run=run, progress=run_progress(run) if run and going else None))
+    return ReleaseCalibration(lines=lines)
+
+
 def leaderboard_releases() -> tuple[BenchmarkVersion | None, BenchmarkVersion | None]:
     """The release a visitor is shown first and the newest published one, in one query. The first is the newest
-    published release with a ranked result, else the newest: a new release has none until its runs complete, and
-    an empty table shows nothing."""
+    published release whose reference lines are ready (or, one published before they started by themselves, with a
+    ranked result), else the newest: a release just published has an empty table until its calibration runs
+    complete, so the home page switches to it when they have."""
+    line_missing = calibration_models().exclude(
+        Exists(_calibration_done().filter(version=OuterRef(OuterRef("pk")), model=OuterRef("pk")))
+    )
     published = list(
         BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
-        .annotate(has_results=Exists(_results().filter(version=OuterRef("pk"))))
+        .annotate(
+            has_results=Exists(_results().filter(version=OuterRef("pk"))),
+            line_missing=Exists(line_missing),
+        )
         .order_by("-published_at")
     )
     newest = published[0] if published else None
-    return next((v for v in published if v.has_results), newest), newest
+    shown = (v for v in published if v.has_results or not v.line_missing)
+    return next(shown, newest), newest
 
 
 @dataclass

@@ -537,6 +537,13 @@ def home_results(*, user) -> dict:
     }
 
 
+def release_calibration(*, version: BenchmarkVersion, user) -> dict:
+    """A release page's reference lines (registered with benchmarks.pages): ready, or how far their runs are."""
+    if not version.is_frozen:
+        return {}
+    return {"reference_lines": selectors.release_calibration(version=version)}
+
+
 def paper_difficulty(*, version: BenchmarkVersion, task, user) -> dict:
     """A paper page's difficulty table (registered with benchmarks.pages); drafts have no runs."""
     if not version.is_frozen:

@@ -401,6 +401,20 @@ def continuous_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list
     return runs
 
 
+def calibration_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list[EvaluationRun]:
+    """On publish, the release's reference lines: a single-shot run of each built-in calibration model (the
+    reference code, the placeholder lines), queued like any run; a model with a queued, running or completed one
+    on the release gets none (a signal sent twice, or `demo_populate` first, starts nothing more)."""
+    from evaluation.selectors import calibration_models
+
+    runs = []
+    for model in calibration_models():
+        held = model.runs.filter(version=version, mode="single").exclude(status=EvaluationRun.Status.CANCELLED)
+        if not held.exists():
+            runs.append(run_start(model=model, version=version))
+    return runs
+
+
 @transaction.atomic
 def run_pin(*, run: EvaluationRun, actor) -> EvaluationRun:
     """The model's owner (or a maintainer) makes a completed run the model's leaderboard row for its release and
