@@ -647,7 +647,8 @@ def leaderboard_record(row: LeaderboardRow) -> dict:
 
 @dataclass(frozen=True)
 class LeaderboardFilters:
-    """Filters narrow the ranked entries; calibration models' reference lines are always shown."""
+    """Filters narrow the ranked entries; calibration models' reference lines follow the setting filters (mode,
+    paper, scaffold) and are kept whatever model the others pick."""
 
     open_weights: bool = False
     paper: str = ""  # "", "with" or "without"
@@ -752,12 +753,12 @@ def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
         return False
     if filters.scaffold and run.scaffold != filters.scaffold:
         return False
-    if run.is_calibration:
+    if filters.paper and run.with_paper != (filters.paper == "with"):  # so is a reference line of the other setting
+        return False
+    if run.is_calibration:  # the yardstick of the setting shown, whoever's models the other filters pick
         return True
-    return (
-        (not filters.open_weights or run.model.open_weights)
-        and (not filters.paper or run.with_paper == (filters.paper == "with"))
-        and (not filters.provenance or run.provenance == filters.provenance)
+    return (not filters.open_weights or run.model.open_weights) and (
+        not filters.provenance or run.provenance == filters.provenance
     )
 
 
