@@ -1062,25 +1062,44 @@ def leaderboard_contamination(
 
 # The home page's short leaderboard: a subset of the one column list, read by the same cell tag.
 LEADERBOARD_SUMMARY_COLUMNS = tuple(
-    c for c in LEADERBOARD_PAGE_COLUMNS if c.key in ("rank", "display_name", "provenance", "scaled_pass_rate")
+    c for c in LEADERBOARD_PAGE_COLUMNS if c.key in ("rank", "display_name", "mode", "provenance", "scaled_pass_rate")
 )
-
-
-def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> tuple[list[LeaderboardRow], list[LeaderboardRow]]:
-    """The calibration reference lines and the `limit` best ranked rows of the version's leaderboard."""
-    rows = leaderboard_rows(version=version)
-    return [r for r in rows if r.calibration], [r for r in rows if not r.calibration][:limit]
 
 
 @dataclass(frozen=True)
 class SiteCounts:
+    """What the home page says beside the release's leaderboard top, counted from the rows the leaderboard has."""
+
     papers: int  # in the release
     snippets: int  # benchmark items of the release
-    models: int  # with a completed run on the release, calibration models excluded (the ranked rows' models)
-    runs: int  # completed on the release, calibration models' excluded
+    models: int  # with a ranked row (calibration models are reference lines)
+    ranked: int  # ranked rows: one per model and setting (single-shot or agent, with or without the paper)
+    lines: int  # calibration reference lines
+
+
+@dataclass(frozen=True)
+class LeaderboardTop:
+    calibration: list[LeaderboardRow]
+    ranked: list[LeaderboardRow]  # the best `limit`
+    counts: SiteCounts
 
 
 CALIBRATION_KINDS = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
+
+
+def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> LeaderboardTop:
+    """The calibration reference lines and the `limit` best ranked rows of the version's leaderboard, with the
+    counts of what the whole leaderboard holds (so "1 ranked row, 2 reference lines" stands beside three rows)."""
+    rows = leaderboard_rows(version=version)
+    calibration, ranked = [r for r in rows if r.calibration], [r for r in rows if not r.calibration]
+    counts = SiteCounts(
+        papers=version.tasks.count(),
+        snippets=version_snippets(version=version).count(),
+        models=len({r.run.model_id for r in ranked}),
+        ranked=len(ranked),
+        lines=len(calibration),
+    )
+    return LeaderboardTop(calibration=calibration, ranked=ranked[:limit], counts=counts)
 
 
 def _results() -> QuerySet[EvaluationRun]:
@@ -1089,19 +1108,6 @@ def _results() -> QuerySet[EvaluationRun]:
         EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED)
         .exclude(model__kind__in=CALIBRATION_KINDS)
         .exclude(mode=HUMAN_MODE)
-    )
-
-
-def site_counts(*, version: BenchmarkVersion | None) -> SiteCounts:
-    """The counts the home page puts beside the release's leaderboard top: all of that one release."""
-    if version is None:
-        return SiteCounts(papers=0, snippets=0, models=0, runs=0)
-    runs = _results().filter(version=version)
-    return SiteCounts(
-        papers=version.tasks.count(),
-        snippets=version_snippets(version=version).count(),
-        models=runs.values("model").distinct().count(),
-        runs=runs.count(),
     )
 
 
