@@ -31,6 +31,7 @@ from django.utils import timezone
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.markers import is_marker, split_lines
+from benchmarks.paper2code.pset import TEST_ENTRY_POINT
 from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintainer, version_snippets
 from common.highlight import answer_diff
 from evaluation.agents.models import AgentTrajectory
@@ -1262,6 +1263,24 @@ def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:
     ]
 
 
+_FRAME_PATH = re.compile(r'File "(/[^"]+)"')
+# Installed packages and the standard library, wherever the environment or the interpreter lives.
+_PACKAGES = re.compile(r'"/[^"]*/(?:site|dist)-packages/')
+_STDLIB = re.compile(r'"/[^"]*/lib/python3\.\d+/')
+
+
+def paths_shown(text: str, *, file_path: str) -> str:
+    """A traceback as a reader of the paper's code needs it: the paper's files relative to its folder, installed
+    packages under <env>/, the standard library under <python>/ and anything else (the harness, the sandbox's and
+    the host's folders) as <harness>/ and its file name: where the platform keeps things is nobody's business."""
+    own = tuple("/" + name.lstrip("/") for name in (file_path, TEST_ENTRY_POINT))
+    roots = {path[: -len(end)] for path in _FRAME_PATH.findall(text) for end in own if path.endswith(end)}
+    for root in sorted(roots, key=len, reverse=True):
+        text = text.replace(root + "/", "")
+    text = _STDLIB.sub('"<python>/', _PACKAGES.sub('"<env>/', text))
+    return _FRAME_PATH.sub(lambda m: f'File "<harness>/{m[1].rsplit("/", 1)[-1]}"', text)
+
+
 @dataclass
 class RunItem:
     outcome: Outcome
@@ -1269,7 +1288,11 @@ class RunItem:
 
     @property
     def tests(self) -> list[dict]:
-        return outcome_tests(outcome=self.outcome, task_visible=self.show_reference)
+        tests = outcome_tests(outcome=self.outcome, task_visible=self.show_reference)
+        return [{**test, "detail": self._paths(test["detail"])} for test in tests]
+
+    def _paths(self, text: str) -> str:
+        return paths_shown(text, file_path=self.outcome.snippet.file_path)
 
     @property
     def code(self) -> str | None:
@@ -1296,7 +1319,7 @@ class RunItem:
             return ""
         for text in (self.outcome.stderr_tail, status_lines_removed(self.outcome.stdout_tail)):
             if (start := text.rfind("Traceback (most recent call last)")) >= 0:
-                return _last_lines(text[start:], OUTPUT_TAIL_LINES)
+                return _last_lines(self._paths(text[start:]), OUTPUT_TAIL_LINES)
         return ""
 
     @property
@@ -1319,7 +1342,7 @@ class RunItem:
             return ""
         printed = (status_lines_removed(self.outcome.stdout_tail), self.outcome.stderr_tail)
         parts = [text.rstrip() for text in printed if text.strip()]
-        return _last_lines("\n".join(parts), OUTPUT_TAIL_LINES)
+        return _last_lines(self._paths("\n".join(parts)), OUTPUT_TAIL_LINES)
 
 
 OUTPUT_TAIL_LINES = 40
