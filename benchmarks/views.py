@@ -294,6 +294,6 @@ def version_downloads_retry(request: HttpRequest, version: BenchmarkVersion) -> 
 def version_deprecate(request: HttpRequest, version: BenchmarkVersion) -> str:
     note = request.POST.get("note", "").strip()
     if not note:
-        raise ApplicationError("deprecating a version needs a note saying why and what to use instead")
+        raise ApplicationError("deprecating a release needs a note saying why and what to use instead")
     services.version_deprecate(version=version, actor=request.user, note=note)
     return f"Deprecated {version.name}."

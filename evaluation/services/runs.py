@@ -88,7 +88,7 @@ def run_start(
 
     `mode` "agent": the model works on each item in a sandbox within `budget` (evaluation/agents/start.py)."""
     if version.status == BenchmarkVersion.Status.DRAFT:
-        raise EvaluationError(f"version {version.name} is a draft; runs are pinned to published versions")
+        raise EvaluationError(f"release {version.name} is a draft; runs are pinned to published versions")
     run_quota_check(user=user)
     if not 1 <= samples <= MAX_SAMPLES:
         raise EvaluationError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
