@@ -270,7 +270,7 @@ def pset_import(
                     file=str(root),
                     line=0,
                     message=(
-                        f"version {version.name} is {version.status} with "
+                        f"release {version.name} is {version.status} with "
                         f"{', '.join(f'{k} {version_settings(version=version).get(k)}' for k in changed)}; "
                         "its settings are frozen: "
                         "import into a new version name instead"
@@ -303,7 +303,7 @@ def pset_import(
                     Problem(
                         file=str(root),
                         line=0,
-                        message=f"version {version.name} is {version.status} and frozen; "
+                        message=f"release {version.name} is {version.status} and frozen; "
                         "import into a new version name instead",
                     )
                 ]
@@ -498,7 +498,7 @@ def maintainer_ensure(*, username: str, email: str, password: str) -> tuple[obje
 
 def _require_draft(version: BenchmarkVersion) -> None:
     if version.is_frozen:
-        raise CurationError(f"version {version.name} is {version.status} and frozen")
+        raise CurationError(f"release {version.name} is {version.status} and frozen")
 
 
 @transaction.atomic
@@ -508,7 +508,7 @@ def version_draft_create(*, name: str, actor=None, notes: str = "") -> Benchmark
     if not SEMVER_RE.match(name):
         raise CurationError(f"{name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
     if BenchmarkVersion.objects.filter(name=name).exists():
-        raise CurationError(f"a version named {name} exists already")
+        raise CurationError(f"a release named {name} exists already")
     latest = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).order_by("-published_at").first()
     # The new draft keeps the latest release's settings until a maintainer changes them.
     pinned = (
@@ -565,11 +565,20 @@ def snippet_retire(*, version: BenchmarkVersion, snippet: Snippet, reason: str, 
     if not reason.strip():
         raise CurationError("retiring a snippet needs a reason")
     if not version.memberships.filter(task=snippet.task).exists():
-        raise CurationError(f"snippet {snippet.name} is not in version {version.name}")
+        raise CurationError(f"snippet {snippet.name} is not in release {version.name}")
     retirement, _ = SnippetRetirement.objects.update_or_create(
         version=version, snippet=snippet, defaults={"reason": reason.strip(), "retired_by": actor}
     )
     return retirement
+
+
+# What publishing freezes, as the publish form, its confirmation and the guide say it.
+PUBLISH_FREEZES = (
+    "Publishing cannot be undone. It freezes the release: its papers and their splits (public or held out), its "
+    "snippets and retirements, its evaluation settings (prompt protocol, time limit, memory, CPUs, mutation score "
+    "minimum, agent budget), its manifest and hash, and its changelog. A worker then builds its downloads, which "
+    "never change either, and the calibration runs that draw its reference lines start by themselves."
+)
 
 
 @transaction.atomic
@@ -588,11 +597,11 @@ def version_publish(
     _require_maintainer(actor)
     version = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
     if version.status != BenchmarkVersion.Status.DRAFT:
-        raise CurationError(f"version {version.name} is already {version.status}")
+        raise CurationError(f"release {version.name} is already {version.status}")
     if not SEMVER_RE.match(version.name):
         raise CurationError(f"{version.name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
     if not version.memberships.exists():
-        raise CurationError(f"version {version.name} has no tasks to publish")
+        raise CurationError(f"release {version.name} has no tasks to publish")
     previous = (
         BenchmarkVersion.objects.filter(
             status__in=[BenchmarkVersion.Status.PUBLISHED, BenchmarkVersion.Status.DEPRECATED]
@@ -715,7 +724,7 @@ def release_downloads_retry(*, version: BenchmarkVersion, actor) -> None:
 def version_deprecate(*, version: BenchmarkVersion, actor=None, note: str) -> BenchmarkVersion:
     _require_maintainer(actor)
     if version.status != BenchmarkVersion.Status.PUBLISHED:
-        raise CurationError(f"only published versions can be deprecated; {version.name} is {version.status}")
+        raise CurationError(f"only published releases can be deprecated; {version.name} is {version.status}")
     version.status = BenchmarkVersion.Status.DEPRECATED
     version.deprecated_at = timezone.now()
     version.deprecation_note = note

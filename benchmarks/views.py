@@ -80,6 +80,7 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
         "held_out": held_out,
         "changelog": visibility.changelog_visible(version=version, user=request.user),
         "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())],
+        "publish_freezes": services.PUBLISH_FREEZES,
     }
     context.update(page_extras("version", version=version, user=request.user))
     return render(request, "benchmarks/version_detail.html", context)
@@ -269,12 +270,17 @@ def version_settings(request: HttpRequest, version: BenchmarkVersion) -> str:
 
 @_release_action
 def version_publish(request: HttpRequest, version: BenchmarkVersion) -> str:
+    if request.POST.get("confirm") != "yes":  # the box a browser requires; a plain POST must tick it too
+        raise ApplicationError(
+            f"publish: confirm that {version.name} is to be frozen (tick the box above the button). "
+            + services.PUBLISH_FREEZES
+        )
     published = services.version_publish(version=version, actor=request.user, notes=request.POST.get("notes") or None)
     once_public = published.changelog.get("held_out_once_public", [])
     warning = "".join(f" Warning: {o['paper']} is held out but was public in {o['public_in']}." for o in once_public)
     return (
         f"Published {published.name}; manifest hash {published.manifest_hash[:12]}. Its downloads are being "
-        f"prepared by a worker.{warning}"
+        f"prepared by a worker. Its reference lines are being computed: its page says when they are ready.{warning}"
     )
 
 
@@ -288,6 +294,6 @@ def version_downloads_retry(request: HttpRequest, version: BenchmarkVersion) -> 
 def version_deprecate(request: HttpRequest, version: BenchmarkVersion) -> str:
     note = request.POST.get("note", "").strip()
     if not note:
-        raise ApplicationError("deprecating a version needs a note saying why and what to use instead")
+        raise ApplicationError("deprecating a release needs a note saying why and what to use instead")
     services.version_deprecate(version=version, actor=request.user, note=note)
     return f"Deprecated {version.name}."

@@ -29,7 +29,8 @@ GUIDES = {
 PURPOSES = {
     "format": "What a task is: papers.yaml, the snippet markers, the test entry point, how answers are spliced and "
     "judged (for authors and for anyone reading a score).",
-    "submitting": "How to prepare a paper and its code, submit it through the site and pass validation (for authors).",
+    "submitting": "How to prepare a paper and its code, submit it through the site and pass validation (for authors), "
+    "and how a maintainer publishes a release.",
     "leaderboard": "How to get a model on the leaderboard: register it, start a run or upload answers, read the "
     "scores (for model developers).",
     "agent-runs": "How an agent run works: the workspace and tools the model gets, its budgets, how its answer is "

@@ -20,6 +20,8 @@ SECRET_KEY = env("SECRET_KEY", default="insecure-dev-key-change-me" if DEBUG els
 BEHIND_TLS_PROXY = env.bool("BEHIND_TLS_PROXY", default=not DEBUG)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# The site's own address, scheme included: absolute links in what leaves the site (notification e-mails).
+SITE_URL = env("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

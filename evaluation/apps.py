@@ -12,8 +12,15 @@ class EvaluationConfig(AppConfig):
         from benchmarks.services import release_prepare_wanted, version_published
         from evaluation import preparation, views
         from evaluation.models import EvaluationRun, ModelEntry, TaskPreparation
-        from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE, RUN_DISPATCH
-        from evaluation.services import RUN_ACTIVE, continuous_runs_start, run_requeue, runs_feed, runs_unfinished
+        from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE, PREPARE_TASK, RUN_DISPATCH
+        from evaluation.services import (
+            RUN_ACTIVE,
+            calibration_runs_start,
+            continuous_runs_start,
+            run_requeue,
+            runs_feed,
+            runs_unfinished,
+        )
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, chore_register, work_register
 
@@ -32,7 +39,7 @@ class EvaluationConfig(AppConfig):
             WorkKind(
                 name="task preparations",
                 model=TaskPreparation,
-                tasks=frozenset({"evaluation.tasks.task_prepare"}),
+                tasks=frozenset({PREPARE_TASK}),
                 unfinished=preparation.preparations_unfinished,
                 moved_at=lambda p: (p.queued_at, p.started_at),
                 claimable={"status__in": preparation.ACTIVE},
@@ -40,6 +47,12 @@ class EvaluationConfig(AppConfig):
                 give_up=preparation.preparation_give_up,
             )
         )
+        # A release's reference lines start by themselves: without them its leaderboard is empty and the home page
+        # stays on the release before (selectors.leaderboard_releases).
+        version_published.connect(
+            calibration_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.calibration_runs_start"
+        )
+        page_extra_register("version", views.release_calibration)
         # Runs are lost work the watchdog looks after; their messages are read off the queues (the feeder keeps the
         # queues short), so a lost run is fed again within RUN_LOST_SECONDS.
         run_tasks = frozenset(

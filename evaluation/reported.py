@@ -134,7 +134,7 @@ def reported_results_import(
 ) -> list[EvaluationRun]:
     """One completed, scored run per model of the file, marked reported, with `source`; all or nothing."""
     if version.status == BenchmarkVersion.Status.DRAFT:
-        raise EvaluationError(f"version {version.name} is a draft; results are imported on published versions")
+        raise EvaluationError(f"release {version.name} is a draft; results are imported on published releases")
     source = source.strip()
     if len(source) > MAX_SOURCE_CHARS:
         raise EvaluationError(f"the source is {len(source)} characters; at most {MAX_SOURCE_CHARS}")

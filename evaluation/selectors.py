@@ -31,6 +31,7 @@ from django.utils import timezone
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.markers import is_marker, split_lines
+from benchmarks.paper2code.pset import TEST_ENTRY_POINT
 from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintainer, version_snippets
 from common.highlight import answer_diff
 from evaluation.agents.models import AgentTrajectory
@@ -648,7 +649,8 @@ def leaderboard_record(row: LeaderboardRow) -> dict:
 
 @dataclass(frozen=True)
 class LeaderboardFilters:
-    """Filters narrow the ranked entries; calibration models' reference lines are always shown."""
+    """Filters narrow the ranked entries; calibration models' reference lines follow the setting filters (mode,
+    paper, scaffold) and are kept whatever model the others pick."""
 
     open_weights: bool = False
     paper: str = ""  # "", "with" or "without"
@@ -753,12 +755,12 @@ def _leaderboard_keep(run: EvaluationRun, filters: LeaderboardFilters) -> bool:
         return False
     if filters.scaffold and run.scaffold != filters.scaffold:
         return False
-    if run.is_calibration:
+    if filters.paper and run.with_paper != (filters.paper == "with"):  # so is a reference line of the other setting
+        return False
+    if run.is_calibration:  # the yardstick of the setting shown, whoever's models the other filters pick
         return True
-    return (
-        (not filters.open_weights or run.model.open_weights)
-        and (not filters.paper or run.with_paper == (filters.paper == "with"))
-        and (not filters.provenance or run.provenance == filters.provenance)
+    return (not filters.open_weights or run.model.open_weights) and (
+        not filters.provenance or run.provenance == filters.provenance
     )
 
 
@@ -1062,25 +1064,44 @@ def leaderboard_contamination(
 
 # The home page's short leaderboard: a subset of the one column list, read by the same cell tag.
 LEADERBOARD_SUMMARY_COLUMNS = tuple(
-    c for c in LEADERBOARD_PAGE_COLUMNS if c.key in ("rank", "display_name", "provenance", "scaled_pass_rate")
+    c for c in LEADERBOARD_PAGE_COLUMNS if c.key in ("rank", "display_name", "mode", "provenance", "scaled_pass_rate")
 )
-
-
-def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> tuple[list[LeaderboardRow], list[LeaderboardRow]]:
-    """The calibration reference lines and the `limit` best ranked rows of the version's leaderboard."""
-    rows = leaderboard_rows(version=version)
-    return [r for r in rows if r.calibration], [r for r in rows if not r.calibration][:limit]
 
 
 @dataclass(frozen=True)
 class SiteCounts:
+    """What the home page says beside the release's leaderboard top, counted from the rows the leaderboard has."""
+
     papers: int  # in the release
     snippets: int  # benchmark items of the release
-    models: int  # with a completed run on the release, calibration models excluded (the ranked rows' models)
-    runs: int  # completed on the release, calibration models' excluded
+    models: int  # with a ranked row (calibration models are reference lines)
+    ranked: int  # ranked rows: one per model and setting (single-shot or agent, with or without the paper)
+    lines: int  # calibration reference lines
+
+
+@dataclass(frozen=True)
+class LeaderboardTop:
+    calibration: list[LeaderboardRow]
+    ranked: list[LeaderboardRow]  # the best `limit`
+    counts: SiteCounts
 
 
 CALIBRATION_KINDS = (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
+
+
+def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> LeaderboardTop:
+    """The calibration reference lines and the `limit` best ranked rows of the version's leaderboard, with the
+    counts of what the whole leaderboard holds (so "1 ranked row, 2 reference lines" stands beside three rows)."""
+    rows = leaderboard_rows(version=version)
+    calibration, ranked = [r for r in rows if r.calibration], [r for r in rows if not r.calibration]
+    counts = SiteCounts(
+        papers=version.tasks.count(),
+        snippets=version_snippets(version=version).count(),
+        models=len({r.run.model_id for r in ranked}),
+        ranked=len(ranked),
+        lines=len(calibration),
+    )
+    return LeaderboardTop(calibration=calibration, ranked=ranked[:limit], counts=counts)
 
 
 def _results() -> QuerySet[EvaluationRun]:
@@ -1092,34 +1113,83 @@ def _results() -> QuerySet[EvaluationRun]:
     )
 
 
-def site_counts(*, version: BenchmarkVersion | None) -> SiteCounts:
-    """The counts the home page puts beside the release's leaderboard top: all of that one release."""
-    if version is None:
-        return SiteCounts(papers=0, snippets=0, models=0, runs=0)
-    runs = _results().filter(version=version)
-    return SiteCounts(
-        papers=version.tasks.count(),
-        snippets=version_snippets(version=version).count(),
-        models=runs.values("model").distinct().count(),
-        runs=runs.count(),
-    )
-
-
 def latest_published_version() -> BenchmarkVersion | None:
     return BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).order_by("-published_at").first()
 
 
+def calibration_models() -> QuerySet[ModelEntry]:
+    """The built-in calibration models whose runs are every release's reference lines (made by a migration)."""
+    return ModelEntry.objects.filter(kind__in=CALIBRATION_KINDS, owner__isnull=True).order_by("kind", "name")
+
+
+def _calibration_done() -> QuerySet[EvaluationRun]:
+    return EvaluationRun.objects.filter(
+        status=EvaluationRun.Status.COMPLETED,
+        mode="single",
+        model__kind__in=CALIBRATION_KINDS,
+        model__owner__isnull=True,
+    )
+
+
+@dataclass(frozen=True)
+class CalibrationLine:
+    model: ModelEntry
+    run: EvaluationRun | None  # the newest not cancelled single-shot run on the release, None if never started
+    progress: Progress | None  # of a run still going
+
+    @property
+    def ready(self) -> bool:
+        return self.run is not None and self.run.status == EvaluationRun.Status.COMPLETED
+
+
+@dataclass(frozen=True)
+class ReleaseCalibration:
+    """Where a release's reference lines are: started at publish (services.calibration_runs_start), ready once
+    every calibration model's run completed; the home page shows the release from then on."""
+
+    lines: list[CalibrationLine]
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.lines) and all(line.ready for line in self.lines)
+
+    @property
+    def ready_at(self) -> datetime | None:
+        return max((line.run.finished_at for line in self.lines if line.run and line.run.finished_at), default=None)
+
+
+def release_calibration(*, version: BenchmarkVersion) -> ReleaseCalibration:
+    lines = []
+    for model in calibration_models():
+        runs = model.runs.filter(version=version, mode="single").exclude(status=EvaluationRun.Status.CANCELLED)
+        run = (
+            runs.filter(status=EvaluationRun.Status.COMPLETED).order_by("-finished_at").first()
+            or runs.order_by("-created_at").first()
+        )
+        going = run is not None and run.is_active
+        lines.append(CalibrationLine(model=model, run=run, progress=run_progress(run) if run and going else None))
+    return ReleaseCalibration(lines=lines)
+
+
 def leaderboard_releases() -> tuple[BenchmarkVersion | None, BenchmarkVersion | None]:
     """The release a visitor is shown first and the newest published one, in one query. The first is the newest
-    published release with a ranked result, else the newest: a new release has none until its runs complete, and
-    an empty table shows nothing."""
+    published release whose reference lines are ready (or, one published before they started by themselves, with a
+    ranked result), else the newest: a release just published has an empty table until its calibration runs
+    complete, so the home page switches to it when they have."""
+    line_missing = calibration_models().exclude(
+        Exists(_calibration_done().filter(version=OuterRef(OuterRef("pk")), model=OuterRef("pk")))
+    )
     published = list(
         BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED)
-        .annotate(has_results=Exists(_results().filter(version=OuterRef("pk"))))
+        .annotate(
+            has_results=Exists(_results().filter(version=OuterRef("pk"))),
+            line_missing=Exists(line_missing),
+        )
         .order_by("-published_at")
     )
     newest = published[0] if published else None
-    return next((v for v in published if v.has_results), newest), newest
+    shown = (v for v in published if v.has_results or not v.line_missing)
+    return next(shown, newest), newest
 
 
 @dataclass
@@ -1194,6 +1264,24 @@ def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:
     ]
 
 
+_FRAME_PATH = re.compile(r'File "(/[^"]+)"')
+# Installed packages and the standard library, wherever the environment or the interpreter lives.
+_PACKAGES = re.compile(r'"/[^"]*/(?:site|dist)-packages/')
+_STDLIB = re.compile(r'"/[^"]*/lib/python3\.\d+/')
+
+
+def paths_shown(text: str, *, file_path: str) -> str:
+    """A traceback as a reader of the paper's code needs it: the paper's files relative to its folder, installed
+    packages under <env>/, the standard library under <python>/ and anything else (the harness, the sandbox's and
+    the host's folders) as <harness>/ and its file name: where the platform keeps things is nobody's business."""
+    own = tuple("/" + name.lstrip("/") for name in (file_path, TEST_ENTRY_POINT))
+    roots = {path[: -len(end)] for path in _FRAME_PATH.findall(text) for end in own if path.endswith(end)}
+    for root in sorted(roots, key=len, reverse=True):
+        text = text.replace(root + "/", "")
+    text = _STDLIB.sub('"<python>/', _PACKAGES.sub('"<env>/', text))
+    return _FRAME_PATH.sub(lambda m: f'File "<harness>/{m[1].rsplit("/", 1)[-1]}"', text)
+
+
 @dataclass
 class RunItem:
     outcome: Outcome
@@ -1202,7 +1290,11 @@ class RunItem:
 
     @property
     def tests(self) -> list[dict]:
-        return outcome_tests(outcome=self.outcome, task_visible=self.show_reference)
+        tests = outcome_tests(outcome=self.outcome, task_visible=self.show_reference)
+        return [{**test, "detail": self._paths(test["detail"])} for test in tests]
+
+    def _paths(self, text: str) -> str:
+        return paths_shown(text, file_path=self.outcome.snippet.file_path)
 
     @property
     def code(self) -> str | None:
@@ -1229,7 +1321,7 @@ class RunItem:
             return ""
         for text in (self.outcome.stderr_tail, status_lines_removed(self.outcome.stdout_tail)):
             if (start := text.rfind("Traceback (most recent call last)")) >= 0:
-                return _last_lines(text[start:], OUTPUT_TAIL_LINES)
+                return _last_lines(self._paths(text[start:]), OUTPUT_TAIL_LINES)
         return ""
 
     @property
@@ -1252,7 +1344,7 @@ class RunItem:
             return ""
         printed = (status_lines_removed(self.outcome.stdout_tail), self.outcome.stderr_tail)
         parts = [text.rstrip() for text in printed if text.strip()]
-        return _last_lines("\n".join(parts), OUTPUT_TAIL_LINES)
+        return _last_lines(self._paths("\n".join(parts)), OUTPUT_TAIL_LINES)
 
 
 OUTPUT_TAIL_LINES = 40

@@ -149,13 +149,17 @@ def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) 
         current = filters.sort == key
         default_desc = key in ("rank", "score", "pass", "held_out", "items", "tokens", "date")
         descending = not filters.descending if current else default_desc
+        # Rank's "descending" is best first, so its numbers go up (1 on top): the arrow and aria-sort say the order
+        # of the values shown, not the request's direction.
+        values_descend = filters.descending != (key == "rank")
         columns.append(
             {
                 "key": key,
                 "label": label,
                 "column": column,
                 "current": current,
-                "aria": ("descending" if filters.descending else "ascending") if current else "none",
+                "aria": ("descending" if values_descend else "ascending") if current else "none",
+                "arrow": "▼" if values_descend else "▲",
                 "query": _query(filters, sort=key, dir="desc" if descending else "asc", cols=",".join(chosen)),
             }
         )
@@ -540,16 +544,23 @@ def home_results(*, user) -> dict:
     """The home page's leaderboard part (registered with benchmarks.pages): the current release's top rows, counts
     and changelog."""
     current, newest = selectors.leaderboard_releases()
-    calibration, ranked = selectors.leaderboard_top(version=current) if current else ([], [])
+    top = selectors.leaderboard_top(version=current) if current else None
     return {
         "current": current,
         "newest": newest,
-        "calibration": calibration,
-        "ranked": ranked,
+        "calibration": top.calibration if top else [],
+        "ranked": top.ranked if top else [],
         "summary_columns": selectors.LEADERBOARD_SUMMARY_COLUMNS,
-        "counts": selectors.site_counts(version=current),
+        "counts": top.counts if top else None,
         "changelog": changelog_visible(version=current, user=user) if current else None,
     }
+
+
+def release_calibration(*, version: BenchmarkVersion, user) -> dict:
+    """A release page's reference lines (registered with benchmarks.pages): ready, or how far their runs are."""
+    if not version.is_frozen:
+        return {}
+    return {"reference_lines": selectors.release_calibration(version=version)}
 
 
 def paper_difficulty(*, version: BenchmarkVersion, task, user) -> dict:

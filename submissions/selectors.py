@@ -44,6 +44,14 @@ def submission_get(*, pk: int, user) -> Submission:
     return submission
 
 
+def report_superseded(*, submission: Submission) -> bool:
+    """Whether the latest revision's validation report is about something other than what the author now edits:
+    after "Revise before review" or a change request the draft is a next revision, validated only once submitted."""
+    return submission.state in (Submission.State.DRAFT, Submission.State.CHANGES_REQUESTED) and (
+        submission.revisions.exists()
+    )
+
+
 def review_queue(*, state: str | None = None, older_than_days: int | None = None) -> QuerySet[Submission]:
     queue = Submission.objects.select_related("author").exclude(state=Submission.State.DRAFT)
     queue = queue.filter(state=state) if state else queue.filter(state__in=OPEN_STATES)

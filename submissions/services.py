@@ -23,6 +23,7 @@ from benchmarks.services import (
     version_task_set,
 )
 from common.errors import ApplicationError
+from common.links import site_link
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
@@ -99,7 +100,11 @@ def _notify(submission_id: int, state: str, reason: str) -> None:
     if not submission.author.email:
         return
     label = Submission.State(state).label
-    body = f'Your submission "{submission}" is now {label}.' + (f"\n\nReason: {reason}" if reason else "")
+    body = (
+        f'Your submission "{submission}" is now {label}.'
+        + (f"\n\nReason: {reason}" if reason else "")
+        + f"\n\nSee it at {site_link('submission-detail', submission.pk)}"
+    )
     send_mail(
         f"[research-code benchmark] {submission}: {label}",
         body,

@@ -98,12 +98,12 @@ def pset_validation_create(
 def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidation:
     """A maintainer validates a draft version's tasks on the workers: one validation at a time per version."""
     if actor is None or not user_is_maintainer(user=actor):
-        raise PermissionDenied("only maintainers may validate a version")
+        raise PermissionDenied("only maintainers may validate a release")
     try:
         with transaction.atomic():
             version = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
             if version.is_frozen:
-                raise ApplicationError(f"version {version.name} is {version.status}; only drafts are validated here")
+                raise ApplicationError(f"release {version.name} is {version.status}; only drafts are validated here")
             running = version.validations.filter(status__in=ACTIVE).first()
             if running is not None:
                 raise ApplicationError(
@@ -112,7 +112,7 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
                 )
             tasks = list(version.tasks.select_related("paper").order_by("paper__slug"))
             if not tasks:
-                raise ApplicationError(f"version {version.name} has no tasks to validate")
+                raise ApplicationError(f"release {version.name} has no tasks to validate")
             validation = SetValidation.objects.create(
                 version=version, source=f"version {version.name}", started_by=actor
             )

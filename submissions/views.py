@@ -186,6 +186,7 @@ def _detail_context(submission: Submission, user) -> dict:
         "revision": revision,
         "revisions": revisions,
         "report": getattr(revision, "report", None) if revision else None,
+        "report_superseded": selectors.report_superseded(submission=submission),
         "tree": selectors.revision_snippet_tree(revision=revision) if revision else {},
         "history": submission.history.select_related("actor"),
         "comments": submission.comments.select_related("author"),

@@ -539,7 +539,7 @@ def test_an_upload_cannot_name_or_need_a_held_out_item(world):
     ]
     with pytest.raises(services.UploadError) as refused:
         services.run_from_upload(model=model, version=version, data="\n".join(map(json.dumps, rows)).encode())
-    assert refused.value.problems == [f"line 2: unknown item id '{held.pk}' in version {version.name}"]
+    assert refused.value.problems == [f"line 2: unknown item id '{held.pk}' in release {version.name}"]
 
 
 def test_only_endpoints_maintainers_trust_get_held_out_prompts(world, settings, maintainer, author):

@@ -89,7 +89,7 @@ def run_start(
 
     `mode` "agent": the model works on each item in a sandbox within `budget` (evaluation/agents/start.py)."""
     if version.status == BenchmarkVersion.Status.DRAFT:
-        raise EvaluationError(f"version {version.name} is a draft; runs are pinned to published versions")
+        raise EvaluationError(f"release {version.name} is a draft; runs are pinned to published versions")
     run_quota_check(user=user)
     if not 1 <= samples <= MAX_SAMPLES:
         raise EvaluationError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
@@ -397,6 +397,20 @@ def continuous_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list
     runs = []
     for model in ModelEntry.objects.filter(continuous=True, kind=ModelEntry.Kind.LITELLM):
         runs.append(run_start(model=model, version=version))
+    return runs
+
+
+def calibration_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list[EvaluationRun]:
+    """On publish, the release's reference lines: a single-shot run of each built-in calibration model (the
+    reference code, the placeholder lines), queued like any run; a model with a queued, running or completed one
+    on the release gets none (a signal sent twice, or `demo_populate` first, starts nothing more)."""
+    from evaluation.selectors import calibration_models
+
+    runs = []
+    for model in calibration_models():
+        held = model.runs.filter(version=version, mode="single").exclude(status=EvaluationRun.Status.CANCELLED)
+        if not held.exists():
+            runs.append(run_start(model=model, version=version))
     return runs
 
 

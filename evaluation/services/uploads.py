@@ -110,7 +110,7 @@ def upload_line_parse(
         return 'expected an object with "id", "sample" and one of "answer" or "code"'
     item, sample = str(row.get("id", "")), row.get("sample", 0)
     if item not in snippets:
-        return f"unknown item id {item!r} in version {version.name}"
+        return f"unknown item id {item!r} in release {version.name}"
     if not isinstance(sample, int) or isinstance(sample, bool) or not 0 <= sample < MAX_SAMPLES:
         return f"sample must be an integer from 0 to {MAX_SAMPLES - 1}"
     given = [field for field in UPLOAD_FIELDS if field in row]
@@ -195,7 +195,7 @@ def run_from_upload(
     as 'line N: ...', what will likely fail in lines that were taken (answers indented less than their snippet).
     """
     if version.status == BenchmarkVersion.Status.DRAFT:
-        raise EvaluationError(f"version {version.name} is a draft; uploads are scored on published versions")
+        raise EvaluationError(f"release {version.name} is a draft; uploads are scored on published releases")
     if model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
         # A reference line must stay what the platform made it, never someone's file.
         raise EvaluationError(f"model {model.name} is a calibration model: the platform makes its answers")

@@ -25,6 +25,23 @@ def pct(value: float | str | None) -> str:  # "": a template's missing value
     return "—" if value is None or value == "" else f"{value:.1f}%"
 
 
+# What "scaled pass@1" means, in a line, wherever a score is shown; the leaderboard guide says it in full.
+SCALED_MEANING = (
+    "Scaled pass@1: the share of the benchmark's code the model writes correctly, each snippet weighted by its lines "
+    "of code (pass@1 counts every snippet once); the reference code scores 100%"
+)
+
+
+@register.simple_tag
+def scaled_help() -> str:
+    """A "?" beside a scaled pass@1 header: the meaning as its tooltip, the guide's section as its link."""
+    return format_html(
+        '<a class="help" href="{}#scaled-pass1" title="{}" aria-label="What scaled pass@1 means">?</a>',
+        reverse("guide", args=["leaderboard"]),
+        SCALED_MEANING,
+    )
+
+
 RANK_TITLES = {True: "no entry is significantly better", False: "1 + the entries significantly better"}
 
 

@@ -53,7 +53,7 @@ def test_unknown_item_id(clients, release, model):
     rows.append({"id": "999999", "sample": 0, "answer": "x"})
     _refused(
         _upload(clients["owner"], release, _encode(rows)),
-        f"line {len(rows)}: unknown item id '999999' in version {release.name}",
+        f"line {len(rows)}: unknown item id '999999' in release {release.name}",
     )
 
 

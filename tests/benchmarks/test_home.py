@@ -29,8 +29,9 @@ def test_home_shows_the_leaderboard_top_counts_and_paths(client, release):
     assert (
         f"<strong>{release.tasks.count()}</strong> papers" in body and f"<strong>{snippets}</strong> snippets" in body
     )
-    # calibration not counted: the counts are those of the rows listed
-    assert "<strong>2</strong> models with results" in body and "<strong>2</strong> completed runs on 1.0.0" in body
+    # calibration not counted among models: the counts are those of the rows listed
+    assert "<strong>2</strong> models with results" in body
+    assert "<strong>2</strong> ranked rows and <strong>2</strong> reference lines on 1.0.0" in body
     assert "data-newer-release" not in body
     assert "Changes in 1.0.0" in body and "added</span> dampnest" in body
     for path, label in (
@@ -74,9 +75,28 @@ def test_after_a_publish_the_default_leaderboard_is_the_newest_release_with_resu
     assert "Release 1.0.0" in home and f'href="/runs/{strong.pk}/"' in home
     notice = home[home.index("data-newer-release") :].split("</p>")[0]
     assert 'href="/versions/2.0.0/leaderboard/">2.0.0</a>, has no results yet' in notice
-    assert "<strong>1</strong> model with results" in home and "<strong>1</strong> completed run on 1.0.0" in home
+    assert "<strong>1</strong> model with results" in home
+    assert "<strong>1</strong> ranked row and <strong>1</strong> reference line on 1.0.0" in home
     assert "No model has a completed run on this release yet" not in home
 
     calibrate(services_import, "strong", passed=False)
     assert client.get("/leaderboard/")["Location"] == "/versions/2.0.0/leaderboard/"
     assert "data-newer-release" not in client.get("/").content.decode()
+
+
+def test_home_counts_the_rows_it_shows_and_names_each_rows_mode(client, release):
+    """Issue 37: "1 completed run" stood beside three rows (two reference lines, one model), and a model's agent row
+    looked like a second single-shot row with no Mode column."""
+    calibrate(release, "reference", passed=True)
+    calibrate(release, "placeholder", passed=False)
+    coder = calibrate(release, "coder", passed=True)
+    agent = calibrate(release, "coder", passed=False)
+    EvaluationRun.objects.filter(pk=agent.pk).update(mode="agent")
+    body = client.get("/").content.decode()
+    top = body[body.index('id="home-leaderboard"') : body.index("</table>", body.index('id="home-leaderboard"'))]
+    assert top.count("<tr") == 1 + 4, "a header, two reference lines, the coder's single-shot and agent rows"
+    assert ">Mode</th>" in top and top.count('<span class="badge mode agent">agent</span>') == 1
+    assert f'href="/runs/{coder.pk}/"' in top and f'href="/runs/{agent.pk}/"' in top
+    assert "<strong>1</strong> model with results" in body
+    assert "<strong>2</strong> ranked rows and <strong>2</strong> reference lines on 1.0.0" in body
+    assert 'href="/guides/leaderboard/#scaled-pass1"' in top and 'aria-label="What scaled pass@1 means"' in top

@@ -43,7 +43,9 @@ def test_publishing_queues_the_downloads_and_a_worker_builds_them(
 
     draft = pset_import(root=DEMO_PSET, version_name="1.0.0").version
     client.force_login(maintainer)
-    response = client.post(reverse("version-publish", args=["1.0.0"]), {"notes": "First."}, follow=True)
+    response = client.post(
+        reverse("version-publish", args=["1.0.0"]), {"notes": "First.", "confirm": "yes"}, follow=True
+    )
     assert "Its downloads are being prepared by a worker." in response.content.decode()
     version = BenchmarkVersion.objects.get(pk=draft.pk)
     assert version.status == "published" and version.downloads == {} and version.downloads_status == "preparing"

@@ -120,7 +120,9 @@ def test_publish_and_deprecate_through_the_version_page(client, draft, maintaine
     client.force_login(maintainer)
     page = client.get(reverse("version-detail", args=["1.1.0"])).content.decode()
     assert f'action="{reverse("version-publish", args=["1.1.0"])}"' in page
-    response = client.post(reverse("version-publish", args=["1.1.0"]), {"notes": "DampNest goes held out."})
+    response = client.post(
+        reverse("version-publish", args=["1.1.0"]), {"notes": "DampNest goes held out.", "confirm": "yes"}
+    )
     assert response.status_code == 302 and response["Location"] == reverse("version-detail", args=["1.1.0"])
     draft.refresh_from_db()
     assert draft.status == "published" and draft.notes == "DampNest goes held out." and draft.manifest_hash

@@ -75,11 +75,11 @@ def test_publish_fills_blank_limits_from_this_sites_settings(tmp_path, media_roo
 def test_settings_of_a_release_never_change(tmp_path, media_root):
     import_pset(sleepy_pset(tmp_path), "1.0.0", time_limit=60, publish=True)
     release = BenchmarkVersion.objects.get(name="1.0.0")
-    with pytest.raises(ValueError, match="version 1.0.0 is published and frozen"):
+    with pytest.raises(ValueError, match="release 1.0.0 is published and frozen"):
         version_settings_set(version=release, time_limit_seconds=300)
     with pytest.raises(
         CommandError,
-        match="version 1.0.0 is published with time_limit_seconds 60; its settings are "
+        match="release 1.0.0 is published with time_limit_seconds 60; its settings are "
         "frozen: import into a new version name instead",
     ):
         import_pset(tmp_path, "1.0.0", time_limit=300)

@@ -224,7 +224,7 @@ def test_holding_out_a_task_public_in_an_earlier_release_is_warned_of_on_the_cur
     version_task_set(version=draft, task=held, split=VersionTask.Split.HELD_OUT, actor=maintainer)
     page = client.get(curate).content.decode()
     assert "Held out but public before" in page and f"{held.paper.slug} (public in 1.0.0)" in page
-    response = client.post(reverse("version-publish", args=[draft.name]), follow=True)
+    response = client.post(reverse("version-publish", args=[draft.name]), {"confirm": "yes"}, follow=True)
     assert f"Warning: {held.paper.slug} is held out but was public in 1.0.0." in response.content.decode()
     published = BenchmarkVersion.objects.get(name="1.1.0")
     assert published.status == BenchmarkVersion.Status.PUBLISHED

@@ -205,6 +205,34 @@ def test_a_failed_public_item_shows_the_tests_traceback_and_output_tail(client, 
     assert "What the test printed" not in _page(client, run, scored["same"])
 
 
+def test_a_traceback_shows_paths_relative_to_the_papers_folder(client, scored):
+    """Issue 37: tracebacks showed the host's and the harness's folders. The paper's files read relative to its
+    folder, installed packages under <env>/, the standard library under <python>/, the harness as <harness>/."""
+    run, changed = scored["run"], scored["changed"]
+    folder = "/home/runner/var/cache/sandbox/work-7f3a/task"
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.11/unittest/case.py", line 57, in testPartExecutor\n'
+        f'  File "{folder}/paper2code_test.py", line 30, in test_step\n'
+        '  File "/tmp/rcb-harness-x1/child.py", line 40, in call\n'
+        f'  File "{folder}/{changed.file_path}", line 12, in step\n'
+        '  File "/srv/envs/3f2a/lib/python3.11/site-packages/numpy/core/fromnumeric.py", line 3, in sum\n'
+        "NameError: name 'zz' is not defined\n"
+    )
+    Outcome.objects.filter(run=run, snippet=changed).update(stderr_tail=traceback)
+    body = _page(client, run, changed)
+    shown = unescape(body[body.index("data-traceback>") + len("data-traceback>") :].split("</pre>")[0])
+    assert 'File "<python>/unittest/case.py", line 57' in shown
+    assert 'File "paper2code_test.py", line 30' in shown and f'File "{changed.file_path}", line 12' in shown
+    assert 'File "<harness>/child.py", line 40' in shown
+    assert 'File "<env>/numpy/core/fromnumeric.py", line 3' in shown
+    assert "/home/runner" not in body and "/tmp/rcb-harness" not in body and "/srv/envs" not in body
+    api = client.get(f"/api/v1/runs/{run.pk}/results/").json()
+    item = next(r for r in (api.get("results") or api) if r["item"] == changed.pk)
+    assert item["traceback"].startswith("Traceback") and folder not in item["traceback"]
+    assert item["error_line"] == 12, "the snippet's line is still found in the relative path"
+
+
 def test_nested_snippets_markers_are_no_difference():
     """A parent snippet's reference carries its children's markers (comments); an answer without them is the same
     code, and the diff shows only what differs."""

@@ -70,7 +70,7 @@ def test_every_bad_line_is_named_as_the_api_names_it_and_nothing_is_stored(clien
     assert response.status_code == 400
     shown = _problems(response)
     assert shown[0].startswith("line 2: not JSON")
-    assert shown[1] == f"line 3: unknown item id '999999' in version {release.name}"
+    assert shown[1] == f"line 3: unknown item id '999999' in release {release.name}"
     assert shown[2].startswith("line 4: answer has no fenced python block")
     assert "nothing was stored" in response.content.decode()
     api = client_for(author).post(

@@ -276,3 +276,19 @@ def test_maintainer_add_command(author, capsys):
     assert user_is_maintainer(user=author) and "now a maintainer" in capsys.readouterr().out
     with pytest.raises(CommandError, match="no account named 'zed'"):
         call_command("maintainer_add", "zed")
+
+
+def test_the_decision_form_comes_before_the_long_review_material(client, people, draft, author):
+    """Issue 37: the decision form sat below a 7,200 px page of report, code and diff; it now leads the page, its
+    fields labelled."""
+    from submissions import services
+
+    services.submission_submit(submission=draft, actor=author)
+    Submission.objects.filter(pk=draft.pk).update(state=State.AWAITING_REVIEW)
+    page = as_(client, people["maintainer"]).get(reverse("review-detail", args=[draft.pk])).content.decode()
+    decision = page.index('id="decision"')
+    assert decision < page.index('id="report"') and decision < page.index("Snippets with their code")
+    form = page[decision : page.index("</form>", decision)]
+    assert 'aria-labelledby="decision-title"' in page[decision - 80 : decision + 80]
+    assert 'for="id_reason"' in form and 'id="id_reason"' in form
+    assert form.count('name="decision"') == 3 and "<legend" in form, "the choices are a labelled group"

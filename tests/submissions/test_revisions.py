@@ -12,7 +12,7 @@ from django.urls import reverse
 from benchmarks.models import BenchmarkVersion
 from benchmarks.services import version_publish
 from submissions import services
-from submissions.models import Submission
+from submissions.models import Submission, ValidationReport
 from tests.submissions.conftest import fill_draft
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +41,20 @@ def test_an_author_revises_a_submission_awaiting_review_and_it_is_validated_agai
     revision = services.submission_submit(submission=submission, actor=author, note="clearer paper text")
     submission.refresh_from_db()
     assert (revision.number, revision.note, submission.state) == (2, "clearer paper text", State.VALIDATING)
+
+
+def test_after_an_edit_the_earlier_revisions_report_says_which_revision_it_was_for(client, draft, author):
+    """Issue 37: after "Revise before review", r1's "Validation passed" still read as the current state."""
+    submission = _awaiting(draft, author)
+    ValidationReport.objects.update_or_create(revision=submission.latest_revision, defaults={"status": "passed"})
+    client.force_login(author)
+    page = client.get(reverse("submission-detail", args=[submission.pk])).content.decode()
+    assert "Validation of r1 <span" in page and 'data-testid="report-superseded"' not in page
+    client.post(reverse("submission-action", args=[submission.pk, "edit"]))
+    page = client.get(reverse("submission-detail", args=[submission.pk])).content.decode()
+    assert "Validation of r1 <span" in page and 'class="badge superseded"' in page
+    notice = page[page.index('data-testid="report-superseded"') :].split("</p>")[0]
+    assert "for revision r1" in notice and "edited since" in notice
 
 
 def test_only_its_author_revises_it(draft, author, other_author, maintainer):

@@ -95,6 +95,15 @@ def test_every_state_change_mails_the_author(draft, author, maintainer, django_c
     assert "found a bug" in mail.outbox[0].body
 
 
+def test_a_notification_links_back_to_its_page_at_the_sites_address(
+    draft, author, settings, django_capture_on_commit_callbacks
+):
+    settings.SITE_URL = "https://bench.example.org"
+    with django_capture_on_commit_callbacks(execute=True):
+        services.submission_withdraw(submission=draft, actor=author, reason="found a bug")
+    assert f"See it at https://bench.example.org/submissions/{draft.pk}/" in mail.outbox[0].body
+
+
 def test_decisions_need_a_reason(draft, maintainer):
     at(draft, State.AWAITING_REVIEW)
     for decide in (services.submission_accept, services.submission_reject, services.submission_request_changes):

@@ -93,6 +93,6 @@ class Command(VersionCommand):
         tasks = result.tasks_created + result.tasks_unchanged
         snippets = sum(t.snippets.count() for t in tasks)
         self.stdout.write(
-            f"version {result.version.name} ({result.version.status}): {len(tasks)} paper(s), {snippets} snippet(s); "
+            f"release {result.version.name} ({result.version.status}): {len(tasks)} paper(s), {snippets} snippet(s); "
             f"{len(result.tasks_created)} new task revision(s), {len(result.tasks_unchanged)} unchanged"
         )
