@@ -1090,6 +1090,20 @@ LEADERBOARD_SUMMARY_COLUMNS = tuple(
 )
 
 
+def release_runs_scoring(*, version: BenchmarkVersion) -> list[EvaluationRun]:
+    """The platform's own runs (models nobody owns: the calibration reference lines, the demo's sample upload) still
+    queued or running on the release, oldest first: the home page says they are on their way until they finish."""
+    return list(
+        EvaluationRun.objects.filter(
+            version=version,
+            model__owner__isnull=True,
+            status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING),
+        )
+        .select_related("model")
+        .order_by("pk")
+    )
+
+
 def leaderboard_top(*, version: BenchmarkVersion, limit: int = 10) -> tuple[list[LeaderboardRow], list[LeaderboardRow]]:
     """The calibration reference lines and the `limit` best ranked rows of the version's leaderboard."""
     rows = leaderboard_rows(version=version)

@@ -533,6 +533,7 @@ def home_results(*, user) -> dict:
         "ranked": ranked,
         "summary_columns": selectors.LEADERBOARD_SUMMARY_COLUMNS,
         "counts": selectors.site_counts(version=current),
+        "scoring": selectors.release_runs_scoring(version=current) if current else [],
         "changelog": changelog_visible(version=current, user=user) if current else None,
     }
 
