@@ -13,9 +13,10 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 # uv installs the same pinned packages from the same index as pip, 4-9 times faster here (pip 255 s, uv 28 s with
 # its cache, 64 s without: `python3 scripts/time_first_page.py --install-only --installer pip|uv`); pip installs
 # uv itself into the virtualenv, so a fresh machine needs nothing more. INSTALLER=pip installs with pip alone.
+# --compile-bytecode does what pip does at install: else the first start of each process compiles what it imports.
 INSTALLER ?= uv
 ifeq ($(INSTALLER),uv)
-INSTALL := $(VENV)/bin/pip install --quiet uv && $(VENV)/bin/uv pip install --quiet --python $(VENV)/bin/python
+INSTALL := $(VENV)/bin/pip install --quiet uv && $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(VENV)/bin/python
 else
 INSTALL := $(VENV)/bin/pip install --quiet
 endif
@@ -34,9 +35,7 @@ $(VENV)/.lint-installed: pyproject.toml $(VENV)/.installed
 install-lint: $(VENV)/.lint-installed
 
 run: install
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py import_pset benchmarks/demo --version $(DEMO_VERSION) --publish
-	$(PY) manage.py demo_populate --version $(DEMO_VERSION) --background
+	$(PY) manage.py demo_start --version $(DEMO_VERSION)  # migrate, import_pset --publish, demo_populate --background
 	HOST=$(HOST) VENV=$(VENV) sh scripts/run.sh
 
 test: install

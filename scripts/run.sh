@@ -1,11 +1,17 @@
 #!/bin/sh
-# Start a Celery worker (embedded filesystem broker unless CELERY_BROKER_URL says otherwise) and the web server;
-# stopping the server (Ctrl-C) stops the worker too.
+# Start the web server, then a Celery worker (embedded filesystem broker unless CELERY_BROKER_URL says otherwise);
+# stopping the server (Ctrl-C) stops the worker too. The server starts first: the first page does not wait for the
+# sandbox check and the worker's start (the home page says which runs are still scoring).
 set -eu
 VENV="${VENV:-.venv}"
 HOST="${HOST:-127.0.0.1:8000}"
 # A real sandbox where the machine has one. SANDBOX_BACKEND=auto refuses to run untrusted code without one, so on a
 # machine with neither Docker nor bubblewrap this development server falls back to `local`, explicitly and loudly.
+# The web server runs no submitted code (the worker does), so it starts before the check.
+"$VENV/bin/python" manage.py runserver "$HOST" &
+SERVER=$!
+WORKER=""
+trap 'kill $SERVER $WORKER 2>/dev/null; wait 2>/dev/null' EXIT INT TERM
 status=0
 "$VENV/bin/python" manage.py sandbox_check || status=$?
 if [ "$status" -eq 3 ]; then
@@ -23,5 +29,4 @@ elif [ "$status" -ne 0 ]; then
 fi
 "$VENV/bin/celery" -A config worker --loglevel INFO --queues default,llm,sandbox --concurrency 2 &
 WORKER=$!
-trap 'kill $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM
-"$VENV/bin/python" manage.py runserver "$HOST"
+wait "$SERVER"
