@@ -164,8 +164,7 @@ def time_install(dest: Path, installer: str, *, no_cache: bool) -> None:
         timed("pip install -e .[test]", [str(venv / "bin/pip"), "install", "--quiet", "-e", ".[test]"])
     else:
         timed("pip install uv", [str(venv / "bin/pip"), "install", "--quiet", "uv"])
-        command = [str(venv / "bin/uv"), "pip", "install", "--quiet", "--compile-bytecode"]
-        command += ["--python", str(venv / "bin/python")]  # as the Makefile: bytecode compiled, as pip does
+        command = [str(venv / "bin/uv"), "pip", "install", "--quiet", "--python", str(venv / "bin/python")]
         timed("uv pip install -e .[test]", [*command, "-e", ".[test]"])
     shutil.rmtree(venv)
 
