@@ -23,6 +23,7 @@ Standard library only: it runs before any virtualenv exists. It stops `make run`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -121,11 +122,12 @@ def time_make_run(dest: Path, make_vars: list[str], *, no_cache: bool) -> dict[s
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        # make exits at once; a worker still in its warm shutdown (an environment build) would outlive it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
         log.close()
     return marks
 
