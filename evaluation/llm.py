@@ -13,6 +13,7 @@ to public addresses only, checked at the resolution it connects with (common.add
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -22,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from common.addresses import Refusals, public_connections_only
@@ -31,7 +33,8 @@ from common.addresses import Refusals, public_connections_only
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ["LITELLM_OFFLINE_MODE"] = "true"
 
-import litellm  # noqa: E402  (must follow the environment above)
+if TYPE_CHECKING:
+    import litellm
 
 _ACCOUNT_VARIABLES = ("OPENAI_ORGANIZATION", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "OPENAI_PROJECT")
 _platform_organization: str | None = None
@@ -49,12 +52,20 @@ def _account_ids_hide() -> None:
 
 _account_ids_hide()
 
-litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stdout for every error
-litellm.set_verbose = False
-litellm.turn_off_message_logging = True  # prompts and answers never reach litellm's logging callbacks
-litellm.success_callback = []
-litellm.failure_callback = []
-litellm.callbacks = []
+
+@functools.cache
+def _litellm():
+    """litellm, imported and set up on first use: its import takes seconds (up to 15 on a busy two-core machine),
+    which every `manage.py` command, the web server and the worker paid at start though few of them call a model."""
+    import litellm  # noqa: PLC0415  (must follow the environment above; lazy, see the docstring)
+
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stdout for every error
+    litellm.set_verbose = False
+    litellm.turn_off_message_logging = True  # prompts and answers never reach litellm's logging callbacks
+    litellm.success_callback = []
+    litellm.failure_callback = []
+    litellm.callbacks = []
+    return litellm
 
 
 class _KeyScrubber(logging.Filter):
@@ -186,7 +197,7 @@ def params_problems(params: object, *, where: str = "params") -> list[str]:
 def _provider(model: str, api_base: str | None, api_key: str | None) -> tuple[str, str | None] | None:
     """The provider litellm places `model` with and the key it would use, or None when it cannot place it."""
     try:
-        _, provider, resolved_key, _ = litellm.get_llm_provider(model=model, api_base=api_base, api_key=api_key)
+        _, provider, resolved_key, _ = _litellm().get_llm_provider(model=model, api_base=api_base, api_key=api_key)
     except Exception:  # noqa: BLE001  (litellm raises several types for a model string it cannot place)
         return None
     return provider, resolved_key
@@ -329,7 +340,7 @@ def tools_supported(*, model: str, api_base: str | None) -> bool:
     if api_base and model.startswith(("openai/", "hosted_vllm/")):
         return True
     try:
-        return bool(litellm.supports_function_calling(model=model))
+        return bool(_litellm().supports_function_calling(model=model))
     except Exception:  # noqa: BLE001  (litellm raises for a model missing from its tables)
         return False
 
@@ -404,7 +415,7 @@ def _response(
         refusals = Refusals()
         try:
             with _key_scrubber.scrubbing(call.api_key), call.connections() as refusals:
-                response = litellm.completion(
+                response = _litellm().completion(
                     model=call.model,
                     messages=messages,
                     api_base=call.api_base,
@@ -489,7 +500,7 @@ def _completion(response: litellm.ModelResponse, *, latency: float, attempts: in
 def _cost(response: litellm.ModelResponse) -> float | None:
     """Cost from litellm's tables; an unknown model is None, not 0, so sums can tell 'free' from 'unpriced'."""
     try:
-        return float(litellm.completion_cost(completion_response=response))
+        return float(_litellm().completion_cost(completion_response=response))
     except Exception as exc:  # noqa: BLE001  (litellm raises several types for a model missing from its tables)
         logger.debug("no cost for model %s: %s", response.model, type(exc).__name__)
         return None
@@ -501,6 +512,7 @@ def _status_code(exc: Exception) -> int | None:
 
 
 def _retryable(exc: Exception, status: int | None) -> bool:
+    litellm = _litellm()
     if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError)):
         return True
     return status is not None and (status in RETRYABLE_STATUS or status >= 500)

@@ -443,6 +443,7 @@ class LeaderboardColumn:
     title: str = ""  # the header's tooltip
     agent: bool = False  # shown, not toggled, in the agent view (`mode=agent`)
     shows: tuple[str, ...] = ()  # the API-only fields the page folds into this column's cell (its CSV keeps them)
+    folds: bool = False  # hidden on a phone until the column toggle opens: rank, model and score fit 390 px
 
 
 def _score(field: str) -> Callable[[LeaderboardRow], object]:
@@ -476,6 +477,7 @@ LEADERBOARD_COLUMNS = (
         lambda r: r.run.mode,
         "Mode",
         "mode",
+        folds=True,
         title="Single-shot: one prompt, one answer per item; agent: the model works in a sandbox over many turns",
     ),
     LeaderboardColumn(
@@ -510,6 +512,7 @@ LEADERBOARD_COLUMNS = (
         _score("pass_rate"),
         "pass@1 (95% CI)",
         "pass",
+        folds=True,
         shows=("pass_rate_ci_low", "pass_rate_ci_high", "pass_rate_mean", "pass_rate_se"),
     ),
     LeaderboardColumn("pass_rate_ci_low", "float", _score("pass_rate_ci_low")),
@@ -524,6 +527,7 @@ LEADERBOARD_COLUMNS = (
         "Cost",
         "cost",
         nullable=True,
+        folds=True,
         title="Total cost of the run, and per item",
         shows=("cost_per_item",),
     ),
@@ -566,6 +570,7 @@ LEADERBOARD_COLUMNS = (
         lambda r: r.run.provenance,
         "Provenance",
         "provenance",
+        folds=True,
         shows=("provenance_statement", "calibration"),
     ),
     LeaderboardColumn("provenance_statement", "str", lambda r: provenance_of(r.run).statement),  # the badge's words
@@ -577,6 +582,7 @@ LEADERBOARD_COLUMNS = (
         "Date",
         "date",
         nullable=True,
+        folds=True,
         title="The day the run completed",
     ),
     LeaderboardColumn("pinned", "bool", lambda r: r.run.pinned_at is not None),  # the owner's pick, not the latest
@@ -911,12 +917,31 @@ class CostPoint:
 
     @property
     def label_anchor(self) -> str:
-        """Labels of points on the right run leftwards, so that they stay inside the drawing."""
-        return "end" if self.x > SCATTER_WIDTH * 0.6 else "start"
+        """A label runs rightwards where it fits, else leftwards where it fits, else towards the wider side (and is
+        shortened there): it stays inside the drawing, whose every label a phone shows scaled down, never cut."""
+        right, left = SCATTER_WIDTH - self.x - 8, self.x - 8
+        if _label_width(self.label) <= right:
+            return "start"
+        return "end" if _label_width(self.label) <= left or left > right else "start"
 
     @property
     def label_x(self) -> float:
         return self.x - 8 if self.label_anchor == "end" else self.x + 8
+
+    @property
+    def label_text(self) -> str:
+        """The label as drawn: whole where it fits, else shortened with an ellipsis (its title has it whole)."""
+        room = self.x - 8 if self.label_anchor == "end" else SCATTER_WIDTH - self.x - 8
+        if _label_width(self.label) <= room:
+            return self.label
+        return self.label[: max(1, int(room / SCATTER_CHAR_WIDTH) - 1)].rstrip() + "…"
+
+
+SCATTER_CHAR_WIDTH = 6.6  # a generous mean advance of an 11 px sans-serif character, in the drawing's units
+
+
+def _label_width(text: str) -> float:
+    return len(text) * SCATTER_CHAR_WIDTH
 
 
 def _pareto(points: list[CostPoint]) -> set[int]:
@@ -1066,6 +1091,20 @@ def leaderboard_contamination(
 LEADERBOARD_SUMMARY_COLUMNS = tuple(
     c for c in LEADERBOARD_PAGE_COLUMNS if c.key in ("rank", "display_name", "mode", "provenance", "scaled_pass_rate")
 )
+
+
+def release_runs_scoring(*, version: BenchmarkVersion) -> list[EvaluationRun]:
+    """The platform's own runs (models nobody owns: the calibration reference lines, the demo's sample upload) still
+    queued or running on the release, oldest first: the home page says they are on their way until they finish."""
+    return list(
+        EvaluationRun.objects.filter(
+            version=version,
+            model__owner__isnull=True,
+            status__in=(EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING),
+        )
+        .select_related("model")
+        .order_by("pk")
+    )
 
 
 @dataclass(frozen=True)

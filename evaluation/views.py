@@ -552,6 +552,7 @@ def home_results(*, user) -> dict:
         "ranked": top.ranked if top else [],
         "summary_columns": selectors.LEADERBOARD_SUMMARY_COLUMNS,
         "counts": top.counts if top else None,
+        "scoring": selectors.release_runs_scoring(version=current) if current else [],
         "changelog": changelog_visible(version=current, user=user) if current else None,
     }
 

@@ -1,11 +1,32 @@
 #!/bin/sh
-# Start a Celery worker (embedded filesystem broker unless CELERY_BROKER_URL says otherwise) and the web server;
-# stopping the server (Ctrl-C) stops the worker too.
+# Start the web server, then a Celery worker (embedded filesystem broker unless CELERY_BROKER_URL says otherwise);
+# stopping the server (Ctrl-C) stops the worker too. The server starts first: the first page does not wait for the
+# sandbox check and the worker's start (the home page says which runs are still scoring).
 set -eu
 VENV="${VENV:-.venv}"
 HOST="${HOST:-127.0.0.1:8000}"
 # A real sandbox where the machine has one. SANDBOX_BACKEND=auto refuses to run untrusted code without one, so on a
 # machine with neither Docker nor bubblewrap this development server falls back to `local`, explicitly and loudly.
+# The web server runs no submitted code (the worker does), so it starts before the check, and the check waits for
+# its first answer: on two cores the three starts competing for them delayed the first page by half a minute.
+# --skip-checks: demo_start's migrate has just run them; --noreload: the reloader's parent process set Django up a
+# second time before the first page (run `manage.py runserver` yourself to reload on every edit).
+"$VENV/bin/python" manage.py runserver --noreload --skip-checks "$HOST" &
+SERVER=$!
+WORKER=""
+trap 'kill $SERVER $WORKER 2>/dev/null; wait 2>/dev/null' EXIT INT TERM
+"$VENV/bin/python" - "$HOST" <<'PY' || true
+import sys, time, urllib.request
+host, _, port = sys.argv[1].rpartition(":")
+host = "127.0.0.1" if host in ("", "0.0.0.0", "0", "[::]") else host
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        urllib.request.urlopen(f"http://{host}:{port}/", timeout=30).close()  # the first request imports the views
+        break
+    except OSError:
+        time.sleep(0.2)
+PY
 status=0
 "$VENV/bin/python" manage.py sandbox_check || status=$?
 if [ "$status" -eq 3 ]; then
@@ -23,5 +44,4 @@ elif [ "$status" -ne 0 ]; then
 fi
 "$VENV/bin/celery" -A config worker --loglevel INFO --queues default,llm,sandbox --concurrency 2 &
 WORKER=$!
-trap 'kill $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM
-"$VENV/bin/python" manage.py runserver "$HOST"
+wait "$SERVER"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from tests.conftest import REPO, UNDER_CI, free_port
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow]  # real workers and a whole `make run`
 
+SCORED = re.compile(r"Task evaluation\.tasks\.item_evaluate\[[^]]+\] succeeded")
 SERVICE_VARIABLES = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
 
 
@@ -108,14 +110,14 @@ def test_make_run_serves_the_demo_without_postgres_or_redis(tmp_path: Path):
         start_new_session=True,
     )
     try:
-        body = ""
-        deadline = time.monotonic() + 120
+        body = home = ""
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline and process.poll() is None:
             try:
-                body = (
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/versions/demo-1.0.0/", timeout=5).read().decode()
-                )
-                if "ready." in log.read_text():
+                base = f"http://127.0.0.1:{port}"
+                body = urllib.request.urlopen(f"{base}/versions/demo-1.0.0/", timeout=5).read().decode()
+                home = home or urllib.request.urlopen(f"{base}/", timeout=5).read().decode()  # the first answer
+                if "ready." in log.read_text() and SCORED.search(log.read_text()):
                     break
             except OSError:
                 pass
@@ -124,5 +126,11 @@ def test_make_run_serves_the_demo_without_postgres_or_redis(tmp_path: Path):
         assert "DampNest" in body, output
         assert "ready." in output, f"the Celery worker did not start:\n{output}"
         assert (tmp_path / "var" / "db.sqlite3").exists()
+        # The demo's runs score in the background (issue 37, item 8): queued before the server starts, the first
+        # page says so, and the worker scores their items.
+        assert output.count("queued for the worker") == 3, output
+        notice = home.split('id="release-scoring"')[1].split("</p>")[0]
+        assert "Reference (calibration)" in notice and "Sample upload (demo)" in notice, home
+        assert SCORED.search(output), f"the worker scored no item of the demo:\n{output}"
     finally:
         stop(process)

@@ -92,6 +92,22 @@ def _repeated(mean: float, se: float | None, runs: int, *, strong: bool) -> str:
 
 
 @register.simple_tag
+def leaderboard_class(column, header: bool = False) -> str:
+    """The classes of a leaderboard column's cells: numbers aligned, the score marked, dates kept on one line, and
+    the columns a phone folds away (`fold`)."""
+    classes = []
+    if column.kind in ("int", "float", "decimal"):
+        classes.append("num")
+        if column.key == "scaled_pass_rate" and not header:
+            classes.append("score")
+    elif column.kind == "date" and not header:
+        classes.append("date")
+    if column.folds:
+        classes.append("fold")
+    return " ".join(classes)
+
+
+@register.simple_tag
 def leaderboard_cell(row, column) -> str:
     """One page cell of a leaderboard row; columns whose value needs more than text are formatted here."""
     value = column.value(row)

@@ -7,6 +7,21 @@
                     wrong_result: "#fb8500", timeout: "#9a6700", memory: "#0969da", forbidden: "#57606a",
                     tampering: "#24292f", unclassified: "#afb8c1" };
 
+  // A label too long for a narrow chart (a phone) on two lines of whole words, so that Chart.js never draws it
+  // past the canvas's edge (nor over its neighbour's row); what does not fit ends in an ellipsis (the tooltip and
+  // the table have the whole name).
+  function lines(label, chars) {
+    const out = [];
+    for (const word of String(label).split(/\s+/)) {
+      const last = out.length - 1;
+      if (last >= 0 && out[last].length + 1 + word.length <= chars) out[last] += " " + word;
+      else out.push(word);
+    }
+    const kept = out.slice(0, 2).map((line) => (line.length > chars ? line.slice(0, chars - 1) + "…" : line));
+    if (out.length > 2) kept[1] = kept[1].slice(0, chars - 1) + "…";
+    return kept.length > 1 ? kept : kept[0] || "";
+  }
+
   function ranking() {
     const canvas = document.getElementById("ranking-chart");
     const source = document.getElementById("ranking-data");
@@ -40,10 +55,13 @@
       },
       options: {
         indexAxis: "y", maintainAspectRatio: false, animation: false,
-        scales: { x: { min: 0, max: 100, title: { display: true, text: "scaled pass@1 (%)" } } },
+        scales: { x: { min: 0, max: 100, title: { display: true, text: "scaled pass@1 (%)" } },
+                  // about a third of the chart's width for the names: 18 characters a line on a phone
+                  y: { ticks: { autoSkip: false, callback: (value) => lines(rows[value].label, Math.max(14, Math.floor(canvas.clientWidth / 20))) } } },
         plugins: {
           legend: { display: false },
-          tooltip: { callbacks: { label: (c) => `${rows[c.dataIndex].value.toFixed(1)}% [${rows[c.dataIndex].low.toFixed(1)}, ${rows[c.dataIndex].high.toFixed(1)}]` } },
+          tooltip: { callbacks: { title: (items) => rows[items[0].dataIndex].label,
+                                  label: (c) => `${rows[c.dataIndex].value.toFixed(1)}% [${rows[c.dataIndex].low.toFixed(1)}, ${rows[c.dataIndex].high.toFixed(1)}]` } },
         },
       },
       plugins: [whiskers],

@@ -55,7 +55,7 @@ def test_home_without_a_release_still_shows_the_paths(client, db):
 def test_home_queries_stay_bounded(client, release, django_assert_max_num_queries):
     for index in range(6):
         calibrate(release, f"model-{index}", passed=index % 2 == 0)
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(11):  # the 11th: the release's own runs still scoring (none here)
         assert client.get("/").status_code == 200
 
 

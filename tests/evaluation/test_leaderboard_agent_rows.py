@@ -317,7 +317,7 @@ def test_my_runs_and_the_compare_page_name_each_runs_mode(client, release, autho
     EvaluationRun.objects.filter(pk__in=[single.pk, agent_run.pk]).update(created_by=author)
     client.force_login(author)
     mine = client.get(reverse("my-runs")).content.decode()
-    assert '<th scope="col">Mode</th>' in mine
+    assert '<th scope="col" class="fold">Mode</th>' in mine  # folded behind "All columns" on a phone
     assert '<span class="badge mode agent">agent</span> <span class="muted">without paper</span>' in mine
     assert '<span class="badge mode single">single-shot</span> <span class="muted">with paper</span>' in mine
     compare = client.get(reverse("release-compare", args=["1.0.0"]), {"a": agent_run.pk, "b": single.pk})

@@ -1,7 +1,9 @@
 """Give a fresh demo site something to show: completed calibration runs and a sample upload on the demo release.
 
-`make run` calls it after loading the demo release, so the leaderboard, the run pages and the item pages have
-content on the first visit. It changes nothing where a model already has a completed run on the release.
+`make run` calls it with `--background` after loading the demo release: the runs are queued for the worker it
+starts next, so the first page answers at once and says they are scoring (home.html) until the leaderboard, the run
+pages and the item pages have their content. Without `--background` they are scored in this process. It changes
+nothing where a model already has a completed run on the release.
 """
 
 from __future__ import annotations
@@ -40,30 +42,38 @@ def sample_upload_lines(*, version: BenchmarkVersion) -> bytes:
 class Command(VersionCommand):
     help = (
         "Complete the reference and placeholder runs and one sample upload on a published release, scored in "
-        "this process; a model with a completed run there is left alone."
+        "this process (or by a worker, with --background); a model with a completed run there is left alone."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--version", required=True, help="Published release, e.g. demo-1.0.0.")
+        parser.add_argument(
+            "--background",
+            action="store_true",
+            help="Queue the runs for a Celery worker instead of scoring them here (`make run` starts one next).",
+        )
 
-    def handle(self, *args, version: str, **options) -> None:
+    def handle(self, *args, version: str, background: bool = False, **options) -> None:
+        self.background = background
         try:
             release = BenchmarkVersion.objects.get(name=version, status=BenchmarkVersion.Status.PUBLISHED)
         except BenchmarkVersion.DoesNotExist as exc:
             raise CommandError(f"no published release named {version!r}") from exc
-        self._sandbox_choose()
+        if not background:
+            self._sandbox_choose()
         for kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
             for model in ModelEntry.objects.filter(kind=kind, owner__isnull=True):
                 if self._has_run(model, release):
                     continue
-                self._score(services.run_start(model=model, version=release, dispatch=False))
+                self._score(services.run_start(model=model, version=release, dispatch=background), queued=background)
         sample, _ = ModelEntry.objects.get_or_create(
             name=SAMPLE_MODEL,
             defaults={"display_name": "Sample upload (demo)", "organization": "Demo", "kind": ModelEntry.Kind.UPLOADED},
         )
         if not self._has_run(sample, release):
             self._score(
-                services.run_from_upload(model=sample, version=release, data=sample_upload_lines(version=release))
+                services.run_from_upload(model=sample, version=release, data=sample_upload_lines(version=release)),
+                queued=True,  # the upload queues its own dispatch
             )
 
     def _has_run(self, model: ModelEntry, release: BenchmarkVersion) -> bool:
@@ -97,7 +107,15 @@ class Command(VersionCommand):
             )
             settings.SANDBOX_BACKEND = "local"
 
-    def _score(self, run: EvaluationRun) -> None:
+    def _score(self, run: EvaluationRun, *, queued: bool = False) -> None:
+        """Score the run here, or with --background leave it to the worker: a run just started is queued already
+        (`queued`); an earlier start's unfinished run is fed again from its first missing item (what the broker
+        still holds of it is dropped), so an interrupted `make run` resumes."""
+        if self.background:
+            if not queued:
+                services.run_dispatch(run=run)
+            self.stdout.write(f"{run.model.name}: run {run.pk} on {run.version.name} queued for the worker")
+            return
         EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
         self.stdout.write(f"{run.model.name}: scoring run {run.pk} on {run.version.name}")
         for snippet_id, sample in tqdm(run_items_missing(run), unit="item", file=sys.stderr):
