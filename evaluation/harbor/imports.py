@@ -10,7 +10,9 @@ What is taken from a job folder (Harbor 0.26: `<job>/<trial>/result.json`, `agen
   (`params.harbor.rewards`), never used;
 - the trajectory: ATIF (`agent/trajectory.json`) converted to the upload schema and checked as every agent upload
   (evaluation/agents/uploads.trajectory_check: usage that its steps do not add up to is refused);
-- the scaffold: the agent's name and version (`agent_info`), and the model the importer names.
+- the scaffold: the agent's name and version (`agent_info`), and the model the importer names;
+- a trial that errored (`exception_info`: Harbor could not finish it, e.g. its environment or agent crashed): an
+  error outcome, never scored, not a failure of the model; its answer, if any, is kept but not tested.
 Files are read from the job folder only: a symbolic link anywhere in it, or a job over JOB_BYTES_MAX, is refused.
 """
 
@@ -29,7 +31,8 @@ from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.selectors import protocol_get
 from evaluation.agents.workspace import answer_read, workspace_files
 from evaluation.harbor.export import WORKSPACE, harbor_task_name
-from evaluation.models import EvaluationRun, ModelEntry
+from evaluation.harbor.rewards import reward_key
+from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.services.uploads import UploadError, run_from_upload
 from evaluation.taskfiles import task_files, task_hidden_files
 
@@ -46,7 +49,7 @@ class Trial:
     scaffold: tuple[str, str]
     model: str
     reward: dict
-    error: str  # the exception Harbor recorded ("" when the trial ran through)
+    error: str  # the exception Harbor recorded, as "Type: message" ("" when the trial ran through)
     final: str | None  # the agent's final file as collected, or None
     answer: str | None  # verifier/answer.txt, or None
     trajectory: dict | None  # ATIF, or None
@@ -115,7 +118,7 @@ def trials_read(job_dir: Path, *, answer_paths: dict[str, str]) -> tuple[list[Tr
             continue
         model = (agent.get("model_info") or {}) if isinstance(agent.get("model_info"), dict) else {}
         reward = (result.get("verifier_result") or {}).get("rewards") or {}
-        error = (result.get("exception_info") or {}).get("exception_type") or ""
+        error = trial_error(result.get("exception_info"))
         path = answer_paths.get(task_name)
         final = (
             _read(folder / "artifacts" / WORKSPACE.strip("/") / path, f"{name}/artifacts", problems) if path else None
@@ -140,6 +143,20 @@ def trials_read(job_dir: Path, *, answer_paths: dict[str, str]) -> tuple[list[Tr
     if not trials and not problems:
         problems.append("the job holds no trial (no <trial>/result.json)")
     return trials, problems
+
+
+ERROR_CHARS = 500  # of Harbor's exception message, kept on the item (its traceback is not)
+
+
+def trial_error(info) -> str:
+    """Harbor's `exception_info` of a trial as "Type: message", or "" when the trial has none."""
+    if not info:
+        return ""
+    if not isinstance(info, dict):
+        return "an exception Harbor recorded in a form it does not write"
+    kind = str(info.get("exception_type") or "an exception")
+    message = str(info.get("exception_message") or "").strip()
+    return f"{kind}: {message[:ERROR_CHARS]}" if message else kind
 
 
 def _text(message) -> str:
@@ -233,6 +250,7 @@ def harbor_job_import(
     if problems:
         raise UploadError(problems)
     lines, notes, rewards = [], [], {}
+    errored: list[tuple[Trial, tuple[int, int]]] = []
     samples: dict[str, int] = {}
     for trial in trials:
         snippet = items[trial.task_name]
@@ -244,14 +262,19 @@ def harbor_job_import(
         if problem:
             notes.append(f"{trial.folder}: {problem}; scored as no answer")
         if trial.error:
-            notes.append(f"{trial.folder}: the trial ended in {trial.error}")
+            notes.append(f"{trial.folder}: the trial ended in {trial.error}; an error, not scored")
+            errored.append((trial, (snippet.pk, sample)))
         line: dict = {"id": str(snippet.pk), "sample": sample, "code": body or ""}
         if trial.trajectory is not None:
             line["trajectory"] = {**atif_trajectory(trial.trajectory), "snippet": str(snippet.pk), "sample": sample}
         lines.append(json.dumps(line))
-        rewards[f"{snippet.pk}/{sample}"] = trial.reward.get("reward")
+        rewards[reward_key(snippet.pk, sample)] = trial.reward.get("reward")
     data = ("\n".join(lines) + "\n").encode("utf-8")
     run = run_from_upload(model=model, version=version, data=data, user=user, mode="agent")
+    for trial, (snippet_id, sample) in errored:  # an error, not a failure: the scorer records it unscored
+        Generation.objects.filter(run=run, snippet_id=snippet_id, sample=sample).update(
+            error=f"the Harbor trial {trial.folder} ended in {trial.error}"
+        )
     scaffold = scaffolds[0]
     run.params = {
         **run.params,
