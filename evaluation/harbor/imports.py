@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from django.db import transaction
 
@@ -33,8 +36,9 @@ from evaluation.agents.workspace import answer_read, workspace_files
 from evaluation.harbor.export import WORKSPACE, harbor_task_name
 from evaluation.harbor.rewards import reward_key
 from evaluation.models import EvaluationRun, Generation, ModelEntry
-from evaluation.services.uploads import UploadError, run_from_upload
+from evaluation.services.uploads import UPLOAD_MAX_BYTES, UploadError, run_from_upload
 from evaluation.taskfiles import task_files, task_hidden_files
+from submissions.intake import IntakeError, UploadLimits, archive_files
 
 JOB_BYTES_MAX = 256 * 1024 * 1024
 JOB_FILES_MAX = 200_000
@@ -233,7 +237,7 @@ def _masked(snippet: Snippet, version: BenchmarkVersion):
 
 @transaction.atomic
 def harbor_job_import(
-    *, job_dir: Path, version: BenchmarkVersion, model: ModelEntry, user=None
+    *, job_dir: Path, version: BenchmarkVersion, model: ModelEntry, user=None, job_name: str = ""
 ) -> tuple[EvaluationRun, list[str]]:
     """Store a Harbor job as a self-reported agent run of `model` on `version`, every answer scored again by the
     platform; (the run, notes). Refused whole (UploadError listing every problem) when any trial or task is wrong."""
@@ -279,7 +283,43 @@ def harbor_job_import(
     run.params = {
         **run.params,
         "scaffold": {"name": scaffold[0], "version": scaffold[1]},
-        "harbor": {"job": job_dir.name, "model": sorted({t.model for t in trials if t.model}), "rewards": rewards},
+        "harbor": {
+            "job": job_name or job_dir.name,
+            "model": sorted({t.model for t in trials if t.model}),
+            "rewards": rewards,
+        },
     }
     run.save(update_fields=["params"])
     return run, notes
+
+
+# An archived job (the API's and the model page's upload): read whole in memory by the submissions' safe reader, at
+# most an upload's size packed and JOB_BYTES_MAX unpacked.
+JOB_ARCHIVE = "a .tar.gz (.tgz), .tar or .zip of the job's folder (`tar czf job.tgz -C jobs <job>`)"
+
+
+def harbor_archive_import(
+    *, data: bytes | BinaryIO, filename: str, version: BenchmarkVersion, model: ModelEntry, user=None
+) -> tuple[EvaluationRun, list[str]]:
+    """A Harbor job uploaded as an archive, imported as `harbor_job_import` imports its folder. An entry that
+    leaves the archive (`..`, an absolute path, a link out of it), a device file or an archive past the limits is
+    refused (UploadError) before anything is written; the files are then unpacked into a private temporary folder
+    (regular files only) and read from there by the same rules as a job folder."""
+    limits = UploadLimits(
+        max_archive_bytes=UPLOAD_MAX_BYTES,
+        max_unpacked_bytes=JOB_BYTES_MAX,
+        max_files=JOB_FILES_MAX,
+        max_file_bytes=JOB_BYTES_MAX,
+    )
+    try:
+        files = archive_files(data, filename=filename, limits=limits)
+    except IntakeError as exc:
+        raise UploadError([f"{exc} ({JOB_ARCHIVE})"]) from exc
+    name = re.sub(r"(\.tar\.gz|\.tgz|\.tar|\.zip)$", "", Path(filename).name) or "job"
+    with tempfile.TemporaryDirectory(prefix="rcb-harbor-job-") as folder:
+        job = Path(folder) / "job"
+        for path, content in files.items():  # intake's paths: relative, normalized, never `..`
+            target = job / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        return harbor_job_import(job_dir=job, version=version, model=model, user=user, job_name=name)
