@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -26,6 +26,7 @@ from evaluation.agents.selectors import agent_run_summary
 from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import HarborJobForm, ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
 from evaluation.harbor.imports import harbor_archive_import
+from evaluation.harbor.parity import ParityError, parity_releases, parity_report
 from evaluation.models import RUN_MODES, EnvironmentFailure, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import provenance_choices, provenance_legend
 from operations.broker import queues_status, workers_status
@@ -194,6 +195,7 @@ def model_detail(
         "harbor_form": harbor_form or (HarborJobForm() if may_upload else None),
         "harbor_problems": (harbor_problems or [])[:UPLOAD_PROBLEMS_SHOWN],
         "harbor_problems_more": max(0, len(harbor_problems or []) - UPLOAD_PROBLEMS_SHOWN),
+        "parity_releases": parity_releases(model=model, runs=selectors.runs_visible(user=request.user)),
     }
     return render(
         request,
@@ -361,6 +363,27 @@ def run_harbor_import(request: HttpRequest, name: str) -> HttpResponse:
                 messages.warning(request, note)
             return redirect("run-detail", pk=run.pk)
     return model_detail(request, name, harbor_form=form, harbor_problems=problems)
+
+
+def model_parity(request: HttpRequest, name: str, release: str) -> HttpResponse:
+    """A model's platform agent runs against its imported Harbor jobs on a release (the same report as `manage.py
+    parity_report`), from the runs the viewer may see; `?format=json` is the report as parity_experiment.json."""
+    model = get_object_or_404(ModelEntry, name=name)
+    version = version_get(name=release, user=request.user)
+    with_paper = request.GET.get("paper") != "without"
+    try:
+        report = parity_report(
+            model=model, version=version, with_paper=with_paper, runs=selectors.runs_visible(user=request.user)
+        )
+        missing = ""
+    except ParityError as exc:
+        report, missing = [], str(exc)
+    if request.GET.get("format") == "json" and report:
+        response = JsonResponse(report, safe=False, json_dumps_params={"indent": 2})
+        response["Content-Disposition"] = 'attachment; filename="parity_experiment.json"'
+        return response
+    context = {"model": model, "version": version, "with_paper": with_paper, "report": report, "missing": missing}
+    return render(request, "evaluation/model_parity.html", context)
 
 
 def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:
