@@ -202,6 +202,7 @@ CELERY_TASK_ROUTES = (
         "evaluation.tasks.environments_prune": {"queue": "sandbox"},
         "evaluation.tasks.run_dispatch": {"queue": "default"},
         "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
+        "evaluation.tasks.harbor_dataset_prepare": {"queue": "sandbox"},  # runs the sandbox base image
     },
 )
 # The Celery app the operations app asks about queues and workers (operations/broker.py).
