@@ -255,6 +255,9 @@ RUN_FEED_SECONDS = env.int("RUN_FEED_SECONDS", default=5)
 # A release's downloads are built by a worker after publishing; a failed build is tried again after this many seconds
 # (three times) before the release's page says it failed.
 RELEASE_DOWNLOADS_RETRY_SECONDS = env.int("RELEASE_DOWNLOADS_RETRY_SECONDS", default=30)
+# Build each published release's public split as a Harbor dataset download (a sandbox worker, which runs the sandbox
+# base image on the Docker engine, builds it after publishing; evaluation/harbor/dataset.py).
+HARBOR_DATASET_DOWNLOAD = env.bool("HARBOR_DATASET_DOWNLOAD", default=True)
 # A task that loses its database connection waits this long for the database, then runs again in place.
 DATABASE_OUTAGE_WAIT_SECONDS = env.int("DATABASE_OUTAGE_WAIT_SECONDS", default=600)
 

@@ -25,10 +25,13 @@ pytest_plugins = ["tests.outages", "tests.parallel"]
 
 def pytest_configure(config) -> None:
     """The suite hashes passwords with MD5: PBKDF2's 0.26 s per conftest user is deliberate cost, not something
-    tested."""
+    tested; it queues no Harbor dataset build on publishing."""
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # A release published in a test would have a sandbox worker of a later test export it for minutes; the tests of
+    # the Harbor dataset build it themselves (tests/evaluation/test_harbor_dataset.py).
+    settings.HARBOR_DATASET_DOWNLOAD = False
 
 
 # Markers given by what a test uses, so a fast loop can leave the heavy kinds out (README: make test-fast).

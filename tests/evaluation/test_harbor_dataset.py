@@ -24,7 +24,7 @@ from evaluation.harbor.export import harbor_task_name
 from tests.conftest import DEMO_PSET, download_body
 from tests.evaluation.test_harbor_roundtrip import harbor  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -37,6 +37,8 @@ def release(media_root, maintainer):
     return version_publish(version=draft, actor=maintainer, downloads_inline=True)
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_the_release_page_downloads_its_public_split_as_a_harbor_dataset_that_harbor_lints_clean(
     release,
     client,
@@ -68,3 +70,24 @@ def test_the_release_page_downloads_its_public_split_as_a_harbor_dataset_that_ha
     assert len({m.name.rsplit("/", 1)[1] for m in stored}) == len(stored)  # ...each stored once
     lint = subprocess.run([harbor, "lint", *map(str, tasks)], capture_output=True, text=True)
     assert lint.returncode == 0 and not lint.stdout.strip(), lint.stdout[-3000:]
+
+
+def test_publishing_queues_the_build_on_the_sandbox_queue(
+    media_root, maintainer, settings, redis_url, django_capture_on_commit_callbacks
+):
+    import json
+
+    import redis
+
+    settings.HARBOR_DATASET_DOWNLOAD = True  # the suite's default is off (tests/conftest.py)
+    settings.CELERY_BROKER_URL = redis_url
+    broker = redis.Redis.from_url(redis_url)
+    before = broker.llen("sandbox")
+    draft = pset_import(root=DEMO_PSET, version_name="1.0.0").version
+    with django_capture_on_commit_callbacks(execute=True):
+        version_publish(version=draft, actor=maintainer, downloads_inline=True)
+    raw = broker.lrange("sandbox", 0, broker.llen("sandbox") - before - 1)  # the broker pushes at the head
+    ours = [m for m in raw if json.loads(m)["headers"]["task"] == "evaluation.tasks.harbor_dataset_prepare"]
+    for message in ours:  # no sandbox worker of a later test is to build it
+        broker.lrem("sandbox", 1, message)
+    assert [json.loads(m)["headers"]["argsrepr"] for m in ours] == [f"({draft.pk},)"]
