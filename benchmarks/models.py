@@ -320,7 +320,13 @@ class BenchmarkVersion(Redispatchable):
         """ "ready", "preparing" (a worker builds them after publishing), "failed", or "" for a draft."""
         if not self.is_frozen:
             return ""
-        return "ready" if self.downloads else "failed" if self.downloads_failed else "preparing"
+        ready = all(kind in self.downloads for kind in CORE_DOWNLOADS)
+        return "ready" if ready else "failed" if self.downloads_failed else "preparing"
+
+
+# The downloads every release's build makes (benchmarks.services.release_downloads_build); another app may add its
+# own to a release's `downloads` later (evaluation/harbor/dataset.py: the Harbor dataset, built by a sandbox worker).
+CORE_DOWNLOADS = ("pset", "items")
 
 
 class VersionTask(models.Model):

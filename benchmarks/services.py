@@ -692,17 +692,21 @@ def release_downloads_requeue(version: BenchmarkVersion, *, idle_seconds: float,
 def release_downloads_prepare(*, version_id: int) -> dict:
     """Build and keep a published release's downloads unless they exist (a redelivered task builds nothing)."""
     version = BenchmarkVersion.objects.get(pk=version_id)
-    if version.downloads or not version.is_frozen:
+    if version.downloads_status == "ready" or not version.is_frozen:
         return version.downloads
     downloads = release_downloads_build(version=version)
-    BenchmarkVersion.objects.filter(pk=version.pk).update(downloads=downloads, downloads_failed="")
-    return downloads
+    with transaction.atomic():  # another app's download (the Harbor dataset) may be stored meanwhile: keep it
+        locked = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
+        locked.downloads = {**locked.downloads, **downloads}
+        locked.downloads_failed = ""
+        locked.save(update_fields=["downloads", "downloads_failed"])
+    return locked.downloads
 
 
 def release_downloads_fail(*, version_id: int, error: Exception) -> None:
     """The build failed for good (after the task's retries): the release's page and API say why."""
     logger.error("the downloads of release %s could not be built: %s", version_id, error)
-    if not BenchmarkVersion.objects.get(pk=version_id).downloads:
+    if BenchmarkVersion.objects.get(pk=version_id).downloads_status != "ready":
         BenchmarkVersion.objects.filter(pk=version_id).update(
             downloads_failed=f"{type(error).__name__}: {error}"[:2000]
         )

@@ -20,7 +20,8 @@ from benchmarks.permissions import maintainer_required
 from common.errors import ApplicationError
 from common.pages import refusal_redirect
 
-DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson"}  # the page's and the API's
+# The page's and the API's; "harbor", the public split as a Harbor dataset, is added by evaluation (its tasks' export).
+DOWNLOAD_TYPES = {"pset": "application/zip", "items": "application/x-ndjson", "harbor": "application/gzip"}
 DOWNLOAD_BLOCK_BYTES = 256 * 1024  # FileResponse's 4 kB blocks made serving a 190 MB file twice as slow
 
 

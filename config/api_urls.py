@@ -34,6 +34,7 @@ urlpatterns = [
     path("models/<slug:name>/", evaluation.ModelDetail.as_view(), name="api-model-detail"),
     path("runs/", evaluation.RunStart.as_view(), name="api-run-start"),
     path("runs/upload/", evaluation.RunUpload.as_view(), name="api-run-upload"),
+    path("runs/harbor/", evaluation.RunHarborImport.as_view(), name="api-run-harbor"),
     path("runs/<int:pk>/", evaluation.RunDetail.as_view(), name="api-run-detail"),
     path("runs/<int:pk>/cancel/", evaluation.RunCancel.as_view(), name="api-run-cancel"),
     path("runs/<int:pk>/resume/", evaluation.RunResume.as_view(), name="api-run-resume"),

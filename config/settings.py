@@ -206,6 +206,7 @@ CELERY_TASK_ROUTES = (
         "evaluation.tasks.task_prepare": {"queue": "sandbox"},
         "evaluation.tasks.run_dispatch": {"queue": "default"},
         "benchmarks.tasks.release_downloads_prepare": {"queue": "default"},
+        "evaluation.tasks.harbor_dataset_prepare": {"queue": "sandbox"},  # runs the sandbox base image
     },
 )
 # The Celery app the operations app asks about queues and workers (operations/broker.py).
@@ -264,6 +265,11 @@ RELEASE_DOWNLOADS_RETRY_SECONDS = env.int("RELEASE_DOWNLOADS_RETRY_SECONDS", def
 # A release's import, validation and publish have the workers make its tasks' test manifests and recordings, so its
 # first run does not (evaluation/preparation.py); off, runs make them on their first items (the test suite).
 RELEASE_PREPARE = env.bool("RELEASE_PREPARE", default=True)
+# Build each published release's public split as a Harbor dataset download (a sandbox worker, which runs the sandbox
+# base image on the Docker engine, builds it after publishing; evaluation/harbor/dataset.py).
+HARBOR_DATASET_DOWNLOAD = env.bool("HARBOR_DATASET_DOWNLOAD", default=True)
+# Publishing a release starts its calibration runs (the reference and placeholder lines its leaderboard needs).
+RELEASE_CALIBRATE_ON_PUBLISH = env.bool("RELEASE_CALIBRATE_ON_PUBLISH", default=True)
 # A task that loses its database connection waits this long for the database, then runs again in place.
 DATABASE_OUTAGE_WAIT_SECONDS = env.int("DATABASE_OUTAGE_WAIT_SECONDS", default=600)
 

@@ -23,6 +23,7 @@ from common.csv_export import csv_text
 from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
 from evaluation.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_difficulty
 from evaluation.comparison import comparison_from_query, comparison_record
+from evaluation.harbor.imports import JOB_ARCHIVE, harbor_archive_import
 from evaluation.models import RUN_MODES, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import PROVENANCE_HELP, provenance_of
 from evaluation.reproducibility import run_endpoint, run_manifest_chunks
@@ -472,6 +473,67 @@ class RunUpload(APIView):
                 **RunSerializer(run, context={"request": request}).data,
                 "follow": follow,
                 "warnings": run.upload_warnings,
+            },
+            status=status.HTTP_201_CREATED,
+            headers={"Location": status_url},
+        )
+
+
+class HarborJobSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        help_text=f"The Harbor job: {JOB_ARCHIVE}, holding <trial>/result.json per trial of the release's exported "
+        "public tasks (export_harbor, or the release's Harbor dataset download)."
+    )
+    model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
+    release = _release_field()
+
+
+class HarborJobImportedSerializer(UploadedRunSerializer):
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="'<trial>: ...' for each trial taken with a remark: an answer edited outside its region (scored as "
+        "no answer), a trial Harbor could not finish (an error, not scored).",
+    )
+
+    class Meta(UploadedRunSerializer.Meta):
+        fields = [*UploadedRunSerializer.Meta.fields, "notes"]
+
+
+class RunHarborImport(APIView):
+    """Import a Harbor job (an archive of its folder) as a self-reported agent run: each trial an item whose answer
+    the platform scores again (Harbor's reward is kept beside it, never used); the scaffold is the job's agent. A
+    job with any problem (missing, foreign or held-out tasks, links or paths leaving it, forged usage, past the
+    limits) is refused whole, every problem listed, nothing stored."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request=HarborJobSerializer, responses={201: HarborJobImportedSerializer})
+    def post(self, request, *args, **kwargs) -> Response:
+        serializer = HarborJobSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        _require_model_use(self, request, data["model"])
+        run, notes = harbor_archive_import(
+            data=data["file"],
+            filename=data["file"].name,
+            version=data["release"],
+            model=data["model"],
+            user=request.user,
+        )
+        status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
+        follow = {
+            "status": status_url,
+            "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
+            "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk])),
+        }
+        return Response(
+            {
+                **RunSerializer(run, context={"request": request}).data,
+                "follow": follow,
+                "warnings": run.upload_warnings,
+                "notes": notes,
             },
             status=status.HTTP_201_CREATED,
             headers={"Location": status_url},

@@ -53,6 +53,12 @@ class EvaluationConfig(AppConfig):
             calibration_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.calibration_runs_start"
         )
         page_extra_register("version", views.release_calibration)
+        from evaluation.tasks import harbor_dataset_queue
+
+        # A release's public split as a Harbor dataset, a download of its own built by a sandbox worker.
+        version_published.connect(
+            harbor_dataset_queue, sender=BenchmarkVersion, dispatch_uid="evaluation.harbor_dataset_queue"
+        )
         # Runs are lost work the watchdog looks after; their messages are read off the queues (the feeder keeps the
         # queues short), so a lost run is fed again within RUN_LOST_SECONDS.
         run_tasks = frozenset(

@@ -9,6 +9,7 @@ from django.utils.html import escape
 from benchmarks.models import BenchmarkVersion, PromptProtocol
 from evaluation.agents.budget import amount_text, release_maximums
 from evaluation.agents.uploads import AGENT_RUNS_GUIDE, UPLOAD_FORMAT_AGENT_HTML
+from evaluation.harbor.imports import JOB_ARCHIVE
 from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT
 
@@ -241,3 +242,18 @@ class RunUploadForm(forms.Form):
             "protocol": values["protocol"].name if values["protocol"] else None,
             "mode": values.get("mode") or "single",
         }
+
+
+class HarborJobForm(forms.Form):
+    """A Harbor job imported as a self-reported agent run (the same service as POST /api/v1/runs/harbor/)."""
+
+    file = forms.FileField(
+        label="Harbor job (archive)",
+        help_text=escape(f"{JOB_ARCHIVE[0].upper()}{JOB_ARCHIVE[1:]}; one trial per public task of the release."),
+        widget=forms.FileInput(attrs={"accept": ".tgz,.tar.gz,.tar,.zip"}),
+    )
+    release = _releases()
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("auto_id", "id_harbor_%s")  # the page's other forms have a `file` and a `release` too
+        super().__init__(*args, **kwargs)

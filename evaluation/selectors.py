@@ -36,6 +36,7 @@ from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintaine
 from common.highlight import answer_diff
 from evaluation.agents.models import AgentTrajectory
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
+from evaluation.harbor.rewards import NO_REWARD, harbor_reward
 from evaluation.models import (
     HUMAN_MODE,
     RUN_MODES,
@@ -1334,6 +1335,15 @@ class RunItem:
 
     def _paths(self, text: str) -> str:
         return paths_shown(text, file_path=self.outcome.snippet.file_path)
+
+    @property
+    def harbor_reward(self) -> dict | None:
+        """An imported Harbor trial's own reward ({"value": a number or None}), to show beside the platform's
+        verdict (never used for it); None for any other run."""
+        value = harbor_reward(
+            params=self.outcome.run.params, snippet_id=self.outcome.snippet_id, sample=self.outcome.sample
+        )
+        return None if value is NO_REWARD else {"value": value}
 
     @property
     def code(self) -> str | None:

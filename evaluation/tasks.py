@@ -79,3 +79,34 @@ def environments_prune() -> list[str]:
 
 
 import evaluation.agents.tasks  # noqa: E402,F401  (its item_agent is registered with the worker as these are)
+
+
+@shared_task(bind=True, max_retries=3)
+def harbor_dataset_prepare(self, version_id: int) -> dict | None:
+    """The `sandbox` queue (the export runs the base image on the Docker engine): build a published release's
+    Harbor dataset download unless it has one (evaluation/harbor/dataset.py)."""
+    from evaluation.harbor.dataset import harbor_dataset_prepare as prepare
+
+    try:
+        return prepare(version_id=version_id)
+    except Exception as exc:  # the engine or storage may come back: try again, then leave it to the log
+        if self.request.retries < self.max_retries:
+            raise self.retry(exc=exc, countdown=settings.RELEASE_DOWNLOADS_RETRY_SECONDS) from exc
+        logger.error("the Harbor dataset of release %s could not be built: %s", version_id, exc)
+        raise
+
+
+def harbor_dataset_queue(sender=None, *, version, **kwargs) -> None:
+    """On publishing (benchmarks.services.version_published): have a sandbox worker build the Harbor dataset, unless
+    HARBOR_DATASET_DOWNLOAD is off."""
+    from operations.enqueue import enqueue
+
+    if not settings.HARBOR_DATASET_DOWNLOAD:
+        return
+
+    enqueue(
+        harbor_dataset_prepare,
+        version.pk,
+        subject=version,
+        refused=lambda exc: f"the Harbor dataset of release {version.name} could not be queued ({exc})",
+    )

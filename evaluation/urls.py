@@ -17,6 +17,8 @@ urlpatterns = [
     path("models/<slug:name>/edit/", views.model_edit, name="model-edit"),
     path("models/<slug:name>/runs/", views.run_new, name="run-new"),
     path("models/<slug:name>/uploads/", views.run_upload, name="run-upload"),
+    path("models/<slug:name>/harbor/", views.run_harbor_import, name="run-harbor-import"),
+    path("models/<slug:name>/parity/<str:release>/", views.model_parity, name="model-parity"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/items/<int:outcome_pk>/", views.run_item, name="run-item"),
     path(

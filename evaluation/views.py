@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -24,7 +24,9 @@ from common.pages import refusal_redirect
 from evaluation import analysis, environments, reproducibility, selectors, services
 from evaluation.agents.selectors import agent_run_summary
 from evaluation.comparison import ComparisonError, comparison_from_query
-from evaluation.forms import ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
+from evaluation.forms import HarborJobForm, ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
+from evaluation.harbor.imports import harbor_archive_import
+from evaluation.harbor.parity import ParityError, parity_releases, parity_report
 from evaluation.models import RUN_MODES, EnvironmentFailure, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import provenance_choices, provenance_legend
 from operations.broker import queues_status, workers_status
@@ -176,6 +178,8 @@ def model_detail(
     run_form: RunStartForm | None = None,
     upload_form: RunUploadForm | None = None,
     upload_problems: list[str] | None = None,
+    harbor_form: HarborJobForm | None = None,
+    harbor_problems: list[str] | None = None,
 ) -> HttpResponse:
     model = get_object_or_404(ModelEntry, name=name)
     may_change = user_may_change(user=request.user, owner_id=model.owner_id)
@@ -192,12 +196,16 @@ def model_detail(
         "upload_form": upload_form or (RunUploadForm() if may_upload else None),
         "upload_problems": problems[:UPLOAD_PROBLEMS_SHOWN],
         "upload_problems_more": max(0, len(problems) - UPLOAD_PROBLEMS_SHOWN),
+        "harbor_form": harbor_form or (HarborJobForm() if may_upload else None),
+        "harbor_problems": (harbor_problems or [])[:UPLOAD_PROBLEMS_SHOWN],
+        "harbor_problems_more": max(0, len(harbor_problems or []) - UPLOAD_PROBLEMS_SHOWN),
+        "parity_releases": parity_releases(model=model, runs=selectors.runs_visible(user=request.user)),
     }
     return render(
         request,
         "evaluation/model_detail.html",
         context,
-        status=400 if run_form is not None or upload_form is not None else 200,
+        status=400 if run_form is not None or upload_form is not None or harbor_form is not None else 200,
     )
 
 
@@ -324,6 +332,62 @@ def run_upload(request: HttpRequest, name: str) -> HttpResponse:
                 messages.warning(request, warning)
             return redirect("run-detail", pk=run.pk)
     return model_detail(request, name, upload_form=form, upload_problems=problems)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_harbor_import(request: HttpRequest, name: str) -> HttpResponse:
+    """Import a Harbor job's archive as a self-reported agent run (the model's owner or a maintainer; the same
+    service and refusals as POST /api/v1/runs/harbor/): a job with any problem is refused whole, every one listed. A
+    GET goes to the model's page, as run_new's."""
+    if request.method != "POST":
+        return _model_form_page(name, "harbor")
+    model = get_object_or_404(ModelEntry, name=name)
+    if not user_may_change(user=request.user, owner_id=model.owner_id):
+        raise PermissionDenied(f"only the owner of model {model.name} or a maintainer may import its runs")
+    form = HarborJobForm(request.POST, request.FILES)
+    problems: list[str] = []
+    if form.is_valid():
+        file = form.cleaned_data["file"]
+        try:
+            run, notes = harbor_archive_import(
+                data=file, filename=file.name, version=form.cleaned_data["release"], model=model, user=request.user
+            )
+        except services.UploadError as exc:
+            problems = exc.problems
+        except (ValidationError, services.EvaluationError) as exc:
+            _service_errors(form, exc)
+        else:
+            messages.success(
+                request,
+                f"The Harbor job's {run.total_items} trial(s) stored as run {run.pk} under scaffold {run.scaffold}; "
+                "the platform scores every answer again (Harbor's rewards are shown beside, never used).",
+            )
+            for note in notes:
+                messages.warning(request, note)
+            return redirect("run-detail", pk=run.pk)
+    return model_detail(request, name, harbor_form=form, harbor_problems=problems)
+
+
+def model_parity(request: HttpRequest, name: str, release: str) -> HttpResponse:
+    """A model's platform agent runs against its imported Harbor jobs on a release (the same report as `manage.py
+    parity_report`), from the runs the viewer may see; `?format=json` is the report as parity_experiment.json."""
+    model = get_object_or_404(ModelEntry, name=name)
+    version = version_get(name=release, user=request.user)
+    with_paper = request.GET.get("paper") != "without"
+    try:
+        report = parity_report(
+            model=model, version=version, with_paper=with_paper, runs=selectors.runs_visible(user=request.user)
+        )
+        missing = ""
+    except ParityError as exc:
+        report, missing = [], str(exc)
+    if request.GET.get("format") == "json" and report:
+        response = JsonResponse(report, safe=False, json_dumps_params={"indent": 2})
+        response["Content-Disposition"] = 'attachment; filename="parity_experiment.json"'
+        return response
+    context = {"model": model, "version": version, "with_paper": with_paper, "report": report, "missing": missing}
+    return render(request, "evaluation/model_parity.html", context)
 
 
 def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:

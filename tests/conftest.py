@@ -25,12 +25,16 @@ pytest_plugins = ["tests.outages", "tests.parallel"]
 
 def pytest_configure(config) -> None:
     """The suite hashes passwords with MD5: PBKDF2's 0.26 s per conftest user is deliberate cost, not something
-    tested. Imports queue no preparation of their tasks (dozens of releases are imported): the tests of it turn it
-    on."""
+    tested. Imports queue no preparation of their tasks (dozens of releases are imported), publishing no Harbor
+    dataset build and no calibration runs: the tests of each turn it on."""
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.RELEASE_PREPARE = False
+    # A release published in a test would have a sandbox worker of a later test export it for minutes; the tests of
+    # the Harbor dataset build it themselves (tests/evaluation/test_harbor_dataset.py).
+    settings.HARBOR_DATASET_DOWNLOAD = False
+    settings.RELEASE_CALIBRATE_ON_PUBLISH = False
 
 
 # Markers given by what a test uses, so a fast loop can leave the heavy kinds out (README: make test-fast).

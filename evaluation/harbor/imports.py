@@ -10,7 +10,9 @@ What is taken from a job folder (Harbor 0.26: `<job>/<trial>/result.json`, `agen
   (`params.harbor.rewards`), never used;
 - the trajectory: ATIF (`agent/trajectory.json`) converted to the upload schema and checked as every agent upload
   (evaluation/agents/uploads.trajectory_check: usage that its steps do not add up to is refused);
-- the scaffold: the agent's name and version (`agent_info`), and the model the importer names.
+- the scaffold: the agent's name and version (`agent_info`), and the model the importer names;
+- a trial that errored (`exception_info`: Harbor could not finish it, e.g. its environment or agent crashed): an
+  error outcome, never scored, not a failure of the model; its answer, if any, is kept but not tested.
 Files are read from the job folder only: a symbolic link anywhere in it, or a job over JOB_BYTES_MAX, is refused.
 """
 
@@ -18,9 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from django.db import transaction
 
@@ -29,9 +34,11 @@ from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.selectors import protocol_get
 from evaluation.agents.workspace import answer_read, workspace_files
 from evaluation.harbor.export import WORKSPACE, harbor_task_name
-from evaluation.models import EvaluationRun, ModelEntry
-from evaluation.services.uploads import UploadError, run_from_upload
+from evaluation.harbor.rewards import reward_key
+from evaluation.models import EvaluationRun, Generation, ModelEntry
+from evaluation.services.uploads import UPLOAD_MAX_BYTES, UploadError, run_from_upload
 from evaluation.taskfiles import task_files, task_hidden_files
+from submissions.intake import IntakeError, UploadLimits, archive_files
 
 JOB_BYTES_MAX = 256 * 1024 * 1024
 JOB_FILES_MAX = 200_000
@@ -46,7 +53,7 @@ class Trial:
     scaffold: tuple[str, str]
     model: str
     reward: dict
-    error: str  # the exception Harbor recorded ("" when the trial ran through)
+    error: str  # the exception Harbor recorded, as "Type: message" ("" when the trial ran through)
     final: str | None  # the agent's final file as collected, or None
     answer: str | None  # verifier/answer.txt, or None
     trajectory: dict | None  # ATIF, or None
@@ -115,7 +122,7 @@ def trials_read(job_dir: Path, *, answer_paths: dict[str, str]) -> tuple[list[Tr
             continue
         model = (agent.get("model_info") or {}) if isinstance(agent.get("model_info"), dict) else {}
         reward = (result.get("verifier_result") or {}).get("rewards") or {}
-        error = (result.get("exception_info") or {}).get("exception_type") or ""
+        error = trial_error(result.get("exception_info"))
         path = answer_paths.get(task_name)
         final = (
             _read(folder / "artifacts" / WORKSPACE.strip("/") / path, f"{name}/artifacts", problems) if path else None
@@ -140,6 +147,20 @@ def trials_read(job_dir: Path, *, answer_paths: dict[str, str]) -> tuple[list[Tr
     if not trials and not problems:
         problems.append("the job holds no trial (no <trial>/result.json)")
     return trials, problems
+
+
+ERROR_CHARS = 500  # of Harbor's exception message, kept on the item (its traceback is not)
+
+
+def trial_error(info) -> str:
+    """Harbor's `exception_info` of a trial as "Type: message", or "" when the trial has none."""
+    if not info:
+        return ""
+    if not isinstance(info, dict):
+        return "an exception Harbor recorded in a form it does not write"
+    kind = str(info.get("exception_type") or "an exception")
+    message = str(info.get("exception_message") or "").strip()
+    return f"{kind}: {message[:ERROR_CHARS]}" if message else kind
 
 
 def _text(message) -> str:
@@ -216,7 +237,7 @@ def _masked(snippet: Snippet, version: BenchmarkVersion):
 
 @transaction.atomic
 def harbor_job_import(
-    *, job_dir: Path, version: BenchmarkVersion, model: ModelEntry, user=None
+    *, job_dir: Path, version: BenchmarkVersion, model: ModelEntry, user=None, job_name: str = ""
 ) -> tuple[EvaluationRun, list[str]]:
     """Store a Harbor job as a self-reported agent run of `model` on `version`, every answer scored again by the
     platform; (the run, notes). Refused whole (UploadError listing every problem) when any trial or task is wrong."""
@@ -233,6 +254,7 @@ def harbor_job_import(
     if problems:
         raise UploadError(problems)
     lines, notes, rewards = [], [], {}
+    errored: list[tuple[Trial, tuple[int, int]]] = []
     samples: dict[str, int] = {}
     for trial in trials:
         snippet = items[trial.task_name]
@@ -244,19 +266,60 @@ def harbor_job_import(
         if problem:
             notes.append(f"{trial.folder}: {problem}; scored as no answer")
         if trial.error:
-            notes.append(f"{trial.folder}: the trial ended in {trial.error}")
+            notes.append(f"{trial.folder}: the trial ended in {trial.error}; an error, not scored")
+            errored.append((trial, (snippet.pk, sample)))
         line: dict = {"id": str(snippet.pk), "sample": sample, "code": body or ""}
         if trial.trajectory is not None:
             line["trajectory"] = {**atif_trajectory(trial.trajectory), "snippet": str(snippet.pk), "sample": sample}
         lines.append(json.dumps(line))
-        rewards[f"{snippet.pk}/{sample}"] = trial.reward.get("reward")
+        rewards[reward_key(snippet.pk, sample)] = trial.reward.get("reward")
     data = ("\n".join(lines) + "\n").encode("utf-8")
     run = run_from_upload(model=model, version=version, data=data, user=user, mode="agent")
+    for trial, (snippet_id, sample) in errored:  # an error, not a failure: the scorer records it unscored
+        Generation.objects.filter(run=run, snippet_id=snippet_id, sample=sample).update(
+            error=f"the Harbor trial {trial.folder} ended in {trial.error}"
+        )
     scaffold = scaffolds[0]
     run.params = {
         **run.params,
         "scaffold": {"name": scaffold[0], "version": scaffold[1]},
-        "harbor": {"job": job_dir.name, "model": sorted({t.model for t in trials if t.model}), "rewards": rewards},
+        "harbor": {
+            "job": job_name or job_dir.name,
+            "model": sorted({t.model for t in trials if t.model}),
+            "rewards": rewards,
+        },
     }
     run.save(update_fields=["params"])
     return run, notes
+
+
+# An archived job (the API's and the model page's upload): read whole in memory by the submissions' safe reader, at
+# most an upload's size packed and JOB_BYTES_MAX unpacked.
+JOB_ARCHIVE = "a .tar.gz (.tgz), .tar or .zip of the job's folder (`tar czf job.tgz -C jobs <job>`)"
+
+
+def harbor_archive_import(
+    *, data: bytes | BinaryIO, filename: str, version: BenchmarkVersion, model: ModelEntry, user=None
+) -> tuple[EvaluationRun, list[str]]:
+    """A Harbor job uploaded as an archive, imported as `harbor_job_import` imports its folder. An entry that
+    leaves the archive (`..`, an absolute path, a link out of it), a device file or an archive past the limits is
+    refused (UploadError) before anything is written; the files are then unpacked into a private temporary folder
+    (regular files only) and read from there by the same rules as a job folder."""
+    limits = UploadLimits(
+        max_archive_bytes=UPLOAD_MAX_BYTES,
+        max_unpacked_bytes=JOB_BYTES_MAX,
+        max_files=JOB_FILES_MAX,
+        max_file_bytes=JOB_BYTES_MAX,
+    )
+    try:
+        files = archive_files(data, filename=filename, limits=limits)
+    except IntakeError as exc:
+        raise UploadError([f"{exc} ({JOB_ARCHIVE})"]) from exc
+    name = re.sub(r"(\.tar\.gz|\.tgz|\.tar|\.zip)$", "", Path(filename).name) or "job"
+    with tempfile.TemporaryDirectory(prefix="rcb-harbor-job-") as folder:
+        job = Path(folder) / "job"
+        for path, content in files.items():  # intake's paths: relative, normalized, never `..`
+            target = job / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        return harbor_job_import(job_dir=job, version=version, model=model, user=user, job_name=name)

@@ -403,9 +403,12 @@ def continuous_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list
 def calibration_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> list[EvaluationRun]:
     """On publish, the release's reference lines: a single-shot run of each built-in calibration model (the
     reference code, the placeholder lines), queued like any run; a model with a queued, running or completed one
-    on the release gets none (a signal sent twice, or `demo_populate` first, starts nothing more)."""
+    on the release gets none (a signal sent twice, or `demo_populate` first, starts nothing more). Off with
+    RELEASE_CALIBRATE_ON_PUBLISH (the test suite, whose releases are published by the dozen)."""
     from evaluation.selectors import calibration_models
 
+    if not settings.RELEASE_CALIBRATE_ON_PUBLISH:
+        return []
     runs = []
     for model in calibration_models():
         held = model.runs.filter(version=version, mode="single").exclude(status=EvaluationRun.Status.CANCELLED)

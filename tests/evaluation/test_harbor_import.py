@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
 from benchmarks import visibility
 from benchmarks.models import VersionTask
@@ -25,7 +26,7 @@ from evaluation.harbor.export import harbor_task_name
 from evaluation.harbor.imports import _masked, harbor_job_import
 from evaluation.models import EvaluationRun, Generation, Outcome
 from evaluation.services.uploads import UploadError
-from tests.conftest import DEMO_PSET
+from tests.conftest import DEMO_PSET, page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -172,9 +173,37 @@ def test_forged_usage_in_a_trajectory_is_refused(tmp_path, version, model):
     _nothing_stored()
 
 
+def test_a_trial_that_errored_is_an_error_outcome_not_a_failure_with_harbors_reward_beside(
+    tmp_path, version, model, client
+):
+    job = job_write(tmp_path / "job", version)
+    errored, ran = list(visibility.items_public(version=version))[:2]
+    result_path = _trial(job, errored) / "result.json"
+    result = json.loads(result_path.read_text())
+    result["verifier_result"] = None  # Harbor's verifier never ran
+    result["exception_info"] = {
+        "exception_type": "AgentTimeoutError",
+        "exception_message": "Agent execution timed out after 600.0 seconds",
+        "exception_traceback": "Traceback ...",
+        "occurred_at": "2026-12-06T09:00:00",
+    }
+    result_path.write_text(json.dumps(result))
+    run, notes = harbor_job_import(job_dir=job, version=version, model=model)
+    assert any("AgentTimeoutError" in note and "not scored" in note for note in notes)
+    EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
+    agent_tasks.item_agent.apply(args=(run.pk, errored.pk, 0), throw=True)  # no test runs for it: no sandbox
+    outcome = Outcome.objects.get(run=run, snippet=errored)
+    assert outcome.status == Outcome.Status.ERROR and outcome.category == Outcome.Category.INFRASTRUCTURE
+    assert "AgentTimeoutError: Agent execution timed out after 600.0 seconds" in outcome.detail
+    assert not Generation.objects.filter(run=run, snippet=ran).exclude(error="").exists()  # only its own trial
+    page = client.get(reverse("run-item", args=[run.pk, outcome.pk])).content.decode()
+    reward = page_text(page.split('data-testid="harbor-reward">')[1].split("</dd>")[0])
+    assert reward.startswith("none") and "never used" in reward  # the verifier gave none; the platform says error
+
+
 @pytest.mark.slow
 def test_rewards_are_never_trusted_a_failing_answer_and_an_edit_outside_the_region_fail(
-    tmp_path, version, model, sandbox
+    tmp_path, version, model, sandbox, client
 ):
     items = list(visibility.items_public(version=version))
     placeholder, edited = items[0], items[1]
@@ -196,3 +225,6 @@ def test_rewards_are_never_trusted_a_failing_answer_and_an_edit_outside_the_regi
     assert outcomes[placeholder.pk].status == "failed" and outcomes[edited.pk].status == "failed"
     assert outcomes[items[2].pk].status == "passed"  # the same path passes an honest answer
     assert run.params["harbor"]["rewards"][f"{placeholder.pk}/0"] == 1  # Harbor's word, kept beside, not used
+    page = client.get(reverse("run-item", args=[run.pk, outcomes[placeholder.pk].pk])).content.decode()
+    assert page_text(page.split('data-testid="harbor-reward">')[1]).startswith("1 ")  # shown beside...
+    assert 'class="badge failed"' in page  # ...the platform's own verdict
