@@ -627,9 +627,9 @@ def version_publish(
     version.save()
     if not downloads_inline:
         transaction.on_commit(lambda: release_downloads_queue(version=version))
-    transaction.on_commit(lambda: version_published.send(sender=BenchmarkVersion, version=version))
     if prepare:
         release_prepare_wanted.send(sender=BenchmarkVersion, version=version)
+    transaction.on_commit(lambda: version_published.send(sender=BenchmarkVersion, version=version))  # the last word
     return version
 
 
