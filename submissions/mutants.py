@@ -8,7 +8,8 @@ which stop at the first failing test. A mutant that agrees on every recorded cal
 what the reference computes wherever the tests look: it is "equivalent on the recorded inputs" (arguments of a
 symmetric function swapped, a sign flipped before squaring, `>` for `>=` where the two sides never meet), reported
 apart and never counted in the score. A mutant of an unsealed snippet that passes the tests is a survivor, since
-nothing showed it computes the same.
+nothing showed it computes the same; so is one of a snippet whose body replaced by a no-op agrees with the
+recording too, whose recorded calls show nothing of the body's work (a side effect, a branch never taken).
 """
 
 from __future__ import annotations
