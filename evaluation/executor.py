@@ -192,10 +192,11 @@ def package_test(
     requirements: str,
     limits: Limits | None = None,
     failures: BuildFailures | None = None,
+    guard: GuardSpec | None = None,
 ) -> ItemRun:
     """Run a package's own test entry point under the harness in the sandbox and classify what happened."""
     session = session_for(environment_hash, requirements, failures=failures)
-    return harness_run(session=session, files=files, test_entry_point=test_entry_point, limits=limits)
+    return harness_run(session=session, files=files, test_entry_point=test_entry_point, limits=limits, guard=guard)
 
 
 def harness_run(

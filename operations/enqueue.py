@@ -5,6 +5,7 @@ What was to be done is stored before it is queued, so a refused message loses no
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 
@@ -22,6 +23,8 @@ def task_named(name: str):
     module that imports it (DESIGN.md: no import cycle inside an app)."""
     from celery import current_app
 
+    if name not in current_app.tasks:  # its module not imported yet in this process (a worker imports them all)
+        importlib.import_module(name.rsplit(".", 1)[0])
     return current_app.tasks[name]
 
 

@@ -3,12 +3,17 @@ against the baseline of running the reference once per mutant in a fresh interpr
 
 1. A database of its own (SQLite in a temporary folder); the heavy environment built on bwrap before timing.
 2. bench_pipeline's heavy set (`--papers`, `--snippets`), `--mutants` mutants per snippet (paper2code.mutation).
-3. Mutation: every mutant spliced as an answer and tested by `package_test` (what validation runs) in bwrap with
-   SANDBOX_FORKSERVER on: wall time, killed, timed out.
-4. Baseline: bench_django.naive (sequential, a fresh copy of the files and a fresh interpreter, no sandbox) runs the
+3. The recording of each paper (judging/sealed.py: what a validation's sealing checks make once per revision),
+   timed apart.
+4. Mutation as validation judges it (submissions/mutants.py), in bwrap with SANDBOX_FORKSERVER on: each mutant of a
+   sealed snippet replayed on its recorded calls first, the paper's tests (stopping at the first failure) only for
+   a mutant the replay cannot tell apart; with `--tests-only`, as before replays: every mutant runs the whole test.
+   Wall time, killed (by the replay, by the tests), equivalent, survived, test runs.
+5. Baseline: bench_django.naive (sequential, a fresh copy of the files and a fresh interpreter, no sandbox) runs the
    reference of each mutant's paper once per mutant.
 
 Run: .venv/bin/python scripts/bench_mutation.py [--papers 20] [--snippets 212] [--mutants 10] [--cache DIR]
+     [--tests-only]
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ def main() -> None:
     parser.add_argument("--snippets", type=int, default=212)
     parser.add_argument("--mutants", type=int, default=10)
     parser.add_argument("--cache", type=Path, default=REPO / "var" / "sandbox-bench")
+    parser.add_argument(
+        "--tests-only", action="store_true", help="every mutant runs the whole test, no replay (the way before it)"
+    )
     args = parser.parse_args()
     args.cache, args.backend = args.cache.resolve(), "bwrap"
     tmp = Path(tempfile.mkdtemp(prefix="bench-mutation-"))
@@ -55,12 +63,17 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from benchmarks.paper2code import splice
+    from benchmarks.paper2code import noop, splice
     from benchmarks.paper2code.mutation import mutants_generate
     from benchmarks.paper2code.pset import read_pset
     from benchmarks.paper2code.requirements import requirements_vetted
+    from benchmarks.services import blob_store
     from evaluation.executor import limits_default, package_test, session_for
+    from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
+    from evaluation.sandbox.harness import GuardSpec
+    from evaluation.taskfiles import hidden_files
     from scripts.bench_pipeline import REQUIREMENTS
+    from submissions.mutants import mutant_replayer, mutants_judge, mutation_result
 
     call_command("migrate", verbosity=0)
     env_hash, python = environments_build(args)
@@ -72,43 +85,113 @@ def main() -> None:
     root = tmp / "pset"
     pset_heavy_generate(root, papers_plan(args.papers, args.snippets), per_second=per_second, paper_bytes=20_000)
     requirements = requirements_vetted(REQUIREMENTS)
-    items = []  # (package, mutated files)
-    for package in read_pset(root):
-        for path in package.annotated_paths:
-            parsed = package.annotated[path]
-            for snippet in parsed.snippets:
-                for mutant in mutants_generate(snippet.code, limit=args.mutants):
-                    items.append((package, {**package.files, path: splice(parsed, snippet, mutant.body).encode()}))
-    print(f"{len(items)} mutants of {args.snippets} snippets in {args.papers} papers", flush=True)
+    packages = list(read_pset(root))
+    mutants = {
+        (package.id, path, snippet.index): mutants_generate(snippet.code, limit=args.mutants)
+        for package in packages
+        for path in package.annotated_paths
+        for snippet in package.annotated[path].snippets
+    }
+    count = sum(len(found) for found in mutants.values())
+    print(f"{count} mutants of {args.snippets} snippets in {args.papers} papers", flush=True)
 
     session = session_for(env_hash, requirements)
     limits = limits_default()
     start = time.monotonic()
-    killed = timeouts = 0
-    for package, files in items:
-        run = package_test(
-            files=files,
-            test_entry_point=package.test_entry_point,
-            environment_hash=env_hash,
-            requirements=requirements,
-            limits=limits,
+    recordings, hidden = {}, {}
+    for package in packages:
+        annotated = {path: package.annotated[path] for path in package.annotated_paths}
+        references = [s.code for parsed in annotated.values() for s in parsed.snippets]
+        hidden[package.id] = hidden_files(
+            dict(package.files), visible=set(annotated), references=references, entry_point=package.test_entry_point
         )
-        killed += run.verdict.status != "passed"
-        timeouts += run.verdict.category == "timeout"
-    forked = time.monotonic() - start
+        recordings[package.id] = (
+            None
+            if args.tests_only
+            else recording_make(
+                session=session,
+                files=package.files,
+                test_entry_point=package.test_entry_point,
+                hidden=hidden[package.id],
+                snippets=[
+                    SnippetSpan(snippet_key(path, s.index), path, s.start_line, s.end_line)
+                    for path, parsed in annotated.items()
+                    for s in parsed.snippets
+                ],
+                limits=limits,
+                store=lambda content: blob_store(content=content).sha256,
+            )
+        )
+    recorded = time.monotonic() - start
+    sealed = sum(
+        entry["sealed"] for recording in recordings.values() if recording for entry in recording["snippets"].values()
+    )
+    if not args.tests_only:
+        print(f"recordings of {len(packages)} papers: {recorded:.1f} s; {sealed} of {len(mutants)} snippets sealed")
+
+    guard = GuardSpec(failfast=not args.tests_only)
+    start = time.monotonic()
+    results = []
+    for package in packages:
+        for path in package.annotated_paths:
+            parsed = package.annotated[path]
+            for snippet in parsed.snippets:
+
+                def test(mutant, parsed=parsed, snippet=snippet, package=package):
+                    return package_test(
+                        files={**package.files, parsed.path: splice(parsed, snippet, mutant.body).encode()},
+                        test_entry_point=package.test_entry_point,
+                        environment_hash=env_hash,
+                        requirements=requirements,
+                        limits=limits,
+                        guard=guard,
+                    )
+
+                replay = mutant_replayer(
+                    session=session,
+                    files=package.files,
+                    hidden=hidden[package.id],
+                    recording=recordings[package.id],
+                    annotated=parsed,
+                    position=snippet.index,
+                    limits=limits,
+                )
+                found = mutants[package.id, path, snippet.index]
+                results.append(mutation_result(mutants_judge(found, replay=replay, test=test, noop_body=noop(snippet))))
+    judged = time.monotonic() - start
+    total = {
+        key: sum(r[key] for r in results)
+        for key in ("generated", "counted", "killed", "survived", "equivalent", "test_runs")
+    }
+    by_replay = sum(r["killed_by"]["replay"] for r in results)
+    timeouts = sum(len(r["timeouts"]) for r in results)
     mode = "forked from the warm fork server" if getattr(session, "forking", False) else "COLD (the fork server is off)"
+    how = "every mutant runs the whole test (--tests-only)" if args.tests_only else "replay first"
     print(
-        f"mutation through the sandbox: {forked:.1f} s for {len(items)} mutants ({forked / len(items):.3f} s each, "
-        f"{mode}); killed {killed}, of them {timeouts} by the time limit; score {killed / len(items):.0%}",
+        f"mutation through the sandbox, {how}: {judged:.1f} s for {count} mutants ({judged / count:.3f} s each, "
+        f"{mode}); killed {total['killed']} of {total['counted']} ({by_replay} by the replay, "
+        f"{total['killed'] - by_replay} by the tests, {timeouts} by the time limit), {total['survived']} survived, "
+        f"{total['equivalent']} equivalent on the recorded inputs; {total['test_runs']} test runs; "
+        f"score {total['killed'] / max(1, total['counted']):.0%}",
         flush=True,
     )
+    print(f"load average after the mutation: {load()}", flush=True)
 
-    baseline, _ = naive(python, [(package.test_entry_point, package.files) for package, _ in items])
+    items = [
+        (package.test_entry_point, package.files)
+        for package in packages
+        for path in package.annotated_paths
+        for snippet in package.annotated[path].snippets
+        for _ in mutants[package.id, path, snippet.index]
+    ]
+    baseline, _ = naive(python, items)
     print(
         f"baseline, the reference once per mutant in a fresh interpreter: {baseline:.1f} s "
         f"({baseline / len(items):.3f} s each)"
     )
-    print(f"ratio baseline / mutation: {baseline / forked:.2f}x (goal: at least 5x)")
+    print(f"ratio baseline / mutation: {baseline / judged:.2f}x (goal: at least 10x)")
+    if not args.tests_only:
+        print(f"ratio baseline / (recordings + mutation): {baseline / (recorded + judged):.2f}x")
     print(f"load average at the end: {load()}")
 
 

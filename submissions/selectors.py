@@ -167,10 +167,22 @@ class PaperValidationSummary:
         return [s for s in self.snippets if s["checked"] and not (s["masked_fails"] and s["noop_fails"])]
 
     @property
+    def badge(self) -> tuple[str, str]:
+        """The status as the page shows it: a passed paper with a warning (a low mutation score) reads Warning, not
+        a green Passed."""
+        if self.status == PASSED and self.warnings:
+            return "warning", "warning"
+        return self.status, self.status
+
+    @property
     def line(self) -> str:
         scored = [s["mutation"] for s in self.snippets if s.get("mutation") and s["mutation"]["generated"]]
-        killed, generated = sum(m["killed"] for m in scored), sum(m["generated"] for m in scored)
-        mutation = f", {killed}/{generated} mutants killed ({killed / generated:.0%})" if generated else ""
+        killed = sum(m["killed"] for m in scored)
+        counted = sum(m.get("counted", m["generated"]) for m in scored)
+        equivalent = sum(m.get("equivalent", 0) for m in scored)
+        mutation = f", {killed}/{counted} mutants killed ({killed / counted:.0%})" if counted else ""
+        if equivalent:
+            mutation += f", {equivalent} equivalent on the recorded inputs (not counted)"
         flaky = (
             f" (FLAKY: passed {self.reference['passed']} of {self.reference['runs']} runs)"
             if self.reference and self.reference.get("flaky")
@@ -197,6 +209,7 @@ def set_paper_summary(*, paper: SetValidationPaper) -> PaperValidationSummary:
                 "masked_fails": bool(masked and masked["status"] == PASSED),
                 "noop_fails": bool(noop and noop["status"] == PASSED),
                 "mutation": mutation.get("result") if mutation else None,
+                "warning": mutation.get("warning", "") if mutation else "",
             }
         )
     names = {f"{s['file']}:{s['index']}": s["name"] for s in paper.snippets}
@@ -258,7 +271,11 @@ def set_validation_json(*, summaries: list[PaperValidationSummary]) -> dict:
 
 def mutation_json(result: dict) -> dict:
     """A snippet's mutation score as `validate_pset --json` and the API give it."""
-    return {key: result.get(key) for key in ("generated", "killed", "survived", "score", "survivors", "timeouts")}
+    keys = ("generated", "killed", "survived", "score", "survivors", "timeouts", "equivalent", "equivalents")
+    return {
+        **{key: result.get(key) for key in keys},
+        "killed_by": result.get("killed_by"),  # None: measured before the replay judged mutants
+    }
 
 
 def version_validation_view(*, version) -> dict:

@@ -8,7 +8,7 @@ run only in the sandbox, as a submission's do.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -19,22 +19,23 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import mask, noop, splice
 from benchmarks.paper2code.markers import AnnotatedFile
-from benchmarks.paper2code.mutation import mutants_generate
+from benchmarks.paper2code.mutation import Mutant, mutants_generate
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services import blob_store, environment_hash, package_store
 from common.errors import ApplicationError
 from evaluation.environments import build_failures
-from evaluation.executor import limits_default, package_test, session_for
-from evaluation.judging.sealed import SnippetSpan, answer_replay, recording_make, snippet_key, snippet_sealing
+from evaluation.executor import ItemRun, limits_default, package_test, session_for
+from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key, snippet_sealing
 from evaluation.judging.step import package_answer_verdict
 from evaluation.outcomes import Verdict
 from evaluation.sandbox import EnvironmentBuildError
-from evaluation.sandbox.harness import answer_span
-from evaluation.taskfiles import blob_cached, hidden_files
+from evaluation.sandbox.harness import GuardSpec
+from evaluation.taskfiles import hidden_files
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.models import SetValidation, SetValidationPaper
+from submissions.mutants import OUTCOME_WORDS, mutant_replayer, mutants_judge, mutation_result, proposed_kills
 
 Status = SetValidation.Status
 ACTIVE = [Status.PENDING, Status.RUNNING]
@@ -371,7 +372,7 @@ def sandbox_checks(
     limits = limits_default()
     limits = type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
 
-    def test(package_files: dict[str, bytes], run_limits=limits):
+    def test(package_files: dict[str, bytes], run_limits=limits, guard: GuardSpec | None = None) -> ItemRun:
         return package_test(
             files=package_files,
             test_entry_point=test_entry_point,
@@ -379,6 +380,7 @@ def sandbox_checks(
             requirements=requirements,
             limits=run_limits,
             failures=build_failures,
+            guard=guard,
         )
 
     started = time.monotonic()
@@ -424,12 +426,18 @@ def sandbox_checks(
         manifest=manifests[0],
     )
 
-    recording = None
-    for sealing in sealing_checks(
-        session=session, files=files, annotated=annotated, test_entry_point=test_entry_point, limits=limits
+    hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
+    recording: dict | None = None
+    for check in sealing_checks(
+        session=session,
+        files=files,
+        annotated=annotated,
+        test_entry_point=test_entry_point,
+        hidden=hidden,
+        limits=limits,
     ):
-        recording = sealing.recording or recording
-        yield sealing
+        recording = check.recording or recording
+        yield check
     yield from judged_checks(
         session=session,
         files=files,
@@ -472,58 +480,36 @@ def sandbox_checks(
             ),
         }
     )
-    hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
+    mutant_guard = GuardSpec(failfast=True)  # a mutant's tests only need to fail once
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             started = time.monotonic()
             found = mutants_generate(s.code, limit=mutants, seed=settings.MUTATION_SEED)
-            killed, survivors, timeouts = 0, [], []
-            key = snippet_key(path, s.index)
-            replayed = recording is not None and snippet_sealing(recording, key)[0]
-            proposed: dict | None = {"killed": 0, "only_proposed": [], "only_tests": []} if replayed else None
-            for mutant in found:
-                mutated = {**files, path: splice(parsed, s, mutant.body).encode("utf-8")}
-                run = test(mutated, mutant_limits)
-                if run.verdict.status == "passed":
-                    survivors.append(mutant.diff)
-                else:
-                    killed += 1
-                    if run.verdict.category == "timeout":
-                        timeouts.append(mutant.diff)
-                if proposed is not None and recording is not None:
-                    # The proposed replay tests (submissions/proposed.py) judge a body as the sealed replay does.
-                    replay = answer_replay(
-                        session=session,
-                        files=mutated,
-                        hidden=hidden,
-                        recording=recording,
-                        key=key,
-                        limits=mutant_limits,
-                        load=blob_cached,
-                        answer=answer_span(s.start_line, mutant.body),
-                    )
-                    replay_kills = bool(replay.difference)
-                    proposed["killed"] += replay_kills
-                    if replay_kills and run.verdict.status == "passed":
-                        proposed["only_proposed"].append(mutant.diff)
-                    elif not replay_kills and run.verdict.status != "passed":
-                        proposed["only_tests"].append(mutant.diff)
-            score = killed / len(found) if found else None
-            if proposed is not None:
-                proposed["score"] = proposed["killed"] / len(found) if found else None
-            result = {
-                "generated": len(found),
-                "killed": killed,
-                "survived": len(survivors),
-                "score": score,
-                "survivors": survivors,
-                "timeouts": timeouts,
-                "seed": settings.MUTATION_SEED,
-                "limit": mutants,
-                "time_limit": mutant_limits.wall_seconds,
-                "proposed": proposed,  # the proposed replay tests' kills (None: the snippet is not sealed)
-            }
-            warning = mutation_warning(name=s.name, score=score, score_min=score_min)
+            replay = mutant_replayer(
+                session=session,
+                files=files,
+                hidden=hidden,
+                recording=recording,
+                annotated=parsed,
+                position=s.index,
+                limits=mutant_limits,
+            )
+
+            def mutant_test(mutant: Mutant, parsed=parsed, s=s) -> ItemRun:
+                spliced = {**files, parsed.path: splice(parsed, s, mutant.body).encode("utf-8")}
+                return test(spliced, mutant_limits, mutant_guard)
+
+            result = mutation_result(
+                mutants_judge(found, replay=replay, test=mutant_test, noop_body=noop(s)),
+                seed=settings.MUTATION_SEED,
+                limit=mutants,
+                time_limit=mutant_limits.wall_seconds,
+            )
+            # The proposed replay tests (submissions/proposed.py) judge a body as the replay does.
+            result["proposed"] = proposed_kills(
+                result, sealed=snippet_sealing(recording, snippet_key(path, s.index))[0]
+            )
+            warning = mutation_warning(name=s.name, score=result["score"], score_min=score_min)
             yield CheckResult(
                 f"mutation:{path}:{s.index}",
                 Status.PASSED,
@@ -541,13 +527,19 @@ def package_hidden(*, files: dict[str, bytes], annotated: Mapping[str, Annotated
 
 
 def sealing_checks(
-    *, session, files: dict[str, bytes], annotated: Mapping[str, AnnotatedFile], test_entry_point: str, limits
+    *,
+    session,
+    files: dict[str, bytes],
+    annotated: Mapping[str, AnnotatedFile],
+    test_entry_point: str,
+    hidden: Iterable[str],
+    limits,
 ) -> Iterator[CheckResult]:
     """Record the reference's calls of each snippet's function and replay the reference alone (what evaluation's
     sealed verdict needs, evaluation/judging/sealed.py): one check per snippet saying whether it is sealed and, if
-    not, why (a warning: its answers keep the in-process guard), the recording with the first of them."""
+    not, why (a warning: its answers keep the in-process guard), the recording with the first of them. `hidden`:
+    the files a replay's folder leaves out (evaluation.taskfiles.hidden_files)."""
     started = time.monotonic()
-    hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
     spans = [
         SnippetSpan(snippet_key(path, s.index), path, s.start_line, s.end_line)
         for path, parsed in annotated.items()
@@ -710,21 +702,32 @@ def _durations_text(reference: dict) -> str:
 
 
 def mutation_text(result: dict) -> str:
-    """A snippet's mutation score in words, with each surviving mutant as a one-line diff."""
+    """A snippet's mutation score in words: what killed each mutant (the replay or the tests), each surviving
+    mutant as a one-line diff, and the equivalent ones apart (never counted)."""
     if not result["generated"]:
         return "no mutants: the body offers no mutation site (or does not parse on its own)"
+    counted = result.get("counted", result["generated"])
+    by = result.get("killed_by") or {}
+    score = f"score {result['score']:.0%}" if result["score"] is not None else "no score: every mutant is equivalent"
     lines = [
-        f"{result['killed']} of {result['generated']} mutants killed (score {result['score']:.0%})"
+        f"{result['killed']} of {counted} mutants killed ({score})"
+        + (f": {by.get('replay', 0)} by the replay, {by.get('tests', 0)} by the tests" if by else "")
         + (f", {len(result['timeouts'])} by the time limit ({result['time_limit']:g} s)" if result["timeouts"] else "")
     ]
-    lines += [f"survived: {diff}" for diff in result["survivors"]]
-    lines += [f"timed out: {diff}" for diff in result["timeouts"]]
+    if result.get("equivalent"):
+        lines.append(
+            f"{result['equivalent']} more equivalent on the recorded inputs (not counted): they agree with the "
+            "reference on every recorded call and pass the tests"
+        )
+    if "mutants" in result:
+        lines += [f"{OUTCOME_WORDS[m['outcome'], m['by']]}: {m['diff']}" for m in result["mutants"]]
+    else:  # a score measured before each mutant's outcome was kept
+        lines += [f"survived: {diff}" for diff in result["survivors"]]
+        lines += [f"timed out: {diff}" for diff in result["timeouts"]]
     proposed = result.get("proposed")
     if proposed and proposed.get("score") is not None:
         lines.append(
-            f"the proposed replay tests kill {proposed['killed']} of {result['generated']} (score "
-            f"{proposed['score']:.0%})"
+            f"the proposed replay tests kill {proposed['killed']} of {counted} (score {proposed['score']:.0%})"
         )
-        lines += [f"only the proposed tests kill: {diff}" for diff in proposed["only_proposed"]]
         lines += [f"only your tests kill: {diff}" for diff in proposed["only_tests"]]
     return "\n".join(lines)

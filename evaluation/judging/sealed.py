@@ -208,7 +208,8 @@ def _replay_run(
     inputs: list[str],
     limits: Limits,
     answer: tuple[int, int] | None = None,
-) -> tuple[list[dict] | None, str]:
+) -> tuple[list[dict] | None, str, bool]:
+    """The replay's calls, or None and why not; and whether it ran past its time limit."""
     mark = "rcb-replay-" + secrets.token_hex(12)
     spec: dict = {"mark": mark, "targets": [target.as_dict()], "inputs": INPUTS_FILE, "snapshot": SNAPSHOT_CAPS}
     if answer is not None:  # the fork server never preloads what the answer's own lines import
@@ -225,11 +226,15 @@ def _replay_run(
     report = _report(result.stdout, mark)
     if report is None:
         why = "it timed out" if result.timed_out else f"exit {result.exit_code}"
-        return None, f"the replay gave no single readable report ({why}): {(result.stderr or result.stdout)[-400:]}"
+        return (
+            None,
+            f"the replay gave no single readable report ({why}): {(result.stderr or result.stdout)[-400:]}",
+            result.timed_out,
+        )
     calls = report["targets"].get(target.key)
     if not isinstance(calls, list) or not all(isinstance(call, dict) for call in calls):
-        return None, "the replay reported no calls"
-    return calls, ""
+        return None, "the replay reported no calls", False
+    return calls, "", False
 
 
 def _differs(recorded: list[str], replayed: list[dict], tolerance: Tolerance) -> str:
@@ -342,7 +347,7 @@ def recording_make(
                 f"its recorded outputs pass the snapshot's caps ({cut}): a replay could not be compared whole"
             )
             continue
-        replayed, problem = _replay_run(session=session, files=visible, target=target, inputs=inputs, limits=limits)
+        replayed, problem, _ = _replay_run(session=session, files=visible, target=target, inputs=inputs, limits=limits)
         differs = problem or _differs(outputs, replayed or [], tolerance)
         if differs:
             entry["reason"] = f"the reference's own replay differs from its recording ({differs})"
@@ -374,6 +379,7 @@ class Replay:
     sealed: bool
     difference: str = ""
     reason: str = ""  # why the snippet is unsealed
+    timed_out: bool = False  # the replay ran past its time limit (its difference says so)
 
     @property
     def agrees(self) -> bool:
@@ -417,7 +423,7 @@ def answer_replay(
     inputs = json.loads(load(entry["inputs"]))
     outputs = json.loads(load(entry["outputs"]))
     tolerance = Tolerance(float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"]))
-    replayed, problem = _replay_run(
+    replayed, problem, timed_out = _replay_run(
         session=session,
         files=replay_files(files, hidden),
         target=target,
@@ -425,4 +431,4 @@ def answer_replay(
         limits=limits,
         answer=answer,
     )
-    return Replay(True, difference=problem or _differs(outputs, replayed or [], tolerance))
+    return Replay(True, difference=problem or _differs(outputs, replayed or [], tolerance), timed_out=timed_out)

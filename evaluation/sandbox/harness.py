@@ -100,6 +100,9 @@ class GuardSpec:
     last_line: int = -1
     hidden_modules: tuple[str, ...] = ()
     hidden_files: tuple[str, ...] = ()
+    # Stop at the first failing test (unittest's failfast, whatever the entry point asks): a run that only needs to
+    # know whether the tests fail (a mutant's) ends there instead of running the rest.
+    failfast: bool = False
 
     def as_json(self) -> str:
         return json.dumps(
@@ -109,6 +112,7 @@ class GuardSpec:
                 "last_line": self.last_line,
                 "hidden_modules": list(self.hidden_modules),
                 "hidden_files": list(self.hidden_files),
+                **({"failfast": True} if self.failfast else {}),
             }
         )
 

@@ -131,6 +131,9 @@ def test_a_draft_version_is_validated_from_its_page_by_the_workers(
         "score": 1.0,
         "survivors": [],
         "timeouts": [],
+        "equivalent": 0,
+        "equivalents": [],
+        "killed_by": {"replay": 9, "tests": 0},  # each returns another sum on a recorded call: no test ran
     }
 
 

@@ -29,6 +29,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     answer = realpath(join(cwd, spec["answer_file"])) if spec.get("answer_file") else None
     first, last = spec.get("first_line", 0), spec.get("last_line", -1)
     hidden_modules = frozenset(spec.get("hidden_modules", ()))
+    stop_at_first_failure = spec.get("failfast") is True  # read before any of the task's code runs
     hidden_inodes = set()
     for path in spec.get("hidden_files", ()):
         try:
@@ -927,7 +928,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         verbosity = program.verbosity if type_(program.verbosity) is int_ else 1
         stream = Writeln(sys.stderr)
         printer = TextTestResult(stream, True, verbosity)
-        result = Counted(printer, bool(program.failfast))
+        result = Counted(printer, stop_at_first_failure or bool(program.failfast))
         with catch_warnings():
             if program.warnings:
                 simplefilter(program.warnings)

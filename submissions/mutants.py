@@ -1,0 +1,180 @@
+"""A snippet's mutants judged (issue 36 item 1, issue 37 item 6): replay first, the paper's tests only when the
+replay cannot tell.
+
+A mutant of a sealed snippet (judging/sealed.py) is first replayed alone on the recorded calls of its snippet's
+function, as an answer would be: a difference from the recording kills it with no test run. Only a mutant the
+replay cannot tell apart (it agrees on every recorded call, or its snippet is unsealed) runs the paper's tests,
+which stop at the first failing test. A mutant that agrees on every recorded call and passes the tests computes
+what the reference computes wherever the tests look: it is "equivalent on the recorded inputs" (arguments of a
+symmetric function swapped, a sign flipped before squaring, `>` for `>=` where the two sides never meet), reported
+apart and never counted in the score. A mutant of an unsealed snippet that passes the tests is a survivor, since
+nothing showed it computes the same; so is one of a snippet whose body replaced by a no-op agrees with the
+recording too, whose recorded calls show nothing of the body's work (a side effect, a branch never taken).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+
+from benchmarks.paper2code import splice
+from benchmarks.paper2code.markers import AnnotatedFile
+from benchmarks.paper2code.mutation import Mutant
+from evaluation.executor import ItemRun
+from evaluation.judging.sealed import Replay, answer_replay, snippet_key, snippet_sealing
+from evaluation.sandbox.harness import answer_span
+from evaluation.taskfiles import blob_cached
+
+KILLED, SURVIVED, EQUIVALENT = "killed", "survived", "equivalent"
+BY_REPLAY, BY_TESTS = "replay", "tests"
+# How a mutant's line reads in a report, by outcome and by what killed it.
+OUTCOME_WORDS = {
+    (KILLED, BY_REPLAY): "killed by the replay",
+    (KILLED, BY_TESTS): "killed by the tests",
+    (SURVIVED, ""): "survived",
+    (EQUIVALENT, ""): "equivalent on the recorded inputs",
+}
+
+
+@dataclass(frozen=True)
+class MutantOutcome:
+    """What became of one mutant: killed (by the replay or by the tests), survived, or equivalent on the recorded
+    inputs; `detail` says how it was told apart (the replay's first difference, the tests' failure category)."""
+
+    mutant: Mutant
+    outcome: str
+    by: str = ""  # BY_REPLAY or BY_TESTS when killed
+    detail: str = ""
+    timed_out: bool = False  # its replay or its tests ran past the mutant's time limit
+    tested: bool = False  # the paper's tests ran for it
+
+    def as_dict(self) -> dict:
+        return {
+            **self.mutant.as_dict(),
+            "outcome": self.outcome,
+            "by": self.by,
+            "detail": self.detail[:300],
+            "timed_out": self.timed_out,
+        }
+
+
+def mutant_judge(
+    mutant: Mutant, *, replay: Callable[[Mutant], Replay] | None, test: Callable[[Mutant], ItemRun]
+) -> MutantOutcome:
+    """Judge one mutant: `replay` (None: the snippet has no recording) replays it on its snippet's recorded calls,
+    `test` runs the paper's tests with it spliced in, stopping at the first failure."""
+    agrees = False
+    if replay is not None:
+        replayed = replay(mutant)
+        if replayed.sealed and replayed.difference:
+            return MutantOutcome(mutant, KILLED, BY_REPLAY, replayed.difference, timed_out=replayed.timed_out)
+        agrees = replayed.agrees
+    run = test(mutant)
+    if run.verdict.status != "passed":
+        timed_out = run.verdict.category == "timeout"
+        return MutantOutcome(mutant, KILLED, BY_TESTS, run.verdict.category, timed_out=timed_out, tested=True)
+    if agrees:
+        return MutantOutcome(mutant, EQUIVALENT, detail="agrees on every recorded call; the tests pass", tested=True)
+    return MutantOutcome(mutant, SURVIVED, tested=True)
+
+
+def mutants_judge(
+    mutants: Iterable[Mutant],
+    *,
+    replay: Callable[[Mutant], Replay] | None,
+    test: Callable[[Mutant], ItemRun],
+    noop_body: str,
+) -> Iterator[MutantOutcome]:
+    """Judge a snippet's mutants in turn. A mutant is equivalent only where the recorded calls show the body's work:
+    when the body replaced by a no-op (`noop_body`) agrees with the recording too (its calls never reach the body,
+    or its work is a side effect no output holds), agreeing says nothing, and a mutant the tests let through is a
+    survivor. That no-op is replayed once, the first time a mutant agrees and passes."""
+    shows_work: bool | None = None
+    for mutant in mutants:
+        outcome = mutant_judge(mutant, replay=replay, test=test)
+        if outcome.outcome == EQUIVALENT and replay is not None:
+            if shows_work is None:
+                shows_work = bool(replay(Mutant("noop", noop_body, 1, "the body replaced by a no-op")).difference)
+            if not shows_work:
+                outcome = replace(
+                    outcome,
+                    outcome=SURVIVED,
+                    detail="agrees on every recorded call, as the body replaced by a no-op does: the recorded calls "
+                    "do not show this body's work",
+                )
+        yield outcome
+
+
+def mutation_result(outcomes: Iterable[MutantOutcome], **settings) -> dict:
+    """A snippet's mutation score from its mutants' outcomes: killed over the mutants that are not equivalent (None
+    when there is none), with the survivors, the equivalent ones and each mutant's outcome; `settings` (seed, limit,
+    time limit) are kept beside it."""
+    outcomes = list(outcomes)
+    killed = [o for o in outcomes if o.outcome == KILLED]
+    survivors = [o.mutant.diff for o in outcomes if o.outcome == SURVIVED]
+    equivalent = [o.mutant.diff for o in outcomes if o.outcome == EQUIVALENT]
+    counted = len(outcomes) - len(equivalent)
+    return {
+        "generated": len(outcomes),
+        "counted": counted,
+        "killed": len(killed),
+        "survived": len(survivors),
+        "equivalent": len(equivalent),
+        "score": len(killed) / counted if counted else None,
+        "survivors": survivors,
+        "equivalents": equivalent,
+        "timeouts": [o.mutant.diff for o in killed if o.timed_out],
+        "killed_by": {by: sum(o.by == by for o in killed) for by in (BY_REPLAY, BY_TESTS)},
+        "test_runs": sum(o.tested for o in outcomes),
+        "mutants": [o.as_dict() for o in outcomes],
+        **settings,
+    }
+
+
+def proposed_kills(result: dict, *, sealed: bool) -> dict | None:
+    """What the proposed replay tests (submissions/proposed.py, which judge a body as the replay does) kill of a
+    snippet's mutants: those the replay killed, beside the mutants only the author's tests tell apart. A mutant the
+    replay kills never runs the tests, so which of those the tests would also kill is not known. None: unsealed."""
+    if not sealed:
+        return None
+    killed = result["killed_by"][BY_REPLAY]
+    return {
+        "killed": killed,
+        "score": killed / result["counted"] if result["counted"] else None,
+        "only_tests": [m["diff"] for m in result["mutants"] if m["outcome"] == KILLED and m["by"] == BY_TESTS],
+    }
+
+
+def mutant_replayer(
+    *,
+    session,
+    files: Mapping[str, bytes],
+    hidden: Iterable[str],
+    recording: dict | None,
+    annotated: AnnotatedFile,
+    position: int,
+    limits,
+    load: Callable[[str], bytes] = blob_cached,
+) -> Callable[[Mutant], Replay] | None:
+    """How a mutant of the snippet at `position` is replayed on its recorded calls, as an answer would be; None
+    when the snippet is not sealed (no recording to judge it by, so only the tests can)."""
+    key = snippet_key(annotated.path, position)
+    if not snippet_sealing(recording, key)[0]:
+        return None
+    assert recording is not None
+    marked = annotated.snippets[position]
+    hidden = sorted(hidden)
+
+    def replay(mutant: Mutant) -> Replay:
+        return answer_replay(
+            session=session,
+            files={**files, annotated.path: splice(annotated, marked, mutant.body).encode("utf-8")},
+            hidden=hidden,
+            recording=recording,
+            key=key,
+            limits=limits,
+            load=load,
+            answer=answer_span(marked.start_line, mutant.body),
+        )
+
+    return replay
