@@ -118,3 +118,9 @@ def test_every_relative_link_in_every_guide_resolves(client):
                 assert f'id="{target.fragment}"' in landed, f"{here}: {href} names no element"
             checked += 1
     assert checked >= 4, "the guides link each other"
+
+
+def test_every_doc_is_a_guide_of_the_one_registry():
+    """The README links the docs and the site serves them from one list: a file added to docs/ without its entry
+    would be read in the repository and missing from the site."""
+    assert {filename for filename, _ in GUIDES.values()} == {path.name for path in (REPO / "docs").glob("*.md")}
