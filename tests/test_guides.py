@@ -124,3 +124,20 @@ def test_every_doc_is_a_guide_of_the_one_registry():
     """The README links the docs and the site serves them from one list: a file added to docs/ without its entry
     would be read in the repository and missing from the site."""
     assert {filename for filename, _ in GUIDES.values()} == {path.name for path in (REPO / "docs").glob("*.md")}
+
+
+def test_the_architecture_guide_names_every_package_the_code_has():
+    """Each app (and common, config) has its paragraph, and each package inside one its entry: a package added
+    without a word in docs/ARCHITECTURE.md fails here, naming it. Task content (the demo's papers) is not code."""
+    from scripts.import_graph import PACKAGES
+
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    missing = [f"{app}/" for app in PACKAGES if f"**{app}/**" not in text]
+    for app in PACKAGES:
+        for init in sorted((REPO / app).glob("*/**/__init__.py")):
+            package = init.parent.relative_to(REPO / app)
+            if package.parts[0] in ("migrations", "management", "templatetags", "demo"):
+                continue
+            if f"`{package.name}/`" not in text:
+                missing.append(f"{app}/{package.as_posix()}/")
+    assert missing == [], f"docs/ARCHITECTURE.md does not describe {missing}"
