@@ -27,7 +27,7 @@ GUIDES = {
     "evaluating": ("EVALUATING.md", "Evaluating models"),
     "problem-sets": ("PROBLEM_SETS.md", "Papers, problem sets and releases"),
     "operations": ("OPERATIONS.md", "Deploying and operating"),
-    "reference": ("REFERENCE.md", "Reference: settings and REST API"),
+    "reference": ("REFERENCE.md", "Reference: commands, settings and REST API"),
     "developing": ("DEVELOPING.md", "Developing the platform"),
     "architecture": ("ARCHITECTURE.md", "Architecture"),
 }
@@ -48,7 +48,8 @@ PURPOSES = {
     "a release's settings and prompt protocols (for maintainers).",
     "operations": "Running the platform on a server with Docker Compose, adding sandbox worker hosts, health, "
     "faults, logs, backups and upgrades (for operators).",
-    "reference": "Every setting the platform reads and every endpoint of the REST API (for operators and API users).",
+    "reference": "Every make target and manage.py command, every setting the platform reads and every endpoint of the "
+    "REST API (for operators and API users).",
     "developing": "The fast test loop, parallel test workers, lint, CI and the scripts that measure the platform "
     "(for engineers).",
     "architecture": "The apps and packages, what each holds and what may import what, the main flows and where "

@@ -141,3 +141,17 @@ def test_the_architecture_guide_names_every_package_the_code_has():
             if f"`{package.name}/`" not in text:
                 missing.append(f"{app}/{package.as_posix()}/")
     assert missing == [], f"docs/ARCHITECTURE.md does not describe {missing}"
+
+
+def test_the_reference_lists_every_command_and_make_target():
+    """The reference's table of commands is complete: a manage.py command or a make target added without its row
+    fails here, naming it."""
+    text = (REPO / "docs" / "REFERENCE.md").read_text()
+    commands = text.split("## Commands")[1].split("\n## ")[0]
+    listed = set(re.findall(r"`([a-z_-]+)`", commands)) | set(re.findall(r"`make ([a-z-]+)`", commands))
+    ours = {p.stem for p in REPO.glob("*/management/commands/*.py") if not p.stem.startswith("_")}
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (REPO / "Makefile").read_text(), flags=re.M)) - {
+        "install",
+        "install-lint",
+    }
+    assert sorted((ours | targets) - listed) == []
