@@ -1,4 +1,4 @@
-"""The Django project (the design card's `platform/`; see README for why it is named config)."""
+"""The Django project (the design card's `platform/`; see docs/ARCHITECTURE.md for why it is named config)."""
 
 from .celery import app as celery_app
 

@@ -24,6 +24,12 @@ GUIDES = {
     "leaderboard": ("LEADERBOARD.md", "Getting on the leaderboard"),
     "agent-runs": ("AGENT_RUNS.md", "Agent runs"),
     "verdicts": ("VERDICTS.md", "How an answer is judged"),
+    "evaluating": ("EVALUATING.md", "Evaluating models"),
+    "problem-sets": ("PROBLEM_SETS.md", "Papers, problem sets and releases"),
+    "operations": ("OPERATIONS.md", "Deploying and operating"),
+    "reference": ("REFERENCE.md", "Reference: commands, settings and REST API"),
+    "developing": ("DEVELOPING.md", "Developing the platform"),
+    "architecture": ("ARCHITECTURE.md", "Architecture"),
 }
 # What each guide is for, in a line: the guides index says it to whoever does not know which to read.
 PURPOSES = {
@@ -37,6 +43,18 @@ PURPOSES = {
     "read and scored, the trajectory's schema (for model developers).",
     "verdicts": "How an answer becomes passed, failed or flagged: the paper's tests, the sealed replay, what a flag "
     "does to a score (for everyone reading a score, and authors whose snippets should be sealed).",
+    "evaluating": "How a run is made and judged: workers, sandboxes, the attack guards, provenance, the "
+    "reproducibility record, who sees the held-out split, the human baseline (for maintainers and operators).",
+    "problem-sets": "Reviewing submissions, importing, validating and exporting problem sets, published results, "
+    "a release's settings and prompt protocols (for maintainers).",
+    "operations": "Running the platform on a server with Docker Compose, adding sandbox worker hosts, health, "
+    "faults, logs, backups and upgrades (for operators).",
+    "reference": "Every make target and manage.py command, every setting the platform reads and every endpoint of the "
+    "REST API (for operators and API users).",
+    "developing": "The fast test loop, parallel test workers, lint, CI and the scripts that measure the platform "
+    "(for engineers).",
+    "architecture": "The apps and packages, what each holds and what may import what, the main flows and where "
+    "each rule lives (for engineers).",
 }
 EXAMPLE_PAPER = "dampnest"  # the demo paper the example archive holds
 

@@ -37,7 +37,7 @@ def pytest_configure(config) -> None:
     settings.RELEASE_CALIBRATE_ON_PUBLISH = False
 
 
-# Markers given by what a test uses, so a fast loop can leave the heavy kinds out (README: make test-fast).
+# Markers given by what a test uses, so a fast loop can leave the heavy kinds out (docs/DEVELOPING.md: make test-fast).
 _MARKED_BY_FIXTURE = {
     "browser": {"browser_page", "live_server", "page"},
     "worker": {"celery_worker_factory", "worker_broker"},

@@ -163,7 +163,7 @@ def stack(tmp_path_factory):
 
 
 def _remote_worker(stack: Stack, name: str) -> None:
-    """A sandbox worker started as README's "Adding a sandbox worker host" says: its environment names the
+    """A sandbox worker started as docs/OPERATIONS.md's "Adding a sandbox worker host" says: its environment names the
     database, the broker and the storage, and it has a cache volume of its own. It joins the stack's network
     (a real second host would use addresses) and mounts the media volume (a shared filesystem there)."""
     env = {
@@ -293,7 +293,7 @@ def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack, tmp_p
     assert "Reference (calibration)" in page.text and "100.0%" in page.text
     assert stack.get("/static/vendor/htmx-2.0.11.min.js").status_code == 200
 
-    # Backup as the README says: the database and the media, from the running stack.
+    # Backup as docs/OPERATIONS.md says: the database and the media, from the running stack.
     dump, media = tmp_path / "rcb.dump", tmp_path / "media.tar"
     dump.write_bytes(_exec_bytes(stack, "postgres", "pg_dump", "--format=custom", "-U", "rcb", "rcb"))
     media.write_bytes(_exec_bytes(stack, "web", "tar", "-C", "/var/lib/rcb/media", "-cf", "-", "."))
@@ -303,7 +303,7 @@ def test_the_stack_serves_evaluates_the_reference_and_stops_cleanly(stack, tmp_p
     print(f"stopped in {time.monotonic() - started:.1f} s")
     assert stack.exit_codes() == dict.fromkeys(SERVICES, 0)
 
-    # Restore into an empty stack (volumes removed), as the README says; every record and file comes back.
+    # Restore into an empty stack (volumes removed), as docs/OPERATIONS.md says; every record and file comes back.
     stack.run("down", "--volumes", "--timeout", "60", timeout=300)
     stack.run("up", "-d", "postgres", timeout=300)
     _until(lambda: stack.run("exec", "-T", "postgres", "pg_isready", "-q", check=False).returncode == 0, 120)

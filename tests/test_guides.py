@@ -118,3 +118,57 @@ def test_every_relative_link_in_every_guide_resolves(client):
                 assert f'id="{target.fragment}"' in landed, f"{here}: {href} names no element"
             checked += 1
     assert checked >= 4, "the guides link each other"
+
+
+def test_every_doc_is_a_guide_of_the_one_registry():
+    """The README links the docs and the site serves them from one list: a file added to docs/ without its entry
+    would be read in the repository and missing from the site."""
+    assert {filename for filename, _ in GUIDES.values()} == {path.name for path in (REPO / "docs").glob("*.md")}
+
+
+def test_the_architecture_guide_names_every_package_the_code_has():
+    """Each app (and common, config) has its paragraph, and each package inside one its entry: a package added
+    without a word in docs/ARCHITECTURE.md fails here, naming it. Task content (the demo's papers) is not code."""
+    from scripts.import_graph import PACKAGES
+
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    missing = [f"{app}/" for app in PACKAGES if f"**{app}/**" not in text]
+    for app in PACKAGES:
+        for init in sorted((REPO / app).glob("*/**/__init__.py")):
+            package = init.parent.relative_to(REPO / app)
+            if package.parts[0] in ("migrations", "management", "templatetags", "demo"):
+                continue
+            if f"`{package.name}/`" not in text:
+                missing.append(f"{app}/{package.as_posix()}/")
+    assert missing == [], f"docs/ARCHITECTURE.md does not describe {missing}"
+
+
+def test_the_reference_lists_every_command_and_make_target():
+    """The reference's table of commands is complete: a manage.py command or a make target added without its row
+    fails here, naming it."""
+    text = (REPO / "docs" / "REFERENCE.md").read_text()
+    commands = text.split("## Commands")[1].split("\n## ")[0]
+    listed = set(re.findall(r"`([a-z_-]+)`", commands)) | set(re.findall(r"`make ([a-z-]+)`", commands))
+    ours = {p.stem for p in REPO.glob("*/management/commands/*.py") if not p.stem.startswith("_")}
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (REPO / "Makefile").read_text(), flags=re.M)) - {
+        "install",
+        "install-lint",
+    }
+    assert sorted((ours | targets) - listed) == []
+
+
+def test_the_architecture_guide_says_what_each_package_imports_as_the_code_does():
+    """The layer diagram's "imports ..." column is the import graph as it is (module- and function-level imports):
+    an import between packages added or removed without the guide saying so fails here."""
+    from scripts.import_graph import PACKAGES, graph
+
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    diagram = text.split("## The layers")[1].split("```")[1]
+    said = {}
+    for line in diagram.strip().splitlines():
+        package, imports = line.split()[0], line.split(" imports ", 1)[1]
+        imports = imports.split(" (")[0]
+        said[package] = set() if imports == "nothing of the project" else set(imports.split(", "))
+    counts, _ = graph(PACKAGES)
+    actual = {package: {b for a, b, _ in counts if a == package and b != package} for package in PACKAGES}
+    assert said == actual
