@@ -125,7 +125,7 @@ class CodeForm(forms.Form):
     def clean_git_url(self) -> str:
         url = self.cleaned_data.get("git_url", "").strip()
         if url and self.data.get("source") == "git":
-            from submissions.intake import IntakeError, git_url_check
+            from common.intake import IntakeError, git_url_check
 
             try:
                 return git_url_check(url)

@@ -16,8 +16,8 @@ from benchmarks.models import Blob, Task
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services import environment_hash, sha256_hex
 from common.errors import ApplicationError
+from common.intake import size_text
 from evaluation.models import EvaluationRun
-from submissions.intake import size_text
 from submissions.models import Revision, Submission, TriedAnswer
 
 _CHUNK = 500  # hashes per query, below every database's limit of bound parameters

@@ -18,10 +18,10 @@ from benchmarks.paper2code import PackageError
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer, version_get
 from common.errors import ApplicationError
+from common.intake import IntakeError, archive_files, git_files, limits_default
 from common.pages import refusal_redirect
 from common.ratelimit import rate_limited, rate_limited_response
 from submissions import answers, forms, proposed, selectors, services, validation
-from submissions.intake import IntakeError, archive_files, git_files, limits_default
 from submissions.models import Submission
 from submissions.packages import draft_problems, draft_requirements
 from submissions.quotas import QuotaExceeded

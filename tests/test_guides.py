@@ -52,8 +52,8 @@ def test_submitting_guide_links_an_example_archive_the_form_takes_whole(client, 
     import io
     import zipfile
 
+    from common.intake import archive_files, limits_default
     from submissions import services
-    from submissions.intake import archive_files, limits_default
     from submissions.packages import draft_problems
 
     body = client.get("/guides/submitting/").content.decode()

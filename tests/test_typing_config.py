@@ -27,7 +27,7 @@ MYPY_IGNORED_MODULES = frozenset(
         "scripts.bench_harness_cost",
         "scripts.bench_harness_load",
         "scripts.bench_manifest",
-        "submissions.intake",
+        "common.intake",
         "submissions.views",
     }
 )

@@ -215,6 +215,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         ],
         "api-run-start": [("form", {}, "", POST_API)],
         "api-run-upload": [("form", {}, "", POST_API)],
+        "api-run-harbor": [("form", {}, "", POST_API)],
         "api-run-detail": [
             (label, {"pk": pk}, "", OPEN)
             for label, pk in (("reference run", ref), ("author's run", own), ("upload", up))
@@ -263,6 +264,11 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         # A GET of these POST-only forms goes to the model's page (it was a blank 405); anonymous to sign in.
         "run-new": [("author's model", {"name": w["model"].name}, "", dict.fromkeys(ROLES, 302))],
         "run-upload": [("author's model", {"name": w["model"].name}, "", dict.fromkeys(ROLES, 302))],
+        "run-harbor-import": [("author's model", {"name": w["model"].name}, "", dict.fromkeys(ROLES, 302))],
+        "model-parity": [
+            ("release", {"name": w["model"].name, "release": v}, "", OPEN),
+            ("draft", {"name": w["model"].name, "release": d}, "", HIDDEN),
+        ],
         "environment-retry": [("a failed build", {"pk": 1}, "", POST_MAINT)],
         "model-detail": [
             ("author's model", {"name": w["model"].name}, "", OPEN),

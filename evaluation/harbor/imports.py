@@ -32,13 +32,13 @@ from django.db import transaction
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.selectors import protocol_get
+from common.intake import IntakeError, UploadLimits, archive_files
 from evaluation.agents.workspace import answer_read, workspace_files
 from evaluation.harbor.export import WORKSPACE, harbor_task_name
 from evaluation.harbor.rewards import reward_key
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.services.uploads import UPLOAD_MAX_BYTES, UploadError, run_from_upload
 from evaluation.taskfiles import task_files, task_hidden_files
-from submissions.intake import IntakeError, UploadLimits, archive_files
 
 JOB_BYTES_MAX = 256 * 1024 * 1024
 JOB_FILES_MAX = 200_000

@@ -22,7 +22,7 @@ import git
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from submissions.intake import IntakeError, UploadLimits, archive_files, git_files, git_url_check, limits_default
+from common.intake import IntakeError, UploadLimits, archive_files, git_files, git_url_check, limits_default
 from tests.submissions.git_server import git_https_server
 
 MB = 1024 * 1024
