@@ -653,7 +653,7 @@ class RunManifest(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, pk: int) -> StreamingHttpResponse:
-        run = get_object_or_404(EvaluationRun.objects.select_related("model", "version"), pk=pk)
+        run = get_object_or_404(runs_visible(user=request.user).select_related("model", "version"), pk=pk)
         release_get(name=run.version.name, user=request.user)
         # Streamed item by item (a 20,000-item run's manifest is megabytes), so not through a renderer.
         response = StreamingHttpResponse(

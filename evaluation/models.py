@@ -303,6 +303,9 @@ class Outcome(models.Model):
         INFRASTRUCTURE = "infrastructure", "Infrastructure"
         # The model's endpoint refused or could not be reached (a wrong key, a provider down): the model's failure.
         MODEL_CALL = "model_call", "Model call failed"
+        # An upload says its item ended in an error (a Harbor trial's exception): the platform cannot tell it from
+        # the agent's own failure, so it is not passed, never left out of the score as the platform's errors are.
+        REPORTED_ERROR = "reported_error", "Error the upload reports"
 
     run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="outcomes")
     snippet = models.ForeignKey(Snippet, on_delete=models.PROTECT, related_name="+")

@@ -65,6 +65,22 @@ def references_seen(*, user) -> dict[int, str]:
     return seen
 
 
+def attempts_revealed_by(*, user, snippet: Snippet) -> Attempt | None:
+    """A live attempt of the person whose item's reference `snippet`'s masked file would show (REFERENCE_RULE): an
+    item of the same file not nested in it (the masked file holds every other body), e.g. one enclosing it."""
+    for attempt in Attempt.objects.filter(
+        user=user,
+        state__in=(Attempt.State.OPEN, Attempt.State.PAUSED),
+        snippet__task_id=snippet.task_id,
+        snippet__file_path=snippet.file_path,
+    ).select_related("snippet"):
+        other = attempt.snippet
+        nested = other.start_line >= snippet.start_line and other.end_line <= snippet.end_line
+        if other.pk != snippet.pk and not nested:
+            return attempt
+    return None
+
+
 def items_offerable(*, version: BenchmarkVersion, user) -> QuerySet[Snippet]:
     """The public items of the release the person has neither attempted nor seen the reference of (REFERENCE_RULE):
     held-out items are offered to no one."""

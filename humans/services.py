@@ -28,6 +28,7 @@ from humans.models import Attempt, Listing, ReferenceSeen
 MAX_PASTES = 1000  # paste events kept per attempt; a page sends one per paste
 MAX_REASON_CHARS = 2000
 FAST_PASTE_SHARE = 0.8  # a paste of at least this share of the body is the body arriving in one step
+TYPING_CHARS_PER_SECOND = 15  # faster than a fast typist: the body was not typed in the time the attempt was open
 
 
 class AttemptRefused(ApplicationError):
@@ -81,6 +82,11 @@ def attempt_open(*, user, version: BenchmarkVersion, snippet_id: int | None = No
         raise AttemptRefused(
             f"you already {earlier.state} item {snippet.pk} (attempt {earlier.pk}): one attempt per item per person, "
             "as a model answers an item once for pass@1"
+        )
+    if live := selectors.attempts_revealed_by(user=user, snippet=snippet):
+        raise AttemptRefused(
+            f"item {snippet.pk}'s masked file shows the reference of item {live.snippet_id}, which you are attempting "
+            f"(attempt {live.pk}): submit or abandon that attempt first"
         )
     try:
         with transaction.atomic():
@@ -175,6 +181,8 @@ def fast_paste(*, body: str, pastes: list[dict], keystrokes: int | None, active_
     size = len(body.strip())
     if any(p["at"] <= limit and p["chars"] >= FAST_PASTE_SHARE * size for p in pastes):
         return True
+    if size > TYPING_CHARS_PER_SECOND * max(active_seconds, 1.0):
+        return True  # faster than anyone types, whatever events the client reports (its own, so never trusted)
     return keystrokes is None and not pastes and active_seconds <= limit
 
 

@@ -384,8 +384,12 @@ def _uploaded_score(*, run: EvaluationRun, snippet, sample: int, limits, worker:
     trajectory = AgentTrajectory.objects.filter(run=run, snippet=snippet, sample=sample).first()
     generation = _uploaded_usage(Generation.objects.get(run=run, snippet=snippet, sample=sample), trajectory)
     ended = uploaded_ended_text(trajectory)
-    if generation.error:
-        verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"no answer: {generation.error}")
+    if generation.error:  # only an upload's own report (a Harbor trial's exception) sets it: not passed
+        verdict = Verdict(
+            Outcome.Status.FAILED,
+            Outcome.Category.REPORTED_ERROR,
+            f"no answer: {generation.error} (an error the upload reports counts as not passed)",
+        )
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
     elif trajectory is not None and trajectory.answer_problem:
         verdict = Verdict(

@@ -11,8 +11,9 @@ What is taken from a job folder (Harbor 0.26: `<job>/<trial>/result.json`, `agen
 - the trajectory: ATIF (`agent/trajectory.json`) converted to the upload schema and checked as every agent upload
   (evaluation/agents/uploads.trajectory_check: usage that its steps do not add up to is refused);
 - the scaffold: the agent's name and version (`agent_info`), and the model the importer names;
-- a trial that errored (`exception_info`: Harbor could not finish it, e.g. its environment or agent crashed): an
-  error outcome, never scored, not a failure of the model; its answer, if any, is kept but not tested.
+- a trial that errored (`exception_info`: Harbor could not finish it, e.g. its environment or agent crashed): its
+  answer, if any, is kept but not tested, and it counts as not passed (category "reported error"): the platform cannot
+  tell Harbor's crash from the agent's, and left out of the score it would let a job drop the items it failed.
 Files are read from the job folder only: a symbolic link anywhere in it, or a job over JOB_BYTES_MAX, is refused.
 """
 
@@ -266,7 +267,7 @@ def harbor_job_import(
         if problem:
             notes.append(f"{trial.folder}: {problem}; scored as no answer")
         if trial.error:
-            notes.append(f"{trial.folder}: the trial ended in {trial.error}; an error, not scored")
+            notes.append(f"{trial.folder}: the trial ended in {trial.error}; scored as not passed (reported error)")
             errored.append((trial, (snippet.pk, sample)))
         line: dict = {"id": str(snippet.pk), "sample": sample, "code": body or ""}
         if trial.trajectory is not None:
@@ -275,7 +276,8 @@ def harbor_job_import(
         rewards[reward_key(snippet.pk, sample)] = trial.reward.get("reward")
     data = ("\n".join(lines) + "\n").encode("utf-8")
     run = run_from_upload(model=model, version=version, data=data, user=user, mode="agent")
-    for trial, (snippet_id, sample) in errored:  # an error, not a failure: the scorer records it unscored
+    # An errored trial is recorded with its error, never tested; being the job's own word, it counts as not passed.
+    for trial, (snippet_id, sample) in errored:
         Generation.objects.filter(run=run, snippet_id=snippet_id, sample=sample).update(
             error=f"the Harbor trial {trial.folder} ended in {trial.error}"
         )

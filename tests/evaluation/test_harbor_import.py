@@ -18,6 +18,7 @@ from django.urls import reverse
 from benchmarks import visibility
 from benchmarks.models import VersionTask
 from benchmarks.paper2code import body_reindent, code_indent
+from benchmarks.paper2code.metrics import ItemResult, score
 from benchmarks.services import pset_import, version_draft_create, version_publish, version_task_set
 from evaluation import services
 from evaluation.agents import tasks as agent_tasks
@@ -173,9 +174,7 @@ def test_forged_usage_in_a_trajectory_is_refused(tmp_path, version, model):
     _nothing_stored()
 
 
-def test_a_trial_that_errored_is_an_error_outcome_not_a_failure_with_harbors_reward_beside(
-    tmp_path, version, model, client
-):
+def test_a_trial_that_errored_counts_as_not_passed_with_harbors_reward_beside(tmp_path, version, model, client):
     job = job_write(tmp_path / "job", version)
     errored, ran = list(visibility.items_public(version=version))[:2]
     result_path = _trial(job, errored) / "result.json"
@@ -189,12 +188,17 @@ def test_a_trial_that_errored_is_an_error_outcome_not_a_failure_with_harbors_rew
     }
     result_path.write_text(json.dumps(result))
     run, notes = harbor_job_import(job_dir=job, version=version, model=model)
-    assert any("AgentTimeoutError" in note and "not scored" in note for note in notes)
+    assert any("AgentTimeoutError" in note and "not passed" in note for note in notes)
     EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
     agent_tasks.item_agent.apply(args=(run.pk, errored.pk, 0), throw=True)  # no test runs for it: no sandbox
     outcome = Outcome.objects.get(run=run, snippet=errored)
-    assert outcome.status == Outcome.Status.ERROR and outcome.category == Outcome.Category.INFRASTRUCTURE
+    # The job's own word: were it an error, the job's failed items would leave its score (errors are never rated).
+    as_error = score([ItemResult("errored", 10, 0, "error"), ItemResult("ran", 10, 0, "passed")])
+    assert as_error.pass_rate == 100.0, "unguarded: a job that marks its failures errored scores what it passed"
+    assert outcome.status == Outcome.Status.FAILED and outcome.category == Outcome.Category.REPORTED_ERROR
     assert "AgentTimeoutError: Agent execution timed out after 600.0 seconds" in outcome.detail
+    as_recorded = score([ItemResult("errored", 10, 0, outcome.status), ItemResult("ran", 10, 0, "passed")])
+    assert as_recorded.pass_rate == 50.0
     assert not Generation.objects.filter(run=run, snippet=ran).exclude(error="").exists()  # only its own trial
     page = client.get(reverse("run-item", args=[run.pk, outcome.pk])).content.decode()
     reward = page_text(page.split('data-testid="harbor-reward">')[1].split("</dd>")[0])

@@ -252,3 +252,44 @@ def test_the_diff_names_the_persons_answer(held_release, people):
     assert "+++ person's answer" in record["result"]["reference_diff"]
     text = page_text(logged_in(people[0]).get(reverse("attempt-detail", args=[attempt.pk])).content.decode())
     assert "+++ person's answer" in text and "model's" not in text
+
+
+def test_opening_a_nested_item_while_attempting_its_encloser_is_refused(held_release, people):
+    """Attack review: a nested item's masked file holds the enclosing item's reference but for its own lines, so
+    opening it while attempting the encloser would hand the person the encloser's answer."""
+    person = people[0]
+    outer = dampnest_item(held_release, "dampnest update rule")
+    nested = dampnest_item(held_release, "remember gradient for next step")
+    attempt = services.attempt_open(user=person, version=held_release, snippet_id=outer.pk)
+    reference = [
+        line.strip() for line in outer.reference_code.splitlines() if line.strip() and "paper2code" not in line
+    ]
+    shown = attempt_prompt(attempt=services.attempt_open(user=people[1], version=held_release, snippet_id=nested.pk))
+    assert sum(line in shown.masked for line in reference) > len(reference) // 2, "the premise: it shows the encloser"
+    with pytest.raises(services.AttemptRefused, match=f"shows the reference of item {outer.pk}, which you are"):
+        services.attempt_open(user=person, version=held_release, snippet_id=nested.pk)
+    assert not Attempt.objects.filter(user=person, snippet=nested).exists()
+    services.attempt_abandon(attempt=attempt, user=person)
+    assert services.attempt_open(user=person, version=held_release, snippet_id=nested.pk).state == "open"
+
+
+def test_a_body_faster_than_typing_is_a_fast_paste_whatever_the_client_reports():
+    """Attack review: the client's keystroke count is its own word; the server's clock is not."""
+    body = "x = compute(a, b)\n" * 40  # 720 characters, with 900 keystrokes and no paste claimed
+    assert services.fast_paste(body=body, pastes=[], keystrokes=900, active_seconds=0.5)
+    assert services.fast_paste(body=body, pastes=[], keystrokes=900, active_seconds=30.0)
+    assert not services.fast_paste(body=body, pastes=[], keystrokes=900, active_seconds=300.0)
+
+
+def test_an_attempts_run_is_private_in_the_manifest_api_too(held_release, people, maintainer):
+    """Attack review: the run of a person's attempt is nobody's run page; its manifest was readable by anyone."""
+    person, other = people[0], people[1]
+    attempt = submitted(held_release, person, dampnest_item(held_release))
+    url = f"/api/v1/runs/{attempt.run.pk}/manifest/"
+    assert Client().get(url).status_code == 404
+    assert client_for(other).get(url).status_code == 404
+    for viewer in (person, maintainer):  # as its run's own API answers them (the attempt's page is theirs)
+        assert (
+            client_for(viewer).get(url).status_code
+            == client_for(viewer).get(f"/api/v1/runs/{attempt.run.pk}/").status_code
+        )
