@@ -382,7 +382,9 @@ def model_parity(request: HttpRequest, name: str, release: str) -> HttpResponse:
         missing = ""
     except ParityError as exc:
         report, missing = [], str(exc)
-    if request.GET.get("format") == "json" and report:
+    if request.GET.get("format") == "json":
+        if not report:  # a script asked for the file: it gets why there is none, as JSON
+            return JsonResponse({"error": {"message": missing}}, status=404)
         response = JsonResponse(report, safe=False, json_dumps_params={"indent": 2})
         response["Content-Disposition"] = 'attachment; filename="parity_experiment.json"'
         return response

@@ -34,8 +34,9 @@ REFERENCE_RULE = (
     "annotated files, and the surviving mutants, which spell reference lines); showing it withdraws, for good, the "
     "offer of the paper's items you have not attempted. An attempt's masked file holds the reference of its file's "
     "other items, as a model's prompt does, so opening one withdraws those items, and its result shows the reference "
-    "of the items nested in it. Visitors who are not signed in are offered no attempt; the public problem-set "
-    "download also holds every reference, so opening it first is on your honour."
+    "of the items nested in it: opening an item withdraws the other items of its file but those nested in it. "
+    "What is public to everyone also holds the references: this page and the items' prompts when not signed in, "
+    "a public run's results, the problem-set and Harbor dataset downloads; reading those first is on your honour."
 )
 
 

@@ -215,6 +215,10 @@ def paper_humans(*, version: BenchmarkVersion, user, task) -> dict:
             else visibility.items_public(version=version)
         )
         context["human_try"] = set(offered.filter(task=task).values_list("pk", flat=True))
+        mine = context["human_mine"] or {}
+        context["human_withdrawn"] = {
+            pk: where for pk, where in selectors.references_seen(user=user).items() if pk not in mine
+        }
     return context
 
 

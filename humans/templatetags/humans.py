@@ -54,3 +54,12 @@ _VERDICTS = {
     "flagged": ("flagged, under review", "flagged"),
     "error": ("not scored (infrastructure error)", "error"),
 }
+
+
+@register.filter
+def withdrawn_note(withdrawn: dict | None, snippet_pk: int) -> str:
+    """Why an item is no longer offered to the person (REFERENCE_RULE), beside it on the paper page; "" when it is."""
+    where = (withdrawn or {}).get(snippet_pk)
+    if not where:
+        return ""
+    return format_html('<span class="muted" data-testid="withdrawn">Not offered to you: {}.</span>', where)

@@ -136,3 +136,5 @@ def test_without_two_runs_a_side_the_command_and_page_say_what_is_missing(releas
     assert "1 completed run(s)" in str(refused.value) and "no imported Harbor job of coder" in str(refused.value)
     page = client.get(reverse("model-parity", args=["coder", "1.1.0"])).content.decode()
     assert "no imported Harbor job of coder on 1.1.0" in page_text(page.split('data-testid="parity-missing"')[1])
+    as_json = client.get(reverse("model-parity", args=["coder", "1.1.0"]), {"format": "json"})
+    assert as_json.status_code == 404 and "no imported Harbor job" in as_json.json()["error"]["message"]

@@ -175,6 +175,10 @@ def test_an_attempt_withdraws_the_items_whose_reference_it_shows(held_release, p
     assert nested.reference_code.strip() not in masked
     offerable = set(selectors.items_offerable(version=held_release, user=person).values_list("pk", flat=True))
     assert outside.pk not in offerable and nested.pk in offerable
+    page = paper_page(logged_in(person), held_release)
+    note = page.split(f'id="snippet-{outside.pk}"')[1].split("</li>")[0]
+    assert f"Not offered to you: the masked file of your attempt {attempt.pk}" in note, "the page says why"
+    assert "withdraws the other items of its file" in page, "the offer says what opening does"
     with pytest.raises(
         services.AttemptRefused,
         match=f"item {outside.pk} is no longer offered to you: the masked file of your attempt {attempt.pk}",
