@@ -4,12 +4,12 @@ the API calls."""
 from __future__ import annotations
 
 from django import forms
-from django.utils.html import escape
+from django.utils.html import escape, format_html
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
 from evaluation.agents.budget import amount_text, release_maximums
 from evaluation.agents.uploads import AGENT_RUNS_GUIDE, UPLOAD_FORMAT_AGENT_HTML
-from evaluation.harbor.imports import JOB_ARCHIVE
+from evaluation.harbor.imports import JOB_ARCHIVE_COMMAND
 from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT
 
@@ -249,7 +249,11 @@ class HarborJobForm(forms.Form):
 
     file = forms.FileField(
         label="Harbor job (archive)",
-        help_text=escape(f"{JOB_ARCHIVE[0].upper()}{JOB_ARCHIVE[1:]}; one trial per public task of the release."),
+        help_text=format_html(
+            "A .tar.gz (.tgz), .tar or .zip of the job's folder (<code>{}</code>); one trial per public task of the "
+            "release.",
+            JOB_ARCHIVE_COMMAND,
+        ),
         widget=forms.FileInput(attrs={"accept": ".tgz,.tar.gz,.tar,.zip"}),
     )
     release = _releases()

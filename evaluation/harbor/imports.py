@@ -297,7 +297,8 @@ def harbor_job_import(
 
 # An archived job (the API's and the model page's upload): read whole in memory by the submissions' safe reader, at
 # most an upload's size packed and JOB_BYTES_MAX unpacked.
-JOB_ARCHIVE = "a .tar.gz (.tgz), .tar or .zip of the job's folder (`tar czf job.tgz -C jobs <job>`)"
+JOB_ARCHIVE_COMMAND = "tar czf job.tgz -C jobs <job>"
+JOB_ARCHIVE = f"a .tar.gz (.tgz), .tar or .zip of the job's folder (`{JOB_ARCHIVE_COMMAND}`)"
 
 
 def harbor_archive_import(
@@ -316,7 +317,9 @@ def harbor_archive_import(
     try:
         files = archive_files(data, filename=filename, limits=limits)
     except IntakeError as exc:
-        raise UploadError([f"{exc} ({JOB_ARCHIVE})"]) from exc
+        raise UploadError(
+            [f"{exc}; a Harbor job is uploaded as the archive of its folder: {JOB_ARCHIVE_COMMAND}"]
+        ) from exc
     name = re.sub(r"(\.tar\.gz|\.tgz|\.tar|\.zip)$", "", Path(filename).name) or "job"
     with tempfile.TemporaryDirectory(prefix="rcb-harbor-job-") as folder:
         job = Path(folder) / "job"
