@@ -22,7 +22,6 @@ MYPY_IGNORED_MODULES = frozenset(
         "evaluation.pipeline",
         "evaluation.selectors",
         "evaluation.views",
-        "evaluation.views_tokens",
         "scripts.bench_forkserver",
         "scripts.bench_harness_cost",
         "scripts.bench_harness_load",
