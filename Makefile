@@ -13,7 +13,6 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 # uv installs the same pinned packages from the same index as pip, 4-9 times faster here (pip 255 s, uv 28 s with
 # its cache, 64 s without: `python3 scripts/time_first_page.py --install-only --installer pip|uv`); pip installs
 # uv itself into the virtualenv, so a fresh machine needs nothing more. INSTALLER=pip installs with pip alone.
-# does what pip does at install: else the first start of each process compiles what it imports.
 INSTALLER ?= uv
 ifeq ($(INSTALLER),uv)
 INSTALL := $(VENV)/bin/pip install --quiet uv && $(VENV)/bin/uv pip install --quiet --python $(VENV)/bin/python

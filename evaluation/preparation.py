@@ -60,8 +60,10 @@ def release_prepare(*, version: BenchmarkVersion) -> int:
 
 
 def release_prepare_on_commit(*, version: BenchmarkVersion, **_: object) -> None:
-    """The receiver of a release's import and publish (benchmarks' signals): prepare once they are committed."""
-    transaction.on_commit(lambda: release_prepare(version=version))
+    """The receiver of a release's import and publish (benchmarks' signals): prepare once they are committed (with
+    RELEASE_PREPARE off, nothing is left to run at the commit)."""
+    if settings.RELEASE_PREPARE:
+        transaction.on_commit(lambda: release_prepare(version=version))
 
 
 def preparation_queue(*, preparation: TaskPreparation) -> bool:

@@ -52,9 +52,16 @@ def references_seen(*, user) -> dict[int, str]:
     ).values_list("pk", "task__paper__slug"):
         seen[pk] = f"you chose to see the reference code of paper {slug}"
     attempts = list(Attempt.objects.filter(user=user).select_related("snippet"))
+    siblings: dict[tuple[int, str], list[Snippet]] = {}  # every item of the attempted files, in one query
+    for item in Snippet.objects.filter(task_id__in={a.snippet.task_id for a in attempts}).only(
+        "pk", "task_id", "file_path", "start_line", "end_line"
+    ):
+        siblings.setdefault((item.task_id, item.file_path), []).append(item)
     for attempt in attempts:
         mine = attempt.snippet
-        for other in Snippet.objects.filter(task_id=mine.task_id, file_path=mine.file_path).exclude(pk=mine.pk):
+        for other in siblings.get((mine.task_id, mine.file_path), []):
+            if other.pk == mine.pk:
+                continue
             nested = other.start_line >= mine.start_line and other.end_line <= mine.end_line
             if not nested:
                 where = f"the masked file of your attempt {attempt.pk} at item {mine.pk} holds its reference"
@@ -82,17 +89,18 @@ def attempts_revealed_by(*, user, snippet: Snippet) -> Attempt | None:
     return None
 
 
-def items_offerable(*, version: BenchmarkVersion, user) -> QuerySet[Snippet]:
+def items_offerable(*, version: BenchmarkVersion, user, seen: dict[int, str] | None = None) -> QuerySet[Snippet]:
     """The public items of the release the person has neither attempted nor seen the reference of (REFERENCE_RULE):
-    held-out items are offered to no one."""
+    held-out items are offered to no one. `seen`: references_seen's answer, when the caller has it."""
+    seen = references_seen(user=user) if seen is None else seen
     return (
         visibility.items_public(version=version)
         .exclude(pk__in=Attempt.objects.filter(user=user).values("snippet_id"))
-        .exclude(pk__in=list(references_seen(user=user)))
+        .exclude(pk__in=list(seen))
     )
 
 
-def task_items_open_to(*, task: Task, user) -> QuerySet[Snippet]:
+def task_items_open_to(*, task: Task, user, seen: dict[int, str] | None = None) -> QuerySet[Snippet]:
     """The task's items public in a published release that the person may still attempt or is attempting: not
     submitted or abandoned, and their reference not seen (an open attempt's own item is not seen by opening it)."""
     published = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED, tasks=task)
@@ -102,16 +110,15 @@ def task_items_open_to(*, task: Task, user) -> QuerySet[Snippet]:
         for pk in visibility.items_public(version=v).filter(task=task).values_list("pk", flat=True)
     }
     finished = Attempt.objects.filter(user=user, state__in=[Attempt.State.SUBMITTED, Attempt.State.ABANDONED])
-    return Snippet.objects.filter(pk__in=public - set(references_seen(user=user))).exclude(
-        pk__in=finished.values("snippet_id")
-    )
+    seen = references_seen(user=user) if seen is None else seen
+    return Snippet.objects.filter(pk__in=public - set(seen)).exclude(pk__in=finished.values("snippet_id"))
 
 
-def reference_withheld(*, task: Task, user) -> bool:
+def reference_withheld(*, task: Task, user, seen: dict[int, str] | None = None) -> bool:
     """REFERENCE_RULE: whether a paper page keeps the task's reference code from this signed-in person."""
     if not user.is_authenticated or ReferenceSeen.objects.filter(user=user, task=task).exists():
         return False
-    return task_items_open_to(task=task, user=user).exists()
+    return task_items_open_to(task=task, user=user, seen=seen).exists()
 
 
 @dataclass(frozen=True)

@@ -205,20 +205,19 @@ def paper_humans(*, version: BenchmarkVersion, user, task) -> dict:
     the person's own attempts with their verdicts, and whether their reference code is withheld (REFERENCE_RULE)."""
     context = difficulty_humans(version=version, user=user)
     context["human_mine"] = selectors.attempts_mine_on_task(task=task, user=user)
-    context["reference_withheld"] = selectors.reference_withheld(task=task, user=user)
+    seen = selectors.references_seen(user=user)  # once for the page: each use below reads it
+    context["reference_withheld"] = selectors.reference_withheld(task=task, user=user, seen=seen)
     context["reference_rule"] = selectors.REFERENCE_RULE
     if version.status == BenchmarkVersion.Status.PUBLISHED:
         # A signed-in person is offered the items they have not attempted; a visitor is asked to log in.
         offered = (
-            selectors.items_offerable(version=version, user=user)
+            selectors.items_offerable(version=version, user=user, seen=seen)
             if user.is_authenticated
             else visibility.items_public(version=version)
         )
         context["human_try"] = set(offered.filter(task=task).values_list("pk", flat=True))
         mine = context["human_mine"] or {}
-        context["human_withdrawn"] = {
-            pk: where for pk, where in selectors.references_seen(user=user).items() if pk not in mine
-        }
+        context["human_withdrawn"] = {pk: where for pk, where in seen.items() if pk not in mine}
     return context
 
 

@@ -16,13 +16,15 @@ SERVER=$!
 WORKER=""
 trap 'kill $SERVER $WORKER 2>/dev/null; wait 2>/dev/null' EXIT INT TERM
 "$VENV/bin/python" - "$HOST" <<'PY' || true
-import sys, time, urllib.request
+import sys, time, urllib.error, urllib.request
 host, _, port = sys.argv[1].rpartition(":")
 host = "127.0.0.1" if host in ("", "0.0.0.0", "0", "[::]") else host
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
     try:
         urllib.request.urlopen(f"http://{host}:{port}/", timeout=30).close()  # the first request imports the views
+        break
+    except urllib.error.HTTPError:  # answered, if with an error page: the server is up
         break
     except OSError:
         time.sleep(0.2)

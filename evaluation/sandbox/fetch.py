@@ -111,7 +111,8 @@ class IndexConfig:
 
     @classmethod
     def host(cls) -> IndexConfig:
-        """Read now from the worker's own pip (`pip config list`, files and PIP_* variables, later ones winning)."""
+        """Read now from the worker's own pip (`pip config list`): its files, in the order pip lists them, then its
+        PIP_* variables, which win as they do in pip (older pips list the variables first)."""
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"],
             capture_output=True,
@@ -120,7 +121,8 @@ class IndexConfig:
             env={**os.environ, "PIP_NO_INPUT": "1"},
         )
         values: dict[str, str] = {}
-        for line in proc.stdout.splitlines():
+        lines = proc.stdout.splitlines()
+        for line in sorted(lines, key=lambda line: line.startswith(":env:")):  # stable: the files' order is kept
             key, _, value = line.partition("=")
             section, _, name = key.rpartition(".")
             if section in ("global", "download", "install", ":env:") and value:

@@ -21,7 +21,9 @@ def test_queries_do_not_grow_with_models_and_items(client, django_assert_max_num
         for label, url in small.items():
             with CaptureQueriesContext(connection) as ctx:
                 assert client.get(url).status_code == 200, url
-            assert len(ctx.captured_queries) <= 20, (label, len(ctx.captured_queries))
+            # A signed-in paper page also reads the person's attempts and seen references (the human baseline):
+            # a few queries more, as many at any size.
+            assert len(ctx.captured_queries) <= 30, (label, len(ctx.captured_queries))
             with django_assert_max_num_queries(len(ctx.captured_queries)):
                 response = client.get(large[label])
             assert response.status_code == 200, large[label]
