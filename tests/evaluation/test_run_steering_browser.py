@@ -46,12 +46,18 @@ def _steer(page, base, author, width):
     )
     page.set_viewport_size({"width": width, "height": 900})
 
+    def nav_link(name: str):
+        menu = page.locator("header.site").get_by_text("Menu", exact=True)
+        if menu.is_visible():  # the navigation folds on a phone
+            menu.click()
+        return page.get_by_role("navigation", name="Main").get_by_role("link", name=name)
+
     page.goto(f"{base}/")
-    page.get_by_role("navigation", name="Main").get_by_role("link", name="My models").click()
+    nav_link("My models").click()
     page.wait_for_url(f"{base}/models/")
     row = page.locator("tr", has_text="Keyed model")
     assert "stored" in row.inner_text() and overflow(page) <= 0, too_wide(page)
-    page.get_by_role("navigation", name="Main").get_by_role("link", name="My runs").click()
+    nav_link("My runs").click()
     page.wait_for_url(f"{base}/runs/")
     assert overflow(page) <= 0, too_wide(page)
     page.get_by_role("link", name=f"#{run.pk}", exact=True).click()
@@ -128,7 +134,7 @@ def test_a_newcomer_goes_from_the_home_page_to_an_upload_as_the_guide_says(
         page.get_by_role("button", name="Register").click()
         page.wait_for_url(f"{base}/models/my-model/")
         assert overflow(page) <= 0, too_wide(page)
-        page.locator("input[name=file]").set_input_files(str(answers))
+        page.locator("form[action='/models/my-model/uploads/'] input[name=file]").set_input_files(str(answers))
         page.get_by_role("button", name="Upload and score").click()
         page.wait_for_url(f"{base}/runs/*/")
         messages = page.locator("ul.messages").inner_text()
