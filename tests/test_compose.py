@@ -98,7 +98,7 @@ class Stack:
         pytest.fail(f"/healthz did not answer 200 within {timeout} s (last: {last})\n{self.logs()}")
 
     def exit_codes(self) -> dict[str, int]:
-        ids = self.run("ps", "-q").stdout.split()
+        ids = self.run("ps", "--all", "-q").stdout.split()
         codes = {}
         for container in ids:
             proc = subprocess.run(
