@@ -75,7 +75,7 @@ class IntakeError(ApplicationError):
 
 @dataclass(frozen=True)
 class UploadLimits:
-    """What an upload or a clone may hold (the sandbox's run limits are `evaluation.sandbox.base.Limits`)."""
+    """What an upload or a clone may hold (the sandbox's run limits are `sandbox.base.Limits`)."""
 
     max_archive_bytes: int = 50 * MB
     max_unpacked_bytes: int = 200 * MB

@@ -1,5 +1,5 @@
 """A child process in a session of its own, its output read as it comes and capped, ended with everything it started:
-the one capped-subprocess helper of git intake (`common.intake`) and the local sandboxes (`evaluation.sandbox`).
+the one capped-subprocess helper of git intake (`common.intake`) and the local sandboxes (`sandbox`).
 
 Standard library only: the sandbox's host side uses it, and nothing here may depend on the web application.
 """

@@ -5,7 +5,12 @@ class EvaluationConfig(AppConfig):
     name = "evaluation"
 
     def ready(self) -> None:
+        from django.conf import settings
         from django.urls import reverse
+
+        from sandbox.config import settings_use
+
+        settings_use(settings)  # the sandbox package knows no Django: it reads the settings it is given
 
         from benchmarks.models import BenchmarkVersion
         from benchmarks.pages import page_extra_register

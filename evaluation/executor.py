@@ -23,9 +23,10 @@ from evaluation.audit import answer_audit
 from evaluation.judging.sealed import Replay, SnippetSpan, answer_replay, recording_make, snippet_key
 from evaluation.judging.verdict import sealed_verdict
 from evaluation.outcomes import Verdict, manifest_made, outcome_classify, outcome_flag, runtime_findings
-from evaluation.sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
-from evaluation.sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
-from evaluation.sandbox.harness import (
+from evaluation.taskfiles import blob_cached, task_annotated, task_files, task_hidden_files
+from sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
+from sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
+from sandbox.harness import (
     GuardSpec,
     answer_span,
     harness_command,
@@ -33,7 +34,6 @@ from evaluation.sandbox.harness import (
     harness_verdict,
     nonce_new,
 )
-from evaluation.taskfiles import blob_cached, task_annotated, task_files, task_hidden_files
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()

@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 
 from benchmarks.paper2code import passes
 from evaluation.models import Outcome
-from evaluation.sandbox import ExecResult
-from evaluation.sandbox.harness import CountedTest, HarnessVerdict
+from sandbox import ExecResult
+from sandbox.harness import CountedTest, HarnessVerdict
 
 Category = Outcome.Category
 _EXCEPTION_RE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Warning|Exit))\b", re.MULTILINE)

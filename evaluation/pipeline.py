@@ -19,9 +19,9 @@ from evaluation.judging.step import item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
 from evaluation.routing import GPU_QUEUE, ITEM_EVALUATE, ITEM_GENERATE
-from evaluation.sandbox import SandboxError
 from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
 from operations.enqueue import task_named
+from sandbox import SandboxError
 
 logger = logging.getLogger(__name__)
 SANDBOX_RETRIES = 3

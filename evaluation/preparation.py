@@ -20,9 +20,9 @@ from evaluation.environments import build_failures
 from evaluation.executor import backend_current, limits_default, limits_for_release, task_prepare
 from evaluation.models import TaskPreparation
 from evaluation.routing import PREPARE_TASK
-from evaluation.sandbox import EnvironmentBuildError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
+from sandbox import EnvironmentBuildError
 
 logger = logging.getLogger(__name__)
 

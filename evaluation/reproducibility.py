@@ -211,7 +211,7 @@ def run_reproduce(*, run: EvaluationRun) -> Iterator[Agreement]:
     """
     from evaluation.executor import limits_for_release
     from evaluation.judging.step import answer_verdict
-    from evaluation.sandbox import EnvironmentBuildError, Limits, SandboxError
+    from sandbox import EnvironmentBuildError, Limits, SandboxError
 
     known = set(Limits.__dataclass_fields__)
 

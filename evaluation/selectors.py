@@ -49,11 +49,11 @@ from evaluation.models import (
     TaskPreparation,
 )
 from evaluation.provenance import provenance_of
-from evaluation.sandbox.harness import status_lines_removed
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
 from operations.broker import queue_consumers
 from operations.events import Kind, events_of
+from sandbox.harness import status_lines_removed
 
 # Runs: which items a run covers, and who sees its answers and outcomes (the visibility rules of evaluation's own data;
 # benchmarks.visibility holds those of releases, tasks and items).

@@ -15,7 +15,7 @@ from benchmarks.paper2code import AnnotatedFile, parse
 from benchmarks.paper2code.hidden import REFERENCE_COPY_MIN_LOC, reference_copies
 from benchmarks.paper2code.markers import count_loc
 from benchmarks.selectors import blob_read
-from evaluation.sandbox.base import SandboxError
+from sandbox.base import SandboxError
 
 
 class TaskFilesUnavailable(SandboxError):

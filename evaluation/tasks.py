@@ -15,8 +15,8 @@ from django.db import InterfaceError, OperationalError
 from evaluation import pipeline, services
 from evaluation.models import EvaluationRun
 from evaluation.pipeline import SANDBOX_RETRIES
-from evaluation.sandbox import SandboxError
 from operations.watchdog import database_outage_outlasted
+from sandbox import SandboxError
 
 logger = logging.getLogger(__name__)
 

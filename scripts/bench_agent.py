@@ -58,7 +58,7 @@ def percentiles(samples: list[float]) -> str:
 def commands_measure(backend_name: str, *, count: int, cache: Path, files: dict[str, bytes]) -> dict[str, float]:
     """Median seconds of `true` and `python -c pass` as agent commands, and of a cold item run of `true`."""
     from evaluation.agents.workspace import Workspace
-    from evaluation.sandbox import Limits, backend_get
+    from sandbox import Limits, backend_get
 
     limits = Limits(wall_seconds=30, memory_bytes=512 * MB, processes=64, cpus=1.0, output_bytes=64 * 1024)
     backend = backend_get(backend_name, cache_dir=cache)

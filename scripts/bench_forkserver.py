@@ -98,7 +98,7 @@ def items_for(seconds: list[float], per_second: float) -> list[dict[str, bytes]]
 
 
 def limits():
-    from evaluation.sandbox import Limits
+    from sandbox import Limits
 
     return Limits(wall_seconds=120, memory_bytes=2048 * 1024 * 1024, processes=64, cpus=1.0)
 
@@ -108,8 +108,8 @@ def worker(name: str, cache: str, forkserver: bool, items: list[dict[str, bytes]
 
     django.setup()
     from evaluation.executor import harness_run
-    from evaluation.sandbox import backend_class
-    from evaluation.sandbox.harness import GuardSpec
+    from sandbox import backend_class
+    from sandbox.harness import GuardSpec
 
     backend = backend_class(name)(Path(cache), forkserver=forkserver)
     environment = backend.environment_build(env_hash="bench-torch", requirements=REQUIREMENTS)
@@ -174,8 +174,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from evaluation.sandbox import backend_class
-    from evaluation.sandbox.bwrap import BwrapBackend
+    from sandbox import backend_class
+    from sandbox.bwrap import BwrapBackend
 
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
     backend = BwrapBackend(cache, forkserver=False)

@@ -2,8 +2,8 @@
 session under the harness, against the same test run bare (`python -B paper2code_test.py`, no harness) in the same
 session, the two interleaved so that load on the machine weighs on both alike.
 
-`--baseline FILE` also measures another version of evaluation/sandbox/harness.py (e.g. the one before a change:
-`git show REV:evaluation/sandbox/harness.py > /tmp/old.py`), interleaved item by item with this tree's, so before
+`--baseline FILE` also measures another version of sandbox/harness.py (e.g. the one before a change:
+`git show REV:sandbox/harness.py > /tmp/old.py`), interleaved item by item with this tree's, so before
 and after are compared under the same load. Prints ms per item (median) for the bare run and each harness, the
 harness's cost (the difference) and the ratio to the bare run.
 Run: .venv/bin/python scripts/bench_harness_cost.py [--items 40] [--mode warm|cold] [--baseline FILE]
@@ -27,7 +27,7 @@ PACKAGE = REPO / "tests" / "evaluation" / "packages" / "tinyformer"
 
 def harness_module(path: str | None):
     if path is None:
-        from evaluation.sandbox import harness
+        from sandbox import harness
 
         return harness
     spec = importlib.util.spec_from_file_location("rcb_bench_harness", path)
@@ -49,7 +49,7 @@ def main() -> None:
     django.setup()
     from benchmarks.paper2code import passes
     from benchmarks.services import environment_hash
-    from evaluation.sandbox import Limits, backend_class
+    from sandbox import Limits, backend_class
 
     harnesses = {"this tree": harness_module(None)}
     if args.baseline:

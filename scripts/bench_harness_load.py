@@ -39,7 +39,7 @@ class LoadResult:
 
 
 def _limits():
-    from evaluation.sandbox import Limits
+    from sandbox import Limits
 
     return Limits(
         wall_seconds=120,
@@ -131,7 +131,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from evaluation.sandbox import backend_class
+    from sandbox import backend_class
 
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
     backend = backend_class(args.backend)(cache, forkserver=args.mode == "warm")

@@ -70,8 +70,8 @@ def main() -> None:
     from benchmarks.services import blob_store
     from evaluation.executor import limits_default, package_test, session_for
     from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
-    from evaluation.sandbox.harness import GuardSpec
     from evaluation.taskfiles import hidden_files
+    from sandbox.harness import GuardSpec
     from scripts.bench_pipeline import REQUIREMENTS
     from submissions.mutants import mutant_replayer, mutants_judge, mutation_result
 

@@ -456,7 +456,7 @@ def environments_build(args) -> tuple[str, str]:
     environment's python, which the naive baseline runs outside any sandbox."""
     from benchmarks.paper2code.requirements import requirements_vetted
     from benchmarks.services import environment_hash
-    from evaluation.sandbox import backend_get
+    from sandbox import backend_get
 
     requirements = requirements_vetted(REQUIREMENTS)
     env_hash = environment_hash(requirements)

@@ -45,8 +45,8 @@ def main() -> None:
         from benchmarks.paper2code import passes, splice
         from benchmarks.services import pset_import
         from evaluation import executor
-        from evaluation.sandbox import backend_class
         from evaluation.taskfiles import task_annotated, task_files
+        from sandbox import backend_class
 
         logging.disable(logging.WARNING)  # the local backend's per-run warning would drown the table
         call_command("migrate", verbosity=0)

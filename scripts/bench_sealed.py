@@ -262,7 +262,7 @@ def mutants_measure(
     from benchmarks.paper2code.mutation import mutants_generate
     from benchmarks.services import environment_hash
     from evaluation.judging.sealed import answer_replay, snippet_key
-    from evaluation.sandbox.harness import answer_span
+    from sandbox.harness import answer_span
 
     backend.forkserver = True
     environment = backend.environment_build(env_hash=environment_hash(requirements), requirements=requirements)
@@ -357,7 +357,7 @@ def main() -> None:
     from benchmarks.paper2code.requirements import requirements_vetted
     from benchmarks.services import environment_hash
     from evaluation.executor import limits_default
-    from evaluation.sandbox import backend_get
+    from sandbox import backend_get
     from scripts.bench_pipeline import REQUIREMENTS
 
     limits = limits_default()

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaluation.judging.compare import compare, parse  # noqa: E402
-from evaluation.sandbox.programs.snapshot import dumps, snapshot_roots  # noqa: E402
+from sandbox.programs.snapshot import dumps, snapshot_roots  # noqa: E402
 
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 CAPS = {"max_bytes": 256 << 20, "max_depth": 64, "max_items": 100_000}

@@ -203,7 +203,7 @@ def body_judge(body: Body, source: str, context: dict[str, str]) -> Judged:
     from evaluation.judging.verdict import sealed_verdict
     from evaluation.models import Outcome
     from evaluation.outcomes import Verdict
-    from evaluation.sandbox.harness import answer_span
+    from sandbox.harness import answer_span
 
     lines = source.splitlines(keepends=True)
     first = lines[body.first_line - 1]

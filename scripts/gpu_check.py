@@ -47,7 +47,7 @@ def main() -> None:
     from benchmarks.paper2code.requirements import requirements_vetted
     from benchmarks.services import environment_hash
     from evaluation.executor import harness_run, limits_default
-    from evaluation.sandbox import SandboxError, backend_get
+    from sandbox import SandboxError, backend_get
 
     has_device = Path("/dev/nvidia0").exists()
     print(f"host: /dev/nvidia0 {'present' if has_device else 'ABSENT'}", flush=True)

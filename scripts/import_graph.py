@@ -5,10 +5,11 @@ module level and how many inside functions (the usual way around a cycle), and w
     python scripts/import_graph.py --modules  # also each importing module, to find the ones to move
 
 The layers, top to bottom: `config` (the project: settings, URLs, the Celery app), the apps (evaluation and
-submissions build on benchmarks), `operations` (background work, imports no other app), `common` (helpers with no
-domain, imports nothing of the project). Within an app, no modules import each other, directly or round a loop
-(`module_cycles()`; imports for type checking only do not count: they never run). `layering_problems()` lists what
-breaks either, and a test asserts it lists nothing. Migrations are left out: they name other apps' migrations by
+submissions build on benchmarks), `operations` (background work, imports no other app), `sandbox` (runs untrusted
+code; imports only common, and no Django), `common` (helpers with no domain, imports nothing of the project).
+Within an app, no modules import each other, directly or round a loop (`module_cycles()`; imports for type checking
+only do not count: they never run). `layering_problems()` lists what breaks either, and a test asserts it lists
+nothing. Migrations are left out: they name other apps' migrations by
 design. Tests are not an app.
 """
 
@@ -22,8 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("config", "operations", "benchmarks", "submissions", "evaluation", "humans")
+SANDBOX = "sandbox"  # running untrusted code: no Django, no app; the apps pass in what it reads (sandbox/config.py)
 BOTTOM = "common"  # the plain package under every app (see common/__init__.py)
-PACKAGES = (*APPS, BOTTOM)
+PACKAGES = (*APPS, SANDBOX, BOTTOM)
 
 
 def _app_of(module: str, packages: tuple[str, ...]) -> str | None:
@@ -167,6 +169,15 @@ def _mutual(pairs: set[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(a, b) for i, a in enumerate(apps) for b in apps[i + 1 :] if (a, b) in pairs and (b, a) in pairs]
 
 
+def _django_importers(package: str) -> list[str]:
+    """The modules of `package` that import Django, at any depth."""
+    return [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if any(module.split(".")[0] == "django" for module, _ in _imports(path))
+    ]
+
+
 def layering_problems() -> list[str]:
     """Every import that breaks the layers (function-level imports included); empty when the house stands."""
     counts, modules = graph(PACKAGES)
@@ -180,8 +191,11 @@ def layering_problems() -> list[str]:
     problems += [
         f"{a} imports {b}, above it: {', '.join(sorted(modules[(a, b)]))}"
         for a, b in sorted(pairs)
-        if (a == BOTTOM and b != BOTTOM) or (a == "operations" and b not in ("operations", BOTTOM))
+        if (a == BOTTOM and b != BOTTOM)
+        or (a == "operations" and b not in ("operations", BOTTOM))
+        or (a == SANDBOX and b not in (SANDBOX, BOTTOM))
     ]
+    problems += [f"sandbox imports Django, which the host passes in: {path}" for path in _django_importers(SANDBOX)]
     problems += [
         f"modules of {group[0].split('.')[0]} importing each other: {', '.join(group)}" for group in module_cycles()
     ]

@@ -75,7 +75,7 @@ def measure(args) -> dict[str, list[float]]:
     import django
 
     django.setup()
-    from evaluation.sandbox import Environment, Limits, backend_class, bwrap, cgroups, docker, forkserver, harness
+    from sandbox import Environment, Limits, backend_class, bwrap, cgroups, docker, forkserver, harness
 
     timers = Timers()
     timers.wrap(forkserver, "preload_modules", "prepare")

@@ -18,8 +18,8 @@ from common.errors import ApplicationError
 from evaluation.environments import build_failures
 from evaluation.executor import limits_default, session_for
 from evaluation.judging.step import package_answer_verdict
-from evaluation.sandbox import EnvironmentBuildError
 from operations.enqueue import enqueue
+from sandbox import EnvironmentBuildError
 from submissions.models import Revision, Submission, TriedAnswer
 from submissions.quotas import answer_try_quota_check
 from submissions.validation import package_hidden

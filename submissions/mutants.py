@@ -22,8 +22,8 @@ from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.mutation import Mutant
 from evaluation.executor import ItemRun
 from evaluation.judging.sealed import Replay, answer_replay, snippet_key, snippet_sealing
-from evaluation.sandbox.harness import answer_span
 from evaluation.taskfiles import blob_cached
+from sandbox.harness import answer_span
 
 KILLED, SURVIVED, EQUIVALENT = "killed", "survived", "equivalent"
 BY_REPLAY, BY_TESTS = "replay", "tests"

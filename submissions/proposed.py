@@ -14,7 +14,7 @@ from importlib import resources
 
 from benchmarks.selectors import blob_read
 from common.errors import ApplicationError
-from evaluation.sandbox import programs
+from sandbox import programs
 from submissions.models import Revision
 
 TEST_FILE = "paper2code_replay_test.py"
@@ -128,7 +128,7 @@ def proposed_tests_archive(*, revision: Revision) -> bytes:
         resources.files("evaluation.judging")
         .joinpath("compare.py")
         .read_text(encoding="utf-8")
-        .replace("from evaluation.sandbox.programs import snapshot", "from rcb_replay import snapshot")
+        .replace("from sandbox.programs import snapshot", "from rcb_replay import snapshot")
     )
     test = TEST_SOURCE.format(
         paper=revision.metadata.get("id", revision.submission.title),

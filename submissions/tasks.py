@@ -15,8 +15,8 @@ from django.utils import timezone
 from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.pset import PaperPackage
 from benchmarks.selectors import package_load
-from evaluation.sandbox import SandboxError
 from operations.watchdog import database_outage_outlasted
+from sandbox import SandboxError
 from submissions import answers, services, validation
 from submissions.models import Revision, SetValidationPaper, TriedAnswer, ValidationCheck, ValidationReport
 from submissions.validation import sandbox_checks

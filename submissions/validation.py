@@ -29,11 +29,11 @@ from evaluation.executor import ItemRun, limits_default, package_test, session_f
 from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key, snippet_sealing
 from evaluation.judging.step import package_answer_verdict
 from evaluation.outcomes import Verdict
-from evaluation.sandbox import EnvironmentBuildError
-from evaluation.sandbox.harness import GuardSpec
 from evaluation.taskfiles import hidden_files
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
+from sandbox import EnvironmentBuildError
+from sandbox.harness import GuardSpec
 from submissions.models import SetValidation, SetValidationPaper
 from submissions.mutants import OUTCOME_WORDS, mutant_replayer, mutants_judge, mutation_result, proposed_kills
 

@@ -354,7 +354,7 @@ def _pool_reset(app) -> None:
 
 def sandbox_backend_or_missing(name: str, cache: Path):
     """The named sandbox backend, or a skip (a failure under CI) saying why it cannot run here."""
-    from evaluation.sandbox import backend_get
+    from sandbox import backend_get
 
     try:
         backend = backend_get(name, cache_dir=cache)

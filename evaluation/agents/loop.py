@@ -37,8 +37,8 @@ from evaluation.agents.tools import SUBMIT, WRITING_TOOLS, tool_call
 from evaluation.agents.workspace import Workspace, snapshot_delete
 from evaluation.llm import ModelCallError
 from evaluation.models import EvaluationRun
-from evaluation.sandbox import Limits, Session
 from evaluation.templatetags.money import usd
+from sandbox import Limits, Session
 
 SYSTEM_PROMPT = """\
 You are implementing one block of code from a research paper's repository, working in a sandbox.

@@ -56,11 +56,11 @@ from evaluation.pipeline import (
     item_ended,
     retry_or_error,
 )
-from evaluation.sandbox import EnvironmentBuildError, SandboxError
 from evaluation.selectors import item_prompt, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
 from evaluation.templatetags.money import usd
 from operations.watchdog import database_outage_outlasted
+from sandbox import EnvironmentBuildError, SandboxError
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from evaluation.agents.workspace import Workspace, WorkspaceError
-from evaluation.sandbox import EnvironmentBuildError, Limits, SandboxError, Session
+from sandbox import EnvironmentBuildError, Limits, SandboxError, Session
 
 SUBMIT = "submit"
 

@@ -33,10 +33,10 @@ from benchmarks.paper2code import splice
 from benchmarks.selectors import protocol_get, version_snippets
 from evaluation.agents.workspace import workspace_files
 from evaluation.executor import requirements_for_pip
-from evaluation.sandbox import harness, programs
-from evaluation.sandbox.fetch import PROBE, Fetcher, IndexConfig, requirement_lines, target_from_probe
 from evaluation.selectors import item_prompt
 from evaluation.taskfiles import task_annotated, task_files, task_hidden_files
+from sandbox import harness, programs
+from sandbox.fetch import PROBE, Fetcher, IndexConfig, requirement_lines, target_from_probe
 
 ORG = "researchcodebench"
 SCHEMA_VERSION = "1.4"  # harbor.models.task.config.TaskConfig.schema_version in Harbor 0.26
@@ -48,11 +48,10 @@ SPLICE_MARK = "\0rcb-answer\0"
 SPLITS = ("public", "held_out", "all")
 # The harness and its programs as the platform runs them, shipped verbatim (the package markers empty).
 HARNESS_TREE = {
-    "evaluation/__init__.py": b"",
-    "evaluation/sandbox/__init__.py": b"",
-    "evaluation/sandbox/harness.py": Path(harness.__file__).read_bytes(),
+    "sandbox/__init__.py": b"",
+    "sandbox/harness.py": Path(harness.__file__).read_bytes(),
     **{
-        f"evaluation/sandbox/programs/{name}": (Path(programs.__file__).parent / name).read_bytes()
+        f"sandbox/programs/{name}": (Path(programs.__file__).parent / name).read_bytes()
         for name in ("__init__.py", "child.py", "supervisor.py")
     },
 }

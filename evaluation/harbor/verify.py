@@ -1,6 +1,6 @@
 """The verifier of an exported Harbor task (tests/verify.py in the task, run by tests/test.sh as root in Harbor's
 verifier container): take the answer's region out of the agent's file, splice it into the original file, run the
-paper's tests under the platform's own harness (tests/rcb/evaluation/sandbox/harness.py, a verbatim copy) as the
+paper's tests under the platform's own harness (tests/rcb/sandbox/harness.py, a verbatim copy) as the
 unprivileged sandbox user, and write the reward and the answer to the verifier's logs.
 
 Framework-free on purpose: it runs where no Django and no platform are installed. The platform never trusts what it
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evaluation.sandbox.harness import (
+from sandbox.harness import (
     GuardSpec,
     answer_span,
     harness_command,

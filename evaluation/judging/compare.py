@@ -1,6 +1,6 @@
 """Reads a sealed replay's snapshot (untrusted bytes written in the sandbox) and compares it with the recording.
 
-The format is the one `evaluation/sandbox/programs/snapshot.py` writes (its docstring is the specification).
+The format is the one `sandbox/programs/snapshot.py` writes (its docstring is the specification).
 `parse` trusts nothing: the size is capped before decoding, the nesting before the JSON parser recurses, and every
 node must have exactly the keys and types of its kind (no duplicate keys, no NaN literals, only the known dtypes,
 as many bytes as its shape and dtype say). `compare` names the first difference: structure, shapes, dtypes,
@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evaluation.sandbox.programs import snapshot
+from sandbox.programs import snapshot
 
 # The format's constants and its dtype table come from the program that writes it (one table for both sides).
 VERSION, SAFE_INT, DEPTH_LIMIT, DTYPES = snapshot.VERSION, snapshot.SAFE_INT, snapshot.DEPTH_LIMIT, snapshot.DTYPES

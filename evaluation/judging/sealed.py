@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from evaluation.judging.compare import SnapshotError, Value, compare, parse
-from evaluation.sandbox import Limits, Session, programs
+from sandbox import Limits, Session, programs
 
 RECORDING_VERSION = 1
 RECORDER_FILE = ".rcb-record.py"

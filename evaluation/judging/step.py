@@ -14,7 +14,7 @@ from evaluation.environments import ENVIRONMENT_FAILED, build_failures
 from evaluation.executor import ItemRun, answer_test, item_execute, limits_for_release
 from evaluation.models import EvaluationRun, Generation, Outcome
 from evaluation.outcomes import Verdict
-from evaluation.sandbox import EnvironmentBuildError, Limits, Session
+from sandbox import EnvironmentBuildError, Limits, Session
 
 
 def answer_verdict(*, snippet: Snippet, code: str, limits: Limits | None = None) -> ItemRun:

@@ -17,11 +17,11 @@ from benchmarks.selectors import user_is_maintainer
 from common.canonical import canonical_hash
 from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, tail
-from evaluation.sandbox import ExecResult, Limits
 from evaluation.scoring import run_scores_store
 from evaluation.selectors import item_prompt
 from evaluation.services.models import EvaluationError
 from operations.events import Kind, event_record
+from sandbox import ExecResult, Limits
 
 MAX_REVIEW_REASON_CHARS = 2000
 

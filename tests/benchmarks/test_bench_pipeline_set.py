@@ -44,7 +44,7 @@ def test_the_heterogeneous_set_imports_and_its_papers_import_different_modules(t
     """--set heterogeneous: every paper's test imports two real modules of the environment's libraries, so twenty
     papers bring 19 import sets (papers 2 and 17 draw the same two modules): what made the fork server restart per
     paper."""
-    from evaluation.sandbox.forkserver import preload_modules
+    from sandbox.forkserver import preload_modules
 
     plans = papers_plan(20, 40, heterogeneous=True)
     pset_heavy_generate(tmp_path, plans, per_second=1000, paper_bytes=3000)

@@ -22,9 +22,9 @@ from evaluation.agents.policies import model_policy
 from evaluation.agents.workspace import Workspace, answer_read, masked_split, workspace_files
 from evaluation.llm import ModelCall
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from evaluation.sandbox import Environment, Limits
-from evaluation.sandbox.local import LocalBackend, LocalSession
 from evaluation.taskfiles import task_files, task_hidden_files
+from sandbox import Environment, Limits
+from sandbox.local import LocalBackend, LocalSession
 from tests.conftest import DEMO_PSET, client_for
 from tests.evaluation.openai_server import openai_server
 

@@ -27,9 +27,9 @@ from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.workspace import Workspace
 from evaluation.llm import ToolTurn
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
-from evaluation.sandbox import Environment, Limits, docker_agent
-from evaluation.sandbox.docker_agent import COPY_SECONDS
-from evaluation.sandbox.docker_engine import WORKER_LABEL
+from sandbox import Environment, Limits, docker_agent
+from sandbox.docker_agent import COPY_SECONDS
+from sandbox.docker_engine import WORKER_LABEL
 from tests.conftest import DEMO_PSET, client_for, polled, sandbox_backend_or_missing
 
 MB = 1024 * 1024

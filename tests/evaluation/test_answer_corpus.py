@@ -25,8 +25,8 @@ from benchmarks.paper2code import parse
 from benchmarks.services import environment_hash
 from evaluation.audit import RULES, answer_audit
 from evaluation.executor import ItemRun, answer_test
-from evaluation.sandbox import Limits
-from evaluation.sandbox.harness import answer_span
+from sandbox import Limits
+from sandbox.harness import answer_span
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
 from tests.evaluation.corpus.tasks import ENTRY_POINT, Entry, entries, task, unguarded_run
 

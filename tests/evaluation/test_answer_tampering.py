@@ -14,7 +14,7 @@ import pytest
 from benchmarks.paper2code import parse
 from benchmarks.services import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
-from evaluation.sandbox import Limits, Session
+from sandbox import Limits, Session
 from tests.conftest import sandbox_backend_or_missing
 
 PACKAGE = Path(__file__).parent / "packages" / "tinyformer"

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.paper2code import parse, splice
 from evaluation.audit import answer_audit
-from evaluation.sandbox.harness import answer_span
+from sandbox.harness import answer_span
 from tests.conftest import DEMO_PSET
 
 PACKAGES = Path(__file__).parent / "packages"

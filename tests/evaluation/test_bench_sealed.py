@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.paper2code.pset import read_pset
-from evaluation.sandbox import Limits
+from sandbox import Limits
 from scripts.bench_sealed import DEMO, DEMO_REQUIREMENTS, cost_measure, mutants_measure, package_hidden, sealed_share
 from tests.conftest import sandbox_backend_or_missing
 

@@ -16,8 +16,8 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.tags import sys_tags
 
-from evaluation.sandbox import EnvironmentBuildError, Limits
-from evaluation.sandbox.fetch import Fetcher, IndexConfig, Target
+from sandbox import EnvironmentBuildError, Limits
+from sandbox.fetch import Fetcher, IndexConfig, Target
 from tests.conftest import sandbox_backend_or_missing
 
 

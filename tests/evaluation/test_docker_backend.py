@@ -15,8 +15,8 @@ import pytest
 
 import docker
 from benchmarks.paper2code import passes
-from evaluation.sandbox import EnvironmentBuildError, Limits, backend_get
-from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
+from sandbox import EnvironmentBuildError, Limits, backend_get
+from sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
 from tests.conftest import DEMO_PSET, service_missing
 
 DAMPNEST = DEMO_PSET / "dampnest"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.sandbox import EnvironmentBuildError, Limits
-from evaluation.sandbox.fetch import IndexConfig
+from sandbox import EnvironmentBuildError, Limits
+from sandbox.fetch import IndexConfig
 from tests.conftest import sandbox_backend_or_missing
 
 SECRET = f"rcb-fake-secret-{uuid.uuid4().hex}"

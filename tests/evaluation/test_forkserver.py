@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.services import environment_hash
-from evaluation.sandbox.forkserver import preload_modules
+from sandbox.forkserver import preload_modules
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_sandbox_attacks import LIMITS, Run
 
@@ -21,7 +21,7 @@ from tests.evaluation.test_sandbox_attacks import LIMITS, Run
 def run(session, model: str, *, limits=LIMITS, entry_point: str) -> Run:
     import time
 
-    from evaluation.sandbox.harness import HarnessVerdict
+    from sandbox.harness import HarnessVerdict
 
     start = time.monotonic()
     # numpy, as real tests import it: environments whose preloads load no ctypes run cold (ForkingSession._zygote).
@@ -260,7 +260,7 @@ import django, os, sys
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 django.setup()
 from benchmarks.services import environment_hash
-from evaluation.sandbox import Limits, backend_get
+from sandbox import Limits, backend_get
 backend = backend_get(sys.argv[1], cache_dir=sys.argv[2])
 backend.forkserver = True
 environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
@@ -292,7 +292,7 @@ session.run(files={{"paper2code_test.py": entry.encode()}}, command=[environment
         assert_no_process_with(marker)
         if backend == "docker":
             import docker
-            from evaluation.sandbox.docker_engine import WORKER_LABEL
+            from sandbox.docker_engine import WORKER_LABEL
 
             client, label = docker.from_env(), f"{WORKER_LABEL}={socket.gethostname()}:{worker.pid}"
             deadline = time.monotonic() + 10

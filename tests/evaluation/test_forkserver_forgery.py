@@ -127,7 +127,7 @@ if __name__ == "__main__":
 
 def judged(session, body: str, *, entry_point: str = NUMPY_ENTRY_POINT):
     from evaluation.executor import harness_run
-    from evaluation.sandbox.harness import GuardSpec
+    from sandbox.harness import GuardSpec
 
     model = "def answer():\n" + body + "    return 41\n"
     item = harness_run(
@@ -173,7 +173,7 @@ def test_the_stealthy_forgery_is_caught_by_both_audits(sandbox_cache, backend_na
 @pytest.mark.parametrize("mode", ["warm", "cold"])
 def test_an_answers_ctypes_import_is_seen_although_the_test_loaded_it(sandbox_cache, backend_name, mode):
     from evaluation.executor import harness_run
-    from evaluation.sandbox.harness import GuardSpec
+    from sandbox.harness import GuardSpec
 
     model = "import ctypes\ndef answer():\n    return 42\n"
     with session_of(sandbox_cache, backend_name, warm=mode == "warm") as session:
@@ -195,7 +195,7 @@ def test_a_verdict_line_another_writer_cut_into_does_not_complete():
     # into the supervisor's line so that its records (the evidence) fall off the end; the declared length refuses it.
     import base64
 
-    from evaluation.sandbox.harness import harness_verdict
+    from sandbox.harness import harness_verdict
 
     nonce = "rcb-done-" + "ab" * 16
     blob = base64.b64encode(b"memory\topen\t3\topens '/proc/self/mem'" * 200).decode()
@@ -218,7 +218,7 @@ def test_a_verdict_line_another_writer_cut_into_does_not_complete():
 def test_an_answer_that_crashes_only_warm_after_a_recorded_step_is_judged_on_that_evidence(sandbox_cache, backend_name):
     # The cold fallback for a crash only seen in forks must not hand the answer a second, evidence-free try.
     from evaluation.executor import harness_run
-    from evaluation.sandbox.harness import GuardSpec
+    from sandbox.harness import GuardSpec
 
     model = (
         "def answer():\n    import ctypes, os, signal, sys\n"

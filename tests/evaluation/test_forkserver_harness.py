@@ -95,7 +95,7 @@ def test_an_answer_importing_ctypes_is_recorded_although_the_fork_server_uses_it
     # numpy (preloaded warm, imported by the test cold) has loaded ctypes before the answer runs: the guard drops it
     # from sys.modules when the answer starts, so the answer's own import is seen, warm and cold alike.
     from evaluation.executor import harness_run
-    from evaluation.sandbox.harness import GuardSpec
+    from sandbox.harness import GuardSpec
 
     model = "def answer():\n    import ctypes\n    return 41\n"
     with session_of(sandbox_cache, backend_name, warm=mode == "warm") as session:
@@ -215,7 +215,7 @@ def test_a_crash_in_a_fork_that_a_cold_start_does_not_have_turns_the_environment
 ):
     with session_of(sandbox_cache, backend_name, warm=True) as session:
         assert run(session, HONEST, entry_point=NUMPY_ENTRY_POINT).passed and session.forking
-        with caplog.at_level("WARNING", logger="evaluation.sandbox.forkserver"):
+        with caplog.at_level("WARNING", logger="sandbox.forkserver"):
             crashed = run(session, HONEST, entry_point=CRASHES_WHEN_WARM)
         assert crashed.passed, crashed.output[-2000:]  # the item's result is the cold start's
         assert not session.forking

@@ -13,7 +13,7 @@ from benchmarks.services import environment_hash, pset_import
 from evaluation import executor, services
 from evaluation.models import ModelEntry
 from evaluation.reproducibility import run_manifest
-from evaluation.sandbox import forkserver
+from sandbox import forkserver
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
 from tests.evaluation.test_forkserver_papers import paper_files
 from tests.evaluation.test_sandbox_attacks import LIMITS

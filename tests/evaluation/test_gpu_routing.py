@@ -18,8 +18,8 @@ from benchmarks.paper2code.pset import read_pset
 from benchmarks.services import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from evaluation.sandbox import Limits, SandboxError
 from operations.broker import queues_waiting
+from sandbox import Limits, SandboxError
 from tests.conftest import DEMO_PSET, embedded_worker, polled, sandbox_backend_or_missing, service_missing
 
 GPU_PAPER = "dampnest"
@@ -107,7 +107,7 @@ def test_without_a_gpu_worker_the_items_wait_and_the_run_page_says_why(tmp_path,
 
 
 def test_the_docker_backend_requests_the_gpus_which_an_engine_without_one_refuses(tmp_path):
-    from evaluation.sandbox import backend_get
+    from sandbox import backend_get
 
     backend = backend_get("docker", cache_dir=tmp_path / "docker-cache")
     ok, reason = backend.available()

@@ -16,8 +16,8 @@ from benchmarks.paper2code import passes, splice
 from benchmarks.services import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
 from evaluation.outcomes import manifest_made, outcome_classify
-from evaluation.sandbox import ExecResult
-from evaluation.sandbox.harness import CountedTest, HarnessVerdict
+from sandbox import ExecResult
+from sandbox.harness import CountedTest, HarnessVerdict
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_answer_tampering import ANNOTATED, FILES, HIDDEN, LAYER_NORM, LIMITS, body, reference
 

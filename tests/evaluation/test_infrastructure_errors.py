@@ -9,8 +9,8 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.outcomes import Verdict
 from evaluation.pipeline import provider_wait
-from evaluation.sandbox import backend_get
 from evaluation.tasks import item_evaluate, item_generate
+from sandbox import backend_get
 from tests.conftest import DEMO_PSET
 
 pytestmark = pytest.mark.django_db

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.sandbox import SandboxError
-from evaluation.sandbox.cgroups import RunCgroups
-from evaluation.sandbox.harness import CHILD_SOURCE, HARNESS_FILE, HARNESS_SOURCE, harness_command, nonce_new
+from sandbox import SandboxError
+from sandbox.cgroups import RunCgroups
+from sandbox.harness import CHILD_SOURCE, HARNESS_FILE, HARNESS_SOURCE, harness_command, nonce_new
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_forkserver_harness import NUMPY_ENTRY_POINT, session_of
 from tests.evaluation.test_sandbox_attacks import HONEST, LIMITS, run
@@ -60,7 +60,7 @@ def test_a_fork_unpacks_exactly_the_files_a_cold_start_sees(sandbox_cache, backe
 def test_a_broken_archive_is_a_failed_set_up_not_an_item_result(sandbox_cache, backend_name):
     """tar's failure ends the fork before it says it is ready: the worker sees a set-up failure (and runs the item
     cold), never an exit code an item could have chosen."""
-    from evaluation.sandbox.forkserver import ForkRefused
+    from sandbox.forkserver import ForkRefused
 
     with session_of(sandbox_cache, backend_name, warm=True) as session:
         python = session.environment.python
@@ -149,8 +149,8 @@ def test_a_command_that_cannot_join_its_cgroups_never_runs(bwrap_commands, tmp_p
     """Joining the cgroups is what holds a command to the pids and memory limits. Shown first without the guard:
     bwrap started with no cgroup to join runs the command (the marker file appears, outside any run's pids cgroup);
     with a cgroup that cannot be joined (removed under it) the start fails and the command never runs."""
-    from evaluation.sandbox import bwrap
-    from evaluation.sandbox.process import process_run
+    from sandbox import bwrap
+    from sandbox.process import process_run
 
     workspace = tmp_path / "workspace"
     workspace.mkdir()

@@ -145,7 +145,7 @@ def test_an_outcome_of_another_run_or_none_is_not_found(client, scored, author):
 
 def test_the_item_page_and_the_api_give_the_harness_s_count_of_the_tests(client, scored):
     from evaluation.outcomes import test_rows
-    from evaluation.sandbox.harness import CountedTest, HarnessVerdict
+    from sandbox.harness import CountedTest, HarnessVerdict
 
     run, changed = scored["run"], scored["changed"]
     counted = HarnessVerdict(

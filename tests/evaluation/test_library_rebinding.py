@@ -10,7 +10,7 @@ import pytest
 from benchmarks.paper2code import parse
 from benchmarks.services import environment_hash
 from evaluation.executor import answer_test, reference_manifest
-from evaluation.sandbox import Limits
+from sandbox import Limits
 from tests.conftest import sandbox_backend_or_missing
 
 pytestmark = pytest.mark.slow

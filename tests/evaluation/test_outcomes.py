@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evaluation.outcomes import outcome_classify
-from evaluation.sandbox import ExecResult, Limits, backend_get
-from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
+from sandbox import ExecResult, Limits, backend_get
+from sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
 
 TEST = b"""import unittest
 import model

@@ -18,8 +18,8 @@ from evaluation import services
 from evaluation.models import EnvironmentLock, EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from evaluation.reproducibility import MANIFEST_FORMAT, manifest_verify
-from evaluation.sandbox import Limits
 from evaluation.tasks import item_evaluate
+from sandbox import Limits
 from tests.conftest import client_for, download_body, sandbox_backend_or_missing, service_missing
 
 pytestmark = pytest.mark.django_db
@@ -223,7 +223,7 @@ def test_run_reproduce_names_a_missing_run(db):
 
 def test_docker_lock_is_the_image_id(tmp_path):
     import docker
-    from evaluation.sandbox import backend_get
+    from sandbox import backend_get
 
     backend = backend_get("docker", cache_dir=tmp_path)
     ok, reason = backend.available()

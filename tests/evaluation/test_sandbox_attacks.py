@@ -24,8 +24,8 @@ import pytest
 
 from benchmarks.paper2code import passes
 from benchmarks.services import environment_hash
-from evaluation.sandbox import ExecResult, Limits, Session
-from evaluation.sandbox.harness import HarnessVerdict, harness_command, harness_files, harness_verdict, nonce_new
+from sandbox import ExecResult, Limits, Session
+from sandbox.harness import HarnessVerdict, harness_command, harness_files, harness_verdict, nonce_new
 from tests.conftest import sandbox_backend_or_missing
 
 MB = 1024 * 1024

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.sandbox import NoSandboxError, backend_get
+from sandbox import NoSandboxError, backend_get
 from tests.conftest import REPO, free_port, service_missing
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from benchmarks.paper2code import mask, passes
 from benchmarks.paper2code.pset import PaperPackage, read_pset
-from evaluation.sandbox import Environment, Limits, SandboxError, Session, backend_get
-from evaluation.sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
+from sandbox import Environment, Limits, SandboxError, Session, backend_get
+from sandbox.harness import harness_command, harness_files, harness_verdict, nonce_new
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
 
 PAPERS = {paper.id: paper for paper in read_pset(DEMO_PSET)}
@@ -152,7 +152,7 @@ def test_local_backend_warns_on_every_use(tmp_path, caplog):
     backend = backend_get("local", cache_dir=tmp_path)
     paper = PAPERS["trimmed-infonce"]
     with (
-        caplog.at_level(logging.WARNING, logger="evaluation.sandbox.local"),
+        caplog.at_level(logging.WARNING, logger="sandbox.local"),
         backend.session(environment_of(backend, paper.requirements)) as session,
     ):
         for _ in range(2):

@@ -18,7 +18,7 @@ from benchmarks.services import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
 from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
 from evaluation.judging.verdict import NOTE, REPLAY_DISAGREES
-from evaluation.sandbox import Limits
+from sandbox import Limits
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.corpus.tasks import ENTRY_POINT, Entry, entries, task, unguarded_run
 
@@ -155,7 +155,7 @@ def test_an_honest_respelling_passes_sealed_and_unflagged(sessions, entry):
 
 def test_a_recording_cut_at_the_snapshots_caps_is_not_compared_whole():
     from evaluation.judging.sealed import _truncated
-    from evaluation.sandbox.programs.snapshot import dumps, snapshot_roots
+    from sandbox.programs.snapshot import dumps, snapshot_roots
 
     whole = dumps(snapshot_roots({"return": list(range(10))}, max_bytes=10_000, max_depth=10, max_items=100)).decode()
     cut = dumps(snapshot_roots({"return": list(range(10))}, max_bytes=10_000, max_depth=10, max_items=3)).decode()

@@ -20,9 +20,9 @@ from evaluation.judging.step import item_judge
 from evaluation.judging.verdict import REPLAY_DISAGREES
 from evaluation.llm import ModelCall
 from evaluation.models import EvaluationRun, ModelEntry
-from evaluation.sandbox import Environment, Limits
-from evaluation.sandbox.local import LocalBackend, LocalSession
 from evaluation.taskfiles import task_files, task_hidden_files
+from sandbox import Environment, Limits
+from sandbox.local import LocalBackend, LocalSession
 from tests.evaluation.corpus.tasks import entries, task, unguarded_run
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_sealed import CORPUS

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluation.judging.compare import Difference, SnapshotError, compare, decode_array, parse
-from evaluation.sandbox.programs import snapshot as snap
+from sandbox.programs import snapshot as snap
 
 MAX = {"max_bytes": 1 << 20, "max_depth": 20}
 

@@ -1,4 +1,4 @@
-"""The sealed replay's snapshot (evaluation/sandbox/programs/snapshot.py): every kind of value comes back as what it
+"""The sealed replay's snapshot (sandbox/programs/snapshot.py): every kind of value comes back as what it
 was, shared objects once, and hostile objects within the caps without running their code."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from evaluation.judging import compare as judging
 from evaluation.judging.compare import compare, decode_array, parse
-from evaluation.sandbox import programs
-from evaluation.sandbox.programs import snapshot as snap
+from sandbox import programs
+from sandbox.programs import snapshot as snap
 
 CAPS = {"max_bytes": 4 << 20, "max_depth": 40, "max_items": 10_000}
 

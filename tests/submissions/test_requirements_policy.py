@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from benchmarks.models import Task
 from evaluation import executor
-from evaluation.sandbox import EnvironmentBuildError
+from sandbox import EnvironmentBuildError
 from submissions import services
 from submissions.models import Revision, ValidationReport
 from submissions.packages import draft_requirements

@@ -96,7 +96,7 @@ class Command(VersionCommand):
     def _sandbox_choose(self) -> None:
         """The configured sandbox; without one (`auto` finds none), `local`: the code scored here is the
         repository's own (reference code, placeholder lines, the demo's tests), never a user's."""
-        from evaluation.sandbox import NoSandboxError, backend_get
+        from sandbox import NoSandboxError, backend_get
 
         try:
             backend_get()

@@ -9,7 +9,7 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from evaluation.sandbox import BACKENDS, NoSandboxError, SandboxError, backend_class, backend_get
+from sandbox import BACKENDS, NoSandboxError, SandboxError, backend_class, backend_get
 
 NO_SANDBOX_EXIT = 3
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from evaluation.sandbox import SandboxError, backend_get
+from sandbox import SandboxError, backend_get
 from submissions.services import drafts_abandoned_remove
 
 

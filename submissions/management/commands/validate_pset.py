@@ -10,7 +10,7 @@ from tqdm import tqdm
 from benchmarks.paper2code import PackageError
 from benchmarks.paper2code.mutation import MUTANTS_DEFAULT
 from benchmarks.paper2code.pset import read_pset
-from evaluation.sandbox import SandboxError
+from sandbox import SandboxError
 from submissions import selectors, validation
 from submissions.models import SetValidation
 

@@ -14,7 +14,7 @@ import yaml
 
 from benchmarks.paper2code import AnnotatedFile, Snippet, parse, passes, splice
 from evaluation.audit import Finding, answer_audit
-from evaluation.sandbox.harness import answer_span
+from sandbox.harness import answer_span
 
 ROOT = Path(__file__).resolve().parents[3]
 FOLDERS = {

@@ -8,9 +8,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, Session
-from evaluation.sandbox.process import files_write, process_run, rlimits
-from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
+from sandbox.base import Backend, Environment, ExecResult, Limits, Session
+from sandbox.process import files_write, process_run, rlimits
+from sandbox.venv import pip_package, venv_build, venv_remove
 
 logger = logging.getLogger(__name__)
 

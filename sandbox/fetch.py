@@ -46,7 +46,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from evaluation.sandbox.base import EnvironmentBuildError, SandboxError
+from sandbox.base import EnvironmentBuildError, SandboxError
 
 
 def _pip_default_index() -> str:

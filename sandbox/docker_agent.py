@@ -27,7 +27,7 @@ The copy is bounded like the command (an agent's cheap command must not hold a s
 and disk for minutes while its tool output shows seconds): one deadline, the command's wall limit plus
 COPY_SECONDS, covers packing, the command and unpacking; past it the copy is stopped (the container, with its tar,
 removed; the unpacking folder deleted). Before the container's tar starts, the end step counts the workspace's
-entries (files, folders, links) and the apparent size of its files, and refuses over `settings.AGENT_WORKSPACE_FILES`
+entries (files, folders, links) and the apparent size of its files, and refuses over the `AGENT_WORKSPACE_FILES` setting
 entries or `disk_bytes` bytes: a sparse file (`truncate -s 50G`) holds nothing on the tmpfs but would be archived
 and unpacked as 50 GB of zeros, so it is refused at once. A refused or stopped copy leaves the workspace as it was
 before the command (the new copy is built beside it and only swapped in whole), and the tool output says why; the
@@ -55,11 +55,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from django.conf import settings
 from docker.utils.socket import frames_iter
 
-from evaluation.sandbox.base import Environment, ExecResult, Limits, SandboxError
-from evaluation.sandbox.docker_engine import (
+from sandbox.base import Environment, ExecResult, Limits, SandboxError
+from sandbox.config import setting
+from sandbox.docker_engine import (
     SANDBOX_USER,
     WORKER_LABEL,
     CappedOutput,
@@ -70,7 +70,7 @@ from evaluation.sandbox.docker_engine import (
 )
 
 if TYPE_CHECKING:
-    from evaluation.sandbox.docker import DockerBackend
+    from sandbox.docker import DockerBackend
 
 AGENT_LABEL = "rcb.agent"
 KEEPER_USER = "10002:10002"
@@ -265,7 +265,7 @@ class AgentContainer:
         else why not. When it could not (the workspace over its entries or bytes, a fork bomb holding every
         process slot, a tar over the cap or past the deadline) the container is removed with everything in it
         (its tar too), and the next command gets a new one."""
-        entries = settings.AGENT_WORKSPACE_FILES
+        entries = setting("AGENT_WORKSPACE_FILES")
         why = f"it did not end within {_time_limit(limits)}"
         try:
             end = self._exec(

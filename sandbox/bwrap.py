@@ -30,12 +30,13 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from evaluation.sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
-from evaluation.sandbox.cgroups import RunCgroups
-from evaluation.sandbox.forkserver import ForkingSession, ProcessZygote
-from evaluation.sandbox.install import INPUTS
-from evaluation.sandbox.process import process_run, rlimits
-from evaluation.sandbox.venv import pip_package, venv_build, venv_remove
+from sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
+from sandbox.cgroups import RunCgroups
+from sandbox.config import setting
+from sandbox.forkserver import ForkingSession, ProcessZygote
+from sandbox.install import INPUTS
+from sandbox.process import process_run, rlimits
+from sandbox.venv import pip_package, venv_build, venv_remove
 
 logger = logging.getLogger(__name__)
 
@@ -449,9 +450,7 @@ class BwrapBackend(Backend):
         super().__init__(cache_dir)
         self.etc_dir = self.cache_dir / "bwrap-etc"
         if forkserver is None:
-            from django.conf import settings
-
-            forkserver = getattr(settings, "SANDBOX_FORKSERVER", False)
+            forkserver = setting("SANDBOX_FORKSERVER")
         # Items of a session fork from a warm zygote that has the environment's heavy modules imported.
         self.forkserver = forkserver
 

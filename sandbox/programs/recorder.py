@@ -7,7 +7,7 @@ import base64, io, json, pickle, pickletools, random, sys, threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # snapshot.py's source comes before this program's in the sandbox
-    from evaluation.sandbox.programs.snapshot import dumps, snapshot_roots
+    from sandbox.programs.snapshot import dumps, snapshot_roots
 
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
 CO_UNREPLAYABLE = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator

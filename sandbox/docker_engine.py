@@ -10,7 +10,7 @@ import requests
 from docker.utils.socket import frames_iter
 
 import docker
-from evaluation.sandbox.base import Limits, SandboxError
+from sandbox.base import Limits, SandboxError
 
 SANDBOX_USER = "10001:10001"
 TMP_BYTES = 64 * 1024 * 1024

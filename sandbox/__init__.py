@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from pathlib import Path
 
-from evaluation.sandbox.base import (
+from sandbox.base import (
     Backend,
     Environment,
     EnvironmentBuildError,
@@ -20,9 +20,9 @@ from evaluation.sandbox.base import (
 )
 
 BACKENDS = {
-    "docker": "evaluation.sandbox.docker.DockerBackend",
-    "bwrap": "evaluation.sandbox.bwrap.BwrapBackend",
-    "local": "evaluation.sandbox.local.LocalBackend",
+    "docker": "sandbox.docker.DockerBackend",
+    "bwrap": "sandbox.bwrap.BwrapBackend",
+    "local": "sandbox.local.LocalBackend",
 }
 AUTO_ORDER: tuple[str, ...] = ("docker", "bwrap")
 
@@ -35,11 +35,11 @@ def backend_class(name: str) -> type[Backend]:
 
 
 def backend_get(name: str | None = None, *, cache_dir: Path | None = None) -> Backend:
-    """The backend named (default: settings.SANDBOX_BACKEND); `auto` is docker, else bwrap, else a refusal."""
-    from django.conf import settings
+    """The backend named (default: the SANDBOX_BACKEND setting); `auto` is docker, else bwrap, else a refusal."""
+    from sandbox.config import setting
 
-    name = name or settings.SANDBOX_BACKEND
-    cache_dir = Path(cache_dir or settings.SANDBOX_CACHE_DIR)
+    name = name or setting("SANDBOX_BACKEND")
+    cache_dir = Path(cache_dir or setting("SANDBOX_CACHE_DIR"))
     if name != "auto":
         return backend_class(name)(cache_dir)
     reasons = []

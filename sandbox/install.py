@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from django.conf import settings
 from packaging.requirements import InvalidRequirement, Requirement
 
-from evaluation.sandbox.base import EnvironmentBuildError, ExecResult, Limits, SandboxError
-from evaluation.sandbox.fetch import PROBE, Fetcher, IndexConfig, Target, requirement_lines, target_from_probe
+from sandbox.base import EnvironmentBuildError, ExecResult, Limits, SandboxError
+from sandbox.config import setting
+from sandbox.fetch import PROBE, Fetcher, IndexConfig, Target, requirement_lines, target_from_probe
 
 # Where a sandboxed build step sees its inputs (the fetched files and the requirements), read-only.
 INPUTS = "/rcb-build"
@@ -57,11 +57,11 @@ def build_limits(deadline: float) -> Limits:
     """A build step's limits: the run limits' memory, processes and disk, every core, the build's time left."""
     return Limits(
         wall_seconds=max(1.0, deadline - time.monotonic()),
-        memory_bytes=settings.SANDBOX_MEMORY_MB << 20,
-        processes=settings.SANDBOX_PROCESSES,
+        memory_bytes=setting("SANDBOX_MEMORY_MB") << 20,
+        processes=setting("SANDBOX_PROCESSES"),
         cpus=float(os.cpu_count() or 1),
         output_bytes=OUTPUT_BYTES,
-        disk_bytes=settings.SANDBOX_DISK_MB << 20,
+        disk_bytes=setting("SANDBOX_DISK_MB") << 20,
     )
 
 
@@ -80,7 +80,7 @@ def requirements_install(*, requirements: str, sandbox: BuildSandbox, work: Path
     os.chmod(work, 0o755)
     os.chmod(work / "files", 0o755)
     os.chmod(work / "requirements.txt", 0o644)
-    deadline = time.monotonic() + settings.SANDBOX_BUILD_SECONDS
+    deadline = time.monotonic() + setting("SANDBOX_BUILD_SECONDS")
     try:
         return _rounds(wanted, sandbox=sandbox, work=work, dists=dists, log=log, deadline=deadline)
     except EnvironmentBuildError as exc:
@@ -96,8 +96,8 @@ def _rounds(
 ) -> str:
     target = _target(sandbox, work, deadline)
     log.append(f"python {target.markers['python_full_version']} ({target.tags[0]})")
-    config = IndexConfig.host().with_project_indexes(settings.SANDBOX_CPU_WHEEL_INDEXES)
-    fetcher = Fetcher(config=config, target=target, cache=dists, max_bytes=settings.SANDBOX_FETCH_MB << 20)
+    config = IndexConfig.host().with_project_indexes(setting("SANDBOX_CPU_WHEEL_INDEXES"))
+    fetcher = Fetcher(config=config, target=target, cache=dists, max_bytes=setting("SANDBOX_FETCH_MB") << 20)
     inputs = sandbox.inputs_at(work)
     command = [
         sandbox.python,
@@ -127,7 +127,7 @@ def _rounds(
         log += ["$ pip " + " ".join(command[3:]), output]
         if result.timed_out:
             raise EnvironmentBuildError(
-                f"installing requirements timed out after {settings.SANDBOX_BUILD_SECONDS} s", _joined(log)
+                f"installing requirements timed out after {setting('SANDBOX_BUILD_SECONDS')} s", _joined(log)
             )
         if result.exit_code == 0:
             return _joined(log)

@@ -1,4 +1,4 @@
-# The harness's supervisor (evaluation/sandbox/harness.py, whose docstring holds the threat model): the only
+# The harness's supervisor (sandbox/harness.py, whose docstring holds the threat model): the only
 # holder of the nonce; prints the completion line after the test process is gone. A program, not a module to
 # import: the sandbox runs it as the harness file, after the constants harness.HARNESS_SOURCE puts before it.
 # Standard library only.

@@ -13,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-from evaluation.sandbox.base import Limits
+from sandbox.base import Limits
 
 logger = logging.getLogger(__name__)
 

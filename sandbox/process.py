@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from common.process import capped, process_supervise
-from evaluation.sandbox.base import ExecResult, Limits
+from sandbox.base import ExecResult, Limits
 
 
 def files_write(folder: Path, files: Mapping[str, bytes]) -> None:

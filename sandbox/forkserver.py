@@ -65,9 +65,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from common.process import capped, stream_read
-from evaluation.sandbox import programs
-from evaluation.sandbox.base import ExecResult, Limits, SandboxError, Session
-from evaluation.sandbox.harness import (
+from sandbox import programs
+from sandbox.base import ExecResult, Limits, SandboxError, Session
+from sandbox.harness import (
     CHILD_SOURCE,
     HARNESS_FILE,
     HARNESS_SOURCE,

@@ -67,7 +67,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-from evaluation.sandbox import programs
+from sandbox import programs
 
 NONCE_FILE = ".rcb-nonce"
 HARNESS_FILE = ".rcb-harness.py"

@@ -7,7 +7,7 @@ import base64, importlib, importlib.util, json, pickle, random, sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # snapshot.py's source comes before this program's in the sandbox
-    from evaluation.sandbox.programs.snapshot import dumps, snapshot_roots
+    from sandbox.programs.snapshot import dumps, snapshot_roots
 
 
 def rng_restore(state):

@@ -15,8 +15,8 @@ import venv
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluation.sandbox.base import Environment, EnvironmentBuildError
-from evaluation.sandbox.install import BuildSandbox, requirements_install
+from sandbox.base import Environment, EnvironmentBuildError
+from sandbox.install import BuildSandbox, requirements_install
 
 BUILT = ".rcb-built"
 

@@ -137,7 +137,7 @@ class Backend:
 
     def environment_lock(self, environment: Environment) -> dict:
         """What the built environment holds, for reproducibility records; here: a venv's installed distributions."""
-        from evaluation.sandbox.lock import venv_lock
+        from sandbox.lock import venv_lock
 
         return venv_lock(Path(environment.location))
 

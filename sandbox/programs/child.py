@@ -1,4 +1,4 @@
-# The test process of the harness (evaluation/sandbox/harness.py, whose docstring holds the threat model):
+# The test process of the harness (sandbox/harness.py, whose docstring holds the threat model):
 # installs the guard, runs the entry point, reports the finish. A program, not a module to import: the
 # supervisor compiles this text as "<string>" and runs it in the test process. Standard library only.
 

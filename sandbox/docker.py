@@ -47,7 +47,7 @@ from typing import IO, TYPE_CHECKING
 import requests
 
 import docker
-from evaluation.sandbox.base import (
+from sandbox.base import (
     Backend,
     Environment,
     EnvironmentBuildError,
@@ -56,8 +56,9 @@ from evaluation.sandbox.base import (
     SandboxError,
     Session,
 )
-from evaluation.sandbox.cgroups import RunCgroups
-from evaluation.sandbox.docker_engine import (
+from sandbox.cgroups import RunCgroups
+from sandbox.config import setting
+from sandbox.docker_engine import (
     SANDBOX_USER,
     WORKER_LABEL,
     CappedOutput,
@@ -66,7 +67,7 @@ from evaluation.sandbox.docker_engine import (
     host_config,
     run_environment,
 )
-from evaluation.sandbox.forkserver import (
+from sandbox.forkserver import (
     CHILD_OWN_PROCESSES,
     START_SECONDS,
     ZYGOTE_PROCESSES,
@@ -75,11 +76,11 @@ from evaluation.sandbox.forkserver import (
     Zygote,
     zygote_args,
 )
-from evaluation.sandbox.install import INPUTS, requirements_install
-from evaluation.sandbox.lock import image_lock
+from sandbox.install import INPUTS, requirements_install
+from sandbox.lock import image_lock
 
 if TYPE_CHECKING:
-    from evaluation.sandbox.docker_agent import AgentContainer
+    from sandbox.docker_agent import AgentContainer
 
 ENV_REPOSITORY = "rcb-env"
 PYTHON = "/opt/env/bin/python"
@@ -239,7 +240,7 @@ class DockerSession(ForkingSession):
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
         """An agent's shell command in the kept container of its workspace (docker_agent.py: the workspace copied
         in and back, everything the command left killed at its end)."""
-        from evaluation.sandbox.docker_agent import AgentContainer, container_key
+        from sandbox.docker_agent import AgentContainer, container_key
 
         for gone in [path for path in self._agents if path != workspace and not path.exists()]:
             self.workspace_close(workspace=gone)  # an item that ended without saying so
@@ -460,11 +461,9 @@ class DockerBackend(Backend):
     gpu = True
 
     def __init__(self, cache_dir: Path, *, forkserver: bool | None = None):
-        from django.conf import settings
-
         super().__init__(cache_dir)
-        self.base_image = settings.SANDBOX_DOCKER_BASE_IMAGE
-        self.forkserver = getattr(settings, "SANDBOX_FORKSERVER", False) if forkserver is None else forkserver
+        self.base_image = setting("SANDBOX_DOCKER_BASE_IMAGE")
+        self.forkserver = setting("SANDBOX_FORKSERVER") if forkserver is None else forkserver
         self._client: docker.DockerClient | None = None
 
     def client(self) -> docker.DockerClient:
@@ -609,15 +608,13 @@ class DockerBackend(Backend):
     def orphans_remove(self, *, older_than: float) -> int:
         """Sandbox containers outlive a worker killed mid-run; any older than a run may last is an orphan, whichever
         worker on this engine made it."""
-        from django.conf import settings
-
         api = self.client().api
         removed = 0
         with engine_errors("removing orphaned sandbox containers"):
             runs = [(c, older_than) for c in api.containers(all=True, filters={"label": f"{LABEL}=1"})]
             # A build step may last as long as a whole build; the engine's name filter matches substrings.
             builds = [
-                (c, settings.SANDBOX_BUILD_SECONDS + 60)
+                (c, setting("SANDBOX_BUILD_SECONDS") + 60)
                 for c in api.containers(all=True, filters={"name": BUILD_NAME})
                 if any(n.lstrip("/").startswith(BUILD_NAME) for n in c.get("Names") or [])
             ]

@@ -1,4 +1,4 @@
-# The fork server's zygote (evaluation/sandbox/forkserver.py, whose docstring holds the isolation argument): it
+# The fork server's zygote (sandbox/forkserver.py, whose docstring holds the isolation argument): it
 # imports the environment's modules once and forks one item at a time. A program, not a module to import: it
 # runs as `python -B -c <this text>`. Standard library only.
 
