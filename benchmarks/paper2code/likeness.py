@@ -107,9 +107,16 @@ def jaccard_estimate(a: list[int], b: list[int]) -> float:
     share both sets hold (exact while both sets are smaller than k)."""
     if not a or not b:
         return 0.0
-    in_a, in_b = set(a), set(b)
-    union = sorted(in_a | in_b)[:SKETCH_SIZE]
-    return sum(1 for h in union if h in in_a and h in in_b) / len(union)
+    i = j = seen = both = 0
+    while seen < SKETCH_SIZE and (i < len(a) or j < len(b)):  # a merge of the two sorted sketches
+        if j == len(b) or (i < len(a) and a[i] < b[j]):
+            i += 1
+        elif i == len(a) or b[j] < a[i]:
+            j += 1
+        else:
+            both, i, j = both + 1, i + 1, j + 1
+        seen += 1
+    return both / seen
 
 
 def fingerprint(*, paper_text: str, code_files: Mapping[str, bytes], snippet_bodies: Iterable[str]) -> dict:

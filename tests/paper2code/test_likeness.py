@@ -3,20 +3,23 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import random
 import re
 from dataclasses import replace
 
 import pytest
 
 from benchmarks.paper2code import parse
-from benchmarks.paper2code.likeness import code_tokens, likeness, package_fingerprint
+from benchmarks.paper2code.likeness import SKETCH_SIZE, code_tokens, jaccard_estimate, likeness, package_fingerprint
 from benchmarks.paper2code.pset import read_pset
 from tests.conftest import DEMO_PSET, REPO
 
 RENAMES = {"st": "buf", "g": "gradient", "rho": "ratio", "b2": "decay", "u": "direction", "diff": "delta"}
 
 
+@functools.cache
 def _papers():
     return {p.id: p for p in [*read_pset(DEMO_PSET), *read_pset(REPO / "tests/evaluation/packages/muon")]}
 
@@ -83,3 +86,13 @@ def test_different_real_papers_do_not_match(pair):
     alike = _alike(papers[pair[0]], papers[pair[1]])
     assert not alike.is_match, alike.words()
     assert alike.text < 0.1 and alike.code < 0.2 and alike.snippets_same == 0, alike.words()
+
+
+def test_the_sketch_estimate_is_exact_for_small_sets_and_close_for_large_ones():
+    rng = random.Random(37)
+    for size in (10, 100, 5000):
+        shared = rng.sample(range(2**62), size)
+        a, b = set(shared + rng.sample(range(2**62), size // 4)), set(shared + rng.sample(range(2**62), size // 4))
+        exact = len(a & b) / len(a | b)
+        estimate = jaccard_estimate(sorted(a)[:SKETCH_SIZE], sorted(b)[:SKETCH_SIZE])
+        assert estimate == exact if len(a | b) <= SKETCH_SIZE else abs(estimate - exact) < 0.1, (size, estimate, exact)

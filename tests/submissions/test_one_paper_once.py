@@ -35,9 +35,9 @@ def _awaiting(submission) -> Submission:
     return Submission.objects.get(pk=submission.pk)
 
 
-def _example_submitted(client, author) -> Submission:
+def _example_submitted(client, author) -> tuple[Submission, str]:
     """The guide's example archive uploaded in step 3 as the guide says, under a paper id of the author's own, and
-    submitted from its page."""
+    submitted from its page; with the words of the message submitting gave."""
     client.force_login(author)
     submission = services.submission_create(author=author, values={"metadata": {"title": "x", "id": "x"}})
     archive = io.BytesIO(example_archive())
@@ -55,14 +55,15 @@ def _example_submitted(client, author) -> Submission:
     response = client.post(reverse("submission-action", args=[submission.pk, "submit"]), follow=True)
     submission.refresh_from_db()
     assert submission.state == State.VALIDATING, page_text(response.content.decode())[-3000:]
-    assert "This paper matches dampnest (" in page_text(response.content.decode())  # the message on submitting
-    return submission
+    message = page_text(response.content.decode()).split("This paper matches ")[1].split(". A maintainer")[0]
+    return submission, message
 
 
 def test_the_demo_paper_submitted_again_is_named_to_its_author_and_the_maintainer_and_needs_a_reason(
     client, release, author, maintainer
 ):
-    submission = _example_submitted(client, author)
+    submission, message = _example_submitted(client, author)
+    assert message.startswith(f'dampnest ("{DAMPNEST_TITLE}", task r1 in release 1.0.0): title identical')
     message = page_text(client.get(reverse("submission-detail", args=[submission.pk])).content.decode())
     # at submission, to the author: which paper, which release, what matched
     box = message[message.index("This paper matches 1 other paper") :]
@@ -167,3 +168,16 @@ def test_import_pset_refuses_a_matching_paper_unless_given_a_reason(release, tmp
     [entry] = BenchmarkVersion.objects.get(name="1.1.0").changelog["duplicates"]
     assert (entry["paper"], entry["reason"], entry["source"]) == ("dampnest-copy", "a test copy", "import_pset")
     pset_import(root=DEMO_PSET, version_name="1.2.0")  # the same papers again: new revisions, never duplicates
+
+
+def test_a_held_out_paper_is_named_to_maintainers_only(client, release, author, maintainer):
+    release.memberships.filter(task__paper__slug="dampnest").update(split="held_out")
+    submission, message = _example_submitted(client, author)
+    assert message == "1 held-out paper(s)"  # on submitting
+    submission = _awaiting(submission)
+    author_page = page_text(client.get(reverse("submission-detail", args=[submission.pk])).content.decode())
+    box = author_page[author_page.index("This paper matches") :][:600]
+    assert "A held-out paper, task r1 in release 1.0.0: title identical" in box and "dampnest" not in box
+    client.force_login(maintainer)
+    review = page_text(client.get(reverse("review-detail", args=[submission.pk])).content.decode())
+    assert f"dampnest “{DAMPNEST_TITLE}”, task r1 in release 1.0.0" in review
