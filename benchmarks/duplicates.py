@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from benchmarks.models import BenchmarkVersion, DuplicateAcceptance, PackageFingerprint, Task, TaskPackage, VersionTask
-from benchmarks.paper2code.likeness import FINGERPRINT_VERSION, Likeness, likeness, package_fingerprint
+from benchmarks.paper2code import parse
+from benchmarks.paper2code.likeness import FINGERPRINT_VERSION, Likeness, fingerprint, likeness, package_fingerprint
 from benchmarks.paper2code.pset import PaperPackage
-from benchmarks.selectors import package_load
+from benchmarks.selectors import blob_read
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,28 @@ def fingerprints_of(holders: Sequence[TaskPackage]) -> list[dict]:
     stored = dict(PackageFingerprint.objects.filter(key__in=set(keys)).values_list("key", "data"))
     for holder, key in zip(holders, keys, strict=True):
         if key not in stored:
-            stored[key] = _store(key, package_fingerprint(package_load(holder)))
+            stored[key] = _store(key, _holder_fingerprint(holder))
     return [stored[key] for key in keys]
+
+
+def _holder_fingerprint(holder: TaskPackage) -> dict:
+    """A stored package's fingerprint from the files it is made of alone (its paper text and Python files), so a
+    package's data files are never read for it."""
+    files = {
+        path: blob_read(sha256=digest)
+        for path, digest in holder.files.items()
+        if path == holder.paper_path or path.endswith(".py") or path in holder.annotated_paths
+    }
+    return fingerprint(
+        paper_text=files.get(holder.paper_path, b"").decode("utf-8", "replace"),
+        code_files={path: data for path, data in files.items() if path.endswith(".py")},
+        snippet_bodies=[
+            s.code
+            for path in holder.annotated_paths
+            if path in files
+            for s in parse(files[path].decode("utf-8", "replace"), path).snippets
+        ],
+    )
 
 
 def strength(alike: Likeness) -> float:

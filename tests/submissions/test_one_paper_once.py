@@ -14,7 +14,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from benchmarks.models import BenchmarkVersion
+from benchmarks.duplicates import fingerprints_of
+from benchmarks.models import BenchmarkVersion, PackageFingerprint, Task
 from benchmarks.paper2code import PackageError
 from benchmarks.services import pset_import, version_publish
 from config.guides import example_archive
@@ -181,3 +182,13 @@ def test_a_held_out_paper_is_named_to_maintainers_only(client, release, author, 
     client.force_login(maintainer)
     review = page_text(client.get(reverse("review-detail", args=[submission.pk])).content.decode())
     assert f"dampnest “{DAMPNEST_TITLE}”, task r1 in release 1.0.0" in review
+
+
+def test_a_stored_packages_fingerprint_is_the_one_made_when_it_was_imported(release):
+    """Import makes each task's fingerprint from the package in memory; a package stored before fingerprints were
+    has it made from its stored files: the two are one."""
+    tasks = list(Task.objects.filter(memberships__version=release))
+    assert PackageFingerprint.objects.count() == 3  # stored by the import itself
+    made_at_import = fingerprints_of(tasks)
+    PackageFingerprint.objects.all().delete()
+    assert fingerprints_of(tasks) == made_at_import and PackageFingerprint.objects.count() == len(tasks) == 3
