@@ -361,3 +361,39 @@ class SnippetRetirement(models.Model):
 
     def __str__(self) -> str:
         return f"snippet {self.snippet_id} retired in version {self.version_id}"
+
+
+class PackageFingerprint(models.Model):
+    """A package's likeness fingerprint (paper2code/likeness.py), made once per package content and shared by every
+    holder of that content (a task, a submission's revision), so a check against every paper reads no archive."""
+
+    key = models.CharField(
+        max_length=64,
+        primary_key=True,
+        help_text="sha256 of the fingerprint's version and the package's files, paper path and annotated files.",
+    )
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"fingerprint {self.key[:12]}"
+
+
+class DuplicateAcceptance(models.Model):
+    """A paper let into a draft release although it matches another paper, with the maintainer's reason; the
+    changelog of the release published with it keeps both."""
+
+    version = models.ForeignKey(BenchmarkVersion, on_delete=models.CASCADE, related_name="duplicates_accepted")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
+    matches = models.JSONField(help_text="[{paper, title, where, what}]: what it matched when it was accepted.")
+    reason = models.TextField()
+    accepted_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
+    source = models.CharField(max_length=100, help_text='How it came in: "submission 12", or "import_pset".')
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [models.UniqueConstraint(fields=["version", "task"], name="duplicateacceptance_unique")]
+
+    def __str__(self) -> str:
+        return f"task {self.task_id} accepted as a duplicate into version {self.version_id}"

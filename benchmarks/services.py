@@ -22,6 +22,14 @@ from django.db.models import Q
 from django.dispatch import Signal
 from django.utils import timezone
 
+from benchmarks.duplicates import (
+    Match,
+    changelog_duplicates,
+    duplicate_acceptance_record,
+    matches_text,
+    package_fingerprint_store,
+    release_matches,
+)
 from benchmarks.models import (
     BenchmarkVersion,
     Blob,
@@ -182,6 +190,7 @@ def task_store(
         recording=recording,
     )
     _snippets_create(task=task, package=package)
+    package_fingerprint_store(package=package)  # made once here, where the files are in memory
     return task, True
 
 
@@ -240,8 +249,13 @@ def pset_import(
     environment: str | None = None,
     environment_file: str = "",
     prepare: bool = True,
+    duplicate_reason: str = "",
+    actor=None,
 ) -> ImportResult:
     """Import a problem set into a version: all or nothing; the same content twice changes nothing.
+
+    A paper that matches another paper of a release (benchmarks/duplicates.py: another paper id, drafts included) is
+    refused, every match named, unless `duplicate_reason` says why it is imported anyway: the changelog keeps it.
 
     `prepare`: once committed, the workers make its tasks' test manifests and recordings (`release_prepare_wanted`),
     so its first run does not.
@@ -284,6 +298,7 @@ def pset_import(
         except ValueError as exc:
             raise PackageError([Problem(file=str(root), line=0, message=str(exc))]) from exc
     result = ImportResult(version=version, warnings=warnings)
+    duplicates: dict[Task, list[Match]] = {}
     for package in packages:
         task, created = task_store(
             package=package,
@@ -292,6 +307,20 @@ def pset_import(
             environment_file=environment_file,
         )
         (result.tasks_created if created else result.tasks_unchanged).append(task)
+        if matches := _import_matches(package=package, task=task, created=created):
+            duplicates[task] = matches
+    if duplicates and not duplicate_reason.strip():
+        raise PackageError(
+            [
+                Problem(
+                    PAPERS_YAML,
+                    0,
+                    f"paper {task.paper.slug} matches {matches_text(matches)}; import it anyway only with "
+                    "--duplicate-reason saying why (the release's changelog keeps it)",
+                )
+                for task, matches in duplicates.items()
+            ]
+        )
     new_tasks = result.tasks_created + result.tasks_unchanged
     current = set(version.tasks.values_list("pk", flat=True))
     replaced = set(version.tasks.filter(paper__in=[t.paper for t in new_tasks]).values_list("pk", flat=True))
@@ -310,11 +339,25 @@ def pset_import(
             )
         for task in new_tasks:
             version_task_set(version=version, task=task)
+    for task, matches in duplicates.items():  # each new to every release: the version is a draft, or refused above
+        duplicate_acceptance_record(
+            version=version, task=task, matches=matches, reason=duplicate_reason, actor=actor, source="import_pset"
+        )
     if publish and not version.is_frozen:
         result.version = version_publish(version=version, downloads_inline=True, prepare=prepare)
     elif prepare:
         release_prepare_wanted.send(sender=BenchmarkVersion, version=version)
     return result
+
+
+def _import_matches(*, package: PaperPackage, task: Task, created: bool) -> list[Match]:
+    """The release papers of other ids an imported package matches; none for a task some release holds already (it
+    was checked when it came in: the set imported again)."""
+    if not created and task.memberships.exists():
+        return []
+    return release_matches(
+        fingerprint=package_fingerprint_store(package=package), title=package.title, papers_excluded=[package.id]
+    )
 
 
 SEMVER_RE = re.compile(r"^(?:[a-z][a-z0-9-]*-)?\d+\.\d+\.\d+$")
@@ -615,6 +658,8 @@ def version_publish(
     version.manifest_hash = sha256_hex(json.dumps(version.manifest, sort_keys=True, separators=(",", ":")))
     version.previous = previous
     version.changelog = release_changelog(previous=previous.manifest if previous else None, manifest=version.manifest)
+    if duplicates := changelog_duplicates(version=version):
+        version.changelog["duplicates"] = duplicates  # accepted although each matches another paper: why
     if once_public := held_out_once_public(version=version):
         version.changelog["held_out_once_public"] = once_public  # publishing is allowed; the warning is kept
     if notes is not None:

@@ -80,6 +80,13 @@ def changelog_visible(*, version: BenchmarkVersion, user) -> dict | None:
     current = dict(version.memberships.values_list("task__paper__slug", "split"))
     previous = dict(version.previous.memberships.values_list("task__paper__slug", "split")) if version.previous else {}
     hidden = {slug for slug, split in {**previous, **current}.items() if split == HELD_OUT}
+    if changelog.get("duplicates"):  # an accepted duplicate may name a paper held out in any release
+        held = set(VersionTask.objects.filter(split=HELD_OUT).values_list("task__paper__slug", flat=True))
+        changelog["duplicates"] = [
+            d
+            for d in changelog["duplicates"]
+            if d["paper"] not in held and not any(m["paper"] in held for m in d["matches"])
+        ]
     if not hidden:
         return changelog
     shown = {

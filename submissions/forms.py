@@ -209,11 +209,19 @@ class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=DECISIONS, widget=forms.RadioSelect)
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), label="Reason (sent to the author)")
     replace_confirmed = forms.BooleanField(required=False, label="Replace the draft's task of the same paper id")
+    duplicate_reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Why it is not a duplicate, though it matches another paper (kept in the release's changelog)",
+        help_text="Needed to accept: the matches are listed at the top of this page.",
+    )
 
-    def __init__(self, *args, existing=None, **kwargs):
+    def __init__(self, *args, existing=None, matches=(), **kwargs):
         super().__init__(*args, **kwargs)
         if existing is None:  # asked only when accepting would replace something
             del self.fields["replace_confirmed"]
+        if not matches:  # asked only when the submission matches another paper
+            del self.fields["duplicate_reason"]
 
 
 class CommentForm(forms.Form):

@@ -11,6 +11,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks.duplicates import duplicate_acceptance_record, matches_text
 from benchmarks.models import BenchmarkVersion, Task, package_fields_json
 from benchmarks.paper2code.pset import requirements_file
 from benchmarks.selectors import package_load, user_is_maintainer
@@ -26,6 +27,7 @@ from common.errors import ApplicationError
 from common.links import site_link
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
+from submissions.duplicates import revision_fingerprint, submission_matches
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
 from submissions.quotas import environments_check, stored_bytes_check
 from submissions.selectors import report_mutations
@@ -177,6 +179,7 @@ def _revision_create(submission: Submission, *, note: str = "") -> Revision:
         note=note,
     )
     ValidationReport.objects.create(revision=revision)
+    revision_fingerprint(revision=revision)  # made once, while its files are fresh: every match check reads it
     return revision
 
 
@@ -359,9 +362,12 @@ def draft_paper_existing(*, submission: Submission) -> tuple[BenchmarkVersion, T
 
 
 @transaction.atomic
-def submission_accept(*, submission: Submission, actor, reason: str, replace_confirmed: bool = False) -> Task:
+def submission_accept(
+    *, submission: Submission, actor, reason: str, replace_confirmed: bool = False, duplicate_reason: str = ""
+) -> Task:
     """Turn the last validated revision into a Task and add it to the current draft benchmark version; when that
-    draft already holds the paper id, only with the maintainer's explicit confirmation that it is replaced."""
+    draft already holds the paper id, only with the maintainer's explicit confirmation that it is replaced; when it
+    matches another paper (submissions/duplicates.py), only with `duplicate_reason`, which the changelog keeps."""
     _reason_required(reason)
     existing = draft_paper_existing(submission=submission)
     if existing and _revises_paper(submission, existing[1]):
@@ -373,6 +379,12 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
             f'{task.revision}, "{task.paper.title}"); accepting replaces it: confirm the '
             "replacement to accept"
         )
+    matches = submission_matches(submission=submission)
+    if matches and not duplicate_reason.strip():
+        raise TransitionError(
+            f"submission {submission.pk} matches {matches_text(matches)}. Accept it only with a reason why it is "
+            "not a duplicate (the release's changelog keeps it), or reject it"
+        )
     submission = _transition(submission, State.ACCEPTED, actor=actor, reason=reason)
     revision = submission.latest_revision
     if revision is None:  # a submission is made with its first revision: none is a broken row
@@ -381,7 +393,17 @@ def submission_accept(*, submission: Submission, actor, reason: str, replace_con
         package=package_load(revision), test_manifest=revision.test_manifest, recording=revision.recording
     )
     snippet_mutations_record(task=task, mutations=report_mutations(report=revision.report))
-    version_task_set(version=draft_version_current(), task=task)
+    draft = draft_version_current()
+    version_task_set(version=draft, task=task)
+    if matches:
+        duplicate_acceptance_record(
+            version=draft,
+            task=task,
+            matches=matches,
+            reason=duplicate_reason,
+            actor=actor,
+            source=f"submission {submission.pk}",
+        )
     submission.task = task
     submission.save(update_fields=["task", "updated_at"])
     return task

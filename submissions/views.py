@@ -21,7 +21,7 @@ from common.errors import ApplicationError
 from common.intake import IntakeError, archive_files, git_files, limits_default
 from common.pages import refusal_redirect
 from common.ratelimit import rate_limited, rate_limited_response
-from submissions import answers, forms, proposed, selectors, services, validation
+from submissions import answers, duplicates, forms, proposed, selectors, services, validation
 from submissions.models import Submission
 from submissions.packages import draft_problems, draft_requirements
 from submissions.quotas import QuotaExceeded
@@ -219,7 +219,9 @@ def _try_context(revision, form=None) -> dict:
 @login_required
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = selectors.submission_get(pk=pk, user=request.user)
-    return render(request, "submissions/detail.html", _detail_context(submission, request.user))
+    context = _detail_context(submission, request.user)
+    context["matches"] = duplicates.submission_matches(submission=submission)  # not in the polled report
+    return render(request, "submissions/detail.html", context)
 
 
 @login_required
@@ -241,6 +243,8 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
     if action == "submit":
         services.submission_submit(submission=submission, actor=request.user, note=reason)
         messages.success(request, "Submitted: validation has started.")
+        if matches := duplicates.submission_matches(submission=submission):
+            messages.warning(request, _matches_message(matches, user=request.user))
     elif action == "withdraw":
         services.submission_withdraw(submission=submission, actor=request.user, reason=reason)
         messages.success(request, "Withdrawn.")
@@ -254,6 +258,17 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
     else:
         raise PermissionDenied(f"unknown action {action}")
     return redirect("submission-detail", pk=pk)
+
+
+def _matches_message(matches: list, *, user) -> str:
+    shown = [m for m in matches if not m.held_out or user_is_maintainer(user=user)]
+    hidden = len(matches) - len(shown)
+    return (
+        "This paper matches "
+        + "; ".join(str(m) for m in shown)
+        + (f"{'; and ' if shown else ''}{hidden} held-out paper(s)" if hidden else "")
+        + ". A maintainer accepts it only with a reason why it is not a duplicate: say in a comment how it differs."
+    )
 
 
 @login_required
@@ -347,7 +362,8 @@ def review_queue(request: HttpRequest) -> HttpResponse:
 def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = selectors.submission_get(pk=pk, user=request.user)
     existing = services.draft_paper_existing(submission=submission)
-    form = forms.DecisionForm(request.POST or None, existing=existing)
+    matches = duplicates.submission_matches(submission=submission)
+    form = forms.DecisionForm(request.POST or None, existing=existing, matches=matches)
     if request.method == "POST" and form.is_valid():
         decision = form.cleaned_data["decision"]
         decide = {
@@ -355,7 +371,14 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "reject": services.submission_reject,
             "request_changes": services.submission_request_changes,
         }[decision]
-        extra = {"replace_confirmed": form.cleaned_data.get("replace_confirmed", False)} if decision == "accept" else {}
+        extra = (
+            {
+                "replace_confirmed": form.cleaned_data.get("replace_confirmed", False),
+                "duplicate_reason": form.cleaned_data.get("duplicate_reason", ""),
+            }
+            if decision == "accept"
+            else {}
+        )
         try:
             decide(submission=submission, actor=request.user, reason=form.cleaned_data["reason"], **extra)
         except services.TransitionError as exc:
@@ -368,6 +391,7 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context.update(
         form=form,
         existing=existing,
+        matches=matches,
         can_decide=submission.state == Submission.State.AWAITING_REVIEW and submission.author_id != request.user.pk,
         diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],
         paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(

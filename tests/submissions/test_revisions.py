@@ -120,7 +120,8 @@ def test_a_proposed_revision_renamed_to_another_paper_still_needs_the_confirmati
         submission=mine, actor=other_author, values={"metadata": {**mine.draft["metadata"], "id": "mine"}}
     )
     mine = _awaiting(mine, other_author)
-    services.submission_accept(submission=mine, actor=maintainer, reason="good")
+    # the same files as theirs: one paper once (test_one_paper_once.py) asks why it is not a duplicate
+    services.submission_accept(submission=mine, actor=maintainer, reason="good", duplicate_reason="a test's copy")
     proposal = services.submission_revise(submission=mine, actor=other_author)
     services.draft_update(
         submission=proposal,

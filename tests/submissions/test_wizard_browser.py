@@ -60,6 +60,8 @@ def test_the_review_page_warns_before_replacing_a_paper_id(browser_page, live_se
     page.screenshot(path=str(ARTIFACTS / "review-replace-refused.png"), full_page=True)
     page.get_by_label("Replace the draft's task of the same paper id").check()
     page.get_by_label("Reason (sent to the author)").fill("Fine.")
+    expect(page.get_by_test_id("paper-matches")).to_contain_text("dampnest")  # the same files: one paper once
+    page.get_by_label("Why it is not a duplicate").fill("The same paper, retitled.")
     page.get_by_label("Accept").check()
     page.get_by_role("button", name="Record decision").click()
     expect(page.get_by_test_id("state")).to_have_text("Accepted")

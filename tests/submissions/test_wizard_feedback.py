@@ -148,7 +148,8 @@ def test_accepting_a_paper_id_the_draft_holds_asks_for_confirmation(client, auth
     assert Submission.objects.get(pk=second.pk).state == Submission.State.AWAITING_REVIEW
     with pytest.raises(services.TransitionError, match="confirm the replacement"):
         services.submission_accept(submission=second, actor=maintainer, reason="fine")
-    client.post(url, {"decision": "accept", "reason": "fine", "replace_confirmed": "on"})
+    # the same files as the first: one paper once (test_one_paper_once.py) asks why it is not a duplicate
+    client.post(url, {"decision": "accept", "reason": "fine", "replace_confirmed": "on", "duplicate_reason": "a copy"})
     second.refresh_from_db()
     assert second.state == Submission.State.ACCEPTED
     assert list(draft.memberships.values_list("task_id", flat=True)) == [second.task_id]

@@ -40,6 +40,12 @@ class Command(VersionCommand):
         )
         parser.add_argument("--memory", type=int, metavar="MB", help="Memory limit of one test run, in MB.")
         parser.add_argument("--cpus", type=float, help="CPU limit of one test run.")
+        parser.add_argument(
+            "--duplicate-reason",
+            default="",
+            help="Import papers that match another paper of a release (docs/SUBMITTING.md, one paper once) anyway, "
+            "for this reason, which the release's changelog keeps; without it such a set is refused.",
+        )
 
     def handle(
         self,
@@ -54,6 +60,7 @@ class Command(VersionCommand):
         memory: int | None,
         cpus: float | None,
         prepare: bool = True,
+        duplicate_reason: str = "",
         **options: object,
     ) -> None:
         shared = ""
@@ -84,6 +91,7 @@ class Command(VersionCommand):
                 environment_file=Path(environment).name if environment else "",
                 release_settings={k: v for k, v in given.items() if v is not None},
                 prepare=prepare,
+                duplicate_reason=duplicate_reason,
             )
         except PackageError as exc:
             raise CommandError(f"nothing imported; {len(exc.problems)} problem(s):\n{exc}") from exc
