@@ -30,6 +30,7 @@ from benchmarks.duplicates import (
     package_fingerprint_store,
     release_matches,
 )
+from benchmarks.errors import CurationError
 from benchmarks.models import (
     BenchmarkVersion,
     Blob,
@@ -53,16 +54,11 @@ from benchmarks.selectors import (
     version_tasks,
 )
 from benchmarks.visibility import held_out_once_public, items_public, tasks_public
-from common.errors import ApplicationError
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 
 logger = logging.getLogger(__name__)
 DOWNLOADS_PREPARE = "benchmarks.tasks.release_downloads_prepare"  # queued by name: that module imports this one
-
-
-class CurationError(ApplicationError):
-    """A refusal of a release's curation, settings or protocols, said to the maintainer who asked."""
 
 
 def sha256_hex(data: bytes | str) -> str:

@@ -23,11 +23,11 @@ from benchmarks.services import (
     version_draft_create,
     version_task_set,
 )
-from common.errors import ApplicationError
 from common.links import site_link
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.duplicates import revision_fingerprint, submission_matches
+from submissions.errors import TransitionError
 from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
 from submissions.quotas import environments_check, stored_bytes_check
 from submissions.selectors import report_mutations
@@ -59,10 +59,6 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     },
 }
 EDITABLE = (State.DRAFT, State.CHANGES_REQUESTED)
-
-
-class TransitionError(ApplicationError):
-    """A transition the state machine does not allow, with the states named."""
 
 
 def _may(actor: AbstractBaseUser | None, role: str, submission: Submission) -> bool:
