@@ -178,6 +178,19 @@ def _django_importers(package: str) -> list[str]:
     ]
 
 
+def _template_tag_importers() -> list[str]:
+    """Modules outside a templatetags package that import one: a rule a page and the code share lives in a plain
+    module (e.g. common/money.py), and the template tag is its thin wrapper."""
+    found = []
+    for app in PACKAGES:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "templatetags" in path.parts or "migrations" in path.parts:
+                continue
+            if any("templatetags" in module.split(".") for module, _ in _imports(path)):
+                found.append(str(path.relative_to(ROOT)))
+    return found
+
+
 def layering_problems() -> list[str]:
     """Every import that breaks the layers (function-level imports included); empty when the house stands."""
     counts, modules = graph(PACKAGES)
@@ -196,6 +209,7 @@ def layering_problems() -> list[str]:
         or (a == SANDBOX and b not in (SANDBOX, BOTTOM))
     ]
     problems += [f"sandbox imports Django, which the host passes in: {path}" for path in _django_importers(SANDBOX)]
+    problems += [f"template tags imported outside templates: {path}" for path in _template_tag_importers()]
     problems += [
         f"modules of {group[0].split('.')[0]} importing each other: {', '.join(group)}" for group in module_cycles()
     ]

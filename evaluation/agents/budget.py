@@ -13,7 +13,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from benchmarks.validators import agent_seconds_problem
-from evaluation.templatetags.money import usd
+from common.money import usd
 
 BUDGETS = ("turns", "tokens", "seconds", "cost")
 UNITS = {"turns": "turns", "tokens": "tokens", "seconds": "s", "cost": "USD"}

@@ -30,6 +30,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from common.money import usd
 from evaluation.agents.budget import Budget, Usage, amount_text, left_text
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.agents.policies import Policy
@@ -37,7 +38,6 @@ from evaluation.agents.tools import SUBMIT, WRITING_TOOLS, tool_call
 from evaluation.agents.workspace import Workspace, snapshot_delete
 from evaluation.llm import ModelCallError
 from evaluation.models import EvaluationRun
-from evaluation.templatetags.money import usd
 from sandbox import Limits, Session
 
 SYSTEM_PROMPT = """\

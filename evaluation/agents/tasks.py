@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from benchmarks.selectors import protocol_get
+from common.money import usd
 from evaluation import services
 from evaluation.agents.budget import Budget
 from evaluation.agents.loop import (
@@ -58,7 +59,6 @@ from evaluation.pipeline import (
 )
 from evaluation.selectors import item_prompt, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
-from evaluation.templatetags.money import usd
 from operations.watchdog import database_outage_outlasted
 from sandbox import EnvironmentBuildError, SandboxError
 

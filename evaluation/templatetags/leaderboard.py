@@ -4,9 +4,9 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from common.money import usd
 from evaluation.agents.budget import amount_text
 from evaluation.provenance import provenance_of
-from evaluation.templatetags.money import usd
 
 register = template.Library()
 

@@ -12,10 +12,10 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
+from common.money import usd
 from evaluation import selectors, services
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from evaluation.templatetags.money import usd
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
