@@ -26,7 +26,6 @@ MYPY_IGNORED_MODULES = frozenset(
         "scripts.bench_harness_cost",
         "scripts.bench_harness_load",
         "scripts.bench_manifest",
-        "common.intake",
         "submissions.views",
     }
 )
