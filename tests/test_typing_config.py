@@ -19,7 +19,6 @@ MYPY_IGNORED_MODULES = frozenset(
     {
         "benchmarks.views",
         "evaluation.api",
-        "evaluation.pipeline",
         "evaluation.selectors",
         "evaluation.views",
         "scripts.bench_forkserver",
