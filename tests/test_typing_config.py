@@ -20,7 +20,6 @@ MYPY_IGNORED_MODULES = frozenset(
         "benchmarks.views",
         "evaluation.api",
         "evaluation.selectors",
-        "evaluation.views",
         "scripts.bench_forkserver",
         "scripts.bench_harness_cost",
         "scripts.bench_harness_load",
