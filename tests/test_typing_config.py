@@ -17,7 +17,6 @@ from tests.conftest import REPO
 # from its first commit).
 MYPY_IGNORED_MODULES = frozenset(
     {
-        "benchmarks.views",
         "evaluation.api",
         "evaluation.selectors",
         "scripts.bench_forkserver",
