@@ -20,7 +20,6 @@ MYPY_IGNORED_MODULES = frozenset(
         "scripts.bench_forkserver",
         "scripts.bench_harness_cost",
         "scripts.bench_harness_load",
-        "scripts.bench_manifest",
     }
 )
 
