@@ -18,7 +18,6 @@ from tests.conftest import REPO
 MYPY_IGNORED_MODULES = frozenset(
     {
         "scripts.bench_forkserver",
-        "scripts.bench_harness_cost",
         "scripts.bench_harness_load",
     }
 )
