@@ -17,8 +17,6 @@ from tests.conftest import REPO
 # from its first commit).
 MYPY_IGNORED_MODULES = frozenset(
     {
-        "scripts.bench_forkserver",
-        "scripts.bench_harness_load",
     }
 )
 
