@@ -19,7 +19,6 @@ COMPLEXITY_DEBT_FILES = frozenset(
     {
         "evaluation/agents/tasks.py",
         "evaluation/audit.py",
-        "evaluation/reported.py",
         "evaluation/sandbox/programs/*",
         "evaluation/templatetags/leaderboard.py",
         "scripts/bench_pipeline.py",
