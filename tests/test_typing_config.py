@@ -20,7 +20,6 @@ COMPLEXITY_DEBT_FILES = frozenset(
         "evaluation/agents/tasks.py",
         "evaluation/audit.py",
         "evaluation/sandbox/programs/*",
-        "evaluation/templatetags/leaderboard.py",
         "scripts/bench_pipeline.py",
         "scripts/profile_item.py",
         "tests/evaluation/openai_server.py",
