@@ -21,8 +21,6 @@ COMPLEXITY_DEBT_FILES = frozenset(
         "evaluation/audit.py",
         "evaluation/sandbox/programs/*",
         "scripts/bench_pipeline.py",
-        "tests/evaluation/openai_server.py",
-        "tests/submissions/git_server.py",
     }
 )
 
