@@ -585,12 +585,21 @@ class _Policy(ast.NodeVisitor):
     # -- bindings (collected over the whole file first)
 
     def collect(self, tree: ast.Module) -> None:
+        """What the visitors need to know of the whole file before they walk it, in this order."""
+        nodes = list(ast.walk(tree))
+        self.collect_names(tree, nodes)
+        self.collect_own(nodes)
+        self.collect_parameters(nodes)
+        self.collect_aliases(nodes)
+
+    def collect_names(self, tree: ast.Module, nodes: list[ast.AST]) -> None:
+        """The file's functions, classes, imports, builtins bound to other names, and the names bound outside the
+        snippet."""
         node: ast.AST  # each loop below walks nodes of every kind
         target: ast.AST
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not self.inside(node):
                 self.aliases[node.name] = f"__file__.{node.name}"  # the file is a module the tests share
-        nodes = list(ast.walk(tree))
         for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
@@ -600,18 +609,26 @@ class _Policy(ast.NodeVisitor):
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         self.builtin_aliases[target.id] = f"builtins.{node.value.id}"
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    local = alias.asname or alias.name.split(".", 1)[0]
-                    self.aliases[local] = alias.name if alias.asname else alias.name.split(".", 1)[0]
-            elif isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                prefix = f"{'.' * node.level}{module}" if node.level else module
-                for alias in node.names:
-                    self.aliases[alias.asname or alias.name] = f"{prefix}.{alias.name}" if prefix else alias.name
+            self.collect_import(node)
             if not self.inside(node):
                 for name in _bound_names(node):
                     self.bound_outside.add(name)
+
+    def collect_import(self, node: ast.AST) -> None:
+        """The names an import binds, as the modules they stand for."""
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".", 1)[0]
+                self.aliases[local] = alias.name if alias.asname else alias.name.split(".", 1)[0]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            prefix = f"{'.' * node.level}{module}" if node.level else module
+            for alias in node.names:
+                self.aliases[alias.asname or alias.name] = f"{prefix}.{alias.name}" if prefix else alias.name
+
+    def collect_own(self, nodes: list[ast.AST]) -> None:
+        """The names the snippet binds to its own functions, classes and instances of them (and nothing else)."""
+        node: ast.AST
         classes = {node.name for node in nodes if isinstance(node, ast.ClassDef)}
         own: set[str] = set()
         other: set[str] = set()
@@ -638,6 +655,10 @@ class _Policy(ast.NodeVisitor):
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.comprehension)):
                 other.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         self.own = own - other
+
+    def collect_parameters(self, nodes: list[ast.AST]) -> None:
+        """The test's inputs: the parameters of the functions the snippet is spliced into, and other names of them."""
+        node: ast.AST
         for node in nodes:  # the task's functions the snippet is spliced into: their parameters are the test's inputs
             if (
                 isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -671,43 +692,52 @@ class _Policy(ast.NodeVisitor):
                     root = root.value
                 if isinstance(root, ast.Name) and self.parameters.get(root.id, 0) > node.lineno:
                     self.parameters[node.targets[0].id] = self.last + 1
+
+    def collect_aliases(self, nodes: list[ast.AST]) -> None:
+        """The names and holders that reach a module, through bindings of bindings until nothing changes."""
         bindings = [node for node in nodes if isinstance(node, _BINDING)]
         for _ in range(4):  # aliases of aliases (`la = np.linalg; f = la`), until nothing changes
             known = (len(self.aliases), len(self.holders))
             for node in bindings:
-                for target, value in _bindings(node):
-                    if not self.module_reached(value):
-                        continue
-                    if isinstance(target, ast.Name) and target.id not in self.aliases:
-                        self.aliases[target.id] = self.qualified(value) or f"__alias__.{target.id}"
-                    elif isinstance(target, (ast.Attribute, ast.Subscript)):
-                        self.holders.add(ast.unparse(target))
-                if isinstance(node, ast.ClassDef):  # `class Holder: m = np.linalg`
-                    for statement in node.body:
-                        for target, value in _bindings(statement):
-                            if isinstance(target, ast.Name) and self.module_reached(value):
-                                self.holders.add(f"{node.name}.{target.id}")
-                if isinstance(node, (ast.With, ast.AsyncWith)):  # `with nullcontext(np.linalg) as la`
-                    for item in node.items:
-                        if (
-                            isinstance(item.optional_vars, ast.Name)
-                            and isinstance(item.context_expr, ast.Call)
-                            and any(self.module_reached(a) for a in item.context_expr.args)
-                        ):
-                            self.aliases.setdefault(item.optional_vars.id, f"__alias__.{item.optional_vars.id}")
-                if isinstance(node, ast.Call):
-                    self.handed(node)
-                if (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id not in self.aliases
-                    and any(self.module_reached(a) for a in [*node.args, *(k.value for k in node.keywords)])
-                ):
-                    # `box.append(np.linalg)`: the container now holds a module (a method of a module is not)
-                    self.aliases[node.func.value.id] = f"__alias__.{node.func.value.id}"
+                self.collect_binding(node)
             if (len(self.aliases), len(self.holders)) == known:
                 break
+
+    def collect_binding(self, node: ast.AST) -> None:
+        """What one binding makes reach a module: its targets, a class's attributes, a `with` name, a call's
+        parameters or container."""
+        target: ast.AST
+        for target, value in _bindings(node):
+            if not self.module_reached(value):
+                continue
+            if isinstance(target, ast.Name) and target.id not in self.aliases:
+                self.aliases[target.id] = self.qualified(value) or f"__alias__.{target.id}"
+            elif isinstance(target, (ast.Attribute, ast.Subscript)):
+                self.holders.add(ast.unparse(target))
+        if isinstance(node, ast.ClassDef):  # `class Holder: m = np.linalg`
+            for statement in node.body:
+                for target, value in _bindings(statement):
+                    if isinstance(target, ast.Name) and self.module_reached(value):
+                        self.holders.add(f"{node.name}.{target.id}")
+        if isinstance(node, (ast.With, ast.AsyncWith)):  # `with nullcontext(np.linalg) as la`
+            for item in node.items:
+                if (
+                    isinstance(item.optional_vars, ast.Name)
+                    and isinstance(item.context_expr, ast.Call)
+                    and any(self.module_reached(a) for a in item.context_expr.args)
+                ):
+                    self.aliases.setdefault(item.optional_vars.id, f"__alias__.{item.optional_vars.id}")
+        if isinstance(node, ast.Call):
+            self.handed(node)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id not in self.aliases
+            and any(self.module_reached(a) for a in [*node.args, *(k.value for k in node.keywords)])
+        ):
+            # `box.append(np.linalg)`: the container now holds a module (a method of a module is not)
+            self.aliases[node.func.value.id] = f"__alias__.{node.func.value.id}"
 
     # -- visitors
 

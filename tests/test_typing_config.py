@@ -18,7 +18,6 @@ from tests.conftest import REPO
 COMPLEXITY_DEBT_FILES = frozenset(
     {
         "evaluation/agents/tasks.py",
-        "evaluation/audit.py",
         "evaluation/sandbox/programs/*",
         "scripts/bench_pipeline.py",
     }
