@@ -19,7 +19,6 @@ COMPLEXITY_DEBT_FILES = frozenset(
     {
         "evaluation/agents/tasks.py",
         "evaluation/sandbox/programs/*",
-        "scripts/bench_pipeline.py",
     }
 )
 
