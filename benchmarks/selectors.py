@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from typing import TYPE_CHECKING, TypedDict
 
 from django.core.files import File
 from django.core.files.storage import default_storage
@@ -16,6 +17,9 @@ from benchmarks.models import PROTOCOL_NAME_RE, BenchmarkVersion, Blob, PromptPr
 from benchmarks.paper2code import AnnotatedFile, Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
 from common.errors import ApplicationError
+
+if TYPE_CHECKING:  # a lint dependency (django-stubs), not the platform's
+    from django_stubs_ext import WithAnnotations
 
 
 def blob_read(*, sha256: str) -> bytes:
@@ -65,7 +69,14 @@ def version_get(*, name: str, user) -> BenchmarkVersion:
     return get_object_or_404(versions_visible(user=user), name=name)
 
 
-def version_tasks(*, version: BenchmarkVersion) -> QuerySet[Task]:
+class TaskTotals(TypedDict):
+    """What `version_tasks` annotates each task with."""
+
+    snippet_count: int
+    total_loc: int | None  # None: a task without snippets
+
+
+def version_tasks(*, version: BenchmarkVersion) -> QuerySet[WithAnnotations[Task, TaskTotals]]:
     """The version's tasks with their paper, snippet count and total lines of code."""
     return (
         version.tasks.select_related("paper")

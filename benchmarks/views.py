@@ -8,16 +8,17 @@ from functools import wraps
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from benchmarks import selectors, services, visibility
-from benchmarks.models import BenchmarkVersion, Snippet, Task, VersionTask
+from benchmarks.models import BenchmarkVersion, Snippet, SnippetRetirement, Task, VersionTask
 from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required
 from common.errors import ApplicationError
+from common.htmx import HtmxHttpRequest
 from common.pages import refusal_redirect
 
 # The page's and the API's; "harbor", the public split as a Harbor dataset, is added by evaluation (its tasks' export).
@@ -58,9 +59,7 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
     version = selectors.version_get(name=name, user=request.user)
     every = list(selectors.version_tasks(version=version))
     visible = set(visibility.tasks_visible(version=version, user=request.user).values_list("pk", flat=True))
-    splits = dict(version.memberships.values_list("task_id", "split"))
-    for task in every:
-        task.held_out = splits.get(task.pk) == VersionTask.Split.HELD_OUT
+    held_out_ids = set(version.memberships.filter(split=VersionTask.Split.HELD_OUT).values_list("task_id", flat=True))
     tasks = [t for t in every if t.pk in visible]
     hidden = [t for t in every if t.pk not in visible]  # held-out tasks a non-maintainer sees as one count
     totals = {
@@ -76,6 +75,7 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "version": version,
         "tasks": tasks,
+        "held_out_ids": held_out_ids,
         "totals": totals,
         "sealed": selectors.tasks_sealed_share(tasks=every),
         "held_out": held_out,
@@ -87,7 +87,7 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "benchmarks/version_detail.html", context)
 
 
-def version_download(request: HttpRequest, name: str, kind: str) -> HttpResponse:
+def version_download(request: HttpRequest, name: str, kind: str) -> HttpResponseBase:
     version = selectors.version_get(name=name, user=request.user)
     if kind in DOWNLOAD_TYPES and version.downloads_status in ("preparing", "failed"):
         return HttpResponse(
@@ -128,7 +128,7 @@ def paper_detail(request: HttpRequest, name: str, slug: str) -> HttpResponse:
     return render(request, "benchmarks/paper_detail.html", context)
 
 
-def snippet_masked(request: HttpRequest, name: str, snippet_id: int) -> HttpResponse:
+def snippet_masked(request: HtmxHttpRequest, name: str, snippet_id: int) -> HttpResponse:
     if not selectors.user_is_maintainer(user=request.user):
         raise PermissionDenied("Only maintainers may see masked files.")
     version = selectors.version_get(name=name, user=request.user)
@@ -163,14 +163,14 @@ def _draft(request: HttpRequest, name: str) -> BenchmarkVersion:
 @maintainer_required
 def version_curate(request: HttpRequest, name: str) -> HttpResponse:
     version = _draft(request, name)
-    memberships = list(version.memberships.select_related("task__paper").order_by("task__paper__slug"))
     retired = {r.snippet_id: r for r in version.retirements.select_related("retired_by")}
-    snippets: dict[int, list[Snippet]] = {}
+    snippets: dict[int, list[tuple[Snippet, SnippetRetirement | None]]] = {}  # by task: each with its retirement
     for snippet in Snippet.objects.filter(task__memberships__version=version).order_by("file_path", "position"):
-        snippet.retirement = retired.get(snippet.pk)
-        snippets.setdefault(snippet.task_id, []).append(snippet)
-    for membership in memberships:
-        membership.snippets = snippets.get(membership.task_id, [])
+        snippets.setdefault(snippet.task_id, []).append((snippet, retired.get(snippet.pk)))
+    memberships = [
+        (membership, snippets.get(membership.task_id, []))
+        for membership in version.memberships.select_related("task__paper").order_by("task__paper__slug")
+    ]
     candidates = (
         Task.objects.exclude(memberships__version=version).select_related("paper").order_by("paper__slug", "-revision")
     )
@@ -277,7 +277,7 @@ def version_publish(request: HttpRequest, version: BenchmarkVersion) -> str:
             + services.PUBLISH_FREEZES
         )
     published = services.version_publish(version=version, actor=request.user, notes=request.POST.get("notes") or None)
-    once_public = published.changelog.get("held_out_once_public", [])
+    once_public = (published.changelog or {}).get("held_out_once_public", [])
     warning = "".join(f" Warning: {o['paper']} is held out but was public in {o['public_in']}." for o in once_public)
     return (
         f"Published {published.name}; manifest hash {published.manifest_hash[:12]}. Its downloads are being "

@@ -42,7 +42,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Any, BinaryIO, Protocol, cast
 from urllib.parse import urlsplit
 
 import git
@@ -88,8 +88,12 @@ class UploadLimits:
 def limits_default() -> UploadLimits:
     """Limits from settings SUBMISSION_MAX_ARCHIVE_BYTES, ..._MAX_UNPACKED_BYTES, ..._MAX_FILES,
     ..._MAX_FILE_BYTES, ..._CLONE_TIMEOUT and ..._MAX_REPO_BYTES, each defaulting to `UploadLimits`'s."""
+    defaults = UploadLimits()
     return UploadLimits(
-        **{f.name: getattr(settings, f"SUBMISSION_{f.name.upper()}", f.default) for f in fields(UploadLimits)}
+        **{
+            f.name: getattr(settings, f"SUBMISSION_{f.name.upper()}", getattr(defaults, f.name))
+            for f in fields(UploadLimits)
+        }
     )
 
 
@@ -185,7 +189,7 @@ class _Package:
             f"(the limit for unpacked files)"
         )
 
-    def read(self, stream: BinaryIO, name: str, declared: int) -> bytes:
+    def read(self, stream: IO[bytes], name: str, declared: int) -> bytes:
         """Read one entry in chunks, counting bytes as they are decompressed and stopping at the limits."""
         self.reserve(name, declared)
         chunks, count = [], 0
@@ -373,19 +377,37 @@ def _zip_collect(raw: bytes, package: _Package) -> None:
             _zip_member_collect(archive, info, name, path, package)
 
 
+class _ZipfileInternals(Protocol):
+    """The private parts of zipfile that read the end record (stable since Python 2; typeshed leaves them out)."""
+
+    _ECD_SIGNATURE: int
+    _ECD_ENTRIES_TOTAL: int
+    _ECD_SIZE: int
+    _ECD_LOCATION: int
+    stringEndArchive64: bytes
+    sizeEndCentDir64: int
+    sizeEndCentDir64Locator: int
+    stringCentralDir: bytes
+
+    def _EndRecData(self, fpin: IO[bytes]) -> list[Any] | None: ...
+
+
+_zipfile = cast(_ZipfileInternals, zipfile)
+
+
 def _zip_directory_check(raw: bytes, where: str, *, max_files: int) -> None:
     """Refuse a zip whose end record declares too many entries, or whose central directory holds other than the
     declared entries: zipfile parses the whole directory (one object per entry) whatever count is declared."""
     try:
-        record = zipfile._EndRecData(io.BytesIO(raw))  # noqa: SLF001 (stdlib; stable since Python 2)
+        record = _zipfile._EndRecData(io.BytesIO(raw))
     except OSError:
         record = None
     if not record:
         raise IntakeError(f"{where} is not a readable zip archive (its central directory is missing; truncated?)")
-    total, size = record[zipfile._ECD_ENTRIES_TOTAL], record[zipfile._ECD_SIZE]  # noqa: SLF001
-    start = record[zipfile._ECD_LOCATION] - size  # noqa: SLF001
-    if record[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:  # noqa: SLF001
-        start -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator
+    total, size = record[_zipfile._ECD_ENTRIES_TOTAL], record[_zipfile._ECD_SIZE]
+    start = record[_zipfile._ECD_LOCATION] - size
+    if record[_zipfile._ECD_SIGNATURE] == _zipfile.stringEndArchive64:
+        start -= _zipfile.sizeEndCentDir64 + _zipfile.sizeEndCentDir64Locator
     malformed = f"{where} is not a readable zip archive (its central directory does not match its end record"
     if total > max_files:
         raise IntakeError(f"{where} has more than {max_files} entries (limit {max_files})")
@@ -393,7 +415,7 @@ def _zip_directory_check(raw: bytes, where: str, *, max_files: int) -> None:
         raise IntakeError(f"{malformed})")
     position, end = start, start + size
     for index in range(total):  # walk the fixed headers only: at most `total` steps, no object per entry
-        if raw[position : position + 4] != zipfile.stringCentralDir or position + _ZIP_CENTRAL_HEADER > end:
+        if raw[position : position + 4] != _zipfile.stringCentralDir or position + _ZIP_CENTRAL_HEADER > end:
             raise IntakeError(f"{malformed}: entry {index + 1} of {total} is missing)")
         name, extra, comment = struct.unpack_from("<3H", raw, position + 28)
         position += _ZIP_CENTRAL_HEADER + name + extra + comment
@@ -470,7 +492,7 @@ class _Exceeded(Exception):
 class _CountingReader:
     """A read-only stream that counts the bytes it hands out and refuses to go past a cap."""
 
-    def __init__(self, raw: BinaryIO, cap: int):
+    def __init__(self, raw: io.BufferedIOBase, cap: int):
         self.raw, self.cap, self.count = raw, cap, 0
 
     def read(self, size: int = -1) -> bytes:
@@ -486,16 +508,18 @@ def _tar_collect(raw: bytes, package: _Package, *, compressed: bool) -> None:
     where, limits = package.where, package.limits
     # Headers, padding and skipped entries are decompressed too: the whole stream is capped, not only files.
     cap = limits.max_unpacked_bytes + (limits.max_files + 2) * _TAR_HEADER_ALLOWANCE
-    source: BinaryIO = gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") if compressed else io.BytesIO(raw)
+    source: io.BufferedIOBase = io.BytesIO(raw)
     if compressed:
+        source = unzipped = gzip.GzipFile(fileobj=source, mode="rb")
         try:  # tell a broken gzip from a gzip of something else
-            source.peek(tarfile.BLOCKSIZE)
+            unzipped.peek(tarfile.BLOCKSIZE)
         except (OSError, EOFError, zlib.error) as exc:
             raise IntakeError(f"{where} is not a readable gzip file ({exc}); upload {_ACCEPTED}") from None
     stream = _CountingReader(source, cap)
     position = "at its start"
     try:
-        with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape") as archive:
+        # The ignore: stream mode ("r|") only reads its fileobj, but typeshed asks every fileobj to seek and write.
+        with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape") as archive:  # type: ignore[call-overload]
             while (member := archive.next()) is not None:
                 position = f"after entry '{member.name}'"
                 _tar_member_collect(archive, member, package)
@@ -546,6 +570,7 @@ def _tar_member_collect(archive: tarfile.TarFile, member: tarfile.TarInfo, packa
         package.file_add(path, name, _tar_hardlink_data(member, package))
     elif member.isreg():
         stream = archive.extractfile(member)
+        assert stream is not None  # extractfile gives None only for what is neither a file nor a link
         package.file_add(path, name, package.read(stream, name, member.size))
     else:
         raise IntakeError(
@@ -787,7 +812,7 @@ class _Clone:
                 package.file_add(path, name, contents[oid])
         return package.result(strip_top=False, refuse_unresolvable=False)
 
-    def _tree_entry(self, entry: bytes, package: _Package) -> tuple[str, str, str, bool] | None:
+    def _tree_entry(self, entry: bytes | bytearray, package: _Package) -> tuple[str, str, str, bool] | None:
         """One `ls-tree --long` record, checked against the limits before any content is read."""
         package.entry_count()
         meta, _, raw_name = entry.partition(b"\t")
@@ -834,6 +859,7 @@ class _Clone:
         # A session of its own, so a kill reaches git's helpers (remote-https, index-pack) too.
         handle = self.git.execute([self.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True, start_new_session=True)
         process = handle.proc
+        assert process is not None  # as_process=True always starts one
         stderr, out = bytearray(), bytearray()
         process_supervise(
             process,

@@ -8,6 +8,7 @@ import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.core.cache import cache
 
@@ -17,6 +18,9 @@ from benchmarks.paper2code.comparison import RANK_ALPHA, passed, significance_ra
 from benchmarks.paper2code.difficulty import Difficulty, item_difficulty
 from evaluation.models import Outcome, RunScore
 from evaluation.scoring import UNCLASSIFIED
+
+if TYPE_CHECKING:  # selectors imports this module
+    from evaluation.selectors import LeaderboardRow
 
 # Item-level aggregates of split scores: large, so the leaderboard defers them and each analysis reads its own.
 ITEM_STATISTICS = ("item_passes", "categories")
@@ -195,7 +199,7 @@ FAILURE_SEGMENTS = (
 
 @dataclass(frozen=True)
 class FailureRow:
-    row: object  # the LeaderboardRow
+    row: LeaderboardRow
     counts: list[int]  # per FAILURE_SEGMENTS
     total: int
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
+from django.contrib.auth.models import User
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -77,8 +79,10 @@ class ModelEntrySerializer(serializers.ModelSerializer):
         "are used then).",
     )
     has_api_key = serializers.BooleanField(read_only=True)
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
-    kind = serializers.ChoiceField(
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    kind: serializers.Field = serializers.ChoiceField(  # a Field: ModelUpdateSerializer shows it read-only
         choices=[ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED],
         default=ModelEntry.Kind.LITELLM,
         help_text="litellm: the platform calls it with its api_key; "
@@ -157,7 +161,8 @@ class ProgressSerializer(serializers.Serializer):
     done = serializers.IntegerField()
     passed = serializers.IntegerField()
     failed = serializers.IntegerField()
-    errors = serializers.IntegerField()
+    # The ignore: DRF's metaclass takes declared fields off the class, so Serializer.errors stays the property.
+    errors = serializers.IntegerField()  # type: ignore[assignment]
     generated = serializers.IntegerField()
     percent = serializers.FloatField()
 
@@ -187,9 +192,13 @@ class ScoreSerializer(serializers.ModelSerializer):
 
 
 class RunSerializer(serializers.ModelSerializer):
-    model = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    release = serializers.SlugRelatedField(source="version", slug_field="name", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    model: serializers.SlugRelatedField[ModelEntry] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    release: serializers.SlugRelatedField[BenchmarkVersion] = serializers.SlugRelatedField(
+        source="version", slug_field="name", read_only=True
+    )
+    created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     progress = serializers.SerializerMethodField()
     score = serializers.SerializerMethodField()
     split_scores = serializers.SerializerMethodField()
@@ -775,7 +784,7 @@ class RunResults(generics.ListAPIView):
         )
 
     def get_serializer_context(self) -> dict:
-        context = super().get_serializer_context()
+        context = dict(super().get_serializer_context())
         if "pk" in self.kwargs:
             context["visible_tasks"] = set(
                 visibility.tasks_visible(version=self.run.version, user=self.request.user).values_list("pk", flat=True)
@@ -785,7 +794,7 @@ class RunResults(generics.ListAPIView):
 
 # Leaderboards
 
-_FIELD_KINDS = {
+_FIELD_KINDS: dict[str, Callable[..., serializers.Field]] = {
     "int": serializers.IntegerField,
     "float": serializers.FloatField,
     "str": serializers.CharField,

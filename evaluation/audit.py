@@ -466,15 +466,8 @@ class _Policy(ast.NodeVisitor):
             return name is not None and not name.startswith("builtins.")
         if isinstance(node, (ast.Attribute, ast.Subscript)) and self.held(node):
             return True
-        if isinstance(node, ast.Call) and self.literal_getattr(node):
-            return self.module_reached(node.args[0])
-        if isinstance(node, ast.Call) and (function := self.own_function(node.func)) is not None:
-            return self.returns_module(function)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.builtin(node.func.id):
-            if f"builtins.{node.func.id}" in RULES["reflective-builtin"].names:
-                return True  # vars(m), globals(): a module's own namespace
-            if node.func.id in PASSING:
-                return any(self.module_reached(arg) for arg in [*node.args, *(k.value for k in node.keywords)])
+        if isinstance(node, ast.Call):
+            return self.call_reaches_module(node)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return any(self.module_reached(element) for element in node.elts)
         if isinstance(node, ast.Dict):
@@ -491,6 +484,20 @@ class _Policy(ast.NodeVisitor):
             return self.module_reached(node.value)
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
             return self.module_reached(node.elt) or any(self.module_reached(g.iter) for g in node.generators)
+        return False
+
+    def call_reaches_module(self, node: ast.Call) -> bool:
+        """module_reached for a call: a literal getattr of a module, an own function that returns one, a builtin that
+        gives a module's namespace or passes its arguments on."""
+        if self.literal_getattr(node):
+            return self.module_reached(node.args[0])
+        if (function := self.own_function(node.func)) is not None:
+            return self.returns_module(function)
+        if isinstance(node.func, ast.Name) and self.builtin(node.func.id):
+            if f"builtins.{node.func.id}" in RULES["reflective-builtin"].names:
+                return True  # vars(m), globals(): a module's own namespace
+            if node.func.id in PASSING:
+                return any(self.module_reached(arg) for arg in [*node.args, *(k.value for k in node.keywords)])
         return False
 
     def handed(self, call: ast.Call) -> None:
@@ -578,12 +585,21 @@ class _Policy(ast.NodeVisitor):
     # -- bindings (collected over the whole file first)
 
     def collect(self, tree: ast.Module) -> None:
+        """What the visitors need to know of the whole file before they walk it, in this order."""
+        nodes = list(ast.walk(tree))
+        self.collect_names(tree, nodes)
+        self.collect_own(nodes)
+        self.collect_parameters(nodes)
+        self.collect_aliases(nodes)
+
+    def collect_names(self, tree: ast.Module, nodes: list[ast.AST]) -> None:
+        """The file's functions, classes, imports, builtins bound to other names, and the names bound outside the
+        snippet."""
         node: ast.AST  # each loop below walks nodes of every kind
         target: ast.AST
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not self.inside(node):
                 self.aliases[node.name] = f"__file__.{node.name}"  # the file is a module the tests share
-        nodes = list(ast.walk(tree))
         for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
@@ -593,18 +609,26 @@ class _Policy(ast.NodeVisitor):
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         self.builtin_aliases[target.id] = f"builtins.{node.value.id}"
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    local = alias.asname or alias.name.split(".", 1)[0]
-                    self.aliases[local] = alias.name if alias.asname else alias.name.split(".", 1)[0]
-            elif isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                prefix = f"{'.' * node.level}{module}" if node.level else module
-                for alias in node.names:
-                    self.aliases[alias.asname or alias.name] = f"{prefix}.{alias.name}" if prefix else alias.name
+            self.collect_import(node)
             if not self.inside(node):
                 for name in _bound_names(node):
                     self.bound_outside.add(name)
+
+    def collect_import(self, node: ast.AST) -> None:
+        """The names an import binds, as the modules they stand for."""
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".", 1)[0]
+                self.aliases[local] = alias.name if alias.asname else alias.name.split(".", 1)[0]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            prefix = f"{'.' * node.level}{module}" if node.level else module
+            for alias in node.names:
+                self.aliases[alias.asname or alias.name] = f"{prefix}.{alias.name}" if prefix else alias.name
+
+    def collect_own(self, nodes: list[ast.AST]) -> None:
+        """The names the snippet binds to its own functions, classes and instances of them (and nothing else)."""
+        node: ast.AST
         classes = {node.name for node in nodes if isinstance(node, ast.ClassDef)}
         own: set[str] = set()
         other: set[str] = set()
@@ -631,6 +655,10 @@ class _Policy(ast.NodeVisitor):
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.comprehension)):
                 other.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         self.own = own - other
+
+    def collect_parameters(self, nodes: list[ast.AST]) -> None:
+        """The test's inputs: the parameters of the functions the snippet is spliced into, and other names of them."""
+        node: ast.AST
         for node in nodes:  # the task's functions the snippet is spliced into: their parameters are the test's inputs
             if (
                 isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -664,43 +692,52 @@ class _Policy(ast.NodeVisitor):
                     root = root.value
                 if isinstance(root, ast.Name) and self.parameters.get(root.id, 0) > node.lineno:
                     self.parameters[node.targets[0].id] = self.last + 1
+
+    def collect_aliases(self, nodes: list[ast.AST]) -> None:
+        """The names and holders that reach a module, through bindings of bindings until nothing changes."""
         bindings = [node for node in nodes if isinstance(node, _BINDING)]
         for _ in range(4):  # aliases of aliases (`la = np.linalg; f = la`), until nothing changes
             known = (len(self.aliases), len(self.holders))
             for node in bindings:
-                for target, value in _bindings(node):
-                    if not self.module_reached(value):
-                        continue
-                    if isinstance(target, ast.Name) and target.id not in self.aliases:
-                        self.aliases[target.id] = self.qualified(value) or f"__alias__.{target.id}"
-                    elif isinstance(target, (ast.Attribute, ast.Subscript)):
-                        self.holders.add(ast.unparse(target))
-                if isinstance(node, ast.ClassDef):  # `class Holder: m = np.linalg`
-                    for statement in node.body:
-                        for target, value in _bindings(statement):
-                            if isinstance(target, ast.Name) and self.module_reached(value):
-                                self.holders.add(f"{node.name}.{target.id}")
-                if isinstance(node, (ast.With, ast.AsyncWith)):  # `with nullcontext(np.linalg) as la`
-                    for item in node.items:
-                        if (
-                            isinstance(item.optional_vars, ast.Name)
-                            and isinstance(item.context_expr, ast.Call)
-                            and any(self.module_reached(a) for a in item.context_expr.args)
-                        ):
-                            self.aliases.setdefault(item.optional_vars.id, f"__alias__.{item.optional_vars.id}")
-                if isinstance(node, ast.Call):
-                    self.handed(node)
-                if (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id not in self.aliases
-                    and any(self.module_reached(a) for a in [*node.args, *(k.value for k in node.keywords)])
-                ):
-                    # `box.append(np.linalg)`: the container now holds a module (a method of a module is not)
-                    self.aliases[node.func.value.id] = f"__alias__.{node.func.value.id}"
+                self.collect_binding(node)
             if (len(self.aliases), len(self.holders)) == known:
                 break
+
+    def collect_binding(self, node: ast.AST) -> None:
+        """What one binding makes reach a module: its targets, a class's attributes, a `with` name, a call's
+        parameters or container."""
+        target: ast.AST
+        for target, value in _bindings(node):
+            if not self.module_reached(value):
+                continue
+            if isinstance(target, ast.Name) and target.id not in self.aliases:
+                self.aliases[target.id] = self.qualified(value) or f"__alias__.{target.id}"
+            elif isinstance(target, (ast.Attribute, ast.Subscript)):
+                self.holders.add(ast.unparse(target))
+        if isinstance(node, ast.ClassDef):  # `class Holder: m = np.linalg`
+            for statement in node.body:
+                for target, value in _bindings(statement):
+                    if isinstance(target, ast.Name) and self.module_reached(value):
+                        self.holders.add(f"{node.name}.{target.id}")
+        if isinstance(node, (ast.With, ast.AsyncWith)):  # `with nullcontext(np.linalg) as la`
+            for item in node.items:
+                if (
+                    isinstance(item.optional_vars, ast.Name)
+                    and isinstance(item.context_expr, ast.Call)
+                    and any(self.module_reached(a) for a in item.context_expr.args)
+                ):
+                    self.aliases.setdefault(item.optional_vars.id, f"__alias__.{item.optional_vars.id}")
+        if isinstance(node, ast.Call):
+            self.handed(node)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id not in self.aliases
+            and any(self.module_reached(a) for a in [*node.args, *(k.value for k in node.keywords)])
+        ):
+            # `box.append(np.linalg)`: the container now holds a module (a method of a module is not)
+            self.aliases[node.func.value.id] = f"__alias__.{node.func.value.id}"
 
     # -- visitors
 
@@ -880,6 +917,18 @@ class _Policy(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         name = self.qualified(func)
+        self.in_place_writes(node, name)
+        if name in ("builtins.getattr", "builtins.hasattr", "builtins.setattr", "builtins.delattr"):
+            self.attribute_builtin_call(node, name)
+        elif name in ("operator.attrgetter", "operator.methodcaller"):
+            self.attribute_path_call(node, name)
+        elif name == "builtins.type" and len(node.args) == 1 and not node.keywords:
+            self.allowed_calls.add(id(func))
+        self.generic_visit(node)
+
+    def in_place_writes(self, node: ast.Call, name: str | None) -> None:
+        """A call that writes into its receiver, its first argument or its `out=`: an input written if it is one."""
+        func = node.func
         written = [k.value for k in node.keywords if k.arg == "out"]  # np.add(a, b, out=v) writes into v
         if isinstance(func, ast.Attribute) and (
             func.attr in IN_PLACE_METHODS or func.attr.endswith("_") and not func.attr.startswith("_")
@@ -893,52 +942,55 @@ class _Policy(ast.NodeVisitor):
                 root = root.value
             if isinstance(root, ast.Name):
                 self.into_input(node, root.id)
-        if name in ("builtins.getattr", "builtins.hasattr", "builtins.setattr", "builtins.delattr"):
-            attribute = _constant_str(node.args[1]) if len(node.args) >= 2 else None
-            if attribute is not None and len(node.args) <= 3 - (name == "builtins.hasattr") and not node.keywords:
-                self.allowed_calls.add(id(func))
-                reached = self.qualified(node.args[0])
-                if reached and not reached.startswith("builtins."):
-                    self.qualified_use(node, self.qualified(node) or f"{reached}.{attribute}")
-                elif attribute in _SYSTEM_TOPS:  # getattr(x, "sys") is x.sys
-                    rule = system_rule(_system_name(attribute))
-                    self.flag(
-                        node, rule.name if rule else "system-introspection", f"reaches an attribute named {attribute!r}"
-                    )
-                if attribute.startswith("_") and not _DUNDER.match(attribute) and not self.own_root(node.args[0]):
-                    self.flag(node, "private-attribute", f"reaches {ast.unparse(node.args[0])[:60]}.{attribute}")
-                self.dunder(node, attribute, store=name in ("builtins.setattr", "builtins.delattr"))
-                self.named(node, attribute, "an attribute name")
-                if name in ("builtins.setattr", "builtins.delattr"):
-                    if self.reaches_module(node.args[0]):
-                        self.flag(
-                            node,
-                            "module-assignment",
-                            f"{name.split('.')[1]} of {attribute!r} on something reached from a module",
-                        )
-                    elif not self.own_root(node.args[0]):
-                        self.flag(
-                            node,
-                            "foreign-store",
-                            f"{name.split('.')[1]} of {attribute!r} on "
-                            f"{ast.unparse(node.args[0])[:60]}, which the answer did not create",
-                        )
-        elif name in ("operator.attrgetter", "operator.methodcaller"):
-            if node.args and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args[:1]):
-                self.allowed_calls.add(id(func))
-                paths = node.args if name == "operator.attrgetter" else node.args[:1]
-                for path in paths:  # every part of a dotted path is an attribute reached
-                    if isinstance(path, ast.Constant) and isinstance(path.value, str):
-                        for part in path.value.split("."):
-                            self.dunder(node, part)
-                            self.named(node, part, "an attribute path")
-                            if part in _SYSTEM_TOPS:
-                                self.flag(node, "system-introspection", f"an attribute path reaches {part!r}")
-                            if part.startswith("_") and not _DUNDER.match(part):
-                                self.flag(node, "private-attribute", f"an attribute path reaches {part!r}")
-        elif name == "builtins.type" and len(node.args) == 1 and not node.keywords:
+
+    def attribute_builtin_call(self, node: ast.Call, name: str) -> None:
+        """getattr, hasattr, setattr, delattr with a literal attribute name: the attribute reached as if spelled."""
+        func = node.func
+        attribute = _constant_str(node.args[1]) if len(node.args) >= 2 else None
+        if attribute is not None and len(node.args) <= 3 - (name == "builtins.hasattr") and not node.keywords:
             self.allowed_calls.add(id(func))
-        self.generic_visit(node)
+            reached = self.qualified(node.args[0])
+            if reached and not reached.startswith("builtins."):
+                self.qualified_use(node, self.qualified(node) or f"{reached}.{attribute}")
+            elif attribute in _SYSTEM_TOPS:  # getattr(x, "sys") is x.sys
+                rule = system_rule(_system_name(attribute))
+                self.flag(
+                    node, rule.name if rule else "system-introspection", f"reaches an attribute named {attribute!r}"
+                )
+            if attribute.startswith("_") and not _DUNDER.match(attribute) and not self.own_root(node.args[0]):
+                self.flag(node, "private-attribute", f"reaches {ast.unparse(node.args[0])[:60]}.{attribute}")
+            self.dunder(node, attribute, store=name in ("builtins.setattr", "builtins.delattr"))
+            self.named(node, attribute, "an attribute name")
+            if name in ("builtins.setattr", "builtins.delattr"):
+                if self.reaches_module(node.args[0]):
+                    self.flag(
+                        node,
+                        "module-assignment",
+                        f"{name.split('.')[1]} of {attribute!r} on something reached from a module",
+                    )
+                elif not self.own_root(node.args[0]):
+                    self.flag(
+                        node,
+                        "foreign-store",
+                        f"{name.split('.')[1]} of {attribute!r} on "
+                        f"{ast.unparse(node.args[0])[:60]}, which the answer did not create",
+                    )
+
+    def attribute_path_call(self, node: ast.Call, name: str) -> None:
+        """operator.attrgetter and methodcaller with literal paths: every part of a path is an attribute reached."""
+        func = node.func
+        if node.args and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args[:1]):
+            self.allowed_calls.add(id(func))
+            paths = node.args if name == "operator.attrgetter" else node.args[:1]
+            for path in paths:  # every part of a dotted path is an attribute reached
+                if isinstance(path, ast.Constant) and isinstance(path.value, str):
+                    for part in path.value.split("."):
+                        self.dunder(node, part)
+                        self.named(node, part, "an attribute path")
+                        if part in _SYSTEM_TOPS:
+                            self.flag(node, "system-introspection", f"an attribute path reaches {part!r}")
+                        if part.startswith("_") and not _DUNDER.match(part):
+                            self.flag(node, "private-attribute", f"an attribute path reaches {part!r}")
 
     def visit_Raise(self, node: ast.Raise) -> None:
         raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc

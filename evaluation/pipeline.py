@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from typing import TypeGuard
 
 from django.conf import settings
 from django.core.cache import cache
@@ -63,7 +64,7 @@ def retry_or_error(
     item_ended(run)
 
 
-def item_current(run: EvaluationRun | None, epoch: int | None) -> bool:
+def item_current(run: EvaluationRun | None, epoch: int | None) -> TypeGuard[EvaluationRun]:
     """Whether a message for an item of `run` is still wanted: the run is active and the message is of its current
     feed (a message queued before a resume or a redispatch is a copy of one the new feed queues again). A message
     without an epoch was queued before epochs existed."""

@@ -90,21 +90,44 @@ def reported_results_parse(*, version: BenchmarkVersion, data: bytes) -> list[Re
                 if not isinstance(completions, list) or not completions:
                     problems.append(f"{swhere}: expected a non-empty list of completions")
                     continue
-                passed: list[bool] = []
-                for number, completion in enumerate(completions):
-                    cwhere = f"{swhere}[{number}]"
-                    if not isinstance(completion, dict) or not isinstance(completion.get("passed"), bool):
-                        problems.append(f'{cwhere}: expected an object with "passed": true or false')
-                        continue
-                    count = completion.get("snippet_code_line_count")
-                    if count != snippet.loc:
-                        problems.append(
-                            f"{cwhere}: snippet_code_line_count is {count!r}; release {version.name} "
-                            f"counts {snippet.loc} lines of code for this snippet"
-                        )
-                        continue
-                    passed.append(completion["passed"])
-                found[snippet.pk] = passed
+                found[snippet.pk] = _completions_passed(completions, snippet, swhere, version, problems)
+    _models_check(models, index, version, problems)
+    if not models and not problems:
+        problems.append("the file holds no results")
+    if problems:
+        raise ReportedResultsError(problems)
+    return [ReportedModel(name=name, completions=found) for name, found in models.items()]
+
+
+def _completions_passed(
+    completions: list, snippet: Snippet, swhere: str, version: BenchmarkVersion, problems: list[str]
+) -> list[bool]:
+    """Whether each completion of one snippet passed; a completion that is malformed or counts other lines than
+    the release is a problem instead."""
+    passed: list[bool] = []
+    for number, completion in enumerate(completions):
+        cwhere = f"{swhere}[{number}]"
+        if not isinstance(completion, dict) or not isinstance(completion.get("passed"), bool):
+            problems.append(f'{cwhere}: expected an object with "passed": true or false')
+            continue
+        count = completion.get("snippet_code_line_count")
+        if count != snippet.loc:
+            problems.append(
+                f"{cwhere}: snippet_code_line_count is {count!r}; release {version.name} "
+                f"counts {snippet.loc} lines of code for this snippet"
+            )
+            continue
+        passed.append(completion["passed"])
+    return passed
+
+
+def _models_check(
+    models: dict[str, dict[int, list[bool]]],
+    index: dict[str, dict[str, list[Snippet]]],
+    version: BenchmarkVersion,
+    problems: list[str],
+) -> None:
+    """Every model covers every snippet of the release, and each model's name gives a slug of its own."""
     expected = {s.pk: f"{paper}/{name}" for paper, names in index.items() for name, ss in names.items() for s in ss}
     for model_name, found in models.items():
         missing = sorted(label for pk, label in expected.items() if pk not in found)
@@ -121,11 +144,6 @@ def reported_results_parse(*, version: BenchmarkVersion, data: bytes) -> list[Re
         elif slug in slugs:
             problems.append(f"model names {slugs[slug]!r} and {model_name!r} both become {slug!r}")
         slugs.setdefault(slug, model_name)
-    if not models and not problems:
-        problems.append("the file holds no results")
-    if problems:
-        raise ReportedResultsError(problems)
-    return [ReportedModel(name=name, completions=found) for name, found in models.items()]
 
 
 @transaction.atomic

@@ -327,12 +327,12 @@ def agent_usage_per_item(*, version: BenchmarkVersion, groups: dict[int, list[in
     for t in trajectories.values("run").annotate(
         n=Count("pk"),
         turns=Sum("turns"),
-        tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
+        tokens_total=Sum(F("prompt_tokens") + F("completion_tokens")),
         seconds=Sum("seconds"),
     ):
         total = totals.setdefault(owner[t["run"]], [0, 0, 0, 0])
-        for i, key in enumerate(("n", "turns", "tokens", "seconds")):
-            total[i] += t[key] or 0
+        for i, value in enumerate((t["n"], t["turns"], t["tokens_total"], t["seconds"])):
+            total[i] += value or 0
     return {row: AgentUsage(turns / n, tokens / n, seconds / n) for row, (n, turns, tokens, seconds) in totals.items()}
 
 
@@ -409,9 +409,10 @@ class LeaderboardRow:
         """The run's total cost in USD (a repeat group's: the mean per run); None, never 0, when any item's cost is
         unknown (a model litellm has no price for, a published result)."""
         costs = [spent.cost for _, spent in self.repeats] or [self.spent.cost]
-        if any(cost is None for cost in costs):
+        known = [cost for cost in costs if cost is not None]
+        if len(known) < len(costs):
             return None
-        return sum(costs, Decimal(0)) / len(costs)
+        return sum(known, Decimal(0)) / len(known)
 
     @property
     def cost_per_item(self) -> Decimal | None:
@@ -883,17 +884,17 @@ def leaderboard_ranking_chart(*, rows: list[LeaderboardRow]) -> list[dict]:
 def leaderboard_over_time(*, rows: list[LeaderboardRow]) -> dict:
     """The score-over-time chart's points: each ranked row's scaled pass@1 (with its interval) at its model's
     knowledge cut-off, oldest first; rows whose cut-off is unknown are counted, not drawn."""
-    dated = [r for r in rows if not r.calibration and r.run.model.knowledge_cutoff]
+    dated = [(r, cutoff) for r in rows if not r.calibration and (cutoff := r.run.model.knowledge_cutoff)]
     points = [
         {
             "label": f"{r.run.model.display_name} ({r.setting})",
-            "date": r.run.model.knowledge_cutoff.isoformat(),
+            "date": cutoff.isoformat(),
             "value": r.score.scaled_pass_rate,
             "low": r.score.scaled_ci_low,
             "high": r.score.scaled_ci_high,
             "provenance": r.run.provenance,
         }
-        for r in sorted(dated, key=lambda r: (r.run.model.knowledge_cutoff, -r.score.scaled_pass_rate))
+        for r, cutoff in sorted(dated, key=lambda pair: (pair[1], -pair[0].score.scaled_pass_rate))
     ]
     return {"points": points, "undated": sum(1 for r in rows if not r.calibration) - len(points)}
 
@@ -1059,7 +1060,7 @@ def leaderboard_contamination(
     Per-paper stored rates are weighted by each paper's live lines of code, so the result matches the scaled
     rate a run restricted to those papers would have.
     """
-    loc = dict(
+    loc: dict[int | None, int] = dict(  # a score's paper_id is never None here: the scores are of these papers
         visibility.items_visible(version=version, user=user)
         .order_by()
         .values("task__paper_id")
@@ -1080,7 +1081,7 @@ def leaderboard_contamination(
         kept = [
             s
             for s in by_run.get(row.run.pk, [])
-            if cutoff and s.paper.first_commit_date and s.paper.first_commit_date > cutoff
+            if cutoff and s.paper and s.paper.first_commit_date and s.paper.first_commit_date > cutoff
         ]
         weight = sum(loc.get(s.paper_id, 0) for s in kept)
         rate = sum(s.scaled_pass_rate * loc.get(s.paper_id, 0) for s in kept) / weight if weight else None
@@ -1419,8 +1420,10 @@ def run_item_page(*, run: EvaluationRun, user, page: str | int | None) -> Page:
     visible_tasks = set(visibility.tasks_visible(version=run.version, user=user).values_list("pk", flat=True))
     outcomes = run_outcomes_ordered(run=run, user=user).select_related("snippet__task__paper", "generation")
     current = Paginator(outcomes, RUN_PAGE_ITEMS).get_page(page)
+    # The ignore: the page keeps its paginator's counts of outcomes and shows each one as a RunItem.
     current.object_list = [
-        RunItem(outcome=o, show_reference=o.snippet.task_id in visible_tasks) for o in current.object_list
+        RunItem(outcome=o, show_reference=o.snippet.task_id in visible_tasks)  # type: ignore[misc]
+        for o in current.object_list
     ]
     return current
 

@@ -20,6 +20,7 @@ from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required, user_may_change
 from benchmarks.selectors import user_is_maintainer, version_get
 from benchmarks.visibility import changelog_visible
+from common.htmx import HtmxHttpRequest
 from common.pages import refusal_redirect
 from evaluation import analysis, environments, reproducibility, selectors, services
 from evaluation.agents.selectors import agent_run_summary
@@ -50,7 +51,7 @@ def leaderboard_latest(request: HttpRequest) -> HttpResponse:
     return redirect(reverse("leaderboard", args=[version.name]) + (f"?{query}" if query else ""))
 
 
-def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
+def leaderboard(request: HtmxHttpRequest, name: str) -> HttpResponse:
     version = version_get(name=name, user=request.user)
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise Http404("Drafts have no leaderboard.")
@@ -80,8 +81,9 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     if target == "leaderboard-table":
         return render(request, "evaluation/_leaderboard_table.html", context)
     view = request.GET.get("view", "papers")
-    context.update(view=view if view in BREAKDOWNS else "papers", breakdowns=BREAKDOWNS)
-    context.update(_breakdown(version=version, rows=rows, view=context["view"], user=request.user))
+    view = view if view in BREAKDOWNS else "papers"
+    context.update(view=view, breakdowns=BREAKDOWNS)
+    context.update(_breakdown(version=version, rows=rows, view=view, user=request.user))
     if target == "breakdown":
         return render(request, "evaluation/_leaderboard_breakdown.html", context)
     context.update(
@@ -456,7 +458,7 @@ def run_verify(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("run-detail", pk=run.pk)
 
 
-def run_manifest(request: HttpRequest, pk: int) -> HttpResponse:
+def run_manifest(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     """The run's reproducibility record as a download (the same document as the API's)."""
     run = _run_visible(request, pk)
     response = StreamingHttpResponse(

@@ -23,11 +23,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from scripts.bench_django import OWN, naive  # noqa: E402
+
+if TYPE_CHECKING:  # imported where used, after django.setup()
+    from sandbox.bwrap import BwrapBackend
+    from sandbox.docker import DockerBackend
 
 REQUIREMENTS = "numpy\ntorch==2.13.0\n"
 ENTRY = """import time
@@ -103,15 +108,26 @@ def limits():
     return Limits(wall_seconds=120, memory_bytes=2048 * 1024 * 1024, processes=64, cpus=1.0)
 
 
+def forking_backend(name: str, cache: Path, *, forkserver: bool) -> BwrapBackend | DockerBackend:
+    """The backend named, with its fork server on or off: bwrap and docker are the backends that have one."""
+    from sandbox.bwrap import BwrapBackend
+    from sandbox.docker import DockerBackend
+
+    backends: dict[str, type[BwrapBackend | DockerBackend]] = {"bwrap": BwrapBackend, "docker": DockerBackend}
+    if name not in backends:
+        sys.exit(f"the {name} backend has no fork server; choose {' or '.join(backends)}")
+    return backends[name](cache, forkserver=forkserver)
+
+
 def worker(name: str, cache: str, forkserver: bool, items: list[dict[str, bytes]], queue, results) -> None:
     import django
 
     django.setup()
     from evaluation.executor import harness_run
-    from sandbox import backend_class
+    from sandbox.forkserver import ForkingSession
     from sandbox.harness import GuardSpec
 
-    backend = backend_class(name)(Path(cache), forkserver=forkserver)
+    backend = forking_backend(name, Path(cache), forkserver=forkserver)
     environment = backend.environment_build(env_hash="bench-torch", requirements=REQUIREMENTS)
     guard = GuardSpec(answer_file="model.py", first_line=ANSWER_LINES[0], last_line=ANSWER_LINES[1])
     with backend.session(environment) as session:
@@ -128,7 +144,7 @@ def worker(name: str, cache: str, forkserver: bool, items: list[dict[str, bytes]
                     run.result.stderr[-1500:] if run.result else "",
                 )
             )
-        results.put(("forking", session.forking if forkserver else None))
+        results.put(("forking", isinstance(session, ForkingSession) and session.forking if forkserver else None))
 
 
 def sandboxed(
@@ -147,7 +163,8 @@ def sandboxed(
     ]
     for process in processes:
         process.start()
-    outcomes, forking = [], []
+    outcomes: list[tuple] = []  # (item, status, own seconds, stderr's end)
+    forking: list[tuple] = []  # ("forking", whether the worker's session forked)
     while len(forking) < workers:
         message = results.get(timeout=3600)
         (forking if message[0] == "forking" else outcomes).append(message)
@@ -174,7 +191,6 @@ def main() -> None:
     import django
 
     django.setup()
-    from sandbox import backend_class
     from sandbox.bwrap import BwrapBackend
 
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
@@ -207,7 +223,7 @@ def main() -> None:
     rows["naive (sequential, fresh interpreter, no sandbox)"] = naive(environment.python, entries)
     labels = {"cold": "cold (fresh sandbox and interpreter per item)", "warm": "warm (fork server per worker)"}
     for name in args.backends.split(","):
-        other = backend_class(name)(cache, forkserver=False)
+        other = forking_backend(name, cache, forkserver=False)
         ok, why = other.available()
         if not ok:
             sys.exit(f"{name} is not available: {why}")
@@ -232,9 +248,9 @@ def main() -> None:
     for label, (wall, own) in rows.items():
         print(f"{label:52} {wall:8.1f} {sum(own):8.1f} {wall / limit:6.2f}x {wall / base_wall:6.2f}x")
     for mode in ("cold", "warm"):
-        pair = [rows.get(f"{name} {labels[mode]}") for name in ("docker", "bwrap")]
-        if all(pair):
-            print(f"docker {mode} / bwrap {mode}: {pair[0][0] / pair[1][0]:.2f}x")
+        docker_row, bwrap_row = (rows.get(f"{name} {labels[mode]}") for name in ("docker", "bwrap"))
+        if docker_row and bwrap_row:
+            print(f"docker {mode} / bwrap {mode}: {docker_row[0] / bwrap_row[0]:.2f}x")
     print(
         "own s: the tests' own time summed in that mode (each test measures its body, without interpreter start "
         "and imports)"

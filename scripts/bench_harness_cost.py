@@ -31,6 +31,8 @@ def harness_module(path: str | None):
 
         return harness
     spec = importlib.util.spec_from_file_location("rcb_bench_harness", path)
+    if spec is None or spec.loader is None:
+        sys.exit(f"{path} is not a Python module that can be loaded")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
@@ -49,13 +51,15 @@ def main() -> None:
     django.setup()
     from benchmarks.paper2code import passes
     from benchmarks.services import environment_hash
-    from sandbox import Limits, backend_class
+    from sandbox import Limits
+    from sandbox.bwrap import BwrapBackend
+    from sandbox.forkserver import ForkingSession
 
     harnesses = {"this tree": harness_module(None)}
     if args.baseline:
         harnesses[args.baseline] = harness_module(args.baseline)
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
-    backend = backend_class("bwrap")(cache, forkserver=args.mode == "warm")
+    backend = BwrapBackend(cache, forkserver=args.mode == "warm")
     ok, why = backend.available()
     if not ok:
         sys.exit(f"bwrap is not available: {why}")
@@ -92,7 +96,7 @@ def main() -> None:
                     sys.exit(f"the {kind} run did not pass: {result.stderr[-1500:]}")
                 if index >= 2:
                     times[kind].append(elapsed)
-        forking = session.forking
+        forking = isinstance(session, ForkingSession) and session.forking
     medians = {kind: 1000 * statistics.median(values) for kind, values in times.items()}
     print(
         f"tinyformer reference on bwrap {args.mode}{' (fork server)' if forking else ''}, {args.items} items "

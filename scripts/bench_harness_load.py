@@ -131,10 +131,10 @@ def main() -> None:
     import django
 
     django.setup()
-    from sandbox import backend_class
+    from scripts.bench_forkserver import forking_backend
 
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
-    backend = backend_class(args.backend)(cache, forkserver=args.mode == "warm")
+    backend = forking_backend(args.backend, cache, forkserver=args.mode == "warm")
     ok, why = backend.available()
     if not ok:
         sys.exit(f"{args.backend} is not available: {why}")

@@ -56,9 +56,10 @@ def baseline_manifest(*, run, user) -> bytes:
             "file": o.snippet.file_path,
             "snippet": o.snippet.name,
             "task_content_hash": o.snippet.task.content_hash,
-            "prompt_hash": o.generation.prompt_hash,
-            "answer_hash": _sha256(o.generation.raw_answer),
-            "code_hash": _sha256(o.generation.extracted_code),
+            # As the manifest has it: an item without an answer has no answer hashes (the bench's have one each).
+            "prompt_hash": o.generation.prompt_hash if o.generation else None,
+            "answer_hash": _sha256(o.generation.raw_answer) if o.generation else None,
+            "code_hash": _sha256(o.generation.extracted_code) if o.generation else None,
             "environment_hash": o.environment_hash,
             "environment_lock": None,
             "protocol": run.protocol,

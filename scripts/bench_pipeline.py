@@ -71,8 +71,10 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -579,7 +581,7 @@ def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--papers", type=int, default=20)
     parser.add_argument("--snippets", type=int, default=212, help="snippets of the whole set (spread over papers)")
@@ -649,6 +651,11 @@ def main() -> None:
     if args.snippets < args.papers:
         parser.error("--snippets must be at least --papers")
     args.cache = args.cache.resolve()
+    return args
+
+
+def main() -> None:
+    args = arguments()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     load_start = load()
@@ -731,35 +738,12 @@ def main() -> None:
 
         connections.close_all()
         workers = [Worker(i, env, tmp / f"worker{i}.log", concurrency=args.concurrency) for i in range(args.workers)]
-        deadline = time.monotonic() + 120
-        while not all(w.ready() for w in workers):
-            if time.monotonic() > deadline:
-                sys.exit(f"the workers did not start:\n{workers[0].output()[-3000:]}")
-            time.sleep(0.2)
+        workers_wait(workers)
         print(f"{args.workers} worker(s) ready; starting the reference run ...", flush=True)
 
         earlier = {w.hostname: 0 for w in workers}  # tasks of the first run, not this run's
         if not args.fresh:
-            # A set imported without validation has no test manifests yet: each task's is made from its reference,
-            # in the sandbox, on first use and stored. The first run pays that once per task (and per worker racing
-            # on it); the measured run is the next, as the issue's "second run, environments built".
-            start = time.monotonic()
-            first = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
-            run_wait(first.pk, args.timeout, workers)
-            first_wall = time.monotonic() - start
-            items_first = Outcome.objects.filter(run=first).count()
-            deadline = time.monotonic() + 30
-            while (
-                sum(len(w.busy("evaluation.tasks.item_evaluate")) for w in workers) < items_first
-                and time.monotonic() < deadline
-            ):
-                time.sleep(0.1)
-            earlier = {w.hostname: len(w.busy("evaluation.tasks.item_evaluate")) for w in workers}
-            print(
-                f"first run {first.pk} after the import (test manifests made on first use): {first_wall:.1f} s; "
-                "the measured run follows",
-                flush=True,
-            )
+            earlier = first_run(version, workers, timeout=args.timeout)
 
         start = time.monotonic()
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
@@ -811,15 +795,7 @@ def main() -> None:
         )
         # The same pairs split by whether the item is its worker's first of a paper (the task's files and the
         # lazy imports of its tests are prepared once per paper and worker) or a later one.
-        firsts: list[float] = []
-        laters: list[float] = []
-        for w in workers:
-            seen: set = set()
-            mine = [o for o in outcomes if o["worker"] == w.hostname]
-            for b, o in zip(busy[w.hostname], mine, strict=False):
-                paper = o["snippet__task__paper"]
-                (laters if paper in seen else firsts).append(b - (o["duration"] or 0.0))
-                seen.add(paper)
+        firsts, laters = outside_by_paper_order(workers, busy, outcomes)
         slots = args.workers * args.concurrency
         cores = min(slots, os.cpu_count() or slots)
         limit = sum(naive_own) / cores
@@ -833,16 +809,7 @@ def main() -> None:
             f"{os.cpu_count()} cores, "
             f"{args.database} + {args.broker} broker; modes:"
         )
-        for hostname, mode in modes.items():
-            print(f"  {hostname}: {mode} ({len(busy[hostname])} items)")
-            reasons: dict[str, int] = {}
-            for reason in starts[hostname]:
-                reasons[reason.split(":", 1)[0]] = reasons.get(reason.split(":", 1)[0], 0) + 1
-            print(
-                f"    fork server starts: {len(starts[hostname])} ("
-                f"{', '.join(f'{k} {v}' for k, v in reasons.items()) or 'none'}); permanent cold fallbacks: "
-                f"{len(offs[hostname])}{' (' + offs[hostname][-1][:120] + ')' if offs[hostname] else ''}"
-            )
+        fork_modes_print(modes, starts, offs, busy)
         print(
             f"set: {args.kind}; items warm (forked) {forked.get(True, 0)}, cold {forked.get(False, 0)}"
             f"{', no fork server ' + str(forked[None]) if forked.get(None) else ''}"
@@ -882,16 +849,7 @@ def main() -> None:
             "(worker busy - Outcome.duration)"
         )
         if outside and args.concurrency == 1:  # with more slots a worker's log and outcomes interleave: no pairs
-            print(
-                f"    per item: median {1000 * outside[len(outside) // 2]:.1f}, 90th percentile "
-                f"{1000 * outside[int(len(outside) * 0.9)]:.1f}, max {1000 * outside[-1]:.1f}"
-            )
-            for label, part in (("a worker's first of a paper", firsts), ("the paper's later items", laters)):
-                if part:
-                    print(
-                        f"    {label}: {len(part)} items, median {1000 * statistics.median(part):.1f}, "
-                        f"total {sum(part):.1f} s"
-                    )
+            outside_print(outside, firsts, laters)
         print(
             f"  outside the sandbox, between tasks{'':9} {1000 * (slots * wall - busy_total) / items:8.1f}  "
             f"({slots} slots x wall - worker busy: broker, ack, idle at the end)"
@@ -906,30 +864,117 @@ def main() -> None:
                 f"(the script's wall includes dispatch and the last poll)"
             )
         if validation:
-            v = validation
-            print(
-                f"validation of {v['paper']} as a submission ({v['snippets']} snippets, test body "
-                f"{v['seconds']:.2f} s, {v['backend']}): {v['status']} in {v['wall']:.1f} s wall "
-                f"(task {v['busy']:.1f} s), {v['runs']} test runs ({v['wall'] / max(1, v['runs']):.2f} s each; "
-                f"reference check {v['reference_s']:.1f} s, snippet checks {v['snippet_checks_s']:.1f} s)"
-            )
-            for line in v["failed"]:
-                print(f"  !! {line}")
+            validation_print(validation)
         connections.close_all()
     finally:
-        for worker in workers:
-            worker.stop()
-        claim.close()
-        if not args.keep:
-            if args.database == "postgres":
-                try:
-                    from django.db import connections
+        cleanup(args, workers, claim, database, tmp)
 
-                    connections.close_all()
-                except Exception:
-                    pass
-                postgres_drop(database)
-            shutil.rmtree(tmp, ignore_errors=True)
+
+def workers_wait(workers: list[Worker]) -> None:
+    """Wait for every worker to start (two minutes at most)."""
+    deadline = time.monotonic() + 120
+    while not all(w.ready() for w in workers):
+        if time.monotonic() > deadline:
+            sys.exit(f"the workers did not start:\n{workers[0].output()[-3000:]}")
+        time.sleep(0.2)
+
+
+def first_run(version, workers: list[Worker], *, timeout: float) -> dict[str, int]:
+    """Run the set once before the measured run; each worker's finished item tasks by then, by hostname."""
+    from evaluation import services
+    from evaluation.models import ModelEntry, Outcome
+
+    # A set imported without validation has no test manifests yet: each task's is made from its reference,
+    # in the sandbox, on first use and stored. The first run pays that once per task (and per worker racing
+    # on it); the measured run is the next, as the issue's "second run, environments built".
+    start = time.monotonic()
+    first = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+    run_wait(first.pk, timeout, workers)
+    first_wall = time.monotonic() - start
+    items_first = Outcome.objects.filter(run=first).count()
+    deadline = time.monotonic() + 30
+    while (
+        sum(len(w.busy("evaluation.tasks.item_evaluate")) for w in workers) < items_first
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    earlier = {w.hostname: len(w.busy("evaluation.tasks.item_evaluate")) for w in workers}
+    print(
+        f"first run {first.pk} after the import (test manifests made on first use): {first_wall:.1f} s; "
+        "the measured run follows",
+        flush=True,
+    )
+    return earlier
+
+
+def fork_modes_print(modes: dict, starts: dict, offs: dict, busy: dict) -> None:
+    """Each worker's fork server mode, its starts by reason and its permanent cold fallbacks."""
+    for hostname, mode in modes.items():
+        print(f"  {hostname}: {mode} ({len(busy[hostname])} items)")
+        reasons: dict[str, int] = {}
+        for reason in starts[hostname]:
+            reasons[reason.split(":", 1)[0]] = reasons.get(reason.split(":", 1)[0], 0) + 1
+        print(
+            f"    fork server starts: {len(starts[hostname])} ("
+            f"{', '.join(f'{k} {v}' for k, v in reasons.items()) or 'none'}); permanent cold fallbacks: "
+            f"{len(offs[hostname])}{' (' + offs[hostname][-1][:120] + ')' if offs[hostname] else ''}"
+        )
+
+
+def outside_by_paper_order(
+    workers: list[Worker], busy: dict, outcomes: Sequence[Mapping[str, Any]]
+) -> tuple[list[float], list[float]]:
+    """Seconds outside the sandbox per item, split by whether the item is its worker's first of a paper or later."""
+    firsts: list[float] = []
+    laters: list[float] = []
+    for w in workers:
+        seen: set = set()
+        mine = [o for o in outcomes if o["worker"] == w.hostname]
+        for b, o in zip(busy[w.hostname], mine, strict=False):
+            paper = o["snippet__task__paper"]
+            (laters if paper in seen else firsts).append(b - (o["duration"] or 0.0))
+            seen.add(paper)
+    return firsts, laters
+
+
+def outside_print(outside: list[float], firsts: list[float], laters: list[float]) -> None:
+    print(
+        f"    per item: median {1000 * outside[len(outside) // 2]:.1f}, 90th percentile "
+        f"{1000 * outside[int(len(outside) * 0.9)]:.1f}, max {1000 * outside[-1]:.1f}"
+    )
+    for label, part in (("a worker's first of a paper", firsts), ("the paper's later items", laters)):
+        if part:
+            print(
+                f"    {label}: {len(part)} items, median {1000 * statistics.median(part):.1f}, total {sum(part):.1f} s"
+            )
+
+
+def validation_print(v: dict) -> None:
+    print(
+        f"validation of {v['paper']} as a submission ({v['snippets']} snippets, test body "
+        f"{v['seconds']:.2f} s, {v['backend']}): {v['status']} in {v['wall']:.1f} s wall "
+        f"(task {v['busy']:.1f} s), {v['runs']} test runs ({v['wall'] / max(1, v['runs']):.2f} s each; "
+        f"reference check {v['reference_s']:.1f} s, snippet checks {v['snippet_checks_s']:.1f} s)"
+    )
+    for line in v["failed"]:
+        print(f"  !! {line}")
+
+
+def cleanup(args, workers: list[Worker], claim: contextlib.ExitStack, database: str, tmp: Path) -> None:
+    """Stop the workers, release the Redis database, and (unless --keep) drop the database and the folder."""
+    for worker in workers:
+        worker.stop()
+    claim.close()
+    if not args.keep:
+        if args.database == "postgres":
+            try:
+                from django.db import connections
+
+                connections.close_all()
+            except Exception:
+                pass
+            postgres_drop(database)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -126,26 +126,18 @@ def measure(args) -> dict[str, list[float]]:
         with backend.session(environment) as session:
             for index in range(args.items + WARMUP):
                 for variant, (harnessed, entry) in variants.items():
-                    nonce = harness.nonce_new()
-                    if harnessed:
-                        run_files = {**files, **harness.harness_files(nonce)}
-                        command = harness.harness_command(environment.python, entry, guard)
-                    else:
-                        run_files, command = files, [environment.python, "-B", entry]
-                    timers.take()
-                    if profiler and variant == "item" and index >= WARMUP:
-                        profiler.enable()
-                    start = time.perf_counter()
-                    result = session.run(files=run_files, command=command, limits=limits)
-                    elapsed = time.perf_counter() - start
-                    if profiler:
-                        profiler.disable()
-                    spent = timers.take()
-                    good = result.exit_code == 0 and result.forked
-                    if harnessed:
-                        good = good and harness.harness_verdict(result.stdout, nonce).completed
-                    if not good:
-                        sys.exit(f"{variant} did not run warm and pass: {result.exit_code} {result.stderr[-1500:]}")
+                    elapsed, spent = _variant_run(
+                        session,
+                        variant=variant,
+                        harnessed=harnessed,
+                        entry=entry,
+                        files=files,
+                        guard=guard,
+                        limits=limits,
+                        timers=timers,
+                        profiler=profiler,
+                        profiled=variant == "item" and index >= WARMUP,
+                    )
                     if index >= WARMUP:
                         times[variant].append(1000 * elapsed)
                         if variant == "item":
@@ -165,6 +157,46 @@ def measure(args) -> dict[str, list[float]]:
 
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(args.cprofile)
     return dict(times)
+
+
+def _variant_run(
+    session,
+    *,
+    variant: str,
+    harnessed: bool,
+    entry: str,
+    files,
+    guard,
+    limits,
+    timers: Timers,
+    profiler,
+    profiled: bool,
+) -> tuple[float, dict[str, float]]:
+    """One warm run of a variant: the seconds it took and the timers' phases; exits unless it ran warm and passed."""
+    from sandbox import harness
+
+    python = session.environment.python
+    nonce = harness.nonce_new()
+    if harnessed:
+        run_files = {**files, **harness.harness_files(nonce)}
+        command = harness.harness_command(python, entry, guard)
+    else:
+        run_files, command = files, [python, "-B", entry]
+    timers.take()
+    if profiler and profiled:
+        profiler.enable()
+    start = time.perf_counter()
+    result = session.run(files=run_files, command=command, limits=limits)
+    elapsed = time.perf_counter() - start
+    if profiler:
+        profiler.disable()
+    spent = timers.take()
+    good = result.exit_code == 0 and result.forked
+    if harnessed:
+        good = good and harness.harness_verdict(result.stdout, nonce).completed
+    if not good:
+        sys.exit(f"{variant} did not run warm and pass: {result.exit_code} {result.stderr[-1500:]}")
+    return elapsed, spent
 
 
 def phases(times: dict[str, list[float]]) -> dict[str, float]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -18,6 +20,7 @@ from benchmarks.paper2code import PackageError
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer, version_get
 from common.errors import ApplicationError
+from common.htmx import HtmxHttpRequest
 from common.intake import IntakeError, archive_files, git_files, limits_default
 from common.pages import refusal_redirect
 from common.ratelimit import rate_limited, rate_limited_response
@@ -58,7 +61,7 @@ def submission_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def submission_new(request: HttpRequest) -> HttpResponse:
+def submission_new(request: HtmxHttpRequest) -> HttpResponse:
     """The form's first step; the submission is created when it is first saved, so an opened form costs nothing."""
     form = forms.MetadataForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -75,7 +78,7 @@ def submission_new(request: HttpRequest) -> HttpResponse:
     return render(request, "submissions/_step.html" if request.htmx else "submissions/step.html", context)
 
 
-def _go(request: HttpRequest, url: str) -> HttpResponse:
+def _go(request: HtmxHttpRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
@@ -137,7 +140,7 @@ def _step_save(step: str, submission: Submission, form, user) -> None:
 
 
 @login_required
-def submission_step(request: HttpRequest, pk: int, step: str) -> HttpResponse:
+def submission_step(request: HtmxHttpRequest, pk: int, step: str) -> HttpResponse:
     submission = selectors.submission_get(pk=pk, user=request.user)
     if submission.author_id != request.user.pk:
         raise PermissionDenied("only the author edits a submission")
@@ -225,7 +228,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-def submission_report(request: HttpRequest, pk: int) -> HttpResponse:
+def submission_report(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The validation report alone, polled by htmx while validation runs; then the whole page reloads once."""
     submission = selectors.submission_get(pk=pk, user=request.user)
     response = render(request, "submissions/_report.html", _detail_context(submission, request.user))
@@ -312,7 +315,9 @@ def answer_try(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect(back, pk=pk)
     form = forms.TryAnswerForm(request.POST, snippets=selectors.revision_snippet_choices(revision=revision))
     if not form.is_valid():
-        messages.error(request, "Not tried: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        messages.error(
+            request, "Not tried: " + "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
+        )
         return redirect(back, pk=pk)
     file, index = form.target()
     try:
@@ -349,7 +354,7 @@ def proposed_tests(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @maintainer_required
-def review_queue(request: HttpRequest) -> HttpResponse:
+def review_queue(request: HtmxHttpRequest) -> HttpResponse:
     state = request.GET.get("state") or None
     older = request.GET.get("older_than_days")
     queue = selectors.review_queue(state=state, older_than_days=int(older) if older and older.isdigit() else None)
@@ -366,11 +371,12 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     form = forms.DecisionForm(request.POST or None, existing=existing, matches=matches)
     if request.method == "POST" and form.is_valid():
         decision = form.cleaned_data["decision"]
-        decide = {
+        decisions: dict[str, Callable[..., object]] = {
             "accept": services.submission_accept,
             "reject": services.submission_reject,
             "request_changes": services.submission_request_changes,
-        }[decision]
+        }
+        decide = decisions[decision]
         extra = (
             {
                 "replace_confirmed": form.cleaned_data.get("replace_confirmed", False),

@@ -360,32 +360,9 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
         error(in_folder(PAPER_TEXT_NAMES[0]), 0, f"missing paper text: neither {' nor '.join(PAPER_TEXT_NAMES)}")
     requirements_path = None if shared_environment else requirements_file(files)
 
-    texts: dict[str, str] = {}
     must_be_text = [*annotated_paths, *context_paths, TEST_ENTRY_POINT, paper_path, requirements_path]
-    for path in dict.fromkeys(p for p in must_be_text if p in files):
-        try:
-            texts[path] = files[path].decode("utf-8")
-        except UnicodeDecodeError as decode_error:
-            bad = _utf8_problem(in_folder(path), files[path], decode_error)
-            error(bad.file, bad.line, bad.message)
-    if paper_path in texts and not texts[paper_path].strip():
-        error(in_folder(paper_path), 0, "the paper text is empty")
-    if requirements_path in texts:
-        refused = requirements_problems(texts[requirements_path], file=in_folder(requirements_path))
-        for number, problem in enumerate(refused):
-            error(problem.file, problem.line, problem.message + (LEGACY_HINT if number == 0 else ""))
-
-    annotated: dict[str, AnnotatedFile] = {}
-    for path in annotated_paths:
-        if path not in texts:
-            continue
-        parsed = parse(texts[path], path)
-        annotated[path] = parsed
-        problems += [
-            replace(p, file=in_folder(path), message=f"paper {paper_id}: {p.message}") for p in parsed.problems
-        ]
-        if not parsed.snippets and parsed.is_valid:
-            error(in_folder(path), 0, "annotated file has no snippets")
+    texts = _texts_read(files, must_be_text, paper_path, requirements_path, in_folder, error)
+    annotated = _annotated_read(annotated_paths, texts, paper_id, problems, in_folder, error)
 
     context_refused = context_refusals(
         context_paths=context_paths, files=files, annotated=annotated, test_entry_point=TEST_ENTRY_POINT
@@ -414,6 +391,55 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
         extra=MappingProxyType(extra),
     )
     return paper, problems
+
+
+def _texts_read(
+    files: dict[str, bytes],
+    must_be_text: list[str | None],
+    paper_path: str | None,
+    requirements_path: str | None,
+    in_folder: Callable[[str], str],
+    error: Callable[[str, int, str], None],
+) -> dict[str, str]:
+    """The package's text files decoded (those present of `must_be_text`), the paper text and the requirements
+    checked."""
+    texts: dict[str, str] = {}
+    for path in dict.fromkeys(p for p in must_be_text if p in files):
+        try:
+            texts[path] = files[path].decode("utf-8")
+        except UnicodeDecodeError as decode_error:
+            bad = _utf8_problem(in_folder(path), files[path], decode_error)
+            error(bad.file, bad.line, bad.message)
+    if paper_path in texts and not texts[paper_path].strip():
+        error(in_folder(paper_path), 0, "the paper text is empty")
+    if requirements_path in texts:
+        refused = requirements_problems(texts[requirements_path], file=in_folder(requirements_path))
+        for number, problem in enumerate(refused):
+            error(problem.file, problem.line, problem.message + (LEGACY_HINT if number == 0 else ""))
+    return texts
+
+
+def _annotated_read(
+    annotated_paths: dict[str, int],
+    texts: dict[str, str],
+    paper_id: str,
+    problems: list[Problem],
+    in_folder: Callable[[str], str],
+    error: Callable[[str, int, str], None],
+) -> dict[str, AnnotatedFile]:
+    """The annotated files parsed (those that are text), their parse problems added to `problems`."""
+    annotated: dict[str, AnnotatedFile] = {}
+    for path in annotated_paths:
+        if path not in texts:
+            continue
+        parsed = parse(texts[path], path)
+        annotated[path] = parsed
+        problems += [
+            replace(p, file=in_folder(path), message=f"paper {paper_id}: {p.message}") for p in parsed.problems
+        ]
+        if not parsed.snippets and parsed.is_valid:
+            error(in_folder(path), 0, "annotated file has no snippets")
+    return annotated
 
 
 def _fields_read(entry: _Entry, error: Callable[[str, int, str], None]) -> dict[str, Any]:

@@ -231,16 +231,7 @@ def item_agent(
             generation = _answer_record(run=run, snippet=snippet, sample=sample)
         trajectory.refresh_from_db()
         if generation.error:  # the model call failed: as a single-shot item's, and the same pause rule
-            services.outcome_record(
-                run=run,
-                snippet=snippet,
-                sample=sample,
-                verdict=model_call_failed(generation.error),
-                generation=generation,
-            )
-            _workspace_drop(run, snippet, sample)
-            if not services.run_pause_if_failing(run=run):
-                item_ended(run)
+            _model_call_failed_record(run=run, snippet=snippet, sample=sample, generation=generation)
             return
         ended = _ended_text(trajectory)
         if trajectory.answer_problem:
@@ -270,6 +261,20 @@ def item_agent(
         return
     _workspace_drop(run, snippet, sample)
     item_ended(run)
+
+
+def _model_call_failed_record(*, run: EvaluationRun, snippet, sample: int, generation: Generation) -> None:
+    """An agent item whose model call failed ends as a single-shot item's does, under the same pause rule."""
+    services.outcome_record(
+        run=run,
+        snippet=snippet,
+        sample=sample,
+        verdict=model_call_failed(generation.error),
+        generation=generation,
+    )
+    _workspace_drop(run, snippet, sample)
+    if not services.run_pause_if_failing(run=run):
+        item_ended(run)
 
 
 def _agent_work(task, *, run: EvaluationRun, snippet, sample: int, epoch, trajectory, limits) -> bool:

@@ -113,79 +113,23 @@ def leaderboard_cell(row, column) -> str:
     value = column.value(row)
     score = row.score
     if column.key == "rank":
-        if row.calibration:
-            return "ref."
-        if value is None:
-            return format_html('<span class="muted unranked" title="{}">unranked</span>', row.rank_note)
-        return format_html('<span title="{}">{}</span>', RANK_TITLES[value == 1], value)
+        return _rank_cell(row, value)
     if column.key == "display_name":
-        chosen = "pinned by the model's owner" if row.run.pinned_at else "the latest completed in this setting"
-        name = format_html(
-            '<a href="{}">{}</a> <a class="muted" href="{}" title="{}">{}</a>',
-            reverse("model-detail", args=[row.run.model.name]),
-            value,
-            reverse("run-detail", args=[row.run.pk]),
-            f"run {row.run.pk}: {chosen}",
-            row.run.paper_label,  # the Mode column names the mode
-        )
-        if row.runs_count == 1:
-            return name
-        runs = format_html_join(
-            ", ", '<a href="{}">#{}</a>', ((reverse("run-detail", args=[pk]), pk) for pk in row.repeat_runs)
-        )
-        return format_html('{} <span class="muted repeats">(runs {})</span>', name, runs)
+        return _name_cell(row, value)
     if column.key == "mode":
         return mode_badge(row.run)
     if column.key == "provenance":
-        if row.run.source:
-            return format_html('{} <span class="muted source">{}</span>', provenance_badge(row.run), row.run.source)
-        return provenance_badge(row.run)
+        return _provenance_cell(row)
     if column.key == "scaled_pass_rate" and row.runs_count > 1:
         return _repeated(row.scaled_mean, row.scaled_se, row.runs_count, strong=True)
     if column.key == "pass_rate" and row.runs_count > 1:
         return _repeated(row.pass_mean, row.pass_se, row.runs_count, strong=False)
     if column.key == "cost":
-        if value is None:
-            return format_html('<span class="muted" title="{}">{}</span>', COST_UNAVAILABLE, usd(None))
-        if row.runs_count > 1:  # keyed like the score cells: a mean over the group's runs
-            return format_html(
-                '{} <span class="muted per-item">({}/item)</span> <span class="muted repeat-key">(mean over {} '
-                "runs)</span>",
-                usd(value),
-                usd(row.cost_per_item),
-                row.runs_count,
-            )
-        return format_html('{} <span class="muted per-item">({}/item)</span>', usd(value), usd(row.cost_per_item))
+        return _cost_cell(row, value)
     if column.key == "turns_per_item":
-        if row.agent is None:
-            why = (
-                "uploaded without trajectories: unknown"
-                if row.run.mode == "agent"
-                else "single-shot: one prompt, one answer"
-            )
-            return format_html('<span class="muted" title="{}">—</span>', why)
-        turns = f"{row.agent.turns:.1f}".removesuffix(".0")
-        return format_html(  # a mean of turns keeps its decimal; tokens and seconds as budgets are said
-            '{} <span class="muted">turn{} ·<br>{} · {}</span>',
-            turns,
-            "" if turns == "1" else "s",
-            amount_text("tokens", round(row.agent.tokens)),
-            amount_text("seconds", row.agent.seconds),
-        )
+        return _turns_cell(row)
     if column.key == "scaled_pass_rate":
-        cell = format_html(
-            '<strong>{}</strong> <span class="ci">[{}, {}]</span>',
-            pct(value),
-            f"{score.scaled_ci_low:.1f}",
-            f"{score.scaled_ci_high:.1f}",
-        )
-        if score.flagged:  # beside the headline, whatever columns are shown: these items count as not passed
-            cell += format_html(
-                ' <span class="badge flagged" title="{}">{} awaiting review</span>',
-                "items awaiting a maintainer's review, counted as not passed until reviewed",
-                score.flagged,
-            )
-        return cell
+        return _scaled_cell(row, value)
     if column.key == "pass_rate":
         return format_html(
             '{} <span class="ci">[{}, {}]</span>',
@@ -202,12 +146,102 @@ def leaderboard_cell(row, column) -> str:
             value,
         )
     if column.key == "held_out_scaled_pass_rate":
-        if row.held_out is None:
-            return format_html(
-                '<span class="muted" title="{}">public only</span>',
-                "Uploads and runs of models not trusted with held-out prompts cover the public split only",
-            )
-        return format_html('{} <span class="ci">({} items)</span>', pct(value), row.held_out.items)
+        return _held_out_cell(row, value)
+    return _plain_cell(column, value)
+
+
+def _rank_cell(row, value) -> str:
+    if row.calibration:
+        return "ref."
+    if value is None:
+        return format_html('<span class="muted unranked" title="{}">unranked</span>', row.rank_note)
+    return format_html('<span title="{}">{}</span>', RANK_TITLES[value == 1], value)
+
+
+def _name_cell(row, value) -> str:
+    chosen = "pinned by the model's owner" if row.run.pinned_at else "the latest completed in this setting"
+    name = format_html(
+        '<a href="{}">{}</a> <a class="muted" href="{}" title="{}">{}</a>',
+        reverse("model-detail", args=[row.run.model.name]),
+        value,
+        reverse("run-detail", args=[row.run.pk]),
+        f"run {row.run.pk}: {chosen}",
+        row.run.paper_label,  # the Mode column names the mode
+    )
+    if row.runs_count == 1:
+        return name
+    runs = format_html_join(
+        ", ", '<a href="{}">#{}</a>', ((reverse("run-detail", args=[pk]), pk) for pk in row.repeat_runs)
+    )
+    return format_html('{} <span class="muted repeats">(runs {})</span>', name, runs)
+
+
+def _provenance_cell(row) -> str:
+    if row.run.source:
+        return format_html('{} <span class="muted source">{}</span>', provenance_badge(row.run), row.run.source)
+    return provenance_badge(row.run)
+
+
+def _cost_cell(row, value) -> str:
+    if value is None:
+        return format_html('<span class="muted" title="{}">{}</span>', COST_UNAVAILABLE, usd(None))
+    if row.runs_count > 1:  # keyed like the score cells: a mean over the group's runs
+        return format_html(
+            '{} <span class="muted per-item">({}/item)</span> <span class="muted repeat-key">(mean over {} '
+            "runs)</span>",
+            usd(value),
+            usd(row.cost_per_item),
+            row.runs_count,
+        )
+    return format_html('{} <span class="muted per-item">({}/item)</span>', usd(value), usd(row.cost_per_item))
+
+
+def _turns_cell(row) -> str:
+    if row.agent is None:
+        why = (
+            "uploaded without trajectories: unknown"
+            if row.run.mode == "agent"
+            else "single-shot: one prompt, one answer"
+        )
+        return format_html('<span class="muted" title="{}">—</span>', why)
+    turns = f"{row.agent.turns:.1f}".removesuffix(".0")
+    return format_html(  # a mean of turns keeps its decimal; tokens and seconds as budgets are said
+        '{} <span class="muted">turn{} ·<br>{} · {}</span>',
+        turns,
+        "" if turns == "1" else "s",
+        amount_text("tokens", round(row.agent.tokens)),
+        amount_text("seconds", row.agent.seconds),
+    )
+
+
+def _scaled_cell(row, value) -> str:
+    score = row.score
+    cell = format_html(
+        '<strong>{}</strong> <span class="ci">[{}, {}]</span>',
+        pct(value),
+        f"{score.scaled_ci_low:.1f}",
+        f"{score.scaled_ci_high:.1f}",
+    )
+    if score.flagged:  # beside the headline, whatever columns are shown: these items count as not passed
+        cell += format_html(
+            ' <span class="badge flagged" title="{}">{} awaiting review</span>',
+            "items awaiting a maintainer's review, counted as not passed until reviewed",
+            score.flagged,
+        )
+    return cell
+
+
+def _held_out_cell(row, value) -> str:
+    if row.held_out is None:
+        return format_html(
+            '<span class="muted" title="{}">public only</span>',
+            "Uploads and runs of models not trusted with held-out prompts cover the public split only",
+        )
+    return format_html('{} <span class="ci">({} items)</span>', pct(value), row.held_out.items)
+
+
+def _plain_cell(column, value) -> str:
+    """A cell of a column whose kind says how to write it (bool, date, decimal, token counts), else its text."""
     if column.kind == "bool":
         return "yes" if value else "no"
     if column.kind == "date":

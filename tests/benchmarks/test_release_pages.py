@@ -87,6 +87,12 @@ def test_maintainer_sets_split_retires_drops_and_adds_with_or_without_htmx(clien
     )
     assert "Retired" in swapped.content.decode()
     assert draft.retirements.get(snippet=snippet).reason == "flaky test"
+    # The pages show both: the retired item with its reason, the held-out task with its badge.
+    page = client.get(reverse("version-curate", args=["1.1.0"])).content.decode()
+    assert '<span class="badge failed">retired</span> <span class="muted">flaky test</span>' in page
+    page = client.get(reverse("version-detail", args=["1.1.0"])).content.decode()
+    row = page[page.index(f'href="{reverse("paper-detail", args=["1.1.0", "dampnest"])}"') :]
+    assert row[: row.index("</tr>")].count('<span class="badge held_out">held out</span>') == 1
     assert (
         "needs a reason"
         in client.post(

@@ -105,6 +105,19 @@ def _last_user_message(body: dict) -> str:
     return ""
 
 
+def _scripted_failure(server: OpenAIServer, failure: int, authorization: str) -> tuple[dict, dict[str, str]]:
+    """The error body and headers of a scripted HTTP failure, as OpenAI words them."""
+    headers = {}
+    if server.retry_after is not None and failure in (429, 503):
+        headers["Retry-After"] = f"{server.retry_after:g}"
+    phrase = HTTPStatus(failure).phrase if failure in HTTPStatus._value2member_map_ else "error"
+    kind = "rate_limit_error" if failure == 429 else "server_error" if failure >= 500 else "invalid_request_error"
+    message = f"scripted failure: {failure} {phrase}"
+    if failure == 401:  # like OpenAI, quote the key back, so tests can prove callers scrub it
+        message += f"; incorrect API key provided: {authorization.removeprefix('Bearer ')}"
+    return _error(message, kind), headers
+
+
 def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -157,23 +170,8 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if failure == "timeout":
                 server.stopping.wait(server.timeout_seconds)
             elif isinstance(failure, int):
-                headers = {}
-                if server.retry_after is not None and failure in (429, 503):
-                    headers["Retry-After"] = f"{server.retry_after:g}"
-                phrase = HTTPStatus(failure).phrase if failure in HTTPStatus._value2member_map_ else "error"
-                kind = (
-                    "rate_limit_error"
-                    if failure == 429
-                    else "server_error"
-                    if failure >= 500
-                    else "invalid_request_error"
-                )
-                message = f"scripted failure: {failure} {phrase}"
-                if failure == 401:  # like OpenAI, quote the key back, so tests can prove callers scrub it
-                    message += (
-                        f"; incorrect API key provided: {self.headers.get('Authorization', '').removeprefix('Bearer ')}"
-                    )
-                self._send_json(failure, _error(message, kind), headers)
+                payload, headers = _scripted_failure(server, failure, self.headers.get("Authorization", ""))
+                self._send_json(failure, payload, headers)
                 return
             prompt = _last_user_message(body)
             try:

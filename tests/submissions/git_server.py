@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import ipaddress
 import os
 import shutil
@@ -145,6 +146,31 @@ def certificates_make(folder: Path) -> tuple[Path, Path, Path]:
     return ca_file, cert_file, key_file
 
 
+def _chunked_read(rfile: io.BufferedIOBase) -> bytes:
+    """A request body sent with chunked transfer encoding, its trailers read past."""
+    parts = []
+    while size := int(rfile.readline().split(b";")[0].strip() or b"0", 16):
+        parts.append(rfile.read(size))
+        rfile.readline()
+    while rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+        pass
+    return b"".join(parts)
+
+
+def _cgi_response(stdout: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    """A CGI program's output as the status, the headers and the body of the response."""
+    separator = b"\r\n\r\n" if b"\r\n\r\n" in stdout else b"\n\n"
+    head, _, payload = stdout.partition(separator)
+    status, headers = 200, []
+    for line in head.decode("latin-1").splitlines():
+        name, _, value = line.partition(":")
+        if name.lower() == "status":
+            status = int(value.split()[0])
+        elif name:
+            headers.append((name, value.strip()))
+    return status, headers, payload
+
+
 def _handler_for(*, project_root: Path, requests: list[str] | None, delay: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         """Runs `git http-backend` as a CGI program for every request."""
@@ -160,13 +186,7 @@ def _handler_for(*, project_root: Path, requests: list[str] | None, delay: float
 
         def _body(self) -> bytes:
             if self.headers.get("Transfer-Encoding", "").lower() == "chunked":  # git sends large bodies chunked
-                parts = []
-                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                    parts.append(self.rfile.read(size))
-                    self.rfile.readline()
-                while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
-                    pass
-                return b"".join(parts)
+                return _chunked_read(self.rfile)
             return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
         def _cgi(self, body: bytes) -> None:
@@ -192,15 +212,7 @@ def _handler_for(*, project_root: Path, requests: list[str] | None, delay: float
                 if header in self.headers:
                     env["HTTP_" + header.upper().replace("-", "_")] = self.headers[header]
             result = subprocess.run(["git", "http-backend"], input=body, capture_output=True, env=env)
-            separator = b"\r\n\r\n" if b"\r\n\r\n" in result.stdout else b"\n\n"
-            head, _, payload = result.stdout.partition(separator)
-            status, headers = 200, []
-            for line in head.decode("latin-1").splitlines():
-                name, _, value = line.partition(":")
-                if name.lower() == "status":
-                    status = int(value.split()[0])
-                elif name:
-                    headers.append((name, value.strip()))
+            status, headers, payload = _cgi_response(result.stdout)
             if result.returncode and not result.stdout:
                 status, payload = 500, result.stderr
             with contextlib.suppress(OSError):  # the client may have given up (timeouts)
