@@ -404,13 +404,13 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
         )
     if EXAMPLE_SCRIPT_KEY in entry.data:
         script = entry.data[EXAMPLE_SCRIPT_KEY]
-        problem = (
+        refusal = (
             example_script_problem(_path_normalize(script), files, annotated_paths)
             if isinstance(script, str)
             else "must be a path"
         )
-        if problem:
-            error(PAPERS_YAML, entry.line_of(EXAMPLE_SCRIPT_KEY), f"{EXAMPLE_SCRIPT_KEY} {script!r} {problem}")
+        if refusal:
+            error(PAPERS_YAML, entry.line_of(EXAMPLE_SCRIPT_KEY), f"{EXAMPLE_SCRIPT_KEY} {script!r} {refusal}")
     if paper_path is None or any(p.severity == "error" for p in problems):  # a missing paper text is an error
         return None, problems
     extra = {key: value for key, value in entry.data.items() if key not in _KNOWN_FIELDS}

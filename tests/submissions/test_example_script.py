@@ -1,10 +1,14 @@
 """An example script (issue 35, item 2): a paper names a script that calls its code (papers.yaml `example_script`, the
 form's files step), one rule refusing what cannot be one in papers.yaml, the form and at submit; validation records
 the reference's run of it and proposes replay tests from those calls. The proposed tests compare each dtype within its
-own tolerance: bfloat16 looser than float32, float64 tighter."""
+own tolerance: bfloat16 looser than float32, float64 tighter. (The proposed tests of the real package, Muon, whose
+Newton-Schulz iterations run in bfloat16, are run end to end by scripts/measure_author_muon.py: torch's environment
+takes minutes to build, too long for the suite.)"""
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 from pathlib import Path
 
@@ -115,3 +119,48 @@ def test_each_dtype_is_compared_within_its_own_tolerance():
     assert "for float32" in differs(one.astype(np.float32), (one * 1.001).astype(np.float32), tolerances)
     # Python floats take RTOL and ATOL.
     assert differs(1.0, 1.0 + 1e-6, tolerances) == "" and differs(1.0, 1.001, tolerances)
+
+
+def bfloat16_tensor(values: np.ndarray) -> bytes:
+    """A recorded torch bfloat16 tensor as the snapshot writes one (its bits: a float32's upper half, rounded)."""
+    bits = values.astype(np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+    node = {"t": "tensor", "dtype": "bfloat16", "shape": list(values.shape), "requires_grad": False}
+    node["b64"] = base64.b64encode(rounded.tobytes()).decode()
+    return json.dumps({"v": 1, "roots": {"return": node}}).encode()
+
+
+def test_a_bfloat16_result_passes_within_its_resolution_and_a_wrong_one_fails():
+    tolerances = dtype_tolerances(rtol=1e-5, atol=1e-8)  # what a recording with no looser assertion proposes
+    recorded = np.array([0.5, -1.25, 3.0, 0.0078125])
+
+    def judged(replayed: np.ndarray) -> str:
+        found = compare(
+            parse(bfloat16_tensor(recorded), max_bytes=1 << 20, max_depth=200),
+            parse(bfloat16_tensor(replayed), max_bytes=1 << 20, max_depth=200),
+            rtol=1e-5,
+            atol=1e-8,
+            by_dtype=tolerances,
+        )
+        return found.message if found else ""
+
+    assert judged(recorded) == ""
+    # One unit of bfloat16's 8-bit mantissa off (another order of the same products): within its tolerance, though
+    # 1e-5 (float32's, and RTOL's) would fail it.
+    one_unit = recorded * (1 + 2.0**-7)
+    assert judged(one_unit) == ""
+    assert "rtol 1e-05" in judged_without(recorded, one_unit)
+    # A wrong answer (a term's sign flipped) fails, named with the tolerance it was held to.
+    message = judged(recorded * np.array([1, 1, -1, 1]))
+    assert "for bfloat16" in message and "rtol 0.016" in message
+
+
+def judged_without(recorded: np.ndarray, replayed: np.ndarray) -> str:
+    """The comparison with no tolerance per dtype (the sealed replay's): RTOL and ATOL for every value."""
+    found = compare(
+        parse(bfloat16_tensor(recorded), max_bytes=1 << 20, max_depth=200),
+        parse(bfloat16_tensor(replayed), max_bytes=1 << 20, max_depth=200),
+        rtol=1e-5,
+        atol=1e-8,
+    )
+    return found.message if found else ""
