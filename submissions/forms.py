@@ -7,7 +7,7 @@ from typing import cast
 from django import forms
 from django.utils.text import slugify
 
-from benchmarks.paper2code.pset import TEST_ENTRY_POINT
+from benchmarks.paper2code.pset import TEST_ENTRY_POINT, example_script_problem
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.validators import link_validate
 from submissions.packages import PAPER_FILES, draft_context_refusals
@@ -162,6 +162,13 @@ class FilesForm(forms.Form):
         help_text="PEP 508 requirements from the package index (name, extras, versions, markers) and comments; "
         "no pip options, URLs, repositories or local paths.",
     )
+    example_script = forms.ChoiceField(
+        required=False,
+        label="Example script (optional)",
+        help_text="A Python file of your code that calls the annotated code (a short training loop, a demo). "
+        "Validation runs it with the reference and records each call of a snippet's function, and proposes replay "
+        "tests from those calls (downloadable once validation passed): a start when you have few tests of your own.",
+    )
     test_entry_point = TEST_ENTRY_POINT  # FORMAT.md 1: every task runs `python paper2code_test.py`; shown, not chosen
 
     def __init__(self, *args, files: dict[str, str], **kwargs):
@@ -171,6 +178,7 @@ class FilesForm(forms.Form):
         for name, choices in (
             ("annotated_paths", [(p, p) for p in paths if p.endswith(".py")]),
             ("context_paths", [(p, p) for p in paths]),
+            ("example_script", [("", "none"), *((p, p) for p in paths if p.endswith(".py"))]),
         ):
             field = self.fields[name]
             if isinstance(field, forms.ChoiceField):  # both are, as declared above (self.fields holds plain Fields)
@@ -193,6 +201,9 @@ class FilesForm(forms.Form):
         )
         for path, reason in refused.items():
             self.add_error("context_paths", f"{path} cannot be a context file: it {reason}.")
+        script = data.get("example_script") or ""
+        if script and (problem := example_script_problem(script, self.paths, data.get("annotated_paths") or [])):
+            self.add_error("example_script", f"{script} {problem}.")
         if TEST_ENTRY_POINT in (data.get("annotated_paths") or []):
             self.add_error("annotated_paths", f"The test entry point {TEST_ENTRY_POINT} cannot be an annotated file.")
         if TEST_ENTRY_POINT not in self.paths:

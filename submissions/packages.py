@@ -10,10 +10,12 @@ from benchmarks.paper2code import PackageError, Problem, parse
 from benchmarks.paper2code.hidden import context_refusals
 from benchmarks.paper2code.links import link_problem
 from benchmarks.paper2code.pset import (
+    EXAMPLE_SCRIPT_KEY,
     LINK_FIELDS,
     REQUIREMENTS_NAMES,
     TEST_ENTRY_POINT,
     PaperPackage,
+    example_script_problem,
     read_pset_with_warnings,
     requirements_file,
 )
@@ -46,6 +48,9 @@ def draft_problems(draft: dict) -> list[str]:
         problems.append(f"files not in the code: {', '.join(missing)}")
     if TEST_ENTRY_POINT not in files:
         problems.append(f"the code has no {TEST_ENTRY_POINT}, the test entry point every task runs (step 3)")
+    script = metadata.get(EXAMPLE_SCRIPT_KEY)
+    if script and (problem := example_script_problem(str(script), files, annotated)):
+        problems.append(f"the example script {script} {problem} (step 4)")
     refused = draft_context_refusals(
         files=files, annotated_paths=annotated, context_paths=list(draft.get("context_paths") or [])
     )

@@ -1,10 +1,11 @@
 """Proposed tests (issue 35, item 2): from a validated revision's recording (evaluation/judging/sealed.py: the real
 arguments, returns and changed state of each function holding a snippet, recorded while the reference ran the
-author's tests), a replay test the author downloads and keeps. The archive holds `paper2code_replay_test.py`, a
-unittest file run with plain `python` from the package's folder, and beside it `rcb_replay/`: the recorded inputs and
-outputs per function, the snapshot writer and the comparison the platform's own sealed replay uses. Each recorded
-call is one sub-test: the function is called on the recorded inputs and what it returned and left in its arguments
-is compared with the recording, within the tolerance the file states (RTOL, ATOL), which the author can change."""
+author's tests, or the example script the author names), a replay test the author downloads and keeps. The archive
+holds `paper2code_replay_test.py`, a unittest file run with plain `python` from the package's folder, and beside it
+`rcb_replay/`: the recorded inputs and outputs per function, the snapshot writer and the comparison the platform's own
+sealed replay uses. Each recorded call is one sub-test: the function is called on the recorded inputs and what it
+returned and left in its arguments is compared with the recording, within the tolerance the file states per dtype
+(TOLERANCES; RTOL and ATOL for the rest), which the author can change."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ TEST_FILE = "paper2code_replay_test.py"
 FOLDER = "rcb_replay"
 
 TEST_SOURCE = '''"""Replay tests proposed by the platform for {paper} (revision r{number}): each call of a function
-holding a snippet, as the reference made it while its tests ran, is replayed on the recorded inputs
+holding a snippet, as the reference made it while {source} ran, is replayed on the recorded inputs
 (rcb_replay/inputs/) and compared with what the reference returned and left in its arguments (rcb_replay/outputs/).
 
 Run it from the package's folder with plain python: python {test_file}
@@ -41,9 +42,15 @@ sys.path.insert(0, str(HERE))
 
 from rcb_replay import compare, snapshot  # noqa: E402
 
-# Floating values agree when |replayed - recorded| <= ATOL + RTOL * |recorded|. The recording chose these from your
-# own tests' assertions (numpy's allclose defaults at least); loosen them for low-precision code (about 1e-2 for
-# bfloat16, 1e-3 for float16, 1e-5 for float32), where another order of the same operations is still correct.
+# Floating values agree when |replayed - recorded| <= atol + rtol * |recorded|, with (rtol, atol) by the dtype an
+# array or tensor is stored in. Two correct implementations agree only to the rounding of their dtype, so:
+# float32 takes the loosest tolerance your own tests' assertions used (numpy's allclose defaults at least);
+# bfloat16 and float16 keep 2 to 3 digits, so they get at least their resolution, and more if your tests allowed it;
+# float64 keeps 16 digits, so it is held to at most rtol {float64_rtol:g}, atol {float64_atol:g}. Other floating values
+# (Python floats, complex numbers, other dtypes) take RTOL and ATOL. Change any of them here: loosen one where another
+# order of the same operations is still correct and fails, tighten one where a wrong answer passes.
+TOLERANCES = {{
+{tolerances}}}
 RTOL = {rtol!r}
 ATOL = {atol!r}
 CAPS = {caps!r}
@@ -90,6 +97,7 @@ class ReplayTest(unittest.TestCase):
                         compare.parse(replayed, max_bytes=limit, max_depth=200),
                         rtol=RTOL,
                         atol=ATOL,
+                        by_dtype=TOLERANCES,
                     )
                     if difference is not None:
                         self.fail(f"{{target['qualname']}}, recorded call {{call}}: {{difference.message}}")
@@ -100,28 +108,59 @@ if __name__ == "__main__":
 '''
 
 
+# The recording of an example script's run, kept in the revision's recording under this key (submissions/validation.py).
+EXAMPLE_RECORDING = "example"
+SOURCES = ("tests", "example")
+# The least tolerance of each low-precision dtype (torch.testing.assert_close's defaults: its resolution), and the most
+# of float64 (16 digits: a reordering of float64 operations stays far within it).
+LOW_PRECISION_LEAST = {"bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5)}
+FLOAT64_MOST = (1e-9, 1e-12)
+
+
+def dtype_tolerances(*, rtol: float, atol: float) -> dict[str, tuple[float, float]]:
+    """The proposed tests' (rtol, atol) per dtype from the recording's tolerance (the loosest of the author's own
+    assertions, numpy's allclose defaults at least): float32 keeps it, bfloat16 and float16 at least their
+    resolution, float64 at most FLOAT64_MOST."""
+    tolerances = {dtype: (max(rtol, low), max(atol, high)) for dtype, (low, high) in LOW_PRECISION_LEAST.items()}
+    tolerances["float32"] = (rtol, atol)
+    tolerances["float64"] = (min(rtol, FLOAT64_MOST[0]), min(atol, FLOAT64_MOST[1]))
+    return tolerances
+
+
 def _file_key(key: str) -> str:
     return key.replace("/", "__").replace(":", "--")
 
 
-def _sealed(revision: Revision) -> list[dict]:
-    return [t for t in (revision.recording or {}).get("targets", {}).values() if t.get("sealed")]
+def _recording(revision: Revision, source: str) -> dict:
+    """The recording the proposed tests of `source` come from: the tests' run, or the example script's."""
+    recording = revision.recording or {}
+    return (recording.get(EXAMPLE_RECORDING) or {}) if source == "example" else recording
 
 
-def proposed_tests_available(*, revision: Revision) -> bool:
-    return bool(_sealed(revision))
+def _sealed(recording: dict) -> list[dict]:
+    return [t for t in recording.get("targets", {}).values() if t.get("sealed")]
 
 
-def proposed_tests_archive(*, revision: Revision) -> bytes:
-    """The zip of the revision's proposed replay tests; ApplicationError when it has no sealed function to replay."""
+def proposed_tests_sources(*, revision: Revision) -> list[str]:
+    """The runs of the revision whose recorded calls make proposed tests: "tests", "example" or both."""
+    return [source for source in SOURCES if _sealed(_recording(revision, source))]
+
+
+def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> bytes:
+    """The zip of the revision's proposed replay tests made from the recording of its tests' run, or (`source`
+    "example") of its example script's; ApplicationError when that run recorded no function to replay."""
     from evaluation.judging.sealed import SNAPSHOT_CAPS
 
-    recording = revision.recording or {}
-    sealed = _sealed(revision)
+    if source not in SOURCES:
+        raise ApplicationError(f"proposed tests come from {' or '.join(SOURCES)}, not {source!r}")
+    recording = _recording(revision, source)
+    sealed = _sealed(recording)
+    script = recording.get("script", "")
     if not sealed:
+        ran = f"its example script {script}" if source == "example" and script else f"its {source}"
         raise ApplicationError(
-            f"revision r{revision.number} has no recorded calls to replay: validation records them when its tests "
-            "call a snippet's function with plain arguments"
+            f"revision r{revision.number} has no recorded calls of {ran} to replay: validation records them when "
+            "that run calls a snippet's function with plain arguments"
         )
     targets = [{"key": t["key"], "file": t["file"], "qualname": t["qualname"]} for t in sealed]
     compare_source = (
@@ -130,12 +169,18 @@ def proposed_tests_archive(*, revision: Revision) -> bytes:
         .read_text(encoding="utf-8")
         .replace("from sandbox.programs import snapshot", "from rcb_replay import snapshot")
     )
+    rtol, atol = float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"])
+    tolerances = dtype_tolerances(rtol=rtol, atol=atol)
     test = TEST_SOURCE.format(
         paper=revision.metadata.get("id", revision.submission.title),
         number=revision.number,
+        source=f"the example script {script}" if source == "example" else "its tests",
         test_file=TEST_FILE,
-        rtol=float(recording["tolerance"]["rtol"]),
-        atol=float(recording["tolerance"]["atol"]),
+        rtol=rtol,
+        atol=atol,
+        float64_rtol=FLOAT64_MOST[0],
+        float64_atol=FLOAT64_MOST[1],
+        tolerances="".join(f'    "{dtype}": ({low!r}, {high!r}),\n' for dtype, (low, high) in tolerances.items()),
         caps=dict(SNAPSHOT_CAPS),
         targets=targets,
     )

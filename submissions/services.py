@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from benchmarks.duplicates import duplicate_acceptance_record, matches_text
 from benchmarks.models import BenchmarkVersion, Task, package_fields_json
-from benchmarks.paper2code.pset import requirements_file
+from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY, requirements_file
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services import (
     blob_store,
@@ -513,10 +513,21 @@ def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], s
 
 @transaction.atomic
 def draft_files_choose(
-    *, submission: Submission, actor, annotated_paths: list[str], context_paths: list[str], requirements: str
+    *,
+    submission: Submission,
+    actor,
+    annotated_paths: list[str],
+    context_paths: list[str],
+    requirements: str,
+    example_script: str = "",
 ) -> Submission:
-    """The annotated and context files picked from the tree, and the requirements, kept as the requirements file."""
+    """The annotated and context files picked from the tree, the requirements, kept as the requirements file, and the
+    example script, kept in the paper's details as its papers.yaml key (none: the key is dropped)."""
     from submissions.packages import REQUIREMENTS_FILE
+
+    metadata = {k: v for k, v in (submission.draft.get("metadata") or {}).items() if k != EXAMPLE_SCRIPT_KEY}
+    if example_script:
+        metadata[EXAMPLE_SCRIPT_KEY] = example_script
 
     files = dict(submission.draft.get("files") or {})
     name = requirements_file(files) or REQUIREMENTS_FILE
@@ -527,5 +538,10 @@ def draft_files_choose(
     return draft_update(
         submission=submission,
         actor=actor,
-        values={"annotated_paths": annotated_paths, "context_paths": context_paths, "files": files},
+        values={
+            "annotated_paths": annotated_paths,
+            "context_paths": context_paths,
+            "files": files,
+            "metadata": metadata,
+        },
     )

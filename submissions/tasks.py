@@ -13,7 +13,7 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from benchmarks.paper2code.markers import AnnotatedFile
-from benchmarks.paper2code.pset import PaperPackage
+from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY, PaperPackage
 from benchmarks.selectors import package_load
 from operations.watchdog import database_outage_outlasted
 from sandbox import SandboxError
@@ -26,7 +26,7 @@ Status = ValidationReport.Status
 MIN_PAPER_WORDS = 100
 
 
-def checks_plan(report: ValidationReport, annotated: Mapping[str, AnnotatedFile]) -> None:
+def checks_plan(report: ValidationReport, annotated: Mapping[str, AnnotatedFile], example_script: str = "") -> None:
     """Create every check as pending, so the page shows the whole list from the start."""
     rows = [
         ("paper", "Paper text is present and non-trivial", "", ""),
@@ -39,6 +39,8 @@ def checks_plan(report: ValidationReport, annotated: Mapping[str, AnnotatedFile]
             "",
         ),
     ]
+    if example_script:
+        rows.append(("example", f"The example script {example_script} runs and its calls are recorded", "", ""))
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             rows.append((f"sealed:{path}:{s.index}", f'"{s.name}" is sealed: its calls replay alone', path, s.name))
@@ -76,6 +78,11 @@ def checks_plan(report: ValidationReport, annotated: Mapping[str, AnnotatedFile]
     )
 
 
+def example_script_of(revision: Revision) -> str:
+    """The example script a revision names (papers.yaml `example_script`), '' when none."""
+    return str(revision.metadata.get(EXAMPLE_SCRIPT_KEY) or "")
+
+
 def _set(
     report: ValidationReport,
     key: str,
@@ -97,7 +104,7 @@ def revision_validate(self, report_id: int) -> str:
     if report.status not in (Status.PENDING, Status.RUNNING):  # a redelivered or re-dispatched copy: done already
         return report.status
     package = package_load(report.revision)  # the very package acceptance stores as the Task
-    checks_plan(report, package.annotated)
+    checks_plan(report, package.annotated, example_script_of(report.revision))
     ValidationReport.objects.filter(pk=report.pk).update(status=Status.RUNNING, started_at=timezone.now())
     try:
         status = _validate(report, package, report.revision.annotated_paths)
@@ -161,6 +168,7 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
         test_entry_point=package.test_entry_point,
         mutants=settings.SUBMISSION_MUTANTS,
         score_min=validation.mutation_score_min(),
+        example_script=example_script_of(report.revision),
     ):
         if check.backend:
             ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)

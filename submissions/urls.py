@@ -11,6 +11,7 @@ urlpatterns = [
     path("submissions/<int:pk>/edit/<slug:step>/", views.submission_step, name="submission-step"),
     path("submissions/<int:pk>/comments/", views.comment_create, name="comment-create"),
     path("submissions/<int:pk>/answers/", views.answer_try, name="answer-try"),
+    path("submissions/<int:pk>/answers/list/", views.tried_answers, name="tried-answers"),
     path("submissions/<int:pk>/proposed-tests.zip", views.proposed_tests, name="proposed-tests"),
     path("submissions/<int:pk>/<slug:action>/", views.submission_action, name="submission-action"),
     path("versions/<str:name>/validate/", views.version_validate, name="version-validate"),

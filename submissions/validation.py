@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -36,6 +36,7 @@ from sandbox import EnvironmentBuildError
 from sandbox.harness import GuardSpec
 from submissions.models import SetValidation, SetValidationPaper
 from submissions.mutants import OUTCOME_WORDS, mutant_replayer, mutants_judge, mutation_result, proposed_kills
+from submissions.proposed import EXAMPLE_RECORDING
 
 Status = SetValidation.Status
 ACTIVE = [Status.PENDING, Status.RUNNING]
@@ -331,6 +332,49 @@ class CheckResult:
     recording: dict | None = None  # with the first sealing check: the reference's recording (judging/sealed.py)
 
 
+def _reference_check(runs: list[ItemRun], *, test_entry_point: str, started: float) -> CheckResult:
+    """The reference's runs as one check: passed only when every run passed and all completed the same tests (the
+    passing check carries their manifest)."""
+    reference = reference_runs_summary(runs)
+    if reference["passed"] < reference["runs"]:
+        first = next(i for i, run in enumerate(runs) if run.verdict.status != "passed")
+        what = (
+            f"flaky: passed {reference['passed']} of {reference['runs']} runs"
+            if reference["flaky"]
+            else f"failed all {reference['runs']} runs"
+        )
+        return CheckResult(
+            "reference",
+            Status.FAILED,
+            f"{what}; run {first + 1}: {_output(runs[first])}",
+            time.monotonic() - started,
+            blocks="not run: the reference must pass every run first",
+            result=reference,
+        )
+    manifests = [run.manifest for run in runs]
+    if any(manifest != manifests[0] for manifest in manifests):
+        return CheckResult(
+            "reference",
+            Status.FAILED,
+            "the reference's runs did not complete the same tests: "
+            + "; ".join(f"run {n}: {sorted((m or {}).get('tests', {}).items())}" for n, m in enumerate(manifests, 1))[
+                :3000
+            ],
+            time.monotonic() - started,
+            blocks="not run: the reference must pass the same tests first",
+            result=reference,
+        )
+    return CheckResult(
+        "reference",
+        Status.PASSED,
+        f"python {test_entry_point} passed {reference['runs']} times"
+        f"{_counted(manifests[0])}; {_durations_text(reference)}",
+        time.monotonic() - started,
+        result=reference,
+        manifest=manifests[0],
+    )
+
+
 def sandbox_checks(
     *,
     files: dict[str, bytes],
@@ -339,13 +383,15 @@ def sandbox_checks(
     test_entry_point: str,
     mutants: int = 0,
     score_min: float | None = None,
+    example_script: str = "",
 ) -> Iterator[CheckResult]:
     """FORMAT.md section 9 in the sandbox: the requirements install, the reference passes its tests
     SUBMISSION_REFERENCE_RUNS times (a reference passing some runs and failing others is flaky), each snippet is
     sealed (or says why not), its reference passes as an answer in evaluation's judging step (`judged_checks`), and
     masked, then replaced by a no-op, makes them fail; with `mutants`, up to that many mutants of each snippet's
     reference body run as answers would, and the share the tests kill is the snippet's mutation score (a warning below
-    `score_min`, never a failure).
+    `score_min`, never a failure). With an `example_script`, its run with the reference is recorded too (the
+    "example" check), kept in the recording for the proposed replay tests (submissions/proposed.py).
 
     The one implementation for submissions and for whole problem sets (validate_pset)."""
     env_hash = environment_hash(requirements)
@@ -385,48 +431,20 @@ def sandbox_checks(
 
     started = time.monotonic()
     runs = [test(files) for _ in range(settings.SUBMISSION_REFERENCE_RUNS)]
-    reference = reference_runs_summary(runs)
-    if reference["passed"] < reference["runs"]:
-        first = next(i for i, run in enumerate(runs) if run.verdict.status != "passed")
-        what = (
-            f"flaky: passed {reference['passed']} of {reference['runs']} runs"
-            if reference["flaky"]
-            else f"failed all {reference['runs']} runs"
-        )
-        yield CheckResult(
-            "reference",
-            Status.FAILED,
-            f"{what}; run {first + 1}: {_output(runs[first])}",
-            time.monotonic() - started,
-            blocks="not run: the reference must pass every run first",
-            result=reference,
-        )
+    checked = _reference_check(runs, test_entry_point=test_entry_point, started=started)
+    yield checked
+    if checked.status != Status.PASSED:
         return
-    manifests = [run.manifest for run in runs]
-    if any(manifest != manifests[0] for manifest in manifests):
-        yield CheckResult(
-            "reference",
-            Status.FAILED,
-            "the reference's runs did not complete the same tests: "
-            + "; ".join(f"run {n}: {sorted((m or {}).get('tests', {}).items())}" for n, m in enumerate(manifests, 1))[
-                :3000
-            ],
-            time.monotonic() - started,
-            blocks="not run: the reference must pass the same tests first",
-            result=reference,
-        )
-        return
-    yield CheckResult(
-        "reference",
-        Status.PASSED,
-        f"python {test_entry_point} passed {reference['runs']} times"
-        f"{_counted(manifests[0])}; {_durations_text(reference)}",
-        time.monotonic() - started,
-        result=reference,
-        manifest=manifests[0],
-    )
+    manifest = checked.manifest
 
     hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
+    example: dict | None = None
+    if example_script:
+        check = example_check(
+            session=session, files=files, annotated=annotated, script=example_script, hidden=hidden, limits=limits
+        )
+        example = check.recording
+        yield replace(check, recording=None)  # kept with the tests' recording below
     recording: dict | None = None
     for check in sealing_checks(
         session=session,
@@ -436,6 +454,8 @@ def sandbox_checks(
         hidden=hidden,
         limits=limits,
     ):
+        if check.recording is not None and example is not None:
+            check = replace(check, recording={**check.recording, EXAMPLE_RECORDING: example})
         recording = check.recording or recording
         yield check
     yield from judged_checks(
@@ -443,7 +463,7 @@ def sandbox_checks(
         files=files,
         annotated=annotated,
         test_entry_point=test_entry_point,
-        manifest=manifests[0],
+        manifest=manifest,
         recording=recording,
         limits=limits,
     )
@@ -471,7 +491,7 @@ def sandbox_checks(
 
     if mutants <= 0:
         return
-    slowest = max(reference["durations"], default=0.0)
+    slowest = max((checked.result or {}).get("durations", []), default=0.0)
     mutant_limits = type(limits)(
         **{
             **limits.__dict__,
@@ -526,6 +546,69 @@ def package_hidden(*, files: dict[str, bytes], annotated: Mapping[str, Annotated
     return hidden_files(files, visible=set(annotated), references=references, entry_point=test_entry_point)
 
 
+def _spans(annotated: Mapping[str, AnnotatedFile]) -> list[SnippetSpan]:
+    return [
+        SnippetSpan(snippet_key(path, s.index), path, s.start_line, s.end_line)
+        for path, parsed in annotated.items()
+        for s in parsed.snippets
+    ]
+
+
+def example_check(
+    *,
+    session,
+    files: dict[str, bytes],
+    annotated: Mapping[str, AnnotatedFile],
+    script: str,
+    hidden: Iterable[str],
+    limits,
+) -> CheckResult:
+    """The example script runs with the reference in place (plain python in the paper's folder, as the tests do),
+    then its calls of each snippet's function are recorded and replayed as the tests' are (judging/sealed.py): the
+    recording the proposed replay tests are made from, with the check. A script that fails fails the check."""
+    started = time.monotonic()
+    run = session.run(files=files, command=[session.environment.python, "-B", script], limits=limits)
+    if run.exit_code != 0 or run.timed_out:
+        why = "ran past its time limit" if run.timed_out else f"exited with status {run.exit_code}"
+        return CheckResult(
+            "example",
+            Status.FAILED,
+            f"python {script} {why} with the reference in place: {(run.stderr or run.stdout)[-3000:] or 'no output'}",
+            time.monotonic() - started,
+        )
+    recording = recording_make(
+        session=session,
+        files=files,
+        test_entry_point=script,
+        hidden=hidden,
+        snippets=_spans(annotated),
+        limits=limits,
+        store=lambda content: blob_store(content=content).sha256,
+    )
+    recording["script"] = script
+    targets = list(recording["targets"].values())
+    recorded = [t for t in targets if t["sealed"]]
+    said = [f"{t['qualname']}: {t['calls']} call(s)" for t in recorded]
+    said += [f"{t['qualname']}: not recorded ({t['reason'][:300]})" for t in targets if not t["sealed"]]
+    warning = (
+        ""
+        if recorded
+        else f"python {script} ran, but no call of a snippet's function could be recorded and replayed: no test is "
+        "proposed from it (each function's reason is in the detail)"
+    )
+    return CheckResult(
+        "example",
+        Status.PASSED,
+        f"python {script} ran with the reference; "
+        + (f"{len(recorded)} function(s) recorded for the proposed replay tests" if recorded else "nothing recorded")
+        + ("\n" + "\n".join(said) if said else ""),
+        time.monotonic() - started,
+        result={"script": script, "recorded": [t["qualname"] for t in recorded]},
+        warning=warning,
+        recording=recording,
+    )
+
+
 def sealing_checks(
     *,
     session,
@@ -540,11 +623,7 @@ def sealing_checks(
     not, why (a warning: its answers keep the in-process guard), the recording with the first of them. `hidden`:
     the files a replay's folder leaves out (evaluation.taskfiles.hidden_files)."""
     started = time.monotonic()
-    spans = [
-        SnippetSpan(snippet_key(path, s.index), path, s.start_line, s.end_line)
-        for path, parsed in annotated.items()
-        for s in parsed.snippets
-    ]
+    spans = _spans(annotated)
     recording = recording_make(
         session=session,
         files=files,

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks.paper2code import PackageError
+from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer, version_get
 from common.errors import ApplicationError
@@ -107,6 +108,7 @@ def _step_form(step: str, submission: Submission, request: HttpRequest):
             "annotated_paths": draft.get("annotated_paths"),
             "context_paths": draft.get("context_paths"),
             "requirements": draft_requirements(draft.get("files") or {}),
+            "example_script": (draft.get("metadata") or {}).get(EXAMPLE_SCRIPT_KEY, ""),
         },
     )
 
@@ -136,6 +138,7 @@ def _step_save(step: str, submission: Submission, form, user) -> None:
             annotated_paths=data["annotated_paths"],
             context_paths=data["context_paths"],
             requirements=data["requirements"],
+            example_script=data["example_script"],
         )
 
 
@@ -212,10 +215,13 @@ def _try_context(revision, form=None) -> dict:
         if revision.test_manifest is not None
         else None
     )
+    tried = selectors.tried_answers_of(revision=revision)
     return {
-        "tried_answers": selectors.tried_answers_of(revision=revision),
+        "tried_answers": tried,
+        "tried_active": any(t.is_active for t in tried),
         "try_form": form,
-        "proposed_tests": proposed.proposed_tests_available(revision=revision),
+        "proposed_tests": proposed.proposed_tests_sources(revision=revision),
+        "example_script": (revision.recording or {}).get(proposed.EXAMPLE_RECORDING, {}).get("script", ""),
     }
 
 
@@ -300,8 +306,9 @@ def comment_create(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def answer_try(request: HttpRequest, pk: int) -> HttpResponse:
-    """Try an alternative body for a snippet of the submission's latest revision (its author or a maintainer)."""
+def answer_try(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Try an alternative body for a snippet of the submission's latest revision (its author or a maintainer). Posted
+    with htmx, the answer is the tried answers' list, which polls itself until the verdict is in; else a redirect."""
     submission = get_object_or_404(Submission, pk=pk)
     answers.answer_tryer_check(submission=submission, user=request.user)
     back = (
@@ -314,26 +321,37 @@ def answer_try(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "Nothing to try answers on: this submission has no revision yet.")
         return redirect(back, pk=pk)
     form = forms.TryAnswerForm(request.POST, snippets=selectors.revision_snippet_choices(revision=revision))
+    refused = ""
     if not form.is_valid():
-        messages.error(
-            request, "Not tried: " + "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
-        )
-        return redirect(back, pk=pk)
-    file, index = form.target()
-    try:
-        tried = answers.answer_try(
-            revision=revision,
-            actor=request.user,
-            snippet_file=file,
-            snippet_index=index,
-            code=form.cleaned_data["code"],
-            note=form.cleaned_data["note"],
-        )
-    except ApplicationError as exc:
-        messages.error(request, f"Not tried: {exc}")
+        refused = "Not tried: " + "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
     else:
-        messages.success(request, f'Trying your answer for "{tried.snippet_name}": its verdict appears below.')
+        file, index = form.target()
+        try:
+            tried = answers.answer_try(
+                revision=revision,
+                actor=request.user,
+                snippet_file=file,
+                snippet_index=index,
+                code=form.cleaned_data["code"],
+                note=form.cleaned_data["note"],
+            )
+        except ApplicationError as exc:
+            refused = f"Not tried: {exc}"
+    said = refused or f'Trying your answer for "{tried.snippet_name}": its verdict appears below.'
+    if request.htmx:
+        context = {"submission": submission, **_try_context(revision), "try_said": said, "try_refused": bool(refused)}
+        return render(request, "submissions/_tried_list.html", context)
+    (messages.error if refused else messages.success)(request, said)
     return redirect(f"{reverse(back, args=[pk])}#tried-answers")
+
+
+@login_required
+def tried_answers(request: HttpRequest, pk: int) -> HttpResponse:
+    """The latest revision's tried answers alone, polled by htmx while one is being judged (its author, maintainers)."""
+    submission = get_object_or_404(Submission, pk=pk)
+    answers.answer_tryer_check(submission=submission, user=request.user)
+    revision = submission.latest_revision
+    return render(request, "submissions/_tried_list.html", {"submission": submission, **_try_context(revision)})
 
 
 @login_required
@@ -343,12 +361,14 @@ def proposed_tests(request: HttpRequest, pk: int) -> HttpResponse:
     revision = submission.latest_revision
     if revision is None:
         raise Http404("this submission has no revision yet")
+    source = request.GET.get("from", "tests")
     try:
-        archive = proposed.proposed_tests_archive(revision=revision)
+        archive = proposed.proposed_tests_archive(revision=revision, source=source)
     except ApplicationError as exc:
         raise Http404(str(exc)) from exc
     response = HttpResponse(archive, content_type="application/zip")
-    name = f"{revision.metadata.get('id') or 'paper'}-r{revision.number}-replay-tests.zip"
+    made_from = "-example" if source == "example" else ""
+    name = f"{revision.metadata.get('id') or 'paper'}-r{revision.number}{made_from}-replay-tests.zip"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 

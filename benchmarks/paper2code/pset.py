@@ -43,6 +43,9 @@ LINK_FIELDS = ("arxiv_abs", "github_url")  # rendered as links: http(s) only
 _DATE_FIELDS = ("arxiv_date", "arxiv_v1_date", "first_commit_date", "last_commit_date")
 # An optional key (kept among the extra keys): true when the paper's tests need a GPU (issue 24).
 GPU_KEY = "gpu"
+# An optional key (kept among the extra keys): a script of the paper's folder that calls its code, whose run with
+# the reference validation records to propose replay tests (issue 35; submissions/proposed.py).
+EXAMPLE_SCRIPT_KEY = "example_script"
 _KNOWN_FIELDS = ("id", *_TEXT_FIELDS, *_DATE_FIELDS, "annotated_file_paths", "context_file_paths")
 _SAFE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -376,6 +379,15 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
             entry.line_of(GPU_KEY),
             f"{GPU_KEY} is {entry.data[GPU_KEY]!r}; write true (its tests need a GPU) or false",
         )
+    if EXAMPLE_SCRIPT_KEY in entry.data:
+        script = entry.data[EXAMPLE_SCRIPT_KEY]
+        refusal = (
+            example_script_problem(_path_normalize(script), files, annotated_paths)
+            if isinstance(script, str)
+            else "must be a path"
+        )
+        if refusal:
+            error(PAPERS_YAML, entry.line_of(EXAMPLE_SCRIPT_KEY), f"{EXAMPLE_SCRIPT_KEY} {script!r} {refusal}")
     if paper_path is None or any(p.severity == "error" for p in problems):  # a missing paper text is an error
         return None, problems
     extra = {key: value for key, value in entry.data.items() if key not in _KNOWN_FIELDS}
@@ -440,6 +452,22 @@ def _annotated_read(
         if not parsed.snippets and parsed.is_valid:
             error(in_folder(path), 0, "annotated file has no snippets")
     return annotated
+
+
+def example_script_problem(path: str | None, files: Iterable[str], annotated_paths: Iterable[str]) -> str:
+    """Why `path` (folder-relative, None when it leaves the folder) cannot be a paper's example script ('' when it
+    can): it must be a Python file of the folder that is neither the test entry point nor an annotated file."""
+    if path is None:
+        return "is outside the paper folder"
+    if path == TEST_ENTRY_POINT:
+        return "is the test entry point: name a script that calls your code, not your tests"
+    if path in annotated_paths:
+        return "is an annotated file: name a script that calls it"
+    if not path.endswith(".py"):
+        return "is not a Python file (.py): it is run with python in the paper's folder"
+    if path not in files:
+        return "is not a file of the paper's folder"
+    return ""
 
 
 def _fields_read(entry: _Entry, error: Callable[[str, int, str], None]) -> dict[str, Any]:

@@ -543,9 +543,17 @@ def _short(value: Any) -> str:
 
 
 class _Comparer:
-    def __init__(self, recorded: Value, replayed: Value, rtol: float, atol: float) -> None:
+    def __init__(
+        self,
+        recorded: Value,
+        replayed: Value,
+        rtol: float,
+        atol: float,
+        by_dtype: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
         self.recorded, self.replayed = recorded, replayed
         self.rtol, self.atol = rtol, atol
+        self.by_dtype = dict(by_dtype or {})
         self.done: set[tuple[int, int]] = set()
 
     def compare(self, rec: Any, rep: Any, path: str) -> Difference | None:
@@ -595,8 +603,10 @@ class _Comparer:
             float(error / abs(a)) if a and error < 2**1000 else math.inf,
         )
 
-    def close(self, rec: np.ndarray, rep: np.ndarray, path: str, indexed: bool) -> Difference | None:
-        """Floating values within tolerance, NaN where the recording has NaN (arrays of one shape)."""
+    def close(self, rec: np.ndarray, rep: np.ndarray, path: str, indexed: bool, dtype: str = "") -> Difference | None:
+        """Floating values within tolerance (the tolerance of their stored `dtype` where one is given for it), NaN
+        where the recording has NaN (arrays of one shape)."""
+        rtol, atol = self.by_dtype.get(dtype, (self.rtol, self.atol))
         with np.errstate(all="ignore"):
             rec_nan, rep_nan = np.isnan(rec), np.isnan(rep)
             equal = (rec == rep) | (rec_nan & rep_nan)
@@ -605,7 +615,7 @@ class _Comparer:
             )
             error = np.where(rec_nan != rep_nan, np.inf, error)
             # An infinity matches only itself (its tolerance would be infinite too).
-            bad = ~equal & (~(error <= self.atol + self.rtol * np.abs(rec)) | np.isinf(rec) | np.isinf(rep))
+            bad = ~equal & (~(error <= atol + rtol * np.abs(rec)) | np.isinf(rec) | np.isinf(rep))
             if not bad.any():
                 return None
             magnitude = np.abs(rec).astype(np.float64)
@@ -623,7 +633,7 @@ class _Comparer:
             at,
             f"{lead}{_short(got.item())} where the recording has {_short(want.item())} "
             f"(largest error {largest:.3g} absolute, {largest_rel:.3g} relative; "
-            f"atol {self.atol:g}, rtol {self.rtol:g})",
+            f"atol {atol:g}, rtol {rtol:g}{f' for {dtype}' if dtype in self.by_dtype else ''})",
             largest,
             largest_rel,
         )
@@ -768,7 +778,7 @@ class _Comparer:
             return self.sequence(rec["items"], rep["items"], path, "an array")
         a, b = decode_array(dtype, rec["data"], shape), decode_array(dtype, rep["data"], shape)
         if a.dtype.kind in "fc":
-            return self.close(a, b, path, True)
+            return self.close(a, b, path, True, dtype)
         if rec["data"] == rep["data"]:
             return None
         differ = a != b
@@ -823,15 +833,25 @@ class _Comparer:
         return None
 
 
-def compare(recorded: Value, replayed: Value, *, rtol: float, atol: float) -> Difference | None:
-    """The first difference between a replay and its recording, in the recording's order; None when they agree."""
-    if not (math.isfinite(rtol) and math.isfinite(atol) and rtol >= 0 and atol >= 0):
-        raise ValueError("rtol and atol are finite and >= 0")
+def compare(
+    recorded: Value,
+    replayed: Value,
+    *,
+    rtol: float,
+    atol: float,
+    by_dtype: Mapping[str, tuple[float, float]] | None = None,
+) -> Difference | None:
+    """The first difference between a replay and its recording, in the recording's order; None when they agree.
+    Floating values within `atol + rtol * |recorded|`; an array or tensor whose dtype `by_dtype` names (e.g.
+    "bfloat16") within that dtype's (rtol, atol) instead."""
+    for low, high in [(rtol, atol), *(by_dtype or {}).values()]:
+        if not (math.isfinite(low) and math.isfinite(high) and low >= 0 and high >= 0):
+            raise ValueError("rtol and atol are finite and >= 0")
     missing = [name for name in recorded.roots if name not in replayed.roots]
     extra = [name for name in replayed.roots if name not in recorded.roots]
     if missing or extra:
         return Difference("$", "structure", None, None, f"roots missing {missing}, extra {extra}")
-    comparer = _Comparer(recorded, replayed, rtol, atol)
+    comparer = _Comparer(recorded, replayed, rtol, atol, by_dtype)
     for name, node in recorded.roots.items():
         try:
             found = comparer.compare(node, replayed.roots[name], name)

@@ -1,5 +1,6 @@
 """Proposed tests (issue 35, item 2): a validated revision's recording becomes a replay test file its author downloads
-and runs with plain python beside the package; it passes on the reference and fails on a wrong body."""
+and runs with plain python beside the package; it passes on the reference and fails on a wrong body. The same holds
+for the replay tests made from the example script the package names, which the same validation runs and records."""
 
 from __future__ import annotations
 
@@ -23,6 +24,17 @@ pytestmark = pytest.mark.django_db
 
 # Wrong: forgets to square the gradient.
 WRONG_SECOND = 'st["v"] = b2 * st["v"] + (1.0 - b2) * g\n'
+# An example script as an author without tests would write one: it calls the code and asserts nothing.
+EXAMPLE = b"""import numpy as np
+
+import optimizer
+
+theta = np.linspace(-1.0, 1.0, 6)
+opt = optimizer.DampNest(lr=0.05, weight_decay=0.05)
+for step in range(4):
+    theta = opt.step(theta, 2.0 * theta - 0.3 * step)
+print(theta)
+"""
 
 
 def run_plain(folder: Path) -> subprocess.CompletedProcess:
@@ -39,14 +51,20 @@ def run_plain(folder: Path) -> subprocess.CompletedProcess:
 def test_the_proposed_replay_tests_run_with_plain_python_and_catch_a_wrong_body(
     draft, author, other_author, sandbox, tmp_path
 ):
+    files = {**draft.draft["files"], **services.draft_files_store({"example.py": EXAMPLE})}
+    metadata = {**draft.draft["metadata"], "example_script": "example.py"}
+    services.draft_update(submission=draft, actor=author, values={"files": files, "metadata": metadata})
     revision = services.submission_submit(submission=draft, actor=author)
     revision_validate.apply(args=(revision.report.pk,), throw=True)
-    assert ValidationReport.objects.get(pk=revision.report.pk).status == "passed"
+    report = ValidationReport.objects.get(pk=revision.report.pk)
+    assert report.status == "passed"
+    example = report.checks.get(key="example")
+    assert example.status == "passed" and example.result["recorded"] == ["DampNest.step"], example.detail
 
     client = Client()
     client.force_login(author)
     page = client.get(reverse("submission-detail", args=[draft.pk])).content.decode()
-    assert 'data-testid="proposed-tests"' in page
+    assert 'data-testid="proposed-tests-tests"' in page and 'data-testid="proposed-tests-example"' in page
     response = client.get(reverse("proposed-tests", args=[draft.pk]))
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     assert "-r1-replay-tests.zip" in response["Content-Disposition"]
@@ -71,6 +89,19 @@ def test_the_proposed_replay_tests_run_with_plain_python_and_catch_a_wrong_body(
 
     # ...and fails, naming the call, on a wrong body of a snippet.
     name = "second moment of gradients"
+    (folder / "optimizer.py").write_bytes(dampnest.spliced(name, dampnest.indented(name, WRONG_SECOND))["optimizer.py"])
+    done = run_plain(folder)
+    assert done.returncode != 0 and "DampNest.step, recorded call" in done.stderr, done.stderr[-3000:]
+
+    # The replay tests made from the example script: 4 calls of DampNest.step, none of the author's tests'.
+    response = client.get(reverse("proposed-tests", args=[draft.pk]), {"from": "example"})
+    assert response.status_code == 200 and "-r1-example-replay-tests.zip" in response["Content-Disposition"]
+    archive = zipfile.ZipFile(io.BytesIO(response.content))
+    assert "while the example script example.py ran" in archive.read(TEST_FILE).decode()
+    (folder / "optimizer.py").write_bytes(dampnest.files["optimizer.py"])
+    archive.extractall(folder)
+    done = run_plain(folder)
+    assert done.returncode == 0 and "OK" in done.stderr, done.stderr[-3000:]
     (folder / "optimizer.py").write_bytes(dampnest.spliced(name, dampnest.indented(name, WRONG_SECOND))["optimizer.py"])
     done = run_plain(folder)
     assert done.returncode != 0 and "DampNest.step, recorded call" in done.stderr, done.stderr[-3000:]

@@ -1,0 +1,255 @@
+"""An outside author's afternoon on the real package (tests/evaluation/packages/muon, issue 35): what the platform
+gives them, measured end to end, in-process on its own SQLite database, media folder and broker (nothing shared).
+
+1. **Upload to a validated revision**: the set is zipped as an author would upload it (papers.yaml beside the muon
+   folder, which names its example script), read as the form's code step reads an archive, submitted, and validated
+   by the validation task itself (`revision_validate`, in this process: every check, the example script's recording
+   included, with `--mutants` mutants per snippet). Printed: the time from the upload to the validated revision, each
+   check that did not pass, and each snippet's sealing.
+2. **Mutation scores**: per snippet, up to `--mutants` mutants of its reference body (validation's own generator and
+   seed), each judged by the author's tests (the harness, as validation runs them) and by the two proposed replay
+   test files (submissions/proposed.py: from the tests' recording and from the example script's), each run with the
+   package's python beside the package's visible files. Printed: the kills of each, and the mutants only one kills.
+3. **Try an answer**: three correct alternative bodies and two wrong ones tried on the validated revision and judged
+   by the try-an-answer task's own code (`tried_answer_judge_run`, in this process): each verdict.
+
+Run: .venv/bin/python scripts/measure_author_muon.py [--mutants 3] [--cache DIR]
+(`--cache`: the sandbox's environment cache; a cache that holds the package's environment saves building it.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import time
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+MUON = REPO / "tests" / "evaluation" / "packages" / "muon"
+
+# (snippet, what it changes, body): alternatives a reader of the writeup could write, each computing what the
+# reference does another way.
+CORRECT = [
+    (
+        "Adam moment updates",
+        "mul_ and add_ instead of lerp_",
+        "    buf1.mul_(betas[0]).add_(grad, alpha=1 - betas[0])\n"
+        "    buf2.mul_(betas[1]).add_(grad.square(), alpha=1 - betas[1])\n",
+    ),
+    (
+        "transpose back and return",
+        "transpose(-2, -1) instead of .mT",
+        "    if G.size(-2) > G.size(-1):\n        X = X.transpose(-2, -1)\n    return X\n",
+    ),
+    (
+        "bias-corrected Adam direction",
+        "the bias corrections folded into one step size",
+        "    step_size = (1 - betas[1]**step) ** 0.5 / (1 - betas[0]**step)\n"
+        "    return step_size * buf1 / (buf2.sqrt() + eps * (1 - betas[1]**step) ** 0.5)\n",
+    ),
+]
+WRONG = [
+    (
+        "quintic Newton-Schulz iterations",
+        "a wrong sign on the cubic term",
+        "    for _ in range(steps):\n        A = X @ X.mT\n        B = b * A + c * A @ A\n        X = a * X - B @ X\n",
+    ),
+    (
+        "orthogonalize and scale by the aspect ratio",
+        "the aspect ratio upside down",
+        "    update = zeropower_via_newtonschulz5(update, steps=ns_steps)\n"
+        "    update *= max(1, grad.size(-1) / grad.size(-2))**0.5\n    return update\n",
+    ),
+]
+
+
+def set_archive() -> bytes:
+    """The set as an author zips it: papers.yaml beside the paper's folder."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(MUON.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.name != "README.md":
+                archive.write(path, str(path.relative_to(MUON)))
+    return buffer.getvalue()
+
+
+def upload_to_validated(mutants: int):
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from common.intake import archive_files, limits_default
+    from submissions import services
+    from submissions.models import ValidationReport
+    from submissions.tasks import revision_validate
+
+    settings.SUBMISSION_MUTANTS = mutants
+    author = get_user_model().objects.create_user(username="author", password="x", email="author@example.org")
+    started = time.monotonic()
+    submission = services.submission_create(author=author, values={"metadata": {"title": "Muon"}})
+    files = archive_files(set_archive(), filename="muon.zip", limits=limits_default())
+    submission = services.draft_code_save(
+        submission=submission, actor=author, files=files, source={"kind": "archive", "name": "muon.zip"}
+    )
+    revision = services.submission_submit(submission=submission, actor=author)
+    revision_validate.apply(args=(revision.report.pk,), throw=True)
+    elapsed = time.monotonic() - started
+    report = ValidationReport.objects.get(pk=revision.report.pk)
+    revision.refresh_from_db()
+    return author, revision, report, elapsed
+
+
+def splice_body(package, name: str, body: str) -> dict[str, bytes]:
+    from benchmarks.paper2code import splice
+
+    parsed = package.annotated["muon.py"]
+    snippet = next(s for s in parsed.snippets if s.name == name)
+    return {**package.files, "muon.py": splice(parsed, snippet, body).encode()}
+
+
+def mutation_scores(revision, mutants: int) -> None:
+    from django.conf import settings
+
+    from benchmarks.paper2code import splice
+    from benchmarks.paper2code.mutation import mutants_generate
+    from benchmarks.selectors import package_load
+    from benchmarks.services import environment_hash
+    from evaluation.environments import build_failures
+    from evaluation.executor import limits_default, package_test, session_for
+    from sandbox.harness import GuardSpec
+    from submissions.proposed import TEST_FILE, proposed_tests_archive, proposed_tests_sources
+    from submissions.validation import package_hidden
+
+    package = package_load(revision)
+    files, annotated = dict(package.files), package.annotated
+    env_hash = environment_hash(package.requirements)
+    session = session_for(env_hash, package.requirements, failures=build_failures)
+    limits = replace(limits_default(), wall_seconds=60)
+    hidden = package_hidden(files=files, annotated=annotated, test_entry_point=package.test_entry_point)
+    sources = proposed_tests_sources(revision=revision)
+    replays = {}
+    for source in sources:
+        archive = zipfile.ZipFile(io.BytesIO(proposed_tests_archive(revision=revision, source=source)))
+        replays[source] = {name: archive.read(name) for name in archive.namelist()}
+    print(f"\nproposed replay tests made from: {', '.join(sources) or 'nothing'}")
+
+    def proposed_kills(source: str, spliced: dict[str, bytes]) -> bool:
+        visible = {p: d for p, d in spliced.items() if p not in hidden}
+        run = session.run(
+            files={**visible, **replays[source]},
+            command=[session.environment.python, "-B", TEST_FILE],
+            limits=limits,
+        )
+        return run.exit_code != 0
+
+    def tests_kill(spliced: dict[str, bytes]) -> bool:
+        run = package_test(
+            files=spliced,
+            test_entry_point=package.test_entry_point,
+            environment_hash=env_hash,
+            requirements=package.requirements,
+            limits=limits,
+            failures=build_failures,
+            guard=GuardSpec(failfast=True),
+        )
+        return run.verdict.status != "passed"
+
+    for source in sources:  # each proposed file passes the reference itself
+        assert not proposed_kills(source, files), f"the proposed tests from {source} fail the reference"
+    judges = ["author's tests", *(f"proposed ({source})" for source in sources)]
+    totals = dict.fromkeys(["mutants", *judges], 0)
+    only: list[str] = []
+    parsed = annotated["muon.py"]
+    print(f"{'snippet':<50} {'mutants':>7} " + " ".join(f"{j:>20}" for j in judges))
+    for snippet in parsed.snippets:
+        found = mutants_generate(snippet.code, limit=mutants, seed=settings.MUTATION_SEED)
+        row = dict.fromkeys(["mutants", *judges], 0)
+        row["mutants"] = len(found)
+        for mutant in found:
+            spliced = {**files, "muon.py": splice(parsed, snippet, mutant.body).encode()}
+            killed = dict(
+                zip(judges, [tests_kill(spliced), *(proposed_kills(s, spliced) for s in sources)], strict=True)
+            )
+            for judge, kill in killed.items():
+                row[judge] += kill
+            killers = [judge for judge, kill in killed.items() if kill]
+            if killers and len(killers) < len(judges):
+                only.append(f"  {snippet.name}: {mutant.diff[:90]}  killed by {', '.join(killers)} only")
+        for key in totals:
+            totals[key] += row[key]
+        print(f"{snippet.name[:50]:<50} {row['mutants']:>7} " + " ".join(f"{row[j]:>20}" for j in judges))
+    print(f"{'total':<50} {totals['mutants']:>7} " + " ".join(f"{totals[j]:>20}" for j in judges))
+    for judge in judges:
+        share = totals[judge] / totals["mutants"] if totals["mutants"] else 0.0
+        print(f"mutation score, {judge}: {totals[judge]}/{totals['mutants']} ({share:.0%})")
+    print("mutants some but not all of them kill:" if only else "every mutant killed by all of them or by none")
+    print("\n".join(only))
+
+
+def try_answers(author, revision) -> None:
+    from benchmarks.selectors import package_load
+    from submissions import answers
+    from submissions.models import TriedAnswer
+
+    parsed = package_load(revision).annotated["muon.py"]
+    print("\ntry an answer (judged as a model's answer is):")
+    results = []
+    for expected, entries in (("passed", CORRECT), ("failed", WRONG)):
+        for name, note, body in entries:
+            snippet = next(s for s in parsed.snippets if s.name == name)
+            started = time.monotonic()
+            tried = answers.answer_try(
+                revision=revision,
+                actor=author,
+                snippet_file="muon.py",
+                snippet_index=snippet.index,
+                code=body,
+                note=note,
+            )
+            answers.tried_answer_judge_run(tried=tried)
+            tried = TriedAnswer.objects.get(pk=tried.pk)
+            results.append(tried.status == expected)
+            failing = [t["id"] for t in tried.tests if not t.get("passed")]
+            print(
+                f"  {tried.status:<8} (expected {expected}) {name}: {note} [{time.monotonic() - started:.1f} s]"
+                + (f"; failed: {', '.join(failing[:3])}" if failing else "")
+                + (f"; {tried.detail[:300]}" if tried.status != expected else "")
+            )
+    print(f"{sum(results)} of {len(results)} as expected")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mutants", type=int, default=3, help="mutants per snippet (validation's and the scores')")
+    parser.add_argument("--cache", type=Path, help="the sandbox's environment cache folder")
+    args = parser.parse_args()
+    if args.cache:
+        os.environ["SANDBOX_CACHE_DIR"] = str(args.cache.resolve())
+    os.environ.setdefault("SANDBOX_BACKEND", "bwrap")
+    from scripts.bench_django import django_fresh
+
+    django_fresh("measure-author-")
+    from django.conf import settings
+
+    settings.RUNS_ACTIVE_PER_USER = 100
+
+    author, revision, report, elapsed = upload_to_validated(args.mutants)
+    print(f"upload to validated revision r{revision.number}: {elapsed:.1f} s, validation {report.status}")
+    for check in report.checks.exclude(status="passed"):
+        print(f"  {check.status}: {check.label}: {check.detail[-400:]}")
+    for check in report.checks.filter(key__in=["example"]):
+        print(f"  example script: {check.detail[:600]}")
+    sealed = [c for c in report.checks.filter(key__startswith="sealed:")]
+    print(f"  sealed snippets: {sum(bool((c.result or {}).get('sealed')) for c in sealed)} of {len(sealed)}")
+    if report.status != "passed":
+        sys.exit("validation did not pass: nothing more to measure")
+    mutation_scores(revision, args.mutants)
+    try_answers(author, revision)
+
+
+if __name__ == "__main__":
+    main()
