@@ -12,12 +12,13 @@
 # for that job's exit or a K, whichever comes first (the command's end step: no round trip to the worker between the
 # command and its end). It exits when the worker's side closes.
 #
-# A job runs in a process forked from this server that holds only the job's three pipes and waits for its spec,
-# then takes the job's uid and gid (its gid its only group), its own session, its folder and its variables, and
-# executes its argv (or, for the image's Python launcher, its code in this very interpreter: no new interpreter's
-# start). A job that asks for it (`spare`, the command's) leaves such a process forked at once, before anything of
-# the command runs, kept for the next root job (the end step): a command holding every process slot cannot keep
-# its end step from starting. Any other job is forked when it comes (the command's own: its slots are free then).
+# A job runs in a process forked from this server (a spare) that holds only the job's three pipes and waits for its
+# spec, then takes the job's uid and gid (its gid its only group), its own session, its folder and its variables,
+# and executes its argv (or, for the image's Python launcher, its code in this very interpreter: no new interpreter's
+# start). Spares are forked in advance while no job runs, one for the next root job (the end step) and one for the
+# next other job (the command), and a job that asks for it (`spare`, the command's) leaves a root spare forked
+# before anything of it runs: a command holding every process slot cannot keep its end step from starting. While a
+# command and its end step run no other spare is forked: the end step counts the processes it leaves.
 
 import json, os, select, signal, struct, sys
 
@@ -157,7 +158,9 @@ class Job:
 
 class Server:
     def __init__(self):
-        self.jobs, self.waiting, self.spare, self.received = {}, {}, None, bytearray()
+        self.jobs, self.waiting, self.received = {}, {}, bytearray()
+        # forked in advance, one of each at most (the end step counts the processes it leaves)
+        self.spares: dict[str, Spare | None] = {"root": None, "user": None}
 
     def serve(self):
         frame(b"R", 0, str(os.getpid()).encode())
@@ -200,6 +203,17 @@ class Server:
             for number in [number for number, job in self.jobs.items() if job.done]:
                 frame(b"D", number)
                 del self.jobs[number]
+            if not self.jobs and not self.waiting:
+                self.prefork()
+
+    def prefork(self):
+        """Between commands, fork what the next command and its end step will take, off their way."""
+        for kind in self.spares:
+            if self.spares[kind] is None:
+                try:
+                    self.spares[kind] = Spare()
+                except OSError:
+                    pass
 
     def frames_handle(self):
         """Handle every whole frame received so far."""
@@ -228,15 +242,15 @@ class Server:
                 job.write()
 
     def spawn(self, number, spec):
-        """Hand a root job to the spare, fork any other (or a root job when there is no spare), then fork a spare
-        if the job asks for one."""
+        """Hand the job to the spare of its kind (forked now if there is none), then fork a root spare if the job
+        asks for one."""
+        kind = "root" if spec["uid"] == 0 else "user"
         try:
-            taken = self.spare if self.spare is not None and spec["uid"] == 0 else Spare()
+            taken = self.spares[kind] or Spare()
         except OSError as exc:
             frame(b"F", number, f"no process to run it: {exc}".encode())
             return
-        if taken is self.spare:
-            self.spare = None
+        self.spares[kind] = None
         data = json.dumps(spec).encode()
         while data:
             data = data[os.write(taken.spec, data) :]
@@ -244,11 +258,11 @@ class Server:
         self.jobs[number] = job = Job(number, taken, spec.get("cap"))
         if spec.get("stdin") is False:
             job.stdin_close()
-        if spec.get("spare") and self.spare is None:  # one at most: the end step counts the processes left
+        if spec.get("spare") and self.spares["root"] is None:
             try:
-                self.spare = Spare()
+                self.spares["root"] = Spare()
             except OSError:
-                pass  # the next job forks its own
+                pass  # the end step forks its own
 
 
 def order(job, fd):
