@@ -30,6 +30,7 @@ import fcntl
 import functools
 import io
 import json
+import logging
 import os
 import select
 import shutil
@@ -78,6 +79,8 @@ from sandbox.forkserver import (
 )
 from sandbox.install import INPUTS, requirements_install
 from sandbox.lock import image_lock
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from sandbox.docker_agent import AgentContainer
@@ -236,6 +239,7 @@ class DockerSession(ForkingSession):
     def __init__(self, backend: DockerBackend, environment: Environment):
         super().__init__(backend, environment, forkserver=backend.forkserver)
         self._agents: dict[Path, AgentContainer] = {}
+        self.agent_restarts = 0  # agent containers replaced because their command channel had closed
 
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
         """An agent's shell command in the kept container of its workspace (docker_agent.py: the workspace copied
@@ -245,6 +249,9 @@ class DockerSession(ForkingSession):
         for gone in [path for path in self._agents if path != workspace and not path.exists()]:
             self.workspace_close(workspace=gone)  # an item that ended without saying so
         container = self._agents.get(workspace)
+        if container is not None and container.lost():
+            self.agent_restarts += 1
+            logger.warning("the agent container of %s lost its command channel: a new one is started", workspace)
         if container is not None and (container.key != container_key(limits) or not container.alive()):
             self.workspace_close(workspace=workspace)
             container = None

@@ -6,11 +6,28 @@ Docker's default seccomp profile, memory, CPU and process limits, tmpfs folders)
 commands' SANDBOX_USER: a command cannot signal the keeper or the init, and the end of each command, `kill(-1)`
 with SANDBOX_USER's uid as its effective uid from a process born root (END), kills everything the command left
 (background jobs, `setsid`, double forks) while the container lives on; what it kills cannot stop, trace or
-signal it. The container holds SETUID and SETGID for that step alone: it is created as root (so that a root exec
-gets them) and its keeper drops to KEEPER_USER at once; docker-init stays root, out of a command's reach too;
-non-root processes get no capabilities, and no-new-privileges keeps setuid files from granting any. A command
-then costs two `docker exec`s instead of a container's create, start and removal. When the worker dies its attach
-stream closes, the keeper reads EOF and the container (auto-removed) goes with it.
+signal it. The container holds SETUID and SETGID for that step and the command server's switch of uid alone: it is
+created as root (so that a root exec gets them) and its keeper drops to KEEPER_USER at once; docker-init stays
+root, out of a command's reach too; non-root processes get no capabilities, and no-new-privileges keeps setuid
+files from granting any. When the worker dies its attach stream closes, the keeper reads EOF and the container
+(auto-removed) goes with it.
+
+Each command's jobs (the copy-in with the command, then the end step) are spawned by the container's command
+server (docker_channel.py, programs/command_server.py): one `docker exec -i` per container, started with it, runs
+as root and forks each job with the uid, folder, variables and stdin a `docker exec` of its own would have had; the
+end step starts as the command's shell exits (or at the deadline, at the worker's word) and runs in a fork of the
+server's interpreter. A command costs one round trip on that channel and two forks in the container instead of two
+`docker exec`s and a Python's start (about 100 ms on a 2-core worker, several times that loaded: the same run of
+scripts/bench_docker_commands.py measures both). What a command starts cannot reach the server: its real and saved
+uids are root's (no signal, no trace, no /proc/<pid>/fd), its pipes are the worker's exec stream and the jobs' own
+(a job keeps nothing else of it), and it spawns only what the worker asks. The end step's `kill(-1)` must not reach
+it either, so the killer's real uid is KILLER_UID, neither root's nor the command's: it reaches every process of
+SANDBOX_USER (its effective uid) and neither the server, its spare, the keeper nor docker-init. The server keeps a
+spare process forked before each command runs, which becomes that command's end step: a command holding every
+process slot cannot keep its end step from starting (the container's process limit counts the server and its spare
+on top of the release's). Closing the channel (the item's end, or a failed end step) ends the server; the
+container's removal then kills whatever is left. A channel that closed on its own (the server killed by the
+container's out-of-memory killer, say) gets its container replaced at the next command, counted and logged.
 
 The workspace is copied in and back per command, never bind-mounted. A bind mount would hand the worker's disk to
 the agent: no size limit but the host disk's (the workspace's tmpfs here is the release's disk limit, enforced),
@@ -33,8 +50,8 @@ and unpacked as 50 GB of zeros, so it is refused at once. A refused or stopped c
 before the command (the new copy is built beside it and only swapped in whole), and the tool output says why; the
 command's duration counts the copy too.
 
-At the deadline the kill is the end step's `docker exec`, so what the command left may run for that call's latency
-past it (milliseconds; a few hundred under load) before it dies; nothing of it outlives the end step.
+At the deadline the kill is the end step's job, so what the command left may run for the spawn's latency past it
+(milliseconds) before it dies; nothing of it outlives the end step.
 
 Between commands the container keeps only /sandbox: /tmp, /dev/shm and the IPC objects are emptied at each end,
 as a fresh bwrap sandbox has them empty.
@@ -44,21 +61,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import tarfile
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
-
-from docker.utils.socket import frames_iter
+from typing import IO, TYPE_CHECKING
 
 from sandbox.base import Environment, ExecResult, Limits, SandboxError
 from sandbox.config import setting
+from sandbox.docker_channel import PYTHON_LAUNCHER, ROOT_PATH, CommandChannel, Job
 from sandbox.docker_engine import (
     SANDBOX_USER,
     WORKER_LABEL,
@@ -78,13 +94,16 @@ KEEPER_USER = "10002:10002"
 # capabilities only if its configured user is root (Docker gives a non-root container's processes none).
 KEEPER_UID, KEEPER_GID = KEEPER_USER.split(":")
 KEEPER = ["/usr/bin/setpriv", f"--reuid={KEEPER_UID}", f"--regid={KEEPER_GID}", "--clear-groups", "/bin/cat"]
-# What runs as root is named by absolute paths, and the end step's exec (root, then the copy-back's shell) has this
-# PATH: the image's starts with /opt/env/bin, which the environment's requirements wrote as uid 10001 (a planted `sh`
-# there ran as root in the attack review).
-ROOT_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+# What runs as root is named by absolute paths, and the end step (root, then the copy-back's shell) has ROOT_PATH as
+# its PATH: the image's starts with /opt/env/bin, which the environment's requirements wrote as uid 10001 (a planted
+# `sh` there ran as root in the attack review).
 WORK_DIR = "/sandbox"  # where bwrap has the workspace too: the agent's prompt and file tools name /sandbox
-# docker-init and the keeper count against the container's pids limit; the command's tree gets the release's.
-OWN_PROCESSES = 2
+# docker-init, the keeper and the command server count against the container's pids limit, and so does the server's
+# spare while the command runs; the command's tree gets the release's.
+OWN_PROCESSES = 3
+SPARE_PROCESSES = 1
+# The server's memory (an isolated Python, ~10 MB, and its spare's few pages) on top of the release's limit.
+OWN_MEMORY = 16 * 1024 * 1024
 STARTED = "rcb-docker-started"
 # Empty the workspace's tmpfs, unpack the worker's copy from stdin, then run the command (its stdin empty).
 START = (
@@ -92,34 +111,45 @@ START = (
     f'&& printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
 )
 # The end step is born root (END_USER) and so out of reach of what the command left: a process of uid 10001 can
-# neither signal nor trace a process whose real and saved uids are 0 (it has no capabilities). The image's own Python
-# (never /opt/env's, which the environment's requirements built; isolated: no site, no variables, no imports from the
-# working folder) sets only its effective uid to the command's: kill(-1) then reaches every process of uid 10001 (a
-# signal is allowed when the sender's effective uid is the target's real uid) and neither the keeper nor docker-init.
-# It kills until only docker-init, the keeper and itself are left in /proc, zombies counted (the killed hold their
-# process slots until docker-init reaps them, and a `find` forked before that fails with the slots full), then takes
-# uid and gid 10001 for good (the only use of the container's SETUID and SETGID) and execs the rest as a shell: empty
-# what a fresh sandbox has empty (folders the command made unreadable opened first), refuse a workspace over $1
-# entries or $2 bytes of files' apparent size (exit OVER_ENTRIES or OVER_BYTES; find stops at the first entry past),
-# say TAR_STARTED on stderr and send the workspace back as a tar. Any failure before that exits without the marker
+# neither signal nor trace a process none of whose real and saved uids is 10001 (it has no capabilities). The image's
+# own Python (PYTHON_LAUNCHER's; the command server runs it in a fork of itself) drops the supplementary groups and
+# takes gid 10001, then real and saved uid KILLER_UID and effective uid 10001 (the container's SETUID and SETGID
+# serve this switch; all of its capabilities go with it): kill(-1) then reaches every process of uid 10001 (a signal
+# is allowed when the sender's effective or real uid is the target's real or saved uid) and neither the command
+# server and its spare (root), the keeper (10002) nor docker-init (pid 1, which kill(-1) skips); a process of 10001
+# cannot signal it back, nor trace it (its uids differ, and the switch made it non-dumpable). It kills until only
+# docker-init, the keeper, the server and itself are left in /proc, zombies counted (the killed hold their process
+# slots until they are reaped, and a process forked before that fails with the slots full), then takes uid 10001 for
+# good, refuses a workspace over argv[1] entries or argv[2] bytes of files' apparent size (exit OVER_ENTRIES or
+# OVER_BYTES at the first entry past; folders it cannot read count as one entry, as find's walk had them) and execs
+# the rest as a shell: empty what a fresh sandbox has empty (folders the command made unreadable opened first), say
+# TAR_STARTED on stderr and send the workspace back as a tar. Any failure before that exits without the marker
 # (dash's own failures exit 2 too, which without the marker would read as tar's "a file was unreadable, the rest
 # archived"): the container is removed.
 ROOT = "0:0"
 END_USER = ROOT
 SANDBOX_UID = int(SANDBOX_USER.split(":")[0])
-OVER_ENTRIES, OVER_BYTES, NO_PYTHON = 3, 4, 5
+KILLER_UID = 10003  # no process of the container has it (KEEPER_USER is 10002)
+OVER_ENTRIES, OVER_BYTES = 3, 4
 TAR_STARTED = "rcb-docker-tar"
+# The emptying runs only when there is something to empty, seen by the shell's builtins (a process each costs
+# milliseconds): an IPC object is a line past the header of /proc/sysvipc's lists, a file in the folders a match of
+# their globs (dot files too).
+SCRATCH = " ".join(f"{folder}/* {folder}/.[!.]* {folder}/..?*" for folder in ("/tmp", "/dev/shm", "/dev/mqueue"))
 END_REST = (
-    "ipcrm -a 2>/dev/null; "
-    "chmod -R u+rwx /tmp /dev/shm /dev/mqueue 2>/dev/null; "
-    "find /tmp /dev/shm /dev/mqueue -mindepth 1 -delete 2>/dev/null; "
-    f"find {WORK_DIR} -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | awk -v entries=\"$1\" "
-    f"-v bytes=\"$2\" '{{ n++; s += $1; if (n > entries) exit {OVER_ENTRIES}; if (s > bytes) exit {OVER_BYTES} }}' "
-    f"|| exit $?; printf '%s\\n' {TAR_STARTED} >&2; exec tar -c -f - -C {WORK_DIR} ."
+    "for f in /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem; do "
+    'if ! [ -r "$f" ] || { read -r line; read -r line; } < "$f"; then ipc=1; fi; done; '
+    '[ -z "$ipc" ] || ipcrm -a 2>/dev/null; '
+    f'for f in {SCRATCH}; do if [ -e "$f" ] || [ -L "$f" ]; then used=1; fi; done; '
+    '[ -z "$used" ] || { chmod -R u+rwx /tmp /dev/shm /dev/mqueue 2>/dev/null; '
+    "find /tmp /dev/shm /dev/mqueue -mindepth 1 -delete 2>/dev/null; }; "
+    f"printf '%s\\n' {TAR_STARTED} >&2; exec tar -c -f - -C {WORK_DIR} ."
 )
 END_KILL = f"""
 import os, sys
-os.setresuid(0, {SANDBOX_UID}, 0)
+os.setgroups([])
+os.setresgid({SANDBOX_UID}, {SANDBOX_UID}, {SANDBOX_UID})
+os.setresuid({KILLER_UID}, {SANDBOX_UID}, {KILLER_UID})
 while True:
     try:
         os.kill(-1, 9)
@@ -127,32 +157,34 @@ while True:
         pass
     if sum(name.isdigit() for name in os.listdir("/proc")) <= {OWN_PROCESSES + 1}:
         break
-os.setresuid(0, 0, 0)
-os.setgroups([])
-os.setresgid({SANDBOX_UID}, {SANDBOX_UID}, {SANDBOX_UID})
 os.setresuid({SANDBOX_UID}, {SANDBOX_UID}, {SANDBOX_UID})
-os.execv("/bin/sh", ["sh", "-c", {END_REST!r}, "rcb-end", *sys.argv[1:]])
+entries, size, count, total, folders = int(sys.argv[1]), int(sys.argv[2]), 0, 0, ["{WORK_DIR}"]
+while folders:
+    try:
+        listing = os.scandir(folders.pop())
+    except OSError:
+        continue
+    with listing:
+        for entry in listing:
+            count += 1
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                pass
+            if count > entries:
+                os._exit({OVER_ENTRIES})
+            if total > size:
+                os._exit({OVER_BYTES})
+os.execv("/bin/sh", ["sh", "-c", {END_REST!r}, "rcb-end"])
 """
-# The image's Python: Debian's in the debootstrapped base, python:3.11-slim's in the connected one ($0 is END_KILL).
-END = (
-    'for python in /usr/bin/python3 /usr/local/bin/python3; do [ -x "$python" ] && exec "$python" -I -S -c "$0" "$@"; '
-    f"done; exit {NO_PYTHON}"
-)
+END = PYTHON_LAUNCHER  # $0 is END_KILL; the command server runs it in a fork of its own interpreter
 # The copy's allowance on top of the command's wall limit: a workspace of a few thousand files copies in and back in
 # seconds; 20k empty files took ~20-26 s on a loaded 2-core worker (tarfile's filter is per member), so a
 # workspace much past that is stopped by the deadline before it reaches AGENT_WORKSPACE_FILES.
 COPY_SECONDS = 30.0
-POLL_SECONDS = 0.2
-
-
-@dataclass
-class _Exec:
-    """One `docker exec` with its output read in a thread."""
-
-    id: str
-    stream: Any
-    output: Any
-    reader: threading.Thread
 
 
 class AgentContainer:
@@ -164,7 +196,13 @@ class AgentContainer:
         self.env = {**run_environment(limits), "HOME": WORK_DIR, "USER": "sandbox"}
         self.container: str | None = None
         self.keeper = None
-        config = host_config(replace(limits, processes=limits.processes + OWN_PROCESSES), work=WORK_DIR)
+        self.channel: CommandChannel | None = None
+        own = replace(
+            limits,
+            processes=limits.processes + OWN_PROCESSES + SPARE_PROCESSES,
+            memory_bytes=limits.memory_bytes + OWN_MEMORY,
+        )
+        config = host_config(own, work=WORK_DIR)
         config["auto_remove"] = True
         config["cap_add"] = ["SETUID", "SETGID"]  # the end step's and the keeper's switch of uid (the docstring)
         try:
@@ -184,20 +222,28 @@ class AgentContainer:
                 # Held open for the container's life: the keeper reads EOF when this worker goes, and so it ends.
                 self.keeper = self.api.attach_socket(self.container, params={"stdin": 1, "stream": 1})
                 self.api.start(self.container)
-                self.pid = int(self.api.inspect_container(self.container)["State"]["Pid"])
+                found = self.api.inspect_container(self.container)
+                self.pid = int(found["State"]["Pid"])
+            # A job's variables are those `docker exec` gives: the default PATH and the hostname, then the image's
+            # and the container's, then the exec's own (self.env).
+            self.base_env = {
+                "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOSTNAME": found["Config"]["Hostname"],
+                **dict(variable.split("=", 1) for variable in found["Config"]["Env"] or [] if "=" in variable),
+            }
+            self.channel = CommandChannel(self.api, self.container)
         except BaseException:
             self.remove()
             raise
         self.oom_file = _oom_file(self.pid)
 
     def alive(self) -> bool:
-        if self.container is None:
-            return False
-        try:
-            with engine_errors("inspecting the agent's container"):
-                return bool(self.api.inspect_container(self.container)["State"]["Running"])
-        except SandboxError:
-            return False
+        """Whether its command channel is open (it closes when the container goes)."""
+        return self.container is not None and self.channel is not None and self.channel.alive()
+
+    def lost(self) -> bool:
+        """Whether its channel closed on its own (not by a removal: the item's end, a failed end step)."""
+        return self.container is not None and not self.alive()
 
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
         """Copy `workspace` in, run `command` until it ends or its deadline, kill what it left, copy the workspace
@@ -206,27 +252,28 @@ class AgentContainer:
         ooms = self._ooms()
         start = time.monotonic()
         deadline = start + limits.wall_seconds + COPY_SECONDS
-        with tempfile.TemporaryFile(prefix="rcb-agent-in-") as archive:
-            workspace_pack(workspace, archive, seconds=deadline - time.monotonic())
-            run = self._exec(["sh", "-c", START, "rcb-command", command], output=CappedOutput(limits.output_bytes))
-            command_deadline = time.monotonic() + limits.wall_seconds
-            with contextlib.suppress(OSError):
-                raw = getattr(run.stream, "_sock", run.stream)
-                while chunk := archive.read(1 << 20):
-                    raw.sendall(chunk)
-                raw.shutdown(socket.SHUT_WR)
-        timed_out = self._wait(run, deadline=command_deadline)
-        ended = None if timed_out else self._exit_code(run)  # the container may be gone after the end step
         with tempfile.TemporaryFile(prefix="rcb-agent-out-") as back:
             # The tmpfs holds at most disk_bytes (the end step counts apparent sizes); headers come on top.
             sink = _FileSink(back, cap=2 * limits.disk_bytes + (64 << 20))
-            refused = self._end(sink, limits, deadline=deadline)
+            with tempfile.TemporaryFile(prefix="rcb-agent-in-") as archive:
+                workspace_pack(workspace, archive, seconds=deadline - time.monotonic())
+                output = CappedOutput(limits.output_bytes)
+                run = self._spawn(
+                    ["sh", "-c", START, "rcb-command", command], output=output, cap=limits.output_bytes, spare=True
+                )
+                end = self._end_spawn(sink, limits, after=run)
+                command_deadline = time.monotonic() + limits.wall_seconds
+                with contextlib.suppress(SandboxError):  # a channel gone now fails the end step, which says so
+                    while chunk := archive.read(1 << 20):
+                        run.write(chunk)
+                    run.close_stdin()
+            timed_out = self._wait(run, deadline=command_deadline)
+            ended = None if timed_out else run.code
+            refused = self._end(end, sink, limits, deadline=deadline, now=timed_out)
             copied = not refused
-            run.reader.join(timeout=max(0.0, min(10.0, deadline - time.monotonic())))
-            with contextlib.suppress(OSError):
-                run.stream.close()
-            code = self._exit_code(run) if copied else ended
-            stderr = run.output.text(2)
+            run.done.wait(timeout=max(0.0, min(10.0, deadline - time.monotonic())))
+            code = run.code if copied else ended
+            stderr = output.text(2)
             head, found, rest = stderr.partition(STARTED + "\n")
             if not found and copied:
                 raise SandboxError(f"the agent's command did not start (exit {code}): {stderr[-2000:]}")
@@ -251,34 +298,41 @@ class AgentContainer:
         killed = timed_out or (oom and code == 137)
         return ExecResult(
             exit_code=None if killed else code,
-            stdout=run.output.text(1),
+            stdout=output.text(1),
             stderr=head + rest + notes,
             timed_out=timed_out,
             duration=time.monotonic() - start,
             backend="docker",
             oom_killed=oom,
-            output_truncated=run.output.truncated,
+            output_truncated=output.truncated,
         )
 
-    def _end(self, sink: _FileSink, limits: Limits, *, deadline: float) -> str:
+    def _end_spawn(self, sink: _FileSink, limits: Limits, *, after: Job) -> Job | None:
+        """The end step, spawned to start when the command's shell exits (or at `_end`'s word); None if the channel
+        is gone."""
+        argv = ["/bin/sh", "-c", END, END_KILL, str(setting("AGENT_WORKSPACE_FILES")), str(limits.disk_bytes)]
+        try:
+            return self._spawn(argv, output=sink, user=END_USER, cap=sink.cap, stdin=False, after=after)
+        except SandboxError:
+            return None
+
+    def _end(self, end: Job | None, sink: _FileSink, limits: Limits, *, deadline: float, now: bool) -> str:
         """The end step: kill what the command left, empty /tmp, take the workspace back into `sink`; "" when done,
-        else why not. When it could not (the workspace over its entries or bytes, a fork bomb holding every
-        process slot, a tar over the cap or past the deadline) the container is removed with everything in it
-        (its tar too), and the next command gets a new one."""
+        else why not. `now`: start it before the command's shell exited (its deadline passed). When it could not
+        (the workspace over its entries or bytes, a fork bomb holding every process slot, a tar over the cap or past
+        the deadline) the container is removed with everything in it (its tar too), and the next command gets a
+        new one."""
         entries = setting("AGENT_WORKSPACE_FILES")
         why = f"it did not end within {_time_limit(limits)}"
         try:
-            end = self._exec(
-                ["/bin/sh", "-c", END, END_KILL, str(entries), str(limits.disk_bytes)], output=sink, user=END_USER
-            )
-            with contextlib.suppress(OSError):
-                raw = getattr(end.stream, "_sock", end.stream)
-                raw.shutdown(socket.SHUT_WR)
-            end.reader.join(timeout=max(0.0, deadline - time.monotonic()))
-            with contextlib.suppress(OSError):
-                end.stream.close()
-            if not end.reader.is_alive():
-                code = self._exit_code(end)
+            if end is None:
+                raise SandboxError("the channel is gone")
+            if now:
+                end.start_now()
+            if end.done.wait(timeout=max(0.0, deadline - time.monotonic())):
+                code = end.code
+                if code is None:  # the channel closed, or the server had no process to run it
+                    raise SandboxError(end.failed)
                 # tar: 1 for a file changed while read, 2 for one it could not read (left out, the rest archived).
                 if not sink.over and sink.tar_started and code in (0, 1, 2):
                     return ""
@@ -293,37 +347,22 @@ class AgentContainer:
         self.remove()
         return why
 
-    def _exec(self, argv: list[str], *, output, user: str = SANDBOX_USER) -> _Exec:
+    def _spawn(self, argv: list[str], *, output, user: str = SANDBOX_USER, **job) -> Job:
+        if self.channel is None:
+            raise SandboxError("the agent's container is gone")
         environment = self.env if user == SANDBOX_USER else {**self.env, "PATH": ROOT_PATH}
-        with engine_errors("starting the agent's command"):
-            exec_id = self.api.exec_create(
-                self.container, argv, stdin=True, user=user, environment=environment, workdir=WORK_DIR
-            )["Id"]
-            stream = self.api.exec_start(exec_id, socket=True)
-        reader = threading.Thread(target=output.read, args=(stream,), daemon=True)
-        reader.start()
-        return _Exec(id=exec_id, stream=stream, output=output, reader=reader)
+        # Root holds no DAC capability here, so it cannot enter the workspace (0700, the sandbox user's); the end
+        # step names every path in full.
+        folder = WORK_DIR if user == SANDBOX_USER else "/"
+        return self.channel.spawn(
+            argv, user=user, env={**self.base_env, **environment}, cwd=folder, output=output, **job
+        )
 
-    def _wait(self, run: _Exec, *, deadline: float) -> bool:
-        """Until the command's shell ended (what it left running still holds the stream: the end step kills it) or
+    @staticmethod
+    def _wait(run: Job, *, deadline: float) -> bool:
+        """Until the command's shell ended (what it left running still holds its pipes: the end step kills it) or
         its deadline passed; True for the deadline."""
-        poll = 0.005
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return True
-            run.reader.join(timeout=min(poll, remaining))
-            if not run.reader.is_alive():
-                return False
-            with engine_errors("waiting for the agent's command"):
-                if not self.api.exec_inspect(run.id)["Running"]:
-                    return False
-            poll = min(2 * poll, POLL_SECONDS)
-
-    def _exit_code(self, run: _Exec) -> int | None:
-        with engine_errors("inspecting the agent's command"):
-            code = self.api.exec_inspect(run.id)["ExitCode"]
-        return None if code is None else int(code)
+        return not run.exited.wait(timeout=max(0.0, deadline - time.monotonic()))
 
     def _ooms(self) -> int:
         """The container's OOM kills so far (cgroup v1's counter), 0 where this worker cannot see its cgroup."""
@@ -337,6 +376,9 @@ class AgentContainer:
         return int(counters.get("oom_kill", "0"))
 
     def remove(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
         if self.container is not None:
             with contextlib.suppress(SandboxError):
                 container_remove(self.api, self.container)
@@ -347,27 +389,25 @@ class AgentContainer:
 
 
 class _FileSink:
-    """Reads an exec's stdout (a tar) into a file, up to `cap` bytes; of stderr only whether the end step said
+    """Takes the end step's stdout (a tar) into a file, up to `cap` bytes; of stderr only whether the end step said
     TAR_STARTED (a marker split across frames is found through the previous frame's tail)."""
 
     def __init__(self, file: IO[bytes], *, cap: int):
         self.file, self.cap, self.kept, self.over = file, cap, 0, False
         self.tar_started, self._tail = False, b""
 
-    def read(self, stream) -> None:
+    def feed(self, number: int, data: bytes) -> None:
         marker = TAR_STARTED.encode()
-        with contextlib.suppress(OSError, ValueError):
-            for number, data in frames_iter(stream, tty=False):
-                if number == 2 and not self.tar_started:
-                    self.tar_started = marker in self._tail + data
-                    self._tail = (self._tail + data)[-len(marker) :]
-                if number != 1 or self.over:
-                    continue
-                if self.kept + len(data) > self.cap:
-                    self.over = True
-                    continue
-                self.file.write(data)
-                self.kept += len(data)
+        if number == 2 and not self.tar_started:
+            self.tar_started = marker in self._tail + data
+            self._tail = (self._tail + data)[-len(marker) :]
+        if number != 1 or self.over:
+            return
+        if self.kept + len(data) > self.cap:
+            self.over = True
+            return
+        self.file.write(data)
+        self.kept += len(data)
 
 
 def container_key(limits: Limits) -> tuple:
@@ -455,6 +495,11 @@ def workspace_unpack(archive: IO[bytes], workspace: Path, *, deadline: float) ->
 
 
 def _remove(folder: Path) -> None:
-    """`rm -rf` walks any depth the agent made (shutil.rmtree recurses)."""
-    if os.path.lexists(folder):
+    """shutil.rmtree in this process (a command's few files: no process to start), else `rm -rf`, which walks any
+    depth the agent made (rmtree recurses) and folders it cannot enter."""
+    if not os.path.lexists(folder):
+        return
+    try:
+        shutil.rmtree(folder)
+    except (OSError, RecursionError):
         subprocess.run(["rm", "-rf", "--one-file-system", "--", str(folder)], capture_output=True, check=False)

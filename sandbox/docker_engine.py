@@ -54,14 +54,17 @@ class CappedOutput:
     def read(self, stream) -> None:
         with contextlib.suppress(OSError, ValueError):
             for number, data in frames_iter(stream, tty=False):
-                if number not in self.chunks:
-                    continue
-                room = self.cap - self.kept[number]
-                if len(data) > room:
-                    self.truncated = True
-                if room > 0:
-                    self.chunks[number].append(data[:room])
-                    self.kept[number] += min(room, len(data))
+                self.feed(number, data)
+
+    def feed(self, number: int, data: bytes) -> None:
+        if number not in self.chunks:
+            return
+        room = self.cap - self.kept[number]
+        if len(data) > room:
+            self.truncated = True
+        if room > 0:
+            self.chunks[number].append(data[:room])
+            self.kept[number] += min(room, len(data))
 
     def text(self, number: int) -> str:
         return b"".join(self.chunks[number]).decode("utf-8", "replace")

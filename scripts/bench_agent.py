@@ -278,7 +278,7 @@ def main() -> None:
     args = parser.parse_args()
     backends = [b for b in args.backends.split(",") if b]
     args.cache = args.cache.resolve()
-    args.backend, args.forkserver = backends[0], "off"  # what platform_environment reads
+    args.backend, args.forkserver, args.debug = backends[0], "off", False  # what platform_environment reads
     tmp = Path(tempfile.mkdtemp(prefix="bench-agent-"))
     print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; folder {tmp}", flush=True)
     claim = contextlib.ExitStack()

@@ -1,6 +1,7 @@
 """The sandbox's in-process programs as files of their own, so that linters, type checkers, coverage and editors see
-them: child.py (the harness's test process), supervisor.py (the harness's supervisor), zygote.py (the fork server).
-They are programs run inside the sandbox, never imported: `source` reads their text."""
+them: child.py (the harness's test process), supervisor.py (the harness's supervisor), zygote.py (the fork server),
+command_server.py (an agent container's command server on docker). They are programs run inside the sandbox, never
+imported: `source` reads their text."""
 
 from __future__ import annotations
 

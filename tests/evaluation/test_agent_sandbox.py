@@ -496,7 +496,10 @@ def test_a_process_left_behind_cannot_stop_or_trace_the_end_step(item, agent_ses
     if agent_session.backend.name == "docker":
         with monkeypatch.context() as unguarded:
             unguarded.setattr(docker_agent, "COPY_SECONDS", 2.0)
-            unguarded.setattr(docker_agent, "END", "kill -9 -1; " + docker_agent.END_REST)
+            # The end step's own `docker exec` took milliseconds between its switch to the command's uid and its
+            # kill, which the stopper used; a fork from the command server takes well under one, so the unguarded
+            # end step waits that moment first (its `sleep` is a new process of the command's uid, as the exec was).
+            unguarded.setattr(docker_agent, "END", "sleep 0.5; kill -9 -1; " + docker_agent.END_REST)
             unguarded.setattr(docker_agent, "END_USER", docker_agent.SANDBOX_USER)
             outputs, _ = _agent(item, agent_session, LEAVE_STOPPER, "ls")
         assert "not copied back" in outputs[0] and "4 s for the command, 2 s for the copy" in outputs[0], outputs[0]
@@ -691,6 +694,95 @@ def test_docker_runs_nothing_of_the_environment_as_root(item, agent_session):
         with contextlib.suppress(docker.errors.ImageNotFound):
             client.images.remove(tag, force=True)
         client.close()
+
+
+# Each probe of one process: stop it, list its open files, read its variables, trace it, kill it.
+REACH = (
+    "for pid in $own $server $spare; do "
+    'kill -STOP $pid 2>/dev/null && echo "stopped $pid"; kill -CONT $pid 2>/dev/null; '
+    'ls /proc/$pid/fd >/dev/null 2>&1 && echo "files $pid"; '
+    'cat /proc/$pid/environ >/dev/null 2>&1 && echo "variables $pid"; '
+    'python3 -c "import ctypes, sys; sys.exit(ctypes.CDLL(None).ptrace(16, $pid, 0, 0) != 0)" && '
+    'echo "traced $pid"; '
+    'kill -9 $pid 2>/dev/null && echo "killed $pid"; done'
+)
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_command_server_is_out_of_a_commands_reach(item, agent_session):
+    """The command server (root in the container, the parent of each command's shell) spawns every job, and its
+    spare becomes the next end step. Unguarded, a process of the command's own uid (a `sleep` it started, as the
+    server would be if it ran as the command's user) is stopped, its open files and variables read, traced and
+    killed. The server and its spare have root's real and saved uids: each probe is refused, and the next command
+    runs over the same channel."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's command server")
+    find = (
+        "sleep 30 & own=$!; server=$(awk '/^PPid/ {print $2}' /proc/$$/status); spare=; "
+        'for p in /proc/[0-9]*; do [ "$(awk \'/^PPid/ {print $2}\' $p/status 2>/dev/null)" = "$server" ] && '
+        '[ "${p#/proc/}" != $$ ] && spare=${p#/proc/}; done; echo "own $own server $server spare $spare"; '
+    )
+    _, workspace = _agent(item, agent_session, "true")
+    container = agent_session._agents[workspace.root]
+    channel = container.channel
+    outputs, workspace = _agent(item, agent_session, find + REACH, "echo alive", sample=1)
+    found = re.search(r"own (\d+) server (\d+) spare (\d+)", outputs[0])
+    assert found, outputs[0]
+    own, server, spare = found.groups()
+    assert server == str(channel.server_pid), outputs[0]
+    probes = ("stopped", "files", "variables", "traced", "killed")
+    assert all(f"{probe} {own}" in outputs[0] for probe in probes), outputs[0]
+    assert not any(f"{probe} {pid}" in outputs[0] for probe in probes for pid in (server, spare)), outputs[0]
+    assert _stdout(outputs[1]).split() == ["alive"], outputs[1]
+    assert agent_session._agents[workspace.root] is container and container.channel is channel and channel.alive()
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_command_channel_outlives_a_flood_and_a_hang(item, agent_session, settings):
+    """A command that floods its output until its deadline and one that hangs past it end as they did with an exec
+    each (cut at the cap, killed at the limit), and the next command runs over the same channel, never restarted."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's command channel")
+    settings.AGENT_COMMAND_SECONDS = 2
+    _, workspace = _agent(item, agent_session, "true")
+    container = agent_session._agents[workspace.root]
+    channel, restarts = container.channel, agent_session.agent_restarts
+    outputs, workspace = _agent(item, agent_session, "yes", "sleep 60", "echo alive", sample=1)
+    cap = settings.AGENT_OUTPUT_BYTES
+    assert f"[output cut at {cap} bytes per stream]" in outputs[0] and "killed at its time limit of 2 s" in outputs[0]
+    assert "killed at its time limit of 2 s" in outputs[1], outputs[1]
+    assert _stdout(outputs[2]).split() == ["alive"], outputs[2]
+    assert agent_session._agents[workspace.root] is container and container.channel is channel and channel.alive()
+    assert agent_session.agent_restarts == restarts
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_a_lost_command_channel_is_replaced_and_counted(item, agent_session):
+    """A command server that dies (the container's out-of-memory killer may pick it) closes its channel: the next
+    command gets a new container, and the session counts the restart."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's command channel")
+    import docker
+
+    _, workspace = _agent(item, agent_session, "true")
+    container = agent_session._agents[workspace.root]
+    restarts = agent_session.agent_restarts
+    client = docker.from_env()
+    try:
+        killed = client.containers.get(container.container).exec_run(
+            ["/bin/sh", "-c", f"kill -9 {container.channel.server_pid}"], user="0:0"
+        )
+    finally:
+        client.close()
+    assert killed.exit_code == 0, killed.output
+    polled(lambda: not container.alive(), timeout=10, what="the channel to close")
+    outputs, workspace = _agent(item, agent_session, "echo alive", sample=1)
+    assert _stdout(outputs[0]).split() == ["alive"], outputs[0]
+    assert agent_session._agents[workspace.root] is not container
+    assert agent_session.agent_restarts == restarts + 1
 
 
 @pytest.mark.docker
