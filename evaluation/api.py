@@ -799,7 +799,8 @@ _COLUMN_HELP = {
     "for calibration models' reference lines and for runs missing a scored answer on some item "
     "(rank_note says why).",
     "rank_note": "Why the row has no rank; empty when ranked.",
-    "provenance": PROVENANCE_HELP,
+    "provenance": f"{PROVENANCE_HELP.removesuffix('.')}; calibration for a calibration model's reference line "
+    "(its badge's word: the run itself is verified).",
     "provenance_statement": "The provenance as the page's badge says it, e.g. \"verified upload: checked by NAME, "
     'reason".',
     "calibration": "A built-in calibration model (reference or placeholder): a reference line, never ranked.",

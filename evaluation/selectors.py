@@ -48,7 +48,7 @@ from evaluation.models import (
     RunScore,
     TaskPreparation,
 )
-from evaluation.provenance import provenance_of
+from evaluation.provenance import row_provenance
 from evaluation.sandbox.harness import status_lines_removed
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
@@ -568,13 +568,13 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn(
         "provenance",
         "str",
-        lambda r: r.run.provenance,
+        lambda r: row_provenance(r.run).value,  # what the badge says: "calibration" for a reference line
         "Provenance",
         "provenance",
         folds=True,
         shows=("provenance_statement", "calibration"),
     ),
-    LeaderboardColumn("provenance_statement", "str", lambda r: provenance_of(r.run).statement),  # the badge's words
+    LeaderboardColumn("provenance_statement", "str", lambda r: row_provenance(r.run).statement),  # the badge's words
     LeaderboardColumn("source", "str", lambda r: r.run.source),  # where a reported run's results were published
     LeaderboardColumn(
         "finished_on",

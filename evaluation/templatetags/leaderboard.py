@@ -5,7 +5,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from evaluation.agents.budget import amount_text
-from evaluation.provenance import provenance_of
+from evaluation.provenance import provenance_of, row_provenance
 from evaluation.templatetags.money import usd
 
 register = template.Library()
@@ -48,12 +48,7 @@ RANK_TITLES = {True: "no entry is significantly better", False: "1 + the entries
 @register.filter
 def provenance_badge(run) -> str:
     """The row's mark: calibration models are reference lines; other runs say what the platform vouches for."""
-    said = provenance_of(run)
-    if run.is_calibration:
-        return format_html(
-            '<span class="badge provenance calibration" title="{}">calibration</span>',
-            f"A built-in calibration model: a reference line, not ranked ({said.statement})",
-        )
+    said = row_provenance(run)
     return format_html('<span class="badge provenance {}" title="{}">{}</span>', said.value, said.statement, said.label)
 
 

@@ -151,3 +151,29 @@ def test_a_breakdown_tab_click_changes_the_address(client, board):
     for tab in tabs.split("<a ")[1:]:
         fetched = re.search(r'hx-get="([^"]*)"', tab).group(1)
         assert f'hx-push-url="{fetched}"' in tab and "mode=agent" in fetched, tab
+
+
+def test_an_export_says_what_the_pages_badge_says_for_every_row(client, board):
+    """A calibration row's badge reads "calibration"; its exported provenance read "verified"."""
+    url = reverse("leaderboard", args=[board.name])
+    body = client.get(url, {"cols": ""}).content.decode()
+    table = body.split('id="leaderboard-table"')[1].split("</table>")[0]
+    badges = {}
+    for row in table.split("<tr")[1:]:
+        run = re.search(r'href="/runs/(\d+)/"', row)
+        badge = re.search(r'<span class="badge provenance (\w+)" title="([^"]*)">([^<]*)</span>', row)
+        if run and badge:
+            badges[int(run.group(1))] = (badge.group(1), html.unescape(badge.group(2)), badge.group(3))
+    calibration = {pk for pk, (value, _, _) in badges.items() if value == "calibration"}
+    assert len(calibration) == 3 and len(badges) > len(calibration), "reference lines and ranked rows"
+    links = export_links(body)
+    exported = {
+        "json": {row["run"]: row for row in client.get(links["json"]).json()},
+        "csv": {int(row["run"]): row for row in csv.DictReader(io.StringIO(client.get(links["csv"]).content.decode()))},
+    }
+    for kind, rows in exported.items():
+        assert set(rows) == set(badges), kind
+        for pk, (value, statement, label) in badges.items():
+            assert rows[pk]["provenance"] == value, (kind, pk, rows[pk]["provenance"], label)
+            assert rows[pk]["provenance_statement"] == statement, (kind, pk)
+    assert {badges[pk][2] for pk in calibration} == {"calibration"}
