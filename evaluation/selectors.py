@@ -292,7 +292,7 @@ LEADERBOARD_SORTS = {
     "errors": lambda r: r.score.errors,
     "flags": lambda r: r.score.flagged,
     "gaming": lambda r: r.gaming,
-    "tokens": lambda r: r.tokens,
+    "tokens": lambda r: (r.tokens is not None, r.tokens or 0),  # unknown apart from a known 0, as cost
     "cost": lambda r: (r.cost is not None, r.cost or 0),
     "agent_turns": lambda r: (r.agent is not None, r.agent.turns if r.agent else 0.0),
 }
@@ -376,8 +376,8 @@ class LeaderboardRow:
         return self.usage or self.overall
 
     @property
-    def tokens(self) -> int:
-        return self.spent.prompt_tokens + self.spent.completion_tokens
+    def tokens(self) -> int | None:
+        return self.spent.tokens
 
     @property
     def runs_count(self) -> int:
@@ -615,9 +615,9 @@ LEADERBOARD_COLUMNS = (
         toggled=True,
         title="Items whose tests passed while the answer's sealed replay disagreed with the reference",
     ),
-    LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens")),
-    LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens")),
-    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens", toggled=True),
+    LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens"), nullable=True),
+    LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens"), nullable=True),
+    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens", nullable=True, toggled=True),
 )
 LEADERBOARD_PAGE_COLUMNS = tuple(c for c in LEADERBOARD_COLUMNS if c.label)
 LEADERBOARD_KEY_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS if not c.toggled)

@@ -64,6 +64,17 @@ def provenance_statement(run) -> str:
     return provenance_of(run).statement
 
 
+TOKENS_UNKNOWN = "At least one answer's token count is unknown (uploaded answers, or a provider that gave none)"
+
+
+@register.filter
+def token_count(value: object) -> str:
+    """A token total as every page says it: thousands separated, and "unknown" (never 0) when it is not known."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return format_html('<span class="muted" title="{}">unknown</span>', TOKENS_UNKNOWN)
+
+
 COST_UNAVAILABLE = "The cost of at least one item is unknown (a model litellm has no price for, or published results)"
 
 
@@ -209,6 +220,6 @@ def leaderboard_cell(row, column) -> str:
         return value.strftime("%Y-%m-%d") if value else "unknown"
     if column.kind == "decimal":
         return usd(value)
-    if column.kind == "int" and column.key.endswith("tokens") and isinstance(value, int):
-        return f"{value:,}"  # token counts with thousands separators, as on every page
+    if column.kind == "int" and column.key.endswith("tokens"):
+        return token_count(value)
     return str(value) if value not in (None, "") else "—"
