@@ -612,7 +612,7 @@ class PublishPreview:
     @property
     def warning(self) -> str:
         """What the publish form and its confirmation say when nothing changed; "" otherwise."""
-        if not self.unchanged:
+        if not self.unchanged or self.previous is None:
             return ""
         return (
             f"No changes since {self.previous.name}: publishing {self.version.name} freezes the same papers, splits, "
