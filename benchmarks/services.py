@@ -620,6 +620,59 @@ PUBLISH_FREEZES = (
 )
 
 
+def release_previous(*, version: BenchmarkVersion) -> BenchmarkVersion | None:
+    """The release a draft's changelog is computed against: the latest published or deprecated one."""
+    return (
+        BenchmarkVersion.objects.filter(
+            status__in=[BenchmarkVersion.Status.PUBLISHED, BenchmarkVersion.Status.DEPRECATED]
+        )
+        .exclude(pk=version.pk)
+        .order_by("-published_at")
+        .first()
+    )
+
+
+CHANGELOG_ENTRIES = ("added", "removed", "changed", "settings")
+
+
+@dataclass(frozen=True)
+class PublishPreview:
+    """What publishing a draft now would freeze as its changelog, against the release it would be compared with."""
+
+    version: BenchmarkVersion
+    previous: BenchmarkVersion | None
+    changelog: dict
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing differs from the previous release: publishing would freeze a copy of it under a new name."""
+        return self.previous is not None and not any(self.changelog.get(key) for key in CHANGELOG_ENTRIES)
+
+    @property
+    def warning(self) -> str:
+        """What the publish form and its confirmation say when nothing changed; "" otherwise."""
+        if not self.unchanged or self.previous is None:
+            return ""
+        return (
+            f"No changes since {self.previous.name}: publishing {self.version.name} freezes the same papers, splits, "
+            f"snippets and settings as {self.previous.name} under a new name."
+        )
+
+
+def release_publish_preview(*, version: BenchmarkVersion) -> PublishPreview:
+    """A draft's changelog as `version_publish` would compute it now (its blank limits taking this site's settings,
+    as publishing pins them); publishing computes it again from the draft as it is then."""
+    previous = release_previous(version=version)
+    pinned = BenchmarkVersion.objects.get(pk=version.pk)  # a copy: pinning is publish's, not the draft's
+    _settings_pin(pinned)
+    changelog = release_changelog(
+        previous=previous.manifest if previous else None, manifest=version_manifest(version=pinned)
+    )
+    if once_public := held_out_once_public(version=version):
+        changelog["held_out_once_public"] = once_public
+    return PublishPreview(version=version, previous=previous, changelog=changelog)
+
+
 @transaction.atomic
 def version_publish(
     *,
@@ -641,14 +694,7 @@ def version_publish(
         raise CurationError(f"{version.name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
     if not version.memberships.exists():
         raise CurationError(f"release {version.name} has no tasks to publish")
-    previous = (
-        BenchmarkVersion.objects.filter(
-            status__in=[BenchmarkVersion.Status.PUBLISHED, BenchmarkVersion.Status.DEPRECATED]
-        )
-        .exclude(pk=version.pk)
-        .order_by("-published_at")
-        .first()
-    )
+    previous = release_previous(version=version)
     _settings_pin(version)
     version.manifest = version_manifest(version=version)
     version.manifest_hash = sha256_hex(json.dumps(version.manifest, sort_keys=True, separators=(",", ":")))

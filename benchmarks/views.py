@@ -83,6 +83,9 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
         "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())],
         "publish_freezes": services.PUBLISH_FREEZES,
     }
+    if version.status == BenchmarkVersion.Status.DRAFT:  # only maintainers see a draft
+        context["preview"] = preview = services.release_publish_preview(version=version)
+        context["changelog"] = preview.changelog
     context.update(page_extras("version", version=version, user=request.user))
     return render(request, "benchmarks/version_detail.html", context)
 

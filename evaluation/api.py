@@ -808,7 +808,8 @@ _COLUMN_HELP = {
     "for calibration models' reference lines and for runs missing a scored answer on some item "
     "(rank_note says why).",
     "rank_note": "Why the row has no rank; empty when ranked.",
-    "provenance": PROVENANCE_HELP,
+    "provenance": f"{PROVENANCE_HELP.removesuffix('.')}; calibration for a calibration model's reference line "
+    "(its badge's word: the run itself is verified).",
     "provenance_statement": "The provenance as the page's badge says it, e.g. \"verified upload: checked by NAME, "
     'reason".',
     "calibration": "A built-in calibration model (reference or placeholder): a reference line, never ranked.",
@@ -827,6 +828,10 @@ _COLUMN_HELP = {
     "pass_rate_se": "The standard error of that mean; null when runs is 1.",
     "cost": "The run's total cost in USD (the mean per run when runs > 1); null, never 0, when any item's cost is "
     "unknown (a model litellm has no price for, uploads, published results).",
+    "tokens": "Tokens in and out over the run's items (the public split's where held-out usage is withheld); null, "
+    "never 0, when any answer's count is unknown (uploads, published results, a provider that gave none).",
+    "prompt_tokens": "Tokens in; null when any answer's count is unknown, as tokens.",
+    "completion_tokens": "Tokens out; null when any answer's count is unknown, as tokens.",
     "cost_per_item": "cost / the run's items (snippets x samples); null when cost is.",
     "turns_per_item": "An agent row's mean model turns per item of the public split over its trajectories (a repeat "
     "group's: over every run's items); null for single-shot rows and agent uploads without trajectories.",

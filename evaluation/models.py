@@ -405,8 +405,9 @@ class RunScore(models.Model):
         blank=True,
         help_text=("Snippet-size bucket -> {items, passed} of the scored outcomes; on overall and split rows."),
     )
-    prompt_tokens = models.PositiveBigIntegerField(default=0)
-    completion_tokens = models.PositiveBigIntegerField(default=0)
+    # None: unknown (an answer's count is, as an upload's: evaluation.scoring.usage_totals), never shown as 0.
+    prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True, default=0)
+    completion_tokens = models.PositiveBigIntegerField(null=True, blank=True, default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     # Item-level aggregates of the split rows (paper null), so ranks and item difficulty never read outcomes.
     item_passes = models.JSONField(
@@ -431,6 +432,13 @@ class RunScore(models.Model):
     def __str__(self) -> str:
         paper = f"paper {self.paper_id}" if self.paper_id else "all papers"
         return f"run {self.run_id}, {paper}, split {self.split or 'all'}"
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens in and out; None when either is unknown."""
+        if self.prompt_tokens is None or self.completion_tokens is None:
+            return None
+        return self.prompt_tokens + self.completion_tokens
 
 
 class EnvironmentFailure(models.Model):

@@ -84,3 +84,19 @@ def provenance_of(run: EvaluationRun) -> ProvenanceLabel:
     else:
         statement = "published results imported as published" + (f" ({run.source})" if run.source else "")
     return ProvenanceLabel(value=value, label=label, statement=f"{label}: {statement}")
+
+
+CALIBRATION = "calibration"
+
+
+def row_provenance(run: EvaluationRun) -> ProvenanceLabel:
+    """A leaderboard row's provenance as its badge and every export of the board say it: a calibration model's row
+    is a reference line ("calibration", never ranked), any other row its run's provenance."""
+    said = provenance_of(run)
+    if not run.is_calibration:
+        return said
+    return ProvenanceLabel(
+        value=CALIBRATION,
+        label=CALIBRATION,
+        statement=f"A built-in calibration model: a reference line, not ranked ({said.statement})",
+    )

@@ -129,6 +129,21 @@ def size_buckets_by_split(outcomes: Sequence[OutcomeRow]) -> dict[str, dict[str,
     return {split: size_buckets(results) for split, results in groups.items()}
 
 
+def usage_of(usage: Sequence[UsageRow], *, split: str, paper_id: int | None) -> list[UsageRow]:
+    """The usage rows of one aggregate: a split's ("" all) and, with `paper_id`, one paper's."""
+    return [u for u in usage if (paper_id is None or u[0] == paper_id) and (not split or u[1] == split)]
+
+
+def usage_totals(used: Sequence[UsageRow]) -> tuple[int | None, int | None, Decimal | None]:
+    """Prompt tokens, completion tokens and cost of an aggregate, each None when any answer's is unknown (an upload,
+    a provider that said none): an unknown total is said so, never shown as 0 or as an undercount."""
+
+    def total(values: list, zero):
+        return None if any(v is None for v in values) else sum(values, zero)
+
+    return total([u[2] for u in used], 0), total([u[3] for u in used], 0), total([u[4] for u in used], Decimal(0))
+
+
 def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], samples: int, seed: int) -> list[dict]:
     """The RunScore fields of a run: overall, per split and per paper (plain data, so migrations can call it)."""
     groups: dict[tuple[str, int | None], list[ItemResult]] = defaultdict(list)
@@ -140,8 +155,7 @@ def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], sam
     for (split, paper_id), results in groups.items():
         summary: Score = score(results)
         rate_ci, scaled_ci = bootstrap_ci(results, seed=seed)
-        used = [u for u in usage if (paper_id is None or u[0] == paper_id) and (not split or u[1] == split)]
-        costs = [u[4] for u in used if u[4] is not None]
+        prompt_tokens, completion_tokens, cost = usage_totals(usage_of(usage, split=split, paper_id=paper_id))
         rows.append(
             dict(
                 paper_id=paper_id,
@@ -160,10 +174,9 @@ def score_rows(*, outcomes: Sequence[OutcomeRow], usage: Sequence[UsageRow], sam
                 scaled_ci_low=scaled_ci.low,
                 scaled_ci_high=scaled_ci.high,
                 pass_at_k=pass_at_ks(results, samples),
-                prompt_tokens=sum(u[2] or 0 for u in used),
-                completion_tokens=sum(u[3] or 0 for u in used),
-                # Unknown cost anywhere makes the total unknown, not an undercount.
-                cost=sum(costs, Decimal(0)) if len(costs) == len(used) else None,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost=cost,
             )
         )
     return rows
@@ -244,8 +257,8 @@ def run_scores_compute(*, run: EvaluationRun) -> list[RunScore]:
         {**fields, "size_buckets": buckets.get(fields["split"], {}) if fields["paper_id"] is None else {}}
         for fields in rows
     ]
-    if run.provenance == EvaluationRun.Provenance.REPORTED:  # published results have no cost
-        rows = [{**fields, "cost": None} for fields in rows]
+    if run.provenance == EvaluationRun.Provenance.REPORTED:  # published results say nothing of cost or tokens
+        rows = [{**fields, "cost": None, "prompt_tokens": None, "completion_tokens": None} for fields in rows]
     items = item_statistics(outcomes=run_item_inputs(run=run, outcome_model=Outcome, membership_model=VersionTask))
     gaming = run_test_gaming(run=run)
     return [

@@ -48,7 +48,7 @@ from evaluation.models import (
     RunScore,
     TaskPreparation,
 )
-from evaluation.provenance import provenance_of
+from evaluation.provenance import row_provenance
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
 from operations.broker import queue_consumers
@@ -292,7 +292,7 @@ LEADERBOARD_SORTS = {
     "errors": lambda r: r.score.errors,
     "flags": lambda r: r.score.flagged,
     "gaming": lambda r: r.gaming,
-    "tokens": lambda r: r.tokens,
+    "tokens": lambda r: (r.tokens is not None, r.tokens or 0),  # unknown apart from a known 0, as cost
     "cost": lambda r: (r.cost is not None, r.cost or 0),
     "agent_turns": lambda r: (r.agent is not None, r.agent.turns if r.agent else 0.0),
 }
@@ -376,8 +376,8 @@ class LeaderboardRow:
         return self.usage or self.overall
 
     @property
-    def tokens(self) -> int:
-        return self.spent.prompt_tokens + self.spent.completion_tokens
+    def tokens(self) -> int | None:
+        return self.spent.tokens
 
     @property
     def runs_count(self) -> int:
@@ -569,13 +569,13 @@ LEADERBOARD_COLUMNS = (
     LeaderboardColumn(
         "provenance",
         "str",
-        lambda r: r.run.provenance,
+        lambda r: row_provenance(r.run).value,  # what the badge says: "calibration" for a reference line
         "Provenance",
         "provenance",
         folds=True,
         shows=("provenance_statement", "calibration"),
     ),
-    LeaderboardColumn("provenance_statement", "str", lambda r: provenance_of(r.run).statement),  # the badge's words
+    LeaderboardColumn("provenance_statement", "str", lambda r: row_provenance(r.run).statement),  # the badge's words
     LeaderboardColumn("source", "str", lambda r: r.run.source),  # where a reported run's results were published
     LeaderboardColumn(
         "finished_on",
@@ -616,9 +616,9 @@ LEADERBOARD_COLUMNS = (
         toggled=True,
         title="Items whose tests passed while the answer's sealed replay disagreed with the reference",
     ),
-    LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens")),
-    LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens")),
-    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens", toggled=True),
+    LeaderboardColumn("prompt_tokens", "int", _run_total("prompt_tokens"), nullable=True),
+    LeaderboardColumn("completion_tokens", "int", _run_total("completion_tokens"), nullable=True),
+    LeaderboardColumn("tokens", "int", lambda r: r.tokens, "Tokens", "tokens", nullable=True, toggled=True),
 )
 LEADERBOARD_PAGE_COLUMNS = tuple(c for c in LEADERBOARD_COLUMNS if c.label)
 LEADERBOARD_KEY_COLUMNS = tuple(c for c in LEADERBOARD_PAGE_COLUMNS if not c.toggled)
@@ -1284,7 +1284,7 @@ def withhold_usage(*, run: EvaluationRun, scores: list[RunScore], user) -> list[
         return scores
     for score in scores:
         if score.paper_id is None and score.split != RunScore.Split.PUBLIC:
-            score.prompt_tokens = score.completion_tokens = score.cost = None  # type: ignore[assignment]
+            score.prompt_tokens = score.completion_tokens = score.cost = None
             score.usage_withheld = True  # type: ignore[attr-defined]
     return scores
 

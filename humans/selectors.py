@@ -179,7 +179,13 @@ def attempt_result(*, attempt: Attempt) -> RunItem | None:
 
 
 def attempts_of(*, user) -> list[Attempt]:
-    return list(Attempt.objects.filter(user=user).select_related("version", "snippet__task__paper", "run"))
+    """The person's attempts, each with its verdict (`verdict`, None while scored or not submitted)."""
+    verdict = Outcome.objects.filter(run_id=OuterRef("run_id")).order_by("sample").values("status")[:1]
+    return list(
+        Attempt.objects.filter(user=user)
+        .annotate(verdict=Subquery(verdict))
+        .select_related("version", "snippet__task__paper", "run")
+    )
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,10 @@ class AttemptRefused(ApplicationError):
     code = "attempt_refused"
 
 
+# Said beside the editor, by the server or (before posting) by the page's script.
+EMPTY_BODY = "the snippet body is empty: write the code of the masked snippet, then submit"
+
+
 class AttemptNotFound(AttemptRefused):
     """No such public item or attempt for this person: a held-out item is answered exactly as a missing one."""
 
@@ -197,7 +201,7 @@ def attempt_submit(
     if attempt.state == Attempt.State.PAUSED:
         raise AttemptRefused(f"attempt {attempt.pk} is paused; resume it to submit")
     if not isinstance(body, str) or not body.strip():
-        raise AttemptRefused("the snippet body is empty")
+        raise AttemptRefused(EMPTY_BODY)
     if keystrokes is not None and (not isinstance(keystrokes, int) or isinstance(keystrokes, bool) or keystrokes < 0):
         raise AttemptRefused("keystrokes must be a whole number >= 0")
     events = pastes_check(pastes)

@@ -77,27 +77,42 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     attempt = selectors.attempt_get(pk=pk, user=request.user)
     if attempt is None:
         raise Http404("No such attempt of yours.")
-    if request.method == "POST":
-        services.attempt_submit(
-            attempt=attempt,
-            user=request.user,
-            body=request.POST.get("body", ""),
-            keystrokes=_whole(request.POST.get("keystrokes")),
-            pastes=_json_list(request.POST.get("pastes")),
-        )
-        messages.success(request, "Submitted: your answer is being scored like a model's.")
-        return redirect("attempt-detail", pk=attempt.pk)
     context: dict = {"attempt": attempt, "is_maintainer": user_is_maintainer(user=request.user)}
+    status = 200
+    if request.method == "POST":
+        body = request.POST.get("body", "")
+        try:
+            services.attempt_submit(
+                attempt=attempt,
+                user=request.user,
+                body=body,
+                keystrokes=_whole(request.POST.get("keystrokes")),
+                pastes=_json_list(request.POST.get("pastes")),
+            )
+        except services.AttemptRefused as exc:
+            attempt.refresh_from_db()
+            if attempt.state != Attempt.State.OPEN:
+                raise  # not a problem of the form: the page says it as any refusal
+            # The form again, with what was wrong beside the field and the body as it was sent: nothing is lost.
+            context.update(body=body, body_error=str(exc))
+            status = 400
+        else:
+            messages.success(request, "Submitted: your answer is being scored like a model's.")
+            return redirect("attempt-detail", pk=attempt.pk)
     if attempt.state == Attempt.State.OPEN:
         context["prompt"] = attempt_prompt(attempt=attempt)
+        context["empty_body"] = services.EMPTY_BODY
         context["elapsed"] = max(0.0, (timezone.now() - attempt.opened_at).total_seconds() - attempt.paused_seconds)
     elif attempt.state == Attempt.State.PAUSED and attempt.paused_at is not None:
         context["elapsed"] = max(0.0, (attempt.paused_at - attempt.opened_at).total_seconds() - attempt.paused_seconds)
     elif attempt.state == Attempt.State.SUBMITTED:
-        context["item"] = selectors.attempt_result(attempt=attempt)
+        context["item"] = item = selectors.attempt_result(attempt=attempt)
+        context["verdict"] = item.outcome.status if item else None
     htmx = getattr(request, "htmx", None)  # django-htmx's middleware sets it
-    template = "humans/_attempt_result.html" if htmx and htmx.target == "attempt-result" else None
-    return render(request, template or "humans/attempt.html", context)
+    if htmx and htmx.target == "attempt-result":
+        # The polled result; once the verdict is in it also replaces the heading's badge (out of band).
+        return render(request, "humans/_attempt_result.html", {**context, "badge_out_of_band": True})
+    return render(request, "humans/attempt.html", context, status=status)
 
 
 def _whole(value: str | None) -> int | None:

@@ -102,6 +102,8 @@ def calibration_generation(*, run: EvaluationRun, snippet: Snippet, sample: int)
         prompt=prompt,
         latency=0.0,
         cost=0,
+        prompt_tokens=0,  # no model is called: nothing spent, known
+        completion_tokens=0,
         raw_answer=calibration_answer(model=run.model, snippet=snippet),
     )
 

@@ -6,7 +6,7 @@ from django.utils.html import format_html, format_html_join
 
 from common.money import usd
 from evaluation.agents.budget import amount_text
-from evaluation.provenance import provenance_of
+from evaluation.provenance import provenance_of, row_provenance
 
 register = template.Library()
 
@@ -48,12 +48,7 @@ RANK_TITLES = {True: "no entry is significantly better", False: "1 + the entries
 @register.filter
 def provenance_badge(run) -> str:
     """The row's mark: calibration models are reference lines; other runs say what the platform vouches for."""
-    said = provenance_of(run)
-    if run.is_calibration:
-        return format_html(
-            '<span class="badge provenance calibration" title="{}">calibration</span>',
-            f"A built-in calibration model: a reference line, not ranked ({said.statement})",
-        )
+    said = row_provenance(run)
     return format_html('<span class="badge provenance {}" title="{}">{}</span>', said.value, said.statement, said.label)
 
 
@@ -67,6 +62,17 @@ def mode_badge(run) -> str:
 def provenance_statement(run) -> str:
     """What the platform vouches for about the run's answers, in the words of every other surface."""
     return provenance_of(run).statement
+
+
+TOKENS_UNKNOWN = "At least one answer's token count is unknown (uploaded answers, or a provider that gave none)"
+
+
+@register.filter
+def token_count(value: object) -> str:
+    """A token total as every page says it: thousands separated, and "unknown" (never 0) when it is not known."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return format_html('<span class="muted" title="{}">unknown</span>', TOKENS_UNKNOWN)
 
 
 COST_UNAVAILABLE = "The cost of at least one item is unknown (a model litellm has no price for, or published results)"
@@ -248,6 +254,6 @@ def _plain_cell(column, value) -> str:
         return value.strftime("%Y-%m-%d") if value else "unknown"
     if column.kind == "decimal":
         return usd(value)
-    if column.kind == "int" and column.key.endswith("tokens") and isinstance(value, int):
-        return f"{value:,}"  # token counts with thousands separators, as on every page
+    if column.kind == "int" and column.key.endswith("tokens"):
+        return token_count(value)
     return str(value) if value not in (None, "") else "—"

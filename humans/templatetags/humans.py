@@ -4,6 +4,7 @@ person's own attempt beside the item on its paper page."""
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -33,10 +34,7 @@ def my_attempt(mine: dict | None, snippet_pk: int) -> str:
     attempt = (mine or {}).get(snippet_pk)
     if attempt is None:
         return ""
-    if attempt.state != "submitted":
-        label, css = attempt.state, attempt.state
-    else:
-        label, css = _VERDICTS.get(attempt.verdict, ("not passed", "failed"))
+    label, css = (attempt.state, attempt.state) if attempt.state != "submitted" else verdict_badge(attempt.verdict)
     return format_html(
         '<span class="my-attempt" data-testid="my-attempt"><a href="{}">Your attempt</a>: '
         '<span class="badge {}" data-testid="my-attempt-verdict">{}</span>{}</span>',
@@ -47,13 +45,32 @@ def my_attempt(mine: dict | None, snippet_pk: int) -> str:
     )
 
 
-# A submitted attempt's verdict as its paper page names it: (label, badge class); failed is anything else scored.
+# A submitted attempt's verdict as every page names it: (label, badge class); failed is anything else scored.
 _VERDICTS = {
     None: ("being scored", "pending"),
     "passed": ("passed", "passed"),
     "flagged": ("flagged, under review", "flagged"),
     "error": ("not scored (infrastructure error)", "error"),
 }
+
+
+def verdict_badge(verdict: str | None) -> tuple[str, str]:
+    """A submitted attempt's badge, (label, class): its verdict once scored, "being scored" until then."""
+    return _VERDICTS.get(verdict, ("not passed", "failed"))
+
+
+@register.simple_tag
+def attempt_badge(attempt, verdict: str | None = None, heading: bool = False, out_of_band: bool = False) -> str:
+    """The attempt's badge: its state while live or abandoned, its verdict once submitted (`verdict`: the outcome's
+    status, None while scored). `heading`: the attempt page's own, which the polled result replaces once the verdict
+    is in (`out_of_band`)."""
+    if attempt.state == "submitted":
+        label, css = verdict_badge(verdict)
+    else:
+        label, css = attempt.get_state_display(), attempt.state
+    mark = mark_safe(' id="attempt-state" data-testid="attempt-state"') if heading or out_of_band else ""
+    swap = mark_safe(' hx-swap-oob="true"') if out_of_band else ""
+    return format_html('<span class="badge {}"{}{}>{}</span>', css, mark, swap, label)
 
 
 @register.filter

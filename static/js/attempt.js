@@ -56,14 +56,17 @@
     });
   }
 
+  var error = document.getElementById("attempt-body_error");
   form.addEventListener("submit", function (event) {
-    if (editor) {
-      textarea.value = editor.getValue();
-      if (!textarea.value.trim()) {
-        event.preventDefault();
-        editor.focus();
-        return;
-      }
+    if (editor) textarea.value = editor.getValue();
+    if (!textarea.value.trim()) {
+      // Said beside the editor, as the server says it; nothing typed is lost (an empty body only stays here).
+      event.preventDefault();
+      error.textContent = error.dataset.empty;
+      error.hidden = false;
+      error.closest(".field").classList.add("invalid");
+      if (editor) editor.focus(); else textarea.focus();
+      return;
     }
     document.getElementById("attempt-keystrokes").value = String(keystrokes);
     document.getElementById("attempt-pastes").value = JSON.stringify(pastes);

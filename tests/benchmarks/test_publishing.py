@@ -4,6 +4,8 @@ when its reference lines are ready, and the home page switches to the release on
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 from django.utils.html import escape
@@ -13,6 +15,7 @@ from benchmarks.services import PUBLISH_FREEZES, version_draft_create
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict
+from tests.conftest import page_text
 from tests.evaluation.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +37,7 @@ def test_publish_says_what_it_freezes_and_asks_first(client, release, maintainer
     page = client.get(reverse("version-detail", args=["1.1.0"])).content.decode()
     form = page[page.index('id="publish-title"') : page.index("</form>", page.index('id="publish-title"'))]
     assert escape(PUBLISH_FREEZES) in form and "cannot be undone" in form
-    assert f'hx-confirm="Publish 1.1.0? {escape(PUBLISH_FREEZES)}"' in form, "a dialog where JavaScript runs"
+    assert re.search(rf'hx-confirm="Publish 1\.1\.0\? [^"]*{re.escape(escape(PUBLISH_FREEZES))}"', form), "a dialog"
     assert 'name="confirm" value="yes" required' in form, "a box the browser requires without JavaScript"
     assert 'href="/guides/submitting/#10-publishing-a-release"' in form
 
@@ -88,3 +91,43 @@ def test_publishing_starts_the_reference_lines_and_the_home_page_follows_them(
     assert "Release 1.1.0" in home and "data-newer-release" not in home
     assert "No model has a completed run on this release yet" in home, "its reference lines, and room for models"
     assert client.get("/leaderboard/")["Location"] == "/versions/1.1.0/leaderboard/"
+
+
+def _section(page: str, start: str, end: str) -> str:
+    begin = page.index(start)
+    return page[begin : page.index(end, begin)]
+
+
+def test_a_draft_shows_the_changelog_it_would_be_published_with_and_warns_when_nothing_changed(
+    client, release, maintainer
+):
+    """The draft's page said "the changelog below is computed at publish" with none below, and publishing a draft
+    identical to the last release was not warned."""
+    from benchmarks.services import version_settings_set
+
+    draft = version_draft_create(name="1.1.0", actor=maintainer)
+    client.force_login(maintainer)
+    url = reverse("version-detail", args=["1.1.0"])
+    page = client.get(url).content.decode()
+    changes = page_text(_section(page, 'id="changes-title"', "</ul>"))
+    assert "Changes since 1.0.0, if published now" in changes and "No changes." in changes
+    assert "1.1.0 will be published with this changelog, computed again" in changes
+    warning = "No changes since 1.0.0: publishing 1.1.0 freezes the same papers, splits, snippets and settings as 1.0.0"
+    publish = _section(page, 'id="publish-title"', "</form>")
+    assert warning in page_text(_section(publish, 'id="publish-unchanged"', "</p>")), "said above the form"
+    assert f'hx-confirm="Publish 1.1.0? {warning}' in publish and escape(PUBLISH_FREEZES) in publish, "and asked"
+    assert "computed at publish" not in page
+
+    version_settings_set(version=draft, actor=maintainer, time_limit_seconds=120)
+    page = client.get(url).content.decode()
+    assert 'id="publish-unchanged"' not in page and "No changes since" not in page
+    changes = page_text(_section(page, 'id="changes-title"', "</ul>"))
+    assert "setting time limit: 300 s → 120 s" in changes, changes
+    from benchmarks.services import release_publish_preview
+
+    expected = release_publish_preview(version=draft).changelog
+    client.post(reverse("version-publish", args=["1.1.0"]), {"confirm": "yes"})
+    draft.refresh_from_db()
+    assert draft.status == BenchmarkVersion.Status.PUBLISHED and draft.changelog == expected, "what the draft showed"
+    published = client.get(url).content.decode()
+    assert "if published now" not in published and "Changes since 1.0.0" in published

@@ -60,6 +60,19 @@ def board(release):
     return release
 
 
+def page_badges(body: str) -> dict[int, tuple[str, str, str]]:
+    """Each row's provenance badge by its run: (class, title, word), e.g. ("calibration", "A built-in ...",
+    "calibration")."""
+    table = body.split('id="leaderboard-table"')[1].split("</table>")[0]
+    badges = {}
+    for row in table.split("<tr")[1:]:
+        run = re.search(r'href="/runs/(\d+)/"', row)
+        badge = re.search(r'<span class="badge provenance (\w+)" title="([^"]*)">([^<]*)</span>', row)
+        if run and badge:
+            badges[int(run.group(1))] = (badge.group(1), html.unescape(badge.group(2)), badge.group(3))
+    return badges
+
+
 def page_runs(body: str) -> list[int]:
     """The run of each row of the page's table, top to bottom (a row's first run link is its own run)."""
     table = body.split('id="leaderboard-table"')[1].split("</table>")[0]
@@ -88,11 +101,22 @@ def test_every_filters_export_rows_are_the_pages_rows(client, board, query):
         json_rows = client.get(links["json"]).json()
         assert [row["run"] for row in json_rows] == shown, (query, links["json"])
         text = client.get(links["csv"]).content.decode()
-        assert [int(row["run"]) for row in csv.DictReader(io.StringIO(text))] == shown, (query, links["csv"])
+        csv_rows = list(csv.DictReader(io.StringIO(text)))
+        assert [int(row["run"]) for row in csv_rows] == shown, (query, links["csv"])
+        # What the row's badge says, the exports say: a reference line's read "verified" while its badge said
+        # "calibration".
+        badges = page_badges(body)
+        for row in [*json_rows, *csv_rows]:
+            value, statement, _ = badges[int(row["run"])]
+            assert (row["provenance"], row["provenance_statement"]) == (value, statement), (query, row["run"])
     assert any(
         page_runs(client.get(url, q).content.decode()) != page_runs(client.get(url).content.decode())
         for q in FILTERS[1:]
     )
+    words = {
+        word for value, _, word in page_badges(client.get(url).content.decode()).values() if value == "calibration"
+    }
+    assert words == {"calibration"}, "the reference lines are on the page"
 
 
 def test_the_csv_has_the_pages_columns_and_the_json_every_field(client, board):

@@ -65,8 +65,8 @@ def test_calibration_lines_are_unranked_and_ranks_count_only_ranked_entries(clie
     small = Snippet.objects.filter(task__versions=release, loc__lt=3).count()
     assert mcnemar_exact(big, small) > 0.05
     assert [(r["model"], r["rank"], r["calibration"], r["provenance"]) for r in rows] == [
-        ("reference", None, True, "verified"),
-        ("placeholder", None, True, "verified"),
+        ("reference", None, True, "calibration"),  # as the page's badge says it
+        ("placeholder", None, True, "calibration"),
         ("half", 1, False, "verified"),
         ("uploader", 1, False, "self_reported"),
     ], "tied: no test separates them"
