@@ -290,6 +290,7 @@ class RunLoad:
     unfed: int
     remaining: int
     cap: int  # run_share: a run's own ceiling (1 + priority shares)
+    done: int = 0
     priority: int = 0
     created_at: datetime | None = None
 
@@ -304,10 +305,12 @@ def run_owner(run: EvaluationRun) -> str:
 
 def shares_plan(runs: list[RunLoad], *, slots: int) -> dict[int, int]:
     """How many items of each run to queue into the free ones of `slots`, one slot at a time. The owner with the
-    least left to do over its runs takes up to half the slots (shortest remaining first); every other slot goes to
-    the owner with the fewest items in flight (per 1 + the priority of its runs), ties to the least left to do. Within
-    an owner, its run with the least left to do (higher priority first). So a person with one small run, whatever
-    other people's runs wait, holds half the workers until it is done: within twice its time alone."""
+    least left to do over its runs (shortest remaining first) takes every slot its runs' shares allow when that is at
+    most half of what any other owner has left, else up to half the slots; every other slot goes to the owner with the
+    fewest items in flight (per 1 + the priority of its runs), ties to the one whose runs did the fewest items so
+    far, then to the least left to do. Within an owner, its run
+    with the least left to do (higher priority first). So a person with one small run, whatever other people's runs
+    wait, has the workers to itself, and owners with loads alike share them."""
     plan: dict[int, int] = {}
     owners: dict[str, list[RunLoad]] = {}
     for run in runs:
@@ -325,14 +328,16 @@ def shares_plan(runs: list[RunLoad], *, slots: int) -> dict[int, int]:
 
     def fewest_in_flight(owner: str) -> tuple:
         weight = 1 + max(r.priority for r in feedable(owner))
-        return (in_flight(owner) / weight, *left(owner))
+        return (in_flight(owner) / weight, sum(r.done for r in owners[owner]), *left(owner))
 
     for _ in range(max(0, slots - sum(run.in_flight for run in runs))):
         open_owners = [owner for owner in owners if feedable(owner)]
         if not open_owners:
             break
         owner = min(open_owners, key=left)
-        if in_flight(owner) >= half:
+        others = [left(other)[0] for other in owners if other != owner]
+        much_shorter = not others or 2 * left(owner)[0] <= min(others)
+        if not much_shorter and in_flight(owner) >= half:
             owner = min(open_owners, key=fewest_in_flight)
         run = min(feedable(owner), key=lambda r: (-r.priority, r.remaining, _created(r), r.pk))
         plan[run.pk] = plan.get(run.pk, 0) + 1
@@ -396,6 +401,7 @@ def runs_share_feed() -> dict[int, int]:
                 unfed=max(0, r.total_items - max(r.fed_items, r.done_items)),
                 remaining=max(0, r.total_items - r.done_items),
                 cap=run_share(run=r),
+                done=r.done_items,
                 priority=max(0, r.priority),
                 created_at=r.created_at,
             )

@@ -25,9 +25,9 @@ def load(pk: int, owner: str, *, in_flight: int = 0, unfed: int = 10, remaining:
     )
 
 
-def finish_tick(runs: dict[int, tuple[str, int, int]], *, slots: int, of: int) -> int:
+def finish_tick(runs: dict[int, tuple[str, int, int]], *, slots: int, of: int, ticks: int = 10**6) -> int:
     """Each run (pk -> owner, items, tick it arrives) fed by shares_plan into `slots` slots, every item one tick;
-    returns the tick run `of`'s last item ends."""
+    returns the tick run `of`'s last item ends (or `ticks`, and `runs` left with what each has left then)."""
     left = {pk: items for pk, (_, items, _) in runs.items()}
     fed = dict.fromkeys(runs, 0)
     flight: list[int] = []
@@ -35,10 +35,11 @@ def finish_tick(runs: dict[int, tuple[str, int, int]], *, slots: int, of: int) -
     while True:
         for pk in flight:
             left[pk] -= 1
-        if not left[of]:
+        if not left[of] or tick == ticks:
+            runs.update({pk: (owner, left[pk], arrives) for pk, (owner, _, arrives) in runs.items()})
             return tick
         loads = [
-            load(pk, owner, in_flight=0, unfed=items - fed[pk], remaining=left[pk], cap=10**6)
+            load(pk, owner, in_flight=0, unfed=items - fed[pk], remaining=left[pk], cap=10**6, done=items - left[pk])
             for pk, (owner, items, arrives) in runs.items()
             if arrives <= tick and left[pk]
         ]
@@ -69,6 +70,18 @@ def test_a_small_run_finishes_within_twice_its_time_alone_behind_33_runs_of_11_u
     assert [small_ratio(big, slots=slots) <= 2.0 for slots in (1, 2, 3, 4, 8, 16)] == [True] * 6
 
 
+def test_owners_with_loads_alike_share_the_slots_the_shortest_ahead():
+    runs = {pk: (f"user:{pk % 11}", 660, 0) for pk in range(33)}
+    finish_tick(runs, slots=4, of=0, ticks=300)
+    done = {owner: 0 for owner, _, _ in runs.values()}
+    for owner, left, _ in runs.values():
+        done[owner] += 660 - left
+    shares = sorted(done.values())
+    assert sum(shares) == 4 * 300 and shares[0] > 0, "no owner waits while others go on"
+    assert shares[-1] == 2 * 300, "the one with the least left to do: half the slots"
+    assert max(shares[:-1]) - min(shares[:-1]) <= 1, f"the others share the other half evenly: {shares}"
+
+
 def test_the_platforms_runs_and_calibration_are_owners_of_their_own():
     big = {
         **{pk: ("platform", 660, 0) for pk in range(1, 11)},
@@ -77,15 +90,21 @@ def test_the_platforms_runs_and_calibration_are_owners_of_their_own():
     assert small_ratio(big, slots=2) <= 2.0
 
 
-def test_the_owner_with_the_least_left_to_do_takes_up_to_half_the_slots_the_others_share_the_rest():
-    runs = [load(1, "user:a", unfed=30), load(2, "user:b", unfed=500), load(3, "user:c", unfed=500)]
+def test_an_owner_with_much_less_left_to_do_than_any_other_takes_every_slot_its_runs_shares_allow():
+    runs = [load(1, "user:a", unfed=30, cap=6), load(2, "user:b", unfed=60), load(3, "user:c", unfed=500)]
+    assert shares_plan(runs, slots=4) == {1: 4}
+    assert shares_plan(runs, slots=9) == {1: 6, 2: 3}, "a's one run keeps within its share; b, next, up to half"
+
+
+def test_an_owner_with_the_least_left_to_do_among_alike_takes_up_to_half_the_slots_the_others_share_the_rest():
+    runs = [load(1, "user:a", unfed=300), load(2, "user:b", unfed=500), load(3, "user:c", unfed=500)]
     assert shares_plan(runs, slots=4) == {1: 2, 2: 1, 3: 1}
     assert shares_plan(runs, slots=7) == {1: 4, 2: 2, 3: 1}, "half of 7 is 4; b and c even, b the older"
 
 
 def test_past_half_the_slots_the_owner_with_the_fewest_in_flight_goes_first():
     runs = [
-        load(1, "user:a", in_flight=2, unfed=30),
+        load(1, "user:a", in_flight=2, unfed=300),
         load(2, "user:b", in_flight=1, unfed=500),
         load(3, "platform", in_flight=0, unfed=900),
     ]
