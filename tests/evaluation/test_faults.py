@@ -9,6 +9,7 @@ import time
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from benchmarks.services import pset_import
 from evaluation import services
@@ -51,6 +52,7 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
     assert lost_at < run.total_items, "the broker must die mid-run for this test to mean anything"
     time.sleep(3)
     own_redis.start()  # empty: every queued and unacknowledged message is gone
+    back = timezone.now()
 
     polled(
         lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
@@ -61,6 +63,10 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
     assert_every_item_once_and_scored(run)
     redispatched = events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED)
     assert 0 < redispatched.items <= run.total_items - lost_at
+    # The worker reconnects within seconds and the watchdog re-dispatches RUN_LOST_SECONDS (here 4 s) after the last
+    # progress, looking every RUN_WATCH_SECONDS (2 s): well within half a minute of the broker's return.
+    recovery = (redispatched.created_at - back).total_seconds()
+    assert recovery < 30, f"re-dispatched {recovery:.0f} s after the broker was back"
     assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE).exists()
 
     page = operations_page(client, maintainer)
