@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
@@ -105,8 +106,8 @@ class Command(VersionCommand):
             if inline:
                 self._run_inline(run)
             else:
-                self._through_outages(run, lambda run=run: self._follow(run, timeout))
-            self._through_outages(run, lambda run=run: (run.refresh_from_db(), self._summary(run)))
+                self._through_outages(run, partial(self._follow, run, timeout))
+            self._through_outages(run, partial(self._summary, run))
 
     def _through_outages(self, run: EvaluationRun, step: Callable[[], object]) -> None:
         """Run `step`; while the database is away (the run goes on in the workers, which wait for it too), say so and
@@ -125,7 +126,7 @@ class Command(VersionCommand):
                 if not database_wait(timeout=wait):
                     raise CommandError(
                         f"the database did not answer for {wait} s; run {run.pk} goes on in the workers once it "
-                        f"does: see its page, or `manage.py evaluate` again later"
+                        "does: its page says how it ended"
                     ) from None
                 self.stderr.write("the database answers again")
 
@@ -156,6 +157,7 @@ class Command(VersionCommand):
         raise CommandError(f"run {run.pk} did not finish within {timeout:.0f} s; it goes on in the workers")
 
     def _summary(self, run: EvaluationRun) -> None:
+        run.refresh_from_db()
         if run.status != EvaluationRun.Status.COMPLETED:
             raise CommandError(f"run {run.pk} ended {run.status}")
         rows = list(RunScore.objects.filter(run=run).select_related("paper").order_by("paper__slug"))
