@@ -8,9 +8,10 @@ uploads of the reference answers in `--samples` samples (33 x samples items each
 (31 x 660 = 20,460 answers), then `--people` people's 3 runs each (11 x 3 x 660 = 21,780). The small run is started
 once the load's runs are all running and their first items done; the load is cancelled after each phase.
 
-Prints the small run's time alone (after a warm-up run), behind each load, their ratios, the load's items done
-meanwhile and the load average. The issue's measure before this feeder: 117-120 s behind 11 people's 33 uploads and
-165-194 s behind one maintainer's 31, against 7.25 s alone (16x and 23-27x).
+Prints the small run's time alone (after a warm-up run, and again after the loads: the ratios are to their mean),
+behind each load, their ratios, the load's items done meanwhile and the load average. The issue's measure before
+this feeder: 117-120 s behind 11 people's 33 uploads and 165-194 s behind one maintainer's 31, against 7.25 s alone
+(16x and 23-27x).
 """
 
 from __future__ import annotations
@@ -156,13 +157,16 @@ def main() -> None:
         until(worker.ready, timeout=120, what="the worker")
         until(lambda: queue_slots("sandbox") == args.concurrency, timeout=60, what="the worker's slots")
         warm = small_run_seconds("warm-up")
-        alone = small_run_seconds("alone")
-        print(f"small run (33 items) alone: {alone:.2f} s (warm-up {warm:.2f} s)", flush=True)
+        first = small_run_seconds("alone")
+        print(f"small run (33 items) alone: {first:.2f} s (warm-up {warm:.2f} s)", flush=True)
         results = {
             f"one maintainer's {args.runs} runs": behind("maintainer", [maintainer] * args.runs),
             f"{args.people} people's {3 * args.people} runs": behind("people", [p for p in people for _ in range(3)]),
         }
+        last = small_run_seconds("alone-again")
+        alone = (first + last) / 2  # the machine's load drifts: the mean of the alone-times before and after
         load = os.getloadavg()
+        print(f"small run alone again after the loads: {last:.2f} s; alone, the mean: {alone:.2f} s")
         for label, result in results.items():
             print(
                 f"behind {label} ({33 * args.samples} answers each): {result['seconds']:.2f} s, "
