@@ -63,7 +63,13 @@ def _watchdog_start(sender=None, **kwargs: object) -> None:
     """Every worker looks for lost work (operations/watchdog.py), so no beat process is needed."""
     from operations.watchdog import watchdog_start
 
-    watchdog_start(worker=getattr(sender, "hostname", "") or "")
+    controller = getattr(sender, "controller", None)
+    queues = getattr(getattr(getattr(sender, "app", None), "amqp", None), "queues", None)
+    watchdog_start(
+        worker=getattr(sender, "hostname", "") or "",
+        queues=sorted(queues.consume_from) if queues is not None else [],
+        slots=int(getattr(controller, "concurrency", 0) or 0),
+    )
 
 
 @worker_shutdown.connect

@@ -243,15 +243,17 @@ RUN_PAUSE_AFTER_FAILURES = env.int("RUN_PAUSE_AFTER_FAILURES", default=5)
 # RUN_REDISPATCH_SECONDS while no task of theirs is queued or held by a worker, and queues their missing work again.
 # On Redis the broker's queues are read per run (they hold only the feeder's shares), so a run none of whose tasks
 # is queued or held by a worker is lost after RUN_LOST_SECONDS without progress, not RUN_REDISPATCH_SECONDS.
-RUN_WATCH_SECONDS = env.int("RUN_WATCH_SECONDS", default=15)
+RUN_WATCH_SECONDS = env.int("RUN_WATCH_SECONDS", default=5)
 RUN_REDISPATCH_SECONDS = env.int("RUN_REDISPATCH_SECONDS", default=300)
 RUN_LOST_SECONDS = env.int("RUN_LOST_SECONDS", default=20)
 # A validation (a submission's, or one paper of a set) lost again after this many re-dispatches is given up: its
 # unfinished checks become errors of the platform, so it ends and can be run again instead of blocking for ever.
 VALIDATION_REDISPATCH_MAX = env.int("VALIDATION_REDISPATCH_MAX", default=3)
 # The feeder (services.run_feed, a chore of operations/watchdog.py): a run keeps at most RUN_ITEMS_IN_FLIGHT items
-# (x (1 + priority)) queued or running, one user's runs USER_ITEMS_IN_FLIGHT together, so a small run never waits
-# behind a big run's backlog;
+# (x (1 + priority)) queued or running; the runs tested straight away (uploads, calibration) keep together only what
+# the live sandbox workers' slots run (their watchdogs say how many), given out by owner, then run, shortest
+# remaining first (services.shares_plan), so a small run never waits behind other runs' backlogs; one user's
+# model-calling runs keep USER_ITEMS_IN_FLIGHT together;
 # every worker tops the running runs up every RUN_FEED_SECONDS (and a run whenever one of its items ends).
 RUN_ITEMS_IN_FLIGHT = env.int("RUN_ITEMS_IN_FLIGHT", default=8)
 USER_ITEMS_IN_FLIGHT = env.int("USER_ITEMS_IN_FLIGHT", default=16)

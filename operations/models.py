@@ -57,3 +57,16 @@ class Redispatchable(models.Model):
 
     class Meta:
         abstract = True
+
+
+class WorkerSlots(models.Model):
+    """A worker's slots (its pool's processes) and the queues it takes, as its watchdog last said: the run feeder
+    keeps about as many items in flight as the live workers have slots (operations/slots.py)."""
+
+    hostname = models.CharField(max_length=200, unique=True)
+    queues = models.JSONField(default=list)
+    slots = models.PositiveIntegerField()
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.hostname}: {self.slots} slot(s) on {', '.join(self.queues)}"

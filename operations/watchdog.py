@@ -6,7 +6,7 @@ read (runs: on Redis the feeder keeps the queues short, so their own messages ar
 RUN_LOST_SECONDS with no task queued or held. A row lost again after VALIDATION_REDISPATCH_MAX re-dispatches is given
 up where its kind says how (its checks become errors of the platform), so it ends and can be run again rather than
 block what waits for it. The same thread runs the registered periodic chores (the run feeder tops the running runs
-up every RUN_FEED_SECONDS).
+up every RUN_FEED_SECONDS) and says how many slots its worker has (operations/slots.py).
 
 A broker that restarts without persistence loses every queued and unacknowledged message; a task whose database
 stayed down past DATABASE_OUTAGE_WAIT_SECONDS gives up. Both leave work that nothing would ever pick up again.
@@ -34,6 +34,7 @@ from django.utils import timezone
 from operations import broker
 from operations.events import Kind, event_record
 from operations.models import Redispatchable
+from operations.slots import worker_slots_forget, worker_slots_record
 
 logger = logging.getLogger(__name__)
 
@@ -193,14 +194,17 @@ class Watchdog(threading.Thread):
     the registered chores (the feeder tops the running runs up), every RUN_WATCH_SECONDS it looks for lost work; a
     database outage is logged once when it begins and once when it ends."""
 
-    def __init__(self, *, worker: str):
+    def __init__(self, *, worker: str, queues: list[str] | None = None, slots: int = 0):
         super().__init__(name="rcb-watchdog", daemon=True)
         self.worker, self.stopped = worker, threading.Event()
+        self.queues, self.slots = queues or [], slots
         self.database_lost_at: float | None = None
 
     def run(self) -> None:
         feed, watch = settings.RUN_FEED_SECONDS, settings.RUN_WATCH_SECONDS
         next_look = time.monotonic() + watch
+        self.look(feeding=False, for_lost_work=False)  # the worker's slots count from its start
+        connections.close_all()
         while not self.stopped.wait(min(feed, watch) if feed > 0 else watch):
             try:
                 self.look(feeding=feed > 0, for_lost_work=time.monotonic() >= next_look)
@@ -211,6 +215,8 @@ class Watchdog(threading.Thread):
 
     def look(self, *, feeding: bool, for_lost_work: bool) -> None:
         try:
+            if self.slots and self.worker:
+                worker_slots_record(hostname=self.worker, queues=self.queues, slots=self.slots)
             if feeding:
                 for chore in _chores.values():
                     chore()
@@ -236,10 +242,11 @@ class Watchdog(threading.Thread):
 _watchdog: Watchdog | None = None
 
 
-def watchdog_start(*, worker: str) -> None:
+def watchdog_start(*, worker: str, queues: list[str] | None = None, slots: int = 0) -> None:
+    """Start this worker's watchdog; it says every look that the worker has `slots` processes taking `queues`."""
     global _watchdog
     if settings.RUN_WATCH_SECONDS > 0 and _watchdog is None:
-        _watchdog = Watchdog(worker=worker)
+        _watchdog = Watchdog(worker=worker, queues=queues, slots=slots)
         _watchdog.start()
 
 
@@ -247,4 +254,11 @@ def watchdog_stop() -> None:
     global _watchdog
     if _watchdog is not None:
         _watchdog.stopped.set()
+        if _watchdog.slots and _watchdog.worker:
+            try:  # its slots leave the feeder's count at once rather than when they go stale
+                worker_slots_forget(hostname=_watchdog.worker)
+            except (OperationalError, InterfaceError):
+                pass
+            finally:
+                connections.close_all()
         _watchdog = None

@@ -44,6 +44,8 @@ elif [ "$status" -ne 0 ]; then
     echo "SANDBOX_BACKEND names a sandbox that does not work here (see above); fix it or unset it." >&2
     exit "$status"
 fi
-"$VENV/bin/celery" -A config worker --loglevel INFO --queues default,llm,sandbox --concurrency 2 &
+# No gossip, mingle or heartbeat events (docker/app/entrypoint.sh says why).
+"$VENV/bin/celery" -A config worker --loglevel INFO --queues default,llm,sandbox --concurrency 2 \
+    --without-gossip --without-mingle --without-heartbeat &
 WORKER=$!
 wait "$SERVER"

@@ -244,6 +244,7 @@ class WorkerProcess:
             "INFO",
             "--without-gossip",
             "--without-mingle",
+            "--without-heartbeat",
             "--hostname",
             f"test-{os.getpid()}-{id(self)}@%h",
         ]

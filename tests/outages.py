@@ -19,8 +19,9 @@ import pytest
 
 from tests.conftest import free_port, polled, service_missing
 
-# Workers look for lost work every 2 s and re-dispatch what has no result and no live task after 6 s.
-WATCH = {"RUN_WATCH_SECONDS": "2", "RUN_REDISPATCH_SECONDS": "6", "SANDBOX_BACKEND": "local"}
+# Workers look for lost work every 2 s and re-dispatch what has no result and no live task after 6 s (a run whose
+# messages are read: after 4 s).
+WATCH = {"RUN_WATCH_SECONDS": "2", "RUN_REDISPATCH_SECONDS": "6", "RUN_LOST_SECONDS": "4", "SANDBOX_BACKEND": "local"}
 
 
 class RedisServer:

@@ -21,8 +21,10 @@ case "$command" in
         # Commas separate names in Celery's --destination, so the node name joins the queues with dashes.
         name="${WORKER_NAME:-$(echo "$queues" | tr , -)@$(cat /etc/hostname)}"
         echo "$name" >/tmp/worker-name
+        # No gossip, mingle or heartbeat events: the platform uses none, and restarting gossip after a broker
+        # restart delayed the worker's reconnection (and the watchdog's recovery) by half a minute.
         exec celery -A config worker --queues "$queues" --concurrency "${WORKER_CONCURRENCY:-2}" \
-            --hostname "$name" --loglevel "${LOG_LEVEL:-INFO}"
+            --hostname "$name" --loglevel "${LOG_LEVEL:-INFO}" --without-gossip --without-mingle --without-heartbeat
         ;;
     healthcheck)
         if [ -f /tmp/worker-name ]; then

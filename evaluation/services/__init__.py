@@ -50,6 +50,7 @@ from evaluation.services.runs import (
     run_start,
     run_unpin,
     runs_feed,
+    runs_share_feed,
     runs_start,
     runs_unfinished,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "run_share",
     "run_feed",
     "runs_feed",
+    "runs_share_feed",
     "RUN_PRIORITY_MAX",
     "run_priority_set",
     "RUN_ACTIVE",

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
-from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Sum
+from django.db import connection, transaction
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -19,12 +21,14 @@ from benchmarks.permissions import user_may_change
 from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.provenance import provenance_at_start
-from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE
+from evaluation.routing import GPU_QUEUE, ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_write
 from evaluation.selectors import run_covers_held_out, run_feed_order, run_snippets
 from evaluation.services.models import EvaluationError, model_endpoint_check, user_pays_platform
+from operations import broker
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
+from operations.slots import queue_slots
 
 MAX_SAMPLES = 20
 MAX_REPEAT = 10  # runs of one setting started together (the published agent adaptation reports 3)
@@ -151,16 +155,22 @@ def runs_start(*, repeat: int = 1, **run_settings) -> list[EvaluationRun]:
 
 
 def run_dispatch(*, run: EvaluationRun) -> int:
-    """(Re)start feeding the run from its first item: items already done are skipped, and only the run's share is
-    queued now (run_feed); the rest follows as items finish. Returns how many were queued now."""
+    """(Re)start feeding the run from its first item: items already done are skipped, and only what its share allows
+    is queued now (run_feed); the rest follows as items finish. Returns how many of its items were queued now."""
     run_done_recount(run=run)
     # Nothing of the run is presumed in flight any more: what was lost is fed again, what is done is skipped, and
     # what is still on the broker belongs to the earlier feed and is dropped (else each resume added a share).
     EvaluationRun.objects.filter(pk=run.pk).update(
         feed_cursor=0, fed_items=F("done_items"), feed_epoch=F("feed_epoch") + 1
     )
+    now = timezone.now()
     EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
-        status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), last_progress_at=timezone.now()
+        status=EvaluationRun.Status.RUNNING, last_progress_at=now
+    )
+    # Here, not only when it leaves QUEUED: a run resumed before its first dispatch (an upload whose dispatch the
+    # broker refused, then cancelled) is RUNNING already and still starts now.
+    EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.RUNNING, started_at__isnull=True).update(
+        started_at=now
     )
     queued = run_feed(run=run)
     if not queued:
@@ -171,8 +181,9 @@ def run_dispatch(*, run: EvaluationRun) -> int:
 def run_share(*, run: EvaluationRun) -> int:
     """How many of the run's items may be in flight at once: RUN_ITEMS_IN_FLIGHT per share (AGENT_ITEMS_IN_FLIGHT
     for an agent run, whose items mostly wait on the model, holding no sandbox slot meanwhile), 1 + priority shares.
-    A user's runs stay within USER_ITEMS_IN_FLIGHT together (run_feed): a hostile endpoint can make every turn a
-    slot-holding command, so only the platform's own and maintainers' agent runs get the larger share whole."""
+    A user's model-calling runs stay within USER_ITEMS_IN_FLIGHT together (run_feed): a hostile endpoint can make
+    every turn a slot-holding command, so only the platform's own and maintainers' agent runs get the larger share
+    whole. Runs tested straight away share the sandbox workers' slots besides (runs_share_feed)."""
     share = settings.AGENT_ITEMS_IN_FLIGHT if run.mode == "agent" else settings.RUN_ITEMS_IN_FLIGHT
     return share * (1 + max(0, run.priority))
 
@@ -182,49 +193,76 @@ def _in_flight(runs) -> int:
     return max(0, totals["fed"] - totals["done"])
 
 
-def run_feed(*, run: EvaluationRun) -> int:
-    """Top the run's items in flight up to its share (and its creator's, USER_ITEMS_IN_FLIGHT over all their runs;
-    the platform's own runs, calibration among them, have their own), in feed order; returns how many were queued.
+def run_shares_slots(run: EvaluationRun) -> bool:
+    """Whether the run's items go straight to the sandbox workers (uploads, calibration), whose slots the runs of
+    that kind share fairly (runs_share_feed); a model-calling run's items wait on its model first."""
+    return run.model.kind != ModelEntry.Kind.LITELLM and run.mode != "agent"
 
-    The row lock is taken with skip_locked and held only to move the cursor: a feeder that finds it taken leaves
-    the top-up to the one holding it. A message the broker refuses stays counted as in flight: the watchdog's
-    lost-work rule (nothing queued or held for the run) feeds it again."""
+
+SLOT_SHARING = Q(status=EvaluationRun.Status.RUNNING) & ~Q(model__kind=ModelEntry.Kind.LITELLM) & ~Q(mode="agent")
+
+
+def run_feed(*, run: EvaluationRun) -> int:
+    """Top the run up: a run whose items go straight to the sandbox takes its turn in the fair share of the workers'
+    slots (runs_share_feed); a model-calling run's items in flight are topped up to its share (and its creator's,
+    USER_ITEMS_IN_FLIGHT over all their runs; the platform's own runs have their own), in feed order. Returns how
+    many of the run's items were queued."""
+    if run_shares_slots(run):
+        return runs_share_feed().get(run.pk, 0)
     active = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
     with transaction.atomic():
-        locked = (
-            EvaluationRun.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("model")
-            .filter(pk=run.pk, status=EvaluationRun.Status.RUNNING)
-            .first()
-        )
+        locked = _run_locked(run.pk, skip_locked=True)
         if locked is None:
             return 0
         room = run_share(run=locked) - max(0, locked.fed_items - locked.done_items)
         if locked.created_by_id is not None and not user_pays_platform(user=locked.created_by):
             mine = EvaluationRun.objects.filter(created_by_id=locked.created_by_id, status__in=active)
             room = min(room, settings.USER_ITEMS_IN_FLIGHT - _in_flight(mine))
-        if room <= 0:
-            return 0
-        cursor = locked.feed_cursor
-        batch: list[tuple[int, int]] = []
-        # The window to queue; when it held finished items (a resume), the rest of the order at once, not window by
-        # window.
-        for count in (room, None):
-            window = run_feed_order(locked, start=cursor, count=count)
-            done = set(
-                Outcome.objects.filter(run=locked, snippet_id__in={s for s, _ in window}).values_list(
-                    "snippet_id", "sample"
-                )
+        batch = _run_batch(locked, room)
+    return _run_enqueue(locked, batch)
+
+
+def _run_locked(pk: int, *, skip_locked: bool) -> EvaluationRun | None:
+    """The running run's row, locked for moving its cursor; None when it is not running (or, with skip_locked, when
+    another feeder holds it and tops it up)."""
+    return (
+        EvaluationRun.objects.select_for_update(skip_locked=skip_locked, of=("self",))
+        .select_related("model")
+        .filter(pk=pk, status=EvaluationRun.Status.RUNNING)
+        .first()
+    )
+
+
+def _run_batch(locked: EvaluationRun, room: int) -> list[tuple[int, int]]:
+    """The run's next `room` items without an outcome, in feed order, counted as fed (inside the row's lock)."""
+    if room <= 0:
+        return []
+    cursor = locked.feed_cursor
+    batch: list[tuple[int, int]] = []
+    # The window to queue; when it held finished items (a resume), the rest of the order at once, not window by
+    # window.
+    for count in (room, None):
+        window = run_feed_order(locked, start=cursor, count=count)
+        done = set(
+            Outcome.objects.filter(run=locked, snippet_id__in={s for s, _ in window}).values_list(
+                "snippet_id", "sample"
             )
-            for item in window:
-                if len(batch) == room:
-                    break
-                cursor += 1
-                if item not in done:
-                    batch.append(item)
-            if len(batch) == room or not window:
+        )
+        for item in window:
+            if len(batch) == room:
                 break
-        EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
+            cursor += 1
+            if item not in done:
+                batch.append(item)
+        if len(batch) == room or not window:
+            break
+    EvaluationRun.objects.filter(pk=locked.pk).update(feed_cursor=cursor, fed_items=F("fed_items") + len(batch))
+    return batch
+
+
+def _run_enqueue(locked: EvaluationRun, batch: list[tuple[int, int]]) -> int:
+    """Queue the batch (after its rows' commit). A message the broker refuses stays counted as in flight: the
+    watchdog's lost-work rule (nothing queued or held for the run) feeds it again."""
     task = ITEM_GENERATE if locked.model.kind == ModelEntry.Kind.LITELLM else ITEM_EVALUATE
     if locked.mode == "agent":
         task = ITEM_AGENT
@@ -242,15 +280,154 @@ def run_feed(*, run: EvaluationRun) -> int:
     return len(batch)
 
 
+@dataclass(frozen=True)
+class RunLoad:
+    """What the fair share needs of a running run: whose it is, how much is in flight, left to feed and left to do."""
+
+    pk: int
+    owner: str  # "calibration", "platform" or "user:<id>": whose share the run draws on
+    in_flight: int
+    unfed: int
+    remaining: int
+    cap: int  # run_share: a run's own ceiling (1 + priority shares)
+    done: int = 0
+    priority: int = 0
+    created_at: datetime | None = None
+
+
+def run_owner(run: EvaluationRun) -> str:
+    """Whose share a run draws on: calibration apart (the release's reference lines), then the platform's own runs,
+    then each person's (maintainers' too)."""
+    if run.is_calibration:
+        return "calibration"
+    return "platform" if run.created_by_id is None else f"user:{run.created_by_id}"
+
+
+def shares_plan(runs: list[RunLoad], *, slots: int) -> dict[int, int]:
+    """How many items of each run to queue into the free ones of `slots`, one slot at a time. The owner with the
+    least left to do over its runs (shortest remaining first) takes every slot its runs' shares allow when that is at
+    most half of what any other owner has left, else up to half the slots; every other slot goes to the owner with the
+    fewest items in flight (per 1 + the priority of its runs), ties to the one whose runs did the fewest items so
+    far, then to the least left to do. Within an owner, its run
+    with the least left to do (higher priority first). So a person with one small run, whatever other people's runs
+    wait, has the workers to itself, and owners with loads alike share them."""
+    plan: dict[int, int] = {}
+    owners: dict[str, list[RunLoad]] = {}
+    for run in runs:
+        owners.setdefault(run.owner, []).append(run)
+    half = -(-slots // 2)
+
+    def feedable(owner: str) -> list[RunLoad]:
+        return [r for r in owners[owner] if plan.get(r.pk, 0) < r.unfed and r.in_flight + plan.get(r.pk, 0) < r.cap]
+
+    def in_flight(owner: str) -> int:
+        return sum(r.in_flight + plan.get(r.pk, 0) for r in owners[owner])
+
+    def left(owner: str) -> tuple:
+        return (sum(r.remaining for r in owners[owner]), min(_created(r) for r in owners[owner]), owner)
+
+    def fewest_in_flight(owner: str) -> tuple:
+        weight = 1 + max(r.priority for r in feedable(owner))
+        return (in_flight(owner) / weight, sum(r.done for r in owners[owner]), *left(owner))
+
+    for _ in range(max(0, slots - sum(run.in_flight for run in runs))):
+        open_owners = [owner for owner in owners if feedable(owner)]
+        if not open_owners:
+            break
+        owner = min(open_owners, key=left)
+        others = [left(other)[0] for other in owners if other != owner]
+        much_shorter = not others or 2 * left(owner)[0] <= min(others)
+        if not much_shorter and in_flight(owner) >= half:
+            owner = min(open_owners, key=fewest_in_flight)
+        run = min(feedable(owner), key=lambda r: (-r.priority, r.remaining, _created(r), r.pk))
+        plan[run.pk] = plan.get(run.pk, 0) + 1
+    return plan
+
+
+def _created(run: RunLoad) -> float:
+    return run.created_at.timestamp() if run.created_at else 0.0
+
+
+# One feeder at a time decides who gets the free slots (PostgreSQL; SQLite writes one at a time anyway).
+FEEDER_LOCK = 0x7263625F66656564  # "rcb_feed"
+
+
+def _feeder_lock() -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [FEEDER_LOCK])
+
+
+def slots_for_runs() -> int:
+    """How many items of the slot-sharing runs may be in flight: the live sandbox and GPU workers' slots (as their
+    watchdogs say), or a run's share while no worker has said (none started yet)."""
+    return queue_slots("sandbox", GPU_QUEUE) or settings.RUN_ITEMS_IN_FLIGHT
+
+
+def _gpu_items_waiting() -> int:
+    """Items waiting on the `gpu` queue: no slot runs them (maybe no GPU worker is registered), so they leave the
+    sandbox slots to others while they wait (each run still keeps within its share)."""
+    return (broker.queues_waiting((GPU_QUEUE,)) or {}).get(GPU_QUEUE, 0)
+
+
+def runs_share_feed() -> dict[int, int]:
+    """Fill the sandbox workers' free slots with items of the running runs tested straight away, shared by
+    shares_plan; returns how many items of each run were queued. The queue then holds about what the workers run,
+    so what is queued next runs next."""
+    batches: list[tuple[EvaluationRun, list[tuple[int, int]]]] = []
+    with transaction.atomic():
+        _feeder_lock()
+        rows = list(
+            EvaluationRun.objects.filter(SLOT_SHARING)
+            .select_related("model")
+            .only(
+                "pk",
+                "created_by_id",
+                "priority",
+                "fed_items",
+                "done_items",
+                "total_items",
+                "created_at",
+                "mode",
+                "model",
+                "model__kind",
+            )
+        )
+        loads = [
+            RunLoad(
+                pk=r.pk,
+                owner=run_owner(r),
+                in_flight=max(0, r.fed_items - r.done_items),
+                unfed=max(0, r.total_items - max(r.fed_items, r.done_items)),
+                remaining=max(0, r.total_items - r.done_items),
+                cap=run_share(run=r),
+                done=r.done_items,
+                priority=max(0, r.priority),
+                created_at=r.created_at,
+            )
+            for r in rows
+        ]
+        slots = slots_for_runs()
+        if sum(load.in_flight for load in loads) >= slots:
+            slots += _gpu_items_waiting()
+        for pk, count in shares_plan(loads, slots=slots).items():
+            locked = _run_locked(pk, skip_locked=False)
+            if locked is not None:
+                batches.append((locked, _run_batch(locked, count)))
+    return {locked.pk: _run_enqueue(locked, batch) for locked, batch in batches}
+
+
 def runs_feed() -> int:
-    """One feeder pass: every running run topped up in turn, higher priority first, then oldest; returns how many
-    items were queued."""
+    """One feeder pass: the workers' free slots shared among the runs tested straight away, then every
+    model-calling run topped up in turn, higher priority first, then oldest; returns how many items were queued."""
+    queued = sum(runs_share_feed().values())
     runs = (
         EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING)
+        .exclude(SLOT_SHARING)
         .select_related("model", "created_by")
         .order_by("-priority", "created_at")
     )
-    return sum(run_feed(run=run) for run in runs)
+    return queued + sum(run_feed(run=run) for run in runs)
 
 
 RUN_PRIORITY_MAX = 10
@@ -272,9 +449,13 @@ RUN_ACTIVE = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
 
 
 def runs_unfinished() -> QuerySet[EvaluationRun]:
-    """Queued and running runs: the watchdog's to look after (operations.watchdog, registered in apps.py)."""
+    """Queued and running runs: the watchdog's to look after (operations.watchdog, registered in apps.py). A running
+    run with nothing in flight and items left waits its turn for a slot (the feeder gives it one): nothing of it can
+    be lost."""
+    waiting = Q(status=EvaluationRun.Status.RUNNING, fed_items__lte=F("done_items"), done_items__lt=F("total_items"))
     return (
         EvaluationRun.objects.filter(status__in=RUN_ACTIVE)
+        .exclude(waiting)
         .select_related("model", "version")
         .defer("version__manifest", "version__changelog")
     )

@@ -1,6 +1,7 @@
-"""Fair dispatch with a real worker and broker: a small run started behind a big one completes while the big one is
-still running, since the feeder keeps only a share of each run's items on the broker; and the feed order groups a
-run's items by environment and paper."""
+"""Fair dispatch with a real worker and broker: a person's small run started behind many runs of many people takes the
+worker's slot each time it frees, since the feeder keeps only what the workers run on the broker and gives the next
+slot by owner, then run, shortest remaining first; and the feed order groups a run's items by environment and
+paper."""
 
 from __future__ import annotations
 
@@ -32,27 +33,64 @@ def _upload_of_references(version, samples: int) -> bytes:
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_a_small_run_started_behind_a_big_one_completes_first(celery_worker_factory, media_root, settings):
-    settings.RUN_ITEMS_IN_FLIGHT = 2
-    version = pset_import(root=DEMO_PSET, version_name="fair-1.0.0", publish=True).version
-    worker = celery_worker_factory(queues="default,sandbox", RUN_ITEMS_IN_FLIGHT="2", **WATCH)
-    uploader = ModelEntry.objects.create(name="bulk", display_name="Bulk", kind=ModelEntry.Kind.UPLOADED)
-    big = services.run_from_upload(model=uploader, version=version, data=_upload_of_references(version, SAMPLES))
-    polled(
-        lambda: Outcome.objects.filter(run=big).exists(), timeout=300, what="the big run's first outcome", worker=worker
-    )
+def test_a_small_run_behind_many_runs_of_many_people_gets_the_workers_slot_each_time_it_frees(
+    celery_worker_factory, media_root, maintainer
+):
+    """18 runs (a maintainer's 6, and 3 each of 4 people) keep a worker of one slot busy; a person's small run started
+    behind them takes the slot every time it frees (the owner with the least left to do takes up to half the slots,
+    at least one) until it is done, and the queue never holds more than the slot: its 33 outcomes come one after the
+    other, right after what was in flight when it started."""
+    from django.contrib.auth.models import User
 
-    small = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+    from operations.slots import queue_slots
+
+    version = pset_import(root=DEMO_PSET, version_name="fair-1.0.0", publish=True).version
+    worker = celery_worker_factory(queues="default,sandbox", **WATCH)
+    polled(lambda: queue_slots("sandbox") == 1, timeout=120, what="the worker's slots", worker=worker)
+    uploader = ModelEntry.objects.create(name="bulk", display_name="Bulk", kind=ModelEntry.Kind.UPLOADED)
+    people = [maintainer] * 6 + [user for n in range(4) for user in [User.objects.create_user(f"p{n}")] * 3]
+    big = [
+        services.run_from_upload(model=uploader, version=version, data=_upload_of_references(version, 2), user=user)
+        for user in people
+    ]
+    # Their dispatches (the default queue's tasks, taken in turn with items) are done: the small run's is next.
+    running = EvaluationRun.objects.filter(pk__in=[r.pk for r in big], status=EvaluationRun.Status.RUNNING)
+    polled(lambda: running.count() == len(big), timeout=300, what="the big runs' dispatch", worker=worker)
+
+    small = services.run_from_upload(
+        model=uploader, version=version, data=_upload_of_references(version, 1), user=User.objects.create_user("s")
+    )
+    before = Outcome.objects.count()
     polled(
         lambda: EvaluationRun.objects.get(pk=small.pk).status == EvaluationRun.Status.COMPLETED,
         timeout=600,
         what="the small run to complete",
         worker=worker,
     )
-    big.refresh_from_db()
-    assert big.status == EvaluationRun.Status.RUNNING, "the small run completed while the big one still ran"
-    assert Outcome.objects.filter(run=big).count() < big.total_items
-    assert big.fed_items - big.done_items <= 2, "the big run never had more than its share in flight"
+    order = list(Outcome.objects.order_by("pk").values_list("run_id", flat=True))
+    mine = [n for n, run in enumerate(order) if run == small.pk]
+    assert len(mine) == small.total_items == 33
+    assert mine == list(range(mine[0], mine[0] + 33)), "no other run's item between the small run's"
+    # What was in flight then ends, and one more item may be fed before the worker takes the small run's dispatch.
+    assert before > 0 and mine[0] <= before + 2, (mine[0], before)
+    assert all(run.is_active for run in EvaluationRun.objects.filter(pk__in=[r.pk for r in big]))
+    in_flight = [r.fed_items - r.done_items for r in EvaluationRun.objects.filter(pk__in=[r.pk for r in big])]
+    assert sum(in_flight) <= 1, "the queue holds what the worker's one slot runs, no more"
+
+
+@pytest.mark.django_db
+def test_runs_share_by_owner_calibration_apart_maintainers_and_the_platform_among_the_owners(media_root, maintainer):
+    from evaluation.services.runs import run_owner
+
+    version = pset_import(root=DEMO_PSET, version_name="owners-1.0.0", publish=True).version
+    uploader = ModelEntry.objects.create(name="bulk", display_name="Bulk", kind=ModelEntry.Kind.UPLOADED)
+    reference = ModelEntry.objects.get(name="reference")
+    calibration = services.run_start(model=reference, version=version, user=maintainer, dispatch=False)
+    data = _upload_of_references(version, 1)
+    assert run_owner(calibration) == "calibration"
+    assert run_owner(services.run_from_upload(model=uploader, version=version, data=data)) == "platform"
+    mine = services.run_from_upload(model=uploader, version=version, data=data, user=maintainer)
+    assert run_owner(mine) == f"user:{maintainer.pk}"
 
 
 @pytest.mark.django_db

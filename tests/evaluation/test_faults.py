@@ -9,6 +9,7 @@ import time
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from benchmarks.services import pset_import
 from evaluation import services
@@ -51,6 +52,7 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
     assert lost_at < run.total_items, "the broker must die mid-run for this test to mean anything"
     time.sleep(3)
     own_redis.start()  # empty: every queued and unacknowledged message is gone
+    back = timezone.now()
 
     polled(
         lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.COMPLETED,
@@ -61,6 +63,10 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
     assert_every_item_once_and_scored(run)
     redispatched = events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED)
     assert 0 < redispatched.items <= run.total_items - lost_at
+    # The worker reconnects within seconds and the watchdog re-dispatches RUN_LOST_SECONDS (here 4 s) after the last
+    # progress, looking every RUN_WATCH_SECONDS (2 s): well within half a minute of the broker's return.
+    recovery = (redispatched.created_at - back).total_seconds()
+    assert recovery < 30, f"re-dispatched {recovery:.0f} s after the broker was back"
     assert OperationsEvent.objects.filter(kind=OperationsEvent.Kind.BROKER_UNAVAILABLE).exists()
 
     page = operations_page(client, maintainer)
@@ -68,15 +74,37 @@ def test_broker_killed_mid_run_loses_no_item_and_the_run_completes_by_itself(
     assert "broker" in page.lower()
 
 
-def test_database_stopped_mid_run_loses_no_item_and_the_run_completes_by_itself(
-    own_postgres, celery_worker_factory, media_root, client
+def test_database_stopped_mid_run_loses_no_item_and_the_run_and_its_evaluate_command_complete_by_themselves(
+    own_postgres, celery_worker_factory, worker_broker, media_root, sandbox_cache, client, tmp_path
 ):
+    import os
+    import subprocess
+    import sys
+
     from django.contrib.auth.models import Group, User
+
+    from tests.conftest import REPO, database_url_for_workers
 
     with default_database(own_postgres.url()):
         version = pset_import(root=DEMO_PSET, version_name="faults-db-1.0.0", publish=True).version
         worker = celery_worker_factory(queues="default,sandbox", **WATCH)
-        run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
+        # Started and followed by `manage.py evaluate`, which reads the run's progress through the outage.
+        command_log = (tmp_path / "evaluate.log").open("w+")
+        command = subprocess.Popen(
+            [sys.executable, "manage.py", "evaluate", "--model", "reference", "--version", version.name],
+            cwd=REPO,
+            env={
+                **os.environ,
+                "DATABASE_URL": database_url_for_workers(),
+                "CELERY_BROKER_URL": worker_broker,
+                "MEDIA_ROOT": str(media_root),
+                "SANDBOX_CACHE_DIR": str(sandbox_cache),
+                **WATCH,
+            },
+            stdout=command_log,
+            stderr=subprocess.STDOUT,
+        )
+        run = polled(lambda: EvaluationRun.objects.filter(version=version).first(), timeout=120, what="the run")
         polled(
             lambda: Outcome.objects.filter(run=run).count() >= 3, timeout=300, what="the first outcomes", worker=worker
         )
@@ -95,6 +123,11 @@ def test_database_stopped_mid_run_loses_no_item_and_the_run_completes_by_itself(
             worker=worker,
         )
         assert_every_item_once_and_scored(run)
+        assert command.wait(timeout=120) == 0, command_log.seek(0) or command_log.read()[-4000:]
+        command_log.seek(0)
+        said = command_log.read()
+        assert "the database does not answer" in said and "Traceback" not in said, said[-4000:]
+        assert "ALL" in said and "100.0%" in said, "the summary once the database is back"
         outage = OperationsEvent.objects.filter(kind=OperationsEvent.Kind.DATABASE_UNAVAILABLE).first()
         assert outage is not None, worker.output()[-4000:]
         assert outage.worker and outage.since is not None
@@ -162,5 +195,5 @@ def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
         worker=worker,
     )
     assert_every_item_once_and_scored(run)
-    # Fed again from its first item: one share now, the rest as those end.
-    assert events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED).items == 8
+    # Fed again from its first item: what the worker's one slot runs now, the rest as those end.
+    assert events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED).items == 1

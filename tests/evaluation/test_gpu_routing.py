@@ -84,7 +84,12 @@ def test_without_a_gpu_worker_the_items_wait_and_the_run_page_says_why(tmp_path,
     with embedded_worker(
         tmp_path,
         queues="default,sandbox",
-        env={"SANDBOX_BACKEND": "bwrap", "SANDBOX_CACHE_DIR": str(sandbox_cache), "MEDIA_ROOT": str(media_root)},
+        env={
+            "SANDBOX_BACKEND": "bwrap",
+            "SANDBOX_CACHE_DIR": str(sandbox_cache),
+            "MEDIA_ROOT": str(media_root),
+            "RUN_FEED_SECONDS": "1",  # the GPU items waiting leave the slot to others: one more is fed each pass
+        },
     ) as (worker, _):
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
         others = run.total_items - gpu_items
@@ -98,8 +103,14 @@ def test_without_a_gpu_worker_the_items_wait_and_the_run_page_says_why(tmp_path,
         assert not Outcome.objects.filter(run=run, snippet__task__paper__slug=GPU_PAPER).exists()
         assert Outcome.objects.filter(run=run, status="passed").count() == others
         assert EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.RUNNING  # waiting, not failed
-        # The feeder keeps at most the run's share in flight (issue 20); the GPU items, fed last, wait in it.
-        assert queues_waiting(("gpu",)) == {"gpu": min(gpu_items, settings.RUN_ITEMS_IN_FLIGHT)}
+        # The feeder keeps at most the run's share in flight (issue 20); the GPU items, fed last, wait in it, and
+        # hold none of the sandbox worker's slots.
+        polled(
+            lambda: queues_waiting(("gpu",)) == {"gpu": min(gpu_items, settings.RUN_ITEMS_IN_FLIGHT)},
+            timeout=60,
+            worker=worker,
+            what="the run's share of GPU items waiting",
+        )
         page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
         progress = client.get(reverse("run-progress", args=[run.pk])).content.decode()
     assert "1 task needs a GPU; no GPU worker is registered" in page, page[:3000]

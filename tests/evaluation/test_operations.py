@@ -57,6 +57,27 @@ def test_a_stalled_run_is_flagged_and_resuming_queues_only_its_missing_items(cli
     assert sandbox.oldest_seconds is not None and 0 <= sandbox.oldest_seconds < 60
 
 
+@pytest.mark.django_db
+def test_an_upload_cancelled_and_resumed_before_its_dispatch_ran_gets_its_start_time(release, fresh_broker):
+    """The upload's dispatch is a task (here never run, as when the broker refused it): the run is still queued when
+    its owner cancels and resumes it, so it never leaves QUEUED through the dispatch that stamps the start."""
+    import json
+
+    from benchmarks.selectors import version_snippets
+
+    uploader = ModelEntry.objects.create(name="bulk", display_name="Bulk", kind=ModelEntry.Kind.UPLOADED)
+    data = "".join(
+        json.dumps({"id": str(s.pk), "sample": 0, "code": s.reference_code}) + "\n"
+        for s in version_snippets(version=release)
+    ).encode()
+    run = services.run_from_upload(model=uploader, version=release, data=data)
+    assert run.status == EvaluationRun.Status.QUEUED and run.started_at is None
+    services.run_cancel(run=run)
+    assert services.run_resume(run=run) > 0
+    run.refresh_from_db()
+    assert run.status == EvaluationRun.Status.RUNNING and run.started_at is not None
+
+
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_two_workers_with_their_own_caches_split_one_run(release, celery_worker_factory, sandbox_cache, tmp_path):
     sandbox_backend_or_missing("bwrap", sandbox_cache)

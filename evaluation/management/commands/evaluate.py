@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 
+from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
+from django.db import InterfaceError, OperationalError
 from tqdm import tqdm
 
 from benchmarks.management.base import VersionCommand
@@ -15,6 +19,7 @@ from evaluation import services, tasks
 from evaluation.agents import tasks as agent_tasks
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.selectors import run_items_missing, run_progress
+from operations.watchdog import database_wait
 
 
 class Command(VersionCommand):
@@ -101,9 +106,29 @@ class Command(VersionCommand):
             if inline:
                 self._run_inline(run)
             else:
-                self._follow(run, timeout)
-            run.refresh_from_db()
-            self._summary(run)
+                self._through_outages(run, partial(self._follow, run, timeout))
+            self._through_outages(run, partial(self._summary, run))
+
+    def _through_outages(self, run: EvaluationRun, step: Callable[[], object]) -> None:
+        """Run `step`; while the database is away (the run goes on in the workers, which wait for it too), say so and
+        wait for it, up to DATABASE_OUTAGE_WAIT_SECONDS, then take the step again."""
+        while True:
+            try:
+                step()
+                return
+            except (OperationalError, InterfaceError) as exc:
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                wait = settings.DATABASE_OUTAGE_WAIT_SECONDS
+                self.stderr.write(
+                    f"the database does not answer ({reason}); run {run.pk} goes on in the workers, which wait for "
+                    f"it too: waiting up to {wait} s for it"
+                )
+                if not database_wait(timeout=wait):
+                    raise CommandError(
+                        f"the database did not answer for {wait} s; run {run.pk} goes on in the workers once it "
+                        "does: its page says how it ended"
+                    ) from None
+                self.stderr.write("the database answers again")
 
     def _run_inline(self, run: EvaluationRun) -> None:
         EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
@@ -132,6 +157,7 @@ class Command(VersionCommand):
         raise CommandError(f"run {run.pk} did not finish within {timeout:.0f} s; it goes on in the workers")
 
     def _summary(self, run: EvaluationRun) -> None:
+        run.refresh_from_db()
         if run.status != EvaluationRun.Status.COMPLETED:
             raise CommandError(f"run {run.pk} ended {run.status}")
         rows = list(RunScore.objects.filter(run=run).select_related("paper").order_by("paper__slug"))
