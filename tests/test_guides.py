@@ -203,4 +203,3 @@ def test_the_reference_lists_every_endpoint_of_the_api_schema_with_its_methods()
             if short != "schema/" and not any(method.upper() in methods for methods in said):
                 missing.append(f"{method.upper()} {short}")
     assert missing == []
-

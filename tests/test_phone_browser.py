@@ -56,7 +56,8 @@ def scores_off_screen(page, table: str, heading: str = "Scaled pass@1") -> list[
             const column = headers.findIndex(h => h.textContent.trim().startsWith(heading)) + 1;
             if (column === 0) return ['no column headed ' + heading];
             const over = headers[column - 1].getBoundingClientRect().right - edge;
-            if (over > 1) return ['its heading: ' + heading + ' by ' + Math.round(over) + ' px; widths ' + headers.map(h => Math.round(h.getBoundingClientRect().width)).join(',')];
+            const widths = headers.map(h => Math.round(h.getBoundingClientRect().width)).join(',');
+            if (over > 1) return [`its heading: ${heading} by ${Math.round(over)} px; widths ${widths}`];
             const cells = t.querySelectorAll(`tbody tr:not(:has(> [colspan])) > :nth-child(${column})`);
             if (cells.length === 0) return ['no score cell'];
             return [...cells].filter(c => {

@@ -3,6 +3,7 @@ still starts on a machine with neither (explicitly local, loudly)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -128,10 +129,8 @@ def test_make_run_starts_without_docker_or_bwrap_and_warns_that_nothing_is_isola
         assert left == [] and time.monotonic() - stopped < 12, (left, time.monotonic() - stopped, log.read_text())
     finally:
         for group in {process.pid, *(os.getpgid(pid) for pid in _worker_pids(process.pid))}:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGKILL)  # whatever a failed stop left
-            except ProcessLookupError:
-                pass
         process.wait()
 
 
