@@ -433,6 +433,7 @@ def version_manifest(*, version: BenchmarkVersion) -> dict:
                 "content_hash": m.task.content_hash,
                 "environment_hash": m.task.environment_hash,
                 "split": m.split,
+                "metadata": _manifest_metadata(m.task),
                 "snippets": [
                     {"id": s.pk, "file": s.file_path, "name": s.name, "loc": s.loc, "code_hash": s.code_hash}
                     for s in snippets.get(m.task_id, [])
@@ -447,14 +448,34 @@ def version_manifest(*, version: BenchmarkVersion) -> dict:
     }
 
 
+def _manifest_metadata(task: Task) -> dict[str, object]:
+    """The task's papers.yaml fields as the release freezes them (dates as ISO text): a paper's row holds only its
+    latest values, so a later changelog reads the earlier ones here."""
+    entry = {k: v for k, v in {**task.package_entry(), **task.package_extra()}.items() if k != "id"}
+    return json.loads(json.dumps(entry, default=str))
+
+
+def _metadata_changes(old: dict | None, new: dict | None) -> list[dict]:
+    """Which papers.yaml fields changed, old -> new (none when a release was frozen before manifests kept them)."""
+    if old is None or new is None:
+        return []
+    return [
+        {"field": key, "from": old.get(key), "to": new.get(key)}
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    ]
+
+
 def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
-    """Papers added, removed and changed (new task content, or snippets retired or restored) since `previous`."""
+    """Papers added, removed and changed (new task content and its papers.yaml fields, or snippets retired or
+    restored) since `previous`."""
     before = {t["paper"]: t for t in (previous or {}).get("tasks", [])}
     after = {t["paper"]: t for t in manifest["tasks"]}
     changed = []
     for paper in sorted(set(before) & set(after)):
         old, new = before[paper], after[paper]
-        if (old["content_hash"], old["split"], [s["code_hash"] for s in old["snippets"]]) != (
+        metadata = _metadata_changes(old.get("metadata"), new.get("metadata"))
+        if metadata or (old["content_hash"], old["split"], [s["code_hash"] for s in old["snippets"]]) != (
             new["content_hash"],
             new["split"],
             [s["code_hash"] for s in new["snippets"]],
@@ -468,6 +489,7 @@ def release_changelog(*, previous: dict | None, manifest: dict) -> dict:
                     "snippets_after": len(new["snippets"]),
                     "from_split": old["split"],
                     "split": new["split"],
+                    "metadata_changed": metadata,
                 }
             )
     _changelog_files(changed)

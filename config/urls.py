@@ -1,12 +1,13 @@
 """URL routes of the platform."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from config.auth import PasswordResetLimitedView
 from config.guides import guide, guide_example, guide_index
 from config.health import healthz
+from config.release_addresses import release_alias
 from evaluation.views_tokens import api_tokens
 
 urlpatterns = [
@@ -25,4 +26,7 @@ urlpatterns = [
     path("", include("evaluation.urls")),
     path("", include("humans.urls")),
     path("", include("benchmarks.urls")),
+    # The release pages' other prefix and the prefixes alone: permanent redirects (config/release_addresses.py).
+    re_path(r"^releases/(?P<rest>.*)$", release_alias, name="release-alias"),
+    path("versions/", RedirectView.as_view(pattern_name="home", permanent=True)),
 ]

@@ -5,10 +5,10 @@ from django.urls import path
 from humans import views
 
 urlpatterns = [
-    path("releases/<str:name>/humans/", views.release_humans, name="release-humans"),
-    path("releases/<str:name>/humans/listing/", views.listing_set, name="human-listing"),
-    path("releases/<str:name>/attempts/", views.attempt_open, name="attempt-open"),
-    path("releases/<str:name>/papers/<slug:slug>/reference/", views.reference_show, name="reference-show"),
+    path("versions/<str:name>/humans/", views.release_humans, name="release-humans"),
+    path("versions/<str:name>/humans/listing/", views.listing_set, name="human-listing"),
+    path("versions/<str:name>/attempts/", views.attempt_open, name="attempt-open"),
+    path("versions/<str:name>/papers/<slug:slug>/reference/", views.reference_show, name="reference-show"),
     path("attempts/<int:pk>/", views.attempt_detail, name="attempt-detail"),
     path("attempts/<int:pk>/pause/", views.attempt_pause, name="attempt-pause"),
     path("attempts/<int:pk>/resume/", views.attempt_resume, name="attempt-resume"),

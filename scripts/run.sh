@@ -14,7 +14,27 @@ HOST="${HOST:-127.0.0.1:8000}"
 "$VENV/bin/python" manage.py runserver --noreload --skip-checks "$HOST" &
 SERVER=$!
 WORKER=""
-trap 'kill $SERVER $WORKER 2>/dev/null; wait 2>/dev/null' EXIT INT TERM
+# Stopping: the server, then the worker with RUN_STOP_GRACE seconds to finish (a warm shutdown), then SIGKILL to its
+# process group. The worker runs in a session of its own, so Ctrl-C or a TERM to this script's group reaches only
+# its main process, through here: a group signal that also killed its pool processes left the main process in
+# "Warm shutdown" for good, deaf to a second TERM and to QUIT (its tasks are redelivered on the next start).
+GRACE="${RUN_STOP_GRACE:-5}"
+stop() {
+    trap - EXIT INT TERM
+    kill "$SERVER" 2>/dev/null || true
+    if [ -n "$WORKER" ]; then
+        kill -TERM "$WORKER" 2>/dev/null || true
+        (sleep "$GRACE"; kill -KILL -"$WORKER" 2>/dev/null || kill -KILL "$WORKER" 2>/dev/null) &
+        KILLER=$!
+        wait "$WORKER" 2>/dev/null || true
+        kill "$KILLER" 2>/dev/null || true
+        kill -KILL -"$WORKER" 2>/dev/null || true # any pool process its main process left behind
+    fi
+    wait 2>/dev/null || true
+}
+trap stop EXIT
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
 "$VENV/bin/python" - "$HOST" <<'PY' || true
 import sys, time, urllib.error, urllib.request
 host, _, port = sys.argv[1].rpartition(":")
@@ -44,8 +64,10 @@ elif [ "$status" -ne 0 ]; then
     echo "SANDBOX_BACKEND names a sandbox that does not work here (see above); fix it or unset it." >&2
     exit "$status"
 fi
+SESSION=""
+command -v setsid >/dev/null 2>&1 && SESSION=setsid # a background job of this script is no group leader: no fork
 # No gossip, mingle or heartbeat events (docker/app/entrypoint.sh says why).
-"$VENV/bin/celery" -A config worker --loglevel INFO --queues default,llm,sandbox --concurrency 2 \
+$SESSION "$VENV/bin/celery" -A config worker --loglevel INFO --queues default,llm,sandbox --concurrency 2 \
     --without-gossip --without-mingle --without-heartbeat &
 WORKER=$!
 wait "$SERVER"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from django import forms
+from django.forms.utils import pretty_name
 from django.utils.text import slugify
 
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT, example_script_problem
@@ -55,6 +56,16 @@ class MetadataForm(forms.Form):
         return {
             "metadata": {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in self.cleaned_data.items()}
         }
+
+
+def metadata_labelled(metadata: dict) -> list[tuple[str, object]]:
+    """A revision's papers.yaml fields as (label, value), labelled as the details step's form labels them (the one
+    place a field's label is kept); a key the form does not ask for reads as words."""
+    fields = MetadataForm.base_fields
+    return [
+        (str(fields[key].label or pretty_name(key)) if key in fields else pretty_name(key), value)
+        for key, value in metadata.items()
+    ]
 
 
 class PaperForm(forms.Form):

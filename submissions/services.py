@@ -14,6 +14,7 @@ from django.utils import timezone
 from benchmarks.duplicates import duplicate_acceptance_record, matches_text
 from benchmarks.models import BenchmarkVersion, Task, package_fields_json
 from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY, requirements_file
+from benchmarks.paper2code.requirements import requirements_text
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services import (
     blob_store,
@@ -523,7 +524,7 @@ def draft_files_choose(
 ) -> Submission:
     """The annotated and context files picked from the tree, the requirements, kept as the requirements file, and the
     example script, kept in the paper's details as its papers.yaml key (none: the key is dropped)."""
-    from submissions.packages import REQUIREMENTS_FILE
+    from submissions.packages import REQUIREMENTS_FILE, draft_requirements
 
     metadata = {k: v for k, v in (submission.draft.get("metadata") or {}).items() if k != EXAMPLE_SCRIPT_KEY}
     if example_script:
@@ -531,8 +532,11 @@ def draft_files_choose(
 
     files = dict(submission.draft.get("files") or {})
     name = requirements_file(files) or REQUIREMENTS_FILE
-    if requirements.strip() or name in files:
-        new = {name: requirements.encode("utf-8")}
+    text = requirements_text(requirements)
+    kept = requirements_text(draft_requirements(files)) if name in files else ""
+    # The form's text of an untouched file differs from its bytes (line ends, last newline): keep its bytes.
+    if (text or name in files) and text != kept:
+        new = {name: text.encode("utf-8")}
         stored_bytes_check(submission=submission, new=new, kept=[h for p, h in files.items() if p not in new])
         files.update(draft_files_store(new))
     return draft_update(

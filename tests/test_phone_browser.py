@@ -43,17 +43,21 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
-def scores_off_screen(page, table: str) -> list[str]:
-    """The score cells (the column headed "Scaled pass@1") that need a sideways swipe: those hidden, or whose right
-    edge is past the screen or past their scrolling box's visible part (the box is at its start, as a page opens)."""
+def scores_off_screen(page, table: str, heading: str = "Scaled pass@1") -> list[str]:
+    """The score cells (the column headed "Scaled pass@1", or `heading`) that need a sideways swipe: those hidden, or
+    whose right edge is past the screen or past their scrolling box's visible part (the box is at its start, as a
+    page opens)."""
     return page.evaluate(
-        """(table) => {
+        """([table, heading]) => {
             const t = document.querySelector(table);
             const box = t.closest('.table-wrap') || t;
             const edge = Math.min(window.innerWidth, box.getBoundingClientRect().right);
             const headers = [...t.querySelectorAll('thead th')];
-            const column = headers.findIndex(h => h.textContent.trim().startsWith('Scaled pass@1')) + 1;
-            if (column === 0) return ['no column headed Scaled pass@1'];
+            const column = headers.findIndex(h => h.textContent.trim().startsWith(heading)) + 1;
+            if (column === 0) return ['no column headed ' + heading];
+            const over = headers[column - 1].getBoundingClientRect().right - edge;
+            const widths = headers.map(h => Math.round(h.getBoundingClientRect().width)).join(',');
+            if (over > 1) return [`its heading: ${heading} by ${Math.round(over)} px; widths ${widths}`];
             const cells = t.querySelectorAll(`tbody tr:not(:has(> [colspan])) > :nth-child(${column})`);
             if (cells.length === 0) return ['no score cell'];
             return [...cells].filter(c => {
@@ -61,8 +65,26 @@ def scores_off_screen(page, table: str) -> list[str]:
                 return r.width === 0 || r.right > edge + 1;
             }).map(c => c.textContent.trim().slice(0, 30));
         }""",
-        table,
+        [table, heading],
     )
+
+
+def chart_labels_cut(page) -> list[str]:
+    """The bar charts' row labels drawn short of their row's whole name (an ellipsis, a word lost): a phone cut
+    "Reference (calibration) (reference line)" to "Reference (calibration)…", losing what told the rows apart."""
+    return page.evaluate("""() => {
+        const cut = [];
+        for (const canvas of document.querySelectorAll('figure.chart canvas')) {
+            const chart = window.Chart && window.Chart.getChart(canvas);
+            if (!chart || !chart.options.indexAxis || chart.options.indexAxis !== 'y') continue;
+            const names = chart.data.labels.map(String);
+            chart.scales.y.getLabelItems().forEach((item, i) => {
+                const drawn = [].concat(item.label).join(' ');
+                if (drawn.replace(/\\s+/g, '') !== names[i].replace(/\\s+/g, '')) cut.push(canvas.id + ': ' + drawn);
+            });
+        }
+        return cut;
+    }""")
 
 
 def chart_labels_outside(page) -> list[str]:
@@ -99,7 +121,7 @@ def chart_labels_outside(page) -> list[str]:
 
 
 def test_a_phone_shows_each_score_beside_its_model_and_keeps_the_charts_labels(
-    browser_page, live_server, media_root, author
+    browser_page, live_server, media_root, author, maintainer
 ):
     page, base = browser_page, live_server.url
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
@@ -119,6 +141,11 @@ def test_a_phone_shows_each_score_beside_its_model_and_keeps_the_charts_labels(
     page.wait_for_function("['ranking-chart', 'over-time-chart'].every(id => window.Chart.getChart(id))")
     shot(page, "charts-leaderboard")
     outside = chart_labels_outside(page)
+    cut = chart_labels_cut(page)
+    page.goto(f"{base}/versions/1.0.0/leaderboard/?view=failures")
+    page.wait_for_function("window.Chart.getChart('failure-chart')")
+    cut += chart_labels_cut(page)
+    outside += chart_labels_outside(page)
 
     swipes = {}
     for path, table in SCORE_TABLES.items():
@@ -126,8 +153,23 @@ def test_a_phone_shows_each_score_beside_its_model_and_keeps_the_charts_labels(
         shot(page, "score-" + (path.strip("/").replace("/", "-") or "home"))
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, f"{path} overflows"
         swipes[path] = scores_off_screen(page, table)
-    assert not outside and not any(swipes.values()), (
-        f"at 390 px these chart labels are cut: {outside}; these scores need a sideways swipe: {swipes}"
+    runs = dict(EvaluationRun.objects.filter(model__name__in=("strong", "weak")).values_list("model__name", "pk"))
+    compare = f"/versions/1.0.0/compare/?a={runs['strong']}&b={runs['weak']}"
+    assert page.goto(f"{base}{compare}").status == 200
+    shot(page, "compare")
+    for table, heading in (
+        ("#compare-summary", "A − B"),
+        ("#compare-summary", "Only A passes"),
+        ("#compare-summary", "Only B passes"),
+        ("#compare-summary", "McNemar p"),
+        ("#compare-items", "Snippet"),
+        ("#compare-items", "A (run"),
+        ("#compare-items", "B (run"),
+    ):
+        swipes[f"{compare} {heading}"] = scores_off_screen(page, table, heading)
+    assert not outside and not cut and not any(swipes.values()), (
+        f"at 390 px these chart labels are outside their chart: {outside}, cut short: {cut}; these need a sideways "
+        f"swipe: {swipes}"
     )
 
     page.goto(f"{base}/versions/1.0.0/leaderboard/")
@@ -138,6 +180,18 @@ def test_a_phone_shows_each_score_beside_its_model_and_keeps_the_charts_labels(
     page.locator("#column-toggle summary").click()
     expect(mode_header).to_be_visible()
     expect(page.locator("#leaderboard-table thead th[data-column=provenance]")).to_be_visible()
+
+    # A model's runs show which run is its leaderboard row, and the pin action, without "All columns".
+    sign_in(page, base, maintainer)
+    page.goto(f"{base}/models/strong/")
+    shot(page, "model-runs-pin")
+    row = page.locator("#model-runs tbody tr.on-leaderboard")
+    expect(row.get_by_text("on the leaderboard")).to_be_visible()
+    expect(row.get_by_role("button", name="Pin to the leaderboard")).to_be_visible()
+    assert scores_off_screen(page, "#model-runs", "Leaderboard") == []
+    row.get_by_role("button", name="Pin to the leaderboard").click()
+    expect(page.locator("#model-runs tbody tr.on-leaderboard").get_by_role("button", name="Unpin")).to_be_visible()
+    expect(page.locator("#model-runs tbody tr.on-leaderboard").get_by_text("(pinned)")).to_be_visible()
 
 
 @pytest.mark.parametrize("javascript", [True, False])

@@ -41,6 +41,15 @@ def requirements_problems(text: str, *, file: str = "requirements") -> list[Prob
     return [Problem(file, number, message) for number, _, message in _lines_judge(text) if message]
 
 
+def requirements_text(text: str) -> str:
+    """A requirements file's text as it is kept: LF line ends, no trailing spaces or blank lines at either end, and
+    one final newline ("" when empty). A browser's textarea sends CRLF and a form strips the last newline: two texts
+    with the same text here are the same file, and an untouched file keeps its bytes."""
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    kept = "\n".join(lines).strip("\n")
+    return f"{kept}\n" if kept else ""
+
+
 def requirements_vetted(text: str, *, file: str = "requirements") -> str:
     """The requirements as canonical PEP 508 lines (comments dropped), the only form handed to pip.
 

@@ -30,6 +30,7 @@ def change_words(change: dict) -> str:
         files = [f"{verb} {_names(change[key])}" for key, verb in FILE_CHANGES if change.get(key)]
         # Changelogs frozen before files were recorded have no "files_*" keys: the revision alone.
         words.append(f"{revision}: {', '.join(files)}" if files else revision)
+    words += [_metadata_words(field) for field in change.get("metadata_changed") or []]
     before, after = change.get("snippets_before"), change.get("snippets_after")
     if before != after:
         words.append(f"{after} snippets instead of {before}")
@@ -38,6 +39,15 @@ def change_words(change: dict) -> str:
     if not words:
         words.append("snippets retired, restored or edited")
     return "; ".join(words)
+
+
+def _metadata_words(change: dict) -> str:
+    """One papers.yaml field, "papers.yaml venue: DEMO2025 → ICLR2026" (missing or empty reads "none")."""
+
+    def value(v) -> str:
+        return "none" if v in (None, "", []) else str(v)
+
+    return f"papers.yaml {change.get('field')}: {value(change.get('from'))} → {value(change.get('to'))}"
 
 
 @register.filter

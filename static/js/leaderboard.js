@@ -7,19 +7,36 @@
                     wrong_result: "#fb8500", timeout: "#9a6700", memory: "#0969da", forbidden: "#57606a",
                     tampering: "#24292f", unclassified: "#afb8c1" };
 
-  // A label too long for a narrow chart (a phone) on two lines of whole words, so that Chart.js never draws it
-  // past the canvas's edge (nor over its neighbour's row); what does not fit ends in an ellipsis (the tooltip and
-  // the table have the whole name).
+  // A label too narrow for its chart (a phone) on lines of whole words, never cut: the model's name wrapped, then its
+  // setting, the trailing "(...)", on a line of its own, so "(reference line)" and "(with paper)" always show.
   function lines(label, chars) {
+    const match = String(label).match(/^(.*?)\s*(\([^()]*\))$/);
+    const parts = match && match[1] ? [match[1], match[2]] : [String(label)];
     const out = [];
-    for (const word of String(label).split(/\s+/)) {
-      const last = out.length - 1;
-      if (last >= 0 && out[last].length + 1 + word.length <= chars) out[last] += " " + word;
-      else out.push(word);
+    for (const part of parts) {
+      let line = "";
+      for (let word of part.split(/\s+/)) {
+        while (word.length > chars) {  // a word longer than a line is split, not cut
+          if (line) { out.push(line); line = ""; }
+          out.push(word.slice(0, chars));
+          word = word.slice(chars);
+        }
+        if (line && line.length + 1 + word.length <= chars) line += " " + word;
+        else { if (line) out.push(line); line = word; }
+      }
+      if (line) out.push(line);
     }
-    const kept = out.slice(0, 2).map((line) => (line.length > chars ? line.slice(0, chars - 1) + "…" : line));
-    if (out.length > 2) kept[1] = kept[1].slice(0, chars - 1) + "…";
-    return kept.length > 1 ? kept : kept[0] || "";
+    return out.length > 1 ? out : out[0] || "";
+  }
+
+  // The labels of a horizontal bar chart's rows wrapped for its width, and its box made tall enough for them (each
+  // row at least `row` pixels, as the server sized it, more when a label takes more lines).
+  function rowLabels(canvas, labels, row) {
+    const chars = Math.max(14, Math.floor(canvas.parentElement.clientWidth / 20));  // a third of the width for names
+    const wrapped = labels.map((label) => lines(label, chars));
+    const most = Math.max(1, ...wrapped.map((l) => [].concat(l).length));
+    canvas.parentElement.style.height = `${80 + labels.length * Math.max(row, 15 * most + 8)}px`;
+    return wrapped;
   }
 
   function ranking() {
@@ -28,6 +45,7 @@
     if (!canvas || !source || canvas.dataset.drawn) return;
     canvas.dataset.drawn = "1";
     const rows = JSON.parse(source.textContent);
+    const labels = rowLabels(canvas, rows.map((r) => r.label), 36);
     const whiskers = {
       id: "whiskers",
       afterDatasetsDraw(chart) {
@@ -56,8 +74,7 @@
       options: {
         indexAxis: "y", maintainAspectRatio: false, animation: false,
         scales: { x: { min: 0, max: 100, title: { display: true, text: "scaled pass@1 (%)" } },
-                  // about a third of the chart's width for the names: 18 characters a line on a phone
-                  y: { ticks: { autoSkip: false, callback: (value) => lines(rows[value].label, Math.max(14, Math.floor(canvas.clientWidth / 20))) } } },
+                  y: { ticks: { autoSkip: false, callback: (value) => labels[value] } } },
         plugins: {
           legend: { display: false },
           tooltip: { callbacks: { title: (items) => rows[items[0].dataIndex].label,
@@ -124,6 +141,7 @@
     if (!canvas || !source || canvas.dataset.drawn) return;
     canvas.dataset.drawn = "1";
     const data = JSON.parse(source.textContent);
+    const labels = rowLabels(canvas, data.labels, 32);
     new window.Chart(canvas, {
       type: "bar",
       data: {
@@ -134,7 +152,7 @@
       options: {
         indexAxis: "y", maintainAspectRatio: false, animation: false,
         scales: { x: { stacked: true, min: 0, max: 100, title: { display: true, text: "share of scored answers (%)" } },
-                  y: { stacked: true } },
+                  y: { stacked: true, ticks: { autoSkip: false, callback: (value) => labels[value] } } },
         plugins: {
           legend: { position: "bottom" },
           tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${c.dataset.counts[c.dataIndex]} (${c.parsed.x.toFixed(1)}%)` } },

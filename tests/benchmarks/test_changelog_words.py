@@ -86,3 +86,29 @@ def test_file_names_in_words_and_old_changelogs_without_them():
     )
     frozen_before = {k: v for k, v in change.items() if not k.startswith("files_")}
     assert change_words(frozen_before) == "new revision (r1 → r2)"
+
+
+def test_a_changed_venue_is_named_with_its_old_and_new_value_on_every_surface(media_root, tmp_path):
+    """A revision that only changes papers.yaml (venue DEMO2025 -> ICLR2026) says so on the release page, the home
+    page and the API, and names no file it did not change."""
+    import shutil
+    from pathlib import Path
+
+    pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True)
+    changed = Path(shutil.copytree(DEMO_PSET, tmp_path / "pset", ignore=shutil.ignore_patterns("__pycache__")))
+    papers = changed / "papers.yaml"
+    papers.write_text(papers.read_text().replace("venue: DEMO2025", "venue: ICLR2026", 1))
+    draft = version_draft_create(name="1.1.0")
+    version_task_set(version=draft, task=pset_import(root=changed, version_name="staging").tasks_created[0])
+    release = version_publish(version=draft)
+
+    change = release.changelog["changed"][0]
+    assert change["metadata_changed"] == [{"field": "venue", "from": "DEMO2025", "to": "ICLR2026"}]
+    assert (change["files_changed"], change["files_added"], change["files_removed"]) == ([], [], [])
+    words = "changed dampnest: new revision (r1 → r2); papers.yaml venue: DEMO2025 → ICLR2026"
+    for address in (f"/versions/{release.name}/", "/"):
+        assert words in " ".join(page_text(Client().get(address).content.decode()).split()), address
+    api = Client().get("/api/v1/releases/").json()
+    listed = api["results"] if isinstance(api, dict) else api
+    shown = next(r for r in listed if r["name"] == release.name)["changelog"]["changed"][0]
+    assert shown["metadata_changed"] == change["metadata_changed"]

@@ -23,7 +23,7 @@ PAGES = {
     "submitting-guide": "/guides/submitting/",
     "leaderboard-sizes": "/versions/1.0.0/leaderboard/?view=sizes",
     "leaderboard-failures": "/versions/1.0.0/leaderboard/?view=failures",
-    "hardest-snippets": "/releases/1.0.0/difficulty/",
+    "hardest-snippets": "/versions/1.0.0/difficulty/",
     "paper": "/versions/1.0.0/papers/dampnest/",
     "model": "/models/strong/",
 }
@@ -36,7 +36,7 @@ def run_pages(runs) -> dict[str, str]:
     strong, placeholder = runs["strong"], runs["placeholder"]
     item = Outcome.objects.filter(run=placeholder, snippet__task__versions__name="1.0.0").order_by("pk").first()
     return {
-        "compare": f"/releases/1.0.0/compare/?a={strong.pk}&b={placeholder.pk}",
+        "compare": f"/versions/1.0.0/compare/?a={strong.pk}&b={placeholder.pk}",
         "run": f"/runs/{strong.pk}/",
         "item": f"/runs/{placeholder.pk}/items/{item.pk}/",
     }

@@ -79,7 +79,7 @@ def test_page_shows_the_same_numbers_and_both_outcomes(client, release, pair):
         assert f"{value:.2f}" in body
     assert f"{o['mcnemar_p']:.4f}" in body
     assert f'<td class="num">{o["a_only"]}</td><td class="num">{o["b_only"]}</td>' in body
-    assert body.count("<tr><td>") == len(api["papers"]) + len(api["items"])
+    assert body.count("<tr><td") == len(api["papers"]) + len(api["items"])
     assert "Alpha vs Beta" in body
     # Paper rows: the difference and, instead of an interval, why there is none; the release row warns of few papers.
     assert body.count("no interval<span") == len(api["papers"])
@@ -131,8 +131,8 @@ def test_disagreements_only_lists_the_items_one_run_passes(client, release, pair
     body = client.get(url, {"a": a.pk, "b": b.pk, "items": "disagreements"}).content.decode()
     items = body[body.index('id="compare-items"') :]
     assert "dampnest" not in items  # both pass it
-    assert items.count("<tr><td>topk-attention-pool") == count["topk-attention-pool"]
-    assert items.count("<tr><td>trimmed-infonce") == count["trimmed-infonce"]
+    assert items.count('<tr><td class="fold">topk-attention-pool') == count["topk-attention-pool"]
+    assert items.count('<tr><td class="fold">trimmed-infonce') == count["trimmed-infonce"]
     # The statistics stay those of every item.
     assert 'aria-current="page">Disagreements only' in body and "dampnest" in body[: body.index('id="compare-items"')]
     data = client.get(

@@ -3,6 +3,7 @@ still starts on a machine with neither (explicitly local, loudly)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -109,10 +110,48 @@ def test_make_run_starts_without_docker_or_bwrap_and_warns_that_nothing_is_isola
         assert "Quit the server with" in output, output
         assert "sets SANDBOX_BACKEND=local" in output and "WITHOUT ANY ISOLATION" in output
         assert "SANDBOX_BACKEND=auto selects: none" in output
+        while time.monotonic() < deadline and " ready." not in log.read_text():  # the worker and its pool are up
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.5)
+        assert " ready." in log.read_text(), log.read_text()
+        worker = _worker_pids(process.pid)
+        assert len(worker) >= 2, "the worker's main process and its pool"
+        # Stopping `make run` (a terminal's Ctrl-C or a TERM to its group) stops everything promptly: the worker's
+        # main process once hung in "Warm shutdown" for over 30 s after its pool died, deaf to TERM and QUIT. A
+        # stopped main process is as deaf (its signals wait, but for SIGKILL): the script must not wait for it.
+        os.kill(worker[0], signal.SIGSTOP)
+        stopped = time.monotonic()
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+        while time.monotonic() - stopped < 30 and any(Path(f"/proc/{pid}").exists() for pid in worker):
+            time.sleep(0.1)
+        left = [pid for pid in worker if Path(f"/proc/{pid}").exists()]
+        assert left == [] and time.monotonic() - stopped < 12, (left, time.monotonic() - stopped, log.read_text())
     finally:
-        os.killpg(process.pid, signal.SIGTERM)  # the server, the script and its worker
+        for group in {process.pid, *(os.getpgid(pid) for pid in _worker_pids(process.pid))}:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)  # whatever a failed stop left
+        process.wait()
+
+
+def _worker_pids(script: int) -> list[int]:
+    """The Celery processes `run.sh` (pid `script`) started: its worker and the worker's pool, alive."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:  # a worker slow to shut down on a loaded machine
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], list(children.get(script, []))
+    while todo:
+        pid = todo.pop(0)  # breadth first: the main process before its pool
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"celery" in command:
+            found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found

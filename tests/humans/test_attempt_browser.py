@@ -121,7 +121,7 @@ def test_a_person_attempts_an_item_in_the_browser(
     expect(page.get_by_test_id("reference-withheld")).to_have_count(0)
     expect(page.locator("details.source summary", has_text="Annotated code")).to_have_count(1)
     shot(page, "paper-after", width)
-    page.goto(f"{base}/releases/{held_release.name}/humans/")
+    page.goto(f"{base}/versions/{held_release.name}/humans/")
     post_open(page, item.pk)
     expect(page.locator("ul.messages")).to_contain_text("one attempt per item per person")
     # A held-out item by id: refused as an item that does not exist; its paper page is not there for a person.
@@ -129,7 +129,7 @@ def test_a_person_attempts_an_item_in_the_browser(
     expect(page.locator("ul.messages")).to_contain_text(f"has no public item {held_out_items[0].pk}")
     assert page.goto(f"{base}/versions/{held_release.name}/papers/{HELD_OUT_PAPER}/").status == 404
     # The random pick offers public items only.
-    page.goto(f"{base}/releases/{held_release.name}/humans/")
+    page.goto(f"{base}/versions/{held_release.name}/humans/")
     page.get_by_role("button", name="Try a random item").click()
     page.wait_for_url(f"{base}/attempts/*/")
     picked = Attempt.objects.exclude(pk=attempt.pk).get(user=person)
@@ -142,7 +142,7 @@ def test_a_person_attempts_an_item_in_the_browser(
     page.get_by_role("button", name="Yes, abandon this item").click()
     expect(page.get_by_test_id("attempt-state")).to_have_text("Abandoned")
 
-    page.goto(f"{base}/releases/{held_release.name}/humans/")
+    page.goto(f"{base}/versions/{held_release.name}/humans/")
     expect(page.get_by_test_id("humans-people")).to_have_text("1")
     expect(page.get_by_test_id("humans-attempts")).to_have_text("1")
     expect(page.get_by_test_id("humans-pass")).to_contain_text("100.0%")
@@ -152,7 +152,7 @@ def test_a_person_attempts_an_item_in_the_browser(
     expect(page.locator("#humans-row")).to_contain_text("self-reported")
     expect(page.get_by_test_id("humans-scaled")).to_contain_text("100.0%")
     shot(page, "leaderboard", width)
-    page.goto(f"{base}/releases/{held_release.name}/difficulty/")
+    page.goto(f"{base}/versions/{held_release.name}/difficulty/")
     row = page.locator("#difficulty-table tr", has_text=item.name)
     expect(row.get_by_test_id("human-rate")).to_have_text("1 of 1 (100%) thin")
     others = page.get_by_test_id("human-rate").all_inner_texts()
@@ -184,7 +184,7 @@ def test_the_plain_form_works_without_javascript(
     expect(page.get_by_test_id("fast-paste")).to_be_visible()
     shot(page, "nojs-result", 1366)
     # Abandoning asks first without JavaScript too: the disclosure is HTML's own.
-    page.goto(f"{base}/releases/{held_release.name}/humans/")
+    page.goto(f"{base}/versions/{held_release.name}/humans/")
     page.get_by_role("button", name="Try a random item").click()
     page.get_by_text("Abandon…").click()
     expect(page.get_by_test_id("abandon-warning")).to_be_visible()

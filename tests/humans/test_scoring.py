@@ -139,7 +139,7 @@ def test_the_humans_row_is_the_attempts_counted_by_hand(held_release, people, sa
     assert [(p.name, p.attempts, p.passed) for p in selectors.people_listed(version=held_release)] == [
         ("person1", 2, 1)
     ]
-    text = page_text(Client().get(f"/releases/{held_release.name}/humans/").content.decode())
+    text = page_text(Client().get(f"/versions/{held_release.name}/humans/").content.decode())
     assert "person1" in text and "person2" not in text and "person3" not in text
     # An attempt's run is no run page or API run of anyone's: its result is its person's.
     for viewer in (None, people[0], maintainer):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 
 import pytest
@@ -292,3 +293,20 @@ def test_the_decision_form_comes_before_the_long_review_material(client, people,
     assert 'aria-labelledby="decision-title"' in page[decision - 80 : decision + 80]
     assert 'for="id_reason"' in form and 'id="id_reason"' in form
     assert form.count('name="decision"') == 3 and "<legend" in form, "the choices are a labelled group"
+
+
+def test_the_review_page_labels_the_paper_details_as_the_submission_form_does(client, people, draft, author):
+    """Issue 37: the review page showed raw field names (arxiv_v1_date, github_url); it uses the details step's
+    labels, read from the form."""
+    from submissions import services
+    from submissions.forms import MetadataForm
+
+    services.submission_submit(submission=draft, actor=author)
+    page = as_(client, people["maintainer"]).get(reverse("review-detail", args=[draft.pk])).content.decode()
+    details = page[page.index('<dl class="meta">') : page.index("</dl>", page.index('<dl class="meta">'))]
+    terms = re.findall(r"<dt>([^<]*)</dt>", details)
+    for key in ("title", "arxiv_abs", "arxiv_v1_date", "github_url", "first_commit_date"):
+        assert key not in terms
+    label = MetadataForm.base_fields["arxiv_v1_date"].label
+    assert label == "Date of the paper's first version" and "Date of the paper&#x27;s first version" in terms
+    assert "Official code repository" in terms and "Title" in terms

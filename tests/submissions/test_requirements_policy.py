@@ -168,3 +168,29 @@ def test_import_pset_refuses_a_shared_environment(tmp_path, line, why):
         call_command("import_pset", str(DEMO_PSET), version="v1", environment=str(environment))
     assert "shared environment:2: error:" in str(caught.value) and why in str(caught.value)
     assert not Task.objects.exists()
+
+
+@pytest.mark.parametrize("sent", ["numpy", "numpy\r\n", "numpy\n"], ids=["stripped", "crlf", "same"])
+def test_an_untouched_requirements_file_keeps_its_bytes(client, draft, author, sent):
+    """The form sends back the file's text as a browser does (CRLF, the last newline stripped): saving the step
+    without touching it leaves the file as it was, so no changelog says it changed."""
+    client.force_login(author)
+    before = dict(draft.draft["files"])
+    response = client.post(
+        reverse("submission-step", args=[draft.pk, "files"]),
+        {"annotated_paths": ["optimizer.py"], "requirements": sent},
+    )
+    assert response.status_code == 302
+    draft.refresh_from_db()
+    assert draft.draft["files"] == before
+
+
+def test_an_edited_requirements_file_is_kept_with_lf_and_a_last_newline(client, draft, author):
+    client.force_login(author)
+    response = client.post(
+        reverse("submission-step", args=[draft.pk, "files"]),
+        {"annotated_paths": ["optimizer.py"], "requirements": "numpy\r\nscipy"},
+    )
+    assert response.status_code == 302
+    draft.refresh_from_db()
+    assert draft_requirements(draft.draft["files"]) == "numpy\nscipy\n"
