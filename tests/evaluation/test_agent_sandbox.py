@@ -625,6 +625,34 @@ def test_docker_copy_back_refuses_a_sparse_file_at_once(item, agent_session, tmp
     assert _seconds(outputs[0]) < 15 and time.monotonic() - begun < 30, outputs[0]
 
 
+FILL = "head -c {size} /dev/zero > big; echo status=$?"
+
+
+def _disk_bytes(folder: Path) -> int:
+    """What a folder takes on the worker's disk (allocated blocks, sparse files counted as they are)."""
+    return (
+        sum(entry.stat(follow_symlinks=False).st_blocks * 512 for entry in folder.rglob("*")) if folder.exists() else 0
+    )
+
+
+@pytest.mark.django_db
+def test_a_command_cannot_fill_the_workers_disk_past_the_release_limit(item, agent_session, tmp_path):
+    """Unguarded (a command writing in a folder of the worker's disk, as bwrap's bound workspace was), 96 MB of zeros
+    land on the worker's disk whatever the release's disk limit (64 MB here): one command could fill the disk. Both
+    backends run the command on a tmpfs of the limit: the write stops with ENOSPC, the output says the workspace is
+    full (bwrap says why), and the worker holds no more than the limit of it."""
+    over = LIMITS.disk_bytes + 32 * MB
+    output = _unguarded(FILL.format(size=over), tmp_path)
+    assert "status=0" in output and _disk_bytes(tmp_path) >= over
+
+    outputs, workspace = _agent(item, agent_session, FILL.format(size=over), "ls -l big; echo listed")
+    assert "No space left on device" in outputs[0] and "status=1" in outputs[0], outputs[0]
+    if agent_session.backend.name == "bwrap":
+        assert f"[the workspace is full: a command's files may hold at most {LIMITS.disk_bytes} bytes" in outputs[0]
+    assert "listed" in outputs[1], "the next command runs in the same workspace"
+    assert _disk_bytes(workspace.root) <= LIMITS.disk_bytes
+
+
 @pytest.mark.django_db
 def test_tmp_and_shm_are_empty_at_each_command_even_after_an_unreadable_folder(item, agent_session):
     """In the attack review a folder the command made unreadable (mode 000) survived docker's cleanup of /tmp and
