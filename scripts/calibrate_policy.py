@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import random
 import sys
@@ -313,8 +314,39 @@ def report(corpus: Corpus, judged: list[Judged], *, examples: int) -> Iterable[s
                 continue
             seen.add(id(j))
             shown += 1
-            state = "sealed: a note after" if j.sealed else f"unsealed ({_reason_kind(j.unsealed_reason)}): a flag"
+            state = (
+                f"unsealed ({_reason_kind(j.unsealed_reason)}): a flag"
+                if not j.sealed
+                else "sealed: a note after"
+                if _demoted(finding)
+                else "sealed: still a flag after"
+            )
             yield f"  {j.body.path}:{finding['line']} {j.body.qualname}: {finding['detail'][:160]} [{state}]"
+
+
+def _demoted(finding: dict) -> bool:
+    """Whether the finding is a note on a sealed body whose replay agrees (judging.verdict's rule)."""
+    from evaluation.judging.verdict import DEMOTABLE_RULES
+
+    return finding.get("source") == "static" and finding.get("rule") in DEMOTABLE_RULES
+
+
+def findings_write(judged: list[Judged], path: Path) -> None:
+    """Every finding as a JSON line (library, file, line, function, rule, detail, sealed, still a flag after)."""
+    with path.open("w") as out:
+        for j in judged:
+            for finding in j.findings:
+                row = {
+                    "library": j.body.library,
+                    "path": j.body.path,
+                    "qualname": j.body.qualname,
+                    "line": finding["line"],
+                    "rule": finding.get("rule") or finding["kind"],
+                    "detail": finding["detail"],
+                    "sealed": j.sealed,
+                    "flag_after": not (j.sealed and _demoted(finding)),
+                }
+                out.write(json.dumps(row) + "\n")
 
 
 def versions(libraries: dict[str, tuple[str, str, str]]) -> str:
@@ -332,6 +364,7 @@ def main() -> None:
     parser.add_argument("--per-library", type=int, default=600)
     parser.add_argument("--examples", type=int, default=10)
     parser.add_argument("--seed", type=int, default=33)
+    parser.add_argument("--findings", type=Path, help="also write every finding as a JSON line to this file")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
@@ -343,6 +376,8 @@ def main() -> None:
     judged = corpus_judge(corpus, texts)
     for line in report(corpus, judged, examples=args.examples):
         print(line)
+    if args.findings:
+        findings_write(judged, args.findings)
 
 
 if __name__ == "__main__":
