@@ -409,6 +409,7 @@ class _Policy(ast.NodeVisitor):
         # The functions being visited, innermost last: the names each binds in its own scope, and those it declares
         # global (_function_scope).
         self.scopes: list[tuple[frozenset[str], frozenset[str]]] = []
+        self.defining: list[str] = []  # the names of the functions being visited, innermost last
 
     # -- helpers
 
@@ -432,6 +433,22 @@ class _Policy(ast.NodeVisitor):
             and name not in self.bound_outside
             and name not in self.aliases
             and not self.function_local(name)
+        )
+
+    def cooperative(self, node: ast.Attribute) -> bool:
+        """`super().__setstate__(state)` read in the body of the method `__setstate__`: the parent class's own
+        implementation of the protocol method being defined, on the instance it was called for (every override of
+        torch.optim's optimizers does it)."""
+        return (
+            bool(self.defining)
+            and node.attr == self.defining[-1]
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "super"
+            and self.builtin("super")
+            and not node.value.args
+            and not node.value.keywords
         )
 
     def function_local(self, name: str) -> bool:
@@ -764,7 +781,8 @@ class _Policy(ast.NodeVisitor):
             self.flag(node, "private-attribute", f"imports the private module {module!r}")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        self.dunder(node, node.attr, store=isinstance(node.ctx, (ast.Store, ast.Del)))
+        if not self.cooperative(node):
+            self.dunder(node, node.attr, store=isinstance(node.ctx, (ast.Store, ast.Del)))
         if node.attr in RULES["frame-attribute"].names:
             self.flag(node, "frame-attribute", f"reaches {node.attr!r}")
         name = self.qualified(node)
@@ -977,21 +995,25 @@ class _Policy(ast.NodeVisitor):
         for outer in (*node.decorator_list, node.args, *([node.returns] if node.returns else [])):
             self.visit(outer)
         self.scopes.append(_function_scope(node))
+        self.defining.append(node.name)
         try:
             for statement in node.body:
                 self.visit(statement)
         finally:
             self.scopes.pop()
+            self.defining.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.visit(node.args)
         self.scopes.append(_function_scope(node))
+        self.defining.append("<lambda>")
         try:
             self.visit(node.body)
         finally:
             self.scopes.pop()
+            self.defining.pop()
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         numeric = RULES["numeric-subclass"]
@@ -1015,10 +1037,12 @@ class _Policy(ast.NodeVisitor):
         # enclosing function: there it may be the builtin whatever the function binds.
         bound, declared = _function_scope(node)
         self.scopes.append((frozenset(), bound | declared))
+        self.defining.append("<class>")
         try:
             self.generic_visit(node)
         finally:
             self.scopes.pop()
+            self.defining.pop()
 
     # -- assignments
 

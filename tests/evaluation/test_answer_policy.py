@@ -213,3 +213,15 @@ def test_a_name_that_still_reaches_the_builtin_is_found(spelling, tmp_path):
     with namespace["answer"](1) as handle:  # plain Python: the builtin open, a real file
         assert handle.read(1) == "d"
     assert "file-access" in {f.rule for f in findings(body)}, spelling
+
+
+def test_a_protocol_method_calling_its_parents_own_is_no_finding():
+    # torch.optim's optimizers all override __setstate__ and call the parent's: cooperative inheritance on the
+    # instance the method was called for. The same dunder reached anywhere else is still a finding.
+    # (An answer defining the method is a finding of its own, on the def's line; a library body is the method's.)
+    honest = "class Box:\n    def __setstate__(self, state):\n        super().__setstate__(state)\nreturn x"
+    (defined,) = {f.line for f in findings(honest)}
+    elsewhere = "class Box:\n    def load(self, state):\n        super().__setstate__(state)\nreturn x"
+    assert [(f.rule, f.line) for f in findings(elsewhere)] == [("dunder", defined + 1)]
+    other = "class Box:\n    def __setstate__(self, state):\n        x.__setstate__(state)\nreturn x"
+    assert {(f.rule, f.line) for f in findings(other)} == {("dunder", defined), ("dunder", defined + 1)}
