@@ -349,6 +349,7 @@ def runtime_judge(corpus: Corpus, texts: dict[str, str], *, cache: Path) -> list
     from benchmarks.services import environment_hash
     from evaluation.executor import harness_run
     from evaluation.sandbox import Limits, backend_get
+    from evaluation.sandbox.bwrap import BwrapBackend
     from evaluation.sandbox.harness import GuardSpec
 
     bodies: dict[str, list[Body]] = defaultdict(list)
@@ -357,7 +358,9 @@ def runtime_judge(corpus: Corpus, texts: dict[str, str], *, cache: Path) -> list
             bodies[body.path].append(body)
     files = [path for path in sorted(bodies) if re.search(r"^class \w+\((Optimizer|\w+Optimizer)\)", texts[path], re.M)]
     backend = backend_get("bwrap", cache_dir=cache.resolve())
-    backend.forkserver = True
+    if not isinstance(backend, BwrapBackend):
+        raise SystemExit("--runtime needs the bwrap backend")
+    backend.forkserver = True  # warm: the environment's fork server, as the platform runs items
     requirements = requirements_vetted(RUNTIME_REQUIREMENTS)  # as bench_sealed builds it: one environment for both
     environment = backend.environment_build(env_hash=environment_hash(requirements), requirements=requirements)
     limits = Limits(wall_seconds=240, memory_bytes=4 * 1024**3, processes=64, cpus=1.0, output_bytes=1024**2)
