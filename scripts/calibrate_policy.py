@@ -32,9 +32,11 @@ What it does, in order:
 These are measurements, not a test: the numbers change with the policy and the libraries' versions, which it
 prints.
 
-Install (source only: the files are read, never imported, so no dependency of theirs is needed):
-    .venv/bin/pip install --no-deps timm==1.0.31 diffusers==0.42.1 transformers==5.23.0
-    .venv/bin/pip install --no-deps scipy==1.17.1   # 1.18 needs Python 3.12; torch==2.13.0 is in the venv
+Install (source only: the files are read, never imported, so no dependency of theirs is needed), into a folder of
+its own rather than the shared venv, found through PYTHONPATH (nothing of the platform imports them):
+    .venv/bin/pip install --no-deps --target /tmp/calib-site torch==2.13.0 timm==1.0.31 diffusers==0.42.1 \
+        transformers==5.23.0 scipy==1.17.1   # scipy 1.18 needs Python 3.12
+    PYTHONPATH=/tmp/calib-site nice -n 10 .venv/bin/python scripts/calibrate_policy.py --per-library 400 --runtime
 Run: .venv/bin/python scripts/calibrate_policy.py [--per-library 600] [--examples 10] [--seed 33]
      [--findings FILE] [--runtime [--cache DIR]]
 """
