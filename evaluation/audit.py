@@ -406,6 +406,10 @@ class _Policy(ast.NodeVisitor):
         self.parameters: dict[str, int] = {}  # parameters of the task's function around the snippet: line rebound
         self.docstrings: set[int] = set()  # ids of strings that are statements of their own (documentation)
         self.returning: dict[int, bool] = {}  # own functions by id: whether they can return a module
+        # The functions being visited, innermost last: the names each binds in its own scope, and those it declares
+        # global (_function_scope).
+        self.scopes: list[tuple[frozenset[str], frozenset[str]]] = []
+        self.defining: list[str] = []  # the names of the functions being visited, innermost last
 
     # -- helpers
 
@@ -424,7 +428,39 @@ class _Policy(ast.NodeVisitor):
             self.findings.append(Finding(row.kind, line, f"{detail} [{row.name}]", rule=row.name))
 
     def builtin(self, name: str) -> bool:
-        return name in _BUILTIN_NAMES and name not in self.bound_outside and name not in self.aliases
+        return (
+            name in _BUILTIN_NAMES
+            and name not in self.bound_outside
+            and name not in self.aliases
+            and not self.function_local(name)
+        )
+
+    def cooperative(self, node: ast.Attribute) -> bool:
+        """`super().__setstate__(state)` read in the body of the method `__setstate__`: the parent class's own
+        implementation of the protocol method being defined, on the instance it was called for (every override of
+        torch.optim's optimizers does it)."""
+        return (
+            bool(self.defining)
+            and node.attr == self.defining[-1]
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "super"
+            and self.builtin("super")
+            and not node.value.args
+            and not node.value.keywords
+        )
+
+    def function_local(self, name: str) -> bool:
+        """Whether `name`, where the visit stands, is a variable of an enclosing function: Python makes a name bound
+        anywhere in a function local to all of it (a use before the binding raises, never reaches the builtin), so
+        `for input in loader:` in a body is the loop's variable. A `global` declaration sends it to the module."""
+        for bound, declared_global in reversed(self.scopes):
+            if name in declared_global:
+                return False
+            if name in bound:
+                return True
+        return False
 
     def qualified(self, node: ast.AST) -> str | None:
         """`np.testing.assert_allclose` -> "numpy.testing.assert_allclose" through the file's imports and aliases;
@@ -782,7 +818,8 @@ class _Policy(ast.NodeVisitor):
             self.flag(node, "private-attribute", f"imports the private module {module!r}")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        self.dunder(node, node.attr, store=isinstance(node.ctx, (ast.Store, ast.Del)))
+        if not self.cooperative(node):
+            self.dunder(node, node.attr, store=isinstance(node.ctx, (ast.Store, ast.Del)))
         if node.attr in RULES["frame-attribute"].names:
             self.flag(node, "frame-attribute", f"reaches {node.attr!r}")
         name = self.qualified(node)
@@ -1006,9 +1043,29 @@ class _Policy(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.dunder(node, node.name)
-        self.generic_visit(node)
+        # Decorators, defaults and annotations are evaluated where the def stands, its body in its own scope.
+        for outer in (*node.decorator_list, node.args, *([node.returns] if node.returns else [])):
+            self.visit(outer)
+        self.scopes.append(_function_scope(node))
+        self.defining.append(node.name)
+        try:
+            for statement in node.body:
+                self.visit(statement)
+        finally:
+            self.scopes.pop()
+            self.defining.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit(node.args)
+        self.scopes.append(_function_scope(node))
+        self.defining.append("<lambda>")
+        try:
+            self.visit(node.body)
+        finally:
+            self.scopes.pop()
+            self.defining.pop()
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         numeric = RULES["numeric-subclass"]
@@ -1028,7 +1085,16 @@ class _Policy(ast.NodeVisitor):
                 self.flag(base, "numeric-subclass", f"class {node.name} subclasses {ast.unparse(base)}")
         for keyword in node.keywords:
             self.flag(node, "numeric-subclass", f"class {node.name} sets {keyword.arg}")
-        self.generic_visit(node)
+        # A name the class body binds is looked up there, then in the module and the builtins, never in an
+        # enclosing function: there it may be the builtin whatever the function binds.
+        bound, declared = _function_scope(node)
+        self.scopes.append((frozenset(), bound | declared))
+        self.defining.append("<class>")
+        try:
+            self.generic_visit(node)
+        finally:
+            self.scopes.pop()
+            self.defining.pop()
 
     # -- assignments
 
@@ -1116,6 +1182,53 @@ def _bound_names(node: ast.AST) -> Iterator[str]:
     elif isinstance(node, (ast.Import, ast.ImportFrom)):
         for alias in node.names:
             yield (alias.asname or alias.name).split(".", 1)[0]
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _function_scope(
+    function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef,
+) -> tuple[frozenset, frozenset]:
+    """The names a function (or a class body) binds in its own scope (parameters, assignment, loop, `with`/`except`
+    and import targets, `del`, nested defs and classes, `nonlocal` names: an enclosing function's) and those it
+    declares global. Nested functions and classes are their own scopes; a comprehension's loop variables are its
+    own."""
+    bound: set[str] = set()
+    if not isinstance(function, ast.ClassDef):
+        arguments = function.args
+        every = (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg)
+        bound.update(a.arg for a in every if a is not None)
+    declared: set[str] = set()
+    stack: list[ast.AST] = [function.body] if isinstance(function, ast.Lambda) else list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Global):
+            declared.update(node.names)
+        elif isinstance(node, ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue  # its body is a scope of its own (its decorators and defaults bind nothing here)
+        elif isinstance(node, ast.Lambda):
+            continue
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update(_bound_names(node))
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+        if isinstance(node, _COMPREHENSIONS):
+            # Only a walrus in it binds here: its loop targets are the comprehension's.
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            for generator in node.generators:
+                parts += [generator.iter, *generator.ifs]
+            stack.extend(parts)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return frozenset(bound - declared), frozenset(declared)
 
 
 def _bindings(node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:

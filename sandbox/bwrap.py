@@ -5,6 +5,11 @@ bound /dev nodes and could chmod them), keeps only the capabilities setpriv need
 and setpriv drops them all before anything of the task runs. The task's files reach the tmpfs as a tar
 archive on stdin, so no copy of them (the harness nonce included) stays visible to the test.
 
+An agent's command gets the same size-limited tmpfs work folder, its workspace copied in (a tar on stdin) and back
+(a tar on a pipe, through the `data` filter into a new folder: workspace_copy.py), never bound: a bound folder of the
+worker's disk had no limit but the disk's, so one command could fill it. A write past the release's disk limit fails
+with ENOSPC inside the sandbox, and the command's output says the workspace is full.
+
 A cold item or an agent's command starts without forking the worker (a fork copies the page tables of the whole
 worker: about 100 ms for a 400 MB worker here, where the command itself takes 40): prlimit sets the run's rlimits and
 a shell joins the run's cgroups as itself, each exec'ing the next, so the same limits hold bwrap and everything below
@@ -24,6 +29,7 @@ import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -37,6 +43,14 @@ from sandbox.forkserver import ForkingSession, ProcessZygote
 from sandbox.install import INPUTS
 from sandbox.process import process_run, rlimits
 from sandbox.venv import pip_package, venv_build, venv_remove
+from sandbox.workspace_copy import (
+    COPY_SECONDS,
+    copy_notes,
+    over_reason,
+    time_limit,
+    workspace_pack,
+    workspace_unpack,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -104,14 +118,9 @@ def _ro_binds(binds: Sequence[tuple[str, str]], writable: Sequence[tuple[str, st
     return args
 
 
-def _sandbox_args(limits: Limits, workspace: Path | None = None) -> list[str]:
-    """Namespaces, a fresh /proc and /dev, and size-limited tmpfs folders for the work folder and /tmp; an agent's
-    `workspace` (a folder of the worker's disk kept between its commands) is bound as the work folder instead."""
-    work = (
-        ["--bind", str(workspace), WORK_DIR]
-        if workspace is not None
-        else ["--perms", "0777", "--size", str(limits.disk_bytes), "--tmpfs", WORK_DIR]
-    )
+def _sandbox_args(limits: Limits) -> list[str]:
+    """Namespaces, a fresh /proc and /dev, and size-limited tmpfs folders for the work folder and /tmp."""
+    work = ["--perms", "0777", "--size", str(limits.disk_bytes), "--tmpfs", WORK_DIR]
     return [
         "--unshare-net",
         "--unshare-pid",
@@ -253,6 +262,30 @@ def _preexec(limits: Limits, cgroups: RunCgroups, stdin_fd: int) -> Callable[[],
 
 
 PRLIMIT = "/usr/bin/prlimit"
+# An agent's command ($1), run by bash (dash takes no descriptor past 9, and the pipe's is the worker's): the
+# workspace unpacked from stdin into the work folder (the archive's top folder left out: the tmpfs's belongs to
+# root), the command run with its stdin empty, without the copy-back pipe ($5, moved to fd 9) and within its wall
+# limit ($2 s), then every process of the sandbox user killed (what the command left; bwrap's init is root's), then
+# the copy-back on fd 9: a line `rcb-copy STATE` (kept; full: the tmpfs has under FULL_BYTES left; entries or bytes:
+# over $3 entries or $4 bytes of files' apparent size, a sparse file counted whole, and no tar follows) and the
+# workspace's tar. The exit status is the command's. The system's tools are named by absolute paths: the
+# environment's bin comes first on the command's PATH.
+FULL_BYTES = 1 << 20
+COMMAND_SHELL = "/bin/bash"
+OWN_PROCESSES = 2  # that bash and timeout(1) count against the pids cgroup; the command's tree gets the release's
+COMMAND = (
+    'eval "exec 9>&$5 $5>&-"; /usr/bin/tar -x -o --strip-components=1 -f - && printf "%s\\n" '
+    + STARTED
+    + " >&2 || exit 125; "
+    '/usr/bin/timeout -s KILL "$2" /bin/sh -c "$1" </dev/null 9>&-; status=$?; '
+    'n=0; while kill -9 -1 2>/dev/null && [ "$n" -lt 100000 ]; do n=$((n + 1)); done; '
+    "state=kept; [ $(($(/usr/bin/stat -f -c '%a * %S' .))) -lt " + str(FULL_BYTES) + " ] && state=full; "
+    "/usr/bin/find . -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | /usr/bin/awk -v entries=\"$3\" "
+    "-v bytes=\"$4\" '{ n++; s += $1; if (n > entries) exit 3; if (s > bytes) exit 4 }'; "
+    "case $? in 3) state=entries ;; 4) state=bytes ;; esac; "
+    "printf 'rcb-copy %s\\n' \"$state\" >&9; "
+    'case $state in entries | bytes) ;; *) /usr/bin/tar -c -f - . >&9 ;; esac; exit "$status"'
+)
 # Run by a shell between prlimit and bwrap: joins the run's cgroups (their cgroup.procs files, $1 of them) as itself,
 # then execs bwrap; a cgroup it cannot join ends the run before bwrap starts (exit 125, no start line).
 ATTACH = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; n=$((n - 1)); shift; done; exec "$@"'
@@ -351,18 +384,76 @@ class BwrapSession(ForkingSession):
             )
 
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
-        """An agent's shell command with `workspace` as its writable work folder (owned by the sandbox user), no
-        network and the run's limits; whatever it started dies when it ends (its pid namespace goes with it)."""
-        start = f'printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
-        with open(os.devnull, "rb") as devnull:
-            return self._sandboxed(
-                script=start,
-                name="rcb-command",
-                args=[command],
-                limits=limits,
-                stdin_fd=devnull.fileno(),
-                workspace=workspace,
+        """An agent's shell command in a copy of `workspace` on the size-limited work folder, no network and the
+        run's limits; whatever it started dies when it ends. Its workspace comes back through the `data` filter
+        within the command's wall limit plus COPY_SECONDS, or not at all (the workspace as it was, said in the
+        output), as on docker (docker_agent.py). The duration is the whole call's."""
+        start = time.monotonic()
+        deadline = start + limits.wall_seconds + COPY_SECONDS
+        entries = setting("AGENT_WORKSPACE_FILES")
+        read_end, write_end = os.pipe()
+        with (
+            tempfile.TemporaryFile(prefix="rcb-agent-in-") as archive,
+            tempfile.TemporaryFile(prefix="rcb-agent-out-") as back,
+        ):
+            # The tmpfs holds at most disk_bytes (the end step counts apparent sizes); headers come on top.
+            drain = _Drain(read_end, back, cap=2 * limits.disk_bytes + (64 << 20))
+            try:
+                workspace_pack(workspace, archive, seconds=deadline - time.monotonic())
+                result = self._sandboxed(
+                    script=COMMAND,
+                    name="rcb-command",
+                    args=[command, f"{limits.wall_seconds:g}", str(entries), str(limits.disk_bytes), str(write_end)],
+                    limits=replace(
+                        limits,
+                        wall_seconds=limits.wall_seconds + COPY_SECONDS,
+                        processes=limits.processes + OWN_PROCESSES,
+                    ),
+                    stdin_fd=archive.fileno(),
+                    pass_fds=(write_end,),
+                    shell=COMMAND_SHELL,
+                )
+            finally:
+                os.close(write_end)
+                drain.join(deadline - time.monotonic())
+            back.seek(0)
+            header = back.readline(64)
+            state = header[len(b"rcb-copy ") :].strip().decode() if header.startswith(b"rcb-copy ") else ""
+            dropped: list[str] | None = None
+            if state in ("entries", "bytes"):
+                refused = over_reason(state, entries=entries, disk_bytes=limits.disk_bytes)
+            elif state not in ("kept", "full") or drain.over:
+                refused = (
+                    f"its archive is over {drain.cap} bytes"
+                    if drain.over
+                    else f"it did not end within {time_limit(limits)}"
+                    if result.timed_out
+                    else "its end step did not finish"
+                )
+            else:
+                dropped = workspace_unpack(back, workspace, deadline=deadline)
+                refused = (
+                    ""
+                    if dropped is not None
+                    else f"it was not unpacked within {time_limit(limits)}"
+                    if time.monotonic() >= deadline
+                    else "its archive is unreadable"
+                )
+        notes = copy_notes(refused, dropped)
+        if state == "full":
+            notes += (
+                f"\n[the workspace is full: a command's files may hold at most {limits.disk_bytes} bytes (the "
+                f"release's disk limit); writes past it failed with 'No space left on device']"
             )
+        # timeout(1)'s KILL at the command's wall limit: 137 once the limit has passed.
+        timed_out = result.timed_out or (result.exit_code == 137 and time.monotonic() - start >= limits.wall_seconds)
+        return replace(
+            result,
+            exit_code=None if timed_out else result.exit_code,
+            stderr=result.stderr + notes,
+            timed_out=timed_out,
+            duration=time.monotonic() - start,
+        )
 
     def _sandboxed(
         self,
@@ -372,7 +463,8 @@ class BwrapSession(ForkingSession):
         args: Sequence[str],
         limits: Limits,
         stdin_fd: int,
-        workspace: Path | None = None,
+        pass_fds: Sequence[int] = (),
+        shell: str = "/bin/sh",
     ) -> ExecResult:
         """`/bin/sh -c script name *args` in a fresh bwrap sandbox as the sandbox user, under the run's limits and
         its own cgroups; the one way a cold item and an agent's command start."""
@@ -381,13 +473,13 @@ class BwrapSession(ForkingSession):
         # The tmpfs folders come first: a venv under /tmp (as in tests) is bound on top of the new /tmp.
         argv = [
             _bwrap() or "bwrap",
-            *_sandbox_args(limits, workspace),
+            *_sandbox_args(limits),
             *self._mounts,
             "--clearenv",
             *setenv,
             "--",
             *_setpriv(),
-            "/bin/sh",
+            shell,
             "-c",
             script,
             name,
@@ -405,6 +497,7 @@ class BwrapSession(ForkingSession):
                     env={"PATH": "/usr/bin:/bin"},
                     preexec=None if limited else _preexec(limits, cgroups, stdin_fd),
                     stdin=stdin_fd,
+                    pass_fds=pass_fds,
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise SandboxError(f"bwrap could not start: {exc}") from exc
@@ -412,6 +505,32 @@ class BwrapSession(ForkingSession):
         finally:
             cgroups.remove()
         return _started(result, oom)
+
+
+class _Drain:
+    """Reads the copy-back pipe into `file` in a thread, up to `cap` bytes (the rest is read and dropped, `over`)."""
+
+    def __init__(self, fd: int, file: IO[bytes], *, cap: int):
+        self.fd, self.file, self.cap, self.kept, self.over = fd, file, cap, 0, False
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            while chunk := os.read(self.fd, 1 << 20):
+                room = self.cap - self.kept
+                if len(chunk) > room:
+                    self.over = True
+                self.file.write(chunk[: max(0, room)])
+                self.kept += min(len(chunk), max(0, room))
+        finally:
+            os.close(self.fd)
+
+    def join(self, seconds: float) -> None:
+        """Wait for the pipe's end (every writer gone with the sandbox); past `seconds` the copy counts as over."""
+        self.thread.join(timeout=max(0.1, seconds))
+        if self.thread.is_alive():
+            self.over = True
 
 
 def _started(result: ExecResult, oom: bool) -> ExecResult:

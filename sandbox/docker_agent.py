@@ -61,13 +61,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
-import subprocess
-import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -83,6 +79,14 @@ from sandbox.docker_engine import (
     engine_errors,
     host_config,
     run_environment,
+)
+from sandbox.workspace_copy import (
+    COPY_SECONDS,
+    copy_notes,
+    over_reason,
+    time_limit,
+    workspace_pack,
+    workspace_unpack,
 )
 
 if TYPE_CHECKING:
@@ -181,10 +185,6 @@ while folders:
 os.execv("/bin/sh", ["sh", "-c", {END_REST!r}, "rcb-end"])
 """
 END = PYTHON_LAUNCHER  # $0 is END_KILL; the command server runs it in a fork of its own interpreter
-# The copy's allowance on top of the command's wall limit: a workspace of a few thousand files copies in and back in
-# seconds; 20k empty files took ~20-26 s on a loaded 2-core worker (tarfile's filter is per member), so a
-# workspace much past that is stopped by the deadline before it reaches AGENT_WORKSPACE_FILES.
-COPY_SECONDS = 30.0
 
 
 class AgentContainer:
@@ -277,23 +277,17 @@ class AgentContainer:
             head, found, rest = stderr.partition(STARTED + "\n")
             if not found and copied:
                 raise SandboxError(f"the agent's command did not start (exit {code}): {stderr[-2000:]}")
+            dropped: list[str] | None = None
             if copied:
                 back.seek(0)
                 dropped = workspace_unpack(back, workspace, deadline=deadline)
                 if dropped is None:
                     refused = (
-                        f"it was not unpacked within {_time_limit(limits)}"
+                        f"it was not unpacked within {time_limit(limits)}"
                         if time.monotonic() >= deadline
                         else "its archive is unreadable"
                     )
-            notes = f"\n[the workspace was not copied back: {refused}; it stays as it was before this command]"
-            if not refused:
-                notes = (
-                    f"\n[not kept in the workspace: {len(dropped)} entries (links out of it, devices, FIFOs), "
-                    f"e.g. {', '.join(dropped[:5])}]"
-                    if dropped
-                    else ""
-                )
+            notes = copy_notes(refused, dropped)
         oom = self._ooms() > ooms
         killed = timed_out or (oom and code == 137)
         return ExecResult(
@@ -323,7 +317,7 @@ class AgentContainer:
         the deadline) the container is removed with everything in it (its tar too), and the next command gets a
         new one."""
         entries = setting("AGENT_WORKSPACE_FILES")
-        why = f"it did not end within {_time_limit(limits)}"
+        why = f"it did not end within {time_limit(limits)}"
         try:
             if end is None:
                 raise SandboxError("the channel is gone")
@@ -336,10 +330,9 @@ class AgentContainer:
                 # tar: 1 for a file changed while read, 2 for one it could not read (left out, the rest archived).
                 if not sink.over and sink.tar_started and code in (0, 1, 2):
                     return ""
-                if code == OVER_ENTRIES:
-                    why = f"it holds more than {entries} files and folders"
-                elif code == OVER_BYTES:
-                    why = f"its files hold more than {limits.disk_bytes} bytes (a sparse file counts its full size)"
+                if code in (OVER_ENTRIES, OVER_BYTES):
+                    state = "entries" if code == OVER_ENTRIES else "bytes"
+                    why = over_reason(state, entries=entries, disk_bytes=limits.disk_bytes)
                 else:
                     why = f"its archive is over {sink.cap} bytes" if sink.over else f"the end step failed ({code})"
         except SandboxError:
@@ -415,10 +408,6 @@ def container_key(limits: Limits) -> tuple:
     return limits.memory_bytes, limits.cpus, limits.processes, limits.disk_bytes, limits.gpu
 
 
-def _time_limit(limits: Limits) -> str:
-    return f"the time limit ({limits.wall_seconds:.0f} s for the command, {COPY_SECONDS:.0f} s for the copy)"
-
-
 def _worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -435,71 +424,3 @@ def _oom_file(pid: int) -> Path | None:
             found = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
             return found if found.exists() else None
     return None
-
-
-def workspace_pack(workspace: Path, archive: IO[bytes], *, seconds: float) -> None:
-    """The worker's workspace as a tar owned by the sandbox user; GNU tar walks any depth, links not followed,
-    sparse files kept sparse (what came back is bounded, so this only guards a workspace restored from storage)."""
-    try:
-        proc = subprocess.run(
-            ["tar", "-c", "--sparse", "-f", "-", "-C", str(workspace)]
-            + ["--owner=10001", "--group=10001", "--numeric-owner", "."],
-            stdout=archive,
-            stderr=subprocess.PIPE,
-            timeout=max(1.0, seconds),
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed the tar
-        raise SandboxError(f"packing the agent's workspace took more than {seconds:.0f} s") from exc
-    if proc.returncode not in (0, 1):  # 1: a file changed while read, which nothing does between commands
-        raise SandboxError(f"packing the agent's workspace failed: {proc.stderr.decode(errors='replace')[-500:]}")
-    archive.flush()
-    archive.seek(0)
-
-
-def workspace_unpack(archive: IO[bytes], workspace: Path, *, deadline: float) -> list[str] | None:
-    """Replace `workspace` by the container's copy in `archive`, through the `data` filter; the names it dropped,
-    None (and the workspace untouched) if the archive is unreadable or `deadline` (time.monotonic()) passed
-    first."""
-    dropped: list[str] = []
-    fresh = workspace.with_name(workspace.name + ".rcb-new")
-    old = workspace.with_name(workspace.name + ".rcb-old")
-    for stale in (fresh, old):
-        _remove(stale)
-    fresh.mkdir(mode=0o700)
-
-    def kept(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-        try:
-            return tarfile.data_filter(member, path)
-        except tarfile.FilterError:
-            dropped.append(member.name)
-            return None
-
-    def until_deadline(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
-        for member in tar:
-            if time.monotonic() >= deadline:
-                raise TimeoutError("the copy-back's deadline passed")
-            yield member
-
-    try:
-        with tarfile.open(fileobj=archive, mode="r|") as tar:
-            tar.errorlevel = 0  # a member the worker cannot create (too long a path) is left out, not fatal
-            tar.extractall(fresh, members=until_deadline(tar), filter=kept)
-    except (tarfile.TarError, OSError):
-        _remove(fresh)
-        return None
-    os.rename(workspace, old)
-    os.rename(fresh, workspace)
-    _remove(old)
-    return [name.removeprefix("./") for name in dropped]
-
-
-def _remove(folder: Path) -> None:
-    """shutil.rmtree in this process (a command's few files: no process to start), else `rm -rf`, which walks any
-    depth the agent made (rmtree recurses) and folders it cannot enter."""
-    if not os.path.lexists(folder):
-        return
-    try:
-        shutil.rmtree(folder)
-    except (OSError, RecursionError):
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(folder)], capture_output=True, check=False)

@@ -49,6 +49,7 @@ def process_run(
     env: Mapping[str, str],
     preexec: Callable[[], None] | None,
     stdin: int | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ExecResult:
     """Start `argv` in its own session, keep at most `limits.output_bytes` per stream, kill the group on timeout.
 
@@ -65,6 +66,7 @@ def process_run(
         preexec_fn=preexec,
         start_new_session=preexec is None,
         close_fds=True,
+        pass_fds=tuple(pass_fds),
     )
     out: list[bytes] = []
     err: list[bytes] = []

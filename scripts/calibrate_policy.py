@@ -20,21 +20,35 @@ What it does, in order:
    body is the reference itself). Per library, per rule (bodies with at least one finding of the rule) and
    `--examples` findings per rule.
 
+4. `--runtime` (bwrap, warm: items fork from the environment's fork server): the runtime guard on the torch.optim
+   bodies a real workload runs. Each torch.optim file of the corpus that defines optimizers is copied as a task file
+   (its relative imports made absolute, its lines where they were) beside a unittest entry point that builds every
+   optimizer it defines on a small model and steps it three times (a closure, so LBFGS runs too), by default and
+   with foreach=True; the harness runs it with the guard watching the whole file as the answer's lines, and the
+   test reports which of the file's functions ran. A runtime finding on a line of a body that ran counts for that
+   body (runtime findings always flag: before and after alike). What a body of the corpus does when no test runs it
+   is not measured; the environment is bench_pipeline's (numpy, scipy, torch==2.13.0), built once in `--cache`.
+
 These are measurements, not a test: the numbers change with the policy and the libraries' versions, which it
 prints.
 
-Install (source only: the files are read, never imported, so no dependency of theirs is needed):
-    .venv/bin/pip install --no-deps timm==1.0.31 diffusers==0.42.1 transformers==5.23.0
-    .venv/bin/pip install --no-deps scipy==1.17.1   # 1.18 needs Python 3.12; torch==2.13.0 is in the venv
+Install (source only: the files are read, never imported, so no dependency of theirs is needed), into a folder of
+its own rather than the shared venv, found through PYTHONPATH (nothing of the platform imports them):
+    .venv/bin/pip install --no-deps --target /tmp/calib-site torch==2.13.0 timm==1.0.31 diffusers==0.42.1 \
+        transformers==5.23.0 scipy==1.17.1   # scipy 1.18 needs Python 3.12
+    PYTHONPATH=/tmp/calib-site nice -n 10 .venv/bin/python scripts/calibrate_policy.py --per-library 400 --runtime
 Run: .venv/bin/python scripts/calibrate_policy.py [--per-library 600] [--examples 10] [--seed 33]
+     [--findings FILE] [--runtime [--cache DIR]]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import random
+import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -250,6 +264,200 @@ def corpus_judge(corpus: Corpus, texts: dict[str, str]) -> list[Judged]:
     return judged
 
 
+# The workload of --runtime: every optimizer a copied torch.optim file defines, built on a small model and stepped
+# three times, by default and with foreach=True; prints which of the file's functions ran (their first lines).
+RUNTIME_TEST = """import sys
+import unittest
+
+import torch
+
+import {module} as library
+
+RAN = set()
+
+
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename.endswith("{module}.py"):
+        RAN.add(frame.f_code.co_firstlineno)
+
+
+class TestOptimizers(unittest.TestCase):
+    def test_steps(self):
+        built = 0
+        for name, cls in sorted(vars(library).items()):
+            if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+                continue
+            if cls.__module__ != library.__name__:
+                continue
+            for options in ({{}}, {{"foreach": True}}):
+                torch.manual_seed(0)
+                model = torch.nn.Linear(4, 3)
+                x = torch.randn(8, 4)
+                try:
+                    sys.setprofile(profile)
+                    optimizer = cls([model.weight], **options)
+
+                    def closure():
+                        optimizer.zero_grad()
+                        loss = model(x).pow(2).sum()
+                        loss.backward()
+                        return loss
+
+                    for _ in range(3):
+                        optimizer.step(closure)
+                    built += 1
+                except (TypeError, ValueError, RuntimeError, NotImplementedError) as exc:
+                    print("RCB-SKIPPED", name, options, type(exc).__name__, str(exc)[:100])
+                finally:
+                    sys.setprofile(None)
+        print("RCB-RAN", " ".join(str(line) for line in sorted(RAN)))
+        self.assertGreater(built, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+RUNTIME_REQUIREMENTS = "numpy\nscipy\ntorch==2.13.0\n"  # bench_pipeline's environment
+RUNTIME_FOLDER = "torch/optim/"
+CONTROL = ("torch/optim/sgd.py", "_single_tensor_sgd")  # where the control's line is planted
+RELATIVE = re.compile(r"^(\s*)from \.(\w*)( import )", re.MULTILINE)
+
+
+@dataclass
+class RuntimeJudged:
+    """The runtime stage of one torch.optim file: the bodies that ran, and the runtime findings on each."""
+
+    path: str
+    ran: list[Body]
+    findings: dict[Body, list[dict]]
+    skipped: list[str]
+    problem: str = ""
+
+
+def _absolute_imports(source: str) -> str:
+    """`from .optimizer import X` -> `from torch.optim.optimizer import X`, `from . import m` -> `from torch.optim
+    import m`, each on its own line (the file's lines stay where they were)."""
+
+    def absolute(match: re.Match) -> str:
+        indent, module, rest = match.groups()
+        return f"{indent}from torch.optim{'.' + module if module else ''}{rest}"
+
+    return RELATIVE.sub(absolute, source)
+
+
+def runtime_judge(corpus: Corpus, texts: dict[str, str], *, cache: Path) -> list[RuntimeJudged]:
+    """The runtime guard on the corpus's torch.optim bodies that the workload runs (see the module's docstring)."""
+    from benchmarks.paper2code.requirements import requirements_vetted
+    from benchmarks.services import environment_hash
+    from evaluation.executor import harness_run
+    from sandbox import Limits, backend_get
+    from sandbox.bwrap import BwrapBackend
+    from sandbox.harness import GuardSpec
+
+    bodies: dict[str, list[Body]] = defaultdict(list)
+    for body in corpus.bodies:
+        if body.library == "torch.optim" and body.path.startswith(RUNTIME_FOLDER):
+            bodies[body.path].append(body)
+    files = [path for path in sorted(bodies) if re.search(r"^class \w+\((Optimizer|\w+Optimizer)\)", texts[path], re.M)]
+    backend = backend_get("bwrap", cache_dir=cache.resolve())
+    if not isinstance(backend, BwrapBackend):
+        raise SystemExit("--runtime needs the bwrap backend")
+    backend.forkserver = True  # warm: the environment's fork server, as the platform runs items
+    requirements = requirements_vetted(RUNTIME_REQUIREMENTS)  # as bench_sealed builds it: one environment for both
+    environment = backend.environment_build(env_hash=environment_hash(requirements), requirements=requirements)
+    limits = Limits(wall_seconds=240, memory_bytes=4 * 1024**3, processes=64, cpus=1.0, output_bytes=1024**2)
+    judged = []
+    with backend.session(environment) as session:
+
+        def guarded(path: str, source: str):
+            module = "calibrated_" + Path(path).stem.lstrip("_")
+            task = {f"{module}.py": source.encode(), "paper2code_test.py": RUNTIME_TEST.format(module=module).encode()}
+            guard = GuardSpec(
+                answer_file=f"{module}.py",
+                first_line=1,
+                last_line=source.count("\n") + 1,
+                hidden_modules=("paper2code_test",),
+                hidden_files=("paper2code_test.py",),
+            )
+            return harness_run(
+                session=session, files=task, test_entry_point="paper2code_test.py", limits=limits, guard=guard
+            )
+
+        for path in files:
+            run = guarded(path, _absolute_imports(texts[path]))
+            ran_lines = {int(n) for n in _printed(run.result.stdout, "RCB-RAN")}
+            skipped = [line for line in run.result.stdout.splitlines() if line.startswith("RCB-SKIPPED")]
+            ran = [b for b in bodies[path] if _def_line(texts[path], b) in ran_lines]
+            found: dict[Body, list[dict]] = defaultdict(list)
+            for finding in run.verdict.findings:
+                if finding.get("source") != "runtime" or not finding.get("line"):
+                    continue
+                holder = _innermost(ran, finding["line"])
+                if holder is not None:
+                    found[holder].append(finding)
+            problem = "" if ran_lines else f"the workload did not run: {run.verdict.status} {run.verdict.detail[:300]}"
+            judged.append(RuntimeJudged(path, ran, dict(found), skipped, problem))
+            print(f"  runtime: {path}: {len(ran)} bodies ran, {len(found)} with a runtime finding", flush=True)
+        # The control: a line that walks the garbage collector, planted in SGD's step, is a runtime finding there.
+        source = _absolute_imports(texts[CONTROL[0]])
+        lines = source.splitlines(keepends=True)
+        function = next(
+            n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == CONTROL[1]
+        )
+        at = function.body[-1].lineno - 1  # before its last statement, which every call reaches
+        indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+        planted = "".join([*lines[:at], f"{indent}__import__('gc').get_objects()\n", *lines[at:]])
+        control = guarded(CONTROL[0], planted)
+        caught = [f for f in control.verdict.findings if f.get("source") == "runtime" and f.get("line") == at + 1]
+        print(
+            f"  runtime control (gc.get_objects() planted on line {at + 1} of {CONTROL[0]}): "
+            f"{'found: ' + caught[0]['detail'][:120] if caught else 'NOT FOUND, the stage measures nothing'}"
+        )
+    return judged
+
+
+def _printed(stdout: str, mark: str) -> list[str]:
+    for line in stdout.splitlines():
+        if line.startswith(mark + " ") or line == mark:
+            return line.split()[1:]
+    return []
+
+
+def _def_line(source: str, body: Body) -> int:
+    """The first line of a body's code object (its first decorator's, or its def's)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.body[0].lineno == body.first_line:
+            return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return -1
+
+
+def _innermost(bodies: list[Body], line: int) -> Body | None:
+    holding = [b for b in bodies if b.first_line <= line <= b.last_line]
+    return min(holding, key=lambda b: b.last_line - b.first_line) if holding else None
+
+
+def runtime_report(judged: list[RuntimeJudged], static: list[Judged]) -> Iterable[str]:
+    ran = [body for j in judged for body in j.ran]
+    flagged = {body for j in judged for body in j.findings}
+    static_flagged = {j.body for j in static if j.findings}
+    static_after = {j.body for j in static if j.flagged_after}
+    yield ""
+    before, after = flagged | (static_flagged & set(ran)), flagged | (static_after & set(ran))
+    yield f"runtime guard (bwrap, warm) on the torch.optim bodies a workload ran: {len(ran)} of {len(judged)} files"
+    yield f"  runtime finding (a flag before and after): {_share(len(flagged), len(ran))}"
+    yield f"  flagged BEFORE (static or runtime): {_share(len(before), len(ran))}"
+    yield f"  flagged AFTER (runtime, or a static finding that stays a flag): {_share(len(after), len(ran))}"
+    for j in judged:
+        if j.problem:
+            yield f"  {j.path}: {j.problem}"
+        for body, findings in j.findings.items():
+            for finding in findings[:3]:
+                yield f"  {body.path}:{finding['line']} {body.qualname}: {finding['kind']}: {finding['detail'][:160]}"
+        for line in j.skipped[:3]:
+            yield f"  {j.path}: {line}"
+
+
 def _share(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.1f}%)" if whole else "0/0"
 
@@ -313,8 +521,39 @@ def report(corpus: Corpus, judged: list[Judged], *, examples: int) -> Iterable[s
                 continue
             seen.add(id(j))
             shown += 1
-            state = "sealed: a note after" if j.sealed else f"unsealed ({_reason_kind(j.unsealed_reason)}): a flag"
+            state = (
+                f"unsealed ({_reason_kind(j.unsealed_reason)}): a flag"
+                if not j.sealed
+                else "sealed: a note after"
+                if _demoted(finding)
+                else "sealed: still a flag after"
+            )
             yield f"  {j.body.path}:{finding['line']} {j.body.qualname}: {finding['detail'][:160]} [{state}]"
+
+
+def _demoted(finding: dict) -> bool:
+    """Whether the finding is a note on a sealed body whose replay agrees (judging.verdict's rule)."""
+    from evaluation.judging.verdict import DEMOTABLE_RULES
+
+    return finding.get("source") == "static" and finding.get("rule") in DEMOTABLE_RULES
+
+
+def findings_write(judged: list[Judged], path: Path) -> None:
+    """Every finding as a JSON line (library, file, line, function, rule, detail, sealed, still a flag after)."""
+    with path.open("w") as out:
+        for j in judged:
+            for finding in j.findings:
+                row = {
+                    "library": j.body.library,
+                    "path": j.body.path,
+                    "qualname": j.body.qualname,
+                    "line": finding["line"],
+                    "rule": finding.get("rule") or finding["kind"],
+                    "detail": finding["detail"],
+                    "sealed": j.sealed,
+                    "flag_after": not (j.sealed and _demoted(finding)),
+                }
+                out.write(json.dumps(row) + "\n")
 
 
 def versions(libraries: dict[str, tuple[str, str, str]]) -> str:
@@ -332,6 +571,9 @@ def main() -> None:
     parser.add_argument("--per-library", type=int, default=600)
     parser.add_argument("--examples", type=int, default=10)
     parser.add_argument("--seed", type=int, default=33)
+    parser.add_argument("--findings", type=Path, help="also write every finding as a JSON line to this file")
+    parser.add_argument("--runtime", action="store_true", help="also the runtime guard on torch.optim (bwrap)")
+    parser.add_argument("--cache", type=Path, default=REPO / "var" / "sandbox-measure", help="--runtime's cache")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
@@ -343,6 +585,11 @@ def main() -> None:
     judged = corpus_judge(corpus, texts)
     for line in report(corpus, judged, examples=args.examples):
         print(line)
+    if args.findings:
+        findings_write(judged, args.findings)
+    if args.runtime:
+        for line in runtime_report(runtime_judge(corpus, texts, cache=args.cache), judged):
+            print(line)
 
 
 if __name__ == "__main__":

@@ -544,15 +544,12 @@ def test_a_command_reaches_nothing_of_the_worker_by_dotdot_absolute_path_or_link
             workspace.read("link")
 
 
-@pytest.mark.docker
 @pytest.mark.django_db
-def test_docker_copies_back_only_plain_files_and_links_inside(item, agent_session, tmp_path):
-    """The workspace comes back from docker's container through Python's `data` tar filter. Unguarded (the tar
-    unpacked as it comes, as root), a setuid file, a FIFO, a link out of the workspace and a `..` name would land
-    on the worker's disk; filtered, the file keeps no setuid or group/other write bit, the rest is dropped and
-    said. A device node cannot even be made (no capabilities)."""
-    if agent_session.backend.name != "docker":
-        pytest.skip("docker's copy-back")
+def test_copies_back_only_plain_files_and_links_inside(item, agent_session, tmp_path):
+    """The workspace comes back from the sandbox (docker's container, bwrap's tmpfs) through Python's `data` tar
+    filter. Unguarded (the tar unpacked as it comes, as root), a setuid file, a FIFO, a link out of the workspace and
+    a `..` name would land on the worker's disk; filtered, the file keeps no setuid or group/other write bit, the
+    rest is dropped and said. A device node cannot even be made (no capabilities)."""
     outputs, workspace = _agent(
         item,
         agent_session,
@@ -608,24 +605,54 @@ def test_docker_copy_back_of_many_files_is_refused_at_once(item, agent_session, 
     print(f"guarded: call {_seconds(outputs[0])} s, agent {guarded:.1f} s")
 
 
-@pytest.mark.docker
 @pytest.mark.django_db
-def test_docker_copy_back_refuses_a_sparse_file_at_once(item, agent_session, tmp_path):
-    """Unguarded (the attack-review script): `truncate -s 50G big` reported 0.1 s and the call took 60.6 s, the
-    end step's tar streaming 50 GB of zeros until the cap and a 60 s join timeout. The cost shown here: a 1 GB
-    sparse file holds nothing on disk but its plain tar is 1 GB. Guarded, the end step counts apparent sizes
+def test_copy_back_refuses_a_sparse_file_at_once(item, agent_session, tmp_path):
+    """Unguarded (the attack-review script, on docker): `truncate -s 50G big` reported 0.1 s and the call took
+    60.6 s, the end step's tar streaming 50 GB of zeros until the cap and a 60 s join timeout. The cost shown here:
+    a 1 GB sparse file holds nothing on disk but its plain tar is 1 GB. Guarded, the end step counts apparent sizes
     against disk_bytes before its tar: refused at once, said, the workspace as it was."""
-    if agent_session.backend.name != "docker":
-        pytest.skip("docker's copy-back")
     _unguarded("truncate -s 1G big", tmp_path)
     assert (tmp_path / "big").stat().st_blocks == 0
     assert int(_unguarded("tar -c -f - big | wc -c", tmp_path)) > 1 << 30
     begun = time.monotonic()
     outputs, workspace = _agent(item, agent_session, "truncate -s 50G big && echo made")
-    assert "made" in outputs[0], outputs[0]
-    assert f"not copied back: its files hold more than {LIMITS.disk_bytes} bytes" in outputs[0], outputs[0]
+    if agent_session.backend.name == "bwrap":  # its file size rlimit (the disk limit) stops the truncate itself
+        assert "File size limit exceeded" in outputs[0] and "made" not in outputs[0], outputs[0]
+        assert (workspace.root / "big").stat().st_size == 0  # made, never grown
+        (workspace.root / "big").unlink()
+    else:
+        assert "made" in outputs[0], outputs[0]
+        assert f"not copied back: its files hold more than {LIMITS.disk_bytes} bytes" in outputs[0], outputs[0]
     assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"]
     assert _seconds(outputs[0]) < 15 and time.monotonic() - begun < 30, outputs[0]
+
+
+FILL = "head -c {size} /dev/zero > big; echo status=$?"
+
+
+def _disk_bytes(folder: Path) -> int:
+    """What a folder takes on the worker's disk (allocated blocks, sparse files counted as they are)."""
+    return (
+        sum(entry.stat(follow_symlinks=False).st_blocks * 512 for entry in folder.rglob("*")) if folder.exists() else 0
+    )
+
+
+@pytest.mark.django_db
+def test_a_command_cannot_fill_the_workers_disk_past_the_release_limit(item, agent_session, tmp_path):
+    """Unguarded (a command writing in a folder of the worker's disk, as bwrap's bound workspace was), 96 MB of zeros
+    land on the worker's disk whatever the release's disk limit (64 MB here): one command could fill the disk. Both
+    backends run the command on a tmpfs of the limit: the write stops with ENOSPC, the output says the workspace is
+    full (bwrap says why), and the worker holds no more than the limit of it."""
+    over = LIMITS.disk_bytes + 32 * MB
+    output = _unguarded(FILL.format(size=over), tmp_path)
+    assert "status=0" in output and _disk_bytes(tmp_path) >= over
+
+    outputs, workspace = _agent(item, agent_session, FILL.format(size=over), "ls -l big; echo listed")
+    assert "No space left on device" in outputs[0] and "status=1" in outputs[0], outputs[0]
+    if agent_session.backend.name == "bwrap":
+        assert f"[the workspace is full: a command's files may hold at most {LIMITS.disk_bytes} bytes" in outputs[0]
+    assert "listed" in outputs[1], "the next command runs in the same workspace"
+    assert _disk_bytes(workspace.root) <= LIMITS.disk_bytes
 
 
 @pytest.mark.django_db

@@ -176,3 +176,52 @@ def test_a_builtin_bound_by_the_file_is_the_files_name():
     # A parameter named like a builtin is the context's own name; the same name bound by the answer is not a way
     # around the table (a default argument evaluated on the snippet's line is still the builtin).
     assert {f.rule for f in findings("def run(vars=vars):\n    return vars(x)\nreturn x")} == {"reflective-builtin"}
+
+
+# A body's own variable named like a builtin (library code's `for input in loader:`, `for tuple in gen:`) is that
+# variable wherever the body uses it: Python makes a name bound anywhere in a function local to all of it. The
+# calibration on real library code (scripts/calibrate_policy.py) found these flagged as uses of the builtin.
+OWN_VARIABLES = (
+    "for input in [x]:\n    x = input\nfor tuple in [(x, x)]:\n    y = tuple[0]\n"
+    "with open_like(x) as vars:\n    pass\nreturn y"
+)
+# Where the same name still reaches the builtin, each first shown to do so in plain Python: a comprehension's loop
+# variable is the comprehension's own; a class body looks up what it binds in the module and the builtins, never in
+# the enclosing function; a default is evaluated outside its function; `global` sends the name to the module.
+STILL_BUILTIN = {
+    "comprehension": "ys = [open for open in [x]]\nhandle = open(__file__)\nreturn handle",
+    "class body": (
+        "for open in [x]:\n    pass\nclass Reader:\n    if x is None:\n        open = None\n"
+        "    handle = open(__file__)\nreturn Reader.handle"
+    ),
+    "default": "def run(reader=open):\n    open = None\n    return reader(__file__)\nreturn run()",
+    "global": "global open\nif x is None:\n    open = None\nreturn open(__file__)",
+}
+
+
+def test_a_bodys_own_variable_named_like_a_builtin_is_no_finding():
+    assert findings("def open_like(x):\n    return x\n" + OWN_VARIABLES) == []
+
+
+@pytest.mark.parametrize("spelling", sorted(STILL_BUILTIN))
+def test_a_name_that_still_reaches_the_builtin_is_found(spelling, tmp_path):
+    body = STILL_BUILTIN[spelling]
+    source = "def answer(x):\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    (tmp_path / "data.txt").write_text("data")
+    namespace: dict = {"__file__": str(tmp_path / "data.txt")}
+    exec(compile(source, str(tmp_path / "answer.py"), "exec"), namespace)
+    with namespace["answer"](1) as handle:  # plain Python: the builtin open, a real file
+        assert handle.read(1) == "d"
+    assert "file-access" in {f.rule for f in findings(body)}, spelling
+
+
+def test_a_protocol_method_calling_its_parents_own_is_no_finding():
+    # torch.optim's optimizers all override __setstate__ and call the parent's: cooperative inheritance on the
+    # instance the method was called for. The same dunder reached anywhere else is still a finding.
+    # (An answer defining the method is a finding of its own, on the def's line; a library body is the method's.)
+    honest = "class Box:\n    def __setstate__(self, state):\n        super().__setstate__(state)\nreturn x"
+    (defined,) = {f.line for f in findings(honest)}
+    elsewhere = "class Box:\n    def load(self, state):\n        super().__setstate__(state)\nreturn x"
+    assert [(f.rule, f.line) for f in findings(elsewhere)] == [("dunder", defined + 1)]
+    other = "class Box:\n    def __setstate__(self, state):\n        x.__setstate__(state)\nreturn x"
+    assert {(f.rule, f.line) for f in findings(other)} == {("dunder", defined), ("dunder", defined + 1)}

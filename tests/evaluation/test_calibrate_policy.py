@@ -87,3 +87,14 @@ def test_a_draw_is_capped_per_library_and_the_same_every_time(tmp_path):
     first, _ = corpus_collect(libraries, per_library=2, seed=7)
     again, _ = corpus_collect(libraries, per_library=2, seed=7)
     assert len(first.bodies) == 2 and first.bodies == again.bodies
+
+
+def test_a_copied_torch_optim_file_imports_its_package_absolutely_on_the_same_lines():
+    from scripts.calibrate_policy import _absolute_imports
+
+    source = "from .optimizer import (\n    Optimizer,\n)\nfrom . import _functional as F\n    from .sgd import sgd\n"
+    copied = _absolute_imports(source)
+    assert copied == (
+        "from torch.optim.optimizer import (\n    Optimizer,\n)\nfrom torch.optim import _functional as F\n"
+        "    from torch.optim.sgd import sgd\n"
+    )

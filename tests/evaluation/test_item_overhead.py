@@ -120,6 +120,8 @@ def bwrap_commands(sandbox_cache):
 
 
 def test_an_agent_command_runs_in_its_own_cgroups_under_the_runs_rlimits(bwrap_commands, tmp_path):
+    from sandbox import bwrap
+
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     os.chown(workspace, 65534, 65534)
@@ -128,7 +130,8 @@ def test_an_agent_command_runs_in_its_own_cgroups_under_the_runs_rlimits(bwrap_c
     limits = {line[:26].strip(): line[26:].split() for line in result.stdout.splitlines() if line.startswith("Max ")}
     assert limits["Max file size"][:2] == [str(LIMITS.disk_bytes)] * 2
     assert limits["Max core file size"][:2] == ["0", "0"]
-    assert limits["Max cpu time"][:2] == [str(int(LIMITS.wall_seconds) + 5)] * 2
+    # The command's wall limit and the workspace's copy in and back (bwrap.COPY_SECONDS), as its deadline.
+    assert limits["Max cpu time"][:2] == [str(int(LIMITS.wall_seconds + bwrap.COPY_SECONDS) + 5)] * 2
     assert result.stdout.splitlines()[-1] == "65534"
     # The pids cgroup holds (RLIMIT_NPROC is only its fall-back, unset here): 150 processes at once are refused.
     assert limits["Max processes"][0] == "unlimited" or int(limits["Max processes"][0]) > 150
@@ -152,9 +155,6 @@ def test_a_command_that_cannot_join_its_cgroups_never_runs(bwrap_commands, tmp_p
     from sandbox import bwrap
     from sandbox.process import process_run
 
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    os.chown(workspace, 65534, 65534)
     session = bwrap_commands
     argv = []
 
@@ -162,19 +162,21 @@ def test_a_command_that_cannot_join_its_cgroups_never_runs(bwrap_commands, tmp_p
         argv[:] = command
         return process_run(command, **kwargs)
 
+    # What a command's sandbox starts (a cold item's and an agent command's start the same way), with a script
+    # whose effect shows outside: it prints.
+    script = f'printf "%s\\n" {bwrap.STARTED} >&2; echo ran'
     original = bwrap.process_run
     bwrap.process_run = capture
     try:
-        session.command_run(workspace=workspace, command="true", limits=LIMITS)
+        with open(os.devnull, "rb") as devnull:
+            session._sandboxed(script=script, name="rcb-test", args=[], limits=LIMITS, stdin_fd=devnull.fileno())
     finally:
         bwrap.process_run = original
     command = argv[argv.index(bwrap._bwrap() or "bwrap") :]
-    command[-1] = "touch ran"  # the command `true` was the last argument
     unguarded = process_run(
         command, cwd=Path("/"), limits=LIMITS, backend="bwrap", env={"PATH": "/usr/bin:/bin"}, preexec=None
     )
-    assert unguarded.exit_code == 0 and (workspace / "ran").exists(), unguarded.stderr
-    (workspace / "ran").unlink()
+    assert unguarded.exit_code == 0 and unguarded.stdout == "ran\n", unguarded.stderr
 
     cgroups = RunCgroups(LIMITS)
     try:
@@ -188,6 +190,6 @@ def test_a_command_that_cannot_join_its_cgroups_never_runs(bwrap_commands, tmp_p
         )
     finally:
         cgroups.remove()
-    assert result.exit_code != 0 and not (workspace / "ran").exists(), result.stderr
+    assert result.exit_code != 0 and "ran" not in result.stdout, result.stderr
     with pytest.raises(SandboxError, match="did not start"):
         bwrap._started(result, False)
