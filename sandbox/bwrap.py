@@ -426,7 +426,7 @@ class BwrapSession(ForkingSession):
                 refused = (
                     f"its archive is over {drain.cap} bytes"
                     if drain.over
-                    else f"it did not end within {time_limit(limits)}"
+                    else f"it did not end within {time_limit(limits, COPY_SECONDS)}"
                     if result.timed_out
                     else "its end step did not finish"
                 )
@@ -435,7 +435,7 @@ class BwrapSession(ForkingSession):
                 refused = (
                     ""
                     if dropped is not None
-                    else f"it was not unpacked within {time_limit(limits)}"
+                    else f"it was not unpacked within {time_limit(limits, COPY_SECONDS)}"
                     if time.monotonic() >= deadline
                     else "its archive is unreadable"
                 )

@@ -283,7 +283,7 @@ class AgentContainer:
                 dropped = workspace_unpack(back, workspace, deadline=deadline)
                 if dropped is None:
                     refused = (
-                        f"it was not unpacked within {time_limit(limits)}"
+                        f"it was not unpacked within {time_limit(limits, COPY_SECONDS)}"
                         if time.monotonic() >= deadline
                         else "its archive is unreadable"
                     )
@@ -317,7 +317,7 @@ class AgentContainer:
         the deadline) the container is removed with everything in it (its tar too), and the next command gets a
         new one."""
         entries = setting("AGENT_WORKSPACE_FILES")
-        why = f"it did not end within {time_limit(limits)}"
+        why = f"it did not end within {time_limit(limits, COPY_SECONDS)}"
         try:
             if end is None:
                 raise SandboxError("the channel is gone")

@@ -21,8 +21,9 @@ from sandbox.base import Limits, SandboxError
 COPY_SECONDS = 30.0
 
 
-def time_limit(limits: Limits) -> str:
-    return f"the time limit ({limits.wall_seconds:.0f} s for the command, {COPY_SECONDS:.0f} s for the copy)"
+def time_limit(limits: Limits, copy_seconds: float) -> str:
+    """The limit a command and its copy were held to, in words (the caller's copy allowance: a test may shorten it)."""
+    return f"the time limit ({limits.wall_seconds:.0f} s for the command, {copy_seconds:.0f} s for the copy)"
 
 
 def copy_notes(refused: str, dropped: list[str] | None) -> str:
