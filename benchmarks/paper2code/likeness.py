@@ -91,7 +91,7 @@ def code_tokens(source: str, limit: int = CODE_TOKENS_FILE) -> list[str]:
     source = textwrap.dedent(fold(source))
     try:
         raw = list(itertools.islice(tokenize.generate_tokens(io.StringIO(source).readline), 2 * limit))
-    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError):
+    except Exception:  # noqa: BLE001 - whatever the tokenizer makes of a file, its words still tell
         return _WORD.findall(source.lower())[:limit]
     tokens: list[str] = []
     previous = before = ""
