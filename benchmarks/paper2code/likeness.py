@@ -1,22 +1,25 @@
 """How alike two papers' packages are (issue 37, "one paper once"): a fingerprint made once per package, and the
 comparison of two fingerprints, with the rule that calls them a match. No Django.
 
-The similarity, as docs/SUBMITTING.md states it:
+The similarity, as docs/SUBMITTING.md states it. Every text, title and code file is first folded (`fold`: NFKC as
+Python reads identifiers, format characters dropped, Cyrillic and Greek lookalikes of Latin letters made Latin).
 
 - **Title**: lower-cased, every run of non-alphanumerics one space; equal titles match.
 - **Paper text**: lower-cased words (TeX commands, Markdown marks and punctuation dropped), cut into overlapping
   shingles of TEXT_SHINGLE words.
 - **Code files** (every ``.py`` file): Python tokens with comments, docstrings, blank lines and layout dropped, every
-  identifier but keywords, builtins, ``self`` and attribute names after a dot written ``_`` (so a consistent
-  renaming of variables changes nothing), every string literal ``S``; cut into shingles of CODE_SHINGLE tokens.
+  identifier but keywords, builtins, ``self`` and attribute names after a dot written ``_``, and so are an
+  object's own attributes (``self.lr``), so a consistent renaming of variables or attributes changes nothing; every
+  string literal ``S``; cut into shingles of CODE_SHINGLE tokens.
 - **Snippet bodies**: each snippet's body normalised the same way and hashed whole; bodies of fewer than
   SNIPPET_TOKENS_MIN tokens (``return x``) are left out, since unrelated papers share them.
 
-Text and code are compared by the Jaccard similarity of their shingle sets, estimated from bottom-k sketches
-(the SKETCH_SIZE smallest 63-bit shingle hashes, standard error about 3 points at 0.8), so a fingerprint is a few
-kilobytes whatever the package's size and a check against hundreds of papers reads no archive. Two packages
-match when the titles are equal, the paper texts or the code files are at least NEAR alike, or at least
-SNIPPETS_SHARE of the candidate's snippet bodies are identical to the other's.
+Text and code are compared by containment: the share of the other paper's shingles the candidate holds, so what is
+added to a copy does not hide it (the Jaccard similarity falls as the candidate grows). It is estimated from
+sketches (every shingle hash below SAMPLE_BELOW, at least the SKETCH_SIZE smallest), so a fingerprint is small and
+a check against hundreds of papers reads no archive. Two packages match when the titles are equal, at least NEAR
+of the other's paper text or code is in the candidate, or at least SNIPPETS_SHARE of the other's snippet bodies
+are. A package past TEXT_WORDS_MAX words or CODE_TOKENS_PACKAGE code tokens is fingerprinted in part.
 """
 
 from __future__ import annotations

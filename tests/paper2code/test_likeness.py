@@ -95,7 +95,7 @@ def test_different_real_papers_do_not_match(pair):
     papers = _papers()
     alike = _alike(papers[pair[0]], papers[pair[1]])
     assert not alike.is_match, alike.words()
-    assert alike.text < 0.1 and alike.code < 0.2 and alike.snippets_same == 0, alike.words()
+    assert alike.text < 0.1 and alike.code < 0.3 and alike.snippets_same == 0, alike.words()  # the rule: 0.8
 
 
 def test_the_sketch_estimate_is_exact_for_small_sets_and_close_for_large_ones():
