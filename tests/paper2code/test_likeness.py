@@ -201,7 +201,7 @@ def test_a_pathological_file_is_fingerprinted_quickly_and_in_part():
     print_ = fingerprint(
         paper_text="x " * 300_000, code_files={"_table.py": b"X = [" + b'"",' * 150_000 + b"]\n"}, snippet_bodies=[]
     )
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3  # 0.8 s here, 300k words and 150k strings; before the fix, minutes
     assert print_["partial"] and print_["code"]
     whole = fingerprint(paper_text="a short paper", code_files={"a.py": b"x = 1\n"}, snippet_bodies=[])
     assert not whole["partial"]
