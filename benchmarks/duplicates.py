@@ -32,13 +32,21 @@ class Match:
     what: str
     strength: float = 0.0  # for the order only: the most alike first
     held_out: bool = False  # held out in a release: named to maintainers only
-    submission: int | None = None  # the submission under review it is, if any
+    submission: int | None = None  # the submission under review it is, if any: named to maintainers only
+    vague: str = ""  # what a viewer who may not know which paper it is is told instead (visibility.matches_visible)
 
     def as_json(self) -> dict:
-        return {"paper": self.paper, "title": self.title, "where": self.where, "what": self.what}
+        return {
+            "paper": self.paper,
+            "title": self.title,
+            "where": self.where,
+            "what": self.what,
+            "held_out": self.held_out,
+            "submission": self.submission,
+        }
 
     def __str__(self) -> str:
-        return f'{self.paper} ("{self.title}", {self.where}): {self.what}'
+        return self.vague or f'{self.paper} ("{self.title}", {self.where}): {self.what}'
 
 
 def matches_text(matches: Iterable[Match]) -> str:

@@ -9,8 +9,13 @@ everyone, so a score can be checked line by line.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+
 from django.db.models import QuerySet
 
+from benchmarks.duplicates import Match
 from benchmarks.models import BenchmarkVersion, Paper, Snippet, Task, VersionTask
 from benchmarks.selectors import user_is_maintainer, version_snippets, version_tasks
 
@@ -72,21 +77,19 @@ def papers_visible(*, version: BenchmarkVersion, user) -> QuerySet[Paper]:
 
 
 def changelog_visible(*, version: BenchmarkVersion, user) -> dict | None:
-    """The release's changelog; for non-maintainers held-out papers are counted, never named."""
+    """The release's changelog; for non-maintainers held-out papers are counted, never named, and an accepted
+    duplicate's matches name only public papers of published releases (`_changelog_matches`)."""
     changelog = version.changelog
-    if not changelog or user_sees_held_out(user=user):
+    if not changelog:
+        return changelog
+    if changelog.get("duplicates"):
+        changelog = {**changelog, "duplicates": _changelog_duplicates(changelog["duplicates"], user=user)}
+    if user_sees_held_out(user=user):
         return changelog
     changelog = {k: v for k, v in changelog.items() if k != "held_out_once_public"}  # names held-out papers
     current = dict(version.memberships.values_list("task__paper__slug", "split"))
     previous = dict(version.previous.memberships.values_list("task__paper__slug", "split")) if version.previous else {}
     hidden = {slug for slug, split in {**previous, **current}.items() if split == HELD_OUT}
-    if changelog.get("duplicates"):  # an accepted duplicate may name a paper held out in any release
-        held = set(VersionTask.objects.filter(split=HELD_OUT).values_list("task__paper__slug", flat=True))
-        changelog["duplicates"] = [
-            d
-            for d in changelog["duplicates"]
-            if d["paper"] not in held and not any(m["paper"] in held for m in d["matches"])
-        ]
     if not hidden:
         return changelog
     shown = {
@@ -96,6 +99,66 @@ def changelog_visible(*, version: BenchmarkVersion, user) -> dict | None:
         "changed": [c for c in changelog.get("changed", []) if c["paper"] not in hidden],
     }
     shown["held_out_changes"] = sum(len(changelog.get(k, [])) - len(shown[k]) for k in ("added", "removed", "changed"))
+    return shown
+
+
+HELD_OUT_MATCH = "a maintainer will look at a possible match"
+SUBMISSION_MATCH = "another submission under review"
+UNPUBLISHED_MATCH = "a paper that is not public"
+_DRAFT_NAMED = re.compile(r"\bdraft ([^,\s]+)")
+
+
+def _changelog_duplicates(entries: list[dict], *, user) -> list[dict]:
+    """The accepted duplicates as `user` may see them: a match's releases named as they are now (a draft since
+    published is a release); to non-maintainers a duplicate that is itself held out is left out, and a match with
+    a held-out paper is left out (an entry left with none with it: how alike a public paper is to a held-out one
+    tells of the held-out one), and a match with a submission or a paper of no published release is described,
+    never named."""
+    published = set(
+        BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.PUBLISHED).values_list("name", flat=True)
+    )
+
+    def now(where: str) -> str:
+        return _DRAFT_NAMED.sub(lambda m: f"release {m[1]}" if m[1] in published else m[0], where)
+
+    entries = [{**d, "matches": [{**m, "where": now(m["where"])} for m in d["matches"]]} for d in entries]
+    if user_sees_held_out(user=user):
+        return entries
+    held = set(VersionTask.objects.filter(split=HELD_OUT).values_list("task__paper__slug", flat=True))
+    public = (
+        set(
+            VersionTask.objects.filter(split=PUBLIC, version__status=BenchmarkVersion.Status.PUBLISHED).values_list(
+                "task__paper__slug", flat=True
+            )
+        )
+        - held
+    )
+
+    def shown(match: dict) -> dict | None:
+        if match.get("submission") or match["where"].startswith("submission"):
+            return {"vague": SUBMISSION_MATCH}
+        if match.get("held_out") or match["paper"] in held:
+            return None
+        return match if match["paper"] in public else {"vague": UNPUBLISHED_MATCH}
+
+    visible = [{**d, "matches": [m for m in map(shown, d["matches"]) if m]} for d in entries if d["paper"] not in held]
+    return [d for d in visible if d["matches"]]
+
+
+def matches_visible(*, matches: Iterable[Match], user) -> list[Match]:
+    """What a submission's matches tell `user`: maintainers see each (which paper, where, how alike); anyone else
+    is told of a held-out paper only that a maintainer will look at a possible match, and of another submission
+    only that it is one under review (neither which, nor how alike), each once."""
+    matches = list(matches)
+    if user_sees_held_out(user=user):
+        return matches
+    shown: list[Match] = []
+    for match in matches:
+        vague = HELD_OUT_MATCH if match.held_out else SUBMISSION_MATCH if match.submission is not None else ""
+        if not vague:
+            shown.append(match)
+        elif not any(m.vague == vague for m in shown):
+            shown.append(replace(match, paper="", title="", where="", what="", vague=vague))
     return shown
 
 

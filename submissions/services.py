@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
@@ -33,6 +34,7 @@ from submissions.models import Comment, Revision, StateChange, Submission, Valid
 from submissions.quotas import environments_check, stored_bytes_check
 from submissions.selectors import report_mutations
 
+logger = logging.getLogger(__name__)
 State = Submission.State
 
 # (from, to) -> who may make it: the submission's author, a maintainer (never on their own submission), or the system.
@@ -176,7 +178,11 @@ def _revision_create(submission: Submission, *, note: str = "") -> Revision:
         note=note,
     )
     ValidationReport.objects.create(revision=revision)
-    revision_fingerprint(revision=revision)  # made once, while its files are fresh: every match check reads it
+    try:  # made once, while its files are fresh: every match check reads it; a failure never loses the submission
+        with transaction.atomic():
+            revision_fingerprint(revision=revision)
+    except Exception:  # noqa: BLE001 - the match check makes it again, and says so if it fails there
+        logger.exception("fingerprint of submission %s r%s failed", submission.pk, revision.number)
     return revision
 
 

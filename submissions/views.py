@@ -20,6 +20,7 @@ from benchmarks.paper2code import PackageError
 from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY
 from benchmarks.permissions import maintainer_required
 from benchmarks.selectors import blob_read, user_is_maintainer, version_get
+from benchmarks.visibility import HELD_OUT_MATCH, matches_visible
 from common.errors import ApplicationError
 from common.htmx import HtmxHttpRequest
 from common.intake import IntakeError, archive_files, git_files, limits_default
@@ -229,7 +230,8 @@ def _try_context(revision, form=None) -> dict:
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = selectors.submission_get(pk=pk, user=request.user)
     context = _detail_context(submission, request.user)
-    context["matches"] = duplicates.submission_matches(submission=submission)  # not in the polled report
+    matches = duplicates.submission_matches(submission=submission)  # not in the polled report
+    context["matches"] = matches_visible(matches=matches, user=request.user)
     return render(request, "submissions/detail.html", context)
 
 
@@ -270,13 +272,12 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
 
 
 def _matches_message(matches: list, *, user) -> str:
-    shown = [m for m in matches if not m.held_out or user_is_maintainer(user=user)]
-    hidden = len(matches) - len(shown)
+    shown = matches_visible(matches=matches, user=user)
+    named = [str(m) for m in shown if m.vague != HELD_OUT_MATCH]
     return (
-        "This paper matches "
-        + "; ".join(str(m) for m in shown)
-        + (f"{'; and ' if shown else ''}{hidden} held-out paper(s)" if hidden else "")
-        + ". A maintainer accepts it only with a reason why it is not a duplicate: say in a comment how it differs."
+        (f"This paper matches {'; '.join(named)}. " if named else "")
+        + ("A maintainer will look at a possible match. " if len(named) < len(shown) else "")
+        + "A maintainer accepts it only with a reason why it is not a duplicate: say in a comment how it differs."
     )
 
 

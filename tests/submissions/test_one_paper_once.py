@@ -56,21 +56,23 @@ def _example_submitted(client, author) -> tuple[Submission, str]:
     response = client.post(reverse("submission-action", args=[submission.pk, "submit"]), follow=True)
     submission.refresh_from_db()
     assert submission.state == State.VALIDATING, page_text(response.content.decode())[-3000:]
-    message = page_text(response.content.decode()).split("This paper matches ")[1].split(". A maintainer")[0]
-    return submission, message
+    message = page_text(response.content.decode()).split("validation has started.")[1].split(" A maintainer accepts")[0]
+    return submission, message.strip()
 
 
 def test_the_demo_paper_submitted_again_is_named_to_its_author_and_the_maintainer_and_needs_a_reason(
     client, release, author, maintainer
 ):
     submission, message = _example_submitted(client, author)
-    assert message.startswith(f'dampnest ("{DAMPNEST_TITLE}", task r1 in release 1.0.0): title identical')
+    assert message.startswith(
+        f'This paper matches dampnest ("{DAMPNEST_TITLE}", task r1 in release 1.0.0): title identical'
+    )
     message = page_text(client.get(reverse("submission-detail", args=[submission.pk])).content.decode())
     # at submission, to the author: which paper, which release, what matched
     box = message[message.index("This paper matches 1 other paper") :]
     assert f"dampnest “{DAMPNEST_TITLE}”, task r1 in release 1.0.0" in box
-    assert "title identical; paper text 100% similar; code files 100% similar (3 of 3 files identical)" in box
-    assert "11 of 11 snippet bodies identical" in box
+    assert "title identical; 100% of its paper text; 100% of its code (3 of its 3 code files identical)" in box
+    assert "11 of its 11 snippet bodies" in box
 
     submission = _awaiting(submission)
     client.force_login(maintainer)
@@ -113,7 +115,7 @@ def test_a_near_copy_is_matched_and_a_submission_under_review_is_named(client, r
     services.submission_submit(submission=first, actor=author)
     [match] = duplicates.submission_matches(submission=first)
     assert (match.paper, match.where) == ("dampnest", "task r1 in release 1.0.0")
-    assert "code files" in match.what and "11 of 11 snippet bodies identical" in match.what
+    assert "100% of its code" in match.what and "11 of its 11 snippet bodies" in match.what
 
     second = fill_draft(services.submission_create(author=other_author), other_author, files=first.draft["files"])
     services.draft_update(
@@ -172,16 +174,101 @@ def test_import_pset_refuses_a_matching_paper_unless_given_a_reason(release, tmp
 
 
 def test_a_held_out_paper_is_named_to_maintainers_only(client, release, author, maintainer):
+    """The attack: a held-out paper's title and a guessed snippet body told the author "title identical; 1 of 12
+    snippet bodies identical", an oracle for the secret title and each held-out body. An author is told only that a
+    maintainer will look at a possible match: not which, nor how alike."""
     release.memberships.filter(task__paper__slug="dampnest").update(split="held_out")
     submission, message = _example_submitted(client, author)
-    assert message == "1 held-out paper(s)"  # on submitting
+    assert message == "A maintainer will look at a possible match."  # on submitting
     submission = _awaiting(submission)
     author_page = page_text(client.get(reverse("submission-detail", args=[submission.pk])).content.decode())
     box = author_page[author_page.index("This paper matches") :][:600]
-    assert "A held-out paper, task r1 in release 1.0.0: title identical" in box and "dampnest" not in box
+    assert "A maintainer will look at a possible match." in box
+    for secret in ("dampnest", "DampNest", "release 1.0.0", "identical", "%", "snippet bodies"):
+        assert secret not in box, secret
     client.force_login(maintainer)
     review = page_text(client.get(reverse("review-detail", args=[submission.pk])).content.decode())
-    assert f"dampnest “{DAMPNEST_TITLE}”, task r1 in release 1.0.0" in review
+    assert f"dampnest “{DAMPNEST_TITLE}”, task r1 in release 1.0.0: title identical" in review
+
+
+def test_another_authors_submission_is_named_to_maintainers_only_and_never_in_the_public_changelog(
+    client, release, author, other_author, maintainer
+):
+    """The attack: an author was shown another author's private submission (id, title, number, state, how alike),
+    and once the match was accepted and published, anonymous visitors saw it in the release's changelog; and its
+    frozen `where` still said "draft" after the draft was published."""
+    secret = fill_draft(services.submission_create(author=other_author), other_author)
+    services.draft_update(
+        submission=secret,
+        actor=other_author,
+        values={"metadata": {**secret.draft["metadata"], "id": "alice-secret", "title": "Alice unpublished"}},
+    )
+    services.submission_submit(submission=secret, actor=other_author)
+    release.memberships.filter(task__paper__slug="dampnest").delete()  # the match is the other submission alone
+    submission, message = _example_submitted(client, author)
+    assert message == "This paper matches another submission under review."
+    page = page_text(client.get(reverse("submission-detail", args=[submission.pk])).content.decode())
+    box = page[page.index("This paper matches") :][:600]
+    assert "Another submission under review." in box
+    for named in ("alice-secret", "Alice unpublished", f"submission {secret.pk}", "%", "validating"):
+        assert named not in box, named
+
+    submission = _awaiting(submission)
+    client.force_login(maintainer)
+    url = reverse("review-detail", args=[submission.pk])
+    assert f"alice-secret “Alice unpublished”, submission {secret.pk} r1" in page_text(client.get(url).content.decode())
+    client.post(url, {"decision": "accept", "reason": "fine", "duplicate_reason": "Ours came first."})
+    assert Submission.objects.get(pk=submission.pk).state == State.ACCEPTED
+    draft = BenchmarkVersion.objects.get(status="draft")
+    published = version_publish(version=draft, actor=maintainer, notes="with a duplicate")
+    assert published.changelog["duplicates"][0]["matches"][0]["paper"] == "alice-secret"  # kept for maintainers
+    client.logout()
+    public_page = page_text(client.get(reverse("version-detail", args=[published.name])).content.decode())
+    response = client.get(f"/api/v1/releases/{published.name}/")
+    assert response.status_code == 200 and "Ours came first." in (api := response.content.decode())
+    for shown in (public_page, api):
+        assert (
+            "alice-secret" not in shown and "Alice unpublished" not in shown and f"submission {secret.pk}" not in shown
+        )
+    assert "my-optimiser (r1) matches another submission under review. Accepted" in public_page
+
+
+def test_a_match_frozen_in_a_draft_names_the_release_once_published(release, maintainer, client):
+    """A match kept while the release it names was a draft says "release" once that draft is published."""
+    from benchmarks.visibility import changelog_visible
+
+    release.changelog = {
+        **(release.changelog or {}),
+        "duplicates": [
+            {
+                "paper": "muon",
+                "revision": 1,
+                "matches": [
+                    {"paper": "dampnest", "title": "D", "where": "task r1 in draft 1.0.0, draft 9.9.9", "what": "x"}
+                ],
+                "reason": "r",
+                "accepted_by": "",
+                "source": "s",
+            }
+        ],
+    }
+    [entry] = changelog_visible(version=release, user=maintainer)["duplicates"]
+    assert entry["matches"][0]["where"] == "task r1 in release 1.0.0, draft 9.9.9"
+
+
+def test_a_pathological_file_is_submitted_quickly(release, author):
+    """The attack: a file of 150k empty strings kept the submit request fingerprinting for minutes (killed by the
+    server's timeout, the submission lost). It is fingerprinted in part, quickly, and the submission is kept."""
+    import time
+
+    files = demo_files("dampnest")
+    files["_table.py"] = b"X = [" + b'"",' * 150_000 + b"]\n"
+    submission = fill_draft(services.submission_create(author=author), author, files=services.draft_files_store(files))
+    started = time.monotonic()
+    revision = services.submission_submit(submission=submission, actor=author)
+    assert time.monotonic() - started < 10
+    assert duplicates.revision_fingerprint(revision=revision)["partial"]
+    assert Submission.objects.get(pk=submission.pk).state == State.VALIDATING
 
 
 def test_a_stored_packages_fingerprint_is_the_one_made_when_it_was_imported(release):
