@@ -18,7 +18,7 @@ from benchmarks.models import BenchmarkVersion, DuplicateAcceptance, PackageFing
 from benchmarks.paper2code import parse
 from benchmarks.paper2code.likeness import FINGERPRINT_VERSION, Likeness, fingerprint, likeness, package_fingerprint
 from benchmarks.paper2code.pset import PaperPackage
-from benchmarks.selectors import blob_read
+from benchmarks.selectors import blob_read, task_titles_as_released
 
 
 @dataclass(frozen=True)
@@ -109,13 +109,17 @@ def strength(alike: Likeness) -> float:
     return max(float(alike.title_same), alike.text, alike.code, share)
 
 
-def release_matches(*, fingerprint: dict, title: str, papers_excluded: Iterable[str] = ()) -> list[Match]:
+def release_matches(
+    *, fingerprint: dict, title: str, papers_excluded: Iterable[str] = (), tasks_excluded: Iterable[int] = ()
+) -> list[Match]:
     """The papers of every release, drafts included, that a package (its fingerprint and title) matches, each once
     (its most alike task), the most alike first. `papers_excluded`: paper ids never compared (the paper itself, when
-    the package is a new revision of it)."""
+    the package is a new revision of it); `tasks_excluded`: tasks never compared (the one it became once accepted).
+    Each task's title is the one a release froze (`task_titles_as_released`)."""
     placed: dict[int, list[tuple[str, str, str]]] = {}
     for task_id, name, status, split in (
         VersionTask.objects.exclude(task__paper__slug__in=list(papers_excluded))
+        .exclude(task_id__in=list(tasks_excluded))
         .order_by("version__created_at", "version__pk")
         .values_list("task_id", "version__name", "version__status", "split")
     ):
@@ -126,8 +130,9 @@ def release_matches(*, fingerprint: dict, title: str, papers_excluded: Iterable[
         Task.objects.filter(pk__in=placed).select_related("paper").defer("test_manifest", "recording").order_by("pk")
     )
     best: dict[str, Match] = {}
+    titles = task_titles_as_released(tasks=tasks)
     for task, other in zip(tasks, fingerprints_of(tasks), strict=True):
-        alike = likeness(candidate=fingerprint, title=title, other=other, other_title=task.paper.title)
+        alike = likeness(candidate=fingerprint, title=title, other=other, other_title=titles[task.pk])
         if not alike.is_match:
             continue
         where = ", ".join(
@@ -136,7 +141,7 @@ def release_matches(*, fingerprint: dict, title: str, papers_excluded: Iterable[
         )
         match = Match(
             paper=task.paper.slug,
-            title=task.paper.title,
+            title=titles[task.pk],
             where=f"task r{task.revision} in {where}",
             what=alike.words(),
             strength=strength(alike),

@@ -339,6 +339,12 @@ class VersionTask(models.Model):
     version = models.ForeignKey(BenchmarkVersion, on_delete=models.CASCADE, related_name="memberships")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="memberships")
     split = models.CharField(max_length=10, choices=Split.choices, default=Split.PUBLIC)
+    replaced_by = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Set when the task took the place of its paper id's task in this version without being a proposed "
+        "revision of it (e.g. 'submission 12 (another author)'): the changelog says so; a later draft starts empty.",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["version", "task"], name="versiontask_unique")]

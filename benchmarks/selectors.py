@@ -13,7 +13,16 @@ from django.core.files.storage import default_storage
 from django.db.models import Count, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from benchmarks.models import PROTOCOL_NAME_RE, BenchmarkVersion, Blob, PromptProtocol, Snippet, Task, TaskPackage
+from benchmarks.models import (
+    PROTOCOL_NAME_RE,
+    BenchmarkVersion,
+    Blob,
+    Paper,
+    PromptProtocol,
+    Snippet,
+    Task,
+    TaskPackage,
+)
 from benchmarks.paper2code import AnnotatedFile, Protocol, build_prompt, parse, protocol_mask
 from benchmarks.paper2code.pset import PaperPackage, requirements_file
 from common.errors import ApplicationError
@@ -159,11 +168,56 @@ def version_settings_text(*, version: BenchmarkVersion) -> str:
 
 
 def version_task_for_paper(*, version: BenchmarkVersion, slug: str) -> Task:
-    return get_object_or_404(version.tasks.select_related("paper"), paper__slug=slug)
+    task = get_object_or_404(version.tasks.select_related("paper"), paper__slug=slug)
+    tasks_as_released(version=version, tasks=[task])
+    return task
+
+
+def papers_as_released(*, version: BenchmarkVersion, papers: Iterable[Paper]) -> list[Paper]:
+    """The one rule for which papers.yaml fields release `version` shows of each paper: those its manifest froze
+    (a Paper row holds only a paper's latest values, which a later accept or import changes). A draft, or a release
+    frozen before manifests kept them, shows the row. The papers returned are copies, for display only."""
+    frozen = {t["paper"]: t["metadata"] for t in (version.manifest or {}).get("tasks", []) if "metadata" in t}
+    shown = []
+    for paper in papers:
+        metadata = frozen.get(paper.slug)
+        if metadata is None:
+            shown.append(paper)
+            continue
+        fields = {name: metadata.get(name, getattr(paper, name)) or "" for name in _TEXT_FIELDS}
+        dates = {name: _date(metadata.get(name, getattr(paper, name))) for name in _DATE_FIELDS}
+        shown.append(Paper(pk=paper.pk, slug=paper.slug, created_at=paper.created_at, **fields, **dates))
+    return shown
+
+
+def task_titles_as_released(*, tasks: Iterable[Task]) -> dict[int, str]:
+    """Each task's title as the latest release holding it froze it (`papers_as_released`), the Paper row's when
+    no release froze one: a task id -> title."""
+    tasks = list(tasks)
+    frozen: dict[tuple[str, int], str] = {}
+    for manifest in (
+        BenchmarkVersion.objects.filter(memberships__task__in=tasks, manifest__isnull=False)
+        .distinct()
+        .order_by("published_at")
+        .values_list("manifest", flat=True)
+    ):
+        for entry in manifest.get("tasks", []):
+            if "title" in (entry.get("metadata") or {}):
+                frozen[(entry["paper"], entry["revision"])] = entry["metadata"]["title"]
+    return {t.pk: frozen.get((t.paper.slug, t.revision), t.paper.title) for t in tasks}
+
+
+def tasks_as_released(*, version: BenchmarkVersion, tasks: Iterable[Task]) -> None:
+    """Give each task (of `version`) its paper as the release froze it (`papers_as_released`)."""
+    tasks = list(tasks)
+    for task, paper in zip(tasks, papers_as_released(version=version, papers=[t.paper for t in tasks]), strict=True):
+        task.paper = paper
 
 
 def version_snippet_get(*, version: BenchmarkVersion, snippet_id: int) -> Snippet:
-    return get_object_or_404(Snippet.objects.select_related("task"), pk=snippet_id, task__versions=version)
+    snippet = get_object_or_404(Snippet.objects.select_related("task__paper"), pk=snippet_id, task__versions=version)
+    tasks_as_released(version=version, tasks=[snippet.task])
+    return snippet
 
 
 @dataclass

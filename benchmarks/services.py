@@ -598,15 +598,20 @@ def version_draft_create(*, name: str, actor=None, notes: str = "") -> Benchmark
 
 @transaction.atomic
 def version_task_set(
-    *, version: BenchmarkVersion, task: Task, split: str = VersionTask.Split.PUBLIC, actor=None
+    *, version: BenchmarkVersion, task: Task, split: str = VersionTask.Split.PUBLIC, actor=None, replaced_by: str = ""
 ) -> VersionTask:
-    """Put a task into a draft (replacing another revision of the same paper) with a split."""
+    """Put a task into a draft (replacing another revision of the same paper) with a split. `replaced_by`: who put
+    it in place of its paper's task when it is no proposed revision of it (the changelog names them)."""
     _require_maintainer(actor)
     _require_draft(version)
     if split not in VersionTask.Split.values:
         raise CurationError(f"unknown split {split!r}")
     version.memberships.filter(task__paper=task.paper).exclude(task=task).delete()
-    membership, _ = VersionTask.objects.update_or_create(version=version, task=task, defaults={"split": split})
+    defaults = {
+        "split": split,
+        **({"replaced_by": replaced_by[:200]} if replaced_by else {}),
+    }  # a split change keeps it
+    membership, _ = VersionTask.objects.update_or_create(version=version, task=task, defaults=defaults)
     return membership
 
 
@@ -681,6 +686,20 @@ class PublishPreview:
         )
 
 
+def _changelog_notes(*, version: BenchmarkVersion, changelog: dict) -> None:
+    """What a draft's changelog says besides its manifests' differences, in its preview and when published: tasks
+    that replaced their paper id's task (not as its revision), papers accepted although they match another paper
+    and why, held-out papers once public."""
+    replaced = dict(version.memberships.exclude(replaced_by="").values_list("task__paper__slug", "replaced_by"))
+    for change in changelog["changed"]:
+        if change["paper"] in replaced and change["from_revision"] != change["to_revision"]:
+            change["replaced_by"] = replaced[change["paper"]]
+    if duplicates := changelog_duplicates(version=version):
+        changelog["duplicates"] = duplicates  # accepted although each matches another paper: why
+    if once_public := held_out_once_public(version=version):
+        changelog["held_out_once_public"] = once_public  # publishing is allowed; the warning is kept
+
+
 def release_publish_preview(*, version: BenchmarkVersion) -> PublishPreview:
     """A draft's changelog as `version_publish` would compute it now (its blank limits taking this site's settings,
     as publishing pins them); publishing computes it again from the draft as it is then."""
@@ -690,8 +709,7 @@ def release_publish_preview(*, version: BenchmarkVersion) -> PublishPreview:
     changelog = release_changelog(
         previous=previous.manifest if previous else None, manifest=version_manifest(version=pinned)
     )
-    if once_public := held_out_once_public(version=version):
-        changelog["held_out_once_public"] = once_public
+    _changelog_notes(version=version, changelog=changelog)  # the preview is what publishing will freeze
     return PublishPreview(version=version, previous=previous, changelog=changelog)
 
 
@@ -722,10 +740,7 @@ def version_publish(
     version.manifest_hash = sha256_hex(json.dumps(version.manifest, sort_keys=True, separators=(",", ":")))
     version.previous = previous
     version.changelog = release_changelog(previous=previous.manifest if previous else None, manifest=version.manifest)
-    if duplicates := changelog_duplicates(version=version):
-        version.changelog["duplicates"] = duplicates  # accepted although each matches another paper: why
-    if once_public := held_out_once_public(version=version):
-        version.changelog["held_out_once_public"] = once_public  # publishing is allowed; the warning is kept
+    _changelog_notes(version=version, changelog=version.changelog)
     if notes is not None:
         version.notes = notes
     version.status = BenchmarkVersion.Status.PUBLISHED

@@ -58,6 +58,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def version_detail(request: HttpRequest, name: str) -> HttpResponse:
     version = selectors.version_get(name=name, user=request.user)
     every = list(selectors.version_tasks(version=version))
+    selectors.tasks_as_released(version=version, tasks=every)
     visible = set(visibility.tasks_visible(version=version, user=request.user).values_list("pk", flat=True))
     held_out_ids = set(version.memberships.filter(split=VersionTask.Split.HELD_OUT).values_list("task_id", flat=True))
     tasks = [t for t in every if t.pk in visible]

@@ -32,7 +32,14 @@ from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Paper, Snippet
 from benchmarks.paper2code.markers import is_marker, split_lines
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT
-from benchmarks.selectors import protocol_get, snippet_prompt, user_is_maintainer, version_snippets
+from benchmarks.selectors import (
+    papers_as_released,
+    protocol_get,
+    snippet_prompt,
+    tasks_as_released,
+    user_is_maintainer,
+    version_snippets,
+)
 from common.highlight import answer_diff
 from evaluation.agents.models import AgentTrajectory
 from evaluation.analysis import ITEM_STATISTICS, leaderboard_rank
@@ -161,12 +168,18 @@ def split_scores_itemized(*, runs: list[EvaluationRun], user) -> QuerySet[RunSco
     return RunScore.objects.filter(run__in=runs, paper__isnull=True, split=split)
 
 
-def paper_scores_visible(*, run: EvaluationRun, user) -> QuerySet[RunScore]:
-    """Per-paper scores of a run: a held-out paper's score is as fine-grained as its few items, so maintainers only."""
+def paper_scores_visible(*, run: EvaluationRun, user) -> list[RunScore]:
+    """Per-paper scores of a run, each paper as its release froze it: a held-out paper's score is as fine-grained as
+    its few items, so maintainers only."""
     scores = run.scores.filter(paper__isnull=False, split="").select_related("paper").order_by("paper__slug")
-    if visibility.user_sees_held_out(user=user):
-        return scores
-    return scores.filter(paper__in=visibility.papers_visible(version=run.version, user=user))
+    if not visibility.user_sees_held_out(user=user):
+        scores = scores.filter(paper__in=visibility.papers_visible(version=run.version, user=user))
+    shown = list(scores)
+    for score, paper in zip(
+        shown, papers_as_released(version=run.version, papers=[s.paper for s in shown]), strict=True
+    ):
+        score.paper = paper
+    return shown
 
 
 def run_gpu_notice(*, run: EvaluationRun) -> str | None:
@@ -849,7 +862,9 @@ class PaperHeatMap:
 def leaderboard_paper_heatmap(*, version: BenchmarkVersion, rows: list[LeaderboardRow], user) -> PaperHeatMap:
     """Models x papers the user may see one by one, each cell the run's stored per-paper score (None: no scored
     item of that paper)."""
-    papers = list(visibility.papers_visible(version=version, user=user).order_by("slug"))
+    papers = papers_as_released(
+        version=version, papers=visibility.papers_visible(version=version, user=user).order_by("slug")
+    )
     scores = {
         (s.run_id, s.paper_id): s
         for s in RunScore.objects.filter(run__in=[r.run for r in rows], paper__isnull=False).defer(*ITEM_STATISTICS)
@@ -1439,6 +1454,7 @@ def run_item(*, run: EvaluationRun, outcome_pk: int, user) -> RunItem | None:
     )
     if outcome is None:
         return None
+    tasks_as_released(version=run.version, tasks=[outcome.snippet.task])
     return RunItem(
         outcome=outcome,
         show_reference=visibility.task_visible(version=run.version, task=outcome.snippet.task, user=user),

@@ -15,7 +15,7 @@ from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet, Task
 from benchmarks.paper2code.comparison import Interval, percentiles
 from benchmarks.paper2code.metrics import EVALUATED
-from benchmarks.selectors import user_is_maintainer
+from benchmarks.selectors import tasks_as_released, user_is_maintainer
 from evaluation.models import Outcome
 from evaluation.selectors import RunItem
 from humans.models import Attempt, Listing, ReferenceSeen
@@ -154,6 +154,7 @@ def attempt_get(*, pk: int, user) -> Attempt | None:
     attempt = Attempt.objects.select_related("version", "snippet__task__paper", "run", "user").filter(pk=pk).first()
     if attempt is None or not (attempt.user_id == getattr(user, "pk", None) or user_is_maintainer(user=user)):
         return None
+    tasks_as_released(version=attempt.version, tasks=[attempt.snippet.task])
     return attempt
 
 

@@ -28,7 +28,10 @@ def submission_matches(*, submission: Submission) -> list[Match]:
     title = str(revision.metadata.get("title") or "")
     revised = submission.revises.task if submission.revises_id and submission.revises else None
     matches = release_matches(
-        fingerprint=fingerprint, title=title, papers_excluded=[revised.paper.slug] if revised else []
+        fingerprint=fingerprint,
+        title=title,
+        papers_excluded=[revised.paper.slug] if revised else [],
+        tasks_excluded=[submission.task_id] if submission.task_id else [],  # accepted: never a match of itself
     )
     others: dict[int, Revision] = {}
     for other in (

@@ -13,10 +13,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.duplicates import duplicate_acceptance_record, matches_text
-from benchmarks.models import BenchmarkVersion, Task, package_fields_json
+from benchmarks.models import BenchmarkVersion, Task, VersionTask, package_fields_json
 from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY, requirements_file
 from benchmarks.paper2code.requirements import requirements_text
-from benchmarks.selectors import package_load, user_is_maintainer
+from benchmarks.selectors import package_load, tasks_as_released, user_is_maintainer
 from benchmarks.services import (
     blob_store,
     package_store,
@@ -351,34 +351,42 @@ def submission_reject(*, submission: Submission, actor, reason: str) -> Submissi
     return _transition(submission, State.REJECTED, actor=actor, reason=reason)
 
 
-def draft_paper_existing(*, submission: Submission) -> tuple[BenchmarkVersion, Task] | None:
-    """The current draft's task of the same paper id as the submission's latest revision, which accepting it would
-    replace (None when the paper id is new to the draft, or there is no draft yet)."""
+def release_paper_existing(*, submission: Submission) -> tuple[BenchmarkVersion, Task] | None:
+    """The task of the same paper id as the submission's latest revision that accepting it would replace: the
+    current draft's, else the latest release's holding that id (a new draft starts from it, docs/SUBMITTING.md 8);
+    None when the paper id is in no release."""
     revision = submission.latest_revision
-    draft = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT).order_by("-created_at").first()
-    if revision is None or draft is None:
+    if revision is None:
         return None
-    membership = (
-        draft.memberships.filter(task__paper__slug=revision.metadata.get("id")).select_related("task__paper").first()
+    memberships = VersionTask.objects.filter(task__paper__slug=revision.metadata.get("id")).select_related(
+        "version", "task__paper"
     )
-    return (draft, membership.task) if membership else None
+    draft = BenchmarkVersion.objects.filter(status=BenchmarkVersion.Status.DRAFT).order_by("-created_at").first()
+    # the draft's task, when there is one, is the one replaced; otherwise the newest release that holds the paper
+    membership = (memberships.filter(version=draft).first() if draft else None) or memberships.exclude(
+        version__status=BenchmarkVersion.Status.DRAFT
+    ).order_by("-version__published_at").first()
+    if membership is None or _revises_paper(submission, membership.task):
+        return None  # a proposed revision of this very paper replaces its earlier revision by design
+    tasks_as_released(version=membership.version, tasks=[membership.task])
+    return membership.version, membership.task
 
 
 @transaction.atomic
 def submission_accept(
     *, submission: Submission, actor, reason: str, replace_confirmed: bool = False, duplicate_reason: str = ""
 ) -> Task:
-    """Turn the last validated revision into a Task and add it to the current draft benchmark version; when that
-    draft already holds the paper id, only with the maintainer's explicit confirmation that it is replaced; when it
-    matches another paper (submissions/duplicates.py), only with `duplicate_reason`, which the changelog keeps."""
+    """Turn the last validated revision into a Task and add it to the current draft benchmark version; when a
+    release (draft or published) holds the paper id and the submission is no proposed revision of it, only with the
+    maintainer's explicit confirmation that it is replaced; when it matches another paper (submissions/duplicates.py),
+    only with `duplicate_reason`, which the changelog keeps."""
     _reason_required(reason)
-    existing = draft_paper_existing(submission=submission)
-    if existing and _revises_paper(submission, existing[1]):
-        replace_confirmed = True  # a proposed revision of this very paper replaces its earlier revision by design
+    existing = release_paper_existing(submission=submission)
     if existing and not replace_confirmed:
-        draft, task = existing
+        version, task = existing
+        where = "draft" if version.status == BenchmarkVersion.Status.DRAFT else "release"
         raise TransitionError(
-            f"paper id {task.paper.slug} is already in draft {draft.name} (task revision "
+            f"paper id {task.paper.slug} is already in {where} {version.name} (task revision "
             f'{task.revision}, "{task.paper.title}"); accepting replaces it: confirm the '
             "replacement to accept"
         )
@@ -397,7 +405,7 @@ def submission_accept(
     )
     snippet_mutations_record(task=task, mutations=report_mutations(report=revision.report))
     draft = draft_version_current()
-    version_task_set(version=draft, task=task)
+    version_task_set(version=draft, task=task, replaced_by=_replacer(submission, existing[1]) if existing else "")
     if matches:
         duplicate_acceptance_record(
             version=draft,
@@ -410,6 +418,13 @@ def submission_accept(
     submission.task = task
     submission.save(update_fields=["task", "updated_at"])
     return task
+
+
+def _replacer(submission: Submission, replaced: Task) -> str:
+    """How the changelog names a submission that replaced `replaced`, a task of its paper id it is no revision of."""
+    theirs = Submission.objects.filter(task=replaced).values_list("author_id", flat=True).first()
+    whose = "its author's, not as a revision" if theirs == submission.author_id else "another author"
+    return f"submission {submission.pk} ({whose})"
 
 
 def _revises_paper(submission: Submission, task: Task) -> bool:

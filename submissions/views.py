@@ -387,7 +387,7 @@ def review_queue(request: HtmxHttpRequest) -> HttpResponse:
 @maintainer_required
 def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = selectors.submission_get(pk=pk, user=request.user)
-    existing = services.draft_paper_existing(submission=submission)
+    existing = services.release_paper_existing(submission=submission)
     matches = duplicates.submission_matches(submission=submission)
     form = forms.DecisionForm(request.POST or None, existing=existing, matches=matches)
     if request.method == "POST" and form.is_valid():

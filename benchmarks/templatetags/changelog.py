@@ -26,7 +26,9 @@ def change_words(change: dict) -> str:
     """What happened to one paper between two releases."""
     words = []
     if change.get("from_revision") != change.get("to_revision"):
-        revision = f"new revision (r{change.get('from_revision')} → r{change.get('to_revision')})"
+        revision = f"r{change.get('from_revision')} → r{change.get('to_revision')}"
+        if not change.get("replaced_by"):  # a replacement by another submission is no revision of the paper
+            revision = f"new revision ({revision})"
         files = [f"{verb} {_names(change[key])}" for key, verb in FILE_CHANGES if change.get(key)]
         # Changelogs frozen before files were recorded have no "files_*" keys: the revision alone.
         words.append(f"{revision}: {', '.join(files)}" if files else revision)

@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel
 
 from benchmarks.models import BenchmarkVersion, Snippet, VersionTask
 from benchmarks.paper2code import splice
-from benchmarks.selectors import protocol_get, version_snippets
+from benchmarks.selectors import papers_as_released, protocol_get, version_snippets
 from evaluation.agents.workspace import workspace_files
 from evaluation.executor import requirements_for_pip
 from evaluation.selectors import item_prompt
@@ -196,6 +196,7 @@ def _task_toml(*, snippet: Snippet, version: BenchmarkVersion, split: str, with_
     seconds = int(version.time_limit_seconds or settings.SANDBOX_WALL_SECONDS)
     agent_seconds = float((version.agent_budget_max or {}).get("seconds") or settings.AGENT_BUDGET_MAXIMUMS["seconds"])
     gpu = task.needs_gpu
+    title = papers_as_released(version=version, papers=[task.paper])[0].title
     lines = [
         f'schema_version = "{SCHEMA_VERSION}"',
         # The verifier's separate container receives the agent's workspace
@@ -205,7 +206,7 @@ def _task_toml(*, snippet: Snippet, version: BenchmarkVersion, split: str, with_
         "[task]",
         f"name = {_toml_string(harbor_task_name(snippet))}",
         f"version = {_toml_string(version.name)}",
-        f"description = {_toml_string(f'{task.paper.title}: implement {snippet.name}')}",
+        f"description = {_toml_string(f'{title}: implement {snippet.name}')}",
         f'authors = [{{ name = "{ORG}" }}]',
         f"keywords = {json.dumps(['research-code', task.paper.slug])}",
         "",

@@ -279,3 +279,83 @@ def test_a_stored_packages_fingerprint_is_the_one_made_when_it_was_imported(rele
     made_at_import = fingerprints_of(tasks)
     PackageFingerprint.objects.all().delete()
     assert fingerprints_of(tasks) == made_at_import and PackageFingerprint.objects.count() == len(tasks) == 3
+
+
+WALK_TITLE = "DampNest (walk3 revision): Curvature-Damped Momentum"
+
+
+def _same_id_submitted(author) -> Submission:
+    """The walk of issue 37: another author submits the demo's paper under its own id `dampnest`, retitled and its
+    paper text edited (a new task revision)."""
+    files = demo_files("dampnest")
+    files["paper2code_paper.md"] += b"\nA walk's edit.\n"
+    submission = fill_draft(services.submission_create(author=author), author, files=services.draft_files_store(files))
+    services.draft_update(
+        submission=submission, actor=author, values={"metadata": {**submission.draft["metadata"], "title": WALK_TITLE}}
+    )
+    services.submission_submit(submission=submission, actor=author)
+    return _awaiting(submission)
+
+
+def _same_id_accepted(author, maintainer) -> Submission:
+    """The walk's submission accepted, the replacement confirmed and a duplicate reason given."""
+    submission = _same_id_submitted(author)
+    services.submission_accept(
+        submission=submission, actor=maintainer, reason="fine", replace_confirmed=True, duplicate_reason="a walk's copy"
+    )
+    submission.refresh_from_db()
+    assert submission.state == State.ACCEPTED and submission.task.revision == 2
+    return submission
+
+
+def test_accepting_a_paper_id_of_a_published_release_asks_and_the_changelog_says_replaced(
+    client, release, author, maintainer
+):
+    submission = _same_id_submitted(author)
+    client.force_login(maintainer)
+    url = reverse("review-detail", args=[submission.pk])
+    page = page_text(client.get(url).content.decode())
+    # a fresh submission of a paper id a published release holds is no revision: the maintainer is asked
+    assert "Paper id dampnest is already in release 1.0.0" in page and "not a proposed revision of it" in page
+    refused = client.post(url, {"decision": "accept", "reason": "fine", "duplicate_reason": "a walk's copy"})
+    assert "paper id dampnest is already in release 1.0.0" in page_text(refused.content.decode())
+    assert Submission.objects.get(pk=submission.pk).state == State.AWAITING_REVIEW
+    client.post(
+        url, {"decision": "accept", "reason": "fine", "replace_confirmed": "on", "duplicate_reason": "a walk's copy"}
+    )
+    submission.refresh_from_db()
+    assert submission.state == State.ACCEPTED
+    published = version_publish(version=BenchmarkVersion.objects.get(status="draft"), actor=maintainer)
+    page = page_text(client.get(reverse("version-detail", args=[published.name])).content.decode())
+    assert f"replaced dampnest by submission {submission.pk} (another author): r1 → r2" in page
+    assert "new revision" not in page
+    # once accepted, the review page's banner never matches the submission with the task it became
+    review = page_text(client.get(reverse("review-detail", args=[submission.pk])).content.decode())
+    assert f"dampnest “{DAMPNEST_TITLE}”, task r1 in release 1.0.0" in review
+    assert f"dampnest “{WALK_TITLE}”" not in review
+
+
+def test_a_drafts_changelog_preview_has_what_publishing_adds(client, release, author, maintainer):
+    _same_id_accepted(author, maintainer)
+    client.force_login(maintainer)
+    draft = BenchmarkVersion.objects.get(status="draft")
+    preview = page_text(client.get(reverse("version-detail", args=[draft.name])).content.decode())
+    assert "accepted as not a duplicate dampnest (r2) matches dampnest" in preview and "a walk's copy" in preview
+    published = version_publish(version=draft, actor=maintainer)
+    page = page_text(client.get(reverse("version-detail", args=[published.name])).content.decode())
+    assert preview[preview.index("Changes since") :].count("a walk's copy") == page.count("a walk's copy") == 1
+
+
+def test_a_published_release_shows_its_papers_as_it_froze_them(client, release, author, maintainer):
+    _same_id_accepted(author, maintainer)
+    draft = BenchmarkVersion.objects.get(status="draft")
+    assert draft.tasks.get(paper__slug="dampnest").paper.title == WALK_TITLE  # the paper's row moved on
+    for url in (
+        reverse("paper-detail", args=[release.name, "dampnest"]),
+        reverse("version-detail", args=[release.name]),
+    ):
+        page = page_text(client.get(url).content.decode())
+        assert DAMPNEST_TITLE in page and WALK_TITLE not in page, url
+    client.force_login(maintainer)
+    page = page_text(client.get(reverse("paper-detail", args=[draft.name, "dampnest"])).content.decode())
+    assert WALK_TITLE in page  # a draft shows the paper's latest fields
