@@ -201,7 +201,7 @@ def task_titles_as_released(*, tasks: Iterable[Task]) -> dict[int, str]:
         .order_by("published_at")
         .values_list("manifest", flat=True)
     ):
-        for entry in manifest.get("tasks", []):
+        for entry in (manifest or {}).get("tasks", []):
             if "title" in (entry.get("metadata") or {}):
                 frozen[(entry["paper"], entry["revision"])] = entry["metadata"]["title"]
     return {t.pk: frozen.get((t.paper.slug, t.revision), t.paper.title) for t in tasks}

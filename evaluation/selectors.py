@@ -176,7 +176,7 @@ def paper_scores_visible(*, run: EvaluationRun, user) -> list[RunScore]:
         scores = scores.filter(paper__in=visibility.papers_visible(version=run.version, user=user))
     shown = list(scores)
     for score, paper in zip(
-        shown, papers_as_released(version=run.version, papers=[s.paper for s in shown]), strict=True
+        shown, papers_as_released(version=run.version, papers=[s.paper for s in shown if s.paper]), strict=True
     ):
         score.paper = paper
     return shown
