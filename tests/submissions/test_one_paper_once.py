@@ -356,6 +356,14 @@ def test_a_published_release_shows_its_papers_as_it_froze_them(client, release, 
     ):
         page = page_text(client.get(url).content.decode())
         assert DAMPNEST_TITLE in page and WALK_TITLE not in page, url
+    # the leaderboard's per-paper tooltips and an item's paper, read by the same rule
+    from benchmarks.selectors import version_snippet_get
+    from evaluation.selectors import leaderboard_paper_heatmap
+
+    heatmap = leaderboard_paper_heatmap(version=release, rows=[], user=maintainer)
+    assert [p.title for p in heatmap.papers if p.slug == "dampnest"] == [DAMPNEST_TITLE]
+    snippet = release.tasks.get(paper__slug="dampnest").snippets.first()
+    assert version_snippet_get(version=release, snippet_id=snippet.pk).task.paper.title == DAMPNEST_TITLE
     client.force_login(maintainer)
     page = page_text(client.get(reverse("paper-detail", args=[draft.name, "dampnest"])).content.decode())
     assert WALK_TITLE in page  # a draft shows the paper's latest fields
