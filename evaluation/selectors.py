@@ -806,12 +806,13 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
     def ranking(pk: int) -> RunScore:
         return scores.get((pk, "public")) or scores[(pk, "")]
 
-    by_pk = {r.pk: r for r in EvaluationRun.objects.filter(pk__in=members).only("pk", "covers_held_out")}
+    by_pk = {r.pk: r for r in EvaluationRun.objects.filter(pk__in=members).only("pk", "covers_held_out", "version")}
     by_pk.update((r.pk, r) for r in runs)
+    holds_out = version.memberships.filter(split=visibility.HELD_OUT).exists()
 
     def spent(pk: int) -> RunScore:
         """The leaderboard is every visitor's: a run's held-out usage is never in it."""
-        withheld = visibility.usage_withheld(run=by_pk[pk], user=None)
+        withheld = visibility.usage_withheld(run=by_pk[pk], user=None, version_holds_out=holds_out)
         return scores.get((pk, "public")) or _no_usage(scores[(pk, "")]) if withheld else scores[(pk, "")]
 
     rows = sorted(
