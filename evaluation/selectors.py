@@ -275,8 +275,8 @@ def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
 _NEVER = datetime.min.replace(tzinfo=UTC)  # a run's date when it has none
 
 LEADERBOARD_SORTS = {
-    # Descending means best first: rank 1 first, ties by score, unranked rows last.
-    "rank": lambda r: (-r.rank if r.rank is not None else float("-inf"), r.score.scaled_pass_rate),
+    # Ascending is rank 1 first (dir says the order of the numbers shown), ties by score, unranked rows last.
+    "rank": lambda r: (r.rank if r.rank is not None else float("inf"), -r.score.scaled_pass_rate),
     "score": lambda r: r.score.scaled_pass_rate,
     "model": lambda r: r.run.model.display_name.lower(),
     "organization": lambda r: r.run.model.organization.lower(),
@@ -667,7 +667,7 @@ class LeaderboardFilters:
     scaffold: str = ""  # "" (all) or a scaffold's name as rows show it (EvaluationRun.scaffold)
     q: str = ""
     sort: str = "rank"
-    descending: bool = True
+    descending: bool = False  # rank ascending: 1 first
 
     @property
     def any(self) -> bool:
@@ -688,7 +688,7 @@ class LeaderboardFilters:
             scaffold=params.get("scaffold", "").strip()[:100],
             q=params.get("q", "").strip()[:100],
             sort=sort,
-            descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc",
+            descending=params.get("dir", "asc") == "desc",
         )
 
 
@@ -808,7 +808,8 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
 
     by_pk = {r.pk: r for r in EvaluationRun.objects.filter(pk__in=members).only("pk", "covers_held_out", "version")}
     by_pk.update((r.pk, r) for r in runs)
-    holds_out = version.memberships.filter(split=visibility.HELD_OUT).exists()
+    # A completed run over held-out items has their aggregate: without one, the release holds nothing out.
+    holds_out = any(split == RunScore.Split.HELD_OUT for _, split in scores)
 
     def spent(pk: int) -> RunScore:
         """The leaderboard is every visitor's: a run's held-out usage is never in it."""
