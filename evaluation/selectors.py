@@ -53,7 +53,7 @@ from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
 from operations.broker import queue_consumers
 from operations.events import Kind, events_of
-from sandbox.harness import status_lines_removed
+from sandbox.harness import CHILD_SOURCE, status_lines_removed
 
 # Runs: which items a run covers, and who sees its answers and outcomes (the visibility rules of evaluation's own data;
 # benchmarks.visibility holds those of releases, tasks and items).
@@ -1308,6 +1308,10 @@ def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:
 
 
 _FRAME_PATH = re.compile(r'File "(/[^"]+)"')
+# The harness's test process runs compiled from a string (sandbox/programs/child.py): its frames read
+# `File "<string>", line N, in called_body`, the harness's own wrapping and nothing of the answer's or the paper's.
+_HARNESS_FUNCTIONS = frozenset(re.findall(r"^\s*(?:async\s+)?def (\w+)", CHILD_SOURCE, re.MULTILINE))
+_STRING_FRAME = re.compile(r'^ *File "<string>", line \d+, in (\w+)\n', re.MULTILINE)
 # Installed packages and the standard library, wherever the environment or the interpreter lives.
 _PACKAGES = re.compile(r'"/[^"]*/(?:site|dist)-packages/')
 _STDLIB = re.compile(r'"/[^"]*/lib/python3\.\d+/')
@@ -1316,12 +1320,14 @@ _STDLIB = re.compile(r'"/[^"]*/lib/python3\.\d+/')
 def paths_shown(text: str, *, file_path: str) -> str:
     """A traceback as a reader of the paper's code needs it: the paper's files relative to its folder, installed
     packages under <env>/, the standard library under <python>/ and anything else (the harness, the sandbox's and
-    the host's folders) as <harness>/ and its file name: where the platform keeps things is nobody's business."""
+    the host's folders) as <harness>/ and its file name: where the platform keeps things is nobody's business. The
+    frames of the harness's test process, compiled from a string, are left out: they are none of the test's."""
     own = tuple("/" + name.lstrip("/") for name in (file_path, TEST_ENTRY_POINT))
     roots = {path[: -len(end)] for path in _FRAME_PATH.findall(text) for end in own if path.endswith(end)}
     for root in sorted(roots, key=len, reverse=True):
         text = text.replace(root + "/", "")
     text = _STDLIB.sub('"<python>/', _PACKAGES.sub('"<env>/', text))
+    text = _STRING_FRAME.sub(lambda m: "" if m[1] in _HARNESS_FUNCTIONS else m[0], text)
     return _FRAME_PATH.sub(lambda m: f'File "<harness>/{m[1].rsplit("/", 1)[-1]}"', text)
 
 
