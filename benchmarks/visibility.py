@@ -165,11 +165,17 @@ def matches_visible(*, matches: Iterable[Match], user) -> list[Match]:
 # What a run spent (tokens in and out, cost)
 
 
-def usage_withheld(*, run, user) -> bool:
+def usage_withheld(*, run, user, version_holds_out: bool | None = None) -> bool:
     """Whether `user` sees a run's token and cost totals over its public split only: what a run spent on held-out
     items tells the size of their hidden prompts, so that share is maintainers' only (`user` None: what every
-    visitor sees, as the leaderboard shows). A run of the public split only has nothing to withhold."""
-    return bool(run.covers_held_out) and (user is None or not user_sees_held_out(user=user))
+    visitor sees, as the leaderboard shows). A run whose scope has no held-out item (the public split only, or a
+    release with none held out) has nothing to withhold. `version_holds_out`: whether the run's release holds
+    items out, where the caller knows it already (None: looked up)."""
+    if not run.covers_held_out or (user is not None and user_sees_held_out(user=user)):
+        return False
+    if version_holds_out is None:
+        version_holds_out = VersionTask.objects.filter(version_id=run.version_id, split=HELD_OUT).exists()
+    return version_holds_out
 
 
 USAGE_WITHHELD_NOTE = "Held-out usage is withheld: tokens and cost are the public split's."

@@ -168,6 +168,17 @@ class ProgressSerializer(serializers.Serializer):
 
 
 class ScoreSerializer(serializers.ModelSerializer):
+    tokens = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="Tokens in and out; null when unknown or withheld."
+    )
+    usage_withheld = serializers.SerializerMethodField(
+        help_text="True where tokens and cost are null because they are withheld from the viewer (what held-out "
+        "items spent), not unknown."
+    )
+
+    def get_usage_withheld(self, score: RunScore) -> bool:
+        return bool(getattr(score, "usage_withheld", False))
+
     class Meta:
         model = RunScore
         fields = [
@@ -185,9 +196,11 @@ class ScoreSerializer(serializers.ModelSerializer):
             "scaled_ci_low",
             "scaled_ci_high",
             "pass_at_k",
+            "tokens",
             "prompt_tokens",
             "completion_tokens",
             "cost",
+            "usage_withheld",
         ]
 
 

@@ -60,7 +60,7 @@ from evaluation.scoring import SIZE_BUCKETS
 from evaluation.taskfiles import task_annotated, task_files
 from operations.broker import queue_consumers
 from operations.events import Kind, events_of
-from sandbox.harness import status_lines_removed
+from sandbox.harness import CHILD_SOURCE, status_lines_removed
 
 # Runs: which items a run covers, and who sees its answers and outcomes (the visibility rules of evaluation's own data;
 # benchmarks.visibility holds those of releases, tasks and items).
@@ -288,8 +288,8 @@ def item_prompt(snippet: Snippet, *, with_paper: bool, protocol: str) -> str:
 _NEVER = datetime.min.replace(tzinfo=UTC)  # a run's date when it has none
 
 LEADERBOARD_SORTS = {
-    # Descending means best first: rank 1 first, ties by score, unranked rows last.
-    "rank": lambda r: (-r.rank if r.rank is not None else float("-inf"), r.score.scaled_pass_rate),
+    # Ascending is rank 1 first (dir says the order of the numbers shown), ties by score, unranked rows last.
+    "rank": lambda r: (r.rank if r.rank is not None else float("inf"), -r.score.scaled_pass_rate),
     "score": lambda r: r.score.scaled_pass_rate,
     "model": lambda r: r.run.model.display_name.lower(),
     "organization": lambda r: r.run.model.organization.lower(),
@@ -680,7 +680,7 @@ class LeaderboardFilters:
     scaffold: str = ""  # "" (all) or a scaffold's name as rows show it (EvaluationRun.scaffold)
     q: str = ""
     sort: str = "rank"
-    descending: bool = True
+    descending: bool = False  # rank ascending: 1 first
 
     @property
     def any(self) -> bool:
@@ -701,7 +701,7 @@ class LeaderboardFilters:
             scaffold=params.get("scaffold", "").strip()[:100],
             q=params.get("q", "").strip()[:100],
             sort=sort,
-            descending=params.get("dir", "desc" if sort == "rank" else "asc") == "desc",
+            descending=params.get("dir", "asc") == "desc",
         )
 
 
@@ -819,12 +819,14 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
     def ranking(pk: int) -> RunScore:
         return scores.get((pk, "public")) or scores[(pk, "")]
 
-    by_pk = {r.pk: r for r in EvaluationRun.objects.filter(pk__in=members).only("pk", "covers_held_out")}
+    by_pk = {r.pk: r for r in EvaluationRun.objects.filter(pk__in=members).only("pk", "covers_held_out", "version")}
     by_pk.update((r.pk, r) for r in runs)
+    # A completed run over held-out items has their aggregate: without one, the release holds nothing out.
+    holds_out = any(split == RunScore.Split.HELD_OUT for _, split in scores)
 
     def spent(pk: int) -> RunScore:
         """The leaderboard is every visitor's: a run's held-out usage is never in it."""
-        withheld = visibility.usage_withheld(run=by_pk[pk], user=None)
+        withheld = visibility.usage_withheld(run=by_pk[pk], user=None, version_holds_out=holds_out)
         return scores.get((pk, "public")) or _no_usage(scores[(pk, "")]) if withheld else scores[(pk, "")]
 
     rows = sorted(
@@ -1321,6 +1323,10 @@ def outcome_tests(*, outcome: Outcome, task_visible: bool) -> list[dict]:
 
 
 _FRAME_PATH = re.compile(r'File "(/[^"]+)"')
+# The harness's test process runs compiled from a string (sandbox/programs/child.py): its frames read
+# `File "<string>", line N, in called_body`, the harness's own wrapping and nothing of the answer's or the paper's.
+_HARNESS_FUNCTIONS = frozenset(re.findall(r"^\s*(?:async\s+)?def (\w+)", CHILD_SOURCE, re.MULTILINE))
+_STRING_FRAME = re.compile(r'^ *File "<string>", line \d+, in (\w+)\n', re.MULTILINE)
 # Installed packages and the standard library, wherever the environment or the interpreter lives.
 _PACKAGES = re.compile(r'"/[^"]*/(?:site|dist)-packages/')
 _STDLIB = re.compile(r'"/[^"]*/lib/python3\.\d+/')
@@ -1329,12 +1335,14 @@ _STDLIB = re.compile(r'"/[^"]*/lib/python3\.\d+/')
 def paths_shown(text: str, *, file_path: str) -> str:
     """A traceback as a reader of the paper's code needs it: the paper's files relative to its folder, installed
     packages under <env>/, the standard library under <python>/ and anything else (the harness, the sandbox's and
-    the host's folders) as <harness>/ and its file name: where the platform keeps things is nobody's business."""
+    the host's folders) as <harness>/ and its file name: where the platform keeps things is nobody's business. The
+    frames of the harness's test process, compiled from a string, are left out: they are none of the test's."""
     own = tuple("/" + name.lstrip("/") for name in (file_path, TEST_ENTRY_POINT))
     roots = {path[: -len(end)] for path in _FRAME_PATH.findall(text) for end in own if path.endswith(end)}
     for root in sorted(roots, key=len, reverse=True):
         text = text.replace(root + "/", "")
     text = _STDLIB.sub('"<python>/', _PACKAGES.sub('"<env>/', text))
+    text = _STRING_FRAME.sub(lambda m: "" if m[1] in _HARNESS_FUNCTIONS else m[0], text)
     return _FRAME_PATH.sub(lambda m: f'File "<harness>/{m[1].rsplit("/", 1)[-1]}"', text)
 
 

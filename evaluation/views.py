@@ -151,11 +151,9 @@ def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) 
     for column in selectors.leaderboard_page_columns(chosen=chosen, agent_view=filters.mode == "agent"):
         key, label = column.sort, column.label
         current = filters.sort == key
-        default_desc = key in ("rank", "score", "pass", "held_out", "items", "tokens", "date")
+        default_desc = key in ("score", "pass", "held_out", "items", "tokens", "date")  # best first (rank: 1 first)
         descending = not filters.descending if current else default_desc
-        # Rank's "descending" is best first, so its numbers go up (1 on top): the arrow and aria-sort say the order
-        # of the values shown, not the request's direction.
-        values_descend = filters.descending != (key == "rank")
+        values_descend = filters.descending  # the arrow and aria-sort say the order of the values shown
         columns.append(
             {
                 "key": key,

@@ -161,7 +161,10 @@ class CodeForm(forms.Form):
 
 class FilesForm(forms.Form):
     annotated_paths = forms.MultipleChoiceField(
-        label="Annotated files (holding snippet markers)", widget=forms.CheckboxSelectMultiple
+        label="Annotated files",
+        help_text="Choose the Python files whose snippets are to be implemented (every Python file is listed); "
+        "those holding snippet markers are preselected.",
+        widget=forms.CheckboxSelectMultiple,
     )
     context_paths = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Context files (shown to the model unmasked)"

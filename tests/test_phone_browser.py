@@ -43,6 +43,33 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def broken_inside(page, table: str) -> list[str]:
+    """The words of `table`'s headers and the numbers of its numeric cells that a line break cuts in two (issue 37:
+    "Relea|se", "100.0|0" at 390 px): each as a range of its text, which a cut spreads over two boxes."""
+    return page.evaluate(
+        r"""(table) => {
+            const broken = [];
+            const t = document.querySelector(table);
+            const check = (cell, pattern) => {
+                const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    for (const m of node.textContent.matchAll(pattern)) {
+                        const range = document.createRange();
+                        range.setStart(node, m.index);
+                        range.setEnd(node, m.index + m[0].length);
+                        const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                        if (lines.size > 1) broken.push(m[0]);
+                    }
+                }
+            };
+            t.querySelectorAll('th').forEach(th => check(th, /[^\s]+/g));
+            t.querySelectorAll('td.num').forEach(td => check(td, /[-−+]?\d[\d.,]*\d|\d/g));
+            return broken;
+        }""",
+        table,
+    )
+
+
 def scores_off_screen(page, table: str, heading: str = "Scaled pass@1") -> list[str]:
     """The score cells (the column headed "Scaled pass@1", or `heading`) that need a sideways swipe: those hidden, or
     whose right edge is past the screen or past their scrolling box's visible part (the box is at its start, as a
@@ -167,6 +194,8 @@ def test_a_phone_shows_each_score_beside_its_model_and_keeps_the_charts_labels(
         ("#compare-items", "B (run"),
     ):
         swipes[f"{compare} {heading}"] = scores_off_screen(page, table, heading)
+    broken = broken_inside(page, "#compare-summary")
+    assert not broken, f"at 390 px these words or numbers of the compare table break across lines: {broken}"
     assert not outside and not cut and not any(swipes.values()), (
         f"at 390 px these chart labels are outside their chart: {outside}, cut short: {cut}; these need a sideways "
         f"swipe: {swipes}"

@@ -176,17 +176,20 @@ def fingerprint(*, paper_text: str, code_files: Mapping[str, bytes], snippet_bod
         code |= _shingles(tokens, CODE_SHINGLE)
         if left <= 0:
             break
-    snippets = []
+    snippets, short = [], 0
     for body in snippet_bodies:
         tokens = [t for t in code_tokens(body) if t not in (";", "<indent>", "<dedent>")]
         if len(tokens) >= SNIPPET_TOKENS_MIN:
             snippets.append(_hash63(" ".join(tokens)))
+        else:
+            short += 1
     return {
         "version": FINGERPRINT_VERSION,
         "text": _sketch(_shingles(words, TEXT_SHINGLE)),
         "code": _sketch(code),
         "files": sorted(hashlib.sha256(data).hexdigest() for data in code_files.values()),
         "snippets": snippets,
+        "snippets_short": short,  # bodies left out as too short to tell, counted so the words can say so
         "partial": partial,
     }
 
@@ -203,6 +206,7 @@ class Likeness:
     files: int
     snippets_same: int
     snippets: int
+    snippets_short: int = 0  # the other's bodies too short to compare (SNIPPET_TOKENS_MIN), not in `snippets`
 
     @property
     def is_match(self) -> bool:
@@ -215,7 +219,7 @@ class Likeness:
 
     def words(self) -> str:
         """What matched, e.g. "title identical; 100% of its paper text; 97% of its code (4 of its 5 code files
-        identical); 8 of its 9 snippet bodies"."""
+        identical); 8 of its 9 comparable snippet bodies identical (1 too short to compare)"."""
         parts = ["title identical"] if self.title_same else []
         parts.append(f"{self.text:.0%} of its paper text")
         code = f"{self.code:.0%} of its code"
@@ -223,7 +227,10 @@ class Likeness:
             code += f" ({self.files_same} of its {self.files} code files identical)"
         parts.append(code)
         if self.snippets:
-            parts.append(f"{self.snippets_same} of its {self.snippets} snippet bodies")
+            snippets = f"{self.snippets_same} of its {self.snippets} comparable snippet bodies identical"
+            if self.snippets_short:
+                snippets += f" ({self.snippets_short} too short to compare)"
+            parts.append(snippets)
         return "; ".join(parts)
 
 
@@ -239,6 +246,7 @@ def likeness(*, candidate: dict, title: str, other: dict, other_title: str) -> L
         files=len(set(other["files"])),
         snippets_same=sum(1 for h in set(other["snippets"]) if h in snippets),
         snippets=len(set(other["snippets"])),
+        snippets_short=other.get("snippets_short", 0),  # fingerprints stored before it was counted: not said
     )
 
 

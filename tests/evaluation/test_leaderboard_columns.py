@@ -81,7 +81,7 @@ def test_the_summary_is_one_line_with_how_ranks_work_and_the_apis_export(client,
     # The export sits inside the table htmx swaps, so it follows every filter change (issue 37), with the page's
     # sort and columns too (tests/evaluation/test_exports.py compares the rows).
     table = body.split('id="leaderboard-table"')[1].split("<table")[0]
-    query = "provenance=verified&amp;q=la&amp;sort=rank&amp;dir=desc&amp;cols="
+    query = "provenance=verified&amp;q=la&amp;sort=rank&amp;dir=asc&amp;cols="
     csv_link = f"{reverse('api-leaderboard-csv', args=['1.0.0'])}?{query}"
     json_link = f"{reverse('api-leaderboard', args=['1.0.0'])}?{query}"
     assert f'href="{csv_link}"' in table and f'href="{json_link}"' in table

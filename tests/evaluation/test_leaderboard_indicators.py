@@ -32,10 +32,15 @@ def test_the_sort_arrow_says_the_order_of_the_values_shown(client, release):
     rank = header(best_first, "rank")
     assert 'aria-sort="ascending"' in rank and '<span aria-hidden="true">▲</span>' in rank, "1 on top reads ascending"
 
-    worst_first = client.get(url, {"sort": "rank", "dir": "asc"}).content.decode()
+    # `dir` says the order of the numbers shown (issue 37): asc is rank 1 first, as the default, and the header
+    # links to it; desc is 2 first, with the arrow down.
+    assert ranks(client.get(url, {"sort": "rank", "dir": "asc"}).content.decode()) == ["1", "2"]
+    assert "sort=rank&amp;dir=desc" in rank, "the current column's header flips the direction"
+    worst_first = client.get(url, {"sort": "rank", "dir": "desc"}).content.decode()
     assert ranks(worst_first) == ["2", "1"]
     rank = header(worst_first, "rank")
     assert 'aria-sort="descending"' in rank and '<span aria-hidden="true">▼</span>' in rank
+    assert "sort=rank&amp;dir=asc" in rank
 
     by_score = header(client.get(url, {"sort": "score", "dir": "desc"}).content.decode(), "scaled_pass_rate")
     assert 'aria-sort="descending"' in by_score and '<span aria-hidden="true">▼</span>' in by_score

@@ -69,7 +69,7 @@ def test_the_demo_paper_matches_itself_on_every_count():
     assert alike.is_match
     assert alike.words() == (
         "title identical; 100% of its paper text; 100% of its code (3 of its 3 code files identical); "
-        "11 of its 11 snippet bodies"
+        "11 of its 11 comparable snippet bodies identical (1 too short to compare)"
     )
 
 

@@ -72,7 +72,7 @@ def test_the_demo_paper_submitted_again_is_named_to_its_author_and_the_maintaine
     box = message[message.index("This paper matches 1 other paper") :]
     assert f"dampnest “{DAMPNEST_TITLE}”, task r1 in release 1.0.0" in box
     assert "title identical; 100% of its paper text; 100% of its code (3 of its 3 code files identical)" in box
-    assert "11 of its 11 snippet bodies" in box
+    assert "11 of its 11 comparable snippet bodies identical (1 too short to compare)" in box
 
     submission = _awaiting(submission)
     client.force_login(maintainer)
@@ -115,7 +115,11 @@ def test_a_near_copy_is_matched_and_a_submission_under_review_is_named(client, r
     services.submission_submit(submission=first, actor=author)
     [match] = duplicates.submission_matches(submission=first)
     assert (match.paper, match.where) == ("dampnest", "task r1 in release 1.0.0")
-    assert "100% of its code" in match.what and "11 of its 11 snippet bodies" in match.what
+    assert (
+        "100% of its code" in match.what
+        and "11 of its 11 comparable snippet bodies" in match.what
+        and "(1 too short to compare)" in match.what
+    )
 
     second = fill_draft(services.submission_create(author=other_author), other_author, files=first.draft["files"])
     services.draft_update(

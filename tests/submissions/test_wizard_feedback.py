@@ -63,6 +63,9 @@ def test_plain_code_says_what_it_gave_and_why_it_was_not_a_problem_set(client, f
     snippets = Submission.objects.get(pk=fresh.pk).draft["intake"]["markers"]
     assert [m["path"] for m in snippets] == ["optimizer.py"] and snippets[0]["snippets"] > 1
     assert "optimizer.py : " in text and "preselected below as an annotated file" in text
+    # Every Python file is offered, so the heading says what the list is, not that each holds markers (issue 37).
+    assert "Annotated files (holding snippet markers)" not in text
+    assert "those holding snippet markers are preselected" in text
     draft = Submission.objects.get(pk=fresh.pk).draft
     assert draft["annotated_paths"] == ["optimizer.py"] and draft["paper_path"] == "paper2code_paper.md"
 
