@@ -431,13 +431,19 @@ class BwrapSession(ForkingSession):
                     else "its end step did not finish"
                 )
             else:
-                dropped = workspace_unpack(back, workspace, deadline=deadline)
+                dropped = workspace_unpack(
+                    back,
+                    workspace,
+                    deadline=deadline,
+                    max_bytes=limits.disk_bytes,
+                    max_entries=setting("AGENT_WORKSPACE_FILES"),
+                )
                 refused = (
                     ""
                     if dropped is not None
                     else f"it was not unpacked within {time_limit(limits, COPY_SECONDS)}"
                     if time.monotonic() >= deadline
-                    else "its archive is unreadable"
+                    else "its archive is unreadable or over the workspace's limits"
                 )
         notes = copy_notes(refused, dropped)
         if state == "full":

@@ -111,7 +111,8 @@ OWN_MEMORY = 16 * 1024 * 1024
 STARTED = "rcb-docker-started"
 # Empty the workspace's tmpfs, unpack the worker's copy from stdin, then run the command (its stdin empty).
 START = (
-    f"find {WORK_DIR} -mindepth 1 -delete && tar -x -o -f - -C {WORK_DIR} "
+    # The command may have left a folder it made unreadable: its owner (10001, as this) opens every folder first.
+    f"chmod -R u+rwx {WORK_DIR} 2>/dev/null; find {WORK_DIR} -mindepth 1 -delete && tar -x -o -f - -C {WORK_DIR} "
     f'&& printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
 )
 # The end step is born root (END_USER) and so out of reach of what the command left: a process of uid 10001 can
@@ -280,12 +281,18 @@ class AgentContainer:
             dropped: list[str] | None = None
             if copied:
                 back.seek(0)
-                dropped = workspace_unpack(back, workspace, deadline=deadline)
+                dropped = workspace_unpack(
+                    back,
+                    workspace,
+                    deadline=deadline,
+                    max_bytes=limits.disk_bytes,
+                    max_entries=setting("AGENT_WORKSPACE_FILES"),
+                )
                 if dropped is None:
                     refused = (
                         f"it was not unpacked within {time_limit(limits, COPY_SECONDS)}"
                         if time.monotonic() >= deadline
-                        else "its archive is unreadable"
+                        else "its archive is unreadable or over the workspace's limits"
                     )
             notes = copy_notes(refused, dropped)
         oom = self._ooms() > ooms

@@ -66,10 +66,13 @@ def workspace_pack(workspace: Path, archive: IO[bytes], *, seconds: float) -> No
     archive.seek(0)
 
 
-def workspace_unpack(archive: IO[bytes], workspace: Path, *, deadline: float) -> list[str] | None:
+def workspace_unpack(
+    archive: IO[bytes], workspace: Path, *, deadline: float, max_bytes: int, max_entries: int
+) -> list[str] | None:
     """Replace `workspace` by the container's copy in `archive`, through the `data` filter; the names it dropped,
-    None (and the workspace untouched) if the archive is unreadable or `deadline` (time.monotonic()) passed
-    first."""
+    None (and the workspace untouched) if the archive is unreadable, over `max_bytes` (files' apparent sizes, sparse
+    ones at their full size) or `max_entries`, or `deadline` (time.monotonic()) passed first. The sandbox counted
+    too, but what arrives is checked here: a command may have written the stream itself."""
     dropped: list[str] = []
     fresh = workspace.with_name(workspace.name + ".rcb-new")
     old = workspace.with_name(workspace.name + ".rcb-old")
@@ -80,27 +83,38 @@ def workspace_unpack(archive: IO[bytes], workspace: Path, *, deadline: float) ->
     def kept(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
         try:
             return tarfile.data_filter(member, path)
-        except tarfile.FilterError:
+        except (tarfile.FilterError, RecursionError, ValueError):  # a link chain deeper than realpath can follow
             dropped.append(member.name)
             return None
 
-    def until_deadline(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
-        for member in tar:
+    def within_limits(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+        size = 0
+        for entries, member in enumerate(tar, 1):
             if time.monotonic() >= deadline:
                 raise TimeoutError("the copy-back's deadline passed")
+            size += member.size if member.isfile() else 0
+            if entries > max_entries or size > max_bytes:
+                raise _OverLimit(f"over {max_entries} entries or {max_bytes} bytes")
             yield member
 
     try:
         with tarfile.open(fileobj=archive, mode="r|") as tar:
             tar.errorlevel = 0  # a member the worker cannot create (too long a path) is left out, not fatal
-            tar.extractall(fresh, members=until_deadline(tar), filter=kept)
-    except (tarfile.TarError, OSError):
+            tar.extractall(fresh, members=within_limits(tar), filter=kept)
+    except (tarfile.TarError, OSError, _OverLimit, RecursionError, ValueError):
         _remove(fresh)
         return None
+    except BaseException:
+        _remove(fresh)
+        raise
     os.rename(workspace, old)
     os.rename(fresh, workspace)
     _remove(old)
     return [name.removeprefix("./") for name in dropped]
+
+
+class _OverLimit(Exception):
+    """The copy-back holds more than the workspace may."""
 
 
 def _remove(folder: Path) -> None:

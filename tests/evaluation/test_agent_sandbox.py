@@ -667,6 +667,15 @@ def test_tmp_and_shm_are_empty_at_each_command_even_after_an_unreadable_folder(i
     assert "k" not in _stdout(outputs[1]).split() and "listed" in outputs[1], outputs[1]
 
 
+@pytest.mark.django_db
+def test_a_folder_made_unreadable_in_the_workspace_does_not_wedge_the_next_command(item, agent_session):
+    """In the second attack review a folder of the workspace made unreadable (mode 000) kept docker's next command
+    from starting (its `find -delete` of the command's uid could not enter it), so every later command raised an
+    infrastructure error and the item left the score: the owner opens every folder before the delete."""
+    outputs, _ = _agent(item, agent_session, "mkdir -p d/e && touch d/e/f && chmod 0 d", "echo second")
+    assert "second" in _stdout(outputs[1]), outputs[1]
+
+
 # An `sh`, `setpriv` and `cat` an environment's requirements could install into /opt/env/bin (first on the image's
 # PATH, written as uid 10001 at build): each says when it runs as root, then runs the real one.
 PLANTED = {

@@ -1,0 +1,94 @@
+"""What comes back from an agent's sandbox is checked on the worker (sandbox/workspace_copy.py): a command may write
+the copy-back stream itself (an attacker did, on bwrap, through the end step's descriptor), so the sandbox's own
+count is not trusted. Each attack first lands with the limits lifted, then is refused with the workspace untouched."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import time
+from pathlib import Path
+
+from sandbox.workspace_copy import workspace_unpack
+
+NO_LIMIT = 1 << 62
+
+
+def _archive(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    buffer.seek(0)
+    return buffer
+
+
+def _file(name: str, data: bytes) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+def _sparse_terabyte() -> tuple[tarfile.TarInfo, bytes]:
+    """A GNU sparse member (PAX 1.0) of 1 TiB apparent size and one byte of data, as the attacker forged it."""
+    data = b"1\n0\n1\n".ljust(512, b"\0") + b"x"
+    info = tarfile.TarInfo("./GNUSparseFile.0/big")
+    info.size = len(data)
+    info.pax_headers = {
+        "GNU.sparse.major": "1",
+        "GNU.sparse.minor": "0",
+        "GNU.sparse.name": "./big",
+        "GNU.sparse.realsize": str(1 << 40),
+    }
+    return info, data
+
+
+def _workspace(tmp_path: Path) -> Path:
+    workspace = tmp_path / "work"
+    workspace.mkdir(parents=True)
+    (workspace / "model.py").write_text("kept\n")
+    return workspace
+
+
+def _unpack(archive, workspace, **limits):
+    return workspace_unpack(archive, workspace, deadline=time.monotonic() + 30, **limits)
+
+
+def test_a_forged_sparse_file_over_the_disk_limit_is_refused_and_the_workspace_kept(tmp_path):
+    unguarded = _workspace(tmp_path / "a")
+    assert _unpack(_archive([_sparse_terabyte()]), unguarded, max_bytes=NO_LIMIT, max_entries=NO_LIMIT) == []
+    assert os.stat(unguarded / "big").st_size == 1 << 40  # the attack lands without the worker's check
+
+    workspace = _workspace(tmp_path / "b")
+    forged = _archive([_file("./a.txt", b"forged\n"), _sparse_terabyte()])
+    assert _unpack(forged, workspace, max_bytes=64 << 20, max_entries=1000) is None
+    assert sorted(p.name for p in workspace.iterdir()) == ["model.py"]
+    assert not workspace.with_name("work.rcb-new").exists()
+
+
+def test_more_entries_than_the_cap_are_refused(tmp_path):
+    members = [_file(f"./f{i}", b"") for i in range(50)]
+    assert len(os.listdir(unguarded := _workspace(tmp_path / "a"))) == 1
+    assert _unpack(_archive(members), unguarded, max_bytes=NO_LIMIT, max_entries=NO_LIMIT) == []
+    assert len(os.listdir(unguarded)) == 50
+
+    workspace = _workspace(tmp_path / "b")
+    assert _unpack(_archive(members), workspace, max_bytes=NO_LIMIT, max_entries=49) is None
+    assert os.listdir(workspace) == ["model.py"]
+
+
+def test_a_link_chain_too_deep_for_realpath_is_dropped_not_raised(tmp_path):
+    """Python 3.11's realpath recurses once per link: 1,200 links raised RecursionError out of the filter and wedged
+    every later command of the item."""
+    members = [_file("./t", b"target\n")]
+    previous = "t"
+    for i in range(1200, 0, -1):
+        link = tarfile.TarInfo(f"./l{i}")
+        link.type, link.linkname = tarfile.SYMTYPE, previous
+        members.append((link, None))
+        previous = f"l{i}"
+    members.append(_file("./model.py", b"answer\n"))
+    workspace = _workspace(tmp_path)
+    dropped = _unpack(_archive(members), workspace, max_bytes=NO_LIMIT, max_entries=NO_LIMIT)
+    assert dropped is not None and (workspace / "model.py").read_text() == "answer\n"
