@@ -236,7 +236,10 @@ class Workspace:
         if PurePosixPath(relative).is_absolute():
             raise WorkspaceError(f"{path}: give a path inside the workspace (relative, or under /sandbox)")
         root = self.root.resolve()
-        target = Path(os.path.realpath(root / (relative or ".")))
+        try:
+            target = Path(os.path.realpath(root / (relative or ".")))
+        except (RecursionError, ValueError) as exc:  # Python 3.11's realpath recurses once per link of a chain
+            raise WorkspaceError(f"{path}: a chain of links too deep to follow") from exc
         if target != root and root not in target.parents:
             raise WorkspaceError(f"{path}: the path leaves the workspace")
         _no_link_on(root, target, path=path)

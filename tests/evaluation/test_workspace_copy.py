@@ -92,3 +92,19 @@ def test_a_link_chain_too_deep_for_realpath_is_dropped_not_raised(tmp_path):
     workspace = _workspace(tmp_path)
     dropped = _unpack(_archive(members), workspace, max_bytes=NO_LIMIT, max_entries=NO_LIMIT)
     assert dropped is not None and (workspace / "model.py").read_text() == "answer\n"
+
+
+def test_an_answer_at_the_head_of_a_deep_link_chain_reads_as_no_answer_not_an_infrastructure_error(tmp_path):
+    """Read for scoring, a model.py at the head of 1,200 links raised RecursionError, which ended the item as an
+    infrastructure error (never scored): it is a path the workspace refuses, so the item has no answer."""
+    from evaluation.agents.workspace import Workspace
+
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "t").write_text("target\n")
+    previous = "t"
+    for i in range(1200, 0, -1):
+        os.symlink(previous, root / f"l{i}")
+        previous = f"l{i}"
+    os.symlink(previous, root / "model.py")
+    assert Workspace(root).read_text("model.py") is None
