@@ -28,5 +28,5 @@ urlpatterns = [
     path("", include("benchmarks.urls")),
     # The release pages' other prefix and the prefixes alone: permanent redirects (config/release_addresses.py).
     re_path(r"^releases/(?P<rest>.*)$", release_alias, name="release-alias"),
-    path("versions/", RedirectView.as_view(pattern_name="home", permanent=True)),
+    path("versions/", RedirectView.as_view(pattern_name="home", permanent=True), name="versions-index"),
 ]

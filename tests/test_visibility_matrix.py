@@ -164,6 +164,7 @@ POST_API = {"anonymous": 401, "author": 405, "other": 405, "maintainer": 405, "a
 NOT_FOUND = dict.fromkeys(ROLES, 404)
 STAFF = {"anonymous": 302, "author": 302, "other": 302, "maintainer": 302, "admin": 200}
 REDIRECT = dict.fromkeys(ROLES, 302)
+MOVED = dict.fromkeys(ROLES, 301)
 # A draft has no runs: hidden from non-maintainers, and for maintainers these runs are not on it.
 HIDDEN_DRAFT_COMPARE = {**HIDDEN, "maintainer": 400, "admin": 400}
 
@@ -246,6 +247,8 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         ],
         "comment-create": [("author's draft", {"pk": sub}, "", {**POST_ONLY, "anonymous": 302})],
         "answer-try": [("author's draft", {"pk": sub}, "", {**POST_ONLY, "anonymous": 302})],
+        # The tried answers' list: its author's and maintainers' (polled by the page); to anyone else no such thing.
+        "tried-answers": [("author's draft", {"pk": sub}, "", {**AUTHOR, "other": 404})],
         # A draft has no revision, so no recording to propose tests from: not found, to those who may see it.
         "proposed-tests": [
             ("author's draft", {"pk": sub}, "", {**AUTHOR, "author": 404, "maintainer": 404, "admin": 404})
@@ -256,6 +259,13 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "review-queue": [("queue", {}, "", MAINT)],
         "review-detail": [("author's draft", {"pk": sub}, "", MAINT)],
         "leaderboard-latest": [("latest", {}, "", REDIRECT)],
+        # The release pages' other prefix answers a permanent redirect to /versions/, whose page then decides.
+        "release-alias": [
+            ("public release", {"rest": f"{v}/"}, "", MOVED),
+            ("draft", {"rest": f"{d}/"}, "", MOVED),
+            ("prefix alone", {"rest": ""}, "", MOVED),
+        ],
+        "versions-index": [("prefix alone", {}, "", MOVED)],
         "leaderboard": [("release", {"name": v}, "", OPEN), ("draft", {"name": d}, "", NOT_FOUND)] + leaderboard,
         "model-new": [("form", {}, "", SIGNED_IN)],
         "model-edit": [("author's model", {"name": w["model"].name}, "", AUTHOR)],
