@@ -24,7 +24,7 @@ from evaluation.judging.sealed import Replay, SnippetSpan, answer_replay, record
 from evaluation.judging.verdict import sealed_verdict
 from evaluation.outcomes import Verdict, manifest_made, outcome_classify, outcome_flag, runtime_findings
 from evaluation.taskfiles import blob_cached, task_annotated, task_files, task_hidden_files
-from sandbox import Backend, EnvironmentBuildError, ExecResult, Limits, SandboxError, Session, backend_get
+from sandbox import EnvironmentBuildError, ExecResult, Limits, SandboxBackend, SandboxError, Session, backend_get
 from sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
 from sandbox.harness import (
     GuardSpec,
@@ -37,7 +37,7 @@ from sandbox.harness import (
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
-_backend: Backend | None = None
+_backend: SandboxBackend | None = None
 _sessions: dict[str, Session] = {}
 _locks: dict[str, dict] = {}  # environment hash -> what it held when this worker first used it
 _announced: dict[str, set[int]] = {}  # environment hash -> tasks whose imports its session was told of
@@ -68,7 +68,7 @@ def limits_for_release(version: BenchmarkVersion) -> Limits:
     )
 
 
-def backend_current() -> Backend:
+def backend_current() -> SandboxBackend:
     global _backend
     with _lock:
         if _backend is None:
@@ -83,7 +83,7 @@ def backend_current() -> Backend:
         return _backend
 
 
-def _orphans_remove(backend: Backend) -> None:
+def _orphans_remove(backend: SandboxBackend) -> None:
     """Once per worker process: sandboxes of a worker killed mid-run would otherwise stay on the engine."""
     longest = BenchmarkVersion.objects.aggregate(longest=Max("time_limit_seconds"))["longest"] or 0
     try:
@@ -161,7 +161,7 @@ def sessions_close() -> None:
         _announced.clear()
 
 
-def backend_use(backend: Backend | None) -> None:
+def backend_use(backend: SandboxBackend | None) -> None:
     """Make `backend` the one this process runs items on, closing the sessions of the one before; None: the one
     SANDBOX_BACKEND names, chosen at the next use. For tests and tools that hold a backend of their own."""
     global _backend

@@ -10,11 +10,11 @@ from importlib import import_module
 from pathlib import Path
 
 from sandbox.base import (
-    Backend,
     Environment,
     EnvironmentBuildError,
     ExecResult,
     Limits,
+    SandboxBackend,
     SandboxError,
     Session,
 )
@@ -27,14 +27,14 @@ BACKENDS = {
 AUTO_ORDER: tuple[str, ...] = ("docker", "bwrap")
 
 
-def backend_class(name: str) -> type[Backend]:
+def backend_class(name: str) -> type[SandboxBackend]:
     if name not in BACKENDS:
         raise SandboxError(f"unknown sandbox backend {name!r}; choose one of {', '.join(BACKENDS)} or auto")
     module, _, cls = BACKENDS[name].rpartition(".")
     return getattr(import_module(module), cls)
 
 
-def backend_get(name: str | None = None, *, cache_dir: Path | None = None) -> Backend:
+def backend_get(name: str | None = None, *, cache_dir: Path | None = None) -> SandboxBackend:
     """The backend named (default: the SANDBOX_BACKEND setting); `auto` is docker, else bwrap, else a refusal."""
     from sandbox.config import setting
 
@@ -68,7 +68,7 @@ class NoSandboxError(SandboxError):
 __all__ = [
     "AUTO_ORDER",
     "BACKENDS",
-    "Backend",
+    "SandboxBackend",
     "Environment",
     "EnvironmentBuildError",
     "ExecResult",

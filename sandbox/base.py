@@ -64,7 +64,7 @@ class ExecResult:
 class Session:
     """Runs commands in fresh work folders of one environment; a backend may keep it warm between runs."""
 
-    def __init__(self, backend: Backend, environment: Environment):
+    def __init__(self, backend: SandboxBackend, environment: Environment):
         self.backend = backend
         self.environment = environment
 
@@ -83,8 +83,10 @@ class Session:
         """Release whatever the session holds; runs never leave anything behind themselves."""
 
 
-class Backend:
-    """A way to isolate untrusted code; subclasses set `name` and implement the three methods."""
+class SandboxBackend:
+    """The contract of a way to run untrusted code: subclasses set `name` and implement `available`,
+    `environment_build`, `environment_remove` and `session_open`. Every backend passes the conformance suite
+    (tests/evaluation/test_backend_conformance.py); the isolating ones also the attack suite (test_sandbox_attacks.py)."""
 
     name: ClassVar[str]
     # True for backends that isolate nothing; they warn on every use.

@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from sandbox.base import Backend, Environment, ExecResult, Limits, SandboxError, Session
+from sandbox.base import Environment, ExecResult, Limits, SandboxBackend, SandboxError, Session
 from sandbox.cgroups import RunCgroups
 from sandbox.config import setting
 from sandbox.forkserver import ForkingSession, ProcessZygote
@@ -568,7 +568,7 @@ class BwrapBuild:
         return session.run(files={}, command=command, limits=limits)
 
 
-class BwrapBackend(Backend):
+class BwrapBackend(SandboxBackend):
     name = "bwrap"
 
     def __init__(self, cache_dir: Path, *, forkserver: bool | None = None):

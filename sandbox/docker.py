@@ -49,11 +49,11 @@ import requests
 
 import docker
 from sandbox.base import (
-    Backend,
     Environment,
     EnvironmentBuildError,
     ExecResult,
     Limits,
+    SandboxBackend,
     SandboxError,
     Session,
 )
@@ -463,7 +463,7 @@ def _owned_by_sandbox(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-class DockerBackend(Backend):
+class DockerBackend(SandboxBackend):
     name = "docker"
     gpu = True
 

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sandbox.base import Backend, Environment, ExecResult, Limits, Session
+from sandbox.base import Environment, ExecResult, Limits, SandboxBackend, Session
 from sandbox.process import files_write, process_run, rlimits
 from sandbox.venv import pip_package, venv_build, venv_remove
 
@@ -74,7 +74,7 @@ class LocalBuild:
             )
 
 
-class LocalBackend(Backend):
+class LocalBackend(SandboxBackend):
     name = "local"
     unsafe = True
 

@@ -31,6 +31,7 @@ from sandbox import Environment, Limits, docker_agent
 from sandbox.docker_agent import COPY_SECONDS
 from sandbox.docker_engine import WORKER_LABEL
 from tests.conftest import DEMO_PSET, client_for, polled, sandbox_backend_or_missing
+from tests.evaluation.conftest import ISOLATING_BACKENDS
 
 MB = 1024 * 1024
 LIMITS = Limits(
@@ -102,7 +103,7 @@ def _agent_containers() -> list[str]:
 # process of the worker, in the workspace) and shows it succeeds there, or the docstring says why it would.
 
 
-@pytest.fixture(scope="module", params=["bwrap", "docker"])
+@pytest.fixture(scope="module", params=ISOLATING_BACKENDS)
 def agent_session(request, sandbox_cache):
     backend = sandbox_backend_or_missing(request.param, sandbox_cache)
     backend.forkserver = False

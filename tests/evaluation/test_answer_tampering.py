@@ -16,6 +16,7 @@ from benchmarks.services import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
 from sandbox import Limits, Session
 from tests.conftest import sandbox_backend_or_missing
+from tests.evaluation.conftest import ISOLATING_BACKENDS
 
 PACKAGE = Path(__file__).parent / "packages" / "tinyformer"
 FILES = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}
@@ -36,7 +37,7 @@ def reference(snippet) -> str:
     return "".join(FILES["layers.py"].decode().splitlines(keepends=True)[snippet.start_line : snippet.end_line - 1])
 
 
-@pytest.fixture(scope="module", params=["bwrap", "docker"])
+@pytest.fixture(scope="module", params=ISOLATING_BACKENDS)
 def session(request, sandbox_cache) -> Session:
     backend = sandbox_backend_or_missing(request.param, sandbox_cache)
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")

@@ -23,6 +23,7 @@ import pytest
 from sandbox import EnvironmentBuildError, Limits
 from sandbox.fetch import IndexConfig
 from tests.conftest import sandbox_backend_or_missing
+from tests.evaluation.conftest import ISOLATING_BACKENDS
 
 SECRET = f"rcb-fake-secret-{uuid.uuid4().hex}"
 PASSWORD = f"rcb-index-password-{uuid.uuid4().hex}"
@@ -115,7 +116,7 @@ def index():
     served.server.shutdown()
 
 
-@pytest.fixture(params=["bwrap", "docker"])
+@pytest.fixture(params=ISOLATING_BACKENDS)
 def backend(request, sandbox_cache):
     """The backend; every environment a test builds (each of its own hash) is removed afterwards."""
     backend = sandbox_backend_or_missing(request.param, sandbox_cache)

@@ -12,6 +12,7 @@ import pytest
 from benchmarks.services import environment_hash
 from sandbox.forkserver import preload_modules
 from tests.conftest import sandbox_backend_or_missing
+from tests.evaluation.conftest import ISOLATING_BACKENDS
 from tests.evaluation.test_sandbox_attacks import LIMITS, Run
 
 # These run the entry point directly (the isolation of a fork does not depend on the harness; the harness under the
@@ -37,7 +38,7 @@ SANDBOX_UID = {"bwrap": 65534, "docker": 10001}
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module", params=["bwrap", "docker"])
+@pytest.fixture(scope="module", params=ISOLATING_BACKENDS)
 def session(request, sandbox_cache):
     backend = sandbox_backend_or_missing(request.param, sandbox_cache)
     backend.forkserver = True

@@ -12,6 +12,7 @@ import pytest
 from benchmarks.services import environment_hash
 from sandbox.forkserver import ZYGOTE_RESTARTS, helper_calls, preload_modules
 from tests.conftest import sandbox_backend_or_missing
+from tests.evaluation.conftest import ISOLATING_BACKENDS
 from tests.evaluation.test_sandbox_attacks import LIMITS
 
 # One paper per stdlib module beside numpy (real tests import numpy, whose ctypes a fork needs): ten import sets,
@@ -45,7 +46,7 @@ def report(session, files) -> tuple[dict, bool]:
     return json.loads(line.removeprefix("REPORT ")), result.forked
 
 
-@pytest.fixture(params=["bwrap", "docker"])
+@pytest.fixture(params=ISOLATING_BACKENDS)
 def backend(request, sandbox_cache):
     backend = sandbox_backend_or_missing(request.param, sandbox_cache)
     backend.forkserver = True

@@ -19,6 +19,7 @@ from evaluation.outcomes import manifest_made, outcome_classify
 from sandbox import ExecResult
 from sandbox.harness import CountedTest, HarnessVerdict
 from tests.conftest import sandbox_backend_or_missing
+from tests.evaluation.conftest import ISOLATING_BACKENDS
 from tests.evaluation.test_answer_tampering import ANNOTATED, FILES, HIDDEN, LAYER_NORM, LIMITS, body, reference
 
 CORRECT = reference(LAYER_NORM)
@@ -93,7 +94,7 @@ def test_each_attack_passes_with_plain_python_and_no_guard(attack, tmp_path):
     )
 
 
-@pytest.fixture(scope="module", params=["bwrap-warm", "bwrap-cold", "docker-warm", "docker-cold"])
+@pytest.fixture(scope="module", params=[f"{name}-{mode}" for name in ISOLATING_BACKENDS for mode in ("warm", "cold")])
 def session(request, sandbox_cache):
     name, mode = request.param.split("-")
     backend = sandbox_backend_or_missing(name, sandbox_cache)

@@ -27,6 +27,7 @@ from benchmarks.services import environment_hash
 from sandbox import ExecResult, Limits, Session
 from sandbox.harness import HarnessVerdict, harness_command, harness_files, harness_verdict, nonce_new
 from tests.conftest import sandbox_backend_or_missing
+from tests.evaluation.conftest import ISOLATING_BACKENDS
 
 MB = 1024 * 1024
 LIMITS = Limits(wall_seconds=10, memory_bytes=512 * MB, processes=64, cpus=1.0, output_bytes=1 * MB, disk_bytes=64 * MB)
@@ -122,7 +123,7 @@ class Forking(Session):
         return result
 
 
-@pytest.fixture(scope="session", params=["bwrap", "docker", "bwrap-fork", "docker-fork"])
+@pytest.fixture(scope="session", params=[*ISOLATING_BACKENDS, *(f"{name}-fork" for name in ISOLATING_BACKENDS)])
 def sandbox(request, sandbox_cache) -> Session:
     """One session per backend for the whole test session: cold (an environment without requirements, whose items
     start a fresh sandbox each) and in forks of the fork server (numpy)."""
