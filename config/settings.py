@@ -260,6 +260,9 @@ USER_ITEMS_IN_FLIGHT = env.int("USER_ITEMS_IN_FLIGHT", default=16)
 # An agent run's share instead: its items wait on the model between tool calls, so a worker's llm slots, not its
 # cores, bound how many make progress at once. A user's runs still stay within USER_ITEMS_IN_FLIGHT together.
 AGENT_ITEMS_IN_FLIGHT = env.int("AGENT_ITEMS_IN_FLIGHT", default=32)
+# A run that got no slot and made no progress for this long (seconds) gets one slot before the shortest-first rule
+# shares the rest, so a stream of small runs never starves a big one (services.shares_plan).
+RUN_STARVED_SECONDS = env.int("RUN_STARVED_SECONDS", default=120)
 RUN_FEED_SECONDS = env.int("RUN_FEED_SECONDS", default=5)
 # A release's downloads are built by a worker after publishing; a failed build is tried again after this many seconds
 # (three times) before the release's page says it failed.

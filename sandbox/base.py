@@ -86,7 +86,8 @@ class Session:
 class SandboxBackend:
     """The contract of a way to run untrusted code: subclasses set `name` and implement `available`,
     `environment_build`, `environment_remove` and `session_open`. Every backend passes the conformance suite
-    (tests/evaluation/test_backend_conformance.py); the isolating ones also the attack suite (test_sandbox_attacks.py)."""
+    (tests/evaluation/test_backend_conformance.py); the isolating ones also the attack suite
+    (test_sandbox_attacks.py)."""
 
     name: ClassVar[str]
     # True for backends that isolate nothing; they warn on every use.

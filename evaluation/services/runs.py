@@ -293,6 +293,7 @@ class RunLoad:
     done: int = 0
     priority: int = 0
     created_at: datetime | None = None
+    last_progress_at: datetime | None = None  # its last item's end (or its start)
 
 
 def run_owner(run: EvaluationRun) -> str:
@@ -303,14 +304,18 @@ def run_owner(run: EvaluationRun) -> str:
     return "platform" if run.created_by_id is None else f"user:{run.created_by_id}"
 
 
-def shares_plan(runs: list[RunLoad], *, slots: int) -> dict[int, int]:
+def shares_plan(
+    runs: list[RunLoad], *, slots: int, now: datetime | None = None, starved_after: float | None = None
+) -> dict[int, int]:
     """How many items of each run to queue into the free ones of `slots`, one slot at a time. The owner with the
     least left to do over its runs (shortest remaining first) takes every slot its runs' shares allow when that is at
     most half of what any other owner has left, else up to half the slots; every other slot goes to the owner with the
     fewest items in flight (per 1 + the priority of its runs), ties to the one whose runs did the fewest items so
     far, then to the least left to do. Within an owner, its run
     with the least left to do (higher priority first). So a person with one small run, whatever other people's runs
-    wait, has the workers to itself, and owners with loads alike share them."""
+    wait, has the workers to itself, and owners with loads alike share them. Since a stream of small runs could then
+    hold every slot for ever, an owner with nothing in flight whose runs made no progress for `starved_after`
+    seconds (at `now`) first gets one slot, the longest waiting first: every run progresses, however busy."""
     plan: dict[int, int] = {}
     owners: dict[str, list[RunLoad]] = {}
     for run in runs:
@@ -330,7 +335,11 @@ def shares_plan(runs: list[RunLoad], *, slots: int) -> dict[int, int]:
         weight = 1 + max(r.priority for r in feedable(owner))
         return (in_flight(owner) / weight, sum(r.done for r in owners[owner]), *left(owner))
 
-    for _ in range(max(0, slots - sum(run.in_flight for run in runs))):
+    free = max(0, slots - sum(run.in_flight for run in runs))
+    for owner in _starved_owners(owners, now=now, starved_after=starved_after)[:free]:
+        run = min(feedable(owner), key=lambda r: (-r.priority, r.remaining, _created(r), r.pk))
+        plan[run.pk] = 1
+    for _ in range(free - len(plan)):
         open_owners = [owner for owner in owners if feedable(owner)]
         if not open_owners:
             break
@@ -342,6 +351,23 @@ def shares_plan(runs: list[RunLoad], *, slots: int) -> dict[int, int]:
         run = min(feedable(owner), key=lambda r: (-r.priority, r.remaining, _created(r), r.pk))
         plan[run.pk] = plan.get(run.pk, 0) + 1
     return plan
+
+
+def _starved_owners(
+    owners: dict[str, list[RunLoad]], *, now: datetime | None, starved_after: float | None
+) -> list[str]:
+    """The owners with nothing in flight, an item to feed and no progress of any run for `starved_after` seconds,
+    the longest waiting first."""
+    if now is None or starved_after is None:
+        return []
+    waited: dict[str, float] = {}
+    for owner, runs in owners.items():
+        if any(r.in_flight for r in runs) or not any(r.unfed and r.cap for r in runs):
+            continue
+        last = max((r.last_progress_at or r.created_at or now) for r in runs)
+        if (now - last).total_seconds() >= starved_after:
+            waited[owner] = (now - last).total_seconds()
+    return sorted(waited, key=lambda owner: (-waited[owner], owner))
 
 
 def _created(run: RunLoad) -> float:
@@ -388,6 +414,7 @@ def runs_share_feed() -> dict[int, int]:
                 "done_items",
                 "total_items",
                 "created_at",
+                "last_progress_at",
                 "mode",
                 "model",
                 "model__kind",
@@ -404,13 +431,15 @@ def runs_share_feed() -> dict[int, int]:
                 done=r.done_items,
                 priority=max(0, r.priority),
                 created_at=r.created_at,
+                last_progress_at=r.last_progress_at,
             )
             for r in rows
         ]
         slots = slots_for_runs()
         if sum(load.in_flight for load in loads) >= slots:
             slots += _gpu_items_waiting()
-        for pk, count in shares_plan(loads, slots=slots).items():
+        plan = shares_plan(loads, slots=slots, now=timezone.now(), starved_after=settings.RUN_STARVED_SECONDS)
+        for pk, count in plan.items():
             locked = _run_locked(pk, skip_locked=False)
             if locked is not None:
                 batches.append((locked, _run_batch(locked, count)))

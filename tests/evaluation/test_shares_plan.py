@@ -135,3 +135,34 @@ def test_nothing_is_planned_without_a_free_slot_or_an_item_to_feed():
     assert shares_plan([load(1, "user:a", in_flight=1)], slots=1) == {}
     assert shares_plan([load(1, "user:a", unfed=0, remaining=3)], slots=3) == {}
     assert shares_plan([load(1, "user:a", unfed=2)], slots=5) == {1: 2}
+
+
+def test_a_run_starved_by_a_stream_of_small_runs_gets_a_slot_once_it_waited_long_enough():
+    """Small runs of new people arriving without end each have much less left than the big run, so shortest first
+    alone gives them every slot for ever; after `starved_after` seconds with nothing in flight the big run gets one."""
+
+    def big_progress(starved_after: float | None) -> int:
+        big = load(1, "user:big", unfed=600, created_at=T0, last_progress_at=T0)
+        done = 0
+        for tick in range(1, 301):
+            now = T0 + timedelta(seconds=tick)
+            small = [load(100 + tick + k, f"user:new{tick}-{k}", unfed=5, created_at=now) for k in range(2)]
+            plan = shares_plan([big, *small], slots=2, now=now, starved_after=starved_after)
+            if plan.get(1):
+                done += plan[1]
+                big = load(1, "user:big", unfed=600 - done, created_at=T0, last_progress_at=now)
+        return done
+
+    assert big_progress(None) == 0, "unaged, the big run never gets a slot"
+    assert big_progress(60) == 5, "aged: one slot each time it waited 60 s (at 60, 120, 180, 240 and 300 s)"
+
+
+def test_a_run_with_items_in_flight_or_recent_progress_is_not_starved():
+    now = T0 + timedelta(seconds=1000)
+    small = load(2, "user:small", unfed=5, created_at=now)
+    recent = load(1, "user:big", unfed=600, created_at=T0, last_progress_at=now - timedelta(seconds=30))
+    assert shares_plan([recent, small], slots=2, now=now, starved_after=60) == {2: 2}
+    busy = load(1, "user:big", in_flight=1, unfed=600, created_at=T0, last_progress_at=T0)
+    assert shares_plan([busy, small], slots=3, now=now, starved_after=60) == {2: 2}
+    waited = load(1, "user:big", unfed=600, created_at=T0, last_progress_at=T0)
+    assert shares_plan([waited, small], slots=2, now=now, starved_after=60) == {1: 1, 2: 1}
