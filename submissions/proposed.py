@@ -13,13 +13,14 @@ import io
 import zipfile
 from importlib import resources
 
+from benchmarks.paper2code.hidden import RECORDED_FOLDER
 from benchmarks.selectors import blob_read
 from common.errors import ApplicationError
 from sandbox import programs
 from submissions.models import Revision
 
 TEST_FILE = "paper2code_replay_test.py"
-FOLDER = "rcb_replay"
+FOLDER = RECORDED_FOLDER  # its inputs/ and outputs/ are hidden files of a package holding them
 
 TEST_SOURCE = '''"""Replay tests proposed by the platform for {paper} (revision r{number}): each call of a function
 holding a snippet, as the reference made it while {source} ran, is replayed on the recorded inputs
