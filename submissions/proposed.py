@@ -16,6 +16,7 @@ from importlib import resources
 from benchmarks.paper2code.hidden import RECORDED_FOLDER
 from benchmarks.selectors import blob_read
 from common.errors import ApplicationError
+from evaluation.judging.sealed import Tolerance
 from sandbox import programs
 from submissions.models import Revision
 
@@ -128,6 +129,13 @@ def dtype_tolerances(*, rtol: float, atol: float) -> dict[str, tuple[float, floa
     return tolerances
 
 
+def proposed_tolerance(recording: dict) -> Tolerance:
+    """The tolerance the proposed tests made from `recording` compare with: its RTOL and ATOL, and the TOLERANCES
+    table per dtype. The one rule for the file's table and for validation's count of what the proposed tests kill."""
+    rtol, atol = float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"])
+    return Tolerance(rtol, atol, dtype_tolerances(rtol=rtol, atol=atol))
+
+
 def _file_key(key: str) -> str:
     return key.replace("/", "__").replace(":", "--")
 
@@ -170,8 +178,8 @@ def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> byte
         .read_text(encoding="utf-8")
         .replace("from sandbox.programs import snapshot", "from rcb_replay import snapshot")
     )
-    rtol, atol = float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"])
-    tolerances = dtype_tolerances(rtol=rtol, atol=atol)
+    tolerance = proposed_tolerance(recording)
+    rtol, atol, tolerances = tolerance.rtol, tolerance.atol, tolerance.by_dtype or {}
     test = TEST_SOURCE.format(
         paper=revision.metadata.get("id", revision.submission.title),
         number=revision.number,

@@ -806,7 +806,9 @@ def mutation_text(result: dict) -> str:
     proposed = result.get("proposed")
     if proposed and proposed.get("score") is not None:
         lines.append(
-            f"the proposed replay tests kill {proposed['killed']} of {counted} (score {proposed['score']:.0%})"
+            f"the proposed replay tests kill {proposed['killed']} of {counted} (score {proposed['score']:.0%}, "
+            "within the tolerances their file states per dtype)"
         )
         lines += [f"only your tests kill: {diff}" for diff in proposed["only_tests"]]
+        lines += [f"only the proposed tests kill: {diff}" for diff in proposed.get("only_proposed", [])]
     return "\n".join(lines)
