@@ -23,7 +23,7 @@ from submissions.models import Revision
 TEST_FILE = "paper2code_replay_test.py"
 FOLDER = RECORDED_FOLDER  # its inputs/ and outputs/ are hidden files of a package holding them
 
-TEST_SOURCE = '''"""Replay tests proposed by the platform for {paper} (revision r{number}): each call of a function
+TEST_SOURCE = '''"""Replay tests proposed by the platform for {paper}: each call of a function
 holding a snippet, as the reference made it while {source} ran, is replayed on the recorded inputs
 (rcb_replay/inputs/) and compared with what the reference returned and left in its arguments (rcb_replay/outputs/).
 
@@ -150,6 +150,12 @@ def _sealed(recording: dict) -> list[dict]:
     return [t for t in recording.get("targets", {}).values() if t.get("sealed")]
 
 
+def tests_proposed_from(*, revision: Revision) -> str:
+    """The example script whose proposed tests became the revision's tests (it had none of its own), else ''."""
+    example = _recording(revision, "example")
+    return str(example.get("script", "")) if example.get("tests_made") else ""
+
+
 def proposed_tests_sources(*, revision: Revision) -> list[str]:
     """The runs of the revision whose recorded calls make proposed tests: "tests", "example" or both."""
     return [source for source in SOURCES if _sealed(_recording(revision, source))]
@@ -158,19 +164,32 @@ def proposed_tests_sources(*, revision: Revision) -> list[str]:
 def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> bytes:
     """The zip of the revision's proposed replay tests made from the recording of its tests' run, or (`source`
     "example") of its example script's; ApplicationError when that run recorded no function to replay."""
-    from evaluation.judging.sealed import SNAPSHOT_CAPS
-
     if source not in SOURCES:
         raise ApplicationError(f"proposed tests come from {' or '.join(SOURCES)}, not {source!r}")
     recording = _recording(revision, source)
-    sealed = _sealed(recording)
-    script = recording.get("script", "")
-    if not sealed:
+    if not _sealed(recording):
+        script = recording.get("script", "")
         ran = f"its example script {script}" if source == "example" and script else f"its {source}"
         raise ApplicationError(
             f"revision r{revision.number} has no recorded calls of {ran} to replay: validation records them when "
             "that run calls a snippet's function with plain arguments"
         )
+    paper = f"{revision.metadata.get('id', revision.submission.title)} (revision r{revision.number})"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in proposed_tests_files(recording=recording, paper=paper).items():
+            archive.writestr(path, data)
+    return buffer.getvalue()
+
+
+def proposed_tests_files(*, recording: dict, paper: str, test_file: str = TEST_FILE) -> dict[str, bytes]:
+    """The proposed replay tests of a recording (the tests' run's, or an example script's: its "script" names it),
+    as files of the package's folder: `test_file` and, beside it, the rcb_replay/ folder. `paper` names the package
+    in the file's first line. Only the sealed functions are replayed (none: the file has no call to replay)."""
+    from evaluation.judging.sealed import SNAPSHOT_CAPS
+
+    sealed = _sealed(recording)
+    script = recording.get("script", "")
     targets = [{"key": t["key"], "file": t["file"], "qualname": t["qualname"]} for t in sealed]
     compare_source = (
         resources.files("evaluation.judging")
@@ -181,10 +200,9 @@ def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> byte
     tolerance = proposed_tolerance(recording)
     rtol, atol, tolerances = tolerance.rtol, tolerance.atol, tolerance.by_dtype or {}
     test = TEST_SOURCE.format(
-        paper=revision.metadata.get("id", revision.submission.title),
-        number=revision.number,
-        source=f"the example script {script}" if source == "example" else "its tests",
-        test_file=TEST_FILE,
+        paper=paper,
+        source=f"the example script {script}" if script else "its tests",
+        test_file=test_file,
         rtol=rtol,
         atol=atol,
         float64_rtol=FLOAT64_MOST[0],
@@ -193,14 +211,14 @@ def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> byte
         caps=dict(SNAPSHOT_CAPS),
         targets=targets,
     )
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(TEST_FILE, test)
-        archive.writestr(f"{FOLDER}/__init__.py", "")
-        archive.writestr(f"{FOLDER}/snapshot.py", resources.files(programs).joinpath("snapshot.py").read_text())
-        archive.writestr(f"{FOLDER}/compare.py", compare_source)
-        for target in sealed:
-            name = _file_key(target["key"]) + ".json"
-            archive.writestr(f"{FOLDER}/inputs/{name}", blob_read(sha256=target["inputs"]))
-            archive.writestr(f"{FOLDER}/outputs/{name}", blob_read(sha256=target["outputs"]))
-    return buffer.getvalue()
+    files = {
+        test_file: test.encode("utf-8"),
+        f"{FOLDER}/__init__.py": b"",
+        f"{FOLDER}/snapshot.py": resources.files(programs).joinpath("snapshot.py").read_bytes(),
+        f"{FOLDER}/compare.py": compare_source.encode("utf-8"),
+    }
+    for target in sealed:
+        name = _file_key(target["key"]) + ".json"
+        files[f"{FOLDER}/inputs/{name}"] = blob_read(sha256=target["inputs"])
+        files[f"{FOLDER}/outputs/{name}"] = blob_read(sha256=target["outputs"])
+    return files
