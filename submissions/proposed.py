@@ -113,6 +113,9 @@ if __name__ == "__main__":
 # The recording of an example script's run, kept in the revision's recording under this key (submissions/validation.py).
 EXAMPLE_RECORDING = "example"
 SOURCES = ("tests", "example")
+# The key of a revision's `source` (where its code came from) naming the example script its tests were proposed from,
+# when validation made them its tests (submissions/tasks.py): kept with the revision, whatever validates it again.
+TESTS_PROPOSED_FROM = "tests_proposed_from"
 # The least tolerance of each low-precision dtype (torch.testing.assert_close's defaults: its resolution), and the most
 # of float64 (16 digits: a reordering of float64 operations stays far within it).
 LOW_PRECISION_LEAST = {"bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5)}
@@ -152,8 +155,7 @@ def _sealed(recording: dict) -> list[dict]:
 
 def tests_proposed_from(*, revision: Revision) -> str:
     """The example script whose proposed tests became the revision's tests (it had none of its own), else ''."""
-    example = _recording(revision, "example")
-    return str(example.get("script", "")) if example.get("tests_made") else ""
+    return str((revision.source or {}).get(TESTS_PROPOSED_FROM) or "")
 
 
 def proposed_tests_sources(*, revision: Revision) -> list[str]:

@@ -19,6 +19,7 @@ from operations.watchdog import database_outage_outlasted
 from sandbox import SandboxError
 from submissions import answers, services, validation
 from submissions.models import Revision, SetValidationPaper, TriedAnswer, ValidationCheck, ValidationReport
+from submissions.proposed import TESTS_PROPOSED_FROM
 from submissions.validation import sandbox_checks
 
 logger = logging.getLogger(__name__)
@@ -205,7 +206,10 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
             Revision.objects.filter(pk=report.revision_id).update(recording=check.recording)
         if check.tests_made is not None:  # the proposed tests became its tests: acceptance keeps them with its files
             revision = report.revision
-            Revision.objects.filter(pk=revision.pk).update(files={**revision.files, **check.tests_made})
+            Revision.objects.filter(pk=revision.pk).update(
+                files={**revision.files, **check.tests_made},
+                source={**revision.source, TESTS_PROPOSED_FROM: example_script_of(revision)},
+            )
         _set(report, check.key, check.status, check.detail, check.duration, check.result, check.warning)
         if check.blocks:
             ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(

@@ -670,7 +670,7 @@ def tests_from_example(
         return replace(checked, blocks=blocks)
     if not (checked.result or {}).get("recorded"):
         return replace(checked, status=Status.FAILED, blocks=blocks, warning="")
-    recording = {**(checked.recording or {}), "tests_made": test_entry_point}
+    recording = checked.recording or {}
     made = proposed_tests_files(recording=recording, paper=paper, test_file=test_entry_point)
     stored = {path: blob_store(content=data).sha256 for path, data in made.items()}
     return replace(

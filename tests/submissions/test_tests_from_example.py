@@ -106,6 +106,7 @@ def test_the_tests_proposed_from_the_example_script_become_the_packages_tests(
     test_source = blob_read(sha256=revision.files["paper2code_test.py"]).decode()
     assert "while the example script example.py ran" in test_source and "TOLERANCES = {" in test_source
     assert any(path.startswith("rcb_replay/outputs/") for path in revision.files)
+    assert revision.source["tests_proposed_from"] == "example.py"  # with where its code came from
 
     # The author's page and the review page say the tests are proposed ones.
     client.force_login(author)
@@ -115,6 +116,7 @@ def test_the_tests_proposed_from_the_example_script_become_the_packages_tests(
     reviewer.force_login(maintainer)
     review = reviewer.get(reverse("review-detail", args=[draft.pk])).content.decode()
     assert 'data-testid="tests-proposed"' in review
+    assert "its tests are proposed ones, made by validation from the example script example.py" in page_text(review)
 
     # Accepted, the task runs them, and their recorded calls are hidden from answers as its tests are.
     task = services.submission_accept(submission=draft, actor=maintainer, reason="tests proposed, read and kept")
