@@ -12,7 +12,7 @@ from django.conf import settings
 
 from benchmarks.models import Snippet, Task
 from benchmarks.paper2code import AnnotatedFile, parse
-from benchmarks.paper2code.hidden import REFERENCE_COPY_MIN_LOC, reference_copies
+from benchmarks.paper2code.hidden import REFERENCE_COPY_MIN_LOC, recorded_calls, reference_copies
 from benchmarks.paper2code.markers import count_loc
 from benchmarks.selectors import blob_read
 from sandbox.base import SandboxError
@@ -63,8 +63,9 @@ def _task_annotated(task_id: int, content_hash: str, path: str) -> AnnotatedFile
 
 
 def task_hidden_files(task: Task) -> frozenset[str]:
-    """Paths of the task's hidden files: the test entry point and every text file holding a copy of reference code,
-    compared without whitespace (a copy with other line ends or indentation is a copy)."""
+    """Paths of the task's hidden files: the test entry point, every text file holding a copy of reference code,
+    compared without whitespace (a copy with other line ends or indentation is a copy), and the reference's recorded
+    calls (its proposed tests' inputs and outputs)."""
     return _task_hidden_files(task.pk, task.content_hash)
 
 
@@ -87,8 +88,8 @@ def _task_hidden_files(task_id: int, content_hash: str) -> frozenset[str]:
 def hidden_files(
     files: dict[str, bytes], *, visible: set[str], references: list[str], entry_point: str
 ) -> frozenset[str]:
-    """The test entry point and every file outside `visible` holding a copy of a reference body (paper2code.hidden's
-    rule): for a task, and for a package under validation."""
+    """The test entry point, every file outside `visible` holding a copy of a reference body, and every file of the
+    reference's recorded calls (paper2code.hidden's rule): for a task, and for a package under validation."""
     long_enough = {str(n): code for n, code in enumerate(references) if count_loc(code) >= REFERENCE_COPY_MIN_LOC}
-    copies = reference_copies({path: data for path, data in files.items() if path not in visible}, long_enough)
-    return frozenset({entry_point, *copies})
+    outside = {path: data for path, data in files.items() if path not in visible}
+    return frozenset({entry_point, *reference_copies(outside, long_enough), *recorded_calls(outside)})

@@ -24,6 +24,7 @@ from evaluation.executor import ItemRun
 from evaluation.judging.sealed import Replay, answer_replay, snippet_key, snippet_sealing
 from evaluation.taskfiles import blob_cached
 from sandbox.harness import answer_span
+from submissions.proposed import proposed_tolerance
 
 KILLED, SURVIVED, EQUIVALENT = "killed", "survived", "equivalent"
 BY_REPLAY, BY_TESTS = "replay", "tests"
@@ -47,6 +48,7 @@ class MutantOutcome:
     detail: str = ""
     timed_out: bool = False  # its replay or its tests ran past the mutant's time limit
     tested: bool = False  # the paper's tests ran for it
+    proposed: bool | None = None  # the proposed replay tests (their per-dtype tolerances) kill it; None: not replayed
 
     def as_dict(self) -> dict:
         return {
@@ -55,6 +57,7 @@ class MutantOutcome:
             "by": self.by,
             "detail": self.detail[:300],
             "timed_out": self.timed_out,
+            "proposed": self.proposed,
         }
 
 
@@ -63,19 +66,25 @@ def mutant_judge(
 ) -> MutantOutcome:
     """Judge one mutant: `replay` (None: the snippet has no recording) replays it on its snippet's recorded calls,
     `test` runs the paper's tests with it spliced in, stopping at the first failure."""
-    agrees = False
+    agrees, proposed = False, None
     if replay is not None:
         replayed = replay(mutant)
+        proposed = None if replayed.also_difference is None else bool(replayed.also_difference)
         if replayed.sealed and replayed.difference:
-            return MutantOutcome(mutant, KILLED, BY_REPLAY, replayed.difference, timed_out=replayed.timed_out)
+            return MutantOutcome(
+                mutant, KILLED, BY_REPLAY, replayed.difference, timed_out=replayed.timed_out, proposed=proposed
+            )
         agrees = replayed.agrees
     run = test(mutant)
     if run.verdict.status != "passed":
         timed_out = run.verdict.category == "timeout"
-        return MutantOutcome(mutant, KILLED, BY_TESTS, run.verdict.category, timed_out=timed_out, tested=True)
+        return MutantOutcome(
+            mutant, KILLED, BY_TESTS, run.verdict.category, timed_out=timed_out, tested=True, proposed=proposed
+        )
     if agrees:
-        return MutantOutcome(mutant, EQUIVALENT, detail="agrees on every recorded call; the tests pass", tested=True)
-    return MutantOutcome(mutant, SURVIVED, tested=True)
+        detail = "agrees on every recorded call; the tests pass"
+        return MutantOutcome(mutant, EQUIVALENT, detail=detail, tested=True, proposed=proposed)
+    return MutantOutcome(mutant, SURVIVED, tested=True, proposed=proposed)
 
 
 def mutants_judge(
@@ -132,16 +141,19 @@ def mutation_result(outcomes: Iterable[MutantOutcome], **settings) -> dict:
 
 
 def proposed_kills(result: dict, *, sealed: bool) -> dict | None:
-    """What the proposed replay tests (submissions/proposed.py, which judge a body as the replay does) kill of a
-    snippet's mutants: those the replay killed, beside the mutants only the author's tests tell apart. A mutant the
-    replay kills never runs the tests, so which of those the tests would also kill is not known. None: unsealed."""
+    """What the proposed replay tests (submissions/proposed.py) kill of a snippet's counted mutants: those whose
+    replay differs within the proposed tests' own tolerances (their per-dtype table, `proposed_tolerance`), beside
+    the mutants only the author's tests kill and those only the proposed tests kill. A mutant the replay kills never
+    runs the tests, so which of those the tests would also kill is not known. None: unsealed."""
     if not sealed:
         return None
-    killed = result["killed_by"][BY_REPLAY]
+    counted = [m for m in result["mutants"] if m["outcome"] != EQUIVALENT]
+    killed = sum(bool(m.get("proposed")) for m in counted)
     return {
         "killed": killed,
         "score": killed / result["counted"] if result["counted"] else None,
-        "only_tests": [m["diff"] for m in result["mutants"] if m["outcome"] == KILLED and m["by"] == BY_TESTS],
+        "only_tests": [m["diff"] for m in counted if m["outcome"] == KILLED and not m.get("proposed")],
+        "only_proposed": [m["diff"] for m in counted if m["outcome"] != KILLED and m.get("proposed")],
     }
 
 
@@ -175,6 +187,7 @@ def mutant_replayer(
             limits=limits,
             load=load,
             answer=answer_span(marked.start_line, mutant.body),
+            also=proposed_tolerance(recording),
         )
 
     return replay

@@ -18,6 +18,7 @@ from benchmarks.paper2code.pset import (
     example_script_problem,
     read_pset_with_warnings,
     requirements_file,
+    tests_missing_problem,
 )
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.selectors import blob_read
@@ -46,9 +47,9 @@ def draft_problems(draft: dict) -> list[str]:
     missing = [p for p in [*annotated, *(draft.get("context_paths") or [])] if p not in files]
     if missing:
         problems.append(f"files not in the code: {', '.join(missing)}")
-    if TEST_ENTRY_POINT not in files:
-        problems.append(f"the code has no {TEST_ENTRY_POINT}, the test entry point every task runs (step 3)")
     script = metadata.get(EXAMPLE_SCRIPT_KEY)
+    if missing_tests := tests_missing_problem(files, example_script=str(script or ""), tests_proposed=True):
+        problems.append(f"the code has no tests: {missing_tests} (steps 3 and 4)")
     if script and (problem := example_script_problem(str(script), files, annotated)):
         problems.append(f"the example script {script} {problem} (step 4)")
     refused = draft_context_refusals(
@@ -96,7 +97,7 @@ def pset_archive_package(files: dict[str, bytes]) -> PaperPackage | None:
         for path, data in files.items():
             (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
             (Path(tmp) / path).write_bytes(data)
-        packages, _ = read_pset_with_warnings(tmp)
+        packages, _ = read_pset_with_warnings(tmp, tests_proposed=True)
     if len(packages) != 1:
         raise PackageError([Problem("papers.yaml", 0, f"a submission holds one paper; this lists {len(packages)}")])
     return packages[0]
@@ -197,12 +198,19 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
         )
     requirements = requirements_file(stored)
     steps.append(("Requirements", f"from {requirements}" if requirements else "no requirements file found"))
+    script = (whole.extra.get(EXAMPLE_SCRIPT_KEY) if whole else None) or (draft.get("metadata") or {}).get(
+        EXAMPLE_SCRIPT_KEY
+    )
     steps.append(
         (
             "Test entry point",
             f"{TEST_ENTRY_POINT} found"
             if TEST_ENTRY_POINT in stored
-            else f"{TEST_ENTRY_POINT} is missing: every task runs it",
+            else f"{TEST_ENTRY_POINT} is missing: validation proposes tests from the example script {script} and "
+            "they become your tests"
+            if script
+            else f"{TEST_ENTRY_POINT} is missing: every task runs it; write it, or name an example script in step 4 "
+            "and validation proposes tests from it",
         )
     )
     summary["markers"] = markers_detected(stored)

@@ -13,15 +13,17 @@ import io
 import zipfile
 from importlib import resources
 
+from benchmarks.paper2code.hidden import RECORDED_FOLDER
 from benchmarks.selectors import blob_read
 from common.errors import ApplicationError
+from evaluation.judging.sealed import Tolerance
 from sandbox import programs
 from submissions.models import Revision
 
 TEST_FILE = "paper2code_replay_test.py"
-FOLDER = "rcb_replay"
+FOLDER = RECORDED_FOLDER  # its inputs/ and outputs/ are hidden files of a package holding them
 
-TEST_SOURCE = '''"""Replay tests proposed by the platform for {paper} (revision r{number}): each call of a function
+TEST_SOURCE = '''"""Replay tests proposed by the platform for {paper}: each call of a function
 holding a snippet, as the reference made it while {source} ran, is replayed on the recorded inputs
 (rcb_replay/inputs/) and compared with what the reference returned and left in its arguments (rcb_replay/outputs/).
 
@@ -111,6 +113,9 @@ if __name__ == "__main__":
 # The recording of an example script's run, kept in the revision's recording under this key (submissions/validation.py).
 EXAMPLE_RECORDING = "example"
 SOURCES = ("tests", "example")
+# The key of a revision's `source` (where its code came from) naming the example script its tests were proposed from,
+# when validation made them its tests (submissions/tasks.py): kept with the revision, whatever validates it again.
+TESTS_PROPOSED_FROM = "tests_proposed_from"
 # The least tolerance of each low-precision dtype (torch.testing.assert_close's defaults: its resolution), and the most
 # of float64 (16 digits: a reordering of float64 operations stays far within it).
 LOW_PRECISION_LEAST = {"bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5)}
@@ -127,6 +132,13 @@ def dtype_tolerances(*, rtol: float, atol: float) -> dict[str, tuple[float, floa
     return tolerances
 
 
+def proposed_tolerance(recording: dict) -> Tolerance:
+    """The tolerance the proposed tests made from `recording` compare with: its RTOL and ATOL, and the TOLERANCES
+    table per dtype. The one rule for the file's table and for validation's count of what the proposed tests kill."""
+    rtol, atol = float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"])
+    return Tolerance(rtol, atol, dtype_tolerances(rtol=rtol, atol=atol))
+
+
 def _file_key(key: str) -> str:
     return key.replace("/", "__").replace(":", "--")
 
@@ -141,6 +153,11 @@ def _sealed(recording: dict) -> list[dict]:
     return [t for t in recording.get("targets", {}).values() if t.get("sealed")]
 
 
+def tests_proposed_from(*, revision: Revision) -> str:
+    """The example script whose proposed tests became the revision's tests (it had none of its own), else ''."""
+    return str((revision.source or {}).get(TESTS_PROPOSED_FROM) or "")
+
+
 def proposed_tests_sources(*, revision: Revision) -> list[str]:
     """The runs of the revision whose recorded calls make proposed tests: "tests", "example" or both."""
     return [source for source in SOURCES if _sealed(_recording(revision, source))]
@@ -149,19 +166,32 @@ def proposed_tests_sources(*, revision: Revision) -> list[str]:
 def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> bytes:
     """The zip of the revision's proposed replay tests made from the recording of its tests' run, or (`source`
     "example") of its example script's; ApplicationError when that run recorded no function to replay."""
-    from evaluation.judging.sealed import SNAPSHOT_CAPS
-
     if source not in SOURCES:
         raise ApplicationError(f"proposed tests come from {' or '.join(SOURCES)}, not {source!r}")
     recording = _recording(revision, source)
-    sealed = _sealed(recording)
-    script = recording.get("script", "")
-    if not sealed:
+    if not _sealed(recording):
+        script = recording.get("script", "")
         ran = f"its example script {script}" if source == "example" and script else f"its {source}"
         raise ApplicationError(
             f"revision r{revision.number} has no recorded calls of {ran} to replay: validation records them when "
             "that run calls a snippet's function with plain arguments"
         )
+    paper = f"{revision.metadata.get('id', revision.submission.title)} (revision r{revision.number})"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in proposed_tests_files(recording=recording, paper=paper).items():
+            archive.writestr(path, data)
+    return buffer.getvalue()
+
+
+def proposed_tests_files(*, recording: dict, paper: str, test_file: str = TEST_FILE) -> dict[str, bytes]:
+    """The proposed replay tests of a recording (the tests' run's, or an example script's: its "script" names it),
+    as files of the package's folder: `test_file` and, beside it, the rcb_replay/ folder. `paper` names the package
+    in the file's first line. Only the sealed functions are replayed (none: the file has no call to replay)."""
+    from evaluation.judging.sealed import SNAPSHOT_CAPS
+
+    sealed = _sealed(recording)
+    script = recording.get("script", "")
     targets = [{"key": t["key"], "file": t["file"], "qualname": t["qualname"]} for t in sealed]
     compare_source = (
         resources.files("evaluation.judging")
@@ -169,13 +199,12 @@ def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> byte
         .read_text(encoding="utf-8")
         .replace("from sandbox.programs import snapshot", "from rcb_replay import snapshot")
     )
-    rtol, atol = float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"])
-    tolerances = dtype_tolerances(rtol=rtol, atol=atol)
+    tolerance = proposed_tolerance(recording)
+    rtol, atol, tolerances = tolerance.rtol, tolerance.atol, tolerance.by_dtype or {}
     test = TEST_SOURCE.format(
-        paper=revision.metadata.get("id", revision.submission.title),
-        number=revision.number,
-        source=f"the example script {script}" if source == "example" else "its tests",
-        test_file=TEST_FILE,
+        paper=paper,
+        source=f"the example script {script}" if script else "its tests",
+        test_file=test_file,
         rtol=rtol,
         atol=atol,
         float64_rtol=FLOAT64_MOST[0],
@@ -184,14 +213,14 @@ def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> byte
         caps=dict(SNAPSHOT_CAPS),
         targets=targets,
     )
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(TEST_FILE, test)
-        archive.writestr(f"{FOLDER}/__init__.py", "")
-        archive.writestr(f"{FOLDER}/snapshot.py", resources.files(programs).joinpath("snapshot.py").read_text())
-        archive.writestr(f"{FOLDER}/compare.py", compare_source)
-        for target in sealed:
-            name = _file_key(target["key"]) + ".json"
-            archive.writestr(f"{FOLDER}/inputs/{name}", blob_read(sha256=target["inputs"]))
-            archive.writestr(f"{FOLDER}/outputs/{name}", blob_read(sha256=target["outputs"]))
-    return buffer.getvalue()
+    files = {
+        test_file: test.encode("utf-8"),
+        f"{FOLDER}/__init__.py": b"",
+        f"{FOLDER}/snapshot.py": resources.files(programs).joinpath("snapshot.py").read_bytes(),
+        f"{FOLDER}/compare.py": compare_source.encode("utf-8"),
+    }
+    for target in sealed:
+        name = _file_key(target["key"]) + ".json"
+        files[f"{FOLDER}/inputs/{name}"] = blob_read(sha256=target["inputs"])
+        files[f"{FOLDER}/outputs/{name}"] = blob_read(sha256=target["outputs"])
+    return files

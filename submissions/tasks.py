@@ -19,6 +19,7 @@ from operations.watchdog import database_outage_outlasted
 from sandbox import SandboxError
 from submissions import answers, services, validation
 from submissions.models import Revision, SetValidationPaper, TriedAnswer, ValidationCheck, ValidationReport
+from submissions.proposed import TESTS_PROPOSED_FROM
 from submissions.validation import sandbox_checks
 
 logger = logging.getLogger(__name__)
@@ -26,20 +27,41 @@ Status = ValidationReport.Status
 MIN_PAPER_WORDS = 100
 
 
-def checks_plan(report: ValidationReport, annotated: Mapping[str, AnnotatedFile], example_script: str = "") -> None:
-    """Create every check as pending, so the page shows the whole list from the start."""
+def checks_plan(
+    report: ValidationReport,
+    annotated: Mapping[str, AnnotatedFile],
+    example_script: str = "",
+    *,
+    has_tests: bool = True,
+) -> None:
+    """Create every check as pending, so the page shows the whole list from the start. Without tests of its own
+    (`has_tests` False), the example script runs first: the tests proposed from it become the package's."""
     rows = [
         ("paper", "Paper text is present and non-trivial", "", ""),
         ("markers", "Snippet markers are valid", "", ""),
         ("requirements", "Requirements install", "", ""),
+    ]
+    if not has_tests:
+        rows.append(
+            (
+                "example",
+                f"No tests of its own: the tests proposed from the example script {example_script or '(none named)'} "
+                "become its tests",
+                "",
+                "",
+            )
+        )
+    rows.append(
         (
             "reference",
-            f"Reference passes all {settings.SUBMISSION_REFERENCE_RUNS} runs of its tests (none flaky)",
+            f"Reference passes all {settings.SUBMISSION_REFERENCE_RUNS} runs of its "
+            + ("tests" if has_tests else "proposed tests")
+            + " (none flaky)",
             "",
             "",
-        ),
-    ]
-    if example_script:
+        )
+    )
+    if example_script and has_tests:
         rows.append(("example", f"The example script {example_script} runs and its calls are recorded", "", ""))
     for path, parsed in annotated.items():
         for s in parsed.snippets:
@@ -104,7 +126,12 @@ def revision_validate(self, report_id: int) -> str:
     if report.status not in (Status.PENDING, Status.RUNNING):  # a redelivered or re-dispatched copy: done already
         return report.status
     package = package_load(report.revision)  # the very package acceptance stores as the Task
-    checks_plan(report, package.annotated, example_script_of(report.revision))
+    checks_plan(
+        report,
+        package.annotated,
+        example_script_of(report.revision),
+        has_tests=package.test_entry_point in package.files,
+    )
     ValidationReport.objects.filter(pk=report.pk).update(status=Status.RUNNING, started_at=timezone.now())
     try:
         status = _validate(report, package, report.revision.annotated_paths)
@@ -169,6 +196,7 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
         mutants=settings.SUBMISSION_MUTANTS,
         score_min=validation.mutation_score_min(),
         example_script=example_script_of(report.revision),
+        paper=f"{package.id} (revision r{report.revision.number})",
     ):
         if check.backend:
             ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)
@@ -176,6 +204,12 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
             Revision.objects.filter(pk=report.revision_id).update(test_manifest=check.manifest)
         if check.recording is not None:
             Revision.objects.filter(pk=report.revision_id).update(recording=check.recording)
+        if check.tests_made is not None:  # the proposed tests became its tests: acceptance keeps them with its files
+            revision = report.revision
+            Revision.objects.filter(pk=revision.pk).update(
+                files={**revision.files, **check.tests_made},
+                source={**revision.source, TESTS_PROPOSED_FROM: example_script_of(revision)},
+            )
         _set(report, check.key, check.status, check.detail, check.duration, check.result, check.warning)
         if check.blocks:
             ValidationCheck.objects.filter(report=report, status=Status.PENDING).update(

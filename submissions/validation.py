@@ -20,8 +20,8 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import mask, noop, splice
 from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.mutation import Mutant, mutants_generate
-from benchmarks.paper2code.pset import PaperPackage
-from benchmarks.selectors import package_load, user_is_maintainer
+from benchmarks.paper2code.pset import PaperPackage, tests_missing_problem
+from benchmarks.selectors import blob_read, package_load, user_is_maintainer
 from benchmarks.services import blob_store, environment_hash, package_store
 from common.errors import ApplicationError
 from evaluation.environments import build_failures
@@ -36,7 +36,7 @@ from sandbox import EnvironmentBuildError
 from sandbox.harness import GuardSpec
 from submissions.models import SetValidation, SetValidationPaper
 from submissions.mutants import OUTCOME_WORDS, mutant_replayer, mutants_judge, mutation_result, proposed_kills
-from submissions.proposed import EXAMPLE_RECORDING
+from submissions.proposed import EXAMPLE_RECORDING, FOLDER, proposed_tests_files
 
 Status = SetValidation.Status
 ACTIVE = [Status.PENDING, Status.RUNNING]
@@ -330,6 +330,7 @@ class CheckResult:
     result: dict | None = None  # what the check measured: the reference's runs, a snippet's mutation score
     warning: str = ""  # worth the author's attention, never a failure (a mutation score below the minimum)
     recording: dict | None = None  # with the first sealing check: the reference's recording (judging/sealed.py)
+    tests_made: dict[str, str] | None = None  # files validation added as the package's tests (path -> sha256)
 
 
 def _reference_check(runs: list[ItemRun], *, test_entry_point: str, started: float) -> CheckResult:
@@ -384,6 +385,7 @@ def sandbox_checks(
     mutants: int = 0,
     score_min: float | None = None,
     example_script: str = "",
+    paper: str = "this package",
 ) -> Iterator[CheckResult]:
     """FORMAT.md section 9 in the sandbox: the requirements install, the reference passes its tests
     SUBMISSION_REFERENCE_RUNS times (a reference passing some runs and failing others is flaky), each snippet is
@@ -391,7 +393,9 @@ def sandbox_checks(
     masked, then replaced by a no-op, makes them fail; with `mutants`, up to that many mutants of each snippet's
     reference body run as answers would, and the share the tests kill is the snippet's mutation score (a warning below
     `score_min`, never a failure). With an `example_script`, its run with the reference is recorded too (the
-    "example" check), kept in the recording for the proposed replay tests (submissions/proposed.py).
+    "example" check), kept in the recording for the proposed replay tests (submissions/proposed.py). A package with
+    no test entry point of its own runs its example script first: the tests proposed from that run become its tests
+    (`tests_from_example`), and every other check runs them; `paper` names it in their file.
 
     The one implementation for submissions and for whole problem sets (validate_pset)."""
     env_hash = environment_hash(requirements)
@@ -429,6 +433,23 @@ def sandbox_checks(
             guard=guard,
         )
 
+    example: dict | None = None
+    if test_entry_point not in files:
+        made = tests_from_example(
+            session=session,
+            files=files,
+            annotated=annotated,
+            script=example_script,
+            test_entry_point=test_entry_point,
+            paper=paper,
+            limits=limits,
+        )
+        example, made = made.recording, replace(made, recording=None)
+        yield made
+        if made.blocks or made.tests_made is None:
+            return
+        files = {**files, **{path: blob_read(sha256=digest) for path, digest in made.tests_made.items()}}
+
     started = time.monotonic()
     runs = [test(files) for _ in range(settings.SUBMISSION_REFERENCE_RUNS)]
     checked = _reference_check(runs, test_entry_point=test_entry_point, started=started)
@@ -438,8 +459,7 @@ def sandbox_checks(
     manifest = checked.manifest
 
     hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
-    example: dict | None = None
-    if example_script:
+    if example_script and example is None:
         check = example_check(
             session=session, files=files, annotated=annotated, script=example_script, hidden=hidden, limits=limits
         )
@@ -468,26 +488,7 @@ def sandbox_checks(
         limits=limits,
     )
 
-    for path, parsed in annotated.items():
-        for s in parsed.snippets:
-            for kind, text in (("masked", mask(parsed, s)), ("noop", splice(parsed, s, noop(s)))):
-                started = time.monotonic()
-                run = test({**files, path: text.encode("utf-8")})
-                if run.verdict.status == "passed":
-                    yield CheckResult(
-                        f"{kind}:{path}:{s.index}",
-                        Status.FAILED,
-                        f'the tests still pass with "{s.name}" {"masked" if kind == "masked" else "replaced by pass"}:'
-                        " they do not cover this snippet",
-                        time.monotonic() - started,
-                    )
-                else:
-                    yield CheckResult(
-                        f"{kind}:{path}:{s.index}",
-                        Status.PASSED,
-                        f"failed as it should ({run.verdict.category})",
-                        time.monotonic() - started,
-                    )
+    yield from coverage_checks(files=files, annotated=annotated, test=test)
 
     if mutants <= 0:
         return
@@ -538,6 +539,32 @@ def sandbox_checks(
                 result=result,
                 warning=warning,
             )
+
+
+def coverage_checks(
+    *, files: dict[str, bytes], annotated: Mapping[str, AnnotatedFile], test: Callable[[dict[str, bytes]], ItemRun]
+) -> Iterator[CheckResult]:
+    """Each snippet masked, then replaced by a no-op, must make the tests (`test`) fail: else they do not cover it."""
+    for path, parsed in annotated.items():
+        for s in parsed.snippets:
+            for kind, text in (("masked", mask(parsed, s)), ("noop", splice(parsed, s, noop(s)))):
+                started = time.monotonic()
+                run = test({**files, path: text.encode("utf-8")})
+                if run.verdict.status == "passed":
+                    yield CheckResult(
+                        f"{kind}:{path}:{s.index}",
+                        Status.FAILED,
+                        f'the tests still pass with "{s.name}" {"masked" if kind == "masked" else "replaced by pass"}:'
+                        " they do not cover this snippet",
+                        time.monotonic() - started,
+                    )
+                else:
+                    yield CheckResult(
+                        f"{kind}:{path}:{s.index}",
+                        Status.PASSED,
+                        f"failed as it should ({run.verdict.category})",
+                        time.monotonic() - started,
+                    )
 
 
 def package_hidden(*, files: dict[str, bytes], annotated: Mapping[str, AnnotatedFile], test_entry_point: str):
@@ -606,6 +633,55 @@ def example_check(
         result={"script": script, "recorded": [t["qualname"] for t in recorded]},
         warning=warning,
         recording=recording,
+    )
+
+
+def tests_from_example(
+    *,
+    session,
+    files: dict[str, bytes],
+    annotated: Mapping[str, AnnotatedFile],
+    script: str,
+    test_entry_point: str,
+    paper: str,
+    limits,
+) -> CheckResult:
+    """A package without tests of its own: its example script's run with the reference is recorded (`example_check`)
+    and the replay tests proposed from it (submissions/proposed.py) become its test entry point, with rcb_replay/
+    beside it (its recorded calls, hidden files). The check carries them (`tests_made`, stored) and the example
+    recording; it fails, blocking the rest, when there is no script, the script fails, or no call could be recorded."""
+    started = time.monotonic()
+    missing = tests_missing_problem(files, example_script=script or None, tests_proposed=True)
+    if missing:
+        return CheckResult("example", Status.FAILED, missing, 0.0, blocks="not run: the package has no tests to run")
+    checked = example_check(
+        session=session,
+        files=files,
+        annotated=annotated,
+        script=script,
+        hidden=package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point),
+        limits=limits,
+    )
+    blocks = (
+        f"not run: the package has no {test_entry_point} of its own, and no tests could be proposed from its example "
+        f"script {script}"
+    )
+    if checked.status != Status.PASSED:
+        return replace(checked, blocks=blocks)
+    if not (checked.result or {}).get("recorded"):
+        return replace(checked, status=Status.FAILED, blocks=blocks, warning="")
+    recording = checked.recording or {}
+    made = proposed_tests_files(recording=recording, paper=paper, test_file=test_entry_point)
+    stored = {path: blob_store(content=data).sha256 for path, data in made.items()}
+    return replace(
+        checked,
+        detail=f"{test_entry_point} was missing, so the tests proposed from your example script are the package's "
+        f"tests: {test_entry_point} and {FOLDER}/ were made from the recorded calls of python {script} (proposed "
+        f"tests, not yours; download them to read or change them).\n{checked.detail}",
+        duration=time.monotonic() - started,
+        result={**(checked.result or {}), "tests_made": sorted(stored)},
+        recording=recording,
+        tests_made=stored,
     )
 
 
@@ -806,7 +882,9 @@ def mutation_text(result: dict) -> str:
     proposed = result.get("proposed")
     if proposed and proposed.get("score") is not None:
         lines.append(
-            f"the proposed replay tests kill {proposed['killed']} of {counted} (score {proposed['score']:.0%})"
+            f"the proposed replay tests kill {proposed['killed']} of {counted} (score {proposed['score']:.0%}, "
+            "within the tolerances their file states per dtype)"
         )
         lines += [f"only your tests kill: {diff}" for diff in proposed["only_tests"]]
+        lines += [f"only the proposed tests kill: {diff}" for diff in proposed.get("only_proposed", [])]
     return "\n".join(lines)

@@ -223,6 +223,7 @@ def _try_context(revision, form=None) -> dict:
         "try_form": form,
         "proposed_tests": proposed.proposed_tests_sources(revision=revision),
         "example_script": (revision.recording or {}).get(proposed.EXAMPLE_RECORDING, {}).get("script", ""),
+        "tests_proposed_from": proposed.tests_proposed_from(revision=revision),
     }
 
 

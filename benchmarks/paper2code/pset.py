@@ -133,12 +133,18 @@ def requirements_file(paths: Iterable[str]) -> str | None:
     return next((name for name in REQUIREMENTS_NAMES if name in present), None)
 
 
-def read_pset(root: str | Path, *, shared_environment: bool = False) -> list[PaperPackage]:
+def read_pset(
+    root: str | Path, *, shared_environment: bool = False, tests_proposed: bool = False
+) -> list[PaperPackage]:
     """Every paper of the problem set at `root`, in papers.yaml order; PackageError lists every error.
 
     `shared_environment`: the set runs in one environment given beside it (a legacy set), so a paper's own
-    requirements file is one of its files like any other: kept verbatim, never read as requirements."""
-    papers, _warnings = read_pset_with_warnings(root, shared_environment=shared_environment)
+    requirements file is one of its files like any other: kept verbatim, never read as requirements.
+    `tests_proposed`: a paper without a test entry point is taken when it names an example script, whose proposed
+    tests become its tests at validation (a submission; `tests_missing_problem`)."""
+    papers, _warnings = read_pset_with_warnings(
+        root, shared_environment=shared_environment, tests_proposed=tests_proposed
+    )
     return papers
 
 
@@ -146,6 +152,7 @@ def read_pset_with_warnings(
     root: str | Path,
     *,
     shared_environment: bool = False,
+    tests_proposed: bool = False,
 ) -> tuple[list[PaperPackage], list[Problem]]:
     """Like read_pset, also returning the warnings (near-miss markers) that do not stop a set from loading."""
     root = Path(root)
@@ -160,7 +167,9 @@ def read_pset_with_warnings(
             problems.append(Problem(PAPERS_YAML, entry.line, message))
             continue
         seen[paper_id] = entry.line
-        paper, paper_problems = _paper_read(root, entry, shared_environment=shared_environment)
+        paper, paper_problems = _paper_read(
+            root, entry, shared_environment=shared_environment, tests_proposed=tests_proposed
+        )
         problems += [p for p in paper_problems if p.severity == "error"]
         warnings += [p for p in paper_problems if p.severity == "warning"]
         if paper is not None:
@@ -323,7 +332,9 @@ def _value_lines(mapping: yaml.MappingNode) -> tuple[dict[str, int | list[int]],
     return lines, duplicates
 
 
-def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple[PaperPackage | None, list[Problem]]:
+def _paper_read(
+    root: Path, entry: _Entry, *, shared_environment: bool, tests_proposed: bool = False
+) -> tuple[PaperPackage | None, list[Problem]]:
     """One paper's package, or None with the problems (errors and warnings) that keep it from loading."""
     paper_id = entry.id
     problems: list[Problem] = []
@@ -356,8 +367,12 @@ def _paper_read(root: Path, entry: _Entry, *, shared_environment: bool) -> tuple
             if path not in files:
                 error(PAPERS_YAML, line, f"{kind} file {in_folder(path)} does not exist")
 
-    if TEST_ENTRY_POINT not in files:
-        error(in_folder(TEST_ENTRY_POINT), 0, f"missing test entry point {TEST_ENTRY_POINT}")
+    script = entry.data.get(EXAMPLE_SCRIPT_KEY)
+    missing_tests = tests_missing_problem(
+        files, example_script=script if isinstance(script, str) else None, tests_proposed=tests_proposed
+    )
+    if missing_tests:
+        error(in_folder(TEST_ENTRY_POINT), 0, missing_tests)
     paper_path = next((name for name in PAPER_TEXT_NAMES if name in files), None)
     if paper_path is None:
         error(in_folder(PAPER_TEXT_NAMES[0]), 0, f"missing paper text: neither {' nor '.join(PAPER_TEXT_NAMES)}")
@@ -452,6 +467,25 @@ def _annotated_read(
         if not parsed.snippets and parsed.is_valid:
             error(in_folder(path), 0, "annotated file has no snippets")
     return annotated
+
+
+def tests_missing_problem(files: Iterable[str], *, example_script: str | None, tests_proposed: bool) -> str:
+    """Why a package has no tests to run ('' when it has): it needs its test entry point, or, where the proposed
+    tests can become its tests (`tests_proposed`: a submission, validated on the site), an example script. An
+    example script gives a package tests only through validation, so a release's import always needs the file."""
+    if TEST_ENTRY_POINT in files:
+        return ""
+    if not example_script:
+        return (
+            f"missing test entry point {TEST_ENTRY_POINT}: write your tests there, or name an example script "
+            f"({EXAMPLE_SCRIPT_KEY}: a script that calls your code), from which validation proposes tests"
+        )
+    if not tests_proposed:
+        return (
+            f"missing test entry point {TEST_ENTRY_POINT}: the tests proposed from {EXAMPLE_SCRIPT_KEY} "
+            f"{example_script} become a package's tests only when it is submitted and validated on the site"
+        )
+    return ""
 
 
 def example_script_problem(path: str | None, files: Iterable[str], annotated_paths: Iterable[str]) -> str:

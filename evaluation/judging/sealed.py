@@ -165,8 +165,12 @@ def _parse(text: object, max_bytes: int = SNAPSHOT_CAPS["max_bytes"] * 2) -> Val
 
 @dataclass(frozen=True)
 class Tolerance:
+    """How close a replayed floating value must be to the recorded one: `rtol` and `atol`, or by the dtype an array
+    or tensor is stored in where `by_dtype` names it (dtype -> (rtol, atol), compare.compare's rule)."""
+
     rtol: float
     atol: float
+    by_dtype: Mapping[str, tuple[float, float]] | None = None
 
 
 def _record_run(
@@ -250,7 +254,11 @@ def _differs(recorded: list[str], replayed: list[dict], tolerance: Tolerance) ->
             # A replay's output is parsed within twice its recording's size: parsing costs time per byte.
             bound = 2 * len(expected) + 64 * 1024
             difference = compare(
-                _parse(expected), _parse(got.get("outputs"), bound), rtol=tolerance.rtol, atol=tolerance.atol
+                _parse(expected),
+                _parse(got.get("outputs"), bound),
+                rtol=tolerance.rtol,
+                atol=tolerance.atol,
+                by_dtype=tolerance.by_dtype,
             )
         except SnapshotError as exc:
             return f"call {index + 1}: the replay's output was refused: {exc}"
@@ -380,6 +388,7 @@ class Replay:
     difference: str = ""
     reason: str = ""  # why the snippet is unsealed
     timed_out: bool = False  # the replay ran past its time limit (its difference says so)
+    also_difference: str | None = None  # the same replay under answer_replay's `also` tolerance (None: not asked)
 
     @property
     def agrees(self) -> bool:
@@ -412,9 +421,11 @@ def answer_replay(
     limits: Limits,
     load,
     answer: tuple[int, int],
+    also: Tolerance | None = None,
 ) -> Replay:
     """Replay an answer (spliced into `files`) on its snippet's recorded inputs and compare (`load(digest) -> bytes`
-    reads what the recording stored)."""
+    reads what the recording stored); with `also`, the same replay is compared again within that tolerance (what
+    another judge of the recorded calls would say, such as the proposed tests' per-dtype table)."""
     sealed, reason = snippet_sealing(recording, key)
     if not sealed:
         return Replay(False, reason=reason)
@@ -431,4 +442,9 @@ def answer_replay(
         limits=limits,
         answer=answer,
     )
-    return Replay(True, difference=problem or _differs(outputs, replayed or [], tolerance), timed_out=timed_out)
+    return Replay(
+        True,
+        difference=problem or _differs(outputs, replayed or [], tolerance),
+        timed_out=timed_out,
+        also_difference=None if also is None else problem or _differs(outputs, replayed or [], also),
+    )
