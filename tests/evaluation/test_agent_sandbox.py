@@ -515,6 +515,77 @@ def test_a_process_left_behind_cannot_stop_or_trace_the_end_step(item, agent_ses
     assert (workspace.root / "kept").read_text() == "kept\n"
 
 
+# A process the command leaves behind that, until it is killed, tries to take the copy-back pipe (fd 9) of the
+# command's grandparent (bwrap's end step, which holds it from the start) by pidfd_getfd, through /proc/PID/fd and by
+# ptrace (PTRACE_SEIZE: no stop; a tracer writes the tracee's memory); with the pipe it writes a copy-back of its own
+# making, a workspace of one file.
+TAKER = """import ctypes, io, os, sys, tarfile
+libc = ctypes.CDLL(None, use_errno=True)
+holder, reported = int(sys.argv[1]), False
+while True:
+    took, fd = [], -1
+    try:
+        pidfd = os.pidfd_open(holder)
+        fd = libc.syscall(438, pidfd, 9, 0)
+        os.close(pidfd)
+        if fd >= 0:
+            took.append("pidfd_getfd")
+    except OSError:
+        pass
+    try:  # the pipe is root's (the worker made it): its link is read, and reopened only where allowed
+        if os.readlink(f"/proc/{holder}/fd/9").startswith("pipe:"):
+            took.append("proc-fd")
+        fd = os.open(f"/proc/{holder}/fd/9", os.O_WRONLY) if fd < 0 else fd
+    except OSError:
+        pass
+    if libc.ptrace(0x4206, holder, None, None) == 0:
+        took.append("ptrace")
+    if fd >= 0:
+        forged, data = io.BytesIO(), b"forged\\n"
+        with tarfile.open(fileobj=forged, mode="w") as tar:
+            info = tarfile.TarInfo("./forged")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        os.write(fd, b"rcb-copy kept\\n" + forged.getvalue())
+    if not reported:
+        with open("/tmp/took.part", "w") as f:
+            f.write(" ".join(took) or "nothing")
+        os.rename("/tmp/took.part", "/tmp/took")
+        reported = True
+    if fd >= 0:
+        break
+"""
+LEAVE_TAKER = (
+    f"echo kept > kept; cat > /tmp/taker.py <<'EOF'\n{TAKER}EOF\n"
+    "holder=$(awk '/^PPid/ {print $2}' /proc/$PPID/status); "
+    "setsid python3 /tmp/taker.py $holder >/dev/null 2>&1 & "
+    "while [ ! -e /tmp/took ]; do sleep 0.05; done; echo took: $(cat /tmp/took)"
+)
+
+
+@pytest.mark.django_db
+def test_a_process_left_behind_cannot_take_the_copy_back_pipe(item, agent_session, monkeypatch):
+    """On bwrap the end step holds the copy-back pipe from the command's start. Unguarded (the end step as the
+    command's own uid, as it was), a process the command leaves takes the pipe by pidfd_getfd or /proc/PID/fd,
+    traces the end step, and writes a copy-back of its own: the workspace becomes what it forged. The end step is
+    root until every process of the command is dead (it takes the command's uid only for its tar): the process gets
+    the pipe by no route, is killed, and the workspace is the command's."""
+    if agent_session.backend.name != "bwrap":
+        pytest.skip("bwrap's end step (docker's is born root: test_a_process_left_behind_cannot_stop_or_trace...)")
+    from sandbox import bwrap
+
+    with monkeypatch.context() as unguarded:
+        unguarded.setattr(bwrap, "END_STEP_ROOT", False)
+        outputs, workspace = _agent(item, agent_session, LEAVE_TAKER)
+    assert {"pidfd_getfd", "proc-fd", "ptrace"} <= set(_stdout(outputs[0]).split()), outputs[0]
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["forged"], outputs[0]
+    outputs, workspace = _agent(item, agent_session, LEAVE_TAKER, "ls; grep ^Uid /proc/self/status", sample=1)
+    assert _stdout(outputs[0]).split() == ["took:", "nothing"], outputs[0]
+    # The command's real, effective, saved and file uids are all the sandbox user's: it cannot become root again.
+    assert _stdout(outputs[1]).split() == ["kept", "model.py", "Uid:", *["65534"] * 4], outputs[1]
+    assert (workspace.root / "kept").read_text() == "kept\n"
+
+
 @pytest.mark.django_db
 def test_no_variable_of_the_worker_reaches_a_command(item, agent_session, tmp_path, monkeypatch):
     """Unguarded, `env` prints the worker's variables (the database URL, keys). A command sees only the sandbox's."""
