@@ -12,6 +12,7 @@ import shlex
 import socket
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,7 @@ def _stdout(output: str) -> str:
 
 
 def _agent(
-    item, session, *commands: str, files: dict[str, bytes] | None = None, sample: int = 0
+    item, session, *commands: str, files: dict[str, bytes] | None = None, sample: int = 0, limits: Limits = LIMITS
 ) -> tuple[list[str], Workspace]:
     run, snippet = item
     budget = Budget(turns=len(commands) + 2, tokens=10**6, seconds=120, cost=1)
@@ -169,7 +170,7 @@ def _agent(
         prompt="p",
         workspace=workspace,
         session=session,
-        limits=LIMITS,
+        limits=limits,
         budget=budget,
     )
     assert end.ended_by == "submitted"
@@ -890,6 +891,45 @@ def test_docker_a_lost_command_channel_is_replaced_and_counted(item, agent_sessi
     assert _stdout(outputs[0]).split() == ["alive"], outputs[0]
     assert agent_session._agents[workspace.root] is not container
     assert agent_session.agent_restarts == restarts + 1
+
+
+# Fills /tmp and /dev/shm (tmpfs pages, charged to the container's memory) with what they take.
+FILL_SCRATCH = (
+    "echo kept > kept; head -c 100M /dev/zero > /tmp/f; head -c 100M /dev/zero > /dev/shm/f; "
+    "df -k /tmp /dev/shm | tail -n 2; echo filled"
+)
+# Then holds what memory is left, in one process: the container's out-of-memory killer has to pick.
+HOG = "; python3 -c \"b = bytearray(120 << 20); b[::4096] = b'x' * len(b[::4096]); print('HELD')\""
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_a_command_filling_tmp_and_shm_leaves_the_server_its_memory(item, agent_session, monkeypatch):
+    """In the second attack review, under a release's small memory limit, a command filling /tmp and /dev/shm (64 MB
+    each, charged to the container's memory) got the root command server killed by the container's out-of-memory
+    killer: its end step never ran, the workspace was not copied back and the container was replaced. Unguarded
+    (the tmpfs sizes as they were) the same fill loses the end step. The workspace, /tmp and /dev/shm now hold at
+    most the release's memory together: the fill stops at their sizes, a process then holding the memory left is
+    the one killed, the end step runs and the next command runs on the same channel."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's command server")
+    small = replace(LIMITS, memory_bytes=96 * MB)  # /tmp and /dev/shm took 128 MB
+    with monkeypatch.context() as unguarded:
+        unguarded.setattr(docker_agent, "SERVER_MEMORY_KEPT", False)
+        outputs, workspace = _agent(item, agent_session, FILL_SCRATCH, limits=small)
+    assert "the container could not run its end step" in outputs[0], outputs[0]
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"], outputs[0]
+
+    scratch, work = docker_agent.tmpfs_sizes(small)
+    assert 2 * scratch + work <= small.memory_bytes and work == small.disk_bytes
+    outputs, workspace = _agent(item, agent_session, FILL_SCRATCH + HOG, "cat kept; echo alive", limits=small, sample=1)
+    assert "filled" in outputs[0] and "No space left on device" in outputs[0], outputs[0]
+    assert re.findall(r"^(?:tmpfs|shm) +(\d+)", _stdout(outputs[0]), re.M) == [str(scratch >> 10)] * 2, outputs[0]
+    assert "HELD" not in outputs[0] and "not copied back" not in outputs[0], outputs[0]
+    assert _stdout(outputs[1]).split() == ["kept", "alive"], outputs[1]
+    container = agent_session._agents[workspace.root]
+    assert container.alive() and agent_session.agent_restarts == 0
+    assert (workspace.root / "kept").read_text() == "kept\n"
 
 
 @pytest.mark.docker
