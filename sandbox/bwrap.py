@@ -282,19 +282,23 @@ END_STEP = (
     "printf 'rcb-copy %s\\n' \"$state\" >&9; "
     'case $state in entries | bytes) ;; *) /usr/bin/tar -c -f - . >&9 ;; esac; exit "$3"'
 )
+# As the sandbox user: the workspace unpacked from stdin into the work folder (the archive's top folder left out:
+# the tmpfs's belongs to root), then the command ($1) run with its stdin empty within its wall limit ($2 s).
+START = (
+    '/usr/bin/tar -x -o --strip-components=1 -f - && printf "%s\\n" ' + STARTED + " >&2 || exit 125; "
+    'exec /usr/bin/timeout -s KILL "$2" /bin/sh -c "$1" </dev/null'
+)
 # An agent's command ($1), run by bash (dash takes no descriptor past 9, and the pipe's is the worker's) as the
-# sandbox's root, which holds the copy-back pipe ($5, moved to fd 9) from the start: what it runs as the sandbox
-# user (the setpriv of ${@:6}) can neither signal nor trace it nor take a descriptor of it (pidfd_getfd, ptrace and
+# sandbox's root, which holds the copy-back pipe ($5, moved to fd 9) from the start: what it runs as the sandbox user
+# (the setpriv of ${@:6}) can neither signal nor trace it nor take a descriptor of it (pidfd_getfd, ptrace and
 # /proc/PID/fd ask for the same uid or CAP_SYS_PTRACE, and bwrap leaves root only SETUID, SETGID, SETPCAP and KILL).
-# The workspace unpacked from stdin into the work folder (the archive's top folder left out: the tmpfs's belongs to
-# root), the command run with its stdin empty, without fd 9 and within its wall limit ($2 s), then every other
-# process of the sandbox killed (kill(-1) skips bwrap's init, pid 1), and only then the end step takes the sandbox
-# uid for good (exec, fd 9 kept; no process is left to reach it) and copies back (END_STEP). The system's tools are
-# named by absolute paths: the environment's bin comes first on the command's PATH.
+# The workspace unpacked and the command run (START, without fd 9), then every other process of the sandbox killed
+# (kill(-1) skips bwrap's init, pid 1), and only then the end step takes the sandbox uid for good (exec, fd 9 kept; no
+# process is left to reach it) and copies back (END_STEP). The system's tools are named by absolute paths: the
+# environment's bin comes first on the command's PATH.
 COMMAND = (
     'eval "exec 9>&$5 $5>&-"; drop=("${@:6}"); '
-    '"${drop[@]}" /usr/bin/tar -x -o --strip-components=1 -f - 9>&- && printf "%s\\n" ' + STARTED + " >&2 || exit 125; "
-    '"${drop[@]}" /usr/bin/timeout -s KILL "$2" /bin/sh -c "$1" </dev/null 9>&-; status=$?; '
+    '"${drop[@]}" ' + COMMAND_SHELL + " -c " + shlex.quote(START) + ' rcb-start "$1" "$2" 9>&-; status=$?; '
     'n=0; while kill -9 -1 2>/dev/null && [ "$n" -lt 100000 ]; do n=$((n + 1)); done; '
     'exec "${drop[@]}" ' + COMMAND_SHELL + " -c " + shlex.quote(END_STEP) + ' rcb-end "$3" "$4" "$status"'
 )
