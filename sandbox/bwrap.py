@@ -8,7 +8,9 @@ archive on stdin, so no copy of them (the harness nonce included) stays visible 
 An agent's command gets the same size-limited tmpfs work folder, its workspace copied in (a tar on stdin) and back
 (a tar on a pipe, through the `data` filter into a new folder: workspace_copy.py), never bound: a bound folder of the
 worker's disk had no limit but the disk's, so one command could fill it. A write past the release's disk limit fails
-with ENOSPC inside the sandbox, and the command's output says the workspace is full.
+with ENOSPC inside the sandbox, and the command's output says the workspace is full. The end step that holds the
+copy-back pipe runs as the sandbox's root until every process of the command is dead (COMMAND), as docker's is born
+root: a process the command left cannot take the pipe (pidfd_getfd, ptrace) and write a copy-back of its own.
 
 A cold item or an agent's command starts without forking the worker (a fork copies the page tables of the whole
 worker: about 100 ms for a 400 MB worker here, where the command itself takes 40): prlimit sets the run's rlimits and
@@ -24,6 +26,7 @@ import logging
 import math
 import os
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -118,8 +121,9 @@ def _ro_binds(binds: Sequence[tuple[str, str]], writable: Sequence[tuple[str, st
     return args
 
 
-def _sandbox_args(limits: Limits) -> list[str]:
-    """Namespaces, a fresh /proc and /dev, and size-limited tmpfs folders for the work folder and /tmp."""
+def _sandbox_args(limits: Limits, *, kill: bool = False) -> list[str]:
+    """Namespaces, a fresh /proc and /dev, and size-limited tmpfs folders for the work folder and /tmp; `kill`: root
+    may signal the sandbox user's processes (an agent command's end step)."""
     work = ["--perms", "0777", "--size", str(limits.disk_bytes), "--tmpfs", WORK_DIR]
     return [
         "--unshare-net",
@@ -150,6 +154,7 @@ def _sandbox_args(limits: Limits) -> list[str]:
         "CAP_SETGID",
         "--cap-add",
         "CAP_SETPCAP",
+        *(["--cap-add", "CAP_KILL"] if kill else []),
     ]
 
 
@@ -262,30 +267,43 @@ def _preexec(limits: Limits, cgroups: RunCgroups, stdin_fd: int) -> Callable[[],
 
 
 PRLIMIT = "/usr/bin/prlimit"
-# An agent's command ($1), run by bash (dash takes no descriptor past 9, and the pipe's is the worker's): the
-# workspace unpacked from stdin into the work folder (the archive's top folder left out: the tmpfs's belongs to
-# root), the command run with its stdin empty, without the copy-back pipe ($5, moved to fd 9) and within its wall
-# limit ($2 s), then every process of the sandbox user killed (what the command left; bwrap's init is root's), then
-# the copy-back on fd 9: a line `rcb-copy STATE` (kept; full: the tmpfs has under FULL_BYTES left; entries or bytes:
-# over $3 entries or $4 bytes of files' apparent size, a sparse file counted whole, and no tar follows) and the
-# workspace's tar. The exit status is the command's. The system's tools are named by absolute paths: the
-# environment's bin comes first on the command's PATH.
 FULL_BYTES = 1 << 20
 COMMAND_SHELL = "/bin/bash"
 OWN_PROCESSES = 2  # that bash and timeout(1) count against the pids cgroup; the command's tree gets the release's
-COMMAND = (
-    'eval "exec 9>&$5 $5>&-"; /usr/bin/tar -x -o --strip-components=1 -f - && printf "%s\\n" '
-    + STARTED
-    + " >&2 || exit 125; "
-    '/usr/bin/timeout -s KILL "$2" /bin/sh -c "$1" </dev/null 9>&-; status=$?; '
-    'n=0; while kill -9 -1 2>/dev/null && [ "$n" -lt 100000 ]; do n=$((n + 1)); done; '
+# The copy-back of an agent's command, by bash as the sandbox user once nothing of the command is left ($1 entries
+# and $2 bytes at most, $3 the command's exit status, the pipe on fd 9): a line `rcb-copy STATE` (kept; full: the
+# tmpfs has under FULL_BYTES left; entries or bytes: over $1 entries or $2 bytes of files' apparent size, a sparse
+# file counted whole, and no tar follows) and the workspace's tar. Its exit status is the command's.
+END_STEP = (
     "state=kept; [ $(($(/usr/bin/stat -f -c '%a * %S' .))) -lt " + str(FULL_BYTES) + " ] && state=full; "
-    "/usr/bin/find . -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | /usr/bin/awk -v entries=\"$3\" "
-    "-v bytes=\"$4\" '{ n++; s += $1; if (n > entries) exit 3; if (s > bytes) exit 4 }'; "
+    "/usr/bin/find . -mindepth 1 \\( -type f -printf '%s\\n' \\) -o -printf '0\\n' | /usr/bin/awk -v entries=\"$1\" "
+    "-v bytes=\"$2\" '{ n++; s += $1; if (n > entries) exit 3; if (s > bytes) exit 4 }'; "
     "case $? in 3) state=entries ;; 4) state=bytes ;; esac; "
     "printf 'rcb-copy %s\\n' \"$state\" >&9; "
-    'case $state in entries | bytes) ;; *) /usr/bin/tar -c -f - . >&9 ;; esac; exit "$status"'
+    'case $state in entries | bytes) ;; *) /usr/bin/tar -c -f - . >&9 ;; esac; exit "$3"'
 )
+# As the sandbox user: the workspace unpacked from stdin into the work folder (the archive's top folder left out:
+# the tmpfs's belongs to root), then the command ($1) run with its stdin empty within its wall limit ($2 s).
+START = (
+    '/usr/bin/tar -x -o --strip-components=1 -f - && printf "%s\\n" ' + STARTED + " >&2 || exit 125; "
+    'exec /usr/bin/timeout -s KILL "$2" /bin/sh -c "$1" </dev/null'
+)
+# An agent's command ($1), run by bash (dash takes no descriptor past 9, and the pipe's is the worker's) as the
+# sandbox's root, which holds the copy-back pipe ($5, moved to fd 9) from the start: what it runs as the sandbox user
+# (the setpriv of ${@:6}) can neither signal nor trace it nor take a descriptor of it (pidfd_getfd, ptrace and
+# /proc/PID/fd ask for the same uid or CAP_SYS_PTRACE, and bwrap leaves root only SETUID, SETGID, SETPCAP and KILL).
+# The workspace unpacked and the command run (START, without fd 9), then every other process of the sandbox killed
+# (kill(-1) skips bwrap's init, pid 1), and only then the end step takes the sandbox uid for good (exec, fd 9 kept; no
+# process is left to reach it) and copies back (END_STEP). The system's tools are named by absolute paths: the
+# environment's bin comes first on the command's PATH.
+COMMAND = (
+    'eval "exec 9>&$5 $5>&-"; drop=("${@:6}"); '
+    '"${drop[@]}" ' + COMMAND_SHELL + " -c " + shlex.quote(START) + ' rcb-start "$1" "$2" 9>&-; status=$?; '
+    'n=0; while kill -9 -1 2>/dev/null && [ "$n" -lt 100000 ]; do n=$((n + 1)); done; '
+    'exec "${drop[@]}" ' + COMMAND_SHELL + " -c " + shlex.quote(END_STEP) + ' rcb-end "$3" "$4" "$status"'
+)
+# Off only in a test, to show the attack: the whole command, its end step included, as the sandbox user.
+END_STEP_ROOT = True
 # Run by a shell between prlimit and bwrap: joins the run's cgroups (their cgroup.procs files, $1 of them) as itself,
 # then execs bwrap; a cgroup it cannot join ends the run before bwrap starts (exit 125, no start line).
 ATTACH = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; n=$((n - 1)); shift; done; exec "$@"'
@@ -403,7 +421,14 @@ class BwrapSession(ForkingSession):
                 result = self._sandboxed(
                     script=COMMAND,
                     name="rcb-command",
-                    args=[command, f"{limits.wall_seconds:g}", str(entries), str(limits.disk_bytes), str(write_end)],
+                    args=[
+                        command,
+                        f"{limits.wall_seconds:g}",
+                        str(entries),
+                        str(limits.disk_bytes),
+                        str(write_end),
+                        *(_setpriv() if END_STEP_ROOT else []),
+                    ],
                     limits=replace(
                         limits,
                         wall_seconds=limits.wall_seconds + COPY_SECONDS,
@@ -412,6 +437,7 @@ class BwrapSession(ForkingSession):
                     stdin_fd=archive.fileno(),
                     pass_fds=(write_end,),
                     shell=COMMAND_SHELL,
+                    as_root=END_STEP_ROOT,
                 )
             finally:
                 os.close(write_end)
@@ -471,20 +497,22 @@ class BwrapSession(ForkingSession):
         stdin_fd: int,
         pass_fds: Sequence[int] = (),
         shell: str = "/bin/sh",
+        as_root: bool = False,
     ) -> ExecResult:
-        """`/bin/sh -c script name *args` in a fresh bwrap sandbox as the sandbox user, under the run's limits and
-        its own cgroups; the one way a cold item and an agent's command start."""
+        """`/bin/sh -c script name *args` in a fresh bwrap sandbox as the sandbox user (`as_root`: as the sandbox's
+        root, allowed to kill, which drops to the sandbox user itself), under the run's limits and its own cgroups;
+        the one way a cold item and an agent's command start."""
         env = self._env_for(limits)
         setenv = [arg for key, value in env.items() for arg in ("--setenv", key, value)]
         # The tmpfs folders come first: a venv under /tmp (as in tests) is bound on top of the new /tmp.
         argv = [
             _bwrap() or "bwrap",
-            *_sandbox_args(limits),
+            *_sandbox_args(limits, kill=as_root),
             *self._mounts,
             "--clearenv",
             *setenv,
             "--",
-            *_setpriv(),
+            *([] if as_root else _setpriv()),
             shell,
             "-c",
             script,

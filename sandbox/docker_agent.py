@@ -2,14 +2,19 @@
 
 The container is a run's (docker.host_config: read-only root, no network, no capabilities, no-new-privileges,
 Docker's default seccomp profile, memory, CPU and process limits, tmpfs folders) whose main process is a keeper
-(`cat` of the attach stream, under docker-init) running as KEEPER_USER, another unprivileged uid than the
-commands' SANDBOX_USER: a command cannot signal the keeper or the init, and the end of each command, `kill(-1)`
-with SANDBOX_USER's uid as its effective uid from a process born root (END), kills everything the command left
-(background jobs, `setsid`, double forks) while the container lives on; what it kills cannot stop, trace or
-signal it. The container holds SETUID and SETGID for that step and the command server's switch of uid alone: it is
-created as root (so that a root exec gets them) and its keeper drops to KEEPER_USER at once; docker-init stays
-root, out of a command's reach too; non-root processes get no capabilities, and no-new-privileges keeps setuid
-files from granting any. When the worker dies its attach stream closes, the keeper reads EOF and the container
+(`cat` of the attach stream, under docker-init) running as KEEPER_USER, another unprivileged uid than the commands'
+SANDBOX_USER: a command cannot signal the keeper or the init, and the end of each command, `kill(-1)` with
+SANDBOX_USER's uid as its effective uid from a process born root (END), kills everything the command left
+(background jobs, `setsid`, double forks) while the container lives on; what it kills cannot stop, trace or signal
+it. The container holds SETUID and SETGID for that step and the command server's switch of uid alone: it is created
+as root (so that a root exec gets them) and its keeper drops to KEEPER_USER at once; docker-init stays root, out of
+a command's reach too; non-root processes get no capabilities, and no-new-privileges keeps setuid files from
+granting any. The workspace, /tmp and /dev/shm are tmpfs folders whose pages count against the container's memory:
+together they hold at most the release's memory (`tmpfs_sizes`), so a command that fills them leaves the server's
+own memory to it and to the end step (which empties /tmp and /dev/shm first), and a process of the command holding
+the memory left is the one the container's out-of-memory killer picks when it is larger than the server (an OOM
+score of -1000 for the server would hold against many small ones too, but needs SYS_RESOURCE, which not every
+engine's host has). When the worker dies its attach stream closes, the keeper reads EOF and the container
 (auto-removed) goes with it.
 
 Each command's jobs (the copy-in with the command, then the end step) are spawned by the container's command
@@ -73,6 +78,7 @@ from sandbox.config import setting
 from sandbox.docker_channel import PYTHON_LAUNCHER, ROOT_PATH, CommandChannel, Job
 from sandbox.docker_engine import (
     SANDBOX_USER,
+    TMP_BYTES,
     WORKER_LABEL,
     CappedOutput,
     container_remove,
@@ -108,6 +114,19 @@ OWN_PROCESSES = 3
 SPARE_PROCESSES = 1
 # The server's memory (an isolated Python, ~10 MB, and its spare's few pages) on top of the release's limit.
 OWN_MEMORY = 16 * 1024 * 1024
+# Off only in a test, to show the attack: /tmp and /dev/shm at 64 MB each whatever the release's memory.
+SERVER_MEMORY_KEPT = True
+
+
+def tmpfs_sizes(limits: Limits) -> tuple[int, int]:
+    """The sizes of /tmp and /dev/shm (each) and of the workspace: tmpfs pages count against the container's memory,
+    so together they hold at most the release's memory and a command that fills them all leaves the server's
+    OWN_MEMORY to it and the end step (which empties /tmp and /dev/shm first). Only a release whose memory is under
+    its disk limit plus 2 x TMP_BYTES gets less than TMP_BYTES and its disk limit."""
+    scratch = min(TMP_BYTES, limits.disk_bytes, limits.memory_bytes // 8)
+    return scratch, min(limits.disk_bytes, limits.memory_bytes - 2 * scratch)
+
+
 STARTED = "rcb-docker-started"
 # Empty the workspace's tmpfs, unpack the worker's copy from stdin, then run the command (its stdin empty).
 START = (
@@ -203,7 +222,12 @@ class AgentContainer:
             processes=limits.processes + OWN_PROCESSES + SPARE_PROCESSES,
             memory_bytes=limits.memory_bytes + OWN_MEMORY,
         )
-        config = host_config(own, work=WORK_DIR)
+        if SERVER_MEMORY_KEPT:
+            scratch, work = tmpfs_sizes(limits)
+            config = host_config(replace(own, disk_bytes=work), work=WORK_DIR, tmp_bytes=scratch)
+            config["shm_size"] = scratch
+        else:
+            config = host_config(own, work=WORK_DIR)
         config["auto_remove"] = True
         config["cap_add"] = ["SETUID", "SETGID"]  # the end step's and the keeper's switch of uid (the docstring)
         try:

@@ -12,6 +12,7 @@ import shlex
 import socket
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -157,7 +158,7 @@ def _stdout(output: str) -> str:
 
 
 def _agent(
-    item, session, *commands: str, files: dict[str, bytes] | None = None, sample: int = 0
+    item, session, *commands: str, files: dict[str, bytes] | None = None, sample: int = 0, limits: Limits = LIMITS
 ) -> tuple[list[str], Workspace]:
     run, snippet = item
     budget = Budget(turns=len(commands) + 2, tokens=10**6, seconds=120, cost=1)
@@ -170,7 +171,7 @@ def _agent(
         prompt="p",
         workspace=workspace,
         session=session,
-        limits=LIMITS,
+        limits=limits,
         budget=budget,
     )
     assert end.ended_by == "submitted"
@@ -516,6 +517,77 @@ def test_a_process_left_behind_cannot_stop_or_trace_the_end_step(item, agent_ses
     assert (workspace.root / "kept").read_text() == "kept\n"
 
 
+# A process the command leaves behind that, until it is killed, tries to take the copy-back pipe (fd 9) of the
+# command's grandparent (bwrap's end step, which holds it from the start) by pidfd_getfd, through /proc/PID/fd and by
+# ptrace (PTRACE_SEIZE: no stop; a tracer writes the tracee's memory); with the pipe it writes a copy-back of its own
+# making, a workspace of one file.
+TAKER = """import ctypes, io, os, sys, tarfile
+libc = ctypes.CDLL(None, use_errno=True)
+holder, reported = int(sys.argv[1]), False
+while True:
+    took, fd = [], -1
+    try:
+        pidfd = os.pidfd_open(holder)
+        fd = libc.syscall(438, pidfd, 9, 0)
+        os.close(pidfd)
+        if fd >= 0:
+            took.append("pidfd_getfd")
+    except OSError:
+        pass
+    try:  # the pipe is root's (the worker made it): its link is read, and reopened only where allowed
+        if os.readlink(f"/proc/{holder}/fd/9").startswith("pipe:"):
+            took.append("proc-fd")
+        fd = os.open(f"/proc/{holder}/fd/9", os.O_WRONLY) if fd < 0 else fd
+    except OSError:
+        pass
+    if libc.ptrace(0x4206, holder, None, None) == 0:
+        took.append("ptrace")
+    if fd >= 0:
+        forged, data = io.BytesIO(), b"forged\\n"
+        with tarfile.open(fileobj=forged, mode="w") as tar:
+            info = tarfile.TarInfo("./forged")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        os.write(fd, b"rcb-copy kept\\n" + forged.getvalue())
+    if not reported:
+        with open("/tmp/took.part", "w") as f:
+            f.write(" ".join(took) or "nothing")
+        os.rename("/tmp/took.part", "/tmp/took")
+        reported = True
+    if fd >= 0:
+        break
+"""
+LEAVE_TAKER = (
+    f"echo kept > kept; cat > /tmp/taker.py <<'EOF'\n{TAKER}EOF\n"
+    "holder=$(awk '/^PPid/ {print $2}' /proc/$PPID/status); "
+    "setsid python3 /tmp/taker.py $holder >/dev/null 2>&1 & "
+    "while [ ! -e /tmp/took ]; do sleep 0.05; done; echo took: $(cat /tmp/took)"
+)
+
+
+@pytest.mark.django_db
+def test_a_process_left_behind_cannot_take_the_copy_back_pipe(item, agent_session, monkeypatch):
+    """On bwrap the end step holds the copy-back pipe from the command's start. Unguarded (the end step as the
+    command's own uid, as it was), a process the command leaves takes the pipe by pidfd_getfd or /proc/PID/fd,
+    traces the end step, and writes a copy-back of its own: the workspace becomes what it forged. The end step is
+    root until every process of the command is dead (it takes the command's uid only for its tar): the process gets
+    the pipe by no route, is killed, and the workspace is the command's."""
+    if agent_session.backend.name != "bwrap":
+        pytest.skip("bwrap's end step (docker's is born root: test_a_process_left_behind_cannot_stop_or_trace...)")
+    from sandbox import bwrap
+
+    with monkeypatch.context() as unguarded:
+        unguarded.setattr(bwrap, "END_STEP_ROOT", False)
+        outputs, workspace = _agent(item, agent_session, LEAVE_TAKER)
+    assert {"pidfd_getfd", "proc-fd", "ptrace"} <= set(_stdout(outputs[0]).split()), outputs[0]
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["forged"], outputs[0]
+    outputs, workspace = _agent(item, agent_session, LEAVE_TAKER, "ls; grep ^Uid /proc/self/status", sample=1)
+    assert _stdout(outputs[0]).split() == ["took:", "nothing"], outputs[0]
+    # The command's real, effective, saved and file uids are all the sandbox user's: it cannot become root again.
+    assert _stdout(outputs[1]).split() == ["kept", "model.py", "Uid:", *["65534"] * 4], outputs[1]
+    assert (workspace.root / "kept").read_text() == "kept\n"
+
+
 @pytest.mark.django_db
 def test_no_variable_of_the_worker_reaches_a_command(item, agent_session, tmp_path, monkeypatch):
     """Unguarded, `env` prints the worker's variables (the database URL, keys). A command sees only the sandbox's."""
@@ -820,6 +892,46 @@ def test_docker_a_lost_command_channel_is_replaced_and_counted(item, agent_sessi
     assert _stdout(outputs[0]).split() == ["alive"], outputs[0]
     assert agent_session._agents[workspace.root] is not container
     assert agent_session.agent_restarts == restarts + 1
+
+
+# Fills /tmp and /dev/shm (tmpfs pages, charged to the container's memory) with what they take.
+FILL_SCRATCH = (
+    "echo kept > kept; head -c 100M /dev/zero > /tmp/f; head -c 100M /dev/zero > /dev/shm/f; "
+    "df -k /tmp /dev/shm | tail -n 2; echo filled"
+)
+# Then holds what memory is left, in one process: the container's out-of-memory killer has to pick.
+HOG = "; python3 -c \"b = bytearray(120 << 20); b[::4096] = b'x' * len(b[::4096]); print('HELD')\""
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_a_command_filling_tmp_and_shm_leaves_the_server_its_memory(item, agent_session, monkeypatch):
+    """In the second attack review, under a release's small memory limit, a command filling /tmp and /dev/shm (64 MB
+    each, charged to the container's memory) got the root command server killed by the container's out-of-memory
+    killer: its end step never ran, the workspace was not copied back and the container was replaced. Unguarded
+    (the tmpfs sizes as they were) the same fill loses the end step. The workspace, /tmp and /dev/shm now hold at
+    most the release's memory together: the fill stops at their sizes, a process then holding the memory left is
+    the one killed, the end step runs and the next command runs on the same channel."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's command server")
+    small = replace(LIMITS, memory_bytes=96 * MB)  # /tmp and /dev/shm took 128 MB
+    with monkeypatch.context() as unguarded:
+        unguarded.setattr(docker_agent, "SERVER_MEMORY_KEPT", False)
+        outputs, workspace = _agent(item, agent_session, FILL_SCRATCH, limits=small)
+    assert "the container could not run its end step" in outputs[0], outputs[0]
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"], outputs[0]
+
+    scratch, work = docker_agent.tmpfs_sizes(small)
+    assert 2 * scratch + work <= small.memory_bytes and work == small.disk_bytes
+    restarts = agent_session.agent_restarts
+    outputs, workspace = _agent(item, agent_session, FILL_SCRATCH + HOG, "cat kept; echo alive", limits=small, sample=1)
+    assert "filled" in outputs[0] and "No space left on device" in outputs[0], outputs[0]
+    assert re.findall(r"^(?:tmpfs|shm) +(\d+)", _stdout(outputs[0]), re.M) == [str(scratch >> 10)] * 2, outputs[0]
+    assert "HELD" not in outputs[0] and "not copied back" not in outputs[0], outputs[0]
+    assert _stdout(outputs[1]).split() == ["kept", "alive"], outputs[1]
+    container = agent_session._agents[workspace.root]
+    assert container.alive() and agent_session.agent_restarts == restarts
+    assert (workspace.root / "kept").read_text() == "kept\n"
 
 
 @pytest.mark.docker
