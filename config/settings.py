@@ -181,9 +181,6 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
-        # A worker looks in the folder this often when it has nothing to take. kombu's 1 s made every item wait
-        # half a second on average after the one before it ended (a worker takes one message at a time).
-        "polling_interval": 0.1,
     }
     # The filesystem transport expects its folders to exist.
     for _folder in ("queue", "processed", "control"):
