@@ -7,6 +7,7 @@ from benchmarks import api as releases
 from common.api import api_not_found
 from evaluation import api as evaluation
 from humans import api as humans
+from leaderboard import api as leaderboard
 
 urlpatterns = [
     path("releases/", releases.ReleaseList.as_view(), name="api-release-list"),
@@ -14,15 +15,15 @@ urlpatterns = [
     path("releases/<str:name>/downloads/<str:kind>/", releases.ReleaseDownload.as_view(), name="api-release-download"),
     path("releases/<str:name>/items/", releases.ItemList.as_view(), name="api-item-list"),
     path("releases/<str:name>/items/<int:item_id>/", releases.ItemDetail.as_view(), name="api-item-detail"),
-    path("releases/<str:name>/leaderboard/", evaluation.Leaderboard.as_view(), name="api-leaderboard"),
+    path("releases/<str:name>/leaderboard/", leaderboard.Leaderboard.as_view(), name="api-leaderboard"),
     path(
         "releases/<str:name>/leaderboard.csv",
-        evaluation.Leaderboard.as_view(),
+        leaderboard.Leaderboard.as_view(),
         {"format": "csv"},
         name="api-leaderboard-csv",
     ),
-    path("releases/<str:name>/compare/", evaluation.Compare.as_view(), name="api-compare"),
-    path("releases/<str:name>/difficulty/", evaluation.Difficulty.as_view(), name="api-difficulty"),
+    path("releases/<str:name>/compare/", leaderboard.Compare.as_view(), name="api-compare"),
+    path("releases/<str:name>/difficulty/", leaderboard.Difficulty.as_view(), name="api-difficulty"),
     path("releases/<str:name>/humans/", humans.ReleaseHumans.as_view(), name="api-release-humans"),
     path("releases/<str:name>/attempts/", humans.AttemptOpen.as_view(), name="api-attempt-open"),
     path("attempts/<int:pk>/", humans.AttemptDetail.as_view(), name="api-attempt-detail"),

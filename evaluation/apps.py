@@ -29,9 +29,6 @@ class EvaluationConfig(AppConfig):
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, chore_register, work_register
 
-        # The release pages are benchmarks'; the results on them are this app's.
-        page_extra_register("home", views.home_results)
-        page_extra_register("paper", views.paper_difficulty)
         version_published.connect(
             continuous_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.continuous_runs_start"
         )
@@ -53,11 +50,10 @@ class EvaluationConfig(AppConfig):
             )
         )
         # A release's reference lines start by themselves: without them its leaderboard is empty and the home page
-        # stays on the release before (selectors.leaderboard_releases).
+        # stays on the release before (leaderboard.selectors.leaderboard_releases).
         version_published.connect(
             calibration_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.calibration_runs_start"
         )
-        page_extra_register("version", views.release_calibration)
         from evaluation.tasks import harbor_dataset_queue
 
         # A release's public split as a Harbor dataset, a download of its own built by a sandbox worker.

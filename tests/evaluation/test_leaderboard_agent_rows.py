@@ -13,9 +13,10 @@ from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
 from common.money import usd
-from evaluation import selectors, services
+from evaluation import services
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
+from leaderboard import charts, selectors
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
@@ -171,7 +172,7 @@ def test_the_cost_against_score_view_labels_each_point_and_marks_the_pareto_fron
     best = agent(evaluate(release, model("best", display_name="Best"), lambda s: True, cost=Decimal("0.5")))
     waste = evaluate(release, model("waste", display_name="Waste"), lambda s: False, cost=Decimal("0.9"))
     unknown = evaluate(release, model("unknown", display_name="Unknown"), lambda s: True, cost=None)
-    scatter = selectors.leaderboard_cost_scatter(rows=selectors.leaderboard_rows(version=release))
+    scatter = charts.leaderboard_cost_scatter(rows=selectors.leaderboard_rows(version=release))
     front = {p.row.run.pk for p in scatter["points"] if p.pareto}
     assert front == {cheap.pk, best.pk} and scatter["unavailable"] == 1 and scatter["log"]
     assert unknown.pk not in {p.row.run.pk for p in scatter["points"]}

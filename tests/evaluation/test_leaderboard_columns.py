@@ -10,8 +10,8 @@ import pytest
 from django.http import QueryDict
 from django.urls import reverse
 
-from evaluation import selectors
 from evaluation.models import ModelEntry
+from leaderboard import charts, selectors
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
@@ -98,7 +98,7 @@ def test_the_over_time_chart_plots_ranked_rows_at_their_cutoff(client, release):
     evaluate(release, model("new", knowledge_cutoff=date(2025, 6, 1)), lambda s: True)
     evaluate(release, model("undated"), lambda s: True)
     rows = selectors.leaderboard_rows(version=release)
-    chart = selectors.leaderboard_over_time(rows=rows)
+    chart = charts.leaderboard_over_time(rows=rows)
     assert [(p["label"], p["date"], p["value"]) for p in chart["points"]] == [
         ("Old (with paper)", "2024-01-01", 0.0),
         ("New (with paper)", "2025-06-01", 100.0),

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from evaluation import selectors, services
 from evaluation.models import EvaluationRun, ModelEntry
+from leaderboard.selectors import leaderboard_record, leaderboard_rows
 from tests.conftest import client_for, page_text
 from tests.evaluation.test_leaderboard import evaluate, model
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 
 def board_runs(release) -> set[int]:
-    return {row.run.pk for row in selectors.leaderboard_rows(version=release)}
+    return {row.run.pk for row in leaderboard_rows(version=release)}
 
 
 def test_the_latest_completed_run_is_the_row_until_one_is_pinned(release, author):
@@ -143,12 +144,12 @@ def test_an_agent_run_is_a_row_of_its_own_never_the_newer_row_of_the_single_shot
     single = evaluate(release, entry, lambda s: True)
     agent = evaluate(release, entry, lambda s: False)
     EvaluationRun.objects.filter(pk=agent.pk).update(mode="agent")
-    rows = selectors.leaderboard_rows(version=release)
+    rows = leaderboard_rows(version=release)
     assert {(row.run.pk, row.setting) for row in rows if row.run.model_id == entry.pk} == {
         (single.pk, "with paper"),
         (agent.pk, "agent, with paper"),
     }
-    records = [selectors.leaderboard_record(row) for row in rows if row.run.model_id == entry.pk]
+    records = [leaderboard_record(row) for row in rows if row.run.model_id == entry.pk]
     assert sorted(r["mode"] for r in records) == ["agent", "single"]
     services.run_pin(run=single, actor=author)
     services.run_pin(run=agent, actor=author)
