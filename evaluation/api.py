@@ -24,14 +24,9 @@ from evaluation.harbor.imports import JOB_ARCHIVE, harbor_archive_import
 from evaluation.models import RUN_MODES, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.provenance import provenance_of
 from evaluation.reproducibility import run_endpoint, run_manifest_chunks
-from evaluation.selectors import (
-    RunItem,
-    repeat_runs,
-    run_outcomes_ordered,
-    run_progress,
-    runs_visible,
-    withhold_usage,
-)
+from evaluation.selectors.item_pages import RunItem, run_outcomes_ordered
+from evaluation.selectors.items import run_progress
+from evaluation.selectors.runs import repeat_runs, runs_visible, withhold_usage
 from evaluation.services import (
     MAX_REASON_CHARS,
     MAX_REPEAT,

@@ -17,12 +17,16 @@ from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required, user_may_change
 from benchmarks.selectors import user_is_maintainer, version_get
 from common.pages import refusal_redirect
-from evaluation import environments, reproducibility, selectors, services
+from evaluation import environments, reproducibility, services
 from evaluation.agents.selectors import agent_run_summary
 from evaluation.forms import HarborJobForm, ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
 from evaluation.harbor.imports import harbor_archive_import
 from evaluation.harbor.parity import ParityError, parity_releases, parity_report
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.selectors import item_pages as item_pages_selectors
+from evaluation.selectors import items as items_selectors
+from evaluation.selectors import monitoring as monitoring_selectors
+from evaluation.selectors import runs as runs_selectors
 from operations.broker import queues_status, workers_status
 from operations.events import events_recent
 
@@ -46,9 +50,9 @@ def model_detail(
     problems = upload_problems or []
     context = {
         "model": model,
-        "runs": selectors.model_runs(model=model),
+        "runs": runs_selectors.model_runs(model=model),
         "may_change": may_change,
-        "run_rule": selectors.LEADERBOARD_RUN_RULE,
+        "run_rule": runs_selectors.LEADERBOARD_RUN_RULE,
         "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
         "run_form": (run_form or RunStartForm()) if may_run else None,
         "upload_form": upload_form or (RunUploadForm() if may_upload else None),
@@ -57,7 +61,7 @@ def model_detail(
         "harbor_form": harbor_form or (HarborJobForm() if may_upload else None),
         "harbor_problems": (harbor_problems or [])[:UPLOAD_PROBLEMS_SHOWN],
         "harbor_problems_more": max(0, len(harbor_problems or []) - UPLOAD_PROBLEMS_SHOWN),
-        "parity_releases": parity_releases(model=model, runs=selectors.runs_visible(user=request.user)),
+        "parity_releases": parity_releases(model=model, runs=runs_selectors.runs_visible(user=request.user)),
     }
     return render(
         request,
@@ -69,12 +73,12 @@ def model_detail(
 
 @login_required
 def my_models(request: HttpRequest) -> HttpResponse:
-    return render(request, "evaluation/my_models.html", {"models": selectors.models_owned(user=request.user)})
+    return render(request, "evaluation/my_models.html", {"models": runs_selectors.models_owned(user=request.user)})
 
 
 @login_required
 def my_runs(request: HttpRequest) -> HttpResponse:
-    return render(request, "evaluation/my_runs.html", {"runs": selectors.runs_started(user=request.user)})
+    return render(request, "evaluation/my_runs.html", {"runs": runs_selectors.runs_started(user=request.user)})
 
 
 def _service_errors(form, exc: Exception) -> None:
@@ -235,7 +239,7 @@ def model_parity(request: HttpRequest, name: str, release: str) -> HttpResponse:
     with_paper = request.GET.get("paper") != "without"
     try:
         report = parity_report(
-            model=model, version=version, with_paper=with_paper, runs=selectors.runs_visible(user=request.user)
+            model=model, version=version, with_paper=with_paper, runs=runs_selectors.runs_visible(user=request.user)
         )
         missing = ""
     except ParityError as exc:
@@ -251,14 +255,14 @@ def model_parity(request: HttpRequest, name: str, release: str) -> HttpResponse:
 
 
 def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:
-    return get_object_or_404(selectors.runs_visible(user=request.user).select_related("model", "version"), pk=pk)
+    return get_object_or_404(runs_selectors.runs_visible(user=request.user).select_related("model", "version"), pk=pk)
 
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
-    items = selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
-    progress = selectors.run_progress(run)
-    split_scores = selectors.run_split_scores(run=run, user=request.user)
+    items = item_pages_selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
+    progress = items_selectors.run_progress(run)
+    split_scores = runs_selectors.run_split_scores(run=run, user=request.user)
     usage_withheld = visibility.usage_withheld(run=run, user=request.user)
     context = {
         "run": run,
@@ -268,9 +272,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "agent_summary": agent_run_summary(run=run, public_only=usage_withheld),
         "usage_withheld": usage_withheld,
         "usage_withheld_note": visibility.USAGE_WITHHELD_NOTE,
-        "repeat_runs": selectors.repeat_runs(run=run),
-        "gpu_notice": selectors.run_gpu_notice(run=run),
-        "paper_scores": selectors.paper_scores_visible(run=run, user=request.user),
+        "repeat_runs": runs_selectors.repeat_runs(run=run),
+        "gpu_notice": items_selectors.run_gpu_notice(run=run),
+        "paper_scores": runs_selectors.paper_scores_visible(run=run, user=request.user),
         "items": items,
         "items_hidden": progress.done - items.paginator.count,
         "provenance_changes": run.provenance_changes.select_related("actor"),
@@ -284,15 +288,17 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ),
     }
     # The evidence can quote hidden files (a flagged answer read them): maintainers only.
-    context["flags"] = selectors.run_flags(run=run) if user_is_maintainer(user=request.user) else None
-    context["fork_server"] = selectors.run_forkserver(run=run) if user_is_maintainer(user=request.user) else None
+    context["flags"] = item_pages_selectors.run_flags(run=run) if user_is_maintainer(user=request.user) else None
+    context["fork_server"] = (
+        monitoring_selectors.run_forkserver(run=run) if user_is_maintainer(user=request.user) else None
+    )
     return render(request, "evaluation/run_detail.html", context)
 
 
 def run_item(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
     """One item of a run: the outcome and its detail, the model's code beside the reference, and their diff."""
     run = _run_visible(request, pk)
-    item = selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
+    item = item_pages_selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
     if item is None:
         raise Http404("No such item in this run.")  # the same answer for a held-out item as for none
     extras = page_extras("item", version=run.version, snippet=item.outcome.snippet, user=request.user)
@@ -346,9 +352,9 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
         "evaluation/_run_progress.html",
         {
             "run": run,
-            "progress": selectors.run_progress(run),
+            "progress": items_selectors.run_progress(run),
             "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
-            "gpu_notice": selectors.run_gpu_notice(run=run),
+            "gpu_notice": items_selectors.run_gpu_notice(run=run),
         },
     )
 
@@ -359,14 +365,14 @@ def operations(request: HttpRequest) -> HttpResponse:
     context = {
         "queues": queues_status(),
         "workers": workers_status(),
-        "stalled": selectors.runs_stalled(),
+        "stalled": monitoring_selectors.runs_stalled(),
         "stall_seconds": settings.RUN_STALL_SECONDS,
         "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
             "model", "version"
         ),
         "environment_failures": environments.environment_failures(),
         "events": events_recent(),
-        "fork_servers": selectors.runs_forkserver_recent(),
+        "fork_servers": monitoring_selectors.runs_forkserver_recent(),
     }
     return render(request, "evaluation/operations.html", context)
 
@@ -457,7 +463,7 @@ def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
 def release_preparation_section(*, version, user) -> dict:
     """A release page's preparation of its tasks (registered with benchmarks.pages): how many are prepared, and for
     maintainers which failed and why (a reference's output may tell of held-out tests)."""
-    preparation = selectors.release_preparation(version=version)
+    preparation = monitoring_selectors.release_preparation(version=version)
     if preparation is None:
         return {}
     failures = preparation.failed if user_is_maintainer(user=user) else []

@@ -38,14 +38,8 @@ from evaluation.models import (
 )
 from evaluation.provenance import row_provenance
 from evaluation.scoring import SIZE_BUCKETS
-from evaluation.selectors import (
-    CALIBRATION_KINDS,
-    Progress,
-    calibration_models,
-    leaderboard_choose,
-    run_progress,
-    split_scores_itemized,
-)
+from evaluation.selectors.items import Progress, run_progress
+from evaluation.selectors.runs import CALIBRATION_KINDS, calibration_models, leaderboard_choose, split_scores_itemized
 from leaderboard.analysis import ITEM_STATISTICS, leaderboard_rank
 
 # Leaderboard reads: a fixed number of queries whatever the number of runs and outcomes.

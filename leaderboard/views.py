@@ -17,7 +17,7 @@ from common.htmx import HtmxHttpRequest
 from evaluation.models import RUN_MODES
 from evaluation.provenance import provenance_choices, provenance_legend
 from evaluation.scoring import SIZE_BUCKETS
-from evaluation.selectors import LEADERBOARD_RUN_RULE
+from evaluation.selectors.runs import LEADERBOARD_RUN_RULE
 from leaderboard import analysis, charts, selectors
 from leaderboard.comparison import ComparisonError, comparison_from_query
 

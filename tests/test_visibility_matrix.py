@@ -23,7 +23,7 @@ from benchmarks.services import pset_import, version_draft_create, version_publi
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
-from evaluation.selectors import run_snippets
+from evaluation.selectors.items import run_snippets
 from humans.services import attempt_open
 from submissions.services import submission_create
 
@@ -559,7 +559,7 @@ def test_an_upload_cannot_name_or_need_a_held_out_item(world):
 
 
 def test_only_endpoints_maintainers_trust_get_held_out_prompts(world, settings, maintainer, author):
-    from evaluation.selectors import run_covers_held_out
+    from evaluation.selectors.held_out import run_covers_held_out
 
     version = world["version"]
     cases = [

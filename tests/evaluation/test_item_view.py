@@ -243,7 +243,7 @@ def test_nested_snippets_markers_are_no_difference():
     code, and the diff shows only what differs."""
     from types import SimpleNamespace
 
-    from evaluation.selectors import RunItem
+    from evaluation.selectors.item_pages import RunItem
 
     reference = '    # <paper2code name="inner">\n    y = x + 1\n    # </paper2code name="inner">\n    return y * 2\n'
     outcome = SimpleNamespace(
