@@ -1,30 +1,22 @@
-"""REST API for models, runs (start, status, cancel, resume, results), uploaded generations and leaderboards."""
+"""REST API of runs: start, status, pin, cancel, resume, priority, verification, the reproducibility manifest."""
 
 from __future__ import annotations
-
-from functools import cached_property
 
 from django.contrib.auth.models import User
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, permissions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchmarks import visibility
 from benchmarks.api import release_get, release_unknown_message
 from benchmarks.models import BenchmarkVersion
 from benchmarks.permissions import IsOwnerOrMaintainer, user_may_change
-from common.api import FormParser, MultiPartParser
-from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
-from evaluation.harbor.imports import JOB_ARCHIVE, harbor_archive_import
-from evaluation.models import RUN_MODES, EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.models import RUN_MODES, EvaluationRun, ModelEntry, RunScore
 from evaluation.provenance import provenance_of
 from evaluation.reproducibility import run_endpoint, run_manifest_chunks
-from evaluation.selectors.item_pages import RunItem, run_outcomes_ordered
 from evaluation.selectors.items import run_progress
 from evaluation.selectors.runs import repeat_runs, runs_visible, withhold_usage
 from evaluation.services import (
@@ -32,111 +24,14 @@ from evaluation.services import (
     MAX_REPEAT,
     MAX_SAMPLES,
     RUN_PRIORITY_MAX,
-    UPLOAD_FORMAT,
-    model_register,
-    model_update,
     run_cancel,
-    run_from_upload,
     run_pin,
     run_priority_set,
     run_resume,
     run_unpin,
     run_verify,
     runs_start,
-    upload_bytes,
 )
-
-# Models
-
-
-class ModelEntrySerializer(serializers.ModelSerializer):
-    """A registered model; its API key can be written but is never returned."""
-
-    api_key = serializers.CharField(
-        write_only=True,
-        required=False,
-        allow_blank=True,
-        trim_whitespace=False,
-        help_text="The provider key, stored encrypted; an empty string removes it. Required "
-        "for kind litellm unless a maintainer registers it (the platform's keys "
-        "are used then).",
-    )
-    has_api_key = serializers.BooleanField(read_only=True)
-    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, allow_null=True
-    )
-    kind: serializers.Field = serializers.ChoiceField(  # a Field: ModelUpdateSerializer shows it read-only
-        choices=[ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED],
-        default=ModelEntry.Kind.LITELLM,
-        help_text="litellm: the platform calls it with its api_key; "
-        "uploaded: only its uploaded generations are scored.",
-    )
-
-    class Meta:
-        model = ModelEntry
-        fields = [
-            "name",
-            "display_name",
-            "organization",
-            "kind",
-            "litellm_model",
-            "api_base",
-            "api_key",
-            "has_api_key",
-            "knowledge_cutoff",
-            "open_weights",
-            "default_params",
-            "owner",
-            "created_at",
-        ]
-        read_only_fields = ["created_at"]
-        extra_kwargs = {
-            "litellm_model": {"help_text": 'e.g. "openai/gpt-4o-mini"; required for kind litellm'},
-            "api_base": {"help_text": "The provider's endpoint; a user's model needs https at a public address."},
-            "default_params": {
-                "help_text": "Generation parameters: temperature, top_p, top_k, max_tokens, "
-                "max_completion_tokens, seed, stop, presence_penalty, "
-                "frequency_penalty, reasoning_effort."
-            },
-        }
-
-
-class ModelUpdateSerializer(ModelEntrySerializer):
-    kind = serializers.CharField(read_only=True)
-
-    class Meta(ModelEntrySerializer.Meta):
-        read_only_fields = ["name", "created_at"]
-
-
-class ModelList(generics.ListCreateAPIView):
-    """Every registered model (public); POST registers one owned by the caller."""
-
-    serializer_class = ModelEntrySerializer
-    queryset = ModelEntry.objects.select_related("owner")
-
-    def perform_create(self, serializer) -> None:
-        serializer.instance = model_register(owner=self.request.user, **serializer.validated_data)
-
-
-class ModelDetail(generics.RetrieveUpdateAPIView):
-    """One model (public); PATCH by its owner or a maintainer."""
-
-    serializer_class = ModelUpdateSerializer
-    queryset = ModelEntry.objects.select_related("owner")
-    lookup_field = "name"
-    permission_classes = [permissions.IsAuthenticatedOrReadOnly, IsOwnerOrMaintainer]
-    owner_field = "owner"
-    http_method_names = ["get", "patch", "head", "options"]
-
-    def perform_update(self, serializer) -> None:
-        changes = dict(serializer.validated_data)
-        api_key = changes.pop("api_key", None)
-        serializer.instance = model_update(
-            model=serializer.instance, api_key=api_key or None, clear_api_key=api_key == "", **changes
-        )
-
-
-# Runs
 
 
 class ProgressSerializer(serializers.Serializer):
@@ -372,51 +267,6 @@ class RunStartSerializer(serializers.Serializer):
     )
 
 
-class UploadSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text=UPLOAD_FORMAT + UPLOAD_FORMAT_AGENT)
-    model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
-    release = _release_field()
-    with_paper = serializers.BooleanField(default=True)
-    protocol = serializers.CharField(
-        required=False,
-        max_length=20,
-        help_text="The prompt protocol the answers were made with (default: the "
-        'release\'s); it extracts code from "answer" lines.',
-    )
-    mode = serializers.ChoiceField(
-        choices=RUN_MODES,
-        default="single",
-        help_text='single: each line an answer; agent: each line the snippet body an agent made elsewhere ("code") '
-        'and optionally its "trajectory" (the agent-runs guide, /guides/agent-runs/).',
-    )
-
-
-UPLOAD_PROGRESS = (
-    " The answer comes once the file is checked and stored; its items are then queued and scored in the background "
-    "(status queued, then running): follow `follow.status` (this run's status and progress), `follow.page` or "
-    "`follow.results`."
-)
-
-
-class FollowSerializer(serializers.Serializer):
-    status = serializers.URLField(help_text="The run's status and progress (API).")
-    page = serializers.URLField(help_text="The run's page.")
-    results = serializers.URLField(help_text="Per-item results so far (API, paginated).")
-
-
-class UploadedRunSerializer(RunSerializer):
-    follow = FollowSerializer(read_only=True)
-    warnings = serializers.ListField(
-        child=serializers.CharField(),
-        read_only=True,
-        help_text="'line N: ...' for each line taken that will likely fail, e.g. an answer indented less than its "
-        "snippet (the protocol splices answers unchanged).",
-    )
-
-    class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "follow", "warnings"]
-
-
 def _require_model_use(view: APIView, request, model: ModelEntry) -> None:
     """Runs spend the model owner's key and put rows on the leaderboard in the model's name: owner or maintainer.
 
@@ -439,110 +289,6 @@ class RunStart(APIView):
         _require_model_use(self, request, data["model"])
         runs = runs_start(version=data.pop("release"), user=request.user, **data)
         return Response(RunSerializer(runs[0], context={"request": request}).data, status=status.HTTP_201_CREATED)
-
-
-class RunUpload(APIView):
-    """Score uploaded generations (JSONL) as a new run; a file with any bad line is refused whole."""
-
-    permission_classes = [permissions.IsAuthenticated]
-    parser_classes = [MultiPartParser, FormParser]
-
-    @extend_schema(
-        request=UploadSerializer,
-        responses={201: UploadedRunSerializer},
-        description=UPLOAD_FORMAT + UPLOAD_FORMAT_AGENT + UPLOAD_PROGRESS,
-    )
-    def post(self, request, *args, **kwargs) -> Response:
-        serializer = UploadSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        _require_model_use(self, request, data["model"])
-        run = run_from_upload(
-            model=data["model"],
-            version=data["release"],
-            data=upload_bytes(data["file"]),
-            user=request.user,
-            with_paper=data["with_paper"],
-            protocol=data.get("protocol"),
-            mode=data["mode"],
-        )
-        # Stored, not yet scored: the items are queued in the background; say where to follow them.
-        status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
-        follow = {
-            "status": status_url,
-            "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
-            "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk])),
-        }
-        return Response(
-            {
-                **RunSerializer(run, context={"request": request}).data,
-                "follow": follow,
-                "warnings": run.upload_warnings,
-            },
-            status=status.HTTP_201_CREATED,
-            headers={"Location": status_url},
-        )
-
-
-class HarborJobSerializer(serializers.Serializer):
-    file = serializers.FileField(
-        help_text=f"The Harbor job: {JOB_ARCHIVE}, holding <trial>/result.json per trial of the release's exported "
-        "public tasks (export_harbor, or the release's Harbor dataset download)."
-    )
-    model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
-    release = _release_field()
-
-
-class HarborJobImportedSerializer(UploadedRunSerializer):
-    notes = serializers.ListField(
-        child=serializers.CharField(),
-        read_only=True,
-        help_text="'<trial>: ...' for each trial taken with a remark: an answer edited outside its region (scored as "
-        "no answer), a trial Harbor could not finish (an error, not scored).",
-    )
-
-    class Meta(UploadedRunSerializer.Meta):
-        fields = [*UploadedRunSerializer.Meta.fields, "notes"]
-
-
-class RunHarborImport(APIView):
-    """Import a Harbor job (an archive of its folder) as a self-reported agent run: each trial an item whose answer
-    the platform scores again (Harbor's reward is kept beside it, never used); the scaffold is the job's agent. A
-    job with any problem (missing, foreign or held-out tasks, links or paths leaving it, forged usage, past the
-    limits) is refused whole, every problem listed, nothing stored."""
-
-    permission_classes = [permissions.IsAuthenticated]
-    parser_classes = [MultiPartParser, FormParser]
-
-    @extend_schema(request=HarborJobSerializer, responses={201: HarborJobImportedSerializer})
-    def post(self, request, *args, **kwargs) -> Response:
-        serializer = HarborJobSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        _require_model_use(self, request, data["model"])
-        run, notes = harbor_archive_import(
-            data=data["file"],
-            filename=data["file"].name,
-            version=data["release"],
-            model=data["model"],
-            user=request.user,
-        )
-        status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
-        follow = {
-            "status": status_url,
-            "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
-            "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk])),
-        }
-        return Response(
-            {
-                **RunSerializer(run, context={"request": request}).data,
-                "follow": follow,
-                "warnings": run.upload_warnings,
-                "notes": notes,
-            },
-            status=status.HTTP_201_CREATED,
-            headers={"Location": status_url},
-        )
 
 
 class RunPinSerializer(serializers.Serializer):
@@ -666,123 +412,3 @@ class RunManifest(APIView):
         )
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}-manifest.json"'
         return response
-
-
-class SubtestsSerializer(serializers.Serializer):
-    passed = serializers.IntegerField(help_text="Sub-tests of the test that passed.")
-    run = serializers.IntegerField(help_text="Sub-tests the test ran (0: it has none).")
-
-
-class TestResultSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    outcome = serializers.CharField()
-    passed = serializers.BooleanField()
-    problem = serializers.CharField()
-    subtests = SubtestsSerializer()
-    detail = serializers.CharField(help_text="The failing test's traceback tail where the task is visible to you.")
-
-
-class ResultSerializer(serializers.ModelSerializer):
-    """One item's outcome with the error detail its page shows, the model's code and the harness's count of the
-    tests (as the item's page shows it); never the reference code, the tests' files or their output."""
-
-    item = serializers.IntegerField(source="snippet_id")
-    paper = serializers.CharField(source="snippet.task.paper.slug")
-    file = serializers.CharField(source="snippet.file_path")
-    snippet = serializers.CharField(source="snippet.name")
-    category_label = serializers.CharField(
-        source="get_category_display", help_text='The category in words, e.g. "Name or import error".'
-    )
-    detail = serializers.CharField(
-        help_text="What went wrong, as the item's page says it (e.g. the exception's "
-        "name, the time limit); empty when it passed."
-    )
-    extracted_code = serializers.SerializerMethodField()
-    page = serializers.SerializerMethodField(help_text="The item's page: the code beside the reference, the diff.")
-    tests_summary = serializers.CharField(help_text='The harness\'s own count, e.g. "3 of 4 tests passed".')
-    tests = serializers.SerializerMethodField(
-        help_text="Each test the harness counted: id, outcome, passed, why it "
-        "did not, sub-tests ({passed, run}); the traceback tail where the task is "
-        "visible to you."
-    )
-    traceback = serializers.SerializerMethodField(
-        help_text="The last traceback the item printed, as its page shows it (a syntax error's too, which no test "
-        'ran to count), where the task is visible to you; "" otherwise or when it passed.'
-    )
-    output = serializers.SerializerMethodField(
-        help_text='The last lines the item printed (stdout, then stderr), as its page shows them; "" as traceback.'
-    )
-    error_line = serializers.SerializerMethodField(
-        help_text="The line of the snippet's file the traceback's last frame there names (a syntax error's line); "
-        "null when none."
-    )
-
-    class Meta:
-        model = Outcome
-        fields = [
-            "item",
-            "sample",
-            "paper",
-            "file",
-            "snippet",
-            "status",
-            "category",
-            "category_label",
-            "detail",
-            "duration",
-            "extracted_code",
-            "page",
-            "tests_summary",
-            "tests",
-            "traceback",
-            "output",
-            "error_line",
-        ]
-
-    def _item(self, outcome: Outcome) -> RunItem:
-        return RunItem(outcome=outcome, show_reference=outcome.snippet.task_id in self.context.get("visible_tasks", ()))
-
-    @extend_schema_field(TestResultSerializer(many=True))
-    def get_tests(self, outcome: Outcome) -> list[dict]:
-        return self._item(outcome).tests
-
-    def get_traceback(self, outcome: Outcome) -> str:
-        return self._item(outcome).traceback_tail
-
-    def get_output(self, outcome: Outcome) -> str:
-        return self._item(outcome).output_tail
-
-    def get_error_line(self, outcome: Outcome) -> int | None:
-        return self._item(outcome).error_line
-
-    def get_extracted_code(self, outcome: Outcome) -> str | None:
-        return outcome.generation.extracted_code if outcome.generation else None
-
-    def get_page(self, outcome: Outcome) -> str:
-        url = reverse("run-item", args=[outcome.run_id, outcome.pk])
-        request = self.context.get("request")
-        return request.build_absolute_uri(url) if request else url
-
-
-class RunResults(generics.ListAPIView):
-    """Per-item results of a run so far, with the error detail of the item's page: public items for everyone,
-    held-out ones for maintainers only (the same rule as the run page)."""
-
-    serializer_class = ResultSerializer
-
-    @cached_property
-    def run(self) -> EvaluationRun:  # read once per request: the queryset and the serializer's context need it
-        return get_object_or_404(runs_visible(user=self.request.user).select_related("version"), pk=self.kwargs["pk"])
-
-    def get_queryset(self):
-        return run_outcomes_ordered(run=self.run, user=self.request.user).select_related(
-            "generation", "run__model", "snippet__task__paper"
-        )
-
-    def get_serializer_context(self) -> dict:
-        context = dict(super().get_serializer_context())
-        if "pk" in self.kwargs:
-            context["visible_tasks"] = set(
-                visibility.tasks_visible(version=self.run.version, user=self.request.user).values_list("pk", flat=True)
-            )
-        return context
