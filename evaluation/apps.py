@@ -14,7 +14,7 @@ class EvaluationConfig(AppConfig):
 
         from benchmarks.models import BenchmarkVersion
         from benchmarks.pages import page_extra_register
-        from benchmarks.services import release_prepare_wanted, version_published
+        from benchmarks.services.publishing import release_prepare_wanted, version_published
         from evaluation import preparation, views
         from evaluation.models import EvaluationRun, ModelEntry, TaskPreparation
         from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE, PREPARE_TASK, RUN_DISPATCH

@@ -19,7 +19,7 @@ def main() -> None:
 
     django_fresh("bench-item-", test_environment=False)
 
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from evaluation import pipeline, services
     from evaluation.models import EvaluationRun, Generation, ModelEntry
     from evaluation.outcomes import Verdict

@@ -115,7 +115,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from benchmarks.selectors import version_snippets
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
     from evaluation.reproducibility import run_manifest_chunks
     from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_store, run_scores_write

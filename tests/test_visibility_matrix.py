@@ -19,7 +19,9 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from benchmarks.models import Snippet, VersionTask
-from benchmarks.services import pset_import, version_draft_create, version_publish, version_task_set
+from benchmarks.services.curation import version_draft_create, version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.agents.budget import Budget, Usage
 from evaluation.agents.models import AgentTrajectory

@@ -13,7 +13,9 @@ from django.test import Client
 from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
-from benchmarks.services import pset_import, version_publish, version_task_set
+from benchmarks.services.curation import version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from evaluation import services, tasks
 from evaluation.llm import ModelCall, complete
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange

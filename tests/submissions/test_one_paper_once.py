@@ -17,7 +17,8 @@ from django.urls import reverse
 from benchmarks.duplicates import fingerprints_of
 from benchmarks.models import BenchmarkVersion, PackageFingerprint, Task
 from benchmarks.paper2code import PackageError
-from benchmarks.services import pset_import, version_publish
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from config.guides import example_archive
 from submissions import duplicates, services
 from submissions.models import Submission
