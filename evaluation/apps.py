@@ -50,7 +50,7 @@ class EvaluationConfig(AppConfig):
             )
         )
         # A release's reference lines start by themselves: without them its leaderboard is empty and the home page
-        # stays on the release before (leaderboard.selectors.leaderboard_releases).
+        # stays on the release before (leaderboard.selectors.releases.leaderboard_releases).
         version_published.connect(
             calibration_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.calibration_runs_start"
         )

@@ -17,15 +17,13 @@ from evaluation.models import RUN_MODES, EvaluationRun
 from evaluation.provenance import PROVENANCE_HELP
 from leaderboard.analysis import DIFFICULTY_FIELDS, difficulty_record, snippet_difficulty
 from leaderboard.comparison import comparison_from_query, comparison_record
-from leaderboard.selectors import (
+from leaderboard.selectors.columns import (
     LEADERBOARD_COLUMNS,
-    LEADERBOARD_SORTS,
-    LeaderboardFilters,
     leaderboard_columns_chosen,
     leaderboard_export_keys,
     leaderboard_record,
-    leaderboard_rows,
 )
+from leaderboard.selectors.table import LEADERBOARD_SORTS, LeaderboardFilters, leaderboard_rows
 
 _FIELD_KINDS: dict[str, Callable[..., serializers.Field]] = {
     "int": serializers.IntegerField,

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from leaderboard.selectors import LeaderboardRow
+from leaderboard.selectors.table import LeaderboardRow
 
 
 def leaderboard_ranking_chart(*, rows: list[LeaderboardRow]) -> list[dict]:

@@ -18,8 +18,12 @@ from evaluation.models import RUN_MODES
 from evaluation.provenance import provenance_choices, provenance_legend
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.selectors.runs import LEADERBOARD_RUN_RULE
-from leaderboard import analysis, charts, selectors
+from leaderboard import analysis, charts
 from leaderboard.comparison import ComparisonError, comparison_from_query
+from leaderboard.selectors import breakdowns as breakdowns_selectors
+from leaderboard.selectors import columns as columns_selectors
+from leaderboard.selectors import releases as releases_selectors
+from leaderboard.selectors import table as table_selectors
 
 BREAKDOWNS = {
     "papers": "Per paper",
@@ -32,7 +36,7 @@ BREAKDOWNS = {
 
 def leaderboard_latest(request: HttpRequest) -> HttpResponse:
     """The newest release with results (its page says when a newer release has none yet)."""
-    version, _ = selectors.leaderboard_releases()
+    version, _ = releases_selectors.leaderboard_releases()
     if version is None:
         raise Http404("No benchmark version is published yet.")
     query = request.GET.urlencode()  # `/leaderboard/?mode=agent` is a filtered page someone sent: keep its filters
@@ -43,9 +47,9 @@ def leaderboard(request: HtmxHttpRequest, name: str) -> HttpResponse:
     version = version_get(name=name, user=request.user)
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise Http404("Drafts have no leaderboard.")
-    filters = selectors.LeaderboardFilters.from_query(request.GET)
-    chosen = selectors.leaderboard_columns_chosen(request.GET)
-    rows = selectors.leaderboard_rows(version=version, filters=filters)
+    filters = table_selectors.LeaderboardFilters.from_query(request.GET)
+    chosen = columns_selectors.leaderboard_columns_chosen(request.GET)
+    rows = table_selectors.leaderboard_rows(version=version, filters=filters)
     context = {
         "version": version,
         "rows": rows,
@@ -56,14 +60,14 @@ def leaderboard(request: HtmxHttpRequest, name: str) -> HttpResponse:
         "modes": RUN_MODES,
         "provenance_legend": provenance_legend(),
         "columns": _sort_links(filters, chosen),
-        "toggled_columns": selectors.LEADERBOARD_TOGGLED_COLUMNS,
+        "toggled_columns": columns_selectors.LEADERBOARD_TOGGLED_COLUMNS,
         "chosen_columns": chosen,
         "filter_query": _query(filters, cols=",".join(chosen)),
         # The exports are the page: its filters, its order, and (for the CSV) its columns; `cols=` even when empty.
         "export_query": _query(filters) + "&" + urlencode({"cols": ",".join(chosen)}),
         "rank_method": analysis.RANK_METHOD,
         "run_rule": LEADERBOARD_RUN_RULE,
-        "newest": selectors.latest_published_version(),
+        "newest": releases_selectors.latest_published_version(),
     }
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
@@ -88,12 +92,12 @@ def _breakdown(*, version: BenchmarkVersion, rows, view: str, user) -> dict:
     if view == "sizes":
         return {
             "size_labels": [label for label, _, _ in SIZE_BUCKETS],
-            "size_rows": selectors.leaderboard_size_buckets(rows=rows, user=user),
+            "size_rows": breakdowns_selectors.leaderboard_size_buckets(rows=rows, user=user),
         }
     if view == "ablation":
-        return {"ablation": selectors.leaderboard_paper_ablation(rows=rows)}
+        return {"ablation": breakdowns_selectors.leaderboard_paper_ablation(rows=rows)}
     if view == "contamination":
-        return {"contamination": selectors.leaderboard_contamination(version=version, rows=rows, user=user)}
+        return {"contamination": breakdowns_selectors.leaderboard_contamination(version=version, rows=rows, user=user)}
     if view == "failures":
         segments, table = analysis.leaderboard_failures(rows=rows)
         chart = {
@@ -114,10 +118,10 @@ def _breakdown(*, version: BenchmarkVersion, rows, view: str, user) -> dict:
             "failure_chart": chart,
             "failure_chart_height": 80 + 32 * len(table),
         }
-    return {"heatmap": selectors.leaderboard_paper_heatmap(version=version, rows=rows, user=user)}
+    return {"heatmap": breakdowns_selectors.leaderboard_paper_heatmap(version=version, rows=rows, user=user)}
 
 
-def _query(filters: selectors.LeaderboardFilters, **override) -> str:
+def _query(filters: table_selectors.LeaderboardFilters, **override) -> str:
     params = {
         "open": "1" if filters.open_weights else "",
         "paper": filters.paper,
@@ -132,11 +136,11 @@ def _query(filters: selectors.LeaderboardFilters, **override) -> str:
     return urlencode({k: v for k, v in params.items() if v})
 
 
-def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) -> list[dict]:
+def _sort_links(filters: table_selectors.LeaderboardFilters, chosen: tuple[str, ...]) -> list[dict]:
     """Each header of the columns shown links to its sort (keeping the chosen columns); clicking the current one
     flips the direction."""
     columns = []
-    for column in selectors.leaderboard_page_columns(chosen=chosen, agent_view=filters.mode == "agent"):
+    for column in columns_selectors.leaderboard_page_columns(chosen=chosen, agent_view=filters.mode == "agent"):
         key, label = column.sort, column.label
         current = filters.sort == key
         default_desc = key in ("score", "pass", "held_out", "items", "tokens", "date")  # best first (rank: 1 first)
@@ -159,16 +163,16 @@ def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) 
 def home_results(*, user) -> dict:
     """The home page's leaderboard part (registered with benchmarks.pages): the current release's top rows, counts
     and changelog."""
-    current, newest = selectors.leaderboard_releases()
-    top = selectors.leaderboard_top(version=current) if current else None
+    current, newest = releases_selectors.leaderboard_releases()
+    top = releases_selectors.leaderboard_top(version=current) if current else None
     return {
         "current": current,
         "newest": newest,
         "calibration": top.calibration if top else [],
         "ranked": top.ranked if top else [],
-        "summary_columns": selectors.LEADERBOARD_SUMMARY_COLUMNS,
+        "summary_columns": columns_selectors.LEADERBOARD_SUMMARY_COLUMNS,
         "counts": top.counts if top else None,
-        "scoring": selectors.release_runs_scoring(version=current) if current else [],
+        "scoring": releases_selectors.release_runs_scoring(version=current) if current else [],
         "changelog": changelog_visible(version=current, user=user) if current else None,
     }
 
@@ -177,14 +181,14 @@ def release_calibration(*, version: BenchmarkVersion, user) -> dict:
     """A release page's reference lines (registered with benchmarks.pages): ready, or how far their runs are."""
     if not version.is_frozen:
         return {}
-    return {"reference_lines": selectors.release_calibration(version=version)}
+    return {"reference_lines": releases_selectors.release_calibration(version=version)}
 
 
 def paper_difficulty(*, version: BenchmarkVersion, task, user) -> dict:
     """A paper page's difficulty table (registered with benchmarks.pages); drafts have no runs."""
     if not version.is_frozen:
         return {}
-    rows = selectors.leaderboard_rows(version=version)
+    rows = table_selectors.leaderboard_rows(version=version)
     return {"difficulty": analysis.snippet_difficulty(version=version, rows=rows, user=user, task=task)}
 
 
@@ -197,7 +201,7 @@ def release_difficulty(request: HttpRequest, name: str) -> HttpResponse:
     version = version_get(name=name, user=request.user)
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise Http404("Drafts have no results.")
-    rows = selectors.leaderboard_rows(version=version)
+    rows = table_selectors.leaderboard_rows(version=version)
     items = analysis.snippet_difficulty(version=version, rows=rows, user=request.user)
     return render(
         request,

@@ -19,7 +19,7 @@ from evaluation.agents.budget import Budget, Usage
 from evaluation.agents.models import AgentTrajectory
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
 from leaderboard.charts import leaderboard_cost_scatter
-from leaderboard.selectors import leaderboard_rows
+from leaderboard.selectors.table import leaderboard_rows
 from tests.conftest import DEMO_PSET, polled, sandbox_backend_or_missing
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_agent_turns import Script

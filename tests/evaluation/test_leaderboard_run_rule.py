@@ -12,7 +12,8 @@ from django.utils import timezone
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.selectors import runs as runs_selectors
-from leaderboard.selectors import leaderboard_record, leaderboard_rows
+from leaderboard.selectors.columns import leaderboard_record
+from leaderboard.selectors.table import leaderboard_rows
 from tests.conftest import client_for, page_text
 from tests.evaluation.test_leaderboard import evaluate, model
 

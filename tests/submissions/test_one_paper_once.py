@@ -363,7 +363,7 @@ def test_a_published_release_shows_its_papers_as_it_froze_them(client, release, 
         assert DAMPNEST_TITLE in page and WALK_TITLE not in page, url
     # the leaderboard's per-paper tooltips and an item's paper, read by the same rule
     from benchmarks.selectors import version_snippet_get
-    from leaderboard.selectors import leaderboard_paper_heatmap
+    from leaderboard.selectors.breakdowns import leaderboard_paper_heatmap
 
     heatmap = leaderboard_paper_heatmap(version=release, rows=[], user=maintainer)
     assert [p.title for p in heatmap.papers if p.slug == "dampnest"] == [DAMPNEST_TITLE]
