@@ -71,13 +71,13 @@ def leaderboard(request: HtmxHttpRequest, name: str) -> HttpResponse:
     }
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
-        return render(request, "evaluation/_leaderboard_table.html", context)
+        return render(request, "leaderboard/_leaderboard_table.html", context)
     view = request.GET.get("view", "papers")
     view = view if view in BREAKDOWNS else "papers"
     context.update(view=view, breakdowns=BREAKDOWNS)
     context.update(_breakdown(version=version, rows=rows, view=view, user=request.user))
     if target == "breakdown":
-        return render(request, "evaluation/_leaderboard_breakdown.html", context)
+        return render(request, "leaderboard/_leaderboard_breakdown.html", context)
     context.update(
         chart=charts.leaderboard_ranking_chart(rows=rows),
         chart_height=80 + 36 * len(rows),
@@ -85,7 +85,7 @@ def leaderboard(request: HtmxHttpRequest, name: str) -> HttpResponse:
         cost_scatter=charts.leaderboard_cost_scatter(rows=rows),
         **page_extras("leaderboard", version=version, user=request.user),
     )
-    return render(request, "evaluation/leaderboard.html", context)
+    return render(request, "leaderboard/leaderboard.html", context)
 
 
 def _breakdown(*, version: BenchmarkVersion, rows, view: str, user) -> dict:
@@ -205,7 +205,7 @@ def release_difficulty(request: HttpRequest, name: str) -> HttpResponse:
     items = analysis.snippet_difficulty(version=version, rows=rows, user=request.user)
     return render(
         request,
-        "evaluation/difficulty.html",
+        "leaderboard/difficulty.html",
         {
             "version": version,
             "items": items[:DIFFICULTY_PAGE_ITEMS],
@@ -222,5 +222,5 @@ def release_compare(request: HttpRequest, name: str) -> HttpResponse:
     try:
         result = comparison_from_query(version=version, params=request.GET, user=request.user)
     except ComparisonError as exc:
-        return render(request, "evaluation/compare.html", {"error": str(exc), "release": name}, status=400)
-    return render(request, "evaluation/compare.html", {"result": result, "release": name})
+        return render(request, "leaderboard/compare.html", {"error": str(exc), "release": name}, status=400)
+    return render(request, "leaderboard/compare.html", {"result": result, "release": name})
