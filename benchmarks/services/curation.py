@@ -14,12 +14,12 @@ from benchmarks.models import (
     Task,
     VersionTask,
 )
-from benchmarks.services.maintainers import _require_maintainer
+from benchmarks.services.maintainers import maintainer_require
 
 SEMVER_RE = re.compile(r"^(?:[a-z][a-z0-9-]*-)?\d+\.\d+\.\d+$")
 
 
-def _require_draft(version: BenchmarkVersion) -> None:
+def draft_require(version: BenchmarkVersion) -> None:
     if version.is_frozen:
         raise CurationError(f"release {version.name} is {version.status} and frozen")
 
@@ -27,7 +27,7 @@ def _require_draft(version: BenchmarkVersion) -> None:
 @transaction.atomic
 def version_draft_create(*, name: str, actor=None, notes: str = "") -> BenchmarkVersion:
     """A new draft starting from the latest published release's tasks, splits and retirements."""
-    _require_maintainer(actor)
+    maintainer_require(actor)
     if not SEMVER_RE.match(name):
         raise CurationError(f"{name!r} is not a semantic version name (like 1.2.0 or demo-1.2.0)")
     if BenchmarkVersion.objects.filter(name=name).exists():
@@ -64,8 +64,8 @@ def version_task_set(
 ) -> VersionTask:
     """Put a task into a draft (replacing another revision of the same paper) with a split. `replaced_by`: who put
     it in place of its paper's task when it is no proposed revision of it (the changelog names them)."""
-    _require_maintainer(actor)
-    _require_draft(version)
+    maintainer_require(actor)
+    draft_require(version)
     if split not in VersionTask.Split.values:
         raise CurationError(f"unknown split {split!r}")
     version.memberships.filter(task__paper=task.paper).exclude(task=task).delete()
@@ -79,8 +79,8 @@ def version_task_set(
 
 @transaction.atomic
 def version_task_remove(*, version: BenchmarkVersion, task: Task, actor=None) -> None:
-    _require_maintainer(actor)
-    _require_draft(version)
+    maintainer_require(actor)
+    draft_require(version)
     version.memberships.filter(task=task).delete()
     version.retirements.filter(snippet__task=task).delete()
 
@@ -88,8 +88,8 @@ def version_task_remove(*, version: BenchmarkVersion, task: Task, actor=None) ->
 @transaction.atomic
 def snippet_retire(*, version: BenchmarkVersion, snippet: Snippet, reason: str, actor=None) -> SnippetRetirement:
     """Leave one snippet out of a draft, with a reason that the changelog and manifest keep."""
-    _require_maintainer(actor)
-    _require_draft(version)
+    maintainer_require(actor)
+    draft_require(version)
     if not reason.strip():
         raise CurationError("retiring a snippet needs a reason")
     if not version.memberships.filter(task=snippet.task).exists():

@@ -28,7 +28,7 @@ from benchmarks.selectors import (
     snippet_masked,
 )
 from benchmarks.services.blobs import blob_store_file
-from benchmarks.services.maintainers import _require_maintainer
+from benchmarks.services.maintainers import maintainer_require
 from benchmarks.visibility import items_public, tasks_public
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
@@ -120,7 +120,7 @@ def release_downloads_fail(*, version_id: int, error: Exception) -> None:
 
 def release_downloads_retry(*, version: BenchmarkVersion, actor) -> None:
     """A maintainer has the downloads whose build failed prepared again."""
-    _require_maintainer(actor)
+    maintainer_require(actor)
     if version.downloads_status != "failed":
         raise CurationError(
             f"the downloads of {version.name} are {version.downloads_status or 'not built for a draft'}; "

@@ -10,7 +10,7 @@ from benchmarks.selectors import (
 )
 
 
-def _require_maintainer(actor) -> None:
+def maintainer_require(actor) -> None:
     """`actor` None is the operator on the command line."""
     if actor is not None and not user_is_maintainer(user=actor):
         raise PermissionDenied("only maintainers curate and publish versions")

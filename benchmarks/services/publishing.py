@@ -20,9 +20,9 @@ from benchmarks.models import (
 from benchmarks.services.blobs import sha256_hex
 from benchmarks.services.curation import SEMVER_RE
 from benchmarks.services.downloads import release_downloads_build, release_downloads_queue
-from benchmarks.services.maintainers import _require_maintainer
+from benchmarks.services.maintainers import maintainer_require
 from benchmarks.services.manifests import release_changelog, version_manifest
-from benchmarks.services.release_settings import _settings_pin
+from benchmarks.services.release_settings import release_settings_pin
 from benchmarks.visibility import held_out_once_public
 
 # Sent after a version is published; evaluation queues the continuously evaluated models on it.
@@ -101,7 +101,7 @@ def release_publish_preview(*, version: BenchmarkVersion) -> PublishPreview:
     as publishing pins them); publishing computes it again from the draft as it is then."""
     previous = release_previous(version=version)
     pinned = BenchmarkVersion.objects.get(pk=version.pk)  # a copy: pinning is publish's, not the draft's
-    _settings_pin(pinned)
+    release_settings_pin(pinned)
     changelog = release_changelog(
         previous=previous.manifest if previous else None, manifest=version_manifest(version=pinned)
     )
@@ -122,7 +122,7 @@ def version_publish(
     are built by a worker once this commits (a large release takes minutes, too long for a request), or here with
     `downloads_inline` (the import command, which has no request to answer). With `prepare`, the workers make the
     test manifests and recordings its tasks still lack (`release_prepare_wanted`)."""
-    _require_maintainer(actor)
+    maintainer_require(actor)
     version = BenchmarkVersion.objects.select_for_update().get(pk=version.pk)
     if version.status != BenchmarkVersion.Status.DRAFT:
         raise CurationError(f"release {version.name} is already {version.status}")
@@ -131,7 +131,7 @@ def version_publish(
     if not version.memberships.exists():
         raise CurationError(f"release {version.name} has no tasks to publish")
     previous = release_previous(version=version)
-    _settings_pin(version)
+    release_settings_pin(version)
     version.manifest = version_manifest(version=version)
     version.manifest_hash = sha256_hex(json.dumps(version.manifest, sort_keys=True, separators=(",", ":")))
     version.previous = previous
@@ -155,7 +155,7 @@ def version_publish(
 
 @transaction.atomic
 def version_deprecate(*, version: BenchmarkVersion, actor=None, note: str) -> BenchmarkVersion:
-    _require_maintainer(actor)
+    maintainer_require(actor)
     if version.status != BenchmarkVersion.Status.PUBLISHED:
         raise CurationError(f"only published releases can be deprecated; {version.name} is {version.status}")
     version.status = BenchmarkVersion.Status.DEPRECATED

@@ -14,8 +14,8 @@ from benchmarks.models import (
 from benchmarks.selectors import (
     protocol_get,
 )
-from benchmarks.services.curation import _require_draft
-from benchmarks.services.maintainers import _require_maintainer
+from benchmarks.services.curation import draft_require
+from benchmarks.services.maintainers import maintainer_require
 
 # A release's evaluation settings: the default prompt protocol and the limits of one test run.
 RELEASE_SETTINGS = ("protocol", "time_limit_seconds", "memory_mb", "cpus", "mutation_score_min", "agent_budget_max")
@@ -36,8 +36,8 @@ def version_settings(*, version: BenchmarkVersion) -> dict:
 @transaction.atomic
 def version_settings_set(*, version: BenchmarkVersion, actor=None, **changes) -> BenchmarkVersion:
     """Change a draft's evaluation settings (None: this site's limit at publish); a release's never change."""
-    _require_maintainer(actor)
-    _require_draft(version)
+    maintainer_require(actor)
+    draft_require(version)
     unknown = set(changes) - set(RELEASE_SETTINGS)
     if unknown:
         raise CurationError(
@@ -55,7 +55,7 @@ def version_settings_set(*, version: BenchmarkVersion, actor=None, **changes) ->
     return version
 
 
-def _settings_pin(version: BenchmarkVersion) -> None:
+def release_settings_pin(version: BenchmarkVersion) -> None:
     """At publish, a limit left blank takes this site's current setting, so the release records every value."""
     from django.conf import settings
 

@@ -226,7 +226,7 @@ class ReleaseField(serializers.SlugRelatedField):
             raise
 
 
-def _release_field(**kwargs) -> serializers.SlugRelatedField:
+def release_field(**kwargs) -> serializers.SlugRelatedField:
     return ReleaseField(
         slug_field="name",
         help_text="A published release, e.g. 1.0.0.",
@@ -237,7 +237,7 @@ def _release_field(**kwargs) -> serializers.SlugRelatedField:
 
 class RunStartSerializer(serializers.Serializer):
     model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
-    release = _release_field()
+    release = release_field()
     with_paper = serializers.BooleanField(default=True)
     samples = serializers.IntegerField(default=1, min_value=1, max_value=MAX_SAMPLES)
     params = serializers.DictField(default=dict, help_text='Generation parameters, e.g. {"temperature": 0}.')
@@ -267,7 +267,7 @@ class RunStartSerializer(serializers.Serializer):
     )
 
 
-def _require_model_use(view: APIView, request, model: ModelEntry) -> None:
+def model_use_require(view: APIView, request, model: ModelEntry) -> None:
     """Runs spend the model owner's key and put rows on the leaderboard in the model's name: owner or maintainer.
 
     Built-in calibration models have no owner, so only maintainers run them.
@@ -286,7 +286,7 @@ class RunStart(APIView):
         serializer = RunStartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        _require_model_use(self, request, data["model"])
+        model_use_require(self, request, data["model"])
         runs = runs_start(version=data.pop("release"), user=request.user, **data)
         return Response(RunSerializer(runs[0], context={"request": request}).data, status=status.HTTP_201_CREATED)
 

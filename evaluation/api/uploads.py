@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from common.api import FormParser, MultiPartParser
 from evaluation.agents.uploads import UPLOAD_FORMAT_AGENT
-from evaluation.api.runs import RunSerializer, _release_field, _require_model_use
+from evaluation.api.runs import RunSerializer, model_use_require, release_field
 from evaluation.harbor.imports import JOB_ARCHIVE, harbor_archive_import
 from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import (
@@ -23,7 +23,7 @@ from evaluation.services import (
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text=UPLOAD_FORMAT + UPLOAD_FORMAT_AGENT)
     model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
-    release = _release_field()
+    release = release_field()
     with_paper = serializers.BooleanField(default=True)
     protocol = serializers.CharField(
         required=False,
@@ -80,7 +80,7 @@ class RunUpload(APIView):
         serializer = UploadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        _require_model_use(self, request, data["model"])
+        model_use_require(self, request, data["model"])
         run = run_from_upload(
             model=data["model"],
             version=data["release"],
@@ -114,7 +114,7 @@ class HarborJobSerializer(serializers.Serializer):
         "public tasks (export_harbor, or the release's Harbor dataset download)."
     )
     model = serializers.SlugRelatedField(slug_field="name", queryset=ModelEntry.objects.all())
-    release = _release_field()
+    release = release_field()
 
 
 class HarborJobImportedSerializer(UploadedRunSerializer):
@@ -143,7 +143,7 @@ class RunHarborImport(APIView):
         serializer = HarborJobSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        _require_model_use(self, request, data["model"])
+        model_use_require(self, request, data["model"])
         run, notes = harbor_archive_import(
             data=data["file"],
             filename=data["file"].name,
