@@ -19,7 +19,8 @@ from evaluation.provenance import provenance_choices, provenance_legend
 from evaluation.scoring import SIZE_BUCKETS
 from evaluation.selectors.runs import LEADERBOARD_RUN_RULE
 from leaderboard import analysis, charts
-from leaderboard.comparison import ComparisonError, comparison_from_query
+from leaderboard.comparison import comparison_from_query
+from leaderboard.errors import ComparisonError
 from leaderboard.selectors import breakdowns as breakdowns_selectors
 from leaderboard.selectors import columns as columns_selectors
 from leaderboard.selectors import releases as releases_selectors
