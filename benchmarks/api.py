@@ -18,7 +18,8 @@ from rest_framework.views import APIView
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import Protocol
 from benchmarks.selectors import blob_read, protocol_get, snippet_masked_file, snippet_prompt, versions_visible
-from benchmarks.services import release_items_in_protocol, version_settings
+from benchmarks.services.downloads import release_items_in_protocol
+from benchmarks.services.release_settings import version_settings
 from benchmarks.views import DOWNLOAD_TYPES, DOWNLOADS_RETRY_AFTER, download_response, downloads_not_ready_message
 from benchmarks.visibility import changelog_visible, items_visible
 from common.api import error_body

@@ -9,7 +9,7 @@ class BenchmarksConfig(AppConfig):
         from django.urls import reverse
 
         from benchmarks.models import BenchmarkVersion
-        from benchmarks.services import release_downloads_requeue, releases_downloads_pending
+        from benchmarks.services.downloads import release_downloads_requeue, releases_downloads_pending
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, work_register
 

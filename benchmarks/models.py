@@ -324,8 +324,9 @@ class BenchmarkVersion(Redispatchable):
         return "ready" if ready else "failed" if self.downloads_failed else "preparing"
 
 
-# The downloads every release's build makes (benchmarks.services.release_downloads_build); another app may add its
-# own to a release's `downloads` later (evaluation/harbor/dataset.py: the Harbor dataset, built by a sandbox worker).
+# The downloads every release's build makes (benchmarks.services.downloads.release_downloads_build); another app may
+# add its own to a release's `downloads` later (evaluation/harbor/dataset.py: the Harbor dataset, built by a sandbox
+# worker).
 CORE_DOWNLOADS = ("pset", "items")
 
 

@@ -13,10 +13,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from benchmarks import selectors, services, visibility
+from benchmarks import selectors, visibility
 from benchmarks.models import BenchmarkVersion, Snippet, SnippetRetirement, Task, VersionTask
 from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required
+from benchmarks.services import curation, downloads, publishing, release_settings
 from common.errors import ApplicationError
 from common.htmx import HtmxHttpRequest
 from common.pages import refusal_redirect
@@ -82,10 +83,10 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
         "held_out": held_out,
         "changelog": visibility.changelog_visible(version=version, user=request.user),
         "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())],
-        "publish_freezes": services.PUBLISH_FREEZES,
+        "publish_freezes": publishing.PUBLISH_FREEZES,
     }
     if version.status == BenchmarkVersion.Status.DRAFT:  # only maintainers see a draft
-        context["preview"] = preview = services.release_publish_preview(version=version)
+        context["preview"] = preview = publishing.release_publish_preview(version=version)
         context["changelog"] = preview.changelog
     context.update(page_extras("version", version=version, user=request.user))
     return render(request, "benchmarks/version_detail.html", context)
@@ -148,7 +149,7 @@ def version_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         name = request.POST.get("name", "").strip()
         try:
-            version = services.version_draft_create(name=name, actor=request.user)
+            version = curation.version_draft_create(name=name, actor=request.user)
         except ApplicationError as exc:
             messages.error(request, str(exc))
         else:
@@ -224,7 +225,7 @@ def version_task_add(request: HttpRequest, version: BenchmarkVersion) -> str:
         raise ApplicationError(f"task: {chosen!r} is not a task id")
     task = get_object_or_404(Task.objects.select_related("paper"), pk=int(chosen))
     split = request.POST.get("split", VersionTask.Split.PUBLIC)
-    services.version_task_set(version=version, task=task, split=split, actor=request.user)
+    curation.version_task_set(version=version, task=task, split=split, actor=request.user)
     return f"Added {task} ({split})."
 
 
@@ -232,21 +233,21 @@ def version_task_add(request: HttpRequest, version: BenchmarkVersion) -> str:
 def version_task_split(request: HttpRequest, version: BenchmarkVersion, task_id: int) -> str:
     task = get_object_or_404(version.tasks.select_related("paper"), pk=task_id)
     split = request.POST.get("split", "")
-    services.version_task_set(version=version, task=task, split=split, actor=request.user)
+    curation.version_task_set(version=version, task=task, split=split, actor=request.user)
     return f"{task.paper.slug} is now {VersionTask.Split(split).label.lower()}."
 
 
 @_release_action
 def version_task_drop(request: HttpRequest, version: BenchmarkVersion, task_id: int) -> str:
     task = get_object_or_404(version.tasks.select_related("paper"), pk=task_id)
-    services.version_task_remove(version=version, task=task, actor=request.user)
+    curation.version_task_remove(version=version, task=task, actor=request.user)
     return f"Dropped {task}."
 
 
 @_release_action
 def version_snippet_retire(request: HttpRequest, version: BenchmarkVersion, snippet_id: int) -> str:
     snippet = selectors.version_snippet_get(version=version, snippet_id=snippet_id)
-    services.snippet_retire(version=version, snippet=snippet, reason=request.POST.get("reason", ""), actor=request.user)
+    curation.snippet_retire(version=version, snippet=snippet, reason=request.POST.get("reason", ""), actor=request.user)
     return f"Retired {snippet.name}."
 
 
@@ -261,7 +262,7 @@ def _number(request: HttpRequest, key: str, kind: type):
 
 @_release_action
 def version_settings(request: HttpRequest, version: BenchmarkVersion) -> str:
-    services.version_settings_set(
+    release_settings.version_settings_set(
         version=version,
         actor=request.user,
         protocol=request.POST.get("protocol", version.protocol_id),
@@ -278,9 +279,9 @@ def version_publish(request: HttpRequest, version: BenchmarkVersion) -> str:
     if request.POST.get("confirm") != "yes":  # the box a browser requires; a plain POST must tick it too
         raise ApplicationError(
             f"publish: confirm that {version.name} is to be frozen (tick the box above the button). "
-            + services.PUBLISH_FREEZES
+            + publishing.PUBLISH_FREEZES
         )
-    published = services.version_publish(version=version, actor=request.user, notes=request.POST.get("notes") or None)
+    published = publishing.version_publish(version=version, actor=request.user, notes=request.POST.get("notes") or None)
     once_public = (published.changelog or {}).get("held_out_once_public", [])
     warning = "".join(f" Warning: {o['paper']} is held out but was public in {o['public_in']}." for o in once_public)
     return (
@@ -291,7 +292,7 @@ def version_publish(request: HttpRequest, version: BenchmarkVersion) -> str:
 
 @_release_action
 def version_downloads_retry(request: HttpRequest, version: BenchmarkVersion) -> str:
-    services.release_downloads_retry(version=version, actor=request.user)
+    downloads.release_downloads_retry(version=version, actor=request.user)
     return f"The downloads of {version.name} are being prepared again."
 
 
@@ -300,5 +301,5 @@ def version_deprecate(request: HttpRequest, version: BenchmarkVersion) -> str:
     note = request.POST.get("note", "").strip()
     if not note:
         raise ApplicationError("deprecating a release needs a note saying why and what to use instead")
-    services.version_deprecate(version=version, actor=request.user, note=note)
+    publishing.version_deprecate(version=version, actor=request.user, note=note)
     return f"Deprecated {version.name}."

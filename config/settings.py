@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "benchmarks",
     "submissions",
     "evaluation",
+    "leaderboard",
     "humans",
 ]
 

@@ -14,7 +14,7 @@ class EvaluationConfig(AppConfig):
 
         from benchmarks.models import BenchmarkVersion
         from benchmarks.pages import page_extra_register
-        from benchmarks.services import release_prepare_wanted, version_published
+        from benchmarks.services.publishing import release_prepare_wanted, version_published
         from evaluation import preparation, views
         from evaluation.models import EvaluationRun, ModelEntry, TaskPreparation
         from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE, PREPARE_TASK, RUN_DISPATCH
@@ -29,9 +29,6 @@ class EvaluationConfig(AppConfig):
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, chore_register, work_register
 
-        # The release pages are benchmarks'; the results on them are this app's.
-        page_extra_register("home", views.home_results)
-        page_extra_register("paper", views.paper_difficulty)
         version_published.connect(
             continuous_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.continuous_runs_start"
         )
@@ -53,11 +50,10 @@ class EvaluationConfig(AppConfig):
             )
         )
         # A release's reference lines start by themselves: without them its leaderboard is empty and the home page
-        # stays on the release before (selectors.leaderboard_releases).
+        # stays on the release before (leaderboard.selectors.releases.leaderboard_releases).
         version_published.connect(
             calibration_runs_start, sender=BenchmarkVersion, dispatch_uid="evaluation.calibration_runs_start"
         )
-        page_extra_register("version", views.release_calibration)
         from evaluation.tasks import harbor_dataset_queue
 
         # A release's public split as a Harbor dataset, a download of its own built by a sandbox worker.

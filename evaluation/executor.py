@@ -18,7 +18,7 @@ from django.db.models import Max
 from benchmarks.models import BenchmarkVersion, Snippet, Task
 from benchmarks.paper2code import AnnotatedFile, PackageError, splice
 from benchmarks.paper2code.requirements import requirements_vetted
-from benchmarks.services import blob_store
+from benchmarks.services.blobs import blob_store
 from evaluation.audit import answer_audit
 from evaluation.judging.sealed import Replay, SnippetSpan, answer_replay, recording_make, snippet_key
 from evaluation.judging.verdict import sealed_verdict

@@ -20,7 +20,8 @@ from evaluation.judging.step import item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
 from evaluation.routing import GPU_QUEUE, ITEM_EVALUATE, ITEM_GENERATE
-from evaluation.selectors import item_prompt, run_sends_held_out, run_snippets
+from evaluation.selectors.held_out import run_sends_held_out
+from evaluation.selectors.items import item_prompt, run_snippets
 from operations.enqueue import task_named
 from sandbox import SandboxError
 

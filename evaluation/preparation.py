@@ -27,7 +27,7 @@ from sandbox import EnvironmentBuildError
 logger = logging.getLogger(__name__)
 
 Status = TaskPreparation.Status
-ACTIVE = [Status.QUEUED, Status.RUNNING]  # selectors.PREPARING
+ACTIVE = [Status.QUEUED, Status.RUNNING]  # selectors.monitoring.PREPARING
 
 
 def _unprepared(version: BenchmarkVersion):

@@ -13,7 +13,7 @@ from benchmarks import visibility
 from common.canonical import canonical_hash, canonical_json
 from evaluation.models import EvaluationRun, Outcome
 from evaluation.provenance import provenance_of
-from evaluation.selectors import outcomes_visible
+from evaluation.selectors.runs import outcomes_visible
 
 MANIFEST_FORMAT = "rcb-run-manifest/1"
 
@@ -114,7 +114,7 @@ def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
     the locks are read first, from the same visible outcomes), and `sha256` is added at the end.
     """
     from evaluation.models import EnvironmentLock
-    from evaluation.selectors import run_forkserver
+    from evaluation.selectors.monitoring import run_forkserver
 
     outcomes, withheld = manifest_outcomes(run=run, user=user)
     said = provenance_of(run)

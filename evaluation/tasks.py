@@ -97,8 +97,8 @@ def harbor_dataset_prepare(self, version_id: int) -> dict | None:
 
 
 def harbor_dataset_queue(sender=None, *, version, **kwargs) -> None:
-    """On publishing (benchmarks.services.version_published): have a sandbox worker build the Harbor dataset, unless
-    HARBOR_DATASET_DOWNLOAD is off."""
+    """On publishing (benchmarks.services.publishing.version_published): have a sandbox worker build the Harbor
+    dataset, unless HARBOR_DATASET_DOWNLOAD is off."""
     from operations.enqueue import enqueue
 
     if not settings.HARBOR_DATASET_DOWNLOAD:

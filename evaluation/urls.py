@@ -1,4 +1,4 @@
-"""Public leaderboard, model and run pages."""
+"""Model and run pages."""
 
 from django.urls import path
 
@@ -6,10 +6,6 @@ from evaluation import views
 from evaluation.agents import views as agent_views
 
 urlpatterns = [
-    path("leaderboard/", views.leaderboard_latest, name="leaderboard-latest"),
-    path("versions/<str:name>/leaderboard/", views.leaderboard, name="leaderboard"),
-    path("versions/<str:name>/compare/", views.release_compare, name="release-compare"),
-    path("versions/<str:name>/difficulty/", views.release_difficulty, name="release-difficulty"),
     path("models/", views.my_models, name="my-models"),
     path("runs/", views.my_runs, name="my-runs"),
     path("models/new/", views.model_new, name="model-new"),

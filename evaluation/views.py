@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,158 +13,22 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from benchmarks import visibility
-from benchmarks.models import BenchmarkVersion
 from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required, user_may_change
 from benchmarks.selectors import user_is_maintainer, version_get
-from benchmarks.visibility import changelog_visible
-from common.htmx import HtmxHttpRequest
 from common.pages import refusal_redirect
-from evaluation import analysis, environments, reproducibility, selectors, services
+from evaluation import environments, reproducibility, services
 from evaluation.agents.selectors import agent_run_summary
-from evaluation.comparison import ComparisonError, comparison_from_query
 from evaluation.forms import HarborJobForm, ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
 from evaluation.harbor.imports import harbor_archive_import
 from evaluation.harbor.parity import ParityError, parity_releases, parity_report
-from evaluation.models import RUN_MODES, EnvironmentFailure, EvaluationRun, ModelEntry, Outcome, RunScore
-from evaluation.provenance import provenance_choices, provenance_legend
+from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.selectors import item_pages as item_pages_selectors
+from evaluation.selectors import items as items_selectors
+from evaluation.selectors import monitoring as monitoring_selectors
+from evaluation.selectors import runs as runs_selectors
 from operations.broker import queues_status, workers_status
 from operations.events import events_recent
-
-BREAKDOWNS = {
-    "papers": "Per paper",
-    "sizes": "By snippet size",
-    "ablation": "With vs. without paper",
-    "contamination": "After knowledge cut-off",
-    "failures": "Failure categories",
-}
-
-
-def leaderboard_latest(request: HttpRequest) -> HttpResponse:
-    """The newest release with results (its page says when a newer release has none yet)."""
-    version, _ = selectors.leaderboard_releases()
-    if version is None:
-        raise Http404("No benchmark version is published yet.")
-    query = request.GET.urlencode()  # `/leaderboard/?mode=agent` is a filtered page someone sent: keep its filters
-    return redirect(reverse("leaderboard", args=[version.name]) + (f"?{query}" if query else ""))
-
-
-def leaderboard(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    version = version_get(name=name, user=request.user)
-    if version.status == BenchmarkVersion.Status.DRAFT:
-        raise Http404("Drafts have no leaderboard.")
-    filters = selectors.LeaderboardFilters.from_query(request.GET)
-    chosen = selectors.leaderboard_columns_chosen(request.GET)
-    rows = selectors.leaderboard_rows(version=version, filters=filters)
-    context = {
-        "version": version,
-        "rows": rows,
-        "filters": filters,
-        "ranked": [row for row in rows if not row.calibration],
-        "calibration": [row for row in rows if row.calibration],
-        "provenances": provenance_choices(),
-        "modes": RUN_MODES,
-        "provenance_legend": provenance_legend(),
-        "columns": _sort_links(filters, chosen),
-        "toggled_columns": selectors.LEADERBOARD_TOGGLED_COLUMNS,
-        "chosen_columns": chosen,
-        "filter_query": _query(filters, cols=",".join(chosen)),
-        # The exports are the page: its filters, its order, and (for the CSV) its columns; `cols=` even when empty.
-        "export_query": _query(filters) + "&" + urlencode({"cols": ",".join(chosen)}),
-        "rank_method": analysis.RANK_METHOD,
-        "run_rule": selectors.LEADERBOARD_RUN_RULE,
-        "newest": selectors.latest_published_version(),
-    }
-    target = request.htmx.target if request.htmx else None
-    if target == "leaderboard-table":
-        return render(request, "evaluation/_leaderboard_table.html", context)
-    view = request.GET.get("view", "papers")
-    view = view if view in BREAKDOWNS else "papers"
-    context.update(view=view, breakdowns=BREAKDOWNS)
-    context.update(_breakdown(version=version, rows=rows, view=view, user=request.user))
-    if target == "breakdown":
-        return render(request, "evaluation/_leaderboard_breakdown.html", context)
-    context.update(
-        chart=selectors.leaderboard_ranking_chart(rows=rows),
-        chart_height=80 + 36 * len(rows),
-        over_time=selectors.leaderboard_over_time(rows=rows),
-        cost_scatter=selectors.leaderboard_cost_scatter(rows=rows),
-        **page_extras("leaderboard", version=version, user=request.user),
-    )
-    return render(request, "evaluation/leaderboard.html", context)
-
-
-def _breakdown(*, version: BenchmarkVersion, rows, view: str, user) -> dict:
-    if view == "sizes":
-        return {
-            "size_labels": [label for label, _, _ in selectors.SIZE_BUCKETS],
-            "size_rows": selectors.leaderboard_size_buckets(rows=rows, user=user),
-        }
-    if view == "ablation":
-        return {"ablation": selectors.leaderboard_paper_ablation(rows=rows)}
-    if view == "contamination":
-        return {"contamination": selectors.leaderboard_contamination(version=version, rows=rows, user=user)}
-    if view == "failures":
-        segments, table = analysis.leaderboard_failures(rows=rows)
-        chart = {
-            "labels": [f"{r.row.run.model.display_name} ({r.row.setting})" for r in table],
-            "segments": [
-                {
-                    "label": label,
-                    "key": key,
-                    "shares": [r.shares[i] for r in table],
-                    "counts": [r.counts[i] for r in table],
-                }
-                for i, (key, label) in enumerate(segments)
-            ],
-        }
-        return {
-            "failure_segments": segments,
-            "failures": table,
-            "failure_chart": chart,
-            "failure_chart_height": 80 + 32 * len(table),
-        }
-    return {"heatmap": selectors.leaderboard_paper_heatmap(version=version, rows=rows, user=user)}
-
-
-def _query(filters: selectors.LeaderboardFilters, **override) -> str:
-    params = {
-        "open": "1" if filters.open_weights else "",
-        "paper": filters.paper,
-        "provenance": filters.provenance,
-        "mode": filters.mode,
-        "scaffold": filters.scaffold,
-        "q": filters.q,
-        "sort": filters.sort,
-        "dir": "desc" if filters.descending else "asc",
-    }
-    params.update(override)
-    return urlencode({k: v for k, v in params.items() if v})
-
-
-def _sort_links(filters: selectors.LeaderboardFilters, chosen: tuple[str, ...]) -> list[dict]:
-    """Each header of the columns shown links to its sort (keeping the chosen columns); clicking the current one
-    flips the direction."""
-    columns = []
-    for column in selectors.leaderboard_page_columns(chosen=chosen, agent_view=filters.mode == "agent"):
-        key, label = column.sort, column.label
-        current = filters.sort == key
-        default_desc = key in ("score", "pass", "held_out", "items", "tokens", "date")  # best first (rank: 1 first)
-        descending = not filters.descending if current else default_desc
-        values_descend = filters.descending  # the arrow and aria-sort say the order of the values shown
-        columns.append(
-            {
-                "key": key,
-                "label": label,
-                "column": column,
-                "current": current,
-                "aria": ("descending" if values_descend else "ascending") if current else "none",
-                "arrow": "▼" if values_descend else "▲",
-                "query": _query(filters, sort=key, dir="desc" if descending else "asc", cols=",".join(chosen)),
-            }
-        )
-    return columns
-
 
 # Problems of a refused upload listed on the page; the rest are counted (the API's answer lists them all).
 UPLOAD_PROBLEMS_SHOWN = 200
@@ -188,9 +50,9 @@ def model_detail(
     problems = upload_problems or []
     context = {
         "model": model,
-        "runs": selectors.model_runs(model=model),
+        "runs": runs_selectors.model_runs(model=model),
         "may_change": may_change,
-        "run_rule": selectors.LEADERBOARD_RUN_RULE,
+        "run_rule": runs_selectors.LEADERBOARD_RUN_RULE,
         "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
         "run_form": (run_form or RunStartForm()) if may_run else None,
         "upload_form": upload_form or (RunUploadForm() if may_upload else None),
@@ -199,7 +61,7 @@ def model_detail(
         "harbor_form": harbor_form or (HarborJobForm() if may_upload else None),
         "harbor_problems": (harbor_problems or [])[:UPLOAD_PROBLEMS_SHOWN],
         "harbor_problems_more": max(0, len(harbor_problems or []) - UPLOAD_PROBLEMS_SHOWN),
-        "parity_releases": parity_releases(model=model, runs=selectors.runs_visible(user=request.user)),
+        "parity_releases": parity_releases(model=model, runs=runs_selectors.runs_visible(user=request.user)),
     }
     return render(
         request,
@@ -211,12 +73,12 @@ def model_detail(
 
 @login_required
 def my_models(request: HttpRequest) -> HttpResponse:
-    return render(request, "evaluation/my_models.html", {"models": selectors.models_owned(user=request.user)})
+    return render(request, "evaluation/my_models.html", {"models": runs_selectors.models_owned(user=request.user)})
 
 
 @login_required
 def my_runs(request: HttpRequest) -> HttpResponse:
-    return render(request, "evaluation/my_runs.html", {"runs": selectors.runs_started(user=request.user)})
+    return render(request, "evaluation/my_runs.html", {"runs": runs_selectors.runs_started(user=request.user)})
 
 
 def _service_errors(form, exc: Exception) -> None:
@@ -377,7 +239,7 @@ def model_parity(request: HttpRequest, name: str, release: str) -> HttpResponse:
     with_paper = request.GET.get("paper") != "without"
     try:
         report = parity_report(
-            model=model, version=version, with_paper=with_paper, runs=selectors.runs_visible(user=request.user)
+            model=model, version=version, with_paper=with_paper, runs=runs_selectors.runs_visible(user=request.user)
         )
         missing = ""
     except ParityError as exc:
@@ -393,14 +255,14 @@ def model_parity(request: HttpRequest, name: str, release: str) -> HttpResponse:
 
 
 def _run_visible(request: HttpRequest, pk: int) -> EvaluationRun:
-    return get_object_or_404(selectors.runs_visible(user=request.user).select_related("model", "version"), pk=pk)
+    return get_object_or_404(runs_selectors.runs_visible(user=request.user).select_related("model", "version"), pk=pk)
 
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_visible(request, pk)
-    items = selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
-    progress = selectors.run_progress(run)
-    split_scores = selectors.run_split_scores(run=run, user=request.user)
+    items = item_pages_selectors.run_item_page(run=run, user=request.user, page=request.GET.get("page"))
+    progress = items_selectors.run_progress(run)
+    split_scores = runs_selectors.run_split_scores(run=run, user=request.user)
     usage_withheld = visibility.usage_withheld(run=run, user=request.user)
     context = {
         "run": run,
@@ -410,9 +272,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "agent_summary": agent_run_summary(run=run, public_only=usage_withheld),
         "usage_withheld": usage_withheld,
         "usage_withheld_note": visibility.USAGE_WITHHELD_NOTE,
-        "repeat_runs": selectors.repeat_runs(run=run),
-        "gpu_notice": selectors.run_gpu_notice(run=run),
-        "paper_scores": selectors.paper_scores_visible(run=run, user=request.user),
+        "repeat_runs": runs_selectors.repeat_runs(run=run),
+        "gpu_notice": items_selectors.run_gpu_notice(run=run),
+        "paper_scores": runs_selectors.paper_scores_visible(run=run, user=request.user),
         "items": items,
         "items_hidden": progress.done - items.paginator.count,
         "provenance_changes": run.provenance_changes.select_related("actor"),
@@ -426,15 +288,17 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ),
     }
     # The evidence can quote hidden files (a flagged answer read them): maintainers only.
-    context["flags"] = selectors.run_flags(run=run) if user_is_maintainer(user=request.user) else None
-    context["fork_server"] = selectors.run_forkserver(run=run) if user_is_maintainer(user=request.user) else None
+    context["flags"] = item_pages_selectors.run_flags(run=run) if user_is_maintainer(user=request.user) else None
+    context["fork_server"] = (
+        monitoring_selectors.run_forkserver(run=run) if user_is_maintainer(user=request.user) else None
+    )
     return render(request, "evaluation/run_detail.html", context)
 
 
 def run_item(request: HttpRequest, pk: int, outcome_pk: int) -> HttpResponse:
     """One item of a run: the outcome and its detail, the model's code beside the reference, and their diff."""
     run = _run_visible(request, pk)
-    item = selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
+    item = item_pages_selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
     if item is None:
         raise Http404("No such item in this run.")  # the same answer for a held-out item as for none
     extras = page_extras("item", version=run.version, snippet=item.outcome.snippet, user=request.user)
@@ -488,9 +352,9 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
         "evaluation/_run_progress.html",
         {
             "run": run,
-            "progress": selectors.run_progress(run),
+            "progress": items_selectors.run_progress(run),
             "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
-            "gpu_notice": selectors.run_gpu_notice(run=run),
+            "gpu_notice": items_selectors.run_gpu_notice(run=run),
         },
     )
 
@@ -501,14 +365,14 @@ def operations(request: HttpRequest) -> HttpResponse:
     context = {
         "queues": queues_status(),
         "workers": workers_status(),
-        "stalled": selectors.runs_stalled(),
+        "stalled": monitoring_selectors.runs_stalled(),
         "stall_seconds": settings.RUN_STALL_SECONDS,
         "active_runs": EvaluationRun.objects.filter(status__in=["queued", "running"]).select_related(
             "model", "version"
         ),
         "environment_failures": environments.environment_failures(),
         "events": events_recent(),
-        "fork_servers": selectors.runs_forkserver_recent(),
+        "fork_servers": monitoring_selectors.runs_forkserver_recent(),
     }
     return render(request, "evaluation/operations.html", context)
 
@@ -599,74 +463,8 @@ def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
 def release_preparation_section(*, version, user) -> dict:
     """A release page's preparation of its tasks (registered with benchmarks.pages): how many are prepared, and for
     maintainers which failed and why (a reference's output may tell of held-out tests)."""
-    preparation = selectors.release_preparation(version=version)
+    preparation = monitoring_selectors.release_preparation(version=version)
     if preparation is None:
         return {}
     failures = preparation.failed if user_is_maintainer(user=user) else []
     return {"preparation": preparation, "preparation_failures": failures}
-
-
-def home_results(*, user) -> dict:
-    """The home page's leaderboard part (registered with benchmarks.pages): the current release's top rows, counts
-    and changelog."""
-    current, newest = selectors.leaderboard_releases()
-    top = selectors.leaderboard_top(version=current) if current else None
-    return {
-        "current": current,
-        "newest": newest,
-        "calibration": top.calibration if top else [],
-        "ranked": top.ranked if top else [],
-        "summary_columns": selectors.LEADERBOARD_SUMMARY_COLUMNS,
-        "counts": top.counts if top else None,
-        "scoring": selectors.release_runs_scoring(version=current) if current else [],
-        "changelog": changelog_visible(version=current, user=user) if current else None,
-    }
-
-
-def release_calibration(*, version: BenchmarkVersion, user) -> dict:
-    """A release page's reference lines (registered with benchmarks.pages): ready, or how far their runs are."""
-    if not version.is_frozen:
-        return {}
-    return {"reference_lines": selectors.release_calibration(version=version)}
-
-
-def paper_difficulty(*, version: BenchmarkVersion, task, user) -> dict:
-    """A paper page's difficulty table (registered with benchmarks.pages); drafts have no runs."""
-    if not version.is_frozen:
-        return {}
-    rows = selectors.leaderboard_rows(version=version)
-    return {"difficulty": analysis.snippet_difficulty(version=version, rows=rows, user=user, task=task)}
-
-
-DIFFICULTY_PAGE_ITEMS = 100  # the page lists the hardest; the downloads hold every snippet
-
-
-def release_difficulty(request: HttpRequest, name: str) -> HttpResponse:
-    """The release's snippets, hardest first: the share of leaderboard entries passing each and how well passing it
-    separates strong from weak entries (held-out ones for maintainers only)."""
-    version = version_get(name=name, user=request.user)
-    if version.status == BenchmarkVersion.Status.DRAFT:
-        raise Http404("Drafts have no results.")
-    rows = selectors.leaderboard_rows(version=version)
-    items = analysis.snippet_difficulty(version=version, rows=rows, user=request.user)
-    return render(
-        request,
-        "evaluation/difficulty.html",
-        {
-            "version": version,
-            "items": items[:DIFFICULTY_PAGE_ITEMS],
-            "total": len(items),
-            "entries": sum(not r.calibration for r in rows),
-            "run_rule": selectors.LEADERBOARD_RUN_RULE,
-            **page_extras("difficulty", version=version, user=request.user),
-        },
-    )
-
-
-def release_compare(request: HttpRequest, name: str) -> HttpResponse:
-    version = version_get(name=name, user=request.user)
-    try:
-        result = comparison_from_query(version=version, params=request.GET, user=request.user)
-    except ComparisonError as exc:
-        return render(request, "evaluation/compare.html", {"error": str(exc), "release": name}, status=400)
-    return render(request, "evaluation/compare.html", {"result": result, "release": name})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.selectors import protocol_get, snippet_masked
-from evaluation.selectors import item_prompt
+from evaluation.selectors.items import item_prompt
 from evaluation.services import run_protocol
 from evaluation.taskfiles import task_annotated, task_files
 from humans.models import Attempt

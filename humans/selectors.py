@@ -17,7 +17,7 @@ from benchmarks.paper2code.comparison import Interval, percentiles
 from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import tasks_as_released, user_is_maintainer
 from evaluation.models import Outcome
-from evaluation.selectors import RunItem
+from evaluation.selectors.item_pages import RunItem
 from humans.models import Attempt, Listing, ReferenceSeen
 
 BOOTSTRAP_ITERATIONS = 1000

@@ -151,14 +151,10 @@ def main() -> None:
     from django.urls import reverse
 
     from benchmarks.selectors import protocol_get
-    from benchmarks.services import (
-        blob_store,
-        blob_store_file,
-        pset_import,
-        release_items_write,
-        release_pset_zip_write,
-        version_publish,
-    )
+    from benchmarks.services.blobs import blob_store, blob_store_file
+    from benchmarks.services.downloads import release_items_write, release_pset_zip_write
+    from benchmarks.services.psets import pset_import
+    from benchmarks.services.publishing import version_publish
     from scripts import bench_upload
 
     bench_upload.ITEMS = ITEMS

@@ -99,7 +99,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from benchmarks.selectors import version_snippets
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from evaluation import services
     from evaluation.models import EvaluationRun, ModelEntry, Outcome
     from operations.slots import queue_slots

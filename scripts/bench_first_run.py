@@ -72,7 +72,7 @@ def release_import(root: Path, name: str, *, prepare: bool):
 
 def prepared_wait(version, timeout: float, workers: list[Worker]) -> float:
     """Seconds until no task of `version` is queued or being prepared."""
-    from evaluation.selectors import release_preparation
+    from evaluation.selectors.monitoring import release_preparation
 
     start = time.monotonic()
     while time.monotonic() - start < timeout:

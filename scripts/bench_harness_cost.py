@@ -50,7 +50,7 @@ def main() -> None:
 
     django.setup()
     from benchmarks.paper2code import passes
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from sandbox import Limits
     from sandbox.bwrap import BwrapBackend
     from sandbox.forkserver import ForkingSession

@@ -54,7 +54,7 @@ def _limits():
 def references_under_load(*, backend, items: int, workers: int, hogs: int) -> LoadResult:
     """Score `items` reference answers on `workers` sessions of `backend` with `hogs` CPU hogs running."""
     from benchmarks.paper2code import parse
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from evaluation.executor import answer_test, reference_manifest
 
     files = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}

@@ -29,7 +29,7 @@ def main() -> None:
 
         from benchmarks.models import Snippet
         from benchmarks.paper2code.pset import read_pset
-        from benchmarks.services import pset_import
+        from benchmarks.services.psets import pset_import
         from scripts.bench_pset import pset_generate
 
         call_command("migrate", verbosity=0)

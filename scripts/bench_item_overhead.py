@@ -19,11 +19,11 @@ def main() -> None:
 
     django_fresh("bench-item-", test_environment=False)
 
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from evaluation import pipeline, services
     from evaluation.models import EvaluationRun, Generation, ModelEntry
     from evaluation.outcomes import Verdict
-    from evaluation.selectors import run_items
+    from evaluation.selectors.items import run_items
 
     version = pset_import(root=ROOT / "benchmarks" / "demo", version_name="1.0.0", publish=True).version
     for samples in (1, 20):

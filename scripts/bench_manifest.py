@@ -43,7 +43,7 @@ def baseline_manifest(*, run, user) -> bytes:
     from common.canonical import canonical_hash, canonical_json
     from evaluation.models import Outcome
     from evaluation.reproducibility import MANIFEST_FORMAT, _sha256, run_outcomes
-    from evaluation.selectors import outcomes_visible
+    from evaluation.selectors.runs import outcomes_visible
 
     outcomes = list(run_outcomes(run).filter(pk__in=outcomes_visible(run=run, user=user).values("pk")))
     withheld = Outcome.objects.filter(run=run).count() - len(outcomes)
@@ -115,7 +115,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from benchmarks.selectors import version_snippets
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
     from evaluation.reproducibility import run_manifest_chunks
     from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_store, run_scores_write

@@ -67,7 +67,7 @@ def main() -> None:
     from benchmarks.paper2code.mutation import mutants_generate
     from benchmarks.paper2code.pset import read_pset
     from benchmarks.paper2code.requirements import requirements_vetted
-    from benchmarks.services import blob_store
+    from benchmarks.services.blobs import blob_store
     from evaluation.executor import limits_default, package_test, session_for
     from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
     from evaluation.taskfiles import hidden_files

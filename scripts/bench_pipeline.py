@@ -457,7 +457,7 @@ def environments_build(args) -> tuple[str, str]:
     """Build (or find built) the environment for the backend and for bwrap; the environment hash and the bwrap
     environment's python, which the naive baseline runs outside any sandbox."""
     from benchmarks.paper2code.requirements import requirements_vetted
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from sandbox import backend_get
 
     requirements = requirements_vetted(REQUIREMENTS)

@@ -43,7 +43,7 @@ def main() -> None:
 
         from benchmarks.models import Snippet
         from benchmarks.paper2code import passes, splice
-        from benchmarks.services import pset_import
+        from benchmarks.services.psets import pset_import
         from evaluation import executor
         from evaluation.taskfiles import task_annotated, task_files
         from sandbox import backend_class

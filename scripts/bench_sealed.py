@@ -199,7 +199,7 @@ def cost_measure(
 ) -> tuple[list, list]:
     """Per task its recording time; per item (time without, time with the replay, both verdicts); `items_max`: the
     first items of each package only."""
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
 
     backend.forkserver = mode == "warm"
     environment = backend.environment_build(env_hash=environment_hash(requirements), requirements=requirements)
@@ -260,7 +260,7 @@ def mutants_measure(
 ) -> Iterable[str]:
     from benchmarks.paper2code import splice
     from benchmarks.paper2code.mutation import mutants_generate
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from evaluation.judging.sealed import answer_replay, snippet_key
     from sandbox.harness import answer_span
 
@@ -355,7 +355,7 @@ def main() -> None:
     django.setup()
     from benchmarks.paper2code.pset import read_pset
     from benchmarks.paper2code.requirements import requirements_vetted
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from evaluation.executor import limits_default
     from sandbox import backend_get
     from scripts.bench_pipeline import REQUIREMENTS

@@ -66,7 +66,7 @@ def main() -> None:
     from rest_framework.test import APIClient
 
     from benchmarks.selectors import version_snippets
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from evaluation import services
     from evaluation.models import EvaluationRun, Generation, Outcome
 

@@ -348,7 +348,7 @@ def _absolute_imports(source: str) -> str:
 def runtime_judge(corpus: Corpus, texts: dict[str, str], *, cache: Path) -> list[RuntimeJudged]:
     """The runtime guard on the corpus's torch.optim bodies that the workload runs (see the module's docstring)."""
     from benchmarks.paper2code.requirements import requirements_vetted
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from evaluation.executor import harness_run
     from sandbox import Limits, backend_get
     from sandbox.bwrap import BwrapBackend

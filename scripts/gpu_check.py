@@ -45,7 +45,7 @@ def main() -> None:
 
     django.setup()
     from benchmarks.paper2code.requirements import requirements_vetted
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from evaluation.executor import harness_run, limits_default
     from sandbox import SandboxError, backend_get
 

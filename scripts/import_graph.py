@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("config", "operations", "benchmarks", "submissions", "evaluation", "humans")
+APPS = ("config", "operations", "benchmarks", "submissions", "evaluation", "leaderboard", "humans")
 SANDBOX = "sandbox"  # running untrusted code: no Django, no app; the apps pass in what it reads (sandbox/config.py)
 BOTTOM = "common"  # the plain package under every app (see common/__init__.py)
 PACKAGES = (*APPS, SANDBOX, BOTTOM)

@@ -117,7 +117,7 @@ def mutation_scores(revision, mutants: int) -> None:
     from benchmarks.paper2code import splice
     from benchmarks.paper2code.mutation import mutants_generate
     from benchmarks.selectors import package_load
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from evaluation.environments import build_failures
     from evaluation.executor import limits_default, package_test, session_for
     from sandbox.harness import GuardSpec

@@ -94,7 +94,7 @@ def measure(args) -> dict[str, list[float]]:
         python = str(Path(args.venv) / "bin" / "python")
         environment = Environment(hash="profile", backend=args.backend, location=args.venv, python=python)
     else:
-        from benchmarks.services import environment_hash
+        from benchmarks.services.blobs import environment_hash
 
         environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
     package = Path(args.package)

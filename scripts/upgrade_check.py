@@ -53,7 +53,7 @@ import json
 from django.contrib.auth import authenticate
 from django.core.files.storage import default_storage
 from benchmarks.models import BenchmarkVersion, Blob
-from evaluation.selectors import leaderboard_rows
+from leaderboard.selectors.table import leaderboard_rows
 rows = leaderboard_rows(version=BenchmarkVersion.objects.get(name="{DEMO_VERSION}"))
 print(json.dumps({{
     "leaderboard": [[r.rank, r.run.model.name, r.score.scaled_pass_rate, r.score.items] for r in rows],

@@ -13,7 +13,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from benchmarks.selectors import package_load, user_is_maintainer
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from common.errors import ApplicationError
 from evaluation.environments import build_failures
 from evaluation.executor import limits_default, session_for

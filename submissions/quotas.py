@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from benchmarks.models import Blob, Task
 from benchmarks.selectors import user_is_maintainer
-from benchmarks.services import environment_hash, sha256_hex
+from benchmarks.services.blobs import environment_hash, sha256_hex
 from common.errors import ApplicationError
 from common.intake import size_text
 from evaluation.models import EvaluationRun

@@ -17,14 +17,9 @@ from benchmarks.models import BenchmarkVersion, Task, VersionTask, package_field
 from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY, requirements_file
 from benchmarks.paper2code.requirements import requirements_text
 from benchmarks.selectors import package_load, tasks_as_released, user_is_maintainer
-from benchmarks.services import (
-    blob_store,
-    package_store,
-    snippet_mutations_record,
-    task_store,
-    version_draft_create,
-    version_task_set,
-)
+from benchmarks.services.blobs import blob_store
+from benchmarks.services.curation import version_draft_create, version_task_set
+from benchmarks.services.task_storage import package_store, snippet_mutations_record, task_store
 from common.links import site_link
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record

@@ -22,7 +22,8 @@ from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.mutation import Mutant, mutants_generate
 from benchmarks.paper2code.pset import PaperPackage, tests_missing_problem
 from benchmarks.selectors import blob_read, package_load, user_is_maintainer
-from benchmarks.services import blob_store, environment_hash, package_store
+from benchmarks.services.blobs import blob_store, environment_hash
+from benchmarks.services.task_storage import package_store
 from common.errors import ApplicationError
 from evaluation.environments import build_failures
 from evaluation.executor import ItemRun, limits_default, package_test, session_for

@@ -131,7 +131,7 @@ def tcp_open():
 def release(media_root):
     """The demo set imported and published as release 1.0.0, its files in this test's media folder: the one release
     fixture of the suite (a test that needs another name or other options imports its own)."""
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
 
     return pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
 

@@ -14,7 +14,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from benchmarks.selectors import version_snippets
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun, RunScore
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
 from tests.evaluation.openai_server import openai_server

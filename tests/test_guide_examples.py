@@ -34,7 +34,7 @@ def guide_blocks(language: str) -> list[str]:
 def test_the_guides_json_examples_say_what_an_upload_does_with_them(media_root):
     """Section 4's lines, on a real item indented 8 spaces: the correct ones splice at the item's indentation with
     no warning, the wrong one is taken unchanged with a warning naming its line."""
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from tests.conftest import DEMO_PSET
 
     version = pset_import(root=DEMO_PSET, version_name="demo-1.0.0", publish=True).version

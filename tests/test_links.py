@@ -20,7 +20,7 @@ from benchmarks.models import Paper, Task
 from benchmarks.paper2code import PackageError
 from benchmarks.paper2code.links import link_problem
 from benchmarks.paper2code.pset import read_pset
-from benchmarks.services import task_store
+from benchmarks.services.task_storage import task_store
 from evaluation.models import ModelEntry
 from evaluation.services import model_register
 from submissions import services

@@ -16,7 +16,7 @@ def test_the_api_docs_link_back_to_the_site(client):
 
 
 def test_the_run_page_names_its_columns_apart(client, media_root):
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from tests.conftest import DEMO_PSET
     from tests.evaluation.test_leaderboard_browser import calibrate
 

@@ -13,7 +13,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 from playwright.sync_api import expect
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from tests.conftest import DEMO_PSET, REPO
 from tests.evaluation.test_leaderboard_browser import calibrate

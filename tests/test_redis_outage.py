@@ -13,7 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.throttling import AnonRateThrottle
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict

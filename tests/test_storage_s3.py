@@ -21,7 +21,8 @@ from django.test import override_settings
 from django.urls import reverse
 
 from benchmarks.models import Blob, Task
-from benchmarks.services import pset_import, version_publish
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from tests.conftest import DEMO_PSET, REPO, _tcp_open, download_body, free_port, service_missing
 
 pytestmark = pytest.mark.django_db

@@ -22,6 +22,7 @@ APPLICATION_PACKAGES = (
     "common",
     "config",
     "evaluation",
+    "leaderboard",
     "operations",
     "sandbox",
     "submissions",

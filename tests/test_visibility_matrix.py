@@ -19,11 +19,13 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from benchmarks.models import Snippet, VersionTask
-from benchmarks.services import pset_import, version_draft_create, version_publish, version_task_set
+from benchmarks.services.curation import version_draft_create, version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
-from evaluation.selectors import run_snippets
+from evaluation.selectors.items import run_snippets
 from humans.services import attempt_open
 from submissions.services import submission_create
 
@@ -559,7 +561,7 @@ def test_an_upload_cannot_name_or_need_a_held_out_item(world):
 
 
 def test_only_endpoints_maintainers_trust_get_held_out_prompts(world, settings, maintainer, author):
-    from evaluation.selectors import run_covers_held_out
+    from evaluation.selectors.held_out import run_covers_held_out
 
     version = world["version"]
     cases = [

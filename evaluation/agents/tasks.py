@@ -57,7 +57,7 @@ from evaluation.pipeline import (
     item_ended,
     retry_or_error,
 )
-from evaluation.selectors import item_prompt, run_snippets
+from evaluation.selectors.items import item_prompt, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
 from operations.watchdog import database_outage_outlasted
 from sandbox import EnvironmentBuildError, SandboxError

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from django.http import Http404, HttpRequest, JsonResponse
 
-from evaluation import selectors
 from evaluation.agents.atif import trajectory_atif
 from evaluation.agents.models import AgentTrajectory
 from evaluation.agents.selectors import trajectory_document, trajectory_of
 from evaluation.models import EvaluationRun
+from evaluation.selectors import item_pages as item_pages_selectors
 from evaluation.views import _run_visible
 
 
 def _trajectory_visible(request: HttpRequest, pk: int, outcome_pk: int) -> tuple[EvaluationRun, AgentTrajectory]:
     run = _run_visible(request, pk)
-    item = selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
+    item = item_pages_selectors.run_item(run=run, outcome_pk=outcome_pk, user=request.user)
     trajectory = trajectory_of(outcome=item.outcome) if item is not None else None
     if trajectory is None:
         raise Http404("No trajectory for this item.")  # the same answer for a held-out item as for none

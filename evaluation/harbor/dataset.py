@@ -1,6 +1,6 @@
 """A release's public split as a Harbor dataset: its download, built once per release like the release's other
-downloads (benchmarks.services.release_downloads_build), by a sandbox worker after publishing (the export runs the
-base image's interpreter on the Docker engine to choose the environment's files).
+downloads (benchmarks.services.downloads.release_downloads_build), by a sandbox worker after publishing (the export
+runs the base image's interpreter on the Docker engine to choose the environment's files).
 
 The archive is a .tar.gz of `<release>-harbor/<task>/...` (export.release_export's folders, split "public" only: a
 held-out task is never in it). The tasks of one environment bundle the same pinned distributions; each is stored
@@ -19,7 +19,7 @@ from pathlib import Path
 from django.db import transaction
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.services import blob_store_file
+from benchmarks.services.blobs import blob_store_file
 from evaluation.harbor.export import release_export
 
 logger = logging.getLogger(__name__)

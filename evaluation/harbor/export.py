@@ -33,7 +33,7 @@ from benchmarks.paper2code import splice
 from benchmarks.selectors import papers_as_released, protocol_get, version_snippets
 from evaluation.agents.workspace import workspace_files
 from evaluation.executor import requirements_for_pip
-from evaluation.selectors import item_prompt
+from evaluation.selectors.items import item_prompt
 from evaluation.taskfiles import task_annotated, task_files, task_hidden_files
 from sandbox import harness, programs
 from sandbox.fetch import PROBE, Fetcher, IndexConfig, requirement_lines, target_from_probe

@@ -18,7 +18,7 @@ from common.canonical import canonical_hash
 from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, tail
 from evaluation.scoring import run_scores_store
-from evaluation.selectors import item_prompt
+from evaluation.selectors.items import item_prompt
 from evaluation.services.models import EvaluationError
 from operations.events import Kind, event_record
 from sandbox import ExecResult, Limits

@@ -23,7 +23,8 @@ from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.provenance import provenance_at_start
 from evaluation.routing import GPU_QUEUE, ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_write
-from evaluation.selectors import run_covers_held_out, run_feed_order, run_snippets
+from evaluation.selectors.held_out import run_covers_held_out
+from evaluation.selectors.items import run_feed_order, run_snippets
 from evaluation.services.models import EvaluationError, model_endpoint_check, user_pays_platform
 from operations import broker
 from operations.enqueue import enqueue
@@ -615,7 +616,7 @@ def calibration_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> lis
     reference code, the placeholder lines), queued like any run; a model with a queued, running or completed one
     on the release gets none (a signal sent twice, or `demo_populate` first, starts nothing more). Off with
     RELEASE_CALIBRATE_ON_PUBLISH (the test suite, whose releases are published by the dozen)."""
-    from evaluation.selectors import calibration_models
+    from evaluation.selectors.runs import calibration_models
 
     if not settings.RELEASE_CALIBRATE_ON_PUBLISH:
         return []
@@ -631,7 +632,7 @@ def calibration_runs_start(*, version: BenchmarkVersion, **signal_kwargs) -> lis
 def run_pin(*, run: EvaluationRun, actor) -> EvaluationRun:
     """The model's owner (or a maintainer) makes a completed run the model's leaderboard row for its release and
     setting: later runs and uploads are listed on the model page and never replace it until the pin moves or is
-    lifted (selectors.leaderboard_choose is the rule)."""
+    lifted (selectors.runs.leaderboard_choose is the rule)."""
     if not user_may_change(user=actor, owner_id=run.model.owner_id):
         raise PermissionDenied(
             f"only the owner of model {run.model.name} or a maintainer may choose its leaderboard run"

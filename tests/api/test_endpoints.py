@@ -95,7 +95,7 @@ def test_release_lists_downloads_whose_bytes_match_their_sha256(clients, release
 
 
 def test_drafts_are_not_releases(clients, maintainer, media_root):
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from tests.conftest import DEMO_PSET
 
     pset_import(root=DEMO_PSET, version_name="2.0.0")

@@ -7,7 +7,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from benchmarks.services import version_draft_create
+from benchmarks.services.curation import version_draft_create
 from evaluation import services
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code.requirements import requirements_vetted
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from scripts.bench_pipeline import REQUIREMENTS, papers_plan, pset_heavy_generate
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,9 @@ import pytest
 from django.test import Client
 
 from benchmarks.models import VersionTask
-from benchmarks.services import pset_import, version_draft_create, version_publish, version_task_set
+from benchmarks.services.curation import version_draft_create, version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from benchmarks.templatetags.changelog import change_words, setting_words
 from tests.conftest import DEMO_PSET, page_text
 

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from benchmarks.models import BenchmarkVersion, Task
 from benchmarks.paper2code.pset import read_pset
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from tests.conftest import DEMO_PSET
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun
 from tests.conftest import DEMO_PSET
 from tests.evaluation.test_leaderboard_browser import calibrate

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from benchmarks.models import BenchmarkVersion, Blob, Paper, Snippet, Task
 from benchmarks.paper2code import PackageError
 from benchmarks.selectors import blob_read
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from tests.conftest import DEMO_PSET
 
 pytestmark = pytest.mark.django_db

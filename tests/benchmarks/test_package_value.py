@@ -8,7 +8,7 @@ import pytest
 from benchmarks.models import PACKAGE_FIELDS, package_fields_json
 from benchmarks.paper2code.pset import read_pset
 from benchmarks.selectors import package_load
-from benchmarks.services import package_store, task_store
+from benchmarks.services.task_storage import package_store, task_store
 from submissions.models import Revision, SetValidationPaper
 from submissions.packages import draft_metadata
 from tests.conftest import DEMO_PSET

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, User
 from django.urls import reverse
 
 from benchmarks.models import BenchmarkVersion, Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from tests.conftest import DEMO_PSET, page_text
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from tests.conftest import DEMO_PSET, REPO
 from tests.evaluation.test_leaderboard_browser import calibrate
 
@@ -89,7 +89,7 @@ def test_pages_fit_a_phone_screen(browser_page, live_server, media_root, admin):
 
 
 def test_the_curate_page_fits_a_phone_and_its_table_shows_it_scrolls(browser_page, live_server, media_root, admin):
-    from benchmarks.services import version_draft_create
+    from benchmarks.services.curation import version_draft_create
 
     page, base = browser_page, live_server.url
     pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True)

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkVersion, PromptProtocol
 from evaluation.models import EvaluationRun, Generation, ModelEntry
-from evaluation.selectors import item_prompt
+from evaluation.selectors.items import item_prompt
 from evaluation.services import EvaluationError, run_start
 from tests.conftest import download_body, items_read, sandbox_backend_or_missing
 

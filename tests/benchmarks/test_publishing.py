@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from benchmarks.models import BenchmarkVersion, Snippet
-from benchmarks.services import PUBLISH_FREEZES, version_draft_create
+from benchmarks.services.curation import version_draft_create
+from benchmarks.services.publishing import PUBLISH_FREEZES
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict
@@ -103,7 +104,7 @@ def test_a_draft_shows_the_changelog_it_would_be_published_with_and_warns_when_n
 ):
     """The draft's page said "the changelog below is computed at publish" with none below, and publishing a draft
     identical to the last release was not warned."""
-    from benchmarks.services import version_settings_set
+    from benchmarks.services.release_settings import version_settings_set
 
     draft = version_draft_create(name="1.1.0", actor=maintainer)
     client.force_login(maintainer)
@@ -123,7 +124,7 @@ def test_a_draft_shows_the_changelog_it_would_be_published_with_and_warns_when_n
     assert 'id="publish-unchanged"' not in page and "No changes since" not in page
     changes = page_text(_section(page, 'id="changes-title"', "</ul>"))
     assert "setting time limit: 300 s → 120 s" in changes, changes
-    from benchmarks.services import release_publish_preview
+    from benchmarks.services.publishing import release_publish_preview
 
     expected = release_publish_preview(version=draft).changelog
     client.post(reverse("version-publish", args=["1.1.0"]), {"confirm": "yes"})

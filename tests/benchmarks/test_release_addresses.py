@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from benchmarks.models import Snippet
-from benchmarks.services import version_draft_create
+from benchmarks.services.curation import version_draft_create
 
 pytestmark = pytest.mark.django_db
 

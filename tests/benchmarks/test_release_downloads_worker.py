@@ -16,7 +16,10 @@ from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkVersion, Blob
 from benchmarks.selectors import blob_read
-from benchmarks.services import blob_store, pset_import, release_items_write, release_pset_zip_write, version_publish
+from benchmarks.services.blobs import blob_store
+from benchmarks.services.downloads import release_items_write, release_pset_zip_write
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from tests.conftest import DEMO_PSET, download_body, polled
 from tests.outages import WATCH
 

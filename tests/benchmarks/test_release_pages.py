@@ -12,7 +12,9 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from benchmarks.models import BenchmarkVersion, Snippet, VersionTask
-from benchmarks.services import pset_import, version_draft_create, version_publish
+from benchmarks.services.curation import version_draft_create
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from tests.conftest import DEMO_PSET, download_body
 
 pytestmark = pytest.mark.django_db

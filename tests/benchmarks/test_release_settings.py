@@ -11,7 +11,9 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.services import version_draft_create, version_publish, version_settings_set
+from benchmarks.services.curation import version_draft_create
+from benchmarks.services.publishing import version_publish
+from benchmarks.services.release_settings import version_settings_set
 from evaluation import executor, services
 from evaluation.models import ModelEntry, Outcome
 from evaluation.tasks import item_evaluate

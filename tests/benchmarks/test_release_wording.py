@@ -9,7 +9,7 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import version_draft_create
+from benchmarks.services.curation import version_draft_create
 from tests.evaluation.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db

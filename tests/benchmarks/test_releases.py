@@ -13,14 +13,9 @@ from django.core.exceptions import PermissionDenied
 
 from benchmarks.models import BenchmarkVersion, Snippet, VersionTask
 from benchmarks.selectors import blob_read, version_snippets
-from benchmarks.services import (
-    pset_import,
-    snippet_retire,
-    version_deprecate,
-    version_draft_create,
-    version_publish,
-    version_task_set,
-)
+from benchmarks.services.curation import snippet_retire, version_draft_create, version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_deprecate, version_publish
 from tests.conftest import DEMO_PSET, items_read
 
 pytestmark = pytest.mark.django_db
@@ -131,7 +126,7 @@ def test_the_upgrade_rewrites_old_items_files_without_held_out_prompts(first, ma
     from django.apps import apps
 
     from benchmarks.selectors import protocol_get, snippet_prompt
-    from benchmarks.services import blob_store
+    from benchmarks.services.blobs import blob_store
 
     migration = importlib.import_module("benchmarks.migrations.0004_items_download_public_only")
     VersionTask.objects.filter(version=first, task__paper__slug="trimmed-infonce").update(split="held_out")

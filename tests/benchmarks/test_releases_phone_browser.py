@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from benchmarks.services import pset_import, version_deprecate, version_draft_create
+from benchmarks.services.curation import version_draft_create
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_deprecate
 from tests.conftest import DEMO_PSET, REPO
 from tests.test_phone_browser import PHONE, sign_in
 

@@ -13,12 +13,13 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.agents.budget import Budget, Usage
 from evaluation.agents.models import AgentTrajectory
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
-from evaluation.selectors import leaderboard_cost_scatter, leaderboard_rows
+from leaderboard.charts import leaderboard_cost_scatter
+from leaderboard.selectors.table import leaderboard_rows
 from tests.conftest import DEMO_PSET, polled, sandbox_backend_or_missing
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_agent_turns import Script

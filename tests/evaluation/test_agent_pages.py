@@ -172,8 +172,8 @@ def test_the_run_form_says_token_maximums_with_separators(client, maintainer, re
 def test_the_leaderboards_token_cells_have_thousands_separators():
     from types import SimpleNamespace
 
-    from evaluation.selectors import LEADERBOARD_COLUMNS
-    from evaluation.templatetags.leaderboard import leaderboard_cell
+    from leaderboard.selectors.columns import LEADERBOARD_COLUMNS
+    from leaderboard.templatetags.leaderboard import leaderboard_cell
 
     tokens = next(c for c in LEADERBOARD_COLUMNS if c.key == "tokens")
     row = SimpleNamespace(tokens=1234567, score=None)

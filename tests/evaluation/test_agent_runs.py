@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from benchmarks.models import Snippet
 from benchmarks.selectors import protocol_get
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.agents.budget import Budget, budget_for_run
 from evaluation.agents.loop import agent_loop, system_prompt, trajectory_start
@@ -397,7 +397,8 @@ def test_the_run_form_starts_an_agent_run_with_its_budget(version, maintainer, c
 
 
 def test_a_releases_agent_budget_maximums_are_a_release_setting_pinned_in_its_manifest(media_root, maintainer):
-    from benchmarks.services import version_publish, version_settings_set
+    from benchmarks.services.publishing import version_publish
+    from benchmarks.services.release_settings import version_settings_set
 
     draft = pset_import(root=DEMO_PSET, version_name="2.0.0").version
     with pytest.raises(ValueError, match="unknown agent budget 'steps'"):
@@ -449,7 +450,8 @@ def test_the_item_page_shows_the_transcript_and_downloads_it_only_where_the_item
     media_root, maintainer, author, client
 ):
     from benchmarks.models import VersionTask
-    from benchmarks.services import version_publish, version_task_set
+    from benchmarks.services.curation import version_task_set
+    from benchmarks.services.publishing import version_publish
 
     draft = pset_import(root=DEMO_PSET, version_name="held-1.0.0").version
     held = draft.tasks.order_by("paper__slug").first()
@@ -494,7 +496,8 @@ def test_evaluate_takes_the_mode_and_budget(version):
 
 def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root, author, celery_inline):
     from benchmarks.models import VersionTask
-    from benchmarks.services import version_publish, version_task_set
+    from benchmarks.services.curation import version_task_set
+    from benchmarks.services.publishing import version_publish
     from evaluation.agents.tasks import item_agent
     from evaluation.models import Outcome
 

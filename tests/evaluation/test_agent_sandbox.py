@@ -20,7 +20,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.agents.budget import Budget
 from evaluation.agents.loop import agent_loop, trajectory_start

@@ -17,7 +17,7 @@ import pytest
 from django.db.models import Sum
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, Outcome

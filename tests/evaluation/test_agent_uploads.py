@@ -18,7 +18,9 @@ from django.urls import reverse
 from benchmarks import visibility
 from benchmarks.models import Snippet, VersionTask
 from benchmarks.selectors import version_snippets
-from benchmarks.services import pset_import, version_publish, version_task_set
+from benchmarks.services.curation import version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from evaluation import services
 from evaluation.agents import uploads
 from evaluation.agents.budget import release_maximums

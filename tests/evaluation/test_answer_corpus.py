@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.paper2code import parse
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from evaluation.audit import RULES, answer_audit
 from evaluation.executor import ItemRun, answer_test
 from sandbox import Limits

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.paper2code import parse
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
 from sandbox import Limits, Session
 from tests.conftest import sandbox_backend_or_missing

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from sandbox import Limits, SandboxBackend, backend_class
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.conftest import ISOLATING_BACKENDS

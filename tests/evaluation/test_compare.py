@@ -181,7 +181,7 @@ def test_bad_queries_get_a_clear_error(client, release, pair, query, message):
 
 
 def test_same_run_and_other_release_are_refused(client, release, pair, media_root):
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from tests.conftest import DEMO_PSET
 
     a, b, _, _ = pair

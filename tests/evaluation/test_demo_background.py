@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict

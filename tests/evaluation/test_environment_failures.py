@@ -8,7 +8,8 @@ import time
 import pytest
 
 from benchmarks.models import Task
-from benchmarks.services import environment_hash, pset_import
+from benchmarks.services.blobs import environment_hash
+from benchmarks.services.psets import pset_import
 from evaluation import environments, services
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome
 from evaluation.tasks import item_evaluate

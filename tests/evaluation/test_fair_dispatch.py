@@ -11,10 +11,10 @@ import json
 import pytest
 
 from benchmarks.selectors import version_snippets
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from evaluation.selectors import run_feed_order
+from evaluation.selectors.items import run_feed_order
 from tests.conftest import DEMO_PSET, polled
 from tests.outages import WATCH
 

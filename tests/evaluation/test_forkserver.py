@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from sandbox.forkserver import preload_modules
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.conftest import ISOLATING_BACKENDS
@@ -260,7 +260,7 @@ def test_a_worker_killed_mid_item_takes_its_fork_server_and_the_item_along(sandb
 import django, os, sys
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 django.setup()
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from sandbox import Limits, backend_get
 backend = backend_get(sys.argv[1], cache_dir=sys.argv[2])
 backend.forkserver = True

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.test_answer_tampering import (
     ANNOTATED,

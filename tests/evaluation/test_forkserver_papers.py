@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from sandbox.forkserver import ZYGOTE_RESTARTS, helper_calls, preload_modules
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.conftest import ISOLATING_BACKENDS

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import environment_hash, pset_import
+from benchmarks.services.blobs import environment_hash
+from benchmarks.services.psets import pset_import
 from evaluation import executor, services
 from evaluation.models import ModelEntry
 from evaluation.reproducibility import run_manifest

@@ -15,7 +15,7 @@ from django.urls import reverse
 from benchmarks.models import Snippet, Task
 from benchmarks.paper2code import PackageError
 from benchmarks.paper2code.pset import read_pset
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from operations.broker import queues_waiting

@@ -18,7 +18,9 @@ from django.urls import reverse
 
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, VersionTask
-from benchmarks.services import pset_import, version_draft_create, version_publish, version_task_set
+from benchmarks.services.curation import version_draft_create, version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from evaluation.harbor.dataset import KIND, harbor_dataset_prepare
 from evaluation.harbor.export import harbor_task_name
 from tests.conftest import DEMO_PSET, download_body

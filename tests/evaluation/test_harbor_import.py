@@ -19,7 +19,9 @@ from benchmarks import visibility
 from benchmarks.models import VersionTask
 from benchmarks.paper2code import body_reindent, code_indent
 from benchmarks.paper2code.metrics import ItemResult, score
-from benchmarks.services import pset_import, version_draft_create, version_publish, version_task_set
+from benchmarks.services.curation import version_draft_create, version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from evaluation import services
 from evaluation.agents import tasks as agent_tasks
 from evaluation.harbor import imports

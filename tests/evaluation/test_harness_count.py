@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from benchmarks.paper2code import passes, splice
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
 from evaluation.outcomes import manifest_made, outcome_classify
 from sandbox import ExecResult

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import executor
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
 

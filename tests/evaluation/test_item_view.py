@@ -12,7 +12,7 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from common.highlight import MAX_HIGHLIGHT_CHARS, answer_diff, code_html, style_css
 from evaluation import services
 from evaluation.models import Outcome
@@ -243,7 +243,7 @@ def test_nested_snippets_markers_are_no_difference():
     code, and the diff shows only what differs."""
     from types import SimpleNamespace
 
-    from evaluation.selectors import RunItem
+    from evaluation.selectors.item_pages import RunItem
 
     reference = '    # <paper2code name="inner">\n    y = x + 1\n    # </paper2code name="inner">\n    return y * 2\n'
     outcome = SimpleNamespace(
@@ -276,7 +276,7 @@ def test_the_item_page_never_shows_the_harness_s_status_line(client, scored):
 
 
 def test_a_run_under_the_harness_keeps_only_what_the_test_printed(sandbox):
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from evaluation.executor import limits_default, package_test
 
     files = {"paper2code_test.py": b"print('the test speaks')\nraise SystemExit(3)\n"}

@@ -13,9 +13,11 @@ from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
 from common.money import usd
-from evaluation import selectors, services
+from evaluation import services
 from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
+from leaderboard import charts
+from leaderboard.selectors import table as table_selectors
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +93,7 @@ def test_one_unknown_item_cost_makes_the_runs_cost_unavailable(client, release):
     body = client.get(reverse("leaderboard", args=["1.0.0"])).content.decode()
     row = next(r for r in table_rows(body) if reverse("run-detail", args=[run.pk]) in r)
     assert ">unavailable</span>" in row and "$" not in row.split('class="num score"')[1].split("provenance")[0]
-    rows = selectors.leaderboard_rows(version=release)
+    rows = table_selectors.leaderboard_rows(version=release)
     assert next(r for r in rows if r.run.pk == run.pk).cost_per_item is None
 
 
@@ -106,7 +108,7 @@ def test_repeated_runs_are_one_row_with_the_mean_and_standard_error(client, rele
     )
     evaluate(release, model("alone", display_name="Alone"), lambda s: True)
 
-    rows = {r.run.model.name: r for r in selectors.leaderboard_rows(version=release)}
+    rows = {r.run.model.name: r for r in table_selectors.leaderboard_rows(version=release)}
     row = rows["repeater"]
     assert row.run.pk == runs[-1].pk, "the row is still the latest run (the leaderboard's rule)"
     mean = (100 + 0 + 100) / 3
@@ -171,7 +173,7 @@ def test_the_cost_against_score_view_labels_each_point_and_marks_the_pareto_fron
     best = agent(evaluate(release, model("best", display_name="Best"), lambda s: True, cost=Decimal("0.5")))
     waste = evaluate(release, model("waste", display_name="Waste"), lambda s: False, cost=Decimal("0.9"))
     unknown = evaluate(release, model("unknown", display_name="Unknown"), lambda s: True, cost=None)
-    scatter = selectors.leaderboard_cost_scatter(rows=selectors.leaderboard_rows(version=release))
+    scatter = charts.leaderboard_cost_scatter(rows=table_selectors.leaderboard_rows(version=release))
     front = {p.row.run.pk for p in scatter["points"] if p.pareto}
     assert front == {cheap.pk, best.pk} and scatter["unavailable"] == 1 and scatter["log"]
     assert unknown.pk not in {p.row.run.pk for p in scatter["points"]}
@@ -413,7 +415,7 @@ def test_agent_rows_show_turns_tokens_and_seconds_per_item_beside_the_cost(clien
     EvaluationRun.objects.filter(pk__in=[first.pk, second.pk]).update(
         repeat_group="00000000-0000-0000-0000-000000000231"
     )
-    row = next(r for r in selectors.leaderboard_rows(version=release) if r.run.mode == "agent")
+    row = next(r for r in table_selectors.leaderboard_rows(version=release) if r.run.mode == "agent")
     assert row.runs_count == 2
     assert (row.agent.turns, row.agent.tokens, row.agent.seconds) == (4.0, 1250.0, 12.5)
     by_turns = client.get(url, {"sort": "agent_turns", "dir": "desc", "cols": "turns_per_item"}).content.decode()

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict

@@ -10,8 +10,10 @@ import pytest
 from django.http import QueryDict
 from django.urls import reverse
 
-from evaluation import selectors
 from evaluation.models import ModelEntry
+from leaderboard import charts
+from leaderboard.selectors import columns as columns_selectors
+from leaderboard.selectors import table as table_selectors
 from tests.evaluation.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
@@ -24,19 +26,19 @@ def headers(body: str) -> list[str]:
 
 
 def test_the_key_columns_are_the_one_lists_untoggled_page_columns():
-    assert [c.key for c in selectors.LEADERBOARD_KEY_COLUMNS] == KEY
-    assert {c.key for c in selectors.LEADERBOARD_TOGGLED_COLUMNS} >= {
+    assert [c.key for c in columns_selectors.LEADERBOARD_KEY_COLUMNS] == KEY
+    assert {c.key for c in columns_selectors.LEADERBOARD_TOGGLED_COLUMNS} >= {
         "errors",
         "flagged",
         "tokens",
         "organization",
         "held_out_scaled_pass_rate",
     }
-    assert set(selectors.LEADERBOARD_KEY_COLUMNS + selectors.LEADERBOARD_TOGGLED_COLUMNS) == set(
-        selectors.LEADERBOARD_PAGE_COLUMNS
+    assert set(columns_selectors.LEADERBOARD_KEY_COLUMNS + columns_selectors.LEADERBOARD_TOGGLED_COLUMNS) == set(
+        columns_selectors.LEADERBOARD_PAGE_COLUMNS
     )
     # Every page column is in the API and CSV, whether the page shows it or not.
-    assert set(selectors.LEADERBOARD_PAGE_COLUMNS) <= set(selectors.LEADERBOARD_COLUMNS)
+    assert set(columns_selectors.LEADERBOARD_PAGE_COLUMNS) <= set(columns_selectors.LEADERBOARD_COLUMNS)
 
 
 @pytest.mark.parametrize(
@@ -52,8 +54,8 @@ def test_the_key_columns_are_the_one_lists_untoggled_page_columns():
     ],
 )
 def test_cols_names_toggled_columns_in_the_lists_order(query, chosen):
-    assert selectors.leaderboard_columns_chosen(QueryDict(query)) == chosen
-    page = [c.key for c in selectors.leaderboard_page_columns(chosen=chosen)]
+    assert columns_selectors.leaderboard_columns_chosen(QueryDict(query)) == chosen
+    page = [c.key for c in columns_selectors.leaderboard_page_columns(chosen=chosen)]
     assert page == KEY + list(chosen)
 
 
@@ -97,8 +99,8 @@ def test_the_over_time_chart_plots_ranked_rows_at_their_cutoff(client, release):
     evaluate(release, model("old", knowledge_cutoff=date(2024, 1, 1)), lambda s: False)
     evaluate(release, model("new", knowledge_cutoff=date(2025, 6, 1)), lambda s: True)
     evaluate(release, model("undated"), lambda s: True)
-    rows = selectors.leaderboard_rows(version=release)
-    chart = selectors.leaderboard_over_time(rows=rows)
+    rows = table_selectors.leaderboard_rows(version=release)
+    chart = charts.leaderboard_over_time(rows=rows)
     assert [(p["label"], p["date"], p["value"]) for p in chart["points"]] == [
         ("Old (with paper)", "2024-01-01", 0.0),
         ("New (with paper)", "2025-06-01", 100.0),

@@ -9,7 +9,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun
 from tests.conftest import DEMO_PSET
 from tests.evaluation.test_leaderboard_browser import calibrate

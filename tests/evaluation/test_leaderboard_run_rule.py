@@ -9,8 +9,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluation import selectors, services
+from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
+from evaluation.selectors import runs as runs_selectors
+from leaderboard.selectors.columns import leaderboard_record
+from leaderboard.selectors.table import leaderboard_rows
 from tests.conftest import client_for, page_text
 from tests.evaluation.test_leaderboard import evaluate, model
 
@@ -18,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 def board_runs(release) -> set[int]:
-    return {row.run.pk for row in selectors.leaderboard_rows(version=release)}
+    return {row.run.pk for row in leaderboard_rows(version=release)}
 
 
 def test_the_latest_completed_run_is_the_row_until_one_is_pinned(release, author):
@@ -41,21 +44,21 @@ def test_the_rule_chooses_per_release_and_setting_by_finish_time_not_id(release,
     first, second = (evaluate(release, entry, lambda s: s.loc > 2, with_paper=True) for _ in range(2))
     # The later id finished earlier (e.g. a resumed run): finishing time decides.
     EvaluationRun.objects.filter(pk=second.pk).update(finished_at=timezone.now() - timedelta(days=1))
-    chosen = selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))
+    chosen = runs_selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))
     assert chosen == {
         (release.pk, entry.pk, "single", True, ""): first,
         (release.pk, entry.pk, "single", False, ""): without,
     }
     services.run_pin(run=with_paper, actor=author)
     assert (
-        selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[
+        runs_selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry))[
             (release.pk, entry.pk, "single", True, "")
         ]
         == with_paper
     ), "pinned beats later"
     queued = services.run_start(model=entry, version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=queued.pk).update(pinned_at=None)
-    assert queued not in selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry)).values()
+    assert queued not in runs_selectors.leaderboard_choose(EvaluationRun.objects.filter(model=entry)).values()
 
 
 def test_one_pin_per_setting_moves_with_the_owners_choice(release, author):
@@ -101,7 +104,7 @@ def test_the_model_page_lists_every_run_marks_the_row_and_pins(client, release, 
         "on the leaderboard</strong> (latest)" in row_of[worse.pk]
         and "on the leaderboard</strong>" not in row_of[better.pk]
     )
-    assert selectors.LEADERBOARD_RUN_RULE in page_text(body)
+    assert runs_selectors.LEADERBOARD_RUN_RULE in page_text(body)
 
     response = client.post(reverse("run-pin", args=[better.pk]), {"pinned": "yes"})
     assert response.status_code == 302 and response["Location"].endswith(url + "#runs")
@@ -127,8 +130,8 @@ def test_the_leaderboard_and_the_api_state_the_rule(client, release, author):
     run = evaluate(release, entry, lambda s: True)
     evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
     body = page_text(client.get(reverse("leaderboard", args=["1.0.0"])).content.decode())
-    assert f"One row per model and setting: {selectors.LEADERBOARD_RUN_RULE}." in body
-    assert selectors.LEADERBOARD_RUN_RULE in page_text(
+    assert f"One row per model and setting: {runs_selectors.LEADERBOARD_RUN_RULE}." in body
+    assert runs_selectors.LEADERBOARD_RUN_RULE in page_text(
         client.get(reverse("release-difficulty", args=["1.0.0"])).content.decode()
     )
     services.run_pin(run=run, actor=author)
@@ -143,12 +146,12 @@ def test_an_agent_run_is_a_row_of_its_own_never_the_newer_row_of_the_single_shot
     single = evaluate(release, entry, lambda s: True)
     agent = evaluate(release, entry, lambda s: False)
     EvaluationRun.objects.filter(pk=agent.pk).update(mode="agent")
-    rows = selectors.leaderboard_rows(version=release)
+    rows = leaderboard_rows(version=release)
     assert {(row.run.pk, row.setting) for row in rows if row.run.model_id == entry.pk} == {
         (single.pk, "with paper"),
         (agent.pk, "agent, with paper"),
     }
-    records = [selectors.leaderboard_record(row) for row in rows if row.run.model_id == entry.pk]
+    records = [leaderboard_record(row) for row in rows if row.run.model_id == entry.pk]
     assert sorted(r["mode"] for r in records) == ["agent", "single"]
     services.run_pin(run=single, actor=author)
     services.run_pin(run=agent, actor=author)

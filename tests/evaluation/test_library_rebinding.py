@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.paper2code import parse
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from evaluation.executor import answer_test, reference_manifest
 from sandbox import Limits
 from tests.conftest import sandbox_backend_or_missing

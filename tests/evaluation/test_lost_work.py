@@ -9,7 +9,7 @@ import time
 import pytest
 from django.conf import settings
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from operations.events import Kind, events_of

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import maintainer_grant
+from benchmarks.services.maintainers import maintainer_grant
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from tests.conftest import client_for, polled

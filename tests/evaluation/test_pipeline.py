@@ -11,7 +11,7 @@ from django.conf import settings
 from benchmarks.models import Task
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
-from evaluation.selectors import run_forkserver
+from evaluation.selectors.monitoring import run_forkserver
 from operations.models import OperationsEvent
 from sandbox.forkserver import NO_CTYPES
 from tests.conftest import polled, sandbox_backend_or_missing

@@ -17,7 +17,7 @@ from benchmarks.paper2code.comparison import mcnemar_exact
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, ProvenanceChange
 from evaluation.outcomes import Verdict
-from evaluation.selectors import LEADERBOARD_COLUMNS
+from leaderboard.selectors.columns import LEADERBOARD_COLUMNS
 from tests.api.conftest import reference_answers
 from tests.conftest import client_for
 from tests.evaluation.test_leaderboard import evaluate, model

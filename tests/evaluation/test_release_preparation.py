@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.models import Task
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation.models import TaskPreparation
 from evaluation.preparation import release_prepare
 from tests.conftest import DEMO_PSET

@@ -40,7 +40,7 @@ def test_the_embedded_worker_prepares_an_imported_release(settings, media_root, 
 def test_a_preparation_the_broker_lost_is_queued_again_by_the_watchdog(
     settings, own_redis, celery_worker_factory, media_root, sandbox_cache
 ):
-    from benchmarks.services import pset_import
+    from benchmarks.services.psets import pset_import
     from operations.models import OperationsEvent
     from tests.outages import WATCH
 

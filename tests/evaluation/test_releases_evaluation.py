@@ -7,7 +7,9 @@ import json
 import pytest
 
 from benchmarks.selectors import version_snippets
-from benchmarks.services import pset_import, version_draft_create, version_publish
+from benchmarks.services.curation import version_draft_create
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, ModelEntry, RunScore
 from evaluation.tasks import item_evaluate, item_generate

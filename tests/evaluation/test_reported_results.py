@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from tests.conftest import DEMO_PSET

@@ -13,12 +13,15 @@ from django.test import Client
 from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
-from benchmarks.services import pset_import, version_publish, version_task_set
-from evaluation import selectors, services, tasks
+from benchmarks.services.curation import version_task_set
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
+from evaluation import services, tasks
 from evaluation.llm import ModelCall, complete
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome, ProvenanceChange
 from evaluation.provenance import provenance_of
-from evaluation.selectors import item_prompt
+from evaluation.selectors import held_out as held_out_selectors
+from evaluation.selectors.items import item_prompt
 from tests.conftest import DEMO_PSET, client_for, download_body, polled
 from tests.evaluation.openai_server import openai_server
 from tests.evaluation.test_leaderboard import evaluate
@@ -174,10 +177,10 @@ def test_held_out_prompts_are_checked_again_per_item_against_the_snapshot(
     # snapshots, given its model's edited api_base by the migration) sends no held-out prompt either.
     settings.HELD_OUT_PROVIDERS = frozenset({"openai"})
     run.refresh_from_db()
-    assert selectors.run_sends_held_out(run=run)
+    assert held_out_selectors.run_sends_held_out(run=run)
     EvaluationRun.objects.filter(pk=run.pk).update(api_base=OWN_ENDPOINT)
     run.refresh_from_db()
-    assert not selectors.run_sends_held_out(run=run)
+    assert not held_out_selectors.run_sends_held_out(run=run)
     tasks.item_generate.apply(args=(run.pk, held.pk, 2))
     assert Outcome.objects.get(run=run, snippet=held, sample=2).detail.startswith("not sent:")
 

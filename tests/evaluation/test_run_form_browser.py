@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun
 from tests.conftest import DEMO_PSET
 from tests.evaluation.test_upload_browser import sign_in

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun
 from tests.benchmarks.test_phone_width_browser import overflow, too_wide

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.paper2code import passes
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from sandbox import ExecResult, Limits, Session
 from sandbox.harness import HarnessVerdict, harness_command, harness_files, harness_verdict, nonce_new
 from tests.conftest import sandbox_backend_or_missing

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
 from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
 from evaluation.judging.verdict import NOTE, REPLAY_DISAGREES

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from benchmarks.models import Snippet
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.outcomes import Verdict

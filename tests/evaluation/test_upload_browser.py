@@ -9,7 +9,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 from playwright.sync_api import expect
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services
 from evaluation.models import EvaluationRun
 from tests.api.conftest import reference_answers

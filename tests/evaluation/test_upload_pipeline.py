@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from benchmarks.selectors import version_snippets
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from evaluation import services, taskfiles
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from benchmarks import visibility
 from benchmarks.models import Snippet, VersionTask
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from tests.conftest import DEMO_PSET
 
 HELD_OUT_PAPER = "trimmed-infonce"

@@ -17,7 +17,8 @@ from django.urls import reverse
 from benchmarks.duplicates import fingerprints_of
 from benchmarks.models import BenchmarkVersion, PackageFingerprint, Task
 from benchmarks.paper2code import PackageError
-from benchmarks.services import pset_import, version_publish
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from config.guides import example_archive
 from submissions import duplicates, services
 from submissions.models import Submission
@@ -362,7 +363,7 @@ def test_a_published_release_shows_its_papers_as_it_froze_them(client, release, 
         assert DAMPNEST_TITLE in page and WALK_TITLE not in page, url
     # the leaderboard's per-paper tooltips and an item's paper, read by the same rule
     from benchmarks.selectors import version_snippet_get
-    from evaluation.selectors import leaderboard_paper_heatmap
+    from leaderboard.selectors.breakdowns import leaderboard_paper_heatmap
 
     heatmap = leaderboard_paper_heatmap(version=release, rows=[], user=maintainer)
     assert [p.title for p in heatmap.papers if p.slug == "dampnest"] == [DAMPNEST_TITLE]

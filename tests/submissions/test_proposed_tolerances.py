@@ -17,7 +17,7 @@ import pytest
 from benchmarks.paper2code import noop, parse, splice
 from benchmarks.paper2code.mutation import Mutant
 from benchmarks.selectors import package_load
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from evaluation.environments import build_failures
 from evaluation.executor import limits_default, package_test, session_for
 from submissions.mutants import mutant_replayer, mutants_judge, mutation_result, proposed_kills

@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.services import version_publish
+from benchmarks.services.publishing import version_publish
 from submissions import services
 from submissions.models import Submission, ValidationReport
 from tests.submissions.conftest import fill_draft

@@ -15,7 +15,8 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.services import pset_import, version_publish
+from benchmarks.services.psets import pset_import
+from benchmarks.services.publishing import version_publish
 from submissions import validation
 from submissions.models import SetValidation
 from tests.submissions.test_validate_pset import legacy_pset

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from submissions.models import SetValidation
 from tests.submissions.test_browser import log_in, shot
 from tests.submissions.test_validate_pset import legacy_pset

@@ -13,7 +13,7 @@ from django.core.files.storage import default_storage
 from django.urls import reverse
 
 from benchmarks.models import Blob
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 from operations.events import events_of
 from operations.models import OperationsEvent
 from submissions import validation

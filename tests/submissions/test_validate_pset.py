@@ -145,7 +145,7 @@ def test_import_with_a_shared_environment_builds_every_task_from_it(tmp_path, sa
     passes its tests in that environment in the sandbox."""
     from benchmarks.models import Task
     from benchmarks.selectors import blob_read
-    from benchmarks.services import environment_hash
+    from benchmarks.services.blobs import environment_hash
     from evaluation.executor import limits_default, package_test
 
     environment = legacy_pset(tmp_path / "pset")

@@ -6,7 +6,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from benchmarks.management.base import VersionCommand
 from benchmarks.models import BenchmarkVersion
-from benchmarks.services import version_export
+from benchmarks.services.psets import version_export
 
 
 class Command(VersionCommand):

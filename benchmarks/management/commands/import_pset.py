@@ -7,7 +7,7 @@ from django.core.management.base import CommandError, CommandParser
 from benchmarks.management.base import VersionCommand
 from benchmarks.paper2code import PackageError
 from benchmarks.selectors import version_settings_text
-from benchmarks.services import pset_import
+from benchmarks.services.psets import pset_import
 
 
 class Command(VersionCommand):

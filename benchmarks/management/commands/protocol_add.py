@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.paper2code import CONTEXT_JOINS, MASKINGS
-from benchmarks.services import protocol_add
+from benchmarks.services.protocols import protocol_add
 
 
 def _read(path: Path) -> str:

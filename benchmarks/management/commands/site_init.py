@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.models import BenchmarkVersion
-from benchmarks.services import maintainer_ensure
+from benchmarks.services.maintainers import maintainer_ensure
 
 DEMO_PATH = "benchmarks/demo"
 

@@ -21,7 +21,7 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.paper2code import body_reindent
 from evaluation import services, tasks
 from evaluation.models import EvaluationRun, ModelEntry
-from evaluation.selectors import run_items_missing
+from evaluation.selectors.items import run_items_missing
 
 SAMPLE_MODEL = "sample-upload"
 

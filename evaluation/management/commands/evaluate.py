@@ -18,7 +18,7 @@ from benchmarks.selectors import version_settings_text
 from evaluation import services, tasks
 from evaluation.agents import tasks as agent_tasks
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
-from evaluation.selectors import run_items_missing, run_progress
+from evaluation.selectors.items import run_items_missing, run_progress
 from operations.watchdog import database_wait
 
 

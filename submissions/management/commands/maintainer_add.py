@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.services import maintainer_grant
+from benchmarks.services.maintainers import maintainer_grant
 
 
 class Command(BaseCommand):

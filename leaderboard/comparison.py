@@ -10,15 +10,11 @@ from benchmarks import visibility
 from benchmarks.models import Snippet
 from benchmarks.paper2code.comparison import Comparison, PairedItem, compare, passed
 from benchmarks.paper2code.metrics import EVALUATED
-from common.errors import ApplicationError
 from evaluation.models import EvaluationRun, Outcome
+from leaderboard.errors import ComparisonError
 
 # A fixed seed: the same pair of runs always gets the same interval.
 COMPARISON_SEED = 0
-
-
-class ComparisonError(ApplicationError):
-    """The two runs cannot be compared (the message says why)."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from evaluation.models import Outcome, RunScore
 from evaluation.scoring import UNCLASSIFIED
 
 if TYPE_CHECKING:  # selectors imports this module
-    from evaluation.selectors import LeaderboardRow
+    from leaderboard.selectors.table import LeaderboardRow
 
 # Item-level aggregates of split scores: large, so the leaderboard defers them and each analysis reads its own.
 ITEM_STATISTICS = ("item_passes", "categories")

@@ -1,0 +1,1 @@
+"""Benchmarks' services, one module per concern (no names here: import a service from its module)."""

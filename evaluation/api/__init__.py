@@ -1,0 +1,1 @@
+"""Evaluation's REST API, one module per concern (config/api_urls.py routes to each)."""

@@ -1,0 +1,1 @@
+"""Evaluation's reads, one module per concern (no names here: import a read from its module)."""
