@@ -151,5 +151,8 @@ def test_the_entry_point_validation_runs_is_the_one_the_task_runs(draft, author,
 def test_code_without_paper2code_test_py_cannot_be_submitted(draft, author):
     files = {("run_tests.py" if p == "paper2code_test.py" else p): d for p, d in demo_files().items()}
     fill_draft(draft, author, files=services.draft_files_store(files))
-    with pytest.raises(services.TransitionError, match="the code has no paper2code_test.py"):
+    with pytest.raises(
+        services.TransitionError,
+        match="missing test entry point paper2code_test.py: write your tests there, or name an example script",
+    ):
         services.submission_submit(submission=draft, actor=author)
