@@ -91,6 +91,19 @@ ZYGOTE_SOURCE = programs.source("zygote")
 HARNESS_PRELOAD = ("ast", "json", "types", "importlib.machinery", "unittest")
 
 
+# What the sealed replay's programs import (judging/sealed.py), preloaded with the harness's: a replay never starts
+# the zygote again, nor imports them per item. And the module of a preloaded library's global generator, which the
+# replayer restores before each call (numpy's is a lazily imported submodule: 20-40 ms a replay); every fork seeds it
+# afresh (programs/zygote.py), as a cold start's first import would.
+REPLAY_PRELOAD = ("pickle", "base64", "importlib.util")
+GENERATORS = {"numpy": "numpy.random"}
+
+
+def generators_preload(wanted: Sequence[str]) -> list[str]:
+    tops = {name.split(".")[0] for name in wanted}
+    return [module for library, module in GENERATORS.items() if library in tops]
+
+
 def own_modules(files: Mapping[str, bytes]) -> list[str]:
     """The top-level names the task's own files and folders take (imported from the work folder, never preloaded)."""
     return sorted({PurePosixPath(name).parts[0].removesuffix(".py") for name in files})
@@ -287,6 +300,7 @@ class ForkServer:
         self.limits: tuple[float, int, int] | None = None
         self.helpers: frozenset[str] = frozenset()
         self.harness_sent = False  # whether the zygote has the harness compiled (see run)
+        self.programs_sent: dict[str, str] = {}  # the platform programs it has compiled, by file (see run)
         if hello.get("threaded"):
             self.zygote.stop()
             raise PreloadThreaded(hello["threaded"])
@@ -314,8 +328,10 @@ class ForkServer:
         rlimits: Mapping[str, int],
         own: Sequence[str] = (),
         warm_harness: bool = False,
+        program: tuple[str, str] | None = None,
     ) -> tuple[ExecResult, bool]:
-        """One item in a fresh fork; (result, oom killed). ForkRefused when the zygote cannot take it."""
+        """One item in a fresh fork; (result, oom killed). ForkRefused when the zygote cannot take it. `program`:
+        the file and text of the platform program it runs (not the harness), compiled by the zygote once."""
         cgroups = self.zygote.item_cgroups(limits, own=CHILD_OWN_PROCESSES)
         missing = {"memory", "pids"} - set(cgroups.folders)
         if missing:
@@ -336,6 +352,9 @@ class ForkServer:
         if warm_harness and not self.harness_sent:
             # Once per zygote: it compiles the harness before its forks, so no item compiles it again.
             request["harness"] = {"file": HARNESS_FILE, "source": HARNESS_SOURCE, "child": CHILD_SOURCE}
+        if program is not None and self.programs_sent.get(program[0]) != program[1]:
+            # Once per zygote and program text: an item runs that code only when its file is that text.
+            request["program"] = {"file": program[0], "source": program[1]}
         start = time.monotonic()
         try:
             try:
@@ -346,6 +365,8 @@ class ForkServer:
                 for fd in (out_write, err_write, *procs):
                     os.close(fd)
             self.harness_sent = self.harness_sent or "harness" in request
+            if program is not None:
+                self.programs_sent[program[0]] = program[1]
             out: list[bytes] = []
             err: list[bytes] = []
             truncated = [False]
@@ -499,8 +520,8 @@ class ForkingSession(Session):
         """The warm fork server, (re)started when this item imports modules it has not tried yet; None when this
         item runs cold (the fork server is then off for good only if `cold_reason` says so)."""
         wanted = preload_modules(files, answer=_answer_lines(command))
-        if harnessed(command):
-            wanted = [*HARNESS_PRELOAD, *wanted]
+        if harnessed(command) or _platform_program(command):
+            wanted = [*HARNESS_PRELOAD, *REPLAY_PRELOAD, *generators_preload(wanted), *wanted]
         helpers = helper_calls(files, _entry(command))
         server = self._forkserver
         reason = ("first", "") if server is None and not self.starts else None
@@ -610,6 +631,7 @@ class ForkingSession(Session):
                     rlimits=child_rlimits(limits),
                     own=own_modules(files),
                     warm_harness=harnessed(command),
+                    program=_program(files, command),
                 )
         except ForkRefused as exc:
             self._cold_only(str(exc))
@@ -667,6 +689,16 @@ def _platform_program(command: Sequence[str]) -> bool:
     """A command running one of the platform's own programs (the harness, the sealed replay's recorder and
     replayer: `.rcb-*` files), whose first argument is the test entry point or its spec, and whose last is its spec."""
     return len(command) >= 4 and PurePosixPath(command[2]).name.startswith(".rcb-")
+
+
+def _program(files: Mapping[str, bytes], command: Sequence[str]) -> tuple[str, str] | None:
+    """The file and text of the platform program (not the harness) a command runs, for the zygote to compile once."""
+    if not _platform_program(command) or harnessed(command):
+        return None
+    try:
+        return command[2], files[command[2]].decode("utf-8")
+    except (KeyError, UnicodeDecodeError):
+        return None
 
 
 def _entry(command: Sequence[str]) -> str:
