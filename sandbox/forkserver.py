@@ -91,6 +91,13 @@ ZYGOTE_SOURCE = programs.source("zygote")
 HARNESS_PRELOAD = ("ast", "json", "types", "importlib.machinery", "unittest")
 
 
+# What the sealed replay's programs import (judging/sealed.py), preloaded with the harness's: a replay never starts
+# the zygote again, nor imports them per item. Not numpy.random, although the replayer imports it to restore its
+# generator (20-40 ms a replay): every harness item would then hold objects a cold start has not, and an answer
+# walking gc.get_objects() got another verdict warm than cold (test_forkserver_harness, a-gc-strings).
+REPLAY_PRELOAD = ("pickle", "base64", "importlib.util")
+
+
 def own_modules(files: Mapping[str, bytes]) -> list[str]:
     """The top-level names the task's own files and folders take (imported from the work folder, never preloaded)."""
     return sorted({PurePosixPath(name).parts[0].removesuffix(".py") for name in files})
@@ -287,6 +294,7 @@ class ForkServer:
         self.limits: tuple[float, int, int] | None = None
         self.helpers: frozenset[str] = frozenset()
         self.harness_sent = False  # whether the zygote has the harness compiled (see run)
+        self.programs_sent: dict[str, str] = {}  # the platform programs it has compiled, by file (see run)
         if hello.get("threaded"):
             self.zygote.stop()
             raise PreloadThreaded(hello["threaded"])
@@ -314,8 +322,10 @@ class ForkServer:
         rlimits: Mapping[str, int],
         own: Sequence[str] = (),
         warm_harness: bool = False,
+        program: tuple[str, str] | None = None,
     ) -> tuple[ExecResult, bool]:
-        """One item in a fresh fork; (result, oom killed). ForkRefused when the zygote cannot take it."""
+        """One item in a fresh fork; (result, oom killed). ForkRefused when the zygote cannot take it. `program`:
+        the file and text of the platform program it runs (not the harness), compiled by the zygote once."""
         cgroups = self.zygote.item_cgroups(limits, own=CHILD_OWN_PROCESSES)
         missing = {"memory", "pids"} - set(cgroups.folders)
         if missing:
@@ -336,6 +346,9 @@ class ForkServer:
         if warm_harness and not self.harness_sent:
             # Once per zygote: it compiles the harness before its forks, so no item compiles it again.
             request["harness"] = {"file": HARNESS_FILE, "source": HARNESS_SOURCE, "child": CHILD_SOURCE}
+        if program is not None and self.programs_sent.get(program[0]) != program[1]:
+            # Once per zygote and program text: an item runs that code only when its file is that text.
+            request["program"] = {"file": program[0], "source": program[1]}
         start = time.monotonic()
         try:
             try:
@@ -346,6 +359,8 @@ class ForkServer:
                 for fd in (out_write, err_write, *procs):
                     os.close(fd)
             self.harness_sent = self.harness_sent or "harness" in request
+            if program is not None:
+                self.programs_sent[program[0]] = program[1]
             out: list[bytes] = []
             err: list[bytes] = []
             truncated = [False]
@@ -499,8 +514,8 @@ class ForkingSession(Session):
         """The warm fork server, (re)started when this item imports modules it has not tried yet; None when this
         item runs cold (the fork server is then off for good only if `cold_reason` says so)."""
         wanted = preload_modules(files, answer=_answer_lines(command))
-        if harnessed(command):
-            wanted = [*HARNESS_PRELOAD, *wanted]
+        if harnessed(command) or _platform_program(command):
+            wanted = [*HARNESS_PRELOAD, *REPLAY_PRELOAD, *wanted]
         helpers = helper_calls(files, _entry(command))
         server = self._forkserver
         reason = ("first", "") if server is None and not self.starts else None
@@ -610,6 +625,7 @@ class ForkingSession(Session):
                     rlimits=child_rlimits(limits),
                     own=own_modules(files),
                     warm_harness=harnessed(command),
+                    program=_program(files, command),
                 )
         except ForkRefused as exc:
             self._cold_only(str(exc))
@@ -667,6 +683,16 @@ def _platform_program(command: Sequence[str]) -> bool:
     """A command running one of the platform's own programs (the harness, the sealed replay's recorder and
     replayer: `.rcb-*` files), whose first argument is the test entry point or its spec, and whose last is its spec."""
     return len(command) >= 4 and PurePosixPath(command[2]).name.startswith(".rcb-")
+
+
+def _program(files: Mapping[str, bytes], command: Sequence[str]) -> tuple[str, str] | None:
+    """The file and text of the platform program (not the harness) a command runs, for the zygote to compile once."""
+    if not _platform_program(command) or harnessed(command):
+        return None
+    try:
+        return command[2], files[command[2]].decode("utf-8")
+    except (KeyError, UnicodeDecodeError):
+        return None
 
 
 def _entry(command: Sequence[str]) -> str:

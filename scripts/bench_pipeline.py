@@ -28,6 +28,11 @@ What it does, in order:
    same workers (submissions' `revision_validate` task): its wall time and number of test runs.
 6. The naive baseline over the same items, in the same order.
 
+`--replay without` measures the run with no sealed replay: before it, every task's stored recording is replaced by
+one whose snippets are all unsealed, so each item is judged by its tests alone (as an unsealed snippet's is), every
+other step unchanged. `--replay both` runs the set without the replay, restores the recordings, then measures the
+run with it (the full report), and prints the two walls and their ratio, measured under the same load.
+
 Where the time goes, per item (the sums of every item of the run, divided by the number of items):
 - own: the tests' own body time (RCB-OWN, from the outcome's stdout).
 - in the sandbox beyond own: Outcome.duration (what the backend timed: bwrap from the sandboxed process's or the
@@ -52,7 +57,7 @@ run are comparable.
 
 Run: .venv/bin/python scripts/bench_pipeline.py [--papers 20] [--snippets 212] [--workers 2] [--backend bwrap]
      [--forkserver on|off] [--set homogeneous|heterogeneous] [--validate] [--database postgres|sqlite]
-     [--broker redis|filesystem] [--fresh] [--debug]
+     [--broker redis|filesystem] [--fresh] [--debug] [--replay with|without|both] [--postgres-url URL]
 """
 
 from __future__ import annotations
@@ -613,7 +618,17 @@ def arguments() -> argparse.Namespace:
         "--database",
         choices=["postgres", "sqlite"],
         default="postgres",
-        help=f"postgres: {POSTGRES_URL} (dropped and created); sqlite: in the temporary folder",
+        help="postgres: --postgres-url (dropped and created); sqlite: in the temporary folder",
+    )
+    parser.add_argument(
+        "--postgres-url", default=POSTGRES_URL, help=f"the database dropped and created (default {POSTGRES_URL})"
+    )
+    parser.add_argument(
+        "--replay",
+        choices=["with", "without", "both"],
+        default="with",
+        help="the sealed replay: with (as the platform judges), without (every snippet unsealed: the tests alone), "
+        "both (a run without, then the measured run with it, and their ratio)",
     )
     parser.add_argument(
         "--broker",
@@ -650,6 +665,8 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     if args.snippets < args.papers:
         parser.error("--snippets must be at least --papers")
+    if args.fresh and args.replay != "with":
+        parser.error("--fresh measures the first run, which makes the recordings: use --replay with")
     args.cache = args.cache.resolve()
     return args
 
@@ -670,7 +687,7 @@ def main() -> None:
         if args.broker == "redis"
         else "filesystem://"
     )
-    database = POSTGRES_URL if args.database == "postgres" else f"sqlite:///{tmp / 'db.sqlite3'}"
+    database = args.postgres_url if args.database == "postgres" else f"sqlite:///{tmp / 'db.sqlite3'}"
     workers: list[Worker] = []
     try:
         if args.database == "postgres":
@@ -744,7 +761,7 @@ def main() -> None:
         earlier = {w.hostname: 0 for w in workers}  # tasks of the first run, not this run's
         if not args.fresh:
             earlier = first_run(version, workers, timeout=args.timeout)
-
+        without, earlier = replay_off(args, version, workers, earlier)
         start = time.monotonic()
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
         run_wait(run.pk, args.timeout, workers)
@@ -838,6 +855,11 @@ def main() -> None:
             f"{wall / limit:6.2f}x {wall / naive_wall:6.2f}x"
         )
         print(f"{'naive baseline':44} {naive_wall:8.1f} {naive_wall / limit:6.2f}x {1:6.2f}x")
+        replay_print(args.replay, wall=wall, without=without, limit=limit, naive_wall=naive_wall)
+        print(
+            f"throughput: {items / wall:.2f} items/s in the run; the limit {items / limit:.2f} items/s "
+            f"(items / (naive own time / {cores} cores)): {limit / wall:.0%} of it"
+        )
         print("per item, in the run (ms):")
         print(f"  own (the test's body){'':22} {1000 * sum(own) / items:8.1f}")
         print(
@@ -881,12 +903,76 @@ def workers_wait(workers: list[Worker]) -> None:
 
 def first_run(version, workers: list[Worker], *, timeout: float) -> dict[str, int]:
     """Run the set once before the measured run; each worker's finished item tasks by then, by hostname."""
-    from evaluation import services
-    from evaluation.models import ModelEntry, Outcome
-
     # A set imported without validation has no test manifests yet: each task's is made from its reference,
     # in the sandbox, on first use and stored. The first run pays that once per task (and per worker racing
     # on it); the measured run is the next, as the issue's "second run, environments built".
+    _, earlier = run_timed(
+        version, workers, timeout=timeout, label="after the import (test manifests made on first use)"
+    )
+    return earlier
+
+
+def replay_off(args, version, workers: list[Worker], earlier: dict[str, int]) -> tuple[float | None, dict[str, int]]:
+    """--replay without: every snippet unsealed for the measured run; both: a run without first (its wall), then
+    the recordings restored for the measured run."""
+    if args.replay == "with":
+        return None, earlier
+    saved = recordings_unsealed(version)
+    print(f"the replay is off: {sealed_count(saved)} sealed snippet(s) unsealed", flush=True)
+    if args.replay == "without":
+        return None, earlier
+    without, earlier = run_timed(version, workers, timeout=args.timeout, label="without the replay")
+    recordings_restore(saved)
+    print(f"the replay is on again for the measured run ({sealed_count(saved)} sealed)", flush=True)
+    return without, earlier
+
+
+def replay_print(mode: str, *, wall: float, without: float | None, limit: float, naive_wall: float) -> None:
+    if without is not None:
+        print(
+            f"{'the same run without the sealed replay':44} {without:8.1f} {without / limit:6.2f}x "
+            f"{without / naive_wall:6.2f}x   (with / without: {wall / without:.2f}x)"
+        )
+    elif mode == "without":
+        print("  (the platform run above is without the sealed replay: every snippet unsealed)")
+
+
+def recordings_unsealed(version) -> dict[int, dict]:
+    """Store for every task of the release a recording whose snippets are all unsealed (its items are then judged
+    by their tests alone, as an unsealed snippet's are); the recordings it replaced, by task, to restore."""
+    from benchmarks.models import Task
+
+    saved: dict[int, dict] = {}
+    off = "bench_pipeline.py --replay without"
+    for task in Task.objects.filter(versions=version, recording__isnull=False):
+        recording: dict = task.recording or {}
+        saved[task.pk] = recording
+        unsealed = {
+            **recording,
+            "targets": {k: {**t, "sealed": False, "reason": off} for k, t in recording["targets"].items()},
+            "snippets": {k: {**e, "sealed": False, "reason": off} for k, e in recording["snippets"].items()},
+        }
+        Task.objects.filter(pk=task.pk).update(recording=unsealed)
+    return saved
+
+
+def recordings_restore(saved: Mapping[int, dict]) -> None:
+    from benchmarks.models import Task
+
+    for pk, recording in saved.items():
+        Task.objects.filter(pk=pk).update(recording=recording)
+
+
+def sealed_count(recordings: Mapping[int, dict]) -> int:
+    return sum(bool(e.get("sealed")) for r in recordings.values() for e in r.get("snippets", {}).values())
+
+
+def run_timed(version, workers: list[Worker], *, timeout: float, label: str) -> tuple[float, dict[str, int]]:
+    """Run the set once (not the measured run); its wall, and each worker's finished item tasks by then."""
+    from evaluation import services
+    from evaluation.models import ModelEntry, Outcome
+
+    done = {w.hostname: len(w.busy("evaluation.tasks.item_evaluate")) for w in workers}
     start = time.monotonic()
     first = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
     run_wait(first.pk, timeout, workers)
@@ -894,17 +980,13 @@ def first_run(version, workers: list[Worker], *, timeout: float) -> dict[str, in
     items_first = Outcome.objects.filter(run=first).count()
     deadline = time.monotonic() + 30
     while (
-        sum(len(w.busy("evaluation.tasks.item_evaluate")) for w in workers) < items_first
+        sum(len(w.busy("evaluation.tasks.item_evaluate")) for w in workers) < items_first + sum(done.values())
         and time.monotonic() < deadline
     ):
         time.sleep(0.1)
     earlier = {w.hostname: len(w.busy("evaluation.tasks.item_evaluate")) for w in workers}
-    print(
-        f"first run {first.pk} after the import (test manifests made on first use): {first_wall:.1f} s; "
-        "the measured run follows",
-        flush=True,
-    )
-    return earlier
+    print(f"run {first.pk} {label}: {first_wall:.1f} s; load {load()}", flush=True)
+    return first_wall, earlier
 
 
 def fork_modes_print(modes: dict, starts: dict, offs: dict, busy: dict) -> None:

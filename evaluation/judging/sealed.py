@@ -20,7 +20,9 @@ import binascii
 import json
 import re
 import secrets
-from collections.abc import Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
@@ -212,8 +214,10 @@ def _replay_run(
     inputs: list[str],
     limits: Limits,
     answer: tuple[int, int] | None = None,
+    inputs_file: bytes | None = None,
 ) -> tuple[list[dict] | None, str, bool]:
-    """The replay's calls, or None and why not; and whether it ran past its time limit."""
+    """The replay's calls, or None and why not; and whether it ran past its time limit. `inputs_file`: the inputs
+    file's content when the caller has it made already (what `inputs` would make)."""
     mark = "rcb-replay-" + secrets.token_hex(12)
     spec: dict = {"mark": mark, "targets": [target.as_dict()], "inputs": INPUTS_FILE, "snapshot": SNAPSHOT_CAPS}
     if answer is not None:  # the fork server never preloads what the answer's own lines import
@@ -222,7 +226,7 @@ def _replay_run(
         files={
             **files,
             REPLAYER_FILE: REPLAYER_SOURCE.encode(),
-            INPUTS_FILE: json.dumps({target.key: inputs}).encode(),
+            INPUTS_FILE: inputs_file if inputs_file is not None else json.dumps({target.key: inputs}).encode(),
         },
         command=[session.environment.python, "-B", REPLAYER_FILE, json.dumps(spec)],
         limits=replace(limits, output_bytes=max(limits.output_bytes, REPORT_BYTES_MAX)),
@@ -241,8 +245,11 @@ def _replay_run(
     return calls, "", False
 
 
-def _differs(recorded: list[str], replayed: list[dict], tolerance: Tolerance) -> str:
-    """The first difference of a replay from the recording, named ('' when they agree)."""
+def _differs(
+    recorded: list[str], replayed: list[dict], tolerance: Tolerance, parsed: Sequence[Value] | None = None
+) -> str:
+    """The first difference of a replay from the recording, named ('' when they agree); `parsed`: the recorded
+    outputs already parsed (a recording is parsed once per worker, not per replay)."""
     if len(replayed) != len(recorded):
         return f"the replay made {len(replayed)} of the {len(recorded)} recorded calls"
     for index, (expected, got) in enumerate(zip(recorded, replayed, strict=True)):
@@ -254,7 +261,7 @@ def _differs(recorded: list[str], replayed: list[dict], tolerance: Tolerance) ->
             # A replay's output is parsed within twice its recording's size: parsing costs time per byte.
             bound = 2 * len(expected) + 64 * 1024
             difference = compare(
-                _parse(expected),
+                parsed[index] if parsed is not None else _parse(expected),
                 _parse(got.get("outputs"), bound),
                 rtol=tolerance.rtol,
                 atol=tolerance.atol,
@@ -411,6 +418,46 @@ def snippet_sealing(recording: Mapping | None, key: str) -> tuple[bool, str]:
     return bool(entry.get("sealed")), str(entry.get("reason", ""))
 
 
+@dataclass(frozen=True)
+class _Recorded:
+    """What a sealed function's replays need of its recording, read and parsed once: the inputs file's content,
+    the recorded outputs as text (their lengths bound a replay's) and parsed."""
+
+    inputs_file: bytes
+    outputs: list[str]
+    parsed: tuple[Value, ...] | None  # None: an output was unreadable, left to _differs to say so
+    size: int
+
+
+# Recordings read and parsed, by their blobs' digests (content-addressed: never stale), at most this many bytes of
+# their text kept: a worker replays the same few tasks' functions item after item.
+RECORDED_CACHE_BYTES = 64 * 1024 * 1024
+_recorded_cache: OrderedDict[tuple[str, str, str], _Recorded] = OrderedDict()
+_recorded_lock = threading.Lock()
+
+
+def _recorded(entry: Mapping, load: Callable[[str], bytes]) -> _Recorded:
+    key = (entry["key"], entry["inputs"], entry["outputs"])
+    with _recorded_lock:
+        found = _recorded_cache.get(key)
+        if found is not None:
+            _recorded_cache.move_to_end(key)
+            return found
+    inputs = json.loads(load(entry["inputs"]))
+    outputs = json.loads(load(entry["outputs"]))
+    try:
+        parsed: tuple[Value, ...] | None = tuple(_parse(text) for text in outputs)
+    except SnapshotError:
+        parsed = None
+    inputs_file = json.dumps({entry["key"]: inputs}).encode()
+    found = _Recorded(inputs_file, outputs, parsed, len(inputs_file) + sum(len(text) for text in outputs))
+    with _recorded_lock:
+        _recorded_cache[key] = found
+        while sum(r.size for r in _recorded_cache.values()) > RECORDED_CACHE_BYTES and len(_recorded_cache) > 1:
+            _recorded_cache.popitem(last=False)
+    return found
+
+
 def answer_replay(
     *,
     session: Session,
@@ -431,20 +478,19 @@ def answer_replay(
         return Replay(False, reason=reason)
     entry = recording["targets"][recording["snippets"][key]["target"]]
     target = Target(entry["key"], entry["file"], entry["qualname"], entry["name"], entry["line"])
-    inputs = json.loads(load(entry["inputs"]))
-    outputs = json.loads(load(entry["outputs"]))
+    recorded = _recorded(entry, load)
     tolerance = Tolerance(float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"]))
     replayed, problem, timed_out = _replay_run(
         session=session,
         files=replay_files(files, hidden),
         target=target,
-        inputs=inputs,
+        inputs=[],
         limits=limits,
         answer=answer,
+        inputs_file=recorded.inputs_file,
     )
-    return Replay(
-        True,
-        difference=problem or _differs(outputs, replayed or [], tolerance),
-        timed_out=timed_out,
-        also_difference=None if also is None else problem or _differs(outputs, replayed or [], also),
+    difference = problem or _differs(recorded.outputs, replayed or [], tolerance, recorded.parsed)
+    also_difference = (
+        None if also is None else problem or _differs(recorded.outputs, replayed or [], also, recorded.parsed)
     )
+    return Replay(True, difference=difference, timed_out=timed_out, also_difference=also_difference)

@@ -107,6 +107,35 @@ def test_a_harness_file_other_than_the_compiled_one_runs_as_its_own_text(sandbox
         assert again.passed and "rcb-altered-child" not in again.result.stdout
 
 
+def test_a_platform_program_is_compiled_once_and_runs_only_as_its_own_text(sandbox_cache, backend_name):
+    """The zygote compiles a platform program (the sealed replay's replayer) when the worker first sends it, and
+    runs that code only for an item whose program file is that text byte for byte; an altered file runs as written
+    (by run_path, which compiles the file and imports pkgutil to read it: the compiled code imports nothing)."""
+    program_file = ".rcb-program.py"
+    program = 'import sys\nprint("rcb-program", "pkgutil" in sys.modules)\n'
+    altered = program.replace("rcb-program", "rcb-altered")
+    files = {"model.py": b"import numpy\n", program_file: program.encode()}
+    with session_of(sandbox_cache, backend_name, warm=True) as session:
+        command = [session.environment.python, "-B", program_file, "{}"]
+        first = session.run(files=files, command=command, limits=LIMITS)
+        assert first.forked and "rcb-program False" in first.stdout, first.stderr[-2000:]
+        server = session._forkserver
+        assert server is not None and server.programs_sent == {program_file: program}
+        again = session.run(files=files, command=command, limits=LIMITS)
+        assert again.forked and "rcb-program False" in again.stdout, again.stderr[-2000:]
+        # The worker says the program is the compiled text, but the item's file is another: it runs as written.
+        with session._archive({**files, program_file: altered.encode()}) as archive:
+            result, _ = server.run(
+                archive=archive.fileno(),
+                work=session.work_dir,
+                argv=[program_file, "{}"],
+                limits=LIMITS,
+                rlimits={},
+                program=(program_file, program),
+            )
+        assert "rcb-altered True" in result.stdout, result.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def bwrap_commands(sandbox_cache):
     import hashlib
