@@ -4,7 +4,8 @@ on the same workers (issue 36, item 3).
 The set is `scripts/bench_pipeline.py`'s (real code: tests that import torch, numpy, scipy and, with `--set
 heterogeneous`, two real modules of the environment each, a spread of test durations, nested snippets), with one
 shared environment (numpy, scipy, torch) as the published set has. In order:
-1. A fresh database (`--database`, dropped and created) and a Redis database (`--redis`, emptied) as the broker;
+1. A fresh database (`--database`, dropped and created) and a Redis database as the broker (`--redis URL`, or one
+   claimed as the test fixtures claim theirs), emptied;
    the environment built before anything is timed; the set generated and imported with `import_pset --publish`.
 2. `--workers` real Celery workers (queues sandbox and default). They run the two runs `import_pset --publish`
    starts (each task's test manifest is made then, their fork servers warm up); then the reference model runs the
