@@ -144,14 +144,20 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
     return validation
 
 
-def set_validation_dispatch(*, validation: SetValidation) -> None:
-    """One task per paper on the `sandbox` queue, so the workers check papers in parallel, the papers with the most
-    snippets first (each snippet is four runs of the tests: a long paper queued last would leave the other workers
-    idle while it ends); with the broker down, the validation stays stored and the watchdog queues its papers once
-    the broker answers (their lost-work rule)."""
-    SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
+def dispatch_order(*, validation: SetValidation) -> list[int]:
+    """The validation's papers (pks), the papers with the most snippets first, ties in their order in the set: each
+    snippet is four runs of the tests, and a long paper queued last would keep one worker busy while the others
+    idle."""
     rows = validation.papers.order_by("position").values_list("pk", "snippets")
-    papers = [pk for pk, snippets in sorted(rows, key=lambda row: -len(row[1]))]  # stable: ties keep their position
+    return [pk for pk, _ in sorted(rows, key=lambda row: -len(row[1]))]
+
+
+def set_validation_dispatch(*, validation: SetValidation) -> None:
+    """One task per paper on the `sandbox` queue, so the workers check papers in parallel (in `dispatch_order`);
+    with the broker down, the validation stays stored and the watchdog queues its papers once the broker answers
+    (their lost-work rule)."""
+    SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
+    papers = dispatch_order(validation=validation)
     for queued, paper_id in enumerate(papers):
 
         def refused(exc: Exception, queued: int = queued) -> str:

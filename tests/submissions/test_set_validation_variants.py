@@ -1,5 +1,6 @@
-"""Set validation's masked and no-op runs stop at the first failing test (issue 36 item 3): what validation reports
-of real packages is what full runs of the same variants say, check by check."""
+"""Set validation at the speed of the set (issue 36 item 3): the masked and no-op runs stop at the first failing
+test, and what validation reports of real packages is what full runs of the same variants say, check by check; the
+papers go to the workers longest first."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from benchmarks.paper2code import mask, noop, splice
 from benchmarks.paper2code.pset import read_pset
 from benchmarks.services import environment_hash
 from evaluation.executor import limits_default, package_test
-from submissions.models import SetValidation
-from submissions.validation import variant_checks
+from submissions.models import SetValidation, SetValidationPaper
+from submissions.validation import dispatch_order, variant_checks
 from tests.conftest import DEMO_PSET
 from tests.submissions.test_validate_pset import legacy_pset
 
@@ -91,3 +92,20 @@ def test_variant_checks_report_what_full_runs_say(paper, tmp_path, sandbox, medi
             "masked:calc.py:0",
             "noop:calc.py:0",
         ]
+
+
+def test_papers_with_the_most_snippets_are_dispatched_first():
+    validation = SetValidation.objects.create(source="a set")
+    counts = {"short": 2, "long": 11, "middle": 5, "also-middle": 5}
+    papers = {
+        name: SetValidationPaper.objects.create(
+            validation=validation,
+            position=position,
+            paper=name,
+            snippets=[{"file": "m.py", "index": i, "name": f"s{i}"} for i in range(count)],
+            files={},
+        )
+        for position, (name, count) in enumerate(counts.items())
+    }
+    order = {paper.pk: name for name, paper in papers.items()}
+    assert [order[pk] for pk in dispatch_order(validation=validation)] == ["long", "middle", "also-middle", "short"]
