@@ -203,9 +203,9 @@ def main() -> None:
         for paper in run_of.papers.all() if run_of else []:
             for check in paper.checks:
                 by_kind.setdefault(check["key"].split(":", 1)[0], []).append(check["duration"] or 0.0)
-        print("validation's checks (count, seconds summed over the workers):")
+        print("validation's checks (count, seconds summed over the workers, seconds per check):")
         for kind, durations in by_kind.items():
-            print(f"  {kind:12} {len(durations):5d} {sum(durations):9.1f}")
+            print(f"  {kind:12} {len(durations):5d} {sum(durations):9.1f} {sum(durations) / len(durations):7.2f}")
         for worker in workers:
             starts = worker.fork_starts()
             print(f"  {worker.hostname}: {len(worker.busy(TASK))} paper task(s), {len(starts)} fork server start(s)")
