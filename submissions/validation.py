@@ -34,6 +34,7 @@ from evaluation.taskfiles import hidden_files
 from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from sandbox import EnvironmentBuildError
+from sandbox.base import Limits
 from sandbox.harness import GuardSpec
 from submissions.models import SetValidation, SetValidationPaper
 from submissions.mutants import OUTCOME_WORDS, mutant_replayer, mutants_judge, mutation_result, proposed_kills
@@ -144,11 +145,20 @@ def version_validation_start(*, version: BenchmarkVersion, actor) -> SetValidati
     return validation
 
 
+def dispatch_order(*, validation: SetValidation) -> list[int]:
+    """The validation's papers (pks), the papers with the most snippets first, ties in their order in the set: each
+    snippet is four runs of the tests, and a long paper queued last would keep one worker busy while the others
+    idle."""
+    rows = validation.papers.order_by("position").values_list("pk", "snippets")
+    return [pk for pk, _ in sorted(rows, key=lambda row: -len(row[1]))]
+
+
 def set_validation_dispatch(*, validation: SetValidation) -> None:
-    """One task per paper on the `sandbox` queue, so the workers check papers in parallel; with the broker down, the
-    validation stays stored and the watchdog queues its papers once the broker answers (their lost-work rule)."""
+    """One task per paper on the `sandbox` queue, so the workers check papers in parallel (in `dispatch_order`);
+    with the broker down, the validation stays stored and the watchdog queues its papers once the broker answers
+    (their lost-work rule)."""
     SetValidation.objects.filter(pk=validation.pk).update(on_workers=True)
-    papers = list(validation.papers.values_list("pk", flat=True))
+    papers = dispatch_order(validation=validation)
     for queued, paper_id in enumerate(papers):
 
         def refused(exc: Exception, queued: int = queued) -> str:
@@ -377,6 +387,11 @@ def _reference_check(runs: list[ItemRun], *, test_entry_point: str, started: flo
     )
 
 
+def _validation_limits() -> Limits:
+    limits = limits_default()
+    return type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
+
+
 def sandbox_checks(
     *,
     files: dict[str, bytes],
@@ -420,8 +435,7 @@ def sandbox_checks(
         backend=session.backend.name,
     )
 
-    limits = limits_default()
-    limits = type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
+    limits = _validation_limits()
 
     def test(package_files: dict[str, bytes], run_limits=limits, guard: GuardSpec | None = None) -> ItemRun:
         return package_test(
@@ -489,7 +503,7 @@ def sandbox_checks(
         limits=limits,
     )
 
-    yield from coverage_checks(files=files, annotated=annotated, test=test)
+    yield from variant_checks(files=files, annotated=annotated, test=test)
 
     if mutants <= 0:
         return
@@ -542,15 +556,23 @@ def sandbox_checks(
             )
 
 
-def coverage_checks(
-    *, files: dict[str, bytes], annotated: Mapping[str, AnnotatedFile], test: Callable[[dict[str, bytes]], ItemRun]
+def variant_checks(
+    *,
+    files: dict[str, bytes],
+    annotated: Mapping[str, AnnotatedFile],
+    test: Callable[[dict[str, bytes], Limits, GuardSpec | None], ItemRun],
+    limits: Limits | None = None,
 ) -> Iterator[CheckResult]:
-    """Each snippet masked, then replaced by a no-op, must make the tests (`test`) fail: else they do not cover it."""
+    """Each snippet masked, then replaced by a no-op: the tests must fail (else they do not cover it). A variant's
+    tests stop at their first failing test, which is all the check needs (the rest of its tests would only add
+    time); a variant that passes runs every test, as before. The reported category is its first failure's."""
+    limits = limits or _validation_limits()
+    variant_guard = GuardSpec(failfast=True)
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             for kind, text in (("masked", mask(parsed, s)), ("noop", splice(parsed, s, noop(s)))):
                 started = time.monotonic()
-                run = test({**files, path: text.encode("utf-8")})
+                run = test({**files, path: text.encode("utf-8")}, limits, variant_guard)
                 if run.verdict.status == "passed":
                     yield CheckResult(
                         f"{kind}:{path}:{s.index}",
