@@ -80,7 +80,8 @@ def tree_restore(root, tree, overrides=None):
                 continue
             path = os.path.join(prefix, name)
             if stat.S_ISDIR(info.st_mode):
-                os.chmod(name, 0o700, dir_fd=fd)
+                if info.st_uid == os.getuid():  # one of ours a fork may have closed (another's it could not)
+                    os.chmod(name, 0o700, dir_fd=fd)
                 below = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 try:
                     empty(below, path)
@@ -91,7 +92,8 @@ def tree_restore(root, tree, overrides=None):
             else:
                 os.unlink(name, dir_fd=fd)
 
-    os.chmod(root, 0o700)
+    if os.lstat(root).st_uid == os.getuid():
+        os.chmod(root, 0o700)
     top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         empty(top, "")
@@ -108,8 +110,9 @@ def tree_restore(root, tree, overrides=None):
                 handle.write((overrides or {}).get(relative, entry[2]))
             os.chmod(path, entry[1])
     for relative, entry in sorted(tree.items(), reverse=True):  # the folders' own modes last: a 0555 one is full
-        if entry[0] == "dir":
-            os.chmod(os.path.join(root, relative), entry[1])
+        path = os.path.join(root, relative)
+        if entry[0] == "dir" and os.lstat(path).st_uid == os.getuid():
+            os.chmod(path, entry[1])
 
 
 def tmpfs(folder):

@@ -70,11 +70,13 @@ def blob_put(content: bytes) -> str:
     return digest
 
 
-@pytest.fixture(scope="module", params=["bwrap", "docker"])
+@pytest.fixture(scope="module", params=[("bwrap", "warm"), ("bwrap", "cold"), ("docker", "warm")], ids="-".join)
 def dampnest(request, sandbox_cache):
-    """A warm session of the demo's numpy environment on each backend, DampNest and its recording."""
-    backend = sandbox_backend_or_missing(request.param, sandbox_cache)
-    backend.forkserver = True
+    """A session of the demo's numpy environment (warm: forks of the fork server; cold: each run its own sandbox),
+    DampNest and its recording."""
+    name, mode = request.param
+    backend = sandbox_backend_or_missing(name, sandbox_cache)
+    backend.forkserver = mode == "warm"
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
     [package] = [p for p in read_pset(DEMO_PSET) if p.id == "dampnest"]
     hidden = package_hidden(
