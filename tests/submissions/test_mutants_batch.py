@@ -96,11 +96,11 @@ def dampnest(request, sandbox_cache):
             limits=LIMITS,
             store=blob_put,
         )
-        yield session, package, hidden, recording
+        yield session, package, hidden, recording, mode
 
 
 def replayer_of(dampnest, position: int, *, annotated=None, batched=True, stats=None, session=None):
-    own, package, hidden, recording = dampnest
+    own, package, hidden, recording, _ = dampnest
     session = session or own
     parsed = annotated or package.annotated[package.annotated_paths[0]]
     files = {**package.files, parsed.path: parsed.text.encode()}
@@ -124,12 +124,12 @@ def indented(body: str, like: str) -> str:
 
 
 def test_a_batch_judges_each_mutant_as_its_replay_alone_does(dampnest):
-    _, package, _, recording = dampnest
+    _, package, _, recording, mode = dampnest
     parsed = package.annotated[package.annotated_paths[0]]
     sealed = [s for s in parsed.snippets if recording["snippets"][snippet_key(parsed.path, s.index)]["sealed"]]
     assert len(sealed) >= 4
     compared = 0
-    for number, snippet in enumerate(sealed[:4]):
+    for number, snippet in enumerate(sealed[: 4 if mode == "warm" else 1]):  # cold: a sandbox per replay alone
         mutants = mutants_generate(snippet.code, limit=4)
         first = snippet.code.splitlines()[0]
         if number == 0:  # the ways a replay can end without a report: judged alone, or as alone (the time limit)
@@ -153,11 +153,11 @@ def test_a_batch_judges_each_mutant_as_its_replay_alone_does(dampnest):
         assert stats.alone == (1 if number == 0 else 0)  # only the one that printed no report
         assert stats.batched == len(mutants) - stats.alone
         assert any(r.difference for r in batched)
-    assert compared >= 15
+    assert compared >= (15 if mode == "warm" else 5)
 
 
 def test_a_mutant_cannot_reach_the_next_one_in_its_batch(dampnest, tmp_path):
-    session, package, hidden, recording = dampnest
+    session, package, hidden, recording, _ = dampnest
     parsed = package.annotated[package.annotated_paths[0]]
     path = parsed.path
     files = {**package.files, path: package.files[path] + POISONED_MODULE.encode()}
