@@ -7,13 +7,16 @@ against the baseline of running the reference once per mutant in a fresh interpr
    timed apart.
 4. Mutation as validation judges it (submissions/mutants.py), in bwrap with SANDBOX_FORKSERVER on: each mutant of a
    sealed snippet replayed on its recorded calls first, the paper's tests (stopping at the first failure) only for
-   a mutant the replay cannot tell apart; with `--tests-only`, as before replays: every mutant runs the whole test.
-   Wall time, killed (by the replay, by the tests), equivalent, survived, test runs.
+   a mutant the replay cannot tell apart; a snippet's mutants replayed in one sandboxed process, each in a fork of its
+   own (judging/replay_batch.py); with `--compare`, first with each mutant replayed alone (the way before batches),
+   and the ratio of the two with whether their verdicts are identical; with `--tests-only`, as before replays: every
+   mutant runs the whole test. Wall time, killed (by the replay, by the tests), equivalent, survived, test runs,
+   replay batches.
 5. Baseline: bench_django.naive (sequential, a fresh copy of the files and a fresh interpreter, no sandbox) runs the
    reference of each mutant's paper once per mutant.
 
 Run: .venv/bin/python scripts/bench_mutation.py [--papers 20] [--snippets 212] [--mutants 10] [--cache DIR]
-     [--tests-only]
+     [--tests-only] [--compare] [--no-baseline]
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ def main() -> None:
     parser.add_argument(
         "--tests-only", action="store_true", help="every mutant runs the whole test, no replay (the way before it)"
     )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also judge the mutants with each replayed alone (the way before batches) and print the ratio",
+    )
+    parser.add_argument("--no-baseline", action="store_true", help="skip the fresh interpreters (a quick check)")
     args = parser.parse_args()
     args.cache, args.backend = args.cache.resolve(), "bwrap"
     tmp = Path(tempfile.mkdtemp(prefix="bench-mutation-"))
@@ -69,6 +78,7 @@ def main() -> None:
     from benchmarks.paper2code.requirements import requirements_vetted
     from benchmarks.services.blobs import blob_store
     from evaluation.executor import limits_default, package_test, session_for
+    from evaluation.judging.replay_batch import BatchStats
     from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
     from evaluation.taskfiles import hidden_files
     from sandbox.harness import GuardSpec
@@ -130,52 +140,92 @@ def main() -> None:
         print(f"recordings of {len(packages)} papers: {recorded:.1f} s; {sealed} of {len(mutants)} snippets sealed")
 
     guard = GuardSpec(failfast=not args.tests_only)
-    start = time.monotonic()
-    results = []
-    for package in packages:
-        for path in package.annotated_paths:
-            parsed = package.annotated[path]
-            for snippet in parsed.snippets:
 
-                def test(mutant, parsed=parsed, snippet=snippet, package=package):
-                    return package_test(
-                        files={**package.files, parsed.path: splice(parsed, snippet, mutant.body).encode()},
-                        test_entry_point=package.test_entry_point,
-                        environment_hash=env_hash,
-                        requirements=requirements,
+    def judge(batched: bool) -> tuple[float, list[dict], BatchStats]:
+        stats = BatchStats()
+        start = time.monotonic()
+        results = []
+        for package in packages:
+            for path in package.annotated_paths:
+                parsed = package.annotated[path]
+                for snippet in parsed.snippets:
+
+                    def test(mutant, parsed=parsed, snippet=snippet, package=package):
+                        return package_test(
+                            files={**package.files, parsed.path: splice(parsed, snippet, mutant.body).encode()},
+                            test_entry_point=package.test_entry_point,
+                            environment_hash=env_hash,
+                            requirements=requirements,
+                            limits=limits,
+                            guard=guard,
+                        )
+
+                    replay = mutant_replayer(
+                        session=session,
+                        files=package.files,
+                        hidden=hidden[package.id],
+                        recording=recordings[package.id],
+                        annotated=parsed,
+                        position=snippet.index,
                         limits=limits,
-                        guard=guard,
+                        batched=batched,
+                        stats=stats,
                     )
+                    found = mutants[package.id, path, snippet.index]
+                    results.append(
+                        mutation_result(mutants_judge(found, replay=replay, test=test, noop_body=noop(snippet)))
+                    )
+        return time.monotonic() - start, results, stats
 
-                replay = mutant_replayer(
-                    session=session,
-                    files=package.files,
-                    hidden=hidden[package.id],
-                    recording=recordings[package.id],
-                    annotated=parsed,
-                    position=snippet.index,
-                    limits=limits,
-                )
-                found = mutants[package.id, path, snippet.index]
-                results.append(mutation_result(mutants_judge(found, replay=replay, test=test, noop_body=noop(snippet))))
-    judged = time.monotonic() - start
-    total = {
-        key: sum(r[key] for r in results)
-        for key in ("generated", "counted", "killed", "survived", "equivalent", "test_runs")
-    }
-    by_replay = sum(r["killed_by"]["replay"] for r in results)
-    timeouts = sum(len(r["timeouts"]) for r in results)
-    mode = "forked from the warm fork server" if getattr(session, "forking", False) else "COLD (the fork server is off)"
-    how = "every mutant runs the whole test (--tests-only)" if args.tests_only else "replay first"
-    print(
-        f"mutation through the sandbox, {how}: {judged:.1f} s for {count} mutants ({judged / count:.3f} s each, "
-        f"{mode}); killed {total['killed']} of {total['counted']} ({by_replay} by the replay, "
-        f"{total['killed'] - by_replay} by the tests, {timeouts} by the time limit), {total['survived']} survived, "
-        f"{total['equivalent']} equivalent on the recorded inputs; {total['test_runs']} test runs; "
-        f"score {total['killed'] / max(1, total['counted']):.0%}",
-        flush=True,
+    def summary(judged: float, results: list[dict], how: str) -> None:
+        total = {
+            key: sum(r[key] for r in results)
+            for key in ("generated", "counted", "killed", "survived", "equivalent", "test_runs")
+        }
+        by_replay = sum(r["killed_by"]["replay"] for r in results)
+        timeouts = sum(len(r["timeouts"]) for r in results)
+        mode = (
+            "forked from the warm fork server"
+            if getattr(session, "forking", False)
+            else "COLD (the fork server is off)"
+        )
+        print(
+            f"mutation through the sandbox, {how}: {judged:.1f} s for {count} mutants ({judged / count:.3f} s each, "
+            f"{mode}); killed {total['killed']} of {total['counted']} ({by_replay} by the replay, "
+            f"{total['killed'] - by_replay} by the tests, {timeouts} by the time limit), {total['survived']} "
+            f"survived, {total['equivalent']} equivalent on the recorded inputs; {total['test_runs']} test runs; "
+            f"score {total['killed'] / max(1, total['counted']):.0%}",
+            flush=True,
+        )
+
+    verdicts = lambda results: [(m["diff"], m["outcome"], m["by"]) for r in results for m in r["mutants"]]  # noqa: E731
+    alone = None
+    if args.compare and not args.tests_only:
+        alone = judge(batched=False)
+        summary(alone[0], alone[1], "replay first, each mutant replayed alone (the way before batches)")
+        print(f"load average after it: {load()}", flush=True)
+    judged, results, stats = judge(batched=not args.tests_only)
+    how = (
+        "every mutant runs the whole test (--tests-only)"
+        if args.tests_only
+        else "replay first, a snippet's mutants replayed in one sandboxed process"
     )
+    summary(judged, results, how)
+    if not args.tests_only:
+        print(
+            f"replay batches: {stats.batches}, {stats.batched} mutants judged in a batch, {stats.alone} replayed alone"
+            + (f"; batches that relayed nothing, the last: {stats.failures[-1]!r}" if stats.failures else ""),
+            flush=True,
+        )
+    if alone is not None:
+        same = verdicts(alone[1]) == verdicts(results)
+        print(
+            f"ratio each alone / batched: {alone[0] / judged:.2f}x; verdicts " + ("identical" if same else "DIFFER"),
+            flush=True,
+        )
     print(f"load average after the mutation: {load()}", flush=True)
+    if args.no_baseline:
+        return
 
     items = [
         (package.test_entry_point, package.files)

@@ -14,13 +14,14 @@ recording too, whose recorded calls show nothing of the body's work (a side effe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from benchmarks.paper2code import splice
 from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.mutation import Mutant
 from evaluation.executor import ItemRun
+from evaluation.judging.replay_batch import BatchAnswer, BatchStats, answers_replay
 from evaluation.judging.sealed import Replay, answer_replay, snippet_key, snippet_sealing
 from evaluation.taskfiles import blob_cached
 from sandbox.harness import answer_span
@@ -61,20 +62,15 @@ class MutantOutcome:
         }
 
 
-def mutant_judge(
-    mutant: Mutant, *, replay: Callable[[Mutant], Replay] | None, test: Callable[[Mutant], ItemRun]
-) -> MutantOutcome:
-    """Judge one mutant: `replay` (None: the snippet has no recording) replays it on its snippet's recorded calls,
-    `test` runs the paper's tests with it spliced in, stopping at the first failure."""
-    agrees, proposed = False, None
-    if replay is not None:
-        replayed = replay(mutant)
-        proposed = None if replayed.also_difference is None else bool(replayed.also_difference)
-        if replayed.sealed and replayed.difference:
-            return MutantOutcome(
-                mutant, KILLED, BY_REPLAY, replayed.difference, timed_out=replayed.timed_out, proposed=proposed
-            )
-        agrees = replayed.agrees
+def mutant_judge(mutant: Mutant, *, replayed: Replay | None, test: Callable[[Mutant], ItemRun]) -> MutantOutcome:
+    """Judge one mutant: `replayed` is its replay on its snippet's recorded calls (None: the snippet has no
+    recording), `test` runs the paper's tests with it spliced in, stopping at the first failure."""
+    proposed = None if replayed is None or replayed.also_difference is None else bool(replayed.also_difference)
+    if replayed is not None and replayed.sealed and replayed.difference:
+        return MutantOutcome(
+            mutant, KILLED, BY_REPLAY, replayed.difference, timed_out=replayed.timed_out, proposed=proposed
+        )
+    agrees = replayed is not None and replayed.agrees
     run = test(mutant)
     if run.verdict.status != "passed":
         timed_out = run.verdict.category == "timeout"
@@ -90,17 +86,20 @@ def mutant_judge(
 def mutants_judge(
     mutants: Iterable[Mutant],
     *,
-    replay: Callable[[Mutant], Replay] | None,
+    replay: MutantReplayer | None,
     test: Callable[[Mutant], ItemRun],
     noop_body: str,
 ) -> Iterator[MutantOutcome]:
-    """Judge a snippet's mutants in turn. A mutant is equivalent only where the recorded calls show the body's work:
-    when the body replaced by a no-op (`noop_body`) agrees with the recording too (its calls never reach the body,
-    or its work is a side effect no output holds), agreeing says nothing, and a mutant the tests let through is a
-    survivor. That no-op is replayed once, the first time a mutant agrees and passes."""
+    """Judge a snippet's mutants: all of them replayed first (in one sandboxed process: `replay.many`), then each in
+    turn. A mutant is equivalent only where the recorded calls show the body's work: when the body replaced by a
+    no-op (`noop_body`) agrees with the recording too (its calls never reach the body, or its work is a side effect
+    no output holds), agreeing says nothing, and a mutant the tests let through is a survivor. That no-op is
+    replayed once, the first time a mutant agrees and passes."""
+    mutants = list(mutants)
+    replays: list[Replay | None] = list(replay.many(mutants)) if replay is not None else [None] * len(mutants)
     shows_work: bool | None = None
-    for mutant in mutants:
-        outcome = mutant_judge(mutant, replay=replay, test=test)
+    for mutant, replayed in zip(mutants, replays, strict=True):
+        outcome = mutant_judge(mutant, replayed=replayed, test=test)
         if outcome.outcome == EQUIVALENT and replay is not None:
             if shows_work is None:
                 shows_work = bool(replay(Mutant("noop", noop_body, 1, "the body replaced by a no-op")).difference)
@@ -157,6 +156,66 @@ def proposed_kills(result: dict, *, sealed: bool) -> dict | None:
     }
 
 
+class MutantReplayer:
+    """How a sealed snippet's mutants are replayed on its recorded calls, as answers would be: one alone
+    (`replayer(mutant)`), or many in one sandboxed process, each in a fork of its own (`many`; judging/replay_batch.py,
+    with the same verdicts). `batched=False` replays each alone (the way before batches, for comparison)."""
+
+    def __init__(
+        self,
+        *,
+        session,
+        files: Mapping[str, bytes],
+        hidden: Iterable[str],
+        recording: dict,
+        annotated: AnnotatedFile,
+        position: int,
+        limits,
+        load: Callable[[str], bytes],
+        batched: bool = True,
+        stats: BatchStats | None = None,
+    ):
+        self.session, self.files, self.hidden, self.recording = session, files, sorted(hidden), recording
+        self.annotated, self.marked, self.limits, self.load = annotated, annotated.snippets[position], limits, load
+        self.key = snippet_key(annotated.path, position)
+        self.batched, self.stats = batched, stats
+        self.also = proposed_tolerance(recording)  # the proposed tests' per-dtype table judges each replay too
+
+    def _answer(self, mutant: Mutant) -> BatchAnswer:
+        text = splice(self.annotated, self.marked, mutant.body)
+        return BatchAnswer(self.annotated.path, text, answer_span(self.marked.start_line, mutant.body))
+
+    def __call__(self, mutant: Mutant) -> Replay:
+        answer = self._answer(mutant)
+        return answer_replay(
+            session=self.session,
+            files={**self.files, answer.path: answer.text.encode("utf-8")},
+            hidden=self.hidden,
+            recording=self.recording,
+            key=self.key,
+            limits=self.limits,
+            load=self.load,
+            answer=answer.answer,
+            also=self.also,
+        )
+
+    def many(self, mutants: Sequence[Mutant]) -> list[Replay]:
+        if not self.batched:
+            return [self(mutant) for mutant in mutants]
+        return answers_replay(
+            session=self.session,
+            files=self.files,
+            hidden=self.hidden,
+            recording=self.recording,
+            key=self.key,
+            limits=self.limits,
+            load=self.load,
+            answers=[self._answer(mutant) for mutant in mutants],
+            stats=self.stats,
+            also=self.also,
+        )
+
+
 def mutant_replayer(
     *,
     session,
@@ -167,27 +226,23 @@ def mutant_replayer(
     position: int,
     limits,
     load: Callable[[str], bytes] = blob_cached,
-) -> Callable[[Mutant], Replay] | None:
-    """How a mutant of the snippet at `position` is replayed on its recorded calls, as an answer would be; None
+    batched: bool = True,
+    stats: BatchStats | None = None,
+) -> MutantReplayer | None:
+    """How the mutants of the snippet at `position` are replayed on its recorded calls, as answers would be; None
     when the snippet is not sealed (no recording to judge it by, so only the tests can)."""
-    key = snippet_key(annotated.path, position)
-    if not snippet_sealing(recording, key)[0]:
+    if not snippet_sealing(recording, snippet_key(annotated.path, position))[0]:
         return None
     assert recording is not None
-    marked = annotated.snippets[position]
-    hidden = sorted(hidden)
-
-    def replay(mutant: Mutant) -> Replay:
-        return answer_replay(
-            session=session,
-            files={**files, annotated.path: splice(annotated, marked, mutant.body).encode("utf-8")},
-            hidden=hidden,
-            recording=recording,
-            key=key,
-            limits=limits,
-            load=load,
-            answer=answer_span(marked.start_line, mutant.body),
-            also=proposed_tolerance(recording),
-        )
-
-    return replay
+    return MutantReplayer(
+        session=session,
+        files=files,
+        hidden=hidden,
+        recording=recording,
+        annotated=annotated,
+        position=position,
+        limits=limits,
+        load=load,
+        batched=batched,
+        stats=stats,
+    )
