@@ -283,9 +283,11 @@ END_STEP = (
     'case $state in entries | bytes) ;; *) /usr/bin/tar -c -f - . >&9 ;; esac; exit "$3"'
 )
 # As the sandbox user: the workspace unpacked from stdin into the work folder (the archive's top folder left out:
-# the tmpfs's belongs to root), then the command ($1) run with its stdin empty within its wall limit ($2 s).
+# the tmpfs's belongs to root), then the command ($1) run with its stdin empty within its wall limit ($2 s). tar's
+# warnings are dropped: the workspace is the agent's, and a warning per file (a future time stamp) would push the
+# start line past the output cap, turning every later command into an infrastructure error, never scored.
 START = (
-    '/usr/bin/tar -x -o --strip-components=1 -f - && printf "%s\\n" ' + STARTED + " >&2 || exit 125; "
+    '/usr/bin/tar -x -o --strip-components=1 -f - 2>/dev/null && printf "%s\\n" ' + STARTED + " >&2 || exit 125; "
     'exec /usr/bin/timeout -s KILL "$2" /bin/sh -c "$1" </dev/null'
 )
 # An agent's command ($1), run by bash (dash takes no descriptor past 9, and the pipe's is the worker's) as the

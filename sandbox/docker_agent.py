@@ -131,7 +131,10 @@ STARTED = "rcb-docker-started"
 # Empty the workspace's tmpfs, unpack the worker's copy from stdin, then run the command (its stdin empty).
 START = (
     # The command may have left a folder it made unreadable: its owner (10001, as this) opens every folder first.
-    f"chmod -R u+rwx {WORK_DIR} 2>/dev/null; find {WORK_DIR} -mindepth 1 -delete && tar -x -o -f - -C {WORK_DIR} "
+    # Their warnings are dropped: one per file of the agent's (a future time stamp) would push the start line past the
+    # output cap, turning every later command into an infrastructure error, never scored.
+    f"chmod -R u+rwx {WORK_DIR} 2>/dev/null; find {WORK_DIR} -mindepth 1 -delete 2>/dev/null "
+    f"&& tar -x -o -f - -C {WORK_DIR} 2>/dev/null "
     f'&& printf "%s\\n" {STARTED} >&2 && exec /bin/sh -c "$1" </dev/null'
 )
 # The end step is born root (END_USER) and so out of reach of what the command left: a process of uid 10001 can

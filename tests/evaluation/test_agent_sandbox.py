@@ -1005,3 +1005,33 @@ def test_a_cancel_stops_the_rest_of_a_turns_commands(item, agent_session, tmp_pa
     )
     assert outputs == ["not run: the run was cancelled"] * 3
     assert not any((workspace.root / name).exists() for name in ("one", "two", "three"))
+
+
+@pytest.mark.django_db
+def test_files_stamped_in_the_future_do_not_wedge_the_next_command(item, agent_session, monkeypatch):
+    """In the third attack review files with time stamps in the future made the copy-in's tar print a warning per
+    file before the start line, past the output cap: every later command raised an infrastructure error (never
+    scored), so an agent could take any item it was failing out of its score. Unguarded (tar's warnings kept) the
+    next command does not start; guarded it runs, and the files keep their time stamps."""
+    from sandbox import SandboxError, bwrap
+
+    stamp = 'n=$(printf "x%.0s" $(seq 60)); for i in $(seq 400); do touch -d 2099-01-01 "f$i-$n"; done'
+    small = replace(LIMITS, output_bytes=8192)
+    warned = {
+        "bwrap": ("COMMAND", bwrap.COMMAND.replace(" -f - 2>/dev/null && printf", " -f - && printf")),
+        "docker": (
+            "START",
+            docker_agent.START.replace(f"{docker_agent.WORK_DIR} 2>/dev/null &&", f"{docker_agent.WORK_DIR} &&"),
+        ),
+    }[agent_session.backend.name]
+    module = bwrap if agent_session.backend.name == "bwrap" else docker_agent
+    assert getattr(module, warned[0]) != warned[1], "the unguarded command differs from the guarded one"
+    monkeypatch.setattr(module, warned[0], warned[1])
+    with pytest.raises(SandboxError, match="did not start"):
+        _agent(item, agent_session, stamp, "echo second", limits=small)
+    monkeypatch.undo()
+
+    outputs, _ = _agent(
+        item, agent_session, stamp, "echo second; ls -l --time-style=+%Y f1-* | cut -c1-60", sample=1, limits=small
+    )
+    assert "second" in _stdout(outputs[1]) and "2099" in _stdout(outputs[1]), outputs[1]
