@@ -80,8 +80,14 @@ def workspace_unpack(
         _remove(stale)
     fresh.mkdir(mode=0o700)
 
+    real_folders: set[str] = set()  # folders of the new one already seen not to be links
+
     def kept(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
         try:
+            if _through_link(fresh, member.name, real_folders, itself=False) or (
+                member.islnk() and _through_link(fresh, member.linkname, real_folders, itself=True)
+            ):
+                raise tarfile.FilterError(member.name)
             return tarfile.data_filter(member, path)
         except (tarfile.FilterError, RecursionError, ValueError):  # a link chain deeper than realpath can follow
             dropped.append(member.name)
@@ -101,8 +107,8 @@ def workspace_unpack(
         with tarfile.open(fileobj=archive, mode="r|") as tar:
             tar.errorlevel = 0  # a member the worker cannot create (too long a path) is left out, not fatal
             tar.extractall(fresh, members=within_limits(tar), filter=kept)
-    except (tarfile.TarError, OSError, _OverLimit, RecursionError, ValueError):
-        _remove(fresh)
+    except (tarfile.TarError, OSError, _OverLimit, RecursionError, ValueError, KeyError):  # KeyError: a hard link to
+        _remove(fresh)  # a member the archive does not hold
         return None
     except BaseException:
         _remove(fresh)
@@ -111,6 +117,23 @@ def workspace_unpack(
     os.rename(fresh, workspace)
     _remove(old)
     return [name.removeprefix("./") for name in dropped]
+
+
+def _through_link(root: Path, name: str, real_folders: set[str], *, itself: bool) -> bool:
+    """Whether `name` (in `root`) passes through a link already unpacked (its last part too when `itself`): the `data`
+    filter judges links by realpath, which Python before 3.11.13 stops following past PATH_MAX (CVE-2025-4517), so a
+    chain can point out of the folder; nothing is written or hard-linked through a link at all."""
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    prefix = str(root)
+    for part in parts if itself else parts[:-1]:
+        prefix = os.path.join(prefix, part)
+        if prefix in real_folders:
+            continue
+        if os.path.islink(prefix):
+            return True
+        if os.path.isdir(prefix):
+            real_folders.add(prefix)
+    return False
 
 
 class _OverLimit(Exception):

@@ -108,3 +108,85 @@ def test_an_answer_at_the_head_of_a_deep_link_chain_reads_as_no_answer_not_an_in
         previous = f"l{i}"
     os.symlink(previous, root / "model.py")
     assert Workspace(root).read_text("model.py") is None
+
+
+def _escaping_chain(
+    target: str, *last: tuple[tarfile.TarInfo, bytes | None]
+) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    """CVE-2025-4517's shape, as the third attack review forged it: a chain of links longer than PATH_MAX, where
+    realpath (and so the `data` filter, before Python 3.11.13) stops following, makes `escape` point at
+    `<workspace's parent>/<target>`; `escape/pwned` is then written there."""
+    long, steps, members = "d" * 247, "abcdefghijklmnop", []
+
+    def entry(name: str, kind: bytes, link: str = "") -> tuple[tarfile.TarInfo, None]:
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.mode = kind, link, 0o755
+        return info, None
+
+    path = ""
+    for step in steps:
+        members += [
+            entry(os.path.join(path, long), tarfile.DIRTYPE),
+            entry(os.path.join(path, step), tarfile.SYMTYPE, long),
+        ]
+        path = os.path.join(path, long)
+    chain = os.path.join(*steps, "l" * 254)
+    members += [
+        entry(chain, tarfile.SYMTYPE, "../" * len(steps)),
+        entry("escape", tarfile.SYMTYPE, f"{chain}/../{target}"),
+    ]
+    return [*members, *last, _file("model.py", b"x = 1\n")]
+
+
+PWNED = _file("escape/pwned", b"written outside the workspace\n")
+
+
+def test_a_link_chain_past_path_max_writes_nothing_outside_the_workspace(tmp_path):
+    unguarded = tmp_path / "a"
+    (unguarded / "outside").mkdir(parents=True)
+    (unguarded / "fresh").mkdir()
+    with tarfile.open(fileobj=_archive(_escaping_chain("outside", PWNED)), mode="r|") as tar:
+        tar.errorlevel = 0
+        tar.extractall(unguarded / "fresh", filter="data")
+    assert (unguarded / "outside" / "pwned").exists(), "the data filter alone lets the chain write outside"
+
+    (tmp_path / "b" / "outside").mkdir(parents=True)
+    workspace = _workspace(tmp_path / "b")
+    dropped = _unpack(_archive(_escaping_chain("outside", PWNED)), workspace, max_bytes=NO_LIMIT, max_entries=NO_LIMIT)
+
+    assert not (tmp_path / "b" / "outside" / "pwned").exists()
+    assert dropped is not None and "escape/pwned" in dropped
+    assert (workspace / "model.py").read_text() == "x = 1\n"
+
+
+def test_a_hard_link_through_a_link_chain_past_path_max_is_dropped(tmp_path):
+    """The same chain, then a hard link to a file of the worker's through it: the link would be the worker's file
+    itself, its content read and, once written by a later command, changed."""
+    grab = tarfile.TarInfo("grab")
+    grab.type, grab.linkname = tarfile.LNKTYPE, "escape/secret"
+    unguarded = tmp_path / "a"
+    (unguarded / "outside").mkdir(parents=True)
+    (unguarded / "outside" / "secret").write_text("the worker's\n")
+    (unguarded / "fresh").mkdir()
+    with tarfile.open(fileobj=_archive(_escaping_chain("outside", (grab, None))), mode="r|") as tar:
+        tar.errorlevel = 0
+        tar.extractall(unguarded / "fresh", filter="data")
+    assert (unguarded / "fresh" / "grab").stat().st_ino == (unguarded / "outside" / "secret").stat().st_ino
+
+    (tmp_path / "b" / "outside").mkdir(parents=True)
+    (tmp_path / "b" / "outside" / "secret").write_text("the worker's\n")
+    workspace = _workspace(tmp_path / "b")
+    dropped = _unpack(
+        _archive(_escaping_chain("outside", (grab, None))), workspace, max_bytes=NO_LIMIT, max_entries=NO_LIMIT
+    )
+
+    assert dropped is not None and "grab" in dropped and not (workspace / "grab").exists()
+
+
+def test_a_hard_link_to_a_member_the_archive_lacks_refuses_the_copy_not_the_worker(tmp_path):
+    grab = tarfile.TarInfo("grab")
+    grab.type, grab.linkname = tarfile.LNKTYPE, "nowhere/secret"
+    workspace = _workspace(tmp_path)
+
+    assert _unpack(_archive([(grab, None)]), workspace, max_bytes=NO_LIMIT, max_entries=NO_LIMIT) is None
+    assert (workspace / "model.py").read_text() == "kept\n"
