@@ -18,7 +18,7 @@ import pytest
 from benchmarks.paper2code import parse, splice
 from benchmarks.paper2code.mutation import Mutant, mutants_generate
 from benchmarks.paper2code.pset import read_pset
-from benchmarks.services import environment_hash
+from benchmarks.services.blobs import environment_hash
 from evaluation.judging.replay_batch import BatchStats
 from evaluation.judging.sealed import (
     REPLAYER_SOURCE,
