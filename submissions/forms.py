@@ -8,7 +8,7 @@ from django import forms
 from django.forms.utils import pretty_name
 from django.utils.text import slugify
 
-from benchmarks.paper2code.pset import TEST_ENTRY_POINT, example_script_problem
+from benchmarks.paper2code.pset import TEST_ENTRY_POINT, example_script_problem, tests_missing_problem
 from benchmarks.paper2code.requirements import requirements_problems
 from benchmarks.validators import link_validate
 from submissions.packages import PAPER_FILES, draft_context_refusals
@@ -181,7 +181,8 @@ class FilesForm(forms.Form):
         label="Example script (optional)",
         help_text="A Python file of your code that calls the annotated code (a short training loop, a demo). "
         "Validation runs it with the reference and records each call of a snippet's function, and proposes replay "
-        "tests from those calls (downloadable once validation passed): a start when you have few tests of your own.",
+        "tests from those calls (downloadable once validation passed): a start when you have few tests of your own. "
+        f"Without a {TEST_ENTRY_POINT}, those proposed tests become your package's tests.",
     )
     test_entry_point = TEST_ENTRY_POINT  # FORMAT.md 1: every task runs `python paper2code_test.py`; shown, not chosen
 
@@ -220,11 +221,11 @@ class FilesForm(forms.Form):
             self.add_error("example_script", f"{script} {problem}.")
         if TEST_ENTRY_POINT in (data.get("annotated_paths") or []):
             self.add_error("annotated_paths", f"The test entry point {TEST_ENTRY_POINT} cannot be an annotated file.")
-        if TEST_ENTRY_POINT not in self.paths:
+        if missing := tests_missing_problem(self.paths, example_script=script, tests_proposed=True):
             self.add_error(
                 None,
-                f"The code has no {TEST_ENTRY_POINT}: every task runs `python {TEST_ENTRY_POINT}` "
-                "in the paper's folder (step 3).",
+                f"The code has no tests: {missing} (every task runs `python {TEST_ENTRY_POINT}` in the paper's "
+                "folder; steps 3 and 4).",
             )
         return data
 

@@ -225,7 +225,26 @@ def test_the_files_step_refuses_code_without_the_fixed_entry_point(client, draft
     body = client.post(
         reverse("submission-step", args=[draft.pk, "files"]), {"annotated_paths": ["optimizer.py"]}
     ).content.decode()
-    assert "The code has no paper2code_test.py" in body
+    assert "The code has no tests: missing test entry point paper2code_test.py" in body
+
+
+def test_the_files_step_takes_code_without_tests_when_an_example_script_is_named(client, draft, author):
+    """The walk found step 4 refusing what the guide and the summary offer: no paper2code_test.py but an example
+    script, whose proposed tests become the package's tests at validation."""
+    from submissions import services
+
+    files = {p: h for p, h in draft.draft["files"].items() if p != "paper2code_test.py"}
+    files["example.py"] = next(iter(files.values()))
+    services.draft_update(submission=draft, actor=author, values={"files": files})
+    client.force_login(author)
+    step = reverse("submission-step", args=[draft.pk, "files"])
+    assert "your code has none, so name an example script" in client.get(step).content.decode()
+
+    response = client.post(step, {"annotated_paths": ["optimizer.py"], "example_script": "example.py"})
+
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    draft.refresh_from_db()
+    assert draft.draft["metadata"]["example_script"] == "example.py"
 
 
 @pytest.mark.parametrize(
