@@ -70,6 +70,8 @@ def leaderboard(request: HtmxHttpRequest, name: str) -> HttpResponse:
         "run_rule": LEADERBOARD_RUN_RULE,
         "newest": releases_selectors.latest_published_version(),
     }
+    if not context["ranked"] and not filters.any:
+        context["with_results"] = releases_selectors.release_with_results_before(version=version)
     target = request.htmx.target if request.htmx else None
     if target == "leaderboard-table":
         return render(request, "leaderboard/_leaderboard_table.html", context)
@@ -175,6 +177,9 @@ def home_results(*, user) -> dict:
         "counts": top.counts if top else None,
         "scoring": releases_selectors.release_runs_scoring(version=current) if current else [],
         "changelog": changelog_visible(version=current, user=user) if current else None,
+        "with_results": releases_selectors.release_with_results_before(version=current)
+        if current and not (top and top.ranked)
+        else None,
     }
 
 

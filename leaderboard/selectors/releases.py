@@ -10,6 +10,7 @@ from django.db.models import (
     OuterRef,
     QuerySet,
 )
+from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
 from benchmarks.selectors import (
@@ -78,6 +79,19 @@ def _results() -> QuerySet[EvaluationRun]:
         EvaluationRun.objects.filter(status=EvaluationRun.Status.COMPLETED)
         .exclude(model__kind__in=CALIBRATION_KINDS)
         .exclude(mode=HUMAN_MODE)
+    )
+
+
+def release_with_results_before(*, version: BenchmarkVersion) -> BenchmarkVersion | None:
+    """The newest published release before `version` with a ranked row: where a visitor finds results while
+    `version`'s table is still empty."""
+    return (
+        BenchmarkVersion.objects.filter(
+            status=BenchmarkVersion.Status.PUBLISHED, published_at__lt=version.published_at or timezone.now()
+        )
+        .filter(Exists(_results().filter(version=OuterRef("pk"))))
+        .order_by("-published_at")
+        .first()
     )
 
 

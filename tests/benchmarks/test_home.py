@@ -7,6 +7,7 @@ import pytest
 
 from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun
+from evaluation.selectors.runs import calibration_models
 from tests.conftest import DEMO_PSET
 from tests.evaluation.test_leaderboard_browser import calibrate
 
@@ -100,3 +101,21 @@ def test_home_counts_the_rows_it_shows_and_names_each_rows_mode(client, release)
     assert "<strong>1</strong> model with results" in body
     assert "<strong>2</strong> ranked rows and <strong>2</strong> reference lines on 1.0.0" in body
     assert 'href="/guides/leaderboard/#scaled-pass1"' in top and 'aria-label="What scaled pass@1 means"' in top
+
+
+def test_a_release_whose_reference_lines_are_ready_but_has_no_ranked_row_links_to_the_newest_with_results(
+    client, release
+):
+    """The walk: a release published with only its calibration runs done is the one shown (its reference lines are
+    ready), with "0 models with results"; the home page and its leaderboard now name the newest release that has."""
+    calibrate(release, "strong", passed=True)
+    calibrate(release, "reference", passed=True)
+    newer = pset_import(root=DEMO_PSET, version_name="2.0.0", publish=True).version
+    for model in calibration_models():
+        calibrate(newer, model.name, passed=model.name == "reference")
+    home = client.get("/").content.decode()
+    assert "Release 2.0.0" in home and "No model has a completed run on this release yet" in home
+    assert "data-with-results>1.0.0</a>" in home
+    page = client.get("/versions/2.0.0/leaderboard/").content.decode()
+    assert 'href="/versions/1.0.0/leaderboard/">1.0.0</a>' in page[page.index("data-with-results") :]
+    assert "data-with-results" not in client.get("/versions/1.0.0/leaderboard/").content.decode()
