@@ -7,7 +7,7 @@ from datetime import date
 from pathlib import Path
 
 from benchmarks.paper2code import PackageError, Problem, parse
-from benchmarks.paper2code.hidden import context_refusals
+from benchmarks.paper2code.hidden import context_refusals, recorded_folder
 from benchmarks.paper2code.links import link_problem
 from benchmarks.paper2code.pset import (
     EXAMPLE_SCRIPT_KEY,
@@ -69,10 +69,12 @@ def draft_context_refusals(
     *, files: dict[str, str], annotated_paths: list[str], context_paths: list[str]
 ) -> dict[str, str]:
     """The chosen context files that would give the answer away, each with the reason (the one rule of
-    paper2code.hidden, as import_pset and an archive's papers.yaml apply it). `files`: path -> sha256."""
+    paper2code.hidden, as import_pset and an archive's papers.yaml apply it, with the draft's recorded calls whose
+    values it looks for). `files`: path -> sha256."""
     if not context_paths:
         return {}
-    wanted = [p for p in dict.fromkeys([*annotated_paths, *context_paths]) if p in files]
+    recordings = [p for p in files if recorded_folder(p)]
+    wanted = [p for p in dict.fromkeys([*annotated_paths, *context_paths, *recordings]) if p in files]
     texts = {path: blob_read(sha256=files[path]) for path in wanted}
     annotated = {path: parse(texts[path].decode("utf-8", "replace"), path) for path in annotated_paths if path in texts}
     return context_refusals(

@@ -7,7 +7,13 @@ context files, which every prompt shows whole (FORMAT.md 5).
 
 from __future__ import annotations
 
+import base64
+import bisect
+import contextlib
+import json
+import math
 import re
+import struct
 from collections.abc import Iterable, Mapping
 
 from benchmarks.paper2code.markers import AnnotatedFile
@@ -18,9 +24,21 @@ REFERENCE_COPY_MIN_LOC = 2
 # The proposed tests' folder (submissions/proposed.py) and its subfolders holding the reference's recorded calls.
 RECORDED_FOLDER = "rcb_replay"
 RECORDED_PARTS = ("inputs", "outputs")
-# Recorded outputs as the proposed tests store them, whatever the file is named: a JSON list of snapshot documents
-# (sandbox/programs/snapshot.py writes each compact, its version first, then its roots).
-_RECORDED_OUTPUTS_RE = re.compile(rb'\A\s*\[\s*"\{\\"v\\":\d+,\\"roots\\":')
+# Bounds that keep the content rules cheap: the bytes of a file decoded or searched (a recording is capped far below),
+# the JSON lines tried as a document's start past leading comment lines, and the values walked in one file.
+SCAN_BYTES = 4 << 20
+_JSON_STARTS = 8
+_WALK_NODES = 200_000
+# A recorded value distinctive enough that finding it elsewhere means a copy: arrays' data from this many bytes with
+# this many distinct byte values (a run of zeros is everywhere), numbers of this many significant digits, and, as
+# numbers of one value are sometimes a constant of the code (pi), this many of them (or all there are).
+RAW_NEEDLE_BYTES = 48
+RAW_DISTINCT_BYTES = 8
+NUMBER_DIGITS = 6
+NUMBERS_FOUND = 3
+_NUMBERS_PER_ARRAY = 4096
+_NUMBER_RE = re.compile(rb"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d{1,4})?")
+_FLOAT_FORMATS = {"float64": ("<d", 8), "float32": ("<f", 4)}  # low precision holds too few digits to be distinctive
 
 
 def _normalised(text: str) -> str:
@@ -42,18 +60,150 @@ def reference_copies(files: Mapping[str, bytes], references: Mapping[str, str]) 
     return found
 
 
-def recorded_calls(files: Mapping[str, bytes]) -> set[str]:
-    """The files holding recorded calls of the reference: any file in the inputs/ or outputs/ folder of a proposed
-    tests' rcb_replay/ folder (wherever it lies), and any file of recorded outputs, whatever its name."""
+def recorded_folder(path: str) -> bool:
+    """Whether `path` lies in the inputs/ or outputs/ folder of a proposed tests' rcb_replay/ folder (wherever)."""
+    folders = path.split("/")[:-1]
+    return any(folder == RECORDED_FOLDER and folders[i + 1] in RECORDED_PARTS for i, folder in enumerate(folders[:-1]))
+
+
+def recorded_calls(files: Mapping[str, bytes], among: Iterable[str] | None = None) -> set[str]:
+    """The files (of `among`, by default all) holding recorded calls of the reference: any file in the inputs/ or
+    outputs/ folder of a proposed tests' rcb_replay/ folder, any file holding recorded outputs in any JSON encoding
+    (snapshot documents found by decoding it, after leading comment lines, also inside JSON strings), and any file
+    holding the values of the package's own recorded outputs (`files`' recordings) in another form: an array's data
+    as base64 or raw bytes, or its distinctive numbers as text."""
+    documents: list[dict] = []
     found = set()
     for path, data in files.items():
-        folders = path.split("/")[:-1]
-        in_folder = any(
-            folder == RECORDED_FOLDER and folders[i + 1] in RECORDED_PARTS for i, folder in enumerate(folders[:-1])
-        )
-        if in_folder or _RECORDED_OUTPUTS_RE.match(data[:4096]):
+        in_folder = recorded_folder(path)
+        held = _recorded_documents(data) if in_folder or _may_hold_documents(data) else []
+        documents += held
+        if in_folder or held:
             found.add(path)
+    wanted = set(files) if among is None else set(among) & set(files)
+    needles, numbers = _recorded_values(documents)
+    ordered = sorted(numbers)
+    for path in wanted - found:
+        if _holds_values(files[path][:SCAN_BYTES], needles, ordered):
+            found.add(path)
+    return found & wanted
+
+
+def _may_hold_documents(data: bytes) -> bool:
+    """Cheap look before decoding: a snapshot document names its roots (a JSON string escapes the quotes)."""
+    head = data[:SCAN_BYTES]
+    return b"roots" in head and b"\x00" not in head[:8192]
+
+
+def _recorded_documents(data: bytes) -> list[dict]:
+    """The snapshot documents ({"v": N, "roots": {...}}) a file holds once decoded as JSON, from its start or from
+    one of its first lines that opens a JSON value (past comment lines), walking nested values and JSON strings."""
+    text = data[:SCAN_BYTES].decode("utf-8", "replace")
+    decoder = json.JSONDecoder()
+    starts = [len(text) - len(text.lstrip())]
+    starts += [m.end() for m in re.finditer(r"^[ \t]*(?=[\[{])", text, re.M)][:_JSON_STARTS]
+    for start in dict.fromkeys(starts):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's limit
+            continue
+        if held := _documents_walk(value):
+            return held
+    return []
+
+
+def _documents_walk(value: object) -> list[dict]:
+    found, stack, budget = [], [value], _WALK_NODES
+    while stack and budget:
+        budget -= 1
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("v"), int) and isinstance(node.get("roots"), (dict, list)):
+                found.append(node)
+            else:
+                stack += node.values()
+        elif isinstance(node, list):
+            stack += node
+        elif isinstance(node, str) and "roots" in node and node.lstrip()[:1] in ("{", "["):
+            with contextlib.suppress(ValueError, RecursionError):
+                stack.append(json.loads(node))
     return found
+
+
+def _recorded_values(documents: list[dict]) -> tuple[set[bytes], set[float]]:
+    """The distinctive values of recorded outputs: the first bytes of each array's data (raw, and as the base64
+    text stored), and the floats with at least NUMBER_DIGITS significant digits (float32 ones as float32 values)."""
+    needles: set[bytes] = set()
+    numbers: set[float] = set()
+    stack: list[object] = [d["roots"] for d in documents]
+    budget = _WALK_NODES
+    while stack and budget:
+        budget -= 1
+        node = stack.pop()
+        if isinstance(node, float) and _distinctive(node, 15):
+            numbers.add(node)
+        elif isinstance(node, list):
+            stack += node
+        elif isinstance(node, dict):
+            stack += node.values()
+            if isinstance(b64 := node.get("b64"), str):
+                _array_values(b64, str(node.get("dtype", "")), needles, numbers)
+    return needles, numbers
+
+
+def _array_values(b64: str, dtype: str, needles: set[bytes], numbers: set[float]) -> None:
+    try:
+        raw = base64.b64decode(b64[: (RAW_NEEDLE_BYTES + _NUMBERS_PER_ARRAY * 8) // 3 * 4], validate=True)
+    except ValueError:
+        return
+    head = raw[:RAW_NEEDLE_BYTES]
+    if len(set(head)) >= RAW_DISTINCT_BYTES:
+        needles.add(head)
+        needles.add(base64.b64encode(head))  # 48 bytes: a whole number of base64 groups, a prefix of the stored text
+    if dtype in _FLOAT_FORMATS:
+        fmt, size = _FLOAT_FORMATS[dtype]
+        for (x,) in struct.iter_unpack(fmt, raw[: len(raw) // size * size][: _NUMBERS_PER_ARRAY * size]):
+            if _distinctive(x, 15 if size == 8 else 6):
+                numbers.add(x)
+
+
+def _distinctive(x: float, precision: int) -> bool:
+    """At least NUMBER_DIGITS significant digits within its dtype's precision: 0.19999999999999996 (linspace's 0.2)
+    is a short number and rounding noise, found in many files."""
+    return math.isfinite(x) and _digits(f"{x:.{precision}g}") >= NUMBER_DIGITS
+
+
+def _digits(shown: str) -> int:
+    """Significant digits of a number as written."""
+    mantissa = re.split(r"[eE]", shown)[0]
+    return len(mantissa.replace("-", "").replace("+", "").replace(".", "").strip("0"))
+
+
+def _holds_values(data: bytes, needles: set[bytes], numbers: list[float]) -> bool:
+    """Whether `data` holds an array's data of the recordings, or NUMBERS_FOUND of their distinctive numbers (all of
+    them when fewer) written as text, each exactly or rounded to the digits written (7 digits of a float64 leak it)."""
+    if any(needle in data for needle in needles):
+        return True
+    if not numbers or b"\x00" in data[:8192]:
+        return False
+    seen: set[float] = set()
+    for token in _NUMBER_RE.findall(data):
+        if _digits(token.decode()) < NUMBER_DIGITS:
+            continue
+        x, half = float(token), _half_unit(token)
+        at = bisect.bisect_left(numbers, x - half)
+        if at < len(numbers) and numbers[at] <= x + half:
+            seen.add(numbers[at])
+            if len(seen) >= min(NUMBERS_FOUND, len(numbers)):
+                return True
+    return False
+
+
+def _half_unit(token: bytes) -> float:
+    """Half a unit of the last digit written: how far the number written may be from the value it rounds."""
+    mantissa, _, exponent = token.lower().partition(b"e")
+    power = int(exponent or 0) - len(mantissa.partition(b".")[2])
+    return 0.5 * 10.0 ** max(-400, min(power, 308))  # past 1e308 a float overflows
 
 
 def package_references(annotated: Iterable[AnnotatedFile]) -> dict[str, str]:
@@ -82,7 +232,7 @@ def context_refusals(
         {path: files[path] for path in context_paths if path in files and path not in annotated},
         package_references(annotated.values()),
     )
-    recorded = recorded_calls({path: files[path] for path in context_paths if path in files})
+    recorded = recorded_calls(files, among=context_paths)
     for path in context_paths:
         if path == test_entry_point:
             refusals[path] = (
