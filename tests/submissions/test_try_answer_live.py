@@ -50,7 +50,11 @@ def test_a_try_posted_with_htmx_answers_the_list_which_polls_until_every_verdict
     assert "Not tried: the answer is empty" in refused and POLLS in refused
     assert TriedAnswer.objects.count() == 1
 
-    answers.tried_answer_error(tried=tried, detail="the sandbox failed: test")
+    # A long test id and verdict line (as a replay test's) wrap in their column: the page does not widen (walk).
+    TriedAnswer.objects.filter(pk=tried.pk).update(
+        tests=[{"id": "__main__.ReplayTest.test_recorded_calls_of_every_snippet_function_" + "x" * 80, "passed": False}]
+    )
+    answers.tried_answer_error(tried=tried, detail="the sandbox failed: " + "a-long-unbroken-line-" * 20)
     listed = client.get(reverse("tried-answers", args=[draft.pk])).content.decode()
     assert POLLS not in listed and 'data-testid="tried-status">Error<' in listed  # done: it stops polling
 
@@ -81,7 +85,13 @@ def test_in_a_browser_the_verdict_appears_without_a_reload(browser_page, live_se
     page.get_by_test_id("tried-status").filter(has_text="Pending").wait_for(timeout=15_000)
     tried = TriedAnswer.objects.get()
 
-    answers.tried_answer_error(tried=tried, detail="the sandbox failed: test")
+    # A long test id and verdict line (as a replay test's) wrap in their column: the page does not widen (walk).
+    TriedAnswer.objects.filter(pk=tried.pk).update(
+        tests=[{"id": "__main__.ReplayTest.test_recorded_calls_of_every_snippet_function_" + "x" * 80, "passed": False}]
+    )
+    answers.tried_answer_error(tried=tried, detail="the sandbox failed: " + "a-long-unbroken-line-" * 20)
     page.get_by_test_id("tried-status").filter(has_text="Error").wait_for(timeout=15_000)
     assert page.evaluate("window.notReloaded") is True  # the list was swapped in, the page never reloaded
+    page.set_viewport_size({"width": 1366, "height": 900})
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert form.locator('[name="try-code"]').input_value() == "        rho = rho\n"  # kept, to try a variation
