@@ -157,14 +157,7 @@ EXPECTED_SECONDS = {"slow": 60.0, "docker": 15.0, "worker": 15.0, "browser": 4.0
 UNMARKED_SECONDS = 0.3
 
 
-# An outage test takes a whole run through a killed server and the watchdog's recovery; its group runs one test after
-# another, so it starts first.
-OUTAGE_SECONDS = 40.0
-
-
 def expected_seconds(item) -> float:
-    if _group(item) == "outages":
-        return OUTAGE_SECONDS
     kinds = [seconds for kind, seconds in EXPECTED_SECONDS.items() if item.get_closest_marker(kind)]
     return max(kinds, default=UNMARKED_SECONDS)
 
@@ -180,7 +173,7 @@ def pytest_collection_modifyitems_longest_groups_first(config, items) -> None:
     Only in a parallel worker: without xdist the order stays the files' (module fixtures are built once)."""
     if WORKER:
         items[:] = _longest_groups_first(items)
-        if getattr(config.option, "loadgroup", False):
+        if config.getvalue("loadgroup"):
             for item in items:
                 _group_in_node_id(item)
 

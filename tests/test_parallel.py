@@ -10,6 +10,6 @@ from tests.parallel import WORKER
 
 
 def test_a_worker_s_test_carries_its_module_group_in_its_id(request):
-    if not WORKER or not getattr(request.config.option, "loadgroup", False):
+    if not WORKER or not request.config.getvalue("loadgroup"):
         pytest.skip("not run by an xdist worker under --dist loadgroup")
     assert request.node.nodeid.endswith("@tests/test_parallel.py"), request.node.nodeid
