@@ -232,3 +232,14 @@ def _classified(*, result: ExecResult, harness: HarnessVerdict, manifest: dict |
 
 def tail(text: str) -> str:
     return text if len(text) <= TAIL else "…" + text[-TAIL:]
+
+
+def failure_said(detail: str, limit: int = 600) -> str:
+    """What a failed test's exception said (its traceback's last lines after the last frame: "AssertionError: ..."),
+    for a list of tests that names each one's reason beside it; '' when the detail holds no traceback."""
+    lines = detail.rstrip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith("  ")]
+    if not frames:
+        return ""
+    said = "\n".join(lines[frames[-1] + 1 :]).strip()
+    return said if len(said) <= limit else said[: limit - 1] + "…"

@@ -16,6 +16,7 @@ from benchmarks import visibility
 from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required, user_may_change
 from benchmarks.selectors import user_is_maintainer, version_get
+from common.htmx import HtmxHttpRequest
 from common.pages import refusal_redirect
 from evaluation import environments, reproducibility, services
 from evaluation.agents.selectors import agent_run_summary
@@ -276,6 +277,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "gpu_notice": items_selectors.run_gpu_notice(run=run),
         "paper_scores": runs_selectors.paper_scores_visible(run=run, user=request.user),
         "items": items,
+        "items_page": str(items.number) if items.number > 1 else "",  # the progress poll keeps to this page
         "items_hidden": progress.done - items.paginator.count,
         "provenance_changes": run.provenance_changes.select_related("actor"),
         "may_steer": user_may_change(user=request.user, owner_id=run.created_by_id),
@@ -345,18 +347,27 @@ def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpRespon
     return redirect(f"{reverse('run-detail', args=[pk])}#flags")
 
 
-def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
+def run_progress(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The run page's progress, polled while the run is active: with it, swapped in out of band, when the run started
+    and (when more items have an outcome than the page showed: `shown`) its page of items. Once the run stops, htmx
+    reloads the whole page, whose scores, items and buttons changed with it."""
     run = _run_visible(request, pk)
-    return render(
-        request,
-        "evaluation/_run_progress.html",
-        {
-            "run": run,
-            "progress": items_selectors.run_progress(run),
-            "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
-            "gpu_notice": items_selectors.run_gpu_notice(run=run),
-        },
-    )
+    progress = items_selectors.run_progress(run)
+    context = {
+        "run": run,
+        "progress": progress,
+        "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
+        "gpu_notice": items_selectors.run_gpu_notice(run=run),
+        "oob": bool(request.htmx),
+        "items_page": page if (page := request.GET.get("page", "")).isdigit() else "",
+    }
+    if request.htmx and request.GET.get("shown") != str(progress.done):
+        items = item_pages_selectors.run_item_page(run=run, user=request.user, page=context["items_page"] or None)
+        context.update(items=items, items_hidden=progress.done - items.paginator.count, items_changed=True)
+    response = render(request, "evaluation/_run_progress.html", context)
+    if request.htmx and not run.is_active:
+        response["HX-Refresh"] = "true"
+    return response
 
 
 @maintainer_required

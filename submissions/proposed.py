@@ -102,7 +102,7 @@ class ReplayTest(unittest.TestCase):
                         by_dtype=TOLERANCES,
                     )
                     if difference is not None:
-                        self.fail(f"{{target['qualname']}}, recorded call {{call}}: {{difference.message}}")
+                        self.fail(f"{{target['qualname']}}, recorded call {{call}}, {{difference.words()}}")
 
 
 if __name__ == "__main__":

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from benchmarks.models import DuplicateAcceptance
 from benchmarks.paper2code import parse
 from benchmarks.selectors import blob_read, user_is_maintainer
 from submissions.models import (
@@ -304,4 +305,44 @@ def changes_requested(*, submission: Submission) -> StateChange | None:
         .select_related("actor")
         .order_by("-created_at", "-pk")
         .first()
+    )
+
+
+@dataclass(frozen=True)
+class MatchDecision:
+    """What became of a submission that matches another paper: accepted with the maintainer's reason why it is no
+    duplicate, rejected or withdrawn with the reason its state change gives."""
+
+    state: str
+    label: str
+    actor: str
+    reason: str
+    decided_at: datetime
+
+
+DECIDED_STATES = (Submission.State.ACCEPTED, Submission.State.REJECTED, Submission.State.WITHDRAWN)
+
+
+def match_decision(*, submission: Submission) -> MatchDecision | None:
+    """The decision on the submission once one is made (None while it is pending): the duplicate-paper advice is
+    for a pending decision only."""
+    if submission.state not in DECIDED_STATES:
+        return None
+    change = (
+        submission.history.filter(to_state=submission.state).select_related("actor").order_by("-created_at", "-pk")
+    ).first()
+    reason = change.reason if change else ""
+    if submission.state == Submission.State.ACCEPTED and submission.task_id:
+        kept = (
+            DuplicateAcceptance.objects.filter(task_id=submission.task_id, source=f"submission {submission.pk}")
+            .order_by("-created_at", "-pk")
+            .first()
+        )
+        reason = kept.reason if kept else reason  # why it is no duplicate, as the release's changelog keeps it
+    return MatchDecision(
+        state=submission.state,
+        label=Submission.State(submission.state).label,
+        actor=change.actor.username if change and change.actor else "",
+        reason=reason,
+        decided_at=change.created_at if change else submission.updated_at,
     )

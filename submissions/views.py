@@ -233,6 +233,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = _detail_context(submission, request.user)
     matches = duplicates.submission_matches(submission=submission)  # not in the polled report
     context["matches"] = matches_visible(matches=matches, user=request.user)
+    context["match_decision"] = selectors.match_decision(submission=submission) if matches else None
     return render(request, "submissions/detail.html", context)
 
 
@@ -420,6 +421,7 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         form=form,
         existing=existing,
         matches=matches,
+        match_decision=selectors.match_decision(submission=submission) if matches else None,
         can_decide=submission.state == Submission.State.AWAITING_REVIEW and submission.author_id != request.user.pk,
         paper_details=forms.metadata_labelled(context["revision"].metadata) if context["revision"] else [],
         diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],

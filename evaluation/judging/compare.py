@@ -65,6 +65,15 @@ class Difference:
     rel_error: float | None
     message: str
 
+    def words(self) -> str:
+        """The difference as the judge and the proposed replay tests say it: where, what, and the largest error
+        where it is a number the message does not state already."""
+        said = f"at {self.path}: {self.message}" if self.path else self.message
+        if self.abs_error is not None and "largest error" not in self.message:
+            relative = f", {self.rel_error:.3g} relative" if self.rel_error is not None else ""
+            said += f" (largest error {self.abs_error:.3g} absolute{relative})"
+        return said
+
 
 class _Duplicate(dict[str, Any]):
     """A JSON object that repeated a key (json's hook has no path: the validator reports it)."""

@@ -270,7 +270,7 @@ def _differs(
         except SnapshotError as exc:
             return f"call {index + 1}: the replay's output was refused: {exc}"
         if difference is not None:
-            return f"call {index + 1}: {difference.message}"
+            return f"call {index + 1}: {difference.words()}"
     return ""
 
 

@@ -233,9 +233,20 @@ def test_running_run_polls_its_progress_partial(client, release):
     run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
     EvaluationRun.objects.filter(pk=run.pk).update(status="running")
     body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
-    assert f'hx-get="{reverse("run-progress", args=[run.pk])}"' in body and 'hx-trigger="every 2s"' in body
-    partial = client.get(reverse("run-progress", args=[run.pk]), headers={"HX-Request": "true"}).content.decode()
+    assert f'hx-get="{reverse("run-progress", args=[run.pk])}?shown=0"' in body and 'hx-trigger="every 2s"' in body
+    partial = client.get(
+        reverse("run-progress", args=[run.pk]), {"shown": 0}, headers={"HX-Request": "true"}
+    ).content.decode()
     assert "<html" not in partial and f"0 of {run.total_items} items" in partial
+    # What changes with the progress comes along out of band: the start, and the items once more have an outcome.
+    assert '<span id="run-started" hx-swap-oob="true">' in partial and 'id="run-items"' not in partial
+    partial = client.get(reverse("run-progress", args=[run.pk]), {"shown": 3}, headers={"HX-Request": "true"})
+    assert '<section id="run-items" aria-labelledby="run-items-title" hx-swap-oob="true">' in partial.content.decode()
+    assert "HX-Refresh" not in partial
+    # A run that stopped reloads the page its poll is on: its scores, items and buttons changed with it.
+    finished = evaluate(release, model("finished-poll"), lambda s: True)
+    partial = client.get(reverse("run-progress", args=[finished.pk]), headers={"HX-Request": "true"})
+    assert partial["HX-Refresh"] == "true"
 
 
 def test_nav_leaderboard_link_goes_to_the_latest_release(client, release):

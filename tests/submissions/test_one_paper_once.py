@@ -94,6 +94,14 @@ def test_the_demo_paper_submitted_again_is_named_to_its_author_and_the_maintaine
     client.post(url, {"decision": "accept", "reason": "fine", "duplicate_reason": why})
     submission.refresh_from_db()
     assert submission.state == State.ACCEPTED
+    # Decided: the advice for a pending decision gives way to what was decided and why, on both pages.
+    for viewer, page_name in ((maintainer, "review-detail"), (author, "submission-detail")):
+        client.force_login(viewer)
+        box = page_text(client.get(reverse(page_name, args=[submission.pk])).content.decode())
+        box = box[box.index("This paper matches 1 other paper") :]
+        assert f"Accepted by {maintainer.username} on " in box and f"as no duplicate: {why}" in box, box
+        assert "Accepting it needs a reason" not in box and "accepts it only with a reason" not in box
+    client.force_login(maintainer)
     draft = BenchmarkVersion.objects.get(status="draft")
     published = version_publish(version=draft, actor=maintainer, notes="with a duplicate")
     [entry] = published.changelog["duplicates"]

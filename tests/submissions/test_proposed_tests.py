@@ -5,6 +5,7 @@ for the replay tests made from the example script the package names, which the s
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import zipfile
@@ -87,11 +88,13 @@ def test_the_proposed_replay_tests_run_with_plain_python_and_catch_a_wrong_body(
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Ran 1 test" in done.stderr and "OK" in done.stderr
 
-    # ...and fails, naming the call, on a wrong body of a snippet.
+    # ...and fails on a wrong body of a snippet, naming the call, where its result differs and by how much.
     name = "second moment of gradients"
     (folder / "optimizer.py").write_bytes(dampnest.spliced(name, dampnest.indented(name, WRONG_SECOND))["optimizer.py"])
     done = run_plain(folder)
-    assert done.returncode != 0 and "DampNest.step, recorded call" in done.stderr, done.stderr[-3000:]
+    said = re.search(r"AssertionError: (DampNest\.step, recorded call \d+, at \S+: .*)", done.stderr)
+    assert done.returncode != 0 and said, done.stderr[-3000:]
+    assert re.search(r"\(largest error \S+ absolute, \S+ relative", said[1]), said[1]
 
     # The replay tests made from the example script: 4 calls of DampNest.step, none of the author's tests'.
     response = client.get(reverse("proposed-tests", args=[draft.pk]), {"from": "example"})

@@ -104,6 +104,8 @@ def test_correct_alternatives_pass_wrong_ones_fail_and_a_hostile_one_is_containe
     assert "Tried answers" in review and "np.where instead of np.minimum" in review
     assert html.count('data-testid="tried-status">Passed<') == 3 and "forgets to square the gradient" in review
     assert html.count('data-testid="tried-status">Failed<') + html.count('data-testid="tried-status">Flagged<') == 3
+    # Each failed test says beside it what its assertion said, not only that it failed.
+    assert own.count('data-testid="test-said"') >= 2 and "AssertionError" in own
 
 
 @pytest.mark.django_db
