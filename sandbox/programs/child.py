@@ -324,13 +324,15 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         the code is a module an import runs (an import the answer triggers lazily runs on a cold start only)."""
         if str_.endswith(str_.__str__(frame.f_code.co_filename), CODE_GENERATORS):
             return None
+        raiser = frame
         while frame is not None:
             if is_answer(frame):
                 return frame.f_lineno
             if str_.__str__(frame.f_code.co_filename) in import_machinery:
                 return None
             frame = frame.f_back
-        return None
+        # timeit handed to a thread pool: the answer's line is on no frame of that thread.
+        return first if on_answer_thread(raiser) else None
 
     def on_answer_thread(frame):
         """Another thread than the test's, running no task code, once the answer started: only the answer can have

@@ -60,6 +60,19 @@ typing.get_type_hints(holder, localns={"source": source, "space": space})
         + STEAL,
         {"hidden", "exec"},
     ),
+    "timeit-on-a-thread": (
+        """import codecs, timeit
+from concurrent.futures import ThreadPoolExecutor
+class P(str):
+    pass
+source = codecs.open(P("layers" + "_ref.py")).read()
+space = {}
+given = {"source": source, "space": space}
+ThreadPoolExecutor(1).submit(timeit.timeit, "exec(source, space)", number=1, globals=given).result()
+"""
+        + STEAL,
+        {"hidden", "exec"},
+    ),
     "os-open-bytes-subclass": (
         """import os
 class B(bytes):
