@@ -32,13 +32,22 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     first, last = spec.get("first_line", 0), spec.get("last_line", -1)
     hidden_modules = frozenset(spec.get("hidden_modules", ()))
     stop_at_first_failure = spec.get("failfast") is True  # read before any of the task's code runs
-    hidden_inodes = set()
+    hidden_inodes, hidden_folders = set(), set()
     for path in spec.get("hidden_files", ()):
         try:
             info = stat(join(cwd, path))
             hidden_inodes.add((info.st_dev, info.st_ino))
         except OSError:
             pass
+        # A folder of hidden files below the task's: opened, a relative open from it (dir_fd) reads them unseen.
+        folder = os.path.dirname(os.path.normpath(path))
+        while folder and folder != os.curdir:
+            try:
+                info = stat(join(cwd, folder))
+                hidden_folders.add((info.st_dev, info.st_ino))
+            except OSError:
+                pass
+            folder = os.path.dirname(folder)
     try:  # every path that resolves into procfs (/proc/self/mem, //proc/.., /dev/fd/../mem) has this device
         proc_device = stat("/proc/self").st_dev
     except OSError:
@@ -414,6 +423,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return None, ""
         if info.st_dev == proc_device:
             return "process memory", text(value)
+        if (info.st_dev, info.st_ino) in hidden_folders:
+            return "a folder of hidden files", text(value)
         return ("hidden file" if (info.st_dev, info.st_ino) in hidden_inodes else None), text(value)
 
     def finish(args):

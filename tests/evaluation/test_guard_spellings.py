@@ -7,8 +7,9 @@ references), which once left no `exec` record because only a direct call of exec
 the task's tests with plain `python` (no harness, no sandbox), then runs through the platform with the static audit
 switched off: the runtime guard alone must flag it, with the record of each route, on bwrap and docker, warm and
 cold. The static policy flags each of them too. An answer reading its own process memory through a str subclass is
-recorded as such, and an honest answer that builds a namedtuple and a dataclass (libraries compiling the code they
-generate) and opens a pathlib path stays unflagged.
+recorded as such, so is a hidden file opened relative to a descriptor of its folder (dir_fd), and an honest answer
+that builds a namedtuple and a dataclass (libraries compiling the code they generate) and opens a pathlib path
+stays unflagged.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from benchmarks.services.blobs import environment_hash
 from evaluation.executor import ItemRun, answer_test
 from sandbox import Limits
+from sandbox.harness import GuardSpec, harness_command, harness_files, harness_verdict, nonce_new
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.corpus.tasks import ENTRY_POINT, task, unguarded_run
 
@@ -194,3 +196,52 @@ def test_reading_process_memory_through_a_str_subclass_is_recorded(sessions, bac
 def test_generated_code_and_pathlib_reads_are_no_evidence(sessions, backend_name, mode):
     run = platform_run(sessions(backend_name, mode), code(HONEST, keep_reference=True))
     assert (run.verdict.status, run.verdict.findings) == ("passed", ()), (run.verdict, run.result.stderr[-1500:])
+
+
+# A hidden file in a folder of its own (the sealed replay's recorded outputs), opened relative to a descriptor of
+# that folder: the file's path alone resolves to nothing from the task's folder.
+DIR_FD_MODEL = """import json
+import os
+
+
+def f(x):
+    folder = os.open("/".join(["rcb" + "_replay", "out" + "puts"]), os.O_RDONLY)
+    fd = os.open(str(0) + ".json", os.O_RDONLY, dir_fd=folder)
+    return json.loads(os.read(fd, 999))[str(0)]
+"""
+DIR_FD_TEST = """import json
+import unittest
+import model
+
+
+class T(unittest.TestCase):
+    def test_f(self):
+        self.assertEqual(model.f(3), json.load(open("rcb_replay/outputs/0.json"))["0"])
+
+
+unittest.main()
+"""
+
+
+@pytest.mark.parametrize("backend_name,mode", [("bwrap", "warm"), ("bwrap", "cold"), ("docker", "cold")])
+def test_a_hidden_file_opened_from_a_descriptor_of_its_folder_is_recorded(sessions, backend_name, mode):
+    files = {
+        "model.py": DIR_FD_MODEL.encode(),
+        ENTRY_POINT: DIR_FD_TEST.encode(),
+        "rcb_replay/outputs/0.json": b'{"0": 123456789}',
+    }
+    passed, output = unguarded_run(files)
+    assert passed, f"the attack does not work unguarded, so it proves nothing:\n{output}"
+    session = sessions(backend_name, mode)
+    nonce = nonce_new()
+    guard = GuardSpec(
+        answer_file="model.py", first_line=6, last_line=8, hidden_files=(ENTRY_POINT, "rcb_replay/outputs/0.json")
+    )
+    result = session.run(
+        files={**files, **harness_files(nonce)},
+        command=harness_command(session.environment.python, ENTRY_POINT, guard),
+        limits=LIMITS,
+    )
+    verdict = harness_verdict(result.stdout, nonce)
+    assert [t.outcome for t in verdict.tests] == ["passed"], verdict
+    assert any(r["kind"] == "hidden" and "a folder of hidden files" in r["detail"] for r in verdict.records), verdict
