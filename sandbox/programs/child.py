@@ -135,9 +135,19 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     strict = frozenset(("exec", "compile", "marshal.loads", "code.__new__", "function.__new__"))
     # Of those, the ones a library raises for the answer when handed text: also recorded when reached from its lines.
     text_code = frozenset(("exec", "compile"))
-    # Libraries that compile code they generate from names they validate (a dataclass's __init__, a namedtuple's
-    # __new__), or from a traced graph: what they run is not text the answer chose.
-    CODE_GENERATORS = ("/dataclasses.py", "/collections/__init__.py")
+    # Libraries that compile code they generate from names (a dataclass's __init__, a namedtuple's __new__, a scipy
+    # distribution's argument parser, built again for each frozen distribution), parse without compiling (ast.parse)
+    # or compile a traced graph (torch.fx, dynamo, TorchScript): what they run is not text the answer chose, and
+    # what that code does raises its own events.
+    CODE_GENERATORS = (
+        "/dataclasses.py",
+        "/collections/__init__.py",
+        "/ast.py",
+        "/scipy/stats/_distn_infrastructure.py",
+        "/scipy/_lib/_bunch.py",
+        "/scipy/_lib/array_api_compat/_internal.py",
+    )
+    GRAPH_COMPILERS = ("/torch/fx/", "/torch/_dynamo/", "/torch/jit/", "/torch/_inductor/", "/torch/_functorch/")
     import_machinery = frozenset(("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"))
     through = frozenset(
         (
@@ -331,8 +341,12 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         """The answer's line a library's compile or exec was reached from (timeit, typing's forward references and
         their kind run text an answer hands them), unless the library is a code generator of structured input or
         the code is a module an import runs (an import the answer triggers lazily runs on a cold start only)."""
-        if str_.endswith(str_.__str__(frame.f_code.co_filename), CODE_GENERATORS):
+        raiser_file = str_.__str__(frame.f_code.co_filename)
+        if str_.endswith(raiser_file, CODE_GENERATORS):
             return None
+        for folder in GRAPH_COMPILERS:  # no builtin such as any(): the answer can rebind those
+            if str_.__contains__(raiser_file, folder):
+                return None
         raiser = frame
         while frame is not None:
             if is_answer(frame):

@@ -8,8 +8,8 @@ the task's tests with plain `python` (no harness, no sandbox), then runs through
 switched off: the runtime guard alone must flag it, with the record of each route, on bwrap and docker, warm and
 cold. The static policy flags each of them too. An answer reading its own process memory through a str subclass is
 recorded as such, so is a hidden file opened relative to a descriptor of its folder (dir_fd), and an honest answer
-that builds a namedtuple and a dataclass (libraries compiling the code they generate) and opens a pathlib path
-stays unflagged.
+that builds a namedtuple and a dataclass (libraries compiling the code they generate), parses a literal and opens a
+pathlib path stays unflagged.
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ mem = codecs.open(P("/proc/self/" + "mem"), "rb", buffering=0)
 mem.seek(int(maps[0].split("-")[0], 16))
 assert len(mem.read(16)) == 16
 """
-HONEST = """import collections, dataclasses, pathlib
+HONEST = """import ast, collections, dataclasses, pathlib
+assert ast.literal_eval("[1, 2]") == [1, 2]
 Pair = collections.namedtuple("Pair", "mean var")
 @dataclasses.dataclass
 class Stats:
