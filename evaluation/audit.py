@@ -106,7 +106,8 @@ POLICY: tuple[Rule, ...] = (
         "runs code from a string or a serialised object, which no static policy can read",
         _names(
             "builtins.exec builtins.eval builtins.compile builtins.breakpoint builtins runpy marshal pickle "
-            "_pickle code codeop copyreg shelve dill cloudpickle numpy.load torch.load torch.hub torch.package"
+            "_pickle code codeop copyreg shelve dill cloudpickle numpy.load torch.load torch.hub torch.package "
+            "timeit typing.get_type_hints typing.ForwardRef typing._eval_type functools.singledispatch"
         ),
     ),
     Rule(
@@ -120,7 +121,8 @@ POLICY: tuple[Rule, ...] = (
         "hidden",
         "reads or writes files: an answer gets its inputs from the test, and the hidden tests and reference are files",
         _names(
-            "builtins.open io _io pathlib shutil glob tempfile tokenize "
+            "builtins.open io _io codecs.open codecs.EncodedFile pathlib shutil glob tempfile tokenize tarfile zipfile "
+            "gzip.open bz2.open lzma.open "
             "linecache fileinput numpy.fromfile numpy.loadtxt numpy.genfromtxt "
             "numpy.memmap numpy.lib.format"
         ),
@@ -312,7 +314,7 @@ _REFLECTIVE = ("reflective-builtin", "computed-attribute", "type-construction")
 # names leads to the module, whatever its object.
 _SYSTEM_TOPS = _names(
     "sys os builtins ctypes _ctypes gc inspect subprocess posix _thread importlib marshal pickle "
-    "signal unittest _sys _os _builtins _ctypes _gc _inspect"
+    "signal unittest _sys _os _builtins _ctypes _gc _inspect io _io"
 )
 
 

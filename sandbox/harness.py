@@ -18,8 +18,12 @@ process is unforgeable, so the harness splits the run in two and makes cheating 
   The hook attributes import, open, exec, compile, frame and garbage-collector introspection, ctypes, signals, kill
   and process events to the answer's own lines (the spliced snippet's line range in its file) and writes each
   record to the supervisor at once, over a pipe, before the audited call returns: the first step of any route to
-  the harness's state is out of the process before it can be used. The hook checks the pipe is still the genuine one
-  (its inode) before writing, and ends the process if not. Calls into hidden modules (the reference copies) are
+  the harness's state is out of the process before it can be used. An opened path is read as the file it names
+  whatever its type (a str or bytes subclass through the base type's slot, a pathlib path through pathlib's own
+  code), and a compile or exec a library raises for the answer (timeit, typing's forward references) counts when an
+  answer line is on the stack, unless the library generates that code from names or a traced graph. The hook
+  checks the pipe is still the genuine one (its inode) before writing, and ends the process if not. Calls into
+  hidden modules (the reference copies) are
   announced by one audit event injected at the top of each of their functions, so a call made from the answer's
   lines is recorded even when the module was already imported; so is every read of such a module's attributes (its
   class becomes a module type that announces them), which catches `from reference import x` of a cached module.

@@ -12,7 +12,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     audit, getframe, write, fstat, getpid, exit_now = sys.audit, sys._getframe, os.write, os.fstat, os.getpid, os._exit
     realpath, join, stat, get_ident = os.path.realpath, os.path.join, os.stat, __import__("_thread").get_ident
     str_, bytes_, int_, type_, len_, vars_, list_, callable_ = str, bytes, int, type, len, vars, list, callable
-    tuple_, dict_, float_, bool_, bytearray_, memoryview_, hash_, id_, zip_, range_ = (
+    tuple_, dict_, float_, bool_, bytearray_, memoryview_, hash_, id_, zip_, range_, issubclass_, slice_ = (
         tuple,
         dict,
         float,
@@ -23,6 +23,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         id,
         zip,
         range,
+        issubclass,
+        slice,
     )
     modules = sys.modules
     cwd = os.getcwd()
@@ -30,13 +32,22 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     first, last = spec.get("first_line", 0), spec.get("last_line", -1)
     hidden_modules = frozenset(spec.get("hidden_modules", ()))
     stop_at_first_failure = spec.get("failfast") is True  # read before any of the task's code runs
-    hidden_inodes = set()
+    hidden_inodes, hidden_folders = set(), set()
     for path in spec.get("hidden_files", ()):
         try:
             info = stat(join(cwd, path))
             hidden_inodes.add((info.st_dev, info.st_ino))
         except OSError:
             pass
+        # A folder of hidden files below the task's: opened, a relative open from it (dir_fd) reads them unseen.
+        folder = os.path.dirname(os.path.normpath(path))
+        while folder and folder != os.curdir:
+            try:
+                info = stat(join(cwd, folder))
+                hidden_folders.add((info.st_dev, info.st_ino))
+            except OSError:
+                pass
+            folder = os.path.dirname(folder)
     try:  # every path that resolves into procfs (/proc/self/mem, //proc/.., /dev/fd/../mem) has this device
         proc_device = stat("/proc/self").st_dev
     except OSError:
@@ -46,6 +57,31 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     pid = getpid()
     main_thread = get_ident()
     task_folder = cwd.rstrip("/") + "/"
+    full, missing = slice_(None), object()
+
+    def resolved(mro, name):
+        for owner in mro:
+            found = vars_(owner).get(name, missing)
+            if found is not missing:
+                return found
+        return missing
+
+    # Path classes whose __fspath__ is the standard library's own (pathlib's calls str(self), so __str__ too): taken
+    # now, before the task ran, and read again at each open, so a class the answer patched is not trusted.
+    import pathlib
+
+    trusted_paths = []
+    for path_class in (
+        pathlib.PurePath,
+        pathlib.PurePosixPath,
+        pathlib.PureWindowsPath,
+        pathlib.Path,
+        pathlib.PosixPath,
+        pathlib.WindowsPath,
+        os.DirEntry,
+    ):
+        mro = path_class.__mro__
+        trusted_paths.append((path_class, mro, resolved(mro, "__fspath__"), resolved(mro, "__str__")))
 
     def spellings(relative):
         # Filenames are compared as exact strings: no library code runs inside the hook once the answer has run.
@@ -72,7 +108,6 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     INPUTS_KEPT, INNER_KEPT, ITEMS_MAX, WALK_MAX = 256, 64, 4096, 20000
     # (holder, label, attribute) -> value of the assertion helpers and framework parts, before the answer ran.
     protected = {}
-    missing = object()
     # The files of libraries' transparent wrappers (a wrapper calling exactly the function it wraps, nothing else).
     TRANSPARENT_WRAPPERS = ("/torch/_compile.py",)
     snapshotted = set()
@@ -98,6 +133,22 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     )
     # Events the answer's own line must raise itself (a library doing them for it is no evidence).
     strict = frozenset(("exec", "compile", "marshal.loads", "code.__new__", "function.__new__"))
+    # Of those, the ones a library raises for the answer when handed text: also recorded when reached from its lines.
+    text_code = frozenset(("exec", "compile"))
+    # Libraries that compile code they generate from names (a dataclass's __init__, a namedtuple's __new__, a scipy
+    # distribution's argument parser, built again for each frozen distribution), parse without compiling (ast.parse)
+    # or compile a traced graph (torch.fx, dynamo, TorchScript): what they run is not text the answer chose, and
+    # what that code does raises its own events.
+    CODE_GENERATORS = (
+        "/dataclasses.py",
+        "/collections/__init__.py",
+        "/ast.py",
+        "/scipy/stats/_distn_infrastructure.py",
+        "/scipy/_lib/_bunch.py",
+        "/scipy/_lib/array_api_compat/_internal.py",
+    )
+    GRAPH_COMPILERS = ("/torch/fx/", "/torch/_dynamo/", "/torch/jit/", "/torch/_inductor/", "/torch/_functorch/")
+    import_machinery = frozenset(("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"))
     through = frozenset(
         (
             "sys._getframe",
@@ -286,6 +337,26 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             frame = frame.f_back
         return None
 
+    def text_code_line(frame):
+        """The answer's line a library's compile or exec was reached from (timeit, typing's forward references and
+        their kind run text an answer hands them), unless the library is a code generator of structured input or
+        the code is a module an import runs (an import the answer triggers lazily runs on a cold start only)."""
+        raiser_file = str_.__str__(frame.f_code.co_filename)
+        if str_.endswith(raiser_file, CODE_GENERATORS):
+            return None
+        for folder in GRAPH_COMPILERS:  # no builtin such as any(): the answer can rebind those
+            if str_.__contains__(raiser_file, folder):
+                return None
+        raiser = frame
+        while frame is not None:
+            if is_answer(frame):
+                return frame.f_lineno
+            if str_.__str__(frame.f_code.co_filename) in import_machinery:
+                return None
+            frame = frame.f_back
+        # timeit handed to a thread pool: the answer's line is on no frame of that thread.
+        return first if on_answer_thread(raiser) else None
+
     def on_answer_thread(frame):
         """Another thread than the test's, running no task code, once the answer started: only the answer can have
         handed it the work (a C function given to a thread pool leaves no frame of its own), so it is the answer's."""
@@ -324,16 +395,51 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             fields = (kind, event, "" if line is None else int_.__repr__(line), detail[:500])
             send("R " + "\t".join(str_.replace(str_.replace(f, "\t", " "), "\n", " ") for f in fields))
 
+    def path_value(path):
+        """What a path opens, as an exact str or bytes, read without running any code of the answer's: a str or
+        bytes subclass through its base type's own slot (a full slice copies the storage), a pathlib path or a
+        directory entry through its original __fspath__ when its class still has it. None when the path can only be
+        read by calling code the answer may have written (its own PathLike, a patched pathlib class)."""
+        kind = type_(path)
+        if kind is str_ or kind is bytes_:
+            return path
+        if issubclass_(kind, str_):
+            return str_.__getitem__(path, full)
+        if issubclass_(kind, bytes_):
+            return bytes_.__getitem__(path, full)
+        # By identity: a dict lookup would hash the type, which a metaclass of the answer's can define.
+        trusted = [entry for entry in trusted_paths if entry[0] is kind]
+        if not trusted:
+            return None
+        _, mro, fspath, as_text = trusted[0]
+        if resolved(mro, "__fspath__") is not fspath or resolved(mro, "__str__") is not as_text:
+            return None
+        value = fspath(path)
+        kind = type_(value)
+        if issubclass_(kind, str_):
+            return str_.__getitem__(value, full)
+        if issubclass_(kind, bytes_):
+            return bytes_.__getitem__(value, full)
+        return None
+
     def opened_hidden(path):
-        if type_(path) not in (str_, bytes_):
-            return None
+        """(what the path is, its text): what is None for an ordinary file or a descriptor; a path only code the
+        answer may have written could turn into a file name is named as such (an honest answer hands open() a str
+        or a pathlib path)."""
+        if type_(path) is int_:
+            return None, ""
+        value = path_value(path)
+        if value is None:
+            return "a path the guard cannot read, of type " + str_.__str__(type_(path).__name__), "<object>"
         try:  # resolved as open() resolves it: from the current folder, through every symlink
-            info = stat(path)
+            info = stat(value)
         except (OSError, ValueError):
-            return None
+            return None, ""
         if info.st_dev == proc_device:
-            return "process memory"
-        return "hidden file" if (info.st_dev, info.st_ino) in hidden_inodes else None
+            return "process memory", text(value)
+        if (info.st_dev, info.st_ino) in hidden_folders:
+            return "a folder of hidden files", text(value)
+        return ("hidden file" if (info.st_dev, info.st_ino) in hidden_inodes else None), text(value)
 
     def finish(args):
         caller = getframe(2)
@@ -491,7 +597,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     record("tampering", event, line, "adds an audit hook")
                 raise RuntimeError("no audit hooks besides the harness's")
             elif event == "open":
-                what = opened_hidden(args[0])
+                what, shown = opened_hidden(args[0])
                 line = answer_line_anywhere(frame) if what else None
                 if what and line is None and on_answer_thread(frame):
                     line = first
@@ -500,7 +606,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                         "memory" if what == "process memory" else "hidden",
                         event,
                         line,
-                        "opens " + text(args[0]) + " (" + what + ")",
+                        "opens " + shown + " (" + what + ")",
                     )
             elif event == "import":
                 name = args[0] if type_(args[0]) is str_ else ""
@@ -556,6 +662,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     line = answer_line_direct(frame, look_through=name != "__code__")
                 else:
                     line = answer_line_direct(frame, look_through=event not in strict)
+                    if line is None and event in text_code:
+                        line = text_code_line(frame)
                     # A library's own threads take frames (logging) and compile (dataclasses); never these.
                     if line is None and event in through and event != "sys._getframe" and on_answer_thread(frame):
                         line = first

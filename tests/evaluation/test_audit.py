@@ -97,6 +97,11 @@ HOSTILE = {
         "        exec(open('layers_ref.py').read())\n        return x\n",
         "        name = 'layers_' + 'ref.py'\n        source = open(name).read()\n        return x\n",
         "        import pathlib\n        text = pathlib.Path('paper2code_test.py').read_text()\n        return x\n",
+        # Paths built from pieces and wrapped in a str subclass: the module that opens them is what is seen.
+        "        import codecs\n        class P(str):\n            pass\n"
+        "        text = codecs.open(P('/'.join(['layers' + '_ref.py']))).read()\n        return x\n",
+        "        import tarfile\n        text = tarfile.bltn_open('layers' + '_ref.py').read()\n        return x\n",
+        "        import zipfile\n        text = zipfile.io.open('layers' + '_ref.py').read()\n        return x\n",
     ],
     "exec": [
         "        exec('x = 1')\n        return x\n",
@@ -104,6 +109,12 @@ HOSTILE = {
         "        import builtins\n        run = getattr(builtins, 'ex' + 'ec')\n        return x\n",
         "        code = compile('1', 'f', 'eval')\n        return x\n",
         "        import runpy\n        return x\n",
+        # Library code that compiles and runs the text it is handed.
+        "        import timeit\n        timeit.timeit('y = x', number=1, globals={'x': x})\n        return x\n",
+        "        import typing\n        def g(a: 'x * 2'):\n            pass\n"
+        "        return typing.get_type_hints(g, localns={'x': x})['a']\n",
+        "        from typing import ForwardRef\n"
+        "        return ForwardRef('x')._evaluate({'x': x}, None, frozenset())\n",
     ],
     "tampering": [
         "        import unittest\n        unittest.TestCase.assertEqual = lambda *a, **k: None\n        return x\n",
