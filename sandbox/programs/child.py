@@ -134,7 +134,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     # Events the answer's own line must raise itself (a library doing them for it is no evidence).
     strict = frozenset(("exec", "compile", "marshal.loads", "code.__new__", "function.__new__"))
     # Of those, the ones a library raises for the answer when handed text: also recorded when reached from its lines.
-    text_code = frozenset(("exec", "compile"))
+    # Code a library runs for the answer: its exec (eval and exec of a code object raise it too). A library's compile
+    # alone runs nothing (typing compiles each forward reference torch's profiler annotations name) and is not one.
+    text_code = frozenset(("exec",))
     # Libraries that compile code they generate from names (a dataclass's __init__, a namedtuple's __new__, a scipy
     # distribution's argument parser, built again for each frozen distribution), parse without compiling (ast.parse)
     # or compile a traced graph (torch.fx, dynamo, TorchScript): what they run is not text the answer chose, and
