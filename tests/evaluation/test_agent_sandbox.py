@@ -164,16 +164,22 @@ def _agent(
     budget = Budget(turns=len(commands) + 2, tokens=10**6, seconds=120, cost=1)
     workspace = Workspace.create(name="attack", files=files or {"model.py": b"x = 1\n"})
     trajectory = trajectory_start(run=run, snippet=snippet, sample=sample, budget=budget)
-    end = agent_loop(
-        trajectory=trajectory,
-        policy=_commands(*commands),
-        system="s",
-        prompt="p",
-        workspace=workspace,
-        session=session,
-        limits=limits,
-        budget=budget,
-    )
+    try:
+        end = agent_loop(
+            trajectory=trajectory,
+            policy=_commands(*commands),
+            system="s",
+            prompt="p",
+            workspace=workspace,
+            session=session,
+            limits=limits,
+            budget=budget,
+        )
+    except BaseException:
+        # An attack shown to work unguarded may end the loop with an error: its docker container goes, as an item's
+        # would with its task (a container left behind fails the engine-wide checks of later tests).
+        session.workspace_close(workspace=workspace.root)
+        raise
     assert end.ended_by == "submitted"
     outputs = list(
         AgentStep.objects.filter(trajectory=trajectory, role="tool", tool_name="run").values_list("content", flat=True)
