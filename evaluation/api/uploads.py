@@ -90,22 +90,7 @@ class RunUpload(APIView):
             protocol=data.get("protocol"),
             mode=data["mode"],
         )
-        # Stored, not yet scored: the items are queued in the background; say where to follow them.
-        status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
-        follow = {
-            "status": status_url,
-            "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
-            "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk])),
-        }
-        return Response(
-            {
-                **RunSerializer(run, context={"request": request}).data,
-                "follow": follow,
-                "warnings": run.upload_warnings,
-            },
-            status=status.HTTP_201_CREATED,
-            headers={"Location": status_url},
-        )
+        return _upload_created(request, run)
 
 
 class HarborJobSerializer(serializers.Serializer):
@@ -151,19 +136,24 @@ class RunHarborImport(APIView):
             model=data["model"],
             user=request.user,
         )
-        status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
-        follow = {
-            "status": status_url,
-            "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
-            "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk])),
-        }
-        return Response(
-            {
-                **RunSerializer(run, context={"request": request}).data,
-                "follow": follow,
-                "warnings": run.upload_warnings,
-                "notes": notes,
-            },
-            status=status.HTTP_201_CREATED,
-            headers={"Location": status_url},
-        )
+        return _upload_created(request, run, notes=notes)
+
+
+def _upload_created(request, run, **extra) -> Response:
+    """An upload stored, not yet scored (its items are queued in the background): the run and where to follow it."""
+    status_url = request.build_absolute_uri(reverse("api-run-detail", args=[run.pk]))
+    follow = {
+        "status": status_url,
+        "page": request.build_absolute_uri(reverse("run-detail", args=[run.pk])),
+        "results": request.build_absolute_uri(reverse("api-run-results", args=[run.pk])),
+    }
+    return Response(
+        {
+            **RunSerializer(run, context={"request": request}).data,
+            "follow": follow,
+            "warnings": run.upload_warnings,
+            **extra,
+        },
+        status=status.HTTP_201_CREATED,
+        headers={"Location": status_url},
+    )
