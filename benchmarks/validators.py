@@ -17,7 +17,7 @@ def link_validate(value: str) -> None:
         raise ValidationError(f"%(value)s {problem}", code="invalid", params={"value": repr(value[:100])})
 
 
-AGENT_BUDGETS = ("turns", "tokens", "seconds", "cost")  # evaluation/agents/budget.py spends them
+AGENT_BUDGETS = ("turns", "tokens", "seconds", "cost")  # agents/budget.py spends them
 
 
 def agent_seconds_ceiling() -> float | None:

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "benchmarks",
     "submissions",
     "evaluation",
+    "agents",
     "leaderboard",
     "humans",
 ]
@@ -315,7 +316,7 @@ SANDBOX_FORKSERVER = env.bool("SANDBOX_FORKSERVER", default=True)
 SANDBOX_GPU = env.bool("SANDBOX_GPU", default=False)
 SANDBOX_OUTPUT_KB = env.int("SANDBOX_OUTPUT_KB", default=1024)
 SANDBOX_DISK_MB = env.int("SANDBOX_DISK_MB", default=1024)
-# Agent runs (evaluation/agents): the per-item budget maximums of a release that sets none, a run's default; a
+# Agent runs (the agents app): the per-item budget maximums of a release that sets none, a run's default; a
 # tool command's own time limit and output cap; where workspaces live on a worker's disk between turns.
 AGENT_BUDGET_MAXIMUMS = {
     "turns": env.int("AGENT_MAX_TURNS", default=50),

@@ -6,9 +6,9 @@ from __future__ import annotations
 from django import forms
 from django.utils.html import escape, format_html
 
+from agents.budget import amount_text, release_maximums
+from agents.uploads import AGENT_RUNS_GUIDE, UPLOAD_FORMAT_AGENT_HTML
 from benchmarks.models import BenchmarkVersion, PromptProtocol
-from evaluation.agents.budget import amount_text, release_maximums
-from evaluation.agents.uploads import AGENT_RUNS_GUIDE, UPLOAD_FORMAT_AGENT_HTML
 from evaluation.harbor.imports import JOB_ARCHIVE_COMMAND
 from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT

@@ -57,8 +57,8 @@ class ModelEntry(models.Model):
         return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else self.kind
 
 
-SCAFFOLD_PLATFORM = "researchcodebench-agent"  # the platform's own agent loop (evaluation/agents), as ATIF names it
-RUN_MODES = [("single", "single-shot"), ("agent", "agent")]  # evaluation/agents runs the second
+SCAFFOLD_PLATFORM = "researchcodebench-agent"  # the platform's own agent loop (the agents app), as ATIF names it
+RUN_MODES = [("single", "single-shot"), ("agent", "agent")]  # the agents app runs the second
 # One person's answer to one item (humans/), scored like an upload; never a model's leaderboard row.
 HUMAN_MODE = "human"
 RUN_RECORD_MODES = [*RUN_MODES, (HUMAN_MODE, "human")]  # what a stored run can be; RUN_MODES what a user starts
@@ -147,7 +147,7 @@ class EvaluationRun(Redispatchable):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # Single-shot: one prompt, one answer. Agent: the model works in a sandbox workspace over many turns within
-    # `agent_budget` per item (evaluation/agents).
+    # `agent_budget` per item (the agents app).
     mode = models.CharField(max_length=10, choices=RUN_RECORD_MODES, default="single")
     agent_budget = models.JSONField(
         default=dict, blank=True, help_text="Agent runs: the per-item budget, {turns, tokens, seconds, cost}."
@@ -484,6 +484,3 @@ class TaskPreparation(Redispatchable):
 
     def __str__(self) -> str:
         return f"preparation of task {self.task_id}"
-
-
-from evaluation.agents.models import AgentStep, AgentTrajectory  # noqa: E402,F401  (registered with this app)

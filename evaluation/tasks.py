@@ -78,7 +78,7 @@ def environments_prune() -> list[str]:
     return removed
 
 
-import evaluation.agents.tasks  # noqa: E402,F401  (its item_agent is registered with the worker as these are)
+import agents.tasks  # noqa: E402,F401  (its item_agent is registered with the worker as these are)
 
 
 @shared_task(bind=True, max_retries=3)

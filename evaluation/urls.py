@@ -2,8 +2,8 @@
 
 from django.urls import path
 
+from agents import views as agent_views
 from evaluation import views
-from evaluation.agents import views as agent_views
 
 urlpatterns = [
     path("models/", views.my_models, name="my-models"),

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from agents.selectors import agent_run_summary
 from benchmarks import visibility
 from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required, user_may_change
@@ -19,7 +20,6 @@ from benchmarks.selectors import user_is_maintainer, version_get
 from common.htmx import HtmxHttpRequest
 from common.pages import refusal_redirect
 from evaluation import environments, reproducibility, services
-from evaluation.agents.selectors import agent_run_summary
 from evaluation.forms import HarborJobForm, ModelEditForm, ModelRegisterForm, RunStartForm, RunUploadForm
 from evaluation.harbor.imports import harbor_archive_import
 from evaluation.harbor.parity import ParityError, parity_releases, parity_report

@@ -73,7 +73,7 @@ class Session:
         raise NotImplementedError
 
     def command_run(self, *, workspace: Path, command: str, limits: Limits) -> ExecResult:
-        """Run an agent's shell `command` in `workspace`, a folder kept between its commands (evaluation/agents)."""
+        """Run an agent's shell `command` in `workspace`, a folder kept between its commands (the agents app)."""
         raise SandboxError(f"the {self.backend.name} backend cannot run agent commands")
 
     def workspace_close(self, *, workspace: Path) -> None:

@@ -57,7 +57,7 @@ def percentiles(samples: list[float]) -> str:
 
 def commands_measure(backend_name: str, *, count: int, cache: Path, files: dict[str, bytes]) -> dict[str, float]:
     """Median seconds of `true` and `python -c pass` as agent commands, and of a cold item run of `true`."""
-    from evaluation.agents.workspace import Workspace
+    from agents.workspace import Workspace
     from sandbox import Limits, backend_get
 
     limits = Limits(wall_seconds=30, memory_bytes=512 * MB, processes=64, cpus=1.0, output_bytes=64 * 1024)
@@ -196,8 +196,8 @@ def fleet_measure(backend_name: str, *, env: dict[str, str], tmp: Path, version,
     """Part 3 (see the module's docstring): items in flight, tool latency and wall against the ideal."""
     from django.db import connections
 
+    from agents.models import AgentStep
     from evaluation import services
-    from evaluation.agents.models import AgentStep
     from evaluation.models import EvaluationRun, RunScore
     from scripts.bench_pipeline import run_wait
 

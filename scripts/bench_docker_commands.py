@@ -71,7 +71,7 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from evaluation.agents.workspace import Workspace
+    from agents.workspace import Workspace
     from sandbox import Limits, backend_get, docker_agent
 
     folder = Path(tempfile.mkdtemp(prefix="bench-docker-commands-"))

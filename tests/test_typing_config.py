@@ -18,6 +18,7 @@ from tests.conftest import REPO
 COMPLEXITY_EXEMPT_FILES = frozenset({"sandbox/programs/*"})
 
 APPLICATION_PACKAGES = (
+    "agents",
     "benchmarks",
     "common",
     "config",

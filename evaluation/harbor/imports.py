@@ -5,11 +5,11 @@ What is taken from a job folder (Harbor 0.26: `<job>/<trial>/result.json`, `agen
 - the task: `result.json`'s `task_name`, which must be a public item of the release as export.py names it; a job
   naming any other (an unknown, another release's, a held-out one) is refused whole, every problem listed;
 - the answer: the agent's final file as Harbor collected it (`artifacts/sandbox/<file>`), read by the platform's own
-  rule (evaluation/agents/workspace.answer_read: an edit outside the region is no answer), else the verifier's
+  rule (agents/workspace.answer_read: an edit outside the region is no answer), else the verifier's
   `answer.txt`; either way it is scored again on the platform's judging path, and Harbor's reward is kept beside it
   (`params.harbor.rewards`), never used;
 - the trajectory: ATIF (`agent/trajectory.json`) converted to the upload schema and checked as every agent upload
-  (evaluation/agents/uploads.trajectory_check: usage that its steps do not add up to is refused);
+  (agents/uploads.trajectory_check: usage that its steps do not add up to is refused);
 - the scaffold: the agent's name and version (`agent_info`), and the model the importer names;
 - a trial that errored (`exception_info`: Harbor could not finish it, e.g. its environment or agent crashed): its
   answer, if any, is kept but not tested, and it counts as not passed (category "reported error"): the platform cannot
@@ -30,11 +30,11 @@ from typing import BinaryIO
 
 from django.db import transaction
 
+from agents.workspace import answer_read, workspace_files
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.selectors import protocol_get
 from common.intake import IntakeError, UploadLimits, archive_files
-from evaluation.agents.workspace import answer_read, workspace_files
 from evaluation.harbor.export import WORKSPACE, harbor_task_name
 from evaluation.harbor.rewards import reward_key
 from evaluation.models import EvaluationRun, Generation, ModelEntry

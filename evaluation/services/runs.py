@@ -92,7 +92,7 @@ def run_start(
 ) -> EvaluationRun:
     """Create a run (in the release's protocol unless another is named) and dispatch its items after commit.
 
-    `mode` "agent": the model works on each item in a sandbox within `budget` (evaluation/agents/start.py)."""
+    `mode` "agent": the model works on each item in a sandbox within `budget` (agents/start.py)."""
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"release {version.name} is a draft; runs are pinned to published versions")
     run_quota_check(user=user)
@@ -116,7 +116,7 @@ def run_start(
             )
         model_endpoint_check(model=model, api_key=model.api_key_get(), platform_pays=user_pays_platform(user=user))
     calls = model.kind == ModelEntry.Kind.LITELLM
-    from evaluation.agents.start import run_mode_settings
+    from agents.start import run_mode_settings
 
     agent_budget = run_mode_settings(model=model, version=version, mode=mode, budget=budget)
     run = EvaluationRun(
@@ -531,7 +531,7 @@ def run_resume(*, run: EvaluationRun) -> int:
         if run.pause_reason:
             failed = Generation.objects.filter(run=run).exclude(error="")
             if run.mode == "agent":
-                from evaluation.agents.loop import trajectories_restart
+                from agents.loop import trajectories_restart
 
                 trajectories_restart(run=run, items=failed.values_list("snippet_id", "sample"))
             Outcome.objects.filter(run=run, generation__in=failed).delete()

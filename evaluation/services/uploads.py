@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from agents import uploads as agent_uploads
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_code_block, indent_width, prompt_hash
 from benchmarks.selectors import protocol_get, snippet_prompt
 from common.errors import ApplicationError
-from evaluation.agents import uploads as agent_uploads
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.routing import RUN_DISPATCH
 from evaluation.services.models import EvaluationError
@@ -72,7 +72,7 @@ class UploadedAnswer:
     answer: str  # the raw model response ("" when the line gave `code`)
     code: str | None  # the snippet body re-indented to the snippet's indentation, or None: extract it from `answer`
     warning: str = ""  # what will likely go wrong with an answer that is stored anyway
-    trajectory: dict | None = None  # agent uploads: the line's checked trajectory (evaluation/agents/uploads.py)
+    trajectory: dict | None = None  # agent uploads: the line's checked trajectory (agents/uploads.py)
 
 
 def answer_indent_warning(*, answer: str, snippet: Snippet, protocol: str) -> str:

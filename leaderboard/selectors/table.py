@@ -17,9 +17,9 @@ from django.db.models import (
     prefetch_related_objects,
 )
 
+from agents.models import AgentTrajectory
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion
-from evaluation.agents.models import AgentTrajectory
 from evaluation.models import (
     HUMAN_MODE,
     RUN_MODES,

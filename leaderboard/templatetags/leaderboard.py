@@ -5,8 +5,8 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from agents.budget import amount_text
 from common.money import usd
-from evaluation.agents.budget import amount_text
 from evaluation.templatetags.scores import mode_badge, pct, provenance_badge, token_count
 
 register = template.Library()

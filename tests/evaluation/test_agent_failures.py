@@ -13,10 +13,10 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from agents.budget import Budget, Usage
+from agents.models import AgentTrajectory
 from benchmarks.services.psets import pset_import
 from evaluation import services
-from evaluation.agents.budget import Budget, Usage
-from evaluation.agents.models import AgentTrajectory
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
 from leaderboard.charts import leaderboard_cost_scatter
 from leaderboard.selectors.table import leaderboard_rows

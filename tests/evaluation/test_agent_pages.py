@@ -12,14 +12,14 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from agents.budget import budget_text
+from agents.models import AgentStep, AgentTrajectory
+from agents.templatetags.agent_runs import tool_arguments
+from agents.uploads import uploaded_ended_text
 from benchmarks.models import Snippet
 from evaluation import services
-from evaluation.agents.budget import budget_text
-from evaluation.agents.models import AgentStep, AgentTrajectory
-from evaluation.agents.uploads import uploaded_ended_text
 from evaluation.judging.step import ended_detail
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from evaluation.templatetags.agent_runs import tool_arguments
 
 pytestmark = pytest.mark.django_db
 

@@ -11,15 +11,15 @@ import sys
 import pytest
 from django.urls import reverse
 
+from agents.budget import Budget, budget_for_run
+from agents.loop import agent_loop, system_prompt, trajectory_start
+from agents.models import AgentStep, AgentTrajectory
+from agents.policies import model_policy
+from agents.workspace import Workspace, answer_read, masked_split, workspace_files
 from benchmarks.models import Snippet
 from benchmarks.selectors import protocol_get
 from benchmarks.services.psets import pset_import
 from evaluation import services
-from evaluation.agents.budget import Budget, budget_for_run
-from evaluation.agents.loop import agent_loop, system_prompt, trajectory_start
-from evaluation.agents.models import AgentStep, AgentTrajectory
-from evaluation.agents.policies import model_policy
-from evaluation.agents.workspace import Workspace, answer_read, masked_split, workspace_files
 from evaluation.llm import ModelCall
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.taskfiles import task_files, task_hidden_files
@@ -495,10 +495,10 @@ def test_evaluate_takes_the_mode_and_budget(version):
 
 
 def test_a_held_out_item_is_not_sent_to_an_endpoint_no_longer_trusted(media_root, author, celery_inline):
+    from agents.tasks import item_agent
     from benchmarks.models import VersionTask
     from benchmarks.services.curation import version_task_set
     from benchmarks.services.publishing import version_publish
-    from evaluation.agents.tasks import item_agent
     from evaluation.models import Outcome
 
     draft = pset_import(root=DEMO_PSET, version_name="held-2.0.0").version
@@ -610,8 +610,8 @@ def test_nul_bytes_undecodable_text_and_malformed_tool_calls_are_errors_the_mode
 
 def test_tool_arguments_nested_too_deeply_are_an_error_the_model_reads(workspace_dir, tmp_path):
     """Unguarded, the parser's RecursionError escaped the tool call (the live twin of the ATIF export's finding)."""
-    from evaluation.agents.tools import tool_call
-    from evaluation.agents.workspace import Workspace
+    from agents.tools import tool_call
+    from agents.workspace import Workspace
 
     arguments = '{"command": ' + "[" * 5000 + "]" * 5000 + "}"
     with pytest.raises(RecursionError):
@@ -630,7 +630,7 @@ def test_tool_arguments_nested_too_deeply_are_an_error_the_model_reads(workspace
 
 def test_an_exception_inside_an_agent_item_ends_it_as_an_error_with_the_reason(version, workspace_dir, monkeypatch):
     """Unguarded, any exception escaping the loop left the item without an outcome (the run never finished)."""
-    from evaluation.agents import tasks
+    from agents import tasks
     from evaluation.models import Outcome
 
     def broken(**kwargs):

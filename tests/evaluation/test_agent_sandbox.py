@@ -19,13 +19,13 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from agents.budget import Budget
+from agents.loop import agent_loop, trajectory_start
+from agents.models import AgentStep, AgentTrajectory
+from agents.workspace import Workspace
 from benchmarks.models import Snippet
 from benchmarks.services.psets import pset_import
 from evaluation import services
-from evaluation.agents.budget import Budget
-from evaluation.agents.loop import agent_loop, trajectory_start
-from evaluation.agents.models import AgentStep, AgentTrajectory
-from evaluation.agents.workspace import Workspace
 from evaluation.llm import ToolTurn
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from sandbox import Environment, Limits, docker_agent
@@ -278,8 +278,8 @@ def test_the_item_is_scored_only_on_its_answer_whatever_else_the_agent_planted(
     a sitecustomize, then submits the placeholder: unguarded (the workspace tested as it stands) its own test runs
     and passes. Scoring takes only the TODO region's text into the original files in a fresh sandbox: it fails on
     the task's real tests. A second agent changes a line above the block: no answer, failed, with the reason."""
+    from agents.tasks import item_agent
     from evaluation import executor
-    from evaluation.agents.tasks import item_agent
 
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache

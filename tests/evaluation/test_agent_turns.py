@@ -16,10 +16,10 @@ import time
 import pytest
 from django.db.models import Sum
 
+from agents.models import AgentStep, AgentTrajectory
 from benchmarks.models import Snippet
 from benchmarks.services.psets import pset_import
 from evaluation import services
-from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, Outcome
 from operations.events import Kind, events_of
 from tests.conftest import DEMO_PSET, polled, sandbox_backend_or_missing

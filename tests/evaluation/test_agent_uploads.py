@@ -15,6 +15,9 @@ from django.db import DataError, transaction
 from django.template import Context, Template
 from django.urls import reverse
 
+from agents import uploads
+from agents.budget import release_maximums
+from agents.models import AgentStep, AgentTrajectory
 from benchmarks import visibility
 from benchmarks.models import Snippet, VersionTask
 from benchmarks.selectors import version_snippets
@@ -22,9 +25,6 @@ from benchmarks.services.curation import version_task_set
 from benchmarks.services.psets import pset_import
 from benchmarks.services.publishing import version_publish
 from evaluation import services
-from evaluation.agents import uploads
-from evaluation.agents.budget import release_maximums
-from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, Generation, Outcome
 from tests.conftest import DEMO_PSET, client_for, sandbox_backend_or_missing
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
+from agents import tasks as agent_tasks
 from benchmarks import visibility
 from benchmarks.models import VersionTask
 from benchmarks.paper2code import body_reindent, code_indent
@@ -23,7 +24,6 @@ from benchmarks.services.curation import version_draft_create, version_task_set
 from benchmarks.services.psets import pset_import
 from benchmarks.services.publishing import version_publish
 from evaluation import services
-from evaluation.agents import tasks as agent_tasks
 from evaluation.harbor import imports
 from evaluation.harbor.export import harbor_task_name
 from evaluation.harbor.imports import _masked, harbor_job_import

@@ -18,13 +18,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from agents import tasks as agent_tasks
 from benchmarks import visibility
 from benchmarks.models import Snippet, VersionTask
 from benchmarks.services.curation import version_draft_create, version_task_set
 from benchmarks.services.psets import pset_import
 from benchmarks.services.publishing import version_publish
 from evaluation import services
-from evaluation.agents import tasks as agent_tasks
 from evaluation.harbor.imports import _masked, harbor_job_import
 from evaluation.harbor.parity import ParityError, parity_report
 from evaluation.models import EvaluationRun, RunScore

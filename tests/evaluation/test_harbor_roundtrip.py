@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from agents import tasks as agent_tasks
 from benchmarks import visibility
 from evaluation import services
-from evaluation.agents import tasks as agent_tasks
 from evaluation.harbor.export import harbor_folder, harbor_task_name, release_export
 from evaluation.harbor.imports import harbor_job_import
 from evaluation.models import EvaluationRun, Outcome

@@ -11,10 +11,10 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from agents.models import AgentStep, AgentTrajectory
 from benchmarks.models import Snippet, VersionTask
 from common.money import usd
 from evaluation import services
-from evaluation.agents.models import AgentStep, AgentTrajectory
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from leaderboard import charts
 from leaderboard.selectors import table as table_selectors

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
+from agents.budget import Budget
+from agents.loop import agent_loop, system_prompt, trajectory_start
+from agents.policies import model_policy
+from agents.workspace import Workspace, answer_read, workspace_files
 from benchmarks.models import Snippet
 from benchmarks.selectors import protocol_get
 from evaluation import services
-from evaluation.agents.budget import Budget
-from evaluation.agents.loop import agent_loop, system_prompt, trajectory_start
-from evaluation.agents.policies import model_policy
-from evaluation.agents.workspace import Workspace, answer_read, workspace_files
 from evaluation.judging.step import item_judge
 from evaluation.judging.verdict import REPLAY_DISAGREES
 from evaluation.llm import ModelCall

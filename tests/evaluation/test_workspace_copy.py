@@ -97,7 +97,7 @@ def test_a_link_chain_too_deep_for_realpath_is_dropped_not_raised(tmp_path):
 def test_an_answer_at_the_head_of_a_deep_link_chain_reads_as_no_answer_not_an_infrastructure_error(tmp_path):
     """Read for scoring, a model.py at the head of 1,200 links raised RecursionError, which ended the item as an
     infrastructure error (never scored): it is a path the workspace refuses, so the item has no answer."""
-    from evaluation.agents.workspace import Workspace
+    from agents.workspace import Workspace
 
     root = tmp_path / "work"
     root.mkdir()

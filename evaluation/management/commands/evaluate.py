@@ -12,11 +12,11 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import InterfaceError, OperationalError
 from tqdm import tqdm
 
+from agents import tasks as agent_tasks
 from benchmarks.management.base import VersionCommand
 from benchmarks.models import BenchmarkVersion
 from benchmarks.selectors import version_settings_text
 from evaluation import services, tasks
-from evaluation.agents import tasks as agent_tasks
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.selectors.items import run_items_missing, run_progress
 from operations.watchdog import database_wait

@@ -17,10 +17,10 @@ from functools import partial
 
 from django.conf import settings
 
-from evaluation.agents.budget import BUDGETS, UNITS, Budget, release_maximums
-from evaluation.agents.loop import storable
-from evaluation.agents.models import AgentStep, AgentTrajectory
-from evaluation.agents.selectors import TRAJECTORY_FORMAT
+from agents.budget import BUDGETS, UNITS, Budget, release_maximums
+from agents.loop import storable
+from agents.models import AgentStep, AgentTrajectory
+from agents.selectors import TRAJECTORY_FORMAT
 from evaluation.errors import EvaluationError
 
 UPLOAD_MODES = ("single", "agent")

@@ -9,9 +9,9 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from agents.budget import BUDGETS, amount_text, budget_text
+from agents.selectors import STEP_FOLD_CHARS, answer_against_start, trajectory_of
 from common.highlight import code_html
-from evaluation.agents.budget import BUDGETS, amount_text, budget_text
-from evaluation.agents.selectors import STEP_FOLD_CHARS, answer_against_start, trajectory_of
 
 register = template.Library()
 
@@ -20,7 +20,7 @@ CODE_ARGUMENTS = {"content", "old_string", "new_string"}
 COMMAND_ARGUMENTS = {"command"}
 
 
-@register.inclusion_tag("evaluation/agents/_trajectory.html")
+@register.inclusion_tag("agents/_trajectory.html")
 def agent_trajectory(run, outcome) -> dict:
     trajectory = trajectory_of(outcome=outcome) if run.mode == "agent" else None
     return {

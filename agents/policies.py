@@ -11,8 +11,8 @@ import json
 import time
 from collections.abc import Callable
 
-from evaluation.agents.tools import SUBMIT, TOOLS
-from evaluation.agents.workspace import MaskedFile
+from agents.tools import SUBMIT, TOOLS
+from agents.workspace import MaskedFile
 from evaluation.llm import ModelCall, ToolTurn, converse
 
 Policy = Callable[[list[dict], float], ToolTurn]  # (messages so far, seconds left) -> the next turn

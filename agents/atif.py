@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from evaluation.agents.models import AgentStep, AgentTrajectory
-from evaluation.agents.selectors import TRAJECTORY_FORMAT
+from agents.models import AgentStep, AgentTrajectory
+from agents.selectors import TRAJECTORY_FORMAT
 
 ATIF_VERSION = "ATIF-v1.4"
 AGENT_NAME = "researchcodebench-agent"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.http import Http404, HttpRequest, JsonResponse
 
-from evaluation.agents.atif import trajectory_atif
-from evaluation.agents.models import AgentTrajectory
-from evaluation.agents.selectors import trajectory_document, trajectory_of
+from agents.atif import trajectory_atif
+from agents.models import AgentTrajectory
+from agents.selectors import trajectory_document, trajectory_of
 from evaluation.models import EvaluationRun
 from evaluation.selectors import item_pages as item_pages_selectors
 from evaluation.views import _run_visible
@@ -33,6 +33,6 @@ def trajectory_json(request: HttpRequest, pk: int, outcome_pk: int) -> JsonRespo
 
 
 def trajectory_atif_json(request: HttpRequest, pk: int, outcome_pk: int) -> JsonResponse:
-    """The same trajectory in Harbor's ATIF (evaluation/agents/atif.py)."""
+    """The same trajectory in Harbor's ATIF (agents/atif.py)."""
     run, trajectory = _trajectory_visible(request, pk, outcome_pk)
     return _attachment(trajectory_atif(trajectory=trajectory, run=run), f"run-{run.pk}-item-{outcome_pk}-atif.json")

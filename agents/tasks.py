@@ -26,11 +26,8 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from benchmarks.selectors import protocol_get
-from common.money import usd
-from evaluation import services
-from evaluation.agents.budget import Budget
-from evaluation.agents.loop import (
+from agents.budget import Budget
+from agents.loop import (
     conversation_start,
     storable,
     system_prompt,
@@ -40,10 +37,13 @@ from evaluation.agents.loop import (
     turn_take,
     usage_stored,
 )
-from evaluation.agents.models import AgentTrajectory
-from evaluation.agents.policies import Policy, model_policy, placeholder_policy, reference_policy
-from evaluation.agents.uploads import uploaded_ended_text
-from evaluation.agents.workspace import MaskedFile, Workspace, answer_read, snapshot_delete, workspace_files
+from agents.models import AgentTrajectory
+from agents.policies import Policy, model_policy, placeholder_policy, reference_policy
+from agents.uploads import uploaded_ended_text
+from agents.workspace import MaskedFile, Workspace, answer_read, snapshot_delete, workspace_files
+from benchmarks.selectors import protocol_get
+from common.money import usd
+from evaluation import services
 from evaluation.environments import build_failures
 from evaluation.executor import limits_for_release, session_for
 from evaluation.judging.step import environment_failed, item_judge
@@ -122,7 +122,8 @@ def _item_failed(run: EvaluationRun, snippet, sample: int, exc: Exception) -> No
     item_ended(run)
 
 
-@shared_task(bind=True, max_retries=SANDBOX_RETRIES)
+# Named as when this module was evaluation/agents/tasks.py: queued messages and CELERY_TASK_ROUTES use those names.
+@shared_task(bind=True, max_retries=SANDBOX_RETRIES, name="evaluation.agents.tasks.agent_turn")
 @database_outage_outlasted
 def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | None, index: int) -> None:
     """One model turn of an agent item (`llm` queue): its message stored as step `index`, then the item's next task
@@ -189,7 +190,7 @@ def _model_failed(
     )
 
 
-@shared_task(bind=True, max_retries=SANDBOX_RETRIES)
+@shared_task(bind=True, max_retries=SANDBOX_RETRIES, name="evaluation.agents.tasks.item_agent")
 @database_outage_outlasted
 def item_agent(
     self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None, index: int | None = None

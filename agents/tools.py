@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
-from evaluation.agents.workspace import Workspace, WorkspaceError
+from agents.workspace import Workspace, WorkspaceError
 from sandbox import EnvironmentBuildError, Limits, SandboxError, Session
 
 SUBMIT = "submit"

@@ -7,10 +7,10 @@ from decimal import Decimal
 
 from django.db.models import Count, Q, Sum
 
+from agents.models import AgentTrajectory
 from benchmarks import visibility
 from benchmarks.paper2code.markers import code_indent
 from common.highlight import answer_diff
-from evaluation.agents.models import AgentTrajectory
 
 TRAJECTORY_FORMAT = "rcb-agent-trajectory/1"
 STEP_FOLD_CHARS = 1500  # a step longer than this shows folded on the item page

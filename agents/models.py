@@ -1,6 +1,6 @@
 """An agent item's trajectory: one row per item, and every step stored as it happens (docs/AGENT_RUNS.md).
 
-Models of the `evaluation` app (imported by evaluation/models.py), kept here so the agent code stays in one place.
+The tables keep the names they had as models of the `evaluation` app (moved by a state-only migration pair).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class AgentTrajectory(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "evaluation_agenttrajectory"
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="trajectory_unique_item")]
 
     def __str__(self) -> str:
@@ -88,6 +89,7 @@ class AgentStep(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "evaluation_agentstep"
         ordering = ["trajectory", "index"]
         constraints = [models.UniqueConstraint(fields=["trajectory", "index"], name="agentstep_unique_index")]
 

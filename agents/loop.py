@@ -14,7 +14,7 @@ the item before its tool calls run; the last allowed turn's tool calls run. A co
 budget (its time limit is what is left) and everything a command started dies with it, so when the item ends no
 process of the agent is left; the item is then scored on the workspace as it stands.
 
-`agent_loop` runs both halves in one process (tests and tools); the Celery chain is evaluation/agents/tasks.py.
+`agent_loop` runs both halves in one process (tests and tools); the Celery chain is agents/tasks.py.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from agents.budget import Budget, Usage, amount_text, left_text
+from agents.models import AgentStep, AgentTrajectory
+from agents.policies import Policy
+from agents.tools import SUBMIT, WRITING_TOOLS, tool_call
+from agents.workspace import Workspace, snapshot_delete
 from common.money import usd
-from evaluation.agents.budget import Budget, Usage, amount_text, left_text
-from evaluation.agents.models import AgentStep, AgentTrajectory
-from evaluation.agents.policies import Policy
-from evaluation.agents.tools import SUBMIT, WRITING_TOOLS, tool_call
-from evaluation.agents.workspace import Workspace, snapshot_delete
 from evaluation.llm import ModelCallError
 from evaluation.models import EvaluationRun
 from sandbox import Limits, Session

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluation.agents.budget import BudgetError, budget_for_run
+from agents.budget import BudgetError, budget_for_run
 from evaluation.errors import BudgetRefused, EvaluationError
 from evaluation.llm import tools_supported
 
