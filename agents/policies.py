@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from agents.tools import SUBMIT, TOOLS
-from agents.workspace import MaskedFile
+from evaluation.item_files import MaskedFile
 from evaluation.llm import ModelCall, ToolTurn, converse
 
 Policy = Callable[[list[dict], float], ToolTurn]  # (messages so far, seconds left) -> the next turn

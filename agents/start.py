@@ -1,4 +1,4 @@
-"""What a run's mode needs at its start: an agent run's budget, and a model that can call tools."""
+"""What an agent run needs at its start: its budget, and a model that can call tools."""
 
 from __future__ import annotations
 
@@ -6,19 +6,11 @@ from agents.budget import BudgetError, budget_for_run
 from evaluation.errors import BudgetRefused, EvaluationError
 from evaluation.llm import tools_supported
 
-MODES = ("single", "agent")
 
-
-def run_mode_settings(*, model, version, mode: str, budget: dict | None) -> dict:
-    """The run's agent budget ({} for a single-shot run); EvaluationError when the mode cannot be run."""
+def agent_run_settings(*, model, version, budget: dict | None) -> dict:
+    """The run's agent budget; EvaluationError when the model cannot run as an agent."""
     from evaluation.models import ModelEntry
 
-    if mode not in MODES:
-        raise EvaluationError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
-    if mode == "single":
-        if budget:
-            raise EvaluationError("a budget is for agent runs (mode agent)")
-        return {}
     if model.kind not in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER):
         raise EvaluationError(f"model {model.name} is not called, so it cannot run as an agent")
     if model.kind == ModelEntry.Kind.LITELLM and not tools_supported(

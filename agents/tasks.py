@@ -10,10 +10,10 @@ Each task carries the index of the step it will write, and does nothing when the
 many (a duplicate delivery). `item_agent` without an index (the feeder, the watchdog's re-dispatch) continues from
 whatever is stored: the tools of a stored turn, the next turn, or the scoring.
 
-The answer (the snippet body read from the final annotated file, workspace.answer_read) is stored as the item's
-generation and judged by the single judging step (evaluation.judging.item_judge) exactly as a single-shot answer:
-spliced into the original file, a fresh sandbox, the same harness, audit and flags, and the same records (the
-fork server's starts included). The outcome's detail begins with what ended the agent.
+The answer (the snippet body read from the final annotated file, evaluation.item_files.answer_read) is stored as
+the item's generation and judged by the single judging step (evaluation.judging.item_judge) exactly as a
+single-shot answer: spliced into the original file, a fresh sandbox, the same harness, audit and flags, and the
+same records (the fork server's starts included). The outcome's detail begins with what ended the agent.
 """
 
 from __future__ import annotations
@@ -40,12 +40,13 @@ from agents.loop import (
 from agents.models import AgentTrajectory
 from agents.policies import Policy, model_policy, placeholder_policy, reference_policy
 from agents.uploads import uploaded_ended_text
-from agents.workspace import MaskedFile, Workspace, answer_read, snapshot_delete, workspace_files
+from agents.workspace import Workspace, snapshot_delete
 from benchmarks.selectors import protocol_get
 from common.money import usd
 from evaluation import services
 from evaluation.environments import build_failures
 from evaluation.executor import limits_for_release, session_for
+from evaluation.item_files import MaskedFile, answer_read, workspace_files
 from evaluation.judging.step import environment_failed, item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.outcomes import Verdict, model_call_failed
@@ -57,6 +58,7 @@ from evaluation.pipeline import (
     item_ended,
     retry_or_error,
 )
+from evaluation.routing import AGENT_TURN, ITEM_AGENT
 from evaluation.selectors.items import item_prompt, run_snippets
 from evaluation.taskfiles import task_files, task_hidden_files
 from operations.watchdog import database_outage_outlasted
@@ -122,8 +124,7 @@ def _item_failed(run: EvaluationRun, snippet, sample: int, exc: Exception) -> No
     item_ended(run)
 
 
-# Named as when this module was evaluation/agents/tasks.py: queued messages and CELERY_TASK_ROUTES use those names.
-@shared_task(bind=True, max_retries=SANDBOX_RETRIES, name="evaluation.agents.tasks.agent_turn")
+@shared_task(bind=True, max_retries=SANDBOX_RETRIES, name=AGENT_TURN)  # its name from before the move (routing.py)
 @database_outage_outlasted
 def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | None, index: int) -> None:
     """One model turn of an agent item (`llm` queue): its message stored as step `index`, then the item's next task
@@ -190,7 +191,7 @@ def _model_failed(
     )
 
 
-@shared_task(bind=True, max_retries=SANDBOX_RETRIES, name="evaluation.agents.tasks.item_agent")
+@shared_task(bind=True, max_retries=SANDBOX_RETRIES, name=ITEM_AGENT)
 @database_outage_outlasted
 def item_agent(
     self, run_id: int, snippet_id: int, sample: int, epoch: int | None = None, index: int | None = None

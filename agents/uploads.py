@@ -21,9 +21,7 @@ from agents.budget import BUDGETS, UNITS, Budget, release_maximums
 from agents.loop import storable
 from agents.models import AgentStep, AgentTrajectory
 from agents.selectors import TRAJECTORY_FORMAT
-from evaluation.errors import EvaluationError
 
-UPLOAD_MODES = ("single", "agent")
 # What an uploaded agent may say ended it: it gave an answer, so never a failed model call, an error or "running".
 UPLOAD_ENDS = (
     AgentTrajectory.End.SUBMITTED,
@@ -80,18 +78,6 @@ USAGE_MAX = {
 }
 CALL_ID_CHARS = 200
 TOOL_NAME_CHARS = 50
-# The agent part of the upload format; {schema} names where the trajectory schema is documented (the guide page:
-# a link on the site's form, its address in the API's description).
-UPLOAD_FORMAT_AGENT_TEMPLATE = (
-    ' Mode "agent" (an agent run made elsewhere): each line gives the final snippet body as "code" (never "answer") '
-    'and may add "trajectory", the agent\'s steps in the schema {schema} documents '
-    '("format": "rcb-agent-trajectory/1"; no "run"; "snippet" and "sample", if given, the line\'s own).'
-)
-AGENT_RUNS_GUIDE = "/guides/agent-runs/"  # config.guides serves docs/AGENT_RUNS.md there
-UPLOAD_FORMAT_AGENT = UPLOAD_FORMAT_AGENT_TEMPLATE.format(schema=f"the agent-runs guide ({AGENT_RUNS_GUIDE})")
-UPLOAD_FORMAT_AGENT_HTML = UPLOAD_FORMAT_AGENT_TEMPLATE.format(
-    schema=f'the <a href="{AGENT_RUNS_GUIDE}">agent-runs guide</a>'
-)
 
 
 class Bad(Exception):
@@ -107,21 +93,10 @@ def max_steps(version) -> int:
     return 2 + release_maximums(version).turns * (2 + settings.AGENT_TOOL_CALLS_PER_TURN)
 
 
-def line_parser(*, mode: str, version, parse):
-    """The function that parses one upload line of the mode, around `parse` (services.upload_line_parse), and is
+def upload_line_parser(*, version, parse):
+    """The function that parses one line of an agent upload, around `parse` (services.upload_line_parse), and is
     called as it is."""
-    if mode == "single":
-        return partial(single_line_parse, parse=parse)
-    if mode != "agent":
-        raise EvaluationError(f"unknown upload mode {mode!r}; modes are {', '.join(UPLOAD_MODES)}")
     return partial(agent_line_parse, parse=parse, steps_max=max_steps(version), maximums=release_maximums(version))
-
-
-def single_line_parse(row, *, parse, **context):
-    """A single-shot line; one carrying a trajectory is refused rather than stored without it."""
-    if isinstance(row, dict) and "trajectory" in row:
-        return 'a "trajectory" is taken in mode "agent" only (this upload is single-shot)'
-    return parse(row, **context)
 
 
 def agent_line_parse(row, *, parse, snippets: dict, version, protocol: str, steps_max: int, maximums: Budget):

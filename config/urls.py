@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/v1/", include("config.api_urls")),
     path("", include("submissions.urls")),
     path("", include("evaluation.urls")),
+    path("", include("agents.urls")),
     path("", include("leaderboard.urls")),
     path("", include("humans.urls")),
     path("", include("benchmarks.urls")),

@@ -17,7 +17,14 @@ class EvaluationConfig(AppConfig):
         from benchmarks.services.publishing import release_prepare_wanted, version_published
         from evaluation import preparation, views
         from evaluation.models import EvaluationRun, ModelEntry, TaskPreparation
-        from evaluation.routing import ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE, PREPARE_TASK, RUN_DISPATCH
+        from evaluation.routing import (
+            AGENT_TURN,
+            ITEM_AGENT,
+            ITEM_EVALUATE,
+            ITEM_GENERATE,
+            PREPARE_TASK,
+            RUN_DISPATCH,
+        )
         from evaluation.services import (
             RUN_ACTIVE,
             calibration_runs_start,
@@ -68,7 +75,7 @@ class EvaluationConfig(AppConfig):
                 ITEM_EVALUATE,
                 RUN_DISPATCH,
                 ITEM_AGENT,
-                "evaluation.agents.tasks.agent_turn",
+                AGENT_TURN,
             }
         )
         work_register(

@@ -6,12 +6,12 @@ from __future__ import annotations
 from django import forms
 from django.utils.html import escape, format_html
 
-from agents.budget import amount_text, release_maximums
-from agents.uploads import AGENT_RUNS_GUIDE, UPLOAD_FORMAT_AGENT_HTML
 from benchmarks.models import BenchmarkVersion, PromptProtocol
 from evaluation.harbor.imports import JOB_ARCHIVE_COMMAND
 from evaluation.models import RUN_MODES, ModelEntry
-from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT
+from evaluation.run_modes import run_mode
+from evaluation.services import MAX_REPEAT, MAX_SAMPLES, UPLOAD_FORMAT, UPLOAD_FORMAT_AGENT_HTML
+from evaluation.services.uploads import AGENT_RUNS_GUIDE
 
 PARAMS_HELP = (
     'JSON, e.g. {"temperature": 0, "max_tokens": 2048}. Allowed: temperature, top_p, top_k, max_tokens, '
@@ -160,7 +160,7 @@ class RunStartForm(forms.Form):
             field = self.fields[f"budget_{name}"]
             field.help_text = budget_maximums_text(name=name, releases=releases)
             # The browser's bound: the largest release maximum (the service holds each run to its own release's).
-            if maximums := [release_maximums(release).as_dict()[name] for release in releases]:
+            if maximums := [run_mode("agent").budget_maximums(release)[name] for release in releases]:
                 top = max(maximums)
                 field.widget.attrs["max"] = str(int(top)) if float(top).is_integer() else repr(float(top))
 
@@ -192,7 +192,8 @@ class RunStartForm(forms.Form):
 
 def budget_maximums_text(*, name: str, releases) -> str:
     """The help beside a budget field: blank means the release's maximum, and each release's maximum."""
-    maximums = {release.name: amount_text(name, release_maximums(release).as_dict()[name]) for release in releases}
+    agent = run_mode("agent")
+    maximums = {release.name: agent.amount_text(name, agent.budget_maximums(release)[name]) for release in releases}
     if len(set(maximums.values())) == 1:
         return f"Blank: the release's maximum, {next(iter(maximums.values()))}."
     listed = "; ".join(f"release {release}: {amount}" for release, amount in maximums.items())

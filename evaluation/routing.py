@@ -7,7 +7,9 @@ GPU_QUEUE = "gpu"
 # The item tasks by name: services queue them by name (operations.enqueue.task_named), never importing their module.
 ITEM_GENERATE = "evaluation.tasks.item_generate"
 ITEM_EVALUATE = "evaluation.tasks.item_evaluate"
+# The agents app's tasks keep the names they had as evaluation/agents/tasks.py: queued messages carry them.
 ITEM_AGENT = "evaluation.agents.tasks.item_agent"
+AGENT_TURN = "evaluation.agents.tasks.agent_turn"
 RUN_DISPATCH = "evaluation.tasks.run_dispatch"
 ITEM_TASKS = frozenset({ITEM_EVALUATE, ITEM_AGENT})
 PREPARE_TASK = "evaluation.tasks.task_prepare"  # a task revision's manifest and recording, made where it runs

@@ -78,9 +78,6 @@ def environments_prune() -> list[str]:
     return removed
 
 
-import agents.tasks  # noqa: E402,F401  (its item_agent is registered with the worker as these are)
-
-
 @shared_task(bind=True, max_retries=3)
 def harbor_dataset_prepare(self, version_id: int) -> dict | None:
     """The `sandbox` queue (the export runs the base image on the Docker engine): build a published release's

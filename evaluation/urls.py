@@ -2,7 +2,6 @@
 
 from django.urls import path
 
-from agents import views as agent_views
 from evaluation import views
 
 urlpatterns = [
@@ -17,14 +16,6 @@ urlpatterns = [
     path("models/<slug:name>/parity/<str:release>/", views.model_parity, name="model-parity"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/items/<int:outcome_pk>/", views.run_item, name="run-item"),
-    path(
-        "runs/<int:pk>/items/<int:outcome_pk>/trajectory.json", agent_views.trajectory_json, name="run-item-trajectory"
-    ),
-    path(
-        "runs/<int:pk>/items/<int:outcome_pk>/trajectory.atif.json",
-        agent_views.trajectory_atif_json,
-        name="run-item-trajectory-atif",
-    ),
     path("runs/<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/verify/", views.run_verify, name="run-verify"),
     path("runs/<int:pk>/cancel/", views.run_cancel_own, name="run-cancel"),

@@ -12,7 +12,6 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from agents.selectors import agent_run_summary
 from benchmarks import visibility
 from benchmarks.pages import page_extras
 from benchmarks.permissions import maintainer_required, user_may_change
@@ -24,6 +23,7 @@ from evaluation.forms import HarborJobForm, ModelEditForm, ModelRegisterForm, Ru
 from evaluation.harbor.imports import harbor_archive_import
 from evaluation.harbor.parity import ParityError, parity_releases, parity_report
 from evaluation.models import EnvironmentFailure, EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.run_modes import run_mode_get
 from evaluation.selectors import item_pages as item_pages_selectors
 from evaluation.selectors import items as items_selectors
 from evaluation.selectors import monitoring as monitoring_selectors
@@ -265,12 +265,13 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     progress = items_selectors.run_progress(run)
     split_scores = runs_selectors.run_split_scores(run=run, user=request.user)
     usage_withheld = visibility.usage_withheld(run=run, user=request.user)
+    mode = run_mode_get(run.mode)
     context = {
         "run": run,
         "progress": progress,
         "split_scores": split_scores,
         "held_out_scored": any(score.split == RunScore.Split.HELD_OUT for score in split_scores),
-        "agent_summary": agent_run_summary(run=run, public_only=usage_withheld),
+        "agent_summary": mode.run_summary(run=run, public_only=usage_withheld) if mode else None,
         "usage_withheld": usage_withheld,
         "usage_withheld_note": visibility.USAGE_WITHHELD_NOTE,
         "repeat_runs": runs_selectors.repeat_runs(run=run),

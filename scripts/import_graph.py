@@ -5,8 +5,10 @@ module level and how many inside functions (the usual way around a cycle), and w
     python scripts/import_graph.py --modules  # also each importing module, to find the ones to move
 
 The layers, top to bottom: `config` (the project: settings, URLs, the Celery app), the apps (evaluation and
-submissions build on benchmarks), `operations` (background work, imports no other app), `sandbox` (runs untrusted
-code; imports only common, and no Django), `common` (helpers with no domain, imports nothing of the project).
+submissions build on benchmarks; agents, leaderboard and humans on evaluation, which finds the agent run mode in a
+registry the agents app fills, evaluation/run_modes.py), `operations` (background work, imports no other app),
+`sandbox` (runs untrusted code; imports only common, and no Django), `common` (helpers with no domain, imports
+nothing of the project).
 Within an app, no modules import each other, directly or round a loop (`module_cycles()`; imports for type checking
 only do not count: they never run). `layering_problems()` lists what breaks either, and a test asserts it lists
 nothing. Migrations are left out: they name other apps' migrations by
@@ -22,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("config", "operations", "benchmarks", "submissions", "evaluation", "leaderboard", "humans")
+APPS = ("config", "operations", "benchmarks", "submissions", "evaluation", "agents", "leaderboard", "humans")
 SANDBOX = "sandbox"  # running untrusted code: no Django, no app; the apps pass in what it reads (sandbox/config.py)
 BOTTOM = "common"  # the plain package under every app (see common/__init__.py)
 PACKAGES = (*APPS, SANDBOX, BOTTOM)

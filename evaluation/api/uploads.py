@@ -8,13 +8,13 @@ from rest_framework import permissions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.uploads import UPLOAD_FORMAT_AGENT
 from common.api import FormParser, MultiPartParser
 from evaluation.api.runs import RunSerializer, model_use_require, release_field
 from evaluation.harbor.imports import JOB_ARCHIVE, harbor_archive_import
 from evaluation.models import RUN_MODES, ModelEntry
 from evaluation.services import (
     UPLOAD_FORMAT,
+    UPLOAD_FORMAT_AGENT,
     run_from_upload,
     upload_bytes,
 )

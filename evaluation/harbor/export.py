@@ -28,11 +28,11 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
-from agents.workspace import workspace_files
 from benchmarks.models import BenchmarkVersion, Snippet, VersionTask
 from benchmarks.paper2code import splice
 from benchmarks.selectors import papers_as_released, protocol_get, version_snippets
 from evaluation.executor import requirements_for_pip
+from evaluation.item_files import workspace_files
 from evaluation.selectors.items import item_prompt
 from evaluation.taskfiles import task_annotated, task_files, task_hidden_files
 from sandbox import harness, programs

@@ -5,7 +5,7 @@ What is taken from a job folder (Harbor 0.26: `<job>/<trial>/result.json`, `agen
 - the task: `result.json`'s `task_name`, which must be a public item of the release as export.py names it; a job
   naming any other (an unknown, another release's, a held-out one) is refused whole, every problem listed;
 - the answer: the agent's final file as Harbor collected it (`artifacts/sandbox/<file>`), read by the platform's own
-  rule (agents/workspace.answer_read: an edit outside the region is no answer), else the verifier's
+  rule (evaluation/item_files.answer_read: an edit outside the region is no answer), else the verifier's
   `answer.txt`; either way it is scored again on the platform's judging path, and Harbor's reward is kept beside it
   (`params.harbor.rewards`), never used;
 - the trajectory: ATIF (`agent/trajectory.json`) converted to the upload schema and checked as every agent upload
@@ -30,13 +30,13 @@ from typing import BinaryIO
 
 from django.db import transaction
 
-from agents.workspace import answer_read, workspace_files
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.selectors import protocol_get
 from common.intake import IntakeError, UploadLimits, archive_files
 from evaluation.harbor.export import WORKSPACE, harbor_task_name
 from evaluation.harbor.rewards import reward_key
+from evaluation.item_files import answer_read, workspace_files
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.services.uploads import UPLOAD_MAX_BYTES, UploadError, run_from_upload
 from evaluation.taskfiles import task_files, task_hidden_files

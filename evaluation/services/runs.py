@@ -21,7 +21,8 @@ from benchmarks.permissions import user_may_change
 from benchmarks.selectors import UnknownProtocol, protocol_get, user_is_maintainer
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
 from evaluation.provenance import provenance_at_start
-from evaluation.routing import GPU_QUEUE, ITEM_AGENT, ITEM_EVALUATE, ITEM_GENERATE
+from evaluation.routing import GPU_QUEUE, ITEM_EVALUATE, ITEM_GENERATE
+from evaluation.run_modes import run_mode_get, run_mode_restart, run_mode_settings
 from evaluation.scoring import run_outcomes_state, run_scores_compute, run_scores_write
 from evaluation.selectors.held_out import run_covers_held_out
 from evaluation.selectors.items import run_feed_order, run_snippets
@@ -92,7 +93,7 @@ def run_start(
 ) -> EvaluationRun:
     """Create a run (in the release's protocol unless another is named) and dispatch its items after commit.
 
-    `mode` "agent": the model works on each item in a sandbox within `budget` (agents/start.py)."""
+    `mode` "agent": the model works on each item in a sandbox within `budget` (evaluation/run_modes.py)."""
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"release {version.name} is a draft; runs are pinned to published versions")
     run_quota_check(user=user)
@@ -116,8 +117,6 @@ def run_start(
             )
         model_endpoint_check(model=model, api_key=model.api_key_get(), platform_pays=user_pays_platform(user=user))
     calls = model.kind == ModelEntry.Kind.LITELLM
-    from agents.start import run_mode_settings
-
     agent_budget = run_mode_settings(model=model, version=version, mode=mode, budget=budget)
     run = EvaluationRun(
         mode=mode,
@@ -265,8 +264,8 @@ def _run_enqueue(locked: EvaluationRun, batch: list[tuple[int, int]]) -> int:
     """Queue the batch (after its rows' commit). A message the broker refuses stays counted as in flight: the
     watchdog's lost-work rule (nothing queued or held for the run) feeds it again."""
     task = ITEM_GENERATE if locked.model.kind == ModelEntry.Kind.LITELLM else ITEM_EVALUATE
-    if locked.mode == "agent":
-        task = ITEM_AGENT
+    if (mode := run_mode_get(locked.mode)) is not None:
+        task = mode.item_task
     for queued, (snippet_id, sample) in enumerate(batch):
 
         def refused(exc: Exception, queued: int = queued) -> str:
@@ -530,10 +529,7 @@ def run_resume(*, run: EvaluationRun) -> int:
             run_quota_check(user=run.created_by)
         if run.pause_reason:
             failed = Generation.objects.filter(run=run).exclude(error="")
-            if run.mode == "agent":
-                from agents.loop import trajectories_restart
-
-                trajectories_restart(run=run, items=failed.values_list("snippet_id", "sample"))
+            run_mode_restart(run=run, items=failed.values_list("snippet_id", "sample"))
             Outcome.objects.filter(run=run, generation__in=failed).delete()
             failed.delete()
         run.status = EvaluationRun.Status.RUNNING

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from agents import uploads as agent_uploads
 from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_code_block, indent_width, prompt_hash
@@ -18,6 +17,7 @@ from benchmarks.selectors import protocol_get, snippet_prompt
 from common.errors import ApplicationError
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.routing import RUN_DISPATCH
+from evaluation.run_modes import upload_line_parser, uploads_store
 from evaluation.services.models import EvaluationError
 from evaluation.services.runs import MAX_SAMPLES, run_protocol, run_quota_check
 from evaluation.taskfiles import task_annotated, task_files
@@ -53,6 +53,18 @@ UPLOAD_FORMAT = (
     'An "answer" with no fenced python block is refused with its line number (it would extract nothing and '
     "score 0). Every item of the release needs a line for each sample; a file with any bad line is refused "
     "whole and nothing is stored."
+)
+# The agent part of the upload format; {schema} names where the trajectory schema is documented (the guide page:
+# a link on the site's form, its address in the API's description).
+UPLOAD_FORMAT_AGENT_TEMPLATE = (
+    ' Mode "agent" (an agent run made elsewhere): each line gives the final snippet body as "code" (never "answer") '
+    'and may add "trajectory", the agent\'s steps in the schema {schema} documents '
+    '("format": "rcb-agent-trajectory/1"; no "run"; "snippet" and "sample", if given, the line\'s own).'
+)
+AGENT_RUNS_GUIDE = "/guides/agent-runs/"  # config.guides serves docs/AGENT_RUNS.md there
+UPLOAD_FORMAT_AGENT = UPLOAD_FORMAT_AGENT_TEMPLATE.format(schema=f"the agent-runs guide ({AGENT_RUNS_GUIDE})")
+UPLOAD_FORMAT_AGENT_HTML = UPLOAD_FORMAT_AGENT_TEMPLATE.format(
+    schema=f'the <a href="{AGENT_RUNS_GUIDE}">agent-runs guide</a>'
 )
 
 
@@ -209,7 +221,7 @@ def run_from_upload(
         raise UploadError([f"the file is not UTF-8 text (byte {exc.start})"]) from exc
     snippets = {str(s.pk): s for s in visibility.items_public(version=version)}
     # agent: the line's trajectory checked too
-    line_parse = agent_uploads.line_parser(mode=mode, version=version, parse=upload_line_parse)
+    line_parse = upload_line_parser(mode=mode, version=version, parse=upload_line_parse)
     problems: list[str] = []
     rows: list[UploadedAnswer] = []
     warnings: list[str] = []
@@ -254,7 +266,7 @@ def run_from_upload(
         mode=mode,
     )
     upload_generations_store(run=run, rows=rows)
-    agent_uploads.trajectories_store(run=run, rows=rows)
+    uploads_store(run=run, rows=rows)
     transaction.on_commit(lambda: run_dispatch_later(run=run))
     run.upload_warnings = warnings
     return run

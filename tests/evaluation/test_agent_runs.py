@@ -15,11 +15,12 @@ from agents.budget import Budget, budget_for_run
 from agents.loop import agent_loop, system_prompt, trajectory_start
 from agents.models import AgentStep, AgentTrajectory
 from agents.policies import model_policy
-from agents.workspace import Workspace, answer_read, masked_split, workspace_files
+from agents.workspace import Workspace
 from benchmarks.models import Snippet
 from benchmarks.selectors import protocol_get
 from benchmarks.services.psets import pset_import
 from evaluation import services
+from evaluation.item_files import answer_read, masked_split, workspace_files
 from evaluation.llm import ModelCall
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.taskfiles import task_files, task_hidden_files

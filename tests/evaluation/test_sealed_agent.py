@@ -12,10 +12,11 @@ import pytest
 from agents.budget import Budget
 from agents.loop import agent_loop, system_prompt, trajectory_start
 from agents.policies import model_policy
-from agents.workspace import Workspace, answer_read, workspace_files
+from agents.workspace import Workspace
 from benchmarks.models import Snippet
 from benchmarks.selectors import protocol_get
 from evaluation import services
+from evaluation.item_files import answer_read, workspace_files
 from evaluation.judging.step import item_judge
 from evaluation.judging.verdict import REPLAY_DISAGREES
 from evaluation.llm import ModelCall

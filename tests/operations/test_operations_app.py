@@ -31,6 +31,18 @@ def test_operations_imports_no_other_app_and_evaluation_and_submissions_do_not_i
     }
 
 
+def test_agents_builds_on_evaluation_which_finds_the_agent_mode_by_registry():
+    """The agents app imports evaluation; evaluation never imports agents, not even inside a function: it asks the
+    run-mode registry (evaluation/run_modes.py) that the agents app fills in its AppConfig.ready()."""
+    from evaluation.run_modes import run_mode
+
+    counts, modules = graph()
+    pairs = {(a, b) for a, b, _ in counts if a != b}
+    assert ("agents", "evaluation") in pairs
+    assert ("evaluation", "agents") not in pairs, modules[("evaluation", "agents")]
+    assert run_mode("agent").item_task == "evaluation.agents.tasks.item_agent"
+
+
 def test_the_layers_hold_no_app_imports_config_or_another_that_imports_it_and_common_imports_nothing():
     """config above the apps, no two apps importing each other (function-level imports included), operations and
     then common at the bottom, no modules of one app importing each other round a loop (scripts/import_graph.py

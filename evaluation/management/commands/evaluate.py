@@ -12,13 +12,14 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import InterfaceError, OperationalError
 from tqdm import tqdm
 
-from agents import tasks as agent_tasks
 from benchmarks.management.base import VersionCommand
 from benchmarks.models import BenchmarkVersion
 from benchmarks.selectors import version_settings_text
 from evaluation import services, tasks
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
+from evaluation.run_modes import run_mode
 from evaluation.selectors.items import run_items_missing, run_progress
+from operations.enqueue import task_named
 from operations.watchdog import database_wait
 
 
@@ -135,7 +136,7 @@ class Command(VersionCommand):
         calls_model = run.model.kind == ModelEntry.Kind.LITELLM
         for snippet_id, sample in tqdm(run_items_missing(run), unit="item", file=sys.stderr):
             if run.mode == "agent":
-                agent_tasks.item_agent.apply(args=(run.pk, snippet_id, sample), throw=True)
+                task_named(run_mode(run.mode).item_task).apply(args=(run.pk, snippet_id, sample), throw=True)
                 continue
             if calls_model:
                 tasks.item_generate.apply(args=(run.pk, snippet_id, sample), throw=True)
