@@ -93,7 +93,8 @@ def run_start(
 ) -> EvaluationRun:
     """Create a run (in the release's protocol unless another is named) and dispatch its items after commit.
 
-    `mode` "agent": the model works on each item in a sandbox within `budget` (evaluation/run_modes.py)."""
+    `mode` "agent": the model works on each item in a sandbox within `budget` (the agents app, through
+    evaluation/run_modes.py)."""
     if version.status == BenchmarkVersion.Status.DRAFT:
         raise EvaluationError(f"release {version.name} is a draft; runs are pinned to published versions")
     run_quota_check(user=user)

@@ -17,7 +17,7 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.selectors import version_settings_text
 from evaluation import services, tasks
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
-from evaluation.run_modes import run_mode
+from evaluation.run_modes import run_mode_get
 from evaluation.selectors.items import run_items_missing, run_progress
 from operations.enqueue import task_named
 from operations.watchdog import database_wait
@@ -135,8 +135,8 @@ class Command(VersionCommand):
         EvaluationRun.objects.filter(pk=run.pk).update(status=EvaluationRun.Status.RUNNING)
         calls_model = run.model.kind == ModelEntry.Kind.LITELLM
         for snippet_id, sample in tqdm(run_items_missing(run), unit="item", file=sys.stderr):
-            if run.mode == "agent":
-                task_named(run_mode(run.mode).item_task).apply(args=(run.pk, snippet_id, sample), throw=True)
+            if (mode := run_mode_get(run.mode)) is not None:
+                task_named(mode.item_task).apply(args=(run.pk, snippet_id, sample), throw=True)
                 continue
             if calls_model:
                 tasks.item_generate.apply(args=(run.pk, snippet_id, sample), throw=True)
