@@ -18,7 +18,7 @@ def test_the_api_docs_link_back_to_the_site(client):
 def test_the_run_page_names_its_columns_apart(client, media_root):
     from benchmarks.services.psets import pset_import
     from tests.conftest import DEMO_PSET
-    from tests.evaluation.test_leaderboard_browser import calibrate
+    from tests.leaderboard.test_leaderboard_browser import calibrate
 
     run = calibrate(pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version, "strong", passed=True)
     body = client.get(reverse("run-detail", args=[run.pk])).content.decode()

@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from tests.conftest import DEMO_PSET, REPO
-from tests.evaluation.test_leaderboard_browser import calibrate
+from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ARTIFACTS = REPO / "test-artifacts" / "phone"

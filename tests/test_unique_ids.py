@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from evaluation import services
 from evaluation.models import ModelEntry
-from tests.evaluation.test_leaderboard import evaluate
+from tests.leaderboard.test_leaderboard import evaluate
 
 pytestmark = pytest.mark.django_db
 

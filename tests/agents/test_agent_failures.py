@@ -20,10 +20,10 @@ from evaluation import services
 from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
 from leaderboard.charts import leaderboard_cost_scatter
 from leaderboard.selectors.table import leaderboard_rows
+from tests.agents.test_agent_turns import Script
+from tests.agents.test_agent_uploads import _encode, _rows, _trajectory, _upload
 from tests.conftest import DEMO_PSET, polled, sandbox_backend_or_missing
 from tests.evaluation.openai_server import openai_server
-from tests.evaluation.test_agent_turns import Script
-from tests.evaluation.test_agent_uploads import _encode, _rows, _trajectory, _upload
 
 PAPER = "trimmed-infonce"  # one paper of the demo (10 items) keeps the runs short
 

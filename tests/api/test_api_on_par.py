@@ -11,7 +11,7 @@ from benchmarks.models import Snippet
 from evaluation import services
 from evaluation.models import EvaluationRun, Outcome
 from tests.api.test_schema import api_schema  # noqa: F401 (a fixture)
-from tests.evaluation.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun
 from evaluation.selectors.runs import calibration_models
 from tests.conftest import DEMO_PSET
-from tests.evaluation.test_leaderboard_browser import calibrate
+from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.test import Client
 
 from benchmarks.services.psets import pset_import
 from tests.conftest import DEMO_PSET, REPO
-from tests.evaluation.test_leaderboard_browser import calibrate
+from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ARTIFACTS = REPO / "test-artifacts" / "phone"

@@ -17,7 +17,7 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict
 from tests.conftest import page_text
-from tests.evaluation.test_leaderboard_browser import calibrate
+from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.services.curation import version_draft_create
-from tests.evaluation.test_leaderboard_browser import calibrate
+from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from benchmarks.models import Snippet
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry
 from evaluation.outcomes import Verdict
-from tests.evaluation.test_leaderboard import evaluate, model
-from tests.evaluation.test_leaderboard_agent_rows import agent
+from tests.leaderboard.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard_agent_rows import agent
 
 pytestmark = pytest.mark.django_db
 

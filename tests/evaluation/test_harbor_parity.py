@@ -31,7 +31,7 @@ from evaluation.models import EvaluationRun, RunScore
 from evaluation.outcomes import Verdict
 from tests.conftest import DEMO_PSET, page_text
 from tests.evaluation.test_harbor_import import _oracle_file, job_write
-from tests.evaluation.test_leaderboard import model as model_entry
+from tests.leaderboard.test_leaderboard import model as model_entry
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from evaluation.outcomes import Verdict
 from leaderboard.selectors.columns import LEADERBOARD_COLUMNS
 from tests.api.conftest import reference_answers
 from tests.conftest import client_for
-from tests.evaluation.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 BOARD = "/api/v1/releases/1.0.0/leaderboard/"

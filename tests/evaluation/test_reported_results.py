@@ -63,7 +63,7 @@ def test_scores_equal_a_hand_computation(release, capsys):
 
 def test_scored_by_the_same_code_as_a_verified_run(release):
     """A platform run with the same outcomes gets the same aggregates, intervals included."""
-    from tests.evaluation.test_leaderboard import evaluate, model
+    from tests.leaderboard.test_leaderboard import evaluate, model
 
     call_command("import_results", str(FIXTURE), version="1.0.0")
     reported = RunScore.objects.get(run__model__name="model-a-2025", paper__isnull=True, split="")

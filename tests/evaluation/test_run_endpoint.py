@@ -24,8 +24,8 @@ from evaluation.selectors import held_out as held_out_selectors
 from evaluation.selectors.items import item_prompt
 from tests.conftest import DEMO_PSET, client_for, download_body, polled
 from tests.evaluation.openai_server import openai_server
-from tests.evaluation.test_leaderboard import evaluate
 from tests.evaluation.test_provenance import uploaded
+from tests.leaderboard.test_leaderboard import evaluate
 
 BOARD = "/api/v1/releases/1.0.0/leaderboard/"
 OWN_ENDPOINT = "https://93.184.216.34/v1"  # a public address literal: no DNS needed to accept it

@@ -15,7 +15,7 @@ from benchmarks.paper2code.difficulty import point_biserial
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, RunScore
 from evaluation.outcomes import Verdict
-from tests.evaluation.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from benchmarks.models import Snippet, VersionTask
 from evaluation.models import ModelEntry
-from tests.evaluation.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from evaluation import services
 from evaluation.models import EvaluationRun
 from tests.benchmarks.test_phone_width_browser import overflow, too_wide
 from tests.conftest import DEMO_PSET, REPO
-from tests.evaluation.test_leaderboard_browser import calibrate
 from tests.evaluation.test_upload_browser import sign_in
+from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ARTIFACTS = REPO / "test-artifacts" / "compare"

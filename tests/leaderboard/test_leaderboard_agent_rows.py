@@ -18,7 +18,7 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from leaderboard import charts
 from leaderboard.selectors import table as table_selectors
-from tests.evaluation.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 

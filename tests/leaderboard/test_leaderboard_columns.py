@@ -14,7 +14,7 @@ from evaluation.models import ModelEntry
 from leaderboard import charts
 from leaderboard.selectors import columns as columns_selectors
 from leaderboard.selectors import table as table_selectors
-from tests.evaluation.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 KEY = ["rank", "display_name", "mode", "scaled_pass_rate", "pass_rate", "cost", "provenance", "finished_on"]

@@ -12,7 +12,7 @@ from django.urls import reverse
 from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun
 from tests.conftest import DEMO_PSET
-from tests.evaluation.test_leaderboard_browser import calibrate
+from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from tests.evaluation.test_leaderboard_browser import calibrate
+from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from evaluation.selectors import runs as runs_selectors
 from leaderboard.selectors.columns import leaderboard_record
 from leaderboard.selectors.table import leaderboard_rows
 from tests.conftest import client_for, page_text
-from tests.evaluation.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from evaluation.models import SCAFFOLD_PLATFORM, EvaluationRun
 from tests.conftest import client_for
-from tests.evaluation.test_leaderboard import evaluate, model
+from tests.leaderboard.test_leaderboard import evaluate, model
 
 pytestmark = pytest.mark.django_db
 BOARD = "/api/v1/releases/1.0.0/leaderboard/"
