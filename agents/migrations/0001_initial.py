@@ -1,31 +1,16 @@
 """The agent models as the `agents` app's, taken over from `evaluation` (evaluation/migrations/0036): their tables
-exist already (evaluation 0023 to 0027 made them), so only Django's record of them is created, and their content
-types are relabelled so that permissions and admin history stay attached."""
+exist already (evaluation 0023 to 0027 made them), so only Django's record of them is created. No row changes: the
+`agents` content types are added after migrating, and the `evaluation` ones stay, unused (`remove_stale_contenttypes`
+lists them)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
-
-
-def _content_types_relabel(apps, schema_editor, *, old: str, new: str) -> None:
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    ContentType.objects.using(schema_editor.connection.alias).filter(
-        app_label=old, model__in=["agenttrajectory", "agentstep"]
-    ).update(app_label=new)
-
-
-def content_types_forward(apps, schema_editor) -> None:
-    _content_types_relabel(apps, schema_editor, old="evaluation", new="agents")
-
-
-def content_types_backward(apps, schema_editor) -> None:
-    _content_types_relabel(apps, schema_editor, old="agents", new="evaluation")
 
 
 class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ("contenttypes", "0002_remove_content_type_name"),
         ("benchmarks", "0013_versiontask_replaced_by"),
         ("evaluation", "0036_agent_models_moved"),
     ]
@@ -202,5 +187,4 @@ class Migration(migrations.Migration):
             ],
             database_operations=[],
         ),
-        migrations.RunPython(content_types_forward, content_types_backward),
     ]
