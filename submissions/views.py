@@ -339,7 +339,8 @@ def answer_try(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             )
         except ApplicationError as exc:
             refused = f"Not tried: {exc}"
-    said = refused or f'Trying your answer for "{tried.snippet_name}": its verdict appears below.'
+    said = refused or f'Trying your answer for "{tried.snippet_name}": its verdict appears below. {tried.placed}'
+    said = said.strip()
     if request.htmx:
         context = {"submission": submission, **_try_context(revision), "try_said": said, "try_refused": bool(refused)}
         return render(request, "submissions/_tried_list.html", context)
