@@ -164,6 +164,14 @@ def tests_proposed_from(*, revision: Revision) -> str:
     return str((revision.source or {}).get(TESTS_PROPOSED_FROM) or "")
 
 
+def tests_made_paths(*, revision: Revision) -> set[str]:
+    """The files validation wrote into the revision (the tests it proposed from the example script, as the package had
+    none): its test entry point and rcb_replay/; none when the tests are the author's."""
+    if not tests_proposed_from(revision=revision):
+        return set()
+    return {path for path in revision.files if path == TEST_ENTRY_POINT or path.startswith(f"{FOLDER}/")}
+
+
 def proposed_tests_sources(*, revision: Revision) -> list[str]:
     """The runs of the revision whose recorded calls make proposed tests: "tests", "example" or both."""
     return [source for source in SOURCES if _sealed(_recording(revision, source))]
