@@ -58,7 +58,9 @@ def agent_error_held(verdict: Verdict, *, agent_acted: bool) -> Verdict:
     for a maintainer's review (who may set it aside as the platform's own error): what the agent did (its workspace,
     processes, output, disk, what it left for the end step) can cause such an error, and an error left out of the
     score would take an item the agent is failing out of its denominator. An error before the agent acted (its
-    environment's build, the sandbox's start, a held-out prompt withdrawn, the model's provider) is left as it is."""
+    environment's build, a held-out prompt withdrawn, a model call that failed) is left as it is; a sandbox that does
+    not start for the agent's first command is held too, since that command's text, or one called before it in the
+    same turn, may be why."""
     if not agent_acted or verdict.status != Outcome.Status.ERROR or verdict.category != Category.INFRASTRUCTURE:
         return verdict
     finding = {"kind": ERROR_AFTER_AGENT, "line": None, "detail": verdict.detail[:500], "source": "agent"}
