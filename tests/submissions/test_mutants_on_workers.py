@@ -11,6 +11,7 @@ import signal
 
 import pytest
 from django.contrib.auth.models import User
+from django.urls import reverse
 
 from benchmarks.selectors import package_load
 from operations.models import OperationsEvent
@@ -58,10 +59,23 @@ def assert_ended_once(report: ValidationReport) -> None:
 
 
 def test_a_revisions_mutants_run_on_both_workers_with_the_single_process_scores(
-    celery_worker_factory, sandbox, settings
+    celery_worker_factory, sandbox, settings, client
 ):
     workers = [celery_worker_factory(queues="sandbox", **WORKER) for _ in range(2)]
     report = submitted("ada")
+    # Live on the author's page: a snippet's score shows while other snippets' mutants are still out.
+    mutation = report.checks.filter(key__startswith="mutation:")
+    polled(
+        lambda: (
+            mutation.filter(status="passed").exists() and mutation.filter(status__in=["pending", "running"]).exists()
+        ),
+        timeout=900,
+        what="some snippets' mutants to be scored while others run",
+        worker=workers[0],
+    )
+    client.force_login(report.revision.submission.author)
+    page = client.get(reverse("submission-report", args=[report.revision.submission_id])).content.decode()
+    assert 'hx-trigger="every 2s"' in page and 'data-testid="mutation-score"' in page
     polled(lambda: ended(report), timeout=900, what="the validation to end", worker=workers[0])
     assert_ended_once(report)
 
