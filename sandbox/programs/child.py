@@ -373,7 +373,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         look-alike the answer wrote), entered through its public entry point (`dataclass`'s `wrap`, `namedtuple`),
         not a private one such as `dataclasses._create_fn` handed the answer's text; every name it builds its text
         from an exact str identifier (a str subclass reprs or joins as any text); for dataclasses, none of the
-        module's functions and classes (which build that text) replaced since the answer started."""
+        module's names (its functions, classes and constants build that text) rebound since the answer started."""
         code = frame.f_code
         filename = str_.__str__(code.co_filename)
         if filename == COLLECTIONS:
@@ -435,9 +435,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return
         namespace = vars_(module)
         values = {}
-        for name, value in list_(namespace.items()):
-            if callable_(value):
-                values[name] = (value, value.__code__ if type_(value) is FunctionType else None)
+        for name, value in list_(namespace.items()):  # constants too: _POST_INIT_NAME is spliced into the text
+            values[name] = (value, value.__code__ if type_(value) is FunctionType else None)
         generator_helpers["namespace"] = namespace
         generator_helpers["values"] = values
 

@@ -104,6 +104,20 @@ class Stats:
 Stats(0.0)
 return x
 """,
+    # a constant of dataclasses that its text is built from, rebound (the __post_init__ call's name)
+    "dataclass-constant-rebound": f"""import dataclasses
+name = "__post_init__(); setattr(np.testing.assert_allclose, '__co' + 'de__', {NOOP}); self.x"
+dataclasses._POST_INIT_NAME = name
+class Stats:
+    mean: float
+    def __post_init__(self):
+        pass
+    def x(self):
+        pass
+setattr(Stats, name, Stats.x)
+dataclasses.dataclass(Stats)(0.0)
+return x
+""",
     # a file named as the generator, written by the answer into the work folder: not the standard library's
     "look-alike-generator-file": f"""import importlib.util, os
 os.makedirs("shadow", exist_ok=True)
