@@ -144,7 +144,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     # of the same name in the work folder or /tmp is the answer's to write. The standard library's generators of
     # classes (dataclasses, namedtuple) are checked more closely: generated_from_names.
     library_roots = tuple_(
-        sorted({str_(root).rstrip("/") + "/" for root in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+        sorted({str_(root).rstrip("/") + "/" for root in (sys.prefix, sys.base_prefix, sys.exec_prefix)} - {"/"})
     )
     stdlib = os.path.dirname(os.__file__)
     DATACLASSES, COLLECTIONS = join(stdlib, "dataclasses.py"), join(stdlib, "collections", "__init__.py")
@@ -432,6 +432,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         try:  # loaded now if the task had not, so the answer cannot replace a helper before its first use
             module = import_module("dataclasses")
         except Exception:
+            return
+        if type_(module) is not ModuleType:
             return
         namespace = vars_(module)
         values = {}
