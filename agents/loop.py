@@ -307,6 +307,23 @@ def tools_pending(step: AgentStep | None) -> bool:
     )
 
 
+def agent_acted(*, run: EvaluationRun, snippet, sample: int) -> bool:
+    """Whether the item's agent asked to run a command or change a file (a stored turn calling a writing tool; a turn's
+    calls count before they run, as its first call can break its second): from then on an infrastructure error may be
+    its own doing (evaluation.outcomes.agent_error_held). An uploaded run's agent ran elsewhere: only its answer is
+    tested here, as a single-shot answer is."""
+    if run.params.get("uploaded"):
+        return False
+    turns = AgentStep.objects.filter(
+        trajectory__run=run, trajectory__snippet=snippet, trajectory__sample=sample, role=AgentStep.Role.ASSISTANT
+    ).values_list("tool_calls", flat=True)
+    return any(
+        isinstance(call, dict) and call.get("name") in WRITING_TOOLS and "malformed" not in call
+        for calls in turns
+        for call in calls or ()
+    )
+
+
 def _run_active(trajectory: AgentTrajectory) -> bool:
     run = EvaluationRun.objects.filter(pk=trajectory.run_id).only("status").first()
     return run is not None and run.is_active

@@ -28,6 +28,7 @@ from django.db import InterfaceError, OperationalError
 
 from agents.budget import Budget
 from agents.loop import (
+    agent_acted,
     conversation_start,
     storable,
     system_prompt,
@@ -119,6 +120,7 @@ def _item_failed(run: EvaluationRun, snippet, sample: int, exc: Exception) -> No
         sample=sample,
         verdict=verdict,
         generation=Generation.objects.filter(run=run, snippet=snippet, sample=sample).first(),
+        agent_acted=agent_acted(run=run, snippet=snippet, sample=sample),
     )
     _workspace_drop(run, snippet, sample)
     item_ended(run)
@@ -161,7 +163,8 @@ def agent_turn(self, run_id: int, snippet_id: int, sample: int, epoch: int | Non
         else:
             agent_turn.delay(run_id, snippet_id, sample, epoch, stored)
     except SandboxError as exc:  # the task's files could not be read from storage
-        retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
+        acted = agent_acted(run=run, snippet=snippet, sample=sample)
+        retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc, agent_acted=acted)
     except (OperationalError, InterfaceError):
         raise  # the database is away: database_outage_outlasted waits for it and runs the turn again
     except Exception as exc:
@@ -254,7 +257,8 @@ def item_agent(
     except EnvironmentBuildError as exc:  # the workspace's environment, before any answer
         services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=environment_failed(snippet, exc))
     except SandboxError as exc:
-        retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc)
+        acted = agent_acted(run=run, snippet=snippet, sample=sample)
+        retry_or_error(self, run=run, snippet=snippet, sample=sample, exc=exc, agent_acted=acted)
         return
     except (OperationalError, InterfaceError):
         raise  # the database is away: database_outage_outlasted waits for it and runs the item again

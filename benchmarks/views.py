@@ -64,23 +64,14 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
     held_out_ids = set(version.memberships.filter(split=VersionTask.Split.HELD_OUT).values_list("task_id", flat=True))
     tasks = [t for t in every if t.pk in visible]
     hidden = [t for t in every if t.pk not in visible]  # held-out tasks a non-maintainer sees as one count
-    totals = {
-        "papers": len(every),
-        "snippets": sum(t.snippet_count for t in every),
-        "loc": sum(t.total_loc or 0 for t in every),
-    }
-    held_out = {
-        "papers": len(hidden),
-        "snippets": sum(t.snippet_count for t in hidden),
-        "loc": sum(t.total_loc or 0 for t in hidden),
-    }
+    totals = visibility.release_totals(version=version, tasks=every)
     context = {
         "version": version,
         "tasks": tasks,
         "held_out_ids": held_out_ids,
         "totals": totals,
         "sealed": selectors.tasks_sealed_share(tasks=every),
-        "held_out": held_out,
+        "held_out": totals["held_out"] if hidden else None,  # one aggregate row for the tasks the viewer may not see
         "changelog": visibility.changelog_visible(version=version, user=request.user),
         "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())],
         "publish_freezes": publishing.PUBLISH_FREEZES,

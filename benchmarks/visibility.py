@@ -12,12 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
 
 from benchmarks.duplicates import Match
 from benchmarks.models import BenchmarkVersion, Paper, Snippet, Task, VersionTask
-from benchmarks.selectors import user_is_maintainer, version_snippets, version_tasks
+from benchmarks.selectors import TaskTotals, user_is_maintainer, version_snippets, version_tasks
+
+if TYPE_CHECKING:  # a lint dependency (django-stubs), not the platform's
+    from django_stubs_ext import WithAnnotations
 
 PUBLIC = VersionTask.Split.PUBLIC
 HELD_OUT = VersionTask.Split.HELD_OUT
@@ -58,6 +62,26 @@ def tasks_visible(*, version: BenchmarkVersion, user) -> QuerySet[Task]:
     tasks = version_tasks(version=version)
     split = _split_for(user)
     return tasks if split is None else tasks.filter(memberships__version=version, memberships__split=split)
+
+
+def release_totals(*, version: BenchmarkVersion, tasks: Iterable[WithAnnotations[Task, TaskTotals]]) -> dict:
+    """A release's papers, snippets and lines of code in all and in its held-out split: numbers, shown to everyone who
+    may see the release (as aggregate scores are), never what the held-out tasks hold."""
+    every = list(tasks)
+    held = set(version.memberships.filter(split=HELD_OUT).values_list("task_id", flat=True))
+
+    def counted(chosen: list[WithAnnotations[Task, TaskTotals]]) -> dict[str, int]:
+        return {
+            "papers": len(chosen),
+            "snippets": sum(t.snippet_count for t in chosen),
+            "loc": sum(t.total_loc or 0 for t in chosen),
+        }
+
+    return {
+        **counted(every),
+        "public": counted([t for t in every if t.pk not in held]),
+        "held_out": counted([t for t in every if t.pk in held]),
+    }
 
 
 def task_visible(*, version: BenchmarkVersion, task: Task, user) -> bool:

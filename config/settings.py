@@ -202,6 +202,7 @@ CELERY_TASK_ROUTES = (
         "evaluation.agents.tasks.item_agent": {"queue": "sandbox"},  # an agent item's tools and scoring
         "evaluation.agents.tasks.agent_turn": {"queue": "llm"},  # an agent item's model turns
         "submissions.tasks.revision_validate": {"queue": "sandbox"},
+        "submissions.tasks.revision_mutants": {"queue": "sandbox"},  # one snippet's mutants of a revision
         "submissions.tasks.set_paper_validate": {"queue": "sandbox"},
         "submissions.tasks.tried_answer_judge": {"queue": "sandbox"},
         "evaluation.tasks.environments_prune": {"queue": "sandbox"},

@@ -333,6 +333,11 @@ class Finding:
         return {"kind": self.kind, "line": self.line, "detail": self.detail, "source": self.source, "rule": self.rule}
 
 
+# A named tuple's public API is spelled with one underscore so as not to clash with its fields (the collections
+# docs); honest code calls `point._replace(x=1)` on any named tuple, wherever it came from.
+NAMEDTUPLE_API = frozenset({"_asdict", "_field_defaults", "_fields", "_make", "_replace"})
+
+
 def system_rule(qualified: str) -> Rule | None:
     """The row of the most specific system name `qualified` falls under (`sys.exit` before `sys`), if any; a
     read-only system value (`sys.float_info.epsilon`) falls under none."""
@@ -833,6 +838,7 @@ class _Policy(ast.NodeVisitor):
         if (
             node.attr.startswith("_")
             and not _DUNDER.match(node.attr)
+            and node.attr not in NAMEDTUPLE_API
             and not self.own_root(node.value)
             and not self.builtin_rooted(node)
         ):

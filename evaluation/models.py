@@ -363,6 +363,21 @@ class Outcome(models.Model):
         return bool(self.findings)
 
     @property
+    def error_after_agent(self) -> bool:
+        """An infrastructure error after its agent's commands, held as not passed for review (evaluation.outcomes.
+        agent_error_held, the only verdict whose measured status is an error)."""
+        return self.measured_status == self.Status.ERROR
+
+    @property
+    def review_said(self) -> str:
+        """The review's decision in words (an error after an agent's commands is counted or set aside: no tampering)."""
+        if not self.review or not self.error_after_agent:
+            return self.get_review_display()
+        if self.review == self.Review.CONFIRMED:
+            return "Counted: the agent's doing, not passed"
+        return "Set aside: the platform's error, not scored"
+
+    @property
     def tests_summary(self) -> str:
         """ "3 of 4 tests passed", from the harness's own count ("" when it counted none)."""
         if not self.tests:

@@ -48,6 +48,31 @@ def outcome_flag(verdict: Verdict, findings: list[dict]) -> Verdict:
     )
 
 
+# The finding that holds an agent item's infrastructure error for review (`agent_error_held`).
+ERROR_AFTER_AGENT = "error-after-agent-commands"
+ERROR_AFTER_AGENT_SAID = "error after the agent's commands: counted as not passed until a maintainer reviews it"
+
+
+def agent_error_held(verdict: Verdict, *, agent_acted: bool) -> Verdict:
+    """An agent item's infrastructure error once its agent ran a command or edited a file counts as not passed, held
+    for a maintainer's review (who may set it aside as the platform's own error): what the agent did (its workspace,
+    processes, output, disk, what it left for the end step) can cause such an error, and an error left out of the
+    score would take an item the agent is failing out of its denominator. An error before the agent acted (its
+    environment's build, a held-out prompt withdrawn, a model call that failed) is left as it is; a sandbox that does
+    not start for the agent's first command is held too, since that command's text, or one called before it in the
+    same turn, may be why."""
+    if not agent_acted or verdict.status != Outcome.Status.ERROR or verdict.category != Category.INFRASTRUCTURE:
+        return verdict
+    finding = {"kind": ERROR_AFTER_AGENT, "line": None, "detail": verdict.detail[:500], "source": "agent"}
+    return replace(
+        verdict,
+        status=Outcome.Status.FLAGGED,
+        detail=f"{ERROR_AFTER_AGENT_SAID} ({verdict.detail})",
+        findings=(finding,),
+        measured=Outcome.Status.ERROR,
+    )
+
+
 def runtime_findings(records: tuple[dict, ...]) -> list[dict]:
     """The runtime guard's records as findings, duplicates folded."""
     seen: dict[tuple, dict] = {}

@@ -54,14 +54,24 @@ def provider_wait(provider: str) -> float:
 
 
 def retry_or_error(
-    task, *, run: EvaluationRun, snippet: Snippet, sample: int, exc: SandboxError, generation: Generation | None = None
+    task,
+    *,
+    run: EvaluationRun,
+    snippet: Snippet,
+    sample: int,
+    exc: SandboxError,
+    generation: Generation | None = None,
+    agent_acted: bool = False,
 ) -> None:
-    """Retry an infrastructure failure with backoff; once retries are spent, record the item as an error."""
+    """Retry an infrastructure failure with backoff; once retries are spent, record the item as an error (held as not
+    passed when an agent's commands came first: `agent_acted`, see outcomes.agent_error_held)."""
     if task.request.retries < SANDBOX_RETRIES:
         logger.warning("sandbox failure on run %s item %s/%s, retrying: %s", run.pk, snippet.pk, sample, exc)
         raise task.retry(exc=exc, countdown=2**task.request.retries)
     verdict = Verdict(Outcome.Status.ERROR, Outcome.Category.INFRASTRUCTURE, f"sandbox failure: {exc}")
-    services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation)
+    services.outcome_record(
+        run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation, agent_acted=agent_acted
+    )
     item_ended(run)
 
 

@@ -70,12 +70,12 @@ def leaderboard_rank(*, version: BenchmarkVersion, rows: Iterable) -> None:
         if row.calibration:
             row.rank_note = "calibration model: a reference line, not ranked"
             continue
-        # Items with outcomes but no scored answer: every sample an infrastructure error or awaiting review.
+        # Items with outcomes but no scored answer: every sample an infrastructure error (a flag scores as not passed).
         missing = row.score.items - len(row.score.item_passes)
         if missing or not row.score.item_passes:
             row.rank_note = (
                 f"not ranked: {missing} of {row.score.items} items have no scored answer (infrastructure "
-                f"errors or flags awaiting review), and ranks compare runs on the same items"
+                f"errors; a flagged item counts as not passed), and ranks compare runs on the same items"
             )
             continue
         row.rank_note = ""

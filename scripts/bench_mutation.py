@@ -15,8 +15,23 @@ against the baseline of running the reference once per mutant in a fresh interpr
 5. Baseline: bench_django.naive (sequential, a fresh copy of the files and a fresh interpreter, no sandbox) runs the
    reference of each mutant's paper once per mutant.
 
+`--workers-compare` (issue 36 item 1: mutants on every worker) times a revision's mutation testing on real Celery
+workers instead (`celery -A config worker --concurrency 1`, as the tests start them; a Redis database of its own
+claimed as the tests claim theirs; PostgreSQL `--postgres-url`, dropped and created; bwrap, the fork server on):
+1. The heavy set as above; one paper of it (`--paper`, default the one with the most snippets among those whose test
+   lasts under 1.5 s) submitted by an author, validated by two workers (the warm-up: every check, both workers'
+   fork servers started, the recording stored).
+2. The same revision's mutation testing run again from its stored checks (its mutation checks pending again, queued
+   as validation queues them: one task per snippet), first with both workers, then with one:
+   the wall from the queueing to the report's end, which workers ran the snippets, and the ratio of the two; the
+   verdicts of the two runs and of the warm-up must be identical (the same seed). The second worker stops taking
+   from the queue for the one-process runs (Celery's cancel_consumer) and takes again after, so it stays warm;
+   `--rounds` pairs alternate, the ratio is of the sums.
+
 Run: .venv/bin/python scripts/bench_mutation.py [--papers 20] [--snippets 212] [--mutants 10] [--cache DIR]
      [--tests-only] [--compare] [--no-baseline]
+     .venv/bin/python scripts/bench_mutation.py --workers-compare [--papers 20] [--snippets 212] [--mutants 10]
+     [--paper ID] [--rounds 2] [--postgres-url URL] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -31,6 +46,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/rcb_benchmutation"
 
 from scripts.bench_django import THREADS_ONE, naive  # noqa: E402
 from scripts.bench_pipeline import CALIBRATE, environments_build, load, papers_plan, pset_heavy_generate  # noqa: E402
@@ -51,7 +67,18 @@ def main() -> None:
         help="also judge the mutants with each replayed alone (the way before batches) and print the ratio",
     )
     parser.add_argument("--no-baseline", action="store_true", help="skip the fresh interpreters (a quick check)")
+    parser.add_argument(
+        "--workers-compare",
+        action="store_true",
+        help="time one revision's mutation testing on real workers, two worker processes against one",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --workers-compare: rounds of 2 then 1 process")
+    parser.add_argument("--paper", default="", help="with --workers-compare: the paper submitted (default: see above)")
+    parser.add_argument("--postgres-url", default=POSTGRES_URL, help=f"with --workers-compare (default {POSTGRES_URL})")
     args = parser.parse_args()
+    if args.workers_compare:
+        workers_compare(args)
+        return
     args.cache, args.backend = args.cache.resolve(), "bwrap"
     tmp = Path(tempfile.mkdtemp(prefix="bench-mutation-"))
     print(f"load average at the start: {load()}; {os.cpu_count()} cores; folder {tmp}", flush=True)
@@ -243,6 +270,193 @@ def main() -> None:
     if not args.tests_only:
         print(f"ratio baseline / (recordings + mutation): {baseline / (recorded + judged):.2f}x")
     print(f"load average at the end: {load()}")
+
+
+def workers_compare(args) -> None:
+    """A revision's mutation testing on real workers: two worker processes against one (see the module's docstring)."""
+    import contextlib
+
+    from scripts.bench_pipeline import Worker, platform_environment, postgres_drop, postgres_recreate, workers_wait
+    from scripts.redis_claim import redis_database_claimed
+
+    args.cache, args.backend, args.forkserver, args.debug = args.cache.resolve(), "bwrap", "on", False
+    tmp = Path(tempfile.mkdtemp(prefix="bench-mutation-workers-"))
+    print(f"load average at the start: {load()}; {os.cpu_count()} cores; folder {tmp}", flush=True)
+    claim = contextlib.ExitStack()
+    broker = claim.enter_context(
+        redis_database_claimed(
+            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120, ttl_seconds=3 * 3600
+        )
+    )
+    workers: list = []
+    try:
+        postgres_recreate(args.postgres_url)
+        env = {
+            **platform_environment(args, tmp, broker, args.postgres_url),
+            "SUBMISSION_MUTANTS": str(args.mutants),
+            **THREADS_ONE,
+        }
+        os.environ.clear()
+        os.environ.update(env)
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connections
+
+        call_command("migrate", verbosity=0)
+        env_hash, python = environments_build(args)
+        per_second = float(
+            subprocess.run(
+                [python, "-c", CALIBRATE], capture_output=True, text=True, check=True, env={**os.environ, **THREADS_ONE}
+            ).stdout.strip()
+        )
+        plans = papers_plan(args.papers, args.snippets)
+        plan = (
+            next(p for p in plans if p.paper_id == args.paper)
+            if args.paper
+            else max((p for p in plans if p.seconds < 1.5), key=lambda p: p.snippets)
+        )
+        root = tmp / "pset"
+        pset_heavy_generate(root, plans, per_second=per_second, paper_bytes=20_000)
+        print(
+            f"paper {plan.paper_id}: {plan.snippets} snippets, its test's own time {plan.seconds:.2f} s, "
+            f"{args.mutants} mutants per snippet; broker {broker}",
+            flush=True,
+        )
+        connections.close_all()
+        workers = [Worker(i, env, tmp / f"worker{i}.log", queues="sandbox") for i in range(2)]
+        workers_wait(workers)
+        start = time.monotonic()
+        report = revision_submitted(root / plan.paper_id)
+        warm_up = report_wait(report, workers)
+        print(
+            f"warm-up: the revision's whole validation on 2 workers: {time.monotonic() - start:.1f} s, "
+            f"{warm_up['status']}; its mutation checks ended {warm_up['mutation_wall']:.1f} s after the others",
+            flush=True,
+        )
+        if warm_up["status"] != "passed":
+            sys.exit(f"the validation did not pass: {warm_up['failed']}")
+        from config.celery import app
+
+        timed: dict[int, list[dict]] = {1: [], 2: []}
+        for round_ in range(args.rounds):
+            for count in (2, 1):
+                # One process: the other worker stops taking from the queue (and starts again), staying warm.
+                control = app.control.add_consumer if count == 2 else app.control.cancel_consumer
+                control("sandbox", destination=[workers[1].hostname], reply=True)
+                print(f"load average before {count} worker process(es): {load()}", flush=True)
+                t = mutation_rerun(report, workers)
+                timed[count].append(t)
+                print(
+                    f"round {round_ + 1}, {count} worker process(es): the revision's mutation testing took "
+                    f"{t['wall']:.1f} s ({t['snippets']} snippets, {t['mutants']} mutants: killed {t['killed']} of "
+                    f"{t['counted']}, {t['by_replay']} by the replay, {t['test_runs']} test runs; score "
+                    f"{t['score']:.0%}); snippets per worker process: {t['by_worker']}",
+                    flush=True,
+                )
+        one, two = (sum(t["wall"] for t in timed[n]) for n in (1, 2))
+        same = all(t["verdicts"] == warm_up["verdicts"] for n in (1, 2) for t in timed[n])
+        print(
+            f"ratio 1 worker process / 2: {one / two:.2f}x ({one:.1f} s / {two:.1f} s over {args.rounds} round(s)); "
+            "verdicts " + ("identical" if same else "DIFFER"),
+            flush=True,
+        )
+        print(f"load average at the end: {load()}", flush=True)
+    finally:
+        for worker in workers:
+            worker.stop()
+        claim.close()
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:
+            pass
+        postgres_drop(args.postgres_url)
+
+
+def revision_submitted(folder: Path):
+    """The paper's package submitted by an author, as the site's wizard ends; its validation report."""
+    import yaml
+    from django.contrib.auth.models import User
+
+    from submissions import services
+
+    files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    entry = next(e for e in yaml.safe_load((folder.parent / "papers.yaml").read_text()) if e["id"] == folder.name)
+    metadata = {key: str(entry[key]) for key in ("title", "venue", "arxiv_abs", "github_url", "arxiv_date")}
+    author = User.objects.create_user("bench-author", email="author@example.org")
+    values = {
+        "metadata": {**metadata, "id": f"{folder.name}-submitted"},
+        "files": services.draft_files_store(files),
+        "paper_path": "paper2code_paper.tex",
+        "annotated_paths": ["model.py"],
+        "context_paths": ["utils.py"],
+        "source": {"kind": "archive", "name": f"{folder.name}.zip"},
+    }
+    submission = services.draft_update(
+        submission=services.submission_create(author=author), actor=author, values=values
+    )
+    return services.submission_submit(submission=submission, actor=author).report
+
+
+def report_wait(report, workers, *, timeout: float = 3600) -> dict:
+    """Wait for the report to end, noting when its mutation checks were all that was left; what it measured."""
+    from submissions.models import ValidationReport
+
+    deadline, others_done = time.monotonic() + timeout, None
+    while True:
+        status = ValidationReport.objects.filter(pk=report.pk).values_list("status", flat=True).get()
+        active = report.checks.filter(status__in=["pending", "running"])
+        if (
+            others_done is None
+            and report.checks.exists()  # planned by the validation's task, which a worker may not have taken yet
+            and not active.exclude(key__startswith="mutation:").exists()
+        ):
+            others_done = time.monotonic()
+        if status not in ("pending", "running"):
+            break
+        if time.monotonic() > deadline:
+            sys.exit(f"report {report.pk} did not end within {timeout:.0f} s:\n{workers[0].output()[-3000:]}")
+        for worker in workers:
+            worker.ready()  # exits when a worker died
+        time.sleep(0.05)
+    ended = time.monotonic()
+    checks = list(report.checks.order_by("position"))
+    results = [c.result for c in checks if c.key.startswith("mutation:")]
+    by_worker: dict[str, int] = {}
+    for result in results:
+        by_worker[result.get("worker", "?")] = by_worker.get(result.get("worker", "?"), 0) + 1
+    return {
+        "status": status,
+        "failed": [f"{c.key}: {c.status} {c.detail[:300]}" for c in checks if c.status != "passed"],
+        "mutation_wall": ended - (others_done or ended),
+        "snippets": len(results),
+        "mutants": sum(r["generated"] for r in results),
+        "counted": sum(r["counted"] for r in results),
+        "killed": sum(r["killed"] for r in results),
+        "by_replay": sum(r["killed_by"]["replay"] for r in results),
+        "test_runs": sum(r["test_runs"] for r in results),
+        "score": sum(r["killed"] for r in results) / max(1, sum(r["counted"] for r in results)),
+        "by_worker": by_worker,
+        "verdicts": [(m["diff"], m["outcome"], m["by"]) for r in results for m in r["mutants"]],
+    }
+
+
+def mutation_rerun(report, workers) -> dict:
+    """The revision's mutation testing again from its stored checks: its mutation checks pending, the report and
+    its submission back to validating, and its snippets queued as validation queues them (mutation_spread)."""
+    from submissions.models import Submission, ValidationReport
+    from submissions.mutation_spread import mutation_dispatch
+
+    report.checks.filter(key__startswith="mutation:").update(status="pending", result=None, detail="", warning="")
+    ValidationReport.objects.filter(pk=report.pk).update(status="running", finished_at=None)
+    Submission.objects.filter(pk=report.revision.submission_id).update(state=Submission.State.VALIDATING)
+    start = time.monotonic()
+    mutation_dispatch(report=report)
+    measured = report_wait(report, workers)
+    return {**measured, "wall": time.monotonic() - start}
 
 
 if __name__ == "__main__":

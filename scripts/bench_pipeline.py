@@ -57,7 +57,8 @@ run are comparable.
 
 Run: .venv/bin/python scripts/bench_pipeline.py [--papers 20] [--snippets 212] [--workers 2] [--backend bwrap]
      [--forkserver on|off] [--set homogeneous|heterogeneous] [--validate] [--database postgres|sqlite]
-     [--broker redis|filesystem] [--fresh] [--debug] [--replay with|without|both] [--postgres-url URL]
+     [--broker redis|filesystem] [--fresh] [--debug] [--replay with|without|both [--rounds N]]
+     [--postgres-url URL]
 """
 
 from __future__ import annotations
@@ -631,6 +632,14 @@ def arguments() -> argparse.Namespace:
         "both (a run without, then the measured run with it, and their ratio)",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --replay both: this many pairs of runs (without, with), the last pair's second run the measured "
+        "one; each pair's ratio and their median are printed, so a load that drifts between the halves of one pair "
+        "does not decide the figure",
+    )
+    parser.add_argument(
         "--broker",
         choices=["redis", "filesystem"],
         default="redis",
@@ -665,6 +674,8 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     if args.snippets < args.papers:
         parser.error("--snippets must be at least --papers")
+    if args.rounds < 1 or (args.rounds > 1 and args.replay != "both"):
+        parser.error("--rounds takes 1 or more, and more than 1 only with --replay both")
     if args.fresh and args.replay != "with":
         parser.error("--fresh measures the first run, which makes the recordings: use --replay with")
     args.cache = args.cache.resolve()
@@ -761,7 +772,7 @@ def main() -> None:
         earlier = {w.hostname: 0 for w in workers}  # tasks of the first run, not this run's
         if not args.fresh:
             earlier = first_run(version, workers, timeout=args.timeout)
-        without, earlier = replay_off(args, version, workers, earlier)
+        without, earlier, pairs = replay_off(args, version, workers, earlier)
         start = time.monotonic()
         run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version)
         run_wait(run.pk, args.timeout, workers)
@@ -855,7 +866,7 @@ def main() -> None:
             f"{wall / limit:6.2f}x {wall / naive_wall:6.2f}x"
         )
         print(f"{'naive baseline':44} {naive_wall:8.1f} {naive_wall / limit:6.2f}x {1:6.2f}x")
-        replay_print(args.replay, wall=wall, without=without, limit=limit, naive_wall=naive_wall)
+        replay_print(args.replay, wall=wall, without=without, limit=limit, naive_wall=naive_wall, pairs=pairs)
         print(
             f"throughput: {items / wall:.2f} items/s in the run; the limit {items / limit:.2f} items/s "
             f"(items / (naive own time / {cores} cores)): {limit / wall:.0%} of it"
@@ -912,27 +923,52 @@ def first_run(version, workers: list[Worker], *, timeout: float) -> dict[str, in
     return earlier
 
 
-def replay_off(args, version, workers: list[Worker], earlier: dict[str, int]) -> tuple[float | None, dict[str, int]]:
+def replay_off(
+    args, version, workers: list[Worker], earlier: dict[str, int]
+) -> tuple[float | None, dict[str, int], list[tuple[float, float]]]:
     """--replay without: every snippet unsealed for the measured run; both: a run without first (its wall), then
-    the recordings restored for the measured run."""
+    the recordings restored for the measured run; with --rounds N, N-1 whole pairs (without, with) before that one,
+    their walls returned as pairs."""
     if args.replay == "with":
-        return None, earlier
+        return None, earlier, []
     saved = recordings_unsealed(version)
     print(f"the replay is off: {sealed_count(saved)} sealed snippet(s) unsealed", flush=True)
     if args.replay == "without":
-        return None, earlier
+        return None, earlier, []
+    pairs: list[tuple[float, float]] = []
+    for round_ in range(1, args.rounds):
+        off, earlier = run_timed(version, workers, timeout=args.timeout, label=f"round {round_}: without the replay")
+        recordings_restore(saved)
+        on, earlier = run_timed(version, workers, timeout=args.timeout, label=f"round {round_}: with the replay")
+        pairs.append((off, on))
+        print(f"  round {round_}: with / without {on / off:.2f}x", flush=True)
+        saved = recordings_unsealed(version)
     without, earlier = run_timed(version, workers, timeout=args.timeout, label="without the replay")
     recordings_restore(saved)
     print(f"the replay is on again for the measured run ({sealed_count(saved)} sealed)", flush=True)
-    return without, earlier
+    return without, earlier, pairs
 
 
-def replay_print(mode: str, *, wall: float, without: float | None, limit: float, naive_wall: float) -> None:
+def replay_print(
+    mode: str,
+    *,
+    wall: float,
+    without: float | None,
+    limit: float,
+    naive_wall: float,
+    pairs: Sequence[tuple[float, float]] = (),
+) -> None:
     if without is not None:
         print(
             f"{'the same run without the sealed replay':44} {without:8.1f} {without / limit:6.2f}x "
             f"{without / naive_wall:6.2f}x   (with / without: {wall / without:.2f}x)"
         )
+        if pairs:
+            ratios = [on / off for off, on in pairs] + [wall / without]
+            print(
+                f"  with / without per pair, in order: {', '.join(f'{r:.2f}x' for r in ratios)}; "
+                f"median {statistics.median(ratios):.2f}x"
+            )
     elif mode == "without":
         print("  (the platform run above is without the sealed replay: every snippet unsealed)")
 

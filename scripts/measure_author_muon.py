@@ -121,7 +121,7 @@ def mutation_scores(revision, mutants: int) -> None:
     from evaluation.environments import build_failures
     from evaluation.executor import limits_default, package_test, session_for
     from sandbox.harness import GuardSpec
-    from submissions.proposed import TEST_FILE, proposed_tests_archive, proposed_tests_sources
+    from submissions.proposed import EXAMPLE_TEST_FILE, TEST_FILE, proposed_tests_archive, proposed_tests_sources
     from submissions.validation import package_hidden
 
     package = package_load(revision)
@@ -141,7 +141,7 @@ def mutation_scores(revision, mutants: int) -> None:
         visible = {p: d for p, d in spliced.items() if p not in hidden}
         run = session.run(
             files={**visible, **replays[source]},
-            command=[session.environment.python, "-B", TEST_FILE],
+            command=[session.environment.python, "-B", EXAMPLE_TEST_FILE if source == "example" else TEST_FILE],
             limits=limits,
         )
         return run.exit_code != 0

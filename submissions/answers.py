@@ -5,6 +5,7 @@ answers stay with the revision: its reviewers see which correct alternatives its
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 
 from django.conf import settings
@@ -12,6 +13,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from benchmarks.paper2code import body_reindent
 from benchmarks.selectors import package_load, user_is_maintainer
 from benchmarks.services.blobs import environment_hash
 from common.errors import ApplicationError
@@ -34,10 +36,50 @@ def answer_tryer_check(*, submission: Submission, user) -> None:
         raise Http404("no such submission")
 
 
+def _indentation_problem(code: str) -> str:
+    """Why Python cannot read `code`'s lines as blocks ('' when it can; any other syntax error is the answer's own)."""
+    try:
+        ast.parse(code)
+    except IndentationError as exc:  # TabError too
+        return f"line {exc.lineno}: {exc.msg}"
+    except SyntaxError:
+        return ""
+    return ""
+
+
+def answer_body_place(*, body: str, indent: str) -> tuple[str, str]:
+    """A pasted body at the snippet's indentation `indent`, as an uploaded body is placed (`body_reindent`: any
+    consistent indentation, tabs as Python reads them), and what was done, in a sentence ('' for nothing). A body whose
+    first line starts at column 0 and the rest deeper, which Python cannot read as it is, is what a copy begun
+    mid-line gives: its other lines are moved on their own. Other unreadable indentation is refused, saying where."""
+    placed = body_reindent(body, indent)
+    problem = _indentation_problem(body_reindent(body, ""))
+    if not problem:
+        return (
+            placed,
+            "" if placed == body else f"Its lines were moved to the snippet's indentation ({len(indent)} columns).",
+        )
+    lines = body.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.strip())
+    rest = "".join(lines[first + 1 :])
+    if lines[first][:1] not in (" ", "\t") and rest.strip():
+        joined = lines[first] + body_reindent(rest, "")
+        if not _indentation_problem(joined):
+            return body_reindent(joined, indent), (
+                "Its first line started at column 0 and the others deeper, as a copy begun mid-line gives: "
+                f"they were moved together to the snippet's indentation ({len(indent)} columns)."
+            )
+    raise ApplicationError(
+        f"the body's indentation does not make blocks Python can read ({problem}): paste the snippet's lines with "
+        "their indentation relative to each other as in the file (at any common indentation, tabs or spaces)"
+    )
+
+
 def answer_try(*, revision: Revision, actor, snippet_file: str, snippet_index: int, code: str, note: str = ""):
-    """Store an answer to try on `revision`'s snippet and queue its judging; refused (ApplicationError, saying why)
-    for a revision whose reference has not passed validation, an unknown snippet, an empty or oversized body, or a
-    user over their run quota."""
+    """Store an answer to try on `revision`'s snippet, at the snippet's indentation (`answer_body_place`), and queue
+    its judging; refused (ApplicationError, saying why) for a revision whose reference has not passed validation, an
+    unknown snippet, an empty or oversized body, a body whose indentation Python cannot read, or a user over their
+    run quota. The stored answer's `placed` says what was done to the body's indentation."""
     answer_tryer_check(submission=revision.submission, user=actor)
     if revision.test_manifest is None:
         raise ApplicationError(
@@ -54,6 +96,7 @@ def answer_try(*, revision: Revision, actor, snippet_file: str, snippet_index: i
     snippet = next((s for s in annotated.snippets if s.index == snippet_index), None)
     if snippet is None:
         raise ApplicationError(f"{snippet_file} has no snippet {snippet_index}")
+    code, placed = answer_body_place(body=code, indent=snippet.code_indent)
     with transaction.atomic():
         answer_try_quota_check(user=actor)
         tried = TriedAnswer.objects.create(
@@ -66,6 +109,7 @@ def answer_try(*, revision: Revision, actor, snippet_file: str, snippet_index: i
             tried_by=actor,
         )
         transaction.on_commit(lambda: _answer_queue(tried))
+    tried.placed = placed
     return tried
 
 

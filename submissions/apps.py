@@ -20,7 +20,7 @@ class SubmissionsConfig(AppConfig):
             WorkKind(
                 name="validation reports",
                 model=ValidationReport,
-                tasks=frozenset({"submissions.tasks.revision_validate"}),
+                tasks=frozenset({"submissions.tasks.revision_validate", "submissions.tasks.revision_mutants"}),
                 unfinished=services.validations_unfinished,
                 moved_at=lambda report: (report.revision.created_at, report.started_at),
                 claimable={"status__in": validation.ACTIVE},

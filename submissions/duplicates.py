@@ -5,17 +5,32 @@ needs a reason (`services.submission_accept`), which the release's changelog kee
 
 from __future__ import annotations
 
+from copy import copy
+
 from benchmarks.duplicates import Match, fingerprints_of, release_matches, strength
 from benchmarks.paper2code.likeness import likeness
 from submissions.models import Revision, Submission
+from submissions.proposed import tests_made_paths
 
 State = Submission.State
 UNDER_REVIEW = (State.SUBMITTED, State.VALIDATING, State.AWAITING_REVIEW, State.CHANGES_REQUESTED)
 
 
+def _as_submitted(revision: Revision) -> Revision:
+    """The revision as its author submitted it, for its likeness: the files validation wrote into it (the proposed
+    tests, the platform's code) left out, so its figures do not move while it validates and platform code never
+    makes two papers alike."""
+    made = tests_made_paths(revision=revision)
+    if not made:
+        return revision
+    submitted = copy(revision)  # never saved: only its files differ
+    submitted.files = {path: digest for path, digest in revision.files.items() if path not in made}
+    return submitted
+
+
 def revision_fingerprint(*, revision: Revision) -> dict:
-    """The revision's fingerprint, made once (at submission) and stored with its content."""
-    return fingerprints_of([revision])[0]
+    """The revision's fingerprint, made once (at submission) and stored with its content as submitted."""
+    return fingerprints_of([_as_submitted(revision)])[0]
 
 
 def submission_matches(*, submission: Submission) -> list[Match]:
@@ -43,7 +58,7 @@ def submission_matches(*, submission: Submission) -> list[Match]:
     ):
         others.setdefault(other.submission_id, other)
     candidates = list(others.values())
-    for other, print_ in zip(candidates, fingerprints_of(candidates), strict=True):
+    for other, print_ in zip(candidates, fingerprints_of([_as_submitted(c) for c in candidates]), strict=True):
         alike = likeness(
             candidate=fingerprint, title=title, other=print_, other_title=str(other.metadata.get("title") or "")
         )

@@ -263,7 +263,9 @@ class TryAnswerForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "code"}),
         label="Body to try",
         strip=False,
-        help_text="The snippet's lines as they would replace its reference, indented as in the file.",
+        help_text="The lines that replace the snippet's reference, with their indentation relative to each other as "
+        "in the file, at any common indentation (column 0 too; tabs count as Python reads them): they are moved to "
+        "the snippet's own indentation, as an uploaded body is.",
     )
     note = forms.CharField(
         max_length=300, required=False, label="What it changes", help_text="e.g. float32 instead of bfloat16"

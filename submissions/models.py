@@ -285,6 +285,9 @@ class TriedAnswer(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    # What trying it did to the pasted body's indentation, said once when it is tried (answers.answer_try): not stored.
+    placed = ""
+
     class Meta:
         ordering = ["-created_at", "-pk"]
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import io
 import zipfile
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import PurePosixPath
 
 from benchmarks.paper2code.hidden import RECORDED_FOLDER
+from benchmarks.paper2code.pset import TEST_ENTRY_POINT
 from benchmarks.selectors import blob_read
 from common.errors import ApplicationError
 from evaluation.judging.sealed import Tolerance
@@ -76,16 +79,15 @@ def function_find(target):
     return found.__func__ if isinstance(found, (staticmethod, classmethod)) else found
 
 
-def recorded(folder, key):
-    name = key.replace("/", "__").replace(":", "--") + ".json"
-    return json.loads((HERE / "rcb_replay" / folder / name).read_text())
+def recorded(folder, target):
+    return json.loads((HERE / "rcb_replay" / folder / target["recorded"]).read_text())
 
 
 class ReplayTest(unittest.TestCase):
     def test_recorded_calls(self):
         for target in TARGETS:
             function = function_find(target)
-            inputs, outputs = recorded("inputs", target["key"]), recorded("outputs", target["key"])
+            inputs, outputs = recorded("inputs", target), recorded("outputs", target)
             for call, (blob, expected) in enumerate(zip(inputs, outputs), 1):
                 with self.subTest(function=target["qualname"], call=call):
                     positional, keyword, state = pickle.loads(base64.b64decode(blob))
@@ -113,6 +115,9 @@ if __name__ == "__main__":
 # The recording of an example script's run, kept in the revision's recording under this key (submissions/validation.py).
 EXAMPLE_RECORDING = "example"
 SOURCES = ("tests", "example")
+# The example script's replay, downloaded, has its own test file and recorded files, so it unpacks beside the tests'.
+EXAMPLE_TEST_FILE = "paper2code_example_replay_test.py"
+EXAMPLE_PREFIX = "example--"
 # The key of a revision's `source` (where its code came from) naming the example script its tests were proposed from,
 # when validation made them its tests (submissions/tasks.py): kept with the revision, whatever validates it again.
 TESTS_PROPOSED_FROM = "tests_proposed_from"
@@ -139,8 +144,9 @@ def proposed_tolerance(recording: dict) -> Tolerance:
     return Tolerance(rtol, atol, dtype_tolerances(rtol=rtol, atol=atol))
 
 
-def _file_key(key: str) -> str:
-    return key.replace("/", "__").replace(":", "--")
+def _recorded_name(target: dict, prefix: str) -> str:
+    """The name of a recorded function's inputs and outputs files in rcb_replay/inputs/ and outputs/."""
+    return prefix + target["key"].replace("/", "__").replace(":", "--") + ".json"
 
 
 def _recording(revision: Revision, source: str) -> dict:
@@ -158,14 +164,121 @@ def tests_proposed_from(*, revision: Revision) -> str:
     return str((revision.source or {}).get(TESTS_PROPOSED_FROM) or "")
 
 
+def tests_made_paths(*, revision: Revision) -> set[str]:
+    """The files validation wrote into the revision (the tests it proposed from the example script, as the package had
+    none): its test entry point and rcb_replay/; none when the tests are the author's."""
+    if not tests_proposed_from(revision=revision):
+        return set()
+    return {path for path in revision.files if path == TEST_ENTRY_POINT or path.startswith(f"{FOLDER}/")}
+
+
 def proposed_tests_sources(*, revision: Revision) -> list[str]:
     """The runs of the revision whose recorded calls make proposed tests: "tests", "example" or both."""
     return [source for source in SOURCES if _sealed(_recording(revision, source))]
 
 
+@dataclass(frozen=True)
+class ProposedTestsOffer:
+    """One download of proposed tests, as the author's page offers it: what it replays, when it helps, and the
+    names it comes under (the zip's, and its test file's, distinct per source so two unpack side by side)."""
+
+    source: str  # "tests", "example", or "package": the package's own tests, which validation proposed
+    label: str
+    useful: str
+    filename: str
+    test_file: str
+
+
+def _calls(recording: dict) -> list[tuple[str, str, str]]:
+    """The recorded calls a recording's proposed tests replay: each sealed function's inputs and outputs."""
+    return sorted((t["key"], t["inputs"], t["outputs"]) for t in _sealed(recording))
+
+
+def _script_stem(script: str) -> str:
+    return str(PurePosixPath(script).with_suffix("")).replace("/", "-")
+
+
+def proposed_tests_offers(*, revision: Revision) -> list[ProposedTestsOffer]:
+    """The proposed tests the revision's page offers, each once: the package's own tests when validation made them
+    from the example script (the example's replay would be the same calls again); otherwise the replay of the
+    tests' calls and the replay of the example script's calls, as one download when both recorded the same calls."""
+    paper = f"{revision.metadata.get('id') or 'paper'}-r{revision.number}"
+    sources = proposed_tests_sources(revision=revision)
+    script = str(_recording(revision, "example").get("script") or "")
+    made_from = tests_proposed_from(revision=revision)
+    if made_from:
+        return [
+            ProposedTestsOffer(
+                source="package",
+                label=f"Download the package's tests, proposed from {made_from}",
+                useful=f"the {TEST_ENTRY_POINT} and {FOLDER}/ validation made from your example script's calls and "
+                "judges every answer with: read them, change a tolerance, or add your own tests beside them and "
+                "submit them back in the package (then they are yours)",
+                filename=f"{paper}-{_script_stem(TEST_ENTRY_POINT)}-proposed-from-{_script_stem(made_from)}.zip",
+                test_file=TEST_ENTRY_POINT,
+            )
+        ]
+    offers = []
+    same = (
+        "tests" in sources
+        and "example" in sources
+        and _calls(_recording(revision, "tests")) == _calls(_recording(revision, "example"))
+    )
+    if "tests" in sources:
+        offers.append(
+            ProposedTestsOffer(
+                source="tests",
+                label="Download the replay of your tests' calls"
+                + (f" (your example script {script} made the same calls)" if same else ""),
+                useful="each call of a snippet's function your tests made, replayed on its recorded inputs and "
+                "compared with everything the reference returned and changed: useful beside your tests, as it "
+                "checks every value of those calls where your assertions may check only some",
+                filename=f"{paper}-replay-of-your-tests.zip",
+                test_file=TEST_FILE,
+            )
+        )
+    if "example" in sources and not same:
+        offers.append(
+            ProposedTestsOffer(
+                source="example",
+                label=f"Download the replay of your example script's calls ({script})",
+                useful=f"the same, for the calls {script} made: useful where the script reaches inputs or code "
+                "your tests do not (the mutation score above lists what only the proposed tests kill), or as a start "
+                "when you have no tests yet",
+                filename=f"{paper}-replay-of-{_script_stem(script)}.zip",
+                test_file=EXAMPLE_TEST_FILE,
+            )
+        )
+    return offers
+
+
 def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> bytes:
     """The zip of the revision's proposed replay tests made from the recording of its tests' run, or (`source`
-    "example") of its example script's; ApplicationError when that run recorded no function to replay."""
+    "example") of its example script's, or (`source` "package") the package's own tests validation proposed;
+    ApplicationError when there is none such."""
+    if source == "package":
+        files = _package_tests(revision=revision)
+    else:
+        files = _replay_files(revision=revision, source=source)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return buffer.getvalue()
+
+
+def _package_tests(*, revision: Revision) -> dict[str, bytes]:
+    """The test entry point and rcb_replay/ validation made for a package without tests, as the revision holds them."""
+    if not tests_proposed_from(revision=revision):
+        raise ApplicationError(f"revision r{revision.number} has tests of its own: validation proposed none for it")
+    return {
+        path: blob_read(sha256=digest)
+        for path, digest in sorted(revision.files.items())
+        if path == TEST_ENTRY_POINT or path.startswith(f"{FOLDER}/")
+    }
+
+
+def _replay_files(*, revision: Revision, source: str) -> dict[str, bytes]:
     if source not in SOURCES:
         raise ApplicationError(f"proposed tests come from {' or '.join(SOURCES)}, not {source!r}")
     recording = _recording(revision, source)
@@ -177,22 +290,28 @@ def proposed_tests_archive(*, revision: Revision, source: str = "tests") -> byte
             "that run calls a snippet's function with plain arguments"
         )
     paper = f"{revision.metadata.get('id', revision.submission.title)} (revision r{revision.number})"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, data in proposed_tests_files(recording=recording, paper=paper).items():
-            archive.writestr(path, data)
-    return buffer.getvalue()
+    if source == "example":  # its own test file and recorded files' names: it unpacks beside the tests' replay
+        return proposed_tests_files(
+            recording=recording, paper=paper, test_file=EXAMPLE_TEST_FILE, recorded_prefix=EXAMPLE_PREFIX
+        )
+    return proposed_tests_files(recording=recording, paper=paper)
 
 
-def proposed_tests_files(*, recording: dict, paper: str, test_file: str = TEST_FILE) -> dict[str, bytes]:
+def proposed_tests_files(
+    *, recording: dict, paper: str, test_file: str = TEST_FILE, recorded_prefix: str = ""
+) -> dict[str, bytes]:
     """The proposed replay tests of a recording (the tests' run's, or an example script's: its "script" names it),
-    as files of the package's folder: `test_file` and, beside it, the rcb_replay/ folder. `paper` names the package
-    in the file's first line. Only the sealed functions are replayed (none: the file has no call to replay)."""
+    as files of the package's folder: `test_file` and, beside it, the rcb_replay/ folder, its recorded files' names
+    starting with `recorded_prefix`. `paper` names the package in the file's first line. Only the sealed functions
+    are replayed (none: the file has no call to replay)."""
     from evaluation.judging.sealed import SNAPSHOT_CAPS
 
     sealed = _sealed(recording)
     script = recording.get("script", "")
-    targets = [{"key": t["key"], "file": t["file"], "qualname": t["qualname"]} for t in sealed]
+    targets = [
+        {"key": t["key"], "file": t["file"], "qualname": t["qualname"], "recorded": _recorded_name(t, recorded_prefix)}
+        for t in sealed
+    ]
     compare_source = (
         resources.files("evaluation.judging")
         .joinpath("compare.py")
@@ -220,7 +339,7 @@ def proposed_tests_files(*, recording: dict, paper: str, test_file: str = TEST_F
         f"{FOLDER}/compare.py": compare_source.encode("utf-8"),
     }
     for target in sealed:
-        name = _file_key(target["key"]) + ".json"
+        name = _recorded_name(target, recorded_prefix)
         files[f"{FOLDER}/inputs/{name}"] = blob_read(sha256=target["inputs"])
         files[f"{FOLDER}/outputs/{name}"] = blob_read(sha256=target["outputs"])
     return files

@@ -4,6 +4,7 @@ paper of a set validation; the sandbox checks themselves are in submissions/vali
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from datetime import timedelta
 
@@ -17,7 +18,7 @@ from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY, PaperPackage
 from benchmarks.selectors import package_load
 from operations.watchdog import database_outage_outlasted
 from sandbox import SandboxError
-from submissions import answers, services, validation
+from submissions import answers, mutation_spread, services, validation
 from submissions.models import Revision, SetValidationPaper, TriedAnswer, ValidationCheck, ValidationReport
 from submissions.proposed import TESTS_PROPOSED_FROM
 from submissions.validation import sandbox_checks
@@ -125,6 +126,10 @@ def revision_validate(self, report_id: int) -> str:
     report = ValidationReport.objects.select_related("revision__submission").get(pk=report_id)
     if report.status not in (Status.PENDING, Status.RUNNING):  # a redelivered or re-dispatched copy: done already
         return report.status
+    spread = not self.request.is_eager  # on a worker the mutants go to every worker; a caller's own process runs them
+    if spread and report.status == Status.RUNNING and mutation_spread.mutation_resumable(report=report):
+        mutation_spread.mutation_dispatch(report=report)  # re-dispatched while its mutants were out: only those
+        return Status.RUNNING
     package = package_load(report.revision)  # the very package acceptance stores as the Task
     checks_plan(
         report,
@@ -134,7 +139,7 @@ def revision_validate(self, report_id: int) -> str:
     )
     ValidationReport.objects.filter(pk=report.pk).update(status=Status.RUNNING, started_at=timezone.now())
     try:
-        status = _validate(report, package, report.revision.annotated_paths)
+        status = _validate(report, package, report.revision.annotated_paths, mutants_spread=spread)
     except SandboxError as exc:
         if self.request.retries < self.max_retries:
             raise self.retry(exc=exc, countdown=5) from exc
@@ -143,6 +148,8 @@ def revision_validate(self, report_id: int) -> str:
             status=Status.ERROR, detail=f"the sandbox failed: {exc}; nothing is wrong with the submission"
         )
         status = Status.ERROR
+    if status == Status.RUNNING:  # its mutants are out on the workers: the last of them ends the report
+        return status
     # Only the copy that ends the running report moves the submission on; any other finds it finished.
     if ValidationReport.objects.filter(pk=report.pk, status=Status.RUNNING).update(
         status=status, finished_at=timezone.now()
@@ -152,7 +159,9 @@ def revision_validate(self, report_id: int) -> str:
     return status
 
 
-def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
+def _validate(report, package: PaperPackage, annotated_paths: list[str], *, mutants_spread: bool = False) -> str:
+    """The report's checks in turn; with `mutants_spread`, its mutation checks are queued for the workers once the
+    others are stored, and RUNNING says they are out (submissions/mutation_spread.py)."""
     ok = True
     files, annotated = dict(package.files), package.annotated
     paper = files.get(package.paper_path, b"").decode("utf-8", "replace")
@@ -193,7 +202,7 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
         annotated=annotated,
         requirements=package.requirements,
         test_entry_point=package.test_entry_point,
-        mutants=settings.SUBMISSION_MUTANTS,
+        mutants=0 if mutants_spread else settings.SUBMISSION_MUTANTS,
         score_min=validation.mutation_score_min(),
         example_script=example_script_of(report.revision),
         paper=f"{package.id} (revision r{report.revision.number})",
@@ -217,7 +226,32 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str]) -> str:
             )
             return Status.FAILED
         ok = ok and check.status == Status.PASSED
+    if mutants_spread and settings.SUBMISSION_MUTANTS and mutation_spread.mutation_pending(report=report):
+        mutation_spread.mutation_dispatch(report=report)
+        return Status.RUNNING
     return Status.PASSED if ok else Status.FAILED
+
+
+@shared_task(bind=True, max_retries=2)
+@database_outage_outlasted
+def revision_mutants(self, report_id: int, key: str) -> str:
+    """One snippet's mutants of a revision's validation (`key`: its mutation check), on the `sandbox` queue beside
+    the other snippets' on every worker; the task that stores the last of them ends the report."""
+    report = ValidationReport.objects.select_related("revision__submission").get(pk=report_id)
+    if report.status != Status.RUNNING:  # a redelivered copy of a report ended already
+        return report.status
+    try:
+        mutation_spread.snippet_mutation_run(
+            report=report, key=key, worker=f"{self.request.hostname} pid {os.getpid()}"
+        )
+    except SandboxError as exc:
+        if self.request.retries < self.max_retries:
+            raise self.retry(exc=exc, countdown=5) from exc
+        logger.exception("mutants %s of report %s failed on infrastructure", key, report_id)
+        mutation_spread.snippet_mutation_error(
+            report=report, key=key, detail=f"the sandbox failed: {exc}; nothing is wrong with the submission"
+        )
+    return mutation_spread.mutation_gather(report=report) or Status.RUNNING
 
 
 @shared_task(bind=True, max_retries=2)

@@ -387,7 +387,7 @@ def _reference_check(runs: list[ItemRun], *, test_entry_point: str, started: flo
     )
 
 
-def _validation_limits() -> Limits:
+def validation_limits() -> Limits:
     limits = limits_default()
     return type(limits)(**{**limits.__dict__, "wall_seconds": settings.SUBMISSION_TEST_SECONDS})
 
@@ -435,18 +435,8 @@ def sandbox_checks(
         backend=session.backend.name,
     )
 
-    limits = _validation_limits()
-
-    def test(package_files: dict[str, bytes], run_limits=limits, guard: GuardSpec | None = None) -> ItemRun:
-        return package_test(
-            files=package_files,
-            test_entry_point=test_entry_point,
-            environment_hash=env_hash,
-            requirements=requirements,
-            limits=run_limits,
-            failures=build_failures,
-            guard=guard,
-        )
+    limits = validation_limits()
+    test = package_tester(test_entry_point=test_entry_point, requirements=requirements, limits=limits)
 
     example: dict | None = None
     if test_entry_point not in files:
@@ -508,7 +498,44 @@ def sandbox_checks(
     if mutants <= 0:
         return
     slowest = max((checked.result or {}).get("durations", []), default=0.0)
-    mutant_limits = type(limits)(
+    mutant_limits = mutation_limits(limits, slowest=slowest)
+    for parsed in annotated.values():
+        for s in parsed.snippets:
+            yield mutation_check(
+                session=session,
+                files=files,
+                hidden=hidden,
+                recording=recording,
+                parsed=parsed,
+                position=s.index,
+                mutants=mutants,
+                limits=mutant_limits,
+                test=test,
+                score_min=score_min,
+            )
+
+
+def package_tester(*, test_entry_point: str, requirements: str, limits: Limits) -> Callable[..., ItemRun]:
+    """How validation runs a package's tests on some files (the reference, a variant, a mutant), in the sandbox."""
+    env_hash = environment_hash(requirements)
+
+    def test(package_files: dict[str, bytes], run_limits=limits, guard: GuardSpec | None = None) -> ItemRun:
+        return package_test(
+            files=package_files,
+            test_entry_point=test_entry_point,
+            environment_hash=env_hash,
+            requirements=requirements,
+            limits=run_limits,
+            failures=build_failures,
+            guard=guard,
+        )
+
+    return test
+
+
+def mutation_limits(limits: Limits, *, slowest: float) -> Limits:
+    """A mutant's limits: its time limit a multiple of the reference's slowest run (at least MUTATION_MIN_SECONDS)."""
+    return type(limits)(
         **{
             **limits.__dict__,
             "wall_seconds": min(
@@ -516,44 +543,60 @@ def sandbox_checks(
             ),
         }
     )
+
+
+def mutation_check(
+    *,
+    session,
+    files: dict[str, bytes],
+    hidden: Iterable[str],
+    recording: dict | None,
+    parsed: AnnotatedFile,
+    position: int,
+    mutants: int,
+    limits: Limits,
+    test: Callable[[dict[str, bytes], Limits, GuardSpec | None], ItemRun],
+    score_min: float | None,
+) -> CheckResult:
+    """One snippet's mutation score: up to `mutants` mutants of its reference body (MUTATION_SEED), each replayed on
+    the recorded calls first, the tests (stopping at the first failure) only for those the replay cannot tell apart.
+    The one step a validation's process runs per snippet in turn, or a worker runs for one snippet of a revision
+    (submissions/mutation_spread.py)."""
+    path, s = parsed.path, parsed.snippets[position]
     mutant_guard = GuardSpec(failfast=True)  # a mutant's tests only need to fail once
-    for path, parsed in annotated.items():
-        for s in parsed.snippets:
-            started = time.monotonic()
-            found = mutants_generate(s.code, limit=mutants, seed=settings.MUTATION_SEED)
-            replay = mutant_replayer(
-                session=session,
-                files=files,
-                hidden=hidden,
-                recording=recording,
-                annotated=parsed,
-                position=s.index,
-                limits=mutant_limits,
-            )
+    started = time.monotonic()
+    found = mutants_generate(s.code, limit=mutants, seed=settings.MUTATION_SEED)
+    replay = mutant_replayer(
+        session=session,
+        files=files,
+        hidden=hidden,
+        recording=recording,
+        annotated=parsed,
+        position=s.index,
+        limits=limits,
+    )
 
-            def mutant_test(mutant: Mutant, parsed=parsed, s=s) -> ItemRun:
-                spliced = {**files, parsed.path: splice(parsed, s, mutant.body).encode("utf-8")}
-                return test(spliced, mutant_limits, mutant_guard)
+    def mutant_test(mutant: Mutant) -> ItemRun:
+        spliced = {**files, parsed.path: splice(parsed, s, mutant.body).encode("utf-8")}
+        return test(spliced, limits, mutant_guard)
 
-            result = mutation_result(
-                mutants_judge(found, replay=replay, test=mutant_test, noop_body=noop(s)),
-                seed=settings.MUTATION_SEED,
-                limit=mutants,
-                time_limit=mutant_limits.wall_seconds,
-            )
-            # The proposed replay tests (submissions/proposed.py) judge a body as the replay does.
-            result["proposed"] = proposed_kills(
-                result, sealed=snippet_sealing(recording, snippet_key(path, s.index))[0]
-            )
-            warning = mutation_warning(name=s.name, score=result["score"], score_min=score_min)
-            yield CheckResult(
-                f"mutation:{path}:{s.index}",
-                Status.PASSED,
-                mutation_text(result),
-                time.monotonic() - started,
-                result=result,
-                warning=warning,
-            )
+    result = mutation_result(
+        mutants_judge(found, replay=replay, test=mutant_test, noop_body=noop(s)),
+        seed=settings.MUTATION_SEED,
+        limit=mutants,
+        time_limit=limits.wall_seconds,
+    )
+    # The proposed replay tests (submissions/proposed.py) judge a body as the replay does.
+    result["proposed"] = proposed_kills(result, sealed=snippet_sealing(recording, snippet_key(path, s.index))[0])
+    warning = mutation_warning(name=s.name, score=result["score"], score_min=score_min)
+    return CheckResult(
+        f"mutation:{path}:{s.index}",
+        Status.PASSED,
+        mutation_text(result),
+        time.monotonic() - started,
+        result=result,
+        warning=warning,
+    )
 
 
 def variant_checks(
@@ -566,7 +609,7 @@ def variant_checks(
     """Each snippet masked, then replaced by a no-op: the tests must fail (else they do not cover it). A variant's
     tests stop at their first failing test, which is all the check needs (the rest of its tests would only add
     time); a variant that passes runs every test, as before. The reported category is its first failure's."""
-    limits = limits or _validation_limits()
+    limits = limits or validation_limits()
     variant_guard = GuardSpec(failfast=True)
     for path, parsed in annotated.items():
         for s in parsed.snippets:

@@ -221,8 +221,7 @@ def _try_context(revision, form=None) -> dict:
         "tried_answers": tried,
         "tried_active": any(t.is_active for t in tried),
         "try_form": form,
-        "proposed_tests": proposed.proposed_tests_sources(revision=revision),
-        "example_script": (revision.recording or {}).get(proposed.EXAMPLE_RECORDING, {}).get("script", ""),
+        "proposed_tests": proposed.proposed_tests_offers(revision=revision),
         "tests_proposed_from": proposed.tests_proposed_from(revision=revision),
     }
 
@@ -340,7 +339,8 @@ def answer_try(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             )
         except ApplicationError as exc:
             refused = f"Not tried: {exc}"
-    said = refused or f'Trying your answer for "{tried.snippet_name}": its verdict appears below.'
+    said = refused or f'Trying your answer for "{tried.snippet_name}": its verdict appears below. {tried.placed}'
+    said = said.strip()
     if request.htmx:
         context = {"submission": submission, **_try_context(revision), "try_said": said, "try_refused": bool(refused)}
         return render(request, "submissions/_tried_list.html", context)
@@ -365,14 +365,13 @@ def proposed_tests(request: HttpRequest, pk: int) -> HttpResponse:
     if revision is None:
         raise Http404("this submission has no revision yet")
     source = request.GET.get("from", "tests")
-    try:
-        archive = proposed.proposed_tests_archive(revision=revision, source=source)
-    except ApplicationError as exc:
-        raise Http404(str(exc)) from exc
-    response = HttpResponse(archive, content_type="application/zip")
-    made_from = "-example" if source == "example" else ""
-    name = f"{revision.metadata.get('id') or 'paper'}-r{revision.number}{made_from}-replay-tests.zip"
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    offer = next((o for o in proposed.proposed_tests_offers(revision=revision) if o.source == source), None)
+    if offer is None:
+        raise Http404(f"this revision offers no proposed tests from {source!r}")
+    response = HttpResponse(
+        proposed.proposed_tests_archive(revision=revision, source=source), content_type="application/zip"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{offer.filename}"'
     return response
 
 

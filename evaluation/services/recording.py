@@ -16,7 +16,7 @@ from benchmarks.paper2code import code_indent, extract_code, prompt_hash
 from benchmarks.selectors import user_is_maintainer
 from common.canonical import canonical_hash
 from evaluation.models import EnvironmentLock, EvaluationRun, Generation, ModelEntry, Outcome
-from evaluation.outcomes import Verdict, tail
+from evaluation.outcomes import Verdict, agent_error_held, tail
 from evaluation.scoring import run_scores_store
 from evaluation.selectors.items import item_prompt
 from evaluation.services.models import EvaluationError
@@ -152,8 +152,13 @@ def outcome_record(
     limits: Limits | None = None,
     environment_lock: dict | None = None,
     forked: bool | None = None,
+    agent_acted: bool = False,
 ) -> tuple[Outcome, bool]:
-    """Store the outcome of an item exactly once (unique per run, snippet, sample); returns (outcome, created)."""
+    """Store the outcome of an item exactly once (unique per run, snippet, sample); returns (outcome, created).
+
+    `agent_acted`: the item's agent ran a command or edited a file, so an infrastructure error counts as not passed
+    until reviewed (`outcomes.agent_error_held`); every error path of an agent item says whether it did."""
+    verdict = agent_error_held(verdict, agent_acted=agent_acted)
     lock_id = None
     if environment_lock is not None:
         lock_id = _environment_lock_id(
@@ -194,7 +199,9 @@ def outcome_record(
 @transaction.atomic
 def outcome_review(*, outcome: Outcome, reviewer, decision: str, reason: str = "") -> Outcome:
     """A maintainer's decision on a flagged outcome, with their reason if they give one: confirmed tampering fails
-    it, cleared restores what the test said; a completed run's stored scores are recomputed either way."""
+    it, cleared restores what the test said; a completed run's stored scores are recomputed either way. For an error
+    after an agent's commands, confirmed counts it as not passed (the agent's doing) and cleared sets it aside as the
+    platform's error (left out of the score, as errors are)."""
     if not user_is_maintainer(user=reviewer):
         raise EvaluationError("only maintainers review flagged outcomes")
     reason = (reason or "").strip()
@@ -204,16 +211,18 @@ def outcome_review(*, outcome: Outcome, reviewer, decision: str, reason: str = "
     if outcome.status != Outcome.Status.FLAGGED:
         raise EvaluationError(f"outcome {outcome.pk} is not flagged (it is {outcome.status})")
     if decision == Outcome.Review.CONFIRMED:
-        outcome.status, outcome.category = Outcome.Status.FAILED, Outcome.Category.TAMPERING
+        outcome.status = Outcome.Status.FAILED
+        if not outcome.error_after_agent:  # an agent's error keeps its category: counted, not called tampering
+            outcome.category = Outcome.Category.TAMPERING
     elif decision == Outcome.Review.CLEARED:
-        if outcome.measured_status not in (Outcome.Status.PASSED, Outcome.Status.FAILED):
+        if outcome.measured_status not in (Outcome.Status.PASSED, Outcome.Status.FAILED, Outcome.Status.ERROR):
             raise EvaluationError(f"outcome {outcome.pk} has no measured verdict to restore")
         outcome.status = outcome.measured_status
     else:
         raise EvaluationError(f"unknown review decision {decision!r}: choose confirmed or cleared")
     outcome.review, outcome.reviewed_by, outcome.reviewed_at = decision, reviewer, timezone.now()
     outcome.review_reason = reason
-    outcome.detail = f"{outcome.detail}\n{Outcome.Review(decision).label} by {reviewer.get_username()}"[:2000]
+    outcome.detail = f"{outcome.detail}\n{outcome.review_said} by {reviewer.get_username()}"[:2000]
     outcome.save(
         update_fields=["status", "category", "review", "review_reason", "reviewed_by", "reviewed_at", "detail"]
     )

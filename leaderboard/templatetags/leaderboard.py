@@ -16,6 +16,10 @@ RANK_TITLES = {True: "no entry is significantly better", False: "1 + the entries
 
 
 COST_UNAVAILABLE = "The cost of at least one item is unknown (a model litellm has no price for, or published results)"
+FLAGGED_SAID = (
+    "items awaiting a maintainer's review (flagged answers, infrastructure errors after an agent's commands), counted "
+    "as not passed until reviewed"
+)
 
 
 REPEAT_KEY = (
@@ -88,7 +92,7 @@ def leaderboard_cell(row, column) -> str:
     if column.key == "flagged" and value:
         return format_html(
             '<span class="badge flagged" title="{}">{}</span>',
-            "items awaiting a maintainer's review, counted as not passed until reviewed",
+            FLAGGED_SAID,
             value,
         )
     if column.key == "held_out_scaled_pass_rate":
@@ -171,7 +175,7 @@ def _scaled_cell(row, value) -> str:
     if score.flagged:  # beside the headline, whatever columns are shown: these items count as not passed
         cell += format_html(
             ' <span class="badge flagged" title="{}">{} awaiting review</span>',
-            "items awaiting a maintainer's review, counted as not passed until reviewed",
+            FLAGGED_SAID,
             score.flagged,
         )
     return cell

@@ -137,13 +137,19 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     # Code a library runs for the answer: its exec (eval and exec of a code object raise it too). A library's compile
     # alone runs nothing (typing compiles each forward reference torch's profiler annotations name) and is not one.
     text_code = frozenset(("exec",))
-    # Libraries that compile code they generate from names (a dataclass's __init__, a namedtuple's __new__, a scipy
-    # distribution's argument parser, built again for each frozen distribution), parse without compiling (ast.parse)
-    # or compile a traced graph (torch.fx, dynamo, TorchScript): what they run is not text the answer chose, and
-    # what that code does raises its own events.
+    # Libraries that compile code they generate from names (a scipy distribution's argument parser, built again for
+    # each frozen distribution), parse without compiling (ast.parse) or compile a traced graph (torch.fx, dynamo,
+    # TorchScript): what they run is not text the answer chose, and what that code does raises its own events. Only
+    # their installed files count: the interpreter's and the environment's folders are bound read-only, while a file
+    # of the same name in the work folder or /tmp is the answer's to write. The standard library's generators of
+    # classes (dataclasses, namedtuple) are checked more closely: generated_from_names.
+    library_roots = tuple_(
+        sorted({str_(root).rstrip("/") + "/" for root in (sys.prefix, sys.base_prefix, sys.exec_prefix)} - {"/"})
+    )
+    stdlib = os.path.dirname(os.__file__)
+    DATACLASSES, COLLECTIONS = join(stdlib, "dataclasses.py"), join(stdlib, "collections", "__init__.py")
+    generator_helpers: dict = {}
     CODE_GENERATORS = (
-        "/dataclasses.py",
-        "/collections/__init__.py",
         "/ast.py",
         "/scipy/stats/_distn_infrastructure.py",
         "/scipy/_lib/_bunch.py",
@@ -344,10 +350,13 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         their kind run text an answer hands them), unless the library is a code generator of structured input or
         the code is a module an import runs (an import the answer triggers lazily runs on a cold start only)."""
         raiser_file = str_.__str__(frame.f_code.co_filename)
-        if str_.endswith(raiser_file, CODE_GENERATORS):
+        if generated_from_names(frame):
+            return None
+        installed = str_.startswith(raiser_file, library_roots) and not str_.startswith(raiser_file, task_folder)
+        if installed and str_.endswith(raiser_file, CODE_GENERATORS):
             return None
         for folder in GRAPH_COMPILERS:  # no builtin such as any(): the answer can rebind those
-            if str_.__contains__(raiser_file, folder):
+            if installed and str_.__contains__(raiser_file, folder):
                 return None
         raiser = frame
         while frame is not None:
@@ -358,6 +367,80 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             frame = frame.f_back
         # timeit handed to a thread pool: the answer's line is on no frame of that thread.
         return first if on_answer_thread(raiser) else None
+
+    def generated_from_names(frame):
+        """An exec a dataclass or a namedtuple makes of its own template: the standard library's file itself (not a
+        look-alike the answer wrote), entered through its public entry point (`dataclass`'s `wrap`, `namedtuple`),
+        not a private one such as `dataclasses._create_fn` handed the answer's text; every name it builds its text
+        from an exact str identifier (a str subclass reprs or joins as any text); for dataclasses, none of the
+        module's names (its functions, classes and constants build that text) rebound since the answer started."""
+        code = frame.f_code
+        filename = str_.__str__(code.co_filename)
+        if filename == COLLECTIONS:
+            return str_.__str__(code.co_name) == "namedtuple" and names_plain(frame.f_locals.get("field_names"), None)
+        if filename != DATACLASSES or not dataclasses_intact(frame.f_globals):
+            return False
+        while frame is not None and str_.__str__(frame.f_code.co_filename) == DATACLASSES:
+            if str_.__str__(frame.f_code.co_name) == "_process_class":
+                caller = frame.f_back
+                return (
+                    caller is not None
+                    and str_.__str__(caller.f_code.co_filename) == DATACLASSES
+                    and str_.__str__(caller.f_code.co_name) == "wrap"
+                    and names_plain(frame.f_locals.get("fields"), frame.f_globals)
+                )
+            frame = frame.f_back
+        return False
+
+    def names_plain(names, dataclasses_globals):
+        """A namedtuple's field names (a tuple of str by the time it runs its text), or a dataclass's fields (a dict
+        of name to Field, each its class's own Field, whose name is a slot): every one an exact str identifier."""
+        if dataclasses_globals is None:
+            values = names if type_(names) is tuple_ or type_(names) is list_ else None
+        else:
+            field_class = dataclasses_globals.get("Field")
+            if type_(names) is not dict_ or type_(field_class) is not type_:
+                return False
+            values = []
+            for key, field in dict_.items(names):
+                if type_(field) is not field_class or type_(key) is not str_:
+                    return False
+                values.append(field.name)
+                values.append(key)
+        if values is None:
+            return False
+        for name in values:  # noqa: SIM110 - no builtin such as all(): the answer can rebind those
+            if type_(name) is not str_ or not str_.isidentifier(name):
+                return False
+        return True
+
+    def dataclasses_intact(namespace):
+        # Taken at the answer's start, by identity (functions and their code too): a helper replaced and put back
+        # between is still seen at the exec it fed.
+        if not generator_helpers or generator_helpers["namespace"] is not namespace:
+            return False
+        for name, (value, code) in list_(generator_helpers["values"].items()):
+            if namespace.get(name, missing) is not value:
+                return False
+            if code is not None and value.__code__ is not code:
+                return False
+        return True
+
+    def generators_snapshot():
+        if generator_helpers:
+            return
+        try:  # loaded now if the task had not, so the answer cannot replace a helper before its first use
+            module = import_module("dataclasses")
+        except Exception:
+            return
+        if type_(module) is not ModuleType:
+            return
+        namespace = vars_(module)
+        values = {}
+        for name, value in list_(namespace.items()):  # constants too: _POST_INIT_NAME is spliced into the text
+            values[name] = (value, value.__code__ if type_(value) is FunctionType else None)
+        generator_helpers["namespace"] = namespace
+        generator_helpers["values"] = values
 
     def on_answer_thread(frame):
         """Another thread than the test's, running no task code, once the answer started: only the answer can have
@@ -577,6 +660,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 except Exception:
                     pass
         snapshot()
+        generators_snapshot()
 
     def hook(event, args):
         # An event name of another type could run the answer's code on hashing: sys.audit takes only str.

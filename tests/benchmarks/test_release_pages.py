@@ -4,6 +4,7 @@ version page shows notes, changelog, manifest hash and downloads; held-out tasks
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from pathlib import Path
 
@@ -190,3 +191,29 @@ def test_frozen_versions_are_not_curated(client, first, maintainer):
     task = first.tasks.first()
     client.post(reverse("version-task-drop", args=["1.0.0", task.pk]))
     assert first.tasks.filter(pk=task.pk).exists()
+
+
+def split_counts(body: str) -> str:
+    return re.sub(r"\s+", " ", body.split('data-testid="split-counts">', 1)[1].split("</span>", 1)[0])
+
+
+def test_the_release_page_counts_its_held_out_papers_and_snippets_for_everyone_who_sees_it(
+    client, draft, author, maintainer
+):
+    damp = draft.tasks.get(paper__slug="dampnest")
+    VersionTask.objects.filter(version=draft, task=damp).update(split="held_out")
+    version_publish(version=draft, actor=maintainer)
+    public = [m.task for m in draft.memberships.filter(split="public").select_related("task")]
+    public_snippets = Snippet.objects.filter(task__in=public).count()
+    said = (
+        f"(public: {len(public)} papers, {public_snippets} snippets; "
+        f"held out: 1 paper, {damp.snippets.count()} snippets)"
+    )
+    for viewer in (None, author, maintainer):
+        if viewer is not None:
+            client.force_login(viewer)
+        body = client.get(reverse("version-detail", args=["1.1.0"])).content.decode()
+        assert split_counts(body) == said, viewer
+    client.logout()
+    body = client.get(reverse("version-detail", args=["1.0.0"])).content.decode()
+    assert split_counts(body) == "(all public, none held out)"

@@ -79,6 +79,11 @@ EXAMPLES = {
         "view = x[:]\nview = view * 2.0\nreturn view",
     ),
     "input-mutation augmented": ("x *= 2.0\nreturn x", "x = x * 2.0\nreturn x"),
+    "private-attribute beside a named tuple's public API": (
+        "core = np._core\nreturn x",
+        "from collections import namedtuple\nP = namedtuple('P', 'a b')\np = P(1, 2)._replace(a=3)\n"
+        "names = p._fields\nd = p._asdict()\nq = P._make([1, 2])\nreturn x",
+    ),
     "private-attribute of a computed object": ("core = (lambda: np)()._core\nreturn x", "core = self._core\nreturn x"),
     "frame-attribute through logging": (
         "import logging\nf = logging.currentframe()\nreturn x",

@@ -179,7 +179,10 @@ def test_the_leaderboard_shows_a_rows_flag_count(run, client, release):
     # Flags are behind the column toggle since issue 22 (the key columns fit a laptop screen): asked for by cols=.
     body = client.get(reverse("leaderboard", args=[release.name]), {"cols": "flagged"}).content.decode()
     assert ">Flags</a>" in body
-    assert 'title="items awaiting a maintainer&#x27;s review, counted as not passed until reviewed">3</span>' in body
+    assert (
+        'title="items awaiting a maintainer&#x27;s review (flagged answers, infrastructure errors after an '
+        'agent&#x27;s commands), counted as not passed until reviewed">3</span>'
+    ) in body
 
 
 def test_the_leaderboard_shows_a_models_measured_test_gaming(run, client, release):

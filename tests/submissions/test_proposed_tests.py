@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from submissions import services
 from submissions.models import ValidationReport
-from submissions.proposed import TEST_FILE
+from submissions.proposed import EXAMPLE_TEST_FILE, TEST_FILE
 from submissions.tasks import revision_validate
 from tests.evaluation.corpus.tasks import task
 
@@ -38,9 +38,9 @@ print(theta)
 """
 
 
-def run_plain(folder: Path) -> subprocess.CompletedProcess:
+def run_plain(folder: Path, test_file: str = TEST_FILE) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, TEST_FILE],
+        [sys.executable, test_file],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -68,7 +68,7 @@ def test_the_proposed_replay_tests_run_with_plain_python_and_catch_a_wrong_body(
     assert 'data-testid="proposed-tests-tests"' in page and 'data-testid="proposed-tests-example"' in page
     response = client.get(reverse("proposed-tests", args=[draft.pk]))
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
-    assert "-r1-replay-tests.zip" in response["Content-Disposition"]
+    assert "-r1-replay-of-your-tests.zip" in response["Content-Disposition"]
     archive = zipfile.ZipFile(io.BytesIO(response.content))
     names = archive.namelist()
     assert TEST_FILE in names and "rcb_replay/compare.py" in names
@@ -98,15 +98,16 @@ def test_the_proposed_replay_tests_run_with_plain_python_and_catch_a_wrong_body(
 
     # The replay tests made from the example script: 4 calls of DampNest.step, none of the author's tests'.
     response = client.get(reverse("proposed-tests", args=[draft.pk]), {"from": "example"})
-    assert response.status_code == 200 and "-r1-example-replay-tests.zip" in response["Content-Disposition"]
+    assert response.status_code == 200 and "-r1-replay-of-example.zip" in response["Content-Disposition"]
     archive = zipfile.ZipFile(io.BytesIO(response.content))
-    assert "while the example script example.py ran" in archive.read(TEST_FILE).decode()
+    assert "while the example script example.py ran" in archive.read(EXAMPLE_TEST_FILE).decode()
     (folder / "optimizer.py").write_bytes(dampnest.files["optimizer.py"])
-    archive.extractall(folder)
-    done = run_plain(folder)
+    archive.extractall(folder)  # beside the tests' replay, which it leaves whole
+    done, tests_replay = run_plain(folder, EXAMPLE_TEST_FILE), run_plain(folder)
     assert done.returncode == 0 and "OK" in done.stderr, done.stderr[-3000:]
+    assert tests_replay.returncode == 0 and "OK" in tests_replay.stderr, tests_replay.stderr[-3000:]
     (folder / "optimizer.py").write_bytes(dampnest.spliced(name, dampnest.indented(name, WRONG_SECOND))["optimizer.py"])
-    done = run_plain(folder)
+    done = run_plain(folder, EXAMPLE_TEST_FILE)
     assert done.returncode != 0 and "DampNest.step, recorded call" in done.stderr, done.stderr[-3000:]
 
     # A stranger gets nothing.
