@@ -22,11 +22,15 @@ _migrated: str | None = None  # the rows of the freshly migrated test database (
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup, django_db_blocker) -> Iterator[None]:
+def django_db_setup(request, django_db_setup, django_db_blocker) -> Iterator[None]:
     """pytest-django's test database, with the snapshot of its migrated rows, and flushed by DELETE on PostgreSQL."""
     global _migrated
-    from django.db import connection
+    from django.db import DEFAULT_DB_ALIAS, connection
+    from pytest_django.fixtures import _get_databases_for_setup
 
+    if DEFAULT_DB_ALIAS not in _get_databases_for_setup(request.session.items)[0]:
+        yield  # no collected test uses the database: pytest-django made none
+        return
     with django_db_blocker.unblock():
         _migrated = connection.creation.serialize_db_to_string()
     with pytest.MonkeyPatch.context() as patch:
