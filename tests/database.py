@@ -14,6 +14,7 @@ On PostgreSQL the flush deletes the rows instead of truncating the tables: a TRU
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -32,19 +33,25 @@ def django_db_setup(request, django_db_setup, django_db_blocker) -> Iterator[Non
         yield  # no collected test uses the database: pytest-django made none
         return
     with django_db_blocker.unblock():
-        _migrated = connection.creation.serialize_db_to_string()
+        _migrated = migrated = connection.creation.serialize_db_to_string()
+    with flushed_by_delete(connection):
+        yield
+        with django_db_blocker.unblock():
+            migrated_rows_restored(migrated)  # after the last test's flush: the database kept by --reuse-db
+    _migrated = None
+
+
+@contextlib.contextmanager
+def flushed_by_delete(connection) -> Iterator[None]:
+    """While in this block, PostgreSQL's flush deletes the rows where it neither resets sequences nor cascades."""
     with pytest.MonkeyPatch.context() as patch:
         if connection.vendor == "postgresql":
             operations = type(connection.ops)
             patch.setattr(operations, "sql_flush", _rows_deleted(operations.sql_flush))
         yield
-        with django_db_blocker.unblock():
-            migrated_rows_restored()  # after the last test's flush: a database kept for the next run (--reuse-db)
-    _migrated = None
 
 
 def _rows_deleted(truncated):
-    """PostgreSQL's sql_flush, deleting the rows where the flush neither resets sequences nor cascades."""
 
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
         if reset_sequences or allow_cascade:
@@ -54,21 +61,21 @@ def _rows_deleted(truncated):
     return sql_flush
 
 
-def migrated_rows_restored() -> None:
+def migrated_rows_restored(migrated: str) -> None:
     """Make the tables the migrations filled hold exactly their rows again. After a flush they are empty, or hold the
     content types and permissions that Django's post_migrate made anew (a test without serialized_rollback), with
     other ids: those are replaced, so that a permission's content type is the snapshot's."""
     from django.contrib.contenttypes.models import ContentType
     from django.core import serializers
     from django.db import connection, transaction
+    from django.db.models import Model
 
-    assert _migrated is not None, "no test database set up"
-    rows: dict[type, list] = {}
-    related = []
-    for found in serializers.deserialize("json", _migrated):
+    rows: dict[type[Model], list[Model]] = {}
+    related: dict[Model, dict] = {}
+    for found in serializers.deserialize("json", migrated):
         rows.setdefault(type(found.object), []).append(found.object)
         if found.m2m_data:
-            related.append(found)
+            related[found.object] = found.m2m_data
     with transaction.atomic(), connection.cursor() as cursor:
         for model in rows:  # foreign keys are checked at the commit (deferred on PostgreSQL and SQLite)
             cursor.execute(f"DELETE FROM {connection.ops.quote_name(model._meta.db_table)}")
@@ -76,11 +83,12 @@ def migrated_rows_restored() -> None:
             # bulk_create's own insert, raw as a fixture's load is: the rows keep their times (no auto_now_add).
             fields = model._meta.local_concrete_fields
             size = connection.ops.bulk_batch_size(fields, objects) or len(objects)
+            insert = model._base_manager._insert  # type: ignore[attr-defined]
             for start in range(0, len(objects), size):
-                model._base_manager._insert(objects[start : start + size], fields=fields, raw=True)
-        for found in related:
-            for name, values in found.m2m_data.items():
-                getattr(found.object, name).set(values)
+                insert(objects[start : start + size], fields=fields, raw=True)
+        for row, m2m in related.items():
+            for name, values in m2m.items():
+                getattr(row, name).set(values)
     ContentType.objects.clear_cache()
 
 
@@ -104,5 +112,5 @@ def pytest_runtest_teardown(item, nextitem):
         from pytest_django.plugin import blocking_manager_key
 
         with item.config.stash[blocking_manager_key].unblock():
-            migrated_rows_restored()
+            migrated_rows_restored(_migrated)
     return result

@@ -68,7 +68,7 @@ def test_the_rows_a_flush_removed_are_restored_as_migrated(post_migrate):
     if post_migrate:
         assert Permission.objects.exists() and _rows() != _migrated()
 
-    database.migrated_rows_restored()
+    database.migrated_rows_restored(database._migrated)
 
     assert _rows() == _migrated()
     assert PromptProtocol.objects.get(name=RCB_V1.name).template == RCB_V1.template
