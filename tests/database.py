@@ -52,6 +52,7 @@ def flushed_by_delete(connection) -> Iterator[None]:
 
 
 def _rows_deleted(truncated):
+    """PostgreSQL's sql_flush by DELETE; a flush resetting sequences or cascading truncates, as Django's does."""
 
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
         if reset_sequences or allow_cascade:
