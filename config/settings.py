@@ -183,6 +183,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        # An idle worker looks at its queues this often: at kombu's 1 s each task of an item's chain waited up to a
+        # second to be taken (a run's 33 answers a half-minute); a look is one listing of a small folder.
+        "polling_interval": 0.1,
     }
     # The filesystem transport expects its folders to exist.
     for _folder in ("queue", "processed", "control"):

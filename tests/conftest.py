@@ -19,8 +19,9 @@ DEMO_PSET = REPO / "benchmarks" / "demo"
 UNDER_CI = os.environ.get("CI") == "true"
 
 # The services a test may stop and start again (own_redis, own_postgres), for every module; what each parallel
-# worker has of its own, and which tests run alone (tests/parallel.py).
-pytest_plugins = ["tests.outages", "tests.parallel"]
+# worker has of its own, and which tests run alone (tests/parallel.py); the rows every test starts with, whatever ran
+# before it (tests/database.py).
+pytest_plugins = ["tests.outages", "tests.parallel", "tests.database"]
 
 
 def pytest_configure(config) -> None:
