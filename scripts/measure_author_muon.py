@@ -12,9 +12,17 @@ gives them, measured end to end, in-process on its own SQLite database, media fo
    package's python beside the package's visible files. Printed: the kills of each, and the mutants only one kills.
 3. **Try an answer**: three correct alternative bodies and two wrong ones tried on the validated revision and judged
    by the try-an-answer task's own code (`tried_answer_judge_run`, in this process): each verdict.
+4. **The release's calibration**: a maintainer accepts the validated revision and publishes the draft release it
+   lands in (the services the review and publish pages call; publishing starts the calibration runs), and the
+   reference model's run is judged item by item by the evaluation task itself (`item_evaluate`, in this process), on
+   bwrap as the release's limits say, in four passes: a fresh fork server (the publish's own run), the same one warm
+   (a second run), a fresh one that preloaded torch._dynamo (announced, as a release with a task importing it would),
+   and no fork server at all (every item a cold start). Printed per pass: the pass rate, the flags, whether an item
+   forked after the pass starts with torch._dynamo loaded, and each item's verdict.
 
-Run: .venv/bin/python scripts/measure_author_muon.py [--mutants 3] [--cache DIR]
-(`--cache`: the sandbox's environment cache; a cache that holds the package's environment saves building it.)
+Run: .venv/bin/python scripts/measure_author_muon.py [--mutants 3] [--cache DIR] [--only-calibration]
+(`--cache`: the sandbox's environment cache; a cache that holds the package's environment saves building it.
+`--only-calibration`: steps 1 and 4 only.)
 """
 
 from __future__ import annotations
@@ -222,10 +230,155 @@ def try_answers(author, revision) -> None:
     print(f"{sum(results)} of {len(results)} as expected")
 
 
+# The module whose import-time rebinding of torch.manual_seed flagged the reference: loaded by the first optimizer
+# built, so an item loads it during its test unless its fork server preloaded it.
+DYNAMO = "torch._dynamo"
+PROBE = "probe.py"
+
+
+def release_accepted(revision):
+    """A maintainer accepts the validated revision and publishes the draft release it lands in; returns the
+    maintainer and the published release (whose publishing started its calibration runs)."""
+    from benchmarks.services.maintainers import maintainer_ensure
+    from benchmarks.services.publishing import version_publish
+    from submissions import services
+
+    maintainer, _ = maintainer_ensure(username="maintainer", email="maintainer@example.org", password="x")
+    task = services.submission_accept(
+        submission=revision.submission, actor=maintainer, reason="validated; the mutation scores are shown"
+    )
+    draft = task.versions.get()
+    version = version_publish(version=draft, actor=maintainer, notes="Muon, accepted from a submission")
+    return maintainer, version
+
+
+def fork_loads(session, module: str, limits) -> bool | None:
+    """Whether an item forked now starts with `module` loaded (a probe run in a fork, as an item runs), None when the
+    session runs its items cold."""
+    from sandbox.forkserver import ForkingSession
+
+    if not isinstance(session, ForkingSession) or not session.forkserver_wanted:
+        return None
+    # No import statement: the fork server starts again for an item that imports what it has not preloaded.
+    probe = f"print({module!r} in __import__('sys').modules)\n".encode()
+    run = session.run(files={PROBE: probe}, command=[session.environment.python, "-B", PROBE], limits=limits)
+    return run.stdout.strip().endswith("True") if run.forked else None
+
+
+def calibration_judge(run) -> None:
+    """Every item of `run` judged by the evaluation task, in this process, as a sandbox worker runs it."""
+    from evaluation.models import EvaluationRun
+    from evaluation.selectors.items import run_snippets
+    from evaluation.tasks import item_evaluate
+
+    run = EvaluationRun.objects.get(pk=run.pk)
+    for snippet in run_snippets(run=run):
+        item_evaluate.apply(args=(run.pk, snippet.pk, 0, run.feed_epoch), throw=True)
+
+
+def calibration_report(run, label: str, *, dynamo: bool | None, elapsed: float) -> tuple[float, int]:
+    from evaluation.models import EvaluationRun, Outcome, RunScore
+
+    run = EvaluationRun.objects.get(pk=run.pk)
+    total = RunScore.objects.filter(run=run, paper=None, split="").first()
+    outcomes = Outcome.objects.filter(run=run).select_related("snippet").order_by("snippet__position")
+    loaded = {None: "no fork server", True: f"forks start with {DYNAMO}", False: f"forks start without {DYNAMO}"}
+    rate = total.scaled_pass_rate if total else 0.0
+    flagged = sum(o.status == Outcome.Status.FLAGGED for o in outcomes)
+    print(
+        f"\ncalibration, {label} ({loaded[dynamo]}): run {run.pk} {run.status}, "
+        f"{sum(o.status == 'passed' for o in outcomes)} of {outcomes.count()} passed, scaled pass rate {rate:.1f}%, "
+        f"{flagged} flagged (the run's score: {total.flagged if total else '?'}) [{elapsed:.1f} s]"
+    )
+    for o in outcomes:
+        forked = {True: "fork", False: "cold", None: "-"}[o.forked]
+        # A passed item's findings are notes (a sealed replay agreed): shown, never counted as flags.
+        findings = "; ".join(
+            f"{'note' if f.get('note') else 'FLAG'} {f.get('rule') or f.get('kind')}: {str(f.get('detail', ''))[:80]}"
+            for f in o.findings
+        )
+        print(
+            f"  {o.status:<8} {o.snippet.name[:48]:<48} {o.tests_summary:<20} {forked:<5} {o.duration or 0:5.1f} s"
+            + (f"; {findings}" if findings else "")
+            + (f"; {o.detail[:300]}" if o.status != "passed" else "")
+        )
+    return rate, flagged
+
+
+# The calibration's passes: how the items' sandboxes start (fresh and dynamo restart the fork server, cold has none).
+PASSES = {
+    "fresh": "a fresh fork server",
+    "warm": "the same fork server, warm",
+    "dynamo": f"a fresh fork server that preloaded {DYNAMO}",
+    "cold": "no fork server",
+}
+
+
+def backend_forkserver_set(on: bool) -> None:
+    """Whether the sessions this process opens next run their items in forks of a fork server (bwrap, the release's
+    backend here)."""
+    from evaluation import executor
+    from sandbox.bwrap import BwrapBackend
+
+    backend = executor.backend_current()
+    if not isinstance(backend, BwrapBackend):
+        sys.exit(f"the calibration's passes run on bwrap, the release's backend here, not on {backend.name}")
+    backend.forkserver = on
+
+
+def calibration_pass(*, version, maintainer, mode: str, run=None):
+    """One pass of the release's reference calibration on this process's backend (PASSES[mode]): `run`, or a new run
+    of the reference model a maintainer starts, judged item by item. Returns the run and whether an item forked
+    after it starts with torch._dynamo loaded (None: no fork server)."""
+    from evaluation import executor, services
+    from evaluation.models import ModelEntry
+    from sandbox.forkserver import ForkingSession
+
+    task = version.memberships.get().task
+    backend_forkserver_set(mode != "cold")
+    if mode != "warm":
+        executor.sessions_close()
+    if run is None:
+        run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=version, user=maintainer)
+    session = executor.session_for(task.environment_hash, task.requirements)
+    if mode == "dynamo" and isinstance(session, ForkingSession):
+        session.preload_expect(modules=[DYNAMO])
+    calibration_judge(run)
+    return run, fork_loads(session, DYNAMO, replace(executor.limits_for_release(version), gpu=False))
+
+
+def release_calibration(revision) -> bool:
+    """Accept, publish, and judge the release's reference run in the four PASSES (the first is the run publishing
+    started); True when every pass scored 100% with no flag."""
+    from evaluation import executor
+    from evaluation.selectors.runs import calibration_models
+
+    executor.sessions_close()  # the validation's session: the release's calibration starts a fork server of its own
+    maintainer, version = release_accepted(revision)
+    started = {m.name: m.runs.get(version=version) for m in calibration_models() if m.runs.filter(version=version)}
+    print(
+        f"\naccepted and published release {version.name} ({version.memberships.count()} task); calibration runs "
+        f"started by publishing: {', '.join(started) or 'none'}"
+    )
+    results = []
+    for mode, label in PASSES.items():
+        clock = time.monotonic()
+        run, dynamo = calibration_pass(
+            version=version, maintainer=maintainer, mode=mode, run=started.get("reference") if mode == "fresh" else None
+        )
+        results.append(calibration_report(run, label, dynamo=dynamo, elapsed=time.monotonic() - clock))
+    backend_forkserver_set(True)
+    executor.sessions_close()
+    ok = all(rate == 100.0 and flagged == 0 for rate, flagged in results)
+    print(f"\nthe reference calibrates at 100% with no flag in every pass: {'yes' if ok else 'NO'}")
+    return ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mutants", type=int, default=3, help="mutants per snippet (validation's and the scores')")
     parser.add_argument("--cache", type=Path, help="the sandbox's environment cache folder")
+    parser.add_argument("--only-calibration", action="store_true", help="steps 1 and 4 only")
     args = parser.parse_args()
     if args.cache:
         os.environ["SANDBOX_CACHE_DIR"] = str(args.cache.resolve())
@@ -247,8 +400,11 @@ def main() -> None:
     print(f"  sealed snippets: {sum(bool((c.result or {}).get('sealed')) for c in sealed)} of {len(sealed)}")
     if report.status != "passed":
         sys.exit("validation did not pass: nothing more to measure")
-    mutation_scores(revision, args.mutants)
-    try_answers(author, revision)
+    if not args.only_calibration:
+        mutation_scores(revision, args.mutants)
+        try_answers(author, revision)
+    if not release_calibration(revision):
+        sys.exit("the release's calibration did not score the reference 100% with no flag")
 
 
 if __name__ == "__main__":
