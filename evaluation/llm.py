@@ -117,6 +117,7 @@ BACKOFF_BASE = 1.0
 BACKOFF_FACTOR = 2.0
 BACKOFF_CAP = 60.0
 RETRYABLE_STATUS = frozenset({408, 429})  # and every 5xx
+REQUEST_TOO_LARGE = 413
 
 # Providers whose one credential is the API key litellm is given (sent as a header): a model's own key can
 # stand alone there. Others (bedrock, vertex_ai, azure, sagemaker, watsonx, ...) also read credentials of the
@@ -308,9 +309,12 @@ class ModelCallError(Exception):
         status_code: int | None = None,
         attempts: int = 1,
         deadline_passed: bool = False,
+        request_caused: bool = False,
     ):
         super().__init__(message)
         self.retryable = retryable
+        # The request itself was refused (`request_caused`), not the provider failing: the same messages fail again.
+        self.request_caused = request_caused
         self.deadline_passed = deadline_passed  # gave up because the caller's deadline came (converse's `deadline`)
         self.status_code = status_code
         self.attempts = attempts
@@ -445,6 +449,7 @@ def _response(
                     retryable=False,
                     status_code=status,
                     attempts=attempt,
+                    request_caused=caused_by_request(exc, status),
                 ) from None
             if attempt > call.max_retries:
                 logger.warning("model %s attempt %d failed, retries exhausted: %s", call.model, attempt, reason)
@@ -516,6 +521,17 @@ def _retryable(exc: Exception, status: int | None) -> bool:
     if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError)):
         return True
     return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+
+
+def caused_by_request(exc: Exception, status: int | None) -> bool:
+    """Whether the provider refused the request for what it holds, not for its own failure: its messages exceed the
+    model's context window (litellm's ContextWindowExceededError, from OpenAI's `context_length_exceeded` and each
+    provider's wording), its body exceeds the provider's size limit (HTTP 413), or its content breaks the provider's
+    policy. An agent's conversation holds what its turns and tool calls added, so such a refusal is the agent's doing
+    (agents.loop.turn_take); an outage (connection, timeout, rate limit, 5xx) or a refused key is not."""
+    litellm = _litellm()
+    refused = (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError)
+    return isinstance(exc, refused) or status == REQUEST_TOO_LARGE
 
 
 def _retry_after(exc: Exception) -> float | None:

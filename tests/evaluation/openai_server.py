@@ -20,16 +20,18 @@ user message. A responder may return a dict instead: the assistant message itsel
 ``failures`` is a script consumed one entry per chat completion request before normal answers:
 an int is returned as that HTTP status with an OpenAI-style error body; ``"timeout"`` sleeps
 ``timeout_seconds`` (default 2 s, longer than a test client's tiny timeout) then answers normally;
-``"close"`` drops the connection without a response. ``retry_after`` (seconds), when set, is sent
+``"close"`` drops the connection without a response; ``"context"`` answers as OpenAI does a request past the
+model's context window (HTTP 400, code ``context_length_exceeded``). With ``context_tokens`` set, every request
+whose messages hold more tokens than that is answered so too. ``retry_after`` (seconds), when set, is sent
 as a ``Retry-After`` header on 429 and 503 answers. A 401 quotes the presented key back in its
 message, as OpenAI does, so tests can check that callers scrub it.
 
 ``tls=True`` serves HTTPS instead (``https://127.0.0.1:PORT/v1``) with a certificate for 127.0.0.1 and
 localhost from a throwaway CA whose file is ``server.ca_file`` (point ``SSL_CERT_FILE`` at it).
 
-Token counts are whitespace-separated words of the prompt and of the answer, so tests can predict
-them. A responder that raises produces a 500 (which clients retry). ``server.failures`` can be extended while the
-server runs.
+Token counts are whitespace-separated words of the prompt and of the answer (for ``context_tokens``: of every
+message's content and tool calls), so tests can predict them. A responder that raises produces a 500 (which clients
+retry). ``server.failures`` can be extended while the server runs.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class OpenAIServer:
     failures: list[Failure] = field(default_factory=list)
     timeout_seconds: float = 2.0
     retry_after: float | None = None
+    context_tokens: int | None = None
     requests: list[RecordedRequest] = field(default_factory=list, repr=False)
     base_url: str = ""
     ca_file: str = ""
@@ -116,6 +119,28 @@ def _scripted_failure(server: OpenAIServer, failure: int, authorization: str) ->
     if failure == 401:  # like OpenAI, quote the key back, so tests can prove callers scrub it
         message += f"; incorrect API key provided: {authorization.removeprefix('Bearer ')}"
     return _error(message, kind), headers
+
+
+CONTEXT = "context_length_exceeded"  # OpenAI's error code for a request past the model's context window
+
+
+def messages_tokens(body: dict) -> int:
+    """The request's tokens as `context_tokens` counts them: the words of every message's content and tool calls."""
+    return sum(
+        len(str(message.get("content") or "").split())
+        + (len(json.dumps(message["tool_calls"]).split()) if message.get("tool_calls") else 0)
+        for message in body.get("messages") or []
+        if isinstance(message, dict)
+    )
+
+
+def _context_exceeded(window: int, tokens: int) -> dict:
+    """OpenAI's answer to a request past the model's context window (with HTTP 400)."""
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} "
+        "tokens. Please reduce the length of the messages."
+    )
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "messages", "code": CONTEXT}}
 
 
 def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
@@ -166,6 +191,10 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 with contextlib.suppress(OSError):
                     self.connection.shutdown(2)
+                return
+            tokens = messages_tokens(body)
+            if failure == "context" or (server.context_tokens is not None and tokens > server.context_tokens):
+                self._send_json(400, _context_exceeded(server.context_tokens or tokens - 1, tokens))
                 return
             if failure == "timeout":
                 server.stopping.wait(server.timeout_seconds)
@@ -219,6 +248,7 @@ def openai_server(
     *,
     timeout_seconds: float = 2.0,
     retry_after: float | None = None,
+    context_tokens: int | None = None,
     tls: bool = False,
 ) -> Iterator[OpenAIServer]:
     """Run the server in a thread for the duration of the block; see the module docstring."""
@@ -227,6 +257,7 @@ def openai_server(
         failures=list(failures or []),
         timeout_seconds=timeout_seconds,
         retry_after=retry_after,
+        context_tokens=context_tokens,
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
     httpd.block_on_close = False  # a handler still sleeping on a "timeout" must not delay the test
