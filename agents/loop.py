@@ -228,6 +228,16 @@ def _budget_note(steps: _Steps, usage: Usage, budget: Budget, *, malformed: str,
     steps.record(role=AgentStep.Role.USER, content=note, usage=usage, budget=budget)
 
 
+def outgrown(exc: ModelCallError, usage: Usage) -> bool:
+    """Whether a failed model call ends the item as a budget does, scored on its workspace as it stands: the provider
+    refused the conversation for what it holds (evaluation.llm.caused_by_request: past the model's context window,
+    too large, against its policy) after the model's own turns and their tools' output were added to it. Left an
+    unscored error, such a refusal would let an agent take the items it fails out of its score (a `cat` of a large
+    file is enough). Refused on the first turn, the prompt is the platform's alone: an error, as a single-shot
+    item's over-long prompt is; a provider's outage stays the provider's (retried, then an unscored error)."""
+    return exc.request_caused and usage.turns > 0
+
+
 def turn_take(*, trajectory: AgentTrajectory, policy: Policy, budget: Budget, now=time.time) -> TurnEnd:
     """One model turn after the last stored step: its message and tool calls stored; the item ends first if a budget
     is spent or the trajectory is full."""
@@ -253,6 +263,14 @@ def turn_take(*, trajectory: AgentTrajectory, policy: Policy, budget: Budget, no
             )
             return TurnEnd(steps.flush(usage, AgentTrajectory.End.SECONDS), ended_by=AgentTrajectory.End.SECONDS)
         tick()
+        if outgrown(exc, usage):
+            steps.record(
+                role=AgentStep.Role.ASSISTANT,
+                content=f"[the model refused the conversation as it stands: {exc}]",
+                usage=usage,
+                budget=budget,
+            )
+            return TurnEnd(steps.flush(usage, AgentTrajectory.End.CONTEXT), ended_by=AgentTrajectory.End.CONTEXT)
         steps.record(
             role=AgentStep.Role.ASSISTANT, content=f"[the model call failed: {exc}]", usage=usage, budget=budget
         )

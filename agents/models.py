@@ -20,6 +20,7 @@ class AgentTrajectory(models.Model):
         COST = "cost", "cost budget"
         MODEL_ERROR = "model_error", "the model call failed"
         STORAGE = "storage", "trajectory size cap"
+        CONTEXT = "context", "the model's context window"
         DISK = "disk", "workspace disk limit"
         ERROR = "error", "the item failed"
 

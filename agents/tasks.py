@@ -87,6 +87,7 @@ def _ended_text(trajectory: AgentTrajectory) -> str:
         AgentTrajectory.End.COST: f"the cost budget ran out ({usd(trajectory.cost)} of {usd(budget.get('cost'))})",
         AgentTrajectory.End.DISK: "the workspace went over its disk or file limit",
         AgentTrajectory.End.STORAGE: "the trajectory reached its size cap",
+        AgentTrajectory.End.CONTEXT: "the conversation outgrew what the model accepts",
     }
     return said.get(trajectory.ended_by, trajectory.get_ended_by_display())
 

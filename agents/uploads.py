@@ -30,6 +30,7 @@ UPLOAD_ENDS = (
     AgentTrajectory.End.SECONDS,
     AgentTrajectory.End.COST,
     AgentTrajectory.End.STORAGE,
+    AgentTrajectory.End.CONTEXT,
     AgentTrajectory.End.DISK,
 )
 # "uploaded" is the platform's to say (ignored): a downloaded trajectory uploads as it is, less its "run".
@@ -398,6 +399,7 @@ ENDED_SAID: dict[str, str] = {
     AgentTrajectory.End.COST: "its cost budget ran out",
     AgentTrajectory.End.MODEL_ERROR: "the model call failed",
     AgentTrajectory.End.STORAGE: "its trajectory reached its size cap",
+    AgentTrajectory.End.CONTEXT: "its conversation outgrew what the model accepts",
     AgentTrajectory.End.DISK: "its workspace went over its disk limit",
     AgentTrajectory.End.ERROR: "the item failed",
 }

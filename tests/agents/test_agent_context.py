@@ -1,0 +1,239 @@
+"""An agent cannot take the items it fails out of its score by overflowing its model's context (issue 33, "a flag never
+raises a score"): a model call refused for what the conversation holds (past the context window, too large, against
+the provider's policy) after the agent's own turns ends the item as a budget does, scored on its workspace as it
+stands; on the first turn (the platform's prompt alone) it is an unscored error, as a single-shot item's over-long
+prompt is; a provider's outage (5xx, a dropped connection) stays the provider's: retried, then an unscored error.
+Real HTTP to the local OpenAI-compatible server, real PostgreSQL, bwrap for the agents' commands."""
+
+from __future__ import annotations
+
+import re
+import socket
+
+import pytest
+
+from agents.models import AgentStep, AgentTrajectory
+from benchmarks.models import Snippet
+from evaluation import llm, services
+from evaluation.llm import ModelCall, ModelCallError, converse
+from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
+from tests.agents.test_agent_errors import Agent, _call, retried_inline, small_release  # noqa: F401 (fixtures)
+from tests.conftest import sandbox_backend_or_missing
+from tests.evaluation.openai_server import messages_tokens, openai_server
+
+pytestmark = pytest.mark.django_db
+
+WINDOW = 12_000  # the emulated model's context window, in the server's tokens (words)
+# One command's output, cut at the fixture's 8 KiB: 4,096 words; six in one turn take the conversation past WINDOW.
+FLOOD = "yes w | head -c 100000 | tr '\\n' ' '"
+
+
+# Which failures are the request's
+
+
+def _refused(failures: list, *, base_url: str | None = None) -> ModelCallError:
+    with openai_server(failures=failures) as server:
+        call = ModelCall(
+            model="openai/m",
+            api_base=base_url or server.base_url,
+            api_key="sk-t",
+            private_addresses=True,
+            max_retries=2,
+        )
+        with pytest.raises(ModelCallError) as refused:
+            converse(call, [{"role": "user", "content": "hi"}], tools=[], sleep=lambda _: None)
+    return refused.value
+
+
+def test_a_refusal_for_what_the_request_holds_is_told_from_a_provider_outage():
+    """OpenAI's `context_length_exceeded` (HTTP 400) and a 413 are the request's, not retried: the same messages fail
+    again. A 503, a dropped connection, a server that is down and a refused key are not the request's."""
+    for failures in (["context"], [413]):
+        error = _refused(failures)
+        assert (error.request_caused, error.retryable, error.attempts) == (True, False, 1), failures
+    context = _refused(["context"])
+    assert "ContextWindowExceededError" in str(context) and context.status_code == 400
+    for failures in ([503] * 3, ["close"] * 3):
+        error = _refused(failures)
+        assert (error.request_caused, error.retryable, error.attempts) == (False, True, 3), failures
+    with socket.socket() as closed:  # a port nothing listens on: the provider is down
+        closed.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    error = _refused([], base_url=down)
+    assert (error.request_caused, error.attempts) == (False, 3)
+    assert _refused([401]).request_caused is False
+
+
+def test_the_server_answers_a_request_past_its_window_as_openai_does():
+    """The emulation the attack test relies on: under the window an answer, over it OpenAI's 400."""
+    with openai_server(context_tokens=5) as server:
+        call = ModelCall(model="openai/m", api_base=server.base_url, api_key="sk-t", private_addresses=True)
+        converse(call, [{"role": "user", "content": "one two three"}], tools=[])
+        with pytest.raises(ModelCallError) as refused:
+            converse(call, [{"role": "user", "content": "one two three four five six"}], tools=[])
+    assert refused.value.request_caused and "maximum context length is 5 tokens" in str(refused.value)
+    assert [messages_tokens(r.body) for r in server.chat_requests] == [3, 6]
+
+
+# Through real agent items
+
+
+class Overflowing(Agent):
+    """The scripted agent of test_agent_errors (solves the items in `solved`, reads then edits in the reference), which
+    on the items it fails floods its conversation with six commands' output in its first turn: its next call is
+    refused for the context window."""
+
+    def __call__(self, prompt: str, body: dict) -> dict:
+        messages = body["messages"]
+        name = re.search(r'the block "([^"]+)"', messages[0]["content"]).group(1)
+        if name not in self.solved and not any(m["role"] == "assistant" for m in messages):
+            return {"content": "", "tool_calls": [_call(i, "run", command=FLOOD) for i in range(6)]}
+        return super().__call__(prompt, body)
+
+
+class Outage(Agent):
+    """The honest agent whose provider fails once it has run a command on the items it fails: `failures` are served
+    from its second call on (each retried as a provider's failure is)."""
+
+    def __init__(self, solved: dict[str, Snippet], outages: list[list]):
+        super().__init__(solved, breaks=False)
+        self.outages, self.server = outages, None
+
+    def __call__(self, prompt: str, body: dict) -> dict:
+        answer = super().__call__(prompt, body)
+        name = re.search(r'the block "([^"]+)"', body["messages"][0]["content"]).group(1)
+        if name not in self.solved and self.outages:
+            self.server.failures.extend(self.outages.pop(0))
+        return answer
+
+
+@pytest.fixture
+def bwrap_items(small_release, sandbox_cache, settings, tmp_path, retried_inline):  # noqa: F811 (fixtures)
+    """The small release's three items on bwrap, each item's chain run inline; a command's output cut at 8 KiB."""
+    from evaluation import executor
+
+    sandbox_backend_or_missing("bwrap", sandbox_cache)
+    settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
+    settings.AGENT_WORKSPACE_DIR = tmp_path / "workspaces"
+    settings.AGENT_OUTPUT_BYTES, settings.AGENT_COMMAND_SECONDS = 8192, 5.0
+    executor.sessions_close()
+    executor.backend_use(None)
+    task = small_release.tasks.get()
+    yield list(Snippet.objects.filter(task=task).select_related("task").order_by("pk")[:3])
+    executor.sessions_close()
+    executor.backend_use(None)
+
+
+def _overall(run) -> RunScore:
+    return RunScore.objects.get(run=run, paper=None, split="")
+
+
+def _agent_run(items: list[Snippet], release, responder, **server_options) -> tuple[EvaluationRun, RunScore, list]:
+    """An agent run over `items` against the server, each item's whole chain inline; its overall score and the
+    server's chat requests."""
+    from agents.tasks import item_agent
+
+    with openai_server(responder=responder, **server_options) as server:
+        responder.server = server
+        model = services.model_register(
+            name=f"agent-{EvaluationRun.objects.count()}",
+            display_name="Agent",
+            litellm_model="openai/agent",
+            api_base=server.base_url,
+            api_key="sk-test",
+        )
+        run = services.run_start(model=model, version=release, mode="agent", budget={"turns": 6}, dispatch=False)
+        EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+        for snippet in items:
+            item_agent.apply(args=(run.pk, snippet.pk, 0))
+    run.refresh_from_db()
+    assert run.status == EvaluationRun.Status.COMPLETED and Outcome.objects.filter(run=run).count() == len(items)
+    return run, _overall(run), server.chat_requests
+
+
+@pytest.mark.slow  # three agent runs on bwrap
+def test_an_agent_that_overflows_its_context_on_the_items_it_fails_scores_its_honest_score(
+    bwrap_items,
+    small_release,  # noqa: F811 (a fixture)
+    monkeypatch,
+):
+    """The honest agent solves 1 of 3 items (33.3%), its every request within the window. The overflowing agent
+    solves the same item and floods its context on the two it fails: its next call is refused. With the rule off (a
+    refusal for the context is a provider's failure, left out, as before) it scores 100%; with it on, those items end
+    by the context window, scored as they stand (the placeholder: not passed): 33.3%, the honest score."""
+    solved = {bwrap_items[0].name: bwrap_items[0]}
+    _, honest, requests = _agent_run(bwrap_items, small_release, Agent(solved, breaks=False), context_tokens=WINDOW)
+    assert (honest.passed, honest.failed, honest.errors, honest.flagged) == (1, 2, 0, 0)
+    assert honest.pass_rate == pytest.approx(100 / 3)
+    assert all(r.failure is None and messages_tokens(r.body) <= WINDOW for r in requests)
+
+    with monkeypatch.context() as off:
+        off.setattr(llm, "caused_by_request", lambda exc, status: False)
+        run, gamed, _ = _agent_run(bwrap_items, small_release, Overflowing(solved, breaks=False), context_tokens=WINDOW)
+    assert (gamed.passed, gamed.failed, gamed.errors, gamed.flagged) == (1, 0, 2, 0)
+    assert gamed.pass_rate == 100.0 and gamed.scaled_pass_rate == 100.0, "the attack works with the rule off"
+    assert set(Outcome.objects.filter(run=run, status="error").values_list("category", flat=True)) == {"model_call"}
+
+    run, held, requests = _agent_run(
+        bwrap_items, small_release, Overflowing(solved, breaks=False), context_tokens=WINDOW
+    )
+    assert (held.passed, held.failed, held.errors, held.flagged) == (1, 2, 0, 0)
+    assert (held.pass_rate, held.scaled_pass_rate) == (honest.pass_rate, honest.scaled_pass_rate)
+    refused = [r for r in requests if messages_tokens(r.body) > WINDOW]
+    assert len(refused) == 2, "one refused call per failed item, never retried"
+    ends = dict(AgentTrajectory.objects.filter(run=run).values_list("snippet__name", "ended_by"))
+    assert ends == {
+        bwrap_items[0].name: "submitted",
+        bwrap_items[1].name: "context",
+        bwrap_items[2].name: "context",
+    }
+    for outcome in Outcome.objects.filter(run=run, status="failed"):
+        assert outcome.detail.startswith("the conversation outgrew what the model accepts;"), outcome.detail
+        steps = AgentStep.objects.filter(trajectory__run=run, trajectory__snippet=outcome.snippet)
+        assert steps.filter(role="tool").count() == 6, "the flood's commands ran"
+        assert "context length" in steps.order_by("-index").first().content
+    assert not Generation.objects.filter(run=run).exclude(error="").exists(), "no failed call for the pause rule"
+
+
+def test_a_prompt_past_the_window_on_the_first_turn_is_an_unscored_error_as_a_single_shot_items(
+    small_release,  # noqa: F811 (a fixture)
+    retried_inline,  # noqa: F811 (a fixture)
+    settings,
+    tmp_path,
+):
+    """Before any turn of the model the conversation is the platform's system prompt and the item's prompt: a window
+    too small for them is the model's limit, as for a single-shot item, never the agent's doing (no sandbox runs)."""
+    settings.AGENT_WORKSPACE_DIR = tmp_path / "workspaces"
+    items = list(Snippet.objects.filter(task__versions=small_release).order_by("pk")[:3])
+    run, score, requests = _agent_run(items, small_release, Agent({}, breaks=False), context_tokens=10)
+    assert (score.passed, score.failed, score.errors, score.flagged) == (0, 0, 3, 0)
+    assert len(requests) == 3 and all(messages_tokens(r.body) > 10 for r in requests)
+    outcomes = Outcome.objects.filter(run=run)
+    assert {(o.status, o.category) for o in outcomes} == {("error", "model_call")}
+    assert set(AgentTrajectory.objects.filter(run=run).values_list("ended_by", flat=True)) == {"model_error"}
+
+
+@pytest.mark.slow  # an agent run on bwrap
+def test_a_provider_outage_after_the_agent_acted_is_still_not_counted_against_the_model(
+    bwrap_items,
+    small_release,  # noqa: F811 (a fixture)
+    monkeypatch,
+):
+    """The agent solves the first item and runs a command on the other two; then its provider answers 503 on one and
+    drops the connection on the other, on every retry: both items are unscored errors of the model call (neither held
+    nor failed), 1 of 1 scored passed."""
+    monkeypatch.setattr(llm, "BACKOFF_BASE", 0.01)  # the retries' back-off, short
+    retries = ModelCall(model="openai/m").max_retries  # a run's calls take the default
+    solved = {bwrap_items[0].name: bwrap_items[0]}
+    outages = [[503] * (retries + 1), ["close"] * (retries + 1)]
+    run, score, requests = _agent_run(bwrap_items, small_release, Outage(solved, outages))
+    assert (score.passed, score.failed, score.errors, score.flagged) == (1, 0, 2, 0)
+    assert score.pass_rate == 100.0
+    errors = Outcome.objects.filter(run=run, status="error").order_by("snippet_id")
+    assert [(o.category, o.error_after_agent) for o in errors] == [("model_call", False)] * 2
+    assert "ServiceUnavailableError" in errors[0].detail
+    assert all(f"gave up after {retries + 1} attempts" in o.detail for o in errors), "every outage was retried"
+    assert sum(r.failure is not None for r in requests) == 2 * (retries + 1)
+    for outcome in errors:
+        steps = AgentStep.objects.filter(trajectory__run=run, trajectory__snippet=outcome.snippet, role="tool")
+        assert list(steps.values_list("tool_name", flat=True)) == ["run"], "the agent acted before the outage"
