@@ -10,15 +10,26 @@ migrations stay the one place saying which rows a fresh database has (no list of
 On PostgreSQL the flush deletes the rows instead of truncating the tables: a TRUNCATE of the 49 tables takes about
 2 s on this machine (each table gets new files, synced at commit), a DELETE of the rows a test made milliseconds
 (scripts/bench_flush.py). Django's foreign keys there are deferred, so the order of the deletes does not matter.
+
+On PostgreSQL the parallel workers (tests/parallel.py) migrate once per run, not once each: the first worker to take
+a lock in the run's folder creates and migrates a template database (test_<name>_tpl_<run id>), and each worker's
+own database (test_<name>_gw0, ...) is made from it by Django's own setup, `CREATE DATABASE ... TEMPLATE` (a copy of
+its files), whose migrate then finds nothing to apply. The run's end drops the template. Migrating took each worker
+1-2 minutes under load, both at once on two cores (scripts/bench_test_setup.py measures the difference).
+RCB_TEST_DB_TEMPLATE=0 turns this off (each worker migrates its own, as pytest-django does); SQLite, a run without
+workers, --nomigrations and a --reuse-db run whose database exists already are as pytest-django makes them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 from collections.abc import Iterator
 
 import pytest
 
+TEMPLATE_SWITCH = "RCB_TEST_DB_TEMPLATE"
 _migrated: str | None = None  # the rows of the freshly migrated test database (Django's serialized form)
 
 
@@ -39,6 +50,83 @@ def django_db_setup(request, django_db_setup, django_db_blocker) -> Iterator[Non
         with django_db_blocker.unblock():
             migrated_rows_restored(migrated)  # after the last test's flush: the database kept by --reuse-db
     _migrated = None
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(request, django_db_modify_db_settings, django_db_blocker) -> None:
+    """Before pytest-django sets up a worker's test database: have it made from the run's migrated template.
+    (tests.parallel is imported in the functions: scripts/bench_flush.py imports this module without the suite.)"""
+    from django.db import DEFAULT_DB_ALIAS, connection
+    from pytest_django.fixtures import _get_databases_for_setup
+
+    from tests.parallel import WORKER
+
+    if not (
+        WORKER
+        and os.environ.get(TEMPLATE_SWITCH, "1") != "0"
+        and connection.vendor == "postgresql"
+        and not request.config.getvalue("nomigrations")
+        and DEFAULT_DB_ALIAS in _get_databases_for_setup(request.session.items)[0]
+    ):
+        return
+    keepdb = request.config.getvalue("reuse_db") and not request.config.getvalue("create_db")
+    with django_db_blocker.unblock():
+        if keepdb and _database_exists(connection, connection.settings_dict["TEST"]["NAME"]):
+            return  # --reuse-db: pytest-django migrates what the kept database lacks
+        template = template_migrated(connection, verbosity=request.config.option.verbose)
+    # Django's setup creates the worker's database WITH TEMPLATE this (postgresql's sql_table_creation_suffix).
+    connection.settings_dict["TEST"]["TEMPLATE"] = template
+
+
+def template_migrated(connection, *, verbosity: int) -> str:
+    """The name of this run's migrated template database, which the first worker to get here creates."""
+    from tests.parallel import WORKER, _run_folder
+
+    own = connection.settings_dict["TEST"]["NAME"]  # test_<name>_gw0, given by pytest-django's xdist suffix
+    run_id = os.environ["PYTEST_XDIST_TESTRUNUID"][:12]  # a crashed run's template has another name
+    template = f"{own.removesuffix(f'_{WORKER}')[: 63 - len('_tpl_') - len(run_id)]}_tpl_{run_id}"
+    folder = _run_folder()
+    with open(folder / "db-template.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other workers wait here until it is migrated
+        ready = folder / "db-template.ready"
+        if not ready.exists():
+            (folder / "db-template").write_text(template)  # named before it exists: the run's end drops a half one
+            _migrated_as(connection, template, verbosity=verbosity)
+            ready.write_text(template)
+    return template
+
+
+def _migrated_as(connection, name: str, *, verbosity: int) -> None:
+    """Django's creation of the test database, migrations and all, under another name; the settings are kept."""
+    settings = connection.settings_dict  # settings.DATABASES' own, which create_test_db renames to the test's
+    kept = settings["NAME"], settings["TEST"]["NAME"]
+    settings["TEST"]["NAME"] = name
+    try:
+        connection.creation.create_test_db(verbosity=verbosity, autoclobber=True, serialize=False)
+    finally:
+        connection.close()  # CREATE DATABASE ... TEMPLATE refuses a template anyone is connected to
+        settings["NAME"], settings["TEST"]["NAME"] = kept
+
+
+def _database_exists(connection, name: str) -> bool:
+    with connection._nodb_cursor() as cursor:
+        return connection.creation._database_exists(cursor, name)
+
+
+@pytest.hookimpl(tryfirst=True)  # before tests/parallel.py removes the run's folder, which names the template
+def pytest_unconfigure(config) -> None:
+    """At the run's end (the controller, once its workers are done): drop the template its workers migrated."""
+    from tests.parallel import WORKER, run_folder_of
+
+    run_id = getattr(config.option, "testrunuid", None)
+    named = run_folder_of(run_id) / "db-template" if run_id and not WORKER else None
+    if named is None or not named.exists():
+        return
+    from django.db import connection
+    from pytest_django.plugin import blocking_manager_key
+
+    with config.stash[blocking_manager_key].unblock(), connection._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(named.read_text())} WITH (FORCE)")
 
 
 @contextlib.contextmanager

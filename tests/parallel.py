@@ -2,7 +2,8 @@
 go together, and which run alone.
 
 Each worker (gw0, gw1, ...) has of its own:
-- a test database: pytest-django suffixes its name with the worker's id (test_rcb_gw0);
+- a test database: pytest-django suffixes its name with the worker's id (test_rcb_gw0); on PostgreSQL it is a copy
+  of the run's one migrated template (tests/database.py);
 - a Redis database for the cache, the default broker and the Celery workers its tests start, claimed in database 0
   as a test's broker is (scripts/redis_claim.py), so one worker's cache never answers (or empties) another's;
 - its temporary folders, and so its media folders and sandbox environment cache (pytest's basetemp per worker), and
@@ -61,7 +62,7 @@ def pytest_configure(config) -> None:
 def pytest_unconfigure(config) -> None:
     global _claimed
     if not WORKER and getattr(config.option, "testrunuid", None):
-        shutil.rmtree(Path(tempfile.gettempdir()) / f"rcb-pytest-{config.option.testrunuid}", ignore_errors=True)
+        shutil.rmtree(run_folder_of(config.option.testrunuid), ignore_errors=True)
     if _claimed is not None:
         _claimed.close()
         _claimed = None
@@ -69,9 +70,14 @@ def pytest_unconfigure(config) -> None:
 
 def _run_folder() -> Path:
     """A folder of this run's own, shared by its workers."""
-    folder = Path(tempfile.gettempdir()) / f"rcb-pytest-{os.environ.get('PYTEST_XDIST_TESTRUNUID', 'solo')}"
+    folder = run_folder_of(os.environ.get("PYTEST_XDIST_TESTRUNUID", "solo"))
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def run_folder_of(run_id: str) -> Path:
+    """Where the run of this id keeps its workers' shared folder (the controller removes it at the run's end)."""
+    return Path(tempfile.gettempdir()) / f"rcb-pytest-{run_id}"
 
 
 def _folders_of_this_worker() -> None:
@@ -82,7 +88,7 @@ def _folders_of_this_worker() -> None:
     own = _run_folder() / WORKER
     settings.MEDIA_ROOT = own / "media"
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        options = {
+        options: dict[str, str | bool] = {
             "data_folder_in": str(own / "broker" / "queue"),
             "data_folder_out": str(own / "broker" / "queue"),
             "processed_folder": str(own / "broker" / "processed"),
@@ -90,7 +96,7 @@ def _folders_of_this_worker() -> None:
             "store_processed": False,
         }
         for key in ("data_folder_in", "processed_folder", "control_folder"):
-            Path(options[key]).mkdir(parents=True, exist_ok=True)
+            Path(str(options[key])).mkdir(parents=True, exist_ok=True)
         settings.CELERY_BROKER_TRANSPORT_OPTIONS = options
         from config.celery import app
 
@@ -125,7 +131,7 @@ def _redis_of_this_worker() -> None:
         settings.CELERY_BROKER_URL = url
         from config.celery import app
 
-        app.conf.broker_url = url
+        app.conf.broker_url = url  # type: ignore[misc]  # celery-types has it read-only; Celery's conf is a dict
 
 
 def _caches_reset() -> None:
@@ -134,8 +140,8 @@ def _caches_reset() -> None:
     from django.core.cache import caches, close_caches
 
     close_caches()
-    caches._settings = caches.settings = caches.configure_settings(None)
-    caches._connections = Local()
+    caches._settings = caches.settings = caches.configure_settings(None)  # type: ignore[attr-defined]
+    caches._connections = Local()  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(tryfirst=True)
