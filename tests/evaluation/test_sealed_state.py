@@ -133,3 +133,15 @@ def test_its_function_is_sealed_and_a_wrong_answer_killed_by_the_replay(recorded
         verdicts[label] = (replay.sealed, replay.difference)
     assert verdicts["reference"] == (True, ""), verdicts
     assert verdicts["wrong"][0] and verdicts["wrong"][1], verdicts
+
+
+def test_the_advice_to_an_author_follows_why_the_snippet_is_unsealed():
+    """The reason above (before this fix) got the advice to call the function with plain arguments, which the
+    optimizer's test already did; each reason recording_make gives now gets advice of its own."""
+    from submissions.validation import unsealed_advice
+
+    replay = "the reference's own replay differs from its recording (call 1: at args[0]: no attribute warned)"
+    assert "plain arguments" not in unsealed_advice(replay)
+    assert "state its arguments do not carry" in unsealed_advice(replay)
+    assert "seeding" in unsealed_advice("nondeterministic: two reference runs differ (call 1)")
+    assert "plain arguments" in unsealed_advice("its arguments cannot be recorded: TypeError: cannot pickle")
