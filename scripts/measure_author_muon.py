@@ -20,9 +20,9 @@ gives them, measured end to end, in-process on its own SQLite database, media fo
    and no fork server at all (every item a cold start). Printed per pass: the pass rate, the flags, whether an item
    forked after the pass starts with torch._dynamo loaded, and each item's verdict.
 
-Run: .venv/bin/python scripts/measure_author_muon.py [--mutants 3] [--cache DIR] [--only-calibration]
+Run: .venv/bin/python scripts/measure_author_muon.py [--mutants 3] [--cache DIR] [--only-calibration|--only-validation]
 (`--cache`: the sandbox's environment cache; a cache that holds the package's environment saves building it.
-`--only-calibration`: steps 1 and 4 only.)
+`--only-calibration`: steps 1 and 4 only; `--only-validation`: step 1 only.)
 """
 
 from __future__ import annotations
@@ -379,6 +379,7 @@ def main() -> None:
     parser.add_argument("--mutants", type=int, default=3, help="mutants per snippet (validation's and the scores')")
     parser.add_argument("--cache", type=Path, help="the sandbox's environment cache folder")
     parser.add_argument("--only-calibration", action="store_true", help="steps 1 and 4 only")
+    parser.add_argument("--only-validation", action="store_true", help="step 1 only (each snippet's sealing)")
     args = parser.parse_args()
     if args.cache:
         os.environ["SANDBOX_CACHE_DIR"] = str(args.cache.resolve())
@@ -400,6 +401,8 @@ def main() -> None:
     print(f"  sealed snippets: {sum(bool((c.result or {}).get('sealed')) for c in sealed)} of {len(sealed)}")
     if report.status != "passed":
         sys.exit("validation did not pass: nothing more to measure")
+    if args.only_validation:
+        return
     if not args.only_calibration:
         mutation_scores(revision, args.mutants)
         try_answers(author, revision)

@@ -792,11 +792,31 @@ def sealing_checks(
             result={"sealed": sealing["sealed"], "reason": sealing["reason"], "target": sealing["target"]},
             warning=""
             if sealing["sealed"]
-            else f"not sealed ({sealing['reason'][:300]}): its answers keep the "
-            "in-process guard only; a test that calls its function with plain arguments would seal it",
+            else f"not sealed ({sealing['reason'][:300]}): its answers keep the in-process guard only; "
+            + unsealed_advice(sealing["reason"]),
             recording=recording if first else None,
         )
         first = False
+
+
+# What would seal a snippet, by the start of recording_make's reason; the rest are the recording's own limits.
+UNSEALED_ADVICE = (
+    (
+        "the reference's own replay differs",
+        "its function, called alone on its recorded arguments, does not return what it did in the tests: it reads or "
+        "changes state its arguments do not carry (a global, a file, a class attribute), or an argument does not "
+        "come back whole from pickling; passing that state as an argument would seal it",
+    ),
+    ("nondeterministic", "two runs of the tests differ: seeding what its function draws from would seal it"),
+)
+
+
+def unsealed_advice(reason: str) -> str:
+    """What the author could change so that the snippet is sealed, for the reason it is not."""
+    for start, advice in UNSEALED_ADVICE:
+        if reason.startswith(start):
+            return advice
+    return "a test that calls its function with plain arguments would seal it"
 
 
 def findings_text(findings) -> str:

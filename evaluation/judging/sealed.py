@@ -33,8 +33,9 @@ RECORDING_VERSION = 1
 RECORDER_FILE = ".rcb-record.py"
 REPLAYER_FILE = ".rcb-replay.py"
 INPUTS_FILE = ".rcb-replay-inputs.json"
-RECORDER_SOURCE = programs.source("snapshot") + "\n" + programs.source("recorder")
-REPLAYER_SOURCE = programs.source("snapshot") + "\n" + programs.source("replayer")
+# The attribute setter comes before both: the recorder's pickles name it and the replayer's unpickling finds it.
+RECORDER_SOURCE = "\n".join(programs.source(name) for name in ("snapshot", "attributes", "recorder"))
+REPLAYER_SOURCE = "\n".join(programs.source(name) for name in ("snapshot", "attributes", "replayer"))
 # Calls and bytes of inputs recorded per function; the rest of its calls are counted, not recorded.
 CALLS_MAX = 20
 INPUT_BYTES_MAX = 8 * 1024 * 1024

@@ -3,10 +3,11 @@
 # generators' states), and what it returned and its arguments' state at exit (as data, snapshot.py's format). A
 # program run inside the sandbox after snapshot.py's source, never imported. Standard library only.
 
-import base64, io, json, pickle, pickletools, random, sys, threading
+import base64, copyreg, io, json, pickle, pickletools, random, sys, threading
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # snapshot.py's source comes before this program's in the sandbox
+if TYPE_CHECKING:  # snapshot.py's and attributes.py's sources come before this program's in the sandbox
+    from sandbox.programs.attributes import attributes_set
     from sandbox.programs.snapshot import dumps, snapshot_roots
 
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
@@ -26,17 +27,57 @@ def rng_state():
 
 
 class InputPickler(pickle.Pickler):
-    """Pickles a call's inputs as the standard pickler does, except that a torch tensor keeps its gradient: torch's
-    own reduction drops `.grad`, which an optimizer's step reads (a replay would then see None)."""
+    """Pickles a call's inputs as the standard pickler does, except where a library's own reduction leaves out what
+    the reference's objects hold: a torch tensor keeps its gradient (torch drops `.grad`, which an optimizer's step
+    reads: a replay would see None), and an object whose class has its own __getstate__ or __setstate__ keeps its
+    whole attribute dict, set back as it was (torch's Optimizer drops a warn-once flag in __getstate__ and adds a
+    "differentiable" default in __setstate__: the reference's own replay never agreed with its recording)."""
 
     def reducer_override(self, obj):
         torch = sys.modules.get("torch")
-        if torch is None or not isinstance(obj, torch.Tensor) or getattr(obj, "grad", None) is None:
-            return NotImplemented
-        if isinstance(obj, torch.nn.Parameter):  # torch's own rebuilder: the state is set as attributes
-            return (torch._utils._rebuild_parameter_with_state, (obj.data, obj.requires_grad, {}, {"grad": obj.grad}))
-        rebuild, arguments = obj.detach().requires_grad_(obj.requires_grad).__reduce_ex__(4)[:2]
-        return (torch._tensor._rebuild_from_type_v2, (rebuild, type(obj), arguments, {"grad": obj.grad}))
+        if torch is not None and isinstance(obj, torch.Tensor):
+            return tensor_with_grad(torch, obj)
+        return attributes_whole(obj)
+
+
+def tensor_with_grad(torch, obj):
+    if getattr(obj, "grad", None) is None:
+        return NotImplemented
+    if isinstance(obj, torch.nn.Parameter):  # torch's own rebuilder: the state is set as attributes
+        return (torch._utils._rebuild_parameter_with_state, (obj.data, obj.requires_grad, {}, {"grad": obj.grad}))
+    rebuild, arguments = obj.detach().requires_grad_(obj.requires_grad).__reduce_ex__(4)[:2]
+    return (torch._tensor._rebuild_from_type_v2, (rebuild, type(obj), arguments, {"grad": obj.grad}))
+
+
+def attributes_whole(obj):
+    """The standard reduction of an object whose class has its own __getstate__ or __setstate__ (and neither its own
+    __reduce__ nor slots), its state its whole attribute dict, set by attributes.py's setter instead of the class's
+    __setstate__; NotImplemented (the standard reduction) for any other object, and for one holding an attribute its
+    __getstate__ left out that cannot be pickled (a lock it makes afresh on unpickling)."""
+    cls: Any = type(obj)  # its own or object's methods, compared by identity
+    if (
+        isinstance(obj, type)
+        or cls in copyreg.dispatch_table
+        or cls.__reduce_ex__ is not object.__reduce_ex__
+        or cls.__reduce__ is not object.__reduce__
+        or (cls.__getstate__ is object.__getstate__ and not hasattr(cls, "__setstate__"))
+        or not isinstance(getattr(obj, "__dict__", None), dict)
+        or copyreg._slotnames(cls)  # type: ignore[attr-defined]  # slots hold state the dict does not
+    ):
+        return NotImplemented
+    reduced = obj.__reduce_ex__(4)
+    if not isinstance(reduced, tuple) or len(reduced) < 2:
+        return NotImplemented
+    attributes = dict(vars(obj))
+    state = reduced[2] if len(reduced) > 2 and isinstance(reduced[2], dict) else {}
+    try:
+        for name, value in attributes.items():
+            if name not in state or state[name] is not value:
+                InputPickler(io.BytesIO(), protocol=4).dump(value)
+    except Exception:
+        return NotImplemented
+    rest = (*reduced[3:5], None, None)[:2]
+    return (reduced[0], reduced[1], attributes, *rest, attributes_set)
 
 
 def inputs_pickle(value):
