@@ -79,32 +79,3 @@ def test_two_workers_keep_each_group_on_one_worker_and_start_with_the_longest(tm
         ["test_long.py", "test_outage_one.py"],
         ["test_long.py", "test_outage_two.py"],
     ), first_of
-
-
-@pytest.mark.postgres
-@pytest.mark.slow
-def test_two_workers_migrate_once_and_each_gets_a_copy_of_the_template(tmp_path, django_db_blocker):
-    """tests/database.py: of a run on two workers only one migrates (its template database), and each worker's own
-    database is a copy with every migration applied; the run's end drops the template. (With
-    RCB_TEST_DB_TEMPLATE=0 each worker's own database is the one migrated, twice in all: the first check fails.)"""
-    from django.db import connection
-    from django.db.migrations.loader import MigrationLoader
-
-    from scripts.bench_test_setup import database_url_aside, small_run
-
-    url = database_url_aside(os.environ["DATABASE_URL"], "setup_test")  # not the benchmark's
-    _, _, rows = small_run(tmp_path, template=True, database_url=url)
-
-    migrated = {(row["worker"], row["database"], row["applied"]) for row in rows if row["event"] == "migrate"}
-    applied = [(worker, database, count) for worker, database, count in migrated if count]
-    on_disk = len(MigrationLoader(None, ignore_no_migrations=True).disk_migrations)
-    assert len(applied) == 1, migrated
-    (_, template, count) = applied[0]
-    assert "_tpl_" in template and count == on_disk, applied
-    tests = {row["worker"]: (row["database"], row["migrations"]) for row in rows if row["event"] == "test"}
-    assert set(tests) == {"gw0", "gw1"}
-    assert {database for database, _ in tests.values()} == {template.split("_tpl_")[0] + s for s in ("_gw0", "_gw1")}
-    assert {migrations for _, migrations in tests.values()} == {on_disk}, tests
-    with django_db_blocker.unblock(), connection._nodb_cursor() as cursor:
-        cursor.execute("select datname from pg_database where datname = %s", [template])
-        assert cursor.fetchall() == [], "the run's end drops its template"

@@ -172,7 +172,10 @@ def test_embedded_broker_losing_its_queue_mid_run_the_run_completes_by_itself(me
             worker=worker,
         )
         assert_every_item_once_and_scored(run)
-        assert events_of(subject=run).get(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED).items >= len(lost)
+        # The watchdog re-dispatches what the run's share of the free slots allows (run_dispatch), and the feeder
+        # queues the rest as items finish: at least one re-dispatched, every lost item run once (above).
+        redispatched = events_of(subject=run).filter(kind=OperationsEvent.Kind.ITEMS_REDISPATCHED)
+        assert sum(event.items for event in redispatched) >= 1
 
 
 def test_a_run_started_while_the_broker_is_down_is_dispatched_once_it_is_back(
