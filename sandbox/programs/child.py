@@ -419,10 +419,15 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         # between is still seen at the exec it fed.
         if not generator_helpers or generator_helpers["namespace"] is not namespace:
             return False
-        for name, (value, code) in list_(generator_helpers["values"].items()):
+        values = generator_helpers["values"]
+        for name, (value, code) in list_(values.items()):
             if namespace.get(name, missing) is not value:
                 return False
             if code is not None and value.__code__ is not code:
+                return False
+        # A name added shadows a builtin the generator's text uses (repr); a loop, as `all` may be the answer's.
+        for name in list_(namespace):  # noqa: SIM110
+            if name not in values:
                 return False
         return True
 

@@ -104,6 +104,24 @@ class Stats:
 Stats(0.0)
 return x
 """,
+    # a name added to dataclasses' namespace (update_wrapper copies a __dict__ in) shadows the builtin repr its
+    # frozen __setattr__'s text is built with (the independent attacker's route)
+    "dataclass-namespace-name-added": f"""import dataclasses, functools
+shown = repr
+class Carrier:
+    pass
+carrier = Carrier()
+text = "(setattr(np.testing.assert_allclose, '__co' + 'de__', {NOOP}) or 'zq')"
+carrier.repr = lambda o: text if o == "zq" else shown(o)
+functools.update_wrapper(dataclasses, carrier, assigned=())
+class Frozen:
+    __annotations__ = {{"zq": int}}
+Frozen = dataclasses.dataclass(frozen=True, init=False, repr=False, eq=False)(Frozen)
+class Thawed(Frozen):
+    pass
+Thawed().y = 1
+return x
+""",
     # a constant of dataclasses that its text is built from, rebound (the __post_init__ call's name)
     "dataclass-constant-rebound": f"""import dataclasses
 name = "__post_init__(); setattr(np.testing.assert_allclose, '__co' + 'de__', {NOOP}); self.x"
