@@ -409,6 +409,7 @@ class _Policy(ast.NodeVisitor):
         self.classes: set[str] = set()  # the file's and the answer's own classes
         self.holders: set[str] = set()  # `self.np`, `box["m"]`, `Holder.m`: attributes and items given a module
         self.allowed_calls: set[int] = set()  # ids of getattr/type nodes used as the policy allows
+        self.wrapping_decorators: set[int] = set()  # ids of functools.wraps calls applied at once (a decorator)
         self.own: set[str] = set()  # names bound in the snippet to the answer's own objects (its functions, classes)
         self.parameters: dict[str, int] = {}  # parameters of the task's function around the snippet: line rebound
         self.docstrings: set[int] = set()  # ids of strings that are statements of their own (documentation)
@@ -969,7 +970,27 @@ class _Policy(ast.NodeVisitor):
             self.attribute_path_call(node, name)
         elif name == "builtins.type" and len(node.args) == 1 and not node.keywords:
             self.allowed_calls.add(id(func))
+        if name == "functools.update_wrapper" and node.args:
+            self.attributes_copied_into(node, node.args[0])
+        elif isinstance(func, ast.Call) and self.qualified(func.func) == "functools.wraps" and node.args:
+            self.attributes_copied_into(node, node.args[0])  # functools.wraps(w)(target)
+            self.wrapping_decorators.add(id(func))
+        elif name == "functools.wraps" and id(node) not in self.wrapping_decorators:
+            # Held as a value (w = wraps(c); w(math)): what it later copies attributes into cannot be seen.
+            self.flag(node, "foreign-store", "functools.wraps used other than as a decorator or called at once")
         self.generic_visit(node)
+
+    def attributes_copied_into(self, node: ast.Call, target: ast.expr) -> None:
+        """functools.update_wrapper and wraps(...)(target) set attributes of `target` and update its __dict__: a
+        store into it, as `target.x = ...` is."""
+        if self.reaches_module(target):
+            self.flag(node, "module-assignment", f"copies attributes into {ast.unparse(target)[:60]}")
+        elif not self.own_root(target):
+            self.flag(
+                node,
+                "foreign-store",
+                f"copies attributes into {ast.unparse(target)[:60]}, which the answer did not create",
+            )
 
     def in_place_writes(self, node: ast.Call, name: str | None) -> None:
         """A call that writes into its receiver, its first argument or its `out=`: an input written if it is one."""
@@ -1051,6 +1072,7 @@ class _Policy(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.dunder(node, node.name)
+        self.wrapping_decorators.update(id(d) for d in node.decorator_list)  # @functools.wraps(f) on its own def
         # Decorators, defaults and annotations are evaluated where the def stands, its body in its own scope.
         for outer in (*node.decorator_list, node.args, *([node.returns] if node.returns else [])):
             self.visit(outer)

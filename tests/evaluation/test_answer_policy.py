@@ -41,6 +41,20 @@ EXAMPLES = {
         "def patch(module, out):\n    module.norm = abs\npatch(np.linalg, [0])\nreturn x",
         "def apply(function, out):\n    out[0] = function(1.0)\napply(np.tanh, [0.0])\nreturn x",
     ),
+    "module-assignment through functools.update_wrapper": (
+        "import functools\nclass C:\n    pass\nfunctools.update_wrapper(np.linalg, C(), assigned=())\nreturn x",
+        "import functools\ndef inner(v):\n    return v\n@functools.wraps(inner)\ndef outer(v):\n    return inner(v)\n"
+        "return outer(x)",
+    ),
+    "module-assignment through functools.wraps called at once": (
+        "import functools\nclass C:\n    pass\nfunctools.wraps(C(), assigned=())(np.linalg)\nreturn x",
+        "import functools\ndef inner(v):\n    return v\ndef outer(v):\n    return inner(v)\n"
+        "wrapped = functools.wraps(inner)(outer)\nreturn wrapped(x)",
+    ),
+    "foreign-store through functools.wraps held as a value": (
+        "import functools\nclass C:\n    pass\nw = functools.wraps(C(), assigned=())\nw(np.linalg)\nreturn x",
+        "import functools\nclass C:\n    pass\nc = C()\nreturn x",
+    ),
     "module-assignment held by self": (
         "self.la = np.linalg\nself.la.norm = abs\nreturn x",
         "self.la = np.linalg\nself.la = None\nself.cache = {}\nreturn x",
