@@ -107,7 +107,9 @@ POLICY: tuple[Rule, ...] = (
         _names(
             "builtins.exec builtins.eval builtins.compile builtins.breakpoint builtins runpy marshal pickle "
             "_pickle code codeop copyreg shelve dill cloudpickle numpy.load torch.load torch.hub torch.package "
-            "timeit typing.get_type_hints typing.ForwardRef typing._eval_type functools.singledispatch"
+            "timeit typing.get_type_hints typing.ForwardRef typing._eval_type functools.singledispatch "
+            # torch.fx writes Python text from a graph's node names, unescaped, and runs it (torch/fx/graph.py)
+            "torch.fx"
         ),
     ),
     Rule(

@@ -165,3 +165,22 @@ def test_an_answer_too_deep_to_audit_is_flagged_not_an_error():
     deep = "def f(x):\n    return x" + ".a" * 20000 + "\n"
     findings = answer_audit(source=deep, first_line=2, last_line=2)
     assert [(f.kind, f.line) for f in findings] == [("tampering", 2)]
+
+
+def test_an_answer_building_a_torch_fx_graph_is_dynamic_code():
+    """torch.fx's code generator writes a node's method name into the text it runs without escaping it, so an
+    answer building a graph runs text of its own (the independent attacker called the hidden reference so);
+    torch's other uses stay clean."""
+    source = "import torch\n\n\ndef scale(t):\n    return t\n"
+    bodies = {
+        "import torch.fx\n    g = torch.fx.Graph()\n    return t * 2": ["dynamic-code"],
+        "from torch import fx\n    g = fx.Graph()\n    return t * 2": ["dynamic-code"],
+        "return torch.tanh(t) * 2": [],
+    }
+    for body, rules in bodies.items():
+        spliced = source.replace("    return t\n", f"    {body}\n")
+        last = 4 + body.count("\n") + 1
+        found = [f.rule for f in answer_audit(source=spliced, first_line=5, last_line=last)]
+        assert found[:1] == rules or (rules and rules[0] in found), (body, found)
+        if not rules:
+            assert found == [], (body, found)
