@@ -47,11 +47,23 @@ def _indentation_problem(code: str) -> str:
     return ""
 
 
+CONTROL_NAMES = {"\r": "carriage return", "\f": "form feed", "\v": "vertical tab"}
+
+
 def answer_body_place(*, body: str, indent: str) -> tuple[str, str]:
     """A pasted body at the snippet's indentation `indent`, as an uploaded body is placed (`body_reindent`: any
     consistent indentation, tabs as Python reads them), and what was done, in a sentence ('' for nothing). A body whose
     first line starts at column 0 and the rest deeper, which Python cannot read as it is, is what a copy begun
     mid-line gives: its other lines are moved on their own. Other unreadable indentation is refused, saying where."""
+    body = body.replace("\r\n", "\n")  # a browser's textarea sends CRLF
+    for number, line in enumerate(body.split("\n"), start=1):
+        # Python reads a lone CR as a line break and a form feed as a reset of the indentation to column 0, so a
+        # body holding one could leave its function whatever indentation it is given.
+        if control := next((c for c in ("\r", "\f", "\v") if c in line), None):
+            raise ApplicationError(
+                f"line {number} of the body holds a {CONTROL_NAMES[control]}, which Python reads as a line break or "
+                "an indentation reset: paste plain lines"
+            )
     placed = body_reindent(body, indent)
     problem = _indentation_problem(body_reindent(body, ""))
     if not problem:

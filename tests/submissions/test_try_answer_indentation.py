@@ -86,3 +86,19 @@ def test_a_body_whose_indentation_python_cannot_read_is_refused_saying_where(cli
     said = "Not tried: the body's indentation does not make blocks Python can read (line 2: unexpected indent)"
     assert said in page, page
     assert not TriedAnswer.objects.exists()
+
+
+def test_a_body_holding_a_form_feed_or_a_lone_carriage_return_is_refused_not_placed():
+    """Python resets a line's indentation to column 0 at a form feed and breaks a line at a lone CR: placed, such a
+    body's line would run outside its function (the independent attacker's route); a browser's CRLF is fine."""
+    from common.errors import ApplicationError
+    from submissions.answers import answer_body_place
+
+    for body, named in (
+        ("x = 1\n\x0c\x0cprint('module level')\nreturn x\n", "line 2 of the body holds a form feed"),
+        ("x = 1\rprint('module level')\nreturn x\n", "line 1 of the body holds a carriage return"),
+    ):
+        with pytest.raises(ApplicationError, match=named):
+            answer_body_place(body=body, indent="    ")
+    placed, _ = answer_body_place(body="x = 1\r\nreturn x\r\n", indent="    ")
+    assert placed == "    x = 1\n    return x\n"
