@@ -275,6 +275,9 @@ class TriedAnswer(models.Model):
     snippet_name = models.CharField(max_length=300)
     code = models.TextField(help_text="The body tried in place of the snippet's reference.")
     note = models.CharField(max_length=300, blank=True, help_text="What the body changes, in the author's words.")
+    reindented = models.CharField(
+        max_length=200, blank=True, help_text="What was done to the body's indentation ('' for nothing), for its list."
+    )
     tried_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tried_answers")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
     category = models.CharField(max_length=40, blank=True)
