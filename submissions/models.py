@@ -8,6 +8,9 @@ from django.db import models
 from benchmarks.models import TaskPackage
 from operations.models import Redispatchable
 
+# A draft's key for the revision it was last submitted as, dropped by its first change (services.draft_update).
+DRAFT_SUBMITTED_AS = "submitted_as"
+
 
 class Submission(models.Model):
     """One paper proposed by an author; `draft` keeps what the form holds until it is submitted."""
