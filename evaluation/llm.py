@@ -68,6 +68,12 @@ def _litellm():
     return litellm
 
 
+def litellm_load() -> None:
+    """Import litellm now, in a web process's start (config/wsgi.py): registering a model checks its provider with
+    litellm, and the first such request would otherwise wait for the import (over 30 s seen on a busy machine)."""
+    _litellm()
+
+
 class _KeyScrubber(logging.Filter):
     """Removes the keys of calls in flight from litellm's log records: at DEBUG it logs providers' error bodies,
     and some providers quote the key they were given."""

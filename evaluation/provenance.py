@@ -21,6 +21,11 @@ class ProvenanceLabel:
     label: str  # the short word of badges and filters, e.g. "self-reported"
     statement: str  # what exactly the platform vouches for, e.g. "verified upload: checked by maya, ..."
 
+    @property
+    def beside_badge(self) -> str:
+        """The statement after a badge that already says the label ("checked by maya, ..."): not said twice."""
+        return self.statement.removeprefix(f"{self.label}: ")
+
 
 # What each provenance means in general (the leaderboard's legend, the API's documentation); `provenance_of` says it
 # for one run.

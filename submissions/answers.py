@@ -87,6 +87,13 @@ def answer_body_place(*, body: str, indent: str) -> tuple[str, str]:
     )
 
 
+def placed_said(*, body: str, placed: str) -> str:
+    """What the tried answers' list keeps saying about a placed body's indentation ('' when it was used as pasted)."""
+    if placed == body:
+        return ""
+    return "reindented to the snippet's indentation" + (" (tabs expanded)" if "\t" in body else "")
+
+
 def answer_try(*, revision: Revision, actor, snippet_file: str, snippet_index: int, code: str, note: str = ""):
     """Store an answer to try on `revision`'s snippet, at the snippet's indentation (`answer_body_place`), and queue
     its judging; refused (ApplicationError, saying why) for a revision whose reference has not passed validation, an
@@ -108,6 +115,7 @@ def answer_try(*, revision: Revision, actor, snippet_file: str, snippet_index: i
     snippet = next((s for s in annotated.snippets if s.index == snippet_index), None)
     if snippet is None:
         raise ApplicationError(f"{snippet_file} has no snippet {snippet_index}")
+    pasted = code
     code, placed = answer_body_place(body=code, indent=snippet.code_indent)
     with transaction.atomic():
         answer_try_quota_check(user=actor)
@@ -118,6 +126,7 @@ def answer_try(*, revision: Revision, actor, snippet_file: str, snippet_index: i
             snippet_name=snippet.name,
             code=code,
             note=note.strip()[:300],
+            reindented=placed_said(body=pasted.replace("\r\n", "\n"), placed=code),
             tried_by=actor,
         )
         transaction.on_commit(lambda: _answer_queue(tried))

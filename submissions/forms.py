@@ -192,12 +192,22 @@ class FilesForm(forms.Form):
         self.paths = paths = sorted(files)
         for name, choices in (
             ("annotated_paths", [(p, p) for p in paths if p.endswith(".py")]),
-            ("context_paths", [(p, p) for p in paths]),
+            ("context_paths", [(p, p) for p in self._context_offered(paths)]),
             ("example_script", [("", "none"), *((p, p) for p in paths if p.endswith(".py"))]),
         ):
             field = self.fields[name]
             if isinstance(field, forms.ChoiceField):  # both are, as declared above (self.fields holds plain Fields)
                 field.choices = choices
+
+    def _context_offered(self, paths: list[str]) -> list[str]:
+        """The files offered as context: on the page, not those `clean` would refuse whatever is annotated (the test
+        entry point, a copy of the reference, recorded calls); a posted form keeps every path, so a refused one is
+        refused with its reason."""
+        if self.is_bound:
+            return paths
+        annotated = [p for p in self.initial.get("annotated_paths") or [] if p in self.draft_files]
+        refused = draft_context_refusals(files=self.draft_files, annotated_paths=annotated, context_paths=paths)
+        return [p for p in paths if p in annotated or p not in refused]
 
     def clean_requirements(self) -> str:
         text = self.cleaned_data.get("requirements", "")
@@ -251,7 +261,7 @@ class DecisionForm(forms.Form):
 
 
 class CommentForm(forms.Form):
-    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label="Comment")
+    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label="Your comment")
     snippet = forms.CharField(required=False, widget=forms.HiddenInput)
 
 

@@ -8,6 +8,9 @@ from django.db import models
 from benchmarks.models import TaskPackage
 from operations.models import Redispatchable
 
+# A draft's key for the revision it was last submitted as, dropped by its first change (services.draft_update).
+DRAFT_SUBMITTED_AS = "submitted_as"
+
 
 class Submission(models.Model):
     """One paper proposed by an author; `draft` keeps what the form holds until it is submitted."""
@@ -275,6 +278,9 @@ class TriedAnswer(models.Model):
     snippet_name = models.CharField(max_length=300)
     code = models.TextField(help_text="The body tried in place of the snippet's reference.")
     note = models.CharField(max_length=300, blank=True, help_text="What the body changes, in the author's words.")
+    reindented = models.CharField(
+        max_length=200, blank=True, help_text="What was done to the body's indentation ('' for nothing), for its list."
+    )
     tried_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tried_answers")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
     category = models.CharField(max_length=40, blank=True)

@@ -198,10 +198,12 @@ def _script_stem(script: str) -> str:
     return str(PurePosixPath(script).with_suffix("")).replace("/", "-")
 
 
-def proposed_tests_offers(*, revision: Revision) -> list[ProposedTestsOffer]:
+def proposed_tests_offers(*, revision: Revision, author_reads: bool = True) -> list[ProposedTestsOffer]:
     """The proposed tests the revision's page offers, each once: the package's own tests when validation made them
     from the example script (the example's replay would be the same calls again); otherwise the replay of the
-    tests' calls and the replay of the example script's calls, as one download when both recorded the same calls."""
+    tests' calls and the replay of the example script's calls, as one download when both recorded the same calls.
+    Said to the author ("your tests"), or to a maintainer reviewing it ("the author's tests")."""
+    your, yours = ("your", "yours") if author_reads else ("the author's", "the author's")
     paper = f"{revision.metadata.get('id') or 'paper'}-r{revision.number}"
     sources = proposed_tests_sources(revision=revision)
     script = str(_recording(revision, "example").get("script") or "")
@@ -211,9 +213,9 @@ def proposed_tests_offers(*, revision: Revision) -> list[ProposedTestsOffer]:
             ProposedTestsOffer(
                 source="package",
                 label=f"Download the package's tests, proposed from {made_from}",
-                useful=f"the {TEST_ENTRY_POINT} and {FOLDER}/ validation made from your example script's calls and "
-                "judges every answer with: read them, change a tolerance, or add your own tests beside them and "
-                "submit them back in the package (then they are yours)",
+                useful=f"the {TEST_ENTRY_POINT} and {FOLDER}/ validation made from {your} example script's calls and "
+                "judges every answer with: read them, change a tolerance, or add tests beside them and "
+                f"submit them back in the package (then they are {yours})",
                 filename=f"{paper}-{_script_stem(TEST_ENTRY_POINT)}-proposed-from-{_script_stem(made_from)}.zip",
                 test_file=TEST_ENTRY_POINT,
             )
@@ -228,11 +230,11 @@ def proposed_tests_offers(*, revision: Revision) -> list[ProposedTestsOffer]:
         offers.append(
             ProposedTestsOffer(
                 source="tests",
-                label="Download the replay of your tests' calls"
-                + (f" (your example script {script} made the same calls)" if same else ""),
-                useful="each call of a snippet's function your tests made, replayed on its recorded inputs and "
-                "compared with everything the reference returned and changed: useful beside your tests, as it "
-                "checks every value of those calls where your assertions may check only some",
+                label=f"Download the replay of {your} tests' calls"
+                + (f" ({your} example script {script} made the same calls)" if same else ""),
+                useful=f"each call of a snippet's function {your} tests made, replayed on its recorded inputs and "
+                f"compared with everything the reference returned and changed: useful beside {your} tests, as it "
+                "checks every value of those calls where their assertions may check only some",
                 filename=f"{paper}-replay-of-your-tests.zip",
                 test_file=TEST_FILE,
             )
@@ -241,10 +243,10 @@ def proposed_tests_offers(*, revision: Revision) -> list[ProposedTestsOffer]:
         offers.append(
             ProposedTestsOffer(
                 source="example",
-                label=f"Download the replay of your example script's calls ({script})",
+                label=f"Download the replay of the calls of {your} example script {script}",
                 useful=f"the same, for the calls {script} made: useful where the script reaches inputs or code "
-                "your tests do not (the mutation score above lists what only the proposed tests kill), or as a start "
-                "when you have no tests yet",
+                f"{your} tests do not (the mutation score above lists what only the proposed tests kill), or as a "
+                "start when there are no tests yet",
                 filename=f"{paper}-replay-of-{_script_stem(script)}.zip",
                 test_file=EXAMPLE_TEST_FILE,
             )

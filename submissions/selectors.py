@@ -15,6 +15,7 @@ from benchmarks.models import DuplicateAcceptance
 from benchmarks.paper2code import parse
 from benchmarks.selectors import blob_read, user_is_maintainer
 from submissions.models import (
+    DRAFT_SUBMITTED_AS,
     Revision,
     SetValidation,
     SetValidationPaper,
@@ -47,9 +48,13 @@ def submission_get(*, pk: int, user) -> Submission:
 
 def report_superseded(*, submission: Submission) -> bool:
     """Whether the latest revision's validation report is about something other than what the author now edits:
-    after "Revise before review" or a change request the draft is a next revision, validated only once submitted."""
-    return submission.state in (Submission.State.DRAFT, Submission.State.CHANGES_REQUESTED) and (
-        submission.revisions.exists()
+    after "Revise before review" or a change request, once the author changed the draft, it is a next revision,
+    validated only once submitted. Unchanged, the report is still about the draft."""
+    latest = submission.revisions.order_by("-number").values_list("number", flat=True).first()
+    return (
+        submission.state in (Submission.State.DRAFT, Submission.State.CHANGES_REQUESTED)
+        and latest is not None
+        and submission.draft.get(DRAFT_SUBMITTED_AS) != latest
     )
 
 

@@ -25,7 +25,15 @@ from operations.enqueue import enqueue
 from operations.events import Kind, event_record
 from submissions.duplicates import revision_fingerprint, submission_matches
 from submissions.errors import TransitionError
-from submissions.models import Comment, Revision, StateChange, Submission, ValidationCheck, ValidationReport
+from submissions.models import (
+    DRAFT_SUBMITTED_AS,
+    Comment,
+    Revision,
+    StateChange,
+    Submission,
+    ValidationCheck,
+    ValidationReport,
+)
 from submissions.quotas import environments_check, stored_bytes_check
 from submissions.selectors import report_mutations
 
@@ -143,7 +151,10 @@ def draft_update(*, submission: Submission, actor, values: dict) -> Submission:
     submission = Submission.objects.select_for_update().get(pk=submission.pk)
     if submission.state not in EDITABLE:
         raise TransitionError(f"a submission that is {submission.get_state_display()} cannot be edited")
-    submission.draft = {**submission.draft, **values}
+    edited = {**submission.draft, **values}
+    if edited != submission.draft:  # a change since the revision it was submitted as (`report_superseded`)
+        edited.pop(DRAFT_SUBMITTED_AS, None)
+    submission.draft = edited
     submission.title = submission.draft.get("metadata", {}).get("title", submission.title)
     submission.save(update_fields=["draft", "title", "updated_at"])
     return submission
@@ -173,6 +184,8 @@ def _revision_create(submission: Submission, *, note: str = "") -> Revision:
         note=note,
     )
     ValidationReport.objects.create(revision=revision)
+    submission.draft = {**draft, DRAFT_SUBMITTED_AS: number}  # the draft is this revision until it is edited
+    submission.save(update_fields=["draft"])
     try:  # made once, while its files are fresh: every match check reads it; a failure never loses the submission
         with transaction.atomic():
             revision_fingerprint(revision=revision)

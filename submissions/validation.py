@@ -952,7 +952,12 @@ def mutation_text(result: dict) -> str:
     score = f"score {result['score']:.0%}" if result["score"] is not None else "no score: every mutant is equivalent"
     lines = [
         f"{result['killed']} of {counted} mutants killed ({score})"
-        + (f": {by.get('replay', 0)} by the replay, {by.get('tests', 0)} by the tests" if by else "")
+        + (
+            f": {by.get('replay', 0)} by the sealed replay of recorded calls (before the tests ran), "
+            f"{by.get('tests', 0)} needed the tests"
+            if by
+            else ""
+        )
         + (f", {len(result['timeouts'])} by the time limit ({result['time_limit']:g} s)" if result["timeouts"] else "")
     ]
     if result.get("equivalent"):

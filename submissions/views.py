@@ -203,11 +203,11 @@ def _detail_context(submission: Submission, user) -> dict:
         "comment_form": forms.CommentForm(),
         "changes_requested": selectors.changes_requested(submission=submission),
         "intake": submission.draft.get("intake"),
-        **_try_context(revision),
+        **_try_context(revision, author_reads=user.pk == submission.author_id),
     }
 
 
-def _try_context(revision, form=None) -> dict:
+def _try_context(revision, form=None, *, author_reads: bool = True) -> dict:
     """The try-an-answer section: its form once the revision's reference passed validation, and its tried answers."""
     if revision is None:
         return {"tried_answers": [], "try_form": None}
@@ -221,7 +221,7 @@ def _try_context(revision, form=None) -> dict:
         "tried_answers": tried,
         "tried_active": any(t.is_active for t in tried),
         "try_form": form,
-        "proposed_tests": proposed.proposed_tests_offers(revision=revision),
+        "proposed_tests": proposed.proposed_tests_offers(revision=revision, author_reads=author_reads),
         "tests_proposed_from": proposed.tests_proposed_from(revision=revision),
     }
 

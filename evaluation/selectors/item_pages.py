@@ -14,6 +14,7 @@ from django.db.models import (
 from benchmarks import visibility
 from benchmarks.paper2code.markers import is_marker, split_lines
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT
+from benchmarks.permissions import user_may_change
 from benchmarks.selectors import (
     tasks_as_released,
 )
@@ -75,11 +76,50 @@ def paths_shown(text: str, *, file_path: str) -> str:
     return _FRAME_PATH.sub(lambda m: f'File "<harness>/{m[1].rsplit("/", 1)[-1]}"', text)
 
 
+# What a flag's finding is, said without its evidence: a runtime guard's record or a replay's difference can quote
+# the hidden tests (their calls, their values), so the item page names only its kind and this.
+FINDING_SOURCES = {
+    "static": "the static policy found this in the answer's code",
+    "runtime": "the platform's runtime guard stopped something the answer did while the tests ran",
+    "replay": "the answer's replay on the recorded calls differed from the reference's, although the tests passed",
+    "agent": "an infrastructure error after the agent's commands (what the agent did may have caused it)",
+}
+
+
+def flag_findings_shown(*, outcome: Outcome, task_visible: bool) -> list[dict]:
+    """A flag's findings as the run's owner may read them: a static finding's rule and line (the answer is the
+    owner's own code), its detail where the owner may see the task (it can name the file's own names); any other
+    finding's kind and what its source means, never its evidence. Notes kept beside a pass are not flags."""
+    shown = []
+    for finding in outcome.findings:
+        if finding.get("note"):
+            continue
+        source = str(finding.get("source", ""))
+        static = source == "static"
+        shown.append(
+            {
+                "kind": finding.get("kind", ""),
+                "rule": finding.get("rule", "") if static else "",
+                "line": finding.get("line") if static else None,
+                "detail": finding.get("detail", "") if static and task_visible else "",
+                "said": FINDING_SOURCES.get(source, "an audit finding"),
+            }
+        )
+    return shown
+
+
 @dataclass
 class RunItem:
     outcome: Outcome
     show_reference: bool
     answer_label: str = "model's answer"  # whose code the diff's "+++" side is: a person's attempt names its person
+    show_findings: bool = False  # the run's owner and maintainers read what a flag found (`flag_findings_shown`)
+
+    @property
+    def findings(self) -> list[dict]:
+        if not self.show_findings or not self.outcome.was_flagged:
+            return []
+        return flag_findings_shown(outcome=self.outcome, task_visible=self.show_reference)
 
     @property
     def tests(self) -> list[dict]:
@@ -195,6 +235,7 @@ def run_item(*, run: EvaluationRun, outcome_pk: int, user) -> RunItem | None:
     return RunItem(
         outcome=outcome,
         show_reference=visibility.task_visible(version=run.version, task=outcome.snippet.task, user=user),
+        show_findings=user_may_change(user=user, owner_id=run.created_by_id),
     )
 
 

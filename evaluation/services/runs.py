@@ -545,6 +545,17 @@ def _failure_kind(error: str) -> str:
     return re.sub(r"[0-9a-f]{8,}|\d{4,}|gave up after \d+ attempts: ", "#", error.lower())
 
 
+# How a client library says it never reached the provider (no answer at all, not an error the provider gave).
+_UNREACHABLE = re.compile(r"connection error|apiconnectionerror|connecterror|connection refused|name resolution", re.I)
+
+
+def _failure_said(error: str) -> str:
+    """What a paused run's failing calls have in common, in words: a provider not reached is not its error."""
+    if _UNREACHABLE.search(error):
+        return "The model's provider could not be reached (no connection to its address)"
+    return "API calls are failing"
+
+
 def run_pause_if_failing(*, run: EvaluationRun) -> bool:
     """Pause (cancel, saying why) an active run whose last RUN_PAUSE_AFTER_FAILURES model calls all failed the same
     way: every queued item would fail like them. Its queued items are then skipped when they reach a worker."""
@@ -558,7 +569,7 @@ def run_pause_if_failing(*, run: EvaluationRun) -> bool:
     )
     if len(errors) < count or not errors[0] or len({_failure_kind(error) for error in errors}) != 1:
         return False
-    reason = f"API calls are failing: {errors[0]}"
+    reason = f"{_failure_said(errors[0])}: {errors[0]}"
     paused = EvaluationRun.objects.filter(
         pk=run.pk, status__in=[EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING]
     ).update(status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now(), pause_reason=reason[:4000])

@@ -56,8 +56,9 @@ def mode_badge(run) -> str:
 
 @register.filter
 def provenance_statement(run) -> str:
-    """What the platform vouches for about the run's answers, in the words of every other surface."""
-    return provenance_of(run).statement
+    """What the platform vouches for about the run's answers, in the words of every other surface, after the run's
+    badge (which says the label)."""
+    return provenance_of(run).beside_badge
 
 
 TOKENS_UNKNOWN = "At least one answer's token count is unknown (uploaded answers, or a provider that gave none)"

@@ -289,3 +289,36 @@ def test_a_run_under_the_harness_keeps_only_what_the_test_printed(sandbox):
     )
     assert run.verdict.status == "failed" and "the test speaks" in run.result.stdout
     assert "rcb-done-" not in run.result.stdout, run.result.stdout
+
+
+def test_a_flagged_item_says_why_to_its_owner_and_only_the_rule_to_others(client, scored, author, other_author):
+    """Everyone who may see a flagged item reads that it counts as not passed until reviewed; the run's owner reads
+    what was found: a static finding's rule and line, a runtime guard's or replay's kind, never their evidence."""
+    run, same = scored["run"], scored["same"]
+    outcome = Outcome.objects.get(run=run, snippet=same)
+    outcome.status, outcome.measured_status = Outcome.Status.FLAGGED, "passed"
+    outcome.findings = [
+        {"kind": "tampering", "line": 26, "detail": "imports unittest", "source": "static", "rule": "test-framework"},
+        {"kind": "tampering", "line": None, "detail": "SECRET-GUARD-RECORD", "source": "runtime"},
+        {"kind": "sealed-replay", "line": None, "detail": "SECRET-REPLAY-VALUE", "source": "replay"},
+    ]
+    outcome.save()
+    url = reverse("run-item", args=[run.pk, outcome.pk])
+
+    def said(user):
+        client.logout()
+        if user:
+            client.force_login(user)
+        return _text(client.get(url).content.decode())
+
+    for user in (None, other_author):
+        text = said(user)
+        assert "counts as not passed until a maintainer reviews it" in text
+        assert "test-framework" not in text and "line 26" not in text
+    text = said(author)
+    assert "counts as not passed until a maintainer reviews it" in text
+    assert "(rule test-framework), line 26 of" in text and "imports unittest" in text
+    assert "runtime guard stopped" in text and "sealed-replay" in text
+    assert "SECRET" not in text
+    run_page = _text(client.get(reverse("run-detail", args=[run.pk])).content.decode())
+    assert "1 item flagged for review: a flagged item counts as not passed until a maintainer reviews it" in run_page

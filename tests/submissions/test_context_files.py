@@ -6,6 +6,7 @@ The attack each guards against is shown first: without the rule, the answer is i
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from pathlib import Path
 
@@ -82,6 +83,9 @@ def test_a_harmless_context_file_is_still_taken(tmp_path):
 def test_the_files_step_refuses_each_such_context_file_with_the_reason(client, draft, author):
     client.force_login(author)
     url = reverse("submission-step", args=[draft.pk, "files"])
+    # Not offered on the page, as they would be refused (walk 5); an annotated file stays, it may be unchosen.
+    offered = re.findall(r'name="context_paths" value="([^"]+)"', client.get(url).content.decode())
+    assert "optimizer.py" in offered and "paper2code_test.py" not in offered and "optimizer_ref.py" not in offered
     response = client.post(
         url,
         {

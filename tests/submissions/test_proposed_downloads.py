@@ -61,12 +61,17 @@ def test_the_two_replays_are_told_apart_and_unpack_side_by_side(client, draft, a
     client.force_login(author)
     tests_said, example_said = downloads(client, draft.pk)
     assert tests_said.startswith("Download the replay of your tests' calls (dampnest-r1-replay-of-your-tests.zip:")
-    assert example_said.startswith(
-        "Download the replay of your example script's calls (scripts/example.py) "
+    assert example_said.startswith(  # one pair of brackets after the label (walk 5: it had two)
+        "Download the replay of the calls of your example script scripts/example.py "
         "(dampnest-r1-replay-of-scripts-example.zip:"
     )
     assert "useful beside your tests" in tests_said and "useful where the script reaches inputs" in example_said
     assert f"run python {TEST_FILE}" in tests_said and f"run python {EXAMPLE_TEST_FILE}" in example_said
+    assert "install the package's requirements first (what its requirements file lists, e.g. numpy)" in tests_said
+    # Under their own heading, before the tried answers (walk 5: they sat under "Tried answers").
+    page = client.get(reverse("submission-detail", args=[draft.pk])).content.decode()
+    heading, listed = page.index(">Proposed tests</h2>"), page.index('data-testid="proposed-tests"')
+    assert heading < listed < page.index(">Tried answers<")
 
     tests_name, tests_files = unpacked(client, draft.pk, "tests")
     example_name, example_files = unpacked(client, draft.pk, "example")
@@ -76,6 +81,17 @@ def test_the_two_replays_are_told_apart_and_unpack_side_by_side(client, draft, a
     assert shared == {"rcb_replay/__init__.py", "rcb_replay/snapshot.py", "rcb_replay/compare.py"}
     assert all(tests_files[name] == example_files[name] for name in shared)  # the helpers alone, the same bytes
     assert TEST_FILE in tests_files and EXAMPLE_TEST_FILE in example_files
+
+
+def test_a_maintainer_reviewing_reads_the_authors_tests_not_yours(client, draft, author, maintainer):
+    validated(draft, author, tests=[1.0, 2.0], example=[3.0])
+    client.force_login(maintainer)
+    page = client.get(reverse("review-detail", args=[draft.pk])).content.decode()
+    section = page.split('data-testid="proposed-tests">', 1)[1].split("</div>", 1)[0]
+    tests_said, example_said = [page_text(p) for p in section.split("<p>")[1:]]
+    assert tests_said.startswith("Download the replay of the author's tests' calls (")
+    assert example_said.startswith("Download the replay of the calls of the author's example script scripts/example.py")
+    assert " your " not in tests_said + example_said  # the zip keeps its name, the words are the reviewer's
 
 
 def test_one_download_when_the_example_script_made_the_same_calls(client, draft, author):

@@ -51,6 +51,17 @@ def test_after_an_edit_the_earlier_revisions_report_says_which_revision_it_was_f
     page = client.get(reverse("submission-detail", args=[submission.pk])).content.decode()
     assert "Validation of r1 <span" in page and 'data-testid="report-superseded"' not in page
     client.post(reverse("submission-action", args=[submission.pk, "edit"]))
+    # Back to a draft but nothing edited yet (walk 5: it said "edited since" already): the report is still current.
+    page = client.get(reverse("submission-detail", args=[submission.pk])).content.decode()
+    assert 'data-testid="report-superseded"' not in page
+    submission.refresh_from_db()
+    services.draft_update(submission=submission, actor=author, values={"metadata": submission.draft["metadata"]})
+    assert (
+        'data-testid="report-superseded"'
+        not in client.get(reverse("submission-detail", args=[submission.pk])).content.decode()
+    )
+    metadata = {**submission.draft["metadata"], "title": "A clearer title"}
+    services.draft_update(submission=submission, actor=author, values={"metadata": metadata})
     page = client.get(reverse("submission-detail", args=[submission.pk])).content.decode()
     assert "Validation of r1 <span" in page and 'class="badge superseded"' in page
     notice = page[page.index('data-testid="report-superseded"') :].split("</p>")[0]

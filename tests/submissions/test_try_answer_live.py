@@ -5,6 +5,8 @@ of an answer (`tried_answer_error`, what it does when the sandbox fails) stands 
 
 from __future__ import annotations
 
+from html import unescape
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -42,6 +44,15 @@ def test_a_try_posted_with_htmx_answers_the_list_which_polls_until_every_verdict
     assert 'data-testid="try-said"' in html and "its verdict appears below" in html
     tried = TriedAnswer.objects.get()
     assert f'data-tried="{tried.pk}"' in html and "being judged" in html
+
+    # The polled list keeps saying how a body pasted at column 0 with tabs was placed (walk 5: it vanished).
+    client.post(reverse("answer-try", args=[draft.pk]), {**body, "try-code": "rho = rho\nif rho:\n\trho = rho\n"})
+    reindented = TriedAnswer.objects.latest("pk")
+    polled = client.get(reverse("tried-answers", args=[draft.pk])).content.decode()
+    assert reindented.reindented == "reindented to the snippet's indentation (tabs expanded)"
+    assert f'<p class="muted" data-testid="tried-reindented">{reindented.reindented}</p>' in unescape(polled)
+    assert polled.count('data-testid="tried-reindented"') == 1  # the body tried as it sits in the file: nothing said
+    reindented.delete()
 
     # A refused try says why in the list, and the pending one keeps it polling.
     refused = client.post(
