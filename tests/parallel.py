@@ -12,13 +12,10 @@ Each worker (gw0, gw1, ...) has of its own:
 
 With `--dist loadgroup`, a module's tests run on one worker, in order (its module-scoped sessions are built once,
 and a module's checks of "no container or workspace left" see only its own); tests of a Redis or PostgreSQL server of
-their own, which they kill (tests/outages.py), run one after another in the group `outages`. The groups are handed
-out longest first (by the kinds of their tests: docker, slow, worker, ...), so that the two workers end together:
-xdist's own order (most tests first) left the long one-test modules, the compose stack's 4 minutes among them, to
-the end, with one worker idle meanwhile. Any order is safe: a transactional test (browser, worker) leaves the rows the
-migrations made for the tests after it (tests/database.py). A test marked `exclusive` measures time or load, or
-looks at every container of the Docker engine: it waits until no other test of this run is running, and none starts
-until it ends. Without xdist (`pytest -p no:xdist`, or `-n 0`) none of this changes anything.
+their own, which they kill (tests/outages.py), run one after another in the group `outages`. A test marked
+`exclusive` measures time or load, or looks at every container of the Docker engine: it waits until no other test
+of this run is running, and none starts until it ends. Without xdist (`pytest -p no:xdist`, or `-n 0`) none of this
+changes anything.
 """
 
 from __future__ import annotations
@@ -50,13 +47,9 @@ def pytest_configure(config) -> None:
     if WORKER:
         _folders_of_this_worker()
         _redis_of_this_worker()
-    elif getattr(config.option, "numprocesses", None):
-        if not config.option.testrunuid:
-            # The workers' run folder is named after this id: chosen here, so that the run removes the folder at its
-            # end.
-            config.option.testrunuid = uuid.uuid4().hex
-        # The groups go out in the order the workers collected them (longest first, see _longest_groups_first).
-        config.option.loadscopereorder = False
+    elif getattr(config.option, "numprocesses", None) and not config.option.testrunuid:
+        # The workers' run folder is named after this id: chosen here, so that the run removes the folder at its end.
+        config.option.testrunuid = uuid.uuid4().hex
 
 
 def pytest_unconfigure(config) -> None:
@@ -155,66 +148,6 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.xdist_group("outages"))
         else:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
-# What a test of each kind takes, roughly, on the 2-core machine (--durations of `make test`): enough to tell a group
-# of minutes from one of seconds. A test counts as its slowest kind.
-EXPECTED_SECONDS = {"slow": 60.0, "docker": 15.0, "worker": 15.0, "browser": 4.0, "sandbox": 2.0}
-UNMARKED_SECONDS = 0.3
-
-
-# An outage test takes a whole run through a killed server and the watchdog's recovery; its group runs one test after
-# another, so it starts first.
-OUTAGE_SECONDS = 40.0
-
-
-def expected_seconds(item) -> float:
-    if _group(item) == "outages":
-        return OUTAGE_SECONDS
-    kinds = [seconds for kind, seconds in EXPECTED_SECONDS.items() if item.get_closest_marker(kind)]
-    return max(kinds, default=UNMARKED_SECONDS)
-
-
-def _group(item) -> str:
-    marker = item.get_closest_marker("xdist_group")
-    return marker.kwargs.get("name", marker.args[0] if marker.args else "default")
-
-
-@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
-def pytest_collection_modifyitems_longest_groups_first(config, items) -> None:
-    """Longest groups first (by their tests' expected seconds), each group's tests together and in their order.
-    Only in a parallel worker: without xdist the order stays the files' (module fixtures are built once)."""
-    if WORKER:
-        items[:] = _longest_groups_first(items)
-        if getattr(config.option, "loadgroup", False):
-            for item in items:
-                _group_in_node_id(item)
-
-
-def _group_in_node_id(item) -> None:
-    """Give the test's id the `@group` suffix the scheduler groups by, as xdist itself does before pytest 9.2: from
-    9.2 an item's id is structured and xdist's suffix (written to the old field) is lost, so every test was scheduled
-    alone (pytest-xdist issue 1386)."""
-    nodeid = item.nodeid
-    if nodeid.rfind("@") > nodeid.rfind("]") or not hasattr(item, "_id"):
-        return  # xdist's own suffix took (an xdist that knows structured ids, or a pytest before them)
-    from _pytest.nodeid import NodeId
-
-    groups = sorted(
-        {
-            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
-            for mark in item.iter_markers("xdist_group")
-        }
-    )
-    item._id = NodeId.parse(f"{nodeid}@{'_'.join(groups)}")
-
-
-def _longest_groups_first(items: list) -> list:
-    groups: dict[str, list] = {}
-    for item in items:
-        groups.setdefault(_group(item), []).append(item)
-    ordered = sorted(groups.values(), key=lambda group: -sum(expected_seconds(item) for item in group))
-    return [item for group in ordered for item in group]
 
 
 @pytest.hookimpl(wrapper=True)

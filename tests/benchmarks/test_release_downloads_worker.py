@@ -130,7 +130,6 @@ def test_a_build_the_broker_lost_is_queued_again_by_the_watchdog(
     assert f'data-event="{event.pk}"' in operations and "Downloads re-dispatched" in operations
 
 
-@pytest.mark.worker  # embedded_worker
 def test_the_embedded_default_builds_the_downloads_too(media_root, sandbox_cache, tmp_path, maintainer):
     """kombu's filesystem broker and a worker on every queue, as `make run` starts them."""
     from tests.conftest import embedded_worker

@@ -76,7 +76,6 @@ def test_the_paper_page_says_a_task_needs_a_gpu_and_its_items_route_to_the_gpu_q
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-@pytest.mark.worker  # embedded_worker
 def test_without_a_gpu_worker_the_items_wait_and_the_run_page_says_why(tmp_path, media_root, sandbox_cache, client):
     # The private filesystem broker of `make run`: no other test's worker on a shared Redis can take a message.
     sandbox_backend_or_missing("bwrap", sandbox_cache)

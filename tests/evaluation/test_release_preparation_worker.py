@@ -10,7 +10,7 @@ from benchmarks.models import BenchmarkVersion, Task
 from evaluation.models import TaskPreparation
 from tests.conftest import DEMO_PSET, polled, sandbox_backend_or_missing
 
-pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.worker]  # embedded_worker
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def test_the_embedded_worker_prepares_an_imported_release(settings, media_root, sandbox_cache, tmp_path, client):

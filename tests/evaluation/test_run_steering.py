@@ -38,7 +38,6 @@ def test_the_run_page_cancels_for_its_owner_only(
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-@pytest.mark.worker  # embedded_worker
 def test_a_run_with_a_bad_key_pauses_itself_and_resumes_from_the_web(client, release, maintainer, tmp_path, settings):
     """Five 401s in a row: the run stops asking (the other 28 items are never sent), says why on its page, and
     Resume on the page asks the failed items again: with the endpoint answering, every item gets its answer. (The

@@ -14,7 +14,7 @@ from evaluation.models import EvaluationRun
 from tests.benchmarks.test_phone_width_browser import overflow, too_wide
 from tests.conftest import DEMO_PSET, embedded_worker
 
-pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.worker]  # embedded_worker
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 @pytest.mark.parametrize("width", [1366, 390])
