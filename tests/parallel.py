@@ -10,12 +10,12 @@ Each worker (gw0, gw1, ...) has of its own:
   a media folder and filesystem broker for what a test stores or queues without a folder of its own;
 - ports (tests/conftest.py: free_port asks the kernel), and Docker labels naming its own process (rcb.worker).
 
-With `--dist loadgroup`, a module's tests run on one worker, in order (its module-scoped sessions are built once,
-and a module's checks of "no container or workspace left" see only its own); tests of a Redis or PostgreSQL server of
-their own, which they kill (tests/outages.py), run one after another in the group `outages`. A test marked
-`exclusive` measures time or load, or looks at every container of the Docker engine: it waits until no other test
-of this run is running, and none starts until it ends. Without xdist (`pytest -p no:xdist`, or `-n 0`) none of this
-changes anything.
+`--dist loadgroup` is meant to run a module's tests on one worker, in order; under pytest 9.2 it does not group
+(its structured ids drop xdist's @group suffix, pytest-xdist issue 1386), so each test is scheduled alone, the tests
+of a Redis or PostgreSQL server of their own (tests/outages.py, group `outages`) included. A test marked `exclusive`
+measures time or load, or looks at every container of the Docker engine: it waits until no other test of this run is
+running, and none starts until it ends. Without xdist (`pytest -p no:xdist`, or `-n 0`) none of this changes
+anything.
 """
 
 from __future__ import annotations
