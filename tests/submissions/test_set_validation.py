@@ -109,7 +109,7 @@ def test_a_draft_version_is_validated_from_its_page_by_the_workers(
     assert "12 of 12 checks done (100%)" in partial and "1/2" in partial
     assert "<code>print the values when debugging</code>" in partial  # named as not covered
     assert "the tests still pass, they do not cover this snippet" in partial
-    assert "the tests kill 0 of 4 wrong bodies" in partial and "the tests kill 9 of 9 wrong bodies" in partial
+    assert "0 of 4 wrong bodies caught" in partial and "9 of 9 wrong bodies caught" in partial
     assert "-&gt;  print(shown)</code>" in partial  # a surviving mutant, so the author knows what to test
     assert "mutation score 0% of &quot;print the values when debugging&quot; is below the minimum 60%" in partial
     assert "Validate every paper" in partial  # and may be run again

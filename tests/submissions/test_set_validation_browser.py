@@ -33,6 +33,6 @@ def test_validate_a_draft_from_its_page(browser_page, live_server, maintainer, c
     assert "print the values when debugging" in row.inner_text() and "1/2" in row.inner_text()
     assert page.get_by_text("12 of 12 checks done (100%)").is_visible()
     assert page.get_by_text('"print the values when debugging" (calc.py) masked: the tests still pass').is_visible()
-    assert page.get_by_text("the tests kill 0 of 4 wrong bodies").is_visible()  # its mutation score
+    assert page.get_by_text("0 of 4 wrong bodies caught").is_visible()  # its mutation score
     shot(page, "set-validation-2-finished")
     assert SetValidation.objects.get(version=version).papers.get().sandbox_backend == "bwrap"
