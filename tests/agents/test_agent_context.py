@@ -14,11 +14,17 @@ import pytest
 
 from agents.models import AgentStep, AgentTrajectory
 from benchmarks.models import Snippet
-from evaluation import llm, services
+from evaluation import llm
 from evaluation.llm import ModelCall, ModelCallError, converse
-from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
-from tests.agents.test_agent_errors import Agent, _call, retried_inline, small_release  # noqa: F401 (fixtures)
-from tests.conftest import sandbox_backend_or_missing
+from evaluation.models import Generation, Outcome
+from tests.agents.test_agent_errors import (  # noqa: F401 (fixtures)
+    Agent,
+    _call,
+    agent_run_inline,
+    items_on_bwrap,
+    retried_inline,
+    small_release,
+)
 from tests.evaluation.openai_server import messages_tokens, openai_server
 
 pytestmark = pytest.mark.django_db
@@ -107,53 +113,9 @@ class Outage(Agent):
         return answer
 
 
-@pytest.fixture
-def bwrap_items(small_release, sandbox_cache, settings, tmp_path, retried_inline):  # noqa: F811 (fixtures)
-    """The small release's three items on bwrap, each item's chain run inline; a command's output cut at 8 KiB."""
-    from evaluation import executor
-
-    sandbox_backend_or_missing("bwrap", sandbox_cache)
-    settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
-    settings.AGENT_WORKSPACE_DIR = tmp_path / "workspaces"
-    settings.AGENT_OUTPUT_BYTES, settings.AGENT_COMMAND_SECONDS = 8192, 5.0
-    executor.sessions_close()
-    executor.backend_use(None)
-    task = small_release.tasks.get()
-    yield list(Snippet.objects.filter(task=task).select_related("task").order_by("pk")[:3])
-    executor.sessions_close()
-    executor.backend_use(None)
-
-
-def _overall(run) -> RunScore:
-    return RunScore.objects.get(run=run, paper=None, split="")
-
-
-def _agent_run(items: list[Snippet], release, responder, **server_options) -> tuple[EvaluationRun, RunScore, list]:
-    """An agent run over `items` against the server, each item's whole chain inline; its overall score and the
-    server's chat requests."""
-    from agents.tasks import item_agent
-
-    with openai_server(responder=responder, **server_options) as server:
-        responder.server = server
-        model = services.model_register(
-            name=f"agent-{EvaluationRun.objects.count()}",
-            display_name="Agent",
-            litellm_model="openai/agent",
-            api_base=server.base_url,
-            api_key="sk-test",
-        )
-        run = services.run_start(model=model, version=release, mode="agent", budget={"turns": 6}, dispatch=False)
-        EvaluationRun.objects.filter(pk=run.pk).update(status="running")
-        for snippet in items:
-            item_agent.apply(args=(run.pk, snippet.pk, 0))
-    run.refresh_from_db()
-    assert run.status == EvaluationRun.Status.COMPLETED and Outcome.objects.filter(run=run).count() == len(items)
-    return run, _overall(run), server.chat_requests
-
-
 @pytest.mark.slow  # three agent runs on bwrap
 def test_an_agent_that_overflows_its_context_on_the_items_it_fails_scores_its_honest_score(
-    bwrap_items,
+    items_on_bwrap,  # noqa: F811 (a fixture)
     small_release,  # noqa: F811 (a fixture)
     monkeypatch,
 ):
@@ -161,21 +123,25 @@ def test_an_agent_that_overflows_its_context_on_the_items_it_fails_scores_its_ho
     solves the same item and floods its context on the two it fails: its next call is refused. With the rule off (a
     refusal for the context is a provider's failure, left out, as before) it scores 100%; with it on, those items end
     by the context window, scored as they stand (the placeholder: not passed): 33.3%, the honest score."""
-    solved = {bwrap_items[0].name: bwrap_items[0]}
-    _, honest, requests = _agent_run(bwrap_items, small_release, Agent(solved, breaks=False), context_tokens=WINDOW)
+    solved = {items_on_bwrap[0].name: items_on_bwrap[0]}
+    _, honest, requests = agent_run_inline(
+        items_on_bwrap, small_release, Agent(solved, breaks=False), context_tokens=WINDOW
+    )
     assert (honest.passed, honest.failed, honest.errors, honest.flagged) == (1, 2, 0, 0)
     assert honest.pass_rate == pytest.approx(100 / 3)
     assert all(r.failure is None and messages_tokens(r.body) <= WINDOW for r in requests)
 
     with monkeypatch.context() as off:
         off.setattr(llm, "caused_by_request", lambda exc, status: False)
-        run, gamed, _ = _agent_run(bwrap_items, small_release, Overflowing(solved, breaks=False), context_tokens=WINDOW)
+        run, gamed, _ = agent_run_inline(
+            items_on_bwrap, small_release, Overflowing(solved, breaks=False), context_tokens=WINDOW
+        )
     assert (gamed.passed, gamed.failed, gamed.errors, gamed.flagged) == (1, 0, 2, 0)
     assert gamed.pass_rate == 100.0 and gamed.scaled_pass_rate == 100.0, "the attack works with the rule off"
     assert set(Outcome.objects.filter(run=run, status="error").values_list("category", flat=True)) == {"model_call"}
 
-    run, held, requests = _agent_run(
-        bwrap_items, small_release, Overflowing(solved, breaks=False), context_tokens=WINDOW
+    run, held, requests = agent_run_inline(
+        items_on_bwrap, small_release, Overflowing(solved, breaks=False), context_tokens=WINDOW
     )
     assert (held.passed, held.failed, held.errors, held.flagged) == (1, 2, 0, 0)
     assert (held.pass_rate, held.scaled_pass_rate) == (honest.pass_rate, honest.scaled_pass_rate)
@@ -183,9 +149,9 @@ def test_an_agent_that_overflows_its_context_on_the_items_it_fails_scores_its_ho
     assert len(refused) == 2, "one refused call per failed item, never retried"
     ends = dict(AgentTrajectory.objects.filter(run=run).values_list("snippet__name", "ended_by"))
     assert ends == {
-        bwrap_items[0].name: "submitted",
-        bwrap_items[1].name: "context",
-        bwrap_items[2].name: "context",
+        items_on_bwrap[0].name: "submitted",
+        items_on_bwrap[1].name: "context",
+        items_on_bwrap[2].name: "context",
     }
     for outcome in Outcome.objects.filter(run=run, status="failed"):
         assert outcome.detail.startswith("the conversation outgrew what the model accepts;"), outcome.detail
@@ -205,7 +171,7 @@ def test_a_prompt_past_the_window_on_the_first_turn_is_an_unscored_error_as_a_si
     too small for them is the model's limit, as for a single-shot item, never the agent's doing (no sandbox runs)."""
     settings.AGENT_WORKSPACE_DIR = tmp_path / "workspaces"
     items = list(Snippet.objects.filter(task__versions=small_release).order_by("pk")[:3])
-    run, score, requests = _agent_run(items, small_release, Agent({}, breaks=False), context_tokens=10)
+    run, score, requests = agent_run_inline(items, small_release, Agent({}, breaks=False), context_tokens=10)
     assert (score.passed, score.failed, score.errors, score.flagged) == (0, 0, 3, 0)
     assert len(requests) == 3 and all(messages_tokens(r.body) > 10 for r in requests)
     outcomes = Outcome.objects.filter(run=run)
@@ -215,7 +181,7 @@ def test_a_prompt_past_the_window_on_the_first_turn_is_an_unscored_error_as_a_si
 
 @pytest.mark.slow  # an agent run on bwrap
 def test_a_provider_outage_after_the_agent_acted_is_still_not_counted_against_the_model(
-    bwrap_items,
+    items_on_bwrap,  # noqa: F811 (a fixture)
     small_release,  # noqa: F811 (a fixture)
     monkeypatch,
 ):
@@ -224,9 +190,9 @@ def test_a_provider_outage_after_the_agent_acted_is_still_not_counted_against_th
     nor failed), 1 of 1 scored passed."""
     monkeypatch.setattr(llm, "BACKOFF_BASE", 0.01)  # the retries' back-off, short
     retries = ModelCall(model="openai/m").max_retries  # a run's calls take the default
-    solved = {bwrap_items[0].name: bwrap_items[0]}
+    solved = {items_on_bwrap[0].name: items_on_bwrap[0]}
     outages = [[503] * (retries + 1), ["close"] * (retries + 1)]
-    run, score, requests = _agent_run(bwrap_items, small_release, Outage(solved, outages))
+    run, score, requests = agent_run_inline(items_on_bwrap, small_release, Outage(solved, outages))
     assert (score.passed, score.failed, score.errors, score.flagged) == (1, 0, 2, 0)
     assert score.pass_rate == 100.0
     errors = Outcome.objects.filter(run=run, status="error").order_by("snippet_id")

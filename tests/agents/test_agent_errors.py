@@ -192,19 +192,14 @@ def retried_inline():
 
 
 @pytest.fixture
-def bwrap_items(small_release, sandbox_cache, settings, tmp_path, retried_inline, monkeypatch):
-    """Its three items on bwrap, run inline; the copy-in's dropped tar warnings (the fix of the stamped files' wedge)
-    reopened, standing for any way an agent may yet find to break its own sandbox."""
+def items_on_bwrap(small_release, sandbox_cache, settings, tmp_path, retried_inline):
+    """The small release's three items on bwrap, each item's chain run inline; a command's output cut at 8 KiB."""
     from evaluation import executor
-    from sandbox import bwrap
 
     sandbox_backend_or_missing("bwrap", sandbox_cache)
     settings.SANDBOX_BACKEND, settings.SANDBOX_CACHE_DIR = "bwrap", sandbox_cache
     settings.AGENT_WORKSPACE_DIR = tmp_path / "workspaces"
     settings.AGENT_OUTPUT_BYTES, settings.AGENT_COMMAND_SECONDS = 8192, 5.0
-    wedged = bwrap.START.replace(" -f - 2>/dev/null && printf", " -f - && printf")
-    assert wedged != bwrap.START, "the unguarded copy-in differs from the guarded one"
-    monkeypatch.setattr(bwrap, "COMMAND", bwrap.COMMAND.replace(bwrap.START, wedged))
     executor.sessions_close()
     executor.backend_use(None)
     task = small_release.tasks.get()
@@ -213,11 +208,27 @@ def bwrap_items(small_release, sandbox_cache, settings, tmp_path, retried_inline
     executor.backend_use(None)
 
 
-def _agent_score(items: list[Snippet], release, *, breaks: bool) -> tuple[EvaluationRun, RunScore]:
-    """An agent run over `items` (the first solved), each item's whole chain inline; its stored overall score."""
+@pytest.fixture
+def bwrap_items(items_on_bwrap, monkeypatch):
+    """Those items with the copy-in's dropped tar warnings (the fix of the stamped files' wedge) reopened, standing
+    for any way an agent may yet find to break its own sandbox."""
+    from sandbox import bwrap
+
+    wedged = bwrap.START.replace(" -f - 2>/dev/null && printf", " -f - && printf")
+    assert wedged != bwrap.START, "the unguarded copy-in differs from the guarded one"
+    monkeypatch.setattr(bwrap, "COMMAND", bwrap.COMMAND.replace(bwrap.START, wedged))
+    return items_on_bwrap
+
+
+def agent_run_inline(
+    items: list[Snippet], release, responder, **server_options
+) -> tuple[EvaluationRun, RunScore, list]:
+    """An agent run over `items` against the local server, each item's whole chain inline; its stored overall score
+    and the server's chat requests."""
     from agents.tasks import item_agent
 
-    with openai_server(responder=Agent({items[0].name: items[0]}, breaks=breaks)) as server:
+    with openai_server(responder=responder, **server_options) as server:
+        responder.server = server
         model = services.model_register(
             name=f"agent-{EvaluationRun.objects.count()}",
             display_name="Agent",
@@ -231,7 +242,13 @@ def _agent_score(items: list[Snippet], release, *, breaks: bool) -> tuple[Evalua
             item_agent.apply(args=(run.pk, snippet.pk, 0))
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.COMPLETED and Outcome.objects.filter(run=run).count() == len(items)
-    return run, _overall(run)
+    return run, _overall(run), server.chat_requests
+
+
+def _agent_score(items: list[Snippet], release, *, breaks: bool) -> tuple[EvaluationRun, RunScore]:
+    """An agent run over `items` (the first solved); its stored overall score."""
+    run, score, _ = agent_run_inline(items, release, Agent({items[0].name: items[0]}, breaks=breaks))
+    return run, score
 
 
 @pytest.mark.slow  # three agent runs on bwrap, each wedged item retried as a worker retries it
