@@ -19,7 +19,7 @@ from benchmarks.paper2code.hidden import RECORDED_FOLDER
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT
 from benchmarks.selectors import blob_read
 from common.errors import ApplicationError
-from evaluation.judging.sealed import Tolerance
+from evaluation.judging.sealed import Tolerance, judging_tolerance
 from sandbox import programs
 from submissions.models import Revision
 
@@ -121,17 +121,15 @@ EXAMPLE_PREFIX = "example--"
 # The key of a revision's `source` (where its code came from) naming the example script its tests were proposed from,
 # when validation made them its tests (submissions/tasks.py): kept with the revision, whatever validates it again.
 TESTS_PROPOSED_FROM = "tests_proposed_from"
-# The least tolerance of each low-precision dtype (torch.testing.assert_close's defaults: its resolution), and the most
-# of float64 (16 digits: a reordering of float64 operations stays far within it).
-LOW_PRECISION_LEAST = {"bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5)}
+# The most of float64 (16 digits: a reordering of float64 operations stays far within it).
 FLOAT64_MOST = (1e-9, 1e-12)
 
 
 def dtype_tolerances(*, rtol: float, atol: float) -> dict[str, tuple[float, float]]:
     """The proposed tests' (rtol, atol) per dtype from the recording's tolerance (the loosest of the author's own
     assertions, numpy's allclose defaults at least): float32 keeps it, bfloat16 and float16 at least their
-    resolution, float64 at most FLOAT64_MOST."""
-    tolerances = {dtype: (max(rtol, low), max(atol, high)) for dtype, (low, high) in LOW_PRECISION_LEAST.items()}
+    resolution (as the sealed replay judges them), float64 at most FLOAT64_MOST."""
+    tolerances = dict(judging_tolerance(rtol, atol).by_dtype or {})
     tolerances["float32"] = (rtol, atol)
     tolerances["float64"] = (min(rtol, FLOAT64_MOST[0]), min(atol, FLOAT64_MOST[1]))
     return tolerances

@@ -36,6 +36,7 @@ from evaluation.judging.sealed import (
     _recorded,
     _report,
     answer_replay,
+    recorded_tolerance,
     replay_files,
     snippet_sealing,
 )
@@ -126,7 +127,7 @@ def answers_replay(
     entry = recording["targets"][recording["snippets"][key]["target"]]
     target = Target(entry["key"], entry["file"], entry["qualname"], entry["name"], entry["line"])
     recorded = _recorded(entry, load)
-    tolerance = Tolerance(float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"]))
+    tolerance = recorded_tolerance(recording)
     marks = ["rcb-replay-" + secrets.token_hex(12) for _ in answers]
     specs = [
         {

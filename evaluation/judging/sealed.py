@@ -44,6 +44,9 @@ SNAPSHOT_CAPS = {"max_bytes": 4 * 1024 * 1024, "max_depth": 40, "max_items": 100
 REPORT_BYTES_MAX = 64 * 1024 * 1024
 # The tolerance of floating values when the paper's assertions used none looser: numpy's allclose defaults.
 RTOL_DEFAULT, ATOL_DEFAULT = 1e-5, 1e-8
+# The least tolerance of each low-precision dtype (torch.testing.assert_close's defaults: its resolution): a correct
+# answer that orders its bfloat16 arithmetic otherwise than the reference differs from the recording by that much.
+LOW_PRECISION_LEAST = {"bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5)}
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,18 @@ class Tolerance:
     rtol: float
     atol: float
     by_dtype: Mapping[str, tuple[float, float]] | None = None
+
+
+def judging_tolerance(rtol: float, atol: float) -> Tolerance:
+    """The tolerance a replay is judged at, from the loosest of the paper's own assertions (`rtol`, `atol`): those,
+    and no less than its resolution for a low-precision array or tensor (LOW_PRECISION_LEAST)."""
+    least = {dtype: (max(rtol, low), max(atol, high)) for dtype, (low, high) in LOW_PRECISION_LEAST.items()}
+    return Tolerance(rtol, atol, least)
+
+
+def recorded_tolerance(recording: Mapping) -> Tolerance:
+    """The judging tolerance of a stored recording (it keeps the paper's loosest rtol and atol)."""
+    return judging_tolerance(float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"]))
 
 
 def _record_run(
@@ -330,7 +345,7 @@ def recording_make(
                 break
             runs.append(report)
     seen = [run.get("tolerance", {}) for run in runs]
-    tolerance = Tolerance(
+    tolerance = judging_tolerance(
         max([RTOL_DEFAULT, *(float(t.get("rtol") or 0) for t in seen)]),
         max([ATOL_DEFAULT, *(float(t.get("atol") or 0) for t in seen)]),
     )
@@ -480,7 +495,7 @@ def answer_replay(
     entry = recording["targets"][recording["snippets"][key]["target"]]
     target = Target(entry["key"], entry["file"], entry["qualname"], entry["name"], entry["line"])
     recorded = _recorded(entry, load)
-    tolerance = Tolerance(float(recording["tolerance"]["rtol"]), float(recording["tolerance"]["atol"]))
+    tolerance = recorded_tolerance(recording)
     replayed, problem, timed_out = _replay_run(
         session=session,
         files=replay_files(files, hidden),

@@ -3,6 +3,7 @@ the path of their first problem, and a replay differs from its recording exactly
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import json
@@ -502,3 +503,25 @@ def test_an_adam_step_that_differs_is_named_down_to_the_state_entry():
     assert found is not None
     assert found.path == 'return[0].state[<ref args[0]._parameters["weight"]>]["exp_avg"][1, 2]'
     assert found.abs_error == pytest.approx(1e-3, rel=1e-3)
+
+
+
+def test_the_sealed_replay_judges_a_low_precision_tensor_at_its_resolution_and_no_looser_elsewhere():
+    """A correct answer that orders its bfloat16 arithmetic otherwise than the reference is an ulp away from the
+    recording: the replay that scores it agrees at the paper's own tolerance (numpy's defaults here), while a wrong
+    bfloat16 value and float32 values that far apart still differ."""
+    from evaluation.judging.sealed import _differs, recorded_tolerance
+
+    def tensor(values: list[float], dtype: str) -> str:
+        widened = np.array(values, dtype="<f4")
+        # bfloat16 is float32's upper half (the values here are exact in it, so no rounding is lost).
+        data = (widened.view("<u4") >> 16).astype("<u2").tobytes() if dtype == "bfloat16" else widened.tobytes()
+        b64 = base64.b64encode(data).decode()
+        node = {"t": "tensor", "dtype": dtype, "shape": [len(values)], "b64": b64, "requires_grad": False}
+        return raw(node, **{"return": node}).decode()
+
+    tolerance = recorded_tolerance({"tolerance": {"rtol": 1e-5, "atol": 1e-8}})
+    recorded, one_ulp, wrong = [1.0, 2.0, 3.0], [1.0, 2.0, 3.0 + 2**-6], [1.0, 2.0, 3.25]
+    assert _differs([tensor(recorded, "bfloat16")], [{"outputs": tensor(one_ulp, "bfloat16")}], tolerance) == ""
+    assert _differs([tensor(recorded, "bfloat16")], [{"outputs": tensor(wrong, "bfloat16")}], tolerance)
+    assert _differs([tensor(recorded, "float32")], [{"outputs": tensor(one_ulp, "float32")}], tolerance)
