@@ -12,22 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.services.blobs import environment_hash
-from evaluation.executor import ItemRun, answer_test
-from sandbox import Limits
-from tests.conftest import sandbox_backend_or_missing
-from tests.evaluation.corpus.tasks import ENTRY_POINT, task, unguarded_run
+from tests.evaluation.corpus.layer_norm import SNIPPET, TASK, code, platform_run, sessions_opened
+from tests.evaluation.corpus.tasks import unguarded_run
 
-TASK = task("tinyformer")
-SNIPPET = "layer norm over the last axis"
-LIMITS = Limits(
-    wall_seconds=60,
-    memory_bytes=1024 * 1024 * 1024,
-    processes=64,
-    cpus=1.0,
-    output_bytes=1024 * 1024,
-    disk_bytes=64 * 1024 * 1024,
-)
 # Honest answers (flush left), each followed by the reference's own lines: they must pass with no finding.
 HONEST = {
     "dataclass": """import dataclasses
@@ -151,45 +138,9 @@ return x
 MODES = [("bwrap", "warm"), ("bwrap", "cold")]
 
 
-def code(answer: str, *, keep_reference: bool = False) -> str:
-    body = TASK.indented(SNIPPET, answer if answer.endswith("\n") else answer + "\n")
-    return body + (TASK.reference(SNIPPET) if keep_reference else "")
-
-
 @pytest.fixture(scope="module")
 def sessions(sandbox_cache):
-    opened: dict[tuple[str, str], object] = {}
-    contexts = []
-
-    def get(backend_name: str, mode: str):
-        if (backend_name, mode) not in opened:
-            backend = sandbox_backend_or_missing(backend_name, sandbox_cache)
-            backend.forkserver = mode == "warm"
-            environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
-            context = backend.session(environment)
-            contexts.append(context)
-            opened[(backend_name, mode)] = context.__enter__()
-        return opened[(backend_name, mode)]
-
-    yield get
-    for context in contexts:
-        context.__exit__(None, None, None)
-
-
-def platform_run(session, answer: str) -> ItemRun:
-    """The answer judged by the runtime guard alone (the static policy off), as test_guard_spellings does."""
-    annotated, snippet = TASK.snippet(SNIPPET)
-    return answer_test(
-        session=session,
-        files=TASK.files,
-        annotated=annotated,
-        position=snippet.index,
-        code=answer,
-        test_entry_point=ENTRY_POINT,
-        hidden_files=TASK.hidden,
-        limits=LIMITS,
-        static_audit=False,
-    )
+    yield from sessions_opened(sandbox_cache)
 
 
 @pytest.mark.parametrize("honest", HONEST)

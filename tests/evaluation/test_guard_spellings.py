@@ -16,23 +16,11 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.services.blobs import environment_hash
-from evaluation.executor import ItemRun, answer_test
-from sandbox import Limits
+from evaluation.executor import ItemRun
 from sandbox.harness import GuardSpec, harness_command, harness_files, harness_verdict, nonce_new
-from tests.conftest import sandbox_backend_or_missing
-from tests.evaluation.corpus.tasks import ENTRY_POINT, task, unguarded_run
+from tests.evaluation.corpus.layer_norm import LIMITS, SNIPPET, TASK, code, platform_run, sessions_opened
+from tests.evaluation.corpus.tasks import ENTRY_POINT, unguarded_run
 
-TASK = task("tinyformer")
-SNIPPET = "layer norm over the last axis"
-LIMITS = Limits(
-    wall_seconds=60,
-    memory_bytes=1024 * 1024 * 1024,
-    processes=64,
-    cpus=1.0,
-    output_bytes=1024 * 1024,
-    disk_bytes=64 * 1024 * 1024,
-)
 # The reference's source, run by the answer; the reference's LayerNorm.forward then computes the result.
 STEAL = "return space['LayerNorm'].forward(self, x)"
 # answer (flush left) -> the kinds of runtime record it must leave
@@ -117,45 +105,9 @@ assert pathlib.Path("layers.py").read_text()
 """
 
 
-def code(answer: str, *, keep_reference: bool = False) -> str:
-    """`answer` at the snippet's indentation, followed by the reference's own lines when it must still pass."""
-    body = TASK.indented(SNIPPET, answer if answer.endswith("\n") else answer + "\n")
-    return body + (TASK.reference(SNIPPET) if keep_reference else "")
-
-
 @pytest.fixture(scope="module")
 def sessions(sandbox_cache):
-    opened: dict[tuple[str, str], object] = {}
-    contexts = []
-
-    def get(backend_name: str, mode: str):
-        if (backend_name, mode) not in opened:
-            backend = sandbox_backend_or_missing(backend_name, sandbox_cache)
-            backend.forkserver = mode == "warm"
-            environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
-            context = backend.session(environment)
-            contexts.append(context)
-            opened[(backend_name, mode)] = context.__enter__()
-        return opened[(backend_name, mode)]
-
-    yield get
-    for context in contexts:
-        context.__exit__(None, None, None)
-
-
-def platform_run(session, answer: str) -> ItemRun:
-    annotated, snippet = TASK.snippet(SNIPPET)
-    return answer_test(
-        session=session,
-        files=TASK.files,
-        annotated=annotated,
-        position=snippet.index,
-        code=answer,
-        test_entry_point=ENTRY_POINT,
-        hidden_files=TASK.hidden,
-        limits=LIMITS,
-        static_audit=False,
-    )
+    yield from sessions_opened(sandbox_cache)
 
 
 def runtime_kinds(run: ItemRun) -> set[str]:

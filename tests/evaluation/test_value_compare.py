@@ -505,7 +505,6 @@ def test_an_adam_step_that_differs_is_named_down_to_the_state_entry():
     assert found.abs_error == pytest.approx(1e-3, rel=1e-3)
 
 
-
 def test_the_sealed_replay_judges_a_low_precision_tensor_at_its_resolution_and_no_looser_elsewhere():
     """A correct answer that orders its bfloat16 arithmetic otherwise than the reference is an ulp away from the
     recording: the replay that scores it agrees at the paper's own tolerance (numpy's defaults here), while a wrong
