@@ -113,8 +113,11 @@ def polled(query, *, timeout: float, what: str = "the condition", worker=None, i
 
 @pytest.fixture
 def redis_url() -> str:
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     import redis
+
+    from tests import parallel
+
+    url = os.environ.get("REDIS_URL") or parallel.redis_url_of_this_worker or parallel.REDIS_URL_DEFAULT
 
     try:
         redis.Redis.from_url(url, socket_connect_timeout=1).ping()

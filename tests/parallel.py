@@ -33,7 +33,11 @@ import pytest
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 OUTAGE_FIXTURES = {"own_redis", "own_postgres"}
+# The Redis a test asking for one (tests/conftest.py: redis_url) uses when REDIS_URL is not set.
+REDIS_URL_DEFAULT = "redis://127.0.0.1:6379/0"
 _claimed: contextlib.ExitStack | None = None
+# This worker's own Redis database, claimed at its start where a Redis answers (None: none does, or no xdist).
+redis_url_of_this_worker: str | None = None
 
 
 def pytest_configure(config) -> None:
@@ -98,11 +102,13 @@ def _folders_of_this_worker() -> None:
 
 def _redis_of_this_worker() -> None:
     """Point this worker's cache, default broker and REDIS_URL (which the workers its tests start inherit) at a Redis
-    database claimed for this worker alone."""
-    global _claimed
+    database claimed for this worker alone. With no REDIS_URL (the README's fresh machine) the settings use no Redis,
+    but a test asking for one still gets a database of this worker's own, never one the other worker's tests share."""
+    global _claimed, redis_url_of_this_worker
     from django.conf import settings
 
-    base = os.environ.get("REDIS_URL", "")
+    configured = os.environ.get("REDIS_URL", "")
+    base = configured or REDIS_URL_DEFAULT
     if not base.startswith(("redis://", "rediss://")):
         return  # no Redis: the cache is this process's memory and the broker a folder, both already its own
     import redis
@@ -115,6 +121,9 @@ def _redis_of_this_worker() -> None:
         return  # the tests needing Redis skip (or fail under CI) through the redis_url fixture
     _claimed = contextlib.ExitStack()
     url = _claimed.enter_context(redis_database_claimed(base, wait_seconds=600, ttl_seconds=4 * 3600))
+    redis_url_of_this_worker = url
+    if not configured:
+        return
     os.environ["REDIS_URL"] = url
     cache = settings.CACHES["default"]
     if cache.get("LOCATION") == base:
