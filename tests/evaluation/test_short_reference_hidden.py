@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.models import Task
 from benchmarks.paper2code import parse, splice
 from benchmarks.paper2code.hidden import package_references, reference_copies
 from evaluation.audit import answer_audit
+from evaluation.taskfiles import task_hidden_files
 from sandbox.harness import answer_span
 from submissions.validation import package_hidden
 from tests.evaluation.corpus.tasks import unguarded_run
@@ -105,3 +107,14 @@ def test_a_one_line_reference_alone_does_not_make_a_file_a_copy(text):
 def test_a_one_line_reference_with_its_neighbouring_line_makes_a_file_a_copy(text):
     references = package_references([parse(ANNOTATED, "scale.py")])
     assert reference_copies({"other.py": text.encode()}, references) == {"other.py": ['scale.py: "scale"']}
+
+
+@pytest.mark.django_db
+def test_a_stored_task_hides_what_its_package_hides(release):
+    """The run-time path reads the task's annotated files as validation reads the package's."""
+    hidden = {t.paper.slug: sorted(task_hidden_files(t)) for t in Task.objects.filter(versions=release)}
+    assert hidden == {
+        "dampnest": ["optimizer_ref.py", "paper2code_test.py"],
+        "topk-attention-pool": ["paper2code_test.py", "src/pooling_ref.py"],
+        "trimmed-infonce": ["contrastive_ref.py", "paper2code_test.py"],
+    }
