@@ -18,7 +18,7 @@ from submissions.validation import CheckResult
 from tests.conftest import database_url_for_workers, polled
 from tests.submissions.conftest import demo_files
 
-pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+pytestmark = pytest.mark.django_db
 KEY = "mutation:optimizer.py:0"
 SCORED = {"generated": 2, "killed": 2, "survived": 0, "score": 1.0, "mutants": []}
 
@@ -65,6 +65,7 @@ def claims_held(check: ValidationCheck) -> int:
         return cursor.fetchone()[0]
 
 
+@pytest.mark.postgres  # the claim is PostgreSQL's advisory lock
 def test_a_second_copy_skips_a_snippet_another_copy_is_running(running):
     report, runs = running
     check = report.checks.get(key=KEY)
