@@ -212,7 +212,7 @@ def _half_unit(token: bytes) -> float:
 
 def package_references(annotated: Iterable[AnnotatedFile]) -> dict[str, tuple[str, ...]]:
     """What marks a copy of each snippet's reference code, by `file: "name"`: its code, or, for a snippet shorter than
-    REFERENCE_COPY_MIN_LOC, its code with the lines of its file up to the nearest line of code before it, and with
+    REFERENCE_COPY_MIN_LOC, its code with the lines of its file before it up to the lines of code it lacks, and with
     those after it (two marks): a module holding the reference file's code is a copy whatever its snippets' size."""
     return {
         f'{snippet.file}: "{snippet.name}"': marks
@@ -227,20 +227,22 @@ def _copy_marks(parsed: AnnotatedFile, snippet: Snippet) -> tuple[str, ...]:
         return (snippet.code,) if snippet.loc else ()
     lines = split_lines(parsed.text)
     # 0-based: the start marker is line start_line - 1, the end marker line end_line - 1.
-    before = _to_code(lines[index] for index in range(snippet.start_line - 2, -1, -1))
-    after = _to_code(lines[index] for index in range(snippet.end_line, len(lines)))
+    need = REFERENCE_COPY_MIN_LOC - snippet.loc
+    before = _to_code((lines[index] for index in range(snippet.start_line - 2, -1, -1)), need)
+    after = _to_code((lines[index] for index in range(snippet.end_line, len(lines))), need)
     marks = ([f"{''.join(reversed(before))}\n{snippet.code}"] if before else []) + (
         [f"{snippet.code}\n{''.join(after)}"] if after else []
     )
-    return tuple(marks) or (snippet.code,)  # a file of one line of code: the line is the whole file
+    return tuple(marks) or (snippet.code,)  # its file holds too few lines of code: its code alone
 
 
-def _to_code(lines: Iterable[str]) -> list[str]:
-    """The lines up to and with the first that holds code (markers and comments between), or none if none does."""
+def _to_code(lines: Iterable[str], need: int) -> list[str]:
+    """The lines up to and with the `need`-th that holds code (markers and comments between), or none if fewer do."""
     taken = []
     for line in lines:
         taken.append(line)
-        if count_loc(line):
+        need -= bool(count_loc(line))
+        if not need:
             return taken
     return []
 
