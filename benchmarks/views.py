@@ -70,7 +70,8 @@ def version_detail(request: HttpRequest, name: str) -> HttpResponse:
         "tasks": tasks,
         "held_out_ids": held_out_ids,
         "totals": totals,
-        "sealed": selectors.tasks_sealed_share(tasks=every),
+        # Over what the viewer may see: the public papers' share beside an all-papers share would count held-out ones.
+        "sealed": selectors.tasks_sealed_share(tasks=tasks),
         "held_out": totals["held_out"] if hidden else None,  # one aggregate row for the tasks the viewer may not see
         "changelog": visibility.changelog_visible(version=version, user=request.user),
         "downloads": [{"kind": kind, **info} for kind, info in sorted(version.downloads.items())],

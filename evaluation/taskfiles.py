@@ -6,14 +6,14 @@ import functools
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from django.conf import settings
 
-from benchmarks.models import Snippet, Task
+from benchmarks.models import Task
 from benchmarks.paper2code import AnnotatedFile, parse
-from benchmarks.paper2code.hidden import REFERENCE_COPY_MIN_LOC, recorded_calls, reference_copies
-from benchmarks.paper2code.markers import count_loc
+from benchmarks.paper2code.hidden import package_references, recorded_calls, reference_copies
 from benchmarks.selectors import blob_read
 from sandbox.base import SandboxError
 
@@ -73,23 +73,19 @@ def task_hidden_files(task: Task) -> frozenset[str]:
 def _task_hidden_files(task_id: int, content_hash: str) -> frozenset[str]:
     task = Task.objects.get(pk=task_id)
     visible = set(task.annotated_paths) | set(task.context_paths) | {task.paper_path}  # all in the prompt anyway
-    references = [
-        s.reference_code
-        for s in Snippet.objects.filter(task=task, loc__gte=REFERENCE_COPY_MIN_LOC).only("reference_code")
-    ]
     return hidden_files(
         _task_files(task_id, content_hash),
         visible=visible,
-        references=references,
+        annotated=[_task_annotated(task_id, content_hash, path) for path in task.annotated_paths],
         entry_point=task.test_entry_point,
     )
 
 
 def hidden_files(
-    files: dict[str, bytes], *, visible: set[str], references: list[str], entry_point: str
+    files: dict[str, bytes], *, visible: set[str], annotated: Iterable[AnnotatedFile], entry_point: str
 ) -> frozenset[str]:
-    """The test entry point, every file outside `visible` holding a copy of a reference body, and every file of the
-    reference's recorded calls (paper2code.hidden's rule): for a task, and for a package under validation."""
-    long_enough = {str(n): code for n, code in enumerate(references) if count_loc(code) >= REFERENCE_COPY_MIN_LOC}
+    """The test entry point, every file outside `visible` holding a copy of a reference body (a one-line one with
+    its neighbouring line of code: paper2code.hidden.package_references), and every file of the reference's recorded
+    calls (paper2code.hidden's rule): for a task, and for a package under validation."""
     outside = {path: data for path, data in files.items() if path not in visible}
-    return frozenset({entry_point, *reference_copies(outside, long_enough), *recorded_calls(outside)})
+    return frozenset({entry_point, *reference_copies(outside, package_references(annotated)), *recorded_calls(outside)})

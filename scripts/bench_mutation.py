@@ -138,9 +138,11 @@ def main() -> None:
     recordings, hidden = {}, {}
     for package in packages:
         annotated = {path: package.annotated[path] for path in package.annotated_paths}
-        references = [s.code for parsed in annotated.values() for s in parsed.snippets]
         hidden[package.id] = hidden_files(
-            dict(package.files), visible=set(annotated), references=references, entry_point=package.test_entry_point
+            dict(package.files),
+            visible=set(annotated),
+            annotated=annotated.values(),
+            entry_point=package.test_entry_point,
         )
         recordings[package.id] = (
             None

@@ -65,31 +65,17 @@ class Blobs:
 
 
 def package_hidden(package) -> frozenset[str]:
-    """The files a task hides, by the platform's rule (evaluation.taskfiles): the test entry point and every file
-    outside the prompt holding a copy of a snippet's reference code (of two lines or more), whitespace ignored."""
-    from benchmarks.paper2code import strip_markers
-
-    def normalised(text: str) -> str:
-        return re.sub(r"\s+", "", text)
+    """The files a task hides, by the platform's rule (benchmarks/paper2code/hidden.py, as evaluation.taskfiles
+    applies it): the test entry point, every file outside the prompt holding a copy of a snippet's reference code,
+    and the reference's recorded calls."""
+    from benchmarks.paper2code.hidden import package_references, recorded_calls, reference_copies
 
     visible = set(package.annotated_paths) | set(package.context_paths) | {package.paper_path}
-    references = [
-        normalised(strip_markers(snippet.code))
-        for annotated in package.annotated.values()
-        for snippet in annotated.snippets
-        if snippet.loc >= 2
-    ]
-    hidden = {package.test_entry_point}
-    for path, data in package.files.items():
-        if path in visible:
-            continue
-        try:
-            text = normalised(strip_markers(data.decode("utf-8")))
-        except UnicodeDecodeError:
-            continue
-        if any(reference and reference in text for reference in references):
-            hidden.add(path)
-    return frozenset(hidden)
+    outside = {path: data for path, data in package.files.items() if path not in visible}
+    annotated = [package.annotated[path] for path in package.annotated_paths]
+    return frozenset(
+        {package.test_entry_point, *reference_copies(outside, package_references(annotated)), *recorded_calls(outside)}
+    )
 
 
 def package_items(package: PaperPackage, items_max: int | None = None) -> list:

@@ -4,14 +4,20 @@ check as it ends (the page shows it live), and the one that finds no mutation ch
 
 Safe against lost and repeated tasks: a snippet's check is written only while it is still pending or running (a
 second copy of its task finds it done and skips it), and the report is ended under its row lock by whichever task
-sees the last check stored. A task lost with its worker is delivered again (acks_late), or the watchdog queues the
-report again and `revision_validate` queues only its unfinished snippets (`mutation_resumable`).
+sees the last check stored. While one copy runs a snippet's mutants it holds the check's claim (on PostgreSQL a
+session advisory lock, which the database drops with a lost worker's connection), so a second copy (a redelivery, a
+report queued again) skips that snippet instead of running its mutants twice. A task lost with its worker is
+delivered again (acks_late), or the watchdog queues the report again and `revision_validate` queues only its
+unfinished snippets (`mutation_resumable`); either finds the lost copy's claim gone and runs the snippet.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from benchmarks.selectors import package_load
@@ -35,6 +41,7 @@ Status = ValidationReport.Status
 ACTIVE = [Status.PENDING, Status.RUNNING]
 MUTATION = "mutation:"
 REVISION_MUTANTS = "submissions.tasks.revision_mutants"  # queued by name: the tasks module imports this one
+MUTANTS_CLAIM = 0x72636236  # "rcb6": the advisory locks' first key; the check's id is the second
 
 
 def mutation_pending(*, report: ValidationReport) -> list[str]:
@@ -69,11 +76,42 @@ def mutation_dispatch(*, report: ValidationReport) -> int:
     return len(keys)
 
 
-def snippet_mutation_run(*, report: ValidationReport, key: str, worker: str) -> CheckResult | None:
+@contextlib.contextmanager
+def mutation_claim(*, report: ValidationReport, key: str) -> Iterator[bool]:
+    """Whether this process may run the snippet's mutants, held until the block ends: the check has no result yet and
+    no other live process holds its claim (then it is marked running). On SQLite, one machine's development database
+    with no advisory locks, a check without a result is claimed whoever else runs it."""
+    check = ValidationCheck.objects.filter(report=report, key=key, status__in=ACTIVE).values_list("pk", flat=True)
+    pk = check.first()
+    if pk is None:  # done
+        yield False
+        return
+    lock = [MUTANTS_CLAIM, pk % 2**31]
+    locked = connection.vendor == "postgresql"
+    if locked:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", lock)
+            locked = bool(cursor.fetchone()[0])
+        if not locked:  # another copy runs it now
+            yield False
+            return
+    try:
+        # Looked at again once claimed: the copy that held the claim may have stored its result meanwhile.
+        yield bool(check.update(status=Status.RUNNING))
+    finally:
+        if locked:
+            with contextlib.suppress(DatabaseError), connection.cursor() as cursor:  # a lost connection dropped it
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", lock)
+
+
+def snippet_mutation_run(*, report: ValidationReport, key: str) -> CheckResult | None:
     """Measure one snippet's mutation score (`mutation_check`, as a validation's own process does) and store its
-    check, naming the worker that ran it; None when its check has a result already (a second copy of the task)."""
-    if not ValidationCheck.objects.filter(report=report, key=key, status__in=ACTIVE).update(status=Status.RUNNING):
-        return None
+    check; None when its check has a result already or another copy of the task runs it now."""
+    with mutation_claim(report=report, key=key) as claimed:
+        return _snippet_mutation_measure(report=report, key=key) if claimed else None
+
+
+def _snippet_mutation_measure(*, report: ValidationReport, key: str) -> CheckResult:
     revision = report.revision
     package = package_load(revision)  # with the tests validation made from an example script, when it did
     files, annotated = dict(package.files), package.annotated
@@ -99,7 +137,7 @@ def snippet_mutation_run(*, report: ValidationReport, key: str, worker: str) -> 
         status=check.status,
         detail=check.detail[-8000:],
         duration=check.duration,
-        result={**(check.result or {}), "worker": worker},
+        result=check.result,
         warning=check.warning,
     )
     return check

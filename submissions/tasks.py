@@ -241,8 +241,15 @@ def revision_mutants(self, report_id: int, key: str) -> str:
     if report.status != Status.RUNNING:  # a redelivered copy of a report ended already
         return report.status
     try:
-        mutation_spread.snippet_mutation_run(
-            report=report, key=key, worker=f"{self.request.hostname} pid {os.getpid()}"
+        stored = mutation_spread.snippet_mutation_run(report=report, key=key)
+        # Which worker ran it is for operations (the log), not the author's report.
+        logger.info(
+            "mutants %s of validation report %s %s on %s pid %s",
+            key,
+            report_id,
+            "stored" if stored else "skipped (done, or run by another copy)",
+            self.request.hostname,
+            os.getpid(),
         )
     except SandboxError as exc:
         if self.request.retries < self.max_retries:

@@ -635,8 +635,7 @@ def variant_checks(
 
 def package_hidden(*, files: dict[str, bytes], annotated: Mapping[str, AnnotatedFile], test_entry_point: str):
     """What a package's answers may not see: its test entry point and every copy of a reference body."""
-    references = [s.code for parsed in annotated.values() for s in parsed.snippets]
-    return hidden_files(files, visible=set(annotated), references=references, entry_point=test_entry_point)
+    return hidden_files(files, visible=set(annotated), annotated=annotated.values(), entry_point=test_entry_point)
 
 
 def _spans(annotated: Mapping[str, AnnotatedFile]) -> list[SnippetSpan]:

@@ -16,10 +16,11 @@ import re
 import struct
 from collections.abc import Iterable, Mapping
 
-from benchmarks.paper2code.markers import AnnotatedFile
+from benchmarks.paper2code.markers import AnnotatedFile, Snippet, count_loc, split_lines
 from benchmarks.paper2code.masking import strip_markers
 
-# A reference of one line of code is too common to be a copy (`return x`); two lines or more are taken as one.
+# A reference of one line of code is too common to be a copy (`return x`): it is looked for with the nearest line of
+# code before or after it in its file, so what marks a copy always has this many lines of code.
 REFERENCE_COPY_MIN_LOC = 2
 # The proposed tests' folder (submissions/proposed.py) and its subfolders holding the reference's recorded calls.
 RECORDED_FOLDER = "rcb_replay"
@@ -45,16 +46,19 @@ def _normalised(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
-def reference_copies(files: Mapping[str, bytes], references: Mapping[str, str]) -> dict[str, list[str]]:
+def reference_copies(files: Mapping[str, bytes], references: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     """The text files holding a copy of a reference, compared without whitespace (a copy with other line ends or
-    indentation is a copy): path -> the names of the references found in it. `references`: name -> code."""
-    wanted = {name: _normalised(strip_markers(code)) for name, code in references.items()}
+    indentation is a copy): path -> the names of the references found in it. `references`: name -> the texts that
+    mark a copy of it (package_references)."""
+    wanted = {
+        name: [m for mark in marks if (m := _normalised(strip_markers(mark)))] for name, marks in references.items()
+    }
     found: dict[str, list[str]] = {}
     for path, data in files.items():
         if b"\x00" in data[:8192]:  # binary: not a text copy
             continue
         text = _normalised(data.decode("utf-8", "replace"))
-        names = [name for name, code in wanted.items() if code and code in text]
+        names = [name for name, marks in wanted.items() if any(mark in text for mark in marks)]
         if names:
             found[path] = names
     return found
@@ -206,14 +210,41 @@ def _half_unit(token: bytes) -> float:
     return 0.5 * 10.0 ** max(-400, min(power, 308))  # past 1e308 a float overflows
 
 
-def package_references(annotated: Iterable[AnnotatedFile]) -> dict[str, str]:
-    """The reference code of every snippet long enough to be recognised as a copy, by `file: "name"`."""
+def package_references(annotated: Iterable[AnnotatedFile]) -> dict[str, tuple[str, ...]]:
+    """What marks a copy of each snippet's reference code, by `file: "name"`: its code, or, for a snippet shorter than
+    REFERENCE_COPY_MIN_LOC, its code with the lines of its file before it up to the lines of code it lacks, and with
+    those after it (two marks): a module holding the reference file's code is a copy whatever its snippets' size."""
     return {
-        f'{snippet.file}: "{snippet.name}"': snippet.code
+        f'{snippet.file}: "{snippet.name}"': marks
         for parsed in annotated
         for snippet in parsed.snippets
-        if snippet.loc >= REFERENCE_COPY_MIN_LOC
+        if (marks := _copy_marks(parsed, snippet))
     }
+
+
+def _copy_marks(parsed: AnnotatedFile, snippet: Snippet) -> tuple[str, ...]:
+    if snippet.loc >= REFERENCE_COPY_MIN_LOC or not snippet.loc:
+        return (snippet.code,) if snippet.loc else ()
+    lines = split_lines(parsed.text)
+    # 0-based: the start marker is line start_line - 1, the end marker line end_line - 1.
+    need = REFERENCE_COPY_MIN_LOC - snippet.loc
+    before = _to_code((lines[index] for index in range(snippet.start_line - 2, -1, -1)), need)
+    after = _to_code((lines[index] for index in range(snippet.end_line, len(lines))), need)
+    marks = ([f"{''.join(reversed(before))}\n{snippet.code}"] if before else []) + (
+        [f"{snippet.code}\n{''.join(after)}"] if after else []
+    )
+    return tuple(marks) or (snippet.code,)  # its file holds too few lines of code: its code alone
+
+
+def _to_code(lines: Iterable[str], need: int) -> list[str]:
+    """The lines up to and with the `need`-th that holds code (markers and comments between), or none if fewer do."""
+    taken = []
+    for line in lines:
+        taken.append(line)
+        need -= bool(count_loc(line))
+        if not need:
+            return taken
+    return []
 
 
 def context_refusals(

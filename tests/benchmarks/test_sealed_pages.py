@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from benchmarks.models import Task
+from benchmarks.models import Task, VersionTask
 
 pytestmark = pytest.mark.django_db
 
@@ -41,3 +41,17 @@ def test_the_paper_page_says_which_snippets_are_sealed_and_why_not(client, relea
     assert body.count(">sealed</span>") == task.snippets.count() - 1
     assert body.count(">unsealed</span>") == 1
     assert "its arguments cannot be recorded: PicklingError: a lambda" in body
+
+
+def test_the_release_page_gives_the_sealed_share_of_what_its_viewer_may_see(client, release, maintainer):
+    """A held-out paper's snippets are not in the share shown to the public: with the public papers' own sealing (their
+    paper pages) one could tell how many held-out snippets are unsealed."""
+    public, held = Task.objects.filter(versions=release).order_by("paper__slug")[:2]
+    VersionTask.objects.filter(version=release, task=held).update(split=VersionTask.Split.HELD_OUT)
+    recorded(public, {0: "no function holds it (module or class level code)"})
+    recorded(held, {0: "the tests never call its function", 1: "the tests never call its function"})
+    url = reverse("version-detail", args=[release.name])
+    shown, total = public.snippets.count(), public.snippets.count() + held.snippets.count()
+    assert f"{shown - 1} of {shown} recorded snippets sealed" in client.get(url).content.decode()
+    client.force_login(maintainer)
+    assert f"{total - 3} of {total} recorded snippets sealed" in client.get(url).content.decode()

@@ -7,6 +7,7 @@ report ends once, with one result per snippet."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import pytest
@@ -58,8 +59,10 @@ def assert_ended_once(report: ValidationReport) -> None:
     assert list(moves) == [Submission.State.AWAITING_REVIEW], "moved on once"
 
 
-def stored_by(report: ValidationReport) -> set[str]:
-    return {result["worker"] for result in mutation_results(report).values() if result and "worker" in result}
+def storers(report: ValidationReport, *workers) -> dict[str, str]:
+    """Check key -> the worker process that stored it, as the workers' logs say (the author's report does not)."""
+    stored = re.compile(rf"mutants (mutation:\S+) of validation report {report.pk} stored on (\S+ pid \d+)")
+    return {key: by for worker in workers for key, by in stored.findall(worker.output())}
 
 
 # One validation serves both claims (spread with the single-process scores, and a worker killed mid-snippet losing
@@ -87,7 +90,9 @@ def test_a_revisions_mutants_run_on_both_workers_and_a_worker_killed_mid_snippet
 
     # Both workers' processes have stored some snippets' mutants and each is running another.
     polled(
-        lambda: len(stored_by(report)) >= 2 and mutation.filter(status="running").count() == 2,
+        lambda: (
+            len(set(storers(report, survivor, doomed).values())) >= 2 and mutation.filter(status="running").count() == 2
+        ),
         timeout=900,
         what="both workers to have stored a snippet's mutants and to run another",
         worker=survivor,
@@ -98,11 +103,12 @@ def test_a_revisions_mutants_run_on_both_workers_and_a_worker_killed_mid_snippet
     polled(lambda: ended(report), timeout=900, what="the validation to end", worker=survivor)
     assert_ended_once(report)
     spread = mutation_results(report)
-    assert len({result["worker"] for result in spread.values()}) >= 2  # both workers' processes ran some
-    assert all("revision_mutants" in worker.output() for worker in (survivor, doomed))
+    by = storers(report, survivor, doomed)
+    assert sorted(by) == sorted(spread) and len(set(by.values())) >= 2  # both workers' processes ran some
+    assert not any("worker" in result for result in spread.values()), "which worker ran it is not the author's"
     # The snippet the killed worker was running was run again, to the end, by the survivor.
     survivor_name = f"test-{os.getpid()}-{id(survivor)}@"
-    assert all(spread[key]["worker"].startswith(survivor_name) for key in running), (running, spread)
+    assert all(by[key].startswith(survivor_name) for key in running), (running, by)
     redispatched = OperationsEvent.objects.filter(kind="validation_redispatched", subject_id=report.pk)
     assert redispatched.exists(), "the watchdog queued the report's unfinished snippet again"
 

@@ -116,7 +116,7 @@ def test_recorded_calls_are_hidden_from_answers_as_the_tests_are():
     # The proposed tests' own code (the comparison, the snapshot writer) holds no answer and stays visible.
     code = {**files, "rcb_replay/compare.py": b"def compare(): ...\n", "rcb_replay/__init__.py": b""}
     assert not {"rcb_replay/compare.py", "rcb_replay/__init__.py"} & hidden_files(
-        code, visible={"optimizer.py"}, references=[], entry_point="paper2code_test.py"
+        code, visible={"optimizer.py"}, annotated=[], entry_point="paper2code_test.py"
     )
     assert Path(OUTPUTS).suffix == ".json"
 
@@ -203,7 +203,7 @@ def test_reencoded_recorded_outputs_are_hidden_from_answers():
     assert set(REENCODED) <= hidden
     # Alone too, in a package that keeps no rcb_replay/ folder: recognised by what they decode to.
     for path, data in reencodings().items():
-        assert hidden_files({path: data}, visible=set(), references=[], entry_point="t.py") == {path, "t.py"}
+        assert hidden_files({path: data}, visible=set(), annotated=[], entry_point="t.py") == {path, "t.py"}
 
 
 def test_the_recorded_values_in_any_other_encoding_are_hidden_beside_the_recordings():
