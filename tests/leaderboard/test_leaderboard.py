@@ -120,6 +120,30 @@ def test_per_paper_heat_map_shows_stored_per_paper_rates(client, release):
     assert "hsl(120, 70%, 82%)" in cells and "hsl(0, 70%, 82%)" in cells
 
 
+def test_per_paper_rows_link_to_the_paper_pages_each_viewer_may_see(client, release, maintainer):
+    """Walk 4: the per-paper table and a run's per-paper rows named papers without linking their pages. Each paper
+    listed links its page; a held-out paper is listed (and linked) for maintainers only, the visibility rule that
+    lists it (papers_visible) being the one that opens its page."""
+    VersionTask.objects.filter(version=release, task__paper__slug="dampnest").update(split=VersionTask.Split.HELD_OUT)
+    run = evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    public = sorted(set(release.tasks.exclude(paper__slug="dampnest").values_list("paper__slug", flat=True)))
+    held = reverse("paper-detail", args=["1.0.0", "dampnest"])
+
+    def links(body: str) -> tuple[str, str]:
+        heat = body.split('class="heatmap"')[1].split("</thead>")[0]
+        return heat, client.get(reverse("run-detail", args=[run.pk])).content.decode().split("<h2>Scores</h2>")[1]
+
+    for viewer in (None, maintainer):
+        if viewer:
+            client.force_login(viewer)
+        heat, scores = links(client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "papers"}).content.decode())
+        for slug in public:
+            url = reverse("paper-detail", args=["1.0.0", slug])
+            assert f'href="{url}">{slug}</a>' in heat and f'href="{url}">' in scores, slug
+        assert (held in heat and held in scores) == (viewer is not None)
+        assert client.get(held).status_code == (200 if viewer else 404)
+
+
 def test_size_buckets_from_outcomes(client, release):
     evaluate(release, model("small-only"), lambda s: s.loc <= 2)
     small = Snippet.objects.filter(task__versions=release, loc__lte=2).count()
