@@ -41,6 +41,7 @@ def test_the_files_step_says_what_the_archive_gave(browser_page, live_server, me
     expect(intake).to_contain_text("preselected below as an annotated file")
     expect(intake).to_contain_text("line 2 looks like its start marker but is malformed")
     expect(page.get_by_role("checkbox", name="optimizer.py").first).to_be_checked()
+    assert page.url == f"{base}/submissions/{submission.pk}/edit/files/", "the address follows the step (walk 4)"
     page.screenshot(path=str(ARTIFACTS / f"files-step-{width}.png"), full_page=True)
     assert overflow(page) <= 0, too_wide(page)
     assert Submission.objects.get(pk=submission.pk).draft["annotated_paths"] == ["optimizer.py"]
