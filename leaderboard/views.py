@@ -168,6 +168,12 @@ def home_results(*, user) -> dict:
     and changelog."""
     current, newest = releases_selectors.leaderboard_releases()
     top = releases_selectors.leaderboard_top(version=current) if current else None
+    with_results = (
+        releases_selectors.release_with_results_before(version=current) if current and top and not top.ranked else None
+    )
+    # A release with its reference lines but no model yet lists no ranked row: the latest ranked rows are shown
+    # beside it, from the release that has them (walk 4: the board pointed there from an empty row only).
+    earlier = releases_selectors.leaderboard_top(version=with_results) if with_results else None
     return {
         "current": current,
         "newest": newest,
@@ -177,9 +183,9 @@ def home_results(*, user) -> dict:
         "counts": top.counts if top else None,
         "scoring": releases_selectors.release_runs_scoring(version=current) if current else [],
         "changelog": changelog_visible(version=current, user=user) if current else None,
-        "with_results": releases_selectors.release_with_results_before(version=current)
-        if current and not (top and top.ranked)
-        else None,
+        "with_results": with_results,
+        "earlier_ranked": earlier.ranked if earlier else [],
+        "earlier_counts": earlier.counts if earlier else None,
     }
 
 

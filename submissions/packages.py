@@ -163,9 +163,16 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
     """What a code upload did to the draft, in the author's words: the files found, what each step was filled
     with, the annotated files detected (they hold markers), and why the problem-set shortcut did (not) apply."""
     stored = dict(whole.files) if whole else files
-    summary: dict = {"source": source, "file_count": len(stored), "problem_set": whole is not None, "steps": []}
+    # Every entry of the upload is counted: a problem set's papers.yaml fills step 1 and is not one of the paper's
+    # files, so counting the paper's files alone said "5 files" of an archive of 6 (walk 4).
+    summary: dict = {"source": source, "file_count": len(files), "problem_set": whole is not None, "steps": []}
     steps = summary["steps"]
     if whole:
+        folder = f"{whole.id}/"
+        summary["paper_files"] = {"folder": folder, "count": len(whole.files)}
+        summary["left_out"] = sorted(
+            p for p in files if p != "papers.yaml" and not (p.startswith(folder) and p[len(folder) :] in whole.files)
+        )
         meta = draft_metadata(whole)
         typed = {k: v for k, v in (draft.get("metadata") or {}).items() if v not in (None, "", [])}
         _, replaced = metadata_archive_first(typed=typed, archive=meta)

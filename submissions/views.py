@@ -14,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, push_url, replace_url, retarget
 
 from benchmarks.paper2code import PackageError
 from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY
@@ -68,25 +68,57 @@ def submission_new(request: HtmxHttpRequest) -> HttpResponse:
     form = forms.MetadataForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         submission = services.submission_create(author=request.user, values=form.draft_values())
-        return _go(request, reverse("submission-step", args=[submission.pk, "paper"]))
-    context = {
-        "submission": None,
-        "form": form,
-        "step": "details",
-        "steps": STEPS,
-        "files": [],
-        "post_url": reverse("submission-new"),
-    }
-    return render(request, "submissions/_step.html" if request.htmx else "submissions/step.html", context)
+        return _step_next(request, submission, "details", created=True)
+    return _step_page(request, _step_context(submission=None, step="details", form=form))
 
 
 def _go(request: HtmxHttpRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def _step_form(step: str, submission: Submission, request: HttpRequest):
+def _step_context(*, submission: Submission | None, step: str, form) -> dict:
+    draft = submission.draft if submission else {}
+    return {
+        "submission": submission,
+        "form": form,
+        "step": step,
+        "steps": STEPS,
+        "files": sorted(draft.get("files") or {}),
+        "intake": draft.get("intake"),
+        "post_url": reverse("submission-step", args=[submission.pk, step]) if submission else reverse("submission-new"),
+    }
+
+
+def _step_page(request: HtmxHttpRequest, context: dict) -> HttpResponse:
+    """A step's page; to the form's own htmx request, the step's form alone (a history restore gets the page)."""
+    partial = request.htmx and not request.htmx.history_restore_request
+    return render(request, "submissions/_step.html" if partial else "submissions/step.html", context)
+
+
+def _step_next(request: HtmxHttpRequest, submission: Submission, step: str, *, created: bool = False) -> HttpResponse:
+    """After `step` is saved: the following step at its own address (the submission's page after the last). To htmx
+    the step comes in the same answer with its address for the history, so the address bar, a reload and a shared
+    link follow the step (walk 4); the address of the new-paper form is replaced, so going back never offers a
+    second copy of the submission just created."""
+    names = [name for name, _ in STEPS]
+    if step == names[-1]:
+        return _go(request, reverse("submission-detail", args=[submission.pk]))
+    following = names[names.index(step) + 1]
+    url = reverse("submission-step", args=[submission.pk, following])
+    if not request.htmx:
+        return redirect(url)
+    submission.refresh_from_db()  # the draft as the step saved it
+    context = _step_context(submission=submission, step=following, form=_step_form(following, submission))
+    response = render(request, "submissions/_wizard.html", {**context, "title_swap": True})
+    retarget(response, "#wizard")
+    response["HX-Reswap"] = "outerHTML show:window:top"  # the new step read from its top
+    return replace_url(response, url) if created else push_url(response, url)
+
+
+def _step_form(step: str, submission: Submission, request: HttpRequest | None = None):
+    """The step's form, bound to the request's data when it posts one."""
     draft = submission.draft
-    data, uploads = (request.POST, request.FILES) if request.method == "POST" else (None, None)
+    data, uploads = (request.POST, request.FILES) if request is not None and request.method == "POST" else (None, None)
     if step == "details":
         return forms.MetadataForm(data, initial=draft.get("metadata"))
     if step == "paper":
@@ -164,25 +196,8 @@ def submission_step(request: HtmxHttpRequest, pk: int, step: str) -> HttpRespons
         except QuotaExceeded as exc:
             form.add_error(None, str(exc))
         else:
-            names = [name for name, _ in STEPS]
-            following = names[names.index(step) + 1] if step != names[-1] else None
-            url = (
-                reverse("submission-step", args=[pk, following])
-                if following
-                else reverse("submission-detail", args=[pk])
-            )
-            return _go(request, url)
-    context = {
-        "submission": submission,
-        "form": form,
-        "step": step,
-        "steps": STEPS,
-        "files": sorted(submission.draft.get("files") or {}),
-        "intake": submission.draft.get("intake"),
-        "post_url": reverse("submission-step", args=[pk, step]),
-    }
-    template = "submissions/_step.html" if request.htmx else "submissions/step.html"
-    return render(request, template, context)
+            return _step_next(request, submission, step)
+    return _step_page(request, _step_context(submission=submission, step=step, form=form))
 
 
 def _detail_context(submission: Submission, user) -> dict:

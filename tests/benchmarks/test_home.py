@@ -8,7 +8,7 @@ import pytest
 from benchmarks.services.psets import pset_import
 from evaluation.models import EvaluationRun
 from evaluation.selectors.runs import calibration_models
-from tests.conftest import DEMO_PSET
+from tests.conftest import DEMO_PSET, page_text
 from tests.leaderboard.test_leaderboard_browser import calibrate
 
 pytestmark = pytest.mark.django_db
@@ -103,12 +103,12 @@ def test_home_counts_the_rows_it_shows_and_names_each_rows_mode(client, release)
     assert 'href="/guides/leaderboard/#scaled-pass1"' in top and 'aria-label="What scaled pass@1 means"' in top
 
 
-def test_a_release_whose_reference_lines_are_ready_but_has_no_ranked_row_links_to_the_newest_with_results(
-    client, release
-):
+def test_a_release_whose_reference_lines_are_ready_but_has_no_ranked_row_shows_the_latest_ranked_rows(client, release):
     """The walk: a release published with only its calibration runs done is the one shown (its reference lines are
-    ready), with "0 models with results"; the home page and its leaderboard now name the newest release that has."""
-    calibrate(release, "strong", passed=True)
+    ready), with "0 models with results"; the home page and its leaderboard name the newest release that has. Walk 4:
+    the home page pointed there from an empty row only; it now says so above the board and lists the latest ranked
+    rows under the release that has them, until a model's run on the new release completes."""
+    strong = calibrate(release, "strong", passed=True)
     calibrate(release, "reference", passed=True)
     newer = pset_import(root=DEMO_PSET, version_name="2.0.0", publish=True).version
     for model in calibration_models():
@@ -116,6 +116,18 @@ def test_a_release_whose_reference_lines_are_ready_but_has_no_ranked_row_links_t
     home = client.get("/").content.decode()
     assert "Release 2.0.0" in home and "No model has a completed run on this release yet" in home
     assert "data-with-results>1.0.0</a>" in home
+    notice = page_text(home[home.index("data-no-ranked-rows") :].split("</p>")[0])
+    assert "No model is ranked on 2.0.0 yet (it has its reference lines)" in notice, notice
+    assert "The latest ranked rows are those of release 1.0.0, shown below." in notice
+    current = home[home.index('id="home-leaderboard"') : home.index("</table>", home.index('id="home-leaderboard"'))]
+    assert f'href="/runs/{strong.pk}/"' not in current
+    earlier = home[home.index('id="home-earlier-leaderboard"') :].split("</table>")[0]
+    assert f'href="/runs/{strong.pk}/"' in earlier and "Scored on 1.0.0, not on 2.0.0: 1 ranked row." in earlier
+    assert "The latest ranked rows: release 1.0.0" in page_text(home)
     page = client.get("/versions/2.0.0/leaderboard/").content.decode()
     assert 'href="/versions/1.0.0/leaderboard/">1.0.0</a>' in page[page.index("data-with-results") :]
     assert "data-with-results" not in client.get("/versions/1.0.0/leaderboard/").content.decode()
+
+    calibrate(newer, "strong", passed=False)  # a model's run on the new release: its own board, nothing beside it
+    home = client.get("/").content.decode()
+    assert "data-no-ranked-rows" not in home and "home-earlier-leaderboard" not in home

@@ -196,10 +196,12 @@ def test_model_page_never_shows_the_api_key(client, release):
     assert "sk-super-secret-123" not in body and entry.api_key_encrypted not in body
 
 
-def test_run_page_shows_public_answers_and_never_held_out_items(client, release):
+def test_run_page_shows_public_answers_and_never_held_out_items(client, release, maintainer):
     held = release.memberships.get(task__paper__slug="dampnest")
     VersionTask.objects.filter(pk=held.pk).update(split=VersionTask.Split.HELD_OUT)
     run = evaluate(release, ModelEntry.objects.get(name="reference"), lambda s: True)
+    per_paper_rows_link_the_papers_each_viewer_may_see(client, release, run, maintainer)
+    client.logout()
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     body = html + page_text(html)
     held = Snippet.objects.filter(task__versions=release, task__paper__slug="dampnest")
@@ -213,6 +215,25 @@ def test_run_page_shows_public_answers_and_never_held_out_items(client, release)
             assert f"answer_{snippet.pk} = 1" in body
     public = Snippet.objects.filter(task__versions=release, loc__gte=3).exclude(task__paper__slug="dampnest").first()
     assert code_line(public) in body
+
+
+def per_paper_rows_link_the_papers_each_viewer_may_see(client, release, run, maintainer) -> None:
+    """Walk 4: the leaderboard's per-paper table and a run's per-paper rows named papers without linking their pages.
+    Each paper listed links its page; the held-out one (dampnest) is listed, and linked, for maintainers only: the
+    visibility rule that lists a paper (papers_visible) is the one that opens its page."""
+    public = sorted(set(release.tasks.exclude(paper__slug="dampnest").values_list("paper__slug", flat=True)))
+    held = reverse("paper-detail", args=["1.0.0", "dampnest"])
+    for viewer in (None, maintainer):
+        if viewer:
+            client.force_login(viewer)
+        board = client.get(reverse("leaderboard", args=["1.0.0"]), {"view": "papers"}).content.decode()
+        heat = board.split('class="heatmap"')[1].split("</thead>")[0]
+        scores = client.get(reverse("run-detail", args=[run.pk])).content.decode().split("<h2>Scores</h2>")[1]
+        for slug in public:
+            url = reverse("paper-detail", args=["1.0.0", slug])
+            assert f'href="{url}">{slug}</a>' in heat and f'href="{url}">' in scores, slug
+        assert (held in heat and held in scores) == (viewer is not None)
+        assert client.get(held).status_code == (200 if viewer else 404)
 
 
 def test_a_run_page_never_says_a_release_without_held_out_items_has_private_ones(client, release):

@@ -39,12 +39,6 @@ def test_opening_the_form_creates_nothing_and_the_first_save_creates_the_submiss
     assert submission.draft["metadata"]["venue"] == "DEMO2025" and submission.draft["metadata"]["id"] == "dampnest"
 
 
-def test_the_first_step_through_htmx_redirects_the_client(client, author):
-    client.force_login(author)
-    response = client.post(reverse("submission-new"), {"title": "T"}, HTTP_HX_REQUEST="true")
-    assert response["HX-Redirect"] == reverse("submission-step", args=[Submission.objects.get().pk, "paper"])
-
-
 def test_stored_bytes_over_the_author_limit_are_refused_before_storing(
     client, author, other_author, settings, media_root
 ):

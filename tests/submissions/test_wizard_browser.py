@@ -9,11 +9,12 @@ import pytest
 from playwright.sync_api import expect
 
 from submissions import services
-from submissions.models import Submission
+from submissions.models import Submission, ValidationCheck, ValidationReport
 from tests.benchmarks.test_phone_width_browser import overflow, too_wide
 from tests.conftest import REPO
 from tests.evaluation.test_upload_browser import sign_in
 from tests.submissions.conftest import demo_files
+from tests.submissions.test_mutation_wording import RESULT
 from tests.submissions.test_wizard_feedback import MALFORMED, _awaiting, _zip
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -40,6 +41,7 @@ def test_the_files_step_says_what_the_archive_gave(browser_page, live_server, me
     expect(intake).to_contain_text("preselected below as an annotated file")
     expect(intake).to_contain_text("line 2 looks like its start marker but is malformed")
     expect(page.get_by_role("checkbox", name="optimizer.py").first).to_be_checked()
+    assert page.url == f"{base}/submissions/{submission.pk}/edit/files/", "the address follows the step (walk 4)"
     page.screenshot(path=str(ARTIFACTS / f"files-step-{width}.png"), full_page=True)
     assert overflow(page) <= 0, too_wide(page)
     assert Submission.objects.get(pk=submission.pk).draft["annotated_paths"] == ["optimizer.py"]
@@ -79,3 +81,36 @@ def test_an_empty_paper_step_shows_its_error_in_view(browser_page, live_server, 
     expect(alert).to_contain_text("This step is empty")
     expect(alert).to_be_in_viewport()
     assert page.url.endswith("/edit/paper/")
+
+
+def test_the_validation_report_is_readable_at_phone_width(browser_page, live_server, draft, author):
+    """Walk 4: at 390 px the report's three columns left a mutation score's sentences a third of the width, a few
+    words a line. On a phone each check stacks: its label beside its status, its details the whole width below."""
+    page, base = browser_page, live_server.url
+    report = ValidationReport.objects.get(revision=services.submission_submit(submission=draft, actor=author))
+    survivor = "3: denom = exp_avg_sq.sqrt().add_(group['eps']) -> denom = exp_avg_sq.sqrt().add_(group['eps'] * 2)"
+    ValidationCheck.objects.create(report=report, position=0, key="reference", label="Reference", status="passed")
+    ValidationCheck.objects.create(
+        report=report,
+        position=1,
+        key="mutation:optimizer.py:0",
+        label='Mutation score of "initialise optimiser state on first step": the tests kill wrong bodies',
+        status="passed",
+        result={**RESULT, "counted": 4, "survived": 1, "survivors": [survivor]},
+        warning="the score is below 90%: a surviving mutant is a wrong body the tests accept",
+        detail="x" * 400,
+    )
+    ValidationReport.objects.filter(pk=report.pk).update(status="passed")
+    sign_in(page, base, author)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{base}/submissions/{draft.pk}/")
+    page.locator("#report details").first.evaluate("e => e.open = true")
+    details = page.locator('tr[data-check^="mutation:"] td').nth(2)
+    expect(details).to_contain_text("Mutation score")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-390.png"), full_page=True)
+    assert overflow(page) <= 0, too_wide(page)
+    box = details.bounding_box()
+    assert box["width"] >= 300 and box["x"] + box["width"] <= 390, f"the details take {box} of 390 px"
+    label, badge = (page.locator('tr[data-check^="mutation:"] td').nth(i).bounding_box() for i in (0, 1))
+    assert badge["y"] < label["y"] + label["height"], "the status sits beside its check's label"

@@ -83,6 +83,25 @@ def test_a_problem_set_says_every_step_came_from_papers_yaml(client, fresh):
     assert "Paper text from paper2code_paper.md" in text and "Annotated files from papers.yaml: optimizer.py" in text
 
 
+def test_a_problem_sets_summary_counts_every_entry_of_the_archive(client, fresh):
+    """Walk 4: an archive of 6 entries (papers.yaml and the paper's 5 files, all used) was summed up as "5 files
+    found": papers.yaml filled step 1 but was not counted. Every entry is counted and said where it went; an entry
+    outside the paper's folder is named as left out."""
+    from tests.conftest import DEMO_PSET
+
+    entry = (DEMO_PSET / "papers.yaml").read_text().split("\n- id:")[1]
+    paper = {f"dampnest/{path}": data for path, data in demo_files("dampnest").items()}
+    files = {"papers.yaml": ("- id:" + entry).encode(), **paper}
+    text = _upload(client, fresh, _zip(files, top=""))
+    assert (
+        f"code.zip : {len(files)} files found ( papers.yaml , which fills the paper details, and the {len(paper)} "
+        "files of the paper's folder dampnest/ ). Taken as a one-paper problem set" in text
+    ), text[:600]
+    assert f"All {len(paper)} files" in text
+    text = _upload(client, fresh, _zip({**files, "README.md": b"# notes\n"}, top=""))
+    assert f"{len(files) + 1} files found" in text and "left out, outside that folder: README.md )" in text
+
+
 def test_a_nested_papers_yaml_is_named_as_the_reason(client, fresh):
     files = {"set/papers.yaml": b"[]\n", "set/dampnest/optimizer.py": demo_files()["optimizer.py"], "other.txt": b"x"}
     text = _upload(client, fresh, _zip(files, top=""))
