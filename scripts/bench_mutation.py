@@ -9,11 +9,25 @@ against the baseline of running the reference once per mutant in a fresh interpr
    sealed snippet replayed on its recorded calls first, the paper's tests (stopping at the first failure) only for
    a mutant the replay cannot tell apart; a snippet's mutants replayed in one sandboxed process, each in a fork of its
    own (judging/replay_batch.py); with `--compare`, first with each mutant replayed alone (the way before batches),
-   and the ratio of the two with whether their verdicts are identical; with `--tests-only`, as before replays: every
-   mutant runs the whole test. Wall time, killed (by the replay, by the tests), equivalent, survived, test runs,
-   replay batches.
+   and the ratio of the two with whether their verdicts are identical; with `--warm-compare`, batches that import
+   nothing for their answers (the way before replay_batch's inputs_warm) alternating `--rounds` times with the way
+   now, the ratio of the sums and whether each snippet's verdicts are identical; with `--tests-only`, as before
+   replays: every mutant runs the whole test. Wall time and CPU seconds, killed (by the replay, by the tests),
+   equivalent, survived, test runs, replay batches.
 5. Baseline: bench_django.naive (sequential, a fresh copy of the files and a fresh interpreter, no sandbox) runs the
-   reference of each mutant's paper once per mutant.
+   reference of each mutant's paper once per mutant; the ratios of wall time and of CPU seconds.
+
+CPU seconds count this process and everything it started, the fork server's items included
+(scripts/mutation_profile.py's CpuClock): on a machine other work shares, wall time moves with their load (a
+mutant's replay is a few short processes, each waiting for a core), CPU seconds much less.
+
+`--profile` (issue 36 item 1: where a snippet's mutants task spends its seconds) submits one paper of the heavy set
+(`--paper`, chosen as below), validates it in this process, then runs each snippet's mutants task again as a worker
+runs it (submissions/mutation_spread.py's snippet_mutation_run), first on a new session (its fork server not
+started), then `--rounds` times warm, and prints the wall and CPU seconds of each step (scripts/mutation_profile.py:
+the database, the package's load, the environment's resolution, the fork server's start, the replay batch's sandboxed
+process, replays alone, the comparison with the recording, the survivors' test runs); the verdicts must be the
+validation's.
 
 `--workers-compare` (issue 36 item 1: mutants on every worker) times a revision's mutation testing on real Celery
 workers instead (`celery -A config worker --concurrency 1`, as the tests start them; a Redis database of its own
@@ -30,6 +44,8 @@ claimed as the tests claim theirs; PostgreSQL `--postgres-url`, dropped and crea
 
 Run: .venv/bin/python scripts/bench_mutation.py [--papers 20] [--snippets 212] [--mutants 10] [--cache DIR]
      [--tests-only] [--compare] [--warm-compare [--rounds 2]] [--no-baseline]
+     .venv/bin/python scripts/bench_mutation.py --profile [--papers 20] [--snippets 212] [--mutants 10] [--paper ID]
+     [--rounds 1]
      .venv/bin/python scripts/bench_mutation.py --workers-compare [--papers 20] [--snippets 212] [--mutants 10]
      [--paper ID] [--rounds 2] [--postgres-url URL] [--cache DIR]
 """
