@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Protocol
@@ -430,6 +430,18 @@ def release_preloads_announce(*, session: Session, task: Task) -> None:
         modules += preload_modules(files, skipped=spans)
         helpers += helper_calls(files, other.test_entry_point)
     session.preload_expect(modules=modules, helpers=helpers)
+
+
+def package_preloads_announce(
+    *, session: Session, files: Mapping[str, bytes], skipped: Iterable[tuple[str, int, int]], test_entry_point: str
+) -> None:
+    """Tell a fork server's session what a package's tests import (its files minus the `skipped` spans: every
+    snippet's body), before its first item: a snippet's mutants, replayed first on files without the tests, would
+    otherwise start the zygote without the tests' imports, and their first survivor's test run start it again."""
+    if isinstance(session, ForkingSession):
+        session.preload_expect(
+            modules=preload_modules(files, skipped=skipped), helpers=helper_calls(files, test_entry_point)
+        )
 
 
 def item_execute(

@@ -9,11 +9,25 @@ against the baseline of running the reference once per mutant in a fresh interpr
    sealed snippet replayed on its recorded calls first, the paper's tests (stopping at the first failure) only for
    a mutant the replay cannot tell apart; a snippet's mutants replayed in one sandboxed process, each in a fork of its
    own (judging/replay_batch.py); with `--compare`, first with each mutant replayed alone (the way before batches),
-   and the ratio of the two with whether their verdicts are identical; with `--tests-only`, as before replays: every
-   mutant runs the whole test. Wall time, killed (by the replay, by the tests), equivalent, survived, test runs,
-   replay batches.
+   and the ratio of the two with whether their verdicts are identical; with `--warm-compare`, batches that import
+   nothing for their answers (the way before replay_batch's inputs_warm) alternating `--rounds` times with the way
+   now, the ratio of the sums and whether each snippet's verdicts are identical; with `--tests-only`, as before
+   replays: every mutant runs the whole test. Wall time and CPU seconds, killed (by the replay, by the tests),
+   equivalent, survived, test runs, replay batches.
 5. Baseline: bench_django.naive (sequential, a fresh copy of the files and a fresh interpreter, no sandbox) runs the
-   reference of each mutant's paper once per mutant.
+   reference of each mutant's paper once per mutant; the ratios of wall time and of CPU seconds.
+
+CPU seconds count this process and everything it started, the fork server's items included
+(scripts/mutation_profile.py's CpuClock): on a machine other work shares, wall time moves with their load (a
+mutant's replay is a few short processes, each waiting for a core), CPU seconds much less.
+
+`--profile` (issue 36 item 1: where a snippet's mutants task spends its seconds) submits one paper of the heavy set
+(`--paper`, chosen as below), validates it in this process, then runs each snippet's mutants task again as a worker
+runs it (submissions/mutation_spread.py's snippet_mutation_run), first on a new session (its fork server not
+started), then `--rounds` times warm, and prints the wall and CPU seconds of each step (scripts/mutation_profile.py:
+the database, the package's load, the environment's resolution, the fork server's start, the replay batch's sandboxed
+process, replays alone, the comparison with the recording, the survivors' test runs); the verdicts must be the
+validation's.
 
 `--workers-compare` (issue 36 item 1: mutants on every worker) times a revision's mutation testing on real Celery
 workers instead (`celery -A config worker --concurrency 1`, as the tests start them; a Redis database of its own
@@ -29,7 +43,9 @@ claimed as the tests claim theirs; PostgreSQL `--postgres-url`, dropped and crea
    `--rounds` pairs alternate, the ratio is of the sums.
 
 Run: .venv/bin/python scripts/bench_mutation.py [--papers 20] [--snippets 212] [--mutants 10] [--cache DIR]
-     [--tests-only] [--compare] [--no-baseline]
+     [--tests-only] [--compare] [--warm-compare [--rounds 2]] [--no-baseline]
+     .venv/bin/python scripts/bench_mutation.py --profile [--papers 20] [--snippets 212] [--mutants 10] [--paper ID]
+     [--rounds 1]
      .venv/bin/python scripts/bench_mutation.py --workers-compare [--papers 20] [--snippets 212] [--mutants 10]
      [--paper ID] [--rounds 2] [--postgres-url URL] [--cache DIR]
 """
@@ -37,6 +53,8 @@ Run: .venv/bin/python scripts/bench_mutation.py [--papers 20] [--snippets 212] [
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import os
 import subprocess
 import sys
@@ -50,9 +68,10 @@ POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/rcb_benchmutation"
 
 from scripts.bench_django import THREADS_ONE, naive  # noqa: E402
 from scripts.bench_pipeline import CALIBRATE, environments_build, load, papers_plan, pset_heavy_generate  # noqa: E402
+from scripts.mutation_profile import CpuClock  # noqa: E402
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--papers", type=int, default=20)
     parser.add_argument("--snippets", type=int, default=212)
@@ -66,20 +85,40 @@ def main() -> None:
         action="store_true",
         help="also judge the mutants with each replayed alone (the way before batches) and print the ratio",
     )
+    parser.add_argument(
+        "--warm-compare",
+        action="store_true",
+        help="also judge the mutants with batches that import nothing for their answers (the way before "
+        "inputs_warm), alternating with the way now for --rounds rounds, and print the ratio and per-snippet verdicts",
+    )
     parser.add_argument("--no-baseline", action="store_true", help="skip the fresh interpreters (a quick check)")
     parser.add_argument(
         "--workers-compare",
         action="store_true",
         help="time one revision's mutation testing on real workers, two worker processes against one",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="where one snippet's mutants task spends its seconds, step by step, on one paper (in this process)",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="with --workers-compare: rounds of 2 then 1 process")
     parser.add_argument("--paper", default="", help="with --workers-compare: the paper submitted (default: see above)")
     parser.add_argument("--postgres-url", default=POSTGRES_URL, help=f"with --workers-compare (default {POSTGRES_URL})")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
     if args.workers_compare:
         workers_compare(args)
         return
+    if args.profile:
+        profile(args)
+        return
     args.cache, args.backend = args.cache.resolve(), "bwrap"
+    clock = CpuClock()
+    atexit.register(clock.close)
     tmp = Path(tempfile.mkdtemp(prefix="bench-mutation-"))
     print(f"load average at the start: {load()}; {os.cpu_count()} cores; folder {tmp}", flush=True)
     os.environ.update(
@@ -170,9 +209,9 @@ def main() -> None:
 
     guard = GuardSpec(failfast=not args.tests_only)
 
-    def judge(batched: bool) -> tuple[float, list[dict], BatchStats]:
+    def judge(batched: bool, warm: bool = True) -> tuple[float, list[dict], BatchStats, float | None]:
         stats = BatchStats()
-        start = time.monotonic()
+        start, cpu = time.monotonic(), clock.seconds()
         results = []
         for package in packages:
             for path in package.annotated_paths:
@@ -199,14 +238,16 @@ def main() -> None:
                         limits=limits,
                         batched=batched,
                         stats=stats,
+                        warm=warm,
                     )
                     found = mutants[package.id, path, snippet.index]
                     results.append(
                         mutation_result(mutants_judge(found, replay=replay, test=test, noop_body=noop(snippet)))
                     )
-        return time.monotonic() - start, results, stats
+        used = clock.seconds()
+        return time.monotonic() - start, results, stats, None if cpu is None or used is None else used - cpu
 
-    def summary(judged: float, results: list[dict], how: str) -> None:
+    def summary(judged: float, results: list[dict], how: str, cpu: float | None = None) -> None:
         total = {
             key: sum(r[key] for r in results)
             for key in ("generated", "counted", "killed", "survived", "equivalent", "test_runs")
@@ -219,7 +260,8 @@ def main() -> None:
             else "COLD (the fork server is off)"
         )
         print(
-            f"mutation through the sandbox, {how}: {judged:.1f} s for {count} mutants ({judged / count:.3f} s each, "
+            f"mutation through the sandbox, {how}: {judged:.1f} s ({cpu_text(cpu)}) for {count} mutants "
+            f"({judged / count:.3f} s each, "
             f"{mode}); killed {total['killed']} of {total['counted']} ({by_replay} by the replay, "
             f"{total['killed'] - by_replay} by the tests, {timeouts} by the time limit), {total['survived']} "
             f"survived, {total['equivalent']} equivalent on the recorded inputs; {total['test_runs']} test runs; "
@@ -231,15 +273,17 @@ def main() -> None:
     alone = None
     if args.compare and not args.tests_only:
         alone = judge(batched=False)
-        summary(alone[0], alone[1], "replay first, each mutant replayed alone (the way before batches)")
+        summary(alone[0], alone[1], "replay first, each mutant replayed alone (the way before batches)", alone[3])
         print(f"load average after it: {load()}", flush=True)
-    judged, results, stats = judge(batched=not args.tests_only)
+    if args.warm_compare and not args.tests_only:
+        warm_compare(judge, summary, verdicts, args.rounds)
+    judged, results, stats, judged_cpu = judge(batched=not args.tests_only)
     how = (
         "every mutant runs the whole test (--tests-only)"
         if args.tests_only
         else "replay first, a snippet's mutants replayed in one sandboxed process"
     )
-    summary(judged, results, how)
+    summary(judged, results, how, judged_cpu)
     if not args.tests_only:
         print(
             f"replay batches: {stats.batches}, {stats.batched} mutants judged in a batch, {stats.alone} replayed alone"
@@ -253,9 +297,15 @@ def main() -> None:
             flush=True,
         )
     print(f"load average after the mutation: {load()}", flush=True)
+    baseline_print(python, packages, mutants, clock, judged=judged, cpu=judged_cpu, recorded=recorded, args=args)
+
+
+def baseline_print(python, packages, mutants, clock, *, judged: float, cpu: float | None, recorded: float, args):
+    """The baseline (the reference once per mutant in a fresh interpreter) and its ratios to the mutation's; none
+    with --no-baseline."""
     if args.no_baseline:
         return
-
+    judged_cpu = cpu
     items = [
         (package.test_entry_point, package.files)
         for package in packages
@@ -263,20 +313,55 @@ def main() -> None:
         for snippet in package.annotated[path].snippets
         for _ in mutants[package.id, path, snippet.index]
     ]
+    cpu = clock.seconds()
     baseline, _ = naive(python, items)
+    baseline_cpu = None if cpu is None else (clock.seconds() or 0.0) - cpu
     print(
-        f"baseline, the reference once per mutant in a fresh interpreter: {baseline:.1f} s "
+        f"baseline, the reference once per mutant in a fresh interpreter: {baseline:.1f} s ({cpu_text(baseline_cpu)}) "
         f"({baseline / len(items):.3f} s each)"
     )
     print(f"ratio baseline / mutation: {baseline / judged:.2f}x (goal: at least 10x)")
+    if baseline_cpu is not None and judged_cpu:
+        print(f"ratio of CPU seconds, baseline / mutation: {baseline_cpu / judged_cpu:.2f}x")
     if not args.tests_only:
         print(f"ratio baseline / (recordings + mutation): {baseline / (recorded + judged):.2f}x")
     print(f"load average at the end: {load()}")
 
 
+def cpu_text(seconds: float | None) -> str:
+    return "CPU n/a" if seconds is None else f"{seconds:.1f} CPU s"
+
+
+def warm_compare(judge, summary, verdicts, rounds: int) -> None:
+    """Batches that import nothing for their answers (before) against batches that import once what each answer's
+    replay imports first (now: replay_batch.inputs_warm), alternating, the same mutants; the ratio of the sums."""
+    timed: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    seen: dict[bool, list] = {}
+    for round_ in range(rounds):
+        for warm in (False, True):
+            print(f"load average before round {round_ + 1}, {'now' if warm else 'before'}: {load()}", flush=True)
+            judged, results, _, cpu = judge(batched=True, warm=warm)
+            how = "batches import once for their answers (now)" if warm else "batches import nothing (before)"
+            summary(judged, results, f"round {round_ + 1}, {how}", cpu)
+            timed[warm].append(judged)
+            cpus[warm].append(cpu or 0.0)
+            found = [verdicts([r]) for r in results]  # per snippet
+            if seen.setdefault(warm, found) != found:
+                print(f"verdicts of round {round_ + 1} differ from round 1's ({'now' if warm else 'before'})")
+    same = seen[False] == seen[True]
+    differing = sum(a != b for a, b in zip(seen[False], seen[True], strict=True))
+    print(
+        f"ratio before / now: {sum(timed[False]) / sum(timed[True]):.2f}x ({sum(timed[False]):.1f} s / "
+        f"{sum(timed[True]):.1f} s over {rounds} round(s)); of CPU seconds: "
+        f"{sum(cpus[False]) / max(1e-9, sum(cpus[True])):.2f}x ({sum(cpus[False]):.1f} / {sum(cpus[True]):.1f}); "
+        "per-snippet verdicts " + ("identical" if same else f"DIFFER for {differing} snippets"),
+        flush=True,
+    )
+
+
 def workers_compare(args) -> None:
     """A revision's mutation testing on real workers: two worker processes against one (see the module's docstring)."""
-    import contextlib
 
     from scripts.bench_pipeline import Worker, platform_environment, postgres_drop, postgres_recreate, workers_wait
     from scripts.redis_claim import redis_database_claimed
@@ -376,6 +461,115 @@ def workers_compare(args) -> None:
         except Exception:
             pass
         postgres_drop(args.postgres_url)
+
+
+def profile(args) -> None:
+    """Each snippet's mutants task of one paper, as a worker runs it (`snippet_mutation_run`), step by step
+    (scripts/mutation_profile.py): the paper submitted and validated in this process first (SQLite, bwrap, the fork
+    server on), then its mutation checks run again from the stored ones, first as on a worker whose session is new
+    (its fork server not started), then `--rounds` times warm; the verdicts must be those of the validation."""
+    from scripts.mutation_profile import breakdown, clock_installed
+
+    args.cache = args.cache.resolve()
+    cpu = CpuClock()
+    atexit.register(cpu.close)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-mutation-profile-"))
+    print(f"load average at the start: {load()}; {os.cpu_count()} cores; folder {tmp}", flush=True)
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+            "SANDBOX_BACKEND": "bwrap",
+            "SANDBOX_CACHE_DIR": str(args.cache),
+            "SANDBOX_FORKSERVER": "true",
+            "MEDIA_ROOT": str(tmp / "media"),
+            "CELERY_BROKER_URL": "memory://",
+            "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+            "SUBMISSION_MUTANTS": str(args.mutants),
+            **THREADS_ONE,
+        }
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from evaluation import executor
+    from submissions.mutation_spread import snippet_mutation_run
+    from submissions.tasks import revision_validate
+
+    call_command("migrate", verbosity=0)
+    args.backend = "bwrap"
+    env_hash, python = environments_build(args)
+    per_second = float(
+        subprocess.run(
+            [python, "-c", CALIBRATE], capture_output=True, text=True, check=True, env={**os.environ, **THREADS_ONE}
+        ).stdout.strip()
+    )
+    plans = papers_plan(args.papers, args.snippets)
+    plan = (
+        next(p for p in plans if p.paper_id == args.paper)
+        if args.paper
+        else max((p for p in plans if p.seconds < 1.5), key=lambda p: p.snippets)
+    )
+    root = tmp / "pset"
+    pset_heavy_generate(root, plans, per_second=per_second, paper_bytes=20_000)
+    print(
+        f"paper {plan.paper_id}: {plan.snippets} snippets, its test's own time {plan.seconds:.2f} s, "
+        f"{args.mutants} mutants per snippet",
+        flush=True,
+    )
+    report = revision_submitted(root / plan.paper_id)
+    start = time.monotonic()
+    revision_validate.apply(args=(report.pk,))
+    report.refresh_from_db()
+    checks = report.checks.filter(key__startswith="mutation:").order_by("position")
+    keys = list(checks.values_list("key", flat=True))
+    before = {c.key: c.result for c in checks}
+    print(
+        f"validation in this process: {time.monotonic() - start:.1f} s, {report.status}; {len(keys)} mutation checks",
+        flush=True,
+    )
+
+    def rerun(clock) -> dict:
+        report.checks.filter(key__startswith="mutation:").update(status="pending", result=None)
+        found = {}
+        with connection.execute_wrapper(clock.sql):
+            for key in keys:
+                with clock.task():
+                    snippet_mutation_run(report=report, key=key, worker="profile")
+                found[key] = report.checks.get(key=key).result
+        return found
+
+    same = True
+    for round_ in range(args.rounds + 1):
+        cold = round_ == 0
+        if cold:  # a worker's first task in this environment: its session new, its fork server not started
+            with executor._lock:
+                for session in executor._sessions.values():
+                    session.close()
+                executor._sessions.clear()
+        clock = clock_installed(cpu)
+        print(f"load average before: {load()}", flush=True)
+        try:
+            found = rerun(clock)
+        finally:
+            clock.undo()
+        same = same and all(mutant_verdicts(found[k]) == mutant_verdicts(before[k]) for k in keys)
+        mutants = sum(r["generated"] for r in found.values())
+        print(
+            f"{'first tasks on a new session' if cold else f'warm round {round_}'}: {len(keys)} snippets' mutants "
+            f"tasks, {mutants} mutants, {sum(r['test_runs'] for r in found.values())} test runs, killed "
+            f"{sum(r['killed_by']['replay'] for r in found.values())} by the replay",
+            flush=True,
+        )
+        print(breakdown(clock, len(keys)), flush=True)
+    print(f"verdicts as the validation's: {'identical' if same else 'DIFFER'}; load average at the end: {load()}")
+
+
+def mutant_verdicts(result: dict) -> list[tuple[str, str, str]]:
+    return [(m["diff"], m["outcome"], m["by"]) for m in result["mutants"]]
 
 
 def revision_submitted(folder: Path):

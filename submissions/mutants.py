@@ -159,7 +159,8 @@ def proposed_kills(result: dict, *, sealed: bool) -> dict | None:
 class MutantReplayer:
     """How a sealed snippet's mutants are replayed on its recorded calls, as answers would be: one alone
     (`replayer(mutant)`), or many in one sandboxed process, each in a fork of its own (`many`; judging/replay_batch.py,
-    with the same verdicts). `batched=False` replays each alone (the way before batches, for comparison)."""
+    with the same verdicts). `batched=False` replays each alone (the way before batches, for comparison); `warm=False`
+    has a batch import nothing for its answers (the way before `inputs_warm`, for comparison)."""
 
     def __init__(
         self,
@@ -174,11 +175,12 @@ class MutantReplayer:
         load: Callable[[str], bytes],
         batched: bool = True,
         stats: BatchStats | None = None,
+        warm: bool = True,
     ):
         self.session, self.files, self.hidden, self.recording = session, files, sorted(hidden), recording
         self.annotated, self.marked, self.limits, self.load = annotated, annotated.snippets[position], limits, load
         self.key = snippet_key(annotated.path, position)
-        self.batched, self.stats = batched, stats
+        self.batched, self.stats, self.warm = batched, stats, warm
         self.also = proposed_tolerance(recording)  # the proposed tests' per-dtype table judges each replay too
 
     def _answer(self, mutant: Mutant) -> BatchAnswer:
@@ -213,6 +215,7 @@ class MutantReplayer:
             answers=[self._answer(mutant) for mutant in mutants],
             stats=self.stats,
             also=self.also,
+            warm=self.warm,
         )
 
 
@@ -228,6 +231,7 @@ def mutant_replayer(
     load: Callable[[str], bytes] = blob_cached,
     batched: bool = True,
     stats: BatchStats | None = None,
+    warm: bool = True,
 ) -> MutantReplayer | None:
     """How the mutants of the snippet at `position` are replayed on its recorded calls, as answers would be; None
     when the snippet is not sealed (no recording to judge it by, so only the tests can)."""
@@ -245,4 +249,5 @@ def mutant_replayer(
         load=load,
         batched=batched,
         stats=stats,
+        warm=warm,
     )

@@ -23,7 +23,7 @@ from django.utils import timezone
 from benchmarks.selectors import package_load
 from benchmarks.services.blobs import environment_hash
 from evaluation.environments import build_failures
-from evaluation.executor import session_for
+from evaluation.executor import package_preloads_announce, session_for
 from operations.enqueue import enqueue
 from submissions import services
 from submissions.models import ValidationCheck, ValidationReport
@@ -119,6 +119,13 @@ def _snippet_mutation_measure(*, report: ValidationReport, key: str) -> CheckRes
     limits = validation_limits()
     reference = report.checks.filter(key="reference").values_list("result", flat=True).first() or {}
     session = session_for(environment_hash(package.requirements), package.requirements, failures=build_failures)
+    # A worker whose fork server never ran this package's tests starts it once, with their imports, not twice.
+    package_preloads_announce(
+        session=session,
+        files=files,
+        skipped=[(p.path, s.start_line, s.end_line) for p in annotated.values() for s in p.snippets],
+        test_entry_point=package.test_entry_point,
+    )
     check = mutation_check(
         session=session,
         files=files,

@@ -98,10 +98,12 @@ def answers_replay(
     answers: Sequence[BatchAnswer],
     stats: BatchStats | None = None,
     also: Tolerance | None = None,
+    warm: bool = True,
 ) -> list[Replay]:
     """Replay `answers` of the snippet `key` (each spliced into its file of `files`) on the recorded inputs, in one
     sandboxed process, and compare each with the recording (and within `also` too): the Replay of each, as
-    `answer_replay` gives it."""
+    `answer_replay` gives it. `warm`: the process imports once what every answer's unpickling of its inputs and
+    restore of the generators import (`inputs_warm`); off only to measure what that saves."""
     sealed, reason = snippet_sealing(recording, key)
     if not sealed:
         return [Replay(False, reason=reason) for _ in answers]
@@ -165,6 +167,7 @@ def answers_replay(
                     "replayer": REPLAYER_FILE,
                     "seconds": limits.wall_seconds,
                     "output_bytes": share,
+                    "warm": warm,
                     # The fork server never preloads what the first answer's own lines import (as alone).
                     "answer_file": first.path,
                     "first_line": first.answer[0],

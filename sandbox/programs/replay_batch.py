@@ -14,8 +14,13 @@ STDERR_KEPT = 4096  # the end of a fork's stderr, for the reason the worker give
 # What this process reads before the first fork: the program and the answers never lie in an answer's folder.
 OWN_FILES = (".rcb-replay-batch.py", ".rcb-replay-batch.json")
 TEMPORARY = ("/tmp", "/dev/shm")
-# What every answer's replayer imports first (replayer.py and snapshot.py): imported once here, not in each fork.
+# What every answer's replayer imports first (replayer.py and snapshot.py): imported once here, not in each fork
+# (and what unpickling its inputs and restoring the generators import: `inputs_warm`).
 REPLAYER_IMPORTS = ("_io", "base64", "dataclasses", "importlib.util", "itertools", "json", "pickle", "random", "types")
+
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
 
 
 def line_write(mark, *fields):
@@ -135,7 +140,7 @@ def answer_run(libc, code, spec, out, err):
     os.dup2(err, 2)
     os.closerange(3, 65536)
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-    sys.argv = [spec["replayer"], json.dumps(spec["spec"])]
+    sys.argv = [spec["replayer"], *spec.get("argv", [json.dumps(spec["spec"])])]
     main = type(sys)("__main__")
     main.__file__ = spec["replayer"]
     sys.modules["__main__"] = main
@@ -229,6 +234,79 @@ def answer_fork(libc, code, spec, seconds, cap):
     return state, code, bytes(printed[out_read]), bytes(printed[err_read])
 
 
+# What a probe fork runs (`inputs_warm`): the recorded inputs unpickled and the generators restored as each answer's
+# replayer does before the answer's first line, the task's own modules never imported (their classes read as a
+# stand-in), and the modules that loaded printed.
+PROBE = """
+import base64, io, json, pickle, random, sys, types
+own = set(json.loads(sys.argv[1]))
+class Refused:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in own:
+            raise ImportError(name)
+sys.meta_path.insert(0, Refused())
+class StandIn:
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(cls)
+    def __init__(self, *args, **kwargs):
+        pass
+    def __setstate__(self, state):
+        pass
+class Probe(pickle.Unpickler):
+    def find_class(self, module, name):
+        if module.split(".")[0] in own:
+            return StandIn
+        if module == "rcb_sealed_attributes":  # attributes.py's setter, which each answer's replayer registers
+            return lambda obj, state: None
+        return super().find_class(module, name)
+before = set(sys.modules)
+with open(json.loads(sys.argv[2]), "rb") as handle:
+    inputs = json.load(handle)
+for blobs in inputs.values():
+    for blob in blobs:
+        try:
+            positional, keyword, state = Probe(io.BytesIO(base64.b64decode(blob))).load()
+            random.setstate(state["random"])
+            if "numpy" in state:
+                sys.modules["numpy"].random.set_state(state["numpy"])
+            if "torch" in state:
+                sys.modules["torch"].set_rng_state(state["torch"])
+        except BaseException:
+            pass
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+MODULE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def inputs_warm(libc, inputs, own, seconds):
+    """Import here, once for every answer, what each answer's replayer imports before the answer's first line runs:
+    what unpickling its recorded inputs and restoring the generators load (a tensor's torch.utils.serialization, 7
+    ms a fork; numpy.random, 20-40 ms). A probe fork does that work once (the task's own modules refused) and names
+    what loaded; this process imports those of packages it has loaded already, never one of the task's own: nothing
+    an answer's replay would not have loaded itself before the answer ran. The probe's output is untrusted, and
+    whatever it left is emptied and killed before the first answer, as any answer's is."""
+    import importlib
+
+    spec = {"replayer": "<probe>", "spec": None}
+    code = compile(PROBE, "<probe>", "exec", dont_inherit=True)
+    probe = dict(spec, argv=[json.dumps(sorted(own)), json.dumps(inputs)])
+    state, _, out, _ = answer_fork(libc, code, probe, seconds, 1 << 20)
+    try:
+        named = json.loads(out.decode("utf-8").strip().splitlines()[-1]) if state == "done" else []
+    except (ValueError, IndexError, UnicodeDecodeError):
+        named = []
+    for name in named if isinstance(named, list) else []:
+        if not isinstance(name, str) or not MODULE_NAME.fullmatch(name) or name in sys.modules:
+            continue
+        top = name.split(".")[0]
+        if top in own or top not in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            pass
+
+
 def main():
     batch = json.loads(sys.argv[1])
     mark = batch["mark"]
@@ -251,6 +329,11 @@ def main():
         refuse(mark, f"not every one of {', '.join(folders)} is a tmpfs")
     # Each folder a fork can write, as it was before the first: a replay alone has them fresh.
     trees = {folder: tree_read(folder, OWN_FILES if folder == work else ()) for folder in folders}
+    if answers and batch.get("warm", True):
+        own = {name.removesuffix(".py") for name in os.listdir(work)}
+        inputs_warm(libc, answers[0]["spec"]["inputs"], own, float(batch["seconds"]))
+        if threads() > 1:  # a fork would lose it: each answer is replayed alone instead
+            refuse(mark, "an import for the inputs started a thread")
     for index, answer in enumerate(answers):
         for folder, tree in trees.items():
             tree_restore(

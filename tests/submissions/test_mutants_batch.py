@@ -5,10 +5,14 @@ answers share a folder and a parent (no guard), then that the batch contains it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import copy
 import hashlib
 import json
+import operator
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -19,6 +23,7 @@ from benchmarks.paper2code import parse, splice
 from benchmarks.paper2code.mutation import Mutant, mutants_generate
 from benchmarks.paper2code.pset import read_pset
 from benchmarks.services.blobs import environment_hash
+from evaluation.judging import replay_batch
 from evaluation.judging.replay_batch import BatchStats
 from evaluation.judging.sealed import (
     REPLAYER_SOURCE,
@@ -231,3 +236,62 @@ class Seen:
         result = self.session.run(**kwargs)
         self.stdout = result.stdout
         return result
+
+
+class Call:
+    """Pickled as a call of `function` on `args` (what a recording's pickle may hold)."""
+
+    def __init__(self, function, *args):
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+# Run by the recorded inputs' unpickling: in the batch's probe fork (argv[0] "<probe>") it names the task's own
+# module as what loaded, and exits; in a replay it does nothing.
+FORGED_PROBE = "import sys, os\nif sys.argv[0] == '<probe>':\n print(MODULES)\n sys.stdout.flush()\n os._exit(0)\n"
+
+
+def test_a_recording_cannot_make_the_batch_import_the_task_module_for_every_answer(dampnest, monkeypatch):
+    session, package, _, recording, mode = dampnest
+    if mode != "warm":
+        pytest.skip("the batch program is the same cold; one sandbox per replay alone is slow")
+    parsed = package.annotated[package.annotated_paths[0]]
+    snippet = next(s for s in parsed.snippets if recording["snippets"][snippet_key(parsed.path, s.index)]["sealed"])
+    entry = recording["targets"][recording["snippets"][snippet_key(parsed.path, snippet.index)]["target"]]
+    module = entry["file"].removesuffix(".py").replace("/", ".")
+    forged = FORGED_PROBE.replace("MODULES", repr(json.dumps([module])))
+    wrapped = [  # each recorded call's inputs, run through FORGED_PROBE first
+        base64.b64encode(
+            pickle.dumps(Call(operator.getitem, (Call(exec, forged), Call(pickle.loads, base64.b64decode(blob))), 1))
+        ).decode()
+        for blob in json.loads(BLOBS[entry["inputs"]])
+    ]
+    hostile = copy.deepcopy(recording)
+    hostile["targets"][recording["snippets"][snippet_key(parsed.path, snippet.index)]["target"]]["inputs"] = blob_put(
+        json.dumps(wrapped).encode()
+    )
+    wrong = next(
+        m
+        for m in mutants_generate(snippet.code, limit=8)
+        if replayer_of(dampnest, snippet.index, batched=False).many([m])[0].difference
+    )
+    honest = Mutant("same", snippet.code, 1, "the reference body")
+
+    def batch(source: str):
+        monkeypatch.setattr(replay_batch, "BATCH_SOURCE", source)
+        replayer = replayer_of(dampnest, snippet.index, batched=True)
+        replayer.recording = hostile
+        return replayer.many([wrong, honest])
+
+    alone = replayer_of(dampnest, snippet.index, batched=False)
+    alone.recording = hostile
+    assert not alone.many([honest])[0].difference  # the wrapped inputs replay as the recorded ones
+    # No guard: the batch imports whatever the probe names; every answer then runs the first answer's module.
+    guarded = replay_batch.BATCH_SOURCE
+    unguarded = guarded.replace("if top in own or top not in sys.modules:", "if False:")
+    assert unguarded != guarded
+    assert "'NoneType' object is not subscriptable" in batch(unguarded)[1].difference  # the wrong body's failure
+    # The batch imports only modules of packages it holds, never the task's own: the honest body agrees, as alone.
+    assert not batch(guarded)[1].difference
