@@ -22,9 +22,10 @@ gives them, measured end to end, in-process on its own SQLite database, media fo
    forked after the pass starts with torch._dynamo loaded, and each item's verdict.
 
 Run: .venv/bin/python scripts/measure_author_muon.py [--mutants 3] [--cache DIR]
-[--only-calibration|--only-validation|--only-answers]
+[--only-calibration|--only-validation|--only-answers|--no-calibration]
 (`--cache`: the sandbox's environment cache; a cache that holds the package's environment saves building it.
-`--only-calibration`: steps 1 and 4 only; `--only-validation`: step 1 only; `--only-answers`: steps 1 and 3 only.)
+`--only-calibration`: steps 1 and 4 only; `--only-validation`: step 1 only; `--only-answers`: steps 1 and 3 only;
+`--no-calibration`: steps 1 to 3.)
 """
 
 from __future__ import annotations
@@ -420,6 +421,7 @@ def main() -> None:
     parser.add_argument("--only-calibration", action="store_true", help="steps 1 and 4 only")
     parser.add_argument("--only-validation", action="store_true", help="step 1 only (each snippet's sealing)")
     parser.add_argument("--only-answers", action="store_true", help="steps 1 and 3 only (the tried answers)")
+    parser.add_argument("--no-calibration", action="store_true", help="steps 1 to 3 (no release, no calibration)")
     args = parser.parse_args()
     if args.cache:
         os.environ["SANDBOX_CACHE_DIR"] = str(args.cache.resolve())
@@ -449,6 +451,8 @@ def main() -> None:
     if not args.only_calibration:
         mutation_scores(revision, args.mutants)
         try_answers(author, revision)
+    if args.no_calibration:
+        return
     if not release_calibration(revision):
         sys.exit("the release's calibration did not score the reference 100% with no flag")
 
