@@ -11,7 +11,8 @@ gives them, measured end to end, in-process on its own SQLite database, media fo
    test files (submissions/proposed.py: from the tests' recording and from the example script's), each run with the
    package's python beside the package's visible files. Printed: the kills of each, and the mutants only one kills.
 3. **Try an answer**: three correct alternative bodies and two wrong ones tried on the validated revision and judged
-   by the try-an-answer task's own code (`tried_answer_judge_run`, in this process): each verdict.
+   by the try-an-answer task's own code (`tried_answer_judge_run`, in this process): each verdict; and a fourth
+   correct one that the package's own tests reject, their tolerance being finer than its rounding (OVER_STRICT).
 4. **The release's calibration**: a maintainer accepts the validated revision and publishes the draft release it
    lands in (the services the review and publish pages call; publishing starts the calibration runs), and the
    reference model's run is judged item by item by the evaluation task itself (`item_evaluate`, in this process), on
@@ -20,9 +21,11 @@ gives them, measured end to end, in-process on its own SQLite database, media fo
    and no fork server at all (every item a cold start). Printed per pass: the pass rate, the flags, whether an item
    forked after the pass starts with torch._dynamo loaded, and each item's verdict.
 
-Run: .venv/bin/python scripts/measure_author_muon.py [--mutants 3] [--cache DIR] [--only-calibration|--only-validation]
+Run: .venv/bin/python scripts/measure_author_muon.py [--mutants 3] [--cache DIR]
+[--only-calibration|--only-validation|--only-answers|--no-calibration]
 (`--cache`: the sandbox's environment cache; a cache that holds the package's environment saves building it.
-`--only-calibration`: steps 1 and 4 only; `--only-validation`: step 1 only.)
+`--only-calibration`: steps 1 and 4 only; `--only-validation`: step 1 only; `--only-answers`: steps 1 and 3 only;
+`--no-calibration`: steps 1 to 3.)
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ import time
 import zipfile
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from submissions.models import TriedAnswer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -54,6 +61,20 @@ CORRECT = [
         "transpose(-2, -1) instead of .mT",
         "    if G.size(-2) > G.size(-1):\n        X = X.transpose(-2, -1)\n    return X\n",
     ),
+    (
+        "flatten convolution filters to matrices",
+        "flatten(1) instead of view(len(update), -1)",
+        "    if update.ndim == 4:\n        update = update.flatten(1)\n",
+    ),
+]
+# Correct, yet failed by the package's own tests: the bias corrections folded into one step size (as PyTorch's Adam
+# writes them) round the Adam-trained layers' float32 weights differently in the last bits; four training steps later
+# the Muon-trained hidden weight they feed differs by about one bfloat16 unit of its Newton-Schulz update times the
+# learning rate (2.5e-4 where TestOptimizers.test_muon_with_auxiliary_adam allows 1e-4 + 1e-3 * |w|), on one thread
+# as the sandbox runs it (on two the test passes). A finding for the author, a tolerance finer than bfloat16 resolves
+# there, not a fault of the alternative: reported, expected to fail, and counted neither correct nor wrong. The three
+# CORRECT ones either compute bit for bit what the reference does (flatten, transpose) or round alike here.
+OVER_STRICT = [
     (
         "bias-corrected Adam direction",
         "the bias corrections folded into one step size",
@@ -145,14 +166,16 @@ def mutation_scores(revision, mutants: int) -> None:
         replays[source] = {name: archive.read(name) for name in archive.namelist()}
     print(f"\nproposed replay tests made from: {', '.join(sources) or 'nothing'}")
 
-    def proposed_kills(source: str, spliced: dict[str, bytes]) -> bool:
+    def proposed_run(source: str, spliced: dict[str, bytes]):
         visible = {p: d for p, d in spliced.items() if p not in hidden}
-        run = session.run(
+        return session.run(
             files={**visible, **replays[source]},
             command=[session.environment.python, "-B", EXAMPLE_TEST_FILE if source == "example" else TEST_FILE],
             limits=limits,
         )
-        return run.exit_code != 0
+
+    def proposed_kills(source: str, spliced: dict[str, bytes]) -> bool:
+        return proposed_run(source, spliced).exit_code != 0
 
     def tests_kill(spliced: dict[str, bytes]) -> bool:
         run = package_test(
@@ -166,8 +189,15 @@ def mutation_scores(revision, mutants: int) -> None:
         )
         return run.verdict.status != "passed"
 
-    for source in sources:  # each proposed file passes the reference itself
-        assert not proposed_kills(source, files), f"the proposed tests from {source} fail the reference"
+    for source in list(sources):  # a proposed file judges mutants only if it passes the reference itself
+        run = proposed_run(source, files)
+        if run.exit_code != 0:
+            sources.remove(source)
+            said = "timed out" if run.timed_out else f"exit code {run.exit_code}"
+            print(
+                f"the proposed tests from {source} FAIL the reference ({said}, {run.duration:.1f} s), no judge here\n"
+                f"{(run.stdout + run.stderr)[-1500:]}"
+            )
     judges = ["author's tests", *(f"proposed ({source})" for source in sources)]
     totals = dict.fromkeys(["mutants", *judges], 0)
     only: list[str] = []
@@ -198,15 +228,23 @@ def mutation_scores(revision, mutants: int) -> None:
     print("\n".join(only))
 
 
-def try_answers(author, revision) -> None:
+def try_answers(author, revision) -> dict[str, TriedAnswer]:
+    """Each alternative of CORRECT, WRONG and OVER_STRICT tried on `revision` and judged by the try-an-answer task's
+    own code, in this process; returns each one's TriedAnswer by its note."""
     from benchmarks.selectors import package_load
     from submissions import answers
     from submissions.models import TriedAnswer
 
     parsed = package_load(revision).annotated["muon.py"]
     print("\ntry an answer (judged as a model's answer is):")
+    tried_by_note: dict[str, TriedAnswer] = {}
     results = []
-    for expected, entries in (("passed", CORRECT), ("failed", WRONG)):
+    kinds = (
+        ("passed", "correct", CORRECT),
+        ("failed", "wrong", WRONG),
+        ("failed", "correct, too fine a tolerance for the package's tests", OVER_STRICT),
+    )
+    for expected, kind, entries in kinds:
         for name, note, body in entries:
             snippet = next(s for s in parsed.snippets if s.name == name)
             started = time.monotonic()
@@ -219,15 +257,17 @@ def try_answers(author, revision) -> None:
                 note=note,
             )
             answers.tried_answer_judge_run(tried=tried)
-            tried = TriedAnswer.objects.get(pk=tried.pk)
+            tried = tried_by_note[note] = TriedAnswer.objects.get(pk=tried.pk)
             results.append(tried.status == expected)
             failing = [t["id"] for t in tried.tests if not t.get("passed")]
             print(
-                f"  {tried.status:<8} (expected {expected}) {name}: {note} [{time.monotonic() - started:.1f} s]"
+                f"  {tried.status:<8} (expected {expected}; {kind}) {name}: {note} "
+                f"[{time.monotonic() - started:.1f} s]"
                 + (f"; failed: {', '.join(failing[:3])}" if failing else "")
                 + (f"; {tried.detail[:300]}" if tried.status != expected else "")
             )
     print(f"{sum(results)} of {len(results)} as expected")
+    return tried_by_note
 
 
 # The module whose import-time rebinding of torch.manual_seed flagged the reference: loaded by the first optimizer
@@ -380,6 +420,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="the sandbox's environment cache folder")
     parser.add_argument("--only-calibration", action="store_true", help="steps 1 and 4 only")
     parser.add_argument("--only-validation", action="store_true", help="step 1 only (each snippet's sealing)")
+    parser.add_argument("--only-answers", action="store_true", help="steps 1 and 3 only (the tried answers)")
+    parser.add_argument("--no-calibration", action="store_true", help="steps 1 to 3 (no release, no calibration)")
     args = parser.parse_args()
     if args.cache:
         os.environ["SANDBOX_CACHE_DIR"] = str(args.cache.resolve())
@@ -403,9 +445,14 @@ def main() -> None:
         sys.exit("validation did not pass: nothing more to measure")
     if args.only_validation:
         return
+    if args.only_answers:
+        try_answers(author, revision)
+        return
     if not args.only_calibration:
         mutation_scores(revision, args.mutants)
         try_answers(author, revision)
+    if args.no_calibration:
+        return
     if not release_calibration(revision):
         sys.exit("the release's calibration did not score the reference 100% with no flag")
 

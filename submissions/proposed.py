@@ -2,10 +2,11 @@
 arguments, returns and changed state of each function holding a snippet, recorded while the reference ran the
 author's tests, or the example script the author names), a replay test the author downloads and keeps. The archive
 holds `paper2code_replay_test.py`, a unittest file run with plain `python` from the package's folder, and beside it
-`rcb_replay/`: the recorded inputs and outputs per function, the snapshot writer and the comparison the platform's own
-sealed replay uses. Each recorded call is one sub-test: the function is called on the recorded inputs and what it
-returned and left in its arguments is compared with the recording, within the tolerance the file states per dtype
-(TOLERANCES; RTOL and ATOL for the rest), which the author can change."""
+`rcb_replay/`: the recorded inputs and outputs per function, and the snapshot writer, the comparison and the
+attribute setter (which the recorded pickles of some objects name) that the platform's own sealed replay uses. Each
+recorded call is one sub-test: the function is called on the recorded inputs and what it returned and left in its
+arguments is compared with the recording, within the tolerance the file states per dtype (TOLERANCES; RTOL and ATOL
+for the rest), which the author can change."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from rcb_replay import compare, snapshot  # noqa: E402
+# attributes registers the setter the recorded pickles of some objects name (an optimizer's, whose class has its own
+# __getstate__): imported before any is loaded.
+from rcb_replay import attributes, compare, snapshot  # noqa: E402, F401
 
 # Floating values agree when |replayed - recorded| <= atol + rtol * |recorded|, with (rtol, atol) by the dtype an
 # array or tensor is stored in. Two correct implementations agree only to the rounding of their dtype, so:
@@ -336,6 +339,7 @@ def proposed_tests_files(
         test_file: test.encode("utf-8"),
         f"{FOLDER}/__init__.py": b"",
         f"{FOLDER}/snapshot.py": resources.files(programs).joinpath("snapshot.py").read_bytes(),
+        f"{FOLDER}/attributes.py": resources.files(programs).joinpath("attributes.py").read_bytes(),
         f"{FOLDER}/compare.py": compare_source.encode("utf-8"),
     }
     for target in sealed:

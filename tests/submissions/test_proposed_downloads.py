@@ -78,7 +78,7 @@ def test_the_two_replays_are_told_apart_and_unpack_side_by_side(client, draft, a
     assert 'filename="dampnest-r1-replay-of-your-tests.zip"' in tests_name
     assert 'filename="dampnest-r1-replay-of-scripts-example.zip"' in example_name
     shared = set(tests_files) & set(example_files)
-    assert shared == {"rcb_replay/__init__.py", "rcb_replay/snapshot.py", "rcb_replay/compare.py"}
+    assert shared == {f"rcb_replay/{name}.py" for name in ("__init__", "snapshot", "compare", "attributes")}
     assert all(tests_files[name] == example_files[name] for name in shared)  # the helpers alone, the same bytes
     assert TEST_FILE in tests_files and EXAMPLE_TEST_FILE in example_files
 

@@ -114,3 +114,71 @@ def test_the_proposed_replay_tests_run_with_plain_python_and_catch_a_wrong_body(
     stranger = Client()
     stranger.force_login(other_author)
     assert stranger.get(reverse("proposed-tests", args=[draft.pk])).status_code == 403
+
+
+# A method of a class with its own __getstate__ (as torch's Optimizer has): the recorder pickles its object with the
+# sealed replay's attribute setter (sandbox/programs/attributes.py), which the pickle names by the module it registers.
+COUNTER = b"""class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def __getstate__(self):
+        return {}
+
+    def __setstate__(self, state):
+        self.n = -1
+
+    def bump(self, by):
+        self.n += by
+        return self.n
+"""
+
+
+def test_a_replayed_objects_attribute_setter_ships_with_the_proposed_tests(tmp_path, monkeypatch):
+    """Muon's optimizers' steps are recorded so: their proposed tests failed the reference with plain python, the
+    pickles naming a module (rcb_sealed_attributes) only the sandbox's programs registered."""
+    import base64
+    import copyreg
+    import importlib.util
+    import json
+    import pickle
+
+    from evaluation.judging.sealed import SNAPSHOT_CAPS
+    from sandbox.programs import snapshot
+    from sandbox.programs.attributes import attributes_set
+    from submissions import proposed
+
+    spec = importlib.util.spec_from_loader("counter", loader=None)
+    counter = importlib.util.module_from_spec(spec)
+    exec(COUNTER, vars(counter))
+    monkeypatch.setitem(sys.modules, "counter", counter)
+    obj = counter.Counter()
+    obj.n = 5
+    reduced = (copyreg.__newobj__, (counter.Counter,), dict(vars(obj)), None, None, attributes_set)
+
+    class RecorderPickler(pickle.Pickler):  # as the recorder reduces such an object (sandbox/programs/recorder.py)
+        def reducer_override(self, value):
+            return reduced if value is obj else NotImplemented
+
+    buffer = io.BytesIO()
+    RecorderPickler(buffer, protocol=4).dump(((obj, 2), {}, {"random": __import__("random").getstate()}))
+    returned = obj.bump(2)
+    expected = snapshot.dumps(
+        snapshot.snapshot_roots({"return": returned, "args": (obj, 2), "kwargs": {}}, **SNAPSHOT_CAPS)
+    )
+    blobs = {
+        "in": json.dumps([base64.b64encode(buffer.getvalue()).decode()]).encode(),
+        "out": json.dumps([expected.decode("ascii")]).encode(),
+    }
+    monkeypatch.setattr(proposed, "blob_read", lambda sha256: blobs[sha256])
+    target = {"key": "counter.py:Counter.bump", "file": "counter.py", "qualname": "Counter.bump"}
+    recording = {
+        "tolerance": {"rtol": 1e-5, "atol": 1e-8},
+        "targets": {target["key"]: {**target, "sealed": True, "inputs": "in", "outputs": "out"}},
+    }
+    for path, data in {"counter.py": COUNTER, **proposed.proposed_tests_files(recording=recording, paper="x")}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(data)
+    run = run_plain(tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Ran 1 test" in run.stderr and "OK" in run.stderr

@@ -234,6 +234,7 @@ def test_ordinary_files_beside_the_recordings_stay_visible():
         # The proposed tests' own code: the snapshot writer describes the recordings' format ({"v": 1, "roots": ...}).
         "rcb_replay/snapshot.py": (ROOT / "sandbox" / "programs" / "snapshot.py").read_bytes(),
         "rcb_replay/compare.py": (ROOT / "evaluation" / "judging" / "compare.py").read_bytes(),
+        "rcb_replay/attributes.py": (ROOT / "sandbox" / "programs" / "attributes.py").read_bytes(),
         "paper2code_replay_test.py": proposed.TEST_SOURCE.encode(),
     }
     annotated = {"optimizer.py": parse(files["optimizer.py"].decode(), "optimizer.py")}
