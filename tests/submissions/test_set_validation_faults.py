@@ -74,10 +74,11 @@ def version_page(client, maintainer, run: SetValidation) -> str:
 
 
 def test_broker_killed_while_papers_wait_every_paper_is_validated_once(
-    own_redis, celery_worker_factory, media_root, client, maintainer
+    own_redis, celery_worker_factory, media_root, client, maintainer, tmp_path
 ):
     worker = celery_worker_factory(queues="sandbox", **WORKER)
-    run = started("set-faults-1.0.0", maintainer)
+    run = started("set-faults-1.0.0", maintainer, two_papers(tmp_path))
+    assert run.papers.count() == 2
     under_way = broker_killed_while_papers_wait(own_redis, run, worker)
 
     polled(lambda: finished(run), timeout=900, what="the set validation to finish by itself", worker=worker)
