@@ -156,9 +156,29 @@ def sandbox_cache(tmp_path_factory) -> Path:
     by design) fetches each file once for the whole run; its environments stay its own, as some tests list them."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker:
-        return tmp_path_factory.mktemp("sandbox-cache")
+        return _sandbox_cache_alone(tmp_path_factory)
     folder = tmp_path_factory.getbasetemp().parent / f"sandbox-cache-{worker}"
     folder.mkdir()
+    return folder
+
+
+def _sandbox_cache_alone(tmp_path_factory) -> Path:
+    """With no parallel workers, the one environment cache of the run (sandbox_cache_shared is the same)."""
+    folder = tmp_path_factory.getbasetemp() / "sandbox-cache"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sandbox_cache_shared(tmp_path_factory) -> Path:
+    """One environment cache for every parallel worker of the run, for the environments too big to build once per
+    worker (torch's: a gigabyte installed, minutes on a loaded machine): a module whose tests build one overrides
+    `sandbox_cache` with it. Each build holds its environment's lock (sandbox/venv.py), as a host's worker processes
+    sharing a cache do, so the first worker builds it and the others wait for it and reuse it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _sandbox_cache_alone(tmp_path_factory)
+    folder = tmp_path_factory.getbasetemp().parent / "sandbox-cache-shared"
+    folder.mkdir(exist_ok=True)
     return folder
 
 
