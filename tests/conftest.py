@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -73,6 +74,19 @@ def service_missing(service: str, reason: str) -> None:
     if UNDER_CI:
         pytest.fail(f"{message} (required under CI=true)")
     pytest.skip(message)
+
+
+def demo_papers(folder: Path, *papers: str) -> Path:
+    """A copy of the demo set in `folder` with only `papers` (their ids): for a test whose subject is not how many
+    items or papers there are, fewer to run."""
+    pset = folder / "pset"
+    shutil.copytree(DEMO_PSET, pset, ignore=lambda _, names: [n for n in names if (DEMO_PSET / n).is_dir()])
+    for paper in papers:
+        shutil.copytree(DEMO_PSET / paper, pset / paper)
+    entries = (pset / "papers.yaml").read_text().split("\n- id: ")
+    kept = [entries[0]] + [entry for entry in entries[1:] if entry.split("\n", 1)[0].strip() in papers]
+    (pset / "papers.yaml").write_text("\n- id: ".join(kept))
+    return pset
 
 
 def free_port() -> int:

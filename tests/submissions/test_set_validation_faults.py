@@ -6,7 +6,6 @@ offers to validate again instead of waiting for ever."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from operations.events import events_of
 from operations.models import OperationsEvent
 from submissions import validation
 from submissions.models import SetValidation, SetValidationPaper
-from tests.conftest import DEMO_PSET, polled
+from tests.conftest import DEMO_PSET, demo_papers, polled
 from tests.outages import WATCH
 
 # Their tests kill the broker: a Redis server of their own (tests/outages.py).
@@ -34,11 +33,7 @@ def two_papers(tmp_path: Path) -> Path:
     and the one with the fewest (trimmed-infonce, no requirements to install). Enough for one paper under way and
     one waiting (or going on); a third paper's validation only added time, the papers' own checks being other tests'
     subject."""
-    pset = tmp_path / "pset"
-    shutil.copytree(DEMO_PSET, pset, ignore=shutil.ignore_patterns("topk-attention-pool"))
-    entries = (pset / "papers.yaml").read_text().split("\n- id: ")
-    (pset / "papers.yaml").write_text("\n- id: ".join(e for e in entries if not e.startswith("topk-attention-pool")))
-    return pset
+    return demo_papers(tmp_path, "dampnest", "trimmed-infonce")
 
 
 def started(name: str, maintainer, root: Path = DEMO_PSET) -> SetValidation:
