@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -73,6 +74,19 @@ def service_missing(service: str, reason: str) -> None:
     if UNDER_CI:
         pytest.fail(f"{message} (required under CI=true)")
     pytest.skip(message)
+
+
+def demo_papers(folder: Path, *papers: str) -> Path:
+    """A copy of the demo set in `folder` with only `papers` (their ids): for a test whose subject is not how many
+    items or papers there are, fewer to run."""
+    pset = folder / "pset"
+    shutil.copytree(DEMO_PSET, pset, ignore=lambda _, names: [n for n in names if (DEMO_PSET / n).is_dir()])
+    for paper in papers:
+        shutil.copytree(DEMO_PSET / paper, pset / paper)
+    entries = (pset / "papers.yaml").read_text().split("\n- id: ")
+    kept = [entries[0]] + [entry for entry in entries[1:] if entry.split("\n", 1)[0].strip() in papers]
+    (pset / "papers.yaml").write_text("\n- id: ".join(kept))
+    return pset
 
 
 def free_port() -> int:
@@ -159,9 +173,29 @@ def sandbox_cache(tmp_path_factory) -> Path:
     by design) fetches each file once for the whole run; its environments stay its own, as some tests list them."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker:
-        return tmp_path_factory.mktemp("sandbox-cache")
+        return _sandbox_cache_alone(tmp_path_factory)
     folder = tmp_path_factory.getbasetemp().parent / f"sandbox-cache-{worker}"
     folder.mkdir()
+    return folder
+
+
+def _sandbox_cache_alone(tmp_path_factory) -> Path:
+    """With no parallel workers, the one environment cache of the run (sandbox_cache_shared is the same)."""
+    folder = tmp_path_factory.getbasetemp() / "sandbox-cache"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sandbox_cache_shared(tmp_path_factory) -> Path:
+    """One environment cache for every parallel worker of the run, for the environments too big to build once per
+    worker (torch's: a gigabyte installed, minutes on a loaded machine): a module whose tests build one overrides
+    `sandbox_cache` with it. Each build holds its environment's lock (sandbox/venv.py), as a host's worker processes
+    sharing a cache do, so the first worker builds it and the others wait for it and reuse it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _sandbox_cache_alone(tmp_path_factory)
+    folder = tmp_path_factory.getbasetemp().parent / "sandbox-cache-shared"
+    folder.mkdir(exist_ok=True)
     return folder
 
 

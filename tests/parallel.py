@@ -7,7 +7,9 @@ Each worker (gw0, gw1, ...) has of its own:
 - a Redis database for the cache, the default broker and the Celery workers its tests start, claimed in database 0
   as a test's broker is (scripts/redis_claim.py), so one worker's cache never answers (or empties) another's;
 - its temporary folders, and so its media folders and sandbox environment cache (pytest's basetemp per worker), and
-  a media folder and filesystem broker for what a test stores or queues without a folder of its own;
+  a media folder and filesystem broker for what a test stores or queues without a folder of its own; the modules
+  that build torch's environments share one cache instead (tests/conftest.py: sandbox_cache_shared), so that it is
+  built once for the run;
 - ports (tests/conftest.py: free_port asks the kernel), and Docker labels naming its own process (rcb.worker).
 
 `--dist loadgroup` is meant to run a module's tests on one worker, in order; under pytest 9.2 it does not group

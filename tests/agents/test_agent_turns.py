@@ -24,10 +24,14 @@ from evaluation.models import EvaluationRun, Outcome
 from operations.events import Kind, events_of
 from tests.conftest import DEMO_PSET, polled, sandbox_backend_or_missing
 from tests.evaluation.openai_server import openai_server
+from tests.outages import WATCH
 
 # A Redis server of their own (tests/outages.py): a shared one lets other tests' workers take these messages.
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.own_broker]
 PAPER = "trimmed-infonce"  # one paper of the demo (10 items) keeps the runs short
+# The fault tests' watchdog intervals (re-dispatch 4 s after the last progress, not the default 20 s): the defaults'
+# own recovery time is test_lost_work's subject, not resuming from the last stored step.
+WATCHED = {**WATCH, "SANDBOX_BACKEND": "bwrap"}
 
 
 @pytest.fixture
@@ -165,7 +169,7 @@ def test_a_worker_killed_between_turns_is_resumed_from_the_last_stored_step(
 
     with openai_server(responder=Script(release, before=block_once)) as server:
         model = _model(server)
-        first = celery_worker_factory(queues="default,llm,sandbox", SANDBOX_BACKEND="bwrap")
+        first = celery_worker_factory(queues="default,llm,sandbox", **WATCHED)
         run = services.run_start(model=model, version=release, mode="agent", budget={"turns": 6})
         assert in_call.wait(timeout=600), first.output()[-3000:]
         first.kill(9)
@@ -175,7 +179,7 @@ def test_a_worker_killed_between_turns_is_resumed_from_the_last_stored_step(
             t.pk: (list(t.steps.values_list("pk", "index", "content")), t.turns, t.prompt_tokens)
             for t in AgentTrajectory.objects.filter(run=run)
         }
-        second = celery_worker_factory(queues="default,llm,sandbox", SANDBOX_BACKEND="bwrap")
+        second = celery_worker_factory(queues="default,llm,sandbox", **WATCHED)
         _completed(run, second)
         print(f"killed worker: completed {time.monotonic() - killed:.0f} s after the kill")
         requests = [r.body["messages"] for r in server.chat_requests]

@@ -49,6 +49,13 @@ if __name__ == "__main__":
 FILES = {"model.py": SOURCE.encode(), "paper2code_test.py": TEST.encode()}
 
 
+@pytest.fixture(scope="session")
+def sandbox_cache(sandbox_cache_shared):
+    """torch's environment, built once for the run whichever parallel workers run this module and
+    test_sealed_state.py (tests/conftest.py: sandbox_cache_shared)."""
+    return sandbox_cache_shared
+
+
 @pytest.fixture(scope="module")
 def torch_environment(sandbox_cache):
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)

@@ -14,6 +14,13 @@ from benchmarks.paper2code.pset import read_pset
 MUON = Path(__file__).parent / "packages" / "muon"
 
 
+@pytest.fixture(scope="session")
+def sandbox_cache(sandbox_cache_shared):
+    """The package's torch environment, built once for the run whichever parallel workers run this module and
+    test_tests_from_example.py (tests/conftest.py: sandbox_cache_shared)."""
+    return sandbox_cache_shared
+
+
 def test_it_reads_as_a_problem_set_with_nested_snippets():
     [paper] = read_pset(MUON)
     snippets = paper.annotated["muon.py"].snippets

@@ -88,6 +88,13 @@ def blob_put(content: bytes) -> str:
     return digest
 
 
+@pytest.fixture(scope="session")
+def sandbox_cache(sandbox_cache_shared):
+    """torch's environment, built once for the run whichever parallel workers run this module and
+    test_library_rebinding.py (tests/conftest.py: sandbox_cache_shared)."""
+    return sandbox_cache_shared
+
+
 @pytest.fixture(scope="module")
 def recorded(sandbox_cache):
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)

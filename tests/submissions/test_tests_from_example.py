@@ -41,6 +41,13 @@ print(theta)
 """
 
 
+@pytest.fixture(scope="session")
+def sandbox_cache(sandbox_cache_shared):
+    """The Muon package's torch environment, built once for the run whichever parallel workers run this module and
+    test_muon_package.py (tests/conftest.py: sandbox_cache_shared)."""
+    return sandbox_cache_shared
+
+
 def without_tests(draft, author, **metadata):
     files = {path: digest for path, digest in draft.draft["files"].items() if path != "paper2code_test.py"}
     files.update(services.draft_files_store({"example.py": EXAMPLE}))
