@@ -68,6 +68,37 @@ def pytest_runtest_setup(item) -> None:
             service_missing("PostgreSQL", f"the tests run on {connection.vendor}: set DATABASE_URL to a PostgreSQL")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A test that leaves another Celery app current errors at its teardown, and the project's app is current again
+    for the tests after it (tests/test_celery_client.py says why)."""
+    try:
+        result = yield
+    except BaseException:
+        _celery_app_restored()
+        raise
+    left = _celery_app_restored()
+    if left is not None:
+        pytest.fail(f"the test left the Celery app {left!r} current: build a test's own app with celery_client()")
+    return result
+
+
+def _celery_app_restored():
+    """The app other than the project's that was current (made the project's again), or None."""
+    import sys
+
+    project = sys.modules.get("config.celery")
+    if project is None:
+        return None
+    from celery import _state
+
+    current = _state.get_current_app()
+    if current is project.app:
+        return None
+    project.app.set_current()
+    return current
+
+
 def service_missing(service: str, reason: str) -> None:
     """Skip locally; under CI a missing service is a failure, never a silent skip."""
     message = f"{service} is not available: {reason}"
@@ -389,6 +420,16 @@ def _pool_reset(app) -> None:
     pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
+
+
+def celery_client(**conf):
+    """A Celery app of a test's own (a client of a worker it started), never made current. Celery makes each new app
+    the thread's current one, and the project's tasks (shared_task) are looked up in the current app: a client left
+    current took every later publish of the process, on its own broker and never eager, and once a _pool_reset closed
+    the pools it failed with "Acquire on closed pool"."""
+    from celery import Celery
+
+    return Celery(set_as_current=False, **conf)
 
 
 def sandbox_backend_or_missing(name: str, cache: Path):

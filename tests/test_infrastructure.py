@@ -14,10 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from celery import Celery
 from django.db import connection
 
-from tests.conftest import REPO, UNDER_CI, free_port
+from tests.conftest import REPO, UNDER_CI, celery_client, free_port
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow]  # real workers and a whole `make run`
 
@@ -68,7 +67,7 @@ def test_celery_worker_round_trip_over_redis(redis_url: str, tmp_path: Path):
     env = clean_env(CELERY_BROKER_URL=redis_url, CELERY_RESULT_BACKEND=redis_url, VAR_DIR=str(tmp_path))
     worker = start_worker(env, tmp_path / "worker.log")
     try:
-        client = Celery(broker=redis_url, backend=redis_url)
+        client = celery_client(broker=redis_url, backend=redis_url)
         assert client.send_task("config.ping", queue="default").get(timeout=60) == "pong"
     finally:
         stop(worker)
@@ -82,7 +81,7 @@ def test_celery_worker_round_trip_over_the_embedded_filesystem_broker(tmp_path: 
     os.makedirs(queue)
     worker = start_worker(clean_env(VAR_DIR=str(tmp_path), CELERY_RESULT_BACKEND=backend), tmp_path / "worker.log")
     try:
-        client = Celery(
+        client = celery_client(
             broker="filesystem://",
             backend=backend,
             broker_transport_options={
