@@ -131,7 +131,8 @@ def test_every_demo_snippet_has_mutants_whose_spliced_file_compiles() -> None:
                 compile(splice(annotated, snippet, m.body), str(path), "exec")
 
 
-@pytest.mark.exclusive  # it measures its own time
+# It measures its own time, yet runs beside other tests: 11 s on this 2-core machine at a load of 13, against its
+# bound of 60 s (295 s when every site was tried).
 def test_a_hostile_body_costs_bounded_time_and_a_too_deep_one_has_no_mutants():
     """From an attacker's review: 250 lines of dead code (every mutant compiles alike, so each is dropped as
     equivalent) took 295 s for one snippet when every site was tried; a body nested 900 deep crashed the copy."""

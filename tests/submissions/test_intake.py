@@ -224,7 +224,8 @@ def central_directory_bomb(*, entries: int, declared: int) -> bytes:
     return local + directory + end
 
 
-@pytest.mark.exclusive  # it measures its own time
+# It measures its own time, yet runs beside other tests: 0.1-0.2 s on this 2-core machine at a load of 13, against
+# its bound of 1 s (zipfile took seconds); its memory peak is this process's alone.
 @pytest.mark.parametrize("declared", [1, 5000])
 def test_zip_central_directory_holding_more_entries_than_declared_is_refused_before_zipfile_parses_it(declared):
     bomb = central_directory_bomb(entries=400_000, declared=declared)  # 34 MB
