@@ -43,7 +43,30 @@ _FLOAT_FORMATS = {"float64": ("<d", 8), "float32": ("<f", 4)}  # low precision h
 
 
 def _normalised(text: str) -> str:
-    return re.sub(r"\s+", "", text)
+    """`text` as a copy is compared: its code alone, without comments (a copy that lacks or adds a comment beside a
+    reference is a copy) and without whitespace (nor other line ends or indentation)."""
+    return re.sub(r"\s+", "", "\n".join(_without_comment(line) for line in text.splitlines()))
+
+
+def _without_comment(line: str) -> str:
+    """`line` up to its `#` comment: a `#` outside the string literals that open and close on the line (a line is
+    read alone, so a mark and the file holding it drop the same text of the same lines)."""
+    if "#" not in line:
+        return line
+    quote, index = "", 0
+    while index < len(line):
+        char = line[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            return line[:index]
+        index += 1
+    return line
 
 
 def reference_copies(files: Mapping[str, bytes], references: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:

@@ -118,3 +118,46 @@ def test_a_stored_task_hides_what_its_package_hides(release):
         "topk-attention-pool": ["paper2code_test.py", "src/pooling_ref.py"],
         "trimmed-infonce": ["contrastive_ref.py", "paper2code_test.py"],
     }
+
+
+# An attacker's respelling: comments the annotated file has beside its snippets and the copy lacks (a note above a
+# marker, a trailing equation number), around a one-line snippet that is its file's last line of code.
+COMMENTED = """import numpy as np
+
+
+def logsumexp(x, axis):
+    # eq. 3: the log of a sum of exponentials
+    # <paper2code name="logsumexp">
+    return np.log(np.exp(x - x.max(axis, keepdims=True)).sum(axis)) + x.max(axis)  # eq. 3
+    # </paper2code name="logsumexp">
+
+
+def smooth_max(x, t):
+    # a softened maximum
+    # <paper2code name="smooth max">
+    return t * logsumexp(x / t, -1)
+    # </paper2code name="smooth max">
+"""
+# The author's original code in another order, with no comment: what the tests compare with.
+COMMENTED_COPY = """import numpy as np
+
+
+def smooth_max(x, t):
+    return t * logsumexp(x / t, -1)
+
+
+def logsumexp(x, axis):
+    return np.log(np.exp(x - x.max(axis, keepdims=True)).sum(axis)) + x.max(axis)
+"""
+
+
+def test_a_copy_without_the_comments_beside_its_references_is_still_a_copy():
+    annotated = parse(COMMENTED, "ops.py")
+    assert {s.loc for s in annotated.snippets} == {1}
+    files = {"ops.py": COMMENTED.encode(), "ops_ref.py": COMMENTED_COPY.encode(), "paper2code_test.py": b"import ops\n"}
+    hidden = package_hidden(files=files, annotated={"ops.py": annotated}, test_entry_point="paper2code_test.py")
+    assert hidden == {"ops_ref.py", "paper2code_test.py"}
+    # A `#` inside a string is code, not a comment: a copy must keep it.
+    quoted = {"marks.py": b"def f(x):\n    return x + '#'\n"}
+    assert reference_copies(quoted, {"f": ["def f(x):\n    return x + '#'\n"]}) == {"marks.py": ["f"]}
+    assert reference_copies(quoted, {"f": ["def f(x):\n    return x + '%'\n"]}) == {}
