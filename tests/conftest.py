@@ -279,6 +279,20 @@ def worker_broker(request):
         pytest.fail(str(exc))
 
 
+@pytest.fixture
+def fresh_broker(worker_broker):
+    """The project's app publishing to a Redis database of this test's own (worker_broker) and back to its broker
+    after: setting CELERY_BROKER_URL alone changes nothing once the app's producer pool holds a connection."""
+    from config.celery import app
+
+    saved = (app.conf.broker_url, app.conf.broker_transport_options)
+    app.conf.broker_url, app.conf.broker_transport_options = worker_broker, {}
+    _pool_reset(app)
+    yield worker_broker
+    app.conf.broker_url, app.conf.broker_transport_options = saved
+    _pool_reset(app)
+
+
 def _die_with_parent() -> None:
     """In a test's worker before it starts: killed when the test process dies, however it dies, so that no orphaned
     worker lives on to take the tasks of a later run that claims the same Redis database."""

@@ -75,15 +75,14 @@ def test_the_release_page_downloads_its_public_split_as_a_harbor_dataset_that_ha
 
 
 def test_publishing_queues_the_build_on_the_sandbox_queue(
-    media_root, maintainer, settings, redis_url, django_capture_on_commit_callbacks
+    media_root, maintainer, settings, fresh_broker, django_capture_on_commit_callbacks
 ):
     import json
 
     import redis
 
     settings.HARBOR_DATASET_DOWNLOAD = True  # the suite's default is off (tests/conftest.py)
-    settings.CELERY_BROKER_URL = redis_url
-    broker = redis.Redis.from_url(redis_url)
+    broker = redis.Redis.from_url(fresh_broker)
     before = broker.llen("sandbox")
     draft = pset_import(root=DEMO_PSET, version_name="1.0.0").version
     with django_capture_on_commit_callbacks(execute=True):

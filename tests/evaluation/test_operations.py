@@ -9,22 +9,11 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from config.celery import app
 from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
 from evaluation.outcomes import Verdict
 from operations.broker import queues_status
-from tests.conftest import _pool_reset, sandbox_backend_or_missing
-
-
-@pytest.fixture
-def fresh_broker(worker_broker):
-    saved = (app.conf.broker_url, app.conf.broker_transport_options)
-    app.conf.broker_url, app.conf.broker_transport_options = worker_broker, {}
-    _pool_reset(app)
-    yield worker_broker
-    app.conf.broker_url, app.conf.broker_transport_options = saved
-    _pool_reset(app)
+from tests.conftest import sandbox_backend_or_missing
 
 
 @pytest.mark.django_db
