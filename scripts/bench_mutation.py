@@ -538,7 +538,7 @@ def profile(args) -> None:
         with connection.execute_wrapper(clock.sql):
             for key in keys:
                 with clock.task():
-                    snippet_mutation_run(report=report, key=key, worker="profile")
+                    snippet_mutation_run(report=report, key=key)
                 found[key] = report.checks.get(key=key).result
         return found
 
