@@ -52,10 +52,11 @@ class MetadataForm(forms.Form):
             self.add_error("last_commit_date", "The last commit cannot be before the first.")
         return data
 
-    def draft_values(self) -> dict:
-        return {
-            "metadata": {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in self.cleaned_data.items()}
-        }
+    def draft_values(self, kept: dict | None = None) -> dict:
+        """The paper's details as the draft keeps them: this form's fields over the `kept` details, whose keys it
+        does not ask for (the example script step 4 names, an archive's other papers.yaml keys) stay as they were."""
+        typed = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in self.cleaned_data.items()}
+        return {"metadata": {**{k: v for k, v in (kept or {}).items() if k not in self.fields}, **typed}}
 
 
 def metadata_labelled(metadata: dict) -> list[tuple[str, object]]:

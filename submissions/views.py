@@ -150,7 +150,8 @@ def _step_save(step: str, submission: Submission, form, user) -> None:
     """Raises IntakeError or PackageError for code that cannot be taken."""
     data = form.cleaned_data
     if step == "details":
-        services.draft_update(submission=submission, actor=user, values=form.draft_values())
+        kept = submission.draft.get("metadata") or {}
+        services.draft_update(submission=submission, actor=user, values=form.draft_values(kept))
     elif step == "paper":
         services.draft_paper_save(
             submission=submission, actor=user, paper_path=data["paper_path"], text=data["paper_text"]

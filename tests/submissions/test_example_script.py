@@ -78,6 +78,20 @@ def test_the_files_step_keeps_the_example_script_in_the_details_and_refuses_the_
 
 
 @pytest.mark.django_db
+def test_saving_the_details_again_keeps_the_example_script_step_4_named(client, draft, author):
+    # A newcomer's walk: editing only the venue dropped the example script from the next revision, since the details
+    # step replaced every detail with its own fields.
+    client.force_login(author)
+    chosen = {"annotated_paths": ["optimizer.py"], "requirements": "numpy\n", "example_script": "optimizer_ref.py"}
+    assert client.post(reverse("submission-step", args=[draft.pk, "files"]), chosen).status_code == 302
+    details = {"title": "Demo dampnest", "venue": "ICLR2026"}
+    assert client.post(reverse("submission-step", args=[draft.pk, "details"]), details).status_code == 302
+    draft.refresh_from_db()
+    assert draft.draft["metadata"]["venue"] == "ICLR2026"
+    assert draft.draft["metadata"]["example_script"] == "optimizer_ref.py"
+
+
+@pytest.mark.django_db
 def test_a_draft_naming_a_missing_script_is_not_submitted(draft, author):
     metadata = {**draft.draft["metadata"], "example_script": "gone.py"}
     services.draft_update(submission=draft, actor=author, values={"metadata": metadata})
