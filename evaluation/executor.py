@@ -21,8 +21,8 @@ from benchmarks.paper2code.requirements import requirements_vetted
 from benchmarks.services.blobs import blob_store
 from evaluation.audit import answer_audit
 from evaluation.judging.sealed import Replay, SnippetSpan, answer_replay, recording_make, snippet_key
-from evaluation.judging.verdict import sealed_verdict
-from evaluation.outcomes import Verdict, manifest_made, outcome_classify, outcome_flag, runtime_findings
+from evaluation.judging.verdict import sealed_verdict, tests_verdict
+from evaluation.outcomes import Verdict, manifest_made, outcome_classify, runtime_findings
 from evaluation.taskfiles import blob_cached, task_annotated, task_files, task_hidden_files
 from sandbox import EnvironmentBuildError, ExecResult, Limits, SandboxBackend, SandboxError, Session, backend_get
 from sandbox.forkserver import ForkingSession, ZygoteStart, helper_calls, preload_modules
@@ -228,7 +228,7 @@ def harness_run(
     if replay is not None and classified.status == "passed":
         verdict = sealed_verdict(classified, findings, replay())
     else:
-        verdict = outcome_flag(classified, findings)
+        verdict = tests_verdict(classified, findings)
     events = _fork_events(session, before)
     fork = {"forked": result.forked, **events} if events else {}
     return ItemRun(

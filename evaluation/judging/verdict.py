@@ -18,10 +18,31 @@ REPLAY_DISAGREES = "sealed-replay"
 # Runtime findings (the platform's own protection) always flag.
 DEMOTABLE_RULES = frozenset({"input-mutation", "private-attribute", "foreign-store", "module-assignment"})
 NOTE = "kept as a note: the sealed replay agreed with the reference"
+FAILED_NOTE = "kept as a note: the answer failed its tests"
 
 
 def _demotable(finding: dict) -> bool:
     return finding.get("source") == "static" and finding.get("rule") in DEMOTABLE_RULES
+
+
+def tests_verdict(tests: Verdict, findings: list[dict]) -> Verdict:
+    """The verdict of an answer judged by its tests alone (they did not pass, or there is no recording to replay):
+    flagged by its findings, except that an answer whose tests failed keeps those of DEMOTABLE_RULES as notes. It is
+    not passed either way, and the in-place updates research code is made of would send every wrong answer of such a
+    snippet to a maintainer's review labelled as tampering; every other finding still flags it."""
+    if tests.status != Outcome.Status.FAILED:
+        return outcome_flag(tests, findings)
+    return _with_notes(tests, findings, FAILED_NOTE)
+
+
+def _with_notes(tests: Verdict, findings: list[dict], note: str) -> Verdict:
+    """`tests` flagged by the findings that are not demotable, the demotable ones kept beside as notes."""
+    flags = [f for f in findings if not _demotable(f)]
+    notes = tuple({**f, "note": note} for f in findings if _demotable(f))
+    verdict = outcome_flag(tests, flags)
+    if verdict.status != Outcome.Status.FLAGGED:
+        return replace(verdict, findings=notes)
+    return replace(verdict, findings=(*verdict.findings, *notes))
 
 
 def sealed_verdict(tests: Verdict, findings: list[dict], replay: Replay) -> Verdict:
@@ -41,11 +62,4 @@ def sealed_verdict(tests: Verdict, findings: list[dict], replay: Replay) -> Verd
             "source": "replay",
         }
         return outcome_flag(tests, [*findings, finding])
-    flags = [f for f in findings if not _demotable(f)]
-    notes = tuple({**f, "note": NOTE} for f in findings if _demotable(f))
-    verdict = outcome_flag(tests, flags)
-    if verdict.status != Outcome.Status.FLAGGED:
-        verdict = replace(verdict, findings=notes)
-    else:
-        verdict = replace(verdict, findings=(*verdict.findings, *notes))
-    return verdict
+    return _with_notes(tests, findings, NOTE)

@@ -203,3 +203,21 @@ def test_the_leaderboard_shows_a_models_measured_test_gaming(run, client, releas
     assert f'2 <span class="muted">({100 * 2 / 33:.1f}%)</span>' in body
     rows = client.get(reverse("api-leaderboard", args=[release.name])).json()
     assert sorted(row["test_gaming"] for row in rows)[-1] == 2 and sum(row["test_gaming"] for row in rows) == 2
+
+
+def test_a_failed_answer_keeps_the_rules_research_code_trips_as_notes_and_is_flagged_by_the_rest():
+    # A newcomer's walk: a wrong body of Muon's in-place momentum update came back "Flagged (tampering)" for its
+    # input-mutation lines, so every wrong answer of such a snippet would wait in the review queue as tampering.
+    from evaluation.judging.verdict import FAILED_NOTE, tests_verdict
+
+    failed = Verdict("failed", "wrong_result", "2 of 6 tests failed")
+    in_place = {"kind": "tampering", "rule": "input-mutation", "line": 50, "detail": "buf.lerp_", "source": "static"}
+    verdict = tests_verdict(failed, [in_place])
+    assert (verdict.status, verdict.category) == ("failed", "wrong_result")
+    assert verdict.findings == ({**in_place, "note": FAILED_NOTE},)
+    runtime = {"kind": "tampering", "line": 51, "detail": "assert_allclose replaced", "source": "runtime"}
+    flagged = tests_verdict(failed, [in_place, runtime])
+    assert (flagged.status, flagged.measured) == ("flagged", "failed")
+    assert flagged.findings == (runtime, {**in_place, "note": FAILED_NOTE})
+    passed = Verdict("passed", "", "")  # no replay to hold it: the finding flags it, as before
+    assert tests_verdict(passed, [in_place]).status == "flagged" == outcome_flag(passed, [in_place]).status
