@@ -113,6 +113,16 @@ def tried_answers_of(*, revision: Revision) -> QuerySet[TriedAnswer]:
     return revision.tried_answers.select_related("tried_by").order_by("-created_at", "-pk")
 
 
+def tried_answers_earlier(*, revision: Revision) -> QuerySet[TriedAnswer]:
+    """The answers tried on the submission's earlier revisions (their code may differ: each says its revision), so
+    that a reviewer of the latest still sees which alternatives the tests were shown to accept or reject."""
+    return (
+        TriedAnswer.objects.filter(revision__submission_id=revision.submission_id, revision__number__lt=revision.number)
+        .select_related("tried_by", "revision")
+        .order_by("-revision__number", "-created_at", "-pk")
+    )
+
+
 def report_mutations(*, report) -> dict[tuple[str, int], dict]:
     """(file, snippet index) -> the mutation score a report's validation measured."""
     found = {}

@@ -235,6 +235,7 @@ def _try_context(revision, form=None, *, author_reads: bool = True) -> dict:
     tried = selectors.tried_answers_of(revision=revision)
     return {
         "tried_answers": tried,
+        "tried_earlier": selectors.tried_answers_earlier(revision=revision),
         "tried_active": any(t.is_active for t in tried),
         "try_form": form,
         "proposed_tests": proposed.proposed_tests_offers(revision=revision, author_reads=author_reads),

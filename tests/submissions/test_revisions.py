@@ -13,6 +13,7 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.services.publishing import version_publish
 from submissions import services
 from submissions.models import Submission, ValidationReport
+from tests.conftest import page_text
 from tests.submissions.conftest import fill_draft
 
 pytestmark = pytest.mark.django_db
@@ -142,3 +143,35 @@ def test_a_proposed_revision_renamed_to_another_paper_still_needs_the_confirmati
     proposal = _awaiting(proposal, other_author)
     with pytest.raises(services.TransitionError, match="paper id dampnest is already in draft"):
         services.submission_accept(submission=proposal, actor=maintainer, reason="looks fine")
+
+
+def test_answers_tried_on_an_earlier_revision_stay_in_view_on_the_next(client, draft, author, maintainer):
+    # A newcomer's walk: revising a submission left the tries of r1 out of r2's page, so a reviewer of the latest
+    # revision never saw which alternatives the tests had been shown to accept.
+    from submissions.models import TriedAnswer
+
+    submission = _awaiting(draft, author)
+    first = submission.revisions.get()
+    TriedAnswer.objects.create(
+        revision=first,
+        snippet_file="optimizer.py",
+        snippet_index=0,
+        snippet_name="initialise optimiser state on first step",
+        code="state = {}\n",
+        note="an empty dict literal",
+        tried_by=author,
+        status=TriedAnswer.Status.PASSED,
+    )
+    client.force_login(author)
+    assert client.post(reverse("submission-action", args=[submission.pk, "edit"])).status_code == 302
+    submission.refresh_from_db()
+    services.draft_paper_save(
+        submission=submission, actor=author, paper_path="paper2code_paper.md", text="A clearer text. " * 40
+    )
+    services.submission_submit(submission=Submission.objects.get(pk=submission.pk), actor=author)
+    client.force_login(maintainer)
+    text = page_text(client.get(reverse("review-detail", args=[submission.pk])).content.decode())
+    assert "No answer tried on this revision yet" in text
+    assert "Tried on earlier revisions (1)" in text
+    assert "r1initialise optimiser state on first step" in text  # its revision's cell, then its snippet's
+    assert "an empty dict literal" in text
