@@ -25,10 +25,9 @@ from benchmarks.paper2code import parse
 from benchmarks.services.blobs import environment_hash
 from evaluation.audit import RULES, answer_audit
 from evaluation.executor import ItemRun, answer_test
-from sandbox import Limits
 from sandbox.harness import answer_span
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
-from tests.evaluation.corpus.tasks import ENTRY_POINT, Entry, entries, task, unguarded_run
+from tests.evaluation.corpus.tasks import ENTRY_POINT, LIMITS, Entry, entries, task, unguarded_run
 
 CORPUS = Path(__file__).parent / "corpus"
 HOSTILE = sorted(entries(CORPUS / "hostile.yaml"), key=lambda entry: entry.task)  # one task after another: warm
@@ -45,14 +44,6 @@ REPRESENTATIVE = _FIRSTS + [
 ]
 # The first respelling of each task: what also runs through the platform (the static check runs for every one).
 HONEST_REPRESENTATIVE = [next(e for e in HONEST if e.task == name) for name in sorted({e.task for e in HONEST})]
-LIMITS = Limits(
-    wall_seconds=60,
-    memory_bytes=1024 * 1024 * 1024,
-    processes=64,
-    cpus=1.0,
-    output_bytes=1024 * 1024,
-    disk_bytes=64 * 1024 * 1024,
-)
 
 
 def ids(entry: Entry) -> str:

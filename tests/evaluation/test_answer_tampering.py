@@ -14,22 +14,15 @@ import pytest
 from benchmarks.paper2code import parse
 from benchmarks.services.blobs import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
-from sandbox import Limits, Session
+from sandbox import Session
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.conftest import ISOLATING_BACKENDS
+from tests.evaluation.corpus.tasks import LIMITS
 
 PACKAGE = Path(__file__).parent / "packages" / "tinyformer"
 FILES = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}
 ANNOTATED = parse(FILES["layers.py"].decode(), "layers.py")
 HIDDEN = ("layers_ref.py", "paper2code_test.py")
-LIMITS = Limits(
-    wall_seconds=60,
-    memory_bytes=1024 * 1024 * 1024,
-    processes=64,
-    cpus=1.0,
-    output_bytes=1024 * 1024,
-    disk_bytes=64 * 1024 * 1024,
-)
 LAYER_NORM = next(s for s in ANNOTATED.snippets if s.name == "layer norm over the last axis")
 
 

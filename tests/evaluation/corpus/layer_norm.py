@@ -9,20 +9,11 @@ from pathlib import Path
 
 from benchmarks.services.blobs import environment_hash
 from evaluation.executor import ItemRun, answer_test
-from sandbox import Limits
 from tests.conftest import sandbox_backend_or_missing
-from tests.evaluation.corpus.tasks import ENTRY_POINT, task
+from tests.evaluation.corpus.tasks import ENTRY_POINT, LIMITS, task
 
 TASK = task("tinyformer")
 SNIPPET = "layer norm over the last axis"
-LIMITS = Limits(
-    wall_seconds=60,
-    memory_bytes=1024 * 1024 * 1024,
-    processes=64,
-    cpus=1.0,
-    output_bytes=1024 * 1024,
-    disk_bytes=64 * 1024 * 1024,
-)
 
 
 def code(answer: str, *, keep_reference: bool = False) -> str:

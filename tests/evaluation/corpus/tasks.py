@@ -14,6 +14,7 @@ import yaml
 
 from benchmarks.paper2code import AnnotatedFile, Snippet, parse, passes, splice
 from evaluation.audit import Finding, answer_audit
+from sandbox import Limits
 from sandbox.harness import answer_span
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -24,6 +25,15 @@ FOLDERS = {
     "tinyformer": ROOT / "tests" / "evaluation" / "packages" / "tinyformer",
 }
 ENTRY_POINT = "paper2code_test.py"
+# The limits an answer of the corpora runs under through the platform.
+LIMITS = Limits(
+    wall_seconds=60,
+    memory_bytes=1024 * 1024 * 1024,
+    processes=64,
+    cpus=1.0,
+    output_bytes=1024 * 1024,
+    disk_bytes=64 * 1024 * 1024,
+)
 
 
 @dataclass(frozen=True)
