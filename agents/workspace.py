@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 SANDBOX_UID = SANDBOX_GID = 65534  # the bwrap backend's sandbox user, who must own the workspace
 FILE_BYTES_MAX = 2 * 1024 * 1024
+PAGE_BYTES = 4096  # what a tmpfs allocates a file's data in
 
 
 class WorkspaceError(ValueError):
@@ -197,7 +198,7 @@ class Workspace:
         for path in _files_under(self.root, folders_too=True):
             count += 1
             try:
-                used += os.lstat(path).st_blocks * 512  # allocated, so a sparse file counts what it holds
+                used += _data_bytes(os.lstat(path))
             except OSError:
                 continue
             if used > disk_bytes or count > files:
@@ -215,6 +216,15 @@ class Workspace:
             raise WorkspaceError(f"{path}: no such folder")
         root = self.root.resolve()
         return sorted(str(Path(found).relative_to(root)) for found in itertools.islice(_files_under(top), limit))
+
+
+def _data_bytes(entry: os.stat_result) -> int:
+    """A file's data as the command's tmpfs counted it: its pages, or fewer where it is sparse (allocated blocks).
+    The copy on the worker's disk may hold a block more (ext4's extent metadata, a folder's own block): a file that
+    filled the tmpfs to its limit exactly must not read as over it (a CI run ended such an item as "disk")."""
+    if not stat.S_ISREG(entry.st_mode):
+        return 0  # folders and links hold no data on a tmpfs; the file count bounds them
+    return min(entry.st_blocks * 512, -(-entry.st_size // PAGE_BYTES) * PAGE_BYTES)
 
 
 def _no_link_on(root: Path, target: Path, *, path: str) -> None:

@@ -190,3 +190,22 @@ def test_a_hard_link_to_a_member_the_archive_lacks_refuses_the_copy_not_the_work
 
     assert _unpack(_archive([(grab, None)]), workspace, max_bytes=NO_LIMIT, max_entries=NO_LIMIT) is None
     assert (workspace / "model.py").read_text() == "kept\n"
+
+
+def test_a_workspace_filled_to_its_limit_exactly_is_not_over_it_and_one_page_more_is(tmp_path):
+    """A command filled its 64 MB tmpfs to the byte; the copy on the worker's disk took one more block (extent
+    metadata) and a CI run ended the item as over its disk limit. The workspace counts data as the tmpfs did: a
+    file's pages, and no more than it holds where it is sparse."""
+    from agents.workspace import Workspace
+
+    limit = 8 << 20
+    root = tmp_path / "work"
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / "deep" / "er" / "full").write_bytes(b"\1" * limit)  # written, so allocated, as the copy back is
+    (root / "sparse").touch()
+    os.truncate(root / "sparse", 1 << 40)  # apparent size only
+    workspace = Workspace(root)
+    assert workspace.over_limits(disk_bytes=limit, files=10) == ""
+    (root / "one-more").write_bytes(b"\1")
+    assert "more than 8388608 bytes" in workspace.over_limits(disk_bytes=limit, files=10)
+    assert "more than 3 files" in workspace.over_limits(disk_bytes=1 << 40, files=3)
