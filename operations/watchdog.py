@@ -105,7 +105,9 @@ def lost_work_redispatch(*, worker: str = "") -> int:
     ]
     if not idle:
         return 0
-    held, waiting = broker.tasks_held(), broker.queues_waiting()
+    # Queues first, workers second: a message a worker takes meanwhile is then held (asking the workers waits out
+    # their replies, seconds in which a queued message was taken and, read in the other order, seen nowhere).
+    waiting, held = broker.queues_waiting(), broker.tasks_held()
     if held is None or waiting is None:  # the broker is down: wait until it can tell what is still queued
         return 0
     redispatched = 0
