@@ -136,7 +136,6 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.core.management import call_command
 
     from benchmarks.paper2code import noop, splice
     from benchmarks.paper2code.mutation import mutants_generate
@@ -151,13 +150,7 @@ def main() -> None:
     from scripts.bench_pipeline import REQUIREMENTS
     from submissions.mutants import mutant_replayer, mutants_judge, mutation_result
 
-    call_command("migrate", verbosity=0)
-    env_hash, python = environments_build(args)
-    per_second = float(
-        subprocess.run(
-            [python, "-c", CALIBRATE], capture_output=True, text=True, check=True, env={**os.environ, **THREADS_ONE}
-        ).stdout.strip()
-    )
+    env_hash, python, per_second = migrated_and_calibrated(args)
     root = tmp / "pset"
     pset_heavy_generate(root, papers_plan(args.papers, args.snippets), per_second=per_second, paper_bytes=20_000)
     requirements = requirements_vetted(REQUIREMENTS)
@@ -300,6 +293,32 @@ def main() -> None:
     baseline_print(python, packages, mutants, clock, judged=judged, cpu=judged_cpu, recorded=recorded, args=args)
 
 
+def migrated_and_calibrated(args) -> tuple[str, str, float]:
+    """The database migrated, the environments built, and this machine's speed for the heavy set's tests."""
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    env_hash, python = environments_build(args)
+    per_second = float(
+        subprocess.run(
+            [python, "-c", CALIBRATE], capture_output=True, text=True, check=True, env={**os.environ, **THREADS_ONE}
+        ).stdout.strip()
+    )
+    return env_hash, python, per_second
+
+
+def paper_chosen(args):
+    """The heavy set's plans, and the paper a workers' comparison or a profile runs (--paper, or the one with most
+    snippets among those whose test takes under 1.5 s)."""
+    plans = papers_plan(args.papers, args.snippets)
+    plan = (
+        next(p for p in plans if p.paper_id == args.paper)
+        if args.paper
+        else max((p for p in plans if p.seconds < 1.5), key=lambda p: p.snippets)
+    )
+    return plans, plan
+
+
 def baseline_print(python, packages, mutants, clock, *, judged: float, cpu: float | None, recorded: float, args):
     """The baseline (the reference once per mutant in a fresh interpreter) and its ratios to the mutation's; none
     with --no-baseline."""
@@ -388,22 +407,10 @@ def workers_compare(args) -> None:
         import django
 
         django.setup()
-        from django.core.management import call_command
         from django.db import connections
 
-        call_command("migrate", verbosity=0)
-        env_hash, python = environments_build(args)
-        per_second = float(
-            subprocess.run(
-                [python, "-c", CALIBRATE], capture_output=True, text=True, check=True, env={**os.environ, **THREADS_ONE}
-            ).stdout.strip()
-        )
-        plans = papers_plan(args.papers, args.snippets)
-        plan = (
-            next(p for p in plans if p.paper_id == args.paper)
-            if args.paper
-            else max((p for p in plans if p.seconds < 1.5), key=lambda p: p.snippets)
-        )
+        env_hash, python, per_second = migrated_and_calibrated(args)
+        plans, plan = paper_chosen(args)
         root = tmp / "pset"
         pset_heavy_generate(root, plans, per_second=per_second, paper_bytes=20_000)
         print(
@@ -492,27 +499,15 @@ def profile(args) -> None:
     import django
 
     django.setup()
-    from django.core.management import call_command
     from django.db import connection
 
     from evaluation import executor
     from submissions.mutation_spread import snippet_mutation_run
     from submissions.tasks import revision_validate
 
-    call_command("migrate", verbosity=0)
     args.backend = "bwrap"
-    env_hash, python = environments_build(args)
-    per_second = float(
-        subprocess.run(
-            [python, "-c", CALIBRATE], capture_output=True, text=True, check=True, env={**os.environ, **THREADS_ONE}
-        ).stdout.strip()
-    )
-    plans = papers_plan(args.papers, args.snippets)
-    plan = (
-        next(p for p in plans if p.paper_id == args.paper)
-        if args.paper
-        else max((p for p in plans if p.seconds < 1.5), key=lambda p: p.snippets)
-    )
+    env_hash, python, per_second = migrated_and_calibrated(args)
+    plans, plan = paper_chosen(args)
     root = tmp / "pset"
     pset_heavy_generate(root, plans, per_second=per_second, paper_bytes=20_000)
     print(
