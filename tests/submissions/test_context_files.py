@@ -80,17 +80,27 @@ def test_a_harmless_context_file_is_still_taken(tmp_path):
     assert read_pset(DEMO_PSET)  # the demo's src/utils.py context file holds no reference
 
 
-def test_the_files_step_refuses_each_such_context_file_with_the_reason(client, draft, author):
+# A test module beside the entry point (it imports it): it holds the values the reference must return.
+HELPER_TESTS = b"import numpy as np\n\nEXPECTED_STEP = np.array([0.0123, -0.0456])\n"
+
+
+def test_the_files_step_neither_offers_nor_takes_a_context_file_that_gives_the_answer_away(client, draft, author):
+    files = {**draft.draft["files"], **services.draft_files_store({"tests/expected_values.py": HELPER_TESTS})}
+    services.draft_update(submission=draft, actor=author, values={"files": files})
     client.force_login(author)
     url = reverse("submission-step", args=[draft.pk, "files"])
-    # Not offered on the page, as they would be refused (walk 5); an annotated file stays, it may be unchosen.
+    # Not offered on the page, as they would be refused: the annotated file (the answer would be in every prompt),
+    # the test entry point and another test file, the reference's copy. A harmless file still is.
     offered = re.findall(r'name="context_paths" value="([^"]+)"', client.get(url).content.decode())
-    assert "optimizer.py" in offered and "paper2code_test.py" not in offered and "optimizer_ref.py" not in offered
+    assert "paper2code_requirements.txt" in offered, offered
+    for path in ("optimizer.py", "paper2code_test.py", "tests/expected_values.py", "optimizer_ref.py"):
+        assert path not in offered, (path, offered)
+    # Posted anyway, each is refused with its reason and nothing is saved.
     response = client.post(
         url,
         {
             "annotated_paths": ["optimizer.py"],
-            "context_paths": ["paper2code_test.py", "optimizer_ref.py", "optimizer.py"],
+            "context_paths": ["paper2code_test.py", "optimizer_ref.py", "optimizer.py", "tests/expected_values.py"],
             "requirements": "numpy\n",
         },
     )
@@ -99,6 +109,7 @@ def test_the_files_step_refuses_each_such_context_file_with_the_reason(client, d
     assert "paper2code_test.py cannot be a context file: it is the test entry point" in text
     assert "optimizer_ref.py cannot be a context file: it holds the reference code of optimizer.py" in text
     assert "optimizer.py cannot be a context file: it is an annotated file" in text
+    assert "tests/expected_values.py cannot be a context file: it is a test file" in text
     draft.refresh_from_db()
     assert draft.draft["context_paths"] == []
 
