@@ -99,7 +99,9 @@ class PaperForm(forms.Form):
             data["paper_path"] = PAPER_FILES[0] if data.get("text_format") == "tex" else PAPER_FILES[1]
         else:  # the whole step is empty: said at the top of the form, where it is seen after the click
             self.add_error(
-                None, "This step is empty: upload the paper's text (.tex or .md) or paste it, then save and continue."
+                None,
+                "This step is empty: upload the paper's text (.tex or .md) or paste it, then save and continue; or "
+                "skip the step (below the button) if your code brings the text.",
             )
         return data
 
