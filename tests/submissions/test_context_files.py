@@ -22,6 +22,8 @@ from tests.conftest import DEMO_PSET, page_text
 from tests.submissions.conftest import demo_files
 
 pytestmark = pytest.mark.django_db
+# A test module beside the entry point (it imports it): it holds the values the reference must return.
+HELPER_TESTS = b"import numpy as np\n\nEXPECTED_STEP = np.array([0.0123, -0.0456])\n"
 ENTRY = """- id: dampnest
   title: DampNest
   annotated_file_paths: optimizer.py
@@ -31,7 +33,7 @@ ENTRY = """- id: dampnest
 
 def pset_with_context(root: Path, context: str) -> Path:
     (root / "dampnest").mkdir(parents=True)
-    for path, data in demo_files().items():
+    for path, data in {**demo_files(), "test_expected.py": HELPER_TESTS}.items():
         (root / "dampnest" / path).write_bytes(data)
     (root / "papers.yaml").write_text(ENTRY.format(context=context))
     return root
@@ -62,6 +64,7 @@ def test_without_the_rule_a_reference_copy_as_context_puts_the_answer_in_the_pro
         ("paper2code_test.py", "is the test entry point"),
         ("optimizer_ref.py", 'holds the reference code of optimizer.py: "'),
         ("optimizer.py", "is an annotated file"),
+        ("test_expected.py", "is a test file"),
     ],
 )
 def test_read_pset_and_import_pset_refuse_a_context_file_that_gives_the_answer_away(tmp_path, context, reason):
@@ -78,10 +81,6 @@ def test_a_harmless_context_file_is_still_taken(tmp_path):
     root = pset_with_context(tmp_path / "set", "paper2code_requirements.txt")
     assert read_pset(root)[0].context_paths == ("paper2code_requirements.txt",)
     assert read_pset(DEMO_PSET)  # the demo's src/utils.py context file holds no reference
-
-
-# A test module beside the entry point (it imports it): it holds the values the reference must return.
-HELPER_TESTS = b"import numpy as np\n\nEXPECTED_STEP = np.array([0.0123, -0.0456])\n"
 
 
 def test_the_files_step_neither_offers_nor_takes_a_context_file_that_gives_the_answer_away(client, draft, author):
