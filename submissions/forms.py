@@ -99,7 +99,9 @@ class PaperForm(forms.Form):
             data["paper_path"] = PAPER_FILES[0] if data.get("text_format") == "tex" else PAPER_FILES[1]
         else:  # the whole step is empty: said at the top of the form, where it is seen after the click
             self.add_error(
-                None, "This step is empty: upload the paper's text (.tex or .md) or paste it, then save and continue."
+                None,
+                "This step is empty: upload the paper's text (.tex or .md) or paste it, then save and continue; or "
+                "skip the step (below the button) if your code brings the text.",
             )
         return data
 
@@ -168,7 +170,12 @@ class FilesForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
     )
     context_paths = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple, label="Context files (shown to the model unmasked)"
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Context files (shown to the model unmasked)",
+        help_text="Not offered: the annotated files, the test entry point and other test files, and files holding a "
+        "snippet's reference code or recorded calls; shown whole in every prompt, they would give the answer away. "
+        "To show a file you no longer annotate, save this step without it first.",
     )
     requirements = forms.CharField(
         required=False,
@@ -201,14 +208,14 @@ class FilesForm(forms.Form):
                 field.choices = choices
 
     def _context_offered(self, paths: list[str]) -> list[str]:
-        """The files offered as context: on the page, not those `clean` would refuse whatever is annotated (the test
-        entry point, a copy of the reference, recorded calls); a posted form keeps every path, so a refused one is
-        refused with its reason."""
+        """The files offered as context: on the page, none that `clean` would refuse with the draft's annotated files
+        (those files themselves, the test entry point and other test files, a copy of the reference, recorded calls);
+        a posted form keeps every path, so a refused one is refused with its reason."""
         if self.is_bound:
             return paths
         annotated = [p for p in self.initial.get("annotated_paths") or [] if p in self.draft_files]
         refused = draft_context_refusals(files=self.draft_files, annotated_paths=annotated, context_paths=paths)
-        return [p for p in paths if p in annotated or p not in refused]
+        return [p for p in paths if p not in refused]
 
     def clean_requirements(self) -> str:
         text = self.cleaned_data.get("requirements", "")

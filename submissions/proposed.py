@@ -20,7 +20,7 @@ from benchmarks.paper2code.hidden import RECORDED_FOLDER
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT
 from benchmarks.selectors import blob_read
 from common.errors import ApplicationError
-from evaluation.judging.sealed import Tolerance, judging_tolerance
+from evaluation.judging.sealed import ATOL_DEFAULT, RTOL_DEFAULT, Tolerance, judging_tolerance
 from sandbox import programs
 from submissions.models import Revision
 
@@ -52,11 +52,14 @@ from rcb_replay import attributes, compare, snapshot  # noqa: E402, F401
 
 # Floating values agree when |replayed - recorded| <= atol + rtol * |recorded|, with (rtol, atol) by the dtype an
 # array or tensor is stored in. Two correct implementations agree only to the rounding of their dtype, so:
-# float32 takes the loosest tolerance your own tests' assertions used (numpy's allclose defaults at least);
 # bfloat16 and float16 keep 2 to 3 digits, so they get at least their resolution, and more if your tests allowed it;
-# float64 keeps 16 digits, so it is held to at most rtol {float64_rtol:g}, atol {float64_atol:g}. Other floating values
-# (Python floats, complex numbers, other dtypes) take RTOL and ATOL. Change any of them here: loosen one where another
-# order of the same operations is still correct and fails, tighten one where a wrong answer passes.
+# float32 keeps 7 digits, so it is held to at most rtol {float32_rtol:g}, atol {float32_atol:g} (numpy's allclose
+# defaults), and float64 (16 digits) to at most rtol {float64_rtol:g}, atol {float64_atol:g}, however loose your tests'
+# assertions were elsewhere (a tolerance meant for bfloat16 would let a float32 epsilon or scale change through).
+# Other floating values (Python floats, complex numbers, other dtypes) take RTOL and ATOL, the loosest of your tests'
+# assertions. Change any of them here: loosen one where another order of the same operations is still correct and
+# fails (a float32 value computed from bfloat16 ones, or after a long reduction), tighten one where a wrong answer
+# passes.
 TOLERANCES = {{
 {tolerances}}}
 RTOL = {rtol!r}
@@ -124,17 +127,21 @@ EXAMPLE_PREFIX = "example--"
 # The key of a revision's `source` (where its code came from) naming the example script its tests were proposed from,
 # when validation made them its tests (submissions/tasks.py): kept with the revision, whatever validates it again.
 TESTS_PROPOSED_FROM = "tests_proposed_from"
-# The most of float64 (16 digits: a reordering of float64 operations stays far within it).
+# The most of float32 and float64 in the proposed tests, whatever looser tolerance the author's assertions used for
+# their low-precision code: float32 numpy's allclose defaults (7 digits: what the sealed replay holds float32 to when
+# the paper's assertions are no looser), float64 16 digits' worth (a reordering of float64 operations stays far within).
+FLOAT32_MOST = (RTOL_DEFAULT, ATOL_DEFAULT)
 FLOAT64_MOST = (1e-9, 1e-12)
 
 
 def dtype_tolerances(*, rtol: float, atol: float) -> dict[str, tuple[float, float]]:
     """The proposed tests' (rtol, atol) per dtype from the recording's tolerance (the loosest of the author's own
-    assertions, numpy's allclose defaults at least): float32 keeps it, bfloat16 and float16 at least their
-    resolution (as the sealed replay judges them), float64 at most FLOAT64_MOST."""
+    assertions, numpy's allclose defaults at least): bfloat16 and float16 keep it but at least their resolution (as
+    the sealed replay judges them), float32 at most FLOAT32_MOST and float64 at most FLOAT64_MOST (a tolerance the
+    author's bfloat16 code needs is no measure of float32 arithmetic)."""
     tolerances = dict(judging_tolerance(rtol, atol).by_dtype or {})
-    tolerances["float32"] = (rtol, atol)
-    tolerances["float64"] = (min(rtol, FLOAT64_MOST[0]), min(atol, FLOAT64_MOST[1]))
+    for dtype, (low, high) in (("float32", FLOAT32_MOST), ("float64", FLOAT64_MOST)):
+        tolerances[dtype] = (min(rtol, low), min(atol, high))
     return tolerances
 
 
@@ -329,6 +336,8 @@ def proposed_tests_files(
         test_file=test_file,
         rtol=rtol,
         atol=atol,
+        float32_rtol=FLOAT32_MOST[0],
+        float32_atol=FLOAT32_MOST[1],
         float64_rtol=FLOAT64_MOST[0],
         float64_atol=FLOAT64_MOST[1],
         tolerances="".join(f'    "{dtype}": ({low!r}, {high!r}),\n' for dtype, (low, high) in tolerances.items()),

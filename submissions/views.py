@@ -28,7 +28,7 @@ from common.pages import refusal_redirect
 from common.ratelimit import rate_limited, rate_limited_response
 from submissions import answers, duplicates, forms, proposed, selectors, services, validation
 from submissions.models import Submission
-from submissions.packages import draft_problems, draft_requirements
+from submissions.packages import PAPER_FILES, draft_problems, draft_requirements
 from submissions.quotas import QuotaExceeded
 
 STEPS = [("details", "Paper details"), ("paper", "Paper text"), ("code", "Code"), ("files", "Files and tests")]
@@ -76,9 +76,28 @@ def _go(request: HtmxHttpRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
+def _step_skip(submission: Submission | None, step: str) -> dict | None:
+    """The link past `step` and what skipping it leaves, in the author's words; None where the step cannot be
+    skipped. Only the paper text's step can: the code of step 3 may bring the text with it (its
+    paper2code_paper.tex or .md, or a problem set's), and submitting asks for it whichever step gave it."""
+    if submission is None or step != "paper":
+        return None
+    url = reverse("submission-step", args=[submission.pk, "code"])
+    saved = submission.draft.get("paper_path")
+    if saved and saved in (submission.draft.get("files") or {}):
+        return {"url": url, "words": f"Skip this step and keep the paper text saved before ({saved})."}
+    return {
+        "url": url,
+        "words": f"Skip this step: add the paper text with the code instead, as {' or '.join(PAPER_FILES)} in the "
+        "archive or repository of step 3 (the example archive holds one). Without it, the submission cannot be "
+        "submitted.",
+    }
+
+
 def _step_context(*, submission: Submission | None, step: str, form) -> dict:
     draft = submission.draft if submission else {}
     return {
+        "skip": _step_skip(submission, step),
         "submission": submission,
         "form": form,
         "step": step,

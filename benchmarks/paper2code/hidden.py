@@ -270,6 +270,19 @@ def _to_code(lines: Iterable[str], need: int) -> list[str]:
     return []
 
 
+def test_module(path: str) -> bool:
+    """A file named as a test (pytest's names: test_*.py, *_test.py, conftest.py, or any file in a tests/ or test/
+    folder): it holds the checks and the values they expect, so it is never shown to a model as context."""
+    *folders, name = path.split("/")
+    stem = name[:-3] if name.endswith(".py") else ""
+    return (
+        any(folder in ("tests", "test") for folder in folders)
+        or stem.startswith("test_")
+        or stem.endswith("_test")
+        or name == "conftest.py"
+    )
+
+
 def context_refusals(
     *,
     context_paths: Iterable[str],
@@ -278,9 +291,9 @@ def context_refusals(
     test_entry_point: str,
 ) -> dict[str, str]:
     """Why each context file that would give the answer away cannot be one: path -> the reason, in an author's words.
-    A context file is shown whole in every prompt, so the test entry point, an annotated file, a file holding a
-    snippet's reference code or the reference's recorded calls would put the answer (or the tests that know it) in
-    front of the model."""
+    A context file is shown whole in every prompt, so the test entry point or another test file, an annotated file, a
+    file holding a snippet's reference code or the reference's recorded calls would put the answer (or the tests that
+    know it) in front of the model."""
     refusals: dict[str, str] = {}
     copies = reference_copies(
         {path: files[path] for path in context_paths if path in files and path not in annotated},
@@ -295,6 +308,11 @@ def context_refusals(
             )
         elif path in annotated:
             refusals[path] = "is an annotated file: shown whole as context, it would give every snippet's code away"
+        elif test_module(path):
+            refusals[path] = (
+                "is a test file: a context file is shown to the model whole, and the tests (and the values they "
+                "expect from the reference) must stay hidden"
+            )
         elif path in copies:
             names = copies[path]
             refusals[path] = (

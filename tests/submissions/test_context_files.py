@@ -22,6 +22,8 @@ from tests.conftest import DEMO_PSET, page_text
 from tests.submissions.conftest import demo_files
 
 pytestmark = pytest.mark.django_db
+# A test module beside the entry point (it imports it): it holds the values the reference must return.
+HELPER_TESTS = b"import numpy as np\n\nEXPECTED_STEP = np.array([0.0123, -0.0456])\n"
 ENTRY = """- id: dampnest
   title: DampNest
   annotated_file_paths: optimizer.py
@@ -31,7 +33,7 @@ ENTRY = """- id: dampnest
 
 def pset_with_context(root: Path, context: str) -> Path:
     (root / "dampnest").mkdir(parents=True)
-    for path, data in demo_files().items():
+    for path, data in {**demo_files(), "test_expected.py": HELPER_TESTS}.items():
         (root / "dampnest" / path).write_bytes(data)
     (root / "papers.yaml").write_text(ENTRY.format(context=context))
     return root
@@ -62,6 +64,7 @@ def test_without_the_rule_a_reference_copy_as_context_puts_the_answer_in_the_pro
         ("paper2code_test.py", "is the test entry point"),
         ("optimizer_ref.py", 'holds the reference code of optimizer.py: "'),
         ("optimizer.py", "is an annotated file"),
+        ("test_expected.py", "is a test file"),
     ],
 )
 def test_read_pset_and_import_pset_refuse_a_context_file_that_gives_the_answer_away(tmp_path, context, reason):
@@ -80,17 +83,23 @@ def test_a_harmless_context_file_is_still_taken(tmp_path):
     assert read_pset(DEMO_PSET)  # the demo's src/utils.py context file holds no reference
 
 
-def test_the_files_step_refuses_each_such_context_file_with_the_reason(client, draft, author):
+def test_the_files_step_neither_offers_nor_takes_a_context_file_that_gives_the_answer_away(client, draft, author):
+    files = {**draft.draft["files"], **services.draft_files_store({"tests/expected_values.py": HELPER_TESTS})}
+    services.draft_update(submission=draft, actor=author, values={"files": files})
     client.force_login(author)
     url = reverse("submission-step", args=[draft.pk, "files"])
-    # Not offered on the page, as they would be refused (walk 5); an annotated file stays, it may be unchosen.
+    # Not offered on the page, as they would be refused: the annotated file (the answer would be in every prompt),
+    # the test entry point and another test file, the reference's copy. A harmless file still is.
     offered = re.findall(r'name="context_paths" value="([^"]+)"', client.get(url).content.decode())
-    assert "optimizer.py" in offered and "paper2code_test.py" not in offered and "optimizer_ref.py" not in offered
+    assert "paper2code_requirements.txt" in offered, offered
+    for path in ("optimizer.py", "paper2code_test.py", "tests/expected_values.py", "optimizer_ref.py"):
+        assert path not in offered, (path, offered)
+    # Posted anyway, each is refused with its reason and nothing is saved.
     response = client.post(
         url,
         {
             "annotated_paths": ["optimizer.py"],
-            "context_paths": ["paper2code_test.py", "optimizer_ref.py", "optimizer.py"],
+            "context_paths": ["paper2code_test.py", "optimizer_ref.py", "optimizer.py", "tests/expected_values.py"],
             "requirements": "numpy\n",
         },
     )
@@ -99,6 +108,7 @@ def test_the_files_step_refuses_each_such_context_file_with_the_reason(client, d
     assert "paper2code_test.py cannot be a context file: it is the test entry point" in text
     assert "optimizer_ref.py cannot be a context file: it holds the reference code of optimizer.py" in text
     assert "optimizer.py cannot be a context file: it is an annotated file" in text
+    assert "tests/expected_values.py cannot be a context file: it is a test file" in text
     draft.refresh_from_db()
     assert draft.draft["context_paths"] == []
 

@@ -6,6 +6,7 @@ the draft release already holds."""
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 
 import pytest
@@ -15,6 +16,7 @@ from benchmarks.models import BenchmarkVersion
 from submissions import services
 from submissions.forms import CodeForm
 from submissions.models import Submission
+from submissions.packages import draft_problems
 from tests.conftest import page_text
 from tests.submissions.conftest import demo_files, fill_draft
 
@@ -42,7 +44,6 @@ def _upload(client, submission, archive) -> str:
 
 def _words(html: str) -> str:
     """The page's words, one space between any two (tags count as spaces)."""
-    import re
     from html import unescape
 
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
@@ -226,3 +227,32 @@ def test_a_problem_set_archive_fills_step_1_and_says_what_it_replaced(client, au
     assert "every step was filled from it" in text
     assert f"replaced what step 1 held: id 'my-paper' by 'dampnest', title 'My own title' by {archive_title!r}" in text
     assert "kept from step 1 (papers.yaml leaves them empty): first_commit_date" in text
+
+
+def test_the_paper_step_can_be_skipped_saying_what_is_skipped_and_the_code_brings_the_text(client, fresh):
+    """Step 2 has nothing the code cannot bring: an archive holding paper2code_paper.md gives the paper text, so the
+    step offers a skip that says what it leaves, and nothing is missing once the code is in."""
+    page = client.get(reverse("submission-step", args=[fresh.pk, "paper"])).content.decode()
+    skip = re.search(r'<p data-testid="step-skip"><a href="([^"]+)">([^<]+)</a>', page)
+    assert skip is not None, _words(page)[-1500:]
+    url, words = skip.group(1), _words(skip.group(2))
+    assert url == reverse("submission-step", args=[fresh.pk, "code"])
+    assert "add the paper text with the code instead, as paper2code_paper.tex or paper2code_paper.md" in words
+    assert "Without it, the submission cannot be submitted" in words
+    assert client.get(url).status_code == 200 and not Submission.objects.get(pk=fresh.pk).draft.get("paper_path")
+
+    files = demo_files()
+    assert "paper2code_paper.md" in files
+    _upload(client, fresh, _zip(files))
+    fresh.refresh_from_db()
+    assert fresh.draft["paper_path"] == "paper2code_paper.md"
+    assert not [p for p in draft_problems(fresh.draft) if "step 2" in p], draft_problems(fresh.draft)
+    # Once a text is saved, skipping keeps it, and says so.
+    page = client.get(reverse("submission-step", args=[fresh.pk, "paper"])).content.decode()
+    assert "Skip this step and keep the paper text saved before (paper2code_paper.md)." in _words(page)
+
+
+def test_the_other_steps_offer_no_skip(client, fresh):
+    for step in ("details", "code", "files"):
+        page = client.get(reverse("submission-step", args=[fresh.pk, step])).content.decode()
+        assert 'data-testid="step-skip"' not in page, step
