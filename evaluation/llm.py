@@ -316,6 +316,7 @@ class ModelCallError(Exception):
         attempts: int = 1,
         deadline_passed: bool = False,
         request_caused: bool = False,
+        timed_out: bool = False,
     ):
         super().__init__(message)
         self.retryable = retryable
@@ -324,6 +325,7 @@ class ModelCallError(Exception):
         self.deadline_passed = deadline_passed  # gave up because the caller's deadline came (converse's `deadline`)
         self.status_code = status_code
         self.attempts = attempts
+        self.timed_out = timed_out  # every attempt timed out (agents.policies tells a slow conversation from an outage)
 
 
 def complete(call: ModelCall, prompt: str, *, sleep: Callable[[float], None] = time.sleep) -> Completion:
@@ -408,6 +410,7 @@ def _response(
     if refusal := call.refusal():
         raise ModelCallError(f"{call.model}: not called: {refusal}", retryable=False, attempts=0)
     attempt = 0
+    timeouts = 0
     while True:
         attempt += 1
         attempt_timeout = timeout or call.timeout
@@ -448,6 +451,7 @@ def _response(
             status = _status_code(exc)
             reason = _scrub(f"{type(exc).__name__}: {exc}", call.api_key)
             retryable = _retryable(exc, status)
+            timeouts += isinstance(exc, _litellm().Timeout)
             if not retryable:
                 logger.warning("model %s attempt %d failed, not retried: %s", call.model, attempt, reason)
                 raise ModelCallError(
@@ -464,6 +468,7 @@ def _response(
                     retryable=True,
                     status_code=status,
                     attempts=attempt,
+                    timed_out=timeouts == attempt,
                 ) from None
             delay = _backoff(attempt, _retry_after(exc))
             if deadline is not None and time.monotonic() + delay >= deadline:

@@ -72,7 +72,9 @@ def manifest_outcomes(*, run: EvaluationRun, user) -> tuple[QuerySet[Outcome], i
 STORED_AS = {"answer": "raw_answer", "code": "extracted_code"}
 
 
-def _item(row: dict, run: EvaluationRun) -> dict:
+def _item(row: dict, run: EvaluationRun, *, worker: bool) -> dict:
+    """One item's record; `worker` (maintainers only) names the worker host that ran it: which machines run the
+    platform is not the run's to publish, and maintainers see it on the operations page too."""
     answered = row["generation_id"] is not None
     field = None
     if answered:
@@ -94,7 +96,7 @@ def _item(row: dict, run: EvaluationRun) -> dict:
         "limits": row["limits"],
         "sandbox_backend": row["sandbox_backend"],
         "forked": row["forked"],
-        "worker": row["worker"],
+        **({"worker": row["worker"]} if worker else {}),
         "verdict": {"status": row["status"], "category": row["category"]},
     }
 
@@ -117,6 +119,7 @@ def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
     from evaluation.selectors.monitoring import run_forkserver
 
     outcomes, withheld = manifest_outcomes(run=run, user=user)
+    maintainer = visibility.user_sees_held_out(user=user)
     said = provenance_of(run)
     lock_ids = outcomes.order_by().exclude(environment_lock=None).values("environment_lock_id").distinct()
     locks = dict(EnvironmentLock.objects.filter(pk__in=lock_ids).values_list("lock_hash", "lock"))
@@ -145,9 +148,9 @@ def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
         "items_withheld": withheld,
         "environments": dict(sorted(locks.items())),
         # Warm and cold items and the fork server's start reasons; what each start and going cold said, on which
-        # worker and environment, only for those who see held-out tasks: a worker preloads every task of the
-        # release, held-out ones too, so even a public item's start can name a held-out task's imports.
-        "fork_server": run_forkserver(run=run).as_dict(details=visibility.user_sees_held_out(user=user)),
+        # worker and environment, only for those who see held-out tasks (maintainers): a worker preloads every task
+        # of the release, held-out ones too, so even a public item's start can name a held-out task's imports.
+        "fork_server": run_forkserver(run=run).as_dict(details=maintainer),
     }
     digest = hashlib.sha256()
 
@@ -165,7 +168,7 @@ def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
             continue
         yield piece("[")
         for number, row in enumerate(outcomes.values(*MANIFEST_ITEM_FIELDS).iterator(chunk_size=MANIFEST_CHUNK)):
-            yield piece(("," if number else "") + canonical_json(_item(row, run)))
+            yield piece(("," if number else "") + canonical_json(_item(row, run, worker=maintainer)))
         yield piece("]")
     digest.update(b"}")  # the hashed body closes here; the document goes on with its hash
     yield f',"sha256":"{digest.hexdigest()}"}}'.encode()

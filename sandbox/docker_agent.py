@@ -14,8 +14,13 @@ together they hold at most the release's memory (`tmpfs_sizes`), so a command th
 own memory to it and to the end step (which empties /tmp and /dev/shm first), and a process of the command holding
 the memory left is the one the container's out-of-memory killer picks when it is larger than the server (an OOM
 score of -1000 for the server would hold against many small ones too, but needs SYS_RESOURCE, which not every
-engine's host has). When the worker dies its attach stream closes, the keeper reads EOF and the container
-(auto-removed) goes with it.
+engine's host has). Many processes of the command each smaller than the server can make the killer take the server:
+its channel closes, the end step cannot run, and the command is told it was killed for memory ("the container ran
+out of memory"), its workspace changes not kept; the next command gets a new container, and the item goes on: the
+command's failure, never the platform's. The server itself holds no more than a chunk of a command's output (it
+reads at most 64 KiB at a time, drops what is past the job's cap and writes frames blocking, so a slow reader
+stalls the command, not the server's memory) and PENDING_MAX of stdin. When the worker dies its attach stream
+closes, the keeper reads EOF and the container (auto-removed) goes with it.
 
 Each command's jobs (the copy-in with the command, then the end step) are spawned by the container's command
 server (docker_channel.py, programs/command_server.py): one `docker exec -i` per container, started with it, runs
@@ -220,6 +225,8 @@ class AgentContainer:
         self.container: str | None = None
         self.keeper = None
         self.channel: CommandChannel | None = None
+        self.oom_file: Path | None = None
+        self.ooms_last = 0
         own = replace(
             limits,
             processes=limits.processes + OWN_PROCESSES + SPARE_PROCESSES,
@@ -297,7 +304,7 @@ class AgentContainer:
                     run.close_stdin()
             timed_out = self._wait(run, deadline=command_deadline)
             ended = None if timed_out else run.code
-            refused = self._end(end, sink, limits, deadline=deadline, now=timed_out)
+            refused = self._end(end, sink, limits, deadline=deadline, now=timed_out, ooms=ooms)
             copied = not refused
             run.done.wait(timeout=max(0.0, min(10.0, deadline - time.monotonic())))
             code = run.code if copied else ended
@@ -344,11 +351,12 @@ class AgentContainer:
         except SandboxError:
             return None
 
-    def _end(self, end: Job | None, sink: _FileSink, limits: Limits, *, deadline: float, now: bool) -> str:
+    def _end(self, end: Job | None, sink: _FileSink, limits: Limits, *, deadline: float, now: bool, ooms: int) -> str:
         """The end step: kill what the command left, empty /tmp, take the workspace back into `sink`; "" when done,
         else why not. `now`: start it before the command's shell exited (its deadline passed). When it could not
         (the workspace over its entries or bytes, a fork bomb holding every process slot, a tar over the cap or past
-        the deadline) the container is removed with everything in it (its tar too), and the next command gets a
+        the deadline, the command server killed by the container's out-of-memory killer: `ooms` is the count before
+        the command) the container is removed with everything in it (its tar too), and the next command gets a
         new one."""
         entries = setting("AGENT_WORKSPACE_FILES")
         why = f"it did not end within {time_limit(limits, COPY_SECONDS)}"
@@ -371,6 +379,8 @@ class AgentContainer:
                     why = f"its archive is over {sink.cap} bytes" if sink.over else f"the end step failed ({code})"
         except SandboxError:
             why = "the container could not run its end step"
+            if self._ooms() > ooms:  # the command's processes held the memory and the killer took the server
+                why = "the container ran out of memory (its command server was killed)"
         self.remove()
         return why
 
@@ -392,7 +402,10 @@ class AgentContainer:
         return not run.exited.wait(timeout=max(0.0, deadline - time.monotonic()))
 
     def _ooms(self) -> int:
-        """The container's OOM kills so far (cgroup v1's counter), 0 where this worker cannot see its cgroup."""
+        """The container's OOM kills so far (cgroup v1's counter), 0 where this worker cannot see its cgroup; once
+        the container is removed, its last count (its cgroup went with it)."""
+        if self.container is None:
+            return self.ooms_last
         if self.oom_file is None:
             return 0
         try:
@@ -403,6 +416,8 @@ class AgentContainer:
         return int(counters.get("oom_kill", "0"))
 
     def remove(self) -> None:
+        if self.container is not None:
+            self.ooms_last = self._ooms()  # a command's OOM kill is still told after an end step's removal
         if self.channel is not None:
             self.channel.close()
             self.channel = None

@@ -399,8 +399,9 @@ class RunVerify(APIView):
 
 class RunManifest(APIView):
     """The run's reproducibility record: per item the task, prompt, answer and code hashes, environment lock,
-    protocol, limits, sandbox backend, worker and verdict, with `sha256` over the canonical JSON of the rest.
-    Held-out items are listed to maintainers only; others get the public items (`scope`, `items_withheld`)."""
+    protocol, limits, sandbox backend and verdict, with `sha256` over the canonical JSON of the rest.
+    Held-out items and the worker host of each item are listed to maintainers only; others get the public items
+    (`scope`, `items_withheld`)."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, pk: int) -> StreamingHttpResponse:

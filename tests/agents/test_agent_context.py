@@ -7,11 +7,13 @@ Real HTTP to the local OpenAI-compatible server, real PostgreSQL, bwrap for the 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import socket
 
 import pytest
 
+from agents import policies
 from agents.models import AgentStep, AgentTrajectory
 from benchmarks.models import Snippet
 from evaluation import llm
@@ -203,3 +205,95 @@ def test_a_provider_outage_after_the_agent_acted_is_still_not_counted_against_th
     for outcome in errors:
         steps = AgentStep.objects.filter(trajectory__run=run, trajectory__snippet=outcome.snippet, role="tool")
         assert list(steps.values_list("tool_name", flat=True)) == ["run"], "the agent acted before the outage"
+
+
+# A provider's timeout on a conversation the agent made long (issue 33's leftovers)
+
+
+def _quick_calls(monkeypatch) -> None:
+    """A run's model calls give up on an attempt after 0.5 s and retry once (its defaults: 300 s, five retries)."""
+    from evaluation import services
+
+    real = services.model_call
+    monkeypatch.setattr(
+        services, "model_call", lambda *, run: dataclasses.replace(real(run=run), timeout=0.5, max_retries=1)
+    )
+    monkeypatch.setattr(llm, "BACKOFF_BASE", 0.01)
+
+
+SYSTEM = [{"role": "system", "content": "you implement a block"}, {"role": "user", "content": "the item's prompt"}]
+GROWN = [*SYSTEM, {"role": "assistant", "content": "reading"}, {"role": "user", "content": "word " * 50}]
+
+
+def _timed_out(messages: list[dict], *, slow_tokens: int) -> tuple[ModelCallError, list]:
+    llm_backoff = llm.BACKOFF_BASE
+    llm.BACKOFF_BASE = 0.01
+    try:
+        return _timed_out_once(messages, slow_tokens=slow_tokens)
+    finally:
+        llm.BACKOFF_BASE = llm_backoff
+
+
+def _timed_out_once(messages: list[dict], *, slow_tokens: int) -> tuple[ModelCallError, list]:
+    with openai_server(slow_tokens=slow_tokens, timeout_seconds=1.0) as server:
+        call = ModelCall(
+            model="openai/m", api_base=server.base_url, api_key="sk-t", private_addresses=True, timeout=0.3
+        )
+        turn = policies.model_policy(dataclasses.replace(call, max_retries=1))
+        with pytest.raises(ModelCallError) as failed:
+            turn(messages, 60.0)
+    return failed.value, server.chat_requests
+
+
+def test_a_timeout_on_a_conversation_the_agent_grew_is_its_own_when_the_provider_answers_the_items_prompt():
+    """Every attempt on the grown conversation times out; a probe with the item's first prompt alone (what the
+    provider answered on the first turn) is answered at once: the conversation's size is the cause, the agent's
+    doing (request_caused, told as a timeout). On the first turn, or when the probe times out too (the provider is
+    slow on everything), it stays an outage."""
+    grown, requests = _timed_out(GROWN, slow_tokens=20)
+    assert grown.request_caused and not grown.retryable, grown
+    assert "timed out on the conversation as it stands" in str(grown) and "Timeout" in str(grown)
+    assert [len(r.body["messages"]) for r in requests] == [4, 4, 2], "two attempts, then the probe"
+    assert requests[-1].body["messages"] == SYSTEM and requests[-1].body.get("max_tokens") == 1
+
+    first, requests = _timed_out([{**SYSTEM[0], "content": "word " * 50}, SYSTEM[1]], slow_tokens=20)
+    assert (first.request_caused, first.retryable, len(requests)) == (False, True, 2), "no probe on the first turn"
+
+    outage, requests = _timed_out(GROWN, slow_tokens=0)
+    assert (outage.request_caused, outage.retryable, len(requests)) == (False, True, 3), "the probe timed out too"
+
+
+@pytest.mark.slow  # two agent runs on bwrap
+def test_an_agent_that_slows_its_provider_past_the_timeout_on_the_items_it_fails_scores_its_honest_score(
+    items_on_bwrap,  # noqa: F811 (a fixture)
+    small_release,  # noqa: F811 (a fixture)
+    monkeypatch,
+):
+    """The overflowing agent again, with a provider that accepts any context but answers a conversation past WINDOW
+    only after the call's timeout: its next call times out on every attempt on the two items it fails. With the rule
+    off (a timeout is the provider's outage, as before) those items are unscored errors and it scores 100%; with it
+    on, the provider answered the item's first prompt at once, so the items end as their context's, scored as they
+    stand: 33.3%, the honest score."""
+    _quick_calls(monkeypatch)
+    solved = {items_on_bwrap[0].name: items_on_bwrap[0]}
+    server = {"slow_tokens": WINDOW, "timeout_seconds": 1.5}
+
+    with monkeypatch.context() as off:
+        off.setattr(policies, "provider_answers", lambda *args, **kwargs: None)
+        run, gamed, _ = agent_run_inline(items_on_bwrap, small_release, Overflowing(solved, breaks=False), **server)
+    assert (gamed.passed, gamed.failed, gamed.errors, gamed.flagged) == (1, 0, 2, 0)
+    assert gamed.pass_rate == 100.0 and gamed.scaled_pass_rate == 100.0, "the attack works with the rule off"
+    errors = Outcome.objects.filter(run=run, status="error")
+    assert {(o.category, "Timeout" in o.detail) for o in errors} == {("model_call", True)}
+
+    run, held, requests = agent_run_inline(items_on_bwrap, small_release, Overflowing(solved, breaks=False), **server)
+    assert (held.passed, held.failed, held.errors, held.flagged) == (1, 2, 0, 0)
+    assert held.pass_rate == pytest.approx(100 / 3)
+    assert sum(messages_tokens(r.body) > WINDOW for r in requests) == 2 * 2, "each failed item's call, retried once"
+    ends = dict(AgentTrajectory.objects.filter(run=run).values_list("snippet__name", "ended_by"))
+    assert list(ends.values()).count("context") == 2 and ends[items_on_bwrap[0].name] == "submitted"
+    for outcome in Outcome.objects.filter(run=run, status="failed"):
+        assert outcome.detail.startswith("the conversation outgrew what the model accepts;"), outcome.detail
+        last = AgentStep.objects.filter(trajectory__run=run, trajectory__snippet=outcome.snippet).order_by("-index")
+        assert "timed out on the conversation as it stands" in last.first().content
+    assert not Generation.objects.filter(run=run).exclude(error="").exists(), "no failed call for the pause rule"

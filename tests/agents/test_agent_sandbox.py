@@ -685,6 +685,43 @@ def test_docker_copy_back_of_many_files_is_refused_at_once(item, agent_session, 
     print(f"guarded: call {_seconds(outputs[0])} s, agent {guarded:.1f} s")
 
 
+# Many small processes, each smaller than the command server, that together hold more than the container's memory:
+# the out-of-memory killer takes the largest, the server, and so the command's channel.
+HOGS = (
+    "for i in $(seq 90); do python3 -c 'import time; x = bytearray(1500000); x[::4096] = bytes(len(x[::4096])); "
+    "time.sleep(30)' & done; sleep 8"
+)
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_docker_a_command_that_runs_its_container_out_of_memory_is_its_own_failure(item, agent_session):
+    """A command's output is cut at output_bytes in the container's command server before anything of it is held
+    (a gigabyte written at full speed leaves the server as it was), so only the command's own processes can take the
+    container's memory; when they push the out-of-memory killer onto the server itself (many processes, each smaller
+    than it), the command is told it was killed for memory, its changes are not kept, and the item goes on in a new
+    container: the agent's command failed, not the platform (no infrastructure error). Before, the kill went
+    unseen (the count was read after the container's removal) and the command read "exit code None"."""
+    if agent_session.backend.name != "docker":
+        pytest.skip("docker's command server")
+    small = replace(LIMITS, memory_bytes=128 * MB, processes=128)
+    outputs, workspace = _agent(
+        item,
+        agent_session,
+        "head -c 1000000000 /dev/zero; echo flooded >&2",
+        f"echo kept > mine; {HOGS}",
+        "ls",
+        limits=small,
+    )
+    assert outputs[0].startswith("[exit code 0,") and "flooded" in outputs[0], outputs[0][:300]
+    assert outputs[1].startswith("[killed: out of memory,"), outputs[1][-600:]
+    assert "the container ran out of memory" in outputs[1], outputs[1][-600:]
+    assert "stays as it was before this command" in outputs[1]
+    assert outputs[2].startswith("[exit code 0,") and _stdout(outputs[2]).split() == ["model.py"], outputs[2]
+    assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"]
+    agent_session.workspace_close(workspace=workspace.root)
+
+
 @pytest.mark.django_db
 def test_copy_back_refuses_a_sparse_file_at_once(item, agent_session, tmp_path):
     """Unguarded (the attack-review script, on docker): `truncate -s 50G big` reported 0.1 s and the call took
@@ -928,7 +965,7 @@ def test_docker_a_command_filling_tmp_and_shm_leaves_the_server_its_memory(item,
     with monkeypatch.context() as unguarded:
         unguarded.setattr(docker_agent, "SERVER_MEMORY_KEPT", False)
         outputs, workspace = _agent(item, agent_session, FILL_SCRATCH, limits=small)
-    assert "the container could not run its end step" in outputs[0], outputs[0]
+    assert "the container ran out of memory (its command server was killed)" in outputs[0], outputs[0]
     assert sorted(p.name for p in workspace.root.iterdir()) == ["model.py"], outputs[0]
 
     scratch, work = docker_agent.tmpfs_sizes(small)

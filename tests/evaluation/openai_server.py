@@ -22,9 +22,10 @@ an int is returned as that HTTP status with an OpenAI-style error body; ``"timeo
 ``timeout_seconds`` (default 2 s, longer than a test client's tiny timeout) then answers normally;
 ``"close"`` drops the connection without a response; ``"context"`` answers as OpenAI does a request past the
 model's context window (HTTP 400, code ``context_length_exceeded``). With ``context_tokens`` set, every request
-whose messages hold more tokens than that is answered so too. ``retry_after`` (seconds), when set, is sent
-as a ``Retry-After`` header on 429 and 503 answers. A 401 quotes the presented key back in its
-message, as OpenAI does, so tests can check that callers scrub it.
+whose messages hold more tokens than that is answered so too. With ``slow_tokens`` set, every request whose messages
+hold more tokens than that waits ``timeout_seconds`` before its answer, as a provider slows on a long prompt.
+``retry_after`` (seconds), when set, is sent as a ``Retry-After`` header on 429 and 503 answers. A 401 quotes the
+presented key back in its message, as OpenAI does, so tests can check that callers scrub it.
 
 ``tls=True`` serves HTTPS instead (``https://127.0.0.1:PORT/v1``) with a certificate for 127.0.0.1 and
 localhost from a throwaway CA whose file is ``server.ca_file`` (point ``SSL_CERT_FILE`` at it).
@@ -79,6 +80,7 @@ class OpenAIServer:
     timeout_seconds: float = 2.0
     retry_after: float | None = None
     context_tokens: int | None = None
+    slow_tokens: int | None = None
     requests: list[RecordedRequest] = field(default_factory=list, repr=False)
     base_url: str = ""
     ca_file: str = ""
@@ -196,7 +198,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if failure == "context" or (server.context_tokens is not None and tokens > server.context_tokens):
                 self._send_json(400, _context_exceeded(server.context_tokens or tokens - 1, tokens))
                 return
-            if failure == "timeout":
+            if failure == "timeout" or (server.slow_tokens is not None and tokens > server.slow_tokens):
                 server.stopping.wait(server.timeout_seconds)
             elif isinstance(failure, int):
                 payload, headers = _scripted_failure(server, failure, self.headers.get("Authorization", ""))
@@ -249,6 +251,7 @@ def openai_server(
     timeout_seconds: float = 2.0,
     retry_after: float | None = None,
     context_tokens: int | None = None,
+    slow_tokens: int | None = None,
     tls: bool = False,
 ) -> Iterator[OpenAIServer]:
     """Run the server in a thread for the duration of the block; see the module docstring."""
@@ -258,6 +261,7 @@ def openai_server(
         timeout_seconds=timeout_seconds,
         retry_after=retry_after,
         context_tokens=context_tokens,
+        slow_tokens=slow_tokens,
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
     httpd.block_on_close = False  # a handler still sleeping on a "timeout" must not delay the test

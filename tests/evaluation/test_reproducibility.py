@@ -160,6 +160,21 @@ def test_held_out_items_appear_only_in_maintainers_manifests(client, release, au
     assert full["items_withheld"] == 0 and hidden <= {i["item"] for i in full["items"]}
 
 
+def test_the_worker_host_is_in_no_public_manifest_or_page_of_a_run(client, release, author, maintainer):
+    """Which machine ran an item is the platform's, not the run's: a manifest names it to maintainers only (who also
+    see it on the operations page); the anonymous reader, the run's page and a signed-in author see no host."""
+    run = recorded(release)
+    for caller in (api(), api(author)):
+        manifest = manifest_get(caller, f"/api/v1/runs/{run.pk}/manifest/")
+        assert manifest["items"] and all(set(i) == ITEM_FIELDS - {"worker"} for i in manifest["items"])
+        assert "w1@host" not in json.dumps(manifest) and manifest_verify(manifest)
+    assert b"w1@host" not in download_body(client.get(reverse("run-manifest", args=[run.pk])))
+    assert "w1@host" not in client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert "w1@host" not in api().get(f"/api/v1/runs/{run.pk}/").content.decode()
+    full = manifest_get(api(maintainer), f"/api/v1/runs/{run.pk}/manifest/")
+    assert {i["worker"] for i in full["items"]} == {"w1@host"}
+
+
 def test_manifest_of_a_draft_version_run_is_not_found(release, author):
     run = recorded(release)
     release.status = "draft"
