@@ -154,6 +154,53 @@ def revision_diff(*, old: Revision, new: Revision) -> list[tuple[str, str]]:
     return diffs
 
 
+@dataclass
+class MetadataChange:
+    """One field of a revision's package that differs from the previous revision, as the review page lists it."""
+
+    label: str
+    before: str
+    after: str
+
+
+def _snippet_names(revision: Revision) -> list[str]:
+    return [name.replace("· ", "").strip() for _, name in revision_snippet_choices(revision=revision)]
+
+
+def revision_metadata_diff(*, old: Revision, new: Revision) -> list[MetadataChange]:
+    """What a reviewer asks of a new revision before its files: title, venue, links and dates, which files were added,
+    removed or changed, which snippets came or went, and its requirements (only the fields that differ)."""
+    changes = []
+    for key in sorted(set(old.metadata) | set(new.metadata)):
+        before, after = old.metadata.get(key), new.metadata.get(key)
+        if before != after:
+            changes.append(MetadataChange(key.replace("_", " "), str(before or "—"), str(after or "—")))
+    added = sorted(set(new.files) - set(old.files))
+    removed = sorted(set(old.files) - set(new.files))
+    edited = sorted(p for p in set(old.files) & set(new.files) if old.files[p] != new.files[p])
+    for label, paths in (("files added", added), ("files removed", removed), ("files changed", edited)):
+        if paths:
+            changes.append(MetadataChange(label, "", ", ".join(paths)))
+    for label, field_name in (("annotated", "annotated_paths"), ("context", "context_paths")):
+        if getattr(old, field_name) != getattr(new, field_name):
+            before, after = getattr(old, field_name), getattr(new, field_name)
+            changes.append(MetadataChange(label, ", ".join(before) or "—", ", ".join(after) or "—"))
+    old_snippets, new_snippets = _snippet_names(old), _snippet_names(new)
+    if old_snippets != new_snippets:
+        gone = [n for n in old_snippets if n not in new_snippets]
+        came = [n for n in new_snippets if n not in old_snippets]
+        changes.append(
+            MetadataChange(
+                "snippets",
+                "removed: " + ", ".join(gone) if gone else f"{len(old_snippets)} snippet(s)",
+                "added: " + ", ".join(came) if came else f"{len(new_snippets)} snippet(s), reordered",
+            )
+        )
+    if old.requirements.strip() != new.requirements.strip():
+        changes.append(MetadataChange("requirements", old.requirements.strip() or "—", new.requirements.strip() or "—"))
+    return changes
+
+
 # Set validations (validate_pset and a draft version's page)
 
 PASSED = SetValidation.Status.PASSED

@@ -441,6 +441,10 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         can_decide=submission.state == Submission.State.AWAITING_REVIEW and submission.author_id != request.user.pk,
         paper_details=forms.metadata_labelled(context["revision"].metadata) if context["revision"] else [],
         diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],
+        previous_revision=revisions[-2] if len(revisions) > 1 else None,
+        metadata_diff=selectors.revision_metadata_diff(old=revisions[-2], new=revisions[-1])
+        if len(revisions) > 1
+        else [],
         paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(
             "utf-8", "replace"
         )[:3000]

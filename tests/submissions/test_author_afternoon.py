@@ -3,9 +3,16 @@ note and metadata diff, earlier revisions reachable, and the release named after
 
 from __future__ import annotations
 
+import re
+from html import unescape
+
 import pytest
 from django.core import mail
 from django.urls import reverse
+
+from submissions import services
+from submissions.models import Submission
+from tests.submissions.conftest import demo_files, fill_draft
 
 pytestmark = pytest.mark.django_db
 
@@ -20,3 +27,43 @@ def test_one_submit_mails_the_author_once_that_validation_started(
         callback()
     assert [m.subject for m in mail.outbox] == [f"[research-code benchmark] {draft}: Validating"]
     assert "its validation has started" in mail.outbox[0].body
+
+
+def _part(response, testid: str, closing: str) -> str:
+    """The text of the element marked `testid`, up to the first `closing` tag after it, its spaces collapsed."""
+    html = response.content.decode()
+    start = html.index(f'data-testid="{testid}"')
+    fragment = html[start : html.index(closing, start)].split(">", 1)[1]
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+def _second_revision(submission, author) -> Submission:
+    """r1 as the demo, then r2 with another title and venue, a file added, a snippet renamed, numpy pinned."""
+    services.submission_submit(submission=submission, actor=author)
+    Submission.objects.filter(pk=submission.pk).update(state=Submission.State.AWAITING_REVIEW)
+    services.submission_edit(submission=submission, actor=author)
+    files = demo_files()
+    files["NOTES.md"] = b"why"
+    files["paper2code_requirements.txt"] = b"numpy>=1.26\n"
+    files["optimizer.py"] = files["optimizer.py"].replace(b"bias-correct both moments", b"bias-corrected moments")
+    metadata = {**submission.draft["metadata"], "title": "DampNest, clearer", "venue": "DEMO2026"}
+    submission.refresh_from_db()
+    fill_draft(submission, author, metadata=metadata, files=services.draft_files_store(files))
+    services.submission_submit(submission=submission, actor=author, note="Renamed a snippet; pinned numpy.")
+    Submission.objects.filter(pk=submission.pk).update(state=Submission.State.AWAITING_REVIEW)
+    return Submission.objects.get(pk=submission.pk)
+
+
+def test_the_review_page_shows_the_revisions_note_and_what_its_metadata_changed(client, draft, author, maintainer):
+    submission = _second_revision(draft, author)
+    client.force_login(maintainer)
+    response = client.get(reverse("review-detail", args=[submission.pk]))
+    section = _part(response, "revision-changes", "</section>")
+    assert "Revision r2: what changed since r1" in section
+    assert "Renamed a snippet; pinned numpy." in section
+    rows = _part(response, "metadata-diff", "</table>")
+    assert "title Demo dampnest DampNest, clearer" in rows and "venue DEMO2025 DEMO2026" in rows
+    assert "files added NOTES.md" in rows and "files changed optimizer.py, paper2code_requirements.txt" in rows
+    assert "removed: optimizer.py: bias-correct both moments" in rows
+    assert "added: optimizer.py: bias-corrected moments" in rows
+    assert "requirements numpy numpy>=1.26" in rows
