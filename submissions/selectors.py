@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.models import DuplicateAcceptance
@@ -23,6 +24,7 @@ from submissions.models import (
     Submission,
     TriedAnswer,
     ValidationCheck,
+    ValidationReport,
 )
 
 OPEN_STATES = [
@@ -152,6 +154,54 @@ def revision_diff(*, old: Revision, new: Revision) -> list[tuple[str, str]]:
         )
         diffs.append((path, text or "(binary or whitespace-only change)"))
     return diffs
+
+
+@dataclass
+class RevisionRow:
+    """One line of a submission's revisions list: the revision (None for a proposed one, a submission of its own)
+    and what it is now, in words."""
+
+    number: int | None
+    created_at: datetime
+    note: str
+    status: str  # a badge class: draft, validating, passed, failed, accepted, superseded
+    said: str
+    url: str
+    badge: str = ""  # for a row that is no revision yet: draft, or proposed (a submission of its own)
+
+
+def submission_revision_rows(*, submission: Submission) -> list[RevisionRow]:
+    """Its revisions, each marked by what it is now (validating, validated, failed validation, accepted or
+    superseded), then a draft not yet submitted and the proposed new revisions of its accepted task."""
+    revisions = list(submission.revisions.select_related("report").order_by("number"))
+    rows = []
+    for revision in revisions:
+        report = getattr(revision, "report", None)
+        latest = revision is revisions[-1]
+        status = report.status if report else ""
+        if latest and submission.state == Submission.State.ACCEPTED:
+            status, said = "accepted", "accepted"
+        elif status == ValidationReport.Status.PASSED:
+            said = "validated" + ("" if latest else f", superseded by r{revisions[-1].number}")
+        elif status in (ValidationReport.Status.PENDING, ValidationReport.Status.RUNNING):
+            status, said = "validating", "proposed: validating"
+        else:
+            status, said = "failed", "failed validation"
+        if not latest and status != "passed":
+            status = "superseded"
+        url = reverse("submission-revision", args=[submission.pk, revision.number])
+        rows.append(RevisionRow(revision.number, revision.created_at, revision.note, status, said, url))
+    editable = submission.state in (Submission.State.DRAFT, Submission.State.CHANGES_REQUESTED)
+    if editable and (not revisions or report_superseded(submission=submission)):
+        number = (revisions[-1].number + 1) if revisions else 1
+        said = f"r{number}: draft, not submitted yet"
+        url = reverse("submission-step", args=[submission.pk, "details"])
+        rows.append(RevisionRow(None, submission.updated_at, "", "draft", said, url, badge="draft"))
+    for proposed in submission.revisions_proposed.order_by("created_at"):
+        said = f"proposed new revision (submission {proposed.pk}): {proposed.get_state_display().lower()}"
+        url = reverse("submission-detail", args=[proposed.pk])
+        rows.append(RevisionRow(None, proposed.created_at, "", proposed.state, said, url, badge="proposed"))
+    return rows
 
 
 @dataclass

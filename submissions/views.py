@@ -208,6 +208,7 @@ def _detail_context(submission: Submission, user) -> dict:
         "submission": submission,
         "revision": revision,
         "revisions": revisions,
+        "revision_rows": selectors.submission_revision_rows(submission=submission),
         "report": getattr(revision, "report", None) if revision else None,
         "report_superseded": selectors.report_superseded(submission=submission),
         "tree": selectors.revision_snippet_tree(revision=revision) if revision else {},
@@ -251,6 +252,23 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context["matches"] = matches_visible(matches=matches, user=request.user)
     context["match_decision"] = selectors.match_decision(submission=submission) if matches else None
     return render(request, "submissions/detail.html", context)
+
+
+@login_required
+def submission_revision(request: HttpRequest, pk: int, number: int) -> HttpResponse:
+    """One revision of a submission, read-only (its author, maintainers): what it held, its note and its report."""
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    revision = get_object_or_404(submission.revisions.select_related("report"), number=number)
+    context = {
+        "submission": submission,
+        "revision": revision,
+        "latest": not submission.revisions.filter(number__gt=number).exists(),
+        "report": getattr(revision, "report", None),
+        "revision_page": True,
+        "paper_details": forms.metadata_labelled(revision.metadata),
+        "tree": selectors.revision_snippet_tree(revision=revision),
+    }
+    return render(request, "submissions/revision.html", context)
 
 
 @login_required

@@ -7,11 +7,12 @@ import re
 from html import unescape
 
 import pytest
+from django.contrib.auth.models import User
 from django.core import mail
 from django.urls import reverse
 
 from submissions import services
-from submissions.models import Submission
+from submissions.models import Submission, ValidationReport
 from tests.submissions.conftest import demo_files, fill_draft
 
 pytestmark = pytest.mark.django_db
@@ -67,3 +68,37 @@ def test_the_review_page_shows_the_revisions_note_and_what_its_metadata_changed(
     assert "removed: optimizer.py: bias-correct both moments" in rows
     assert "added: optimizer.py: bias-corrected moments" in rows
     assert "requirements numpy numpy>=1.26" in rows
+
+
+def test_each_revision_is_linked_from_its_page_and_reads_as_what_it_is(client, draft, author, maintainer):
+    submission = _second_revision(draft, author)
+    r1, r2 = submission.revisions.order_by("number")
+    ValidationReport.objects.filter(revision=r1).update(status="passed")
+    client.force_login(author)
+    detail = client.get(reverse("submission-detail", args=[submission.pk]))
+    rows = _part(detail, "revisions", "</ul>")
+    assert "r1 , " in rows and "validated, superseded by r2" in rows and "proposed: validating" in rows
+    assert reverse("submission-revision", args=[submission.pk, 1]) in detail.content.decode()
+    page = client.get(reverse("submission-revision", args=[submission.pk, 1]))
+    said = _part(page, "revision-read-only", "</p>")
+    assert "An earlier revision" in said and "read-only; the submission has moved on to r2" in said
+    text = page.content.decode()
+    assert "Demo dampnest" in text and "bias-correct both moments" in text and "hx-trigger" not in text
+    assert "<form" not in text.split("<main", 1)[-1], "an earlier revision is read-only"
+    client.force_login(maintainer)
+    review = client.get(reverse("review-detail", args=[submission.pk])).content.decode()
+    assert reverse("submission-revision", args=[submission.pk, 1]) in review
+    client.force_login(User.objects.create_user("eve", "eve@example.org", "pw"))
+    assert client.get(reverse("submission-revision", args=[submission.pk, 1])).status_code == 403
+
+
+def test_a_draft_and_a_proposed_new_revision_are_marked_in_the_revisions_list(client, draft, author):
+    services.submission_submit(submission=draft, actor=author)
+    Submission.objects.filter(pk=draft.pk).update(state=Submission.State.ACCEPTED)
+    proposed = services.submission_revise(submission=draft, actor=author)
+    client.force_login(author)
+    rows = _part(client.get(reverse("submission-detail", args=[draft.pk])), "revisions", "</ul>")
+    assert "r1 , " in rows and "accepted" in rows
+    assert f"proposed proposed new revision (submission {proposed.pk}): draft" in rows
+    rows = _part(client.get(reverse("submission-detail", args=[proposed.pk])), "revisions", "</ul>")
+    assert rows == "draft r1: draft, not submitted yet"
