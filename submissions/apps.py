@@ -14,6 +14,7 @@ class SubmissionsConfig(AppConfig):
         from submissions.models import SetValidation, SetValidationPaper, ValidationReport
 
         page_extra_register("version", views.version_validation_section)  # a draft release's validation section
+        page_extra_register("paper", views.paper_submitted_by)  # who submitted the paper
         # Submissions' validations and the papers of set validations are lost work the watchdog looks after; one
         # lost again past VALIDATION_REDISPATCH_MAX is given up (it ends as an error of the platform).
         work_register(

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
 
-from benchmarks.models import DuplicateAcceptance
+from benchmarks.models import BenchmarkVersion, DuplicateAcceptance
 from benchmarks.paper2code import parse
 from benchmarks.selectors import blob_read, user_is_maintainer
 from submissions.models import (
@@ -46,6 +46,29 @@ def submission_get(*, pk: int, user) -> Submission:
     if not user.is_authenticated or (user.pk != submission.author_id and not user_is_maintainer(user=user)):
         raise PermissionDenied("only the author and maintainers may see a submission")
     return submission
+
+
+def user_display_name(*, user) -> str:
+    """How the site names a person to others: their full name, else their username."""
+    return user.get_full_name() or user.get_username()
+
+
+def task_submitted_by(*, task):
+    """The person whose accepted submission the task is (None for a task imported by maintainers)."""
+    accepted = task.submissions.filter(state=Submission.State.ACCEPTED).select_related("author").first()
+    return accepted.author if accepted else None
+
+
+def user_wrote_task(*, task, user) -> bool:
+    """Whether the person submitted the task (its reference is their own code: never withheld from them)."""
+    return user.is_authenticated and task.submissions.filter(state=Submission.State.ACCEPTED, author=user).exists()
+
+
+def submission_releases(*, submission: Submission) -> list[BenchmarkVersion]:
+    """The releases (published, and the draft of the next) that hold the task the submission became, oldest first."""
+    if submission.task_id is None:
+        return []
+    return list(BenchmarkVersion.objects.filter(memberships__task_id=submission.task_id).order_by("created_at"))
 
 
 def report_superseded(*, submission: Submission) -> bool:

@@ -220,6 +220,7 @@ def _detail_context(submission: Submission, user) -> dict:
         "comment_form": forms.CommentForm(),
         "changes_requested": selectors.changes_requested(submission=submission),
         "intake": submission.draft.get("intake"),
+        "releases": selectors.submission_releases(submission=submission),
         **_try_context(revision, author_reads=user.pk == submission.author_id),
     }
 
@@ -470,6 +471,14 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else "",
     )
     return render(request, "submissions/review.html", context)
+
+
+def paper_submitted_by(*, version, user, task) -> dict:
+    """A paper page's credit to the person who submitted it (registered with benchmarks.pages)."""
+    author = selectors.task_submitted_by(task=task)
+    if author is None:
+        return {}
+    return {"submitted_by": selectors.user_display_name(user=author), "submitted_by_you": author.pk == user.pk}
 
 
 def version_validation_section(*, version, user) -> dict:

@@ -11,6 +11,8 @@ from django.contrib.auth.models import User
 from django.core import mail
 from django.urls import reverse
 
+from benchmarks.models import BenchmarkVersion
+from benchmarks.services.publishing import version_publish
 from submissions import services
 from submissions.models import Submission, ValidationReport
 from tests.submissions.conftest import demo_files, fill_draft
@@ -102,3 +104,31 @@ def test_a_draft_and_a_proposed_new_revision_are_marked_in_the_revisions_list(cl
     assert f"proposed proposed new revision (submission {proposed.pk}): draft" in rows
     rows = _part(client.get(reverse("submission-detail", args=[proposed.pk])), "revisions", "</ul>")
     assert rows == "draft r1: draft, not submitted yet"
+
+
+def test_after_acceptance_the_author_is_told_the_release_credited_and_shown_their_own_reference(
+    client, draft, author, other_author, maintainer
+):
+    author.first_name, author.last_name = "Ada", "Lovelace"
+    author.save()
+    services.submission_submit(submission=draft, actor=author)
+    Submission.objects.filter(pk=draft.pk).update(state=Submission.State.AWAITING_REVIEW)
+    task = services.submission_accept(submission=draft, actor=maintainer, reason="good")
+    client.force_login(author)
+    said = _part(client.get(reverse("submission-detail", args=[draft.pk])), "releases", "</p>")
+    assert said == f"Task revision 1 is in the draft of the next release, {BenchmarkVersion.objects.get().name} " + (
+        "(public once maintainers publish it)."
+    )
+    release = version_publish(version=BenchmarkVersion.objects.get(), actor=maintainer, notes="first")
+    detail = client.get(reverse("submission-detail", args=[draft.pk]))
+    assert _part(detail, "releases", "</p>") == f"Task revision 1 is in release {release.name} ."
+    paper = reverse("paper-detail", args=[release.name, task.paper.slug])
+    assert paper in detail.content.decode()
+    page = client.get(paper)
+    assert _part(page, "submitted-by", "</dd>") == "Ada Lovelace (you)"
+    assert 'data-testid="reference-withheld"' not in page.content.decode()
+    assert "Annotated code <code>optimizer.py</code>" in page.content.decode()
+    client.force_login(other_author)  # anyone else still may attempt its items: their reference stays withheld
+    page = client.get(paper)
+    assert _part(page, "submitted-by", "</dd>") == "Ada Lovelace"
+    assert 'data-testid="reference-withheld"' in page.content.decode()
