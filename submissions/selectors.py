@@ -148,6 +148,32 @@ def tried_answers_earlier(*, revision: Revision) -> QuerySet[TriedAnswer]:
     )
 
 
+@dataclass
+class CheckRow:
+    """A check as the report lists it: a warning several checks share (a function's unsealed snippets) is said once,
+    on the first of them, with how many share it; the others keep their Warning badge only."""
+
+    check: ValidationCheck
+    warning: str
+    shared_by: int  # how many checks have this warning (1: its own), 0 on the ones after the first
+
+
+def report_check_rows(*, report: ValidationReport | None) -> list[CheckRow]:
+    if report is None:
+        return []
+    checks = list(report.checks.all())
+    counts: dict[str, int] = {}
+    for check in checks:
+        if check.warning:
+            counts[check.warning] = counts.get(check.warning, 0) + 1
+    rows, said = [], set()
+    for check in checks:
+        first = bool(check.warning) and check.warning not in said
+        said.add(check.warning)
+        rows.append(CheckRow(check, check.warning if first else "", counts[check.warning] if first else 0))
+    return rows
+
+
 def report_mutations(*, report) -> dict[tuple[str, int], dict]:
     """(file, snippet index) -> the mutation score a report's validation measured."""
     found = {}

@@ -14,7 +14,7 @@ from django.urls import reverse
 from benchmarks.models import BenchmarkVersion
 from benchmarks.services.publishing import version_publish
 from submissions import services
-from submissions.models import Submission, ValidationReport
+from submissions.models import Submission, ValidationCheck, ValidationReport
 from tests.submissions.conftest import demo_files, fill_draft
 
 pytestmark = pytest.mark.django_db
@@ -132,3 +132,28 @@ def test_after_acceptance_the_author_is_told_the_release_credited_and_shown_thei
     page = client.get(paper)
     assert _part(page, "submitted-by", "</dd>") == "Ada Lovelace"
     assert 'data-testid="reference-withheld"' in page.content.decode()
+
+
+def test_a_warning_many_checks_share_is_said_once_with_their_count(client, draft, author):
+    revision = services.submission_submit(submission=draft, actor=author)
+    same = "not sealed (step writes its state in place): its answers keep the in-process guard only"
+    for position in range(15):
+        ValidationCheck.objects.create(
+            report=revision.report,
+            position=position,
+            key=f"sealed:optimizer.py:{position}",
+            label=f"snippet {position} sealed",
+            status="passed",
+            warning=same if position else "mutation score 50% is below the minimum 60%",
+        )
+    client.force_login(author)
+    page = client.get(reverse("submission-detail", args=[draft.pk]))
+    html = page.content.decode()
+    assert html.count('data-testid="check-warning"') == 2
+    said = _part(page, "check-warning", "</p>")
+    assert said == "Warning: mutation score 50% is below the minimum 60%"
+    later = html[html.index('data-check="sealed:optimizer.py:1"') :]
+    assert " ".join(unescape(re.sub(r"<[^>]+>", " ", later.split("</p>", 1)[0])).split()).endswith(
+        f"Warning (14 checks: this one and the 13 below marked Warning): {same}"
+    )
+    assert html.count('class="badge warning"') >= 15, "each check keeps its Warning badge"
