@@ -37,7 +37,13 @@ OPEN_STATES = [
 
 
 def submissions_of(*, user) -> QuerySet[Submission]:
-    return Submission.objects.filter(author=user).order_by("-updated_at")
+    """The person's submissions, each accepted one with the releases its task is in (`task.memberships`)."""
+    return (
+        Submission.objects.filter(author=user)
+        .select_related("task")
+        .prefetch_related("task__memberships__version")
+        .order_by("-updated_at")
+    )
 
 
 def submission_get(*, pk: int, user) -> Submission:
@@ -69,6 +75,13 @@ def submission_releases(*, submission: Submission) -> list[BenchmarkVersion]:
     if submission.task_id is None:
         return []
     return list(BenchmarkVersion.objects.filter(memberships__task_id=submission.task_id).order_by("created_at"))
+
+
+def release_named(release: BenchmarkVersion) -> str:
+    """A release as an author reads it: a draft is the next release, not yet public."""
+    if release.status == BenchmarkVersion.Status.DRAFT:
+        return f"the draft of the next release, {release.name} (public once maintainers publish it)"
+    return f"release {release.name}"
 
 
 def report_superseded(*, submission: Submission) -> bool:

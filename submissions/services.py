@@ -35,7 +35,7 @@ from submissions.models import (
     ValidationReport,
 )
 from submissions.quotas import environments_check, stored_bytes_check
-from submissions.selectors import report_mutations
+from submissions.selectors import release_named, report_mutations, submission_releases
 
 logger = logging.getLogger(__name__)
 State = Submission.State
@@ -111,8 +111,10 @@ def _notify(submission_id: int, state: str, reason: str) -> None:
         if state == State.VALIDATING
         else f"now {label}"
     )
+    releases = submission_releases(submission=submission) if state == State.ACCEPTED else []
     body = (
         f'Your submission "{submission}" is {said}.'
+        + "".join(f"\n\nIts task is in {release_named(release)}." for release in releases)
         + (f"\n\nReason: {reason}" if reason else "")
         + f"\n\nSee it at {site_link('submission-detail', submission.pk)}"
     )

@@ -107,19 +107,25 @@ def test_a_draft_and_a_proposed_new_revision_are_marked_in_the_revisions_list(cl
 
 
 def test_after_acceptance_the_author_is_told_the_release_credited_and_shown_their_own_reference(
-    client, draft, author, other_author, maintainer
+    client, draft, author, other_author, maintainer, django_capture_on_commit_callbacks
 ):
     author.first_name, author.last_name = "Ada", "Lovelace"
     author.save()
     services.submission_submit(submission=draft, actor=author)
     Submission.objects.filter(pk=draft.pk).update(state=Submission.State.AWAITING_REVIEW)
-    task = services.submission_accept(submission=draft, actor=maintainer, reason="good")
+    with django_capture_on_commit_callbacks(execute=True):
+        task = services.submission_accept(submission=draft, actor=maintainer, reason="good")
+    [accepted] = mail.outbox
+    assert f"Its task is in the draft of the next release, {BenchmarkVersion.objects.get().name}" in accepted.body
     client.force_login(author)
     said = _part(client.get(reverse("submission-detail", args=[draft.pk])), "releases", "</p>")
     assert said == f"Task revision 1 is in the draft of the next release, {BenchmarkVersion.objects.get().name} " + (
         "(public once maintainers publish it)."
     )
+    listed = client.get(reverse("submission-list"))
+    assert _part(listed, "in-release", "</span>") == f"in the draft {BenchmarkVersion.objects.get().name}"
     release = version_publish(version=BenchmarkVersion.objects.get(), actor=maintainer, notes="first")
+    assert _part(client.get(reverse("submission-list")), "in-release", "</span>") == f"in {release.name}"
     detail = client.get(reverse("submission-detail", args=[draft.pk]))
     assert _part(detail, "releases", "</p>") == f"Task revision 1 is in release {release.name} ."
     paper = reverse("paper-detail", args=[release.name, task.paper.slug])
