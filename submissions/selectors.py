@@ -244,13 +244,14 @@ def submission_revision_rows(*, submission: Submission) -> list[RevisionRow]:
         if latest and submission.state == Submission.State.ACCEPTED:
             status, said = "accepted", "accepted"
         elif status == ValidationReport.Status.PASSED:
-            said = "validated" + ("" if latest else f", superseded by r{revisions[-1].number}")
+            said = "validated"
         elif status in (ValidationReport.Status.PENDING, ValidationReport.Status.RUNNING):
-            status, said = "validating", "proposed: validating"
+            status, said = "validating", "proposed: validating" if latest else "not validated"
         else:
             status, said = "failed", "failed validation"
-        if not latest and status != "passed":
-            status = "superseded"
+        if not latest:
+            said += f", superseded by r{revisions[-1].number}"
+            status = status if status == ValidationReport.Status.PASSED else "superseded"
         url = reverse("submission-revision", args=[submission.pk, revision.number])
         rows.append(RevisionRow(revision.number, revision.created_at, revision.note, status, said, url))
     editable = submission.state in (Submission.State.DRAFT, Submission.State.CHANGES_REQUESTED)

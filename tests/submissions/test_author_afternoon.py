@@ -64,12 +64,11 @@ def test_the_review_page_shows_the_revisions_note_and_what_its_metadata_changed(
     section = _part(response, "revision-changes", "</section>")
     assert "Revision r2: what changed since r1" in section
     assert "Renamed a snippet; pinned numpy." in section
-    rows = _part(response, "metadata-diff", "</table>")
-    assert "title Demo dampnest DampNest, clearer" in rows and "venue DEMO2025 DEMO2026" in rows
+    rows = _part(response, "metadata-diff", "</dl>")
+    assert "title Demo dampnest → DampNest, clearer" in rows and "venue DEMO2025 → DEMO2026" in rows
     assert "files added NOTES.md" in rows and "files changed optimizer.py, paper2code_requirements.txt" in rows
-    assert "removed: optimizer.py: bias-correct both moments" in rows
-    assert "added: optimizer.py: bias-corrected moments" in rows
-    assert "requirements numpy numpy>=1.26" in rows
+    assert "removed: optimizer.py: bias-correct both moments → added: optimizer.py: bias-corrected moments" in rows
+    assert "requirements numpy now numpy>=1.26" in rows
 
 
 def test_each_revision_is_linked_from_its_page_and_reads_as_what_it_is(client, draft, author, maintainer):
