@@ -19,7 +19,6 @@ from benchmarks.selectors import tasks_as_released, user_is_maintainer
 from evaluation.models import Outcome
 from evaluation.selectors.item_pages import RunItem
 from humans.models import Attempt, Listing, ReferenceSeen
-from submissions.selectors import user_wrote_task
 
 BOOTSTRAP_ITERATIONS = 1000
 PERSON_ANSWER = "person's answer"  # the diff's name for an attempt's code (a model's is "model's answer")
@@ -120,7 +119,7 @@ def reference_withheld(*, task: Task, user, seen: dict[int, str] | None = None) 
     its author: they wrote it)."""
     if not user.is_authenticated or ReferenceSeen.objects.filter(user=user, task=task).exists():
         return False
-    if user_wrote_task(task=task, user=user):
+    if visibility.user_wrote_task(task=task, user=user):
         return False
     return task_items_open_to(task=task, user=user, seen=seen).exists()
 
