@@ -10,7 +10,7 @@ everyone, so a score can be checked line by line.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -86,6 +86,22 @@ def release_totals(*, version: BenchmarkVersion, tasks: Iterable[WithAnnotations
 
 def task_visible(*, version: BenchmarkVersion, task: Task, user) -> bool:
     return tasks_visible(version=version, user=user).filter(pk=task.pk).exists()
+
+
+# Who wrote a task: the app that takes submissions registers its rule in its `AppConfig.ready()` (benchmarks sits below
+# it and imports it not), the way apps register what they add to pages (benchmarks/pages.py).
+_TASK_AUTHORS: list[Callable[..., bool]] = []
+
+
+def task_author_register(rule: Callable[..., bool]) -> None:
+    """Add `rule(task=..., user=...)`, true when the person wrote the task."""
+    if rule not in _TASK_AUTHORS:
+        _TASK_AUTHORS.append(rule)
+
+
+def user_wrote_task(*, task: Task, user) -> bool:
+    """Whether the signed-in person wrote the task (its reference is their own code)."""
+    return user.is_authenticated and any(rule(task=task, user=user) for rule in _TASK_AUTHORS)
 
 
 def task_sources_visible(*, version: BenchmarkVersion, task: Task, user) -> bool:

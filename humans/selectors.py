@@ -115,8 +115,11 @@ def task_items_open_to(*, task: Task, user, seen: dict[int, str] | None = None) 
 
 
 def reference_withheld(*, task: Task, user, seen: dict[int, str] | None = None) -> bool:
-    """REFERENCE_RULE: whether a paper page keeps the task's reference code from this signed-in person."""
+    """REFERENCE_RULE: whether a paper page keeps the task's reference code from this signed-in person (never from
+    its author: they wrote it)."""
     if not user.is_authenticated or ReferenceSeen.objects.filter(user=user, task=task).exists():
+        return False
+    if visibility.user_wrote_task(task=task, user=user):
         return False
     return task_items_open_to(task=task, user=user, seen=seen).exists()
 

@@ -8,12 +8,15 @@ class SubmissionsConfig(AppConfig):
         from django.urls import reverse
 
         from benchmarks.pages import page_extra_register
+        from benchmarks.visibility import task_author_register
         from operations.events import Subject, subjects_register
         from operations.watchdog import WorkKind, work_register
-        from submissions import services, validation, views
+        from submissions import selectors, services, validation, views
         from submissions.models import SetValidation, SetValidationPaper, ValidationReport
 
         page_extra_register("version", views.version_validation_section)  # a draft release's validation section
+        page_extra_register("paper", views.paper_submitted_by)  # who submitted the paper
+        task_author_register(selectors.user_wrote_task)  # its author always sees their own reference
         # Submissions' validations and the papers of set validations are lost work the watchdog looks after; one
         # lost again past VALIDATION_REDISPATCH_MAX is given up (it ends as an error of the platform).
         work_register(

@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils import timezone
 
-from benchmarks.models import DuplicateAcceptance
+from benchmarks.models import BenchmarkVersion, DuplicateAcceptance
 from benchmarks.paper2code import parse
 from benchmarks.selectors import blob_read, user_is_maintainer
 from submissions.models import (
@@ -23,6 +24,7 @@ from submissions.models import (
     Submission,
     TriedAnswer,
     ValidationCheck,
+    ValidationReport,
 )
 
 OPEN_STATES = [
@@ -35,7 +37,13 @@ OPEN_STATES = [
 
 
 def submissions_of(*, user) -> QuerySet[Submission]:
-    return Submission.objects.filter(author=user).order_by("-updated_at")
+    """The person's submissions, each accepted one with the releases its task is in (`task.memberships`)."""
+    return (
+        Submission.objects.filter(author=user)
+        .select_related("task")
+        .prefetch_related("task__memberships__version")
+        .order_by("-updated_at")
+    )
 
 
 def submission_get(*, pk: int, user) -> Submission:
@@ -44,6 +52,36 @@ def submission_get(*, pk: int, user) -> Submission:
     if not user.is_authenticated or (user.pk != submission.author_id and not user_is_maintainer(user=user)):
         raise PermissionDenied("only the author and maintainers may see a submission")
     return submission
+
+
+def user_display_name(*, user) -> str:
+    """How the site names a person to others: their full name, else their username."""
+    return user.get_full_name() or user.get_username()
+
+
+def task_submitted_by(*, task):
+    """The person whose accepted submission the task is (None for a task imported by maintainers)."""
+    accepted = task.submissions.filter(state=Submission.State.ACCEPTED).select_related("author").first()
+    return accepted.author if accepted else None
+
+
+def user_wrote_task(*, task, user) -> bool:
+    """Whether the person submitted the task (its reference is their own code: never withheld from them)."""
+    return user.is_authenticated and task.submissions.filter(state=Submission.State.ACCEPTED, author=user).exists()
+
+
+def submission_releases(*, submission: Submission) -> list[BenchmarkVersion]:
+    """The releases (published, and the draft of the next) that hold the task the submission became, oldest first."""
+    if submission.task_id is None:
+        return []
+    return list(BenchmarkVersion.objects.filter(memberships__task_id=submission.task_id).order_by("created_at"))
+
+
+def release_named(release: BenchmarkVersion) -> str:
+    """A release as an author reads it: a draft is the next release, not yet public."""
+    if release.status == BenchmarkVersion.Status.DRAFT:
+        return f"the draft of the next release, {release.name} (public once maintainers publish it)"
+    return f"release {release.name}"
 
 
 def report_superseded(*, submission: Submission) -> bool:
@@ -123,6 +161,32 @@ def tried_answers_earlier(*, revision: Revision) -> QuerySet[TriedAnswer]:
     )
 
 
+@dataclass
+class CheckRow:
+    """A check as the report lists it: a warning several checks share (a function's unsealed snippets) is said once,
+    on the first of them, with how many share it; the others keep their Warning badge only."""
+
+    check: ValidationCheck
+    warning: str
+    shared_by: int  # how many checks have this warning (1: its own), 0 on the ones after the first
+
+
+def report_check_rows(*, report: ValidationReport | None) -> list[CheckRow]:
+    if report is None:
+        return []
+    checks = list(report.checks.all())
+    counts: dict[str, int] = {}
+    for check in checks:
+        if check.warning:
+            counts[check.warning] = counts.get(check.warning, 0) + 1
+    rows, said = [], set()
+    for check in checks:
+        first = bool(check.warning) and check.warning not in said
+        said.add(check.warning)
+        rows.append(CheckRow(check, check.warning if first else "", counts[check.warning] if first else 0))
+    return rows
+
+
 def report_mutations(*, report) -> dict[tuple[str, int], dict]:
     """(file, snippet index) -> the mutation score a report's validation measured."""
     found = {}
@@ -152,6 +216,102 @@ def revision_diff(*, old: Revision, new: Revision) -> list[tuple[str, str]]:
         )
         diffs.append((path, text or "(binary or whitespace-only change)"))
     return diffs
+
+
+@dataclass
+class RevisionRow:
+    """One line of a submission's revisions list: the revision (None for a proposed one, a submission of its own)
+    and what it is now, in words."""
+
+    number: int | None
+    created_at: datetime
+    note: str
+    status: str  # a badge class: draft, validating, passed, failed, accepted, superseded
+    said: str
+    url: str
+    badge: str = ""  # for a row that is no revision yet: draft, or proposed (a submission of its own)
+
+
+def submission_revision_rows(*, submission: Submission) -> list[RevisionRow]:
+    """Its revisions, each marked by what it is now (validating, validated, failed validation, accepted or
+    superseded), then a draft not yet submitted and the proposed new revisions of its accepted task."""
+    revisions = list(submission.revisions.select_related("report").order_by("number"))
+    rows = []
+    for revision in revisions:
+        report = getattr(revision, "report", None)
+        latest = revision is revisions[-1]
+        status = report.status if report else ""
+        if latest and submission.state == Submission.State.ACCEPTED:
+            status, said = "accepted", "accepted"
+        elif status == ValidationReport.Status.PASSED:
+            said = "validated"
+        elif status in (ValidationReport.Status.PENDING, ValidationReport.Status.RUNNING):
+            status, said = "validating", "proposed: validating" if latest else "not validated"
+        else:
+            status, said = "failed", "failed validation"
+        if not latest:
+            said += f", superseded by r{revisions[-1].number}"
+            status = status if status == ValidationReport.Status.PASSED else "superseded"
+        url = reverse("submission-revision", args=[submission.pk, revision.number])
+        rows.append(RevisionRow(revision.number, revision.created_at, revision.note, status, said, url))
+    editable = submission.state in (Submission.State.DRAFT, Submission.State.CHANGES_REQUESTED)
+    if editable and (not revisions or report_superseded(submission=submission)):
+        number = (revisions[-1].number + 1) if revisions else 1
+        said = f"r{number}: draft, not submitted yet"
+        url = reverse("submission-step", args=[submission.pk, "details"])
+        rows.append(RevisionRow(None, submission.updated_at, "", "draft", said, url, badge="draft"))
+    for proposed in submission.revisions_proposed.order_by("created_at"):
+        said = f"proposed new revision (submission {proposed.pk}): {proposed.get_state_display().lower()}"
+        url = reverse("submission-detail", args=[proposed.pk])
+        rows.append(RevisionRow(None, proposed.created_at, "", proposed.state, said, url, badge="proposed"))
+    return rows
+
+
+@dataclass
+class MetadataChange:
+    """One field of a revision's package that differs from the previous revision, as the review page lists it."""
+
+    label: str
+    before: str
+    after: str
+
+
+def _snippet_names(revision: Revision) -> list[str]:
+    return [name.replace("· ", "").strip() for _, name in revision_snippet_choices(revision=revision)]
+
+
+def revision_metadata_diff(*, old: Revision, new: Revision) -> list[MetadataChange]:
+    """What a reviewer asks of a new revision before its files: title, venue, links and dates, which files were added,
+    removed or changed, which snippets came or went, and its requirements (only the fields that differ)."""
+    changes = []
+    for key in sorted(set(old.metadata) | set(new.metadata)):
+        before, after = old.metadata.get(key), new.metadata.get(key)
+        if before != after:
+            changes.append(MetadataChange(key.replace("_", " "), str(before or "—"), str(after or "—")))
+    added = sorted(set(new.files) - set(old.files))
+    removed = sorted(set(old.files) - set(new.files))
+    edited = sorted(p for p in set(old.files) & set(new.files) if old.files[p] != new.files[p])
+    for label, paths in (("files added", added), ("files removed", removed), ("files changed", edited)):
+        if paths:
+            changes.append(MetadataChange(label, "", ", ".join(paths)))
+    for label, field_name in (("annotated", "annotated_paths"), ("context", "context_paths")):
+        if getattr(old, field_name) != getattr(new, field_name):
+            before, after = getattr(old, field_name), getattr(new, field_name)
+            changes.append(MetadataChange(label, ", ".join(before) or "—", ", ".join(after) or "—"))
+    old_snippets, new_snippets = _snippet_names(old), _snippet_names(new)
+    if old_snippets != new_snippets:
+        gone = [n for n in old_snippets if n not in new_snippets]
+        came = [n for n in new_snippets if n not in old_snippets]
+        changes.append(
+            MetadataChange(
+                "snippets",
+                "removed: " + ", ".join(gone) if gone else f"{len(old_snippets)} snippet(s)",
+                "added: " + ", ".join(came) if came else f"{len(new_snippets)} snippet(s), reordered",
+            )
+        )
+    if old.requirements.strip() != new.requirements.strip():
+        changes.append(MetadataChange("requirements", old.requirements.strip() or "—", new.requirements.strip() or "—"))
+    return changes
 
 
 # Set validations (validate_pset and a draft version's page)

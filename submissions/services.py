@@ -35,7 +35,7 @@ from submissions.models import (
     ValidationReport,
 )
 from submissions.quotas import environments_check, stored_bytes_check
-from submissions.selectors import report_mutations
+from submissions.selectors import release_named, report_mutations, submission_releases
 
 logger = logging.getLogger(__name__)
 State = Submission.State
@@ -77,8 +77,9 @@ def _may(actor: AbstractBaseUser | None, role: str, submission: Submission) -> b
     return user_is_maintainer(user=actor) and actor.pk != submission.author_id
 
 
-def _transition(submission: Submission, to: str, *, actor, reason: str = "") -> Submission:
-    """Move to `to` if the state machine and the actor's role allow it; record it and tell the author."""
+def _transition(submission: Submission, to: str, *, actor, reason: str = "", notify: bool = True) -> Submission:
+    """Move to `to` if the state machine and the actor's role allow it; record it and tell the author (unless
+    `notify` is False: a state the submission leaves in the same transaction, which one mail of the next tells)."""
     submission = Submission.objects.select_for_update().get(pk=submission.pk)
     role = TRANSITIONS.get((submission.state, to))
     if role is None:
@@ -95,7 +96,8 @@ def _transition(submission: Submission, to: str, *, actor, reason: str = "") -> 
     )
     submission.state = to
     submission.save(update_fields=["state", "updated_at"])
-    transaction.on_commit(lambda: _notify(submission.pk, to, reason))
+    if notify:
+        transaction.on_commit(lambda: _notify(submission.pk, to, reason))
     return submission
 
 
@@ -104,8 +106,15 @@ def _notify(submission_id: int, state: str, reason: str) -> None:
     if not submission.author.email:
         return
     label = Submission.State(state).label
+    said = (
+        "submitted: its validation has started, and you get a mail when it ends"
+        if state == State.VALIDATING
+        else f"now {label}"
+    )
+    releases = submission_releases(submission=submission) if state == State.ACCEPTED else []
     body = (
-        f'Your submission "{submission}" is now {label}.'
+        f'Your submission "{submission}" is {said}.'
+        + "".join(f"\n\nIts task is in {release_named(release)}." for release in releases)
         + (f"\n\nReason: {reason}" if reason else "")
         + f"\n\nSee it at {site_link('submission-detail', submission.pk)}"
     )
@@ -200,7 +209,7 @@ def submission_submit(*, submission: Submission, actor, note: str = "") -> Revis
     submission = Submission.objects.select_for_update().get(pk=submission.pk)
     _require_author(submission, actor)
     if submission.state == State.DRAFT:
-        _transition(submission, State.SUBMITTED, actor=actor)
+        _transition(submission, State.SUBMITTED, actor=actor, notify=False)  # one mail per submit: validating's
         revision = _revision_create(submission, note=note)
         _transition(submission, State.VALIDATING, actor=None)
     elif submission.state == State.CHANGES_REQUESTED:

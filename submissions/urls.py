@@ -7,6 +7,7 @@ urlpatterns = [
     path("submissions/", views.submission_list, name="submission-list"),
     path("submissions/new/", views.submission_new, name="submission-new"),
     path("submissions/<int:pk>/", views.submission_detail, name="submission-detail"),
+    path("submissions/<int:pk>/r<int:number>/", views.submission_revision, name="submission-revision"),
     path("submissions/<int:pk>/report/", views.submission_report, name="submission-report"),
     path("submissions/<int:pk>/edit/<slug:step>/", views.submission_step, name="submission-step"),
     path("submissions/<int:pk>/comments/", views.comment_create, name="comment-create"),

@@ -227,7 +227,9 @@ def _detail_context(submission: Submission, user) -> dict:
         "submission": submission,
         "revision": revision,
         "revisions": revisions,
+        "revision_rows": selectors.submission_revision_rows(submission=submission),
         "report": getattr(revision, "report", None) if revision else None,
+        "report_rows": selectors.report_check_rows(report=getattr(revision, "report", None) if revision else None),
         "report_superseded": selectors.report_superseded(submission=submission),
         "tree": selectors.revision_snippet_tree(revision=revision) if revision else {},
         "history": submission.history.select_related("actor"),
@@ -238,6 +240,7 @@ def _detail_context(submission: Submission, user) -> dict:
         "comment_form": forms.CommentForm(),
         "changes_requested": selectors.changes_requested(submission=submission),
         "intake": submission.draft.get("intake"),
+        "releases": selectors.submission_releases(submission=submission),
         **_try_context(revision, author_reads=user.pk == submission.author_id),
     }
 
@@ -270,6 +273,24 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context["matches"] = matches_visible(matches=matches, user=request.user)
     context["match_decision"] = selectors.match_decision(submission=submission) if matches else None
     return render(request, "submissions/detail.html", context)
+
+
+@login_required
+def submission_revision(request: HttpRequest, pk: int, number: int) -> HttpResponse:
+    """One revision of a submission, read-only (its author, maintainers): what it held, its note and its report."""
+    submission = selectors.submission_get(pk=pk, user=request.user)
+    revision = get_object_or_404(submission.revisions.select_related("report"), number=number)
+    context = {
+        "submission": submission,
+        "revision": revision,
+        "latest": not submission.revisions.filter(number__gt=number).exists(),
+        "report": getattr(revision, "report", None),
+        "report_rows": selectors.report_check_rows(report=getattr(revision, "report", None)),
+        "revision_page": True,
+        "paper_details": forms.metadata_labelled(revision.metadata),
+        "tree": selectors.revision_snippet_tree(revision=revision),
+    }
+    return render(request, "submissions/revision.html", context)
 
 
 @login_required
@@ -460,6 +481,10 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         can_decide=submission.state == Submission.State.AWAITING_REVIEW and submission.author_id != request.user.pk,
         paper_details=forms.metadata_labelled(context["revision"].metadata) if context["revision"] else [],
         diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],
+        previous_revision=revisions[-2] if len(revisions) > 1 else None,
+        metadata_diff=selectors.revision_metadata_diff(old=revisions[-2], new=revisions[-1])
+        if len(revisions) > 1
+        else [],
         paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(
             "utf-8", "replace"
         )[:3000]
@@ -467,6 +492,14 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else "",
     )
     return render(request, "submissions/review.html", context)
+
+
+def paper_submitted_by(*, version, user, task) -> dict:
+    """A paper page's credit to the person who submitted it (registered with benchmarks.pages)."""
+    author = selectors.task_submitted_by(task=task)
+    if author is None:
+        return {}
+    return {"submitted_by": selectors.user_display_name(user=author), "submitted_by_you": author.pk == user.pk}
 
 
 def version_validation_section(*, version, user) -> dict:

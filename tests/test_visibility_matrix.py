@@ -244,6 +244,15 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
         "submission-new": [("form", {}, "", SIGNED_IN)],
         "submission-detail": [("author's draft", {"pk": sub}, "", AUTHOR)],
         "submission-report": [("author's draft", {"pk": sub}, "", AUTHOR)],
+        # the draft has no r1: its author and maintainers are told so, anyone else is refused before that
+        "submission-revision": [
+            (
+                "author's draft's missing r1",
+                {"pk": sub, "number": 1},
+                "",
+                {**AUTHOR, "author": 404, "maintainer": 404, "admin": 404},
+            )
+        ],
         "submission-step": [
             ("author's draft", {"pk": sub, "step": "details"}, "", {**AUTHOR, "maintainer": 403, "admin": 403})
         ],

@@ -65,3 +65,5 @@ def release_settings_pin(version: BenchmarkVersion) -> None:
         version.memory_mb = settings.SANDBOX_MEMORY_MB
     if version.cpus is None:
         version.cpus = settings.SANDBOX_CPUS
+    if version.mutation_score_min is None:  # what its tasks were validated against, read later as this release's
+        version.mutation_score_min = settings.MUTATION_SCORE_MIN

@@ -1,0 +1,42 @@
+"""A published release's page as a reader meets it (issue 35's walk): its minimum mutation score is what it
+required when published, not today's site setting, and a download's size shows on its link before it starts."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import pytest
+from django.urls import reverse
+
+from benchmarks.models import BenchmarkVersion
+
+pytestmark = pytest.mark.django_db
+
+
+def _said(html: str, testid: str) -> list[str]:
+    return [
+        " ".join(unescape(re.sub(r"<[^>]+>", " ", part.split(">", 1)[1].split("</", 1)[0])).split())
+        for part in html.split(f'data-testid="{testid}"')[1:]
+    ]
+
+
+def test_a_published_release_says_the_mutation_score_it_required_and_the_size_of_each_download(
+    client, release, settings
+):
+    settings.MUTATION_SCORE_MIN = 0.9  # the site's setting changed after publish: the release keeps its own
+    page = client.get(reverse("version-detail", args=[release.name])).content.decode()
+    [said] = _said(page, "mutation-score-min")
+    assert said == "60%: the score this release required of each snippet's tests when it was published " + (
+        "(validation warned below it)"
+    )
+    BenchmarkVersion.objects.filter(pk=release.pk).update(
+        downloads={
+            **release.downloads,
+            "harbor": {"filename": "harbor-1.0.0.tar.gz", "sha256": "0" * 64, "size": 215_000_000},
+        }
+    )
+    page = client.get(reverse("version-detail", args=[release.name])).content.decode()
+    sizes = _said(page, "download-size")
+    assert len(sizes) == 3 and "(205.0 MB)" in sizes and all(re.fullmatch(r"\(\d.* [KM]?B\)", s) for s in sizes)
+    assert _said(page, "download-large") == ["a large download: allow time and disk space"]
