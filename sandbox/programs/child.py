@@ -149,6 +149,11 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     stdlib = os.path.dirname(os.__file__)
     DATACLASSES, COLLECTIONS = join(stdlib, "dataclasses.py"), join(stdlib, "collections", "__init__.py")
     generator_helpers: dict = {}
+    # attrs' own generator (attr/_make.py), when the environment installs attrs: its namespace, its classes' members
+    # and the code objects of the one call chain from its public decorator to its exec (generated_by_attrs).
+    attrs_helpers: dict = {}
+    class_dict, class_mro = type_.__dict__["__dict__"].__get__, type_.__dict__["__mro__"].__get__
+    class_flags, HEAP_TYPE = type_.__dict__["__flags__"].__get__, 1 << 9  # a class written in Python, not C
     CODE_GENERATORS = (
         "/ast.py",
         "/scipy/stats/_distn_infrastructure.py",
@@ -350,7 +355,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         their kind run text an answer hands them), unless the library is a code generator of structured input or
         the code is a module an import runs (an import the answer triggers lazily runs on a cold start only)."""
         raiser_file = str_.__str__(frame.f_code.co_filename)
-        if generated_from_names(frame):
+        if generated_from_names(frame) or generated_by_attrs(frame):
             return None
         installed = str_.startswith(raiser_file, library_roots) and not str_.startswith(raiser_file, task_folder)
         if installed and str_.endswith(raiser_file, CODE_GENERATORS):
@@ -446,6 +451,153 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             values[name] = (value, value.__code__ if type_(value) is FunctionType else None)
         generator_helpers["namespace"] = namespace
         generator_helpers["values"] = values
+
+    def generated_by_attrs(frame):
+        """An exec attrs makes of the methods it writes for a class (`@attrs.define`, `@attrs.frozen`, `@attr.s`,
+        `attrs.make_class`): raised by attrs' own `_compile_and_eval`, reached only through the chain from its public
+        decorator's `wrap` (by the very code objects taken at the answer's start: not its private
+        `_compile_and_eval` or `_linecache_and_compile` handed the answer's text); attrs' module intact (no name of
+        it rebound or added, no member of its classes replaced: they build the text); and every name the text is
+        built from an exact str identifier (each field's name and its __init__ alias, the repr namespace), with no
+        converter that could pass for attrs' Converter (whose method writes the converter's call into the text)."""
+        if not attrs_helpers or not attrs_intact():
+            return False
+        for chain in attrs_helpers["chains"]:
+            at, builder, entry_frame = frame, None, None
+            for code in chain:  # noqa: B007 - entry_frame is the last frame matched
+                if at is None or at.f_code is not code:
+                    break
+                if code is attrs_helpers["build_class"]:
+                    builder = at.f_locals.get("self")
+                entry_frame = at
+                at = at.f_back
+            else:
+                # repr_ns: the decorator's argument, a free variable of its wrap (spliced into the __repr__'s text)
+                repr_ns = entry_frame.f_locals.get("repr_ns", missing) if entry_frame is not None else missing
+                return repr_ns is not missing and attrs_names_plain(builder, repr_ns)
+        return False
+
+    def attrs_names_plain(builder, repr_ns):
+        namespace = attrs_helpers["namespace"]
+        attribute_class, converter_class = namespace.get("Attribute"), namespace.get("Converter")
+        if type_(builder) is not namespace.get("_ClassBuilder") or type_(attribute_class) is not type_:
+            return False
+        if repr_ns is not None:  # spliced into the __repr__'s text as it is
+            if type_(repr_ns) is not str_:
+                return False
+            for part in str_.split(repr_ns, "."):
+                if not str_.isidentifier(part):
+                    return False
+        fields = builder._attrs  # a slot of the intact _ClassBuilder: attrs' tuple of Attribute
+        if not issubclass_(type_(fields), tuple_):
+            return False
+        for field in tuple_.__iter__(fields):
+            if type_(field) is not attribute_class:
+                return False
+            for name in (field.name, field.alias):
+                if type_(name) is not str_ or not str_.isidentifier(name):
+                    return False
+            if not converter_plain(field.converter, converter_class):
+                return False
+        return True
+
+    def converter_plain(converter, converter_class):
+        """None, attrs' own Converter, or a callable no isinstance can take for one: attrs asks a Converter to write
+        its call into the text, and isinstance believes a __class__ a Python class defines (or its
+        __getattribute__); a C type's (`type`'s own __getattribute__, for a class such as float) are the builtins'."""
+        if converter is None or type_(converter) is converter_class:
+            return True
+        for klass in class_mro(type_(converter)):
+            if klass is converter_class:
+                return False
+            if not class_flags(klass) & HEAP_TYPE:
+                continue
+            for name in list_(class_dict(klass)):
+                if type_(name) is not str_ or name in ("__class__", "__getattribute__"):
+                    return False
+        return True
+
+    def attrs_intact():
+        namespace, values = attrs_helpers["namespace"], attrs_helpers["values"]
+        for name, (value, code) in list_(values.items()):
+            if namespace.get(name, missing) is not value or (code is not None and value.__code__ is not code):
+                return False
+        for name in list_(namespace):  # noqa: SIM110 - a name added shadows a builtin its functions use
+            if name not in values:
+                return False
+        for members, kept in attrs_helpers["classes"]:
+            if len_(members) != len_(kept):
+                return False
+            for name, (value, code) in list_(kept.items()):
+                now = members.get(name, missing)
+                if type_(value) is int_ and type_(now) is int_:  # a counter (_CountingAttr.cls_counter)
+                    continue
+                if now is not value:
+                    return False
+                function = value.__func__ if type_(value) in (staticmethod, classmethod) else value
+                if code is not None and function.__code__ is not code:
+                    return False
+        return True
+
+    def code_of(value):
+        function = value.__func__ if type_(value) in (staticmethod, classmethod) else value
+        return function.__code__ if type_(function) is FunctionType else None
+
+    def attrs_snapshot():
+        """attrs' generator as installed, taken at the answer's start (imported now if the environment has it and the
+        task had not: the answer cannot replace a part before its first use). Only the environment's own attrs:
+        one the task folder or /tmp holds is no library."""
+        if attrs_helpers:
+            return
+        try:
+            found = import_module("importlib.util").find_spec("attr")
+            origin = found.origin if found is not None else None
+            if type_(origin) is not str_ or not installed(origin):
+                return
+            module = import_module("attr._make")
+        except Exception:
+            return
+        if type_(module) is not ModuleType:
+            return
+        namespace = vars_(module)
+        filename = namespace.get("__file__")
+        if type_(filename) is not str_ or not installed(filename):
+            return
+        values, classes = {}, []
+        for name, value in list_(namespace.items()):
+            values[name] = (value, code_of(value))
+            if issubclass_(type_(value), type_) and class_dict(value).get("__module__") == "attr._make":
+                members = class_dict(value)
+                classes.append((members, {m: (inner, code_of(inner)) for m, inner in list_(members.items())}))
+        builder, attrs_function = namespace.get("_ClassBuilder"), namespace.get("attrs")
+        if type_(builder) is not type_ or type_(attrs_function) is not FunctionType:
+            return
+        wrap = [c for c in attrs_function.__code__.co_consts if type_(c) is CodeType and c.co_name == "wrap"]
+        methods = class_dict(builder)
+        try:
+            codes = [code_of(namespace[name]) for name in ("_compile_and_eval", "_linecache_and_compile")]
+            build_class = code_of(methods["build_class"])
+            chains = (
+                (*codes, code_of(methods["_eval_snippets"]), build_class, *wrap),
+                (
+                    *codes,
+                    code_of(namespace["_make_cached_property_getattr"]),
+                    code_of(methods["_create_slots_class"]),
+                    build_class,
+                    *wrap,
+                ),
+            )
+        except KeyError:
+            return
+        for chain in chains:
+            if len_(wrap) != 1 or None in chain:
+                return
+        attrs_helpers.update(
+            namespace=namespace, values=values, classes=classes, chains=chains, build_class=build_class
+        )
+
+    def installed(filename):
+        return str_.startswith(filename, library_roots) and not str_.startswith(filename, task_folder)
 
     def on_answer_thread(frame):
         """Another thread than the test's, running no task code, once the answer started: only the answer can have
@@ -666,6 +818,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     pass
         snapshot()
         generators_snapshot()
+        attrs_snapshot()
 
     def hook(event, args):
         # An event name of another type could run the answer's code on hashing: sys.audit takes only str.
