@@ -152,6 +152,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     # attrs' own generator (attr/_make.py), when the environment installs attrs: its namespace, its classes' members
     # and the code objects of the one call chain from its public decorator to its exec (generated_by_attrs).
     attrs_helpers: dict = {}
+    attrs_generated: dict = {}  # id -> (code object, the answer's line) of what attrs ran for the answer
     class_dict, class_mro = type_.__dict__["__dict__"].__get__, type_.__dict__["__mro__"].__get__
     class_flags, HEAP_TYPE = type_.__dict__["__flags__"].__get__, 1 << 9  # a class written in Python, not C
     CODE_GENERATORS = (
@@ -326,8 +327,15 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     def file_is_answer(name):
         return str_.__str__(name) in answer_names
 
-    def is_answer(frame):
-        return first <= frame.f_lineno <= last and file_is_answer(frame.f_code.co_filename)
+    def answer_line(frame):
+        """The answer's line `frame` runs: its own, or for a method attrs wrote for it (text let through as attrs'
+        own: generated_by_attrs), the line that had attrs write it. What that text does is the answer's doing: its
+        names are checked when it runs, but the answer may have renamed them since attrs wrote it."""
+        code = frame.f_code
+        if first <= frame.f_lineno <= last and file_is_answer(code.co_filename):
+            return frame.f_lineno
+        kept = attrs_generated.get(id_(code)) if attrs_generated else None
+        return kept[1] if kept is not None and kept[0] is code else None
 
     def answer_line_direct(frame, look_through=True):
         while look_through and frame is not None and str_.endswith(str_.__str__(frame.f_code.co_filename), wrappers):
@@ -341,22 +349,29 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             and str_.endswith(str_.__str__(frame.f_code.co_filename), "/logging/__init__.py")
         ):
             frame = frame.f_back
-        return frame.f_lineno if frame is not None and is_answer(frame) else None
+        return answer_line(frame) if frame is not None else None
 
     def answer_line_anywhere(frame):
         while frame is not None:
-            if is_answer(frame):
-                return frame.f_lineno
+            line = answer_line(frame)
+            if line is not None:
+                return line
             frame = frame.f_back
         return None
 
-    def text_code_line(frame):
+    def text_code_line(frame, code):
         """The answer's line a library's compile or exec was reached from (timeit, typing's forward references and
         their kind run text an answer hands them), unless the library is a code generator of structured input or
         the code is a module an import runs (an import the answer triggers lazily runs on a cold start only)."""
         raiser_file = str_.__str__(frame.f_code.co_filename)
-        if generated_from_names(frame) or generated_by_attrs(frame):
+        if generated_from_names(frame):
             return None
+        if generated_by_attrs(frame):
+            line = answer_line_anywhere(frame)
+            if line is None and on_answer_thread(frame):
+                line = first
+            if attrs_generated_keep(code, line):
+                return None
         installed = str_.startswith(raiser_file, library_roots) and not str_.startswith(raiser_file, task_folder)
         if installed and str_.endswith(raiser_file, CODE_GENERATORS):
             return None
@@ -365,8 +380,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 return None
         raiser = frame
         while frame is not None:
-            if is_answer(frame):
-                return frame.f_lineno
+            line = answer_line(frame)
+            if line is not None:
+                return line
             if str_.__str__(frame.f_code.co_filename) in import_machinery:
                 return None
             frame = frame.f_back
@@ -476,6 +492,25 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 repr_ns = entry_frame.f_locals.get("repr_ns", missing) if entry_frame is not None else missing
                 return repr_ns is not missing and attrs_names_plain(builder, repr_ns)
         return False
+
+    def attrs_generated_keep(code, line):
+        """The code attrs compiled from its text (its methods are constants of it) counts as the answer's, at the
+        answer's line that had it written (none: a library's own attrs class, not the answer's). False past the
+        cap: that exec is not excused (kept alive, no other code object can take a kept id)."""
+        if type_(code) is not CodeType:
+            return False
+        if line is None:
+            return True
+        codes = [code]
+        while codes:
+            if len_(attrs_generated) >= ITEMS_MAX:
+                return False
+            code = codes.pop()
+            attrs_generated[id_(code)] = (code, line)
+            for constant in code.co_consts:
+                if type_(constant) is CodeType:
+                    codes.append(constant)
+        return True
 
     def attrs_names_plain(builder, repr_ns):
         namespace = attrs_helpers["namespace"]
@@ -907,7 +942,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 else:
                     line = answer_line_direct(frame, look_through=event not in strict)
                     if line is None and event in text_code:
-                        line = text_code_line(frame)
+                        line = text_code_line(frame, args[0] if len_(args) > 0 else None)
                     # A library's own threads take frames (logging) and compile (dataclasses); never these.
                     if line is None and event in through and event != "sys._getframe" and on_answer_thread(frame):
                         line = first

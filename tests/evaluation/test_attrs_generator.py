@@ -122,7 +122,28 @@ class Stats:
 Stats(0)
 return x
 """,
+    # names plain when the exec is checked, code when the text was written: a field's on_setattr, asked for its
+    # truth after the __eq__'s text is written, renames the fields (object.__setattr__ raises no event) it kept
+    "names-renamed-after-the-text": f"""import attr
+kept = []
+def keep(cls, fields):
+    kept.extend(fields)
+    return fields
+class Rename:
+    def __bool__(self):
+        for field in kept:
+            object.__setattr__(field, "name", "z")
+            object.__setattr__(field, "alias", "z")
+        return False
+name = "__class__ and {SWAP} and self.__class__"
+these = {{name: attr.ib(on_setattr=Rename(), init=False)}}
+Stats = attr.s(these=these, field_transformer=keep, repr=False, hash=False)(type("Stats", (), {{}}))
+Stats() == Stats()
+return x
+""",
 }
+# The renamed names pass the check at the exec: what attrs' text then does (the swap of __code__) is the answer's own.
+KINDS = {"names-renamed-after-the-text": "tampering"}
 MODES = [("bwrap", "warm"), ("bwrap", "cold")]
 
 
@@ -158,4 +179,5 @@ def test_the_attack_passes_unguarded(attack):
 def test_text_run_through_attrs_is_the_answers(sessions, backend_name, mode, attack):
     run = platform_run(sessions(backend_name, mode), code(ATTACKS[attack]))
     assert run.verdict.status == "flagged", (run.verdict, run.result.stderr[-1500:])
-    assert "exec" in {f["kind"] for f in run.verdict.findings if f["source"] == "runtime"}, run.verdict
+    kind = KINDS.get(attack, "exec")
+    assert kind in {f["kind"] for f in run.verdict.findings if f["source"] == "runtime"}, run.verdict
