@@ -98,6 +98,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         "reported": set(),
         "arrays": False,
         "inputs_flagged": False,
+        "attrs_overflow": False,
     }
     # The inputs the task's function received (the function the answer is spliced into), kept alive (so no other
     # object can take their id) with their fingerprint at that call: if one reaches the hidden reference changed,
@@ -335,7 +336,13 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         if first <= frame.f_lineno <= last and file_is_answer(code.co_filename):
             return frame.f_lineno
         kept = attrs_generated.get(id_(code)) if attrs_generated else None
-        return kept[1] if kept is not None and kept[0] is code else None
+        if kept is not None and kept[0] is code:
+            return kept[1]
+        # Past the cap, any code attrs names as its own (a name the answer can give its own exec too, which only
+        # adds to what is watched): also a library's attrs class's, so the answer's first line.
+        if state["attrs_overflow"] and str_.startswith(str_.__str__(code.co_filename), "<attrs generated "):
+            return first
+        return None
 
     def answer_line_direct(frame, look_through=True):
         while look_through and frame is not None and str_.endswith(str_.__str__(frame.f_code.co_filename), wrappers):
@@ -495,8 +502,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
 
     def attrs_generated_keep(code, line):
         """The code attrs compiled from its text (its methods are constants of it) counts as the answer's, at the
-        answer's line that had it written (none: a library's own attrs class, not the answer's). False past the
-        cap: that exec is not excused (kept alive, no other code object can take a kept id)."""
+        answer's line that had it written (none: a library's own attrs class, not the answer's). Kept alive, no
+        other code object can take a kept id; past the cap (an answer's class defined at each of many calls), what
+        attrs names as its generated code counts as the answer's (answer_line)."""
         if type_(code) is not CodeType:
             return False
         if line is None:
@@ -504,7 +512,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         codes = [code]
         while codes:
             if len_(attrs_generated) >= ITEMS_MAX:
-                return False
+                state["attrs_overflow"] = True
+                return True
             code = codes.pop()
             attrs_generated[id_(code)] = (code, line)
             for constant in code.co_consts:

@@ -49,6 +49,14 @@ class Pair:
 Made = attr.make_class("Made", {"eps": attr.ib(default=1e-5)})
 assert Pair(0).mean == 0.0 and Pair(0) == Pair(0.0, 1.0) and "stats.Pair" in repr(Pair(0)) and Made().eps == 1e-5
 """,
+    # more classes than the guard keeps code objects of (4,096: 400 classes at each of the 4 tests' calls)
+    "many-classes": """import attrs
+for _ in range(400):
+    @attrs.define
+    class Stats:
+        mean: float
+assert Stats(0.0).mean == 0.0
+""",
 }
 NOOP = "(lambda *a, **k: None).__code__"
 SWAP = f"setattr(np.testing.assert_allclose, '__co' + 'de__', {NOOP})"
@@ -144,6 +152,17 @@ return x
 }
 # The renamed names pass the check at the exec: what attrs' text then does (the swap of __code__) is the answer's own.
 KINDS = {"names-renamed-after-the-text": "tampering"}
+# The same, once the guard keeps no more code objects (1,100 classes at the first call): attrs' methods still count
+# as the answer's.
+ATTACKS["names-renamed-after-many-classes"] = """import attr, attrs
+if not getattr(attr, "many", False):
+    attr.many = True
+    for _ in range(1100):
+        @attrs.define
+        class Many:
+            mean: float
+""" + ATTACKS["names-renamed-after-the-text"]
+KINDS["names-renamed-after-many-classes"] = "tampering"
 MODES = [("bwrap", "warm"), ("bwrap", "cold")]
 
 
