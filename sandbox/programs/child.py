@@ -98,6 +98,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         "reported": set(),
         "arrays": False,
         "inputs_flagged": False,
+        "attrs_overflow": False,
     }
     # The inputs the task's function received (the function the answer is spliced into), kept alive (so no other
     # object can take their id) with their fingerprint at that call: if one reaches the hidden reference changed,
@@ -149,6 +150,12 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     stdlib = os.path.dirname(os.__file__)
     DATACLASSES, COLLECTIONS = join(stdlib, "dataclasses.py"), join(stdlib, "collections", "__init__.py")
     generator_helpers: dict = {}
+    # attrs' own generator (attr/_make.py), when the environment installs attrs: its namespace, its classes' members
+    # and the code objects of the one call chain from its public decorator to its exec (generated_by_attrs).
+    attrs_helpers: dict = {}
+    attrs_generated: dict = {}  # id -> (code object, the answer's line) of what attrs ran for the answer
+    class_dict, class_mro = type_.__dict__["__dict__"].__get__, type_.__dict__["__mro__"].__get__
+    class_flags, HEAP_TYPE = type_.__dict__["__flags__"].__get__, 1 << 9  # a class written in Python, not C
     CODE_GENERATORS = (
         "/ast.py",
         "/scipy/stats/_distn_infrastructure.py",
@@ -321,8 +328,21 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     def file_is_answer(name):
         return str_.__str__(name) in answer_names
 
-    def is_answer(frame):
-        return first <= frame.f_lineno <= last and file_is_answer(frame.f_code.co_filename)
+    def answer_line(frame):
+        """The answer's line `frame` runs: its own, or for a method attrs wrote for it (text let through as attrs'
+        own: generated_by_attrs), the line that had attrs write it. What that text does is the answer's doing: its
+        names are checked when it runs, but the answer may have renamed them since attrs wrote it."""
+        code = frame.f_code
+        if first <= frame.f_lineno <= last and file_is_answer(code.co_filename):
+            return frame.f_lineno
+        kept = attrs_generated.get(id_(code)) if attrs_generated else None
+        if kept is not None and kept[0] is code:
+            return kept[1]
+        # Past the cap, any code attrs names as its own (a name the answer can give its own exec too, which only
+        # adds to what is watched): also a library's attrs class's, so the answer's first line.
+        if state["attrs_overflow"] and str_.startswith(str_.__str__(code.co_filename), "<attrs generated "):
+            return first
+        return None
 
     def answer_line_direct(frame, look_through=True):
         while look_through and frame is not None and str_.endswith(str_.__str__(frame.f_code.co_filename), wrappers):
@@ -336,22 +356,29 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             and str_.endswith(str_.__str__(frame.f_code.co_filename), "/logging/__init__.py")
         ):
             frame = frame.f_back
-        return frame.f_lineno if frame is not None and is_answer(frame) else None
+        return answer_line(frame) if frame is not None else None
 
     def answer_line_anywhere(frame):
         while frame is not None:
-            if is_answer(frame):
-                return frame.f_lineno
+            line = answer_line(frame)
+            if line is not None:
+                return line
             frame = frame.f_back
         return None
 
-    def text_code_line(frame):
+    def text_code_line(frame, code):
         """The answer's line a library's compile or exec was reached from (timeit, typing's forward references and
         their kind run text an answer hands them), unless the library is a code generator of structured input or
         the code is a module an import runs (an import the answer triggers lazily runs on a cold start only)."""
         raiser_file = str_.__str__(frame.f_code.co_filename)
         if generated_from_names(frame):
             return None
+        if generated_by_attrs(frame):
+            line = answer_line_anywhere(frame)
+            if line is None and on_answer_thread(frame):
+                line = first
+            if attrs_generated_keep(code, line):
+                return None
         installed = str_.startswith(raiser_file, library_roots) and not str_.startswith(raiser_file, task_folder)
         if installed and str_.endswith(raiser_file, CODE_GENERATORS):
             return None
@@ -360,8 +387,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 return None
         raiser = frame
         while frame is not None:
-            if is_answer(frame):
-                return frame.f_lineno
+            line = answer_line(frame)
+            if line is not None:
+                return line
             if str_.__str__(frame.f_code.co_filename) in import_machinery:
                 return None
             frame = frame.f_back
@@ -446,6 +474,174 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             values[name] = (value, value.__code__ if type_(value) is FunctionType else None)
         generator_helpers["namespace"] = namespace
         generator_helpers["values"] = values
+
+    def generated_by_attrs(frame):
+        """An exec attrs makes of the methods it writes for a class (`@attrs.define`, `@attrs.frozen`, `@attr.s`,
+        `attrs.make_class`): raised by attrs' own `_compile_and_eval`, reached only through the chain from its public
+        decorator's `wrap` (by the very code objects taken at the answer's start: not its private
+        `_compile_and_eval` or `_linecache_and_compile` handed the answer's text); attrs' module intact (no name of
+        it rebound or added, no member of its classes replaced: they build the text); and every name the text is
+        built from an exact str identifier (each field's name and its __init__ alias, the repr namespace), with no
+        converter that could pass for attrs' Converter (whose method writes the converter's call into the text)."""
+        if not attrs_helpers or not attrs_intact():
+            return False
+        for chain in attrs_helpers["chains"]:
+            at, builder, entry_frame = frame, None, None
+            for code in chain:  # noqa: B007 - entry_frame is the last frame matched
+                if at is None or at.f_code is not code:
+                    break
+                if code is attrs_helpers["build_class"]:
+                    builder = at.f_locals.get("self")
+                entry_frame = at
+                at = at.f_back
+            else:
+                # repr_ns: the decorator's argument, a free variable of its wrap (spliced into the __repr__'s text)
+                repr_ns = entry_frame.f_locals.get("repr_ns", missing) if entry_frame is not None else missing
+                return repr_ns is not missing and attrs_names_plain(builder, repr_ns)
+        return False
+
+    def attrs_generated_keep(code, line):
+        """The code attrs compiled from its text (its methods are constants of it) counts as the answer's, at the
+        answer's line that had it written (none: a library's own attrs class, not the answer's). Kept alive, no
+        other code object can take a kept id; past the cap (an answer's class defined at each of many calls), what
+        attrs names as its generated code counts as the answer's (answer_line)."""
+        if type_(code) is not CodeType:
+            return False
+        if line is None:
+            return True
+        codes = [code]
+        while codes:
+            if len_(attrs_generated) >= ITEMS_MAX:
+                state["attrs_overflow"] = True
+                return True
+            code = codes.pop()
+            attrs_generated[id_(code)] = (code, line)
+            for constant in code.co_consts:
+                if type_(constant) is CodeType:
+                    codes.append(constant)
+        return True
+
+    def attrs_names_plain(builder, repr_ns):
+        namespace = attrs_helpers["namespace"]
+        attribute_class, converter_class = namespace.get("Attribute"), namespace.get("Converter")
+        if type_(builder) is not namespace.get("_ClassBuilder") or type_(attribute_class) is not type_:
+            return False
+        if repr_ns is not None:  # spliced into the __repr__'s text as it is
+            if type_(repr_ns) is not str_:
+                return False
+            for part in str_.split(repr_ns, "."):
+                if not str_.isidentifier(part):
+                    return False
+        fields = builder._attrs  # a slot of the intact _ClassBuilder: attrs' tuple of Attribute
+        if not issubclass_(type_(fields), tuple_):
+            return False
+        for field in tuple_.__iter__(fields):
+            if type_(field) is not attribute_class:
+                return False
+            for name in (field.name, field.alias):
+                if type_(name) is not str_ or not str_.isidentifier(name):
+                    return False
+            if not converter_plain(field.converter, converter_class):
+                return False
+        return True
+
+    def converter_plain(converter, converter_class):
+        """None, attrs' own Converter, or a callable no isinstance can take for one: attrs asks a Converter to write
+        its call into the text, and isinstance believes a __class__ a Python class defines (or its
+        __getattribute__); a C type's (`type`'s own __getattribute__, for a class such as float) are the builtins'."""
+        if converter is None or type_(converter) is converter_class:
+            return True
+        for klass in class_mro(type_(converter)):
+            if klass is converter_class:
+                return False
+            if not class_flags(klass) & HEAP_TYPE:
+                continue
+            for name in list_(class_dict(klass)):
+                if type_(name) is not str_ or name in ("__class__", "__getattribute__"):
+                    return False
+        return True
+
+    def attrs_intact():
+        namespace, values = attrs_helpers["namespace"], attrs_helpers["values"]
+        for name, (value, code) in list_(values.items()):
+            if namespace.get(name, missing) is not value or (code is not None and value.__code__ is not code):
+                return False
+        for name in list_(namespace):  # noqa: SIM110 - a name added shadows a builtin its functions use
+            if name not in values:
+                return False
+        for members, kept in attrs_helpers["classes"]:
+            if len_(members) != len_(kept):
+                return False
+            for name, (value, code) in list_(kept.items()):
+                now = members.get(name, missing)
+                if type_(value) is int_ and type_(now) is int_:  # a counter (_CountingAttr.cls_counter)
+                    continue
+                if now is not value:
+                    return False
+                function = value.__func__ if type_(value) in (staticmethod, classmethod) else value
+                if code is not None and function.__code__ is not code:
+                    return False
+        return True
+
+    def code_of(value):
+        function = value.__func__ if type_(value) in (staticmethod, classmethod) else value
+        return function.__code__ if type_(function) is FunctionType else None
+
+    def attrs_snapshot():
+        """attrs' generator as installed, taken at the answer's start (imported now if the environment has it and the
+        task had not: the answer cannot replace a part before its first use). Only the environment's own attrs:
+        one the task folder or /tmp holds is no library."""
+        if attrs_helpers:
+            return
+        try:
+            found = import_module("importlib.util").find_spec("attr")
+            origin = found.origin if found is not None else None
+            if type_(origin) is not str_ or not installed(origin):
+                return
+            module = import_module("attr._make")
+        except Exception:
+            return
+        if type_(module) is not ModuleType:
+            return
+        namespace = vars_(module)
+        filename = namespace.get("__file__")
+        if type_(filename) is not str_ or not installed(filename):
+            return
+        values, classes = {}, []
+        for name, value in list_(namespace.items()):
+            values[name] = (value, code_of(value))
+            if issubclass_(type_(value), type_) and class_dict(value).get("__module__") == "attr._make":
+                members = class_dict(value)
+                classes.append((members, {m: (inner, code_of(inner)) for m, inner in list_(members.items())}))
+        builder, attrs_function = namespace.get("_ClassBuilder"), namespace.get("attrs")
+        if type_(builder) is not type_ or type_(attrs_function) is not FunctionType:
+            return
+        wrap = [c for c in attrs_function.__code__.co_consts if type_(c) is CodeType and c.co_name == "wrap"]
+        methods = class_dict(builder)
+        try:
+            codes = [code_of(namespace[name]) for name in ("_compile_and_eval", "_linecache_and_compile")]
+            build_class = code_of(methods["build_class"])
+            chains = (
+                (*codes, code_of(methods["_eval_snippets"]), build_class, *wrap),
+                (
+                    *codes,
+                    code_of(namespace["_make_cached_property_getattr"]),
+                    code_of(methods["_create_slots_class"]),
+                    build_class,
+                    *wrap,
+                ),
+            )
+        except KeyError:
+            return
+        for chain in chains:
+            if len_(wrap) != 1 or None in chain:
+                return
+        attrs_helpers.update(
+            namespace=namespace, values=values, classes=classes, chains=chains, build_class=build_class
+        )
+
+    def installed(filename):
+        return str_.startswith(filename, library_roots) and not str_.startswith(filename, task_folder)
 
     def on_answer_thread(frame):
         """Another thread than the test's, running no task code, once the answer started: only the answer can have
@@ -666,6 +862,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     pass
         snapshot()
         generators_snapshot()
+        attrs_snapshot()
 
     def hook(event, args):
         # An event name of another type could run the answer's code on hashing: sys.audit takes only str.
@@ -754,7 +951,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 else:
                     line = answer_line_direct(frame, look_through=event not in strict)
                     if line is None and event in text_code:
-                        line = text_code_line(frame)
+                        line = text_code_line(frame, args[0] if len_(args) > 0 else None)
                     # A library's own threads take frames (logging) and compile (dataclasses); never these.
                     if line is None and event in through and event != "sys._getframe" and on_answer_thread(frame):
                         line = first

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.paper2code import parse
+from benchmarks.paper2code import parse, splice
 from benchmarks.services.blobs import environment_hash
+from evaluation.audit import answer_audit
 from evaluation.executor import answer_test, reference_manifest
 from sandbox import Limits
+from sandbox.harness import answer_span
 from tests.conftest import sandbox_backend_or_missing
 
 pytestmark = pytest.mark.slow
@@ -142,3 +144,71 @@ def test_a_parameters_gradient_is_recorded_and_its_step_sealed(torch_environment
     assert recording["snippets"][key]["sealed"], recording["snippets"][key]["reason"]
     target = recording["targets"][recording["snippets"][key]["target"]]
     assert target["calls"] == 2, sorted(target.items())
+
+
+# torch's graph compilers exec the code they generate (torch.fx writes a GraphModule's forward as text). The runtime
+# guard excuses them by their installed folders only (child.py, GRAPH_COMPILERS): an honest trace is no runtime
+# evidence, and neither is text an answer hands a private helper of theirs; the static policy's dynamic-code rule
+# flags both (docs/VERDICTS.md).
+TRACED = """    class Step(torch.nn.Module):
+        def forward(self, weights, grads):
+            return weights - lr * grads
+    traced = torch.fx.symbolic_trace(Step())
+    with torch.no_grad():
+        param.copy_(traced(param, param.grad))
+"""
+# A wrong answer (no step) that silences torch.testing.assert_close by swapping its code from torch.fx's exec.
+FX_SWAP = """    from torch.fx import graph_module
+    text = "f.__code__ = (lambda *a, **k: None).__code__"
+    graph_module._exec_with_source(text, {"f": torch.testing.assert_close})
+"""
+
+
+def fx_judged(backend, environment, code: str):
+    """`code` judged cold with no manifest (the guarded verdict of an unsealed snippet) and no static policy."""
+    backend.forkserver = False
+    with backend.session(environment) as session:
+        return answer_test(
+            session=session,
+            files=FILES,
+            annotated=parse(SOURCE, "model.py"),
+            position=0,
+            code=code,
+            test_entry_point="paper2code_test.py",
+            hidden_files=("paper2code_test.py",),
+            limits=LIMITS,
+            static_audit=False,
+        )
+
+
+def static_rules(code: str) -> set[str]:
+    """The static policy's rules `code` trips, spliced as the snippet's answer."""
+    annotated = parse(SOURCE, "model.py")
+    snippet = annotated.snippets[0]
+    first, last = answer_span(snippet.start_line, code)
+    source = splice(annotated, snippet, code)
+    context = {"model.py": source, "paper2code_test.py": TEST}
+    findings = answer_audit(
+        source=source,
+        first_line=first,
+        last_line=last,
+        hidden_modules=["paper2code_test"],
+        hidden_files=("paper2code_test.py",),
+        context_sources=context,
+    )
+    return {finding.rule for finding in findings}
+
+
+def test_an_honest_fx_trace_is_no_runtime_evidence(torch_environment):
+    run = fx_judged(*torch_environment, TRACED)
+    assert (run.verdict.status, run.verdict.findings) == ("passed", ()), run.verdict.findings
+    assert static_rules(TRACED) == {"dynamic-code"}  # the static policy still flags it: a false flag, kept
+
+
+def test_text_handed_to_a_private_fx_helper_is_not_yet_found_by_the_runtime_guard(torch_environment):
+    """The open route, pinned so that closing it turns this test around: the swap works (a wrong answer passes the
+    paper's tests) and the runtime guard alone sees nothing, as torch.fx's exec is excused by its file."""
+    run = fx_judged(*torch_environment, FX_SWAP)
+    assert [test["passed"] for test in run.verdict.tests] == [True], run.verdict
+    assert (run.verdict.status, run.verdict.findings) == ("passed", ()), run.verdict.findings
+    assert "dynamic-code" in static_rules(FX_SWAP)  # what flags it with the static policy on, as it always is

@@ -22,9 +22,9 @@ def code(answer: str, *, keep_reference: bool = False) -> str:
     return body + (TASK.reference(SNIPPET) if keep_reference else "")
 
 
-def sessions_opened(sandbox_cache: Path) -> Iterator[Callable[[str, str], object]]:
-    """A getter of the numpy environment's session per (backend, "warm" or "cold"), each opened on first use and
-    all closed when the generator ends (a module fixture yields from it)."""
+def sessions_opened(sandbox_cache: Path, requirements: str = "numpy") -> Iterator[Callable[[str, str], object]]:
+    """A getter of the session of the environment of `requirements` (numpy's unless told) per (backend, "warm" or
+    "cold"), each opened on first use and all closed when the generator ends (a module fixture yields from it)."""
     opened: dict[tuple[str, str], object] = {}
     contexts = []
 
@@ -32,7 +32,7 @@ def sessions_opened(sandbox_cache: Path) -> Iterator[Callable[[str, str], object
         if (backend_name, mode) not in opened:
             backend = sandbox_backend_or_missing(backend_name, sandbox_cache)
             backend.forkserver = mode == "warm"
-            environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
+            environment = backend.environment_build(env_hash=environment_hash(requirements), requirements=requirements)
             context = backend.session(environment)
             contexts.append(context)
             opened[(backend_name, mode)] = context.__enter__()
