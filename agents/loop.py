@@ -84,7 +84,10 @@ def storable(text: str) -> str:
 
 def _calls_malformed(calls) -> str:
     """Why the turn's tool calls cannot be carried out ("" if they can): each needs a string id, name and
-    arguments."""
+    arguments, the arguments a JSON object. A call kept with other arguments (a truncated one, a bare string) would
+    go back to the provider in every later request of the item, and litellm's conversion for providers that parse
+    them (anthropic/, gemini/) fails on it before any request: the item would end an unscored model error on a turn
+    the model wrote. Refused at the turn it arrives, it is kept as text only and the model is told why."""
     if not isinstance(calls, list):
         return f"tool_calls is a {type(calls).__name__}, not a list"
     for call in calls:
@@ -96,7 +99,20 @@ def _calls_malformed(calls) -> str:
             and isinstance(function.get("arguments"), str)
         ):
             return f"{storable(repr(call))[:300]} lacks a string id, function.name or function.arguments"
+        if problem := _arguments_problem(function["arguments"]):
+            return f"the arguments of {storable(function['name'])[:100]!r} {problem}"
     return ""
+
+
+def _arguments_problem(arguments: str) -> str:
+    """Why a tool call's arguments are not a JSON object ("" when they are)."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError as exc:
+        return f"are not valid JSON ({exc})"
+    except RecursionError:
+        return "are nested too deeply"
+    return "" if isinstance(parsed, dict) else f"are a JSON {type(parsed).__name__}, not an object"
 
 
 @dataclass(frozen=True)
