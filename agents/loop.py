@@ -250,9 +250,9 @@ def outgrown(exc: ModelCallError, usage: Usage) -> bool:
     too large, against its policy) after the model's own turns and their tools' output were added to it. Left an
     unscored error, such a refusal would let an agent take the items it fails out of its score (a `cat` of a large
     file is enough). Refused on the first turn, the prompt is the platform's alone: an error, as a single-shot
-    item's over-long prompt is; a provider's outage stays the provider's (retried, then an unscored error). A call
-    that timed out on every attempt counts so when the provider answered the item's first prompt alone within the
-    same timeout (agents.policies.conversation_slowed)."""
+    item's over-long prompt is; a provider's outage stays the provider's (retried, then an unscored error). Any other
+    failed call after the first turn (timeouts, a rate limit, 5xx, a dropped connection) counts so when the provider
+    answered the item's first prompt alone just after it (agents.policies.conversation_slowed)."""
     return exc.request_caused and usage.turns > 0
 
 
@@ -282,7 +282,9 @@ def turn_take(*, trajectory: AgentTrajectory, policy: Policy, budget: Budget, no
             return TurnEnd(steps.flush(usage, AgentTrajectory.End.SECONDS), ended_by=AgentTrajectory.End.SECONDS)
         tick()
         if outgrown(exc, usage):
-            said = "the provider timed out on" if exc.timed_out else "the model refused"
+            said = "the model refused"
+            if exc.first_prompt_answered:
+                said = "the provider timed out on" if exc.timed_out else "the provider failed on"
             steps.record(
                 role=AgentStep.Role.ASSISTANT,
                 content=f"[{said} the conversation as it stands: {exc}]",
