@@ -84,7 +84,10 @@ def storable(text: str) -> str:
 
 def _calls_malformed(calls) -> str:
     """Why the turn's tool calls cannot be carried out ("" if they can): each needs a string id, name and
-    arguments."""
+    arguments, the arguments a JSON object. A call kept with other arguments (a truncated one, a bare string) would
+    go back to the provider in every later request of the item, and litellm's conversion for providers that parse
+    them (anthropic/, gemini/) fails on it before any request: the item would end an unscored model error on a turn
+    the model wrote. Refused at the turn it arrives, it is kept as text only and the model is told why."""
     if not isinstance(calls, list):
         return f"tool_calls is a {type(calls).__name__}, not a list"
     for call in calls:
@@ -96,7 +99,20 @@ def _calls_malformed(calls) -> str:
             and isinstance(function.get("arguments"), str)
         ):
             return f"{storable(repr(call))[:300]} lacks a string id, function.name or function.arguments"
+        if problem := _arguments_problem(function["arguments"]):
+            return f"the arguments of {storable(function['name'])[:100]!r} {problem}"
     return ""
+
+
+def _arguments_problem(arguments: str) -> str:
+    """Why a tool call's arguments are not a JSON object ("" when they are)."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError as exc:
+        return f"are not valid JSON ({exc})"
+    except RecursionError:
+        return "are nested too deeply"
+    return "" if isinstance(parsed, dict) else f"are a JSON {type(parsed).__name__}, not an object"
 
 
 @dataclass(frozen=True)
@@ -234,9 +250,9 @@ def outgrown(exc: ModelCallError, usage: Usage) -> bool:
     too large, against its policy) after the model's own turns and their tools' output were added to it. Left an
     unscored error, such a refusal would let an agent take the items it fails out of its score (a `cat` of a large
     file is enough). Refused on the first turn, the prompt is the platform's alone: an error, as a single-shot
-    item's over-long prompt is; a provider's outage stays the provider's (retried, then an unscored error). A call
-    that timed out on every attempt counts so when the provider answered the item's first prompt alone within the
-    same timeout (agents.policies.conversation_slowed)."""
+    item's over-long prompt is; a provider's outage stays the provider's (retried, then an unscored error). Any other
+    failed call after the first turn (timeouts, a rate limit, 5xx, a dropped connection) counts so when the provider
+    answered the item's first prompt alone just after it (agents.policies.conversation_slowed)."""
     return exc.request_caused and usage.turns > 0
 
 
@@ -266,7 +282,9 @@ def turn_take(*, trajectory: AgentTrajectory, policy: Policy, budget: Budget, no
             return TurnEnd(steps.flush(usage, AgentTrajectory.End.SECONDS), ended_by=AgentTrajectory.End.SECONDS)
         tick()
         if outgrown(exc, usage):
-            said = "the provider timed out on" if exc.timed_out else "the model refused"
+            said = "the model refused"
+            if exc.first_prompt_answered:
+                said = "the provider timed out on" if exc.timed_out else "the provider failed on"
             steps.record(
                 role=AgentStep.Role.ASSISTANT,
                 content=f"[{said} the conversation as it stands: {exc}]",

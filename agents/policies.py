@@ -34,10 +34,11 @@ def model_policy(call: ModelCall) -> Policy:
 
 
 def provider_answers(call: ModelCall, messages: list[dict], *, timeout: float) -> float | None:
-    """Seconds the provider took to answer `messages` (one output token, one attempt, within `timeout`), or None
-    when it did not."""
-    params = {k: v for k, v in call.params.items() if k != "max_completion_tokens"}
-    probe = dataclasses.replace(call, params={**params, "max_tokens": 1}, max_retries=0)
+    """Seconds the provider took to answer `messages` (one attempt, within `timeout`), or None when it did not. The
+    request is the call's own, parameters and tools unchanged: with `messages` the item's first prompt, it is the one
+    the provider answered on the item's first turn, so no parameter of the model's can make it refused (a cap of one
+    output token was: beside `reasoning_effort`, Anthropic refuses a `max_tokens` not above the thinking budget)."""
+    probe = dataclasses.replace(call, max_retries=0)
     try:
         return converse(probe, messages, tools=TOOLS, timeout=timeout).latency
     except ModelCallError:
@@ -47,28 +48,34 @@ def provider_answers(call: ModelCall, messages: list[dict], *, timeout: float) -
 def conversation_slowed(
     call: ModelCall, messages: list[dict], exc: ModelCallError, *, timeout: float, deadline: float
 ) -> ModelCallError:
-    """The turn's failure as the loop should take it. Every attempt timed out on a conversation the agent's own turns
-    and tool output have grown (after its first turn), while the provider, asked once more with the item's first
-    prompt alone (what it answered on the first turn), answers within the same timeout: the provider is up, and
-    the conversation's size made it too slow to answer. That is the agent's doing, as a refusal past the context
-    window is (`request_caused`: agents.loop.outgrown ends the item, scored as it stands); left an outage, an agent
-    could take the items it fails out of its score by reading a large file until its calls time out. A timeout on
-    the first turn, one whose probe times out too, and every other failure stay the provider's (`exc` unchanged)."""
+    """The turn's failure as the loop should take it. A call on a conversation the agent's own turns and tool output
+    have grown (after its first turn) failed, whatever the failure (every attempt timed out, a rate limit no retry
+    lifted, such as a tokens-per-minute limit the conversation alone exceeds, a 5xx, a dropped connection, a request
+    litellm or the provider would not take), while the provider, asked once more with the item's first prompt alone
+    (the request it answered on the first turn), answers it: the provider is up, and what the conversation holds made
+    it fail. That is the agent's doing, as a refusal past the context window is (`request_caused`:
+    agents.loop.outgrown ends the item, scored as it stands); left an outage, an agent could take the items it fails
+    out of its score by growing its conversation until its calls fail. A failure on the first turn, one whose probe
+    fails too (an outage, a rate limit the probe hits as well), one past the item's deadline and a refusal already
+    the request's stay as they are (`exc` unchanged)."""
     first = list(itertools.takewhile(lambda m: m.get("role") != "assistant", messages))
     left = deadline - time.monotonic()
-    if not exc.timed_out or exc.deadline_passed or len(first) == len(messages) or left <= 0:
+    if exc.request_caused or exc.deadline_passed or len(first) == len(messages) or left <= 0:
         return exc
     latency = provider_answers(call, first, timeout=min(timeout, left))
     if latency is None:
         return exc
+    how = "timed out" if exc.timed_out else "failed"
+    tries = f"{exc.attempts} attempts of {timeout:g} s" if exc.timed_out else f"{exc.attempts} attempts"
     return ModelCallError(
-        f"{call.model}: timed out on the conversation as it stands ({exc.attempts} attempts of {timeout:g} s), yet "
-        f"answered the item's first prompt alone in {latency:.1f} s: {exc}",
+        f"{call.model}: {how} on the conversation as it stands ({tries}), yet answered the item's first prompt alone "
+        f"in {latency:.1f} s: {exc}",
         retryable=False,
         status_code=exc.status_code,
         attempts=exc.attempts,
         request_caused=True,
-        timed_out=True,
+        timed_out=exc.timed_out,
+        first_prompt_answered=True,
     )
 
 

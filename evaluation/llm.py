@@ -317,6 +317,7 @@ class ModelCallError(Exception):
         deadline_passed: bool = False,
         request_caused: bool = False,
         timed_out: bool = False,
+        first_prompt_answered: bool = False,
     ):
         super().__init__(message)
         self.retryable = retryable
@@ -326,6 +327,8 @@ class ModelCallError(Exception):
         self.status_code = status_code
         self.attempts = attempts
         self.timed_out = timed_out  # every attempt timed out (agents.policies tells a slow conversation from an outage)
+        # The provider answered the item's first prompt alone after this call failed (agents.policies)
+        self.first_prompt_answered = first_prompt_answered
 
 
 def complete(call: ModelCall, prompt: str, *, sleep: Callable[[float], None] = time.sleep) -> Completion:

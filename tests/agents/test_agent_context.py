@@ -14,6 +14,8 @@ import socket
 import pytest
 
 from agents import policies
+from agents.budget import Usage
+from agents.loop import outgrown
 from agents.models import AgentStep, AgentTrajectory
 from benchmarks.models import Snippet
 from evaluation import llm
@@ -188,12 +190,12 @@ def test_a_provider_outage_after_the_agent_acted_is_still_not_counted_against_th
     monkeypatch,
 ):
     """The agent solves the first item and runs a command on the other two; then its provider answers 503 on one and
-    drops the connection on the other, on every retry: both items are unscored errors of the model call (neither held
-    nor failed), 1 of 1 scored passed."""
+    drops the connection on the other, on every retry and on the probe with the item's first prompt alone: both items
+    are unscored errors of the model call (neither held nor failed), 1 of 1 scored passed."""
     monkeypatch.setattr(llm, "BACKOFF_BASE", 0.01)  # the retries' back-off, short
     retries = ModelCall(model="openai/m").max_retries  # a run's calls take the default
     solved = {items_on_bwrap[0].name: items_on_bwrap[0]}
-    outages = [[503] * (retries + 1), ["close"] * (retries + 1)]
+    outages = [[503] * (retries + 2), ["close"] * (retries + 2)]  # every attempt, then the probe
     run, score, requests = agent_run_inline(items_on_bwrap, small_release, Outage(solved, outages))
     assert (score.passed, score.failed, score.errors, score.flagged) == (1, 0, 2, 0)
     assert score.pass_rate == 100.0
@@ -201,7 +203,7 @@ def test_a_provider_outage_after_the_agent_acted_is_still_not_counted_against_th
     assert [(o.category, o.error_after_agent) for o in errors] == [("model_call", False)] * 2
     assert "ServiceUnavailableError" in errors[0].detail
     assert all(f"gave up after {retries + 1} attempts" in o.detail for o in errors), "every outage was retried"
-    assert sum(r.failure is not None for r in requests) == 2 * (retries + 1)
+    assert sum(r.failure is not None for r in requests) == 2 * (retries + 2)
     for outcome in errors:
         steps = AgentStep.objects.filter(trajectory__run=run, trajectory__snippet=outcome.snippet, role="tool")
         assert list(steps.values_list("tool_name", flat=True)) == ["run"], "the agent acted before the outage"
@@ -254,7 +256,7 @@ def test_a_timeout_on_a_conversation_the_agent_grew_is_its_own_when_the_provider
     assert grown.request_caused and not grown.retryable, grown
     assert "timed out on the conversation as it stands" in str(grown) and "Timeout" in str(grown)
     assert [len(r.body["messages"]) for r in requests] == [4, 4, 2], "two attempts, then the probe"
-    assert requests[-1].body["messages"] == SYSTEM and requests[-1].body.get("max_tokens") == 1
+    assert requests[-1].body["messages"] == SYSTEM
 
     first, requests = _timed_out([{**SYSTEM[0], "content": "word " * 50}, SYSTEM[1]], slow_tokens=20)
     assert (first.request_caused, first.retryable, len(requests)) == (False, True, 2), "no probe on the first turn"
@@ -264,19 +266,30 @@ def test_a_timeout_on_a_conversation_the_agent_grew_is_its_own_when_the_provider
 
 
 @pytest.mark.slow  # two agent runs on bwrap
+@pytest.mark.parametrize(
+    ("server", "failed", "said"),
+    [
+        ({"slow_tokens": WINDOW, "timeout_seconds": 1.5}, "Timeout", "timed out on"),
+        ({"large_tokens": WINDOW, "large_failure": 429}, "tokens per min", "failed on"),  # attack7's TPM 429
+    ],
+    ids=["timeout", "tpm-429"],
+)
 def test_an_agent_that_slows_its_provider_past_the_timeout_on_the_items_it_fails_scores_its_honest_score(
     items_on_bwrap,  # noqa: F811 (a fixture)
     small_release,  # noqa: F811 (a fixture)
     monkeypatch,
+    server,
+    failed,
+    said,
 ):
     """The overflowing agent again, with a provider that accepts any context but answers a conversation past WINDOW
     only after the call's timeout: its next call times out on every attempt on the two items it fails. With the rule
     off (a timeout is the provider's outage, as before) those items are unscored errors and it scores 100%; with it
     on, the provider answered the item's first prompt at once, so the items end as their context's, scored as they
-    stand: 33.3%, the honest score."""
+    stand: 33.3%, the honest score. So too with a provider that answers such a conversation with a 429 no retry lifts
+    (a tokens-per-minute limit the request alone exceeds; attack7: it was an unscored error, 100%)."""
     _quick_calls(monkeypatch)
     solved = {items_on_bwrap[0].name: items_on_bwrap[0]}
-    server = {"slow_tokens": WINDOW, "timeout_seconds": 1.5}
 
     with monkeypatch.context() as off:
         off.setattr(policies, "provider_answers", lambda *args, **kwargs: None)
@@ -284,7 +297,7 @@ def test_an_agent_that_slows_its_provider_past_the_timeout_on_the_items_it_fails
     assert (gamed.passed, gamed.failed, gamed.errors, gamed.flagged) == (1, 0, 2, 0)
     assert gamed.pass_rate == 100.0 and gamed.scaled_pass_rate == 100.0, "the attack works with the rule off"
     errors = Outcome.objects.filter(run=run, status="error")
-    assert {(o.category, "Timeout" in o.detail) for o in errors} == {("model_call", True)}
+    assert {(o.category, failed in o.detail) for o in errors} == {("model_call", True)}
 
     run, held, requests = agent_run_inline(items_on_bwrap, small_release, Overflowing(solved, breaks=False), **server)
     assert (held.passed, held.failed, held.errors, held.flagged) == (1, 2, 0, 0)
@@ -295,5 +308,79 @@ def test_an_agent_that_slows_its_provider_past_the_timeout_on_the_items_it_fails
     for outcome in Outcome.objects.filter(run=run, status="failed"):
         assert outcome.detail.startswith("the conversation outgrew what the model accepts;"), outcome.detail
         last = AgentStep.objects.filter(trajectory__run=run, trajectory__snippet=outcome.snippet).order_by("-index")
-        assert "timed out on the conversation as it stands" in last.first().content
+        assert f"the provider {said} the conversation as it stands" in last.first().content
     assert not Generation.objects.filter(run=run).exclude(error="").exists(), "no failed call for the pause rule"
+
+
+def _failed(messages: list[dict], *, params: dict | None = None, **server_options) -> tuple[ModelCallError, list]:
+    """The turn's failure through the policy (real HTTP, two attempts, a short back-off), and the server's requests."""
+    with openai_server(timeout_seconds=1.0, **server_options) as server:
+        call = ModelCall(
+            model="openai/m",
+            api_base=server.base_url,
+            api_key="sk-t",
+            private_addresses=True,
+            timeout=0.3,
+            max_retries=1,
+            params=params or {},
+        )
+        with pytest.raises(ModelCallError) as failed:
+            policies.model_policy(call)(messages, 60.0)
+    return failed.value, server.chat_requests
+
+
+@pytest.mark.parametrize("failure", [429, 502, 524, "close"])
+def test_any_failure_on_a_conversation_the_agent_grew_is_its_own_when_the_provider_answers_the_items_prompt(
+    failure, monkeypatch
+):
+    """Not only a timeout: a 429 the grown conversation alone causes (a tokens-per-minute limit no retry lifts), a
+    502, a 524, a dropped connection on every attempt, while the item's first prompt alone is answered at once: the
+    item ends as its context's, scored as it stands (attack7: they were unscored model errors, so an agent could take
+    the items it fails out of its score). On the first turn, or when the probe fails too, it stays an outage."""
+    monkeypatch.setattr(llm, "BACKOFF_BASE", 0.01)
+    after_first = Usage()
+    after_first.turns = 1
+
+    grown, requests = _failed(GROWN, large_tokens=20, large_failure=failure)
+    assert grown.request_caused and grown.first_prompt_answered and not grown.retryable, grown
+    assert "failed on the conversation as it stands (2 attempts)" in str(grown), grown
+    assert [len(r.body["messages"]) for r in requests] == [4, 4, 2], "two attempts, then the probe"
+    assert outgrown(grown, after_first)
+
+    long_first = [{**SYSTEM[0], "content": "word " * 50}, SYSTEM[1]]
+    first, requests = _failed(long_first, large_tokens=20, large_failure=failure)
+    assert (first.request_caused, first.retryable, len(requests)) == (False, True, 2), "no probe on the first turn"
+
+    outage, requests = _failed(GROWN, large_tokens=0, large_failure=failure)
+    assert (outage.request_caused, outage.retryable, len(requests)) == (False, True, 3), "the probe failed too"
+    assert not outgrown(outage, after_first)
+
+
+def test_the_probe_is_the_first_turns_own_request_so_a_reasoning_models_provider_accepts_it(monkeypatch):
+    """A model registered with `reasoning_effort` and a `max_tokens` above its thinking budget: its first turn is
+    answered; a later call times out on the grown conversation. The probe went with `max_tokens: 1`, which the
+    provider refuses beside a thinking budget (Anthropic's rule, emulated): the timeout stayed an outage, for every
+    such model (attack7). It is now the first turn's request again, parameters unchanged, and is answered."""
+    monkeypatch.setattr(llm, "BACKOFF_BASE", 0.01)
+    params = {"reasoning_effort": "medium", "max_tokens": 4000, "temperature": 1}
+    with openai_server(thinking_budget=2048, slow_tokens=20, timeout_seconds=1.0) as server:
+        call = ModelCall(
+            model="openai/m",
+            api_base=server.base_url,
+            api_key="sk-t",
+            private_addresses=True,
+            timeout=0.3,
+            max_retries=1,
+            params=params,
+        )
+        turn = policies.model_policy(call)
+        turn(SYSTEM, 60.0)
+        with pytest.raises(ModelCallError) as failed:
+            turn(GROWN, 60.0)
+    first, *_, probe = server.chat_requests
+    assert failed.value.request_caused and failed.value.timed_out, failed.value
+    assert "timed out on the conversation as it stands" in str(failed.value)
+    assert first.body["reasoning_effort"] == "medium" and first.body["messages"] == probe.body["messages"] == SYSTEM
+    assert {k: v for k, v in probe.body.items() if k != "messages"} == {
+        k: v for k, v in first.body.items() if k != "messages"
+    }

@@ -609,6 +609,32 @@ def test_nul_bytes_undecodable_text_and_malformed_tool_calls_are_errors_the_mode
     assert len(refused) == 4, [s.content for s in steps if s.role == "user"]
 
 
+def test_tool_call_arguments_that_are_not_a_json_object_are_refused_at_their_turn(version, workspace_dir, tmp_path):
+    """A call kept with arguments that are not a JSON object (a truncated call, a bare string) went back to the
+    provider in every later request, and litellm's conversion for anthropic/ and gemini/ fails on it before any
+    request: the item ended an unscored model error on a turn the model wrote (issue 33, attack7). Each is now a
+    malformed turn the model is told about, kept as text only, so no later request carries it."""
+    from agents.loop import messages_rebuilt
+
+    budget = Budget(turns=20, tokens=100000, seconds=120, cost=1)
+    run, snippet = _item_run(version, budget=budget.as_dict())
+    turns = [
+        {"content": "", "tool_calls": [_raw_call(0, "run", '{"command": "ls')]},
+        {"content": "", "tool_calls": [_raw_call(1, "run", '"ls"')]},
+        {"content": "", "tool_calls": [_call(2, "list_files"), _raw_call(3, "run", "[1]")]},
+        {"content": "", "tool_calls": [_call(4, "submit")]},
+    ]
+    end, _, trajectory = _scripted_loop(run, snippet, tmp_path, budget, turns)
+    assert end.ended_by == "submitted" and end.usage.turns == len(turns)
+    steps = list(AgentStep.objects.filter(trajectory=trajectory).order_by("index"))
+    refused = [s.content for s in steps if s.role == "user" and "malformed" in s.content]
+    assert len(refused) == 3, [s.content for s in steps if s.role == "user"]
+    assert "not valid JSON" in refused[0] and "a JSON str" in refused[1] and "a JSON list" in refused[2]
+    assert [s.tool_call_id for s in steps if s.role == "tool"] == ["call_4"], "a refused turn runs none of its calls"
+    sent = [c["function"]["arguments"] for m in messages_rebuilt(steps) for c in m.get("tool_calls", [])]
+    assert sent == ["{}"], "only the submit goes back to the provider"
+
+
 def test_tool_arguments_nested_too_deeply_are_an_error_the_model_reads(workspace_dir, tmp_path):
     """Unguarded, the parser's RecursionError escaped the tool call (the live twin of the ATIF export's finding)."""
     from agents.tools import tool_call

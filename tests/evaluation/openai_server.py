@@ -23,7 +23,11 @@ an int is returned as that HTTP status with an OpenAI-style error body; ``"timeo
 ``"close"`` drops the connection without a response; ``"context"`` answers as OpenAI does a request past the
 model's context window (HTTP 400, code ``context_length_exceeded``). With ``context_tokens`` set, every request
 whose messages hold more tokens than that is answered so too. With ``slow_tokens`` set, every request whose messages
-hold more tokens than that waits ``timeout_seconds`` before its answer, as a provider slows on a long prompt.
+hold more tokens than that waits ``timeout_seconds`` before its answer, as a provider slows on a long prompt. With
+``large_tokens`` set, every request whose messages hold more tokens than that is answered with ``large_failure``
+instead (an HTTP status, default 429 worded as a tokens-per-minute limit the request alone exceeds, or ``"close"``).
+With ``thinking_budget`` set, a request with ``reasoning_effort`` whose ``max_tokens`` (or ``max_completion_tokens``)
+is not above it is refused with a 400, as Anthropic refuses a ``max_tokens`` not above ``thinking.budget_tokens``.
 ``retry_after`` (seconds), when set, is sent as a ``Retry-After`` header on 429 and 503 answers. A 401 quotes the
 presented key back in its message, as OpenAI does, so tests can check that callers scrub it.
 
@@ -81,6 +85,9 @@ class OpenAIServer:
     retry_after: float | None = None
     context_tokens: int | None = None
     slow_tokens: int | None = None
+    large_tokens: int | None = None
+    large_failure: Failure = 429
+    thinking_budget: int | None = None
     requests: list[RecordedRequest] = field(default_factory=list, repr=False)
     base_url: str = ""
     ca_file: str = ""
@@ -118,6 +125,8 @@ def _scripted_failure(server: OpenAIServer, failure: int, authorization: str) ->
     phrase = HTTPStatus(failure).phrase if failure in HTTPStatus._value2member_map_ else "error"
     kind = "rate_limit_error" if failure == 429 else "server_error" if failure >= 500 else "invalid_request_error"
     message = f"scripted failure: {failure} {phrase}"
+    if failure == 429 and server.large_tokens is not None:
+        message = f"Request too large for m: Limit {server.large_tokens}, Requested more. (tokens per min (TPM))"
     if failure == 401:  # like OpenAI, quote the key back, so tests can prove callers scrub it
         message += f"; incorrect API key provided: {authorization.removeprefix('Bearer ')}"
     return _error(message, kind), headers
@@ -187,16 +196,16 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 server.record(RecordedRequest("POST", self.path, self.headers, body, None))
                 self._send_json(404, _error("not found", "invalid_request_error"))
                 return
-            failure = server.next_failure()
+            tokens = messages_tokens(body)
+            failure = server.next_failure() or _large_failure(server, tokens)
             server.record(RecordedRequest("POST", self.path, self.headers, body, failure))
             if failure == "close":
                 self.close_connection = True
                 with contextlib.suppress(OSError):
                     self.connection.shutdown(2)
                 return
-            tokens = messages_tokens(body)
-            if failure == "context" or (server.context_tokens is not None and tokens > server.context_tokens):
-                self._send_json(400, _context_exceeded(server.context_tokens or tokens - 1, tokens))
+            if refusal := _refusal(server, body, failure, tokens):
+                self._send_json(400, refusal)
                 return
             if failure == "timeout" or (server.slow_tokens is not None and tokens > server.slow_tokens):
                 server.stopping.wait(server.timeout_seconds)
@@ -239,6 +248,22 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _large_failure(server: OpenAIServer, tokens: int) -> Failure | None:
+    """The failure a request of `tokens` gets for its size (``large_tokens``), or None."""
+    return server.large_failure if server.large_tokens is not None and tokens > server.large_tokens else None
+
+
+def _refusal(server: OpenAIServer, body: dict, failure: Failure | None, tokens: int) -> dict | None:
+    """The error body of a 400 the request gets for what it holds (past ``context_tokens``, an output cap not above
+    ``thinking_budget``), or None."""
+    if failure == "context" or (server.context_tokens is not None and tokens > server.context_tokens):
+        return _context_exceeded(server.context_tokens or tokens - 1, tokens)
+    cap = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    if server.thinking_budget is not None and body.get("reasoning_effort") and cap <= server.thinking_budget:
+        return _error("`max_tokens` must be greater than `thinking.budget_tokens`.", "invalid_request_error")
+    return None
+
+
 def _error(message: str, kind: str) -> dict:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
@@ -252,6 +277,9 @@ def openai_server(
     retry_after: float | None = None,
     context_tokens: int | None = None,
     slow_tokens: int | None = None,
+    large_tokens: int | None = None,
+    large_failure: Failure = 429,
+    thinking_budget: int | None = None,
     tls: bool = False,
 ) -> Iterator[OpenAIServer]:
     """Run the server in a thread for the duration of the block; see the module docstring."""
@@ -262,6 +290,9 @@ def openai_server(
         retry_after=retry_after,
         context_tokens=context_tokens,
         slow_tokens=slow_tokens,
+        large_tokens=large_tokens,
+        large_failure=large_failure,
+        thinking_budget=thinking_budget,
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
     httpd.block_on_close = False  # a handler still sleeping on a "timeout" must not delay the test
