@@ -509,6 +509,11 @@ def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: st
     return draft_update(submission=submission, actor=actor, values={"files": files, "paper_path": paper_path})
 
 
+def _files_of(fields: dict[str, object]) -> dict[str, str]:
+    files = fields["files"]
+    return dict(files) if isinstance(files, dict) else {}
+
+
 @transaction.atomic
 def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], source: dict) -> Submission:
     """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step, its paper
@@ -531,12 +536,20 @@ def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], s
         stored_bytes_check(submission=submission, new=dict(whole.files), kept=())
         fields = package_store(package=whole)
         del fields["requirements"]  # a draft keeps them in its requirements file only, the one place they are edited
+        earlier = submission.draft.get("files") or {}
+        if requirements_file(whole.files) is None and (typed := requirements_file(earlier)):
+            fields["files"] = {**_files_of(fields), typed: earlier[typed]}  # kept, as below
         return draft_update(
             submission=submission,
             actor=actor,
             values={**fields, "metadata": metadata, "source": source, "intake": summary},
         )
-    kept = {p: h for p, h in (submission.draft.get("files") or {}).items() if p in PAPER_FILES}
+    earlier = submission.draft.get("files") or {}
+    kept = {p: h for p, h in earlier.items() if p in PAPER_FILES}
+    # The requirements typed in step 4 stay when the new code brings no requirements file (walk 38): revising keeps
+    # everything; a file of the new code wins (the intake summary says what it replaced).
+    if requirements_file(files) is None and (typed := requirements_file(earlier)):
+        kept[typed] = earlier[typed]
     stored_bytes_check(submission=submission, new=files, kept=kept.values())
     stored = {**draft_files_store(files), **kept}
     chosen = {
