@@ -57,3 +57,47 @@ def test_new_code_with_its_own_requirements_file_wins_and_says_what_it_replaced(
     text = page_text(client.get(reverse("submission-step", args=[draft.pk, "files"])).content.decode())
     assert "from paper2code_requirements.txt in the new code, replacing the requirements held before" in text, text
     assert "scipy>=1.10" in text  # what was replaced is named
+
+
+def _revision(submission, author, *, files: dict[str, bytes], status: str, **metadata):
+    """A new revision of `submission` holding `files`, its validation ended with `status`."""
+    from submissions import services
+    from submissions.models import Submission, ValidationReport
+
+    submission.refresh_from_db()
+    if submission.revisions.exists():
+        Submission.objects.filter(pk=submission.pk).update(state=Submission.State.INVALID)
+        services.submission_edit(submission=submission, actor=author)
+        submission.refresh_from_db()
+    fill_draft(
+        submission,
+        author,
+        metadata={**submission.draft["metadata"], **metadata},
+        files=services.draft_files_store(files),
+    )
+    revision = services.submission_submit(submission=submission, actor=author)
+    ValidationReport.objects.filter(revision=revision).update(status=status)
+    return revision
+
+
+def test_the_review_page_compares_with_the_last_revision_that_passed_validation(client, draft, author, maintainer):
+    """r1 passed; r2 edited the test file, title and venue but lost its requirements and failed; r3 put them back.
+    Compared with r2, the reviewer saw only "requirements added"; compared with r1, the real changes."""
+    from submissions.models import Submission
+
+    r1_files = demo_files()
+    _revision(draft, author, files=r1_files, status="passed")
+    r2_files = {p: d for p, d in r1_files.items() if p != "paper2code_requirements.txt"}
+    r2_files["paper2code_test.py"] = r1_files["paper2code_test.py"] + b"\n# an edge case at a tiny norm\n"
+    _revision(draft, author, files=r2_files, status="failed", title="DampNest, clearer", venue="DEMO2026")
+    _revision(draft, author, files={**r2_files, "paper2code_requirements.txt": b"numpy\n"}, status="passed")
+    Submission.objects.filter(pk=draft.pk).update(state=Submission.State.AWAITING_REVIEW)
+    client.force_login(maintainer)
+    html = client.get(reverse("review-detail", args=[draft.pk])).content.decode()
+    text = " ".join(page_text(html).split())
+    assert "Revision r3: what changed since r1" in text, text[:3000]
+    assert "Compared with r1, the last revision that passed validation (r2 failed it)." in text
+    assert "venueDEMO2025 → DEMO2026" in text and "Demo dampnest → DampNest, clearer" in text
+    assert re.search(r"files changed\s*paper2code_test\.py", text)
+    assert "requirements" not in text.split("Revision r3")[1].split("Requirements")[0]  # not "requirements added"
+    assert "Changes since r1" in text and "r1/paper2code_test.py" in text and "an edge case at a tiny norm" in text
