@@ -101,3 +101,28 @@ def test_the_review_page_compares_with_the_last_revision_that_passed_validation(
     assert re.search(r"files changed\s*paper2code_test\.py", text)
     assert "requirements" not in text.split("Revision r3")[1].split("Requirements")[0]  # not "requirements added"
     assert "Changes since r1" in text and "r1/paper2code_test.py" in text and "an edge case at a tiny norm" in text
+
+
+def test_step_4_offers_the_same_context_files_when_it_comes_back_with_a_form_error(client, draft, author):
+    client.force_login(author)
+    url = reverse("submission-step", args=[draft.pk, "files"])
+    offered = re.findall(r'name="context_paths" value="([^"]+)"', client.get(url).content.decode())
+    assert "optimizer_ref.py" not in offered and "paper2code_test.py" not in offered, offered
+    response = client.post(url, {"annotated_paths": ["optimizer.py"], "requirements": "numpy\n--index-url x\n"})
+    html = response.content.decode()
+    assert "Line 2:" in page_text(html)  # the bad requirement line, refused
+    again = re.findall(r'name="context_paths" value="([^"]+)"', html)
+    assert again == offered, (again, offered)
+    for path in ("optimizer.py", "optimizer_ref.py", "paper2code_test.py"):
+        assert path not in again
+
+
+def test_a_forbidden_context_file_posted_anyway_is_refused_with_its_reason_not_as_an_unknown_choice(
+    client, draft, author
+):
+    client.force_login(author)
+    url = reverse("submission-step", args=[draft.pk, "files"])
+    response = client.post(url, {"annotated_paths": ["optimizer.py"], "context_paths": ["optimizer_ref.py"]})
+    text = page_text(response.content.decode())
+    assert "optimizer_ref.py cannot be a context file: it holds the reference code of optimizer.py" in text
+    assert "not one of the available choices" not in text
