@@ -126,3 +126,42 @@ def test_a_forbidden_context_file_posted_anyway_is_refused_with_its_reason_not_a
     text = page_text(response.content.decode())
     assert "optimizer_ref.py cannot be a context file: it holds the reference code of optimizer.py" in text
     assert "not one of the available choices" not in text
+
+
+def test_a_failed_validation_names_only_the_failed_checks_with_the_first_ones_reason(
+    draft, author, django_capture_on_commit_callbacks
+):
+    from django.core import mail
+
+    from submissions import services
+    from submissions.models import Submission, ValidationCheck, ValidationReport
+
+    revision = services.submission_submit(submission=draft, actor=author)
+    report = revision.report
+    traceback = (
+        "failed all 2 runs; run 1: the tests failed (exit 1)\n--- stdout ---\n\n--- stderr ---\n"
+        'Traceback (most recent call last):\n  File "paper2code_test.py", line 3, in <module>\n    import scipy\n'
+        "ModuleNotFoundError: No module named 'scipy'\n"
+    )
+    for position, (key, label, status, detail) in enumerate(
+        [
+            ("markers", "Snippet markers are valid", "passed", ""),
+            ("reference", "The reference passes its tests", "failed", traceback),
+            ("masked", "Each masked snippet fails the tests", "skipped", "not run: the reference must pass first"),
+            ("mutation", "Mutants of each snippet are killed", "skipped", "not run: the reference must pass first"),
+        ]
+    ):
+        ValidationCheck.objects.create(
+            report=report, position=position, key=key, label=label, status=status, detail=detail
+        )
+    ValidationReport.objects.filter(pk=report.pk).update(status="failed")
+    report.refresh_from_db()
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.validation_finish(report=report)
+    reason = Submission.objects.get(pk=draft.pk).history.latest("pk").reason
+    assert reason == (
+        "failed check: The reference passes its tests (ModuleNotFoundError: No module named 'scipy'); "
+        "2 checks not run until it passes"
+    ), reason
+    assert reason in mail.outbox[-1].body
