@@ -49,5 +49,15 @@ def test_a_published_release_says_its_mutation_score_threshold_and_the_size_of_e
     )
     page = client.get(reverse("version-detail", args=[release.name])).content.decode()
     sizes = _said(page, "download-size")
-    assert len(sizes) == 3 and "(205.0 MB)" in sizes and all(re.fullmatch(r"\(\d.* [KM]?B\)", s) for s in sizes)
+    # Decimal units, as labelled (walk 38: 16,926,308 bytes read "16.1 MB", binary units under decimal names).
+    assert len(sizes) == 3 and "(215 MB)" in sizes and all(re.fullmatch(r"\(\d.* (kB|MB|bytes)\)", s) for s in sizes)
     assert _said(page, "download-large") == ["a large download: allow time and disk space"]
+
+
+def test_one_helper_says_every_size_in_decimal_units():
+    from common.intake import UploadLimits
+    from common.sizes import size_text
+
+    assert size_text(16_926_308) == "16.9 MB"  # was "16.1 MB" on the release page
+    assert [size_text(n) for n in (999, 1_000, 1_500, 2_000_000_000)] == ["999 bytes", "1 kB", "1.5 kB", "2 GB"]
+    assert size_text(UploadLimits().max_archive_bytes) == "50 MB"  # a limit said as it is
