@@ -47,6 +47,17 @@ def test_new_code_without_a_requirements_file_keeps_the_typed_requirements_and_s
     assert "kept from before: the new code has no requirements file" in page_text(page), page_text(page)[-2000:]
 
 
+def test_a_whole_problem_set_without_a_requirements_file_keeps_them_too(client, draft, author):
+    draft = fill_draft(draft, author, requirements=TYPED)
+    client.force_login(author)
+    entry = "- id: dampnest\n  title: DampNest\n  annotated_file_paths: optimizer.py\n"
+    code = {f"dampnest/{p}": d for p, d in demo_files().items() if p != "paper2code_requirements.txt"}
+    assert _code_upload(client, draft, {"papers.yaml": entry.encode(), **code}).status_code == 302
+    draft.refresh_from_db()
+    assert draft.draft["intake"]["problem_set"]
+    assert draft_requirements(draft.draft["files"]) == TYPED
+
+
 def test_new_code_with_its_own_requirements_file_wins_and_says_what_it_replaced(client, draft, author):
     draft = fill_draft(draft, author, requirements=TYPED)
     client.force_login(author)
