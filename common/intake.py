@@ -51,9 +51,10 @@ from django.conf import settings
 from common.addresses import AddressRefused, HostUnresolvable, host_addresses_check, ip_literal
 from common.errors import ApplicationError
 from common.process import process_supervise, tail
+from common.sizes import size_text
 
-MB = 1024 * 1024
-_CHUNK = MB
+MB = 1000 * 1000  # decimal, as every size is said (common.sizes)
+_CHUNK = 1 << 20
 _JUNK_FOLDERS = frozenset({"__MACOSX", "__pycache__", ".git"})
 _JUNK_FILES = frozenset({".DS_Store"})
 _ZIP_CENTRAL_HEADER = 46  # bytes of a central-directory header before its name, extra field and comment
@@ -95,15 +96,6 @@ def limits_default() -> UploadLimits:
             for f in fields(UploadLimits)
         }
     )
-
-
-def size_text(n: float) -> str:
-    """A byte count as people read it: 1.5 MB, 2 GB."""
-    for unit, factor in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= factor:
-            value = n / factor
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{n:.0f} bytes"
 
 
 # --- the package being collected (shared by archives and git) ---------------------------------

@@ -395,15 +395,15 @@ MUTATION_SCORE_MIN = env.float("MUTATION_SCORE_MIN", default=0.6)
 MUTATION_TIME_FACTOR = env.float("MUTATION_TIME_FACTOR", default=3.0)
 MUTATION_MIN_SECONDS = env.float("MUTATION_MIN_SECONDS", default=10.0)
 # Limits on what authors upload or point to (bytes, files, seconds).
-SUBMISSION_MAX_ARCHIVE_BYTES = env.int("SUBMISSION_MAX_ARCHIVE_BYTES", default=50 * 1024 * 1024)
-SUBMISSION_MAX_UNPACKED_BYTES = env.int("SUBMISSION_MAX_UNPACKED_BYTES", default=200 * 1024 * 1024)
+SUBMISSION_MAX_ARCHIVE_BYTES = env.int("SUBMISSION_MAX_ARCHIVE_BYTES", default=50 * 1000 * 1000)
+SUBMISSION_MAX_UNPACKED_BYTES = env.int("SUBMISSION_MAX_UNPACKED_BYTES", default=200 * 1000 * 1000)
 SUBMISSION_MAX_FILES = env.int("SUBMISSION_MAX_FILES", default=5000)
-SUBMISSION_MAX_FILE_BYTES = env.int("SUBMISSION_MAX_FILE_BYTES", default=50 * 1024 * 1024)
+SUBMISSION_MAX_FILE_BYTES = env.int("SUBMISSION_MAX_FILE_BYTES", default=50 * 1000 * 1000)
 SUBMISSION_CLONE_TIMEOUT = env.int("SUBMISSION_CLONE_TIMEOUT", default=120)
-SUBMISSION_MAX_REPO_BYTES = env.int("SUBMISSION_MAX_REPO_BYTES", default=200 * 1024 * 1024)
+SUBMISSION_MAX_REPO_BYTES = env.int("SUBMISSION_MAX_REPO_BYTES", default=200 * 1000 * 1000)
 # Per author (maintainers exempt): bytes of files their submissions keep, and distinct environments (requirement
 # sets) their revisions of the last SANDBOX_ENVIRONMENT_UNUSED_DAYS need.
-SUBMISSION_USER_MAX_BYTES = env.int("SUBMISSION_USER_MAX_BYTES", default=1024 * 1024 * 1024)
+SUBMISSION_USER_MAX_BYTES = env.int("SUBMISSION_USER_MAX_BYTES", default=1000 * 1000 * 1000)
 SUBMISSION_USER_MAX_ENVIRONMENTS = env.int("SUBMISSION_USER_MAX_ENVIRONMENTS", default=10)
 # Clean-up (`manage.py cleanup`, or the Celery tasks of CELERY_BEAT_SCHEDULE): drafts never submitted that hold no
 # files, untouched this many days, are deleted; environments no run used this many days are removed from the host.

@@ -162,6 +162,16 @@ class CodeForm(forms.Form):
         return data
 
 
+class OfferedChoiceField(forms.MultipleChoiceField):
+    """Checkboxes for the choices offered, taking any of `takes` as posted (so `clean` refuses one not offered with
+    its reason, never as an unknown choice)."""
+
+    takes: frozenset[str] = frozenset()
+
+    def valid_value(self, value) -> bool:
+        return str(value) in self.takes or super().valid_value(value)
+
+
 class FilesForm(forms.Form):
     annotated_paths = forms.MultipleChoiceField(
         label="Annotated files",
@@ -169,7 +179,7 @@ class FilesForm(forms.Form):
         "those holding snippet markers are preselected.",
         widget=forms.CheckboxSelectMultiple,
     )
-    context_paths = forms.MultipleChoiceField(
+    context_paths = OfferedChoiceField(
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Context files (shown to the model unmasked)",
@@ -206,14 +216,18 @@ class FilesForm(forms.Form):
             field = self.fields[name]
             if isinstance(field, forms.ChoiceField):  # both are, as declared above (self.fields holds plain Fields)
                 field.choices = choices
+        context = self.fields["context_paths"]
+        if isinstance(context, OfferedChoiceField):
+            context.takes = frozenset(paths)  # posted anyway, a path not offered is refused in `clean` with its reason
 
     def _context_offered(self, paths: list[str]) -> list[str]:
-        """The files offered as context: on the page, none that `clean` would refuse with the draft's annotated files
-        (those files themselves, the test entry point and other test files, a copy of the reference, recorded calls);
-        a posted form keeps every path, so a refused one is refused with its reason."""
-        if self.is_bound:
-            return paths
-        annotated = [p for p in self.initial.get("annotated_paths") or [] if p in self.draft_files]
+        """The files offered as context, the one decision for the page and its return with a form error (walk 38:
+        a posted form offered them all): none that `clean` would refuse (the annotated files, the test entry point
+        and other test files, a copy of the reference, recorded calls). The annotated files are the posted ones,
+        else the draft's."""
+        posted = self.data.getlist("annotated_paths") if self.is_bound and hasattr(self.data, "getlist") else []
+        chosen = posted or self.initial.get("annotated_paths") or []
+        annotated = [p for p in chosen if p in self.draft_files]
         refused = draft_context_refusals(files=self.draft_files, annotated_paths=annotated, context_paths=paths)
         return [p for p in paths if p not in refused]
 

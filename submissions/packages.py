@@ -20,7 +20,7 @@ from benchmarks.paper2code.pset import (
     requirements_file,
     tests_missing_problem,
 )
-from benchmarks.paper2code.requirements import requirements_problems
+from benchmarks.paper2code.requirements import requirements_problems, requirements_text
 from benchmarks.selectors import blob_read
 
 PAPER_FILES = ("paper2code_paper.tex", "paper2code_paper.md")
@@ -86,6 +86,21 @@ def draft_requirements(files: dict[str, str]) -> str:
     """The requirements of a draft: its requirements file (FORMAT.md 1), the one place they are kept."""
     name = requirements_file(files)
     return blob_read(sha256=files[name]).decode("utf-8", "replace") if name else ""
+
+
+def _requirements_intake(files: dict[str, bytes], earlier: dict[str, str]) -> str:
+    """Where step 4's requirements come from after a code upload: the new code's requirements file (naming what it
+    replaced), else the ones held before, kept (draft_code_save), else none."""
+    name, before = requirements_file(files), draft_requirements(earlier)
+    if name is None:
+        if before.strip():
+            return f"kept from before: the new code has no requirements file ({requirements_file(earlier)} stays)"
+        return "no requirements file found"
+    new = files[name].decode("utf-8", "replace")
+    if before.strip() and requirements_text(before) != requirements_text(new):
+        replaced = "; ".join(line.strip() for line in before.splitlines() if line.strip())
+        return f"from {name} in the new code, replacing the requirements held before: {replaced}"
+    return f"from {name}"
 
 
 def pset_archive_package(files: dict[str, bytes]) -> PaperPackage | None:
@@ -205,8 +220,7 @@ def intake_summary(*, files: dict[str, bytes], source: dict, draft: dict, whole:
                 else "none yet: add it in step 2",
             )
         )
-    requirements = requirements_file(stored)
-    steps.append(("Requirements", f"from {requirements}" if requirements else "no requirements file found"))
+    steps.append(("Requirements", _requirements_intake(stored, draft.get("files") or {})))
     script = (whole.extra.get(EXAMPLE_SCRIPT_KEY) if whole else None) or (draft.get("metadata") or {}).get(
         EXAMPLE_SCRIPT_KEY
     )

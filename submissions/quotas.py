@@ -16,7 +16,7 @@ from benchmarks.models import Blob, Task
 from benchmarks.selectors import user_is_maintainer
 from benchmarks.services.blobs import environment_hash, sha256_hex
 from common.errors import ApplicationError
-from common.intake import size_text
+from common.sizes import size_text
 from evaluation.models import EvaluationRun
 from submissions.models import Revision, Submission, TriedAnswer
 

@@ -198,6 +198,43 @@ def report_mutations(*, report) -> dict[tuple[str, int], dict]:
     return found
 
 
+@dataclass
+class ComparedWith:
+    """The revision a review compares the latest one with, and why that one, in the reviewer's words."""
+
+    revision: Revision
+    said: str
+
+
+def revision_compared_with(*, submission: Submission, revision: Revision) -> ComparedWith | None:
+    """What a reviewer compares `revision` with (walk 38): the last earlier revision that passed validation, not
+    merely the one before (a failed one in between hid the real changes behind "requirements added"); else the
+    accepted revision of the task this submission revises; else the revision before; None for a first revision."""
+    earlier = list(submission.revisions.filter(number__lt=revision.number).select_related("report").order_by("-number"))
+    passed = next(
+        (r for r in earlier if getattr(r, "report", None) and r.report.status == ValidationReport.Status.PASSED), None
+    )
+    if passed is not None:
+        skipped = [r for r in earlier if r.number > passed.number]
+        failed = ", ".join(f"r{r.number}" for r in reversed(skipped))
+        verb = "failed it" if all(_failed(r) for r in skipped) else "did not pass it"
+        return ComparedWith(
+            passed,
+            f"r{passed.number}, the last revision that passed validation" + (f" ({failed} {verb})" if skipped else ""),
+        )
+    revised = submission.revises.latest_revision if submission.revises_id and submission.revises else None
+    if revised is not None and not earlier:
+        return ComparedWith(revised, f"the accepted revision r{revised.number} of submission {submission.revises_id}")
+    if earlier:
+        return ComparedWith(earlier[0], f"r{earlier[0].number}, the revision before; no earlier one passed validation")
+    return None
+
+
+def _failed(revision: Revision) -> bool:
+    report = getattr(revision, "report", None)
+    return report is not None and report.status in (ValidationReport.Status.FAILED, ValidationReport.Status.ERROR)
+
+
 def revision_diff(*, old: Revision, new: Revision) -> list[tuple[str, str]]:
     """(path, unified diff) for every file that differs between two revisions."""
     diffs = []

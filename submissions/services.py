@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -303,9 +304,40 @@ def validation_finish(*, report: ValidationReport) -> Submission:
     """Move the submission on by its report: awaiting review when every check passed, else invalid."""
     submission = report.revision.submission
     passed = report.status == ValidationReport.Status.PASSED
-    failed = [c.label for c in report.checks.exclude(status=ValidationReport.Status.PASSED)]
-    reason = "every check passed" if passed else "failed checks: " + "; ".join(failed[:10])
+    reason = "every check passed" if passed else failed_checks_said(report)
     return _transition(submission, State.AWAITING_REVIEW if passed else State.INVALID, actor=None, reason=reason)
+
+
+# A Python exception's last line ("ModuleNotFoundError: No module named 'scipy'"), the reason a run failed.
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$")
+
+
+def check_reason(detail: str) -> str:
+    """A failed check's reason in one line: the last exception line of its output, else its first line."""
+    lines = [line.strip() for line in detail.splitlines() if line.strip()]
+    raised = [line for line in lines if EXCEPTION_LINE.match(line)]
+    said = raised[-1] if raised else (lines[0] if lines else "")
+    return said if len(said) <= 300 else said[:299] + "…"
+
+
+def failed_checks_said(report: ValidationReport) -> str:
+    """Why a validation failed, for the history and the author's mail (walk 38): the checks that failed, the first
+    with its reason, never the ones skipped because of it (they are counted)."""
+    Status = ValidationReport.Status
+    checks = list(report.checks.all())
+    failed = [c for c in checks if c.status in (Status.FAILED, Status.ERROR)]
+    skipped = sum(c.status == Status.SKIPPED for c in checks)
+    if not failed:
+        return "validation did not pass" + (
+            f"; {skipped} check{'s' if skipped != 1 else ''} not run" if skipped else ""
+        )
+    first, *others = failed
+    reason = check_reason(first.detail)
+    said = f"failed check{'s' if others else ''}: {first.label}" + (f" ({reason})" if reason else "")
+    said += "".join(f"; {c.label}" for c in others[:9]) + (f"; and {len(others) - 9} more" if len(others) > 9 else "")
+    if skipped:
+        said += f"; {skipped} check{'s' if skipped != 1 else ''} not run until {'they pass' if others else 'it passes'}"
+    return said
 
 
 @transaction.atomic
@@ -509,6 +541,11 @@ def draft_paper_save(*, submission: Submission, actor, paper_path: str, text: st
     return draft_update(submission=submission, actor=actor, values={"files": files, "paper_path": paper_path})
 
 
+def _files_of(fields: dict[str, object]) -> dict[str, str]:
+    files = fields["files"]
+    return dict(files) if isinstance(files, dict) else {}
+
+
 @transaction.atomic
 def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], source: dict) -> Submission:
     """Replace the draft's code by these files (keeping the paper); a whole problem set fills every step, its paper
@@ -531,12 +568,20 @@ def draft_code_save(*, submission: Submission, actor, files: dict[str, bytes], s
         stored_bytes_check(submission=submission, new=dict(whole.files), kept=())
         fields = package_store(package=whole)
         del fields["requirements"]  # a draft keeps them in its requirements file only, the one place they are edited
+        earlier = submission.draft.get("files") or {}
+        if requirements_file(whole.files) is None and (typed := requirements_file(earlier)):
+            fields["files"] = {**_files_of(fields), typed: earlier[typed]}  # kept, as below
         return draft_update(
             submission=submission,
             actor=actor,
             values={**fields, "metadata": metadata, "source": source, "intake": summary},
         )
-    kept = {p: h for p, h in (submission.draft.get("files") or {}).items() if p in PAPER_FILES}
+    earlier = submission.draft.get("files") or {}
+    kept = {p: h for p, h in earlier.items() if p in PAPER_FILES}
+    # The requirements typed in step 4 stay when the new code brings no requirements file (walk 38): revising keeps
+    # everything; a file of the new code wins (the intake summary says what it replaced).
+    if requirements_file(files) is None and (typed := requirements_file(earlier)):
+        kept[typed] = earlier[typed]
     stored_bytes_check(submission=submission, new=files, kept=kept.values())
     stored = {**draft_files_store(files), **kept}
     chosen = {

@@ -472,7 +472,9 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Decision recorded: {form.cleaned_data['decision'].replace('_', ' ')}.")
             return redirect("review-detail", pk=pk)
     context = _detail_context(submission, request.user)
-    revisions = context["revisions"]
+    revision = context["revision"]
+    compared = selectors.revision_compared_with(submission=submission, revision=revision) if revision else None
+    base = compared.revision if compared else None
     context.update(
         form=form,
         existing=existing,
@@ -480,11 +482,10 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         match_decision=selectors.match_decision(submission=submission) if matches else None,
         can_decide=submission.state == Submission.State.AWAITING_REVIEW and submission.author_id != request.user.pk,
         paper_details=forms.metadata_labelled(context["revision"].metadata) if context["revision"] else [],
-        diff=selectors.revision_diff(old=revisions[-2], new=revisions[-1]) if len(revisions) > 1 else [],
-        previous_revision=revisions[-2] if len(revisions) > 1 else None,
-        metadata_diff=selectors.revision_metadata_diff(old=revisions[-2], new=revisions[-1])
-        if len(revisions) > 1
-        else [],
+        diff=selectors.revision_diff(old=base, new=revision) if base else [],
+        previous_revision=base,
+        compared_said=compared.said if compared else "",
+        metadata_diff=selectors.revision_metadata_diff(old=base, new=revision) if base else [],
         paper_text=blob_read(sha256=context["revision"].files[context["revision"].paper_path]).decode(
             "utf-8", "replace"
         )[:3000]

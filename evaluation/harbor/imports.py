@@ -34,6 +34,7 @@ from benchmarks import visibility
 from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.selectors import protocol_get
 from common.intake import IntakeError, UploadLimits, archive_files
+from common.sizes import size_text
 from evaluation.harbor.export import WORKSPACE, harbor_task_name
 from evaluation.harbor.rewards import reward_key
 from evaluation.item_files import answer_read, workspace_files
@@ -41,9 +42,9 @@ from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.services.uploads import UPLOAD_MAX_BYTES, UploadError, run_from_upload
 from evaluation.taskfiles import task_files, task_hidden_files
 
-JOB_BYTES_MAX = 256 * 1024 * 1024
+JOB_BYTES_MAX = 256 * 1000 * 1000
 JOB_FILES_MAX = 200_000
-FILE_BYTES_MAX = 16 * 1024 * 1024  # one result.json, trajectory or answer
+FILE_BYTES_MAX = 16 * 1000 * 1000  # one result.json, trajectory or answer
 ATIF_ROLES = {"system": "system", "user": "user", "agent": "assistant"}
 
 
@@ -78,7 +79,7 @@ def job_files_check(job_dir: Path) -> list[str]:
             total += info.st_size
             files += 1
         if total > JOB_BYTES_MAX or files > JOB_FILES_MAX:
-            return [f"the job is over {JOB_BYTES_MAX >> 20} MB or {JOB_FILES_MAX} files; nothing was read"]
+            return [f"the job is over {size_text(JOB_BYTES_MAX)} or {JOB_FILES_MAX} files; nothing was read"]
     return problems
 
 
@@ -86,7 +87,7 @@ def _read(path: Path, what: str, problems: list[str]) -> str | None:
     if not path.is_file():
         return None
     if path.stat().st_size > FILE_BYTES_MAX:
-        problems.append(f"{what}: over {FILE_BYTES_MAX >> 20} MB")
+        problems.append(f"{what}: over {size_text(FILE_BYTES_MAX)}")
         return None
     return path.read_text(encoding="utf-8", errors="replace")
 

@@ -39,7 +39,7 @@ class UploadError(ApplicationError):
 MAX_ANSWER_CHARS = 200_000
 UPLOAD_FIELDS = ("answer", "code")
 # A release's worth of answers at the longest answer allowed is far below this; a bigger file is not an upload.
-UPLOAD_MAX_BYTES = 64 * 1024 * 1024
+UPLOAD_MAX_BYTES = 64 * 1000 * 1000
 # A file with a bad line is refused whole; the first these many bad lines are named, the rest only counted.
 UPLOAD_PROBLEMS_MAX = 100
 UPLOAD_FORMAT = (
@@ -71,9 +71,9 @@ UPLOAD_FORMAT_AGENT_HTML = UPLOAD_FORMAT_AGENT_TEMPLATE.format(
 def upload_bytes(file) -> bytes:
     """The content of an uploaded generations file (page or API), refused before reading when it is too big."""
     if file.size > UPLOAD_MAX_BYTES:
-        from django.template.defaultfilters import filesizeformat
+        from common.sizes import size_text
 
-        raise UploadError([f"the file is {filesizeformat(file.size)}; at most {filesizeformat(UPLOAD_MAX_BYTES)}"])
+        raise UploadError([f"the file is {size_text(file.size)}; at most {size_text(UPLOAD_MAX_BYTES)}"])
     return file.read()
 
 

@@ -123,7 +123,7 @@ def test_release_and_leaderboard_pages_and_api_show_the_settings(tmp_path, media
         assert "Evaluation settings" in page and "<code>rcb-v1</code>" in page, url
         assert "60 s" in page and "2048 MB" in page and "<dd>0.5</dd>" in page, url
         # said as a number, and as the release's own since publish (issue 35's walk: it read as a site setting)
-        assert "60%: the score this release required of each snippet's tests when it was published" in page, url
+        assert "60%, kept since publish: a warning threshold: validation warns below it" in page, url
     body = client.get("/api/v1/releases/1.0.0/").json()
     assert body["settings"] == {"protocol": "rcb-v1", "time_limit_seconds": 60, "memory_mb": 2048, "cpus": 0.5}
 

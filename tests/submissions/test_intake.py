@@ -25,7 +25,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from common.intake import IntakeError, UploadLimits, archive_files, git_files, git_url_check, limits_default
 from tests.submissions.git_server import git_https_server
 
-MB = 1024 * 1024
+MB = 1000 * 1000  # decimal, as the site says sizes (common.sizes)
 
 
 # --- archive builders ----------------------------------------------------------------------------
@@ -707,11 +707,11 @@ def test_git_limits_on_files_and_repository_size(tmp_path, served):
         with pytest.raises(IntakeError) as caught:
             git_files(url, commit, limits=UploadLimits(max_repo_bytes=100_000))
         assert str(caught.value) == (
-            f"the repository at {url} is larger than 97.7 KB (the limit for fetched repositories); stopped"
+            f"the repository at {url} is larger than 100 kB (the limit for fetched repositories); stopped"
         )
         with pytest.raises(IntakeError) as caught:
             git_files(url, commit, limits=UploadLimits(max_file_bytes=100_000))
-        assert "entry 'data.bin' is 293.0 KB unpacked, over the limit of 97.7 KB per file" in str(caught.value)
+        assert "entry 'data.bin' is 300 kB unpacked, over the limit of 100 kB per file" in str(caught.value)
 
 
 def test_slow_server_hits_the_timeout(tmp_path, served):
