@@ -43,30 +43,65 @@ _FLOAT_FORMATS = {"float64": ("<d", 8), "float32": ("<f", 4)}  # low precision h
 
 
 def _normalised(text: str) -> str:
-    """`text` as a copy is compared: its code alone, without comments (a copy that lacks or adds a comment beside a
-    reference is a copy) and without whitespace (nor other line ends or indentation)."""
-    return re.sub(r"\s+", "", "\n".join(_without_comment(line) for line in text.splitlines()))
+    """`text` as a copy is compared: its code alone, without whitespace (nor other line ends or indentation), without
+    comments (a copy that lacks or adds a comment beside a reference is a copy), without a doctest's or an IPython
+    session's prompts (`>>> `, `... `, `In [1]: `), with statements joined by `;` read as lines, and with a defined
+    function's name left out (a copy in a function of another name is a copy)."""
+    return re.sub(r"\s+", "", "\n".join(_DEF_NAME_RE.sub("def", _code_of(line)) for line in text.splitlines()))
 
 
-def _without_comment(line: str) -> str:
-    """`line` up to its `#` comment: a `#` outside the string literals that open and close on the line (a line is
-    read alone, so a mark and the file holding it drop the same text of the same lines)."""
-    if "#" not in line:
+_PROMPT_RE = re.compile(r"^[ \t]*(?:>>>|\.\.\.:?|In \[\d*\]:)(?: |$)")
+_DEF_NAME_RE = re.compile(r"\bdef\s+[^\W\d]\w*")
+
+
+def _code_of(line: str) -> str:
+    """`line` without its prompt, up to its `#` comment, and with a space for each `;`: a `#` or `;` outside the
+    string literals that open and close on the line (a line is read alone, so a mark and the file holding it drop
+    the same text of the same lines). Python allows `;` only between statements, never inside brackets."""
+    line = _PROMPT_RE.sub("", line, count=1)
+    if "#" not in line and ";" not in line:
         return line
-    quote, index = "", 0
+    quote, index, code = "", 0, []
     while index < len(line):
         char = line[index]
         if quote:
             if char == "\\":
-                index += 1
-            elif char == quote:
+                code.append(line[index : index + 2])
+                index += 2
+                continue
+            if char == quote:
                 quote = ""
         elif char in "'\"":
             quote = char
         elif char == "#":
-            return line[:index]
+            break
+        elif char == ";":
+            char = " "
+        code.append(char)
         index += 1
-    return line
+    return "".join(code)
+
+
+def _json_strings(text: str) -> str:
+    """The strings of `text` read as a JSON document, in order, one after another on lines of their own, or "" when
+    it is none: a Jupyter notebook holds its cells' code as JSON strings (one per line, quoted and escaped)."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return ""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's limit
+        return ""
+    strings, stack, budget = [], [value], _WALK_NODES
+    while stack and budget:
+        budget -= 1
+        node = stack.pop()
+        if isinstance(node, str):
+            strings.append(node)
+        elif isinstance(node, list):
+            stack += reversed(node)
+        elif isinstance(node, dict):
+            stack += reversed(node.values())
+    return "\n".join(strings)
 
 
 def reference_copies(files: Mapping[str, bytes], references: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
@@ -80,8 +115,9 @@ def reference_copies(files: Mapping[str, bytes], references: Mapping[str, Iterab
     for path, data in files.items():
         if b"\x00" in data[:8192]:  # binary: not a text copy
             continue
-        text = _normalised(data.decode("utf-8", "replace"))
-        names = [name for name, marks in wanted.items() if any(mark in text for mark in marks)]
+        text = data.decode("utf-8", "replace")
+        texts = [_normalised(text)] + ([_normalised(strings)] if (strings := _json_strings(text)) else [])
+        names = [name for name, marks in wanted.items() if any(mark in t for mark in marks for t in texts)]
         if names:
             found[path] = names
     return found
