@@ -1,7 +1,7 @@
 """A context file is shown whole in every prompt, so one holding a snippet's reference code is refused
 (benchmarks/paper2code/hidden.py), however the copy is dressed: as a Jupyter notebook's code cell (JSON strings),
-as a doctest or an IPython session (prompts before each line), with two statements joined by `;` on one line, or in a
-function of another name (issue 33, attack7).
+as a doctest or an IPython session (prompts before each line), with two statements joined by `;` on one line, in a
+function of another name, or, for a one-line reference long enough to be distinctive, alone (issue 33, attack7).
 Each leak is shown first: the file holds every line of the reference, so the answer would be in the prompt."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ ANNOTATED = {"contrastive.py": parse(ANNOTATED_TEXT, "contrastive.py")}
 OBJECTIVE = next(s for s in ANNOTATED["contrastive.py"].snippets if s.name == "trimmed infonce objective")
 OBJECTIVE_LINES = [line for line in OBJECTIVE.code.splitlines() if "paper2code" not in line]
 NORMALISE = ["norm = math.sqrt(sum(x * x for x in v))", "return [x / norm for x in v]"]
+TRIM = "max_trim = int(math.floor(trim_frac * (n - 1)))"
+ANCHOR_LOSS = "total += logsumexp([row[i]] + [row[j] for j in kept]) - row[i]"
 
 NOTEBOOK = json.dumps(
     {
@@ -44,6 +46,11 @@ LEAKS = {
     ),
     "session.txt": ("In [1]: import math\n\nIn [2]: " + NORMALISE[0] + "\n   ...: " + NORMALISE[1] + "\n", NORMALISE),
     "norms.py": ("import math\n\ndef unit(v):\n    " + NORMALISE[0] + "; " + NORMALISE[1] + "\n", NORMALISE),
+    "budget.py": ("import math\n\n\ndef trim_budget(n, trim_frac):\n    " + TRIM + "\n    return max_trim\n", [TRIM]),
+    "helpers.py": (
+        "def anchor_loss(row, i, kept):\n    total = 0.0\n    " + ANCHOR_LOSS + "\n    return total\n",
+        [ANCHOR_LOSS],
+    ),
 }
 
 
