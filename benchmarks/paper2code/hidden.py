@@ -55,18 +55,18 @@ def _normalised(text: str) -> str:
     comments (a copy that lacks or adds a comment beside a reference is a copy), without a doctest's or an IPython
     session's prompts (`>>> `, `... `, `In [1]: `), with statements joined by `;` read as lines, and with a defined
     function's name left out (a copy in a function of another name is a copy)."""
-    return re.sub(r"\s+", "", "\n".join(_DEF_NAME_RE.sub("def", _code_of(line)) for line in text.splitlines()))
+    text = _DEF_NAME_RE.sub("def", _PROMPT_RE.sub("", text.replace("\r", "\n")))  # whole text: cheaper than by line
+    return re.sub(r"\s+", "", "\n".join(_code_of(line) for line in text.splitlines()))
 
 
-_PROMPT_RE = re.compile(r"^[ \t]*(?:>>>|\.\.\.:?|In \[\d*\]:)(?: |$)")
-_DEF_NAME_RE = re.compile(r"\bdef\s+[^\W\d]\w*")
+_PROMPT_RE = re.compile(r"^[ \t]*(?:>>>|\.\.\.:?|In \[\d*\]:)(?: |$)", re.M)
+_DEF_NAME_RE = re.compile(r"def\s+[^\W\d]\w*")  # no `\b` before: a literal start is searched fast (`undef x` alike)
 
 
 def _code_of(line: str) -> str:
-    """`line` without its prompt, up to its `#` comment, and with a space for each `;`: a `#` or `;` outside the
+    """`line` up to its `#` comment, and with a space for each `;`: a `#` or `;` outside the
     string literals that open and close on the line (a line is read alone, so a mark and the file holding it drop
     the same text of the same lines). Python allows `;` only between statements, never inside brackets."""
-    line = _PROMPT_RE.sub("", line, count=1)
     if "#" not in line and ";" not in line:
         return line
     quote, index, code = "", 0, []
