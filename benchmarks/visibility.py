@@ -90,18 +90,21 @@ def task_visible(*, version: BenchmarkVersion, task: Task, user) -> bool:
 
 # Who wrote a task: the app that takes submissions registers its rule in its `AppConfig.ready()` (benchmarks sits below
 # it and imports it not), the way apps register what they add to pages (benchmarks/pages.py).
-_TASK_AUTHORS: list[Callable[..., bool]] = []
+_TASK_AUTHORS: list[Callable[..., Iterable[int]]] = []
 
 
-def task_author_register(rule: Callable[..., bool]) -> None:
-    """Add `rule(task=..., user=...)`, true when the person wrote the task."""
+def task_author_register(rule: Callable[..., Iterable[int]]) -> None:
+    """Add `rule(user=...)`, the ids of the tasks the signed-in person wrote."""
     if rule not in _TASK_AUTHORS:
         _TASK_AUTHORS.append(rule)
 
 
-def user_wrote_task(*, task: Task, user) -> bool:
-    """Whether the signed-in person wrote the task (its reference is their own code)."""
-    return user.is_authenticated and any(rule(task=task, user=user) for rule in _TASK_AUTHORS)
+def tasks_written(*, user) -> set[int]:
+    """The ids of the tasks the signed-in person wrote (their references are their own code: never withheld from
+    them, and so never offered to them as an attempt)."""
+    if not user.is_authenticated:
+        return set()
+    return {pk for rule in _TASK_AUTHORS for pk in rule(user=user)}
 
 
 def task_sources_visible(*, version: BenchmarkVersion, task: Task, user) -> bool:

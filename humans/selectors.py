@@ -29,7 +29,8 @@ CURVE_MINUTES = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 240, 480)
 # The one statement of when a person sees an item's reference (the paper page shows this text; references_seen,
 # items_offerable and reference_withheld apply it).
 REFERENCE_RULE = (
-    "An item is offered to you only while you have not seen its reference here, as a model answers without it. "
+    "An item is offered to you only while you have not seen its reference here, as a model answers without it, "
+    "and never an item of a task you wrote. "
     "While you may still attempt an item of this paper, this page does not show you its reference code (the "
     "annotated files, and the surviving mutants, which spell reference lines); showing it withdraws, for good, the "
     "offer of the paper's items you have not attempted. An attempt's masked file holds the reference of its file's "
@@ -41,16 +42,21 @@ REFERENCE_RULE = (
 
 
 def references_seen(*, user) -> dict[int, str]:
-    """REFERENCE_RULE: the items whose reference the person has seen on the platform, each with where: the paper
-    page's reference code they chose to see, the masked file of their attempt at another item of the same file
+    """REFERENCE_RULE: the items whose reference the person has seen on the platform, each with where: the items of
+    the tasks they wrote (the paper page never withholds their own reference), the paper page's reference code they
+    chose to see, the masked file of their attempt at another item of the same file
     (every item not nested in that one), or the result of their submitted attempt at an item enclosing it."""
     if not user.is_authenticated:
         return {}
     seen: dict[int, str] = {}
+    for pk, slug in Snippet.objects.filter(task_id__in=visibility.tasks_written(user=user)).values_list(
+        "pk", "task__paper__slug"
+    ):
+        seen[pk] = f"you wrote the reference code of paper {slug}"
     for pk, slug in Snippet.objects.filter(
         task__in=ReferenceSeen.objects.filter(user=user).values("task_id")
     ).values_list("pk", "task__paper__slug"):
-        seen[pk] = f"you chose to see the reference code of paper {slug}"
+        seen.setdefault(pk, f"you chose to see the reference code of paper {slug}")
     attempts = list(Attempt.objects.filter(user=user).select_related("snippet"))
     siblings: dict[tuple[int, str], list[Snippet]] = {}  # every item of the attempted files, in one query
     for item in Snippet.objects.filter(task_id__in={a.snippet.task_id for a in attempts}).only(
@@ -116,10 +122,8 @@ def task_items_open_to(*, task: Task, user, seen: dict[int, str] | None = None) 
 
 def reference_withheld(*, task: Task, user, seen: dict[int, str] | None = None) -> bool:
     """REFERENCE_RULE: whether a paper page keeps the task's reference code from this signed-in person (never from
-    its author: they wrote it)."""
+    its author: they wrote it, so references_seen counts its items as seen)."""
     if not user.is_authenticated or ReferenceSeen.objects.filter(user=user, task=task).exists():
-        return False
-    if visibility.user_wrote_task(task=task, user=user):
         return False
     return task_items_open_to(task=task, user=user, seen=seen).exists()
 

@@ -16,7 +16,7 @@ class SubmissionsConfig(AppConfig):
 
         page_extra_register("version", views.version_validation_section)  # a draft release's validation section
         page_extra_register("paper", views.paper_submitted_by)  # who submitted the paper
-        task_author_register(selectors.user_wrote_task)  # its author always sees their own reference
+        task_author_register(selectors.tasks_written)  # its author always sees their own reference
         # Submissions' validations and the papers of set validations are lost work the watchdog looks after; one
         # lost again past VALIDATION_REDISPATCH_MAX is given up (it ends as an error of the platform).
         work_register(

@@ -65,9 +65,11 @@ def task_submitted_by(*, task):
     return accepted.author if accepted else None
 
 
-def user_wrote_task(*, task, user) -> bool:
-    """Whether the person submitted the task (its reference is their own code: never withheld from them)."""
-    return user.is_authenticated and task.submissions.filter(state=Submission.State.ACCEPTED, author=user).exists()
+def tasks_written(*, user) -> QuerySet[Submission, int]:
+    """The ids of the tasks the signed-in person submitted and saw accepted (their references are their own code)."""
+    return Submission.objects.filter(state=Submission.State.ACCEPTED, author=user, task__isnull=False).values_list(
+        "task_id", flat=True
+    )
 
 
 def submission_releases(*, submission: Submission) -> list[BenchmarkVersion]:

@@ -2,7 +2,8 @@
 recorded calls of the reference (the proposed tests' inputs and outputs: what the reference returned is the answer).
 
 One rule for two uses: such files are hidden from answers at run time (the workspace, the guard) and can never be
-context files, which every prompt shows whole (FORMAT.md 5).
+context files, which every prompt shows whole (FORMAT.md 5); a context file is also refused for a long one-line
+reference alone (REFERENCE_LINE_MIN_TOKENS), which run time does not hide (an honest answer may import the module).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from __future__ import annotations
 import base64
 import bisect
 import contextlib
+import io
 import json
 import math
 import re
 import struct
+import textwrap
+import tokenize
 from collections.abc import Iterable, Mapping
 
 from benchmarks.paper2code.markers import AnnotatedFile, Snippet, count_loc, split_lines
@@ -22,6 +26,10 @@ from benchmarks.paper2code.masking import strip_markers
 # A reference of one line of code is too common to be a copy (`return x`): it is looked for with the nearest line of
 # code before or after it in its file, so what marks a copy always has this many lines of code.
 REFERENCE_COPY_MIN_LOC = 2
+# ...except in a context file, shown whole in every prompt, where a one-line reference of this many Python tokens is
+# distinctive enough to mark a copy alone (`max_trim = int(math.floor(trim_frac * (n - 1)))` has 17, `return x * 2.5`
+# 4): the file would give that answer away wherever the line stands, and a refusal costs its author one context file.
+REFERENCE_LINE_MIN_TOKENS = 12
 # The proposed tests' folder (submissions/proposed.py) and its subfolders holding the reference's recorded calls.
 RECORDED_FOLDER = "rcb_replay"
 RECORDED_PARTS = ("inputs", "outputs")
@@ -43,30 +51,65 @@ _FLOAT_FORMATS = {"float64": ("<d", 8), "float32": ("<f", 4)}  # low precision h
 
 
 def _normalised(text: str) -> str:
-    """`text` as a copy is compared: its code alone, without comments (a copy that lacks or adds a comment beside a
-    reference is a copy) and without whitespace (nor other line ends or indentation)."""
-    return re.sub(r"\s+", "", "\n".join(_without_comment(line) for line in text.splitlines()))
+    """`text` as a copy is compared: its code alone, without whitespace (nor other line ends or indentation), without
+    comments (a copy that lacks or adds a comment beside a reference is a copy), without a doctest's or an IPython
+    session's prompts (`>>> `, `... `, `In [1]: `), with statements joined by `;` read as lines, and with a defined
+    function's name left out (a copy in a function of another name is a copy)."""
+    text = _DEF_NAME_RE.sub("def", _PROMPT_RE.sub("", text.replace("\r", "\n")))  # whole text: cheaper than by line
+    return re.sub(r"\s+", "", "\n".join(_code_of(line) for line in text.splitlines()))
 
 
-def _without_comment(line: str) -> str:
-    """`line` up to its `#` comment: a `#` outside the string literals that open and close on the line (a line is
-    read alone, so a mark and the file holding it drop the same text of the same lines)."""
-    if "#" not in line:
+_PROMPT_RE = re.compile(r"^[ \t]*(?:>>>|\.\.\.:?|In \[\d*\]:)(?: |$)", re.M)
+_DEF_NAME_RE = re.compile(r"def\s+[^\W\d]\w*")  # no `\b` before: a literal start is searched fast (`undef x` alike)
+
+
+def _code_of(line: str) -> str:
+    """`line` up to its `#` comment, and with a space for each `;`: a `#` or `;` outside the
+    string literals that open and close on the line (a line is read alone, so a mark and the file holding it drop
+    the same text of the same lines). Python allows `;` only between statements, never inside brackets."""
+    if "#" not in line and ";" not in line:
         return line
-    quote, index = "", 0
+    quote, index, code = "", 0, []
     while index < len(line):
         char = line[index]
         if quote:
             if char == "\\":
-                index += 1
-            elif char == quote:
+                code.append(line[index : index + 2])
+                index += 2
+                continue
+            if char == quote:
                 quote = ""
         elif char in "'\"":
             quote = char
         elif char == "#":
-            return line[:index]
+            break
+        elif char == ";":
+            char = " "
+        code.append(char)
         index += 1
-    return line
+    return "".join(code)
+
+
+def _json_strings(text: str) -> str:
+    """The strings of `text` read as a JSON document, in order, one after another on lines of their own, or "" when
+    it is none: a Jupyter notebook holds its cells' code as JSON strings (one per line, quoted and escaped)."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return ""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's limit
+        return ""
+    strings, stack, budget = [], [value], _WALK_NODES
+    while stack and budget:
+        budget -= 1
+        node = stack.pop()
+        if isinstance(node, str):
+            strings.append(node)
+        elif isinstance(node, list):
+            stack += reversed(node)
+        elif isinstance(node, dict):
+            stack += reversed(node.values())
+    return "\n".join(strings)
 
 
 def reference_copies(files: Mapping[str, bytes], references: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
@@ -80,8 +123,9 @@ def reference_copies(files: Mapping[str, bytes], references: Mapping[str, Iterab
     for path, data in files.items():
         if b"\x00" in data[:8192]:  # binary: not a text copy
             continue
-        text = _normalised(data.decode("utf-8", "replace"))
-        names = [name for name, marks in wanted.items() if any(mark in text for mark in marks)]
+        text = data.decode("utf-8", "replace")
+        texts = [_normalised(text)] + ([_normalised(strings)] if (strings := _json_strings(text)) else [])
+        names = [name for name, marks in wanted.items() if any(mark in t for mark in marks for t in texts)]
         if names:
             found[path] = names
     return found
@@ -233,21 +277,24 @@ def _half_unit(token: bytes) -> float:
     return 0.5 * 10.0 ** max(-400, min(power, 308))  # past 1e308 a float overflows
 
 
-def package_references(annotated: Iterable[AnnotatedFile]) -> dict[str, tuple[str, ...]]:
+def package_references(annotated: Iterable[AnnotatedFile], *, lines_alone: bool = False) -> dict[str, tuple[str, ...]]:
     """What marks a copy of each snippet's reference code, by `file: "name"`: its code, or, for a snippet shorter than
     REFERENCE_COPY_MIN_LOC, its code with the lines of its file before it up to the lines of code it lacks, and with
-    those after it (two marks): a module holding the reference file's code is a copy whatever its snippets' size."""
+    those after it (two marks): a module holding the reference file's code is a copy whatever its snippets' size.
+    `lines_alone` (context files): a one-line reference of REFERENCE_LINE_MIN_TOKENS marks a copy alone."""
     return {
         f'{snippet.file}: "{snippet.name}"': marks
         for parsed in annotated
         for snippet in parsed.snippets
-        if (marks := _copy_marks(parsed, snippet))
+        if (marks := _copy_marks(parsed, snippet, lines_alone=lines_alone))
     }
 
 
-def _copy_marks(parsed: AnnotatedFile, snippet: Snippet) -> tuple[str, ...]:
+def _copy_marks(parsed: AnnotatedFile, snippet: Snippet, *, lines_alone: bool) -> tuple[str, ...]:
     if snippet.loc >= REFERENCE_COPY_MIN_LOC or not snippet.loc:
         return (snippet.code,) if snippet.loc else ()
+    if lines_alone and _tokens(snippet.code) >= REFERENCE_LINE_MIN_TOKENS:
+        return (snippet.code,)
     lines = split_lines(parsed.text)
     # 0-based: the start marker is line start_line - 1, the end marker line end_line - 1.
     need = REFERENCE_COPY_MIN_LOC - snippet.loc
@@ -257,6 +304,25 @@ def _copy_marks(parsed: AnnotatedFile, snippet: Snippet) -> tuple[str, ...]:
         [f"{snippet.code}\n{''.join(after)}"] if after else []
     )
     return tuple(marks) or (snippet.code,)  # its file holds too few lines of code: its code alone
+
+
+def _tokens(code: str) -> int:
+    """Python tokens of `code` (names, operators, numbers, strings; not comments, line ends or indentation)."""
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(textwrap.dedent(code)).readline)
+        return sum(token.type not in _LAYOUT_TOKENS for token in tokens)
+    except (tokenize.TokenError, SyntaxError):  # IndentationError is a SyntaxError; count as a reader would
+        return len(re.findall(r"\w+|[^\w\s]", "\n".join(_code_of(line) for line in code.splitlines())))
+
+
+_LAYOUT_TOKENS = {
+    tokenize.COMMENT,
+    tokenize.NL,
+    tokenize.NEWLINE,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.ENDMARKER,
+}
 
 
 def _to_code(lines: Iterable[str], need: int) -> list[str]:
@@ -297,7 +363,7 @@ def context_refusals(
     refusals: dict[str, str] = {}
     copies = reference_copies(
         {path: files[path] for path in context_paths if path in files and path not in annotated},
-        package_references(annotated.values()),
+        package_references(annotated.values(), lines_alone=True),
     )
     recorded = recorded_calls(files, among=context_paths)
     for path in context_paths:

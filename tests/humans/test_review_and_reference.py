@@ -19,6 +19,7 @@ from evaluation.outcomes import Verdict, outcome_flag
 from humans import selectors, services
 from humans.models import Attempt, ReferenceSeen
 from humans.prompts import attempt_prompt
+from submissions.models import Submission
 from tests.conftest import client_for, page_text
 from tests.humans.conftest import dampnest_item
 
@@ -297,3 +298,20 @@ def test_an_attempts_run_is_private_in_the_manifest_api_too(held_release, people
             client_for(viewer).get(url).status_code
             == client_for(viewer).get(f"/api/v1/runs/{attempt.run.pk}/").status_code
         )
+
+
+def test_the_author_of_a_task_is_not_offered_its_items(held_release, people):
+    """attack7: the paper page shows a task's author their own reference (they wrote it), so its items are seen: no
+    attempt by id, none by the random pick, and the page offers none, or the person who wrote the answers would add
+    passes to the Humans row."""
+    author, other = people[0], people[1]
+    item = dampnest_item(held_release)
+    Submission.objects.create(author=author, task=item.task, state=Submission.State.ACCEPTED, title="DampNest")
+    mine = set(Snippet.objects.filter(task=item.task).values_list("pk", flat=True))
+    assert item.pk in set(selectors.task_items_open_to(task=item.task, user=other).values_list("pk", flat=True))
+    assert not selectors.task_items_open_to(task=item.task, user=author).exists()
+    assert not mine & set(selectors.items_offerable(version=held_release, user=author).values_list("pk", flat=True))
+    with pytest.raises(services.AttemptRefused, match=f"item {item.pk} is no longer offered to you: you wrote"):
+        services.attempt_open(user=author, version=held_release, snippet_id=item.pk)
+    html = paper_page(logged_in(author), held_release)
+    assert REFERENCE_LINE in page_text(html) and "Try it yourself" not in html
