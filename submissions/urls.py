@@ -4,6 +4,7 @@ from submissions import views
 
 urlpatterns = [
     path("accounts/signup/", views.signup, name="signup"),
+    path("accounts/name/", views.account_name, name="account-name"),
     path("submissions/", views.submission_list, name="submission-list"),
     path("submissions/new/", views.submission_new, name="submission-new"),
     path("submissions/<int:pk>/", views.submission_detail, name="submission-detail"),

@@ -9,7 +9,9 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
+from django.forms import ModelForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -34,9 +36,32 @@ from submissions.quotas import QuotaExceeded
 STEPS = [("details", "Paper details"), ("paper", "Paper text"), ("code", "Code"), ("files", "Files and tests")]
 
 
+NAME_HELP = "Optional: an accepted paper's page credits its author by name, else by username."
+
+
 class SignupForm(UserCreationForm):
     class Meta(UserCreationForm.Meta):
-        fields = ("username", "email")
+        fields = ("username", "first_name", "last_name", "email")
+        help_texts = {"first_name": NAME_HELP}
+
+
+class AccountNameForm(ModelForm):
+    class Meta:
+        model = User
+        fields = ("first_name", "last_name")
+        help_texts = {"first_name": NAME_HELP}
+
+
+@login_required
+def account_name(request: HttpRequest) -> HttpResponse:
+    """The name the site credits a person by (submissions/selectors.user_display_name); sign-up asks for it too."""
+    form = AccountNameForm(request.POST or None, instance=request.user)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        shown = selectors.user_display_name(user=request.user)
+        messages.success(request, f"Your name is saved: the site credits you as {shown}.")
+        return redirect("account-name")
+    return render(request, "registration/account_name.html", {"form": form})
 
 
 def signup(request: HttpRequest) -> HttpResponse:

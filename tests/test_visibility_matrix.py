@@ -189,6 +189,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
     return {
         "healthz": [("site", {}, "", OPEN)],
         "api-tokens": [("own tokens", {}, "", SIGNED_IN)],
+        "account-name": [("own name", {}, "", SIGNED_IN)],
         "login": [("form", {}, "", OPEN)],
         "logout": [("form", {}, "", POST_ONLY)],
         "password_change": [("form", {}, "", SIGNED_IN)],

@@ -148,6 +148,35 @@ def test_the_signup_page_speaks_to_authors_and_model_developers(client):
     assert f'href="{reverse("guide", args=["leaderboard"])}"' in page
 
 
+def test_an_author_gives_the_name_the_site_credits_at_sign_up_and_changes_it_later(client):
+    """A newcomer's walk: the paper page credits an author by full name, else username, yet nothing let anyone give
+    a name, so every author was credited by username."""
+    from django.contrib.auth.models import User
+
+    from submissions.selectors import user_display_name
+
+    signup = client.get(reverse("signup")).content.decode()
+    assert 'name="first_name"' in signup and "credits its author by name" in signup
+    client.post(
+        reverse("signup"),
+        {
+            "username": "ada_researcher",
+            "first_name": "Ada",
+            "last_name": "Lovelace",
+            "email": "ada@example.org",
+            "password1": "a-long-pass-phrase-9",
+            "password2": "a-long-pass-phrase-9",
+        },
+    )
+    user = User.objects.get(username="ada_researcher")
+    assert user_display_name(user=user) == "Ada Lovelace"
+    assert f'href="{reverse("account-name")}"' in client.get(reverse("submission-list")).content.decode()
+    response = client.post(reverse("account-name"), {"first_name": "Augusta Ada", "last_name": "King"}, follow=True)
+    assert "the site credits you as Augusta Ada King" in response.content.decode()
+    user.refresh_from_db()
+    assert user_display_name(user=user) == "Augusta Ada King"
+
+
 def test_password_reset_sends_a_mail(client, author, mailoutbox):
     client.post(reverse("password_reset"), {"email": author.email})
     assert len(mailoutbox) == 1 and "/accounts/reset/" in mailoutbox[0].body
