@@ -184,7 +184,8 @@ class FilesForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         label="Context files (shown to the model unmasked)",
         help_text="Not offered: the annotated files, the test entry point and other test files, and files holding a "
-        "snippet's reference code or recorded calls; shown whole in every prompt, they would give the answer away. "
+        "snippet's reference code or recorded calls; shown whole in every prompt, they would give the answer away; "
+        "nor the paper's text, which the runs without the paper must not have. "
         "To show a file you no longer annotate, save this step without it first.",
     )
     requirements = forms.CharField(

@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import math
+import posixpath
 import re
 import struct
 import textwrap
@@ -349,6 +350,10 @@ def test_module(path: str) -> bool:
     )
 
 
+# The paper's text in a package (pset.py reads the first found); here as a context file must never be one of them.
+PAPER_TEXT_NAMES = ("paper2code_paper.tex", "paper2code_paper.md")  # first wins
+
+
 def context_refusals(
     *,
     context_paths: Iterable[str],
@@ -371,6 +376,11 @@ def context_refusals(
             refusals[path] = (
                 "is the test entry point: a context file is shown to the model whole, and the tests (and the "
                 "reference they compare with) must stay hidden"
+            )
+        elif posixpath.basename(path) in PAPER_TEXT_NAMES:
+            refusals[path] = (
+                "is the paper's text: the prompts with the paper give it once, but a context file is in every prompt, "
+                "so the runs without the paper (the ablation) would have it too"
             )
         elif path in annotated:
             refusals[path] = "is an annotated file: shown whole as context, it would give every snippet's code away"

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.paper2code.hidden import context_refusals
+from benchmarks.paper2code.hidden import PAPER_TEXT_NAMES, context_refusals
 from benchmarks.paper2code.links import link_problem
 from benchmarks.paper2code.markers import AnnotatedFile, parse
 from benchmarks.paper2code.problems import PackageError, Problem
@@ -31,7 +31,6 @@ from benchmarks.paper2code.requirements import requirements_problems
 
 PAPERS_YAML = "papers.yaml"
 TEST_ENTRY_POINT = "paper2code_test.py"
-PAPER_TEXT_NAMES = ("paper2code_paper.tex", "paper2code_paper.md")  # first wins
 REQUIREMENTS_NAMES = ("paper2code_requirements.txt", "requirements.txt")  # first wins
 LEGACY_HINT = (
     "; a legacy set that ran in one shared environment is imported with --environment FILE, which "

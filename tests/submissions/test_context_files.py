@@ -65,6 +65,7 @@ def test_without_the_rule_a_reference_copy_as_context_puts_the_answer_in_the_pro
         ("optimizer_ref.py", 'holds the reference code of optimizer.py: "'),
         ("optimizer.py", "is an annotated file"),
         ("test_expected.py", "is a test file"),
+        ("paper2code_paper.md", "is the paper's text"),
     ],
 )
 def test_read_pset_and_import_pset_refuse_a_context_file_that_gives_the_answer_away(tmp_path, context, reason):
@@ -92,7 +93,13 @@ def test_the_files_step_neither_offers_nor_takes_a_context_file_that_gives_the_a
     # the test entry point and another test file, the reference's copy. A harmless file still is.
     offered = re.findall(r'name="context_paths" value="([^"]+)"', client.get(url).content.decode())
     assert "paper2code_requirements.txt" in offered, offered
-    for path in ("optimizer.py", "paper2code_test.py", "tests/expected_values.py", "optimizer_ref.py"):
+    for path in (
+        "optimizer.py",
+        "paper2code_test.py",
+        "tests/expected_values.py",
+        "optimizer_ref.py",
+        "paper2code_paper.md",
+    ):
         assert path not in offered, (path, offered)
     # Posted anyway, each is refused with its reason and nothing is saved.
     response = client.post(
