@@ -136,7 +136,10 @@ def test_an_agent_that_overflows_its_context_on_the_items_it_fails_scores_its_ho
     assert all(r.failure is None and messages_tokens(r.body) <= WINDOW for r in requests)
 
     with monkeypatch.context() as off:
+        # Both rules off: the refusal is not the request's, and no failure after the first turn is probed (the probe
+        # would find the provider up and count the item against the agent as well).
         off.setattr(llm, "caused_by_request", lambda exc, status: False)
+        off.setattr(policies, "provider_answers", lambda *args, **kwargs: None)
         run, gamed, _ = agent_run_inline(
             items_on_bwrap, small_release, Overflowing(solved, breaks=False), context_tokens=WINDOW
         )
