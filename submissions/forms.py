@@ -153,7 +153,7 @@ class CodeForm(forms.Form):
         if data.get("source") == "archive" and not data.get("archive"):
             self.add_error("archive", "Choose an archive to upload.")
         if data.get("source") == "git":
-            if not data.get("git_url"):
+            if not data.get("git_url") and "git_url" not in self.errors:  # a refused URL says why already
                 self.add_error("git_url", "Give the repository's https:// URL.")
             commit = (data.get("commit") or "").strip().lower()
             if problem := commit_problem(commit):

@@ -256,3 +256,13 @@ def test_the_other_steps_offer_no_skip(client, fresh):
     for step in ("details", "code", "files"):
         page = client.get(reverse("submission-step", args=[fresh.pk, step])).content.decode()
         assert 'data-testid="step-skip"' not in page, step
+
+
+def test_a_refused_repository_url_is_told_why_once_not_asked_for_again():
+    """A newcomer's walk: an http:// (or unresolvable) URL got its reason and then "Give the repository's https://
+    URL." under it, as if the field were empty."""
+    errors = CodeForm({"source": "git", "git_url": "http://example.org/x.git", "commit": "a" * 40}).errors["git_url"]
+    assert errors == ["git URL must use https:// (not http://)"], errors
+    assert CodeForm({"source": "git", "git_url": "", "commit": "a" * 40}).errors["git_url"] == [
+        "Give the repository's https:// URL."
+    ]
