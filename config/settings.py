@@ -386,6 +386,10 @@ MAINTAINERS_GROUP = "maintainers"
 # Validation of submissions: reference runs in a row, and the time limit of one test run.
 SUBMISSION_REFERENCE_RUNS = env.int("SUBMISSION_REFERENCE_RUNS", default=3)
 SUBMISSION_TEST_SECONDS = env.float("SUBMISSION_TEST_SECONDS", default=300.0)
+# A set validation judges each reference as an answer this many times (a submission's validation: twice). Once by
+# default: a second judging doubled a whole set's validation (2.75x one warm run of the set against 1.7x), while the
+# reference's own runs (SUBMISSION_REFERENCE_RUNS) and the release's calibration runs still run it again.
+SET_VALIDATION_JUDGED_RUNS = env.int("SET_VALIDATION_JUDGED_RUNS", default=1)
 # Mutation score (issue 24): mutants of each reference body a submission's validation runs (0: none), the seed that
 # chooses them, the score below which validation warns (a release may state its own), and a mutant's time limit as
 # a multiple of the reference's slowest run (at least MUTATION_MIN_SECONDS; a mutant that times out is killed).

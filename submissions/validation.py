@@ -239,6 +239,7 @@ def set_paper_run(*, paper: SetValidationPaper, on_check: Callable[[CheckResult]
         test_entry_point=paper.test_entry_point,
         mutants=paper.mutants,
         score_min=paper.mutation_score_min,
+        judged_runs=settings.SET_VALIDATION_JUDGED_RUNS,
     ):
         checks.append(
             {
@@ -402,16 +403,18 @@ def sandbox_checks(
     score_min: float | None = None,
     example_script: str = "",
     paper: str = "this package",
+    judged_runs: int = REFERENCE_JUDGED_RUNS,
 ) -> Iterator[CheckResult]:
     """FORMAT.md section 9 in the sandbox: the requirements install, the reference passes its tests
     SUBMISSION_REFERENCE_RUNS times (a reference passing some runs and failing others is flaky), each snippet is
-    sealed (or says why not), its reference passes as an answer in evaluation's judging step (`judged_checks`), and
-    masked, then replaced by a no-op, makes them fail; with `mutants`, up to that many mutants of each snippet's
-    reference body run as answers would, and the share the tests kill is the snippet's mutation score (a warning below
-    `score_min`, never a failure). With an `example_script`, its run with the reference is recorded too (the
-    "example" check), kept in the recording for the proposed replay tests (submissions/proposed.py). A package with
-    no test entry point of its own runs its example script first: the tests proposed from that run become its tests
-    (`tests_from_example`), and every other check runs them; `paper` names it in their file.
+    sealed (or says why not), its reference passes as an answer in evaluation's judging step `judged_runs` times
+    (`judged_checks`), and masked, then replaced by a no-op, makes them fail; with `mutants`, up to that many
+    mutants of each snippet's reference body run as answers would, and the share the tests kill is the snippet's
+    mutation score (a warning below `score_min`, never a failure). With an `example_script`, its run with the
+    reference is recorded too (the "example" check), kept in the recording for the proposed replay tests
+    (submissions/proposed.py). A package with no test entry point of its own runs its example script first: the
+    tests proposed from that run become its tests (`tests_from_example`), and every other check runs them; `paper`
+    names it in their file.
 
     The one implementation for submissions and for whole problem sets (validate_pset)."""
     env_hash = environment_hash(requirements)
@@ -491,6 +494,7 @@ def sandbox_checks(
         manifest=manifest,
         recording=recording,
         limits=limits,
+        runs=judged_runs,
     )
 
     yield from variant_checks(files=files, annotated=annotated, test=test)
@@ -838,16 +842,17 @@ def judged_checks(
     manifest: dict | None,
     recording: dict | None,
     limits,
+    runs: int = REFERENCE_JUDGED_RUNS,
 ) -> Iterator[CheckResult]:
     """Each snippet's reference, spliced in as an answer, judged by the step that judges a model's answer (the answer
-    policy, the runtime guard, the sealed replay on `recording`), REFERENCE_JUDGED_RUNS times on this backend: it
+    policy, the runtime guard, the sealed replay on `recording`), `runs` times on this backend: it
     fails when any run is not a pass (a flag included) or the runs' verdicts differ, since evaluation would then
     score the author's own code as wrong or as suspect. Every finding is shown, line by line, with its rule."""
     hidden = package_hidden(files=files, annotated=annotated, test_entry_point=test_entry_point)
     for path, parsed in annotated.items():
         for s in parsed.snippets:
             started = time.monotonic()
-            runs = [
+            verdicts = [
                 package_answer_verdict(
                     session=session,
                     files=files,
@@ -860,16 +865,18 @@ def judged_checks(
                     recording=recording,
                     limits=limits,
                 ).verdict
-                for _ in range(REFERENCE_JUDGED_RUNS)
+                for _ in range(runs)
             ]
-            status, detail = reference_judgement(s.name, runs)
+            status, detail = reference_judgement(s.name, verdicts)
             yield CheckResult(
                 f"judged:{path}:{s.index}",
                 status,
                 detail[:4000],
                 time.monotonic() - started,
                 result={
-                    "runs": [{"status": v.status, "category": v.category, "findings": list(v.findings)} for v in runs]
+                    "runs": [
+                        {"status": v.status, "category": v.category, "findings": list(v.findings)} for v in verdicts
+                    ]
                 },
             )
 

@@ -83,6 +83,9 @@ def test_validate_pset_on_the_workers_gives_the_inline_results(tmp_path, celery_
     )  # the progress bar reached every check (each snippet: sealed, judged, masked, no-op)
     paper = SetValidation.objects.get().papers.get()
     assert paper.sandbox_backend == "bwrap" and "set_paper_validate" in worker.output()
+    # A set validation judges each reference once (SET_VALIDATION_JUDGED_RUNS), a submission's twice.
+    judged = [c for c in paper.checks if c["key"].startswith("judged:")]
+    assert len(judged) == 2 and all(len(c["result"]["runs"]) == 1 for c in judged), judged
 
 
 def test_a_draft_version_is_validated_from_its_page_by_the_workers(
