@@ -8,6 +8,7 @@ reference alone (REFERENCE_LINE_MIN_TOKENS), which run time does not hide (an ho
 
 from __future__ import annotations
 
+import ast
 import base64
 import bisect
 import contextlib
@@ -19,7 +20,10 @@ import re
 import struct
 import textwrap
 import tokenize
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+
+import yaml
 
 from benchmarks.paper2code.markers import AnnotatedFile, Snippet, count_loc, split_lines
 from benchmarks.paper2code.masking import strip_markers
@@ -113,10 +117,88 @@ def _json_strings(text: str) -> str:
     return "\n".join(strings)
 
 
+_PYTHON_SUFFIXES = (".py", ".pyi", ".pyw")
+_YAML_SUFFIXES = (".yaml", ".yml")
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _literal_strings(path: str, text: str) -> str:
+    """The strings a Python or YAML file (by its name) holds, decoded, one after another on lines of their own, or
+    "": a reference inside a string literal (`\\n` escapes on one line, lines concatenated, a quoted YAML scalar or a
+    list of its lines) is a copy as its raw text is not."""
+    name = path.lower()
+    if name.endswith(_PYTHON_SUFFIXES):
+        return "\n".join(_python_strings(text[:SCAN_BYTES]))
+    if name.endswith(_YAML_SUFFIXES):
+        return "\n".join(_yaml_strings(text[:SCAN_BYTES]))
+    return ""
+
+
+def _python_strings(text: str) -> Iterator[str]:
+    """The values of a Python file's string and bytes literals (an f-string's text parts), in order: from its syntax
+    tree (fast), or, for a file that does not compile, as tokenize reads them up to where it cannot."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an invalid escape sequence warns
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # ValueError: a null byte
+        yield from _tokenized_strings(text)
+        return
+    literals = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes))]
+    for node in sorted(literals, key=lambda n: (n.lineno, n.col_offset)):  # as written: ast.walk goes by depth
+        value = node.value
+        yield value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _tokenized_strings(text: str) -> Iterator[str]:
+    middle = getattr(tokenize, "FSTRING_MIDDLE", None)  # Python 3.12 splits an f-string into parts
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == middle:
+                yield token.string
+            elif token.type == tokenize.STRING:
+                quote = min(i for i in (token.string.find("'"), token.string.find('"')) if i >= 0)
+                prefix = token.string[:quote].lower().replace("f", "")  # an f-string's braces read as text
+                with (
+                    contextlib.suppress(ValueError, SyntaxError, MemoryError, RecursionError),
+                    warnings.catch_warnings(),
+                ):
+                    warnings.simplefilter("ignore")
+                    value = ast.literal_eval(prefix + token.string[quote:])
+                    yield value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    except (tokenize.TokenError, SyntaxError):  # IndentationError is a SyntaxError
+        return
+
+
+def _yaml_strings(text: str) -> Iterator[str]:
+    """The string keys and scalar values of a YAML file's documents, in order (an alias is walked once)."""
+    loader = _YAML_LOADER(text)
+    try:
+        while loader.check_node():
+            seen, stack, budget = set(), [loader.get_node()], _WALK_NODES
+            while stack and budget:
+                budget -= 1
+                node = stack.pop()
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                if isinstance(node, yaml.ScalarNode):
+                    yield str(node.value)
+                elif isinstance(node, yaml.MappingNode):
+                    stack += reversed([part for pair in node.value for part in pair])
+                elif isinstance(node, yaml.SequenceNode):
+                    stack += reversed(node.value)
+    except (yaml.YAMLError, RecursionError):
+        return
+    finally:
+        loader.dispose()
+
+
 def reference_copies(files: Mapping[str, bytes], references: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     """The text files holding a copy of a reference, compared without whitespace (a copy with other line ends or
-    indentation is a copy): path -> the names of the references found in it. `references`: name -> the texts that
-    mark a copy of it (package_references)."""
+    indentation is a copy), as its raw text and as the strings it holds (a JSON document's, a Python or YAML file's
+    literals): path -> the names of the references found in it. `references`: name -> the texts that mark a copy of
+    it (package_references)."""
     wanted = {
         name: [m for mark in marks if (m := _normalised(strip_markers(mark)))] for name, marks in references.items()
     }
@@ -125,7 +207,8 @@ def reference_copies(files: Mapping[str, bytes], references: Mapping[str, Iterab
         if b"\x00" in data[:8192]:  # binary: not a text copy
             continue
         text = data.decode("utf-8", "replace")
-        texts = [_normalised(text)] + ([_normalised(strings)] if (strings := _json_strings(text)) else [])
+        strings = [held for held in (_json_strings(text), _literal_strings(path, text)) if held]
+        texts = [_normalised(text), *(_normalised(held) for held in strings)]
         names = [name for name, marks in wanted.items() if any(mark in t for mark in marks for t in texts)]
         if names:
             found[path] = names
