@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import ast
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from benchmarks.paper2code.hidden import context_refusals
+from benchmarks.paper2code.hidden import YAML_FLOW_DEPTH_MAX, context_refusals
 from benchmarks.paper2code.markers import parse
 from tests.conftest import DEMO_PSET
 
@@ -165,3 +169,37 @@ def test_a_context_file_holding_the_reference_inside_a_string_literal_is_refused
 )
 def test_a_context_file_whose_literals_only_use_the_code_is_taken(path, text):
     assert refusals({path: text}) == {}
+
+
+DEEP = "[" * (YAML_FLOW_DEPTH_MAX + 1) + "]" * (YAML_FLOW_DEPTH_MAX + 1) + "\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "steps:\n  normalise: " + json.dumps(UNIT) + "\ndeep: " + DEEP,
+        # Lines of a flow list, one plain and one quoted (its `,` would end a plain scalar).
+        "steps: [" + NORMALISE[0].replace(",", "") + ", " + json.dumps(NORMALISE[1]) + "]\ndeep: " + DEEP,
+    ],
+)
+def test_a_yaml_file_nested_past_the_parsers_bound_is_read_in_one_pass_and_refused(text):
+    refused = refusals({"deep.yaml": text})
+    assert refused.get("deep.yaml", "").startswith('holds the reference code of contrastive.py: "'), refused
+
+
+def test_a_deeply_nested_yaml_file_neither_crashes_nor_stalls_the_check(tmp_path):
+    """libyaml's composer recurses in C: 200,000 nested lists crash the process (shown first, in a child process);
+    the check reads the parser's events, and past YAML_FLOW_DEPTH_MAX levels (libyaml's scanner slows in the square
+    of the depth) reads the text in one pass."""
+    nested = "- " * 200_000 + "x\n"
+    (tmp_path / "nested.yaml").write_text(nested)
+    composed = subprocess.run(
+        [sys.executable, "-c", f"import yaml; yaml.compose(open({str(tmp_path / 'nested.yaml')!r}), yaml.CSafeLoader)"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert composed.returncode == -signal.SIGSEGV, composed
+    started = time.monotonic()
+    for text in (nested, "[" * 1_000_000 + "]" * 1_000_000):
+        assert refusals({"nested.yaml": text}) == {}
+    assert time.monotonic() - started < 20
