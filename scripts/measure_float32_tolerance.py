@@ -5,7 +5,10 @@ alternatives are replayed on the recorded calls and judged three ways: by scorin
 loosest tolerance), by the proposed tests' table with float32's row as it was (the same 2e-2) and as it is now
 (numpy's allclose defaults). Each line: S, B, N where scoring, the table before, the table now kill or fail it.
 
-Run: .venv/bin/python scripts/measure_float32_tolerance.py [--cache DIR]
+With --item the same for the layer norm's mean square returned as a Python float (`.item()`,
+tests/submissions/test_proposed_plain_float32.py): "before" is then the table without a float32 row for plain floats.
+
+Run: .venv/bin/python scripts/measure_float32_tolerance.py [--cache DIR] [--item]
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import hashlib
 import importlib
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -46,6 +50,7 @@ ALTERNATIVES = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", type=Path, default=None, help="the sandbox's environment cache")
+    parser.add_argument("--item", action="store_true", help="the float32 function returning .item()")
     args = parser.parse_args()
     import django
 
@@ -61,6 +66,15 @@ def main() -> None:
     # The package is the test's (imported by name, so the type checker stays out of the test suite).
     package = importlib.import_module("tests.submissions.test_proposed_float32")
     FILES, LIMITS, NORM, REORDERED = package.FILES, package.LIMITS, package.NORM, package.REORDERED  # noqa: N806
+    alternatives = ALTERNATIVES
+    if args.item:
+        package = importlib.import_module("tests.submissions.test_proposed_plain_float32")
+        FILES, NORM, REORDERED = package.FILES, package.NORM, package.REORDERED  # noqa: N806
+        # The same alternatives, each returning its output's mean square as a Python float.
+        alternatives = [
+            (name, re.sub(r"return (.+)\n$", r"return float(np.square(\1).mean())\n", body))
+            for name, body in ALTERNATIVES
+        ]
 
     blobs: dict[str, bytes] = {}
 
@@ -77,7 +91,7 @@ def main() -> None:
     groups = [
         ("epsilon nudges", [(f"eps -> {e}", snippet.code.replace(LINE, LINE.replace("1e-5", e))) for e in EPSILONS]),
         ("the mutation check's mutants", [(m.diff, m.body) for m in mutants_generate(snippet.code)]),
-        ("correct alternatives", [("np.var and a multiply by the inverse root", REORDERED), *ALTERNATIVES]),
+        ("correct alternatives", [("np.var and a multiply by the inverse root", REORDERED), *alternatives]),
     ]
     with backend.session(environment) as session:
         recording = recording_make(

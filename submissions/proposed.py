@@ -56,10 +56,13 @@ from rcb_replay import attributes, compare, snapshot  # noqa: E402, F401
 # float32 keeps 7 digits, so it is held to at most rtol {float32_rtol:g}, atol {float32_atol:g} (numpy's allclose
 # defaults), and float64 (16 digits) to at most rtol {float64_rtol:g}, atol {float64_atol:g}, however loose your tests'
 # assertions were elsewhere (a tolerance meant for bfloat16 would let a float32 epsilon or scale change through).
-# Other floating values (Python floats, complex numbers, other dtypes) take RTOL and ATOL, the loosest of your tests'
-# assertions. Change any of them here: loosen one where another order of the same operations is still correct and
-# fails (a float32 value computed from bfloat16 ones, or after a long reduction), tighten one where a wrong answer
-# passes.
+# complex64 and complex128 take the rows of float32 and float64, the precision of their parts. A Python float carries
+# no dtype, so the recorded value tells: one that is exactly a float32 and no bfloat16 or float16 (a float32 value's
+# .item() or .tolist(); a float64 result is one by chance about once in 2**29) takes the float32 row, a Python complex
+# whose parts are takes the complex64 row. Other floating values (other Python floats and complex numbers, other
+# dtypes) take RTOL and ATOL, the loosest of your tests' assertions. Change any of them here: loosen one where
+# another order of the same operations is still correct and fails (a float32 value computed from bfloat16 ones, or
+# after a long reduction, or a Python float that happens to be a float32's), tighten one where a wrong answer passes.
 TOLERANCES = {{
 {tolerances}}}
 RTOL = {rtol!r}
@@ -137,10 +140,12 @@ FLOAT64_MOST = (1e-9, 1e-12)
 def dtype_tolerances(*, rtol: float, atol: float) -> dict[str, tuple[float, float]]:
     """The proposed tests' (rtol, atol) per dtype from the recording's tolerance (the loosest of the author's own
     assertions, numpy's allclose defaults at least): bfloat16 and float16 keep it but at least their resolution (as
-    the sealed replay judges them), float32 at most FLOAT32_MOST and float64 at most FLOAT64_MOST (a tolerance the
-    author's bfloat16 code needs is no measure of float32 arithmetic)."""
+    the sealed replay judges them), float32 and complex64 at most FLOAT32_MOST, float64 and complex128 at most
+    FLOAT64_MOST (a tolerance the author's bfloat16 code needs is no measure of float32 arithmetic). The float32 and
+    complex64 rows also hold the plain floats and complex numbers the recording shows to be theirs (plain_dtype)."""
     tolerances = dict(judging_tolerance(rtol, atol).by_dtype or {})
-    for dtype, (low, high) in (("float32", FLOAT32_MOST), ("float64", FLOAT64_MOST)):
+    most = {"float32": FLOAT32_MOST, "complex64": FLOAT32_MOST, "float64": FLOAT64_MOST, "complex128": FLOAT64_MOST}
+    for dtype, (low, high) in most.items():
         tolerances[dtype] = (min(rtol, low), min(atol, high))
     return tolerances
 

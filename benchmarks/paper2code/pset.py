@@ -255,6 +255,30 @@ def _nodes_expanded(root: yaml.Node) -> int:
     return count(root)
 
 
+# Collections nested in papers.yaml (an entry's metadata nests two or three): libyaml's composer recurses in C, and a
+# file nesting 200,000 lists crashed the process reading it (an author's archive holds its papers.yaml).
+YAML_DEPTH_MAX = 64
+
+
+def _yaml_too_deep(text: str) -> bool:
+    """Whether the YAML text nests collections past YAML_DEPTH_MAX, read from the parser's events (nothing composed;
+    the reading stops there, so libyaml's scanner, slower the deeper a flow collection, goes no deeper)."""
+    loader = _Loader(text)
+    depth = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > YAML_DEPTH_MAX:
+                    return True
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        loader.dispose()
+    return False
+
+
 def _papers_yaml_read(root: Path) -> tuple[list[_Entry], list[Problem]]:
     """The entries of papers.yaml that have a usable id, and the problems of the file itself."""
     path = root / PAPERS_YAML
@@ -267,6 +291,8 @@ def _papers_yaml_read(root: Path) -> tuple[list[_Entry], list[Problem]]:
         return [], [_utf8_problem(PAPERS_YAML, data, error)]
     loader = _Loader(text)
     try:
+        if _yaml_too_deep(text):
+            return [], [Problem(PAPERS_YAML, 0, f"nests lists or mappings more than {YAML_DEPTH_MAX} levels deep")]
         node = loader.get_single_node()
         expanded = _nodes_expanded(node) if node is not None else 0
         if expanded > YAML_VALUES_MAX:  # nested aliases: a few hundred bytes that expand to megabytes of metadata

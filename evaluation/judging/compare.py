@@ -16,6 +16,7 @@ import binascii
 import json
 import math
 import re
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -524,6 +525,34 @@ def decode_array(dtype: str, data: bytes, shape: list[int]) -> np.ndarray:
     return np.frombuffer(data, dtype=_NUMPY[dtype]).reshape(shape)
 
 
+def _narrowest(value: float) -> str:
+    """The narrowest float dtype that holds `value` exactly: "bfloat16" (its float32 bits end in 16 zeros),
+    "float16", "float32", else "float64"."""
+    try:
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        if struct.unpack("<f", struct.pack("<I", bits))[0] != value:
+            return "float64"
+    except OverflowError:
+        return "float64"
+    if not bits & 0xFFFF:
+        return "bfloat16"
+    try:
+        return "float16" if struct.unpack("<e", struct.pack("<e", value))[0] == value else "float32"
+    except OverflowError:
+        return "float32"
+
+
+def plain_dtype(*parts: float) -> str:
+    """The dtype a plain Python float (or complex, by its parts) recorded by the reference tells it came from:
+    "float32" ("complex64") when every part is exactly a float32 and one is no bfloat16 or float16 (a float32
+    value's `.item()` or `.tolist()`: a float64 result is one by chance about once in 2**29); else "" (no dtype
+    told, e.g. 0.5 or a bfloat16 value's `.item()`, which keep the default tolerance)."""
+    found = {_narrowest(part) for part in parts if math.isfinite(part)}
+    if "float64" in found or "float32" not in found:
+        return ""
+    return "float32" if len(parts) == 1 else "complex64"
+
+
 def _describe(node: Any) -> str:
     if node is None or type(node) in (bool, int, float, str):
         return {type(None): "None", bool: "a bool", int: "an int", float: "a float", str: "a str"}[type(node)]
@@ -650,18 +679,26 @@ class _Comparer:
     def kind_float(self, rec: Any, rep: Any, path: str) -> Difference | None:
         a = FLOAT_STRINGS[rec["v"]] if type(rec) is dict else rec
         b = FLOAT_STRINGS[rep["v"]] if type(rep) is dict else rep
-        # Equal, or both finite and within tolerance: agreed as `close` would agree, without its dozen numpy calls
-        # (a recording holds thousands of plain floats); anything else goes to `close`, which names the difference.
-        if a == b or (math.isfinite(a) and math.isfinite(b) and abs(b - a) <= self.atol + self.rtol * abs(a)):
+        if a == b:
             return None
-        return self.close(np.array(a, dtype=np.float64), np.array(b, dtype=np.float64), path, False)
+        # A float the recording's value shows to be a float32's takes float32's row where there is one (the
+        # reference's value decides, never the replay's).
+        dtype = plain_dtype(a) if self.by_dtype else ""
+        rtol, atol = self.by_dtype.get(dtype, (self.rtol, self.atol))
+        # Both finite and within tolerance: agreed as `close` would agree, without its dozen numpy calls (a
+        # recording holds thousands of plain floats); anything else goes to `close`, which names the difference.
+        if math.isfinite(a) and math.isfinite(b) and abs(b - a) <= atol + rtol * abs(a):
+            return None
+        return self.close(np.array(a, dtype=np.float64), np.array(b, dtype=np.float64), path, False, dtype)
 
     def kind_complex(self, rec: Any, rep: Any, path: str) -> Difference | None:
         def number(node: Any) -> complex:
             part = [FLOAT_STRINGS[x] if type(x) is str else x for x in (node["re"], node["im"])]
             return complex(part[0], part[1])
 
-        return self.close(np.array(number(rec)), np.array(number(rep)), path, False)
+        recorded = number(rec)
+        dtype = plain_dtype(recorded.real, recorded.imag) if self.by_dtype else ""
+        return self.close(np.array(recorded), np.array(number(rep)), path, False, dtype)
 
     def kind_bytes(self, rec: Any, rep: Any, path: str) -> Difference | None:
         if rec["data"] == rep["data"]:
@@ -856,7 +893,8 @@ def compare(
 ) -> Difference | None:
     """The first difference between a replay and its recording, in the recording's order; None when they agree.
     Floating values within `atol + rtol * |recorded|`; an array or tensor whose dtype `by_dtype` names (e.g.
-    "bfloat16") within that dtype's (rtol, atol) instead."""
+    "bfloat16") within that dtype's (rtol, atol) instead, and a plain float (complex) whose recorded value is a
+    float32's (`plain_dtype`) within the "float32" ("complex64") row where `by_dtype` has one."""
     for low, high in [(rtol, atol), *(by_dtype or {}).values()]:
         if not (math.isfinite(low) and math.isfinite(high) and low >= 0 and high >= 0):
             raise ValueError("rtol and atol are finite and >= 0")

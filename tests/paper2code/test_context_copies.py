@@ -1,17 +1,24 @@
 """A context file is shown whole in every prompt, so one holding a snippet's reference code is refused
 (benchmarks/paper2code/hidden.py), however the copy is dressed: as a Jupyter notebook's code cell (JSON strings),
 as a doctest or an IPython session (prompts before each line), with two statements joined by `;` on one line, in a
-function of another name, or, for a one-line reference long enough to be distinctive, alone (issue 33, attack7).
+function of another name, or, for a one-line reference long enough to be distinctive, alone (issue 33, attack7), or
+escaped inside a string literal of a Python or YAML file (`\\n` escapes, lines concatenated, a quoted scalar).
 Each leak is shown first: the file holds every line of the reference, so the answer would be in the prompt."""
 
 from __future__ import annotations
 
+import ast
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from benchmarks.paper2code.hidden import context_refusals
+from benchmarks.paper2code.hidden import YAML_FLOW_DEPTH_MAX, context_refusals
 from benchmarks.paper2code.markers import parse
 from tests.conftest import DEMO_PSET
 
@@ -106,3 +113,93 @@ def test_a_one_line_first_statement_is_found_in_a_function_of_another_name():
     annotated = {"scale.py": parse(SCALE, "scale.py")}
     assert "other.py" in refusals({"other.py": "def double_and_a_half(x):\n    return x * 2.5\n"}, annotated)
     assert refusals({"other.py": "def f(y):\n    return x * 2.5\n"}, annotated) == {}  # another argument
+
+
+UNIT = "def unit(v):\n    " + "\n    ".join(NORMALISE) + "\n"
+LITERAL_LEAKS = {
+    "escaped.py": "SRC = " + json.dumps(UNIT) + "\n",
+    "concatenated.py": "SRC = (\n" + "".join(f"    {json.dumps(line)}\n" for line in UNIT.splitlines(True)) + ")\n",
+    # Nested sums: a walk of the syntax tree by depth would read "b", "c", "a".
+    "nested.py": "SRC = ("
+    + json.dumps(UNIT[:20])
+    + " + "
+    + json.dumps(UNIT[20:40])
+    + ") + "
+    + json.dumps(UNIT[40:])
+    + "\n",
+    "as_bytes.py": "SRC = b" + json.dumps(UNIT) + "\n",
+    "listed.py": "LINES = " + repr(NORMALISE) + "\n",
+    "quoted.yaml": "steps:\n  normalise: " + json.dumps(UNIT) + "\n",
+    "listed.yml": yaml.safe_dump({"steps": NORMALISE}),
+}
+
+
+def _decoded(path: str, text: str) -> str:
+    if path.endswith(".py"):
+        held = text.split("=", 1)[1].strip()
+        value = eval(held, {}) if path == "nested.py" else ast.literal_eval(held)  # noqa: S307 (the test's own text)
+        return value.decode() if isinstance(value, bytes) else "\n".join(value) if isinstance(value, list) else value
+    held = yaml.safe_load(text)["steps"]
+    return "\n".join(held) if isinstance(held, list) else held["normalise"]
+
+
+@pytest.mark.parametrize("path", list(LITERAL_LEAKS))
+def test_a_context_file_holding_the_reference_inside_a_string_literal_is_refused(path, monkeypatch):
+    text = LITERAL_LEAKS[path]
+    decoded = _decoded(path, text)
+    assert all(line in decoded for line in NORMALISE), "the literal holds the answer"
+    # Read as its raw text and JSON strings alone (the rule before), the file is taken.
+    monkeypatch.setattr("benchmarks.paper2code.hidden._literal_strings", lambda path, text: "")
+    assert refusals({path: text}) == {}
+    monkeypatch.undo()
+    refused = refusals({path: text})
+    assert refused.get(path, "").startswith('holds the reference code of contrastive.py: "'), refused
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        # Literals that call the code or configure a run, never holding its body.
+        ("usage.py", 'USAGE = "from contrastive import l2_normalize\\nl2_normalize([3.0, 4.0])\\n"\n'),
+        ("config.yaml", "loss:\n  tau: 0.1\n  delta: 0.1\n  trim_frac: 0.25\nsteps: [normalise, trim, infonce]\n"),
+        # Files that do not parse are read as far as they can be, and taken.
+        ("broken.py", 'def f(:\n    return "norm = v"\n'),
+        ("broken.yaml", "a: [1, 2\nb: {\n"),
+    ],
+)
+def test_a_context_file_whose_literals_only_use_the_code_is_taken(path, text):
+    assert refusals({path: text}) == {}
+
+
+DEEP = "[" * (YAML_FLOW_DEPTH_MAX + 1) + "]" * (YAML_FLOW_DEPTH_MAX + 1) + "\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "steps:\n  normalise: " + json.dumps(UNIT) + "\ndeep: " + DEEP,
+        # Lines of a flow list, one plain and one quoted (its `,` would end a plain scalar).
+        "steps: [" + NORMALISE[0].replace(",", "") + ", " + json.dumps(NORMALISE[1]) + "]\ndeep: " + DEEP,
+    ],
+)
+def test_a_yaml_file_nested_past_the_parsers_bound_is_read_in_one_pass_and_refused(text):
+    refused = refusals({"deep.yaml": text})
+    assert refused.get("deep.yaml", "").startswith('holds the reference code of contrastive.py: "'), refused
+
+
+def test_a_deeply_nested_yaml_file_neither_crashes_nor_stalls_the_check(tmp_path):
+    """libyaml's composer recurses in C: 200,000 nested lists crash the process (shown first, in a child process);
+    the check reads the parser's events, and past YAML_FLOW_DEPTH_MAX levels (libyaml's scanner slows in the square
+    of the depth) reads the text in one pass."""
+    nested = "- " * 200_000 + "x\n"
+    (tmp_path / "nested.yaml").write_text(nested)
+    composed = subprocess.run(
+        [sys.executable, "-c", f"import yaml; yaml.compose(open({str(tmp_path / 'nested.yaml')!r}), yaml.CSafeLoader)"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert composed.returncode == -signal.SIGSEGV, composed
+    started = time.monotonic()
+    for text in (nested, "[" * 1_000_000 + "]" * 1_000_000):
+        assert refusals({"nested.yaml": text}) == {}
+    assert time.monotonic() - started < 20

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -10,7 +13,7 @@ import pytest
 import yaml
 
 from benchmarks.paper2code.problems import PackageError
-from benchmarks.paper2code.pset import read_pset, read_pset_with_warnings, write_pset
+from benchmarks.paper2code.pset import YAML_DEPTH_MAX, read_pset, read_pset_with_warnings, write_pset
 
 PAPER_TEX = "\\section{Method}\nAttention is softmax(QK^T)V.\n"
 TEST_PY = "import model\nprint('ok')\n"
@@ -420,3 +423,22 @@ def test_yaml_aliases_that_expand_beyond_reason_are_refused(tmp_path):
     assert len((tmp_path / "papers.yaml").read_bytes()) < 2000
     problems = reported(tmp_path)
     assert len(problems) == 1 and "expands to more than 100000 values through its aliases" in problems[0], problems
+
+
+def test_a_papers_yaml_nested_past_reason_is_refused_without_crashing_the_reader(tmp_path):
+    """libyaml's composer recurses in C: 200,000 nested lists crash the process composing them (shown first, in a
+    child process); papers.yaml (an author's archive holds one) is refused past YAML_DEPTH_MAX levels before any
+    composing, read from the parser's events, and a set's own nesting is far within."""
+    pset_make(tmp_path, paper_make(tmp_path))
+    text = (tmp_path / "papers.yaml").read_text()
+    (tmp_path / "papers.yaml").write_text(text.rstrip("\n") + "\n" + "- " * 200_000 + "x\n")  # one more entry
+    composed = subprocess.run(
+        [sys.executable, "-c", f"import yaml; yaml.compose(open({str(tmp_path / 'papers.yaml')!r}), yaml.CSafeLoader)"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert composed.returncode == -signal.SIGSEGV, composed
+    problems = reported(tmp_path)
+    assert problems == [f"papers.yaml: error: nests lists or mappings more than {YAML_DEPTH_MAX} levels deep"], problems
+    (tmp_path / "papers.yaml").write_text(text.rstrip("\n") + "\n- " + "[" * 1_000_000 + "]" * 1_000_000 + "\n")
+    assert reported(tmp_path) == problems
