@@ -248,3 +248,33 @@ def test_text_run_through_a_generator_is_the_answers(sessions, backend_name, mod
     assert run.verdict.status == "flagged", (run.verdict, run.result.stderr[-1500:])
     kind = KINDS.get(attack, "exec")
     assert kind in {f["kind"] for f in run.verdict.findings if f["source"] == "runtime"}, run.verdict
+
+
+# A task file of the paper's own, imported first from within the answer: its dataclass's methods (their defaults
+# built by a factory that takes the caller's frame, as a logging helper does) are the task's, not the answer's. On a
+# warm start the fork server may have preloaded such a module, on a cold one the answer's import runs it: counting
+# the class as the answer's would flag the same honest answer on one start only (the dataclass rule's first
+# version, a883366, did).
+TASK_DATACLASS = """import dataclasses, sys
+
+
+@dataclasses.dataclass
+class Trace:
+    where: object = dataclasses.field(default_factory=sys._getframe)
+"""
+IMPORTS_A_TASK_DATACLASS = """import stats_trace
+assert stats_trace.Trace().where is not None
+"""
+TRACE_FILE = {"stats_trace.py": TASK_DATACLASS.encode()}
+
+
+def test_an_answer_importing_a_task_dataclass_passes_plain_python():
+    answer = code(IMPORTS_A_TASK_DATACLASS, keep_reference=True)
+    passed, output = unguarded_run({**TASK.spliced(SNIPPET, answer), **TRACE_FILE})
+    assert passed, output
+
+
+@pytest.mark.parametrize("backend_name,mode", MODES)
+def test_a_task_files_dataclass_imported_by_the_answer_is_not_the_answers(sessions, backend_name, mode):
+    run = platform_run(sessions(backend_name, mode), code(IMPORTS_A_TASK_DATACLASS, keep_reference=True), TRACE_FILE)
+    assert (run.verdict.status, run.verdict.findings) == ("passed", ()), (run.verdict, run.result.stderr[-1500:])
