@@ -6,6 +6,7 @@
 def _rcb_guard(spec, key, report_fd, main_frame, entry):
     import sys, os, ast, json
     from types import CodeType, FunctionType, ModuleType
+    from _weakref import ref as weak_ref
     from importlib.machinery import PathFinder, SourceFileLoader
 
     module_get = ModuleType.__getattribute__
@@ -154,6 +155,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     # and the code objects of the one call chain from its public decorator to its exec (generated_by_attrs).
     attrs_helpers: dict = {}
     attrs_generated: dict = {}  # id -> (code object, the answer's line) of what attrs ran for the answer
+    # id -> (weak reference to the code object, the answer's line) of what dataclasses ran for the answer
+    dataclasses_generated: dict = {}
     class_dict, class_mro = type_.__dict__["__dict__"].__get__, type_.__dict__["__mro__"].__get__
     class_flags, HEAP_TYPE = type_.__dict__["__flags__"].__get__, 1 << 9  # a class written in Python, not C
     CODE_GENERATORS = (
@@ -329,12 +332,17 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         return str_.__str__(name) in answer_names
 
     def answer_line(frame):
-        """The answer's line `frame` runs: its own, or for a method attrs wrote for it (text let through as attrs'
-        own: generated_by_attrs), the line that had attrs write it. What that text does is the answer's doing: its
-        names are checked when it runs, but the answer may have renamed them since attrs wrote it."""
+        """The answer's line `frame` runs: its own, or for a method attrs or dataclasses wrote for it (text let
+        through as the generator's own: generated_by_attrs, generated_from_names), the line that had it written.
+        What that text does is the answer's doing: its names are checked when it runs, but the answer may have
+        renamed them since the generator wrote them (a field's `on_setattr` or `init` tested for its truth, or a
+        field name's repr, runs the answer's code in between)."""
         code = frame.f_code
         if first <= frame.f_lineno <= last and file_is_answer(code.co_filename):
             return frame.f_lineno
+        kept = dataclasses_generated.get(id_(code)) if dataclasses_generated else None
+        if kept is not None and kept[0]() is code:
+            return kept[1]
         kept = attrs_generated.get(id_(code)) if attrs_generated else None
         if kept is not None and kept[0] is code:
             return kept[1]
@@ -371,14 +379,14 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         their kind run text an answer hands them), unless the library is a code generator of structured input or
         the code is a module an import runs (an import the answer triggers lazily runs on a cold start only)."""
         raiser_file = str_.__str__(frame.f_code.co_filename)
-        if generated_from_names(frame):
+        # namedtuple's text is made of the tuple of exact str the check just read (nothing can rename those);
+        # dataclasses' of its fields' names, which the answer's objects can change between the text and the exec.
+        if generated_from_names(frame) and (
+            raiser_file != DATACLASSES or dataclasses_generated_keep(code, generator_line(frame))
+        ):
             return None
-        if generated_by_attrs(frame):
-            line = answer_line_anywhere(frame)
-            if line is None and on_answer_thread(frame):
-                line = first
-            if attrs_generated_keep(code, line):
-                return None
+        if generated_by_attrs(frame) and attrs_generated_keep(code, generator_line(frame)):
+            return None
         installed = str_.startswith(raiser_file, library_roots) and not str_.startswith(raiser_file, task_folder)
         if installed and str_.endswith(raiser_file, CODE_GENERATORS):
             return None
@@ -499,6 +507,49 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 repr_ns = entry_frame.f_locals.get("repr_ns", missing) if entry_frame is not None else missing
                 return repr_ns is not missing and attrs_names_plain(builder, repr_ns)
         return False
+
+    def generator_line(frame):
+        """The answer's line that had a class generator write its text: the nearest frame of the answer's above the
+        generator (its decorator called by the answer's code, or by a helper the answer called). None for a library's
+        or a task file's own class, also one a module defines while an import the answer triggered runs it: that
+        import runs on a cold start only (a warm start preloaded the module), so counting its class as the answer's
+        would give the two starts different verdicts (tests/evaluation/test_code_generators.py)."""
+        raiser = frame
+        while frame is not None:
+            line = answer_line(frame)
+            if line is not None:
+                return line
+            if str_.__str__(frame.f_code.co_filename) in import_machinery:
+                return None
+            frame = frame.f_back
+        return first if on_answer_thread(raiser) else None
+
+    def dataclasses_generated_keep(code, line):
+        """The code dataclasses compiled from its text (`__create_fn__`, the method a constant of it) counts as the
+        answer's, at the answer's line that had it written (none: a library's own dataclass, not the answer's).
+        Held by weak reference, each entry leaving with its code object (no other code can then take its id while
+        it is kept), so with no cap: an answer defining its class at each of many calls keeps as many entries as
+        it keeps such classes alive. Its text's file name is exec's default, `<string>` (the guard's own too), so
+        no file name could stand for it past a cap."""
+        if type_(code) is not CodeType:
+            return False
+        if line is None:
+            return True
+        codes = [code]
+        while codes:
+            code = codes.pop()
+            key = id_(code)
+            dataclasses_generated[key] = (weak_ref(code, dataclasses_forget(key)), line)
+            for constant in code.co_consts:
+                if type_(constant) is CodeType:
+                    codes.append(constant)
+        return True
+
+    def dataclasses_forget(key):
+        def forget(_reference):  # called as the code object goes, before its id can be another's
+            dataclasses_generated.pop(key, None)
+
+        return forget
 
     def attrs_generated_keep(code, line):
         """The code attrs compiled from its text (its methods are constants of it) counts as the answer's, at the

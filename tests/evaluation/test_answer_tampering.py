@@ -87,7 +87,10 @@ ATTACKS = {
         "import gc, os, sys, re",
         f"found = [v for v in gc.get_objects() if type(v) is str and {KEYLIKE}]",
         "for f in gc.get_objects():",
-        "    for cell in getattr(f, '__closure__', None) or ():",
+        # a class's __closure__ is a descriptor: skipped, so the search does not end at whichever such class the
+        # heap's order (a warm start's differs from a cold one's) puts first
+        "    closure = getattr(f, '__closure__', None)",
+        "    for cell in closure if type(closure) is tuple else ():",
         "        try:",
         "            v = cell.cell_contents",
         "        except ValueError:",

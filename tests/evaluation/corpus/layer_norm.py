@@ -45,12 +45,13 @@ def sessions_opened(sandbox_cache: Path, requirements: str = "numpy") -> Iterato
             context.__exit__(None, None, None)
 
 
-def platform_run(session, answer: str) -> ItemRun:
-    """`answer` (the snippet's code) judged through the platform by the runtime guard alone."""
+def platform_run(session, answer: str, extra_files: dict[str, bytes] | None = None) -> ItemRun:
+    """`answer` (the snippet's code) judged through the platform by the runtime guard alone (the task's files and
+    `extra_files` beside them)."""
     annotated, snippet = TASK.snippet(SNIPPET)
     return answer_test(
         session=session,
-        files=TASK.files,
+        files={**TASK.files, **(extra_files or {})},
         annotated=annotated,
         position=snippet.index,
         code=answer,
