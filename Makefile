@@ -7,6 +7,12 @@ HOST ?= 127.0.0.1:8000
 # Test workers (pytest-xdist; tests/parallel.py says what each has of its own): 2 on the 2-core machine CI runs on.
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+# The suite starts some 200 Python processes (its workers, Celery workers, manage.py): each compiled the project and
+# its packages from source again where PYTHONDONTWRITEBYTECODE is set (as on this machine; uv's install writes
+# no bytecode). Kept in the virtualenv, out of the tree (no __pycache__ beside a package's files), a Celery worker
+# starts on 1.3-1.5 s of CPU instead of 3.5-3.8 s, and a test worker collects on 8 s instead of 22 s. Sandboxed code
+# is not affected: the sandboxes set their own environment.
+PYTEST_BYTECODE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 
 .PHONY: install install-lint lint run test test-fast
 
@@ -38,11 +44,11 @@ run: install
 	HOST=$(HOST) VENV=$(VENV) sh scripts/run.sh
 
 test: install
-	$(VENV)/bin/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+	$(PYTEST_BYTECODE) $(VENV)/bin/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # The fast loop: no browser, no Celery worker, no sandbox, no Docker (the full suite is `make test`).
 test-fast: install
-	$(VENV)/bin/pytest $(PYTEST_PARALLEL) -m "not (browser or worker or sandbox or docker or slow)" $(PYTEST_ARGS)
+	$(PYTEST_BYTECODE) $(VENV)/bin/pytest $(PYTEST_PARALLEL) -m "not (browser or worker or sandbox or docker or slow)" $(PYTEST_ARGS)
 
 # Lint and types (CI runs this before the tests). The formatter's output is applied to the whole tree once, at the
 # merge of the branches that introduced it (`ruff format .`); until then `ruff format --check` lists what it would change.

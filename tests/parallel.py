@@ -51,6 +51,7 @@ def pytest_configure(config) -> None:
         "Docker engine; tests/parallel.py)",
     )
     if WORKER:
+        config.pluginmanager.register(LongestFirst(), "rcb-longest-first")  # one process: the order changes nothing
         _folders_of_this_worker()
         _redis_of_this_worker()
     elif getattr(config.option, "numprocesses", None) and not config.option.testrunuid:
@@ -159,6 +160,31 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.xdist_group("outages"))
         else:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+# What a test of each kind takes, roughly (the last full run's --durations on 2 workers: `slow` 40-220 s, a test of a
+# broker or database it stops 35-65 s, one starting a Celery worker 15-50 s, most others under a second).
+_EXPECTED_SECONDS = (("slow", 100), ("own_broker", 45), ("worker", 30))
+
+
+class LongestFirst:
+    """Under xdist, the longest tests first. xdist hands out the tests one at a time in the collection's order (no
+    groups, see above), so a test of minutes handed out near the end ran on while the other worker had nothing left:
+    the compose stack's (3.5 min) and the upgrade tests were among the last 30 of 3,100. Longest first, the short
+    tests fill in at the end. Sorted after every other reordering (pytest-django's by kind of database test: tests/
+    database.py makes any order of kinds safe) and after tests/conftest.py gives the markers by fixture. The sort is
+    stable: tests of a kind keep their order, so a module's keep theirs. An `exclusive` test stays where it is: among
+    long tests it would wait for one to end with its own worker idle."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items) -> None:
+        items.sort(key=lambda item: -_expected_seconds(item))
+
+
+def _expected_seconds(item) -> int:
+    if item.get_closest_marker("exclusive"):
+        return 0
+    return next((seconds for marker, seconds in _EXPECTED_SECONDS if item.get_closest_marker(marker)), 0)
 
 
 @pytest.hookimpl(wrapper=True)

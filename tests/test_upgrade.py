@@ -58,6 +58,7 @@ def _old_ref(which: str) -> str:
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # 45-65 s each: a checkout's migrations, dump and restore
 @pytest.mark.parametrize("which", ["previous-commit", "before-last-migration-change"])
 def test_upgrade_loses_no_data(which, sandbox_cache, capsys):
     for tool in ("pg_dump", "pg_restore", "git"):
