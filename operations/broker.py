@@ -165,7 +165,9 @@ def tasks_held(timeout: float = 1.0) -> dict[str, frozenset[int]] | None:
     held: dict[str, set[int]] = {}
     try:
         inspector = celery_app().control.inspect(timeout=timeout)
-        replies = [inspector.active(), inspector.reserved(), inspector.scheduled()]
+        # Asked in the order a task moves through them (each question waits out its replies, a second): a task that
+        # moves on between two questions is seen in the later one, where the other order saw it in neither.
+        replies = [inspector.scheduled(), inspector.reserved(), inspector.active()]
     except Exception:  # the broker is down: liveness is unknown, so nothing may be presumed lost
         return None
     if any(reply is None for reply in replies):
