@@ -45,13 +45,14 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
 
 
 def baseline_module(commit: str):
-    """The baseline's docker_agent.py, loaded from git beside the current one (it imports only what still exists)."""
+    """The baseline's docker_agent.py, loaded from git beside the current one (it imports only what still exists:
+    the sandbox package was evaluation/sandbox/ then, its names the same)."""
     source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{commit}:sandbox/docker_agent.py"],
+        ["git", "-C", str(REPO), "show", f"{commit}:evaluation/sandbox/docker_agent.py"],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout
+    ).stdout.replace("evaluation.sandbox.", "sandbox.")
     spec = importlib.util.spec_from_loader("rcb_baseline_docker_agent", loader=None)
     assert spec is not None
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
