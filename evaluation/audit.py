@@ -192,6 +192,13 @@ POLICY: tuple[Rule, ...] = (
         "those objects",
     ),
     Rule(
+        "module-rebinding",
+        "tampering",
+        "assigns into or deletes from an imported module or a name imported from one (`math.log = ...`, numpy's "
+        "own internals, a task module's dict): what the reference computes with, rebound; unlike module-assignment "
+        "it flags even when the sealed replay agrees, since the replay covers the recorded calls only",
+    ),
+    Rule(
         "foreign-store",
         "tampering",
         "assigns or deletes an attribute of an object the answer did not provably "
@@ -404,6 +411,7 @@ class _Policy(ast.NodeVisitor):
         self.context = context
         self.hidden_names = hidden_names
         self.aliases: dict[str, str] = {}  # a name bound to a module or to something imported from one
+        self.import_bound: set[str] = set()  # the names of those bound by an import statement
         self.bound_outside: set[str] = set()  # names the file binds outside the snippet (they shadow builtins)
         self.findings: list[Finding] = []
         self.builtin_aliases: dict[str, str] = {}  # `F = float`
@@ -494,6 +502,22 @@ class _Policy(ast.NodeVisitor):
         while isinstance(node, ast.Attribute):
             node = node.value
         return isinstance(node, ast.Name) and self.builtin(node.id)
+
+    def import_rooted(self, node: ast.AST) -> bool:
+        """Whether `node`'s root (below attributes, items and literal getattrs) is a name an import bound (a module,
+        or a name imported from one), not a value the policy follows from one: a store into it rebinds what other
+        code imports."""
+        while True:
+            if isinstance(node, (ast.Attribute, ast.Subscript)):
+                node = node.value
+            elif isinstance(node, ast.Call) and self.literal_getattr(node):
+                node = node.args[0]
+            else:
+                break
+        return isinstance(node, ast.Name) and node.id in self.import_bound
+
+    def module_store_rule(self, node: ast.AST) -> str:
+        return "module-rebinding" if self.import_rooted(node) else "module-assignment"
 
     def literal_getattr(self, node: ast.Call) -> bool:
         return (
@@ -666,11 +690,13 @@ class _Policy(ast.NodeVisitor):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".", 1)[0]
                 self.aliases[local] = alias.name if alias.asname else alias.name.split(".", 1)[0]
+                self.import_bound.add(local)
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             prefix = f"{'.' * node.level}{module}" if node.level else module
             for alias in node.names:
                 self.aliases[alias.asname or alias.name] = f"{prefix}.{alias.name}" if prefix else alias.name
+                self.import_bound.add(alias.asname or alias.name)
 
     def collect_own(self, nodes: list[ast.AST]) -> None:
         """The names the snippet binds to its own functions, classes and instances of them (and nothing else)."""
@@ -986,7 +1012,7 @@ class _Policy(ast.NodeVisitor):
         """functools.update_wrapper and wraps(...)(target) set attributes of `target` and update its __dict__: a
         store into it, as `target.x = ...` is."""
         if self.reaches_module(target):
-            self.flag(node, "module-assignment", f"copies attributes into {ast.unparse(target)[:60]}")
+            self.flag(node, self.module_store_rule(target), f"copies attributes into {ast.unparse(target)[:60]}")
         elif not self.own_root(target):
             self.flag(
                 node,
@@ -1033,7 +1059,7 @@ class _Policy(ast.NodeVisitor):
                 if self.reaches_module(node.args[0]):
                     self.flag(
                         node,
-                        "module-assignment",
+                        self.module_store_rule(node.args[0]),
                         f"{name.split('.')[1]} of {attribute!r} on something reached from a module",
                     )
                 elif not self.own_root(node.args[0]):
@@ -1151,7 +1177,7 @@ class _Policy(ast.NodeVisitor):
 
     def stored(self, target: ast.Attribute | ast.Subscript) -> None:
         if self.reaches_module(target.value):
-            self.flag(target, "module-assignment", f"assigns into {ast.unparse(target)[:80]}")
+            self.flag(target, self.module_store_rule(target.value), f"assigns into {ast.unparse(target)[:80]}")
         elif isinstance(target, ast.Attribute) and not self.own_root(target.value):
             self.flag(
                 target,

@@ -533,9 +533,9 @@ def report(corpus: Corpus, judged: list[Judged], *, examples: int) -> Iterable[s
 
 def _demoted(finding: dict) -> bool:
     """Whether the finding is a note on a sealed body whose replay agrees (judging.verdict's rule)."""
-    from evaluation.judging.verdict import AGREEING_DEMOTABLE_RULES
+    from evaluation.judging.verdict import DEMOTABLE_RULES
 
-    return finding.get("source") == "static" and finding.get("rule") in AGREEING_DEMOTABLE_RULES
+    return finding.get("source") == "static" and finding.get("rule") in DEMOTABLE_RULES
 
 
 def findings_write(judged: list[Judged], path: Path) -> None:

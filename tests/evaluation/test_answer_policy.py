@@ -36,17 +36,25 @@ EXAMPLES = {
         "g = (i for i in [1])\nf = g.gi_frame\nreturn x",
         "g = (i for i in [1])\nf = next(g)\nreturn x",
     ),
-    "module-assignment": ("np.linalg.norm = abs\nreturn x", "self.norm = np.linalg.norm\nreturn x"),
+    "module-rebinding": ("np.linalg.norm = abs\nreturn x", "self.norm = np.linalg.norm\nreturn x"),
+    "module-rebinding of a name imported from a module": (
+        "from numpy import linalg\nsetattr(linalg, 'norm', abs)\nreturn x",
+        "from numpy import linalg\nn = linalg.norm(x)\nreturn x",
+    ),
+    "module-assignment": (
+        "la = (lambda: np.linalg)()\nla.norm = abs\nreturn x",
+        "la = (lambda: np.linalg)()\nn = la.norm(x)\nreturn x",
+    ),
     "module-assignment through a parameter": (
         "def patch(module, out):\n    module.norm = abs\npatch(np.linalg, [0])\nreturn x",
         "def apply(function, out):\n    out[0] = function(1.0)\napply(np.tanh, [0.0])\nreturn x",
     ),
-    "module-assignment through functools.update_wrapper": (
+    "module-rebinding through functools.update_wrapper": (
         "import functools\nclass C:\n    pass\nfunctools.update_wrapper(np.linalg, C(), assigned=())\nreturn x",
         "import functools\ndef inner(v):\n    return v\n@functools.wraps(inner)\ndef outer(v):\n    return inner(v)\n"
         "return outer(x)",
     ),
-    "module-assignment through functools.wraps called at once": (
+    "module-rebinding through functools.wraps called at once": (
         "import functools\nclass C:\n    pass\nfunctools.wraps(C(), assigned=())(np.linalg)\nreturn x",
         "import functools\ndef inner(v):\n    return v\ndef outer(v):\n    return inner(v)\n"
         "wrapped = functools.wraps(inner)(outer)\nreturn wrapped(x)",

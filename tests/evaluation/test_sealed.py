@@ -149,16 +149,17 @@ def test_a_static_finding_on_a_sealed_snippet_whose_replay_agrees_is_a_note(sess
 @pytest.mark.parametrize("entry", [e for e in HOSTILE if e.cls == "rebind"], ids=ids)
 def test_a_rebinding_past_the_recorded_calls_passed_while_module_assignment_was_a_note(sessions, monkeypatch, entry):
     """attack8: right on the recorded calls, wrong past them, a module's name the reference computes with rebound so
-    the tests agree. The replay agrees; with module-assignment a note on that agreement (the rule before) it passed."""
+    the tests agree. The replay agrees; with module-rebinding a note on that agreement (as module-assignment, the
+    rule it was part of before) it passed."""
     from evaluation.judging import verdict
 
-    monkeypatch.setattr(verdict, "AGREEING_DEMOTABLE_RULES", verdict.DEMOTABLE_RULES)
+    monkeypatch.setattr(verdict, "DEMOTABLE_RULES", verdict.DEMOTABLE_RULES | {"module-rebinding"})
     before = platform_run(sessions, "bwrap", "warm", entry).verdict
     assert before.status == "passed" and all(f.get("note") == NOTE for f in before.findings), before
     monkeypatch.undo()
     after = platform_run(sessions, "bwrap", "warm", entry).verdict
     assert after.status == "flagged", after
-    assert {f["rule"] for f in after.findings if "note" not in f} >= {"module-assignment"}, after.findings
+    assert {f["rule"] for f in after.findings if "note" not in f} >= {"module-rebinding"}, after.findings
 
 
 @pytest.mark.parametrize("entry", entries(CORPUS / "honest.yaml"), ids=ids)
