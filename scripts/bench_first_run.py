@@ -12,7 +12,9 @@ What it does, in order:
    revisions with nothing made yet; the environment is the same) imported with `--no-prepare` and published; the
    reference model's first run, then its second.
 4. Prepared: another such copy imported and published as `make run` does (its tasks prepared on the workers); the
-   time until every task is prepared; then the first run and the second.
+   time until every task is prepared, then until the runs the publish itself starts (the calibration lines:
+   reference and placeholder) are finished, since a first run timed beside them shares the workers with two other
+   runs of the same size; then the first run and the second.
 Steps 3 and 4 are repeated `--rounds` times (new copies each time); the medians of the ratios are the result.
 Runs start with the platform's own `services.run_start`; a run's wall is from that call until it is completed.
 The machine is shared: the load average is printed at the start, after each phase and at the end.
@@ -87,6 +89,22 @@ def prepared_wait(version, timeout: float, workers: list[Worker]) -> float:
             worker.ready()
         time.sleep(0.1)
     sys.exit(f"{version.name}: not prepared within {timeout:.0f} s")
+
+
+def calibration_wait(version, timeout: float, workers: list[Worker]) -> float:
+    """Seconds until the runs the publish itself started (evaluation.services.calibration_runs_start: the reference
+    and placeholder lines) are finished: a first run timed while they run shares the workers with them."""
+    from evaluation.models import EvaluationRun
+
+    active = [EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING]
+    start = time.monotonic()
+    while EvaluationRun.objects.filter(version=version, status__in=active).exists():
+        if time.monotonic() - start > timeout:
+            sys.exit(f"{version.name}: its calibration runs did not finish within {timeout:.0f} s")
+        for worker in workers:
+            worker.ready()
+        time.sleep(0.1)
+    return time.monotonic() - start
 
 
 def run_timed(version, timeout: float, workers: list[Worker]) -> float:
@@ -175,12 +193,14 @@ def main() -> None:
             )
             fresh = release_import(demo_copy(tmp, f"prepared{round_}"), f"demo-9.{round_ + 1}.1", prepare=True)
             prepared = prepared_wait(fresh, args.timeout, workers)
+            calibrated = calibration_wait(fresh, args.timeout, workers)
             first = run_timed(fresh, args.timeout, workers)
             second = run_timed(fresh, args.timeout, workers)
             ratios["prepared"].append(first / second)
             print(
                 f"round {round_ + 1}, prepared at import ({fresh.tasks.count()} tasks in {prepared:.2f} s on the "
-                f"workers): first {first:.2f} s, second {second:.2f} s, ratio {first / second:.2f}x; load {load()}",
+                f"workers, its calibration runs done {calibrated:.2f} s later): "
+                f"first {first:.2f} s, second {second:.2f} s, ratio {first / second:.2f}x; load {load()}",
                 flush=True,
             )
         baseline, after = statistics.median(ratios["baseline"]), statistics.median(ratios["prepared"])
