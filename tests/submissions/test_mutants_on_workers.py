@@ -99,12 +99,16 @@ def test_a_revisions_mutants_run_on_both_workers_and_a_worker_killed_mid_snippet
     )
     running = set(mutation.filter(status="running").values_list("key", flat=True))
     doomed.kill(signal.SIGKILL)  # its snippet's task is held, unacknowledged, by a worker that is gone
+    # A snippet the killed worker stored between that read and the kill is done, its log line lost with the process.
+    finished_at_kill = running - set(mutation.filter(status="running").values_list("key", flat=True))
+    running -= finished_at_kill
 
     polled(lambda: ended(report), timeout=900, what="the validation to end", worker=survivor)
     assert_ended_once(report)
     spread = mutation_results(report)
     by = storers(report, survivor, doomed)
-    assert sorted(by) == sorted(spread) and len(set(by.values())) >= 2  # both workers' processes ran some
+    assert set(by) <= set(spread) and set(spread) - set(by) <= finished_at_kill, (sorted(by), finished_at_kill)
+    assert len(set(by.values())) >= 2  # both workers' processes ran some
     assert not any("worker" in result for result in spread.values()), "which worker ran it is not the author's"
     # The snippet the killed worker was running was run again, to the end, by the survivor.
     survivor_name = f"test-{os.getpid()}-{id(survivor)}@"
