@@ -393,16 +393,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         for folder in GRAPH_COMPILERS:  # no builtin such as any(): the answer can rebind those
             if installed and str_.__contains__(raiser_file, folder):
                 return None
-        raiser = frame
-        while frame is not None:
-            line = answer_line(frame)
-            if line is not None:
-                return line
-            if str_.__str__(frame.f_code.co_filename) in import_machinery:
-                return None
-            frame = frame.f_back
-        # timeit handed to a thread pool: the answer's line is on no frame of that thread.
-        return first if on_answer_thread(raiser) else None
+        # The same walk as a generator's: not past an import; timeit handed to a thread pool has the answer's line on
+        # no frame of that thread.
+        return generator_line(frame)
 
     def generated_from_names(frame):
         """An exec a dataclass or a namedtuple makes of its own template: the standard library's file itself (not a
