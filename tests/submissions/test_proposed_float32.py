@@ -83,8 +83,11 @@ def run_file(folder: Path, files: dict[str, bytes], test_file: str = TEST_FILE) 
     )
 
 
-def test_a_float32_epsilon_mutant_fails_the_proposed_tests_and_a_reordering_passes(sandbox_cache, media_root, tmp_path):
-    annotated = parse(NORM, "norm.py")
+def epsilon_mutants_checked(norm: str, files: dict[str, bytes], reordered: str, sandbox_cache, tmp_path) -> str:
+    """The mutation check's epsilon nudges of `norm`'s snippet agree on scoring's replay (the paper's tolerance) and
+    fail the proposed tests (their float32 row), which let them through with float32 held to the loosest row as
+    before; `reordered` passes both. Returns the proposed test file."""
+    annotated = parse(norm, "norm.py")
     [snippet] = annotated.snippets
     key = snippet_key("norm.py", snippet.index)
     backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
@@ -99,7 +102,7 @@ def test_a_float32_epsilon_mutant_fails_the_proposed_tests_and_a_reordering_pass
     with backend.session(environment) as session:
         recording = recording_make(
             session=session,
-            files=FILES,
+            files=files,
             test_entry_point="paper2code_test.py",
             hidden=hidden,
             snippets=[SnippetSpan(key, "norm.py", snippet.start_line, snippet.end_line)],
@@ -112,7 +115,7 @@ def test_a_float32_epsilon_mutant_fails_the_proposed_tests_and_a_reordering_pass
         def replayed(body: str):
             return answer_replay(
                 session=session,
-                files={**FILES, "norm.py": splice(annotated, snippet, body).encode()},
+                files={**files, "norm.py": splice(annotated, snippet, body).encode()},
                 hidden=hidden,
                 recording=recording,
                 key=key,
@@ -128,7 +131,7 @@ def test_a_float32_epsilon_mutant_fails_the_proposed_tests_and_a_reordering_pass
             assert replay.agrees, replay.difference
             # ...and the proposed tests' float32 row kills it.
             assert replay.also_difference and "for float32" in replay.also_difference, replay.also_difference
-        reordering = replayed(REORDERED)
+        reordering = replayed(reordered)
         assert reordering.agrees and reordering.also_difference == "", reordering.also_difference
 
     proposed = proposed_tests_files(recording=recording, paper="norm")
@@ -141,13 +144,19 @@ def test_a_float32_epsilon_mutant_fails_the_proposed_tests_and_a_reordering_pass
     before = {**proposed, TEST_FILE: test.replace(row.group(0), was).encode()}
 
     for number, mutant in enumerate(epsilons):
-        spliced = {**FILES, "norm.py": splice(annotated, snippet, mutant.body).encode()}
+        spliced = {**files, "norm.py": splice(annotated, snippet, mutant.body).encode()}
         now = run_file(tmp_path / f"now-{number}", {**spliced, **proposed})
         assert now.returncode != 0 and "for float32" in now.stderr, (mutant.diff, now.stderr[-2000:])
         then = run_file(tmp_path / f"before-{number}", {**spliced, **before})
         assert then.returncode == 0, (mutant.diff, then.stderr[-2000:])
         theirs = run_file(tmp_path / f"before-{number}", {}, "paper2code_test.py")
         assert theirs.returncode == 0, theirs.stderr[-2000:]  # the author's own tests let it through too
-    reordered = {**FILES, "norm.py": splice(annotated, snippet, REORDERED).encode()}
-    done = run_file(tmp_path / "reordered", {**reordered, **proposed})
+    done = run_file(
+        tmp_path / "reordered", {**files, "norm.py": splice(annotated, snippet, reordered).encode(), **proposed}
+    )
     assert done.returncode == 0 and "OK" in done.stderr, done.stderr[-2000:]
+    return test
+
+
+def test_a_float32_epsilon_mutant_fails_the_proposed_tests_and_a_reordering_passes(sandbox_cache, media_root, tmp_path):
+    epsilon_mutants_checked(NORM, FILES, REORDERED, sandbox_cache, tmp_path)

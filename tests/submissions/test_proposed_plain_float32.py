@@ -7,22 +7,14 @@ replay's, so a wrong answer cannot choose its row."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
-from benchmarks.paper2code import parse, splice
-from benchmarks.paper2code.mutation import mutants_generate
-from benchmarks.selectors import blob_read
-from benchmarks.services.blobs import blob_store, environment_hash
 from evaluation.judging import compare
-from evaluation.judging.sealed import SNAPSHOT_CAPS, SnippetSpan, answer_replay, recording_make, snippet_key
-from sandbox.harness import answer_span
+from evaluation.judging.sealed import SNAPSHOT_CAPS
 from sandbox.programs import snapshot
-from submissions.proposed import TEST_FILE, proposed_tests_files, proposed_tolerance
-from tests.conftest import sandbox_backend_or_missing
-from tests.submissions.test_proposed_float32 import LIMITS, TESTS, run_file
+from submissions.proposed import proposed_tolerance
+from tests.submissions.test_proposed_float32 import TESTS, epsilon_mutants_checked
 
 NAME = "layer norm's mean square"
 NORM = f'''"""The mean square of a float32 layer norm's output, as a Python float."""
@@ -82,69 +74,5 @@ def test_tolist_and_complex64_take_float32s_row_and_other_plain_floats_keep_the_
 
 @pytest.mark.django_db
 def test_a_float32_epsilon_mutant_returning_item_fails_the_proposed_tests(sandbox_cache, media_root, tmp_path):
-    annotated = parse(NORM, "norm.py")
-    [snippet] = annotated.snippets
-    key = snippet_key("norm.py", snippet.index)
-    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
-    environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
-    hidden = ["paper2code_test.py"]
-    epsilons = [
-        m for m in mutants_generate(snippet.code, limit=100) if m.operator == "constant" and "var + 1e-5)  ->" in m.diff
-    ]
-    assert len(epsilons) == 2, [m.diff for m in epsilons]
-
-    with backend.session(environment) as session:
-        recording = recording_make(
-            session=session,
-            files=FILES,
-            test_entry_point="paper2code_test.py",
-            hidden=hidden,
-            snippets=[SnippetSpan(key, "norm.py", snippet.start_line, snippet.end_line)],
-            limits=LIMITS,
-            store=lambda content: blob_store(content=content).sha256,
-        )
-        assert recording["snippets"][key]["sealed"], recording["snippets"][key]
-        assert recording["tolerance"]["rtol"] == 2e-2
-
-        def replayed(body: str):
-            return answer_replay(
-                session=session,
-                files={**FILES, "norm.py": splice(annotated, snippet, body).encode()},
-                hidden=hidden,
-                recording=recording,
-                key=key,
-                limits=LIMITS,
-                load=lambda digest: blob_read(sha256=digest),
-                answer=answer_span(snippet.start_line, body),
-                also=proposed_tolerance(recording),
-            )
-
-        for mutant in epsilons:
-            replay = replayed(mutant.body)
-            assert replay.agrees, replay.difference  # scoring keeps the paper's 2e-2, as the author's tests do
-            assert replay.also_difference and "for float32" in replay.also_difference, replay.also_difference
-        reordering = replayed(REORDERED)
-        assert reordering.agrees and reordering.also_difference == "", reordering.also_difference
-
-    proposed = proposed_tests_files(recording=recording, paper="norm")
-    test = proposed[TEST_FILE].decode()
+    test = epsilon_mutants_checked(NORM, FILES, REORDERED, sandbox_cache, tmp_path)
     assert "takes the float32 row" in test  # the rule, stated where the author reads and changes the rows
-    row = re.search(r'^    "float32": \((.+)\),$', test, re.MULTILINE)
-    assert row is not None and row.group(1) == "1e-05, 1e-08", test[:3000]
-    loosest = recording["tolerance"]
-    # No float32 row for plain floats (the file before): the mutants pass, as the author's own tests let them.
-    before = {
-        **proposed,
-        TEST_FILE: test.replace(row.group(0), f'    "float32": ({loosest["rtol"]!r}, 0.02),').encode(),
-    }
-    for number, mutant in enumerate(epsilons):
-        spliced = {**FILES, "norm.py": splice(annotated, snippet, mutant.body).encode()}
-        then = run_file(tmp_path / f"before-{number}", {**spliced, **before})
-        assert then.returncode == 0, (mutant.diff, then.stderr[-2000:])
-        theirs = run_file(tmp_path / f"before-{number}", {}, "paper2code_test.py")
-        assert theirs.returncode == 0, theirs.stderr[-2000:]
-        now = run_file(tmp_path / f"now-{number}", {**spliced, **proposed})
-        assert now.returncode != 0 and "for float32" in now.stderr, (mutant.diff, now.stderr[-2000:])
-    reordered = {**FILES, "norm.py": splice(annotated, snippet, REORDERED).encode()}
-    done = run_file(tmp_path / "reordered", {**reordered, **proposed})
-    assert done.returncode == 0 and "OK" in done.stderr, done.stderr[-2000:]
