@@ -5,6 +5,7 @@ an app importing a helper from it would close a cycle. Here rather than in `oper
 background work (the event log, re-dispatch, the watchdog), and these have nothing to do with it: the error base of
 every service's refusals (`errors`), the outbound-address rule (`addresses`), the REST API's parsers, error body and
 exception handler (`api`), rate limiting (`ratelimit`), spreadsheet-safe CSV (`csv_export`), code highlighting
-(`highlight`), the capped subprocess run (`process`) and the page-side catch of refusals (`pages`).
+(`highlight`), the capped subprocess run (`process`), the page-side catch of refusals (`pages`) and text a
+database can store (`text`).
 `scripts/import_graph.py` checks that it stays below.
 """

@@ -1,0 +1,88 @@
+"""A NUL character from anything untrusted is stored, not refused (attack9): an answer printing one made PostgreSQL
+refuse its outcome (`text fields cannot contain NUL`), so the item was never recorded, the watchdog dispatched it
+again every minute forever and it held a worker slot, starving every other run; a model's endpoint or a submitted
+test can print one as well. Every model's text and JSON values lose their NULs before a save (a receiver in
+`operations`), and the bulk updates that store a sandbox's words do the same (`common.text.nul_free`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import DataError, transaction
+from django.db.models.signals import pre_save
+from rest_framework.test import APIClient
+
+from benchmarks.selectors import version_snippets
+from benchmarks.services.psets import pset_import
+from common.text import NUL_SHOWN, nul_free
+from evaluation import services
+from evaluation.judging.step import item_judge
+from evaluation.models import EvaluationRun, ModelEntry, Outcome
+from evaluation.outcomes import Verdict
+from operations.apps import text_fields_nul_free
+from tests.conftest import DEMO_PSET
+
+# A wrong answer that prints a NUL on its way to failing.
+NUL_ANSWER = 'print("wrong answer \\x00 here")\nraise ValueError("wrong")\n'
+
+
+def test_nul_free_replaces_nul_everywhere_and_keeps_a_clean_value_itself():
+    clean = {"a": ["b", ("c", 1)], "d": None}
+    assert nul_free(clean) is clean
+    dirty = {"k\x00": ["x\x00y", ("z\x00", 2.5)], "n": 3}
+    assert nul_free(dirty) == {f"k{NUL_SHOWN}": [f"x{NUL_SHOWN}y", (f"z{NUL_SHOWN}", 2.5)], "n": 3}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_postgresql_refuses_a_nul_unless_the_receiver_replaces_it(release):
+    snippet = version_snippets(version=release)[0]
+    run = services.run_start(model=ModelEntry.objects.get(name="reference"), version=release, dispatch=False)
+    verdict = Verdict("failed", "runtime", "ValueError: wrong \x00", tests=({"test": "t\x00", "status": "failed"},))
+    # The attack's storage failure with no receiver: the outcome is refused, so the item is never recorded.
+    pre_save.disconnect(dispatch_uid="text_fields_nul_free")
+    try:
+        with pytest.raises(DataError), transaction.atomic():
+            Outcome.objects.create(run=run, snippet=snippet, sample=0, status="failed", stdout_tail="a\x00b")
+    finally:
+        pre_save.connect(text_fields_nul_free, dispatch_uid="text_fields_nul_free")
+    outcome, created = services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict)
+    outcome.refresh_from_db()
+    assert (
+        created and outcome.detail == f"ValueError: wrong {NUL_SHOWN}" and outcome.tests[0]["test"] == f"t{NUL_SHOWN}"
+    )
+    # A model's answer holding one (an endpoint's reply) is stored too.
+    generation = services.generation_record(run=run, snippet=snippet, sample=1, prompt="p", raw_answer="x\x00")
+    generation.refresh_from_db()
+    assert generation.raw_answer == f"x{NUL_SHOWN}"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_an_answer_printing_a_nul_through_an_upload_is_judged_and_recorded(media_root, author, sandbox):
+    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
+    snippets = version_snippets(version=version)
+    attacked = snippets[0]
+    lines = [
+        json.dumps({"id": str(s.pk), "sample": 0, "code": NUL_ANSWER if s == attacked else s.reference_code})
+        for s in snippets
+    ]
+    client = APIClient()
+    client.force_authenticate(author)
+    response = client.post(
+        "/api/v1/runs/upload/",
+        {"file": SimpleUploadedFile("a.jsonl", "\n".join(lines).encode()), "model": "uploader", "release": "1.0.0"},
+        format="multipart",
+    )
+    assert response.status_code == 201, response.content[:500]
+    run = EvaluationRun.objects.get(pk=response.json()["id"])
+    # The worker's judging step on the attacked item, in a real bwrap sandbox: its output reaches the database.
+    generation = run.generations.get(snippet=attacked)
+    outcome = item_judge(run=run, snippet=attacked, sample=0, generation=generation, worker="test")
+    outcome.refresh_from_db()
+    assert outcome.status == "failed" and f"wrong answer {NUL_SHOWN} here" in outcome.stdout_tail, outcome.stdout_tail
+    run.refresh_from_db()
+    assert run.done_items == 1
