@@ -363,18 +363,31 @@ class Outcome(models.Model):
         return bool(self.findings)
 
     @property
-    def error_after_agent(self) -> bool:
-        """An infrastructure error after its agent's commands, held as not passed for review (evaluation.outcomes.
-        agent_error_held, the only verdict whose measured status is an error)."""
+    def error_held(self) -> bool:
+        """An infrastructure error held as not passed for review: after its agent's commands (evaluation.outcomes.
+        agent_error_held) or an answer the platform could not judge or record (judging_failed), the only verdicts
+        whose measured status is an error."""
         return self.measured_status == self.Status.ERROR
 
     @property
+    def error_after_agent(self) -> bool:
+        """A held error after its agent's commands (its finding's source is the agent)."""
+        return self.error_held and any(finding.get("source") == "agent" for finding in self.findings)
+
+    @property
+    def error_held_said(self) -> str:
+        """What a held error is, in words."""
+        if self.error_after_agent:
+            return "an infrastructure error after the agent's commands"
+        return "an answer the platform could not judge or record"
+
+    @property
     def review_said(self) -> str:
-        """The review's decision in words (an error after an agent's commands is counted or set aside: no tampering)."""
-        if not self.review or not self.error_after_agent:
+        """The review's decision in words (a held error is counted or set aside: no tampering)."""
+        if not self.review or not self.error_held:
             return self.get_review_display()
         if self.review == self.Review.CONFIRMED:
-            return "Counted: the agent's doing, not passed"
+            return f"Counted: the {'agent' if self.error_after_agent else 'answer'}'s doing, not passed"
         return "Set aside: the platform's error, not scored"
 
     @property

@@ -73,6 +73,27 @@ def agent_error_held(verdict: Verdict, *, agent_acted: bool) -> Verdict:
     )
 
 
+# The platform could not judge or record an answer (anything but a sandbox failure or a database outage): held as not
+# passed for review, never retried forever nor left out of the score (an answer that makes its own recording fail
+# would otherwise take its item out of the denominator, or hold a worker slot for good: attack9's NUL).
+UNJUDGED = "unjudged"
+UNJUDGED_SAID = "the platform could not judge or record this answer"
+
+
+def judging_failed(exc: BaseException) -> Verdict:
+    """The verdict of an item whose judging or recording raised `exc`: flagged, counted as not passed until a
+    maintainer counts it (the answer's doing) or sets it aside (the platform's error), as an agent's held error."""
+    said = f"{type(exc).__name__}: {str(exc)[:300]}"
+    finding = {"kind": UNJUDGED, "line": None, "detail": said, "source": "platform"}
+    return Verdict(
+        Outcome.Status.FLAGGED,
+        Category.INFRASTRUCTURE,
+        f"{UNJUDGED_SAID} ({said})",
+        findings=(finding,),
+        measured=Outcome.Status.ERROR,
+    )
+
+
 def runtime_findings(records: tuple[dict, ...]) -> list[dict]:
     """The runtime guard's records as findings, duplicates folded."""
     seen: dict[tuple, dict] = {}

@@ -12,13 +12,14 @@ from typing import TypeGuard
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import DatabaseError, DataError
 
 from benchmarks import visibility
 from benchmarks.models import Snippet
 from evaluation import services
 from evaluation.judging.step import item_judge
 from evaluation.models import EvaluationRun, Generation, ModelEntry, Outcome
-from evaluation.outcomes import Verdict, model_call_failed
+from evaluation.outcomes import Verdict, judging_failed, model_call_failed
 from evaluation.routing import GPU_QUEUE, ITEM_EVALUATE, ITEM_GENERATE
 from evaluation.selectors.held_out import run_sends_held_out
 from evaluation.selectors.items import item_prompt, run_snippets
@@ -73,6 +74,13 @@ def retry_or_error(
         run=run, snippet=snippet, sample=sample, verdict=verdict, generation=generation, agent_acted=agent_acted
     )
     item_ended(run)
+
+
+def judging_failed_record(
+    *, run: EvaluationRun, snippet: Snippet, sample: int, generation: Generation | None, exc: Exception
+) -> None:
+    logger.exception("run %s item %s/%s could not be judged or recorded", run.pk, snippet.pk, sample, exc_info=exc)
+    services.outcome_record(run=run, snippet=snippet, sample=sample, verdict=judging_failed(exc), generation=generation)
 
 
 def item_current(run: EvaluationRun | None, epoch: int | None) -> TypeGuard[EvaluationRun]:
@@ -219,4 +227,13 @@ def evaluate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
     except SandboxError as exc:
         retry_or_error(task, run=run, snippet=snippet, sample=sample, exc=exc, generation=generation)
         return
+    except DataError as exc:
+        # What the item stored was refused (it is the answer's, text or numbers the database cannot hold): held.
+        judging_failed_record(run=run, snippet=snippet, sample=sample, generation=generation, exc=exc)
+    except DatabaseError:
+        raise  # an outage or a schema not yet migrated: the item is queued again (database_outage_outlasted)
+    except Exception as exc:
+        # Anything else would fail every delivery alike: the item is held for review rather than lost and queued
+        # again forever (attack9: an answer's output the database refused held a worker slot for good).
+        judging_failed_record(run=run, snippet=snippet, sample=sample, generation=generation, exc=exc)
     item_ended(run)

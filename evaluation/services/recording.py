@@ -212,7 +212,7 @@ def outcome_review(*, outcome: Outcome, reviewer, decision: str, reason: str = "
         raise EvaluationError(f"outcome {outcome.pk} is not flagged (it is {outcome.status})")
     if decision == Outcome.Review.CONFIRMED:
         outcome.status = Outcome.Status.FAILED
-        if not outcome.error_after_agent:  # an agent's error keeps its category: counted, not called tampering
+        if not outcome.error_held:  # a held error keeps its category: counted, not called tampering
             outcome.category = Outcome.Category.TAMPERING
     elif decision == Outcome.Review.CLEARED:
         if outcome.measured_status not in (Outcome.Status.PASSED, Outcome.Status.FAILED, Outcome.Status.ERROR):

@@ -83,7 +83,7 @@ def test_scores_count_an_agents_errors_as_not_passed_until_a_maintainer_sets_the
     client.force_login(maintainer)
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert page.count('value="cleared">Set aside: the platform\'s error, not scored</button>') == 3
-    assert "Confirm: tampering" not in page and "(an infrastructure error after the agent's commands)" in page
+    assert "Confirm: tampering" not in page and "(an infrastructure error after the agent&#x27;s commands)" in page
 
     services.outcome_review(outcome=outcomes[0], reviewer=maintainer, decision="cleared", reason="engine restart")
     outcomes[0].refresh_from_db()

@@ -20,7 +20,8 @@ from common.text import NUL_SHOWN, nul_free
 from evaluation import services
 from evaluation.judging.step import item_judge
 from evaluation.models import EvaluationRun, ModelEntry, Outcome
-from evaluation.outcomes import Verdict
+from evaluation.outcomes import UNJUDGED, Verdict
+from evaluation.tasks import item_evaluate
 from operations.apps import text_fields_nul_free
 from tests.conftest import DEMO_PSET
 
@@ -59,9 +60,9 @@ def test_postgresql_refuses_a_nul_unless_the_receiver_replaces_it(release):
     assert generation.raw_answer == f"x{NUL_SHOWN}"
 
 
-@pytest.mark.postgres
-@pytest.mark.django_db
-def test_an_answer_printing_a_nul_through_an_upload_is_judged_and_recorded(media_root, author, sandbox):
+@pytest.fixture
+def nul_upload(media_root, author, sandbox):
+    """An upload through the API of the demo's reference answers but one, which prints a NUL and fails."""
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
     snippets = version_snippets(version=version)
@@ -78,7 +79,13 @@ def test_an_answer_printing_a_nul_through_an_upload_is_judged_and_recorded(media
         format="multipart",
     )
     assert response.status_code == 201, response.content[:500]
-    run = EvaluationRun.objects.get(pk=response.json()["id"])
+    return EvaluationRun.objects.get(pk=response.json()["id"]), attacked
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_an_answer_printing_a_nul_through_an_upload_is_judged_and_recorded(nul_upload):
+    run, attacked = nul_upload
     # The worker's judging step on the attacked item, in a real bwrap sandbox: its output reaches the database.
     generation = run.generations.get(snippet=attacked)
     outcome = item_judge(run=run, snippet=attacked, sample=0, generation=generation, worker="test")
@@ -86,3 +93,21 @@ def test_an_answer_printing_a_nul_through_an_upload_is_judged_and_recorded(media
     assert outcome.status == "failed" and f"wrong answer {NUL_SHOWN} here" in outcome.stdout_tail, outcome.stdout_tail
     run.refresh_from_db()
     assert run.done_items == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_an_answer_whose_outcome_the_database_refuses_is_held_as_not_passed(nul_upload):
+    """The second line of defence, with the first removed: an item whose recording the database refuses is held for
+    review (not passed until a maintainer sets it aside), not lost and queued again forever."""
+    run, attacked = nul_upload
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    pre_save.disconnect(dispatch_uid="text_fields_nul_free")
+    try:
+        item_evaluate.apply(args=(run.pk, attacked.pk, 0), throw=True)
+    finally:
+        pre_save.connect(text_fields_nul_free, dispatch_uid="text_fields_nul_free")
+    outcome = Outcome.objects.get(run=run, snippet=attacked)
+    assert (outcome.status, outcome.measured_status, outcome.error_held) == ("flagged", "error", True)
+    assert [f["kind"] for f in outcome.findings] == [UNJUDGED] and "DataError" in outcome.detail, outcome.detail
+    assert outcome.error_held_said == "an answer the platform could not judge or record"
