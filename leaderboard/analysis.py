@@ -48,9 +48,9 @@ RANK_CACHE_SECONDS = 24 * 3600
 
 def leaderboard_rank(*, version: BenchmarkVersion, rows: Iterable) -> None:
     """Set each row's rank (None: unranked) and rank_note. Calibration lines are never ranked; a run missing a
-    scored answer on some item (an infrastructure error, a flag awaiting review) is not compared, since a paired
-    test compares runs on the same items. Verified, self-reported and reported runs are ranked together (each row
-    says which it is)."""
+    scored answer on some item (every sample an infrastructure error) is not compared, since a paired test compares
+    runs on the same items; a flag awaiting review scores as not passed, so it does not unrank its run. Verified,
+    self-reported and reported runs are ranked together (each row says which it is)."""
     rows = list(rows)
     # Ranks are a function of the stored scores, which rescoring replaces (new ids): cached by ids and counts.
     scored = sorted(

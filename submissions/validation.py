@@ -802,7 +802,8 @@ def sealing_checks(
         first = False
 
 
-# What would seal a snippet, by the start of recording_make's reason; the rest are the recording's own limits.
+# What would seal a snippet, by the start of the reason it is not (recording_make's, or snippet_target's when no
+# function can be replayed); any other reason gets the general advice of unsealed_advice.
 UNSEALED_ADVICE = (
     (
         "the reference's own replay differs",
@@ -811,6 +812,14 @@ UNSEALED_ADVICE = (
         "come back whole from pickling; passing that state as an argument would seal it",
     ),
     ("nondeterministic", "two runs of the tests differ: seeding what its function draws from would seal it"),
+    # snippet_target's reasons: no test can seal such a snippet, only moving its code can.
+    ("no function holds it", "moving its code into a function of its own, called by the tests, would seal it"),
+    (
+        "its function ",
+        "moving its code into a plain function at module level or a method, called by the tests, would seal it",
+    ),
+    ("its recorded outputs pass", "a test whose calls return smaller values would seal it"),
+    ("its recorded inputs would pass", "a test that calls its function with smaller arguments would seal it"),
 )
 
 

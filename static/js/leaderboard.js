@@ -114,6 +114,20 @@
     };
     const month = 30 * 24 * 3600 * 1000;
     const xs = points.map((p) => p.x);
+    // Ticks at the first of a month (every few months over a long span), labelled by that month: the linear
+    // axis's own round-millisecond ticks fell mid-month, labelled the same month twice and beside a cut-off of
+    // the 1st the label of the month before.
+    const monthTicks = (axis) => {
+      const starts = [];
+      const first = new Date(axis.min);
+      for (let y = first.getUTCFullYear(), m = first.getUTCMonth() + 1; ; m += 1) {
+        const t = Date.UTC(y, m, 1);  // Date.UTC carries a month past 11 into the next year
+        if (t > axis.max) break;
+        starts.push(t);
+      }
+      const step = Math.max(1, Math.ceil(starts.length / 8));
+      axis.ticks = starts.filter((_, i) => i % step === 0).map((value) => ({ value }));
+    };
     new window.Chart(canvas, {
       type: "scatter",
       data: { datasets: [{ label: "Scaled pass@1 (%)", data: points, backgroundColor: "#0a58ca", pointRadius: 5,
@@ -122,7 +136,8 @@
         maintainAspectRatio: false, animation: false,
         scales: {
           x: { type: "linear", min: Math.min(...xs) - month, max: Math.max(...xs) + month,
-               title: { display: true, text: "knowledge cut-off" }, ticks: { callback: (v) => day(v).slice(0, 7) } },
+               title: { display: true, text: "knowledge cut-off" }, afterBuildTicks: monthTicks,
+               ticks: { callback: (v) => day(v).slice(0, 7) } },
           y: { min: 0, max: 100, title: { display: true, text: "scaled pass@1 (%)" } },
         },
         plugins: {

@@ -41,6 +41,8 @@ def test_the_paper_page_says_which_snippets_are_sealed_and_why_not(client, relea
     assert body.count(">sealed</span>") == task.snippets.count() - 1
     assert body.count(">unsealed</span>") == 1
     assert "its arguments cannot be recorded: PicklingError: a lambda" in body
+    # A newcomer's walk: the badges said "sealed" with no word of what it means beyond a tooltip.
+    assert f'href="{reverse("guide", args=["verdicts"])}#the-sealed-replay"' in body
 
 
 def test_the_release_page_gives_the_sealed_share_of_what_its_viewer_may_see(client, release, maintainer):

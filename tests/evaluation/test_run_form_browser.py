@@ -24,7 +24,7 @@ def test_the_budget_shows_only_in_agent_mode(browser_page, live_server, maintain
     expect(turns).to_be_hidden()
     page.get_by_label("Mode").select_option("agent")
     expect(turns).to_be_visible()
-    expect(page.locator("#id_budget_turns_help")).to_contain_text("Blank: the release's maximum, 50 turns.")
+    expect(page.locator("#id_budget_turns_helptext")).to_contain_text("Blank: the release's maximum, 50 turns.")
     turns.fill("7")
     page.get_by_label("Mode").select_option("single")
     expect(turns).to_be_hidden()

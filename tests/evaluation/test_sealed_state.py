@@ -152,3 +152,31 @@ def test_the_advice_to_an_author_follows_why_the_snippet_is_unsealed():
     assert "state its arguments do not carry" in unsealed_advice(replay)
     assert "seeding" in unsealed_advice("nondeterministic: two reference runs differ (call 1)")
     assert "plain arguments" in unsealed_advice("its arguments cannot be recorded: TypeError: cannot pickle")
+
+
+def test_a_snippet_no_function_can_replay_is_told_to_move_its_code_not_to_add_a_test():
+    """A module-level snippet was told "a test that calls its function with plain arguments would seal it", but no
+    function holds it: no test can seal it. Each reason snippet_target gives now gets the advice to move the code."""
+    from evaluation.judging.sealed import snippet_target
+    from submissions.validation import unsealed_advice
+
+    module_level = 'import math\n\n# <paper2code name="tau">\nTAU = math.sqrt(2.0)\n# </paper2code name="tau">\n'
+    nested = (
+        "def outer(x):\n"
+        "    def inner(y):\n"
+        '        # <paper2code name="double">\n'
+        "        return 2 * y\n"
+        '        # </paper2code name="double">\n'
+        "    return inner(x)\n"
+    )
+    generator = (
+        'def items(xs):\n    for x in xs:\n        # <paper2code name="each">\n        yield x\n'
+        '        # </paper2code name="each">\n'
+    )
+    for source in (module_level, nested, generator):
+        s = parse(source, "m.py").snippets[0]
+        reason = snippet_target(source, SnippetSpan(snippet_key("m.py", s.index), "m.py", s.start_line, s.end_line))
+        assert isinstance(reason, str), reason
+        advice = unsealed_advice(reason)
+        assert "plain arguments" not in advice and "moving its code" in advice, (reason, advice)
+    assert "smaller arguments" in unsealed_advice("its recorded inputs would pass 1000000 bytes")

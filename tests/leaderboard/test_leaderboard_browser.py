@@ -174,6 +174,14 @@ def test_layout_at_laptop_and_phone_width(browser_page, live_server, media_root)
     expect(table.locator("thead").get_by_role("link", name="Errors")).to_have_count(0)
     drawn(page, "ranking-chart")
     drawn(page, "over-time-chart")
+    # Its ticks are months' firsts, each month named once (the linear axis's own ticks fell mid-month and named
+    # 2025-03 three times, the 1st of March drawn left of its label).
+    ticks = page.evaluate(
+        "window.Chart.getChart(document.getElementById('over-time-chart')).scales.x.ticks"
+        ".map((t) => new Date(t.value).toISOString().slice(0, 10))"
+    )
+    assert ticks and all(t.endswith("-01") for t in ticks) and len(set(ticks)) == len(ticks), ticks
+    assert "2024-06-01" in ticks, ticks
     ranking, over_time = (page.locator(".charts > figure").nth(i).bounding_box() for i in (0, 1))
     assert abs(ranking["y"] - over_time["y"]) < 5 and over_time["x"] > ranking["x"] + ranking["width"] - 1, (
         "the score over time sits beside the bar chart"

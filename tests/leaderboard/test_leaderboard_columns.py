@@ -41,6 +41,14 @@ def test_the_key_columns_are_the_one_lists_untoggled_page_columns():
     assert set(columns_selectors.LEADERBOARD_PAGE_COLUMNS) <= set(columns_selectors.LEADERBOARD_COLUMNS)
 
 
+def test_the_counts_of_unscored_and_flagged_items_say_what_they_count():
+    """A newcomer's walk: "Test gaming" had a tooltip, "Flags" and "Errors" beside it none, so nothing said that
+    Flags counts answers still awaiting review (0 once reviewed) and Errors items left out of the score."""
+    titles = {c.key: c.title for c in columns_selectors.LEADERBOARD_PAGE_COLUMNS}
+    assert "awaiting a maintainer's review" in titles["flagged"]
+    assert "left out of the score" in titles["errors"]
+
+
 @pytest.mark.parametrize(
     "query, chosen",
     [

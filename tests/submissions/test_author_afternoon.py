@@ -121,6 +121,11 @@ def test_after_acceptance_the_author_is_told_the_release_credited_and_shown_thei
     assert said == f"Task revision 1 is in the draft of the next release, {BenchmarkVersion.objects.get().name} " + (
         "(public once maintainers publish it)."
     )
+    # The maintainer who accepted it is told the same on the review page (a newcomer's walk found it silent there).
+    client.force_login(maintainer)
+    reviewed = _part(client.get(reverse("review-detail", args=[draft.pk])), "releases", "</p>")
+    assert reviewed == said
+    client.force_login(author)
     listed = client.get(reverse("submission-list"))
     assert _part(listed, "in-release", "</span>") == f"in the draft {BenchmarkVersion.objects.get().name}"
     release = version_publish(version=BenchmarkVersion.objects.get(), actor=maintainer, notes="first")

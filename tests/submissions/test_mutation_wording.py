@@ -53,3 +53,17 @@ def test_the_authors_own_tests_keep_the_count_of_each_and_the_proposed_tests_apa
         "tests." in text
     ), text
     assert "The proposed replay tests kill 3 of 3 (100%)" in text
+
+
+def test_the_words_suit_every_reader_of_the_score_not_only_its_author():
+    """The same partial shows on the review page, the paper page and the draft's validation: "shows inputs your tests
+    miss" and "Only your tests kill" spoke to a maintainer or a visitor as if they had written the tests."""
+    result = {
+        **RESULT,
+        "equivalents": ["line 3: x > 0 -> x >= 0"],
+        "equivalent": 1,
+        "proposed": {"killed": 2, "score": 2 / 3, "only_tests": ["line 1: a + b -> a - b"], "only_proposed": []},
+    }
+    text = page_text(render_to_string("submissions/_mutation.html", {"mutation": result}))
+    assert "your tests" not in text, text
+    assert "shows inputs the tests miss" in text and "Only the package's own tests kill" in text, text

@@ -148,6 +148,20 @@ def test_the_signup_page_speaks_to_authors_and_model_developers(client):
     assert f'href="{reverse("guide", args=["leaderboard"])}"' in page
 
 
+def test_every_help_text_is_the_one_its_field_names_for_screen_readers(client, author):
+    """Django names a field's help text in aria-describedby as <id>_helptext; the shared field template gave it the
+    id <id>_help, so a screen reader read no help text on any form (the sign-up page, the paper form, the models')."""
+    pages = [client.get(reverse("signup")).content.decode()]
+    client.force_login(author)
+    pages.append(client.get(reverse("submission-new")).content.decode())
+    for page in pages:
+        described = re.findall(r'aria-describedby="([^"]+)"', page)
+        assert described, "the page has fields with help texts"
+        for ids in described:
+            for target in ids.split():
+                assert f'id="{target}"' in page, target
+
+
 def test_an_author_gives_the_name_the_site_credits_at_sign_up_and_changes_it_later(client):
     """A newcomer's walk: the paper page credits an author by full name, else username, yet nothing let anyone give
     a name, so every author was credited by username."""
