@@ -276,7 +276,7 @@ def _model_call_failed_record(*, run: EvaluationRun, snippet, sample: int, gener
         run=run,
         snippet=snippet,
         sample=sample,
-        verdict=model_call_failed(generation.error),
+        verdict=model_call_failed(generation.error, run=run),
         generation=generation,
     )
     _workspace_drop(run, snippet, sample)

@@ -188,6 +188,13 @@ class EvaluationRun(Redispatchable):
         return self.model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
 
     @property
+    def calls_owner_endpoint(self) -> bool:
+        """Whether the run's model calls go to an endpoint its model's owner runs (the api_base snapshot at its
+        start), not to a provider the platform configures: a failure there is the owner's (outcomes.model_call_failed),
+        as what it answers is (provenance: self-reported)."""
+        return bool(self.api_base)
+
+    @property
     def paper_label(self) -> str:
         return "with paper" if self.with_paper else "without paper"
 
@@ -303,6 +310,9 @@ class Outcome(models.Model):
         INFRASTRUCTURE = "infrastructure", "Infrastructure"
         # The model's endpoint refused or could not be reached (a wrong key, a provider down): the model's failure.
         MODEL_CALL = "model_call", "Model call failed"
+        # The same at an endpoint the model's owner runs (EvaluationRun.calls_owner_endpoint): it can fail exactly
+        # the items its model cannot solve, so the item is failed, never left out of the score.
+        OWNER_ENDPOINT = "owner_endpoint", "The model's own endpoint failed"
         # An upload says its item ended in an error (a Harbor trial's exception): the platform cannot tell it from
         # the agent's own failure, so it is not passed, never left out of the score as the platform's errors are.
         REPORTED_ERROR = "reported_error", "Error the upload reports"

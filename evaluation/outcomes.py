@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, replace
 
 from benchmarks.paper2code import passes
-from evaluation.models import Outcome
+from evaluation.models import EvaluationRun, Outcome
 from sandbox import ExecResult
 from sandbox.harness import CountedTest, HarnessVerdict
 
@@ -29,9 +29,19 @@ class Verdict:
     tests: tuple[dict, ...] = ()
 
 
-def model_call_failed(error: str) -> Verdict:
-    """An item whose model could not be called (single-shot or agent): no answer, an error never scored, said to be
-    the model's or its provider's failure (its key, its endpoint), not the platform's."""
+OWNER_ENDPOINT_SAID = "the model's own endpoint failed: counted as not passed"
+
+
+def model_call_failed(error: str, *, run: EvaluationRun) -> Verdict:
+    """An item whose model could not be called (single-shot or agent): no answer. At a provider the platform
+    configures, an error never scored, said to be the model's or its provider's failure (its key, an outage), not the
+    platform's. At an endpoint the model's owner runs, failed: that endpoint can fail (an HTTP error, a timeout, a
+    refused connection) exactly the items its model cannot solve, and an error would take them out of the model's
+    denominator, as a flag once did."""
+    if run.calls_owner_endpoint:
+        return Verdict(
+            Outcome.Status.FAILED, Outcome.Category.OWNER_ENDPOINT, f"{OWNER_ENDPOINT_SAID} (no answer: {error})"
+        )
     return Verdict(Outcome.Status.ERROR, Outcome.Category.MODEL_CALL, f"no answer: {error}")
 
 

@@ -171,7 +171,11 @@ def generate(task, run_id: int, snippet_id: int, sample: int, epoch: int | None 
                 run=run, snippet=snippet, sample=sample, prompt=prompt, error=str(exc)
             )
             services.outcome_record(
-                run=run, snippet=snippet, sample=sample, verdict=model_call_failed(str(exc)), generation=generation
+                run=run,
+                snippet=snippet,
+                sample=sample,
+                verdict=model_call_failed(str(exc), run=run),
+                generation=generation,
             )
             if not services.run_pause_if_failing(run=run):
                 item_ended(run)

@@ -24,11 +24,12 @@ from evaluation.models import (
     HUMAN_MODE,
     RUN_MODES,
     EvaluationRun,
+    Outcome,
     ProvenanceChange,
     RunScore,
 )
 from evaluation.selectors.runs import leaderboard_choose
-from leaderboard.analysis import ITEM_STATISTICS, leaderboard_rank
+from leaderboard.analysis import ITEM_STATISTICS, item_statistics_load, leaderboard_rank
 
 _NEVER = datetime.min.replace(tzinfo=UTC)  # a run's date when it has none
 
@@ -129,6 +130,14 @@ class LeaderboardRow:
     @property
     def gaming_rate(self) -> float:
         return 100.0 * self.gaming / self.overall.items if self.overall.items else 0.0
+
+    @property
+    def owner_endpoint_failed(self) -> int:
+        """Scored items failed because the model's own endpoint failed (outcomes.model_call_failed), said beside the
+        score: counted as not passed, so an endpoint failing the items its model cannot solve gains nothing."""
+        if not self.run.calls_owner_endpoint:
+            return 0
+        return self.score.categories.get(Outcome.Category.OWNER_ENDPOINT, 0)
 
     @property
     def spent(self) -> RunScore:
@@ -334,6 +343,8 @@ def leaderboard_rows(*, version: BenchmarkVersion, filters: LeaderboardFilters |
         key=lambda row: (-row.score.scaled_pass_rate, row.run.model.display_name.lower()),
     )
     rows = [row for row in rows if _leaderboard_keep(row.run, filters)]
+    # Deferred above: read for the rows at an owner's endpoint only, whose failed calls the score cell names.
+    item_statistics_load(scores=[row.score for row in rows if row.run.calls_owner_endpoint], fields=("categories",))
     leaderboard_rank(version=version, rows=rows)
     rows = [row for row in rows if _leaderboard_found(row.run, filters)]
     calibration = [row for row in rows if row.calibration]

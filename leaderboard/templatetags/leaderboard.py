@@ -22,6 +22,12 @@ FLAGGED_SAID = (
 )
 
 
+OWNER_ENDPOINT_FAILED_SAID = (
+    "items whose model call failed at the model's own endpoint (an HTTP error, a timeout, no connection), counted as "
+    "failed: an endpoint its owner runs could otherwise fail exactly the items its model cannot solve"
+)
+
+
 REPEAT_KEY = (
     "the mean across the {} runs started together (repeat) ± the standard error of that mean (the runs' sample "
     "standard deviation / √n), not a confidence interval"
@@ -177,6 +183,12 @@ def _scaled_cell(row, value) -> str:
             ' <span class="badge flagged" title="{}">{} awaiting review</span>',
             FLAGGED_SAID,
             score.flagged,
+        )
+    if row.owner_endpoint_failed:
+        cell += format_html(
+            ' <span class="badge failed" title="{}">{} failed at its own endpoint</span>',
+            OWNER_ENDPOINT_FAILED_SAID,
+            row.owner_endpoint_failed,
         )
     return cell
 

@@ -19,7 +19,7 @@ from evaluation import services
 from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.outcomes import ERROR_AFTER_AGENT, ERROR_AFTER_AGENT_SAID, Verdict, agent_error_held
 from tests.conftest import DEMO_PSET, sandbox_backend_or_missing
-from tests.evaluation.openai_server import openai_server
+from tests.evaluation.openai_server import openai_server, platform_provider
 
 pytestmark = pytest.mark.django_db
 
@@ -223,17 +223,17 @@ def bwrap_items(items_on_bwrap, monkeypatch):
 def agent_run_inline(
     items: list[Snippet], release, responder, **server_options
 ) -> tuple[EvaluationRun, RunScore, list]:
-    """An agent run over `items` against the local server, each item's whole chain inline; its stored overall score
-    and the server's chat requests."""
+    """An agent run over `items` against the local server as the platform's provider (its outages are the
+    provider's, not an owner's endpoint's), each item's whole chain inline; its stored overall score and the server's
+    chat requests."""
     from agents.tasks import item_agent
 
-    with openai_server(responder=responder, **server_options) as server:
+    with openai_server(responder=responder, **server_options) as server, platform_provider(server):
         responder.server = server
         model = services.model_register(
             name=f"agent-{EvaluationRun.objects.count()}",
             display_name="Agent",
-            litellm_model="openai/agent",
-            api_base=server.base_url,
+            litellm_model="openai/gpt-4o-mini",  # at the provider's address: a model litellm knows to call tools
             api_key="sk-test",
         )
         run = services.run_start(model=model, version=release, mode="agent", budget={"turns": 6}, dispatch=False)

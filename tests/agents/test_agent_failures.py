@@ -23,7 +23,7 @@ from leaderboard.selectors.table import leaderboard_rows
 from tests.agents.test_agent_turns import Script
 from tests.agents.test_agent_uploads import _encode, _rows, _trajectory, _upload
 from tests.conftest import DEMO_PSET, polled, sandbox_backend_or_missing
-from tests.evaluation.openai_server import openai_server
+from tests.evaluation.openai_server import openai_server, provider_environment
 
 PAPER = "trimmed-infonce"  # one paper of the demo (10 items) keeps the runs short
 
@@ -54,13 +54,17 @@ def test_an_agent_run_whose_key_is_refused_pauses_like_a_single_shot_run_and_res
         model = services.model_register(
             name="scripted",
             display_name="Scripted",
-            litellm_model="openai/scripted",
-            api_base=server.base_url,
+            litellm_model="openai/gpt-4o-mini",  # at the platform's provider (its outage is no owner's failure)
             api_key="sk-wrong-key",
             owner=maintainer,
         )
         settings.AGENT_ITEMS_IN_FLIGHT = 3  # the feed runs here (run_start's dispatch) and in the worker
-        worker = celery_worker_factory(SANDBOX_BACKEND="bwrap", RUN_PAUSE_AFTER_FAILURES="3", AGENT_ITEMS_IN_FLIGHT="3")
+        worker = celery_worker_factory(
+            SANDBOX_BACKEND="bwrap",
+            RUN_PAUSE_AFTER_FAILURES="3",
+            AGENT_ITEMS_IN_FLIGHT="3",
+            **provider_environment(server),
+        )
         run = services.run_start(model=model, version=release, mode="agent", budget={"turns": 6}, user=maintainer)
         paused = polled(
             lambda: EvaluationRun.objects.filter(pk=run.pk, status="cancelled").first(),
@@ -80,7 +84,7 @@ def test_an_agent_run_whose_key_is_refused_pauses_like_a_single_shot_run_and_res
         assert trajectories.count() == sent and set(trajectories.values_list("cost", flat=True)) == {None}
         failed = Outcome.objects.filter(run=run)
         assert failed.exists() and set(failed.values_list("status", "category")) == {("error", "model_call")}
-        assert all(o.detail.startswith("no answer: openai/scripted: AuthenticationError") for o in failed)
+        assert all(o.detail.startswith("no answer: openai/gpt-4o-mini: AuthenticationError") for o in failed)
 
         client.force_login(maintainer)
         page = client.get(reverse("run-detail", args=[run.pk])).content.decode()

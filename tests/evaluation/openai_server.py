@@ -31,6 +31,10 @@ is not above it is refused with a 400, as Anthropic refuses a ``max_tokens`` not
 ``retry_after`` (seconds), when set, is sent as a ``Retry-After`` header on 429 and 503 answers. A 401 quotes the
 presented key back in its message, as OpenAI does, so tests can check that callers scrub it.
 
+`provider_environment(server)` (a worker's environment) and `with platform_provider(server):` make the server the
+platform's configured provider (OPENAI_BASE_URL): register the model without api_base there. A model whose api_base
+is the server calls an endpoint its owner runs, whose failures count against it (outcomes.model_call_failed).
+
 ``tls=True`` serves HTTPS instead (``https://127.0.0.1:PORT/v1``) with a certificate for 127.0.0.1 and
 localhost from a throwaway CA whose file is ``server.ca_file`` (point ``SSL_CERT_FILE`` at it).
 
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import ssl
 import tempfile
 import threading
@@ -317,3 +322,26 @@ def openai_server(
             httpd.shutdown()
             httpd.server_close()
             thread.join(timeout=5)
+
+
+def provider_environment(server: OpenAIServer) -> dict[str, str]:
+    """The environment that makes `server` the platform's configured OpenAI provider: litellm sends a model without
+    an api_base to OPENAI_BASE_URL with the platform's OPENAI_API_KEY (an internal proxy, as a deployment sets it).
+    A failure there is the provider's (an unscored error, retried); at a model's api_base it is its owner's
+    (outcomes.model_call_failed). Pass it to a worker's start, or see platform_provider."""
+    return {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_BASE": server.base_url, "OPENAI_API_KEY": "sk-platform"}
+
+
+@contextlib.contextmanager
+def platform_provider(server: OpenAIServer) -> Iterator[OpenAIServer]:
+    """`server` as the platform's configured provider in this process for the block (provider_environment)."""
+    saved = {name: os.environ.get(name) for name in provider_environment(server)}
+    os.environ.update(provider_environment(server))
+    try:
+        yield server
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
