@@ -101,6 +101,25 @@ POLICY: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "global-hook",
+        "tampering",
+        "installs a process-wide hook or default that runs inside every later computation, the reference's and the "
+        "tests' too (a hook on every module's forward, numpy's error callback, torch's default dtype): unlike an "
+        "answer's own value, the sealed replay cannot see it",
+        _names(
+            "torch.nn.modules.module.register_module_forward_hook "
+            "torch.nn.modules.module.register_module_forward_pre_hook "
+            "torch.nn.modules.module.register_module_backward_hook "
+            "torch.nn.modules.module.register_module_full_backward_hook "
+            "torch.nn.modules.module.register_module_full_backward_pre_hook "
+            "torch.nn.modules.module.register_module_buffer_registration_hook "
+            "torch.nn.modules.module.register_module_module_registration_hook "
+            "torch.nn.modules.module.register_module_parameter_registration_hook "
+            "numpy.seterrcall torch.set_default_dtype torch.set_default_tensor_type torch.set_default_device "
+            "torch.set_float32_matmul_precision"
+        ),
+    ),
+    Rule(
         "dynamic-code",
         "exec",
         "runs code from a string or a serialised object, which no static policy can read",
@@ -312,6 +331,7 @@ _SYSTEM = (
     "system-native",
     "system-introspection",
     "system-tampering",
+    "global-hook",
     "dynamic-code",
     "dynamic-import",
     "file-access",

@@ -20,6 +20,12 @@ EXAMPLES = {
     "system-native": ("import ctypes\nreturn x", "import array\nreturn x"),
     "system-introspection": ("import gc\nreturn x", "import functools\nreturn x"),
     "system-tampering": ("import sys\nmodules = sys.modules\nreturn x", "import collections\nreturn x"),
+    "global-hook": ("np.seterrcall(print)\nreturn x", "old = np.geterr()\nreturn x"),
+    "global-hook on every torch module's forward": (
+        "import torch\nfrom torch.nn.modules.module import register_module_forward_hook\n"
+        "register_module_forward_hook(lambda m, i, o: o)\nreturn x",
+        "hooks = []\nhooks.append(lambda m, i, o: o)\nreturn x",  # the host imports no torch: a module's own hook
+    ),
     "dynamic-code": ("y = eval('x')\nreturn y", "y = max(x, key=len) if False else x\nreturn y"),
     "dynamic-import": ("import importlib\nreturn x", "import math\nreturn x"),
     "file-access": ("text = open('notes.txt').read()\nreturn x", "text = str(len(x))\nreturn x"),
