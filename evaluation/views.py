@@ -346,6 +346,8 @@ def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpRespon
         reason=request.POST.get("reason", ""),
     )
     messages.success(request, f"Outcome {outcome.pk}: {Outcome.Review(request.POST['decision']).label}.")
+    if request.POST.get("return_to") == "item":  # reviewed from the item's page (the flag queue links there)
+        return redirect("run-item", pk=pk, outcome_pk=outcome.pk)
     return redirect(f"{reverse('run-detail', args=[pk])}#flags")
 
 

@@ -146,6 +146,11 @@ class RunItem:
     show_evidence: bool = False  # maintainers read a flag's evidence (a replay's difference can quote recorded values)
 
     @property
+    def reviewable(self) -> bool:
+        """A maintainer reviews a flagged item here (or reads its review), with the evidence."""
+        return self.show_evidence and (self.outcome.status == Outcome.Status.FLAGGED or bool(self.outcome.review))
+
+    @property
     def sealing(self) -> dict | None:
         """Whether the snippet is sealed in its task's recording, and why not (None: no recording yet), for a viewer
         who may see the task (as its paper page says it)."""

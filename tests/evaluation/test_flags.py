@@ -194,7 +194,7 @@ def test_maintainers_find_every_flagged_answer_awaiting_review_on_one_queue(run,
     rows = re.findall(r'data-flagged-outcome="(\d+)"', body)
     assert rows[0] == str(flagged[2].pk) and set(rows) == {str(o.pk) for o in flagged}
     assert reverse("run-item", args=[run.pk, flagged[0].pk]) in body
-    assert f"{reverse('run-detail', args=[run.pk])}#flag-{flagged[0].pk}" in body
+    assert f"{reverse('run-item', args=[run.pk, flagged[0].pk])}#flag-{flagged[0].pk}" in body
     assert "Sly" in body and run.version.name in body and flagged[0].snippet.name in body
     assert "hidden, sealed-replay" in body and "call 1: out[0] differs by 0.5" in body
     assert "(the tests said: passed)" in body
@@ -209,6 +209,26 @@ def test_maintainers_find_every_flagged_answer_awaiting_review_on_one_queue(run,
     services.outcome_review(outcome=flagged[2], reviewer=maintainer, decision="cleared")
     body = client.get(reverse("flag-queue")).content.decode()
     assert "Flagged answers awaiting review (2)" in body and f'data-flagged-outcome="{flagged[2].pk}"' not in body
+
+
+def test_a_maintainer_reviews_a_flagged_answer_on_its_item_page(run, client, author, maintainer):
+    """The queue links each answer's item page: there a maintainer reads the evidence and reviews it, and comes back
+    to the item; its owner reads no evidence and gets no form."""
+    outcome = Outcome.objects.filter(run=run, status="flagged").first()
+    url = reverse("run-item", args=[run.pk, outcome.pk])
+    client.force_login(author)
+    body = client.get(url).content.decode()
+    assert 'name="decision"' not in body and "hidden file" not in body
+    client.force_login(maintainer)
+    body = client.get(url).content.decode()
+    assert f'id="flag-{outcome.pk}"' in body and "(hidden file)" in body
+    assert 'name="return_to" value="item"' in body and 'name="decision" value="confirmed"' in body
+    response = client.post(
+        reverse("outcome-review", args=[run.pk, outcome.pk]), {"decision": "confirmed", "return_to": "item"}
+    )
+    assert response.status_code == 302 and response["Location"] == url
+    body = client.get(url).content.decode()
+    assert 'name="decision"' not in body and 'data-testid="flag-review"' in body
 
 
 def test_the_flag_queue_is_for_maintainers_only(run, author):

@@ -94,3 +94,11 @@ def test_a_maintainer_goes_from_the_flag_queue_to_an_item_and_its_replay(
     expect(page.get_by_test_id("replay-difference")).to_have_text("call 1: out differs")
     page.screenshot(path=str(ARTIFACTS / f"item-replay-{width}.png"), full_page=True)
     assert overflow(page) <= 0, too_wide(page)
+    # The review is on the same page: confirmed, the item is failed and leaves the queue.
+    review = page.locator(f"#flag-{outcome.pk}")
+    review.get_by_label("Reason (optional)").fill("the replay shows a different update")
+    review.get_by_role("button", name="Confirm: tampering, score as failed").click()
+    page.wait_for_url(f"{base}/runs/{run.pk}/items/{outcome.pk}/")
+    expect(page.get_by_test_id("flag-review")).to_contain_text("the replay shows a different update")
+    page.goto(f"{base}/review/flags/")
+    expect(page.get_by_test_id("flag-queue")).to_contain_text("No flagged answer awaits review.")
