@@ -84,6 +84,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "benchmarks.context_processors.roles",
+                "evaluation.context_processors.flags_awaiting",
             ],
         },
     },

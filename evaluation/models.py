@@ -364,6 +364,10 @@ class Outcome(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="outcome_unique_item")]
+        # The maintainers' queue of flagged answers, newest first, and its count in their navigation.
+        indexes = [
+            models.Index(fields=["-created_at"], condition=models.Q(status="flagged"), name="outcome_awaiting_review")
+        ]
 
     def __str__(self) -> str:
         return f"run {self.run_id}, snippet {self.snippet_id}, sample {self.sample}: {self.status}"

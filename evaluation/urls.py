@@ -23,6 +23,7 @@ urlpatterns = [
     path("runs/<int:pk>/pin/", views.run_pin, name="run-pin"),
     path("runs/<int:pk>/manifest.json", views.run_manifest, name="run-manifest"),
     path("runs/<int:pk>/outcomes/<int:outcome_pk>/review/", views.outcome_review, name="outcome-review"),
+    path("review/flags/", views.flag_queue, name="flag-queue"),
     path("operations/", views.operations, name="operations"),
     path("operations/runs/<int:pk>/resume/", views.run_resume, name="run-resume"),
     path("operations/environments/<int:pk>/retry/", views.environment_retry, name="environment-retry"),

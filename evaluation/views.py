@@ -27,6 +27,7 @@ from evaluation.run_modes import run_mode_get
 from evaluation.selectors import item_pages as item_pages_selectors
 from evaluation.selectors import items as items_selectors
 from evaluation.selectors import monitoring as monitoring_selectors
+from evaluation.selectors import reviews as reviews_selectors
 from evaluation.selectors import runs as runs_selectors
 from operations.broker import queues_status, workers_status
 from operations.events import events_recent
@@ -345,6 +346,8 @@ def outcome_review(request: HttpRequest, pk: int, outcome_pk: int) -> HttpRespon
         reason=request.POST.get("reason", ""),
     )
     messages.success(request, f"Outcome {outcome.pk}: {Outcome.Review(request.POST['decision']).label}.")
+    if request.POST.get("return_to") == "item":  # reviewed from the item's page (the flag queue links there)
+        return redirect("run-item", pk=pk, outcome_pk=outcome.pk)
     return redirect(f"{reverse('run-detail', args=[pk])}#flags")
 
 
@@ -369,6 +372,13 @@ def run_progress(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if request.htmx and not run.is_active:
         response["HX-Refresh"] = "true"
     return response
+
+
+@maintainer_required
+def flag_queue(request: HttpRequest) -> HttpResponse:
+    """Flagged answers awaiting a maintainer's review, across runs, newest first."""
+    page = reviews_selectors.flag_queue_page(user=request.user, page=request.GET.get("page"))
+    return render(request, "evaluation/flag_queue.html", {"page": page})
 
 
 @maintainer_required

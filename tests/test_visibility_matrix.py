@@ -328,6 +328,7 @@ def _cases(w: dict) -> dict[str, list[tuple[str, dict, str, dict]]]:
             for s in held
         ],
         "operations": [("page", {}, "", MAINT)],
+        "flag-queue": [("queue", {}, "", MAINT)],
         "run-resume": [("reference run", {"pk": ref}, "", POST_MAINT)],
         "run-cancel": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
         "run-pin": [("author's run", {"pk": own}, "", {**POST_ONLY, "anonymous": 302})],
@@ -684,3 +685,23 @@ def test_maintainers_see_what_a_run_spent_on_held_out_items(world):
     bodies = _usage_bodies(_client("maintainer", world["users"]), world)
     assert secrets["all tokens"] in bodies["run page"] and secrets["all cost"] in bodies["run page"]
     assert secrets["all prompt tokens"] in bodies["run API"] and secrets["held-out tokens"] in bodies["run page"]
+
+
+def test_the_flag_queue_holds_held_out_answers_for_maintainers_only(world, maintainer, author):
+    """The queue of flagged answers asks the one held-out rule (benchmarks.visibility): a maintainer's holds a
+    held-out item's flagged answer, anyone else's selection only the public ones (the page itself is maintainers')."""
+    from evaluation.outcomes import outcome_flag
+    from evaluation.selectors.reviews import outcomes_awaiting_review
+
+    finding = [{"kind": "hidden", "line": 1, "detail": "reads secretmod", "source": "runtime"}]
+    held = _outcome(world["reference"].pk, world["held"][0])
+    public = _outcome(world["own_run"].pk, world["public"])
+    for outcome in (held, public):
+        flagged = outcome_flag(Verdict(outcome.status, outcome.category, outcome.detail), finding)
+        Outcome.objects.filter(pk=outcome.pk).update(
+            status=flagged.status, measured_status=flagged.measured, findings=list(flagged.findings)
+        )
+    assert set(outcomes_awaiting_review(user=maintainer)) == {held, public}
+    assert list(outcomes_awaiting_review(user=author)) == [public]
+    body = _client("maintainer", world["users"]).get(reverse("flag-queue")).content.decode()
+    assert f'data-flagged-outcome="{held.pk}"' in body and HIDDEN_TITLE in body

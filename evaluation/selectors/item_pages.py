@@ -16,10 +16,13 @@ from benchmarks.paper2code.markers import is_marker, split_lines
 from benchmarks.paper2code.pset import TEST_ENTRY_POINT
 from benchmarks.permissions import user_may_change
 from benchmarks.selectors import (
+    snippet_sealing,
     tasks_as_released,
+    user_is_maintainer,
 )
 from common.highlight import answer_diff
 from evaluation.harbor.rewards import NO_REWARD, harbor_reward
+from evaluation.judging.verdict import REPLAY_DISAGREES
 from evaluation.models import (
     EvaluationRun,
     Outcome,
@@ -108,12 +111,63 @@ def flag_findings_shown(*, outcome: Outcome, task_visible: bool) -> list[dict]:
     return shown
 
 
+# What the sealed replay said of an answer, read back from its outcome (evaluation/judging/verdict.py): it runs only
+# once the paper's tests passed, on a sealed snippet, and a disagreement is stored as a finding of its own kind.
+REPLAY_SAID = {
+    "agreed": "ran and agreed with the reference on every recorded call",
+    "disagreed": "ran and disagreed with the reference, although the tests passed: not passed",
+    "tests_failed": "not run: the paper's tests did not pass",
+    "no_verdict": "not run: the tests did not finish (an error is never scored)",
+    "unsealed": "not run: the snippet is not sealed, so its verdict is the tests' and the guard's alone",
+    "not_judged": "not run: a reported result, not judged by the platform",
+}
+
+
+def outcome_replay(*, outcome: Outcome, sealed: bool) -> str:
+    """Which of REPLAY_SAID holds for `outcome` of a snippet `sealed` (or not) in its task's recording."""
+    if outcome.run.provenance == EvaluationRun.Provenance.REPORTED:
+        return "not_judged"
+    if any(isinstance(f, dict) and f.get("kind") == REPLAY_DISAGREES for f in outcome.findings):
+        return "disagreed"
+    tests_said = outcome.measured_status or outcome.status
+    if tests_said == Outcome.Status.FAILED:
+        return "tests_failed"
+    if tests_said != Outcome.Status.PASSED:
+        return "no_verdict"
+    return "agreed" if sealed else "unsealed"
+
+
 @dataclass
 class RunItem:
     outcome: Outcome
     show_reference: bool
     answer_label: str = "model's answer"  # whose code the diff's "+++" side is: a person's attempt names its person
     show_findings: bool = False  # the run's owner and maintainers read what a flag found (`flag_findings_shown`)
+    show_evidence: bool = False  # maintainers read a flag's evidence (a replay's difference can quote recorded values)
+
+    @property
+    def reviewable(self) -> bool:
+        """A maintainer reviews a flagged item here (or reads its review), with the evidence."""
+        return self.show_evidence and (self.outcome.status == Outcome.Status.FLAGGED or bool(self.outcome.review))
+
+    @property
+    def sealing(self) -> dict | None:
+        """Whether the snippet is sealed in its task's recording, and why not (None: no recording yet), for a viewer
+        who may see the task (as its paper page says it)."""
+        if not self.show_reference:
+            return None
+        return snippet_sealing(task=self.outcome.snippet.task, snippet=self.outcome.snippet)
+
+    @property
+    def replay(self) -> dict | None:
+        """What the sealed replay said ({"result", "said", "difference"}), for whoever reads what a flag found; its
+        difference for maintainers only. None for anyone else, or when the viewer may not see the task."""
+        if not self.show_findings or not self.show_reference:
+            return None
+        result = outcome_replay(outcome=self.outcome, sealed=bool((self.sealing or {}).get("sealed")))
+        finding: dict = next((f for f in self.outcome.findings if f.get("kind") == REPLAY_DISAGREES), {})
+        difference = str(finding.get("detail", "")) if self.show_evidence else ""
+        return {"result": result, "said": REPLAY_SAID[result], "difference": difference}
 
     @property
     def findings(self) -> list[dict]:
@@ -236,6 +290,8 @@ def run_item(*, run: EvaluationRun, outcome_pk: int, user) -> RunItem | None:
         outcome=outcome,
         show_reference=visibility.task_visible(version=run.version, task=outcome.snippet.task, user=user),
         show_findings=user_may_change(user=user, owner_id=run.created_by_id),
+        # The evidence can quote hidden files and recorded values: maintainers only, as on the run page's flags.
+        show_evidence=user_is_maintainer(user=user),
     )
 
 

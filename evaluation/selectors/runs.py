@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from django.db.models import (
     Count,
+    F,
     QuerySet,
 )
 
@@ -38,11 +39,17 @@ def runs_visible(*, user) -> QuerySet[EvaluationRun]:
 def outcomes_visible(*, run: EvaluationRun, user) -> QuerySet[Outcome]:
     """Per-item outcomes (status, detail, output tails) and their answers: public items for all, held-out for
     maintainers."""
-    outcomes = Outcome.objects.filter(run=run)
+    return outcomes_of_items_visible(outcomes=Outcome.objects.filter(run=run), user=user, version=run.version_id)
+
+
+def outcomes_of_items_visible(*, outcomes: QuerySet[Outcome], user, version: int | None = None) -> QuerySet[Outcome]:
+    """`outcomes` narrowed to those of items the user may see: public items for all, held-out for maintainers;
+    `version` is the release whose split counts (None: each outcome's run's own, for outcomes across runs)."""
     if visibility.user_sees_held_out(user=user):
         return outcomes
     return outcomes.filter(
-        snippet__task__memberships__version=run.version_id, snippet__task__memberships__split=visibility.PUBLIC
+        snippet__task__memberships__version=F("run__version") if version is None else version,
+        snippet__task__memberships__split=visibility.PUBLIC,
     )
 
 

@@ -4,6 +4,9 @@ reviewed through a POST action (CSRF-protected, maintainers only), counted on th
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -171,6 +174,70 @@ def test_the_review_action_is_a_maintainers_csrf_protected_post(run, author, mai
     assert response.status_code == 302 and response["Location"].endswith("#flags")
     outcome.refresh_from_db()
     assert (outcome.status, outcome.reviewed_by) == ("failed", maintainer)
+
+
+def test_maintainers_find_every_flagged_answer_awaiting_review_on_one_queue(run, client, maintainer, monkeypatch):
+    """Across runs, newest first, paginated; each row names its run, model, release, paper and snippet, what flagged
+    it and when, and links the item and its review; the navigation and the Review page give the count. A review
+    takes the answer off the queue."""
+    from evaluation.judging.verdict import REPLAY_DISAGREES
+    from evaluation.selectors import reviews
+
+    flagged = list(Outcome.objects.filter(run=run, status="flagged").order_by("pk"))
+    replayed = {"kind": REPLAY_DISAGREES, "line": None, "detail": "call 1: out[0] differs by 0.5", "source": "replay"}
+    Outcome.objects.filter(pk=flagged[0].pk).update(findings=[*flagged[0].findings, replayed])
+    # The last flagged answer is the newest: it heads the queue.
+    Outcome.objects.filter(pk=flagged[2].pk).update(created_at=flagged[0].created_at + timedelta(hours=1))
+    client.force_login(maintainer)
+    body = client.get(reverse("flag-queue")).content.decode()
+    assert "Flagged answers awaiting review (3)" in body
+    rows = re.findall(r'data-flagged-outcome="(\d+)"', body)
+    assert rows[0] == str(flagged[2].pk) and set(rows) == {str(o.pk) for o in flagged}
+    assert reverse("run-item", args=[run.pk, flagged[0].pk]) in body
+    assert f"{reverse('run-item', args=[run.pk, flagged[0].pk])}#flag-{flagged[0].pk}" in body
+    assert "Sly" in body and run.version.name in body and flagged[0].snippet.name in body
+    assert "hidden, sealed-replay" in body and "call 1: out[0] differs by 0.5" in body
+    assert "(the tests said: passed)" in body
+    home = client.get(reverse("review-queue")).content.decode()
+    assert ">Flags</a>" in home
+    assert re.search(r'data-testid="flags-awaiting">Flagged answers awaiting review: <a href="[^"]+">3</a>', home)
+
+    monkeypatch.setattr(reviews, "FLAG_QUEUE_ITEMS", 2)
+    second = client.get(reverse("flag-queue"), {"page": 2}).content.decode()
+    assert re.findall(r'data-flagged-outcome="(\d+)"', second) == [str(flagged[0].pk)]
+
+    services.outcome_review(outcome=flagged[2], reviewer=maintainer, decision="cleared")
+    body = client.get(reverse("flag-queue")).content.decode()
+    assert "Flagged answers awaiting review (2)" in body and f'data-flagged-outcome="{flagged[2].pk}"' not in body
+
+
+def test_a_maintainer_reviews_a_flagged_answer_on_its_item_page(run, client, author, maintainer):
+    """The queue links each answer's item page: there a maintainer reads the evidence and reviews it, and comes back
+    to the item; its owner reads no evidence and gets no form."""
+    outcome = Outcome.objects.filter(run=run, status="flagged").first()
+    url = reverse("run-item", args=[run.pk, outcome.pk])
+    client.force_login(author)
+    body = client.get(url).content.decode()
+    assert 'name="decision"' not in body and "hidden file" not in body
+    client.force_login(maintainer)
+    body = client.get(url).content.decode()
+    assert f'id="flag-{outcome.pk}"' in body and "(hidden file)" in body
+    assert 'name="return_to" value="item"' in body and 'name="decision" value="confirmed"' in body
+    response = client.post(
+        reverse("outcome-review", args=[run.pk, outcome.pk]), {"decision": "confirmed", "return_to": "item"}
+    )
+    assert response.status_code == 302 and response["Location"] == url
+    body = client.get(url).content.decode()
+    assert 'name="decision"' not in body and 'data-testid="flag-review"' in body
+
+
+def test_the_flag_queue_is_for_maintainers_only(run, author):
+    url = reverse("flag-queue")
+    assert Client().get(url).status_code == 302  # to the login page
+    other = Client()
+    other.force_login(author)
+    assert other.get(url).status_code == 403
+    assert ">Flags</a>" not in other.get(reverse("my-runs")).content.decode(), "not in a non-maintainer's navigation"
 
 
 def test_the_leaderboard_shows_a_rows_flag_count(run, client, release):

@@ -322,3 +322,56 @@ def test_a_flagged_item_says_why_to_its_owner_and_only_the_rule_to_others(client
     assert "SECRET" not in text
     run_page = _text(client.get(reverse("run-detail", args=[run.pk])).content.decode())
     assert "1 item flagged for review: a flagged item counts as not passed until a maintainer reviews it" in run_page
+
+
+def recording_seal(snippet: Snippet, *, sealed: bool, reason: str = "") -> None:
+    """The snippet's entry in its task's recording, as judging/sealed.py makes it (sealed, or the reason why not)."""
+    task = snippet.task
+    key = f"{snippet.file_path}#{snippet.position}"
+    task.recording = {**(task.recording or {}), "snippets": {key: {"sealed": sealed, "reason": reason}}}
+    task.save(update_fields=["recording"])
+
+
+def test_an_item_says_whether_its_snippet_isrecording_sealed_and_what_the_replay_said(
+    client, scored, author, other_author, maintainer
+):
+    """Whoever may see the task reads whether the snippet is sealed (as its paper page says); the run's owner and
+    maintainers read what the replay said (it agreed, it disagreed, or why it did not run); its difference, which
+    can quote recorded values, only maintainers."""
+    run, same, changed = scored["run"], scored["same"], scored["changed"]
+    recording_seal(same, sealed=True)
+    passed = Outcome.objects.get(run=run, snippet=same)
+
+    def said(user, outcome):
+        client.logout()
+        if user:
+            client.force_login(user)
+        return _text(client.get(reverse("run-item", args=[run.pk, outcome.pk])).content.decode())
+
+    for user in (None, other_author):
+        text = said(user, passed)
+        assert "Sealed replay" in text and "sealed: a pass needs the tests to pass" in text
+        assert "ran and agreed" not in text
+    assert "ran and agreed with the reference on every recorded call" in said(author, passed)
+
+    passed.status, passed.measured_status = Outcome.Status.FLAGGED, "passed"
+    passed.findings = [{"kind": "sealed-replay", "line": None, "detail": "SECRET-REPLAY-VALUE", "source": "replay"}]
+    passed.save()
+    text = said(author, passed)
+    assert "ran and disagreed with the reference, although the tests passed" in text
+    assert "SECRET" not in text
+    assert "SECRET-REPLAY-VALUE" in said(maintainer, passed)
+    assert "SECRET" not in said(None, passed) and "disagreed" not in said(None, passed)
+
+    # The answer whose tests failed was never replayed; an unsealed snippet's reason is said.
+    recording_seal(changed, sealed=False, reason="arguments that cannot be recorded")
+    failed = Outcome.objects.get(run=run, snippet=changed)
+    text = said(author, failed)
+    assert "unsealed (arguments that cannot be recorded)" in text
+    assert "not run: the paper's tests did not pass" in text
+
+
+def test_an_item_of_a_task_with_no_recording_says_so(client, scored):
+    run, same = scored["run"], scored["same"]
+    text = _page(client, run, same)
+    assert "no recording yet: the verdict is the tests' and the guard's" in _text(text)
