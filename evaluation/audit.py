@@ -104,7 +104,7 @@ POLICY: tuple[Rule, ...] = (
         "global-hook",
         "tampering",
         "installs a process-wide hook or default that runs inside every later computation, the reference's and the "
-        "tests' too (a hook on every module's forward, numpy's error callback, torch's default dtype): unlike an "
+        "tests' too (a hook on every torch module's forward, numpy's error callback): unlike an "
         "answer's own value, the sealed replay cannot see it",
         _names(
             "torch.nn.modules.module.register_module_forward_hook "
@@ -115,8 +115,7 @@ POLICY: tuple[Rule, ...] = (
             "torch.nn.modules.module.register_module_buffer_registration_hook "
             "torch.nn.modules.module.register_module_module_registration_hook "
             "torch.nn.modules.module.register_module_parameter_registration_hook "
-            "numpy.seterrcall torch.set_default_dtype torch.set_default_tensor_type torch.set_default_device "
-            "torch.set_float32_matmul_precision"
+            "numpy.seterrcall"
         ),
     ),
     Rule(
