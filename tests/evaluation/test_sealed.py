@@ -117,6 +117,8 @@ def test_a_sealed_route_never_passes(sessions, backend_name, mode, entry):
         assert flags, verdict.findings
         if entry.cls in ("swap", "gadget", "thread", "exec"):  # these compute a wrong value, or none, in the replay
             assert any(f["kind"] == REPLAY_DISAGREES for f in flags), verdict.findings
+        if entry.cls == "rebind-computed":  # statically only module-assignment (a note): the runtime guard holds it
+            assert any(f["kind"] == "tampering" and "was rebound" in f["detail"] for f in flags), verdict.findings
 
 
 @pytest.mark.parametrize("task_name", ["dampnest", "topk-attention-pool", "trimmed-infonce", "tinyformer"])
