@@ -308,11 +308,16 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     # after the answer ran and at every test boundary. The framework's and the process's own modules are left to the
     # snapshot above: the harness, unittest and catch_warnings rebind them for honest tests.
     module_namespace = vars_(ModuleType)["__dict__"].__get__
-    map_ = map
+    from _operator import is_
+
+    map_, sum_, all_, from_iterable = map, sum, all, __import__("itertools").chain.from_iterable
     UNWATCHED = frozenset(("builtins", "sys", "os", "unittest", "warnings", "__main__"))
-    module_baselines: dict = {}  # name -> [namespace, its copy at the baseline, its values when last seen, their ids]
+    # name -> [namespace, its copy at the baseline, its values when last compared (held, so no other object can
+    # take their ids), whether it is a task module]
+    module_baselines: dict = {}
     watched_tops: set = set()
-    rebinding_state = {"modules": 0, "answer_ran": False}
+    # Every watched namespace and all their values in one list: the common case (nothing rebound) is one C loop.
+    rebinding_state: dict = {"modules": 0, "answer_ran": False, "spaces": [], "values": []}
 
     def in_task(namespace):
         filename = namespace.get("__file__")
@@ -335,8 +340,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
 
     def rebinding_watch(name, module):
         namespace = module_namespace(module)
-        held = list_(dict_.values(namespace))
-        module_baselines[name] = [namespace, dict_.copy(namespace), held, list_(map_(id_, held)), in_task(namespace)]
+        module_baselines[name] = [namespace, dict_.copy(namespace), list_(dict_.values(namespace)), in_task(namespace)]
 
     def rebinding_baseline():
         for name, module in list_(modules.items()):
@@ -366,6 +370,18 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 and issubclass_(type_(module), ModuleType)
             ):
                 rebinding_watch(name, module)
+        rebinding_seen()
+
+    def rebinding_seen():
+        spaces = rebinding_state["spaces"] = [entry[0] for entry in dict_.values(module_baselines)]
+        rebinding_state["values"] = list_(from_iterable(map_(dict_.values, spaces)))
+
+    def unchanged(spaces, values):
+        # By identity only (operator.is_ over the values in order): an object of the answer's is never asked to
+        # compare itself.
+        return sum_(map_(len_, spaces)) == len_(values) and all_(
+            map_(is_, from_iterable(map_(dict_.values, spaces)), values)
+        )
 
     def rebinding_kind(name, attribute, value, now, task_module):
         """What makes this rebinding a finding, or None. Functions, classes, modules and other callables decide what
@@ -392,21 +408,23 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         if not module_baselines:
             return []
         rebinding_new_modules()
+        if unchanged(rebinding_state["spaces"], rebinding_state["values"]):
+            return []
         framework_names = {(key[0], key[2]) for key in protected}
         found = []
         for name, entry in list_(module_baselines.items()):
-            namespace, baseline, ids = entry[0], entry[1], entry[3]
-            if len_(namespace) == len_(ids) and list_(map_(id_, dict_.values(namespace))) == ids:
+            namespace, baseline = entry[0], entry[1]
+            if unchanged((namespace,), entry[2]):
                 continue
             for attribute, value in list_(dict_.items(baseline)):
                 now = namespace.get(attribute, missing)
                 if now is value or (id_(namespace), attribute) in framework_names:
                     continue
-                kind = rebinding_kind(name, attribute, value, now, entry[4])
+                kind = rebinding_kind(name, attribute, value, now, entry[3])
                 if kind is not None:
                     found.append(name + "." + str_.__str__(attribute) + " (" + kind + ")")
-            entry[2] = list_(dict_.values(namespace))  # held, so no other object can take one of these ids
-            entry[3] = list_(map_(id_, entry[2]))
+            entry[2] = list_(dict_.values(namespace))
+        rebinding_seen()
         return found
 
     def rebinding_report(where):
