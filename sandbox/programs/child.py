@@ -317,7 +317,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     module_baselines: dict = {}
     watched_tops: set = set()
     # Every watched namespace and all their values in one list: the common case (nothing rebound) is one C loop.
-    rebinding_state: dict = {"modules": 0, "answer_ran": False, "spaces": [], "values": []}
+    rebinding_state: dict = {"modules": 0, "answer_ran": False, "spaces": [], "values": [], "test": None}
 
     def in_task(namespace):
         filename = namespace.get("__file__")
@@ -343,13 +343,18 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         module_baselines[name] = [namespace, dict_.copy(namespace), list_(dict_.values(namespace)), in_task(namespace)]
 
     def rebinding_baseline():
+        main = modules.get("__main__")
+        if issubclass_(type_(main), ModuleType):
+            rebinding_state["test"] = module_namespace(main)
         for name, module in list_(modules.items()):
             if type_(name) is not str_ or not issubclass_(type_(module), ModuleType):
                 continue
             namespace = module_namespace(module)
-            if name != "__main__" and not in_task(namespace):
+            if namespace is not rebinding_state["test"] and not in_task(namespace):
                 continue
-            watched_tops.add(str_.partition(name, ".")[0])
+            # The test's own globals (__main__, and __mp_main__ where torch aliases it) are the test's to rebind.
+            if namespace is not rebinding_state["test"]:
+                watched_tops.add(str_.partition(name, ".")[0])
             for value in list_(dict_.values(namespace)):
                 owner = defining_module(value)
                 if owner is not None:
@@ -368,6 +373,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 and name not in module_baselines
                 and str_.partition(name, ".")[0] in watched_tops
                 and issubclass_(type_(module), ModuleType)
+                and module_namespace(module) is not rebinding_state["test"]
             ):
                 rebinding_watch(name, module)
         rebinding_seen()
