@@ -379,8 +379,11 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         rebinding_seen()
 
     def rebinding_seen():
-        spaces = rebinding_state["spaces"] = [entry[0] for entry in dict_.values(module_baselines)]
-        rebinding_state["values"] = list_(from_iterable(map_(dict_.values, spaces)))
+        # From the values each module had when last compared, never from the namespaces now: a module imported
+        # since must not make a rebinding not yet compared the new normal.
+        entries = list_(dict_.values(module_baselines))
+        rebinding_state["spaces"] = [entry[0] for entry in entries]
+        rebinding_state["values"] = list_(from_iterable(entry[2] for entry in entries))
 
     def unchanged(spaces, values):
         # By identity only (operator.is_ over the values in order): an object of the answer's is never asked to
