@@ -5,7 +5,7 @@
 
 def _rcb_guard(spec, key, report_fd, main_frame, entry):
     import sys, os, ast, json
-    from types import CodeType, FunctionType, ModuleType
+    from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
     from _weakref import ref as weak_ref
     from importlib.machinery import PathFinder, SourceFileLoader
 
@@ -301,6 +301,146 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return cell.cell_contents is value
         except ValueError:  # an empty cell
             return False
+
+    # Module rebinding: the modules of every package the task's code imports (its own files' imports, the hidden
+    # reference's too) and the task's own modules, each namespace kept at the answer's start, after the task's imports
+    # (a library's rebinding at import time is baseline), and compared by identity where the reference is entered
+    # after the answer ran and at every test boundary. The framework's and the process's own modules are left to the
+    # snapshot above: the harness, unittest and catch_warnings rebind them for honest tests.
+    module_namespace = vars_(ModuleType)["__dict__"].__get__
+    from _operator import is_
+
+    map_, sum_, all_, from_iterable = map, sum, all, __import__("itertools").chain.from_iterable
+    UNWATCHED = frozenset(("builtins", "sys", "os", "unittest", "warnings", "__main__"))
+    # name -> [namespace, its copy at the baseline, its values when last compared (held, so no other object can
+    # take their ids), whether it is a task module]
+    module_baselines: dict = {}
+    watched_tops: set = set()
+    # Every watched namespace and all their values in one list: the common case (nothing rebound) is one C loop.
+    rebinding_state: dict = {"modules": 0, "answer_ran": False, "spaces": [], "values": [], "test": None}
+
+    def in_task(namespace):
+        filename = namespace.get("__file__")
+        return type_(filename) is str_ and (
+            str_.startswith(filename, task_folder) or not str_.startswith(filename, "/")
+        )
+
+    def defining_module(value):
+        # Read from C slots only: a module's name, a function's or a builtin's __module__, a class's own dict.
+        kind = type_(value)
+        if issubclass_(kind, ModuleType):
+            name = module_namespace(value).get("__name__")
+        elif kind is FunctionType or kind is BuiltinFunctionType:
+            name = value.__module__
+        elif issubclass_(kind, type_):
+            name = vars_(value).get("__module__")
+        else:
+            return None
+        return name if type_(name) is str_ else None
+
+    def rebinding_watch(name, module):
+        namespace = module_namespace(module)
+        module_baselines[name] = [namespace, dict_.copy(namespace), list_(dict_.values(namespace)), in_task(namespace)]
+
+    def rebinding_baseline():
+        main = modules.get("__main__")
+        if issubclass_(type_(main), ModuleType):
+            rebinding_state["test"] = module_namespace(main)
+        for name, module in list_(modules.items()):
+            if type_(name) is not str_ or not issubclass_(type_(module), ModuleType):
+                continue
+            namespace = module_namespace(module)
+            if namespace is not rebinding_state["test"] and not in_task(namespace):
+                continue
+            # The test's own globals (__main__, and __mp_main__ where torch aliases it) are the test's to rebind.
+            if namespace is not rebinding_state["test"]:
+                watched_tops.add(str_.partition(name, ".")[0])
+            for value in list_(dict_.values(namespace)):
+                owner = defining_module(value)
+                if owner is not None:
+                    watched_tops.add(str_.partition(owner, ".")[0])
+        watched_tops.difference_update(UNWATCHED)
+        rebinding_new_modules()
+
+    def rebinding_new_modules():
+        # Modules of the watched packages imported since (lazily, or by the answer) are watched from first sight.
+        if len_(modules) == rebinding_state["modules"]:
+            return
+        rebinding_state["modules"] = len_(modules)
+        for name, module in list_(modules.items()):
+            if (
+                type_(name) is str_
+                and name not in module_baselines
+                and str_.partition(name, ".")[0] in watched_tops
+                and issubclass_(type_(module), ModuleType)
+                and module_namespace(module) is not rebinding_state["test"]
+            ):
+                rebinding_watch(name, module)
+        rebinding_seen()
+
+    def rebinding_seen():
+        # From the values each module had when last compared, never from the namespaces now: a module imported
+        # since must not make a rebinding not yet compared the new normal.
+        entries = list_(dict_.values(module_baselines))
+        rebinding_state["spaces"] = [entry[0] for entry in entries]
+        rebinding_state["values"] = list_(from_iterable(entry[2] for entry in entries))
+
+    def unchanged(spaces, values):
+        # By identity only (operator.is_ over the values in order): an object of the answer's is never asked to
+        # compare itself.
+        return sum_(map_(len_, spaces)) == len_(values) and all_(
+            map_(is_, from_iterable(map_(dict_.values, spaces)), values)
+        )
+
+    def rebinding_kind(name, attribute, value, now, task_module):
+        """What makes this rebinding a finding, or None. Functions, classes, modules and other callables decide what
+        the reference computes; a library's float constant (math.pi) too. Settings, counters and caches (bools,
+        ints, strings, containers, a task module's float) are rebound by honest code (cudnn.benchmark = True)."""
+        if now is missing:
+            return None  # a deleted name fails whoever reads it
+        kind = type_(value)
+        if callable_(value) or kind in (staticmethod, classmethod, property) or issubclass_(kind, ModuleType):
+            if from_test(now) or library_rewrap(now, value):
+                return None
+            # The import system binding a submodule over its package's name of the same spelling.
+            if issubclass_(type_(now), ModuleType) and module_namespace(now).get("__name__") == name + "." + attribute:
+                return None
+            return "a module" if issubclass_(kind, ModuleType) else "a function or class"
+        if kind is float_ and not task_module:
+            if type_(now) is float_ and (float_.__eq__(now, value) or (now != now and value != value)):
+                return None
+            return "a library's constant"
+        return None
+
+    def rebindings():
+        """The watched modules' names rebound since the baseline, as 'module.name (what it was)'."""
+        if not module_baselines:
+            return []
+        rebinding_new_modules()
+        if unchanged(rebinding_state["spaces"], rebinding_state["values"]):
+            return []
+        framework_names = {(key[0], key[2]) for key in protected}
+        found = []
+        for name, entry in list_(module_baselines.items()):
+            namespace, baseline = entry[0], entry[1]
+            if unchanged((namespace,), entry[2]):
+                continue
+            for attribute, value in list_(dict_.items(baseline)):
+                now = namespace.get(attribute, missing)
+                if now is value or (id_(namespace), attribute) in framework_names:
+                    continue
+                kind = rebinding_kind(name, attribute, value, now, entry[3])
+                if kind is not None:
+                    found.append(name + "." + str_.__str__(attribute) + " (" + kind + ")")
+            entry[2] = list_(dict_.values(namespace))
+        rebinding_seen()
+        return found
+
+    def rebinding_report(where):
+        for name in rebindings():
+            if name not in state["reported"]:
+                state["reported"].add(name)
+                record("tampering", "module-rebinding", None, name + " was rebound (seen " + where + ")")
 
     def replaced():
         if answer is None:
@@ -785,6 +925,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         for name in replaced():
             if name not in state["reported"]:
                 record("tampering", "replaced", None, name + " was replaced during the test")
+        rebinding_report("at the finish")
         status, code = args
         send("F " + str_(status) + " " + int_.__repr__(code) + " " + int_.__repr__(pid))
 
@@ -907,6 +1048,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         snapshot()
         generators_snapshot()
         attrs_snapshot()
+        if answer is not None:
+            rebinding_baseline()
 
     def hook(event, args):
         # An event name of another type could run the answer's code on hashing: sys.audit takes only str.
@@ -953,6 +1096,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     if line is not None:
                         record("native", event, line, "imports " + text(name))
             elif event == "rcb.task.call":
+                rebinding_state["answer_ran"] = True
                 # Only the test's (and the task code's) calls: a call the answer makes itself, from its own lines or
                 # a thread of its, hands the function the answer's own data, and could push the test's out of those
                 # kept.
@@ -964,6 +1108,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 ):
                     inputs_remember(args[0])
             elif event == "rcb.hidden.args":
+                if rebinding_state["answer_ran"]:  # the reference is about to compute: with what the answer rebound?
+                    rebinding_state["answer_ran"] = False
+                    rebinding_report("as the hidden reference was called")
                 if task_inputs and not state["inputs_flagged"] and len_(args) == 1 and type_(args[0]) is tuple_:
                     changed = inputs_changed(args[0])
                     if changed is not None:
@@ -1222,6 +1369,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             if name not in state["reported"]:
                 state["reported"].add(name)
                 record("tampering", "replaced", None, name + " was replaced (seen at " + where + ")")
+        rebinding_report("at " + where)
 
     def watch_body(test, entry):
         """The test's method, wrapped on its instance: only a body that returns sets `returned`."""

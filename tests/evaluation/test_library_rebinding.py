@@ -97,6 +97,21 @@ def test_an_answers_own_rebinding_of_that_name_is_still_found(torch_environment)
     assert any("manual_seed" in f["detail"] for f in run.verdict.findings), run.verdict.findings
 
 
+# A torch function rebound through a value the static policy cannot follow back to an import: statically only
+# module-assignment (a note on a sealed snippet whose replay agrees); the runtime guard sees torch's module rebound,
+# warm and cold (module-rebinding, docs/VERDICTS.md).
+COMPUTED_REBINDING = "    (lambda: torch.nn.functional)().gelu = lambda x, **k: x\n    optimizer.step()\n"
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_a_torch_function_rebound_through_a_computed_value_is_found_warm_and_cold(torch_environment, mode):
+    assert static_rules(COMPUTED_REBINDING) == {"module-assignment"}
+    run = judged(*torch_environment, mode, COMPUTED_REBINDING)
+    assert run.verdict.status == "flagged", run.verdict
+    details = [f["detail"] for f in run.verdict.findings if f["kind"] == "tampering"]
+    assert any(d.startswith("torch.nn.functional.gelu (a function or class) was rebound") for d in details), details
+
+
 # An optimizer's step reads each parameter's gradient, set by the caller: the recording must keep `.grad`, which
 # torch's own pickling drops (a replay of the reference would then fail and the snippet stay unsealed).
 STEP_SOURCE = '''import torch

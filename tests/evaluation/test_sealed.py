@@ -117,6 +117,8 @@ def test_a_sealed_route_never_passes(sessions, backend_name, mode, entry):
         assert flags, verdict.findings
         if entry.cls in ("swap", "gadget", "thread", "exec"):  # these compute a wrong value, or none, in the replay
             assert any(f["kind"] == REPLAY_DISAGREES for f in flags), verdict.findings
+        if entry.cls == "rebind-computed":  # statically only module-assignment (a note): the runtime guard holds it
+            assert any(f["kind"] == "tampering" and "was rebound" in f["detail"] for f in flags), verdict.findings
 
 
 @pytest.mark.parametrize("task_name", ["dampnest", "topk-attention-pool", "trimmed-infonce", "tinyformer"])
@@ -150,16 +152,19 @@ def test_a_static_finding_on_a_sealed_snippet_whose_replay_agrees_is_a_note(sess
 def test_a_rebinding_past_the_recorded_calls_passed_while_module_assignment_was_a_note(sessions, monkeypatch, entry):
     """attack8: right on the recorded calls, wrong past them, a module's name the reference computes with rebound so
     the tests agree. The replay agrees; with module-rebinding a note on that agreement (as module-assignment, the
-    rule it was part of before) it passed."""
+    rule it was part of before) it passed, until the runtime guard compared the task's packages' modules too: now
+    with the static rule a note, the runtime guard's module rebinding alone flags it."""
     from evaluation.judging import verdict
 
     monkeypatch.setattr(verdict, "DEMOTABLE_RULES", verdict.DEMOTABLE_RULES | {"module-rebinding"})
     before = platform_run(sessions, "bwrap", "warm", entry).verdict
-    assert before.status == "passed" and all(f.get("note") == NOTE for f in before.findings), before
+    flags = [f for f in before.findings if "note" not in f]
+    assert before.status == "flagged" and flags, before
+    assert all(f["source"] == "runtime" and "was rebound" in f["detail"] for f in flags), flags
     monkeypatch.undo()
     after = platform_run(sessions, "bwrap", "warm", entry).verdict
     assert after.status == "flagged", after
-    assert {f["rule"] for f in after.findings if "note" not in f} >= {"module-rebinding"}, after.findings
+    assert {f.get("rule") for f in after.findings if "note" not in f} >= {"module-rebinding"}, after.findings
 
 
 @pytest.mark.parametrize("entry", entries(CORPUS / "honest.yaml"), ids=ids)
