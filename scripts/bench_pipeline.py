@@ -710,7 +710,7 @@ def broker_choose(args, claim: contextlib.ExitStack) -> str:
 
 def main() -> None:
     args = arguments()
-
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still stop the workers and drop the database
     tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     load_start = load()
     print(f"load average (1, 5, 15 min) at the start: {load_start}; {os.cpu_count()} cores; folder {tmp}", flush=True)
