@@ -58,7 +58,7 @@ run are comparable.
 Run: .venv/bin/python scripts/bench_pipeline.py [--papers 20] [--snippets 212] [--workers 2] [--backend bwrap]
      [--forkserver on|off] [--set homogeneous|heterogeneous] [--validate] [--database postgres|sqlite]
      [--broker redis|filesystem] [--fresh] [--debug] [--replay with|without|both [--rounds N]]
-     [--postgres-url URL]
+     [--postgres-url URL] [--redis URL] [--no-naive]
 """
 
 from __future__ import annotations
@@ -646,6 +646,10 @@ def arguments() -> argparse.Namespace:
         help="redis: a database of its own on the server of REDIS_URL (default 127.0.0.1:6379); "
         "filesystem: the embedded broker in the temporary folder",
     )
+    parser.add_argument(
+        "--redis",
+        help="with --broker redis: this Redis database URL as the broker (emptied before), instead of one claimed",
+    )
     parser.add_argument("--paper-kb", type=int, default=290, help="size of each paper's text (the published ~290)")
     parser.add_argument(
         "--steps-per-second",
@@ -668,6 +672,12 @@ def arguments() -> argparse.Namespace:
         "run with the same --steps-per-second (the reported ratios then are not of one run)",
     )
     parser.add_argument(
+        "--no-naive",
+        action="store_true",
+        help="skip the naive baseline: the limit is then the run's own time (its tests' RCB-OWN, inflated by "
+        "contention as the run is) over the cores, and no /naive ratio is known",
+    )
+    parser.add_argument(
         "--debug", action="store_true", help="workers with DEBUG on, as `make run` (default: off, as production)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, set) and database")
@@ -682,22 +692,30 @@ def arguments() -> argparse.Namespace:
     return args
 
 
+def broker_choose(args, claim: contextlib.ExitStack) -> str:
+    """The broker's URL: the filesystem one, the Redis database `--redis` (emptied), or one claimed into `claim`."""
+    if args.broker == "filesystem":
+        return "filesystem://"
+    if args.redis:
+        import redis
+
+        redis.Redis.from_url(args.redis).flushdb()
+        return args.redis
+    return claim.enter_context(
+        redis_database_claimed(
+            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120, ttl_seconds=3 * 3600
+        )
+    )
+
+
 def main() -> None:
     args = arguments()
-
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still stop the workers and drop the database
     tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     load_start = load()
     print(f"load average (1, 5, 15 min) at the start: {load_start}; {os.cpu_count()} cores; folder {tmp}", flush=True)
     claim = contextlib.ExitStack()  # the Redis database claimed, released in the `finally` below
-    broker = (
-        claim.enter_context(
-            redis_database_claimed(
-                os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120, ttl_seconds=3 * 3600
-            )
-        )
-        if args.broker == "redis"
-        else "filesystem://"
-    )
+    broker = broker_choose(args, claim)
     database = args.postgres_url if args.database == "postgres" else f"sqlite:///{tmp / 'db.sqlite3'}"
     workers: list[Worker] = []
     try:
@@ -802,12 +820,7 @@ def main() -> None:
             worker.stop()
 
         print(f"run {run.pk} completed: {len(outcomes)} items, {len(outcomes) - len(bad)} passed", flush=True)
-        if args.naive_from:
-            naive_wall, naive_own = args.naive_from[0], [args.naive_from[1]]
-            print(f"!! no naive baseline run: its wall and own time are from --naive-from {args.naive_from}")
-        else:
-            print("naive baseline (sequential, fresh copy and interpreter per item, no sandbox) ...", flush=True)
-            naive_wall, naive_own = naive(python, naive_items(run))
+        naive_wall, naive_own = naive_measure(args, python, run, own)
         load_end = load()
 
         items = len(outcomes)
@@ -901,6 +914,19 @@ def main() -> None:
         connections.close_all()
     finally:
         cleanup(args, workers, claim, database, tmp)
+
+
+def naive_measure(args, python: str, run, own: list[float]) -> tuple[float, list[float]]:
+    """The naive baseline's wall and own time per item: measured, given (--naive-from), or none (--no-naive: the
+    run's own time stands for the tests' own time, and the naive wall is unknown)."""
+    if args.naive_from:
+        print(f"!! no naive baseline run: its wall and own time are from --naive-from {args.naive_from}")
+        return args.naive_from[0], [args.naive_from[1]]
+    if args.no_naive:
+        print("!! no naive baseline run (--no-naive): the limit is the run's own time (RCB-OWN) over the cores")
+        return float("nan"), own
+    print("naive baseline (sequential, fresh copy and interpreter per item, no sandbox) ...", flush=True)
+    return naive(python, naive_items(run))
 
 
 def workers_wait(workers: list[Worker]) -> None:
