@@ -12,7 +12,6 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from benchmarks.selectors import version_snippets
-from config.wsgi import application
 from evaluation import services
 
 pytestmark = pytest.mark.django_db
@@ -21,6 +20,10 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def api_schema(release):
     """The schema as served, over the real WSGI application, inside the test's database transaction."""
+    # Imported here, not at the module's top: config.wsgi preloads litellm for the web process (about 6 s), which
+    # every parallel worker then paid while collecting, test_api_on_par importing this module included.
+    from config.wsgi import application
+
     # The handler closes the database connection after each request, as in production; here that connection
     # holds the test's transaction, so keep it open (as Django's test client does).
     for signal in (request_started, request_finished):
