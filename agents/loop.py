@@ -20,7 +20,6 @@ process of the agent is left; the item is then scored on the workspace as it sta
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from agents.policies import Policy
 from agents.tools import SUBMIT, WRITING_TOOLS, tool_call
 from agents.workspace import Workspace, snapshot_delete
 from common.money import usd
+from common.text import storable
 from evaluation.llm import ModelCallError
 from evaluation.models import EvaluationRun
 from sandbox import Limits, Session
@@ -71,15 +71,6 @@ def system_prompt(*, path: str, name: str, loc: int, budget: Budget, command_sec
         command_seconds=command_seconds,
         output_bytes=output_bytes,
     )
-
-
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def storable(text: str) -> str:
-    """Text PostgreSQL and UTF-8 accept: NUL and lone surrogates (from a command's output, a file or the endpoint)
-    become U+FFFD, as the model then reads them too."""
-    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def _calls_malformed(calls) -> str:

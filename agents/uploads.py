@@ -18,9 +18,9 @@ from functools import partial
 from django.conf import settings
 
 from agents.budget import BUDGETS, UNITS, Budget, release_maximums
-from agents.loop import storable
 from agents.models import AgentStep, AgentTrajectory
 from agents.selectors import TRAJECTORY_FORMAT
+from common.text import storable
 
 # What an uploaded agent may say ended it: it gave an answer, so never a failed model call, an error or "running".
 UPLOAD_ENDS = (

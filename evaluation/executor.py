@@ -19,7 +19,7 @@ from benchmarks.models import BenchmarkVersion, Snippet, Task
 from benchmarks.paper2code import AnnotatedFile, PackageError, splice
 from benchmarks.paper2code.requirements import requirements_vetted
 from benchmarks.services.blobs import blob_store
-from common.text import nul_free
+from common.text import storable
 from evaluation.audit import answer_audit
 from evaluation.judging.sealed import Replay, SnippetSpan, answer_replay, recording_make, snippet_key
 from evaluation.judging.verdict import sealed_verdict, tests_verdict
@@ -344,7 +344,7 @@ def _task_reference_run(*, task: Task, session: Session, limits: Limits | None) 
     (a broken environment may pass next time)."""
     run = harness_run(session=session, files=task_files(task), test_entry_point=task.test_entry_point, limits=limits)
     if run.manifest is not None:
-        Task.objects.filter(pk=task.pk, test_manifest__isnull=True).update(test_manifest=nul_free(run.manifest))
+        Task.objects.filter(pk=task.pk, test_manifest__isnull=True).update(test_manifest=storable(run.manifest))
         task.test_manifest = run.manifest
     return run
 
@@ -378,7 +378,7 @@ def task_recording(*, task: Task, session: Session, limits: Limits | None = None
     if recording is None:
         recording = _recording_make(task=task, session=session, limits=limits)
         _recordings[known] = recording
-    Task.objects.filter(pk=task.pk, recording__isnull=True).update(recording=nul_free(recording))
+    Task.objects.filter(pk=task.pk, recording__isnull=True).update(recording=storable(recording))
     task.recording = recording
     return recording
 

@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion, Task
-from common.text import nul_free
+from common.text import storable
 from evaluation.environments import build_failures
 from evaluation.executor import backend_current, limits_default, limits_for_release, task_prepare
 from evaluation.models import TaskPreparation
@@ -105,7 +105,7 @@ def preparation_fail(*, preparation_id: int, detail: str) -> None:
 def _finish(*, preparation_id: int, why: str, backend: str = "") -> str:
     status = Status.FAILED if why else Status.PREPARED
     TaskPreparation.objects.filter(pk=preparation_id, status__in=ACTIVE).update(
-        status=status, detail=nul_free(why[:4000]), finished_at=timezone.now(), backend=backend
+        status=status, detail=storable(why[:4000]), finished_at=timezone.now(), backend=backend
     )
     return status
 

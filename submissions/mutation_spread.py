@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from benchmarks.selectors import package_load
 from benchmarks.services.blobs import environment_hash
-from common.text import nul_free
+from common.text import storable
 from evaluation.environments import build_failures
 from evaluation.executor import package_preloads_announce, session_for
 from operations.enqueue import enqueue
@@ -142,7 +142,7 @@ def _snippet_mutation_measure(*, report: ValidationReport, key: str) -> CheckRes
         score_min=mutation_score_min(),
     )
     ValidationCheck.objects.filter(report=report, key=key, status__in=ACTIVE).update(
-        **nul_free(
+        **storable(
             dict(
                 status=check.status,
                 detail=check.detail[-8000:],
@@ -158,7 +158,7 @@ def _snippet_mutation_measure(*, report: ValidationReport, key: str) -> CheckRes
 def snippet_mutation_error(*, report: ValidationReport, key: str, detail: str) -> None:
     """The sandbox failed on this snippet's mutants past its retries: an error of the platform, not of the paper."""
     ValidationCheck.objects.filter(report=report, key=key, status__in=ACTIVE).update(
-        status=Status.ERROR, detail=nul_free(detail)
+        status=Status.ERROR, detail=storable(detail)
     )
 
 

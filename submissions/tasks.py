@@ -16,7 +16,7 @@ from django.utils import timezone
 from benchmarks.paper2code.markers import AnnotatedFile
 from benchmarks.paper2code.pset import EXAMPLE_SCRIPT_KEY, PaperPackage
 from benchmarks.selectors import package_load
-from common.text import nul_free
+from common.text import storable
 from operations.watchdog import database_outage_outlasted
 from sandbox import SandboxError
 from submissions import answers, mutation_spread, services, validation
@@ -117,7 +117,7 @@ def _set(
     warning: str = "",
 ) -> None:
     ValidationCheck.objects.filter(report=report, key=key).update(
-        **nul_free(dict(status=status, detail=detail[-8000:], duration=duration, result=result, warning=warning))
+        **storable(dict(status=status, detail=detail[-8000:], duration=duration, result=result, warning=warning))
     )
 
 
@@ -211,9 +211,9 @@ def _validate(report, package: PaperPackage, annotated_paths: list[str], *, muta
         if check.backend:
             ValidationReport.objects.filter(pk=report.pk).update(sandbox_backend=check.backend)
         if check.manifest is not None:
-            Revision.objects.filter(pk=report.revision_id).update(test_manifest=nul_free(check.manifest))
+            Revision.objects.filter(pk=report.revision_id).update(test_manifest=storable(check.manifest))
         if check.recording is not None:
-            Revision.objects.filter(pk=report.revision_id).update(recording=nul_free(check.recording))
+            Revision.objects.filter(pk=report.revision_id).update(recording=storable(check.recording))
         if check.tests_made is not None:  # the proposed tests became its tests: acceptance keeps them with its files
             revision = report.revision
             Revision.objects.filter(pk=revision.pk).update(

@@ -35,7 +35,7 @@ from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.selectors import protocol_get
 from common.intake import IntakeError, UploadLimits, archive_files
 from common.sizes import size_text
-from common.text import nul_free
+from common.text import storable
 from evaluation.harbor.export import WORKSPACE, harbor_task_name
 from evaluation.harbor.rewards import reward_key
 from evaluation.item_files import answer_read, workspace_files
@@ -281,7 +281,7 @@ def harbor_job_import(
     # An errored trial is recorded with its error, never tested; being the job's own word, it counts as not passed.
     for trial, (snippet_id, sample) in errored:
         Generation.objects.filter(run=run, snippet_id=snippet_id, sample=sample).update(
-            error=nul_free(f"the Harbor trial {trial.folder} ended in {trial.error}")
+            error=storable(f"the Harbor trial {trial.folder} ended in {trial.error}")
         )
     scaffold = scaffolds[0]
     run.params = {

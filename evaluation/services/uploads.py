@@ -15,6 +15,7 @@ from benchmarks.models import BenchmarkVersion, Snippet
 from benchmarks.paper2code import body_reindent, code_indent, extract_code, has_code_block, indent_width, prompt_hash
 from benchmarks.selectors import protocol_get, snippet_prompt
 from common.errors import ApplicationError
+from common.text import storable
 from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.routing import RUN_DISPATCH
 from evaluation.run_modes import upload_line_parser, uploads_store
@@ -137,6 +138,11 @@ def upload_line_parse(
         return f"{field} must be a string"
     if len(text) > MAX_ANSWER_CHARS:
         return f"{field} is {len(text)} characters; at most {MAX_ANSWER_CHARS}"
+    if storable(text) is not text:  # stored in bulk, the database would refuse the whole upload
+        return (
+            f"{field} holds a NUL character (\\u0000) or a lone surrogate (\\ud800-\\udfff), which no Python "
+            "source holds"
+        )
     if field == "answer" and not has_code_block(text):
         return (
             f"answer has no fenced python block (```python ... ```), so protocol {protocol} would extract "

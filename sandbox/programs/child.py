@@ -318,6 +318,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     watched_tops: set = set()
     # Every watched namespace and all their values in one list: the common case (nothing rebound) is one C loop.
     rebinding_state: dict = {"modules": 0, "answer_ran": False, "spaces": [], "values": [], "test": None}
+    # A name added to a module that its code reads instead of a builtin (`float`, `issubclass`), or its
+    # `__getattr__`: no name was rebound, yet the module's code computes with the answer's (attack10).
+    shadowing: set = {"__getattr__"}
 
     def in_task(namespace):
         filename = namespace.get("__file__")
@@ -343,6 +346,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         module_baselines[name] = [namespace, dict_.copy(namespace), list_(dict_.values(namespace)), in_task(namespace)]
 
     def rebinding_baseline():
+        shadowing.update(
+            name for name in list_(dict_.keys(module_namespace(modules["builtins"]))) if type_(name) is str_
+        )
         main = modules.get("__main__")
         if issubclass_(type_(main), ModuleType):
             rebinding_state["test"] = module_namespace(main)
@@ -432,6 +438,9 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 kind = rebinding_kind(name, attribute, value, now, entry[3])
                 if kind is not None:
                     found.append(name + "." + str_.__str__(attribute) + " (" + kind + ")")
+            for attribute in list_(dict_.keys(namespace)):
+                if type_(attribute) is str_ and attribute in shadowing and attribute not in baseline:
+                    found.append(name + "." + str_.__str__(attribute) + " (a name added over a builtin)")
             entry[2] = list_(dict_.values(namespace))
         rebinding_seen()
         return found
