@@ -479,7 +479,12 @@ def run_pin(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _run_resumed(request: HttpRequest, run: EvaluationRun) -> None:
     dispatched = services.run_resume(run=run)
-    messages.success(request, f"Run {run.pk} resumed: {dispatched} missing item(s) queued again.")
+    # run_resume queues only the run's share now (run_feed), the rest as items finish: not every item missing.
+    messages.success(
+        request,
+        f"Run {run.pk} resumed: its items without a result are queued again ({dispatched} now, the rest as those "
+        "finish).",
+    )
 
 
 def release_preparation_section(*, version, user) -> dict:

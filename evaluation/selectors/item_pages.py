@@ -83,7 +83,7 @@ def paths_shown(text: str, *, file_path: str) -> str:
 # the hidden tests (their calls, their values), so the item page names only its kind and this.
 FINDING_SOURCES = {
     "static": "the static policy found this in the answer's code",
-    "runtime": "the platform's runtime guard stopped something the answer did while the tests ran",
+    "runtime": "the platform's runtime guard caught something the answer did while the tests ran",
     "replay": "the answer's replay on the recorded calls differed from the reference's, although the tests passed",
     "agent": "an infrastructure error after the agent's commands (what the agent did may have caused it)",
 }
@@ -116,11 +116,16 @@ def flag_findings_shown(*, outcome: Outcome, task_visible: bool) -> list[dict]:
 REPLAY_SAID = {
     "agreed": "ran and agreed with the reference on every recorded call",
     "disagreed": "ran and disagreed with the reference, although the tests passed: not passed",
+    "no_answer": "not run: there was no answer to test (the model call failed)",
     "tests_failed": "not run: the paper's tests did not pass",
     "no_verdict": "not run: the tests did not finish (an error is never scored)",
     "unsealed": "not run: the snippet is not sealed, so its verdict is the tests' and the guard's alone",
     "not_judged": "not run: a reported result, not judged by the platform",
 }
+
+
+# The model call failed, so there was no answer: neither the tests nor the replay ran.
+NO_ANSWER_CATEGORIES = frozenset({Outcome.Category.MODEL_CALL, Outcome.Category.OWNER_ENDPOINT})
 
 
 def outcome_replay(*, outcome: Outcome, sealed: bool) -> str:
@@ -129,6 +134,8 @@ def outcome_replay(*, outcome: Outcome, sealed: bool) -> str:
         return "not_judged"
     if any(isinstance(f, dict) and f.get("kind") == REPLAY_DISAGREES for f in outcome.findings):
         return "disagreed"
+    if outcome.category in NO_ANSWER_CATEGORIES:
+        return "no_answer"
     tests_said = outcome.measured_status or outcome.status
     if tests_said == Outcome.Status.FAILED:
         return "tests_failed"
@@ -193,6 +200,11 @@ class RunItem:
         return None if value is NO_REWARD else {"value": value}
 
     @property
+    def no_answer(self) -> bool:
+        """The model call failed: there is no answer, so nothing was extracted or tested."""
+        return self.outcome.category in NO_ANSWER_CATEGORIES
+
+    @property
     def code(self) -> str | None:
         """The code the test ran: extracted from the answer, or uploaded as is (None without a stored answer)."""
         return self.outcome.generation.extracted_code if self.outcome.generation else None
@@ -240,6 +252,8 @@ class RunItem:
             return ""
         printed = (status_lines_removed(self.outcome.stdout_tail), self.outcome.stderr_tail)
         parts = [text.rstrip() for text in printed if text.strip()]
+        if not parts:  # nothing printed (no answer was tested): no empty output box
+            return ""
         return _last_lines(self._paths("\n".join(parts)), OUTPUT_TAIL_LINES)
 
 

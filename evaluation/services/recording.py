@@ -222,7 +222,7 @@ def outcome_review(*, outcome: Outcome, reviewer, decision: str, reason: str = "
         raise EvaluationError(f"unknown review decision {decision!r}: choose confirmed or cleared")
     outcome.review, outcome.reviewed_by, outcome.reviewed_at = decision, reviewer, timezone.now()
     outcome.review_reason = reason
-    outcome.detail = f"{outcome.detail}\n{outcome.review_said} by {reviewer.get_username()}"[:2000]
+    outcome.detail = f"{outcome.detail}\n{outcome.review_said} (reviewed by {reviewer.get_username()})"[:2000]
     outcome.save(
         update_fields=["status", "category", "review", "review_reason", "reviewed_by", "reviewed_at", "detail"]
     )

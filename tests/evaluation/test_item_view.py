@@ -318,7 +318,7 @@ def test_a_flagged_item_says_why_to_its_owner_and_only_the_rule_to_others(client
     text = said(author)
     assert "counts as not passed until a maintainer reviews it" in text
     assert "(rule test-framework), line 26 of" in text and "imports unittest" in text
-    assert "runtime guard stopped" in text and "sealed-replay" in text
+    assert "runtime guard caught" in text and "sealed-replay" in text
     assert "SECRET" not in text
     run_page = _text(client.get(reverse("run-detail", args=[run.pk])).content.decode())
     assert "1 item flagged for review: a flagged item counts as not passed until a maintainer reviews it" in run_page

@@ -17,6 +17,7 @@ from benchmarks.models import Snippet
 from evaluation import llm, services
 from evaluation.models import EvaluationRun, Outcome, RunScore
 from evaluation.outcomes import OWNER_ENDPOINT_SAID, Verdict, model_call_failed
+from evaluation.selectors.item_pages import outcome_replay
 from evaluation.selectors.items import run_snippets
 from evaluation.tasks import item_generate
 from tests.agents.test_agent_errors import (  # noqa: F401 (fixtures)
@@ -130,8 +131,13 @@ def test_an_endpoint_failing_the_items_its_model_cannot_solve_scores_what_it_sol
 
     item = client.get(reverse("run-item", args=[run.pk, failed[0].pk])).content.decode()
     assert "Failed: The model&#x27;s own endpoint failed" in item
+    # Why it counts, and no answer to show: no empty output box, no diff deleting the whole reference, no replay.
+    assert 'data-testid="owner-endpoint-why"' in item and "(no answer: the model call failed)" in item
+    assert "What the test printed" not in item and "<h2>Difference</h2>" not in item
+    assert outcome_replay(outcome=failed[0], sealed=True) == "no_answer"
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert page.count("The model&#x27;s own endpoint failed") >= 2
+    assert page.count('data-testid="owner-endpoint-why"') == 1, "the run page says why once, beside its progress"
     board = client.get(reverse("leaderboard", args=[small_release.name])).content.decode()
     assert ">2 failed at its own endpoint</span>" in board
     assert board.count("failed at its own endpoint</span>") == 1, "only the attacking run's row says it"
@@ -145,6 +151,7 @@ def test_an_endpoint_failing_the_items_its_model_cannot_solve_scores_what_it_sol
     assert set(Outcome.objects.filter(run=run, status="error").values_list("category", flat=True)) == {"model_call"}
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert "Model call failed" in page and "own endpoint failed" not in page
+    assert 'data-testid="owner-endpoint-why"' not in page
 
 
 class FailingAgent(Agent):

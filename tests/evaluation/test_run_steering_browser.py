@@ -79,7 +79,7 @@ def _steer(page, base, author, width):
     assert "Resume run" in banner.inner_text()
     assert overflow(page) <= 0, f"the paused run page overflows at {width} px: {too_wide(page)}"
     page.get_by_role("button", name="Resume run").click()
-    page.wait_for_selector("text=missing item(s) queued again")
+    page.wait_for_selector("text=its items without a result are queued again")
     resumed = EvaluationRun.objects.get(pk=run.pk)
     assert resumed.status == "running" and resumed.pause_reason == ""
     assert page.locator("[data-run-paused]").count() == 0
