@@ -346,8 +346,11 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         module_baselines[name] = [namespace, dict_.copy(namespace), list_(dict_.values(namespace)), in_task(namespace)]
 
     def rebinding_baseline():
+        # Not the dunders (`__name__`, `__doc__`, `__spec__`): every module has its own, set as it is imported.
         shadowing.update(
-            name for name in list_(dict_.keys(module_namespace(modules["builtins"]))) if type_(name) is str_
+            name
+            for name in list_(dict_.keys(module_namespace(modules["builtins"])))
+            if type_(name) is str_ and not str_.startswith(name, "__")
         )
         main = modules.get("__main__")
         if issubclass_(type_(main), ModuleType):
