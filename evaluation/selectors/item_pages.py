@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from django.core.paginator import Page, Paginator
 from django.db.models import (
@@ -157,7 +158,7 @@ class RunItem:
         """A maintainer reviews a flagged item here (or reads its review), with the evidence."""
         return self.show_evidence and (self.outcome.status == Outcome.Status.FLAGGED or bool(self.outcome.review))
 
-    @property
+    @cached_property  # read by the page and by `replay`: the recording is read once
     def sealing(self) -> dict | None:
         """Whether the snippet is sealed in its task's recording, and why not (None: no recording yet), for a viewer
         who may see the task (as its paper page says it)."""
