@@ -7,6 +7,7 @@ test can print one as well. Every model's text and JSON values lose their NULs b
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -68,15 +69,16 @@ def test_postgresql_refuses_a_nul_unless_the_receiver_replaces_it(release):
     assert generation.raw_answer == f"x{NUL_SHOWN}{NUL_SHOWN}"
 
 
-@pytest.fixture
-def nul_upload(media_root, author, sandbox):
-    """An upload through the API of the demo's reference answers but one, which prints a NUL and fails."""
+def demo_upload(author, first: Callable[[str], str]):
+    """The demo release published and an upload through the API of its reference answers, the first item's made by
+    `first` from its reference: (the response, the release's snippets)."""
     version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
     services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
     snippets = version_snippets(version=version)
-    attacked = snippets[0]
     lines = [
-        json.dumps({"id": str(s.pk), "sample": 0, "code": NUL_ANSWER if s == attacked else s.reference_code})
+        json.dumps(
+            {"id": str(s.pk), "sample": 0, "code": first(s.reference_code) if s == snippets[0] else s.reference_code}
+        )
         for s in snippets
     ]
     client = APIClient()
@@ -86,8 +88,15 @@ def nul_upload(media_root, author, sandbox):
         {"file": SimpleUploadedFile("a.jsonl", "\n".join(lines).encode()), "model": "uploader", "release": "1.0.0"},
         format="multipart",
     )
+    return response, snippets
+
+
+@pytest.fixture
+def nul_upload(media_root, author, sandbox):
+    """An upload through the API of the demo's reference answers but one, which prints a NUL and fails."""
+    response, snippets = demo_upload(author, lambda reference: NUL_ANSWER)
     assert response.status_code == 201, response.content[:500]
-    return EvaluationRun.objects.get(pk=response.json()["id"]), attacked
+    return EvaluationRun.objects.get(pk=response.json()["id"]), snippets[0]
 
 
 @pytest.mark.postgres
@@ -125,22 +134,7 @@ def test_an_answer_whose_outcome_the_database_refuses_is_held_as_not_passed(nul_
 @pytest.mark.parametrize("bad", ["\x00", "\ud800"], ids=["nul", "surrogate"])
 def test_an_upload_line_with_a_nul_or_a_lone_surrogate_is_refused_saying_where(media_root, author, bad):
     """Before, the database refused the whole upload with a server error (bulk inserts skip the save receiver)."""
-    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
-    services.model_register(name="uploader", display_name="Uploader", kind="uploaded", owner=author)
-    snippets = version_snippets(version=version)
-    lines = [
-        json.dumps(
-            {"id": str(s.pk), "sample": 0, "code": s.reference_code + (f"# {bad}\n" if s == snippets[0] else "")}
-        )
-        for s in snippets
-    ]
-    client = APIClient()
-    client.force_authenticate(author)
-    response = client.post(
-        "/api/v1/runs/upload/",
-        {"file": SimpleUploadedFile("a.jsonl", "\n".join(lines).encode()), "model": "uploader", "release": "1.0.0"},
-        format="multipart",
-    )
+    response, _ = demo_upload(author, lambda reference: reference + f"# {bad}\n")
     assert response.status_code == 400, response.content[:500]
     [problem] = response.json()["error"]["details"]
     assert problem.startswith("line 1:") and "NUL character" in problem and "lone surrogate" in problem, problem
