@@ -21,16 +21,22 @@ from submissions.models import StateChange, Submission, ValidationReport
 from submissions.validation import sandbox_checks
 from tests.conftest import polled
 from tests.outages import WATCH
-from tests.submissions.conftest import fill_draft
+from tests.submissions.conftest import demo_files, fill_draft
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MUTANTS = 2
+# Each mutant's replay imports its own optimizer.py: a slow import (as a paper loading weights has) keeps a snippet's
+# mutants on a worker for a second or more. Replayed in milliseconds, two workers' snippets barely overlapped, and the
+# test's wait for both to run one at once timed out on a machine where one worker started later (CI, 900 s).
+SLOW_IMPORT = b"import time\n\ntime.sleep(0.5)\n"
 WORKER = {"SANDBOX_BACKEND": "bwrap", "SUBMISSION_REFERENCE_RUNS": "2", "SUBMISSION_MUTANTS": str(MUTANTS)}
 
 
 def submitted(name: str) -> ValidationReport:
     author = User.objects.create_user(name, email=f"{name}@example.org", password=f"pw-{name}-12345")
-    submission = fill_draft(services.submission_create(author=author), author)
+    files = demo_files()
+    files["optimizer.py"] = SLOW_IMPORT + files["optimizer.py"]
+    submission = fill_draft(services.submission_create(author=author), author, files=services.draft_files_store(files))
     return services.submission_submit(submission=submission, actor=author).report
 
 
