@@ -693,10 +693,11 @@ def arguments() -> argparse.Namespace:
 
 
 def broker_choose(args, claim: contextlib.ExitStack) -> str:
-    """The broker's URL: the filesystem one, the Redis database `--redis` (emptied), or one claimed into `claim`."""
-    if args.broker == "filesystem":
+    """The broker's URL: the filesystem one, the Redis database `--redis` (emptied), or (no `--redis`, or `claim`) one
+    claimed into `claim` as the test fixtures claim theirs."""
+    if getattr(args, "broker", "redis") == "filesystem":
         return "filesystem://"
-    if args.redis:
+    if args.redis and args.redis != "claim":
         import redis
 
         redis.Redis.from_url(args.redis).flushdb()
@@ -706,6 +707,23 @@ def broker_choose(args, claim: contextlib.ExitStack) -> str:
             os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120, ttl_seconds=3 * 3600
         )
     )
+
+
+def platform_up(args, tmp: Path, broker: str, database: str, **settings: str) -> dict[str, str]:
+    """The platform a bench times, in this process: the database made anew (PostgreSQL) and migrated, the
+    environment its workers get (`settings` added) set as this process' own, Django set up; returns that environment."""
+    if database.startswith("postgres"):
+        postgres_recreate(database)
+    env = {**platform_environment(args, tmp, broker, database), **settings}
+    os.environ.clear()
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return env
 
 
 def main() -> None:
@@ -719,25 +737,16 @@ def main() -> None:
     database = args.postgres_url if args.database == "postgres" else f"sqlite:///{tmp / 'db.sqlite3'}"
     workers: list[Worker] = []
     try:
-        if args.database == "postgres":
-            postgres_recreate(database)
-        env = platform_environment(args, tmp, broker, database)
-        os.environ.clear()
-        os.environ.update(env)
-        import django
-
-        django.setup()
+        start = time.monotonic()
+        env = platform_up(args, tmp, broker, database)
         from django.core.management import call_command
         from django.db import connections
 
         print(
             f"database: {args.database} ({database}); broker: {broker}; backend: {args.backend}, "
-            f"SANDBOX_FORKSERVER={env['SANDBOX_FORKSERVER']}",
+            f"SANDBOX_FORKSERVER={env['SANDBOX_FORKSERVER']}; made and migrated in {time.monotonic() - start:.0f} s",
             flush=True,
         )
-        start = time.monotonic()
-        call_command("migrate", verbosity=0)
-        print(f"  migrated in {time.monotonic() - start:.0f} s", flush=True)
 
         print("building the environments before timing ...", flush=True)
         env_hash, python = environments_build(args)
@@ -1105,20 +1114,20 @@ def validation_print(v: dict) -> None:
 
 
 def cleanup(args, workers: list[Worker], claim: contextlib.ExitStack, database: str, tmp: Path) -> None:
-    """Stop the workers, release the Redis database, and (unless --keep) drop the database and the folder."""
+    """Stop the workers, release the Redis database claimed, and (unless --keep) drop the database and the folder."""
     for worker in workers:
         worker.stop()
     claim.close()
-    if not args.keep:
-        if args.database == "postgres":
-            try:
-                from django.db import connections
+    if args.keep:
+        print(f"kept: {tmp}, {database}")
+        return
+    if database.startswith("postgres"):
+        with contextlib.suppress(Exception):  # Django may not be set up yet
+            from django.db import connections
 
-                connections.close_all()
-            except Exception:
-                pass
-            postgres_drop(database)
-        shutil.rmtree(tmp, ignore_errors=True)
+            connections.close_all()
+        postgres_drop(database)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

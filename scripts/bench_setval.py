@@ -26,7 +26,6 @@ import contextlib
 import io
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -43,18 +42,17 @@ from scripts.bench_pipeline import (  # noqa: E402
     REQUIREMENTS,
     VERSION,
     Worker,
+    broker_choose,
+    cleanup,
     environments_build,
     first_run,
     load,
     papers_plan,
-    platform_environment,
-    postgres_drop,
-    postgres_recreate,
+    platform_up,
     pset_heavy_generate,
     run_wait,
     workers_wait,
 )
-from scripts.redis_claim import redis_database_claimed  # noqa: E402
 
 TASK = "submissions.tasks.set_paper_validate"
 RECEIVED = re.compile(r"Task [\w.]+\[([0-9a-f-]+)\] received")
@@ -107,29 +105,14 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-setval-"))
     load_start = load()
     print(f"load average (1, 5, 15 min) at the start: {load_start}; {os.cpu_count()} cores; folder {tmp}", flush=True)
-    import redis
-
-    claim = contextlib.ExitStack()
-    if args.redis == "claim":
-        args.redis = claim.enter_context(
-            redis_database_claimed(
-                os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120, ttl_seconds=3 * 3600
-            )
-        )
-    redis.Redis.from_url(args.redis).flushdb()
+    claim = contextlib.ExitStack()  # the Redis database claimed, released by `cleanup`
+    broker = broker_choose(args, claim)
     workers: list[Worker] = []
     try:
-        postgres_recreate(args.database)
-        env = platform_environment(args, tmp, args.redis, args.database)
-        os.environ.clear()
-        os.environ.update(env)
-        import django
-
-        django.setup()
+        env = platform_up(args, tmp, broker, args.database)
         from django.core.management import call_command
         from django.db import connections
 
-        call_command("migrate", verbosity=0)
         print("building the environment before timing ...", flush=True)
         _env_hash, python = environments_build(args)
         per_second = args.steps_per_second or float(
@@ -217,19 +200,7 @@ def main() -> None:
             print(f"{'validate_pset --workers':36} {validation:8.1f}")
         connections.close_all()
     finally:
-        for worker in workers:
-            worker.stop()
-        redis.Redis.from_url(args.redis).flushdb()
-        claim.close()
-        if not args.keep:
-            with contextlib.suppress(Exception):
-                from django.db import connections
-
-                connections.close_all()
-            postgres_drop(args.database)
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"kept: {tmp}, {args.database}")
+        cleanup(args, workers, claim, args.database, tmp)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -45,15 +44,14 @@ sys.path.insert(0, str(REPO))
 from scripts.bench_django import THREADS_ONE  # noqa: E402
 from scripts.bench_pipeline import (  # noqa: E402
     Worker,
+    broker_choose,
+    cleanup,
     load,
     naive_items,
-    platform_environment,
-    postgres_drop,
-    postgres_recreate,
+    platform_up,
     run_wait,
     workers_wait,
 )
-from scripts.redis_claim import redis_database_claimed  # noqa: E402
 
 ITEM_TASK = "evaluation.tasks.item_evaluate"
 # The test's own time: numpy imported first, then the test file run as a script (its exit caught).
@@ -151,31 +149,15 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     load_start = load()
     print(f"load average (1, 5, 15 min) at the start: {load_start}; {os.cpu_count()} cores; folder {tmp}", flush=True)
-    import redis
-
-    claim = contextlib.ExitStack()
-    if args.redis == "claim":
-        args.redis = claim.enter_context(
-            redis_database_claimed(
-                os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), wait_seconds=120, ttl_seconds=3 * 3600
-            )
-        )
-    redis.Redis.from_url(args.redis).flushdb()
+    claim = contextlib.ExitStack()  # the Redis database claimed, released by `cleanup`
+    broker = broker_choose(args, claim)
     workers: list[Worker] = []
     try:
-        postgres_recreate(args.database)
-        env = platform_environment(args, tmp, args.redis, args.database)
-        env["RELEASE_CALIBRATE_ON_PUBLISH"] = "false"  # the warm-up run below is the one calibration
-        os.environ.clear()
-        os.environ.update(env)
-        import django
-
-        django.setup()
+        # The warm-up run below is the one calibration.
+        env = platform_up(args, tmp, broker, args.database, RELEASE_CALIBRATE_ON_PUBLISH="false")
         from django.contrib.auth.models import Group, User
-        from django.core.management import call_command
         from django.db import connections
 
-        call_command("migrate", verbosity=0)
         from benchmarks.selectors import version_snippets
         from benchmarks.services.psets import pset_import
         from evaluation import services
@@ -274,18 +256,7 @@ def main() -> None:
         print(f"  between tasks{'':31} {1000 * (slots * wall - sum(busy)) / items:8.1f}  ({slots} slots x wall - busy)")
         connections.close_all()
     finally:
-        for worker in workers:
-            worker.stop()
-        redis.Redis.from_url(args.redis).flushdb()
-        claim.close()
-        if not args.keep:
-            from django.db import connections
-
-            connections.close_all()
-            postgres_drop(args.database)
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"kept: {tmp}, {args.database}")
+        cleanup(args, workers, claim, args.database, tmp)
 
 
 if __name__ == "__main__":
