@@ -139,6 +139,12 @@ class EvaluationRun(Redispatchable):
         blank=True,
         help_text="Why the run stopped itself (its model calls kept failing the same way); cleared on resume.",
     )
+    asked_again = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Items ([snippet id, sample]) a resume asked again after their model call failed: failing again, "
+        "they end as any failed call does and never pause the run again.",
+    )
     # The owner's pick of the model's leaderboard row for this release and setting: a later run never replaces it.
     pinned_at = models.DateTimeField(
         null=True, blank=True, help_text="When the run was pinned as its model's leaderboard run in its setting."
