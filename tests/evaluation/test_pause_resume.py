@@ -99,6 +99,7 @@ def test_a_resumed_run_whose_own_endpoint_still_fails_the_same_items_ends_them_f
 
 
 @pytest.mark.django_db  # in one transaction: the resume's items are never sent (no worker, no call)
+@pytest.mark.usefixtures("fresh_broker")  # the resume queues its items on a broker of the test's own, emptied after
 def test_items_asked_for_the_first_time_still_pause_a_resumed_run(small_release, settings):  # noqa: F811
     """Only the items a resume asked again are left out of the pause rule: a failure of an item never asked before
     (the endpoint still down as a whole) pauses the run as ever, and an item asked again once more breaks no streak."""
