@@ -139,6 +139,12 @@ class EvaluationRun(Redispatchable):
         blank=True,
         help_text="Why the run stopped itself (its model calls kept failing the same way); cleared on resume.",
     )
+    asked_again = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Items ([snippet id, sample]) a resume asked again after their model call failed: failing again, "
+        "they end as any failed call does and never pause the run again.",
+    )
     # The owner's pick of the model's leaderboard row for this release and setting: a later run never replaces it.
     pinned_at = models.DateTimeField(
         null=True, blank=True, help_text="When the run was pinned as its model's leaderboard run in its setting."
@@ -283,6 +289,20 @@ class Generation(models.Model):
         return f"run {self.run_id}, snippet {self.snippet_id}, sample {self.sample}"
 
 
+# The maintainers' review queue (/review/flags/, its count), one rule: a flagged outcome whose score a review can
+# still move. A flag on an answer whose tests failed is not in it: the item scores 0 whatever the review says
+# (confirmed: failed; cleared: what the tests said, failed), so the flag shows on the item's page and holds up no one.
+# `Outcome.awaiting_review` reads it on one outcome.
+AWAITING_REVIEW = models.Q(status="flagged") & ~models.Q(measured_status="failed")
+# What scores and counts take an outcome for: its status, but a flag awaiting no review as what its tests said
+# (failed), never among the items the leaderboard and the run page say await review.
+SCORED_STATUS = models.Case(
+    models.When(models.Q(status="flagged") & ~AWAITING_REVIEW, then=models.F("measured_status")),
+    default=models.F("status"),
+    output_field=models.CharField(),
+)
+
+
 class Outcome(models.Model):
     """What the tests said about one item; errors are infrastructure problems, never scored."""
 
@@ -365,9 +385,7 @@ class Outcome(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "snippet", "sample"], name="outcome_unique_item")]
         # The maintainers' queue of flagged answers, newest first, and its count in their navigation.
-        indexes = [
-            models.Index(fields=["-created_at"], condition=models.Q(status="flagged"), name="outcome_awaiting_review")
-        ]
+        indexes = [models.Index(fields=["-created_at"], condition=AWAITING_REVIEW, name="outcome_awaiting_review")]
 
     def __str__(self) -> str:
         return f"run {self.run_id}, snippet {self.snippet_id}, sample {self.sample}: {self.status}"
@@ -375,6 +393,11 @@ class Outcome(models.Model):
     @property
     def was_flagged(self) -> bool:
         return bool(self.findings)
+
+    @property
+    def awaiting_review(self) -> bool:
+        """In the maintainers' review queue: AWAITING_REVIEW, read on this outcome."""
+        return self.status == self.Status.FLAGGED and self.measured_status != self.Status.FAILED
 
     @property
     def error_held(self) -> bool:

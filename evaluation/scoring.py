@@ -13,7 +13,7 @@ from benchmarks.models import VersionTask
 from benchmarks.paper2code import ItemResult, Score, pass_at_k, score
 from benchmarks.paper2code.comparison import Interval, percentiles
 from benchmarks.paper2code.metrics import EVALUATED, item_status
-from evaluation.models import EvaluationRun, Generation, Outcome, RunScore
+from evaluation.models import SCORED_STATUS, EvaluationRun, Generation, Outcome, RunScore
 
 BOOTSTRAP_ITERATIONS = 1000
 # The leaderboard's snippet-size buckets: (label, fewest lines of code, most or None).
@@ -188,9 +188,9 @@ def run_score_inputs(*, run, outcome_model, generation_model, membership_model) 
     splits = dict(membership_model.objects.filter(version_id=run.version_id).values_list("task_id", "split"))
     outcomes = [
         (snippet_id, loc, sample, status, paper_id, splits.get(task_id, "public"))
-        for snippet_id, loc, sample, status, paper_id, task_id in outcome_model.objects.filter(run=run).values_list(
-            "snippet_id", "snippet__loc", "sample", "status", "snippet__task__paper_id", "snippet__task_id"
-        )
+        for snippet_id, loc, sample, status, paper_id, task_id in outcome_model.objects.filter(run=run)
+        .annotate(scored=SCORED_STATUS)
+        .values_list("snippet_id", "snippet__loc", "sample", "scored", "snippet__task__paper_id", "snippet__task_id")
     ]
     usage = [
         (paper_id, splits.get(task_id, "public"), prompt, completion, cost)
@@ -240,9 +240,9 @@ def run_item_inputs(*, run, outcome_model, membership_model) -> list[ItemOutcome
     splits = dict(membership_model.objects.filter(version_id=run.version_id).values_list("task_id", "split"))
     return [
         (snippet_id, status, category, splits.get(task_id, "public"))
-        for snippet_id, status, category, task_id in outcome_model.objects.filter(run=run).values_list(
-            "snippet_id", "status", "category", "snippet__task_id"
-        )
+        for snippet_id, status, category, task_id in outcome_model.objects.filter(run=run)
+        .annotate(scored=SCORED_STATUS)
+        .values_list("snippet_id", "scored", "category", "snippet__task_id")
     ]
 
 

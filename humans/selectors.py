@@ -16,7 +16,7 @@ from benchmarks.models import BenchmarkVersion, Snippet, Task
 from benchmarks.paper2code.comparison import Interval, percentiles
 from benchmarks.paper2code.metrics import EVALUATED
 from benchmarks.selectors import tasks_as_released, user_is_maintainer
-from evaluation.models import Outcome
+from evaluation.models import SCORED_STATUS, Outcome
 from evaluation.selectors.item_pages import RunItem
 from humans.models import Attempt, Listing, ReferenceSeen
 
@@ -215,7 +215,8 @@ def scored_attempts(*, version: BenchmarkVersion) -> tuple[list[ScoredAttempt], 
             "user_id", "snippet_id", "snippet__loc", "active_seconds", "excluded_reason", "fast_paste", "run_id"
         )
     )
-    verdicts = dict(Outcome.objects.filter(run_id__in=[r[6] for r in rows if r[6]]).values_list("run_id", "status"))
+    outcomes = Outcome.objects.filter(run_id__in=[r[6] for r in rows if r[6]]).annotate(scored=SCORED_STATUS)
+    verdicts = dict(outcomes.values_list("run_id", "scored"))
     counts = {"pending": 0, "flagged": 0, "errors": 0, "excluded": 0, "fast_paste": 0}
     scored = []
     for user_id, snippet_id, loc, seconds, excluded, fast, run_id in rows:

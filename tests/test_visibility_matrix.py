@@ -696,8 +696,8 @@ def test_the_flag_queue_holds_held_out_answers_for_maintainers_only(world, maint
     finding = [{"kind": "hidden", "line": 1, "detail": "reads secretmod", "source": "runtime"}]
     held = _outcome(world["reference"].pk, world["held"][0])
     public = _outcome(world["own_run"].pk, world["public"])
-    for outcome in (held, public):
-        flagged = outcome_flag(Verdict(outcome.status, outcome.category, outcome.detail), finding)
+    for outcome in (held, public):  # answers whose tests passed: a failed one's flag awaits no review
+        flagged = outcome_flag(Verdict(Outcome.Status.PASSED, "", outcome.detail), finding)
         Outcome.objects.filter(pk=outcome.pk).update(
             status=flagged.status, measured_status=flagged.measured, findings=list(flagged.findings)
         )

@@ -22,6 +22,7 @@ from benchmarks.selectors import (
 )
 from evaluation.models import (
     HUMAN_MODE,
+    SCORED_STATUS,
     EvaluationRun,
     Generation,
     Outcome,
@@ -118,7 +119,8 @@ class Progress:
 def run_progress(run: EvaluationRun) -> Progress:
     # Polled every few seconds while a run goes: count in the database, not row by row here.
     counts = {s: 0 for s in Outcome.Status.values}
-    counts.update(Outcome.objects.filter(run=run).values_list("status").annotate(n=Count("id")).order_by())
+    scored = Outcome.objects.filter(run=run).annotate(scored=SCORED_STATUS)
+    counts.update(scored.values_list("scored").annotate(n=Count("id")).order_by())
     return Progress(
         total=run.total_items,
         done=sum(counts.values()),

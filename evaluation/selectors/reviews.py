@@ -9,16 +9,17 @@ from django.db.models import QuerySet
 
 from benchmarks.selectors import user_is_maintainer
 from evaluation.judging.verdict import REPLAY_DISAGREES
-from evaluation.models import Outcome
+from evaluation.models import AWAITING_REVIEW, Outcome
 from evaluation.selectors.runs import outcomes_of_items_visible, runs_visible
 
 FLAG_QUEUE_ITEMS = 50
 
 
 def outcomes_awaiting_review(*, user) -> QuerySet[Outcome]:
-    """Flagged outcomes no maintainer has reviewed yet, newest first, of the runs and items the user may see (held-out
-    items for maintainers only). A person's attempt is not here: it is reviewed on its attempt's page."""
-    flagged = Outcome.objects.filter(status=Outcome.Status.FLAGGED, run__in=runs_visible(user=user))
+    """Flagged outcomes a review can still move (AWAITING_REVIEW: not one whose tests failed), newest first, of the
+    runs and items the user may see (held-out items for maintainers only). A person's attempt is not here: it is
+    reviewed on its attempt's page."""
+    flagged = Outcome.objects.filter(AWAITING_REVIEW, run__in=runs_visible(user=user))
     return outcomes_of_items_visible(outcomes=flagged, user=user).order_by("-created_at", "-pk")
 
 

@@ -521,7 +521,9 @@ def run_cancel(*, run: EvaluationRun) -> EvaluationRun:
 
 def run_resume(*, run: EvaluationRun) -> int:
     """Continue a cancelled or stalled run: only items without an outcome are dispatched. A run that paused itself
-    also drops the outcomes of its failed model calls, so those items are asked again."""
+    also drops the outcomes of its failed model calls, so those items are asked again; they are remembered as asked
+    again (`asked_again`), so an endpoint that fails the same items again ends them rather than pausing the run on
+    every resume (run_pause_if_failing)."""
     with transaction.atomic():
         run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
         if run.status == EvaluationRun.Status.COMPLETED:
@@ -530,13 +532,15 @@ def run_resume(*, run: EvaluationRun) -> int:
             run_quota_check(user=run.created_by)
         if run.pause_reason:
             failed = Generation.objects.filter(run=run).exclude(error="")
-            run_mode_restart(run=run, items=failed.values_list("snippet_id", "sample"))
+            items = list(failed.values_list("snippet_id", "sample"))
+            run_mode_restart(run=run, items=items)
             Outcome.objects.filter(run=run, generation__in=failed).delete()
             failed.delete()
+            run.asked_again = sorted({*(tuple(item) for item in run.asked_again), *items})
         run.status = EvaluationRun.Status.RUNNING
         run.finished_at = None
         run.pause_reason = ""
-        run.save(update_fields=["status", "finished_at", "pause_reason"])
+        run.save(update_fields=["status", "finished_at", "pause_reason", "asked_again"])
     return run_dispatch(run=run)
 
 
@@ -558,15 +562,20 @@ def _failure_said(error: str) -> str:
 
 def run_pause_if_failing(*, run: EvaluationRun) -> bool:
     """Pause (cancel, saying why) an active run whose last RUN_PAUSE_AFTER_FAILURES model calls all failed the same
-    way: every queued item would fail like them. Its queued items are then skipped when they reach a worker."""
+    way: every queued item would fail like them. Its queued items are then skipped when they reach a worker. Items a
+    resume asked again (`asked_again`) are not counted: an endpoint that fails the same items every time would
+    otherwise pause the run again on every resume, and it could never finish; failing again, they end as failed
+    calls do (outcomes.model_call_failed), while a failure of items asked for the first time still pauses it."""
     count = settings.RUN_PAUSE_AFTER_FAILURES
     if count < 1:
         return False
-    errors = list(
+    again = {tuple(item) for item in run.asked_again}
+    calls = (
         Generation.objects.filter(run=run, attempts__gt=0)
         .order_by("-created_at", "-pk")
-        .values_list("error", flat=True)[:count]
+        .values_list("snippet_id", "sample", "error")[: count + len(again)]
     )
+    errors = [error for snippet_id, sample, error in calls if (snippet_id, sample) not in again][:count]
     if len(errors) < count or not errors[0] or len({_failure_kind(error) for error in errors}) != 1:
         return False
     reason = f"{_failure_said(errors[0])}: {errors[0]}"

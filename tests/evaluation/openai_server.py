@@ -40,7 +40,8 @@ localhost from a throwaway CA whose file is ``server.ca_file`` (point ``SSL_CERT
 
 Token counts are whitespace-separated words of the prompt and of the answer (for ``context_tokens``: of every
 message's content and tool calls), so tests can predict them. A responder that raises produces a 500 (which clients
-retry). ``server.failures`` can be extended while the server runs.
+retry); one that raises ``Refused(status)`` answers that HTTP status as a scripted failure does, so a server can
+refuse some items and answer others. ``server.failures`` can be extended while the server runs.
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ from pathlib import Path
 
 Responder = Callable[[str, dict], str]
 Failure = int | str
+
+
+class Refused(Exception):
+    """Raised by a responder: the request is answered with HTTP `status` (an OpenAI-style error), not a 500."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status
 
 
 def echo_responder(prompt: str, body: dict) -> str:
@@ -222,7 +231,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             try:
                 text = server.responder(prompt, body)
             except Exception as exc:  # a broken responder shows as a server error, not a hung client
-                self._send_json(500, _error(f"responder failed: {exc!r}", "server_error"))
+                self._send_json(*_responder_failed(server, exc, self.headers.get("Authorization", "")))
                 return
             message = {"role": "assistant", "content": text} if isinstance(text, str) else {"role": "assistant", **text}
             text = message.get("content") or ""
@@ -251,6 +260,13 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 )
 
     return Handler
+
+
+def _responder_failed(server: OpenAIServer, exc: Exception, authorization: str) -> tuple[int, dict, dict[str, str]]:
+    """The answer to a request whose responder raised: the status it asked for (`Refused`), else a server error."""
+    if isinstance(exc, Refused):
+        return exc.status, *_scripted_failure(server, exc.status, authorization)
+    return 500, _error(f"responder failed: {exc!r}", "server_error"), {}
 
 
 def _large_failure(server: OpenAIServer, tokens: int) -> Failure | None:

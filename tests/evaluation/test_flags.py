@@ -288,3 +288,65 @@ def test_a_failed_answer_keeps_the_rules_research_code_trips_as_notes_and_is_fla
     assert flagged.findings == (runtime, {**in_place, "note": FAILED_NOTE})
     passed = Verdict("passed", "", "")  # no replay to hold it: the finding flags it, as before
     assert tests_verdict(passed, [in_place]).status == "flagged" == outcome_flag(passed, [in_place]).status
+
+
+def test_a_flag_on_an_answer_whose_tests_failed_shows_on_its_page_and_awaits_no_review(release, client, maintainer):
+    """A failed item scores 0 whatever a review says: its flag shows on the item's page, but the review queue, its
+    count and the leaderboard's and the run's "awaiting review" hold only the flag on an answer whose tests passed."""
+    from evaluation.selectors.items import run_progress
+
+    model = ModelEntry.objects.create(name="mixed", display_name="Mixed", litellm_model="openai/mixed")
+    run = services.run_start(model=model, version=release, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running")
+    finding = {"kind": "hidden", "line": 12, "detail": EVIDENCE, "source": "runtime"}
+    tests_said = {0: Verdict("passed", "", ""), 1: Verdict("failed", "wrong_result", "2 of 6 tests failed")}
+    for index, snippet in enumerate(Snippet.objects.filter(task__versions=release).order_by("pk")):
+        verdict = outcome_flag(tests_said[index], [finding]) if index in tests_said else Verdict("passed", "", "")
+        generation = services.generation_record(
+            run=run, snippet=snippet, sample=0, prompt="p", raw_answer="```python\nx = 1\n```"
+        )
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
+    assert services.run_maybe_finish(run=run)
+    passed, failed = Outcome.objects.filter(run=run, status="flagged").order_by("pk")
+    assert (passed.measured_status, failed.measured_status) == ("passed", "failed")
+    assert passed.awaiting_review and not failed.awaiting_review
+
+    client.force_login(maintainer)
+    queue = client.get(reverse("flag-queue")).content.decode()
+    assert "Flagged answers awaiting review (1)" in queue
+    assert re.findall(r'data-flagged-outcome="(\d+)"', queue) == [str(passed.pk)]
+    home = client.get(reverse("review-queue")).content.decode()
+    assert re.search(r'data-testid="flags-awaiting">Flagged answers awaiting review: <a href="[^"]+">1</a>', home)
+
+    item = client.get(reverse("run-item", args=[run.pk, failed.pk])).content.decode()
+    assert '<span class="badge flagged">Flagged</span>' in item and 'data-testid="item-flag"' in item
+    assert 'data-testid="flag-not-held"' in item and "until a maintainer reviews it" not in item
+    assert "(hidden file)" in item, "what flagged it is still there to read"
+    held = client.get(reverse("run-item", args=[run.pk, passed.pk])).content.decode()
+    assert "Flagged for review</h2>" in held and 'data-testid="flag-not-held"' not in held
+
+    score = overall(run)
+    assert (score.passed, score.failed, score.flagged) == (31, 1, 1), "not passed either way; one awaits review"
+    assert score.categories == {"passed": 31, "wrong_result": 1, "flagged": 1}
+    assert run_progress(run).flagged == 1
+    board = client.get(reverse("leaderboard", args=[release.name])).content.decode()
+    assert ">1 awaiting review</span>" in board
+
+
+def test_runs_stored_with_a_failed_answers_flag_awaiting_review_are_rescored(run, maintainer):
+    """A run whose aggregates were stored when every flag awaited review (a failed answer's among them) is rescored
+    by the migration: the item counts as failed, no longer as awaiting review; its pass rate does not move."""
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("evaluation.migrations.0040_outcome_awaiting_review_tests_failed")
+    outcome = Outcome.objects.filter(run=run, status="flagged").first()
+    Outcome.objects.filter(pk=outcome.pk).update(measured_status="failed", category="wrong_result")
+    # As stored under the old rule: the three flags awaiting review.
+    assert (overall(run).failed, overall(run).flagged) == (0, 3)
+    rate = overall(run).pass_rate
+    migration.runs_with_failed_flags_rescored(apps, None)
+    assert (overall(run).failed, overall(run).flagged, overall(run).pass_rate) == (1, 2, rate)
+    assert overall(run).categories == {"passed": 30, "wrong_result": 1, "flagged": 2}
+    assert sum(s.flagged for s in RunScore.objects.filter(run=run, paper__isnull=False)) == 2
