@@ -54,6 +54,7 @@ def model_detail(
         "model": model,
         "runs": runs_selectors.model_runs(model=model),
         "may_change": may_change,
+        "endpoint_visible": visibility.endpoint_visible(user=request.user, owner_id=model.owner_id),
         "run_rule": runs_selectors.LEADERBOARD_RUN_RULE,
         "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
         "run_form": (run_form or RunStartForm()) if may_run else None,
