@@ -284,6 +284,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "items_hidden": progress.done - items.paginator.count,
         "provenance_changes": run.provenance_changes.select_related("actor"),
         "may_steer": user_may_change(user=request.user, owner_id=run.created_by_id),
+        "endpoint_visible": visibility.endpoint_visible(user=request.user, owner_id=run.model.owner_id),
         "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
         "may_verify": (
             run.provenance == EvaluationRun.Provenance.SELF_REPORTED
