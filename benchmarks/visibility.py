@@ -224,6 +224,15 @@ def usage_withheld(*, run, user, version_holds_out: bool | None = None) -> bool:
 USAGE_WITHHELD_NOTE = "Held-out usage is withheld: tokens and cost are the public split's."
 
 
+# A model's endpoint
+
+
+def endpoint_visible(*, user, owner_id: int | None) -> bool:
+    """Whether `user` sees a model's api_base (the endpoint the platform calls for it): its owner and maintainers
+    only, since it can be a private address (a lab's own server); a model without an owner is the platform's."""
+    return bool(user is not None and user.is_authenticated and (owner_id == user.pk or user_is_maintainer(user=user)))
+
+
 def held_out_once_public(*, version: BenchmarkVersion) -> list[dict]:
     """The version's held-out papers that were public in an earlier release (published or deprecated): their code
     and prompts are already out, so holding them out hides nothing. Each as {"paper", "public_in"}, the first release

@@ -41,10 +41,11 @@ PURPOSES = {
     "scores (for model developers).",
     "agent-runs": "How an agent run works: the workspace and tools the model gets, its budgets, how its answer is "
     "read and scored, the trajectory's schema (for model developers).",
-    "verdicts": "How an answer becomes passed, failed or flagged: the paper's tests, the sealed replay, what a flag "
-    "does to a score (for everyone reading a score, and authors whose snippets should be sealed).",
-    "evaluating": "How a run is made and judged: workers, sandboxes, the attack guards, provenance, the "
-    "reproducibility record, who sees the held-out split, the human baseline (for maintainers and operators).",
+    "verdicts": "What each verdict (passed, failed, flagged, error) and failure category does to a score, the sealed "
+    "replay in plain words, and what to do when a verdict looks wrong (for model developers).",
+    "evaluating": "How a run is made and judged: workers, sandboxes, the attack guards, the judging rule by rule, "
+    "provenance, the reproducibility record, who sees the held-out split, the human baseline (for maintainers and "
+    "operators).",
     "problem-sets": "Reviewing submissions, importing, validating and exporting problem sets, published results, "
     "a release's settings and prompt protocols (for maintainers).",
     "operations": "Running the platform on a server with Docker Compose, adding sandbox worker hosts, health, "

@@ -80,9 +80,9 @@ def provenance_of(run: EvaluationRun) -> ProvenanceLabel:
         statement = f"checked by {who}, {change.reason}" if change else "checked by a maintainer"
     elif value == Provenance.SELF_REPORTED:
         if run.api_base:
+            # Not the address itself: the statement is public, the endpoint its owner's (benchmarks.visibility).
             statement = (
-                f"the platform called the owner's own endpoint {run.api_base}, not a provider's own address: "
-                f"it can answer anything"
+                "the platform called the owner's own endpoint, not a provider's own address: it can answer anything"
             )
         else:
             statement = "answers uploaded by the model's developers, not checked by a maintainer"

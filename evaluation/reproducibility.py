@@ -101,11 +101,13 @@ def _item(row: dict, run: EvaluationRun, *, worker: bool) -> dict:
     }
 
 
-def run_endpoint(run: EvaluationRun) -> dict | None:
-    """What the run calls, as it snapshot at its start; None for runs that call no model (uploads, calibration)."""
+def run_endpoint(run: EvaluationRun, *, user) -> dict | None:
+    """What the run calls, as it snapshot at its start; None for runs that call no model (uploads, calibration). Its
+    api_base ("": the provider's own address) is None to whoever may not see the model's endpoint."""
     if not run.litellm_model:
         return None
-    return {"litellm_model": run.litellm_model, "api_base": run.api_base, "params": run.call_params}
+    shown = visibility.endpoint_visible(user=user, owner_id=run.model.owner_id)
+    return {"litellm_model": run.litellm_model, "api_base": run.api_base if shown else None, "params": run.call_params}
 
 
 def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
@@ -140,7 +142,7 @@ def run_manifest_chunks(*, run: EvaluationRun, user) -> Iterator[bytes]:
             "provenance": said.value,
             "provenance_label": said.label,
             "provenance_statement": said.statement,
-            "endpoint": run_endpoint(run),
+            "endpoint": run_endpoint(run, user=user),
             "status": run.status,
             "finished_at": run.finished_at,
         },

@@ -54,6 +54,7 @@ def model_detail(
         "model": model,
         "runs": runs_selectors.model_runs(model=model),
         "may_change": may_change,
+        "endpoint_visible": visibility.endpoint_visible(user=request.user, owner_id=model.owner_id),
         "run_rule": runs_selectors.LEADERBOARD_RUN_RULE,
         "may_edit": may_change and model.kind in (ModelEntry.Kind.LITELLM, ModelEntry.Kind.UPLOADED),
         "run_form": (run_form or RunStartForm()) if may_run else None,
@@ -283,6 +284,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "items_hidden": progress.done - items.paginator.count,
         "provenance_changes": run.provenance_changes.select_related("actor"),
         "may_steer": user_may_change(user=request.user, owner_id=run.created_by_id),
+        "endpoint_visible": visibility.endpoint_visible(user=request.user, owner_id=run.model.owner_id),
         "pause_after": settings.RUN_PAUSE_AFTER_FAILURES,
         "may_verify": (
             run.provenance == EvaluationRun.Provenance.SELF_REPORTED

@@ -1,4 +1,4 @@
-"""The runtime guard's module-rebinding check, its cost per item (docs/VERDICTS.md, Module rebinding at runtime).
+"""The runtime guard's module-rebinding check, its cost per item (docs/EVALUATING.md, Module rebinding at runtime).
 
 In this interpreter, with PACKAGES imported (e.g. numpy, or torch and torch.optim from a --target folder on
 PYTHONPATH), the operations sandbox/programs/child.py runs: the baseline at the answer's start (each watched module's

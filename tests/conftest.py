@@ -305,8 +305,8 @@ def _die_with_parent() -> None:
 class WorkerProcess:
     """A real Celery worker in its own process group, sharing this test's database, storage and broker."""
 
-    def __init__(self, *, broker: str, queues: str, env: dict[str, str], log: Path):
-        self.broker, self.queues, self.env, self.log = broker, queues, env, log
+    def __init__(self, *, broker: str, queues: str, env: dict[str, str], log: Path, loglevel: str = "INFO"):
+        self.broker, self.queues, self.env, self.log, self.loglevel = broker, queues, env, log, loglevel
         self.process = None
 
     def start(self) -> WorkerProcess:
@@ -324,7 +324,7 @@ class WorkerProcess:
             "--concurrency",
             "1",
             "--loglevel",
-            "INFO",
+            self.loglevel,
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
@@ -371,7 +371,7 @@ def celery_worker_factory(worker_broker, media_root, sandbox_cache, tmp_path, se
     _pool_reset(app)
     workers: list[WorkerProcess] = []
 
-    def start(*, queues: str = "default,llm,sandbox", **extra: str) -> WorkerProcess:
+    def start(*, queues: str = "default,llm,sandbox", loglevel: str = "INFO", **extra: str) -> WorkerProcess:
         env = {k: v for k, v in os.environ.items() if k not in ("CELERY_RESULT_BACKEND",)}
         env.update(
             {
@@ -382,7 +382,8 @@ def celery_worker_factory(worker_broker, media_root, sandbox_cache, tmp_path, se
                 **extra,
             }
         )
-        worker = WorkerProcess(broker=worker_broker, queues=queues, env=env, log=tmp_path / f"worker{len(workers)}.log")
+        log = tmp_path / f"worker{len(workers)}.log"
+        worker = WorkerProcess(broker=worker_broker, queues=queues, env=env, log=log, loglevel=loglevel)
         workers.append(worker.start())
         return worker
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from config.guides import GUIDES
-from tests.conftest import REPO
+from tests.conftest import REPO, page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +27,29 @@ def test_leaderboard_guide_says_the_token_scheme(client):
     body = client.get("/guides/leaderboard/").content.decode()
     assert "Getting a model on the leaderboard" in body and "Authorization: Token" in body
     assert 'aria-current="page">Getting on the leaderboard' in body
+
+
+def test_the_verdicts_guide_names_every_verdict_and_category_the_code_defines_in_a_developers_words(client):
+    """The newcomer read /guides/verdicts/ as internal notes (module paths, issue numbers, code names): it is a
+    model developer's page, naming every verdict and outcome category the code can record, with what each does to a
+    score, and the engineers' detail lives in the evaluating guide."""
+    from evaluation.models import Outcome
+    from evaluation.outcomes import ERROR_AFTER_AGENT, UNJUDGED
+
+    response = client.get("/guides/verdicts/")
+    assert response.status_code == 200
+    article = re.search(r"<article.*?</article>", response.content.decode(), flags=re.S)
+    assert article, "the guide renders"
+    text = page_text(article.group(0))
+    named = [*Outcome.Status.values, *(c for c in Outcome.Category.values if c), UNJUDGED, ERROR_AFTER_AGENT]
+    assert [name for name in named if name not in text] == [], "every verdict, category and held finding is named"
+    labels = [label for value, label in Outcome.Category.choices if value]
+    assert [label for label in labels if label not in text] == [], "each category as the run and item pages say it"
+    for said in ("sealed replay", "If you think a verdict is wrong", "Left out", "Counted as not passed"):
+        assert said in text, said
+    jargon = re.findall(r"\bissue \d+|\b\w+\.py\b|\b(?:evaluation|benchmarks|sandbox|agents)\.\w+", text)
+    assert jargon == [], "no module paths, code names or issue numbers on a developer's page"
+    assert client.get("/guides/evaluating/").content.decode().count('id="judging-in-detail"') == 1
 
 
 def test_unknown_guide_is_a_404_and_paths_cannot_escape(client):

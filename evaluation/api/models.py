@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from rest_framework import generics, permissions, serializers
 
 from benchmarks.permissions import IsOwnerOrMaintainer
+from benchmarks.visibility import endpoint_visible
 from evaluation.models import ModelEntry
 from evaluation.services import (
     model_register,
@@ -14,7 +15,8 @@ from evaluation.services import (
 
 
 class ModelEntrySerializer(serializers.ModelSerializer):
-    """A registered model; its API key can be written but is never returned."""
+    """A registered model; its API key can be written but is never returned, its api_base only to whoever may see
+    it (benchmarks.visibility.endpoint_visible)."""
 
     api_key = serializers.CharField(
         write_only=True,
@@ -56,13 +58,23 @@ class ModelEntrySerializer(serializers.ModelSerializer):
         read_only_fields = ["created_at"]
         extra_kwargs = {
             "litellm_model": {"help_text": 'e.g. "openai/gpt-4o-mini"; required for kind litellm'},
-            "api_base": {"help_text": "The provider's endpoint; a user's model needs https at a public address."},
+            "api_base": {
+                "help_text": "The provider's endpoint; a user's model needs https at a public address. Returned to the "
+                "model's owner and maintainers only (it can be a private address)."
+            },
             "default_params": {
                 "help_text": "Generation parameters: temperature, top_p, top_k, max_tokens, "
                 "max_completion_tokens, seed, stop, presence_penalty, "
                 "frequency_penalty, reasoning_effort."
             },
         }
+
+    def to_representation(self, instance: ModelEntry) -> dict:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if not endpoint_visible(user=request and request.user, owner_id=instance.owner_id):
+            data.pop("api_base", None)
+        return data
 
 
 class ModelUpdateSerializer(ModelEntrySerializer):

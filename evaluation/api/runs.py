@@ -100,7 +100,8 @@ class RunSerializer(serializers.ModelSerializer):
     )
     endpoint = serializers.SerializerMethodField(
         help_text="What the run calls, fixed at its start: litellm_model, api_base (empty: the provider's own "
-        "address) and the parameters sent; null for runs that call no model (uploads, calibration models)."
+        "address; null: the model's own endpoint, shown to its owner and maintainers only) and the parameters sent; "
+        "null for runs that call no model (uploads, calibration models)."
     )
 
     repeat_runs = serializers.SerializerMethodField(
@@ -183,7 +184,8 @@ class RunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_endpoint(self, run: EvaluationRun) -> dict | None:
-        return run_endpoint(run)
+        request = self.context.get("request")
+        return run_endpoint(run, user=request and request.user)
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, run: EvaluationRun) -> dict:
@@ -316,7 +318,7 @@ class RunDetail(generics.RetrieveAPIView):
             run = run_pin(run=run, actor=request.user)
         else:
             run = run_unpin(run=run, actor=request.user)
-        return Response(RunSerializer(run).data)
+        return Response(RunSerializer(run, context={"request": request}).data)
 
 
 class RunAction(generics.GenericAPIView):

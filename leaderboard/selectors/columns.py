@@ -19,7 +19,7 @@ class LeaderboardColumn:
     label: str = ""  # blank: in the API and CSV only (the page folds it into another cell)
     sort: str = ""  # the page's sort key (LEADERBOARD_SORTS) of this header
     nullable: bool = False
-    toggled: bool = False  # on the page only when asked for (cols=): the key columns fit a 1366 px screen
+    toggled: bool = False  # on the page only when asked for (cols=): the key columns fit a 1280 px screen
     title: str = ""  # the header's tooltip
     agent: bool = False  # shown, not toggled, in the agent view (`mode=agent`)
     shows: tuple[str, ...] = ()  # the API-only fields the page folds into this column's cell (its CSV keeps them)

@@ -99,7 +99,7 @@ def test_an_answers_own_rebinding_of_that_name_is_still_found(torch_environment)
 
 # A torch function rebound through a value the static policy cannot follow back to an import: statically only
 # module-assignment (a note on a sealed snippet whose replay agrees); the runtime guard sees torch's module rebound,
-# warm and cold (module-rebinding, docs/VERDICTS.md).
+# warm and cold (module-rebinding, docs/EVALUATING.md).
 COMPUTED_REBINDING = "    (lambda: torch.nn.functional)().gelu = lambda x, **k: x\n    optimizer.step()\n"
 
 
@@ -164,7 +164,7 @@ def test_a_parameters_gradient_is_recorded_and_its_step_sealed(torch_environment
 # torch's graph compilers exec the code they generate (torch.fx writes a GraphModule's forward as text). The runtime
 # guard excuses them by their installed folders only (child.py, GRAPH_COMPILERS): an honest trace is no runtime
 # evidence, and neither is text an answer hands a private helper of theirs; the static policy's dynamic-code rule
-# flags both (docs/VERDICTS.md).
+# flags both (docs/EVALUATING.md).
 TRACED = """    class Step(torch.nn.Module):
         def forward(self, weights, grads):
             return weights - lr * grads

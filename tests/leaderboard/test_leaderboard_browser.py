@@ -1,12 +1,13 @@
 """In a real browser (Debian's Chromium driven by Playwright): the calibration models on the demo release show as
 reference lines above the ranked entries, a column header sorts the table in place, and the per-paper view opens; at
-1366 px the key columns fit without scrolling sideways and at 390 px the page does not overflow, the column toggle
-reveals a hidden column (with and without JavaScript), and the charts draw when the page is opened by link.
+1280 and 1366 px the key columns fit without scrolling sideways and at 390 px the page does not overflow, the column
+toggle reveals a hidden column (with and without JavaScript), and the charts draw when the page is opened by link.
 Screenshots go to test-artifacts/leaderboard/."""
 
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 
 import pytest
 from playwright.sync_api import expect
@@ -14,7 +15,7 @@ from playwright.sync_api import expect
 from benchmarks.models import Snippet
 from benchmarks.services.psets import pset_import
 from evaluation import services
-from evaluation.models import EvaluationRun, ModelEntry
+from evaluation.models import EvaluationRun, Generation, ModelEntry
 from evaluation.outcomes import Verdict
 from tests.conftest import DEMO_PSET, REPO
 
@@ -275,3 +276,67 @@ def test_long_model_names_keep_their_room_and_filter_labels_stay_with_their_cont
         assert label["x"] + label["width"] <= box["x"] + 1, f"{control}: its label stands before it"
         assert box["x"] + box["width"] <= 390, f"{control} fits the screen"
     shot(page, "15-filters-390")
+
+
+def test_a_1280_px_laptop_sees_every_key_column_and_scrolls_to_a_toggled_one(browser_page, live_server, media_root):
+    """The newcomer's laptop (1280 x 800): the Date column sat past the table's right edge, cut off, with the table's
+    scroll bar below the last row. The key columns fit the width, the worst row included (a long name, a cost, a
+    score with both its badges); a column asked for with "More columns" is reached by scrolling the table."""
+    page, base = browser_page, live_server.url
+    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    for name, passed in (("reference", True), ("placeholder", False), ("weak", False)):
+        calibrate(version, name, passed=passed)
+    worst = ModelEntry.objects.create(
+        name="sonnet",
+        display_name="Claude 3.5 Sonnet (October 2024) with extended thinking",
+        litellm_model="openai/sonnet",
+        knowledge_cutoff=date(2024, 4, 1),
+    )
+    run = services.run_start(model=worst, version=version, dispatch=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running", api_base="https://models.example.org/v1")
+    run.refresh_from_db()
+    flagged = Verdict(
+        "flagged", "", "flagged for review", findings=({"kind": "tampering", "line": 1},), measured="passed"
+    )
+    for index, snippet in enumerate(Snippet.objects.filter(task__versions=version)):
+        verdict = (
+            flagged
+            if index < 10
+            else Verdict("failed", "owner_endpoint", "the model's own endpoint failed")
+            if index < 20
+            else Verdict("passed", "", "")
+        )
+        generation = services.calibration_generation(run=run, snippet=snippet, sample=0)
+        services.outcome_record(run=run, snippet=snippet, sample=0, verdict=verdict, generation=generation)
+    Generation.objects.filter(run=run).update(cost=Decimal("0.1234"))
+    assert services.run_maybe_finish(run=run)
+    url = f"{base}/versions/1.0.0/leaderboard/"
+
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(url)
+    table = page.locator("#leaderboard-table")
+    expect(table.locator("td.score .badge.flagged")).to_have_count(1)
+    expect(table.locator("td.score .badge.failed")).to_have_count(1)
+    edge = page.evaluate("document.querySelector('#leaderboard-table').getBoundingClientRect().right")
+    for label in KEY_HEADERS:
+        box = table.locator("thead").get_by_role("link", name=label, exact=True).bounding_box()
+        assert box and box["x"] + box["width"] <= edge, f"{label} ends past the table's visible edge"
+    dates = table.locator("tbody td[data-column=finished_on]")
+    assert dates.count() == 4
+    for index in range(dates.count()):
+        box = dates.nth(index).bounding_box()
+        assert box and box["x"] + box["width"] <= edge, dates.nth(index).inner_text()
+    assert page.evaluate(
+        "(() => { const w = document.querySelector('#leaderboard-table'); return w.scrollWidth <= w.clientWidth; })()"
+    ), "the key columns need no sideways scroll at 1280 px"
+    expect(table.locator("thead").get_by_role("link", name="Date", exact=True)).to_be_in_viewport()
+    shot(page, "14-layout-1280")
+
+    page.goto(f"{url}?cols=organization,open_weights,knowledge_cutoff,items,errors,flagged,test_gaming,tokens")
+    cutoff = table.locator("thead").get_by_role("link", name="Knowledge cut-off", exact=True)
+    cutoff.scroll_into_view_if_needed()
+    box = cutoff.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 1280, "a toggled column is reached by scrolling"
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "the table scrolls, not the page"
+    expect(table.locator("tbody.ranked td[data-column=knowledge_cutoff]").first).to_have_text("2024-04-01")
+    shot(page, "15-toggled-1280")
