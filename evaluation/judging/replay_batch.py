@@ -34,6 +34,7 @@ from evaluation.judging.sealed import (
     _differs,
     _Recorded,
     _recorded,
+    _replay_report_bounds,
     _report,
     answer_replay,
     recorded_tolerance,
@@ -218,7 +219,8 @@ def _judged(
         return Replay(True, difference=problem, timed_out=True, also_difference=None if also is None else problem)
     if state != "done":
         return None
-    report = _report(out, mark)
+    max_bytes, max_values = _replay_report_bounds(recorded.outputs, target.key)
+    report = _report(out, mark, max_bytes=max_bytes, max_values=max_values)
     if report is None:
         return None
     calls = report["targets"].get(target.key)

@@ -146,21 +146,70 @@ def _marked(stdout: str, mark: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def _report(stdout: str, mark: str) -> dict | None:
-    """The program's report, read as untrusted data: None for anything but one well-formed report."""
+# JSON's structural characters, and each string as a token (its escapes dropped first): what `_structure` counts.
+_NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{},:'))
+_STRINGS = re.compile(rb'"[^"]*"')
+
+
+def _structure(data: bytes) -> int:
+    """How many of JSON's structural characters (brackets, braces, commas, colons) lie outside its strings: every
+    value past the first takes one, so this bounds how many objects json.loads makes of DATA."""
+    kept = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    return len(_STRINGS.sub(b"", kept))
+
+
+def _report(stdout: str, mark: str, *, max_bytes: int, max_values: int) -> dict | None:
+    """The program's report, read as untrusted data: None for anything but one well-formed report of at most
+    `max_bytes` bytes and `max_values` JSON values, each bound checked before what it bounds is decoded (a report
+    of millions of empty objects would cost the worker gigabytes as Python objects)."""
     line = _marked(stdout, mark)
-    if line is None:
+    longest = _base64_length(min(max_bytes, REPORT_BYTES_MAX))
+    if line is None or len(line) > longest + 32:  # the recording's line has its exit status first
         return None
     blob = line.rsplit(" ", 1)[-1]
-    if len(blob) > REPORT_BYTES_MAX:
+    if len(blob) > longest:
         return None
     try:
-        report = json.loads(base64.b64decode(blob, validate=True))
+        data = base64.b64decode(blob, validate=True)
+        if _structure(data) > max_values:
+            return None
+        report = json.loads(data.decode("utf-8"))  # UTF-8 only: json would take UTF-16 bytes, which count otherwise
     except (binascii.Error, ValueError, RecursionError):
         return None
     if not isinstance(report, dict) or report.get("v") != 1 or not isinstance(report.get("targets"), dict):
         return None
     return report
+
+
+def _base64_length(size: int) -> int:
+    return 4 * ((size + 2) // 3)
+
+
+# Room in a report per call and per report for what is not a snapshot (keys, an error's text, the target's key).
+_REPORT_SLACK = 8 * 1024
+
+
+def _replay_report_bounds(outputs: Sequence[str], key: str) -> tuple[int, int]:
+    """The most bytes and JSON values a replay's report of these recorded outputs can need: each call's outputs as
+    long as `_differs` reads them (twice the recording's, plus 64 KiB), twice that as a JSON string (a snapshot's
+    quotes are escaped), and about four values per call."""
+    size = sum(2 * _replay_output_bound(text) + _REPORT_SLACK for text in outputs) + _REPORT_SLACK + 8 * len(key)
+    return size, 8 * (len(outputs) + 4)
+
+
+def _replay_output_bound(expected: str) -> int:
+    """How long a replayed call's outputs may be: parsing costs time per byte, so within twice its recording's."""
+    return 2 * len(expected) + 64 * 1024
+
+
+def _recording_report_bounds(targets: int) -> tuple[int, int]:
+    """The most bytes and JSON values a recording run's report of `targets` functions can need: per function its
+    inputs (base64 of INPUT_BYTES_MAX) and CALLS_MAX calls' outputs (twice the snapshot's cap, as `_parse` reads
+    them, escaped as a JSON string) and its problems' text, a few values per call and per function."""
+    per_target = _base64_length(INPUT_BYTES_MAX) + CALLS_MAX * (4 * SNAPSHOT_CAPS["max_bytes"] + _REPORT_SLACK)
+    return min(REPORT_BYTES_MAX, targets * (per_target + 4 * _REPORT_SLACK) + _REPORT_SLACK), 32 + targets * (
+        32 + 8 * CALLS_MAX
+    )
 
 
 def _parse(text: object, max_bytes: int = SNAPSHOT_CAPS["max_bytes"] * 2) -> Value:
@@ -209,7 +258,8 @@ def _record_run(
         limits=replace(limits, output_bytes=max(limits.output_bytes, REPORT_BYTES_MAX)),
     )
     line = _marked(result.stdout, mark)
-    report = _report(result.stdout, mark)
+    max_bytes, max_values = _recording_report_bounds(len(targets))
+    report = _report(result.stdout, mark, max_bytes=max_bytes, max_values=max_values)
     if report is None or line is None:
         tail = (result.stderr or result.stdout)[-600:]
         return None, f"the recording run did not finish (exit {result.exit_code}): {tail}"
@@ -228,13 +278,16 @@ def _replay_run(
     files: Mapping[str, bytes],
     target: Target,
     inputs: list[str],
+    outputs: Sequence[str],
     limits: Limits,
     answer: tuple[int, int] | None = None,
     inputs_file: bytes | None = None,
 ) -> tuple[list[dict] | None, str, bool]:
-    """The replay's calls, or None and why not; and whether it ran past its time limit. `inputs_file`: the inputs
-    file's content when the caller has it made already (what `inputs` would make)."""
+    """The replay's calls, or None and why not; and whether it ran past its time limit. `outputs`: the recorded
+    outputs (they bound what the replay's report may take); `inputs_file`: the inputs file's content when the caller
+    has it made already (what `inputs` would make)."""
     mark = "rcb-replay-" + secrets.token_hex(12)
+    max_bytes, max_values = _replay_report_bounds(outputs, target.key)
     spec: dict = {"mark": mark, "targets": [target.as_dict()], "inputs": INPUTS_FILE, "snapshot": SNAPSHOT_CAPS}
     if answer is not None:  # the fork server never preloads what the answer's own lines import
         spec.update(answer_file=target.file, first_line=answer[0], last_line=answer[1])
@@ -245,9 +298,10 @@ def _replay_run(
             INPUTS_FILE: inputs_file if inputs_file is not None else json.dumps({target.key: inputs}).encode(),
         },
         command=[session.environment.python, "-B", REPLAYER_FILE, json.dumps(spec)],
-        limits=replace(limits, output_bytes=max(limits.output_bytes, REPORT_BYTES_MAX)),
+        # What the answer may print, as in a test run, and the longest report line the recording can need.
+        limits=replace(limits, output_bytes=limits.output_bytes + _base64_length(max_bytes) + 1024),
     )
-    report = _report(result.stdout, mark)
+    report = _report(result.stdout, mark, max_bytes=max_bytes, max_values=max_values)
     if report is None:
         why = "it timed out" if result.timed_out else f"exit {result.exit_code}"
         return (
@@ -274,11 +328,9 @@ def _differs(
         if "error" in got:
             return f"call {index + 1}: {str(got['error'])[:300]}"
         try:
-            # A replay's output is parsed within twice its recording's size: parsing costs time per byte.
-            bound = 2 * len(expected) + 64 * 1024
             difference = compare(
                 parsed[index] if parsed is not None else _parse(expected),
-                _parse(got.get("outputs"), bound),
+                _parse(got.get("outputs"), _replay_output_bound(expected)),
                 rtol=tolerance.rtol,
                 atol=tolerance.atol,
                 by_dtype=tolerance.by_dtype,
@@ -378,7 +430,9 @@ def recording_make(
                 f"its recorded outputs pass the snapshot's caps ({cut}): a replay could not be compared whole"
             )
             continue
-        replayed, problem, _ = _replay_run(session=session, files=visible, target=target, inputs=inputs, limits=limits)
+        replayed, problem, _ = _replay_run(
+            session=session, files=visible, target=target, inputs=inputs, outputs=outputs, limits=limits
+        )
         differs = problem or _differs(outputs, replayed or [], tolerance)
         if differs:
             entry["reason"] = f"the reference's own replay differs from its recording ({differs})"
@@ -501,6 +555,7 @@ def answer_replay(
         files=replay_files(files, hidden),
         target=target,
         inputs=[],
+        outputs=recorded.outputs,
         limits=limits,
         answer=answer,
         inputs_file=recorded.inputs_file,

@@ -9,14 +9,25 @@ sealable and pass with no flag; a static finding on a sealed snippet whose repla
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from benchmarks.services.blobs import environment_hash
 from evaluation.executor import ItemRun, answer_test, reference_manifest
-from evaluation.judging.sealed import SnippetSpan, recording_make, snippet_key
+from evaluation.judging.sealed import (
+    REPORT_BYTES_MAX,
+    SnippetSpan,
+    _recording_report_bounds,
+    _replay_report_bounds,
+    _report,
+    recording_make,
+    snippet_key,
+)
 from evaluation.judging.verdict import NOTE, REPLAY_DISAGREES
 from sandbox import Limits
 from tests.conftest import sandbox_backend_or_missing
@@ -182,3 +193,99 @@ def test_a_recording_cut_at_the_snapshots_caps_is_not_compared_whole():
     cut = dumps(snapshot_roots({"return": list(range(10))}, max_bytes=10_000, max_depth=10, max_items=3)).decode()
     assert _truncated([whole]) == ""
     assert _truncated([whole, cut]).startswith("call 2 at ")
+
+
+MARK = "rcb-replay-" + "0" * 24
+# attack11: the answer, in its replay, prints its own report line (its mark is in sys.argv[1]) and exits: megabytes of
+# `{},` a json.loads makes millions of dicts of.
+REPORT_BOMB = b'{"v": 1, "targets": {}, "x": [' + b"{}," * 1_000_000 + b"{}]}"
+
+
+def printed(body: bytes, mark: str = MARK) -> str:
+    return f"what the answer printed\n{mark} {base64.b64encode(body).decode()}\n"
+
+
+def peak_while(read, *args, **kwargs) -> tuple[object, int]:
+    """What `read` returned and the most memory Python held for it meanwhile."""
+    tracemalloc.start()
+    try:
+        found = read(*args, **kwargs)
+        return found, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_replay_report_past_what_its_recording_needs_is_refused_before_it_is_decoded():
+    outputs = ["x" * 1000] * 3
+    max_bytes, max_values = _replay_report_bounds(outputs, "optimizer.py:DampNest.step")
+    honest = {"v": 1, "targets": {"optimizer.py:DampNest.step": [{"outputs": text} for text in outputs]}}
+    assert _report(printed(json.dumps(honest).encode()), MARK, max_bytes=max_bytes, max_values=max_values) == honest
+    body = json.dumps(honest).encode()
+    assert _report(printed(body), MARK, max_bytes=len(body), max_values=max_values) == honest
+    assert _report(printed(body), MARK, max_bytes=len(body) - 3, max_values=max_values) is None
+    bomb = printed(REPORT_BOMB)
+    # Unbounded (the cap alone, as before), the worker held 20 times the line's size as Python objects.
+    found, unbounded = peak_while(_report, bomb, MARK, max_bytes=REPORT_BYTES_MAX, max_values=10**9)
+    assert found is not None and unbounded > 10 * len(bomb), unbounded
+    found, bounded = peak_while(_report, bomb, MARK, max_bytes=max_bytes, max_values=max_values)
+    assert found is None and bounded < 2 * len(bomb), bounded
+
+
+def test_a_report_of_more_values_than_its_calls_make_is_refused_before_json_makes_them():
+    max_bytes, max_values = _replay_report_bounds(["x" * 4_000_000], "f.py:f")
+    assert max_bytes > len(REPORT_BOMB)  # within the bytes a recording of 4 MB needs
+    found, peak = peak_while(_report, printed(REPORT_BOMB), MARK, max_bytes=max_bytes, max_values=max_values)
+    assert found is None and peak < 6 * len(printed(REPORT_BOMB)), peak  # a few copies, never objects per byte
+    # Brackets and braces inside strings (a snapshot's own JSON) and escaped quotes are not structure.
+    outputs = ['{"v": 1, "roots": {"return": [[1, 2], {"t": "str", "s": "\\"{[,:"}]}}'] * 20
+    honest = {"v": 1, "targets": {"f.py:f": [{"outputs": text} for text in outputs]}}
+    max_bytes, max_values = _replay_report_bounds(outputs, "f.py:f")
+    assert _report(printed(json.dumps(honest).encode()), MARK, max_bytes=max_bytes, max_values=max_values) == honest
+    # UTF-16 JSON (which json.loads would take from bytes) hides its structure from a count by bytes: refused.
+    hidden = ('{"v": 1, "targets": {}, "s": "\\"", "x": [' + "{}," * 1000 + '{}], "t": "\\""}').encode("utf-16")
+    assert json.loads(hidden)["v"] == 1
+    assert _report(printed(hidden), MARK, max_bytes=max_bytes, max_values=max_values) is None
+
+
+def test_a_recording_runs_report_is_bounded_by_the_snapshots_caps():
+    max_bytes, max_values = _recording_report_bounds(1)
+    assert max_bytes <= REPORT_BYTES_MAX and max_values < 1000
+    line = "rcb-record-" + "0" * 24
+    found = _report(
+        printed(REPORT_BOMB, line).replace(line + " ", line + " 0 "), line, max_bytes=max_bytes, max_values=max_values
+    )
+    assert found is None
+
+
+REPORT_BOMB_ANSWER = """\
+if self.state is None:
+    self.state = {
+        "m": np.zeros_like(theta),
+        "v": np.zeros_like(theta),
+        "s": np.zeros_like(theta),
+        "g_prev": g.copy(),
+    }
+import sys, os, json, base64
+if sys.argv[0].endswith(".rcb-replay.py"):
+    mark = json.loads(sys.argv[1])["mark"]
+    body = b'{"v": 1, "targets": {}, "x": [' + b"{}," * 15_000_000 + b"{}]}"
+    sys.stdout.write(mark + " " + base64.b64encode(body).decode() + "\\n")
+    sys.stdout.flush()
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("backend_name", ["bwrap", "docker"])
+def test_a_replay_that_prints_a_report_bomb_is_flagged_within_bounded_memory(sessions, backend_name):
+    """attack11: the answer's tests pass, and its replay prints a 60 MB report of 15 million empty dicts (the
+    worker's judging process peaked at 1.3 GB before reading it). Now its stdout is capped at what the answer may
+    print plus the longest report the recording needs, the line is refused unread, and the item is flagged."""
+    entry = Entry("report-bomb", "exit", "dampnest", "initialise optimiser state on first step", "")
+    code = task("dampnest").indented(entry.snippet, REPORT_BOMB_ANSWER)
+    passed, output = unguarded_run(task("dampnest").spliced(entry.snippet, code))
+    assert passed, output
+    run, peak = peak_while(platform_run, sessions, backend_name, "warm", entry, code)
+    assert run.verdict.status == "flagged" and run.verdict.measured == "passed", run.verdict
+    replay = [f for f in run.verdict.findings if f["kind"] == REPLAY_DISAGREES]
+    assert replay and "no single readable report" in replay[0]["detail"], run.verdict.findings
+    assert peak < 64 * 1024 * 1024, peak

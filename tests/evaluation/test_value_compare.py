@@ -524,3 +524,93 @@ def test_the_sealed_replay_judges_a_low_precision_tensor_at_its_resolution_and_n
     assert _differs([tensor(recorded, "bfloat16")], [{"outputs": tensor(one_ulp, "bfloat16")}], tolerance) == ""
     assert _differs([tensor(recorded, "bfloat16")], [{"outputs": tensor(wrong, "bfloat16")}], tolerance)
     assert _differs([tensor(recorded, "float32")], [{"outputs": tensor(one_ulp, "float32")}], tolerance)
+
+
+def test_a_numpy_scalar_is_the_python_scalar_of_its_kind_by_value():
+    """attack11: an honest `np.argmax(x)` where the reference wrote `int(np.argmax(x))` (or `np.mean` for `sum / n`)
+    passes assertEqual, assertAlmostEqual and assert_allclose: compared by value, within the same tolerance."""
+    assert diff(0.7310585786300049, np.float64(0.7310585786300049)) is None
+    assert diff(np.float64(0.25), 0.25) is None
+    assert diff(1.0, np.float32(1.0 + 1e-7), rtol=1e-6) is None
+    assert diff(3, np.int64(3)) is None and diff(np.uint8(3), 3) is None
+    assert diff(True, np.bool_(True)) is None and diff(np.bool_(False), False) is None
+    assert diff(1 + 2j, np.complex128(1 + 2j)) is None
+    assert diff(math.nan, np.float64(math.nan)) is None
+    # Its value is compared as the recording's kind's is: no looser.
+    found = diff(1.0, np.float64(1.001), rtol=1e-5)
+    assert found is not None and (found.kind, found.path) == ("value", "value")
+    assert diff(3, np.int64(4), rtol=1.0, atol=1e9).kind == "value"
+    assert diff(True, np.bool_(False)).kind == "value"
+    assert diff(np.float64(1.0), math.inf).kind == "value"
+    # Another kind stays a type difference, as between Python's own scalars.
+    for recorded, replayed in ((2, np.float64(2.0)), (2.0, np.int64(2)), (1, np.bool_(True)), (True, np.int64(1))):
+        found = diff(recorded, replayed)
+        assert found is not None and found.kind == "type", (recorded, replayed, found)
+    assert diff(1.0, np.array(1.0)).kind == "type"  # a 0-d array is not a scalar
+
+
+def state(obj: Any, *, returned: Any = None) -> Any:
+    """What a call leaves: OBJ as the state of its first argument at exit."""
+    return value(None, **{"return": returned}, args=[obj])
+
+
+def test_extra_state_left_in_an_argument_is_no_difference_when_every_recorded_entry_agrees():
+    """attack11: an answer that keeps `state["step"]` (what Adam-style code keeps) or one more attribute on `self`
+    passes the paper's tests, which read what they know; the recorded entries decide."""
+
+    class Optimiser:
+        def __init__(self, **state: Any) -> None:
+            self.lr = 0.1
+            self.state = state
+
+    recorded = Optimiser(m=np.zeros(2))
+    assert compare(state(recorded), state(Optimiser(m=np.zeros(2), step=0)), rtol=0, atol=0) is None
+    extra = Optimiser(m=np.zeros(2))
+    extra.steps_taken, extra._cache = 3, {"norm": np.float64(1.0)}  # type: ignore[attr-defined]
+    assert compare(state(recorded), state(extra), rtol=0, atol=0) is None
+    # Every recorded entry is still compared, and one missing is a difference.
+    found = compare(state(recorded), state(Optimiser(m=np.ones(2), step=0)), rtol=0, atol=0)
+    assert found is not None and found.path == 'args[0].state["m"][0]'
+    found = compare(state(recorded), state(Optimiser(step=0)), rtol=0, atol=0)
+    assert found is not None and found.kind == "structure" and 'no key "m"' in found.message
+    missing = Optimiser(m=np.zeros(2))
+    del missing.lr
+    assert compare(state(recorded), state(missing), rtol=0, atol=0).message == "no attribute lr"
+
+
+def test_extra_state_that_could_stand_for_code_or_the_return_value_stays_a_difference():
+    """What the tolerance cannot let through: an extra attribute that is a function, method or object (it may
+    shadow a method of the class: the snapshot does not hold the class's names), a dunder name, another class, and
+    extra keys in what the call returned (a dict the caller receives may be its contract)."""
+
+    class Optimiser:
+        def __init__(self) -> None:
+            self.lr = 0.1
+
+        def step(self) -> float:
+            return self.lr
+
+    class Other(Optimiser):
+        pass
+
+    recorded = state(Optimiser())
+    for name, extra in (
+        ("step", lambda: 0.0),
+        ("step", Optimiser().step),
+        ("step", Other()),
+        ("helper", len),
+        ("__class__", "Optimiser"),
+    ):
+        shadowed = Optimiser()
+        shadowed.__dict__[name] = extra
+        found = compare(recorded, state(shadowed), rtol=0, atol=0)
+        assert found is not None and found.kind == "structure" and name in found.message, (name, found)
+    assert compare(recorded, state(Other()), rtol=0, atol=0).kind == "type"
+    found = compare(
+        state(None, returned={"loss": 1.0}), state(None, returned={"loss": 1.0, "aux": 0.0}), rtol=0, atol=0
+    )
+    assert found is not None and found.path == "return" and '"aux"' in found.message
+    returned = Optimiser()
+    returned.extra = 1  # type: ignore[attr-defined]
+    found = compare(state(None, returned=Optimiser()), state(None, returned=returned), rtol=0, atol=0)
+    assert found is not None and found.path == "return"

@@ -27,6 +27,7 @@ from evaluation.judging import replay_batch
 from evaluation.judging.replay_batch import BatchStats
 from evaluation.judging.sealed import (
     REPLAYER_SOURCE,
+    REPORT_BYTES_MAX,
     SNAPSHOT_CAPS,
     SnippetSpan,
     _report,
@@ -210,7 +211,7 @@ def test_a_mutant_cannot_reach_the_next_one_in_its_batch(dampnest, tmp_path):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(writer.read_text()), signal.SIGKILL)
     assert "FORGED by the hostile mutant" in outputs[0]
-    report = _report(outputs[1], spec["mark"])
+    report = _report(outputs[1], spec["mark"], max_bytes=REPORT_BYTES_MAX, max_values=1000)
     assert report is not None
     calls = report["targets"][entry["key"]]
     assert calls and all("NoneType" in call.get("error", "") for call in calls)  # poisoned
