@@ -32,6 +32,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     answer = realpath(join(cwd, spec["answer_file"])) if spec.get("answer_file") else None
     first, last = spec.get("first_line", 0), spec.get("last_line", -1)
     hidden_modules = frozenset(spec.get("hidden_modules", ()))
+    task_imports = tuple(name for name in spec.get("imports", ()) if type(name) is str)
     stop_at_first_failure = spec.get("failfast") is True  # read before any of the task's code runs
     hidden_inodes, hidden_folders = set(), set()
     for path in spec.get("hidden_files", ()):
@@ -368,6 +369,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 owner = defining_module(value)
                 if owner is not None:
                     watched_tops.add(str_.partition(owner, ".")[0])
+        # The packages the task's files import anywhere (imported at the answer's start): a reference's lazy import too.
+        watched_tops.update(str_.partition(name, ".")[0] for name in task_imports)
         watched_tops.difference_update(UNWATCHED)
         rebinding_new_modules()
 
@@ -1057,6 +1060,24 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     import_module(testing)
                 except Exception:
                     pass
+        # The modules the task's files import anywhere (a reference's lazy import too), imported now as its first
+        # call would, so they are in the baseline and watched, not first seen as the answer left them. Never a
+        # native one (dropped above so that the answer's import of it is seen) nor the task's own (not listed).
+        for name in task_imports:
+            if name in modules or str_.partition(name, ".")[0] in native:
+                continue
+            parent, _, leaf = str_.rpartition(name, ".")
+            try:
+                if parent:
+                    import_module(parent)
+                    held = module_namespace(modules[parent]).get(leaf)
+                    # An attribute (`from numpy import array`): a submodule of that name would replace it, as the
+                    # fork server's zygote never does either.
+                    if held is not None and not issubclass_(type_(held), ModuleType):
+                        continue
+                import_module(name)
+            except Exception:
+                pass
         snapshot()
         generators_snapshot()
         attrs_snapshot()

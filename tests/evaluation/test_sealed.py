@@ -25,6 +25,9 @@ from tests.evaluation.corpus.tasks import ENTRY_POINT, Entry, entries, task, ung
 CORPUS = Path(__file__).parent / "corpus"
 HOSTILE = entries(CORPUS / "hostile_sealed.yaml")
 LIMITS = Limits(wall_seconds=60, memory_bytes=1024**3, processes=64, cpus=1.0, output_bytes=1024**2)
+# The corpus's tasks: the demo set, tinyformer, and robust-scale (a lazily imported module, a test making numpy's
+# floating-point errors fatal).
+TASKS = ["dampnest", "topk-attention-pool", "trimmed-infonce", "tinyformer", "robust-scale"]
 MODES = [("bwrap", "warm"), ("bwrap", "cold"), ("docker", "warm"), ("docker", "cold")]
 # What the recordings stored, by digest: the tests' stand-in for the platform's blob storage.
 BLOBS: dict[str, bytes] = {}
@@ -121,7 +124,7 @@ def test_a_sealed_route_never_passes(sessions, backend_name, mode, entry):
             assert any(f["kind"] == "tampering" and "was rebound" in f["detail"] for f in flags), verdict.findings
 
 
-@pytest.mark.parametrize("task_name", ["dampnest", "topk-attention-pool", "trimmed-infonce", "tinyformer"])
+@pytest.mark.parametrize("task_name", TASKS)
 @pytest.mark.parametrize("backend_name,mode", MODES)
 def test_every_reference_is_sealed_where_sealable_and_passes_unflagged(sessions, backend_name, mode, task_name):
     session, _, recording = sessions(backend_name, mode, task_name)

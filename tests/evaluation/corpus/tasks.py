@@ -23,6 +23,7 @@ FOLDERS = {
     "trimmed-infonce": ROOT / "benchmarks" / "demo" / "trimmed-infonce",
     "topk-attention-pool": ROOT / "benchmarks" / "demo" / "topk-attention-pool",
     "tinyformer": ROOT / "tests" / "evaluation" / "packages" / "tinyformer",
+    "robust-scale": ROOT / "tests" / "evaluation" / "packages" / "robustscale",
 }
 ENTRY_POINT = "paper2code_test.py"
 # The limits an answer of the corpora runs under through the platform.
