@@ -1,5 +1,5 @@
-"""The tasks the corpora splice answers into (the demo set and tinyformer), and an unguarded run of one: the
-spliced files in a temporary folder, the entry point run with plain `python`, judged by the pass rule alone."""
+"""The tasks the corpora splice answers into (the demo set, tinyformer and robust-scale), and an unguarded run of one:
+the spliced files in a temporary folder, the entry point run with plain `python`, judged by the pass rule alone."""
 
 from __future__ import annotations
 
