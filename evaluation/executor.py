@@ -270,8 +270,14 @@ def answer_test(
     first, last = answer_span(marked.start_line, code)
     hidden = sorted(hidden_files)
     modules = tuple(sorted({PurePosixPath(path).stem for path in hidden if path.endswith(".py")}))
+    answered = {**files, annotated.path: spliced.encode("utf-8")}
     guard = GuardSpec(
-        answer_file=annotated.path, first_line=first, last_line=last, hidden_modules=modules, hidden_files=tuple(hidden)
+        answer_file=annotated.path,
+        first_line=first,
+        last_line=last,
+        hidden_modules=modules,
+        hidden_files=tuple(hidden),
+        imports=tuple(preload_modules(answered, answer=(annotated.path, first, last))),
     )
     # The policy's context: the task's own files (the hidden ones are left out), the answer's file as spliced.
     context = {path: data.decode("utf-8", "replace") for path, data in files.items() if path.endswith(".py")}
@@ -291,7 +297,6 @@ def answer_test(
         if static_audit
         else []
     )
-    answered = {**files, annotated.path: spliced.encode("utf-8")}
     replay = None
     if recording is not None:
 

@@ -107,6 +107,10 @@ class GuardSpec:
     # Stop at the first failing test (unittest's failfast, whatever the entry point asks): a run that only needs to
     # know whether the tests fail (a mutant's) ends there instead of running the rest.
     failfast: bool = False
+    # The modules the task's files import, anywhere in them (a function's lazy import too) but the answer's own
+    # lines (sandbox.forkserver.preload_modules): imported before the guard's snapshot at the answer's start and
+    # watched, so a module the answer imports first is not watched as the answer left it.
+    imports: tuple[str, ...] = ()
 
     def as_json(self) -> str:
         return json.dumps(
@@ -117,6 +121,7 @@ class GuardSpec:
                 "hidden_modules": list(self.hidden_modules),
                 "hidden_files": list(self.hidden_files),
                 **({"failfast": True} if self.failfast else {}),
+                **({"imports": list(self.imports)} if self.imports else {}),
             }
         )
 

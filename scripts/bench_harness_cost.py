@@ -6,7 +6,12 @@ session, the two interleaved so that load on the machine weighs on both alike.
 `git show REV:sandbox/harness.py > /tmp/old.py`), interleaved item by item with this tree's, so before
 and after are compared under the same load. Prints ms per item (median) for the bare run and each harness, the
 harness's cost (the difference) and the ratio to the bare run.
+`--without-imports` also measures this tree's harness with no GuardSpec.imports (what it was before the guard
+imported the task's imports at the answer's start), interleaved the same way.
+`--package robustscale` runs that package's reference instead (its answer: the median absolute deviation, whose
+helper imports statistics lazily; the guard imports what the task's files import at the answer's start).
 Run: .venv/bin/python scripts/bench_harness_cost.py [--items 40] [--mode warm|cold] [--baseline FILE]
+     [--package tinyformer|robustscale] [--without-imports]
 """
 
 from __future__ import annotations
@@ -22,7 +27,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-PACKAGE = REPO / "tests" / "evaluation" / "packages" / "tinyformer"
+PACKAGES = REPO / "tests" / "evaluation" / "packages"
+# Per package: the answer's file and lines (the reference's own, left in place), the hidden files.
+ANSWERS = {
+    "tinyformer": ("layers.py", 56, 59, ("layers_ref.py", "paper2code_test.py")),
+    "robustscale": ("robust.py", 26, 27, ("robust_ref.py", "paper2code_test.py")),
+}
+
+
+WITHOUT_IMPORTS = "this tree, no imports"
 
 
 def harness_module(path: str | None):
@@ -44,6 +57,8 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=40)
     parser.add_argument("--mode", default="warm", choices=("warm", "cold"))
     parser.add_argument("--baseline", help="another harness.py to measure beside this tree's")
+    parser.add_argument("--package", default="tinyformer", choices=sorted(ANSWERS))
+    parser.add_argument("--without-imports", action="store_true", help="also this tree's with no GuardSpec.imports")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
@@ -53,17 +68,21 @@ def main() -> None:
     from benchmarks.services.blobs import environment_hash
     from sandbox import Limits
     from sandbox.bwrap import BwrapBackend
-    from sandbox.forkserver import ForkingSession
+    from sandbox.forkserver import ForkingSession, preload_modules
 
     harnesses = {"this tree": harness_module(None)}
     if args.baseline:
         harnesses[args.baseline] = harness_module(args.baseline)
+    if args.without_imports:
+        harnesses[WITHOUT_IMPORTS] = harnesses["this tree"]
     cache = Path(os.environ.get("SANDBOX_CACHE_DIR_BENCH", str(REPO / "var" / "sandbox-bench")))
     backend = BwrapBackend(cache, forkserver=args.mode == "warm")
     ok, why = backend.available()
     if not ok:
         sys.exit(f"bwrap is not available: {why}")
-    files = {path.name: path.read_bytes() for path in PACKAGE.iterdir() if path.is_file()}
+    answer_file, first, last, hidden = ANSWERS[args.package]
+    files = {path.name: path.read_bytes() for path in (PACKAGES / args.package).iterdir() if path.is_file()}
+    imports = tuple(preload_modules(files, answer=(answer_file, first, last)))
     limits = Limits(wall_seconds=120, memory_bytes=1024 * 1024 * 1024, processes=64, cpus=1.0)
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
     times: dict[str, list[float]] = {"bare": [], **{name: [] for name in harnesses}}
@@ -71,12 +90,16 @@ def main() -> None:
         for index in range(args.items + 2):  # the first two start the fork server and fill the page cache
             for kind in times:
                 harness = harnesses.get(kind, harnesses["this tree"])
+                # A harness from before GuardSpec.imports (--baseline) imports nothing at the answer's start.
+                fields = harness.GuardSpec.__dataclass_fields__
+                known = {"imports": imports} if "imports" in fields and kind != WITHOUT_IMPORTS else {}
                 guard = harness.GuardSpec(
-                    answer_file="layers.py",
-                    first_line=56,
-                    last_line=59,
-                    hidden_modules=("layers_ref", "paper2code_test"),
-                    hidden_files=("layers_ref.py", "paper2code_test.py"),
+                    answer_file=answer_file,
+                    first_line=first,
+                    last_line=last,
+                    hidden_modules=tuple(name.removesuffix(".py") for name in hidden),
+                    hidden_files=hidden,
+                    **known,
                 )
                 nonce = harness.nonce_new()
                 if kind == "bare":
@@ -99,7 +122,7 @@ def main() -> None:
         forking = isinstance(session, ForkingSession) and session.forking
     medians = {kind: 1000 * statistics.median(values) for kind, values in times.items()}
     print(
-        f"tinyformer reference on bwrap {args.mode}{' (fork server)' if forking else ''}, {args.items} items "
+        f"{args.package} reference on bwrap {args.mode}{' (fork server)' if forking else ''}, {args.items} items "
         f"each, interleaved; load average {os.getloadavg()[0]:.1f}"
     )
     print(f"bare test: {medians['bare']:7.1f} ms per item (median)")

@@ -8,7 +8,14 @@ check both as the guard does it (operator.is_ over one chained list: one C loop)
 the packages the task's code imports: an upper bound). Prints ms (median of --repeat) and the ratio, with the load.
 An item pays one baseline and one check per test boundary and per call of the reference that follows the answer's.
 
+--lazy MODULE...: modules the task imports only inside a function, which the guard now imports at the answer's start
+(GuardSpec.imports) so that they are watched: their import's cost (paid once by a cold item that would not have
+imported them before the answer; a warm item finds them preloaded by the fork server) and the baseline and check
+with them watched too. With numpy loaded, the read and comparison of numpy's error state (np.seterr and
+np.seterrcall) that each check adds.
+
 Run: PYTHONPATH=/tmp/calib-site .venv/bin/python scripts/bench_module_rebinding.py torch torch.optim [--repeat 200]
+     .venv/bin/python scripts/bench_module_rebinding.py numpy --lazy scipy.special statistics
 """
 
 from __future__ import annotations
@@ -39,9 +46,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("packages", nargs="*", default=["numpy"])
     parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--lazy", nargs="*", default=[], help="modules the task imports only inside a function")
     args = parser.parse_args()
     for name in args.packages:
         importlib.import_module(name)
+    measure(args.packages, args.repeat)
+    if args.lazy:
+        start = time.perf_counter()
+        for name in args.lazy:
+            importlib.import_module(name)
+        print(f"\nimporting {' '.join(args.lazy)} at the answer's start: {1000 * (time.perf_counter() - start):.1f} ms")
+        measure([*args.packages, *args.lazy], args.repeat)
+    if "numpy" in sys.modules:
+        from numpy._core._multiarray_umath import _get_extobj_dict  # type: ignore[import-not-found]
+
+        baseline = tuple(_get_extobj_dict().items())
+
+        def error_state_unchanged():
+            now = dict(_get_extobj_dict().items())
+            return all(now.get(key) is value or now.get(key) == value for key, value in baseline)
+
+        assert error_state_unchanged()
+        print(f"numpy error state, read and compared: {1000 * median_ms(error_state_unchanged, args.repeat):7.2f} us")
+
+
+def measure(packages: list[str], repeat: int) -> None:
     namespace_of = vars(ModuleType)["__dict__"].__get__
     spaces = [
         namespace_of(module)
@@ -63,10 +92,9 @@ def main() -> None:
         return sum(map(len, spaces)) == len(flat) and all(map(is_, chain.from_iterable(map(dict.values, spaces)), flat))
 
     assert check_ids() and check_identity()
-    base, by_ids, by_identity = (median_ms(run, args.repeat) for run in (baseline, check_ids, check_identity))
+    base, by_ids, by_identity = (median_ms(run, repeat) for run in (baseline, check_ids, check_identity))
     print(
-        f"{' '.join(args.packages)}: {len(spaces)} modules, {len(flat)} names watched; "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"{' '.join(packages)}: {len(spaces)} modules, {len(flat)} names watched; load average {os.getloadavg()[0]:.1f}"
     )
     print(f"baseline (once per item):            {base:7.2f} ms")
     print(f"check, a list of ids per module:     {by_ids:7.2f} ms")

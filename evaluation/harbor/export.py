@@ -37,6 +37,7 @@ from evaluation.selectors.items import item_prompt
 from evaluation.taskfiles import task_annotated, task_files, task_hidden_files
 from sandbox import harness, programs
 from sandbox.fetch import PROBE, Fetcher, IndexConfig, requirement_lines, target_from_probe
+from sandbox.forkserver import preload_modules
 
 ORG = "researchcodebench"
 SCHEMA_VERSION = "1.4"  # harbor.models.task.config.TaskConfig.schema_version in Harbor 0.26
@@ -154,6 +155,8 @@ def harbor_task_files(
         "seconds": seconds,
         "hidden_files": sorted(hidden),
         "hidden_modules": sorted({PurePosixPath(p).stem for p in hidden if p.endswith(".py")}),
+        # What the guard imports and watches from the answer's start (GuardSpec.imports): never the snippet's body.
+        "imports": preload_modules(files, skipped=[(snippet.file_path, snippet.start_line, snippet.end_line)]),
         "manifest": task.test_manifest or {"runner": "strict"},
     }
     out: dict[str, bytes | Path] = {

@@ -87,6 +87,7 @@ def judge(item: dict, final: str | None) -> tuple[bool, str, str | None]:
         last_line=last,
         hidden_modules=tuple(item["hidden_modules"]),
         hidden_files=tuple(item["hidden_files"]),
+        imports=tuple(item.get("imports", ())),  # a task exported before the guard imported them has none
     )
     command = [
         "setpriv",

@@ -32,6 +32,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     answer = realpath(join(cwd, spec["answer_file"])) if spec.get("answer_file") else None
     first, last = spec.get("first_line", 0), spec.get("last_line", -1)
     hidden_modules = frozenset(spec.get("hidden_modules", ()))
+    task_imports = tuple(name for name in spec.get("imports", ()) if type(name) is str)
     stop_at_first_failure = spec.get("failfast") is True  # read before any of the task's code runs
     hidden_inodes, hidden_folders = set(), set()
     for path in spec.get("hidden_files", ()):
@@ -368,6 +369,8 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 owner = defining_module(value)
                 if owner is not None:
                     watched_tops.add(str_.partition(owner, ".")[0])
+        # The packages the task's files import anywhere (imported at the answer's start): a reference's lazy import too.
+        watched_tops.update(str_.partition(name, ".")[0] for name in task_imports)
         watched_tops.difference_update(UNWATCHED)
         rebinding_new_modules()
 
@@ -453,6 +456,77 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             if name not in state["reported"]:
                 state["reported"].add(name)
                 record("tampering", "module-rebinding", None, name + " was rebound (seen " + where + ")")
+        changed = error_state_changes()
+        if changed and "numpy error state" not in state["reported"]:
+            state["reported"].add("numpy error state")
+            record(
+                "tampering",
+                "module-rebinding",
+                None,
+                "numpy's error handling (np.seterr, np.seterrcall) was changed: " + changed + " (seen " + where + ")",
+            )
+
+    # numpy's error handling (np.seterr, np.seterrcall: its extobj): process-wide state the reference and the
+    # assertion helpers compute under, held by no module's name. Read by numpy's own C getter, the one np.geterr and
+    # np.geterrcall call, taken at the answer's start (the answer could rebind those or swap their code); compared
+    # with its reading then where module rebinding is. Strings and ints by value, the callback by identity.
+    error_state: dict = {"read": None, "baseline": None}
+
+    def error_state_read():
+        read = error_state["read"]
+        if read is None:
+            return None
+        try:
+            now = read()
+        except Exception:
+            return None
+        if type_(now) is dict_:  # numpy 2: {"divide": "warn", ..., "call": None, "bufsize": 8192}
+            return tuple_(dict_.items(now))
+        if type_(now) is list_:  # numpy 1: [bufsize, the error mask, the callback]
+            return tuple_(zip_(("bufsize", "mask", "call"), now))
+        return None
+
+    def error_state_snapshot():
+        numpy = modules.get("numpy")
+        if type_(numpy) is not ModuleType:
+            return
+        for name, getter in (("numpy._core._multiarray_umath", "_get_extobj_dict"), ("numpy.core.umath", "geterrobj")):
+            module = modules.get(name)
+            if type_(module) is ModuleType:
+                read = module_namespace(module).get(getter)
+                if type_(read) is BuiltinFunctionType:
+                    error_state["read"] = read
+                    error_state["baseline"] = error_state_read()
+                    return
+
+    def error_state_changes():
+        before = error_state["baseline"]
+        if before is None:
+            return ""
+        now = error_state_read()
+        if now is None:
+            return "it can no longer be read"
+        held = dict_(now)
+        changes = []
+        for key, value in before:
+            after = held.get(key, missing)
+            if after is value:
+                continue
+            kind = type_(value)
+            if (kind is str_ or kind is int_) and type_(after) is kind and after == value:
+                continue
+            changes.append(str_.__str__(key) + " " + error_state_shown(value) + " -> " + error_state_shown(after))
+        return ", ".join(changes)
+
+    def error_state_shown(value):
+        kind = type_(value)  # no builtin such as repr(): the answer can rebind those
+        if value is None or value is missing:
+            return "None" if value is None else "nothing"
+        if kind is str_:
+            return str_.__repr__(value)
+        if kind is int_:
+            return int_.__repr__(value)
+        return "a callback" if callable_(value) else "an object"
 
     def replaced():
         if answer is None:
@@ -1057,11 +1131,30 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     import_module(testing)
                 except Exception:
                     pass
+        # The modules the task's files import anywhere (a reference's lazy import too), imported now as its first
+        # call would, so they are in the baseline and watched, not first seen as the answer left them. Never a
+        # native one (dropped above so that the answer's import of it is seen) nor the task's own (not listed).
+        for name in task_imports:
+            if name in modules or str_.partition(name, ".")[0] in native:
+                continue
+            parent, _, leaf = str_.rpartition(name, ".")
+            try:
+                if parent:
+                    import_module(parent)
+                    held = module_namespace(modules[parent]).get(leaf)
+                    # An attribute (`from numpy import array`): a submodule of that name would replace it, as the
+                    # fork server's zygote never does either.
+                    if held is not None and not issubclass_(type_(held), ModuleType):
+                        continue
+                import_module(name)
+            except Exception:
+                pass
         snapshot()
         generators_snapshot()
         attrs_snapshot()
         if answer is not None:
             rebinding_baseline()
+            error_state_snapshot()
 
     def hook(event, args):
         # An event name of another type could run the answer's code on hashing: sys.audit takes only str.

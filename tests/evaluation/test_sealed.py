@@ -36,6 +36,9 @@ from tests.evaluation.corpus.tasks import ENTRY_POINT, Entry, entries, task, ung
 CORPUS = Path(__file__).parent / "corpus"
 HOSTILE = entries(CORPUS / "hostile_sealed.yaml")
 LIMITS = Limits(wall_seconds=60, memory_bytes=1024**3, processes=64, cpus=1.0, output_bytes=1024**2)
+# The corpus's tasks: the demo set, tinyformer, and robust-scale (a lazily imported module, a test making numpy's
+# floating-point errors fatal).
+TASKS = ["dampnest", "topk-attention-pool", "trimmed-infonce", "tinyformer", "robust-scale"]
 MODES = [("bwrap", "warm"), ("bwrap", "cold"), ("docker", "warm"), ("docker", "cold")]
 # What the recordings stored, by digest: the tests' stand-in for the platform's blob storage.
 BLOBS: dict[str, bytes] = {}
@@ -130,9 +133,11 @@ def test_a_sealed_route_never_passes(sessions, backend_name, mode, entry):
             assert any(f["kind"] == REPLAY_DISAGREES for f in flags), verdict.findings
         if entry.cls == "rebind-computed":  # statically only module-assignment (a note): the runtime guard holds it
             assert any(f["kind"] == "tampering" and "was rebound" in f["detail"] for f in flags), verdict.findings
+        if entry.cls == "errstate":  # numpy's error handling is no module's name: the guard compares it too
+            assert any(f["kind"] == "tampering" and "error handling" in f["detail"] for f in flags), verdict.findings
 
 
-@pytest.mark.parametrize("task_name", ["dampnest", "topk-attention-pool", "trimmed-infonce", "tinyformer"])
+@pytest.mark.parametrize("task_name", TASKS)
 @pytest.mark.parametrize("backend_name,mode", MODES)
 def test_every_reference_is_sealed_where_sealable_and_passes_unflagged(sessions, backend_name, mode, task_name):
     session, _, recording = sessions(backend_name, mode, task_name)
@@ -176,6 +181,40 @@ def test_a_rebinding_past_the_recorded_calls_passed_while_module_assignment_was_
     after = platform_run(sessions, "bwrap", "warm", entry).verdict
     assert after.status == "flagged", after
     assert {f.get("rule") for f in after.findings if "note" not in f} >= {"module-rebinding"}, after.findings
+
+
+# Honest answers around what the guard compares beside module names: numpy's error handling changed inside a `with
+# np.errstate` block (restored when it ends), and the module the reference imports lazily imported by the answer
+# too and left as it was.
+ROBUST_HONEST = [
+    Entry(
+        "logsumexp-under-errstate",
+        "honest",
+        "robust-scale",
+        "shifted log-sum-exp",
+        "with np.errstate(under='ignore'):\n"
+        "    shifted = x - np.max(x, axis=-1, keepdims=True)\n"
+        "    out = np.max(x, axis=-1) + np.log(np.exp(shifted).sum(axis=-1))\n",
+    ),
+    Entry(
+        "own-statistics-import",
+        "honest",
+        "robust-scale",
+        "median absolute deviation",
+        "import statistics\n"
+        "centre = statistics.median(values)\n"
+        "mad = statistics.median(abs(v - centre) for v in values)\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("entry", ROBUST_HONEST, ids=ids)
+@pytest.mark.parametrize("backend_name,mode", MODES)
+def test_an_honest_errstate_block_or_lazy_import_passes_unflagged(sessions, backend_name, mode, entry):
+    passed, output = unguarded_run(task(entry.task).spliced(entry.snippet, entry.code))
+    assert passed, output
+    run = platform_run(sessions, backend_name, mode, entry)
+    assert (run.verdict.status, run.verdict.findings) == ("passed", ()), (run.verdict, run.result.stderr[-1500:])
 
 
 @pytest.mark.parametrize("entry", entries(CORPUS / "honest.yaml"), ids=ids)

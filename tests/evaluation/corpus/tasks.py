@@ -1,5 +1,5 @@
-"""The tasks the corpora splice answers into (the demo set and tinyformer), and an unguarded run of one: the
-spliced files in a temporary folder, the entry point run with plain `python`, judged by the pass rule alone."""
+"""The tasks the corpora splice answers into (the demo set, tinyformer and robust-scale), and an unguarded run of one:
+the spliced files in a temporary folder, the entry point run with plain `python`, judged by the pass rule alone."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ FOLDERS = {
     "trimmed-infonce": ROOT / "benchmarks" / "demo" / "trimmed-infonce",
     "topk-attention-pool": ROOT / "benchmarks" / "demo" / "topk-attention-pool",
     "tinyformer": ROOT / "tests" / "evaluation" / "packages" / "tinyformer",
+    "robust-scale": ROOT / "tests" / "evaluation" / "packages" / "robustscale",
 }
 ENTRY_POINT = "paper2code_test.py"
 # The limits an answer of the corpora runs under through the platform.
