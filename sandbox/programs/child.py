@@ -451,12 +451,12 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         rebinding_seen()
         return found
 
-    def rebinding_report(where):
+    def rebinding_report(where, in_test=False):
         for name in rebindings():
             if name not in state["reported"]:
                 state["reported"].add(name)
                 record("tampering", "module-rebinding", None, name + " was rebound (seen " + where + ")")
-        changed = error_state_changes()
+        changed = error_state_changes(in_test)
         if changed and "numpy error state" not in state["reported"]:
             state["reported"].add("numpy error state")
             record(
@@ -499,7 +499,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     error_state["baseline"] = error_state_read()
                     return
 
-    def error_state_changes():
+    def error_state_changes(in_test):
         before = error_state["baseline"]
         if before is None:
             return ""
@@ -514,6 +514,11 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                 continue
             kind = type_(value)
             if (kind is str_ or kind is int_) and type_(after) is kind and after == value:
+                continue
+            # Inside a test, its own `with np.errstate(divide="ignore"):` around a reference call is honest: only a
+            # callback, or a mode that calls one, is code run inside the reference's computation; the rest is compared
+            # at the test boundaries, where such a block has ended.
+            if in_test and key != "call" and after not in ("call", "log"):
                 continue
             changes.append(str_.__str__(key) + " " + error_state_shown(value) + " -> " + error_state_shown(after))
         return ", ".join(changes)
@@ -1215,7 +1220,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             elif event == "rcb.hidden.args":
                 if rebinding_state["answer_ran"]:  # the reference is about to compute: with what the answer rebound?
                     rebinding_state["answer_ran"] = False
-                    rebinding_report("as the hidden reference was called")
+                    rebinding_report("as the hidden reference was called", in_test=True)
                 if task_inputs and not state["inputs_flagged"] and len_(args) == 1 and type_(args[0]) is tuple_:
                     changed = inputs_changed(args[0])
                     if changed is not None:

@@ -17,7 +17,11 @@ class TestRobust(unittest.TestCase):
         rng = np.random.default_rng(0)
         for _ in range(25):
             x = rng.normal(size=(3, 5))
-            np.testing.assert_allclose(robust.logsumexp(x), robust_ref.logsumexp(x), rtol=1e-12)
+            got = robust.logsumexp(x)
+            # A test's own errstate block around the reference (tests often have one): no finding, as it ends here.
+            with np.errstate(under="ignore"):
+                want = robust_ref.logsumexp(x)
+            np.testing.assert_allclose(got, want, rtol=1e-12)
 
     def test_b_logsumexp_of_extreme_inputs_raises_no_floating_point_error(self):
         out = robust.logsumexp([[1000.0, 1000.0], [-1000.0, -999.0]])
