@@ -172,8 +172,11 @@ def test_the_nonce_never_reaches_the_test_process(sandbox_cache, backend_name, m
     assert found == ["canary", "parent: PermissionError"], found
 
 
+# numpy makes the item forkable on its own (a test importing only the standard library starts cold: no preload
+# loads ctypes), not only after an earlier test of the module warmed the session.
 VENV_WRITE = """
 import json, os, sys
+import numpy
 found = {"python": os.path.exists(sys.executable), "writes": []}
 for folder in (sys.prefix, os.path.dirname(os.__file__)):
     try:
