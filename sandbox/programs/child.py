@@ -1240,11 +1240,14 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     on_exec(args[0])
                 if event in ("object.__getattr__", "object.__setattr__"):
                     name = args[1] if len_(args) > 1 and type_(args[1]) is str_ else ""
-                    if event == "object.__setattr__" and name in FUNCTION_STATE and len_(args) > 2:
-                        function_assigned(args[0], name, args[2])  # compared by the snapshots, however reached
-                    if name not in frame_attributes and name != "__code__":
+                    # A function's code, or its defaults assigned, from the answer's own line; reached through
+                    # library code (update_wrapper, copy's state restore) the snapshots compare it (function_assigned).
+                    assigned = event == "object.__setattr__" and name in FUNCTION_STATE
+                    if assigned and len_(args) > 2:
+                        function_assigned(args[0], name, args[2])
+                    if name not in frame_attributes and name != "__code__" and not assigned:
                         return
-                    line = answer_line_direct(frame, look_through=name != "__code__")
+                    line = answer_line_direct(frame, look_through=name != "__code__" and not assigned)
                 else:
                     line = answer_line_direct(frame, look_through=event not in strict)
                     if line is None and event in text_code:
