@@ -171,10 +171,11 @@ POLICY: tuple[Rule, ...] = (
     Rule(
         "computed-attribute",
         "tampering",
-        "gets, sets or deletes an attribute whose name is computed, or hands getattr/setattr/delattr on as a value",
+        "gets, sets or deletes an attribute whose name is computed, or hands getattr/setattr/delattr on as a value "
+        "(copy._reconstruct sets every attribute its state names: a function's __defaults__, attack11)",
         _names(
             "builtins.getattr builtins.setattr builtins.delattr "
-            "builtins.hasattr operator.attrgetter operator.methodcaller"
+            "builtins.hasattr operator.attrgetter operator.methodcaller copy._reconstruct"
         ),
     ),
     Rule(

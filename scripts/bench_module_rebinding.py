@@ -26,19 +26,53 @@ import os
 import statistics
 import sys
 import time
-from itertools import chain
+from itertools import chain, compress, repeat
 from operator import is_
-from types import ModuleType
+from types import FunctionType, ModuleType
 
 UNWATCHED = {"builtins", "sys", "os", "unittest", "warnings", "__main__", "__mp_main__"}
 
 
-def median_ms(run, repeat: int) -> float:
+def functions_walk(spaces: list[dict]) -> dict[int, object]:
+    """The functions child.py keeps by identity (its functions_keep, the same C loops): bound in a namespace, or
+    one step from it (a numpy dispatcher's `_implementation`, a function's own function attributes, the methods of
+    a class defined in the package)."""
+    dispatcher = getattr(sys.modules.get("numpy._core._multiarray_umath"), "_ArrayFunctionDispatcher", None)
+    kept: dict[int, object] = {}
+
+    others = frozenset((staticmethod, classmethod, property, dispatcher, type))
+
+    def keep(values: list, top: str | None) -> None:
+        reached = list(compress(values, map(is_, map(type, values), repeat(FunctionType))))
+        with_attributes = compress(reached, map(len, map(vars, reached)))
+        reached.extend([v for f in with_attributes for v in list(vars(f).values())])
+        for value in compress(values, map(others.__contains__, map(type, values))):
+            kind = type(value)
+            if kind is staticmethod or kind is classmethod:
+                reached.append(value.__func__)
+            elif kind is property:
+                reached.extend((value.fget, value.fset, value.fdel))
+            elif kind is dispatcher:
+                reached.append(value._implementation)
+            elif kind is type and top is not None and id(value) not in kept:
+                kept[id(value)] = value
+                owner = vars(value).get("__module__")
+                if type(owner) is str and owner.partition(".")[0] == top:
+                    keep(list(vars(value).values()), None)
+        functions = list(compress(reached, map(is_, map(type, reached), repeat(FunctionType))))
+        kept.update(zip(map(id, functions), functions, strict=True))
+
+    for space in spaces:
+        keep(list(space.values()), str(space.get("__name__", "")).partition(".")[0])
+    return kept
+
+
+def median_ms(run, repeat: int, clock=time.perf_counter) -> float:
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         run()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return 1000 * statistics.median(times)
 
 
@@ -93,12 +127,22 @@ def measure(packages: list[str], repeat: int) -> None:
 
     assert check_ids() and check_identity()
     base, by_ids, by_identity = (median_ms(run, repeat) for run in (baseline, check_ids, check_identity))
+    functions = functions_walk(spaces)
+    walk = median_ms(lambda: functions_walk(spaces), repeat)
+    # On a loaded machine a walk of some ms is descheduled midway: its CPU time is the cost it adds.
+    walk_cpu = median_ms(lambda: functions_walk(spaces), repeat, clock=time.process_time)
     print(
         f"{' '.join(packages)}: {len(spaces)} modules, {len(flat)} names watched; load average {os.getloadavg()[0]:.1f}"
     )
     print(f"baseline (once per item):            {base:7.2f} ms")
     print(f"check, a list of ids per module:     {by_ids:7.2f} ms")
     print(f"check, identity in one C loop:       {by_identity:7.2f} ms ({by_ids / by_identity:.1f}x cheaper)")
+    count = sum(type(f) is FunctionType for f in functions.values())
+    print(f"function state: {count} functions kept by identity (code and defaults compared as assigned)")
+    print(
+        f"  walk (once per item):              {walk:7.2f} ms ({walk_cpu:.2f} ms of CPU); "
+        "an assignment: one dict look-up in the hook"
+    )
 
 
 if __name__ == "__main__":

@@ -278,6 +278,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     for member, inner in list_(members.items()):
                         if behaviour(inner):
                             protected[(id(members), name + "." + attribute, member)] = (members, inner)
+        framework_functions_keep()
 
     def behaviour(value):
         # Settings such as TestCase.maxDiff are the test's to change; functions and classes decide outcomes.
@@ -345,6 +346,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
     def rebinding_watch(name, module):
         namespace = module_namespace(module)
         module_baselines[name] = [namespace, dict_.copy(namespace), list_(dict_.values(namespace)), in_task(namespace)]
+        module_functions_keep(name, namespace)
 
     def rebinding_baseline():
         # Not the dunders (`__name__`, `__doc__`, `__spec__`): every module has its own, set as it is imported.
@@ -452,7 +454,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
         return found
 
     def rebinding_report(where, in_test=False):
-        for name in rebindings():
+        for name in rebindings() + sorted(module_functions_changed):
             if name not in state["reported"]:
                 state["reported"].add(name)
                 record("tampering", "module-rebinding", None, name + " was rebound (seen " + where + ")")
@@ -533,6 +535,95 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             return int_.__repr__(value)
         return "a callback" if callable_(value) else "an object"
 
+    # Function state (attack11): a function whose code or defaults are assigned keeps its identity, so the identity
+    # compares above see nothing (`np.linalg.norm._implementation.__defaults__ = (inf, None, False)` makes every norm
+    # the reference computes the max-norm). Kept beside them, by identity: the functions bound in each snapshotted
+    # namespace and those one step from it (a numpy dispatcher's `_implementation`, a function's own function
+    # attributes such as `__wrapped__`, the methods and properties of a class of the package). Their `__code__`,
+    # `__defaults__` and `__kwdefaults__` are compared where they change: every assignment of one is an audited
+    # `object.__setattr__`, seen by the hook before it is made, which compares the new object with the one the
+    # function has (identity: assigning makes a new one). Reading all three at the snapshot instead would run the
+    # hook three times per function (reading them is audited too).
+    FUNCTION_STATE = {
+        "__code__": "a function's code",
+        "__defaults__": "a function's defaults",
+        "__kwdefaults__": "a function's keyword defaults",
+    }
+    function_getters = {name: vars_(FunctionType)[name].__get__ for name in FUNCTION_STATE}
+    from itertools import compress, repeat
+
+    # id -> function (or class, walked once) kept, and the names of those whose state was assigned, per snapshot.
+    module_functions: dict = {}
+    framework_functions: dict = {}
+    module_functions_changed: set = set()
+    framework_functions_changed: set = set()
+
+    def array_function_dispatcher():
+        # numpy's C type of its public functions (np.linalg.norm, np.allclose): the Python function it calls is its
+        # `_implementation`.
+        for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
+            module = modules.get(name)
+            if issubclass_(type_(module), ModuleType):
+                kind = module_namespace(module).get("_ArrayFunctionDispatcher")
+                if type_(kind) is type_:
+                    return kind
+        return None
+
+    def functions_keep(kept, values, top):
+        """Keeps the functions among `values` and one step from them by identity; a class's members only for a
+        class of package `top`. Exact types only (nothing here may run another object's code), and the common
+        case, a namespace of functions, in C loops."""
+        dispatcher = array_function_dispatcher()
+        others = frozenset((staticmethod, classmethod, property, dispatcher, type_))
+        functions_walk(kept, values, top, dispatcher, others)
+
+    def functions_walk(kept, values, top, dispatcher, others):
+        reached = list_(compress(values, map_(is_, map_(type_, values), repeat(FunctionType))))
+        with_attributes = compress(reached, map_(len_, map_(vars_, reached)))
+        reached.extend([v for f in with_attributes for v in list_(dict_.values(vars_(f)))])
+        for value in compress(values, map_(others.__contains__, map_(type_, values))):
+            kind = type_(value)
+            if kind is staticmethod or kind is classmethod:
+                reached.append(value.__func__)
+            elif kind is property:
+                reached.extend((value.fget, value.fset, value.fdel))
+            elif kind is dispatcher:
+                reached.append(value._implementation)
+            elif kind is type_ and top is not None and id_(value) not in kept:
+                kept[id_(value)] = value  # walked once
+                members = vars_(value)
+                owner = members.get("__module__")
+                if type_(owner) is str_ and str_.partition(owner, ".")[0] == top:
+                    functions_walk(kept, list_(members.values()), None, dispatcher, others)
+        functions = list_(compress(reached, map_(is_, map_(type_, reached), repeat(FunctionType))))
+        kept.update(zip_(map_(id_, functions), functions))
+
+    def module_functions_keep(name, namespace):
+        functions_keep(module_functions, list_(dict_.values(namespace)), str_.partition(name, ".")[0])
+
+    def framework_functions_keep():
+        functions_keep(framework_functions, [value for _, value in list_(protected.values())], None)
+
+    def function_label(function):
+        # Read from C slots: where the function says it is defined (a label only: the finding is its identity).
+        module, name = function.__module__, function.__qualname__
+        return (module if type_(module) is str_ else "?") + "." + (name if type_(name) is str_ else "?")
+
+    def function_assigned(function, name, value):
+        """The hook's `object.__setattr__` of a function's code or defaults, before it is made: a kept function's
+        state about to become another object is a change, named for the snapshot's next compare."""
+        if type_(function) is not FunctionType:
+            return
+        # The framework's snapshot first: a function both keep is named once, by the framework's.
+        for kept, changed in (
+            (framework_functions, framework_functions_changed),
+            (module_functions, module_functions_changed),
+        ):
+            if kept.get(id_(function)) is function:
+                if function_getters[name](function) is not value:
+                    changed.add(function_label(function) + "." + name + " (" + FUNCTION_STATE[name] + ")")
+                return
+
     def replaced():
         if answer is None:
             return []
@@ -541,6 +632,7 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             now = holder.get(attribute, missing)
             if now is not value and not from_test(now) and not library_rewrap(now, value):
                 changed.add(label + "." + attribute)
+        changed.update(framework_functions_changed)
         test_globals = state["test_globals"] or {}
         for name, value in list_(test_globals.items()):
             if type_(name) is not str_:
@@ -1246,9 +1338,14 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
                     on_exec(args[0])
                 if event in ("object.__getattr__", "object.__setattr__"):
                     name = args[1] if len_(args) > 1 and type_(args[1]) is str_ else ""
-                    if name not in frame_attributes and name != "__code__":
+                    # A function's code, or its defaults assigned, from the answer's own line; reached through
+                    # library code (update_wrapper, copy's state restore) the snapshots compare it (function_assigned).
+                    assigned = event == "object.__setattr__" and name in FUNCTION_STATE
+                    if assigned and len_(args) > 2:
+                        function_assigned(args[0], name, args[2])
+                    if name not in frame_attributes and name != "__code__" and not assigned:
                         return
-                    line = answer_line_direct(frame, look_through=name != "__code__")
+                    line = answer_line_direct(frame, look_through=name != "__code__" and not assigned)
                 else:
                     line = answer_line_direct(frame, look_through=event not in strict)
                     if line is None and event in text_code:

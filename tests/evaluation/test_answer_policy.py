@@ -36,6 +36,11 @@ EXAMPLES = {
         "name = 'we' + 'ight'\nw = getattr(self, name)\nreturn x",
         "w = getattr(self, 'weight')\nreturn x",
     ),
+    "computed-attribute through copy's state restore": (
+        "import copy\nname = '_' * 2 + 'defaults' + '_' * 2\n"
+        "copy._reconstruct(None, None, lambda: self.forward, (), (None, {name: (1,)}))\nreturn x",
+        "import copy\ny = copy.deepcopy(x)\nreturn y",
+    ),
     "type-construction": ("T = type('T', (), {})\nreturn x", "T = type(x)\nreturn x"),
     "dunder": ("code = self.forward.__code__\nreturn x", "super().__init__()\nreturn x"),
     "frame-attribute": (

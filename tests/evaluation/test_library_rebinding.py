@@ -163,8 +163,8 @@ def test_a_parameters_gradient_is_recorded_and_its_step_sealed(torch_environment
 
 # torch's graph compilers exec the code they generate (torch.fx writes a GraphModule's forward as text). The runtime
 # guard excuses them by their installed folders only (child.py, GRAPH_COMPILERS): an honest trace is no runtime
-# evidence, and neither is text an answer hands a private helper of theirs; the static policy's dynamic-code rule
-# flags both (docs/EVALUATING.md).
+# evidence, and neither is text an answer hands a private helper of theirs (though a function's code it swaps is); the
+# static policy's dynamic-code rule flags both (docs/EVALUATING.md).
 TRACED = """    class Step(torch.nn.Module):
         def forward(self, weights, grads):
             return weights - lr * grads
@@ -220,10 +220,15 @@ def test_an_honest_fx_trace_is_no_runtime_evidence(torch_environment):
     assert static_rules(TRACED) == {"dynamic-code"}  # the static policy still flags it: a false flag, kept
 
 
-def test_text_handed_to_a_private_fx_helper_is_not_yet_found_by_the_runtime_guard(torch_environment):
-    """The open route, pinned so that closing it turns this test around: the swap works (a wrong answer passes the
-    paper's tests) and the runtime guard alone sees nothing, as torch.fx's exec is excused by its file."""
+def test_a_code_swap_through_a_private_fx_helper_is_found_by_the_runtime_guard(torch_environment):
+    """The swap works (a wrong answer passes the paper's tests); torch.fx's exec of the answer's text is still
+    excused by its file, but what the text does is not: assert_close's code assigned is a function-state change of
+    the framework's snapshot (child.py, function_assigned), whoever makes it."""
     run = fx_judged(*torch_environment, FX_SWAP)
     assert [test["passed"] for test in run.verdict.tests] == [True], run.verdict
-    assert (run.verdict.status, run.verdict.findings) == ("passed", ()), run.verdict.findings
+    assert run.verdict.status == "flagged", run.verdict
+    assert any(
+        f["source"] == "runtime" and "assert_close.__code__ (a function's code)" in f["detail"]
+        for f in run.verdict.findings
+    ), run.verdict.findings
     assert "dynamic-code" in static_rules(FX_SWAP)  # what flags it with the static policy on, as it always is

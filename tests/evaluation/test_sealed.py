@@ -131,6 +131,8 @@ def test_a_sealed_route_never_passes(sessions, backend_name, mode, entry):
         assert flags, verdict.findings
         if entry.cls in ("swap", "gadget", "thread", "exec"):  # these compute a wrong value, or none, in the replay
             assert any(f["kind"] == REPLAY_DISAGREES for f in flags), verdict.findings
+        if entry.cls == "defaults":  # statically notes but copy._reconstruct: the guard sees the defaults assigned
+            assert any(f["kind"] == "tampering" and "(a function's defaults)" in f["detail"] for f in flags), flags
         if entry.cls == "rebind-computed":  # statically only module-assignment (a note): the runtime guard holds it
             assert any(f["kind"] == "tampering" and "was rebound" in f["detail"] for f in flags), verdict.findings
         if entry.cls == "errstate":  # numpy's error handling is no module's name: the guard compares it too
