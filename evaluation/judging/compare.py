@@ -7,8 +7,9 @@ as many bytes as its shape and dtype say). `compare` names the first difference:
 integers, booleans, strings, bytes and class names exactly; floating values within |replayed - recorded| <=
 atol + rtol * |recorded|, NaN only where the recording has NaN. Shared references are compared by what they refer
 to (an answer may copy what the reference returned as the same object), cycles once. A numpy scalar and a Python
-scalar of its kind (np.float64 and float) are compared by value; entries of data an argument's state holds beyond
-the recording's (a dict's keys, an object's attributes) are no difference when every recorded one agrees.
+scalar of its kind (np.float64 and float) are compared by value. A key or attribute the recording has not is a
+difference, in an argument's state too: a wrong answer that leaves out a deletion (an evicted entry, `del
+self.pending`) leaves exactly that, and the recording does not say what the arguments held at entry.
 """
 
 from __future__ import annotations
@@ -583,14 +584,6 @@ _SCALAR_KIND = {
     name: ("bool" if name == "bool" else "complex" if "complex" in name else "float" if "float" in name else "int")
     for name in DTYPES
 }
-# Nodes of data: what an argument's state may hold beyond the recording's without a difference (a function, a method
-# or an object could stand for a method of its class, which the snapshot does not name).
-_DATA_TAGS = frozenset(
-    ("int", "float", "complex", "bytes", "bytearray", "list", "tuple", "set", "frozenset", "dict")
-    + ("ndarray", "npscalar", "tensor", "torch")
-)
-# The roots that hold the arguments' state at exit, where extra state is tolerated (see `_Comparer.extra_state`).
-STATE_ROOTS = frozenset({"args", "kwargs"})
 
 
 def _short(value: Any) -> str:
@@ -611,7 +604,6 @@ class _Comparer:
         self.rtol, self.atol = rtol, atol
         self.by_dtype = dict(by_dtype or {})
         self.done: set[tuple[int, int]] = set()
-        self.root = ""  # the root being compared
 
     def compare(self, rec: Any, rep: Any, path: str) -> Difference | None:
         while type(rec) is dict and rec["t"] == "ref":
@@ -664,21 +656,6 @@ class _Comparer:
             return self.close(np.array(a, dtype=np.float64), np.array(b, dtype=np.float64), path, False, rec["dtype"])
         method: Callable[[Any, Any, str], Difference | None] = getattr(self, "kind_" + tag)
         return method(a, b, path)
-
-    def extra_state(self, names: list[str], values: list[Any], attributes: bool) -> bool:
-        """Whether entries the recording has not are extra state to leave alone: only in an argument's state at exit
-        (the working state a correct answer may keep more of, as Adam-style code keeps `state["step"]`), never in
-        what the call returned (a dict the caller receives may be its contract); only data, and no dunder name."""
-        if self.root not in STATE_ROOTS:
-            return False
-        for name, node in zip(names, values, strict=True):
-            while type(node) is dict and node["t"] == "ref":
-                node = self.replayed.targets[node["id"]]
-            if attributes and name.startswith("__") and name.endswith("__"):
-                return False
-            if not (node is None or type(node) in (bool, int, float, str) or node.get("t") in _DATA_TAGS):
-                return False
-        return True
 
     def kind_None(self, rec: Any, rep: Any, path: str) -> Difference | None:
         return None
@@ -801,8 +778,6 @@ class _Comparer:
             replayed = dict(zip(rep_keys, rep_items, strict=True))
             missing = [key for key in rec_keys if key not in replayed]
             extra = sorted(set(rep_keys) - set(rec_keys))
-            if extra and self.extra_state(extra, [replayed[key][1] for key in extra], attributes=False):
-                extra = []
             if missing or extra:
                 said = "; ".join(
                     part
@@ -836,8 +811,6 @@ class _Comparer:
     def named(self, rec: dict[str, Any], rep: dict[str, Any], path: str, what: str) -> Difference | None:
         missing = [name for name in rec if name not in rep]
         extra = [name for name in rep if name not in rec]
-        if extra and what == "attribute" and self.extra_state(extra, [rep[name] for name in extra], attributes=True):
-            extra = []
         if missing or extra:
             said = "; ".join(
                 part
@@ -969,7 +942,6 @@ def compare(
         return Difference("$", "structure", None, None, f"roots missing {missing}, extra {extra}")
     comparer = _Comparer(recorded, replayed, rtol, atol, by_dtype)
     for name, node in recorded.roots.items():
-        comparer.root = name
         try:
             found = comparer.compare(node, replayed.roots[name], name)
         except RecursionError:

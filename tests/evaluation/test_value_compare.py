@@ -554,34 +554,34 @@ def state(obj: Any, *, returned: Any = None) -> Any:
     return value(None, **{"return": returned}, args=[obj])
 
 
-def test_extra_state_left_in_an_argument_is_no_difference_when_every_recorded_entry_agrees():
-    """attack11: an answer that keeps `state["step"]` (what Adam-style code keeps) or one more attribute on `self`
-    passes the paper's tests, which read what they know; the recorded entries decide."""
+def test_extra_state_left_in_an_argument_is_a_difference():
+    """attack12: an answer that leaves out a deletion (an eviction loop that evicts nothing, `del self.pending`)
+    leaves a key or attribute the recording has not, and nothing else; a tolerance for extra state let it pass
+    (attack11's honest `state["step"]`, the price: flagged for review). The recording holds no snapshot of the
+    arguments at entry that could tell a key the call should have removed from one it may add."""
 
-    class Optimiser:
-        def __init__(self, **state: Any) -> None:
-            self.lr = 0.1
-            self.state = state
+    class Memory:
+        def __init__(self, **entries: Any) -> None:
+            self.capacity = 2
+            self.entries = entries
 
-    recorded = Optimiser(m=np.zeros(2))
-    assert compare(state(recorded), state(Optimiser(m=np.zeros(2), step=0)), rtol=0, atol=0) is None
-    extra = Optimiser(m=np.zeros(2))
-    extra.steps_taken, extra._cache = 3, {"norm": np.float64(1.0)}  # type: ignore[attr-defined]
-    assert compare(state(recorded), state(extra), rtol=0, atol=0) is None
-    # Every recorded entry is still compared, and one missing is a difference.
-    found = compare(state(recorded), state(Optimiser(m=np.ones(2), step=0)), rtol=0, atol=0)
-    assert found is not None and found.path == 'args[0].state["m"][0]'
-    found = compare(state(recorded), state(Optimiser(step=0)), rtol=0, atol=0)
-    assert found is not None and found.kind == "structure" and 'no key "m"' in found.message
-    missing = Optimiser(m=np.zeros(2))
-    del missing.lr
-    assert compare(state(recorded), state(missing), rtol=0, atol=0).message == "no attribute lr"
+    recorded = Memory(k1=1.0, k2=2.0)
+    found = compare(state(recorded), state(Memory(k0=0.0, k1=1.0, k2=2.0)), rtol=0, atol=0)
+    assert found is not None and found.kind == "structure" and '"k0"' in found.message, found
+    pending = Memory(k1=1.0, k2=2.0)
+    pending.pending = [0.0]  # type: ignore[attr-defined]
+    found = compare(state(recorded), state(pending), rtol=0, atol=0)
+    assert found is not None and found.kind == "structure" and "pending" in found.message, found
+    # Every recorded entry is compared, and one missing is a difference.
+    found = compare(state(recorded), state(Memory(k1=1.5, k2=2.0)), rtol=0, atol=0)
+    assert found is not None and found.path == 'args[0].entries["k1"]'
+    found = compare(state(recorded), state(Memory(k2=2.0)), rtol=0, atol=0)
+    assert found is not None and found.kind == "structure" and 'no key "k1"' in found.message
 
 
 def test_extra_state_that_could_stand_for_code_or_the_return_value_stays_a_difference():
-    """What the tolerance cannot let through: an extra attribute that is a function, method or object (it may
-    shadow a method of the class: the snapshot does not hold the class's names), a dunder name, another class, and
-    extra keys in what the call returned (a dict the caller receives may be its contract)."""
+    """Extra state of any kind is a difference: an extra attribute that is a function, method or object (it may
+    shadow a method of the class), a dunder name, another class, and extra keys in what the call returned."""
 
     class Optimiser:
         def __init__(self) -> None:
