@@ -46,11 +46,13 @@ def model_call_failed(error: str, *, run: EvaluationRun) -> Verdict:
 
 
 def outcome_flag(verdict: Verdict, findings: list[dict]) -> Verdict:
-    """An answer with audit findings is neither passed nor failed until a maintainer reviews it."""
+    """An answer with audit findings is neither passed nor failed until a maintainer reviews it; one whose tests
+    failed awaits no review (models.AWAITING_REVIEW), so its detail does not say it is held for one."""
     if not findings or verdict.status == Outcome.Status.ERROR:
         return verdict
     kinds = sorted({f["kind"] for f in findings})
-    detail = f"flagged for review ({', '.join(kinds)}); the test said: {verdict.status}"
+    held = "" if verdict.status == Outcome.Status.FAILED else " for review"
+    detail = f"flagged{held} ({', '.join(kinds)}); the test said: {verdict.status}"
     if verdict.detail:
         detail += f" ({verdict.detail})"
     return replace(

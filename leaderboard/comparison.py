@@ -136,6 +136,8 @@ DISAGREEMENTS = "disagreements"
 def comparison_from_query(*, version, params, user) -> RunComparison:
     """The runs named by ?a= and ?b= (run ids) on the (visible) release, compared, listing every item or, with
     ?items=disagreements, only the disagreements; ComparisonError says what is wrong."""
+    if not params.get("a") and not params.get("b"):  # a bare visit: say what to give, not that '' is no run id
+        raise ComparisonError("no runs to compare: ?a= and ?b= give their run ids")
     runs = []
     for key in ("a", "b"):
         value = params.get(key, "")
