@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -399,6 +401,42 @@ def converse(
     )
 
 
+ENDPOINT_SAID = "the model's endpoint"
+# An IPv4 or IPv6 literal (with an IPv6 zone), perhaps ending a sentence; `_address_said` checks it is one.
+_ADDRESS_RE = re.compile(
+    r"(?<![\w.:])(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-f]*:[0-9a-f:.]*:[0-9a-f.]*(?:%\w+)?)(?!\w|\.\w)", re.I
+)
+
+
+def endpoint_hidden(text: str, *, api_base: str | None) -> str:
+    """A failed call's error without the endpoint it was made at: the api_base, its host and any address (what a
+    host resolved to) become words. The error is stored as the item's outcome, the run's pause reason and an agent's
+    transcript, shown to anyone who may see the run, while an owner's endpoint is its owner's and maintainers' to see
+    (benchmarks.visibility.endpoint_visible). What failed and how (a refused kind of address, an HTTP status, a
+    timeout) stays."""
+    # The connection guard's own words first ("model endpoint host HOST", common.addresses; without an api_base,
+    # a host of the platform's environment), then any address (an IP literal host's too), then the host elsewhere.
+    text = re.sub(r"model endpoint host \S+(?= (?:is|resolves) )", f"{ENDPOINT_SAID} host", text)
+    if api_base:
+        # The api_base, with its closing "/" unless a path follows (a request's URL: "the model's endpoint/chat/").
+        text = re.sub(rf"{re.escape(api_base.rstrip('/'))}(?:/(?![\w%.~-]))?", ENDPOINT_SAID, text)
+    text = _ADDRESS_RE.sub(_address_said, text).replace(" address (an address)", " address")
+    if host := api_base and urlsplit(api_base).hostname:
+        named = rf"(?<![\w.-])\[?{re.escape(host)}\]?(?::\d+)?(?![\w-])"
+        text = re.sub(named, f"{ENDPOINT_SAID} host", text, flags=re.I)
+    return text
+
+
+def _address_said(match: re.Match) -> str:
+    found = match.group()
+    address = found.rstrip(".")
+    try:
+        ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return found
+    return "an address" + found[len(address) :]
+
+
 def _response(
     call: ModelCall,
     messages: list[dict],
@@ -408,7 +446,24 @@ def _response(
     deadline: float | None = None,
     **extra,
 ) -> tuple[litellm.ModelResponse, float, int]:
-    """The model's response to `messages`, its latency and the attempts it took (ModelCallError when none)."""
+    """The model's response to `messages`, its latency and the attempts it took (ModelCallError when none, its text
+    without the endpoint: `endpoint_hidden`)."""
+    try:
+        return _response_attempts(call, messages, sleep=sleep, timeout=timeout, deadline=deadline, **extra)
+    except ModelCallError as exc:
+        exc.args = (endpoint_hidden(str(exc), api_base=call.api_base),)
+        raise
+
+
+def _response_attempts(
+    call: ModelCall,
+    messages: list[dict],
+    *,
+    sleep: Callable[[float], None],
+    timeout: float | None = None,
+    deadline: float | None = None,
+    **extra,
+) -> tuple[litellm.ModelResponse, float, int]:
     _account_ids_hide()
     if refusal := call.refusal():
         raise ModelCallError(f"{call.model}: not called: {refusal}", retryable=False, attempts=0)

@@ -289,7 +289,7 @@ def test_a_real_worker_sends_an_authors_model_its_own_key_and_never_the_platform
             what="every item of the rebound run",
         )
         errors = set(Generation.objects.filter(run=rebound).values_list("error", flat=True))
-        assert len(errors) == 1 and "not called: model endpoint host localhost resolves to a loopback" in errors.pop()
+        assert len(errors) == 1 and "not called: the model's endpoint host resolves to a loopback" in errors.pop()
         assert len(server.requests) == run.total_items  # nothing more arrived
     assert OWN_KEY not in worker.output()
     assert [name for name, value in PLATFORM_SECRETS.items() if value in worker.output()] == []
