@@ -1,14 +1,15 @@
 # The sealed replay's recorder (evaluation/judging/sealed.py): runs a task's tests with its reference in place and
 # records every call of each snippet's enclosing function: its arguments at entry (pickled, with the global
-# generators' states), and what it returned and its arguments' state at exit (as data, snapshot.py's format). A
-# program run inside the sandbox after snapshot.py's source, never imported. Standard library only.
+# generators' states, and the names of their dict keys and attributes as data: snapshot.entry_names), and what it
+# returned and its arguments' state at exit (as data, snapshot.py's format). A program run inside the sandbox after
+# snapshot.py's source, never imported. Standard library only.
 
 import base64, copyreg, io, json, pickle, pickletools, random, sys, threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # snapshot.py's and attributes.py's sources come before this program's in the sandbox
     from sandbox.programs.attributes import attributes_set
-    from sandbox.programs.snapshot import dumps, snapshot_roots
+    from sandbox.programs.snapshot import dumps, entry_names, snapshot_roots
 
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
 CO_UNREPLAYABLE = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
@@ -166,7 +167,12 @@ class Recorder:
             record["problems"].append(f"its recorded inputs would pass {self.spec['max_bytes']} bytes")
             return None
         record["bytes"] += len(blob)
-        call: dict[str, Any] = {"inputs": blob, "raised": False}
+        try:
+            names = entry_names({"args": positional, "kwargs": keyword}, **self.caps)
+        except Exception:
+            names = None  # no names: the replay tolerates no extra entry of this call
+        entry = None if names is None else json.dumps(names, separators=(",", ":"), ensure_ascii=True)
+        call: dict[str, Any] = {"inputs": blob, "raised": False, "entry": entry}
         record["calls"].append(call)
         frame.f_trace_lines = False  # only this frame's exception and return events
 
@@ -190,7 +196,7 @@ class Recorder:
         out: dict[str, Any] = {"v": 1, "tolerance": self.tolerance, "targets": {}}
         for key, record in self.records.items():
             calls = [
-                {"inputs": base64.b64encode(c["inputs"]).decode("ascii"), "outputs": c["outputs"]}
+                {"inputs": base64.b64encode(c["inputs"]).decode("ascii"), "outputs": c["outputs"], "entry": c["entry"]}
                 for c in record["calls"]
                 if "outputs" in c and not c["raised"]
             ]

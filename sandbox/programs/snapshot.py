@@ -42,6 +42,14 @@ A NODE is one of:
 DTYPE is one of bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32,
 float64, complex64, complex128, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz.
 
+The names at entry (`entry_names`), what a recording keeps beside each call's outputs so that a replay may keep
+an entry the reference never had without a difference, are a second, smaller JSON document:
+
+    {"keys": [TEXT, ...], "attrs": [NAME, ...]}
+
+every plain dict key (`key_text`) and every attribute name of an object node, anywhere in the arguments' trees when
+the call began, sorted; null when the walk reached a cap (what lies past it is not known: nothing is tolerated).
+
 Caps: the written document is at most max_bytes long, no container is nested deeper than max_depth, and no
 container is read past max_items entries; reaching one writes a truncated node, never raises. The encoder calls no
 method of the values it reads: it reads instance dicts and slots through the descriptors of the types that define
@@ -627,13 +635,91 @@ _C_VALUES: dict[str, tuple[str, ...]] = {
 
 def snapshot_roots(roots: dict[str, Any], *, max_bytes: int, max_depth: int, max_items: int) -> dict[str, Any]:
     """The snapshot document of several named values that may share objects (a call's return and its arguments)."""
+    return _document(roots, _Encoder, max_bytes, max_depth, max_items)
+
+
+def _document(roots: dict[str, Any], encoder_class: type, max_bytes: int, max_depth: int, max_items: int):
     if any(type(name) is not str or not 0 < len(name) <= 200 for name in roots) or not 0 < len(roots) <= 64:
         raise ValueError("a snapshot has 1 to 64 roots, named by str of 1 to 200 characters")
-    encoder = _Encoder(max_bytes - sum(len(_basestring(name)) + 2 for name in roots), max_depth, max_items, len(roots))
+    roots_size = sum(len(_basestring(name)) + 2 for name in roots)
+    encoder = encoder_class(max_bytes - roots_size, max_depth, max_items, len(roots))
     out: dict[str, Any] = {}
     for name, value in roots.items():
         out[name] = encoder.encode(value, 0) if not encoder.full else encoder.truncated("bytes")
     return {"v": VERSION, "roots": out}
+
+
+def key_text(node: Any) -> str | None:
+    """How a dict key reads in a path and in the names at entry, when it is a plain value (None, a bool, an int, a
+    str, or a tuple of those); None for any other key."""
+    if node is None or type(node) in (bool, int):
+        return repr(node)
+    if type(node) is str:
+        return json.dumps(node)
+    if type(node) is dict and node.get("t") == "int":
+        return str(node["v"])
+    if type(node) is dict and node.get("t") == "tuple" and type(node.get("items")) is list:
+        parts = [key_text(item) for item in node["items"]]
+        if all(part is not None for part in parts):
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"  # type: ignore[arg-type]
+    return None
+
+
+class _Names(_Encoder):
+    """The encoder `entry_names` walks with: it writes no numbers' bytes (an array, a tensor, bytes hold no keys)."""
+
+    def raw(self, tag: str, data: bytes | bytearray) -> dict[str, Any]:
+        self.spend(_SIZE["bytes"])
+        return {"t": tag, "b64": ""}
+
+    def ndarray(self, x: Any, tp: type, depth: int) -> dict[str, Any]:
+        np = sys.modules["numpy"]
+        if np.ndarray.view(x, np.ndarray).dtype.kind != "O":  # only an object array can hold a dict
+            self.spend(_SIZE["opaque"])
+            return {"t": "opaque", "class": "ndarray"}
+        return super().ndarray(x, tp, depth)
+
+    def npscalar(self, x: Any, tp: type) -> dict[str, Any]:
+        self.spend(_SIZE["opaque"])
+        return {"t": "opaque", "class": "npscalar"}
+
+    def tensor(self, x: Any, tp: type, depth: int) -> dict[str, Any]:
+        self.spend(_SIZE["opaque"])
+        return {"t": "opaque", "class": "tensor"}
+
+
+def entry_names(roots: dict[str, Any], *, max_bytes: int, max_depth: int, max_items: int) -> dict[str, Any] | None:
+    """The names at entry of a call's arguments (ROOTS as `snapshot_roots` takes them): every plain dict key's text
+    and every attribute name, read as the snapshot reads them (no method of the values called); None when a cap was
+    reached (a key past it would be unknown)."""
+    document = _document(roots, _Names, max_bytes, max_depth, max_items)
+    keys: set[str] = set()
+    attrs: set[str] = set()
+    pending: list[Any] = list(document["roots"].values())
+    while pending:
+        node = pending.pop()
+        if type(node) is not dict:
+            continue
+        tag = node.get("t")
+        if tag == "truncated" or "cut" in node or tag == "opaque" and "error" in node:  # unread: its names unknown
+            return None
+        if tag == "dict":
+            for pair in node["items"]:
+                if type(pair) is not list:  # a truncated node closing the dict
+                    return None
+                text = key_text(pair[0])
+                if text is not None:
+                    keys.add(text)
+                pending.extend(pair)
+        elif tag in ("list", "tuple", "set", "frozenset", "ndarray"):
+            pending.extend(node.get("items", ()))
+        elif tag == "object":
+            attrs.update(node.get("attrs", {}))
+            pending.extend(node.get("attrs", {}).values())
+            pending.append(node.get("base"))
+        elif tag == "record":
+            pending.extend(node["fields"].values())
+    return {"keys": sorted(keys), "attrs": sorted(attrs)}
 
 
 def snapshot(value: Any, *, max_bytes: int, max_depth: int, max_items: int) -> dict[str, Any]:
