@@ -8,8 +8,12 @@ integers, booleans, strings, bytes and class names exactly; floating values with
 atol + rtol * |recorded|, NaN only where the recording has NaN. Shared references are compared by what they refer
 to (an answer may copy what the reference returned as the same object), cycles once. A numpy scalar and a Python
 scalar of its kind (np.float64 and float) are compared by value. A key or attribute the recording has not is a
-difference, in an argument's state too: a wrong answer that leaves out a deletion (an evicted entry, `del
-self.pending`) leaves exactly that, and the recording does not say what the arguments held at entry.
+difference, except in an argument's state when the call's names at entry (`AtEntry`, what the recorder read of the
+arguments before the reference ran) show that no dict key or attribute of that name was there: an answer may add
+working state the reference does not keep (Adam-style code's `state["step"]`), and that is noted (`notes`), not a
+difference. A name the arguments held at entry is still one: the reference removed it and the answer left it (an
+eviction that evicts nothing, a `del self.pending` left out). With no names at entry (an older recording, a walk that
+reached a cap) every extra key or attribute is a difference.
 """
 
 from __future__ import annotations
@@ -77,6 +81,37 @@ class Difference:
             relative = f", {self.rel_error:.3g} relative" if self.rel_error is not None else ""
             said += f" (largest error {self.abs_error:.3g} absolute{relative})"
         return said
+
+
+@dataclass(frozen=True)
+class AtEntry:
+    """A call's names at entry (snapshot.entry_names): every plain dict key's text and every attribute name anywhere
+    in its arguments when it began, whichever container held them (a container the reference moved, swapped or
+    rebuilt has no place of its own to look in)."""
+
+    keys: frozenset[str]
+    attrs: frozenset[str]
+
+
+ENTRY_NAMES_MAX = 100_000  # names of one call: the snapshot's max_items
+
+
+def entry_parse(text: object) -> AtEntry | None:
+    """A recorded call's names at entry: None for no names (an older recording, a walk that reached a cap) and for
+    anything that is not exactly {"keys": [str], "attrs": [str]} (then nothing is tolerated, as with none)."""
+    if type(text) is not str:
+        return None
+    try:
+        document = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
+    except (ValueError, RecursionError):
+        return None
+    if type(document) is not dict or document.keys() != {"keys", "attrs"}:
+        return None
+    names = [document["keys"], document["attrs"]]
+    for found in names:
+        if type(found) is not list or len(found) > ENTRY_NAMES_MAX or any(type(n) is not str for n in found):
+            return None
+    return AtEntry(frozenset(names[0]), frozenset(names[1]))
 
 
 class _Duplicate(dict[str, Any]):
@@ -147,19 +182,7 @@ _NODE_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 
 
-def _key_text(node: Any) -> str | None:
-    """How a dict key reads in a path, when it is a plain value."""
-    if node is None or type(node) in (bool, int):
-        return repr(node)
-    if type(node) is str:
-        return json.dumps(node)
-    if type(node) is dict and node.get("t") == "int":
-        return str(node["v"])
-    if type(node) is dict and node.get("t") == "tuple":
-        parts = [_key_text(item) for item in node["items"]]
-        if all(part is not None for part in parts):
-            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"  # type: ignore[arg-type]
-    return None
+_key_text = snapshot.key_text  # one reading of a dict key for paths, comparison and the names at entry
 
 
 def _plain_keys(items: list[Any]) -> list[str] | None:
@@ -586,9 +609,30 @@ _SCALAR_KIND = {
 }
 
 
+# Nodes of data: what an argument's state may hold beyond the recording's (a function, a method or an object could
+# stand for a method of its class, which the snapshot does not name: never tolerated).
+_DATA_TAGS = frozenset(
+    ("int", "float", "complex", "bytes", "bytearray", "list", "tuple", "set", "frozenset", "dict")
+    + ("ndarray", "npscalar", "tensor", "torch")
+)
+# The roots that hold the arguments' state at exit, where an entry added by the answer may be tolerated.
+STATE_ROOTS = frozenset({"args", "kwargs"})
+NOTES_MAX = 20
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _removed(what: str, names: list[str]) -> str:
+    """What a difference says of entries the arguments held at entry that the reference's call removed."""
+    if not names:
+        return ""
+    return (
+        f"the reference removed the {what}(s) {', '.join(names)[:200]} (the arguments held them at entry); "
+        "the answer left them"
+    )
 
 
 class _Comparer:
@@ -599,11 +643,42 @@ class _Comparer:
         rtol: float,
         atol: float,
         by_dtype: Mapping[str, tuple[float, float]] | None = None,
+        entry: AtEntry | None = None,
+        notes: list[str] | None = None,
     ) -> None:
         self.recorded, self.replayed = recorded, replayed
         self.rtol, self.atol = rtol, atol
         self.by_dtype = dict(by_dtype or {})
         self.done: set[tuple[int, int]] = set()
+        self.entry = entry
+        self.notes = notes if notes is not None else []
+        self.root = ""  # the root being compared
+
+    def extra(self, path: str, what: str, names: list[str], values: list[Any]) -> tuple[list[str], list[str]]:
+        """Of the extra entries NAMES (their replayed VALUES) of a dict (what="key") or an object ("attribute"):
+        those that stay a difference, and those the reference removed (the arguments held them at entry); the rest,
+        added by the answer, are noted. Only in an argument's state with the call's names at entry, only data (never
+        what could stand for a method, never a dunder name); in what the call returned, every one is a difference."""
+        if self.entry is None or self.root not in STATE_ROOTS:
+            return names, []
+        held = self.entry.keys if what == "key" else self.entry.attrs
+        differ, removed, added = [], [], []
+        for name, node in zip(names, values, strict=True):
+            while type(node) is dict and node["t"] == "ref":
+                node = self.replayed.targets[node["id"]]
+            data = node is None or type(node) in (bool, int, float, str) or node.get("t") in _DATA_TAGS
+            if name in held:
+                removed.append(name)
+            elif not data or what == "attribute" and name.startswith("__") and name.endswith("__"):
+                differ.append(name)
+            else:
+                added.append(name)
+        if added and not differ and not removed and len(self.notes) < NOTES_MAX:
+            self.notes.append(
+                f"at {path}: the answer added the {what}(s) {', '.join(added)[:200]}, which the reference does not "
+                "keep and the arguments did not hold at entry"
+            )
+        return differ, removed
 
     def compare(self, rec: Any, rep: Any, path: str) -> Difference | None:
         while type(rec) is dict and rec["t"] == "ref":
@@ -778,7 +853,8 @@ class _Comparer:
             replayed = dict(zip(rep_keys, rep_items, strict=True))
             missing = [key for key in rec_keys if key not in replayed]
             extra = sorted(set(rep_keys) - set(rec_keys))
-            if missing or extra:
+            extra, removed = self.extra(path, "key", extra, [replayed[key][1] for key in extra]) if extra else ([], [])
+            if missing or extra or removed:
                 said = "; ".join(
                     part
                     for part in (
@@ -787,7 +863,10 @@ class _Comparer:
                     )
                     if part
                 )
-                return Difference(path, "structure", None, None, f"a dict with {said}")
+                said = "; ".join(
+                    part for part in (f"a dict with {said}" if said else "", _removed("key", removed)) if part
+                )
+                return Difference(path, "structure", None, None, said)
             for key, pair in zip(rec_keys, rec_items, strict=True):
                 found = self.compare(pair[1], replayed[key][1], f"{path}[{key}]")
                 if found:
@@ -811,12 +890,16 @@ class _Comparer:
     def named(self, rec: dict[str, Any], rep: dict[str, Any], path: str, what: str) -> Difference | None:
         missing = [name for name in rec if name not in rep]
         extra = [name for name in rep if name not in rec]
-        if missing or extra:
+        removed: list[str] = []
+        if extra and what == "attribute":
+            extra, removed = self.extra(path, what, extra, [rep[name] for name in extra])
+        if missing or extra or removed:
             said = "; ".join(
                 part
                 for part in (
                     f"no {what} {', '.join(missing)[:200]}" if missing else "",
                     f"the {what}(s) {', '.join(extra)[:200]} the recording has not" if extra else "",
+                    _removed(what, removed),
                 )
                 if part
             )
@@ -928,11 +1011,15 @@ def compare(
     rtol: float,
     atol: float,
     by_dtype: Mapping[str, tuple[float, float]] | None = None,
+    entry: AtEntry | None = None,
+    notes: list[str] | None = None,
 ) -> Difference | None:
     """The first difference between a replay and its recording, in the recording's order; None when they agree.
     Floating values within `atol + rtol * |recorded|`; an array or tensor whose dtype `by_dtype` names (e.g.
     "bfloat16") within that dtype's (rtol, atol) instead, and a plain float (complex) whose recorded value is a
-    float32's (`plain_dtype`) within the "float32" ("complex64") row where `by_dtype` has one."""
+    float32's (`plain_dtype`) within the "float32" ("complex64") row where `by_dtype` has one. With the call's
+    names at entry (`entry`), a key or attribute the answer added to an argument's state is appended to `notes`
+    instead of being a difference (the module's docstring)."""
     for low, high in [(rtol, atol), *(by_dtype or {}).values()]:
         if not (math.isfinite(low) and math.isfinite(high) and low >= 0 and high >= 0):
             raise ValueError("rtol and atol are finite and >= 0")
@@ -940,8 +1027,9 @@ def compare(
     extra = [name for name in replayed.roots if name not in recorded.roots]
     if missing or extra:
         return Difference("$", "structure", None, None, f"roots missing {missing}, extra {extra}")
-    comparer = _Comparer(recorded, replayed, rtol, atol, by_dtype)
+    comparer = _Comparer(recorded, replayed, rtol, atol, by_dtype, entry, notes)
     for name, node in recorded.roots.items():
+        comparer.root = name
         try:
             found = comparer.compare(node, replayed.roots[name], name)
         except RecursionError:

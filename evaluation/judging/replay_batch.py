@@ -227,8 +227,12 @@ def _judged(
     if not isinstance(calls, list) or not all(isinstance(call, dict) for call in calls):
         problem = "the replay reported no calls"
         return Replay(True, difference=problem, also_difference=None if also is None else problem)
+    notes: list[str] = []
     return Replay(
         True,
-        difference=_differs(recorded.outputs, calls, tolerance, recorded.parsed),
-        also_difference=None if also is None else _differs(recorded.outputs, calls, also, recorded.parsed),
+        difference=_differs(recorded.outputs, calls, tolerance, recorded.parsed, recorded.entries, notes),
+        also_difference=None
+        if also is None
+        else _differs(recorded.outputs, calls, also, recorded.parsed, recorded.entries),
+        notes=tuple(notes),
     )

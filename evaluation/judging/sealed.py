@@ -2,8 +2,9 @@
 
 Once per task revision, beside its test manifest, the paper's tests run twice with the reference in place under the
 recorder (programs/recorder.py), which records each call of every snippet's enclosing function (the innermost `def`
-holding all its lines): the arguments at entry as a pickle that only a sandbox ever loads, and what the call returned
-and its arguments' state at exit as plain data (programs/snapshot.py). Then the reference itself is replayed on those
+holding all its lines): the arguments at entry as a pickle that only a sandbox ever loads and the names of their dict
+keys and attributes as plain data, and what the call returned and its arguments' state at exit as plain data
+(programs/snapshot.py). Then the reference itself is replayed on those
 inputs: a snippet is sealed only when its two recordings agree and its reference's replay agrees with them, so a
 verdict never turns on what cannot be replayed. Everything else is unsealed, with the reason.
 
@@ -26,10 +27,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
-from evaluation.judging.compare import SnapshotError, Value, compare, parse
+from evaluation.judging.compare import AtEntry, SnapshotError, Value, compare, entry_parse, parse
 from sandbox import Limits, Session, programs
 
-RECORDING_VERSION = 1
+# 2: a sealed function's entry keeps its calls' names at entry ("entries"); a version-1 recording has none, and its
+# replays tolerate no extra state (compare.AtEntry).
+RECORDING_VERSION = 2
 RECORDER_FILE = ".rcb-record.py"
 REPLAYER_FILE = ".rcb-replay.py"
 INPUTS_FILE = ".rcb-replay-inputs.json"
@@ -205,8 +208,9 @@ def _replay_output_bound(expected: str) -> int:
 def _recording_report_bounds(targets: int) -> tuple[int, int]:
     """The most bytes and JSON values a recording run's report of `targets` functions can need: per function its
     inputs (base64 of INPUT_BYTES_MAX) and CALLS_MAX calls' outputs (twice the snapshot's cap, as `_parse` reads
-    them, escaped as a JSON string) and its problems' text, a few values per call and per function."""
-    per_target = _base64_length(INPUT_BYTES_MAX) + CALLS_MAX * (4 * SNAPSHOT_CAPS["max_bytes"] + _REPORT_SLACK)
+    them, escaped as a JSON string) and names at entry (within the snapshot's cap, escaped too) and its problems'
+    text, a few values per call and per function."""
+    per_target = _base64_length(INPUT_BYTES_MAX) + CALLS_MAX * (6 * SNAPSHOT_CAPS["max_bytes"] + _REPORT_SLACK)
     return min(REPORT_BYTES_MAX, targets * (per_target + 4 * _REPORT_SLACK) + _REPORT_SLACK), 32 + targets * (
         32 + 8 * CALLS_MAX
     )
@@ -316,10 +320,16 @@ def _replay_run(
 
 
 def _differs(
-    recorded: list[str], replayed: list[dict], tolerance: Tolerance, parsed: Sequence[Value] | None = None
+    recorded: list[str],
+    replayed: list[dict],
+    tolerance: Tolerance,
+    parsed: Sequence[Value] | None = None,
+    entries: Sequence[AtEntry | None] = (),
+    notes: list[str] | None = None,
 ) -> str:
     """The first difference of a replay from the recording, named ('' when they agree); `parsed`: the recorded
-    outputs already parsed (a recording is parsed once per worker, not per replay)."""
+    outputs already parsed (a recording is parsed once per worker, not per replay); `entries`: each call's names at
+    entry (none: no extra state tolerated), what the answer added is appended to `notes`."""
     if len(replayed) != len(recorded):
         return f"the replay made {len(replayed)} of the {len(recorded)} recorded calls"
     for index, (expected, got) in enumerate(zip(recorded, replayed, strict=True)):
@@ -327,6 +337,7 @@ def _differs(
             return f"call {index + 1}: unreadable replay"
         if "error" in got:
             return f"call {index + 1}: {str(got['error'])[:300]}"
+        added: list[str] = []
         try:
             difference = compare(
                 parsed[index] if parsed is not None else _parse(expected),
@@ -334,11 +345,15 @@ def _differs(
                 rtol=tolerance.rtol,
                 atol=tolerance.atol,
                 by_dtype=tolerance.by_dtype,
+                entry=entries[index] if index < len(entries) else None,
+                notes=added,
             )
         except SnapshotError as exc:
             return f"call {index + 1}: the replay's output was refused: {exc}"
         if difference is not None:
             return f"call {index + 1}: {difference.words()}"
+        if notes is not None:
+            notes.extend(f"call {index + 1}: {note}" for note in added)
     return ""
 
 
@@ -442,6 +457,7 @@ def recording_make(
             calls=len(calls),
             inputs=store(json.dumps(inputs).encode()),
             outputs=store(json.dumps(outputs).encode()),
+            entries=store(json.dumps([c.get("entry") for c in calls]).encode()),
         )
     for span in snippets:
         function = by_snippet.get(span.key)
@@ -466,6 +482,7 @@ class Replay:
     reason: str = ""  # why the snippet is unsealed
     timed_out: bool = False  # the replay ran past its time limit (its difference says so)
     also_difference: str | None = None  # the same replay under answer_replay's `also` tolerance (None: not asked)
+    notes: tuple[str, ...] = ()  # what the answer added to its arguments' state, tolerated (compare.AtEntry)
 
     @property
     def agrees(self) -> bool:
@@ -473,9 +490,9 @@ class Replay:
 
 
 def recording_blobs(recording: Mapping | None) -> set[str]:
-    """The blobs a recording keeps (each sealed function's inputs and outputs), as their digests."""
+    """The blobs a recording keeps (each sealed function's inputs, outputs and names at entry), as their digests."""
     targets = (recording or {}).get("targets", {}).values()
-    return {t[part] for t in targets if t.get("sealed") for part in ("inputs", "outputs")}
+    return {t[part] for t in targets if t.get("sealed") for part in ("inputs", "outputs", "entries") if part in t}
 
 
 def snippet_sealing(recording: Mapping | None, key: str) -> tuple[bool, str]:
@@ -491,23 +508,24 @@ def snippet_sealing(recording: Mapping | None, key: str) -> tuple[bool, str]:
 @dataclass(frozen=True)
 class _Recorded:
     """What a sealed function's replays need of its recording, read and parsed once: the inputs file's content,
-    the recorded outputs as text (their lengths bound a replay's) and parsed."""
+    the recorded outputs as text (their lengths bound a replay's) and parsed, and the calls' names at entry."""
 
     inputs_file: bytes
     outputs: list[str]
     parsed: tuple[Value, ...] | None  # None: an output was unreadable, left to _differs to say so
     size: int
+    entries: tuple[AtEntry | None, ...] = ()  # none in a version-1 recording
 
 
 # Recordings read and parsed, by their blobs' digests (content-addressed: never stale), at most this many bytes of
 # their text kept: a worker replays the same few tasks' functions item after item.
 RECORDED_CACHE_BYTES = 64 * 1024 * 1024
-_recorded_cache: OrderedDict[tuple[str, str, str], _Recorded] = OrderedDict()
+_recorded_cache: OrderedDict[tuple[str, str, str, str], _Recorded] = OrderedDict()
 _recorded_lock = threading.Lock()
 
 
 def _recorded(entry: Mapping, load: Callable[[str], bytes]) -> _Recorded:
-    key = (entry["key"], entry["inputs"], entry["outputs"])
+    key = (entry["key"], entry["inputs"], entry["outputs"], entry.get("entries", ""))
     with _recorded_lock:
         found = _recorded_cache.get(key)
         if found is not None:
@@ -519,8 +537,11 @@ def _recorded(entry: Mapping, load: Callable[[str], bytes]) -> _Recorded:
         parsed: tuple[Value, ...] | None = tuple(_parse(text) for text in outputs)
     except SnapshotError:
         parsed = None
+    names = json.loads(load(entry["entries"])) if entry.get("entries") else []
+    entries = tuple(entry_parse(text) for text in names) if isinstance(names, list) else ()
     inputs_file = json.dumps({entry["key"]: inputs}).encode()
-    found = _Recorded(inputs_file, outputs, parsed, len(inputs_file) + sum(len(text) for text in outputs))
+    size = len(inputs_file) + sum(len(text) for text in outputs) + sum(len(t) for t in names if isinstance(t, str))
+    found = _Recorded(inputs_file, outputs, parsed, size, entries)
     with _recorded_lock:
         _recorded_cache[key] = found
         while sum(r.size for r in _recorded_cache.values()) > RECORDED_CACHE_BYTES and len(_recorded_cache) > 1:
@@ -560,8 +581,13 @@ def answer_replay(
         answer=answer,
         inputs_file=recorded.inputs_file,
     )
-    difference = problem or _differs(recorded.outputs, replayed or [], tolerance, recorded.parsed)
-    also_difference = (
-        None if also is None else problem or _differs(recorded.outputs, replayed or [], also, recorded.parsed)
+    notes: list[str] = []
+    difference = problem or _differs(
+        recorded.outputs, replayed or [], tolerance, recorded.parsed, recorded.entries, notes
     )
-    return Replay(True, difference=difference, timed_out=timed_out, also_difference=also_difference)
+    also_difference = (
+        None
+        if also is None
+        else problem or _differs(recorded.outputs, replayed or [], also, recorded.parsed, recorded.entries)
+    )
+    return Replay(True, difference=difference, timed_out=timed_out, also_difference=also_difference, notes=tuple(notes))

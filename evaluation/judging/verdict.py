@@ -21,6 +21,10 @@ REPLAY_DISAGREES = "sealed-replay"
 DEMOTABLE_RULES = frozenset({"input-mutation", "private-attribute", "foreign-store", "module-assignment"})
 NOTE = "kept as a note: the sealed replay agreed with the reference"
 FAILED_NOTE = "kept as a note: the answer failed its tests"
+# What the replay tolerated (compare.AtEntry): an entry the answer added to its arguments' state that the reference
+# does not keep, which the arguments did not hold at entry. Kept beside the pass for a maintainer to read.
+EXTRA_STATE = "sealed-replay-extra-state"
+EXTRA_STATE_NOTE = "kept as a note: the answer keeps state the reference does not, added, not left from a deletion"
 
 
 def _demotable(finding: dict) -> bool:
@@ -51,7 +55,8 @@ def sealed_verdict(tests: Verdict, findings: list[dict], replay: Replay) -> Verd
     """The verdict of an answer whose tests passed (`tests`), with the audit's `findings` and its `replay`.
 
     Unsealed: today's guarded verdict. Sealed and disagreeing: flagged, the difference named (a passed test that
-    the replay contradicts is never a pass). Sealed and agreeing: passed unless a runtime finding flags it."""
+    the replay contradicts is never a pass). Sealed and agreeing: passed unless a runtime finding flags it, with
+    the state the answer added that the replay tolerated kept as notes."""
     if not replay.sealed:
         return outcome_flag(tests, findings)
     if replay.difference:
@@ -64,4 +69,9 @@ def sealed_verdict(tests: Verdict, findings: list[dict], replay: Replay) -> Verd
             "source": "replay",
         }
         return outcome_flag(tests, [*findings, finding])
-    return _with_notes(tests, findings, NOTE)
+    verdict = _with_notes(tests, findings, NOTE)
+    added = tuple(
+        {"kind": EXTRA_STATE, "line": None, "detail": note[:500], "source": "replay", "note": EXTRA_STATE_NOTE}
+        for note in replay.notes
+    )
+    return replace(verdict, findings=(*verdict.findings, *added)) if added else verdict

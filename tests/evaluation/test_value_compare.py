@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluation.judging.compare import Difference, SnapshotError, compare, decode_array, parse
+from evaluation.judging.compare import AtEntry, Difference, SnapshotError, compare, decode_array, entry_parse, parse
 from sandbox.programs import snapshot as snap
 
 MAX = {"max_bytes": 1 << 20, "max_depth": 20}
@@ -614,3 +614,199 @@ def test_extra_state_that_could_stand_for_code_or_the_return_value_stays_a_diffe
     returned.extra = 1  # type: ignore[attr-defined]
     found = compare(state(None, returned=Optimiser()), state(None, returned=returned), rtol=0, atol=0)
     assert found is not None and found.path == "return"
+
+
+# The names at entry (snapshot.entry_names, compare.AtEntry): what tells an entry the answer added from one the
+# reference removed.
+
+
+def at_entry(*arguments: Any) -> AtEntry:
+    """The names at entry of a call on ARGUMENTS, as the recorder writes them and the worker reads them."""
+    names = snap.entry_names({"args": list(arguments), "kwargs": {}}, max_bytes=1 << 20, max_depth=20, max_items=100)
+    assert names is not None
+    found = entry_parse(json.dumps(names))
+    assert found is not None
+    return found
+
+
+def judged(recorded: Any, replayed: Any, entry: AtEntry | None) -> tuple[Difference | None, list[str]]:
+    notes: list[str] = []
+    return compare(state(recorded), state(replayed), rtol=0, atol=0, entry=entry, notes=notes), notes
+
+
+class Optimiser:
+    def __init__(self, **slots: Any) -> None:
+        self.lr = 0.1
+        self.state = slots
+
+
+class Memory:
+    def __init__(self, **entries: Any) -> None:
+        self.capacity = 2
+        self.entries = entries
+
+
+def test_an_honest_extra_key_the_arguments_did_not_hold_at_entry_is_noted_not_a_difference():
+    """attack11's honest `state["step"]`: the reference's state at entry had no "step" anywhere."""
+    entry = at_entry(Optimiser(m=np.zeros(2)))
+    found, notes = judged(Optimiser(m=np.ones(2)), Optimiser(m=np.ones(2), step=0), entry)
+    assert found is None and len(notes) == 1, (found, notes)
+    assert notes[0].startswith('at args[0].state: the answer added the key(s) "step"'), notes
+    # Without the names at entry (a version-1 recording) it is a difference, as before.
+    found, notes = judged(Optimiser(m=np.ones(2)), Optimiser(m=np.ones(2), step=0), None)
+    assert found is not None and found.kind == "structure" and '"step"' in found.message and not notes
+    # The recorded entries are still compared, and one missing is still a difference.
+    found, _ = judged(Optimiser(m=np.ones(2)), Optimiser(m=np.zeros(2), step=0), entry)
+    assert found is not None and found.path == 'args[0].state["m"][0]'
+    found, _ = judged(Optimiser(m=np.ones(2)), Optimiser(step=0), entry)
+    assert found is not None and 'no key "m"' in found.message
+
+
+def test_a_deletion_left_out_stays_a_difference_that_names_it():
+    """attack12: an eviction loop that evicts nothing leaves "k0", which the arguments held at entry and the
+    reference's call removed. With a blanket tolerance (no name held at entry) it passed: the names decide."""
+    entry = at_entry(Memory(k0=0.0, k1=1.0))  # the call stores k2, then evicts the oldest
+    recorded, kept = Memory(k1=1.0, k2=2.0), Memory(k0=0.0, k1=1.0, k2=2.0)
+    blanket = AtEntry(frozenset(), frozenset())
+    assert judged(recorded, kept, blanket) == (
+        None,
+        [
+            'at args[0].entries: the answer added the key(s) "k0", '
+            "which the reference does not keep and the arguments did not "
+            "hold at entry"
+        ],
+    )
+    found, notes = judged(recorded, kept, entry)
+    assert found is not None and found.kind == "structure" and found.path == "args[0].entries", found
+    assert found.message == (
+        'the reference removed the key(s) "k0" (the arguments held them at entry); the answer left them'
+    ), found
+    assert not notes
+    # Removed and added in one dict: the removal is the difference.
+    found, _ = judged(recorded, Memory(k0=0.0, k1=1.0, k2=2.0, hits=1), entry)
+    assert found is not None and 'removed the key(s) "k0"' in found.message
+
+
+def test_an_honest_extra_attribute_is_noted_and_one_the_reference_deleted_stays_a_difference():
+    class Buffer:
+        def __init__(self, pending: list[float] | None = None) -> None:
+            self.total = 0.0
+            if pending is not None:
+                self.pending = pending
+
+    # The reference flushes: `self.total += sum(self.pending); del self.pending`.
+    entry = at_entry(Buffer([1.0, 2.0]))
+    flushed = Buffer()
+    flushed.total = 3.0
+    added = Buffer()
+    added.total, added.flushes = 3.0, 1  # type: ignore[attr-defined]  # an honest counter the tests never read
+    found, notes = judged(flushed, added, entry)
+    assert found is None and notes == [
+        "at args[0]: the answer added the attribute(s) flushes, which the reference does not keep and the arguments "
+        "did not hold at entry"
+    ], (found, notes)
+    left = Buffer([])
+    left.total = 3.0
+    found, notes = judged(flushed, left, entry)
+    assert (
+        found is not None
+        and found.path == "args[0]"
+        and found.message
+        == ("the reference removed the attribute(s) pending (the arguments held them at entry); the answer left them")
+    ), found
+    assert not notes
+
+
+def test_nested_entries_are_judged_by_the_names_anywhere_in_the_arguments_at_entry():
+    """A key held at entry anywhere in the arguments counts as held, whichever container the reference moved or
+    rebuilt it into: a list shifted by a pop, or a dict swapped for a filtered copy, has no place of its own to look."""
+    inner = [{"id": 1, "stale": True}, {"id": 2}]
+    entry = at_entry({"queue": inner, "meta": {"seen": 0}})
+    # The reference pops the first item and drops "stale" from what it moved on: the answer that keeps it differs.
+    recorded = {"queue": [{"id": 2}], "meta": {"seen": 1}}
+    found, _ = judged(recorded, {"queue": [{"id": 2, "stale": True}], "meta": {"seen": 1}}, entry)
+    assert found is not None and found.path == 'args[0]["queue"][0]' and 'removed the key(s) "stale"' in found.message
+    # A key added deep in a nested dict, held nowhere at entry, is noted with its path.
+    found, notes = judged(recorded, {"queue": [{"id": 2}], "meta": {"seen": 1, "last": 2}}, entry)
+    assert found is None and notes and notes[0].startswith('at args[0]["meta"]: the answer added the key(s) "last"')
+    # A key at entry in another container counts too (conservative: still a difference, as before).
+    found, _ = judged(recorded, {"queue": [{"id": 2}], "meta": {"seen": 1, "id": 2}}, entry)
+    assert found is not None and 'removed the key(s) "id"' in found.message
+    # Objects nested in dicts: an attribute added on one is noted.
+    entry = at_entry({"slots": [Memory(a=1.0)]})
+    grown = Memory(a=1.0)
+    grown.hits = 2  # type: ignore[attr-defined]
+    found, notes = judged({"slots": [Memory(a=1.0)]}, {"slots": [grown]}, entry)
+    assert found is None and notes[0].startswith('at args[0]["slots"][0]: the answer added the attribute(s) hits')
+
+
+def test_what_the_names_at_entry_never_tolerate():
+    """In what the call returned, code in the state (a function, a method, an object: it may shadow a method), a
+    dunder name, and a call whose walk at entry reached a cap (its names are unknown)."""
+
+    class Stepper:
+        def __init__(self) -> None:
+            self.lr = 0.1
+
+        def step(self) -> float:
+            return self.lr
+
+    entry = at_entry(Stepper())
+    for name, extra in (("step", lambda: 0.0), ("step", Stepper().step), ("helper", len), ("other", Stepper())):
+        shadowed = Stepper()
+        shadowed.__dict__[name] = extra
+        found, notes = judged(Stepper(), shadowed, entry)
+        assert found is not None and name in found.message and not notes, (name, found)
+    shadowed = Stepper()
+    shadowed.__dict__["__class__"] = "Stepper"
+    assert judged(Stepper(), shadowed, entry)[0] is not None
+    notes: list[str] = []
+    found = compare(
+        state(None, returned={"loss": 1.0}),
+        state(None, returned={"loss": 1.0, "aux": 0.0}),
+        rtol=0,
+        atol=0,
+        entry=entry,
+        notes=notes,
+    )
+    assert found is not None and found.path == "return" and not notes
+    # A cap reached at entry: no names, so nothing is tolerated.
+    assert snap.entry_names({"args": [dict.fromkeys(range(5))]}, max_bytes=1 << 20, max_depth=20, max_items=3) is None
+    assert snap.entry_names({"args": [[[[1]]]]}, max_bytes=1 << 20, max_depth=2, max_items=3) is None
+
+
+def test_names_at_entry_that_are_not_exactly_the_format_are_none():
+    assert entry_parse('{"keys": ["\\"a\\""], "attrs": ["b"]}') == AtEntry(frozenset(['"a"']), frozenset(["b"]))
+    for text in (
+        None,
+        3,
+        "",
+        "[]",
+        '{"keys": []}',
+        '{"keys": [], "attrs": [1]}',
+        '{"keys": [], "attrs": [], "x": 1}',
+        '{"keys": [], "keys": [], "attrs": []}',
+        '{"keys": [NaN], "attrs": []}',
+    ):
+        assert entry_parse(text) is None, text
+
+
+def test_names_at_entry_skip_numbers_bytes_and_read_no_method():
+    class Loud:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError("read through getattr")
+
+        def __eq__(self, other: object) -> bool:
+            raise AssertionError("compared")
+
+        __hash__ = object.__hash__
+
+    loud = Loud()
+    loud.weights = np.zeros(10_000)  # type: ignore[attr-defined]
+    names = snap.entry_names(
+        {"args": [loud, {("a", 1): b"x" * 10_000, 7: None}], "kwargs": {"flag": True}},
+        max_bytes=20_000,
+        max_depth=20,
+        max_items=100,
+    )
+    assert names == {"keys": ['"flag"', '("a", 1)', "7"], "attrs": ["weights"]}, names
