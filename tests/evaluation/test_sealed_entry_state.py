@@ -1,4 +1,5 @@
-"""Extra state in an argument, end to end through the real recorder and replayer in bwrap (compare.AtEntry).
+"""Extra state in an argument, end to end through the real recorder and replayer, on bwrap and docker warm
+(compare.AtEntry).
 
 An honest answer may keep state the reference does not (Adam-style code's `state["step"]`, an attribute its tests
 never read); a wrong one may leave out a deletion (an eviction loop that evicts nothing), which leaves a key the
@@ -105,9 +106,9 @@ def blob_put(content: bytes) -> str:
     return digest
 
 
-@pytest.fixture(scope="module")
-def recorded(sandbox_cache):
-    backend = sandbox_backend_or_missing("bwrap", sandbox_cache)
+@pytest.fixture(scope="module", params=["bwrap", "docker"])
+def recorded(request, sandbox_cache):
+    backend = sandbox_backend_or_missing(request.param, sandbox_cache)
     backend.forkserver = True
     environment = backend.environment_build(env_hash=environment_hash("numpy"), requirements="numpy")
     annotated = parse(SOURCE, "model.py")
