@@ -556,9 +556,9 @@ def state(obj: Any, *, returned: Any = None) -> Any:
 
 def test_extra_state_left_in_an_argument_is_a_difference():
     """attack12: an answer that leaves out a deletion (an eviction loop that evicts nothing, `del self.pending`)
-    leaves a key or attribute the recording has not, and nothing else; a tolerance for extra state let it pass
-    (attack11's honest `state["step"]`, the price: flagged for review). The recording holds no snapshot of the
-    arguments at entry that could tell a key the call should have removed from one it may add."""
+    leaves a key or attribute the recording has not, and nothing else; a blanket tolerance for extra state let it
+    pass. With no names at entry (a version-1 recording) nothing tells a key the call should have removed from one
+    it may add: every extra one is a difference (the names at entry: the tests below)."""
 
     class Memory:
         def __init__(self, **entries: Any) -> None:
