@@ -301,6 +301,13 @@ SCORED_STATUS = models.Case(
     default=models.F("status"),
     output_field=models.CharField(),
 )
+# How every page names the count of AWAITING_REVIEW (the run page's scores and progress, the leaderboard's column
+# and badge): headed "Flagged", a newcomer read it as every flag, those on failed answers too.
+AWAITING_REVIEW_LABEL = "Awaiting review"
+AWAITING_REVIEW_SAID = (
+    "Items awaiting a maintainer's review (flagged answers, infrastructure errors after an agent's commands), counted "
+    "as not passed until reviewed; a flag on an answer whose tests failed awaits none (it counts as failed)"
+)
 
 
 class Outcome(models.Model):

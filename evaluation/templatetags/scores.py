@@ -5,6 +5,7 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html
 
+from evaluation.models import AWAITING_REVIEW_LABEL, AWAITING_REVIEW_SAID
 from evaluation.provenance import provenance_of, row_provenance
 
 register = template.Library()
@@ -59,6 +60,16 @@ def provenance_statement(run) -> str:
     """What the platform vouches for about the run's answers, in the words of every other surface, after the run's
     badge (which says the label)."""
     return provenance_of(run).beside_badge
+
+
+@register.simple_tag
+def awaiting_review_label() -> str:
+    return AWAITING_REVIEW_LABEL
+
+
+@register.simple_tag
+def awaiting_review_said() -> str:
+    return AWAITING_REVIEW_SAID
 
 
 TOKENS_UNKNOWN = "At least one answer's token count is unknown (uploaded answers, or a provider that gave none)"
