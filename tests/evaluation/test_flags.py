@@ -380,3 +380,21 @@ def test_the_run_page_and_the_leaderboard_say_their_count_is_of_items_awaiting_r
     board = client.get(reverse("leaderboard", args=[run.version.name]), {"cols": "flagged"}).content.decode()
     assert f'data-column="flagged" title="{said}">' in board and ">Awaiting review</a>" in board
     assert ">2 awaiting review</span>" in board and ">Flags</a></th>" not in board
+
+
+def test_a_flag_on_a_failed_answer_offers_no_review(run, client, maintainer):
+    """Last session's walk: the Confirm/Clear form was shown on a flag whose answer failed its tests, where either
+    decision leaves the item failed (models.AWAITING_REVIEW). The flag and its evidence stay; the form gives way to
+    why no review is needed, on the run's list of flags and on the item's page; a flag awaiting review keeps it."""
+    failed = failed_flag(run)
+    held = Outcome.objects.filter(run=run, status="flagged", measured_status="passed").first()
+    client.force_login(maintainer)
+    run_page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    item_page = client.get(reverse("run-item", args=[run.pk, failed.pk])).content.decode()
+    for page in (run_page, item_page):
+        section = re.search(rf'<section class="flag" id="flag-{failed.pk}">.*?</section>', page, flags=re.S).group(0)
+        assert "No review needed: the answer failed its tests" in section
+        assert "<form" not in section and 'value="confirmed"' not in section
+        assert EVIDENCE.replace("'", "&#x27;") in section, "what flagged it is still there to read"
+    section = re.search(rf'<section class="flag" id="flag-{held.pk}">.*?</section>', run_page, flags=re.S).group(0)
+    assert 'value="confirmed"' in section and "No review needed" not in section
