@@ -72,12 +72,21 @@ def awaiting_review_said() -> str:
     return AWAITING_REVIEW_SAID
 
 
-TOKENS_UNKNOWN = "At least one answer's token count is unknown (uploaded answers, or a provider that gave none)"
+TOKENS_UNKNOWN = (
+    "Not reported: at least one answer came with no token count (uploaded answers, or a provider that gave none)"
+)
 
 
 @register.filter
 def token_count(value: object) -> str:
-    """A token total as every page says it: thousands separated, and "unknown" (never 0) when it is not known."""
+    """A token total as every page says it: thousands separated, and a dash (never 0) when it is not known, "not
+    reported" in its tooltip and to a screen reader (last session's walk: "unknown" read as the platform's failure to
+    count, where nothing was counted)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
-    return format_html('<span class="muted" title="{}">unknown</span>', TOKENS_UNKNOWN)
+    return format_html(
+        '<span class="muted" title="{}"><span aria-hidden="true">—</span>'
+        '<span class="visually-hidden">{}</span></span>',
+        TOKENS_UNKNOWN,
+        "not reported",
+    )
