@@ -194,6 +194,12 @@ class EvaluationRun(Redispatchable):
         return self.model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
 
     @property
+    def is_upload(self) -> bool:
+        """Whether the run's answers were made elsewhere and uploaded (services.run_from_upload marks its params):
+        the platform called no model for them, and its pages say so."""
+        return bool((self.params or {}).get("uploaded"))
+
+    @property
     def calls_owner_endpoint(self) -> bool:
         """Whether the run's model calls go to an endpoint its model's owner runs (the api_base snapshot at its
         start), not to a provider the platform configures: a failure there is the owner's (outcomes.model_call_failed),

@@ -77,3 +77,19 @@ def test_unknown_tokens_read_not_reported_and_a_known_zero_reads_zero(client, re
         ranked = client.get(reverse("api-leaderboard", args=[release.name]), {"sort": "tokens", "dir": direction})
         assert ranked.status_code == 200
     assert ModelEntry.objects.get(name="uploader").kind == "uploaded"
+
+
+def test_an_uploaded_runs_progress_says_its_answers_were_uploaded(client, release, author):
+    """Last session's walk: an upload's progress read "N answers generated", as if the platform had called a model
+    for them. An uploaded run (EvaluationRun.is_upload) says "uploaded"; a run the platform called says "generated"."""
+    upload = uploaded(release, author)
+    reference = calibrate(release, "reference", passed=True)
+    assert upload.is_upload and not reference.is_upload
+    client.force_login(author)
+    page = page_text(client.get(reverse("run-detail", args=[upload.pk])).content.decode())
+    answers = upload.generations.count()
+    assert f"{answers} answers uploaded." in page and "answers generated" not in page
+    polled = page_text(client.get(reverse("run-progress", args=[upload.pk])).content.decode())
+    assert f"{answers} answers uploaded." in polled, "the progress the page polls while the run goes"
+    called = page_text(client.get(reverse("run-detail", args=[reference.pk])).content.decode())
+    assert "answers generated" in called and "answers uploaded" not in called
