@@ -104,7 +104,7 @@ def trajectory_atif(*, trajectory: AgentTrajectory, run) -> dict:
     }
     if trajectory.cost is not None:  # unknown is left out, never 0
         final["total_cost_usd"] = float(trajectory.cost)
-    uploaded = bool(run.params.get("uploaded"))
+    uploaded = run.is_upload
     return {
         "schema_version": ATIF_VERSION,
         "session_id": f"rcb-run{trajectory.run_id}-snippet{trajectory.snippet_id}-sample{trajectory.sample}",

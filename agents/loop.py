@@ -342,7 +342,7 @@ def agent_acted(*, run: EvaluationRun, snippet, sample: int) -> bool:
     calls count before they run, as its first call can break its second): from then on an infrastructure error may be
     its own doing (evaluation.outcomes.agent_error_held). An uploaded run's agent ran elsewhere: only its answer is
     tested here, as a single-shot answer is."""
-    if run.params.get("uploaded"):
+    if run.is_upload:
         return False
     turns = AgentStep.objects.filter(
         trajectory__run=run, trajectory__snippet=snippet, trajectory__sample=sample, role=AgentStep.Role.ASSISTANT

@@ -48,7 +48,7 @@ def trajectory_document(*, trajectory: AgentTrajectory) -> dict:
     """The trajectory as documented in docs/AGENT_RUNS.md."""
     return {
         "format": TRAJECTORY_FORMAT,
-        "uploaded": bool(trajectory.run.params.get("uploaded")),
+        "uploaded": trajectory.run.is_upload,
         "run": trajectory.run_id,
         "snippet": trajectory.snippet_id,
         "sample": trajectory.sample,

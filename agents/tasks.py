@@ -221,7 +221,7 @@ def item_agent(
     worker = self.request.hostname or f"inline@{socket.gethostname()}"
     limits = limits_for_release(run.version)
     try:
-        if run.params.get("uploaded"):  # an agent's answer made elsewhere, its trajectory (if any) as uploaded
+        if run.is_upload:  # an agent's answer made elsewhere, its trajectory (if any) as uploaded
             _uploaded_score(run=run, snippet=snippet, sample=sample, limits=limits, worker=worker)
             return
         trajectory = trajectory_start(run=run, snippet=snippet, sample=sample, budget=Budget.of(run.agent_budget))

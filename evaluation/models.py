@@ -194,6 +194,12 @@ class EvaluationRun(Redispatchable):
         return self.model.kind in (ModelEntry.Kind.REFERENCE, ModelEntry.Kind.PLACEHOLDER)
 
     @property
+    def is_upload(self) -> bool:
+        """Whether the run's answers were made elsewhere and uploaded (services.run_from_upload marks its params):
+        the platform called no model for them, and its pages say so."""
+        return bool((self.params or {}).get("uploaded"))
+
+    @property
     def calls_owner_endpoint(self) -> bool:
         """Whether the run's model calls go to an endpoint its model's owner runs (the api_base snapshot at its
         start), not to a provider the platform configures: a failure there is the owner's (outcomes.model_call_failed),
@@ -300,6 +306,13 @@ SCORED_STATUS = models.Case(
     models.When(models.Q(status="flagged") & ~AWAITING_REVIEW, then=models.F("measured_status")),
     default=models.F("status"),
     output_field=models.CharField(),
+)
+# How every page names the count of AWAITING_REVIEW (the run page's scores and progress, the leaderboard's column
+# and badge): headed "Flagged", a newcomer read it as every flag, those on failed answers too.
+AWAITING_REVIEW_LABEL = "Awaiting review"
+AWAITING_REVIEW_SAID = (
+    "Items awaiting a maintainer's review (flagged answers, infrastructure errors after an agent's commands), counted "
+    "as not passed until reviewed; a flag on an answer whose tests failed awaits none (it counts as failed)"
 )
 
 

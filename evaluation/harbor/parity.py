@@ -86,7 +86,7 @@ def parity_sides(
     chosen = parity_runs(model=model, version=version, with_paper=with_paper)
     if runs is not None:  # the runs a viewer may see
         chosen = chosen.filter(pk__in=runs.values("pk"))
-    platform = [run for run in chosen if run.scaffold == SCAFFOLD_PLATFORM and not run.params.get("uploaded")]
+    platform = [run for run in chosen if run.scaffold == SCAFFOLD_PLATFORM and not run.is_upload]
     harbor: dict[str, list[EvaluationRun]] = {}
     for run in chosen:
         if isinstance(run.params.get("harbor"), dict):

@@ -5,6 +5,7 @@ from django import template
 from django.urls import reverse
 from django.utils.html import format_html
 
+from evaluation.models import AWAITING_REVIEW_LABEL, AWAITING_REVIEW_SAID
 from evaluation.provenance import provenance_of, row_provenance
 
 register = template.Library()
@@ -61,12 +62,31 @@ def provenance_statement(run) -> str:
     return provenance_of(run).beside_badge
 
 
-TOKENS_UNKNOWN = "At least one answer's token count is unknown (uploaded answers, or a provider that gave none)"
+@register.simple_tag
+def awaiting_review_label() -> str:
+    return AWAITING_REVIEW_LABEL
+
+
+@register.simple_tag
+def awaiting_review_said() -> str:
+    return AWAITING_REVIEW_SAID
+
+
+TOKENS_UNKNOWN = (
+    "Not reported: at least one answer came with no token count (uploaded answers, or a provider that gave none)"
+)
 
 
 @register.filter
 def token_count(value: object) -> str:
-    """A token total as every page says it: thousands separated, and "unknown" (never 0) when it is not known."""
+    """A token total as every page says it: thousands separated, and a dash (never 0) when it is not known, "not
+    reported" in its tooltip and to a screen reader (last session's walk: "unknown" read as the platform's failure to
+    count, where nothing was counted)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
-    return format_html('<span class="muted" title="{}">unknown</span>', TOKENS_UNKNOWN)
+    return format_html(
+        '<span class="muted" title="{}"><span aria-hidden="true">—</span>'
+        '<span class="visually-hidden">{}</span></span>',
+        TOKENS_UNKNOWN,
+        "not reported",
+    )

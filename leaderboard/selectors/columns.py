@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from evaluation.models import AWAITING_REVIEW_LABEL, AWAITING_REVIEW_SAID
 from evaluation.provenance import row_provenance
 from leaderboard.selectors.table import LeaderboardRow
 
@@ -196,10 +197,10 @@ LEADERBOARD_COLUMNS = (
         "flagged",
         "int",
         _score("flagged"),
-        "Flags",
+        AWAITING_REVIEW_LABEL,
         "flags",
         toggled=True,
-        title="Flagged answers awaiting a maintainer's review, counted as not passed until reviewed",
+        title=AWAITING_REVIEW_SAID,
     ),
     LeaderboardColumn(
         "test_gaming",

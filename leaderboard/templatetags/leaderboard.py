@@ -7,6 +7,7 @@ from django.utils.html import format_html, format_html_join
 
 from agents.budget import amount_text
 from common.money import usd
+from evaluation.models import AWAITING_REVIEW_SAID
 from evaluation.templatetags.scores import mode_badge, pct, provenance_badge, token_count
 
 register = template.Library()
@@ -16,10 +17,6 @@ RANK_TITLES = {True: "no entry is significantly better", False: "1 + the entries
 
 
 COST_UNAVAILABLE = "The cost of at least one item is unknown (a model litellm has no price for, or published results)"
-FLAGGED_SAID = (
-    "items awaiting a maintainer's review (flagged answers, infrastructure errors after an agent's commands), counted "
-    "as not passed until reviewed"
-)
 
 
 OWNER_ENDPOINT_FAILED_SAID = (
@@ -98,7 +95,7 @@ def leaderboard_cell(row, column) -> str:
     if column.key == "flagged" and value:
         return format_html(
             '<span class="badge flagged" title="{}">{}</span>',
-            FLAGGED_SAID,
+            AWAITING_REVIEW_SAID,
             value,
         )
     if column.key == "held_out_scaled_pass_rate":
@@ -181,7 +178,7 @@ def _scaled_cell(row, value) -> str:
     if score.flagged:  # beside the headline, whatever columns are shown: these items count as not passed
         cell += format_html(
             ' <span class="badge flagged" title="{}">{} awaiting review</span>',
-            FLAGGED_SAID,
+            AWAITING_REVIEW_SAID,
             score.flagged,
         )
     if row.owner_endpoint_failed:

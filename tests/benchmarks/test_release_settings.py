@@ -3,6 +3,7 @@ publish (in the manifest), shown on its pages, and used by every run on it inste
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from benchmarks.models import BenchmarkVersion
 from benchmarks.services.curation import version_draft_create
 from benchmarks.services.publishing import version_publish
 from benchmarks.services.release_settings import version_settings_set
+from benchmarks.templatetags.release_settings import MUTATION_THRESHOLD_WORDS
 from evaluation import executor, services
 from evaluation.models import ModelEntry, Outcome
 from evaluation.tasks import item_evaluate
@@ -142,6 +144,28 @@ def test_maintainers_set_a_drafts_settings_on_its_curate_page(tmp_path, media_ro
     client.force_login(author)
     assert client.post("/versions/1.0.0/curate/settings/", {**form, "time_limit_seconds": "1"}).status_code == 403
     assert BenchmarkVersion.objects.get(name="1.0.0").time_limit_seconds == 45
+
+
+def test_the_curate_pages_help_is_read_with_its_fields_not_inside_their_labels(tmp_path, media_root, maintainer):
+    """Last session's walk: the minimum mutation score's label held its help ("0-1; a warning threshold: ..."), so a
+    screen reader announced all of it as the field's name. The label names the field; the help is its own element,
+    named by the field's aria-describedby, as is the note on blank limits for every limit."""
+    import_pset(sleepy_pset(tmp_path), "1.0.0")
+    client = Client()
+    client.force_login(maintainer)
+    page = client.get("/versions/1.0.0/curate/").content.decode()
+    labels = re.findall(r"<label\b[^>]*>(.*?)</label>", page, flags=re.S)
+    assert "Minimum mutation score" in labels
+    assert not [label for label in labels if "warning threshold" in label or "0-1" in label], labels
+    described = {
+        name: ids.split() for name, ids in re.findall(r'<input[^>]*name="(\w+)"[^>]*aria-describedby="([^"]+)"', page)
+    }
+    assert described["mutation_score_min"] == ["id_mutation_score_min_help", "settings-blank-help"]
+    for name in ("time_limit_seconds", "memory_mb", "cpus"):
+        assert described[name] == ["settings-blank-help"], name
+    helps = dict(re.findall(r'<(?:small|p)\b[^>]*id="([^"]+)"[^>]*>(.*?)</(?:small|p)>', page, flags=re.S))
+    assert helps["id_mutation_score_min_help"] == f"0-1; {MUTATION_THRESHOLD_WORDS}"
+    assert helps["settings-blank-help"].startswith("Blank limits take this site's settings")
 
 
 def test_limits_for_release_override_the_workers(tmp_path, media_root, settings):

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from benchmarks.models import Snippet
 from evaluation import services
-from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
+from evaluation.models import AWAITING_REVIEW_SAID, EvaluationRun, ModelEntry, Outcome, RunScore
 from evaluation.outcomes import Verdict, outcome_flag
 
 pytestmark = pytest.mark.django_db
@@ -143,11 +143,11 @@ def test_evidence_is_for_maintainers_only(run, client, author, maintainer):
         if who:
             client.force_login(who)
         body = client.get(url).content.decode()
-        assert "3 flagged for review" in body
+        assert "3 awaiting review</span>" in body
         assert "hidden file" not in body and "outcome-review" not in body and 'id="flags"' not in body
     client.force_login(maintainer)
     body = client.get(url).content.decode()
-    assert 'id="flags"' in body and "Flagged items (3)" in body
+    assert 'id="flags"' in body and "Flagged items (3: 3 awaiting review)" in body
     assert "opens &#x27;optimizer_ref.py&#x27; (hidden file)" in body
     assert body.count('name="decision" value="confirmed"') == 3
 
@@ -245,10 +245,11 @@ def test_the_leaderboard_shows_a_rows_flag_count(run, client, release):
     assert ">3 awaiting review</span>" in default, "beside the score, without asking for the column"
     # Flags are behind the column toggle since issue 22 (the key columns fit a laptop screen): asked for by cols=.
     body = client.get(reverse("leaderboard", args=[release.name]), {"cols": "flagged"}).content.decode()
-    assert ">Flags</a>" in body
+    assert ">Awaiting review</a>" in body
     assert (
-        'title="items awaiting a maintainer&#x27;s review (flagged answers, infrastructure errors after an '
-        'agent&#x27;s commands), counted as not passed until reviewed">3</span>'
+        'title="Items awaiting a maintainer&#x27;s review (flagged answers, infrastructure errors after an '
+        "agent&#x27;s commands), counted as not passed until reviewed; a flag on an answer whose tests failed awaits "
+        'none (it counts as failed)">3</span>'
     ) in body
 
 
@@ -350,3 +351,50 @@ def test_runs_stored_with_a_failed_answers_flag_awaiting_review_are_rescored(run
     assert (overall(run).failed, overall(run).flagged, overall(run).pass_rate) == (1, 2, rate)
     assert overall(run).categories == {"passed": 30, "wrong_result": 1, "flagged": 2}
     assert sum(s.flagged for s in RunScore.objects.filter(run=run, paper__isnull=False)) == 2
+
+
+def failed_flag(run) -> Outcome:
+    """One of the run's flags made a flag on an answer whose tests failed (it awaits no review), the run rescored."""
+    from evaluation.scoring import run_scores_store
+
+    outcome = Outcome.objects.filter(run=run, status="flagged").order_by("pk").first()
+    Outcome.objects.filter(pk=outcome.pk).update(measured_status="failed", category="wrong_result")
+    run_scores_store(run=run)
+    return Outcome.objects.get(pk=outcome.pk)
+
+
+def test_the_run_page_and_the_leaderboard_say_their_count_is_of_items_awaiting_review(run, client, maintainer):
+    """Last session's walk: the run page's scores had a "Flagged" column counting only the flags awaiting review, read
+    as every flag. Its header, the progress and the leaderboard's column say "Awaiting review", with what that counts;
+    the maintainers' list of the run's flags gives both counts."""
+    failed_flag(run)
+    client.force_login(maintainer)
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    said = AWAITING_REVIEW_SAID.replace("'", "&#x27;")
+    assert f'<th scope="col" class="num" title="{said}">Awaiting review</th>' in page
+    assert ">Flagged</th>" not in page
+    assert f'<span title="{said}">2 awaiting review</span>' in page, "the progress"
+    assert "Flagged items (3: 2 awaiting review)" in page
+    totals = re.search(r"<tfoot>.*?All items.*?</tr>", page, flags=re.S).group(0)
+    assert re.findall(r'<td class="num">(\d+)</td>', totals)[:4] == ["33", "30", "0", "2"], "items, passed, errors"
+    board = client.get(reverse("leaderboard", args=[run.version.name]), {"cols": "flagged"}).content.decode()
+    assert f'data-column="flagged" title="{said}">' in board and ">Awaiting review</a>" in board
+    assert ">2 awaiting review</span>" in board and ">Flags</a></th>" not in board
+
+
+def test_a_flag_on_a_failed_answer_offers_no_review(run, client, maintainer):
+    """Last session's walk: the Confirm/Clear form was shown on a flag whose answer failed its tests, where either
+    decision leaves the item failed (models.AWAITING_REVIEW). The flag and its evidence stay; the form gives way to
+    why no review is needed, on the run's list of flags and on the item's page; a flag awaiting review keeps it."""
+    failed = failed_flag(run)
+    held = Outcome.objects.filter(run=run, status="flagged", measured_status="passed").first()
+    client.force_login(maintainer)
+    run_page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    item_page = client.get(reverse("run-item", args=[run.pk, failed.pk])).content.decode()
+    for page in (run_page, item_page):
+        section = re.search(rf'<section class="flag" id="flag-{failed.pk}">.*?</section>', page, flags=re.S).group(0)
+        assert "No review needed: the answer failed its tests" in section
+        assert "<form" not in section and 'value="confirmed"' not in section
+        assert EVIDENCE.replace("'", "&#x27;") in section, "what flagged it is still there to read"
+    section = re.search(rf'<section class="flag" id="flag-{held.pk}">.*?</section>', run_page, flags=re.S).group(0)
+    assert 'value="confirmed"' in section and "No review needed" not in section

@@ -321,7 +321,7 @@ def test_a_flagged_item_says_why_to_its_owner_and_only_the_rule_to_others(client
     assert "runtime guard caught" in text and "sealed-replay" in text
     assert "SECRET" not in text
     run_page = _text(client.get(reverse("run-detail", args=[run.pk])).content.decode())
-    assert "1 item flagged for review: a flagged item counts as not passed until a maintainer reviews it" in run_page
+    assert "1 item awaiting review: a flagged item counts as not passed until a maintainer reviews it" in run_page
 
 
 def recording_seal(snippet: Snippet, *, sealed: bool, reason: str = "") -> None:
