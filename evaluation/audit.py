@@ -12,6 +12,11 @@ the top of the file) resolve, and only nodes on the snippet's own lines are judg
 import, an attribute, a path built at run time), the computed access itself is the finding: the policy cannot know
 what it will reach, and a genuine snippet has no reason to hide it.
 
+A read is judged however it is spelled: a class pattern's keyword (`case object(sys=s)`) is the attribute read
+`subject.sys`, a mapping pattern's key the item read `subject[key]`, and a name a pattern captures is bound as an
+assignment of what it matched would bind it. Left open: the attributes a positional class pattern reads are named by
+its class's `__match_args__`, which is not followed (an answer's own class defining it is a dunder finding).
+
 Objects are judged by their root, not by how they are spelled: an attribute may be stored, and a private one read,
 only on the answer's own objects (`self`, `cls`, its functions and classes, instances of its file's classes bound
 in the snippet); a call of an own function or lambda that can return a module is a module. Writes into the task
@@ -746,6 +751,8 @@ class _Policy(ast.NodeVisitor):
                         (own if made and isinstance(target, ast.Name) else other).add(name)
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.comprehension)):
                 other.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.Match):
+                other.update(target.id for target, _ in _captures(node))  # type: ignore[attr-defined]
         self.own = own - other
 
     def collect_parameters(self, nodes: list[ast.AST]) -> None:
@@ -771,19 +778,20 @@ class _Policy(ast.NodeVisitor):
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id in self.parameters:
                         self.parameters[target.id] = min(self.parameters[target.id], node.lineno)
-        for node in nodes:  # `view = v[:]`, `w = v`: another name of the same input (a call's result is a new value)
-            if (
-                isinstance(node, ast.Assign)
-                and self.inside(node)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id not in self.parameters
-            ):
-                root = node.value
+        for node in nodes:  # `view = v[:]`, `w = v`, `case [w, _]`: another name of the same input (a call's result
+            # is a new value)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                pairs: list[tuple[ast.AST, ast.AST]] = [(node.targets[0], node.value)]
+            else:
+                pairs = list(_captures(node)) if isinstance(node, ast.Match) else []
+            for bound, value in pairs if self.inside(node) else []:
+                if not isinstance(bound, ast.Name) or bound.id in self.parameters:
+                    continue
+                root: ast.AST = value
                 while isinstance(root, (ast.Attribute, ast.Subscript)):
                     root = root.value
-                if isinstance(root, ast.Name) and self.parameters.get(root.id, 0) > node.lineno:
-                    self.parameters[node.targets[0].id] = self.last + 1
+                if isinstance(root, ast.Name) and self.parameters.get(root.id, 0) > node.lineno:  # type: ignore[attr-defined]
+                    self.parameters[bound.id] = self.last + 1
 
     def collect_aliases(self, nodes: list[ast.AST]) -> None:
         """The names and holders that reach a module, through bindings of bindings until nothing changes."""
@@ -874,6 +882,14 @@ class _Policy(ast.NodeVisitor):
             self.flag(node, "private-attribute", f"imports the private module {module!r}")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.attribute_use(node)
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.stored(node)
+        self.generic_visit(node)
+
+    def attribute_use(self, node: ast.Attribute) -> None:
+        """The rules of an attribute's name and of what it is reached from: an attribute read or store, or a class
+        pattern's keyword (`case object(sys=s)` reads the subject's `sys`, visit_Match)."""
         if not self.cooperative(node):
             self.dunder(node, node.attr, store=isinstance(node.ctx, (ast.Store, ast.Del)))
         if node.attr in RULES["frame-attribute"].names:
@@ -897,16 +913,32 @@ class _Policy(ast.NodeVisitor):
         elif node.attr in _SYSTEM_TOPS:
             rule = system_rule(_system_name(node.attr))
             self.flag(node, rule.name if rule else "system-introspection", f"reaches an attribute named {node.attr!r}")
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
-            self.stored(node)
-        self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self.stored(node)
-        key = node.slice
-        if isinstance(key, ast.Constant) and isinstance(key.value, str) and _PATH_IN_TEXT.match(key.value):
-            self.named(node, key.value, "a key")  # `modules["unittest.case"]`: a module chosen by a string
+        self.key_use(node)
+        self.generic_visit(node)
+
+    def key_use(self, node: ast.Subscript) -> None:
+        """An item's key spelled as a string: `modules["unittest.case"]` (or a mapping pattern's key, visit_Match)
+        is a module chosen by a string."""
+        key = _constant_str(node.slice)
+        if key is not None and _PATH_IN_TEXT.match(key):
+            self.named(node, key, "a key")
+
+    def visit_Match(self, node: ast.Match) -> None:
+        """A case's pattern reads its subject: each keyword of a class pattern is that attribute read, each key of a
+        mapping pattern that item read, on what the pattern matches (the subject, or the part of it an enclosing
+        pattern reached), judged before the subject as `sys.float_info.epsilon` is before `sys`."""
+        for case in node.cases:
+            for pattern, subject in _pattern_subjects(case.pattern, node.subject):
+                if isinstance(pattern, ast.MatchClass):
+                    for attribute, inner in zip(pattern.kwd_attrs, pattern.kwd_patterns, strict=True):
+                        self.attribute_use(ast.copy_location(ast.Attribute(subject, attribute, ast.Load()), inner))
+                elif isinstance(pattern, ast.MatchMapping):
+                    for key, inner in zip(pattern.keys, pattern.patterns, strict=True):
+                        self.key_use(ast.copy_location(ast.Subscript(subject, key, ast.Load()), inner))
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -987,6 +1019,10 @@ class _Policy(ast.NodeVisitor):
         if not isinstance(node.value, (str, bytes)):
             return
         text = node.value.decode("utf-8", "replace") if isinstance(node.value, bytes) else node.value
+        self.string_rules(node, text)
+
+    def string_rules(self, node: ast.AST, text: str) -> None:
+        """The rules of a string's text: the names of hidden files, procfs, the harness, dunders, frame attributes."""
         for name in self.hidden_names:
             if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text):
                 self.flag(node, "hidden-module", f"a string names {name!r}, which holds the hidden tests or reference")
@@ -1247,6 +1283,7 @@ _BINDING = (
     ast.Lambda,
     ast.ClassDef,
     ast.Call,
+    ast.Match,
 )
 
 
@@ -1310,8 +1347,11 @@ def _function_scope(
 
 
 def _bindings(node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
-    """(target, value) pairs a statement binds: assignments, loops over a value, defaults of parameters."""
-    if isinstance(node, ast.Assign):
+    """(target, value) pairs a statement binds: assignments, loops over a value, defaults of parameters, the names a
+    `match` statement's patterns capture."""
+    if isinstance(node, ast.Match):
+        yield from _captures(node)
+    elif isinstance(node, ast.Assign):
         for target in node.targets:
             yield from _pairs(target, node.value)
     elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
@@ -1334,6 +1374,42 @@ def _bindings(node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
         for arg, keyword_default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
             if keyword_default is not None:
                 yield ast.Name(arg.arg, ast.Store()), keyword_default
+
+
+def _pattern_subjects(pattern: ast.pattern, subject: ast.expr) -> Iterator[tuple[ast.pattern, ast.expr]]:
+    """Each pattern of a case (`pattern` and the ones inside it) with an expression for what it matches, spelled
+    from `subject`: a class pattern's keyword `C(name=p)` matches `subject.name`, a mapping's `{key: p}` matches
+    `subject[key]`, an element or a positional argument a part of the subject (`subject[i]`)."""
+    yield pattern, subject
+    inner: list[tuple[ast.pattern, ast.expr]] = []
+    if isinstance(pattern, ast.MatchClass):
+        inner += [(p, ast.Subscript(subject, ast.Constant(i), ast.Load())) for i, p in enumerate(pattern.patterns)]
+        inner += [
+            (p, ast.copy_location(ast.Attribute(subject, attribute, ast.Load()), p))
+            for attribute, p in zip(pattern.kwd_attrs, pattern.kwd_patterns, strict=True)
+        ]
+    elif isinstance(pattern, ast.MatchMapping):
+        inner += [
+            (p, ast.Subscript(subject, key, ast.Load())) for key, p in zip(pattern.keys, pattern.patterns, strict=True)
+        ]
+    elif isinstance(pattern, ast.MatchSequence):
+        inner += [(p, ast.Subscript(subject, ast.Constant(i), ast.Load())) for i, p in enumerate(pattern.patterns)]
+    elif isinstance(pattern, ast.MatchAs) and pattern.pattern is not None:
+        inner.append((pattern.pattern, subject))
+    elif isinstance(pattern, ast.MatchOr):
+        inner += [(p, subject) for p in pattern.patterns]
+    for p, matched in inner:
+        yield from _pattern_subjects(p, matched)
+
+
+def _captures(node: ast.Match) -> Iterator[tuple[ast.AST, ast.AST]]:
+    """(name, what it gets) for the names a `match` statement's patterns bind: `case object(linalg=la)` binds `la`
+    to `subject.linalg`, `case m` to the subject, `case [*rest]` and `{**rest}` to parts of it."""
+    for case in node.cases:
+        for pattern, subject in _pattern_subjects(case.pattern, node.subject):
+            name = pattern.rest if isinstance(pattern, ast.MatchMapping) else getattr(pattern, "name", None)
+            if name:
+                yield ast.copy_location(ast.Name(name, ast.Store()), pattern), subject
 
 
 def _constant_str(node: ast.expr) -> str | None:
