@@ -12,6 +12,15 @@ the top of the file) resolve, and only nodes on the snippet's own lines are judg
 import, an attribute, a path built at run time), the computed access itself is the finding: the policy cannot know
 what it will reach, and a genuine snippet has no reason to hide it.
 
+A read is judged however it is spelled: a class pattern's keyword (`case object(sys=s)`) is the attribute read
+`subject.sys`, a mapping pattern's key the item read `subject[key]`, and a name a pattern captures is bound as an
+assignment of what it matched would bind it. A string made of constants (`"optimizer" + "_ref"`, `"_" * 2`, an
+f-string, a join, `format` or `%` of constants, a case method or slice of one) is judged as the text it computes
+(`_folded`, bounded in length). Left open: the attributes a positional class pattern reads are named by its class's
+`__match_args__`, which is not followed (an answer's own class defining it is a dunder finding), and a string built
+at run time (`chr`, `bytes.decode`, a loop) is not read: the access it is used for is the finding (a computed
+getattr, `sys.modules`).
+
 Objects are judged by their root, not by how they are spelled: an attribute may be stored, and a private one read,
 only on the answer's own objects (`self`, `cls`, its functions and classes, instances of its file's classes bound
 in the snippet); a call of an own function or lambda that can return a module is a module. Writes into the task
@@ -30,6 +39,7 @@ import ast
 import builtins
 import functools
 import re
+import string
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -448,6 +458,8 @@ class _Policy(ast.NodeVisitor):
         # global (_function_scope).
         self.scopes: list[tuple[frozenset[str], frozenset[str]]] = []
         self.defining: list[str] = []  # the names of the functions being visited, innermost last
+        self.folding: dict[ast.AST, str | int | None] = {}  # _folded's values, by node
+        self.folded_parts: set[ast.AST] = set()  # the parts of a string expression judged as a whole
 
     # -- helpers
 
@@ -746,6 +758,8 @@ class _Policy(ast.NodeVisitor):
                         (own if made and isinstance(target, ast.Name) else other).add(name)
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.comprehension)):
                 other.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.Match):
+                other.update(target.id for target, _ in _captures(node))  # type: ignore[attr-defined]
         self.own = own - other
 
     def collect_parameters(self, nodes: list[ast.AST]) -> None:
@@ -771,19 +785,20 @@ class _Policy(ast.NodeVisitor):
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id in self.parameters:
                         self.parameters[target.id] = min(self.parameters[target.id], node.lineno)
-        for node in nodes:  # `view = v[:]`, `w = v`: another name of the same input (a call's result is a new value)
-            if (
-                isinstance(node, ast.Assign)
-                and self.inside(node)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id not in self.parameters
-            ):
-                root = node.value
+        for node in nodes:  # `view = v[:]`, `w = v`, `case [w, _]`: another name of the same input (a call's result
+            # is a new value)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                pairs: list[tuple[ast.AST, ast.AST]] = [(node.targets[0], node.value)]
+            else:
+                pairs = list(_captures(node)) if isinstance(node, ast.Match) else []
+            for bound, value in pairs if self.inside(node) else []:
+                if not isinstance(bound, ast.Name) or bound.id in self.parameters:
+                    continue
+                root: ast.AST = value
                 while isinstance(root, (ast.Attribute, ast.Subscript)):
                     root = root.value
-                if isinstance(root, ast.Name) and self.parameters.get(root.id, 0) > node.lineno:
-                    self.parameters[node.targets[0].id] = self.last + 1
+                if isinstance(root, ast.Name) and self.parameters.get(root.id, 0) > node.lineno:  # type: ignore[attr-defined]
+                    self.parameters[bound.id] = self.last + 1
 
     def collect_aliases(self, nodes: list[ast.AST]) -> None:
         """The names and holders that reach a module, through bindings of bindings until nothing changes."""
@@ -874,6 +889,14 @@ class _Policy(ast.NodeVisitor):
             self.flag(node, "private-attribute", f"imports the private module {module!r}")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.attribute_use(node)
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.stored(node)
+        self.generic_visit(node)
+
+    def attribute_use(self, node: ast.Attribute) -> None:
+        """The rules of an attribute's name and of what it is reached from: an attribute read or store, or a class
+        pattern's keyword (`case object(sys=s)` reads the subject's `sys`, visit_Match)."""
         if not self.cooperative(node):
             self.dunder(node, node.attr, store=isinstance(node.ctx, (ast.Store, ast.Del)))
         if node.attr in RULES["frame-attribute"].names:
@@ -897,16 +920,33 @@ class _Policy(ast.NodeVisitor):
         elif node.attr in _SYSTEM_TOPS:
             rule = system_rule(_system_name(node.attr))
             self.flag(node, rule.name if rule else "system-introspection", f"reaches an attribute named {node.attr!r}")
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
-            self.stored(node)
-        self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self.stored(node)
-        key = node.slice
-        if isinstance(key, ast.Constant) and isinstance(key.value, str) and _PATH_IN_TEXT.match(key.value):
-            self.named(node, key.value, "a key")  # `modules["unittest.case"]`: a module chosen by a string
+        self.key_use(node)
+        self.folded_string(node)
+        self.generic_visit(node)
+
+    def key_use(self, node: ast.Subscript) -> None:
+        """An item's key spelled as a string: `modules["unittest.case"]` (or a mapping pattern's key, visit_Match)
+        is a module chosen by a string."""
+        key = self.folded(node.slice)
+        if key is not None and _PATH_IN_TEXT.match(key):
+            self.named(node, key, "a key")
+
+    def visit_Match(self, node: ast.Match) -> None:
+        """A case's pattern reads its subject: each keyword of a class pattern is that attribute read, each key of a
+        mapping pattern that item read, on what the pattern matches (the subject, or the part of it an enclosing
+        pattern reached), judged before the subject as `sys.float_info.epsilon` is before `sys`."""
+        for case in node.cases:
+            for pattern, subject in _pattern_subjects(case.pattern, node.subject):
+                if isinstance(pattern, ast.MatchClass):
+                    for attribute, inner in zip(pattern.kwd_attrs, pattern.kwd_patterns, strict=True):
+                        self.attribute_use(ast.copy_location(ast.Attribute(subject, attribute, ast.Load()), inner))
+                elif isinstance(pattern, ast.MatchMapping):
+                    for key, inner in zip(pattern.keys, pattern.patterns, strict=True):
+                        self.key_use(ast.copy_location(ast.Subscript(subject, key, ast.Load()), inner))
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -987,6 +1027,32 @@ class _Policy(ast.NodeVisitor):
         if not isinstance(node.value, (str, bytes)):
             return
         text = node.value.decode("utf-8", "replace") if isinstance(node.value, bytes) else node.value
+        self.string_rules(node, text)
+
+    def folded(self, node: ast.AST) -> str | None:
+        return _folded(node, self.folding)
+
+    def folded_string(self, node: ast.AST) -> None:
+        """A string spelled from constants (`"optimizer" + "_ref"`, `"".join(["__glo", "bals__"])`) is judged by the
+        string rules as if written out, once for the whole expression (its parts are judged as the constants
+        they are)."""
+        if node in self.folded_parts or isinstance(node, ast.Constant) or not self.inside(node):
+            return
+        text = self.folded(node)
+        if text is not None:
+            self.folded_parts.update(ast.walk(node))
+            self.string_rules(node, text)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self.folded_string(node)
+        self.generic_visit(node)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        self.folded_string(node)
+        self.generic_visit(node)
+
+    def string_rules(self, node: ast.AST, text: str) -> None:
+        """The rules of a string's text: the names of hidden files, procfs, the harness, dunders, frame attributes."""
         for name in self.hidden_names:
             if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text):
                 self.flag(node, "hidden-module", f"a string names {name!r}, which holds the hidden tests or reference")
@@ -1009,6 +1075,7 @@ class _Policy(ast.NodeVisitor):
                     self.flag(node, "frame-attribute", f"a string names the attribute {part!r}")
 
     def visit_Call(self, node: ast.Call) -> None:
+        self.folded_string(node)
         func = node.func
         name = self.qualified(func)
         self.in_place_writes(node, name)
@@ -1247,6 +1314,7 @@ _BINDING = (
     ast.Lambda,
     ast.ClassDef,
     ast.Call,
+    ast.Match,
 )
 
 
@@ -1310,8 +1378,11 @@ def _function_scope(
 
 
 def _bindings(node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
-    """(target, value) pairs a statement binds: assignments, loops over a value, defaults of parameters."""
-    if isinstance(node, ast.Assign):
+    """(target, value) pairs a statement binds: assignments, loops over a value, defaults of parameters, the names a
+    `match` statement's patterns capture."""
+    if isinstance(node, ast.Match):
+        yield from _captures(node)
+    elif isinstance(node, ast.Assign):
         for target in node.targets:
             yield from _pairs(target, node.value)
     elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
@@ -1334,6 +1405,217 @@ def _bindings(node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
         for arg, keyword_default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
             if keyword_default is not None:
                 yield ast.Name(arg.arg, ast.Store()), keyword_default
+
+
+def _pattern_subjects(pattern: ast.pattern, subject: ast.expr) -> Iterator[tuple[ast.pattern, ast.expr]]:
+    """Each pattern of a case (`pattern` and the ones inside it) with an expression for what it matches, spelled
+    from `subject`: a class pattern's keyword `C(name=p)` matches `subject.name`, a mapping's `{key: p}` matches
+    `subject[key]`, an element or a positional argument a part of the subject (`subject[i]`)."""
+    yield pattern, subject
+    inner: list[tuple[ast.pattern, ast.expr]] = []
+    if isinstance(pattern, ast.MatchClass):
+        inner += [(p, ast.Subscript(subject, ast.Constant(i), ast.Load())) for i, p in enumerate(pattern.patterns)]
+        inner += [
+            (p, ast.copy_location(ast.Attribute(subject, attribute, ast.Load()), p))
+            for attribute, p in zip(pattern.kwd_attrs, pattern.kwd_patterns, strict=True)
+        ]
+    elif isinstance(pattern, ast.MatchMapping):
+        inner += [
+            (p, ast.Subscript(subject, key, ast.Load())) for key, p in zip(pattern.keys, pattern.patterns, strict=True)
+        ]
+    elif isinstance(pattern, ast.MatchSequence):
+        inner += [(p, ast.Subscript(subject, ast.Constant(i), ast.Load())) for i, p in enumerate(pattern.patterns)]
+    elif isinstance(pattern, ast.MatchAs) and pattern.pattern is not None:
+        inner.append((pattern.pattern, subject))
+    elif isinstance(pattern, ast.MatchOr):
+        inner += [(p, subject) for p in pattern.patterns]
+    for p, matched in inner:
+        yield from _pattern_subjects(p, matched)
+
+
+def _captures(node: ast.Match) -> Iterator[tuple[ast.AST, ast.AST]]:
+    """(name, what it gets) for the names a `match` statement's patterns bind: `case object(linalg=la)` binds `la`
+    to `subject.linalg`, `case m` to the subject, `case [*rest]` and `{**rest}` to parts of it."""
+    for case in node.cases:
+        for pattern, subject in _pattern_subjects(case.pattern, node.subject):
+            name = pattern.rest if isinstance(pattern, ast.MatchMapping) else getattr(pattern, "name", None)
+            if name:
+                yield ast.copy_location(ast.Name(name, ast.Store()), pattern), subject
+
+
+# The longest string or number folded from constants: names are short, and `"_" * 10**9` must never be built.
+_FOLDED_LIMIT = 4096
+# str methods folded when called on a constant with constant arguments (replace and join too).
+_FOLDED_CASES = _names("lower upper casefold swapcase title capitalize")
+_FOLDED_STRIPS = _names("strip lstrip rstrip removeprefix removesuffix")
+_Folded = str | int | None
+
+
+def _folded(node: ast.AST, memo: dict[ast.AST, _Folded]) -> str | None:
+    """The text of a string expression made of constants only, as Python computes it (`"optimizer" + "_ref"`,
+    `"_" * 2 + "main"`, an f-string of constants, `"".join(["__glo", "bals__"])`, `"{}{}".format(...)`, `"%s" % ...`,
+    `"__GLOBALS__".lower()`, a constant slice), None for anything else or anything longer than _FOLDED_LIMIT: the
+    string rules judge it as if it were written out. `memo` keeps each node's value (a chain is walked once)."""
+    value = _fold(node, memo)
+    return value if isinstance(value, str) else None
+
+
+def _fold(node: ast.AST, memo: dict[ast.AST, _Folded]) -> _Folded:
+    if node not in memo:
+        memo[node] = None
+        value = _fold_once(node, memo)
+        too_long = isinstance(value, str) and len(value) > _FOLDED_LIMIT
+        memo[node] = None if too_long or isinstance(value, int) and abs(value) > _FOLDED_LIMIT else value
+    return memo[node]
+
+
+def _fold_once(node: ast.AST, memo: dict[ast.AST, _Folded]) -> _Folded:
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, (str, int)) and not isinstance(node.value, bool) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Mod)):
+        return _fold_operation(node, memo)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):  # the -1 of [::-1]
+        number = _fold(node.operand, memo)
+        return -number if isinstance(number, int) else None
+    if isinstance(node, ast.JoinedStr):
+        formatted = [_fold_formatted(value, memo) for value in node.values]
+        texts = [part for part in formatted if part is not None]
+        return _joined(texts) if len(texts) == len(formatted) else None
+    if isinstance(node, ast.Subscript):
+        return _fold_item(node, memo)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return _fold_method(node, node.func, memo)
+    return None
+
+
+def _fold_operation(node: ast.BinOp, memo: dict[ast.AST, _Folded]) -> _Folded:
+    left = _fold(node.left, memo)
+    if isinstance(node.op, ast.Mod):  # "%s%s" % ("__glo", "bals__")
+        values = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+        folded = [_fold(value, memo) for value in values]
+        return _percent(left, folded) if isinstance(left, str) and None not in folded else None
+    right = _fold(node.right, memo)
+    if isinstance(node.op, ast.Add):
+        if isinstance(left, str) and isinstance(right, str):
+            return left + right
+        return left + right if isinstance(left, int) and isinstance(right, int) else None
+    text, times = (left, right) if isinstance(left, str) else (right, left)
+    if isinstance(text, str) and isinstance(times, int):
+        return text * times if len(text) * times <= _FOLDED_LIMIT else None
+    return left * right if isinstance(left, int) and isinstance(right, int) else None
+
+
+def _percent(template: str, values: list[_Folded]) -> str | None:
+    """`template % values` for `%s` and `%%` only."""
+    parts = re.split(r"%(.)", template, flags=re.DOTALL)
+    out, given = [parts[0]], iter(values)
+    for directive, text in zip(parts[1::2], parts[2::2], strict=True):
+        if directive == "%":
+            out.append("%")
+        elif directive == "s" and (value := next(given, None)) is not None:
+            out.append(str(value))
+        else:
+            return None
+        out.append(text)
+    return _joined(out) if next(given, None) is None else None
+
+
+def _formatted(value: _Folded, conversion: str | None, spec: str) -> str | None:
+    """One replacement field of an f-string or str.format: its conversion, then a format spec of bounded width."""
+    if value is None or conversion not in (None, "s", "r", "a"):
+        return None
+    converted = value if conversion is None else str(value) if conversion == "s" else repr(value)
+    converted = ascii(value) if conversion == "a" else converted
+    if any(int(number) > _FOLDED_LIMIT for number in re.findall(r"\d+", spec)):
+        return None
+    try:
+        return format(converted, spec)
+    except (ValueError, TypeError):
+        return None
+
+
+def _joined(parts: list[str], separator: str = "") -> str | None:
+    """`separator.join(parts)`, None when it would be longer than _FOLDED_LIMIT (measured before it is built)."""
+    if sum(map(len, parts)) + len(separator) * max(0, len(parts) - 1) > _FOLDED_LIMIT:
+        return None
+    return separator.join(parts)
+
+
+def _fold_formatted(node: ast.AST, memo: dict[ast.AST, _Folded]) -> str | None:
+    if not isinstance(node, ast.FormattedValue):
+        return _folded(node, memo)
+    spec = "" if node.format_spec is None else _folded(node.format_spec, memo)
+    conversion = None if node.conversion == -1 else chr(node.conversion)
+    return None if spec is None else _formatted(_fold(node.value, memo), conversion, spec)
+
+
+def _format_fields(template: str, args: list[_Folded], keywords: dict[str, _Folded]) -> str | None:
+    """`template.format(*args, **keywords)` for fields named by position or keyword, with no attribute or item
+    lookups in them and no fields inside their specs."""
+    out: list[str] = []
+    automatic = length = 0
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return None
+    for text, field, spec, conversion in fields:
+        value: _Folded = None
+        if field is not None:
+            if field == "":
+                field, automatic = str(automatic), automatic + 1
+            value = (args[int(field)] if int(field) < len(args) else None) if field.isdigit() else keywords.get(field)
+        part = "" if field is None else None if "{" in (spec or "") else _formatted(value, conversion, spec or "")
+        if part is None or (length := length + len(text) + len(part)) > _FOLDED_LIMIT:
+            return None
+        out += [text, part]
+    return "".join(out)
+
+
+def _fold_item(node: ast.Subscript, memo: dict[ast.AST, _Folded]) -> str | None:
+    """A constant index or slice of a constant string (`"__slabolg__"[::-1]`)."""
+    text = _fold(node.value, memo)
+    if not isinstance(text, str):
+        return None
+    if not isinstance(node.slice, ast.Slice):
+        index = _fold(node.slice, memo)
+        return text[index] if isinstance(index, int) and -len(text) <= index < len(text) else None
+    bounds: list[int | None] = []
+    for part in (node.slice.lower, node.slice.upper, node.slice.step):
+        bound = None if part is None else _fold(part, memo)
+        if part is not None and not isinstance(bound, int):
+            return None
+        bounds.append(bound if isinstance(bound, int) else None)
+    return text[slice(*bounds)] if bounds[2] != 0 else None
+
+
+def _fold_method(node: ast.Call, method: ast.Attribute, memo: dict[ast.AST, _Folded]) -> str | None:
+    """A str method called on a constant string with constant arguments: join of a literal list or tuple, format,
+    the case and strip methods, replace (its result's length checked before it is built)."""
+    receiver = _fold(method.value, memo)
+    if not isinstance(receiver, str) or any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    if any(keyword.arg is None for keyword in node.keywords):
+        return None
+    args = [_fold(a, memo) for a in node.args]
+    keywords = {keyword.arg: _fold(keyword.value, memo) for keyword in node.keywords if keyword.arg}
+    if method.attr == "join" and len(args) == 1 and not keywords and isinstance(node.args[0], (ast.List, ast.Tuple)):
+        parts = [_fold(element, memo) for element in node.args[0].elts]
+        texts = [part for part in parts if isinstance(part, str)]
+        return _joined(texts, receiver) if len(texts) == len(parts) else None
+    if None in args or None in keywords.values():
+        return None
+    if method.attr == "format":
+        return _format_fields(receiver, args, keywords)
+    texts = [a for a in args if isinstance(a, str)]
+    if keywords or len(texts) != len(args):
+        return None
+    if method.attr in _FOLDED_CASES and not texts or method.attr in _FOLDED_STRIPS and len(texts) <= 1:
+        return str(getattr(receiver, method.attr)(*texts))
+    if method.attr == "replace" and len(texts) == 2 and texts[0]:
+        old, new = texts
+        if len(receiver) + receiver.count(old) * max(0, len(new) - len(old)) <= _FOLDED_LIMIT:
+            return receiver.replace(old, new)
+    return None
 
 
 def _constant_str(node: ast.expr) -> str | None:
