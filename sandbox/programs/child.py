@@ -471,11 +471,20 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             test_bindings["space"] = space
             test_bindings["helpers"] = {id_(value) for _, value in list_(protected.values())}
         baseline, names, values = test_bindings["baseline"], test_bindings["names"], test_bindings["values"]
+        # Modules, classes, functions and the framework's callables: not other callable objects (a model the test
+        # builds again in its setUp is an object of the answer's class, and the test's to rebind).
+        kinds = (FunctionType, BuiltinFunctionType, MethodType_, partial_, array_function_dispatcher())
         for name, value in list_(dict_.items(space)):
+            kind = type_(value)
             if (
                 type_(name) is str_
                 and name not in baseline
-                and (callable_(value) or issubclass_(type_(value), ModuleType))
+                and (
+                    sum_(map_(is_, repeat(kind, len_(kinds)), kinds))  # by identity: no metaclass's __eq__
+                    or issubclass_(kind, ModuleType)
+                    or issubclass_(kind, type_)
+                    or id_(value) in test_bindings["helpers"]
+                )
                 and (name == "__builtins__" or not str_.startswith(name, "__"))
             ):
                 baseline[name] = value
@@ -501,14 +510,31 @@ def _rcb_guard(spec, key, report_fd, main_frame, entry):
             kind = type_(value)
         if kind is FunctionType and file_is_answer(value.__code__.co_filename):
             return True
-        owner = defining_module(value)
-        if owner is None and class_flags(kind) & HEAP_TYPE:
-            owner = vars_(kind).get("__module__")  # an object of a class the answer's module defines
         if issubclass_(kind, ModuleType):
             held = module_namespace(value).get("__file__")
             return type_(held) is str_ and file_is_answer(held)
-        held = module_file(owner)
+        cls = value if issubclass_(kind, type_) else kind
+        if class_flags(cls) & HEAP_TYPE and class_of_answer(cls):
+            return True  # a class, or an object of a class, with a method written in the answer's file
+        held = module_file(defining_module(value))
         return type_(held) is str_ and file_is_answer(held)
+
+    def class_of_answer(cls):
+        # Its methods' code, not only its `__module__` (a class body may set that to any name).
+        for owner in class_mro(cls):
+            if not class_flags(owner) & HEAP_TYPE:
+                continue
+            members = class_dict(owner)
+            held = module_file(members.get("__module__"))
+            if type_(held) is str_ and file_is_answer(held):
+                return True
+            for member in list_(members.values()):
+                kind = type_(member)
+                if kind is staticmethod or kind is classmethod:
+                    member = member.__func__
+                if type_(member) is FunctionType and file_is_answer(member.__code__.co_filename):
+                    return True
+        return False
 
     def hidden_value(value):
         # The hidden reference's module, or a class or function it defines.

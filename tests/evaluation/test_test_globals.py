@@ -4,8 +4,9 @@ A tiny task: model.py's `scale` (the answer's lines), its hidden reference model
 them. Each hostile answer rebinds a name of the test's so that the tests compare the answer with itself or with
 nothing (the hidden reference's module, an assertion helper the test imported, a helper of the test's own bound to
 the answer's lambda); each first passes the tests with plain `python`, then the runtime guard alone flags it. An
-honest test that rebinds its own globals during its tests (a fixture setting a module-level object, a helper of its
-own swapped for another of its own, mock.patch of its helper while the reference runs) passes unflagged.
+honest test that rebinds its own globals during its tests (a fixture setting a module-level object, an object of
+the answer's class built again, a helper of its own swapped for another of its own, mock.patch of its helper while
+the reference runs) passes unflagged.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ MODEL = """import sys
 def scale(x):
     y = [2.0 * v for v in x]
     return y
+
+
+class Scaler:
+    def __call__(self, x):
+        return scale(x)
 """
 REFERENCE = """def scale(x):
     return [2.0 * v for v in x]
@@ -34,6 +40,7 @@ import model
 import model_ref
 
 backend = None
+scaler = model.Scaler()
 
 
 def inputs():
@@ -45,9 +52,10 @@ def other_inputs():
 
 
 def setUpModule():
-    global backend, inputs
+    global backend, inputs, scaler
     backend = object()
     inputs = other_inputs
+    scaler = model.Scaler()
 
 
 class T(unittest.TestCase):
@@ -60,7 +68,7 @@ class T(unittest.TestCase):
             assert_allclose(model.scale(other_inputs()), model_ref.scale(other_inputs()))
 
     def test_then(self):
-        assert_allclose(model.scale([5.0]), model_ref.scale([5.0]))
+        assert_allclose(scaler([5.0]), model_ref.scale([5.0]))
 
 
 unittest.main()
