@@ -12,7 +12,9 @@ An item pays one baseline and one check per test boundary and per call of the re
 (GuardSpec.imports) so that they are watched: their import's cost (paid once by a cold item that would not have
 imported them before the answer; a warm item finds them preloaded by the fork server) and the baseline and check
 with them watched too. With numpy loaded, the read and comparison of numpy's error state (np.seterr and
-np.seterrcall) that each check adds.
+np.seterrcall) that each check adds. Last, under an audit hook that returns at once as the guard's does for a
+read it is inside of (reading `__kwdefaults__` is audited), the keyword defaults of every function kept: read once
+per item, and compared at each check (attack13: a defaults dict changed in place).
 
 Run: PYTHONPATH=/tmp/calib-site .venv/bin/python scripts/bench_module_rebinding.py torch torch.optim [--repeat 200]
      .venv/bin/python scripts/bench_module_rebinding.py numpy --lazy scipy.special statistics
@@ -84,13 +86,13 @@ def main() -> None:
     args = parser.parse_args()
     for name in args.packages:
         importlib.import_module(name)
-    measure(args.packages, args.repeat)
+    functions = measure(args.packages, args.repeat)
     if args.lazy:
         start = time.perf_counter()
         for name in args.lazy:
             importlib.import_module(name)
         print(f"\nimporting {' '.join(args.lazy)} at the answer's start: {1000 * (time.perf_counter() - start):.1f} ms")
-        measure([*args.packages, *args.lazy], args.repeat)
+        functions = measure([*args.packages, *args.lazy], args.repeat)
     if "numpy" in sys.modules:
         from numpy._core._multiarray_umath import _get_extobj_dict  # type: ignore[import-not-found]
 
@@ -102,9 +104,43 @@ def main() -> None:
 
         assert error_state_unchanged()
         print(f"numpy error state, read and compared: {1000 * median_ms(error_state_unchanged, args.repeat):7.2f} us")
+    kwdefaults_measure(functions, args.repeat)
 
 
-def measure(packages: list[str], repeat: int) -> None:
+def kwdefaults_measure(functions: dict[int, object], repeat: int) -> None:
+    """The keyword defaults of the functions kept, read (each read audited) and compared as child.py does."""
+    watched, inside = frozenset(("object.__getattr__", "object.__setattr__")), {0}
+
+    def hook(event, args):  # the guard's own first steps before it returns for a read it is inside of
+        if type(event) is not str or event not in watched:
+            return
+        if 0 in inside:
+            return
+
+    sys.addaudithook(hook)
+    read = vars(FunctionType)["__kwdefaults__"].__get__
+    kept = [f for f in functions.values() if type(f) is FunctionType]
+    held = [d for d in map(read, kept) if type(d) is dict]
+    keys = list(chain.from_iterable(map(dict.keys, held)))
+    values = list(chain.from_iterable(map(dict.values, held)))
+
+    def compare():
+        return (
+            sum(map(len, held)) == len(values)
+            and all(map(is_, chain.from_iterable(map(dict.values, held)), values))
+            and all(map(is_, chain.from_iterable(map(dict.keys, held)), keys))
+        )
+
+    assert compare()
+    reading, reading_cpu = (
+        median_ms(lambda: list(map(read, kept)), repeat, clock=c) for c in (time.perf_counter, time.process_time)
+    )
+    print(f"keyword defaults: {len(held)} of {len(kept)} functions have them, {len(values)} values held")
+    print(f"  read (once per item, audited):     {reading:7.2f} ms ({reading_cpu:.2f} ms of CPU)")
+    print(f"  compare (each check):              {1000 * median_ms(compare, repeat):7.2f} us")
+
+
+def measure(packages: list[str], repeat: int) -> dict[int, object]:
     namespace_of = vars(ModuleType)["__dict__"].__get__
     spaces = [
         namespace_of(module)
@@ -143,6 +179,7 @@ def measure(packages: list[str], repeat: int) -> None:
         f"  walk (once per item):              {walk:7.2f} ms ({walk_cpu:.2f} ms of CPU); "
         "an assignment: one dict look-up in the hook"
     )
+    return functions
 
 
 if __name__ == "__main__":

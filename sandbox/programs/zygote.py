@@ -365,8 +365,21 @@ def unpack(archive):
 harness: tuple | None = None
 
 
+def harness_unpacked(packed):
+    """The harness as the worker sends it: its JSON compressed (forkserver._harness_packed), else None."""
+    import binascii, zlib  # ours: dropped from every fork's modules with the other tools (`kept`)
+
+    try:
+        return json.loads(zlib.decompress(binascii.a2b_base64(packed)))
+    except (ValueError, TypeError, zlib.error, binascii.Error):
+        return None
+
+
 def harness_compile(sent):
     global harness
+    if type(sent) is not dict:  # not readable: every item runs its harness file as a cold start does
+        harness = None
+        return
     if harness is not None and harness[1] == sent["source"].encode():
         return
     try:
@@ -567,7 +580,7 @@ while True:
         break
     request = json.loads(message)
     if "harness" in request:
-        harness_compile(request.pop("harness"))
+        harness_compile(harness_unpacked(request.pop("harness")))
     if "program" in request:
         program_compile(request.pop("program"))
     count = threads()

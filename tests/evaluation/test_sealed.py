@@ -135,6 +135,10 @@ def test_a_sealed_route_never_passes(sessions, backend_name, mode, entry):
             assert any(f["kind"] == "tampering" and "(a function's defaults)" in f["detail"] for f in flags), flags
         if entry.cls == "rebind-computed":  # statically only module-assignment (a note): the runtime guard holds it
             assert any(f["kind"] == "tampering" and "was rebound" in f["detail"] for f in flags), verdict.findings
+        if entry.cls == "test-rebind":  # no static finding: the guard compares the test's own globals (attack13)
+            assert any(f["kind"] == "tampering" and f["detail"].startswith("__main__.") for f in flags), flags
+        if entry.cls == "defaults-in-place":  # no assignment to audit: the guard compares the kept defaults dicts
+            assert any(f["kind"] == "tampering" and "(a function's keyword defaults)" in f["detail"] for f in flags)
         if entry.cls == "errstate":  # numpy's error handling is no module's name: the guard compares it too
             assert any(f["kind"] == "tampering" and "error handling" in f["detail"] for f in flags), verdict.findings
 
