@@ -36,6 +36,7 @@ import os
 import sys
 import time
 import zipfile
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -305,15 +306,17 @@ def fork_loads(session, module: str, limits) -> bool | None:
     return run.stdout.strip().endswith("True") if run.forked else None
 
 
-def calibration_judge(run) -> None:
-    """Every item of `run` judged by the evaluation task, in this process, as a sandbox worker runs it."""
+def calibration_judge(run, only: Collection[str] | None = None) -> None:
+    """Every item of `run` (or those of the snippets named in `only`) judged by the evaluation task, in this process,
+    as a sandbox worker runs it."""
     from evaluation.models import EvaluationRun
     from evaluation.selectors.items import run_snippets
     from evaluation.tasks import item_evaluate
 
     run = EvaluationRun.objects.get(pk=run.pk)
     for snippet in run_snippets(run=run):
-        item_evaluate.apply(args=(run.pk, snippet.pk, 0, run.feed_epoch), throw=True)
+        if only is None or snippet.name in only:
+            item_evaluate.apply(args=(run.pk, snippet.pk, 0, run.feed_epoch), throw=True)
 
 
 def calibration_report(run, label: str, *, dynamo: bool | None, elapsed: float) -> tuple[float, int]:
@@ -366,10 +369,11 @@ def backend_forkserver_set(on: bool) -> None:
     backend.forkserver = on
 
 
-def calibration_pass(*, version, maintainer, mode: str, run=None):
+def calibration_pass(*, version, maintainer, mode: str, run=None, only: Collection[str] | None = None):
     """One pass of the release's reference calibration on this process's backend (PASSES[mode]): `run`, or a new run
-    of the reference model a maintainer starts, judged item by item. Returns the run and whether an item forked
-    after it starts with torch._dynamo loaded (None: no fork server)."""
+    of the reference model a maintainer starts, judged item by item (only the items of the snippets named in `only`,
+    when given: the run then stays unfinished). Returns the run and whether an item forked after it starts with
+    torch._dynamo loaded (None: no fork server)."""
     from evaluation import executor, services
     from evaluation.models import ModelEntry
     from sandbox.forkserver import ForkingSession
@@ -383,7 +387,7 @@ def calibration_pass(*, version, maintainer, mode: str, run=None):
     session = executor.session_for(task.environment_hash, task.requirements)
     if mode == "dynamo" and isinstance(session, ForkingSession):
         session.preload_expect(modules=[DYNAMO])
-    calibration_judge(run)
+    calibration_judge(run, only)
     return run, fork_loads(session, DYNAMO, replace(executor.limits_for_release(version), gpu=False))
 
 

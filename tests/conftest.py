@@ -217,6 +217,11 @@ def _sandbox_cache_alone(tmp_path_factory) -> Path:
     return folder
 
 
+# The one torch environment of the run (the Muon package's requirements: torch and numpy), for every module that
+# builds one in sandbox_cache_shared: two environments of torch were two installs of a gigabyte, a minute or more each.
+TORCH_REQUIREMENTS = (REPO / "tests/evaluation/packages/muon/muon/paper2code_requirements.txt").read_text()
+
+
 @pytest.fixture(scope="session")
 def sandbox_cache_shared(tmp_path_factory) -> Path:
     """One environment cache for every parallel worker of the run, for the environments too big to build once per

@@ -13,10 +13,10 @@ from evaluation.audit import answer_audit
 from evaluation.executor import answer_test, reference_manifest
 from sandbox import Limits
 from sandbox.harness import answer_span
-from tests.conftest import sandbox_backend_or_missing
+from tests.conftest import TORCH_REQUIREMENTS, sandbox_backend_or_missing
 
 pytestmark = pytest.mark.slow
-REQUIREMENTS = "torch==2.13.0"
+REQUIREMENTS = TORCH_REQUIREMENTS  # the run's one torch environment (tests/conftest.py)
 LIMITS = Limits(wall_seconds=240, memory_bytes=4 * 1024**3, processes=64, cpus=1.0, output_bytes=1024**2)
 SOURCE = '''import torch
 

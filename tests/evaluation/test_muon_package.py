@@ -83,10 +83,20 @@ def test_tried_answers_on_the_validated_revision_and_the_accepted_reference_at_1
     with django_capture_on_commit_callbacks(execute=True):
         maintainer, version = release_accepted(revision)
     [started] = version.runs.filter(model__name="reference")  # publishing started the reference line
-    for mode, dynamo in (("fresh", False), ("dynamo", True), ("cold", None)):
+    # Every item on the publish's own pass, its run's score included. The torch._dynamo rebinding reached every item
+    # alike (10 of 10 flagged cold), so the passes that start forks otherwise judge the top-level snippets only (each
+    # nested one lies inside one of them). A cold item starts torch afresh: the three passes took 357 s with every item
+    # in each, 237 s so (two runs side by side on this 2-core machine).
+    snippets = read_pset(MUON)[0].annotated["muon.py"].snippets
+    every, top = {s.name for s in snippets}, {s.name for s in snippets if s.depth == 0}
+    for mode, dynamo, only in (("fresh", False, None), ("dynamo", True, top), ("cold", None, top)):
         with django_capture_on_commit_callbacks(execute=True):
             run, loaded = calibration_pass(
-                version=version, maintainer=maintainer, mode=mode, run=started if mode == "fresh" else None
+                version=version,
+                maintainer=maintainer,
+                mode=mode,
+                run=started if mode == "fresh" else None,
+                only=only,
             )
         assert loaded is dynamo, f"{mode}: an item's fork starts with {DYNAMO} loaded: {loaded}"
         # A finding kept as a note (an in-place update whose sealed replay agreed) is no flag; any other would be.
@@ -94,6 +104,8 @@ def test_tried_answers_on_the_validated_revision_and_the_accepted_reference_at_1
             o.snippet.name: (o.status, [f for f in o.findings if not f.get("note")])
             for o in Outcome.objects.filter(run=run)
         }
-        assert len(verdicts) == 14 and all(v == ("passed", []) for v in verdicts.values()), (mode, verdicts)
-        total = RunScore.objects.get(run=run, paper=None, split="")
-        assert (total.passed, total.flagged, total.scaled_pass_rate) == (14, 0, 100.0), mode
+        assert set(verdicts) == (only or every), (mode, sorted(verdicts))
+        assert all(v == ("passed", []) for v in verdicts.values()), (mode, verdicts)
+        if only is None:
+            total = RunScore.objects.get(run=run, paper=None, split="")
+            assert (total.passed, total.flagged, total.scaled_pass_rate) == (14, 0, 100.0), mode

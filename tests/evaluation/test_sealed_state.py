@@ -16,10 +16,10 @@ from benchmarks.services.blobs import environment_hash
 from evaluation.judging.sealed import SnippetSpan, answer_replay, recording_make, snippet_key
 from sandbox import Limits
 from sandbox.harness import answer_span
-from tests.conftest import sandbox_backend_or_missing
+from tests.conftest import TORCH_REQUIREMENTS, sandbox_backend_or_missing
 
 pytestmark = pytest.mark.slow
-REQUIREMENTS = "torch==2.13.0"  # the environment test_library_rebinding.py builds: one build for both
+REQUIREMENTS = TORCH_REQUIREMENTS  # the run's one torch environment (tests/conftest.py)
 LIMITS = Limits(wall_seconds=240, memory_bytes=4 * 1024**3, processes=64, cpus=1.0, output_bytes=1024**2)
 SOURCE = '''import torch
 
