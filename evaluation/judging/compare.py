@@ -10,9 +10,10 @@ to (an answer may copy what the reference returned as the same object), cycles o
 scalar of its kind (np.float64 and float) are compared by value. A key or attribute the recording has not is a
 difference, except in an argument's state when the call's names at entry (`AtEntry`, what the recorder read of the
 arguments before the reference ran) show that no dict key or attribute of that name was there: an answer may add
-working state the reference does not keep (Adam-style code's `state["step"]`), and that is noted (`notes`), not a
-difference. A name the arguments held at entry is still one: the reference removed it and the answer left it (an
-eviction that evicts nothing, a `del self.pending` left out). With no names at entry (an older recording, a walk that
+working state the reference does not keep (Adam-style code's `state["step"]`), and that is said apart (`notes`),
+not as a difference; the verdict still flags it for review (judging/verdict.py: EXTRA_STATE). A name the arguments
+held at entry is still a difference: the reference removed it and the answer left it (an eviction that evicts
+nothing, a `del self.pending` left out). With no names at entry (an older recording, a walk that
 reached a cap) every extra key or attribute is a difference.
 """
 

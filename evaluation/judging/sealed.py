@@ -482,7 +482,7 @@ class Replay:
     reason: str = ""  # why the snippet is unsealed
     timed_out: bool = False  # the replay ran past its time limit (its difference says so)
     also_difference: str | None = None  # the same replay under answer_replay's `also` tolerance (None: not asked)
-    notes: tuple[str, ...] = ()  # what the answer added to its arguments' state, tolerated (compare.AtEntry)
+    notes: tuple[str, ...] = ()  # what the answer added to its arguments' state (compare.AtEntry): flagged for review
 
     @property
     def agrees(self) -> bool:

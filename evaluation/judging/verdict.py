@@ -21,10 +21,12 @@ REPLAY_DISAGREES = "sealed-replay"
 DEMOTABLE_RULES = frozenset({"input-mutation", "private-attribute", "foreign-store", "module-assignment"})
 NOTE = "kept as a note: the sealed replay agreed with the reference"
 FAILED_NOTE = "kept as a note: the answer failed its tests"
-# What the replay tolerated (compare.AtEntry): an entry the answer added to its arguments' state that the reference
-# does not keep, which the arguments did not hold at entry. Kept beside the pass for a maintainer to read.
+# What the replay tells apart but cannot excuse (compare.AtEntry): an entry the answer added to its arguments' state
+# that the reference does not keep, which the arguments did not hold at entry. It flags for review, as any difference
+# does: each recorded call is replayed from the reference's state, which never holds the added entry, so an answer that
+# plants a marker there (`self.warm = True`) and reads it back takes one branch in its replay and another in its tests
+# (attack14). It is named as added state, not as a deletion left out, for the reviewer.
 EXTRA_STATE = "sealed-replay-extra-state"
-EXTRA_STATE_NOTE = "kept as a note: the answer keeps state the reference does not, added, not left from a deletion"
 
 
 def _demotable(finding: dict) -> bool:
@@ -55,8 +57,8 @@ def sealed_verdict(tests: Verdict, findings: list[dict], replay: Replay) -> Verd
     """The verdict of an answer whose tests passed (`tests`), with the audit's `findings` and its `replay`.
 
     Unsealed: today's guarded verdict. Sealed and disagreeing: flagged, the difference named (a passed test that
-    the replay contradicts is never a pass). Sealed and agreeing: passed unless a runtime finding flags it, with
-    the state the answer added that the replay tolerated kept as notes."""
+    the replay contradicts is never a pass). Sealed and agreeing but for state the answer added: flagged for review,
+    what it added named. Sealed and agreeing: passed unless a runtime finding flags it."""
     if not replay.sealed:
         return outcome_flag(tests, findings)
     if replay.difference:
@@ -69,9 +71,14 @@ def sealed_verdict(tests: Verdict, findings: list[dict], replay: Replay) -> Verd
             "source": "replay",
         }
         return outcome_flag(tests, [*findings, finding])
-    verdict = _with_notes(tests, findings, NOTE)
-    added = tuple(
-        {"kind": EXTRA_STATE, "line": None, "detail": note[:500], "source": "replay", "note": EXTRA_STATE_NOTE}
+    added = [
+        {
+            "kind": EXTRA_STATE,
+            "line": None,
+            "detail": f"the tests passed and the replay agreed but for state the answer added: {note}; each call is "
+            "replayed from the reference's state, so a review decides whether its later calls read it"[:500],
+            "source": "replay",
+        }
         for note in replay.notes
-    )
-    return replace(verdict, findings=(*verdict.findings, *added)) if added else verdict
+    ]
+    return _with_notes(tests, [*findings, *added], NOTE)

@@ -28,7 +28,7 @@ from evaluation.judging.sealed import (
     recording_make,
     snippet_key,
 )
-from evaluation.judging.verdict import EXTRA_STATE, EXTRA_STATE_NOTE, NOTE, REPLAY_DISAGREES
+from evaluation.judging.verdict import NOTE, REPLAY_DISAGREES
 from sandbox import Limits
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.corpus.tasks import ENTRY_POINT, Entry, entries, task, unguarded_run
@@ -232,10 +232,7 @@ def test_an_honest_errstate_block_or_lazy_import_passes_unflagged(sessions, back
 def test_an_honest_respelling_passes_sealed_and_unflagged(sessions, entry):
     run = platform_run(sessions, "bwrap", "warm", entry)
     assert run.verdict.status == "passed", (run.verdict, run.result.stderr[-1500:])
-    assert all(f.get("note") in (NOTE, EXTRA_STATE_NOTE) for f in run.verdict.findings), run.verdict.findings
-    if entry.name == "state-with-step-count":  # the entry it added is noted for a maintainer to read
-        added = [f for f in run.verdict.findings if f["kind"] == EXTRA_STATE]
-        assert added and '"step"' in added[0]["detail"], run.verdict.findings
+    assert all(f.get("note") == NOTE for f in run.verdict.findings), run.verdict.findings
 
 
 def test_a_recording_cut_at_the_snapshots_caps_is_not_compared_whole():

@@ -4,8 +4,10 @@
 An honest answer may keep state the reference does not (Adam-style code's `state["step"]`, an attribute its tests
 never read); a wrong one may leave out a deletion (an eviction loop that evicts nothing), which leaves a key the
 recording has not too. The recording keeps each call's names at entry, and the replay tells them apart: a name the
-arguments did not hold at entry was added (noted, passed), one they held was removed by the reference and left by
-the answer (flagged). A recording without the names (version 1) flags both, as before.
+arguments did not hold at entry was added (flagged for review as added state, not as a disagreement), one they held
+was removed by the reference and left by the answer (flagged as a disagreement). A recording without the names
+(version 1) flags both as disagreements. Added state is never excused: every call is replayed from the reference's
+state, so a marker an answer plants there and reads back takes its wrong branch only in its tests (attack14).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from benchmarks.paper2code import parse
 from benchmarks.services.blobs import environment_hash
 from evaluation.executor import answer_test, reference_manifest
 from evaluation.judging.sealed import RECORDING_VERSION, SnippetSpan, recording_make, snippet_key
-from evaluation.judging.verdict import EXTRA_STATE, EXTRA_STATE_NOTE, REPLAY_DISAGREES
+from evaluation.judging.verdict import EXTRA_STATE, REPLAY_DISAGREES
 from sandbox import Limits
 from tests.conftest import sandbox_backend_or_missing
 from tests.evaluation.corpus.tasks import unguarded_run
@@ -57,6 +59,19 @@ class Momentum:
             params[name] -= self.lr * slot["v"]
         # </paper2code name="momentum step">
         return params
+
+
+class RunNorm:
+    """A running mean that inputs are centred by."""
+
+    def __init__(self, momentum):
+        self.momentum, self.mean = momentum, 0.0
+
+    def update(self, x):
+        # <paper2code name="running mean">
+        self.mean = (1.0 - self.momentum) * self.mean + self.momentum * x
+        # </paper2code name="running mean">
+        return x - self.mean
 '''
 # The tests read what they know: the newest entries, and the parameters.
 TEST = """import model
@@ -70,6 +85,9 @@ params = {"w": 1.0, "b": 0.0}
 for _ in range(3):
     momentum.step(params, {"w": 1.0, "b": -1.0})
 assert abs(params["w"] - 0.575) < 1e-12 and abs(params["b"] - 0.425) < 1e-12
+norm = model.RunNorm(0.5)
+assert norm.update(2.0) == 1.0
+assert all(abs(norm.update(x)) < 100 for x in (1.0, 3.0, 5.0))  # weak past the first call: the replay backs it up
 """
 FILES = {"model.py": SOURCE.encode(), "paper2code_test.py": TEST.encode()}
 HIDDEN = ("paper2code_test.py",)
@@ -96,6 +114,15 @@ EVICTS_NOTHING = (
     "        self.entries[key] = value\n"
     "        while len(self.entries) > self.capacity + len(self.entries):\n"
     "            del self.entries[next(iter(self.entries))]\n"
+)
+# attack14: wrong from the second call on, keyed on a marker it plants on self: each replayed call starts from the
+# reference's self, which never holds the marker, so the replay sees only the right first branch.
+MARKER = (
+    '        if not getattr(self, "warm", False):\n'
+    "            self.mean = (1.0 - self.momentum) * self.mean + self.momentum * x\n"
+    "            self.warm = True\n"
+    "        else:\n"
+    "            self.mean = 0.0\n"
 )
 BLOBS: dict[str, bytes] = {}
 
@@ -186,7 +213,7 @@ def test_both_functions_are_sealed_with_their_names_at_entry(recorded):
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))
-def test_honest_extra_state_was_flagged_without_the_names_and_passes_noted_with_them(recorded, name):
+def test_honest_extra_state_was_a_disagreement_without_names_and_is_flagged_as_added_state_with_them(recorded, name):
     passed, output = unguarded_run(spliced(name, HONEST[name]))
     assert passed, output
     _, _, _, recording = recorded
@@ -195,22 +222,35 @@ def test_honest_extra_state_was_flagged_without_the_names_and_passes_noted_with_
     assert before.status == "flagged" and before.measured == "passed", before
     replay = [f for f in flags(before) if f["kind"] == REPLAY_DISAGREES]
     assert replay and ("step" in replay[0]["detail"] or "last_key" in replay[0]["detail"]), before.findings
-    # Now: passed, unflagged, with a note a maintainer can read.
+    # Now: flagged for review as state the answer added, not as a disagreement (a review may clear it).
     after = verdict(recorded, name, HONEST[name])
-    assert after.status == "passed" and not flags(after), after
-    notes = [f for f in after.findings if f["kind"] == EXTRA_STATE]
-    assert notes and all(f["note"] == EXTRA_STATE_NOTE for f in notes), after.findings
+    assert after.status == "flagged" and after.measured == "passed", after
+    assert not [f for f in flags(after) if f["kind"] == REPLAY_DISAGREES], after.findings
+    added = [f for f in flags(after) if f["kind"] == EXTRA_STATE]
     said = '"step"' if name == "momentum step" else "last_key"
-    assert said in notes[0]["detail"] and "the answer added" in notes[0]["detail"], notes
+    assert added and said in added[0]["detail"] and "the answer added" in added[0]["detail"], added
+
+
+def test_a_marker_planted_in_self_passed_the_comparison_and_is_flagged(recorded):
+    passed, output = unguarded_run(spliced("running mean", MARKER))
+    assert passed, f"the attack does not work unguarded, so it proves nothing:\n{output}"
+    found = verdict(recorded, "running mean", MARKER)
+    # No guard: its only flag is the added state. The replay agreed on every call and no other rule fired, so with
+    # added state a note beside a pass (as it was), it passed.
+    assert found.status == "flagged" and found.measured == "passed", found
+    assert [f["kind"] for f in flags(found)] == [EXTRA_STATE] * len(flags(found)), found.findings
+    added = flags(found)
+    assert added and "warm" in added[0]["detail"], found.findings
 
 
 def test_an_eviction_that_evicts_nothing_passed_a_blanket_tolerance_and_is_flagged_with_the_names(recorded):
     passed, output = unguarded_run(spliced("store and evict", EVICTS_NOTHING))
     assert passed, f"the attack does not work unguarded, so it proves nothing:\n{output}"
     _, _, _, recording = recorded
-    # No guard: a blanket tolerance of extra state (no name held at entry) lets it pass.
+    # No guard: a blanket tolerance of extra state (no name held at entry) leaves it only the added-state flag, a
+    # review's to clear (a pass while added state was a note).
     blanket = verdict(recorded, "store and evict", EVICTS_NOTHING, with_entries(recording, {"keys": [], "attrs": []}))
-    assert blanket.status == "passed", blanket
+    assert blanket.measured == "passed" and {f["kind"] for f in flags(blanket)} == {EXTRA_STATE}, blanket
     # The names at entry hold it: "a" was in the memory at entry of the third call, and the reference evicted it.
     found = verdict(recorded, "store and evict", EVICTS_NOTHING)
     assert found.status == "flagged" and found.measured == "passed", found
@@ -221,8 +261,8 @@ def test_an_eviction_that_evicts_nothing_passed_a_blanket_tolerance_and_is_flagg
     assert not [f for f in found.findings if f["kind"] == EXTRA_STATE], found.findings
 
 
-def test_the_references_pass_unflagged_with_no_extra_state_note(recorded):
-    for name in HONEST:
+def test_the_references_pass_unflagged_with_no_extra_state(recorded):
+    for name in (*HONEST, "running mean"):
         lines = SOURCE.splitlines(keepends=True)
         annotated = parse(SOURCE, "model.py")
         snippet = next(s for s in annotated.snippets if s.name == name)
