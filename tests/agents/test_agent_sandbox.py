@@ -31,7 +31,7 @@ from evaluation.models import EvaluationRun, ModelEntry, Outcome, RunScore
 from sandbox import Environment, Limits, docker_agent
 from sandbox.docker_agent import COPY_SECONDS
 from sandbox.docker_engine import WORKER_LABEL
-from tests.conftest import DEMO_PSET, client_for, polled, sandbox_backend_or_missing
+from tests.conftest import DEMO_PSET, client_for, demo_papers, polled, sandbox_backend_or_missing
 from tests.evaluation.conftest import ISOLATING_BACKENDS
 
 MB = 1024 * 1024
@@ -46,10 +46,14 @@ LIMITS = Limits(
 # on docker, with the other xdist worker idle).
 @pytest.mark.parametrize("backend", ["bwrap", "docker"])
 def test_calibration_agents_score_100_and_0_through_a_worker(
-    backend, media_root, celery_worker_factory, sandbox_cache, maintainer
+    backend, media_root, celery_worker_factory, sandbox_cache, maintainer, tmp_path
 ):
+    """On bwrap the calibration agents take every item of the demo; on docker, what differs is the backend, not the
+    items: one paper of the demo, topk-attention-pool (11 items, with requirements to install)."""
     sandbox_backend_or_missing(backend, sandbox_cache)
-    demo = pset_import(root=DEMO_PSET, version_name="agents-1.0.0", publish=True).version
+    root = DEMO_PSET if backend == "bwrap" else demo_papers(tmp_path, "topk-attention-pool")
+    items = 33 if backend == "bwrap" else 11
+    demo = pset_import(root=root, version_name="agents-1.0.0", publish=True).version
     worker = celery_worker_factory(queues="llm,sandbox", SANDBOX_BACKEND=backend)  # turns on llm, tools on sandbox
     runs = {}
     for name in ("reference", "placeholder"):
@@ -64,16 +68,16 @@ def test_calibration_agents_score_100_and_0_through_a_worker(
         )
         runs[name] = run
     full = RunScore.objects.get(run=runs["reference"], paper=None, split="")
-    assert (full.items, full.passed, full.errors, full.flagged, full.scaled_pass_rate) == (33, 33, 0, 0, 100.0)
+    assert (full.items, full.passed, full.errors, full.flagged, full.scaled_pass_rate) == (items, items, 0, 0, 100.0)
     zero = RunScore.objects.get(run=runs["placeholder"], paper=None, split="")
-    assert (zero.items, zero.passed, zero.failed, zero.errors, zero.scaled_pass_rate) == (33, 0, 33, 0, 0.0)
+    assert (zero.items, zero.passed, zero.failed, zero.errors, zero.scaled_pass_rate) == (items, 0, items, 0, 0.0)
     assert set(Outcome.objects.filter(run__in=runs.values()).values_list("sandbox_backend", flat=True)) == {backend}
     assert all(o.detail.startswith("the agent submitted") for o in Outcome.objects.filter(run__in=runs.values()))
     # Every step was stored: the reference agent read, edited, ran one command (in the sandbox) and submitted.
     reference = AgentTrajectory.objects.filter(run=runs["reference"])
-    assert reference.count() == 33 and set(reference.values_list("ended_by", "turns")) == {("submitted", 4)}
+    assert reference.count() == items and set(reference.values_list("ended_by", "turns")) == {("submitted", 4)}
     commands = AgentStep.objects.filter(trajectory__run=runs["reference"], role="tool", tool_name="run")
-    assert commands.count() == 33 and all("parsed" in s.content and "exit code 0" in s.content for s in commands)
+    assert commands.count() == items and all("parsed" in s.content and "exit code 0" in s.content for s in commands)
     assert set(AgentTrajectory.objects.filter(run=runs["placeholder"]).values_list("turns", flat=True)) == {1}
     # The item page shows the transcript, and the trajectory downloads as JSON.
     outcome = Outcome.objects.filter(run=runs["reference"]).first()

@@ -28,7 +28,7 @@ from benchmarks.services.publishing import version_publish
 from evaluation import services
 from evaluation.models import EvaluationRun, Generation, Outcome
 from operations.apps import text_fields_storable
-from tests.conftest import DEMO_PSET, client_for, sandbox_backend_or_missing
+from tests.conftest import DEMO_PSET, client_for, demo_papers, sandbox_backend_or_missing
 
 
 @pytest.fixture
@@ -401,10 +401,11 @@ def test_a_held_out_item_is_as_unknown_on_the_line_as_in_its_trajectory(media_ro
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_an_uploaded_agent_run_is_scored_on_the_same_path_by_a_real_worker(
-    media_root, author, celery_worker_factory, sandbox_cache
+    media_root, author, celery_worker_factory, sandbox_cache, tmp_path
 ):
     sandbox_backend_or_missing("bwrap", sandbox_cache)
-    version = pset_import(root=DEMO_PSET, version_name="1.0.0", publish=True).version
+    # One paper's 11 items (the demo's fastest to prepare): the path an uploaded answer takes, whatever their number.
+    version = pset_import(root=demo_papers(tmp_path, "topk-attention-pool"), version_name="1.0.0", publish=True).version
     services.model_register(name="byo-agent", display_name="BYO agent", kind="uploaded", owner=author)
     worker = celery_worker_factory(queues="default,sandbox", SANDBOX_BACKEND="bwrap")  # no llm consumer at all
     rows = _rows(version, trajectory=_trajectory())
