@@ -408,6 +408,20 @@ class Outcome(models.Model):
         return bool(self.findings)
 
     @property
+    def shown_status(self) -> str:
+        """The status its badge shows: a flag on an answer that failed its tests shows it failed (it counts so
+        whatever a review says), the flag beside it."""
+        return self.Status.FAILED if self.flagged_failed else self.status
+
+    @property
+    def shown_status_label(self) -> str:
+        return "Failed (flagged)" if self.flagged_failed else self.get_status_display()
+
+    @property
+    def flagged_failed(self) -> bool:
+        return self.status == self.Status.FLAGGED and self.measured_status == self.Status.FAILED
+
+    @property
     def awaiting_review(self) -> bool:
         """In the maintainers' review queue: AWAITING_REVIEW, read on this outcome."""
         return self.status == self.Status.FLAGGED and self.measured_status != self.Status.FAILED

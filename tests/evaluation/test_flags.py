@@ -320,11 +320,15 @@ def test_a_flag_on_an_answer_whose_tests_failed_shows_on_its_page_and_awaits_no_
     assert re.search(r'data-testid="flags-awaiting">Flagged answers awaiting review: <a href="[^"]+">1</a>', home)
 
     item = client.get(reverse("run-item", args=[run.pk, failed.pk])).content.decode()
-    assert '<span class="badge flagged">Flagged</span>' in item and 'data-testid="item-flag"' in item
+    # Its badge says failed, as it counts (walk48 read "Flagged" first on an answer that failed its tests).
+    assert '<span class="badge failed">Failed (flagged)</span>' in item and 'data-testid="item-flag"' in item
     assert 'data-testid="flag-not-held"' in item and "until a maintainer reviews it" not in item
     assert "(hidden file)" in item, "what flagged it is still there to read"
     held = client.get(reverse("run-item", args=[run.pk, passed.pk])).content.decode()
     assert "Flagged for review</h2>" in held and 'data-testid="flag-not-held"' not in held
+    assert '<span class="badge flagged">Flagged</span>' in held
+    run_page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert run_page.count('<span class="badge failed">Failed (flagged)</span>') == 2  # its item row and its flag
 
     score = overall(run)
     assert (score.passed, score.failed, score.flagged) == (31, 1, 1), "not passed either way; one awaits review"
