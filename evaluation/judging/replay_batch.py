@@ -234,5 +234,5 @@ def _judged(
         also_difference=None
         if also is None
         else _differs(recorded.outputs, calls, also, recorded.parsed, recorded.entries),
-        notes=tuple(notes),
+        added_state=tuple(notes),
     )

@@ -482,7 +482,7 @@ class Replay:
     reason: str = ""  # why the snippet is unsealed
     timed_out: bool = False  # the replay ran past its time limit (its difference says so)
     also_difference: str | None = None  # the same replay under answer_replay's `also` tolerance (None: not asked)
-    notes: tuple[str, ...] = ()  # what the answer added to its arguments' state (compare.AtEntry): flagged for review
+    added_state: tuple[str, ...] = ()  # what the answer added to its arguments' state (compare.AtEntry): flagged
 
     @property
     def agrees(self) -> bool:
@@ -590,4 +590,6 @@ def answer_replay(
         if also is None
         else problem or _differs(recorded.outputs, replayed or [], also, recorded.parsed, recorded.entries)
     )
-    return Replay(True, difference=difference, timed_out=timed_out, also_difference=also_difference, notes=tuple(notes))
+    return Replay(
+        True, difference=difference, timed_out=timed_out, also_difference=also_difference, added_state=tuple(notes)
+    )

@@ -79,6 +79,6 @@ def sealed_verdict(tests: Verdict, findings: list[dict], replay: Replay) -> Verd
             "replayed from the reference's state, so a review decides whether its later calls read it"[:500],
             "source": "replay",
         }
-        for note in replay.notes
+        for note in replay.added_state
     ]
     return _with_notes(tests, [*findings, *added], NOTE)
